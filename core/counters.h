@@ -1,0 +1,35 @@
+/*
+ * core/counters.h (internal): lock-free byte counters with a high-water mark,
+ * shared by every resource that reports a footprint.
+ *
+ * Thread-safe: yes (C11 atomics). A reader may see `current` and `peak` from
+ * slightly different moments; `peak` is never below any value `current` had.
+ */
+#ifndef GMR_CORE_COUNTERS_H_
+#define GMR_CORE_COUNTERS_H_
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+typedef struct gmr__byte_counter {
+  _Atomic size_t current_bytes;
+  _Atomic size_t peak_bytes;
+  _Atomic size_t live_count;
+} gmr__byte_counter;
+
+static inline void gmr__counter_add(gmr__byte_counter *c, size_t bytes) {
+  size_t now = atomic_fetch_add_explicit(&c->current_bytes, bytes, memory_order_relaxed) + bytes;
+  atomic_fetch_add_explicit(&c->live_count, 1, memory_order_relaxed);
+  size_t peak = atomic_load_explicit(&c->peak_bytes, memory_order_relaxed);
+  while (now > peak && !atomic_compare_exchange_weak_explicit(&c->peak_bytes, &peak, now,
+                                                              memory_order_relaxed,
+                                                              memory_order_relaxed)) {
+  }
+}
+
+static inline void gmr__counter_sub(gmr__byte_counter *c, size_t bytes) {
+  atomic_fetch_sub_explicit(&c->current_bytes, bytes, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&c->live_count, 1, memory_order_relaxed);
+}
+
+#endif /* GMR_CORE_COUNTERS_H_ */

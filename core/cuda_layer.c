@@ -1,0 +1,173 @@
+/*
+ * core/cuda_layer.c (internal): selection of the active CUDA layer, helpers
+ * shared by every resource that calls CUDA, and the public device/stream
+ * functions of gmr/device.h.
+ */
+#include "core/cuda_layer.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "gmr/device.h"
+
+static _Atomic(const gmr__cuda_ops *) active_ops = &gmr__cuda_real_ops;
+
+const gmr__cuda_ops *gmr__cuda(void) {
+  return atomic_load_explicit(&active_ops, memory_order_acquire);
+}
+
+void gmr__cuda_set_active(const gmr__cuda_ops *ops) {
+  atomic_store_explicit(&active_ops, ops, memory_order_release);
+}
+
+cudaError_t gmr__cuda_device_enter(const gmr__cuda_ops *ops, int device, int *saved) {
+  int current = -1;
+  *saved = -1;
+  cudaError_t err = ops->get_device(&current);
+  if (err != cudaSuccess) return err;
+  if (current == device) return cudaSuccess;
+  err = ops->set_device(device);
+  if (err != cudaSuccess) return err;
+  *saved = current;
+  return cudaSuccess;
+}
+
+void gmr__cuda_device_leave(const gmr__cuda_ops *ops, int saved) {
+  /* Restoring a device that was current a moment ago cannot fail in practice;
+   * there is nothing useful to do if it does. */
+  if (saved >= 0) (void)ops->set_device(saved);
+}
+
+bool gmr__cuda_stream_is_capturing(const gmr__cuda_ops *ops, cudaStream_t stream) {
+  enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (ops->stream_get_capture_info(stream, &status, NULL) != cudaSuccess) return false;
+  return status != cudaStreamCaptureStatusNone;
+}
+
+gmr_status gmr__status_from_cuda(cudaError_t err) {
+  switch (err) {
+    case cudaSuccess:
+      return GMR_OK;
+    case cudaErrorMemoryAllocation:
+      return GMR_ERR_OUT_OF_MEMORY;
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorStreamCaptureMerge:
+    case cudaErrorStreamCaptureUnmatched:
+    case cudaErrorStreamCaptureUnjoined:
+    case cudaErrorStreamCaptureIsolation:
+    case cudaErrorStreamCaptureImplicit:
+    case cudaErrorStreamCaptureWrongThread:
+      return GMR_ERR_CAPTURE_UNSAFE;
+    default:
+      return GMR_ERR_CUDA;
+  }
+}
+
+gmr_status gmr__cuda_fail(gmr_failure *failure, const char *call, cudaError_t err) {
+  if (failure != NULL) {
+    failure->cuda_error = (int)err;
+    snprintf(failure->message, sizeof failure->message, "%s failed: %s (%d)", call,
+             gmr_cuda_error_name((int)err), (int)err);
+  }
+  return gmr__status_from_cuda(err);
+}
+
+/* ---- gmr/device.h -------------------------------------------------------- */
+
+bool gmr_cuda_is_simulated(void) { return gmr__cuda()->simulated; }
+
+const char *gmr_cuda_error_name(int cuda_error) {
+  /* cudaGetErrorName is a table lookup in the runtime: no device needed. */
+  return cudaGetErrorName((cudaError_t)cuda_error);
+}
+
+gmr_status gmr_device_get_count(int *out_count) {
+  if (out_count == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  int count = 0;
+  cudaError_t err = gmr__cuda()->get_device_count(&count);
+  if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver) {
+    *out_count = 0;
+    return GMR_OK;
+  }
+  if (err != cudaSuccess) {
+    *out_count = 0;
+    return GMR_ERR_CUDA;
+  }
+  *out_count = count;
+  return GMR_OK;
+}
+
+gmr_status gmr_device_get_current(int *out_device) {
+  if (out_device == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  return gmr__status_from_cuda(gmr__cuda()->get_device(out_device));
+}
+
+gmr_status gmr_device_set_current(int device) {
+  cudaError_t err = gmr__cuda()->set_device(device);
+  if (err == cudaErrorInvalidDevice) return GMR_ERR_INVALID_ARGUMENT;
+  return gmr__status_from_cuda(err);
+}
+
+gmr_status gmr_device_get_memory_info(size_t *free_bytes, size_t *total_bytes) {
+  if (free_bytes == NULL || total_bytes == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  return gmr__status_from_cuda(gmr__cuda()->mem_get_info(free_bytes, total_bytes));
+}
+
+gmr_status gmr_device_synchronize(void) {
+  return gmr__status_from_cuda(gmr__cuda()->device_synchronize());
+}
+
+gmr_status gmr_stream_create(gmr_stream *out_stream) {
+  if (out_stream == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  cudaStream_t stream = NULL;
+  cudaError_t err = gmr__cuda()->stream_create(&stream);
+  if (err != cudaSuccess) {
+    *out_stream = NULL;
+    return gmr__status_from_cuda(err);
+  }
+  *out_stream = stream;
+  return GMR_OK;
+}
+
+gmr_status gmr_stream_destroy(gmr_stream stream) {
+  if (stream == NULL) return GMR_OK;
+  return gmr__status_from_cuda(gmr__cuda()->stream_destroy(stream));
+}
+
+gmr_status gmr_stream_synchronize(gmr_stream stream) {
+  return gmr__status_from_cuda(gmr__cuda()->stream_synchronize(stream));
+}
+
+gmr_status gmr_stream_begin_capture(gmr_stream stream) {
+  cudaError_t err = gmr__cuda()->stream_begin_capture(stream, cudaStreamCaptureModeGlobal);
+  return err == cudaSuccess ? GMR_OK : GMR_ERR_CUDA;
+}
+
+gmr_status gmr_stream_end_capture(gmr_stream stream, gmr_graph *out_graph) {
+  if (out_graph == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  cudaGraph_t graph = NULL;
+  cudaError_t err = gmr__cuda()->stream_end_capture(stream, &graph);
+  if (err != cudaSuccess) {
+    *out_graph = NULL;
+    return GMR_ERR_CUDA;
+  }
+  *out_graph = graph;
+  return GMR_OK;
+}
+
+gmr_status gmr_graph_destroy(gmr_graph graph) {
+  if (graph == NULL) return GMR_OK;
+  return gmr__status_from_cuda(gmr__cuda()->graph_destroy(graph));
+}
+
+gmr_status gmr_stream_get_capture_info(gmr_stream stream, bool *out_capturing,
+                                       uint64_t *out_capture_id) {
+  enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  cudaError_t err = gmr__cuda()->stream_get_capture_info(stream, &status, &id);
+  bool capturing = err == cudaSuccess && status != cudaStreamCaptureStatusNone;
+  if (out_capturing != NULL) *out_capturing = capturing;
+  if (out_capture_id != NULL) *out_capture_id = capturing ? (uint64_t)id : 0;
+  return err == cudaSuccess ? GMR_OK : GMR_ERR_CUDA;
+}

@@ -1,0 +1,107 @@
+/*
+ * core/cuda_layer.h (internal): the one place gmr calls CUDA through.
+ *
+ * Every CUDA runtime call of the library goes through a gmr__cuda_ops table.
+ * There are two: the real one (cuda_real.c, one runtime call per slot) and
+ * the host simulation (cuda_sim.c). gmr__cuda() returns the active table;
+ * a resource stores that pointer when it is created and uses it for its whole
+ * life, so switching the simulation on or off never mixes the two for one
+ * object.
+ *
+ * Thread-safe: yes; every slot is as thread-safe as the CUDA call it stands for.
+ */
+#ifndef GMR_CORE_CUDA_LAYER_H_
+#define GMR_CORE_CUDA_LAYER_H_
+
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmr/resource.h"
+#include "gmr/status.h"
+
+typedef struct gmr__cuda_ops {
+  const char *name; /* "cuda" or "simulation" */
+  bool simulated;
+
+  cudaError_t (*get_device_count)(int *count);
+  cudaError_t (*get_device)(int *device);
+  cudaError_t (*set_device)(int device);
+  cudaError_t (*device_get_attribute)(int *value, enum cudaDeviceAttr attr, int device);
+  cudaError_t (*mem_get_info)(size_t *free_bytes, size_t *total_bytes);
+  cudaError_t (*device_synchronize)(void);
+
+  cudaError_t (*malloc)(void **ptr, size_t bytes);
+  cudaError_t (*free)(void *ptr);
+  cudaError_t (*malloc_managed)(void **ptr, size_t bytes);
+  cudaError_t (*host_alloc)(void **ptr, size_t bytes);
+  cudaError_t (*free_host)(void *ptr);
+
+  /* A pinned device-memory pool on `device`, as cudaMemPoolCreate. */
+  cudaError_t (*mem_pool_create)(cudaMemPool_t *pool, int device);
+  cudaError_t (*mem_pool_destroy)(cudaMemPool_t pool);
+  cudaError_t (*mem_pool_set_attribute)(cudaMemPool_t pool, enum cudaMemPoolAttr attr,
+                                        uint64_t value);
+  cudaError_t (*mem_pool_get_attribute)(cudaMemPool_t pool, enum cudaMemPoolAttr attr,
+                                        uint64_t *value);
+  cudaError_t (*mem_pool_trim_to)(cudaMemPool_t pool, size_t min_bytes_to_keep);
+  cudaError_t (*malloc_from_pool_async)(void **ptr, size_t bytes, cudaMemPool_t pool,
+                                        cudaStream_t stream);
+  cudaError_t (*free_async)(void *ptr, cudaStream_t stream);
+
+  /* Non-blocking stream (cudaStreamNonBlocking) on the current device. */
+  cudaError_t (*stream_create)(cudaStream_t *stream);
+  cudaError_t (*stream_destroy)(cudaStream_t stream);
+  cudaError_t (*stream_synchronize)(cudaStream_t stream);
+  cudaError_t (*stream_wait_event)(cudaStream_t stream, cudaEvent_t event);
+  cudaError_t (*stream_get_capture_info)(cudaStream_t stream, enum cudaStreamCaptureStatus *status,
+                                         unsigned long long *capture_id);
+  cudaError_t (*stream_begin_capture)(cudaStream_t stream, enum cudaStreamCaptureMode mode);
+  cudaError_t (*stream_end_capture)(cudaStream_t stream, cudaGraph_t *graph);
+  cudaError_t (*graph_destroy)(cudaGraph_t graph);
+
+  /* Events without timing (cudaEventDisableTiming). */
+  cudaError_t (*event_create)(cudaEvent_t *event);
+  cudaError_t (*event_destroy)(cudaEvent_t event);
+  cudaError_t (*event_record)(cudaEvent_t event, cudaStream_t stream);
+  cudaError_t (*event_query)(cudaEvent_t event);
+  cudaError_t (*event_synchronize)(cudaEvent_t event);
+
+  cudaError_t (*memset_async)(void *ptr, int value, size_t bytes, cudaStream_t stream);
+} gmr__cuda_ops;
+
+/* The real CUDA runtime and the simulation (defined in cuda_real.c / cuda_sim.c). */
+extern const gmr__cuda_ops gmr__cuda_real_ops;
+extern const gmr__cuda_ops gmr__cuda_sim_ops;
+
+/* The active layer (an atomic load). Never NULL. */
+const gmr__cuda_ops *gmr__cuda(void);
+
+/* Make `ops` the active layer (used by gmr_cuda_sim_enable/disable). */
+void gmr__cuda_set_active(const gmr__cuda_ops *ops);
+
+/*
+ * Make `device` current for the calling thread if it is not, remembering the
+ * caller's device in *saved (-1 when nothing had to change). Pair every
+ * successful enter with gmr__cuda_device_leave(). Returns the CUDA error of
+ * cudaGetDevice / cudaSetDevice, cudaSuccess otherwise.
+ */
+cudaError_t gmr__cuda_device_enter(const gmr__cuda_ops *ops, int device, int *saved);
+void gmr__cuda_device_leave(const gmr__cuda_ops *ops, int saved);
+
+/* True when `stream` is capturing now (any error counts as "not capturing"). */
+bool gmr__cuda_stream_is_capturing(const gmr__cuda_ops *ops, cudaStream_t stream);
+
+/*
+ * Map a CUDA error to a gmr status: cudaErrorMemoryAllocation ->
+ * GMR_ERR_OUT_OF_MEMORY, stream-capture errors -> GMR_ERR_CAPTURE_UNSAFE,
+ * cudaSuccess -> GMR_OK, anything else -> GMR_ERR_CUDA.
+ */
+gmr_status gmr__status_from_cuda(cudaError_t err);
+
+/* Record a CUDA failure in `failure` (cuda_error and a message naming `call`).
+ * Returns the mapped status. `failure` may be NULL. */
+gmr_status gmr__cuda_fail(gmr_failure *failure, const char *call, cudaError_t err);
+
+#endif /* GMR_CORE_CUDA_LAYER_H_ */

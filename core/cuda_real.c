@@ -1,0 +1,132 @@
+/*
+ * core/cuda_real.c (internal): the CUDA layer's real implementation, one CUDA
+ * runtime call per slot.
+ */
+#include <cuda_runtime_api.h>
+
+#include "core/cuda_layer.h"
+
+static cudaError_t real_get_device_count(int *count) { return cudaGetDeviceCount(count); }
+static cudaError_t real_get_device(int *device) { return cudaGetDevice(device); }
+static cudaError_t real_set_device(int device) { return cudaSetDevice(device); }
+static cudaError_t real_device_get_attribute(int *value, enum cudaDeviceAttr attr, int device) {
+  return cudaDeviceGetAttribute(value, attr, device);
+}
+static cudaError_t real_mem_get_info(size_t *free_bytes, size_t *total_bytes) {
+  return cudaMemGetInfo(free_bytes, total_bytes);
+}
+static cudaError_t real_device_synchronize(void) { return cudaDeviceSynchronize(); }
+
+static cudaError_t real_malloc(void **ptr, size_t bytes) { return cudaMalloc(ptr, bytes); }
+static cudaError_t real_free(void *ptr) { return cudaFree(ptr); }
+static cudaError_t real_malloc_managed(void **ptr, size_t bytes) {
+  return cudaMallocManaged(ptr, bytes, cudaMemAttachGlobal);
+}
+static cudaError_t real_host_alloc(void **ptr, size_t bytes) {
+  return cudaHostAlloc(ptr, bytes, cudaHostAllocDefault);
+}
+static cudaError_t real_free_host(void *ptr) { return cudaFreeHost(ptr); }
+
+static cudaError_t real_mem_pool_create(cudaMemPool_t *pool, int device) {
+  struct cudaMemPoolProps props = {0};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  return cudaMemPoolCreate(pool, &props);
+}
+static cudaError_t real_mem_pool_destroy(cudaMemPool_t pool) { return cudaMemPoolDestroy(pool); }
+static cudaError_t real_mem_pool_set_attribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr,
+                                               uint64_t value) {
+  /* Every attribute gmr sets is a cuuint64_t (thresholds, high-water resets). */
+  return cudaMemPoolSetAttribute(pool, attr, &value);
+}
+static cudaError_t real_mem_pool_get_attribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr,
+                                               uint64_t *value) {
+  return cudaMemPoolGetAttribute(pool, attr, value);
+}
+static cudaError_t real_mem_pool_trim_to(cudaMemPool_t pool, size_t keep) {
+  return cudaMemPoolTrimTo(pool, keep);
+}
+static cudaError_t real_malloc_from_pool_async(void **ptr, size_t bytes, cudaMemPool_t pool,
+                                               cudaStream_t stream) {
+  return cudaMallocFromPoolAsync(ptr, bytes, pool, stream);
+}
+static cudaError_t real_free_async(void *ptr, cudaStream_t stream) {
+  return cudaFreeAsync(ptr, stream);
+}
+
+static cudaError_t real_stream_create(cudaStream_t *stream) {
+  return cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking);
+}
+static cudaError_t real_stream_destroy(cudaStream_t stream) { return cudaStreamDestroy(stream); }
+static cudaError_t real_stream_synchronize(cudaStream_t stream) {
+  return cudaStreamSynchronize(stream);
+}
+static cudaError_t real_stream_wait_event(cudaStream_t stream, cudaEvent_t event) {
+  return cudaStreamWaitEvent(stream, event, 0);
+}
+static cudaError_t real_stream_get_capture_info(cudaStream_t stream,
+                                                enum cudaStreamCaptureStatus *status,
+                                                unsigned long long *capture_id) {
+  /* CUDA 13 signature: stream, status, id, graph, dependencies, edge data, count. */
+  return cudaStreamGetCaptureInfo(stream, status, capture_id, NULL, NULL, NULL, NULL);
+}
+static cudaError_t real_stream_begin_capture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+  return cudaStreamBeginCapture(stream, mode);
+}
+static cudaError_t real_stream_end_capture(cudaStream_t stream, cudaGraph_t *graph) {
+  return cudaStreamEndCapture(stream, graph);
+}
+static cudaError_t real_graph_destroy(cudaGraph_t graph) { return cudaGraphDestroy(graph); }
+
+static cudaError_t real_event_create(cudaEvent_t *event) {
+  return cudaEventCreateWithFlags(event, cudaEventDisableTiming);
+}
+static cudaError_t real_event_destroy(cudaEvent_t event) { return cudaEventDestroy(event); }
+static cudaError_t real_event_record(cudaEvent_t event, cudaStream_t stream) {
+  return cudaEventRecord(event, stream);
+}
+static cudaError_t real_event_query(cudaEvent_t event) { return cudaEventQuery(event); }
+static cudaError_t real_event_synchronize(cudaEvent_t event) { return cudaEventSynchronize(event); }
+
+static cudaError_t real_memset_async(void *ptr, int value, size_t bytes, cudaStream_t stream) {
+  return cudaMemsetAsync(ptr, value, bytes, stream);
+}
+
+const gmr__cuda_ops gmr__cuda_real_ops = {
+    .name = "cuda",
+    .simulated = false,
+    .get_device_count = real_get_device_count,
+    .get_device = real_get_device,
+    .set_device = real_set_device,
+    .device_get_attribute = real_device_get_attribute,
+    .mem_get_info = real_mem_get_info,
+    .device_synchronize = real_device_synchronize,
+    .malloc = real_malloc,
+    .free = real_free,
+    .malloc_managed = real_malloc_managed,
+    .host_alloc = real_host_alloc,
+    .free_host = real_free_host,
+    .mem_pool_create = real_mem_pool_create,
+    .mem_pool_destroy = real_mem_pool_destroy,
+    .mem_pool_set_attribute = real_mem_pool_set_attribute,
+    .mem_pool_get_attribute = real_mem_pool_get_attribute,
+    .mem_pool_trim_to = real_mem_pool_trim_to,
+    .malloc_from_pool_async = real_malloc_from_pool_async,
+    .free_async = real_free_async,
+    .stream_create = real_stream_create,
+    .stream_destroy = real_stream_destroy,
+    .stream_synchronize = real_stream_synchronize,
+    .stream_wait_event = real_stream_wait_event,
+    .stream_get_capture_info = real_stream_get_capture_info,
+    .stream_begin_capture = real_stream_begin_capture,
+    .stream_end_capture = real_stream_end_capture,
+    .graph_destroy = real_graph_destroy,
+    .event_create = real_event_create,
+    .event_destroy = real_event_destroy,
+    .event_record = real_event_record,
+    .event_query = real_event_query,
+    .event_synchronize = real_event_synchronize,
+    .memset_async = real_memset_async,
+};

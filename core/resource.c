@@ -1,0 +1,147 @@
+/*
+ * core/resource.c: the dispatch functions of gmr/resource.h.
+ *
+ * Argument checks live here once, so no resource repeats them and every
+ * resource sees only valid requests: bytes in 1..GMR_MAX_ALLOCATION_BYTES, a
+ * power-of-two alignment, a non-NULL out pointer.
+ */
+#include "gmr/resource.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+static bool is_power_of_two(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+/* Slots appended after version 1 will need `vtbl->version >= N` as well. */
+static bool has_v1_slots(const gmr_resource_vtbl *vtbl) { return vtbl->version >= 1u; }
+
+gmr_status gmr_resource_check(const gmr_resource *r) {
+  if (r == NULL || r->vtbl == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  const gmr_resource_vtbl *v = r->vtbl;
+  if (v->version < 1u || v->type_name == NULL || v->allocate == NULL || v->deallocate == NULL ||
+      v->destroy == NULL) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  return GMR_OK;
+}
+
+/* Fill the record for a failure no deeper resource described. */
+static gmr_status fail_here(gmr_failure *failure, gmr_status status, const gmr_resource *r,
+                            size_t bytes, size_t alignment, gmr_stream stream) {
+  if (failure->where == NULL) {
+    failure->status = status;
+    failure->bytes = bytes;
+    failure->alignment = alignment;
+    failure->stream = stream;
+    failure->where = r;
+  }
+  return status;
+}
+
+gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
+                           void **out_ptr, gmr_failure *failure) {
+  gmr_failure local;
+  if (failure == NULL) failure = &local;
+  failure->where = NULL;
+  failure->cuda_error = 0;
+  failure->attempt = 0;
+  failure->message[0] = '\0';
+
+  if (out_ptr == NULL) {
+    snprintf(failure->message, sizeof failure->message, "out_ptr is NULL");
+    return fail_here(failure, GMR_ERR_INVALID_ARGUMENT, r, bytes, alignment, stream);
+  }
+  *out_ptr = NULL;
+  if (r == NULL || r->vtbl == NULL || r->vtbl->allocate == NULL) {
+    snprintf(failure->message, sizeof failure->message, "resource is NULL or has no vtable");
+    return fail_here(failure, GMR_ERR_INVALID_ARGUMENT, r, bytes, alignment, stream);
+  }
+  if (alignment == 0) {
+    alignment = GMR_DEFAULT_ALIGNMENT;
+  } else if (!is_power_of_two(alignment)) {
+    snprintf(failure->message, sizeof failure->message,
+             "alignment %zu is not a power of two", alignment);
+    return fail_here(failure, GMR_ERR_INVALID_ARGUMENT, r, bytes, alignment, stream);
+  }
+  if (bytes == 0) return GMR_OK;
+  if (bytes > GMR_MAX_ALLOCATION_BYTES) {
+    snprintf(failure->message, sizeof failure->message,
+             "request of %zu bytes is larger than any memory gmr can manage", bytes);
+    return fail_here(failure, GMR_ERR_OUT_OF_MEMORY, r, bytes, alignment, stream);
+  }
+
+  gmr_status st = r->vtbl->allocate(r, bytes, alignment, stream, out_ptr, failure);
+  if (st != GMR_OK) {
+    *out_ptr = NULL;
+    return fail_here(failure, st, r, bytes, alignment, stream);
+  }
+  /* A resource that breaks its contract is a bug; catch it in debug builds. */
+  assert(*out_ptr != NULL);
+  assert(((uintptr_t)*out_ptr & (alignment - 1)) == 0);
+  return GMR_OK;
+}
+
+gmr_status gmr_allocate(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
+                        void **out_ptr) {
+  return gmr_allocate_ex(r, bytes, alignment, stream, out_ptr, NULL);
+}
+
+gmr_status gmr_deallocate(gmr_resource *r, void *ptr, size_t bytes, size_t alignment,
+                          gmr_stream stream) {
+  if (r == NULL || r->vtbl == NULL || r->vtbl->deallocate == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  if (ptr == NULL) return GMR_OK;
+  if (alignment == 0) {
+    alignment = GMR_DEFAULT_ALIGNMENT;
+  } else if (!is_power_of_two(alignment)) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  /* No allocation of 0 bytes ever returned a non-NULL pointer. */
+  if (bytes == 0 || bytes > GMR_MAX_ALLOCATION_BYTES) return GMR_ERR_INVALID_ARGUMENT;
+  return r->vtbl->deallocate(r, ptr, bytes, alignment, stream);
+}
+
+gmr_status gmr_resource_destroy(gmr_resource *r) {
+  if (r == NULL) return GMR_OK;
+  if (gmr_resource_check(r) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  return r->vtbl->destroy(r);
+}
+
+gmr_resource *gmr_resource_get_upstream(const gmr_resource *r) {
+  if (r == NULL || r->vtbl == NULL || !has_v1_slots(r->vtbl) || r->vtbl->get_upstream == NULL) {
+    return NULL;
+  }
+  return r->vtbl->get_upstream(r);
+}
+
+const char *gmr_resource_type_name(const gmr_resource *r) {
+  if (r == NULL || r->vtbl == NULL || r->vtbl->type_name == NULL) return "invalid";
+  return r->vtbl->type_name;
+}
+
+gmr_status gmr_resource_trim(gmr_resource *r, size_t *released_bytes) {
+  if (released_bytes != NULL) *released_bytes = 0;
+  if (gmr_resource_check(r) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  /* Walk down the whole stack: every layer that caches memory gives it back
+   * to the layer below, top first, so the lower layers can pass it on. */
+  for (gmr_resource *cur = r; cur != NULL; cur = gmr_resource_get_upstream(cur)) {
+    if (!has_v1_slots(cur->vtbl) || cur->vtbl->trim == NULL) continue;
+    size_t released = 0;
+    gmr_status st = cur->vtbl->trim(cur, &released);
+    if (released_bytes != NULL) *released_bytes += released;
+    if (st != GMR_OK) return st;
+  }
+  return GMR_OK;
+}
+
+gmr_status gmr_resource_get_footprint(const gmr_resource *r, gmr_footprint *out) {
+  if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  memset(out, 0, sizeof *out);
+  if (gmr_resource_check(r) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  for (const gmr_resource *cur = r; cur != NULL; cur = gmr_resource_get_upstream(cur)) {
+    if (has_v1_slots(cur->vtbl) && cur->vtbl->get_footprint != NULL) {
+      return cur->vtbl->get_footprint(cur, out);
+    }
+  }
+  return GMR_ERR_UNSUPPORTED;
+}

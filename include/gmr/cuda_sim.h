@@ -1,0 +1,174 @@
+/*
+ * gmr/cuda_sim.h: the host simulation of gmr's CUDA layer, for tests and tools
+ * on machines without a GPU.
+ *
+ * Every CUDA call gmr makes goes through one internal layer. While the
+ * simulation is enabled that layer does not call CUDA at all:
+ *  - devices are numbered 0..device_count-1, each with a memory capacity;
+ *    allocations past it fail with cudaErrorMemoryAllocation;
+ *  - device, managed and pinned allocations are backed by host memory (so a
+ *    test can read and write them, and ASan sees overflows);
+ *  - streams and events complete at once, unless a stream is held
+ *    (gmr_cuda_sim_stream_hold): then events recorded on it stay pending until
+ *    it is released or an event synchronisation waits for them;
+ *  - capture follows CUDA's global mode: while a stream captures, calls CUDA
+ *    calls "potentially unsafe" (cudaMalloc, cudaFree, cudaHostAlloc,
+ *    synchronisation, event queries) fail with
+ *    cudaErrorStreamCaptureUnsupported and invalidate the capture;
+ *  - any call can be made to fail on its Nth use (fault injection);
+ *  - every call is counted.
+ * Select it explicitly, before creating any resource: a resource keeps the
+ * layer (real or simulated) that was active when it was created.
+ *
+ * Thread-safe: yes (internal mutex). Enable/disable must not race with other
+ * use of the layer.
+ */
+#ifndef GMR_CUDA_SIM_H_
+#define GMR_CUDA_SIM_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmr/config.h"
+#include "gmr/resource.h"
+#include "gmr/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* XX(NAME, "cudaFunction"). Every CUDA call of the layer, in one list. */
+#define GMR_CUDA_CALL_MAP(XX)                                  \
+  XX(GET_DEVICE_COUNT, "cudaGetDeviceCount")                   \
+  XX(GET_DEVICE, "cudaGetDevice")                              \
+  XX(SET_DEVICE, "cudaSetDevice")                              \
+  XX(DEVICE_GET_ATTRIBUTE, "cudaDeviceGetAttribute")           \
+  XX(MEM_GET_INFO, "cudaMemGetInfo")                           \
+  XX(DEVICE_SYNCHRONIZE, "cudaDeviceSynchronize")              \
+  XX(MALLOC, "cudaMalloc")                                     \
+  XX(FREE, "cudaFree")                                         \
+  XX(MALLOC_MANAGED, "cudaMallocManaged")                      \
+  XX(HOST_ALLOC, "cudaHostAlloc")                              \
+  XX(FREE_HOST, "cudaFreeHost")                                \
+  XX(MEM_POOL_CREATE, "cudaMemPoolCreate")                     \
+  XX(MEM_POOL_DESTROY, "cudaMemPoolDestroy")                   \
+  XX(MEM_POOL_SET_ATTRIBUTE, "cudaMemPoolSetAttribute")        \
+  XX(MEM_POOL_GET_ATTRIBUTE, "cudaMemPoolGetAttribute")        \
+  XX(MEM_POOL_TRIM_TO, "cudaMemPoolTrimTo")                    \
+  XX(MALLOC_FROM_POOL_ASYNC, "cudaMallocFromPoolAsync")        \
+  XX(FREE_ASYNC, "cudaFreeAsync")                              \
+  XX(STREAM_CREATE, "cudaStreamCreateWithFlags")               \
+  XX(STREAM_DESTROY, "cudaStreamDestroy")                      \
+  XX(STREAM_SYNCHRONIZE, "cudaStreamSynchronize")              \
+  XX(STREAM_WAIT_EVENT, "cudaStreamWaitEvent")                 \
+  XX(STREAM_GET_CAPTURE_INFO, "cudaStreamGetCaptureInfo")      \
+  XX(STREAM_BEGIN_CAPTURE, "cudaStreamBeginCapture")           \
+  XX(STREAM_END_CAPTURE, "cudaStreamEndCapture")               \
+  XX(GRAPH_DESTROY, "cudaGraphDestroy")                        \
+  XX(EVENT_CREATE, "cudaEventCreateWithFlags")                 \
+  XX(EVENT_DESTROY, "cudaEventDestroy")                        \
+  XX(EVENT_RECORD, "cudaEventRecord")                          \
+  XX(EVENT_QUERY, "cudaEventQuery")                            \
+  XX(EVENT_SYNCHRONIZE, "cudaEventSynchronize")                \
+  XX(MEMSET_ASYNC, "cudaMemsetAsync")
+
+typedef enum gmr_cuda_call {
+#define GMR_CUDA_CALL_ENUM_(name, fn) GMR_CUDA_CALL_##name,
+  GMR_CUDA_CALL_MAP(GMR_CUDA_CALL_ENUM_)
+#undef GMR_CUDA_CALL_ENUM_
+  GMR_CUDA_CALL_COUNT
+} gmr_cuda_call;
+
+/** The CUDA function's name ("cudaMalloc"), or "unknown". Static string. */
+GMR_API const char *gmr_cuda_call_name(gmr_cuda_call call);
+
+typedef struct gmr_cuda_sim_config {
+  int device_count;              /* 1..16 simulated devices */
+  size_t device_memory_bytes;    /* capacity of each device */
+  bool memory_pools_supported;   /* cudaDevAttrMemoryPoolsSupported */
+} gmr_cuda_sim_config;
+
+/* One device with the memory of an H100 (80 GiB); pools supported. */
+#define GMR_CUDA_SIM_CONFIG_DEFAULT {1, (size_t)80 << 30, true}
+
+/**
+ * Switch the process's CUDA layer to the simulation, with fresh state: no
+ * allocations, zeroed call counts, no injected failures, device 0 current.
+ * `config` is copied; NULL means GMR_CUDA_SIM_CONFIG_DEFAULT.
+ * Thread-safe: no; call it before other threads use gmr.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT for a device count outside 1..16 or a
+ * zero capacity; GMR_ERR_BUSY if the simulation is already enabled and still
+ * has live allocations, streams, events, pools or graphs (nothing changes).
+ */
+GMR_API gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config);
+
+/**
+ * Switch back to the real CUDA runtime. Returns GMR_OK, or GMR_ERR_BUSY (the
+ * simulation stays on) if simulated objects are still live: a test that
+ * disables the simulation at its end so finds leaks.
+ */
+GMR_API gmr_status gmr_cuda_sim_disable(void);
+
+/**
+ * Make calls of kind `call` fail: after `skip_count` more calls succeed, the
+ * next `fail_count` calls (UINT64_MAX: all of them) return `cuda_error`
+ * without side effects. One rule per call kind; a new rule replaces the old.
+ * Example: the 3rd cudaMalloc from now fails with cudaErrorMemoryAllocation:
+ *   gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 2, 1, 2);
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT for an unknown call or cuda_error 0;
+ * GMR_ERR_UNSUPPORTED if the simulation is not enabled.
+ */
+GMR_API gmr_status gmr_cuda_sim_inject_failure(gmr_cuda_call call, uint64_t skip_count,
+                                               uint64_t fail_count, int cuda_error);
+
+/** Remove every injected failure. Returns GMR_OK (also when not enabled). */
+GMR_API gmr_status gmr_cuda_sim_clear_failures(void);
+
+/**
+ * Number of calls of kind `call` since enable, successful or not (0 when the
+ * simulation is off or `call` is unknown). Thread-safe: yes.
+ */
+GMR_API uint64_t gmr_cuda_sim_get_call_count(gmr_cuda_call call);
+
+/** Memory of one simulated device. */
+typedef struct gmr_cuda_sim_usage {
+  size_t used_bytes;         /* bytes allocated on the device now (pools: reserved) */
+  size_t peak_used_bytes;    /* high-water mark of used_bytes */
+  size_t allocation_count;   /* live cudaMalloc/Managed/pool allocations */
+  size_t capacity_bytes;     /* the configured capacity */
+} gmr_cuda_sim_usage;
+
+/**
+ * Memory use of simulated `device` (pinned host allocations are counted on no
+ * device; see gmr_cuda_sim_get_host_usage).
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL out or no such device);
+ * GMR_ERR_UNSUPPORTED (simulation off).
+ */
+GMR_API gmr_status gmr_cuda_sim_get_device_usage(int device, gmr_cuda_sim_usage *out);
+
+/** Pinned host memory (cudaHostAlloc) in use; same returns as above. */
+GMR_API gmr_status gmr_cuda_sim_get_host_usage(gmr_cuda_sim_usage *out);
+
+/**
+ * Hold or release `stream` (not NULL): while held, work "enqueued" on it does
+ * not complete, so events recorded on it stay pending (cudaEventQuery returns
+ * cudaErrorNotReady). Releasing completes everything recorded so far.
+ * cudaEventSynchronize / cudaStreamSynchronize on a held stream complete what
+ * they wait for (the simulated work "finishes"), the stream stays held.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT for NULL or an unknown stream;
+ * GMR_ERR_UNSUPPORTED (simulation off).
+ */
+GMR_API gmr_status gmr_cuda_sim_stream_hold(gmr_stream stream, bool hold);
+
+/**
+ * Number of cudaStreamWaitEvent calls that made `stream` wait (0 for unknown
+ * streams or the simulation off). Lets tests check cross-stream ordering.
+ */
+GMR_API uint64_t gmr_cuda_sim_get_stream_wait_count(gmr_stream stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GMR_CUDA_SIM_H_ */

@@ -1,0 +1,25 @@
+/*
+ * gmr/gmr.h: the umbrella header; includes every public gmr header.
+ *
+ * Thread-safety rule for the whole library (libuv's wording): unless
+ * documented otherwise, an object may be used from several threads at once
+ * only if its header says "Thread-safe: yes". Create and destroy are never
+ * thread-safe with respect to other use of the same object.
+ *
+ * Header layout: include/gmr/ holds public declarations only; no public
+ * header includes a CUDA header (gmr_stream is `struct CUstream_st *`, the
+ * same type as cudaStream_t).
+ */
+#ifndef GMR_GMR_H_
+#define GMR_GMR_H_
+
+#include "gmr/config.h"
+#include "gmr/cuda_resource.h"
+#include "gmr/cuda_sim.h"
+#include "gmr/device.h"
+#include "gmr/host_resource.h"
+#include "gmr/resource.h"
+#include "gmr/status.h"
+#include "gmr/version.h"
+
+#endif /* GMR_GMR_H_ */

@@ -1,0 +1,277 @@
+/*
+ * gmr/resource.h: the memory resource interface every gmr component implements,
+ * and the dispatch functions callers use.
+ *
+ * A resource is a struct whose first member is a `gmr_resource`, which points
+ * at a static table of function pointers (the vtable). Concrete resources
+ * (cuda_resource, host_resource, pools) get memory from a system source or from
+ * an upstream resource; adaptors forward to an upstream and add a behaviour
+ * (limits, tracking, logging). A whole allocator is one stack of them.
+ *
+ * Callers never call vtable slots directly: they call gmr_allocate(),
+ * gmr_deallocate() and the other dispatch functions below, which check
+ * arguments once for every resource (RMM's non-virtual interface, jemalloc's
+ * ehooks).
+ *
+ * Stream-ordered semantics (the same as RAPIDS RMM's device_memory_resource):
+ *  - Allocating on stream S returns memory that is valid for work ordered
+ *    after the call on S. Using it on another stream needs the usual ordering
+ *    (an event or a synchronisation) between S and that stream.
+ *  - Deallocating on stream S means the memory may be handed out again to
+ *    work ordered after S's work enqueued so far. The caller must not free
+ *    memory that work on another stream still uses unless that stream is
+ *    ordered before S. A resource may give the block to another stream only
+ *    after it has made sure that S's earlier work has completed (an event) or
+ *    that the other stream waits for it.
+ *  - `bytes` and `alignment` at deallocate equal those given at allocate;
+ *    `stream` should be the stream the memory was last used on.
+ *  - A resource belongs to the device it was created for, and allocates and
+ *    frees there whatever device is current in the calling thread.
+ *  - NULL is the default stream (cudaStreamLegacy semantics).
+ *
+ * Zero bytes: allocating 0 bytes succeeds and gives *out_ptr == NULL without
+ * calling the resource; deallocating a NULL pointer is a no-op that returns
+ * GMR_OK. No resource ever sees a zero-byte request, so none records one.
+ *
+ * Alignment: 0 means GMR_DEFAULT_ALIGNMENT (256 bytes, what cudaMalloc
+ * guarantees). Any other value must be a power of two. A resource that cannot
+ * honour an alignment above 256 returns GMR_ERR_UNSUPPORTED.
+ *
+ * Thread-safe: the dispatch functions add no state of their own; whether a
+ * resource may be used from several threads at once is stated in its header.
+ */
+#ifndef GMR_RESOURCE_H_
+#define GMR_RESOURCE_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmr/config.h"
+#include "gmr/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The same type as cudaStream_t, without including a CUDA header. NULL is the
+ * default stream. */
+typedef struct CUstream_st *gmr_stream;
+
+typedef struct gmr_resource gmr_resource;
+typedef struct gmr_resource_vtbl gmr_resource_vtbl;
+
+/* The alignment every allocation has unless the caller asks for more. */
+#define GMR_DEFAULT_ALIGNMENT ((size_t)256)
+
+/* Requests above this many bytes fail with GMR_ERR_OUT_OF_MEMORY at dispatch,
+ * so no resource has to guard its size arithmetic against overflow. */
+#define GMR_MAX_ALLOCATION_BYTES (SIZE_MAX / 4)
+
+/* Length of gmr_failure::message, terminating NUL included. */
+#define GMR_FAILURE_MESSAGE_BYTES 192
+
+/**
+ * What went wrong in a failed allocation, filled by the dispatch and by the
+ * resources below it; given to OOM policies and loggers, and to callers of
+ * gmr_allocate_ex().
+ *
+ * `where` is the deepest resource that failed: the first dispatch on the way
+ * back up whose resource left `where` NULL fills in status, bytes, alignment,
+ * stream and where. A resource that failed because of a CUDA call sets
+ * `cuda_error` (a cudaError_t value); it may write a sentence for people into
+ * `message`. The record is meaningful only when the call returned a failure.
+ */
+typedef struct gmr_failure {
+  gmr_status status;            /* the status the failing resource returned */
+  int cuda_error;               /* cudaError_t of the failing CUDA call, 0 if none */
+  size_t bytes;                 /* bytes requested from the failing resource */
+  size_t alignment;             /* alignment requested from it (0 replaced by 256) */
+  gmr_stream stream;            /* stream of the request */
+  const gmr_resource *where;    /* the resource that failed; borrowed */
+  uint32_t attempt;             /* 0 for a first try; OOM policies count retries here */
+  char message[GMR_FAILURE_MESSAGE_BYTES]; /* NUL-terminated, may be empty */
+} gmr_failure;
+
+/**
+ * How much memory a resource holds from the memory below it (its upstream, or
+ * the CUDA driver / operating system for a leaf resource), in bytes.
+ * `peak_held_bytes` is the high-water mark since the resource was created.
+ */
+typedef struct gmr_footprint {
+  size_t held_bytes;
+  size_t peak_held_bytes;
+} gmr_footprint;
+
+/* ---- vtable slots ------------------------------------------------------- */
+
+/* Required. Allocate at least `bytes` (> 0, <= GMR_MAX_ALLOCATION_BYTES) with
+ * `alignment` (a power of two, >= 1) for use on `stream`. On success set
+ * *out_ptr; on failure leave it NULL, and set failure->cuda_error (and
+ * optionally failure->message) when a CUDA call was the cause. `failure` is
+ * never NULL. */
+typedef gmr_status gmr_resource_allocate_fn(gmr_resource *self, size_t bytes, size_t alignment,
+                                            gmr_stream stream, void **out_ptr,
+                                            gmr_failure *failure);
+
+/* Required. Release `ptr` (non-NULL) that this resource returned for `bytes`
+ * and `alignment`, stream-ordered on `stream`. Returns GMR_OK, or a failure
+ * status when the release is refused, in which case nothing was released. */
+typedef gmr_status gmr_resource_deallocate_fn(gmr_resource *self, void *ptr, size_t bytes,
+                                              size_t alignment, gmr_stream stream);
+
+/* Required. Free the resource itself (never its upstream). Returns GMR_ERR_BUSY,
+ * changing nothing, if it still has live allocations it can count. */
+typedef gmr_status gmr_resource_destroy_fn(gmr_resource *self);
+
+/* Optional. The resource this one forwards to, or NULL for a leaf. */
+typedef gmr_resource *gmr_resource_get_upstream_fn(const gmr_resource *self);
+
+/* Optional. Give cached free memory back to the upstream; add the bytes given
+ * back to *released_bytes. NULL in an adaptor means "forward to the upstream". */
+typedef gmr_status gmr_resource_trim_fn(gmr_resource *self, size_t *released_bytes);
+
+/* Optional. Report what this resource holds from below. NULL in an adaptor
+ * means "ask the upstream". */
+typedef gmr_status gmr_resource_get_footprint_fn(const gmr_resource *self, gmr_footprint *out);
+
+/* Version 1: every slot below. Later versions only append slots, so a vtable
+ * of a newer version works with this library and one of an older version has
+ * its missing slots treated as NULL. */
+#define GMR_RESOURCE_VTBL_VERSION 1u
+
+struct gmr_resource_vtbl {
+  uint32_t version;      /* GMR_RESOURCE_VTBL_VERSION when the vtable was written */
+  const char *type_name; /* e.g. "cuda_resource"; static storage */
+  gmr_resource_allocate_fn *allocate;     /* required */
+  gmr_resource_deallocate_fn *deallocate; /* required */
+  gmr_resource_destroy_fn *destroy;       /* required */
+  gmr_resource_get_upstream_fn *get_upstream;   /* optional, may be NULL */
+  gmr_resource_trim_fn *trim;                   /* optional, may be NULL */
+  gmr_resource_get_footprint_fn *get_footprint; /* optional, may be NULL */
+  /* ---- end of version 1 ---- */
+};
+
+/* Embedded as the FIRST member of every concrete resource and adaptor. */
+struct gmr_resource {
+  const gmr_resource_vtbl *vtbl;
+};
+
+/* ---- dispatch ----------------------------------------------------------- */
+
+/**
+ * Check that `r` can be used: non-NULL, a vtable of version >= 1 with a type
+ * name and the three required slots. Adaptors call it on their upstream at
+ * create time; a user who writes a resource can call it in a test.
+ * Thread-safe: yes (reads only). Stream/device: none.
+ * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT naming nothing else.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_resource_check(const gmr_resource *r);
+
+/**
+ * Allocate `bytes` from `r` for use on `stream` with `alignment` (0 = 256).
+ *
+ * Units: bytes; alignment in bytes, a power of two or 0.
+ * Ownership: the returned memory belongs to the caller until it is given to
+ *   gmr_deallocate() on the same resource with the same bytes and alignment.
+ * Thread-safe: as the resource's header says.
+ * Stream/device: stream-ordered as described at the top of this header. Whether
+ *   it may synchronise or call cudaMalloc depends on the resource.
+ * Returns:
+ *   GMR_OK                    *out_ptr is set (NULL only when bytes == 0).
+ *   GMR_ERR_INVALID_ARGUMENT  r or out_ptr is NULL, r has no valid vtable, or
+ *                             alignment is not a power of two.
+ *   GMR_ERR_OUT_OF_MEMORY     no memory below (also bytes > GMR_MAX_ALLOCATION_BYTES).
+ *   GMR_ERR_LIMIT_EXCEEDED, GMR_ERR_UNSUPPORTED, GMR_ERR_CUDA, GMR_ERR_CAPTURE_UNSAFE,
+ *   GMR_ERR_INTERNAL          as the resource documents.
+ * After failure: *out_ptr is NULL (when out_ptr is not NULL) and the resource
+ *   is as it was before the call.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_allocate(gmr_resource *r, size_t bytes, size_t alignment,
+                                              gmr_stream stream, void **out_ptr);
+
+/**
+ * gmr_allocate() that also describes a failure in `*failure` (may be NULL,
+ * then it is exactly gmr_allocate()). On success the record's content is
+ * unspecified. Adaptors pass their own `failure` argument here when they call
+ * their upstream, so the record travels up the stack.
+ * Returns and state after failure: as gmr_allocate().
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment,
+                                                 gmr_stream stream, void **out_ptr,
+                                                 gmr_failure *failure);
+
+/**
+ * Give `ptr` back to `r`, stream-ordered on `stream`. `bytes` and `alignment`
+ * are those given at allocation (alignment 0 means 256 in both places).
+ *
+ * Ownership: `ptr` is no longer the caller's once GMR_OK is returned.
+ * Thread-safe: as the resource's header says.
+ * Stream/device: may the memory be reused right away? Only by work ordered
+ *   after `stream` (see the top of this header). Whether it synchronises
+ *   depends on the resource (cudaFree does).
+ * Returns:
+ *   GMR_OK                    released (or ptr was NULL: nothing to do).
+ *   GMR_ERR_INVALID_ARGUMENT  r is NULL or invalid, alignment is not a power of
+ *                             two, or bytes == 0 with a non-NULL ptr.
+ *   other statuses            as the resource documents (a tracking adaptor
+ *                             refuses unknown pointers, a CUDA resource may
+ *                             refuse a free that would break a capture).
+ * After failure: nothing was released; the caller still owns ptr.
+ */
+GMR_API gmr_status gmr_deallocate(gmr_resource *r, void *ptr, size_t bytes, size_t alignment,
+                                  gmr_stream stream);
+
+/**
+ * Destroy `r` (never its upstream). NULL is a no-op returning GMR_OK.
+ * Thread-safe: no; no other thread may use `r` during or after the call.
+ * Stream/device: may synchronise, and may free device memory it cached.
+ * Returns GMR_OK; GMR_ERR_BUSY if it has live allocations it can count (then
+ * nothing is destroyed); GMR_ERR_INVALID_ARGUMENT if `r` has no valid vtable.
+ */
+GMR_API gmr_status gmr_resource_destroy(gmr_resource *r);
+
+/**
+ * The upstream `r` forwards to, or NULL for a leaf resource, NULL `r`, or a
+ * vtable without the get_upstream slot. Thread-safe: yes.
+ */
+GMR_API gmr_resource *gmr_resource_get_upstream(const gmr_resource *r);
+
+/**
+ * The vtable's type name ("cuda_resource"), or "invalid" for NULL / no vtable.
+ * Ownership: static string. Thread-safe: yes.
+ */
+GMR_API const char *gmr_resource_type_name(const gmr_resource *r);
+
+/**
+ * Ask `r` and everything below it to give cached free memory back to its
+ * upstream (e.g. wholly free pool chunks). A resource without a trim slot
+ * forwards to its upstream; a leaf without one releases nothing.
+ *
+ * Units: *released_bytes (may be NULL) receives the bytes given back, summed
+ *   over the stack.
+ * Thread-safe: as the resources' headers say for trim.
+ * Stream/device: may synchronise streams to learn which blocks are free.
+ * Returns GMR_OK, GMR_ERR_INVALID_ARGUMENT for an invalid `r`, or the first
+ * failure of a resource's trim (memory given back before it stays given back).
+ */
+GMR_API gmr_status gmr_resource_trim(gmr_resource *r, size_t *released_bytes);
+
+/**
+ * Report the memory the stack headed by `r` holds from below: the first
+ * resource, going down through adaptors, that implements get_footprint answers.
+ * For `pool > cuda` that is the pool's chunks; for a plain cuda resource, what
+ * it holds from the driver.
+ * Thread-safe: yes where the answering resource says so; a concurrent reading
+ *   may miss allocations in flight.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT for NULL arguments;
+ * GMR_ERR_UNSUPPORTED when no resource in the stack reports a footprint
+ * (then *out is zeroed).
+ */
+GMR_API gmr_status gmr_resource_get_footprint(const gmr_resource *r, gmr_footprint *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GMR_RESOURCE_H_ */

@@ -1,0 +1,32 @@
+/*
+ * tests/support/sim_fixture.h: a GoogleTest fixture that runs each test on
+ * the host simulation of the CUDA layer and fails the test if it leaked a
+ * simulated allocation, stream, event, pool or graph.
+ */
+#ifndef GMR_TESTS_SUPPORT_SIM_FIXTURE_H_
+#define GMR_TESTS_SUPPORT_SIM_FIXTURE_H_
+
+#include <gtest/gtest.h>
+
+#include "gmr/cuda_sim.h"
+
+namespace gmr_test {
+
+class SimTest : public ::testing::Test {
+ protected:
+  // Tests that need another machine (two devices, no pools) change this in
+  // their constructor.
+  gmr_cuda_sim_config sim_config_ = GMR_CUDA_SIM_CONFIG_DEFAULT;
+
+  void SetUp() override { ASSERT_EQ(GMR_OK, gmr_cuda_sim_enable(&sim_config_)); }
+
+  void TearDown() override {
+    gmr_cuda_sim_clear_failures();
+    EXPECT_EQ(GMR_OK, gmr_cuda_sim_disable())
+        << "the test left simulated CUDA objects alive (a leak)";
+  }
+};
+
+}  // namespace gmr_test
+
+#endif  // GMR_TESTS_SUPPORT_SIM_FIXTURE_H_
