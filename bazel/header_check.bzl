@@ -68,6 +68,7 @@ def header_self_containment_test(name, hdrs, deps):
     )
     native.cc_test(
         name = name,
+        size = "small",
         srcs = [name + "_main.cc"],
         copts = GMR_COPTS,
         deps = [

@@ -21,6 +21,10 @@
 #include "gmr/resource.h"
 #include "gmr/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct gmr__cuda_ops {
   const char *name; /* "cuda" or "simulation" */
   bool simulated;
@@ -103,5 +107,9 @@ gmr_status gmr__status_from_cuda(cudaError_t err);
 /* Record a CUDA failure in `failure` (cuda_error and a message naming `call`).
  * Returns the mapped status. `failure` may be NULL. */
 gmr_status gmr__cuda_fail(gmr_failure *failure, const char *call, cudaError_t err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* GMR_CORE_CUDA_LAYER_H_ */

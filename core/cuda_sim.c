@@ -8,7 +8,11 @@
  * so a stale or foreign handle gives cudaErrorInvalidResourceHandle rather
  * than a crash.
  */
+/* mmap flags MAP_ANONYMOUS and MAP_NORESERVE are not in strict C11/POSIX. */
+#define _DEFAULT_SOURCE
+
 #include <pthread.h>
+#include <sys/mman.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +45,7 @@ typedef struct sim_pool {
 
 typedef struct sim_allocation {
   size_t bytes;
+  bool mapped; /* backed by mmap (large), else by aligned_alloc */
   int device; /* -1 for pinned host memory */
   sim_memory_kind kind;
   sim_pool *pool; /* SIM_MEM_POOL only */
@@ -196,6 +201,28 @@ static void usage_sub(sim_usage *u, size_t bytes, long count_delta) {
 
 static size_t round_up(size_t bytes) { return (bytes + SIM_ALIGNMENT - 1) & ~(SIM_ALIGNMENT - 1); }
 
+/* Large simulated allocations are mapped with MAP_NORESERVE: pages cost
+ * nothing until touched, so a test can "allocate" tens of GiB of device
+ * memory on a machine with less RAM, as replays of real traces do. */
+#define SIM_MAP_THRESHOLD_BYTES ((size_t)1 << 20)
+
+static void *host_backing_alloc(size_t bytes, bool *mapped) {
+  *mapped = bytes >= SIM_MAP_THRESHOLD_BYTES;
+  if (!*mapped) return aligned_alloc(SIM_ALIGNMENT, bytes);
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static void host_backing_free(void *p, size_t bytes, bool mapped) {
+  if (p == NULL) return;
+  if (mapped) {
+    munmap(p, bytes);
+  } else {
+    free(p);
+  }
+}
+
 /* Take `bytes` of simulated memory on `device` (-1: pinned host) and back it
  * with host memory. The rounding to 256 bytes mirrors cudaMalloc's alignment. */
 static cudaError_t sim_alloc(void **ptr, size_t bytes, int device, sim_memory_kind kind,
@@ -209,14 +236,16 @@ static cudaError_t sim_alloc(void **ptr, size_t bytes, int device, sim_memory_ki
     return cudaErrorMemoryAllocation;
   }
   sim_allocation *a = malloc(sizeof *a);
-  void *mem = aligned_alloc(SIM_ALIGNMENT, rounded);
+  bool mapped = false;
+  void *mem = host_backing_alloc(rounded, &mapped);
   if (a == NULL || mem == NULL ||
       !gmr__u64_map_put(&sim.allocations, (uint64_t)(uintptr_t)mem, (uint64_t)(uintptr_t)a)) {
     free(a);
-    free(mem);
+    host_backing_free(mem, rounded, mapped);
     return cudaErrorMemoryAllocation;
   }
   a->bytes = rounded;
+  a->mapped = mapped;
   a->device = device;
   a->kind = kind;
   a->pool = pool;
@@ -245,8 +274,8 @@ static cudaError_t sim_release(void *ptr, bool pinned, bool from_pool) {
   } else {
     usage_sub(usage_of(a->device), a->bytes, 1);
   }
+  host_backing_free(ptr, a->bytes, a->mapped);
   free(a);
-  free(ptr);
   return cudaSuccess;
 }
 

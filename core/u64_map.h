@@ -15,6 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct gmr__u64_map {
   uint64_t *keys;
   uint64_t *values;
@@ -45,5 +49,9 @@ bool gmr__u64_map_remove(gmr__u64_map *map, uint64_t key, uint64_t *value);
 /* Iterate: start with *cursor = 0; each true return yields one entry. The map
  * must not change during the iteration. */
 bool gmr__u64_map_next(const gmr__u64_map *map, size_t *cursor, uint64_t *key, uint64_t *value);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* GMR_CORE_U64_MAP_H_ */

@@ -1,0 +1,396 @@
+// cuda_resource on the host simulation: every kind, every error mapping, the
+// device it belongs to, and capture safety.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "gmr/cuda_resource.h"
+#include "gmr/cuda_sim.h"
+#include "gmr/device.h"
+#include "tests/support/sim_fixture.h"
+
+namespace {
+
+using gmr_test::SimTest;
+
+gmr_cuda_resource *make(gmr_cuda_kind kind, int device = GMR_CURRENT_DEVICE) {
+  gmr_cuda_resource_config c = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
+  c.kind = kind;
+  c.device = device;
+  gmr_cuda_resource *r = nullptr;
+  EXPECT_EQ(GMR_OK, gmr_cuda_resource_create(&c, &r));
+  return r;
+}
+
+gmr_cuda_call alloc_call(gmr_cuda_kind kind) {
+  switch (kind) {
+    case GMR_CUDA_KIND_ASYNC:
+      return GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC;
+    case GMR_CUDA_KIND_MANAGED:
+      return GMR_CUDA_CALL_MALLOC_MANAGED;
+    case GMR_CUDA_KIND_PINNED:
+      return GMR_CUDA_CALL_HOST_ALLOC;
+    default:
+      return GMR_CUDA_CALL_MALLOC;
+  }
+}
+
+gmr_cuda_call free_call(gmr_cuda_kind kind) {
+  switch (kind) {
+    case GMR_CUDA_KIND_ASYNC:
+      return GMR_CUDA_CALL_FREE_ASYNC;
+    case GMR_CUDA_KIND_PINNED:
+      return GMR_CUDA_CALL_FREE_HOST;
+    default:
+      return GMR_CUDA_CALL_FREE;
+  }
+}
+
+class CudaResourceKind : public SimTest, public ::testing::WithParamInterface<gmr_cuda_kind> {};
+
+TEST_P(CudaResourceKind, AllocatesUsableAlignedMemoryThroughItsCudaCall) {
+  gmr_cuda_resource *cr = make(GetParam());
+  ASSERT_NE(nullptr, cr);
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  EXPECT_STREQ("cuda_resource", gmr_resource_type_name(r));
+  EXPECT_EQ(cr, gmr_cuda_resource_from_resource(r));
+  EXPECT_EQ(GetParam(), gmr_cuda_resource_get_kind(cr));
+
+  std::vector<std::pair<void *, size_t>> blocks;
+  for (size_t bytes : {size_t{1}, size_t{255}, size_t{4096}, size_t{1} << 20}) {
+    void *p = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_allocate(r, bytes, 0, nullptr, &p));
+    ASSERT_NE(nullptr, p);
+    EXPECT_EQ(0u, reinterpret_cast<uintptr_t>(p) % 256);
+    std::memset(p, 0xab, bytes);  // host-backed in the simulation
+    blocks.emplace_back(p, bytes);
+  }
+  EXPECT_EQ(4u, gmr_cuda_sim_get_call_count(alloc_call(GetParam())));
+  EXPECT_EQ(4u, gmr_cuda_resource_get_live_count(cr));
+  gmr_footprint fp;
+  ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
+  EXPECT_GE(fp.held_bytes, size_t{1 + 255 + 4096 + (1 << 20)});
+  EXPECT_GE(fp.peak_held_bytes, fp.held_bytes);
+
+  for (auto &b : blocks) EXPECT_EQ(GMR_OK, gmr_deallocate(r, b.first, b.second, 0, nullptr));
+  EXPECT_EQ(4u, gmr_cuda_sim_get_call_count(free_call(GetParam())));
+  EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cr));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+TEST_P(CudaResourceKind, OutOfMemoryKeepsTheCudaError) {
+  gmr_cuda_resource *cr = make(GetParam());
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(alloc_call(GetParam()), 1, 1,
+                                                cudaErrorMemoryAllocation));
+  void *a = nullptr, *b = nullptr;
+  gmr_failure f;
+  ASSERT_EQ(GMR_OK, gmr_allocate_ex(r, 1000, 0, nullptr, &a, &f));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 2000, 0, nullptr, &b, &f));
+  EXPECT_EQ(nullptr, b);
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, f.status);
+  EXPECT_EQ(int{cudaErrorMemoryAllocation}, f.cuda_error);
+  EXPECT_EQ(r, f.where);
+  EXPECT_EQ(2000u, f.bytes);
+  EXPECT_NE(nullptr, std::strstr(f.message, "cudaErrorMemoryAllocation")) << f.message;
+  EXPECT_EQ(1u, gmr_cuda_resource_get_live_count(cr));  // the failure counted nothing
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+TEST_P(CudaResourceKind, OtherCudaErrorsAreCudaErrorWithTheCode) {
+  gmr_cuda_resource *cr = make(GetParam());
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  ASSERT_EQ(GMR_OK,
+            gmr_cuda_sim_inject_failure(alloc_call(GetParam()), 0, 1, cudaErrorLaunchFailure));
+  void *p = nullptr;
+  gmr_failure f;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_ex(r, 64, 0, nullptr, &p, &f));
+  EXPECT_EQ(int{cudaErrorLaunchFailure}, f.cuda_error);
+  EXPECT_EQ(nullptr, p);
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+TEST_P(CudaResourceKind, FailedFreeReleasesNothingAndCanBeRetried) {
+  gmr_cuda_resource *cr = make(GetParam());
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 64, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(free_call(GetParam()), 0, 1, cudaErrorUnknown));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_deallocate(r, p, 64, 0, nullptr));
+  EXPECT_EQ(1u, gmr_cuda_resource_get_live_count(cr));
+  EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 64, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+TEST_P(CudaResourceKind, AlignmentAbove256IsUnsupported) {
+  gmr_cuda_resource *cr = make(GetParam());
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  void *p = nullptr;
+  gmr_failure f;
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_allocate_ex(r, 64, 512, nullptr, &p, &f));
+  EXPECT_STRNE("", f.message);
+  EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(alloc_call(GetParam())));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 64, 128, nullptr, &p));  // below 256 is fine
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 64, 128, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+TEST_P(CudaResourceKind, ConcurrentThreadsKeepCountsExact) {
+  gmr_cuda_resource *cr = make(GetParam());
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        void *p = nullptr;
+        size_t bytes = 256 * (1 + (i + t) % 7);
+        if (gmr_allocate(r, bytes, 0, nullptr, &p) != GMR_OK) failures++;
+        if (gmr_deallocate(r, p, bytes, 0, nullptr) != GMR_OK) failures++;
+      }
+    });
+  }
+  for (auto &th : threads) th.join();
+  EXPECT_EQ(0, failures.load());
+  EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cr));
+  EXPECT_EQ(800u, gmr_cuda_sim_get_call_count(alloc_call(GetParam())));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllKinds, CudaResourceKind,
+                         ::testing::Values(GMR_CUDA_KIND_DEVICE, GMR_CUDA_KIND_ASYNC,
+                                           GMR_CUDA_KIND_MANAGED, GMR_CUDA_KIND_PINNED),
+                         [](const ::testing::TestParamInfo<gmr_cuda_kind> &info) {
+                           return std::string(gmr_cuda_kind_name(info.param));
+                         });
+
+using CudaResource = SimTest;
+
+TEST_F(CudaResource, CreateChecksArguments) {
+  gmr_cuda_resource *r = reinterpret_cast<gmr_cuda_resource *>(0x1);
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_resource_create(nullptr, nullptr));
+  gmr_cuda_resource_config c = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
+  c.device = 1;  // only device 0 exists
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_resource_create(&c, &r));
+  EXPECT_EQ(nullptr, r);
+  c.device = -7;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_resource_create(&c, &r));
+  c = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
+  c.kind = static_cast<gmr_cuda_kind>(9);
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_resource_create(&c, &r));
+  // NULL config means the default: device kind on the current device.
+  ASSERT_EQ(GMR_OK, gmr_cuda_resource_create(nullptr, &r));
+  EXPECT_EQ(GMR_CUDA_KIND_DEVICE, gmr_cuda_resource_get_kind(r));
+  EXPECT_EQ(0, gmr_cuda_resource_get_device(r));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_cuda_resource_as_resource(r)));
+}
+
+TEST_F(CudaResource, CreateFailuresLeaveNothingBehind) {
+  gmr_cuda_resource_config c = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
+  c.kind = GMR_CUDA_KIND_ASYNC;
+  gmr_cuda_resource *r = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_POOL_CREATE, 0, 1,
+                                                cudaErrorMemoryAllocation));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_cuda_resource_create(&c, &r));
+  EXPECT_EQ(nullptr, r);
+  // The pool is created but setting its threshold fails: the pool is destroyed.
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_POOL_SET_ATTRIBUTE, 0, 1,
+                                                cudaErrorInvalidValue));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_cuda_resource_create(&c, &r));
+  EXPECT_EQ(nullptr, r);
+  EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_POOL_DESTROY));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_GET_DEVICE_COUNT, 0, 1,
+                                                cudaErrorNoDevice));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_cuda_resource_create(&c, &r));
+  EXPECT_EQ(nullptr, r);
+}  // the fixture checks that no simulated pool leaked
+
+TEST_F(CudaResource, AsyncTrimGivesCachedMemoryBackAndFootprintIsThePoolReserve) {
+  gmr_cuda_resource *cr = make(GMR_CUDA_KIND_ASYNC);
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  void *p = nullptr, *q = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 3 << 20, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1 << 20, 0, nullptr, &q));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 3 << 20, 0, nullptr));
+  gmr_footprint fp;
+  ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
+  EXPECT_EQ(size_t{4} << 20, fp.held_bytes);  // the pool keeps the freed 3 MiB
+  EXPECT_EQ(size_t{4} << 20, fp.peak_held_bytes);
+  size_t released = 0;
+  ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
+  EXPECT_EQ(size_t{3} << 20, released);
+  ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
+  EXPECT_EQ(size_t{1} << 20, fp.held_bytes);
+  EXPECT_EQ(size_t{4} << 20, fp.peak_held_bytes);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 1 << 20, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+TEST_F(CudaResource, DeviceKindFootprintCountsRequestedBytes) {
+  gmr_cuda_resource *cr = make(GMR_CUDA_KIND_DEVICE);
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  void *p = nullptr, *q = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 3000, 0, nullptr, &q));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, nullptr));
+  gmr_footprint fp;
+  ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
+  EXPECT_EQ(3000u, fp.held_bytes);
+  EXPECT_EQ(4000u, fp.peak_held_bytes);
+  size_t released = 99;
+  ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
+  EXPECT_EQ(0u, released);  // nothing cached
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 3000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+TEST_F(CudaResource, CaptureUnsafeKindsRefuseOnACapturingStreamAndKeepTheCapture) {
+  gmr_stream s = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  gmr_cuda_resource *dev = make(GMR_CUDA_KIND_DEVICE);
+  gmr_cuda_resource *async = make(GMR_CUDA_KIND_ASYNC);
+  gmr_resource *d = gmr_cuda_resource_as_resource(dev);
+  gmr_resource *a = gmr_cuda_resource_as_resource(async);
+  void *before = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(d, 512, 0, s, &before));
+
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  void *p = nullptr;
+  gmr_failure f;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(d, 512, 0, s, &p, &f));
+  EXPECT_NE(nullptr, std::strstr(f.message, "capturing")) << f.message;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_deallocate(d, before, 512, 0, s));
+  EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_FREE));
+  // Stream-ordered pool allocation is legal inside a capture.
+  void *g = nullptr;
+  EXPECT_EQ(GMR_OK, gmr_allocate(a, 512, 0, s, &g));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(a, g, 512, 0, s));
+  gmr_graph graph = nullptr;
+  EXPECT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph));  // the capture survived
+  EXPECT_EQ(GMR_OK, gmr_graph_destroy(graph));
+
+  EXPECT_EQ(GMR_OK, gmr_deallocate(d, before, 512, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(d));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(a));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+}
+
+TEST_F(CudaResource, CaptureOnAnotherStreamMakesCudaRefuseWithCaptureUnsafe) {
+  gmr_stream s = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  gmr_cuda_resource *dev = make(GMR_CUDA_KIND_DEVICE);
+  gmr_resource *d = gmr_cuda_resource_as_resource(dev);
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  void *p = nullptr;
+  gmr_failure f;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(d, 512, 0, nullptr, &p, &f));
+  EXPECT_EQ(int{cudaErrorStreamCaptureUnsupported}, f.cuda_error);
+  gmr_graph graph = nullptr;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &graph));  // CUDA invalidated it
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(d));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+}
+
+TEST_F(CudaResource, AsyncIsUnsupportedWithoutMemoryPools) {
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_disable());
+  gmr_cuda_sim_config c = GMR_CUDA_SIM_CONFIG_DEFAULT;
+  c.memory_pools_supported = false;
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_enable(&c));
+  gmr_cuda_resource_config rc = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
+  rc.kind = GMR_CUDA_KIND_ASYNC;
+  gmr_cuda_resource *r = nullptr;
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_cuda_resource_create(&rc, &r));
+  EXPECT_EQ(nullptr, r);
+}
+
+TEST_F(CudaResource, KindNamesRoundTrip) {
+  for (int k = GMR_CUDA_KIND_DEVICE; k <= GMR_CUDA_KIND_PINNED; ++k) {
+    gmr_cuda_kind back = GMR_CUDA_KIND_DEVICE;
+    ASSERT_EQ(GMR_OK, gmr_cuda_kind_from_name(gmr_cuda_kind_name(static_cast<gmr_cuda_kind>(k)),
+                                              &back));
+    EXPECT_EQ(k, back);
+  }
+  gmr_cuda_kind out = GMR_CUDA_KIND_MANAGED;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_kind_from_name("asink", &out));
+  EXPECT_EQ(GMR_CUDA_KIND_MANAGED, out);
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_kind_from_name(nullptr, &out));
+  EXPECT_STREQ("unknown", gmr_cuda_kind_name(static_cast<gmr_cuda_kind>(42)));
+}
+
+class CudaResourceTwoDevices : public SimTest {
+ protected:
+  CudaResourceTwoDevices() { sim_config_.device_count = 2; }
+};
+
+TEST_F(CudaResourceTwoDevices, AllocatesOnItsOwnDeviceAndRestoresTheCallers) {
+  ASSERT_EQ(GMR_OK, gmr_device_set_current(1));
+  gmr_cuda_resource *cr = make(GMR_CUDA_KIND_DEVICE);  // created for device 1
+  ASSERT_EQ(1, gmr_cuda_resource_get_device(cr));
+  ASSERT_EQ(GMR_OK, gmr_device_set_current(0));
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1 << 20, 0, nullptr, &p));
+  gmr_cuda_sim_usage u0, u1;
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_device_usage(0, &u0));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_device_usage(1, &u1));
+  EXPECT_EQ(0u, u0.used_bytes);
+  EXPECT_EQ(size_t{1} << 20, u1.used_bytes);
+  int current = -1;
+  ASSERT_EQ(GMR_OK, gmr_device_get_current(&current));
+  EXPECT_EQ(0, current);  // the caller's device is back
+
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 1 << 20, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_get_current(&current));
+  EXPECT_EQ(0, current);
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_device_usage(1, &u1));
+  EXPECT_EQ(0u, u1.used_bytes);
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+TEST_F(CudaResourceTwoDevices, AsyncPoolLivesOnTheRequestedDevice) {
+  gmr_cuda_resource *cr = make(GMR_CUDA_KIND_ASYNC, 1);
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1 << 20, 0, nullptr, &p));
+  gmr_cuda_sim_usage u1;
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_device_usage(1, &u1));
+  EXPECT_EQ(size_t{1} << 20, u1.used_bytes);
+  int current = -1;
+  ASSERT_EQ(GMR_OK, gmr_device_get_current(&current));
+  EXPECT_EQ(0, current);
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 1 << 20, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+TEST_F(CudaResourceTwoDevices, FailingDeviceSwitchIsReportedAndChangesNothing) {
+  gmr_cuda_resource *cr = make(GMR_CUDA_KIND_DEVICE, 1);
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  ASSERT_EQ(GMR_OK,
+            gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_SET_DEVICE, 0, 1, cudaErrorDevicesUnavailable));
+  void *p = nullptr;
+  gmr_failure f;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_ex(r, 64, 0, nullptr, &p, &f));
+  EXPECT_EQ(int{cudaErrorDevicesUnavailable}, f.cuda_error);
+  EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
+  EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cr));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+TEST(CudaResourceNoGpu, CreateWithoutGpuOrSimulationIsACudaError) {
+  int count = -1;
+  ASSERT_EQ(GMR_OK, gmr_device_get_count(&count));
+  if (count > 0) GTEST_SKIP() << "a CUDA device is present; this test is for machines without one";
+  gmr_cuda_resource *r = nullptr;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_cuda_resource_create(nullptr, &r));
+  EXPECT_EQ(nullptr, r);
+}
+
+}  // namespace

@@ -1,0 +1,257 @@
+// The host simulation of the CUDA layer: what tests of every resource rely on.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <thread>
+
+#include "gmr/cuda_sim.h"
+#include "gmr/device.h"
+#include "gmr/resource.h"
+#include "tests/support/sim_fixture.h"
+
+// The simulation's CUDA ops, used directly to check the layer itself.
+#include "core/cuda_layer.h"
+
+namespace {
+
+using gmr_test::SimTest;
+
+class CudaSim : public SimTest {
+ protected:
+  const gmr__cuda_ops *ops() { return gmr__cuda(); }
+};
+
+TEST_F(CudaSim, IsActiveAndCountsCalls) {
+  EXPECT_TRUE(gmr_cuda_is_simulated());
+  EXPECT_TRUE(ops()->simulated);
+  int n = -1;
+  ASSERT_EQ(GMR_OK, gmr_device_get_count(&n));
+  EXPECT_EQ(1, n);
+  ASSERT_EQ(GMR_OK, gmr_device_get_count(&n));
+  EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_GET_DEVICE_COUNT));
+  EXPECT_STREQ("cudaGetDeviceCount", gmr_cuda_call_name(GMR_CUDA_CALL_GET_DEVICE_COUNT));
+  EXPECT_STREQ("unknown", gmr_cuda_call_name(GMR_CUDA_CALL_COUNT));
+}
+
+TEST_F(CudaSim, InjectedFailureHitsExactlyTheNthCall) {
+  // The 3rd cudaMalloc from now fails with cudaErrorMemoryAllocation.
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 2, 1,
+                                                cudaErrorMemoryAllocation));
+  void *p[4] = {};
+  EXPECT_EQ(cudaSuccess, ops()->malloc(&p[0], 1000));
+  EXPECT_EQ(cudaSuccess, ops()->malloc(&p[1], 1000));
+  EXPECT_EQ(cudaErrorMemoryAllocation, ops()->malloc(&p[2], 1000));
+  EXPECT_EQ(nullptr, p[2]);
+  EXPECT_EQ(cudaSuccess, ops()->malloc(&p[3], 1000));
+  gmr_cuda_sim_usage u;
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_device_usage(0, &u));
+  EXPECT_EQ(3u, u.allocation_count);   // the failed call changed nothing
+  EXPECT_EQ(3u * 1024, u.used_bytes);  // 1000 rounds to 1024 (256-byte granules)
+  for (void *q : p) EXPECT_EQ(cudaSuccess, ops()->free(q));
+  EXPECT_EQ(4u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
+}
+
+TEST_F(CudaSim, InjectionArgumentsAreChecked) {
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
+            gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_COUNT, 0, 1, cudaErrorUnknown));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, 1, 0));
+}
+
+TEST_F(CudaSim, CapacityIsEnforced) {
+  void *a = nullptr, *b = nullptr;
+  size_t cap = sim_config_.device_memory_bytes;
+  EXPECT_EQ(cudaSuccess, ops()->malloc(&a, cap / 2));
+  EXPECT_EQ(cudaErrorMemoryAllocation, ops()->malloc(&b, cap / 2 + 4096));
+  size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_EQ(GMR_OK, gmr_device_get_memory_info(&free_bytes, &total_bytes));
+  EXPECT_EQ(cap, total_bytes);
+  EXPECT_EQ(cap - cap / 2, free_bytes);
+  EXPECT_EQ(cudaSuccess, ops()->free(a));
+}
+
+TEST_F(CudaSim, FreeOfUnknownPointerIsInvalidValue) {
+  int x = 0;
+  EXPECT_EQ(cudaErrorInvalidValue, ops()->free(&x));
+  void *p = nullptr;
+  ASSERT_EQ(cudaSuccess, ops()->malloc(&p, 64));
+  EXPECT_EQ(cudaErrorInvalidValue, ops()->free_host(p));  // wrong kind
+  EXPECT_EQ(cudaSuccess, ops()->free(p));
+  EXPECT_EQ(cudaErrorInvalidValue, ops()->free(p));  // double free
+}
+
+TEST_F(CudaSim, EnableWhileObjectsAreLiveIsBusy) {
+  void *p = nullptr;
+  ASSERT_EQ(cudaSuccess, ops()->malloc(&p, 64));
+  EXPECT_EQ(GMR_ERR_BUSY, gmr_cuda_sim_enable(nullptr));
+  EXPECT_EQ(GMR_ERR_BUSY, gmr_cuda_sim_disable());
+  EXPECT_TRUE(gmr_cuda_is_simulated());
+  EXPECT_EQ(cudaSuccess, ops()->free(p));
+}
+
+TEST_F(CudaSim, EventsCompleteAtOnceUnlessTheStreamIsHeld) {
+  gmr_stream s = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  cudaEvent_t e = nullptr;
+  ASSERT_EQ(cudaSuccess, ops()->event_create(&e));
+  ASSERT_EQ(cudaSuccess, ops()->event_record(e, s));
+  EXPECT_EQ(cudaSuccess, ops()->event_query(e));
+
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s, true));
+  ASSERT_EQ(cudaSuccess, ops()->event_record(e, s));
+  EXPECT_EQ(cudaErrorNotReady, ops()->event_query(e));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s, false));
+  EXPECT_EQ(cudaSuccess, ops()->event_query(e));
+
+  // Synchronising on a pending event finishes the work it waits for.
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s, true));
+  ASSERT_EQ(cudaSuccess, ops()->event_record(e, s));
+  EXPECT_EQ(cudaSuccess, ops()->event_synchronize(e));
+  EXPECT_EQ(cudaSuccess, ops()->event_query(e));
+
+  // An event of a destroyed stream counts as complete.
+  ASSERT_EQ(cudaSuccess, ops()->event_record(e, s));
+  EXPECT_EQ(cudaErrorNotReady, ops()->event_query(e));
+  ASSERT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(cudaSuccess, ops()->event_query(e));
+  EXPECT_EQ(cudaSuccess, ops()->event_destroy(e));
+}
+
+TEST_F(CudaSim, StreamWaitsAreCounted) {
+  gmr_stream a = nullptr, b = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&a));
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&b));
+  cudaEvent_t e = nullptr;
+  ASSERT_EQ(cudaSuccess, ops()->event_create(&e));
+  ASSERT_EQ(cudaSuccess, ops()->event_record(e, a));
+  ASSERT_EQ(cudaSuccess, ops()->stream_wait_event(b, e));
+  EXPECT_EQ(1u, gmr_cuda_sim_get_stream_wait_count(b));
+  EXPECT_EQ(0u, gmr_cuda_sim_get_stream_wait_count(a));
+  EXPECT_EQ(cudaSuccess, ops()->event_destroy(e));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(a));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(b));
+}
+
+TEST_F(CudaSim, StaleHandlesAreRejectedNotCrashing) {
+  gmr_stream s = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_sim_stream_hold(s, true));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_sim_stream_hold(nullptr, true));
+}
+
+TEST_F(CudaSim, CaptureForbidsUnsafeCallsAndInvalidatesTheCapture) {
+  gmr_stream s = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_begin_capture(nullptr));  // legacy stream
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  bool capturing = false;
+  uint64_t id = 0;
+  ASSERT_EQ(GMR_OK, gmr_stream_get_capture_info(s, &capturing, &id));
+  EXPECT_TRUE(capturing);
+  EXPECT_NE(0u, id);
+
+  void *p = nullptr;
+  EXPECT_EQ(cudaErrorStreamCaptureUnsupported, ops()->malloc(&p, 256));
+  gmr_graph g = nullptr;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));  // invalidated
+  EXPECT_EQ(nullptr, g);
+  ASSERT_EQ(GMR_OK, gmr_stream_get_capture_info(s, &capturing, &id));
+  EXPECT_FALSE(capturing);
+
+  // A clean capture ends in a graph; ids are unique per capture.
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  uint64_t id2 = 0;
+  ASSERT_EQ(GMR_OK, gmr_stream_get_capture_info(s, &capturing, &id2));
+  EXPECT_NE(id, id2);
+  EXPECT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
+  EXPECT_NE(nullptr, g);
+  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+}
+
+TEST_F(CudaSim, PoolAllocationIsAllowedDuringCapture) {
+  gmr_stream s = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  cudaMemPool_t pool = nullptr;
+  ASSERT_EQ(cudaSuccess, ops()->mem_pool_create(&pool, 0));
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  void *p = nullptr;
+  EXPECT_EQ(cudaSuccess, ops()->malloc_from_pool_async(&p, 4096, pool, s));
+  EXPECT_EQ(cudaSuccess, ops()->free_async(p, s));
+  gmr_graph g = nullptr;
+  EXPECT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  EXPECT_EQ(cudaSuccess, ops()->mem_pool_destroy(pool));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+}
+
+TEST_F(CudaSim, PoolKeepsItsReserveUntilTrimmedOrThresholdAtSync) {
+  cudaMemPool_t pool = nullptr;
+  ASSERT_EQ(cudaSuccess, ops()->mem_pool_create(&pool, 0));
+  ASSERT_EQ(cudaSuccess,
+            ops()->mem_pool_set_attribute(pool, cudaMemPoolAttrReleaseThreshold, UINT64_MAX));
+  void *a = nullptr, *b = nullptr;
+  ASSERT_EQ(cudaSuccess, ops()->malloc_from_pool_async(&a, 1 << 20, pool, nullptr));
+  ASSERT_EQ(cudaSuccess, ops()->free_async(a, nullptr));
+  ASSERT_EQ(cudaSuccess, ops()->malloc_from_pool_async(&b, 1 << 19, pool, nullptr));
+  uint64_t reserved = 0, high = 0, used = 0;
+  ops()->mem_pool_get_attribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
+  ops()->mem_pool_get_attribute(pool, cudaMemPoolAttrReservedMemHigh, &high);
+  ops()->mem_pool_get_attribute(pool, cudaMemPoolAttrUsedMemCurrent, &used);
+  EXPECT_EQ(uint64_t{1} << 20, reserved);  // reused the cached megabyte
+  EXPECT_EQ(uint64_t{1} << 20, high);
+  EXPECT_EQ(uint64_t{1} << 19, used);
+  ASSERT_EQ(GMR_OK, gmr_device_synchronize());  // threshold is max: keeps it
+  ops()->mem_pool_get_attribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
+  EXPECT_EQ(uint64_t{1} << 20, reserved);
+  ASSERT_EQ(cudaSuccess, ops()->mem_pool_trim_to(pool, 0));
+  ops()->mem_pool_get_attribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
+  EXPECT_EQ(uint64_t{1} << 19, reserved);  // only the live half stays
+  // Destroying a pool with live allocations is refused by the simulation.
+  EXPECT_EQ(cudaErrorInvalidValue, ops()->mem_pool_destroy(pool));
+  ASSERT_EQ(cudaSuccess, ops()->free_async(b, nullptr));
+  EXPECT_EQ(cudaSuccess, ops()->mem_pool_destroy(pool));
+  gmr_cuda_sim_usage u;
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_device_usage(0, &u));
+  EXPECT_EQ(0u, u.used_bytes);
+}
+
+class CudaSimTwoDevices : public SimTest {
+ protected:
+  CudaSimTwoDevices() { sim_config_.device_count = 2; }
+};
+
+TEST_F(CudaSimTwoDevices, CurrentDeviceIsPerThread) {
+  ASSERT_EQ(GMR_OK, gmr_device_set_current(1));
+  int d = -1;
+  std::thread([&] { ASSERT_EQ(GMR_OK, gmr_device_get_current(&d)); }).join();
+  EXPECT_EQ(0, d);  // a new thread starts on device 0
+  ASSERT_EQ(GMR_OK, gmr_device_get_current(&d));
+  EXPECT_EQ(1, d);
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_device_set_current(2));
+  ASSERT_EQ(GMR_OK, gmr_device_set_current(0));
+}
+
+TEST(CudaSimConfig, RejectsBadConfigurations) {
+  gmr_cuda_sim_config c = GMR_CUDA_SIM_CONFIG_DEFAULT;
+  c.device_count = 0;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_sim_enable(&c));
+  c.device_count = 17;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_sim_enable(&c));
+  c.device_count = 1;
+  c.device_memory_bytes = 0;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_sim_enable(&c));
+  EXPECT_FALSE(gmr_cuda_is_simulated());
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, 1, 2));
+  gmr_cuda_sim_usage u;
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_cuda_sim_get_device_usage(0, &u));
+}
+
+TEST(CudaErrorName, NamesKnownErrorsWithoutAGpu) {
+  EXPECT_STREQ("cudaErrorMemoryAllocation", gmr_cuda_error_name(cudaErrorMemoryAllocation));
+  EXPECT_STREQ("cudaSuccess", gmr_cuda_error_name(0));
+}
+
+}  // namespace

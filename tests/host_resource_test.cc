@@ -1,0 +1,93 @@
+// host_resource: pageable memory with any power-of-two alignment.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "gmr/host_resource.h"
+
+namespace {
+
+TEST(HostResource, HonoursEveryPowerOfTwoAlignment) {
+  gmr_host_resource *h = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_host_resource_create(&h));
+  gmr_resource *r = gmr_host_resource_as_resource(h);
+  EXPECT_STREQ("host_resource", gmr_resource_type_name(r));
+  EXPECT_EQ(h, gmr_host_resource_from_resource(r));
+  for (size_t align = 1; align <= 65536; align *= 2) {
+    void *p = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_allocate(r, 100, align, nullptr, &p));
+    EXPECT_EQ(0u, reinterpret_cast<uintptr_t>(p) % align) << align;
+    std::memset(p, 1, 100);
+    EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 100, align, nullptr));
+  }
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+TEST(HostResource, FootprintAndBusyDestroy) {
+  gmr_host_resource *h = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_host_resource_create(&h));
+  gmr_resource *r = gmr_host_resource_as_resource(h);
+  void *a = nullptr, *b = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 500, 0, nullptr, &b));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 1000, 0, nullptr));
+  gmr_footprint fp;
+  ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
+  EXPECT_EQ(500u, fp.held_bytes);
+  EXPECT_EQ(1500u, fp.peak_held_bytes);
+  EXPECT_EQ(1u, gmr_host_resource_get_live_count(h));
+  EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, 500, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+TEST(HostResource, ImpossibleSizeIsOutOfMemory) {
+  gmr_host_resource *h = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_host_resource_create(&h));
+  gmr_resource *r = gmr_host_resource_as_resource(h);
+  void *p = nullptr;
+  // Below the dispatch's bound but far beyond any machine's memory.
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate(r, GMR_MAX_ALLOCATION_BYTES, 0, nullptr, &p));
+  EXPECT_EQ(nullptr, p);
+  EXPECT_EQ(0u, gmr_host_resource_get_live_count(h));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+TEST(HostResource, CreateChecksItsArgument) {
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_host_resource_create(nullptr));
+  EXPECT_EQ(nullptr, gmr_host_resource_from_resource(nullptr));
+}
+
+TEST(HostResource, ThreadsKeepCountersExact) {
+  gmr_host_resource *h = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_host_resource_create(&h));
+  gmr_resource *r = gmr_host_resource_as_resource(h);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      std::vector<void *> mine;
+      for (int i = 0; i < 500; ++i) {
+        void *p = nullptr;
+        if (gmr_allocate(r, 64, 0, nullptr, &p) != GMR_OK) failures++;
+        mine.push_back(p);
+      }
+      for (void *p : mine) {
+        if (gmr_deallocate(r, p, 64, 0, nullptr) != GMR_OK) failures++;
+      }
+    });
+  }
+  for (auto &t : threads) t.join();
+  EXPECT_EQ(0, failures.load());
+  gmr_footprint fp;
+  ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
+  EXPECT_EQ(0u, fp.held_bytes);
+  EXPECT_LE(fp.peak_held_bytes, size_t{8 * 500 * 64});
+  EXPECT_GE(fp.peak_held_bytes, size_t{500 * 64});
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+}  // namespace
