@@ -17,9 +17,15 @@
 #include "gmr/cuda_resource.h"
 #include "gmr/cuda_sim.h"
 #include "gmr/device.h"
+#include "gmr/events.h"
 #include "gmr/host_resource.h"
+#include "gmr/limiting_adaptor.h"
+#include "gmr/oom_adaptor.h"
+#include "gmr/policy.h"
 #include "gmr/resource.h"
+#include "gmr/stack.h"
 #include "gmr/status.h"
+#include "gmr/tracking_adaptor.h"
 #include "gmr/version.h"
 
 #endif /* GMR_GMR_H_ */

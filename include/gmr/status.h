@@ -32,7 +32,16 @@ extern "C" {
   XX(ERR_CAPTURE_UNSAFE, 7,                                                                     \
      "The operation would break a CUDA graph capture in progress on the stream, so it was "    \
      "not attempted.")                                                                         \
-  XX(ERR_INTERNAL, 8, "An internal invariant of gmr was violated; this is a bug in gmr.")
+  XX(ERR_INTERNAL, 8, "An internal invariant of gmr was violated; this is a bug in gmr.")     \
+  XX(ERR_UNKNOWN_POINTER, 9,                                                                    \
+     "The pointer given to deallocate was never allocated through this resource; nothing was " \
+     "released.")                                                                              \
+  XX(ERR_DOUBLE_FREE, 10,                                                                       \
+     "The pointer given to deallocate was already freed through this resource; nothing was "   \
+     "released.")                                                                              \
+  XX(ERR_FREE_MISMATCH, 11,                                                                     \
+     "The size, alignment or stream given to deallocate differs from the allocation's; "       \
+     "nothing was released.")
 
 typedef enum gmr_status {
 #define GMR_STATUS_ENUM_(name, value, sentence) GMR_##name = value,

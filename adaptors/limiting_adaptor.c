@@ -1,0 +1,465 @@
+/*
+ * adaptors/limiting_adaptor.c: see gmr/limiting_adaptor.h.
+ *
+ * Hot path without per-stream limits: one compare-and-swap loop on `used`,
+ * one on `peak`, the upstream call, two relaxed increments. No lock.
+ */
+#include "gmr/limiting_adaptor.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adaptors/oom_handler.h"
+#include "core/events.h"
+#include "core/key_slots.h"
+#include "core/u64_map.h"
+
+#define SHARD_COUNT 16
+/* A limit policy that keeps raising by too little cannot loop forever. */
+#define MAX_RAISE_ROUNDS 8
+
+typedef struct ptr_shard {
+  pthread_mutex_t mutex;
+  gmr__u64_map map; /* pointer -> stream slot */
+  char pad[64];     /* keep shards' locks on separate cache lines */
+} ptr_shard;
+
+typedef struct stream_counters {
+  _Atomic size_t used_bytes;
+  _Atomic size_t limit_bytes;
+  _Atomic size_t peak_bytes;
+} stream_counters;
+
+/* One counter pair that a limit applies to: the global one or a stream's. */
+typedef struct limit_scope {
+  _Atomic size_t *used;
+  _Atomic size_t *limit;
+  _Atomic size_t *peak;
+  int is_stream;
+} limit_scope;
+
+struct gmr_limiting_adaptor {
+  gmr_resource base; /* first */
+  gmr_resource *upstream;
+  size_t charge_mask; /* charge_alignment - 1 */
+  gmr_limit_policy on_limit;
+  gmr__oom_handler oom;
+
+  char pad[64]; /* the counters below change on every call */
+  _Atomic size_t used_bytes;
+  _Atomic size_t limit_bytes;
+  _Atomic size_t peak_bytes;
+  _Atomic uint64_t allocation_count;
+  _Atomic uint64_t deallocation_count;
+  _Atomic uint64_t refused_count;
+  _Atomic uint64_t upstream_failure_count;
+  _Atomic uint64_t overage_count;
+  _Atomic size_t max_overage_bytes;
+  _Atomic uint64_t raise_count;
+  _Atomic uint64_t bad_free_count;
+
+  /* per-stream mode only */
+  bool per_stream;
+  size_t default_stream_limit_bytes;
+  gmr__key_slots stream_slots;
+  stream_counters *streams; /* stream_slots.capacity + 1 (the overflow slot) */
+  ptr_shard *shards;        /* SHARD_COUNT */
+};
+
+static const gmr_resource_vtbl limiting_vtbl;
+
+static void atomic_max(_Atomic size_t *target, size_t value) {
+  size_t cur = atomic_load_explicit(target, memory_order_relaxed);
+  while (value > cur && !atomic_compare_exchange_weak_explicit(target, &cur, value,
+                                                               memory_order_relaxed,
+                                                               memory_order_relaxed)) {
+  }
+}
+
+static ptr_shard *shard_of(gmr_limiting_adaptor *a, const void *ptr) {
+  uint64_t k = (uint64_t)(uintptr_t)ptr;
+  k = (k >> 8) ^ (k >> 20);
+  return &a->shards[k & (SHARD_COUNT - 1)];
+}
+
+static void emit_limit(gmr_limiting_adaptor *a, gmr_event_kind kind, const gmr_limit_request *rq,
+                       size_t value_bytes) {
+  if (!gmr__events_enabled()) return;
+  gmr_event e;
+  memset(&e, 0, sizeof e);
+  e.kind = kind;
+  e.source = &a->base;
+  e.policy_name = a->on_limit.name;
+  e.bytes = rq->charge_bytes;
+  e.stream = rq->stream;
+  e.limit_bytes = rq->limit_bytes;
+  e.used_bytes = rq->used_bytes;
+  e.value_bytes = value_bytes;
+  e.scope_stream = rq->scope_stream;
+  gmr__event_emit(&e);
+}
+
+/*
+ * Reserve `charge` in `scope`, asking the limit policy when it does not fit.
+ * Returns GMR_OK (reserved) or GMR_ERR_LIMIT_EXCEEDED (nothing reserved).
+ */
+static gmr_status reserve(gmr_limiting_adaptor *a, const limit_scope *scope, size_t charge,
+                          gmr_stream stream, gmr_failure *failure) {
+  size_t used = atomic_load_explicit(scope->used, memory_order_relaxed);
+  for (unsigned round = 0;; ++round) {
+    size_t limit = atomic_load_explicit(scope->limit, memory_order_relaxed);
+    size_t wanted = used + charge;
+    if (wanted >= used && wanted <= limit) {
+      if (atomic_compare_exchange_weak_explicit(scope->used, &used, wanted, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+        atomic_max(scope->peak, wanted);
+        return GMR_OK;
+      }
+      continue; /* `used` was reloaded by the failed exchange */
+    }
+    gmr_limit_request rq = {charge, used, limit, stream, scope->is_stream};
+    size_t new_limit = 0;
+    gmr_limit_action action = GMR_LIMIT_ACTION_FAIL;
+    if (a->on_limit.decide != NULL && round < MAX_RAISE_ROUNDS) {
+      action = a->on_limit.decide(&a->on_limit, &rq, &new_limit);
+    }
+    if (action == GMR_LIMIT_ACTION_ALLOW) {
+      size_t now = atomic_fetch_add_explicit(scope->used, charge, memory_order_relaxed) + charge;
+      atomic_max(scope->peak, now);
+      atomic_fetch_add_explicit(&a->overage_count, 1, memory_order_relaxed);
+      size_t over = now > limit ? now - limit : 0;
+      atomic_max(&a->max_overage_bytes, over);
+      emit_limit(a, GMR_EVENT_LIMIT_OVERAGE, &rq, over);
+      return GMR_OK;
+    }
+    if (action == GMR_LIMIT_ACTION_RAISE && new_limit >= wanted && wanted >= used) {
+      /* Raise only from the value the policy saw; if another thread moved
+       * the limit meanwhile, judge again against the new value. */
+      if (atomic_compare_exchange_strong_explicit(scope->limit, &limit, new_limit,
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&a->raise_count, 1, memory_order_relaxed);
+        emit_limit(a, GMR_EVENT_LIMIT_RAISED, &rq, new_limit);
+      }
+      used = atomic_load_explicit(scope->used, memory_order_relaxed);
+      continue;
+    }
+    atomic_fetch_add_explicit(&a->refused_count, 1, memory_order_relaxed);
+    emit_limit(a, GMR_EVENT_LIMIT_REFUSED, &rq, 0);
+    snprintf(failure->message, sizeof failure->message,
+             "limiting_adaptor: %zu bytes (charged) would take %zu outstanding bytes past the "
+             "%slimit of %zu bytes (policy %s)",
+             charge, used, scope->is_stream ? "stream's " : "", limit, a->on_limit.name);
+    return GMR_ERR_LIMIT_EXCEEDED;
+  }
+}
+
+static void unreserve(const limit_scope *scope, size_t charge) {
+  atomic_fetch_sub_explicit(scope->used, charge, memory_order_relaxed);
+}
+
+/* Take `charge` off `used` unless it would go below zero. */
+static bool try_unreserve(_Atomic size_t *used, size_t charge) {
+  size_t cur = atomic_load_explicit(used, memory_order_relaxed);
+  while (cur >= charge) {
+    if (atomic_compare_exchange_weak_explicit(used, &cur, cur - charge, memory_order_relaxed,
+                                              memory_order_relaxed)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+static limit_scope global_scope(gmr_limiting_adaptor *a) {
+  limit_scope s = {&a->used_bytes, &a->limit_bytes, &a->peak_bytes, 0};
+  return s;
+}
+
+static limit_scope stream_scope(gmr_limiting_adaptor *a, size_t slot) {
+  stream_counters *c = &a->streams[slot];
+  limit_scope s = {&c->used_bytes, &c->limit_bytes, &c->peak_bytes, 1};
+  return s;
+}
+
+static size_t slot_of_stream(gmr_limiting_adaptor *a, gmr_stream stream) {
+  return gmr__key_slots_get(&a->stream_slots, (uint64_t)(uintptr_t)stream);
+}
+
+static gmr_status limiting_allocate(gmr_resource *self, size_t bytes, size_t alignment,
+                                    gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
+  size_t charge = (bytes + a->charge_mask) & ~a->charge_mask;
+  limit_scope global = global_scope(a);
+  gmr_status st = reserve(a, &global, charge, stream, failure);
+  if (st != GMR_OK) return st;
+
+  size_t slot = 0;
+  limit_scope per = {NULL, NULL, NULL, 1};
+  if (a->per_stream) {
+    slot = slot_of_stream(a, stream);
+    per = stream_scope(a, slot);
+    st = reserve(a, &per, charge, stream, failure);
+    if (st != GMR_OK) {
+      unreserve(&global, charge);
+      return st;
+    }
+  }
+
+  st = gmr__oom_handler_allocate(&a->oom, bytes, alignment, stream, out_ptr, failure);
+  if (st != GMR_OK) {
+    if (a->per_stream) unreserve(&per, charge);
+    unreserve(&global, charge);
+    atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
+    return st;
+  }
+
+  if (a->per_stream) {
+    ptr_shard *sh = shard_of(a, *out_ptr);
+    pthread_mutex_lock(&sh->mutex);
+    bool ok = gmr__u64_map_put(&sh->map, (uint64_t)(uintptr_t)*out_ptr, slot);
+    pthread_mutex_unlock(&sh->mutex);
+    if (!ok) {
+      /* No room to remember the stream: give the memory back, undo all. */
+      (void)gmr_deallocate(a->upstream, *out_ptr, bytes, alignment, stream);
+      *out_ptr = NULL;
+      unreserve(&per, charge);
+      unreserve(&global, charge);
+      snprintf(failure->message, sizeof failure->message,
+               "limiting_adaptor: no host memory for its pointer table");
+      return GMR_ERR_OUT_OF_MEMORY;
+    }
+  }
+  atomic_fetch_add_explicit(&a->allocation_count, 1, memory_order_relaxed);
+  return GMR_OK;
+}
+
+static gmr_status limiting_deallocate(gmr_resource *self, void *ptr, size_t bytes,
+                                      size_t alignment, gmr_stream stream) {
+  gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
+  size_t charge = (bytes + a->charge_mask) & ~a->charge_mask;
+  size_t slot = 0;
+  ptr_shard *sh = NULL;
+  uint64_t key = (uint64_t)(uintptr_t)ptr;
+
+  /* Books first, memory second (RMM #2304): once the upstream has the
+   * memory back another thread may get the same address. */
+  if (a->per_stream) {
+    sh = shard_of(a, ptr);
+    uint64_t v = 0;
+    pthread_mutex_lock(&sh->mutex);
+    bool found = gmr__u64_map_remove(&sh->map, key, &v);
+    pthread_mutex_unlock(&sh->mutex);
+    if (!found) {
+      atomic_fetch_add_explicit(&a->bad_free_count, 1, memory_order_relaxed);
+      return GMR_ERR_UNKNOWN_POINTER;
+    }
+    slot = (size_t)v;
+  }
+  bool taken = try_unreserve(&a->used_bytes, charge);
+  if (taken && a->per_stream && !try_unreserve(&a->streams[slot].used_bytes, charge)) {
+    atomic_fetch_add_explicit(&a->used_bytes, charge, memory_order_relaxed);
+    taken = false;
+  }
+  if (!taken) {
+    /* More bytes than are outstanding: a bad free. Put the books back. */
+    if (a->per_stream) {
+      pthread_mutex_lock(&sh->mutex);
+      (void)gmr__u64_map_put(&sh->map, key, slot); /* the slot it just left: no growth */
+      pthread_mutex_unlock(&sh->mutex);
+    }
+    atomic_fetch_add_explicit(&a->bad_free_count, 1, memory_order_relaxed);
+    return GMR_ERR_FREE_MISMATCH;
+  }
+
+  gmr_status st = gmr_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  if (st != GMR_OK) {
+    atomic_fetch_add_explicit(&a->used_bytes, charge, memory_order_relaxed);
+    if (a->per_stream) {
+      atomic_fetch_add_explicit(&a->streams[slot].used_bytes, charge, memory_order_relaxed);
+      pthread_mutex_lock(&sh->mutex);
+      (void)gmr__u64_map_put(&sh->map, key, slot);
+      pthread_mutex_unlock(&sh->mutex);
+    }
+    return st;
+  }
+  atomic_fetch_add_explicit(&a->deallocation_count, 1, memory_order_relaxed);
+  gmr__oom_handler_note_free(&a->oom);
+  return GMR_OK;
+}
+
+static void free_adaptor(gmr_limiting_adaptor *a) {
+  if (a->shards != NULL) {
+    for (size_t i = 0; i < SHARD_COUNT; ++i) {
+      gmr__u64_map_clear(&a->shards[i].map);
+      pthread_mutex_destroy(&a->shards[i].mutex);
+    }
+    free(a->shards);
+  }
+  free(a->streams);
+  gmr__key_slots_deinit(&a->stream_slots);
+  free(a);
+}
+
+static gmr_status limiting_destroy(gmr_resource *self) {
+  gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
+  if (atomic_load(&a->used_bytes) != 0) return GMR_ERR_BUSY;
+  gmr__oom_handler_deinit(&a->oom);
+  if (a->on_limit.release != NULL) a->on_limit.release(a->on_limit.ctx);
+  free_adaptor(a);
+  return GMR_OK;
+}
+
+static gmr_resource *limiting_get_upstream(const gmr_resource *self) {
+  return ((const gmr_limiting_adaptor *)self)->upstream;
+}
+
+static const gmr_resource_vtbl limiting_vtbl = {
+    .version = GMR_RESOURCE_VTBL_VERSION,
+    .type_name = "limiting_adaptor",
+    .allocate = limiting_allocate,
+    .deallocate = limiting_deallocate,
+    .destroy = limiting_destroy,
+    .get_upstream = limiting_get_upstream,
+    .trim = NULL,          /* forwards to the upstream */
+    .get_footprint = NULL, /* asks the upstream */
+};
+
+static void release_policies(const gmr_limiting_adaptor_config *cfg) {
+  if (cfg->on_limit.release != NULL) cfg->on_limit.release(cfg->on_limit.ctx);
+  if (cfg->on_oom.release != NULL) cfg->on_oom.release(cfg->on_oom.ctx);
+}
+
+gmr_status gmr_limiting_adaptor_create(gmr_resource *upstream,
+                                       const gmr_limiting_adaptor_config *config,
+                                       gmr_limiting_adaptor **out) {
+  if (out != NULL) *out = NULL;
+  gmr_limiting_adaptor_config cfg = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
+  if (config != NULL) cfg = *config;
+  if (gmr_limit_policy_check(&cfg.on_limit) != GMR_OK ||
+      gmr_oom_policy_check(&cfg.on_oom) != GMR_OK) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  /* From here on the policies are ours: every failure releases them. */
+  size_t align = cfg.charge_alignment == 0 ? GMR_DEFAULT_ALIGNMENT : cfg.charge_alignment;
+  if (out == NULL || gmr_resource_check(upstream) != GMR_OK || (align & (align - 1)) != 0) {
+    release_policies(&cfg);
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  gmr_limiting_adaptor *a = calloc(1, sizeof *a);
+  if (a == NULL) {
+    release_policies(&cfg);
+    return GMR_ERR_OUT_OF_MEMORY;
+  }
+  a->base.vtbl = &limiting_vtbl;
+  a->upstream = upstream;
+  a->charge_mask = align - 1;
+  a->on_limit = cfg.on_limit;
+  atomic_init(&a->limit_bytes, cfg.limit_bytes);
+  a->per_stream = cfg.per_stream;
+  a->default_stream_limit_bytes = cfg.stream_limit_bytes;
+  if (cfg.per_stream) {
+    size_t max_streams = cfg.max_streams == 0 ? 64 : cfg.max_streams;
+    bool ok = gmr__key_slots_init(&a->stream_slots, max_streams);
+    if (ok) a->streams = calloc(a->stream_slots.capacity + 1, sizeof *a->streams);
+    if (ok && a->streams != NULL) a->shards = calloc(SHARD_COUNT, sizeof *a->shards);
+    if (a->shards == NULL) {
+      free_adaptor(a);
+      release_policies(&cfg);
+      return GMR_ERR_OUT_OF_MEMORY;
+    }
+    for (size_t i = 0; i <= a->stream_slots.capacity; ++i) {
+      atomic_init(&a->streams[i].limit_bytes, cfg.stream_limit_bytes);
+    }
+    for (size_t i = 0; i < SHARD_COUNT; ++i) {
+      pthread_mutex_init(&a->shards[i].mutex, NULL);
+      gmr__u64_map init = GMR__U64_MAP_INIT;
+      a->shards[i].map = init;
+    }
+  }
+  gmr_status st = gmr__oom_handler_init(&a->oom, &cfg.on_oom, &a->base, upstream);
+  if (st != GMR_OK) {
+    gmr__oom_handler_deinit(&a->oom); /* runs on_oom's release */
+    if (cfg.on_limit.release != NULL) cfg.on_limit.release(cfg.on_limit.ctx);
+    free_adaptor(a);
+    return st;
+  }
+  *out = a;
+  return GMR_OK;
+}
+
+gmr_resource *gmr_limiting_adaptor_as_resource(gmr_limiting_adaptor *a) {
+  return a == NULL ? NULL : &a->base;
+}
+
+gmr_limiting_adaptor *gmr_limiting_adaptor_from_resource(gmr_resource *r) {
+  return (r != NULL && r->vtbl == &limiting_vtbl) ? (gmr_limiting_adaptor *)r : NULL;
+}
+
+size_t gmr_limiting_adaptor_get_limit(const gmr_limiting_adaptor *a) {
+  return atomic_load_explicit(&a->limit_bytes, memory_order_relaxed);
+}
+
+gmr_status gmr_limiting_adaptor_set_limit(gmr_limiting_adaptor *a, size_t limit_bytes) {
+  if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  atomic_store_explicit(&a->limit_bytes, limit_bytes, memory_order_relaxed);
+  return GMR_OK;
+}
+
+size_t gmr_limiting_adaptor_get_used_bytes(const gmr_limiting_adaptor *a) {
+  return atomic_load_explicit(&a->used_bytes, memory_order_relaxed);
+}
+
+gmr_status gmr_limiting_adaptor_set_stream_limit(gmr_limiting_adaptor *a, gmr_stream stream,
+                                                 size_t limit_bytes) {
+  if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  if (!a->per_stream) return GMR_ERR_UNSUPPORTED;
+  size_t slot = slot_of_stream(a, stream);
+  if (slot == a->stream_slots.capacity) return GMR_ERR_BUSY;
+  atomic_store_explicit(&a->streams[slot].limit_bytes, limit_bytes, memory_order_relaxed);
+  return GMR_OK;
+}
+
+gmr_status gmr_limiting_adaptor_get_stream_usage(const gmr_limiting_adaptor *a, gmr_stream stream,
+                                                 size_t *used_bytes, size_t *limit_bytes) {
+  if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  if (!a->per_stream) return GMR_ERR_UNSUPPORTED;
+  size_t slot = gmr__key_slots_find(&a->stream_slots, (uint64_t)(uintptr_t)stream);
+  size_t used = 0, limit = a->default_stream_limit_bytes;
+  if (slot != a->stream_slots.capacity) {
+    used = atomic_load_explicit(&a->streams[slot].used_bytes, memory_order_relaxed);
+    limit = atomic_load_explicit(&a->streams[slot].limit_bytes, memory_order_relaxed);
+  }
+  if (used_bytes != NULL) *used_bytes = used;
+  if (limit_bytes != NULL) *limit_bytes = limit;
+  return GMR_OK;
+}
+
+gmr_status gmr_limiting_adaptor_get_stats(const gmr_limiting_adaptor *a, gmr_limiting_stats *out) {
+  size_t header = offsetof(gmr_limiting_stats, version) + sizeof out->version;
+  if (a == NULL || out == NULL || out->size < header || out->version == 0) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  gmr_limiting_stats s;
+  memset(&s, 0, sizeof s);
+  s.limit_bytes = atomic_load_explicit(&a->limit_bytes, memory_order_relaxed);
+  s.used_bytes = atomic_load_explicit(&a->used_bytes, memory_order_relaxed);
+  s.peak_used_bytes = atomic_load_explicit(&a->peak_bytes, memory_order_relaxed);
+  s.allocation_count = atomic_load_explicit(&a->allocation_count, memory_order_relaxed);
+  s.deallocation_count = atomic_load_explicit(&a->deallocation_count, memory_order_relaxed);
+  s.refused_count = atomic_load_explicit(&a->refused_count, memory_order_relaxed);
+  s.upstream_failure_count = atomic_load_explicit(&a->upstream_failure_count, memory_order_relaxed);
+  s.overage_count = atomic_load_explicit(&a->overage_count, memory_order_relaxed);
+  s.max_overage_bytes = atomic_load_explicit(&a->max_overage_bytes, memory_order_relaxed);
+  s.raise_count = atomic_load_explicit(&a->raise_count, memory_order_relaxed);
+  s.bad_free_count = atomic_load_explicit(&a->bad_free_count, memory_order_relaxed);
+  gmr__oom_handler_get_counts(&a->oom, &s.oom);
+  size_t n = out->size < sizeof s ? out->size : sizeof s;
+  size_t caller_size = out->size;
+  uint32_t caller_version = out->version;
+  memcpy(out, &s, n);
+  out->size = caller_size;
+  out->version = caller_version;
+  return GMR_OK;
+}

@@ -1,0 +1,101 @@
+/*
+ * adaptors/oom_adaptor.c: see gmr/oom_adaptor.h.
+ */
+#include "gmr/oom_adaptor.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "adaptors/oom_handler.h"
+
+struct gmr_oom_adaptor {
+  gmr_resource base; /* first */
+  gmr_resource *upstream;
+  gmr__oom_handler oom;
+  _Atomic size_t live_count;
+};
+
+static const gmr_resource_vtbl oom_vtbl;
+
+static gmr_status oom_allocate(gmr_resource *self, size_t bytes, size_t alignment,
+                               gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  gmr_oom_adaptor *a = (gmr_oom_adaptor *)self;
+  gmr_status st = gmr__oom_handler_allocate(&a->oom, bytes, alignment, stream, out_ptr, failure);
+  if (st == GMR_OK) atomic_fetch_add_explicit(&a->live_count, 1, memory_order_relaxed);
+  return st;
+}
+
+static gmr_status oom_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
+                                 gmr_stream stream) {
+  gmr_oom_adaptor *a = (gmr_oom_adaptor *)self;
+  gmr_status st = gmr_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  if (st != GMR_OK) return st;
+  atomic_fetch_sub_explicit(&a->live_count, 1, memory_order_relaxed);
+  gmr__oom_handler_note_free(&a->oom);
+  return GMR_OK;
+}
+
+static gmr_status oom_destroy(gmr_resource *self) {
+  gmr_oom_adaptor *a = (gmr_oom_adaptor *)self;
+  if (atomic_load(&a->live_count) != 0) return GMR_ERR_BUSY;
+  gmr__oom_handler_deinit(&a->oom);
+  free(a);
+  return GMR_OK;
+}
+
+static gmr_resource *oom_get_upstream(const gmr_resource *self) {
+  return ((const gmr_oom_adaptor *)self)->upstream;
+}
+
+static const gmr_resource_vtbl oom_vtbl = {
+    .version = GMR_RESOURCE_VTBL_VERSION,
+    .type_name = "oom_adaptor",
+    .allocate = oom_allocate,
+    .deallocate = oom_deallocate,
+    .destroy = oom_destroy,
+    .get_upstream = oom_get_upstream,
+    .trim = NULL,
+    .get_footprint = NULL,
+};
+
+gmr_status gmr_oom_adaptor_create(gmr_resource *upstream, const gmr_oom_policy *policy,
+                                  gmr_oom_adaptor **out) {
+  if (out != NULL) *out = NULL;
+  if (policy != NULL && gmr_oom_policy_check(policy) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  /* From here on the policy is ours: every failure releases it. */
+  if (out == NULL || gmr_resource_check(upstream) != GMR_OK) {
+    if (policy != NULL && policy->release != NULL) policy->release(policy->ctx);
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  gmr_oom_adaptor *a = calloc(1, sizeof *a);
+  if (a == NULL) {
+    if (policy != NULL && policy->release != NULL) policy->release(policy->ctx);
+    return GMR_ERR_OUT_OF_MEMORY;
+  }
+  a->base.vtbl = &oom_vtbl;
+  a->upstream = upstream;
+  gmr_status st = gmr__oom_handler_init(&a->oom, policy, &a->base, upstream);
+  if (st != GMR_OK) {
+    gmr__oom_handler_deinit(&a->oom); /* runs the policy's release */
+    free(a);
+    return st;
+  }
+  *out = a;
+  return GMR_OK;
+}
+
+gmr_resource *gmr_oom_adaptor_as_resource(gmr_oom_adaptor *a) { return a == NULL ? NULL : &a->base; }
+
+gmr_oom_adaptor *gmr_oom_adaptor_from_resource(gmr_resource *r) {
+  return (r != NULL && r->vtbl == &oom_vtbl) ? (gmr_oom_adaptor *)r : NULL;
+}
+
+gmr_status gmr_oom_adaptor_get_counts(const gmr_oom_adaptor *a, gmr_oom_counts *out) {
+  if (a == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  gmr__oom_handler_get_counts(&a->oom, out);
+  return GMR_OK;
+}
+
+size_t gmr_oom_adaptor_get_live_count(const gmr_oom_adaptor *a) {
+  return atomic_load_explicit(&a->live_count, memory_order_relaxed);
+}

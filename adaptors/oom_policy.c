@@ -1,0 +1,176 @@
+/*
+ * adaptors/oom_policy.c: the built-in OOM policies and the registry of named
+ * ones. See gmr/policy.h.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "adaptors/policy_internal.h"
+#include "gmr/policy.h"
+
+bool gmr__policy_name_is_valid(const char *name) {
+  if (name == NULL || name[0] == '\0') return false;
+  size_t n = 0;
+  for (const char *c = name; *c != '\0'; ++c, ++n) {
+    bool alpha = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || *c == '_';
+    bool digit = *c >= '0' && *c <= '9';
+    if (!alpha && !(digit && n > 0)) return false;
+  }
+  return n <= GMR_POLICY_NAME_MAX;
+}
+
+/* ---- built-ins ---------------------------------------------------------- */
+
+static gmr_oom_action retry_decide(const gmr_oom_policy *policy, const gmr_failure *failure,
+                                   const gmr_oom_services *services) {
+  (void)services;
+  if (policy->callback == NULL) return GMR_OOM_ACTION_RETRY;
+  return policy->callback(policy->callback_ctx, failure) == GMR_OOM_ACTION_RETRY
+             ? GMR_OOM_ACTION_RETRY
+             : GMR_OOM_ACTION_FAIL;
+}
+
+static gmr_oom_action trim_retry_decide(const gmr_oom_policy *policy, const gmr_failure *failure,
+                                        const gmr_oom_services *services) {
+  (void)policy;
+  (void)failure;
+  size_t released = 0;
+  gmr_status st = services->trim(services, &released);
+  /* Retrying is worth it only if the trim gave memory back. */
+  return st == GMR_OK && released > 0 ? GMR_OOM_ACTION_RETRY : GMR_OOM_ACTION_FAIL;
+}
+
+static gmr_oom_action wait_decide(const gmr_oom_policy *policy, const gmr_failure *failure,
+                                  const gmr_oom_services *services) {
+  (void)failure;
+  int freed = 0;
+  gmr_status st = services->wait_for_free(services, policy->wait_timeout_ns, &freed);
+  return st == GMR_OK && freed ? GMR_OOM_ACTION_RETRY : GMR_OOM_ACTION_FAIL;
+}
+
+static gmr_oom_policy base(const char *name) {
+  gmr_oom_policy p;
+  memset(&p, 0, sizeof p);
+  p.version = GMR_OOM_POLICY_VERSION;
+  p.name = name;
+  return p;
+}
+
+static uint32_t cap_attempts(uint32_t n) { return n > GMR_OOM_MAX_ATTEMPTS ? GMR_OOM_MAX_ATTEMPTS : n; }
+
+gmr_oom_policy gmr_oom_policy_fail(void) { return base("fail"); }
+
+gmr_oom_policy gmr_oom_policy_retry(gmr_oom_callback_fn *callback, void *callback_ctx,
+                                    uint32_t max_attempts) {
+  gmr_oom_policy p = base("retry");
+  p.decide = retry_decide;
+  p.callback = callback;
+  p.callback_ctx = callback_ctx;
+  p.max_attempts = cap_attempts(max_attempts);
+  return p;
+}
+
+gmr_oom_policy gmr_oom_policy_trim_retry(uint32_t max_attempts) {
+  gmr_oom_policy p = base("trim_retry");
+  p.decide = trim_retry_decide;
+  p.max_attempts = cap_attempts(max_attempts);
+  return p;
+}
+
+gmr_oom_policy gmr_oom_policy_wait(uint64_t timeout_ns, uint32_t max_attempts) {
+  gmr_oom_policy p = base("wait");
+  p.decide = wait_decide;
+  p.wait_timeout_ns = timeout_ns;
+  p.max_attempts = cap_attempts(max_attempts);
+  return p;
+}
+
+gmr_status gmr_oom_policy_check(const gmr_oom_policy *policy) {
+  if (policy == NULL || policy->version < 1u || policy->name == NULL ||
+      strlen(policy->name) > GMR_POLICY_NAME_MAX || policy->max_attempts > GMR_OOM_MAX_ATTEMPTS) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  return GMR_OK;
+}
+
+/* ---- registry ----------------------------------------------------------- */
+
+typedef struct entry {
+  char name[GMR_POLICY_NAME_MAX + 1];
+  gmr_oom_policy policy;
+} entry;
+
+static pthread_mutex_t registry_mutex = PTHREAD_MUTEX_INITIALIZER;
+static entry registry[GMR__POLICY_REGISTRY_CAPACITY];
+static size_t registry_count;
+
+static bool builtin(const char *name, gmr_oom_policy *out) {
+  if (strcmp(name, "fail") == 0) {
+    *out = gmr_oom_policy_fail();
+  } else if (strcmp(name, "retry") == 0) {
+    *out = gmr_oom_policy_retry(NULL, NULL, GMR_OOM_DEFAULT_ATTEMPTS);
+  } else if (strcmp(name, "trim_retry") == 0) {
+    *out = gmr_oom_policy_trim_retry(GMR_OOM_DEFAULT_ATTEMPTS);
+  } else if (strcmp(name, "wait") == 0) {
+    *out = gmr_oom_policy_wait(GMR_OOM_DEFAULT_WAIT_TIMEOUT_NS, GMR_OOM_DEFAULT_ATTEMPTS);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+static size_t find(const char *name) {
+  for (size_t i = 0; i < registry_count; ++i) {
+    if (strcmp(registry[i].name, name) == 0) return i;
+  }
+  return registry_count;
+}
+
+gmr_status gmr_oom_policy_register(const char *name, const gmr_oom_policy *policy) {
+  gmr_oom_policy ignored;
+  if (!gmr__policy_name_is_valid(name) || builtin(name, &ignored) ||
+      gmr_oom_policy_check(policy) != GMR_OK) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  gmr_status st = GMR_OK;
+  pthread_mutex_lock(&registry_mutex);
+  if (find(name) != registry_count) {
+    st = GMR_ERR_INVALID_ARGUMENT;
+  } else if (registry_count == GMR__POLICY_REGISTRY_CAPACITY) {
+    st = GMR_ERR_BUSY;
+  } else {
+    entry *e = &registry[registry_count++];
+    strcpy(e->name, name); /* length checked above */
+    e->policy = *policy;
+    e->policy.release = NULL; /* the registrant keeps its ctx */
+  }
+  pthread_mutex_unlock(&registry_mutex);
+  return st;
+}
+
+gmr_status gmr_oom_policy_unregister(const char *name) {
+  if (name == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  gmr_status st = GMR_ERR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&registry_mutex);
+  size_t i = find(name);
+  if (i != registry_count) {
+    registry[i] = registry[--registry_count];
+    st = GMR_OK;
+  }
+  pthread_mutex_unlock(&registry_mutex);
+  return st;
+}
+
+gmr_status gmr_oom_policy_from_name(const char *name, gmr_oom_policy *out) {
+  if (name == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  if (builtin(name, out)) return GMR_OK;
+  gmr_status st = GMR_ERR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&registry_mutex);
+  size_t i = find(name);
+  if (i != registry_count) {
+    *out = registry[i].policy;
+    st = GMR_OK;
+  }
+  pthread_mutex_unlock(&registry_mutex);
+  return st;
+}

@@ -1,0 +1,184 @@
+/*
+ * gmr/limiting_adaptor.h: an adaptor that caps the bytes outstanding through
+ * it, with a pluggable limit policy, optional per-stream limits, and an
+ * optional OOM policy for failures of the stack below.
+ *
+ * Accounting: each allocation is charged its size rounded up to
+ * `charge_alignment` (256 bytes by default, what RMM's limiting adaptor and
+ * cuCascade charge), while the exact size is passed upstream. "Used" is the
+ * sum of the charges of live allocations.
+ *
+ * Allocation: the charge is reserved atomically (compare-and-swap) before the
+ * upstream is called, and given back if the upstream fails, so concurrent
+ * requests can never jointly pass the limit and no path loses or
+ * double-counts a byte. A request that would pass the limit goes to the limit
+ * policy (gmr/policy.h): fail (GMR_ERR_LIMIT_EXCEEDED), ignore (allow and
+ * count the overage), increase (raise the limit), or the user's own.
+ *
+ * Per-stream limits (optional, `per_stream`): the adaptor also charges each
+ * allocation to its stream, and a stream may not pass its own limit
+ * (cuCascade's per-stream reservations); the limit policy decides there too,
+ * with `scope_stream` set. A free is charged back to the stream the memory was
+ * allocated on, whatever stream the free names: the adaptor keeps a pointer ->
+ * stream table for that, in per-stream mode only.
+ *
+ * Deallocation: the charge is taken off before the upstream is called (and put
+ * back if the upstream refuses), so a free that names more bytes than are
+ * outstanding is refused with GMR_ERR_FREE_MISMATCH and never reaches the
+ * upstream. The adaptor trusts `bytes` otherwise; put a tracking adaptor above
+ * it to check frees pointer by pointer.
+ *
+ * OOM policy (`on_oom`): when the upstream fails for lack of memory, the
+ * policy may trim the stack below, wait for a free through this adaptor, or
+ * call a user callback, then retry (gmr/policy.h). The request's charge stays
+ * reserved while the policy runs.
+ *
+ * Events (gmr/events.h): LIMIT_REFUSED, LIMIT_RAISED, LIMIT_OVERAGE, and the
+ * OOM events of its policy.
+ *
+ * Thread-safe: yes (atomics on the hot path; in per-stream mode the pointer
+ * table is split in 16 mutex-guarded shards).
+ * Source: RMM's limiting_resource_adaptor and failure_callback_resource_adaptor;
+ * cuCascade's reservation_aware_resource_adaptor.
+ */
+#ifndef GMR_LIMITING_ADAPTOR_H_
+#define GMR_LIMITING_ADAPTOR_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmr/config.h"
+#include "gmr/policy.h"
+#include "gmr/resource.h"
+#include "gmr/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A limit that never refuses anything. */
+#define GMR_LIMIT_NONE SIZE_MAX
+
+typedef struct gmr_limiting_adaptor_config {
+  size_t limit_bytes;          /* global limit; GMR_LIMIT_NONE for none */
+  size_t charge_alignment;     /* charges are rounded up to this; a power of two, 0 = 256 */
+  gmr_limit_policy on_limit;   /* copied; see gmr/policy.h */
+  gmr_oom_policy on_oom;       /* copied; see gmr/policy.h */
+  bool per_stream;             /* account and limit per stream as well */
+  size_t stream_limit_bytes;   /* per_stream: each stream's limit unless set otherwise */
+  size_t max_streams;          /* per_stream: streams with their own counters (then shared), 0 = 64 */
+} gmr_limiting_adaptor_config;
+
+/* No limit, 256-byte charges, fail on limit and on OOM, no per-stream limits. */
+#define GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT                                                   \
+  {GMR_LIMIT_NONE, 256u, GMR_LIMIT_POLICY_FAIL_INIT, GMR_OOM_POLICY_FAIL_INIT, false,          \
+   GMR_LIMIT_NONE, 64u}
+
+typedef struct gmr_limiting_adaptor gmr_limiting_adaptor;
+
+/**
+ * Create a limiting adaptor over `upstream`.
+ *
+ * Units: bytes.
+ * Ownership: `upstream` is borrowed: it must outlive the adaptor and must not
+ *   be moved. `config` is copied (NULL = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT),
+ *   its policies by value. The policies' `release` functions run when the
+ *   adaptor is destroyed, and on every failure of create except an invalid
+ *   policy (so a caller never has to release a checked policy itself).
+ * Thread-safe: yes (creates an independent object).
+ * Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *out is set.
+ *   GMR_ERR_INVALID_ARGUMENT  upstream invalid (gmr_resource_check), out NULL,
+ *                             charge_alignment not a power of two, or a policy
+ *                             that fails gmr_*_policy_check().
+ *   GMR_ERR_OUT_OF_MEMORY     the host allocation for the adaptor failed.
+ * On failure *out is NULL and nothing needs to be destroyed.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_limiting_adaptor_create(
+    gmr_resource *upstream, const gmr_limiting_adaptor_config *config,
+    gmr_limiting_adaptor **out);
+
+/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
+GMR_API gmr_resource *gmr_limiting_adaptor_as_resource(gmr_limiting_adaptor *a);
+
+/** The limiting adaptor behind `r`, or NULL if `r` is not one (vtable identity). */
+GMR_API gmr_limiting_adaptor *gmr_limiting_adaptor_from_resource(gmr_resource *r);
+
+/**
+ * The global limit now (GMR_LIMIT_NONE for none). Thread-safe: yes.
+ */
+GMR_API size_t gmr_limiting_adaptor_get_limit(const gmr_limiting_adaptor *a);
+
+/**
+ * Change the global limit. Lowering it below the bytes in use refuses new
+ * requests (per the limit policy) until frees bring use under it; nothing
+ * already allocated is affected. Thread-safe: yes (an atomic store; requests
+ * in flight may be judged against either value).
+ * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (a is NULL).
+ */
+GMR_API gmr_status gmr_limiting_adaptor_set_limit(gmr_limiting_adaptor *a, size_t limit_bytes);
+
+/** Charged bytes outstanding now. Thread-safe: yes; may miss requests in flight. */
+GMR_API size_t gmr_limiting_adaptor_get_used_bytes(const gmr_limiting_adaptor *a);
+
+/**
+ * Set the limit of `stream` (per-stream mode only).
+ * Thread-safe: yes.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL); GMR_ERR_UNSUPPORTED (not
+ * in per-stream mode); GMR_ERR_BUSY (max_streams streams already have
+ * counters of their own: this one shares the overflow counters, whose limit
+ * is not changed). Nothing changes on failure.
+ */
+GMR_API gmr_status gmr_limiting_adaptor_set_stream_limit(gmr_limiting_adaptor *a,
+                                                         gmr_stream stream, size_t limit_bytes);
+
+/**
+ * Charged bytes outstanding on `stream` and its limit (per-stream mode).
+ * Either out pointer may be NULL. A stream never seen reports 0 and the
+ * default stream limit. Thread-safe: yes.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL); GMR_ERR_UNSUPPORTED (not
+ * in per-stream mode).
+ */
+GMR_API gmr_status gmr_limiting_adaptor_get_stream_usage(const gmr_limiting_adaptor *a,
+                                                         gmr_stream stream, size_t *used_bytes,
+                                                         size_t *limit_bytes);
+
+/* Counters of a limiting adaptor. The caller sets `size` and `version`
+ * (GMR_LIMITING_STATS_INIT); the adaptor fills what both versions know. */
+typedef struct gmr_limiting_stats {
+  size_t size;                     /* sizeof the caller's struct */
+  uint32_t version;                /* GMR_LIMITING_STATS_VERSION of the caller */
+  size_t limit_bytes;              /* the global limit now */
+  size_t used_bytes;               /* charged bytes outstanding */
+  size_t peak_used_bytes;          /* high-water mark of used_bytes */
+  uint64_t allocation_count;       /* successful allocations */
+  uint64_t deallocation_count;     /* successful deallocations */
+  uint64_t refused_count;          /* requests the limit policy refused */
+  uint64_t upstream_failure_count; /* requests the upstream failed (after the OOM policy) */
+  uint64_t overage_count;          /* requests let past the limit (ignore) */
+  size_t max_overage_bytes;        /* largest excess of used over limit allowed */
+  uint64_t raise_count;            /* times the limit policy raised a limit */
+  uint64_t bad_free_count;         /* frees refused (more bytes than outstanding, unknown pointer) */
+  gmr_oom_counts oom;              /* what the OOM policy did */
+} gmr_limiting_stats;
+
+#define GMR_LIMITING_STATS_VERSION 1u
+#define GMR_LIMITING_STATS_INIT {sizeof(gmr_limiting_stats), GMR_LIMITING_STATS_VERSION}
+
+/**
+ * Snapshot the counters into `*out` (size and version set by the caller).
+ * Thread-safe: yes; counters are read one by one and may be from slightly
+ * different moments while other threads allocate.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, or size smaller than the
+ * size+version header, or version 0).
+ */
+GMR_API gmr_status gmr_limiting_adaptor_get_stats(const gmr_limiting_adaptor *a,
+                                                  gmr_limiting_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GMR_LIMITING_ADAPTOR_H_ */

@@ -1,0 +1,68 @@
+/*
+ * gmr/oom_adaptor.h: an adaptor that gives any stack an OOM policy.
+ *
+ * It forwards every call to its upstream; when the upstream fails a request
+ * for lack of memory (GMR_ERR_OUT_OF_MEMORY, or GMR_ERR_LIMIT_EXCEEDED from a
+ * limiting adaptor below), its policy (gmr/policy.h) may trim the stack below,
+ * wait for a free that passes through this adaptor, or call a user callback,
+ * then retry, at most max_attempts times and never re-entrantly. With `wait`
+ * above a limiting adaptor (`oom(policy=wait) > limiting(limit=8GiB) > ...`)
+ * requests block until the limit admits them or the timeout passes. The
+ * limiting adaptor carries the same machinery itself (`on_oom`); use this one
+ * where there is no limit.
+ *
+ * Events (gmr/events.h): OOM_RETRY, OOM_TRIM, OOM_WAIT, OOM_GAVE_UP.
+ * Thread-safe: yes (atomics; a mutex and condition variable for waiters).
+ * Source: RMM's failure_callback_resource_adaptor; cuCascade's OOM handling
+ * policies and notification channel.
+ */
+#ifndef GMR_OOM_ADAPTOR_H_
+#define GMR_OOM_ADAPTOR_H_
+
+#include <stddef.h>
+
+#include "gmr/config.h"
+#include "gmr/policy.h"
+#include "gmr/resource.h"
+#include "gmr/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gmr_oom_adaptor gmr_oom_adaptor;
+
+/**
+ * Create an OOM adaptor over `upstream` with `policy` (NULL = fail).
+ * Ownership: `upstream` is borrowed: it must outlive the adaptor. `policy` is
+ *   copied; its `release` runs when the adaptor is destroyed, and on every
+ *   failure of create except an invalid policy.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (upstream invalid, out NULL, policy
+ * fails gmr_oom_policy_check); GMR_ERR_OUT_OF_MEMORY (host allocation).
+ * On failure *out is NULL and nothing needs to be destroyed.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_oom_adaptor_create(gmr_resource *upstream,
+                                                        const gmr_oom_policy *policy,
+                                                        gmr_oom_adaptor **out);
+
+/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
+GMR_API gmr_resource *gmr_oom_adaptor_as_resource(gmr_oom_adaptor *a);
+
+/** The OOM adaptor behind `r`, or NULL if `r` is not one. */
+GMR_API gmr_oom_adaptor *gmr_oom_adaptor_from_resource(gmr_resource *r);
+
+/**
+ * What the policy did so far. Thread-safe: yes; counters are read one by one.
+ * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (NULL).
+ */
+GMR_API gmr_status gmr_oom_adaptor_get_counts(const gmr_oom_adaptor *a, gmr_oom_counts *out);
+
+/** Live allocations made through the adaptor (destroy returns BUSY while > 0). */
+GMR_API size_t gmr_oom_adaptor_get_live_count(const gmr_oom_adaptor *a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GMR_OOM_ADAPTOR_H_ */

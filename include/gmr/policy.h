@@ -1,0 +1,309 @@
+/*
+ * gmr/policy.h: OOM policies and limit policies, by value, by name, or from a
+ * shared library.
+ *
+ * An OOM policy decides what an adaptor does when the stack below it fails a
+ * request for lack of memory (GMR_ERR_OUT_OF_MEMORY, or GMR_ERR_LIMIT_EXCEEDED
+ * from a limiting adaptor below): fail, or retry after doing something that
+ * may free memory. Built in:
+ *   fail        return the failure at once (the default).
+ *   retry       call a user callback that may free memory (spill, drop
+ *               caches), then retry if it says so (RMM's
+ *               failure_callback_resource_adaptor). Without a callback: retry
+ *               as is, which helps when other threads free concurrently.
+ *   trim_retry  ask the whole stack below to give cached free memory back
+ *               (gmr_resource_trim: pools release free chunks, cuda(async)
+ *               trims its cudaMemPool_t), then retry if anything was released.
+ *   wait        block until another thread frees memory through the same
+ *               adaptor, or a timeout passes; retry if a free came
+ *               (cuCascade's notification channel).
+ * Attempts are capped by `max_attempts`, and a policy is never entered
+ * re-entrantly: while any OOM policy runs in a thread, a failure below an
+ * adaptor in that same thread (say the retry callback allocates) is returned
+ * as is, without calling a policy (Lua's tryagain, jemalloc's reentrancy guard).
+ *
+ * Where a policy attaches: the limiting adaptor takes one (`on_oom`), and the
+ * OOM adaptor (gmr/oom_adaptor.h) carries one on any stack, with or without a
+ * limit. The adaptor holding the policy calls it; the policy sees its
+ * upstream through gmr_oom_services.
+ *
+ * A limit policy decides what a limiting adaptor does with a request that
+ * would take its outstanding total past its limit (cuCascade's reservation
+ * limit policies): fail (GMR_ERR_LIMIT_EXCEEDED, the default), ignore (allow
+ * it; the overage is counted), increase (raise the limit to the new total
+ * times a padding factor, default 1.25, up to an optional hard cap, then fail).
+ *
+ * Policies are plain structs copied by value into the adaptor at create. A
+ * user writes their own by filling the struct, registers it under a name for
+ * specs (gmr_oom_policy_register), or ships it in a shared library loaded by a
+ * spec (`on_oom=plugin:./libmypolicy.so:my_policy`) through the plugin ABI at
+ * the end of this header.
+ *
+ * Thread-safe: the constructors are pure; the registries are guarded by an
+ * internal mutex. A policy's decide function may be called from several
+ * threads at once (one failure per thread), so it must be thread-safe itself.
+ */
+#ifndef GMR_POLICY_H_
+#define GMR_POLICY_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmr/config.h"
+#include "gmr/resource.h"
+#include "gmr/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Longest policy name, terminating NUL excluded. */
+#define GMR_POLICY_NAME_MAX 31
+
+/* No adaptor retries more often than this, whatever a policy asks. */
+#define GMR_OOM_MAX_ATTEMPTS 64u
+
+/* A release function frees a policy's ctx when the adaptor holding the policy
+ * is destroyed. */
+typedef void gmr_policy_release_fn(void *ctx);
+
+/* ---- OOM policies ------------------------------------------------------- */
+
+typedef enum gmr_oom_action { GMR_OOM_ACTION_FAIL = 0, GMR_OOM_ACTION_RETRY = 1 } gmr_oom_action;
+
+typedef struct gmr_oom_services gmr_oom_services;
+
+/**
+ * What an OOM policy may ask of the adaptor that runs it. Given as function
+ * pointers so that a policy in a plugin needs no symbol of gmr.
+ *
+ *   trim(self, &released)   gmr_resource_trim() on the adaptor's upstream;
+ *                           emits GMR_EVENT_OOM_TRIM. May synchronise streams.
+ *   wait_for_free(self, timeout_ns, &freed)
+ *                           block until a deallocation passes through the
+ *                           adaptor after the failed attempt began, or
+ *                           timeout_ns passes; *freed is 1 or 0. Returns
+ *                           GMR_OK. Emits GMR_EVENT_OOM_WAIT.
+ */
+struct gmr_oom_services {
+  uint32_t version;              /* GMR_OOM_SERVICES_VERSION */
+  gmr_resource *upstream;        /* the adaptor's upstream; borrowed */
+  const gmr_resource *adaptor;   /* the adaptor running the policy; borrowed */
+  gmr_status (*trim)(const gmr_oom_services *self, size_t *released_bytes);
+  gmr_status (*wait_for_free)(const gmr_oom_services *self, uint64_t timeout_ns, int *freed);
+  void *internal;                /* the adaptor's state; do not touch */
+};
+
+#define GMR_OOM_SERVICES_VERSION 1u
+
+typedef struct gmr_oom_policy gmr_oom_policy;
+
+/* Decide about `failure` (its `attempt` is 0 for the first try). */
+typedef gmr_oom_action gmr_oom_policy_decide_fn(const gmr_oom_policy *policy,
+                                                const gmr_failure *failure,
+                                                const gmr_oom_services *services);
+
+/* A user callback of the `retry` policy: free what you can, then say whether
+ * a retry is worth it (RMM's failure_callback_t, with the whole record). */
+typedef gmr_oom_action gmr_oom_callback_fn(void *ctx, const gmr_failure *failure);
+
+#define GMR_OOM_POLICY_VERSION 1u
+
+struct gmr_oom_policy {
+  uint32_t version;                  /* GMR_OOM_POLICY_VERSION */
+  const char *name;                  /* for events and logs; must outlive the policy */
+  gmr_oom_policy_decide_fn *decide;  /* NULL: fail at once */
+  void *ctx;                         /* the policy's own data */
+  uint32_t max_attempts;             /* retries after the first failure, <= GMR_OOM_MAX_ATTEMPTS */
+  uint64_t wait_timeout_ns;          /* wait: how long one wait may block */
+  gmr_oom_callback_fn *callback;     /* retry: the user callback, or NULL */
+  void *callback_ctx;                /* retry: given to the callback; borrowed */
+  gmr_policy_release_fn *release;    /* optional: frees ctx when the holding adaptor is destroyed */
+};
+
+/* What an adaptor's OOM policy did, in a stats snapshot. */
+typedef struct gmr_oom_counts {
+  uint64_t failure_count;      /* out-of-memory failures seen from upstream (every attempt) */
+  uint64_t retry_count;        /* retries the policy asked for */
+  uint64_t recovered_count;    /* requests that failed, then succeeded on a retry */
+  uint64_t gave_up_count;      /* requests the policy gave up on (not counted for `fail`) */
+  uint64_t reentrant_count;    /* failures returned as is because a policy already ran in the thread */
+  uint64_t trim_count;         /* trims of the stack below */
+  uint64_t trimmed_bytes;      /* bytes those trims released */
+  uint64_t wait_count;         /* waits for a free */
+  uint64_t wait_timeout_count; /* waits that ended with no free */
+} gmr_oom_counts;
+
+/* Static initialisers of the `fail` policies, for *_CONFIG_DEFAULT macros. */
+#define GMR_OOM_POLICY_FAIL_INIT {GMR_OOM_POLICY_VERSION, "fail", NULL, NULL, 0u, 0u, NULL, NULL, NULL}
+
+/** `fail`: never retry. Thread-safe: yes. */
+GMR_API gmr_oom_policy gmr_oom_policy_fail(void);
+
+/**
+ * `retry`: call `callback(callback_ctx, failure)` (if not NULL) and retry
+ * when it returns GMR_OOM_ACTION_RETRY, at most `max_attempts` times.
+ * Ownership: callback_ctx is borrowed; it must outlive every adaptor holding
+ * the policy. Thread-safe: yes; the callback may run in several threads at once.
+ */
+GMR_API gmr_oom_policy gmr_oom_policy_retry(gmr_oom_callback_fn *callback, void *callback_ctx,
+                                            uint32_t max_attempts);
+
+/** `trim_retry`: trim the stack below, retry if bytes were released. */
+GMR_API gmr_oom_policy gmr_oom_policy_trim_retry(uint32_t max_attempts);
+
+/** `wait`: wait up to `timeout_ns` for a free through the adaptor, retry if one came. */
+GMR_API gmr_oom_policy gmr_oom_policy_wait(uint64_t timeout_ns, uint32_t max_attempts);
+
+/* Defaults the spec uses when it names a policy without attempts/timeout. */
+#define GMR_OOM_DEFAULT_ATTEMPTS 3u
+#define GMR_OOM_DEFAULT_WAIT_TIMEOUT_NS ((uint64_t)1000000000) /* 1 s */
+
+/**
+ * Check a policy struct: version >= 1, a name of at most GMR_POLICY_NAME_MAX
+ * characters, max_attempts <= GMR_OOM_MAX_ATTEMPTS.
+ * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (also for NULL).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_oom_policy_check(const gmr_oom_policy *policy);
+
+/**
+ * Register `policy` under `name` so specs can say `on_oom=NAME`. The struct is
+ * copied; its ctx and callback_ctx stay the caller's (copies handed out have
+ * `release` cleared). Names are [A-Za-z_][A-Za-z0-9_]*, at most
+ * GMR_POLICY_NAME_MAX characters, and may not be a built-in name.
+ * Thread-safe: yes (internal mutex).
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (bad name, built-in or already
+ * registered name, invalid policy); GMR_ERR_BUSY (64 policies registered).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_oom_policy_register(const char *name,
+                                                         const gmr_oom_policy *policy);
+
+/** Remove a registered name. Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (unknown). */
+GMR_API gmr_status gmr_oom_policy_unregister(const char *name);
+
+/**
+ * The policy named `name`: a built-in (`fail`, `retry`, `trim_retry`, `wait`,
+ * with the default attempts and timeout) or a registered one.
+ * Thread-safe: yes. Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (unknown name,
+ * *out unchanged).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_oom_policy_from_name(const char *name, gmr_oom_policy *out);
+
+/* ---- limit policies ----------------------------------------------------- */
+
+typedef enum gmr_limit_action {
+  GMR_LIMIT_ACTION_FAIL = 0,  /* refuse: GMR_ERR_LIMIT_EXCEEDED */
+  GMR_LIMIT_ACTION_ALLOW = 1, /* let the request pass the limit; counted as an overage */
+  GMR_LIMIT_ACTION_RAISE = 2  /* raise the limit to *new_limit_bytes, then try again */
+} gmr_limit_action;
+
+/* A request that would pass a limit. */
+typedef struct gmr_limit_request {
+  size_t charge_bytes;  /* what the request is charged (its size rounded up) */
+  size_t used_bytes;    /* charged bytes outstanding before it */
+  size_t limit_bytes;   /* the limit it would pass */
+  gmr_stream stream;    /* the request's stream */
+  int scope_stream;     /* 1: the limit is the per-stream limit of `stream` */
+} gmr_limit_request;
+
+typedef struct gmr_limit_policy gmr_limit_policy;
+
+/* Decide about `request`. For GMR_LIMIT_ACTION_RAISE set *new_limit_bytes;
+ * a new limit that does not admit the request counts as FAIL. */
+typedef gmr_limit_action gmr_limit_policy_decide_fn(const gmr_limit_policy *policy,
+                                                    const gmr_limit_request *request,
+                                                    size_t *new_limit_bytes);
+
+#define GMR_LIMIT_POLICY_VERSION 1u
+
+struct gmr_limit_policy {
+  uint32_t version;                  /* GMR_LIMIT_POLICY_VERSION */
+  const char *name;                  /* for events and logs; must outlive the policy */
+  gmr_limit_policy_decide_fn *decide; /* NULL: fail */
+  void *ctx;                         /* the policy's own data */
+  double padding_factor;             /* increase: new limit = (used + charge) * factor */
+  size_t cap_bytes;                  /* increase: never raise past this (0: no cap) */
+  gmr_policy_release_fn *release;    /* optional: frees ctx when the holding adaptor is destroyed */
+};
+
+#define GMR_LIMIT_POLICY_FAIL_INIT {GMR_LIMIT_POLICY_VERSION, "fail", NULL, NULL, 1.0, 0u, NULL}
+
+/** `fail`: refuse (GMR_ERR_LIMIT_EXCEEDED). */
+GMR_API gmr_limit_policy gmr_limit_policy_fail(void);
+
+/** `ignore`: allow; the adaptor counts the overage and how often it happened. */
+GMR_API gmr_limit_policy gmr_limit_policy_ignore(void);
+
+/**
+ * `increase`: raise the limit to ceil((used + charge) * padding_factor),
+ * but not past `cap_bytes` (0: no cap); when even the cap does not admit the
+ * request, fail. padding_factor below 1.0 is treated as 1.0.
+ * Source: cuCascade's increase_reservation_limit_policy (factor 1.25).
+ */
+GMR_API gmr_limit_policy gmr_limit_policy_increase(double padding_factor, size_t cap_bytes);
+
+#define GMR_LIMIT_DEFAULT_PADDING_FACTOR 1.25
+
+/** As gmr_oom_policy_check(): version >= 1, a name, a factor >= 1 when decide is the built-in increase. */
+GMR_API GMR_NODISCARD gmr_status gmr_limit_policy_check(const gmr_limit_policy *policy);
+
+/** As gmr_oom_policy_register(), for `on_limit=NAME`. */
+GMR_API GMR_NODISCARD gmr_status gmr_limit_policy_register(const char *name,
+                                                           const gmr_limit_policy *policy);
+GMR_API gmr_status gmr_limit_policy_unregister(const char *name);
+
+/** Built-ins `fail`, `ignore`, `increase` (factor 1.25, no cap) or a registered name. */
+GMR_API GMR_NODISCARD gmr_status gmr_limit_policy_from_name(const char *name,
+                                                            gmr_limit_policy *out);
+
+/* ---- plugins ------------------------------------------------------------ */
+
+/*
+ * Plugin ABI, version 1. A shared library exports a function of type
+ * gmr_policy_plugin_fn under any name; a spec names it as
+ * `plugin:PATH:SYMBOL` (the last ':' separates the symbol). gmr calls it once
+ * per adaptor with the ABI version it speaks and the kind of policy wanted;
+ * the function fills *out (a gmr_oom_policy or a gmr_limit_policy) and
+ * returns GMR_OK, or GMR_ERR_UNSUPPORTED for an ABI version or kind it does
+ * not provide. The policy's name and functions live in the library, which
+ * stays loaded until the policy is released. The library needs no gmr symbol
+ * (the services come as function pointers), so it links nothing of gmr.
+ */
+#define GMR_POLICY_PLUGIN_ABI_VERSION 1u
+
+typedef enum gmr_policy_kind { GMR_POLICY_KIND_OOM = 1, GMR_POLICY_KIND_LIMIT = 2 } gmr_policy_kind;
+
+typedef gmr_status gmr_policy_plugin_fn(uint32_t abi_version, gmr_policy_kind kind, void *out);
+
+typedef struct gmr_policy_plugin gmr_policy_plugin;
+
+/* Length of the message buffer given to gmr_policy_plugin_load(). */
+#define GMR_POLICY_PLUGIN_MESSAGE_BYTES 256
+
+/**
+ * dlopen `path` (RTLD_NOW | RTLD_LOCAL), find `symbol`, and call it for a
+ * policy of `kind`, written to `out_policy` (a gmr_oom_policy * or a
+ * gmr_limit_policy *, checked with the matching *_check function).
+ * Ownership: *out_handle keeps the library loaded; unload it with
+ * gmr_policy_plugin_unload() after every adaptor holding the policy is
+ * destroyed. `message` (may be NULL, GMR_POLICY_PLUGIN_MESSAGE_BYTES long)
+ * receives a sentence on failure (dlerror's text included).
+ * Thread-safe: yes (dlopen is). Stream/device: none.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL argument, library or symbol
+ * not found, the plugin refused (any status), invalid policy). On failure
+ * nothing stays loaded and *out_handle is NULL.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_policy_plugin_load(const char *path, const char *symbol,
+                                                        gmr_policy_kind kind, void *out_policy,
+                                                        gmr_policy_plugin **out_handle,
+                                                        char *message);
+
+/** dlclose the library. NULL is a no-op. Returns GMR_OK. */
+GMR_API gmr_status gmr_policy_plugin_unload(gmr_policy_plugin *handle);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GMR_POLICY_H_ */

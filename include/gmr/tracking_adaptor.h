@@ -1,0 +1,211 @@
+/*
+ * gmr/tracking_adaptor.h: an adaptor that keeps the books of every live
+ * allocation through it, counts per stream or per thread, and refuses bad
+ * frees before they reach the upstream.
+ *
+ * Counters: current, peak and total bytes and allocations, overall and per
+ * owner, where an owner is the allocation's stream (default) or the
+ * allocating thread (cuCascade's two tracking modes). A free is charged back
+ * to the owner recorded at allocation, whatever thread or stream frees.
+ * Bytes are counted exactly as requested (no rounding). Scopes (push/pop)
+ * report the peak and totals within a stretch of a program (RMM's
+ * statistics_resource_adaptor).
+ *
+ * Table: pointer -> {bytes, alignment, stream, sequence number, owner} for
+ * every live allocation. A deallocation is checked against it and refused,
+ * counted and never forwarded when it is bad:
+ *   GMR_ERR_UNKNOWN_POINTER  never allocated through this adaptor;
+ *   GMR_ERR_DOUBLE_FREE      freed already (the adaptor remembers the last
+ *                            `recent_free_count` frees to tell these apart;
+ *                            an older double free reads as unknown pointer);
+ *   GMR_ERR_FREE_MISMATCH    bytes or alignment differ from the allocation's,
+ *                            or (with `check_stream`) the stream does.
+ * The books are updated before the memory goes back upstream, and restored
+ * if the upstream refuses, so another thread that receives the same address
+ * can never be recorded first (RMM #2304).
+ *
+ * Zero bytes never reach the adaptor (see gmr/resource.h), so nothing records
+ * a zero-byte allocation.
+ *
+ * Thread-safe: yes. Counters are atomics; the table is split in 16 shards by
+ * pointer, each under its own mutex held only for the table update.
+ * Source: RMM's tracking_resource_adaptor and statistics_resource_adaptor;
+ * cuCascade's per-stream and per-thread allocation trackers.
+ */
+#ifndef GMR_TRACKING_ADAPTOR_H_
+#define GMR_TRACKING_ADAPTOR_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gmr/config.h"
+#include "gmr/resource.h"
+#include "gmr/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum gmr_tracking_scope {
+  GMR_TRACKING_PER_STREAM = 0, /* owners are streams */
+  GMR_TRACKING_PER_THREAD = 1  /* owners are allocating threads */
+} gmr_tracking_scope;
+
+typedef struct gmr_tracking_adaptor_config {
+  gmr_tracking_scope per;    /* what an owner is */
+  bool check_stream;         /* refuse a free on another stream than the allocation's */
+  size_t max_owners;         /* owners with counters of their own (then shared), 0 = 256 */
+  size_t recent_free_count;  /* frees remembered to detect double frees, 0 = 4096 */
+} gmr_tracking_adaptor_config;
+
+#define GMR_TRACKING_ADAPTOR_CONFIG_DEFAULT {GMR_TRACKING_PER_STREAM, true, 256u, 4096u}
+
+typedef struct gmr_tracking_adaptor gmr_tracking_adaptor;
+
+/* current / peak / total of one quantity (style: mimalloc's mi_stat_count). */
+typedef struct gmr_stat_count {
+  int64_t current;
+  int64_t peak;
+  int64_t total;
+} gmr_stat_count;
+
+/* Counters of a tracking adaptor, or of one scope. The caller sets `size` and
+ * `version` (GMR_TRACKING_STATS_INIT); the adaptor fills what both know. */
+typedef struct gmr_tracking_stats {
+  size_t size;
+  uint32_t version;
+  gmr_stat_count bytes;        /* bytes live / high-water mark / allocated in all */
+  gmr_stat_count allocations;  /* allocations live / high-water mark / made in all */
+  uint64_t deallocation_count;          /* successful frees */
+  uint64_t upstream_failure_count;      /* allocations the upstream failed */
+  uint64_t unknown_pointer_count;       /* frees refused with GMR_ERR_UNKNOWN_POINTER */
+  uint64_t double_free_count;           /* ... GMR_ERR_DOUBLE_FREE */
+  uint64_t size_mismatch_count;         /* ... GMR_ERR_FREE_MISMATCH for bytes/alignment */
+  uint64_t stream_mismatch_count;       /* ... GMR_ERR_FREE_MISMATCH for the stream */
+  uint64_t owner_count;                 /* streams or threads seen */
+} gmr_tracking_stats;
+
+#define GMR_TRACKING_STATS_VERSION 1u
+#define GMR_TRACKING_STATS_INIT {sizeof(gmr_tracking_stats), GMR_TRACKING_STATS_VERSION}
+
+/* Counters of one owner (a stream or a thread). */
+typedef struct gmr_tracking_owner_stats {
+  size_t size;
+  uint32_t version;
+  uint64_t owner;             /* the stream's value, or the thread's gmr_tracking_thread_id() */
+  gmr_stat_count bytes;
+  gmr_stat_count allocations;
+} gmr_tracking_owner_stats;
+
+#define GMR_TRACKING_OWNER_STATS_VERSION 1u
+#define GMR_TRACKING_OWNER_STATS_INIT \
+  {sizeof(gmr_tracking_owner_stats), GMR_TRACKING_OWNER_STATS_VERSION}
+
+/**
+ * Create a tracking adaptor over `upstream`.
+ * Ownership: `upstream` is borrowed: it must outlive the adaptor. `config` is
+ *   copied (NULL = GMR_TRACKING_ADAPTOR_CONFIG_DEFAULT).
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (upstream invalid, out NULL, unknown
+ * scope); GMR_ERR_OUT_OF_MEMORY (host allocation). On failure *out is NULL.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_tracking_adaptor_create(
+    gmr_resource *upstream, const gmr_tracking_adaptor_config *config,
+    gmr_tracking_adaptor **out);
+
+/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
+GMR_API gmr_resource *gmr_tracking_adaptor_as_resource(gmr_tracking_adaptor *a);
+
+/** The tracking adaptor behind `r`, or NULL if `r` is not one. */
+GMR_API gmr_tracking_adaptor *gmr_tracking_adaptor_from_resource(gmr_resource *r);
+
+/**
+ * Snapshot the overall counters. Thread-safe: yes; counters are read one by
+ * one, so a snapshot taken while other threads allocate may mix moments.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, size below the header, version 0).
+ */
+GMR_API gmr_status gmr_tracking_adaptor_get_stats(const gmr_tracking_adaptor *a,
+                                                  gmr_tracking_stats *out);
+
+/**
+ * The id gmr gives the calling thread (unique in the process, never reused,
+ * starting at 1): the owner key of per-thread tracking. Thread-safe: yes.
+ */
+GMR_API uint64_t gmr_tracking_thread_id(void);
+
+/**
+ * Counters of one owner: `owner` is (uint64_t)(uintptr_t)stream in per-stream
+ * mode, a gmr_tracking_thread_id() value in per-thread mode. Owners past
+ * max_owners share one set of counters, reported for each of them.
+ * Thread-safe: yes. Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, bad
+ * header, or an owner never seen: *out then holds zeros and the owner).
+ */
+GMR_API gmr_status gmr_tracking_adaptor_get_owner_stats(const gmr_tracking_adaptor *a,
+                                                        uint64_t owner,
+                                                        gmr_tracking_owner_stats *out);
+
+/**
+ * The owners seen so far, in no particular order: up to `capacity` keys in
+ * `owners`, their number in *count (which may exceed capacity).
+ * Thread-safe: yes. Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (NULL count,
+ * or NULL owners with capacity > 0).
+ */
+GMR_API gmr_status gmr_tracking_adaptor_list_owners(const gmr_tracking_adaptor *a,
+                                                    uint64_t *owners, size_t capacity,
+                                                    size_t *count);
+
+/* Scopes nest at most this deep. */
+#define GMR_TRACKING_MAX_SCOPE_DEPTH 64
+
+/**
+ * Open a scope: from now on the adaptor also records the peak of live bytes
+ * and allocations within the scope and what was allocated in it.
+ * Thread-safe: yes (an internal mutex); allocations racing with the push
+ * may count on either side.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL); GMR_ERR_BUSY
+ * (GMR_TRACKING_MAX_SCOPE_DEPTH scopes are open).
+ */
+GMR_API gmr_status gmr_tracking_adaptor_push_scope(gmr_tracking_adaptor *a);
+
+/**
+ * Close the innermost scope and report it in `out` (may be NULL): bytes and
+ * allocations `current` as now, `peak` the highest within the scope, `total`
+ * what was allocated within it; the other counters as gmr_tracking_adaptor_get_stats.
+ * The enclosing scope's peak includes the closed one's (RMM's
+ * statistics_resource_adaptor::pop_counters).
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL a, bad header);
+ * GMR_ERR_UNSUPPORTED (no scope is open).
+ */
+GMR_API gmr_status gmr_tracking_adaptor_pop_scope(gmr_tracking_adaptor *a,
+                                                  gmr_tracking_stats *out);
+
+/**
+ * Write every live allocation to `out`, oldest first, one per line:
+ *   gmr tracking_adaptor: 2 live allocations, 1536 bytes
+ *     #3 ptr=0x7f.. bytes=512 alignment=256 stream=0x0 owner=0x0
+ * and the number of live allocations in *out_count (may be NULL).
+ * Thread-safe: yes (each shard is locked while it is copied).
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL a or out);
+ * GMR_ERR_OUT_OF_MEMORY (no host memory for the copy; nothing written).
+ */
+GMR_API gmr_status gmr_tracking_adaptor_report_leaks(const gmr_tracking_adaptor *a, FILE *out,
+                                                     size_t *out_count);
+
+/**
+ * Destroy the adaptor even with live allocations: report them to `report`
+ * (may be NULL), give each back to the upstream on the stream it was
+ * allocated on, then destroy. The caller promises nothing uses them any more.
+ * Thread-safe: no. Stream/device: as the upstream's deallocate.
+ * Returns GMR_OK (destroyed); GMR_ERR_INVALID_ARGUMENT (NULL); or the first
+ * failure of an upstream deallocate: then the adaptor is not destroyed and
+ * keeps the allocations not yet given back.
+ */
+GMR_API gmr_status gmr_tracking_adaptor_destroy_force(gmr_tracking_adaptor *a, FILE *report);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GMR_TRACKING_ADAPTOR_H_ */

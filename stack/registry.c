@@ -1,0 +1,29 @@
+/*
+ * stack/registry.c: the components a spec can name. Add one line here per
+ * component (and its file): the spec parser, the error messages with their
+ * suggestions, and gmr_stack_print_components() read this table only.
+ */
+#include "stack/registry.h"
+
+#include <string.h>
+
+static const gmr__component *const components[] = {
+    &gmr__component_cuda,
+    &gmr__component_host,
+    &gmr__component_limiting,
+    &gmr__component_oom,
+    &gmr__component_tracking,
+};
+
+size_t gmr__component_count(void) { return sizeof components / sizeof components[0]; }
+
+const gmr__component *gmr__component_at(size_t index) {
+  return index < gmr__component_count() ? components[index] : NULL;
+}
+
+const gmr__component *gmr__component_find(const char *name) {
+  for (size_t i = 0; i < gmr__component_count(); ++i) {
+    if (strcmp(components[i]->name, name) == 0) return components[i];
+  }
+  return NULL;
+}
