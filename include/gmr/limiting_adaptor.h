@@ -165,7 +165,10 @@ typedef struct gmr_limiting_stats {
 } gmr_limiting_stats;
 
 #define GMR_LIMITING_STATS_VERSION 1u
-#define GMR_LIMITING_STATS_INIT {sizeof(gmr_limiting_stats), GMR_LIMITING_STATS_VERSION}
+/* Every field spelled out: C++ warns about partial initialisers. */
+#define GMR_LIMITING_STATS_INIT                                                              \
+  {sizeof(gmr_limiting_stats), GMR_LIMITING_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+   GMR_OOM_COUNTS_ZERO}
 
 /**
  * Snapshot the counters into `*out` (size and version set by the caller).

@@ -135,6 +135,8 @@ typedef struct gmr_oom_counts {
   uint64_t wait_timeout_count; /* waits that ended with no free */
 } gmr_oom_counts;
 
+#define GMR_OOM_COUNTS_ZERO {0, 0, 0, 0, 0, 0, 0, 0, 0}
+
 /* Static initialisers of the `fail` policies, for *_CONFIG_DEFAULT macros. */
 #define GMR_OOM_POLICY_FAIL_INIT {GMR_OOM_POLICY_VERSION, "fail", NULL, NULL, 0u, 0u, NULL, NULL, NULL}
 

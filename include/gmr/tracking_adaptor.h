@@ -88,7 +88,10 @@ typedef struct gmr_tracking_stats {
 } gmr_tracking_stats;
 
 #define GMR_TRACKING_STATS_VERSION 1u
-#define GMR_TRACKING_STATS_INIT {sizeof(gmr_tracking_stats), GMR_TRACKING_STATS_VERSION}
+/* Every field spelled out: C++ warns about partial initialisers. */
+#define GMR_TRACKING_STATS_INIT                                                                \
+  {sizeof(gmr_tracking_stats), GMR_TRACKING_STATS_VERSION, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, \
+   0, 0}
 
 /* Counters of one owner (a stream or a thread). */
 typedef struct gmr_tracking_owner_stats {
@@ -101,7 +104,7 @@ typedef struct gmr_tracking_owner_stats {
 
 #define GMR_TRACKING_OWNER_STATS_VERSION 1u
 #define GMR_TRACKING_OWNER_STATS_INIT \
-  {sizeof(gmr_tracking_owner_stats), GMR_TRACKING_OWNER_STATS_VERSION}
+  {sizeof(gmr_tracking_owner_stats), GMR_TRACKING_OWNER_STATS_VERSION, 0, {0, 0, 0}, {0, 0, 0}}
 
 /**
  * Create a tracking adaptor over `upstream`.

@@ -1,0 +1,686 @@
+// limiting_adaptor: charges, every limit policy, per-stream limits, run-time
+// limits, every OOM policy branch, exact accounting on every failing path,
+// and threads.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "gmr/events.h"
+#include "gmr/host_resource.h"
+#include "gmr/limiting_adaptor.h"
+#include "gmr/policy.h"
+#include "gmr/tracking_adaptor.h"
+#include "tests/support/mock_resource.h"
+
+namespace {
+
+gmr_stream S(uintptr_t v) { return reinterpret_cast<gmr_stream>(v); }
+
+class Limiting : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    mock_ = gmr_mock_resource_create(nullptr);
+    ASSERT_NE(nullptr, mock_);
+    up_ = gmr_mock_resource_as_resource(mock_);
+  }
+  void TearDown() override {
+    if (lim_ != nullptr) {
+      EXPECT_EQ(GMR_OK, gmr_resource_destroy(r()));
+    }
+    EXPECT_EQ(GMR_OK, gmr_resource_destroy(up_));
+  }
+  void Make(const gmr_limiting_adaptor_config &c) {
+    ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(up_, &c, &lim_));
+  }
+  gmr_resource *r() { return gmr_limiting_adaptor_as_resource(lim_); }
+  gmr_limiting_stats Stats() {
+    gmr_limiting_stats s = GMR_LIMITING_STATS_INIT;
+    EXPECT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(lim_, &s));
+    return s;
+  }
+  static gmr_limiting_adaptor_config Config(size_t limit) {
+    gmr_limiting_adaptor_config c = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
+    c.limit_bytes = limit;
+    return c;
+  }
+
+  gmr_mock_resource *mock_ = nullptr;
+  gmr_resource *up_ = nullptr;
+  gmr_limiting_adaptor *lim_ = nullptr;
+};
+
+TEST_F(Limiting, ChargesSizeRoundedTo256AndPassesExactSizeUpstream) {
+  Make(Config(1024));
+  EXPECT_STREQ("limiting_adaptor", gmr_resource_type_name(r()));
+  EXPECT_EQ(lim_, gmr_limiting_adaptor_from_resource(r()));
+  EXPECT_EQ(nullptr, gmr_limiting_adaptor_from_resource(up_));
+  EXPECT_EQ(up_, gmr_resource_get_upstream(r()));
+  void *p[4];
+  for (auto &q : p) ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1, 0, nullptr, &q));
+  EXPECT_EQ(1024u, gmr_limiting_adaptor_get_used_bytes(lim_));
+  EXPECT_EQ(4u, gmr_mock_resource_live_bytes(mock_));  // exact bytes upstream
+
+  void *extra = nullptr;
+  gmr_failure f;
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate_ex(r(), 1, 0, nullptr, &extra, &f));
+  EXPECT_EQ(nullptr, extra);
+  EXPECT_EQ(4u, gmr_mock_resource_called_allocate(mock_));  // never reached upstream
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, f.status);
+  EXPECT_EQ(r(), f.where);
+  EXPECT_EQ(1u, f.bytes);
+  EXPECT_STREQ(
+      "limiting_adaptor: 256 bytes (charged) would take 1024 outstanding bytes past the limit of "
+      "1024 bytes (policy fail)",
+      f.message);
+
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), p[0], 1, 0, nullptr));
+  EXPECT_EQ(768u, gmr_limiting_adaptor_get_used_bytes(lim_));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 256, 0, nullptr, &p[0]));  // exactly fits
+  for (auto q : p) EXPECT_EQ(GMR_OK, gmr_deallocate(r(), q, q == p[0] ? 256 : 1, 0, nullptr));
+  gmr_limiting_stats s = Stats();
+  EXPECT_EQ(0u, s.used_bytes);
+  EXPECT_EQ(1024u, s.peak_used_bytes);
+  EXPECT_EQ(5u, s.allocation_count);
+  EXPECT_EQ(5u, s.deallocation_count);
+  EXPECT_EQ(1u, s.refused_count);
+}
+
+TEST_F(Limiting, ChargeAlignmentIsConfigurable) {
+  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
+  c.charge_alignment = 1;
+  Make(c);
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1000, 0, nullptr, &p));
+  EXPECT_EQ(1000u, gmr_limiting_adaptor_get_used_bytes(lim_));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), p, 1000, 0, nullptr));
+}
+
+TEST_F(Limiting, CreateRejectsBadArgumentsAndReleasesCheckedPolicies) {
+  static int released;
+  released = 0;
+  gmr_limiting_adaptor_config c = Config(100);
+  c.on_oom = gmr_oom_policy_trim_retry(1);
+  c.on_oom.release = [](void *) { released++; };
+  c.on_limit.release = [](void *) { released++; };
+  gmr_limiting_adaptor *a = reinterpret_cast<gmr_limiting_adaptor *>(0x1);
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limiting_adaptor_create(nullptr, &c, &a));
+  EXPECT_EQ(nullptr, a);
+  EXPECT_EQ(2, released);
+  c.charge_alignment = 100;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limiting_adaptor_create(up_, &c, &a));
+  EXPECT_EQ(4, released);
+  c.charge_alignment = 256;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limiting_adaptor_create(up_, &c, nullptr));
+  EXPECT_EQ(6, released);
+  // An invalid policy is refused before anything is taken over.
+  c.on_oom.max_attempts = GMR_OOM_MAX_ATTEMPTS + 1;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limiting_adaptor_create(up_, &c, &a));
+  EXPECT_EQ(6, released);
+  c.on_oom.max_attempts = 1;
+  c.on_oom.version = 0;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limiting_adaptor_create(up_, &c, &a));
+  EXPECT_EQ(6, released);
+  c.on_oom.version = GMR_OOM_POLICY_VERSION;
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(up_, &c, &a));
+  EXPECT_EQ(6, released);
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_limiting_adaptor_as_resource(a)));
+  EXPECT_EQ(8, released);
+}
+
+TEST_F(Limiting, UpstreamFailureGivesTheReservationBack) {
+  Make(Config(4096));
+  gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
+  void *p = nullptr;
+  gmr_failure f;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r(), 4096, 0, nullptr, &p, &f));
+  EXPECT_EQ(up_, f.where);  // the record names the resource that failed
+  EXPECT_EQ(2, f.cuda_error);
+  EXPECT_EQ(0u, f.attempt);
+  EXPECT_EQ(0u, gmr_limiting_adaptor_get_used_bytes(lim_));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 4096, 0, nullptr, &p));  // the whole limit is free again
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), p, 4096, 0, nullptr));
+  gmr_limiting_stats s = Stats();
+  EXPECT_EQ(1u, s.upstream_failure_count);
+  EXPECT_EQ(1u, s.oom.failure_count);
+  EXPECT_EQ(0u, s.oom.gave_up_count);  // `fail` gives nothing up: it never tried
+}
+
+// Fail the k-th upstream allocation for every k of a fixed workload: after
+// each step the adaptor's count equals the charges of what is live.
+TEST_F(Limiting, ExactAccountingWithAFailureAtEveryUpstreamCall) {
+  Make(Config(64 * 1024));
+  const size_t sizes[] = {1, 255, 256, 257, 4000, 8192, 100, 20000, 3, 30000};
+  for (unsigned long k = 0; k < 12; ++k) {
+    gmr_mock_resource_try_fail(mock_, k, 1, GMR_ERR_OUT_OF_MEMORY, 2);
+    std::vector<std::pair<void *, size_t>> live;
+    size_t charged = 0, failures = 0;
+    for (size_t i = 0; i < 10; ++i) {
+      void *p = nullptr;
+      gmr_status st = gmr_allocate(r(), sizes[i], 0, nullptr, &p);
+      if (st == GMR_OK) {
+        live.emplace_back(p, sizes[i]);
+        charged += (sizes[i] + 255) / 256 * 256;
+      } else {
+        failures++;
+        EXPECT_TRUE(st == GMR_ERR_OUT_OF_MEMORY || st == GMR_ERR_LIMIT_EXCEEDED);
+      }
+      ASSERT_EQ(charged, gmr_limiting_adaptor_get_used_bytes(lim_)) << "k=" << k << " i=" << i;
+      if (i % 3 == 2 && !live.empty()) {
+        EXPECT_EQ(GMR_OK, gmr_deallocate(r(), live.front().first, live.front().second, 0, nullptr));
+        charged -= (live.front().second + 255) / 256 * 256;
+        live.erase(live.begin());
+        ASSERT_EQ(charged, gmr_limiting_adaptor_get_used_bytes(lim_));
+      }
+    }
+    EXPECT_EQ(k < 10 ? 1u : 0u, failures) << "k=" << k;
+    for (auto &b : live) EXPECT_EQ(GMR_OK, gmr_deallocate(r(), b.first, b.second, 0, nullptr));
+    EXPECT_EQ(0u, gmr_limiting_adaptor_get_used_bytes(lim_));
+    EXPECT_EQ(0u, gmr_mock_resource_live_bytes(mock_));
+  }
+}
+
+TEST_F(Limiting, IgnorePolicyAllowsAndCountsTheOverage) {
+  gmr_limiting_adaptor_config c = Config(512);
+  c.on_limit = gmr_limit_policy_ignore();
+  Make(c);
+  void *a = nullptr, *b = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 256, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1024, 0, nullptr, &b));
+  gmr_limiting_stats s = Stats();
+  EXPECT_EQ(1280u, s.used_bytes);
+  EXPECT_EQ(1u, s.overage_count);
+  EXPECT_EQ(768u, s.max_overage_bytes);
+  EXPECT_EQ(0u, s.refused_count);
+  EXPECT_EQ(512u, s.limit_bytes);  // the limit itself did not move
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a, 256, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), b, 1024, 0, nullptr));
+}
+
+TEST_F(Limiting, IncreasePolicyRaisesByThePaddingFactorUpToTheCap) {
+  gmr_limiting_adaptor_config c = Config(1000);
+  c.on_limit = gmr_limit_policy_increase(1.25, 3000);
+  Make(c);
+  void *a = nullptr, *b = nullptr, *d = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 2048, 0, nullptr, &a));
+  EXPECT_EQ(2560u, gmr_limiting_adaptor_get_limit(lim_));  // ceil(2048 * 1.25)
+  // 2048 + 1024 = 3072 > cap 3000: no raise can admit it.
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(r(), 1024, 0, nullptr, &b));
+  EXPECT_EQ(2560u, gmr_limiting_adaptor_get_limit(lim_));
+  // 2048 + 512 = 2560 fits as is; 2560 + 256 = 2816 -> 3520, capped to 3000.
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 512, 0, nullptr, &b));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 256, 0, nullptr, &d));
+  EXPECT_EQ(3000u, gmr_limiting_adaptor_get_limit(lim_));
+  gmr_limiting_stats s = Stats();
+  EXPECT_EQ(2u, s.raise_count);
+  EXPECT_EQ(1u, s.refused_count);
+  EXPECT_EQ(2816u, s.used_bytes);
+  for (auto [p, n] : {std::pair<void *, size_t>{a, 2048}, {b, 512}, {d, 256}}) {
+    EXPECT_EQ(GMR_OK, gmr_deallocate(r(), p, n, 0, nullptr));
+  }
+}
+
+TEST_F(Limiting, IncreaseWithoutCapAlwaysAdmits) {
+  gmr_limiting_adaptor_config c = Config(0);
+  c.on_limit = gmr_limit_policy_increase(2.0, 0);
+  Make(c);
+  void *a = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1 << 20, 0, nullptr, &a));
+  EXPECT_EQ(size_t{2} << 20, gmr_limiting_adaptor_get_limit(lim_));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a, 1 << 20, 0, nullptr));
+}
+
+struct Seen {
+  std::vector<gmr_limit_request> requests;
+  gmr_limit_action answer = GMR_LIMIT_ACTION_FAIL;
+  size_t new_limit = 0;
+};
+
+gmr_limit_action UserDecide(const gmr_limit_policy *policy, const gmr_limit_request *rq,
+                            size_t *new_limit) {
+  Seen *seen = static_cast<Seen *>(policy->ctx);
+  seen->requests.push_back(*rq);
+  *new_limit = seen->new_limit;
+  return seen->answer;
+}
+
+TEST_F(Limiting, UserPolicyIsAskedWithTheRequest) {
+  Seen seen;
+  gmr_limiting_adaptor_config c = Config(1024);
+  c.on_limit.name = "mine";
+  c.on_limit.decide = UserDecide;
+  c.on_limit.ctx = &seen;
+  Make(c);
+  void *a = nullptr, *b = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1000, 0, S(7), &a));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(r(), 100, 0, S(7), &b));
+  ASSERT_EQ(1u, seen.requests.size());
+  EXPECT_EQ(256u, seen.requests[0].charge_bytes);
+  EXPECT_EQ(1024u, seen.requests[0].used_bytes);
+  EXPECT_EQ(1024u, seen.requests[0].limit_bytes);
+  EXPECT_EQ(S(7), seen.requests[0].stream);
+  EXPECT_EQ(0, seen.requests[0].scope_stream);
+  // A raise that does not admit the request counts as a refusal.
+  seen.answer = GMR_LIMIT_ACTION_RAISE;
+  seen.new_limit = 1100;
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(r(), 100, 0, S(7), &b));
+  EXPECT_EQ(1024u, gmr_limiting_adaptor_get_limit(lim_));
+  seen.new_limit = 1280;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 100, 0, S(7), &b));
+  EXPECT_EQ(1280u, gmr_limiting_adaptor_get_limit(lim_));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a, 1000, 0, S(7)));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), b, 100, 0, S(7)));
+}
+
+TEST_F(Limiting, PolicyThatKeepsRaisingTooLittleIsCutOff) {
+  Seen seen;
+  seen.answer = GMR_LIMIT_ACTION_RAISE;
+  gmr_limiting_adaptor_config c = Config(256);
+  c.on_limit.name = "stingy";
+  c.on_limit.decide = [](const gmr_limit_policy *, const gmr_limit_request *rq, size_t *nl) {
+    *nl = rq->limit_bytes + 1;  // never enough for a 256-byte charge... but a valid raise
+    return GMR_LIMIT_ACTION_RAISE;
+  };
+  Make(c);
+  void *a = nullptr, *b = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 256, 0, nullptr, &a));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(r(), 256, 0, nullptr, &b));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a, 256, 0, nullptr));
+}
+
+TEST_F(Limiting, LimitCanBeReadAndChangedAtRunTime) {
+  Make(Config(GMR_LIMIT_NONE));
+  EXPECT_EQ(GMR_LIMIT_NONE, gmr_limiting_adaptor_get_limit(lim_));
+  void *a = nullptr, *b = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 4096, 0, nullptr, &a));
+  EXPECT_EQ(GMR_OK, gmr_limiting_adaptor_set_limit(lim_, 1024));  // below what is in use
+  EXPECT_EQ(1024u, gmr_limiting_adaptor_get_limit(lim_));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(r(), 1, 0, nullptr, &b));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a, 4096, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1024, 0, nullptr, &b));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), b, 1024, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limiting_adaptor_set_limit(nullptr, 1));
+}
+
+TEST_F(Limiting, FreeOfMoreBytesThanOutstandingIsRefusedAndNotForwarded) {
+  Make(Config(GMR_LIMIT_NONE));
+  void *a = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 256, 0, nullptr, &a));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r(), a, 4096, 0, nullptr));
+  EXPECT_EQ(0u, gmr_mock_resource_called_deallocate(mock_));
+  EXPECT_EQ(256u, gmr_limiting_adaptor_get_used_bytes(lim_));
+  EXPECT_EQ(1u, Stats().bad_free_count);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a, 256, 0, nullptr));
+}
+
+TEST_F(Limiting, DestroyIsBusyWhileBytesAreOutstanding) {
+  Make(Config(GMR_LIMIT_NONE));
+  void *a = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 10, 0, nullptr, &a));
+  EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r()));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a, 10, 0, nullptr));
+}
+
+TEST_F(Limiting, StatsFillOnlyWhatTheCallersVersionHasRoomFor) {
+  Make(Config(777));
+  struct Old {
+    size_t size;
+    uint32_t version;
+    size_t limit_bytes;
+  };
+  struct Padded {
+    Old old;
+    size_t canary;
+  } out;
+  out.old.size = sizeof(Old);
+  out.old.version = 1;
+  out.canary = 0xdeadbeef;
+  ASSERT_EQ(GMR_OK,
+            gmr_limiting_adaptor_get_stats(lim_, reinterpret_cast<gmr_limiting_stats *>(&out)));
+  EXPECT_EQ(777u, out.old.limit_bytes);
+  EXPECT_EQ(sizeof(Old), out.old.size);
+  EXPECT_EQ(0xdeadbeefu, out.canary);
+  gmr_limiting_stats bad = GMR_LIMITING_STATS_INIT;
+  bad.version = 0;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limiting_adaptor_get_stats(lim_, &bad));
+  bad.version = 1;
+  bad.size = 4;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limiting_adaptor_get_stats(lim_, &bad));
+}
+
+// ---- per-stream limits ------------------------------------------------------
+
+TEST_F(Limiting, PerStreamLimitsAreEnforcedPerStreamAndFreesGoBackToTheAllocatingStream) {
+  gmr_limiting_adaptor_config c = Config(4096);
+  c.per_stream = true;
+  c.stream_limit_bytes = 1024;
+  c.max_streams = 8;
+  Make(c);
+  void *a1 = nullptr, *a2 = nullptr, *b1 = nullptr, *x = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1024, 0, S(1), &a1));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(r(), 1, 0, S(1), &x));  // stream 1 is full
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 512, 0, S(2), &b1));               // stream 2 is not
+  EXPECT_EQ(1536u, gmr_limiting_adaptor_get_used_bytes(lim_));           // refusal gave back global
+  size_t used = 0, limit = 0;
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stream_usage(lim_, S(1), &used, &limit));
+  EXPECT_EQ(1024u, used);
+  EXPECT_EQ(1024u, limit);
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stream_usage(lim_, S(99), &used, &limit));
+  EXPECT_EQ(0u, used);  // never seen: zero and the default limit
+  EXPECT_EQ(1024u, limit);
+
+  // Freed on stream 2, charged back to stream 1, where it was allocated.
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a1, 1024, 0, S(2)));
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stream_usage(lim_, S(1), &used, nullptr));
+  EXPECT_EQ(0u, used);
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stream_usage(lim_, S(2), &used, nullptr));
+  EXPECT_EQ(512u, used);
+
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_set_stream_limit(lim_, S(1), 2048));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 2048, 0, S(1), &a2));
+  // An unknown pointer is caught by the pointer table of per-stream mode.
+  int local = 0;
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r(), &local, 256, 0, S(1)));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a2, 2048, 0, S(1)));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), b1, 512, 0, S(2)));
+  EXPECT_EQ(0u, gmr_limiting_adaptor_get_used_bytes(lim_));
+  gmr_limiting_stats s = Stats();
+  EXPECT_EQ(1u, s.refused_count);
+  EXPECT_EQ(1u, s.bad_free_count);
+}
+
+TEST_F(Limiting, PerStreamRefusalGoesThroughTheLimitPolicyWithStreamScope) {
+  Seen seen;
+  seen.answer = GMR_LIMIT_ACTION_ALLOW;
+  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
+  c.per_stream = true;
+  c.stream_limit_bytes = 256;
+  c.on_limit.name = "mine";
+  c.on_limit.decide = UserDecide;
+  c.on_limit.ctx = &seen;
+  Make(c);
+  void *a = nullptr, *b = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 256, 0, S(5), &a));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 256, 0, S(5), &b));
+  ASSERT_EQ(1u, seen.requests.size());
+  EXPECT_EQ(1, seen.requests[0].scope_stream);
+  EXPECT_EQ(256u, seen.requests[0].limit_bytes);
+  EXPECT_EQ(1u, Stats().overage_count);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a, 256, 0, S(5)));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), b, 256, 0, S(5)));
+}
+
+TEST_F(Limiting, StreamTableFullSharesOverflowCountersAndRefusesOwnLimits) {
+  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
+  c.per_stream = true;
+  c.max_streams = 8;  // capacity 8
+  Make(c);
+  for (uintptr_t s = 1; s <= 8; ++s) {
+    EXPECT_EQ(GMR_OK, gmr_limiting_adaptor_set_stream_limit(lim_, S(s), 1 << 20));
+  }
+  EXPECT_EQ(GMR_ERR_BUSY, gmr_limiting_adaptor_set_stream_limit(lim_, S(9), 1 << 20));
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 512, 0, S(9), &p));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), p, 512, 0, S(9)));
+}
+
+TEST_F(Limiting, StreamFunctionsNeedPerStreamMode) {
+  Make(Config(GMR_LIMIT_NONE));
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_limiting_adaptor_set_stream_limit(lim_, nullptr, 1));
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED,
+            gmr_limiting_adaptor_get_stream_usage(lim_, nullptr, nullptr, nullptr));
+}
+
+// ---- OOM policies -----------------------------------------------------------
+
+struct Callback {
+  int calls = 0;
+  gmr_failure last{};
+  gmr_oom_action answer = GMR_OOM_ACTION_RETRY;
+  gmr_resource *reenter = nullptr;  // allocate through this from inside the callback
+  gmr_status reentered_status = GMR_OK;
+};
+
+gmr_oom_action OnOom(void *ctx, const gmr_failure *f) {
+  Callback *cb = static_cast<Callback *>(ctx);
+  cb->calls++;
+  cb->last = *f;
+  if (cb->reenter != nullptr) {
+    void *p = nullptr;
+    cb->reentered_status = gmr_allocate(cb->reenter, 64, 0, nullptr, &p);
+    if (p != nullptr) (void)gmr_deallocate(cb->reenter, p, 64, 0, nullptr);
+  }
+  return cb->answer;
+}
+
+TEST_F(Limiting, RetryPolicyCallsTheCallbackWithTheFailureThenRetries) {
+  Callback cb;
+  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
+  c.on_oom = gmr_oom_policy_retry(OnOom, &cb, 3);
+  Make(c);
+  gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1000, 512, S(3), &p));
+  EXPECT_EQ(1, cb.calls);
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, cb.last.status);
+  EXPECT_EQ(1000u, cb.last.bytes);
+  EXPECT_EQ(512u, cb.last.alignment);
+  EXPECT_EQ(S(3), cb.last.stream);
+  EXPECT_EQ(up_, cb.last.where);
+  EXPECT_EQ(2, cb.last.cuda_error);
+  EXPECT_EQ(0u, cb.last.attempt);
+  EXPECT_EQ(2u, gmr_mock_resource_called_allocate(mock_));
+  gmr_limiting_stats s = Stats();
+  EXPECT_EQ(1u, s.oom.retry_count);
+  EXPECT_EQ(1u, s.oom.recovered_count);
+  EXPECT_EQ(0u, s.oom.gave_up_count);
+  EXPECT_EQ(1024u, s.used_bytes);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), p, 1000, 512, S(3)));
+}
+
+TEST_F(Limiting, RetryAttemptsAreCappedAndTheRecordCountsThem) {
+  Callback cb;
+  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
+  c.on_oom = gmr_oom_policy_retry(OnOom, &cb, 3);
+  Make(c);
+  gmr_mock_resource_try_fail(mock_, 0, 100, GMR_ERR_OUT_OF_MEMORY, 2);
+  void *p = nullptr;
+  gmr_failure f;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r(), 10, 0, nullptr, &p, &f));
+  EXPECT_EQ(3, cb.calls);  // attempts 0, 1, 2 asked; attempt 3 hit the cap
+  EXPECT_EQ(4u, gmr_mock_resource_called_allocate(mock_));
+  EXPECT_EQ(3u, f.attempt);
+  EXPECT_EQ(0u, gmr_limiting_adaptor_get_used_bytes(lim_));
+  gmr_limiting_stats s = Stats();
+  EXPECT_EQ(3u, s.oom.retry_count);
+  EXPECT_EQ(1u, s.oom.gave_up_count);
+  EXPECT_EQ(4u, s.oom.failure_count);
+  gmr_mock_resource_try_fail(mock_, 0, 0, GMR_OK, 0);
+}
+
+TEST_F(Limiting, RetryCallbackThatSaysFailGivesUpAtOnce) {
+  Callback cb;
+  cb.answer = GMR_OOM_ACTION_FAIL;
+  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
+  c.on_oom = gmr_oom_policy_retry(OnOom, &cb, 5);
+  Make(c);
+  gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
+  void *p = nullptr;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate(r(), 10, 0, nullptr, &p));
+  EXPECT_EQ(1, cb.calls);
+  EXPECT_EQ(1u, gmr_mock_resource_called_allocate(mock_));
+  EXPECT_EQ(1u, Stats().oom.gave_up_count);
+}
+
+TEST_F(Limiting, OomPolicyIsNotRunForFailuresOtherThanLackOfMemory) {
+  Callback cb;
+  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
+  c.on_oom = gmr_oom_policy_retry(OnOom, &cb, 5);
+  Make(c);
+  gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_UNSUPPORTED, 0);
+  void *p = nullptr;
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_allocate(r(), 10, 0, nullptr, &p));
+  EXPECT_EQ(0, cb.calls);
+  EXPECT_EQ(0u, gmr_limiting_adaptor_get_used_bytes(lim_));
+}
+
+TEST_F(Limiting, PolicyIsNeverEnteredReentrantly) {
+  Callback cb;
+  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
+  c.on_oom = gmr_oom_policy_retry(OnOom, &cb, 2);
+  Make(c);
+  cb.reenter = r();  // the callback allocates through the same adaptor
+  gmr_mock_resource_try_fail(mock_, 0, 100, GMR_ERR_OUT_OF_MEMORY, 2);
+  void *p = nullptr;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate(r(), 10, 0, nullptr, &p));
+  EXPECT_EQ(2, cb.calls);  // once per attempt, never from inside itself
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, cb.reentered_status);
+  gmr_limiting_stats s = Stats();
+  EXPECT_EQ(2u, s.oom.reentrant_count);
+  EXPECT_EQ(0u, s.used_bytes);
+  gmr_mock_resource_try_fail(mock_, 0, 0, GMR_OK, 0);
+}
+
+TEST_F(Limiting, TrimRetryTrimsTheStackBelowAndRetriesWhenBytesCameBack) {
+  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
+  c.on_oom = gmr_oom_policy_trim_retry(2);
+  Make(c);
+  gmr_mock_resource_set_trim_release(mock_, 4096);
+  gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 10, 0, nullptr, &p));
+  EXPECT_EQ(1u, gmr_mock_resource_called_trim(mock_));
+  gmr_limiting_stats s = Stats();
+  EXPECT_EQ(1u, s.oom.trim_count);
+  EXPECT_EQ(4096u, s.oom.trimmed_bytes);
+  EXPECT_EQ(1u, s.oom.recovered_count);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), p, 10, 0, nullptr));
+
+  // Nothing released: retrying cannot help, so it gives up after one trim.
+  gmr_mock_resource_set_trim_release(mock_, 0);
+  gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate(r(), 10, 0, nullptr, &p));
+  EXPECT_EQ(2u, gmr_mock_resource_called_trim(mock_));
+  s = Stats();
+  EXPECT_EQ(2u, s.oom.trim_count);
+  EXPECT_EQ(1u, s.oom.gave_up_count);
+  EXPECT_EQ(0u, s.used_bytes);
+}
+
+TEST_F(Limiting, WaitPolicyRetriesWhenAnotherThreadFrees) {
+  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
+  c.on_oom = gmr_oom_policy_wait(uint64_t{10} * 1000000000u, 1);
+  Make(c);
+  void *held = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 100, 0, nullptr, &held));
+  gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
+  std::atomic<int> done{0};
+  void *p = nullptr;
+  gmr_status st = GMR_ERR_INTERNAL;
+  std::thread waiter([&] {
+    st = gmr_allocate(r(), 100, 0, nullptr, &p);
+    done = 1;
+  });
+  // Free once the waiter has failed its first try (the mock's plan is spent).
+  while (gmr_mock_resource_called_allocate(mock_) < 2) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), held, 100, 0, nullptr));
+  waiter.join();
+  ASSERT_EQ(GMR_OK, st);
+  gmr_limiting_stats s = Stats();
+  EXPECT_EQ(1u, s.oom.wait_count);
+  EXPECT_EQ(0u, s.oom.wait_timeout_count);
+  EXPECT_EQ(1u, s.oom.recovered_count);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), p, 100, 0, nullptr));
+}
+
+TEST_F(Limiting, WaitPolicyGivesUpWhenNoFreeComesInTime) {
+  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
+  c.on_oom = gmr_oom_policy_wait(uint64_t{20} * 1000000u, 3);  // 20 ms
+  Make(c);
+  gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
+  void *p = nullptr;
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate(r(), 100, 0, nullptr, &p));
+  auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, std::chrono::milliseconds(19));
+  gmr_limiting_stats s = Stats();
+  EXPECT_EQ(1u, s.oom.wait_count);
+  EXPECT_EQ(1u, s.oom.wait_timeout_count);
+  EXPECT_EQ(1u, s.oom.gave_up_count);
+  EXPECT_EQ(0u, s.used_bytes);
+}
+
+// ---- threads ------------------------------------------------------------------
+
+TEST(LimitingThreads, ConcurrentRequestsNeverJointlyPassTheLimitAndSumsAreExact) {
+  gmr_host_resource *host = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_host_resource_create(&host));
+  gmr_limiting_adaptor_config c = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
+  c.limit_bytes = 64 * 1024;
+  c.per_stream = true;
+  gmr_limiting_adaptor *lim = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(gmr_host_resource_as_resource(host), &c, &lim));
+  gmr_tracking_adaptor *trk = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_create(gmr_limiting_adaptor_as_resource(lim), nullptr,
+                                                &trk));
+  gmr_resource *top = gmr_tracking_adaptor_as_resource(trk);
+
+  const int kThreads = 8, kOps = 3000;
+  std::atomic<uint64_t> ok_count{0}, refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      std::vector<std::pair<void *, size_t>> mine;
+      gmr_stream stream = S(static_cast<uintptr_t>(t % 4 + 1));
+      for (int i = 0; i < kOps; ++i) {
+        if (mine.size() < 12 && rng() % 3 != 0) {
+          size_t n = 1 + rng() % 3000;
+          void *p = nullptr;
+          gmr_status st = gmr_allocate(top, n, 0, stream, &p);
+          if (st == GMR_OK) {
+            mine.emplace_back(p, n);
+            ok_count++;
+          } else {
+            EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, st);
+            refused++;
+          }
+        } else if (!mine.empty()) {
+          auto b = mine.back();
+          mine.pop_back();
+          EXPECT_EQ(GMR_OK, gmr_deallocate(top, b.first, b.second, 0, stream));
+        }
+      }
+      for (auto &b : mine) EXPECT_EQ(GMR_OK, gmr_deallocate(top, b.first, b.second, 0, stream));
+    });
+  }
+  for (auto &th : threads) th.join();
+  gmr_limiting_stats s = GMR_LIMITING_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(lim, &s));
+  EXPECT_EQ(0u, s.used_bytes);
+  EXPECT_LE(s.peak_used_bytes, 64u * 1024);
+  EXPECT_GT(refused.load(), 0u);  // the limit was reached
+  EXPECT_EQ(ok_count.load(), s.allocation_count);
+  EXPECT_EQ(ok_count.load(), s.deallocation_count);
+  EXPECT_EQ(refused.load(), s.refused_count);
+  gmr_tracking_stats ts = GMR_TRACKING_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_get_stats(trk, &ts));
+  EXPECT_EQ(0, ts.bytes.current);
+  EXPECT_EQ(static_cast<int64_t>(ok_count.load()), ts.allocations.total);
+  EXPECT_EQ(static_cast<int64_t>(refused.load()), static_cast<int64_t>(ts.upstream_failure_count));
+  for (uintptr_t st = 1; st <= 4; ++st) {
+    size_t used = 1;
+    ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stream_usage(lim, S(st), &used, nullptr));
+    EXPECT_EQ(0u, used);
+  }
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(top));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_limiting_adaptor_as_resource(lim)));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_host_resource_as_resource(host)));
+}
+
+}  // namespace
