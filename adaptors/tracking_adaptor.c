@@ -411,10 +411,7 @@ static void read_counts(const owner_counters *c, gmr_stat_count *bytes, gmr_stat
 }
 
 static size_t owners_seen(const gmr_tracking_adaptor *a) {
-  size_t n = 0;
-  uint64_t key = 0;
-  for (size_t i = 0; i < a->owner_slots.capacity; ++i) n += gmr__key_slots_key(&a->owner_slots, i, &key);
-  return n;
+  return gmr__key_slots_count(&a->owner_slots);
 }
 
 static void fill_stats(const gmr_tracking_adaptor *a, gmr_tracking_stats *s) {

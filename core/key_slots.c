@@ -21,6 +21,7 @@ bool gmr__key_slots_init(gmr__key_slots *t, size_t capacity) {
   while (cap < capacity && cap < ((size_t)1 << 24)) cap <<= 1;
   t->keys = calloc(cap, sizeof *t->keys);
   t->capacity = t->keys == NULL ? 0 : cap;
+  atomic_init(&t->count, 0);
   return t->keys != NULL;
 }
 
@@ -42,6 +43,7 @@ size_t gmr__key_slots_get(gmr__key_slots *t, uint64_t key) {
       uint64_t expected = 0;
       if (atomic_compare_exchange_strong_explicit(&t->keys[i], &expected, stored,
                                                   memory_order_acq_rel, memory_order_acquire)) {
+        atomic_fetch_add_explicit(&t->count, 1, memory_order_relaxed);
         return i;
       }
       if (expected == stored) return i; /* another thread inserted the same key */

@@ -26,6 +26,7 @@ extern "C" {
 typedef struct gmr__key_slots {
   _Atomic uint64_t *keys; /* stored as key + 1, so 0 means empty */
   size_t capacity;        /* a power of two */
+  _Atomic size_t count;   /* keys inserted */
 } gmr__key_slots;
 
 /* Allocate room for `capacity` keys (rounded up to a power of two, at least
@@ -39,6 +40,11 @@ size_t gmr__key_slots_get(gmr__key_slots *t, uint64_t key);
 
 /* The slot of `key` if present, else `capacity`. */
 size_t gmr__key_slots_find(const gmr__key_slots *t, uint64_t key);
+
+/* Number of keys inserted (at most capacity). */
+static inline size_t gmr__key_slots_count(const gmr__key_slots *t) {
+  return atomic_load_explicit(&t->count, memory_order_relaxed);
+}
 
 /* The key stored in `slot` (< capacity); false if the slot is empty. */
 bool gmr__key_slots_key(const gmr__key_slots *t, size_t slot, uint64_t *key);
