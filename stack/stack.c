@@ -120,6 +120,7 @@ typedef struct build {
   bool have_total;
   size_t total_bytes;
   gmr_status total_status;
+  bool check_only; /* gmr_stack_check: no device query, no layer created */
 } build;
 
 static void error_at(build *b, size_t offset, const char *fmt, ...)
@@ -139,6 +140,10 @@ static void error_at(build *b, size_t offset, const char *fmt, ...) {
 
 static gmr_status total_memory(void *ctx, size_t *total) {
   build *b = ctx;
+  if (b->check_only) {
+    *total = (size_t)1 << 40; /* any size: only the form of the value is checked */
+    return GMR_OK;
+  }
   if (!b->have_total) {
     size_t free_bytes = 0;
     b->total_status = gmr_device_get_memory_info(&free_bytes, &b->total_bytes);
@@ -445,11 +450,11 @@ static char *copy_string(const char *s) {
   return c;
 }
 
-static gmr_status create_from_text(const char *text, const char *origin, gmr_stack **out,
-                                   gmr_spec_error *error) {
+static gmr_status create_from_text(const char *text, const char *origin, bool check_only,
+                                   gmr_stack **out, gmr_spec_error *error) {
   if (error != NULL) memset(error, 0, sizeof *error);
   if (out != NULL) *out = NULL;
-  if (text == NULL || out == NULL) {
+  if (text == NULL || (out == NULL && !check_only)) {
     gmr__spec_error_at(error, origin, NULL, SIZE_MAX, "%s",
                        text == NULL ? "no spec given (NULL)" : "out is NULL");
     return GMR_ERR_INVALID_ARGUMENT;
@@ -462,6 +467,7 @@ static gmr_status create_from_text(const char *text, const char *origin, gmr_sta
   memset(&b, 0, sizeof b);
   b.spec = &spec;
   b.error = error;
+  b.check_only = check_only;
   b.layer_count = spec.layer_count;
   b.components = calloc(spec.layer_count, sizeof *b.components);
   b.values = calloc(spec.layer_count, sizeof *b.values);
@@ -471,6 +477,15 @@ static gmr_status create_from_text(const char *text, const char *origin, gmr_sta
     st = GMR_ERR_OUT_OF_MEMORY;
   } else {
     st = check_layers(&b);
+  }
+  if (st == GMR_OK && check_only) {
+    /* Checked: undo what the check loaded, as a failure would. */
+    free_build(&b);
+    unload_plugins(b.plugins, b.plugin_count);
+    free(b.plugins);
+    free(stack);
+    gmr__spec_free(&spec);
+    return GMR_OK;
   }
   if (st == GMR_OK) {
     stack->spec = copy_string(text);
@@ -523,13 +538,17 @@ static gmr_status create_from_text(const char *text, const char *origin, gmr_sta
 }
 
 gmr_status gmr_stack_create(const char *spec, gmr_stack **out, gmr_spec_error *error) {
-  return create_from_text(spec, "spec", out, error);
+  return create_from_text(spec, "spec", false, out, error);
+}
+
+gmr_status gmr_stack_check(const char *spec, gmr_spec_error *error) {
+  return create_from_text(spec, "spec", true, NULL, error);
 }
 
 gmr_status gmr_stack_create_from_env(const char *fallback_spec, gmr_stack **out,
                                      gmr_spec_error *error) {
   const char *env = getenv("GMR_STACK");
-  if (env != NULL && env[0] != '\0') return create_from_text(env, "GMR_STACK", out, error);
+  if (env != NULL && env[0] != '\0') return create_from_text(env, "GMR_STACK", false, out, error);
   if (fallback_spec == NULL) {
     if (out != NULL) *out = NULL;
     if (error != NULL) {
@@ -540,7 +559,7 @@ gmr_status gmr_stack_create_from_env(const char *fallback_spec, gmr_stack **out,
     }
     return GMR_ERR_INVALID_ARGUMENT;
   }
-  return create_from_text(fallback_spec, "spec", out, error);
+  return create_from_text(fallback_spec, "spec", false, out, error);
 }
 
 /* ---- listing ------------------------------------------------------------ */

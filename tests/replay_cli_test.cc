@@ -182,9 +182,70 @@ TEST(ReplayCliTest, UnknownStackFailsBeforeAnyWork) {
   EXPECT_EQ(2, r.exit_code);
   EXPECT_EQ("", r.out);
   EXPECT_EQ(
-      "gmr replay: unknown stack 'pool'; known stacks: cuda_device, cuda_async, cuda_managed, "
+      "gmr replay: stack 'pool': spec:1:1: unknown component 'pool' (did you mean 'oom'? known: "
+      "cuda, host, limiting, oom, tracking); aliases: cuda_device, cuda_async, cuda_managed, "
       "host\n",
       r.err);
+  Output typo = RunReplay({"--sim", "--stack", "tracking > limiting(limt=1GiB) > cuda"});
+  EXPECT_EQ(2, typo.exit_code);
+  EXPECT_EQ(
+      "gmr replay: stack 'tracking > limiting(limt=1GiB) > cuda': spec:1:21: unknown option "
+      "'limt' for limiting (did you mean 'limit'?); aliases: cuda_device, cuda_async, "
+      "cuda_managed, host\n",
+      typo.err);
+}
+
+// The "done when": three specs in one --compare, one table, and a
+// line per stack saying what its adaptors did.
+TEST(ReplayCliTest, CompareTakesSpecsSeparatedBySemicolonsOrTopLevelCommas) {
+  std::string path = WriteFile("three.csv",
+                               "action,addr,size,stream,time_us\n"
+                               "alloc,4096,1024,0,1\n"
+                               "alloc,8192,2048,0,2\n"
+                               "free_requested,4096,1024,0,3\n"
+                               "alloc,16384,512,0,4\n"
+                               "free_requested,8192,2048,0,5\n"
+                               "free_requested,16384,512,0,6\n");
+  const std::string fail = "tracking > limiting(limit=2KiB) > cuda(kind=async)";
+  const std::string grow = "tracking > limiting(limit=2KiB, on_limit=increase) > cuda(kind=async)";
+  Output r = RunReplay({"--sim", "--compare", "cuda_async," + fail + "; " + grow, path});
+  EXPECT_EQ(1, r.exit_code) << r.out << r.err;  // the refusing stack failed a request
+  std::vector<std::string> lines = Lines(r.out);
+  ASSERT_GE(lines.size(), 8u) << r.out;
+  EXPECT_TRUE(StartsWith(lines[3], "stack ")) << lines[3];
+  EXPECT_TRUE(StartsWith(lines[4], "cuda_async ")) << lines[4];
+  EXPECT_TRUE(StartsWith(lines[5], fail + " ")) << lines[5];
+  EXPECT_TRUE(StartsWith(lines[6], grow + " ")) << lines[6];
+  EXPECT_TRUE(StartsWith(lines[7], "recorder reserved ")) << lines[7];
+  std::istringstream row(lines[5].substr(fail.size()));
+  size_t allocs = 0, frees = 0, failed = 0;
+  row >> allocs >> frees >> failed;
+  EXPECT_EQ(3u, allocs);
+  EXPECT_EQ(2u, frees);
+  EXPECT_EQ(1u, failed);  // 1024 + 2048 > 2 KiB
+  EXPECT_NE(std::string::npos,
+            r.out.find("\nadaptors:\n" + fail +
+                       ": tracking: peak 1024 bytes in 1 allocations, 1 owners, 0 bad frees; "
+                       "limiting: limit 2048, peak used 1024, 1 refused, 0 raises, 0 overages"))
+      << r.out;
+  EXPECT_NE(std::string::npos,
+            r.out.find("\n" + grow + ": tracking: peak 3072 bytes in 2 allocations, 1 owners, "
+                       "0 bad frees; limiting: limit 3840, peak used 3072, 0 refused, 1 raises"))
+      << r.out;
+}
+
+TEST(ReplayCliTest, RepeatedStackFlagsCompareToo) {
+  std::string path = WriteFile("two.csv",
+                               "action,addr,size,stream,time_us\n"
+                               "alloc,4096,1024,0,1\n"
+                               "free_requested,4096,1024,0,2\n");
+  Output r = RunReplay({"--sim", "--stack", "host", "--stack",
+                        "oom(policy=wait, wait_timeout_ms=10) > host", path});
+  EXPECT_EQ(0, r.exit_code) << r.out << r.err;
+  std::vector<std::string> lines = Lines(r.out);
+  ASSERT_GE(lines.size(), 6u) << r.out;
+  EXPECT_TRUE(StartsWith(lines[4], "host ")) << lines[4];
+  EXPECT_TRUE(StartsWith(lines[5], "oom(policy=wait, wait_timeout_ms=10) > host ")) << lines[5];
 }
 
 TEST(ReplayCliTest, UnreadableTraceFails) {
@@ -201,9 +262,11 @@ TEST(ReplayCliTest, CommandLineErrors) {
   Output missing_value = RunReplay({"--stack"});
   EXPECT_EQ(2, missing_value.exit_code);
   EXPECT_EQ("gmr replay: --stack needs a value\n", missing_value.err);
-  Output both = RunReplay({"--stack", "host", "--compare", "host,cuda_device"});
-  EXPECT_EQ(2, both.exit_code);
-  EXPECT_EQ("gmr replay: give one --stack or one --compare\n", both.err);
+  Output two_in_one = RunReplay({"--stack", "host, cuda"});  // --stack takes one spec
+  EXPECT_EQ(2, two_in_one.exit_code);
+  EXPECT_EQ("gmr replay: stack 'host, cuda': spec:1:5: expected '>' or the end of the spec, "
+            "found ','; aliases: cuda_device, cuda_async, cuda_managed, host\n",
+            two_in_one.err);
   Output two_traces = RunReplay({"a.csv", "b.csv"});
   EXPECT_EQ(2, two_traces.exit_code);
   EXPECT_EQ("gmr replay: more than one trace given ('a.csv' and 'b.csv')\n", two_traces.err);
@@ -213,7 +276,13 @@ TEST(ReplayCliTest, HelpPrintsUsage) {
   Output r = RunReplay({"--help"});
   EXPECT_EQ(0, r.exit_code);
   EXPECT_TRUE(StartsWith(r.out, "usage: replay [options] [TRACE]\n")) << r.out;
-  EXPECT_NE(std::string::npos, r.out.find("stacks: cuda_device, cuda_async, cuda_managed, host"));
+  EXPECT_NE(std::string::npos,
+            r.out.find("or an alias: cuda_device = cuda(kind=device), cuda_async = "
+                       "cuda(kind=async), cuda_managed = cuda(kind=managed), host = host"))
+      << r.out;
+  Output components = RunReplay({"--components"});
+  EXPECT_EQ(0, components.exit_code);
+  EXPECT_NE(std::string::npos, components.out.find("limiting (adaptor): ")) << components.out;
 }
 
 // A copy of the binary outside Bazel finds the default trace in

@@ -12,6 +12,7 @@
 #include "gmr/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/resource.h"
+#include "gmr/stack.h"
 #include "tests/support/sim_fixture.h"
 #include "tools/replay/locate.h"
 #include "tools/replay/replay.h"
@@ -260,23 +261,53 @@ TEST_F(ReplayTest, InjectedCudaFailureFailsOneAllocationAndSkipsItsFree) {
   replay_result_free(&r);
 }
 
-TEST_F(ReplayTest, UnknownStackNamesFailAndListTheKnownOnes) {
-  for (const char *name : {"pool", "cuda_Device", "", "cuda_device ", "host,cuda_async"}) {
-    SCOPED_TRACE(name);
+TEST_F(ReplayTest, MalformedSpecsFailSayWhereAndListTheAliases) {
+  const std::pair<const char *, const char *> cases[] = {
+      {"pool", "spec:1:1: unknown component 'pool' (did you mean 'oom'? known: cuda, host, "
+               "limiting, oom, tracking)"},
+      {"cuda_Device", "spec:1:1: unknown component 'cuda_Device' (known: cuda, host, limiting, "
+                      "oom, tracking)"},
+      {"", "spec: the spec is empty: name at least one resource, e.g. 'cuda(kind=async)'"},
+      {"host,cuda_async", "spec:1:5: expected '>' or the end of the spec, found ','"},
+  };
+  for (const auto &c : cases) {
+    SCOPED_TRACE(c.first);
     replay_stack *stack = reinterpret_cast<replay_stack *>(0x1);
-    char err[512] = "";
-    EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, replay_stack_create(name, &stack, err, sizeof err));
+    char err[1024] = "";
+    EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, replay_stack_create(c.first, &stack, err, sizeof err));
     EXPECT_EQ(nullptr, stack);
-    EXPECT_EQ(std::string("unknown stack '") + name +
-                  "'; known stacks: cuda_device, cuda_async, cuda_managed, host",
+    EXPECT_EQ(std::string("stack '") + c.first + "': " + c.second +
+                  "; aliases: cuda_device, cuda_async, cuda_managed, host",
               err);
-    char check_err[512] = "";
-    EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, replay_stack_check(name, check_err, sizeof check_err));
+    char check_err[1024] = "";
+    EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, replay_stack_check(c.first, check_err, sizeof check_err));
     EXPECT_STREQ(err, check_err);
   }
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, replay_stack_create(nullptr, nullptr, nullptr, 0));
   // No CUDA call was made for any of them.
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_GET_DEVICE_COUNT));
+}
+
+TEST_F(ReplayTest, AliasesAllowSurroundingSpacesAndSpecsBuildWholeStacks) {
+  char err[1024] = "";
+  EXPECT_EQ(GMR_OK, replay_stack_check(" cuda_device ", err, sizeof err)) << err;
+  replay_stack *stack = nullptr;
+  ASSERT_EQ(GMR_OK, replay_stack_create("tracking > limiting(limit=1MiB) > cuda(kind=async)",
+                                        &stack, err, sizeof err))
+      << err;
+  EXPECT_EQ(3u, gmr_stack_get_depth(replay_stack_get(stack)));
+  char line[1024];
+  replay_stack_describe(stack, line, sizeof line);
+  EXPECT_STREQ("tracking: peak 0 bytes in 0 allocations, 0 owners, 0 bad frees; limiting: limit "
+               "1048576, peak used 0, 0 refused, 0 raises, 0 overages (max 0 bytes over), oom: "
+               "0 failures, 0 retries, 0 recovered, 0 gave up, 0 trims (0 bytes), 0 waits (0 "
+               "timed out)",
+               line);
+  EXPECT_EQ(GMR_OK, replay_stack_destroy(stack));
+  ASSERT_EQ(GMR_OK, replay_stack_create("host", &stack, err, sizeof err));
+  replay_stack_describe(stack, line, sizeof line);
+  EXPECT_STREQ("", line);
+  EXPECT_EQ(GMR_OK, replay_stack_destroy(stack));
 }
 
 TEST_F(ReplayTest, EveryKnownStackCanBeCreated) {
@@ -327,9 +358,7 @@ TEST_F(ReplayNoPoolsTest, CudaAsyncWithoutPoolsFailsToCreate) {
   char err[256] = "";
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, replay_stack_create("cuda_async", &stack, err, sizeof err));
   EXPECT_EQ(nullptr, stack);
-  EXPECT_EQ(0u, std::string(err).find(
-                    "stack 'cuda_async': gmr_cuda_resource_create failed: GMR_ERR_UNSUPPORTED"))
-      << err;
+  EXPECT_STREQ("stack 'cuda_async': spec:1:1: cannot create cuda: GMR_ERR_UNSUPPORTED", err);
 }
 
 // ---- the bundled trace --------------------------------------------------

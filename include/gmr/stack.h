@@ -115,6 +115,20 @@ GMR_API GMR_NODISCARD gmr_status gmr_stack_create_from_env(const char *fallback_
                                                            gmr_spec_error *error);
 
 /**
+ * Check `spec` as gmr_stack_create() would, without creating any layer and
+ * without any CUDA call: syntax, component and option names, the order of
+ * layers, values (a `%` size is checked for its form and range but not
+ * resolved, since that needs the device), policy names, and plugins (loaded,
+ * asked for their policy, released and unloaded again). Tools use it to refuse
+ * a command line before long work.
+ * Thread-safe: yes. Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (or
+ * GMR_ERR_OUT_OF_MEMORY) with `error` (may be NULL) filled as by
+ * gmr_stack_create(). Creating can still fail where checking passed (no
+ * device, out of memory, an option the layer itself refuses).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_stack_check(const char *spec, gmr_spec_error *error);
+
+/**
  * An empty stack, for composing by hand with gmr_stack_push().
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (out NULL); GMR_ERR_OUT_OF_MEMORY.
  */

@@ -16,6 +16,7 @@
 
 #include "gmr/cuda_sim.h"
 #include "gmr/device.h"
+#include "gmr/stack.h"
 #include "tools/replay/locate.h"
 #include "tools/replay/replay.h"
 #include "tools/replay/report.h"
@@ -34,15 +35,20 @@
 
 typedef struct options {
   const char *trace_path; /* NULL: the bundled default trace */
-  const char *stack_list; /* comma-separated; NULL: DEFAULT_STACKS */
+  /* --stack and --compare values in command-line order; none: DEFAULT_STACKS */
+  const char *stack_args[MAX_STACKS];
+  bool stack_arg_is_list[MAX_STACKS]; /* --compare: a list to split */
+  size_t stack_arg_count;
   bool sim;
   bool skip_malformed;
   bool help;
+  bool components;
 } options;
 
-/* The stack names of a --compare list, split in place in `storage`. */
+/* The stacks asked for, each an alias or a spec, copied into `storage`. */
 typedef struct stack_list {
-  char storage[1024];
+  char storage[8192];
+  size_t used;
   const char *names[MAX_STACKS];
   size_t count;
 } stack_list;
@@ -58,16 +64,22 @@ static void print_usage(FILE *out) {
           "                       or RMM log CSV (Thread,Time,Action,Pointer,Size,Stream),\n"
           "                       gzip or plain; default: the bundled tools/traces/" DEFAULT_TRACE
           "\n"
-          "  --stack NAME         replay through one stack\n"
-          "  --compare A,B,...    replay through several stacks, one table (default: "
-          DEFAULT_STACKS ")\n"
+          "  --stack SPEC         replay through one stack; repeat to compare several\n"
+          "  --compare A;B;...    replay through several stacks, one table; stacks are\n"
+          "                       separated by ';' or by ',' outside parentheses\n"
+          "                       (default: " DEFAULT_STACKS ")\n"
+          "  --components         list the components and options a spec can use\n"
           "  --sim                use the host simulation of CUDA even if a GPU is present\n"
           "  --skip-malformed     count and skip malformed lines instead of failing\n"
           "  --help               this text\n"
           "\n"
-          "stacks:");
+          "A stack is a spec, top layer first, '>' meaning \"stacks on\", e.g.\n"
+          "  'tracking > limiting(limit=4GiB, on_limit=increase, on_oom=trim_retry) > "
+          "cuda(kind=async)'\n"
+          "or an alias:");
   for (size_t i = 0; i < replay_stack_known_count(); ++i) {
-    fprintf(out, "%s %s", i == 0 ? "" : ",", replay_stack_known_name(i));
+    fprintf(out, "%s %s = %s", i == 0 ? "" : ",", replay_stack_known_name(i),
+            replay_stack_known_spec(i));
   }
   fprintf(out,
           "\n\nExit status: 0 all replays succeeded; 1 something failed (malformed or "
@@ -110,6 +122,10 @@ static bool parse_args(int argc, char **argv, options *opt) {
       opt->skip_malformed = true;
       continue;
     }
+    if (strcmp(arg, "--components") == 0) {
+      opt->components = true;
+      continue;
+    }
     const char *const valued[] = {"--stack", "--compare", "--trace"};
     bool matched = false;
     for (size_t k = 0; k < sizeof valued / sizeof valued[0] && !matched; ++k) {
@@ -127,11 +143,13 @@ static bool parse_args(int argc, char **argv, options *opt) {
         }
         opt->trace_path = value;
       } else {
-        if (opt->stack_list != NULL) {
-          fprintf(stderr, "gmr replay: give one --stack or one --compare\n");
+        if (opt->stack_arg_count == MAX_STACKS) {
+          fprintf(stderr, "gmr replay: at most %d stacks per run\n", MAX_STACKS);
           return false;
         }
-        opt->stack_list = value;
+        opt->stack_args[opt->stack_arg_count] = value;
+        opt->stack_arg_is_list[opt->stack_arg_count] = k == 1;
+        opt->stack_arg_count++;
       }
     }
     if (matched) continue;
@@ -149,30 +167,69 @@ static bool parse_args(int argc, char **argv, options *opt) {
   return true;
 }
 
-/* Split and check the stack names before any work, so a typo costs nothing. */
-static bool parse_stacks(const char *list, stack_list *out) {
-  memset(out, 0, sizeof *out);
-  if (strlen(list) >= sizeof out->storage) {
+/* Copy `len` bytes of `text` as one more stack of `out`. */
+static bool add_stack(stack_list *out, const char *text, size_t len) {
+  while (len > 0 && (text[0] == ' ' || text[0] == '\t')) {
+    text++;
+    len--;
+  }
+  if (out->count == MAX_STACKS) {
+    fprintf(stderr, "gmr replay: at most %d stacks per run\n", MAX_STACKS);
+    return false;
+  }
+  if (out->used + len + 1 > sizeof out->storage) {
     fprintf(stderr, "gmr replay: stack list too long\n");
     return false;
   }
-  strcpy(out->storage, list);
-  char *cursor = out->storage;
-  for (;;) {
-    char *comma = strchr(cursor, ',');
-    if (comma != NULL) *comma = '\0';
-    if (out->count == MAX_STACKS) {
-      fprintf(stderr, "gmr replay: at most %d stacks per run\n", MAX_STACKS);
-      return false;
+  char *copy = out->storage + out->used;
+  memcpy(copy, text, len);
+  copy[len] = '\0';
+  out->used += len + 1;
+  out->names[out->count++] = copy;
+  return true;
+}
+
+/* Split a --compare list at ';' and at ',' outside parentheses and quotes:
+ * neither can separate anything inside one spec. */
+static bool split_list(stack_list *out, const char *list) {
+  int depth = 0;
+  bool quoted = false;
+  const char *start = list;
+  for (const char *c = list;; ++c) {
+    if (*c == '\0' || (!quoted && ((*c == ',' && depth == 0) || *c == ';'))) {
+      if (!add_stack(out, start, (size_t)(c - start))) return false;
+      if (*c == '\0') return true;
+      start = c + 1;
+    } else if (quoted && *c == '\\' && c[1] != '\0') {
+      ++c;
+    } else if (*c == '"') {
+      quoted = !quoted;
+    } else if (!quoted && *c == '(') {
+      depth++;
+    } else if (!quoted && *c == ')' && depth > 0) {
+      depth--;
     }
+  }
+}
+
+/* Split and check the stacks before any work, so a typo costs nothing. */
+static bool parse_stacks(const options *opt, stack_list *out) {
+  memset(out, 0, sizeof *out);
+  if (opt->stack_arg_count == 0) {
+    if (!split_list(out, DEFAULT_STACKS)) return false;
+  }
+  for (size_t i = 0; i < opt->stack_arg_count; ++i) {
+    bool ok = opt->stack_arg_is_list[i]
+                  ? split_list(out, opt->stack_args[i])
+                  : add_stack(out, opt->stack_args[i], strlen(opt->stack_args[i]));
+    if (!ok) return false;
+  }
+  for (size_t i = 0; i < out->count; ++i) {
     char err[MESSAGE_BYTES];
-    if (replay_stack_check(cursor, err, sizeof err) != GMR_OK) {
+    if (replay_stack_check(out->names[i], err, sizeof err) != GMR_OK) {
       fprintf(stderr, "gmr replay: %s\n", err);
       return false;
     }
-    out->names[out->count++] = cursor;
-    if (comma == NULL) break;
-    cursor = comma + 1;
   }
   return true;
 }
@@ -217,7 +274,7 @@ static gmr_status enable_simulation(const replay_trace *trace) {
 /* Create, replay, destroy one stack. Returns false if the stack could not be
  * created (then *result holds no memory and the reason was printed). */
 static bool replay_one(const replay_trace *trace, const char *name, uint64_t overhead_ns,
-                       replay_result *result) {
+                       replay_result *result, char *adaptors, size_t adaptors_bytes) {
   char err[MESSAGE_BYTES];
   replay_stack *stack = NULL;
   gmr_status st = replay_stack_create(name, &stack, err, sizeof err);
@@ -227,6 +284,7 @@ static bool replay_one(const replay_trace *trace, const char *name, uint64_t ove
     return false;
   }
   (void)replay_run(trace, replay_stack_top(stack), overhead_ns, result);
+  replay_stack_describe(stack, adaptors, adaptors_bytes);
   replay_result_set_destroy_status(result, replay_stack_destroy(stack));
   /* A stack that refused to be destroyed stays allocated: the process is
    * about to end, and freeing it under live allocations would be worse. */
@@ -240,10 +298,12 @@ int main(int argc, char **argv) {
     print_usage(stdout);
     return 0;
   }
-  stack_list stacks;
-  if (!parse_stacks(opt.stack_list != NULL ? opt.stack_list : DEFAULT_STACKS, &stacks)) {
-    return EXIT_USAGE;
+  if (opt.components) {
+    (void)gmr_stack_print_components(stdout);
+    return 0;
   }
+  static stack_list stacks;
+  if (!parse_stacks(&opt, &stacks)) return EXIT_USAGE;
 
   char bundled[PATH_BYTES];
   if (opt.trace_path == NULL) {
@@ -284,10 +344,12 @@ int main(int argc, char **argv) {
   const uint64_t overhead_ns = replay_clock_overhead_ns(TIMER_SAMPLES);
   replay_result results[MAX_STACKS];
   const char *names[MAX_STACKS];
+  static char adaptors[MAX_STACKS][MESSAGE_BYTES];
   size_t done = 0;
   bool failed = false;
   for (size_t i = 0; i < stacks.count; ++i) {
-    if (!replay_one(trace, stacks.names[i], overhead_ns, &results[done])) {
+    if (!replay_one(trace, stacks.names[i], overhead_ns, &results[done], adaptors[done],
+                    sizeof adaptors[done])) {
       failed = true;
       continue;
     }
@@ -296,6 +358,14 @@ int main(int argc, char **argv) {
     done++;
   }
   if (done > 0) replay_report_print_table(stdout, trace, names, results, done);
+  /* What the adaptors and policies did, one line per stack that has any. */
+  bool any_adaptor = false;
+  for (size_t i = 0; i < done; ++i) {
+    if (adaptors[i][0] == '\0') continue;
+    if (!any_adaptor) printf("\nadaptors:\n");
+    any_adaptor = true;
+    printf("%s: %s\n", names[i], adaptors[i]);
+  }
   for (size_t i = 0; i < done; ++i) replay_result_free(&results[i]);
   replay_trace_destroy(trace);
 

@@ -1,101 +1,108 @@
 /*
- * tools/replay/stacks.c: see stacks.h.
+ * tools/replay/stacks.c: see stacks.h. A thin layer over gmr_stack: aliases
+ * resolved to specs, errors worded for the command line, a line of adaptor
+ * counters for the report.
  */
 #include "tools/replay/stacks.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gmr/cuda_resource.h"
-#include "gmr/host_resource.h"
+#include "gmr/limiting_adaptor.h"
+#include "gmr/oom_adaptor.h"
+#include "gmr/tracking_adaptor.h"
 
-#define STACK_NAME_BYTES 64
-
-typedef enum stack_kind { STACK_CUDA, STACK_HOST } stack_kind;
-
-typedef struct stack_entry {
+typedef struct alias {
   const char *name;
-  stack_kind kind;
-  gmr_cuda_kind cuda_kind; /* STACK_CUDA only */
-} stack_entry;
+  const char *spec;
+} alias;
 
 /* One table: the names accepted, the names listed in errors and the help
  * text all come from it, so they cannot disagree. */
-static const stack_entry known_stacks[] = {
-    {"cuda_device", STACK_CUDA, GMR_CUDA_KIND_DEVICE},
-    {"cuda_async", STACK_CUDA, GMR_CUDA_KIND_ASYNC},
-    {"cuda_managed", STACK_CUDA, GMR_CUDA_KIND_MANAGED},
-    {"host", STACK_HOST, GMR_CUDA_KIND_DEVICE},
+static const alias aliases[] = {
+    {"cuda_device", "cuda(kind=device)"},
+    {"cuda_async", "cuda(kind=async)"},
+    {"cuda_managed", "cuda(kind=managed)"},
+    {"host", "host"},
 };
-#define KNOWN_STACK_COUNT (sizeof known_stacks / sizeof known_stacks[0])
+#define ALIAS_COUNT (sizeof aliases / sizeof aliases[0])
 
 struct replay_stack {
-  char name[STACK_NAME_BYTES];
-  gmr_resource *top; /* the only resource for now */
+  char *name; /* as given */
+  gmr_stack *stack;
 };
 
-size_t replay_stack_known_count(void) { return KNOWN_STACK_COUNT; }
+size_t replay_stack_known_count(void) { return ALIAS_COUNT; }
 
 const char *replay_stack_known_name(size_t index) {
-  return index < KNOWN_STACK_COUNT ? known_stacks[index].name : NULL;
+  return index < ALIAS_COUNT ? aliases[index].name : NULL;
 }
 
-static const stack_entry *find_stack(const char *spec) {
-  if (spec == NULL) return NULL;
-  for (size_t i = 0; i < KNOWN_STACK_COUNT; ++i) {
-    if (strcmp(spec, known_stacks[i].name) == 0) return &known_stacks[i];
+const char *replay_stack_known_spec(size_t index) {
+  return index < ALIAS_COUNT ? aliases[index].spec : NULL;
+}
+
+/* The spec an alias stands for (spaces around it allowed), or `spec` itself. */
+static const char *resolve(const char *spec) {
+  const char *begin = spec;
+  while (*begin == ' ' || *begin == '\t') begin++;
+  size_t len = strlen(begin);
+  while (len > 0 && (begin[len - 1] == ' ' || begin[len - 1] == '\t')) len--;
+  for (size_t i = 0; i < ALIAS_COUNT; ++i) {
+    if (strlen(aliases[i].name) == len && strncmp(begin, aliases[i].name, len) == 0) {
+      return aliases[i].spec;
+    }
   }
-  return NULL;
+  return spec;
+}
+
+static void spec_error(char *err, size_t err_bytes, const char *spec, const char *message) {
+  if (err == NULL || err_bytes == 0) return;
+  int n = snprintf(err, err_bytes, "stack '%s': %s; aliases:", spec, message);
+  for (size_t i = 0; i < ALIAS_COUNT && n >= 0 && (size_t)n < err_bytes; ++i) {
+    int m = snprintf(err + n, err_bytes - (size_t)n, "%s %s", i == 0 ? "" : ",", aliases[i].name);
+    n = m < 0 ? m : n + m;
+  }
 }
 
 gmr_status replay_stack_check(const char *spec, char *err, size_t err_bytes) {
-  if (find_stack(spec) != NULL) return GMR_OK;
-  if (err != NULL && err_bytes > 0) {
-    int n = snprintf(err, err_bytes, "unknown stack '%s'; known stacks:",
-                     spec == NULL ? "(null)" : spec);
-    for (size_t i = 0; i < KNOWN_STACK_COUNT && n >= 0 && (size_t)n < err_bytes; ++i) {
-      int m = snprintf(err + n, err_bytes - (size_t)n, "%s %s", i == 0 ? "" : ",",
-                       known_stacks[i].name);
-      n = m < 0 ? m : n + m;
-    }
+  if (spec == NULL) {
+    spec_error(err, err_bytes, "(null)", "no spec given");
+    return GMR_ERR_INVALID_ARGUMENT;
   }
-  return GMR_ERR_INVALID_ARGUMENT;
+  gmr_spec_error e;
+  gmr_status st = gmr_stack_check(resolve(spec), &e);
+  if (st != GMR_OK) spec_error(err, err_bytes, spec, e.message);
+  return st;
 }
 
 gmr_status replay_stack_create(const char *spec, replay_stack **out, char *err,
                                size_t err_bytes) {
   if (out != NULL) *out = NULL;
-  if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  gmr_status st = replay_stack_check(spec, err, err_bytes);
-  if (st != GMR_OK) return st;
-  const stack_entry *entry = find_stack(spec);
-
+  if (out == NULL || spec == NULL) {
+    spec_error(err, err_bytes, spec == NULL ? "(null)" : spec, "no spec or no place for the stack");
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
   replay_stack *stack = calloc(1, sizeof *stack);
-  if (stack == NULL) {
-    if (err_bytes > 0) snprintf(err, err_bytes, "%s: out of host memory", spec);
+  size_t n = strlen(spec) + 1;
+  if (stack != NULL) stack->name = malloc(n);
+  if (stack == NULL || stack->name == NULL) {
+    free(stack);
+    if (err != NULL && err_bytes > 0) snprintf(err, err_bytes, "stack '%s': out of host memory", spec);
     return GMR_ERR_OUT_OF_MEMORY;
   }
-  snprintf(stack->name, sizeof stack->name, "%s", entry->name);
-  const char *what = NULL;
-  if (entry->kind == STACK_CUDA) {
-    gmr_cuda_resource_config config = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
-    config.kind = entry->cuda_kind;
-    gmr_cuda_resource *cuda = NULL;
-    st = gmr_cuda_resource_create(&config, &cuda);
-    stack->top = gmr_cuda_resource_as_resource(cuda);
-    what = "gmr_cuda_resource_create";
-  } else {
-    gmr_host_resource *host = NULL;
-    st = gmr_host_resource_create(&host);
-    stack->top = gmr_host_resource_as_resource(host);
-    what = "gmr_host_resource_create";
-  }
+  memcpy(stack->name, spec, n);
+  gmr_spec_error e;
+  gmr_status st = gmr_stack_create(resolve(spec), &stack->stack, &e);
   if (st != GMR_OK) {
-    if (err != NULL && err_bytes > 0) {
-      snprintf(err, err_bytes, "stack '%s': %s failed: %s (%s)", spec, what,
-               gmr_status_name(st), gmr_status_string(st));
+    if (st == GMR_ERR_INVALID_ARGUMENT) {
+      spec_error(err, err_bytes, spec, e.message);
+    } else if (err != NULL && err_bytes > 0) {
+      snprintf(err, err_bytes, "stack '%s': %s", spec, e.message);
     }
+    free(stack->name);
     free(stack);
     return st;
   }
@@ -103,16 +110,86 @@ gmr_status replay_stack_create(const char *spec, replay_stack **out, char *err,
   return GMR_OK;
 }
 
-gmr_resource *replay_stack_top(replay_stack *stack) { return stack == NULL ? NULL : stack->top; }
+gmr_resource *replay_stack_top(replay_stack *stack) {
+  return stack == NULL ? NULL : gmr_stack_as_resource(stack->stack);
+}
 
 const char *replay_stack_name(const replay_stack *stack) {
   return stack == NULL ? "" : stack->name;
 }
 
+gmr_stack *replay_stack_get(replay_stack *stack) { return stack == NULL ? NULL : stack->stack; }
+
+/* Append printf-style text to out (which holds *used bytes so far). */
+static void append(char *out, size_t out_bytes, size_t *used, const char *fmt, ...) {
+  if (*used >= out_bytes) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(out + *used, out_bytes - *used, fmt, ap);
+  va_end(ap);
+  if (n > 0) *used += (size_t)n;
+  if (*used >= out_bytes) *used = out_bytes - 1;
+}
+
+static void describe_oom(char *out, size_t out_bytes, size_t *used, const gmr_oom_counts *c) {
+  append(out, out_bytes, used,
+         "oom: %llu failures, %llu retries, %llu recovered, %llu gave up, %llu trims (%llu "
+         "bytes), %llu waits (%llu timed out)",
+         (unsigned long long)c->failure_count, (unsigned long long)c->retry_count,
+         (unsigned long long)c->recovered_count, (unsigned long long)c->gave_up_count,
+         (unsigned long long)c->trim_count, (unsigned long long)c->trimmed_bytes,
+         (unsigned long long)c->wait_count, (unsigned long long)c->wait_timeout_count);
+}
+
+void replay_stack_describe(replay_stack *stack, char *out, size_t out_bytes) {
+  if (out == NULL || out_bytes == 0) return;
+  out[0] = '\0';
+  size_t used = 0;
+  gmr_stack *s = replay_stack_get(stack);
+  for (size_t i = 0; i < gmr_stack_get_depth(s); ++i) {
+    gmr_resource *layer = gmr_stack_get_layer(s, i);
+    const char *sep = used == 0 ? "" : "; ";
+    gmr_limiting_adaptor *lim = gmr_limiting_adaptor_from_resource(layer);
+    gmr_tracking_adaptor *trk = gmr_tracking_adaptor_from_resource(layer);
+    gmr_oom_adaptor *oom = gmr_oom_adaptor_from_resource(layer);
+    if (lim != NULL) {
+      gmr_limiting_stats st = GMR_LIMITING_STATS_INIT;
+      if (gmr_limiting_adaptor_get_stats(lim, &st) != GMR_OK) continue;
+      append(out, out_bytes, &used, "%slimiting: limit ", sep);
+      if (st.limit_bytes == GMR_LIMIT_NONE) {
+        append(out, out_bytes, &used, "none");
+      } else {
+        append(out, out_bytes, &used, "%zu", st.limit_bytes);
+      }
+      append(out, out_bytes, &used,
+             ", peak used %zu, %llu refused, %llu raises, %llu overages (max %zu bytes over), ",
+             st.peak_used_bytes, (unsigned long long)st.refused_count,
+             (unsigned long long)st.raise_count, (unsigned long long)st.overage_count,
+             st.max_overage_bytes);
+      describe_oom(out, out_bytes, &used, &st.oom);
+    } else if (trk != NULL) {
+      gmr_tracking_stats st = GMR_TRACKING_STATS_INIT;
+      if (gmr_tracking_adaptor_get_stats(trk, &st) != GMR_OK) continue;
+      append(out, out_bytes, &used,
+             "%stracking: peak %lld bytes in %lld allocations, %llu owners, %llu bad frees", sep,
+             (long long)st.bytes.peak, (long long)st.allocations.peak,
+             (unsigned long long)st.owner_count,
+             (unsigned long long)(st.unknown_pointer_count + st.double_free_count +
+                                  st.size_mismatch_count + st.stream_mismatch_count));
+    } else if (oom != NULL) {
+      gmr_oom_counts c;
+      if (gmr_oom_adaptor_get_counts(oom, &c) != GMR_OK) continue;
+      append(out, out_bytes, &used, "%s", sep);
+      describe_oom(out, out_bytes, &used, &c);
+    }
+  }
+}
+
 gmr_status replay_stack_destroy(replay_stack *stack) {
   if (stack == NULL) return GMR_OK;
-  gmr_status st = gmr_resource_destroy(stack->top);
+  gmr_status st = gmr_stack_destroy(stack->stack);
   if (st != GMR_OK) return st;
+  free(stack->name);
   free(stack);
   return GMR_OK;
 }

@@ -1,17 +1,16 @@
 /*
  * tools/replay/stacks.h: build the stack of gmr resources a replay runs on,
- * from a name given on the command line.
+ * from a spec given on the command line.
  *
- * Today a stack is one leaf resource, named:
- *   cuda_device   cuda_resource, kind device  (cudaMalloc / cudaFree)
- *   cuda_async    cuda_resource, kind async   (its own cudaMemPool_t)
- *   cuda_managed  cuda_resource, kind managed (cudaMallocManaged)
- *   host          host_resource               (aligned_alloc, no CUDA)
- * A later version replaces the names with a spec grammar
- * ("tracking(per=stream) > limiting(limit=8GiB) > cuda(kind=async)"); callers
- * only see a spec string in and a top resource out, so they will not change.
- * An unknown name is an error that lists the known ones: nothing falls back to
- * a default stack.
+ * A stack is any spec of gmr/stack.h, e.g.
+ *   "tracking(per=stream) > limiting(limit=8GiB, on_limit=increase) > cuda(kind=async)",
+ * or one of the aliases kept from the first version of the tool:
+ *   cuda_device   = cuda(kind=device)   (cudaMalloc / cudaFree)
+ *   cuda_async    = cuda(kind=async)    (its own cudaMemPool_t)
+ *   cuda_managed  = cuda(kind=managed)  (cudaMallocManaged)
+ *   host          = host                (aligned_alloc, no CUDA)
+ * A spec that does not parse is an error that says where and why, and lists
+ * the aliases: nothing falls back to a default stack.
  *
  * Thread-safe: create/destroy no; a stack's top resource is as thread-safe as
  * its resources say.
@@ -22,6 +21,7 @@
 #include <stddef.h>
 
 #include "gmr/resource.h"
+#include "gmr/stack.h"
 #include "gmr/status.h"
 
 #ifdef __cplusplus
@@ -30,22 +30,27 @@ extern "C" {
 
 typedef struct replay_stack replay_stack;
 
-/** Number of known stack names. */
+/** Number of aliases. */
 size_t replay_stack_known_count(void);
 
-/** Known stack name `index` (< replay_stack_known_count()), else NULL. Static string. */
+/** Alias `index` (< replay_stack_known_count()), else NULL. Static string. */
 const char *replay_stack_known_name(size_t index);
 
+/** The spec alias `index` stands for, else NULL. Static string. */
+const char *replay_stack_known_spec(size_t index);
+
 /**
- * Check `spec` without creating anything (no CUDA call), so a command line
- * can be rejected before a long trace is parsed.
+ * Check `spec` (an alias or a spec) without creating anything and without a
+ * CUDA call (gmr_stack_check), so a command line can be rejected before a
+ * long trace is parsed.
  * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT with `err` (err_bytes, may be
- * NULL/0) set to "unknown stack 'X'; known stacks: ...".
+ * NULL/0) set to "stack 'X': spec:1:1: unknown component 'X' (...); aliases:
+ * cuda_device, cuda_async, cuda_managed, host".
  */
 gmr_status replay_stack_check(const char *spec, char *err, size_t err_bytes);
 
 /**
- * Create the stack `spec` names.
+ * Create the stack `spec` (an alias or a spec) describes.
  *
  * Ownership: the caller destroys *out with replay_stack_destroy(), which
  *   destroys every resource of the stack.
@@ -53,11 +58,11 @@ gmr_status replay_stack_check(const char *spec, char *err, size_t err_bytes);
  *   CUDA layer active now (real or simulated: select it first).
  * Returns:
  *   GMR_OK                    *out is set.
- *   GMR_ERR_INVALID_ARGUMENT  NULL spec/out or an unknown name (err lists the
- *                             known names).
- *   any status of the resource's create function (GMR_ERR_UNSUPPORTED for
+ *   GMR_ERR_INVALID_ARGUMENT  NULL spec/out or a malformed spec (err as for
+ *                             replay_stack_check).
+ *   any status of a layer's create function (GMR_ERR_UNSUPPORTED for
  *   cuda_async without memory pools, GMR_ERR_CUDA without a GPU, ...), with
- *   err naming the stack and the status.
+ *   err naming the stack, the layer and the status.
  * On failure *out is NULL and nothing needs to be destroyed.
  */
 gmr_status replay_stack_create(const char *spec, replay_stack **out, char *err,
@@ -66,14 +71,27 @@ gmr_status replay_stack_create(const char *spec, replay_stack **out, char *err,
 /** The resource to allocate from (borrowed; valid until destroy). */
 gmr_resource *replay_stack_top(replay_stack *stack);
 
-/** The spec the stack was created from (borrowed). */
+/** The alias or spec the stack was created from, as given (borrowed). */
 const char *replay_stack_name(const replay_stack *stack);
+
+/** The gmr_stack behind it (borrowed), to reach its layers. */
+gmr_stack *replay_stack_get(replay_stack *stack);
+
+/**
+ * One line about what the stack's adaptors did, for the report: for each
+ * limiting adaptor its limit, peak, refusals, raises and overages; for each
+ * OOM policy its retries, trims and waits; for each tracking adaptor its peak
+ * and bad frees. Empty when the stack has none of them.
+ * Writes at most out_bytes (NUL included) into `out`. Thread-safe: as reading
+ * the adaptors' stats.
+ */
+void replay_stack_describe(replay_stack *stack, char *out, size_t out_bytes);
 
 /**
  * Destroy the stack's resources, top first, then the stack. NULL is a no-op.
  * Returns GMR_OK; or the first failing resource's status (GMR_ERR_BUSY while
- * allocations are live), in which case nothing is freed and the stack stays
- * valid: free what is live and call again.
+ * allocations are live): the layers above the refusing one are gone, the
+ * rest stays valid (gmr_stack_destroy): free what is live and call again.
  */
 gmr_status replay_stack_destroy(replay_stack *stack);
 
