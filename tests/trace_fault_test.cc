@@ -140,7 +140,7 @@ TEST_F(TraceFault, NoFaultReplaysEveryRequest) {
 }
 
 TEST_F(TraceFault, AllocationFailureAtTheKthUpstreamCallLosesNoByte) {
-  for (uint64_t k = 0; k < 800; k += 33) {
+  for (uint64_t k = 0; k < 800; k += 57) {
     ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC, k, 1, 2));
     Outcome o = Replay(kStack);
     ASSERT_FALSE(HasFatalFailure()) << "k=" << k;
@@ -151,7 +151,7 @@ TEST_F(TraceFault, AllocationFailureAtTheKthUpstreamCallLosesNoByte) {
 }
 
 TEST_F(TraceFault, RetryPolicyHidesAnInjectedFailureAtTheKthCall) {
-  for (uint64_t k = 5; k < 800; k += 71) {
+  for (uint64_t k = 5; k < 800; k += 113) {
     ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC, k, 1, 2));
     Outcome o = Replay("tracking > limiting(on_oom=retry) > cuda(kind=async)");
     ASSERT_FALSE(HasFatalFailure()) << "k=" << k;
@@ -162,7 +162,7 @@ TEST_F(TraceFault, RetryPolicyHidesAnInjectedFailureAtTheKthCall) {
 }
 
 TEST_F(TraceFault, FreeFailureAtTheKthUpstreamCallKeepsTheAllocationLive) {
-  for (uint64_t k = 0; k < 800; k += 47) {
+  for (uint64_t k = 0; k < 800; k += 89) {
     ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_FREE_ASYNC, k, 1, 700));
     Outcome o = Replay(kStack);
     ASSERT_FALSE(HasFatalFailure()) << "k=" << k;
