@@ -171,9 +171,12 @@ static void push_free(gmr_fixed_block_resource *r, uint32_t si, fb_block *b) {
   s->stack[s->count++] = b;
 }
 
+/* Move every free block of slot `from` onto slot `to`, keeping their order,
+ * so the most recently freed block is still the next one handed out. */
 static void move_all(gmr_fixed_block_resource *r, uint32_t from, uint32_t to) {
   fb_slot *src = r->slots[from];
-  while (src->count > 0) push_free(r, to, src->stack[--src->count]);
+  for (size_t i = 0; i < src->count; ++i) push_free(r, to, src->stack[i]);
+  src->count = 0;
 }
 
 /* ---- growth (lock held) ------------------------------------------------- */

@@ -135,14 +135,15 @@ static bool mergeable(uint32_t si, const gmr__pool_block *n) {
 
 /* File free block `b` under slot `si`, merged with its mergeable neighbours.
  * Neighbours free under another stream stay apart: that stream's work may
- * still use them. */
+ * still use them. Absorbing a shared neighbour can bring a block of `si`
+ * beyond it into reach, hence the loops. */
 static void file_free(pool_arena *a, uint32_t si, gmr__pool_block *b) {
   b->is_free = 1;
   b->slot = si;
   b->request_bytes = 0;
   b->request_alignment_log2 = 0;
-  gmr__pool_block *prev = b->phys_prev;
-  if (mergeable(si, prev)) {
+  gmr__pool_block *prev;
+  while (mergeable(si, prev = b->phys_prev)) {
     gmr__free_index_remove(&a->slots[prev->slot]->index, prev);
     prev->size += b->size;
     prev->phys_next = b->phys_next;
@@ -151,8 +152,8 @@ static void file_free(pool_arena *a, uint32_t si, gmr__pool_block *b) {
     header_give(a, b);
     b = prev;
   }
-  gmr__pool_block *next = b->phys_next;
-  if (mergeable(si, next)) {
+  gmr__pool_block *next;
+  while (mergeable(si, next = b->phys_next)) {
     gmr__free_index_remove(&a->slots[next->slot]->index, next);
     b->size += next->size;
     b->phys_next = next->phys_next;
