@@ -29,8 +29,9 @@ struct gmr__pool_block {
   struct gmr__pool_chunk *chunk;
   size_t request_bytes;        /* allocated: the bytes asked for; 0 while free */
   uint32_t request_alignment_log2; /* allocated: log2 of the alignment asked for */
-  uint32_t slot;               /* free: index of the stream slot whose index holds it */
-  uint32_t is_free;
+  uint32_t slot;               /* free: index of the stream slot that holds it */
+  uint16_t is_free;
+  uint16_t cached;             /* free, in its slot's cache of recent frees, not in an index */
 };
 
 #endif /* GMR_RESOURCES_POOL_BLOCK_H_ */

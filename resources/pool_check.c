@@ -33,13 +33,20 @@ typedef struct index_visit {
 static bool visit_free_block(void *ctx, const gmr__pool_block *b) {
   index_visit *v = ctx;
   v->count++;
-  return b->slot == v->slot && b->chunk != NULL && b->chunk->arena == v->arena;
+  return !b->cached && b->slot == v->slot && b->chunk != NULL && b->chunk->arena == v->arena;
 }
 
 /* A free block may touch a free block of another slot, but never one of the
- * same slot: they would have been merged. */
+ * same slot: they would have been merged. Cached blocks are not merged yet. */
 static bool touching_allowed(const gmr__pool_block *a, const gmr__pool_block *b) {
-  return !a->is_free || !b->is_free || a->slot != b->slot;
+  return !a->is_free || !b->is_free || a->cached || b->cached || a->slot != b->slot;
+}
+
+static bool in_cache(const gmr__pool_slot *s, const gmr__pool_block *b) {
+  for (uint32_t i = 0; i < s->cache_count; ++i) {
+    if (s->cache[i] == b) return true;
+  }
+  return false;
 }
 
 static bool check_chunk(const gmr__pool_arena *a, uint32_t ai, const gmr__pool_chunk *c,
@@ -61,8 +68,15 @@ static bool check_chunk(const gmr__pool_arena *a, uint32_t ai, const gmr__pool_c
     }
     bool mapped = gmr__block_map_find(&a->live, b->addr) == b;
     if (b->is_free) {
-      ++*free_blocks;
       if (b->slot >= a->slot_count) return violated(cs, "arena %u: free block in no slot", ai);
+      if (b->cached) {
+        if (!in_cache(a->slots[b->slot], b)) {
+          return violated(cs, "arena %u: cached block %#zx is not in its slot's cache", ai,
+                          (size_t)b->addr);
+        }
+      } else {
+        ++*free_blocks;
+      }
       if (mapped) return violated(cs, "arena %u: free block %#zx is in the live map", ai, (size_t)b->addr);
     } else {
       ++*live;
@@ -93,6 +107,13 @@ bool gmr__pool_check_arena(const gmr__pool_arena *a, uint32_t ai, char *err, siz
   }
   size_t indexed = 0;
   for (uint32_t i = 0; i < a->slot_count; ++i) {
+    const gmr__pool_slot *s = a->slots[i];
+    for (uint32_t k = 0; k < s->cache_count; ++k) {
+      const gmr__pool_block *b = s->cache[k];
+      if (!b->is_free || !b->cached || b->slot != i || b->chunk == NULL || b->chunk->arena != a) {
+        return violated(&cs, "arena %u: slot %u caches a block that is not a free block of it", ai, i);
+      }
+    }
     index_visit v = {a, i, 0};
     if (!gmr__free_index_check(&a->slots[i]->index, visit_free_block, &v)) {
       return violated(&cs, "arena %u: the free index of slot %u is inconsistent", ai, i);

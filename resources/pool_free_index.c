@@ -27,9 +27,7 @@ static inline void mapping(size_t bytes, unsigned *fl, unsigned *sl) {
 
 void gmr__free_index_init(gmr__free_index *index) { memset(index, 0, sizeof *index); }
 
-void gmr__free_index_insert(gmr__free_index *index, gmr__pool_block *b) {
-  unsigned fl, sl;
-  mapping(b->size, &fl, &sl);
+static void insert_at(gmr__free_index *index, gmr__pool_block *b, unsigned fl, unsigned sl) {
   gmr__pool_block *head = index->heads[fl][sl];
   b->free_prev = NULL;
   b->free_next = head;
@@ -37,13 +35,9 @@ void gmr__free_index_insert(gmr__free_index *index, gmr__pool_block *b) {
   index->heads[fl][sl] = b;
   index->sl_bitmap[fl] |= 1u << sl;
   index->fl_bitmap |= (uint64_t)1 << fl;
-  index->block_count++;
-  index->bytes += b->size;
 }
 
-void gmr__free_index_remove(gmr__free_index *index, gmr__pool_block *b) {
-  unsigned fl, sl;
-  mapping(b->size, &fl, &sl);
+static void remove_at(gmr__free_index *index, gmr__pool_block *b, unsigned fl, unsigned sl) {
   if (b->free_prev != NULL) {
     b->free_prev->free_next = b->free_next;
   } else {
@@ -56,8 +50,32 @@ void gmr__free_index_remove(gmr__free_index *index, gmr__pool_block *b) {
   if (b->free_next != NULL) b->free_next->free_prev = b->free_prev;
   b->free_prev = NULL;
   b->free_next = NULL;
+}
+
+void gmr__free_index_insert(gmr__free_index *index, gmr__pool_block *b) {
+  unsigned fl, sl;
+  mapping(b->size, &fl, &sl);
+  insert_at(index, b, fl, sl);
+  index->block_count++;
+  index->bytes += b->size;
+}
+
+void gmr__free_index_remove(gmr__free_index *index, gmr__pool_block *b) {
+  unsigned fl, sl;
+  mapping(b->size, &fl, &sl);
+  remove_at(index, b, fl, sl);
   index->block_count--;
   index->bytes -= b->size;
+}
+
+void gmr__free_index_resized(gmr__free_index *index, gmr__pool_block *b, size_t old_size) {
+  unsigned old_fl, old_sl, fl, sl;
+  mapping(old_size, &old_fl, &old_sl);
+  mapping(b->size, &fl, &sl);
+  index->bytes = index->bytes - old_size + b->size;
+  if (fl == old_fl && sl == old_sl) return;
+  remove_at(index, b, old_fl, old_sl);
+  insert_at(index, b, fl, sl);
 }
 
 /* Smaller first, then lower address: among equal sizes the lower address

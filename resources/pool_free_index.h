@@ -49,6 +49,11 @@ void gmr__free_index_insert(gmr__free_index *index, gmr__pool_block *b);
 /* Take `b`, which must be in this index, out of it. */
 void gmr__free_index_remove(gmr__free_index *index, gmr__pool_block *b);
 
+/* `b`, in this index, changed size from `old_size` to b->size: move it to
+ * its new class, or leave it in place when the class is the same (the common
+ * case when a large free block is split or grows by a small one). */
+void gmr__free_index_resized(gmr__free_index *index, gmr__pool_block *b, size_t old_size);
+
 /* A block of at least `bytes` (a multiple of 256, > 0) as described above, or
  * NULL. The block stays in the index. */
 gmr__pool_block *gmr__free_index_find(const gmr__free_index *index, size_t bytes);

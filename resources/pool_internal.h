@@ -33,6 +33,8 @@
 #define GMR__POOL_UNIT ((size_t)256)
 #define GMR__POOL_SHARED_SLOT 0u
 #define GMR__POOL_MAX_ARENAS 64u
+/* Most recently freed blocks a slot can keep unmerged (config.recent_free_count). */
+#define GMR__POOL_CACHE_ENTRIES 32u
 
 typedef struct gmr__pool_arena gmr__pool_arena;
 
@@ -44,10 +46,15 @@ typedef struct gmr__pool_chunk {
   struct gmr__pool_chunk *prev, *next;   /* the arena's chunk list */
 } gmr__pool_chunk;
 
-/* The free blocks of one stream (or of the shared slot) and its event. */
+/* The free blocks of one stream (or of the shared slot) and its event. The
+ * most recent frees wait, unmerged, in `cache` (oldest first) until a request
+ * of exactly their size takes one back, the cache overflows, or a slow path
+ * needs merged free space; every other free block is in `index`. */
 typedef struct gmr__pool_slot {
   gmr__stream_event ev;
   gmr__free_index index;
+  uint32_t cache_count;
+  gmr__pool_block *cache[GMR__POOL_CACHE_ENTRIES];
 } gmr__pool_slot;
 
 typedef struct gmr__header_slab gmr__header_slab;
@@ -82,6 +89,7 @@ typedef struct gmr__pool_registry {
 
 struct gmr_pool_resource {
   gmr_resource base; /* first */
+  uint64_t id; /* unique for the process: keys the threads' arena cache */
   gmr_resource *upstream;
   const gmr__cuda_ops *cuda;
   gmr_pool_resource_config config;

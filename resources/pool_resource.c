@@ -88,6 +88,7 @@ static pool_slot *slot_new(gmr_stream stream) {
   if (s == NULL) return NULL;
   gmr__stream_event_init(&s->ev, stream);
   gmr__free_index_init(&s->index);
+  s->cache_count = 0;
   return s;
 }
 
@@ -130,7 +131,7 @@ static bool slot_settled(const pool_arena *a, uint32_t si) {
  * filed under `si`: same slot, or (for a stream slot) the shared slot, whose
  * blocks are free for anyone and so also for that stream. */
 static bool mergeable(uint32_t si, const gmr__pool_block *n) {
-  return n != NULL && n->is_free && (n->slot == si || n->slot == SHARED);
+  return n != NULL && n->is_free && !n->cached && (n->slot == si || n->slot == SHARED);
 }
 
 /* File free block `b` under slot `si`, merged with its mergeable neighbours.
@@ -138,10 +139,37 @@ static bool mergeable(uint32_t si, const gmr__pool_block *n) {
  * still use them. Absorbing a shared neighbour can bring a block of `si`
  * beyond it into reach, hence the loops. */
 static void file_free(pool_arena *a, uint32_t si, gmr__pool_block *b) {
-  b->is_free = 1;
-  b->slot = si;
   b->request_bytes = 0;
   b->request_alignment_log2 = 0;
+  gmr__pool_block *before = b->phys_prev, *after = b->phys_next;
+  bool merge_before = mergeable(si, before), merge_after = mergeable(si, after);
+  /* Fast paths, the common case: one neighbour, free in this very slot,
+   * grows over b in place (no index work unless its size class changes). */
+  if (merge_before && !merge_after && before->slot == si && !mergeable(si, before->phys_prev)) {
+    size_t old = before->size;
+    before->size += b->size;
+    before->phys_next = after;
+    if (after != NULL) after->phys_prev = before;
+    header_give(a, b);
+    gmr__free_index_resized(&a->slots[si]->index, before, old);
+    return;
+  }
+  if (merge_after && !merge_before && after->slot == si && !mergeable(si, after->phys_next)) {
+    size_t old = after->size;
+    after->addr = b->addr;
+    after->size += b->size;
+    after->phys_prev = before;
+    if (before != NULL) {
+      before->phys_next = after;
+    } else {
+      b->chunk->first = after;
+    }
+    header_give(a, b);
+    gmr__free_index_resized(&a->slots[si]->index, after, old);
+    return;
+  }
+  b->is_free = 1;
+  b->slot = si;
   gmr__pool_block *prev;
   while (mergeable(si, prev = b->phys_prev)) {
     gmr__free_index_remove(&a->slots[prev->slot]->index, prev);
@@ -173,10 +201,87 @@ static void move_all(pool_arena *a, uint32_t from, uint32_t to) {
   }
 }
 
+/* ---- the cache of recent frees ------------------------------------------ */
+
+static void cache_remove_at(pool_slot *s, uint32_t i) {
+  memmove(&s->cache[i], &s->cache[i + 1], (s->cache_count - i - 1) * sizeof s->cache[0]);
+  s->cache_count--;
+}
+
+/* Keep just-freed block `b` of slot `si` unmerged for a same-size request
+ * (the pattern of training loops: the same tensors every step): the pair
+ * then skips the size index, the split and the merge. The oldest entry goes
+ * to the index when the cache is full. */
+static void cache_put(pool_arena *a, uint32_t si, gmr__pool_block *b) {
+  pool_slot *s = a->slots[si];
+  uint32_t capacity = a->pool->config.recent_free_count;
+  if (capacity == 0 || b->size > a->pool->config.recent_free_max_bytes) {
+    file_free(a, si, b);
+    return;
+  }
+  if (s->cache_count == capacity) {
+    gmr__pool_block *oldest = s->cache[0];
+    cache_remove_at(s, 0);
+    oldest->cached = 0;
+    file_free(a, si, oldest);
+  }
+  b->is_free = 1;
+  b->cached = 1;
+  b->slot = si;
+  b->request_bytes = 0;
+  b->request_alignment_log2 = 0;
+  s->cache[s->cache_count++] = b;
+}
+
+/* The most recent cached block of exactly `size` bytes, taken out of the
+ * cache (still marked free), or NULL. */
+static gmr__pool_block *cache_take(pool_slot *s, size_t size) {
+  for (uint32_t i = s->cache_count; i-- > 0;) {
+    gmr__pool_block *b = s->cache[i];
+    if (b->size == size) {
+      cache_remove_at(s, i);
+      b->cached = 0;
+      return b;
+    }
+  }
+  return NULL;
+}
+
+/* Merge every cached block of the arena into its slot's index. */
+static void flush_caches(pool_arena *a) {
+  for (uint32_t i = 0; i < a->slot_count; ++i) {
+    pool_slot *s = a->slots[i];
+    while (s->cache_count > 0) {
+      gmr__pool_block *b = s->cache[--s->cache_count];
+      b->cached = 0;
+      file_free(a, i, b);
+    }
+  }
+}
+
+/* Take free block `b` out of wherever it is filed (its cache or its index). */
+static void unfile(pool_arena *a, gmr__pool_block *b) {
+  pool_slot *s = a->slots[b->slot];
+  if (!b->cached) {
+    gmr__free_index_remove(&s->index, b);
+    return;
+  }
+  for (uint32_t i = 0; i < s->cache_count; ++i) {
+    if (s->cache[i] == b) {
+      cache_remove_at(s, i);
+      break;
+    }
+  }
+  b->cached = 0;
+}
+
 /* The better of the best fits of slot `si` and the shared slot. */
 static gmr__pool_block *find_fit(const pool_arena *a, uint32_t si, size_t need) {
   gmr__pool_block *own = gmr__free_index_find(&a->slots[si]->index, need);
-  if (si == SHARED || (own != NULL && own->size == need)) return own;
+  if (si == SHARED || (own != NULL && own->size == need) ||
+      a->slots[SHARED]->index.block_count == 0) {
+    return own;
+  }
   gmr__pool_block *shared = gmr__free_index_find(&a->slots[SHARED]->index, need);
   if (own == NULL) return shared;
   return shared != NULL && shared->size < own->size ? shared : own;
@@ -200,28 +305,49 @@ static gmr__pool_block *split_after(pool_arena *a, gmr__pool_block *b, size_t si
 /* Take free block `b` for a request of `size` bytes (a multiple of 256)
  * aligned to `alignment`: cut off the padding in front and the rest behind,
  * which stay free in b's slot (they cannot touch another free block of that
- * slot, since those are always merged). Pre: two headers reserved and `b`
- * large enough. Returns the allocated block. */
+ * slot, since those are always merged). b's header keeps the part that stays
+ * free where it can, so the index only changes when a size class does.
+ * Pre: two headers reserved and `b` large enough. Returns the allocated block. */
 static gmr__pool_block *take(pool_arena *a, gmr__pool_block *b, size_t size, size_t alignment) {
   uint32_t si = b->slot;
   gmr__free_index *index = &a->slots[si]->index;
-  gmr__free_index_remove(index, b);
-  if (alignment > UNIT) {
-    size_t pad = round_up(b->addr, alignment) - b->addr;
-    if (pad > 0) {
-      gmr__pool_block *aligned = split_after(a, b, pad);
-      gmr__free_index_insert(index, b);
-      b = aligned;
+  size_t pad = alignment > UNIT ? round_up(b->addr, alignment) - b->addr : 0;
+  if (pad == 0) {
+    if (b->size == size) {
+      gmr__free_index_remove(index, b);
+      b->is_free = 0;
+      return b;
     }
+    /* A new header in front of b for the allocation; b keeps the rest. */
+    gmr__pool_block *x = header_take(a);
+    x->addr = b->addr;
+    x->size = size;
+    x->chunk = b->chunk;
+    x->phys_prev = b->phys_prev;
+    x->phys_next = b;
+    if (b->phys_prev != NULL) {
+      b->phys_prev->phys_next = x;
+    } else {
+      b->chunk->first = x;
+    }
+    b->phys_prev = x;
+    size_t old = b->size;
+    b->addr += size;
+    b->size -= size;
+    gmr__free_index_resized(index, b, old);
+    return x;
   }
-  if (b->size > size) {
-    gmr__pool_block *rest = split_after(a, b, size);
+  /* b keeps the padding; the allocation and the rest get new headers. */
+  size_t old = b->size;
+  gmr__pool_block *x = split_after(a, b, pad);
+  gmr__free_index_resized(index, b, old);
+  if (x->size > size) {
+    gmr__pool_block *rest = split_after(a, x, size);
     rest->is_free = 1;
     rest->slot = si;
     gmr__free_index_insert(index, rest);
   }
-  b->is_free = 0;
-  return b;
+  return x;
 }
 
 /* ---- registry ----------------------------------------------------------- */
@@ -378,7 +504,7 @@ static void drop_chunk(pool_arena *a, pool_chunk *c) {
   gmr__pool_block *next = NULL;
   for (gmr__pool_block *b = c->first; b != NULL; b = next) {
     next = b->phys_next;
-    gmr__free_index_remove(&a->slots[b->slot]->index, b);
+    unfile(a, b);
     header_give(a, b);
   }
   if (c->prev != NULL) c->prev->next = c->next;
@@ -545,8 +671,19 @@ static gmr__pool_block *from_other_streams(pool_arena *a, uint32_t ti, size_t ne
 
 /* ---- allocation --------------------------------------------------------- */
 
+/* The calling thread's arena of the last pool it used, by pool id (unique
+ * for the process, so a new pool at a freed pool's address never matches). */
+static _Thread_local uint64_t cached_pool_id;
+static _Thread_local pool_arena *cached_arena;
+static atomic_uint_fast64_t next_pool_id = 1;
+
 static pool_arena *home_arena(const gmr_pool_resource *pool) {
-  return pool->arenas[pool->arena_count == 1 ? 0 : gmr__thread_home() % pool->arena_count];
+  if (pool->arena_count == 1) return pool->arenas[0];
+  if (cached_pool_id == pool->id) return cached_arena;
+  pool_arena *a = pool->arenas[gmr__thread_home() % pool->arena_count];
+  cached_pool_id = pool->id;
+  cached_arena = a;
+  return a;
 }
 
 static bool is_capturing(const gmr_pool_resource *pool, gmr_stream stream) {
@@ -575,9 +712,10 @@ static gmr__pool_block *find_without_growth(pool_arena *a, uint32_t si, size_t n
   return b;
 }
 
-static void hand_out(pool_arena *a, gmr__pool_block *b, size_t bytes, size_t size,
-                     size_t alignment, void **out_ptr) {
-  b = take(a, b, size, alignment);
+/* Book allocated block `b` and give it to the caller. */
+static void record_allocation(pool_arena *a, gmr__pool_block *b, size_t bytes, size_t alignment,
+                              void **out_ptr) {
+  b->is_free = 0;
   b->request_bytes = bytes;
   b->request_alignment_log2 = log2_of(alignment);
   gmr__block_map_insert(&a->live, b);
@@ -585,6 +723,11 @@ static void hand_out(pool_arena *a, gmr__pool_block *b, size_t bytes, size_t siz
   a->requested_bytes += bytes;
   a->in_use_count++;
   *out_ptr = (void *)b->addr;
+}
+
+static void hand_out(pool_arena *a, gmr__pool_block *b, size_t bytes, size_t size,
+                     size_t alignment, void **out_ptr) {
+  record_allocation(a, take(a, b, size, alignment), bytes, alignment, out_ptr);
 }
 
 static gmr_status release_settled_chunks(pool_arena *a, size_t *released_bytes);
@@ -603,6 +746,7 @@ static gmr_status allocate_elsewhere(gmr_pool_resource *pool, pool_arena *home, 
     uint32_t si = 0;
     gmr__pool_block *b = NULL;
     if (arena_prepare(a, stream, &si, &scratch) == GMR_OK) {
+      flush_caches(a);
       b = find_without_growth(a, si, need, !capturing);
       if (b != NULL) hand_out(a, b, bytes, size, alignment, out_ptr);
     }
@@ -644,7 +788,20 @@ static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignme
   gmr__spin_lock_acquire(&a->lock);
   uint32_t si = 0;
   gmr_status st = arena_prepare(a, stream, &si, failure);
-  gmr__pool_block *b = st == GMR_OK ? find_fit(a, si, need) : NULL;
+  gmr__pool_block *b = NULL;
+  if (st == GMR_OK) {
+    /* Fastest: a block of exactly this size freed on this stream just now. */
+    if (alignment <= UNIT && (b = cache_take(a->slots[si], size)) != NULL) {
+      record_allocation(a, b, bytes, alignment, out_ptr);
+      gmr__spin_lock_release(&a->lock);
+      return GMR_OK;
+    }
+    b = find_fit(a, si, need);
+    if (b == NULL) {
+      flush_caches(a); /* merged, the recent frees may hold a block large enough */
+      b = find_fit(a, si, need);
+    }
+  }
   if (st == GMR_OK && b == NULL) {
     /* Slow path: other streams' memory, then upstream. Neither may touch a
      * stream that is capturing a graph. */
@@ -706,7 +863,7 @@ static gmr_status pool_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
   a->requested_bytes -= bytes;
   a->in_use_count--;
   if (si != SHARED) gmr__stream_event_mark_freed(&a->slots[si]->ev);
-  file_free(a, si, b);
+  cache_put(a, si, b);
   gmr__spin_lock_release(&a->lock);
   return GMR_OK;
 }
@@ -720,7 +877,7 @@ static void settle_all(pool_arena *a) {
   gmr_pool_resource *pool = a->pool;
   for (uint32_t i = 1; i < a->slot_count; ++i) {
     pool_slot *s = a->slots[i];
-    if (s->index.block_count == 0) continue;
+    if (s->index.block_count == 0 && s->cache_count == 0) continue;
     (void)gmr__stream_event_synchronize(pool->cuda, &s->ev, &pool->events);
   }
 }
@@ -730,6 +887,7 @@ static void settle_all(pool_arena *a) {
  * streams that used the chunk, and the chunk's own stream may be gone.
  * Pre: lock held. */
 static gmr_status release_settled_chunks(pool_arena *a, size_t *released_bytes) {
+  flush_caches(a);
   settle_all(a);
   pool_chunk *next = NULL;
   for (pool_chunk *c = a->chunks; c != NULL; c = next) {
@@ -846,7 +1004,7 @@ static bool config_valid(const gmr_pool_resource_config *c) {
          c->chunk_granularity_bytes <= ((size_t)1 << 40) && c->min_growth_bytes != 0 &&
          c->min_growth_bytes <= c->max_growth_bytes &&
          c->max_growth_bytes <= GMR_MAX_ALLOCATION_BYTES && c->growth_percent <= 1000u &&
-         c->arena_count <= GMR__POOL_MAX_ARENAS &&
+         c->arena_count <= GMR__POOL_MAX_ARENAS && c->recent_free_count <= GMR__POOL_CACHE_ENTRIES &&
          c->initial_pool_bytes <= GMR_MAX_ALLOCATION_BYTES &&
          (c->maximum_pool_bytes == 0 || c->initial_pool_bytes <= c->maximum_pool_bytes);
 }
@@ -882,6 +1040,7 @@ gmr_status gmr_pool_resource_create(gmr_resource *upstream, const gmr_pool_resou
   gmr_pool_resource *pool = calloc(1, sizeof *pool);
   if (pool == NULL) return GMR_ERR_OUT_OF_MEMORY;
   pool->base.vtbl = &pool_vtbl;
+  pool->id = atomic_fetch_add_explicit(&next_pool_id, 1, memory_order_relaxed);
   pool->upstream = upstream;
   pool->cuda = gmr__cuda();
   pool->config = cfg;
@@ -957,9 +1116,12 @@ gmr_status gmr_pool_resource_get_stats(gmr_pool_resource *pool, gmr_pool_resourc
     s.free_bytes += a->held_bytes - a->in_use_bytes;
     s.stream_count += a->slot_count - 1u;
     for (uint32_t j = 0; j < a->slot_count; ++j) {
-      const gmr__free_index *index = &a->slots[j]->index;
-      s.free_block_count += index->block_count;
-      size_t largest = gmr__free_index_largest(index);
+      const pool_slot *slot = a->slots[j];
+      s.free_block_count += slot->index.block_count + slot->cache_count;
+      size_t largest = gmr__free_index_largest(&slot->index);
+      for (uint32_t k = 0; k < slot->cache_count; ++k) {
+        if (slot->cache[k]->size > largest) largest = slot->cache[k]->size;
+      }
       if (largest > s.largest_free_block_bytes) s.largest_free_block_bytes = largest;
     }
     gmr__spin_lock_release(&a->lock);

@@ -33,6 +33,7 @@ gmr_pool_resource_config small_config(size_t min_growth = 4 * MiB) {
   c.max_growth_bytes = min_growth;
   c.growth_percent = 0;
   c.release_on_growth = false;
+  c.recent_free_count = 0;  // merge at every free: the block structure is exact
   return c;
 }
 
@@ -118,6 +119,7 @@ TEST_F(PoolTest, CreateChecksEveryArgument) {
   bad([](gmr_pool_resource_config &c) { c.min_growth_bytes = c.max_growth_bytes + 1; });
   bad([](gmr_pool_resource_config &c) { c.arena_count = 65; });
   bad([](gmr_pool_resource_config &c) { c.growth_percent = 1001; });
+  bad([](gmr_pool_resource_config &c) { c.recent_free_count = 33; });
   bad([](gmr_pool_resource_config &c) {
     c.maximum_pool_bytes = 4 * MiB;
     c.initial_pool_bytes = 8 * MiB;
@@ -237,12 +239,17 @@ TEST_F(PoolTest, BestFitTakesTheSmallestHoleThatFits) {
   ExpectInvariants(r);
 }
 
-TEST_F(PoolTest, RandomSequencesKeepEveryInvariant) {
+class PoolRandomTest : public PoolTest, public ::testing::WithParamInterface<uint32_t> {};
+
+TEST_P(PoolRandomTest, RandomSequencesKeepEveryInvariant) {
   // Random sizes, alignments and streams; the walk runs after every call, and
-  // at the end all free space of a chunk must be one block.
+  // at the end trim must give everything back. The parameter is the number of
+  // recent frees each stream keeps unmerged.
   gmr_pool_resource_config c = small_config(8 * MiB);
   c.growth_percent = 25;
   c.max_growth_bytes = 32 * MiB;
+  c.recent_free_count = GetParam();
+  c.recent_free_max_bytes = SIZE_MAX;  // cache every size: the hardest case for the walk
   gmr_resource *r = Make(c);
   gmr_stream streams[2] = {Stream(), Stream()};
   std::mt19937_64 rng(7);
@@ -281,6 +288,41 @@ TEST_F(PoolTest, RandomSequencesKeepEveryInvariant) {
   EXPECT_EQ(before.held_bytes, released);
   EXPECT_EQ(0u, Stats(r).held_bytes);
   EXPECT_EQ(0u, Stats(r).free_block_count);
+  ExpectInvariants(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(RecentFrees, PoolRandomTest, ::testing::Values(0u, 8u, 32u));
+
+TEST_F(PoolTest, RecentFreesAreReusedUnmergedUntilSpaceIsNeeded) {
+  gmr_pool_resource_config c = small_config(4 * MiB);
+  c.recent_free_count = 2;
+  c.recent_free_max_bytes = 256 * KiB;
+  gmr_resource *r = Make(c);
+  void *a = Alloc(r, 256 * KiB), *b = Alloc(r, 256 * KiB), *d = Alloc(r, 256 * KiB);
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, 256 * KiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 256 * KiB, 0, nullptr));
+  EXPECT_EQ(3u, Stats(r).free_block_count);  // the tail, and a and b unmerged
+  ExpectInvariants(r);
+  EXPECT_EQ(a, Alloc(r, 256 * KiB));  // the most recent free of that size
+  EXPECT_EQ(b, Alloc(r, 256 * KiB));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, 256 * KiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 256 * KiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, d, 256 * KiB, 0, nullptr));  // full: b is merged
+  gmr_pool_resource_stats s = Stats(r);
+  EXPECT_EQ(4u, s.free_block_count);  // b, a, d apart, and the tail
+  EXPECT_EQ(4 * MiB - 768 * KiB, s.largest_free_block_bytes);
+  ExpectInvariants(r);
+  // Nothing free is large enough until the recent frees merge: no growth.
+  void *big = Alloc(r, 3 * MiB + 512 * KiB);
+  EXPECT_EQ(a, big);
+  s = Stats(r);
+  EXPECT_EQ(1u, s.grow_count);
+  EXPECT_EQ(1u, s.free_block_count);
+  ExpectInvariants(r);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, big, 3 * MiB + 512 * KiB, 0, nullptr));
+  size_t released = 0;
+  EXPECT_EQ(GMR_OK, gmr_resource_trim(r, &released));  // trim merges and gives back
+  EXPECT_EQ(4 * MiB, released);
   ExpectInvariants(r);
 }
 
