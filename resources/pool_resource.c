@@ -1009,8 +1009,13 @@ static bool config_valid(const gmr_pool_resource_config *c) {
          (c->maximum_pool_bytes == 0 || c->initial_pool_bytes <= c->maximum_pool_bytes);
 }
 
+/* Arenas are written by different threads: each gets its own cache lines. */
+#define CACHE_LINE 64u
+
 static pool_arena *arena_new(gmr_pool_resource *pool) {
-  pool_arena *a = calloc(1, sizeof *a);
+  size_t bytes = (sizeof(pool_arena) + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
+  pool_arena *a = aligned_alloc(CACHE_LINE, bytes);
+  if (a != NULL) memset(a, 0, bytes);
   pool_slot **slots = malloc(4 * sizeof *slots);
   pool_slot *shared = slot_new(NULL);
   if (a == NULL || slots == NULL || shared == NULL) {

@@ -7,37 +7,54 @@
  *    nothing larger, so the pool adds at most 255 bytes to a request. Every
  *    block, free or allocated, has a host-side header (device memory holds no
  *    allocator data) linked to its address-ordered neighbours in its chunk.
- *  - Free blocks sit in one index per stream (the stream they were freed on).
- *    The index is a two-level segregated fit (TLSF): a good fit in O(1)
- *    whatever the number of free blocks, exact below 8 KiB and within 3% above,
- *    refined by a short best-fit scan of the request's own size class.
+ *  - Free blocks are filed per stream: under the stream they were freed on
+ *    (reusable at once by that stream, by others only with ordering), or under
+ *    the shared slot once that stream's work is known done (reusable by any
+ *    stream). Each has an index of free blocks by size, a two-level segregated
+ *    fit (TLSF): a good fit in O(1) whatever the number of free blocks, exact
+ *    below 8 KiB and within 3% above, refined by a short best-fit scan of the
+ *    request's own size class. The most recent small frees of a stream wait
+ *    unmerged in a short list first (recent_free_count, recent_free_max_bytes):
+ *    a request of exactly their size takes one back without touching the index.
  *  - allocate(stream T) takes, in this order (RMM's pool, without its linear
- *    scans and per-free events):
- *      1. the best block freed on T (reusable at once: T orders it);
- *      2. blocks freed on other streams whose work is known to be done: each
+ *    scans and its event per free):
+ *      1. a recent free of T of exactly the size; else the best fit among the
+ *         blocks filed under T and the shared blocks (recent frees are merged
+ *         first if nothing fits);
+ *      2. memory freed on other streams whose work is known to be done: each
  *         such stream's event is recorded once (if memory was freed on it since
- *         its last record) and queried; the streams that completed give all
- *         their free blocks to T;
+ *         its last record) and queried; the blocks of the streams that are done
+ *         become shared;
  *      3. a block of a stream whose work is still pending, after making T wait
  *         for that stream's event (cudaStreamWaitEvent); T takes all of that
  *         stream's free blocks, and if no single stream has a block large
- *         enough, all streams' free blocks (so blocks of different streams that
- *         touch can merge);
- *      4. a new chunk from upstream, allocated on T.
+ *         enough but together they have the bytes, all streams' free blocks (so
+ *         touching blocks of different streams merge);
+ *      4. a new chunk from upstream, allocated on T (see Growth).
  *    Steps 2-4 run only when step 1 finds nothing, so a pool that serves one
- *    stream makes no CUDA call at all after its chunks exist. No event is ever
+ *    stream makes no CUDA call at all once its chunks exist. No event is ever
  *    recorded at a free: a free only marks its stream as having freed memory.
- *  - deallocate(stream S) merges the block with its free neighbours that are
- *    free on S (boundary tags: O(1)) and files it under S.
+ *  - deallocate(stream S) files the block under S, merged at once (or when it
+ *    leaves the list of recent frees) with its neighbours that are free under
+ *    S or shared (boundary tags: O(1)).
  *  - Growth: a new chunk is max(the request, growth_percent of what the arena
  *    holds, clamped to [min_growth_bytes, max_growth_bytes]), rounded up to
- *    chunk_granularity_bytes, and never past maximum_pool_bytes. A request as
- *    large as the growth step gets a chunk of its own size. When the upstream
- *    says OUT_OF_MEMORY (or LIMIT_EXCEEDED), the pool retries with half the
- *    chunk, down to exactly what the request needs, then gives back its other
- *    arenas' wholly free chunks and tries once more, before failing.
+ *    chunk_granularity_bytes, and never past maximum_pool_bytes: a request as
+ *    large as the growth step gets a chunk of its own size. With
+ *    release_on_growth, wholly free chunks that together are as large as the
+ *    new chunk go back upstream first (on T, stream-ordered): free memory split
+ *    over chunks too small for the request then does not raise the footprint.
+ *    When the upstream says OUT_OF_MEMORY (or LIMIT_EXCEEDED), the pool retries
+ *    with half the chunk, down to exactly what the request needs, then after
+ *    giving back its wholly free chunks; with several arenas it then uses the
+ *    other arenas' free memory, and finally makes them give back their wholly
+ *    free chunks and tries once more, before failing.
  *  - trim gives back every chunk that is wholly free (synchronising the events
  *    of the streams that freed memory in it); destroy gives back everything.
+ *  Footprint on real traces (peak held / peak live, BENCHMARKS.md): 1.049
+ *  gpt2_train, 1.036 resnet50_train, 1.072 gpt2_graph_capture, 1.536
+ *  multistream with the defaults. Those numbers move by several percent with
+ *  the growth parameters; the defaults were chosen by a sweep over them.
  *
  * Threads (the fast path does not serialise threads on one lock): the pool has
  * `arena_count` arenas, each with its own lock, chunks, free indexes and map of
@@ -54,6 +71,19 @@
  * programs use one arena whatever arena_count is.
  *
  * Alignment: any power of two up to GMR_POOL_MAX_ALIGNMENT.
+ *
+ * Statuses of gmr_allocate() on a pool: GMR_ERR_OUT_OF_MEMORY (the upstream
+ * had none, after the retries above, or maximum_pool_bytes would be passed, or
+ * host memory for the bookkeeping ran out; the message says which);
+ * GMR_ERR_CAPTURE_UNSAFE (see Capture); GMR_ERR_UNSUPPORTED (alignment above
+ * the maximum); any other upstream failure (GMR_ERR_CUDA, ...) as the upstream
+ * reported it, with its gmr_failure record. The pool is unchanged after a
+ * failure, except that chunks it gave back on the way stay given back.
+ * Statuses of gmr_deallocate(): GMR_ERR_INVALID_ARGUMENT (not a live
+ * allocation of this pool, or bytes/alignment differ from the allocation's:
+ * nothing changes); GMR_ERR_OUT_OF_MEMORY (host memory for a stream the pool
+ * has not seen ran out: nothing changes, the caller keeps the pointer).
+ * Neither ever calls CUDA on the fast path; a free never does.
  *
  * Stream semantics: RMM's (gmr/resource.h). A pointer may also be freed on a
  * stream other than its allocation stream; it is then reusable by that stream.
@@ -139,10 +169,10 @@ typedef struct gmr_pool_resource_config {
   size_t recent_free_max_bytes;
 } gmr_pool_resource_config;
 
-/* Nothing at create, no maximum, chunks of max(request, 1/8 of the arena)
- * between 2 MiB and 64 MiB on a 2 MiB granularity, one arena per CPU, stream
- * ordered. The growth numbers keep peak held / peak live under 1.05 on the
- * PyTorch traces in tools/traces (BENCHMARKS.md). */
+/* Nothing at create, no maximum; chunks of max(request, 12% of the arena)
+ * clamped to [48 MiB, 128 MiB] on a 2 MiB granularity; one arena per CPU;
+ * stream ordered; free chunks given back before growing; the 8 most recent
+ * frees up to 64 KiB kept unmerged per stream. */
 #define GMR_POOL_RESOURCE_CONFIG_DEFAULT \
   {0, 0, (size_t)48 << 20, (size_t)128 << 20, 12u, (size_t)2 << 20, 0u, true, true, 8u, (size_t)64 << 10}
 
@@ -159,9 +189,10 @@ typedef struct gmr_pool_resource_config {
  * Returns:
  *   GMR_OK                    *out is set.
  *   GMR_ERR_INVALID_ARGUMENT  out is NULL, upstream is not a valid resource,
- *                             chunk_granularity_bytes is not a power of two
- *                             >= 256, min_growth_bytes is 0 or above
- *                             max_growth_bytes, arena_count > 64, or
+ *                             chunk_granularity_bytes is not a power of two in
+ *                             256 B..1 TiB, min_growth_bytes is 0 or above
+ *                             max_growth_bytes, growth_percent > 1000,
+ *                             arena_count > 64, recent_free_count > 32, or
  *                             initial_pool_bytes > maximum_pool_bytes (when set).
  *   GMR_ERR_OUT_OF_MEMORY     the host allocation for the pool failed, or the
  *                             initial chunk: the upstream's status otherwise

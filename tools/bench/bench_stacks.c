@@ -21,11 +21,11 @@ typedef struct stack_entry {
 } stack_entry;
 
 static const stack_entry known[] = {
-    {"pool", TOP_POOL, LEAF_CUDA_DEVICE},
-    {"pool_async", TOP_POOL, LEAF_CUDA_ASYNC},
-    {"pool_one_arena", TOP_POOL_ONE_ARENA, LEAF_CUDA_DEVICE},
-    {"fixed_block", TOP_FIXED, LEAF_CUDA_DEVICE},
-    {"fixed_block_async", TOP_FIXED, LEAF_CUDA_ASYNC},
+    {"pool", TOP_POOL, LEAF_CUDA_ASYNC},
+    {"pool_device", TOP_POOL, LEAF_CUDA_DEVICE},
+    {"pool_one_arena", TOP_POOL_ONE_ARENA, LEAF_CUDA_ASYNC},
+    {"fixed_block", TOP_FIXED, LEAF_CUDA_ASYNC},
+    {"fixed_block_device", TOP_FIXED, LEAF_CUDA_DEVICE},
     {"cuda_async", TOP_NONE, LEAF_CUDA_ASYNC},
     {"cuda_device", TOP_NONE, LEAF_CUDA_DEVICE},
     {"host", TOP_NONE, LEAF_HOST},
@@ -117,6 +117,10 @@ gmr_status bench_stack_create(const char *name, bench_stack *out, char *err, siz
 
 gmr_resource *bench_stack_top(bench_stack *stack) {
   return stack->depth == 0 ? NULL : stack->layers[stack->depth - 1];
+}
+
+gmr_resource *bench_stack_leaf(bench_stack *stack) {
+  return stack->depth == 0 ? NULL : stack->layers[0];
 }
 
 gmr_status bench_stack_destroy(bench_stack *stack) {

@@ -1,16 +1,19 @@
 /*
  * tools/bench/bench_stacks.h: the stacks the benchmark compares, by name.
  *
- * Until the stack-spec parser lands, the stacks are built here in code:
- *   pool               pool_resource (defaults) > cuda_resource(kind=device)
- *   pool_async         pool_resource (defaults) > cuda_resource(kind=async)
- *   pool_one_arena     pool_resource (arena_count=1) > cuda_resource(kind=device)
- *   fixed_block        fixed_block_resource (1 MiB blocks x 128) > cuda_resource(kind=device)
- *   fixed_block_async  fixed_block_resource (defaults) > cuda_resource(kind=async)
- *   cuda_async         cuda_resource(kind=async)   (cudaMallocFromPoolAsync)
- *   cuda_device        cuda_resource(kind=device)  (cudaMalloc / cudaFree)
- *   host               host_resource
- *   pool_host          pool_resource (stream_ordered=false) > host_resource
+ * Until the stack-spec parser lands, the stacks are built here in code. The
+ * pools sit on cudaMallocAsync by default: growing and giving chunks back are
+ * then stream-ordered calls of about a microsecond, where cudaMalloc costs tens
+ * of microseconds and cudaFree synchronises the device.
+ *   pool                pool_resource (defaults) > cuda_resource(kind=async)
+ *   pool_device         pool_resource (defaults) > cuda_resource(kind=device)  (RMM's setup)
+ *   pool_one_arena      pool_resource (arena_count=1) > cuda_resource(kind=async)
+ *   fixed_block         fixed_block_resource (1 MiB x 128) > cuda_resource(kind=async)
+ *   fixed_block_device  fixed_block_resource (1 MiB x 128) > cuda_resource(kind=device)
+ *   cuda_async          cuda_resource(kind=async)   (cudaMallocFromPoolAsync)
+ *   cuda_device         cuda_resource(kind=device)  (cudaMalloc / cudaFree)
+ *   host                host_resource
+ *   pool_host           pool_resource (stream_ordered=false) > host_resource
  * An unknown name is an error listing the known ones; nothing falls back.
  *
  * Thread-safe: create/destroy no; the stacks are as thread-safe as their
@@ -48,8 +51,9 @@ gmr_status bench_stack_check(const char *name, char *err, size_t err_bytes);
  */
 gmr_status bench_stack_create(const char *name, bench_stack *out, char *err, size_t err_bytes);
 
-/** The top resource. */
+/** The top resource, and the leaf (the bottom layer). */
 gmr_resource *bench_stack_top(bench_stack *stack);
+gmr_resource *bench_stack_leaf(bench_stack *stack);
 
 /** Destroy the layers top-down; returns the first failure (GMR_ERR_BUSY: live allocations). */
 gmr_status bench_stack_destroy(bench_stack *stack);

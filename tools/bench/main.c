@@ -260,13 +260,13 @@ static void format_bytes(size_t bytes, char *out, size_t out_bytes) {
 }
 
 static void print_table(const bench_row *rows, size_t count) {
-  printf("%-24s %-18s %9s %9s %9s %9s %9s %7s %8s %9s %10s %s\n", "workload", "stack", "calls",
-         "pair_p50", "pair_p99", "ns/call", "Mcalls/s", "speedup", "x_async", "held/live",
-         "peak_held", "failures");
+  printf("%-24s %-18s %9s %9s %9s %9s %9s %7s %8s %9s %10s %10s %s\n", "workload", "stack",
+         "calls", "pair_p50", "pair_p99", "ns/call", "Mcalls/s", "speedup", "x_async",
+         "held/live", "peak_held", "leaf_peak", "failures");
   for (size_t i = 0; i < count; ++i) {
     const bench_row *r = &rows[i];
     char p50[16] = "-", p99[16] = "-", speed[16] = "-", vs[16] = "-", ratio[16] = "-",
-         held[16] = "-";
+         held[16] = "-", leaf[16] = "-";
     if (r->has_latency) {
       snprintf(p50, sizeof p50, "%.0f", r->pair_p50_ns);
       snprintf(p99, sizeof p99, "%.0f", r->pair_p99_ns);
@@ -277,9 +277,10 @@ static void print_table(const bench_row *rows, size_t count) {
       snprintf(ratio, sizeof ratio, "%.3f", (double)r->peak_held_bytes / (double)r->peak_live_bytes);
     }
     if (r->peak_held_bytes > 0) format_bytes(r->peak_held_bytes, held, sizeof held);
-    printf("%-24s %-18s %9zu %9s %9s %9.1f %9.2f %7s %8s %9s %10s %zu%s%s\n", r->workload, r->stack,
-           r->calls, p50, p99, r->call_mean_ns, r->calls_per_second / 1e6, speed, vs, ratio, held,
-           r->failures, r->error[0] ? "  " : "", r->error);
+    if (r->leaf_peak_bytes > 0) format_bytes(r->leaf_peak_bytes, leaf, sizeof leaf);
+    printf("%-24s %-18s %9zu %9s %9s %9.1f %9.2f %7s %8s %9s %10s %10s %zu%s%s\n", r->workload,
+           r->stack, r->calls, p50, p99, r->call_mean_ns, r->calls_per_second / 1e6, speed, vs,
+           ratio, held, leaf, r->failures, r->error[0] ? "  " : "", r->error);
   }
 }
 
@@ -399,8 +400,10 @@ int main(int argc, char **argv) {
          "fixed: per pair, in batches of 64)\n"
          "x_async: cuda_async's ns/call over this stack's in the same workload; speedup: threads "
          "throughput over 1 thread\n"
-         "held/live: the stack's peak footprint over the peak of live request bytes; trace capture "
-         "markers are not acted on\n");
+         "held/live: the stack's peak footprint (what its top pool holds from below) over the peak "
+         "of live request bytes;\nleaf_peak: what the bottom resource reserved from the device at "
+         "its peak (a cudaMemPool keeps what it is given back); trace capture markers are not acted "
+         "on\n");
   for (size_t t = 0; t < trace_count; ++t) replay_trace_destroy(traces[t]);
   if (gmr_cuda_is_simulated() && gmr_cuda_sim_disable() != GMR_OK) {
     fprintf(stderr, "bench: simulated CUDA objects were left alive\n");

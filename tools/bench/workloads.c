@@ -90,6 +90,9 @@ static gmr_status close_stack(bench_stack *s, bench_row *row) {
   if (gmr_resource_get_footprint(bench_stack_top(s), &fp) == GMR_OK) {
     row->peak_held_bytes = fp.peak_held_bytes;
   }
+  if (gmr_resource_get_footprint(bench_stack_leaf(s), &fp) == GMR_OK) {
+    row->leaf_peak_bytes = fp.peak_held_bytes;
+  }
   gmr_status st = bench_stack_destroy(s);
   if (st != GMR_OK && row->error[0] == '\0') {
     snprintf(row->error, sizeof row->error, "destroying the stack failed: %s", gmr_status_name(st));

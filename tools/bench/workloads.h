@@ -54,7 +54,8 @@ typedef struct bench_row {
   double call_mean_ns;       /* mean host time per call */
   double calls_per_second;   /* throughput (all threads) */
   size_t peak_live_bytes;    /* most bytes live at once (requests) */
-  size_t peak_held_bytes;    /* the stack's peak footprint; 0: not reported */
+  size_t peak_held_bytes;    /* the stack's peak footprint (its top reporter); 0: not reported */
+  size_t leaf_peak_bytes;    /* the leaf's peak footprint (device memory reserved); 0: none */
   double speedup;            /* threads rows: vs 1 thread of the same stack; else 0 */
   double vs_cuda_async;      /* cuda_async's call_mean_ns / this one's, same workload; 0: n/a */
   char error[256];           /* why the run failed, or "" */
