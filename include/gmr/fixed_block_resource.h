@@ -43,7 +43,11 @@
  * stream-ordered free lists.
  *
  * Thread-safe: yes (one spin lock around a few pointer moves; upstream calls
- * for new chunks are made under it).
+ * for new chunks are made under it). Threads that call at the same time
+ * serialise on that lock: on the simulation, 2 threads on 2 cores reach a
+ * quarter of one thread's rate (BENCHMARKS.md). Where many threads allocate at
+ * once, give each its own fixed_block_resource or use a pool_resource (whose
+ * arenas scale).
  */
 #ifndef GMR_FIXED_BLOCK_RESOURCE_H_
 #define GMR_FIXED_BLOCK_RESOURCE_H_

@@ -32,6 +32,7 @@
 #define DEFAULT_STACKS "pool,fixed_block,cuda_async,cuda_device"
 #define DEFAULT_WORKLOADS "random,fixed,threads,traces"
 #define DEFAULT_THREADS "1,2,4,8,16"
+#define DEFAULT_FIXED_SIZES "64KiB,1MiB"
 
 static const char *const bundled_traces[] = {"gpt2_train.csv.gz", "resnet50_train.csv.gz",
                                              "gpt2_graph_capture.csv.gz", "multistream.csv.gz"};
@@ -48,6 +49,7 @@ typedef struct options {
   item_list stacks;
   item_list workloads;
   item_list threads;
+  item_list fixed_sizes;
   const char *traces[MAX_ITEMS];
   size_t trace_count;
   bench_options bench;
@@ -120,7 +122,7 @@ static void print_usage(FILE *out) {
           "  --thread-seconds S      run time of one threads cell (default 0.5)\n"
           "  --random-max-bytes B    random: largest size (default 1MiB)\n"
           "  --max-live-bytes B      random: live bytes cap (default 1GiB)\n"
-          "  --fixed-bytes B         fixed: allocation size (default 1MiB)\n"
+          "  --fixed-bytes B,...     fixed: allocation sizes (default " DEFAULT_FIXED_SIZES ")\n"
           "  --thread-max-bytes B    threads: largest size (default 64KiB)\n"
           "  --sim                   use the host simulation of CUDA even with a GPU\n"
           "  --quick                 small caps (a smoke run: 2000 calls, 0.05 s per cell)\n"
@@ -153,6 +155,7 @@ static bool parse_args(int argc, char **argv, options *o) {
   (void)split_list(DEFAULT_STACKS, &o->stacks);
   (void)split_list(DEFAULT_WORKLOADS, &o->workloads);
   (void)split_list(DEFAULT_THREADS, &o->threads);
+  (void)split_list(DEFAULT_FIXED_SIZES, &o->fixed_sizes);
   o->bench.ops = 200000;
   o->bench.seconds = 3.0;
   o->bench.random_max_bytes = (size_t)1 << 20;
@@ -194,7 +197,7 @@ static bool parse_args(int argc, char **argv, options *o) {
     } else if ((m = option_value(argc, argv, &i, "--max-live-bytes", &v)) != 0) {
       if (m < 0 || !parse_bytes(v, &o->bench.max_live_bytes)) return false;
     } else if ((m = option_value(argc, argv, &i, "--fixed-bytes", &v)) != 0) {
-      if (m < 0 || !parse_bytes(v, &o->bench.fixed_bytes)) return false;
+      if (m < 0 || !split_list(v, &o->fixed_sizes)) return false;
     } else if ((m = option_value(argc, argv, &i, "--thread-max-bytes", &v)) != 0) {
       if (m < 0 || !parse_bytes(v, &o->bench.thread_max_bytes)) return false;
     } else {
@@ -218,6 +221,13 @@ static bool check_args(const options *o) {
     if (strcmp(w, "random") != 0 && strcmp(w, "fixed") != 0 && strcmp(w, "threads") != 0 &&
         strcmp(w, "traces") != 0) {
       fprintf(stderr, "bench: unknown workload '%s'; known: random, fixed, threads, traces\n", w);
+      return false;
+    }
+  }
+  for (size_t i = 0; i < o->fixed_sizes.count; ++i) {
+    size_t bytes = 0;
+    if (!parse_bytes(o->fixed_sizes.items[i], &bytes)) {
+      fprintf(stderr, "bench: fixed size '%s' is not a byte count\n", o->fixed_sizes.items[i]);
       return false;
     }
   }
@@ -372,8 +382,12 @@ int main(int argc, char **argv) {
       gmr_status st = GMR_OK;
       if (strcmp(wl, "random") == 0 && n < MAX_ROWS) {
         st = bench_random(&o.bench, stack, &rows[n++]);
-      } else if (strcmp(wl, "fixed") == 0 && n < MAX_ROWS) {
-        st = bench_fixed(&o.bench, stack, &rows[n++]);
+      } else if (strcmp(wl, "fixed") == 0) {
+        for (size_t f = 0; f < o.fixed_sizes.count && n < MAX_ROWS; ++f) {
+          (void)parse_bytes(o.fixed_sizes.items[f], &o.bench.fixed_bytes); /* checked above */
+          gmr_status fs = bench_fixed(&o.bench, stack, &rows[n++]);
+          if (fs != GMR_OK || rows[n - 1].failures > 0) st = fs != GMR_OK ? fs : GMR_ERR_INTERNAL;
+        }
       } else if (strcmp(wl, "threads") == 0) {
         for (size_t t = 0; t < o.threads.count && n < MAX_ROWS; ++t) {
           gmr_status ts = bench_threads(&o.bench, stack, (unsigned)atoi(o.threads.items[t]), &rows[n++]);
