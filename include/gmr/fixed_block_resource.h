@@ -1,0 +1,205 @@
+/*
+ * gmr/fixed_block_resource.h: blocks of one size carved from upstream chunks
+ * of many blocks (cuCascade's fixed_size_host_memory_resource, RMM's
+ * fixed_size_memory_resource).
+ *
+ * What it does:
+ *  - Every block has `block_bytes` bytes (default 1 MiB). Chunks of
+ *    `blocks_per_chunk` blocks (default 128) come from the upstream when no
+ *    block is free for the request, up to `max_chunk_count` chunks; chunks can
+ *    be taken at create (`initial_chunk_count`). When the upstream reports
+ *    OUT_OF_MEMORY (or LIMIT_EXCEEDED) for a chunk, smaller chunks (half as
+ *    many blocks, down to the blocks the request needs) are tried first.
+ *  - A request of up to block_bytes gets one block. A larger request is
+ *    forwarded to the upstream unchanged (GMR_FIXED_BLOCK_OVERSIZE_FORWARD, the
+ *    default, as RMM does) or refused with GMR_ERR_UNSUPPORTED
+ *    (GMR_FIXED_BLOCK_OVERSIZE_REFUSE). gmr_fixed_block_resource_allocate_blocks()
+ *    gives a list of blocks for any size (cuCascade's multiple_blocks_allocation),
+ *    given back as one.
+ *  - Stream-ordered reuse: a block freed on stream S is reusable at once by S.
+ *    Another stream T takes it only once S's work up to the free is known done
+ *    (an event recorded on S, queried) or after T waits for that event
+ *    (cudaStreamWaitEvent). No event is recorded at a free: a free marks S as
+ *    having freed memory, and S's event is recorded once, when another stream
+ *    first needs S's blocks (see resources/stream_event.h). Order: blocks freed
+ *    on T, blocks of streams whose work is done, blocks of a stream still at
+ *    work after waiting for it, a new chunk.
+ *  - trim gives back every chunk whose blocks are all free (waiting, with
+ *    cudaEventSynchronize, for the streams that freed them).
+ *  - Works over any upstream: device, pinned or managed cuda_resource, a
+ *    host_resource (set stream_ordered = false there: no CUDA call is made).
+ *
+ * Alignment: blocks are 256-byte aligned (block_bytes is a multiple of 256);
+ * a request for more returns GMR_ERR_UNSUPPORTED, unless it is forwarded.
+ * Accounting: a block is in use whatever part of it the request uses;
+ * get_footprint reports chunks plus forwarded allocations.
+ * Capture: while the requesting stream captures a CUDA graph, only blocks
+ * freed on that stream are used; otherwise the request fails with
+ * GMR_ERR_CAPTURE_UNSAFE (no event, no upstream call).
+ *
+ * Source: cuCascade (../shared/seeds/002: 1 MiB blocks, pools of 128 blocks,
+ * expansion when the free list is empty, multiple_blocks_allocation), RMM's
+ * fixed_size_memory_resource (forwarding of larger requests) and its
+ * stream-ordered free lists.
+ *
+ * Thread-safe: yes (one spin lock around a few pointer moves; upstream calls
+ * for new chunks are made under it). Threads that call at the same time
+ * serialise on that lock: on the simulation, 2 threads on 2 cores reach a
+ * quarter of one thread's rate (BENCHMARKS.md). Where many threads allocate at
+ * once, give each its own fixed_block_resource or use a pool_resource (whose
+ * arenas scale).
+ */
+#ifndef GMR_FIXED_BLOCK_RESOURCE_H_
+#define GMR_FIXED_BLOCK_RESOURCE_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmr/config.h"
+#include "gmr/resource.h"
+#include "gmr/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gmr_fixed_block_resource gmr_fixed_block_resource;
+
+/* What happens to a single request larger than one block. */
+typedef enum gmr_fixed_block_oversize {
+  GMR_FIXED_BLOCK_OVERSIZE_FORWARD = 0, /* allocate it from the upstream as asked */
+  GMR_FIXED_BLOCK_OVERSIZE_REFUSE = 1   /* GMR_ERR_UNSUPPORTED */
+} gmr_fixed_block_oversize;
+
+typedef struct gmr_fixed_block_resource_config {
+  size_t block_bytes;         /* bytes per block: a multiple of 256, > 0 */
+  size_t blocks_per_chunk;    /* blocks per upstream chunk, > 0 */
+  size_t max_chunk_count;     /* most chunks held at once; 0: no maximum */
+  size_t initial_chunk_count; /* chunks taken at create (default stream) */
+  gmr_fixed_block_oversize oversize;
+  /* false: ignore streams (host upstreams): a freed block is reusable by
+   * anyone at once and no CUDA call is ever made. */
+  bool stream_ordered;
+} gmr_fixed_block_resource_config;
+
+/* 1 MiB blocks, chunks of 128 blocks, no maximum, nothing at create, larger
+ * requests forwarded, stream ordered. */
+#define GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT \
+  {(size_t)1 << 20, 128u, 0u, 0u, GMR_FIXED_BLOCK_OVERSIZE_FORWARD, true}
+
+/**
+ * Create a fixed-block resource over `upstream`.
+ *
+ * Units: bytes, blocks, chunks.
+ * Ownership: `upstream` is borrowed: it must outlive the resource and must not
+ *   be moved. `config` is copied (NULL: the default). The caller destroys *out
+ *   with gmr_resource_destroy(), which returns GMR_ERR_BUSY while blocks or
+ *   forwarded allocations are live.
+ * Thread-safe: yes (creates an independent object).
+ * Stream/device: allocates initial_chunk_count chunks from upstream on the
+ *   default stream (which may call cudaMalloc); nothing else.
+ * Returns:
+ *   GMR_OK                    *out is set.
+ *   GMR_ERR_INVALID_ARGUMENT  out is NULL, upstream is not a valid resource,
+ *                             block_bytes is 0 or not a multiple of 256,
+ *                             blocks_per_chunk is 0, a chunk would exceed
+ *                             GMR_MAX_ALLOCATION_BYTES, the oversize value is
+ *                             unknown, or initial_chunk_count > max_chunk_count
+ *                             (when set).
+ *   GMR_ERR_OUT_OF_MEMORY     host allocation failed, or the upstream's status
+ *                             for an initial chunk (any gmr_allocate() status).
+ * On failure *out is NULL and every initial chunk was given back.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_create(
+    gmr_resource *upstream, const gmr_fixed_block_resource_config *config,
+    gmr_fixed_block_resource **out);
+
+/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
+GMR_API gmr_resource *gmr_fixed_block_resource_as_resource(gmr_fixed_block_resource *r);
+
+/** The gmr_fixed_block_resource behind `r`, or NULL if `r` is not one. */
+GMR_API gmr_fixed_block_resource *gmr_fixed_block_resource_from_resource(gmr_resource *r);
+
+/** The block size in bytes. Thread-safe: yes. */
+GMR_API size_t gmr_fixed_block_resource_get_block_bytes(const gmr_fixed_block_resource *r);
+
+/*
+ * Blocks given out together by gmr_fixed_block_resource_allocate_blocks().
+ * Read-only for the caller; owned by the resource until given back.
+ */
+typedef struct gmr_block_list {
+  size_t block_count; /* ceil(requested_bytes / block_bytes) */
+  size_t block_bytes; /* bytes of each block */
+  size_t requested_bytes;
+  void **blocks;      /* block_count device pointers, in no particular order */
+} gmr_block_list;
+
+/**
+ * Allocate ceil(bytes / block_bytes) blocks for use on `stream` and return
+ * them as one list (cuCascade's allocate_multiple_blocks). All or nothing.
+ *
+ * Units: bytes.
+ * Ownership: *out belongs to the resource; give it back with
+ *   gmr_fixed_block_resource_deallocate_blocks() (never free() it).
+ * Thread-safe: yes.
+ * Stream/device: as gmr_allocate() on this resource (may grow by chunks).
+ * Returns:
+ *   GMR_OK                    *out is set (NULL when bytes == 0).
+ *   GMR_ERR_INVALID_ARGUMENT  r or out is NULL.
+ *   GMR_ERR_OUT_OF_MEMORY     not enough blocks and no chunk could be added
+ *                             (upstream out of memory or max_chunk_count), or
+ *                             host memory for the list ran out; also for a
+ *                             size past GMR_MAX_ALLOCATION_BYTES.
+ *   GMR_ERR_CAPTURE_UNSAFE, GMR_ERR_CUDA, other upstream statuses: as allocate.
+ * After failure *out is NULL and no block is taken (chunks added on the way
+ * stay in the resource, free).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_allocate_blocks(
+    gmr_fixed_block_resource *r, size_t bytes, gmr_stream stream, gmr_block_list **out);
+
+/**
+ * Give back every block of `list`, stream-ordered on `stream`, and free the
+ * list. NULL `list` is a no-op returning GMR_OK.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (r is NULL, or `list` was not
+ * given out by this resource or was given back already; nothing changes);
+ * GMR_ERR_OUT_OF_MEMORY (host memory for a new stream's free list ran out;
+ * nothing changes, the caller still owns the list).
+ */
+GMR_API gmr_status gmr_fixed_block_resource_deallocate_blocks(gmr_fixed_block_resource *r,
+                                                              gmr_block_list *list,
+                                                              gmr_stream stream);
+
+typedef struct gmr_fixed_block_resource_stats {
+  size_t block_bytes;
+  size_t chunk_count;            /* chunks held now */
+  size_t block_count;            /* blocks in those chunks */
+  size_t in_use_block_count;     /* blocks given out (lists included) */
+  size_t free_block_count;       /* blocks free, all streams */
+  size_t held_bytes;             /* chunks + forwarded allocations */
+  size_t peak_held_bytes;        /* high-water mark of held_bytes */
+  size_t forwarded_count;        /* live forwarded (oversize) allocations */
+  size_t forwarded_bytes;
+  size_t stream_count;           /* streams seen */
+  size_t grow_count;             /* chunks taken from upstream so far */
+  size_t release_count;          /* chunks given back so far */
+  size_t event_record_count;     /* CUDA calls made for stream ordering */
+  size_t event_query_count;
+  size_t stream_wait_count;
+  size_t event_synchronize_count;
+} gmr_fixed_block_resource_stats;
+
+/**
+ * Fill *out with a snapshot (taken under the lock).
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (NULL argument).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_get_stats(
+    gmr_fixed_block_resource *r, gmr_fixed_block_resource_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GMR_FIXED_BLOCK_RESOURCE_H_ */

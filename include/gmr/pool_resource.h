@@ -1,0 +1,271 @@
+/*
+ * gmr/pool_resource.h: a coalescing, stream-ordered sub-allocator over chunks
+ * taken from an upstream resource: the general-purpose pool.
+ *
+ * What it does (the algorithm, in the order a request meets it):
+ *  - Sizes are rounded up to 256 bytes (the alignment every allocation has);
+ *    nothing larger, so the pool adds at most 255 bytes to a request. Every
+ *    block, free or allocated, has a host-side header (device memory holds no
+ *    allocator data) linked to its address-ordered neighbours in its chunk.
+ *  - Free blocks are filed per stream: under the stream they were freed on
+ *    (reusable at once by that stream, by others only with ordering), or under
+ *    the shared slot once that stream's work is known done (reusable by any
+ *    stream). Each has an index of free blocks by size, a two-level segregated
+ *    fit (TLSF): a good fit in O(1) whatever the number of free blocks, exact
+ *    below 8 KiB and within 3% above, refined by a short best-fit scan of the
+ *    request's own size class. The most recent small frees of a stream wait
+ *    unmerged in a short list first (recent_free_count, recent_free_max_bytes):
+ *    a request of exactly their size takes one back without touching the index.
+ *  - allocate(stream T) takes, in this order (RMM's pool, without its linear
+ *    scans and its event per free):
+ *      1. a recent free of T of exactly the size; else the best fit among the
+ *         blocks filed under T and the shared blocks (recent frees are merged
+ *         first if nothing fits);
+ *      2. memory freed on other streams whose work is known to be done: each
+ *         such stream's event is recorded once (if memory was freed on it since
+ *         its last record) and queried; the blocks of the streams that are done
+ *         become shared;
+ *      3. a block of a stream whose work is still pending, after making T wait
+ *         for that stream's event (cudaStreamWaitEvent); T takes all of that
+ *         stream's free blocks, and if no single stream has a block large
+ *         enough but together they have the bytes, all streams' free blocks (so
+ *         touching blocks of different streams merge);
+ *      4. a new chunk from upstream, allocated on T (see Growth).
+ *    Steps 2-4 run only when step 1 finds nothing, so a pool that serves one
+ *    stream makes no CUDA call at all once its chunks exist. No event is ever
+ *    recorded at a free: a free only marks its stream as having freed memory.
+ *  - deallocate(stream S) files the block under S, merged at once (or when it
+ *    leaves the list of recent frees) with its neighbours that are free under
+ *    S or shared (boundary tags: O(1)).
+ *  - Growth: a new chunk is max(the request, growth_percent of what the arena
+ *    holds, clamped to [min_growth_bytes, max_growth_bytes]), rounded up to
+ *    chunk_granularity_bytes, and never past maximum_pool_bytes: a request as
+ *    large as the growth step gets a chunk of its own size. With
+ *    release_on_growth, wholly free chunks that together are as large as the
+ *    new chunk go back upstream first (on T, stream-ordered): free memory split
+ *    over chunks too small for the request then does not raise the footprint.
+ *    When the upstream says OUT_OF_MEMORY (or LIMIT_EXCEEDED), the pool retries
+ *    with half the chunk, down to exactly what the request needs, then after
+ *    giving back its wholly free chunks; with several arenas it then uses the
+ *    other arenas' free memory, and finally makes them give back their wholly
+ *    free chunks and tries once more, before failing.
+ *  - trim gives back every chunk that is wholly free (synchronising the events
+ *    of the streams that freed memory in it); destroy gives back everything.
+ *  Footprint on real traces (peak held / peak live, BENCHMARKS.md): 1.049
+ *  gpt2_train, 1.036 resnet50_train, 1.072 gpt2_graph_capture, 1.536
+ *  multistream with the defaults. Those numbers move by several percent with
+ *  the growth parameters; the defaults were chosen by a sweep over them.
+ *
+ * Threads (the fast path does not serialise threads on one lock): the pool has
+ * `arena_count` arenas, each with its own lock, chunks, free indexes and map of
+ * allocated blocks. A thread allocates from its home arena (threads are given
+ * homes round-robin in the order they first use any pool), so threads on
+ * different arenas never share a lock or a cache line on the fast path. A free
+ * goes to the arena that owns the block: the thread's home arena when the
+ * block was allocated by a thread of the same home (one lookup), otherwise the
+ * owner is found through a shared, read-locked table of chunks (a cross-thread
+ * free costs about 100 ns more). An arena uses only its own chunks, so memory
+ * freed in one arena is not reused by another until trim, or until another
+ * arena's growth fails: this trades some footprint for scaling. With
+ * arena_count = 1 all threads share one lock and all memory. Single-threaded
+ * programs use one arena whatever arena_count is.
+ *
+ * Alignment: any power of two up to GMR_POOL_MAX_ALIGNMENT.
+ *
+ * Statuses of gmr_allocate() on a pool: GMR_ERR_OUT_OF_MEMORY (the upstream
+ * had none, after the retries above, or maximum_pool_bytes would be passed, or
+ * host memory for the bookkeeping ran out; the message says which);
+ * GMR_ERR_CAPTURE_UNSAFE (see Capture); GMR_ERR_UNSUPPORTED (alignment above
+ * the maximum); any other upstream failure (GMR_ERR_CUDA, ...) as the upstream
+ * reported it, with its gmr_failure record. The pool is unchanged after a
+ * failure, except that chunks it gave back on the way stay given back.
+ * Statuses of gmr_deallocate(): GMR_ERR_INVALID_ARGUMENT (not a live
+ * allocation of this pool, or bytes/alignment differ from the allocation's:
+ * nothing changes); GMR_ERR_OUT_OF_MEMORY (host memory for a stream the pool
+ * has not seen ran out: nothing changes, the caller keeps the pointer).
+ * Neither ever calls CUDA on the fast path; a free never does.
+ *
+ * Stream semantics: RMM's (gmr/resource.h). A pointer may also be freed on a
+ * stream other than its allocation stream; it is then reusable by that stream.
+ * Capture: the pool never calls its upstream or records, queries or waits for
+ * events on a stream that is capturing a CUDA graph; a request that step 1
+ * cannot satisfy during a capture fails with GMR_ERR_CAPTURE_UNSAFE. Memory
+ * handed out during a capture is reused normally after it is freed, so blocks
+ * used by a graph that is replayed later need a graph_arena_resource instead.
+ * Steps 2 and 3 query events, which CUDA forbids while another thread captures
+ * in cudaStreamCaptureModeGlobal: capture in thread-local or relaxed mode when
+ * other threads use a pool at the same time.
+ * A stream handle must stay valid while memory freed on it sits in the pool
+ * (until trim or destroy, or until another stream takes it): destroying a
+ * stream and creating another that happens to get the same handle would let
+ * the new stream reuse the old stream's memory without ordering (RMM has the
+ * same rule).
+ *
+ * Source: RMM's pool_memory_resource and stream_ordered_memory_resource
+ * (per-stream free lists, steal order, growth on the requesting stream),
+ * PyTorch's CUDA caching allocator (block headers on the host, split and
+ * merge), TLSF (Masmano et al.) for the size index, jemalloc/mimalloc arenas
+ * for the thread sharding.
+ *
+ * Thread-safe: yes (one spin lock per arena; statistics read under the locks).
+ */
+#ifndef GMR_POOL_RESOURCE_H_
+#define GMR_POOL_RESOURCE_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmr/config.h"
+#include "gmr/resource.h"
+#include "gmr/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gmr_pool_resource gmr_pool_resource;
+
+/* The largest alignment the pool honours (1 MiB); a larger one is
+ * GMR_ERR_UNSUPPORTED. Alignments above 256 bytes cost up to alignment - 256
+ * bytes of padding, which stays free for other requests. */
+#define GMR_POOL_MAX_ALIGNMENT ((size_t)1 << 20)
+
+typedef struct gmr_pool_resource_config {
+  /* Bytes taken from upstream at create, on the default stream, into the
+   * first arena; 0: nothing until the first request. */
+  size_t initial_pool_bytes;
+  /* Most bytes the pool holds from upstream at once, all arenas together;
+   * 0: no maximum. */
+  size_t maximum_pool_bytes;
+  /* Smallest and largest chunk the growth policy asks for when a request does
+   * not need more; a larger request gets a chunk of its own size. */
+  size_t min_growth_bytes;
+  size_t max_growth_bytes;
+  /* Geometric growth: a new chunk is this percentage of what the arena holds
+   * (then clamped as above). 0: always min_growth_bytes. */
+  uint32_t growth_percent;
+  /* Chunk sizes are rounded up to a multiple of this (a power of two >= 256;
+   * 2 MiB matches the device's page size). */
+  size_t chunk_granularity_bytes;
+  /* Arenas (see the banner); 0: one per online CPU, at most 64. 1..64. */
+  uint32_t arena_count;
+  /* false: ignore streams (for host upstreams and single-stream programs):
+   * freed memory is reusable by anyone at once, no CUDA call is ever made. */
+  bool stream_ordered;
+  /* Before growing, give back wholly free chunks that together are as large
+   * as the new chunk (freed on the requesting stream, so cudaFreeAsync needs
+   * no synchronisation; a cudaFree upstream synchronises the device). */
+  bool release_on_growth;
+  /* Each stream keeps its most recent frees of at most recent_free_max_bytes
+   * unmerged, up to recent_free_count of them (0..32), for a request of
+   * exactly the same size: a loop that frees and allocates the same small
+   * buffers then skips the size index, the split and the merge. They are
+   * merged when the cache overflows (oldest first) or when a request finds no
+   * block, before anything else is tried. Larger blocks are always merged at
+   * once: unmerged, they change placement enough to cost footprint (measured:
+   * up to +7% peak held on resnet50_train with 16 MiB). 0: merge every free. */
+  uint32_t recent_free_count;
+  size_t recent_free_max_bytes;
+} gmr_pool_resource_config;
+
+/* Nothing at create, no maximum; chunks of max(request, 12% of the arena)
+ * clamped to [48 MiB, 128 MiB] on a 2 MiB granularity; one arena per CPU;
+ * stream ordered; free chunks given back before growing; the 8 most recent
+ * frees up to 64 KiB kept unmerged per stream. */
+#define GMR_POOL_RESOURCE_CONFIG_DEFAULT \
+  {0, 0, (size_t)48 << 20, (size_t)128 << 20, 12u, (size_t)2 << 20, 0u, true, true, 8u, (size_t)64 << 10}
+
+/**
+ * Create a pool that takes chunks from `upstream`.
+ *
+ * Units: bytes.
+ * Ownership: `upstream` is borrowed: it must outlive the pool and must not be
+ *   moved. `config` is copied (NULL: GMR_POOL_RESOURCE_CONFIG_DEFAULT). The
+ *   caller destroys *out with gmr_resource_destroy().
+ * Thread-safe: yes (creates an independent object).
+ * Stream/device: with initial_pool_bytes > 0, allocates that chunk from
+ *   upstream on the default stream (which may call cudaMalloc); nothing else.
+ * Returns:
+ *   GMR_OK                    *out is set.
+ *   GMR_ERR_INVALID_ARGUMENT  out is NULL, upstream is not a valid resource,
+ *                             chunk_granularity_bytes is not a power of two in
+ *                             256 B..1 TiB, min_growth_bytes is 0 or above
+ *                             max_growth_bytes, growth_percent > 1000,
+ *                             arena_count > 64, recent_free_count > 32, or
+ *                             initial_pool_bytes > maximum_pool_bytes (when set).
+ *   GMR_ERR_OUT_OF_MEMORY     the host allocation for the pool failed, or the
+ *                             initial chunk: the upstream's status otherwise
+ *                             (any status gmr_allocate() returns).
+ * On failure *out is NULL and nothing is left allocated anywhere.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_create(gmr_resource *upstream,
+                                                          const gmr_pool_resource_config *config,
+                                                          gmr_pool_resource **out);
+
+/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
+GMR_API gmr_resource *gmr_pool_resource_as_resource(gmr_pool_resource *pool);
+
+/** The gmr_pool_resource behind `r`, or NULL if `r` is not one (vtable identity). */
+GMR_API gmr_pool_resource *gmr_pool_resource_from_resource(gmr_resource *r);
+
+/** The upstream given at create. Thread-safe: yes. */
+GMR_API gmr_resource *gmr_pool_resource_get_upstream(const gmr_pool_resource *pool);
+
+/** The number of arenas (arena_count after resolving 0). Thread-safe: yes. */
+GMR_API uint32_t gmr_pool_resource_get_arena_count(const gmr_pool_resource *pool);
+
+/* A snapshot of the pool, all arenas together. */
+typedef struct gmr_pool_resource_stats {
+  size_t held_bytes;               /* held from upstream now (all chunks) */
+  size_t peak_held_bytes;          /* high-water mark of held_bytes */
+  size_t chunk_count;              /* chunks held now */
+  size_t in_use_bytes;             /* bytes of allocated blocks (requests rounded up to 256 B) */
+  size_t requested_bytes;          /* bytes the live allocations asked for */
+  size_t in_use_count;             /* live allocations */
+  size_t free_bytes;               /* held_bytes - in_use_bytes */
+  size_t free_block_count;         /* free blocks, all streams */
+  size_t largest_free_block_bytes; /* the largest free block of any stream */
+  size_t stream_count;             /* streams the arenas have seen (per arena, summed) */
+  uint32_t arena_count;
+  size_t grow_count;               /* chunks taken from upstream so far */
+  size_t upstream_failure_count;   /* upstream allocations that failed (retries included) */
+  size_t release_count;            /* chunks given back (trim) */
+  size_t event_record_count;       /* cudaEventRecord calls made by the pool */
+  size_t event_query_count;        /* cudaEventQuery calls */
+  size_t stream_wait_count;        /* cudaStreamWaitEvent calls */
+  size_t event_synchronize_count;  /* cudaEventSynchronize calls (trim) */
+} gmr_pool_resource_stats;
+
+/**
+ * Fill *out with the pool's statistics.
+ * Thread-safe: yes; takes each arena's lock in turn, so the snapshot is
+ *   consistent per arena, not across arenas while other threads work.
+ * Stream/device: no CUDA call.
+ * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (NULL argument; *out unchanged).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_get_stats(gmr_pool_resource *pool,
+                                                             gmr_pool_resource_stats *out);
+
+/**
+ * Walk every chunk and index and check the pool's invariants: the blocks of
+ * each chunk tile it exactly in address order with consistent links; every
+ * allocated block is in its arena's map and nowhere else; every free block is
+ * in the index of the stream it is filed under and nowhere else; no two free
+ * blocks of the same stream touch (free space is fully merged); counts and
+ * byte sums of chunks, indexes, map and statistics agree.
+ * For tests and debugging: O(blocks).
+ * Units: `err` receives err_bytes bytes at most (may be NULL/0): the first
+ *   violation, or "".
+ * Thread-safe: yes (takes each arena's lock in turn).
+ * Returns GMR_OK; GMR_ERR_INTERNAL with `err` set when an invariant fails;
+ * GMR_ERR_INVALID_ARGUMENT for a NULL pool.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_check_invariants(gmr_pool_resource *pool,
+                                                                    char *err, size_t err_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GMR_POOL_RESOURCE_H_ */

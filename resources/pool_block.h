@@ -1,0 +1,37 @@
+/*
+ * resources/pool_block.h (internal): the host-side header of one block of a
+ * pool_resource chunk, shared by the pool and its two indexes.
+ *
+ * Device memory cannot hold allocator headers (the host cannot touch it
+ * cheaply, and a kernel may overwrite it), so every block, free or allocated,
+ * has a header in host memory: its address range, its neighbours in address
+ * order inside its chunk (boundary tags), and, while free, its links in a
+ * free index.
+ *
+ * Thread-safe: no; the owning arena's lock guards every header.
+ */
+#ifndef GMR_RESOURCES_POOL_BLOCK_H_
+#define GMR_RESOURCES_POOL_BLOCK_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct gmr__pool_chunk;
+
+typedef struct gmr__pool_block gmr__pool_block;
+struct gmr__pool_block {
+  uintptr_t addr; /* device address; 256-byte aligned */
+  size_t size;    /* bytes, a multiple of 256 */
+  gmr__pool_block *phys_prev; /* address-ordered neighbours in the chunk; NULL at its ends */
+  gmr__pool_block *phys_next;
+  gmr__pool_block *free_prev; /* free-index list links (free blocks only) */
+  gmr__pool_block *free_next;
+  struct gmr__pool_chunk *chunk;
+  size_t request_bytes;        /* allocated: the bytes asked for; 0 while free */
+  uint32_t request_alignment_log2; /* allocated: log2 of the alignment asked for */
+  uint32_t slot;               /* free: index of the stream slot that holds it */
+  uint16_t is_free;
+  uint16_t cached;             /* free, in its slot's cache of recent frees, not in an index */
+};
+
+#endif /* GMR_RESOURCES_POOL_BLOCK_H_ */

@@ -1,0 +1,136 @@
+/*
+ * resources/pool_check.c (internal): the invariant walk behind
+ * gmr_pool_resource_check_invariants(). See gmr/pool_resource.h.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "resources/pool_internal.h"
+
+typedef struct check_state {
+  char *err;
+  size_t err_bytes;
+} check_state;
+
+static bool violated(check_state *cs, const char *fmt, ...) {
+  if (cs->err != NULL && cs->err_bytes > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cs->err, cs->err_bytes, fmt, ap);
+    va_end(ap);
+  }
+  return false;
+}
+
+typedef struct index_visit {
+  const gmr__pool_arena *arena;
+  uint32_t slot;
+  size_t count;
+} index_visit;
+
+static bool visit_free_block(void *ctx, const gmr__pool_block *b) {
+  index_visit *v = ctx;
+  v->count++;
+  return !b->cached && b->slot == v->slot && b->chunk != NULL && b->chunk->arena == v->arena;
+}
+
+/* A free block may touch a free block of another slot, but never one of the
+ * same slot: they would have been merged. Cached blocks are not merged yet. */
+static bool touching_allowed(const gmr__pool_block *a, const gmr__pool_block *b) {
+  return !a->is_free || !b->is_free || a->cached || b->cached || a->slot != b->slot;
+}
+
+static bool in_cache(const gmr__pool_slot *s, const gmr__pool_block *b) {
+  for (uint32_t i = 0; i < s->cache_count; ++i) {
+    if (s->cache[i] == b) return true;
+  }
+  return false;
+}
+
+static bool check_chunk(const gmr__pool_arena *a, uint32_t ai, const gmr__pool_chunk *c,
+                        size_t *live, size_t *in_use, size_t *requested, size_t *free_blocks,
+                        check_state *cs) {
+  if (c->arena != a) return violated(cs, "arena %u: chunk %#zx names another arena", ai, (size_t)c->base);
+  if (c->next != NULL && c->next->prev != c) return violated(cs, "arena %u: chunk list links", ai);
+  uintptr_t expect = c->base;
+  const gmr__pool_block *prev = NULL;
+  for (const gmr__pool_block *b = c->first; b != NULL; b = b->phys_next) {
+    if (b->addr != expect || b->chunk != c || b->phys_prev != prev || b->size == 0 ||
+        b->size % GMR__POOL_UNIT != 0) {
+      return violated(cs, "arena %u: block %#zx breaks the tiling of chunk %#zx", ai,
+                      (size_t)b->addr, (size_t)c->base);
+    }
+    if (prev != NULL && !touching_allowed(prev, b)) {
+      return violated(cs, "arena %u: free blocks %#zx (slot %u) and %#zx (slot %u) were not merged",
+                      ai, (size_t)prev->addr, prev->slot, (size_t)b->addr, b->slot);
+    }
+    bool mapped = gmr__block_map_find(&a->live, b->addr) == b;
+    if (b->is_free) {
+      if (b->slot >= a->slot_count) return violated(cs, "arena %u: free block in no slot", ai);
+      if (b->cached) {
+        if (!in_cache(a->slots[b->slot], b)) {
+          return violated(cs, "arena %u: cached block %#zx is not in its slot's cache", ai,
+                          (size_t)b->addr);
+        }
+      } else {
+        ++*free_blocks;
+      }
+      if (mapped) return violated(cs, "arena %u: free block %#zx is in the live map", ai, (size_t)b->addr);
+    } else {
+      ++*live;
+      *in_use += b->size;
+      *requested += b->request_bytes;
+      if (b->request_bytes == 0 || b->request_bytes > b->size || !mapped) {
+        return violated(cs, "arena %u: allocated block %#zx is not mapped or has no request", ai,
+                        (size_t)b->addr);
+      }
+    }
+    expect = b->addr + b->size;
+    prev = b;
+  }
+  if (expect != c->base + c->size) {
+    return violated(cs, "arena %u: the blocks of chunk %#zx end at %#zx, not at its end", ai,
+                    (size_t)c->base, (size_t)expect);
+  }
+  return true;
+}
+
+bool gmr__pool_check_arena(const gmr__pool_arena *a, uint32_t ai, char *err, size_t err_bytes) {
+  check_state cs = {err, err_bytes};
+  size_t held = 0, chunks = 0, live = 0, in_use = 0, requested = 0, free_blocks = 0;
+  for (const gmr__pool_chunk *c = a->chunks; c != NULL; c = c->next) {
+    chunks++;
+    held += c->size;
+    if (!check_chunk(a, ai, c, &live, &in_use, &requested, &free_blocks, &cs)) return false;
+  }
+  size_t indexed = 0;
+  for (uint32_t i = 0; i < a->slot_count; ++i) {
+    const gmr__pool_slot *s = a->slots[i];
+    for (uint32_t k = 0; k < s->cache_count; ++k) {
+      const gmr__pool_block *b = s->cache[k];
+      if (!b->is_free || !b->cached || b->slot != i || b->chunk == NULL || b->chunk->arena != a) {
+        return violated(&cs, "arena %u: slot %u caches a block that is not a free block of it", ai, i);
+      }
+    }
+    index_visit v = {a, i, 0};
+    if (!gmr__free_index_check(&a->slots[i]->index, visit_free_block, &v)) {
+      return violated(&cs, "arena %u: the free index of slot %u is inconsistent", ai, i);
+    }
+    indexed += v.count;
+  }
+  if (indexed != free_blocks) {
+    return violated(&cs, "arena %u: %zu free blocks in chunks but %zu in the indexes", ai,
+                    free_blocks, indexed);
+  }
+  if (live != a->live.count || live != a->in_use_count || in_use != a->in_use_bytes ||
+      requested != a->requested_bytes) {
+    return violated(&cs, "arena %u: %zu allocated blocks of %zu bytes, but %zu counted (%zu mapped) of %zu",
+                    ai, live, in_use, a->in_use_count, a->live.count, a->in_use_bytes);
+  }
+  if (held != a->held_bytes || chunks != a->chunk_count) {
+    return violated(&cs, "arena %u: chunks hold %zu bytes, %zu counted", ai, held, a->held_bytes);
+  }
+  return true;
+}

@@ -1,0 +1,163 @@
+// tests/bench_cli_test.cc: the `bench` binary end to end, on the host
+// simulation (--sim): its first line, its one table, its exit status and its
+// errors; and the pool's footprint on the four real traces, which the
+// simulation counts exactly (a regression test of BENCHMARKS.md's numbers).
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::string TempDir() {
+  const char *dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+std::string BenchBinary() {
+  const char *srcdir = std::getenv("TEST_SRCDIR");
+  return std::string(srcdir != nullptr ? srcdir : ".") + "/gmr/tools/bench/bench";
+}
+
+std::string ReadFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> Lines(const std::string &text) {
+  std::vector<std::string> lines;
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line)) lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> Words(const std::string &line) {
+  std::vector<std::string> words;
+  std::stringstream ss(line);
+  std::string w;
+  while (ss >> w) words.push_back(w);
+  return words;
+}
+
+struct Output {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+Output RunBench(const std::vector<std::string> &args) {
+  static int counter = 0;
+  std::string base = TempDir() + "/bench" + std::to_string(counter++);
+  std::string out_path = base + ".out", err_path = base + ".err";
+  std::string binary = BenchBinary();
+  pid_t pid = fork();
+  if (pid == 0) {
+    int out_fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int err_fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (out_fd < 0 || err_fd < 0) _exit(126);
+    dup2(out_fd, 1);
+    dup2(err_fd, 2);
+    std::vector<char *> argv;
+    argv.push_back(const_cast<char *>(binary.c_str()));
+    for (const std::string &a : args) argv.push_back(const_cast<char *>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+  Output result;
+  int status = 0;
+  if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+  }
+  result.out = ReadFile(out_path);
+  result.err = ReadFile(err_path);
+  return result;
+}
+
+// The table's rows by "workload stack".
+std::map<std::string, std::vector<std::string>> Rows(const std::string &out) {
+  std::map<std::string, std::vector<std::string>> rows;
+  for (const std::string &line : Lines(out)) {
+    std::vector<std::string> w = Words(line);
+    if (w.size() >= 13 && (w[0].rfind("random", 0) == 0 || w[0].rfind("fixed", 0) == 0 ||
+                           w[0].rfind("threads", 0) == 0 || w[0].rfind("trace:", 0) == 0)) {
+      rows[w[0] + " " + w[1]] = w;
+    }
+  }
+  return rows;
+}
+
+constexpr size_t kHeldOverLive = 9;  // column of held/live
+constexpr size_t kFailures = 12;     // column of failures
+
+TEST(BenchCliTest, QuickRunSaysSimulationAndPrintsOneRowPerWorkloadAndStack) {
+  Output r = RunBench({"--sim", "--quick", "--workloads", "random,fixed,threads", "--threads",
+                       "1,2", "--stacks", "pool,fixed_block,cuda_async"});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  std::vector<std::string> lines = Lines(r.out);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(0u, lines[0].rfind("gmr bench: SIMULATED device (--sim given)", 0)) << lines[0];
+  auto rows = Rows(r.out);
+  EXPECT_EQ(3u * (1 + 2 + 2), rows.size()) << r.out;  // random, fixed x2 sizes, threads x2
+  for (const char *stack : {"pool", "fixed_block", "cuda_async"}) {
+    for (const char *w : {"random(<=1024KiB)", "fixed(64KiB)", "fixed(1024KiB)",
+                          "threads=1(<=64KiB)", "threads=2(<=64KiB)"}) {
+      auto it = rows.find(std::string(w) + " " + stack);
+      ASSERT_NE(rows.end(), it) << w << " " << stack << "\n" << r.out;
+      EXPECT_EQ("0", it->second[kFailures]) << w << " " << stack;
+    }
+  }
+  // A threads row of one thread is its own reference.
+  EXPECT_EQ("1.00", rows["threads=1(<=64KiB) pool"][7]);
+  EXPECT_EQ("", r.err);
+}
+
+TEST(BenchCliTest, PoolFootprintOnTheRealTracesIsExactOnTheSimulation) {
+  Output r = RunBench({"--sim", "--workloads", "traces", "--stacks", "pool", "--seconds", "600"});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  auto rows = Rows(r.out);
+  // Peak held / peak live with the default configuration (BENCHMARKS.md).
+  EXPECT_EQ("1.049", rows["trace:gpt2_train pool"][kHeldOverLive]) << r.out;
+  EXPECT_EQ("1.036", rows["trace:resnet50_train pool"][kHeldOverLive]) << r.out;
+  EXPECT_EQ("1.072", rows["trace:gpt2_graph_capture pool"][kHeldOverLive]) << r.out;
+  EXPECT_EQ("1.536", rows["trace:multistream pool"][kHeldOverLive]) << r.out;
+  for (const auto &row : rows) EXPECT_EQ("0", row.second[kFailures]) << row.first;
+}
+
+TEST(BenchCliTest, AnUnknownStackIsAUsageErrorListingTheKnownOnes) {
+  Output r = RunBench({"--sim", "--stacks", "pool,pol"});
+  EXPECT_EQ(2, r.exit_code);
+  EXPECT_NE(std::string::npos, r.err.find("unknown stack 'pol'")) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("fixed_block")) << r.err;
+  EXPECT_EQ("", r.out);  // nothing ran
+}
+
+TEST(BenchCliTest, BadArgumentsAreUsageErrors) {
+  EXPECT_EQ(2, RunBench({"--workloads", "randm"}).exit_code);
+  EXPECT_EQ(2, RunBench({"--threads", "0"}).exit_code);
+  EXPECT_EQ(2, RunBench({"--fixed-bytes", "12x"}).exit_code);
+  EXPECT_EQ(2, RunBench({"--seconds", "-1"}).exit_code);
+  EXPECT_EQ(2, RunBench({"--frobnicate"}).exit_code);
+  Output help = RunBench({"--help"});
+  EXPECT_EQ(0, help.exit_code);
+  EXPECT_NE(std::string::npos, help.out.find("usage: bench")) << help.out;
+}
+
+TEST(BenchCliTest, AnUnreadableTraceFailsTheRun) {
+  Output r = RunBench({"--sim", "--quick", "--workloads", "traces", "--stacks", "pool", "--trace",
+                       TempDir() + "/no-such-trace.csv.gz"});
+  EXPECT_EQ(1, r.exit_code) << r.out;
+  EXPECT_NE(std::string::npos, r.err.find("no-such-trace")) << r.err;
+}
+
+}  // namespace
