@@ -17,6 +17,7 @@
 #include "gmr/cuda_resource.h"
 #include "gmr/cuda_sim.h"
 #include "gmr/device.h"
+#include "gmr/graph_arena_resource.h"
 #include "gmr/host_resource.h"
 #include "gmr/resource.h"
 #include "gmr/status.h"
