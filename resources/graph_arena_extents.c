@@ -104,6 +104,7 @@ static void insert_at(gmr__extent_set *set, size_t index, gmr__extent e) {
   memmove(&set->items[index + 1], &set->items[index], (set->count - index) * sizeof e);
   set->items[index] = e;
   set->count++;
+  set->version++;
 }
 
 void gmr__extent_set_remove(gmr__extent_set *set, size_t index) {
@@ -111,6 +112,7 @@ void gmr__extent_set_remove(gmr__extent_set *set, size_t index) {
   memmove(&set->items[index], &set->items[index + 1],
           (set->count - index - 1) * sizeof set->items[0]);
   set->count--;
+  set->version++;
 }
 
 void gmr__extent_set_carve(gmr__extent_set *set, size_t index, uintptr_t addr, size_t bytes) {
@@ -147,6 +149,7 @@ void gmr__extent_set_add(gmr__extent_set *set, gmr__extent e) {
     set->items[i - 1].end = set->items[i].end;
     memmove(&set->items[i], &set->items[i + 1], (set->count - i - 1) * sizeof e);
     set->count--;
+    set->version++;
   } else if (merge_left) {
     set->items[i - 1].end = e.end;
   } else if (merge_right) {
@@ -182,6 +185,7 @@ void gmr__extent_set_add_many(gmr__extent_set *set, gmr__extent *ranges, size_t 
     }
   }
   set->count = out + 1;
+  set->version++;
 }
 
 size_t gmr__extent_set_find_exact(const gmr__extent_set *set, gmr__extent e) {

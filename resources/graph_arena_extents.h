@@ -45,6 +45,7 @@ typedef struct gmr__extent_set {
   size_t count;
   size_t capacity;
   size_t total_bytes; /* sum of the ranges' sizes */
+  uint64_t version;   /* bumped whenever ranges move to other indices */
 } gmr__extent_set;
 
 /* Free the storage; the set is empty. */

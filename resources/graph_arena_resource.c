@@ -2,11 +2,14 @@
  * resources/graph_arena_resource.c: the graph arena. See
  * gmr/graph_arena_resource.h for the model.
  *
- * Bookkeeping, all under one mutex:
+ * Bookkeeping, all under one lock:
  *  - chunks: what the arena holds from its upstream, sorted by address;
  *  - free: the free space, an address-ordered set of ranges (extents.h);
- *  - blocks: one slot per live allocation, found by pointer (by_ptr) or by
- *    id (the slot index and a generation number, so ids are never reused);
+ *  - blocks: one slot per live allocation, found by id (the slot index and a
+ *    generation number, so ids are never reused) or by pointer, through a
+ *    per-chunk table with one entry per 256-byte granule (4 bytes of host
+ *    memory per 256 bytes of arena, 1/64, touched only where blocks start:
+ *    a hash map costs cache misses a capture's allocation cannot afford);
  *  - scopes: every carve is an entry in the list of its scope, the arena's
  *    uncaptured list ("open") or a graph memory's list. An entry is LIVE
  *    (its block is allocated), FREED (deallocated, bytes kept by the scope)
@@ -16,16 +19,18 @@
  * A block whose graph memory was released is LOOSE: it belongs to no list
  * and its bytes go back to the free space when it is deallocated.
  */
+/* sched_yield() is POSIX, not C11. */
+#define _POSIX_C_SOURCE 200809L
+
 #include "gmr/graph_arena_resource.h"
 
-#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/cuda_layer.h"
-#include "core/u64_map.h"
 #include "resources/graph_arena_extents.h"
 
 /* ---- types --------------------------------------------------------------- */
@@ -75,11 +80,15 @@ typedef struct ga_block {
   bool captured;
 } ga_block;
 
+/* Block addresses are multiples of 256: one table entry per 256 bytes. */
+#define GRANULE_SHIFT 8
+
 typedef struct ga_chunk {
   uintptr_t base;
   size_t bytes;
-  uint64_t order; /* creation number: the search order of the free space */
-  bool initial;   /* taken at create: trim keeps it */
+  uint64_t order;     /* creation number: the search order of the free space */
+  uint32_t *block_at; /* per granule: 1 + slot of the live block starting there, or 0 */
+  bool initial;       /* taken at create: trim keeps it */
 } ga_chunk;
 
 typedef struct ga_session ga_session;
@@ -105,6 +114,11 @@ struct ga_session {
   unsigned long long capture_id; /* automatic sessions; 0 for explicit ones */
   bool explicit_session;
   gmr__extent_pos cursor; /* next-fit position in the free space */
+  /* The free range the cursor is in, valid while the free space's version
+   * is hint_version: the fast path carves from it without searching. */
+  size_t hint;
+  uint64_t hint_version;
+  ga_chunk *chunk; /* its chunk (chunks do not move while a session is open) */
   size_t first_entry;
   ga_marks marks;
   bool refused;
@@ -116,7 +130,7 @@ struct gmr_graph_arena_resource {
   gmr_resource *upstream;
   const gmr__cuda_ops *cuda;
   gmr_graph_arena_config cfg;
-  pthread_mutex_t mutex;
+  atomic_flag busy; /* the lock: a few dozen instructions are held under it */
 
   ga_chunk *chunks;
   size_t chunk_count;
@@ -131,7 +145,7 @@ struct gmr_graph_arena_resource {
   uint32_t block_count; /* slots ever used */
   uint32_t block_capacity;
   uint32_t free_slot;
-  gmr__u64_map by_ptr;
+  size_t chunk_hint; /* the chunk the last lookup found */
 
   ga_session **sessions;
   size_t session_count;
@@ -142,6 +156,9 @@ struct gmr_graph_arena_resource {
 
   ga_entries open;
   ga_marks open_marks;
+  /* The entry list of the last released memory, kept for the next one so a
+   * capture repeated every iteration does not grow a list again each time. */
+  ga_entries spare_entries;
   uint64_t next_mark_id;
 
   /* Read without the lock on the allocation path. */
@@ -167,8 +184,19 @@ struct gmr_graph_arena_resource {
 
 static const gmr_resource_vtbl graph_arena_vtbl;
 
-static void lock(gmr_graph_arena_resource *a) { pthread_mutex_lock(&a->mutex); }
-static void unlock(gmr_graph_arena_resource *a) { pthread_mutex_unlock(&a->mutex); }
+/* A spin lock: one atomic exchange to take, one store to give back, where a
+ * mutex costs two read-modify-writes and the 20 ns budget of an allocation in
+ * capture has room for one. Waiters yield the CPU, so a holder that calls the
+ * upstream (growth, trim, destroy: never during capture) does not starve them. */
+static void lock(gmr_graph_arena_resource *a) {
+  while (atomic_flag_test_and_set_explicit(&a->busy, memory_order_acquire)) {
+    sched_yield();
+  }
+}
+
+static void unlock(gmr_graph_arena_resource *a) {
+  atomic_flag_clear_explicit(&a->busy, memory_order_release);
+}
 
 /* ---- small helpers ------------------------------------------------------- */
 
@@ -219,7 +247,11 @@ static void format_bytes(char *buf, size_t len, size_t bytes) {
 }
 
 /* The chunk holding `addr` (chunks are sorted by address), or NULL. */
-static const ga_chunk *chunk_of(const gmr_graph_arena_resource *a, uintptr_t addr) {
+static ga_chunk *chunk_of(gmr_graph_arena_resource *a, uintptr_t addr) {
+  if (a->chunk_hint < a->chunk_count) {
+    ga_chunk *c = &a->chunks[a->chunk_hint];
+    if (addr >= c->base && addr - c->base < c->bytes) return c;
+  }
   size_t lo = 0, hi = a->chunk_count;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -229,7 +261,10 @@ static const ga_chunk *chunk_of(const gmr_graph_arena_resource *a, uintptr_t add
       hi = mid;
     }
   }
-  if (lo < a->chunk_count && addr >= a->chunks[lo].base) return &a->chunks[lo];
+  if (lo < a->chunk_count && addr >= a->chunks[lo].base) {
+    a->chunk_hint = lo;
+    return &a->chunks[lo];
+  }
   return NULL;
 }
 
@@ -266,7 +301,7 @@ static bool blocks_reserve(gmr_graph_arena_resource *a) {
     a->blocks = b;
     a->block_capacity = cap;
   }
-  return gmr__u64_map_reserve(&a->by_ptr, a->by_ptr.count + 1);
+  return true;
 }
 
 static uint32_t take_slot(gmr_graph_arena_resource *a) {
@@ -284,7 +319,8 @@ static uint32_t take_slot(gmr_graph_arena_resource *a) {
 /* The block is gone: forget its pointer, retire its id, update the counts. */
 static void drop_block(gmr_graph_arena_resource *a, uint32_t slot) {
   ga_block *b = &a->blocks[slot];
-  gmr__u64_map_remove(&a->by_ptr, (uint64_t)b->addr, NULL);
+  ga_chunk *c = chunk_of(a, b->addr);
+  c->block_at[(b->addr - c->base) >> GRANULE_SHIFT] = 0;
   a->live_bytes -= b->carved_bytes;
   a->live_count--;
   if (b->scope == SCOPE_MEMORY) {
@@ -308,10 +344,13 @@ static bool lookup_id(const gmr_graph_arena_resource *a, uint64_t id, uint32_t *
   return true;
 }
 
-static bool lookup_ptr(const gmr_graph_arena_resource *a, const void *ptr, uint32_t *out_slot) {
-  uint64_t v = 0;
-  if (!gmr__u64_map_get(&a->by_ptr, (uint64_t)(uintptr_t)ptr, &v)) return false;
-  *out_slot = (uint32_t)v;
+static bool lookup_ptr(gmr_graph_arena_resource *a, const void *ptr, uint32_t *out_slot) {
+  uintptr_t addr = (uintptr_t)ptr;
+  ga_chunk *c = chunk_of(a, addr);
+  if (c == NULL || ((addr - c->base) & ((1u << GRANULE_SHIFT) - 1)) != 0) return false;
+  uint32_t v = c->block_at[(addr - c->base) >> GRANULE_SHIFT];
+  if (v == 0 || a->blocks[v - 1].addr != addr) return false;
+  *out_slot = v - 1;
   return true;
 }
 
@@ -334,7 +373,10 @@ static void fill_block_info(const gmr_graph_arena_resource *a, uint32_t slot,
  * in `free`; this reserves room in `chunks` before calling the upstream. */
 static gmr_status add_chunk(gmr_graph_arena_resource *a, size_t bytes, bool initial,
                             gmr_failure *failure) {
-  if (!ensure((void **)&a->chunks, &a->chunk_capacity, a->chunk_count + 1, sizeof *a->chunks)) {
+  size_t granules = (bytes >> GRANULE_SHIFT) + 1;
+  uint32_t *block_at = NULL;
+  if (!ensure((void **)&a->chunks, &a->chunk_capacity, a->chunk_count + 1, sizeof *a->chunks) ||
+      (block_at = calloc(granules, sizeof *block_at)) == NULL) {
     snprintf(failure->message, sizeof failure->message, "graph_arena: no host memory");
     return GMR_ERR_OUT_OF_MEMORY;
   }
@@ -343,7 +385,10 @@ static gmr_status add_chunk(gmr_graph_arena_resource *a, size_t bytes, bool init
   /* Default alignment: a cuda upstream gives 256 and refuses more; larger
    * request alignments are met inside the chunk. */
   gmr_status st = gmr_allocate_ex(a->upstream, bytes, 0, NULL, &p, failure);
-  if (st != GMR_OK) return st;
+  if (st != GMR_OK) {
+    free(block_at);
+    return st;
+  }
   uintptr_t base = (uintptr_t)p;
   size_t i = a->chunk_count;
   while (i > 0 && a->chunks[i - 1].base > base) {
@@ -351,7 +396,7 @@ static gmr_status add_chunk(gmr_graph_arena_resource *a, size_t bytes, bool init
     i--;
   }
   uint64_t order = a->next_chunk_order++;
-  a->chunks[i] = (ga_chunk){base, bytes, order, initial};
+  a->chunks[i] = (ga_chunk){base, bytes, order, block_at, initial};
   a->chunk_count++;
   a->capacity_bytes += bytes;
   if (a->capacity_bytes > a->peak_capacity_bytes) a->peak_capacity_bytes = a->capacity_bytes;
@@ -369,6 +414,7 @@ static gmr_status release_chunk(gmr_graph_arena_resource *a, size_t index, bool 
   gmr_status st = gmr_deallocate(a->upstream, (void *)c.base, c.bytes, 0, NULL);
   if (st != GMR_OK) return st; /* it stays ours, still free */
   gmr__extent_set_remove(&a->free, e);
+  free(c.block_at);
   memmove(&a->chunks[index], &a->chunks[index + 1], (a->chunk_count - index - 1) * sizeof c);
   a->chunk_count--;
   a->capacity_bytes -= c.bytes;
@@ -414,6 +460,8 @@ static gmr_status open_session(gmr_graph_arena_resource *a, gmr_stream stream,
   }
   if (share == NULL) {
     m->arena = a;
+    m->entries = a->spare_entries;
+    a->spare_entries = (ga_entries){NULL, 0, 0};
     a->memories[a->memory_count++] = m;
   }
   m->session = s;
@@ -493,7 +541,12 @@ static void dissolve_memory(gmr_graph_arena_resource *a, gmr_graph_memory *m,
       break;
     }
   }
-  free(m->entries.items);
+  if (a->spare_entries.capacity < m->entries.capacity) {
+    free(a->spare_entries.items);
+    a->spare_entries = (ga_entries){m->entries.items, 0, m->entries.capacity};
+  } else {
+    free(m->entries.items);
+  }
   gmr__extent_set_clear(&m->reuse);
   free(m);
 }
@@ -530,8 +583,8 @@ static size_t fresh_bytes_needed(const carve_request *rq) {
 
 /* Record a carved block in its scope and the block table. Everything it
  * needs was reserved before. */
-static uint32_t register_block(gmr_graph_arena_resource *a, ga_session *s, uintptr_t addr,
-                               uint64_t order, const carve_request *rq) {
+static uint32_t register_block(gmr_graph_arena_resource *a, ga_session *s, ga_chunk *c,
+                               uintptr_t addr, uint64_t order, const carve_request *rq) {
   uint32_t slot = take_slot(a);
   ga_block *b = &a->blocks[slot];
   ga_entries *list = s != NULL ? &s->memory->entries : &a->open;
@@ -546,7 +599,7 @@ static uint32_t register_block(gmr_graph_arena_resource *a, ga_session *s, uintp
   b->order = order;
   list->items[list->count++] =
       (ga_entry){addr, addr + rq->carved_bytes, order, slot, ENTRY_LIVE};
-  (void)gmr__u64_map_put(&a->by_ptr, (uint64_t)addr, slot); /* reserved: cannot fail */
+  c->block_at[(addr - c->base) >> GRANULE_SHIFT] = slot + 1;
   a->live_bytes += rq->carved_bytes;
   a->live_count++;
   if (a->live_bytes > a->peak_live_bytes) a->peak_live_bytes = a->live_bytes;
@@ -591,12 +644,41 @@ static gmr_status refuse_in_session(gmr_graph_arena_resource *a, ga_session *s,
   return GMR_ERR_CAPTURE_UNSAFE;
 }
 
+/* The common case of a capture: the next bytes of the range the session is
+ * in, at its front, with room left after. No search, nothing to reserve.
+ * Returns false to take the general path. Lock held. */
+static bool serve_fast(gmr_graph_arena_resource *a, ga_session *s, const carve_request *rq,
+                       void **out_ptr, uint64_t *out_id) {
+  gmr_graph_memory *m = s->memory;
+  if (s->hint_version != a->free.version || s->hint >= a->free.count || s->refused ||
+      m->entries.count == m->entries.capacity ||
+      (a->free_slot == NO_SLOT && a->block_count == a->block_capacity)) {
+    return false;
+  }
+  gmr__extent *e = &a->free.items[s->hint];
+  if (e->order != s->cursor.order || e->begin < s->cursor.addr ||
+      (e->begin & (rq->alignment - 1)) != 0 || e->end - e->begin <= rq->carved_bytes) {
+    return false;
+  }
+  uintptr_t addr = e->begin;
+  e->begin += rq->carved_bytes;
+  a->free.total_bytes -= rq->carved_bytes;
+  s->cursor.addr = e->begin;
+  uint32_t slot = register_block(a, s, s->chunk, addr, e->order, rq);
+  *out_ptr = (void *)addr;
+  if (out_id != NULL) *out_id = block_id(a, slot);
+  return true;
+}
+
 /* Serve a request in session `s`. Lock held. */
 static gmr_status serve_in_session(gmr_graph_arena_resource *a, ga_session *s,
                                    const carve_request *rq, void **out_ptr, uint64_t *out_id,
                                    gmr_failure *failure) {
   gmr_graph_memory *m = s->memory;
   bool reuse = a->cfg.capture_policy == GMR_GRAPH_ARENA_ORDERED_REUSE;
+  /* Ordered reuse looks at the freed blocks first, so no fast path while it
+   * has some. */
+  if ((!reuse || m->reuse.count == 0) && serve_fast(a, s, rq, out_ptr, out_id)) return GMR_OK;
   if (!entries_reserve(&m->entries, 1) || !blocks_reserve(a) ||
       !gmr__extent_set_reserve(&a->free, 1) || (reuse && !gmr__extent_set_reserve(&m->reuse, 1))) {
     snprintf(failure->message, sizeof failure->message, "graph_arena: no host memory");
@@ -621,13 +703,18 @@ static gmr_status serve_in_session(gmr_graph_arena_resource *a, ga_session *s,
     order = a->free.items[index].order;
     gmr__extent_set_carve(&a->free, index, addr, rq->carved_bytes);
     s->cursor = (gmr__extent_pos){order, addr + rq->carved_bytes};
+    /* After the carve the range holding the cursor (if any is left) is
+     * the first one ending after it. */
+    s->hint = gmr__extent_set_lower_bound(&a->free, s->cursor);
+    s->hint_version = a->free.version;
+    s->chunk = chunk_of(a, addr);
   }
   if (s->refused) {
     /* A retry would serve this one from the reserved memory too. */
     size_t need = fresh_bytes_needed(rq);
     s->shortfall_bytes = s->shortfall_bytes > SIZE_MAX - need ? SIZE_MAX : s->shortfall_bytes + need;
   }
-  uint32_t slot = register_block(a, s, addr, order, rq);
+  uint32_t slot = register_block(a, s, chunk_of(a, addr), addr, order, rq);
   *out_ptr = (void *)addr;
   if (out_id != NULL) *out_id = block_id(a, slot);
   return GMR_OK;
@@ -683,7 +770,7 @@ static gmr_status serve_uncaptured(gmr_graph_arena_resource *a, const carve_requ
   }
   uint64_t order = a->free.items[index].order;
   gmr__extent_set_carve(&a->free, index, addr, rq->carved_bytes);
-  uint32_t slot = register_block(a, NULL, addr, order, rq);
+  uint32_t slot = register_block(a, NULL, chunk_of(a, addr), addr, order, rq);
   *out_ptr = (void *)addr;
   if (out_id != NULL) *out_id = block_id(a, slot);
   return GMR_OK;
@@ -944,15 +1031,14 @@ static gmr_status arena_destroy(gmr_resource *self) {
     }
   }
   unlock(a);
-  pthread_mutex_destroy(&a->mutex);
   free(a->chunks);
   gmr__extent_set_clear(&a->free);
   free(a->blocks);
-  gmr__u64_map_clear(&a->by_ptr);
   free(a->sessions);
   free(a->memories);
   free(a->open.items);
   free(a->open_marks.items);
+  free(a->spare_entries.items);
   free(a);
   return GMR_OK;
 }
@@ -1040,18 +1126,13 @@ gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
 
   gmr_graph_arena_resource *a = calloc(1, sizeof *a);
   if (a == NULL) return GMR_ERR_OUT_OF_MEMORY;
-  if (pthread_mutex_init(&a->mutex, NULL) != 0) {
-    free(a);
-    return GMR_ERR_OUT_OF_MEMORY;
-  }
+  atomic_flag_clear(&a->busy);
   a->base.vtbl = &graph_arena_vtbl;
   a->upstream = upstream;
   a->cuda = gmr__cuda();
   a->cfg = cfg;
   a->free_slot = NO_SLOT;
   a->next_mark_id = 1;
-  gmr__u64_map empty_map = GMR__U64_MAP_INIT;
-  a->by_ptr = empty_map;
   if (cfg.initial_capacity_bytes > 0) {
     gmr_failure failure;
     memset(&failure, 0, sizeof failure);
@@ -1059,7 +1140,6 @@ gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
                         ? add_chunk(a, cfg.initial_capacity_bytes, true, &failure)
                         : GMR_ERR_OUT_OF_MEMORY;
     if (st != GMR_OK) {
-      pthread_mutex_destroy(&a->mutex);
       free(a->chunks);
       gmr__extent_set_clear(&a->free);
       free(a);
