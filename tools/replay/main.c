@@ -38,6 +38,7 @@ typedef struct options {
   bool sim;
   bool skip_malformed;
   bool help;
+  replay_options replay; /* capture mode, arena reserve */
 } options;
 
 /* The stack names of a --compare list, split in place in `storage`. */
@@ -63,6 +64,11 @@ static void print_usage(FILE *out) {
           DEFAULT_STACKS ")\n"
           "  --sim                use the host simulation of CUDA even if a GPU is present\n"
           "  --skip-malformed     count and skip malformed lines instead of failing\n"
+          "  --capture MODE       capture_begin/capture_end rows: real (default: the stream\n"
+          "                       captures a CUDA graph; a graph arena in the stack gets an\n"
+          "                       explicit session) or off (ignore them)\n"
+          "  --arena-reserve SIZE before each capture, grow the stack's graph arena to SIZE\n"
+          "                       (bytes, or with K/M/G/KiB/MiB/GiB); default: no growth\n"
           "  --help               this text\n"
           "\n"
           "stacks:");
@@ -92,8 +98,34 @@ static int option_value(int argc, char **argv, int *i, const char *name, const c
   return 1;
 }
 
+/* "600MiB", "1.5G", "4096": bytes with an optional binary unit. */
+static bool parse_size(const char *text, size_t *out) {
+  char *end = NULL;
+  double v = strtod(text, &end);
+  if (end == text || v < 0) return false;
+  double unit = 1;
+  if (*end == 'K' || *end == 'k') {
+    unit = 1024.0;
+  } else if (*end == 'M' || *end == 'm') {
+    unit = 1024.0 * 1024.0;
+  } else if (*end == 'G' || *end == 'g') {
+    unit = 1024.0 * 1024.0 * 1024.0;
+  }
+  if (unit > 1) {
+    end++;
+    if (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0) end += strlen(end);
+  } else if (strcmp(end, "B") == 0) {
+    end++;
+  }
+  if (*end != '\0' || v * unit >= (double)SIZE_MAX) return false;
+  *out = (size_t)(v * unit);
+  return true;
+}
+
 static bool parse_args(int argc, char **argv, options *opt) {
   memset(opt, 0, sizeof *opt);
+  const replay_options replay_defaults = REPLAY_OPTIONS_DEFAULT;
+  opt->replay = replay_defaults;
   for (int i = 1; i < argc; ++i) {
     const char *arg = argv[i];
     const char *value = NULL;
@@ -108,6 +140,23 @@ static bool parse_args(int argc, char **argv, options *opt) {
     }
     if (strcmp(arg, "--skip-malformed") == 0) {
       opt->skip_malformed = true;
+      continue;
+    }
+    r = option_value(argc, argv, &i, "--capture", &value);
+    if (r != 0) {
+      if (r < 0 || (strcmp(value, "real") != 0 && strcmp(value, "off") != 0)) {
+        fprintf(stderr, "gmr replay: --capture takes real or off\n");
+        return false;
+      }
+      opt->replay.capture = strcmp(value, "real") == 0 ? REPLAY_CAPTURE_REAL : REPLAY_CAPTURE_OFF;
+      continue;
+    }
+    r = option_value(argc, argv, &i, "--arena-reserve", &value);
+    if (r != 0) {
+      if (r < 0 || !parse_size(value, &opt->replay.arena_reserve_bytes)) {
+        fprintf(stderr, "gmr replay: --arena-reserve takes a size such as 600MiB\n");
+        return false;
+      }
       continue;
     }
     const char *const valued[] = {"--stack", "--compare", "--trace"};
@@ -217,7 +266,7 @@ static gmr_status enable_simulation(const replay_trace *trace) {
 /* Create, replay, destroy one stack. Returns false if the stack could not be
  * created (then *result holds no memory and the reason was printed). */
 static bool replay_one(const replay_trace *trace, const char *name, uint64_t overhead_ns,
-                       replay_result *result) {
+                       const replay_options *replay_opts, replay_result *result) {
   char err[MESSAGE_BYTES];
   replay_stack *stack = NULL;
   gmr_status st = replay_stack_create(name, &stack, err, sizeof err);
@@ -226,7 +275,7 @@ static bool replay_one(const replay_trace *trace, const char *name, uint64_t ove
     memset(result, 0, sizeof *result);
     return false;
   }
-  (void)replay_run(trace, replay_stack_top(stack), overhead_ns, result);
+  (void)replay_run_with(trace, replay_stack_top(stack), overhead_ns, replay_opts, result);
   replay_result_set_destroy_status(result, replay_stack_destroy(stack));
   /* A stack that refused to be destroyed stays allocated: the process is
    * about to end, and freeing it under live allocations would be worse. */
@@ -287,7 +336,7 @@ int main(int argc, char **argv) {
   size_t done = 0;
   bool failed = false;
   for (size_t i = 0; i < stacks.count; ++i) {
-    if (!replay_one(trace, stacks.names[i], overhead_ns, &results[done])) {
+    if (!replay_one(trace, stacks.names[i], overhead_ns, &opt.replay, &results[done])) {
       failed = true;
       continue;
     }
