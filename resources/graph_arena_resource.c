@@ -795,23 +795,6 @@ static gmr_status query_capture(const gmr_graph_arena_resource *a, gmr_stream st
   return GMR_OK;
 }
 
-/* End the automatic sessions whose capture is over (the arena does not see
- * cudaStreamEndCapture). A capture-safe query per automatic session; for
- * reset and destroy, never on the allocation path. Lock held. */
-static void settle_automatic_sessions(gmr_graph_arena_resource *a) {
-  for (size_t i = a->session_count; i-- > 0;) {
-    ga_session *s = a->sessions[i];
-    if (s->explicit_session) continue;
-    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    unsigned long long id = 0;
-    cudaError_t err = a->cuda->stream_get_capture_info((cudaStream_t)s->stream, &status, &id);
-    /* A stream that cannot be asked about any more (destroyed) captures nothing. */
-    if (err != cudaSuccess || status == cudaStreamCaptureStatusNone || id != s->capture_id) {
-      end_automatic_session(a, s);
-    }
-  }
-}
-
 /* Bring the session table in line with what CUDA said about `stream`; return
  * the session requests on `stream` belong to (NULL: none). Lock held. */
 static gmr_status reconcile(gmr_graph_arena_resource *a, gmr_stream stream, bool capturing,
@@ -1003,7 +986,6 @@ static size_t clear_open_from(gmr_graph_arena_resource *a, size_t height, gmr__e
 static gmr_status arena_destroy(gmr_resource *self) {
   gmr_graph_arena_resource *a = (gmr_graph_arena_resource *)self;
   lock(a);
-  settle_automatic_sessions(a);
   if (a->session_count > 0 || a->memory_count > 0 || a->live_count > 0 ||
       atomic_load(&a->forwarded_live_count) > 0) {
     unlock(a);
@@ -1281,7 +1263,6 @@ gmr_status gmr_graph_arena_reset(gmr_graph_arena_resource *a, size_t *out_releas
   if (out_released_count != NULL) *out_released_count = 0;
   if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
   lock(a);
-  settle_automatic_sessions(a);
   if (a->session_count > 0) {
     unlock(a);
     return GMR_ERR_BUSY;

@@ -378,6 +378,24 @@ TEST_F(GraphArena, TrimGivesBackWhollyFreeGrownChunksButKeepsTheInitialOne) {
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
+TEST_F(GraphArena, TrimStopsAtAChunkTheUpstreamRefusesToTakeBack) {
+  gmr_graph_arena_resource *a = Make(Config(0, MiB));
+  gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
+  Alloc(r, MiB);
+  Alloc(r, MiB);
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_reset(a, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_FREE, 1, 1, cudaErrorLaunchFailure));
+  size_t released = 0;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_trim(r, &released));
+  EXPECT_EQ(MiB, released) << "the first chunk went back, the second stayed";
+  EXPECT_EQ(1u, Stats(a).chunk_count);
+  EXPECT_EQ(0u, Stats(a).in_use_bytes);
+  ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
+  EXPECT_EQ(MiB, released);
+  EXPECT_EQ(0u, Stats(a).capacity_bytes);
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
 // ---- rewind outside capture ----------------------------------------------------
 
 TEST_F(GraphArena, RewindFreesEverythingAfterTheMarkInLifoOrder) {
@@ -1017,19 +1035,29 @@ TEST_F(GraphArena, DestroyIsBusyWhileAnythingIsLiveAndThenFreesEveryChunk) {
   ASSERT_EQ(GMR_OK, gmr_graph_arena_end_capture(a, s, &mem));
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r)) << "a held graph memory";
   ASSERT_EQ(GMR_OK, gmr_graph_arena_release_memory(a, mem));
-  // An automatic session's memory nobody claimed: BUSY until a reset.
+  // An automatic session the arena has not seen end: it may still be open
+  // (the arena never asks CUDA about a stream outside a request on it).
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *q = Alloc(r, 256, s);
   gmr_graph g = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
   ASSERT_EQ(GMR_OK, gmr_graph_destroy(g));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, 256, 0, s));
-  EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r)) << "the session may still be open";
+  EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r)) << "an open automatic session";
+  EXPECT_EQ(GMR_ERR_BUSY, gmr_graph_arena_reset(a, nullptr));
+  // Seen to end (a request outside capture on its stream): unclaimed memory,
+  // still BUSY until a reset releases it.
+  void *outside = Alloc(r, 256, s);
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, outside, 256, 0, s));
+  EXPECT_EQ(0u, Stats(a).open_session_count);
+  EXPECT_EQ(1u, Stats(a).graph_memory_count);
+  EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r)) << "its graph may still be alive";
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_graph_arena_release_memory(a, mem));
   size_t released = 9;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_reset(a, &released));
-  EXPECT_EQ(0u, released);
+  EXPECT_EQ(0u, released) << "no live uncaptured block";
   EXPECT_EQ(0u, Stats(a).graph_memory_count);
+  EXPECT_EQ(0u, Stats(a).in_use_bytes);
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_FREE));
   gmr_cuda_sim_usage u;
@@ -1137,6 +1165,7 @@ TEST_F(GraphArena, ForwardModeSendsUncapturedRequestsUpstreamAndCapturesToTheAre
   EXPECT_EQ(2u, gmr_mock_resource_called_allocate(mock));
   uint64_t mark = 0;
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_graph_arena_checkpoint(a, s, &mark));
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_graph_arena_rewind(a, s, 1, nullptr));
   gmr_graph_arena_block_info bi;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_graph_arena_find_block(a, f1, &bi));
 

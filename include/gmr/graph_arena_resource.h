@@ -45,11 +45,18 @@
  *    during capture) and opens a session keyed by the capture id. Cost: one
  *    extra CUDA runtime call per such allocation (a driver query, typically
  *    tens to a few hundred ns), plus a second pass through the arena's lock.
- *    The arena does not see cudaStreamEndCapture: an automatic session ends
- *    when the arena next sees the stream not capturing (or capturing with
- *    another id), or at gmr_graph_arena_end_capture(). Its graph memory is
- *    then *unclaimed*: gmr_graph_arena_end_capture() on that stream claims it;
- *    gmr_graph_arena_reset() releases it.
+ *    The arena does not see cudaStreamEndCapture, and never asks CUDA about
+ *    a stream outside a request on it (the stream may be gone): an automatic
+ *    session ends at gmr_graph_arena_end_capture() (which gives its graph
+ *    memory to the caller), or when a later request on the stream finds it
+ *    not capturing or capturing with another id. A session ended that way
+ *    leaves its graph memory *unclaimed*: gmr_graph_arena_end_capture() on
+ *    that stream claims it; gmr_graph_arena_reset() releases it.
+ *
+ * Destroy (gmr_resource_destroy) returns GMR_ERR_BUSY, changing nothing,
+ * while a block is live, a session is open (automatic ones included), or a
+ * graph memory is not released (unclaimed ones included: reset first);
+ * otherwise it gives every chunk back to the upstream.
  *
  * A session ends in a graph memory handle (gmr_graph_memory). Nothing carved
  * for it is handed to anyone else until the handle is released with
@@ -92,9 +99,9 @@
  * caller must make sure that no queued work still uses it (synchronise
  * first), as for any arena (seed 004, "stream synchronization").
  *
- * Thread-safe: yes (one internal mutex per arena; no CUDA call and no
- * upstream call is made while it is held, except growth, trim and destroy
- * outside any session).
+ * Thread-safe: yes (one internal lock per arena; no CUDA call and no
+ * upstream call is made while it is held, except growth, reserve, trim and
+ * destroy, which never happen while a session is open).
  */
 #ifndef GMR_GRAPH_ARENA_RESOURCE_H_
 #define GMR_GRAPH_ARENA_RESOURCE_H_
@@ -318,7 +325,8 @@ GMR_API gmr_status gmr_graph_arena_get_memory_info(gmr_graph_arena_resource *are
  *   released. Thread-safe: yes. Stream/device: no CUDA call, no upstream call
  *   (chunks are kept; gmr_resource_trim() gives them back).
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (arena NULL); GMR_ERR_BUSY (a
- * session is open; nothing changed).
+ * session is open, automatic ones included; nothing changed);
+ * GMR_ERR_OUT_OF_MEMORY (host memory for the bookkeeping; nothing changed).
  */
 GMR_API gmr_status gmr_graph_arena_reset(gmr_graph_arena_resource *arena,
                                          size_t *out_released_count);
