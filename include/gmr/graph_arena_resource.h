@@ -34,6 +34,10 @@
  *   "graph_arena: capture needs 12.0 MiB more; create the arena with
  *    initial_capacity_bytes >= 79691776 or call
  *    gmr_graph_arena_reserve(arena, 79691776) before capture"
+ * The figure is the arena's capacity plus every request of the capture from
+ * the first refusal on (an upper bound: a retry from the same state fits;
+ * under ORDERED_REUSE far less may do, and gmr_graph_arena_get_memory_info()
+ * after a capture that fitted tells what it held).
  *
  * Sessions are opened in two ways, which mix freely:
  *  - explicitly: gmr_graph_arena_begin_capture() / gmr_graph_arena_end_capture()
