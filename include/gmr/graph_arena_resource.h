@@ -378,7 +378,9 @@ GMR_API gmr_status gmr_graph_arena_rewind(gmr_graph_arena_resource *arena, gmr_s
 /**
  * gmr_allocate() on the arena that also returns the block's 64-bit id (seed
  * 000's BlockId; never 0, never reused in the arena's life). Zero bytes gives
- * *out_ptr NULL and *out_id 0. `failure` may be NULL.
+ * *out_ptr NULL and *out_id 0, and so does nothing else: a request forwarded
+ * to the upstream (UNCAPTURED_FORWARD, outside sessions) has no id (*out_id
+ * 0). `failure` may be NULL.
  *
  * Thread-safe: yes. Stream/device, returns and state after failure: as the
  *   arena's allocate (gmr_allocate_ex); on failure *out_id is 0.
@@ -457,7 +459,8 @@ typedef struct gmr_graph_arena_stats {
 GMR_API gmr_status gmr_graph_arena_get_stats(gmr_graph_arena_resource *arena,
                                              gmr_graph_arena_stats *out);
 
-/** The configuration the arena was created with (defaults filled in). */
+/** The configuration the arena was created with (sizes rounded as used).
+ * pre: arena is not NULL. Thread-safe: yes. */
 GMR_API gmr_graph_arena_config gmr_graph_arena_get_config(const gmr_graph_arena_resource *arena);
 
 /** "monotone" / "ordered_reuse" / "unknown". Static string. */
