@@ -38,7 +38,10 @@ typedef struct options {
   bool sim;
   bool skip_malformed;
   bool help;
-  replay_options replay; /* capture mode, arena reserve */
+  replay_options replay; /* capture mode */
+  /* --arena-reserve: one size for every stack, or one per stack in order. */
+  size_t arena_reserve_bytes[MAX_STACKS];
+  size_t arena_reserve_count;
 } options;
 
 /* The stack names of a --compare list, split in place in `storage`. */
@@ -67,8 +70,9 @@ static void print_usage(FILE *out) {
           "  --capture MODE       capture_begin/capture_end rows: real (default: the stream\n"
           "                       captures a CUDA graph; a graph arena in the stack gets an\n"
           "                       explicit session) or off (ignore them)\n"
-          "  --arena-reserve SIZE before each capture, grow the stack's graph arena to SIZE\n"
-          "                       (bytes, or with K/M/G/KiB/MiB/GiB); default: no growth\n"
+          "  --arena-reserve SIZE[,SIZE...]  before each capture, grow the stack's graph arena\n"
+          "                       to SIZE (bytes, or with K/M/G/KiB/MiB/GiB; one size per\n"
+          "                       stack of --compare, or one for all); default: no growth\n"
           "  --help               this text\n"
           "\n"
           "stacks:");
@@ -153,8 +157,17 @@ static bool parse_args(int argc, char **argv, options *opt) {
     }
     r = option_value(argc, argv, &i, "--arena-reserve", &value);
     if (r != 0) {
-      if (r < 0 || !parse_size(value, &opt->replay.arena_reserve_bytes)) {
-        fprintf(stderr, "gmr replay: --arena-reserve takes a size such as 600MiB\n");
+      char sizes[256];
+      bool ok = r > 0 && strlen(value) < sizeof sizes;
+      if (ok) strcpy(sizes, value);
+      for (char *item = ok ? strtok(sizes, ",") : NULL; ok && item != NULL;
+           item = strtok(NULL, ",")) {
+        ok = opt->arena_reserve_count < MAX_STACKS &&
+             parse_size(item, &opt->arena_reserve_bytes[opt->arena_reserve_count++]);
+      }
+      if (!ok || opt->arena_reserve_count == 0) {
+        fprintf(stderr, "gmr replay: --arena-reserve takes sizes such as 600MiB or "
+                        "572MiB,190MiB\n");
         return false;
       }
       continue;
@@ -293,6 +306,11 @@ int main(int argc, char **argv) {
   if (!parse_stacks(opt.stack_list != NULL ? opt.stack_list : DEFAULT_STACKS, &stacks)) {
     return EXIT_USAGE;
   }
+  if (opt.arena_reserve_count > 1 && opt.arena_reserve_count != stacks.count) {
+    fprintf(stderr, "gmr replay: --arena-reserve gives %zu sizes for %zu stacks\n",
+            opt.arena_reserve_count, stacks.count);
+    return EXIT_USAGE;
+  }
 
   char bundled[PATH_BYTES];
   if (opt.trace_path == NULL) {
@@ -336,7 +354,12 @@ int main(int argc, char **argv) {
   size_t done = 0;
   bool failed = false;
   for (size_t i = 0; i < stacks.count; ++i) {
-    if (!replay_one(trace, stacks.names[i], overhead_ns, &opt.replay, &results[done])) {
+    replay_options replay_opts = opt.replay;
+    if (opt.arena_reserve_count > 0) {
+      replay_opts.arena_reserve_bytes =
+          opt.arena_reserve_bytes[opt.arena_reserve_count == 1 ? 0 : i];
+    }
+    if (!replay_one(trace, stacks.names[i], overhead_ns, &replay_opts, &results[done])) {
       failed = true;
       continue;
     }
