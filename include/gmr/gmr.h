@@ -19,6 +19,7 @@
 #include "gmr/device.h"
 #include "gmr/events.h"
 #include "gmr/fixed_block_resource.h"
+#include "gmr/graph_arena_resource.h"
 #include "gmr/host_resource.h"
 #include "gmr/limiting_adaptor.h"
 #include "gmr/oom_adaptor.h"

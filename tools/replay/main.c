@@ -43,6 +43,10 @@ typedef struct options {
   bool skip_malformed;
   bool help;
   bool components;
+  replay_options replay; /* capture mode */
+  /* --arena-reserve: one size for every stack, or one per stack in order. */
+  size_t arena_reserve_bytes[MAX_STACKS];
+  size_t arena_reserve_count;
 } options;
 
 /* The stacks asked for, each an alias or a spec, copied into `storage`. */
@@ -71,6 +75,12 @@ static void print_usage(FILE *out) {
           "  --components         list the components and options a spec can use\n"
           "  --sim                use the host simulation of CUDA even if a GPU is present\n"
           "  --skip-malformed     count and skip malformed lines instead of failing\n"
+          "  --capture MODE       capture_begin/capture_end rows: real (default: the stream\n"
+          "                       captures a CUDA graph; a graph arena in the stack gets an\n"
+          "                       explicit session) or off (ignore them)\n"
+          "  --arena-reserve SIZE[,SIZE...]  before each capture, grow the stack's graph arena\n"
+          "                       to SIZE (bytes, or with K/M/G/KiB/MiB/GiB; one size per\n"
+          "                       stack of --compare, or one for all); default: no growth\n"
           "  --help               this text\n"
           "\n"
           "A stack is a spec, top layer first, '>' meaning \"stacks on\", e.g.\n"
@@ -104,8 +114,34 @@ static int option_value(int argc, char **argv, int *i, const char *name, const c
   return 1;
 }
 
+/* "600MiB", "1.5G", "4096": bytes with an optional binary unit. */
+static bool parse_size(const char *text, size_t *out) {
+  char *end = NULL;
+  double v = strtod(text, &end);
+  if (end == text || v < 0) return false;
+  double unit = 1;
+  if (*end == 'K' || *end == 'k') {
+    unit = 1024.0;
+  } else if (*end == 'M' || *end == 'm') {
+    unit = 1024.0 * 1024.0;
+  } else if (*end == 'G' || *end == 'g') {
+    unit = 1024.0 * 1024.0 * 1024.0;
+  }
+  if (unit > 1) {
+    end++;
+    if (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0) end += strlen(end);
+  } else if (strcmp(end, "B") == 0) {
+    end++;
+  }
+  if (*end != '\0' || v * unit >= (double)SIZE_MAX) return false;
+  *out = (size_t)(v * unit);
+  return true;
+}
+
 static bool parse_args(int argc, char **argv, options *opt) {
   memset(opt, 0, sizeof *opt);
+  const replay_options replay_defaults = REPLAY_OPTIONS_DEFAULT;
+  opt->replay = replay_defaults;
   for (int i = 1; i < argc; ++i) {
     const char *arg = argv[i];
     const char *value = NULL;
@@ -124,6 +160,32 @@ static bool parse_args(int argc, char **argv, options *opt) {
     }
     if (strcmp(arg, "--components") == 0) {
       opt->components = true;
+      continue;
+    }
+    r = option_value(argc, argv, &i, "--capture", &value);
+    if (r != 0) {
+      if (r < 0 || (strcmp(value, "real") != 0 && strcmp(value, "off") != 0)) {
+        fprintf(stderr, "gmr replay: --capture takes real or off\n");
+        return false;
+      }
+      opt->replay.capture = strcmp(value, "real") == 0 ? REPLAY_CAPTURE_REAL : REPLAY_CAPTURE_OFF;
+      continue;
+    }
+    r = option_value(argc, argv, &i, "--arena-reserve", &value);
+    if (r != 0) {
+      char sizes[256];
+      bool ok = r > 0 && strlen(value) < sizeof sizes;
+      if (ok) strcpy(sizes, value);
+      for (char *item = ok ? strtok(sizes, ",") : NULL; ok && item != NULL;
+           item = strtok(NULL, ",")) {
+        ok = opt->arena_reserve_count < MAX_STACKS &&
+             parse_size(item, &opt->arena_reserve_bytes[opt->arena_reserve_count++]);
+      }
+      if (!ok || opt->arena_reserve_count == 0) {
+        fprintf(stderr, "gmr replay: --arena-reserve takes sizes such as 600MiB or "
+                        "572MiB,190MiB\n");
+        return false;
+      }
       continue;
     }
     const char *const valued[] = {"--stack", "--compare", "--trace"};
@@ -274,7 +336,8 @@ static gmr_status enable_simulation(const replay_trace *trace) {
 /* Create, replay, destroy one stack. Returns false if the stack could not be
  * created (then *result holds no memory and the reason was printed). */
 static bool replay_one(const replay_trace *trace, const char *name, uint64_t overhead_ns,
-                       replay_result *result, char *adaptors, size_t adaptors_bytes) {
+                       const replay_options *replay_opts, replay_result *result,
+                       char *adaptors, size_t adaptors_bytes) {
   char err[MESSAGE_BYTES];
   replay_stack *stack = NULL;
   gmr_status st = replay_stack_create(name, &stack, err, sizeof err);
@@ -283,7 +346,7 @@ static bool replay_one(const replay_trace *trace, const char *name, uint64_t ove
     memset(result, 0, sizeof *result);
     return false;
   }
-  (void)replay_run(trace, replay_stack_top(stack), overhead_ns, result);
+  (void)replay_run_with(trace, replay_stack_top(stack), overhead_ns, replay_opts, result);
   replay_stack_describe(stack, adaptors, adaptors_bytes);
   replay_result_set_destroy_status(result, replay_stack_destroy(stack));
   /* A stack that refused to be destroyed stays allocated: the process is
@@ -304,6 +367,11 @@ int main(int argc, char **argv) {
   }
   static stack_list stacks;
   if (!parse_stacks(&opt, &stacks)) return EXIT_USAGE;
+  if (opt.arena_reserve_count > 1 && opt.arena_reserve_count != stacks.count) {
+    fprintf(stderr, "gmr replay: --arena-reserve gives %zu sizes for %zu stacks\n",
+            opt.arena_reserve_count, stacks.count);
+    return EXIT_USAGE;
+  }
 
   char bundled[PATH_BYTES];
   if (opt.trace_path == NULL) {
@@ -348,8 +416,13 @@ int main(int argc, char **argv) {
   size_t done = 0;
   bool failed = false;
   for (size_t i = 0; i < stacks.count; ++i) {
-    if (!replay_one(trace, stacks.names[i], overhead_ns, &results[done], adaptors[done],
-                    sizeof adaptors[done])) {
+    replay_options replay_opts = opt.replay;
+    if (opt.arena_reserve_count > 0) {
+      replay_opts.arena_reserve_bytes =
+          opt.arena_reserve_bytes[opt.arena_reserve_count == 1 ? 0 : i];
+    }
+    if (!replay_one(trace, stacks.names[i], overhead_ns, &replay_opts, &results[done],
+                    adaptors[done], sizeof adaptors[done])) {
       failed = true;
       continue;
     }

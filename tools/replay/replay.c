@@ -17,6 +17,15 @@ typedef struct replay_state {
   gmr_stream *streams;  /* per stream index; NULL for the default stream */
   void **ptrs;          /* per allocation index: the live pointer, NULL otherwise */
   size_t *alloc_event;  /* per allocation index: its ALLOC event */
+  bool *capturing;      /* per stream index: a capture of ours is open on it */
+  bool *in_session;     /* per stream index: the arena has an explicit session on it */
+  replay_options options;
+  gmr_graph_arena_resource *arena; /* the stack's graph arena, or NULL */
+  /* Kept until the end of the trace, as a program keeps what it replays. */
+  gmr_graph *graphs;
+  size_t graph_count;
+  gmr_graph_memory **memories;
+  size_t memory_count;
 } replay_state;
 
 static void note_failure(replay_result *r, const char *fmt, ...) {
@@ -49,6 +58,10 @@ static void free_state(replay_state *s) {
   free(s->streams);
   free(s->ptrs);
   free(s->alloc_event);
+  free(s->capturing);
+  free(s->in_session);
+  free(s->graphs);
+  free(s->memories);
 }
 
 /* A stream of our own for every recorded non-zero stream. */
@@ -76,8 +89,11 @@ static void replay_alloc(const replay_trace *trace, const replay_event *e, size_
   uint64_t end = replay_clock_now_ns();
   r->alloc_ns[r->alloc_count++] = replay_elapsed_ns(start, end, r->timer_overhead_ns);
   s->alloc_event[e->alloc_index] = event_index;
+  bool captured = s->capturing[e->stream_index];
+  if (captured) r->capture_alloc_count++;
   if (st == GMR_OK) {
     s->ptrs[e->alloc_index] = ptr;
+    if (captured) r->capture_alloc_ok_count++;
     return;
   }
   s->ptrs[e->alloc_index] = NULL; /* its free will be skipped */
@@ -113,6 +129,101 @@ static void replay_free(const replay_trace *trace, const replay_event *e, gmr_re
   note_failure(r, "line %" PRIu64 ": deallocate %" PRIu64 " bytes on stream %" PRIu64 ": %s",
                e->line, e->size_bytes, trace->stream_values[e->stream_index],
                gmr_status_name(st));
+}
+
+/* capture_begin: grow the arena if asked, open the arena's session, then
+ * capture the stream for real. */
+static void begin_capture(const replay_trace *trace, const replay_event *e, replay_state *s,
+                          replay_result *r) {
+  uint32_t i = e->stream_index;
+  uint64_t recorded = trace->stream_values[i];
+  if (s->streams[i] == NULL) {
+    r->capture_failure_count++;
+    note_failure(r, "line %" PRIu64 ": capture_begin on recorded stream 0, the default stream, "
+                    "which CUDA cannot capture",
+                 e->line);
+    return;
+  }
+  if (s->arena != NULL && s->options.arena_reserve_bytes > 0) {
+    gmr_status st = gmr_graph_arena_reserve(s->arena, s->options.arena_reserve_bytes);
+    if (st != GMR_OK) {
+      r->capture_failure_count++;
+      note_failure(r, "line %" PRIu64 ": gmr_graph_arena_reserve(%zu) before the capture: %s",
+                   e->line, s->options.arena_reserve_bytes, gmr_status_name(st));
+    }
+  }
+  if (s->arena != NULL) {
+    gmr_status st = gmr_graph_arena_begin_capture(s->arena, s->streams[i], NULL);
+    if (st == GMR_OK) {
+      s->in_session[i] = true;
+    } else {
+      r->capture_failure_count++;
+      note_failure(r, "line %" PRIu64 ": gmr_graph_arena_begin_capture on stream %" PRIu64
+                      ": %s",
+                   e->line, recorded, gmr_status_name(st));
+    }
+  }
+  gmr_status st = gmr_stream_begin_capture(s->streams[i]);
+  if (st != GMR_OK) {
+    r->capture_failure_count++;
+    note_failure(r, "line %" PRIu64 ": gmr_stream_begin_capture on stream %" PRIu64 ": %s",
+                 e->line, recorded, gmr_status_name(st));
+    return;
+  }
+  s->capturing[i] = true;
+  r->capture_count++;
+}
+
+/* capture_end (or the end of the trace): end the real capture, which must
+ * still be valid, and take the arena's graph memory. Both are kept. */
+static void end_capture(const replay_trace *trace, uint32_t i, uint64_t line, replay_state *s,
+                        replay_result *r) {
+  uint64_t recorded = trace->stream_values[i];
+  if (s->capturing[i]) {
+    gmr_graph graph = NULL;
+    gmr_status st = gmr_stream_end_capture(s->streams[i], &graph);
+    s->capturing[i] = false;
+    if (st != GMR_OK) {
+      r->capture_failure_count++;
+      note_failure(r, "line %" PRIu64 ": the capture of stream %" PRIu64 " was broken by a "
+                      "capture-unsafe call inside it (gmr_stream_end_capture: %s)",
+                   line, recorded, gmr_status_name(st));
+    } else {
+      s->graphs[s->graph_count++] = graph;
+    }
+  }
+  if (s->in_session[i]) {
+    gmr_graph_memory *memory = NULL;
+    gmr_status st = gmr_graph_arena_end_capture(s->arena, s->streams[i], &memory);
+    s->in_session[i] = false;
+    if (st != GMR_OK) {
+      r->capture_failure_count++;
+      note_failure(r, "line %" PRIu64 ": gmr_graph_arena_end_capture on stream %" PRIu64 ": %s",
+                   line, recorded, gmr_status_name(st));
+    } else {
+      s->memories[s->memory_count++] = memory;
+    }
+  }
+}
+
+/* The graphs are gone, then the memory they used goes back to the arena. */
+static void drop_graphs(replay_state *s, replay_result *r) {
+  for (size_t k = 0; k < s->graph_count; ++k) {
+    gmr_status st = gmr_graph_destroy(s->graphs[k]);
+    if (st != GMR_OK) {
+      r->cleanup_failure_count++;
+      note_failure(r, "gmr_graph_destroy at the end: %s", gmr_status_name(st));
+    }
+  }
+  s->graph_count = 0;
+  for (size_t k = 0; k < s->memory_count; ++k) {
+    gmr_status st = gmr_graph_arena_release_memory(s->arena, s->memories[k]);
+    if (st != GMR_OK) {
+      r->cleanup_failure_count++;
+      note_failure(r, "gmr_graph_arena_release_memory at the end: %s", gmr_status_name(st));
+    }
+  }
+  s->memory_count = 0;
 }
 
 /* Free what the trace left live, on the stream it was allocated on. */
@@ -168,7 +279,7 @@ static void compute_percentiles(replay_result *r) {
 }
 
 static gmr_status run(const replay_trace *trace, gmr_resource *top, uint64_t timer_overhead_ns,
-                      replay_result *out) {
+                      const replay_options *options, replay_result *out) {
   memset(out, 0, sizeof *out);
   out->destroy_status = GMR_OK;
   out->footprint_status = GMR_ERR_UNSUPPORTED;
@@ -179,13 +290,24 @@ static gmr_status run(const replay_trace *trace, gmr_resource *top, uint64_t tim
   }
   const size_t alloc_total = trace->summary.alloc_count;
   const size_t free_total = trace->summary.free_count;
+  const size_t streams = trace->stream_count > 0 ? trace->stream_count : 1;
+  const size_t captures = trace->summary.capture_count > 0 ? trace->summary.capture_count : 1;
   replay_state s;
-  s.streams = calloc(trace->stream_count > 0 ? trace->stream_count : 1, sizeof *s.streams);
+  memset(&s, 0, sizeof s);
+  s.options = *options;
+  s.arena = options->capture == REPLAY_CAPTURE_REAL ? gmr_graph_arena_find_in_stack(top) : NULL;
+  out->has_graph_arena = gmr_graph_arena_find_in_stack(top) != NULL;
+  s.streams = calloc(streams, sizeof *s.streams);
   s.ptrs = calloc(alloc_total > 0 ? alloc_total : 1, sizeof *s.ptrs);
   s.alloc_event = calloc(alloc_total > 0 ? alloc_total : 1, sizeof *s.alloc_event);
+  s.capturing = calloc(streams, sizeof *s.capturing);
+  s.in_session = calloc(streams, sizeof *s.in_session);
+  s.graphs = calloc(captures, sizeof *s.graphs);
+  s.memories = calloc(captures, sizeof *s.memories);
   out->alloc_ns = calloc(alloc_total > 0 ? alloc_total : 1, sizeof *out->alloc_ns);
   out->free_ns = calloc(free_total > 0 ? free_total : 1, sizeof *out->free_ns);
-  if (s.streams == NULL || s.ptrs == NULL || s.alloc_event == NULL || out->alloc_ns == NULL ||
+  if (s.streams == NULL || s.ptrs == NULL || s.alloc_event == NULL || s.capturing == NULL ||
+      s.in_session == NULL || s.graphs == NULL || s.memories == NULL || out->alloc_ns == NULL ||
       out->free_ns == NULL) {
     free_state(&s);
     replay_result_free(out);
@@ -210,28 +332,47 @@ static gmr_status run(const replay_trace *trace, gmr_resource *top, uint64_t tim
         replay_free(trace, e, top, &s, out);
         break;
       case REPLAY_OP_CAPTURE_BEGIN:
+        if (options->capture == REPLAY_CAPTURE_REAL) begin_capture(trace, e, &s, out);
+        break;
       case REPLAY_OP_CAPTURE_END:
-        break; /* a later version tells the stack the stream is capturing */
+        if (options->capture == REPLAY_CAPTURE_REAL) end_capture(trace, e->stream_index, e->line, &s, out);
+        break;
     }
   }
 
   /* The peak is read before anything is freed at the end, so the end-of-run
    * frees cannot change what is reported. */
   out->footprint_status = gmr_resource_get_footprint(top, &out->footprint);
+  /* A capture the trace left open ends first: nothing may synchronise a
+   * capturing stream. */
+  for (uint32_t i = 0; i < trace->stream_count; ++i) {
+    if (s.capturing[i] || s.in_session[i]) end_capture(trace, i, 0, &s, out);
+  }
   free_live(trace, top, &s, out);
   synchronize_streams(trace, &s, out);
+  drop_graphs(&s, out);
+  if (out->has_graph_arena) {
+    (void)gmr_graph_arena_get_stats(gmr_graph_arena_find_in_stack(top), &out->arena);
+  }
   destroy_streams(trace, &s, out);
   free_state(&s);
   compute_percentiles(out);
   return GMR_OK;
 }
 
-gmr_status replay_run(const replay_trace *trace, gmr_resource *top, uint64_t timer_overhead_ns,
-                      replay_result *out) {
+gmr_status replay_run_with(const replay_trace *trace, gmr_resource *top,
+                           uint64_t timer_overhead_ns, const replay_options *options,
+                           replay_result *out) {
   if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  gmr_status st = run(trace, top, timer_overhead_ns, out);
+  const replay_options defaults = REPLAY_OPTIONS_DEFAULT;
+  gmr_status st = run(trace, top, timer_overhead_ns, options != NULL ? options : &defaults, out);
   out->run_status = st;
   return st;
+}
+
+gmr_status replay_run(const replay_trace *trace, gmr_resource *top, uint64_t timer_overhead_ns,
+                      replay_result *out) {
+  return replay_run_with(trace, top, timer_overhead_ns, NULL, out);
 }
 
 void replay_result_set_destroy_status(replay_result *result, gmr_status status) {
@@ -246,7 +387,8 @@ void replay_result_set_destroy_status(replay_result *result, gmr_status status) 
 size_t replay_result_failure_count(const replay_result *result) {
   if (result == NULL) return 0;
   return result->failed_alloc_count + result->failed_free_count +
-         result->cleanup_failure_count + (result->run_status != GMR_OK ? 1u : 0u) +
+         result->cleanup_failure_count + result->capture_failure_count +
+         (result->run_status != GMR_OK ? 1u : 0u) +
          (result->destroy_status != GMR_OK ? 1u : 0u);
 }
 

@@ -8,7 +8,20 @@
  * and deallocate is timed on its own (see timing.h). An allocation that fails
  * is counted and its later free skipped; the replay goes on. At the end,
  * whatever the trace left live is freed, the streams are synchronised and
- * destroyed. Capture markers are kept in the trace but not acted on yet.
+ * destroyed.
+ *
+ * Capture markers (capture_begin / capture_end rows) are honoured by default
+ * (REPLAY_CAPTURE_REAL): the mapped stream really captures a CUDA graph
+ * (gmr_stream_begin_capture / gmr_stream_end_capture, on a GPU and on the
+ * simulation alike), so every layer of the stack sees a capturing stream and
+ * a capture-unsafe call anywhere in it breaks the capture, which the result
+ * counts. When the stack contains a graph_arena_resource, the replay also
+ * opens an explicit session on it for the capture (the arena's fast path, and
+ * the graph memory handle a program keeps while its graph lives): the real
+ * capture is the check, the session the arena's way of being told. Each graph
+ * and its graph memory are kept until the end of the trace, as a program that
+ * replays its graph keeps them, then destroyed and released. The recorded
+ * default stream cannot be captured: a capture_begin on it is a failure.
  *
  * Thread-safe: replay_run() uses the stack from the calling thread only; run
  * one replay per stack at a time.
@@ -20,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gmr/graph_arena_resource.h"
 #include "gmr/resource.h"
 #include "gmr/status.h"
 #include "tools/replay/trace.h"
@@ -29,6 +43,23 @@ extern "C" {
 #endif
 
 #define REPLAY_FAILURE_TEXT_BYTES 320
+
+/* What a replay does with the trace's capture_begin / capture_end rows. */
+typedef enum replay_capture_mode {
+  REPLAY_CAPTURE_REAL = 0, /* capture for real; explicit session on a graph arena */
+  REPLAY_CAPTURE_OFF = 1   /* ignore the markers */
+} replay_capture_mode;
+
+typedef struct replay_options {
+  replay_capture_mode capture;
+  /* > 0: before each capture, grow the stack's graph arena (if it has one) to
+   * this capacity with gmr_graph_arena_reserve(): memory taken from the layer
+   * below just before the capture, as a program sized from an earlier
+   * CAPTURE_UNSAFE message would. */
+  size_t arena_reserve_bytes;
+} replay_options;
+
+#define REPLAY_OPTIONS_DEFAULT {REPLAY_CAPTURE_REAL, 0}
 
 typedef struct replay_result {
   /* Calls made for the trace's events (the end-of-run frees not included). */
@@ -60,6 +91,15 @@ typedef struct replay_result {
    * end-of-run free; footprint_status GMR_ERR_UNSUPPORTED: no resource reports one. */
   gmr_status footprint_status;
   gmr_footprint footprint;
+  /* Captures (REPLAY_CAPTURE_REAL). */
+  size_t capture_count;          /* captures begun */
+  size_t capture_failure_count;  /* captures that could not begin, or ended broken */
+  size_t capture_alloc_count;    /* allocate calls on a stream while it captured */
+  size_t capture_alloc_ok_count; /* of those, the ones that succeeded */
+  bool has_graph_arena;          /* the stack has a graph_arena_resource */
+  gmr_graph_arena_stats arena;   /* its counters after the run (has_graph_arena):
+                                    capture_allocation_count = served inside
+                                    captures; upstream_calls_during_capture must be 0 */
 } replay_result;
 
 /**
@@ -85,6 +125,16 @@ typedef struct replay_result {
  */
 gmr_status replay_run(const replay_trace *trace, gmr_resource *top, uint64_t timer_overhead_ns,
                       replay_result *out);
+
+/**
+ * replay_run() with `options` (NULL: REPLAY_OPTIONS_DEFAULT, which is what
+ * replay_run() uses). Captures that cannot begin or end broken are counted
+ * in capture_failure_count and make the result fail.
+ * Returns, ownership, state after failure: as replay_run().
+ */
+gmr_status replay_run_with(const replay_trace *trace, gmr_resource *top,
+                           uint64_t timer_overhead_ns, const replay_options *options,
+                           replay_result *out);
 
 /**
  * Record how destroying the stack went after the replay; anything but GMR_OK

@@ -111,6 +111,31 @@ void replay_report_print_table(FILE *out, const replay_trace *trace,
           (unsigned long long)overhead_ns);
   for (size_t i = 0; i < count; ++i) {
     const replay_result *r = &results[i];
+    if (trace->summary.capture_count == 0) break;
+    fprintf(out, "%s: %zu %s begun, %zu broken or refused; %zu allocations inside, %zu served",
+            stack_names[i], r->capture_count, plural(r->capture_count, "capture", "captures"),
+            r->capture_failure_count, r->capture_alloc_count, r->capture_alloc_ok_count);
+    if (r->has_graph_arena) {
+      char capacity[32], shortfall[32];
+      fprintf(out,
+              "; graph arena: %llu served inside captures, %llu upstream calls during capture "
+              "(must be 0), capacity %s MiB",
+              (unsigned long long)r->arena.capture_allocation_count,
+              (unsigned long long)r->arena.upstream_calls_during_capture,
+              replay_report_format_mib(r->arena.peak_capacity_bytes, capacity, sizeof capacity));
+      if (r->arena.capture_refusal_count > 0) {
+        fprintf(out, ", %llu refused (needs %s MiB more)",
+                (unsigned long long)r->arena.capture_refusal_count,
+                replay_report_format_mib(r->arena.capture_shortfall_bytes, shortfall,
+                                         sizeof shortfall));
+      }
+    } else {
+      fprintf(out, "; no graph arena in the stack");
+    }
+    fputc('\n', out);
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const replay_result *r = &results[i];
     size_t failures = replay_result_failure_count(r);
     if (failures == 0) continue;
     fprintf(out, "%s: %zu %s (%zu allocate, %zu deallocate, %zu skipped frees); first: %s\n",

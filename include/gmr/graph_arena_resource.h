@@ -1,0 +1,480 @@
+/*
+ * gmr/graph_arena_resource.h: memory for CUDA graph capture whose addresses
+ * stay valid for every replay of the graph.
+ *
+ * Why: a captured graph bakes raw device pointers into its kernel, memset and
+ * copy nodes, and host code does not run again when the graph is replayed.
+ * cudaMalloc during capture is refused (cudaErrorStreamCaptureUnsupported) and
+ * breaks the capture; cudaMallocAsync during capture makes graph memory nodes
+ * that stop a graph from being relaunched (unless auto-freed) or cloned. The
+ * arena instead takes memory from its upstream *before* capture and hands out
+ * pieces of it during capture without any CUDA call; the pieces a graph uses
+ * are kept for that graph until the caller releases them (after destroying the
+ * graph). Sources: the "CUDA graph memory pool" spec (seed 000: fixed
+ * addresses, Reset, block ids), numr's monotone bump arena (seed 001),
+ * AdaptiveArrayPools' checkpoint/rewind (seed 004), PyTorch's per-graph private
+ * pools (c10/cuda/CUDACachingAllocator.cpp, Note [Interaction with CUDA graph
+ * capture]). RMM calls graph support out of scope (rmm #2518).
+ *
+ * Model
+ * -----
+ * The arena owns chunks of memory from its upstream: `initial_capacity_bytes`
+ * taken at create, more in chunks of `chunk_bytes` when a request outside any
+ * capture does not fit, never more than `max_capacity_bytes` in all. Every
+ * allocation it serves is carved out of a chunk, at least `alignment` (256)
+ * aligned, its size rounded up to a multiple of `alignment`.
+ *
+ * A capture *session* is open on a stream while that stream captures. Every
+ * allocation on that stream during the session is served from the arena's
+ * free space and belongs to the session's *graph memory*; during a session
+ * the arena never calls its upstream and nothing capture-unsafe (no
+ * cudaMalloc, no event query, no synchronisation). A request the free space
+ * cannot satisfy returns GMR_ERR_CAPTURE_UNSAFE, changes nothing, and leaves
+ * the capture intact; gmr_failure::message says how much to reserve, e.g.
+ *   "graph_arena: capture needs 12.0 MiB more; create the arena with
+ *    initial_capacity_bytes >= 79691776 or call
+ *    gmr_graph_arena_reserve(arena, 79691776) before capture"
+ * The figure is the arena's capacity plus every request of the capture from
+ * the first refusal on (an upper bound: a retry from the same state fits;
+ * under ORDERED_REUSE far less may do, and gmr_graph_arena_get_memory_info()
+ * after a capture that fitted tells what it held).
+ *
+ * Sessions are opened in two ways, which mix freely:
+ *  - explicitly: gmr_graph_arena_begin_capture() / gmr_graph_arena_end_capture()
+ *    around the capture. The allocation path then makes no CUDA call at all
+ *    (a lookup in a small table of streams): this is the fast path.
+ *  - automatically (detection GMR_GRAPH_ARENA_DETECT_AUTO, the default): an
+ *    allocation on a stream without an explicit session asks the CUDA layer
+ *    whether the stream captures (cudaStreamGetCaptureInfo, which is legal
+ *    during capture) and opens a session keyed by the capture id. Cost: one
+ *    extra CUDA runtime call per such allocation (a driver query, typically
+ *    tens to a few hundred ns), plus a second pass through the arena's lock.
+ *    The arena does not see cudaStreamEndCapture, and never asks CUDA about
+ *    a stream outside a request on it (the stream may be gone): an automatic
+ *    session ends at gmr_graph_arena_end_capture() (which gives its graph
+ *    memory to the caller), or when a later request on the stream finds it
+ *    not capturing or capturing with another id. A session ended that way
+ *    leaves its graph memory *unclaimed*: gmr_graph_arena_end_capture() on
+ *    that stream claims it; gmr_graph_arena_reset() releases it.
+ *
+ * Destroy (gmr_resource_destroy) returns GMR_ERR_BUSY, changing nothing,
+ * while a block is live, a session is open (automatic ones included), or a
+ * graph memory is not released (unclaimed ones included: reset first);
+ * otherwise it gives every chunk back to the upstream.
+ *
+ * A session ends in a graph memory handle (gmr_graph_memory). Nothing carved
+ * for it is handed to anyone else until the handle is released with
+ * gmr_graph_arena_release_memory(); release it after the graphs that use it
+ * are destroyed and their last launch has completed. Blocks still live at
+ * release stay allocated until the caller deallocates them. Several graphs may
+ * share one graph memory: pass the handle to gmr_graph_arena_begin_capture()
+ * (one active session per graph memory at a time). Several streams may
+ * capture at the same time, each with its own session.
+ *
+ * Capture policies (what a free during capture means):
+ *  - GMR_GRAPH_ARENA_MONOTONE (default; numr): a block freed, or rewound,
+ *    during capture is bookkeeping only; its bytes stay with the graph memory
+ *    until release. No two allocations of one graph memory ever overlap, so
+ *    graph nodes never alias and graphs sharing a memory may replay in any
+ *    order, even concurrently. Costs the sum of all sizes allocated in the
+ *    capture.
+ *  - GMR_GRAPH_ARENA_ORDERED_REUSE (PyTorch's private pools): a block freed
+ *    during the capture on the capturing stream may be handed out again later
+ *    in the same capture on that stream (and in later captures into the same
+ *    graph memory, on the same stream). Costs about the peak of live bytes in
+ *    the capture. Safe for one graph because its nodes run in stream order;
+ *    graphs sharing a memory must then be replayed in capture order and never
+ *    concurrently (PyTorch's documented rule).
+ *
+ * Outside sessions (`uncaptured`):
+ *  - GMR_GRAPH_ARENA_UNCAPTURED_ARENA (default): requests are carved from the
+ *    arena too (growing it if needed) and a free is bookkeeping only: the bytes
+ *    come back at gmr_graph_arena_reset() or at a rewind (seeds 000, 001, 004).
+ *    A warm-up iteration outside capture therefore sizes the arena; after a
+ *    reset the same requests get the same addresses inside the capture.
+ *  - GMR_GRAPH_ARENA_UNCAPTURED_FORWARD: requests go straight to the upstream
+ *    (e.g. a pool); the arena's memory serves captures only, as PyTorch routes
+ *    only capturing streams to private pools. This is the graph pool stack's
+ *    mode (docs/graph_pool.md).
+ *
+ * Reuse and streams: the arena never records or queries events. Memory that
+ * comes back to its free space (reset, rewind, release of a graph memory, a
+ * free after that release) is handed to the next request on any stream: the
+ * caller must make sure that no queued work still uses it (synchronise
+ * first), as for any arena (seed 004, "stream synchronization").
+ *
+ * Thread-safe: yes (one internal lock per arena; no CUDA call and no
+ * upstream call is made while it is held, except growth, reserve, trim and
+ * destroy, which never happen while a session is open).
+ */
+#ifndef GMR_GRAPH_ARENA_RESOURCE_H_
+#define GMR_GRAPH_ARENA_RESOURCE_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmr/config.h"
+#include "gmr/resource.h"
+#include "gmr/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a free during capture means (see the banner). */
+typedef enum gmr_graph_arena_policy {
+  GMR_GRAPH_ARENA_MONOTONE = 0,
+  GMR_GRAPH_ARENA_ORDERED_REUSE = 1
+} gmr_graph_arena_policy;
+
+/* How the arena learns that a stream captures. */
+typedef enum gmr_graph_arena_detection {
+  /* Explicit sessions first; otherwise ask CUDA on each allocation. */
+  GMR_GRAPH_ARENA_DETECT_AUTO = 0,
+  /* Only explicit sessions: no CUDA call at all on the allocation path. A
+   * capture the caller did not declare is served as an uncaptured request. */
+  GMR_GRAPH_ARENA_DETECT_EXPLICIT = 1
+} gmr_graph_arena_detection;
+
+/* Where requests outside any session go (see the banner). */
+typedef enum gmr_graph_arena_uncaptured {
+  GMR_GRAPH_ARENA_UNCAPTURED_ARENA = 0,
+  GMR_GRAPH_ARENA_UNCAPTURED_FORWARD = 1
+} gmr_graph_arena_uncaptured;
+
+typedef struct gmr_graph_arena_config {
+  size_t initial_capacity_bytes; /* taken from the upstream at create, one chunk; 0: none */
+  size_t chunk_bytes;            /* least growth outside capture; 0: never grow on demand */
+  size_t max_capacity_bytes;     /* all chunks together; SIZE_MAX: no limit */
+  size_t alignment;              /* least alignment and size granule; power of two >= 256 */
+  gmr_graph_arena_policy capture_policy;
+  gmr_graph_arena_detection detection;
+  gmr_graph_arena_uncaptured uncaptured;
+} gmr_graph_arena_config;
+
+/* Nothing pre-allocated, 64 MiB growth, no limit, 256 B, monotone, automatic
+ * detection, uncaptured requests served from the arena. */
+#define GMR_GRAPH_ARENA_CONFIG_DEFAULT                                                     \
+  {0, (size_t)64 << 20, SIZE_MAX, 256, GMR_GRAPH_ARENA_MONOTONE,                          \
+   GMR_GRAPH_ARENA_DETECT_AUTO, GMR_GRAPH_ARENA_UNCAPTURED_ARENA}
+
+typedef struct gmr_graph_arena_resource gmr_graph_arena_resource;
+
+/* The memory of one or more captured graphs (a session's result). Opaque;
+ * valid from gmr_graph_arena_end_capture() until its last release. */
+typedef struct gmr_graph_memory gmr_graph_memory;
+
+/**
+ * Create a graph arena over `upstream`, taking `initial_capacity_bytes` from
+ * it now.
+ *
+ * Units: bytes. Ownership: `upstream` is borrowed: it must outlive the arena
+ *   and must not be moved; `config` is copied (NULL: the default). The caller
+ *   destroys *out with gmr_resource_destroy().
+ * Thread-safe: yes (creates an independent object).
+ * Stream/device: the initial chunk is one upstream allocation on the default
+ *   stream (NULL); with a cuda upstream that is a cudaMalloc. Never call it
+ *   during a capture. The CUDA layer active now (real or simulated) is the
+ *   one the arena asks about capture for its whole life.
+ * Returns:
+ *   GMR_OK                    *out is set.
+ *   GMR_ERR_INVALID_ARGUMENT  out or upstream is NULL or invalid, alignment is
+ *                             not a power of two >= 256, initial capacity above
+ *                             the maximum, or an unknown enum value.
+ *   GMR_ERR_OUT_OF_MEMORY     host memory for the arena, or the upstream had no
+ *                             memory for the initial chunk.
+ *   other                     what the upstream returned for the initial chunk.
+ * On failure *out is NULL and nothing was taken from the upstream.
+ * Source: seed 000 (pre-allocated initial capacity, maximum capacity).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_create(
+    gmr_resource *upstream, const gmr_graph_arena_config *config, gmr_graph_arena_resource **out);
+
+/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
+GMR_API gmr_resource *gmr_graph_arena_resource_as_resource(gmr_graph_arena_resource *arena);
+
+/** The arena behind `r`, or NULL if `r` is not one (vtable identity). Thread-safe: yes. */
+GMR_API gmr_graph_arena_resource *gmr_graph_arena_resource_from_resource(gmr_resource *r);
+
+/**
+ * Walk down the stack headed by `top` (through gmr_resource_get_upstream) and
+ * return the first graph arena found, or NULL. Lets tools find the arena in a
+ * stack built from a spec. Thread-safe: yes.
+ */
+GMR_API gmr_graph_arena_resource *gmr_graph_arena_find_in_stack(gmr_resource *top);
+
+/**
+ * Grow the arena to at least `capacity_bytes` in all (like a vector's
+ * reserve), taking one chunk of the difference from the upstream; nothing if
+ * it holds that much already. Use it before a capture with the figure from a
+ * CAPTURE_UNSAFE message: a capture that was refused at that capacity fits
+ * once the arena has grown to it (from the same state: the refused capture's
+ * memory released, the same requests).
+ *
+ * Units: bytes (the chunk is rounded up to 256). Thread-safe: yes.
+ * Stream/device: may call the upstream (a cudaMalloc for a cuda upstream) on
+ *   the default stream; refused while any session of this arena is open.
+ * Returns:
+ *   GMR_OK                    done (nothing taken if the capacity was there).
+ *   GMR_ERR_INVALID_ARGUMENT  arena is NULL, or capacity_bytes is 0 or above
+ *                             GMR_MAX_ALLOCATION_BYTES.
+ *   GMR_ERR_CAPTURE_UNSAFE    a session is open: reserve before capture.
+ *   GMR_ERR_OUT_OF_MEMORY     max_capacity_bytes would be exceeded, or the
+ *                             upstream or the host has no memory.
+ *   other                     what the upstream returned.
+ * On failure nothing changed. Source: this library (the arena cannot grow in
+ *   capture, so growth must be asked for before); std::vector::reserve.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_reserve(gmr_graph_arena_resource *arena,
+                                                         size_t capacity_bytes);
+
+/**
+ * Open a capture session on `stream` explicitly: from now until
+ * gmr_graph_arena_end_capture(), allocations on `stream` are served from the
+ * arena without any CUDA call. Call it just before cudaStreamBeginCapture (or
+ * gmr_stream_begin_capture); declaring the session early is harmless.
+ *
+ * `share` (may be NULL): a graph memory the caller holds; the new session
+ * appends to it instead of starting a new one, so several graphs keep one
+ * memory (see the policies in the banner). If an automatic session is already
+ * open on `stream` and `share` is NULL, it becomes explicit (its allocations
+ * so far stay in its memory).
+ *
+ * Ownership: `share` stays the caller's (its reference count is not changed).
+ * Thread-safe: yes. Stream/device: no CUDA call, no upstream call.
+ * Returns:
+ *   GMR_OK                    the session is open.
+ *   GMR_ERR_INVALID_ARGUMENT  arena is NULL, stream is NULL (the legacy
+ *                             default stream cannot capture), or `share` is
+ *                             not a live graph memory of this arena.
+ *   GMR_ERR_BUSY              `stream` already has an explicit session, or
+ *                             `share` is in use by another open session, or
+ *                             `share` was given while an automatic session is
+ *                             open on `stream`.
+ *   GMR_ERR_OUT_OF_MEMORY     host memory for the session.
+ * On failure nothing changed. Source: PyTorch's capture_begin(pool=...).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_begin_capture(gmr_graph_arena_resource *arena,
+                                                               gmr_stream stream,
+                                                               gmr_graph_memory *share);
+
+/**
+ * Close the session on `stream` (explicit or automatic) and give the caller
+ * one reference to its graph memory in *out_memory. With no open session on
+ * `stream`, claims the most recent unclaimed memory of an automatic session
+ * that ended on `stream`. Call it after cudaStreamEndCapture.
+ *
+ * Ownership: the caller must release the reference with
+ *   gmr_graph_arena_release_memory(). A session that appended to a shared
+ *   memory gives one more reference to the same memory.
+ * Thread-safe: yes. Stream/device: no CUDA call, no upstream call.
+ * Returns:
+ *   GMR_OK                    *out_memory is set.
+ *   GMR_ERR_INVALID_ARGUMENT  arena or out_memory is NULL, or `stream` has no
+ *                             session and no unclaimed memory.
+ * On failure *out_memory is NULL (when not NULL) and nothing changed.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_end_capture(gmr_graph_arena_resource *arena,
+                                                             gmr_stream stream,
+                                                             gmr_graph_memory **out_memory);
+
+/**
+ * Drop one reference to `memory`. When the last reference is gone and no
+ * session appends to it, its freed blocks go back to the arena's free space
+ * (to be handed to anyone); its still-live blocks go back when deallocated.
+ *
+ * pre: the graphs that use the memory are destroyed and their last launch
+ *   has completed (the arena cannot know).
+ * Ownership: `memory` must not be used after its last release.
+ * Thread-safe: yes. Stream/device: no CUDA call, no upstream call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (arena or memory NULL, memory is not
+ * a graph memory of this arena, or no reference is held: an automatic
+ * session's unclaimed memory must be claimed first). On failure nothing changed.
+ */
+GMR_API gmr_status gmr_graph_arena_release_memory(gmr_graph_arena_resource *arena,
+                                                  gmr_graph_memory *memory);
+
+/** What a graph memory holds now. */
+typedef struct gmr_graph_memory_info {
+  size_t held_bytes;          /* arena bytes kept for it (live blocks, freed blocks) */
+  size_t live_bytes;          /* bytes of its blocks not yet deallocated (rounded) */
+  size_t live_count;          /* its blocks not yet deallocated */
+  uint64_t allocation_count;  /* blocks carved for it, in all its sessions */
+  uint64_t session_count;     /* sessions that appended to it */
+  uint32_t reference_count;   /* references callers hold */
+  bool capturing;             /* a session appends to it now */
+} gmr_graph_memory_info;
+
+/**
+ * Describe `memory`. Thread-safe: yes (a snapshot). No CUDA call.
+ * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (a NULL argument, or `memory`
+ * is not a graph memory of this arena); on failure *out is zeroed.
+ */
+GMR_API gmr_status gmr_graph_arena_get_memory_info(gmr_graph_arena_resource *arena,
+                                                   const gmr_graph_memory *memory,
+                                                   gmr_graph_memory_info *out);
+
+/**
+ * Reset between iterations (seed 000's Reset): every block served outside
+ * sessions is released at once, live or not (deallocating one of them
+ * afterwards returns GMR_ERR_INVALID_ARGUMENT), rewind marks outside sessions
+ * are dropped, and unclaimed memories of automatic sessions are released.
+ * Graph memories the caller holds are untouched. With the same graph memories
+ * held, the same sequence of requests after a reset gets the same addresses,
+ * so code that captures again every iteration gets identical pointers.
+ *
+ * pre: no queued work still uses the released memory.
+ * Units: *out_released_count (may be NULL) receives the number of live blocks
+ *   released. Thread-safe: yes. Stream/device: no CUDA call, no upstream call
+ *   (chunks are kept; gmr_resource_trim() gives them back).
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (arena NULL); GMR_ERR_BUSY (a
+ * session is open, automatic ones included; nothing changed);
+ * GMR_ERR_OUT_OF_MEMORY (host memory for the bookkeeping; nothing changed).
+ */
+GMR_API gmr_status gmr_graph_arena_reset(gmr_graph_arena_resource *arena,
+                                         size_t *out_released_count);
+
+/**
+ * Set a rewind mark (AdaptiveArrayPools' checkpoint!) in the scope of
+ * `stream`: its open session if it has one (asked of CUDA with automatic
+ * detection), otherwise the arena's uncaptured blocks. Marks nest.
+ *
+ * Units: *out_mark receives an id, unique in the arena.
+ * Thread-safe: yes. Stream/device: with automatic detection, one capture query.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL argument); GMR_ERR_UNSUPPORTED
+ * (uncaptured scope with UNCAPTURED_FORWARD: the arena serves nothing there);
+ * GMR_ERR_OUT_OF_MEMORY (host memory); GMR_ERR_CUDA (the capture query failed).
+ * On failure *out_mark is 0.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_checkpoint(gmr_graph_arena_resource *arena,
+                                                            gmr_stream stream,
+                                                            uint64_t *out_mark);
+
+/**
+ * Rewind to `mark` (AdaptiveArrayPools' rewind!): every block allocated in
+ * the scope after the mark is freed, live or not (deallocating one afterwards
+ * returns GMR_ERR_INVALID_ARGUMENT); the mark and marks set after it are
+ * dropped (LIFO). What happens to the bytes:
+ *  - uncaptured scope: back to the free space; the same requests after the
+ *    rewind get the same addresses.
+ *  - in a session, MONOTONE: nothing; they stay with the graph memory (a
+ *    later allocation in the capture never aliases a rewound one, numr).
+ *  - in a session, ORDERED_REUSE: reusable later in the same capture on that
+ *    stream, as if freed there.
+ *
+ * pre: no queued work still uses the rewound blocks outside the capture.
+ * Units: *out_released_count (may be NULL): live blocks freed.
+ * Thread-safe: yes. Stream/device: with automatic detection, one capture query.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (arena NULL, or `mark` is not a
+ * live mark of this scope); GMR_ERR_BUSY (uncaptured scope: a live block
+ * allocated after the mark belongs to another stream); GMR_ERR_UNSUPPORTED (as
+ * for checkpoint); GMR_ERR_OUT_OF_MEMORY (host memory); GMR_ERR_CUDA (the
+ * capture query failed). On failure nothing changed.
+ */
+GMR_API gmr_status gmr_graph_arena_rewind(gmr_graph_arena_resource *arena, gmr_stream stream,
+                                          uint64_t mark, size_t *out_released_count);
+
+/**
+ * gmr_allocate() on the arena that also returns the block's 64-bit id (seed
+ * 000's BlockId; never 0, never reused in the arena's life). Zero bytes gives
+ * *out_ptr NULL and *out_id 0, and so does nothing else: a request forwarded
+ * to the upstream (UNCAPTURED_FORWARD, outside sessions) has no id (*out_id
+ * 0). `failure` may be NULL.
+ *
+ * Thread-safe: yes. Stream/device, returns and state after failure: as the
+ *   arena's allocate (gmr_allocate_ex); on failure *out_id is 0.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_allocate(gmr_graph_arena_resource *arena,
+                                                          size_t bytes, size_t alignment,
+                                                          gmr_stream stream, void **out_ptr,
+                                                          uint64_t *out_id, gmr_failure *failure);
+
+/** A live block of the arena. */
+typedef struct gmr_graph_arena_block_info {
+  uint64_t id;
+  void *ptr;
+  size_t bytes;               /* as requested */
+  size_t carved_bytes;        /* taken from the arena (rounded to the alignment) */
+  gmr_stream stream;          /* the allocation's stream */
+  gmr_graph_memory *memory;   /* graph memory it belongs to; NULL outside sessions
+                                 or once that memory was released */
+  bool captured;              /* allocated inside a session */
+} gmr_graph_arena_block_info;
+
+/**
+ * Look up a live block by id (seed 000's GetBlock) / by its pointer.
+ * Thread-safe: yes. No CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL argument, or no live block
+ * has that id / pointer: never allocated, freed, reset or rewound). On failure
+ * *out is zeroed.
+ */
+GMR_API gmr_status gmr_graph_arena_get_block(gmr_graph_arena_resource *arena, uint64_t id,
+                                             gmr_graph_arena_block_info *out);
+GMR_API gmr_status gmr_graph_arena_find_block(gmr_graph_arena_resource *arena, const void *ptr,
+                                              gmr_graph_arena_block_info *out);
+
+/**
+ * Deallocate a live block by id on `stream` (seed 000's ReturnBlock), with the
+ * same meaning as gmr_deallocate() of its pointer and size.
+ * Thread-safe: yes. Stream/device: as deallocate (no CUDA call).
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (arena NULL or no live block with
+ * this id; nothing changed).
+ */
+GMR_API gmr_status gmr_graph_arena_return_block(gmr_graph_arena_resource *arena, uint64_t id,
+                                                gmr_stream stream);
+
+/** Counters of one arena. */
+typedef struct gmr_graph_arena_stats {
+  size_t capacity_bytes;        /* all chunks held from the upstream now */
+  size_t peak_capacity_bytes;   /* high-water mark of capacity_bytes */
+  size_t chunk_count;
+  size_t in_use_bytes;          /* carved and not back in the free space (live, freed
+                                   but kept, held by graph memories) */
+  size_t peak_in_use_bytes;
+  size_t live_bytes;            /* blocks not yet deallocated (rounded sizes) */
+  size_t peak_live_bytes;
+  size_t live_count;
+  uint64_t allocation_count;          /* blocks carved from the arena */
+  uint64_t capture_allocation_count;  /* of those, inside sessions */
+  uint64_t capture_refusal_count;     /* CAPTURE_UNSAFE answers */
+  size_t capture_shortfall_bytes;     /* largest "needs N more" figure given */
+  uint64_t forwarded_allocation_count;/* requests given to the upstream (FORWARD) */
+  size_t forwarded_live_count;        /* of those, not yet deallocated */
+  uint64_t upstream_call_count;       /* every upstream allocate/deallocate */
+  uint64_t upstream_calls_during_capture; /* of those, made while a session of
+                                             this arena was open (chunks: always 0;
+                                             FORWARD: other streams' requests) */
+  uint64_t upstream_calls_in_session; /* made for a stream in a session: 0 by design */
+  size_t open_session_count;
+  size_t graph_memory_count;          /* not yet released (unclaimed included) */
+} gmr_graph_arena_stats;
+
+/**
+ * Read the arena's counters. Thread-safe: yes (a consistent snapshot under the
+ * arena's lock; forwarded counters may miss requests in flight). No CUDA call.
+ * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (a NULL argument; *out zeroed
+ * when out is not NULL).
+ */
+GMR_API gmr_status gmr_graph_arena_get_stats(gmr_graph_arena_resource *arena,
+                                             gmr_graph_arena_stats *out);
+
+/** The configuration the arena was created with (sizes rounded as used).
+ * pre: arena is not NULL. Thread-safe: yes. */
+GMR_API gmr_graph_arena_config gmr_graph_arena_get_config(const gmr_graph_arena_resource *arena);
+
+/** "monotone" / "ordered_reuse" / "unknown". Static string. */
+GMR_API const char *gmr_graph_arena_policy_name(gmr_graph_arena_policy policy);
+
+/**
+ * Parse "monotone" or "ordered_reuse". Returns GMR_OK, or
+ * GMR_ERR_INVALID_ARGUMENT (NULL argument or unknown name; *out unchanged).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_policy_from_name(const char *name,
+                                                                  gmr_graph_arena_policy *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GMR_GRAPH_ARENA_RESOURCE_H_ */

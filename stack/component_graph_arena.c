@@ -1,0 +1,71 @@
+/*
+ * stack/component_graph_arena.c: `graph_arena` in specs,
+ * gmr_graph_arena_resource (memory for CUDA graph capture).
+ *
+ * Waiting for the stack-spec registry (stack/registry.h, from the adaptors
+ * branch): once it is on main, list this file in stack/BUILD.bazel, add
+ * `&gmr__component_graph_arena` to the table of stack/registry.c and its
+ * extern to stack/registry.h. Tried against that branch: it builds and
+ * `replay --components` lists graph_arena with these options.
+ */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gmr/graph_arena_resource.h"
+#include "stack/registry.h"
+
+enum { INITIAL, CHUNK, MAX, ALIGNMENT, POLICY, DETECT, UNCAPTURED, OPTION_COUNT };
+
+/* In the order of the enums of gmr/graph_arena_resource.h. */
+static const char *const policies[] = {"monotone", "ordered_reuse", NULL};
+static const char *const detections[] = {"auto", "explicit", NULL};
+static const char *const uncaptured[] = {"arena", "forward", NULL};
+
+static const gmr__option_def options[OPTION_COUNT] = {
+    [INITIAL] = {"initial", GMR__OPTION_SIZE, "0", false, false, NULL,
+                 "bytes taken from the layer below at create (capture cannot grow the arena)"},
+    [CHUNK] = {"chunk", GMR__OPTION_SIZE, "64MiB", false, false, NULL,
+               "least growth outside capture; 0: grow only by gmr_graph_arena_reserve()"},
+    [MAX] = {"max", GMR__OPTION_SIZE, "none", false, true, NULL,
+             "most bytes in all chunks; none for no limit"},
+    [ALIGNMENT] = {"alignment", GMR__OPTION_SIZE, "256", false, false, NULL,
+                   "least alignment and size granule of a block (power of two >= 256)"},
+    [POLICY] = {"policy", GMR__OPTION_CHOICE, "monotone", false, false, policies,
+                "a free during capture: monotone (bookkeeping, no two blocks of a graph "
+                "overlap) or ordered_reuse (reused later in the capture on its stream, "
+                "PyTorch's private pools)"},
+    [DETECT] = {"detect", GMR__OPTION_CHOICE, "auto", false, false, detections,
+                "auto (explicit sessions, else cudaStreamGetCaptureInfo per request) or "
+                "explicit (gmr_graph_arena_begin_capture only; no CUDA call per request)"},
+    [UNCAPTURED] = {"uncaptured", GMR__OPTION_CHOICE, "arena", false, false, uncaptured,
+                    "requests outside capture: arena (carved, freed at reset/rewind) or "
+                    "forward (to the layer below: the graph pool)"},
+};
+
+static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
+                         gmr_resource **out, char *message, size_t message_bytes) {
+  gmr_graph_arena_config config = GMR_GRAPH_ARENA_CONFIG_DEFAULT;
+  config.initial_capacity_bytes = values[INITIAL].size;
+  config.chunk_bytes = values[CHUNK].size;
+  config.max_capacity_bytes = values[MAX].unlimited ? SIZE_MAX : values[MAX].size;
+  config.alignment = values[ALIGNMENT].size;
+  config.capture_policy = (gmr_graph_arena_policy)values[POLICY].choice;
+  config.detection = (gmr_graph_arena_detection)values[DETECT].choice;
+  config.uncaptured = (gmr_graph_arena_uncaptured)values[UNCAPTURED].choice;
+  gmr_graph_arena_resource *a = NULL;
+  gmr_status st = gmr_graph_arena_resource_create(upstream, &config, &a);
+  if (st == GMR_ERR_INVALID_ARGUMENT) {
+    snprintf(message, message_bytes,
+             "alignment must be a power of two >= 256 and initial at most max");
+  }
+  *out = gmr_graph_arena_resource_as_resource(a);
+  return st;
+}
+
+const gmr__component gmr__component_graph_arena = {
+    "graph_arena", GMR__COMPONENT_ADAPTOR,
+    "memory for CUDA graph capture: carved from chunks taken before capture, kept for the "
+    "graph until released, never an upstream or CUDA call during capture "
+    "(gmr/graph_arena_resource.h, docs/graph_pool.md)",
+    options, OPTION_COUNT, create,
+};
