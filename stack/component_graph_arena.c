@@ -1,12 +1,6 @@
 /*
  * stack/component_graph_arena.c: `graph_arena` in specs,
  * gmr_graph_arena_resource (memory for CUDA graph capture).
- *
- * Waiting for the stack-spec registry (stack/registry.h, from the adaptors
- * branch): once it is on main, list this file in stack/BUILD.bazel, add
- * `&gmr__component_graph_arena` to the table of stack/registry.c and its
- * extern to stack/registry.h. Tried against that branch: it builds and
- * `replay --components` lists graph_arena with these options.
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -9,9 +9,12 @@
 
 static const gmr__component *const components[] = {
     &gmr__component_cuda,
+    &gmr__component_fixed_block,
+    &gmr__component_graph_arena,
     &gmr__component_host,
     &gmr__component_limiting,
     &gmr__component_oom,
+    &gmr__component_pool,
     &gmr__component_tracking,
 };
 

@@ -92,9 +92,12 @@ const gmr__component *gmr__component_at(size_t index);
 
 /* The entries, one per component file. */
 extern const gmr__component gmr__component_cuda;
+extern const gmr__component gmr__component_fixed_block;
+extern const gmr__component gmr__component_graph_arena;
 extern const gmr__component gmr__component_host;
 extern const gmr__component gmr__component_limiting;
 extern const gmr__component gmr__component_oom;
+extern const gmr__component gmr__component_pool;
 extern const gmr__component gmr__component_tracking;
 
 #ifdef __cplusplus

@@ -178,20 +178,20 @@ TEST(ReplayCliTest, FailedAllocationsMakeTheRunFail) {
 }
 
 TEST(ReplayCliTest, UnknownStackFailsBeforeAnyWork) {
-  Output r = RunReplay({"--sim", "--compare", "cuda_device,pool"});
+  Output r = RunReplay({"--sim", "--compare", "cuda_device,pooll"});
   EXPECT_EQ(2, r.exit_code);
   EXPECT_EQ("", r.out);
   EXPECT_EQ(
-      "gmr replay: stack 'pool': spec:1:1: unknown component 'pool' (did you mean 'oom'? known: "
-      "cuda, host, limiting, oom, tracking); aliases: cuda_device, cuda_async, cuda_managed, "
-      "host\n",
+      "gmr replay: stack 'pooll': spec:1:1: unknown component 'pooll' (did you mean 'pool'? known: "
+      "cuda, fixed_block, graph_arena, host, limiting, oom, pool, tracking); aliases: "
+      "cuda_device, cuda_async, cuda_managed, host, pool, fixed_block, graph_pool\n",
       r.err);
   Output typo = RunReplay({"--sim", "--stack", "tracking > limiting(limt=1GiB) > cuda"});
   EXPECT_EQ(2, typo.exit_code);
   EXPECT_EQ(
       "gmr replay: stack 'tracking > limiting(limt=1GiB) > cuda': spec:1:21: unknown option "
       "'limt' for limiting (did you mean 'limit'?); aliases: cuda_device, cuda_async, "
-      "cuda_managed, host\n",
+      "cuda_managed, host, pool, fixed_block, graph_pool\n",
       typo.err);
 }
 
@@ -265,7 +265,8 @@ TEST(ReplayCliTest, CommandLineErrors) {
   Output two_in_one = RunReplay({"--stack", "host, cuda"});  // --stack takes one spec
   EXPECT_EQ(2, two_in_one.exit_code);
   EXPECT_EQ("gmr replay: stack 'host, cuda': spec:1:5: expected '>' or the end of the spec, "
-            "found ','; aliases: cuda_device, cuda_async, cuda_managed, host\n",
+            "found ','; aliases: cuda_device, cuda_async, cuda_managed, host, pool, "
+            "fixed_block, graph_pool\n",
             two_in_one.err);
   Output two_traces = RunReplay({"a.csv", "b.csv"});
   EXPECT_EQ(2, two_traces.exit_code);

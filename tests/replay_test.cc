@@ -263,10 +263,10 @@ TEST_F(ReplayTest, InjectedCudaFailureFailsOneAllocationAndSkipsItsFree) {
 
 TEST_F(ReplayTest, MalformedSpecsFailSayWhereAndListTheAliases) {
   const std::pair<const char *, const char *> cases[] = {
-      {"pool", "spec:1:1: unknown component 'pool' (did you mean 'oom'? known: cuda, host, "
-               "limiting, oom, tracking)"},
-      {"cuda_Device", "spec:1:1: unknown component 'cuda_Device' (known: cuda, host, limiting, "
-                      "oom, tracking)"},
+      {"pooll", "spec:1:1: unknown component 'pooll' (did you mean 'pool'? known: cuda, "
+                "fixed_block, graph_arena, host, limiting, oom, pool, tracking)"},
+      {"cuda_Device", "spec:1:1: unknown component 'cuda_Device' (known: cuda, fixed_block, "
+                      "graph_arena, host, limiting, oom, pool, tracking)"},
       {"", "spec: the spec is empty: name at least one resource, e.g. 'cuda(kind=async)'"},
       {"host,cuda_async", "spec:1:5: expected '>' or the end of the spec, found ','"},
   };
@@ -277,7 +277,8 @@ TEST_F(ReplayTest, MalformedSpecsFailSayWhereAndListTheAliases) {
     EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, replay_stack_create(c.first, &stack, err, sizeof err));
     EXPECT_EQ(nullptr, stack);
     EXPECT_EQ(std::string("stack '") + c.first + "': " + c.second +
-                  "; aliases: cuda_device, cuda_async, cuda_managed, host",
+                  "; aliases: cuda_device, cuda_async, cuda_managed, host, pool, fixed_block, "
+                  "graph_pool",
               err);
     char check_err[1024] = "";
     EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, replay_stack_check(c.first, check_err, sizeof check_err));
@@ -311,8 +312,8 @@ TEST_F(ReplayTest, AliasesAllowSurroundingSpacesAndSpecsBuildWholeStacks) {
 }
 
 TEST_F(ReplayTest, EveryKnownStackCanBeCreated) {
-  ASSERT_EQ(4u, replay_stack_known_count());
-  EXPECT_EQ(nullptr, replay_stack_known_name(4));
+  ASSERT_EQ(7u, replay_stack_known_count());
+  EXPECT_EQ(nullptr, replay_stack_known_name(7));
   for (size_t i = 0; i < replay_stack_known_count(); ++i) {
     const char *name = replay_stack_known_name(i);
     SCOPED_TRACE(name);

@@ -26,6 +26,11 @@ static const alias aliases[] = {
     {"cuda_async", "cuda(kind=async)"},
     {"cuda_managed", "cuda(kind=managed)"},
     {"host", "host"},
+    {"pool", "pool > cuda(kind=async)"},
+    {"fixed_block", "fixed_block > cuda(kind=async)"},
+    {"graph_pool",
+     "tracking(per=stream) > limiting > graph_arena(uncaptured=forward, policy=ordered_reuse) > "
+     "pool > cuda(kind=async)"},
 };
 #define ALIAS_COUNT (sizeof aliases / sizeof aliases[0])
 
