@@ -18,6 +18,8 @@
 #include "gmr/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/host_resource.h"
+#include "gmr/log_adaptor.h"
+#include "gmr/nvtx_logging_adaptor.h"
 #include "gmr/resource.h"
 #include "gmr/status.h"
 #include "gmr/version.h"
