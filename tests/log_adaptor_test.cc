@@ -8,11 +8,11 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -48,24 +48,58 @@ std::vector<std::string> read_lines(const std::string &path) {
   return lines;
 }
 
-// Parse one data row; fails the test on anything that is not RMM's format.
+// Reads an unsigned number in `base` from s[*at..], exactly `width` digits
+// when width > 0; false on anything else.
+bool take_number(const std::string &s, size_t *at, int base, size_t width, uint64_t *out) {
+  size_t start = *at;
+  uint64_t value = 0;
+  while (*at < s.size()) {
+    char c = s[*at];
+    int digit = (c >= '0' && c <= '9') ? c - '0' : (base == 16 && c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+    if (digit < 0) break;
+    value = value * static_cast<uint64_t>(base) + static_cast<uint64_t>(digit);
+    (*at)++;
+    if (width > 0 && *at - start == width) break;
+  }
+  *out = value;
+  return *at > start && (width == 0 || *at - start == width);
+}
+
+bool take(const std::string &s, size_t *at, const std::string &what) {
+  if (s.compare(*at, what.size(), what) != 0) return false;
+  *at += what.size();
+  return true;
+}
+
+// Parse one data row; fails the test on anything that is not RMM's format:
+// THREAD,HH:MM:SS.UUUUUU,ACTION,0xPOINTER,SIZE,STREAM (lower-case hex).
 Row parse(const std::string &line) {
-  static const std::regex re(
-      "^([0-9]+),([0-9]{2}):([0-9]{2}):([0-9]{2})\\.([0-9]{6}),(allocate|allocate failure|free),"
-      "0x([0-9a-f]+),([0-9]+),([0-9a-f]+)$");
-  std::smatch m;
   Row r{};
-  EXPECT_TRUE(std::regex_match(line, m, re)) << "not an RMM log row: " << line;
-  if (m.empty()) return r;
-  r.thread = std::stol(m[1]);
-  r.hours = std::stoi(m[2]);
-  r.minutes = std::stoi(m[3]);
-  r.seconds = std::stoi(m[4]);
-  r.micros = std::stoi(m[5]);
-  r.action = m[6];
-  r.pointer = std::stoull(m[7], nullptr, 16);
-  r.size = std::stoull(m[8]);
-  r.stream = std::stoull(m[9], nullptr, 16);
+  size_t at = 0;
+  uint64_t v[5] = {};
+  bool ok = take_number(line, &at, 10, 0, &v[0]) && take(line, &at, ",") &&
+            take_number(line, &at, 10, 2, &v[1]) && take(line, &at, ":") &&
+            take_number(line, &at, 10, 2, &v[2]) && take(line, &at, ":") &&
+            take_number(line, &at, 10, 2, &v[3]) && take(line, &at, ".") &&
+            take_number(line, &at, 10, 6, &v[4]) && take(line, &at, ",");
+  if (ok) {
+    for (const char *action : {"allocate failure,", "allocate,", "free,"}) {
+      if (take(line, &at, action)) {
+        r.action = std::string(action, std::strlen(action) - 1);
+        break;
+      }
+    }
+    ok = !r.action.empty();
+  }
+  ok = ok && take(line, &at, "0x") && take_number(line, &at, 16, 0, &r.pointer) &&
+       take(line, &at, ",") && take_number(line, &at, 10, 0, &r.size) && take(line, &at, ",") &&
+       take_number(line, &at, 16, 0, &r.stream) && at == line.size();
+  EXPECT_TRUE(ok) << "not an RMM log row: " << line;
+  r.thread = static_cast<long>(v[0]);
+  r.hours = static_cast<int>(v[1]);
+  r.minutes = static_cast<int>(v[2]);
+  r.seconds = static_cast<int>(v[3]);
+  r.micros = static_cast<int>(v[4]);
   return r;
 }
 

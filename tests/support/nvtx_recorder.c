@@ -72,7 +72,7 @@ static size_t heap_count;
 
 /* Append one line; called with the mutex held. */
 static void record_locked(const char *format, ...) {
-  char buf[LINE_BYTES * 2];
+  char buf[LINE_BYTES * 4];
   va_list args;
   va_start(args, format);
   vsnprintf(buf, sizeof buf, format, args);
@@ -137,7 +137,7 @@ static void describe_attributes(char *out, size_t size, const nvtxEventAttribute
   } else if (a->payloadType != NVTX_PAYLOAD_UNKNOWN) {
     snprintf(payload, sizeof payload, " payload_type=%d", (int)a->payloadType);
   }
-  char message[LINE_BYTES];
+  char message[LINE_BYTES + 8];
   if (a->messageType == NVTX_MESSAGE_TYPE_REGISTERED) {
     const char *text = string_text(a->message.registered);
     if (text != NULL) {
@@ -194,7 +194,7 @@ static void NVTX_API rec_name_category(nvtxDomainHandle_t d, uint32_t category, 
 
 static void record_event(const char *kind, nvtxDomainHandle_t d, const nvtxEventAttributes_t *a) {
   pthread_mutex_lock(&mutex);
-  char text[LINE_BYTES];
+  char text[LINE_BYTES * 2];
   describe_attributes(text, sizeof text, a);
   record_locked("%s %s %s", kind, domain_name(d), text);
   pthread_mutex_unlock(&mutex);
