@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds the GPU tests and tools as optimised static binaries and copies them
+# into .gpu/ (git-ignored), ready to carry to a GPU machine that has no Bazel:
+#   tools/gpu/stage.sh            # build + copy
+#   (on the GPU machine) tools/gpu/run.sh   # run everything, summary last
+# The binaries link the CUDA runtime statically; they need only the driver.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+# Every test tagged gpu, plus the tools the GPU run uses.
+mapfile -t tests < <(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null)
+tools=()
+for t in //tools/replay:replay //tools/bench:bench //tools/bench_arena:bench_arena \
+         //tools/bench_nvtx:bench_nvtx; do
+  if bazel query "$t" >/dev/null 2>&1; then tools+=("$t"); fi
+done
+extra=()
+for t in $(bazel query 'attr(tags, "\bgpu_tool\b", //...)' 2>/dev/null); do extra+=("$t"); done
+
+bazel build -c opt "${tests[@]}" "${tools[@]}" "${extra[@]}"
+
+rm -rf .gpu
+mkdir -p .gpu/bin .gpu/traces
+for t in "${tests[@]}" "${tools[@]}" "${extra[@]}"; do
+  path="${t#//}"
+  path="${path/://}"
+  src="bazel-bin/${path}"
+  [ -f "$src" ] || continue
+  cp "$src" ".gpu/bin/$(basename "$path")"
+  chmod u+w ".gpu/bin/$(basename "$path")"
+  # shared objects (NVTX injection libraries etc.) keep their names
+done
+strip --strip-unneeded .gpu/bin/* 2>/dev/null || true
+cp tools/traces/*.csv.gz .gpu/traces/
+du -sh .gpu
+ls .gpu/bin

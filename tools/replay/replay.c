@@ -1,0 +1,263 @@
+/*
+ * tools/replay/replay.c: the replay engine. See replay.h.
+ */
+#include "tools/replay/replay.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gmr/device.h"
+#include "tools/replay/timing.h"
+
+/* Everything a run owns besides the result's timing arrays. */
+typedef struct replay_state {
+  gmr_stream *streams;  /* per stream index; NULL for the default stream */
+  void **ptrs;          /* per allocation index: the live pointer, NULL otherwise */
+  size_t *alloc_event;  /* per allocation index: its ALLOC event */
+} replay_state;
+
+static void note_failure(replay_result *r, const char *fmt, ...) {
+  if (r->first_failure[0] != '\0') return; /* keep the first one */
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->first_failure, sizeof r->first_failure, fmt, ap);
+  va_end(ap);
+}
+
+static const char *failure_text(const gmr_failure *f) {
+  return f->message[0] != '\0' ? f->message : gmr_status_string(f->status);
+}
+
+static void destroy_streams(const replay_trace *trace, replay_state *s, replay_result *r) {
+  if (s->streams == NULL) return;
+  for (size_t i = 0; i < trace->stream_count; ++i) {
+    if (s->streams[i] == NULL) continue;
+    gmr_status st = gmr_stream_destroy(s->streams[i]);
+    if (st != GMR_OK) {
+      r->cleanup_failure_count++;
+      note_failure(r, "destroying the stream of recorded stream %" PRIu64 ": %s",
+                   trace->stream_values[i], gmr_status_name(st));
+    }
+    s->streams[i] = NULL;
+  }
+}
+
+static void free_state(replay_state *s) {
+  free(s->streams);
+  free(s->ptrs);
+  free(s->alloc_event);
+}
+
+/* A stream of our own for every recorded non-zero stream. */
+static gmr_status create_streams(const replay_trace *trace, replay_state *s, replay_result *r) {
+  for (size_t i = 0; i < trace->stream_count; ++i) {
+    if (trace->stream_values[i] == 0) continue; /* the default stream: NULL */
+    gmr_status st = gmr_stream_create(&s->streams[i]);
+    if (st != GMR_OK) {
+      note_failure(r, "gmr_stream_create for recorded stream %" PRIu64 " failed: %s",
+                   trace->stream_values[i], gmr_status_name(st));
+      return st;
+    }
+    r->stream_create_count++;
+  }
+  return GMR_OK;
+}
+
+static void replay_alloc(const replay_trace *trace, const replay_event *e, size_t event_index,
+                         gmr_resource *top, replay_state *s, replay_result *r) {
+  gmr_failure failure;
+  void *ptr = NULL;
+  uint64_t start = replay_clock_now_ns();
+  gmr_status st = gmr_allocate_ex(top, (size_t)e->size_bytes, 0, s->streams[e->stream_index],
+                                  &ptr, &failure);
+  uint64_t end = replay_clock_now_ns();
+  r->alloc_ns[r->alloc_count++] = replay_elapsed_ns(start, end, r->timer_overhead_ns);
+  s->alloc_event[e->alloc_index] = event_index;
+  if (st == GMR_OK) {
+    s->ptrs[e->alloc_index] = ptr;
+    return;
+  }
+  s->ptrs[e->alloc_index] = NULL; /* its free will be skipped */
+  r->failed_alloc_count++;
+  if (!r->has_alloc_failure) {
+    r->has_alloc_failure = true;
+    r->first_alloc_failure = failure;
+  }
+  note_failure(r, "line %" PRIu64 ": allocate %" PRIu64 " bytes on stream %" PRIu64 ": %s: %s",
+               e->line, e->size_bytes, trace->stream_values[e->stream_index],
+               gmr_status_name(st), failure_text(&failure));
+}
+
+static void replay_free(const replay_trace *trace, const replay_event *e, gmr_resource *top,
+                        replay_state *s, replay_result *r) {
+  void *ptr = s->ptrs[e->alloc_index];
+  if (ptr == NULL) {
+    r->skipped_free_count++; /* its allocation failed */
+    return;
+  }
+  uint64_t start = replay_clock_now_ns();
+  gmr_status st =
+      gmr_deallocate(top, ptr, (size_t)e->size_bytes, 0, s->streams[e->stream_index]);
+  uint64_t end = replay_clock_now_ns();
+  r->free_ns[r->free_count++] = replay_elapsed_ns(start, end, r->timer_overhead_ns);
+  if (st == GMR_OK) {
+    s->ptrs[e->alloc_index] = NULL;
+    return;
+  }
+  /* Nothing was released: the pointer stays live and the end of the run
+   * tries once more. */
+  r->failed_free_count++;
+  note_failure(r, "line %" PRIu64 ": deallocate %" PRIu64 " bytes on stream %" PRIu64 ": %s",
+               e->line, e->size_bytes, trace->stream_values[e->stream_index],
+               gmr_status_name(st));
+}
+
+/* Free what the trace left live, on the stream it was allocated on. */
+static void free_live(const replay_trace *trace, gmr_resource *top, replay_state *s,
+                      replay_result *r) {
+  for (size_t i = 0; i < trace->summary.alloc_count; ++i) {
+    if (s->ptrs[i] == NULL) continue;
+    const replay_event *a = &trace->events[s->alloc_event[i]];
+    r->live_at_end_count++;
+    gmr_status st = gmr_deallocate(top, s->ptrs[i], (size_t)a->size_bytes, 0,
+                                   s->streams[a->stream_index]);
+    if (st != GMR_OK) {
+      r->failed_free_count++;
+      note_failure(r, "end of run: deallocate %" PRIu64 " bytes allocated at line %" PRIu64
+                      ": %s",
+                   a->size_bytes, a->line, gmr_status_name(st));
+    }
+    s->ptrs[i] = NULL;
+  }
+}
+
+static void synchronize_streams(const replay_trace *trace, replay_state *s, replay_result *r) {
+  for (size_t i = 0; i < trace->stream_count; ++i) {
+    if (s->streams[i] == NULL) continue;
+    gmr_status st = gmr_stream_synchronize(s->streams[i]);
+    if (st != GMR_OK) {
+      r->cleanup_failure_count++;
+      note_failure(r, "synchronising the stream of recorded stream %" PRIu64 ": %s",
+                   trace->stream_values[i], gmr_status_name(st));
+    }
+  }
+  /* The default stream, and any work the streams' ordering left behind. */
+  gmr_status st = gmr_device_synchronize();
+  if (st != GMR_OK) {
+    r->cleanup_failure_count++;
+    note_failure(r, "gmr_device_synchronize at the end: %s", gmr_status_name(st));
+  }
+}
+
+static void compute_percentiles(replay_result *r) {
+  size_t n = r->alloc_count > r->free_count ? r->alloc_count : r->free_count;
+  uint64_t *sorted = malloc((n > 0 ? n : 1) * sizeof *sorted);
+  if (sorted == NULL) return; /* the percentiles stay 0; the raw times are kept */
+  memcpy(sorted, r->alloc_ns, r->alloc_count * sizeof *sorted);
+  replay_sort_u64(sorted, r->alloc_count);
+  r->alloc_p50_ns = replay_percentile_u64(sorted, r->alloc_count, 50);
+  r->alloc_p99_ns = replay_percentile_u64(sorted, r->alloc_count, 99);
+  memcpy(sorted, r->free_ns, r->free_count * sizeof *sorted);
+  replay_sort_u64(sorted, r->free_count);
+  r->free_p50_ns = replay_percentile_u64(sorted, r->free_count, 50);
+  r->free_p99_ns = replay_percentile_u64(sorted, r->free_count, 99);
+  free(sorted);
+}
+
+static gmr_status run(const replay_trace *trace, gmr_resource *top, uint64_t timer_overhead_ns,
+                      replay_result *out) {
+  memset(out, 0, sizeof *out);
+  out->destroy_status = GMR_OK;
+  out->footprint_status = GMR_ERR_UNSUPPORTED;
+  out->timer_overhead_ns = timer_overhead_ns;
+  if (trace == NULL || top == NULL) {
+    note_failure(out, "replay_run: NULL trace or resource");
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  const size_t alloc_total = trace->summary.alloc_count;
+  const size_t free_total = trace->summary.free_count;
+  replay_state s;
+  s.streams = calloc(trace->stream_count > 0 ? trace->stream_count : 1, sizeof *s.streams);
+  s.ptrs = calloc(alloc_total > 0 ? alloc_total : 1, sizeof *s.ptrs);
+  s.alloc_event = calloc(alloc_total > 0 ? alloc_total : 1, sizeof *s.alloc_event);
+  out->alloc_ns = calloc(alloc_total > 0 ? alloc_total : 1, sizeof *out->alloc_ns);
+  out->free_ns = calloc(free_total > 0 ? free_total : 1, sizeof *out->free_ns);
+  if (s.streams == NULL || s.ptrs == NULL || s.alloc_event == NULL || out->alloc_ns == NULL ||
+      out->free_ns == NULL) {
+    free_state(&s);
+    replay_result_free(out);
+    note_failure(out, "replay_run: out of host memory for %zu allocations", alloc_total);
+    return GMR_ERR_OUT_OF_MEMORY;
+  }
+  gmr_status st = create_streams(trace, &s, out);
+  if (st != GMR_OK) {
+    destroy_streams(trace, &s, out);
+    free_state(&s);
+    replay_result_free(out);
+    return st;
+  }
+
+  for (size_t i = 0; i < trace->event_count; ++i) {
+    const replay_event *e = &trace->events[i];
+    switch ((replay_op)e->op) {
+      case REPLAY_OP_ALLOC:
+        replay_alloc(trace, e, i, top, &s, out);
+        break;
+      case REPLAY_OP_FREE:
+        replay_free(trace, e, top, &s, out);
+        break;
+      case REPLAY_OP_CAPTURE_BEGIN:
+      case REPLAY_OP_CAPTURE_END:
+        break; /* a later version tells the stack the stream is capturing */
+    }
+  }
+
+  /* The peak is read before anything is freed at the end, so the end-of-run
+   * frees cannot change what is reported. */
+  out->footprint_status = gmr_resource_get_footprint(top, &out->footprint);
+  free_live(trace, top, &s, out);
+  synchronize_streams(trace, &s, out);
+  destroy_streams(trace, &s, out);
+  free_state(&s);
+  compute_percentiles(out);
+  return GMR_OK;
+}
+
+gmr_status replay_run(const replay_trace *trace, gmr_resource *top, uint64_t timer_overhead_ns,
+                      replay_result *out) {
+  if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  gmr_status st = run(trace, top, timer_overhead_ns, out);
+  out->run_status = st;
+  return st;
+}
+
+void replay_result_set_destroy_status(replay_result *result, gmr_status status) {
+  if (result == NULL) return;
+  result->destroy_status = status;
+  if (status != GMR_OK) {
+    note_failure(result, "destroying the stack: %s (%s)", gmr_status_name(status),
+                 gmr_status_string(status));
+  }
+}
+
+size_t replay_result_failure_count(const replay_result *result) {
+  if (result == NULL) return 0;
+  return result->failed_alloc_count + result->failed_free_count +
+         result->cleanup_failure_count + (result->run_status != GMR_OK ? 1u : 0u) +
+         (result->destroy_status != GMR_OK ? 1u : 0u);
+}
+
+bool replay_result_ok(const replay_result *result) {
+  return result != NULL && replay_result_failure_count(result) == 0;
+}
+
+void replay_result_free(replay_result *result) {
+  if (result == NULL) return;
+  free(result->alloc_ns);
+  free(result->free_ns);
+  result->alloc_ns = NULL;
+  result->free_ns = NULL;
+}

@@ -1,0 +1,110 @@
+/*
+ * tools/replay/replay.h: run a parsed trace through a gmr resource stack and
+ * measure it.
+ *
+ * Events replay in file order on the calling thread. Each distinct recorded
+ * stream gets a stream of its own: recorded stream 0 is the default stream
+ * (NULL), every other value a stream from gmr_stream_create(). Every allocate
+ * and deallocate is timed on its own (see timing.h). An allocation that fails
+ * is counted and its later free skipped; the replay goes on. At the end,
+ * whatever the trace left live is freed, the streams are synchronised and
+ * destroyed. Capture markers are kept in the trace but not acted on yet.
+ *
+ * Thread-safe: replay_run() uses the stack from the calling thread only; run
+ * one replay per stack at a time.
+ */
+#ifndef GMR_TOOLS_REPLAY_REPLAY_H_
+#define GMR_TOOLS_REPLAY_REPLAY_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmr/resource.h"
+#include "gmr/status.h"
+#include "tools/replay/trace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define REPLAY_FAILURE_TEXT_BYTES 320
+
+typedef struct replay_result {
+  /* Calls made for the trace's events (the end-of-run frees not included). */
+  size_t alloc_count;         /* allocate calls */
+  size_t free_count;          /* deallocate calls */
+  /* What went wrong. */
+  size_t failed_alloc_count;  /* allocate calls that returned a failure */
+  size_t failed_free_count;   /* deallocate calls (trace or end of run) that failed */
+  size_t skipped_free_count;  /* frees of failed allocations: not called */
+  size_t cleanup_failure_count; /* stream synchronise/destroy failures at the end */
+  gmr_status run_status;      /* what replay_run() returned */
+  gmr_status destroy_status;  /* set by replay_result_set_destroy_status(); GMR_OK until then */
+  /* The first failure of any kind, for people: "line 12: allocate 512 bytes
+   * on stream 0: GMR_ERR_OUT_OF_MEMORY: cudaMalloc failed: ...", or "". */
+  char first_failure[REPLAY_FAILURE_TEXT_BYTES];
+  bool has_alloc_failure;     /* first_alloc_failure is meaningful */
+  gmr_failure first_alloc_failure; /* the record of the first failed allocate */
+  /* The end of the run. */
+  size_t live_at_end_count;   /* allocations live after the last event, freed then */
+  size_t stream_create_count; /* streams made with gmr_stream_create() */
+  /* Host time per call in ns, timer overhead subtracted, clamped at 0: one
+   * entry per call made, in call order (owned; freed by replay_result_free). */
+  uint64_t *alloc_ns;         /* alloc_count entries */
+  uint64_t *free_ns;          /* free_count entries */
+  uint64_t alloc_p50_ns, alloc_p99_ns; /* nearest-rank percentiles, 0 if no call */
+  uint64_t free_p50_ns, free_p99_ns;
+  uint64_t timer_overhead_ns; /* what was subtracted from each measurement */
+  /* gmr_resource_get_footprint(top) after the last event, before any
+   * end-of-run free; footprint_status GMR_ERR_UNSUPPORTED: no resource reports one. */
+  gmr_status footprint_status;
+  gmr_footprint footprint;
+} replay_result;
+
+/**
+ * Replay `trace` through the stack whose top resource is `top`.
+ *
+ * Units: timer_overhead_ns in ns (from replay_clock_overhead_ns(); 0 subtracts
+ *   nothing).
+ * Ownership: `trace` and `top` are borrowed; *out is overwritten (not freed
+ *   first) and must be released with replay_result_free().
+ * Stream/device: creates (and destroys) one stream per recorded non-zero
+ *   stream on the current device of the active CUDA layer; synchronises them
+ *   at the end. Leaves nothing allocated from `top`, so the stack can be
+ *   destroyed afterwards (unless a free failed).
+ * Returns:
+ *   GMR_OK                    the replay ran to its end. Failed calls are
+ *                             counted in *out: check replay_result_ok().
+ *   GMR_ERR_INVALID_ARGUMENT  a NULL argument (then *out is untouched if NULL).
+ *   GMR_ERR_OUT_OF_MEMORY     host memory for the bookkeeping ran out.
+ *   a stream creation status  a stream could not be created; nothing was
+ *                             replayed and the streams made so far are gone.
+ * After a failure status, out->first_failure says what happened and out owns
+ * no memory (replay_result_free() is still safe).
+ */
+gmr_status replay_run(const replay_trace *trace, gmr_resource *top, uint64_t timer_overhead_ns,
+                      replay_result *out);
+
+/**
+ * Record how destroying the stack went after the replay; anything but GMR_OK
+ * (GMR_ERR_BUSY: the stack still counts live allocations) makes the result
+ * fail, and becomes its first failure if there was none.
+ */
+void replay_result_set_destroy_status(replay_result *result, gmr_status status);
+
+/** True when the replay ran, every call succeeded and the stack was destroyed cleanly. */
+bool replay_result_ok(const replay_result *result);
+
+/** Total of the failure counters, plus one for a failed run and one for a
+ * failed destroy (0 when ok). */
+size_t replay_result_failure_count(const replay_result *result);
+
+/** Free the timing arrays; the counters stay readable. NULL is a no-op. */
+void replay_result_free(replay_result *result);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GMR_TOOLS_REPLAY_REPLAY_H_ */
