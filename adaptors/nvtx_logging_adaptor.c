@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/forward.h"
 #include "core/nvtx_headers.h"
 #include "core/nvtx_mem.h"
 
@@ -193,15 +194,17 @@ static gmr_status nvtx_allocate(gmr_resource *self, size_t bytes, size_t alignme
                                 gmr_stream stream, void **out_ptr, gmr_failure *failure) {
   gmr_nvtx_logging_adaptor *a = (gmr_nvtx_logging_adaptor *)self;
 #ifdef GMR_DISABLE_NVTX
-  return gmr_allocate_ex(a->upstream, bytes, alignment, stream, out_ptr, failure);
+  return gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
 #else
-  /* No tool: NVTX would ignore every call; make none. */
+  /* No tool: NVTX would ignore every call; make none. The dispatch above
+   * checked the arguments, so the request goes straight to the upstream's
+   * slot (core/forward.h): one load and one branch added. */
   if (a->domain == NULL) {
-    return gmr_allocate_ex(a->upstream, bytes, alignment, stream, out_ptr, failure);
+    return gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
   }
   bool on = atomic_load_explicit(&a->enabled, memory_order_relaxed);
   if (on) push_range(a, true, bytes, stream);
-  gmr_status st = gmr_allocate_ex(a->upstream, bytes, alignment, stream, out_ptr, failure);
+  gmr_status st = gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
   if (st == GMR_OK) {
     int64_t now = atomic_fetch_add_explicit(&a->bytes_in_use, (int64_t)bytes,
                                             memory_order_relaxed) + (int64_t)bytes;
@@ -218,12 +221,12 @@ static gmr_status nvtx_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
                                   gmr_stream stream) {
   gmr_nvtx_logging_adaptor *a = (gmr_nvtx_logging_adaptor *)self;
 #ifdef GMR_DISABLE_NVTX
-  return gmr_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  return gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
 #else
-  if (a->domain == NULL) return gmr_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  if (a->domain == NULL) return gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
   bool on = atomic_load_explicit(&a->enabled, memory_order_relaxed);
   if (on) push_range(a, false, bytes, stream);
-  gmr_status st = gmr_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
   if (st == GMR_OK) {
     /* After the release: a refused free must not move the count. */
     int64_t now = atomic_fetch_sub_explicit(&a->bytes_in_use, (int64_t)bytes,
