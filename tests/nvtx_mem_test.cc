@@ -53,7 +53,7 @@ class NvtxMemTest : public ::testing::Test {
   }
 
   void SetUp() override {
-    ASSERT_TRUE(gmr__nvtx_mem_compiled_in());
+    if (!gmr__nvtx_mem_compiled_in()) GTEST_SKIP() << "built with GMR_DISABLE_NVTX: nothing to record";
     ASSERT_TRUE(NvtxRecorder::loaded());
     NvtxRecorder::clear();
   }
