@@ -270,6 +270,11 @@ static const gmr_resource_vtbl nvtx_vtbl = {
 };
 
 #ifndef GMR_DISABLE_NVTX
+/* NVTX starts its counters extension lazily at the first counter call, and
+ * that start is not safe to race (see core/nvtx_mem.c): adaptors created in
+ * several threads at once register one at a time. Create is rare. */
+static pthread_mutex_t register_mutex = PTHREAD_MUTEX_INITIALIZER;
+
 /* With a tool attached: names, strings and the counter, once. */
 static void register_with_tool(gmr_nvtx_logging_adaptor *a) {
   static const char *const category_names[] = {NULL,    "allocate",   "deallocate",  "failure",
@@ -332,7 +337,11 @@ gmr_status gmr_nvtx_logging_adaptor_create(gmr_resource *upstream,
   gmr__nvtx_start();
   /* NULL with no tool attached: not an error, the adaptor then stays silent. */
   a->domain = nvtxDomainCreateA(a->domain_name);
-  if (a->domain != NULL) register_with_tool(a);
+  if (a->domain != NULL) {
+    pthread_mutex_lock(&register_mutex);
+    register_with_tool(a);
+    pthread_mutex_unlock(&register_mutex);
+  }
 #endif
   *out = a;
   return GMR_OK;
