@@ -15,6 +15,7 @@
 #include "core/nvtx_headers.h"
 #include "core/nvtx_mem.h"
 
+#ifndef GMR_DISABLE_NVTX
 /* Streams whose range names are registered strings; later streams get their
  * name formatted per call (still correct, only slower). */
 #define STREAM_NAME_SLOTS 32
@@ -24,11 +25,10 @@ typedef struct stream_name {
   gmr_stream stream;
   char allocate_text[STREAM_TEXT_BYTES];
   char deallocate_text[STREAM_TEXT_BYTES];
-#ifndef GMR_DISABLE_NVTX
   nvtxStringHandle_t allocate; /* NULL when the tool registers no strings */
   nvtxStringHandle_t deallocate;
-#endif
 } stream_name;
+#endif
 
 struct gmr_nvtx_logging_adaptor {
   gmr_resource base; /* first: the adaptor is usable as a gmr_resource */
