@@ -22,6 +22,8 @@
 #include "gmr/graph_arena_resource.h"
 #include "gmr/host_resource.h"
 #include "gmr/limiting_adaptor.h"
+#include "gmr/log_adaptor.h"
+#include "gmr/nvtx_logging_adaptor.h"
 #include "gmr/oom_adaptor.h"
 #include "gmr/policy.h"
 #include "gmr/pool_resource.h"

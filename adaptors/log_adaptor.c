@@ -1,0 +1,191 @@
+/*
+ * adaptors/log_adaptor.c: RMM-format CSV log of every call. See
+ * gmr/log_adaptor.h.
+ */
+/* syscall(SYS_gettid), localtime_r and clock_gettime are POSIX/Linux, not C11. */
+#define _DEFAULT_SOURCE
+
+#include "gmr/log_adaptor.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+struct gmr_log_adaptor {
+  gmr_resource base; /* first: the adaptor is usable as a gmr_resource */
+  gmr_resource *upstream;
+  FILE *file;
+  bool owns_file;
+  gmr_log_flush flush;
+  pthread_mutex_t mutex; /* one row at a time; held across a free's release */
+  _Atomic uint64_t row_count;
+  _Atomic uint64_t write_error_count;
+};
+
+/* Per thread: its id, and the HH:MM:SS text of the last second it logged
+ * (localtime_r is the slow part of a row; a second holds many rows). */
+static _Thread_local long thread_id = -1;
+static _Thread_local time_t cached_second = (time_t)-1;
+static _Thread_local char cached_hms[16];
+
+static long current_thread_id(void) {
+  if (thread_id < 0) thread_id = (long)syscall(SYS_gettid);
+  return thread_id;
+}
+
+static const char *hms_of(time_t second) {
+  if (second != cached_second) {
+    struct tm local;
+    if (localtime_r(&second, &local) == NULL) memset(&local, 0, sizeof local);
+    snprintf(cached_hms, sizeof cached_hms, "%02d:%02d:%02d", local.tm_hour % 100,
+             local.tm_min % 100, local.tm_sec % 100);
+    cached_second = second;
+  }
+  return cached_hms;
+}
+
+/* Called with the mutex held, so that row order is the order of effects and
+ * the times in the file never go backwards. */
+static void write_row_locked(gmr_log_adaptor *a, const char *action, const void *ptr,
+                             size_t bytes, gmr_stream stream) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  char row[192];
+  int n = snprintf(row, sizeof row, "%ld,%s.%06ld,%s,0x%" PRIxPTR ",%zu,%" PRIxPTR "\n",
+                   current_thread_id(), hms_of(now.tv_sec), (long)(now.tv_nsec / 1000), action,
+                   (uintptr_t)ptr, bytes, (uintptr_t)stream);
+  /* n is below sizeof row: every field has a bounded width. */
+  bool ok = n > 0 && (size_t)n < sizeof row && fwrite(row, 1, (size_t)n, a->file) == (size_t)n;
+  if (ok && a->flush == GMR_LOG_FLUSH_EVERY_ROW) ok = fflush(a->file) == 0;
+  if (ok) {
+    atomic_fetch_add_explicit(&a->row_count, 1, memory_order_relaxed);
+  } else {
+    atomic_fetch_add_explicit(&a->write_error_count, 1, memory_order_relaxed);
+  }
+}
+
+static gmr_status log_allocate(gmr_resource *self, size_t bytes, size_t alignment,
+                               gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  gmr_log_adaptor *a = (gmr_log_adaptor *)self;
+  /* No other thread can be given this memory before we return it, so the
+   * row may be written after the upstream call. */
+  gmr_status st = gmr_allocate_ex(a->upstream, bytes, alignment, stream, out_ptr, failure);
+  pthread_mutex_lock(&a->mutex);
+  if (st == GMR_OK) {
+    write_row_locked(a, "allocate", *out_ptr, bytes, stream);
+  } else {
+    write_row_locked(a, "allocate failure", NULL, bytes, stream);
+  }
+  pthread_mutex_unlock(&a->mutex);
+  return st;
+}
+
+static gmr_status log_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
+                                 gmr_stream stream) {
+  gmr_log_adaptor *a = (gmr_log_adaptor *)self;
+  /* Held across the release: a thread that gets `ptr` next from the upstream
+   * writes its allocate row only after this free row. */
+  pthread_mutex_lock(&a->mutex);
+  gmr_status st = gmr_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  if (st == GMR_OK) write_row_locked(a, "free", ptr, bytes, stream);
+  pthread_mutex_unlock(&a->mutex);
+  return st;
+}
+
+static void flush_locked(gmr_log_adaptor *a) {
+  if (fflush(a->file) != 0) {
+    atomic_fetch_add_explicit(&a->write_error_count, 1, memory_order_relaxed);
+  }
+}
+
+static gmr_status log_destroy(gmr_resource *self) {
+  gmr_log_adaptor *a = (gmr_log_adaptor *)self;
+  pthread_mutex_lock(&a->mutex);
+  flush_locked(a);
+  pthread_mutex_unlock(&a->mutex);
+  if (a->owns_file) fclose(a->file);
+  pthread_mutex_destroy(&a->mutex);
+  free(a);
+  return GMR_OK;
+}
+
+static gmr_resource *log_get_upstream(const gmr_resource *self) {
+  return ((const gmr_log_adaptor *)self)->upstream;
+}
+
+static const gmr_resource_vtbl log_vtbl = {
+    .version = GMR_RESOURCE_VTBL_VERSION,
+    .type_name = "log_adaptor",
+    .allocate = log_allocate,
+    .deallocate = log_deallocate,
+    .destroy = log_destroy,
+    .get_upstream = log_get_upstream,
+    .trim = NULL,          /* the dispatch walks on to the upstream */
+    .get_footprint = NULL, /* likewise */
+};
+
+gmr_status gmr_log_adaptor_create(gmr_resource *upstream, const gmr_log_adaptor_config *config,
+                                  gmr_log_adaptor **out) {
+  if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  *out = NULL;
+  if (config == NULL || gmr_resource_check(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  if ((config->path == NULL) == (config->file == NULL)) return GMR_ERR_INVALID_ARGUMENT;
+  if (config->flush != GMR_LOG_FLUSH_EVERY_ROW && config->flush != GMR_LOG_FLUSH_BUFFERED) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+
+  gmr_log_adaptor *a = calloc(1, sizeof *a);
+  if (a == NULL) return GMR_ERR_OUT_OF_MEMORY;
+  if (pthread_mutex_init(&a->mutex, NULL) != 0) {
+    free(a);
+    return GMR_ERR_OUT_OF_MEMORY;
+  }
+  a->base.vtbl = &log_vtbl;
+  a->upstream = upstream;
+  a->flush = config->flush;
+  if (config->path != NULL) {
+    a->file = fopen(config->path, "w");
+    if (a->file == NULL) {
+      pthread_mutex_destroy(&a->mutex);
+      free(a);
+      return GMR_ERR_INVALID_ARGUMENT;
+    }
+    a->owns_file = true;
+  } else {
+    a->file = config->file;
+  }
+  if (fputs(GMR_LOG_ADAPTOR_HEADER "\n", a->file) == EOF || fflush(a->file) != 0) {
+    atomic_fetch_add_explicit(&a->write_error_count, 1, memory_order_relaxed);
+  }
+  *out = a;
+  return GMR_OK;
+}
+
+gmr_resource *gmr_log_adaptor_as_resource(gmr_log_adaptor *a) {
+  return a == NULL ? NULL : &a->base;
+}
+
+gmr_log_adaptor *gmr_log_adaptor_from_resource(gmr_resource *r) {
+  return (r != NULL && r->vtbl == &log_vtbl) ? (gmr_log_adaptor *)r : NULL;
+}
+
+gmr_status gmr_log_adaptor_flush(gmr_log_adaptor *a) {
+  if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&a->mutex);
+  flush_locked(a);
+  pthread_mutex_unlock(&a->mutex);
+  return GMR_OK;
+}
+
+uint64_t gmr_log_adaptor_get_row_count(const gmr_log_adaptor *a) {
+  return a == NULL ? 0 : atomic_load_explicit(&a->row_count, memory_order_relaxed);
+}
+
+uint64_t gmr_log_adaptor_get_write_error_count(const gmr_log_adaptor *a) {
+  return a == NULL ? 0 : atomic_load_explicit(&a->write_error_count, memory_order_relaxed);
+}

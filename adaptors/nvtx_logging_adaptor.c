@@ -1,0 +1,391 @@
+/*
+ * adaptors/nvtx_logging_adaptor.c: NVTX ranges, marks and a counter around
+ * every call of the stack below. See gmr/nvtx_logging_adaptor.h.
+ */
+#include "gmr/nvtx_logging_adaptor.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/forward.h"
+#include "core/nvtx_headers.h"
+#include "core/nvtx_mem.h"
+
+#ifndef GMR_DISABLE_NVTX
+/* Streams whose range names are registered strings; later streams get their
+ * name formatted per call (still correct, only slower). */
+#define STREAM_NAME_SLOTS 32
+#define STREAM_TEXT_BYTES 64
+
+typedef struct stream_name {
+  gmr_stream stream;
+  char allocate_text[STREAM_TEXT_BYTES];
+  char deallocate_text[STREAM_TEXT_BYTES];
+  nvtxStringHandle_t allocate; /* NULL when the tool registers no strings */
+  nvtxStringHandle_t deallocate;
+} stream_name;
+#endif
+
+struct gmr_nvtx_logging_adaptor {
+  gmr_resource base; /* first: the adaptor is usable as a gmr_resource */
+  gmr_resource *upstream;
+  atomic_bool enabled;
+  char domain_name[GMR_NVTX_DOMAIN_NAME_MAX_BYTES + 1];
+#ifndef GMR_DISABLE_NVTX
+  nvtxDomainHandle_t domain; /* NULL: no tool attached, emit nothing */
+  uint64_t counter_id;       /* 0: the tool has no counters; marks instead */
+  nvtxStringHandle_t bytes_in_use_text;
+  _Atomic int64_t bytes_in_use;
+  /* Entries [0, stream_name_count) are complete and never change; the
+   * release store of the count publishes a new one (readers take no lock). */
+  stream_name stream_names[STREAM_NAME_SLOTS];
+  _Atomic size_t stream_name_count;
+  pthread_mutex_t stream_names_mutex; /* serialises writers only */
+#endif
+};
+
+/* ARGB colours, as listed in the header. */
+#define COLOR_ALLOCATE 0xFF43A047u
+#define COLOR_DEALLOCATE 0xFF1E88E5u
+#define COLOR_FAILURE 0xFFE53935u
+#define COLOR_LIMIT 0xFFFB8C00u
+#define COLOR_OOM_POLICY 0xFF8E24AAu
+#define COLOR_BYTES_IN_USE 0xFF757575u
+
+#ifndef GMR_DISABLE_NVTX
+
+static void format_stream(char *buf, size_t size, const char *action, gmr_stream stream) {
+  if (stream == NULL) {
+    snprintf(buf, size, "%s (default stream)", action);
+  } else {
+    snprintf(buf, size, "%s (stream 0x%" PRIxPTR ")", action, (uintptr_t)stream);
+  }
+}
+
+static void format_stream_only(char *buf, size_t size, gmr_stream stream) {
+  if (stream == NULL) {
+    snprintf(buf, size, "default stream");
+  } else {
+    snprintf(buf, size, "stream 0x%" PRIxPTR, (uintptr_t)stream);
+  }
+}
+
+static void init_attributes(nvtxEventAttributes_t *attr, gmr_nvtx_category category,
+                            uint32_t color) {
+  /* Zeroed first: every field we do not set must read as "unused". */
+  memset(attr, 0, sizeof *attr);
+  attr->version = NVTX_VERSION;
+  attr->size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  attr->category = (uint32_t)category;
+  attr->colorType = NVTX_COLOR_ARGB;
+  attr->color = color;
+}
+
+static void set_message(nvtxEventAttributes_t *attr, nvtxStringHandle_t registered,
+                        const char *text) {
+  if (registered != NULL) {
+    attr->messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+    attr->message.registered = registered;
+  } else {
+    attr->messageType = NVTX_MESSAGE_TYPE_ASCII;
+    attr->message.ascii = text;
+  }
+}
+
+/* The registered names for `stream`, registering them on first sight; NULL
+ * when all slots are taken (the caller then formats the name itself). */
+static const stream_name *find_stream_name(gmr_nvtx_logging_adaptor *a, gmr_stream stream) {
+  size_t count = atomic_load_explicit(&a->stream_name_count, memory_order_acquire);
+  for (size_t i = 0; i < count; ++i) {
+    if (a->stream_names[i].stream == stream) return &a->stream_names[i];
+  }
+  const stream_name *found = NULL;
+  pthread_mutex_lock(&a->stream_names_mutex);
+  count = atomic_load_explicit(&a->stream_name_count, memory_order_relaxed);
+  for (size_t i = 0; i < count && found == NULL; ++i) {
+    if (a->stream_names[i].stream == stream) found = &a->stream_names[i];
+  }
+  if (found == NULL && count < STREAM_NAME_SLOTS) {
+    stream_name *n = &a->stream_names[count];
+    n->stream = stream;
+    format_stream(n->allocate_text, sizeof n->allocate_text, "allocate", stream);
+    format_stream(n->deallocate_text, sizeof n->deallocate_text, "deallocate", stream);
+    n->allocate = nvtxDomainRegisterStringA(a->domain, n->allocate_text);
+    n->deallocate = nvtxDomainRegisterStringA(a->domain, n->deallocate_text);
+    atomic_store_explicit(&a->stream_name_count, count + 1, memory_order_release);
+    found = n;
+  }
+  pthread_mutex_unlock(&a->stream_names_mutex);
+  return found;
+}
+
+static void push_range(gmr_nvtx_logging_adaptor *a, bool allocate, size_t bytes,
+                       gmr_stream stream) {
+  nvtxEventAttributes_t attr;
+  init_attributes(&attr, allocate ? GMR_NVTX_CATEGORY_ALLOCATE : GMR_NVTX_CATEGORY_DEALLOCATE,
+                  allocate ? COLOR_ALLOCATE : COLOR_DEALLOCATE);
+  attr.payloadType = NVTX_PAYLOAD_TYPE_UNSIGNED_INT64;
+  attr.payload.ullValue = (uint64_t)bytes;
+  const stream_name *n = find_stream_name(a, stream);
+  char text[STREAM_TEXT_BYTES];
+  if (n != NULL) {
+    set_message(&attr, allocate ? n->allocate : n->deallocate,
+                allocate ? n->allocate_text : n->deallocate_text);
+  } else {
+    format_stream(text, sizeof text, allocate ? "allocate" : "deallocate", stream);
+    set_message(&attr, NULL, text);
+  }
+  nvtxDomainRangePushEx(a->domain, &attr);
+}
+
+/* A mark with an ASCII message formatted by the caller (failures and policy
+ * actions are rare, so formatting them costs nothing that matters). */
+static void mark(gmr_nvtx_logging_adaptor *a, gmr_nvtx_category category, uint32_t color,
+                 uint64_t bytes, const char *text) {
+  nvtxEventAttributes_t attr;
+  init_attributes(&attr, category, color);
+  attr.payloadType = NVTX_PAYLOAD_TYPE_UNSIGNED_INT64;
+  attr.payload.ullValue = bytes;
+  set_message(&attr, NULL, text);
+  nvtxDomainMarkEx(a->domain, &attr);
+}
+
+static void sample_bytes_in_use(gmr_nvtx_logging_adaptor *a, int64_t value) {
+  if (a->counter_id != NVTX_COUNTER_ID_NONE) {
+    nvtxCounterSampleInt64(a->domain, a->counter_id, value);
+    return;
+  }
+  /* Fallback for tools without the counters extension: the value as a mark. */
+  nvtxEventAttributes_t attr;
+  init_attributes(&attr, GMR_NVTX_CATEGORY_BYTES_IN_USE, COLOR_BYTES_IN_USE);
+  attr.payloadType = NVTX_PAYLOAD_TYPE_INT64;
+  attr.payload.llValue = value;
+  set_message(&attr, a->bytes_in_use_text, "bytes in use");
+  nvtxDomainMarkEx(a->domain, &attr);
+}
+
+static void mark_allocate_failure(gmr_nvtx_logging_adaptor *a, gmr_status status, size_t bytes,
+                                  gmr_stream stream, const gmr_failure *failure) {
+  char where[STREAM_TEXT_BYTES];
+  format_stream_only(where, sizeof where, stream);
+  char text[GMR_FAILURE_MESSAGE_BYTES + 192];
+  bool limit = status == GMR_ERR_LIMIT_EXCEEDED;
+  int n = snprintf(text, sizeof text, "%s: %s (%zu bytes, %s; in %s",
+                   limit ? "allocate refused by a limit" : "allocate failed",
+                   gmr_status_name(status), bytes, where, gmr_resource_type_name(failure->where));
+  if (n > 0 && (size_t)n < sizeof text && failure->cuda_error != 0) {
+    n += snprintf(text + n, sizeof text - (size_t)n, "; cuda error %d", failure->cuda_error);
+  }
+  if (n > 0 && (size_t)n < sizeof text && failure->message[0] != '\0') {
+    n += snprintf(text + n, sizeof text - (size_t)n, ": %s", failure->message);
+  }
+  if (n > 0 && (size_t)n < sizeof text) snprintf(text + n, sizeof text - (size_t)n, ")");
+  mark(a, limit ? GMR_NVTX_CATEGORY_LIMIT : GMR_NVTX_CATEGORY_FAILURE,
+       limit ? COLOR_LIMIT : COLOR_FAILURE, (uint64_t)bytes, text);
+}
+
+#endif /* GMR_DISABLE_NVTX */
+
+static gmr_status nvtx_allocate(gmr_resource *self, size_t bytes, size_t alignment,
+                                gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  gmr_nvtx_logging_adaptor *a = (gmr_nvtx_logging_adaptor *)self;
+#ifdef GMR_DISABLE_NVTX
+  return gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
+#else
+  /* No tool: NVTX would ignore every call; make none. The dispatch above
+   * checked the arguments, so the request goes straight to the upstream's
+   * slot (core/forward.h): one load and one branch added. */
+  if (a->domain == NULL) {
+    return gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
+  }
+  bool on = atomic_load_explicit(&a->enabled, memory_order_relaxed);
+  if (on) push_range(a, true, bytes, stream);
+  gmr_status st = gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
+  if (st == GMR_OK) {
+    int64_t now = atomic_fetch_add_explicit(&a->bytes_in_use, (int64_t)bytes,
+                                            memory_order_relaxed) + (int64_t)bytes;
+    if (on) sample_bytes_in_use(a, now);
+  } else if (on) {
+    mark_allocate_failure(a, st, bytes, stream, failure);
+  }
+  if (on) nvtxDomainRangePop(a->domain);
+  return st;
+#endif
+}
+
+static gmr_status nvtx_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
+                                  gmr_stream stream) {
+  gmr_nvtx_logging_adaptor *a = (gmr_nvtx_logging_adaptor *)self;
+#ifdef GMR_DISABLE_NVTX
+  return gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
+#else
+  if (a->domain == NULL) return gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  bool on = atomic_load_explicit(&a->enabled, memory_order_relaxed);
+  if (on) push_range(a, false, bytes, stream);
+  gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  if (st == GMR_OK) {
+    /* After the release: a refused free must not move the count. */
+    int64_t now = atomic_fetch_sub_explicit(&a->bytes_in_use, (int64_t)bytes,
+                                            memory_order_relaxed) - (int64_t)bytes;
+    if (on) sample_bytes_in_use(a, now);
+  } else if (on) {
+    char where[STREAM_TEXT_BYTES];
+    format_stream_only(where, sizeof where, stream);
+    char text[160];
+    snprintf(text, sizeof text, "deallocate refused: %s (%zu bytes at 0x%" PRIxPTR ", %s)",
+             gmr_status_name(st), bytes, (uintptr_t)ptr, where);
+    mark(a, GMR_NVTX_CATEGORY_FAILURE, COLOR_FAILURE, (uint64_t)bytes, text);
+  }
+  if (on) nvtxDomainRangePop(a->domain);
+  return st;
+#endif
+}
+
+static gmr_status nvtx_destroy(gmr_resource *self) {
+  gmr_nvtx_logging_adaptor *a = (gmr_nvtx_logging_adaptor *)self;
+#ifndef GMR_DISABLE_NVTX
+  pthread_mutex_destroy(&a->stream_names_mutex);
+#endif
+  free(a);
+  return GMR_OK;
+}
+
+static gmr_resource *nvtx_get_upstream(const gmr_resource *self) {
+  return ((const gmr_nvtx_logging_adaptor *)self)->upstream;
+}
+
+static const gmr_resource_vtbl nvtx_vtbl = {
+    .version = GMR_RESOURCE_VTBL_VERSION,
+    .type_name = "nvtx_logging_adaptor",
+    .allocate = nvtx_allocate,
+    .deallocate = nvtx_deallocate,
+    .destroy = nvtx_destroy,
+    .get_upstream = nvtx_get_upstream,
+    .trim = NULL,          /* the dispatch walks on to the upstream */
+    .get_footprint = NULL, /* likewise */
+};
+
+#ifndef GMR_DISABLE_NVTX
+/* NVTX starts its counters extension lazily at the first counter call, and
+ * that start is not safe to race (see core/nvtx_mem.c): adaptors created in
+ * several threads at once register one at a time. Create is rare. */
+static pthread_mutex_t register_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+/* With a tool attached: names, strings and the counter, once. */
+static void register_with_tool(gmr_nvtx_logging_adaptor *a) {
+  static const char *const category_names[] = {NULL,    "allocate",   "deallocate",  "failure",
+                                               "limit", "oom policy", "bytes in use"};
+  for (uint32_t c = GMR_NVTX_CATEGORY_ALLOCATE; c <= GMR_NVTX_CATEGORY_BYTES_IN_USE; ++c) {
+    nvtxDomainNameCategoryA(a->domain, c, category_names[c]);
+  }
+  a->bytes_in_use_text = nvtxDomainRegisterStringA(a->domain, "bytes in use");
+
+  nvtxSemanticsCounter_t semantics;
+  memset(&semantics, 0, sizeof semantics);
+  semantics.header.structSize = (uint32_t)sizeof semantics;
+  semantics.header.semanticId = NVTX_SEMANTIC_ID_COUNTERS_V1;
+  semantics.header.version = NVTX_COUNTER_SEMANTIC_VERSION;
+  /* An absolute value that holds until the next sample. */
+  semantics.flags = NVTX_COUNTER_FLAG_VALUETYPE_ABSOLUTE | NVTX_COUNTER_FLAG_INTERPOLATION_UNTIL_NEXT;
+  semantics.unit = "bytes";
+  semantics.unitScaleNumerator = 1;
+  semantics.unitScaleDenominator = 1;
+  semantics.limitType = NVTX_COUNTER_LIMIT_UNDEFINED;
+
+  nvtxCounterAttr_t attr;
+  memset(&attr, 0, sizeof attr);
+  attr.structSize = sizeof attr;
+  attr.schemaId = NVTX_PAYLOAD_ENTRY_TYPE_INT64;
+  attr.name = "bytes in use";
+  attr.description = "bytes handed out through this gmr nvtx_logging_adaptor and not yet freed";
+  attr.scopeId = NVTX_SCOPE_CURRENT_SW_PROCESS;
+  attr.semantics = &semantics.header;
+  attr.counterId = NVTX_COUNTER_ID_NONE; /* the tool picks the id */
+  a->counter_id = nvtxCounterRegister(a->domain, &attr);
+}
+#endif
+
+gmr_status gmr_nvtx_logging_adaptor_create(gmr_resource *upstream,
+                                           const gmr_nvtx_logging_adaptor_config *config,
+                                           gmr_nvtx_logging_adaptor **out) {
+  if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  *out = NULL;
+  if (gmr_resource_check(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  gmr_nvtx_logging_adaptor_config cfg = GMR_NVTX_LOGGING_ADAPTOR_CONFIG_DEFAULT;
+  if (config != NULL) cfg = *config;
+  const char *name = cfg.domain_name != NULL ? cfg.domain_name : "gmr";
+  size_t name_bytes = strlen(name);
+  if (name_bytes == 0 || name_bytes > GMR_NVTX_DOMAIN_NAME_MAX_BYTES) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+
+  gmr_nvtx_logging_adaptor *a = calloc(1, sizeof *a);
+  if (a == NULL) return GMR_ERR_OUT_OF_MEMORY;
+  a->base.vtbl = &nvtx_vtbl;
+  a->upstream = upstream;
+  atomic_init(&a->enabled, cfg.enabled);
+  memcpy(a->domain_name, name, name_bytes + 1);
+#ifndef GMR_DISABLE_NVTX
+  if (pthread_mutex_init(&a->stream_names_mutex, NULL) != 0) {
+    free(a);
+    return GMR_ERR_OUT_OF_MEMORY;
+  }
+  gmr__nvtx_start();
+  /* NULL with no tool attached: not an error, the adaptor then stays silent. */
+  a->domain = nvtxDomainCreateA(a->domain_name);
+  if (a->domain != NULL) {
+    pthread_mutex_lock(&register_mutex);
+    register_with_tool(a);
+    pthread_mutex_unlock(&register_mutex);
+  }
+#endif
+  *out = a;
+  return GMR_OK;
+}
+
+gmr_resource *gmr_nvtx_logging_adaptor_as_resource(gmr_nvtx_logging_adaptor *a) {
+  return a == NULL ? NULL : &a->base;
+}
+
+gmr_nvtx_logging_adaptor *gmr_nvtx_logging_adaptor_from_resource(gmr_resource *r) {
+  return (r != NULL && r->vtbl == &nvtx_vtbl) ? (gmr_nvtx_logging_adaptor *)r : NULL;
+}
+
+void gmr_nvtx_logging_adaptor_set_enabled(gmr_nvtx_logging_adaptor *a, bool enabled) {
+  if (a == NULL) return;
+  atomic_store_explicit(&a->enabled, enabled, memory_order_relaxed);
+}
+
+bool gmr_nvtx_logging_adaptor_is_enabled(const gmr_nvtx_logging_adaptor *a) {
+#ifdef GMR_DISABLE_NVTX
+  (void)a;
+  return false;
+#else
+  return a != NULL && atomic_load_explicit(&a->enabled, memory_order_relaxed);
+#endif
+}
+
+bool gmr_nvtx_logging_adaptor_is_tool_attached(const gmr_nvtx_logging_adaptor *a) {
+#ifdef GMR_DISABLE_NVTX
+  (void)a;
+  return false;
+#else
+  return a != NULL && a->domain != NULL;
+#endif
+}
+
+const char *gmr_nvtx_logging_adaptor_get_domain_name(const gmr_nvtx_logging_adaptor *a) {
+  return a == NULL ? NULL : a->domain_name;
+}
+
+bool gmr_nvtx_is_compiled_in(void) {
+#ifdef GMR_DISABLE_NVTX
+  return false;
+#else
+  return true;
+#endif
+}

@@ -1,0 +1,137 @@
+/*
+ * gmr/log_adaptor.h: an adaptor that records every allocate, failed allocate
+ * and free of the stack below it as a CSV file in RAPIDS RMM's log format,
+ * which tools/replay (and RMM's own replay benchmark) reads back.
+ *
+ * Format (RMM's logging_resource_adaptor, docs/user_guide/record_replay.md):
+ *
+ *   Thread,Time,Action,Pointer,Size,Stream
+ *   2342727,15:47:02.841961,allocate,0x7f3c2c000000,1048576,0
+ *   2342727,15:47:02.841990,allocate failure,0x0,1099511627776,7f3c2c000b40
+ *   2342728,15:47:02.842101,free,0x7f3c2c000000,1048576,0
+ *
+ *   Thread   the OS thread id (gettid) of the caller, decimal;
+ *   Time     local wall-clock time HH:MM:SS.microseconds;
+ *   Action   "allocate", "allocate failure" or "free";
+ *   Pointer  hexadecimal with 0x ("0x0" for a failed allocation);
+ *   Size     bytes, decimal, as requested (not rounded);
+ *   Stream   the cudaStream_t value in hexadecimal WITHOUT 0x, as RMM writes
+ *            it; the default stream is "0". (RMM's own replay parser reads this
+ *            column as decimal, so only the default stream survives there;
+ *            tools/replay reads it as hexadecimal, so every stream survives.)
+ *
+ * Order: the file's row order is the order in which the operations took
+ * effect. A free row must come before the allocate row of whoever gets the
+ * same address next (RMM #2304's lesson), so deallocate holds the log's mutex
+ * across the upstream release and writes the row before any other thread can
+ * write one. A refused free (the upstream returned a failure and released
+ * nothing) writes no row, so every row describes something that happened.
+ * The price: frees through one log adaptor are serialised, and a free whose
+ * upstream synchronises (cudaFree) holds back the other threads' rows.
+ *
+ * Durability: with GMR_LOG_FLUSH_EVERY_ROW (the default) each row is handed to
+ * the operating system (fflush) before the call returns: a crash of the
+ * program loses at most the row being written. GMR_LOG_FLUSH_BUFFERED keeps
+ * rows in the stdio buffer until it fills, gmr_log_adaptor_flush() or
+ * destroy (a crash may lose the last few KiB). tools/bench_nvtx measures both.
+ *
+ * Errors while writing (a full disk) never fail an allocation or a free: they
+ * are counted (gmr_log_adaptor_get_write_error_count).
+ *
+ * Thread-safe: yes (internal mutex around each row).
+ * Source: RMM logging_resource_adaptor (format), RMM #2304 (order of books and
+ *   release), tools/replay (reader).
+ */
+#ifndef GMR_LOG_ADAPTOR_H_
+#define GMR_LOG_ADAPTOR_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+/* FILE can only be named portably through stdio.h; it is the one header
+ * outside gmr/ and the three basic ones that a public header includes. */
+#include <stdio.h>
+
+#include "gmr/config.h"
+#include "gmr/resource.h"
+#include "gmr/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The header line (without the newline) every log starts with. */
+#define GMR_LOG_ADAPTOR_HEADER "Thread,Time,Action,Pointer,Size,Stream"
+
+typedef enum gmr_log_flush {
+  GMR_LOG_FLUSH_EVERY_ROW = 0, /* fflush after each row (default) */
+  GMR_LOG_FLUSH_BUFFERED = 1   /* flush when the stdio buffer fills, on request, at destroy */
+} gmr_log_flush;
+
+typedef struct gmr_log_adaptor_config {
+  const char *path;   /* file to create (or truncate); copied. NULL: use `file` */
+  FILE *file;         /* used when path is NULL: borrowed, never closed */
+  gmr_log_flush flush;
+} gmr_log_adaptor_config;
+
+/* No destination yet (set path or file), flush every row. */
+#define GMR_LOG_ADAPTOR_CONFIG_DEFAULT {NULL, NULL, GMR_LOG_FLUSH_EVERY_ROW}
+
+typedef struct gmr_log_adaptor gmr_log_adaptor;
+
+/**
+ * Create an adaptor that forwards to `upstream` and writes one row per
+ * allocate, failed allocate and free, starting with the header line.
+ *
+ * Units: sizes in bytes.
+ * Ownership: `upstream` is borrowed: it must outlive the adaptor and must not
+ *   be moved. `config` is copied. A file opened from `config->path` belongs to
+ *   the adaptor (closed at destroy); `config->file` is borrowed and must stay
+ *   open until destroy.
+ * Thread-safe: yes (creates an independent object).
+ * Stream/device: no CUDA call. Writes the header (and flushes it).
+ * Returns:
+ *   GMR_OK                    *out is set.
+ *   GMR_ERR_INVALID_ARGUMENT  upstream, config or out is NULL; upstream fails
+ *                             gmr_resource_check(); both or neither of path and
+ *                             file are set; flush is not a gmr_log_flush; or the
+ *                             file cannot be opened for writing (errno says why).
+ *   GMR_ERR_OUT_OF_MEMORY     the host allocation for the adaptor failed.
+ * On failure *out is NULL (when out is not NULL), no file is left open, and
+ *   nothing needs destroying (a path may have been created empty).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_log_adaptor_create(gmr_resource *upstream,
+                                                        const gmr_log_adaptor_config *config,
+                                                        gmr_log_adaptor **out);
+
+/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
+GMR_API gmr_resource *gmr_log_adaptor_as_resource(gmr_log_adaptor *a);
+
+/** The adaptor behind `r`, or NULL if `r` is not one. Thread-safe: yes. */
+GMR_API gmr_log_adaptor *gmr_log_adaptor_from_resource(gmr_resource *r);
+
+/**
+ * Hand buffered rows to the operating system (fflush).
+ * Thread-safe: yes. Stream/device: none.
+ * Returns GMR_OK (a failure to write is counted, not returned: see
+ * gmr_log_adaptor_get_write_error_count), or GMR_ERR_INVALID_ARGUMENT for NULL.
+ */
+GMR_API gmr_status gmr_log_adaptor_flush(gmr_log_adaptor *a);
+
+/**
+ * Rows written so far, the header not included. Thread-safe: yes; may miss a
+ * row being written.
+ */
+GMR_API uint64_t gmr_log_adaptor_get_row_count(const gmr_log_adaptor *a);
+
+/**
+ * Rows (or flushes) the C library failed to write, e.g. on a full disk.
+ * Thread-safe: yes; may miss a row being written.
+ */
+GMR_API uint64_t gmr_log_adaptor_get_write_error_count(const gmr_log_adaptor *a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GMR_LOG_ADAPTOR_H_ */
