@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/cuda_layer.h"
+#include "core/nvtx_mem.h"
 #include "core/u64_map.h"
 #include "resources/spin_lock.h"
 #include "resources/stream_event.h"
@@ -30,6 +31,7 @@ typedef struct fb_block {
 
 struct fb_chunk {
   uintptr_t base;
+  void *nvtx_heap; /* config.nvtx_annotate: the chunk's NVTX heap (may be NULL) */
   size_t block_count;
   size_t live_count; /* blocks given out */
   fb_block blocks[];
@@ -221,6 +223,10 @@ static gmr_status add_chunk(gmr_fixed_block_resource *r, uint32_t si, size_t blo
     return st;
   }
   c->base = (uintptr_t)ptr;
+  c->nvtx_heap = NULL;
+  if (r->config.nvtx_annotate) {
+    c->nvtx_heap = gmr__nvtx_mem_heap_register(ptr, bytes, "fixed_block_resource chunk");
+  }
   c->block_count = blocks;
   c->live_count = 0;
   size_t pos = chunk_position(r, c->base);
@@ -299,18 +305,39 @@ static gmr_status ensure_free(gmr_fixed_block_resource *r, uint32_t si, size_t c
   return grow(r, si, count, stream, failure);
 }
 
-static fb_block *pop_free(gmr_fixed_block_resource *r, uint32_t si) {
+/* Take the top free block of slot `si` for a request of `bytes` (the region
+ * memory checkers see when annotating). */
+static fb_block *pop_free(gmr_fixed_block_resource *r, uint32_t si, size_t bytes) {
   fb_slot *s = r->slots[si];
   fb_block *b = s->stack[--s->count];
   b->chunk->live_count++;
   r->in_use_blocks++;
+  b->request_bytes = bytes;
+  if (r->config.nvtx_annotate) {
+    gmr__nvtx_mem_region_register(b->chunk->nvtx_heap, (void *)b->addr, bytes);
+  }
   return b;
 }
 
 static void give_back(gmr_fixed_block_resource *r, uint32_t si, fb_block *b) {
+  /* Before the block can be handed out again. */
+  if (r->config.nvtx_annotate) gmr__nvtx_mem_region_unregister((void *)b->addr);
   b->chunk->live_count--;
   r->in_use_blocks--;
   push_free(r, si, b);
+}
+
+/* Give chunk `c` back upstream (its blocks all free); the heap goes first, so
+ * whoever gets the range next may register it. */
+static gmr_status chunk_to_upstream(gmr_fixed_block_resource *r, fb_chunk *c) {
+  if (r->config.nvtx_annotate) gmr__nvtx_mem_heap_unregister(c->nvtx_heap);
+  gmr_status st = gmr_deallocate(r->upstream, (void *)c->base, chunk_bytes(r, c), UNIT, NULL);
+  if (st != GMR_OK && r->config.nvtx_annotate) {
+    /* Still ours (and wholly free): described again. */
+    c->nvtx_heap = gmr__nvtx_mem_heap_register((void *)c->base, chunk_bytes(r, c),
+                                               "fixed_block_resource chunk");
+  }
+  return st;
 }
 
 /* ---- vtable ------------------------------------------------------------- */
@@ -360,8 +387,7 @@ static gmr_status fb_allocate(gmr_resource *self, size_t bytes, size_t alignment
                                                "stream's free list")
                                    : ensure_free(r, si, 1, stream, failure);
   if (st == GMR_OK) {
-    fb_block *b = pop_free(r, si);
-    b->request_bytes = bytes;
+    fb_block *b = pop_free(r, si, bytes);
     *out_ptr = (void *)b->addr;
   }
   gmr__spin_lock_release(&r->lock);
@@ -461,7 +487,7 @@ static gmr_status fb_trim(gmr_resource *self, size_t *released_bytes) {
     memmove(&r->chunks[pos], &r->chunks[pos + 1], (r->chunk_count - pos - 1) * sizeof *r->chunks);
     r->chunk_count--;
     held_sub(r, bytes);
-    gmr_status st = gmr_deallocate(r->upstream, (void *)c->base, bytes, UNIT, NULL);
+    gmr_status st = chunk_to_upstream(r, c);
     if (st != GMR_OK) {
       memmove(&r->chunks[pos + 1], &r->chunks[pos], (r->chunk_count - pos) * sizeof *r->chunks);
       r->chunks[pos] = c;
@@ -512,9 +538,8 @@ static gmr_status fb_destroy(gmr_resource *self) {
   /* A failed upstream free is reported; the resource is destroyed anyway. */
   gmr_status result = GMR_OK;
   for (size_t i = 0; i < r->chunk_count; ++i) {
-    size_t bytes = chunk_bytes(r, r->chunks[i]);
-    held_sub(r, bytes);
-    gmr_status st = gmr_deallocate(r->upstream, (void *)r->chunks[i]->base, bytes, UNIT, NULL);
+    held_sub(r, chunk_bytes(r, r->chunks[i]));
+    gmr_status st = chunk_to_upstream(r, r->chunks[i]);
     if (st != GMR_OK && result == GMR_OK) result = st;
   }
   fb_free(r);
@@ -568,10 +593,7 @@ gmr_status gmr_fixed_block_resource_create(gmr_resource *upstream,
       st = add_chunk(r, si, cfg.blocks_per_chunk, NULL, &failure);
     }
     if (st != GMR_OK) {
-      for (size_t i = 0; i < r->chunk_count; ++i) {
-        (void)gmr_deallocate(upstream, (void *)r->chunks[i]->base, chunk_bytes(r, r->chunks[i]),
-                             UNIT, NULL);
-      }
+      for (size_t i = 0; i < r->chunk_count; ++i) (void)chunk_to_upstream(r, r->chunks[i]);
       fb_free(r);
       return st;
     }
@@ -625,8 +647,7 @@ gmr_status gmr_fixed_block_resource_allocate_blocks(gmr_fixed_block_resource *r,
   if (st == GMR_OK) st = ensure_free(r, si, count, stream, &failure);
   if (st == GMR_OK) {
     for (size_t i = 0; i < count; ++i) {
-      fb_block *b = pop_free(r, si);
-      b->request_bytes = r->config.block_bytes;
+      fb_block *b = pop_free(r, si, r->config.block_bytes);
       b->in_list = true;
       records[i] = b;
       blocks[i] = (void *)b->addr;

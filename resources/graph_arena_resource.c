@@ -18,6 +18,9 @@
  *  - sessions: a small table of streams that capture now.
  * A block whose graph memory was released is LOOSE: it belongs to no list
  * and its bytes go back to the free space when it is deallocated.
+ * With nvtx_annotate, each chunk holds its NVTX heap and each entry says
+ * whether its range has an NVTX region (the rules are in the header); every
+ * LOOSE block has one.
  */
 /* sched_yield() is POSIX, not C11. */
 #define _POSIX_C_SOURCE 200809L
@@ -31,6 +34,7 @@
 #include <string.h>
 
 #include "core/cuda_layer.h"
+#include "core/nvtx_mem.h"
 #include "resources/graph_arena_extents.h"
 
 /* ---- types --------------------------------------------------------------- */
@@ -47,6 +51,7 @@ typedef struct ga_entry {
   uint64_t order; /* creation number of the chunk it lies in */
   uint32_t slot;  /* the block while LIVE */
   uint8_t state;
+  bool region;    /* nvtx_annotate: an NVTX region starts at `begin` */
 } ga_entry;
 
 typedef struct ga_entries {
@@ -89,6 +94,7 @@ typedef struct ga_chunk {
   uint64_t order;     /* creation number: the search order of the free space */
   uint32_t *block_at; /* per granule: 1 + slot of the live block starting there, or 0 */
   bool initial;       /* taken at create: trim keeps it */
+  void *nvtx_heap;    /* nvtx_annotate: the chunk's NVTX heap (may be NULL) */
 } ga_chunk;
 
 typedef struct ga_session ga_session;
@@ -268,6 +274,22 @@ static ga_chunk *chunk_of(gmr_graph_arena_resource *a, uintptr_t addr) {
   return NULL;
 }
 
+/* ---- NVTX regions (nvtx_annotate only; the rules are in the header) ------- */
+
+/* Describe [addr, addr + bytes), inside a chunk, as a block to the tool. */
+static void region_add(gmr_graph_arena_resource *a, uintptr_t addr, size_t bytes) {
+  gmr__nvtx_mem_region_register(chunk_of(a, addr)->nvtx_heap, (void *)addr, bytes);
+}
+
+/* Entry `e` goes to a reuse list: later blocks of the capture may be carved
+ * anywhere in its range, rounding included, while the graph's earlier nodes
+ * still touch it, so its region grows to the whole range. */
+static void region_widen(gmr_graph_arena_resource *a, ga_entry *e) {
+  if (!e->region) return;
+  gmr__nvtx_mem_region_unregister((void *)e->begin);
+  region_add(a, e->begin, e->end - e->begin);
+}
+
 static size_t in_use_bytes(const gmr_graph_arena_resource *a) {
   return a->capacity_bytes - a->free.total_bytes;
 }
@@ -368,6 +390,9 @@ static void fill_block_info(const gmr_graph_arena_resource *a, uint32_t slot,
 
 /* ---- chunks ---------------------------------------------------------------- */
 
+/* The NVTX heap name of a chunk, for the tool's reports. */
+#define CHUNK_NAME "graph_arena_resource chunk"
+
 /* Take a chunk of `bytes` from the upstream and add it to the free space.
  * Called with the lock held, outside any session. The caller reserved room
  * in `free`; this reserves room in `chunks` before calling the upstream. */
@@ -396,7 +421,9 @@ static gmr_status add_chunk(gmr_graph_arena_resource *a, size_t bytes, bool init
     i--;
   }
   uint64_t order = a->next_chunk_order++;
-  a->chunks[i] = (ga_chunk){base, bytes, order, block_at, initial};
+  void *heap = NULL;
+  if (a->cfg.nvtx_annotate) heap = gmr__nvtx_mem_heap_register(p, bytes, CHUNK_NAME);
+  a->chunks[i] = (ga_chunk){base, bytes, order, block_at, initial, heap};
   a->chunk_count++;
   a->capacity_bytes += bytes;
   if (a->capacity_bytes > a->peak_capacity_bytes) a->peak_capacity_bytes = a->capacity_bytes;
@@ -411,8 +438,17 @@ static gmr_status release_chunk(gmr_graph_arena_resource *a, size_t index, bool 
   size_t e = gmr__extent_set_find_exact(&a->free, (gmr__extent){c.base, c.base + c.bytes, 0, c.order});
   if (e == SIZE_MAX) return GMR_OK;
   count_upstream_call(a);
+  /* The heap goes before the memory: whoever gets the range next may
+   * register it. A wholly free chunk has no region to keep. */
+  if (a->cfg.nvtx_annotate) gmr__nvtx_mem_heap_unregister(c.nvtx_heap);
   gmr_status st = gmr_deallocate(a->upstream, (void *)c.base, c.bytes, 0, NULL);
-  if (st != GMR_OK) return st; /* it stays ours, still free */
+  if (st != GMR_OK) {
+    /* It stays ours, still free, and is described again. */
+    if (a->cfg.nvtx_annotate) {
+      a->chunks[index].nvtx_heap = gmr__nvtx_mem_heap_register((void *)c.base, c.bytes, CHUNK_NAME);
+    }
+    return st;
+  }
   gmr__extent_set_remove(&a->free, e);
   free(c.block_at);
   memmove(&a->chunks[index], &a->chunks[index + 1], (a->chunk_count - index - 1) * sizeof c);
@@ -517,6 +553,15 @@ static size_t memory_returnable_count(const gmr_graph_memory *m) {
 static void dissolve_memory(gmr_graph_arena_resource *a, gmr_graph_memory *m,
                             gmr__extent *scratch) {
   size_t n = 0;
+  /* The regions of bytes the memory gives back go first: a live block carved
+   * from a reuse list lies inside them, and gets its own region below. */
+  for (size_t i = 0; i < m->entries.count; ++i) {
+    ga_entry *e = &m->entries.items[i];
+    if (e->state != ENTRY_LIVE && e->region) {
+      gmr__nvtx_mem_region_unregister((void *)e->begin);
+      e->region = false;
+    }
+  }
   for (size_t i = 0; i < m->entries.count; ++i) {
     ga_entry *e = &m->entries.items[i];
     if (e->state == ENTRY_FREED) {
@@ -527,6 +572,7 @@ static void dissolve_memory(gmr_graph_arena_resource *a, gmr_graph_memory *m,
       b->scope = SCOPE_LOOSE;
       b->memory = NULL;
       b->entry = NO_ENTRY;
+      if (a->cfg.nvtx_annotate && !e->region) region_add(a, b->addr, b->bytes);
     }
   }
   for (size_t i = 0; i < m->reuse.count; ++i) {
@@ -581,10 +627,12 @@ static size_t fresh_bytes_needed(const carve_request *rq) {
   return rq->carved_bytes + (rq->alignment - GMR_DEFAULT_ALIGNMENT);
 }
 
-/* Record a carved block in its scope and the block table. Everything it
- * needs was reserved before. */
+/* Record a carved block in its scope and the block table, with an NVTX
+ * region of the bytes asked for when `region`. Everything it needs was
+ * reserved before. */
 static uint32_t register_block(gmr_graph_arena_resource *a, ga_session *s, ga_chunk *c,
-                               uintptr_t addr, uint64_t order, const carve_request *rq) {
+                               uintptr_t addr, uint64_t order, const carve_request *rq,
+                               bool region) {
   uint32_t slot = take_slot(a);
   ga_block *b = &a->blocks[slot];
   ga_entries *list = s != NULL ? &s->memory->entries : &a->open;
@@ -598,8 +646,9 @@ static uint32_t register_block(gmr_graph_arena_resource *a, ga_session *s, ga_ch
   b->entry = list->count;
   b->order = order;
   list->items[list->count++] =
-      (ga_entry){addr, addr + rq->carved_bytes, order, slot, ENTRY_LIVE};
+      (ga_entry){addr, addr + rq->carved_bytes, order, slot, ENTRY_LIVE, region};
   c->block_at[(addr - c->base) >> GRANULE_SHIFT] = slot + 1;
+  if (region) gmr__nvtx_mem_region_register(c->nvtx_heap, (void *)addr, rq->bytes);
   a->live_bytes += rq->carved_bytes;
   a->live_count++;
   if (a->live_bytes > a->peak_live_bytes) a->peak_live_bytes = a->live_bytes;
@@ -664,7 +713,7 @@ static bool serve_fast(gmr_graph_arena_resource *a, ga_session *s, const carve_r
   e->begin += rq->carved_bytes;
   a->free.total_bytes -= rq->carved_bytes;
   s->cursor.addr = e->begin;
-  uint32_t slot = register_block(a, s, s->chunk, addr, e->order, rq);
+  uint32_t slot = register_block(a, s, s->chunk, addr, e->order, rq, a->cfg.nvtx_annotate);
   *out_ptr = (void *)addr;
   if (out_id != NULL) *out_id = block_id(a, slot);
   return true;
@@ -687,9 +736,11 @@ static gmr_status serve_in_session(gmr_graph_arena_resource *a, ga_session *s,
   size_t index = 0;
   uintptr_t addr = 0;
   uint64_t order = 0;
+  bool region = a->cfg.nvtx_annotate;
   /* Ordered reuse: a block freed earlier in this memory on this stream. */
   if (reuse && gmr__extent_set_best_fit(&m->reuse, rq->carved_bytes, rq->alignment,
                                         (uintptr_t)rq->stream, &index, &addr)) {
+    region = false; /* inside the widened regions of the blocks it reuses */
     order = m->reuse.items[index].order;
     gmr__extent_set_carve(&m->reuse, index, addr, rq->carved_bytes);
     m->held_bytes -= rq->carved_bytes; /* register_block adds it back */
@@ -714,7 +765,7 @@ static gmr_status serve_in_session(gmr_graph_arena_resource *a, ga_session *s,
     size_t need = fresh_bytes_needed(rq);
     s->shortfall_bytes = s->shortfall_bytes > SIZE_MAX - need ? SIZE_MAX : s->shortfall_bytes + need;
   }
-  uint32_t slot = register_block(a, s, chunk_of(a, addr), addr, order, rq);
+  uint32_t slot = register_block(a, s, chunk_of(a, addr), addr, order, rq, region);
   *out_ptr = (void *)addr;
   if (out_id != NULL) *out_id = block_id(a, slot);
   return GMR_OK;
@@ -770,7 +821,8 @@ static gmr_status serve_uncaptured(gmr_graph_arena_resource *a, const carve_requ
   }
   uint64_t order = a->free.items[index].order;
   gmr__extent_set_carve(&a->free, index, addr, rq->carved_bytes);
-  uint32_t slot = register_block(a, NULL, chunk_of(a, addr), addr, order, rq);
+  uint32_t slot = register_block(a, NULL, chunk_of(a, addr), addr, order, rq,
+                                 a->cfg.nvtx_annotate);
   *out_ptr = (void *)addr;
   if (out_id != NULL) *out_id = block_id(a, slot);
   return GMR_OK;
@@ -905,16 +957,25 @@ static gmr_status arena_allocate(gmr_resource *self, size_t bytes, size_t alignm
 static gmr_status free_block(gmr_graph_arena_resource *a, uint32_t slot, gmr_stream stream) {
   ga_block *b = &a->blocks[slot];
   if (b->scope == SCOPE_OPEN) {
-    a->open.items[b->entry].state = ENTRY_FREED; /* kept until reset or rewind */
+    ga_entry *e = &a->open.items[b->entry];
+    e->state = ENTRY_FREED; /* kept until reset or rewind */
+    /* Freed in a capture, the block may still be touched by the graph's
+     * replays: its region stays until its bytes come back. */
+    if (e->region && find_session(a, stream) == NULL) {
+      gmr__nvtx_mem_region_unregister((void *)e->begin);
+      e->region = false;
+    }
     drop_block(a, slot);
     return GMR_OK;
   }
   if (b->scope == SCOPE_LOOSE) {
     if (!gmr__extent_set_reserve(&a->free, 1)) return GMR_ERR_OUT_OF_MEMORY;
     gmr__extent_set_add(&a->free, (gmr__extent){b->addr, b->addr + b->carved_bytes, 0, b->order});
+    if (a->cfg.nvtx_annotate) gmr__nvtx_mem_region_unregister((void *)b->addr);
     drop_block(a, slot);
     return GMR_OK;
   }
+  /* A captured block: its region stays while the memory holds its bytes. */
   gmr_graph_memory *m = b->memory;
   ga_entry *e = &m->entries.items[b->entry];
   /* Ordered reuse: freed on the stream that is capturing into this memory,
@@ -923,6 +984,7 @@ static gmr_status free_block(gmr_graph_arena_resource *a, uint32_t slot, gmr_str
       m->session->stream == stream && gmr__extent_set_reserve(&m->reuse, 1)) {
     gmr__extent_set_add(&m->reuse, (gmr__extent){e->begin, e->end, (uintptr_t)stream, e->order});
     e->state = ENTRY_MOVED;
+    region_widen(a, e);
   } else {
     e->state = ENTRY_FREED; /* kept with the memory until it is released */
   }
@@ -976,6 +1038,7 @@ static size_t clear_open_from(gmr_graph_arena_resource *a, size_t height, gmr__e
       drop_block(a, e->slot);
       released++;
     }
+    if (e->region) gmr__nvtx_mem_region_unregister((void *)e->begin);
     scratch[n++] = (gmr__extent){e->begin, e->end, 0, e->order};
   }
   gmr__extent_set_add_many(&a->free, scratch, n);
@@ -1337,6 +1400,7 @@ static gmr_status rewind_session(gmr_graph_arena_resource *a, ga_session *s, siz
     if (reuse) {
       gmr__extent_set_add(&m->reuse, (gmr__extent){e->begin, e->end, (uintptr_t)s->stream, e->order});
       e->state = ENTRY_MOVED;
+      region_widen(a, e);
     } else {
       e->state = ENTRY_FREED; /* monotone: the bytes stay with the memory */
     }

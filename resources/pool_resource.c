@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/nvtx_mem.h"
 #include "resources/pool_internal.h"
 #include "resources/thread_home.h"
 
@@ -469,6 +470,10 @@ static gmr_status add_chunk(pool_arena *a, uint32_t si, size_t bytes, gmr_stream
   c->base = (uintptr_t)ptr;
   c->size = bytes;
   c->arena = a;
+  c->nvtx_heap = NULL;
+  if (pool->config.nvtx_annotate) {
+    c->nvtx_heap = gmr__nvtx_mem_heap_register(ptr, bytes, "pool_resource chunk");
+  }
   if (registered) registry_insert(&pool->registry, c);
   gmr__pool_block *b = header_take(a);
   b->addr = c->base;
@@ -525,10 +530,16 @@ static gmr_status release_chunk(pool_arena *a, pool_chunk *c, gmr_stream stream)
   bool registered = pool->arena_count > 1;
   if (registered) registry_remove(&pool->registry, c);
   held_release(pool, c->size);
+  /* The heap goes first for the same reason: whoever gets the range next may
+   * register it. The chunk is wholly free, so it has no region to keep. */
+  if (pool->config.nvtx_annotate) gmr__nvtx_mem_heap_unregister(c->nvtx_heap);
   gmr_status st = gmr_deallocate(pool->upstream, (void *)c->base, c->size, UNIT, stream);
   if (st != GMR_OK) {
     atomic_fetch_add_explicit(&pool->held_bytes, c->size, memory_order_relaxed);
     if (registered) registry_insert(&pool->registry, c); /* its place is still free */
+    if (pool->config.nvtx_annotate) {
+      c->nvtx_heap = gmr__nvtx_mem_heap_register((void *)c->base, c->size, "pool_resource chunk");
+    }
     return st;
   }
   drop_chunk(a, c);
@@ -722,6 +733,10 @@ static void record_allocation(pool_arena *a, gmr__pool_block *b, size_t bytes, s
   a->in_use_bytes += b->size;
   a->requested_bytes += bytes;
   a->in_use_count++;
+  /* The bytes asked for, not b->size: a write into the rounding is caught. */
+  if (a->pool->config.nvtx_annotate) {
+    gmr__nvtx_mem_region_register(b->chunk->nvtx_heap, (void *)b->addr, bytes);
+  }
   *out_ptr = (void *)b->addr;
 }
 
@@ -859,6 +874,8 @@ static gmr_status pool_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
     return GMR_ERR_OUT_OF_MEMORY; /* no slot for a new stream: the caller keeps ptr */
   }
   gmr__block_map_remove(&a->live, addr);
+  /* Before the block can merge or be handed out again. */
+  if (pool->config.nvtx_annotate) gmr__nvtx_mem_region_unregister(ptr);
   a->in_use_bytes -= b->size;
   a->requested_bytes -= bytes;
   a->in_use_count--;
@@ -969,6 +986,7 @@ static gmr_status pool_destroy(gmr_resource *self) {
     settle_all(a);
     for (pool_chunk *c = a->chunks; c != NULL; c = c->next) {
       held_release(pool, c->size);
+      if (pool->config.nvtx_annotate) gmr__nvtx_mem_heap_unregister(c->nvtx_heap);
       gmr_status st = gmr_deallocate(pool->upstream, (void *)c->base, c->size, UNIT, NULL);
       if (st != GMR_OK && result == GMR_OK) result = st;
     }

@@ -7,7 +7,8 @@
 #include "gmr/fixed_block_resource.h"
 #include "stack/registry.h"
 
-enum { BLOCK, BLOCKS_PER_CHUNK, MAX_CHUNKS, INITIAL_CHUNKS, OVERSIZE, STREAM_ORDERED, OPTION_COUNT };
+enum { BLOCK, BLOCKS_PER_CHUNK, MAX_CHUNKS, INITIAL_CHUNKS, OVERSIZE, STREAM_ORDERED,
+       NVTX_ANNOTATE, OPTION_COUNT };
 
 /* In the order of gmr_fixed_block_oversize. */
 static const char *const oversize_choices[] = {"forward", "refuse", NULL};
@@ -26,6 +27,8 @@ static const gmr__option_def options[OPTION_COUNT] = {
                   "(GMR_ERR_UNSUPPORTED)"},
     [STREAM_ORDERED] = {"stream_ordered", GMR__OPTION_BOOL, "true", false, false, NULL,
                         "false: ignore streams (host memory)"},
+    [NVTX_ANNOTATE] = {"nvtx_annotate", GMR__OPTION_BOOL, "false", false, false, NULL,
+                       "describe chunks and blocks to Compute Sanitizer (NVTX memory regions)"},
 };
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
@@ -37,6 +40,7 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
   config.initial_chunk_count = (size_t)values[INITIAL_CHUNKS].uint;
   config.oversize = (gmr_fixed_block_oversize)values[OVERSIZE].choice;
   config.stream_ordered = values[STREAM_ORDERED].boolean;
+  config.nvtx_annotate = values[NVTX_ANNOTATE].boolean;
   gmr_fixed_block_resource *fb = NULL;
   gmr_status st = gmr_fixed_block_resource_create(upstream, &config, &fb);
   if (st == GMR_ERR_INVALID_ARGUMENT) {

@@ -8,7 +8,7 @@
 #include "gmr/graph_arena_resource.h"
 #include "stack/registry.h"
 
-enum { INITIAL, CHUNK, MAX, ALIGNMENT, POLICY, DETECT, UNCAPTURED, OPTION_COUNT };
+enum { INITIAL, CHUNK, MAX, ALIGNMENT, POLICY, DETECT, UNCAPTURED, NVTX_ANNOTATE, OPTION_COUNT };
 
 /* In the order of the enums of gmr/graph_arena_resource.h. */
 static const char *const policies[] = {"monotone", "ordered_reuse", NULL};
@@ -34,6 +34,8 @@ static const gmr__option_def options[OPTION_COUNT] = {
     [UNCAPTURED] = {"uncaptured", GMR__OPTION_CHOICE, "arena", false, false, uncaptured,
                     "requests outside capture: arena (carved, freed at reset/rewind) or "
                     "forward (to the layer below: the graph pool)"},
+    [NVTX_ANNOTATE] = {"nvtx_annotate", GMR__OPTION_BOOL, "false", false, false, NULL,
+                       "describe chunks and blocks to Compute Sanitizer (NVTX memory regions)"},
 };
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
@@ -46,6 +48,7 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
   config.capture_policy = (gmr_graph_arena_policy)values[POLICY].choice;
   config.detection = (gmr_graph_arena_detection)values[DETECT].choice;
   config.uncaptured = (gmr_graph_arena_uncaptured)values[UNCAPTURED].choice;
+  config.nvtx_annotate = values[NVTX_ANNOTATE].boolean;
   gmr_graph_arena_resource *a = NULL;
   gmr_status st = gmr_graph_arena_resource_create(upstream, &config, &a);
   if (st == GMR_ERR_INVALID_ARGUMENT) {

@@ -20,6 +20,7 @@ enum {
   RELEASE_ON_GROWTH,
   RECENT_FREES,
   RECENT_FREE_MAX,
+  NVTX_ANNOTATE,
   OPTION_COUNT
 };
 
@@ -48,6 +49,8 @@ static const gmr__option_def options[OPTION_COUNT] = {
                       "small frees kept unmerged per stream for same-size reuse (0..32)"},
     [RECENT_FREE_MAX] = {"recent_free_max", GMR__OPTION_SIZE, "64KiB", false, false, NULL,
                          "largest free kept unmerged"},
+    [NVTX_ANNOTATE] = {"nvtx_annotate", GMR__OPTION_BOOL, "false", false, false, NULL,
+                       "describe chunks and blocks to Compute Sanitizer (NVTX memory regions)"},
 };
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
@@ -67,6 +70,7 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
   config.recent_free_count =
       values[RECENT_FREES].uint > 33 ? 33u : (uint32_t)values[RECENT_FREES].uint;
   config.recent_free_max_bytes = values[RECENT_FREE_MAX].size;
+  config.nvtx_annotate = values[NVTX_ANNOTATE].boolean;
   gmr_pool_resource *p = NULL;
   gmr_status st = gmr_pool_resource_create(upstream, &config, &p);
   if (st == GMR_ERR_INVALID_ARGUMENT) {

@@ -37,6 +37,18 @@
  * freed on that stream are used; otherwise the request fails with
  * GMR_ERR_CAPTURE_UNSAFE (no event, no upstream call).
  *
+ * NVTX annotation (config.nvtx_annotate; core/nvtx_mem.h; as the pool does,
+ * gmr/pool_resource.h): each chunk is an NVTX sub-allocator heap from the
+ * moment the upstream gives it until just before it goes back (trim,
+ * destroy); a block handed out by allocate is a region of the bytes asked
+ * for, so memcheck reports a kernel writing past them into the rest of the
+ * block or into the next block; a block of a gmr_block_list is a region of
+ * the whole block_bytes (the list promises block_bytes per block). The region
+ * is unregistered when the block is given back, before it can be handed out
+ * again. Forwarded (oversize) allocations come straight from the upstream,
+ * which the tool sees anyway: they are not annotated. Off (the default), no
+ * NVTX call is made; compiled out with GMR_DISABLE_NVTX.
+ *
  * Source: cuCascade (../shared/seeds/002: 1 MiB blocks, pools of 128 blocks,
  * expansion when the free list is empty, multiple_blocks_allocation), RMM's
  * fixed_size_memory_resource (forwarding of larger requests) and its
@@ -81,12 +93,15 @@ typedef struct gmr_fixed_block_resource_config {
   /* false: ignore streams (host upstreams): a freed block is reusable by
    * anyone at once and no CUDA call is ever made. */
   bool stream_ordered;
+  /* Describe chunks and blocks to memory checkers through the NVTX memory
+   * extension (see "NVTX annotation" above). false: no NVTX call at all. */
+  bool nvtx_annotate;
 } gmr_fixed_block_resource_config;
 
 /* 1 MiB blocks, chunks of 128 blocks, no maximum, nothing at create, larger
- * requests forwarded, stream ordered. */
+ * requests forwarded, stream ordered, no NVTX annotation. */
 #define GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT \
-  {(size_t)1 << 20, 128u, 0u, 0u, GMR_FIXED_BLOCK_OVERSIZE_FORWARD, true}
+  {(size_t)1 << 20, 128u, 0u, 0u, GMR_FIXED_BLOCK_OVERSIZE_FORWARD, true, false}
 
 /**
  * Create a fixed-block resource over `upstream`.

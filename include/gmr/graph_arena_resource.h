@@ -103,6 +103,40 @@
  * caller must make sure that no queued work still uses it (synchronise
  * first), as for any arena (seed 004, "stream synchronization").
  *
+ * NVTX annotation (config.nvtx_annotate; core/nvtx_mem.h; the pools do the
+ * same, gmr/pool_resource.h). Each chunk is an NVTX sub-allocator heap from
+ * the moment the upstream gives it until just before it goes back (trim,
+ * destroy). A block carved for a request is a region of the bytes asked for
+ * (not the rounding), so memcheck reports a kernel that writes past them. A
+ * region lives as long as something may legally touch its bytes, and a
+ * captured graph touches its blocks at every replay, long after the host
+ * freed them. Hence:
+ *  - a block served outside sessions loses its region when it is freed,
+ *    unless it is freed on a stream that has an open session (the free is
+ *    part of a capture, whose replays may still touch the block): then the
+ *    region stays until reset or rewind gives the bytes back;
+ *  - a block carved in a session keeps its region while its graph memory
+ *    holds its bytes: a free in the capture (MONOTONE: bookkeeping only), or
+ *    after it while the memory is held, unregisters nothing. The regions of
+ *    the memory's freed blocks go at gmr_graph_arena_release_memory() (or at
+ *    the reset that releases an unclaimed memory); a block still live then
+ *    keeps its region until it is freed, when its bytes come back;
+ *  - ORDERED_REUSE: a block freed in the capture into the memory's reuse
+ *    list has its region widened to the whole carved range (rounding
+ *    included), and a later block of the capture carved from that list gets
+ *    no region of its own: the graph's earlier nodes still touch the old
+ *    block at replay, and the new block lies inside regions already
+ *    registered (an overflow within them is not caught). When the memory is
+ *    released, such a block still live gets its own region.
+ *  - rewinds in a session keep regions as frees in the capture do; rewinds
+ *    and reset outside sessions unregister the regions of the bytes they give
+ *    back.
+ * Regions never overlap. Off (the default), no NVTX call is made; compiled
+ * out with GMR_DISABLE_NVTX. No heap is reset: a chunk's heap holds regions
+ * of several graph memories and of uncaptured blocks, so regions go one by
+ * one. NVTX calls are host calls into the tool, not CUDA calls: they do not
+ * touch a capture.
+ *
  * Thread-safe: yes (one internal lock per arena; no CUDA call and no
  * upstream call is made while it is held, except growth, reserve, trim and
  * destroy, which never happen while a session is open).
@@ -151,13 +185,16 @@ typedef struct gmr_graph_arena_config {
   gmr_graph_arena_policy capture_policy;
   gmr_graph_arena_detection detection;
   gmr_graph_arena_uncaptured uncaptured;
+  /* Describe chunks and blocks to memory checkers through the NVTX memory
+   * extension (see "NVTX annotation" in the banner). false: no NVTX call. */
+  bool nvtx_annotate;
 } gmr_graph_arena_config;
 
 /* Nothing pre-allocated, 64 MiB growth, no limit, 256 B, monotone, automatic
- * detection, uncaptured requests served from the arena. */
+ * detection, uncaptured requests served from the arena, no NVTX annotation. */
 #define GMR_GRAPH_ARENA_CONFIG_DEFAULT                                                     \
   {0, (size_t)64 << 20, SIZE_MAX, 256, GMR_GRAPH_ARENA_MONOTONE,                          \
-   GMR_GRAPH_ARENA_DETECT_AUTO, GMR_GRAPH_ARENA_UNCAPTURED_ARENA}
+   GMR_GRAPH_ARENA_DETECT_AUTO, GMR_GRAPH_ARENA_UNCAPTURED_ARENA, false}
 
 typedef struct gmr_graph_arena_resource gmr_graph_arena_resource;
 

@@ -101,6 +101,23 @@
  * the new stream reuse the old stream's memory without ordering (RMM has the
  * same rule).
  *
+ * NVTX annotation (config.nvtx_annotate; core/nvtx_mem.h): memcheck sees one
+ * big cudaMalloc per chunk, so a kernel that writes past the end of a block
+ * into the next one (or into the block's rounding) is legal to it. Annotated,
+ * the pool registers each chunk as an NVTX sub-allocator heap right after the
+ * upstream gave it, each block it hands out as a region of exactly the bytes
+ * asked for (not the 256-byte rounding, so an overflow into the padding is
+ * caught too), unregisters the region when the block is freed (before it can
+ * be merged or handed out again), and unregisters the heap before the chunk
+ * goes back upstream (trim, release before growth, destroy). Then
+ * `compute-sanitizer --tool memcheck` reports any access outside a live
+ * block, and a use after free. With no tool attached the calls cost about
+ * 1 ns each; off (the default) the pool makes no NVTX call at all. A region
+ * is unregistered when the host calls free, not when the stream reaches the
+ * free: if work queued before the free still touches the block when the tool
+ * checks it, memcheck may report it (synchronise before such frees in runs
+ * under the sanitizer). Compiled out with GMR_DISABLE_NVTX.
+ *
  * Source: RMM's pool_memory_resource and stream_ordered_memory_resource
  * (per-stream free lists, steal order, growth on the requesting stream),
  * PyTorch's CUDA caching allocator (block headers on the host, split and
@@ -167,14 +184,18 @@ typedef struct gmr_pool_resource_config {
    * up to +7% peak held on resnet50_train with 16 MiB). 0: merge every free. */
   uint32_t recent_free_count;
   size_t recent_free_max_bytes;
+  /* Describe the pool to memory checkers through the NVTX memory extension
+   * (see "NVTX annotation" above). false: no NVTX call at all. */
+  bool nvtx_annotate;
 } gmr_pool_resource_config;
 
 /* Nothing at create, no maximum; chunks of max(request, 12% of the arena)
  * clamped to [48 MiB, 128 MiB] on a 2 MiB granularity; one arena per CPU;
  * stream ordered; free chunks given back before growing; the 8 most recent
- * frees up to 64 KiB kept unmerged per stream. */
-#define GMR_POOL_RESOURCE_CONFIG_DEFAULT \
-  {0, 0, (size_t)48 << 20, (size_t)128 << 20, 12u, (size_t)2 << 20, 0u, true, true, 8u, (size_t)64 << 10}
+ * frees up to 64 KiB kept unmerged per stream; no NVTX annotation. */
+#define GMR_POOL_RESOURCE_CONFIG_DEFAULT                                                  \
+  {0, 0, (size_t)48 << 20, (size_t)128 << 20, 12u, (size_t)2 << 20, 0u, true, true, 8u, \
+   (size_t)64 << 10, false}
 
 /**
  * Create a pool that takes chunks from `upstream`.
