@@ -2,6 +2,9 @@
  * adaptors/nvtx_logging_adaptor.c: NVTX ranges, marks and a counter around
  * every call of the stack below. See gmr/nvtx_logging_adaptor.h.
  */
+/* pthread_rwlock_* are POSIX, not C11. */
+#define _POSIX_C_SOURCE 200809L
+
 #include "gmr/nvtx_logging_adaptor.h"
 
 #include <inttypes.h>
@@ -14,6 +17,9 @@
 #include "core/forward.h"
 #include "core/nvtx_headers.h"
 #include "core/nvtx_mem.h"
+#ifndef GMR_DISABLE_NVTX
+#include "core/events.h"
+#endif
 
 #ifndef GMR_DISABLE_NVTX
 /* Streams whose range names are registered strings; later streams get their
@@ -45,6 +51,7 @@ struct gmr_nvtx_logging_adaptor {
   stream_name stream_names[STREAM_NAME_SLOTS];
   _Atomic size_t stream_name_count;
   pthread_mutex_t stream_names_mutex; /* serialises writers only */
+  bool subscribed; /* in the table of adaptors that mark policy events */
 #endif
 };
 
@@ -188,6 +195,166 @@ static void mark_allocate_failure(gmr_nvtx_logging_adaptor *a, gmr_status status
        limit ? COLOR_LIMIT : COLOR_FAILURE, (uint64_t)bytes, text);
 }
 
+/* ---- policy events (gmr/events.h) ---------------------------------------- */
+
+/* The allocations this thread is inside, innermost first: a listener marking
+ * a limit refusal tells the adaptor's call, which then does not mark the
+ * same refusal again from its status. */
+typedef struct call_frame {
+  const gmr_nvtx_logging_adaptor *adaptor;
+  struct call_frame *outer;
+  bool refusal_marked;
+} call_frame;
+
+static _Thread_local call_frame *current_call;
+
+/* Adaptors with a tool attached. One gmr listener serves them all (a
+ * listener per adaptor would cap the adaptors at GMR_EVENT_MAX_LISTENERS).
+ * `subscribers_mutex` orders subscriptions and the listener's registration;
+ * `subscribers_lock` guards the table: the listener reads it, a change writes
+ * it, so once an adaptor is out of the table no listener still uses it. The
+ * listener is never (un)registered while the table's lock is held, because
+ * gmr_event_listener_remove waits for running listeners, which wait for
+ * that lock. */
+static pthread_mutex_t subscribers_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_rwlock_t subscribers_lock = PTHREAD_RWLOCK_INITIALIZER;
+static gmr_nvtx_logging_adaptor **subscribers;
+static size_t subscriber_count, subscriber_capacity;
+
+/* Whether `source` is a layer below `a` (its upstream or further down). */
+static bool is_below(const gmr_nvtx_logging_adaptor *a, const gmr_resource *source) {
+  for (const gmr_resource *r = a->upstream; r != NULL; r = gmr_resource_get_upstream(r)) {
+    if (r == source) return true;
+  }
+  return false;
+}
+
+static void mark_event(gmr_nvtx_logging_adaptor *a, const gmr_event *e) {
+  char where[STREAM_TEXT_BYTES];
+  format_stream_only(where, sizeof where, e->stream);
+  const char *policy = e->policy_name != NULL ? e->policy_name : "?";
+  const char *in = gmr_resource_type_name(e->source);
+  const char *scope = e->scope_stream ? "stream limit" : "limit";
+  char text[320];
+  bool limit = true;
+  switch (e->kind) {
+    case GMR_EVENT_LIMIT_REFUSED:
+      snprintf(text, sizeof text,
+               "%s refused (policy %s): %zu bytes charged, %zu of %zu bytes used (%s; in %s)",
+               scope, policy, e->bytes, e->used_bytes, e->limit_bytes, where, in);
+      break;
+    case GMR_EVENT_LIMIT_RAISED:
+      snprintf(text, sizeof text,
+               "%s raised (policy %s): %zu -> %zu bytes for %zu bytes charged (%s; in %s)", scope,
+               policy, e->limit_bytes, e->value_bytes, e->bytes, where, in);
+      break;
+    case GMR_EVENT_LIMIT_OVERAGE:
+      snprintf(text, sizeof text,
+               "%s passed (policy %s): %zu bytes over %zu after %zu bytes charged (%s; in %s)",
+               scope, policy, e->value_bytes, e->limit_bytes, e->bytes, where, in);
+      break;
+    case GMR_EVENT_OOM_RETRY:
+      limit = false;
+      snprintf(text, sizeof text, "oom policy %s: retry %u after %s (%zu bytes, %s; in %s)",
+               policy, (unsigned)e->attempt, gmr_status_name(e->status), e->bytes, where, in);
+      break;
+    case GMR_EVENT_OOM_TRIM:
+      limit = false;
+      snprintf(text, sizeof text, "oom policy %s: trim released %zu bytes, %s (%zu bytes, %s; in %s)",
+               policy, e->value_bytes, gmr_status_name(e->status), e->bytes, where, in);
+      break;
+    case GMR_EVENT_OOM_WAIT:
+      limit = false;
+      snprintf(text, sizeof text,
+               "oom policy %s: waited %" PRIu64 " ns, %s (%zu bytes, %s; in %s)", policy,
+               e->duration_ns, e->value_bytes != 0 ? "a free came" : "timed out", e->bytes, where,
+               in);
+      break;
+    case GMR_EVENT_OOM_GAVE_UP:
+      limit = false;
+      snprintf(text, sizeof text, "oom policy %s: gave up after %u retries: %s (%zu bytes, %s; in %s)",
+               policy, (unsigned)e->attempt, gmr_status_name(e->status), e->bytes, where, in);
+      break;
+    default: /* a kind added later: still shown */
+      limit = false;
+      snprintf(text, sizeof text, "%s (policy %s; %zu bytes, %s; in %s)",
+               gmr_event_kind_name(e->kind), policy, e->bytes, where, in);
+      break;
+  }
+  mark(a, limit ? GMR_NVTX_CATEGORY_LIMIT : GMR_NVTX_CATEGORY_OOM_POLICY,
+       limit ? COLOR_LIMIT : COLOR_OOM_POLICY, (uint64_t)e->bytes, text);
+  if (e->kind == GMR_EVENT_LIMIT_REFUSED) {
+    for (call_frame *f = current_call; f != NULL; f = f->outer) {
+      if (f->adaptor == a) {
+        f->refusal_marked = true;
+        break;
+      }
+    }
+  }
+}
+
+/* The gmr listener: every subscribed adaptor that is switched on and has the
+ * event's source below it marks the event. */
+static void on_event(void *ctx, const gmr_event *e) {
+  (void)ctx;
+  pthread_rwlock_rdlock(&subscribers_lock);
+  for (size_t i = 0; i < subscriber_count; ++i) {
+    gmr_nvtx_logging_adaptor *a = subscribers[i];
+    if (atomic_load_explicit(&a->enabled, memory_order_relaxed) && is_below(a, e->source)) {
+      mark_event(a, e);
+    }
+  }
+  pthread_rwlock_unlock(&subscribers_lock);
+}
+
+static gmr_status subscribe(gmr_nvtx_logging_adaptor *a) {
+  pthread_mutex_lock(&subscribers_mutex);
+  gmr_status st = GMR_OK;
+  bool first = subscriber_count == 0;
+  if (first) st = gmr_event_listener_add(on_event, NULL);
+  if (st == GMR_OK) {
+    pthread_rwlock_wrlock(&subscribers_lock);
+    if (subscriber_count == subscriber_capacity) {
+      size_t capacity = subscriber_capacity == 0 ? 8 : subscriber_capacity * 2;
+      gmr_nvtx_logging_adaptor **grown = realloc(subscribers, capacity * sizeof *grown);
+      if (grown == NULL) {
+        st = GMR_ERR_OUT_OF_MEMORY;
+      } else {
+        subscribers = grown;
+        subscriber_capacity = capacity;
+      }
+    }
+    if (st == GMR_OK) subscribers[subscriber_count++] = a;
+    pthread_rwlock_unlock(&subscribers_lock);
+    if (st != GMR_OK && first) (void)gmr_event_listener_remove(on_event, NULL);
+  }
+  pthread_mutex_unlock(&subscribers_mutex);
+  a->subscribed = st == GMR_OK;
+  return st;
+}
+
+static void unsubscribe(gmr_nvtx_logging_adaptor *a) {
+  if (!a->subscribed) return;
+  pthread_mutex_lock(&subscribers_mutex);
+  pthread_rwlock_wrlock(&subscribers_lock);
+  for (size_t i = 0; i < subscriber_count; ++i) {
+    if (subscribers[i] == a) {
+      subscribers[i] = subscribers[--subscriber_count];
+      break;
+    }
+  }
+  size_t left = subscriber_count;
+  if (left == 0) {
+    free(subscribers);
+    subscribers = NULL;
+    subscriber_capacity = 0;
+  }
+  pthread_rwlock_unlock(&subscribers_lock);
+  if (left == 0) (void)gmr_event_listener_remove(on_event, NULL);
+  pthread_mutex_unlock(&subscribers_mutex);
+  a->subscribed = false;
+}
+
 #endif /* GMR_DISABLE_NVTX */
 
 static gmr_status nvtx_allocate(gmr_resource *self, size_t bytes, size_t alignment,
@@ -203,13 +370,19 @@ static gmr_status nvtx_allocate(gmr_resource *self, size_t bytes, size_t alignme
     return gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
   }
   bool on = atomic_load_explicit(&a->enabled, memory_order_relaxed);
-  if (on) push_range(a, true, bytes, stream);
+  call_frame frame = {a, current_call, false};
+  if (on) {
+    push_range(a, true, bytes, stream);
+    current_call = &frame;
+  }
   gmr_status st = gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
+  if (on) current_call = frame.outer;
   if (st == GMR_OK) {
     int64_t now = atomic_fetch_add_explicit(&a->bytes_in_use, (int64_t)bytes,
                                             memory_order_relaxed) + (int64_t)bytes;
     if (on) sample_bytes_in_use(a, now);
-  } else if (on) {
+  } else if (on && !(st == GMR_ERR_LIMIT_EXCEEDED && frame.refusal_marked)) {
+    /* A refusal already marked from its event is not marked twice. */
     mark_allocate_failure(a, st, bytes, stream, failure);
   }
   if (on) nvtxDomainRangePop(a->domain);
@@ -248,6 +421,7 @@ static gmr_status nvtx_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
 static gmr_status nvtx_destroy(gmr_resource *self) {
   gmr_nvtx_logging_adaptor *a = (gmr_nvtx_logging_adaptor *)self;
 #ifndef GMR_DISABLE_NVTX
+  unsubscribe(a); /* when it returns, no listener uses `a` any more */
   pthread_mutex_destroy(&a->stream_names_mutex);
 #endif
   free(a);
@@ -338,6 +512,14 @@ gmr_status gmr_nvtx_logging_adaptor_create(gmr_resource *upstream,
   /* NULL with no tool attached: not an error, the adaptor then stays silent. */
   a->domain = nvtxDomainCreateA(a->domain_name);
   if (a->domain != NULL) {
+    /* Policy events only matter with a tool: without one the adaptor does
+     * not subscribe, so the stack's adaptors build no events for it. */
+    gmr_status st = subscribe(a);
+    if (st != GMR_OK) {
+      pthread_mutex_destroy(&a->stream_names_mutex);
+      free(a);
+      return st;
+    }
     pthread_mutex_lock(&register_mutex);
     register_with_tool(a);
     pthread_mutex_unlock(&register_mutex);

@@ -12,6 +12,27 @@
  *    GMR_ERR_OUT_OF_MEMORY ...", payload = bytes), in category "limit" when a
  *    limit refused it (GMR_ERR_LIMIT_EXCEEDED) and "failure" otherwise, and a
  *    mark for every refused deallocation;
+ *  - a mark for every action of a limit or OOM policy in the stack below it
+ *    (the gmr_events of gmr/events.h whose source is one of the layers under
+ *    the adaptor; events of other stacks are not its business), payload = the
+ *    request's bytes (for limit events the bytes charged): in category "limit" for LIMIT_REFUSED ("limit refused
+ *    (policy fail): 2048 bytes charged, 512 of 1024 bytes used (default
+ *    stream; in limiting_adaptor)"), LIMIT_RAISED ("limit raised (policy
+ *    increase): 1024 -> 2560 bytes for 2048 bytes charged (...)") and
+ *    LIMIT_OVERAGE ("limit passed (policy ignore): 1024 bytes over 1024 after
+ *    2048 bytes charged (...)"; "stream limit" for per-stream limits); in
+ *    category "oom policy" for OOM_RETRY ("oom policy trim_retry: retry 1
+ *    after GMR_ERR_OUT_OF_MEMORY (...)"), OOM_TRIM ("oom policy trim_retry:
+ *    trim released 4096 bytes, GMR_OK (...)"), OOM_WAIT ("oom policy wait:
+ *    waited 120000 ns, a free came (...)") and OOM_GAVE_UP ("oom policy
+ *    trim_retry: gave up after 1 retries: GMR_ERR_OUT_OF_MEMORY (...)"). The
+ *    marks fall inside the allocate range of the request that caused them.
+ *    A limit refusal marked from its event is not marked a second time from
+ *    the GMR_ERR_LIMIT_EXCEEDED the allocation then returns (the event's mark
+ *    says more: the limit, the usage, the policy); a LIMIT_EXCEEDED that comes
+ *    with no event (a resource of the user's) still gets the status mark.
+ *    The adaptor listens only while a tool is attached (then every gmr
+ *    adaptor that takes policy actions builds events, a few ns per action);
  *  - a counter "bytes in use": the bytes handed out through this adaptor and
  *    not yet freed, sampled after each change (nvToolsExtCounters.h). A tool
  *    without the counters extension gets the same value as a mark in category
@@ -34,12 +55,14 @@
  * a NULL domain with no tool attached is not an error. The adaptor never
  * destroys its domain: domains are process-wide and may be shared by name.
  *
- * Thread-safe: yes (atomics; a mutex only when a new stream is first seen).
+ * Thread-safe: yes (atomics; a mutex only when a new stream is first seen; a
+ * read lock of the table of adaptors while a policy event is marked, which
+ * destroy takes for writing, so a destroyed adaptor is never marked into).
  * NVTX ranges nest per thread, so concurrent calls from several threads each
  * get their own ranges. Counter samples from several threads may reach the
  * tool slightly out of order.
  * Source: RAPIDS RMM asks for switchable NVTX ranges (#495, #1595); NVTX v3
- * headers (nvToolsExt.h, nvToolsExtCounters.h).
+ * headers (nvToolsExt.h, nvToolsExtCounters.h); policy marks: gmr/events.h.
  */
 #ifndef GMR_NVTX_LOGGING_ADAPTOR_H_
 #define GMR_NVTX_LOGGING_ADAPTOR_H_
@@ -91,14 +114,19 @@ typedef struct gmr_nvtx_logging_adaptor gmr_nvtx_logging_adaptor;
  * Thread-safe: yes (creates an independent object).
  * Stream/device: no CUDA call. The first create of the process starts NVTX,
  *   which loads the tool named by NVTX_INJECTION64_PATH, if any; with a tool
- *   it creates the domain, registers its strings and names its categories, and
- *   registers its counter.
+ *   it creates the domain, subscribes to policy events (gmr/events.h; the
+ *   first such adaptor of the process registers one gmr event listener for
+ *   all of them, the last one destroyed removes it), registers its strings
+ *   and names its categories, and registers its counter.
  * Returns:
  *   GMR_OK                    *out is set.
  *   GMR_ERR_INVALID_ARGUMENT  upstream or out is NULL, upstream fails
  *                             gmr_resource_check(), or the domain name is empty
  *                             or longer than GMR_NVTX_DOMAIN_NAME_MAX_BYTES.
- *   GMR_ERR_OUT_OF_MEMORY     the host allocation for the adaptor failed.
+ *   GMR_ERR_OUT_OF_MEMORY     a host allocation for the adaptor failed.
+ *   GMR_ERR_BUSY              a tool is attached and gmr's event listener
+ *                             could not be registered (GMR_EVENT_MAX_LISTENERS
+ *                             other listeners are registered).
  * On failure *out is NULL (when out is not NULL) and nothing needs destroying.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_nvtx_logging_adaptor_create(
