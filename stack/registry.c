@@ -13,6 +13,8 @@ static const gmr__component *const components[] = {
     &gmr__component_graph_arena,
     &gmr__component_host,
     &gmr__component_limiting,
+    &gmr__component_log,
+    &gmr__component_nvtx_logging,
     &gmr__component_oom,
     &gmr__component_pool,
     &gmr__component_tracking,

@@ -31,7 +31,8 @@ typedef enum gmr__option_type {
   GMR__OPTION_CHOICE,       /* one of `choices` */
   GMR__OPTION_DEVICE,       /* a device ordinal, or `current` */
   GMR__OPTION_OOM_POLICY,   /* an OOM policy name or plugin:PATH:SYMBOL */
-  GMR__OPTION_LIMIT_POLICY  /* a limit policy name or plugin:PATH:SYMBOL */
+  GMR__OPTION_LIMIT_POLICY, /* a limit policy name or plugin:PATH:SYMBOL */
+  GMR__OPTION_STRING        /* non-empty text, bare or "quoted" (a path, a name) */
 } gmr__option_type;
 
 typedef struct gmr__option_def {
@@ -42,6 +43,7 @@ typedef struct gmr__option_def {
   bool allow_unlimited;        /* SIZE: accept none/max/unlimited */
   const char *const *choices;  /* CHOICE: the accepted names, NULL-terminated */
   const char *help;
+  size_t max_bytes;            /* STRING: longest accepted text in bytes; 0: no limit */
 } gmr__option_def;
 
 typedef struct gmr__option_value {
@@ -56,6 +58,9 @@ typedef struct gmr__option_value {
   int device;      /* DEVICE: ordinal, or -1 for current */
   gmr_oom_policy oom;
   gmr_limit_policy limit;
+  /* STRING: the text, NUL-terminated, borrowed from the spec (or the default)
+   * and valid until the create function returns: copy what must last. */
+  const char *string;
 } gmr__option_value;
 
 /*
@@ -96,6 +101,8 @@ extern const gmr__component gmr__component_fixed_block;
 extern const gmr__component gmr__component_graph_arena;
 extern const gmr__component gmr__component_host;
 extern const gmr__component gmr__component_limiting;
+extern const gmr__component gmr__component_log;
+extern const gmr__component gmr__component_nvtx_logging;
 extern const gmr__component gmr__component_oom;
 extern const gmr__component gmr__component_pool;
 extern const gmr__component gmr__component_tracking;

@@ -279,6 +279,19 @@ static gmr_status parse_value(build *b, const gmr__component *comp, const gmr__o
       }
       break;
     }
+    case GMR__OPTION_STRING: {
+      size_t len = strlen(text);
+      if (len == 0) {
+        snprintf(why, sizeof why, "expected a non-empty text");
+        st = GMR_ERR_INVALID_ARGUMENT;
+      } else if (def->max_bytes != 0 && len > def->max_bytes) {
+        snprintf(why, sizeof why, "%zu bytes of text, at most %zu allowed", len, def->max_bytes);
+        st = GMR_ERR_INVALID_ARGUMENT;
+      } else {
+        v->string = text; /* borrowed: the spec outlives the create functions */
+      }
+      break;
+    }
     case GMR__OPTION_OOM_POLICY:
     case GMR__OPTION_LIMIT_POLICY: {
       bool oom = def->type == GMR__OPTION_OOM_POLICY;
@@ -582,6 +595,8 @@ static const char *type_text(const gmr__option_def *def) {
       return "oom policy";
     case GMR__OPTION_LIMIT_POLICY:
       return "limit policy";
+    case GMR__OPTION_STRING:
+      return "text";
   }
   return "?";
 }

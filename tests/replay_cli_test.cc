@@ -183,8 +183,8 @@ TEST(ReplayCliTest, UnknownStackFailsBeforeAnyWork) {
   EXPECT_EQ("", r.out);
   EXPECT_EQ(
       "gmr replay: stack 'pooll': spec:1:1: unknown component 'pooll' (did you mean 'pool'? known: "
-      "cuda, fixed_block, graph_arena, host, limiting, oom, pool, tracking); aliases: "
-      "cuda_device, cuda_async, cuda_managed, host, pool, fixed_block, graph_pool\n",
+      "cuda, fixed_block, graph_arena, host, limiting, log, nvtx_logging, oom, pool, tracking); "
+      "aliases: cuda_device, cuda_async, cuda_managed, host, pool, fixed_block, graph_pool\n",
       r.err);
   Output typo = RunReplay({"--sim", "--stack", "tracking > limiting(limt=1GiB) > cuda"});
   EXPECT_EQ(2, typo.exit_code);

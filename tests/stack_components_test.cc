@@ -1,12 +1,20 @@
 // The sub-allocating resources are nameable in specs: pool, fixed_block and
 // graph_arena, with their options reaching the resources, their errors
-// explained, and the graph pool stack of docs/graph_pool.md buildable.
+// explained, and the graph pool stack of docs/graph_pool.md buildable; so are
+// the nvtx_logging and log adaptors, with text options.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "gmr/fixed_block_resource.h"
 #include "gmr/graph_arena_resource.h"
+#include "gmr/log_adaptor.h"
+#include "gmr/nvtx_logging_adaptor.h"
 #include "gmr/pool_resource.h"
 #include "gmr/device.h"
 #include "gmr/stack.h"
@@ -119,6 +127,139 @@ TEST_F(StackComponents, BadOptionsAreExplained) {
   EXPECT_EQ("spec:1:20: invalid value 'fifo' for graph_arena option 'policy': expected "
             "monotone or ordered_reuse",
             Error("graph_arena(policy=fifo) > cuda"));
+}
+
+
+// A file name in the test's private temporary directory.
+std::string TempPath(const std::string &name) {
+  const char *dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+}
+
+std::vector<std::string> ReadLines(const std::string &path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+TEST_F(StackComponents, NvtxLoggingOverLogOverAnAnnotatedPoolBuildsAndLogsEveryCall) {
+  const std::string path = TempPath("nvtx_log_pool.csv");
+  gmr_stack *s = Build("nvtx_logging(domain=\"x\") > log(file=\"" + path +
+                       "\") > pool(nvtx_annotate=true) > cuda(kind=async)");
+  ASSERT_NE(nullptr, s);
+  EXPECT_EQ(4u, gmr_stack_get_depth(s));
+  gmr_nvtx_logging_adaptor *nvtx =
+      gmr_nvtx_logging_adaptor_from_resource(gmr_stack_find(s, "nvtx_logging_adaptor"));
+  ASSERT_NE(nullptr, nvtx);
+  EXPECT_STREQ("x", gmr_nvtx_logging_adaptor_get_domain_name(nvtx));
+  EXPECT_TRUE(gmr_nvtx_logging_adaptor_is_enabled(nvtx) || !gmr_nvtx_is_compiled_in());
+  gmr_log_adaptor *log = gmr_log_adaptor_from_resource(gmr_stack_find(s, "log_adaptor"));
+  ASSERT_NE(nullptr, log);
+
+  gmr_resource *r = gmr_stack_as_resource(s);
+  void *a = nullptr, *b = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1 << 20, 0, nullptr, &b));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 1 << 20, 0, nullptr));
+  EXPECT_EQ(4u, gmr_log_adaptor_get_row_count(log));
+  EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
+
+  std::vector<std::string> lines = ReadLines(path);
+  ASSERT_EQ(5u, lines.size());
+  EXPECT_EQ(GMR_LOG_ADAPTOR_HEADER, lines[0]);
+  // Thread,Time,Action,Pointer,Size,Stream: the last four columns are exact.
+  auto tail = [](const std::string &row) {
+    size_t first = row.find(',');
+    return row.substr(row.find(',', first + 1) + 1);
+  };
+  char want[4][96];
+  std::snprintf(want[0], sizeof want[0], "allocate,%p,1000,0", a);
+  std::snprintf(want[1], sizeof want[1], "allocate,%p,1048576,0", b);
+  std::snprintf(want[2], sizeof want[2], "free,%p,1000,0", a);
+  std::snprintf(want[3], sizeof want[3], "free,%p,1048576,0", b);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(want[i], tail(lines[i + 1])) << lines[i + 1];
+  std::remove(path.c_str());
+}
+
+TEST_F(StackComponents, NvtxLoggingAndLogOptionsReachTheAdaptors) {
+  const std::string path = TempPath("buffered.csv");
+  gmr_stack *s = Build("nvtx_logging(enabled=false) > log(file=" + path +
+                       ", flush=buffered) > host");
+  ASSERT_NE(nullptr, s);
+  gmr_nvtx_logging_adaptor *nvtx =
+      gmr_nvtx_logging_adaptor_from_resource(gmr_stack_find(s, "nvtx_logging_adaptor"));
+  ASSERT_NE(nullptr, nvtx);
+  EXPECT_STREQ("gmr", gmr_nvtx_logging_adaptor_get_domain_name(nvtx));  // the default
+  EXPECT_FALSE(gmr_nvtx_logging_adaptor_is_enabled(nvtx));
+  gmr_resource *r = gmr_stack_as_resource(s);
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 64, 0, nullptr, &p));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 64, 0, nullptr));
+  // Buffered: the rows reach the file at the latest when the stack goes.
+  EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
+  std::vector<std::string> lines = ReadLines(path);
+  ASSERT_EQ(3u, lines.size());
+  EXPECT_NE(std::string::npos, lines[1].find(",allocate,"));
+  EXPECT_NE(std::string::npos, lines[2].find(",free,"));
+  std::remove(path.c_str());
+}
+
+TEST_F(StackComponents, BadNvtxLoggingAndLogValuesAreExplained) {
+  EXPECT_EQ("spec:1:21: invalid value '' for nvtx_logging option 'domain': expected a "
+            "non-empty text",
+            Error("nvtx_logging(domain=\"\") > host"));
+  const std::string long_name(GMR_NVTX_DOMAIN_NAME_MAX_BYTES + 1, 'd');
+  EXPECT_EQ("spec:1:21: invalid value '" + long_name +
+                "' for nvtx_logging option 'domain': 64 bytes of text, at most 63 allowed",
+            Error("nvtx_logging(domain=" + long_name + ") > host"));
+  EXPECT_EQ("spec:1:22: invalid value 'maybe' for nvtx_logging option 'enabled': 'maybe' is not "
+            "a boolean (true/false, yes/no, on/off, 1/0)",
+            Error("nvtx_logging(enabled=maybe) > host"));
+  EXPECT_EQ("spec:1:14: unknown option 'domian' for nvtx_logging (did you mean 'domain'?)",
+            Error("nvtx_logging(domian=x) > host"));
+  EXPECT_EQ("spec:1:1: missing option 'file' for log (the CSV file to create (or truncate))",
+            Error("log > host"));
+  EXPECT_EQ("spec:1:1: missing option 'file' for log (the CSV file to create (or truncate))",
+            Error("log(flush=buffered) > host"));
+  EXPECT_EQ("spec:1:10: invalid value '' for log option 'file': expected a non-empty text",
+            Error("log(file=\"\") > host"));
+  EXPECT_EQ("spec:1:19: invalid value 'sometimes' for log option 'flush': expected every_row or "
+            "buffered",
+            Error("log(file=x, flush=sometimes) > host"));
+  EXPECT_EQ("spec:1:1: cannot create log: GMR_ERR_INVALID_ARGUMENT: cannot open "
+            "'/nonexistent-gmr-dir/x.csv' for writing: No such file or directory",
+            Error("log(file=\"/nonexistent-gmr-dir/x.csv\") > host"));
+  EXPECT_EQ("spec:1:1: log is an adaptor and needs a layer below it: end the spec with a "
+            "resource, e.g. '> cuda(kind=async)' or '> host'",
+            Error("log(file=x)"));
+  EXPECT_EQ("spec:1:20: invalid value 'maybe' for pool option 'nvtx_annotate': 'maybe' is not a "
+            "boolean (true/false, yes/no, on/off, 1/0)",
+            Error("pool(nvtx_annotate=maybe) > cuda"));
+  // gmr_stack_check finds the same without creating anything (no file either).
+  gmr_spec_error e;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_stack_check("log(file=\"\") > host", &e));
+  EXPECT_EQ(GMR_OK, gmr_stack_check("log(file=/nonexistent-gmr-dir/x.csv) > host", &e));
+}
+
+TEST_F(StackComponents, TextOptionsAreListedWithTheirDefaults) {
+  FILE *f = tmpfile();
+  ASSERT_NE(nullptr, f);
+  ASSERT_EQ(GMR_OK, gmr_stack_print_components(f));
+  rewind(f);
+  std::string text;
+  char buf[256];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  fclose(f);
+  for (const char *want :
+       {"nvtx_logging (adaptor): ", "  domain=<text> (default gmr): ",
+        "  enabled=<bool> (default true): ", "log (adaptor): ", "  file=<text> (required): ",
+        "  flush=<choice> (default every_row): ", "  nvtx_annotate=<bool> (default false): "}) {
+    EXPECT_NE(std::string::npos, text.find(want)) << want;
+  }
 }
 
 }  // namespace

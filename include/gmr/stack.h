@@ -31,6 +31,8 @@
  *   policies  a built-in or registered name (gmr/policy.h), or
  *             plugin:PATH:SYMBOL, a function loaded from a shared library.
  *   booleans  true/false, yes/no, on/off, 1/0.
+ *   texts     any non-empty value (paths, names), quoted when it holds one of
+ *             the characters a bare value may not: log(file="/tmp/my log.csv").
  * `gmr_stack_print_components()` lists every component with its options,
  * their types, defaults and meaning.
  *

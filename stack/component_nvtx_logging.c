@@ -1,0 +1,45 @@
+/*
+ * stack/component_nvtx_logging.c: `nvtx_logging` in specs,
+ * gmr_nvtx_logging_adaptor (NVTX ranges, marks and a counter around every
+ * call of the layers below, for Nsight Systems).
+ */
+#include <stdio.h>
+
+#include "gmr/events.h"
+#include "gmr/nvtx_logging_adaptor.h"
+#include "stack/registry.h"
+
+enum { DOMAIN_NAME, ENABLED, OPTION_COUNT };
+
+/* Defaults are GMR_NVTX_LOGGING_ADAPTOR_CONFIG_DEFAULT's. */
+static const gmr__option_def options[OPTION_COUNT] = {
+    [DOMAIN_NAME] = {"domain", GMR__OPTION_STRING, "gmr", false, false, NULL,
+                     "NVTX domain the ranges and marks go to", GMR_NVTX_DOMAIN_NAME_MAX_BYTES},
+    [ENABLED] = {"enabled", GMR__OPTION_BOOL, "true", false, false, NULL,
+                 "emit from the start (gmr_nvtx_logging_adaptor_set_enabled switches it later)",
+                 0},
+};
+
+static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
+                         gmr_resource **out, char *message, size_t message_bytes) {
+  gmr_nvtx_logging_adaptor_config config = GMR_NVTX_LOGGING_ADAPTOR_CONFIG_DEFAULT;
+  config.domain_name = values[DOMAIN_NAME].string; /* copied by the adaptor */
+  config.enabled = values[ENABLED].boolean;
+  gmr_nvtx_logging_adaptor *a = NULL;
+  gmr_status st = gmr_nvtx_logging_adaptor_create(upstream, &config, &a);
+  if (st == GMR_ERR_BUSY) {
+    snprintf(message, message_bytes,
+             "cannot listen to policy events: %d other gmr event listeners are registered",
+             GMR_EVENT_MAX_LISTENERS);
+  }
+  *out = gmr_nvtx_logging_adaptor_as_resource(a);
+  return st;
+}
+
+const gmr__component gmr__component_nvtx_logging = {
+    "nvtx_logging", GMR__COMPONENT_ADAPTOR,
+    "NVTX ranges around every allocate and free of the layers below, marks for failures and "
+    "policy actions, a bytes-in-use counter, for nsys profile --trace=cuda,nvtx "
+    "(gmr/nvtx_logging_adaptor.h)",
+    options, OPTION_COUNT, create,
+};
