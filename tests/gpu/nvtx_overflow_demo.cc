@@ -1,9 +1,14 @@
 // nvtx_overflow_demo: the positive control for gmr's NVTX memory annotations
 // (core/nvtx_mem), run under Compute Sanitizer by run_sanitizer_checks.sh.
 //
-// A test-only sub-allocator carves two adjacent blocks out of one cudaMalloc
-// chunk: block A (1000 bytes asked, rounded to 1024 in the pool) and block B
-// right after it. Then something writes past the end of A, into A's rounding
+// A sub-allocator carves two adjacent blocks out of one cudaMalloc chunk:
+// block A (1000 bytes asked, rounded to 1024) and block B right after it.
+// The sub-allocator is a test-only one that calls core/nvtx_mem directly
+// (--allocator=demo, the default) or gmr's real pool_resource with
+// nvtx_annotate (--allocator=pool: one arena, no cache of recent frees, over
+// cuda_resource(kind=device), so A and B are the first two blocks of its first
+// chunk; the pool rounds to 256, so A's 1000 bytes also leave 24 bytes of
+// padding). Then something writes past the end of A, into A's rounding
 // padding, which belongs to no block:
 //
 //   compute-sanitizer --tool memcheck ./nvtx_overflow_demo --no-annotate
@@ -14,6 +19,7 @@
 //
 // Options:
 //   --annotate | --no-annotate   register the chunk and blocks (default: annotate)
+//   --allocator=demo|pool        the test-only sub-allocator or gmr's pool_resource
 //   --via=kernel|memset|memcpy   how to write (default kernel: a PTX kernel
 //                                loaded at run time, no nvcc needed to build)
 //   --overflow=N                 bytes written past A's 1000 (default 8; 0 = none:
@@ -36,52 +42,12 @@
 #include <vector>
 
 #include "core/nvtx_mem.h"
+#include "gmr/cuda_resource.h"
+#include "gmr/pool_resource.h"
+#include "tests/gpu/fill_kernel.h"
 
 namespace {
 
-// PTX of:
-//   extern "C" __global__ void gmr_fill_bytes(unsigned char *p,
-//       unsigned long long n, unsigned int v) {
-//     unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
-//     if (i < n) p[i] = (unsigned char)v;
-//   }
-// from `nvcc -ptx -arch=compute_75` (CUDA 13.0); the driver compiles it for
-// the device at load time.
-const char kFillPtx[] = R"(
-.version 9.0
-.target sm_75
-.address_size 64
-
-.visible .entry gmr_fill_bytes(
-	.param .u64 gmr_fill_bytes_param_0,
-	.param .u64 gmr_fill_bytes_param_1,
-	.param .u32 gmr_fill_bytes_param_2
-)
-{
-	.reg .pred 	%p<2>;
-	.reg .b32 	%r<5>;
-	.reg .b64 	%rd<8>;
-
-	ld.param.u64 	%rd2, [gmr_fill_bytes_param_0];
-	ld.param.u64 	%rd3, [gmr_fill_bytes_param_1];
-	ld.param.u32 	%r1, [gmr_fill_bytes_param_2];
-	mov.u32 	%r2, %ctaid.x;
-	mov.u32 	%r3, %ntid.x;
-	mul.wide.u32 	%rd4, %r2, %r3;
-	mov.u32 	%r4, %tid.x;
-	cvt.u64.u32 	%rd5, %r4;
-	add.s64 	%rd1, %rd4, %rd5;
-	setp.ge.u64 	%p1, %rd1, %rd3;
-	@%p1 bra 	$L__BB0_2;
-
-	cvta.to.global.u64 	%rd6, %rd2;
-	add.s64 	%rd7, %rd6, %rd1;
-	st.global.u8 	[%rd7], %r1;
-
-$L__BB0_2:
-	ret;
-}
-)";
 
 constexpr size_t kChunkBytes = size_t{1} << 20;
 constexpr size_t kBlockAsked = 1000;   // what the user asks for block A (and B)
@@ -117,11 +83,53 @@ struct DemoPool {
   }
 };
 
+// gmr's pool_resource over cuda_resource(kind=device), annotated or not.
+struct RealPool {
+  gmr_cuda_resource *cuda = nullptr;
+  gmr_pool_resource *pool = nullptr;
+
+  bool create(bool annotate) {
+    gmr_cuda_resource_config cc = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
+    cc.kind = GMR_CUDA_KIND_DEVICE;
+    gmr_pool_resource_config pc = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
+    pc.arena_count = 1;          // one chunk list: A and B come from the same chunk
+    pc.recent_free_count = 0;    // no cache of recent frees
+    pc.initial_pool_bytes = kChunkBytes;
+    pc.nvtx_annotate = annotate;
+    gmr_status st = gmr_cuda_resource_create(&cc, &cuda);
+    if (st == GMR_OK) st = gmr_pool_resource_create(gmr_cuda_resource_as_resource(cuda), &pc, &pool);
+    if (st != GMR_OK) {
+      std::fprintf(stderr, "nvtx_overflow_demo: creating the pool failed: %s\n",
+                   gmr_status_name(st));
+      return false;
+    }
+    return true;
+  }
+
+  unsigned char *allocate(size_t bytes) {
+    void *p = nullptr;
+    gmr_status st = gmr_allocate(gmr_pool_resource_as_resource(pool), bytes, 0, nullptr, &p);
+    if (st != GMR_OK) {
+      std::fprintf(stderr, "nvtx_overflow_demo: pool allocate failed: %s\n", gmr_status_name(st));
+    }
+    return static_cast<unsigned char *>(p);
+  }
+
+  void free_block(unsigned char *p, size_t bytes) {
+    (void)gmr_deallocate(gmr_pool_resource_as_resource(pool), p, bytes, 0, nullptr);
+  }
+
+  void destroy() {
+    (void)gmr_resource_destroy(gmr_pool_resource_as_resource(pool));
+    (void)gmr_resource_destroy(gmr_cuda_resource_as_resource(cuda));
+  }
+};
+
 }  // namespace
 
 int main(int argc, char **argv) {
   bool annotate = true, into_next = false, keep_regions = false;
-  std::string via = "kernel";
+  std::string via = "kernel", allocator = "demo";
   size_t overflow = 8;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -131,6 +139,8 @@ int main(int argc, char **argv) {
       annotate = false;
     } else if (a.rfind("--via=", 0) == 0) {
       via = a.substr(6);
+    } else if (a.rfind("--allocator=", 0) == 0) {
+      allocator = a.substr(12);
     } else if (a.rfind("--overflow=", 0) == 0) {
       overflow = std::strtoull(a.c_str() + 11, nullptr, 10);
     } else if (a == "--into-next-block") {
@@ -146,6 +156,11 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "nvtx_overflow_demo: --via must be kernel, memset or memcpy\n");
     return 1;
   }
+  if (allocator != "demo" && allocator != "pool") {
+    std::fprintf(stderr, "nvtx_overflow_demo: --allocator must be demo or pool\n");
+    return 1;
+  }
+  const bool real = allocator == "pool";
   const size_t a_bytes = into_next ? kBlockRounded : kBlockAsked;
   const size_t write_bytes = a_bytes + overflow;
   if (write_bytes > kBlockRounded + kBlockAsked) {
@@ -165,21 +180,38 @@ int main(int argc, char **argv) {
   }
 
   DemoPool pool;
+  RealPool real_pool;
   pool.annotate = annotate;
-  if (!check(cudaMalloc(reinterpret_cast<void **>(&pool.chunk), kChunkBytes), "cudaMalloc")) {
-    return 1;
+  unsigned char *a = nullptr, *b = nullptr;
+  if (real) {
+    if (!real_pool.create(annotate)) return 1;
+    a = real_pool.allocate(a_bytes);
+    b = real_pool.allocate(kBlockAsked);
+    if (a == nullptr || b == nullptr) return 1;
+    // The pool rounds to 256 bytes: B starts right after A's rounded size.
+    if (b != a + (a_bytes + 255) / 256 * 256) {
+      std::fprintf(stderr, "nvtx_overflow_demo: the pool's blocks are not adjacent (A=%p B=%p)\n",
+                   static_cast<void *>(a), static_cast<void *>(b));
+      return 1;
+    }
+  } else {
+    if (!check(cudaMalloc(reinterpret_cast<void **>(&pool.chunk), kChunkBytes), "cudaMalloc")) {
+      return 1;
+    }
+    if (annotate) {
+      pool.heap =
+          gmr__nvtx_mem_heap_register(pool.chunk, kChunkBytes, "nvtx_overflow_demo chunk");
+    }
+    a = pool.allocate(a_bytes);
+    b = pool.allocate(kBlockAsked);
   }
-  if (annotate) {
-    pool.heap = gmr__nvtx_mem_heap_register(pool.chunk, kChunkBytes, "nvtx_overflow_demo chunk");
-  }
-  unsigned char *a = pool.allocate(a_bytes);
-  unsigned char *b = pool.allocate(kBlockAsked);
-  std::printf("nvtx_overflow_demo: annotate=%s via=%s chunk=%p A=%p (%zu B) B=%p (%zu B); "
+  std::printf("nvtx_overflow_demo: allocator=%s annotate=%s via=%s A=%p (%zu B) B=%p (%zu B); "
               "writing %zu bytes from A (%zu past its end)%s\n",
-              annotate ? "yes" : "no", via.c_str(), static_cast<void *>(pool.chunk),
-              static_cast<void *>(a), a_bytes, static_cast<void *>(b), kBlockAsked,
-              write_bytes, write_bytes - a_bytes,
-              annotate && pool.heap == nullptr ? " [no NVTX tool attached: heap is NULL]" : "");
+              allocator.c_str(), annotate ? "yes" : "no", via.c_str(), static_cast<void *>(a),
+              a_bytes, static_cast<void *>(b), kBlockAsked, write_bytes, write_bytes - a_bytes,
+              !real && annotate && pool.heap == nullptr
+                  ? " [no NVTX tool attached: heap is NULL]"
+                  : "");
 
   // Legal writes first: both blocks, exactly.
   cudaStream_t stream = nullptr;
@@ -192,21 +224,10 @@ int main(int argc, char **argv) {
 
   cudaError_t write_err = cudaSuccess;
   if (via == "kernel") {
-    cudaLibrary_t library = nullptr;
-    cudaKernel_t kernel = nullptr;
-    if (!check(cudaLibraryLoadData(&library, kFillPtx, nullptr, nullptr, 0, nullptr, nullptr, 0),
-               "cudaLibraryLoadData") ||
-        !check(cudaLibraryGetKernel(&kernel, library, "gmr_fill_bytes"), "cudaLibraryGetKernel")) {
-      return 1;
-    }
-    unsigned long long n = write_bytes;
-    unsigned int value = 0x33;
-    void *args[] = {&a, &n, &value};
-    write_err = cudaLaunchKernel(reinterpret_cast<const void *>(kernel),
-                                 dim3(static_cast<unsigned>((write_bytes + 255) / 256)), dim3(256),
-                                 args, 0, stream);
+    gmr_test::FillKernel kernel;
+    if (!check(kernel.load(), "loading the fill kernel")) return 1;
+    write_err = kernel.fill(a, write_bytes, 0x33, stream);
     if (write_err == cudaSuccess) write_err = cudaStreamSynchronize(stream);
-    cudaLibraryUnload(library);
   } else if (via == "memset") {
     write_err = cudaMemsetAsync(a, 0x33, write_bytes, stream);
     if (write_err == cudaSuccess) write_err = cudaStreamSynchronize(stream);
@@ -218,6 +239,17 @@ int main(int argc, char **argv) {
 
   // Best-effort cleanup: after a sanitizer stops the kernel the context may
   // be unusable, which is the expected outcome, not a failure of the demo.
+  if (real) {
+    // --keep-regions: leave the blocks allocated (their regions live) and
+    // the pool alive at exit.
+    if (!keep_regions) {
+      real_pool.free_block(b, kBlockAsked);
+      real_pool.free_block(a, a_bytes);
+      real_pool.destroy();
+    }
+    cudaStreamDestroy(stream);
+    return 0;
+  }
   if (!keep_regions) {
     pool.free_block(b);
     pool.free_block(a);

@@ -19,14 +19,23 @@
 #                 memcheck must report an invalid __global__ write (>= 1 error).
 #                 The positive control: proves the regions reach the tool.
 #   clean         annotated, no overflow: 0 errors (no false positives).
-#   gpu-test      nvtx_gpu_test (annotated blocks used correctly, the NVTX
-#                 adaptor over cuda_resource) under memcheck: 0 errors, passes.
+#   pool-no-annotate, pool-annotate, pool-clean
+#                 the same three with gmr's real pool_resource (nvtx_annotate
+#                 off / on) carving A and B instead of the test-only one
+#                 (nvtx_overflow_demo --allocator=pool): silent / the overflow
+#                 into A's rounding reported / silent.
+#   gpu-test      nvtx_gpu_test under memcheck: 0 errors, passes. It writes
+#                 with kernels, exactly, blocks of annotated pool_resource,
+#                 fixed_block_resource and graph_arena_resource (and replays a
+#                 captured graph whose blocks were freed during the capture),
+#                 and runs the NVTX adaptor over cuda_resource.
 # Reported only (INFO), with what an H100 (driver 580, CUDA 13.0) showed:
 #   memset/memcpy-annotate  the overflow by cudaMemset / cudaMemcpy instead of
 #                           a kernel: 0 errors (memcheck checks kernels' accesses
 #                           against NVTX regions, not copy/set API ranges);
 #   into-next-block         an overflow that lands in the next live block: no
 #                           tool can tell it from a legal write (expect 0);
+#   pool-into-next-block    the same with the real pool (expect 0);
 #   leak-regions            --leak-check full with regions never unregistered
 #                           before their chunk's cudaFree: 0 leaks reported.
 set -uo pipefail
@@ -98,10 +107,15 @@ mc=("$cs" --tool memcheck)
 check no-annotate clean "${mc[@]}" "$demo" --no-annotate --via=kernel
 check annotate error "${mc[@]}" "$demo" --annotate --via=kernel
 check clean clean "${mc[@]}" "$demo" --annotate --via=kernel --overflow=0
+check pool-no-annotate clean "${mc[@]}" "$demo" --allocator=pool --no-annotate --via=kernel
+check pool-annotate error "${mc[@]}" "$demo" --allocator=pool --annotate --via=kernel
+check pool-clean clean "${mc[@]}" "$demo" --allocator=pool --annotate --via=kernel --overflow=0
 check gpu-test clean "${mc[@]}" "$gtest"
 check memset-annotate info "${mc[@]}" "$demo" --annotate --via=memset
 check memcpy-annotate info "${mc[@]}" "$demo" --annotate --via=memcpy
 check into-next-block info "${mc[@]}" "$demo" --annotate --via=kernel --into-next-block
+check pool-into-next-block info "${mc[@]}" "$demo" --allocator=pool --annotate --via=kernel \
+  --into-next-block
 check leak-regions info "${mc[@]}" --leak-check full "$demo" --annotate --overflow=0 --keep-regions
 
 if [ "$failed" = 0 ]; then
