@@ -46,8 +46,9 @@
  * the whole block_bytes (the list promises block_bytes per block). The region
  * is unregistered when the block is given back, before it can be handed out
  * again. Forwarded (oversize) allocations come straight from the upstream,
- * which the tool sees anyway: they are not annotated. Off (the default), no
- * NVTX call is made; compiled out with GMR_DISABLE_NVTX.
+ * which the tool sees anyway: they are not annotated. The first heap of the
+ * process starts NVTX (it loads the tool NVTX_INJECTION64_PATH names). Off
+ * (the default), no NVTX call is made; compiled out with GMR_DISABLE_NVTX.
  *
  * Source: cuCascade (../shared/seeds/002: 1 MiB blocks, pools of 128 blocks,
  * expansion when the free list is empty, multiple_blocks_allocation), RMM's

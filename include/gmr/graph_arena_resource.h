@@ -131,8 +131,14 @@
  *  - rewinds in a session keep regions as frees in the capture do; rewinds
  *    and reset outside sessions unregister the regions of the bytes they give
  *    back.
- * Regions never overlap. Off (the default), no NVTX call is made; compiled
- * out with GMR_DISABLE_NVTX. No heap is reset: a chunk's heap holds regions
+ * Regions never overlap. Requests forwarded to the upstream
+ * (UNCAPTURED_FORWARD) are the upstream's blocks: annotate the pool below for
+ * them. Both layers annotated (graph_arena(nvtx_annotate=true) > pool(
+ * nvtx_annotate=true)) puts the arena's heaps inside the pool's regions; the
+ * NVTX headers do not say how a tool treats such nesting, so check that
+ * combination under the sanitizer before relying on it. Off (the default),
+ * no NVTX call is made; compiled out with GMR_DISABLE_NVTX. The first heap of
+ * the process starts NVTX (it loads the tool NVTX_INJECTION64_PATH names). No heap is reset: a chunk's heap holds regions
  * of several graph memories and of uncaptured blocks, so regions go one by
  * one. NVTX calls are host calls into the tool, not CUDA calls: they do not
  * touch a capture.

@@ -116,7 +116,8 @@
  * is unregistered when the host calls free, not when the stream reaches the
  * free: if work queued before the free still touches the block when the tool
  * checks it, memcheck may report it (synchronise before such frees in runs
- * under the sanitizer). Compiled out with GMR_DISABLE_NVTX.
+ * under the sanitizer). The first heap of the process starts NVTX (it loads
+ * the tool NVTX_INJECTION64_PATH names). Compiled out with GMR_DISABLE_NVTX.
  *
  * Source: RMM's pool_memory_resource and stream_ordered_memory_resource
  * (per-stream free lists, steal order, growth on the requesting stream),
