@@ -137,9 +137,21 @@ TEST(BenchCliTest, PoolFootprintOnTheRealTracesIsExactOnTheSimulation) {
 TEST(BenchCliTest, AnUnknownStackIsAUsageErrorListingTheKnownOnes) {
   Output r = RunBench({"--sim", "--stacks", "pool,pol"});
   EXPECT_EQ(2, r.exit_code);
-  EXPECT_NE(std::string::npos, r.err.find("unknown stack 'pol'")) << r.err;
-  EXPECT_NE(std::string::npos, r.err.find("fixed_block")) << r.err;
+  EXPECT_EQ("bench: stack 'pol': spec:1:1: unknown component 'pol' (did you mean 'pool'? known: "
+            "cuda, fixed_block, graph_arena, host, limiting, oom, pool, tracking); aliases: "
+            "cuda_device, cuda_async, cuda_managed, host, pool, fixed_block, graph_pool, "
+            "pool_device, pool_one_arena, fixed_block_device, pool_host\n",
+            r.err);
   EXPECT_EQ("", r.out);  // nothing ran
+}
+
+TEST(BenchCliTest, StacksMayBeSpecsWithCommasInsideParentheses) {
+  Output r = RunBench({"--sim", "--quick", "--workloads", "fixed", "--stacks",
+                       "pool(arenas=1, recent_frees=0) > cuda(kind=async); host"});
+  EXPECT_EQ(0, r.exit_code) << r.err;
+  EXPECT_NE(std::string::npos, r.out.find("pool(arenas=1, recent_frees=0) > cuda(kind=async)"))
+      << r.out;
+  EXPECT_NE(std::string::npos, r.out.find("host")) << r.out;
 }
 
 TEST(BenchCliTest, BadArgumentsAreUsageErrors) {

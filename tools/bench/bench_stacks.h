@@ -1,23 +1,21 @@
 /*
- * tools/bench/bench_stacks.h: the stacks the benchmark compares, by name.
+ * tools/bench/bench_stacks.h: the stacks the benchmark compares.
  *
- * Until the stack-spec parser lands, the stacks are built here in code. The
- * pools sit on cudaMallocAsync by default: growing and giving chunks back are
- * then stream-ordered calls of about a microsecond, where cudaMalloc costs tens
- * of microseconds and cudaFree synchronises the device.
- *   pool                pool_resource (defaults) > cuda_resource(kind=async)
- *   pool_device         pool_resource (defaults) > cuda_resource(kind=device)  (RMM's setup)
- *   pool_one_arena      pool_resource (arena_count=1) > cuda_resource(kind=async)
- *   fixed_block         fixed_block_resource (1 MiB x 128) > cuda_resource(kind=async)
- *   fixed_block_device  fixed_block_resource (1 MiB x 128) > cuda_resource(kind=device)
- *   cuda_async          cuda_resource(kind=async)   (cudaMallocFromPoolAsync)
- *   cuda_device         cuda_resource(kind=device)  (cudaMalloc / cudaFree)
- *   host                host_resource
- *   pool_host           pool_resource (stream_ordered=false) > host_resource
- * An unknown name is an error listing the known ones; nothing falls back.
+ * A stack is a spec (`pool(arenas=1) > cuda(kind=async)`, see gmr/stack.h),
+ * one of replay's aliases (cuda_device, cuda_async, cuda_managed, host, pool,
+ * fixed_block, graph_pool), or one of the bench's own aliases:
+ *   pool_device         pool > cuda(kind=device)            (RMM's setup)
+ *   pool_one_arena      pool(arenas=1) > cuda(kind=async)
+ *   fixed_block_device  fixed_block > cuda(kind=device)
+ *   pool_host           pool(stream_ordered=false) > host
+ * The pools sit on cudaMallocAsync by default (the `pool` alias): growing and
+ * giving chunks back are then stream-ordered calls of about a microsecond,
+ * where cudaMalloc costs tens of microseconds and cudaFree synchronises the
+ * device. An unknown name is an error listing the known ones; nothing falls
+ * back.
  *
  * Thread-safe: create/destroy no; the stacks are as thread-safe as their
- * resources (all of the above: yes).
+ * resources.
  */
 #ifndef GMR_TOOLS_BENCH_BENCH_STACKS_H_
 #define GMR_TOOLS_BENCH_BENCH_STACKS_H_
@@ -26,22 +24,20 @@
 
 #include "gmr/resource.h"
 #include "gmr/status.h"
-
-#define BENCH_STACK_MAX_DEPTH 4
+#include "tools/replay/stacks.h"
 
 typedef struct bench_stack {
-  char name[32];
-  gmr_resource *layers[BENCH_STACK_MAX_DEPTH]; /* bottom first */
-  size_t depth;
+  replay_stack *stack; /* the layers, built from the spec */
 } bench_stack;
 
-/** Number of known stack names, and name `i` (static string, NULL past the end). */
+/** Number of the bench's own aliases, and alias `i` (static string, NULL past the end). */
 size_t bench_stack_known_count(void);
 const char *bench_stack_known_name(size_t i);
 
 /**
- * GMR_OK if `name` is known, else GMR_ERR_INVALID_ARGUMENT with `err`
- * (err_bytes) listing the known names. Makes no CUDA call.
+ * GMR_OK if `name` is a bench alias, a replay alias or a valid spec, else
+ * GMR_ERR_INVALID_ARGUMENT with `err` (err_bytes) saying what is wrong and
+ * listing the aliases. Makes no CUDA call.
  */
 gmr_status bench_stack_check(const char *name, char *err, size_t err_bytes);
 
@@ -55,7 +51,8 @@ gmr_status bench_stack_create(const char *name, bench_stack *out, char *err, siz
 gmr_resource *bench_stack_top(bench_stack *stack);
 gmr_resource *bench_stack_leaf(bench_stack *stack);
 
-/** Destroy the layers top-down; returns the first failure (GMR_ERR_BUSY: live allocations). */
+/** Destroy the layers top-down; returns the first failure (GMR_ERR_BUSY: live
+ * allocations, then the stack stays as it is). */
 gmr_status bench_stack_destroy(bench_stack *stack);
 
 #endif /* GMR_TOOLS_BENCH_BENCH_STACKS_H_ */

@@ -38,7 +38,9 @@ static const char *const bundled_traces[] = {"gpt2_train.csv.gz", "resnet50_trai
                                              "gpt2_graph_capture.csv.gz", "multistream.csv.gz"};
 #define BUNDLED_COUNT (sizeof bundled_traces / sizeof bundled_traces[0])
 
-/* A comma-separated list, split in place. */
+/* A list separated by ';' or by ',' outside parentheses (so a stack spec
+ * such as `pool(arenas=1, initial=1GiB) > cuda` stays one item), split in
+ * place. */
 typedef struct item_list {
   char storage[1024];
   const char *items[MAX_ITEMS];
@@ -64,12 +66,20 @@ static bool split_list(const char *text, item_list *out) {
   char *cursor = out->storage;
   while (*cursor != '\0') {
     if (out->count == MAX_ITEMS) return false;
-    char *comma = strchr(cursor, ',');
-    if (comma != NULL) *comma = '\0';
+    char *end = cursor;
+    int depth = 0;
+    while (*end != '\0' && !(depth == 0 && (*end == ',' || *end == ';'))) {
+      if (*end == '(') depth++;
+      if (*end == ')' && depth > 0) depth--;
+      end++;
+    }
+    bool last = *end == '\0';
+    *end = '\0';
+    while (*cursor == ' ') cursor++;
     if (*cursor == '\0') return false;
     out->items[out->count++] = cursor;
-    if (comma == NULL) break;
-    cursor = comma + 1;
+    if (last) break;
+    cursor = end + 1;
   }
   return out->count > 0;
 }
@@ -128,7 +138,9 @@ static void print_usage(FILE *out) {
           "  --quick                 small caps (a smoke run: 2000 calls, 0.05 s per cell)\n"
           "  --help                  this text\n"
           "\n"
-          "stacks:");
+          "A stack is a spec, top layer first, e.g. 'pool(arenas=1) > cuda(kind=async)' (list\n"
+          "several separated by ';' or by ',' outside parentheses), one of replay's aliases\n"
+          "(cuda_device, cuda_async, cuda_managed, host, pool, fixed_block, graph_pool), or:");
   for (size_t i = 0; i < bench_stack_known_count(); ++i) {
     fprintf(out, "%s %s", i == 0 ? "" : ",", bench_stack_known_name(i));
   }

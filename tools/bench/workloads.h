@@ -44,7 +44,7 @@ typedef struct bench_options {
 
 typedef struct bench_row {
   char workload[48];
-  char stack[32];
+  char stack[160]; /* the name or spec as given */
   unsigned threads;          /* threads rows: the thread count; else 1 */
   size_t calls;              /* allocate + deallocate calls made */
   size_t failures;           /* calls that returned a failure */
