@@ -112,9 +112,11 @@
  * captured graph touches its blocks at every replay, long after the host
  * freed them. Hence:
  *  - a block served outside sessions loses its region when it is freed,
- *    unless it is freed on a stream that has an open session (the free is
- *    part of a capture, whose replays may still touch the block): then the
- *    region stays until reset or rewind gives the bytes back;
+ *    unless it is freed on a stream that has an open session of this arena
+ *    (the free is part of a capture, whose replays may still touch the
+ *    block; with automatic detection the arena knows of the session once the
+ *    capture has allocated from it): then the region stays until reset or
+ *    rewind gives the bytes back;
  *  - a block carved in a session keeps its region while its graph memory
  *    holds its bytes: a free in the capture (MONOTONE: bookkeeping only), or
  *    after it while the memory is held, unregisters nothing. The regions of
