@@ -95,6 +95,7 @@ typedef struct sim_state {
   uint64_t next_stream_id;
   unsigned long long next_capture_id;
   size_t active_capture_count;
+  uint64_t stale_handle_count; /* calls that named a stream/event/pool/graph not alive */
   sim_fault faults[GMR_CUDA_CALL_COUNT];
 } sim_state;
 
@@ -141,6 +142,14 @@ static bool is_object(const void *handle, sim_object_kind kind) {
          k == (uint64_t)kind;
 }
 
+/* is_object() for a handle a CUDA call received: a dead or foreign handle is
+ * counted, because real CUDA would crash or misbehave on it. */
+static bool live_object(const void *handle, sim_object_kind kind) {
+  if (is_object(handle, kind)) return true;
+  sim.stale_handle_count++;
+  return false;
+}
+
 /* NULL and the runtime's special handles (cudaStreamLegacy, cudaStreamPerThread)
  * are the default stream; anything else must be a live simulated stream. */
 static bool stream_is_default(cudaStream_t s) {
@@ -150,7 +159,7 @@ static bool stream_is_default(cudaStream_t s) {
 static cudaError_t lookup_stream(cudaStream_t s, sim_stream **out) {
   *out = NULL;
   if (stream_is_default(s)) return cudaSuccess;
-  if (!is_object(s, SIM_OBJ_STREAM)) return cudaErrorInvalidResourceHandle;
+  if (!live_object(s, SIM_OBJ_STREAM)) return cudaErrorInvalidResourceHandle;
   *out = (sim_stream *)(void *)s;
   return cudaSuccess;
 }
@@ -474,7 +483,7 @@ static cudaError_t sim_mem_pool_create(cudaMemPool_t *pool, int device) {
 static cudaError_t sim_mem_pool_destroy(cudaMemPool_t pool) {
   lock();
   cudaError_t err = enter_call(GMR_CUDA_CALL_MEM_POOL_DESTROY);
-  if (err == cudaSuccess && !is_object(pool, SIM_OBJ_POOL)) err = cudaErrorInvalidValue;
+  if (err == cudaSuccess && !live_object(pool, SIM_OBJ_POOL)) err = cudaErrorInvalidValue;
   if (err == cudaSuccess) {
     sim_pool *p = (sim_pool *)(void *)pool;
     if (p->used_bytes != 0) {
@@ -495,7 +504,7 @@ static cudaError_t sim_mem_pool_set_attribute(cudaMemPool_t pool, enum cudaMemPo
                                               uint64_t value) {
   lock();
   cudaError_t err = enter_call(GMR_CUDA_CALL_MEM_POOL_SET_ATTRIBUTE);
-  if (err == cudaSuccess && !is_object(pool, SIM_OBJ_POOL)) err = cudaErrorInvalidValue;
+  if (err == cudaSuccess && !live_object(pool, SIM_OBJ_POOL)) err = cudaErrorInvalidValue;
   if (err == cudaSuccess) {
     sim_pool *p = (sim_pool *)(void *)pool;
     switch (attr) {
@@ -520,7 +529,7 @@ static cudaError_t sim_mem_pool_get_attribute(cudaMemPool_t pool, enum cudaMemPo
                                               uint64_t *value) {
   lock();
   cudaError_t err = enter_call(GMR_CUDA_CALL_MEM_POOL_GET_ATTRIBUTE);
-  if (err == cudaSuccess && !is_object(pool, SIM_OBJ_POOL)) err = cudaErrorInvalidValue;
+  if (err == cudaSuccess && !live_object(pool, SIM_OBJ_POOL)) err = cudaErrorInvalidValue;
   if (err == cudaSuccess) {
     sim_pool *p = (sim_pool *)(void *)pool;
     switch (attr) {
@@ -551,7 +560,7 @@ static cudaError_t sim_mem_pool_get_attribute(cudaMemPool_t pool, enum cudaMemPo
 static cudaError_t sim_mem_pool_trim_to(cudaMemPool_t pool, size_t keep) {
   lock();
   cudaError_t err = enter_call(GMR_CUDA_CALL_MEM_POOL_TRIM_TO);
-  if (err == cudaSuccess && !is_object(pool, SIM_OBJ_POOL)) err = cudaErrorInvalidValue;
+  if (err == cudaSuccess && !live_object(pool, SIM_OBJ_POOL)) err = cudaErrorInvalidValue;
   if (err == cudaSuccess) pool_trim((sim_pool *)(void *)pool, keep);
   unlock();
   return err;
@@ -563,7 +572,7 @@ static cudaError_t sim_malloc_from_pool_async(void **ptr, size_t bytes, cudaMemP
   *ptr = NULL;
   sim_stream *s = NULL;
   cudaError_t err = enter_call(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC);
-  if (err == cudaSuccess && !is_object(pool, SIM_OBJ_POOL)) err = cudaErrorInvalidValue;
+  if (err == cudaSuccess && !live_object(pool, SIM_OBJ_POOL)) err = cudaErrorInvalidValue;
   if (err == cudaSuccess) err = lookup_stream(stream, &s);
   if (err == cudaSuccess && bytes == 0) err = cudaErrorInvalidValue;
   if (err == cudaSuccess) {
@@ -632,7 +641,7 @@ static cudaError_t sim_stream_create(cudaStream_t *stream) {
 static cudaError_t sim_stream_destroy(cudaStream_t stream) {
   lock();
   cudaError_t err = enter_call(GMR_CUDA_CALL_STREAM_DESTROY);
-  if (err == cudaSuccess && !is_object(stream, SIM_OBJ_STREAM)) {
+  if (err == cudaSuccess && !live_object(stream, SIM_OBJ_STREAM)) {
     err = cudaErrorInvalidResourceHandle;
   }
   if (err == cudaSuccess) {
@@ -668,7 +677,7 @@ static cudaError_t sim_stream_wait_event(cudaStream_t stream, cudaEvent_t event)
   sim_stream *s = NULL;
   cudaError_t err = enter_call(GMR_CUDA_CALL_STREAM_WAIT_EVENT);
   if (err == cudaSuccess) err = lookup_stream(stream, &s);
-  if (err == cudaSuccess && !is_object(event, SIM_OBJ_EVENT)) err = cudaErrorInvalidResourceHandle;
+  if (err == cudaSuccess && !live_object(event, SIM_OBJ_EVENT)) err = cudaErrorInvalidResourceHandle;
   if (err == cudaSuccess && s != NULL) s->wait_count++;
   unlock();
   return err;
@@ -739,7 +748,7 @@ static cudaError_t sim_stream_end_capture(cudaStream_t stream, cudaGraph_t *grap
 static cudaError_t sim_graph_destroy(cudaGraph_t graph) {
   lock();
   cudaError_t err = enter_call(GMR_CUDA_CALL_GRAPH_DESTROY);
-  if (err == cudaSuccess && !is_object(graph, SIM_OBJ_GRAPH)) err = cudaErrorInvalidValue;
+  if (err == cudaSuccess && !live_object(graph, SIM_OBJ_GRAPH)) err = cudaErrorInvalidValue;
   if (err == cudaSuccess) {
     remove_object(graph);
     free(graph);
@@ -768,7 +777,7 @@ static cudaError_t sim_event_create(cudaEvent_t *event) {
 static cudaError_t sim_event_destroy(cudaEvent_t event) {
   lock();
   cudaError_t err = enter_call(GMR_CUDA_CALL_EVENT_DESTROY);
-  if (err == cudaSuccess && !is_object(event, SIM_OBJ_EVENT)) err = cudaErrorInvalidResourceHandle;
+  if (err == cudaSuccess && !live_object(event, SIM_OBJ_EVENT)) err = cudaErrorInvalidResourceHandle;
   if (err == cudaSuccess) {
     remove_object(event);
     free(event);
@@ -781,7 +790,7 @@ static cudaError_t sim_event_record(cudaEvent_t event, cudaStream_t stream) {
   lock();
   sim_stream *s = NULL;
   cudaError_t err = enter_call(GMR_CUDA_CALL_EVENT_RECORD);
-  if (err == cudaSuccess && !is_object(event, SIM_OBJ_EVENT)) err = cudaErrorInvalidResourceHandle;
+  if (err == cudaSuccess && !live_object(event, SIM_OBJ_EVENT)) err = cudaErrorInvalidResourceHandle;
   if (err == cudaSuccess) err = lookup_stream(stream, &s);
   if (err == cudaSuccess) {
     sim_event *e = (sim_event *)(void *)event;
@@ -807,7 +816,7 @@ static bool event_complete(const sim_event *e) {
 static cudaError_t sim_event_query(cudaEvent_t event) {
   lock();
   cudaError_t err = enter_call(GMR_CUDA_CALL_EVENT_QUERY);
-  if (err == cudaSuccess && !is_object(event, SIM_OBJ_EVENT)) err = cudaErrorInvalidResourceHandle;
+  if (err == cudaSuccess && !live_object(event, SIM_OBJ_EVENT)) err = cudaErrorInvalidResourceHandle;
   if (err == cudaSuccess && capture_forbids_unsafe_call()) err = cudaErrorStreamCaptureUnsupported;
   if (err == cudaSuccess && !event_complete((const sim_event *)(void *)event)) {
     err = cudaErrorNotReady;
@@ -819,7 +828,7 @@ static cudaError_t sim_event_query(cudaEvent_t event) {
 static cudaError_t sim_event_synchronize(cudaEvent_t event) {
   lock();
   cudaError_t err = enter_call(GMR_CUDA_CALL_EVENT_SYNCHRONIZE);
-  if (err == cudaSuccess && !is_object(event, SIM_OBJ_EVENT)) err = cudaErrorInvalidResourceHandle;
+  if (err == cudaSuccess && !live_object(event, SIM_OBJ_EVENT)) err = cudaErrorInvalidResourceHandle;
   if (err == cudaSuccess && capture_forbids_unsafe_call()) err = cudaErrorStreamCaptureUnsupported;
   if (err == cudaSuccess) {
     const sim_event *e = (const sim_event *)(void *)event;
@@ -1021,6 +1030,13 @@ gmr_status gmr_cuda_sim_stream_hold(gmr_stream stream, bool hold) {
   }
   unlock();
   return st;
+}
+
+uint64_t gmr_cuda_sim_get_stale_handle_count(void) {
+  lock();
+  uint64_t n = sim.enabled ? sim.stale_handle_count : 0;
+  unlock();
+  return n;
 }
 
 uint64_t gmr_cuda_sim_get_stream_wait_count(gmr_stream stream) {

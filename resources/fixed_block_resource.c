@@ -159,7 +159,7 @@ static uint32_t slot_of(gmr_fixed_block_resource *r, gmr_stream stream) {
       return UINT32_MAX;
     }
   }
-  gmr__stream_event_init(&s->ev, stream);
+  gmr__stream_event_init(&s->ev, stream, r->config.streams_outlive_resource);
   r->slots[r->slot_count] = s;
   r->cached_slot = r->slot_count;
   return r->slot_count++;
@@ -244,7 +244,7 @@ static gmr_status add_chunk(gmr_fixed_block_resource *r, uint32_t si, size_t blo
     push_free(r, si, &c->blocks[i]);
   }
   /* Upstream memory is ordered on `stream`, like memory freed there. */
-  if (r->config.stream_ordered) gmr__stream_event_mark_freed(&r->slots[si]->ev);
+  if (r->config.stream_ordered) gmr__stream_event_mark_freed(r->cuda, &r->slots[si]->ev, &r->events);
   return GMR_OK;
 }
 
@@ -299,7 +299,8 @@ static gmr_status ensure_free(gmr_fixed_block_resource *r, uint32_t si, size_t c
       if (i == si || s->count == 0 || s->ev.fresh) continue;
       if (gmr__stream_event_wait(r->cuda, &s->ev, stream, &r->events) != cudaSuccess) continue;
       move_all(r, i, si);
-      gmr__stream_event_mark_freed(&t->ev); /* reachable for others only through t */
+      /* Reachable for others only through t. */
+      gmr__stream_event_mark_freed(r->cuda, &t->ev, &r->events);
     }
     if (t->count >= count) return GMR_OK;
   }
@@ -435,7 +436,7 @@ static gmr_status fb_deallocate(gmr_resource *self, void *ptr, size_t bytes, siz
     return GMR_ERR_OUT_OF_MEMORY;
   }
   give_back(r, si, b);
-  if (r->config.stream_ordered) gmr__stream_event_mark_freed(&r->slots[si]->ev);
+  if (r->config.stream_ordered) gmr__stream_event_mark_freed(r->cuda, &r->slots[si]->ev, &r->events);
   gmr__spin_lock_release(&r->lock);
   return GMR_OK;
 }
@@ -683,7 +684,7 @@ gmr_status gmr_fixed_block_resource_deallocate_blocks(gmr_fixed_block_resource *
   }
   gmr__u64_map_remove(&r->lists, (uint64_t)(uintptr_t)list, NULL);
   for (size_t i = 0; i < l->pub.block_count; ++i) give_back(r, si, l->records[i]);
-  if (r->config.stream_ordered) gmr__stream_event_mark_freed(&r->slots[si]->ev);
+  if (r->config.stream_ordered) gmr__stream_event_mark_freed(r->cuda, &r->slots[si]->ev, &r->events);
   gmr__spin_lock_release(&r->lock);
   free(l->pub.blocks);
   free(l->records);

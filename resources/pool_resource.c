@@ -84,10 +84,10 @@ static void header_give(pool_arena *a, gmr__pool_block *b) {
 
 /* ---- slots -------------------------------------------------------------- */
 
-static pool_slot *slot_new(gmr_stream stream) {
+static pool_slot *slot_new(gmr_stream stream, bool streams_outlive) {
   pool_slot *s = malloc(sizeof *s);
   if (s == NULL) return NULL;
-  gmr__stream_event_init(&s->ev, stream);
+  gmr__stream_event_init(&s->ev, stream, streams_outlive);
   gmr__free_index_init(&s->index);
   s->cache_count = 0;
   return s;
@@ -114,7 +114,7 @@ static uint32_t slot_of(pool_arena *a, gmr_stream stream) {
     a->slots = slots;
     a->slot_capacity = capacity;
   }
-  pool_slot *s = slot_new(stream);
+  pool_slot *s = slot_new(stream, a->pool->config.streams_outlive_resource);
   if (s == NULL) return UINT32_MAX;
   a->slots[a->slot_count] = s;
   a->cached_slot = a->slot_count;
@@ -491,7 +491,7 @@ static gmr_status add_chunk(pool_arena *a, uint32_t si, size_t bytes, gmr_stream
   held_note_peak(pool);
   /* Upstream memory is ordered on `stream` (cudaMallocAsync): the new chunk
    * belongs to that stream; others reach it through its event. */
-  if (si != SHARED) gmr__stream_event_mark_freed(&a->slots[si]->ev);
+  if (si != SHARED) gmr__stream_event_mark_freed(pool->cuda, &a->slots[si]->ev, &pool->events);
   file_free(a, si, b);
   return GMR_OK;
 }
@@ -665,7 +665,8 @@ static gmr__pool_block *from_other_streams(pool_arena *a, uint32_t ti, size_t ne
     if (gmr__free_index_find(&s->index, need) == NULL) continue;
     if (gmr__stream_event_wait(cuda, &s->ev, t->ev.stream, &pool->events) != cudaSuccess) continue;
     move_all(a, i, ti);
-    gmr__stream_event_mark_freed(&t->ev); /* others reach these only through t now */
+    /* Others reach these only through t now. */
+    gmr__stream_event_mark_freed(pool->cuda, &t->ev, &pool->events);
     return find_fit(a, ti, need);
   }
   if (free_bytes < need) return NULL;
@@ -676,7 +677,7 @@ static gmr__pool_block *from_other_streams(pool_arena *a, uint32_t ti, size_t ne
     if (i == ti || s->index.block_count == 0 || s->ev.fresh) continue;
     if (gmr__stream_event_wait(cuda, &s->ev, t->ev.stream, &pool->events) != cudaSuccess) continue;
     move_all(a, i, ti);
-    gmr__stream_event_mark_freed(&t->ev);
+    gmr__stream_event_mark_freed(pool->cuda, &t->ev, &pool->events);
   }
   return find_fit(a, ti, need);
 }
@@ -880,7 +881,7 @@ static gmr_status pool_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
   a->in_use_bytes -= b->size;
   a->requested_bytes -= bytes;
   a->in_use_count--;
-  if (si != SHARED) gmr__stream_event_mark_freed(&a->slots[si]->ev);
+  if (si != SHARED) gmr__stream_event_mark_freed(pool->cuda, &a->slots[si]->ev, &pool->events);
   cache_put(a, si, b);
   gmr__spin_lock_release(&a->lock);
   return GMR_OK;
@@ -1036,7 +1037,7 @@ static pool_arena *arena_new(gmr_pool_resource *pool) {
   pool_arena *a = aligned_alloc(CACHE_LINE, bytes);
   if (a != NULL) memset(a, 0, bytes);
   pool_slot **slots = malloc(4 * sizeof *slots);
-  pool_slot *shared = slot_new(NULL);
+  pool_slot *shared = slot_new(NULL, true);
   if (a == NULL || slots == NULL || shared == NULL) {
     free(a);
     free(slots);

@@ -5,19 +5,17 @@
 
 #include <stddef.h>
 
-void gmr__stream_event_init(gmr__stream_event *e, gmr_stream stream) {
+void gmr__stream_event_init(gmr__stream_event *e, gmr_stream stream, bool streams_outlive) {
   e->stream = stream;
+  e->lazy = streams_outlive || gmr__stream_is_default(stream);
   e->event = NULL;
   e->fresh = false;
   e->complete = true;
 }
 
-cudaError_t gmr__stream_event_settle(const gmr__cuda_ops *cuda, gmr__stream_event *e,
-                                     gmr__stream_event_counts *counts) {
-  if (!e->fresh) return cudaSuccess;
-  if (gmr__cuda_stream_is_capturing(cuda, (cudaStream_t)e->stream)) {
-    return cudaErrorStreamCaptureUnsupported;
-  }
+/* Record the event on e->stream, creating it on first use. */
+static cudaError_t record(const gmr__cuda_ops *cuda, gmr__stream_event *e,
+                          gmr__stream_event_counts *counts) {
   if (e->event == NULL) {
     cudaError_t err = cuda->event_create(&e->event);
     if (err != cudaSuccess) {
@@ -31,6 +29,27 @@ cudaError_t gmr__stream_event_settle(const gmr__cuda_ops *cuda, gmr__stream_even
   e->fresh = false;
   e->complete = false;
   return cudaSuccess;
+}
+
+void gmr__stream_event_mark_freed(const gmr__cuda_ops *cuda, gmr__stream_event *e,
+                                  gmr__stream_event_counts *counts) {
+  e->fresh = true;
+  e->complete = false;
+  if (e->lazy) return;
+  /* A record on a capturing stream would add a node to the user's graph;
+   * the memory then stays with the stream until a free after the capture. */
+  if (gmr__cuda_stream_is_capturing(cuda, (cudaStream_t)e->stream)) return;
+  (void)record(cuda, e, counts);
+}
+
+cudaError_t gmr__stream_event_settle(const gmr__cuda_ops *cuda, gmr__stream_event *e,
+                                     gmr__stream_event_counts *counts) {
+  if (!e->fresh) return cudaSuccess;
+  if (!e->lazy) return cudaErrorNotReady;
+  if (gmr__cuda_stream_is_capturing(cuda, (cudaStream_t)e->stream)) {
+    return cudaErrorStreamCaptureUnsupported;
+  }
+  return record(cuda, e, counts);
 }
 
 bool gmr__stream_event_query(const gmr__cuda_ops *cuda, gmr__stream_event *e,

@@ -8,7 +8,7 @@
 #include "stack/registry.h"
 
 enum { BLOCK, BLOCKS_PER_CHUNK, MAX_CHUNKS, INITIAL_CHUNKS, OVERSIZE, STREAM_ORDERED,
-       NVTX_ANNOTATE, OPTION_COUNT };
+       NVTX_ANNOTATE, STREAMS_OUTLIVE, OPTION_COUNT };
 
 /* In the order of gmr_fixed_block_oversize. */
 static const char *const oversize_choices[] = {"forward", "refuse", NULL};
@@ -29,6 +29,9 @@ static const gmr__option_def options[OPTION_COUNT] = {
                         "false: ignore streams (host memory)"},
     [NVTX_ANNOTATE] = {"nvtx_annotate", GMR__OPTION_BOOL, "false", false, false, NULL,
                        "describe chunks and blocks to Compute Sanitizer (NVTX memory regions)"},
+    [STREAMS_OUTLIVE] = {"streams_outlive", GMR__OPTION_BOOL, "false", false, false, NULL,
+                         "the program keeps its streams alive until the stack is destroyed: "
+                         "frees record no event (faster on created streams)"},
 };
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
@@ -41,6 +44,7 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
   config.oversize = (gmr_fixed_block_oversize)values[OVERSIZE].choice;
   config.stream_ordered = values[STREAM_ORDERED].boolean;
   config.nvtx_annotate = values[NVTX_ANNOTATE].boolean;
+  config.streams_outlive_resource = values[STREAMS_OUTLIVE].boolean;
   gmr_fixed_block_resource *fb = NULL;
   gmr_status st = gmr_fixed_block_resource_create(upstream, &config, &fb);
   if (st == GMR_ERR_INVALID_ARGUMENT) {

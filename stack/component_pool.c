@@ -21,6 +21,7 @@ enum {
   RECENT_FREES,
   RECENT_FREE_MAX,
   NVTX_ANNOTATE,
+  STREAMS_OUTLIVE,
   OPTION_COUNT
 };
 
@@ -51,6 +52,9 @@ static const gmr__option_def options[OPTION_COUNT] = {
                          "largest free kept unmerged"},
     [NVTX_ANNOTATE] = {"nvtx_annotate", GMR__OPTION_BOOL, "false", false, false, NULL,
                        "describe chunks and blocks to Compute Sanitizer (NVTX memory regions)"},
+    [STREAMS_OUTLIVE] = {"streams_outlive", GMR__OPTION_BOOL, "false", false, false, NULL,
+                         "the program keeps its streams alive until the stack is destroyed: "
+                         "frees record no event (faster on created streams)"},
 };
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
@@ -71,6 +75,7 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
       values[RECENT_FREES].uint > 33 ? 33u : (uint32_t)values[RECENT_FREES].uint;
   config.recent_free_max_bytes = values[RECENT_FREE_MAX].size;
   config.nvtx_annotate = values[NVTX_ANNOTATE].boolean;
+  config.streams_outlive_resource = values[STREAMS_OUTLIVE].boolean;
   gmr_pool_resource *p = NULL;
   gmr_status st = gmr_pool_resource_create(upstream, &config, &p);
   if (st == GMR_ERR_INVALID_ARGUMENT) {

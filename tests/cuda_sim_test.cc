@@ -133,10 +133,13 @@ TEST_F(CudaSim, StreamWaitsAreCounted) {
 }
 
 TEST_F(CudaSim, StaleHandlesAreRejectedNotCrashing) {
+  expect_stale_handles_ = true;
   gmr_stream s = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
   ASSERT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(0u, gmr_cuda_sim_get_stale_handle_count());
   EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_destroy(s));
+  EXPECT_EQ(1u, gmr_cuda_sim_get_stale_handle_count());  // counted: real CUDA may crash
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_sim_stream_hold(s, true));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_sim_stream_hold(nullptr, true));
 }

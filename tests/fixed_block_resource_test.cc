@@ -368,18 +368,43 @@ uint64_t EventCalls() {
          gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_WAIT_EVENT);
 }
 
-TEST_F(FixedBlockTest, TheFreeingStreamReusesAtOnceWithoutEvents) {
+TEST_F(FixedBlockTest, TheDefaultStreamReusesAtOnceWithoutEvents) {
   gmr_fixed_block_resource *f = Make(config(64 * KiB, 1));
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
-  gmr_stream s = Stream();
-  void *p = Alloc(r, 100, s);
+  void *p = Alloc(r, 100, nullptr);
   for (int i = 0; i < 50; ++i) {
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
-    EXPECT_EQ(p, Alloc(r, 100, s));
+    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, nullptr));
+    EXPECT_EQ(p, Alloc(r, 100, nullptr));
   }
   EXPECT_EQ(0u, EventCalls());
   EXPECT_EQ(1u, Stats(f).chunk_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, nullptr));
+}
+
+// A stream the program created may be destroyed right after the call that
+// named it: every free on it records the event then (RMM's rule), and the
+// resource never touches the stream again (seen on an H100: recording on a
+// destroyed stream crashes the driver).
+TEST_F(FixedBlockTest, ACreatedStreamIsNeverTouchedAfterTheCallThatNamedIt) {
+  gmr_fixed_block_resource *f = Make(config(64 * KiB, 1));
+  gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
+  gmr_stream s = nullptr;  // not Stream(): the test destroys it itself
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  void *p = Alloc(r, 100, s);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
+    EXPECT_EQ(p, Alloc(r, 100, s));
+  }
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
+  EXPECT_EQ(7u, Stats(f).event_record_count);  // the chunk and each of the 6 frees
+  ASSERT_EQ(GMR_OK, gmr_stream_destroy(s));
+  uint64_t stale = gmr_cuda_sim_get_stale_handle_count();
+  EXPECT_EQ(p, Alloc(r, 100, nullptr));  // s's block, through its event alone
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, nullptr));
+  size_t released = 0;
+  EXPECT_EQ(GMR_OK, gmr_resource_trim(r, &released));
+  EXPECT_EQ(64u * KiB, released);
+  EXPECT_EQ(stale, gmr_cuda_sim_get_stale_handle_count());
 }
 
 TEST_F(FixedBlockTest, AnotherStreamTakesABlockOnceTheEventCompleted) {
@@ -388,10 +413,10 @@ TEST_F(FixedBlockTest, AnotherStreamTakesABlockOnceTheEventCompleted) {
   gmr_stream s1 = Stream(), s2 = Stream();
   void *p = Alloc(r, 100, s1);
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s1));
-  EXPECT_EQ(0u, EventCalls());
+  EXPECT_EQ(2u, Stats(f).event_record_count);  // the chunk's and the free's, on s1
   EXPECT_EQ(p, Alloc(r, 100, s2));
   gmr_fixed_block_resource_stats s = Stats(f);
-  EXPECT_EQ(1u, s.event_record_count);
+  EXPECT_EQ(2u, s.event_record_count);  // s2 needed no new record
   EXPECT_EQ(1u, s.event_query_count);
   EXPECT_EQ(0u, s.stream_wait_count);
   EXPECT_EQ(1u, s.chunk_count);
@@ -412,8 +437,8 @@ TEST_F(FixedBlockTest, AnotherStreamWaitsForPendingWork) {
   EXPECT_EQ(1u, Stats(f).chunk_count);
   // s2 now orders that block: a third stream needs s2's event, not s1's.
   gmr_stream s3 = Stream();
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s2));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s2, true));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s2));
   EXPECT_EQ(p, Alloc(r, 100, s3));
   EXPECT_EQ(1u, gmr_cuda_sim_get_stream_wait_count(s3));
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s3));
@@ -501,8 +526,9 @@ TEST_F(FixedBlockTest, WorksOverPinnedAndHostUpstreams) {
   }
   EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_HOST_ALLOC));
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
-  // Only the pinned (stream-ordered) one needed an event for the second stream.
-  EXPECT_EQ(1u, Stats(on_pinned).event_record_count);
+  // Only the pinned (stream-ordered) one records events: for its chunk and for
+  // each free on a created stream.
+  EXPECT_EQ(3u, Stats(on_pinned).event_record_count);
   EXPECT_EQ(0u, Stats(on_host).event_record_count);
 }
 

@@ -34,6 +34,9 @@ gmr_pool_resource_config small_config(size_t min_growth = 4 * MiB) {
   c.growth_percent = 0;
   c.release_on_growth = false;
   c.recent_free_count = 0;  // merge at every free: the block structure is exact
+  // The tests below check the lazy event scheme, which this promise enables
+  // on every stream; PoolEagerEvents checks the default.
+  c.streams_outlive_resource = true;
   return c;
 }
 
@@ -386,6 +389,44 @@ uint64_t EventCalls() {
          gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_QUERY) +
          gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_SYNCHRONIZE) +
          gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_WAIT_EVENT);
+}
+
+// The default: the program may destroy a stream right after the call that
+// named it (cudaStreamDestroy is legal with work pending). Every free on a
+// created stream then records its event at once and the pool never touches
+// the stream again; on the default stream nothing is recorded.
+TEST_F(PoolTest, ByDefaultAFreeOnACreatedStreamRecordsItsEventAtOnce) {
+  gmr_pool_resource_config c = small_config();
+  c.streams_outlive_resource = false;
+  gmr_resource *r = Make(c);
+  gmr_stream s = nullptr;  // not Stream(): destroyed below, before the pool
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  void *p = Alloc(r, MiB, s);
+  size_t records = Stats(r).event_record_count;  // the new chunk's
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+    EXPECT_EQ(p, Alloc(r, MiB, s));
+  }
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+  EXPECT_EQ(records + 11, Stats(r).event_record_count);
+  ASSERT_EQ(GMR_OK, gmr_stream_destroy(s));
+  // Another stream takes s's memory through the recorded event alone, and
+  // trim and destroy need nothing of s: the fixture fails the test if any
+  // CUDA call names the destroyed stream.
+  gmr_stream other = Stream();
+  EXPECT_EQ(p, Alloc(r, MiB, other));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, other));
+  void *d = Alloc(r, MiB, nullptr);
+  size_t before = Stats(r).event_record_count;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(GMR_OK, gmr_deallocate(r, d, MiB, 0, nullptr));
+    EXPECT_EQ(d, Alloc(r, MiB, nullptr));
+  }
+  EXPECT_EQ(before, Stats(r).event_record_count);  // the default stream stays lazy
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, d, MiB, 0, nullptr));
+  size_t released = 0;
+  EXPECT_EQ(GMR_OK, gmr_resource_trim(r, &released));
+  EXPECT_EQ(4 * MiB, released);
 }
 
 TEST_F(PoolTest, SameStreamReuseMakesNoCudaCallAtAll) {

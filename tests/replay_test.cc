@@ -441,6 +441,29 @@ TEST_F(ReplayTest, BundledGpt2TraceReplaysWithoutFailures) {
   }
 }
 
+// The replay destroys its streams before the stack (as programs do). On an
+// H100 a pool that recorded an event on such a destroyed stream at its own
+// destroy crashed the driver; the simulation counts every CUDA call that names
+// a dead stream, and the fixture fails the test if there was one.
+TEST_F(ReplayTest, MultiStreamTraceThroughThePoolsNeverTouchesADestroyedStream) {
+  std::string path = BundledTrace("multistream.csv.gz");
+  ASSERT_FALSE(path.empty());
+  Trace t;
+  ParseOrDie(path, &t);
+  ASSERT_EQ(4u, t.trace->summary.stream_count);
+  for (const char *name : {"pool", "fixed_block", "graph_pool"}) {
+    SCOPED_TRACE(name);
+    replay_result r;
+    RunStack(t.trace, name, &r);
+    EXPECT_TRUE(replay_result_ok(&r)) << r.first_failure;
+    EXPECT_EQ(800u, r.alloc_count);
+    EXPECT_EQ(800u, r.free_count);
+    EXPECT_EQ(4u, r.stream_create_count);
+    EXPECT_EQ(0u, gmr_cuda_sim_get_stale_handle_count());
+    replay_result_free(&r);
+  }
+}
+
 // ---- timing and report helpers ------------------------------------------
 
 TEST(ReplayTimingTest, PercentilesAreNearestRank) {

@@ -56,6 +56,28 @@ TEST_F(StackComponents, PoolOptionsReachThePool) {
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
 }
 
+TEST_F(StackComponents, StreamsOutliveMakesFreesRecordNothing) {
+  for (bool outlive : {false, true}) {
+    gmr_stack *s = Build(std::string("pool(arenas=1, streams_outlive=") +
+                         (outlive ? "true" : "false") + ") > cuda(kind=async)");
+    ASSERT_NE(nullptr, s);
+    gmr_pool_resource *pool =
+        gmr_pool_resource_from_resource(gmr_stack_find(s, "pool_resource"));
+    gmr_stream stream = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
+    void *p = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_allocate(gmr_stack_as_resource(s), 4096, 0, stream, &p));
+    gmr_pool_resource_stats before;
+    ASSERT_EQ(GMR_OK, gmr_pool_resource_get_stats(pool, &before));
+    ASSERT_EQ(GMR_OK, gmr_deallocate(gmr_stack_as_resource(s), p, 4096, 0, stream));
+    gmr_pool_resource_stats after;
+    ASSERT_EQ(GMR_OK, gmr_pool_resource_get_stats(pool, &after));
+    EXPECT_EQ(before.event_record_count + (outlive ? 0u : 1u), after.event_record_count);
+    EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));  // before the stream, as promised
+    EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
+  }
+}
+
 TEST_F(StackComponents, FixedBlockOptionsReachTheResource) {
   gmr_stack *s = Build("fixed_block(block=64KiB, blocks_per_chunk=4, oversize=refuse) > "
                        "cuda(kind=device)");

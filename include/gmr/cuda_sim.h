@@ -167,6 +167,15 @@ GMR_API gmr_status gmr_cuda_sim_stream_hold(gmr_stream stream, bool hold);
  */
 GMR_API uint64_t gmr_cuda_sim_get_stream_wait_count(gmr_stream stream);
 
+/**
+ * Number of CUDA calls since enable that named a stream, event, pool or graph
+ * that is not alive (destroyed, or never created by the simulation). Real CUDA
+ * may crash on such a call (seen on an H100 with a destroyed stream), so the
+ * test fixture fails a test whose code under test made one. 0 when off.
+ * Thread-safe: yes.
+ */
+GMR_API uint64_t gmr_cuda_sim_get_stale_handle_count(void);
+
 #ifdef __cplusplus
 }
 #endif

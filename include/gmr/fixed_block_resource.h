@@ -97,12 +97,15 @@ typedef struct gmr_fixed_block_resource_config {
   /* Describe chunks and blocks to memory checkers through the NVTX memory
    * extension (see "NVTX annotation" above). false: no NVTX call at all. */
   bool nvtx_annotate;
+  /* The program keeps every stream it passes alive until the resource is
+   * destroyed: frees record no event (see pool_resource.h, same option). */
+  bool streams_outlive_resource;
 } gmr_fixed_block_resource_config;
 
 /* 1 MiB blocks, chunks of 128 blocks, no maximum, nothing at create, larger
  * requests forwarded, stream ordered, no NVTX annotation. */
 #define GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT \
-  {(size_t)1 << 20, 128u, 0u, 0u, GMR_FIXED_BLOCK_OVERSIZE_FORWARD, true, false}
+  {(size_t)1 << 20, 128u, 0u, 0u, GMR_FIXED_BLOCK_OVERSIZE_FORWARD, true, false, false}
 
 /**
  * Create a fixed-block resource over `upstream`.

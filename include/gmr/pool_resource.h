@@ -188,6 +188,13 @@ typedef struct gmr_pool_resource_config {
   /* Describe the pool to memory checkers through the NVTX memory extension
    * (see "NVTX annotation" above). false: no NVTX call at all. */
   bool nvtx_annotate;
+  /* The program keeps every stream it passes to the pool alive until the pool
+   * is destroyed. Then a free records nothing (only a stream that wants
+   * another stream's memory records that stream's event, once). false (the
+   * default): a free on a stream other than the default streams records an
+   * event on it at once (a cudaStreamGetCaptureInfo and a cudaEventRecord,
+   * as RMM does), so the stream may be destroyed right after the call. */
+  bool streams_outlive_resource;
 } gmr_pool_resource_config;
 
 /* Nothing at create, no maximum; chunks of max(request, 12% of the arena)
@@ -196,7 +203,7 @@ typedef struct gmr_pool_resource_config {
  * frees up to 64 KiB kept unmerged per stream; no NVTX annotation. */
 #define GMR_POOL_RESOURCE_CONFIG_DEFAULT                                                  \
   {0, 0, (size_t)48 << 20, (size_t)128 << 20, 12u, (size_t)2 << 20, 0u, true, true, 8u, \
-   (size_t)64 << 10, false}
+   (size_t)64 << 10, false, false}
 
 /**
  * Create a pool that takes chunks from `upstream`.

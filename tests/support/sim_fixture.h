@@ -20,7 +20,15 @@ class SimTest : public ::testing::Test {
 
   void SetUp() override { ASSERT_EQ(GMR_OK, gmr_cuda_sim_enable(&sim_config_)); }
 
+  // Tests that hand stale handles to CUDA on purpose set this.
+  bool expect_stale_handles_ = false;
+
   void TearDown() override {
+    if (!expect_stale_handles_) {
+      EXPECT_EQ(0u, gmr_cuda_sim_get_stale_handle_count())
+          << "a CUDA call named a destroyed or unknown stream/event/pool/graph (real CUDA may "
+             "crash on it)";
+    }
     gmr_cuda_sim_clear_failures();
     EXPECT_EQ(GMR_OK, gmr_cuda_sim_disable())
         << "the test left simulated CUDA objects alive (a leak)";
