@@ -630,7 +630,6 @@ static cudaError_t sim_stream_create(cudaStream_t *stream) {
       s->id = ++sim.next_stream_id;
       s->device = current_device();
       s->capture_status = cudaStreamCaptureStatusNone;
-      s->held = getenv("GMR_SIM_HOLD") != NULL;
       *stream = (cudaStream_t)(void *)s;
     }
   }

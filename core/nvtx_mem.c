@@ -28,13 +28,6 @@ void *gmr__nvtx_mem_heap_register(const void *base, size_t bytes, const char *na
   return NULL;
 }
 
-void *gmr__nvtx_mem_heap_register_chunk(const struct gmr__cuda_ops *cuda, void *stream,
-                                        const void *base, size_t bytes, const char *name) {
-  (void)cuda;
-  (void)stream;
-  return gmr__nvtx_mem_heap_register(base, bytes, name);
-}
-
 void gmr__nvtx_mem_heap_reset(void *heap) { (void)heap; }
 
 void gmr__nvtx_mem_heap_unregister(void *heap) { (void)heap; }
@@ -48,8 +41,6 @@ void gmr__nvtx_mem_region_register(void *heap, const void *ptr, size_t bytes) {
 void gmr__nvtx_mem_region_unregister(const void *ptr) { (void)ptr; }
 
 #else /* !GMR_DISABLE_NVTX */
-
-#include "core/cuda_layer.h"
 
 /* NVTX starts its memory extension lazily at the first call, with a plain
  * read of its state word that is not safe to race (ThreadSanitizer reports
@@ -67,14 +58,6 @@ static void start_nvtx(void) { nvtxInitialize(NULL); }
 bool gmr__nvtx_mem_compiled_in(void) { return true; }
 
 void gmr__nvtx_start(void) { pthread_once(&start_once, start_nvtx); }
-
-void *gmr__nvtx_mem_heap_register_chunk(const struct gmr__cuda_ops *cuda, void *stream,
-                                        const void *base, size_t bytes, const char *name) {
-  /* A failed wait leaves nothing to do but try: the worst case is the
-   * tool's warning, as without the wait. */
-  (void)cuda->stream_synchronize((cudaStream_t)stream);
-  return gmr__nvtx_mem_heap_register(base, bytes, name);
-}
 
 void *gmr__nvtx_mem_heap_register(const void *base, size_t bytes, const char *name) {
   nvtxMemVirtualRangeDesc_t range;

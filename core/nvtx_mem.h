@@ -73,20 +73,6 @@ void gmr__nvtx_start(void);
  */
 void *gmr__nvtx_mem_heap_register(const void *base, size_t bytes, const char *name);
 
-/*
- * gmr__nvtx_mem_heap_register() for a chunk just taken from an upstream on
- * `stream` (a cudaStream_t, NULL for the default stream): waits for the stream
- * first (through `cuda`), because a stream-ordered allocation
- * (cudaMallocFromPoolAsync) exists for Compute Sanitizer only once the stream
- * has reached it; registering earlier is rejected as "invalid parameters"
- * (seen on an H100, driver 580). Costs a synchronisation per chunk, paid only
- * by resources that annotate (a debugging mode). Never call it while the
- * stream captures. Compiled out: returns NULL without waiting.
- */
-struct gmr__cuda_ops;
-void *gmr__nvtx_mem_heap_register_chunk(const struct gmr__cuda_ops *cuda, void *stream,
-                                        const void *base, size_t bytes, const char *name);
-
 /* Drop every region of `heap` (the heap stays registered). NULL: no-op. */
 void gmr__nvtx_mem_heap_reset(void *heap);
 

@@ -225,8 +225,7 @@ static gmr_status add_chunk(gmr_fixed_block_resource *r, uint32_t si, size_t blo
   c->base = (uintptr_t)ptr;
   c->nvtx_heap = NULL;
   if (r->config.nvtx_annotate) {
-    c->nvtx_heap = gmr__nvtx_mem_heap_register_chunk(r->cuda, (void *)stream, ptr, bytes,
-                                                     "fixed_block_resource chunk");
+    c->nvtx_heap = gmr__nvtx_mem_heap_register(ptr, bytes, "fixed_block_resource chunk");
   }
   c->block_count = blocks;
   c->live_count = 0;

@@ -422,9 +422,7 @@ static gmr_status add_chunk(gmr_graph_arena_resource *a, size_t bytes, bool init
   }
   uint64_t order = a->next_chunk_order++;
   void *heap = NULL;
-  if (a->cfg.nvtx_annotate) {
-    heap = gmr__nvtx_mem_heap_register_chunk(a->cuda, NULL, p, bytes, CHUNK_NAME);
-  }
+  if (a->cfg.nvtx_annotate) heap = gmr__nvtx_mem_heap_register(p, bytes, CHUNK_NAME);
   a->chunks[i] = (ga_chunk){base, bytes, order, block_at, initial, heap};
   a->chunk_count++;
   a->capacity_bytes += bytes;

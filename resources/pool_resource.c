@@ -472,8 +472,7 @@ static gmr_status add_chunk(pool_arena *a, uint32_t si, size_t bytes, gmr_stream
   c->arena = a;
   c->nvtx_heap = NULL;
   if (pool->config.nvtx_annotate) {
-    c->nvtx_heap = gmr__nvtx_mem_heap_register_chunk(pool->cuda, (void *)stream, ptr, bytes,
-                                                     "pool_resource chunk");
+    c->nvtx_heap = gmr__nvtx_mem_heap_register(ptr, bytes, "pool_resource chunk");
   }
   if (registered) registry_insert(&pool->registry, c);
   gmr__pool_block *b = header_take(a);
