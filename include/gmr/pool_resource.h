@@ -118,6 +118,11 @@
  * checks it, memcheck may report it (synchronise before such frees in runs
  * under the sanitizer). The first heap of the process starts NVTX (it loads
  * the tool NVTX_INJECTION64_PATH names). Compiled out with GMR_DISABLE_NVTX.
+ * Upstream: annotate pools over cuda(kind=device) (cudaMalloc) or managed
+ * memory. Compute Sanitizer (CUDA 13.0, driver 580, seen on an H100) rejects
+ * heaps over cudaMallocFromPoolAsync memory with a warning ("Call to
+ * nvtxMemHeapRegister failed: One or more of the parameters is invalid"), and
+ * the blocks are then unchecked.
  *
  * Source: RMM's pool_memory_resource and stream_ordered_memory_resource
  * (per-stream free lists, steal order, growth on the requesting stream),

@@ -253,10 +253,15 @@ TEST_F(NvtxAnnotatedGpuTest, FixedBlockBlocksAndListsWrittenByKernelsAreClean) {
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
+// Over cuda(kind=device): Compute Sanitizer (CUDA 13.0, driver 580, H100)
+// rejects NVTX heaps over cudaMallocFromPoolAsync memory ("Call to
+// nvtxMemHeapRegister failed: One or more of the parameters is invalid"),
+// even after the allocating stream was synchronised, so annotated pools are
+// documented to need a cudaMalloc upstream.
 TEST_F(NvtxAnnotatedGpuTest, SpecStackWithNvtxLoggingOverAnAnnotatedPoolIsClean) {
   gmr_stack *stack = nullptr;
   gmr_spec_error e;
-  ASSERT_EQ(GMR_OK, gmr_stack_create("nvtx_logging > pool(nvtx_annotate=true) > cuda(kind=async)",
+  ASSERT_EQ(GMR_OK, gmr_stack_create("nvtx_logging > pool(nvtx_annotate=true) > cuda(kind=device)",
                                      &stack, &e))
       << e.message;
   gmr_resource *r = gmr_stack_as_resource(stack);
