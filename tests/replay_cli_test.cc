@@ -104,12 +104,12 @@ const char kSimLine[] =
     "gmr replay: --sim given; replaying on the host simulation of the CUDA layer "
     "(timings are not GPU timings)";
 
-TEST(ReplayCliTest, DefaultRunReplaysTheBundledTraceThroughBothStacks) {
+TEST(ReplayCliTest, DefaultRunReplaysTheBundledTraceThroughThreeStacks) {
   Output r = RunReplay({"--sim"});
   ASSERT_EQ(0, r.exit_code) << r.out << r.err;
   EXPECT_EQ("", r.err);
   std::vector<std::string> lines = Lines(r.out);
-  ASSERT_GE(lines.size(), 8u) << r.out;
+  ASSERT_GE(lines.size(), 9u) << r.out;
   EXPECT_EQ(kSimLine, lines[0]);
   EXPECT_TRUE(StartsWith(lines[1], "trace ")) << lines[1];
   EXPECT_NE(std::string::npos,
@@ -122,7 +122,8 @@ TEST(ReplayCliTest, DefaultRunReplaysTheBundledTraceThroughBothStacks) {
   // One row per stack, in the order asked for, then the reference row.
   EXPECT_TRUE(StartsWith(lines[4], "cuda_device ")) << lines[4];
   EXPECT_TRUE(StartsWith(lines[5], "cuda_async ")) << lines[5];
-  for (int i : {4, 5}) {
+  EXPECT_TRUE(StartsWith(lines[6], "pool ")) << lines[6];
+  for (int i : {4, 5, 6}) {
     std::istringstream row(lines[i]);
     std::string name;
     size_t allocs = 0, frees = 0, failed = 99, live = 0;
@@ -133,9 +134,10 @@ TEST(ReplayCliTest, DefaultRunReplaysTheBundledTraceThroughBothStacks) {
     EXPECT_EQ(3u, live) << lines[i];
   }
   EXPECT_NE(std::string::npos, lines[4].find(" 7344.6  1.000")) << lines[4];
-  EXPECT_TRUE(StartsWith(lines[6], "recorder reserved ")) << lines[6];
-  EXPECT_NE(std::string::npos, lines[6].find(" 7708.0  1.049")) << lines[6];
-  EXPECT_TRUE(StartsWith(lines[7], "ns: host time per call")) << lines[7];
+  EXPECT_NE(std::string::npos, lines[6].find(" 7702.0  1.049")) << lines[6];  // the pool
+  EXPECT_TRUE(StartsWith(lines[7], "recorder reserved ")) << lines[7];
+  EXPECT_NE(std::string::npos, lines[7].find(" 7708.0  1.049")) << lines[7];
+  EXPECT_TRUE(StartsWith(lines[8], "ns: host time per call")) << lines[8];
 }
 
 TEST(ReplayCliTest, MalformedLineFailsWithFileLineAndReason) {

@@ -28,7 +28,7 @@
 #define EXIT_USAGE 2
 #define MAX_STACKS 16
 #define DEFAULT_TRACE "gpt2_train.csv.gz"
-#define DEFAULT_STACKS "cuda_device,cuda_async"
+#define DEFAULT_STACKS "cuda_device,cuda_async,pool"
 #define MESSAGE_BYTES 1024
 #define PATH_BYTES 4096
 #define TIMER_SAMPLES 1001
