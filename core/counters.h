@@ -17,14 +17,19 @@ typedef struct gmr__byte_counter {
   _Atomic size_t live_count;
 } gmr__byte_counter;
 
-static inline void gmr__counter_add(gmr__byte_counter *c, size_t bytes) {
-  size_t now = atomic_fetch_add_explicit(&c->current_bytes, bytes, memory_order_relaxed) + bytes;
-  atomic_fetch_add_explicit(&c->live_count, 1, memory_order_relaxed);
-  size_t peak = atomic_load_explicit(&c->peak_bytes, memory_order_relaxed);
-  while (now > peak && !atomic_compare_exchange_weak_explicit(&c->peak_bytes, &peak, now,
+/* Raise the high-water mark `peak` to `now` if it is below (lock-free). */
+static inline void gmr__raise_peak(_Atomic size_t *peak, size_t now) {
+  size_t seen = atomic_load_explicit(peak, memory_order_relaxed);
+  while (now > seen && !atomic_compare_exchange_weak_explicit(peak, &seen, now,
                                                               memory_order_relaxed,
                                                               memory_order_relaxed)) {
   }
+}
+
+static inline void gmr__counter_add(gmr__byte_counter *c, size_t bytes) {
+  size_t now = atomic_fetch_add_explicit(&c->current_bytes, bytes, memory_order_relaxed) + bytes;
+  atomic_fetch_add_explicit(&c->live_count, 1, memory_order_relaxed);
+  gmr__raise_peak(&c->peak_bytes, now);
 }
 
 static inline void gmr__counter_sub(gmr__byte_counter *c, size_t bytes) {

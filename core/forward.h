@@ -18,6 +18,7 @@
 #ifndef GMR_CORE_FORWARD_H_
 #define GMR_CORE_FORWARD_H_
 
+#include "core/failure.h"
 #include "gmr/resource.h"
 
 static inline gmr_status gmr__forward_allocate(gmr_resource *upstream, size_t bytes,
@@ -26,13 +27,7 @@ static inline gmr_status gmr__forward_allocate(gmr_resource *upstream, size_t by
   gmr_status st = upstream->vtbl->allocate(upstream, bytes, alignment, stream, out_ptr, failure);
   if (st != GMR_OK) {
     *out_ptr = NULL;
-    if (failure->where == NULL) { /* what the dispatch would have recorded */
-      failure->status = st;
-      failure->bytes = bytes;
-      failure->alignment = alignment;
-      failure->stream = stream;
-      failure->where = upstream;
-    }
+    gmr__failure_record(failure, st, upstream, bytes, alignment, stream);
   }
   return st;
 }

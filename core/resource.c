@@ -8,10 +8,11 @@
 #include "gmr/resource.h"
 
 #include <assert.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-static bool is_power_of_two(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+#include "core/failure.h"
 
 /* Slots appended after version 1 will need `vtbl->version >= N` as well. */
 static bool has_v1_slots(const gmr_resource_vtbl *vtbl) { return vtbl->version >= 1u; }
@@ -26,55 +27,61 @@ gmr_status gmr_resource_check(const gmr_resource *r) {
   return GMR_OK;
 }
 
-/* Fill the record for a failure no deeper resource described. */
-static gmr_status fail_here(gmr_failure *failure, gmr_status status, const gmr_resource *r,
-                            size_t bytes, size_t alignment, gmr_stream stream) {
-  if (failure->where == NULL) {
-    failure->status = status;
-    failure->bytes = bytes;
-    failure->alignment = alignment;
-    failure->stream = stream;
-    failure->where = r;
-  }
+gmr_status gmr__failure_set(gmr_failure *f, gmr_status status, const char *fmt, ...) {
+  f->where = NULL;
+  f->cuda_error = 0;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(f->message, sizeof f->message, fmt, ap);
+  va_end(ap);
   return status;
+}
+
+bool gmr__request_check(const gmr_resource *r, size_t bytes, size_t *alignment, gmr_stream stream,
+                        void **out_ptr, gmr_failure *failure, gmr_status *done) {
+  const char *why = NULL;
+  gmr_status st = GMR_ERR_INVALID_ARGUMENT;
+  if (out_ptr == NULL) {
+    why = "out_ptr is NULL";
+  } else {
+    *out_ptr = NULL;
+    if (*alignment == 0) *alignment = GMR_DEFAULT_ALIGNMENT;
+    if (!gmr__is_power_of_two(*alignment)) {
+      snprintf(failure->message, sizeof failure->message, "alignment %zu is not a power of two",
+               *alignment);
+    } else if (bytes == 0) {
+      *done = GMR_OK;
+      return false;
+    } else if (bytes > GMR_MAX_ALLOCATION_BYTES) {
+      snprintf(failure->message, sizeof failure->message,
+               "request of %zu bytes is larger than any memory gmr can manage", bytes);
+      st = GMR_ERR_OUT_OF_MEMORY;
+    } else {
+      return true;
+    }
+  }
+  if (why != NULL) snprintf(failure->message, sizeof failure->message, "%s", why);
+  *done = gmr__failure_record(failure, st, r, bytes, *alignment, stream);
+  return false;
 }
 
 gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
                            void **out_ptr, gmr_failure *failure) {
   gmr_failure local;
   if (failure == NULL) failure = &local;
-  failure->where = NULL;
-  failure->cuda_error = 0;
-  failure->attempt = 0;
-  failure->message[0] = '\0';
-
-  if (out_ptr == NULL) {
-    snprintf(failure->message, sizeof failure->message, "out_ptr is NULL");
-    return fail_here(failure, GMR_ERR_INVALID_ARGUMENT, r, bytes, alignment, stream);
-  }
-  *out_ptr = NULL;
-  if (r == NULL || r->vtbl == NULL || r->vtbl->allocate == NULL) {
+  gmr__failure_reset(failure);
+  gmr_status done = GMR_OK;
+  if (out_ptr != NULL && (r == NULL || r->vtbl == NULL || r->vtbl->allocate == NULL)) {
+    *out_ptr = NULL;
     snprintf(failure->message, sizeof failure->message, "resource is NULL or has no vtable");
-    return fail_here(failure, GMR_ERR_INVALID_ARGUMENT, r, bytes, alignment, stream);
+    return gmr__failure_record(failure, GMR_ERR_INVALID_ARGUMENT, r, bytes, alignment, stream);
   }
-  if (alignment == 0) {
-    alignment = GMR_DEFAULT_ALIGNMENT;
-  } else if (!is_power_of_two(alignment)) {
-    snprintf(failure->message, sizeof failure->message,
-             "alignment %zu is not a power of two", alignment);
-    return fail_here(failure, GMR_ERR_INVALID_ARGUMENT, r, bytes, alignment, stream);
-  }
-  if (bytes == 0) return GMR_OK;
-  if (bytes > GMR_MAX_ALLOCATION_BYTES) {
-    snprintf(failure->message, sizeof failure->message,
-             "request of %zu bytes is larger than any memory gmr can manage", bytes);
-    return fail_here(failure, GMR_ERR_OUT_OF_MEMORY, r, bytes, alignment, stream);
-  }
+  if (!gmr__request_check(r, bytes, &alignment, stream, out_ptr, failure, &done)) return done;
 
   gmr_status st = r->vtbl->allocate(r, bytes, alignment, stream, out_ptr, failure);
   if (st != GMR_OK) {
     *out_ptr = NULL;
-    return fail_here(failure, st, r, bytes, alignment, stream);
+    return gmr__failure_record(failure, st, r, bytes, alignment, stream);
   }
   /* A resource that breaks its contract is a bug; catch it in debug builds. */
   assert(*out_ptr != NULL);
@@ -93,7 +100,7 @@ gmr_status gmr_deallocate(gmr_resource *r, void *ptr, size_t bytes, size_t align
   if (ptr == NULL) return GMR_OK;
   if (alignment == 0) {
     alignment = GMR_DEFAULT_ALIGNMENT;
-  } else if (!is_power_of_two(alignment)) {
+  } else if (!gmr__is_power_of_two(alignment)) {
     return GMR_ERR_INVALID_ARGUMENT;
   }
   /* No allocation of 0 bytes ever returned a non-NULL pointer. */

@@ -4,13 +4,14 @@
  */
 #include "gmr/fixed_block_resource.h"
 
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/counters.h"
 #include "core/cuda_layer.h"
+#include "core/failure.h"
 #include "core/nvtx_mem.h"
 #include "core/u64_map.h"
 #include "resources/spin_lock.h"
@@ -79,23 +80,9 @@ struct gmr_fixed_block_resource {
 
 static const gmr_resource_vtbl fixed_block_vtbl;
 
-static gmr_status fail_with(gmr_failure *f, gmr_status status, const char *fmt, ...) {
-  f->where = NULL;
-  f->cuda_error = 0;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(f->message, sizeof f->message, fmt, ap);
-  va_end(ap);
-  return status;
-}
-
 static void held_add(gmr_fixed_block_resource *r, size_t bytes) {
   size_t now = atomic_fetch_add_explicit(&r->held_bytes, bytes, memory_order_relaxed) + bytes;
-  size_t peak = atomic_load_explicit(&r->peak_held_bytes, memory_order_relaxed);
-  while (now > peak && !atomic_compare_exchange_weak_explicit(&r->peak_held_bytes, &peak, now,
-                                                              memory_order_relaxed,
-                                                              memory_order_relaxed)) {
-  }
+  gmr__raise_peak(&r->peak_held_bytes, now);
 }
 
 static void held_sub(gmr_fixed_block_resource *r, size_t bytes) {
@@ -212,7 +199,7 @@ static gmr_status add_chunk(gmr_fixed_block_resource *r, uint32_t si, size_t blo
   fb_chunk *c = malloc(sizeof *c + blocks * sizeof c->blocks[0]);
   if (c == NULL || !reserve_for_chunk(r, blocks)) {
     free(c);
-    return fail_with(failure, GMR_ERR_OUT_OF_MEMORY,
+    return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
                      "fixed_block_resource: no host memory for a chunk's records");
   }
   size_t bytes = blocks * r->config.block_bytes;
@@ -255,7 +242,7 @@ static gmr_status grow(gmr_fixed_block_resource *r, uint32_t si, size_t count, g
   while (r->slots[si]->count < count) {
     size_t max = r->config.max_chunk_count;
     if (max != 0 && r->chunk_count >= max) {
-      return fail_with(failure, GMR_ERR_OUT_OF_MEMORY,
+      return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
                        "fixed_block_resource: all %zu chunks of max_chunk_count are in use", max);
     }
     size_t missing = count - r->slots[si]->count;
@@ -277,7 +264,7 @@ static gmr_status ensure_free(gmr_fixed_block_resource *r, uint32_t si, size_t c
   if (t->count >= count) return GMR_OK;
   if (r->config.stream_ordered) {
     if (gmr__cuda_stream_is_capturing(r->cuda, (cudaStream_t)stream)) {
-      return fail_with(failure, GMR_ERR_CAPTURE_UNSAFE,
+      return gmr__failure_set(failure, GMR_ERR_CAPTURE_UNSAFE,
                        "fixed_block_resource: not enough free blocks for this stream, and no "
                        "chunk can be added or other stream waited for during a CUDA graph "
                        "capture; allocate before the capture");
@@ -348,7 +335,7 @@ static gmr_status fb_allocate(gmr_resource *self, size_t bytes, size_t alignment
   gmr_fixed_block_resource *r = (gmr_fixed_block_resource *)self;
   if (bytes > r->config.block_bytes) {
     if (r->config.oversize == GMR_FIXED_BLOCK_OVERSIZE_REFUSE) {
-      return fail_with(failure, GMR_ERR_UNSUPPORTED,
+      return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
                        "fixed_block_resource: %zu bytes is more than one block (%zu bytes); use "
                        "gmr_fixed_block_resource_allocate_blocks or oversize = FORWARD",
                        bytes, r->config.block_bytes);
@@ -357,7 +344,7 @@ static gmr_status fb_allocate(gmr_resource *self, size_t bytes, size_t alignment
     bool room = gmr__u64_map_reserve(&r->forwarded, r->forwarded.count + 1);
     gmr__spin_lock_release(&r->lock);
     if (!room) {
-      return fail_with(failure, GMR_ERR_OUT_OF_MEMORY,
+      return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
                        "fixed_block_resource: no host memory to track a forwarded allocation");
     }
     gmr_status st = gmr_allocate_ex(r->upstream, bytes, alignment, stream, out_ptr, failure);
@@ -368,7 +355,7 @@ static gmr_status fb_allocate(gmr_resource *self, size_t bytes, size_t alignment
       gmr__spin_lock_release(&r->lock);
       (void)gmr_deallocate(r->upstream, *out_ptr, bytes, alignment, stream);
       *out_ptr = NULL;
-      return fail_with(failure, GMR_ERR_OUT_OF_MEMORY,
+      return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
                        "fixed_block_resource: no host memory to track a forwarded allocation");
     }
     r->forwarded_count++;
@@ -378,12 +365,12 @@ static gmr_status fb_allocate(gmr_resource *self, size_t bytes, size_t alignment
     return GMR_OK;
   }
   if (alignment > UNIT) {
-    return fail_with(failure, GMR_ERR_UNSUPPORTED,
+    return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
                      "fixed_block_resource: blocks are 256-byte aligned; %zu was asked", alignment);
   }
   gmr__spin_lock_acquire(&r->lock);
   uint32_t si = slot_of(r, stream);
-  gmr_status st = si == UINT32_MAX ? fail_with(failure, GMR_ERR_OUT_OF_MEMORY,
+  gmr_status st = si == UINT32_MAX ? gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
                                                "fixed_block_resource: no host memory for a new "
                                                "stream's free list")
                                    : ensure_free(r, si, 1, stream, failure);

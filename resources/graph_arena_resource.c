@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "core/cuda_layer.h"
+#include "core/failure.h"
 #include "core/nvtx_mem.h"
 #include "resources/graph_arena_extents.h"
 
@@ -205,12 +206,6 @@ static void unlock(gmr_graph_arena_resource *a) {
 }
 
 /* ---- small helpers ------------------------------------------------------- */
-
-static bool is_power_of_two(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
-
-static size_t align_up(size_t x, size_t alignment) {
-  return (x + alignment - 1) & ~(alignment - 1);
-}
 
 /* Grow a dynamic array to hold `need` items of `size` bytes. */
 static bool ensure(void **items, size_t *capacity, size_t need, size_t size) {
@@ -921,7 +916,7 @@ static gmr_status arena_allocate_impl(gmr_graph_arena_resource *a, size_t bytes,
   carve_request rq;
   rq.bytes = bytes;
   rq.alignment = alignment > a->cfg.alignment ? alignment : a->cfg.alignment;
-  rq.carved_bytes = align_up(bytes, a->cfg.alignment);
+  rq.carved_bytes = gmr__align_up(bytes, a->cfg.alignment);
   rq.requested_alignment = alignment;
   rq.stream = stream;
   if (rq.carved_bytes < bytes || rq.alignment > GMR_MAX_ALLOCATION_BYTES) {
@@ -1150,7 +1145,7 @@ gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
   if (gmr_resource_check(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
   gmr_graph_arena_config cfg = GMR_GRAPH_ARENA_CONFIG_DEFAULT;
   if (config != NULL) cfg = *config;
-  if (!is_power_of_two(cfg.alignment) || cfg.alignment < GMR_DEFAULT_ALIGNMENT ||
+  if (!gmr__is_power_of_two(cfg.alignment) || cfg.alignment < GMR_DEFAULT_ALIGNMENT ||
       cfg.alignment > GMR_MAX_ALLOCATION_BYTES ||
       cfg.initial_capacity_bytes > cfg.max_capacity_bytes ||
       cfg.initial_capacity_bytes > GMR_MAX_ALLOCATION_BYTES ||
@@ -1163,10 +1158,10 @@ gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
     return GMR_ERR_INVALID_ARGUMENT;
   }
   /* Sizes are whole granules, so every carve stays aligned. */
-  cfg.initial_capacity_bytes = align_up(cfg.initial_capacity_bytes, cfg.alignment);
+  cfg.initial_capacity_bytes = gmr__align_up(cfg.initial_capacity_bytes, cfg.alignment);
   cfg.chunk_bytes = cfg.chunk_bytes > GMR_MAX_ALLOCATION_BYTES
                         ? GMR_MAX_ALLOCATION_BYTES
-                        : align_up(cfg.chunk_bytes, cfg.alignment);
+                        : gmr__align_up(cfg.chunk_bytes, cfg.alignment);
   if (cfg.initial_capacity_bytes > cfg.max_capacity_bytes) return GMR_ERR_INVALID_ARGUMENT;
 
   gmr_graph_arena_resource *a = calloc(1, sizeof *a);
@@ -1220,7 +1215,7 @@ gmr_status gmr_graph_arena_reserve(gmr_graph_arena_resource *a, size_t capacity_
   if (a->session_count > 0) {
     st = GMR_ERR_CAPTURE_UNSAFE;
   } else if (capacity_bytes > a->capacity_bytes) {
-    size_t grow = align_up(capacity_bytes - a->capacity_bytes, GMR_DEFAULT_ALIGNMENT);
+    size_t grow = gmr__align_up(capacity_bytes - a->capacity_bytes, GMR_DEFAULT_ALIGNMENT);
     gmr_failure failure;
     memset(&failure, 0, sizeof failure);
     if (grow > a->cfg.max_capacity_bytes - a->capacity_bytes ||
@@ -1455,53 +1450,28 @@ gmr_status gmr_graph_arena_rewind(gmr_graph_arena_resource *a, gmr_stream stream
   return st;
 }
 
-/* The dispatch's checks and failure record, for the entry point that also
- * returns an id (the vtable slot has no room for one). */
-static gmr_status fail_here(gmr_graph_arena_resource *a, gmr_failure *failure, gmr_status st,
-                            size_t bytes, size_t alignment, gmr_stream stream) {
-  if (failure->where == NULL) {
-    failure->status = st;
-    failure->bytes = bytes;
-    failure->alignment = alignment;
-    failure->stream = stream;
-    failure->where = a == NULL ? NULL : &a->base;
-  }
-  return st;
-}
-
 gmr_status gmr_graph_arena_allocate(gmr_graph_arena_resource *a, size_t bytes, size_t alignment,
                                     gmr_stream stream, void **out_ptr, uint64_t *out_id,
                                     gmr_failure *failure) {
+  /* The dispatch's checks and failure record, for the entry point that also
+   * returns an id (the vtable slot has no room for one). */
   gmr_failure local;
   if (failure == NULL) failure = &local;
-  failure->where = NULL;
-  failure->cuda_error = 0;
-  failure->attempt = 0;
-  failure->message[0] = '\0';
+  gmr__failure_reset(failure);
   if (out_id != NULL) *out_id = 0;
   if (out_ptr != NULL) *out_ptr = NULL;
+  const gmr_resource *self = a == NULL ? NULL : &a->base;
   if (a == NULL || out_ptr == NULL || out_id == NULL) {
     snprintf(failure->message, sizeof failure->message, "arena, out_ptr or out_id is NULL");
-    return fail_here(a, failure, GMR_ERR_INVALID_ARGUMENT, bytes, alignment, stream);
+    return gmr__failure_record(failure, GMR_ERR_INVALID_ARGUMENT, self, bytes, alignment, stream);
   }
-  if (alignment == 0) {
-    alignment = GMR_DEFAULT_ALIGNMENT;
-  } else if (!is_power_of_two(alignment)) {
-    snprintf(failure->message, sizeof failure->message, "alignment %zu is not a power of two",
-             alignment);
-    return fail_here(a, failure, GMR_ERR_INVALID_ARGUMENT, bytes, alignment, stream);
-  }
-  if (bytes == 0) return GMR_OK;
-  if (bytes > GMR_MAX_ALLOCATION_BYTES) {
-    snprintf(failure->message, sizeof failure->message,
-             "request of %zu bytes is larger than any memory gmr can manage", bytes);
-    return fail_here(a, failure, GMR_ERR_OUT_OF_MEMORY, bytes, alignment, stream);
-  }
+  gmr_status done = GMR_OK;
+  if (!gmr__request_check(self, bytes, &alignment, stream, out_ptr, failure, &done)) return done;
   void *p = NULL;
   gmr_status st = arena_allocate_impl(a, bytes, alignment, stream, &p, out_id, failure);
   if (st != GMR_OK) {
     *out_id = 0;
-    return fail_here(a, failure, st, bytes, alignment, stream);
+    return gmr__failure_record(failure, st, self, bytes, alignment, stream);
   }
   *out_ptr = p;
   return GMR_OK;

@@ -7,12 +7,13 @@
 
 #include "gmr/pool_resource.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/counters.h"
+#include "core/failure.h"
 #include "core/nvtx_mem.h"
 #include "resources/pool_internal.h"
 #include "resources/thread_home.h"
@@ -32,21 +33,9 @@ typedef gmr__pool_slot pool_slot;
 
 static const gmr_resource_vtbl pool_vtbl;
 
-static inline size_t round_up(size_t x, size_t to) { return (x + to - 1) & ~(to - 1); }
 
 static unsigned log2_of(size_t power_of_two) {
   return (unsigned)__builtin_ctzll((unsigned long long)power_of_two);
-}
-
-/* Describe a failure of the pool itself (not of its upstream) in `f`. */
-static gmr_status fail_with(gmr_failure *f, gmr_status status, const char *fmt, ...) {
-  f->where = NULL; /* an upstream failure met on the way is not the cause */
-  f->cuda_error = 0;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(f->message, sizeof f->message, fmt, ap);
-  va_end(ap);
-  return status;
 }
 
 /* ---- headers ------------------------------------------------------------ */
@@ -312,7 +301,7 @@ static gmr__pool_block *split_after(pool_arena *a, gmr__pool_block *b, size_t si
 static gmr__pool_block *take(pool_arena *a, gmr__pool_block *b, size_t size, size_t alignment) {
   uint32_t si = b->slot;
   gmr__free_index *index = &a->slots[si]->index;
-  size_t pad = alignment > UNIT ? round_up(b->addr, alignment) - b->addr : 0;
+  size_t pad = alignment > UNIT ? gmr__align_up(b->addr, alignment) - b->addr : 0;
   if (pad == 0) {
     if (b->size == size) {
       gmr__free_index_remove(index, b);
@@ -437,12 +426,8 @@ static void held_release(gmr_pool_resource *pool, size_t bytes) {
 }
 
 static void held_note_peak(gmr_pool_resource *pool) {
-  size_t now = atomic_load_explicit(&pool->held_bytes, memory_order_relaxed);
-  size_t peak = atomic_load_explicit(&pool->peak_held_bytes, memory_order_relaxed);
-  while (now > peak && !atomic_compare_exchange_weak_explicit(&pool->peak_held_bytes, &peak, now,
-                                                              memory_order_relaxed,
-                                                              memory_order_relaxed)) {
-  }
+  gmr__raise_peak(&pool->peak_held_bytes,
+                  atomic_load_explicit(&pool->held_bytes, memory_order_relaxed));
 }
 
 /* ---- chunks ------------------------------------------------------------- */
@@ -457,7 +442,7 @@ static gmr_status add_chunk(pool_arena *a, uint32_t si, size_t bytes, gmr_stream
   if (c == NULL || !reserve_headers(a, 1) ||
       (registered && !registry_reserve_one(&pool->registry))) {
     free(c);
-    return fail_with(failure, GMR_ERR_OUT_OF_MEMORY,
+    return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
                      "pool_resource: no host memory to keep track of a new chunk");
   }
   void *ptr = NULL;
@@ -581,7 +566,7 @@ static size_t growth_bytes(const gmr_pool_resource *pool, const pool_arena *a, s
   if (step > c->max_growth_bytes) step = c->max_growth_bytes;
   size_t want = need > step ? need : step;
   size_t g = c->chunk_granularity_bytes;
-  if (want <= GMR_MAX_ALLOCATION_BYTES - g) want = round_up(want, g);
+  if (want <= GMR_MAX_ALLOCATION_BYTES - g) want = gmr__align_up(want, g);
   return want;
 }
 
@@ -610,7 +595,7 @@ static gmr_status grow(pool_arena *a, uint32_t si, size_t need, gmr_stream strea
         released_all = true;
         if (release_free_for(a, si, SIZE_MAX, false) > 0) continue;
       }
-      return fail_with(failure, GMR_ERR_OUT_OF_MEMORY,
+      return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
                        "pool_resource: growing by %zu bytes would pass maximum_pool_bytes "
                        "(%zu bytes; %zu held)",
                        need, max, held);
@@ -622,7 +607,7 @@ static gmr_status grow(pool_arena *a, uint32_t si, size_t need, gmr_stream strea
     if (!no_memory) return st;
     if (want > need) {
       /* Smaller growth, down to exactly the request (RMM tries once). */
-      size_t half = round_up(want / 2, UNIT);
+      size_t half = gmr__align_up(want / 2, UNIT);
       want = half > need ? half : need;
       continue;
     }
@@ -708,7 +693,7 @@ static gmr_status arena_prepare(pool_arena *a, gmr_stream stream, uint32_t *si,
                                 gmr_failure *failure) {
   if (!reserve_headers(a, 2) || !gmr__block_map_reserve_one(&a->live) ||
       (*si = slot_of(a, stream)) == UINT32_MAX) {
-    return fail_with(failure, GMR_ERR_OUT_OF_MEMORY,
+    return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
                      "pool_resource: no host memory for the pool's bookkeeping");
   }
   return GMR_OK;
@@ -792,11 +777,11 @@ static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignme
                                 gmr_stream stream, void **out_ptr, gmr_failure *failure) {
   gmr_pool_resource *pool = (gmr_pool_resource *)self;
   if (alignment > GMR_POOL_MAX_ALIGNMENT) {
-    return fail_with(failure, GMR_ERR_UNSUPPORTED,
+    return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
                      "pool_resource: alignment %zu is above the pool's maximum of %zu", alignment,
                      (size_t)GMR_POOL_MAX_ALIGNMENT);
   }
-  size_t size = round_up(bytes, UNIT);
+  size_t size = gmr__align_up(bytes, UNIT);
   /* Blocks start on 256-byte boundaries, so a larger alignment needs at most
    * alignment - 256 bytes of padding in front. */
   size_t need = alignment > UNIT ? size + (alignment - UNIT) : size;
@@ -823,7 +808,7 @@ static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignme
      * stream that is capturing a graph. */
     if (is_capturing(pool, stream)) {
       gmr__spin_lock_release(&a->lock);
-      return fail_with(failure, GMR_ERR_CAPTURE_UNSAFE,
+      return gmr__failure_set(failure, GMR_ERR_CAPTURE_UNSAFE,
                        "pool_resource: no free block of %zu bytes for this stream, and the pool "
                        "cannot grow or wait for other streams while the stream captures a CUDA "
                        "graph; allocate before the capture or use a graph_arena_resource",
@@ -1016,10 +1001,9 @@ static uint32_t default_arena_count(void) {
   return (uint32_t)cpus;
 }
 
-static bool is_power_of_two(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 static bool config_valid(const gmr_pool_resource_config *c) {
-  return is_power_of_two(c->chunk_granularity_bytes) && c->chunk_granularity_bytes >= UNIT &&
+  return gmr__is_power_of_two(c->chunk_granularity_bytes) && c->chunk_granularity_bytes >= UNIT &&
          c->chunk_granularity_bytes <= ((size_t)1 << 40) && c->min_growth_bytes != 0 &&
          c->min_growth_bytes <= c->max_growth_bytes &&
          c->max_growth_bytes <= GMR_MAX_ALLOCATION_BYTES && c->growth_percent <= 1000u &&
@@ -1091,7 +1075,7 @@ gmr_status gmr_pool_resource_create(gmr_resource *upstream, const gmr_pool_resou
      * stream once that stream's work up to now is done: file it as the
      * default stream's. */
     pool_arena *a = pool->arenas[0];
-    size_t bytes = round_up(cfg.initial_pool_bytes, UNIT);
+    size_t bytes = gmr__align_up(cfg.initial_pool_bytes, UNIT);
     gmr_failure failure;
     memset(&failure, 0, sizeof failure);
     uint32_t si = slot_of(a, NULL);
