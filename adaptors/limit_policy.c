@@ -3,11 +3,11 @@
  * named ones. See gmr/policy.h.
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "adaptors/policy_internal.h"
+#include "adaptors/policy_registry.h"
 #include "gmr/policy.h"
 
 static gmr_limit_action ignore_decide(const gmr_limit_policy *policy,
@@ -74,14 +74,7 @@ gmr_status gmr_limit_policy_check(const gmr_limit_policy *policy) {
 
 /* ---- registry ----------------------------------------------------------- */
 
-typedef struct entry {
-  char name[GMR_POLICY_NAME_MAX + 1];
-  gmr_limit_policy policy;
-} entry;
-
-static pthread_mutex_t registry_mutex = PTHREAD_MUTEX_INITIALIZER;
-static entry registry[GMR__POLICY_REGISTRY_CAPACITY];
-static size_t registry_count;
+static gmr__policy_registry registry = GMR__POLICY_REGISTRY_INIT;
 
 static bool builtin(const char *name, gmr_limit_policy *out) {
   if (strcmp(name, "fail") == 0) {
@@ -96,58 +89,28 @@ static bool builtin(const char *name, gmr_limit_policy *out) {
   return true;
 }
 
-static size_t find(const char *name) {
-  for (size_t i = 0; i < registry_count; ++i) {
-    if (strcmp(registry[i].name, name) == 0) return i;
-  }
-  return registry_count;
-}
-
 gmr_status gmr_limit_policy_register(const char *name, const gmr_limit_policy *policy) {
   gmr_limit_policy ignored;
   if (!gmr__policy_name_is_valid(name) || builtin(name, &ignored) ||
       gmr_limit_policy_check(policy) != GMR_OK) {
     return GMR_ERR_INVALID_ARGUMENT;
   }
-  gmr_status st = GMR_OK;
-  pthread_mutex_lock(&registry_mutex);
-  if (find(name) != registry_count) {
-    st = GMR_ERR_INVALID_ARGUMENT;
-  } else if (registry_count == GMR__POLICY_REGISTRY_CAPACITY) {
-    st = GMR_ERR_BUSY;
-  } else {
-    entry *e = &registry[registry_count++];
-    strcpy(e->name, name);
-    e->policy = *policy;
-    e->policy.release = NULL;
-  }
-  pthread_mutex_unlock(&registry_mutex);
-  return st;
+  gmr__policy_value value;
+  value.limit = *policy;
+  value.limit.release = NULL; /* the registrant keeps its ctx */
+  return gmr__policy_registry_add(&registry, name, &value);
 }
 
 gmr_status gmr_limit_policy_unregister(const char *name) {
   if (name == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  gmr_status st = GMR_ERR_INVALID_ARGUMENT;
-  pthread_mutex_lock(&registry_mutex);
-  size_t i = find(name);
-  if (i != registry_count) {
-    registry[i] = registry[--registry_count];
-    st = GMR_OK;
-  }
-  pthread_mutex_unlock(&registry_mutex);
-  return st;
+  return gmr__policy_registry_remove(&registry, name);
 }
 
 gmr_status gmr_limit_policy_from_name(const char *name, gmr_limit_policy *out) {
   if (name == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   if (builtin(name, out)) return GMR_OK;
-  gmr_status st = GMR_ERR_INVALID_ARGUMENT;
-  pthread_mutex_lock(&registry_mutex);
-  size_t i = find(name);
-  if (i != registry_count) {
-    *out = registry[i].policy;
-    st = GMR_OK;
-  }
-  pthread_mutex_unlock(&registry_mutex);
-  return st;
+  gmr__policy_value value;
+  if (!gmr__policy_registry_get(&registry, name, &value)) return GMR_ERR_INVALID_ARGUMENT;
+  *out = value.limit;
+  return GMR_OK;
 }

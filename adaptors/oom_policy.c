@@ -2,22 +2,11 @@
  * adaptors/oom_policy.c: the built-in OOM policies and the registry of named
  * ones. See gmr/policy.h.
  */
-#include <pthread.h>
 #include <string.h>
 
 #include "adaptors/policy_internal.h"
+#include "adaptors/policy_registry.h"
 #include "gmr/policy.h"
-
-bool gmr__policy_name_is_valid(const char *name) {
-  if (name == NULL || name[0] == '\0') return false;
-  size_t n = 0;
-  for (const char *c = name; *c != '\0'; ++c, ++n) {
-    bool alpha = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || *c == '_';
-    bool digit = *c >= '0' && *c <= '9';
-    if (!alpha && !(digit && n > 0)) return false;
-  }
-  return n <= GMR_POLICY_NAME_MAX;
-}
 
 /* ---- built-ins ---------------------------------------------------------- */
 
@@ -95,14 +84,7 @@ gmr_status gmr_oom_policy_check(const gmr_oom_policy *policy) {
 
 /* ---- registry ----------------------------------------------------------- */
 
-typedef struct entry {
-  char name[GMR_POLICY_NAME_MAX + 1];
-  gmr_oom_policy policy;
-} entry;
-
-static pthread_mutex_t registry_mutex = PTHREAD_MUTEX_INITIALIZER;
-static entry registry[GMR__POLICY_REGISTRY_CAPACITY];
-static size_t registry_count;
+static gmr__policy_registry registry = GMR__POLICY_REGISTRY_INIT;
 
 static bool builtin(const char *name, gmr_oom_policy *out) {
   if (strcmp(name, "fail") == 0) {
@@ -119,58 +101,28 @@ static bool builtin(const char *name, gmr_oom_policy *out) {
   return true;
 }
 
-static size_t find(const char *name) {
-  for (size_t i = 0; i < registry_count; ++i) {
-    if (strcmp(registry[i].name, name) == 0) return i;
-  }
-  return registry_count;
-}
-
 gmr_status gmr_oom_policy_register(const char *name, const gmr_oom_policy *policy) {
   gmr_oom_policy ignored;
   if (!gmr__policy_name_is_valid(name) || builtin(name, &ignored) ||
       gmr_oom_policy_check(policy) != GMR_OK) {
     return GMR_ERR_INVALID_ARGUMENT;
   }
-  gmr_status st = GMR_OK;
-  pthread_mutex_lock(&registry_mutex);
-  if (find(name) != registry_count) {
-    st = GMR_ERR_INVALID_ARGUMENT;
-  } else if (registry_count == GMR__POLICY_REGISTRY_CAPACITY) {
-    st = GMR_ERR_BUSY;
-  } else {
-    entry *e = &registry[registry_count++];
-    strcpy(e->name, name); /* length checked above */
-    e->policy = *policy;
-    e->policy.release = NULL; /* the registrant keeps its ctx */
-  }
-  pthread_mutex_unlock(&registry_mutex);
-  return st;
+  gmr__policy_value value;
+  value.oom = *policy;
+  value.oom.release = NULL; /* the registrant keeps its ctx */
+  return gmr__policy_registry_add(&registry, name, &value);
 }
 
 gmr_status gmr_oom_policy_unregister(const char *name) {
   if (name == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  gmr_status st = GMR_ERR_INVALID_ARGUMENT;
-  pthread_mutex_lock(&registry_mutex);
-  size_t i = find(name);
-  if (i != registry_count) {
-    registry[i] = registry[--registry_count];
-    st = GMR_OK;
-  }
-  pthread_mutex_unlock(&registry_mutex);
-  return st;
+  return gmr__policy_registry_remove(&registry, name);
 }
 
 gmr_status gmr_oom_policy_from_name(const char *name, gmr_oom_policy *out) {
   if (name == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   if (builtin(name, out)) return GMR_OK;
-  gmr_status st = GMR_ERR_INVALID_ARGUMENT;
-  pthread_mutex_lock(&registry_mutex);
-  size_t i = find(name);
-  if (i != registry_count) {
-    *out = registry[i].policy;
-    st = GMR_OK;
-  }
-  pthread_mutex_unlock(&registry_mutex);
-  return st;
+  gmr__policy_value value;
+  if (!gmr__policy_registry_get(&registry, name, &value)) return GMR_ERR_INVALID_ARGUMENT;
+  *out = value.oom;
+  return GMR_OK;
 }
