@@ -38,6 +38,17 @@ void gmr__cuda_device_leave(const gmr__cuda_ops *ops, int saved) {
   if (saved >= 0) (void)ops->set_device(saved);
 }
 
+cudaError_t gmr__cuda_capture_relaxed_enter(const gmr__cuda_ops *ops,
+                                            enum cudaStreamCaptureMode *saved) {
+  *saved = cudaStreamCaptureModeRelaxed;
+  return ops->thread_exchange_capture_mode(saved);
+}
+
+void gmr__cuda_capture_relaxed_leave(const gmr__cuda_ops *ops, enum cudaStreamCaptureMode saved) {
+  /* Cannot fail for a mode the runtime itself returned. */
+  (void)ops->thread_exchange_capture_mode(&saved);
+}
+
 bool gmr__cuda_stream_is_capturing(const gmr__cuda_ops *ops, cudaStream_t stream) {
   enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (ops->stream_get_capture_info(stream, &status, NULL) != cudaSuccess) return false;

@@ -64,6 +64,9 @@ typedef struct gmr__cuda_ops {
   cudaError_t (*stream_begin_capture)(cudaStream_t stream, enum cudaStreamCaptureMode mode);
   cudaError_t (*stream_end_capture)(cudaStream_t stream, cudaGraph_t *graph);
   cudaError_t (*graph_destroy)(cudaGraph_t graph);
+  /* cudaThreadExchangeStreamCaptureMode: the calling thread's capture
+   * interaction mode is set to *mode and *mode receives the previous one. */
+  cudaError_t (*thread_exchange_capture_mode)(enum cudaStreamCaptureMode *mode);
 
   /* Events without timing (cudaEventDisableTiming). */
   cudaError_t (*event_create)(cudaEvent_t *event);
@@ -93,6 +96,17 @@ void gmr__cuda_set_active(const gmr__cuda_ops *ops);
  */
 cudaError_t gmr__cuda_device_enter(const gmr__cuda_ops *ops, int device, int *saved);
 void gmr__cuda_device_leave(const gmr__cuda_ops *ops, int saved);
+
+/*
+ * Switch the calling thread to relaxed capture mode, so that calls global
+ * capture mode forbids (cudaMalloc, page mapping, event queries) neither fail
+ * nor invalidate a capture in progress; *saved receives the previous mode.
+ * Pair every successful enter with gmr__cuda_capture_relaxed_leave(), on
+ * every path. This is what PyTorch's cudaMallocMaybeCapturing does.
+ */
+cudaError_t gmr__cuda_capture_relaxed_enter(const gmr__cuda_ops *ops,
+                                            enum cudaStreamCaptureMode *saved);
+void gmr__cuda_capture_relaxed_leave(const gmr__cuda_ops *ops, enum cudaStreamCaptureMode saved);
 
 /* True when `stream` is capturing now (any error counts as "not capturing"). */
 bool gmr__cuda_stream_is_capturing(const gmr__cuda_ops *ops, cudaStream_t stream);

@@ -79,6 +79,9 @@ static cudaError_t real_stream_end_capture(cudaStream_t stream, cudaGraph_t *gra
   return cudaStreamEndCapture(stream, graph);
 }
 static cudaError_t real_graph_destroy(cudaGraph_t graph) { return cudaGraphDestroy(graph); }
+static cudaError_t real_thread_exchange_capture_mode(enum cudaStreamCaptureMode *mode) {
+  return cudaThreadExchangeStreamCaptureMode(mode);
+}
 
 static cudaError_t real_event_create(cudaEvent_t *event) {
   return cudaEventCreateWithFlags(event, cudaEventDisableTiming);
@@ -123,6 +126,7 @@ const gmr__cuda_ops gmr__cuda_real_ops = {
     .stream_begin_capture = real_stream_begin_capture,
     .stream_end_capture = real_stream_end_capture,
     .graph_destroy = real_graph_destroy,
+    .thread_exchange_capture_mode = real_thread_exchange_capture_mode,
     .event_create = real_event_create,
     .event_destroy = real_event_destroy,
     .event_record = real_event_record,

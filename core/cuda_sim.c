@@ -60,6 +60,8 @@ typedef struct sim_stream {
   uint64_t wait_count;
   enum cudaStreamCaptureStatus capture_status;
   unsigned long long capture_id;
+  enum cudaStreamCaptureMode capture_mode; /* of the capture in progress */
+  uint64_t capture_thread;                 /* sim thread id of the capturing thread */
 } sim_stream;
 
 typedef struct sim_event {
@@ -105,6 +107,15 @@ static _Atomic uint64_t call_counts[GMR_CUDA_CALL_COUNT];
 
 static _Thread_local uint64_t thread_epoch;
 static _Thread_local int thread_device;
+/* The calling thread's capture interaction mode (CUDA's default: global). */
+static _Thread_local enum cudaStreamCaptureMode thread_capture_mode = cudaStreamCaptureModeGlobal;
+static _Atomic uint64_t next_thread_id;
+static _Thread_local uint64_t thread_id;
+
+static uint64_t this_thread_id(void) {
+  if (thread_id == 0) thread_id = ++next_thread_id;
+  return thread_id;
+}
 
 static void lock(void) { pthread_mutex_lock(&sim_mutex); }
 static void unlock(void) { pthread_mutex_unlock(&sim_mutex); }
@@ -175,20 +186,30 @@ static sim_stream *find_stream_by_id(uint64_t id) {
   return NULL;
 }
 
-/* CUDA's global capture mode: while any capture is active, a potentially
- * unsafe call is refused and invalidates the captures in progress. */
+/* CUDA's capture modes: a potentially unsafe call from a thread that is not
+ * in relaxed mode is refused while a global-mode capture is active anywhere,
+ * or a thread-local one begun by the calling thread; it invalidates those
+ * captures. */
 static bool capture_forbids_unsafe_call(void) {
   if (sim.active_capture_count == 0) return false;
+  if (thread_capture_mode == cudaStreamCaptureModeRelaxed) return false;
+  uint64_t self = this_thread_id();
+  bool forbidden = false;
   size_t cursor = 0;
   uint64_t key = 0, kind = 0;
   while (gmr__u64_map_next(&sim.objects, &cursor, &key, &kind)) {
     if (kind != SIM_OBJ_STREAM) continue;
     sim_stream *s = (sim_stream *)(uintptr_t)key;
+    if (s->capture_status == cudaStreamCaptureStatusNone) continue;
+    bool applies = s->capture_mode == cudaStreamCaptureModeGlobal ||
+                   (s->capture_mode == cudaStreamCaptureModeThreadLocal && s->capture_thread == self);
+    if (!applies) continue;
+    forbidden = true;
     if (s->capture_status == cudaStreamCaptureStatusActive) {
       s->capture_status = cudaStreamCaptureStatusInvalidated;
     }
   }
-  return true;
+  return forbidden;
 }
 
 static bool stream_capturing(const sim_stream *s) {
@@ -706,7 +727,8 @@ static cudaError_t sim_stream_begin_capture(cudaStream_t stream, enum cudaStream
   if (err == cudaSuccess && s == NULL) err = cudaErrorStreamCaptureUnsupported;
   if (err == cudaSuccess && stream_capturing(s)) err = cudaErrorIllegalState;
   if (err == cudaSuccess) {
-    (void)mode; /* every capture is simulated in global mode */
+    s->capture_mode = mode;
+    s->capture_thread = this_thread_id();
     s->capture_status = cudaStreamCaptureStatusActive;
     s->capture_id = ++sim.next_capture_id;
     sim.active_capture_count++;
@@ -714,6 +736,25 @@ static cudaError_t sim_stream_begin_capture(cudaStream_t stream, enum cudaStream
   unlock();
   return err;
 }
+
+static cudaError_t sim_thread_exchange_capture_mode(enum cudaStreamCaptureMode *mode) {
+  lock();
+  cudaError_t err = enter_call(GMR_CUDA_CALL_THREAD_EXCHANGE_CAPTURE_MODE);
+  if (err == cudaSuccess && mode == NULL) err = cudaErrorInvalidValue;
+  if (err == cudaSuccess && *mode != cudaStreamCaptureModeGlobal &&
+      *mode != cudaStreamCaptureModeThreadLocal && *mode != cudaStreamCaptureModeRelaxed) {
+    err = cudaErrorInvalidValue;
+  }
+  if (err == cudaSuccess) {
+    enum cudaStreamCaptureMode previous = thread_capture_mode;
+    thread_capture_mode = *mode;
+    *mode = previous;
+  }
+  unlock();
+  return err;
+}
+
+int gmr_cuda_sim_get_thread_capture_mode(void) { return (int)thread_capture_mode; }
 
 static cudaError_t sim_stream_end_capture(cudaStream_t stream, cudaGraph_t *graph) {
   lock();
@@ -879,6 +920,7 @@ const gmr__cuda_ops gmr__cuda_sim_ops = {
     .stream_begin_capture = sim_stream_begin_capture,
     .stream_end_capture = sim_stream_end_capture,
     .graph_destroy = sim_graph_destroy,
+    .thread_exchange_capture_mode = sim_thread_exchange_capture_mode,
     .event_create = sim_event_create,
     .event_destroy = sim_event_destroy,
     .event_record = sim_event_record,

@@ -33,6 +33,9 @@ static inline void gmr__failure_reset(gmr_failure *f) {
   f->cuda_error = 0;
   f->attempt = 0;
   f->message[0] = '\0';
+  f->free_info_known = false;
+  f->free_bytes = 0;
+  f->largest_free_block_bytes = 0;
 }
 
 /* Fill the record for a failure that no deeper resource described, naming

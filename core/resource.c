@@ -8,6 +8,7 @@
 #include "gmr/resource.h"
 
 #include <assert.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 
 /* Slots appended after version 1 will need `vtbl->version >= N` as well. */
 static bool has_v1_slots(const gmr_resource_vtbl *vtbl) { return vtbl->version >= 1u; }
+static bool has_v2_slots(const gmr_resource_vtbl *vtbl) { return vtbl->version >= 2u; }
 
 gmr_status gmr_resource_check(const gmr_resource *r) {
   if (r == NULL || r->vtbl == NULL) return GMR_ERR_INVALID_ARGUMENT;
@@ -151,4 +153,58 @@ gmr_status gmr_resource_get_footprint(const gmr_resource *r, gmr_footprint *out)
     }
   }
   return GMR_ERR_UNSUPPORTED;
+}
+
+/* The version-1 gmr_memory_info: every field up to free_block_count. */
+#define MEMORY_INFO_V1_BYTES (offsetof(gmr_memory_info, free_block_count) + sizeof(size_t))
+
+gmr_status gmr_resource_get_memory_info(const gmr_resource *r, gmr_memory_info *out) {
+  if (out == NULL || out->size < MEMORY_INFO_V1_BYTES || out->version == 0) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  /* Zero what follows the header, as far as the caller's struct reaches. */
+  size_t header = offsetof(gmr_memory_info, held_bytes);
+  size_t known = out->size < sizeof *out ? out->size : sizeof *out;
+  memset((char *)out + header, 0, known - header);
+  if (gmr_resource_check(r) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  for (const gmr_resource *cur = r; cur != NULL; cur = gmr_resource_get_upstream(cur)) {
+    if (has_v2_slots(cur->vtbl) && cur->vtbl->get_memory_info != NULL) {
+      return cur->vtbl->get_memory_info(cur, out);
+    }
+  }
+  return GMR_ERR_UNSUPPORTED;
+}
+
+gmr_status gmr_record_stream(gmr_resource *r, void *ptr, gmr_stream stream) {
+  if (gmr_resource_check(r) != GMR_OK || ptr == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  if (!has_v2_slots(r->vtbl) || r->vtbl->record_stream == NULL) return GMR_ERR_UNSUPPORTED;
+  return r->vtbl->record_stream(r, ptr, stream);
+}
+
+gmr_status gmr_allocate_capturing(gmr_resource *r, size_t bytes, size_t alignment,
+                                  gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  gmr_failure local;
+  if (failure == NULL) failure = &local;
+  gmr__failure_reset(failure);
+  gmr_status done = GMR_OK;
+  if (out_ptr != NULL && gmr_resource_check(r) != GMR_OK) {
+    *out_ptr = NULL;
+    snprintf(failure->message, sizeof failure->message, "resource is NULL or has no vtable");
+    return gmr__failure_record(failure, GMR_ERR_INVALID_ARGUMENT, r, bytes, alignment, stream);
+  }
+  if (!gmr__request_check(r, bytes, &alignment, stream, out_ptr, failure, &done)) return done;
+  if (!has_v2_slots(r->vtbl) || r->vtbl->allocate_capturing == NULL) {
+    snprintf(failure->message, sizeof failure->message,
+             "%s cannot allocate while a stream captures a CUDA graph",
+             gmr_resource_type_name(r));
+    return gmr__failure_record(failure, GMR_ERR_CAPTURE_UNSAFE, r, bytes, alignment, stream);
+  }
+  gmr_status st = r->vtbl->allocate_capturing(r, bytes, alignment, stream, out_ptr, failure);
+  if (st != GMR_OK) {
+    *out_ptr = NULL;
+    return gmr__failure_record(failure, st, r, bytes, alignment, stream);
+  }
+  assert(*out_ptr != NULL);
+  assert(((uintptr_t)*out_ptr & (alignment - 1)) == 0);
+  return GMR_OK;
 }

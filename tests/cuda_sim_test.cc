@@ -174,6 +174,45 @@ TEST_F(CudaSim, CaptureForbidsUnsafeCallsAndInvalidatesTheCapture) {
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
 }
 
+TEST_F(CudaSim, RelaxedThreadModeAllowsUnsafeCallsDuringCaptureAndKeepsItValid) {
+  gmr_stream s = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  EXPECT_EQ(cudaStreamCaptureModeGlobal, gmr_cuda_sim_get_thread_capture_mode());
+  enum cudaStreamCaptureMode saved = cudaStreamCaptureModeGlobal;
+  ASSERT_EQ(cudaSuccess, gmr__cuda_capture_relaxed_enter(ops(), &saved));
+  EXPECT_EQ(cudaStreamCaptureModeGlobal, saved);
+  EXPECT_EQ(cudaStreamCaptureModeRelaxed, gmr_cuda_sim_get_thread_capture_mode());
+  void *p = nullptr;
+  EXPECT_EQ(cudaSuccess, ops()->malloc(&p, 256));
+  gmr__cuda_capture_relaxed_leave(ops(), saved);
+  EXPECT_EQ(cudaStreamCaptureModeGlobal, gmr_cuda_sim_get_thread_capture_mode());
+
+  // Another thread in its default (global) mode is still refused.
+  cudaError_t other = cudaSuccess;
+  std::thread t([&] {
+    void *q = nullptr;
+    other = gmr__cuda()->malloc(&q, 256);
+  });
+  t.join();
+  EXPECT_EQ(cudaErrorStreamCaptureUnsupported, other);
+  gmr_graph g = nullptr;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));  // the other thread broke it
+  EXPECT_EQ(cudaSuccess, ops()->free(p));
+
+  // Without the intruder the capture survives the relaxed cudaMalloc.
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(cudaSuccess, gmr__cuda_capture_relaxed_enter(ops(), &saved));
+  EXPECT_EQ(cudaSuccess, ops()->malloc(&p, 256));
+  gmr__cuda_capture_relaxed_leave(ops(), saved);
+  EXPECT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  EXPECT_EQ(cudaSuccess, ops()->free(p));
+  enum cudaStreamCaptureMode bad = static_cast<enum cudaStreamCaptureMode>(7);
+  EXPECT_EQ(cudaErrorInvalidValue, ops()->thread_exchange_capture_mode(&bad));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+}
+
 TEST_F(CudaSim, PoolAllocationIsAllowedDuringCapture) {
   gmr_stream s = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s));

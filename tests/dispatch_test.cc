@@ -139,7 +139,7 @@ gmr_status fake_destroy(gmr_resource *) { return GMR_OK; }
 
 TEST(ResourceCheck, RejectsMissingRequiredSlotsAndVersionZero) {
   gmr_resource_vtbl good = {GMR_RESOURCE_VTBL_VERSION, "fake", fake_alloc, fake_free,
-                            fake_destroy, nullptr, nullptr, nullptr};
+                            fake_destroy, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   gmr_resource r = {&good};
   EXPECT_EQ(GMR_OK, gmr_resource_check(&r));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_check(nullptr));
@@ -174,7 +174,7 @@ TEST(ResourceCheck, NewerVtableVersionsAreAccepted) {
     gmr_resource_vtbl v1;
     void *slot_from_the_future;
   } future = {{GMR_RESOURCE_VTBL_VERSION + 3, "future", fake_alloc, fake_free, fake_destroy,
-               nullptr, nullptr, nullptr},
+               nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},
               nullptr};
   gmr_resource r = {&future.v1};
   EXPECT_EQ(GMR_OK, gmr_resource_check(&r));
@@ -222,3 +222,77 @@ TEST(OptionalSlots, FootprintWithoutAnyReporterIsUnsupported) {
 }
 
 }  // namespace
+
+// ---- version-2 slots: memory info, record_stream, allocation in capture ----
+
+namespace v2 {
+
+gmr_status info_answer(const gmr_resource *, gmr_memory_info *out) {
+  out->held_bytes = 1000;
+  out->live_bytes = 600;
+  out->free_bytes = 400;
+  out->largest_free_block_bytes = 300;
+  out->free_block_count = 2;
+  return GMR_OK;
+}
+gmr_resource *info_upstream_of(const gmr_resource *);
+const gmr_resource_vtbl answering = {GMR_RESOURCE_VTBL_VERSION, "answering", fake_alloc, fake_free,
+                                     fake_destroy, nullptr, nullptr, nullptr, info_answer,
+                                     nullptr, nullptr};
+gmr_resource answering_leaf = {&answering};
+gmr_resource *info_upstream_of(const gmr_resource *) { return &answering_leaf; }
+const gmr_resource_vtbl silent_adaptor = {GMR_RESOURCE_VTBL_VERSION, "silent", fake_alloc,
+                                          fake_free, fake_destroy, info_upstream_of, nullptr,
+                                          nullptr, nullptr, nullptr, nullptr};
+
+}  // namespace v2
+
+TEST(OptionalSlots, MemoryInfoIsAnsweredByTheFirstResourceDownTheStackThatKnows) {
+  gmr_resource top = {&v2::silent_adaptor};
+  gmr_memory_info info = GMR_MEMORY_INFO_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_get_memory_info(&top, &info));
+  EXPECT_EQ(1000u, info.held_bytes);
+  EXPECT_EQ(300u, info.largest_free_block_bytes);
+  EXPECT_EQ(2u, info.free_block_count);
+}
+
+TEST(OptionalSlots, MemoryInfoNeedsAHeaderAndSaysUnsupportedWhenNobodyKnows) {
+  gmr_resource_vtbl plain = {GMR_RESOURCE_VTBL_VERSION, "plain", fake_alloc, fake_free,
+                             fake_destroy, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+  gmr_resource r = {&plain};
+  gmr_memory_info info = GMR_MEMORY_INFO_INIT;
+  info.held_bytes = 77;
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_get_memory_info(&r, &info));
+  EXPECT_EQ(0u, info.held_bytes);  // zeroed on failure
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_get_memory_info(&r, nullptr));
+  gmr_memory_info no_header = {};
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_get_memory_info(&r, &no_header));
+  // A version-1 vtable has no version-2 slots even if memory behind it says so.
+  gmr_resource_vtbl v1 = v2::answering;
+  v1.version = 1;
+  gmr_resource old = {&v1};
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_get_memory_info(&old, &info));
+}
+
+TEST(OptionalSlots, RecordStreamWithoutTheSlotIsUnsupportedAndNeverSkipsDown) {
+  gmr_resource top = {&v2::silent_adaptor};
+  int x = 0;
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_record_stream(&top, &x, nullptr));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_record_stream(&top, nullptr, nullptr));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_record_stream(nullptr, &x, nullptr));
+}
+
+TEST(OptionalSlots, AllocationInCaptureWithoutTheSlotIsCaptureUnsafe) {
+  gmr_resource top = {&v2::silent_adaptor};
+  void *p = reinterpret_cast<void *>(0x1234);
+  gmr_failure f;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_capturing(&top, 64, 0, nullptr, &p, &f));
+  EXPECT_EQ(nullptr, p);
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, f.status);
+  EXPECT_EQ(&top, f.where);
+  EXPECT_NE(nullptr, std::strstr(f.message, "silent")) << f.message;
+  // The dispatch's ordinary checks come first.
+  EXPECT_EQ(GMR_OK, gmr_allocate_capturing(&top, 0, 0, nullptr, &p, &f));
+  EXPECT_EQ(nullptr, p);
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_allocate_capturing(&top, 64, 3, nullptr, &p, &f));
+}

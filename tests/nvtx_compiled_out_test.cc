@@ -38,7 +38,8 @@ gmr_status leaf_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t, 
 gmr_status leaf_destroy(gmr_resource *) { return GMR_OK; }
 
 const gmr_resource_vtbl leaf_vtbl = {GMR_RESOURCE_VTBL_VERSION, "leaf", leaf_allocate,
-                                     leaf_deallocate, leaf_destroy, nullptr, nullptr, nullptr};
+                                     leaf_deallocate, leaf_destroy, nullptr, nullptr, nullptr,
+                                     nullptr, nullptr, nullptr};
 
 TEST(NvtxCompiledOut, AdaptorForwardsAndNoNvtxCallIsEverMade) {
   ASSERT_NE(nullptr, std::getenv("NVTX_INJECTION64_PATH"));

@@ -11,10 +11,13 @@
  *  - streams and events complete at once, unless a stream is held
  *    (gmr_cuda_sim_stream_hold): then events recorded on it stay pending until
  *    it is released or an event synchronisation waits for them;
- *  - capture follows CUDA's global mode: while a stream captures, calls CUDA
+ *  - capture follows CUDA's capture modes: while a global-mode capture is
+ *    active (or a thread-local one begun by the calling thread), calls CUDA
  *    calls "potentially unsafe" (cudaMalloc, cudaFree, cudaHostAlloc,
  *    synchronisation, event queries) fail with
- *    cudaErrorStreamCaptureUnsupported and invalidate the capture;
+ *    cudaErrorStreamCaptureUnsupported and invalidate the capture, unless the
+ *    calling thread switched itself to relaxed mode
+ *    (cudaThreadExchangeStreamCaptureMode);
  *  - any call can be made to fail on its Nth use (fault injection);
  *  - every call is counted.
  * Select it explicitly, before creating any resource: a resource keeps the
@@ -71,7 +74,8 @@ extern "C" {
   XX(EVENT_RECORD, "cudaEventRecord")                          \
   XX(EVENT_QUERY, "cudaEventQuery")                            \
   XX(EVENT_SYNCHRONIZE, "cudaEventSynchronize")                \
-  XX(MEMSET_ASYNC, "cudaMemsetAsync")
+  XX(MEMSET_ASYNC, "cudaMemsetAsync")                          \
+  XX(THREAD_EXCHANGE_CAPTURE_MODE, "cudaThreadExchangeStreamCaptureMode")
 
 typedef enum gmr_cuda_call {
 #define GMR_CUDA_CALL_ENUM_(name, fn) GMR_CUDA_CALL_##name,
@@ -102,6 +106,14 @@ typedef struct gmr_cuda_sim_config {
  * has live allocations, streams, events, pools or graphs (nothing changes).
  */
 GMR_API gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config);
+
+/**
+ * The calling thread's simulated capture interaction mode, as the
+ * cudaStreamCaptureMode value (0 global, the default; 1 thread-local;
+ * 2 relaxed), so a test can check that code which switched to relaxed mode
+ * switched back on every path. Thread-safe: yes (thread-local state).
+ */
+GMR_API int gmr_cuda_sim_get_thread_capture_mode(void);
 
 /**
  * Switch back to the real CUDA runtime. Returns GMR_OK, or GMR_ERR_BUSY (the

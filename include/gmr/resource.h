@@ -91,6 +91,13 @@ typedef struct gmr_failure {
   const gmr_resource *where;    /* the resource that failed; borrowed */
   uint32_t attempt;             /* 0 for a first try; OOM policies count retries here */
   char message[GMR_FAILURE_MESSAGE_BYTES]; /* NUL-terminated, may be empty */
+  /* What the failing resource still held free when it failed, so a policy can
+   * tell fragmentation (much free, no block large enough) from exhaustion.
+   * Meaningful only when free_info_known is true; a resource that keeps no
+   * free memory (a leaf) leaves it false. */
+  bool free_info_known;
+  size_t free_bytes;               /* free bytes the resource held */
+  size_t largest_free_block_bytes; /* the largest request it could have served */
 } gmr_failure;
 
 /**
@@ -135,10 +142,74 @@ typedef gmr_status gmr_resource_trim_fn(gmr_resource *self, size_t *released_byt
  * means "ask the upstream". */
 typedef gmr_status gmr_resource_get_footprint_fn(const gmr_resource *self, gmr_footprint *out);
 
-/* Version 1: every slot below. Later versions only append slots, so a vtable
- * of a newer version works with this library and one of an older version has
- * its missing slots treated as NULL. */
-#define GMR_RESOURCE_VTBL_VERSION 1u
+/* ---- version 2 slots ---------------------------------------------------- */
+
+/* Version of gmr_memory_info; callers set it (GMR_MEMORY_INFO_INIT). */
+#define GMR_MEMORY_INFO_VERSION 1u
+
+/**
+ * What a resource holds and how much of it is free, in bytes: the answer to
+ * "why did a request fail while the pool is half empty?". RMM declined this
+ * (rapidsai/rmm#813); PyTorch's memory_stats report inactive split bytes.
+ *
+ * held_bytes   what the resource holds from below (its footprint);
+ * live_bytes   the part of it in live allocations, as the resource carved
+ *              them (rounding included);
+ * free_bytes   the part it could hand out again without asking below (free
+ *              blocks, pending or not); held = live + free + overhead;
+ * largest_free_block_bytes  the largest single request it could serve from
+ *              free memory now (0 when nothing is free);
+ * free_block_count  the number of free blocks (fragments) free_bytes is in.
+ * The caller sets `size` and `version` (GMR_MEMORY_INFO_INIT); a resource
+ * fills only the fields that fit in `size`.
+ */
+typedef struct gmr_memory_info {
+  size_t size;      /* sizeof(gmr_memory_info) as the caller knows it */
+  uint32_t version; /* GMR_MEMORY_INFO_VERSION as the caller knows it */
+  size_t held_bytes;
+  size_t live_bytes;
+  size_t free_bytes;
+  size_t largest_free_block_bytes;
+  size_t free_block_count;
+} gmr_memory_info;
+
+#define GMR_MEMORY_INFO_INIT {sizeof(gmr_memory_info), GMR_MEMORY_INFO_VERSION, 0, 0, 0, 0, 0}
+
+/* Optional. Fill *out (header already checked by the dispatch). NULL in an
+ * adaptor means "ask the upstream". */
+typedef gmr_status gmr_resource_get_memory_info_fn(const gmr_resource *self,
+                                                   gmr_memory_info *out);
+
+/* Optional. `ptr` (the start of a live allocation of this resource) is also
+ * used on `stream`: when it is freed, its memory must not be handed out again
+ * before the work `stream` had queued at the free has completed (PyTorch's
+ * Tensor.record_stream). Returns GMR_OK, GMR_ERR_UNKNOWN_POINTER for a pointer
+ * that is not a live allocation start, GMR_ERR_OUT_OF_MEMORY for host memory.
+ * NULL means the resource cannot: the dispatch returns GMR_ERR_UNSUPPORTED.
+ * Adaptors forward explicitly; a NULL slot is never skipped over, because a
+ * sub-allocator's pointers mean nothing to its upstream. */
+typedef gmr_status gmr_resource_record_stream_fn(gmr_resource *self, void *ptr,
+                                                 gmr_stream stream);
+
+/* Optional. Allocate as `allocate` does, for use on `stream` while `stream`
+ * captures a CUDA graph, without breaking or joining the capture: no
+ * stream-ordered call on any stream (no cudaMallocAsync, event record or
+ * stream wait), and calls that global capture mode forbids (cudaMalloc, page
+ * mapping, event queries) only with the calling thread in relaxed capture
+ * mode (cudaThreadExchangeStreamCaptureMode, restored before returning, on
+ * every path). The graph keeps the address; the memory is freed later with
+ * the ordinary deallocate. This is how PyTorch's private pools grow during
+ * capture (cudaMallocMaybeCapturing). NULL means the resource cannot: the
+ * dispatch returns GMR_ERR_CAPTURE_UNSAFE. Adaptors forward explicitly (with
+ * their own bookkeeping) to the upstream's slot. */
+typedef gmr_status gmr_resource_allocate_capturing_fn(gmr_resource *self, size_t bytes,
+                                                      size_t alignment, gmr_stream stream,
+                                                      void **out_ptr, gmr_failure *failure);
+
+/* Version 1: the first eight slots; version 2 appends the three above. Later
+ * versions only append slots, so a vtable of a newer version works with this
+ * library and one of an older version has its missing slots treated as NULL. */
+#define GMR_RESOURCE_VTBL_VERSION 2u
 
 struct gmr_resource_vtbl {
   uint32_t version;      /* GMR_RESOURCE_VTBL_VERSION when the vtable was written */
@@ -150,6 +221,10 @@ struct gmr_resource_vtbl {
   gmr_resource_trim_fn *trim;                   /* optional, may be NULL */
   gmr_resource_get_footprint_fn *get_footprint; /* optional, may be NULL */
   /* ---- end of version 1 ---- */
+  gmr_resource_get_memory_info_fn *get_memory_info;       /* optional, may be NULL */
+  gmr_resource_record_stream_fn *record_stream;           /* optional, may be NULL */
+  gmr_resource_allocate_capturing_fn *allocate_capturing; /* optional, may be NULL */
+  /* ---- end of version 2 ---- */
 };
 
 /* Embedded as the FIRST member of every concrete resource and adaptor. */
@@ -269,6 +344,56 @@ GMR_API gmr_status gmr_resource_trim(gmr_resource *r, size_t *released_bytes);
  * (then *out is zeroed).
  */
 GMR_API gmr_status gmr_resource_get_footprint(const gmr_resource *r, gmr_footprint *out);
+
+/**
+ * Report held, live and free bytes and the largest free block of the stack
+ * headed by `r`: the first resource, going down through adaptors, that
+ * implements get_memory_info answers (for `tracking > pool > cuda`, the pool).
+ *
+ * Units: bytes. Ownership: *out is the caller's; set out->size and
+ *   out->version first (GMR_MEMORY_INFO_INIT).
+ * Thread-safe: as the answering resource says; a concurrent reading may miss
+ *   requests in flight. Stream/device: no CUDA call, never synchronises.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (r invalid, out NULL, out->size
+ *   smaller than the version-1 struct or out->version 0); GMR_ERR_UNSUPPORTED
+ *   when no resource in the stack answers. On failure the fields after the
+ *   header are zeroed (when out is usable).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_resource_get_memory_info(const gmr_resource *r,
+                                                              gmr_memory_info *out);
+
+/**
+ * Tell `r` that the allocation starting at `ptr` is also used on `stream`
+ * (PyTorch's Tensor.record_stream, same meaning): its later free must not let
+ * the memory be reused before the work queued on `stream` up to that free has
+ * completed. Call it any time between allocation and free, once per stream.
+ *
+ * Ownership: none taken. Thread-safe: as the resource's header says.
+ * Stream/device: makes no stream-ordered call now; the resource records an
+ *   event on `stream` when the block is freed.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (r invalid or ptr NULL);
+ *   GMR_ERR_UNKNOWN_POINTER (ptr is not the start of a live allocation of r);
+ *   GMR_ERR_UNSUPPORTED (a resource of the stack cannot honour it; nothing
+ *   was recorded); GMR_ERR_OUT_OF_MEMORY (host memory for the record).
+ * After failure nothing was recorded.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_record_stream(gmr_resource *r, void *ptr, gmr_stream stream);
+
+/**
+ * gmr_allocate_ex() for a request made while `stream` captures a CUDA graph,
+ * served without breaking the capture (see gmr_resource_allocate_capturing_fn):
+ * the resource may switch the calling thread to relaxed capture mode around
+ * calls such as cudaMalloc or page mapping, and restores it. Zero bytes,
+ * alignment and argument checks are as in gmr_allocate_ex().
+ *
+ * Thread-safe: as the resource's header says.
+ * Returns as gmr_allocate_ex(), and GMR_ERR_CAPTURE_UNSAFE when a resource of
+ * the stack cannot allocate during capture (cudaMallocAsync would add a
+ * memory node to the graph); the capture is then untouched.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_allocate_capturing(gmr_resource *r, size_t bytes,
+                                                        size_t alignment, gmr_stream stream,
+                                                        void **out_ptr, gmr_failure *failure);
 
 #ifdef __cplusplus
 }
