@@ -14,8 +14,8 @@
 #include "core/failure.h"
 #include "core/nvtx_mem.h"
 #include "core/u64_map.h"
-#include "resources/spin_lock.h"
-#include "resources/stream_event.h"
+#include "core/spin_lock.h"
+#include "core/stream_event.h"
 
 #define UNIT ((size_t)256)
 

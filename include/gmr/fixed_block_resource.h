@@ -21,7 +21,7 @@
  *    (an event recorded on S, queried) or after T waits for that event
  *    (cudaStreamWaitEvent). No event is recorded at a free: a free marks S as
  *    having freed memory, and S's event is recorded once, when another stream
- *    first needs S's blocks (see resources/stream_event.h). Order: blocks freed
+ *    first needs S's blocks (see core/stream_event.h). Order: blocks freed
  *    on T, blocks of streams whose work is done, blocks of a stream still at
  *    work after waiting for it, a new chunk.
  *  - trim gives back every chunk whose blocks are all free (waiting, with

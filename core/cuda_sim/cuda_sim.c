@@ -1,5 +1,5 @@
 /*
- * core/cuda_sim.c (internal): the host simulation of the CUDA layer, and the
+ * core/cuda_sim/cuda_sim.c (internal): the host simulation of the CUDA layer, and the
  * public control functions of gmr/cuda_sim.h.
  *
  * One mutex guards all simulated state; the simulation is for correctness,

@@ -1,7 +1,7 @@
 /*
- * resources/pool_free_index.c (internal): see pool_free_index.h.
+ * resources/pool/pool_free_index.c (internal): see pool_free_index.h.
  */
-#include "resources/pool_free_index.h"
+#include "resources/pool/pool_free_index.h"
 
 #include <string.h>
 

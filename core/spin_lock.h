@@ -1,5 +1,5 @@
 /*
- * resources/spin_lock.h (internal): a test-and-test-and-set lock for the short
+ * core/spin_lock.h (internal): a test-and-test-and-set lock for the short
  * critical sections of the pools (a few tens of nanoseconds of bookkeeping).
  *
  * Uncontended it costs one atomic exchange and one release store, about half
@@ -9,8 +9,8 @@
  *
  * Thread-safe: yes (that is its purpose).
  */
-#ifndef GMR_RESOURCES_SPIN_LOCK_H_
-#define GMR_RESOURCES_SPIN_LOCK_H_
+#ifndef GMR_CORE_SPIN_LOCK_H_
+#define GMR_CORE_SPIN_LOCK_H_
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -38,4 +38,4 @@ static inline void gmr__spin_lock_release(gmr__spin_lock *lock) {
   atomic_store_explicit(&lock->locked, 0, memory_order_release);
 }
 
-#endif /* GMR_RESOURCES_SPIN_LOCK_H_ */
+#endif /* GMR_CORE_SPIN_LOCK_H_ */

@@ -1,5 +1,5 @@
 /*
- * resources/pool_block.h (internal): the host-side header of one block of a
+ * resources/pool/pool_block.h (internal): the host-side header of one block of a
  * pool_resource chunk, shared by the pool and its two indexes.
  *
  * Device memory cannot hold allocator headers (the host cannot touch it
@@ -10,8 +10,8 @@
  *
  * Thread-safe: no; the owning arena's lock guards every header.
  */
-#ifndef GMR_RESOURCES_POOL_BLOCK_H_
-#define GMR_RESOURCES_POOL_BLOCK_H_
+#ifndef GMR_RESOURCES_POOL_POOL_BLOCK_H_
+#define GMR_RESOURCES_POOL_POOL_BLOCK_H_
 
 #include <stddef.h>
 #include <stdint.h>
@@ -34,4 +34,4 @@ struct gmr__pool_block {
   uint16_t cached;             /* free, in its slot's cache of recent frees, not in an index */
 };
 
-#endif /* GMR_RESOURCES_POOL_BLOCK_H_ */
+#endif /* GMR_RESOURCES_POOL_POOL_BLOCK_H_ */

@@ -1,5 +1,5 @@
 /*
- * resources/graph_arena_resource.c: the graph arena. See
+ * resources/graph_arena/graph_arena_resource.c: the graph arena. See
  * gmr/graph_arena_resource.h for the model.
  *
  * Bookkeeping, all under one lock:
@@ -36,7 +36,7 @@
 #include "core/cuda_layer.h"
 #include "core/failure.h"
 #include "core/nvtx_mem.h"
-#include "resources/graph_arena_extents.h"
+#include "resources/graph_arena/graph_arena_extents.h"
 
 /* ---- types --------------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /*
- * resources/pool_internal.h (internal): the data structures of
+ * resources/pool/pool_internal.h (internal): the data structures of
  * pool_resource, shared by its algorithm (pool_resource.c) and its invariant
  * walk (pool_check.c).
  *
@@ -13,8 +13,8 @@
  * Thread-safe: no; each arena's lock guards the arena and everything in it;
  * the chunk registry has its own read-write lock.
  */
-#ifndef GMR_RESOURCES_POOL_INTERNAL_H_
-#define GMR_RESOURCES_POOL_INTERNAL_H_
+#ifndef GMR_RESOURCES_POOL_POOL_INTERNAL_H_
+#define GMR_RESOURCES_POOL_POOL_INTERNAL_H_
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,11 +24,11 @@
 
 #include "core/cuda_layer.h"
 #include "gmr/pool_resource.h"
-#include "resources/pool_block.h"
-#include "resources/pool_block_map.h"
-#include "resources/pool_free_index.h"
-#include "resources/spin_lock.h"
-#include "resources/stream_event.h"
+#include "resources/pool/pool_block.h"
+#include "resources/pool/pool_block_map.h"
+#include "resources/pool/pool_free_index.h"
+#include "core/spin_lock.h"
+#include "core/stream_event.h"
 
 #define GMR__POOL_UNIT ((size_t)256)
 #define GMR__POOL_SHARED_SLOT 0u
@@ -110,4 +110,4 @@ struct gmr_pool_resource {
 bool gmr__pool_check_arena(const gmr__pool_arena *a, uint32_t arena_index, char *err,
                            size_t err_bytes);
 
-#endif /* GMR_RESOURCES_POOL_INTERNAL_H_ */
+#endif /* GMR_RESOURCES_POOL_POOL_INTERNAL_H_ */

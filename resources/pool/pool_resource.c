@@ -1,5 +1,5 @@
 /*
- * resources/pool_resource.c: the coalescing, stream-ordered pool. See
+ * resources/pool/pool_resource.c: the coalescing, stream-ordered pool. See
  * gmr/pool_resource.h for the algorithm and pool_internal.h for the data
  * structures; the comments here say why.
  */
@@ -15,8 +15,8 @@
 #include "core/counters.h"
 #include "core/failure.h"
 #include "core/nvtx_mem.h"
-#include "resources/pool_internal.h"
-#include "resources/thread_home.h"
+#include "resources/pool/pool_internal.h"
+#include "resources/pool/thread_home.h"
 
 #define UNIT GMR__POOL_UNIT
 #define SHARED GMR__POOL_SHARED_SLOT

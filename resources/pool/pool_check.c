@@ -1,5 +1,5 @@
 /*
- * resources/pool_check.c (internal): the invariant walk behind
+ * resources/pool/pool_check.c (internal): the invariant walk behind
  * gmr_pool_resource_check_invariants(). See gmr/pool_resource.h.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -7,7 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "resources/pool_internal.h"
+#include "resources/pool/pool_internal.h"
 
 typedef struct check_state {
   char *err;
