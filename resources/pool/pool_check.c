@@ -1,6 +1,7 @@
 /*
  * resources/pool/pool_check.c (internal): the invariant walk behind
- * gmr_pool_resource_check_invariants(). See gmr/pool_resource.h.
+ * gmr_pool_resource_check_invariants(), which it also defines. See
+ * gmr/pool_resource.h.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -133,4 +134,45 @@ bool gmr__pool_check_arena(const gmr__pool_arena *a, uint32_t ai, char *err, siz
     return violated(&cs, "arena %u: chunks hold %zu bytes, %zu counted", ai, held, a->held_bytes);
   }
   return true;
+}
+
+gmr_status gmr_pool_resource_check_invariants(gmr_pool_resource *pool, char *err, size_t err_bytes) {
+  if (err != NULL && err_bytes > 0) err[0] = '\0';
+  if (pool == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  bool ok = true;
+  size_t held = 0, chunks = 0;
+  for (uint32_t i = 0; i < pool->arena_count && ok; ++i) {
+    gmr__pool_arena *a = pool->arenas[i];
+    gmr__spin_lock_acquire(&a->lock);
+    ok = gmr__pool_check_arena(a, i, err, err_bytes);
+    held += a->held_bytes;
+    chunks += a->chunk_count;
+    gmr__spin_lock_release(&a->lock);
+  }
+  if (ok && held != atomic_load(&pool->held_bytes)) {
+    if (err != NULL) {
+      snprintf(err, err_bytes, "the arenas hold %zu bytes, the pool counts %zu", held,
+               atomic_load(&pool->held_bytes));
+    }
+    ok = false;
+  }
+  if (ok && pool->arena_count > 1) {
+    pthread_rwlock_rdlock(&pool->registry.lock);
+    if (pool->registry.count != chunks) {
+      if (err != NULL) {
+        snprintf(err, err_bytes, "%zu chunks, but %zu in the chunk table", chunks,
+                 pool->registry.count);
+      }
+      ok = false;
+    }
+    for (size_t i = 1; ok && i < pool->registry.count; ++i) {
+      const gmr__pool_chunk *p = pool->registry.items[i - 1], *c = pool->registry.items[i];
+      if (p->base + p->size > c->base) {
+        if (err != NULL) snprintf(err, err_bytes, "chunks %#zx and %#zx overlap", (size_t)p->base, (size_t)c->base);
+        ok = false;
+      }
+    }
+    pthread_rwlock_unlock(&pool->registry.lock);
+  }
+  return ok ? GMR_OK : GMR_ERR_INTERNAL;
 }

@@ -1,7 +1,15 @@
 /*
  * resources/pool/pool_internal.h (internal): the data structures of
- * pool_resource, shared by its algorithm (pool_resource.c) and its invariant
- * walk (pool_check.c).
+ * pool_resource and the functions its files share:
+ *   pool_resource.c  allocate, deallocate, trim, destroy, create, getters
+ *   pool_arena.c     block headers, stream slots, arenas
+ *   pool_blocks.c    filing free blocks (merging), the cache of recent frees,
+ *                    best fit, carving an allocation
+ *   pool_growth.c    held bytes, chunks in and out, the growth policy
+ *   pool_streams.c   memory freed on other streams (events)
+ *   pool_registry.c  chunks by address, for frees from another arena
+ *   pool_check.c     the invariant walk
+ *   pool_free_index.c, pool_block_map.c, thread_home.c: see their headers.
  *
  * An arena owns chunks; a chunk is tiled by blocks (pool_block.h) in address
  * order; every free block sits in exactly one slot's free index; every
@@ -105,6 +113,52 @@ struct gmr_pool_resource {
   gmr__stream_event_counts events;
 };
 
+/* ---- pool_arena.c ---- */
+/* Make sure `count` headers can be taken without a host allocation. */
+bool gmr__pool_reserve_headers(gmr__pool_arena *a, size_t count);
+/* A zeroed header; pre: one is reserved. */
+gmr__pool_block *gmr__pool_header_take(gmr__pool_arena *a);
+void gmr__pool_header_give(gmr__pool_arena *a, gmr__pool_block *b);
+/* The slot of `stream` in `a`, created on first use; UINT32_MAX without host
+ * memory; GMR__POOL_SHARED_SLOT with stream ordering off. */
+uint32_t gmr__pool_slot_of(gmr__pool_arena *a, gmr_stream stream);
+/* Whether a free block filed under slot `si` is free for anyone. */
+bool gmr__pool_slot_settled(const gmr__pool_arena *a, uint32_t si);
+gmr__pool_arena *gmr__pool_arena_new(gmr_pool_resource *pool);
+void gmr__pool_arena_free(const gmr_pool_resource *pool, gmr__pool_arena *a);
+
+/* ---- pool_blocks.c (pre for all: the arena's lock held) ---- */
+void gmr__pool_file_free(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b);
+void gmr__pool_move_all(gmr__pool_arena *a, uint32_t from, uint32_t to);
+void gmr__pool_cache_put(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b);
+gmr__pool_block *gmr__pool_cache_take(gmr__pool_slot *s, size_t size);
+void gmr__pool_flush_caches(gmr__pool_arena *a);
+void gmr__pool_unfile(gmr__pool_arena *a, gmr__pool_block *b);
+gmr__pool_block *gmr__pool_find_fit(const gmr__pool_arena *a, uint32_t si, size_t need);
+gmr__pool_block *gmr__pool_take(gmr__pool_arena *a, gmr__pool_block *b, size_t size,
+                                size_t alignment);
+
+/* ---- pool_registry.c ---- */
+bool gmr__pool_registry_reserve_one(gmr__pool_registry *r);
+void gmr__pool_registry_insert(gmr__pool_registry *r, gmr__pool_chunk *c);
+void gmr__pool_registry_remove(gmr__pool_registry *r, gmr__pool_chunk *c);
+gmr__pool_arena *gmr__pool_registry_find_arena(gmr__pool_registry *r, uintptr_t addr);
+
+/* ---- pool_growth.c ---- */
+/* Count `bytes` as held if that stays under maximum_pool_bytes. */
+bool gmr__pool_held_reserve(gmr_pool_resource *pool, size_t bytes);
+void gmr__pool_held_release(gmr_pool_resource *pool, size_t bytes);
+gmr_status gmr__pool_add_chunk(gmr__pool_arena *a, uint32_t si, size_t bytes, gmr_stream stream,
+                               gmr_failure *failure);
+gmr_status gmr__pool_grow(gmr__pool_arena *a, uint32_t si, size_t need, gmr_stream stream,
+                          gmr_failure *failure);
+gmr_status gmr__pool_release_settled_chunks(gmr__pool_arena *a, size_t *released_bytes);
+
+/* ---- pool_streams.c ---- */
+gmr__pool_block *gmr__pool_from_other_streams(gmr__pool_arena *a, uint32_t ti, size_t need);
+void gmr__pool_settle_all(gmr__pool_arena *a);
+
+/* ---- pool_check.c ---- */
 /* Check every invariant of arena `a` (lock held by the caller); on failure
  * write the reason into err (err_bytes) and return false. pool_check.c. */
 bool gmr__pool_check_arena(const gmr__pool_arena *a, uint32_t arena_index, char *err,
