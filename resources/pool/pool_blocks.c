@@ -18,7 +18,8 @@
  * filed under `si`: same slot, or (for a stream slot) the shared slot, whose
  * blocks are free for anyone and so also for that stream. */
 static bool mergeable(uint32_t si, const gmr__pool_block *n) {
-  return n != NULL && n->is_free && !n->cached && (n->slot == si || n->slot == GMR__POOL_SHARED_SLOT);
+  return n != NULL && n->is_free && !n->cached &&
+         (n->slot == si || n->slot == GMR__POOL_SHARED_SLOT);
 }
 
 /* File free block `b` under slot `si`, merged with its mergeable neighbours.
@@ -195,7 +196,8 @@ static gmr__pool_block *split_after(gmr__pool_arena *a, gmr__pool_block *b, size
  * slot, since those are always merged). b's header keeps the part that stays
  * free where it can, so the index only changes when a size class does.
  * Pre: two headers reserved and `b` large enough. Returns the allocated block. */
-gmr__pool_block *gmr__pool_take(gmr__pool_arena *a, gmr__pool_block *b, size_t size, size_t alignment) {
+gmr__pool_block *gmr__pool_take(gmr__pool_arena *a, gmr__pool_block *b, size_t size,
+                                size_t alignment) {
   uint32_t si = b->slot;
   gmr__free_index *index = &a->slots[si]->index;
   size_t pad = alignment > GMR__POOL_UNIT ? gmr__align_up(b->addr, alignment) - b->addr : 0;

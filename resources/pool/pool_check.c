@@ -53,7 +53,9 @@ static bool in_cache(const gmr__pool_slot *s, const gmr__pool_block *b) {
 static bool check_chunk(const gmr__pool_arena *a, uint32_t ai, const gmr__pool_chunk *c,
                         size_t *live, size_t *in_use, size_t *requested, size_t *free_blocks,
                         check_state *cs) {
-  if (c->arena != a) return violated(cs, "arena %u: chunk %#zx names another arena", ai, (size_t)c->base);
+  if (c->arena != a) {
+    return violated(cs, "arena %u: chunk %#zx names another arena", ai, (size_t)c->base);
+  }
   if (c->next != NULL && c->next->prev != c) return violated(cs, "arena %u: chunk list links", ai);
   uintptr_t expect = c->base;
   const gmr__pool_block *prev = NULL;
@@ -78,7 +80,9 @@ static bool check_chunk(const gmr__pool_arena *a, uint32_t ai, const gmr__pool_c
       } else {
         ++*free_blocks;
       }
-      if (mapped) return violated(cs, "arena %u: free block %#zx is in the live map", ai, (size_t)b->addr);
+      if (mapped) {
+        return violated(cs, "arena %u: free block %#zx is in the live map", ai, (size_t)b->addr);
+      }
     } else {
       ++*live;
       *in_use += b->size;
@@ -112,7 +116,8 @@ bool gmr__pool_check_arena(const gmr__pool_arena *a, uint32_t ai, char *err, siz
     for (uint32_t k = 0; k < s->cache_count; ++k) {
       const gmr__pool_block *b = s->cache[k];
       if (!b->is_free || !b->cached || b->slot != i || b->chunk == NULL || b->chunk->arena != a) {
-        return violated(&cs, "arena %u: slot %u caches a block that is not a free block of it", ai, i);
+        return violated(&cs, "arena %u: slot %u caches a block that is not a free block of it", ai,
+                        i);
       }
     }
     index_visit v = {a, i, 0};
@@ -127,8 +132,9 @@ bool gmr__pool_check_arena(const gmr__pool_arena *a, uint32_t ai, char *err, siz
   }
   if (live != a->live.count || live != a->in_use_count || in_use != a->in_use_bytes ||
       requested != a->requested_bytes) {
-    return violated(&cs, "arena %u: %zu allocated blocks of %zu bytes, but %zu counted (%zu mapped) of %zu",
-                    ai, live, in_use, a->in_use_count, a->live.count, a->in_use_bytes);
+    return violated(
+        &cs, "arena %u: %zu allocated blocks of %zu bytes, but %zu counted (%zu mapped) of %zu", ai,
+        live, in_use, a->in_use_count, a->live.count, a->in_use_bytes);
   }
   if (held != a->held_bytes || chunks != a->chunk_count) {
     return violated(&cs, "arena %u: chunks hold %zu bytes, %zu counted", ai, held, a->held_bytes);
@@ -136,7 +142,8 @@ bool gmr__pool_check_arena(const gmr__pool_arena *a, uint32_t ai, char *err, siz
   return true;
 }
 
-gmr_status gmr_pool_resource_check_invariants(gmr_pool_resource *pool, char *err, size_t err_bytes) {
+gmr_status gmr_pool_resource_check_invariants(gmr_pool_resource *pool, char *err,
+                                              size_t err_bytes) {
   if (err != NULL && err_bytes > 0) err[0] = '\0';
   if (pool == NULL) return GMR_ERR_INVALID_ARGUMENT;
   bool ok = true;
@@ -168,7 +175,10 @@ gmr_status gmr_pool_resource_check_invariants(gmr_pool_resource *pool, char *err
     for (size_t i = 1; ok && i < pool->registry.count; ++i) {
       const gmr__pool_chunk *p = pool->registry.items[i - 1], *c = pool->registry.items[i];
       if (p->base + p->size > c->base) {
-        if (err != NULL) snprintf(err, err_bytes, "chunks %#zx and %#zx overlap", (size_t)p->base, (size_t)c->base);
+        if (err != NULL) {
+          snprintf(err, err_bytes, "chunks %#zx and %#zx overlap", (size_t)p->base,
+                   (size_t)c->base);
+        }
         ok = false;
       }
     }

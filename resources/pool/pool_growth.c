@@ -44,7 +44,7 @@ static void held_note_peak(gmr_pool_resource *pool) {
 /* Ask upstream for a chunk of `bytes` on `stream` and add it, as one free
  * block, to slot `si`. The bytes are already counted as held. Pre: lock held. */
 gmr_status gmr__pool_add_chunk(gmr__pool_arena *a, uint32_t si, size_t bytes, gmr_stream stream,
-                            gmr_failure *failure) {
+                               gmr_failure *failure) {
   gmr_pool_resource *pool = a->pool;
   gmr__pool_chunk *c = malloc(sizeof *c);
   bool registered = pool->arena_count > 1;
@@ -84,7 +84,9 @@ gmr_status gmr__pool_add_chunk(gmr__pool_arena *a, uint32_t si, size_t bytes, gm
   held_note_peak(pool);
   /* Upstream memory is ordered on `stream` (cudaMallocAsync): the new chunk
    * belongs to that stream; others reach it through its event. */
-  if (si != GMR__POOL_SHARED_SLOT) gmr__stream_event_mark_freed(pool->cuda, &a->slots[si]->ev, &pool->events);
+  if (si != GMR__POOL_SHARED_SLOT) {
+    gmr__stream_event_mark_freed(pool->cuda, &a->slots[si]->ev, &pool->events);
+  }
   gmr__pool_file_free(a, si, b);
   return GMR_OK;
 }
@@ -186,7 +188,7 @@ static size_t growth_bytes(const gmr_pool_resource *pool, const gmr__pool_arena 
  * with half the chunk down to exactly the request, then once more after giving
  * back every wholly free chunk. Pre: lock held. */
 gmr_status gmr__pool_grow(gmr__pool_arena *a, uint32_t si, size_t need, gmr_stream stream,
-                       gmr_failure *failure) {
+                          gmr_failure *failure) {
   gmr_pool_resource *pool = a->pool;
   size_t want = growth_bytes(pool, a, need);
   if (pool->config.release_on_growth) (void)release_free_for(a, si, want, true);
@@ -225,7 +227,6 @@ gmr_status gmr__pool_grow(gmr__pool_arena *a, uint32_t si, size_t need, gmr_stre
     released_all = true;
   }
 }
-
 
 /* Give back every chunk of `a` whose blocks are all free for anyone. The
  * upstream free goes on the default stream: settle_all waited for the

@@ -51,7 +51,7 @@ typedef struct gmr__pool_chunk {
   size_t size;
   gmr__pool_arena *arena;
   gmr__pool_block *first;                /* the block at `base` */
-  void *nvtx_heap;                       /* config.nvtx_annotate: the chunk's NVTX heap (may be NULL) */
+  void *nvtx_heap; /* config.nvtx_annotate: the chunk's NVTX heap (may be NULL) */
   struct gmr__pool_chunk *prev, *next;   /* the arena's chunk list */
 } gmr__pool_chunk;
 

@@ -68,8 +68,8 @@ static gmr__pool_block *find_without_growth(gmr__pool_arena *a, uint32_t si, siz
 }
 
 /* Book allocated block `b` and give it to the caller. */
-static void record_allocation(gmr__pool_arena *a, gmr__pool_block *b, size_t bytes, size_t alignment,
-                              void **out_ptr) {
+static void record_allocation(gmr__pool_arena *a, gmr__pool_block *b, size_t bytes,
+                              size_t alignment, void **out_ptr) {
   b->is_free = 0;
   b->request_bytes = bytes;
   b->request_alignment_log2 = log2_of(alignment);
@@ -124,7 +124,9 @@ static gmr_status allocate_elsewhere(gmr_pool_resource *pool, gmr__pool_arena *h
   uint32_t si = 0;
   gmr_status st = arena_prepare(home, stream, &si, failure);
   if (st == GMR_OK) st = gmr__pool_grow(home, si, need, stream, failure);
-  if (st == GMR_OK) hand_out(home, gmr__pool_find_fit(home, si, need), bytes, size, alignment, out_ptr);
+  if (st == GMR_OK) {
+    hand_out(home, gmr__pool_find_fit(home, si, need), bytes, size, alignment, out_ptr);
+  }
   gmr__spin_lock_release(&home->lock);
   return st;
 }
@@ -221,7 +223,9 @@ static gmr_status pool_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
   a->in_use_bytes -= b->size;
   a->requested_bytes -= bytes;
   a->in_use_count--;
-  if (si != GMR__POOL_SHARED_SLOT) gmr__stream_event_mark_freed(pool->cuda, &a->slots[si]->ev, &pool->events);
+  if (si != GMR__POOL_SHARED_SLOT) {
+    gmr__stream_event_mark_freed(pool->cuda, &a->slots[si]->ev, &pool->events);
+  }
   gmr__pool_cache_put(a, si, b);
   gmr__spin_lock_release(&a->lock);
   return GMR_OK;
@@ -277,7 +281,8 @@ static gmr_status pool_destroy(gmr_resource *self) {
     for (gmr__pool_chunk *c = a->chunks; c != NULL; c = c->next) {
       gmr__pool_held_release(pool, c->size);
       if (pool->config.nvtx_annotate) gmr__nvtx_mem_heap_unregister(c->nvtx_heap);
-      gmr_status st = gmr_deallocate(pool->upstream, (void *)c->base, c->size, GMR__POOL_UNIT, NULL);
+      gmr_status st =
+          gmr_deallocate(pool->upstream, (void *)c->base, c->size, GMR__POOL_UNIT, NULL);
       if (st != GMR_OK && result == GMR_OK) result = st;
     }
   }
@@ -307,11 +312,13 @@ static uint32_t default_arena_count(void) {
 
 
 static bool config_valid(const gmr_pool_resource_config *c) {
-  return gmr__is_power_of_two(c->chunk_granularity_bytes) && c->chunk_granularity_bytes >= GMR__POOL_UNIT &&
+  return gmr__is_power_of_two(c->chunk_granularity_bytes) &&
+         c->chunk_granularity_bytes >= GMR__POOL_UNIT &&
          c->chunk_granularity_bytes <= ((size_t)1 << 40) && c->min_growth_bytes != 0 &&
          c->min_growth_bytes <= c->max_growth_bytes &&
          c->max_growth_bytes <= GMR_MAX_ALLOCATION_BYTES && c->growth_percent <= 1000u &&
-         c->arena_count <= GMR__POOL_MAX_ARENAS && c->recent_free_count <= GMR__POOL_CACHE_ENTRIES &&
+         c->arena_count <= GMR__POOL_MAX_ARENAS &&
+         c->recent_free_count <= GMR__POOL_CACHE_ENTRIES &&
          c->initial_pool_bytes <= GMR_MAX_ALLOCATION_BYTES &&
          (c->maximum_pool_bytes == 0 || c->initial_pool_bytes <= c->maximum_pool_bytes);
 }
