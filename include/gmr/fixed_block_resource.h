@@ -190,7 +190,11 @@ GMR_API gmr_status gmr_fixed_block_resource_deallocate_blocks(gmr_fixed_block_re
                                                               gmr_block_list *list,
                                                               gmr_stream stream);
 
-typedef struct gmr_fixed_block_resource_stats {
+/* A snapshot of the resource. The caller sets `size` and `version`
+ * (GMR_FIXED_BLOCK_STATS_INIT); the resource fills what both versions know. */
+typedef struct gmr_fixed_block_stats {
+  size_t size;      /* sizeof the caller's struct */
+  uint32_t version; /* GMR_FIXED_BLOCK_STATS_VERSION of the caller */
   size_t block_bytes;
   size_t chunk_count;            /* chunks held now */
   size_t block_count;            /* blocks in those chunks */
@@ -207,15 +211,24 @@ typedef struct gmr_fixed_block_resource_stats {
   size_t event_query_count;
   size_t stream_wait_count;
   size_t event_synchronize_count;
-} gmr_fixed_block_resource_stats;
+} gmr_fixed_block_stats;
+
+#define GMR_FIXED_BLOCK_STATS_VERSION 1u
+/* Every field spelled out: C++ warns about partial initialisers. */
+#define GMR_FIXED_BLOCK_STATS_INIT                                                                 \
+  {                                                                                                \
+    sizeof(gmr_fixed_block_stats), GMR_FIXED_BLOCK_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+        0, 0, 0, 0, 0                                                                              \
+  }
 
 /**
  * Fill *out with a snapshot (taken under the lock).
  * Thread-safe: yes. Stream/device: no CUDA call.
- * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (NULL argument).
+ * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (a NULL argument, or out->size
+ * smaller than the size+version header, or out->version 0; *out unchanged).
  */
-GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_get_stats(
-    gmr_fixed_block_resource *r, gmr_fixed_block_resource_stats *out);
+GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_get_stats(gmr_fixed_block_resource *r,
+                                                                    gmr_fixed_block_stats *out);
 
 #ifdef __cplusplus
 }

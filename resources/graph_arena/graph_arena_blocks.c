@@ -88,8 +88,8 @@ static void fill_block_info(const gmr_graph_arena_resource *a, uint32_t slot,
   out->captured = b->captured;
 }
 
-gmr_status gmr_graph_arena_get_block(gmr_graph_arena_resource *a, uint64_t id,
-                                     gmr_graph_arena_block_info *out) {
+gmr_status gmr_graph_arena_resource_get_block(gmr_graph_arena_resource *a, uint64_t id,
+                                              gmr_graph_arena_block_info *out) {
   if (out != NULL) memset(out, 0, sizeof *out);
   if (a == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr__ga_lock(a);
@@ -100,8 +100,8 @@ gmr_status gmr_graph_arena_get_block(gmr_graph_arena_resource *a, uint64_t id,
   return found ? GMR_OK : GMR_ERR_INVALID_ARGUMENT;
 }
 
-gmr_status gmr_graph_arena_find_block(gmr_graph_arena_resource *a, const void *ptr,
-                                      gmr_graph_arena_block_info *out) {
+gmr_status gmr_graph_arena_resource_find_block(gmr_graph_arena_resource *a, const void *ptr,
+                                               gmr_graph_arena_block_info *out) {
   if (out != NULL) memset(out, 0, sizeof *out);
   if (a == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr__ga_lock(a);
@@ -112,8 +112,8 @@ gmr_status gmr_graph_arena_find_block(gmr_graph_arena_resource *a, const void *p
   return found ? GMR_OK : GMR_ERR_INVALID_ARGUMENT;
 }
 
-gmr_status gmr_graph_arena_return_block(gmr_graph_arena_resource *a, uint64_t id,
-                                        gmr_stream stream) {
+gmr_status gmr_graph_arena_resource_return_block(gmr_graph_arena_resource *a, uint64_t id,
+                                                 gmr_stream stream) {
   if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr__ga_lock(a);
   uint32_t slot = 0;

@@ -96,14 +96,14 @@ static gmr_status refuse_in_session(gmr_graph_arena_resource *a, gmr__ga_session
   a->capture_refusal_count++;
   char more[32];
   format_bytes(more, sizeof more, s->shortfall_bytes);
-  size_t total = a->capacity_bytes > SIZE_MAX - s->shortfall_bytes
-                     ? SIZE_MAX
-                     : a->capacity_bytes + s->shortfall_bytes;
-  snprintf(failure->message, sizeof failure->message,
-           "graph_arena: capture needs %s more; create the arena with "
-           "initial_capacity_bytes >= %zu or call gmr_graph_arena_reserve(arena, %zu) before "
-           "capture",
-           more, total, total);
+  size_t total =
+      a->held_bytes > SIZE_MAX - s->shortfall_bytes ? SIZE_MAX : a->held_bytes + s->shortfall_bytes;
+  snprintf(
+      failure->message, sizeof failure->message,
+      "graph_arena: capture needs %s more; create the arena with "
+      "initial_capacity_bytes >= %zu or call gmr_graph_arena_resource_reserve(arena, %zu) before "
+      "capture",
+      more, total, total);
   return GMR_ERR_CAPTURE_UNSAFE;
 }
 
@@ -209,7 +209,7 @@ gmr_status gmr__ga_serve_uncaptured(gmr_graph_arena_resource *a, const gmr__ga_c
       a->capture_refusal_count++;
       snprintf(failure->message, sizeof failure->message,
                "graph_arena: cannot grow by %s while a capture is open on another stream; call "
-               "gmr_graph_arena_reserve() before capture",
+               "gmr_graph_arena_resource_reserve() before capture",
                needed);
       return GMR_ERR_CAPTURE_UNSAFE;
     }
@@ -218,7 +218,7 @@ gmr_status gmr__ga_serve_uncaptured(gmr_graph_arena_resource *a, const gmr__ga_c
                "graph_arena: %s does not fit and growth is off (chunk_bytes is 0)", needed);
       return GMR_ERR_OUT_OF_MEMORY;
     }
-    size_t room = a->cfg.max_capacity_bytes - a->capacity_bytes;
+    size_t room = a->cfg.max_capacity_bytes - a->held_bytes;
     if (need > room) {
       snprintf(failure->message, sizeof failure->message,
                "graph_arena: %s does not fit under max_capacity_bytes (%zu)", needed,

@@ -34,7 +34,7 @@ gmr__ga_chunk *gmr__ga_chunk_of(gmr_graph_arena_resource *a, uintptr_t addr) {
 void gmr__ga_count_upstream_call(gmr_graph_arena_resource *a) {
   atomic_fetch_add_explicit(&a->upstream_call_count, 1, memory_order_relaxed);
   if (atomic_load_explicit(&a->open_session_count, memory_order_relaxed) > 0) {
-    atomic_fetch_add_explicit(&a->upstream_calls_during_capture, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&a->upstream_call_during_capture_count, 1, memory_order_relaxed);
   }
 }
 
@@ -74,8 +74,8 @@ gmr_status gmr__ga_add_chunk(gmr_graph_arena_resource *a, size_t bytes, bool ini
   if (a->cfg.nvtx_annotate) heap = gmr__nvtx_mem_heap_register(p, bytes, CHUNK_NAME);
   a->chunks[i] = (gmr__ga_chunk){base, bytes, order, block_at, initial, heap};
   a->chunk_count++;
-  a->capacity_bytes += bytes;
-  if (a->capacity_bytes > a->peak_capacity_bytes) a->peak_capacity_bytes = a->capacity_bytes;
+  a->held_bytes += bytes;
+  if (a->held_bytes > a->peak_held_bytes) a->peak_held_bytes = a->held_bytes;
   gmr__extent_set_add(&a->free, (gmr__extent){base, base + bytes, 0, order});
   return GMR_OK;
 }
@@ -103,7 +103,7 @@ gmr_status gmr__ga_release_chunk(gmr_graph_arena_resource *a, size_t index, bool
   free(c.block_at);
   memmove(&a->chunks[index], &a->chunks[index + 1], (a->chunk_count - index - 1) * sizeof c);
   a->chunk_count--;
-  a->capacity_bytes -= c.bytes;
+  a->held_bytes -= c.bytes;
   *released = true;
   return GMR_OK;
 }

@@ -148,14 +148,14 @@ struct gmr_graph_arena_resource {
   gmr_resource base; /* first: usable as a gmr_resource */
   gmr_resource *upstream;
   const gmr__cuda_ops *cuda;
-  gmr_graph_arena_config cfg;
+  gmr_graph_arena_resource_config cfg;
   gmr__spin_lock lock; /* a few dozen instructions are held under it */
 
   gmr__ga_chunk *chunks;
   size_t chunk_count;
   size_t chunk_capacity;
-  size_t capacity_bytes;
-  size_t peak_capacity_bytes;
+  size_t held_bytes;
+  size_t peak_held_bytes;
   uint64_t next_chunk_order;
 
   gmr__extent_set free;
@@ -198,7 +198,7 @@ struct gmr_graph_arena_resource {
   _Atomic uint64_t forwarded_allocation_count;
   _Atomic size_t forwarded_live_count;
   _Atomic uint64_t upstream_call_count;
-  _Atomic uint64_t upstream_calls_during_capture;
+  _Atomic uint64_t upstream_call_during_capture_count;
 };
 
 typedef struct gmr__ga_carve_request {
@@ -218,7 +218,7 @@ static inline void gmr__ga_unlock(gmr_graph_arena_resource *a) { gmr__spin_lock_
 
 /* Bytes of the arena's capacity that are not in its free space. */
 static inline size_t gmr__ga_in_use_bytes(const gmr_graph_arena_resource *a) {
-  return a->capacity_bytes - a->free.total_bytes;
+  return a->held_bytes - a->free.total_bytes;
 }
 
 /* ---- graph_arena_resource.c ---- */

@@ -14,6 +14,7 @@
 
 #include "core/failure.h"
 #include "core/nvtx_mem.h"
+#include "core/stats.h"
 #include "resources/graph_arena/graph_arena_internal.h"
 
 static const gmr_resource_vtbl graph_arena_vtbl;
@@ -234,8 +235,8 @@ static gmr_status arena_get_footprint(const gmr_resource *self, gmr_footprint *o
     return GMR_OK;
   }
   gmr__ga_lock(a);
-  out->held_bytes = a->capacity_bytes;
-  out->peak_held_bytes = a->peak_capacity_bytes;
+  out->held_bytes = a->held_bytes;
+  out->peak_held_bytes = a->peak_held_bytes;
   gmr__ga_unlock(a);
   return GMR_OK;
 }
@@ -252,12 +253,12 @@ static const gmr_resource_vtbl graph_arena_vtbl = {
 };
 
 gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
-                                           const gmr_graph_arena_config *config,
+                                           const gmr_graph_arena_resource_config *config,
                                            gmr_graph_arena_resource **out) {
   if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   *out = NULL;
   if (gmr_resource_check(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
-  gmr_graph_arena_config cfg = GMR_GRAPH_ARENA_CONFIG_DEFAULT;
+  gmr_graph_arena_resource_config cfg = GMR_GRAPH_ARENA_RESOURCE_CONFIG_DEFAULT;
   if (config != NULL) cfg = *config;
   if (!gmr__is_power_of_two(cfg.alignment) || cfg.alignment < GMR_DEFAULT_ALIGNMENT ||
       cfg.alignment > GMR_MAX_ALLOCATION_BYTES ||
@@ -312,7 +313,7 @@ gmr_graph_arena_resource *gmr_graph_arena_resource_from_resource(gmr_resource *r
   return (r != NULL && r->vtbl == &graph_arena_vtbl) ? (gmr_graph_arena_resource *)r : NULL;
 }
 
-gmr_graph_arena_resource *gmr_graph_arena_find_in_stack(gmr_resource *top) {
+gmr_graph_arena_resource *gmr_graph_arena_resource_find_in_stack(gmr_resource *top) {
   for (gmr_resource *r = top; r != NULL; r = gmr_resource_get_upstream(r)) {
     gmr_graph_arena_resource *a = gmr_graph_arena_resource_from_resource(r);
     if (a != NULL) return a;
@@ -320,7 +321,7 @@ gmr_graph_arena_resource *gmr_graph_arena_find_in_stack(gmr_resource *top) {
   return NULL;
 }
 
-gmr_status gmr_graph_arena_reserve(gmr_graph_arena_resource *a, size_t capacity_bytes) {
+gmr_status gmr_graph_arena_resource_reserve(gmr_graph_arena_resource *a, size_t capacity_bytes) {
   if (a == NULL || capacity_bytes == 0 || capacity_bytes > GMR_MAX_ALLOCATION_BYTES) {
     return GMR_ERR_INVALID_ARGUMENT;
   }
@@ -328,12 +329,11 @@ gmr_status gmr_graph_arena_reserve(gmr_graph_arena_resource *a, size_t capacity_
   gmr_status st = GMR_OK;
   if (a->session_count > 0) {
     st = GMR_ERR_CAPTURE_UNSAFE;
-  } else if (capacity_bytes > a->capacity_bytes) {
-    size_t grow = gmr__align_up(capacity_bytes - a->capacity_bytes, GMR_DEFAULT_ALIGNMENT);
+  } else if (capacity_bytes > a->held_bytes) {
+    size_t grow = gmr__align_up(capacity_bytes - a->held_bytes, GMR_DEFAULT_ALIGNMENT);
     gmr_failure failure;
     memset(&failure, 0, sizeof failure);
-    if (grow > a->cfg.max_capacity_bytes - a->capacity_bytes ||
-        !gmr__extent_set_reserve(&a->free, 1)) {
+    if (grow > a->cfg.max_capacity_bytes - a->held_bytes || !gmr__extent_set_reserve(&a->free, 1)) {
       st = GMR_ERR_OUT_OF_MEMORY;
     } else {
       st = gmr__ga_add_chunk(a, grow, false, &failure);
@@ -343,9 +343,9 @@ gmr_status gmr_graph_arena_reserve(gmr_graph_arena_resource *a, size_t capacity_
   return st;
 }
 
-gmr_status gmr_graph_arena_allocate(gmr_graph_arena_resource *a, size_t bytes, size_t alignment,
-                                    gmr_stream stream, void **out_ptr, uint64_t *out_id,
-                                    gmr_failure *failure) {
+gmr_status gmr_graph_arena_resource_allocate(gmr_graph_arena_resource *a, size_t bytes,
+                                             size_t alignment, gmr_stream stream, void **out_ptr,
+                                             uint64_t *out_id, gmr_failure *failure) {
   /* The dispatch's checks and failure record, for the entry point that also
    * returns an id (the vtable slot has no room for one). */
   gmr_failure local;
@@ -370,46 +370,51 @@ gmr_status gmr_graph_arena_allocate(gmr_graph_arena_resource *a, size_t bytes, s
   return GMR_OK;
 }
 
-gmr_status gmr_graph_arena_get_stats(gmr_graph_arena_resource *a, gmr_graph_arena_stats *out) {
-  if (out != NULL) memset(out, 0, sizeof *out);
-  if (a == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
+gmr_status gmr_graph_arena_resource_get_stats(gmr_graph_arena_resource *a,
+                                              gmr_graph_arena_stats *out) {
+  if (a == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
+  gmr_graph_arena_stats s;
+  memset(&s, 0, sizeof s);
   gmr__ga_lock(a);
-  out->capacity_bytes = a->capacity_bytes;
-  out->peak_capacity_bytes = a->peak_capacity_bytes;
-  out->chunk_count = a->chunk_count;
-  out->in_use_bytes = gmr__ga_in_use_bytes(a);
-  out->peak_in_use_bytes = a->peak_in_use_bytes;
-  out->live_bytes = a->live_bytes;
-  out->peak_live_bytes = a->peak_live_bytes;
-  out->live_count = a->live_count;
-  out->allocation_count = a->allocation_count;
-  out->capture_allocation_count = a->capture_allocation_count;
-  out->capture_refusal_count = a->capture_refusal_count;
-  out->capture_shortfall_bytes = a->capture_shortfall_bytes;
-  out->open_session_count = a->session_count;
-  out->graph_memory_count = a->memory_count;
+  s.held_bytes = a->held_bytes;
+  s.peak_held_bytes = a->peak_held_bytes;
+  s.chunk_count = a->chunk_count;
+  s.in_use_bytes = gmr__ga_in_use_bytes(a);
+  s.peak_in_use_bytes = a->peak_in_use_bytes;
+  s.live_bytes = a->live_bytes;
+  s.peak_live_bytes = a->peak_live_bytes;
+  s.live_count = a->live_count;
+  s.allocation_count = a->allocation_count;
+  s.capture_allocation_count = a->capture_allocation_count;
+  s.capture_refusal_count = a->capture_refusal_count;
+  s.capture_shortfall_bytes = a->capture_shortfall_bytes;
+  s.open_session_count = a->session_count;
+  s.graph_memory_count = a->memory_count;
   gmr__ga_unlock(a);
-  out->forwarded_allocation_count = atomic_load(&a->forwarded_allocation_count);
-  out->forwarded_live_count = atomic_load(&a->forwarded_live_count);
-  out->upstream_call_count = atomic_load(&a->upstream_call_count);
-  out->upstream_calls_during_capture = atomic_load(&a->upstream_calls_during_capture);
+  s.forwarded_allocation_count = atomic_load(&a->forwarded_allocation_count);
+  s.forwarded_live_count = atomic_load(&a->forwarded_live_count);
+  s.upstream_call_count = atomic_load(&a->upstream_call_count);
+  s.upstream_call_during_capture_count = atomic_load(&a->upstream_call_during_capture_count);
+  gmr__stats_copy_out(out, &s, sizeof s);
   return GMR_OK;
 }
 
-gmr_graph_arena_config gmr_graph_arena_get_config(const gmr_graph_arena_resource *a) {
+gmr_graph_arena_resource_config gmr_graph_arena_resource_get_config(
+    const gmr_graph_arena_resource *a) {
   return a->cfg;
 }
 
 static const char *const policy_names[] = {"monotone", "ordered_reuse"};
 
-const char *gmr_graph_arena_policy_name(gmr_graph_arena_policy policy) {
+const char *gmr_graph_arena_resource_policy_name(gmr_graph_arena_policy policy) {
   if ((int)policy < 0 || (size_t)policy >= sizeof policy_names / sizeof policy_names[0]) {
     return "unknown";
   }
   return policy_names[policy];
 }
 
-gmr_status gmr_graph_arena_policy_from_name(const char *name, gmr_graph_arena_policy *out) {
+gmr_status gmr_graph_arena_resource_policy_from_name(const char *name,
+                                                     gmr_graph_arena_policy *out) {
   if (name == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   for (size_t i = 0; i < sizeof policy_names / sizeof policy_names[0]; ++i) {
     if (strcmp(name, policy_names[i]) == 0) {

@@ -29,7 +29,7 @@ size_t gmr__ga_clear_open_from(gmr_graph_arena_resource *a, size_t height, gmr__
   return released;
 }
 
-gmr_status gmr_graph_arena_reset(gmr_graph_arena_resource *a, size_t *out_released_count) {
+gmr_status gmr_graph_arena_resource_reset(gmr_graph_arena_resource *a, size_t *out_released_count) {
   if (out_released_count != NULL) *out_released_count = 0;
   if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr__ga_lock(a);
@@ -60,8 +60,8 @@ gmr_status gmr_graph_arena_reset(gmr_graph_arena_resource *a, size_t *out_releas
   return GMR_OK;
 }
 
-gmr_status gmr_graph_arena_checkpoint(gmr_graph_arena_resource *a, gmr_stream stream,
-                                      uint64_t *out_mark) {
+gmr_status gmr_graph_arena_resource_checkpoint(gmr_graph_arena_resource *a, gmr_stream stream,
+                                               uint64_t *out_mark) {
   if (out_mark != NULL) *out_mark = 0;
   if (a == NULL || out_mark == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr__ga_session *s = NULL;
@@ -134,8 +134,8 @@ static gmr_status rewind_open(gmr_graph_arena_resource *a, gmr_stream stream, si
   return GMR_OK;
 }
 
-gmr_status gmr_graph_arena_rewind(gmr_graph_arena_resource *a, gmr_stream stream, uint64_t mark,
-                                  size_t *out_released_count) {
+gmr_status gmr_graph_arena_resource_rewind(gmr_graph_arena_resource *a, gmr_stream stream,
+                                           uint64_t mark, size_t *out_released_count) {
   if (out_released_count != NULL) *out_released_count = 0;
   if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr__ga_session *s = NULL;

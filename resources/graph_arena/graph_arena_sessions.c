@@ -234,8 +234,8 @@ gmr_status gmr__ga_resolve_locked(gmr_graph_arena_resource *a, gmr_stream stream
   return st;
 }
 
-gmr_status gmr_graph_arena_begin_capture(gmr_graph_arena_resource *a, gmr_stream stream,
-                                         gmr_graph_memory *share) {
+gmr_status gmr_graph_arena_resource_begin_capture(gmr_graph_arena_resource *a, gmr_stream stream,
+                                                  gmr_graph_memory *share) {
   if (a == NULL || stream == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr__ga_lock(a);
   gmr_status st = GMR_OK;
@@ -259,8 +259,8 @@ gmr_status gmr_graph_arena_begin_capture(gmr_graph_arena_resource *a, gmr_stream
   return st;
 }
 
-gmr_status gmr_graph_arena_end_capture(gmr_graph_arena_resource *a, gmr_stream stream,
-                                       gmr_graph_memory **out_memory) {
+gmr_status gmr_graph_arena_resource_end_capture(gmr_graph_arena_resource *a, gmr_stream stream,
+                                                gmr_graph_memory **out_memory) {
   if (out_memory != NULL) *out_memory = NULL;
   if (a == NULL || out_memory == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr__ga_lock(a);
@@ -287,7 +287,8 @@ gmr_status gmr_graph_arena_end_capture(gmr_graph_arena_resource *a, gmr_stream s
   return m != NULL ? GMR_OK : GMR_ERR_INVALID_ARGUMENT;
 }
 
-gmr_status gmr_graph_arena_release_memory(gmr_graph_arena_resource *a, gmr_graph_memory *m) {
+gmr_status gmr_graph_arena_resource_release_graph_memory(gmr_graph_arena_resource *a,
+                                                         gmr_graph_memory *m) {
   if (a == NULL || m == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr__ga_lock(a);
   gmr_status st = GMR_OK;
@@ -302,8 +303,9 @@ gmr_status gmr_graph_arena_release_memory(gmr_graph_arena_resource *a, gmr_graph
   return st;
 }
 
-gmr_status gmr_graph_arena_get_memory_info(gmr_graph_arena_resource *a, const gmr_graph_memory *m,
-                                           gmr_graph_memory_info *out) {
+gmr_status gmr_graph_arena_resource_get_graph_memory_info(gmr_graph_arena_resource *a,
+                                                          const gmr_graph_memory *m,
+                                                          gmr_graph_memory_info *out) {
   if (out != NULL) memset(out, 0, sizeof *out);
   if (a == NULL || m == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr__ga_lock(a);

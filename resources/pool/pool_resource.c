@@ -15,6 +15,7 @@
 
 #include "core/failure.h"
 #include "core/nvtx_mem.h"
+#include "core/stats.h"
 #include "resources/pool/pool_internal.h"
 #include "resources/pool/thread_home.h"
 
@@ -396,9 +397,9 @@ uint32_t gmr_pool_resource_get_arena_count(const gmr_pool_resource *pool) {
   return pool == NULL ? 0 : pool->arena_count;
 }
 
-gmr_status gmr_pool_resource_get_stats(gmr_pool_resource *pool, gmr_pool_resource_stats *out) {
-  if (pool == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  gmr_pool_resource_stats s;
+gmr_status gmr_pool_resource_get_stats(gmr_pool_resource *pool, gmr_pool_stats *out) {
+  if (pool == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
+  gmr_pool_stats s;
   memset(&s, 0, sizeof s);
   for (uint32_t i = 0; i < pool->arena_count; ++i) {
     gmr__pool_arena *a = pool->arenas[i];
@@ -430,6 +431,6 @@ gmr_status gmr_pool_resource_get_stats(gmr_pool_resource *pool, gmr_pool_resourc
   s.event_query_count = atomic_load(&pool->events.query_count);
   s.stream_wait_count = atomic_load(&pool->events.wait_count);
   s.event_synchronize_count = atomic_load(&pool->events.synchronize_count);
-  *out = s;
+  gmr__stats_copy_out(out, &s, sizeof s);
   return GMR_OK;
 }
