@@ -29,11 +29,6 @@ static inline void gmr__spin_lock_acquire(gmr__spin_lock *lock) {
   gmr__spin_lock_acquire_slow(lock);
 }
 
-static inline bool gmr__spin_lock_try_acquire(gmr__spin_lock *lock) {
-  return atomic_load_explicit(&lock->locked, memory_order_relaxed) == 0 &&
-         !atomic_exchange_explicit(&lock->locked, 1, memory_order_acquire);
-}
-
 static inline void gmr__spin_lock_release(gmr__spin_lock *lock) {
   atomic_store_explicit(&lock->locked, 0, memory_order_release);
 }

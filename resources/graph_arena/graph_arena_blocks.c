@@ -88,28 +88,28 @@ static void fill_block_info(const gmr_graph_arena_resource *a, uint32_t slot,
   out->captured = b->captured;
 }
 
-gmr_status gmr_graph_arena_resource_get_block(gmr_graph_arena_resource *a, uint64_t id,
-                                              gmr_graph_arena_block_info *out) {
+/* The block info of the live block with id `id` or, when `by_id` is false,
+ * at `ptr`: the one body behind get_block and find_block. */
+static gmr_status describe_block(gmr_graph_arena_resource *a, bool by_id, uint64_t id,
+                                 const void *ptr, gmr_graph_arena_block_info *out) {
   if (out != NULL) memset(out, 0, sizeof *out);
   if (a == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr__ga_lock(a);
   uint32_t slot = 0;
-  bool found = lookup_id(a, id, &slot);
+  bool found = by_id ? lookup_id(a, id, &slot) : gmr__ga_lookup_ptr(a, ptr, &slot);
   if (found) fill_block_info(a, slot, out);
   gmr__ga_unlock(a);
   return found ? GMR_OK : GMR_ERR_INVALID_ARGUMENT;
 }
 
+gmr_status gmr_graph_arena_resource_get_block(gmr_graph_arena_resource *a, uint64_t id,
+                                              gmr_graph_arena_block_info *out) {
+  return describe_block(a, true, id, NULL, out);
+}
+
 gmr_status gmr_graph_arena_resource_find_block(gmr_graph_arena_resource *a, const void *ptr,
                                                gmr_graph_arena_block_info *out) {
-  if (out != NULL) memset(out, 0, sizeof *out);
-  if (a == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  gmr__ga_lock(a);
-  uint32_t slot = 0;
-  bool found = gmr__ga_lookup_ptr(a, ptr, &slot);
-  if (found) fill_block_info(a, slot, out);
-  gmr__ga_unlock(a);
-  return found ? GMR_OK : GMR_ERR_INVALID_ARGUMENT;
+  return describe_block(a, false, 0, ptr, out);
 }
 
 gmr_status gmr_graph_arena_resource_return_block(gmr_graph_arena_resource *a, uint64_t id,
