@@ -50,7 +50,7 @@
  * process starts NVTX (it loads the tool NVTX_INJECTION64_PATH names). Off
  * (the default), no NVTX call is made; compiled out with GMR_DISABLE_NVTX.
  *
- * Source: cuCascade (../shared/seeds/002: 1 MiB blocks, pools of 128 blocks,
+ * Source: cuCascade's fixed-size pinned host blocks (1 MiB blocks, pools of 128 blocks,
  * expansion when the free list is empty, multiple_blocks_allocation), RMM's
  * fixed_size_memory_resource (forwarding of larger requests) and its
  * stream-ordered free lists.

@@ -10,9 +10,10 @@
  * arena instead takes memory from its upstream *before* capture and hands out
  * pieces of it during capture without any CUDA call; the pieces a graph uses
  * are kept for that graph until the caller releases them (after destroying the
- * graph). Sources: the "CUDA graph memory pool" spec (seed 000: fixed
- * addresses, Reset, block ids), numr's monotone bump arena (seed 001),
- * AdaptiveArrayPools' checkpoint/rewind (seed 004), PyTorch's per-graph private
+ * graph). Sources: a C# CUDA graph memory pool specification
+ * (CUDAGraphMemoryPool: fixed addresses, Reset, block ids), numr's monotone
+ * bump arena for graph capture, AdaptiveArrayPools.jl's CUDA checkpoint/rewind
+ * design, PyTorch's per-graph private
  * pools (c10/cuda/CUDACachingAllocator.cpp, Note [Interaction with CUDA graph
  * capture]). RMM calls graph support out of scope (rmm #2518).
  *
@@ -89,9 +90,9 @@
  * Outside sessions (`uncaptured`):
  *  - GMR_GRAPH_ARENA_UNCAPTURED_ARENA (default): requests are carved from the
  *    arena too (growing it if needed) and a free is bookkeeping only: the bytes
- *    come back at gmr_graph_arena_resource_reset() or at a rewind (seeds 000, 001, 004).
- *    A warm-up iteration outside capture therefore sizes the arena; after a
- *    reset the same requests get the same addresses inside the capture.
+ *    come back at gmr_graph_arena_resource_reset() or at a rewind (as in the C# graph memory pool
+ * spec, numr's arena and AdaptiveArrayPools.jl). A warm-up iteration outside capture therefore
+ * sizes the arena; after a reset the same requests get the same addresses inside the capture.
  *  - GMR_GRAPH_ARENA_UNCAPTURED_FORWARD: requests go straight to the upstream
  *    (e.g. a pool); the arena's memory serves captures only, as PyTorch routes
  *    only capturing streams to private pools. This is the graph pool stack's
@@ -101,7 +102,7 @@
  * comes back to its free space (reset, rewind, release of a graph memory, a
  * free after that release) is handed to the next request on any stream: the
  * caller must make sure that no queued work still uses it (synchronise
- * first), as for any arena (seed 004, "stream synchronization").
+ * first), as for any arena (AdaptiveArrayPools.jl's CUDA design, "stream synchronization").
  *
  * NVTX annotation (config.nvtx_annotate; core/nvtx_mem.h; the pools do the
  * same, gmr/pool_resource.h). Each chunk is an NVTX sub-allocator heap from
@@ -232,7 +233,8 @@ typedef struct gmr_graph_memory gmr_graph_memory;
  *                             memory for the initial chunk.
  *   other                     what the upstream returned for the initial chunk.
  * On failure *out is NULL and nothing was taken from the upstream.
- * Source: seed 000 (pre-allocated initial capacity, maximum capacity).
+ * Source: the C# CUDA graph memory pool spec (pre-allocated initial capacity,
+ * maximum capacity).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_create(
     gmr_resource *upstream, const gmr_graph_arena_resource_config *config,
@@ -361,13 +363,12 @@ GMR_API gmr_status gmr_graph_arena_resource_get_graph_memory_info(gmr_graph_aren
                                                                   gmr_graph_memory_info *out);
 
 /**
- * Reset between iterations (seed 000's Reset): every block served outside
- * sessions is released at once, live or not (deallocating one of them
- * afterwards returns GMR_ERR_INVALID_ARGUMENT), rewind marks outside sessions
- * are dropped, and unclaimed memories of automatic sessions are released.
- * Graph memories the caller holds are untouched. With the same graph memories
- * held, the same sequence of requests after a reset gets the same addresses,
- * so code that captures again every iteration gets identical pointers.
+ * Reset between iterations (Reset of the C# CUDA graph memory pool spec): every block served
+ * outside sessions is released at once, live or not (deallocating one of them afterwards returns
+ * GMR_ERR_INVALID_ARGUMENT), rewind marks outside sessions are dropped, and unclaimed memories of
+ * automatic sessions are released. Graph memories the caller holds are untouched. With the same
+ * graph memories held, the same sequence of requests after a reset gets the same addresses, so code
+ * that captures again every iteration gets identical pointers.
  *
  * pre: no queued work still uses the released memory.
  * Units: *out_released_count (may be NULL) receives the number of live blocks
@@ -421,11 +422,10 @@ GMR_API gmr_status gmr_graph_arena_resource_rewind(gmr_graph_arena_resource *are
                                                    size_t *out_released_count);
 
 /**
- * gmr_allocate() on the arena that also returns the block's 64-bit id (seed
- * 000's BlockId; never 0, never reused in the arena's life). Zero bytes gives
- * *out_ptr NULL and *out_id 0, and so does nothing else: a request forwarded
- * to the upstream (UNCAPTURED_FORWARD, outside sessions) has no id (*out_id
- * 0). `failure` may be NULL.
+ * gmr_allocate() on the arena that also returns the block's 64-bit id (the
+ * BlockId of the C# CUDA graph memory pool spec; never 0, never reused in the arena's life). Zero
+ * bytes gives *out_ptr NULL and *out_id 0, and so does nothing else: a request forwarded to the
+ * upstream (UNCAPTURED_FORWARD, outside sessions) has no id (*out_id 0). `failure` may be NULL.
  *
  * Thread-safe: yes. Stream/device, returns and state after failure: as the
  *   arena's allocate (gmr_allocate_ex); on failure *out_id is 0.
@@ -449,7 +449,8 @@ typedef struct gmr_graph_arena_block_info {
 } gmr_graph_arena_block_info;
 
 /**
- * Look up a live block by id (seed 000's GetBlock) / by its pointer.
+ * Look up a live block by id (GetBlock of the C# CUDA graph memory pool
+ * spec) / by its pointer.
  * Thread-safe: yes. No CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL argument, or no live block
  * has that id / pointer: never allocated, freed, reset or rewound). On failure
@@ -462,8 +463,9 @@ GMR_API gmr_status gmr_graph_arena_resource_find_block(gmr_graph_arena_resource 
                                                        gmr_graph_arena_block_info *out);
 
 /**
- * Deallocate a live block by id on `stream` (seed 000's ReturnBlock), with the
- * same meaning as gmr_deallocate() of its pointer and size.
+ * Deallocate a live block by id on `stream` (ReturnBlock of the C# CUDA graph
+ * memory pool spec), with the same meaning as gmr_deallocate() of its pointer
+ * and size.
  * Thread-safe: yes. Stream/device: as deallocate (no CUDA call).
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (arena NULL or no live block with
  * this id; nothing changed).
