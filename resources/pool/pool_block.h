@@ -13,6 +13,7 @@
 #ifndef GMR_RESOURCES_POOL_POOL_BLOCK_H_
 #define GMR_RESOURCES_POOL_POOL_BLOCK_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,8 +31,8 @@ struct gmr__pool_block {
   size_t request_bytes;        /* allocated: the bytes asked for; 0 while free */
   uint32_t request_alignment_log2; /* allocated: log2 of the alignment asked for */
   uint32_t slot;               /* free: index of the stream slot that holds it */
-  uint16_t is_free;
-  uint16_t cached;             /* free, in its slot's cache of recent frees, not in an index */
+  bool is_free;
+  bool cached;                 /* free, in its slot's cache of recent frees, not in an index */
 };
 
 #endif /* GMR_RESOURCES_POOL_POOL_BLOCK_H_ */
