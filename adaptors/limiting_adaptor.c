@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "adaptors/oom_handler.h"
+#include "core/counters.h"
 #include "core/events.h"
 #include "core/key_slots.h"
 #include "core/u64_map.h"
@@ -71,18 +72,8 @@ struct gmr_limiting_adaptor {
 
 static const gmr_resource_vtbl limiting_vtbl;
 
-static void atomic_max(_Atomic size_t *target, size_t value) {
-  size_t cur = atomic_load_explicit(target, memory_order_relaxed);
-  while (value > cur && !atomic_compare_exchange_weak_explicit(target, &cur, value,
-                                                               memory_order_relaxed,
-                                                               memory_order_relaxed)) {
-  }
-}
-
 static ptr_shard *shard_of(gmr_limiting_adaptor *a, const void *ptr) {
-  uint64_t k = (uint64_t)(uintptr_t)ptr;
-  k = (k >> 8) ^ (k >> 20);
-  return &a->shards[k & (SHARD_COUNT - 1)];
+  return &a->shards[gmr__u64_map_shard_of(ptr, SHARD_COUNT)];
 }
 
 static void emit_limit(gmr_limiting_adaptor *a, gmr_event_kind kind, const gmr_limit_request *rq,
@@ -115,7 +106,7 @@ static gmr_status reserve(gmr_limiting_adaptor *a, const limit_scope *scope, siz
     if (wanted >= used && wanted <= limit) {
       if (atomic_compare_exchange_weak_explicit(scope->used, &used, wanted, memory_order_relaxed,
                                                 memory_order_relaxed)) {
-        atomic_max(scope->peak, wanted);
+        gmr__raise_peak(scope->peak, wanted);
         return GMR_OK;
       }
       continue; /* `used` was reloaded by the failed exchange */
@@ -128,10 +119,10 @@ static gmr_status reserve(gmr_limiting_adaptor *a, const limit_scope *scope, siz
     }
     if (action == GMR_LIMIT_ACTION_ALLOW) {
       size_t now = atomic_fetch_add_explicit(scope->used, charge, memory_order_relaxed) + charge;
-      atomic_max(scope->peak, now);
+      gmr__raise_peak(scope->peak, now);
       atomic_fetch_add_explicit(&a->overage_count, 1, memory_order_relaxed);
       size_t over = now > limit ? now - limit : 0;
-      atomic_max(&a->max_overage_bytes, over);
+      gmr__raise_peak(&a->max_overage_bytes, over);
       emit_limit(a, GMR_EVENT_LIMIT_OVERAGE, &rq, over);
       return GMR_OK;
     }

@@ -47,8 +47,12 @@ gmr_status gmr__policy_registry_remove(gmr__policy_registry *r, const char *name
   size_t i = find(r, name);
   if (i != r->count) {
     r->count--;
-    strcpy(r->names[i], r->names[r->count]);
-    r->values[i] = r->values[r->count];
+    /* The last entry fills the hole; removing the last one copies nothing
+     * (strcpy of a string onto itself is undefined). */
+    if (i != r->count) {
+      strcpy(r->names[i], r->names[r->count]);
+      r->values[i] = r->values[r->count];
+    }
     st = GMR_OK;
   }
   pthread_mutex_unlock(&r->mutex);

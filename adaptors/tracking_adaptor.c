@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/counters.h"
 #include "core/key_slots.h"
 #include "core/u64_map.h"
 
@@ -96,20 +97,12 @@ uint64_t gmr_tracking_thread_id(void) {
   return thread_id;
 }
 
-static void atomic_max64(_Atomic int64_t *target, int64_t value) {
-  int64_t cur = atomic_load_explicit(target, memory_order_relaxed);
-  while (value > cur && !atomic_compare_exchange_weak_explicit(target, &cur, value,
-                                                               memory_order_relaxed,
-                                                               memory_order_relaxed)) {
-  }
-}
-
 static void counters_add(owner_counters *c, int64_t bytes) {
   int64_t now = atomic_fetch_add_explicit(&c->bytes, bytes, memory_order_relaxed) + bytes;
-  atomic_max64(&c->peak_bytes, now);
+  gmr__raise_peak_i64(&c->peak_bytes, now);
   atomic_fetch_add_explicit(&c->total_bytes, bytes, memory_order_relaxed);
   int64_t n = atomic_fetch_add_explicit(&c->count, 1, memory_order_relaxed) + 1;
-  atomic_max64(&c->peak_count, n);
+  gmr__raise_peak_i64(&c->peak_count, n);
   atomic_fetch_add_explicit(&c->total_count, 1, memory_order_relaxed);
 }
 
@@ -126,9 +119,7 @@ static void counters_restore(owner_counters *c, int64_t bytes) {
 }
 
 static shard *shard_of(const gmr_tracking_adaptor *a, const void *ptr) {
-  uint64_t k = (uint64_t)(uintptr_t)ptr;
-  k = (k >> 8) ^ (k >> 20);
-  return &a->shards[k & (SHARD_COUNT - 1)];
+  return &a->shards[gmr__u64_map_shard_of(ptr, SHARD_COUNT)];
 }
 
 static uint64_t owner_key(const gmr_tracking_adaptor *a, gmr_stream stream) {
@@ -233,8 +224,8 @@ static gmr_status tracking_allocate(gmr_resource *self, size_t bytes, size_t ali
   counters_add(&a->all, (int64_t)bytes);
   counters_add(&a->owners[slot], (int64_t)bytes);
   if (atomic_load_explicit(&a->scope_depth, memory_order_relaxed) != 0) {
-    atomic_max64(&a->scope_peak_bytes, atomic_load_explicit(&a->all.bytes, memory_order_relaxed));
-    atomic_max64(&a->scope_peak_count, atomic_load_explicit(&a->all.count, memory_order_relaxed));
+    gmr__raise_peak_i64(&a->scope_peak_bytes, atomic_load_explicit(&a->all.bytes, memory_order_relaxed));
+    gmr__raise_peak_i64(&a->scope_peak_count, atomic_load_explicit(&a->all.count, memory_order_relaxed));
   }
   return GMR_OK;
 }

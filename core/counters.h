@@ -10,6 +10,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct gmr__byte_counter {
   _Atomic size_t current_bytes;
@@ -20,6 +21,15 @@ typedef struct gmr__byte_counter {
 /* Raise the high-water mark `peak` to `now` if it is below (lock-free). */
 static inline void gmr__raise_peak(_Atomic size_t *peak, size_t now) {
   size_t seen = atomic_load_explicit(peak, memory_order_relaxed);
+  while (now > seen && !atomic_compare_exchange_weak_explicit(peak, &seen, now,
+                                                              memory_order_relaxed,
+                                                              memory_order_relaxed)) {
+  }
+}
+
+/* gmr__raise_peak() for the signed counters of the tracking adaptor. */
+static inline void gmr__raise_peak_i64(_Atomic int64_t *peak, int64_t now) {
+  int64_t seen = atomic_load_explicit(peak, memory_order_relaxed);
   while (now > seen && !atomic_compare_exchange_weak_explicit(peak, &seen, now,
                                                               memory_order_relaxed,
                                                               memory_order_relaxed)) {

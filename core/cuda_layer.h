@@ -3,7 +3,7 @@
  *
  * Every CUDA runtime call of the library goes through a gmr__cuda_ops table.
  * There are two: the real one (cuda_real.c, one runtime call per slot) and
- * the host simulation (cuda_sim.c). gmr__cuda() returns the active table;
+ * the host simulation (cuda_sim/). gmr__cuda() returns the active table;
  * a resource stores that pointer when it is created and uses it for its whole
  * life, so switching the simulation on or off never mixes the two for one
  * object.
@@ -78,7 +78,7 @@ typedef struct gmr__cuda_ops {
   cudaError_t (*memset_async)(void *ptr, int value, size_t bytes, cudaStream_t stream);
 } gmr__cuda_ops;
 
-/* The real CUDA runtime and the simulation (defined in cuda_real.c / cuda_sim.c). */
+/* The real CUDA runtime and the simulation (defined in cuda_real.c / cuda_sim/sim_ops.c). */
 extern const gmr__cuda_ops gmr__cuda_real_ops;
 extern const gmr__cuda_ops gmr__cuda_sim_ops;
 

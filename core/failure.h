@@ -3,7 +3,7 @@
  * dispatch, shared by every entry point that takes an allocation request:
  * gmr_allocate_ex(), the adaptors that forward without the dispatch
  * (core/forward.h), and resources with entry points of their own
- * (gmr_graph_arena_allocate). One place, so the contract of gmr/resource.h
+ * (gmr_graph_arena_resource_allocate). One place, so the contract of gmr/resource.h
  * ("the record names the deepest resource that failed") cannot drift.
  *
  * Thread-safe: yes (the record belongs to the calling thread).

@@ -19,6 +19,16 @@
 extern "C" {
 #endif
 
+/* Which of `shard_count` maps (a power of two) keeps the pointer `ptr`, for
+ * adaptors that shard their pointer maps to spread lock contention. Bits 8
+ * and up: allocations are at least 256-byte aligned, so the low bits say
+ * nothing. */
+static inline size_t gmr__u64_map_shard_of(const void *ptr, size_t shard_count) {
+  uint64_t k = (uint64_t)(uintptr_t)ptr;
+  k = (k >> 8) ^ (k >> 20);
+  return (size_t)(k & (shard_count - 1));
+}
+
 typedef struct gmr__u64_map {
   uint64_t *keys;
   uint64_t *values;

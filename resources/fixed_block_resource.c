@@ -13,9 +13,10 @@
 #include "core/cuda_layer.h"
 #include "core/failure.h"
 #include "core/nvtx_mem.h"
+#include "core/spin_lock.h"
+#include "core/stats.h"
+#include "core/stream_event.h"
 #include "core/u64_map.h"
-#include "resources/spin_lock.h"
-#include "resources/stream_event.h"
 
 #define UNIT ((size_t)256)
 
@@ -679,9 +680,9 @@ gmr_status gmr_fixed_block_resource_deallocate_blocks(gmr_fixed_block_resource *
 }
 
 gmr_status gmr_fixed_block_resource_get_stats(gmr_fixed_block_resource *r,
-                                              gmr_fixed_block_resource_stats *out) {
-  if (r == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  gmr_fixed_block_resource_stats s;
+                                              gmr_fixed_block_stats *out) {
+  if (r == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
+  gmr_fixed_block_stats s;
   memset(&s, 0, sizeof s);
   gmr__spin_lock_acquire(&r->lock);
   s.block_bytes = r->config.block_bytes;
@@ -701,6 +702,6 @@ gmr_status gmr_fixed_block_resource_get_stats(gmr_fixed_block_resource *r,
   s.event_query_count = atomic_load(&r->events.query_count);
   s.stream_wait_count = atomic_load(&r->events.wait_count);
   s.event_synchronize_count = atomic_load(&r->events.synchronize_count);
-  *out = s;
+  gmr__stats_copy_out(out, &s, sizeof s);
   return GMR_OK;
 }

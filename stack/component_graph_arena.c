@@ -19,7 +19,7 @@ static const gmr__option_def options[OPTION_COUNT] = {
     [INITIAL] = {"initial", GMR__OPTION_SIZE, "0", false, false, NULL,
                  "bytes taken from the layer below at create (capture cannot grow the arena)"},
     [CHUNK] = {"chunk", GMR__OPTION_SIZE, "64MiB", false, false, NULL,
-               "least growth outside capture; 0: grow only by gmr_graph_arena_reserve()"},
+               "least growth outside capture; 0: grow only by gmr_graph_arena_resource_reserve()"},
     [MAX] = {"max", GMR__OPTION_SIZE, "none", false, true, NULL,
              "most bytes in all chunks; none for no limit"},
     [ALIGNMENT] = {"alignment", GMR__OPTION_SIZE, "256", false, false, NULL,
@@ -30,7 +30,7 @@ static const gmr__option_def options[OPTION_COUNT] = {
                 "PyTorch's private pools)"},
     [DETECT] = {"detect", GMR__OPTION_CHOICE, "auto", false, false, detections,
                 "auto (explicit sessions, else cudaStreamGetCaptureInfo per request) or "
-                "explicit (gmr_graph_arena_begin_capture only; no CUDA call per request)"},
+                "explicit (gmr_graph_arena_resource_begin_capture only; no CUDA call per request)"},
     [UNCAPTURED] = {"uncaptured", GMR__OPTION_CHOICE, "arena", false, false, uncaptured,
                     "requests outside capture: arena (carved, freed at reset/rewind) or "
                     "forward (to the layer below: the graph pool)"},
@@ -40,7 +40,7 @@ static const gmr__option_def options[OPTION_COUNT] = {
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
                          gmr_resource **out, char *message, size_t message_bytes) {
-  gmr_graph_arena_config config = GMR_GRAPH_ARENA_CONFIG_DEFAULT;
+  gmr_graph_arena_resource_config config = GMR_GRAPH_ARENA_RESOURCE_CONFIG_DEFAULT;
   config.initial_capacity_bytes = values[INITIAL].size;
   config.chunk_bytes = values[CHUNK].size;
   config.max_capacity_bytes = values[MAX].unlimited ? SIZE_MAX : values[MAX].size;

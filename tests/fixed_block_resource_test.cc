@@ -74,8 +74,8 @@ class FixedBlockTest : public gmr_test::SimTest {
     return s;
   }
 
-  static gmr_fixed_block_resource_stats Stats(gmr_fixed_block_resource *f) {
-    gmr_fixed_block_resource_stats s;
+  static gmr_fixed_block_stats Stats(gmr_fixed_block_resource *f) {
+    gmr_fixed_block_stats s = GMR_FIXED_BLOCK_STATS_INIT;
     EXPECT_EQ(GMR_OK, gmr_fixed_block_resource_get_stats(f, &s));
     return s;
   }
@@ -127,7 +127,7 @@ TEST_F(FixedBlockTest, CreateChecksEveryArgument) {
   EXPECT_EQ(MiB, gmr_fixed_block_resource_get_block_bytes(f));
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
   void *p = Alloc(r, 10);
-  gmr_fixed_block_resource_stats s = Stats(f);
+  gmr_fixed_block_stats s = Stats(f);
   EXPECT_EQ(128 * MiB, s.held_bytes);  // one chunk of 128 blocks of 1 MiB
   EXPECT_EQ(128u, s.block_count);
   EXPECT_EQ(1u, s.in_use_block_count);
@@ -141,7 +141,7 @@ TEST_F(FixedBlockTest, OneBlockPerRequestInAddressOrder) {
   std::vector<void *> blocks;
   for (size_t bytes : {size_t{1}, size_t{100}, 64 * KiB, size_t{4097}}) blocks.push_back(Alloc(r, bytes));
   for (size_t i = 1; i < blocks.size(); ++i) EXPECT_EQ(U(blocks[0]) + i * 64 * KiB, U(blocks[i]));
-  gmr_fixed_block_resource_stats s = Stats(f);
+  gmr_fixed_block_stats s = Stats(f);
   EXPECT_EQ(1u, s.chunk_count);
   EXPECT_EQ(8u, s.block_count);
   EXPECT_EQ(4u, s.in_use_block_count);
@@ -184,7 +184,7 @@ TEST_F(FixedBlockTest, InitialChunksAreTakenAtCreate) {
   c.initial_chunk_count = 3;
   gmr_fixed_block_resource *f = Make(c);
   EXPECT_EQ(3u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
-  gmr_fixed_block_resource_stats s = Stats(f);
+  gmr_fixed_block_stats s = Stats(f);
   EXPECT_EQ(3u, s.chunk_count);
   EXPECT_EQ(12u, s.free_block_count);
   EXPECT_EQ(768 * KiB, s.held_bytes);
@@ -212,7 +212,7 @@ TEST_F(FixedBlockTest, UpstreamOutOfMemoryRetriesSmallerChunks) {
   ASSERT_EQ(GMR_OK,
             gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, 2, cudaErrorMemoryAllocation));
   void *p = Alloc(r, 100);
-  gmr_fixed_block_resource_stats s = Stats(f);
+  gmr_fixed_block_stats s = Stats(f);
   EXPECT_EQ(2u, s.block_count);
   EXPECT_EQ(128 * KiB, s.held_bytes);
   EXPECT_EQ(3u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
@@ -248,7 +248,7 @@ TEST_F(FixedBlockTest, LargerRequestsAreForwardedOrRefused) {
   gmr_fixed_block_resource *fwd = Make(config());
   gmr_resource *r = gmr_fixed_block_resource_as_resource(fwd);
   void *big = Alloc(r, 3 * MiB);
-  gmr_fixed_block_resource_stats s = Stats(fwd);
+  gmr_fixed_block_stats s = Stats(fwd);
   EXPECT_EQ(1u, s.forwarded_count);
   EXPECT_EQ(3 * MiB, s.forwarded_bytes);
   EXPECT_EQ(3 * MiB, s.held_bytes);
@@ -415,7 +415,7 @@ TEST_F(FixedBlockTest, AnotherStreamTakesABlockOnceTheEventCompleted) {
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s1));
   EXPECT_EQ(2u, Stats(f).event_record_count);  // the chunk's and the free's, on s1
   EXPECT_EQ(p, Alloc(r, 100, s2));
-  gmr_fixed_block_resource_stats s = Stats(f);
+  gmr_fixed_block_stats s = Stats(f);
   EXPECT_EQ(2u, s.event_record_count);  // s2 needed no new record
   EXPECT_EQ(1u, s.event_query_count);
   EXPECT_EQ(0u, s.stream_wait_count);
@@ -487,7 +487,7 @@ TEST_F(FixedBlockTest, TrimGivesBackChunksWhoseBlocksAreAllFree) {
   size_t released = 0;
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
   EXPECT_EQ(128 * KiB, released);  // only the first chunk has both blocks free
-  gmr_fixed_block_resource_stats st = Stats(f);
+  gmr_fixed_block_stats st = Stats(f);
   EXPECT_EQ(2u, st.chunk_count);
   EXPECT_EQ(4u, st.block_count);
   EXPECT_EQ(2u, st.free_block_count);
@@ -573,9 +573,29 @@ TEST_F(FixedBlockTest, ThreadsNeverShareABlock) {
   }
   for (auto &th : threads) th.join();
   EXPECT_EQ(0, failures.load());
-  gmr_fixed_block_resource_stats s = Stats(f);
+  gmr_fixed_block_stats s = Stats(f);
   EXPECT_EQ(0u, s.in_use_block_count);
   EXPECT_EQ(s.block_count, s.free_block_count);
 }
 
 }  // namespace
+
+TEST_F(FixedBlockTest, StatsHonourTheSizeVersionHeader) {
+  gmr_fixed_block_resource_config c = config(64 * KiB, 4);
+  gmr_fixed_block_resource *f = Make(c);
+  ASSERT_NE(nullptr, f);
+  gmr_fixed_block_stats s = GMR_FIXED_BLOCK_STATS_INIT;
+  s.size = sizeof(size_t);  // shorter than the header
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_fixed_block_resource_get_stats(f, &s));
+  s = GMR_FIXED_BLOCK_STATS_INIT;
+  s.version = 0;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_fixed_block_resource_get_stats(f, &s));
+  EXPECT_EQ(0u, s.block_bytes);
+  s = GMR_FIXED_BLOCK_STATS_INIT;
+  s.size = offsetof(gmr_fixed_block_stats, chunk_count);  // an older, shorter struct
+  s.chunk_count = 77;
+  ASSERT_EQ(GMR_OK, gmr_fixed_block_resource_get_stats(f, &s));
+  EXPECT_EQ(64 * KiB, s.block_bytes);
+  EXPECT_EQ(77u, s.chunk_count);
+  EXPECT_EQ(GMR_FIXED_BLOCK_STATS_VERSION, s.version);
+}

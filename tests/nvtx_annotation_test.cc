@@ -414,9 +414,9 @@ TEST_F(NvtxAnnotation, FixedBlockInitialChunksAndARefusedReleaseKeepHeapsRight) 
 
 // ---- graph_arena_resource ------------------------------------------------------
 
-gmr_graph_arena_config ArenaConfig(bool annotate,
-                                   gmr_graph_arena_policy policy = GMR_GRAPH_ARENA_MONOTONE) {
-  gmr_graph_arena_config c = GMR_GRAPH_ARENA_CONFIG_DEFAULT;
+gmr_graph_arena_resource_config ArenaConfig(
+    bool annotate, gmr_graph_arena_policy policy = GMR_GRAPH_ARENA_MONOTONE) {
+  gmr_graph_arena_resource_config c = GMR_GRAPH_ARENA_RESOURCE_CONFIG_DEFAULT;
   c.initial_capacity_bytes = MiB;
   c.chunk_bytes = MiB;
   c.capture_policy = policy;
@@ -438,26 +438,26 @@ ArenaScript RunArenaScript(gmr_graph_arena_resource *a, gmr_stream s) {
   k.u = Alloc(r, 1000);
   k.w = Alloc(r, 2000);
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, k.u, 1000, 0, nullptr));  // outside any capture
-  EXPECT_EQ(GMR_OK, gmr_graph_arena_begin_capture(a, s, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
   k.x = Alloc(r, 500, s);
   k.y = Alloc(r, 300, s);
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, k.x, 500, 0, s));   // in the capture: bookkeeping
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, k.w, 2000, 0, s));  // uncaptured, freed in the capture
   gmr_graph_memory *m = nullptr;
-  EXPECT_EQ(GMR_OK, gmr_graph_arena_end_capture(a, s, &m));
+  EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &m));
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, k.y, 300, 0, s));  // after it, the memory still held
-  EXPECT_EQ(GMR_OK, gmr_graph_arena_release_memory(a, m));
-  EXPECT_EQ(GMR_OK, gmr_graph_arena_reset(a, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
+  EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_reset(a, nullptr));
   k.big = Alloc(r, 3 * MiB);  // grows by a chunk of its own
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, k.big, 3 * MiB, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_graph_arena_reset(a, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_reset(a, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_trim(r, &k.trimmed));
   return k;
 }
 
 TEST_F(NvtxAnnotation, GraphArenaKeepsRegionsWhileAGraphMayStillTouchTheBytes) {
   gmr_stream s = NewStream();
-  gmr_graph_arena_config config = ArenaConfig(true);
+  gmr_graph_arena_resource_config config = ArenaConfig(true);
   gmr_graph_arena_resource *a = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_create(up_, &config, &a));
   ArenaScript k = RunArenaScript(a, s);
@@ -485,7 +485,7 @@ TEST_F(NvtxAnnotation, GraphArenaKeepsRegionsWhileAGraphMayStillTouchTheBytes) {
 
 TEST_F(NvtxAnnotation, GraphArenaWithoutAnnotationMakesNoNvtxCall) {
   gmr_stream s = NewStream();
-  gmr_graph_arena_config config = ArenaConfig(false);
+  gmr_graph_arena_resource_config config = ArenaConfig(false);
   gmr_graph_arena_resource *a = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_create(up_, &config, &a));
   ArenaScript k = RunArenaScript(a, s);
@@ -496,7 +496,7 @@ TEST_F(NvtxAnnotation, GraphArenaWithoutAnnotationMakesNoNvtxCall) {
 
 TEST_F(NvtxAnnotation, GraphArenaLiveBlocksOutliveTheirMemoryAndRewindsGiveBytesBack) {
   gmr_stream s = NewStream();
-  gmr_graph_arena_config config = ArenaConfig(true);
+  gmr_graph_arena_resource_config config = ArenaConfig(true);
   gmr_graph_arena_resource *a = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_create(up_, &config, &a));
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
@@ -504,30 +504,30 @@ TEST_F(NvtxAnnotation, GraphArenaLiveBlocksOutliveTheirMemoryAndRewindsGiveBytes
 
   // A captured block still live when its memory is released keeps its
   // region until it is freed.
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_begin_capture(a, s, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
   void *x = Alloc(r, 1000, s);
   gmr_graph_memory *m = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_end_capture(a, s, &m));
-  EXPECT_EQ(GMR_OK, gmr_graph_arena_release_memory(a, m));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &m));
+  EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, x, 1000, 0, s));
 
   // Outside sessions a rewind gives the bytes back: their regions go.
   uint64_t mark = 0;
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_checkpoint(a, nullptr, &mark));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_checkpoint(a, nullptr, &mark));
   void *p = Alloc(r, 100);
   size_t released = 0;
-  EXPECT_EQ(GMR_OK, gmr_graph_arena_rewind(a, nullptr, mark, &released));
+  EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_rewind(a, nullptr, mark, &released));
   EXPECT_EQ(1u, released);
 
   // In a session (monotone) a rewind is bookkeeping: the region stays with
   // the memory until it is released.
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_begin_capture(a, s, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_checkpoint(a, s, &mark));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_checkpoint(a, s, &mark));
   void *q = Alloc(r, 100, s);
-  EXPECT_EQ(GMR_OK, gmr_graph_arena_rewind(a, s, mark, &released));
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_end_capture(a, s, &m));
+  EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_rewind(a, s, mark, &released));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &m));
   Lines before_release = recorded();
-  EXPECT_EQ(GMR_OK, gmr_graph_arena_release_memory(a, m));
+  EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 
   Lines want = {
@@ -545,21 +545,21 @@ TEST_F(NvtxAnnotation, GraphArenaLiveBlocksOutliveTheirMemoryAndRewindsGiveBytes
 
 TEST_F(NvtxAnnotation, GraphArenaOrderedReuseWidensFreedRegionsAndNeverOverlapsThem) {
   gmr_stream s = NewStream();
-  gmr_graph_arena_config config = ArenaConfig(true, GMR_GRAPH_ARENA_ORDERED_REUSE);
+  gmr_graph_arena_resource_config config = ArenaConfig(true, GMR_GRAPH_ARENA_ORDERED_REUSE);
   gmr_graph_arena_resource *a = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_create(up_, &config, &a));
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   NvtxRecorder::clear();
 
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_begin_capture(a, s, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
   void *x = Alloc(r, 1000, s);
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, x, 1000, 0, s));
   void *y = Alloc(r, 512, s);  // reuses x's bytes later in the capture
   EXPECT_EQ(x, y);
   gmr_graph_memory *m = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_end_capture(a, s, &m));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &m));
   Lines in_capture = recorded();
-  EXPECT_EQ(GMR_OK, gmr_graph_arena_release_memory(a, m));  // y still live
+  EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));  // y still live
   Lines at_release = recorded();
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, y, 512, 0, s));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
@@ -581,7 +581,7 @@ TEST_F(NvtxAnnotation, GraphArenaOrderedReuseWidensFreedRegionsAndNeverOverlapsT
 TEST_F(NvtxAnnotation, GraphArenaChunkTheUpstreamRefusesToTakeBackIsDescribedAgain) {
   gmr_gate_resource *gate = gmr_gate_resource_create(up_);
   ASSERT_NE(nullptr, gate);
-  gmr_graph_arena_config config = ArenaConfig(true);
+  gmr_graph_arena_resource_config config = ArenaConfig(true);
   config.initial_capacity_bytes = 0;
   gmr_graph_arena_resource *a = nullptr;
   ASSERT_EQ(GMR_OK,
@@ -589,7 +589,7 @@ TEST_F(NvtxAnnotation, GraphArenaChunkTheUpstreamRefusesToTakeBackIsDescribedAga
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   void *p = Alloc(r, 256);
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 256, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_graph_arena_reset(a, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_reset(a, nullptr));
   gmr_gate_resource_refuse_frees(gate, 1, GMR_ERR_CAPTURE_UNSAFE);
   size_t released = 0;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_trim(r, &released));

@@ -76,8 +76,8 @@ class PoolTest : public gmr_test::SimTest {
     return s;
   }
 
-  static gmr_pool_resource_stats Stats(gmr_resource *r) {
-    gmr_pool_resource_stats s;
+  static gmr_pool_stats Stats(gmr_resource *r) {
+    gmr_pool_stats s = GMR_POOL_STATS_INIT;
     EXPECT_EQ(GMR_OK, gmr_pool_resource_get_stats(gmr_pool_resource_from_resource(r), &s));
     return s;
   }
@@ -149,7 +149,7 @@ TEST_F(PoolTest, InitialChunkAndExactStatistics) {
   c.initial_pool_bytes = 8 * MiB;
   gmr_resource *r = Make(c);
   EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
-  gmr_pool_resource_stats s = Stats(r);
+  gmr_pool_stats s = Stats(r);
   EXPECT_EQ(8 * MiB, s.held_bytes);
   EXPECT_EQ(8 * MiB, s.peak_held_bytes);
   EXPECT_EQ(1u, s.chunk_count);
@@ -203,7 +203,7 @@ TEST_F(PoolTest, SplitsFromTheFrontAndMergesNeighboursInAnyOrder) {
   EXPECT_EQ(2u, Stats(r).free_block_count);  // the hole and the tail
   ExpectInvariants(r);
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 256 * KiB, 0, nullptr));
-  gmr_pool_resource_stats s = Stats(r);
+  gmr_pool_stats s = Stats(r);
   EXPECT_EQ(2u, s.free_block_count);  // a merged with b
   EXPECT_EQ(4 * MiB - 768 * KiB, s.largest_free_block_bytes);
   ExpectInvariants(r);
@@ -285,7 +285,7 @@ TEST_P(PoolRandomTest, RandomSequencesKeepEveryInvariant) {
   // All on one stream now? Not necessarily: blocks freed on the second stream
   // stay apart until settled. Trim settles everything and gives it all back.
   size_t released = 0;
-  gmr_pool_resource_stats before = Stats(r);
+  gmr_pool_stats before = Stats(r);
   EXPECT_EQ(0u, before.in_use_count);
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
   EXPECT_EQ(before.held_bytes, released);
@@ -311,7 +311,7 @@ TEST_F(PoolTest, RecentFreesAreReusedUnmergedUntilSpaceIsNeeded) {
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, 256 * KiB, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 256 * KiB, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, d, 256 * KiB, 0, nullptr));  // full: b is merged
-  gmr_pool_resource_stats s = Stats(r);
+  gmr_pool_stats s = Stats(r);
   EXPECT_EQ(4u, s.free_block_count);  // b, a, d apart, and the tail
   EXPECT_EQ(4 * MiB - 768 * KiB, s.largest_free_block_bytes);
   ExpectInvariants(r);
@@ -339,7 +339,7 @@ TEST_F(PoolTest, FreeSpaceOfOneStreamIsFullyMerged) {
   }
   std::shuffle(live.begin(), live.end(), rng);
   for (auto &l : live) ASSERT_EQ(GMR_OK, gmr_deallocate(r, l.first, l.second, 0, nullptr));
-  gmr_pool_resource_stats s = Stats(r);
+  gmr_pool_stats s = Stats(r);
   EXPECT_EQ(s.chunk_count, s.free_block_count);  // one free block per chunk
   EXPECT_EQ(s.held_bytes, s.free_bytes);
   ExpectInvariants(r);
@@ -366,14 +366,14 @@ TEST_F(PoolTest, LargeAlignmentsLeaveTheirPaddingFree) {
 TEST_F(PoolTest, BadFreesChangeNothing) {
   gmr_resource *r = Make(small_config());
   void *p = Alloc(r, 5000);
-  gmr_pool_resource_stats before = Stats(r);
+  gmr_pool_stats before = Stats(r);
   int local = 0;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, p, 4999, 0, nullptr));   // size
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, p, 5000, 512, nullptr)); // alignment
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
             gmr_deallocate(r, static_cast<char *>(p) + 256, 256, 0, nullptr));  // interior
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, &local, 5000, 0, nullptr)); // foreign
-  gmr_pool_resource_stats after = Stats(r);
+  gmr_pool_stats after = Stats(r);
   EXPECT_EQ(before.in_use_bytes, after.in_use_bytes);
   EXPECT_EQ(before.free_block_count, after.free_block_count);
   ExpectInvariants(r);
@@ -459,7 +459,7 @@ TEST_F(PoolTest, AnotherStreamReusesMemoryOnceItsEventCompleted) {
   EXPECT_EQ(0u, EventCalls());  // a free records nothing
   void *q = Alloc(r, MiB, s2);
   EXPECT_EQ(p, q);  // s1's work is done (the simulation completes it at once)
-  gmr_pool_resource_stats s = Stats(r);
+  gmr_pool_stats s = Stats(r);
   EXPECT_EQ(1u, s.event_record_count);
   EXPECT_EQ(1u, s.event_query_count);
   EXPECT_EQ(0u, s.stream_wait_count);
@@ -486,7 +486,7 @@ TEST_F(PoolTest, AnotherStreamWaitsForPendingWorkBeforeReuse) {
   EXPECT_EQ(p, q);  // reused, but only after s2 waits for s1
   EXPECT_EQ(1u, gmr_cuda_sim_get_stream_wait_count(s2));
   EXPECT_EQ(0u, gmr_cuda_sim_get_stream_wait_count(s1));
-  gmr_pool_resource_stats s = Stats(r);
+  gmr_pool_stats s = Stats(r);
   EXPECT_EQ(1u, s.event_record_count);
   EXPECT_EQ(1u, s.event_query_count);
   EXPECT_EQ(1u, s.stream_wait_count);
@@ -629,7 +629,7 @@ TEST_F(PoolTest, MaximumPoolBytesIsNeverPassed) {
   EXPECT_EQ(r, f.where);
   EXPECT_NE(nullptr, std::strstr(f.message, "maximum_pool_bytes")) << f.message;
   void *d = Alloc(r, 2 * MiB);  // what is left below the maximum serves it
-  gmr_pool_resource_stats s = Stats(r);
+  gmr_pool_stats s = Stats(r);
   EXPECT_EQ(6 * MiB, s.held_bytes);
   EXPECT_EQ(2u, s.chunk_count);
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 3 * MiB, 0, nullptr));
@@ -642,7 +642,7 @@ TEST_F(PoolTest, UpstreamOutOfMemoryRetriesSmallerChunks) {
   ASSERT_EQ(GMR_OK,
             gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, 1, cudaErrorMemoryAllocation));
   void *p = Alloc(r, MiB);
-  gmr_pool_resource_stats s = Stats(r);
+  gmr_pool_stats s = Stats(r);
   EXPECT_EQ(32 * MiB, s.held_bytes);  // 64 MiB failed, half of it did not
   EXPECT_EQ(1u, s.upstream_failure_count);
   EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
@@ -670,7 +670,7 @@ TEST_F(PoolTest, UpstreamOutOfMemoryRetriesDownToTheRequestThenFailsCleanly) {
   EXPECT_EQ(nullptr, q);
   EXPECT_EQ(upstream_, f.where);
   EXPECT_EQ(int{cudaErrorMemoryAllocation}, f.cuda_error);
-  gmr_pool_resource_stats s = Stats(r);
+  gmr_pool_stats s = Stats(r);
   // Before giving up, the wholly free 1 MiB chunk went back (PyTorch's "free
   // cached blocks and retry").
   EXPECT_EQ(0u, s.held_bytes);
@@ -703,7 +703,7 @@ TEST_F(PoolTest, OutOfMemoryGivesBackFreeChunksAndRetries) {
   ASSERT_EQ(GMR_OK,
             gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, 2, cudaErrorMemoryAllocation));
   void *c = Alloc(r, 3 * MiB);
-  gmr_pool_resource_stats s = Stats(r);
+  gmr_pool_stats s = Stats(r);
   EXPECT_EQ(3 * MiB, s.held_bytes);
   EXPECT_EQ(2u, s.release_count);
   EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_FREE));
@@ -720,7 +720,7 @@ TEST_F(PoolTest, ReleaseOnGrowthKeepsThePeakDown) {
     ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 2 * MiB, 0, nullptr));
     ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, 2 * MiB, 0, nullptr));
     void *d = Alloc(r, 4 * MiB);  // no 4 MiB block: two free 2 MiB chunks
-    gmr_pool_resource_stats s = Stats(r);
+    gmr_pool_stats s = Stats(r);
     EXPECT_EQ(release ? 4 * MiB : 8 * MiB, s.held_bytes) << release;
     EXPECT_EQ(release ? 4 * MiB : 8 * MiB, s.peak_held_bytes) << release;
     EXPECT_EQ(release ? 2u : 0u, s.release_count) << release;
@@ -739,7 +739,7 @@ TEST_F(PoolTest, ReleaseOnGrowthLeavesChunksOfStreamsStillAtWork) {
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 2 * MiB, 0, s1));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, 2 * MiB, 0, s1));
   void *d = Alloc(r, 6 * MiB, s2);  // s1's chunks are pending: not given back
-  gmr_pool_resource_stats s = Stats(r);
+  gmr_pool_stats s = Stats(r);
   EXPECT_EQ(10 * MiB, s.held_bytes);
   EXPECT_EQ(0u, s.release_count);
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, d, 6 * MiB, 0, s2));
@@ -759,7 +759,7 @@ TEST_F(PoolTest, TrimGivesBackWhollyFreeChunksOnly) {
   size_t released = 0;
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
   EXPECT_EQ(8 * MiB, released);  // a's and c's chunks; b's stays
-  gmr_pool_resource_stats st = Stats(r);
+  gmr_pool_stats st = Stats(r);
   EXPECT_EQ(4 * MiB, st.held_bytes);
   EXPECT_EQ(12 * MiB, st.peak_held_bytes);
   EXPECT_EQ(1u, st.chunk_count);
@@ -842,7 +842,7 @@ TEST_F(PoolTest, ThreadsOnTheirOwnStreamsKeepEveryInvariant) {
   for (auto &th : threads) th.join();
   for (auto &b : exchange) EXPECT_EQ(GMR_OK, gmr_deallocate(r, b.first, b.second, 0, nullptr));
   EXPECT_EQ(0, failures.load());
-  gmr_pool_resource_stats s = Stats(r);
+  gmr_pool_stats s = Stats(r);
   EXPECT_EQ(0u, s.in_use_count);
   EXPECT_EQ(0u, s.in_use_bytes);
   EXPECT_EQ(4u, s.arena_count);
@@ -873,7 +873,7 @@ TEST_F(PoolTest, AnArenaThatCannotGrowUsesAnotherArenasFreeMemory) {
   });
   OnNewThread([&] { b = Alloc(r, MiB); });  // its own arena is empty and may not grow
   EXPECT_EQ(a, b);
-  gmr_pool_resource_stats s = Stats(r);
+  gmr_pool_stats s = Stats(r);
   EXPECT_EQ(1u, s.chunk_count);
   EXPECT_EQ(4 * MiB, s.held_bytes);
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, MiB, 0, nullptr));  // from this thread
@@ -892,7 +892,7 @@ TEST_F(PoolTest, AnArenaThatCannotGrowMakesOthersGiveBackFreeChunks) {
   void *b = nullptr;
   OnNewThread([&] { b = Alloc(r, 5 * MiB); });  // arena y needs 6 MiB: 4 + 6 > 8
   ASSERT_NE(nullptr, b);
-  gmr_pool_resource_stats s = Stats(r);
+  gmr_pool_stats s = Stats(r);
   EXPECT_EQ(6 * MiB, s.held_bytes);
   EXPECT_EQ(1u, s.chunk_count);
   EXPECT_EQ(1u, s.release_count);
@@ -914,10 +914,31 @@ TEST_F(PoolTest, FreesFromAnotherArenasThreadFindTheirArena) {
   OnNewThread([&] {
     for (auto &b : blocks) EXPECT_EQ(GMR_OK, gmr_deallocate(r, b.first, b.second, 0, nullptr));
   });
-  gmr_pool_resource_stats s = Stats(r);
+  gmr_pool_stats s = Stats(r);
   EXPECT_EQ(0u, s.in_use_count);
   EXPECT_EQ(3u, s.free_block_count);
   ExpectInvariants(r);
 }
 
 }  // namespace
+
+TEST_F(PoolTest, StatsHonourTheSizeVersionHeader) {
+  gmr_pool_resource_config c = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
+  c.initial_pool_bytes = MiB;
+  gmr_pool_resource *p = gmr_pool_resource_from_resource(Make(c));
+  ASSERT_NE(nullptr, p);
+  gmr_pool_stats s = GMR_POOL_STATS_INIT;
+  s.size = sizeof(size_t);  // shorter than the header
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_pool_resource_get_stats(p, &s));
+  s = GMR_POOL_STATS_INIT;
+  s.version = 0;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_pool_resource_get_stats(p, &s));
+  EXPECT_EQ(0u, s.held_bytes);
+  s = GMR_POOL_STATS_INIT;
+  s.size = offsetof(gmr_pool_stats, peak_held_bytes);  // an older, shorter struct
+  s.peak_held_bytes = 77;
+  ASSERT_EQ(GMR_OK, gmr_pool_resource_get_stats(p, &s));
+  EXPECT_EQ(MiB, s.held_bytes);
+  EXPECT_EQ(77u, s.peak_held_bytes);
+  EXPECT_EQ(GMR_POOL_STATS_VERSION, s.version);
+}

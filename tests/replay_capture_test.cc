@@ -65,7 +65,7 @@ class ReplayCapture : public gmr_test::SimTest {
   }
 
   gmr_graph_arena_resource *Arena(size_t initial, gmr_graph_arena_uncaptured uncaptured) {
-    gmr_graph_arena_config c = GMR_GRAPH_ARENA_CONFIG_DEFAULT;
+    gmr_graph_arena_resource_config c = GMR_GRAPH_ARENA_RESOURCE_CONFIG_DEFAULT;
     c.initial_capacity_bytes = initial;
     c.chunk_bytes = MiB;
     c.uncaptured = uncaptured;
@@ -103,7 +103,7 @@ TEST_F(ReplayCapture, ArenaServesTheCaptureWithoutUpstreamCalls) {
   EXPECT_EQ(2u, r.capture_alloc_ok_count);
   EXPECT_TRUE(r.has_graph_arena);
   EXPECT_EQ(2u, r.arena.capture_allocation_count);
-  EXPECT_EQ(0u, r.arena.upstream_calls_during_capture);
+  EXPECT_EQ(0u, r.arena.upstream_call_during_capture_count);
   EXPECT_EQ(1u, r.arena.forwarded_allocation_count);  // the one before the capture
   EXPECT_EQ(0u, r.arena.graph_memory_count) << "released at the end of the trace";
   EXPECT_EQ(0u, r.arena.live_count);
@@ -149,7 +149,7 @@ TEST_F(ReplayCapture, TooSmallAnArenaIsRefusedAndReserveFixesIt) {
   options.arena_reserve_bytes = 256 * 1024 + 300032 + 5120;  // the message's figure
   ASSERT_EQ(GMR_OK, replay_run_with(trace_, top, 0, &options, &r));
   EXPECT_TRUE(replay_result_ok(&r)) << r.first_failure;
-  EXPECT_EQ(options.arena_reserve_bytes, r.arena.capacity_bytes);
+  EXPECT_EQ(options.arena_reserve_bytes, r.arena.held_bytes);
   replay_result_free(&r);
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(top));
 }
@@ -170,7 +170,7 @@ TEST_F(ReplayCapture, AnUpstreamCallFromAnotherStreamBreaksTheGlobalCapture) {
   ASSERT_EQ(GMR_OK, replay_run(trace_, top, 0, &r));
   EXPECT_EQ(1u, r.capture_failure_count);
   EXPECT_EQ(1u, r.failed_alloc_count);
-  EXPECT_EQ(1u, r.arena.upstream_calls_during_capture);
+  EXPECT_EQ(1u, r.arena.upstream_call_during_capture_count);
   EXPECT_EQ(0u, std::string(r.first_failure)
                     .find("line 4: allocate 1000 bytes on stream 7: GMR_ERR_CAPTURE_UNSAFE"))
       << r.first_failure;

@@ -45,7 +45,7 @@ TEST_F(StackComponents, PoolOptionsReachThePool) {
   gmr_pool_resource *pool = gmr_pool_resource_from_resource(gmr_stack_find(s, "pool_resource"));
   ASSERT_NE(nullptr, pool);
   EXPECT_EQ(2u, gmr_pool_resource_get_arena_count(pool));
-  gmr_pool_resource_stats st;
+  gmr_pool_stats st = GMR_POOL_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_pool_resource_get_stats(pool, &st));
   EXPECT_EQ(size_t{64} << 20, st.held_bytes);  // initial= was taken at create
   void *p = nullptr;
@@ -67,10 +67,10 @@ TEST_F(StackComponents, StreamsOutliveMakesFreesRecordNothing) {
     ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
     void *p = nullptr;
     ASSERT_EQ(GMR_OK, gmr_allocate(gmr_stack_as_resource(s), 4096, 0, stream, &p));
-    gmr_pool_resource_stats before;
+    gmr_pool_stats before = GMR_POOL_STATS_INIT;
     ASSERT_EQ(GMR_OK, gmr_pool_resource_get_stats(pool, &before));
     ASSERT_EQ(GMR_OK, gmr_deallocate(gmr_stack_as_resource(s), p, 4096, 0, stream));
-    gmr_pool_resource_stats after;
+    gmr_pool_stats after = GMR_POOL_STATS_INIT;
     ASSERT_EQ(GMR_OK, gmr_pool_resource_get_stats(pool, &after));
     EXPECT_EQ(before.event_record_count + (outlive ? 0u : 1u), after.event_record_count);
     EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));  // before the stream, as promised
@@ -105,7 +105,8 @@ TEST_F(StackComponents, TheGraphPoolStackBuildsAndServesACapture) {
   gmr_graph_arena_resource *arena =
       gmr_graph_arena_resource_from_resource(gmr_stack_find(s, "graph_arena_resource"));
   ASSERT_NE(nullptr, arena);
-  EXPECT_EQ(GMR_GRAPH_ARENA_ORDERED_REUSE, gmr_graph_arena_get_config(arena).capture_policy);
+  EXPECT_EQ(GMR_GRAPH_ARENA_ORDERED_REUSE,
+            gmr_graph_arena_resource_get_config(arena).capture_policy);
 
   gmr_stream stream = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
@@ -122,15 +123,15 @@ TEST_F(StackComponents, TheGraphPoolStackBuildsAndServesACapture) {
   // claiming it gives the graph's memory to the caller, who releases it once
   // the graph is gone.
   gmr_graph_memory *memory = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_end_capture(arena, stream, &memory));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(arena, stream, &memory));
   ASSERT_NE(nullptr, memory);
-  gmr_graph_arena_stats as;
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_get_stats(arena, &as));
+  gmr_graph_arena_stats as = GMR_GRAPH_ARENA_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_get_stats(arena, &as));
   EXPECT_EQ(1u, as.capture_allocation_count);
-  EXPECT_EQ(0u, as.upstream_calls_during_capture);
-  EXPECT_EQ(0u, as.upstream_calls_in_session);
+  EXPECT_EQ(0u, as.upstream_call_during_capture_count);
+  EXPECT_EQ(0u, as.upstream_call_in_session_count);
   EXPECT_EQ(GMR_ERR_BUSY, gmr_stack_destroy(s));  // the graph memory is not released yet
-  EXPECT_EQ(GMR_OK, gmr_graph_arena_release_memory(arena, memory));
+  EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena, memory));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
 }

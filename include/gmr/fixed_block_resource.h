@@ -21,7 +21,7 @@
  *    (an event recorded on S, queried) or after T waits for that event
  *    (cudaStreamWaitEvent). No event is recorded at a free: a free marks S as
  *    having freed memory, and S's event is recorded once, when another stream
- *    first needs S's blocks (see resources/stream_event.h). Order: blocks freed
+ *    first needs S's blocks (see core/stream_event.h). Order: blocks freed
  *    on T, blocks of streams whose work is done, blocks of a stream still at
  *    work after waiting for it, a new chunk.
  *  - trim gives back every chunk whose blocks are all free (waiting, with
@@ -50,7 +50,7 @@
  * process starts NVTX (it loads the tool NVTX_INJECTION64_PATH names). Off
  * (the default), no NVTX call is made; compiled out with GMR_DISABLE_NVTX.
  *
- * Source: cuCascade (../shared/seeds/002: 1 MiB blocks, pools of 128 blocks,
+ * Source: cuCascade's fixed-size pinned host blocks (1 MiB blocks, pools of 128 blocks,
  * expansion when the free list is empty, multiple_blocks_allocation), RMM's
  * fixed_size_memory_resource (forwarding of larger requests) and its
  * stream-ordered free lists.
@@ -190,7 +190,11 @@ GMR_API gmr_status gmr_fixed_block_resource_deallocate_blocks(gmr_fixed_block_re
                                                               gmr_block_list *list,
                                                               gmr_stream stream);
 
-typedef struct gmr_fixed_block_resource_stats {
+/* A snapshot of the resource. The caller sets `size` and `version`
+ * (GMR_FIXED_BLOCK_STATS_INIT); the resource fills what both versions know. */
+typedef struct gmr_fixed_block_stats {
+  size_t size;      /* sizeof the caller's struct */
+  uint32_t version; /* GMR_FIXED_BLOCK_STATS_VERSION of the caller */
   size_t block_bytes;
   size_t chunk_count;            /* chunks held now */
   size_t block_count;            /* blocks in those chunks */
@@ -207,15 +211,24 @@ typedef struct gmr_fixed_block_resource_stats {
   size_t event_query_count;
   size_t stream_wait_count;
   size_t event_synchronize_count;
-} gmr_fixed_block_resource_stats;
+} gmr_fixed_block_stats;
+
+#define GMR_FIXED_BLOCK_STATS_VERSION 1u
+/* Every field spelled out: C++ warns about partial initialisers. */
+#define GMR_FIXED_BLOCK_STATS_INIT                                                                 \
+  {                                                                                                \
+    sizeof(gmr_fixed_block_stats), GMR_FIXED_BLOCK_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+        0, 0, 0, 0, 0                                                                              \
+  }
 
 /**
  * Fill *out with a snapshot (taken under the lock).
  * Thread-safe: yes. Stream/device: no CUDA call.
- * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (NULL argument).
+ * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (a NULL argument, or out->size
+ * smaller than the size+version header, or out->version 0; *out unchanged).
  */
-GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_get_stats(
-    gmr_fixed_block_resource *r, gmr_fixed_block_resource_stats *out);
+GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_get_stats(gmr_fixed_block_resource *r,
+                                                                    gmr_fixed_block_stats *out);
 
 #ifdef __cplusplus
 }

@@ -10,9 +10,10 @@
  * arena instead takes memory from its upstream *before* capture and hands out
  * pieces of it during capture without any CUDA call; the pieces a graph uses
  * are kept for that graph until the caller releases them (after destroying the
- * graph). Sources: the "CUDA graph memory pool" spec (seed 000: fixed
- * addresses, Reset, block ids), numr's monotone bump arena (seed 001),
- * AdaptiveArrayPools' checkpoint/rewind (seed 004), PyTorch's per-graph private
+ * graph). Sources: a C# CUDA graph memory pool specification
+ * (CUDAGraphMemoryPool: fixed addresses, Reset, block ids), numr's monotone
+ * bump arena for graph capture, AdaptiveArrayPools.jl's CUDA checkpoint/rewind
+ * design, PyTorch's per-graph private
  * pools (c10/cuda/CUDACachingAllocator.cpp, Note [Interaction with CUDA graph
  * capture]). RMM calls graph support out of scope (rmm #2518).
  *
@@ -33,14 +34,14 @@
  * the capture intact; gmr_failure::message says how much to reserve, e.g.
  *   "graph_arena: capture needs 12.0 MiB more; create the arena with
  *    initial_capacity_bytes >= 79691776 or call
- *    gmr_graph_arena_reserve(arena, 79691776) before capture"
+ *    gmr_graph_arena_resource_reserve(arena, 79691776) before capture"
  * The figure is the arena's capacity plus every request of the capture from
  * the first refusal on (an upper bound: a retry from the same state fits;
- * under ORDERED_REUSE far less may do, and gmr_graph_arena_get_memory_info()
+ * under ORDERED_REUSE far less may do, and gmr_graph_arena_resource_get_graph_memory_info()
  * after a capture that fitted tells what it held).
  *
  * Sessions are opened in two ways, which mix freely:
- *  - explicitly: gmr_graph_arena_begin_capture() / gmr_graph_arena_end_capture()
+ *  - explicitly: gmr_graph_arena_resource_begin_capture() / gmr_graph_arena_resource_end_capture()
  *    around the capture. The allocation path then makes no CUDA call at all
  *    (a lookup in a small table of streams): this is the fast path.
  *  - automatically (detection GMR_GRAPH_ARENA_DETECT_AUTO, the default): an
@@ -51,11 +52,11 @@
  *    tens to a few hundred ns), plus a second pass through the arena's lock.
  *    The arena does not see cudaStreamEndCapture, and never asks CUDA about
  *    a stream outside a request on it (the stream may be gone): an automatic
- *    session ends at gmr_graph_arena_end_capture() (which gives its graph
+ *    session ends at gmr_graph_arena_resource_end_capture() (which gives its graph
  *    memory to the caller), or when a later request on the stream finds it
  *    not capturing or capturing with another id. A session ended that way
- *    leaves its graph memory *unclaimed*: gmr_graph_arena_end_capture() on
- *    that stream claims it; gmr_graph_arena_reset() releases it.
+ *    leaves its graph memory *unclaimed*: gmr_graph_arena_resource_end_capture() on
+ *    that stream claims it; gmr_graph_arena_resource_reset() releases it.
  *
  * Destroy (gmr_resource_destroy) returns GMR_ERR_BUSY, changing nothing,
  * while a block is live, a session is open (automatic ones included), or a
@@ -64,10 +65,10 @@
  *
  * A session ends in a graph memory handle (gmr_graph_memory). Nothing carved
  * for it is handed to anyone else until the handle is released with
- * gmr_graph_arena_release_memory(); release it after the graphs that use it
+ * gmr_graph_arena_resource_release_graph_memory(); release it after the graphs that use it
  * are destroyed and their last launch has completed. Blocks still live at
  * release stay allocated until the caller deallocates them. Several graphs may
- * share one graph memory: pass the handle to gmr_graph_arena_begin_capture()
+ * share one graph memory: pass the handle to gmr_graph_arena_resource_begin_capture()
  * (one active session per graph memory at a time). Several streams may
  * capture at the same time, each with its own session.
  *
@@ -89,9 +90,9 @@
  * Outside sessions (`uncaptured`):
  *  - GMR_GRAPH_ARENA_UNCAPTURED_ARENA (default): requests are carved from the
  *    arena too (growing it if needed) and a free is bookkeeping only: the bytes
- *    come back at gmr_graph_arena_reset() or at a rewind (seeds 000, 001, 004).
- *    A warm-up iteration outside capture therefore sizes the arena; after a
- *    reset the same requests get the same addresses inside the capture.
+ *    come back at gmr_graph_arena_resource_reset() or at a rewind (as in the C# graph memory pool
+ * spec, numr's arena and AdaptiveArrayPools.jl). A warm-up iteration outside capture therefore
+ * sizes the arena; after a reset the same requests get the same addresses inside the capture.
  *  - GMR_GRAPH_ARENA_UNCAPTURED_FORWARD: requests go straight to the upstream
  *    (e.g. a pool); the arena's memory serves captures only, as PyTorch routes
  *    only capturing streams to private pools. This is the graph pool stack's
@@ -101,7 +102,7 @@
  * comes back to its free space (reset, rewind, release of a graph memory, a
  * free after that release) is handed to the next request on any stream: the
  * caller must make sure that no queued work still uses it (synchronise
- * first), as for any arena (seed 004, "stream synchronization").
+ * first), as for any arena (AdaptiveArrayPools.jl's CUDA design, "stream synchronization").
  *
  * NVTX annotation (config.nvtx_annotate; core/nvtx_mem.h; the pools do the
  * same, gmr/pool_resource.h). Each chunk is an NVTX sub-allocator heap from
@@ -120,7 +121,7 @@
  *  - a block carved in a session keeps its region while its graph memory
  *    holds its bytes: a free in the capture (MONOTONE: bookkeeping only), or
  *    after it while the memory is held, unregisters nothing. The regions of
- *    the memory's freed blocks go at gmr_graph_arena_release_memory() (or at
+ *    the memory's freed blocks go at gmr_graph_arena_resource_release_graph_memory() (or at
  *    the reset that releases an unclaimed memory); a block still live then
  *    keeps its region until it is freed, when its bytes come back;
  *  - ORDERED_REUSE: a block freed in the capture into the memory's reuse
@@ -140,10 +141,9 @@
  * NVTX headers do not say how a tool treats such nesting, so check that
  * combination under the sanitizer before relying on it. Off (the default),
  * no NVTX call is made; compiled out with GMR_DISABLE_NVTX. The first heap of
- * the process starts NVTX (it loads the tool NVTX_INJECTION64_PATH names). No heap is reset: a chunk's heap holds regions
- * of several graph memories and of uncaptured blocks, so regions go one by
- * one. NVTX calls are host calls into the tool, not CUDA calls: they do not
- * touch a capture.
+ * the process starts NVTX (it loads the tool NVTX_INJECTION64_PATH names). No heap is reset: a
+ * chunk's heap holds regions of several graph memories and of uncaptured blocks, so regions go one
+ * by one. NVTX calls are host calls into the tool, not CUDA calls: they do not touch a capture.
  *
  * Thread-safe: yes (one internal lock per arena; no CUDA call and no
  * upstream call is made while it is held, except growth, reserve, trim and
@@ -185,7 +185,7 @@ typedef enum gmr_graph_arena_uncaptured {
   GMR_GRAPH_ARENA_UNCAPTURED_FORWARD = 1
 } gmr_graph_arena_uncaptured;
 
-typedef struct gmr_graph_arena_config {
+typedef struct gmr_graph_arena_resource_config {
   size_t initial_capacity_bytes; /* taken from the upstream at create, one chunk; 0: none */
   size_t chunk_bytes;            /* least growth outside capture; 0: never grow on demand */
   size_t max_capacity_bytes;     /* all chunks together; SIZE_MAX: no limit */
@@ -196,18 +196,20 @@ typedef struct gmr_graph_arena_config {
   /* Describe chunks and blocks to memory checkers through the NVTX memory
    * extension (see "NVTX annotation" in the banner). false: no NVTX call. */
   bool nvtx_annotate;
-} gmr_graph_arena_config;
+} gmr_graph_arena_resource_config;
 
 /* Nothing pre-allocated, 64 MiB growth, no limit, 256 B, monotone, automatic
  * detection, uncaptured requests served from the arena, no NVTX annotation. */
-#define GMR_GRAPH_ARENA_CONFIG_DEFAULT                                                     \
-  {0, (size_t)64 << 20, SIZE_MAX, 256, GMR_GRAPH_ARENA_MONOTONE,                          \
-   GMR_GRAPH_ARENA_DETECT_AUTO, GMR_GRAPH_ARENA_UNCAPTURED_ARENA, false}
+#define GMR_GRAPH_ARENA_RESOURCE_CONFIG_DEFAULT                                                \
+  {                                                                                            \
+    0, (size_t)64 << 20, SIZE_MAX, 256, GMR_GRAPH_ARENA_MONOTONE, GMR_GRAPH_ARENA_DETECT_AUTO, \
+        GMR_GRAPH_ARENA_UNCAPTURED_ARENA, false                                                \
+  }
 
 typedef struct gmr_graph_arena_resource gmr_graph_arena_resource;
 
 /* The memory of one or more captured graphs (a session's result). Opaque;
- * valid from gmr_graph_arena_end_capture() until its last release. */
+ * valid from gmr_graph_arena_resource_end_capture() until its last release. */
 typedef struct gmr_graph_memory gmr_graph_memory;
 
 /**
@@ -231,10 +233,12 @@ typedef struct gmr_graph_memory gmr_graph_memory;
  *                             memory for the initial chunk.
  *   other                     what the upstream returned for the initial chunk.
  * On failure *out is NULL and nothing was taken from the upstream.
- * Source: seed 000 (pre-allocated initial capacity, maximum capacity).
+ * Source: the C# CUDA graph memory pool spec (pre-allocated initial capacity,
+ * maximum capacity).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_create(
-    gmr_resource *upstream, const gmr_graph_arena_config *config, gmr_graph_arena_resource **out);
+    gmr_resource *upstream, const gmr_graph_arena_resource_config *config,
+    gmr_graph_arena_resource **out);
 
 /** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
 GMR_API gmr_resource *gmr_graph_arena_resource_as_resource(gmr_graph_arena_resource *arena);
@@ -247,7 +251,7 @@ GMR_API gmr_graph_arena_resource *gmr_graph_arena_resource_from_resource(gmr_res
  * return the first graph arena found, or NULL. Lets tools find the arena in a
  * stack built from a spec. Thread-safe: yes.
  */
-GMR_API gmr_graph_arena_resource *gmr_graph_arena_find_in_stack(gmr_resource *top);
+GMR_API gmr_graph_arena_resource *gmr_graph_arena_resource_find_in_stack(gmr_resource *top);
 
 /**
  * Grow the arena to at least `capacity_bytes` in all (like a vector's
@@ -271,12 +275,12 @@ GMR_API gmr_graph_arena_resource *gmr_graph_arena_find_in_stack(gmr_resource *to
  * On failure nothing changed. Source: this library (the arena cannot grow in
  *   capture, so growth must be asked for before); std::vector::reserve.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_reserve(gmr_graph_arena_resource *arena,
-                                                         size_t capacity_bytes);
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_reserve(gmr_graph_arena_resource *arena,
+                                                                  size_t capacity_bytes);
 
 /**
  * Open a capture session on `stream` explicitly: from now until
- * gmr_graph_arena_end_capture(), allocations on `stream` are served from the
+ * gmr_graph_arena_resource_end_capture(), allocations on `stream` are served from the
  * arena without any CUDA call. Call it just before cudaStreamBeginCapture (or
  * gmr_stream_begin_capture); declaring the session early is harmless.
  *
@@ -300,9 +304,8 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_reserve(gmr_graph_arena_resourc
  *   GMR_ERR_OUT_OF_MEMORY     host memory for the session.
  * On failure nothing changed. Source: PyTorch's capture_begin(pool=...).
  */
-GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_begin_capture(gmr_graph_arena_resource *arena,
-                                                               gmr_stream stream,
-                                                               gmr_graph_memory *share);
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_begin_capture(
+    gmr_graph_arena_resource *arena, gmr_stream stream, gmr_graph_memory *share);
 
 /**
  * Close the session on `stream` (explicit or automatic) and give the caller
@@ -311,7 +314,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_begin_capture(gmr_graph_arena_r
  * that ended on `stream`. Call it after cudaStreamEndCapture.
  *
  * Ownership: the caller must release the reference with
- *   gmr_graph_arena_release_memory(). A session that appended to a shared
+ *   gmr_graph_arena_resource_release_graph_memory(). A session that appended to a shared
  *   memory gives one more reference to the same memory.
  * Thread-safe: yes. Stream/device: no CUDA call, no upstream call.
  * Returns:
@@ -320,9 +323,8 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_begin_capture(gmr_graph_arena_r
  *                             session and no unclaimed memory.
  * On failure *out_memory is NULL (when not NULL) and nothing changed.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_end_capture(gmr_graph_arena_resource *arena,
-                                                             gmr_stream stream,
-                                                             gmr_graph_memory **out_memory);
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_end_capture(
+    gmr_graph_arena_resource *arena, gmr_stream stream, gmr_graph_memory **out_memory);
 
 /**
  * Drop one reference to `memory`. When the last reference is gone and no
@@ -337,8 +339,8 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_end_capture(gmr_graph_arena_res
  * a graph memory of this arena, or no reference is held: an automatic
  * session's unclaimed memory must be claimed first). On failure nothing changed.
  */
-GMR_API gmr_status gmr_graph_arena_release_memory(gmr_graph_arena_resource *arena,
-                                                  gmr_graph_memory *memory);
+GMR_API gmr_status gmr_graph_arena_resource_release_graph_memory(gmr_graph_arena_resource *arena,
+                                                                 gmr_graph_memory *memory);
 
 /** What a graph memory holds now. */
 typedef struct gmr_graph_memory_info {
@@ -356,18 +358,17 @@ typedef struct gmr_graph_memory_info {
  * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (a NULL argument, or `memory`
  * is not a graph memory of this arena); on failure *out is zeroed.
  */
-GMR_API gmr_status gmr_graph_arena_get_memory_info(gmr_graph_arena_resource *arena,
-                                                   const gmr_graph_memory *memory,
-                                                   gmr_graph_memory_info *out);
+GMR_API gmr_status gmr_graph_arena_resource_get_graph_memory_info(gmr_graph_arena_resource *arena,
+                                                                  const gmr_graph_memory *memory,
+                                                                  gmr_graph_memory_info *out);
 
 /**
- * Reset between iterations (seed 000's Reset): every block served outside
- * sessions is released at once, live or not (deallocating one of them
- * afterwards returns GMR_ERR_INVALID_ARGUMENT), rewind marks outside sessions
- * are dropped, and unclaimed memories of automatic sessions are released.
- * Graph memories the caller holds are untouched. With the same graph memories
- * held, the same sequence of requests after a reset gets the same addresses,
- * so code that captures again every iteration gets identical pointers.
+ * Reset between iterations (Reset of the C# CUDA graph memory pool spec): every block served
+ * outside sessions is released at once, live or not (deallocating one of them afterwards returns
+ * GMR_ERR_INVALID_ARGUMENT), rewind marks outside sessions are dropped, and unclaimed memories of
+ * automatic sessions are released. Graph memories the caller holds are untouched. With the same
+ * graph memories held, the same sequence of requests after a reset gets the same addresses, so code
+ * that captures again every iteration gets identical pointers.
  *
  * pre: no queued work still uses the released memory.
  * Units: *out_released_count (may be NULL) receives the number of live blocks
@@ -377,8 +378,8 @@ GMR_API gmr_status gmr_graph_arena_get_memory_info(gmr_graph_arena_resource *are
  * session is open, automatic ones included; nothing changed);
  * GMR_ERR_OUT_OF_MEMORY (host memory for the bookkeeping; nothing changed).
  */
-GMR_API gmr_status gmr_graph_arena_reset(gmr_graph_arena_resource *arena,
-                                         size_t *out_released_count);
+GMR_API gmr_status gmr_graph_arena_resource_reset(gmr_graph_arena_resource *arena,
+                                                  size_t *out_released_count);
 
 /**
  * Set a rewind mark (AdaptiveArrayPools' checkpoint!) in the scope of
@@ -392,9 +393,8 @@ GMR_API gmr_status gmr_graph_arena_reset(gmr_graph_arena_resource *arena,
  * GMR_ERR_OUT_OF_MEMORY (host memory); GMR_ERR_CUDA (the capture query failed).
  * On failure *out_mark is 0.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_checkpoint(gmr_graph_arena_resource *arena,
-                                                            gmr_stream stream,
-                                                            uint64_t *out_mark);
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_checkpoint(
+    gmr_graph_arena_resource *arena, gmr_stream stream, uint64_t *out_mark);
 
 /**
  * Rewind to `mark` (AdaptiveArrayPools' rewind!): every block allocated in
@@ -417,23 +417,24 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_checkpoint(gmr_graph_arena_reso
  * for checkpoint); GMR_ERR_OUT_OF_MEMORY (host memory); GMR_ERR_CUDA (the
  * capture query failed). On failure nothing changed.
  */
-GMR_API gmr_status gmr_graph_arena_rewind(gmr_graph_arena_resource *arena, gmr_stream stream,
-                                          uint64_t mark, size_t *out_released_count);
+GMR_API gmr_status gmr_graph_arena_resource_rewind(gmr_graph_arena_resource *arena,
+                                                   gmr_stream stream, uint64_t mark,
+                                                   size_t *out_released_count);
 
 /**
- * gmr_allocate() on the arena that also returns the block's 64-bit id (seed
- * 000's BlockId; never 0, never reused in the arena's life). Zero bytes gives
- * *out_ptr NULL and *out_id 0, and so does nothing else: a request forwarded
- * to the upstream (UNCAPTURED_FORWARD, outside sessions) has no id (*out_id
- * 0). `failure` may be NULL.
+ * gmr_allocate() on the arena that also returns the block's 64-bit id (the
+ * BlockId of the C# CUDA graph memory pool spec; never 0, never reused in the arena's life). Zero
+ * bytes gives *out_ptr NULL and *out_id 0, and so does nothing else: a request forwarded to the
+ * upstream (UNCAPTURED_FORWARD, outside sessions) has no id (*out_id 0). `failure` may be NULL.
  *
  * Thread-safe: yes. Stream/device, returns and state after failure: as the
  *   arena's allocate (gmr_allocate_ex); on failure *out_id is 0.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_allocate(gmr_graph_arena_resource *arena,
-                                                          size_t bytes, size_t alignment,
-                                                          gmr_stream stream, void **out_ptr,
-                                                          uint64_t *out_id, gmr_failure *failure);
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_allocate(gmr_graph_arena_resource *arena,
+                                                                   size_t bytes, size_t alignment,
+                                                                   gmr_stream stream,
+                                                                   void **out_ptr, uint64_t *out_id,
+                                                                   gmr_failure *failure);
 
 /** A live block of the arena. */
 typedef struct gmr_graph_arena_block_info {
@@ -448,31 +449,37 @@ typedef struct gmr_graph_arena_block_info {
 } gmr_graph_arena_block_info;
 
 /**
- * Look up a live block by id (seed 000's GetBlock) / by its pointer.
+ * Look up a live block by id (GetBlock of the C# CUDA graph memory pool
+ * spec) / by its pointer.
  * Thread-safe: yes. No CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL argument, or no live block
  * has that id / pointer: never allocated, freed, reset or rewound). On failure
  * *out is zeroed.
  */
-GMR_API gmr_status gmr_graph_arena_get_block(gmr_graph_arena_resource *arena, uint64_t id,
-                                             gmr_graph_arena_block_info *out);
-GMR_API gmr_status gmr_graph_arena_find_block(gmr_graph_arena_resource *arena, const void *ptr,
-                                              gmr_graph_arena_block_info *out);
+GMR_API gmr_status gmr_graph_arena_resource_get_block(gmr_graph_arena_resource *arena, uint64_t id,
+                                                      gmr_graph_arena_block_info *out);
+GMR_API gmr_status gmr_graph_arena_resource_find_block(gmr_graph_arena_resource *arena,
+                                                       const void *ptr,
+                                                       gmr_graph_arena_block_info *out);
 
 /**
- * Deallocate a live block by id on `stream` (seed 000's ReturnBlock), with the
- * same meaning as gmr_deallocate() of its pointer and size.
+ * Deallocate a live block by id on `stream` (ReturnBlock of the C# CUDA graph
+ * memory pool spec), with the same meaning as gmr_deallocate() of its pointer
+ * and size.
  * Thread-safe: yes. Stream/device: as deallocate (no CUDA call).
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (arena NULL or no live block with
  * this id; nothing changed).
  */
-GMR_API gmr_status gmr_graph_arena_return_block(gmr_graph_arena_resource *arena, uint64_t id,
-                                                gmr_stream stream);
+GMR_API gmr_status gmr_graph_arena_resource_return_block(gmr_graph_arena_resource *arena,
+                                                         uint64_t id, gmr_stream stream);
 
-/** Counters of one arena. */
+/** Counters of one arena. The caller sets `size` and `version`
+ * (GMR_GRAPH_ARENA_STATS_INIT); the arena fills what both versions know. */
 typedef struct gmr_graph_arena_stats {
-  size_t capacity_bytes;        /* all chunks held from the upstream now */
-  size_t peak_capacity_bytes;   /* high-water mark of capacity_bytes */
+  size_t size;            /* sizeof the caller's struct */
+  uint32_t version;       /* GMR_GRAPH_ARENA_STATS_VERSION of the caller */
+  size_t held_bytes;      /* all chunks held from the upstream now */
+  size_t peak_held_bytes; /* high-water mark of held_bytes */
   size_t chunk_count;
   size_t in_use_bytes;          /* carved and not back in the free space (live, freed
                                    but kept, held by graph memories) */
@@ -487,36 +494,45 @@ typedef struct gmr_graph_arena_stats {
   uint64_t forwarded_allocation_count;/* requests given to the upstream (FORWARD) */
   size_t forwarded_live_count;        /* of those, not yet deallocated */
   uint64_t upstream_call_count;       /* every upstream allocate/deallocate */
-  uint64_t upstream_calls_during_capture; /* of those, made while a session of
+  uint64_t upstream_call_during_capture_count; /* of those, made while a session of
                                              this arena was open (chunks: always 0;
                                              FORWARD: other streams' requests) */
-  uint64_t upstream_calls_in_session; /* made for a stream in a session: 0 by design */
+  uint64_t upstream_call_in_session_count;     /* made for a stream in a session: 0 by design */
   size_t open_session_count;
   size_t graph_memory_count;          /* not yet released (unclaimed included) */
 } gmr_graph_arena_stats;
 
+#define GMR_GRAPH_ARENA_STATS_VERSION 1u
+/* Every field spelled out: C++ warns about partial initialisers. */
+#define GMR_GRAPH_ARENA_STATS_INIT                                                                 \
+  {                                                                                                \
+    sizeof(gmr_graph_arena_stats), GMR_GRAPH_ARENA_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+        0, 0, 0, 0, 0, 0, 0, 0                                                                     \
+  }
+
 /**
  * Read the arena's counters. Thread-safe: yes (a consistent snapshot under the
  * arena's lock; forwarded counters may miss requests in flight). No CUDA call.
- * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (a NULL argument; *out zeroed
- * when out is not NULL).
+ * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (a NULL argument, or out->size
+ * smaller than the size+version header, or out->version 0; *out unchanged).
  */
-GMR_API gmr_status gmr_graph_arena_get_stats(gmr_graph_arena_resource *arena,
-                                             gmr_graph_arena_stats *out);
+GMR_API gmr_status gmr_graph_arena_resource_get_stats(gmr_graph_arena_resource *arena,
+                                                      gmr_graph_arena_stats *out);
 
 /** The configuration the arena was created with (sizes rounded as used).
  * pre: arena is not NULL. Thread-safe: yes. */
-GMR_API gmr_graph_arena_config gmr_graph_arena_get_config(const gmr_graph_arena_resource *arena);
+GMR_API gmr_graph_arena_resource_config
+gmr_graph_arena_resource_get_config(const gmr_graph_arena_resource *arena);
 
 /** "monotone" / "ordered_reuse" / "unknown". Static string. */
-GMR_API const char *gmr_graph_arena_policy_name(gmr_graph_arena_policy policy);
+GMR_API const char *gmr_graph_arena_resource_policy_name(gmr_graph_arena_policy policy);
 
 /**
  * Parse "monotone" or "ordered_reuse". Returns GMR_OK, or
  * GMR_ERR_INVALID_ARGUMENT (NULL argument or unknown name; *out unchanged).
  */
-GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_policy_from_name(const char *name,
-                                                                  gmr_graph_arena_policy *out);
+GMR_API GMR_NODISCARD gmr_status
+gmr_graph_arena_resource_policy_from_name(const char *name, gmr_graph_arena_policy *out);
 
 #ifdef __cplusplus
 }

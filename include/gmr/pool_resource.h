@@ -249,8 +249,11 @@ GMR_API gmr_resource *gmr_pool_resource_get_upstream(const gmr_pool_resource *po
 /** The number of arenas (arena_count after resolving 0). Thread-safe: yes. */
 GMR_API uint32_t gmr_pool_resource_get_arena_count(const gmr_pool_resource *pool);
 
-/* A snapshot of the pool, all arenas together. */
-typedef struct gmr_pool_resource_stats {
+/* A snapshot of the pool, all arenas together. The caller sets `size` and
+ * `version` (GMR_POOL_STATS_INIT); the pool fills what both versions know. */
+typedef struct gmr_pool_stats {
+  size_t size;                     /* sizeof the caller's struct */
+  uint32_t version;                /* GMR_POOL_STATS_VERSION of the caller */
   size_t held_bytes;               /* held from upstream now (all chunks) */
   size_t peak_held_bytes;          /* high-water mark of held_bytes */
   size_t chunk_count;              /* chunks held now */
@@ -269,17 +272,26 @@ typedef struct gmr_pool_resource_stats {
   size_t event_query_count;        /* cudaEventQuery calls */
   size_t stream_wait_count;        /* cudaStreamWaitEvent calls */
   size_t event_synchronize_count;  /* cudaEventSynchronize calls (trim) */
-} gmr_pool_resource_stats;
+} gmr_pool_stats;
+
+#define GMR_POOL_STATS_VERSION 1u
+/* Every field spelled out: C++ warns about partial initialisers. */
+#define GMR_POOL_STATS_INIT                                                                      \
+  {                                                                                              \
+    sizeof(gmr_pool_stats), GMR_POOL_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+        0, 0, 0                                                                                  \
+  }
 
 /**
  * Fill *out with the pool's statistics.
  * Thread-safe: yes; takes each arena's lock in turn, so the snapshot is
  *   consistent per arena, not across arenas while other threads work.
  * Stream/device: no CUDA call.
- * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (NULL argument; *out unchanged).
+ * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (a NULL argument, or out->size
+ * smaller than the size+version header, or out->version 0; *out unchanged).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_get_stats(gmr_pool_resource *pool,
-                                                             gmr_pool_resource_stats *out);
+                                                             gmr_pool_stats *out);
 
 /**
  * Walk every chunk and index and check the pool's invariants: the blocks of

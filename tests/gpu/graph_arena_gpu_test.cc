@@ -45,7 +45,7 @@ class GraphArenaGpu : public GpuTest {
 
   gmr_graph_arena_resource *Make(size_t initial, gmr_graph_arena_policy policy,
                                  gmr_graph_arena_detection detection) {
-    gmr_graph_arena_config c = GMR_GRAPH_ARENA_CONFIG_DEFAULT;
+    gmr_graph_arena_resource_config c = GMR_GRAPH_ARENA_RESOURCE_CONFIG_DEFAULT;
     c.initial_capacity_bytes = initial;
     c.chunk_bytes = 0;
     c.capture_policy = policy;
@@ -81,7 +81,7 @@ TEST_P(GraphArenaGpuPolicy, CapturedGraphUsesArenaMemoryAndReplays1000Times) {
   unsigned char *out = nullptr;  // outside the arena, allocated before capture
   ASSERT_EQ(cudaSuccess, cudaMalloc(reinterpret_cast<void **>(&out), out_bytes));
 
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_begin_capture(arena, stream, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(arena, stream, nullptr));
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   void *A = nullptr, *B = nullptr, *C = nullptr;
   ASSERT_EQ(GMR_OK, gmr_allocate(r, a_bytes, 0, stream, &A));
@@ -100,16 +100,16 @@ TEST_P(GraphArenaGpuPolicy, CapturedGraphUsesArenaMemoryAndReplays1000Times) {
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaSuccess, cudaStreamEndCapture(s, &graph));
   gmr_graph_memory *mem = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_end_capture(arena, stream, &mem));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(arena, stream, &mem));
   if (GetParam() == GMR_GRAPH_ARENA_ORDERED_REUSE) {
     EXPECT_EQ(A, C) << "ordered reuse: A's bytes serve C later on the same stream";
   } else {
     EXPECT_NE(A, C) << "monotone: no two blocks of the graph share bytes";
   }
-  gmr_graph_arena_stats st;
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_get_stats(arena, &st));
+  gmr_graph_arena_stats st = GMR_GRAPH_ARENA_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_get_stats(arena, &st));
   EXPECT_EQ(3u, st.capture_allocation_count);
-  EXPECT_EQ(0u, st.upstream_calls_during_capture);
+  EXPECT_EQ(0u, st.upstream_call_during_capture_count);
   EXPECT_EQ(1u, st.upstream_call_count);  // the initial chunk only
 
   cudaGraphExec_t exec = nullptr;
@@ -127,8 +127,8 @@ TEST_P(GraphArenaGpuPolicy, CapturedGraphUsesArenaMemoryAndReplays1000Times) {
   ASSERT_EQ(cudaSuccess, cudaGraphExecDestroy(exec));
   ASSERT_EQ(cudaSuccess, cudaGraphDestroy(graph));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, C, a_bytes, 0, stream));
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_release_memory(arena, mem));
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_get_stats(arena, &st));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena, mem));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_get_stats(arena, &st));
   EXPECT_EQ(0u, st.in_use_bytes);
   EXPECT_EQ(cudaSuccess, cudaFree(out));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
@@ -136,10 +136,9 @@ TEST_P(GraphArenaGpuPolicy, CapturedGraphUsesArenaMemoryAndReplays1000Times) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, GraphArenaGpuPolicy,
-                         ::testing::Values(GMR_GRAPH_ARENA_MONOTONE,
-                                           GMR_GRAPH_ARENA_ORDERED_REUSE),
+                         ::testing::Values(GMR_GRAPH_ARENA_MONOTONE, GMR_GRAPH_ARENA_ORDERED_REUSE),
                          [](const ::testing::TestParamInfo<gmr_graph_arena_policy> &info) {
-                           return std::string(gmr_graph_arena_policy_name(info.param));
+                           return std::string(gmr_graph_arena_resource_policy_name(info.param));
                          });
 
 TEST_F(GraphArenaGpu, AutomaticDetectionSeesARealCapture) {
@@ -159,12 +158,12 @@ TEST_F(GraphArenaGpu, AutomaticDetectionSeesARealCapture) {
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaSuccess, cudaStreamEndCapture(s, &graph)) << "cudaStreamGetCaptureInfo is safe";
   gmr_graph_memory *mem = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_end_capture(arena, stream, &mem));
-  gmr_graph_arena_stats st;
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_get_stats(arena, &st));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(arena, stream, &mem));
+  gmr_graph_arena_stats st = GMR_GRAPH_ARENA_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_get_stats(arena, &st));
   EXPECT_EQ(1u, st.capture_allocation_count);
   EXPECT_EQ(2u, st.allocation_count);
-  EXPECT_EQ(0u, st.upstream_calls_during_capture);
+  EXPECT_EQ(0u, st.upstream_call_during_capture_count);
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaSuccess, cudaGraphInstantiate(&exec, graph, 0));
   for (int replay = 0; replay < 10; ++replay) {
@@ -179,8 +178,8 @@ TEST_F(GraphArenaGpu, AutomaticDetectionSeesARealCapture) {
   ASSERT_EQ(cudaSuccess, cudaGraphDestroy(graph));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 64 * KiB, 0, stream));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, before, 4096, 0, stream));
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_release_memory(arena, mem));
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_reset(arena, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena, mem));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_reset(arena, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
 }
@@ -201,7 +200,8 @@ TEST_F(GraphArenaGpu, ExhaustionInCaptureRefusesAndTheCaptureStaysValid) {
   EXPECT_EQ(nullptr, q);
   EXPECT_STREQ(
       "graph_arena: capture needs 512.0 KiB more; create the arena with "
-      "initial_capacity_bytes >= 1572864 or call gmr_graph_arena_reserve(arena, 1572864) before "
+      "initial_capacity_bytes >= 1572864 or call gmr_graph_arena_resource_reserve(arena, 1572864) "
+      "before "
       "capture",
       f.message);
   cudaGraph_t graph = nullptr;
@@ -213,21 +213,21 @@ TEST_F(GraphArenaGpu, ExhaustionInCaptureRefusesAndTheCaptureStaysValid) {
   ASSERT_EQ(cudaSuccess, cudaGraphExecDestroy(exec));
   ASSERT_EQ(cudaSuccess, cudaGraphDestroy(graph));
   gmr_graph_memory *mem = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_end_capture(arena, stream, &mem));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(arena, stream, &mem));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 768 * KiB, 0, stream));
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_release_memory(arena, mem));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena, mem));
   // The advice works: grow to the figure, capture again, both fit.
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_reserve(arena, 1572864));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_reserve(arena, 1572864));
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   ASSERT_EQ(GMR_OK, gmr_allocate(r, 768 * KiB, 0, stream, &p));
   ASSERT_EQ(GMR_OK, gmr_allocate(r, 512 * KiB, 0, stream, &q));
   ASSERT_EQ(cudaSuccess, cudaMemsetAsync(q, 2, 512 * KiB, s));
   ASSERT_EQ(cudaSuccess, cudaStreamEndCapture(s, &graph));
   ASSERT_EQ(cudaSuccess, cudaGraphDestroy(graph));
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_end_capture(arena, stream, &mem));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(arena, stream, &mem));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 768 * KiB, 0, stream));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, 512 * KiB, 0, stream));
-  ASSERT_EQ(GMR_OK, gmr_graph_arena_release_memory(arena, mem));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena, mem));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
 }
@@ -294,7 +294,7 @@ TEST_F(GraphArenaGpu, TwoThreadsCaptureAtTheSameTimeEachWithItsOwnSession) {
   auto capture = [&](int t) {
     cudaStream_t s = reinterpret_cast<cudaStream_t>(streams[t]);
     int value = 0x40 + t;
-    bool ok = gmr_graph_arena_begin_capture(arena, streams[t], nullptr) == GMR_OK &&
+    bool ok = gmr_graph_arena_resource_begin_capture(arena, streams[t], nullptr) == GMR_OK &&
               cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess;
     for (int i = 0; ok && i < 2; ++i) {
       ok = gmr_allocate(r, kBytes, 0, streams[t], &blocks[t][i]) == GMR_OK &&
@@ -303,7 +303,7 @@ TEST_F(GraphArenaGpu, TwoThreadsCaptureAtTheSameTimeEachWithItsOwnSession) {
                            s) == cudaSuccess;
     }
     ok = cudaStreamEndCapture(s, &graphs[t]) == cudaSuccess && ok;
-    ok = gmr_graph_arena_end_capture(arena, streams[t], &mems[t]) == GMR_OK && ok;
+    ok = gmr_graph_arena_resource_end_capture(arena, streams[t], &mems[t]) == GMR_OK && ok;
     errors[t] = ok ? 0 : 1;
   };
   std::thread t0(capture, 0), t1(capture, 1);
@@ -347,7 +347,7 @@ TEST_F(GraphArenaGpu, TwoThreadsCaptureAtTheSameTimeEachWithItsOwnSession) {
     ASSERT_EQ(cudaSuccess, cudaGraphExecDestroy(execs[t]));
     ASSERT_EQ(cudaSuccess, cudaGraphDestroy(graphs[t]));
     for (void *b : blocks[t]) ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, kBytes, 0, streams[t]));
-    ASSERT_EQ(GMR_OK, gmr_graph_arena_release_memory(arena, mems[t]));
+    ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena, mems[t]));
     EXPECT_EQ(cudaSuccess, cudaFree(outs[t]));
     EXPECT_EQ(GMR_OK, gmr_stream_destroy(streams[t]));
   }

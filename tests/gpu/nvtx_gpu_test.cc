@@ -278,8 +278,8 @@ TEST_F(NvtxAnnotatedGpuTest, SpecStackWithNvtxLoggingOverAnAnnotatedPoolIsClean)
 // report every replay.
 TEST_F(NvtxAnnotatedGpuTest, GraphReplaysTouchingBlocksFreedDuringCaptureAreClean) {
   for (gmr_graph_arena_policy policy : {GMR_GRAPH_ARENA_MONOTONE, GMR_GRAPH_ARENA_ORDERED_REUSE}) {
-    SCOPED_TRACE(gmr_graph_arena_policy_name(policy));
-    gmr_graph_arena_config ac = GMR_GRAPH_ARENA_CONFIG_DEFAULT;
+    SCOPED_TRACE(gmr_graph_arena_resource_policy_name(policy));
+    gmr_graph_arena_resource_config ac = GMR_GRAPH_ARENA_RESOURCE_CONFIG_DEFAULT;
     ac.initial_capacity_bytes = 4 * MiB;
     ac.capture_policy = policy;
     ac.detection = GMR_GRAPH_ARENA_DETECT_EXPLICIT;
@@ -297,7 +297,7 @@ TEST_F(NvtxAnnotatedGpuTest, GraphReplaysTouchingBlocksFreedDuringCaptureAreClea
     void *W = nullptr;  // uncaptured, from before the capture
     ASSERT_EQ(GMR_OK, gmr_allocate(r, w_bytes, 0, nullptr, &W));
 
-    ASSERT_EQ(GMR_OK, gmr_graph_arena_begin_capture(arena, stream, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(arena, stream, nullptr));
     ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     void *A = nullptr, *B = nullptr, *C = nullptr;
     ASSERT_EQ(cudaSuccess, kernel_.fill(W, w_bytes, 0x44, s));
@@ -320,7 +320,7 @@ TEST_F(NvtxAnnotatedGpuTest, GraphReplaysTouchingBlocksFreedDuringCaptureAreClea
     cudaGraph_t graph = nullptr;
     ASSERT_EQ(cudaSuccess, cudaStreamEndCapture(s, &graph));
     gmr_graph_memory *memory = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_graph_arena_end_capture(arena, stream, &memory));
+    ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(arena, stream, &memory));
     if (policy == GMR_GRAPH_ARENA_ORDERED_REUSE) {
       EXPECT_EQ(A, C);
     } else {
@@ -346,8 +346,8 @@ TEST_F(NvtxAnnotatedGpuTest, GraphReplaysTouchingBlocksFreedDuringCaptureAreClea
     ASSERT_EQ(cudaSuccess, cudaGraphExecDestroy(exec));
     ASSERT_EQ(cudaSuccess, cudaGraphDestroy(graph));
     EXPECT_EQ(GMR_OK, gmr_deallocate(r, C, a_bytes, 0, stream));
-    EXPECT_EQ(GMR_OK, gmr_graph_arena_release_memory(arena, memory));
-    EXPECT_EQ(GMR_OK, gmr_graph_arena_reset(arena, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena, memory));
+    EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_reset(arena, nullptr));
     EXPECT_EQ(cudaSuccess, cudaFree(out));
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   }

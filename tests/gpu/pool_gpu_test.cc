@@ -232,7 +232,7 @@ TEST_F(FixedBlockListOnGpu, EveryBlockOfAListIsWritableAndDistinct) {
   ASSERT_EQ(GMR_OK, gmr_stream_synchronize(stream));
   for (const Block &b : blocks) ASSERT_NO_FATAL_FAILURE(ExpectFilled(b, "block list"));
   EXPECT_EQ(GMR_OK, gmr_fixed_block_resource_deallocate_blocks(f, list, stream));
-  gmr_fixed_block_resource_stats st;
+  gmr_fixed_block_stats st = GMR_FIXED_BLOCK_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_fixed_block_resource_get_stats(f, &st));
   EXPECT_EQ(0u, st.in_use_block_count);
   Destroy(s);

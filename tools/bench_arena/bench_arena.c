@@ -76,7 +76,7 @@ static bool run_mode(gmr_resource *upstream, const options *o, gmr_graph_arena_p
                      result *out) {
   size_t need = 0;
   for (size_t i = 0; i < o->allocs; ++i) need += (sizes[i % SIZE_COUNT] + 255) / 256 * 256;
-  gmr_graph_arena_config config = GMR_GRAPH_ARENA_CONFIG_DEFAULT;
+  gmr_graph_arena_resource_config config = GMR_GRAPH_ARENA_RESOURCE_CONFIG_DEFAULT;
   config.initial_capacity_bytes = need;
   config.capture_policy = policy;
   config.detection = detection;
@@ -92,7 +92,9 @@ static bool run_mode(gmr_resource *upstream, const options *o, gmr_graph_arena_p
   bool ok = alloc_ns != NULL && free_ns != NULL;
   bool explicit_session = detection == GMR_GRAPH_ARENA_DETECT_EXPLICIT;
   for (size_t round = 0; ok && round < o->rounds; ++round) {
-    if (explicit_session) ok = check(gmr_graph_arena_begin_capture(arena, stream, NULL), "begin");
+    if (explicit_session) {
+      ok = check(gmr_graph_arena_resource_begin_capture(arena, stream, NULL), "begin");
+    }
     ok = ok && check(gmr_stream_begin_capture(stream), "gmr_stream_begin_capture");
     if (!ok) break;
     size_t made = 0;
@@ -113,14 +115,15 @@ static bool run_mode(gmr_resource *upstream, const options *o, gmr_graph_arena_p
     ok = check(gmr_stream_end_capture(stream, &graph), "capture (it must stay valid)") && ok;
     (void)gmr_graph_destroy(graph);
     gmr_graph_memory *memory = NULL;
-    ok = check(gmr_graph_arena_end_capture(arena, stream, &memory), "end session") && ok;
-    ok = check(gmr_graph_arena_release_memory(arena, memory), "release memory") && ok;
+    ok = check(gmr_graph_arena_resource_end_capture(arena, stream, &memory), "end session") && ok;
+    ok =
+        check(gmr_graph_arena_resource_release_graph_memory(arena, memory), "release memory") && ok;
     alloc_ns[round] = (double)(t1 - t0) / (double)o->allocs;
     free_ns[round] = (double)(t2 - t1) / (double)o->allocs;
   }
-  gmr_graph_arena_stats stats;
-  if (ok && gmr_graph_arena_get_stats(arena, &stats) == GMR_OK &&
-      (stats.upstream_calls_during_capture != 0 || stats.chunk_count != 1)) {
+  gmr_graph_arena_stats stats = GMR_GRAPH_ARENA_STATS_INIT;
+  if (ok && gmr_graph_arena_resource_get_stats(arena, &stats) == GMR_OK &&
+      (stats.upstream_call_during_capture_count != 0 || stats.chunk_count != 1)) {
     fprintf(stderr, "bench_arena: the arena called its upstream during capture\n");
     ok = false;
   }
@@ -253,10 +256,12 @@ int main(int argc, char **argv) {
         continue;
       }
       bool explicit_session = modes[m] == GMR_GRAPH_ARENA_DETECT_EXPLICIT;
-      printf("  %-9s session, %-13s  allocate %7.1f ns/call (min %.1f)   deallocate %7.1f "
-             "ns/call\n",
-             explicit_session ? "explicit" : "automatic", gmr_graph_arena_policy_name(policies[p]),
-             res.alloc_ns, res.alloc_min_ns, res.free_ns);
+      printf(
+          "  %-9s session, %-13s  allocate %7.1f ns/call (min %.1f)   deallocate %7.1f "
+          "ns/call\n",
+          explicit_session ? "explicit" : "automatic",
+          gmr_graph_arena_resource_policy_name(policies[p]), res.alloc_ns, res.alloc_min_ns,
+          res.free_ns);
       if (explicit_session && o.max_ns > 0 && res.alloc_ns > o.max_ns) over = true;
     }
   }

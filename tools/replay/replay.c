@@ -145,22 +145,23 @@ static void begin_capture(const replay_trace *trace, const replay_event *e, repl
     return;
   }
   if (s->arena != NULL && s->options.arena_reserve_bytes > 0) {
-    gmr_status st = gmr_graph_arena_reserve(s->arena, s->options.arena_reserve_bytes);
+    gmr_status st = gmr_graph_arena_resource_reserve(s->arena, s->options.arena_reserve_bytes);
     if (st != GMR_OK) {
       r->capture_failure_count++;
-      note_failure(r, "line %" PRIu64 ": gmr_graph_arena_reserve(%zu) before the capture: %s",
+      note_failure(r,
+                   "line %" PRIu64 ": gmr_graph_arena_resource_reserve(%zu) before the capture: %s",
                    e->line, s->options.arena_reserve_bytes, gmr_status_name(st));
     }
   }
   if (s->arena != NULL) {
-    gmr_status st = gmr_graph_arena_begin_capture(s->arena, s->streams[i], NULL);
+    gmr_status st = gmr_graph_arena_resource_begin_capture(s->arena, s->streams[i], NULL);
     if (st == GMR_OK) {
       s->in_session[i] = true;
     } else {
       r->capture_failure_count++;
-      note_failure(r, "line %" PRIu64 ": gmr_graph_arena_begin_capture on stream %" PRIu64
-                      ": %s",
-                   e->line, recorded, gmr_status_name(st));
+      note_failure(
+          r, "line %" PRIu64 ": gmr_graph_arena_resource_begin_capture on stream %" PRIu64 ": %s",
+          e->line, recorded, gmr_status_name(st));
     }
   }
   gmr_status st = gmr_stream_begin_capture(s->streams[i]);
@@ -194,12 +195,13 @@ static void end_capture(const replay_trace *trace, uint32_t i, uint64_t line, re
   }
   if (s->in_session[i]) {
     gmr_graph_memory *memory = NULL;
-    gmr_status st = gmr_graph_arena_end_capture(s->arena, s->streams[i], &memory);
+    gmr_status st = gmr_graph_arena_resource_end_capture(s->arena, s->streams[i], &memory);
     s->in_session[i] = false;
     if (st != GMR_OK) {
       r->capture_failure_count++;
-      note_failure(r, "line %" PRIu64 ": gmr_graph_arena_end_capture on stream %" PRIu64 ": %s",
-                   line, recorded, gmr_status_name(st));
+      note_failure(
+          r, "line %" PRIu64 ": gmr_graph_arena_resource_end_capture on stream %" PRIu64 ": %s",
+          line, recorded, gmr_status_name(st));
     } else {
       s->memories[s->memory_count++] = memory;
     }
@@ -217,10 +219,11 @@ static void drop_graphs(replay_state *s, replay_result *r) {
   }
   s->graph_count = 0;
   for (size_t k = 0; k < s->memory_count; ++k) {
-    gmr_status st = gmr_graph_arena_release_memory(s->arena, s->memories[k]);
+    gmr_status st = gmr_graph_arena_resource_release_graph_memory(s->arena, s->memories[k]);
     if (st != GMR_OK) {
       r->cleanup_failure_count++;
-      note_failure(r, "gmr_graph_arena_release_memory at the end: %s", gmr_status_name(st));
+      note_failure(r, "gmr_graph_arena_resource_release_graph_memory at the end: %s",
+                   gmr_status_name(st));
     }
   }
   s->memory_count = 0;
@@ -295,8 +298,9 @@ static gmr_status run(const replay_trace *trace, gmr_resource *top, uint64_t tim
   replay_state s;
   memset(&s, 0, sizeof s);
   s.options = *options;
-  s.arena = options->capture == REPLAY_CAPTURE_REAL ? gmr_graph_arena_find_in_stack(top) : NULL;
-  out->has_graph_arena = gmr_graph_arena_find_in_stack(top) != NULL;
+  s.arena =
+      options->capture == REPLAY_CAPTURE_REAL ? gmr_graph_arena_resource_find_in_stack(top) : NULL;
+  out->has_graph_arena = gmr_graph_arena_resource_find_in_stack(top) != NULL;
   s.streams = calloc(streams, sizeof *s.streams);
   s.ptrs = calloc(alloc_total > 0 ? alloc_total : 1, sizeof *s.ptrs);
   s.alloc_event = calloc(alloc_total > 0 ? alloc_total : 1, sizeof *s.alloc_event);
@@ -335,7 +339,9 @@ static gmr_status run(const replay_trace *trace, gmr_resource *top, uint64_t tim
         if (options->capture == REPLAY_CAPTURE_REAL) begin_capture(trace, e, &s, out);
         break;
       case REPLAY_OP_CAPTURE_END:
-        if (options->capture == REPLAY_CAPTURE_REAL) end_capture(trace, e->stream_index, e->line, &s, out);
+        if (options->capture == REPLAY_CAPTURE_REAL) {
+          end_capture(trace, e->stream_index, e->line, &s, out);
+        }
         break;
     }
   }
@@ -352,7 +358,9 @@ static gmr_status run(const replay_trace *trace, gmr_resource *top, uint64_t tim
   synchronize_streams(trace, &s, out);
   drop_graphs(&s, out);
   if (out->has_graph_arena) {
-    (void)gmr_graph_arena_get_stats(gmr_graph_arena_find_in_stack(top), &out->arena);
+    out->arena = (gmr_graph_arena_stats)GMR_GRAPH_ARENA_STATS_INIT;
+    (void)gmr_graph_arena_resource_get_stats(gmr_graph_arena_resource_find_in_stack(top),
+                                             &out->arena);
   }
   destroy_streams(trace, &s, out);
   free_state(&s);

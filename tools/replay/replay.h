@@ -53,7 +53,7 @@ typedef enum replay_capture_mode {
 typedef struct replay_options {
   replay_capture_mode capture;
   /* > 0: before each capture, grow the stack's graph arena (if it has one) to
-   * this capacity with gmr_graph_arena_reserve(): memory taken from the layer
+   * this capacity with gmr_graph_arena_resource_reserve(): memory taken from the layer
    * below just before the capture, as a program sized from an earlier
    * CAPTURE_UNSAFE message would. */
   size_t arena_reserve_bytes;
@@ -99,7 +99,7 @@ typedef struct replay_result {
   bool has_graph_arena;          /* the stack has a graph_arena_resource */
   gmr_graph_arena_stats arena;   /* its counters after the run (has_graph_arena):
                                     capture_allocation_count = served inside
-                                    captures; upstream_calls_during_capture must be 0 */
+                                    captures; upstream_call_during_capture_count must be 0 */
 } replay_result;
 
 /**

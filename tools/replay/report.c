@@ -121,8 +121,8 @@ void replay_report_print_table(FILE *out, const replay_trace *trace,
               "; graph arena: %llu served inside captures, %llu upstream calls during capture "
               "(must be 0), capacity %s MiB",
               (unsigned long long)r->arena.capture_allocation_count,
-              (unsigned long long)r->arena.upstream_calls_during_capture,
-              replay_report_format_mib(r->arena.peak_capacity_bytes, capacity, sizeof capacity));
+              (unsigned long long)r->arena.upstream_call_during_capture_count,
+              replay_report_format_mib(r->arena.peak_held_bytes, capacity, sizeof capacity));
       if (r->arena.capture_refusal_count > 0) {
         fprintf(out, ", %llu refused (needs %s MiB more)",
                 (unsigned long long)r->arena.capture_refusal_count,

@@ -1,7 +1,7 @@
 /*
- * resources/thread_home.c (internal): see thread_home.h.
+ * resources/pool/thread_home.c (internal): see thread_home.h.
  */
-#include "resources/thread_home.h"
+#include "resources/pool/thread_home.h"
 
 #include <stdatomic.h>
 

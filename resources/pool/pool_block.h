@@ -1,5 +1,5 @@
 /*
- * resources/pool_block.h (internal): the host-side header of one block of a
+ * resources/pool/pool_block.h (internal): the host-side header of one block of a
  * pool_resource chunk, shared by the pool and its two indexes.
  *
  * Device memory cannot hold allocator headers (the host cannot touch it
@@ -10,9 +10,10 @@
  *
  * Thread-safe: no; the owning arena's lock guards every header.
  */
-#ifndef GMR_RESOURCES_POOL_BLOCK_H_
-#define GMR_RESOURCES_POOL_BLOCK_H_
+#ifndef GMR_RESOURCES_POOL_POOL_BLOCK_H_
+#define GMR_RESOURCES_POOL_POOL_BLOCK_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,8 +31,8 @@ struct gmr__pool_block {
   size_t request_bytes;        /* allocated: the bytes asked for; 0 while free */
   uint32_t request_alignment_log2; /* allocated: log2 of the alignment asked for */
   uint32_t slot;               /* free: index of the stream slot that holds it */
-  uint16_t is_free;
-  uint16_t cached;             /* free, in its slot's cache of recent frees, not in an index */
+  bool is_free;
+  bool cached;                 /* free, in its slot's cache of recent frees, not in an index */
 };
 
-#endif /* GMR_RESOURCES_POOL_BLOCK_H_ */
+#endif /* GMR_RESOURCES_POOL_POOL_BLOCK_H_ */

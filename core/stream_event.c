@@ -1,7 +1,7 @@
 /*
- * resources/stream_event.c (internal): see stream_event.h.
+ * core/stream_event.c (internal): see stream_event.h.
  */
-#include "resources/stream_event.h"
+#include "core/stream_event.h"
 
 #include <stddef.h>
 

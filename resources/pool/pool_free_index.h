@@ -1,5 +1,5 @@
 /*
- * resources/pool_free_index.h (internal): the free blocks of one stream slot
+ * resources/pool/pool_free_index.h (internal): the free blocks of one stream slot
  * of a pool_resource arena, indexed by size for good fit in O(1).
  *
  * A two-level segregated-fit index (TLSF, Masmano et al. 2004): sizes are
@@ -17,14 +17,14 @@
  *
  * Thread-safe: no; the arena's lock guards it.
  */
-#ifndef GMR_RESOURCES_POOL_FREE_INDEX_H_
-#define GMR_RESOURCES_POOL_FREE_INDEX_H_
+#ifndef GMR_RESOURCES_POOL_POOL_FREE_INDEX_H_
+#define GMR_RESOURCES_POOL_POOL_FREE_INDEX_H_
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "resources/pool_block.h"
+#include "resources/pool/pool_block.h"
 
 #define GMR__FREE_INDEX_UNIT_LOG2 8u /* 256-byte units */
 #define GMR__FREE_INDEX_SL_LOG2 5u
@@ -69,4 +69,4 @@ size_t gmr__free_index_largest(const gmr__free_index *index);
 bool gmr__free_index_check(const gmr__free_index *index,
                            bool (*visit)(void *ctx, const gmr__pool_block *b), void *ctx);
 
-#endif /* GMR_RESOURCES_POOL_FREE_INDEX_H_ */
+#endif /* GMR_RESOURCES_POOL_POOL_FREE_INDEX_H_ */

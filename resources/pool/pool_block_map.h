@@ -1,5 +1,5 @@
 /*
- * resources/pool_block_map.h (internal): the allocated blocks of a
+ * resources/pool/pool_block_map.h (internal): the allocated blocks of a
  * pool_resource arena, by address, for deallocate.
  *
  * Open addressing with linear probing over one array of {address, block}
@@ -9,14 +9,14 @@
  *
  * Thread-safe: no; the arena's lock guards it.
  */
-#ifndef GMR_RESOURCES_POOL_BLOCK_MAP_H_
-#define GMR_RESOURCES_POOL_BLOCK_MAP_H_
+#ifndef GMR_RESOURCES_POOL_POOL_BLOCK_MAP_H_
+#define GMR_RESOURCES_POOL_POOL_BLOCK_MAP_H_
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "resources/pool_block.h"
+#include "resources/pool/pool_block.h"
 
 typedef struct gmr__block_map_entry {
   uintptr_t addr;
@@ -49,4 +49,4 @@ void gmr__block_map_remove(gmr__block_map *map, uintptr_t addr);
 /* Free the storage. */
 void gmr__block_map_clear(gmr__block_map *map);
 
-#endif /* GMR_RESOURCES_POOL_BLOCK_MAP_H_ */
+#endif /* GMR_RESOURCES_POOL_POOL_BLOCK_MAP_H_ */

@@ -1,7 +1,7 @@
 /*
- * resources/pool_block_map.c (internal): see pool_block_map.h.
+ * resources/pool/pool_block_map.c (internal): see pool_block_map.h.
  */
-#include "resources/pool_block_map.h"
+#include "resources/pool/pool_block_map.h"
 
 #include <stdlib.h>
 

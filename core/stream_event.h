@@ -1,5 +1,5 @@
 /*
- * resources/stream_event.h (internal): the lazily recorded event that orders
+ * core/stream_event.h (internal): the lazily recorded event that orders
  * the reuse, on other streams, of memory freed on one stream.
  *
  * RMM's pool records an event on the freeing stream at every deallocate. A
@@ -26,8 +26,8 @@
  *
  * Thread-safe: no; the owning pool holds its lock around every call.
  */
-#ifndef GMR_RESOURCES_STREAM_EVENT_H_
-#define GMR_RESOURCES_STREAM_EVENT_H_
+#ifndef GMR_CORE_STREAM_EVENT_H_
+#define GMR_CORE_STREAM_EVENT_H_
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -105,4 +105,4 @@ cudaError_t gmr__stream_event_synchronize(const gmr__cuda_ops *cuda, gmr__stream
 /* Destroy the CUDA event, if one was created. */
 void gmr__stream_event_deinit(const gmr__cuda_ops *cuda, gmr__stream_event *e);
 
-#endif /* GMR_RESOURCES_STREAM_EVENT_H_ */
+#endif /* GMR_CORE_STREAM_EVENT_H_ */

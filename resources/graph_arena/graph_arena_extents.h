@@ -1,5 +1,5 @@
 /*
- * resources/graph_arena_extents.h (internal): an address-ordered set of
+ * resources/graph_arena/graph_arena_extents.h (internal): an address-ordered set of
  * disjoint free byte ranges, the free space of the graph arena and the reuse
  * lists of its graph memories.
  *
@@ -20,8 +20,8 @@
  *
  * Thread-safe: no; the arena holds its lock.
  */
-#ifndef GMR_RESOURCES_GRAPH_ARENA_EXTENTS_H_
-#define GMR_RESOURCES_GRAPH_ARENA_EXTENTS_H_
+#ifndef GMR_RESOURCES_GRAPH_ARENA_GRAPH_ARENA_EXTENTS_H_
+#define GMR_RESOURCES_GRAPH_ARENA_GRAPH_ARENA_EXTENTS_H_
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -102,4 +102,4 @@ void gmr__extent_set_remove(gmr__extent_set *set, size_t index);
 /* Index of a range exactly `e` (order, begin, end, tag), or SIZE_MAX. */
 size_t gmr__extent_set_find_exact(const gmr__extent_set *set, gmr__extent e);
 
-#endif /* GMR_RESOURCES_GRAPH_ARENA_EXTENTS_H_ */
+#endif /* GMR_RESOURCES_GRAPH_ARENA_GRAPH_ARENA_EXTENTS_H_ */

@@ -1,7 +1,7 @@
 /*
- * resources/graph_arena_extents.c (internal): see graph_arena_extents.h.
+ * resources/graph_arena/graph_arena_extents.c (internal): see graph_arena_extents.h.
  */
-#include "resources/graph_arena_extents.h"
+#include "resources/graph_arena/graph_arena_extents.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /*
- * resources/spin_lock.h (internal): a test-and-test-and-set lock for the short
+ * core/spin_lock.h (internal): a test-and-test-and-set lock for the short
  * critical sections of the pools (a few tens of nanoseconds of bookkeeping).
  *
  * Uncontended it costs one atomic exchange and one release store, about half
@@ -9,8 +9,8 @@
  *
  * Thread-safe: yes (that is its purpose).
  */
-#ifndef GMR_RESOURCES_SPIN_LOCK_H_
-#define GMR_RESOURCES_SPIN_LOCK_H_
+#ifndef GMR_CORE_SPIN_LOCK_H_
+#define GMR_CORE_SPIN_LOCK_H_
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -29,13 +29,8 @@ static inline void gmr__spin_lock_acquire(gmr__spin_lock *lock) {
   gmr__spin_lock_acquire_slow(lock);
 }
 
-static inline bool gmr__spin_lock_try_acquire(gmr__spin_lock *lock) {
-  return atomic_load_explicit(&lock->locked, memory_order_relaxed) == 0 &&
-         !atomic_exchange_explicit(&lock->locked, 1, memory_order_acquire);
-}
-
 static inline void gmr__spin_lock_release(gmr__spin_lock *lock) {
   atomic_store_explicit(&lock->locked, 0, memory_order_release);
 }
 
-#endif /* GMR_RESOURCES_SPIN_LOCK_H_ */
+#endif /* GMR_CORE_SPIN_LOCK_H_ */

@@ -1,7 +1,7 @@
 /*
- * resources/pool_free_index.c (internal): see pool_free_index.h.
+ * resources/pool/pool_free_index.c (internal): see pool_free_index.h.
  */
-#include "resources/pool_free_index.h"
+#include "resources/pool/pool_free_index.h"
 
 #include <string.h>
 
@@ -97,7 +97,8 @@ gmr__pool_block *gmr__free_index_find(const gmr__free_index *index, size_t bytes
   }
   if (best != NULL) return best;
   /* The first non-empty larger class: every block there fits. */
-  uint32_t sl_map = sl + 1u < GMR__FREE_INDEX_SL_COUNT ? index->sl_bitmap[fl] & (~0u << (sl + 1u)) : 0u;
+  uint32_t sl_map =
+      sl + 1u < GMR__FREE_INDEX_SL_COUNT ? index->sl_bitmap[fl] & (~0u << (sl + 1u)) : 0u;
   if (sl_map == 0) {
     uint64_t fl_map = fl + 1u < 64u ? index->fl_bitmap & (~(uint64_t)0 << (fl + 1u)) : 0u;
     if (fl_map == 0) return NULL;

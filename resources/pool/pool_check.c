@@ -1,13 +1,14 @@
 /*
- * resources/pool_check.c (internal): the invariant walk behind
- * gmr_pool_resource_check_invariants(). See gmr/pool_resource.h.
+ * resources/pool/pool_check.c (internal): the invariant walk behind
+ * gmr_pool_resource_check_invariants(), which it also defines. See
+ * gmr/pool_resource.h.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "resources/pool_internal.h"
+#include "resources/pool/pool_internal.h"
 
 typedef struct check_state {
   char *err;
@@ -52,7 +53,9 @@ static bool in_cache(const gmr__pool_slot *s, const gmr__pool_block *b) {
 static bool check_chunk(const gmr__pool_arena *a, uint32_t ai, const gmr__pool_chunk *c,
                         size_t *live, size_t *in_use, size_t *requested, size_t *free_blocks,
                         check_state *cs) {
-  if (c->arena != a) return violated(cs, "arena %u: chunk %#zx names another arena", ai, (size_t)c->base);
+  if (c->arena != a) {
+    return violated(cs, "arena %u: chunk %#zx names another arena", ai, (size_t)c->base);
+  }
   if (c->next != NULL && c->next->prev != c) return violated(cs, "arena %u: chunk list links", ai);
   uintptr_t expect = c->base;
   const gmr__pool_block *prev = NULL;
@@ -77,7 +80,9 @@ static bool check_chunk(const gmr__pool_arena *a, uint32_t ai, const gmr__pool_c
       } else {
         ++*free_blocks;
       }
-      if (mapped) return violated(cs, "arena %u: free block %#zx is in the live map", ai, (size_t)b->addr);
+      if (mapped) {
+        return violated(cs, "arena %u: free block %#zx is in the live map", ai, (size_t)b->addr);
+      }
     } else {
       ++*live;
       *in_use += b->size;
@@ -111,7 +116,8 @@ bool gmr__pool_check_arena(const gmr__pool_arena *a, uint32_t ai, char *err, siz
     for (uint32_t k = 0; k < s->cache_count; ++k) {
       const gmr__pool_block *b = s->cache[k];
       if (!b->is_free || !b->cached || b->slot != i || b->chunk == NULL || b->chunk->arena != a) {
-        return violated(&cs, "arena %u: slot %u caches a block that is not a free block of it", ai, i);
+        return violated(&cs, "arena %u: slot %u caches a block that is not a free block of it", ai,
+                        i);
       }
     }
     index_visit v = {a, i, 0};
@@ -126,11 +132,57 @@ bool gmr__pool_check_arena(const gmr__pool_arena *a, uint32_t ai, char *err, siz
   }
   if (live != a->live.count || live != a->in_use_count || in_use != a->in_use_bytes ||
       requested != a->requested_bytes) {
-    return violated(&cs, "arena %u: %zu allocated blocks of %zu bytes, but %zu counted (%zu mapped) of %zu",
-                    ai, live, in_use, a->in_use_count, a->live.count, a->in_use_bytes);
+    return violated(
+        &cs, "arena %u: %zu allocated blocks of %zu bytes, but %zu counted (%zu mapped) of %zu", ai,
+        live, in_use, a->in_use_count, a->live.count, a->in_use_bytes);
   }
   if (held != a->held_bytes || chunks != a->chunk_count) {
     return violated(&cs, "arena %u: chunks hold %zu bytes, %zu counted", ai, held, a->held_bytes);
   }
   return true;
+}
+
+gmr_status gmr_pool_resource_check_invariants(gmr_pool_resource *pool, char *err,
+                                              size_t err_bytes) {
+  if (err != NULL && err_bytes > 0) err[0] = '\0';
+  if (pool == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  bool ok = true;
+  size_t held = 0, chunks = 0;
+  for (uint32_t i = 0; i < pool->arena_count && ok; ++i) {
+    gmr__pool_arena *a = pool->arenas[i];
+    gmr__spin_lock_acquire(&a->lock);
+    ok = gmr__pool_check_arena(a, i, err, err_bytes);
+    held += a->held_bytes;
+    chunks += a->chunk_count;
+    gmr__spin_lock_release(&a->lock);
+  }
+  if (ok && held != atomic_load(&pool->held_bytes)) {
+    if (err != NULL) {
+      snprintf(err, err_bytes, "the arenas hold %zu bytes, the pool counts %zu", held,
+               atomic_load(&pool->held_bytes));
+    }
+    ok = false;
+  }
+  if (ok && pool->arena_count > 1) {
+    pthread_rwlock_rdlock(&pool->registry.lock);
+    if (pool->registry.count != chunks) {
+      if (err != NULL) {
+        snprintf(err, err_bytes, "%zu chunks, but %zu in the chunk table", chunks,
+                 pool->registry.count);
+      }
+      ok = false;
+    }
+    for (size_t i = 1; ok && i < pool->registry.count; ++i) {
+      const gmr__pool_chunk *p = pool->registry.items[i - 1], *c = pool->registry.items[i];
+      if (p->base + p->size > c->base) {
+        if (err != NULL) {
+          snprintf(err, err_bytes, "chunks %#zx and %#zx overlap", (size_t)p->base,
+                   (size_t)c->base);
+        }
+        ok = false;
+      }
+    }
+    pthread_rwlock_unlock(&pool->registry.lock);
+  }
+  return ok ? GMR_OK : GMR_ERR_INTERNAL;
 }

@@ -1,9 +1,9 @@
 /*
- * resources/spin_lock.c (internal): the contended path of gmr__spin_lock.
+ * core/spin_lock.c (internal): the contended path of gmr__spin_lock.
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "resources/spin_lock.h"
+#include "core/spin_lock.h"
 
 #include <sched.h>
 

@@ -1,0 +1,216 @@
+/*
+ * core/cuda_sim/sim_internal.h (internal): the state of the host simulation
+ * of the CUDA layer and the functions its files share:
+ *   sim_ops.c      the gmr__cuda_ops table of the simulation
+ *   cuda_sim.c     the control functions of gmr/cuda_sim.h (enable, usage)
+ *   sim_state.c    the state, its mutex, live handles, per-thread device and
+ *                  capture mode, usage counts
+ *   sim_faults.c   counting calls and injecting failures
+ *   sim_device.c   devices and memory (cudaMalloc, cudaFree, pinned, managed)
+ *   sim_mempool.c  memory pools and stream-ordered allocation
+ *   sim_stream.c   streams, events, capture and graphs
+ *
+ * One mutex guards all simulated state; the simulation is for correctness,
+ * not speed. Handles given out (streams, events, pools, graphs) are pointers
+ * to the structs below, checked against a table of live objects on every use,
+ * so a stale or foreign handle gives cudaErrorInvalidResourceHandle rather
+ * than a crash.
+ *
+ * Thread-safe: the op functions take the mutex themselves; every other
+ * function here must be called with it held (gmr__sim_lock).
+ */
+#ifndef GMR_CORE_CUDA_SIM_SIM_INTERNAL_H_
+#define GMR_CORE_CUDA_SIM_SIM_INTERNAL_H_
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/cuda_layer.h"
+#include "core/u64_map.h"
+#include "gmr/cuda_sim.h"
+
+#define GMR__SIM_MAX_DEVICES 16
+
+#define GMR__SIM_ALIGNMENT ((size_t)256)
+
+typedef enum gmr__sim_object_kind {
+  GMR__SIM_OBJ_ALLOCATION = 1,
+  GMR__SIM_OBJ_STREAM,
+  GMR__SIM_OBJ_EVENT,
+  GMR__SIM_OBJ_POOL,
+  GMR__SIM_OBJ_GRAPH
+} gmr__sim_object_kind;
+
+typedef enum gmr__sim_memory_kind {
+  GMR__SIM_MEM_DEVICE,
+  GMR__SIM_MEM_MANAGED,
+  GMR__SIM_MEM_PINNED,
+  GMR__SIM_MEM_POOL
+} gmr__sim_memory_kind;
+
+typedef struct gmr__sim_pool {
+  int device;
+  uint64_t release_threshold_bytes;
+  size_t used_bytes;     /* live allocations from the pool */
+  size_t reserved_bytes; /* what the pool holds from the device */
+  size_t used_high_bytes;
+  size_t reserved_high_bytes;
+} gmr__sim_pool;
+
+typedef struct gmr__sim_allocation {
+  size_t bytes;
+  bool mapped; /* backed by mmap (large), else by aligned_alloc */
+  int device; /* -1 for pinned host memory */
+  gmr__sim_memory_kind kind;
+  gmr__sim_pool *pool; /* GMR__SIM_MEM_POOL only */
+} gmr__sim_allocation;
+
+typedef struct gmr__sim_stream {
+  uint64_t id; /* unique for the process, never reused */
+  int device;
+  bool held;
+  uint64_t recorded_seq;  /* sequence number of the last event recorded */
+  uint64_t completed_seq; /* events up to this number have completed */
+  uint64_t wait_count;
+  enum cudaStreamCaptureStatus capture_status;
+  unsigned long long capture_id;
+  enum cudaStreamCaptureMode capture_mode; /* of the capture in progress */
+  uint64_t capture_thread;                 /* sim thread id of the capturing thread */
+} gmr__sim_stream;
+
+typedef struct gmr__sim_event {
+  uint64_t stream_id; /* 0: never recorded, or recorded on the default stream */
+  uint64_t seq;
+} gmr__sim_event;
+
+typedef struct gmr__sim_graph {
+  unsigned long long capture_id;
+} gmr__sim_graph;
+
+typedef struct gmr__sim_usage {
+  size_t used_bytes;
+  size_t peak_used_bytes;
+  size_t allocation_count;
+} gmr__sim_usage;
+
+typedef struct gmr__sim_fault {
+  bool armed;
+  uint64_t skip_count;
+  uint64_t fail_count;
+  cudaError_t error;
+} gmr__sim_fault;
+
+typedef struct gmr__sim_state {
+  bool enabled;
+  gmr_cuda_sim_config config;
+  uint64_t epoch; /* bumped at each enable: resets threads' current device */
+  gmr__sim_usage device[GMR__SIM_MAX_DEVICES];
+  gmr__sim_usage host;
+  gmr__u64_map objects;     /* handle address -> gmr__sim_object_kind */
+  gmr__u64_map allocations; /* address -> gmr__sim_allocation * */
+  uint64_t next_stream_id;
+  unsigned long long next_capture_id;
+  size_t active_capture_count;
+  uint64_t stale_handle_count; /* calls that named a stream/event/pool/graph not alive */
+  gmr__sim_fault faults[GMR_CUDA_CALL_COUNT];
+} gmr__sim_state;
+
+/* The simulated devices (sim_state.c); guarded by the mutex. */
+extern gmr__sim_state gmr__sim;
+/* Calls per gmr_cuda_call (sim_faults.c); atomic, read without the mutex. */
+extern _Atomic uint64_t gmr__sim_call_counts[GMR_CUDA_CALL_COUNT];
+/* The calling thread's current device, valid while its epoch is the state's. */
+extern _Thread_local int gmr__sim_thread_device;
+/* The calling thread's capture interaction mode (CUDA's default: global). */
+extern _Thread_local enum cudaStreamCaptureMode gmr__sim_thread_capture_mode;
+
+/* ---- sim_state.c ---- */
+uint64_t gmr__sim_this_thread_id(void);
+void gmr__sim_lock(void);
+void gmr__sim_unlock(void);
+int gmr__sim_current_device(void);
+bool gmr__sim_is_object(const void *handle, gmr__sim_object_kind kind);
+/* gmr__sim_is_object() for a handle a CUDA call received: a dead or foreign handle is
+ * counted, because real CUDA would crash or misbehave on it. */
+bool gmr__sim_live_object(const void *handle, gmr__sim_object_kind kind);
+/* NULL and the runtime's special handles (cudaStreamLegacy, cudaStreamPerThread)
+ * are the default stream; anything else must be a live simulated stream. */
+bool gmr__sim_stream_is_default(cudaStream_t s);
+cudaError_t gmr__sim_lookup_stream(cudaStream_t s, gmr__sim_stream **out);
+gmr__sim_stream *gmr__sim_find_stream_by_id(uint64_t id);
+/* CUDA's capture modes: a potentially unsafe call from a thread that is not
+ * in relaxed mode is refused while a global-mode capture is active anywhere,
+ * or a thread-local one begun by the calling thread; it invalidates those
+ * captures. */
+bool gmr__sim_capture_forbids_unsafe_call(void);
+bool gmr__sim_stream_capturing(const gmr__sim_stream *s);
+gmr__sim_usage *gmr__sim_usage_of(int device);
+void gmr__sim_usage_add(gmr__sim_usage *u, size_t bytes, long count_delta);
+void gmr__sim_usage_sub(gmr__sim_usage *u, size_t bytes, long count_delta);
+size_t gmr__sim_round_up(size_t bytes);
+void gmr__sim_complete_stream(gmr__sim_stream *s);
+void gmr__sim_complete_all_streams(void);
+bool gmr__sim_add_object(void *handle, gmr__sim_object_kind kind);
+void gmr__sim_remove_object(void *handle);
+/* Called with the mutex held. */
+bool gmr__sim_has_live_objects(void);
+
+/* ---- sim_faults.c ---- */
+/* Count the call and apply an injected failure, if one is due. */
+cudaError_t gmr__sim_enter_call(gmr_cuda_call call);
+
+/* ---- sim_device.c ---- */
+/* Take `bytes` of simulated memory on `device` (-1: pinned host) and back it
+ * with host memory. The rounding to 256 bytes mirrors cudaMalloc's alignment. */
+cudaError_t gmr__sim_alloc(void **ptr, size_t bytes, int device, gmr__sim_memory_kind kind,
+                           gmr__sim_pool *pool);
+cudaError_t gmr__sim_release(void *ptr, bool pinned, bool from_pool);
+cudaError_t gmr__sim_get_device_count(int *count);
+cudaError_t gmr__sim_get_device(int *device);
+cudaError_t gmr__sim_set_device(int device);
+cudaError_t gmr__sim_device_get_attribute(int *value, enum cudaDeviceAttr attr, int device);
+cudaError_t gmr__sim_mem_get_info(size_t *free_bytes, size_t *total_bytes);
+cudaError_t gmr__sim_device_synchronize(void);
+cudaError_t gmr__sim_malloc(void **ptr, size_t bytes);
+cudaError_t gmr__sim_malloc_managed(void **ptr, size_t bytes);
+cudaError_t gmr__sim_host_alloc(void **ptr, size_t bytes);
+cudaError_t gmr__sim_free(void *ptr);
+cudaError_t gmr__sim_free_host(void *ptr);
+
+/* ---- sim_mempool.c ---- */
+/* At a synchronisation, pools release what exceeds their release threshold
+ * (cudaMemPoolAttrReleaseThreshold semantics). */
+void gmr__sim_pools_release_at_sync(void);
+cudaError_t gmr__sim_mem_pool_create(cudaMemPool_t *pool, int device);
+cudaError_t gmr__sim_mem_pool_destroy(cudaMemPool_t pool);
+cudaError_t gmr__sim_mem_pool_set_attribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr,
+                                            uint64_t value);
+cudaError_t gmr__sim_mem_pool_get_attribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr,
+                                            uint64_t *value);
+cudaError_t gmr__sim_mem_pool_trim_to(cudaMemPool_t pool, size_t keep);
+cudaError_t gmr__sim_malloc_from_pool_async(void **ptr, size_t bytes, cudaMemPool_t pool,
+                                            cudaStream_t stream);
+cudaError_t gmr__sim_free_async(void *ptr, cudaStream_t stream);
+
+/* ---- sim_stream.c ---- */
+cudaError_t gmr__sim_stream_create(cudaStream_t *stream);
+cudaError_t gmr__sim_stream_destroy(cudaStream_t stream);
+cudaError_t gmr__sim_stream_synchronize(cudaStream_t stream);
+cudaError_t gmr__sim_stream_wait_event(cudaStream_t stream, cudaEvent_t event);
+cudaError_t gmr__sim_stream_get_capture_info(cudaStream_t stream,
+                                             enum cudaStreamCaptureStatus *status,
+                                             unsigned long long *capture_id);
+cudaError_t gmr__sim_stream_begin_capture(cudaStream_t stream, enum cudaStreamCaptureMode mode);
+cudaError_t gmr__sim_thread_exchange_capture_mode(enum cudaStreamCaptureMode *mode);
+cudaError_t gmr__sim_stream_end_capture(cudaStream_t stream, cudaGraph_t *graph);
+cudaError_t gmr__sim_graph_destroy(cudaGraph_t graph);
+cudaError_t gmr__sim_event_create(cudaEvent_t *event);
+cudaError_t gmr__sim_event_destroy(cudaEvent_t event);
+cudaError_t gmr__sim_event_record(cudaEvent_t event, cudaStream_t stream);
+cudaError_t gmr__sim_event_query(cudaEvent_t event);
+cudaError_t gmr__sim_event_synchronize(cudaEvent_t event);
+cudaError_t gmr__sim_memset_async(void *ptr, int value, size_t bytes, cudaStream_t stream);
+
+#endif /* GMR_CORE_CUDA_SIM_SIM_INTERNAL_H_ */

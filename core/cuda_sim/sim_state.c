@@ -1,0 +1,149 @@
+/*
+ * core/cuda_sim/sim_state.c (internal): the simulated devices' state, its mutex,
+ * the table of live handles, each thread's device and capture mode, and the
+ * usage counts. See sim_internal.h.
+ */
+#include <pthread.h>
+
+#include "core/cuda_sim/sim_internal.h"
+
+static pthread_mutex_t sim_mutex = PTHREAD_MUTEX_INITIALIZER;
+gmr__sim_state gmr__sim;
+
+static _Thread_local uint64_t thread_epoch;
+_Thread_local int gmr__sim_thread_device;
+_Thread_local enum cudaStreamCaptureMode gmr__sim_thread_capture_mode =
+    cudaStreamCaptureModeGlobal;
+static _Atomic uint64_t next_thread_id;
+static _Thread_local uint64_t thread_id;
+
+uint64_t gmr__sim_this_thread_id(void) {
+  if (thread_id == 0) thread_id = ++next_thread_id;
+  return thread_id;
+}
+
+void gmr__sim_lock(void) { pthread_mutex_lock(&sim_mutex); }
+
+void gmr__sim_unlock(void) { pthread_mutex_unlock(&sim_mutex); }
+
+int gmr__sim_current_device(void) {
+  if (thread_epoch != gmr__sim.epoch) {
+    thread_epoch = gmr__sim.epoch;
+    gmr__sim_thread_device = 0;
+  }
+  return gmr__sim_thread_device;
+}
+
+bool gmr__sim_is_object(const void *handle, gmr__sim_object_kind kind) {
+  uint64_t k = 0;
+  return handle != NULL && gmr__u64_map_get(&gmr__sim.objects, (uint64_t)(uintptr_t)handle, &k) &&
+         k == (uint64_t)kind;
+}
+
+/* gmr__sim_is_object() for a handle a CUDA call received: a dead or foreign handle is
+ * counted, because real CUDA would crash or misbehave on it. */
+bool gmr__sim_live_object(const void *handle, gmr__sim_object_kind kind) {
+  if (gmr__sim_is_object(handle, kind)) return true;
+  gmr__sim.stale_handle_count++;
+  return false;
+}
+
+/* NULL and the runtime's special handles (cudaStreamLegacy, cudaStreamPerThread)
+ * are the default stream; anything else must be a live simulated stream. */
+bool gmr__sim_stream_is_default(cudaStream_t s) {
+  return s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
+cudaError_t gmr__sim_lookup_stream(cudaStream_t s, gmr__sim_stream **out) {
+  *out = NULL;
+  if (gmr__sim_stream_is_default(s)) return cudaSuccess;
+  if (!gmr__sim_live_object(s, GMR__SIM_OBJ_STREAM)) return cudaErrorInvalidResourceHandle;
+  *out = (gmr__sim_stream *)(void *)s;
+  return cudaSuccess;
+}
+
+gmr__sim_stream *gmr__sim_find_stream_by_id(uint64_t id) {
+  size_t cursor = 0;
+  uint64_t key = 0, kind = 0;
+  while (gmr__u64_map_next(&gmr__sim.objects, &cursor, &key, &kind)) {
+    if (kind != GMR__SIM_OBJ_STREAM) continue;
+    gmr__sim_stream *s = (gmr__sim_stream *)(uintptr_t)key;
+    if (s->id == id) return s;
+  }
+  return NULL;
+}
+
+/* CUDA's capture modes: a potentially unsafe call from a thread that is not
+ * in relaxed mode is refused while a global-mode capture is active anywhere,
+ * or a thread-local one begun by the calling thread; it invalidates those
+ * captures. */
+bool gmr__sim_capture_forbids_unsafe_call(void) {
+  if (gmr__sim.active_capture_count == 0) return false;
+  if (gmr__sim_thread_capture_mode == cudaStreamCaptureModeRelaxed) return false;
+  uint64_t self = gmr__sim_this_thread_id();
+  bool forbidden = false;
+  size_t cursor = 0;
+  uint64_t key = 0, kind = 0;
+  while (gmr__u64_map_next(&gmr__sim.objects, &cursor, &key, &kind)) {
+    if (kind != GMR__SIM_OBJ_STREAM) continue;
+    gmr__sim_stream *s = (gmr__sim_stream *)(uintptr_t)key;
+    if (s->capture_status == cudaStreamCaptureStatusNone) continue;
+    bool applies =
+        s->capture_mode == cudaStreamCaptureModeGlobal ||
+        (s->capture_mode == cudaStreamCaptureModeThreadLocal && s->capture_thread == self);
+    if (!applies) continue;
+    forbidden = true;
+    if (s->capture_status == cudaStreamCaptureStatusActive) {
+      s->capture_status = cudaStreamCaptureStatusInvalidated;
+    }
+  }
+  return forbidden;
+}
+
+bool gmr__sim_stream_capturing(const gmr__sim_stream *s) {
+  return s != NULL && s->capture_status != cudaStreamCaptureStatusNone;
+}
+
+gmr__sim_usage *gmr__sim_usage_of(int device) {
+  return device < 0 ? &gmr__sim.host : &gmr__sim.device[device];
+}
+
+void gmr__sim_usage_add(gmr__sim_usage *u, size_t bytes, long count_delta) {
+  u->used_bytes += bytes;
+  if (u->used_bytes > u->peak_used_bytes) u->peak_used_bytes = u->used_bytes;
+  u->allocation_count = (size_t)((long)u->allocation_count + count_delta);
+}
+
+void gmr__sim_usage_sub(gmr__sim_usage *u, size_t bytes, long count_delta) {
+  u->used_bytes -= bytes;
+  u->allocation_count = (size_t)((long)u->allocation_count - count_delta);
+}
+
+size_t gmr__sim_round_up(size_t bytes) {
+  return (bytes + GMR__SIM_ALIGNMENT - 1) & ~(GMR__SIM_ALIGNMENT - 1);
+}
+
+void gmr__sim_complete_stream(gmr__sim_stream *s) {
+  if (s != NULL) s->completed_seq = s->recorded_seq;
+}
+
+void gmr__sim_complete_all_streams(void) {
+  size_t cursor = 0;
+  uint64_t key = 0, kind = 0;
+  while (gmr__u64_map_next(&gmr__sim.objects, &cursor, &key, &kind)) {
+    if (kind == GMR__SIM_OBJ_STREAM) gmr__sim_complete_stream((gmr__sim_stream *)(uintptr_t)key);
+  }
+}
+
+bool gmr__sim_add_object(void *handle, gmr__sim_object_kind kind) {
+  return gmr__u64_map_put(&gmr__sim.objects, (uint64_t)(uintptr_t)handle, (uint64_t)kind);
+}
+
+void gmr__sim_remove_object(void *handle) {
+  gmr__u64_map_remove(&gmr__sim.objects, (uint64_t)(uintptr_t)handle, NULL);
+}
+
+/* Called with the mutex held. */
+bool gmr__sim_has_live_objects(void) {
+  return gmr__sim.objects.count > 0 || gmr__sim.allocations.count > 0;
+}

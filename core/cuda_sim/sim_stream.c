@@ -1,0 +1,280 @@
+/*
+ * core/cuda_sim/sim_stream.c (internal): streams, events (completion is
+ * simulated per stream by sequence numbers; a held stream never completes),
+ * stream capture with CUDA's three capture modes, and graphs.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cuda_sim/sim_internal.h"
+
+cudaError_t gmr__sim_stream_create(cudaStream_t *stream) {
+  gmr__sim_lock();
+  *stream = NULL;
+  cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_STREAM_CREATE);
+  if (err == cudaSuccess) {
+    gmr__sim_stream *s = calloc(1, sizeof *s);
+    if (s == NULL || !gmr__sim_add_object(s, GMR__SIM_OBJ_STREAM)) {
+      free(s);
+      err = cudaErrorMemoryAllocation;
+    } else {
+      s->id = ++gmr__sim.next_stream_id;
+      s->device = gmr__sim_current_device();
+      s->capture_status = cudaStreamCaptureStatusNone;
+      *stream = (cudaStream_t)(void *)s;
+    }
+  }
+  gmr__sim_unlock();
+  return err;
+}
+
+cudaError_t gmr__sim_stream_destroy(cudaStream_t stream) {
+  gmr__sim_lock();
+  cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_STREAM_DESTROY);
+  if (err == cudaSuccess && !gmr__sim_live_object(stream, GMR__SIM_OBJ_STREAM)) {
+    err = cudaErrorInvalidResourceHandle;
+  }
+  if (err == cudaSuccess) {
+    gmr__sim_stream *s = (gmr__sim_stream *)(void *)stream;
+    if (s->capture_status != cudaStreamCaptureStatusNone) gmr__sim.active_capture_count--;
+    gmr__sim_remove_object(s); /* events recorded on it now count as complete */
+    free(s);
+  }
+  gmr__sim_unlock();
+  return err;
+}
+
+cudaError_t gmr__sim_stream_synchronize(cudaStream_t stream) {
+  gmr__sim_lock();
+  gmr__sim_stream *s = NULL;
+  cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_STREAM_SYNCHRONIZE);
+  if (err == cudaSuccess) err = gmr__sim_lookup_stream(stream, &s);
+  if (err == cudaSuccess && gmr__sim_capture_forbids_unsafe_call()) {
+    err = cudaErrorStreamCaptureUnsupported;
+  }
+  if (err == cudaSuccess) {
+    if (s == NULL) {
+      gmr__sim_complete_all_streams(); /* the legacy default stream waits for all */
+    } else {
+      gmr__sim_complete_stream(s);
+    }
+    gmr__sim_pools_release_at_sync();
+  }
+  gmr__sim_unlock();
+  return err;
+}
+
+cudaError_t gmr__sim_stream_wait_event(cudaStream_t stream, cudaEvent_t event) {
+  gmr__sim_lock();
+  gmr__sim_stream *s = NULL;
+  cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_STREAM_WAIT_EVENT);
+  if (err == cudaSuccess) err = gmr__sim_lookup_stream(stream, &s);
+  if (err == cudaSuccess && !gmr__sim_live_object(event, GMR__SIM_OBJ_EVENT)) {
+    err = cudaErrorInvalidResourceHandle;
+  }
+  if (err == cudaSuccess && s != NULL) s->wait_count++;
+  gmr__sim_unlock();
+  return err;
+}
+
+cudaError_t gmr__sim_stream_get_capture_info(cudaStream_t stream,
+                                             enum cudaStreamCaptureStatus *status,
+                                             unsigned long long *capture_id) {
+  gmr__sim_lock();
+  gmr__sim_stream *s = NULL;
+  cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_STREAM_GET_CAPTURE_INFO);
+  if (err == cudaSuccess) err = gmr__sim_lookup_stream(stream, &s);
+  if (err == cudaSuccess) {
+    *status = s == NULL ? cudaStreamCaptureStatusNone : s->capture_status;
+    if (capture_id != NULL) *capture_id = gmr__sim_stream_capturing(s) ? s->capture_id : 0;
+  }
+  gmr__sim_unlock();
+  return err;
+}
+
+cudaError_t gmr__sim_stream_begin_capture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+  gmr__sim_lock();
+  gmr__sim_stream *s = NULL;
+  cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_STREAM_BEGIN_CAPTURE);
+  if (err == cudaSuccess) err = gmr__sim_lookup_stream(stream, &s);
+  /* The legacy default stream cannot be captured. */
+  if (err == cudaSuccess && s == NULL) err = cudaErrorStreamCaptureUnsupported;
+  if (err == cudaSuccess && gmr__sim_stream_capturing(s)) err = cudaErrorIllegalState;
+  if (err == cudaSuccess) {
+    s->capture_mode = mode;
+    s->capture_thread = gmr__sim_this_thread_id();
+    s->capture_status = cudaStreamCaptureStatusActive;
+    s->capture_id = ++gmr__sim.next_capture_id;
+    gmr__sim.active_capture_count++;
+  }
+  gmr__sim_unlock();
+  return err;
+}
+
+cudaError_t gmr__sim_thread_exchange_capture_mode(enum cudaStreamCaptureMode *mode) {
+  gmr__sim_lock();
+  cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_THREAD_EXCHANGE_CAPTURE_MODE);
+  if (err == cudaSuccess && mode == NULL) err = cudaErrorInvalidValue;
+  if (err == cudaSuccess && *mode != cudaStreamCaptureModeGlobal &&
+      *mode != cudaStreamCaptureModeThreadLocal && *mode != cudaStreamCaptureModeRelaxed) {
+    err = cudaErrorInvalidValue;
+  }
+  if (err == cudaSuccess) {
+    enum cudaStreamCaptureMode previous = gmr__sim_thread_capture_mode;
+    gmr__sim_thread_capture_mode = *mode;
+    *mode = previous;
+  }
+  gmr__sim_unlock();
+  return err;
+}
+
+int gmr_cuda_sim_get_thread_capture_mode(void) { return (int)gmr__sim_thread_capture_mode; }
+
+cudaError_t gmr__sim_stream_end_capture(cudaStream_t stream, cudaGraph_t *graph) {
+  gmr__sim_lock();
+  *graph = NULL;
+  gmr__sim_stream *s = NULL;
+  cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_STREAM_END_CAPTURE);
+  if (err == cudaSuccess) err = gmr__sim_lookup_stream(stream, &s);
+  if (err == cudaSuccess && !gmr__sim_stream_capturing(s)) err = cudaErrorIllegalState;
+  if (err == cudaSuccess) {
+    bool invalidated = s->capture_status == cudaStreamCaptureStatusInvalidated;
+    s->capture_status = cudaStreamCaptureStatusNone;
+    gmr__sim.active_capture_count--;
+    if (invalidated) {
+      err = cudaErrorStreamCaptureInvalidated;
+    } else {
+      gmr__sim_graph *g = calloc(1, sizeof *g);
+      if (g == NULL || !gmr__sim_add_object(g, GMR__SIM_OBJ_GRAPH)) {
+        free(g);
+        err = cudaErrorMemoryAllocation;
+      } else {
+        g->capture_id = s->capture_id;
+        *graph = (cudaGraph_t)(void *)g;
+      }
+    }
+    s->capture_id = 0;
+  }
+  gmr__sim_unlock();
+  return err;
+}
+
+cudaError_t gmr__sim_graph_destroy(cudaGraph_t graph) {
+  gmr__sim_lock();
+  cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_GRAPH_DESTROY);
+  if (err == cudaSuccess && !gmr__sim_live_object(graph, GMR__SIM_OBJ_GRAPH)) {
+    err = cudaErrorInvalidValue;
+  }
+  if (err == cudaSuccess) {
+    gmr__sim_remove_object(graph);
+    free(graph);
+  }
+  gmr__sim_unlock();
+  return err;
+}
+
+cudaError_t gmr__sim_event_create(cudaEvent_t *event) {
+  gmr__sim_lock();
+  *event = NULL;
+  cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_EVENT_CREATE);
+  if (err == cudaSuccess) {
+    gmr__sim_event *e = calloc(1, sizeof *e);
+    if (e == NULL || !gmr__sim_add_object(e, GMR__SIM_OBJ_EVENT)) {
+      free(e);
+      err = cudaErrorMemoryAllocation;
+    } else {
+      *event = (cudaEvent_t)(void *)e;
+    }
+  }
+  gmr__sim_unlock();
+  return err;
+}
+
+cudaError_t gmr__sim_event_destroy(cudaEvent_t event) {
+  gmr__sim_lock();
+  cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_EVENT_DESTROY);
+  if (err == cudaSuccess && !gmr__sim_live_object(event, GMR__SIM_OBJ_EVENT)) {
+    err = cudaErrorInvalidResourceHandle;
+  }
+  if (err == cudaSuccess) {
+    gmr__sim_remove_object(event);
+    free(event);
+  }
+  gmr__sim_unlock();
+  return err;
+}
+
+cudaError_t gmr__sim_event_record(cudaEvent_t event, cudaStream_t stream) {
+  gmr__sim_lock();
+  gmr__sim_stream *s = NULL;
+  cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_EVENT_RECORD);
+  if (err == cudaSuccess && !gmr__sim_live_object(event, GMR__SIM_OBJ_EVENT)) {
+    err = cudaErrorInvalidResourceHandle;
+  }
+  if (err == cudaSuccess) err = gmr__sim_lookup_stream(stream, &s);
+  if (err == cudaSuccess) {
+    gmr__sim_event *e = (gmr__sim_event *)(void *)event;
+    if (s == NULL) {
+      e->stream_id = 0;
+      e->seq = 0;
+    } else {
+      e->stream_id = s->id;
+      e->seq = ++s->recorded_seq;
+      if (!s->held) s->completed_seq = s->recorded_seq;
+    }
+  }
+  gmr__sim_unlock();
+  return err;
+}
+
+static bool event_complete(const gmr__sim_event *e) {
+  if (e->stream_id == 0) return true;
+  gmr__sim_stream *s = gmr__sim_find_stream_by_id(e->stream_id);
+  return s == NULL || e->seq <= s->completed_seq;
+}
+
+cudaError_t gmr__sim_event_query(cudaEvent_t event) {
+  gmr__sim_lock();
+  cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_EVENT_QUERY);
+  if (err == cudaSuccess && !gmr__sim_live_object(event, GMR__SIM_OBJ_EVENT)) {
+    err = cudaErrorInvalidResourceHandle;
+  }
+  if (err == cudaSuccess && gmr__sim_capture_forbids_unsafe_call()) {
+    err = cudaErrorStreamCaptureUnsupported;
+  }
+  if (err == cudaSuccess && !event_complete((const gmr__sim_event *)(void *)event)) {
+    err = cudaErrorNotReady;
+  }
+  gmr__sim_unlock();
+  return err;
+}
+
+cudaError_t gmr__sim_event_synchronize(cudaEvent_t event) {
+  gmr__sim_lock();
+  cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_EVENT_SYNCHRONIZE);
+  if (err == cudaSuccess && !gmr__sim_live_object(event, GMR__SIM_OBJ_EVENT)) {
+    err = cudaErrorInvalidResourceHandle;
+  }
+  if (err == cudaSuccess && gmr__sim_capture_forbids_unsafe_call()) {
+    err = cudaErrorStreamCaptureUnsupported;
+  }
+  if (err == cudaSuccess) {
+    const gmr__sim_event *e = (const gmr__sim_event *)(void *)event;
+    gmr__sim_stream *s = e->stream_id == 0 ? NULL : gmr__sim_find_stream_by_id(e->stream_id);
+    /* Waiting "finishes" the simulated work up to the event. */
+    if (s != NULL && s->completed_seq < e->seq) s->completed_seq = e->seq;
+  }
+  gmr__sim_unlock();
+  return err;
+}
+
+cudaError_t gmr__sim_memset_async(void *ptr, int value, size_t bytes, cudaStream_t stream) {
+  gmr__sim_lock();
+  gmr__sim_stream *s = NULL;
+  cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_MEMSET_ASYNC);
+  if (err == cudaSuccess) err = gmr__sim_lookup_stream(stream, &s);
+  /* During capture the memset becomes a graph node and runs at replay. */
+  if (err == cudaSuccess && !gmr__sim_stream_capturing(s) && bytes > 0) memset(ptr, value, bytes);
+  gmr__sim_unlock();
+  return err;
+}

@@ -1,0 +1,244 @@
+/*
+ * resources/graph_arena/graph_arena_carve.c (internal): carving a request: the fast path
+ * of a capture (the front of the session's range), next fit in the free
+ * space, ordered reuse of a memory's freed blocks, growth outside capture,
+ * and the refusal that says how much to reserve.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/nvtx_mem.h"
+#include "resources/graph_arena/graph_arena_internal.h"
+
+static bool entries_reserve(gmr__ga_entries *e, size_t extra) {
+  return gmr__ga_ensure((void **)&e->items, &e->capacity, e->count + extra, sizeof *e->items);
+}
+
+/* "12.0 MiB", "3.5 KiB", "100 bytes": for messages people read. */
+static void format_bytes(char *buf, size_t len, size_t bytes) {
+  static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) {
+    snprintf(buf, len, "%zu bytes", bytes);
+    return;
+  }
+  double v = (double)bytes / 1024.0;
+  size_t u = 0;
+  while (v >= 1024.0 && u + 1 < sizeof units / sizeof units[0]) {
+    v /= 1024.0;
+    u++;
+  }
+  snprintf(buf, len, "%.1f %s", v, units[u]);
+}
+
+static void note_in_use(gmr_graph_arena_resource *a) {
+  size_t now = gmr__ga_in_use_bytes(a);
+  if (now > a->peak_in_use_bytes) a->peak_in_use_bytes = now;
+}
+
+/* Bytes a fresh range must have for the request: chunks are only 256-byte
+ * aligned, so a larger alignment may cost a gap in front. */
+static size_t fresh_bytes_needed(const gmr__ga_carve_request *rq) {
+  return rq->carved_bytes + (rq->alignment - GMR_DEFAULT_ALIGNMENT);
+}
+
+/* Record a carved block in its scope and the block table, with an NVTX
+ * region of the bytes asked for when `region`. Everything it needs was
+ * reserved before. */
+static uint32_t register_block(gmr_graph_arena_resource *a, gmr__ga_session *s, gmr__ga_chunk *c,
+                               uintptr_t addr, uint64_t order, const gmr__ga_carve_request *rq,
+                               bool region) {
+  uint32_t slot = gmr__ga_take_slot(a);
+  gmr__ga_block *b = &a->blocks[slot];
+  gmr__ga_entries *list = s != NULL ? &s->memory->entries : &a->open;
+  b->addr = addr;
+  b->bytes = rq->bytes;
+  b->carved_bytes = rq->carved_bytes;
+  b->stream = rq->stream;
+  b->captured = s != NULL;
+  b->scope = s != NULL ? GMR__GA_SCOPE_MEMORY : GMR__GA_SCOPE_OPEN;
+  b->memory = s != NULL ? s->memory : NULL;
+  b->entry = list->count;
+  b->order = order;
+  list->items[list->count++] =
+      (gmr__ga_entry){addr, addr + rq->carved_bytes, order, slot, GMR__GA_ENTRY_LIVE, region};
+  c->block_at[(addr - c->base) >> GMR__GA_GRANULE_SHIFT] = slot + 1;
+  if (region) gmr__nvtx_mem_region_register(c->nvtx_heap, (void *)addr, rq->bytes);
+  a->live_bytes += rq->carved_bytes;
+  a->live_count++;
+  if (a->live_bytes > a->peak_live_bytes) a->peak_live_bytes = a->live_bytes;
+  a->allocation_count++;
+  if (s != NULL) {
+    gmr_graph_memory *m = s->memory;
+    m->live_bytes += rq->carved_bytes;
+    m->live_count++;
+    m->held_bytes += rq->carved_bytes;
+    m->allocation_count++;
+    a->capture_allocation_count++;
+  }
+  note_in_use(a);
+  return slot;
+}
+
+/* Refuse a request in a session: nothing changes but the advice. */
+static gmr_status refuse_in_session(gmr_graph_arena_resource *a, gmr__ga_session *s,
+                                    const gmr__ga_carve_request *rq, gmr_failure *failure) {
+  /* From the first refusal on, every request of the capture would have to
+   * come from new memory in a retry: their sum bounds what to reserve. */
+  if (!s->refused) {
+    s->refused = true;
+    s->shortfall_bytes = 0;
+  }
+  size_t need = fresh_bytes_needed(rq);
+  s->shortfall_bytes = s->shortfall_bytes > SIZE_MAX - need ? SIZE_MAX : s->shortfall_bytes + need;
+  if (s->shortfall_bytes > a->capture_shortfall_bytes) {
+    a->capture_shortfall_bytes = s->shortfall_bytes;
+  }
+  a->capture_refusal_count++;
+  char more[32];
+  format_bytes(more, sizeof more, s->shortfall_bytes);
+  size_t total =
+      a->held_bytes > SIZE_MAX - s->shortfall_bytes ? SIZE_MAX : a->held_bytes + s->shortfall_bytes;
+  snprintf(
+      failure->message, sizeof failure->message,
+      "graph_arena: capture needs %s more; create the arena with "
+      "initial_capacity_bytes >= %zu or call gmr_graph_arena_resource_reserve(arena, %zu) before "
+      "capture",
+      more, total, total);
+  return GMR_ERR_CAPTURE_UNSAFE;
+}
+
+/* The common case of a capture: the next bytes of the range the session is
+ * in, at its front, with room left after. No search, nothing to reserve.
+ * Returns false to take the general path. Lock held. */
+static bool serve_fast(gmr_graph_arena_resource *a, gmr__ga_session *s,
+                       const gmr__ga_carve_request *rq, void **out_ptr, uint64_t *out_id) {
+  gmr_graph_memory *m = s->memory;
+  if (s->hint_version != a->free.version || s->hint >= a->free.count || s->refused ||
+      m->entries.count == m->entries.capacity ||
+      (a->free_slot == GMR__GA_NO_SLOT && a->block_count == a->block_capacity)) {
+    return false;
+  }
+  gmr__extent *e = &a->free.items[s->hint];
+  if (e->order != s->cursor.order || e->begin < s->cursor.addr ||
+      (e->begin & (rq->alignment - 1)) != 0 || e->end - e->begin <= rq->carved_bytes) {
+    return false;
+  }
+  uintptr_t addr = e->begin;
+  e->begin += rq->carved_bytes;
+  a->free.total_bytes -= rq->carved_bytes;
+  s->cursor.addr = e->begin;
+  uint32_t slot = register_block(a, s, s->chunk, addr, e->order, rq, a->cfg.nvtx_annotate);
+  *out_ptr = (void *)addr;
+  if (out_id != NULL) *out_id = gmr__ga_block_id(a, slot);
+  return true;
+}
+
+/* Serve a request in session `s`. Lock held. */
+gmr_status gmr__ga_serve_in_session(gmr_graph_arena_resource *a, gmr__ga_session *s,
+                                    const gmr__ga_carve_request *rq, void **out_ptr,
+                                    uint64_t *out_id, gmr_failure *failure) {
+  gmr_graph_memory *m = s->memory;
+  bool reuse = a->cfg.capture_policy == GMR_GRAPH_ARENA_ORDERED_REUSE;
+  /* Ordered reuse looks at the freed blocks first, so no fast path while it
+   * has some. */
+  if ((!reuse || m->reuse.count == 0) && serve_fast(a, s, rq, out_ptr, out_id)) return GMR_OK;
+  if (!entries_reserve(&m->entries, 1) || !gmr__ga_blocks_reserve(a) ||
+      !gmr__extent_set_reserve(&a->free, 1) || (reuse && !gmr__extent_set_reserve(&m->reuse, 1))) {
+    snprintf(failure->message, sizeof failure->message, "graph_arena: no host memory");
+    return GMR_ERR_OUT_OF_MEMORY;
+  }
+  size_t index = 0;
+  uintptr_t addr = 0;
+  uint64_t order = 0;
+  bool region = a->cfg.nvtx_annotate;
+  /* Ordered reuse: a block freed earlier in this memory on this stream. */
+  if (reuse && gmr__extent_set_best_fit(&m->reuse, rq->carved_bytes, rq->alignment,
+                                        (uintptr_t)rq->stream, &index, &addr)) {
+    region = false; /* inside the widened regions of the blocks it reuses */
+    order = m->reuse.items[index].order;
+    gmr__extent_set_carve(&m->reuse, index, addr, rq->carved_bytes);
+    m->held_bytes -= rq->carved_bytes; /* register_block adds it back */
+  } else {
+    /* Next fit from the session's cursor: a binary search, then O(1) while
+     * the range lasts. */
+    if (!gmr__extent_set_next_fit(&a->free, s->cursor, true, rq->carved_bytes, rq->alignment, 0,
+                                  &index, &addr)) {
+      return refuse_in_session(a, s, rq, failure);
+    }
+    order = a->free.items[index].order;
+    gmr__extent_set_carve(&a->free, index, addr, rq->carved_bytes);
+    s->cursor = (gmr__extent_pos){order, addr + rq->carved_bytes};
+    /* After the carve the range holding the cursor (if any is left) is
+     * the first one ending after it. */
+    s->hint = gmr__extent_set_lower_bound(&a->free, s->cursor);
+    s->hint_version = a->free.version;
+    s->chunk = gmr__ga_chunk_of(a, addr);
+  }
+  if (s->refused) {
+    /* A retry would serve this one from the reserved memory too. */
+    size_t need = fresh_bytes_needed(rq);
+    s->shortfall_bytes =
+        s->shortfall_bytes > SIZE_MAX - need ? SIZE_MAX : s->shortfall_bytes + need;
+  }
+  uint32_t slot = register_block(a, s, gmr__ga_chunk_of(a, addr), addr, order, rq, region);
+  *out_ptr = (void *)addr;
+  if (out_id != NULL) *out_id = gmr__ga_block_id(a, slot);
+  return GMR_OK;
+}
+
+/* Serve an uncaptured request from the arena, growing it if needed. Lock held. */
+gmr_status gmr__ga_serve_uncaptured(gmr_graph_arena_resource *a, const gmr__ga_carve_request *rq,
+                                    void **out_ptr, uint64_t *out_id, gmr_failure *failure) {
+  /* Reserve everything first: growth + split may add two free ranges. */
+  if (!entries_reserve(&a->open, 1) || !gmr__ga_blocks_reserve(a) ||
+      !gmr__extent_set_reserve(&a->free, 2)) {
+    snprintf(failure->message, sizeof failure->message, "graph_arena: no host memory");
+    return GMR_ERR_OUT_OF_MEMORY;
+  }
+  const gmr__extent_pos start = {0, 0};
+  size_t index = 0;
+  uintptr_t addr = 0;
+  if (!gmr__extent_set_next_fit(&a->free, start, false, rq->carved_bytes, rq->alignment, 0, &index,
+                                &addr)) {
+    size_t need = fresh_bytes_needed(rq);
+    char needed[32];
+    format_bytes(needed, sizeof needed, need);
+    if (a->session_count > 0) {
+      /* In CUDA's global capture mode a cudaMalloc from any thread breaks the
+       * captures in progress: do not grow while one of ours is open. */
+      a->capture_refusal_count++;
+      snprintf(failure->message, sizeof failure->message,
+               "graph_arena: cannot grow by %s while a capture is open on another stream; call "
+               "gmr_graph_arena_resource_reserve() before capture",
+               needed);
+      return GMR_ERR_CAPTURE_UNSAFE;
+    }
+    if (a->cfg.chunk_bytes == 0) {
+      snprintf(failure->message, sizeof failure->message,
+               "graph_arena: %s does not fit and growth is off (chunk_bytes is 0)", needed);
+      return GMR_ERR_OUT_OF_MEMORY;
+    }
+    size_t room = a->cfg.max_capacity_bytes - a->held_bytes;
+    if (need > room) {
+      snprintf(failure->message, sizeof failure->message,
+               "graph_arena: %s does not fit under max_capacity_bytes (%zu)", needed,
+               a->cfg.max_capacity_bytes);
+      return GMR_ERR_OUT_OF_MEMORY;
+    }
+    size_t chunk = need > a->cfg.chunk_bytes ? need : a->cfg.chunk_bytes;
+    if (chunk > room) chunk = room; /* still >= need */
+    gmr_status st = gmr__ga_add_chunk(a, chunk, false, failure);
+    if (st != GMR_OK) return st;
+    if (!gmr__extent_set_next_fit(&a->free, start, false, rq->carved_bytes, rq->alignment, 0,
+                                  &index, &addr)) {
+      return GMR_ERR_INTERNAL; /* a fresh chunk of `need` bytes always fits */
+    }
+  }
+  uint64_t order = a->free.items[index].order;
+  gmr__extent_set_carve(&a->free, index, addr, rq->carved_bytes);
+  uint32_t slot = register_block(a, NULL, gmr__ga_chunk_of(a, addr), addr, order, rq,
+                                 a->cfg.nvtx_annotate);
+  *out_ptr = (void *)addr;
+  if (out_id != NULL) *out_id = gmr__ga_block_id(a, slot);
+  return GMR_OK;
+}

@@ -1,0 +1,289 @@
+/*
+ * resources/graph_arena/graph_arena_internal.h (internal): the data
+ * structures of graph_arena_resource and the functions its files share. See
+ * gmr/graph_arena_resource.h for the model. The files:
+ *   graph_arena_resource.c  the resource: allocate/deallocate, destroy, trim,
+ *                           create, reserve, stats, the public allocate
+ *   graph_arena_sessions.c  capture sessions and graph memories, and telling
+ *                           whether a stream captures
+ *   graph_arena_carve.c     carving a request out of the free space or a
+ *                           memory's reuse list
+ *   graph_arena_rewind.c    checkpoint, rewind and reset
+ *   graph_arena_chunks.c    chunks from the upstream
+ *   graph_arena_blocks.c    the block table: ids, pointers, block info
+ *   graph_arena_nvtx.c      NVTX regions of blocks (nvtx_annotate)
+ *   graph_arena_extents.c   the address-ordered free ranges
+ *
+ * Thread-safe: no; the arena's lock guards everything below but the
+ * counters marked atomic.
+ * *
+ * Bookkeeping, all under one lock:
+ *  - chunks: what the arena holds from its upstream, sorted by address;
+ *  - free: the free space, an address-ordered set of ranges (extents.h);
+ *  - blocks: one slot per live allocation, found by id (the slot index and a
+ *    generation number, so ids are never reused) or by pointer, through a
+ *    per-chunk table with one entry per 256-byte granule (4 bytes of host
+ *    memory per 256 bytes of arena, 1/64, touched only where blocks start:
+ *    a hash map costs cache misses a capture's allocation cannot afford);
+ *  - scopes: every carve is an entry in the list of its scope, the arena's
+ *    uncaptured list ("open") or a graph memory's list. An entry is LIVE
+ *    (its block is allocated), FREED (deallocated, bytes kept by the scope)
+ *    or MOVED (bytes went to a reuse list or back to the free space).
+ *    Lists are in allocation order, so a rewind mark is a list length.
+ *  - sessions: a small table of streams that capture now.
+ * A block whose graph memory was released is LOOSE: it belongs to no list
+ * and its bytes go back to the free space when it is deallocated.
+ * With nvtx_annotate, each chunk holds its NVTX heap and each entry says
+ * whether its range has an NVTX region (the rules are in the header); every
+ * LOOSE block has one.
+ */
+#ifndef GMR_RESOURCES_GRAPH_ARENA_GRAPH_ARENA_INTERNAL_H_
+#define GMR_RESOURCES_GRAPH_ARENA_GRAPH_ARENA_INTERNAL_H_
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/cuda_layer.h"
+#include "core/spin_lock.h"
+#include "gmr/graph_arena_resource.h"
+#include "resources/graph_arena/graph_arena_extents.h"
+
+enum { GMR__GA_ENTRY_LIVE = 0, GMR__GA_ENTRY_FREED = 1, GMR__GA_ENTRY_MOVED = 2 };
+
+enum { GMR__GA_SCOPE_NONE = 0, GMR__GA_SCOPE_OPEN, GMR__GA_SCOPE_MEMORY, GMR__GA_SCOPE_LOOSE };
+
+#define GMR__GA_NO_SLOT UINT32_MAX
+
+#define GMR__GA_NO_ENTRY SIZE_MAX
+
+typedef struct gmr__ga_entry {
+  uintptr_t begin;
+  uintptr_t end;
+  uint64_t order; /* creation number of the chunk it lies in */
+  uint32_t slot;  /* the block while LIVE */
+  uint8_t state;
+  bool region;    /* nvtx_annotate: an NVTX region starts at `begin` */
+} gmr__ga_entry;
+
+typedef struct gmr__ga_entries {
+  gmr__ga_entry *items;
+  size_t count;
+  size_t capacity;
+} gmr__ga_entries;
+
+typedef struct gmr__ga_mark {
+  uint64_t id;
+  size_t height; /* entries in the scope's list when the mark was set */
+} gmr__ga_mark;
+
+typedef struct gmr__ga_marks {
+  gmr__ga_mark *items;
+  size_t count;
+  size_t capacity;
+} gmr__ga_marks;
+
+typedef struct gmr__ga_block {
+  uintptr_t addr;
+  size_t bytes;        /* as requested */
+  size_t carved_bytes; /* rounded to the arena's alignment */
+  gmr_stream stream;
+  gmr_graph_memory *memory; /* GMR__GA_SCOPE_MEMORY only */
+  size_t entry;             /* index in the scope's list; GMR__GA_NO_ENTRY when LOOSE */
+  uint64_t order;           /* creation number of its chunk */
+  uint32_t generation;      /* part of the id; bumped when the slot is reused */
+  uint32_t next_free;       /* free-slot list */
+  uint8_t scope;
+  bool captured;
+} gmr__ga_block;
+
+/* Block addresses are multiples of 256: one table entry per 256 bytes. */
+#define GMR__GA_GRANULE_SHIFT 8
+
+typedef struct gmr__ga_chunk {
+  uintptr_t base;
+  size_t bytes;
+  uint64_t order;     /* creation number: the search order of the free space */
+  uint32_t *block_at; /* per granule: 1 + slot of the live block starting there, or 0 */
+  bool initial;       /* taken at create: trim keeps it */
+  void *nvtx_heap;    /* nvtx_annotate: the chunk's NVTX heap (may be NULL) */
+} gmr__ga_chunk;
+
+typedef struct gmr__ga_session gmr__ga_session;
+
+struct gmr_graph_memory {
+  gmr_graph_arena_resource *arena;
+  gmr__ga_entries entries;
+  gmr__extent_set reuse; /* ORDERED_REUSE: bytes freed in capture, tagged by stream */
+  gmr__ga_session *session;   /* the session appending now, or NULL */
+  gmr_stream last_stream;
+  uint32_t references;
+  bool unclaimed; /* an automatic session ended and nobody took the memory */
+  size_t held_bytes;
+  size_t live_bytes;
+  size_t live_count;
+  uint64_t allocation_count;
+  uint64_t session_count;
+};
+
+struct gmr__ga_session {
+  gmr_stream stream;
+  gmr_graph_memory *memory;
+  unsigned long long capture_id; /* automatic sessions; 0 for explicit ones */
+  bool explicit_session;
+  gmr__extent_pos cursor; /* next-fit position in the free space */
+  /* The free range the cursor is in, valid while the free space's version
+   * is hint_version: the fast path carves from it without searching. */
+  size_t hint;
+  uint64_t hint_version;
+  gmr__ga_chunk *chunk; /* its chunk (chunks do not move while a session is open) */
+  size_t first_entry;
+  gmr__ga_marks marks;
+  bool refused;
+  size_t shortfall_bytes; /* bytes asked since the first refusal */
+};
+
+struct gmr_graph_arena_resource {
+  gmr_resource base; /* first: usable as a gmr_resource */
+  gmr_resource *upstream;
+  const gmr__cuda_ops *cuda;
+  gmr_graph_arena_resource_config cfg;
+  gmr__spin_lock lock; /* a few dozen instructions are held under it */
+
+  gmr__ga_chunk *chunks;
+  size_t chunk_count;
+  size_t chunk_capacity;
+  size_t held_bytes;
+  size_t peak_held_bytes;
+  uint64_t next_chunk_order;
+
+  gmr__extent_set free;
+
+  gmr__ga_block *blocks;
+  uint32_t block_count; /* slots ever used */
+  uint32_t block_capacity;
+  uint32_t free_slot;
+  size_t chunk_hint; /* the chunk the last lookup found */
+
+  gmr__ga_session **sessions;
+  size_t session_count;
+  size_t session_capacity;
+  gmr_graph_memory **memories;
+  size_t memory_count;
+  size_t memory_capacity;
+
+  gmr__ga_entries open;
+  gmr__ga_marks open_marks;
+  /* The entry list of the last released memory, kept for the next one so a
+   * capture repeated every iteration does not grow a list again each time. */
+  gmr__ga_entries spare_entries;
+  uint64_t next_mark_id;
+
+  /* Read without the lock on the allocation path. */
+  _Atomic size_t explicit_session_count;
+  _Atomic size_t open_session_count;
+
+  /* Under the lock. */
+  size_t peak_in_use_bytes;
+  size_t live_bytes;
+  size_t peak_live_bytes;
+  size_t live_count;
+  uint64_t allocation_count;
+  uint64_t capture_allocation_count;
+  uint64_t capture_refusal_count;
+  size_t capture_shortfall_bytes;
+
+  /* Upstream traffic, partly outside the lock. */
+  _Atomic uint64_t forwarded_allocation_count;
+  _Atomic size_t forwarded_live_count;
+  _Atomic uint64_t upstream_call_count;
+  _Atomic uint64_t upstream_call_during_capture_count;
+};
+
+typedef struct gmr__ga_carve_request {
+  size_t bytes;               /* as asked */
+  size_t carved_bytes;        /* rounded to the arena's alignment */
+  size_t alignment;           /* at least the arena's alignment */
+  size_t requested_alignment; /* as asked (0: the default), for the upstream */
+  gmr_stream stream;
+} gmr__ga_carve_request;
+
+/* A spin lock: one atomic exchange to take, one store to give back, where a
+ * mutex costs two read-modify-writes and the 20 ns budget of an allocation in
+ * capture has room for one. Waiters yield the CPU, so a holder that calls the
+ * upstream (growth, trim, destroy: never during capture) does not starve them. */
+static inline void gmr__ga_lock(gmr_graph_arena_resource *a) { gmr__spin_lock_acquire(&a->lock); }
+static inline void gmr__ga_unlock(gmr_graph_arena_resource *a) { gmr__spin_lock_release(&a->lock); }
+
+/* Bytes of the arena's capacity that are not in its free space. */
+static inline size_t gmr__ga_in_use_bytes(const gmr_graph_arena_resource *a) {
+  return a->held_bytes - a->free.total_bytes;
+}
+
+/* ---- graph_arena_resource.c ---- */
+/* Grow a dynamic array to hold `need` items of `size` bytes. */
+bool gmr__ga_ensure(void **items, size_t *capacity, size_t need, size_t size);
+/* Free block `slot` deallocated on `stream`. Lock held. Fails only for lack
+ * of host memory, changing nothing. */
+gmr_status gmr__ga_free_block(gmr_graph_arena_resource *a, uint32_t slot, gmr_stream stream);
+
+/* ---- graph_arena_chunks.c ---- */
+/* The chunk holding `addr` (chunks are sorted by address), or NULL. */
+gmr__ga_chunk *gmr__ga_chunk_of(gmr_graph_arena_resource *a, uintptr_t addr);
+void gmr__ga_count_upstream_call(gmr_graph_arena_resource *a);
+/* Take a chunk of `bytes` from the upstream and add it to the free space.
+ * Called with the lock held, outside any session. The caller reserved room
+ * in `free`; this reserves room in `chunks` before calling the upstream. */
+gmr_status gmr__ga_add_chunk(gmr_graph_arena_resource *a, size_t bytes, bool initial,
+                             gmr_failure *failure);
+/* Give chunk `index` back upstream if it is wholly free. */
+gmr_status gmr__ga_release_chunk(gmr_graph_arena_resource *a, size_t index, bool *released);
+
+/* ---- graph_arena_blocks.c ---- */
+uint64_t gmr__ga_block_id(const gmr_graph_arena_resource *a, uint32_t slot);
+/* Make sure one more slot and one more pointer entry can be had without
+ * failing. */
+bool gmr__ga_blocks_reserve(gmr_graph_arena_resource *a);
+uint32_t gmr__ga_take_slot(gmr_graph_arena_resource *a);
+/* The block is gone: forget its pointer, retire its id, update the counts. */
+void gmr__ga_drop_block(gmr_graph_arena_resource *a, uint32_t slot);
+bool gmr__ga_lookup_ptr(gmr_graph_arena_resource *a, const void *ptr, uint32_t *out_slot);
+
+/* ---- graph_arena_nvtx.c ---- */
+/* Describe [addr, addr + bytes), inside a chunk, as a block to the tool. */
+void gmr__ga_region_add(gmr_graph_arena_resource *a, uintptr_t addr, size_t bytes);
+/* Entry `e` goes to a reuse list: later blocks of the capture may be carved
+ * anywhere in its range, rounding included, while the graph's earlier nodes
+ * still touch it, so its region grows to the whole range. */
+void gmr__ga_region_widen(gmr_graph_arena_resource *a, gmr__ga_entry *e);
+
+/* ---- graph_arena_sessions.c ---- */
+gmr__ga_session *gmr__ga_find_session(const gmr_graph_arena_resource *a, gmr_stream stream);
+/* The extents a memory gives back when it is released: its FREED entries and
+ * its reuse list. */
+size_t gmr__ga_memory_returnable_count(const gmr_graph_memory *m);
+/* Return a released memory's bytes. `scratch` has room for
+ * gmr__ga_memory_returnable_count(m) extents and the free space for as many more. */
+void gmr__ga_dissolve_memory(gmr_graph_arena_resource *a, gmr_graph_memory *m,
+                             gmr__extent *scratch);
+/* Find the session of `stream`, asking CUDA when needed. On GMR_OK the lock
+ * is held and *out is the session or NULL. On failure the lock is not held. */
+gmr_status gmr__ga_resolve_locked(gmr_graph_arena_resource *a, gmr_stream stream,
+                                  gmr__ga_session **out, gmr_failure *failure);
+
+/* ---- graph_arena_carve.c ---- */
+/* Serve a request in session `s`. Lock held. */
+gmr_status gmr__ga_serve_in_session(gmr_graph_arena_resource *a, gmr__ga_session *s,
+                                    const gmr__ga_carve_request *rq, void **out_ptr,
+                                    uint64_t *out_id, gmr_failure *failure);
+/* Serve an uncaptured request from the arena, growing it if needed. Lock held. */
+gmr_status gmr__ga_serve_uncaptured(gmr_graph_arena_resource *a, const gmr__ga_carve_request *rq,
+                                    void **out_ptr, uint64_t *out_id, gmr_failure *failure);
+
+/* ---- graph_arena_rewind.c ---- */
+/* Put every extent of the uncaptured list back in the free space and drop its
+ * live blocks. `scratch` and the free space have room for a->open.count. */
+size_t gmr__ga_clear_open_from(gmr_graph_arena_resource *a, size_t height, gmr__extent *scratch);
+
+#endif /* GMR_RESOURCES_GRAPH_ARENA_GRAPH_ARENA_INTERNAL_H_ */

@@ -1,0 +1,426 @@
+/*
+ * resources/graph_arena/graph_arena_resource.c: the graph arena as a
+ * resource: the vtable (allocate, deallocate, destroy, trim, footprint),
+ * forwarding uncaptured requests, create, reserve, stats and the public
+ * allocate that returns a block id. See gmr/graph_arena_resource.h for the
+ * model and graph_arena_internal.h for the data structures and other files.
+ */
+#include "gmr/graph_arena_resource.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/failure.h"
+#include "core/nvtx_mem.h"
+#include "core/stats.h"
+#include "resources/graph_arena/graph_arena_internal.h"
+
+static const gmr_resource_vtbl graph_arena_vtbl;
+
+/* Grow a dynamic array to hold `need` items of `size` bytes. */
+bool gmr__ga_ensure(void **items, size_t *capacity, size_t need, size_t size) {
+  if (need <= *capacity) return true;
+  size_t cap = *capacity < 8 ? 8 : *capacity;
+  while (cap < need) {
+    if (cap > SIZE_MAX / 2) return false;
+    cap *= 2;
+  }
+  if (cap > SIZE_MAX / size) return false;
+  void *p = realloc(*items, cap * size);
+  if (p == NULL) return false;
+  *items = p;
+  *capacity = cap;
+  return true;
+}
+
+static gmr_status forward_allocate(gmr_graph_arena_resource *a, const gmr__ga_carve_request *rq,
+                                   void **out_ptr, gmr_failure *failure) {
+  gmr__ga_count_upstream_call(a);
+  gmr_status st = gmr_allocate_ex(a->upstream, rq->bytes, rq->requested_alignment, rq->stream,
+                                  out_ptr, failure);
+  if (st == GMR_OK) {
+    atomic_fetch_add_explicit(&a->forwarded_allocation_count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&a->forwarded_live_count, 1, memory_order_relaxed);
+  }
+  return st;
+}
+
+static gmr_status arena_allocate_impl(gmr_graph_arena_resource *a, size_t bytes, size_t alignment,
+                                      gmr_stream stream, void **out_ptr, uint64_t *out_id,
+                                      gmr_failure *failure) {
+  gmr__ga_carve_request rq;
+  rq.bytes = bytes;
+  rq.alignment = alignment > a->cfg.alignment ? alignment : a->cfg.alignment;
+  rq.carved_bytes = gmr__align_up(bytes, a->cfg.alignment);
+  rq.requested_alignment = alignment;
+  rq.stream = stream;
+  if (rq.carved_bytes < bytes || rq.alignment > GMR_MAX_ALLOCATION_BYTES) {
+    snprintf(failure->message, sizeof failure->message, "graph_arena: request too large");
+    return GMR_ERR_OUT_OF_MEMORY;
+  }
+  gmr__ga_session *s = NULL;
+  gmr_status st = gmr__ga_resolve_locked(a, stream, &s, failure);
+  if (st != GMR_OK) return st;
+  if (s != NULL) {
+    st = gmr__ga_serve_in_session(a, s, &rq, out_ptr, out_id, failure);
+    gmr__ga_unlock(a);
+    return st;
+  }
+  if (a->cfg.uncaptured == GMR_GRAPH_ARENA_UNCAPTURED_FORWARD) {
+    gmr__ga_unlock(a);
+    if (out_id != NULL) *out_id = 0;
+    return forward_allocate(a, &rq, out_ptr, failure);
+  }
+  st = gmr__ga_serve_uncaptured(a, &rq, out_ptr, out_id, failure);
+  gmr__ga_unlock(a);
+  return st;
+}
+
+static gmr_status arena_allocate(gmr_resource *self, size_t bytes, size_t alignment,
+                                 gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  return arena_allocate_impl((gmr_graph_arena_resource *)self, bytes, alignment, stream, out_ptr,
+                             NULL, failure);
+}
+
+/* Free block `slot` deallocated on `stream`. Lock held. Fails only for lack
+ * of host memory, changing nothing. */
+gmr_status gmr__ga_free_block(gmr_graph_arena_resource *a, uint32_t slot, gmr_stream stream) {
+  gmr__ga_block *b = &a->blocks[slot];
+  if (b->scope == GMR__GA_SCOPE_OPEN) {
+    gmr__ga_entry *e = &a->open.items[b->entry];
+    e->state = GMR__GA_ENTRY_FREED; /* kept until reset or rewind */
+    /* Freed in a capture, the block may still be touched by the graph's
+     * replays: its region stays until its bytes come back. */
+    if (e->region && gmr__ga_find_session(a, stream) == NULL) {
+      gmr__nvtx_mem_region_unregister((void *)e->begin);
+      e->region = false;
+    }
+    gmr__ga_drop_block(a, slot);
+    return GMR_OK;
+  }
+  if (b->scope == GMR__GA_SCOPE_LOOSE) {
+    if (!gmr__extent_set_reserve(&a->free, 1)) return GMR_ERR_OUT_OF_MEMORY;
+    gmr__extent_set_add(&a->free, (gmr__extent){b->addr, b->addr + b->carved_bytes, 0, b->order});
+    if (a->cfg.nvtx_annotate) gmr__nvtx_mem_region_unregister((void *)b->addr);
+    gmr__ga_drop_block(a, slot);
+    return GMR_OK;
+  }
+  /* A captured block: its region stays while the memory holds its bytes. */
+  gmr_graph_memory *m = b->memory;
+  gmr__ga_entry *e = &m->entries.items[b->entry];
+  /* Ordered reuse: freed on the stream that is capturing into this memory,
+   * the bytes may serve a later request of the same capture. */
+  if (a->cfg.capture_policy == GMR_GRAPH_ARENA_ORDERED_REUSE && m->session != NULL &&
+      m->session->stream == stream && gmr__extent_set_reserve(&m->reuse, 1)) {
+    gmr__extent_set_add(&m->reuse, (gmr__extent){e->begin, e->end, (uintptr_t)stream, e->order});
+    e->state = GMR__GA_ENTRY_MOVED;
+    gmr__ga_region_widen(a, e);
+  } else {
+    e->state = GMR__GA_ENTRY_FREED; /* kept with the memory until it is released */
+  }
+  gmr__ga_drop_block(a, slot);
+  return GMR_OK;
+}
+
+static gmr_status forward_deallocate(gmr_graph_arena_resource *a, void *ptr, size_t bytes,
+                                     size_t alignment, gmr_stream stream) {
+  gmr__ga_session *s = NULL;
+  gmr_failure ignored;
+  gmr_status st = gmr__ga_resolve_locked(a, stream, &s, &ignored);
+  if (st != GMR_OK) return st;
+  gmr__ga_unlock(a);
+  /* Never call the upstream for a stream that captures: free it after. */
+  if (s != NULL) return GMR_ERR_CAPTURE_UNSAFE;
+  gmr__ga_count_upstream_call(a);
+  st = gmr_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  if (st == GMR_OK) atomic_fetch_sub_explicit(&a->forwarded_live_count, 1, memory_order_relaxed);
+  return st;
+}
+
+static gmr_status arena_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
+                                   gmr_stream stream) {
+  gmr_graph_arena_resource *a = (gmr_graph_arena_resource *)self;
+  gmr__ga_lock(a);
+  uint32_t slot = 0;
+  if (gmr__ga_lookup_ptr(a, ptr, &slot)) {
+    gmr_status st = a->blocks[slot].bytes == bytes ? gmr__ga_free_block(a, slot, stream)
+                                                   : GMR_ERR_INVALID_ARGUMENT;
+    gmr__ga_unlock(a);
+    return st;
+  }
+  bool forwarded = a->cfg.uncaptured == GMR_GRAPH_ARENA_UNCAPTURED_FORWARD &&
+                   gmr__ga_chunk_of(a, (uintptr_t)ptr) == NULL &&
+                   atomic_load_explicit(&a->forwarded_live_count, memory_order_relaxed) > 0;
+  gmr__ga_unlock(a);
+  if (!forwarded) return GMR_ERR_INVALID_ARGUMENT; /* not ours, or freed already */
+  return forward_deallocate(a, ptr, bytes, alignment, stream);
+}
+
+static gmr_status arena_destroy(gmr_resource *self) {
+  gmr_graph_arena_resource *a = (gmr_graph_arena_resource *)self;
+  gmr__ga_lock(a);
+  if (a->session_count > 0 || a->memory_count > 0 || a->live_count > 0 ||
+      atomic_load(&a->forwarded_live_count) > 0) {
+    gmr__ga_unlock(a);
+    return GMR_ERR_BUSY;
+  }
+  /* Freed uncaptured blocks go back first, so every chunk is wholly free. */
+  if (a->open.count > 0) {
+    gmr__extent *scratch = malloc(a->open.count * sizeof *scratch);
+    if (scratch == NULL || !gmr__extent_set_reserve(&a->free, a->open.count)) {
+      free(scratch);
+      gmr__ga_unlock(a);
+      return GMR_ERR_OUT_OF_MEMORY;
+    }
+    gmr__ga_clear_open_from(a, 0, scratch);
+    free(scratch);
+    a->open_marks.count = 0;
+  }
+  while (a->chunk_count > 0) {
+    bool released = false;
+    gmr_status st = gmr__ga_release_chunk(a, a->chunk_count - 1, &released);
+    if (st != GMR_OK || !released) {
+      /* The arena stays valid with the chunks it still has. */
+      gmr__ga_unlock(a);
+      return st != GMR_OK ? st : GMR_ERR_INTERNAL;
+    }
+  }
+  gmr__ga_unlock(a);
+  free(a->chunks);
+  gmr__extent_set_clear(&a->free);
+  free(a->blocks);
+  free(a->sessions);
+  free(a->memories);
+  free(a->open.items);
+  free(a->open_marks.items);
+  free(a->spare_entries.items);
+  free(a);
+  return GMR_OK;
+}
+
+static gmr_resource *arena_get_upstream(const gmr_resource *self) {
+  return ((const gmr_graph_arena_resource *)self)->upstream;
+}
+
+static gmr_status arena_trim(gmr_resource *self, size_t *released_bytes) {
+  gmr_graph_arena_resource *a = (gmr_graph_arena_resource *)self;
+  *released_bytes = 0;
+  gmr__ga_lock(a);
+  /* Giving memory back is an upstream call: never during a capture. */
+  if (a->session_count > 0) {
+    gmr__ga_unlock(a);
+    return GMR_OK;
+  }
+  gmr_status st = GMR_OK;
+  for (size_t i = a->chunk_count; i-- > 0;) {
+    if (a->chunks[i].initial) continue;
+    size_t bytes = a->chunks[i].bytes;
+    bool released = false;
+    st = gmr__ga_release_chunk(a, i, &released);
+    if (st != GMR_OK) break;
+    if (released) *released_bytes += bytes;
+  }
+  gmr__ga_unlock(a);
+  return st;
+}
+
+static gmr_status arena_get_footprint(const gmr_resource *self, gmr_footprint *out) {
+  gmr_graph_arena_resource *a = (gmr_graph_arena_resource *)(uintptr_t)self;
+  /* Forwarding, the arena is a part of what its upstream holds: the stack's
+   * footprint is the upstream's, when it can say. */
+  if (a->cfg.uncaptured == GMR_GRAPH_ARENA_UNCAPTURED_FORWARD &&
+      gmr_resource_get_footprint(a->upstream, out) == GMR_OK) {
+    return GMR_OK;
+  }
+  gmr__ga_lock(a);
+  out->held_bytes = a->held_bytes;
+  out->peak_held_bytes = a->peak_held_bytes;
+  gmr__ga_unlock(a);
+  return GMR_OK;
+}
+
+static const gmr_resource_vtbl graph_arena_vtbl = {
+    .version = GMR_RESOURCE_VTBL_VERSION,
+    .type_name = "graph_arena_resource",
+    .allocate = arena_allocate,
+    .deallocate = arena_deallocate,
+    .destroy = arena_destroy,
+    .get_upstream = arena_get_upstream,
+    .trim = arena_trim,
+    .get_footprint = arena_get_footprint,
+};
+
+gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
+                                           const gmr_graph_arena_resource_config *config,
+                                           gmr_graph_arena_resource **out) {
+  if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  *out = NULL;
+  if (gmr_resource_check(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  gmr_graph_arena_resource_config cfg = GMR_GRAPH_ARENA_RESOURCE_CONFIG_DEFAULT;
+  if (config != NULL) cfg = *config;
+  if (!gmr__is_power_of_two(cfg.alignment) || cfg.alignment < GMR_DEFAULT_ALIGNMENT ||
+      cfg.alignment > GMR_MAX_ALLOCATION_BYTES ||
+      cfg.initial_capacity_bytes > cfg.max_capacity_bytes ||
+      cfg.initial_capacity_bytes > GMR_MAX_ALLOCATION_BYTES ||
+      (cfg.capture_policy != GMR_GRAPH_ARENA_MONOTONE &&
+       cfg.capture_policy != GMR_GRAPH_ARENA_ORDERED_REUSE) ||
+      (cfg.detection != GMR_GRAPH_ARENA_DETECT_AUTO &&
+       cfg.detection != GMR_GRAPH_ARENA_DETECT_EXPLICIT) ||
+      (cfg.uncaptured != GMR_GRAPH_ARENA_UNCAPTURED_ARENA &&
+       cfg.uncaptured != GMR_GRAPH_ARENA_UNCAPTURED_FORWARD)) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  /* Sizes are whole granules, so every carve stays aligned. */
+  cfg.initial_capacity_bytes = gmr__align_up(cfg.initial_capacity_bytes, cfg.alignment);
+  cfg.chunk_bytes = cfg.chunk_bytes > GMR_MAX_ALLOCATION_BYTES
+                        ? GMR_MAX_ALLOCATION_BYTES
+                        : gmr__align_up(cfg.chunk_bytes, cfg.alignment);
+  if (cfg.initial_capacity_bytes > cfg.max_capacity_bytes) return GMR_ERR_INVALID_ARGUMENT;
+
+  gmr_graph_arena_resource *a = calloc(1, sizeof *a);
+  if (a == NULL) return GMR_ERR_OUT_OF_MEMORY;
+  atomic_init(&a->lock.locked, 0);
+  a->base.vtbl = &graph_arena_vtbl;
+  a->upstream = upstream;
+  a->cuda = gmr__cuda();
+  a->cfg = cfg;
+  a->free_slot = GMR__GA_NO_SLOT;
+  a->next_mark_id = 1;
+  if (cfg.initial_capacity_bytes > 0) {
+    gmr_failure failure;
+    memset(&failure, 0, sizeof failure);
+    gmr_status st = gmr__extent_set_reserve(&a->free, 1)
+                        ? gmr__ga_add_chunk(a, cfg.initial_capacity_bytes, true, &failure)
+                        : GMR_ERR_OUT_OF_MEMORY;
+    if (st != GMR_OK) {
+      free(a->chunks);
+      gmr__extent_set_clear(&a->free);
+      free(a);
+      return st;
+    }
+  }
+  *out = a;
+  return GMR_OK;
+}
+
+gmr_resource *gmr_graph_arena_resource_as_resource(gmr_graph_arena_resource *arena) {
+  return arena == NULL ? NULL : &arena->base;
+}
+
+gmr_graph_arena_resource *gmr_graph_arena_resource_from_resource(gmr_resource *r) {
+  return (r != NULL && r->vtbl == &graph_arena_vtbl) ? (gmr_graph_arena_resource *)r : NULL;
+}
+
+gmr_graph_arena_resource *gmr_graph_arena_resource_find_in_stack(gmr_resource *top) {
+  for (gmr_resource *r = top; r != NULL; r = gmr_resource_get_upstream(r)) {
+    gmr_graph_arena_resource *a = gmr_graph_arena_resource_from_resource(r);
+    if (a != NULL) return a;
+  }
+  return NULL;
+}
+
+gmr_status gmr_graph_arena_resource_reserve(gmr_graph_arena_resource *a, size_t capacity_bytes) {
+  if (a == NULL || capacity_bytes == 0 || capacity_bytes > GMR_MAX_ALLOCATION_BYTES) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  gmr__ga_lock(a);
+  gmr_status st = GMR_OK;
+  if (a->session_count > 0) {
+    st = GMR_ERR_CAPTURE_UNSAFE;
+  } else if (capacity_bytes > a->held_bytes) {
+    size_t grow = gmr__align_up(capacity_bytes - a->held_bytes, GMR_DEFAULT_ALIGNMENT);
+    gmr_failure failure;
+    memset(&failure, 0, sizeof failure);
+    if (grow > a->cfg.max_capacity_bytes - a->held_bytes || !gmr__extent_set_reserve(&a->free, 1)) {
+      st = GMR_ERR_OUT_OF_MEMORY;
+    } else {
+      st = gmr__ga_add_chunk(a, grow, false, &failure);
+    }
+  }
+  gmr__ga_unlock(a);
+  return st;
+}
+
+gmr_status gmr_graph_arena_resource_allocate(gmr_graph_arena_resource *a, size_t bytes,
+                                             size_t alignment, gmr_stream stream, void **out_ptr,
+                                             uint64_t *out_id, gmr_failure *failure) {
+  /* The dispatch's checks and failure record, for the entry point that also
+   * returns an id (the vtable slot has no room for one). */
+  gmr_failure local;
+  if (failure == NULL) failure = &local;
+  gmr__failure_reset(failure);
+  if (out_id != NULL) *out_id = 0;
+  if (out_ptr != NULL) *out_ptr = NULL;
+  const gmr_resource *self = a == NULL ? NULL : &a->base;
+  if (a == NULL || out_ptr == NULL || out_id == NULL) {
+    snprintf(failure->message, sizeof failure->message, "arena, out_ptr or out_id is NULL");
+    return gmr__failure_record(failure, GMR_ERR_INVALID_ARGUMENT, self, bytes, alignment, stream);
+  }
+  gmr_status done = GMR_OK;
+  if (!gmr__request_check(self, bytes, &alignment, stream, out_ptr, failure, &done)) return done;
+  void *p = NULL;
+  gmr_status st = arena_allocate_impl(a, bytes, alignment, stream, &p, out_id, failure);
+  if (st != GMR_OK) {
+    *out_id = 0;
+    return gmr__failure_record(failure, st, self, bytes, alignment, stream);
+  }
+  *out_ptr = p;
+  return GMR_OK;
+}
+
+gmr_status gmr_graph_arena_resource_get_stats(gmr_graph_arena_resource *a,
+                                              gmr_graph_arena_stats *out) {
+  if (a == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
+  gmr_graph_arena_stats s;
+  memset(&s, 0, sizeof s);
+  gmr__ga_lock(a);
+  s.held_bytes = a->held_bytes;
+  s.peak_held_bytes = a->peak_held_bytes;
+  s.chunk_count = a->chunk_count;
+  s.in_use_bytes = gmr__ga_in_use_bytes(a);
+  s.peak_in_use_bytes = a->peak_in_use_bytes;
+  s.live_bytes = a->live_bytes;
+  s.peak_live_bytes = a->peak_live_bytes;
+  s.live_count = a->live_count;
+  s.allocation_count = a->allocation_count;
+  s.capture_allocation_count = a->capture_allocation_count;
+  s.capture_refusal_count = a->capture_refusal_count;
+  s.capture_shortfall_bytes = a->capture_shortfall_bytes;
+  s.open_session_count = a->session_count;
+  s.graph_memory_count = a->memory_count;
+  gmr__ga_unlock(a);
+  s.forwarded_allocation_count = atomic_load(&a->forwarded_allocation_count);
+  s.forwarded_live_count = atomic_load(&a->forwarded_live_count);
+  s.upstream_call_count = atomic_load(&a->upstream_call_count);
+  s.upstream_call_during_capture_count = atomic_load(&a->upstream_call_during_capture_count);
+  gmr__stats_copy_out(out, &s, sizeof s);
+  return GMR_OK;
+}
+
+gmr_graph_arena_resource_config gmr_graph_arena_resource_get_config(
+    const gmr_graph_arena_resource *a) {
+  return a->cfg;
+}
+
+static const char *const policy_names[] = {"monotone", "ordered_reuse"};
+
+const char *gmr_graph_arena_resource_policy_name(gmr_graph_arena_policy policy) {
+  if ((int)policy < 0 || (size_t)policy >= sizeof policy_names / sizeof policy_names[0]) {
+    return "unknown";
+  }
+  return policy_names[policy];
+}
+
+gmr_status gmr_graph_arena_resource_policy_from_name(const char *name,
+                                                     gmr_graph_arena_policy *out) {
+  if (name == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  for (size_t i = 0; i < sizeof policy_names / sizeof policy_names[0]; ++i) {
+    if (strcmp(name, policy_names[i]) == 0) {
+      *out = (gmr_graph_arena_policy)i;
+      return GMR_OK;
+    }
+  }
+  return GMR_ERR_INVALID_ARGUMENT;
+}

@@ -1,0 +1,240 @@
+/*
+ * resources/pool/pool_blocks.c (internal): free blocks: filing a free block
+ * under its stream slot with its neighbours merged (boundary tags), the cache
+ * of recent frees, the best fit of a slot, and carving an allocation out of a
+ * free block. See pool_internal.h.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <string.h>
+
+#include "core/failure.h"
+#include "resources/pool/pool_internal.h"
+
+
+/* ---- free blocks -------------------------------------------------------- */
+
+/* Whether a free neighbour filed under `other` may merge into a block being
+ * filed under `si`: same slot, or (for a stream slot) the shared slot, whose
+ * blocks are free for anyone and so also for that stream. */
+static bool mergeable(uint32_t si, const gmr__pool_block *n) {
+  return n != NULL && n->is_free && !n->cached &&
+         (n->slot == si || n->slot == GMR__POOL_SHARED_SLOT);
+}
+
+/* File free block `b` under slot `si`, merged with its mergeable neighbours.
+ * Neighbours free under another stream stay apart: that stream's work may
+ * still use them. Absorbing a shared neighbour can bring a block of `si`
+ * beyond it into reach, hence the loops. */
+void gmr__pool_file_free(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
+  b->request_bytes = 0;
+  b->request_alignment_log2 = 0;
+  gmr__pool_block *before = b->phys_prev, *after = b->phys_next;
+  bool merge_before = mergeable(si, before), merge_after = mergeable(si, after);
+  /* Fast paths, the common case: one neighbour, free in this very slot,
+   * grows over b in place (no index work unless its size class changes). */
+  if (merge_before && !merge_after && before->slot == si && !mergeable(si, before->phys_prev)) {
+    size_t old = before->size;
+    before->size += b->size;
+    before->phys_next = after;
+    if (after != NULL) after->phys_prev = before;
+    gmr__pool_header_give(a, b);
+    gmr__free_index_resized(&a->slots[si]->index, before, old);
+    return;
+  }
+  if (merge_after && !merge_before && after->slot == si && !mergeable(si, after->phys_next)) {
+    size_t old = after->size;
+    after->addr = b->addr;
+    after->size += b->size;
+    after->phys_prev = before;
+    if (before != NULL) {
+      before->phys_next = after;
+    } else {
+      b->chunk->first = after;
+    }
+    gmr__pool_header_give(a, b);
+    gmr__free_index_resized(&a->slots[si]->index, after, old);
+    return;
+  }
+  b->is_free = 1;
+  b->slot = si;
+  gmr__pool_block *prev;
+  while (mergeable(si, prev = b->phys_prev)) {
+    gmr__free_index_remove(&a->slots[prev->slot]->index, prev);
+    prev->size += b->size;
+    prev->phys_next = b->phys_next;
+    if (b->phys_next != NULL) b->phys_next->phys_prev = prev;
+    prev->slot = si;
+    gmr__pool_header_give(a, b);
+    b = prev;
+  }
+  gmr__pool_block *next;
+  while (mergeable(si, next = b->phys_next)) {
+    gmr__free_index_remove(&a->slots[next->slot]->index, next);
+    b->size += next->size;
+    b->phys_next = next->phys_next;
+    if (next->phys_next != NULL) next->phys_next->phys_prev = b;
+    gmr__pool_header_give(a, next);
+  }
+  gmr__free_index_insert(&a->slots[si]->index, b);
+}
+
+/* Give every free block of slot `from` to slot `to`, merging as they land. */
+void gmr__pool_move_all(gmr__pool_arena *a, uint32_t from, uint32_t to) {
+  gmr__free_index *src = &a->slots[from]->index;
+  gmr__pool_block *b;
+  while ((b = gmr__free_index_any(src)) != NULL) {
+    gmr__free_index_remove(src, b);
+    gmr__pool_file_free(a, to, b);
+  }
+}
+
+/* ---- the cache of recent frees ------------------------------------------ */
+
+static void cache_remove_at(gmr__pool_slot *s, uint32_t i) {
+  memmove(&s->cache[i], &s->cache[i + 1], (s->cache_count - i - 1) * sizeof s->cache[0]);
+  s->cache_count--;
+}
+
+/* Keep just-freed block `b` of slot `si` unmerged for a same-size request
+ * (the pattern of training loops: the same tensors every step): the pair
+ * then skips the size index, the split and the merge. The oldest entry goes
+ * to the index when the cache is full. */
+void gmr__pool_cache_put(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
+  gmr__pool_slot *s = a->slots[si];
+  uint32_t capacity = a->pool->config.recent_free_count;
+  if (capacity == 0 || b->size > a->pool->config.recent_free_max_bytes) {
+    gmr__pool_file_free(a, si, b);
+    return;
+  }
+  if (s->cache_count == capacity) {
+    gmr__pool_block *oldest = s->cache[0];
+    cache_remove_at(s, 0);
+    oldest->cached = 0;
+    gmr__pool_file_free(a, si, oldest);
+  }
+  b->is_free = 1;
+  b->cached = 1;
+  b->slot = si;
+  b->request_bytes = 0;
+  b->request_alignment_log2 = 0;
+  s->cache[s->cache_count++] = b;
+}
+
+/* The most recent cached block of exactly `size` bytes, taken out of the
+ * cache (still marked free), or NULL. */
+gmr__pool_block *gmr__pool_cache_take(gmr__pool_slot *s, size_t size) {
+  for (uint32_t i = s->cache_count; i-- > 0;) {
+    gmr__pool_block *b = s->cache[i];
+    if (b->size == size) {
+      cache_remove_at(s, i);
+      b->cached = 0;
+      return b;
+    }
+  }
+  return NULL;
+}
+
+/* Merge every cached block of the arena into its slot's index. */
+void gmr__pool_flush_caches(gmr__pool_arena *a) {
+  for (uint32_t i = 0; i < a->slot_count; ++i) {
+    gmr__pool_slot *s = a->slots[i];
+    while (s->cache_count > 0) {
+      gmr__pool_block *b = s->cache[--s->cache_count];
+      b->cached = 0;
+      gmr__pool_file_free(a, i, b);
+    }
+  }
+}
+
+/* Take free block `b` out of wherever it is filed (its cache or its index). */
+void gmr__pool_unfile(gmr__pool_arena *a, gmr__pool_block *b) {
+  gmr__pool_slot *s = a->slots[b->slot];
+  if (!b->cached) {
+    gmr__free_index_remove(&s->index, b);
+    return;
+  }
+  for (uint32_t i = 0; i < s->cache_count; ++i) {
+    if (s->cache[i] == b) {
+      cache_remove_at(s, i);
+      break;
+    }
+  }
+  b->cached = 0;
+}
+
+/* The better of the best fits of slot `si` and the shared slot. */
+gmr__pool_block *gmr__pool_find_fit(const gmr__pool_arena *a, uint32_t si, size_t need) {
+  gmr__pool_block *own = gmr__free_index_find(&a->slots[si]->index, need);
+  if (si == GMR__POOL_SHARED_SLOT || (own != NULL && own->size == need) ||
+      a->slots[GMR__POOL_SHARED_SLOT]->index.block_count == 0) {
+    return own;
+  }
+  gmr__pool_block *shared = gmr__free_index_find(&a->slots[GMR__POOL_SHARED_SLOT]->index, need);
+  if (own == NULL) return shared;
+  return shared != NULL && shared->size < own->size ? shared : own;
+}
+
+/* Split `b` after its first `size` bytes: b keeps them, and a new header,
+ * returned, takes the rest. Pre: a header is reserved, size < b->size. */
+static gmr__pool_block *split_after(gmr__pool_arena *a, gmr__pool_block *b, size_t size) {
+  gmr__pool_block *rest = gmr__pool_header_take(a);
+  rest->addr = b->addr + size;
+  rest->size = b->size - size;
+  rest->chunk = b->chunk;
+  rest->phys_prev = b;
+  rest->phys_next = b->phys_next;
+  if (b->phys_next != NULL) b->phys_next->phys_prev = rest;
+  b->phys_next = rest;
+  b->size = size;
+  return rest;
+}
+
+/* Take free block `b` for a request of `size` bytes (a multiple of 256)
+ * aligned to `alignment`: cut off the padding in front and the rest behind,
+ * which stay free in b's slot (they cannot touch another free block of that
+ * slot, since those are always merged). b's header keeps the part that stays
+ * free where it can, so the index only changes when a size class does.
+ * Pre: two headers reserved and `b` large enough. Returns the allocated block. */
+gmr__pool_block *gmr__pool_take(gmr__pool_arena *a, gmr__pool_block *b, size_t size,
+                                size_t alignment) {
+  uint32_t si = b->slot;
+  gmr__free_index *index = &a->slots[si]->index;
+  size_t pad = alignment > GMR__POOL_UNIT ? gmr__align_up(b->addr, alignment) - b->addr : 0;
+  if (pad == 0) {
+    if (b->size == size) {
+      gmr__free_index_remove(index, b);
+      b->is_free = 0;
+      return b;
+    }
+    /* A new header in front of b for the allocation; b keeps the rest. */
+    gmr__pool_block *x = gmr__pool_header_take(a);
+    x->addr = b->addr;
+    x->size = size;
+    x->chunk = b->chunk;
+    x->phys_prev = b->phys_prev;
+    x->phys_next = b;
+    if (b->phys_prev != NULL) {
+      b->phys_prev->phys_next = x;
+    } else {
+      b->chunk->first = x;
+    }
+    b->phys_prev = x;
+    size_t old = b->size;
+    b->addr += size;
+    b->size -= size;
+    gmr__free_index_resized(index, b, old);
+    return x;
+  }
+  /* b keeps the padding; the allocation and the rest get new headers. */
+  size_t old = b->size;
+  gmr__pool_block *x = split_after(a, b, pad);
+  gmr__free_index_resized(index, b, old);
+  if (x->size > size) {
+    gmr__pool_block *rest = split_after(a, x, size);
+    rest->is_free = 1;
+    rest->slot = si;
+    gmr__free_index_insert(index, rest);
+  }
+  return x;
+}
