@@ -278,8 +278,8 @@ static bool target(machine *m, size_t below, replay_pickle_type type, uint32_t *
   uint32_t c = m->stack[below - 1];
   replay_pickle_type actual = (replay_pickle_type)m->doc->values[c].type;
   if (actual != type) {
-    return fail(m, "adds to a %s, which is not a %s", replay_pickle_type_name(actual),
-                replay_pickle_type_name(type));
+    return fail(m, "adds items to a value of type %s, not to a %s",
+                replay_pickle_type_name(actual), replay_pickle_type_name(type));
   }
   *out = c;
   return true;

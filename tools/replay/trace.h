@@ -98,7 +98,7 @@ typedef struct replay_trace {
   size_t stream_count;
   replay_trace_summary summary;
   /* With skip_malformed: "FILE:LINE: reason" of the first skipped line, or "". */
-  char first_malformed[256];
+  char first_malformed[512];
   int snapshot_device; /* snapshots: the device whose trace this is; else 0 */
 } replay_trace;
 

@@ -19,14 +19,21 @@
 
 #include "tools/replay/pickle.h"
 
+/* "a dict", "an int", "None": a type for a message. */
+static const char *a_type(replay_pickle_type type) {
+  static const char *const names[] = {"None",   "a bool", "an int",  "a float", "a str",
+                                      "bytes",  "a list", "a tuple", "a dict"};
+  return (unsigned)type < sizeof names / sizeof names[0] ? names[type] : "something else";
+}
+
 static const char *const required_fields[] = {"action", "addr", "size", "stream"};
 
 /* One entry into a row; LINE_MALFORMED with b->reason set. */
 static line_result entry_row(trace_builder *b, const replay_pickle *doc, replay_pickle_value entry,
                              row *out) {
   if (replay_pickle_type_of(doc, entry) != REPLAY_PICKLE_DICT) {
-    return trace_build_malformed(b, "a %s, expected a dict",
-                                 replay_pickle_type_name(replay_pickle_type_of(doc, entry)));
+    return trace_build_malformed(b, "%s, expected a dict",
+                                 a_type(replay_pickle_type_of(doc, entry)));
   }
   replay_pickle_value fields[4];
   for (size_t i = 0; i < 4; ++i) {
@@ -38,8 +45,8 @@ static line_result entry_row(trace_builder *b, const replay_pickle *doc, replay_
   size_t length = 0;
   if (replay_pickle_type_of(doc, fields[0]) != REPLAY_PICKLE_STR ||
       !replay_pickle_get_str(doc, fields[0], &action, &length)) {
-    return trace_build_malformed(b, "'action' is a %s, expected a str",
-                                 replay_pickle_type_name(replay_pickle_type_of(doc, fields[0])));
+    return trace_build_malformed(b, "'action' is %s, expected a str",
+                                 a_type(replay_pickle_type_of(doc, fields[0])));
   }
   if (!trace_build_pytorch_action(action, length, &out->kind)) {
     char shown[48];
@@ -53,7 +60,7 @@ static line_result entry_row(trace_builder *b, const replay_pickle *doc, replay_
       replay_pickle_type type = replay_pickle_type_of(doc, fields[i]);
       return trace_build_malformed(
           b, "'%s' is %s, expected an integer >= 0", required_fields[i],
-          type == REPLAY_PICKLE_INT ? "negative" : replay_pickle_type_name(type));
+          type == REPLAY_PICKLE_INT ? "negative" : a_type(type));
     }
   }
   return LINE_OK;
@@ -70,8 +77,8 @@ static bool choose_device(const replay_pickle *doc, replay_pickle_value traces, 
     replay_pickle_type type = replay_pickle_type_of(doc, list);
     if (type != REPLAY_PICKLE_LIST && type != REPLAY_PICKLE_TUPLE) {
       trace_build_set_error(err, err_bytes,
-                            "%s: device_traces[%zu] is a %s, expected a list of trace entries",
-                            path, d, replay_pickle_type_name(type));
+                            "%s: device_traces[%zu] is %s, expected a list of trace entries",
+                            path, d, a_type(type));
       return false;
     }
   }
@@ -146,9 +153,9 @@ static gmr_status read_entries(trace_builder *b, const replay_pickle *doc, const
   replay_pickle_value traces = 0;
   if (replay_pickle_type_of(doc, root) != REPLAY_PICKLE_DICT) {
     trace_build_set_error(err, err_bytes,
-                          "%s: not a PyTorch memory snapshot: the pickle holds a %s, expected a "
+                          "%s: not a PyTorch memory snapshot: the pickle holds %s, expected a "
                           "dict with 'device_traces'",
-                          path, replay_pickle_type_name(replay_pickle_type_of(doc, root)));
+                          path, a_type(replay_pickle_type_of(doc, root)));
     return GMR_ERR_INVALID_ARGUMENT;
   }
   if (!replay_pickle_dict_get(doc, root, "device_traces", &traces)) {
@@ -161,8 +168,8 @@ static gmr_status read_entries(trace_builder *b, const replay_pickle *doc, const
   }
   replay_pickle_type type = replay_pickle_type_of(doc, traces);
   if (type != REPLAY_PICKLE_LIST && type != REPLAY_PICKLE_TUPLE) {
-    trace_build_set_error(err, err_bytes, "%s: 'device_traces' is a %s, expected a list", path,
-                          replay_pickle_type_name(type));
+    trace_build_set_error(err, err_bytes, "%s: 'device_traces' is %s, expected a list", path,
+                          a_type(type));
     return GMR_ERR_INVALID_ARGUMENT;
   }
   replay_pickle_value entries = 0;

@@ -137,6 +137,33 @@ def main():
     multistream = os.path.join(ROOT, "tools", "traces", "multistream.csv.gz")
     write("multistream.pickle.gz", pickle.dumps(snapshot([[], csv_trace(multistream)]),
                                                 protocol=4), compress=True)
+    for name, value in bad_snapshots().items():
+        write(name, pickle.dumps(value, protocol=4))
+
+
+def bad_snapshots():
+    """Snapshots the reader must refuse, each for one reason the tests check."""
+    ok = [entry("alloc", BASE, 512, 0, T0, []), entry("free_requested", BASE, 512, 0, T0 + 1, [])]
+    no_size = dict(ok[0])
+    del no_size["size"]
+    negative = dict(ok[0], size=-512)
+    text_addr = dict(ok[0], addr="0x7f00")
+    unknown = dict(ok[0], action="allocate")
+    return {
+        "bad_not_a_dict.pickle": [ok],
+        "bad_no_device_traces.pickle": {"segments": [], "allocator_settings": {}},
+        "bad_traces_not_a_list.pickle": {"device_traces": 7},
+        "bad_entry_no_size.pickle": snapshot([[ok[0], no_size, ok[1]]]),
+        "bad_entry_negative_size.pickle": snapshot([[ok[0], negative, ok[1]]]),
+        "bad_entry_text_addr.pickle": snapshot([[ok[0], text_addr, ok[1]]]),
+        "bad_entry_unknown_action.pickle": snapshot([[ok[0], unknown, ok[1]]]),
+        "bad_entry_not_a_dict.pickle": snapshot([[ok[0], [1, 2], ok[1]]]),
+        "bad_empty_traces.pickle": snapshot([[], []]),
+        "bad_int_too_large.pickle": snapshot([[dict(ok[0], size=2**64), ok[1]]]),
+        # A class: loading it needs Python (STACK_GLOBAL, REDUCE), which the
+        # reader refuses by name.
+        "bad_class.pickle": snapshot([[ok[0], ok[1], ValueError("not data")]]),
+    }
 
 
 if __name__ == "__main__":
