@@ -296,7 +296,15 @@ static void run_pass(const replay_trace *trace, gmr_resource *top, replay_state 
   }
   /* The run's footprint is read before anything is freed at the end, so the
    * end-of-run frees cannot change what is reported. */
-  if (last) r->footprint_status = gmr_resource_get_footprint(top, &r->footprint);
+  if (last) {
+    r->footprint_status = gmr_resource_get_footprint(top, &r->footprint);
+    gmr_resource *leaf = top;
+    for (gmr_resource *below = gmr_resource_get_upstream(leaf); below != NULL;
+         below = gmr_resource_get_upstream(leaf)) {
+      leaf = below;
+    }
+    r->leaf_footprint_status = gmr_resource_get_footprint(leaf, &r->leaf_footprint);
+  }
   /* A capture the trace left open ends first: nothing may synchronise a
    * capturing stream. */
   for (uint32_t i = 0; i < trace->stream_count; ++i) {
@@ -354,6 +362,7 @@ static gmr_status run(const replay_trace *trace, gmr_resource *top, uint64_t tim
   memset(out, 0, sizeof *out);
   out->destroy_status = GMR_OK;
   out->footprint_status = GMR_ERR_UNSUPPORTED;
+  out->leaf_footprint_status = GMR_ERR_UNSUPPORTED;
   out->timer_overhead_ns = timer_overhead_ns;
   out->timing = options->timing;
   if (trace == NULL || top == NULL) {

@@ -157,6 +157,10 @@ typedef struct replay_result {
    * before any end-of-run free; footprint_status GMR_ERR_UNSUPPORTED: no resource reports one. */
   gmr_status footprint_status;
   gmr_footprint footprint;
+  /* The same for the stack's bottom resource (what the device gave; a
+   * cudaMemPool keeps what it is given back). */
+  gmr_status leaf_footprint_status;
+  gmr_footprint leaf_footprint;
   /* Captures (REPLAY_CAPTURE_REAL). */
   size_t capture_count;          /* captures begun */
   size_t capture_failure_count;  /* captures that could not begin, or ended broken */
