@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tools/replay/pickle.h"
@@ -361,6 +362,33 @@ TEST(ReplaySnapshotTest, FromMemoryAsTheFuzzerDrivesIt) {
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
             replay_trace_read_pickle(nullptr, 0, "x", nullptr, &trace, err, sizeof err));
   EXPECT_EQ(nullptr, trace);
+}
+
+// Thread-safe as the header says: distinct reads in parallel, and one parsed
+// document read from several threads at once (run under --config=tsan).
+TEST(ReplaySnapshotTest, ReadsInParallelAndOneDocumentFromManyThreads) {
+  const std::string bytes = ReadBytes(TestData("small_p4.pickle"));
+  std::string err;
+  replay_pickle *doc = nullptr;
+  ASSERT_EQ(GMR_OK, Parse(bytes, &err, &doc)) << err;
+  std::vector<std::thread> threads;
+  std::vector<int> ok(4, 0);
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      Trace t;
+      std::string message;
+      bool read = Read(TestData("small_p" + std::to_string(2 + i) + ".pickle"), &t, &message) ==
+                      GMR_OK &&
+                  t.trace->summary.alloc_count == 5;
+      replay_pickle_value traces = 0;
+      bool found = replay_pickle_dict_get(doc, replay_pickle_root(doc), "device_traces", &traces) &&
+                   replay_pickle_length(doc, replay_pickle_item(doc, traces, 0)) == 11;
+      ok[i] = read && found ? 1 : 0;
+    });
+  }
+  for (std::thread &t : threads) t.join();
+  replay_pickle_destroy(doc);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(1, ok[i]) << i;
 }
 
 }  // namespace

@@ -73,6 +73,8 @@ static void print_usage(FILE *out) {
           "  TRACE, --trace PATH  trace file: PyTorch snapshot CSV (action,addr,size,stream,"
           "time_us)\n"
           "                       or RMM log CSV (Thread,Time,Action,Pointer,Size,Stream),\n"
+          "                       or a PyTorch memory snapshot pickle (torch.cuda.memory.\n"
+          "                       _snapshot() saved with pickle; read without Python),\n"
           "                       gzip or plain; default: the bundled tools/traces/" DEFAULT_TRACE
           "\n"
           "  --stack SPEC         replay through one stack; repeat to compare several\n"

@@ -211,7 +211,8 @@ gmr_status replay_run_with(const replay_trace *trace, gmr_resource *top,
 /**
  * Record how destroying the stack went after the replay; anything but GMR_OK
  * (GMR_ERR_BUSY: the stack still counts live allocations) makes the result
- * fail, and becomes its first failure if there was none.
+ * fail, and becomes its first failure if there was none. Called once per
+ * stack (measure.h destroys two): the first failure status is kept.
  */
 void replay_result_set_destroy_status(replay_result *result, gmr_status status);
 
