@@ -69,18 +69,19 @@ def main():
               for b in batch_sizes}
 
     # Warm-up on a side stream before capturing, as PyTorch's CUDA graph
-    # notes ask (lazy initialisation, cuBLAS workspaces, autotuning).
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side), torch.no_grad():
+    # notes ask (lazy initialisation, autotuning); the side stream is the one
+    # that will capture, so its per-stream cuBLAS workspace exists before the
+    # first capture, as in a server that warms up on its capture stream.
+    capture_stream = torch.cuda.Stream()
+    capture_stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(capture_stream), torch.no_grad():
         for b in batch_sizes:
             for _ in range(args.warmup):
                 model(inputs[b])
-    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.current_stream().wait_stream(capture_stream)
     torch.cuda.synchronize()
 
     pool = torch.cuda.graph_pool_handle()
-    capture_stream = torch.cuda.Stream()
     graphs, outputs, markers = {}, {}, []
     start = time.time()
     for b in batch_sizes:
