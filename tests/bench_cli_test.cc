@@ -26,6 +26,12 @@ std::string BenchBinary() {
   return std::string(srcdir != nullptr ? srcdir : ".") + "/gmr/tools/bench/bench";
 }
 
+// A bundled trace, in the runfiles the bench binary brings.
+std::string TraceFile(const std::string &name) {
+  const char *srcdir = std::getenv("TEST_SRCDIR");
+  return std::string(srcdir != nullptr ? srcdir : ".") + "/gmr/tools/traces/" + name;
+}
+
 std::string ReadFile(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
@@ -89,7 +95,7 @@ std::map<std::string, std::vector<std::string>> Rows(const std::string &out) {
   std::map<std::string, std::vector<std::string>> rows;
   for (const std::string &line : Lines(out)) {
     std::vector<std::string> w = Words(line);
-    if (w.size() >= 13 && (w[0].rfind("random", 0) == 0 || w[0].rfind("fixed", 0) == 0 ||
+    if (w.size() >= 14 && (w[0].rfind("random", 0) == 0 || w[0].rfind("fixed", 0) == 0 ||
                            w[0].rfind("threads", 0) == 0 || w[0].rfind("trace:", 0) == 0)) {
       rows[w[0] + " " + w[1]] = w;
     }
@@ -97,8 +103,11 @@ std::map<std::string, std::vector<std::string>> Rows(const std::string &out) {
   return rows;
 }
 
-constexpr size_t kHeldOverLive = 9;  // column of held/live
-constexpr size_t kFailures = 12;     // column of failures
+constexpr size_t kMean = 5;          // column of ns/call (traces: the cold mean)
+constexpr size_t kWarm = 6;          // column of warm_ns (traces only)
+constexpr size_t kSpeedup = 8;       // column of speedup
+constexpr size_t kHeldOverLive = 10;  // column of held/live
+constexpr size_t kFailures = 13;      // column of failures
 
 TEST(BenchCliTest, QuickRunSaysSimulationAndPrintsOneRowPerWorkloadAndStack) {
   Output r = RunBench({"--sim", "--quick", "--workloads", "random,fixed,threads", "--threads",
@@ -118,7 +127,8 @@ TEST(BenchCliTest, QuickRunSaysSimulationAndPrintsOneRowPerWorkloadAndStack) {
     }
   }
   // A threads row of one thread is its own reference.
-  EXPECT_EQ("1.00", rows["threads=1(<=64KiB) pool"][7]);
+  EXPECT_EQ("1.00", rows["threads=1(<=64KiB) pool"][kSpeedup]);
+  EXPECT_EQ("-", rows["random(<=1024KiB) pool"][kWarm]) << "no warm pass outside the traces";
   EXPECT_EQ("", r.err);
 }
 
@@ -131,7 +141,32 @@ TEST(BenchCliTest, PoolFootprintOnTheRealTracesIsExactOnTheSimulation) {
   EXPECT_EQ("1.036", rows["trace:resnet50_train pool"][kHeldOverLive]) << r.out;
   EXPECT_EQ("1.072", rows["trace:gpt2_graph_capture pool"][kHeldOverLive]) << r.out;
   EXPECT_EQ("1.536", rows["trace:multistream pool"][kHeldOverLive]) << r.out;
-  for (const auto &row : rows) EXPECT_EQ("0", row.second[kFailures]) << row.first;
+  for (const auto &row : rows) {
+    EXPECT_EQ("0", row.second[kFailures]) << row.first;
+    // A cold and a warm mean (3 passes by default); no timings compared.
+    EXPECT_GT(std::atof(row.second[kMean].c_str()), 0.0) << row.first;
+    EXPECT_GT(std::atof(row.second[kWarm].c_str()), 0.0) << row.first;
+  }
+  EXPECT_NE(std::string::npos, r.out.find("warm_ns: the best mean of passes 2..3")) << r.out;
+}
+
+TEST(BenchCliTest, OnePassHasNoWarmMeanAndBadPassCountsAreRefused) {
+  Output r = RunBench({"--sim", "--workloads", "traces", "--stacks", "pool", "--passes", "1",
+                       "--trace", TraceFile("multistream.csv.gz")});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  auto rows = Rows(r.out);
+  ASSERT_EQ(1u, rows.size()) << r.out;
+  EXPECT_EQ("-", rows.begin()->second[kWarm]);
+  for (const char *bad : {"0", "1001", "x", "-2"}) {
+    Output o = RunBench({"--sim", "--workloads", "traces", "--passes", bad});
+    EXPECT_EQ(2, o.exit_code) << bad;
+    EXPECT_NE(std::string::npos, o.err.find(std::string("bench: --passes ") + bad + ": "))
+        << o.err;
+  }
+  for (const char *bad : {"nan", "inf", "1e3", "-1"}) {
+    EXPECT_EQ(2, RunBench({"--seconds", bad}).exit_code) << bad;
+    EXPECT_EQ(2, RunBench({"--random-max-bytes", bad}).exit_code) << bad;
+  }
 }
 
 TEST(BenchCliTest, AnUnknownStackIsAUsageErrorListingTheKnownOnes) {

@@ -57,7 +57,9 @@ TEST(ReplayCaptureCli, BadCaptureOptionsAreUsageErrors) {
   EXPECT_EQ("gmr replay: --arena-reserve gives 2 sizes for 1 stacks\n", o.err);
   o = RunReplay("--sim --stack host --arena-reserve 12x " + CaptureTrace());
   EXPECT_EQ(2, o.exit_code);
-  EXPECT_EQ("gmr replay: --arena-reserve takes sizes such as 600MiB or 572MiB,190MiB\n", o.err);
+  EXPECT_EQ("gmr replay: --arena-reserve '12x': not a number of bytes (digits, then K/M/G/T); "
+            "give sizes such as 600MiB or 572MiB,190MiB\n",
+            o.err);
   o = RunReplay("--sim --stack host --capture maybe " + CaptureTrace());
   EXPECT_EQ(2, o.exit_code);
   EXPECT_EQ("gmr replay: --capture takes real or off\n", o.err);

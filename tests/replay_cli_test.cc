@@ -125,9 +125,11 @@ TEST(ReplayCliTest, DefaultRunReplaysTheBundledTraceThroughThreeStacks) {
   EXPECT_TRUE(StartsWith(lines[6], "pool ")) << lines[6];
   for (int i : {4, 5, 6}) {
     std::istringstream row(lines[i]);
-    std::string name;
+    std::string name, pass, temperature;
     size_t allocs = 0, frees = 0, failed = 99, live = 0;
-    row >> name >> allocs >> frees >> failed >> live;
+    row >> name >> pass >> temperature >> allocs >> frees >> failed >> live;
+    EXPECT_EQ("1", pass) << lines[i];  // one pass by default: the cold one
+    EXPECT_EQ("cold", temperature) << lines[i];
     EXPECT_EQ(6179u, allocs) << lines[i];
     EXPECT_EQ(6176u, frees) << lines[i];
     EXPECT_EQ(0u, failed) << lines[i];
@@ -137,7 +139,8 @@ TEST(ReplayCliTest, DefaultRunReplaysTheBundledTraceThroughThreeStacks) {
   EXPECT_NE(std::string::npos, lines[6].find(" 7702.0  1.049")) << lines[6];  // the pool
   EXPECT_TRUE(StartsWith(lines[7], "recorder reserved ")) << lines[7];
   EXPECT_NE(std::string::npos, lines[7].find(" 7708.0  1.049")) << lines[7];
-  EXPECT_TRUE(StartsWith(lines[8], "ns: host time per call")) << lines[8];
+  EXPECT_TRUE(StartsWith(lines[8], "pass 1 starts on a fresh stack")) << lines[8];
+  EXPECT_TRUE(StartsWith(lines[9], "mean ns: wall time of the pass")) << lines[9];
 }
 
 TEST(ReplayCliTest, MalformedLineFailsWithFileLineAndReason) {
@@ -220,8 +223,9 @@ TEST(ReplayCliTest, CompareTakesSpecsSeparatedBySemicolonsOrTopLevelCommas) {
   EXPECT_TRUE(StartsWith(lines[6], grow + " ")) << lines[6];
   EXPECT_TRUE(StartsWith(lines[7], "recorder reserved ")) << lines[7];
   std::istringstream row(lines[5].substr(fail.size()));
+  std::string pass, temperature;
   size_t allocs = 0, frees = 0, failed = 0;
-  row >> allocs >> frees >> failed;
+  row >> pass >> temperature >> allocs >> frees >> failed;
   EXPECT_EQ(3u, allocs);
   EXPECT_EQ(2u, frees);
   EXPECT_EQ(1u, failed);  // 1024 + 2048 > 2 KiB

@@ -25,8 +25,7 @@ size_t bench_stack_known_count(void) { return ALIAS_COUNT; }
 
 const char *bench_stack_known_name(size_t i) { return i < ALIAS_COUNT ? aliases[i].name : NULL; }
 
-/* A bench alias's spec, or the text itself (a replay alias or a spec). */
-static const char *resolve(const char *name) {
+const char *bench_stack_resolve(const char *name) {
   for (size_t i = 0; name != NULL && i < ALIAS_COUNT; ++i) {
     if (strcmp(name, aliases[i].name) == 0) return aliases[i].spec;
   }
@@ -41,14 +40,14 @@ static void append_aliases(char *err, size_t err_bytes) {
 }
 
 gmr_status bench_stack_check(const char *name, char *err, size_t err_bytes) {
-  gmr_status st = replay_stack_check(resolve(name), err, err_bytes);
+  gmr_status st = replay_stack_check(bench_stack_resolve(name), err, err_bytes);
   if (st != GMR_OK && err != NULL && err_bytes > 0) append_aliases(err, err_bytes);
   return st;
 }
 
 gmr_status bench_stack_create(const char *name, bench_stack *out, char *err, size_t err_bytes) {
   out->stack = NULL;
-  gmr_status st = replay_stack_create(resolve(name), &out->stack, err, err_bytes);
+  gmr_status st = replay_stack_create(bench_stack_resolve(name), &out->stack, err, err_bytes);
   if (st != GMR_OK && err != NULL && err_bytes > 0) append_aliases(err, err_bytes);
   return st;
 }

@@ -41,6 +41,10 @@ const char *bench_stack_known_name(size_t i);
  */
 gmr_status bench_stack_check(const char *name, char *err, size_t err_bytes);
 
+/** The spec `name` stands for: a bench alias's spec, else `name` itself (a
+ * replay alias or a spec). Static or borrowed string. */
+const char *bench_stack_resolve(const char *name);
+
 /**
  * Build the stack `name` into *out (caller storage). On failure nothing is
  * left allocated and `err` says why.

@@ -22,6 +22,8 @@
 #include "tools/bench/bench_stacks.h"
 #include "tools/bench/workloads.h"
 #include "tools/replay/locate.h"
+#include "tools/replay/numbers.h"
+#include "tools/replay/replay.h"
 #include "tools/replay/timing.h"
 #include "tools/replay/trace.h"
 
@@ -91,29 +93,18 @@ static bool has_item(const item_list *l, const char *name) {
   return false;
 }
 
-/* Bytes with an optional K/M/G suffix (powers of 1024). */
+/* A byte count > 0 with an optional K/M/G/T suffix (powers of 1024); strict:
+ * no sign, NaN, exponent or fraction of a byte. */
 static bool parse_bytes(const char *text, size_t *out) {
-  char *end = NULL;
-  unsigned long long v = strtoull(text, &end, 10);
-  if (end == text) return false;
-  unsigned shift = 0;
-  if (*end == 'K' || *end == 'k') shift = 10;
-  if (*end == 'M' || *end == 'm') shift = 20;
-  if (*end == 'G' || *end == 'g') shift = 30;
-  if (shift != 0) end++;
-  if (*end == 'i') end++;
-  if (*end == 'B') end++;
-  if (*end != '\0' || v == 0 || v > (SIZE_MAX >> shift)) return false;
-  *out = (size_t)(v << shift);
+  size_t bytes = 0;
+  if (!replay_parse_bytes(text, &bytes, NULL, 0) || bytes == 0) return false;
+  *out = bytes;
   return true;
 }
 
+/* Seconds, finite, in (0, 3600]. */
 static bool parse_seconds(const char *text, double *out) {
-  char *end = NULL;
-  double v = strtod(text, &end);
-  if (end == text || *end != '\0' || !(v > 0) || v > 3600) return false;
-  *out = v;
-  return true;
+  return replay_parse_decimal(text, 0.001, 3600.0, out, NULL, 0);
 }
 
 static void print_usage(FILE *out) {
@@ -128,7 +119,9 @@ static void print_usage(FILE *out) {
           "                          ones in tools/traces)\n"
           "  --threads N,...         thread counts (default " DEFAULT_THREADS ")\n"
           "  --ops N                 call cap of the random and fixed runs (default 200000)\n"
-          "  --seconds S             time cap of one random, fixed or trace run (default 3)\n"
+          "  --seconds S             time cap of one random or fixed run (default 3)\n"
+          "  --passes N              traces: passes on the same stack; pass 1 gives the cold\n"
+          "                          mean, the best of 2..N the warm one (1..%d, default 3)\n"
           "  --thread-seconds S      run time of one threads cell (default 0.5)\n"
           "  --random-max-bytes B    random: largest size (default 1MiB)\n"
           "  --max-live-bytes B      random: live bytes cap (default 1GiB)\n"
@@ -140,7 +133,8 @@ static void print_usage(FILE *out) {
           "\n"
           "A stack is a spec, top layer first, e.g. 'pool(arenas=1) > cuda(kind=async)' (list\n"
           "several separated by ';' or by ',' outside parentheses), one of replay's aliases\n"
-          "(cuda_device, cuda_async, cuda_managed, host, pool, fixed_block, graph_pool), or:");
+          "(cuda_device, cuda_async, cuda_managed, host, pool, fixed_block, graph_pool), or:",
+          REPLAY_MAX_PASSES);
   for (size_t i = 0; i < bench_stack_known_count(); ++i) {
     fprintf(out, "%s %s", i == 0 ? "" : ",", bench_stack_known_name(i));
   }
@@ -176,6 +170,7 @@ static bool parse_args(int argc, char **argv, options *o) {
   o->bench.thread_max_bytes = (size_t)64 << 10;
   o->bench.thread_seconds = 0.5;
   o->bench.seed = 42;
+  o->bench.trace_pass_count = 3;
   for (int i = 1; i < argc; ++i) {
     const char *v = NULL;
     int m;
@@ -200,6 +195,15 @@ static bool parse_args(int argc, char **argv, options *o) {
       size_t n = 0;
       if (m < 0 || !parse_bytes(v, &n)) return false;
       o->bench.ops = n;
+    } else if ((m = option_value(argc, argv, &i, "--passes", &v)) != 0) {
+      uint64_t passes = 0;
+      char why[96] = "a value is needed";
+      if (m < 0 || !replay_parse_count(v, 1, REPLAY_MAX_PASSES, &passes, why, sizeof why)) {
+        fprintf(stderr, "bench: --passes %s: %s (give 1 to %d)\n", m < 0 ? "" : v, why,
+                REPLAY_MAX_PASSES);
+        return false;
+      }
+      o->bench.trace_pass_count = (size_t)passes;
     } else if ((m = option_value(argc, argv, &i, "--seconds", &v)) != 0) {
       if (m < 0 || !parse_seconds(v, &o->bench.seconds)) return false;
     } else if ((m = option_value(argc, argv, &i, "--thread-seconds", &v)) != 0) {
@@ -282,13 +286,14 @@ static void format_bytes(size_t bytes, char *out, size_t out_bytes) {
 }
 
 static void print_table(const bench_row *rows, size_t count) {
-  printf("%-24s %-18s %9s %9s %9s %9s %9s %7s %8s %9s %10s %10s %s\n", "workload", "stack",
-         "calls", "pair_p50", "pair_p99", "ns/call", "Mcalls/s", "speedup", "x_async",
-         "held/live", "peak_held", "leaf_peak", "failures");
+  printf("%-24s %-18s %9s %9s %9s %9s %9s %9s %7s %8s %9s %10s %10s %s\n", "workload",
+         "stack", "calls", "pair_p50", "pair_p99", "ns/call", "warm_ns", "Mcalls/s", "speedup",
+         "x_async", "held/live", "peak_held", "leaf_peak", "failures");
   for (size_t i = 0; i < count; ++i) {
     const bench_row *r = &rows[i];
     char p50[16] = "-", p99[16] = "-", speed[16] = "-", vs[16] = "-", ratio[16] = "-",
-         held[16] = "-", leaf[16] = "-";
+         held[16] = "-", leaf[16] = "-", warm[16] = "-";
+    if (r->warm_mean_ns > 0) snprintf(warm, sizeof warm, "%.1f", r->warm_mean_ns);
     if (r->has_latency) {
       snprintf(p50, sizeof p50, "%.0f", r->pair_p50_ns);
       snprintf(p99, sizeof p99, "%.0f", r->pair_p99_ns);
@@ -300,9 +305,10 @@ static void print_table(const bench_row *rows, size_t count) {
     }
     if (r->peak_held_bytes > 0) format_bytes(r->peak_held_bytes, held, sizeof held);
     if (r->leaf_peak_bytes > 0) format_bytes(r->leaf_peak_bytes, leaf, sizeof leaf);
-    printf("%-24s %-18s %9zu %9s %9s %9.1f %9.2f %7s %8s %9s %10s %10s %zu%s%s\n", r->workload,
-           r->stack, r->calls, p50, p99, r->call_mean_ns, r->calls_per_second / 1e6, speed, vs,
-           ratio, held, leaf, r->failures, r->error[0] ? "  " : "", r->error);
+    printf("%-24s %-18s %9zu %9s %9s %9.1f %9s %9.2f %7s %8s %9s %10s %10s %zu%s%s\n",
+           r->workload, r->stack, r->calls, p50, p99, r->call_mean_ns, warm,
+           r->calls_per_second / 1e6, speed, vs, ratio, held, leaf, r->failures,
+           r->error[0] ? "  " : "", r->error);
   }
 }
 
@@ -379,9 +385,9 @@ int main(int argc, char **argv) {
     }
   }
   o.bench.timer_overhead_ns = replay_clock_overhead_ns(1001);
-  printf("caps: %zu calls or %.2f s per random/fixed/trace run, %.2f s per threads cell; "
-         "timer overhead %llu ns subtracted\n",
-         o.bench.ops, o.bench.seconds, o.bench.thread_seconds,
+  printf("caps: %zu calls or %.2f s per random/fixed run, %.2f s per threads cell; traces: "
+         "%zu passes of the whole trace; timer overhead %llu ns subtracted\n",
+         o.bench.ops, o.bench.seconds, o.bench.thread_seconds, o.bench.trace_pass_count,
          (unsigned long long)o.bench.timer_overhead_ns);
   fflush(stdout);
 
@@ -423,13 +429,18 @@ int main(int argc, char **argv) {
   fill_ratios(rows, n);
   print_table(rows, n);
   printf("pair_p50/p99: ns for one allocate + one deallocate (per-call percentiles summed; "
-         "fixed: per pair, in batches of 64)\n"
+         "fixed: per pair, in batches of 64;\n  traces: pass 1)\n"
+         "ns/call: mean host time per call; traces: the cold mean, pass 1 on a fresh stack (wall "
+         "clock of the pass over\n  its calls, no per-call timer inside); warm_ns: the best "
+         "mean of passes 2..%zu on the same stack\n",
+         o.bench.trace_pass_count);
+  printf(
          "x_async: cuda_async's ns/call over this stack's in the same workload; speedup: threads "
          "throughput over 1 thread\n"
-         "held/live: the stack's peak footprint (what its top pool holds from below) over the peak "
-         "of live request bytes;\nleaf_peak: what the bottom resource reserved from the device at "
-         "its peak (a cudaMemPool keeps what it is given back); trace capture markers are not acted "
-         "on\n");
+         "held/live: the stack's peak footprint (what its top pool holds from below; traces: in "
+         "pass 1) over the peak\nof live request bytes; leaf_peak: what the bottom resource "
+         "reserved from the device at its peak (traces: over\nall passes; a cudaMemPool keeps "
+         "what it is given back); trace capture markers are not acted on\n");
   for (size_t t = 0; t < trace_count; ++t) replay_trace_destroy(traces[t]);
   if (gmr_cuda_is_simulated() && gmr_cuda_sim_disable() != GMR_OK) {
     fprintf(stderr, "bench: simulated CUDA objects were left alive\n");

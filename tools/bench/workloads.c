@@ -13,6 +13,7 @@
 
 #include "gmr/device.h"
 #include "tools/bench/bench_stacks.h"
+#include "tools/replay/measure.h"
 #include "tools/replay/timing.h"
 
 #define FIXED_BATCH_PAIRS 64u
@@ -132,8 +133,7 @@ gmr_status bench_random(const bench_options *o, const char *stack, bench_row *ro
   for (size_t i = 0; i < o->ops; ++i) {
     if ((i & 255u) == 0 && replay_clock_now_ns() > deadline) break;
     size_t bytes = 1 + (size_t)(next_random(&rng) % o->random_max_bytes);
-    bool allocate = live_count == 0 ||
-                    (coin_73(&rng) && live_bytes + bytes <= o->max_live_bytes);
+    bool allocate = live_count == 0 || (coin_73(&rng) && live_bytes + bytes <= o->max_live_bytes);
     if (allocate) {
       void *p = NULL;
       uint64_t a = replay_clock_now_ns();
@@ -352,77 +352,39 @@ gmr_status bench_threads(const bench_options *o, const char *stack, unsigned thr
 gmr_status bench_trace(const bench_options *o, const replay_trace *trace, const char *label,
                        const char *stack, bench_row *row) {
   row_init(row, label, stack);
-  bench_stack s;
-  gmr_status st = open_stack(stack, &s, row);
-  if (st != GMR_OK) return st;
-  gmr_resource *r = bench_stack_top(&s);
-  gmr_stream *streams = calloc(trace->stream_count + 1, sizeof *streams);
-  live_block *ptrs = calloc(trace->summary.alloc_count + 1, sizeof *ptrs);
-  call_times t = {NULL, NULL, 0, 0, 0};
-  bool ok = streams != NULL && ptrs != NULL && call_times_init(&t, trace->event_count);
-  for (size_t i = 0; ok && i < trace->stream_count; ++i) {
-    if (trace->stream_values[i] != 0 && gmr_stream_create(&streams[i]) != GMR_OK) ok = false;
+  replay_options options = REPLAY_OPTIONS_DEFAULT;
+  options.capture = REPLAY_CAPTURE_OFF;
+  options.pass_count = o->trace_pass_count > 0 ? o->trace_pass_count : 1;
+  replay_result r;
+  char err[256];
+  gmr_status st = replay_measure(trace, bench_stack_resolve(stack), o->timer_overhead_ns, &options,
+                                 &r, NULL, 0, err, sizeof err);
+  if (st != GMR_OK) {
+    snprintf(row->error, sizeof row->error, "%.*s", (int)sizeof row->error - 1,
+             err[0] != '\0' ? err : r.first_failure);
+    replay_result_free(&r);
+    return st;
   }
-  if (!ok) {
-    snprintf(row->error, sizeof row->error, "setting up the replay failed");
-    st = GMR_ERR_OUT_OF_MEMORY;
+  const replay_pass_result *cold = &r.passes[0];
+  row->calls = cold->alloc_count + cold->free_count;
+  row->has_latency = cold->alloc_count > 0 && cold->free_count > 0;
+  row->pair_p50_ns = (double)cold->alloc_p50_ns + (double)cold->free_p50_ns;
+  row->pair_p99_ns = (double)cold->alloc_p99_ns + (double)cold->free_p99_ns;
+  row->call_mean_ns = replay_pass_mean_ns(cold);
+  row->calls_per_second = row->call_mean_ns > 0 ? 1e9 / row->call_mean_ns : 0.0;
+  for (size_t k = 1; k < r.pass_count; ++k) {
+    double mean = replay_pass_mean_ns(&r.passes[k]);
+    if (mean > 0 && (row->warm_mean_ns == 0 || mean < row->warm_mean_ns)) row->warm_mean_ns = mean;
   }
-  uint64_t deadline = replay_clock_now_ns() + (uint64_t)(o->seconds * 1e9);
-  for (size_t e = 0; ok && e < trace->event_count; ++e) {
-    const replay_event *ev = &trace->events[e];
-    if ((e & 255u) == 0 && replay_clock_now_ns() > deadline) {
-      snprintf(row->error, sizeof row->error, "time cap reached after %zu of %zu events", e,
-               trace->event_count);
-      break;
-    }
-    gmr_stream stream = streams[ev->stream_index];
-    if (ev->op == REPLAY_OP_ALLOC) {
-      void *p = NULL;
-      uint64_t a = replay_clock_now_ns();
-      gmr_status rs = gmr_allocate(r, (size_t)ev->size_bytes, 0, stream, &p);
-      uint64_t b = replay_clock_now_ns();
-      uint64_t ns = replay_elapsed_ns(a, b, o->timer_overhead_ns);
-      t.alloc_ns[t.alloc_count++] = ns;
-      t.total_ns += ns;
-      if (rs != GMR_OK) note_failure(row, "allocate", (size_t)ev->size_bytes, rs);
-      ptrs[ev->alloc_index].ptr = p;
-      ptrs[ev->alloc_index].bytes = (size_t)ev->size_bytes;
-    } else if (ev->op == REPLAY_OP_FREE) {
-      live_block *lb = &ptrs[ev->alloc_index];
-      if (lb->ptr == NULL) continue; /* its allocation failed */
-      uint64_t a = replay_clock_now_ns();
-      gmr_status rs = gmr_deallocate(r, lb->ptr, lb->bytes, 0, stream);
-      uint64_t b = replay_clock_now_ns();
-      uint64_t ns = replay_elapsed_ns(a, b, o->timer_overhead_ns);
-      t.free_ns[t.free_count++] = ns;
-      t.total_ns += ns;
-      if (rs != GMR_OK) note_failure(row, "deallocate", lb->bytes, rs);
-      lb->ptr = NULL;
-    }
+  row->peak_live_bytes = (size_t)trace->summary.peak_live_bytes;
+  /* The footprint of the cold pass, as the mean; the leaf's high-water mark
+   * covers every pass (a pool may take more in a warm pass). */
+  if (cold->has_peak_held) row->peak_held_bytes = cold->peak_held_bytes;
+  if (r.leaf_footprint_status == GMR_OK) row->leaf_peak_bytes = r.leaf_footprint.peak_held_bytes;
+  row->failures = replay_result_failure_count(&r);
+  if (row->failures > 0) {
+    snprintf(row->error, sizeof row->error, "%.*s", (int)sizeof row->error - 1, r.first_failure);
   }
-  if (ok) {
-    call_times_report(&t, row);
-    row->peak_live_bytes = (size_t)trace->summary.peak_live_bytes;
-    gmr_footprint fp;
-    if (gmr_resource_get_footprint(r, &fp) == GMR_OK) row->peak_held_bytes = fp.peak_held_bytes;
-  }
-  /* What the trace leaves live, on the stream it was allocated on. */
-  for (size_t e = 0; ptrs != NULL && e < trace->event_count; ++e) {
-    const replay_event *ev = &trace->events[e];
-    if (ev->op != REPLAY_OP_ALLOC || ptrs[ev->alloc_index].ptr == NULL) continue;
-    (void)gmr_deallocate(r, ptrs[ev->alloc_index].ptr, ptrs[ev->alloc_index].bytes, 0,
-                         streams[ev->stream_index]);
-    ptrs[ev->alloc_index].ptr = NULL;
-  }
-  gmr_status cs = close_stack(&s, row);
-  for (size_t i = 0; streams != NULL && i < trace->stream_count; ++i) {
-    if (streams[i] != NULL) {
-      (void)gmr_stream_synchronize(streams[i]);
-      (void)gmr_stream_destroy(streams[i]);
-    }
-  }
-  free(streams);
-  free(ptrs);
-  call_times_free(&t);
-  return st != GMR_OK ? st : cs;
+  replay_result_free(&r);
+  return GMR_OK;
 }

@@ -12,11 +12,18 @@
  *   threads   N threads on the same stack, each on its own stream, each doing
  *             the random pattern with sizes up to thread_max_bytes and at most
  *             64 live allocations; aggregate calls per second of wall time.
- *   trace     replay of a real trace (tools/traces): every allocate and free in
- *             file order on one thread, one stream per recorded stream, every
- *             call timed. Capture markers are not acted on.
- * Each workload stops at its call cap or after its time cap, whichever comes
- * first (the row says how many calls it made).
+ *   trace     replay of a real trace (tools/traces) through tools/replay's
+ *             measure.h: every allocate and free in file order on one thread,
+ *             one stream per recorded stream, trace_pass_count passes on the
+ *             same stack. The mean per call of each pass is its wall time over
+ *             its calls, with no per-call timer inside (a second fresh stack
+ *             replays the same passes for it); the percentiles come from
+ *             per-call timers on the first. Pass 1 is the cold mean (a fresh
+ *             stack takes its memory from the driver), the best of passes 2..
+ *             the warm mean (a training loop's steady state). Capture markers
+ *             are not acted on. The whole trace is replayed: no cap.
+ * The other workloads stop at their call cap or after their time cap,
+ * whichever comes first (the row says how many calls were made).
  *
  * Thread-safe: run one workload at a time.
  */
@@ -40,6 +47,7 @@ typedef struct bench_options {
   double thread_seconds;     /* threads: run time of one cell */
   uint64_t seed;
   uint64_t timer_overhead_ns; /* subtracted from each timed interval */
+  size_t trace_pass_count;    /* trace: passes on the same stack (1..REPLAY_MAX_PASSES) */
 } bench_options;
 
 typedef struct bench_row {
@@ -51,11 +59,14 @@ typedef struct bench_row {
   bool has_latency;          /* pair_* measured */
   double pair_p50_ns;        /* allocate + deallocate, median */
   double pair_p99_ns;        /* allocate + deallocate, 99th percentile */
-  double call_mean_ns;       /* mean host time per call */
+  double call_mean_ns;       /* mean host time per call; trace rows: the cold mean (pass 1) */
+  double warm_mean_ns;       /* trace rows: the best mean of passes 2..; 0: no warm pass */
   double calls_per_second;   /* throughput (all threads) */
   size_t peak_live_bytes;    /* most bytes live at once (requests) */
-  size_t peak_held_bytes;    /* the stack's peak footprint (its top reporter); 0: not reported */
-  size_t leaf_peak_bytes;    /* the leaf's peak footprint (device memory reserved); 0: none */
+  size_t peak_held_bytes;    /* the stack's peak footprint (its top reporter; traces: pass 1);
+                                0: not reported */
+  size_t leaf_peak_bytes;    /* the leaf's peak footprint (device memory reserved; traces: over
+                                every pass); 0: none */
   double speedup;            /* threads rows: vs 1 thread of the same stack; else 0 */
   double vs_cuda_async;      /* cuda_async's call_mean_ns / this one's, same workload; 0: n/a */
   char error[256];           /* why the run failed, or "" */

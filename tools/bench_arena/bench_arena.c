@@ -26,12 +26,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "gmr/cuda_resource.h"
 #include "gmr/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
+#include "tools/replay/numbers.h"
+#include "tools/replay/timing.h"
 
 #define SIZE_COUNT 64
 
@@ -47,12 +48,6 @@ typedef struct result {
   double free_ns;
   double alloc_min_ns;
 } result;
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static int compare_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -98,11 +93,11 @@ static bool run_mode(gmr_resource *upstream, const options *o, gmr_graph_arena_p
     ok = ok && check(gmr_stream_begin_capture(stream), "gmr_stream_begin_capture");
     if (!ok) break;
     size_t made = 0;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = replay_clock_now_ns();
     for (; made < o->allocs; ++made) {
       if (gmr_allocate(r, sizes[made % SIZE_COUNT], 0, stream, &ptrs[made]) != GMR_OK) break;
     }
-    uint64_t t1 = now_ns();
+    uint64_t t1 = replay_clock_now_ns();
     if (made < o->allocs) {
       fprintf(stderr, "bench_arena: allocation %zu in the capture failed\n", made);
       ok = false;
@@ -110,7 +105,7 @@ static bool run_mode(gmr_resource *upstream, const options *o, gmr_graph_arena_p
     for (size_t i = 0; i < made; ++i) {
       if (gmr_deallocate(r, ptrs[i], sizes[i % SIZE_COUNT], 0, stream) != GMR_OK) ok = false;
     }
-    uint64_t t2 = now_ns();
+    uint64_t t2 = replay_clock_now_ns();
     gmr_graph graph = NULL;
     ok = check(gmr_stream_end_capture(stream, &graph), "capture (it must stay valid)") && ok;
     (void)gmr_graph_destroy(graph);
@@ -184,21 +179,25 @@ static double dispatch_floor_ns(const options *o, const size_t *sizes, void **pt
   if (ns == NULL) return 0.0;
   for (size_t round = 0; round < o->rounds; ++round) {
     bump_resource b = {{&bump_vtbl}, 4096};
-    uint64_t t0 = now_ns();
+    uint64_t t0 = replay_clock_now_ns();
     for (size_t i = 0; i < o->allocs; ++i) {
       if (gmr_allocate(&b.base, sizes[i % SIZE_COUNT], 0, NULL, &ptrs[i]) != GMR_OK) break;
     }
-    ns[round] = (double)(now_ns() - t0) / (double)o->allocs;
+    ns[round] = (double)(replay_clock_now_ns() - t0) / (double)o->allocs;
   }
   double m = median(ns, o->rounds);
   free(ns);
   return m;
 }
 
-static bool parse_size(const char *s, size_t *out) {
-  char *end = NULL;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (end == s || *end != '\0' || v == 0) return false;
+/* A count of at least 1 for option `name`; says why not on stderr. */
+static bool parse_count(const char *name, const char *s, size_t *out) {
+  uint64_t v = 0;
+  char why[96];
+  if (!replay_parse_count(s, 1, UINT64_C(1) << 32, &v, why, sizeof why)) {
+    fprintf(stderr, "bench_arena: %s '%s': %s\n", name, s, why);
+    return false;
+  }
   *out = (size_t)v;
   return true;
 }
@@ -209,11 +208,16 @@ int main(int argc, char **argv) {
     if (strcmp(argv[i], "--sim") == 0) {
       o.sim = true;
     } else if (strcmp(argv[i], "--allocs") == 0 && i + 1 < argc) {
-      if (!parse_size(argv[++i], &o.allocs)) return 2;
+      if (!parse_count("--allocs", argv[++i], &o.allocs)) return 2;
     } else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
-      if (!parse_size(argv[++i], &o.rounds)) return 2;
+      if (!parse_count("--rounds", argv[++i], &o.rounds)) return 2;
     } else if (strcmp(argv[i], "--max-ns") == 0 && i + 1 < argc) {
-      o.max_ns = strtod(argv[++i], NULL);
+      char why[96];
+      if (!replay_parse_decimal(argv[i + 1], 0.0, 1e9, &o.max_ns, why, sizeof why)) {
+        fprintf(stderr, "bench_arena: --max-ns '%s': %s\n", argv[i + 1], why);
+        return 2;
+      }
+      i++;
     } else {
       fprintf(stderr,
               "usage: bench_arena [--allocs N] [--rounds R] [--sim] [--max-ns X]\n"

@@ -24,11 +24,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "gmr/log_adaptor.h"
 #include "gmr/nvtx_logging_adaptor.h"
 #include "gmr/resource.h"
+#include "tools/replay/numbers.h"
+#include "tools/replay/timing.h"
 
 #define MAX_REPEATS 31
 
@@ -99,24 +100,18 @@ static gmr_resource pass_through = {&pass_vtbl};
 
 /* ---- timing ------------------------------------------------------------ */
 
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 static int failures;
 
 /* ns per allocate+deallocate pair through `top`. */
 static double time_pairs(gmr_resource *top, uint64_t pairs) {
-  uint64_t start = now_ns();
+  uint64_t start = replay_clock_now_ns();
   for (uint64_t i = 0; i < pairs; ++i) {
     void *p = NULL;
     size_t bytes = 256 + (size_t)(i & 255); /* the size varies, as it would */
     if (gmr_allocate(top, bytes, 0, NULL, &p) != GMR_OK) failures++;
     if (gmr_deallocate(top, p, bytes, 0, NULL) != GMR_OK) failures++;
   }
-  return (double)(now_ns() - start) / (double)pairs;
+  return (double)(replay_clock_now_ns() - start) / (double)pairs;
 }
 
 static int compare_double(const void *a, const void *b) {
@@ -147,27 +142,33 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
-  uint64_t pairs = 5000000, log_pairs = 100000;
-  int repeats = 7;
+  uint64_t pairs = 5000000, log_pairs = 100000, repeats_count = 7;
   const char *log_dir = getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp";
   for (int i = 1; i < argc; ++i) {
+    uint64_t *count = NULL;
+    uint64_t max = UINT64_C(1) << 40;
     if (strcmp(argv[i], "--pairs") == 0 && i + 1 < argc) {
-      pairs = strtoull(argv[++i], NULL, 10);
+      count = &pairs;
     } else if (strcmp(argv[i], "--log-pairs") == 0 && i + 1 < argc) {
-      log_pairs = strtoull(argv[++i], NULL, 10);
+      count = &log_pairs;
     } else if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) {
-      repeats = atoi(argv[++i]);
+      count = &repeats_count;
+      max = MAX_REPEATS;
     } else if (strcmp(argv[i], "--log-dir") == 0 && i + 1 < argc) {
       log_dir = argv[++i];
+      continue;
     } else {
       usage();
       return 1;
     }
+    char why[96];
+    if (!replay_parse_count(argv[i + 1], 1, max, count, why, sizeof why)) {
+      fprintf(stderr, "bench_nvtx: %s '%s': %s\n", argv[i], argv[i + 1], why);
+      return 1;
+    }
+    i++;
   }
-  if (pairs == 0 || log_pairs == 0 || repeats < 1 || repeats > MAX_REPEATS) {
-    usage();
-    return 1;
-  }
+  const int repeats = (int)repeats_count;
 
   gmr_nvtx_logging_adaptor *on = NULL, *off = NULL;
   gmr_nvtx_logging_adaptor_config config = GMR_NVTX_LOGGING_ADAPTOR_CONFIG_DEFAULT;

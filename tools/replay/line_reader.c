@@ -121,6 +121,74 @@ replay_line_status replay_line_reader_next(replay_line_reader *r, replay_line *l
   return REPLAY_LINE_OK;
 }
 
+replay_line_status replay_line_reader_peek_byte(replay_line_reader *r, unsigned char *out,
+                                                char *err, size_t err_bytes) {
+  if (r == NULL || out == NULL) {
+    if (err_bytes > 0) snprintf(err, err_bytes, "invalid argument");
+    return REPLAY_LINE_ERROR;
+  }
+  if (r->chunk_pos == r->chunk_len && (r->finished || !refill(r))) {
+    if (!r->failed) return REPLAY_LINE_EOF;
+    if (err_bytes > 0) snprintf(err, err_bytes, "%s", r->failure);
+    return REPLAY_LINE_ERROR;
+  }
+  *out = r->chunk[r->chunk_pos];
+  return REPLAY_LINE_OK;
+}
+
+replay_line_status replay_line_reader_read_all(replay_line_reader *r, size_t max_bytes,
+                                               unsigned char **out, size_t *out_bytes,
+                                               char *err, size_t err_bytes) {
+  if (out != NULL) *out = NULL;
+  if (out_bytes != NULL) *out_bytes = 0;
+  if (r == NULL || out == NULL || out_bytes == NULL) {
+    if (err_bytes > 0) snprintf(err, err_bytes, "invalid argument");
+    return REPLAY_LINE_ERROR;
+  }
+  unsigned char *data = NULL;
+  size_t size = 0;
+  size_t capacity = 0;
+  for (;;) {
+    if (r->chunk_pos == r->chunk_len && (r->finished || !refill(r))) break;
+    size_t available = r->chunk_len - r->chunk_pos;
+    if (available > max_bytes - size) {
+      free(data);
+      if (err_bytes > 0) {
+        snprintf(err, err_bytes, "more than %zu bytes (uncompressed): too large to read whole",
+                 max_bytes);
+      }
+      return REPLAY_LINE_ERROR;
+    }
+    if (size + available > capacity) {
+      size_t grown = capacity == 0 ? CHUNK_BYTES : capacity;
+      while (grown < size + available) grown = grown > max_bytes / 2 ? max_bytes : grown * 2;
+      unsigned char *bigger = realloc(data, grown);
+      if (bigger == NULL) {
+        free(data);
+        if (err_bytes > 0) snprintf(err, err_bytes, "out of host memory after %zu bytes", size);
+        return REPLAY_LINE_ERROR;
+      }
+      data = bigger;
+      capacity = grown;
+    }
+    memcpy(data + size, r->chunk + r->chunk_pos, available);
+    size += available;
+    r->chunk_pos = r->chunk_len;
+  }
+  if (r->failed) {
+    free(data);
+    if (err_bytes > 0) snprintf(err, err_bytes, "%s", r->failure);
+    return REPLAY_LINE_ERROR;
+  }
+  if (size == 0) {
+    free(data);
+    return REPLAY_LINE_EOF;
+  }
+  *out = data;
+  *out_bytes = size;
+  return REPLAY_LINE_OK;
+}
+
 void replay_line_reader_close(replay_line_reader *r) {
   if (r == NULL) return;
   (void)gzclose(r->file);

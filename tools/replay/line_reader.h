@@ -1,6 +1,6 @@
 /*
- * tools/replay/line_reader.h: read a gzip-compressed or plain text file line
- * by line through zlib.
+ * tools/replay/line_reader.h: read a gzip-compressed or plain file through
+ * zlib, line by line (text traces) or whole (snapshot pickles).
  *
  * zlib's gzread reads uncompressed files transparently, so one reader serves
  * both. Lines are split here rather than with gzgets, because gzgets cannot
@@ -60,6 +60,27 @@ gmr_status replay_line_reader_open(const char *path, replay_line_reader **out, c
  */
 replay_line_status replay_line_reader_next(replay_line_reader *reader, replay_line *line,
                                            char *err, size_t err_bytes);
+
+/**
+ * The next byte of the (decompressed) file without consuming it: how the
+ * trace reader tells a pickle (first byte 0x80) from a text trace.
+ * Returns REPLAY_LINE_OK with *out set, REPLAY_LINE_EOF for an empty file, or
+ * REPLAY_LINE_ERROR with `err` set.
+ */
+replay_line_status replay_line_reader_peek_byte(replay_line_reader *reader, unsigned char *out,
+                                                char *err, size_t err_bytes);
+
+/**
+ * Read everything left in the file into one buffer, at most `max_bytes`.
+ * Ownership: on REPLAY_LINE_OK the caller frees *out (free()); otherwise *out
+ * is NULL and *out_bytes 0.
+ * Returns REPLAY_LINE_OK; REPLAY_LINE_EOF when nothing is left;
+ * REPLAY_LINE_ERROR with `err` set (read or gzip error, more than max_bytes,
+ * out of host memory).
+ */
+replay_line_status replay_line_reader_read_all(replay_line_reader *reader, size_t max_bytes,
+                                               unsigned char **out, size_t *out_bytes,
+                                               char *err, size_t err_bytes);
 
 /** Close the file and free the reader. NULL is a no-op. */
 void replay_line_reader_close(replay_line_reader *reader);

@@ -8,6 +8,7 @@
  * allocation or free, a stack that could not be created or destroyed); 2 for a
  * command-line error (unknown option or stack name).
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +19,9 @@
 #include "gmr/device.h"
 #include "gmr/stack.h"
 #include "tools/replay/locate.h"
+#include "tools/replay/measure.h"
+#include "tools/replay/numbers.h"
+#include "tools/replay/plot.h"
 #include "tools/replay/replay.h"
 #include "tools/replay/report.h"
 #include "tools/replay/stacks.h"
@@ -43,10 +47,13 @@ typedef struct options {
   bool skip_malformed;
   bool help;
   bool components;
-  replay_options replay; /* capture mode */
+  replay_options replay; /* capture mode, passes */
   /* --arena-reserve: one size for every stack, or one per stack in order. */
   size_t arena_reserve_bytes[MAX_STACKS];
   size_t arena_reserve_count;
+  const char *plot_path; /* --plot, or NULL */
+  replay_plot_format plot_format;
+  int snapshot_device; /* --snapshot-device, or -1 */
 } options;
 
 /* The stacks asked for, each an alias or a spec, copied into `storage`. */
@@ -66,6 +73,8 @@ static void print_usage(FILE *out) {
           "  TRACE, --trace PATH  trace file: PyTorch snapshot CSV (action,addr,size,stream,"
           "time_us)\n"
           "                       or RMM log CSV (Thread,Time,Action,Pointer,Size,Stream),\n"
+          "                       or a PyTorch memory snapshot pickle (torch.cuda.memory.\n"
+          "                       _snapshot() saved with pickle; read without Python),\n"
           "                       gzip or plain; default: the bundled tools/traces/" DEFAULT_TRACE
           "\n"
           "  --stack SPEC         replay through one stack; repeat to compare several\n"
@@ -81,12 +90,23 @@ static void print_usage(FILE *out) {
           "  --arena-reserve SIZE[,SIZE...]  before each capture, grow the stack's graph arena\n"
           "                       to SIZE (bytes, or with K/M/G/KiB/MiB/GiB; one size per\n"
           "                       stack of --compare, or one for all); default: no growth\n"
+          "  --passes N           replay the trace N times on the same stack (1..%d,\n"
+          "                       default 1): pass 1 is the cold start, 2.. warm\n"
+          "  --plot FILE          write memory over the replay as FILE.html or FILE.svg\n"
+          "                       (self-contained: open it in a browser)\n"
+          "  --snapshot-device N  a snapshot pickle with traces of several devices: replay\n"
+          "                       device N's\n"
           "  --help               this text\n"
+          "\n"
+          "Per pass the table gives the mean host ns per call (wall clock of the pass over its\n"
+          "calls, from a second fresh stack replayed without per-call timers), p50/p99 from\n"
+          "per-call timers, failures, the peak held and the fragmentation at that peak.\n"
           "\n"
           "A stack is a spec, top layer first, '>' meaning \"stacks on\", e.g.\n"
           "  'tracking > limiting(limit=4GiB, on_limit=increase, on_oom=trim_retry) > "
           "cuda(kind=async)'\n"
-          "or an alias:");
+          "or an alias:",
+          REPLAY_MAX_PASSES);
   for (size_t i = 0; i < replay_stack_known_count(); ++i) {
     fprintf(out, "%s %s = %s", i == 0 ? "" : ",", replay_stack_known_name(i),
             replay_stack_known_spec(i));
@@ -114,27 +134,34 @@ static int option_value(int argc, char **argv, int *i, const char *name, const c
   return 1;
 }
 
-/* "600MiB", "1.5G", "4096": bytes with an optional binary unit. */
-static bool parse_size(const char *text, size_t *out) {
-  char *end = NULL;
-  double v = strtod(text, &end);
-  if (end == text || v < 0) return false;
-  double unit = 1;
-  if (*end == 'K' || *end == 'k') {
-    unit = 1024.0;
-  } else if (*end == 'M' || *end == 'm') {
-    unit = 1024.0 * 1024.0;
-  } else if (*end == 'G' || *end == 'g') {
-    unit = 1024.0 * 1024.0 * 1024.0;
+/* --arena-reserve SIZE[,SIZE...]: whole byte counts (no NaN, infinity, sign
+ * or fraction of a byte: a double cast to an integer would be undefined). */
+static bool parse_sizes(const char *value, options *opt) {
+  char sizes[256];
+  if (value == NULL || strlen(value) >= sizeof sizes) {
+    fprintf(stderr, "gmr replay: --arena-reserve takes sizes such as 600MiB or 572MiB,190MiB\n");
+    return false;
   }
-  if (unit > 1) {
-    end++;
-    if (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0) end += strlen(end);
-  } else if (strcmp(end, "B") == 0) {
-    end++;
+  strcpy(sizes, value);
+  opt->arena_reserve_count = 0;
+  for (char *item = strtok(sizes, ","); item != NULL; item = strtok(NULL, ",")) {
+    char why[96];
+    if (opt->arena_reserve_count == MAX_STACKS) {
+      fprintf(stderr, "gmr replay: --arena-reserve: at most %d sizes\n", MAX_STACKS);
+      return false;
+    }
+    if (!replay_parse_bytes(item, &opt->arena_reserve_bytes[opt->arena_reserve_count++], why,
+                            sizeof why)) {
+      fprintf(stderr, "gmr replay: --arena-reserve '%s': %s; give sizes such as 600MiB or "
+                      "572MiB,190MiB\n",
+              item, why);
+      return false;
+    }
   }
-  if (*end != '\0' || v * unit >= (double)SIZE_MAX) return false;
-  *out = (size_t)(v * unit);
+  if (opt->arena_reserve_count == 0) {
+    fprintf(stderr, "gmr replay: --arena-reserve takes sizes such as 600MiB or 572MiB,190MiB\n");
+    return false;
+  }
   return true;
 }
 
@@ -142,6 +169,7 @@ static bool parse_args(int argc, char **argv, options *opt) {
   memset(opt, 0, sizeof *opt);
   const replay_options replay_defaults = REPLAY_OPTIONS_DEFAULT;
   opt->replay = replay_defaults;
+  opt->snapshot_device = -1;
   for (int i = 1; i < argc; ++i) {
     const char *arg = argv[i];
     const char *value = NULL;
@@ -173,19 +201,42 @@ static bool parse_args(int argc, char **argv, options *opt) {
     }
     r = option_value(argc, argv, &i, "--arena-reserve", &value);
     if (r != 0) {
-      char sizes[256];
-      bool ok = r > 0 && strlen(value) < sizeof sizes;
-      if (ok) strcpy(sizes, value);
-      for (char *item = ok ? strtok(sizes, ",") : NULL; ok && item != NULL;
-           item = strtok(NULL, ",")) {
-        ok = opt->arena_reserve_count < MAX_STACKS &&
-             parse_size(item, &opt->arena_reserve_bytes[opt->arena_reserve_count++]);
-      }
-      if (!ok || opt->arena_reserve_count == 0) {
-        fprintf(stderr, "gmr replay: --arena-reserve takes sizes such as 600MiB or "
-                        "572MiB,190MiB\n");
+      if (!parse_sizes(r > 0 ? value : NULL, opt)) return false;
+      continue;
+    }
+    r = option_value(argc, argv, &i, "--passes", &value);
+    if (r != 0) {
+      uint64_t passes = 0;
+      char why[96] = "a value is needed";
+      if (r < 0 || !replay_parse_count(value, 1, REPLAY_MAX_PASSES, &passes, why, sizeof why)) {
+        fprintf(stderr, "gmr replay: --passes %s: %s (give 1 to %d)\n", r < 0 ? "" : value, why,
+                REPLAY_MAX_PASSES);
         return false;
       }
+      opt->replay.pass_count = (size_t)passes;
+      continue;
+    }
+    r = option_value(argc, argv, &i, "--snapshot-device", &value);
+    if (r != 0) {
+      uint64_t device = 0;
+      char why[96] = "a value is needed";
+      if (r < 0 || !replay_parse_count(value, 0, 1023, &device, why, sizeof why)) {
+        fprintf(stderr, "gmr replay: --snapshot-device %s: %s (a device index, 0..1023)\n",
+                r < 0 ? "" : value, why);
+        return false;
+      }
+      opt->snapshot_device = (int)device;
+      continue;
+    }
+    r = option_value(argc, argv, &i, "--plot", &value);
+    if (r != 0) {
+      opt->plot_format = r > 0 ? replay_plot_format_of_path(value) : REPLAY_PLOT_UNKNOWN;
+      if (opt->plot_format == REPLAY_PLOT_UNKNOWN) {
+        fprintf(stderr, "gmr replay: --plot %s: give a file name ending in .html or .svg\n",
+                r > 0 ? value : "");
+        return false;
+      }
+      opt->plot_path = value;
       continue;
     }
     const char *const valued[] = {"--stack", "--compare", "--trace"};
@@ -333,24 +384,56 @@ static gmr_status enable_simulation(const replay_trace *trace) {
   return gmr_cuda_sim_enable(&config);
 }
 
-/* Create, replay, destroy one stack. Returns false if the stack could not be
- * created (then *result holds no memory and the reason was printed). */
+/* Measure one stack (measure.h: a per-call-timed run and a wall-clock run,
+ * each on a fresh stack). Returns false if the stack could not be created
+ * (then *result holds no memory and the reason was printed). */
 static bool replay_one(const replay_trace *trace, const char *name, uint64_t overhead_ns,
                        const replay_options *replay_opts, replay_result *result,
                        char *adaptors, size_t adaptors_bytes) {
   char err[MESSAGE_BYTES];
-  replay_stack *stack = NULL;
-  gmr_status st = replay_stack_create(name, &stack, err, sizeof err);
-  if (st != GMR_OK) {
-    fprintf(stderr, "gmr replay: %s\n", err);
-    memset(result, 0, sizeof *result);
+  gmr_status st = replay_measure(trace, name, overhead_ns, replay_opts, result, adaptors,
+                                 adaptors_bytes, err, sizeof err);
+  if (st != GMR_OK && result->passes == NULL) {
+    fprintf(stderr, "gmr replay: %s\n", err[0] != '\0' ? err : result->first_failure);
+    replay_result_free(result);
     return false;
   }
-  (void)replay_run_with(trace, replay_stack_top(stack), overhead_ns, replay_opts, result);
-  replay_stack_describe(stack, adaptors, adaptors_bytes);
-  replay_result_set_destroy_status(result, replay_stack_destroy(stack));
-  /* A stack that refused to be destroyed stays allocated: the process is
-   * about to end, and freeing it under live allocations would be worse. */
+  return true;
+}
+
+/* Open the plot file before any work, so that a path that cannot be written
+ * costs nothing. */
+static FILE *open_plot(const options *opt) {
+  if (opt->plot_path == NULL) return NULL;
+  FILE *f = fopen(opt->plot_path, "w");
+  if (f == NULL) {
+    fprintf(stderr, "gmr replay: --plot %s: cannot write the file: %s\n", opt->plot_path,
+            strerror(errno));
+  }
+  return f;
+}
+
+/* The run ended before there was anything to draw: no empty file stays. */
+static void discard_plot(FILE *plot, const options *opt) {
+  if (plot == NULL) return;
+  fclose(plot);
+  (void)remove(opt->plot_path);
+}
+
+static bool write_plot(FILE *plot, const options *opt, const replay_trace *trace,
+                       const char *const *names, const replay_result *results, size_t count) {
+  char err[MESSAGE_BYTES];
+  gmr_status st = replay_plot_write(plot, opt->plot_format, trace, names, results, count, err,
+                                    sizeof err);
+  if (fclose(plot) != 0 && st == GMR_OK) {
+    st = GMR_ERR_INTERNAL;
+    snprintf(err, sizeof err, "closing the file failed: %s", strerror(errno));
+  }
+  if (st != GMR_OK) {
+    fprintf(stderr, "gmr replay: --plot %s: %s\n", opt->plot_path, err);
+    return false;
+  }
+  printf("\nplot: %s\n", opt->plot_path);
   return true;
 }
 
@@ -372,6 +455,8 @@ int main(int argc, char **argv) {
             opt.arena_reserve_count, stacks.count);
     return EXIT_USAGE;
   }
+  FILE *plot = open_plot(&opt);
+  if (opt.plot_path != NULL && plot == NULL) return EXIT_USAGE;
 
   char bundled[PATH_BYTES];
   if (opt.trace_path == NULL) {
@@ -382,6 +467,7 @@ int main(int argc, char **argv) {
               "gmr replay: the bundled trace " DEFAULT_TRACE " was not found; looked in: %s\n"
               "gmr replay: pass a trace path (see --help)\n",
               looked);
+      discard_plot(plot, &opt);
       return EXIT_FAILED;
     }
     opt.trace_path = bundled;
@@ -392,10 +478,12 @@ int main(int argc, char **argv) {
 
   replay_trace_options trace_options = REPLAY_TRACE_OPTIONS_DEFAULT;
   trace_options.skip_malformed = opt.skip_malformed;
+  trace_options.snapshot_device = opt.snapshot_device;
   replay_trace *trace = NULL;
   char err[MESSAGE_BYTES];
   if (replay_trace_read(opt.trace_path, &trace_options, &trace, err, sizeof err) != GMR_OK) {
     fprintf(stderr, "gmr replay: %s\n", err);
+    discard_plot(plot, &opt);
     return EXIT_FAILED;
   }
   if (simulated) {
@@ -403,6 +491,7 @@ int main(int argc, char **argv) {
     if (st != GMR_OK) {
       fprintf(stderr, "gmr replay: gmr_cuda_sim_enable failed: %s\n", gmr_status_name(st));
       replay_trace_destroy(trace);
+      discard_plot(plot, &opt);
       return EXIT_FAILED;
     }
   }
@@ -439,6 +528,7 @@ int main(int argc, char **argv) {
     any_adaptor = true;
     printf("%s: %s\n", names[i], adaptors[i]);
   }
+  if (plot != NULL && !write_plot(plot, &opt, trace, names, results, done)) failed = true;
   for (size_t i = 0; i < done; ++i) replay_result_free(&results[i]);
   replay_trace_destroy(trace);
 

@@ -54,11 +54,54 @@ static void print_ratio(FILE *out, int width, unsigned long long bytes, unsigned
   }
 }
 
+/* One row: a pass of a stack (pass == NULL: a result without passes, from
+ * its run totals). */
+static void print_row(FILE *out, int name_width, const char *name, const replay_result *r,
+                      const replay_pass_result *pass, size_t pass_index,
+                      unsigned long long peak_live) {
+  char label[16] = "-", mean[24] = "n/a", alloc_ns[40], free_ns[40], mib[32], frag[16] = "n/a";
+  size_t allocs = r->alloc_count, frees = r->free_count, failures = replay_result_failure_count(r);
+  size_t live = r->live_at_end_count;
+  uint64_t a50 = r->alloc_p50_ns, a99 = r->alloc_p99_ns, f50 = r->free_p50_ns,
+           f99 = r->free_p99_ns;
+  bool has_peak = r->footprint_status == GMR_OK;
+  unsigned long long peak = r->footprint.peak_held_bytes;
+  if (pass != NULL) {
+    snprintf(label, sizeof label, "%zu %s", pass_index + 1, pass_index == 0 ? "cold" : "warm");
+    allocs = pass->alloc_count;
+    frees = pass->free_count;
+    failures = pass->failure_count;
+    live = pass->live_at_end_count;
+    a50 = pass->alloc_p50_ns;
+    a99 = pass->alloc_p99_ns;
+    f50 = pass->free_p50_ns;
+    f99 = pass->free_p99_ns;
+    has_peak = pass->has_peak_held;
+    peak = pass->peak_held_bytes;
+    if (pass->wall_call_count > 0) snprintf(mean, sizeof mean, "%.0f", replay_pass_mean_ns(pass));
+    double f = 0;
+    if (replay_pass_fragmentation(pass, &f)) snprintf(frag, sizeof frag, "%.3f", f);
+  }
+  snprintf(alloc_ns, sizeof alloc_ns, "%llu / %llu", (unsigned long long)a50,
+           (unsigned long long)a99);
+  snprintf(free_ns, sizeof free_ns, "%llu / %llu", (unsigned long long)f50,
+           (unsigned long long)f99);
+  fprintf(out, "%-*s %-6s %7zu %7zu %6zu %8zu %8s %17s %17s", name_width, name, label, allocs,
+          frees, failures, live, mean, alloc_ns, free_ns);
+  if (has_peak) {
+    fprintf(out, " %9s", replay_report_format_mib(peak, mib, sizeof mib));
+    print_ratio(out, 6, peak, peak_live);
+  } else {
+    fprintf(out, " %9s %6s", "n/a", "n/a");
+  }
+  fprintf(out, " %9s\n", frag);
+}
+
 void replay_report_print_table(FILE *out, const replay_trace *trace,
                                const char *const *stack_names, const replay_result *results,
                                size_t count) {
   static const char reference_label[] = "recorder reserved";
-  int name_width = (int)strlen(reference_label);
+  int name_width = (int)strlen(reference_label) - 7; /* the reference spans the pass column */
   for (size_t i = 0; i < count; ++i) {
     int n = (int)strlen(stack_names[i]);
     if (n > name_width) name_width = n;
@@ -66,32 +109,22 @@ void replay_report_print_table(FILE *out, const replay_trace *trace,
   const unsigned long long peak_live = trace->summary.peak_live_bytes;
   char mib[32];
 
-  fprintf(out, "%-*s %7s %7s %6s %8s %17s %17s %9s %6s\n", name_width, "stack", "allocs",
-          "frees", "failed", "live@end", "alloc ns p50/p99", "free ns p50/p99", "peak MiB",
-          "/live");
+  fprintf(out, "%-*s %-6s %7s %7s %6s %8s %8s %17s %17s %9s %6s %9s\n", name_width, "stack",
+          "pass", "allocs", "frees", "failed", "live@end", "mean ns", "alloc ns p50/p99",
+          "free ns p50/p99", "peak MiB", "/live", "frag@peak");
   for (size_t i = 0; i < count; ++i) {
     const replay_result *r = &results[i];
-    char alloc_ns[40];
-    char free_ns[40];
-    snprintf(alloc_ns, sizeof alloc_ns, "%llu / %llu", (unsigned long long)r->alloc_p50_ns,
-             (unsigned long long)r->alloc_p99_ns);
-    snprintf(free_ns, sizeof free_ns, "%llu / %llu", (unsigned long long)r->free_p50_ns,
-             (unsigned long long)r->free_p99_ns);
-    fprintf(out, "%-*s %7zu %7zu %6zu %8zu %17s %17s", name_width, stack_names[i],
-            r->alloc_count, r->free_count, replay_result_failure_count(r), r->live_at_end_count,
-            alloc_ns, free_ns);
-    if (r->footprint_status == GMR_OK) {
-      fprintf(out, " %9s",
-              replay_report_format_mib(r->footprint.peak_held_bytes, mib, sizeof mib));
-      print_ratio(out, 6, r->footprint.peak_held_bytes, peak_live);
-    } else {
-      fprintf(out, " %9s %6s", "n/a", "n/a");
+    if (r->pass_count == 0) {
+      print_row(out, name_width, stack_names[i], r, NULL, 0, peak_live);
+      continue;
     }
-    fputc('\n', out);
+    for (size_t k = 0; k < r->pass_count; ++k) {
+      print_row(out, name_width, k == 0 ? stack_names[i] : "", r, &r->passes[k], k, peak_live);
+    }
   }
   /* The allocator that recorded the trace, from its segment rows. */
-  fprintf(out, "%-*s %7s %7s %6s %8s %17s %17s", name_width, reference_label, "", "", "", "",
-          "", "");
+  fprintf(out, "%-*s %7s %7s %6s %8s %8s %17s %17s", name_width + 7, reference_label, "", "", "",
+          "", "", "", "");
   if (trace->summary.has_reserved_reference) {
     unsigned long long reserved = trace->summary.reference_peak_reserved_bytes;
     fprintf(out, " %9s", replay_report_format_mib(reserved, mib, sizeof mib));
@@ -103,11 +136,18 @@ void replay_report_print_table(FILE *out, const replay_trace *trace,
 
   uint64_t overhead_ns = count > 0 ? results[0].timer_overhead_ns : 0;
   fprintf(out,
-          "ns: host time per call (clock_gettime CLOCK_MONOTONIC) minus the timer's own "
+          "pass 1 starts on a fresh stack (cold); pass 2.. on what the earlier passes left it "
+          "(warm).\n"
+          "mean ns: wall time of the pass over its calls, no per-call timer inside (a second, "
+          "fresh stack\n    replays the same passes with the clock read only at each pass's "
+          "start and end).\n"
+          "p50/p99: host time per call (clock_gettime CLOCK_MONOTONIC) minus the timer's own "
           "overhead\n    (%llu ns, median of back-to-back reads), clamped at 0; nearest-rank "
           "percentiles.\n"
-          "peak MiB: most bytes held from below (gmr_resource_get_footprint); /live: over the "
-          "peak live bytes.\n",
+          "peak MiB: most bytes held from below during the pass (gmr_resource_get_footprint); "
+          "/live: over the\n    peak live bytes. frag@peak: 1 - largest free block / free bytes "
+          "(gmr_resource_get_memory_info)\n    when the held bytes first reached the pass's "
+          "peak; n/a: no resource of the stack answers.\n",
           (unsigned long long)overhead_ns);
   for (size_t i = 0; i < count; ++i) {
     const replay_result *r = &results[i];
@@ -136,11 +176,17 @@ void replay_report_print_table(FILE *out, const replay_trace *trace,
   }
   for (size_t i = 0; i < count; ++i) {
     const replay_result *r = &results[i];
-    size_t failures = replay_result_failure_count(r);
-    if (failures == 0) continue;
-    fprintf(out, "%s: %zu %s (%zu allocate, %zu deallocate, %zu skipped frees); first: %s\n",
-            stack_names[i], failures, plural(failures, "failure", "failures"),
-            r->failed_alloc_count, r->failed_free_count, r->skipped_free_count,
-            r->first_failure);
+    if (replay_result_failure_count(r) == 0) continue;
+    /* The wall-clock run replays the same calls: its failures are the same
+     * ones unless the two runs differed, which is then said. */
+    size_t failures = replay_result_failure_count(r) - r->clock_run_failure_count;
+    fprintf(out, "%s: %zu %s (%zu allocate, %zu deallocate, %zu skipped frees)", stack_names[i],
+            failures, plural(failures, "failure", "failures"), r->failed_alloc_count,
+            r->failed_free_count, r->skipped_free_count);
+    bool clocked = r->pass_count > 0 && r->passes[0].wall_call_count > 0;
+    if (r->clock_run_failure_count != failures && (clocked || r->clock_run_failure_count > 0)) {
+      fprintf(out, "; the wall-clock run had %zu", r->clock_run_failure_count);
+    }
+    fprintf(out, "; first: %s\n", r->first_failure);
   }
 }

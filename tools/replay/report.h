@@ -31,13 +31,17 @@ extern "C" {
 void replay_report_print_summary(FILE *out, const replay_trace *trace);
 
 /**
- * Print the table for `count` stacks: stack_names[i] replayed into results[i].
- * Columns: allocate and deallocate calls, failures, allocations live at the
- * end, host ns per allocate and per deallocate (p50, p99), peak bytes held
- * from below in MiB and its ratio to the trace's peak live bytes; then the
- * recording allocator's reserved peak and ratio ("n/a" without segment rows),
- * a footnote on the timing method, and the first failure of each stack that
- * had any.
+ * Print the table for `count` stacks: stack_names[i] replayed into results[i],
+ * one row per pass (the stack named on its first). Columns: the pass ("1
+ * cold", "2 warm", ...), allocate and deallocate calls, failures,
+ * allocations live at the end of the pass, the mean host ns per call (wall
+ * clock; "n/a" without one), host ns per allocate and per deallocate (p50,
+ * p99), the pass's peak bytes held from below in MiB and its ratio to the
+ * trace's peak live bytes, the fragmentation at that peak ("n/a" when the
+ * stack does not answer get_memory_info); then the recording allocator's
+ * reserved peak and ratio ("n/a" without segment rows), footnotes on the
+ * method, and the first failure of each stack that had any. A result with no
+ * passes gets one row from its run totals.
  */
 void replay_report_print_table(FILE *out, const replay_trace *trace,
                                const char *const *stack_names, const replay_result *results,
