@@ -94,6 +94,7 @@ typedef struct sim_state {
   sim_usage host;
   gmr__u64_map objects;     /* handle address -> sim_object_kind */
   gmr__u64_map allocations; /* address -> sim_allocation * */
+  gmr__u64_map registrations; /* cudaHostRegister'ed address -> bytes */
   uint64_t next_stream_id;
   unsigned long long next_capture_id;
   size_t active_capture_count;
@@ -891,6 +892,61 @@ static cudaError_t sim_memset_async(void *ptr, int value, size_t bytes, cudaStre
   return err;
 }
 
+static cudaError_t sim_memcpy_async(void *dst, const void *src, size_t bytes,
+                                    cudaStream_t stream) {
+  lock();
+  sim_stream *s = NULL;
+  cudaError_t err = enter_call(GMR_CUDA_CALL_MEMCPY_ASYNC);
+  if (err == cudaSuccess) err = lookup_stream(stream, &s);
+  if (err == cudaSuccess && bytes > 0 && (dst == NULL || src == NULL)) err = cudaErrorInvalidValue;
+  /* Simulated memory is host memory, so the copy is a memmove; during capture
+   * it becomes a graph node and runs at replay. */
+  if (err == cudaSuccess && !stream_capturing(s) && bytes > 0) memmove(dst, src, bytes);
+  unlock();
+  return err;
+}
+
+/* cudaHostRegister refuses a range that overlaps one already registered. */
+static bool registration_overlaps(uintptr_t begin, size_t bytes) {
+  size_t cursor = 0;
+  uint64_t key = 0, len = 0;
+  while (gmr__u64_map_next(&sim.registrations, &cursor, &key, &len)) {
+    if (begin < key + len && key < begin + bytes) return true;
+  }
+  return false;
+}
+
+static cudaError_t sim_host_register(void *ptr, size_t bytes) {
+  lock();
+  cudaError_t err = enter_call(GMR_CUDA_CALL_HOST_REGISTER);
+  if (err == cudaSuccess && capture_forbids_unsafe_call()) err = cudaErrorStreamCaptureUnsupported;
+  if (err == cudaSuccess && (ptr == NULL || bytes == 0)) err = cudaErrorInvalidValue;
+  if (err == cudaSuccess && registration_overlaps((uintptr_t)ptr, bytes)) {
+    err = cudaErrorHostMemoryAlreadyRegistered;
+  }
+  if (err == cudaSuccess &&
+      !gmr__u64_map_put(&sim.registrations, (uint64_t)(uintptr_t)ptr, (uint64_t)bytes)) {
+    err = cudaErrorMemoryAllocation;
+  }
+  if (err == cudaSuccess) usage_add(&sim.host, bytes, 1); /* pinned from now on */
+  unlock();
+  return err;
+}
+
+static cudaError_t sim_host_unregister(void *ptr) {
+  lock();
+  cudaError_t err = enter_call(GMR_CUDA_CALL_HOST_UNREGISTER);
+  if (err == cudaSuccess && capture_forbids_unsafe_call()) err = cudaErrorStreamCaptureUnsupported;
+  uint64_t bytes = 0;
+  if (err == cudaSuccess &&
+      !gmr__u64_map_remove(&sim.registrations, (uint64_t)(uintptr_t)ptr, &bytes)) {
+    err = cudaErrorHostMemoryNotRegistered;
+  }
+  if (err == cudaSuccess) usage_sub(&sim.host, (size_t)bytes, 1);
+  unlock();
+  return err;
+}
+
 const gmr__cuda_ops gmr__cuda_sim_ops = {
     .name = "simulation",
     .simulated = true,
@@ -927,6 +983,9 @@ const gmr__cuda_ops gmr__cuda_sim_ops = {
     .event_query = sim_event_query,
     .event_synchronize = sim_event_synchronize,
     .memset_async = sim_memset_async,
+    .memcpy_async = sim_memcpy_async,
+    .host_register = sim_host_register,
+    .host_unregister = sim_host_unregister,
 };
 
 /* ---- gmr/cuda_sim.h ----------------------------------------------------- */
@@ -945,7 +1004,7 @@ const char *gmr_cuda_call_name(gmr_cuda_call call) {
 
 /* Called with the mutex held. */
 static bool has_live_objects(void) {
-  return sim.objects.count > 0 || sim.allocations.count > 0;
+  return sim.objects.count > 0 || sim.allocations.count > 0 || sim.registrations.count > 0;
 }
 
 gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config) {
@@ -964,6 +1023,7 @@ gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config) {
   unsigned long long next_capture_id = sim.next_capture_id;
   gmr__u64_map_clear(&sim.objects);
   gmr__u64_map_clear(&sim.allocations);
+  gmr__u64_map_clear(&sim.registrations);
   memset(&sim, 0, sizeof sim);
   sim.enabled = true;
   sim.config = cfg;
