@@ -21,6 +21,10 @@
 #include "gmr/scoped_pool.h"
 #include "gmr/stack.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define GMR__SCOPE_MAX_DEVICES 64
 
 typedef struct gmr__scope_mark {
@@ -88,5 +92,9 @@ gmr_status gmr__scoped_pool_rewind_to(gmr_scoped_pool *pool, uint32_t depth,
                                       size_t *released_count);
 /* Live blocks of the pool now. */
 size_t gmr__scoped_pool_live_count(gmr_scoped_pool *pool);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* GMR_SCOPED_SCOPED_INTERNAL_H_ */

@@ -12,6 +12,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Parse a kernel cpu/node list ("0", "0-3", "0,2-3"): the number of entries
  * and the highest one. false for malformed text. */
 bool gmr__numa_parse_list(const char *text, int *out_count, int *out_max);
@@ -28,5 +32,9 @@ size_t gmr__numa_node_memory_bytes(const char *sysfs_root, int node);
  * MPOL_BIND. Returns 0 or the errno of mbind (ENOSYS where the system call
  * does not exist, EPERM where a sandbox forbids it). */
 int gmr__numa_bind(void *addr, size_t bytes, int node);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* GMR_TIERS_NUMA_H_ */

@@ -30,6 +30,10 @@
 #include "gmr/stream_pool.h"
 #include "gmr/tier_manager.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct gmr__tier_reservation {
   gmr_reservation_id id;
   gmr_memory_space *space;
@@ -160,5 +164,9 @@ void gmr__notification_channel_notify_if_watched(gmr_notification_channel *chann
 
 /* Synchronise every stream of the pool (for an all-or-nothing destroy). */
 gmr_status gmr__stream_pool_synchronize(gmr_stream_pool *pool);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* GMR_TIERS_TIERS_INTERNAL_H_ */

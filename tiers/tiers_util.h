@@ -16,6 +16,10 @@
 #include "gmr/resource.h"
 #include "gmr/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Nanoseconds on CLOCK_MONOTONIC. */
 uint64_t gmr__monotonic_ns(void);
 
@@ -49,5 +53,9 @@ gmr_status gmr__tier_fail(gmr_failure *failure, gmr_status status, size_t bytes,
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* GMR_TIERS_TIERS_UTIL_H_ */
