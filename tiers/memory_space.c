@@ -49,6 +49,7 @@ gmr_memory_space_config gmr_memory_space_config_default(gmr_tier tier, int index
   c.stream_count = tier == GMR_TIER_DISK ? 0 : GMR_STREAM_POOL_DEFAULT_COUNT;
   c.stream_device = -1;
   c.downgrade_numa_node = -1;
+  c.numa_node = tier == GMR_TIER_HOST ? index : -1;
   c.block_bytes = (size_t)1 << 20;
   c.blocks_per_chunk = 128;
   c.initial_chunk_count = 4;
@@ -213,17 +214,17 @@ static gmr_status build_gpu(gmr_memory_space *s, gmr_failure *failure) {
 static gmr_status build_host(gmr_memory_space *s, gmr_failure *failure) {
   const gmr_memory_space_config *c = &s->config;
   gmr_numa_host_resource_config nc = GMR_NUMA_HOST_RESOURCE_CONFIG_DEFAULT;
-  nc.numa_node = c->id.index;
+  nc.numa_node = c->numa_node;
   gmr_status st = gmr_numa_host_resource_create(&nc, &s->numa);
   if (st != GMR_OK) {
     int nodes = 1, max = 0;
     (void)gmr_numa_host_resource_get_node_count(&nodes, &max);
     return gmr__tier_fail(failure, st, 0,
-                          "HOST space %d: no such NUMA node (%d online, highest %d)", c->id.index,
-                          nodes, max);
+                          "HOST space %d: no NUMA node %d (%d online, highest %d)", c->id.index,
+                          c->numa_node, nodes, max);
   }
   if (s->capacity_bytes == 0) {
-    s->capacity_bytes = gmr_numa_host_resource_get_node_memory_bytes(c->id.index);
+    s->capacity_bytes = gmr_numa_host_resource_get_node_memory_bytes(c->numa_node);
     if (s->capacity_bytes == 0) {
       long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
       if (pages > 0 && page > 0) s->capacity_bytes = (size_t)pages * (size_t)page;

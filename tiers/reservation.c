@@ -168,6 +168,7 @@ gmr_status gmr_reservation_grow(gmr_tier_manager *m, gmr_reservation_id id, size
   gmr__tier_reservation *r = NULL;
   gmr_status st = find_live(m, id, &r, failure);
   if (st == GMR_OK && m->shut_down) {
+    m->shutdown_count++;
     st = gmr__tier_fail(failure, GMR_ERR_SHUTDOWN, bytes, "the tier manager is shut down");
   } else if (st == GMR_OK && r->space->config.id.tier == GMR_TIER_DISK) {
     st = gmr__tier_fail(failure, GMR_ERR_UNSUPPORTED, bytes,

@@ -4,7 +4,8 @@
  *
  * A memory space is one location of one tier:
  *   (GPU, device)     device memory of one GPU;
- *   (HOST, numa node) pinned host memory placed on one NUMA node;
+ *   (HOST, numa node) pinned host memory placed on one NUMA node (the index
+ *                     names the node unless `numa_node` says otherwise);
  *   (DISK, mount)     space on one file system, accounted for, never allocated.
  * Each has a capacity, a reservation limit (a fraction of the capacity that
  * reservations may take together), downgrade trigger and stop fractions, an
@@ -120,8 +121,11 @@ typedef struct gmr_memory_space_config {
   /* GPU */
   gmr_resource *upstream;             /* borrowed stack; NULL: build stack_spec */
   char stack_spec[GMR_MEMORY_SPACE_TEXT_BYTES]; /* "" : "cuda(kind=async)" */
-  int downgrade_numa_node;            /* preferred HOST node for downgrades; -1: any */
+  int downgrade_numa_node;            /* HOST space (index = NUMA node) preferred for
+                                         downgrades from this GPU; -1: any */
   /* HOST */
+  int numa_node;                      /* node to place pages on (default: the index);
+                                         -1: no placement */
   size_t block_bytes;                 /* multiple of 256 */
   size_t blocks_per_chunk;
   size_t initial_chunk_count;
