@@ -101,8 +101,10 @@ gmr_status gmr_scope_registry_create(gmr_resource *const *upstreams, size_t devi
                                      gmr_scope_registry **out) {
   if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   *out = NULL;
-  if (upstreams == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  for (size_t d = 0; d < device_count && d < GMR__SCOPE_MAX_DEVICES; ++d) {
+  if (upstreams == NULL || device_count == 0 || device_count > GMR__SCOPE_MAX_DEVICES) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  for (size_t d = 0; d < device_count; ++d) {
     if (upstreams[d] != NULL && gmr_resource_check(upstreams[d]) != GMR_OK) {
       return GMR_ERR_INVALID_ARGUMENT;
     }
