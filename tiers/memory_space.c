@@ -56,99 +56,6 @@ gmr_memory_space_config gmr_memory_space_config_default(gmr_tier tier, int index
   return c;
 }
 
-/* ---- the space resource ------------------------------------------------------------- */
-
-static const gmr_resource_vtbl space_vtbl;
-
-static void space_name(const gmr_memory_space *s, char *buf, size_t len) {
-  snprintf(buf, len, "(%s, %d)", gmr_tier_name(s->config.id.tier), s->config.id.index);
-}
-
-/* Refuse a request the space cannot serve: a DISK space, or a stream without
- * a reservation where one is required. */
-static gmr_status check_request(gmr_memory_space *s, gmr_stream stream, size_t bytes,
-                                gmr_failure *failure) {
-  char name[48];
-  if (s->limiter == NULL) {
-    space_name(s, name, sizeof name);
-    snprintf(failure->message, sizeof failure->message,
-             "memory space %s is a DISK space: it accounts for reservations and holds no memory "
-             "to allocate (%zu bytes asked)",
-             name, bytes);
-    return GMR_ERR_UNSUPPORTED;
-  }
-  if (!s->config.require_reservation) return GMR_OK;
-  size_t slot = gmr__key_slots_find(&s->slots, (uint64_t)(uintptr_t)stream);
-  if (slot != s->slots.capacity &&
-      atomic_load_explicit(&s->bound_ids[slot], memory_order_acquire) != 0) {
-    return GMR_OK;
-  }
-  atomic_fetch_add_explicit(&s->no_reservation_count, 1, memory_order_relaxed);
-  space_name(s, name, sizeof name);
-  snprintf(failure->message, sizeof failure->message,
-           "memory space %s requires a reservation: stream %p has none (%zu bytes asked); "
-           "reserve and call gmr_reservation_bind_stream() first",
-           name, (void *)stream, bytes);
-  return GMR_ERR_NO_RESERVATION;
-}
-
-static gmr_status space_allocate(gmr_resource *self, size_t bytes, size_t alignment,
-                                 gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  gmr_memory_space *s = (gmr_memory_space *)self;
-  gmr_status st = check_request(s, stream, bytes, failure);
-  if (st != GMR_OK) return st;
-  return gmr__forward_allocate(s->limiter_resource, bytes, alignment, stream, out_ptr, failure);
-}
-
-static gmr_status space_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
-                                           gmr_stream stream, void **out_ptr,
-                                           gmr_failure *failure) {
-  gmr_memory_space *s = (gmr_memory_space *)self;
-  gmr_status st = check_request(s, stream, bytes, failure);
-  if (st != GMR_OK) return st;
-  return gmr_allocate_capturing(s->limiter_resource, bytes, alignment, stream, out_ptr, failure);
-}
-
-static gmr_status space_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
-                                   gmr_stream stream) {
-  gmr_memory_space *s = (gmr_memory_space *)self;
-  if (s->limiter == NULL) return GMR_ERR_UNKNOWN_POINTER; /* DISK never gave out a pointer */
-  gmr_status st = gmr__forward_deallocate(s->limiter_resource, ptr, bytes, alignment, stream);
-  /* Room for a waiting reservation, maybe: wake it (free when nobody waits). */
-  if (st == GMR_OK) gmr__notification_channel_notify_if_watched(s->manager->channel);
-  return st;
-}
-
-static gmr_status space_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
-  gmr_memory_space *s = (gmr_memory_space *)self;
-  if (s->limiter == NULL) return GMR_ERR_UNKNOWN_POINTER;
-  return gmr_record_stream(s->limiter_resource, ptr, stream);
-}
-
-/* The manager owns its spaces. */
-static gmr_status space_destroy(gmr_resource *self) {
-  (void)self;
-  return GMR_ERR_UNSUPPORTED;
-}
-
-static gmr_resource *space_get_upstream(const gmr_resource *self) {
-  return ((const gmr_memory_space *)self)->limiter_resource;
-}
-
-static const gmr_resource_vtbl space_vtbl = {
-    .version = GMR_RESOURCE_VTBL_VERSION,
-    .type_name = "memory_space",
-    .allocate = space_allocate,
-    .deallocate = space_deallocate,
-    .destroy = space_destroy,
-    .get_upstream = space_get_upstream,
-    .trim = NULL,            /* forwards to the stack */
-    .get_footprint = NULL,   /* asks the stack */
-    .get_memory_info = NULL, /* asks the stack */
-    .record_stream = space_record_stream,
-    .allocate_capturing = space_allocate_capturing,
-};
-
 /* ---- building ----------------------------------------------------------------------- */
 
 static size_t fraction_of(size_t bytes, double fraction) {
@@ -268,6 +175,7 @@ static gmr_status build_limiter(gmr_memory_space *s, gmr_failure *failure) {
     charge = c->block_bytes; /* a block is taken whatever part of it is used */
   }
   lc.charge_alignment = charge;
+  s->charge_mask = charge - 1;
   lc.on_limit = gmr__space_limit_policy(s);
   lc.on_oom = c->on_oom;
   lc.per_stream = true;
@@ -339,6 +247,7 @@ static void teardown(gmr_memory_space *s) {
   if (!s->oom_policy_owned && s->config.on_oom.release != NULL) {
     s->config.on_oom.release(s->config.on_oom.ctx);
   }
+  gmr__space_books_deinit(s);
   gmr__key_slots_deinit(&s->slots);
   free((void *)s->bound_ids);
   free(s->bound);
@@ -353,7 +262,7 @@ gmr_status gmr__space_create(gmr_tier_manager *manager, const gmr_memory_space_c
     if (config->on_oom.release != NULL) config->on_oom.release(config->on_oom.ctx);
     return gmr__tier_fail(failure, GMR_ERR_OUT_OF_MEMORY, 0, "no host memory for a space");
   }
-  s->base.vtbl = &space_vtbl;
+  s->base.vtbl = &gmr__space_vtbl;
   s->manager = manager;
   s->config = *config;
   s->capacity_bytes = config->capacity_bytes;
@@ -361,7 +270,8 @@ gmr_status gmr__space_create(gmr_tier_manager *manager, const gmr_memory_space_c
   if (st == GMR_OK && config->id.tier != GMR_TIER_DISK) {
     size_t slots = config->max_stream_slots;
     if (!gmr__key_slots_init(&s->slots, slots) ||
-        (s->bound_ids = calloc(s->slots.capacity + 1, sizeof *s->bound_ids)) == NULL) {
+        (s->bound_ids = calloc(s->slots.capacity + 1, sizeof *s->bound_ids)) == NULL ||
+        !gmr__space_books_init(s)) {
       st = gmr__tier_fail(failure, GMR_ERR_OUT_OF_MEMORY, 0, "no host memory for stream slots");
     }
   }
@@ -422,11 +332,19 @@ void gmr__space_destroy(gmr_memory_space *s) {
 
 /* ---- books ------------------------------------------------------------------------- */
 
-size_t gmr__reservation_allocated_bytes(const gmr__tier_reservation *r) {
-  if (!r->bound || r->space->limiter == NULL) return 0;
+size_t gmr__stream_held_bytes(const gmr_memory_space *s, gmr_stream stream) {
   size_t used = 0;
-  (void)gmr_limiting_adaptor_get_stream_usage(r->space->limiter, r->stream, &used, NULL);
+  if (s->limiter != NULL) {
+    (void)gmr_limiting_adaptor_get_stream_usage(s->limiter, stream, &used, NULL);
+  }
   return used;
+}
+
+size_t gmr__reservation_allocated_bytes(const gmr__tier_reservation *r) {
+  if (!r->bound) return 0;
+  size_t used = gmr__stream_held_bytes(r->space, r->stream);
+  /* What the stream held before the binding is not the reservation's. */
+  return used > r->baseline_bytes ? used - r->baseline_bytes : 0;
 }
 
 void gmr__space_usage_locked(const gmr_memory_space *s, gmr__space_usage *out) {
@@ -453,7 +371,7 @@ gmr_resource *gmr_memory_space_as_resource(gmr_memory_space *s) {
 }
 
 gmr_memory_space *gmr_memory_space_from_resource(gmr_resource *r) {
-  return (r != NULL && r->vtbl == &space_vtbl) ? (gmr_memory_space *)r : NULL;
+  return (r != NULL && r->vtbl == &gmr__space_vtbl) ? (gmr_memory_space *)r : NULL;
 }
 
 gmr_memory_space_id gmr_memory_space_get_id(const gmr_memory_space *s) { return s->config.id; }

@@ -98,6 +98,7 @@ void gmr__reservation_unbind_locked(gmr__tier_reservation *r) {
   s->bound[r->bound_index]->bound_index = r->bound_index;
   r->bound = false;
   r->stream = NULL;
+  r->baseline_bytes = 0;
 }
 
 static gmr__tier_reservation *bound_to(const gmr_memory_space *s, gmr_stream stream) {
@@ -155,7 +156,10 @@ static void set_size(gmr__tier_reservation *r, size_t new_bytes) {
   s->reserved_bytes = s->reserved_bytes - r->bytes + new_bytes;
   if (s->reserved_bytes > s->peak_reserved_bytes) s->peak_reserved_bytes = s->reserved_bytes;
   r->bytes = new_bytes;
-  if (r->bound) (void)gmr_limiting_adaptor_set_stream_limit(s->limiter, r->stream, new_bytes);
+  if (r->bound) {
+    (void)gmr_limiting_adaptor_set_stream_limit(s->limiter, r->stream,
+                                                r->baseline_bytes + new_bytes);
+  }
 }
 
 gmr_status gmr_reservation_grow(gmr_tier_manager *m, gmr_reservation_id id, size_t bytes,
@@ -260,17 +264,13 @@ gmr_status gmr_reservation_bind_stream(gmr_tier_manager *m, gmr_reservation_id i
     st = gmr__tier_fail(failure, GMR_ERR_BUSY, 0,
                         "stream %p is already bound to reservation %llu", (void *)stream,
                         (unsigned long long)other->id);
-  } else if (held != 0) {
-    st = gmr__tier_fail(failure, GMR_ERR_BUSY, held,
-                        "stream %p still holds %zu bytes allocated outside any reservation; free "
-                        "them or bind another stream",
-                        (void *)stream, held);
   } else if (!bound_reserve(s)) {
     st = gmr__tier_fail(failure, GMR_ERR_OUT_OF_MEMORY, 0, "no host memory for the binding");
   } else {
     size_t slot = gmr__key_slots_get(&s->slots, (uint64_t)(uintptr_t)stream);
+    /* What the stream holds already stays untracked: the binding's baseline. */
     if (slot == s->slots.capacity ||
-        gmr_limiting_adaptor_set_stream_limit(s->limiter, stream, r->bytes) != GMR_OK) {
+        gmr_limiting_adaptor_set_stream_limit(s->limiter, stream, held + r->bytes) != GMR_OK) {
       st = gmr__tier_fail(failure, GMR_ERR_BUSY, 0,
                           "the space has no stream slot left (max_stream_slots = %zu streams "
                           "have been seen); use the space's stream pool, or raise it",
@@ -278,6 +278,7 @@ gmr_status gmr_reservation_bind_stream(gmr_tier_manager *m, gmr_reservation_id i
     } else {
       r->bound = true;
       r->stream = stream;
+      r->baseline_bytes = held;
       r->on_limit = on_limit != NULL ? *on_limit : s->config.on_limit;
       r->on_limit.release = NULL; /* the caller keeps its ctx */
       r->bound_index = s->bound_count;
@@ -343,10 +344,17 @@ static gmr_limit_action space_limit_decide(const gmr_limit_policy *policy,
     *new_limit_bytes = GMR_LIMIT_NONE;
     action = GMR_LIMIT_ACTION_RAISE;
   } else {
+    /* The policy judges the reservation alone: the stream's baseline (what
+     * it held before the binding) is neither used nor limit of it. */
+    gmr_limit_request mine = *request;
+    mine.used_bytes = request->used_bytes > r->baseline_bytes
+                          ? request->used_bytes - r->baseline_bytes
+                          : 0;
+    mine.limit_bytes = r->bytes;
     size_t wanted = 0;
-    if (r->on_limit.decide != NULL) action = r->on_limit.decide(&r->on_limit, request, &wanted);
-    bool admits = request->used_bytes + request->charge_bytes >= request->used_bytes &&
-                  wanted >= request->used_bytes + request->charge_bytes;
+    if (r->on_limit.decide != NULL) action = r->on_limit.decide(&r->on_limit, &mine, &wanted);
+    bool admits = mine.used_bytes + mine.charge_bytes >= mine.used_bytes &&
+                  wanted >= mine.used_bytes + mine.charge_bytes;
     if (action == GMR_LIMIT_ACTION_RAISE && admits && wanted > r->bytes &&
         resize_fits(r, wanted)) {
       /* The reservation grows with the stream's limit. The new limit is
@@ -355,7 +363,7 @@ static gmr_limit_action space_limit_decide(const gmr_limit_policy *policy,
       set_size(r, wanted);
       r->raise_count++;
       s->raise_count++;
-      *new_limit_bytes = wanted;
+      *new_limit_bytes = r->baseline_bytes + wanted;
     } else if (action == GMR_LIMIT_ACTION_ALLOW) {
       r->overage_count++;
       s->overage_count++;

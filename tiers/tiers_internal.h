@@ -40,6 +40,7 @@ typedef struct gmr__tier_reservation {
   size_t bytes;           /* (M) */
   bool bound;             /* (M) */
   gmr_stream stream;      /* (M) the bound stream */
+  size_t baseline_bytes;  /* (M) what the stream held from before the binding (untracked) */
   size_t bound_index;     /* (M) position in space->bound */
   gmr_limit_policy on_limit; /* (M) the bound stream's policy */
   uint64_t raise_count;   /* (M) */
@@ -66,9 +67,14 @@ struct gmr_memory_space {
   bool oom_policy_owned;             /* config.on_oom given to the limiter */
   gmr_stream_pool *streams;          /* NULL when stream_count is 0 */
 
-  /* Lock-free stream -> bound reservation id, for require_reservation. */
+  /* Lock-free stream -> slot -> bound reservation id (0: none). */
   gmr__key_slots slots;
-  _Atomic uint64_t *bound_ids; /* slots.capacity + 1 entries */
+  _Atomic uint64_t *bound_ids; /* slots.capacity + 1 entries; the last is never bound */
+  /* Live allocations -> (stream slot, reservation id at allocation), so a
+   * free knows whether it gives back a reservation's bytes or untracked
+   * ones (space_resource.c). */
+  struct gmr__space_shard *shards;
+  size_t charge_mask; /* the limiting adaptor's charge alignment - 1 */
 
   /* Books (M). */
   size_t reserved_bytes;
@@ -130,8 +136,21 @@ typedef struct gmr__space_usage {
 
 void gmr__space_usage_locked(const gmr_memory_space *space, gmr__space_usage *out);
 
-/* Bytes allocated on `r`'s bound stream now (0 when not bound). */
+/* Bytes charged to `r` now: allocated on its bound stream since it was
+ * bound (0 when not bound). (M held) */
 size_t gmr__reservation_allocated_bytes(const gmr__tier_reservation *r);
+
+/* Charged bytes live on `stream` through the space, whatever reservation. */
+size_t gmr__stream_held_bytes(const gmr_memory_space *space, gmr_stream stream);
+
+/* ---- space_resource.c ---- */
+
+/* The vtable of every space's resource (the top of its stack). */
+extern const gmr_resource_vtbl gmr__space_vtbl;
+
+/* The pointer table of a GPU or HOST space. false when out of host memory. */
+bool gmr__space_books_init(gmr_memory_space *space);
+void gmr__space_books_deinit(gmr_memory_space *space);
 
 /* ---- reservation.c ---- */
 

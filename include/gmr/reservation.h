@@ -21,8 +21,10 @@
  * A stream is bound to at most one reservation and a reservation to at most
  * one stream. Allocations outlive their reservation: releasing (or
  * unbinding) a reservation whose stream still holds allocations turns them
- * into untracked bytes of the space, and that stream can be bound again only
- * once they are freed.
+ * into untracked bytes of the space. A stream may be bound again at any
+ * time: what it holds from before stays untracked (the binding's baseline),
+ * and freeing it later gives the new reservation no extra room (the space
+ * remembers which reservation every live allocation was made under).
  *
  * Strategies (cuCascade's request strategies):
  *   space      that space only;
@@ -149,17 +151,17 @@ GMR_API gmr_status gmr_reservation_shrink(gmr_tier_manager *manager, gmr_reserva
  * requests past it go to `on_limit` (NULL: the space's default policy; the
  * struct is copied, its ctx borrowed, its release never called).
  *
- * pre: nothing is allocated on `stream` through the space (bind before use).
- * Thread-safe: yes. Stream/device: no CUDA call; `stream` is only a key.
+ * Allocations `stream` made before stay untracked (see the banner).
+ * Thread-safe: yes; allocations on `stream` racing the bind may be counted
+ * on either side of it. Stream/device: no CUDA call; `stream` is only a key.
  * Returns:
  *   GMR_OK
  *   GMR_ERR_INVALID_ARGUMENT  NULL manager, unknown or released id, an
  *                             invalid policy.
  *   GMR_ERR_UNSUPPORTED       a DISK reservation (nothing to allocate).
  *   GMR_ERR_BUSY              the reservation is bound already; the stream is
- *                             bound to another reservation; the stream still
- *                             holds allocations through the space; or the
- *                             space has no stream slot left (max_stream_slots).
+ *                             bound to another reservation; or the space has
+ *                             no stream slot left (max_stream_slots).
  * Nothing changes on failure; `failure` (may be NULL) says which.
  */
 GMR_API gmr_status gmr_reservation_bind_stream(gmr_tier_manager *manager, gmr_reservation_id id,

@@ -174,7 +174,7 @@ TEST_F(Reservations, GrowAndShrinkMoveTheStreamsLimit) {
   Release(r);
 }
 
-TEST_F(Reservations, ReleasedAllocationsBecomeUntrackedAndKeepTheirStream) {
+TEST_F(Reservations, ReleasedAllocationsBecomeUntrackedAndTheStreamCanBeBoundAgain) {
   MakeGpu(gmr_limit_policy_fail());
   gmr_reservation_id r = Bound(64 * KiB, S(1));
   void *a = Alloc(40 * KiB, S(1));
@@ -186,19 +186,43 @@ TEST_F(Reservations, ReleasedAllocationsBecomeUntrackedAndKeepTheirStream) {
   // The stream is unbound: no limit on it now.
   void *b = Alloc(512 * KiB, S(1));
   Free(b, 512 * KiB, S(1));
-  // It cannot be bound again while it holds memory.
-  gmr_reservation_id again = ReserveIn(GMR_TIER_GPU, 0, 64 * KiB);
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_BUSY, gmr_reservation_bind_stream(m_, again, S(1), nullptr, &f));
-  EXPECT_NE(nullptr, std::strstr(f.message, "outside any reservation")) << f.message;
+  // Bound again while it still holds `a`: `a` stays untracked (the baseline).
+  gmr_reservation_id again = Bound(64 * KiB, S(1));
+  EXPECT_EQ(0u, Info(again).allocated_bytes);
+  void *c = Alloc(64 * KiB, S(1));  // the whole new reservation
+  EXPECT_EQ(64 * KiB, Info(again).allocated_bytes);
+  Alloc(256, S(1), GMR_ERR_LIMIT_EXCEEDED);
+  st = SpaceStats(GMR_TIER_GPU, 0);
+  EXPECT_EQ(40 * KiB, st.untracked_bytes);
+  EXPECT_EQ(64 * KiB, st.reserved_allocated_bytes);
+  EXPECT_EQ(104 * KiB, st.used_bytes);
+  // Freeing the old allocation gives the new reservation no extra room.
   Free(a, 40 * KiB, S(1));
-  ASSERT_EQ(GMR_OK, gmr_reservation_bind_stream(m_, again, S(1), nullptr, &f)) << f.message;
+  EXPECT_EQ(64 * KiB, Info(again).allocated_bytes);
+  Alloc(256, S(1), GMR_ERR_LIMIT_EXCEEDED);
+  EXPECT_EQ(0u, SpaceStats(GMR_TIER_GPU, 0).untracked_bytes);
+  Free(c, 64 * KiB, S(1));
   // Unbind keeps the reservation; binding it elsewhere works.
+  gmr_failure f;
   ASSERT_EQ(GMR_OK, gmr_reservation_unbind_stream(m_, again));
   ASSERT_EQ(GMR_OK, gmr_reservation_unbind_stream(m_, again));  // no-op
   ASSERT_EQ(GMR_OK, gmr_reservation_bind_stream(m_, again, S(2), nullptr, &f)) << f.message;
   EXPECT_EQ(S(2), Info(again).stream);
   Release(again);
+}
+
+TEST_F(Reservations, FreesOfUnknownPointersAndMismatchedSizesChangeNothing) {
+  MakeGpu(gmr_limit_policy_fail());
+  gmr_reservation_id r = Bound(64 * KiB, S(1));
+  void *a = Alloc(8 * KiB, S(1));
+  int local = 0;
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(Gpu(), &local, 256, 0, S(1)));
+  // The limiting adaptor refuses a free of more bytes than are outstanding.
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(Gpu(), a, 1 * MiB, 0, S(1)));
+  EXPECT_EQ(8 * KiB, Info(r).allocated_bytes);
+  Free(a, 8 * KiB, S(1));  // still known: the refused free put the books back
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(Gpu(), a, 8 * KiB, 0, S(1)));
+  Release(r);
 }
 
 TEST_F(Reservations, BindingRules) {
