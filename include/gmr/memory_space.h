@@ -151,8 +151,12 @@ typedef struct gmr_memory_space gmr_memory_space;
  * Allocation statuses beyond the stack's own: GMR_ERR_NO_RESERVATION (the
  * space requires a reservation and the stream has none), GMR_ERR_UNSUPPORTED
  * (a DISK space), GMR_ERR_LIMIT_EXCEEDED (past the reservation, by its
- * policy; past the capacity). gmr_resource_destroy() on it returns
- * GMR_ERR_UNSUPPORTED: the manager owns the space.
+ * policy; past the capacity). A free of a pointer the space did not hand
+ * out returns GMR_ERR_UNKNOWN_POINTER (nothing released). The space keeps a
+ * table of its live allocations (16 mutex-guarded shards), so that a free
+ * knows which reservation, if any, the memory was charged to.
+ * gmr_resource_destroy() on it returns GMR_ERR_UNSUPPORTED: the manager owns
+ * the space.
  * Ownership: borrowed from the manager; valid until the manager is destroyed.
  * Thread-safe: yes. NULL for NULL.
  */

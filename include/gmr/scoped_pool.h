@@ -39,7 +39,10 @@
  * or a reset is handed out again at once, so work queued on any stream that
  * uses it must be complete (synchronise before leaving the scope; the
  * AdaptiveArrayPools design's "GPU pooling safety rules"). The stream given
- * to allocate is not used. Not for CUDA graph capture: use graph_arena.
+ * to allocate is not used; a pool takes its chunks from the upstream on the
+ * default stream (NULL), so with a stream-ordered upstream such as
+ * cuda(kind=async) a new chunk is ordered on the legacy default stream. Not
+ * for CUDA graph capture: use graph_arena.
  *
  * Built on graph_arena_resource (gmr/graph_arena_resource.h): each pool is an
  * arena with explicit capture detection (no CUDA call on the allocation
@@ -111,6 +114,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_scope_registry_create(gmr_resource *const *
 /**
  * Create a registry over one stack per device built from `spec`
  * (gmr/stack.h), each with its device current; the registry owns them.
+ * Devices past the 64th are not served.
  * Stream/device: builds the stacks (cuda(kind=async) creates a pool per
  *   device); counts devices through the CUDA layer.
  * Returns as gmr_scope_registry_create(), plus the statuses of
