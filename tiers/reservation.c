@@ -82,9 +82,11 @@ static gmr_status find_live(gmr_tier_manager *m, gmr_reservation_id id,
   return GMR_OK;
 }
 
-static void set_bound_id(gmr_memory_space *s, gmr_stream stream, gmr_reservation_id id) {
+static void set_bound_id(gmr_memory_space *s, gmr_stream stream, uint64_t binding) {
   size_t slot = gmr__key_slots_find(&s->slots, (uint64_t)(uintptr_t)stream);
-  if (slot != s->slots.capacity) atomic_store_explicit(&s->bound_ids[slot], id, memory_order_release);
+  if (slot != s->slots.capacity) {
+    atomic_store_explicit(&s->bound_ids[slot], binding, memory_order_release);
+  }
 }
 
 void gmr__reservation_unbind_locked(gmr__tier_reservation *r) {
@@ -99,6 +101,7 @@ void gmr__reservation_unbind_locked(gmr__tier_reservation *r) {
   r->bound = false;
   r->stream = NULL;
   r->baseline_bytes = 0;
+  r->binding = 0;
 }
 
 static gmr__tier_reservation *bound_to(const gmr_memory_space *s, gmr_stream stream) {
@@ -279,11 +282,12 @@ gmr_status gmr_reservation_bind_stream(gmr_tier_manager *m, gmr_reservation_id i
       r->bound = true;
       r->stream = stream;
       r->baseline_bytes = held;
+      r->binding = ++m->next_binding;
       r->on_limit = on_limit != NULL ? *on_limit : s->config.on_limit;
       r->on_limit.release = NULL; /* the caller keeps its ctx */
       r->bound_index = s->bound_count;
       s->bound[s->bound_count++] = r;
-      atomic_store_explicit(&s->bound_ids[slot], id, memory_order_release);
+      atomic_store_explicit(&s->bound_ids[slot], r->binding, memory_order_release);
     }
   }
   pthread_mutex_unlock(&m->mutex);

@@ -12,8 +12,8 @@
  * is baseline + reservation size. When such an older allocation is freed,
  * the baseline and the stream's limit go down by its charge, before the free
  * (books first: RMM #2304), so the reservation never gains room it does not
- * have. Each entry packs the stream's slot and the id of the reservation the
- * stream was bound to at allocation (0: none).
+ * have. Each entry packs the stream's slot and the serial of the binding the
+ * stream had at allocation (0: none).
  *
  * Thread-safe: yes; the table is split in 16 mutex-guarded shards; the
  * manager's mutex is taken only when an older allocation of a stream that is
@@ -28,12 +28,12 @@
 #include "tiers/tiers_util.h"
 
 #define SHARD_COUNT 16
-#define ID_BITS 48
+#define ID_BITS 48 /* binding serials: 2^48 binds before they wrap */
 #define ID_MASK ((UINT64_C(1) << ID_BITS) - 1)
 
 struct gmr__space_shard {
   pthread_mutex_t mutex;
-  gmr__u64_map map; /* pointer -> slot << ID_BITS | reservation id */
+  gmr__u64_map map; /* pointer -> slot << ID_BITS | binding serial */
   char pad[64];     /* keep the shards' locks on separate cache lines */
 };
 
@@ -98,11 +98,12 @@ static gmr_status check_request(gmr_memory_space *s, gmr_stream stream, size_t b
 
 /* Note a new allocation in the table; on failure give it back. */
 static gmr_status remember(gmr_memory_space *s, void **out_ptr, size_t bytes, size_t alignment,
-                           gmr_stream stream, size_t slot, uint64_t id, gmr_failure *failure) {
+                           gmr_stream stream, size_t slot, uint64_t binding,
+                           gmr_failure *failure) {
   struct gmr__space_shard *sh = shard_of(s, *out_ptr);
   pthread_mutex_lock(&sh->mutex);
   bool ok = gmr__u64_map_put(&sh->map, (uint64_t)(uintptr_t)*out_ptr,
-                             ((uint64_t)slot << ID_BITS) | (id & ID_MASK));
+                             ((uint64_t)slot << ID_BITS) | (binding & ID_MASK));
   pthread_mutex_unlock(&sh->mutex);
   if (ok) return GMR_OK;
   (void)gmr__forward_deallocate(s->limiter_resource, *out_ptr, bytes, alignment, stream);
@@ -132,12 +133,12 @@ static gmr_status allocate_with(gmr_memory_space *s, allocate_below_fn *below, s
   gmr_status st = check_request(s, stream, bytes, failure);
   if (st != GMR_OK) return st;
   size_t slot = gmr__key_slots_get(&s->slots, (uint64_t)(uintptr_t)stream);
-  uint64_t id = slot == s->slots.capacity
-                    ? 0
-                    : atomic_load_explicit(&s->bound_ids[slot], memory_order_acquire);
+  uint64_t binding = slot == s->slots.capacity
+                         ? 0
+                         : atomic_load_explicit(&s->bound_ids[slot], memory_order_acquire);
   st = below(s, bytes, alignment, stream, out_ptr, failure);
   if (st != GMR_OK) return st;
-  return remember(s, out_ptr, bytes, alignment, stream, slot, id, failure);
+  return remember(s, out_ptr, bytes, alignment, stream, slot, binding, failure);
 }
 
 static gmr_status space_allocate(gmr_resource *self, size_t bytes, size_t alignment,
@@ -156,13 +157,13 @@ static gmr_status space_allocate_capturing(gmr_resource *self, size_t bytes, siz
 /* A stream bound again frees an allocation from before its binding: take its
  * charge off the binding's baseline and the stream's limit (`sign` +1 puts it
  * back). Returns whether a binding was adjusted. */
-static bool adjust_baseline(gmr_memory_space *s, uint64_t bound_id, size_t charge, int sign) {
+static bool adjust_baseline(gmr_memory_space *s, uint64_t binding, size_t charge, int sign) {
   gmr_tier_manager *m = s->manager;
   bool adjusted = false;
   pthread_mutex_lock(&m->mutex);
-  gmr__tier_reservation *r = NULL;
-  if (gmr__reservation_lookup(m, bound_id, &r) == GMR_OK && r->bound && r->space == s &&
-      (sign > 0 || r->baseline_bytes >= charge)) {
+  for (size_t i = 0; i < s->bound_count && !adjusted; ++i) {
+    gmr__tier_reservation *r = s->bound[i];
+    if (r->binding != binding || (sign < 0 && r->baseline_bytes < charge)) continue;
     r->baseline_bytes = sign > 0 ? r->baseline_bytes + charge : r->baseline_bytes - charge;
     (void)gmr_limiting_adaptor_set_stream_limit(s->limiter, r->stream,
                                                 r->baseline_bytes + r->bytes);
@@ -183,12 +184,13 @@ static gmr_status space_deallocate(gmr_resource *self, void *ptr, size_t bytes, 
   pthread_mutex_unlock(&sh->mutex);
   if (!found) return GMR_ERR_UNKNOWN_POINTER;
   size_t slot = (size_t)(entry >> ID_BITS);
-  uint64_t id = entry & ID_MASK;
+  uint64_t binding = entry & ID_MASK;
   uint64_t bound_now = slot == s->slots.capacity
                            ? 0
                            : atomic_load_explicit(&s->bound_ids[slot], memory_order_acquire);
   size_t charge = (bytes + s->charge_mask) & ~s->charge_mask;
-  bool adjusted = bound_now != 0 && bound_now != id && adjust_baseline(s, bound_now, charge, -1);
+  bool adjusted =
+      bound_now != 0 && bound_now != binding && adjust_baseline(s, bound_now, charge, -1);
   gmr_status st = gmr__forward_deallocate(s->limiter_resource, ptr, bytes, alignment, stream);
   if (st != GMR_OK) {
     /* Refused below (a size that does not match...): put the books back. */

@@ -41,6 +41,7 @@ typedef struct gmr__tier_reservation {
   bool bound;             /* (M) */
   gmr_stream stream;      /* (M) the bound stream */
   size_t baseline_bytes;  /* (M) what the stream held from before the binding (untracked) */
+  uint64_t binding;       /* (M) this binding's serial (never reused); 0 when not bound */
   size_t bound_index;     /* (M) position in space->bound */
   gmr_limit_policy on_limit; /* (M) the bound stream's policy */
   uint64_t raise_count;   /* (M) */
@@ -67,12 +68,14 @@ struct gmr_memory_space {
   bool oom_policy_owned;             /* config.on_oom given to the limiter */
   gmr_stream_pool *streams;          /* NULL when stream_count is 0 */
 
-  /* Lock-free stream -> slot -> bound reservation id (0: none). */
+  /* Lock-free stream -> slot -> serial of the binding on it (0: none). A
+   * serial names one binding: a reservation bound, unbound and bound again
+   * gets a new one, so allocations from before are never mistaken for its. */
   gmr__key_slots slots;
   _Atomic uint64_t *bound_ids; /* slots.capacity + 1 entries; the last is never bound */
-  /* Live allocations -> (stream slot, reservation id at allocation), so a
-   * free knows whether it gives back a reservation's bytes or untracked
-   * ones (space_resource.c). */
+  /* Live allocations -> (stream slot, binding serial at allocation), so a
+   * free knows whether it gives back a binding's bytes or untracked ones
+   * (space_resource.c). */
   struct gmr__space_shard *shards;
   size_t charge_mask; /* the limiting adaptor's charge alignment - 1 */
 
@@ -98,6 +101,7 @@ struct gmr_tier_manager {
   size_t space_count;
   gmr__u64_map reservations; /* (M) id -> gmr__tier_reservation * */
   uint64_t next_id;          /* (M) the next id to give out */
+  uint64_t next_binding;     /* (M) the last binding serial given out */
   bool shut_down;            /* (M) */
   size_t waiter_count;       /* (M) threads waiting in reserve */
   /* Counters (M). */

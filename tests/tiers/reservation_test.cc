@@ -211,6 +211,22 @@ TEST_F(Reservations, ReleasedAllocationsBecomeUntrackedAndTheStreamCanBeBoundAga
   Release(again);
 }
 
+TEST_F(Reservations, RebindingTheSameReservationStartsAFreshCount) {
+  MakeGpu(gmr_limit_policy_fail());
+  gmr_reservation_id r = Bound(64 * KiB, S(1));
+  void *a = Alloc(48 * KiB, S(1));
+  ASSERT_EQ(GMR_OK, gmr_reservation_unbind_stream(m_, r));
+  ASSERT_EQ(GMR_OK, gmr_reservation_bind_stream(m_, r, S(1), nullptr, nullptr));
+  EXPECT_EQ(0u, Info(r).allocated_bytes);  // `a` is from the earlier binding
+  void *b = Alloc(64 * KiB, S(1));
+  Free(a, 48 * KiB, S(1));  // no room gained for this binding
+  Alloc(256, S(1), GMR_ERR_LIMIT_EXCEEDED);
+  EXPECT_EQ(64 * KiB, Info(r).allocated_bytes);
+  Free(b, 64 * KiB, S(1));
+  EXPECT_EQ(0u, Info(r).allocated_bytes);
+  Release(r);
+}
+
 TEST_F(Reservations, FreesOfUnknownPointersAndMismatchedSizesChangeNothing) {
   MakeGpu(gmr_limit_policy_fail());
   gmr_reservation_id r = Bound(64 * KiB, S(1));
