@@ -98,11 +98,21 @@ class DowngradeWorkload {
  private:
   using Clock = std::chrono::steady_clock;
   static constexpr uint64_t kSecond = 1000000000ull;
+  // On the GPU one allocation; on HOST a list of blocks of the HOST space's
+  // block size (cuCascade keeps host data in fixed-size blocks).
   struct Buffer {
     void *ptr = nullptr;
+    std::vector<void *> blocks;
     bool on_host = false;
     unsigned char value = 0;
   };
+  size_t BlockSize(size_t k) const {
+    size_t left = c_.buffer_bytes - k * c_.host_block_bytes;
+    return left < c_.host_block_bytes ? left : c_.host_block_bytes;
+  }
+  size_t BlockCount() const {
+    return (c_.buffer_bytes + c_.host_block_bytes - 1) / c_.host_block_bytes;
+  }
   static double MsSince(Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   }
@@ -177,20 +187,42 @@ class DowngradeWorkload {
     gmr_reservation_info info = GMR_RESERVATION_INFO_INIT;
     Check(gmr_reservation_get_info(m_, r, &info), "info");
     gmr_resource *target = gmr_memory_space_as_resource(gmr_tier_manager_get_space(m_, info.space));
+    gmr_resource *source = gmr_memory_space_as_resource(from_space);
+    Buffer &b = buffers_[static_cast<size_t>(i)];
+    bool ok = Check(gmr_reservation_bind_stream(m_, r, s, nullptr, &f), "bind", &f);
     void *dst = nullptr;
-    bool ok = Check(gmr_reservation_bind_stream(m_, r, s, nullptr, &f), "bind", &f) &&
-              Check(gmr_allocate(target, c_.buffer_bytes, 0, s, &dst), "allocate for a move");
+    std::vector<void *> dst_blocks;
+    if (ok && to_host) {
+      for (size_t k = 0; k < BlockCount() && ok; ++k) {
+        void *blk = nullptr;
+        ok = Check(gmr_allocate(target, BlockSize(k), 0, s, &blk), "allocate a host block");
+        if (ok) dst_blocks.push_back(blk);
+      }
+    } else if (ok) {
+      ok = Check(gmr_allocate(target, c_.buffer_bytes, 0, s, &dst), "allocate on the GPU");
+    }
     if (ok) {
       auto t0 = Clock::now();
-      ok = Check(gmr_memcpy_async(dst, buffers_[i].ptr, c_.buffer_bytes, s), "copy") &&
-           Check(gmr_stream_synchronize(s), "synchronise the copy");
+      for (size_t k = 0; k < BlockCount() && ok; ++k) {
+        char *gpu = static_cast<char *>(to_host ? b.ptr : dst) + k * c_.host_block_bytes;
+        void *host = to_host ? dst_blocks[k] : b.blocks[k];
+        ok = Check(to_host ? gmr_memcpy_async(host, gpu, BlockSize(k), s)
+                           : gmr_memcpy_async(gpu, host, BlockSize(k), s),
+                   "copy");
+      }
+      ok = ok && Check(gmr_stream_synchronize(s), "synchronise the copy");
       copy_ns_ += static_cast<uint64_t>(MsSince(t0) * 1e6);
-      ok = ok && Check(gmr_deallocate(gmr_memory_space_as_resource(from_space), buffers_[i].ptr,
-                                      c_.buffer_bytes, 0, s),
-                       "free the source");
+      if (ok && to_host) {
+        ok = Check(gmr_deallocate(source, b.ptr, c_.buffer_bytes, 0, s), "free the GPU buffer");
+      } else if (ok) {
+        for (size_t k = 0; k < b.blocks.size() && ok; ++k) {
+          ok = Check(gmr_deallocate(source, b.blocks[k], BlockSize(k), 0, s), "free a host block");
+        }
+      }
       if (ok) {
-        buffers_[i].ptr = dst;
-        buffers_[i].on_host = to_host;
+        b.ptr = to_host ? nullptr : dst;
+        b.blocks = to_host ? dst_blocks : std::vector<void *>();
+        b.on_host = to_host;
         (to_host ? bytes_down_ : bytes_up_) += c_.buffer_bytes;
         (to_host ? moves_down_ : moves_up_)++;
       }
@@ -268,7 +300,10 @@ class DowngradeWorkload {
       WatchPromise();
       if (!ok) break;
       std::lock_guard<std::mutex> lock(mu_);
-      buffers_[static_cast<size_t>(i)] = Buffer{p, false, value};
+      Buffer &b = buffers_[static_cast<size_t>(i)];
+      b.ptr = p;
+      b.on_host = false;
+      b.value = value;
       resident_.push_back(i);
     }
     producing_ = false;
@@ -288,11 +323,11 @@ class DowngradeWorkload {
     std::deque<int> on_host;
     for (int i = 0; i < c_.buffers; ++i) {
       Buffer &b = buffers_[static_cast<size_t>(i)];
-      if (b.ptr == nullptr) continue;
       if (b.on_host) {
         on_host.push_back(i);
         continue;
       }
+      if (b.ptr == nullptr) continue; /* never produced (the producer failed) */
       Verify(b);
       Check(gmr_deallocate(gr, b.ptr, c_.buffer_bytes, 0, nullptr), "consume");
       b.ptr = nullptr;

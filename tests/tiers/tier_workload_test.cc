@@ -20,8 +20,8 @@ TEST(TierWorkload, DowngradesAndUpgradesOnTheSimulation) {
   c.buffers = 48;
   c.gpu_bytes = 1024 * 1024;
   c.host_bytes = 4 * 1024 * 1024;
-  c.host_block_bytes = 64 * 1024;
-  c.host_blocks_per_chunk = 4;
+  c.host_block_bytes = 16 * 1024;  // four HOST blocks per buffer
+  c.host_blocks_per_chunk = 16;
   gmr_test::WorkloadResult r;
   std::string error;
   {

@@ -21,10 +21,15 @@
 
 enum { WHERE_NONE = 0, WHERE_GPU = 1, WHERE_HOST = 2 };
 
+/* A live buffer: one GPU allocation, or on HOST a list of fixed-size blocks
+ * (cuCascade keeps host data in 1 MiB blocks; one pinned mapping per buffer
+ * would pay a cudaHostRegister for every move). */
 typedef struct buf {
-  void *ptr;
+  void *ptr;      /* GPU */
+  void **blocks;  /* HOST: block_count blocks of host_block bytes (the last may be shorter) */
   uint64_t bytes;
-  uint32_t seq; /* bumped at every move: queue entries of an older seq are stale */
+  uint32_t block_count;
+  uint32_t seq;   /* bumped at every move: queue entries of an older seq are stale */
   uint8_t where;
 } buf;
 
@@ -48,6 +53,7 @@ typedef struct ctx {
   gmr_stream stream;
   gmr_reservation_id gpu_res, host_res;
   size_t trigger_bytes, stop_bytes;
+  size_t block_bytes; /* HOST block size */
   size_t used; /* charged bytes live on the GPU reservation */
   buf *bufs;
   queue on_gpu;  /* oldest first */
@@ -65,6 +71,49 @@ static uint64_t now_ns(void) {
 
 static size_t charge(uint64_t bytes) {
   return (size_t)((bytes + GPU_CHARGE - 1) & ~(uint64_t)(GPU_CHARGE - 1));
+}
+
+static size_t block_size(const ctx *c, uint64_t bytes, uint32_t k) {
+  uint64_t left = bytes - (uint64_t)k * c->block_bytes;
+  return (size_t)(left < c->block_bytes ? left : c->block_bytes);
+}
+
+static void host_give(ctx *c, void **blocks, uint32_t count, uint64_t bytes) {
+  for (uint32_t k = 0; k < count; ++k) {
+    (void)gmr_deallocate(c->host, blocks[k], block_size(c, bytes, k), 0, c->stream);
+  }
+  free(blocks);
+}
+
+/* HOST blocks for `bytes`; all or nothing. */
+static gmr_status host_take(ctx *c, uint64_t bytes, void ***out, uint32_t *out_count,
+                            gmr_failure *f) {
+  uint32_t n = (uint32_t)((bytes + c->block_bytes - 1) / c->block_bytes);
+  void **blocks = calloc(n == 0 ? 1 : n, sizeof *blocks);
+  if (blocks == NULL) return GMR_ERR_OUT_OF_MEMORY;
+  for (uint32_t k = 0; k < n; ++k) {
+    gmr_status st = gmr_allocate_ex(c->host, block_size(c, bytes, k), 0, c->stream, &blocks[k], f);
+    if (st != GMR_OK) {
+      host_give(c, blocks, k, bytes);
+      return st;
+    }
+  }
+  *out = blocks;
+  *out_count = n;
+  return GMR_OK;
+}
+
+/* Copy between a GPU buffer and its HOST blocks, stream-ordered. */
+static gmr_status copy_blocks(ctx *c, buf *b, void *gpu, void **blocks, bool to_host) {
+  for (uint32_t k = 0; k < b->block_count; ++k) {
+    char *g = (char *)gpu + (size_t)k * c->block_bytes;
+    size_t n = block_size(c, b->bytes, k);
+    gmr_status st = to_host ? gmr_memcpy_async(blocks[k], g, n, c->stream)
+                            : gmr_memcpy_async(g, blocks[k], n, c->stream);
+    if (st != GMR_OK) return st;
+  }
+  c->r->copied_bytes += b->bytes;
+  return GMR_OK;
 }
 
 static gmr_status fail(ctx *c, gmr_status st, const char *fmt, ...) {
@@ -131,25 +180,24 @@ static gmr_status downgrade(ctx *c, size_t need, bool force, bool *moved_any) {
       c->used -= charge(c->bufs[i].bytes);
     }
     if (n == 0) return *moved_any ? GMR_OK : GMR_ERR_OUT_OF_MEMORY;
-    void *dst[256];
+    void **dst[256];
+    uint32_t dst_count[256];
     uint64_t t0 = now_ns();
     for (size_t k = 0; k < n; ++k) {
       buf *b = &c->bufs[victims[k]];
       gmr_failure f;
-      gmr_status st = gmr_allocate_ex(c->host, b->bytes, 0, c->stream, &dst[k], &f);
+      gmr_status st = host_take(c, b->bytes, &dst[k], &dst_count[k], &f);
       if (st != GMR_OK) {
         /* Give back what this batch took; the victims stay on the GPU. */
-        for (size_t j = 0; j < k; ++j) {
-          (void)gmr_deallocate(c->host, dst[j], c->bufs[victims[j]].bytes, 0, c->stream);
-        }
+        for (size_t j = 0; j < k; ++j) host_give(c, dst[j], dst_count[j], c->bufs[victims[j]].bytes);
         for (size_t j = 0; j < n; ++j) c->used += charge(c->bufs[victims[j]].bytes);
         return fail(c, st, "no HOST memory to downgrade a buffer of %llu bytes: %s (raise --host-bytes)",
                     (unsigned long long)b->bytes, f.message);
       }
+      b->block_count = dst_count[k];
       if (c->o->copy) {
-        st = gmr_memcpy_async(dst[k], b->ptr, b->bytes, c->stream);
+        st = copy_blocks(c, b, b->ptr, dst[k], true);
         if (st != GMR_OK) return fail(c, st, "copy to HOST failed");
-        c->r->copied_bytes += b->bytes;
       }
     }
     if (c->o->copy) {
@@ -160,7 +208,8 @@ static gmr_status downgrade(ctx *c, size_t need, bool force, bool *moved_any) {
       buf *b = &c->bufs[victims[k]];
       gmr_status st = gmr_deallocate(c->gpu, b->ptr, b->bytes, 0, c->stream);
       if (st != GMR_OK) return fail(c, st, "freeing a downgraded GPU buffer failed");
-      b->ptr = dst[k];
+      b->ptr = NULL;
+      b->blocks = dst[k];
       b->where = WHERE_HOST;
       b->seq++;
       if (!push(&c->on_host, victims[k], b->seq)) return fail(c, GMR_ERR_OUT_OF_MEMORY, "host memory");
@@ -188,13 +237,14 @@ static gmr_status upgrade(ctx *c) {
       break;
     }
     if (c->o->copy) {
-      gmr_status st = gmr_memcpy_async(p, b->ptr, b->bytes, c->stream);
+      gmr_status st = copy_blocks(c, b, p, b->blocks, false);
       if (st != GMR_OK) return fail(c, st, "copy to GPU failed");
-      c->r->copied_bytes += b->bytes;
       copied = true;
     }
-    gmr_status st = gmr_deallocate(c->host, b->ptr, b->bytes, 0, c->stream);
-    if (st != GMR_OK) return fail(c, st, "freeing an upgraded HOST buffer failed");
+    /* The blocks go back stream-ordered after the copy on the same stream. */
+    host_give(c, b->blocks, b->block_count, b->bytes);
+    b->blocks = NULL;
+    b->block_count = 0;
     b->ptr = p;
     b->where = WHERE_GPU;
     b->seq++;
@@ -213,7 +263,7 @@ static gmr_status upgrade(ctx *c) {
 static gmr_status serve_from_host(ctx *c, size_t index, uint64_t bytes) {
   buf *b = &c->bufs[index];
   gmr_failure f;
-  gmr_status st = gmr_allocate_ex(c->host, bytes, 0, c->stream, &b->ptr, &f);
+  gmr_status st = host_take(c, bytes, &b->blocks, &b->block_count, &f);
   if (st != GMR_OK) {
     return fail(c, st, "%llu bytes fit neither the GPU reservation nor HOST: %s",
                 (unsigned long long)bytes, f.message);
@@ -269,7 +319,9 @@ static gmr_status do_free(ctx *c, size_t index) {
     st = gmr_deallocate(c->gpu, b->ptr, b->bytes, 0, c->stream);
     c->used -= charge(b->bytes);
   } else if (b->where == WHERE_HOST) {
-    st = gmr_deallocate(c->host, b->ptr, b->bytes, 0, c->stream);
+    host_give(c, b->blocks, b->block_count, b->bytes);
+    b->blocks = NULL;
+    b->block_count = 0;
     c->r->freed_on_host_count++;
   }
   if (st != GMR_OK) return fail(c, st, "free failed");
@@ -291,7 +343,7 @@ static gmr_status build(ctx *c, const replay_trace *trace) {
   uint64_t peak = trace->summary.peak_live_bytes;
   host.capacity_bytes = o->host_bytes != 0 ? o->host_bytes : (size_t)peak + ((size_t)64 << 20);
   host.reservation_limit_fraction = 1.0;
-  host.block_bytes = o->host_block_bytes != 0 ? o->host_block_bytes : (size_t)1 << 20;
+  host.block_bytes = c->block_bytes;
   host.blocks_per_chunk = 64;
   host.initial_chunk_count = 0;
   host.stream_count = 0;
@@ -321,7 +373,7 @@ static void teardown(ctx *c, size_t alloc_count) {
   for (size_t i = 0; i < alloc_count; ++i) {
     buf *b = &c->bufs[i];
     if (b->where == WHERE_GPU) (void)gmr_deallocate(c->gpu, b->ptr, b->bytes, 0, c->stream);
-    if (b->where == WHERE_HOST) (void)gmr_deallocate(c->host, b->ptr, b->bytes, 0, c->stream);
+    if (b->where == WHERE_HOST) host_give(c, b->blocks, b->block_count, b->bytes);
     b->where = WHERE_NONE;
   }
   if (c->m != NULL) {
@@ -363,6 +415,7 @@ gmr_status tiers_replay_run(const replay_trace *trace, const tiers_replay_option
                 reservation, options->trigger, options->stop);
   }
   out->reservation_bytes = reservation;
+  c.block_bytes = options->host_block_bytes != 0 ? options->host_block_bytes : (size_t)1 << 20;
   c.trigger_bytes = (size_t)((double)reservation * options->trigger);
   c.stop_bytes = (size_t)((double)reservation * options->stop);
   size_t allocs = trace->summary.alloc_count;
