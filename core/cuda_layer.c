@@ -146,6 +146,12 @@ gmr_status gmr_stream_destroy(gmr_stream stream) {
   return gmr__status_from_cuda(gmr__cuda()->stream_destroy(stream));
 }
 
+gmr_status gmr_memcpy_async(void *dst, const void *src, size_t bytes, gmr_stream stream) {
+  if (bytes == 0) return GMR_OK;
+  if (dst == NULL || src == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  return gmr__status_from_cuda(gmr__cuda()->memcpy_async(dst, src, bytes, stream));
+}
+
 gmr_status gmr_stream_synchronize(gmr_stream stream) {
   return gmr__status_from_cuda(gmr__cuda()->stream_synchronize(stream));
 }

@@ -76,6 +76,14 @@ typedef struct gmr__cuda_ops {
   cudaError_t (*event_synchronize)(cudaEvent_t event);
 
   cudaError_t (*memset_async)(void *ptr, int value, size_t bytes, cudaStream_t stream);
+
+  /* cudaMemcpyAsync(cudaMemcpyDefault): the runtime tells the direction from
+   * the pointers (unified addressing). Moves data between memory tiers. */
+  cudaError_t (*memcpy_async)(void *dst, const void *src, size_t bytes, cudaStream_t stream);
+  /* cudaHostRegister(cudaHostRegisterPortable) / cudaHostUnregister: pin host
+   * memory the caller placed itself (NUMA-bound pages, tiers/numa_host). */
+  cudaError_t (*host_register)(void *ptr, size_t bytes);
+  cudaError_t (*host_unregister)(void *ptr);
 } gmr__cuda_ops;
 
 /* The real CUDA runtime and the simulation (defined in cuda_real.c / cuda_sim/sim_ops.c). */

@@ -97,6 +97,15 @@ static cudaError_t real_memset_async(void *ptr, int value, size_t bytes, cudaStr
   return cudaMemsetAsync(ptr, value, bytes, stream);
 }
 
+static cudaError_t real_memcpy_async(void *dst, const void *src, size_t bytes,
+                                     cudaStream_t stream) {
+  return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream);
+}
+static cudaError_t real_host_register(void *ptr, size_t bytes) {
+  return cudaHostRegister(ptr, bytes, cudaHostRegisterPortable); /* pinned for every device */
+}
+static cudaError_t real_host_unregister(void *ptr) { return cudaHostUnregister(ptr); }
+
 const gmr__cuda_ops gmr__cuda_real_ops = {
     .name = "cuda",
     .simulated = false,
@@ -133,4 +142,7 @@ const gmr__cuda_ops gmr__cuda_real_ops = {
     .event_query = real_event_query,
     .event_synchronize = real_event_synchronize,
     .memset_async = real_memset_async,
+    .memcpy_async = real_memcpy_async,
+    .host_register = real_host_register,
+    .host_unregister = real_host_unregister,
 };

@@ -25,6 +25,7 @@ gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config) {
   unsigned long long next_capture_id = gmr__sim.next_capture_id;
   gmr__u64_map_clear(&gmr__sim.objects);
   gmr__u64_map_clear(&gmr__sim.allocations);
+  gmr__u64_map_clear(&gmr__sim.registrations);
   memset(&gmr__sim, 0, sizeof gmr__sim);
   gmr__sim.enabled = true;
   gmr__sim.config = cfg;

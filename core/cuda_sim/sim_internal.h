@@ -110,6 +110,7 @@ typedef struct gmr__sim_state {
   gmr__sim_usage host;
   gmr__u64_map objects;     /* handle address -> gmr__sim_object_kind */
   gmr__u64_map allocations; /* address -> gmr__sim_allocation * */
+  gmr__u64_map registrations; /* cudaHostRegister'ed address -> bytes */
   uint64_t next_stream_id;
   unsigned long long next_capture_id;
   size_t active_capture_count;
@@ -212,5 +213,10 @@ cudaError_t gmr__sim_event_record(cudaEvent_t event, cudaStream_t stream);
 cudaError_t gmr__sim_event_query(cudaEvent_t event);
 cudaError_t gmr__sim_event_synchronize(cudaEvent_t event);
 cudaError_t gmr__sim_memset_async(void *ptr, int value, size_t bytes, cudaStream_t stream);
+cudaError_t gmr__sim_memcpy_async(void *dst, const void *src, size_t bytes, cudaStream_t stream);
+
+/* ---- sim_host_register.c ---- */
+cudaError_t gmr__sim_host_register(void *ptr, size_t bytes);
+cudaError_t gmr__sim_host_unregister(void *ptr);
 
 #endif /* GMR_CORE_CUDA_SIM_SIM_INTERNAL_H_ */

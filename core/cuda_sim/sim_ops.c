@@ -40,4 +40,7 @@ const gmr__cuda_ops gmr__cuda_sim_ops = {
     .event_query = gmr__sim_event_query,
     .event_synchronize = gmr__sim_event_synchronize,
     .memset_async = gmr__sim_memset_async,
+    .memcpy_async = gmr__sim_memcpy_async,
+    .host_register = gmr__sim_host_register,
+    .host_unregister = gmr__sim_host_unregister,
 };

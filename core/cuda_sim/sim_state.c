@@ -145,5 +145,6 @@ void gmr__sim_remove_object(void *handle) {
 
 /* Called with the mutex held. */
 bool gmr__sim_has_live_objects(void) {
-  return gmr__sim.objects.count > 0 || gmr__sim.allocations.count > 0;
+  return gmr__sim.objects.count > 0 || gmr__sim.allocations.count > 0 ||
+         gmr__sim.registrations.count > 0;
 }

@@ -278,3 +278,16 @@ cudaError_t gmr__sim_memset_async(void *ptr, int value, size_t bytes, cudaStream
   gmr__sim_unlock();
   return err;
 }
+
+cudaError_t gmr__sim_memcpy_async(void *dst, const void *src, size_t bytes, cudaStream_t stream) {
+  gmr__sim_lock();
+  gmr__sim_stream *s = NULL;
+  cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_MEMCPY_ASYNC);
+  if (err == cudaSuccess) err = gmr__sim_lookup_stream(stream, &s);
+  if (err == cudaSuccess && bytes > 0 && (dst == NULL || src == NULL)) err = cudaErrorInvalidValue;
+  /* Simulated memory is host memory, so the copy is a memmove; during capture
+   * it becomes a graph node and runs at replay. */
+  if (err == cudaSuccess && !gmr__sim_stream_capturing(s) && bytes > 0) memmove(dst, src, bytes);
+  gmr__sim_unlock();
+  return err;
+}

@@ -75,7 +75,10 @@ extern "C" {
   XX(EVENT_QUERY, "cudaEventQuery")                            \
   XX(EVENT_SYNCHRONIZE, "cudaEventSynchronize")                \
   XX(MEMSET_ASYNC, "cudaMemsetAsync")                          \
-  XX(THREAD_EXCHANGE_CAPTURE_MODE, "cudaThreadExchangeStreamCaptureMode")
+  XX(THREAD_EXCHANGE_CAPTURE_MODE, "cudaThreadExchangeStreamCaptureMode")  \
+  XX(MEMCPY_ASYNC, "cudaMemcpyAsync")                          \
+  XX(HOST_REGISTER, "cudaHostRegister")                        \
+  XX(HOST_UNREGISTER, "cudaHostUnregister")
 
 typedef enum gmr_cuda_call {
 #define GMR_CUDA_CALL_ENUM_(name, fn) GMR_CUDA_CALL_##name,

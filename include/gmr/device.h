@@ -91,6 +91,21 @@ GMR_API gmr_status gmr_stream_destroy(gmr_stream stream);
 GMR_API gmr_status gmr_stream_synchronize(gmr_stream stream);
 
 /**
+ * Copy `bytes` bytes from `src` to `dst`, stream-ordered on `stream`
+ * (cudaMemcpyAsync with cudaMemcpyDefault: device, pinned host, managed and
+ * pageable memory in any direction; the runtime tells the direction from the
+ * pointers). With pageable host memory the call may return only once the copy
+ * is done. Tools and tests use it to move buffers between memory tiers
+ * (gmr/tier_manager.h) on the GPU and on the simulation alike.
+ * Ownership: none taken; both buffers must stay valid until the copy is done
+ * (synchronise `stream`). Thread-safe: yes.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (dst or src NULL with bytes > 0);
+ * GMR_ERR_CAPTURE_UNSAFE; GMR_ERR_CUDA (any other CUDA error). 0 bytes: GMR_OK.
+ * Source: cudaMemcpyAsync (cuda_runtime_api.h).
+ */
+GMR_API gmr_status gmr_memcpy_async(void *dst, const void *src, size_t bytes, gmr_stream stream);
+
+/**
  * Start capturing `stream` into a CUDA graph (cudaStreamBeginCapture, mode
  * global). Returns GMR_OK, GMR_ERR_CUDA (e.g. the default stream, or already
  * capturing).

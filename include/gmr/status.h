@@ -41,7 +41,18 @@ extern "C" {
      "released.")                                                                              \
   XX(ERR_FREE_MISMATCH, 11,                                                                     \
      "The size, alignment or stream given to deallocate differs from the allocation's; "       \
-     "nothing was released.")
+     "nothing was released.")                                                                  \
+  XX(ERR_TIMEOUT, 12,                                                                           \
+     "A blocking call waited as long as it was allowed to and gave up; nothing was changed.")  \
+  XX(ERR_SHUTDOWN, 13,                                                                          \
+     "The object is shutting down: the request was refused, or its waiter woken, and nothing " \
+     "was changed.")                                                                           \
+  XX(ERR_NO_RESERVATION, 14,                                                                    \
+     "The memory space requires a reservation bound to the request's stream and the stream "   \
+     "has none; nothing was allocated.")                                                       \
+  XX(ERR_WRONG_DEVICE, 15,                                                                      \
+     "The object belongs to another CUDA device than the one current in the calling thread; "  \
+     "nothing was changed.")
 
 typedef enum gmr_status {
 #define GMR_STATUS_ENUM_(name, value, sentence) GMR_##name = value,

@@ -1,0 +1,256 @@
+/*
+ * gmr/memory_space.h: memory tiers and memory spaces, the locations a tier
+ * manager (gmr/tier_manager.h) reserves and allocates memory in.
+ *
+ * A memory space is one location of one tier:
+ *   (GPU, device)     device memory of one GPU;
+ *   (HOST, numa node) pinned host memory placed on one NUMA node (the index
+ *                     names the node unless `numa_node` says otherwise);
+ *   (DISK, mount)     space on one file system, accounted for, never allocated.
+ * Each has a capacity, a reservation limit (a fraction of the capacity that
+ * reservations may take together), downgrade trigger and stop fractions, an
+ * allocator stack, a stream pool (gmr/stream_pool.h) and, through its
+ * manager, a notification channel (gmr/notification_channel.h).
+ *
+ * Allocator stacks (GPU and HOST; built by the manager, owned by the space):
+ *
+ *   GPU:  memory_space > limiting(per_stream) > STACK
+ *         STACK is any gmr stack: a spec (default "cuda(kind=async)", an
+ *         async pool on the space's device) or a resource the caller lends.
+ *   HOST: memory_space > limiting(per_stream) > fixed_block > numa_host
+ *         fixed-size blocks (default 1 MiB, chunks of 128, 4 chunks at create)
+ *         over pinned host memory bound to the space's NUMA node
+ *         (gmr/numa_host_resource.h).
+ *   DISK: no allocator. Allocating from a DISK space returns
+ *         GMR_ERR_UNSUPPORTED; a DISK reservation carries a file path.
+ *
+ * gmr_memory_space_as_resource() is the top of the stack, a gmr_resource like
+ * any other. A request on a stream bound to a reservation
+ * (gmr_reservation_bind_stream) is charged to that reservation, and a request
+ * past it goes to the reservation's limit policy (fail, ignore, increase: the
+ * policies of gmr/policy.h, run by the limiting adaptor's per-stream limits);
+ * a request on a stream without a reservation is "untracked": allowed, or
+ * refused with GMR_ERR_NO_RESERVATION when the space says
+ * `require_reservation`. Every request is also held to the space's capacity.
+ *
+ * Accounting (bytes; charged sizes: rounded to 256 bytes on GPU, to whole
+ * blocks on HOST):
+ *   reserved          sum of the sizes of the space's reservations;
+ *   allocated         live allocations through the space;
+ *   reserved_allocated  the part of `allocated` made on bound streams;
+ *   untracked         allocated - reserved_allocated;
+ *   used              untracked + the sum over reservations of
+ *                     max(size, allocated on its stream): what the space has
+ *                     promised or handed out;
+ *   available         reservation limit - used (0 when negative).
+ * A reservation fits when used + its size <= the reservation limit.
+ *
+ * Downgrade thresholds (hysteresis): should_downgrade is true while used is
+ * above trigger * capacity; should_stop_downgrading is true once used is at
+ * or below stop * capacity; amount_to_downgrade is used - stop * capacity
+ * (0 below). gmr_memory_space_poll_downgrade() keeps the state between the
+ * two: it starts downgrading above the trigger and keeps saying so until
+ * used falls to the stop level, so data is not moved back and forth when
+ * use hovers around one threshold.
+ *
+ * Source: cuCascade's memory_space, gpu/host/disk_memory_space_config
+ * (reservation_limit_fraction, downgrade_trigger_fraction,
+ * downgrade_stop_fraction, per_stream_reservation), reservation_aware_resource_adaptor,
+ * fixed_size_host_memory_resource, disk_access_limiter.
+ *
+ * Thread-safe: yes. Allocation goes through atomics (and, with
+ * require_reservation, a lock-free stream lookup); the accounting queries take
+ * the manager's mutex.
+ */
+#ifndef GMR_MEMORY_SPACE_H_
+#define GMR_MEMORY_SPACE_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmr/config.h"
+#include "gmr/limiting_adaptor.h"
+#include "gmr/policy.h"
+#include "gmr/resource.h"
+#include "gmr/status.h"
+#include "gmr/stream_pool.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Memory tiers, fastest first. */
+typedef enum gmr_tier { GMR_TIER_GPU = 0, GMR_TIER_HOST = 1, GMR_TIER_DISK = 2 } gmr_tier;
+
+#define GMR_TIER_COUNT 3
+
+/** "GPU", "HOST", "DISK", or "unknown". Static string. Thread-safe: yes. */
+GMR_API const char *gmr_tier_name(gmr_tier tier);
+
+/**
+ * Parse a tier name ("GPU", "HOST", "DISK"; any case).
+ * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (NULL or unknown; *out unchanged).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_tier_from_name(const char *name, gmr_tier *out);
+
+/* One location: (GPU, device), (HOST, numa node), (DISK, mount number). */
+typedef struct gmr_memory_space_id {
+  gmr_tier tier;
+  int index;
+} gmr_memory_space_id;
+
+/* Longest spec, mount path: terminating NUL included. */
+#define GMR_MEMORY_SPACE_TEXT_BYTES 256
+
+typedef struct gmr_memory_space_config {
+  gmr_memory_space_id id;
+  size_t capacity_bytes;              /* 0: detect (device memory, node memory, free disk space) */
+  double reservation_limit_fraction;  /* of capacity, in (0, 1] */
+  double downgrade_trigger_fraction;  /* of capacity, in (0, 1] */
+  double downgrade_stop_fraction;     /* of capacity, in [0, trigger] */
+  bool require_reservation;           /* refuse allocations on streams without one */
+  size_t max_stream_slots;            /* distinct streams with their own counters (bound
+                                         streams need one); GPU/HOST */
+  gmr_limit_policy on_limit;          /* reservations' default limit policy (copied; its
+                                         ctx is borrowed, its release never called) */
+  gmr_oom_policy on_oom;              /* the space's OOM policy (owned, as in
+                                         gmr_limiting_adaptor_create) */
+  size_t stream_count;                /* streams in the space's pool (0: no pool) */
+  int stream_device;                  /* HOST/DISK streams' device; -1: current at create */
+  /* GPU */
+  gmr_resource *upstream;             /* borrowed stack; NULL: build stack_spec */
+  char stack_spec[GMR_MEMORY_SPACE_TEXT_BYTES]; /* "" : "cuda(kind=async)" */
+  int downgrade_numa_node;            /* HOST space (index = NUMA node) preferred for
+                                         downgrades from this GPU; -1: any */
+  /* HOST */
+  int numa_node;                      /* node to place pages on (default: the index);
+                                         -1: no placement */
+  size_t block_bytes;                 /* multiple of 256 */
+  size_t blocks_per_chunk;
+  size_t initial_chunk_count;
+  /* DISK */
+  char mount_path[GMR_MEMORY_SPACE_TEXT_BYTES]; /* required for DISK */
+} gmr_memory_space_config;
+
+/**
+ * The defaults for a space of `tier` at `index`: capacity detected,
+ * reservation limit 0.85, trigger 0.85, stop 0.65 (cuCascade's example), no
+ * reservation required, 1024 stream slots, fail policies, 16 streams (none
+ * for DISK), GPU stack "cuda(kind=async)", HOST blocks of 1 MiB in chunks of
+ * 128 with 4 chunks at create, DISK mount path "" (set it).
+ * Thread-safe: yes (pure).
+ */
+GMR_API gmr_memory_space_config gmr_memory_space_config_default(gmr_tier tier, int index);
+
+typedef struct gmr_memory_space gmr_memory_space;
+
+/**
+ * The space's allocator: allocate and free through it as through any
+ * resource (see the banner for reservations and untracked requests).
+ * Allocation statuses beyond the stack's own: GMR_ERR_NO_RESERVATION (the
+ * space requires a reservation and the stream has none), GMR_ERR_UNSUPPORTED
+ * (a DISK space), GMR_ERR_LIMIT_EXCEEDED (past the reservation, by its
+ * policy; past the capacity). A free of a pointer the space did not hand
+ * out returns GMR_ERR_UNKNOWN_POINTER (nothing released). The space keeps a
+ * table of its live allocations (16 mutex-guarded shards), so that a free
+ * knows which reservation, if any, the memory was charged to.
+ * gmr_resource_destroy() on it returns GMR_ERR_UNSUPPORTED: the manager owns
+ * the space.
+ * Ownership: borrowed from the manager; valid until the manager is destroyed.
+ * Thread-safe: yes. NULL for NULL.
+ */
+GMR_API gmr_resource *gmr_memory_space_as_resource(gmr_memory_space *space);
+
+/** The space behind `r` (a space's resource), or NULL. Thread-safe: yes. */
+GMR_API gmr_memory_space *gmr_memory_space_from_resource(gmr_resource *r);
+
+/** The space's id. pre: space is not NULL. Thread-safe: yes. */
+GMR_API gmr_memory_space_id gmr_memory_space_get_id(const gmr_memory_space *space);
+
+/** The capacity in bytes (as configured or detected); 0 for NULL. Thread-safe: yes. */
+GMR_API size_t gmr_memory_space_get_capacity_bytes(const gmr_memory_space *space);
+
+/**
+ * The space's stream pool (borrowed; NULL when stream_count was 0 or for
+ * NULL). Acquire and release its streams with gmr/stream_pool.h.
+ */
+GMR_API gmr_stream_pool *gmr_memory_space_get_stream_pool(gmr_memory_space *space);
+
+/**
+ * The limiting adaptor of the space's stack (borrowed; NULL for DISK or
+ * NULL), for its counters (gmr_limiting_adaptor_get_stats).
+ */
+GMR_API gmr_limiting_adaptor *gmr_memory_space_get_limiting_adaptor(gmr_memory_space *space);
+
+/**
+ * Bytes a new reservation may take now: reservation limit - used (0 below).
+ * Thread-safe: yes (the manager's mutex). 0 for NULL.
+ */
+GMR_API size_t gmr_memory_space_get_available_bytes(gmr_memory_space *space);
+
+/** used > trigger * capacity. Thread-safe: yes. false for NULL. */
+GMR_API bool gmr_memory_space_should_downgrade(gmr_memory_space *space);
+
+/** used <= stop * capacity. Thread-safe: yes. true for NULL. */
+GMR_API bool gmr_memory_space_should_stop_downgrading(gmr_memory_space *space);
+
+/** used - stop * capacity, 0 when not above. Thread-safe: yes. 0 for NULL. */
+GMR_API size_t gmr_memory_space_get_amount_to_downgrade(gmr_memory_space *space);
+
+/**
+ * The downgrade state with hysteresis: becomes true when used passes the
+ * trigger, stays true until used is at or below the stop level, then false
+ * until the trigger is passed again. *out_amount (may be NULL) receives
+ * amount_to_downgrade while downgrading, 0 otherwise.
+ * Thread-safe: yes (the state changes under the manager's mutex).
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (space or out_downgrading NULL).
+ */
+GMR_API gmr_status gmr_memory_space_poll_downgrade(gmr_memory_space *space,
+                                                   bool *out_downgrading, size_t *out_amount);
+
+/* Counters and accounting of a space; the caller sets size and version. */
+typedef struct gmr_memory_space_stats {
+  size_t size;
+  uint32_t version;
+  gmr_memory_space_id id;
+  size_t capacity_bytes;
+  size_t reservation_limit_bytes;
+  size_t downgrade_trigger_bytes;
+  size_t downgrade_stop_bytes;
+  size_t reserved_bytes;             /* sum of reservation sizes */
+  size_t peak_reserved_bytes;
+  size_t reservation_count;          /* live reservations */
+  size_t bound_stream_count;         /* reservations bound to a stream */
+  size_t allocated_bytes;            /* live allocations (charged bytes) */
+  size_t peak_allocated_bytes;
+  size_t reserved_allocated_bytes;   /* of those, on bound streams */
+  size_t untracked_bytes;            /* of those, on streams without a reservation */
+  size_t used_bytes;                 /* promised or handed out (see the banner) */
+  size_t available_bytes;            /* reservation limit - used */
+  bool downgrading;                  /* the hysteresis state */
+  uint64_t downgrade_start_count;    /* times the trigger was passed (poll) */
+  uint64_t no_reservation_count;     /* allocations refused for want of a reservation */
+  uint64_t reservation_raise_count;  /* reservations grown by their limit policy */
+  uint64_t reservation_overage_count;/* requests let past a reservation (ignore) */
+  uint64_t reservation_refusal_count;/* requests a reservation's policy refused */
+} gmr_memory_space_stats;
+
+#define GMR_MEMORY_SPACE_STATS_VERSION 1u
+#define GMR_MEMORY_SPACE_STATS_INIT                                                          \
+  {sizeof(gmr_memory_space_stats), GMR_MEMORY_SPACE_STATS_VERSION, {GMR_TIER_GPU, 0}, 0, 0, \
+   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0}
+
+/**
+ * Snapshot the space's accounting (under the manager's mutex; the allocation
+ * counters may miss requests in flight). Thread-safe: yes.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, bad header).
+ */
+GMR_API gmr_status gmr_memory_space_get_stats(gmr_memory_space *space,
+                                              gmr_memory_space_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GMR_MEMORY_SPACE_H_ */

@@ -1,0 +1,275 @@
+/*
+ * gmr/scoped_pool.h: scoped per-thread pools: every thread gets its own pool
+ * per device, lazily, and scopes give back everything allocated inside them
+ * at once.
+ *
+ * Model (AdaptiveArrayPools' task-local pools with checkpoint!/rewind!):
+ *  - A registry (gmr_scope_registry) serves pools over one upstream stack per
+ *    device (any gmr stack: "pool > cuda(kind=async)", a graph arena, ...).
+ *  - gmr_scope_registry_get_pool() returns the calling thread's pool for the
+ *    device current in that thread, creating it on first use. A pool is a
+ *    gmr_resource (gmr_scoped_pool_as_resource): allocate from it like from
+ *    any resource, or stack adaptors on it.
+ *  - gmr_scope_enter() opens a scope in the calling thread and returns a
+ *    token; gmr_scope_exit(token) gives back every block the thread's pools
+ *    handed out since the scope was entered, live or not. Scopes nest. The
+ *    same requests in the next iteration get the same addresses (the pool is
+ *    a bump arena that rewinds), so code that captures pointers once keeps
+ *    seeing them.
+ *  - Checkpoints are lazy: entering a scope costs a counter; a pool records
+ *    its state (a rewind mark of its graph arena) only when it first
+ *    allocates inside a scope deeper than its last mark, so pools a scope
+ *    never touches cost nothing at exit, and a pool created inside a scope is
+ *    handled like one that existed before (AdaptiveArrayPools' "checkpoint
+ *    correction" for pools made in a scope).
+ *  - Orphaned checkpoints: exiting scope D while scopes deeper than D are
+ *    still open (an early return skipped their exits) closes those too: each
+ *    pool rewinds to its oldest mark at depth D or deeper, which is its state
+ *    when scope D was entered, and drops every such mark (AdaptiveArrayPools'
+ *    orphan cleanup in _rewind_typed_pool!). The count is in the stats.
+ *  - Every pool remembers its device and refuses to allocate while another
+ *    device is current: GMR_ERR_WRONG_DEVICE with a message that says which
+ *    pool to get (AdaptiveArrayPools' per-device pools, device_id).
+ *  - gmr_scoped_pool_reset() gives every block back to the pool (memory
+ *    kept); gmr_scoped_pool_empty() also gives the pool's memory back to
+ *    the upstream (AdaptiveArrayPools' reset! and empty!).
+ *  - A thread's pools are emptied and destroyed when the thread exits.
+ *
+ * Streams: blocks are not stream-ordered. A block given back by a scope exit
+ * or a reset is handed out again at once, so work queued on any stream that
+ * uses it must be complete (synchronise before leaving the scope; the
+ * AdaptiveArrayPools design's "GPU pooling safety rules"). The stream given
+ * to allocate is not used; a pool takes its chunks from the upstream on the
+ * default stream (NULL), so with a stream-ordered upstream such as
+ * cuda(kind=async) a new chunk is ordered on the legacy default stream. Not
+ * for CUDA graph capture: use graph_arena.
+ *
+ * Built on graph_arena_resource (gmr/graph_arena_resource.h): each pool is an
+ * arena with explicit capture detection (no CUDA call on the allocation
+ * path) whose uncaptured requests are carved from the arena, and whose
+ * checkpoint/rewind marks are the scope marks.
+ *
+ * Source: AdaptiveArrayPools.jl (CUDA extension design v0.6:
+ * get_task_local_cuda_pool, checkpoint!/rewind!/reset!/empty!, orphan cleanup,
+ * device_id), on gmr's graph arena.
+ *
+ * Thread-safe: the registry yes (internal mutex for pool creation and thread
+ * exit; lookups are thread-local). A pool allocates, resets and empties only
+ * in its own thread (others get GMR_ERR_INVALID_ARGUMENT); any thread may
+ * deallocate its blocks. Create and destroy of the registry are not
+ * thread-safe with other use.
+ */
+#ifndef GMR_SCOPED_POOL_H_
+#define GMR_SCOPED_POOL_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmr/config.h"
+#include "gmr/resource.h"
+#include "gmr/stack.h"
+#include "gmr/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gmr_scope_registry_config {
+  size_t chunk_bytes;        /* a pool grows by at least this much at a time */
+  size_t max_capacity_bytes; /* most one pool holds (SIZE_MAX: no limit) */
+  size_t alignment;          /* least alignment and size granule: a power of two >= 256 */
+} gmr_scope_registry_config;
+
+/* 8 MiB growth, no limit, 256-byte granule. */
+#define GMR_SCOPE_REGISTRY_CONFIG_DEFAULT {(size_t)8 << 20, SIZE_MAX, 256u}
+
+typedef struct gmr_scope_registry gmr_scope_registry;
+typedef struct gmr_scoped_pool gmr_scoped_pool;
+
+/* An open scope of one thread, as gmr_scope_enter() returned it. */
+typedef struct gmr_scope {
+  uint32_t depth;  /* 1 for the outermost scope */
+  uint64_t serial; /* unique in the registry: a stale token is recognised */
+} gmr_scope;
+
+/**
+ * Create a registry whose pools for device d draw from upstreams[d].
+ *
+ * Units: bytes. Ownership: the upstreams are borrowed and must outlive the
+ *   registry (NULL entries: no pools for that device); the array and
+ *   `config` (NULL: the default) are copied. Destroy *out with
+ *   gmr_scope_registry_destroy().
+ * Thread-safe: yes (an independent object). Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (out or upstreams NULL,
+ * device_count 0 or above 64, an upstream that is not a valid resource,
+ * alignment not a power of two >= 256, chunk_bytes 0); GMR_ERR_OUT_OF_MEMORY.
+ * On failure *out is NULL.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_scope_registry_create(gmr_resource *const *upstreams,
+                                                           size_t device_count,
+                                                           const gmr_scope_registry_config *config,
+                                                           gmr_scope_registry **out);
+
+/**
+ * Create a registry over one stack per device built from `spec`
+ * (gmr/stack.h), each with its device current; the registry owns them.
+ * Devices past the 64th are not served.
+ * Stream/device: builds the stacks (cuda(kind=async) creates a pool per
+ *   device); counts devices through the CUDA layer.
+ * Returns as gmr_scope_registry_create(), plus the statuses of
+ * gmr_stack_create() with `error` (may be NULL) filled. On failure nothing
+ * stays built.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_scope_registry_create_from_spec(
+    const char *spec, const gmr_scope_registry_config *config, gmr_scope_registry **out,
+    gmr_spec_error *error);
+
+/**
+ * Destroy every thread's pools (their memory goes back to the upstreams),
+ * then the registry and the stacks it owns. NULL is a no-op.
+ * pre: no thread uses the registry or its pools any more.
+ * Thread-safe: no.
+ * Returns GMR_OK; GMR_ERR_BUSY (a thread has an open scope, or a pool holds
+ * live blocks: exit the scopes or reset the pools first; nothing changed).
+ */
+GMR_API gmr_status gmr_scope_registry_destroy(gmr_scope_registry *registry);
+
+/**
+ * The calling thread's pool for the device current in this thread, created
+ * on first use (AdaptiveArrayPools' get_task_local_cuda_pool).
+ * Ownership: the registry's; valid until the thread exits or the registry is
+ *   destroyed. Thread-safe: yes (a thread-local lookup; creation takes the
+ *   registry's mutex). Stream/device: cudaGetDevice.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL argument);
+ * GMR_ERR_UNSUPPORTED (the registry has no upstream for this device);
+ * GMR_ERR_OUT_OF_MEMORY; GMR_ERR_CUDA (cudaGetDevice failed).
+ * On failure *out_pool is NULL.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_scope_registry_get_pool(gmr_scope_registry *registry,
+                                                             gmr_scoped_pool **out_pool);
+
+/**
+ * The calling thread's pool for `device`, whatever device is current.
+ * Returns as gmr_scope_registry_get_pool(); GMR_ERR_INVALID_ARGUMENT also for
+ * a device outside the registry.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_scope_registry_get_pool_for_device(
+    gmr_scope_registry *registry, int device, gmr_scoped_pool **out_pool);
+
+/**
+ * Open a scope in the calling thread (AdaptiveArrayPools' checkpoint!, for
+ * all the thread's pools at once, lazily).
+ * Thread-safe: yes (thread-local state). Stream/device: no CUDA call.
+ * Returns GMR_OK with *out_scope set; GMR_ERR_INVALID_ARGUMENT (NULL);
+ * GMR_ERR_OUT_OF_MEMORY (host memory for the thread's state).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_scope_enter(gmr_scope_registry *registry,
+                                                 gmr_scope *out_scope);
+
+/**
+ * Close `scope` and every scope opened after it in this thread (orphans),
+ * giving back every block the thread's pools handed out since `scope` was
+ * entered (AdaptiveArrayPools' rewind!).
+ * pre: no queued work still uses those blocks.
+ * Units: *out_released_count (may be NULL): live blocks given back.
+ * Thread-safe: yes (the calling thread's pools only). Stream/device: no CUDA
+ *   call, no upstream call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL registry, or `scope` is not
+ * open in this thread: exited already, or another thread's);
+ * GMR_ERR_OUT_OF_MEMORY (host memory for the arena's bookkeeping; nothing
+ * was rewound).
+ */
+GMR_API gmr_status gmr_scope_exit(gmr_scope_registry *registry, gmr_scope scope,
+                                  size_t *out_released_count);
+
+/** Depth of the calling thread's innermost open scope (0: none). Thread-safe: yes. */
+GMR_API uint32_t gmr_scope_get_depth(gmr_scope_registry *registry);
+
+/** The pool's resource (NULL for NULL). Thread-safe: yes. */
+GMR_API gmr_resource *gmr_scoped_pool_as_resource(gmr_scoped_pool *pool);
+
+/** The device the pool belongs to (-1 for NULL). Thread-safe: yes. */
+GMR_API int gmr_scoped_pool_get_device(const gmr_scoped_pool *pool);
+
+/**
+ * Give every block of the pool back to it at once, live or not, and drop
+ * its scope marks; the memory stays in the pool (AdaptiveArrayPools'
+ * reset!). Scopes stay open (a later exit rewinds nothing of this pool).
+ * pre: no queued work uses the pool's blocks. Thread-safe: the pool's own
+ * thread only. Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, or another thread's pool);
+ * GMR_ERR_OUT_OF_MEMORY (nothing changed). *out_released_count (may be NULL):
+ * live blocks given back.
+ */
+GMR_API gmr_status gmr_scoped_pool_reset(gmr_scoped_pool *pool, size_t *out_released_count);
+
+/**
+ * gmr_scoped_pool_reset(), then give the pool's memory back to its upstream
+ * (AdaptiveArrayPools' empty!, which the design notes does not itself return
+ * VRAM; here it does, through the upstream's deallocate).
+ * Units: *out_released_bytes (may be NULL): bytes given back upstream.
+ * Thread-safe: the pool's own thread only. Stream/device: upstream frees
+ *   (cudaFreeAsync / cudaFree for a cuda upstream).
+ * Returns as gmr_scoped_pool_reset(), and the upstream's failure status.
+ */
+GMR_API gmr_status gmr_scoped_pool_empty(gmr_scoped_pool *pool, size_t *out_released_bytes);
+
+/* Counters of a pool; the caller sets size and version. */
+typedef struct gmr_scoped_pool_stats {
+  size_t size;
+  uint32_t version;
+  int device;
+  size_t held_bytes;            /* taken from the upstream now */
+  size_t peak_held_bytes;
+  size_t live_bytes;            /* blocks handed out and not given back (rounded) */
+  size_t live_count;
+  size_t mark_count;            /* scope marks held now */
+  uint64_t allocation_count;
+  uint64_t rewind_count;        /* scope exits that rewound this pool */
+  uint64_t released_count;      /* live blocks given back by exits, resets, empties */
+  uint64_t orphan_mark_count;   /* marks of skipped inner exits, cleaned by an outer one */
+  uint64_t reset_count;
+  uint64_t empty_count;
+  uint64_t wrong_device_count;  /* allocations refused with GMR_ERR_WRONG_DEVICE */
+} gmr_scoped_pool_stats;
+
+#define GMR_SCOPED_POOL_STATS_VERSION 1u
+#define GMR_SCOPED_POOL_STATS_INIT                                                           \
+  {sizeof(gmr_scoped_pool_stats), GMR_SCOPED_POOL_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+   0, 0, 0, 0}
+
+/**
+ * Snapshot the pool's counters. Thread-safe: yes.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, bad header).
+ */
+GMR_API gmr_status gmr_scoped_pool_get_stats(gmr_scoped_pool *pool, gmr_scoped_pool_stats *out);
+
+/* Counters of a registry; the caller sets size and version. */
+typedef struct gmr_scope_registry_stats {
+  size_t size;
+  uint32_t version;
+  size_t device_count;
+  size_t thread_count;         /* threads with state in the registry now */
+  size_t pool_count;           /* pools alive now */
+  uint64_t pools_created;      /* in all */
+  uint64_t pools_retired;      /* destroyed at their thread's exit */
+  uint64_t orphan_scope_count; /* scopes closed by an outer exit */
+} gmr_scope_registry_stats;
+
+#define GMR_SCOPE_REGISTRY_STATS_VERSION 1u
+#define GMR_SCOPE_REGISTRY_STATS_INIT \
+  {sizeof(gmr_scope_registry_stats), GMR_SCOPE_REGISTRY_STATS_VERSION, 0, 0, 0, 0, 0, 0}
+
+/**
+ * Snapshot the registry's counters (under its mutex). Thread-safe: yes.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, bad header).
+ */
+GMR_API gmr_status gmr_scope_registry_get_stats(gmr_scope_registry *registry,
+                                                gmr_scope_registry_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GMR_SCOPED_POOL_H_ */

@@ -1,0 +1,218 @@
+/*
+ * gmr/tier_manager.h: the memory reservation manager of a machine's memory
+ * tiers (GPU, HOST, DISK): it owns the memory spaces (gmr/memory_space.h),
+ * makes reservations in them by strategy (gmr/reservation.h), blocks
+ * requests that do not fit until memory is given back, and shuts down.
+ *
+ * Typical use (an out-of-core engine's task):
+ *
+ *   gmr_reservation_strategy where = gmr_reservation_strategy_tiers(gpu_then_host, 2);
+ *   gmr_reservation_id r = 0;
+ *   st = gmr_tier_manager_reserve(m, &where, task_bytes, timeout_ns, &r, &failure);
+ *   gmr_reservation_bind_stream(m, r, stream, NULL, &failure);
+ *   ... gmr_allocate(gmr_memory_space_as_resource(space), ..., stream, &p) ...
+ *   gmr_reservation_release(m, r, NULL);
+ *
+ * and, elsewhere, a mover that polls gmr_memory_space_poll_downgrade() and
+ * moves data to a space chosen with gmr_reservation_strategy_downgrade().
+ *
+ * Waiting: gmr_tier_manager_reserve() blocks while the request fits in no
+ * candidate space now but could fit once memory is given back; it wakes on
+ * every release, shrink, and free through a space's resource while someone
+ * waits (the manager's notification channel), and checks again. It fails at
+ * once when the request is larger than any candidate's reservation limit
+ * (it would never fit), at the timeout (GMR_ERR_TIMEOUT), and at shutdown
+ * (GMR_ERR_SHUTDOWN, also for waiters woken by it).
+ *
+ * Shutdown (gmr_tier_manager_shutdown): wakes every waiter (reservations and
+ * stream pools) with GMR_ERR_SHUTDOWN and refuses new reservations and
+ * streams; live reservations stay valid and can still be released, lent
+ * streams returned, memory freed. Destroy refuses (GMR_ERR_BUSY, nothing
+ * changed) while reservations live, streams are lent, threads wait, or
+ * memory allocated through a space is live; otherwise it synchronises and
+ * destroys every stream, then every space's allocator stack.
+ *
+ * Source: cuCascade's memory_reservation_manager (request_reservation with
+ * strategies, waiting on a condition variable until a reservation is
+ * released, notification_channel shutdown).
+ *
+ * Thread-safe: yes (one mutex for the reservation books of all spaces; the
+ * allocation path does not take it). Create and destroy are not thread-safe
+ * with other use of the manager.
+ */
+#ifndef GMR_TIER_MANAGER_H_
+#define GMR_TIER_MANAGER_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmr/config.h"
+#include "gmr/memory_space.h"
+#include "gmr/notification_channel.h"
+#include "gmr/reservation.h"
+#include "gmr/resource.h"
+#include "gmr/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Most spaces one manager holds. */
+#define GMR_TIER_MANAGER_MAX_SPACES 64
+
+/**
+ * Create a manager with one memory space per config, building each space's
+ * allocator stack and stream pool.
+ *
+ * Units: bytes. Ownership: `configs` is copied (the on_oom policies become
+ *   the spaces', released at destroy); `upstream` resources of GPU configs
+ *   are borrowed and must outlive the manager. The caller destroys *out with
+ *   gmr_tier_manager_destroy().
+ * Thread-safe: yes (an independent object).
+ * Stream/device: builds GPU stacks with the space's device current (a
+ *   cuda(kind=async) stack creates a cudaMemPool_t), creates streams, takes
+ *   HOST chunks (pinned host memory, cudaHostRegister), reads /sys and
+ *   statvfs() for capacities left at 0. Never synchronises.
+ * Returns:
+ *   GMR_OK                    *out is set.
+ *   GMR_ERR_INVALID_ARGUMENT  out NULL, count 0 or above
+ *                             GMR_TIER_MANAGER_MAX_SPACES, two configs with
+ *                             the same id, an unknown tier, a bad fraction
+ *                             (outside (0,1], or stop above trigger), a
+ *                             capacity that cannot be detected, a bad spec or
+ *                             block size, a DISK config without mount path, a
+ *                             GPU device or NUMA node that does not exist.
+ *   other                     what building a stack or stream pool returned
+ *                             (GMR_ERR_CUDA without a GPU, GMR_ERR_OUT_OF_MEMORY).
+ * On failure *out is NULL, everything built on the way is destroyed, the
+ * configs' on_oom policies are released (as gmr_limiting_adaptor_create does),
+ * and `failure` (may be NULL) names the config and the reason.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_tier_manager_create(const gmr_memory_space_config *configs,
+                                                         size_t count, gmr_tier_manager **out,
+                                                         gmr_failure *failure);
+
+/**
+ * Destroy the manager, its spaces, their stacks and streams. NULL is a no-op.
+ * Thread-safe: no. Stream/device: synchronises every stream of every pool,
+ *   then destroys them; destroying the stacks may free device memory.
+ * Returns GMR_OK; GMR_ERR_BUSY (reservations live, streams lent, threads
+ * waiting, or allocations live in a space: nothing changed; the manager's
+ * stats and the spaces' say which); GMR_ERR_CUDA / GMR_ERR_CAPTURE_UNSAFE
+ * (a stream could not be synchronised: nothing changed).
+ */
+GMR_API gmr_status gmr_tier_manager_destroy(gmr_tier_manager *manager);
+
+/**
+ * Shut down: wake every waiter (reserve and stream pools) with
+ * GMR_ERR_SHUTDOWN and refuse new reservations, grows and streams. Live
+ * reservations, lent streams and allocations stay valid. Idempotent.
+ * Thread-safe: yes. Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (NULL).
+ */
+GMR_API gmr_status gmr_tier_manager_shutdown(gmr_tier_manager *manager);
+
+/** Number of spaces. Thread-safe: yes. 0 for NULL. */
+GMR_API size_t gmr_tier_manager_get_space_count(const gmr_tier_manager *manager);
+
+/** The space at `index` (creation order), or NULL. Borrowed. Thread-safe: yes. */
+GMR_API gmr_memory_space *gmr_tier_manager_get_space_at(gmr_tier_manager *manager, size_t index);
+
+/** The space with `id`, or NULL. Borrowed. Thread-safe: yes. */
+GMR_API gmr_memory_space *gmr_tier_manager_get_space(gmr_tier_manager *manager,
+                                                     gmr_memory_space_id id);
+
+/**
+ * The manager's notification channel (borrowed): notified whenever
+ * reserved or allocated bytes are given back in any space, so a program can
+ * wait for room itself (for instance to move data back up a tier).
+ */
+GMR_API gmr_notification_channel *gmr_tier_manager_get_notification_channel(
+    gmr_tier_manager *manager);
+
+/**
+ * Reserve `bytes` where `strategy` says, waiting up to `timeout_ns` for room.
+ *
+ * Units: bytes; nanoseconds (GMR_WAIT_FOREVER: no limit; 0: like try_reserve
+ *   but counted as a wait that timed out).
+ * Ownership: *out_id is the caller's until gmr_reservation_release().
+ * Thread-safe: yes. Stream/device: no CUDA call; may block.
+ * Returns:
+ *   GMR_OK                    *out_id is set.
+ *   GMR_ERR_INVALID_ARGUMENT  manager, strategy or out_id NULL; bytes 0; the
+ *                             strategy names no space of this manager (an
+ *                             unknown space, a tier without spaces, a
+ *                             downgrade to a tier that is not slower).
+ *   GMR_ERR_LIMIT_EXCEEDED    bytes is above the reservation limit of every
+ *                             candidate space: it could never fit.
+ *   GMR_ERR_TIMEOUT           it did not fit within timeout_ns.
+ *   GMR_ERR_SHUTDOWN          the manager is (or was, while waiting) shut down.
+ *   GMR_ERR_OUT_OF_MEMORY     host memory for the bookkeeping.
+ * On failure *out_id is 0 and nothing is reserved; `failure` (may be NULL)
+ * says what was asked, the limits, and the space(s) tried.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_tier_manager_reserve(gmr_tier_manager *manager,
+                                                          const gmr_reservation_strategy *strategy,
+                                                          size_t bytes, uint64_t timeout_ns,
+                                                          gmr_reservation_id *out_id,
+                                                          gmr_failure *failure);
+
+/**
+ * Reserve `bytes` where `strategy` says if it fits now; never waits
+ * (cuCascade's make_reservation_or_null).
+ * Returns as gmr_tier_manager_reserve(), with GMR_ERR_LIMIT_EXCEEDED also when
+ * it does not fit now (the message says how much is available) and never
+ * GMR_ERR_TIMEOUT.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_tier_manager_try_reserve(
+    gmr_tier_manager *manager, const gmr_reservation_strategy *strategy, size_t bytes,
+    gmr_reservation_id *out_id, gmr_failure *failure);
+
+/**
+ * Reserve as much as is available now, up to `bytes`, in the candidate space
+ * with the most available; never waits (cuCascade's make_reservation_upto).
+ * *out_bytes (may be NULL) receives the size reserved (1..bytes).
+ * Returns as gmr_tier_manager_try_reserve(); GMR_ERR_LIMIT_EXCEEDED when no
+ * candidate has a single byte available.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_tier_manager_reserve_up_to(
+    gmr_tier_manager *manager, const gmr_reservation_strategy *strategy, size_t bytes,
+    gmr_reservation_id *out_id, size_t *out_bytes, gmr_failure *failure);
+
+/* Counters of a manager; the caller sets size and version. */
+typedef struct gmr_tier_manager_stats {
+  size_t size;
+  uint32_t version;
+  size_t space_count;
+  size_t reservation_count;       /* live reservations */
+  uint64_t reserve_count;         /* successful reservations (all three calls) */
+  uint64_t refused_count;         /* LIMIT_EXCEEDED answers */
+  uint64_t wait_count;            /* reserve calls that had to wait */
+  uint64_t wait_ns;               /* total time they waited */
+  uint64_t max_wait_ns;           /* longest single wait */
+  uint64_t timeout_count;         /* reserve calls that timed out */
+  uint64_t shutdown_count;        /* calls refused or woken by shutdown */
+  uint64_t release_count;         /* reservations released */
+  uint64_t reserve_latency_ns;    /* total time in successful reserve calls (waits included) */
+  uint64_t max_reserve_latency_ns;/* longest successful reserve call */
+  size_t waiter_count;            /* threads waiting in reserve now */
+  bool shut_down;
+} gmr_tier_manager_stats;
+
+#define GMR_TIER_MANAGER_STATS_VERSION 1u
+#define GMR_TIER_MANAGER_STATS_INIT                                                           \
+  {sizeof(gmr_tier_manager_stats), GMR_TIER_MANAGER_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+   0, 0, 0, 0, false}
+
+/**
+ * Snapshot the counters (under the manager's mutex). Thread-safe: yes.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, bad header).
+ */
+GMR_API gmr_status gmr_tier_manager_get_stats(gmr_tier_manager *manager,
+                                              gmr_tier_manager_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GMR_TIER_MANAGER_H_ */
