@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/cuda_layer.h"
+#include "core/cuda_sim_internal.h"
 #include "core/u64_map.h"
 #include "gmr/cuda_sim.h"
 
@@ -945,7 +946,7 @@ const char *gmr_cuda_call_name(gmr_cuda_call call) {
 
 /* Called with the mutex held. */
 static bool has_live_objects(void) {
-  return sim.objects.count > 0 || sim.allocations.count > 0;
+  return sim.objects.count > 0 || sim.allocations.count > 0 || gmr__sim_vmm_live_count() > 0;
 }
 
 gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config) {
@@ -964,6 +965,7 @@ gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config) {
   unsigned long long next_capture_id = sim.next_capture_id;
   gmr__u64_map_clear(&sim.objects);
   gmr__u64_map_clear(&sim.allocations);
+  gmr__sim_vmm_reset();
   memset(&sim, 0, sizeof sim);
   sim.enabled = true;
   sim.config = cfg;
@@ -1089,3 +1091,33 @@ uint64_t gmr_cuda_sim_get_stream_wait_count(gmr_stream stream) {
   unlock();
   return n;
 }
+
+/* ---- hooks for the VMM part (core/cuda_sim_internal.h) ------------------ */
+
+void gmr__sim_lock(void) { lock(); }
+void gmr__sim_unlock(void) { unlock(); }
+bool gmr__sim_enabled(void) { return sim.enabled; }
+cudaError_t gmr__sim_enter_call(gmr_cuda_call call) { return enter_call(call); }
+bool gmr__sim_capture_forbids_unsafe_call(void) { return capture_forbids_unsafe_call(); }
+int gmr__sim_current_device(void) { return current_device(); }
+int gmr__sim_device_count(void) { return sim.config.device_count; }
+size_t gmr__sim_device_capacity_bytes(void) { return sim.config.device_memory_bytes; }
+
+bool gmr__sim_device_charge(int device, size_t bytes) {
+  if (sim.device[device].used_bytes + bytes > sim.config.device_memory_bytes) return false;
+  usage_add(&sim.device[device], bytes, 1);
+  return true;
+}
+
+void gmr__sim_device_uncharge(int device, size_t bytes) {
+  usage_sub(&sim.device[device], bytes, 1);
+}
+
+cudaError_t gmr__sim_stream_check(cudaStream_t stream, bool *capturing) {
+  sim_stream *s = NULL;
+  cudaError_t err = lookup_stream(stream, &s);
+  *capturing = err == cudaSuccess && stream_capturing(s);
+  return err;
+}
+
+void gmr__sim_count_stale_handle(void) { sim.stale_handle_count++; }
