@@ -246,7 +246,7 @@ typedef struct gmr_vmm_pool_resource_stats {
   uint64_t page_release_count; /* physical pages released */
   uint64_t map_count;          /* cuMemMap calls that succeeded */
   uint64_t unmap_count;        /* cuMemUnmap calls that succeeded */
-  uint64_t defrag_count;       /* phase-2 defragmentations */
+  uint64_t defrag_count;       /* phase-2 runs that remapped free pages */
   uint64_t remapped_page_count; /* pages double-mapped by defragmentation */
   uint64_t extend_count;       /* successful in-place growths */
   uint64_t event_record_count;

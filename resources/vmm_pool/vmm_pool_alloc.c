@@ -303,7 +303,7 @@ static vmm_region *commit(gmr_vmm_pool_resource *p, defrag_plan *plan, gmr_strea
     gmr__vmm_set_state(p, result, VMM_FREE);
   }
   result->id = p->next_id++;
-  p->counts.defrag++;
+  if (plan->item_count > 0) p->counts.defrag++; /* growth alone is no defragmentation */
   return gmr__vmm_merge_free(p, result);
 }
 
