@@ -156,6 +156,7 @@ typedef struct defrag_plan {
 static void choose_hole(gmr_vmm_pool_resource *p, size_t bytes, gmr_stream stream, bool capturing,
                         defrag_plan *plan) {
   plan->hole = NULL;
+  plan->new_root_bytes = 0;
   plan->in_place = NULL;
   plan->need_bytes = bytes;
   size_t best_need = SIZE_MAX;
