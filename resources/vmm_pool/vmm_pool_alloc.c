@@ -294,8 +294,9 @@ static vmm_region *commit(gmr_vmm_pool_resource *p, defrag_plan *plan, gmr_strea
     vmm_event *old = result->event;
     result->event = event;
     gmr__vmm_event_unref(p, old);
+    /* Freed during a capture (same stream only): the grown region stays
+     * reusable by this stream alone, like its start. */
     result->stream = stream;
-    result->unordered = false;
     if (filled > 0) gmr__vmm_region_absorb_next(p, result);
   } else {
     result = hole;
