@@ -3,7 +3,8 @@
  * gmr_vmm_pool_resource (gmr/vmm_pool_resource.h) and the functions its
  * files share.
  *
- *   vmm_pool_resource.c  create, destroy, the vtable, request routing (small
+ *   vmm_pool_create.c    create: device properties, sizes, peers, eager pages
+ *   vmm_pool_resource.c  destroy, the vtable, request routing (small
  *                        requests to the internal pool), frees, record_stream
  *   vmm_pool_regions.c   regions, lists, VA chunks, events
  *   vmm_pool_pages.c     driver calls on runs of pages, each with its undo
@@ -162,6 +163,14 @@ typedef struct gmr_vmm_pool_resource {
   /* Created at the first small request (under the lock), read without it. */
   _Atomic(gmr_pool_resource *) small;
 } gmr_vmm_pool_resource;
+
+/* ---- vmm_pool_resource.c ----------------------------------------------- */
+
+extern const gmr_resource_vtbl gmr__vmm_pool_vtbl;
+extern const gmr_resource_vtbl gmr__vmm_page_source_vtbl;
+
+/* Free the pool's host memory (its VA chunks are already given back). */
+void gmr__vmm_free_host_side(gmr_vmm_pool_resource *p);
 
 /* ---- vmm_pool_regions.c ------------------------------------------------ */
 
