@@ -261,4 +261,48 @@ TEST_F(VmmPoolFaults, EveryCallOfAnExtension) {
   EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 5 * kPage, 0, nullptr));
 }
 
+TEST_F(VmmPoolFaults, AFreeThatCannotRecordItsEventReleasesNothing) {
+  void *p = Alloc(2, a_);
+  const std::string before = Layout(pool_);
+  // No event exists yet, so the free must create one.
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_EVENT_CREATE, 0, 1,
+                                                cudaErrorMemoryAllocation));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_deallocate(r_, p, 2 * kPage, 0, a_));
+  EXPECT_EQ(before, Layout(pool_));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_EVENT_RECORD, 0, 1,
+                                                cudaErrorLaunchFailure));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_deallocate(r_, p, 2 * kPage, 0, a_));
+  EXPECT_EQ(before, Layout(pool_));
+  EXPECT_EQ(2 * kPage, Stats(pool_).live_bytes);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 2 * kPage, 0, a_));
+  EXPECT_EQ("[-2]", Layout(pool_));
+}
+
+TEST_F(VmmPoolFaults, ARefusedUnmapStopsTrimWithWhatWentBackStillGone) {
+  void *p = Alloc(4, nullptr);
+  void *wall = Alloc(1, nullptr);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 4 * kPage, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_UNMAP, 2, 1,
+                                                CUDA_ERROR_INVALID_VALUE));
+  size_t released = 0;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_trim(r_, &released));
+  EXPECT_EQ(2 * kPage, released);
+  EXPECT_EQ("[*2][-2][1]", Layout(pool_)) << "two pages went back, two stay free";
+  gmr_test::ExpectInvariants(pool_);
+  EXPECT_EQ(GMR_OK, gmr_resource_trim(r_, &released));
+  EXPECT_EQ(2 * kPage, released);
+  EXPECT_EQ("[*4][1]", Layout(pool_));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, wall, kPage, 0, nullptr));
+}
+
+TEST_F(VmmPoolFaults, DestroyThatCannotSynchronizeChangesNothing) {
+  void *p = Alloc(1, nullptr);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, kPage, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE, 0, 1,
+                                                cudaErrorLaunchFailure));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_destroy(r_));
+  EXPECT_EQ("[-1]", Layout(pool_));
+  // TearDown destroys it for real.
+}
+
 }  // namespace

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gmr/cuda_sim.h"
+#include "gmr/device.h"
 #include "gmr/pool_resource.h"
 #include "gmr/resource.h"
 #include "gmr/vmm_pool_resource.h"
@@ -325,6 +326,25 @@ TEST_F(VmmPoolTwoDevices, PeerAccessGivesEveryPeerEveryMappedPage) {
   EXPECT_EQ(3u, m.access_device_mask);
   EXPECT_EQ(GMR_OK, gmr_deallocate(r2, p, kPage, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r2));
+}
+
+TEST_F(VmmPoolTwoDevices, APoolOnAnotherDeviceMapsThereAndRestoresTheCallersDevice) {
+  gmr_vmm_pool_resource_config c = gmr_test::TestConfig();
+  c.device = 1;
+  Make(c);
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r_, kPage, 0, nullptr, &p));
+  gmr_cuda_sim_vmm_mapping m;
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_vmm_query(p, &m));
+  EXPECT_EQ(1, m.device);
+  EXPECT_EQ(2u, m.access_device_mask);
+  int current = -1;
+  ASSERT_EQ(GMR_OK, gmr_device_get_current(&current));
+  EXPECT_EQ(0, current);
+  gmr_cuda_sim_usage u;
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_device_usage(1, &u));
+  EXPECT_EQ(kPage, u.used_bytes);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, kPage, 0, nullptr));
 }
 
 TEST_F(VmmPoolTwoDevices, PeersThatCannotAccessTheDeviceAreRefusedOrLeftOut) {
