@@ -104,7 +104,16 @@
  * allocation), GMR_ERR_DOUBLE_FREE (an allocation start already freed),
  * GMR_ERR_FREE_MISMATCH (bytes, once rounded, or alignment differ from the
  * allocation's), GMR_ERR_CUDA (the event could not be recorded): nothing is
- * released. Destroy with live (or asleep) allocations is GMR_ERR_BUSY.
+ * released. Small requests are judged by the internal pool, which cannot yet
+ * tell a wrong size or a second free from an unknown pointer: for them all
+ * three are GMR_ERR_UNKNOWN_POINTER (a whole-page allocation freed with a
+ * small size is GMR_ERR_FREE_MISMATCH). Destroy with live (or asleep)
+ * allocations is GMR_ERR_BUSY; destroy synchronises the device first.
+ *
+ * Memory info (gmr_resource_get_memory_info, and the failure record of a
+ * failed allocation): held = mapped pages; free = free pages plus the small
+ * pool's free bytes; largest_free_block_bytes counts every free page, since
+ * defragmentation can join them into one block.
  *
  * Device: the pool belongs to the device it was created for and makes it
  * current around its CUDA calls. Streams: RMM's semantics (gmr/resource.h);
