@@ -25,9 +25,14 @@
 extern "C" {
 #endif
 
+struct gmr__cuda_vmm_ops; /* core/cuda_vmm.h */
+
 typedef struct gmr__cuda_ops {
   const char *name; /* "cuda" or "simulation" */
   bool simulated;
+  /* The driver's virtual memory calls that go with this table (cuda_vmm.h):
+   * real with real, simulated with simulated. */
+  const struct gmr__cuda_vmm_ops *vmm;
 
   cudaError_t (*get_device_count)(int *count);
   cudaError_t (*get_device)(int *device);

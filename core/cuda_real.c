@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include "core/cuda_layer.h"
+#include "core/cuda_vmm.h"
 
 static cudaError_t real_get_device_count(int *count) { return cudaGetDeviceCount(count); }
 static cudaError_t real_get_device(int *device) { return cudaGetDevice(device); }
@@ -109,6 +110,7 @@ static cudaError_t real_host_unregister(void *ptr) { return cudaHostUnregister(p
 const gmr__cuda_ops gmr__cuda_real_ops = {
     .name = "cuda",
     .simulated = false,
+    .vmm = &gmr__cuda_vmm_real_ops,
     .get_device_count = real_get_device_count,
     .get_device = real_get_device,
     .set_device = real_set_device,

@@ -188,15 +188,16 @@ TEST(ReplayCliTest, UnknownStackFailsBeforeAnyWork) {
   EXPECT_EQ("", r.out);
   EXPECT_EQ(
       "gmr replay: stack 'pooll': spec:1:1: unknown component 'pooll' (did you mean 'pool'? known: "
-      "cuda, fixed_block, graph_arena, host, limiting, log, nvtx_logging, oom, pool, tracking); "
-      "aliases: cuda_device, cuda_async, cuda_managed, host, pool, fixed_block, graph_pool\n",
+      "cuda, fixed_block, graph_arena, host, limiting, log, nvtx_logging, oom, pool, tracking, vmm_pool); "
+      "aliases: cuda_device, cuda_async, cuda_managed, host, pool, fixed_block, graph_pool, "
+      "vmm\n",
       r.err);
   Output typo = RunReplay({"--sim", "--stack", "tracking > limiting(limt=1GiB) > cuda"});
   EXPECT_EQ(2, typo.exit_code);
   EXPECT_EQ(
       "gmr replay: stack 'tracking > limiting(limt=1GiB) > cuda': spec:1:21: unknown option "
       "'limt' for limiting (did you mean 'limit'?); aliases: cuda_device, cuda_async, "
-      "cuda_managed, host, pool, fixed_block, graph_pool\n",
+      "cuda_managed, host, pool, fixed_block, graph_pool, vmm\n",
       typo.err);
 }
 
@@ -272,7 +273,7 @@ TEST(ReplayCliTest, CommandLineErrors) {
   EXPECT_EQ(2, two_in_one.exit_code);
   EXPECT_EQ("gmr replay: stack 'host, cuda': spec:1:5: expected '>' or the end of the spec, "
             "found ','; aliases: cuda_device, cuda_async, cuda_managed, host, pool, "
-            "fixed_block, graph_pool\n",
+            "fixed_block, graph_pool, vmm\n",
             two_in_one.err);
   Output two_traces = RunReplay({"a.csv", "b.csv"});
   EXPECT_EQ(2, two_traces.exit_code);

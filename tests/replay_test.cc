@@ -159,7 +159,7 @@ gmr_status RecordingDestroy(gmr_resource *) { return GMR_OK; }
 const gmr_resource_vtbl kRecordingVtbl = {
     GMR_RESOURCE_VTBL_VERSION, "recording_resource", RecordingAllocate, RecordingDeallocate,
     RecordingDestroy,          nullptr,              nullptr,           nullptr,
-    nullptr,                   nullptr,              nullptr};
+    nullptr,                   nullptr,              nullptr,           nullptr};
 
 TEST_F(ReplayTest, EachRecordedStreamGetsItsOwnStream) {
   const char trace[] =
@@ -266,9 +266,10 @@ TEST_F(ReplayTest, MalformedSpecsFailSayWhereAndListTheAliases) {
   const std::pair<const char *, const char *> cases[] = {
       {"pooll", "spec:1:1: unknown component 'pooll' (did you mean 'pool'? known: cuda, "
                 "fixed_block, graph_arena, host, limiting, log, nvtx_logging, oom, pool, "
-                "tracking)"},
+                "tracking, vmm_pool)"},
       {"cuda_Device", "spec:1:1: unknown component 'cuda_Device' (known: cuda, fixed_block, "
-                      "graph_arena, host, limiting, log, nvtx_logging, oom, pool, tracking)"},
+                      "graph_arena, host, limiting, log, nvtx_logging, oom, pool, tracking, "
+                      "vmm_pool)"},
       {"", "spec: the spec is empty: name at least one resource, e.g. 'cuda(kind=async)'"},
       {"host,cuda_async", "spec:1:5: expected '>' or the end of the spec, found ','"},
   };
@@ -280,7 +281,7 @@ TEST_F(ReplayTest, MalformedSpecsFailSayWhereAndListTheAliases) {
     EXPECT_EQ(nullptr, stack);
     EXPECT_EQ(std::string("stack '") + c.first + "': " + c.second +
                   "; aliases: cuda_device, cuda_async, cuda_managed, host, pool, fixed_block, "
-                  "graph_pool",
+                  "graph_pool, vmm",
               err);
     char check_err[1024] = "";
     EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, replay_stack_check(c.first, check_err, sizeof check_err));
@@ -314,8 +315,8 @@ TEST_F(ReplayTest, AliasesAllowSurroundingSpacesAndSpecsBuildWholeStacks) {
 }
 
 TEST_F(ReplayTest, EveryKnownStackCanBeCreated) {
-  ASSERT_EQ(7u, replay_stack_known_count());
-  EXPECT_EQ(nullptr, replay_stack_known_name(7));
+  ASSERT_EQ(8u, replay_stack_known_count());
+  EXPECT_EQ(nullptr, replay_stack_known_name(8));
   for (size_t i = 0; i < replay_stack_known_count(); ++i) {
     const char *name = replay_stack_known_name(i);
     SCOPED_TRACE(name);

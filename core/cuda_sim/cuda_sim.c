@@ -26,6 +26,7 @@ gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config) {
   gmr__u64_map_clear(&gmr__sim.objects);
   gmr__u64_map_clear(&gmr__sim.allocations);
   gmr__u64_map_clear(&gmr__sim.registrations);
+  gmr__sim_vmm_reset();
   memset(&gmr__sim, 0, sizeof gmr__sim);
   gmr__sim.enabled = true;
   gmr__sim.config = cfg;

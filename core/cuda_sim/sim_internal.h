@@ -215,6 +215,27 @@ cudaError_t gmr__sim_event_synchronize(cudaEvent_t event);
 cudaError_t gmr__sim_memset_async(void *ptr, int value, size_t bytes, cudaStream_t stream);
 cudaError_t gmr__sim_memcpy_async(void *dst, const void *src, size_t bytes, cudaStream_t stream);
 
+/* ---- hooks for the VMM part (sim_vmm.c); lock held ---- */
+/* Whether the simulation is enabled. */
+bool gmr__sim_enabled(void);
+/* The device count, and the capacity of each device. */
+int gmr__sim_device_count(void);
+size_t gmr__sim_device_capacity_bytes(void);
+/* Take `bytes` of `device`'s memory (false, nothing taken, past its
+ * capacity) or give them back; counted as one allocation. */
+bool gmr__sim_device_charge(int device, size_t bytes);
+void gmr__sim_device_uncharge(int device, size_t bytes);
+/* Check a stream handle as every call naming a stream does
+ * (cudaErrorInvalidResourceHandle for a dead one, counted as stale);
+ * *capturing says whether it captures now. */
+cudaError_t gmr__sim_stream_check(cudaStream_t stream, bool *capturing);
+/* Count a call that named a dead or unknown handle. */
+void gmr__sim_count_stale_handle(void);
+/* Defined in sim_vmm.c: drop every VMM object (at enable), and count the
+ * live ones (leak checks). */
+void gmr__sim_vmm_reset(void);
+size_t gmr__sim_vmm_live_count(void);
+
 /* ---- sim_host_register.c ---- */
 cudaError_t gmr__sim_host_register(void *ptr, size_t bytes);
 cudaError_t gmr__sim_host_unregister(void *ptr);

@@ -3,10 +3,12 @@
  * slot per CUDA call the library makes (core/cuda_layer.h).
  */
 #include "core/cuda_sim/sim_internal.h"
+#include "core/cuda_vmm.h"
 
 const gmr__cuda_ops gmr__cuda_sim_ops = {
     .name = "simulation",
     .simulated = true,
+    .vmm = &gmr__cuda_vmm_sim_ops,
     .get_device_count = gmr__sim_get_device_count,
     .get_device = gmr__sim_get_device,
     .set_device = gmr__sim_set_device,

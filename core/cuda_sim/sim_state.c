@@ -146,5 +146,32 @@ void gmr__sim_remove_object(void *handle) {
 /* Called with the mutex held. */
 bool gmr__sim_has_live_objects(void) {
   return gmr__sim.objects.count > 0 || gmr__sim.allocations.count > 0 ||
-         gmr__sim.registrations.count > 0;
+         gmr__sim.registrations.count > 0 || gmr__sim_vmm_live_count() > 0;
 }
+
+/* ---- hooks for the VMM part ---------------------------------------------- */
+
+bool gmr__sim_enabled(void) { return gmr__sim.enabled; }
+int gmr__sim_device_count(void) { return gmr__sim.config.device_count; }
+size_t gmr__sim_device_capacity_bytes(void) { return gmr__sim.config.device_memory_bytes; }
+
+bool gmr__sim_device_charge(int device, size_t bytes) {
+  if (gmr__sim.device[device].used_bytes + bytes > gmr__sim.config.device_memory_bytes) {
+    return false;
+  }
+  gmr__sim_usage_add(&gmr__sim.device[device], bytes, 1);
+  return true;
+}
+
+void gmr__sim_device_uncharge(int device, size_t bytes) {
+  gmr__sim_usage_sub(&gmr__sim.device[device], bytes, 1);
+}
+
+cudaError_t gmr__sim_stream_check(cudaStream_t stream, bool *capturing) {
+  gmr__sim_stream *s = NULL;
+  cudaError_t err = gmr__sim_lookup_stream(stream, &s);
+  *capturing = err == cudaSuccess && gmr__sim_stream_capturing(s);
+  return err;
+}
+
+void gmr__sim_count_stale_handle(void) { gmr__sim.stale_handle_count++; }

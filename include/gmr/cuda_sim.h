@@ -75,10 +75,21 @@ extern "C" {
   XX(EVENT_QUERY, "cudaEventQuery")                            \
   XX(EVENT_SYNCHRONIZE, "cudaEventSynchronize")                \
   XX(MEMSET_ASYNC, "cudaMemsetAsync")                          \
-  XX(THREAD_EXCHANGE_CAPTURE_MODE, "cudaThreadExchangeStreamCaptureMode")  \
-  XX(MEMCPY_ASYNC, "cudaMemcpyAsync")                          \
-  XX(HOST_REGISTER, "cudaHostRegister")                        \
-  XX(HOST_UNREGISTER, "cudaHostUnregister")
+  XX(THREAD_EXCHANGE_CAPTURE_MODE, "cudaThreadExchangeStreamCaptureMode") \
+  XX(MEMCPY_ASYNC, "cudaMemcpyAsync")                                     \
+  XX(HOST_REGISTER, "cudaHostRegister")                                   \
+  XX(HOST_UNREGISTER, "cudaHostUnregister")                               \
+  XX(MEM_ADDRESS_RESERVE, "cuMemAddressReserve")                          \
+  XX(MEM_ADDRESS_FREE, "cuMemAddressFree")                                \
+  XX(MEM_CREATE, "cuMemCreate")                                           \
+  XX(MEM_RELEASE, "cuMemRelease")                                         \
+  XX(MEM_MAP, "cuMemMap")                                                 \
+  XX(MEM_UNMAP, "cuMemUnmap")                                             \
+  XX(MEM_SET_ACCESS, "cuMemSetAccess")                                    \
+  XX(MEM_GET_ALLOCATION_GRANULARITY, "cuMemGetAllocationGranularity")     \
+  XX(MEM_RETAIN_ALLOCATION_HANDLE, "cuMemRetainAllocationHandle")         \
+  XX(DEVICE_GET_ATTRIBUTE_DRIVER, "cuDeviceGetAttribute")                 \
+  XX(DEVICE_CAN_ACCESS_PEER, "cudaDeviceCanAccessPeer")
 
 typedef enum gmr_cuda_call {
 #define GMR_CUDA_CALL_ENUM_(name, fn) GMR_CUDA_CALL_##name,
@@ -190,6 +201,90 @@ GMR_API uint64_t gmr_cuda_sim_get_stream_wait_count(gmr_stream stream);
  * Thread-safe: yes.
  */
 GMR_API uint64_t gmr_cuda_sim_get_stale_handle_count(void);
+
+/* ---- virtual memory management (the driver's cuMem* calls) ---------------
+ *
+ * The simulation backs each device's physical memory with one memfd the size
+ * of the device: cuMemCreate takes a range of it, cuMemAddressReserve a
+ * PROT_NONE range of host addresses, cuMemMap maps the range there
+ * (mmap MAP_FIXED|MAP_SHARED, still without access), cuMemSetAccess makes it
+ * readable and writable, cuMemUnmap turns it back into reserved addresses.
+ * A physical allocation mapped at two addresses is one memory: a write
+ * through one address is read through the other, as on a GPU. Touching a
+ * mapping before cuMemSetAccess, or an unmapped address, faults (SIGSEGV),
+ * as an illegal address would on a device. The driver's rules are checked
+ * and answered with its error codes (CUresult): sizes and addresses a
+ * multiple of the granularity, cuMemMap from offset 0 into reserved and
+ * unmapped addresses only, cuMemUnmap of a whole mapping only, cuMemSetAccess
+ * over mapped ranges only, cuMemCreate past the device's capacity
+ * CUDA_ERROR_OUT_OF_MEMORY. Physical memory counts in the device's usage
+ * (gmr_cuda_sim_get_device_usage, cudaMemGetInfo) from cuMemCreate until the
+ * last mapping of a released allocation is gone. The calls that map, unmap,
+ * create or release are "potentially unsafe" during a global capture, like
+ * cudaMalloc (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED unless the thread is in
+ * relaxed mode). Where CUDA leaves a misuse undefined (cuMemAddressFree of a
+ * range that is still mapped, cuMemRelease of an unknown handle), the
+ * simulation refuses with CUDA_ERROR_INVALID_VALUE so tests notice.
+ */
+
+typedef struct gmr_cuda_sim_vmm_config {
+  bool supported;                       /* CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+  size_t granularity_bytes;             /* CU_MEM_ALLOC_GRANULARITY_MINIMUM */
+  size_t recommended_granularity_bytes; /* CU_MEM_ALLOC_GRANULARITY_RECOMMENDED */
+  bool fabric_handles_supported;        /* CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED */
+  bool gpu_direct_rdma_supported;       /* CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED */
+  bool peer_access_supported;           /* cudaDeviceCanAccessPeer between any two devices */
+} gmr_cuda_sim_vmm_config;
+
+/* What an H100 reports: VMM supported, 2 MiB granularities, no fabric
+ * handles, no GPUDirect RDMA with VMM, peers reachable. */
+#define GMR_CUDA_SIM_VMM_CONFIG_DEFAULT \
+  {true, (size_t)2 << 20, (size_t)2 << 20, false, false, true}
+
+/**
+ * Change the simulated devices' VMM properties (gmr_cuda_sim_enable() resets
+ * them to GMR_CUDA_SIM_VMM_CONFIG_DEFAULT). `config` is copied.
+ * Thread-safe: yes (internal mutex); call it before creating resources.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, a granularity that is not a
+ * power of two and a multiple of the host page size, or a recommended
+ * granularity that is not a multiple of the minimum); GMR_ERR_BUSY while
+ * reservations or physical allocations are live (nothing changes);
+ * GMR_ERR_UNSUPPORTED (simulation off).
+ */
+GMR_API gmr_status gmr_cuda_sim_configure_vmm(const gmr_cuda_sim_vmm_config *config);
+
+/** What the simulation knows about one address. */
+typedef struct gmr_cuda_sim_vmm_mapping {
+  bool reserved;               /* inside a cuMemAddressReserve range */
+  bool mapped;                 /* inside a cuMemMap mapping */
+  void *base;                  /* the mapping's first address (mapped only) */
+  size_t bytes;                /* the mapping's size */
+  int device;                  /* the physical allocation's device */
+  uint32_t access_device_mask; /* bit d: cuMemSetAccess gave device d read-write access */
+  uint64_t physical_id;        /* the physical allocation, unique for the process */
+} gmr_cuda_sim_vmm_mapping;
+
+/**
+ * Describe `ptr`: reserved or not, mapped or not, and for a mapping its
+ * extent, device, access and physical allocation (two addresses with the same
+ * physical_id are one memory mapped twice). Thread-safe: yes.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL out); GMR_ERR_UNSUPPORTED
+ * (simulation off).
+ */
+GMR_API gmr_status gmr_cuda_sim_vmm_query(const void *ptr, gmr_cuda_sim_vmm_mapping *out);
+
+/** Totals of the simulated VMM objects, all devices. */
+typedef struct gmr_cuda_sim_vmm_usage {
+  size_t reservation_count;
+  size_t reserved_bytes;
+  size_t physical_count; /* physical allocations alive (created, or released but still mapped) */
+  size_t physical_bytes;
+  size_t mapping_count;
+  size_t mapped_bytes;   /* a physical allocation mapped twice counts twice */
+} gmr_cuda_sim_vmm_usage;
+
+/** Fill *out. Returns GMR_OK, GMR_ERR_INVALID_ARGUMENT, GMR_ERR_UNSUPPORTED. */
+GMR_API gmr_status gmr_cuda_sim_get_vmm_usage(gmr_cuda_sim_vmm_usage *out);
 
 #ifdef __cplusplus
 }

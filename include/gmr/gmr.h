@@ -39,5 +39,6 @@
 #include "gmr/tier_manager.h"
 #include "gmr/tracking_adaptor.h"
 #include "gmr/version.h"
+#include "gmr/vmm_pool_resource.h"
 
 #endif /* GMR_GMR_H_ */

@@ -3,7 +3,7 @@
  *
  * A stack is a spec (`pool(arenas=1) > cuda(kind=async)`, see gmr/stack.h),
  * one of replay's aliases (cuda_device, cuda_async, cuda_managed, host, pool,
- * fixed_block, graph_pool), or one of the bench's own aliases:
+ * fixed_block, graph_pool, vmm), or one of the bench's own aliases:
  *   pool_device         pool > cuda(kind=device)            (RMM's setup)
  *   pool_one_arena      pool(arenas=1) > cuda(kind=async)
  *   fixed_block_device  fixed_block > cuda(kind=device)

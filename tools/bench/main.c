@@ -133,7 +133,7 @@ static void print_usage(FILE *out) {
           "\n"
           "A stack is a spec, top layer first, e.g. 'pool(arenas=1) > cuda(kind=async)' (list\n"
           "several separated by ';' or by ',' outside parentheses), one of replay's aliases\n"
-          "(cuda_device, cuda_async, cuda_managed, host, pool, fixed_block, graph_pool), or:",
+          "(cuda_device, cuda_async, cuda_managed, host, pool, fixed_block, graph_pool, vmm), or:",
           REPLAY_MAX_PASSES);
   for (size_t i = 0; i < bench_stack_known_count(); ++i) {
     fprintf(out, "%s %s", i == 0 ? "" : ",", bench_stack_known_name(i));

@@ -31,6 +31,9 @@ static const alias aliases[] = {
     {"graph_pool",
      "tracking(per=stream) > limiting > graph_arena(uncaptured=forward, policy=ordered_reuse) > "
      "pool > cuda(kind=async)"},
+    /* The recommended general-purpose stack: the pool's chunks are pages of a
+     * VMM pool, which remaps free pages instead of holding more. */
+    {"vmm", "pool > vmm_pool"},
 };
 #define ALIAS_COUNT (sizeof aliases / sizeof aliases[0])
 

@@ -1,0 +1,433 @@
+/*
+ * gmr/vmm_pool_resource.h: a pool of device memory built on CUDA's virtual
+ * memory management (VMM), that fights fragmentation by remapping physical
+ * pages to new addresses instead of holding more memory: VPMM's design.
+ *
+ * Physical pages are fungible; only virtual addresses fragment. The pool
+ * reserves device virtual addresses (VA) in large chunks (va_chunk_bytes,
+ * more chunks on demand) and backs them with physical pages of page_bytes
+ * (a multiple of the device's VMM granularity, 2 MiB by default), one
+ * physical allocation (cuMemCreate) per page, so that any page can be mapped
+ * anywhere. Every byte of reserved VA is in exactly one region:
+ *   live    an allocation handed out (malloc_regions);
+ *   free    mapped pages free for reuse, filed under the stream that freed
+ *           them, with a CUDA event recorded there at the free
+ *           (free_regions); adjacent free regions of one stream merge;
+ *   hole    reserved, unmapped VA (unmapped_regions); adjacent holes merge;
+ *   zombie  the old addresses of pages that were remapped elsewhere: still
+ *           mapped (double-mapped) until the event that covers their last
+ *           use completes, then unmapped and made a hole (zombie_regions);
+ *   asleep  a live allocation whose pages were given back by
+ *           gmr_vmm_pool_resource_sleep(); its addresses stay reserved.
+ *
+ * Allocation of `bytes` on stream S (rounded up to whole pages):
+ *   phase 0  unmap the zombies whose events completed (they become holes);
+ *   phase 1  no synchronisation: the smallest free region of S that fits
+ *            (ties: the oldest free first); else the smallest free region of
+ *            another stream whose event is known to have completed
+ *            (cudaEventQuery), which then belongs to S;
+ *   phase 2  defragmentation: take the hole that needs the fewest new bytes
+ *            (a free region just before a hole is used in place, so the hole
+ *            only adds to it), then fill the hole by double-mapping the pages
+ *            of free regions (S's first, then other streams' oldest first;
+ *            S waits on the GPU, with cudaStreamWaitEvent, for those whose
+ *            events are pending: the host never blocks), taking a whole
+ *            region when what it would leave behind is no larger than what
+ *            is taken, and map new pages for the shortfall only (MinUse
+ *            growth); the harvested old addresses become zombies. If no hole
+ *            is large enough, another VA chunk is reserved.
+ * A free records an event on its stream, files the region under the stream
+ * and merges it with its free neighbours of the same stream. Never a copy,
+ * never a host synchronisation on the allocation path. Physical memory is
+ * kept until trim (gmr_resource_trim), sleep or destroy; trim waits for the
+ * events of free regions and zombies, unmaps their pages and releases the
+ * physical memory to the device (cuMemRelease), so cudaMemGetInfo sees it.
+ * With initial_pages > 0 that many pages are mapped at create, as one free
+ * region of the default stream.
+ *
+ * Small requests (below one page) are not rounded up to a page: with
+ * small_pool (the default) they go to an internal gmr_pool_resource whose
+ * chunks are allocations of this pool, rounded to 256 bytes. For general use
+ * put gmr's pool on top instead (`pool > vmm_pool`, the replay alias `vmm`):
+ * it serves every small request from its chunks, and its chunk requests are
+ * whole pages here. Alignment: any power of two up to page_bytes (pages are
+ * aligned to the page size); small requests up to GMR_POOL_MAX_ALIGNMENT.
+ *
+ * Growth in place (gmr_extend, the vtable's extend slot): a live allocation
+ * of whole pages grows without moving when the addresses after it are a
+ * hole (new pages are mapped there) or a free region usable on `stream`
+ * (taken, with a GPU-side wait if it is another stream's and pending), or a
+ * free region and then a hole. Otherwise GMR_ERR_UNSUPPORTED, or
+ * GMR_ERR_OUT_OF_MEMORY when the device has no pages; nothing changes. A
+ * sub-allocator over this pool grows its newest chunk so, adding no
+ * fragmentation.
+ *
+ * Capture: allocation and extend are capture-safe (the vtable's
+ * allocate_capturing slot, gmr_allocate_capturing(); a plain gmr_allocate()
+ * on a capturing stream takes the same path): the calling thread is switched
+ * to relaxed capture mode around page mapping and event queries, and no
+ * stream-ordered call is made (no event record, no stream wait), so
+ * defragmentation during capture harvests only regions of the capturing
+ * stream and regions whose events completed. A free on a capturing stream
+ * records nothing: the region is then reusable only by that stream, and
+ * trim skips it. Small requests during capture follow the internal pool's
+ * rules (gmr/pool_resource.h).
+ *
+ * Sleep and wake (what inference servers do between workloads; vLLM's
+ * sleep mode): gmr_vmm_pool_resource_sleep() synchronises the device, gives
+ * every free page and zombie back (as trim), optionally copies live
+ * allocations (all, or those whose tag is selected) to pinned host memory,
+ * then unmaps and releases the pages of every live allocation, keeping its
+ * addresses. gmr_vmm_pool_resource_wake() maps fresh pages at the same
+ * addresses and copies saved contents back; allocations that were not saved
+ * wake with undefined contents. Each rolls back to the state before the call
+ * if a CUDA call fails. While any allocation is asleep, allocate and extend
+ * fail with GMR_ERR_BUSY (the pool is asleep: wake it first); freeing an
+ * asleep allocation is allowed (its saved copy is dropped).
+ *
+ * Peers: peer_access gives other devices read-write access to every mapped
+ * page (cuMemSetAccess per mapping; cudaDeviceEnablePeerAccess does not cover
+ * VMM memory). NCCL: nccl_ready creates pages the way ncclMemAlloc does
+ * (export handle type POSIX file descriptor, plus fabric where the device
+ * supports it, retried without fabric if the driver refuses it; GPUDirect
+ * RDMA where the device supports it with VMM; the recommended granularity),
+ * so NCCL can register (cuMemRetainAllocationHandle) and export the memory.
+ * The pool never calls cuMulticast*.
+ *
+ * Statuses of gmr_allocate(): GMR_ERR_OUT_OF_MEMORY (cuMemCreate said so,
+ * with the driver's code in the failure record, or host memory ran out; the
+ * record also carries the pool's free bytes); GMR_ERR_CUDA (any other driver
+ * failure, with its CUresult and name); GMR_ERR_UNSUPPORTED (alignment above
+ * the page); GMR_ERR_BUSY (asleep); GMR_ERR_CAPTURE_UNSAFE. On any failure
+ * the pool's regions, pages and reservations are exactly as before.
+ * gmr_deallocate(): GMR_ERR_UNKNOWN_POINTER (not the start of a live
+ * allocation), GMR_ERR_DOUBLE_FREE (an allocation start already freed),
+ * GMR_ERR_FREE_MISMATCH (bytes, once rounded, or alignment differ from the
+ * allocation's), GMR_ERR_CUDA (the event could not be recorded): nothing is
+ * released. Small requests are judged by the internal pool, which cannot yet
+ * tell a wrong size or a second free from an unknown pointer: for them all
+ * three are GMR_ERR_UNKNOWN_POINTER (a whole-page allocation freed with a
+ * small size is GMR_ERR_FREE_MISMATCH). Destroy with live (or asleep)
+ * allocations is GMR_ERR_BUSY; destroy synchronises the device first.
+ *
+ * Memory info (gmr_resource_get_memory_info, and the failure record of a
+ * failed allocation): held = mapped pages; free = free pages plus the small
+ * pool's free bytes; largest_free_block_bytes counts every free page, since
+ * defragmentation can join them into one block.
+ *
+ * Device: the pool belongs to the device it was created for and makes it
+ * current around its CUDA calls. Streams: RMM's semantics (gmr/resource.h);
+ * a stream handle must stay valid while memory freed on it is filed under
+ * it (the event is recorded at the free, so destroying the stream right
+ * after the free is fine; a new stream that reuses the handle's address
+ * would inherit same-stream reuse without ordering, as in RMM).
+ *
+ * Source: VPMM (openvm's virtual memory pool memory manager: the regions,
+ * phases, defragmentation by double mapping, MinUse growth, zombies and the
+ * walkthrough its tests reproduce); CUDA's driver API (cuda.h, VMM section);
+ * PyTorch's expandable segments and record_stream; ncclMemAlloc (NCCL's
+ * src/allocator.cc) for the NCCL-ready properties; vLLM's sleep mode and
+ * torch_memory_saver for sleep and wake.
+ *
+ * Thread-safe: yes (internal mutex; the internal small pool has its own
+ * locks). Create and destroy are not.
+ */
+#ifndef GMR_VMM_POOL_RESOURCE_H_
+#define GMR_VMM_POOL_RESOURCE_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmr/config.h"
+#include "gmr/resource.h"
+#include "gmr/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gmr_vmm_pool_resource gmr_vmm_pool_resource;
+
+/* Most peer devices peer_access may name. */
+#define GMR_VMM_POOL_MAX_PEERS 16
+
+typedef enum gmr_vmm_pool_peer_access {
+  GMR_VMM_POOL_PEERS_NONE = 0, /* only the pool's device */
+  GMR_VMM_POOL_PEERS_ALL = 1,  /* every other device that can access this one */
+  GMR_VMM_POOL_PEERS_LIST = 2  /* the devices in peers[0..peer_count) */
+} gmr_vmm_pool_peer_access;
+
+typedef struct gmr_vmm_pool_resource_config {
+  /* Device ordinal, or GMR_VMM_POOL_CURRENT_DEVICE (the current one at create). */
+  int device;
+  /* Bytes per page: a multiple of the VMM granularity (CUDA's minimum, or
+   * the recommended one with nccl_ready). 0: 2 MiB, or the granularity if
+   * it is larger. */
+  size_t page_bytes;
+  /* VA reserved per chunk. 0: the device's total memory, rounded up to the
+   * page. A request larger than this reserves a chunk of its own size. */
+  size_t va_chunk_bytes;
+  /* Pages mapped at create as one free region (VPMM's eager pages). */
+  size_t initial_pages;
+  /* Serve requests below one page from an internal pool of this pool's
+   * pages (256-byte rounding) instead of rounding them up to a page. */
+  bool small_pool;
+  gmr_vmm_pool_peer_access peer_access;
+  int peers[GMR_VMM_POOL_MAX_PEERS]; /* PEERS_LIST: device ordinals */
+  size_t peer_count;
+  /* Create pages as ncclMemAlloc does (see the banner). */
+  bool nccl_ready;
+} gmr_vmm_pool_resource_config;
+
+#define GMR_VMM_POOL_CURRENT_DEVICE (-1)
+
+/* Current device, 2 MiB pages, VA chunks of the device's size, nothing
+ * mapped at create, small requests pooled, no peers, not NCCL-ready. */
+#define GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT \
+  {GMR_VMM_POOL_CURRENT_DEVICE, 0, 0, 0, true, GMR_VMM_POOL_PEERS_NONE, {0}, 0, false}
+
+/**
+ * Create a VMM pool.
+ *
+ * Units: bytes; pages.
+ * Ownership: `config` is copied (NULL: the default). The caller destroys
+ *   *out with gmr_resource_destroy().
+ * Thread-safe: yes (creates an independent object).
+ * Stream/device: queries the device (VMM support, granularity, peers),
+ *   reserves the first VA chunk (cuMemAddressReserve) and maps
+ *   initial_pages pages (cuMemCreate, cuMemMap, cuMemSetAccess).
+ * Returns:
+ *   GMR_OK                    *out is set.
+ *   GMR_ERR_INVALID_ARGUMENT  out is NULL; the device does not exist;
+ *                             page_bytes is not a multiple of the
+ *                             granularity; va_chunk_bytes is not a multiple
+ *                             of page_bytes; peer_count above
+ *                             GMR_VMM_POOL_MAX_PEERS, or a listed peer that
+ *                             does not exist or is the pool's device; an
+ *                             unknown peer_access. The message (failure
+ *                             may be NULL) says which and the limit.
+ *   GMR_ERR_UNSUPPORTED       the device has no VMM support, or a listed
+ *                             peer cannot access it.
+ *   GMR_ERR_OUT_OF_MEMORY     host memory, VA, or the initial pages.
+ *   GMR_ERR_CUDA              another CUDA failure (code in the record).
+ * On failure *out is NULL, and everything the call reserved or mapped is
+ * given back.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_create(
+    const gmr_vmm_pool_resource_config *config, gmr_vmm_pool_resource **out,
+    gmr_failure *failure);
+
+/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
+GMR_API gmr_resource *gmr_vmm_pool_resource_as_resource(gmr_vmm_pool_resource *pool);
+
+/** The pool behind `r`, or NULL if `r` is not one (vtable identity). */
+GMR_API gmr_vmm_pool_resource *gmr_vmm_pool_resource_from_resource(gmr_resource *r);
+
+/* ---- observability ---------------------------------------------------- */
+
+#define GMR_VMM_POOL_STATS_VERSION 1u
+
+/* A snapshot, in bytes unless named _count. */
+typedef struct gmr_vmm_pool_resource_stats {
+  size_t size;      /* sizeof as the caller knows it */
+  uint32_t version; /* GMR_VMM_POOL_STATS_VERSION as the caller knows it */
+  size_t page_bytes;
+  size_t granularity_bytes;
+  size_t mapped_bytes;       /* physical pages held (VPMM: active_pages * page) */
+  size_t peak_mapped_bytes;  /* high-water mark of mapped_bytes */
+  size_t reserved_bytes;     /* VA reserved (VPMM: roots * va_size) */
+  size_t va_chunk_count;
+  size_t live_bytes;         /* live allocations of whole pages (VPMM: malloc_regions) */
+  size_t live_count;
+  size_t small_live_bytes;   /* small requests live in the internal pool (256-byte rounded) */
+  size_t small_live_count;
+  size_t free_bytes;         /* reusable mapped pages (free_regions) */
+  size_t free_region_count;
+  size_t hole_bytes;         /* unmapped reserved VA (unmapped_regions) */
+  size_t hole_count;
+  size_t zombie_bytes;       /* remapped, awaiting unmap (zombie_regions) */
+  size_t zombie_count;
+  size_t asleep_bytes;       /* live allocations without pages (sleep) */
+  size_t asleep_count;
+  size_t saved_bytes;        /* pinned host copies held for asleep allocations */
+  uint64_t page_create_count;  /* cuMemCreate calls that succeeded */
+  uint64_t page_release_count; /* physical pages released */
+  uint64_t map_count;          /* cuMemMap calls that succeeded */
+  uint64_t unmap_count;        /* cuMemUnmap calls that succeeded */
+  uint64_t defrag_count;       /* phase-2 runs that remapped free pages */
+  uint64_t remapped_page_count; /* pages double-mapped by defragmentation */
+  uint64_t extend_count;       /* successful in-place growths */
+  uint64_t event_record_count;
+  uint64_t event_query_count;
+  uint64_t stream_wait_count;
+  uint64_t event_synchronize_count;
+  uint64_t sleep_count;
+  uint64_t wake_count;
+} gmr_vmm_pool_resource_stats;
+
+#define GMR_VMM_POOL_RESOURCE_STATS_INIT \
+  {sizeof(gmr_vmm_pool_resource_stats), GMR_VMM_POOL_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/**
+ * Fill *out (the caller set size and version; fields past `size` are left
+ * alone). Thread-safe: yes (a consistent snapshot under the pool's lock,
+ * plus the internal pool's counters read after it). No CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, or a header smaller than
+ * version 1 or version 0).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_get_stats(
+    gmr_vmm_pool_resource *pool, gmr_vmm_pool_resource_stats *out);
+
+typedef enum gmr_vmm_pool_region_kind {
+  GMR_VMM_POOL_REGION_HOLE = 0,
+  GMR_VMM_POOL_REGION_FREE = 1,
+  GMR_VMM_POOL_REGION_LIVE = 2,
+  GMR_VMM_POOL_REGION_ZOMBIE = 3,
+  GMR_VMM_POOL_REGION_ASLEEP = 4
+} gmr_vmm_pool_region_kind;
+
+/* One region, as gmr_vmm_pool_resource_get_regions() lists them. */
+typedef struct gmr_vmm_pool_region {
+  void *addr;
+  size_t bytes;
+  gmr_vmm_pool_region_kind kind;
+  gmr_stream stream;       /* FREE: the stream it is filed under; LIVE: the allocating stream */
+  bool pending;            /* FREE/ZOMBIE: its event is not known to have completed */
+  bool internal;           /* LIVE/ASLEEP: a chunk of the internal small pool */
+  uint32_t tag;            /* LIVE/ASLEEP */
+  size_t va_chunk_index;   /* which VA chunk (0 = the first reserved) */
+} gmr_vmm_pool_region;
+
+/**
+ * List every region in ascending address order (VA chunks in the order they
+ * were reserved): up to `capacity` into `out` (may be NULL with capacity 0),
+ * and the total number into *count. Thread-safe: yes. No CUDA call.
+ * Returns GMR_OK (also when capacity was too small: *count says how many
+ * there are); GMR_ERR_INVALID_ARGUMENT (NULL pool or count, or NULL out with
+ * capacity > 0).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_get_regions(
+    gmr_vmm_pool_resource *pool, gmr_vmm_pool_region *out, size_t capacity, size_t *count);
+
+/**
+ * Write the statistics above and every region in ascending address order as
+ * text into `buf` (buf_bytes, NUL-terminated, truncated when too small), for
+ * debugging. *needed_bytes (may be NULL) receives the size the whole text
+ * needs, NUL included. Thread-safe: yes. No CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL pool, or NULL buf with
+ * buf_bytes > 0).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_dump(gmr_vmm_pool_resource *pool,
+                                                            char *buf, size_t buf_bytes,
+                                                            size_t *needed_bytes);
+
+/**
+ * Check the invariants: regions tile every VA chunk in address order with
+ * consistent links; no two holes touch, nor two free regions of one stream
+ * that could merge; mapped regions (free, live, zombie) have a page at every
+ * page address and holes and asleep regions none; every page counted once
+ * as physical memory; lists, maps and counters agree with the regions.
+ * O(regions + pages); for tests. `err` (err_bytes, may be NULL/0) receives
+ * the first violation or "". Thread-safe: yes.
+ * Returns GMR_OK; GMR_ERR_INTERNAL with `err` set; GMR_ERR_INVALID_ARGUMENT.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_check_invariants(
+    gmr_vmm_pool_resource *pool, char *err, size_t err_bytes);
+
+/* ---- tags, sleep and wake ---------------------------------------------- */
+
+/* Tags are 0..63; they select allocations for sleep's copies and wake. */
+#define GMR_VMM_POOL_MAX_TAG 63u
+
+/**
+ * Give allocations made from now on tag `tag` (0 at create): e.g. set 1
+ * before loading weights and 2 before the KV cache, then save only tag 1 at
+ * sleep. Chunks of the internal small pool get the tag in force when they
+ * are made. Thread-safe: yes.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL pool, tag above 63).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_set_default_tag(
+    gmr_vmm_pool_resource *pool, uint32_t tag);
+
+/**
+ * Tag the live allocation starting at `ptr` (a request of a page or more).
+ * Thread-safe: yes. Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL pool or
+ * tag above 63); GMR_ERR_UNKNOWN_POINTER (not a live allocation start of
+ * whole pages); nothing changes on failure.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_set_tag(gmr_vmm_pool_resource *pool,
+                                                               void *ptr, uint32_t tag);
+
+#define GMR_VMM_POOL_SLEEP_OPTIONS_VERSION 1u
+
+typedef struct gmr_vmm_pool_sleep_options {
+  size_t size;            /* sizeof as the caller knows it */
+  uint32_t version;       /* GMR_VMM_POOL_SLEEP_OPTIONS_VERSION */
+  bool save_all;          /* copy every live allocation to pinned host memory */
+  uint64_t save_tag_mask; /* else: bit t copies the allocations of tag t */
+} gmr_vmm_pool_sleep_options;
+
+#define GMR_VMM_POOL_SLEEP_OPTIONS_INIT \
+  {sizeof(gmr_vmm_pool_sleep_options), GMR_VMM_POOL_SLEEP_OPTIONS_VERSION, false, 0}
+
+/**
+ * Give every physical page of the pool back to the device while keeping
+ * every live allocation's addresses (see the banner).
+ *
+ * Units: bytes. Ownership: the host copies are the pool's until wake or
+ *   until the allocation is freed.
+ * Thread-safe: yes, but no work may use the pool's memory during the call
+ *   and until wake (the pages are gone: an access is an illegal address).
+ * Stream/device: synchronises the device (cudaDeviceSynchronize), copies on
+ *   the default stream (cudaMemcpyAsync to cudaHostAlloc memory, then
+ *   cudaStreamSynchronize), unmaps and releases pages. Not during a capture.
+ * Returns:
+ *   GMR_OK                    asleep (also when nothing was live).
+ *   GMR_ERR_INVALID_ARGUMENT  NULL pool; options given with a bad header.
+ *   GMR_ERR_OUT_OF_MEMORY     pinned host memory for a copy ran out.
+ *   GMR_ERR_CUDA              a CUDA call failed (the message names it).
+ * After failure the live allocations are mapped and intact and no copy is
+ * kept; free pages given back before the failure stay given back (as trim).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_sleep(
+    gmr_vmm_pool_resource *pool, const gmr_vmm_pool_sleep_options *options, gmr_failure *failure);
+
+#define GMR_VMM_POOL_WAKE_OPTIONS_VERSION 1u
+
+typedef struct gmr_vmm_pool_wake_options {
+  size_t size;
+  uint32_t version;       /* GMR_VMM_POOL_WAKE_OPTIONS_VERSION */
+  bool wake_all;          /* wake every asleep allocation (NULL options: the same) */
+  uint64_t wake_tag_mask; /* else: bit t wakes the allocations of tag t */
+} gmr_vmm_pool_wake_options;
+
+#define GMR_VMM_POOL_WAKE_OPTIONS_INIT \
+  {sizeof(gmr_vmm_pool_wake_options), GMR_VMM_POOL_WAKE_OPTIONS_VERSION, true, 0}
+
+/**
+ * Map fresh pages at the addresses of the asleep allocations selected by
+ * `options` (NULL: all) and copy back the contents that sleep saved.
+ * Thread-safe: yes. Stream/device: maps pages, copies on the default stream
+ *   and waits for the copies (cudaStreamSynchronize); not during a capture.
+ * Returns:
+ *   GMR_OK                    awake (also when nothing was asleep).
+ *   GMR_ERR_INVALID_ARGUMENT  NULL pool; options with a bad header.
+ *   GMR_ERR_OUT_OF_MEMORY     the device could not give the pages back
+ *                             (cuMemCreate), or host memory ran out.
+ *   GMR_ERR_CUDA              another CUDA failure.
+ * After failure every selected allocation is still asleep with its saved
+ * copy, and no page of this call stays mapped or allocated.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_wake(
+    gmr_vmm_pool_resource *pool, const gmr_vmm_pool_wake_options *options, gmr_failure *failure);
+
+/** True while any allocation is asleep. Thread-safe: yes. */
+GMR_API bool gmr_vmm_pool_resource_is_asleep(gmr_vmm_pool_resource *pool);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GMR_VMM_POOL_RESOURCE_H_ */

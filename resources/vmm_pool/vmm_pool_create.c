@@ -1,0 +1,216 @@
+/*
+ * resources/vmm_pool/vmm_pool_create.c: gmr_vmm_pool_resource_create(): the
+ * device's VMM properties, the page and VA chunk sizes, peers, the first VA
+ * chunk and the eager pages (gmr/vmm_pool_resource.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/failure.h"
+#include "resources/vmm_pool/vmm_pool_internal.h"
+
+#define DEFAULT_PAGE_BYTES ((size_t)2 << 20)
+
+static gmr_status create_fail(gmr_failure *failure, gmr_status st, const char *message) {
+  snprintf(failure->message, sizeof failure->message, "%s", message);
+  return st;
+}
+
+/* The devices that get access to every page: the pool's, then its peers. */
+static gmr_status resolve_peers(gmr_vmm_pool_resource *p, const gmr_vmm_pool_resource_config *c,
+                                int device_count, gmr_failure *failure) {
+  p->access_devices[0] = p->device;
+  p->access_count = 1;
+  char msg[GMR_FAILURE_MESSAGE_BYTES];
+  if (c->peer_access == GMR_VMM_POOL_PEERS_NONE) return GMR_OK;
+  bool all = c->peer_access == GMR_VMM_POOL_PEERS_ALL;
+  size_t n = all ? (size_t)device_count : c->peer_count;
+  for (size_t i = 0; i < n; ++i) {
+    int d = all ? (int)i : c->peers[i];
+    if (all && d == p->device) continue;
+    if (!all && (d < 0 || d >= device_count || d == p->device)) {
+      snprintf(msg, sizeof msg,
+               "vmm_pool: peer %d is not another device (devices 0..%d, the pool's is %d)", d,
+               device_count - 1, p->device);
+      return create_fail(failure, GMR_ERR_INVALID_ARGUMENT, msg);
+    }
+    bool seen = false;
+    for (size_t j = 1; j < p->access_count; ++j) seen = seen || p->access_devices[j] == d;
+    if (seen) continue;
+    int can = 0;
+    cudaError_t err = p->vmm->device_can_access_peer(&can, d, p->device);
+    if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaDeviceCanAccessPeer", err);
+    if (!can) {
+      if (all) continue;
+      snprintf(msg, sizeof msg, "vmm_pool: device %d cannot access device %d's memory", d,
+               p->device);
+      return create_fail(failure, GMR_ERR_UNSUPPORTED, msg);
+    }
+    p->access_devices[p->access_count++] = d;
+  }
+  return GMR_OK;
+}
+
+/* What the device supports, and the page and VA chunk sizes. */
+static gmr_status query_device(gmr_vmm_pool_resource *p, const gmr_vmm_pool_resource_config *c,
+                               gmr_failure *failure) {
+  char msg[GMR_FAILURE_MESSAGE_BYTES];
+  CUresult cu = p->vmm->init(p->device);
+  if (cu != CUDA_SUCCESS) return gmr__cu_fail(p->vmm, failure, "cuInit (driver entry points)", cu, NULL);
+  int supported = 0;
+  cu = p->vmm->device_get_attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                                    p->device);
+  if (cu != CUDA_SUCCESS) return gmr__cu_fail(p->vmm, failure, "cuDeviceGetAttribute", cu, NULL);
+  if (!supported) {
+    snprintf(msg, sizeof msg,
+             "vmm_pool: device %d has no virtual memory management support; use cuda(kind=async)",
+             p->device);
+    return create_fail(failure, GMR_ERR_UNSUPPORTED, msg);
+  }
+  p->prop = (gmr__vmm_prop){p->device, 0, false};
+  if (c->nccl_ready) {
+    /* ncclMemAlloc's properties (NCCL src/allocator.cc). */
+    int fabric = 0, rdma = 0;
+    (void)p->vmm->device_get_attribute(&fabric, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED,
+                                       p->device);
+    (void)p->vmm->device_get_attribute(&rdma,
+                                       CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+                                       p->device);
+    p->prop.handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR |
+                           (fabric ? (unsigned)CU_MEM_HANDLE_TYPE_FABRIC : 0u);
+    p->prop.gpu_direct_rdma = rdma != 0;
+  }
+  cu = p->vmm->get_granularity(&p->granularity_bytes, &p->prop, c->nccl_ready);
+  if (cu != CUDA_SUCCESS) {
+    return gmr__cu_fail(p->vmm, failure, "cuMemGetAllocationGranularity", cu, NULL);
+  }
+  size_t g = p->granularity_bytes;
+  p->page_bytes = c->page_bytes != 0 ? c->page_bytes
+                                     : (DEFAULT_PAGE_BYTES > g ? gmr__align_up(DEFAULT_PAGE_BYTES, g)
+                                                               : g);
+  if (p->page_bytes % g != 0 || (p->page_bytes & (p->page_bytes - 1)) != 0) {
+    snprintf(msg, sizeof msg,
+             "vmm_pool: page_bytes %zu must be a power of two and a multiple of device %d's VMM "
+             "granularity, %zu bytes",
+             p->page_bytes, p->device, g);
+    return create_fail(failure, GMR_ERR_INVALID_ARGUMENT, msg);
+  }
+  p->va_chunk_bytes = c->va_chunk_bytes;
+  if (p->va_chunk_bytes == 0) {
+    size_t free_bytes = 0, total_bytes = 0;
+    int saved = -1;
+    cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved);
+    if (err == cudaSuccess) {
+      err = p->cuda->mem_get_info(&free_bytes, &total_bytes);
+      gmr__cuda_device_leave(p->cuda, saved);
+    }
+    if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaMemGetInfo", err);
+    p->va_chunk_bytes = gmr__align_up(total_bytes, p->page_bytes);
+  } else if (p->va_chunk_bytes % p->page_bytes != 0) {
+    snprintf(msg, sizeof msg, "vmm_pool: va_chunk_bytes %zu is not a multiple of the page, %zu",
+             p->va_chunk_bytes, p->page_bytes);
+    return create_fail(failure, GMR_ERR_INVALID_ARGUMENT, msg);
+  }
+  return GMR_OK;
+}
+
+/* Map `pages` pages as the first free region (VPMM_PAGES). */
+static gmr_status map_initial_pages(gmr_vmm_pool_resource *p, size_t pages, gmr_failure *failure) {
+  if (pages == 0) return GMR_OK;
+  if (pages > GMR_MAX_ALLOCATION_BYTES / p->page_bytes) {
+    return create_fail(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: initial_pages is too large");
+  }
+  size_t bytes = pages * p->page_bytes;
+  vmm_region *hole = p->roots->first;
+  if (hole->bytes < bytes) {
+    vmm_root *root = NULL;
+    CUresult cu = gmr__vmm_root_add(p, bytes, &root);
+    if (cu != CUDA_SUCCESS) return gmr__cu_fail(p->vmm, failure, "cuMemAddressReserve", cu, NULL);
+    hole = root->first;
+  }
+  vmm_region *tail = gmr__vmm_region_new();
+  if (tail == NULL) return create_fail(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory");
+  int saved = -1;
+  cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved);
+  if (err != cudaSuccess) {
+    gmr__vmm_region_delete(tail);
+    return gmr__cuda_fail(failure, "cudaSetDevice", err);
+  }
+  gmr_status st = gmr__vmm_map_new_pages(p, hole->root, hole->addr, pages, failure);
+  gmr__cuda_device_leave(p->cuda, saved);
+  if (st != GMR_OK) {
+    gmr__vmm_region_delete(tail);
+    return st;
+  }
+  if (bytes < hole->bytes) {
+    gmr__vmm_region_split(p, hole, bytes, tail);
+  } else {
+    gmr__vmm_region_delete(tail);
+  }
+  hole->stream = NULL;
+  hole->id = p->next_id++;
+  gmr__vmm_set_state(p, hole, VMM_FREE);
+  return GMR_OK;
+}
+
+gmr_status gmr_vmm_pool_resource_create(const gmr_vmm_pool_resource_config *config,
+                                        gmr_vmm_pool_resource **out, gmr_failure *failure) {
+  gmr_failure local;
+  if (failure == NULL) failure = &local;
+  gmr__failure_reset(failure);
+  if (out == NULL) return create_fail(failure, GMR_ERR_INVALID_ARGUMENT, "vmm_pool: out is NULL");
+  *out = NULL;
+  gmr_vmm_pool_resource_config c = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
+  if (config != NULL) c = *config;
+  if ((unsigned)c.peer_access > GMR_VMM_POOL_PEERS_LIST || c.peer_count > GMR_VMM_POOL_MAX_PEERS) {
+    char msg[GMR_FAILURE_MESSAGE_BYTES];
+    snprintf(msg, sizeof msg,
+             "vmm_pool: peer_access must be none, all or a list of at most %d devices",
+             GMR_VMM_POOL_MAX_PEERS);
+    return create_fail(failure, GMR_ERR_INVALID_ARGUMENT, msg);
+  }
+  gmr_vmm_pool_resource *p = calloc(1, sizeof *p);
+  if (p == NULL) return create_fail(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory");
+  p->base.vtbl = &gmr__vmm_pool_vtbl;
+  p->page_source.vtbl = &gmr__vmm_page_source_vtbl;
+  p->cuda = gmr__cuda();
+  p->vmm = gmr__cuda_vmm(p->cuda);
+  pthread_mutex_init(&p->lock, NULL);
+  p->small_pool_enabled = c.small_pool;
+  atomic_init(&p->small, NULL);
+
+  int device_count = 0;
+  cudaError_t err = p->cuda->get_device_count(&device_count);
+  gmr_status st = GMR_OK;
+  if (err != cudaSuccess) {
+    st = gmr__cuda_fail(failure, "cudaGetDeviceCount", err);
+  } else if (c.device == GMR_VMM_POOL_CURRENT_DEVICE) {
+    err = p->cuda->get_device(&p->device);
+    if (err != cudaSuccess) st = gmr__cuda_fail(failure, "cudaGetDevice", err);
+  } else if (c.device < 0 || c.device >= device_count) {
+    char msg[GMR_FAILURE_MESSAGE_BYTES];
+    snprintf(msg, sizeof msg, "vmm_pool: device %d does not exist (devices 0..%d)", c.device,
+             device_count - 1);
+    st = create_fail(failure, GMR_ERR_INVALID_ARGUMENT, msg);
+  } else {
+    p->device = c.device;
+  }
+  if (st == GMR_OK) st = query_device(p, &c, failure);
+  if (st == GMR_OK) st = resolve_peers(p, &c, device_count, failure);
+  if (st == GMR_OK) {
+    vmm_root *root = NULL;
+    CUresult cu = gmr__vmm_root_add(p, p->va_chunk_bytes, &root);
+    if (cu != CUDA_SUCCESS) st = gmr__cu_fail(p->vmm, failure, "cuMemAddressReserve", cu, NULL);
+  }
+  if (st == GMR_OK) st = map_initial_pages(p, c.initial_pages, failure);
+  if (st != GMR_OK) {
+    while (p->last_root != NULL) {
+      if (!gmr__vmm_root_remove_last(p)) break; /* cannot happen: nothing is mapped */
+    }
+    gmr__vmm_free_host_side(p);
+    return st;
+  }
+  *out = p;
+  return GMR_OK;
+}
+

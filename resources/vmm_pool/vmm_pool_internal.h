@@ -1,0 +1,294 @@
+/*
+ * resources/vmm_pool/vmm_pool_internal.h (internal): the data structures of
+ * gmr_vmm_pool_resource (gmr/vmm_pool_resource.h) and the functions its
+ * files share.
+ *
+ *   vmm_pool_create.c    create: device properties, sizes, peers, eager pages
+ *   vmm_pool_resource.c  destroy, the vtable, request routing (small
+ *                        requests to the internal pool), frees, record_stream
+ *   vmm_pool_regions.c   regions, lists, VA chunks, events
+ *   vmm_pool_pages.c     driver calls on runs of pages, each with its undo
+ *   vmm_pool_alloc.c     phases 0-2 of an allocation, and extend
+ *   vmm_pool_sleep.c     trim, sleep and wake
+ *   vmm_pool_debug.c     statistics, region lists, dump, invariants
+ *
+ * Every region is page-aligned and a whole number of pages; all regions of a
+ * VA chunk ("root") tile it, linked in address order. Each state except LIVE
+ * and ASLEEP also sits on a list of its state. A root's page table says
+ * which physical page (handle) is mapped at each page address: the same
+ * handle appears twice while a zombie double-maps it.
+ *
+ * Thread-safe: the pool's mutex guards everything below except the fields
+ * marked otherwise; functions here expect it held unless they say not.
+ */
+#ifndef GMR_RESOURCES_VMM_POOL_INTERNAL_H_
+#define GMR_RESOURCES_VMM_POOL_INTERNAL_H_
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/cuda_layer.h"
+#include "core/cuda_vmm.h"
+#include "core/u64_map.h"
+#include "gmr/pool_resource.h"
+#include "gmr/vmm_pool_resource.h"
+
+typedef enum vmm_state {
+  VMM_HOLE = GMR_VMM_POOL_REGION_HOLE,
+  VMM_FREE = GMR_VMM_POOL_REGION_FREE,
+  VMM_LIVE = GMR_VMM_POOL_REGION_LIVE,
+  VMM_ZOMBIE = GMR_VMM_POOL_REGION_ZOMBIE,
+  VMM_ASLEEP = GMR_VMM_POOL_REGION_ASLEEP
+} vmm_state;
+
+/* A CUDA event shared by the regions whose reuse it orders (reference
+ * counted: a harvested free region hands its event to its zombie). */
+typedef struct vmm_event {
+  cudaEvent_t event;
+  uint64_t serial; /* record order in the pool: the later of two events of one stream covers both */
+  uint32_t refs;
+  bool complete;   /* known to have completed */
+} vmm_event;
+
+typedef struct vmm_root vmm_root;
+typedef struct vmm_region vmm_region;
+
+struct vmm_region {
+  uintptr_t addr;
+  size_t bytes;
+  vmm_state state;
+  vmm_root *root;
+  vmm_region *prev, *next;           /* address order within the root */
+  vmm_region *list_prev, *list_next; /* the list of its state (FREE, HOLE, ZOMBIE) */
+  /* FREE and ZOMBIE: what orders reuse / unmapping; NULL: nothing pending. */
+  vmm_event *event;
+  /* FREE */
+  gmr_stream stream;     /* filed under (LIVE: allocated on) */
+  uint64_t id;           /* creation order of free regions: ties and harvest order */
+  bool unordered;        /* freed during a capture: no event, reusable by `stream` only */
+  uint64_t query_gen;    /* phase 1b: found pending in search number query_gen */
+  vmm_event **blockers;  /* record_stream events: not reusable until all complete */
+  uint32_t blocker_count;
+  /* LIVE and ASLEEP */
+  size_t requested_bytes;
+  uint32_t tag;
+  bool internal;          /* a chunk of the internal small pool */
+  gmr_stream *used_streams; /* record_stream */
+  uint32_t used_count;
+  void *saved;            /* ASLEEP: pinned host copy, or NULL */
+};
+
+struct vmm_root {
+  uintptr_t base;
+  size_t bytes;
+  size_t index;                          /* reservation order */
+  size_t page_bytes;
+  CUmemGenericAllocationHandle *pages;   /* per page address: mapped handle, or 0 */
+  vmm_region *first;
+  vmm_root *next;
+};
+
+typedef struct vmm_list {
+  vmm_region *head;
+  size_t count;
+  size_t bytes;
+} vmm_list;
+
+/* Counters for gmr_vmm_pool_resource_stats. */
+typedef struct vmm_counts {
+  uint64_t page_create;
+  uint64_t page_release;
+  uint64_t map;
+  uint64_t unmap;
+  uint64_t defrag;
+  uint64_t remapped_pages;
+  uint64_t extend;
+  uint64_t event_record;
+  uint64_t event_query;
+  uint64_t stream_wait;
+  uint64_t event_synchronize;
+  uint64_t sleep;
+  uint64_t wake;
+} vmm_counts;
+
+#define VMM_MAX_ACCESS (1 + GMR_VMM_POOL_MAX_PEERS)
+
+typedef struct gmr_vmm_pool_resource {
+  gmr_resource base;        /* first: the pool is a gmr_resource */
+  gmr_resource page_source; /* the internal small pool's upstream (vmm_pool_resource.c) */
+  const gmr__cuda_ops *cuda;
+  const gmr__cuda_vmm_ops *vmm;
+  pthread_mutex_t lock;
+
+  int device;
+  int access_devices[VMM_MAX_ACCESS]; /* [0] = device, then peers */
+  size_t access_count;
+  gmr__vmm_prop prop; /* what cuMemCreate is asked for */
+  size_t page_bytes;
+  size_t granularity_bytes;
+  size_t va_chunk_bytes;
+
+  vmm_root *roots; /* in reservation order */
+  vmm_root *last_root;
+  size_t root_count;
+  vmm_list free_list;
+  vmm_list hole_list;
+  vmm_list zombie_list;
+  gmr__u64_map live;  /* address -> region, LIVE and ASLEEP */
+  gmr__u64_map freed; /* addresses of allocations freed and not handed out since */
+
+  uint64_t next_id;
+  uint64_t next_serial;
+  uint64_t query_gen;
+  cudaEvent_t *event_cache;
+  size_t event_cache_count;
+  size_t event_cache_capacity;
+
+  size_t mapped_pages;
+  size_t peak_mapped_pages;
+  size_t live_bytes; /* LIVE regions, internal chunks included */
+  size_t live_count;
+  size_t asleep_bytes;
+  size_t asleep_count;
+  size_t saved_bytes;
+  uint32_t default_tag;
+  vmm_counts counts;
+
+  size_t internal_count; /* LIVE or ASLEEP chunks of the internal small pool */
+  bool small_pool_enabled;
+  /* Created at the first small request (under the lock), read without it. */
+  _Atomic(gmr_pool_resource *) small;
+} gmr_vmm_pool_resource;
+
+/* ---- vmm_pool_resource.c ----------------------------------------------- */
+
+extern const gmr_resource_vtbl gmr__vmm_pool_vtbl;
+extern const gmr_resource_vtbl gmr__vmm_page_source_vtbl;
+
+/* Free the pool's host memory (its VA chunks are already given back). */
+void gmr__vmm_free_host_side(gmr_vmm_pool_resource *p);
+
+/* ---- vmm_pool_regions.c ------------------------------------------------ */
+
+vmm_region *gmr__vmm_region_new(void);
+void gmr__vmm_region_delete(vmm_region *r);
+
+void gmr__vmm_list_push(vmm_list *l, vmm_region *r);
+void gmr__vmm_list_remove(vmm_list *l, vmm_region *r);
+/* The list a region of state `state` belongs on, or NULL (LIVE, ASLEEP). */
+vmm_list *gmr__vmm_list_of(gmr_vmm_pool_resource *p, vmm_state state);
+
+/* Change r's state, moving it between lists (bytes/addr already final). */
+void gmr__vmm_set_state(gmr_vmm_pool_resource *p, vmm_region *r, vmm_state state);
+
+/* Split r at `bytes` (a page multiple below r->bytes) using the spare `tail`
+ * for [r->addr + bytes, end): the tail copies r's state, stream, id, event
+ * (one more reference) and joins r's list. */
+void gmr__vmm_region_split(gmr_vmm_pool_resource *p, vmm_region *r, size_t bytes,
+                           vmm_region *tail);
+
+/* Remove r->next from the root and add its bytes to r (same state). The
+ * caller has settled what the absorbed region held (events, lists). */
+void gmr__vmm_region_absorb_next(gmr_vmm_pool_resource *p, vmm_region *r);
+
+/* Make r a hole (its pages are already unmapped) and merge it with the holes
+ * around it. Returns the merged hole. */
+vmm_region *gmr__vmm_make_hole(gmr_vmm_pool_resource *p, vmm_region *r);
+
+/* Merge the free region r with its free neighbours of the same stream (both
+ * without blockers, neither unordered unless both are); the merged region
+ * keeps the later event and gets a new id. Returns the merged region. */
+vmm_region *gmr__vmm_merge_free(gmr_vmm_pool_resource *p, vmm_region *r);
+
+/* Reserve a VA chunk of `bytes` (a page multiple) as one hole. Returns the
+ * driver's result; on failure nothing changed. */
+CUresult gmr__vmm_root_add(gmr_vmm_pool_resource *p, size_t bytes, vmm_root **out);
+/* Give back the last root (all one hole); false if the driver refused. */
+bool gmr__vmm_root_remove_last(gmr_vmm_pool_resource *p);
+
+/* The page table entry of the page at `addr` (inside `root`). */
+CUmemGenericAllocationHandle *gmr__vmm_page_slot(const vmm_root *root, uintptr_t addr);
+
+/* Events. new: a reference-counted event with a CUDA event from the cache
+ * (created when empty); NULL on failure with *err set. */
+vmm_event *gmr__vmm_event_new(gmr_vmm_pool_resource *p, cudaError_t *err);
+vmm_event *gmr__vmm_event_ref(vmm_event *e);
+void gmr__vmm_event_unref(gmr_vmm_pool_resource *p, vmm_event *e);
+/* Record e on `stream` (a new serial). */
+cudaError_t gmr__vmm_event_record(gmr_vmm_pool_resource *p, vmm_event *e, gmr_stream stream);
+/* True when e is NULL or has completed (cudaEventQuery when not yet known). */
+bool gmr__vmm_event_done(gmr_vmm_pool_resource *p, vmm_event *e);
+/* Block until e completed (cudaEventSynchronize). */
+cudaError_t gmr__vmm_event_wait_host(gmr_vmm_pool_resource *p, vmm_event *e);
+/* The later-recorded of two events of one stream (either may be NULL). */
+vmm_event *gmr__vmm_event_later(vmm_event *a, vmm_event *b);
+void gmr__vmm_event_cache_clear(gmr_vmm_pool_resource *p);
+
+/* Free r's blockers / record_stream list. */
+void gmr__vmm_region_clear_blockers(gmr_vmm_pool_resource *p, vmm_region *r);
+
+/* ---- vmm_pool_pages.c -------------------------------------------------- */
+
+/* Create and map `count` new pages at addr (page table of `root`), then give
+ * the device(s) access. On failure everything this call did is undone and
+ * the failure described (call, CUresult); returns the status. */
+gmr_status gmr__vmm_map_new_pages(gmr_vmm_pool_resource *p, vmm_root *root, uintptr_t addr,
+                                  size_t count, gmr_failure *failure);
+
+/* Map the pages of [src, src + bytes) (already mapped there) a second time at
+ * dst, in order, and give access. Undone on failure. */
+gmr_status gmr__vmm_map_again(gmr_vmm_pool_resource *p, const vmm_region *src_region,
+                              uintptr_t src, size_t bytes, vmm_root *dst_root, uintptr_t dst,
+                              gmr_failure *failure);
+
+/* Give access over [addr, addr + bytes) (already mapped). */
+gmr_status gmr__vmm_set_access(gmr_vmm_pool_resource *p, uintptr_t addr, size_t bytes,
+                               gmr_failure *failure);
+
+/* Unmap the pages of [addr, addr + bytes) one by one, clearing the page
+ * table; with `release`, also release each page's physical memory (it is
+ * mapped nowhere else). Stops at the first failure: *done_bytes says how
+ * much is unmapped (a prefix). Returns the status. */
+gmr_status gmr__vmm_unmap_pages(gmr_vmm_pool_resource *p, vmm_root *root, uintptr_t addr,
+                                size_t bytes, bool release, size_t *done_bytes,
+                                gmr_failure *failure);
+
+/* Undo a map made by this pool in this call: unmap [addr, addr + bytes) and,
+ * with `release`, release those pages. Failures are ignored (best effort, as
+ * in any rollback). */
+void gmr__vmm_undo_map(gmr_vmm_pool_resource *p, vmm_root *root, uintptr_t addr, size_t bytes,
+                       bool release);
+
+/* ---- vmm_pool_alloc.c -------------------------------------------------- */
+
+/* Phase 0: unmap completed zombies, unblock free regions whose record_stream
+ * events completed. */
+void gmr__vmm_collect(gmr_vmm_pool_resource *p, bool may_query);
+
+/* Allocate `bytes` (a page multiple) on `stream`; `capturing`: no
+ * stream-ordered call (see the banner). On success *out is the new LIVE
+ * region. `fast_only`: try phase 1a alone, which makes no CUDA call, and
+ * return GMR_OK with *out NULL when it finds nothing (or zombies wait). */
+gmr_status gmr__vmm_allocate_pages(gmr_vmm_pool_resource *p, size_t bytes, gmr_stream stream,
+                                   bool capturing, bool fast_only, vmm_region **out,
+                                   gmr_failure *failure);
+
+/* Grow the LIVE region r by `grow_bytes` (a page multiple) in place. */
+gmr_status gmr__vmm_extend_region(gmr_vmm_pool_resource *p, vmm_region *r, size_t grow_bytes,
+                                  gmr_stream stream, bool capturing, gmr_failure *failure);
+
+/* Fill the failure record's free information from the pool. */
+void gmr__vmm_fill_free_info(gmr_vmm_pool_resource *p, gmr_failure *failure);
+
+/* ---- vmm_pool_sleep.c -------------------------------------------------- */
+
+/* Give back the pages of every free region and zombie (waiting for their
+ * events with the host); *released_bytes adds what went back. */
+gmr_status gmr__vmm_trim_locked(gmr_vmm_pool_resource *p, size_t *released_bytes,
+                                gmr_failure *failure);
+
+#endif /* GMR_RESOURCES_VMM_POOL_INTERNAL_H_ */

@@ -1,0 +1,135 @@
+/*
+ * resources/vmm_pool/vmm_pool_pages.c (internal): the driver calls on runs
+ * of pages, each undone completely when one of its calls fails, so that a
+ * failed allocation, defragmentation or wake leaves the pool's maps exactly
+ * as they were (vmm_pool_internal.h).
+ */
+#include <stdio.h>
+
+#include "resources/vmm_pool/vmm_pool_internal.h"
+
+static void note_mapped(gmr_vmm_pool_resource *p, size_t pages) {
+  p->mapped_pages += pages;
+  if (p->mapped_pages > p->peak_mapped_pages) p->peak_mapped_pages = p->mapped_pages;
+}
+
+/* Unmap (and release) the first `count` pages at addr; best effort. Does not
+ * touch the mapped-page count: the pages were never counted. */
+static void unmap_run(gmr_vmm_pool_resource *p, vmm_root *root, uintptr_t addr, size_t count,
+                      bool release) {
+  for (size_t i = count; i-- > 0;) {
+    uintptr_t a = addr + i * p->page_bytes;
+    CUmemGenericAllocationHandle *slot = gmr__vmm_page_slot(root, a);
+    if (p->vmm->unmap((CUdeviceptr)a, p->page_bytes) == CUDA_SUCCESS) p->counts.unmap++;
+    if (release && p->vmm->release(*slot) == CUDA_SUCCESS) p->counts.page_release++;
+    *slot = 0;
+  }
+}
+
+gmr_status gmr__vmm_set_access(gmr_vmm_pool_resource *p, uintptr_t addr, size_t bytes,
+                               gmr_failure *failure) {
+  CUresult st = p->vmm->set_access((CUdeviceptr)addr, bytes, p->access_devices, p->access_count);
+  if (st == CUDA_SUCCESS) return GMR_OK;
+  char detail[96];
+  snprintf(detail, sizeof detail, "giving %zu device(s) access to %zu bytes", p->access_count,
+           bytes);
+  return gmr__cu_fail(p->vmm, failure, "cuMemSetAccess", st, detail);
+}
+
+/* cuMemCreate of one page. A driver that refuses fabric handles (NCCL sees
+ * CUDA_ERROR_NOT_PERMITTED or NOT_SUPPORTED without an IMEX channel) gets
+ * the request again without them, and the pool stops asking. */
+static CUresult create_page(gmr_vmm_pool_resource *p, CUmemGenericAllocationHandle *h) {
+  CUresult st = p->vmm->create(h, p->page_bytes, &p->prop);
+  if ((st == CUDA_ERROR_NOT_PERMITTED || st == CUDA_ERROR_NOT_SUPPORTED) &&
+      (p->prop.handle_types & CU_MEM_HANDLE_TYPE_FABRIC) != 0) {
+    p->prop.handle_types &= ~(unsigned)CU_MEM_HANDLE_TYPE_FABRIC;
+    st = p->vmm->create(h, p->page_bytes, &p->prop);
+  }
+  return st;
+}
+
+gmr_status gmr__vmm_map_new_pages(gmr_vmm_pool_resource *p, vmm_root *root, uintptr_t addr,
+                                  size_t count, gmr_failure *failure) {
+  if (count == 0) return GMR_OK;
+  for (size_t i = 0; i < count; ++i) {
+    uintptr_t a = addr + i * p->page_bytes;
+    CUmemGenericAllocationHandle h = 0;
+    CUresult st = create_page(p, &h);
+    if (st != CUDA_SUCCESS) {
+      unmap_run(p, root, addr, i, true);
+      char detail[128];
+      snprintf(detail, sizeof detail, "page %zu of %zu new pages of %zu bytes", i + 1, count,
+               p->page_bytes);
+      return gmr__cu_fail(p->vmm, failure, "cuMemCreate", st, detail);
+    }
+    p->counts.page_create++;
+    st = p->vmm->map((CUdeviceptr)a, p->page_bytes, h);
+    if (st != CUDA_SUCCESS) {
+      if (p->vmm->release(h) == CUDA_SUCCESS) p->counts.page_release++;
+      unmap_run(p, root, addr, i, true);
+      return gmr__cu_fail(p->vmm, failure, "cuMemMap", st, NULL);
+    }
+    p->counts.map++;
+    *gmr__vmm_page_slot(root, a) = h;
+  }
+  gmr_status s = gmr__vmm_set_access(p, addr, count * p->page_bytes, failure);
+  if (s != GMR_OK) {
+    unmap_run(p, root, addr, count, true);
+    return s;
+  }
+  note_mapped(p, count);
+  return GMR_OK;
+}
+
+gmr_status gmr__vmm_map_again(gmr_vmm_pool_resource *p, const vmm_region *src_region,
+                              uintptr_t src, size_t bytes, vmm_root *dst_root, uintptr_t dst,
+                              gmr_failure *failure) {
+  size_t count = bytes / p->page_bytes;
+  for (size_t i = 0; i < count; ++i) {
+    CUmemGenericAllocationHandle h = *gmr__vmm_page_slot(src_region->root, src + i * p->page_bytes);
+    uintptr_t a = dst + i * p->page_bytes;
+    CUresult st = p->vmm->map((CUdeviceptr)a, p->page_bytes, h);
+    if (st != CUDA_SUCCESS) {
+      unmap_run(p, dst_root, dst, i, false);
+      return gmr__cu_fail(p->vmm, failure, "cuMemMap", st, "mapping a free page a second time");
+    }
+    p->counts.map++;
+    *gmr__vmm_page_slot(dst_root, a) = h;
+  }
+  gmr_status s = gmr__vmm_set_access(p, dst, bytes, failure);
+  if (s != GMR_OK) unmap_run(p, dst_root, dst, count, false);
+  return s;
+}
+
+gmr_status gmr__vmm_unmap_pages(gmr_vmm_pool_resource *p, vmm_root *root, uintptr_t addr,
+                                size_t bytes, bool release, size_t *done_bytes,
+                                gmr_failure *failure) {
+  *done_bytes = 0;
+  for (uintptr_t a = addr; a < addr + bytes; a += p->page_bytes) {
+    CUmemGenericAllocationHandle *slot = gmr__vmm_page_slot(root, a);
+    CUresult st = p->vmm->unmap((CUdeviceptr)a, p->page_bytes);
+    if (st != CUDA_SUCCESS) return gmr__cu_fail(p->vmm, failure, "cuMemUnmap", st, NULL);
+    p->counts.unmap++;
+    CUmemGenericAllocationHandle h = *slot;
+    *slot = 0;
+    *done_bytes += p->page_bytes;
+    if (release) {
+      /* The page is unmapped here whatever cuMemRelease says; a refused
+       * release leaves the driver holding it, which the pool can no longer
+       * undo, so it stops counting the page and reports the failure. */
+      p->mapped_pages--;
+      st = p->vmm->release(h);
+      if (st != CUDA_SUCCESS) return gmr__cu_fail(p->vmm, failure, "cuMemRelease", st, NULL);
+      p->counts.page_release++;
+    }
+  }
+  return GMR_OK;
+}
+
+void gmr__vmm_undo_map(gmr_vmm_pool_resource *p, vmm_root *root, uintptr_t addr, size_t bytes,
+                       bool release) {
+  size_t count = bytes / p->page_bytes;
+  unmap_run(p, root, addr, count, release);
+  if (release) p->mapped_pages -= count;
+}

@@ -1,0 +1,570 @@
+/*
+ * resources/vmm_pool/vmm_pool_resource.c: gmr_vmm_pool_resource's create,
+ * destroy, vtable, request routing and frees (gmr/vmm_pool_resource.h;
+ * data structures in vmm_pool_internal.h).
+ *
+ * (create: vmm_pool_create.c). Requests below one page go to an internal
+ * gmr_pool_resource whose upstream
+ * is `page_source`, a second gmr_resource inside the pool that allocates
+ * whole pages from it: the small pool takes the pool's lock only through
+ * that upstream, and the pool never calls the small pool with its lock held.
+ */
+#include "gmr/vmm_pool_resource.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/failure.h"
+#include "resources/vmm_pool/vmm_pool_internal.h"
+
+
+static gmr_vmm_pool_resource *owner_of_source(gmr_resource *source) {
+  return (gmr_vmm_pool_resource *)(void *)((char *)source -
+                                           offsetof(gmr_vmm_pool_resource, page_source));
+}
+
+static void lock(gmr_vmm_pool_resource *p) { pthread_mutex_lock(&p->lock); }
+static void unlock(gmr_vmm_pool_resource *p) { pthread_mutex_unlock(&p->lock); }
+
+static gmr_pool_resource *small_pool(gmr_vmm_pool_resource *p) {
+  return atomic_load_explicit(&p->small, memory_order_acquire);
+}
+
+static vmm_region *live_region(gmr_vmm_pool_resource *p, const void *ptr) {
+  uint64_t v = 0;
+  if (!gmr__u64_map_get(&p->live, (uint64_t)(uintptr_t)ptr, &v)) return NULL;
+  return (vmm_region *)(uintptr_t)v;
+}
+
+static gmr_status busy_asleep(gmr_failure *failure) {
+  return gmr__failure_set(failure, GMR_ERR_BUSY,
+                          "vmm_pool is asleep (gmr_vmm_pool_resource_sleep): wake it before "
+                          "allocating");
+}
+
+/* ---- allocation of whole pages ------------------------------------------ */
+
+static gmr_status allocate_pages(gmr_vmm_pool_resource *p, size_t bytes, gmr_stream stream,
+                                 bool force_capturing, bool internal, void **out_ptr,
+                                 gmr_failure *failure) {
+  size_t rounded = gmr__align_up(bytes, p->page_bytes);
+  lock(p);
+  if (p->asleep_count > 0) {
+    unlock(p);
+    return busy_asleep(failure);
+  }
+  vmm_region *r = NULL;
+  gmr_status st = force_capturing ? GMR_OK
+                                  : gmr__vmm_allocate_pages(p, rounded, stream, false, true, &r,
+                                                            failure);
+  if (st == GMR_OK && r == NULL) {
+    int saved_device = -1;
+    cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
+    if (err != cudaSuccess) {
+      st = gmr__cuda_fail(failure, "cudaSetDevice", err);
+    } else {
+      bool capturing = force_capturing || gmr__cuda_stream_is_capturing(p->cuda, stream);
+      enum cudaStreamCaptureMode saved_mode = cudaStreamCaptureModeGlobal;
+      if (capturing) err = gmr__cuda_capture_relaxed_enter(p->cuda, &saved_mode);
+      if (err != cudaSuccess) {
+        st = gmr__cuda_fail(failure, "cudaThreadExchangeStreamCaptureMode", err);
+      } else {
+        st = gmr__vmm_allocate_pages(p, rounded, stream, capturing, false, &r, failure);
+        if (capturing) gmr__cuda_capture_relaxed_leave(p->cuda, saved_mode);
+      }
+      gmr__cuda_device_leave(p->cuda, saved_device);
+    }
+  }
+  if (st == GMR_OK) {
+    r->requested_bytes = bytes;
+    r->internal = internal;
+    if (internal) p->internal_count++;
+    *out_ptr = (void *)r->addr;
+  } else {
+    gmr__vmm_fill_free_info(p, failure);
+  }
+  unlock(p);
+  return st;
+}
+
+/* The internal small pool: one arena, page-sized chunks and growth steps
+ * (its memory is this pool's pages, so it needs no large chunks). */
+static gmr_status ensure_small_pool(gmr_vmm_pool_resource *p, gmr_failure *failure) {
+  if (small_pool(p) != NULL) return GMR_OK;
+  lock(p);
+  gmr_status st = GMR_OK;
+  if (small_pool(p) == NULL) {
+    gmr_pool_resource_config c = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
+    c.chunk_granularity_bytes = p->page_bytes;
+    c.min_growth_bytes = p->page_bytes;
+    c.max_growth_bytes = 16 * p->page_bytes;
+    c.arena_count = 1;
+    gmr_pool_resource *small = NULL;
+    st = gmr_pool_resource_create(&p->page_source, &c, &small);
+    if (st != GMR_OK) {
+      st = gmr__failure_set(failure, st, "vmm_pool: creating the internal small pool failed (%s)",
+                            gmr_status_name(st));
+    } else {
+      atomic_store_explicit(&p->small, small, memory_order_release);
+    }
+  }
+  unlock(p);
+  return st;
+}
+
+static gmr_status allocate_common(gmr_vmm_pool_resource *p, size_t bytes, size_t alignment,
+                                  gmr_stream stream, void **out_ptr, gmr_failure *failure,
+                                  bool capturing_api) {
+  if (bytes < p->page_bytes && p->small_pool_enabled) {
+    if (alignment > GMR_POOL_MAX_ALIGNMENT) {
+      return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
+                              "vmm_pool: small requests align to at most %zu bytes; %zu was asked",
+                              (size_t)GMR_POOL_MAX_ALIGNMENT, alignment);
+    }
+    lock(p);
+    bool asleep = p->asleep_count > 0;
+    unlock(p);
+    if (asleep) return busy_asleep(failure);
+    gmr_status st = ensure_small_pool(p, failure);
+    if (st != GMR_OK) return st;
+    gmr_resource *small = gmr_pool_resource_as_resource(small_pool(p));
+    return capturing_api ? gmr_allocate_capturing(small, bytes, alignment, stream, out_ptr, failure)
+                         : gmr_allocate_ex(small, bytes, alignment, stream, out_ptr, failure);
+  }
+  if (alignment > p->page_bytes) {
+    return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
+                            "vmm_pool aligns allocations to its page (%zu bytes); %zu was asked",
+                            p->page_bytes, alignment);
+  }
+  return allocate_pages(p, bytes, stream, capturing_api, false, out_ptr, failure);
+}
+
+static gmr_status vmm_allocate(gmr_resource *self, size_t bytes, size_t alignment,
+                               gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  return allocate_common((gmr_vmm_pool_resource *)self, bytes, alignment, stream, out_ptr, failure,
+                         false);
+}
+
+static gmr_status vmm_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
+                                         gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  return allocate_common((gmr_vmm_pool_resource *)self, bytes, alignment, stream, out_ptr, failure,
+                         true);
+}
+
+/* ---- frees -------------------------------------------------------------- */
+
+/* Why `ptr` is not a live allocation of whole pages (lock held). */
+static gmr_status bad_free(gmr_vmm_pool_resource *p, const void *ptr) {
+  return gmr__u64_map_get(&p->freed, (uint64_t)(uintptr_t)ptr, NULL) ? GMR_ERR_DOUBLE_FREE
+                                                                     : GMR_ERR_UNKNOWN_POINTER;
+}
+
+static void forget_live(gmr_vmm_pool_resource *p, vmm_region *r) {
+  (void)gmr__u64_map_remove(&p->live, (uint64_t)r->addr, NULL);
+  (void)gmr__u64_map_put(&p->freed, (uint64_t)r->addr, 1); /* best effort: only classifies */
+  if (r->internal) p->internal_count--;
+}
+
+/* Free an asleep allocation: it has no pages, only addresses and a copy. */
+static void free_asleep(gmr_vmm_pool_resource *p, vmm_region *r) {
+  if (r->saved != NULL) {
+    (void)p->cuda->free_host(r->saved);
+    p->saved_bytes -= r->bytes;
+    r->saved = NULL;
+  }
+  p->asleep_bytes -= r->bytes;
+  p->asleep_count--;
+  forget_live(p, r);
+  gmr__vmm_region_clear_blockers(p, r);
+  (void)gmr__vmm_make_hole(p, r);
+}
+
+/* Record the events a free needs: on `stream` (unless it captures) and on
+ * every other stream record_stream named. Nothing is kept on failure. */
+static gmr_status record_free_events(gmr_vmm_pool_resource *p, vmm_region *r, gmr_stream stream,
+                                     bool capturing, vmm_event **event, vmm_event ***blockers,
+                                     uint32_t *blocker_count) {
+  *event = NULL;
+  *blockers = NULL;
+  *blocker_count = 0;
+  cudaError_t err = cudaSuccess;
+  if (!capturing) {
+    *event = gmr__vmm_event_new(p, &err);
+    if (*event != NULL) err = gmr__vmm_event_record(p, *event, stream);
+  }
+  if (err == cudaSuccess && r->used_count > 0) {
+    *blockers = calloc(r->used_count, sizeof **blockers);
+    if (*blockers == NULL) err = cudaErrorMemoryAllocation;
+  }
+  for (uint32_t i = 0; err == cudaSuccess && i < r->used_count; ++i) {
+    gmr_stream u = r->used_streams[i];
+    /* A capturing stream's work runs at the graph's replay: no record. */
+    if (u == stream || gmr__cuda_stream_is_capturing(p->cuda, u)) continue;
+    vmm_event *e = gmr__vmm_event_new(p, &err);
+    if (e == NULL) break;
+    (*blockers)[(*blocker_count)++] = e;
+    err = gmr__vmm_event_record(p, e, u);
+  }
+  if (err == cudaSuccess) return GMR_OK;
+  gmr__vmm_event_unref(p, *event);
+  for (uint32_t i = 0; i < *blocker_count; ++i) gmr__vmm_event_unref(p, (*blockers)[i]);
+  free(*blockers);
+  *event = NULL;
+  *blockers = NULL;
+  *blocker_count = 0;
+  return err == cudaErrorMemoryAllocation ? GMR_ERR_OUT_OF_MEMORY : GMR_ERR_CUDA;
+}
+
+static gmr_status free_pages(gmr_vmm_pool_resource *p, void *ptr, size_t bytes, size_t alignment,
+                             gmr_stream stream, bool internal) {
+  lock(p);
+  vmm_region *r = live_region(p, ptr);
+  gmr_status st = GMR_OK;
+  if (r == NULL) {
+    st = bad_free(p, ptr);
+  } else if (r->internal != internal) {
+    st = GMR_ERR_UNKNOWN_POINTER; /* a chunk of the small pool is not the caller's */
+  } else if (gmr__align_up(bytes, p->page_bytes) != r->bytes || alignment > p->page_bytes) {
+    st = GMR_ERR_FREE_MISMATCH;
+  } else if (r->state == VMM_ASLEEP) {
+    free_asleep(p, r);
+  } else {
+    int saved_device = -1;
+    cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
+    vmm_event *event = NULL;
+    vmm_event **blockers = NULL;
+    uint32_t blocker_count = 0;
+    bool capturing = false;
+    if (err != cudaSuccess) {
+      st = GMR_ERR_CUDA;
+    } else {
+      capturing = gmr__cuda_stream_is_capturing(p->cuda, stream);
+      st = record_free_events(p, r, stream, capturing, &event, &blockers, &blocker_count);
+      gmr__cuda_device_leave(p->cuda, saved_device);
+    }
+    if (st == GMR_OK) {
+      forget_live(p, r);
+      p->live_bytes -= r->bytes;
+      p->live_count--;
+      gmr__vmm_region_clear_blockers(p, r); /* the record_stream list */
+      r->stream = stream;
+      r->event = event;
+      r->unordered = capturing;
+      r->blockers = blockers;
+      r->blocker_count = blocker_count;
+      r->id = p->next_id++;
+      r->requested_bytes = 0;
+      r->internal = false;
+      gmr__vmm_set_state(p, r, VMM_FREE);
+      if (blocker_count == 0) (void)gmr__vmm_merge_free(p, r);
+    }
+  }
+  unlock(p);
+  return st;
+}
+
+static gmr_status vmm_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
+                                 gmr_stream stream) {
+  gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)self;
+  if (bytes >= p->page_bytes || !p->small_pool_enabled) {
+    return free_pages(p, ptr, bytes, alignment, stream, false);
+  }
+  gmr_pool_resource *small = small_pool(p);
+  gmr_status st = small == NULL ? GMR_ERR_INVALID_ARGUMENT
+                                : gmr_deallocate(gmr_pool_resource_as_resource(small), ptr, bytes,
+                                                 alignment, stream);
+  if (st != GMR_ERR_INVALID_ARGUMENT) return st;
+  /* The small pool knows no such block: say why in the bad-free vocabulary
+   * (a large allocation freed with a small size is a mismatch). */
+  lock(p);
+  vmm_region *r = live_region(p, ptr);
+  st = r != NULL && !r->internal ? GMR_ERR_FREE_MISMATCH : bad_free(p, ptr);
+  unlock(p);
+  return st;
+}
+
+/* ---- the page source: the small pool's upstream --------------------------- */
+
+static gmr_status source_allocate(gmr_resource *self, size_t bytes, size_t alignment,
+                                  gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  gmr_vmm_pool_resource *p = owner_of_source(self);
+  if (alignment > p->page_bytes) {
+    return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED, "alignment above the page");
+  }
+  return allocate_pages(p, bytes, stream, false, true, out_ptr, failure);
+}
+
+static gmr_status source_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
+                                    gmr_stream stream) {
+  return free_pages(owner_of_source(self), ptr, bytes, alignment, stream, true);
+}
+
+static gmr_status source_destroy(gmr_resource *self) {
+  (void)self; /* part of the pool: destroyed with it */
+  return GMR_OK;
+}
+
+const gmr_resource_vtbl gmr__vmm_page_source_vtbl = {
+    .version = GMR_RESOURCE_VTBL_VERSION,
+    .type_name = "vmm_pool_pages",
+    .allocate = source_allocate,
+    .deallocate = source_deallocate,
+    .destroy = source_destroy,
+};
+
+/* ---- optional slots ------------------------------------------------------ */
+
+/* The region holding `ptr` (lock held); O(regions), for rare paths only. */
+static vmm_region *region_containing(gmr_vmm_pool_resource *p, const void *ptr) {
+  uintptr_t a = (uintptr_t)ptr;
+  for (vmm_root *root = p->roots; root != NULL; root = root->next) {
+    if (a < root->base || a - root->base >= root->bytes) continue;
+    for (vmm_region *r = root->first; r != NULL; r = r->next) {
+      if (a >= r->addr && a - r->addr < r->bytes) return r;
+    }
+  }
+  return NULL;
+}
+
+static gmr_status vmm_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
+  gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)self;
+  lock(p);
+  vmm_region *r = live_region(p, ptr);
+  if (r == NULL || r->internal) {
+    vmm_region *holder = region_containing(p, ptr);
+    bool small_block = holder != NULL && holder->internal && holder->state == VMM_LIVE;
+    unlock(p);
+    gmr_pool_resource *small = small_pool(p);
+    /* A small block is the internal pool's to answer for. */
+    if (!small_block || small == NULL) return GMR_ERR_UNKNOWN_POINTER;
+    return gmr_record_stream(gmr_pool_resource_as_resource(small), ptr, stream);
+  }
+  gmr_status st = GMR_OK;
+  bool known = false;
+  for (uint32_t i = 0; i < r->used_count && !known; ++i) known = r->used_streams[i] == stream;
+  if (!known) {
+    gmr_stream *s = realloc(r->used_streams, (r->used_count + 1) * sizeof *s);
+    if (s == NULL) {
+      st = GMR_ERR_OUT_OF_MEMORY;
+    } else {
+      s[r->used_count++] = stream;
+      r->used_streams = s;
+    }
+  }
+  unlock(p);
+  return st;
+}
+
+static gmr_status vmm_extend(gmr_resource *self, void *ptr, size_t bytes, size_t new_bytes,
+                             size_t alignment, gmr_stream stream, gmr_failure *failure) {
+  gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)self;
+  if (bytes < p->page_bytes && p->small_pool_enabled) {
+    return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
+                            "vmm_pool: an allocation below a page (%zu bytes) lives in the small "
+                            "pool and cannot grow in place",
+                            bytes);
+  }
+  lock(p);
+  vmm_region *r = live_region(p, ptr);
+  gmr_status st = GMR_OK;
+  if (p->asleep_count > 0) {
+    st = busy_asleep(failure);
+  } else if (r == NULL || r->internal) {
+    st = gmr__failure_set(failure, bad_free(p, ptr) == GMR_ERR_DOUBLE_FREE
+                                       ? GMR_ERR_DOUBLE_FREE
+                                       : GMR_ERR_UNKNOWN_POINTER,
+                          "vmm_pool: %p is not a live allocation of this pool", ptr);
+  } else if (gmr__align_up(bytes, p->page_bytes) != r->bytes || alignment > p->page_bytes) {
+    st = gmr__failure_set(failure, GMR_ERR_FREE_MISMATCH,
+                          "vmm_pool: the allocation at %p has %zu bytes, not %zu", ptr,
+                          r->requested_bytes, bytes);
+  } else {
+    size_t grow = gmr__align_up(new_bytes, p->page_bytes) - r->bytes;
+    int saved_device = -1;
+    cudaError_t err = grow == 0 ? cudaSuccess
+                                : gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
+    if (err != cudaSuccess) {
+      st = gmr__cuda_fail(failure, "cudaSetDevice", err);
+    } else if (grow > 0) {
+      bool capturing = gmr__cuda_stream_is_capturing(p->cuda, stream);
+      enum cudaStreamCaptureMode saved_mode = cudaStreamCaptureModeGlobal;
+      if (capturing) err = gmr__cuda_capture_relaxed_enter(p->cuda, &saved_mode);
+      if (err != cudaSuccess) {
+        st = gmr__cuda_fail(failure, "cudaThreadExchangeStreamCaptureMode", err);
+      } else {
+        st = gmr__vmm_extend_region(p, r, grow, stream, capturing, failure);
+        if (capturing) gmr__cuda_capture_relaxed_leave(p->cuda, saved_mode);
+      }
+      gmr__cuda_device_leave(p->cuda, saved_device);
+    }
+    if (st == GMR_OK) r->requested_bytes = new_bytes;
+    if (st == GMR_ERR_OUT_OF_MEMORY) gmr__vmm_fill_free_info(p, failure);
+  }
+  unlock(p);
+  return st;
+}
+
+static gmr_status vmm_get_memory_info(const gmr_resource *self, gmr_memory_info *out) {
+  gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)(uintptr_t)self;
+  gmr_pool_stats small = GMR_POOL_STATS_INIT;
+  gmr_pool_resource *sp = small_pool(p);
+  if (sp != NULL && gmr_pool_resource_get_stats(sp, &small) != GMR_OK) memset(&small, 0, sizeof small);
+  lock(p);
+  gmr_memory_info info = *out;
+  info.held_bytes = p->mapped_pages * p->page_bytes;
+  size_t internal_bytes = small.held_bytes; /* the small pool's chunks are our live pages */
+  info.live_bytes = p->live_bytes - (internal_bytes < p->live_bytes ? internal_bytes : p->live_bytes) +
+                    small.in_use_bytes;
+  info.free_bytes = p->free_list.bytes + small.free_bytes;
+  info.largest_free_block_bytes = p->free_list.bytes > small.largest_free_block_bytes
+                                      ? p->free_list.bytes
+                                      : small.largest_free_block_bytes;
+  info.free_block_count = p->free_list.count + small.free_block_count;
+  unlock(p);
+  /* Only the fields the caller's struct has. */
+  size_t known = out->size < sizeof info ? out->size : sizeof info;
+  memcpy(out, &info, known);
+  return GMR_OK;
+}
+
+static gmr_status vmm_get_footprint(const gmr_resource *self, gmr_footprint *out) {
+  gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)(uintptr_t)self;
+  lock(p);
+  out->held_bytes = p->mapped_pages * p->page_bytes;
+  out->peak_held_bytes = p->peak_mapped_pages * p->page_bytes;
+  unlock(p);
+  return GMR_OK;
+}
+
+static gmr_status vmm_trim(gmr_resource *self, size_t *released_bytes) {
+  gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)self;
+  *released_bytes = 0;
+  gmr_pool_resource *small = small_pool(p);
+  if (small != NULL) {
+    /* Its wholly free chunks come back here as free pages first. */
+    size_t ignored = 0;
+    gmr_status st = gmr_resource_trim(gmr_pool_resource_as_resource(small), &ignored);
+    if (st != GMR_OK) return st;
+  }
+  lock(p);
+  int saved_device = -1;
+  gmr_status st = GMR_OK;
+  cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
+  if (err != cudaSuccess) {
+    st = GMR_ERR_CUDA;
+  } else {
+    gmr__vmm_collect(p, true);
+    st = gmr__vmm_trim_locked(p, released_bytes, NULL);
+    gmr__cuda_device_leave(p->cuda, saved_device);
+  }
+  unlock(p);
+  return st;
+}
+
+/* ---- destroy ------------------------------------------------------------ */
+
+void gmr__vmm_free_host_side(gmr_vmm_pool_resource *p) {
+  gmr__vmm_event_cache_clear(p);
+  gmr__u64_map_clear(&p->live);
+  gmr__u64_map_clear(&p->freed);
+  pthread_mutex_destroy(&p->lock);
+  free(p);
+}
+
+static gmr_status vmm_destroy(gmr_resource *self) {
+  gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)self;
+  gmr_pool_resource *small = small_pool(p);
+  if (small != NULL) {
+    gmr_pool_stats s = GMR_POOL_STATS_INIT;
+    if (gmr_pool_resource_get_stats(small, &s) == GMR_OK && s.in_use_count > 0) return GMR_ERR_BUSY;
+  }
+  lock(p);
+  bool busy = p->live_count + p->asleep_count > p->internal_count;
+  unlock(p);
+  if (busy) return GMR_ERR_BUSY;
+  /* Nothing may still run on the pages that are about to go. */
+  int saved_device = -1;
+  cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
+  if (err == cudaSuccess) {
+    err = p->cuda->device_synchronize();
+    gmr__cuda_device_leave(p->cuda, saved_device);
+  }
+  if (err != cudaSuccess) return GMR_ERR_CUDA;
+  if (small != NULL) {
+    gmr_status st = gmr_resource_destroy(gmr_pool_resource_as_resource(small));
+    if (st != GMR_OK) return st;
+    atomic_store_explicit(&p->small, NULL, memory_order_release);
+  }
+  lock(p);
+  gmr_status st = GMR_OK;
+  err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
+  if (err != cudaSuccess) st = GMR_ERR_CUDA;
+  if (st == GMR_OK) {
+    /* After the synchronisation every event is complete, also those that
+     * frees during a capture could not record. */
+    for (vmm_region *r = p->free_list.head; r != NULL; r = r->list_next) r->unordered = false;
+    gmr__vmm_collect(p, true);
+    size_t released = 0;
+    st = gmr__vmm_trim_locked(p, &released, NULL);
+  }
+  while (st == GMR_OK && p->last_root != NULL) {
+    if (!gmr__vmm_root_remove_last(p)) st = GMR_ERR_CUDA;
+  }
+  if (err == cudaSuccess) gmr__cuda_device_leave(p->cuda, saved_device);
+  unlock(p);
+  if (st != GMR_OK) return st; /* still a valid pool: destroy may be tried again */
+  gmr__vmm_free_host_side(p);
+  return GMR_OK;
+}
+
+const gmr_resource_vtbl gmr__vmm_pool_vtbl = {
+    .version = GMR_RESOURCE_VTBL_VERSION,
+    .type_name = "vmm_pool_resource",
+    .allocate = vmm_allocate,
+    .deallocate = vmm_deallocate,
+    .destroy = vmm_destroy,
+    .trim = vmm_trim,
+    .get_footprint = vmm_get_footprint,
+    .get_memory_info = vmm_get_memory_info,
+    .record_stream = vmm_record_stream,
+    .allocate_capturing = vmm_allocate_capturing,
+    .extend = vmm_extend,
+};
+
+/* ---- small public functions ------------------------------------------------ */
+
+gmr_resource *gmr_vmm_pool_resource_as_resource(gmr_vmm_pool_resource *pool) {
+  return pool == NULL ? NULL : &pool->base;
+}
+
+gmr_vmm_pool_resource *gmr_vmm_pool_resource_from_resource(gmr_resource *r) {
+  return r != NULL && r->vtbl == &gmr__vmm_pool_vtbl ? (gmr_vmm_pool_resource *)r : NULL;
+}
+
+gmr_status gmr_vmm_pool_resource_set_default_tag(gmr_vmm_pool_resource *pool, uint32_t tag) {
+  if (pool == NULL || tag > GMR_VMM_POOL_MAX_TAG) return GMR_ERR_INVALID_ARGUMENT;
+  lock(pool);
+  pool->default_tag = tag;
+  unlock(pool);
+  return GMR_OK;
+}
+
+gmr_status gmr_vmm_pool_resource_set_tag(gmr_vmm_pool_resource *pool, void *ptr, uint32_t tag) {
+  if (pool == NULL || tag > GMR_VMM_POOL_MAX_TAG) return GMR_ERR_INVALID_ARGUMENT;
+  lock(pool);
+  vmm_region *r = live_region(pool, ptr);
+  gmr_status st = r == NULL || r->internal ? GMR_ERR_UNKNOWN_POINTER : GMR_OK;
+  if (st == GMR_OK) r->tag = tag;
+  unlock(pool);
+  return st;
+}
+
+bool gmr_vmm_pool_resource_is_asleep(gmr_vmm_pool_resource *pool) {
+  if (pool == NULL) return false;
+  lock(pool);
+  bool asleep = pool->asleep_count > 0;
+  unlock(pool);
+  return asleep;
+}

@@ -1,0 +1,110 @@
+/*
+ * stack/component_vmm_pool.c: `vmm_pool` in specs, gmr_vmm_pool_resource (a
+ * pool over CUDA virtual memory that remaps pages instead of fragmenting).
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gmr/vmm_pool_resource.h"
+#include "stack/registry.h"
+
+enum {
+  DEVICE,
+  PAGE_SIZE,
+  VA_CHUNK,
+  INITIAL_PAGES,
+  SMALL_POOL,
+  PEER_ACCESS,
+  NCCL_READY,
+  OPTION_COUNT
+};
+
+/* Defaults are GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT's, written as spec
+ * values so that `replay --components` shows them. */
+static const gmr__option_def options[OPTION_COUNT] = {
+    [DEVICE] = {"device", GMR__OPTION_DEVICE, "current", false, false, NULL,
+                "device ordinal, or current (the calling thread's device at create)", 0},
+    [PAGE_SIZE] = {"page_size", GMR__OPTION_SIZE, "0", false, false, NULL,
+                   "bytes per physical page, a multiple of the VMM granularity; 0: 2 MiB (or "
+                   "the granularity if larger)",
+                   0},
+    [VA_CHUNK] = {"va_chunk", GMR__OPTION_SIZE, "0", false, false, NULL,
+                  "virtual addresses reserved at a time; 0: the device's memory size", 0},
+    [INITIAL_PAGES] = {"initial_pages", GMR__OPTION_UINT, "0", false, false, NULL,
+                       "pages mapped at create as one free region", 0},
+    [SMALL_POOL] = {"small_pool", GMR__OPTION_BOOL, "true", false, false, NULL,
+                    "requests below a page from an internal pool (256-byte rounding) instead "
+                    "of a page each",
+                    0},
+    [PEER_ACCESS] = {"peer_access", GMR__OPTION_STRING, "none", false, false, NULL,
+                     "devices that may access every page: none, all, or ordinals joined by "
+                     "'+' (1+2)",
+                     64},
+    [NCCL_READY] = {"nccl_ready", GMR__OPTION_BOOL, "false", false, false, NULL,
+                    "create pages as ncclMemAlloc does (exportable handles, GPUDirect RDMA, "
+                    "recommended granularity)",
+                    0},
+};
+
+/* "none", "all", or device ordinals separated by '+' (',' and spaces too,
+ * inside quotes). */
+static bool parse_peers(const char *text, gmr_vmm_pool_resource_config *c) {
+  if (strcmp(text, "none") == 0) {
+    c->peer_access = GMR_VMM_POOL_PEERS_NONE;
+    return true;
+  }
+  if (strcmp(text, "all") == 0) {
+    c->peer_access = GMR_VMM_POOL_PEERS_ALL;
+    return true;
+  }
+  c->peer_access = GMR_VMM_POOL_PEERS_LIST;
+  c->peer_count = 0;
+  const char *s = text;
+  while (*s != '\0') {
+    while (*s == '+' || *s == ',' || *s == ' ') s++;
+    if (*s == '\0') break;
+    if (!isdigit((unsigned char)*s) || c->peer_count == GMR_VMM_POOL_MAX_PEERS) return false;
+    char *end = NULL;
+    long d = strtol(s, &end, 10);
+    if (d > 1024 || (*end != '\0' && *end != '+' && *end != ',' && *end != ' ')) return false;
+    c->peers[c->peer_count++] = (int)d;
+    s = end;
+  }
+  return c->peer_count > 0;
+}
+
+static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
+                         gmr_resource **out, char *message, size_t message_bytes) {
+  (void)upstream;
+  gmr_vmm_pool_resource_config config = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
+  config.device = values[DEVICE].device < 0 ? GMR_VMM_POOL_CURRENT_DEVICE : values[DEVICE].device;
+  config.page_bytes = values[PAGE_SIZE].size;
+  config.va_chunk_bytes = values[VA_CHUNK].size;
+  config.initial_pages = values[INITIAL_PAGES].uint > SIZE_MAX ? SIZE_MAX
+                                                                : (size_t)values[INITIAL_PAGES].uint;
+  config.small_pool = values[SMALL_POOL].boolean;
+  config.nccl_ready = values[NCCL_READY].boolean;
+  *out = NULL;
+  if (!parse_peers(values[PEER_ACCESS].string, &config)) {
+    snprintf(message, message_bytes,
+             "peer_access: expected none, all, or device ordinals joined by '+' (at most %d), "
+             "got '%s'",
+             GMR_VMM_POOL_MAX_PEERS, values[PEER_ACCESS].string);
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  gmr_vmm_pool_resource *p = NULL;
+  gmr_failure failure;
+  gmr_status st = gmr_vmm_pool_resource_create(&config, &p, &failure);
+  if (st != GMR_OK) snprintf(message, message_bytes, "%s", failure.message);
+  *out = gmr_vmm_pool_resource_as_resource(p);
+  return st;
+}
+
+const gmr__component gmr__component_vmm_pool = {
+    "vmm_pool", GMR__COMPONENT_RESOURCE,
+    "device memory from CUDA virtual memory: pages remapped to new addresses instead of "
+    "fragmenting (VPMM), in-place growth, sleep/wake (gmr/vmm_pool_resource.h)",
+    options, OPTION_COUNT, create,
+};

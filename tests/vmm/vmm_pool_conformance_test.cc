@@ -1,0 +1,51 @@
+// The conformance suite (tests/conformance/resource_conformance.h) for
+// vmm_pool alone, without its small pool, and under gmr's pool (`vmm`).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "gmr/pool_resource.h"
+#include "gmr/vmm_pool_resource.h"
+#include "tests/conformance/resource_conformance.h"
+
+namespace {
+
+using gmr_conformance::Stack;
+using Owned = std::vector<gmr_resource *>;
+
+gmr_resource *vmm_pool(Owned &owned, bool small_pool) {
+  gmr_vmm_pool_resource_config c = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
+  c.small_pool = small_pool;
+  c.va_chunk_bytes = size_t{1} << 30;
+  gmr_vmm_pool_resource *p = nullptr;
+  if (gmr_vmm_pool_resource_create(&c, &p, nullptr) != GMR_OK) return nullptr;
+  owned.push_back(gmr_vmm_pool_resource_as_resource(p));
+  return owned.back();
+}
+
+gmr_resource *pool_over(Owned &owned, gmr_resource *upstream) {
+  if (upstream == nullptr) return nullptr;
+  gmr_pool_resource *p = nullptr;
+  if (gmr_pool_resource_create(upstream, nullptr, &p) != GMR_OK) return nullptr;
+  owned.push_back(gmr_pool_resource_as_resource(p));
+  return owned.back();
+}
+
+Stack stack(const char *name, std::function<gmr_resource *(Owned &)> make, size_t max_alignment) {
+  Stack s;
+  s.name = name;
+  s.make = std::move(make);
+  s.max_alignment = max_alignment;
+  return s;
+}
+
+// checks_free_size stays false: a wrong size at free is GMR_ERR_FREE_MISMATCH
+// here (the bad-free vocabulary), which vmm_pool_resource_test checks.
+GMR_CONFORMANCE_INSTANTIATE(
+    VmmPool,
+    stack("vmm_pool", [](Owned &o) { return vmm_pool(o, true); }, size_t{1} << 20),
+    stack("vmm_pool_pages_only", [](Owned &o) { return vmm_pool(o, false); }, size_t{2} << 20),
+    stack("pool_over_vmm_pool", [](Owned &o) { return pool_over(o, vmm_pool(o, true)); },
+          size_t{1} << 20));
+
+}  // namespace

@@ -1,0 +1,84 @@
+// tests/vmm/vmm_test_util.h: helpers for the vmm_pool tests: a pool on the
+// simulation with small VA chunks, and the region layout written in VPMM's
+// notation, one page per unit:
+//   [+N] the allocation just made   [N] another live allocation
+//   [-N] free                       [*N] hole (unmapped)
+//   [~N] zombie (double-mapped, awaiting its event)   [zN] asleep
+// The hole at the end of the last VA chunk (VPMM's "[...]") is left out.
+#ifndef GMR_TESTS_VMM_VMM_TEST_UTIL_H_
+#define GMR_TESTS_VMM_VMM_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "gmr/vmm_pool_resource.h"
+
+namespace gmr_test {
+
+constexpr size_t kMiB = size_t{1} << 20;
+constexpr size_t kPage = 2 * kMiB;
+
+inline std::vector<gmr_vmm_pool_region> Regions(gmr_vmm_pool_resource *pool) {
+  size_t n = 0;
+  EXPECT_EQ(GMR_OK, gmr_vmm_pool_resource_get_regions(pool, nullptr, 0, &n));
+  std::vector<gmr_vmm_pool_region> v(n);
+  size_t m = 0;
+  EXPECT_EQ(GMR_OK, gmr_vmm_pool_resource_get_regions(pool, v.data(), v.size(), &m));
+  EXPECT_EQ(n, m);
+  return v;
+}
+
+inline std::string Layout(gmr_vmm_pool_resource *pool, const void *current = nullptr,
+                          size_t page_bytes = kPage) {
+  std::vector<gmr_vmm_pool_region> v = Regions(pool);
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const gmr_vmm_pool_region &r = v[i];
+    bool trailing = i + 1 == v.size() && r.kind == GMR_VMM_POOL_REGION_HOLE;
+    if (trailing) break;
+    std::string n = std::to_string(r.bytes / page_bytes);
+    switch (r.kind) {
+      case GMR_VMM_POOL_REGION_LIVE:
+        s += "[" + std::string(r.addr == current ? "+" : "") + n + "]";
+        break;
+      case GMR_VMM_POOL_REGION_FREE:
+        s += "[-" + n + "]";
+        break;
+      case GMR_VMM_POOL_REGION_HOLE:
+        s += "[*" + n + "]";
+        break;
+      case GMR_VMM_POOL_REGION_ZOMBIE:
+        s += "[~" + n + "]";
+        break;
+      case GMR_VMM_POOL_REGION_ASLEEP:
+        s += "[z" + n + "]";
+        break;
+    }
+  }
+  return s;
+}
+
+inline void ExpectInvariants(gmr_vmm_pool_resource *pool) {
+  char err[256];
+  EXPECT_EQ(GMR_OK, gmr_vmm_pool_resource_check_invariants(pool, err, sizeof err)) << err;
+}
+
+inline gmr_vmm_pool_resource_stats Stats(gmr_vmm_pool_resource *pool) {
+  gmr_vmm_pool_resource_stats s = GMR_VMM_POOL_RESOURCE_STATS_INIT;
+  EXPECT_EQ(GMR_OK, gmr_vmm_pool_resource_get_stats(pool, &s));
+  return s;
+}
+
+// A config for tests: 2 MiB pages, VA chunks of `va_pages` pages.
+inline gmr_vmm_pool_resource_config TestConfig(size_t va_pages = 64, size_t initial_pages = 0) {
+  gmr_vmm_pool_resource_config c = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
+  c.va_chunk_bytes = va_pages * kPage;
+  c.initial_pages = initial_pages;
+  return c;
+}
+
+}  // namespace gmr_test
+
+#endif  // GMR_TESTS_VMM_VMM_TEST_UTIL_H_
