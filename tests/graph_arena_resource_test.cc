@@ -20,6 +20,7 @@
 #include "gmr/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
+#include "tests/support/capture_leaf.h"
 #include "tests/support/mock_resource.h"
 #include "tests/support/sim_fixture.h"
 
@@ -48,8 +49,24 @@ class GraphArena : public SimTest {
   void TearDown() override {
     for (gmr_stream s : streams_) EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(up_));
+    for (gmr_capture_leaf *l : leaves_) {
+      EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_capture_leaf_as_resource(l)));
+    }
     SimTest::TearDown();
   }
+
+  std::vector<gmr_capture_leaf *> leaves_;
+
+  // A cudaMalloc leaf that can (or cannot) allocate during capture, destroyed
+  // after the test's arenas.
+  gmr_capture_leaf *Leaf(bool can_capture) {
+    gmr_capture_leaf *l = gmr_capture_leaf_create(can_capture);
+    EXPECT_NE(nullptr, l);
+    leaves_.push_back(l);
+    return l;
+  }
+
+  static gmr_resource *R(gmr_capture_leaf *l) { return gmr_capture_leaf_as_resource(l); }
 
   gmr_stream NewStream() {
     gmr_stream s = nullptr;
@@ -203,11 +220,13 @@ TEST_F(GraphArena, UncapturedRequestsAreBumpedAndAFreeIsOnlyBookkeeping) {
   EXPECT_EQ(5u, st.allocation_count);  // Base() made one
   EXPECT_EQ(0u, st.capture_allocation_count);
   EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
-  // Wrong size, unknown pointer, double free: refused, nothing changes.
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, p0, 99, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, p1, 512, 0, nullptr));
+  // Wrong size, double free, unknown pointers: refused, nothing changes.
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p0, 99, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, p1, 512, 0, nullptr));
   int local = 0;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, &local, 4, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, &local, 4, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, static_cast<char *>(p2) + 256, 1, 0, nullptr))
+      << "inside a block, where none ever started";
   EXPECT_EQ(3u, Stats(a).live_count);
   for (auto [p, n] : {std::pair{p0, 100}, {p2, 257}, {p3, 256}}) {
     EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, n, 0, nullptr));
@@ -253,7 +272,8 @@ TEST_F(GraphArena, ResetReleasesEverythingAndTheSameRequestsGetTheSameAddresses)
   EXPECT_EQ(first.size() - (first.size() + 2) / 3, released);
   EXPECT_EQ(0u, Stats(a).live_count);
   EXPECT_EQ(0u, Stats(a).in_use_bytes);
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, first[1], sizes[1], 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, first[1], sizes[1], 0, nullptr))
+      << "the reset freed it";
   for (int iteration = 0; iteration < 3; ++iteration) {
     for (size_t i = 0; i < sizes.size(); ++i) {
       ASSERT_EQ(first[i], Alloc(r, sizes[i])) << "iteration " << iteration << " request " << i;
@@ -416,7 +436,7 @@ TEST_F(GraphArena, RewindFreesEverythingAfterTheMarkInLifoOrder) {
   size_t released = 0;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_rewind(a, nullptr, inner, &released));
   EXPECT_EQ(1u, released);
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, d, 700, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, d, 700, 0, nullptr)) << "the rewind freed it";
   EXPECT_EQ(d, Alloc(r, 700)) << "the same request after a rewind gets the same address";
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_rewind(a, nullptr, outer, &released));
   EXPECT_EQ(2u, released);  // b and the second d; c was freed already
@@ -468,7 +488,7 @@ TEST_F(GraphArena, RewindRefusesToFreeAnotherStreamsLiveBlocks) {
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, theirs, 100, 0, s2));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_rewind(a, s1, mark, &released));
   EXPECT_EQ(1u, released);
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, mine, 100, 0, s1));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, mine, 100, 0, s1));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
@@ -531,7 +551,8 @@ TEST_F(GraphArena, ExplicitSessionServesACaptureWithoutAnyCudaCall) {
 }
 
 TEST_F(GraphArena, CaptureTimeExhaustionRefusesChangesNothingAndKeepsTheCapture) {
-  gmr_graph_arena_resource *a = Make(Config(MiB, MiB));
+  // Nothing below can allocate during capture: the arena refuses and advises.
+  gmr_graph_arena_resource *a = Make(Config(MiB, MiB), R(Leaf(false)));
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_stream s = NewStream();
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
@@ -544,20 +565,20 @@ TEST_F(GraphArena, CaptureTimeExhaustionRefusesChangesNothingAndKeepsTheCapture)
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(r, f.where);
   EXPECT_STREQ(
-      "graph_arena: capture needs 512.0 KiB more; create the arena with "
-      "initial_capacity_bytes >= 1572864 or call gmr_graph_arena_resource_reserve(arena, 1572864) "
-      "before "
-      "capture",
+      "graph_arena: capture needs 512.0 KiB more and plain_leaf cannot allocate during capture: "
+      "call gmr_graph_arena_resource_reserve(arena, 1572864) before it",
       f.message);
+  EXPECT_TRUE(f.free_info_known);
+  EXPECT_EQ(256 * KiB, f.free_bytes);
+  EXPECT_EQ(256 * KiB, f.largest_free_block_bytes);
   // A later request that fits still succeeds; the advice grows with it.
   void *p1 = Alloc(r, 128 * KiB, s);
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 256 * KiB, 0, s, &p, &f));
   EXPECT_STREQ(
-      "graph_arena: capture needs 896.0 KiB more; create the arena with "
-      "initial_capacity_bytes >= 1966080 or call gmr_graph_arena_resource_reserve(arena, 1966080) "
-      "before "
-      "capture",
+      "graph_arena: capture needs 896.0 KiB more and plain_leaf cannot allocate during capture: "
+      "call gmr_graph_arena_resource_reserve(arena, 1966080) before it",
       f.message);
+  EXPECT_EQ(128 * KiB, f.free_bytes);
   gmr_graph_arena_stats after = Stats(a);
   EXPECT_EQ(before.held_bytes, after.held_bytes);
   EXPECT_EQ(before.live_count + 1, after.live_count);
@@ -614,7 +635,8 @@ TEST_F(GraphArena, ReserveGrowsToACapacityAndFailsCleanly) {
 }
 
 TEST_F(GraphArena, ArenaDoesNotGrowForAnotherStreamWhileACaptureIsOpen) {
-  gmr_graph_arena_resource *a = Make(Config(MiB, MiB));
+  // Nothing below can allocate without breaking the capture.
+  gmr_graph_arena_resource *a = Make(Config(MiB, MiB), R(Leaf(false)));
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_stream capturing = NewStream(), other = NewStream();
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, capturing, nullptr));
@@ -624,9 +646,11 @@ TEST_F(GraphArena, ArenaDoesNotGrowForAnotherStreamWhileACaptureIsOpen) {
   gmr_failure f;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 768 * KiB, 0, other, &p, &f));
   EXPECT_STREQ(
-      "graph_arena: cannot grow by 768.0 KiB while a capture is open on another stream; call "
-      "gmr_graph_arena_resource_reserve() before capture",
+      "graph_arena: cannot grow by 768.0 KiB while a capture is open (plain_leaf cannot "
+      "allocate during capture); call gmr_graph_arena_resource_reserve() before capture",
       f.message);
+  EXPECT_TRUE(f.free_info_known);
+  EXPECT_EQ(512 * KiB, f.free_bytes);
   EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
   size_t released = 5;
   EXPECT_EQ(GMR_OK, gmr_resource_trim(r, &released)) << "trim is a no-op during capture";
@@ -928,7 +952,7 @@ TEST_P(GraphArenaPolicy, RewindInCaptureFollowsThePolicy) {
   size_t released = 0;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_rewind(a, s, mark, &released));
   EXPECT_EQ(1u, released);
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, t0, KiB, 0, s));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, t0, KiB, 0, s));
   void *next = Alloc(r, KiB, s);
   if (reuse()) {
     EXPECT_EQ(t0, next);
@@ -1111,15 +1135,20 @@ TEST_F(GraphArena, BlocksHaveIdsThatFindAndReturnThem) {
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_find_block(a, p, &bi));
   EXPECT_EQ(id, bi.id);
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_return_block(a, id, s));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_graph_arena_resource_get_block(a, id, &bi));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_graph_arena_resource_get_block(a, id, &bi));
   EXPECT_EQ(0u, bi.id);
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_graph_arena_resource_return_block(a, id, s));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_graph_arena_resource_find_block(a, p, &bi));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_graph_arena_resource_return_block(a, id, s));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_graph_arena_resource_find_block(a, p, &bi));
   // The slot is reused, the id is not.
   uint64_t id2 = 0;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_allocate(a, 300, 0, s, &p, &id2, nullptr));
   EXPECT_NE(id, id2);
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_graph_arena_resource_get_block(a, id, &bi));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_graph_arena_resource_get_block(a, id, &bi));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_graph_arena_resource_return_block(a, id, s))
+      << "an id given out before, whose block is gone";
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
+            gmr_graph_arena_resource_return_block(a, id2 + (uint64_t{1} << 32), s))
+      << "an id never given out";
   // Captured blocks name their memory.
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
   void *c = nullptr;
@@ -1148,8 +1177,8 @@ TEST_F(GraphArena, BlocksHaveIdsThatFindAndReturnThem) {
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_allocate(a, 0, 0, s, &none, &nid, &f));
   EXPECT_EQ(nullptr, none);
   EXPECT_EQ(0u, nid);
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_graph_arena_resource_get_block(a, 0, &bi));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_graph_arena_resource_get_block(a, UINT64_MAX, &bi));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_graph_arena_resource_get_block(a, 0, &bi));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_graph_arena_resource_get_block(a, UINT64_MAX, &bi));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_graph_arena_resource_get_block(a, id2, nullptr));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_return_block(a, cid, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_return_block(a, id2, s));
@@ -1177,7 +1206,7 @@ TEST_F(GraphArena, ForwardModeSendsUncapturedRequestsUpstreamAndCapturesToTheAre
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_graph_arena_resource_checkpoint(a, s, &mark));
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_graph_arena_resource_rewind(a, s, 1, nullptr));
   gmr_graph_arena_block_info bi;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_graph_arena_resource_find_block(a, f1, &bi));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_graph_arena_resource_find_block(a, f1, &bi));
 
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *cap = Alloc(r, 5000, s);  // detected: from the arena
@@ -1202,8 +1231,9 @@ TEST_F(GraphArena, ForwardModeSendsUncapturedRequestsUpstreamAndCapturesToTheAre
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, f1, 5000, 0, s));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, f2, 100, 0, other));
   EXPECT_EQ(2u, gmr_mock_resource_called_deallocate(mock));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, f2, 100, 0, other)) << "double free";
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, static_cast<char *>(cap) + 256, 10, 0, s))
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, f2, 100, 0, other))
+      << "nothing of the arena's is upstream any more: not its pointer";
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, static_cast<char *>(cap) + 256, 10, 0, s))
       << "inside a chunk but not a block";
   EXPECT_EQ(0u, Stats(a).forwarded_live_count);
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, cap, 5000, 0, s));

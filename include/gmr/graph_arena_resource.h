@@ -170,13 +170,18 @@ typedef enum gmr_graph_arena_policy {
   GMR_GRAPH_ARENA_ORDERED_REUSE = 1
 } gmr_graph_arena_policy;
 
-/* How the arena learns that a stream captures. */
+/* How the arena learns that a stream captures (see "Detection" above). */
 typedef enum gmr_graph_arena_detection {
-  /* Explicit sessions first; otherwise ask CUDA on each allocation. */
+  /* Explicit sessions first; otherwise ask CUDA on each request. */
   GMR_GRAPH_ARENA_DETECT_AUTO = 0,
   /* Only explicit sessions: no CUDA call at all on the allocation path. A
    * capture the caller did not declare is served as an uncaptured request. */
-  GMR_GRAPH_ARENA_DETECT_EXPLICIT = 1
+  GMR_GRAPH_ARENA_DETECT_EXPLICIT = 1,
+  /* Explicit sessions first; ask CUDA only while a capture may be under way
+   * as far as gmr knows: an explicit session of the arena is open, the
+   * calling thread raised a hint (gmr_graph_arena_resource_thread_hint_enter),
+   * or the stream has an automatic session. Otherwise no CUDA call. */
+  GMR_GRAPH_ARENA_DETECT_HINTED = 2
 } gmr_graph_arena_detection;
 
 /* Where requests outside any session go (see the banner). */
@@ -306,6 +311,24 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_reserve(gmr_graph_aren
  */
 GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_begin_capture(
     gmr_graph_arena_resource *arena, gmr_stream stream, gmr_graph_memory *share);
+
+/**
+ * Tell every arena with detection GMR_GRAPH_ARENA_DETECT_HINTED that the
+ * calling thread may now make CUDA graph captures it does not declare with
+ * gmr_graph_arena_resource_begin_capture() (for example inside a framework's
+ * capture context): until the matching leave, requests from this thread on a
+ * stream without an explicit session ask CUDA whether the stream captures.
+ * Hints nest (a count per thread); they cost nothing to arenas in other modes.
+ *
+ * Thread-safe: yes (thread-local state); the hint applies to the calling
+ * thread only. Stream/device: no CUDA call.
+ * Returns GMR_OK; enter: GMR_ERR_INVALID_ARGUMENT when 2^32 - 1 hints are up;
+ * leave: GMR_ERR_INVALID_ARGUMENT when no hint is up (nothing changed).
+ * Source: PyTorch's allocator asks CUDA about capture only while a capture it
+ * was told of is under way (beginAllocateToPool).
+ */
+GMR_API gmr_status gmr_graph_arena_resource_thread_hint_enter(void);
+GMR_API gmr_status gmr_graph_arena_resource_thread_hint_leave(void);
 
 /**
  * Close the session on `stream` (explicit or automatic) and give the caller
@@ -500,14 +523,18 @@ typedef struct gmr_graph_arena_stats {
   uint64_t upstream_call_in_session_count;     /* made for a stream in a session: 0 by design */
   size_t open_session_count;
   size_t graph_memory_count;          /* not yet released (unclaimed included) */
+  /* ---- version 2 ---- */
+  uint64_t capture_growth_count;      /* chunks taken through the upstream's
+                                         allocate_capturing (growth while a
+                                         capture of this arena was open) */
 } gmr_graph_arena_stats;
 
-#define GMR_GRAPH_ARENA_STATS_VERSION 1u
+#define GMR_GRAPH_ARENA_STATS_VERSION 2u
 /* Every field spelled out: C++ warns about partial initialisers. */
 #define GMR_GRAPH_ARENA_STATS_INIT                                                                 \
   {                                                                                                \
     sizeof(gmr_graph_arena_stats), GMR_GRAPH_ARENA_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-        0, 0, 0, 0, 0, 0, 0, 0                                                                     \
+        0, 0, 0, 0, 0, 0, 0, 0, 0                                                                  \
   }
 
 /**
