@@ -26,6 +26,9 @@ typedef struct replay_state {
   size_t graph_count;
   gmr_graph_memory **memories;
   size_t memory_count;
+  /* The graph memory every capture of the trace appends to, as a program that
+   * passes one pool to all its captures (LLM servers, one graph per batch size). */
+  gmr_graph_memory *shared_memory;
 } replay_state;
 
 static void note_failure(replay_result *r, const char *fmt, ...) {
@@ -154,7 +157,12 @@ static void begin_capture(const replay_trace *trace, const replay_event *e, repl
     }
   }
   if (s->arena != NULL) {
-    gmr_status st = gmr_graph_arena_resource_begin_capture(s->arena, s->streams[i], NULL);
+    gmr_status st = gmr_graph_arena_resource_begin_capture(s->arena, s->streams[i],
+                                                           s->shared_memory);
+    /* Another stream's capture appends to it now: this one gets its own. */
+    if (st == GMR_ERR_BUSY && s->shared_memory != NULL) {
+      st = gmr_graph_arena_resource_begin_capture(s->arena, s->streams[i], NULL);
+    }
     if (st == GMR_OK) {
       s->in_session[i] = true;
     } else {
@@ -204,6 +212,7 @@ static void end_capture(const replay_trace *trace, uint32_t i, uint64_t line, re
           line, recorded, gmr_status_name(st));
     } else {
       s->memories[s->memory_count++] = memory;
+      if (s->shared_memory == NULL) s->shared_memory = memory;
     }
   }
 }
