@@ -31,12 +31,6 @@ gmr__ga_chunk *gmr__ga_chunk_of(gmr_graph_arena_resource *a, uintptr_t addr) {
   return NULL;
 }
 
-void gmr__ga_count_upstream_call(gmr_graph_arena_resource *a) {
-  if (atomic_load_explicit(&a->open_session_count, memory_order_relaxed) > 0) {
-    atomic_fetch_add_explicit(&a->upstream_call_during_capture_count, 1, memory_order_relaxed);
-  }
-}
-
 /* A chunk call, lock held. */
 static void count_chunk_call(gmr_graph_arena_resource *a) {
   a->chunk_call_count++;

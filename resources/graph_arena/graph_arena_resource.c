@@ -63,17 +63,21 @@ static size_t forwarded_live(gmr_graph_arena_resource *a) {
 
 /* `capturing`: the caller says `stream` captures (the allocate_capturing
  * slot): whatever goes below goes through the upstream's allocate_capturing. */
-static gmr_status arena_allocate_impl(gmr_graph_arena_resource *a, size_t bytes, size_t alignment,
+GMR__GA_NOINLINE static gmr_status arena_allocate_impl(gmr_graph_arena_resource *a, size_t bytes,
+                                                       size_t alignment,
                                       gmr_stream stream, bool capturing, void **out_ptr,
                                       uint64_t *out_id, gmr_failure *failure) {
   if (out_id != NULL) *out_id = 0;
   gmr__ga_session *s = NULL;
-  gmr_status st = gmr__ga_resolve(a, stream, &s, failure);
-  if (st != GMR_OK) return st;
+  if (!gmr__ga_no_capture_possible(a)) {
+    gmr_status st = gmr__ga_resolve(a, stream, &s, failure);
+    if (st != GMR_OK) return st;
+  }
   if (s == NULL && a->cfg.uncaptured == GMR_GRAPH_ARENA_UNCAPTURED_FORWARD) {
     /* The graph pool's common case: no lock taken, one atomic add. */
     return forward_allocate(a, bytes, alignment, stream, capturing, out_ptr, failure);
   }
+  gmr_status st;
   gmr__ga_carve_request rq;
   rq.bytes = bytes;
   rq.alignment = alignment > a->cfg.alignment ? alignment : a->cfg.alignment;
@@ -98,8 +102,17 @@ static gmr_status arena_allocate_impl(gmr_graph_arena_resource *a, size_t bytes,
 
 static gmr_status arena_allocate(gmr_resource *self, size_t bytes, size_t alignment,
                                  gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  return arena_allocate_impl((gmr_graph_arena_resource *)self, bytes, alignment, stream, false,
-                             out_ptr, NULL, failure);
+  gmr_graph_arena_resource *a = (gmr_graph_arena_resource *)self;
+  /* The graph pool outside captures: straight to the upstream's slot, no lock,
+   * one atomic add. Everything else takes the general path. */
+  if (a->cfg.uncaptured == GMR_GRAPH_ARENA_UNCAPTURED_FORWARD && gmr__ga_no_capture_possible(a)) {
+    gmr_status st = gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
+    atomic_fetch_add_explicit(st == GMR_OK ? &a->forwarded_allocation_count
+                                           : &a->forwarded_failure_count,
+                              1, memory_order_relaxed);
+    return st;
+  }
+  return arena_allocate_impl(a, bytes, alignment, stream, false, out_ptr, NULL, failure);
 }
 
 /* The caller (an adaptor above, or a user) allocates while `stream`
@@ -157,17 +170,18 @@ gmr_status gmr__ga_free_block(gmr_graph_arena_resource *a, uint32_t slot, gmr_st
 static gmr_status forward_deallocate(gmr_graph_arena_resource *a, void *ptr, size_t bytes,
                                      size_t alignment, gmr_stream stream) {
   if (forwarded_live(a) == 0) return GMR_ERR_UNKNOWN_POINTER; /* nothing of ours is upstream */
-  gmr__ga_session *s = NULL;
-  gmr_failure ignored;
-  gmr_status st = gmr__ga_resolve(a, stream, &s, &ignored);
-  if (st != GMR_OK) return st;
-  if (s != NULL) {
-    /* Never call the upstream for a stream that captures: free it after. */
-    gmr__ga_unlock(a);
-    return GMR_ERR_CAPTURE_UNSAFE;
+  if (!gmr__ga_no_capture_possible(a)) {
+    gmr__ga_session *s = NULL;
+    gmr_status st = gmr__ga_resolve(a, stream, &s, NULL);
+    if (st != GMR_OK) return st;
+    if (s != NULL) {
+      /* Never call the upstream for a stream that captures: free it after. */
+      gmr__ga_unlock(a);
+      return GMR_ERR_CAPTURE_UNSAFE;
+    }
   }
   gmr__ga_count_upstream_call(a);
-  st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
   if (st == GMR_OK) {
     atomic_fetch_add_explicit(&a->forwarded_free_count, 1, memory_order_release);
   } else {
@@ -189,9 +203,12 @@ static gmr_status bad_free_status(gmr_graph_arena_resource *a, const void *ptr) 
              : GMR_ERR_UNKNOWN_POINTER;
 }
 
-static gmr_status arena_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
-                                   gmr_stream stream) {
-  gmr_graph_arena_resource *a = (gmr_graph_arena_resource *)self;
+/* The general free path: a block of the arena, a bad free, or a forwarded
+ * block while a capture may be under way. Kept out of line so that the fast
+ * path of arena_deallocate stays small. */
+GMR__GA_NOINLINE static gmr_status deallocate_slow(gmr_graph_arena_resource *a, void *ptr,
+                                                   size_t bytes, size_t alignment,
+                                                   gmr_stream stream) {
   uintptr_t addr = (uintptr_t)ptr;
   /* Outside every chunk the pointer cannot be one of the arena's blocks: no
    * lock (the graph pool's forwarded frees). */
@@ -213,6 +230,28 @@ static gmr_status arena_deallocate(gmr_resource *self, void *ptr, size_t bytes, 
   }
   if (a->cfg.uncaptured != GMR_GRAPH_ARENA_UNCAPTURED_FORWARD) return GMR_ERR_UNKNOWN_POINTER;
   return forward_deallocate(a, ptr, bytes, alignment, stream);
+}
+
+static gmr_status arena_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
+                                   gmr_stream stream) {
+  gmr_graph_arena_resource *a = (gmr_graph_arena_resource *)self;
+  uintptr_t addr = (uintptr_t)ptr;
+  /* The graph pool outside captures: a pointer outside every chunk cannot be
+   * one of the arena's blocks, so it goes straight to the upstream's slot
+   * (when the arena has anything upstream at all). */
+  if (a->cfg.uncaptured == GMR_GRAPH_ARENA_UNCAPTURED_FORWARD &&
+      (addr < atomic_load_explicit(&a->chunks_begin, memory_order_relaxed) ||
+       addr >= atomic_load_explicit(&a->chunks_end, memory_order_relaxed)) &&
+      gmr__ga_no_capture_possible(a) && forwarded_live(a) > 0) {
+    gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
+    if (st == GMR_OK) {
+      atomic_fetch_add_explicit(&a->forwarded_free_count, 1, memory_order_release);
+    } else {
+      atomic_fetch_add_explicit(&a->forwarded_failure_count, 1, memory_order_relaxed);
+    }
+    return st;
+  }
+  return deallocate_slow(a, ptr, bytes, alignment, stream);
 }
 
 static gmr_status arena_destroy(gmr_resource *self) {

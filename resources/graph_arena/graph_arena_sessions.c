@@ -207,19 +207,17 @@ static gmr_status reconcile(gmr_graph_arena_resource *a, gmr_stream stream, bool
   return GMR_OK;
 }
 
-/* Captures the calling thread said it may be making
- * (gmr_graph_arena_resource_thread_hint_enter), for every arena. */
-static _Thread_local unsigned thread_hint_count;
+_Thread_local unsigned gmr__ga_thread_hint_count;
 
 gmr_status gmr_graph_arena_resource_thread_hint_enter(void) {
-  if (thread_hint_count == UINT32_MAX) return GMR_ERR_INVALID_ARGUMENT;
-  thread_hint_count++;
+  if (gmr__ga_thread_hint_count == UINT32_MAX) return GMR_ERR_INVALID_ARGUMENT;
+  gmr__ga_thread_hint_count++;
   return GMR_OK;
 }
 
 gmr_status gmr_graph_arena_resource_thread_hint_leave(void) {
-  if (thread_hint_count == 0) return GMR_ERR_INVALID_ARGUMENT;
-  thread_hint_count--;
+  if (gmr__ga_thread_hint_count == 0) return GMR_ERR_INVALID_ARGUMENT;
+  gmr__ga_thread_hint_count--;
   return GMR_OK;
 }
 
@@ -242,7 +240,7 @@ static bool must_ask(const gmr_graph_arena_resource *a, size_t explicit_count,
                      bool has_automatic_session) {
   if (a->cfg.detection == GMR_GRAPH_ARENA_DETECT_AUTO) return true;
   if (a->cfg.detection == GMR_GRAPH_ARENA_DETECT_EXPLICIT) return false;
-  return thread_hint_count > 0 || explicit_count > 0 || has_automatic_session;
+  return gmr__ga_thread_hint_count > 0 || explicit_count > 0 || has_automatic_session;
 }
 
 gmr_status gmr__ga_resolve(gmr_graph_arena_resource *a, gmr_stream stream, gmr__ga_session **out,
@@ -262,8 +260,7 @@ gmr_status gmr__ga_resolve(gmr_graph_arena_resource *a, gmr_stream stream, gmr__
     gmr__ga_unlock(a);
     if (!ask) return GMR_OK;
   } else if (!must_ask(a, explicit_count, false)) {
-    /* The common case outside captures: no lock, no CUDA call. */
-    return GMR_OK;
+    return GMR_OK; /* callers test gmr__ga_no_capture_possible() first */
   }
   bool capturing = false;
   unsigned long long id = 0;
@@ -275,7 +272,9 @@ gmr_status gmr__ga_resolve(gmr_graph_arena_resource *a, gmr_stream stream, gmr__
   st = reconcile(a, stream, capturing, id, out);
   if (st != GMR_OK) {
     gmr__ga_unlock(a);
-    snprintf(failure->message, sizeof failure->message, "graph_arena: no host memory");
+    if (failure != NULL) {
+      snprintf(failure->message, sizeof failure->message, "graph_arena: no host memory");
+    }
     return st;
   }
   if (*out == NULL) gmr__ga_unlock(a);
