@@ -12,6 +12,7 @@
 struct gmr_capture_leaf {
   gmr_resource base;
   const gmr__cuda_ops *cuda;
+  bool host; /* aligned_alloc / free instead of cudaMalloc / cudaFree */
   _Atomic unsigned long allocate_calls;
   _Atomic unsigned long capturing_calls;
   _Atomic size_t live_bytes;
@@ -23,6 +24,12 @@ static gmr_status leaf_malloc(gmr_capture_leaf *l, size_t bytes, size_t alignmen
     snprintf(failure->message, sizeof failure->message, "capture_leaf: alignment %zu above 256",
              alignment);
     return GMR_ERR_UNSUPPORTED;
+  }
+  if (l->host) {
+    *out_ptr = aligned_alloc(GMR_DEFAULT_ALIGNMENT, (bytes + 255) & ~(size_t)255);
+    if (*out_ptr == NULL) return GMR_ERR_OUT_OF_MEMORY;
+    atomic_fetch_add(&l->live_bytes, bytes);
+    return GMR_OK;
   }
   cudaError_t err = l->cuda->malloc(out_ptr, bytes);
   if (err != cudaSuccess) {
@@ -60,6 +67,11 @@ static gmr_status leaf_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
   (void)alignment;
   (void)stream;
   gmr_capture_leaf *l = (gmr_capture_leaf *)self;
+  if (l->host) {
+    free(ptr);
+    atomic_fetch_sub(&l->live_bytes, bytes);
+    return GMR_OK;
+  }
   cudaError_t err = l->cuda->free(ptr);
   if (err != cudaSuccess) return gmr__status_from_cuda(err);
   atomic_fetch_sub(&l->live_bytes, bytes);
@@ -95,6 +107,12 @@ gmr_capture_leaf *gmr_capture_leaf_create(bool can_capture) {
   if (l == NULL) return NULL;
   l->base.vtbl = can_capture ? &capturing_vtbl : &plain_vtbl;
   l->cuda = gmr__cuda();
+  return l;
+}
+
+gmr_capture_leaf *gmr_capture_leaf_create_host(bool can_capture) {
+  gmr_capture_leaf *l = gmr_capture_leaf_create(can_capture);
+  if (l != NULL) l->host = true;
   return l;
 }
 

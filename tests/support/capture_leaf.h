@@ -33,6 +33,11 @@ typedef struct gmr_capture_leaf gmr_capture_leaf;
 /* NULL if the host allocation failed. Destroy with gmr_resource_destroy
  * (GMR_ERR_BUSY while allocations are live). */
 gmr_capture_leaf *gmr_capture_leaf_create(bool can_capture);
+/* The same with host memory (aligned_alloc) instead of cudaMalloc: no call
+ * that a capture forbids, so threads may allocate from it while another
+ * thread captures in global mode; allocate_capturing still switches the
+ * thread to relaxed mode and back through the CUDA layer. */
+gmr_capture_leaf *gmr_capture_leaf_create_host(bool can_capture);
 gmr_resource *gmr_capture_leaf_as_resource(gmr_capture_leaf *leaf);
 
 /* Calls of the allocate / allocate_capturing slots (successful or not). */
