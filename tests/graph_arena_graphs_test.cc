@@ -14,7 +14,7 @@
 #include "gmr/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
-#include "tests/support/arena_capture_fixture.h"
+#include "tests/support/graph_arena_fixture.h"
 #include "tests/support/capture_leaf.h"
 #include "tests/support/mock_resource.h"
 
