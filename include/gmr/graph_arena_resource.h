@@ -184,8 +184,8 @@
  *    the memory's freed blocks go at gmr_graph_arena_resource_release_graph_memory() (or at
  *    the reset that releases an unclaimed memory); a block still live then
  *    keeps its region until it is freed, when its bytes come back;
- *  - ORDERED_REUSE: a block freed in the capture into the memory's reuse
- *    list has its region widened to the whole carved range (rounding
+ *  - ORDERED_REUSE: a block freed into the memory's reuse list (in the
+ *    capture or after it) has its region widened to the whole carved range (rounding
  *    included), and a later block of the capture carved from that list gets
  *    no region of its own: the graph's earlier nodes still touch the old
  *    block at replay, and the new block lies inside regions already
