@@ -218,6 +218,7 @@ TEST_F(ArenaCapture, AFailedGrowthKeepsTheCaptureAndTheCaptureModeWhateverCallFa
     gmr_graph_arena_stats st = Stats(a);
     EXPECT_EQ(0u, st.held_bytes);
     EXPECT_EQ(0u, st.live_count);
+    EXPECT_EQ(0u, st.capture_growth_count) << "a failed growth is no growth";
     EXPECT_EQ(0u, gmr_capture_leaf_live_bytes(leaf));
     ASSERT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
     p = Alloc(r, 4 * KiB, s);  // the fault is gone: it grows

@@ -82,7 +82,6 @@ gmr_status gmr__ga_add_chunk(gmr_graph_arena_resource *a, size_t bytes, bool ini
    * request alignments are met inside the chunk. */
   gmr_status st;
   if (growth == GMR__GA_GROW_CAPTURING) {
-    a->capture_growth_count++;
     if (gmr__ga_find_session(a, stream) != NULL) a->chunk_call_in_session_count++;
     st = gmr_allocate_capturing(a->upstream, bytes, 0, stream, &p, failure);
   } else {
@@ -92,6 +91,7 @@ gmr_status gmr__ga_add_chunk(gmr_graph_arena_resource *a, size_t bytes, bool ini
     free(block_at);
     return st;
   }
+  if (growth == GMR__GA_GROW_CAPTURING) a->capture_growth_count++;
   uintptr_t base = (uintptr_t)p;
   size_t i = a->chunk_count;
   while (i > 0 && a->chunks[i - 1].base > base) {
