@@ -12,14 +12,15 @@ enum { INITIAL, CHUNK, MAX, ALIGNMENT, POLICY, DETECT, UNCAPTURED, NVTX_ANNOTATE
 
 /* In the order of the enums of gmr/graph_arena_resource.h. */
 static const char *const policies[] = {"monotone", "ordered_reuse", NULL};
-static const char *const detections[] = {"auto", "explicit", NULL};
+static const char *const detections[] = {"auto", "explicit", "hinted", NULL};
 static const char *const uncaptured[] = {"arena", "forward", NULL};
 
 static const gmr__option_def options[OPTION_COUNT] = {
     [INITIAL] = {"initial", GMR__OPTION_SIZE, "0", false, false, NULL,
-                 "bytes taken from the layer below at create (capture cannot grow the arena)"},
+                 "bytes taken from the layer below at create (the fastest capture: no growth in it)"},
     [CHUNK] = {"chunk", GMR__OPTION_SIZE, "64MiB", false, false, NULL,
-               "least growth outside capture; 0: grow only by gmr_graph_arena_resource_reserve()"},
+               "least growth (in capture too, when the layer below can allocate there); 0: grow "
+               "only by initial and gmr_graph_arena_resource_reserve()"},
     [MAX] = {"max", GMR__OPTION_SIZE, "none", false, true, NULL,
              "most bytes in all chunks; none for no limit"},
     [ALIGNMENT] = {"alignment", GMR__OPTION_SIZE, "256", false, false, NULL,
@@ -29,8 +30,9 @@ static const gmr__option_def options[OPTION_COUNT] = {
                 "overlap) or ordered_reuse (reused later in the capture on its stream, "
                 "PyTorch's private pools)"},
     [DETECT] = {"detect", GMR__OPTION_CHOICE, "auto", false, false, detections,
-                "auto (explicit sessions, else cudaStreamGetCaptureInfo per request) or "
-                "explicit (gmr_graph_arena_resource_begin_capture only; no CUDA call per request)"},
+                "auto (explicit sessions, else cudaStreamGetCaptureInfo per request), "
+                "explicit (gmr_graph_arena_resource_begin_capture only; no CUDA call per request) "
+                "or hinted (ask CUDA only while a session or a thread hint is up)"},
     [UNCAPTURED] = {"uncaptured", GMR__OPTION_CHOICE, "arena", false, false, uncaptured,
                     "requests outside capture: arena (carved, freed at reset/rewind) or "
                     "forward (to the layer below: the graph pool)"},

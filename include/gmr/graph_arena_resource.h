@@ -4,13 +4,17 @@
  *
  * Why: a captured graph bakes raw device pointers into its kernel, memset and
  * copy nodes, and host code does not run again when the graph is replayed.
- * cudaMalloc during capture is refused (cudaErrorStreamCaptureUnsupported) and
- * breaks the capture; cudaMallocAsync during capture makes graph memory nodes
- * that stop a graph from being relaunched (unless auto-freed) or cloned. The
- * arena instead takes memory from its upstream *before* capture and hands out
- * pieces of it during capture without any CUDA call; the pieces a graph uses
- * are kept for that graph until the caller releases them (after destroying the
- * graph). Sources: a C# CUDA graph memory pool specification
+ * cudaMallocAsync during capture makes graph memory nodes that stop a graph
+ * from being relaunched (unless auto-freed) or cloned. cudaMalloc during a
+ * capture is refused (cudaErrorStreamCaptureUnsupported) and breaks it when
+ * the calling thread is in global or thread-local capture mode (the default);
+ * with the thread switched to relaxed mode (cudaThreadExchangeStreamCaptureMode)
+ * it succeeds and the capture stays valid, which is how PyTorch's private
+ * pools grow during capture (cudaMallocMaybeCapturing). The arena hands out
+ * pieces of memory it holds without any CUDA call, grows during a capture only
+ * through its upstream's capture-safe slot (gmr_allocate_capturing), and keeps
+ * the pieces a graph uses for that graph until the caller releases them (after
+ * destroying the graph). Sources: a C# CUDA graph memory pool specification
  * (CUDAGraphMemoryPool: fixed addresses, Reset, block ids), numr's monotone
  * bump arena for graph capture, AdaptiveArrayPools.jl's CUDA checkpoint/rewind
  * design, PyTorch's per-graph private
@@ -20,48 +24,85 @@
  * Model
  * -----
  * The arena owns chunks of memory from its upstream: `initial_capacity_bytes`
- * taken at create, more in chunks of `chunk_bytes` when a request outside any
- * capture does not fit, never more than `max_capacity_bytes` in all. Every
+ * taken at create, more in chunks of at least `chunk_bytes` when a request
+ * does not fit, never more than `max_capacity_bytes` in all. Every
  * allocation it serves is carved out of a chunk, at least `alignment` (256)
  * aligned, its size rounded up to a multiple of `alignment`.
  *
  * A capture *session* is open on a stream while that stream captures. Every
  * allocation on that stream during the session is served from the arena's
- * free space and belongs to the session's *graph memory*; during a session
- * the arena never calls its upstream and nothing capture-unsafe (no
- * cudaMalloc, no event query, no synchronisation). A request the free space
- * cannot satisfy returns GMR_ERR_CAPTURE_UNSAFE, changes nothing, and leaves
- * the capture intact; gmr_failure::message says how much to reserve, e.g.
- *   "graph_arena: capture needs 12.0 MiB more; create the arena with
- *    initial_capacity_bytes >= 79691776 or call
- *    gmr_graph_arena_resource_reserve(arena, 79691776) before capture"
+ * free space and belongs to the session's *graph memory*. The arena itself
+ * makes no CUDA call during a session (no cudaMalloc, no event query, no
+ * synchronisation, nothing stream-ordered). When the free space cannot serve
+ * a request, the arena grows by a chunk through gmr_allocate_capturing() on
+ * its upstream (for example `pool > cuda(kind=device)`: free pool memory, or
+ * cudaMalloc with the thread in relaxed capture mode): the capture stays
+ * valid and the graph keeps the new address. Only when nothing below can
+ * allocate during capture (cuda(kind=async), host memory, a resource without
+ * the slot), or growth is off (chunk_bytes 0), does the request return
+ * GMR_ERR_CAPTURE_UNSAFE, changing nothing and leaving the capture intact;
+ * gmr_failure::message then says how much to reserve, e.g.
+ *   "graph_arena: capture needs 12.0 MiB more and cuda_resource cannot
+ *    allocate during capture: call gmr_graph_arena_resource_reserve(arena,
+ *    79691776) before it"
  * The figure is the arena's capacity plus every request of the capture from
  * the first refusal on (an upper bound: a retry from the same state fits;
  * under ORDERED_REUSE far less may do, and gmr_graph_arena_resource_get_graph_memory_info()
- * after a capture that fitted tells what it held).
+ * after a capture that fitted tells what it held). A growth the upstream
+ * fails (out of memory, a CUDA error) returns its status and record, changes
+ * nothing in the arena, and leaves the capture valid too. Reserving before
+ * the capture (initial_capacity_bytes, gmr_graph_arena_resource_reserve)
+ * stays the fastest: no upstream call at all inside the capture.
  *
+ * Detection
+ * ---------
  * Sessions are opened in two ways, which mix freely:
  *  - explicitly: gmr_graph_arena_resource_begin_capture() / gmr_graph_arena_resource_end_capture()
  *    around the capture. The allocation path then makes no CUDA call at all
  *    (a lookup in a small table of streams): this is the fast path.
- *  - automatically (detection GMR_GRAPH_ARENA_DETECT_AUTO, the default): an
- *    allocation on a stream without an explicit session asks the CUDA layer
- *    whether the stream captures (cudaStreamGetCaptureInfo, which is legal
- *    during capture) and opens a session keyed by the capture id. Cost: one
- *    extra CUDA runtime call per such allocation (a driver query, typically
- *    tens to a few hundred ns), plus a second pass through the arena's lock.
- *    The arena does not see cudaStreamEndCapture, and never asks CUDA about
- *    a stream outside a request on it (the stream may be gone): an automatic
- *    session ends at gmr_graph_arena_resource_end_capture() (which gives its graph
- *    memory to the caller), or when a later request on the stream finds it
- *    not capturing or capturing with another id. A session ended that way
- *    leaves its graph memory *unclaimed*: gmr_graph_arena_resource_end_capture() on
- *    that stream claims it; gmr_graph_arena_resource_reset() releases it.
+ *  - automatically: a request on a stream without an explicit session asks
+ *    the CUDA layer whether the stream captures (cudaStreamGetCaptureInfo,
+ *    which is legal during capture) and opens a session keyed by the capture
+ *    id. The arena does not see cudaStreamEndCapture, and never asks CUDA
+ *    about a stream outside a request on it (the stream may be gone): an
+ *    automatic session ends at gmr_graph_arena_resource_end_capture() (which
+ *    gives its graph memory to the caller), or when a later request on the
+ *    stream finds it not capturing or capturing with another id. A session
+ *    ended that way leaves its graph memory *unclaimed*:
+ *    gmr_graph_arena_resource_end_capture() on that stream claims it;
+ *    gmr_graph_arena_resource_reset() releases it.
+ * When to ask CUDA is the detection mode's choice, and the whole cost of
+ * detection outside captures (a driver query is tens to a few hundred ns):
+ *  - GMR_GRAPH_ARENA_DETECT_AUTO (the default): on every request (allocate,
+ *    and free of a forwarded block) without an explicit session. Safe for a
+ *    program that tells the arena nothing.
+ *  - GMR_GRAPH_ARENA_DETECT_HINTED: only while a capture may be under way as
+ *    far as gmr knows: an explicit session of the arena is open (requests on
+ *    other streams ask, since a capture may fork onto them), the calling
+ *    thread raised a hint (gmr_graph_arena_resource_thread_hint_enter, for a
+ *    framework's capture context that knows the thread but not the stream),
+ *    or the stream has an automatic session (to see its capture end).
+ *    Otherwise a request costs two atomic loads and goes on as uncaptured:
+ *    with UNCAPTURED_FORWARD, straight to the upstream without the arena's
+ *    lock. A capture nobody declared is then not seen. tools/replay's
+ *    graph_pool uses it (replay declares every capture).
+ *  - GMR_GRAPH_ARENA_DETECT_EXPLICIT: never; only explicit sessions.
  *
  * Destroy (gmr_resource_destroy) returns GMR_ERR_BUSY, changing nothing,
  * while a block is live, a session is open (automatic ones included), or a
  * graph memory is not released (unclaimed ones included: reset first);
  * otherwise it gives every chunk back to the upstream.
+ *
+ * Optional slots (gmr/resource.h): get_memory_info reports held bytes (the
+ * chunks), live bytes (blocks not yet deallocated, rounded), free bytes (the
+ * free space, which any request may get; bytes kept for graph memories or
+ * for a reset are not free), the largest free range and the number of free
+ * ranges; with UNCAPTURED_FORWARD the stack's answer is the upstream's, as
+ * for the footprint, when the upstream answers. A refusal or a growth the
+ * arena itself fails fills the failure record's free figures with the same.
+ * allocate_capturing serves a request its caller makes during a capture as
+ * allocate does, with every upstream call made through the upstream's
+ * allocate_capturing (and GMR_ERR_CAPTURE_UNSAFE when it has none).
  *
  * A session ends in a graph memory handle (gmr_graph_memory). Nothing carved
  * for it is handed to anyone else until the handle is released with
@@ -79,13 +120,16 @@
  *    graph nodes never alias and graphs sharing a memory may replay in any
  *    order, even concurrently. Costs the sum of all sizes allocated in the
  *    capture.
- *  - GMR_GRAPH_ARENA_ORDERED_REUSE (PyTorch's private pools): a block freed
- *    during the capture on the capturing stream may be handed out again later
- *    in the same capture on that stream (and in later captures into the same
- *    graph memory, on the same stream). Costs about the peak of live bytes in
- *    the capture. Safe for one graph because its nodes run in stream order;
- *    graphs sharing a memory must then be replayed in capture order and never
- *    concurrently (PyTorch's documented rule).
+ *  - GMR_GRAPH_ARENA_ORDERED_REUSE (PyTorch's private pools): a captured
+ *    block freed on stream S (during its capture, or after it while its
+ *    memory is held) may be handed out again to a later request on S in a
+ *    session of the same graph memory: later in the same capture, or in a
+ *    later capture appending to the memory. Costs about the peak of live
+ *    bytes in the capture; several graphs captured one after another into one
+ *    memory (an LLM server's graph per batch size, largest first) cost about
+ *    the largest one. Safe for one graph because its nodes run in stream
+ *    order; graphs sharing a memory must then be replayed in capture order
+ *    and never concurrently (PyTorch's documented rule).
  *
  * Outside sessions (`uncaptured`):
  *  - GMR_GRAPH_ARENA_UNCAPTURED_ARENA (default): requests are carved from the
@@ -103,6 +147,22 @@
  * free after that release) is handed to the next request on any stream: the
  * caller must make sure that no queued work still uses it (synchronise
  * first), as for any arena (AdaptiveArrayPools.jl's CUDA design, "stream synchronization").
+ * In particular, release a graph memory only after every graph that uses it
+ * is destroyed (cudaGraphExecDestroy, cudaGraphDestroy) and its last launch
+ * has completed (synchronise the launch stream): the arena cannot know, and
+ * hands the bytes out at once.
+ *
+ * Bad frees (deallocate, gmr_graph_arena_resource_return_block): the arena
+ * refuses them, changing nothing: GMR_ERR_FREE_MISMATCH for a live block
+ * freed with another size; GMR_ERR_DOUBLE_FREE for the start of a block that
+ * was freed already (by the caller, or by a reset or rewind), or an id whose
+ * block is gone; GMR_ERR_UNKNOWN_POINTER for any other pointer or id (with
+ * UNCAPTURED_FORWARD, a pointer outside the arena's chunks goes to the
+ * upstream, which judges it, unless nothing was ever forwarded). A free on
+ * another stream than the allocation's is accepted (stream-ordered
+ * semantics); under ORDERED_REUSE its bytes are reused only on that stream.
+ * A capture may end while blocks of its graph memory are live: they stay
+ * allocated, their bytes kept for the graph until the memory is released.
  *
  * NVTX annotation (config.nvtx_annotate; core/nvtx_mem.h; the pools do the
  * same, gmr/pool_resource.h). Each chunk is an NVTX sub-allocator heap from
@@ -124,8 +184,8 @@
  *    the memory's freed blocks go at gmr_graph_arena_resource_release_graph_memory() (or at
  *    the reset that releases an unclaimed memory); a block still live then
  *    keeps its region until it is freed, when its bytes come back;
- *  - ORDERED_REUSE: a block freed in the capture into the memory's reuse
- *    list has its region widened to the whole carved range (rounding
+ *  - ORDERED_REUSE: a block freed into the memory's reuse list (in the
+ *    capture or after it) has its region widened to the whole carved range (rounding
  *    included), and a later block of the capture carved from that list gets
  *    no region of its own: the graph's earlier nodes still touch the old
  *    block at replay, and the new block lies inside regions already
@@ -147,7 +207,11 @@
  *
  * Thread-safe: yes (one internal lock per arena; no CUDA call and no
  * upstream call is made while it is held, except growth, reserve, trim and
- * destroy, which never happen while a session is open).
+ * destroy; trim and reserve never happen while a session is open, growth
+ * then goes through the upstream's allocate_capturing: other threads of the
+ * arena wait for it, as they do for growth outside captures). The
+ * forwarding fast path (UNCAPTURED_FORWARD, no capture possible) takes no
+ * lock.
  */
 #ifndef GMR_GRAPH_ARENA_RESOURCE_H_
 #define GMR_GRAPH_ARENA_RESOURCE_H_
@@ -170,13 +234,18 @@ typedef enum gmr_graph_arena_policy {
   GMR_GRAPH_ARENA_ORDERED_REUSE = 1
 } gmr_graph_arena_policy;
 
-/* How the arena learns that a stream captures. */
+/* How the arena learns that a stream captures (see "Detection" above). */
 typedef enum gmr_graph_arena_detection {
-  /* Explicit sessions first; otherwise ask CUDA on each allocation. */
+  /* Explicit sessions first; otherwise ask CUDA on each request. */
   GMR_GRAPH_ARENA_DETECT_AUTO = 0,
   /* Only explicit sessions: no CUDA call at all on the allocation path. A
    * capture the caller did not declare is served as an uncaptured request. */
-  GMR_GRAPH_ARENA_DETECT_EXPLICIT = 1
+  GMR_GRAPH_ARENA_DETECT_EXPLICIT = 1,
+  /* Explicit sessions first; ask CUDA only while a capture may be under way
+   * as far as gmr knows: an explicit session of the arena is open, the
+   * calling thread raised a hint (gmr_graph_arena_resource_thread_hint_enter),
+   * or the stream has an automatic session. Otherwise no CUDA call. */
+  GMR_GRAPH_ARENA_DETECT_HINTED = 2
 } gmr_graph_arena_detection;
 
 /* Where requests outside any session go (see the banner). */
@@ -187,7 +256,8 @@ typedef enum gmr_graph_arena_uncaptured {
 
 typedef struct gmr_graph_arena_resource_config {
   size_t initial_capacity_bytes; /* taken from the upstream at create, one chunk; 0: none */
-  size_t chunk_bytes;            /* least growth outside capture; 0: never grow on demand */
+  size_t chunk_bytes;            /* least growth, in capture too (through the upstream's
+                                    allocate_capturing); 0: never grow on demand */
   size_t max_capacity_bytes;     /* all chunks together; SIZE_MAX: no limit */
   size_t alignment;              /* least alignment and size granule; power of two >= 256 */
   gmr_graph_arena_policy capture_policy;
@@ -272,8 +342,10 @@ GMR_API gmr_graph_arena_resource *gmr_graph_arena_resource_find_in_stack(gmr_res
  *   GMR_ERR_OUT_OF_MEMORY     max_capacity_bytes would be exceeded, or the
  *                             upstream or the host has no memory.
  *   other                     what the upstream returned.
- * On failure nothing changed. Source: this library (the arena cannot grow in
- *   capture, so growth must be asked for before); std::vector::reserve.
+ * On failure nothing changed. Source: this library (growth before the
+ *   capture keeps every upstream call out of it, the fastest capture, and
+ *   the only way when nothing below can allocate during capture);
+ *   std::vector::reserve.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_reserve(gmr_graph_arena_resource *arena,
                                                                   size_t capacity_bytes);
@@ -306,6 +378,24 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_reserve(gmr_graph_aren
  */
 GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_begin_capture(
     gmr_graph_arena_resource *arena, gmr_stream stream, gmr_graph_memory *share);
+
+/**
+ * Tell every arena with detection GMR_GRAPH_ARENA_DETECT_HINTED that the
+ * calling thread may now make CUDA graph captures it does not declare with
+ * gmr_graph_arena_resource_begin_capture() (for example inside a framework's
+ * capture context): until the matching leave, requests from this thread on a
+ * stream without an explicit session ask CUDA whether the stream captures.
+ * Hints nest (a count per thread); they cost nothing to arenas in other modes.
+ *
+ * Thread-safe: yes (thread-local state); the hint applies to the calling
+ * thread only. Stream/device: no CUDA call.
+ * Returns GMR_OK; enter: GMR_ERR_INVALID_ARGUMENT when 2^32 - 1 hints are up;
+ * leave: GMR_ERR_INVALID_ARGUMENT when no hint is up (nothing changed).
+ * Source: PyTorch's allocator asks CUDA about capture only while a capture it
+ * was told of is under way (beginAllocateToPool).
+ */
+GMR_API gmr_status gmr_graph_arena_resource_thread_hint_enter(void);
+GMR_API gmr_status gmr_graph_arena_resource_thread_hint_leave(void);
 
 /**
  * Close the session on `stream` (explicit or automatic) and give the caller
@@ -365,7 +455,7 @@ GMR_API gmr_status gmr_graph_arena_resource_get_graph_memory_info(gmr_graph_aren
 /**
  * Reset between iterations (Reset of the C# CUDA graph memory pool spec): every block served
  * outside sessions is released at once, live or not (deallocating one of them afterwards returns
- * GMR_ERR_INVALID_ARGUMENT), rewind marks outside sessions are dropped, and unclaimed memories of
+ * GMR_ERR_DOUBLE_FREE), rewind marks outside sessions are dropped, and unclaimed memories of
  * automatic sessions are released. Graph memories the caller holds are untouched. With the same
  * graph memories held, the same sequence of requests after a reset gets the same addresses, so code
  * that captures again every iteration gets identical pointers.
@@ -399,7 +489,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_checkpoint(
 /**
  * Rewind to `mark` (AdaptiveArrayPools' rewind!): every block allocated in
  * the scope after the mark is freed, live or not (deallocating one afterwards
- * returns GMR_ERR_INVALID_ARGUMENT); the mark and marks set after it are
+ * returns GMR_ERR_DOUBLE_FREE); the mark and marks set after it are
  * dropped (LIFO). What happens to the bytes:
  *  - uncaptured scope: back to the free space; the same requests after the
  *    rewind get the same addresses.
@@ -452,9 +542,9 @@ typedef struct gmr_graph_arena_block_info {
  * Look up a live block by id (GetBlock of the C# CUDA graph memory pool
  * spec) / by its pointer.
  * Thread-safe: yes. No CUDA call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL argument, or no live block
- * has that id / pointer: never allocated, freed, reset or rewound). On failure
- * *out is zeroed.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL argument);
+ * GMR_ERR_UNKNOWN_POINTER (no live block has that id / pointer: never
+ * allocated, freed, reset or rewound). On failure *out is zeroed.
  */
 GMR_API gmr_status gmr_graph_arena_resource_get_block(gmr_graph_arena_resource *arena, uint64_t id,
                                                       gmr_graph_arena_block_info *out);
@@ -467,8 +557,10 @@ GMR_API gmr_status gmr_graph_arena_resource_find_block(gmr_graph_arena_resource 
  * memory pool spec), with the same meaning as gmr_deallocate() of its pointer
  * and size.
  * Thread-safe: yes. Stream/device: as deallocate (no CUDA call).
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (arena NULL or no live block with
- * this id; nothing changed).
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (arena NULL); GMR_ERR_DOUBLE_FREE
+ * (the arena gave out this id and its block is gone: freed, reset or
+ * rewound); GMR_ERR_UNKNOWN_POINTER (an id the arena never gave out). On
+ * failure nothing changed.
  */
 GMR_API gmr_status gmr_graph_arena_resource_return_block(gmr_graph_arena_resource *arena,
                                                          uint64_t id, gmr_stream stream);
@@ -495,19 +587,25 @@ typedef struct gmr_graph_arena_stats {
   size_t forwarded_live_count;        /* of those, not yet deallocated */
   uint64_t upstream_call_count;       /* every upstream allocate/deallocate */
   uint64_t upstream_call_during_capture_count; /* of those, made while a session of
-                                             this arena was open (chunks: always 0;
-                                             FORWARD: other streams' requests) */
-  uint64_t upstream_call_in_session_count;     /* made for a stream in a session: 0 by design */
+                                             this arena was open (growth through
+                                             allocate_capturing; FORWARD: other
+                                             streams' requests) */
+  uint64_t upstream_call_in_session_count;     /* made for a stream in a session: only
+                                             growth through allocate_capturing */
   size_t open_session_count;
   size_t graph_memory_count;          /* not yet released (unclaimed included) */
+  /* ---- version 2 ---- */
+  uint64_t capture_growth_count;      /* chunks taken through the upstream's
+                                         allocate_capturing (growth while a
+                                         capture of this arena was open) */
 } gmr_graph_arena_stats;
 
-#define GMR_GRAPH_ARENA_STATS_VERSION 1u
+#define GMR_GRAPH_ARENA_STATS_VERSION 2u
 /* Every field spelled out: C++ warns about partial initialisers. */
 #define GMR_GRAPH_ARENA_STATS_INIT                                                                 \
   {                                                                                                \
     sizeof(gmr_graph_arena_stats), GMR_GRAPH_ARENA_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-        0, 0, 0, 0, 0, 0, 0, 0                                                                     \
+        0, 0, 0, 0, 0, 0, 0, 0, 0                                                                  \
   }
 
 /**

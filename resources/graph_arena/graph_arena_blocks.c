@@ -42,7 +42,7 @@ uint32_t gmr__ga_take_slot(gmr_graph_arena_resource *a) {
 void gmr__ga_drop_block(gmr_graph_arena_resource *a, uint32_t slot) {
   gmr__ga_block *b = &a->blocks[slot];
   gmr__ga_chunk *c = gmr__ga_chunk_of(a, b->addr);
-  c->block_at[(b->addr - c->base) >> GMR__GA_GRANULE_SHIFT] = 0;
+  c->block_at[(b->addr - c->base) >> GMR__GA_GRANULE_SHIFT] = GMR__GA_TOMBSTONE;
   a->live_bytes -= b->carved_bytes;
   a->live_count--;
   if (b->scope == GMR__GA_SCOPE_MEMORY) {
@@ -56,14 +56,21 @@ void gmr__ga_drop_block(gmr_graph_arena_resource *a, uint32_t slot) {
   a->free_slot = slot;
 }
 
-static bool lookup_id(const gmr_graph_arena_resource *a, uint64_t id, uint32_t *out_slot) {
+/* The live block with id `id`: GMR_OK and *out_slot; GMR_ERR_DOUBLE_FREE for
+ * an id the arena gave out and whose block is gone (an older generation of a
+ * slot); GMR_ERR_UNKNOWN_POINTER for an id it never gave out. */
+static gmr_status lookup_id(const gmr_graph_arena_resource *a, uint64_t id, uint32_t *out_slot) {
   uint32_t slot = (uint32_t)(id & 0xffffffffu);
   uint32_t generation = (uint32_t)(id >> 32);
-  if (generation == 0 || slot >= a->block_count) return false;
+  if (generation == 0 || slot >= a->block_count) return GMR_ERR_UNKNOWN_POINTER;
   const gmr__ga_block *b = &a->blocks[slot];
-  if (b->scope == GMR__GA_SCOPE_NONE || b->generation != generation) return false;
-  *out_slot = slot;
-  return true;
+  if (b->scope != GMR__GA_SCOPE_NONE && b->generation == generation) {
+    *out_slot = slot;
+    return GMR_OK;
+  }
+  /* Generations only grow (wrapping after 2^32 - 1 reuses of one slot). */
+  bool older = generation < b->generation;
+  return older ? GMR_ERR_DOUBLE_FREE : GMR_ERR_UNKNOWN_POINTER;
 }
 
 bool gmr__ga_lookup_ptr(gmr_graph_arena_resource *a, const void *ptr, uint32_t *out_slot) {
@@ -71,7 +78,10 @@ bool gmr__ga_lookup_ptr(gmr_graph_arena_resource *a, const void *ptr, uint32_t *
   gmr__ga_chunk *c = gmr__ga_chunk_of(a, addr);
   if (c == NULL || ((addr - c->base) & ((1u << GMR__GA_GRANULE_SHIFT) - 1)) != 0) return false;
   uint32_t v = c->block_at[(addr - c->base) >> GMR__GA_GRANULE_SHIFT];
-  if (v == 0 || a->blocks[v - 1].addr != addr) return false;
+  if (v == 0 || v == GMR__GA_TOMBSTONE || a->blocks[v - 1].scope == GMR__GA_SCOPE_NONE ||
+      a->blocks[v - 1].addr != addr) {
+    return false;
+  }
   *out_slot = v - 1;
   return true;
 }
@@ -96,10 +106,10 @@ static gmr_status describe_block(gmr_graph_arena_resource *a, bool by_id, uint64
   if (a == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr__ga_lock(a);
   uint32_t slot = 0;
-  bool found = by_id ? lookup_id(a, id, &slot) : gmr__ga_lookup_ptr(a, ptr, &slot);
+  bool found = by_id ? lookup_id(a, id, &slot) == GMR_OK : gmr__ga_lookup_ptr(a, ptr, &slot);
   if (found) fill_block_info(a, slot, out);
   gmr__ga_unlock(a);
-  return found ? GMR_OK : GMR_ERR_INVALID_ARGUMENT;
+  return found ? GMR_OK : GMR_ERR_UNKNOWN_POINTER;
 }
 
 gmr_status gmr_graph_arena_resource_get_block(gmr_graph_arena_resource *a, uint64_t id,
@@ -117,8 +127,8 @@ gmr_status gmr_graph_arena_resource_return_block(gmr_graph_arena_resource *a, ui
   if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr__ga_lock(a);
   uint32_t slot = 0;
-  gmr_status st =
-      lookup_id(a, id, &slot) ? gmr__ga_free_block(a, slot, stream) : GMR_ERR_INVALID_ARGUMENT;
+  gmr_status st = lookup_id(a, id, &slot);
+  if (st == GMR_OK) st = gmr__ga_free_block(a, slot, stream);
   gmr__ga_unlock(a);
   return st;
 }

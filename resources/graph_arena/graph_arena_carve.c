@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/failure.h"
 #include "core/nvtx_mem.h"
 #include "resources/graph_arena/graph_arena_internal.h"
 
@@ -79,9 +80,12 @@ static uint32_t register_block(gmr_graph_arena_resource *a, gmr__ga_session *s, 
   return slot;
 }
 
-/* Refuse a request in a session: nothing changes but the advice. */
+/* Refuse a request in a session: nothing changes but the advice. `below`
+ * names the upstream when it could not grow the arena in capture (NULL: growth
+ * is off). */
 static gmr_status refuse_in_session(gmr_graph_arena_resource *a, gmr__ga_session *s,
-                                    const gmr__ga_carve_request *rq, gmr_failure *failure) {
+                                    const gmr__ga_carve_request *rq, const char *below,
+                                    gmr_failure *failure) {
   /* From the first refusal on, every request of the capture would have to
    * come from new memory in a retry: their sum bounds what to reserve. */
   if (!s->refused) {
@@ -98,13 +102,67 @@ static gmr_status refuse_in_session(gmr_graph_arena_resource *a, gmr__ga_session
   format_bytes(more, sizeof more, s->shortfall_bytes);
   size_t total =
       a->held_bytes > SIZE_MAX - s->shortfall_bytes ? SIZE_MAX : a->held_bytes + s->shortfall_bytes;
-  snprintf(
-      failure->message, sizeof failure->message,
-      "graph_arena: capture needs %s more; create the arena with "
-      "initial_capacity_bytes >= %zu or call gmr_graph_arena_resource_reserve(arena, %zu) before "
-      "capture",
-      more, total, total);
+  /* The upstream's refusal is not the cause to report: the arena is. */
+  gmr__failure_reset(failure);
+  if (below == NULL) {
+    snprintf(failure->message, sizeof failure->message,
+             "graph_arena: capture needs %s more; create the arena with "
+             "initial_capacity_bytes >= %zu or call gmr_graph_arena_resource_reserve(arena, %zu) "
+             "before capture",
+             more, total, total);
+  } else {
+    snprintf(failure->message, sizeof failure->message,
+             "graph_arena: capture needs %s more and %s cannot allocate during capture: call "
+             "gmr_graph_arena_resource_reserve(arena, %zu) before it",
+             more, below, total);
+  }
+  gmr__ga_note_free_info(a, failure);
   return GMR_ERR_CAPTURE_UNSAFE;
+}
+
+/* Grow the arena during the capture of session `s` by a chunk that fits the
+ * request, through the upstream's allocate_capturing (which neither breaks
+ * nor joins the capture). Returns GMR_ERR_CAPTURE_UNSAFE, with nothing
+ * changed, when the arena may not grow (chunk_bytes 0) or nothing below can
+ * allocate during capture (*out_below then names the upstream); other
+ * failures are the upstream's, or the maximum capacity's. Lock held. */
+static gmr_status grow_in_capture(gmr_graph_arena_resource *a, gmr__ga_session *s,
+                                  const gmr__ga_carve_request *rq, const char **out_below,
+                                  gmr_failure *failure) {
+  *out_below = NULL;
+  if (a->cfg.chunk_bytes == 0) return GMR_ERR_CAPTURE_UNSAFE;
+  if (s->upstream_cannot) {
+    /* It said so earlier in this capture: do not ask again for every request. */
+    *out_below = s->cannot_name;
+    return GMR_ERR_CAPTURE_UNSAFE;
+  }
+  size_t need = fresh_bytes_needed(rq);
+  size_t room = a->cfg.max_capacity_bytes - a->held_bytes;
+  if (need > room) {
+    char needed[32];
+    format_bytes(needed, sizeof needed, need);
+    snprintf(failure->message, sizeof failure->message,
+             "graph_arena: %s does not fit under max_capacity_bytes (%zu)", needed,
+             a->cfg.max_capacity_bytes);
+    gmr__ga_note_free_info(a, failure);
+    return GMR_ERR_OUT_OF_MEMORY;
+  }
+  size_t chunk = need > a->cfg.chunk_bytes ? need : a->cfg.chunk_bytes;
+  if (chunk > room) chunk = room; /* still >= need */
+  /* The new range, and the split of the carve from it. */
+  if (!gmr__extent_set_reserve(&a->free, 2)) {
+    snprintf(failure->message, sizeof failure->message, "graph_arena: no host memory");
+    return GMR_ERR_OUT_OF_MEMORY;
+  }
+  failure->where = NULL;
+  gmr_status st = gmr__ga_add_chunk(a, chunk, false, GMR__GA_GROW_CAPTURING, s->stream, failure);
+  if (st == GMR_ERR_CAPTURE_UNSAFE) {
+    /* Name the resource that could not: the deepest one the record names. */
+    s->upstream_cannot = true;
+    s->cannot_name = gmr_resource_type_name(failure->where != NULL ? failure->where : a->upstream);
+    *out_below = s->cannot_name;
+  }
+  return st;
 }
 
 /* The common case of a capture: the next bytes of the range the session is
@@ -163,7 +221,14 @@ gmr_status gmr__ga_serve_in_session(gmr_graph_arena_resource *a, gmr__ga_session
      * the range lasts. */
     if (!gmr__extent_set_next_fit(&a->free, s->cursor, true, rq->carved_bytes, rq->alignment, 0,
                                   &index, &addr)) {
-      return refuse_in_session(a, s, rq, failure);
+      const char *below = NULL;
+      gmr_status st = grow_in_capture(a, s, rq, &below, failure);
+      if (st == GMR_ERR_CAPTURE_UNSAFE) return refuse_in_session(a, s, rq, below, failure);
+      if (st != GMR_OK) return st;
+      if (!gmr__extent_set_next_fit(&a->free, s->cursor, true, rq->carved_bytes, rq->alignment, 0,
+                                    &index, &addr)) {
+        return GMR_ERR_INTERNAL; /* a fresh chunk of the bytes needed always fits */
+      }
     }
     order = a->free.items[index].order;
     gmr__extent_set_carve(&a->free, index, addr, rq->carved_bytes);
@@ -186,9 +251,12 @@ gmr_status gmr__ga_serve_in_session(gmr_graph_arena_resource *a, gmr__ga_session
   return GMR_OK;
 }
 
-/* Serve an uncaptured request from the arena, growing it if needed. Lock held. */
+/* Serve a request outside sessions from the arena, growing it if needed;
+ * `capturing`: its stream captures all the same (allocate_capturing), so
+ * growth goes through the upstream's allocate_capturing. Lock held. */
 gmr_status gmr__ga_serve_uncaptured(gmr_graph_arena_resource *a, const gmr__ga_carve_request *rq,
-                                    void **out_ptr, uint64_t *out_id, gmr_failure *failure) {
+                                    bool capturing, void **out_ptr, uint64_t *out_id,
+                                    gmr_failure *failure) {
   /* Reserve everything first: growth + split may add two free ranges. */
   if (!entries_reserve(&a->open, 1) || !gmr__ga_blocks_reserve(a) ||
       !gmr__extent_set_reserve(&a->free, 2)) {
@@ -203,19 +271,10 @@ gmr_status gmr__ga_serve_uncaptured(gmr_graph_arena_resource *a, const gmr__ga_c
     size_t need = fresh_bytes_needed(rq);
     char needed[32];
     format_bytes(needed, sizeof needed, need);
-    if (a->session_count > 0) {
-      /* In CUDA's global capture mode a cudaMalloc from any thread breaks the
-       * captures in progress: do not grow while one of ours is open. */
-      a->capture_refusal_count++;
-      snprintf(failure->message, sizeof failure->message,
-               "graph_arena: cannot grow by %s while a capture is open on another stream; call "
-               "gmr_graph_arena_resource_reserve() before capture",
-               needed);
-      return GMR_ERR_CAPTURE_UNSAFE;
-    }
     if (a->cfg.chunk_bytes == 0) {
       snprintf(failure->message, sizeof failure->message,
                "graph_arena: %s does not fit and growth is off (chunk_bytes is 0)", needed);
+      gmr__ga_note_free_info(a, failure);
       return GMR_ERR_OUT_OF_MEMORY;
     }
     size_t room = a->cfg.max_capacity_bytes - a->held_bytes;
@@ -223,11 +282,30 @@ gmr_status gmr__ga_serve_uncaptured(gmr_graph_arena_resource *a, const gmr__ga_c
       snprintf(failure->message, sizeof failure->message,
                "graph_arena: %s does not fit under max_capacity_bytes (%zu)", needed,
                a->cfg.max_capacity_bytes);
+      gmr__ga_note_free_info(a, failure);
       return GMR_ERR_OUT_OF_MEMORY;
     }
     size_t chunk = need > a->cfg.chunk_bytes ? need : a->cfg.chunk_bytes;
     if (chunk > room) chunk = room; /* still >= need */
-    gmr_status st = gmr__ga_add_chunk(a, chunk, false, failure);
+    /* In CUDA's global capture mode a cudaMalloc from any thread breaks the
+     * captures in progress: while one of ours is open, grow only through a
+     * call that cannot break it. */
+    gmr__ga_growth growth =
+        capturing || a->session_count > 0 ? GMR__GA_GROW_CAPTURING : GMR__GA_GROW_PLAIN;
+    gmr_status st =
+        gmr__ga_add_chunk(a, chunk, false, growth, capturing ? rq->stream : NULL, failure);
+    if (st == GMR_ERR_CAPTURE_UNSAFE && growth == GMR__GA_GROW_CAPTURING) {
+      const char *below =
+          gmr_resource_type_name(failure->where != NULL ? failure->where : a->upstream);
+      a->capture_refusal_count++;
+      gmr__failure_reset(failure);
+      snprintf(failure->message, sizeof failure->message,
+               "graph_arena: cannot grow by %s while a capture is open (%s cannot allocate "
+               "during capture); call gmr_graph_arena_resource_reserve() before capture",
+               needed, below);
+      gmr__ga_note_free_info(a, failure);
+      return GMR_ERR_CAPTURE_UNSAFE;
+    }
     if (st != GMR_OK) return st;
     if (!gmr__extent_set_next_fit(&a->free, start, false, rq->carved_bytes, rq->alignment, 0,
                                   &index, &addr)) {

@@ -50,6 +50,15 @@
 #include "gmr/graph_arena_resource.h"
 #include "resources/graph_arena/graph_arena_extents.h"
 
+/* Keeps a slow path out of its fast caller, whose prologue would otherwise
+ * save every register the slow path uses (measured: about 20 instructions a
+ * call). Only GCC and Clang understand it; elsewhere it is nothing. */
+#if defined(__GNUC__)
+#define GMR__GA_NOINLINE __attribute__((noinline))
+#else
+#define GMR__GA_NOINLINE
+#endif
+
 enum { GMR__GA_ENTRY_LIVE = 0, GMR__GA_ENTRY_FREED = 1, GMR__GA_ENTRY_MOVED = 2 };
 
 enum { GMR__GA_SCOPE_NONE = 0, GMR__GA_SCOPE_OPEN, GMR__GA_SCOPE_MEMORY, GMR__GA_SCOPE_LOOSE };
@@ -57,6 +66,11 @@ enum { GMR__GA_SCOPE_NONE = 0, GMR__GA_SCOPE_OPEN, GMR__GA_SCOPE_MEMORY, GMR__GA
 #define GMR__GA_NO_SLOT UINT32_MAX
 
 #define GMR__GA_NO_ENTRY SIZE_MAX
+
+/* In a chunk's block_at table: a block started here and was freed (or reset,
+ * rewound). Lets a free of that address say DOUBLE_FREE rather than
+ * UNKNOWN_POINTER; a block carved here later overwrites it. */
+#define GMR__GA_TOMBSTONE UINT32_MAX
 
 typedef struct gmr__ga_entry {
   uintptr_t begin;
@@ -105,7 +119,8 @@ typedef struct gmr__ga_chunk {
   uintptr_t base;
   size_t bytes;
   uint64_t order;     /* creation number: the search order of the free space */
-  uint32_t *block_at; /* per granule: 1 + slot of the live block starting there, or 0 */
+  uint32_t *block_at; /* per granule: 1 + slot of the live block starting there,
+                         GMR__GA_TOMBSTONE where a freed one started, or 0 */
   bool initial;       /* taken at create: trim keeps it */
   void *nvtx_heap;    /* nvtx_annotate: the chunk's NVTX heap (may be NULL) */
 } gmr__ga_chunk;
@@ -137,10 +152,12 @@ struct gmr__ga_session {
    * is hint_version: the fast path carves from it without searching. */
   size_t hint;
   uint64_t hint_version;
-  gmr__ga_chunk *chunk; /* its chunk (chunks do not move while a session is open) */
+  gmr__ga_chunk *chunk; /* its chunk, valid with the hint (growth moves chunks) */
   size_t first_entry;
   gmr__ga_marks marks;
   bool refused;
+  bool upstream_cannot;   /* the upstream could not allocate during this capture */
+  const char *cannot_name; /* the type of the resource that could not (static) */
   size_t shortfall_bytes; /* bytes asked since the first refusal */
 };
 
@@ -180,9 +197,11 @@ struct gmr_graph_arena_resource {
   gmr__ga_entries spare_entries;
   uint64_t next_mark_id;
 
-  /* Read without the lock on the allocation path. */
+  /* Read without the lock on the allocation and free paths. */
   _Atomic size_t explicit_session_count;
   _Atomic size_t open_session_count;
+  _Atomic uintptr_t chunks_begin; /* lowest chunk address (UINTPTR_MAX: no chunk) */
+  _Atomic uintptr_t chunks_end;   /* end of the highest chunk */
 
   /* Under the lock. */
   size_t peak_in_use_bytes;
@@ -194,10 +213,16 @@ struct gmr_graph_arena_resource {
   uint64_t capture_refusal_count;
   size_t capture_shortfall_bytes;
 
-  /* Upstream traffic, partly outside the lock. */
-  _Atomic uint64_t forwarded_allocation_count;
-  _Atomic size_t forwarded_live_count;
-  _Atomic uint64_t upstream_call_count;
+  uint64_t chunk_call_count;        /* upstream calls for chunks */
+  uint64_t capture_growth_count;    /* chunks taken through allocate_capturing */
+  uint64_t chunk_call_in_session_count; /* of those, for a stream in a session */
+
+  /* Forwarded traffic (UNCAPTURED_FORWARD), outside the lock: one atomic add
+   * per call, on a cache line of its own so that threads forwarding at once
+   * do not also contend for the lock's line. live = allocations - frees. */
+  _Alignas(64) _Atomic uint64_t forwarded_allocation_count; /* successful */
+  _Atomic uint64_t forwarded_free_count;                    /* successful */
+  _Atomic uint64_t forwarded_failure_count; /* upstream calls that failed */
   _Atomic uint64_t upstream_call_during_capture_count;
 };
 
@@ -231,12 +256,28 @@ gmr_status gmr__ga_free_block(gmr_graph_arena_resource *a, uint32_t slot, gmr_st
 /* ---- graph_arena_chunks.c ---- */
 /* The chunk holding `addr` (chunks are sorted by address), or NULL. */
 gmr__ga_chunk *gmr__ga_chunk_of(gmr_graph_arena_resource *a, uintptr_t addr);
-void gmr__ga_count_upstream_call(gmr_graph_arena_resource *a);
-/* Take a chunk of `bytes` from the upstream and add it to the free space.
- * Called with the lock held, outside any session. The caller reserved room
- * in `free`; this reserves room in `chunks` before calling the upstream. */
+/* Count an upstream call made with the lock not held (forwarding): only
+ * the calls made while a session is open need a count of their own. */
+static inline void gmr__ga_count_upstream_call(gmr_graph_arena_resource *a) {
+  if (atomic_load_explicit(&a->open_session_count, memory_order_relaxed) > 0) {
+    atomic_fetch_add_explicit(&a->upstream_call_during_capture_count, 1, memory_order_relaxed);
+  }
+}
+/* How a chunk is taken from the upstream. */
+typedef enum gmr__ga_growth {
+  GMR__GA_GROW_PLAIN = 0,     /* gmr_allocate_ex: no capture of ours is open */
+  GMR__GA_GROW_CAPTURING = 1, /* gmr_allocate_capturing: a capture is open */
+} gmr__ga_growth;
+/* Take a chunk of `bytes` from the upstream for use on `stream` and add it to
+ * the free space. Lock held. The caller reserved room in `free`; this
+ * reserves room in `chunks` before calling the upstream. */
 gmr_status gmr__ga_add_chunk(gmr_graph_arena_resource *a, size_t bytes, bool initial,
-                             gmr_failure *failure);
+                             gmr__ga_growth growth, gmr_stream stream, gmr_failure *failure);
+/* Bytes and ranges of the free space, and its largest range. Lock held. */
+void gmr__ga_describe_free(const gmr_graph_arena_resource *a, size_t *free_bytes,
+                           size_t *largest_bytes, size_t *count);
+/* Fill the failure record's free figures with the arena's. Lock held. */
+void gmr__ga_note_free_info(const gmr_graph_arena_resource *a, gmr_failure *failure);
 /* Give chunk `index` back upstream if it is wholly free. */
 gmr_status gmr__ga_release_chunk(gmr_graph_arena_resource *a, size_t index, bool *released);
 
@@ -267,19 +308,44 @@ size_t gmr__ga_memory_returnable_count(const gmr_graph_memory *m);
  * gmr__ga_memory_returnable_count(m) extents and the free space for as many more. */
 void gmr__ga_dissolve_memory(gmr_graph_arena_resource *a, gmr_graph_memory *m,
                              gmr__extent *scratch);
-/* Find the session of `stream`, asking CUDA when needed. On GMR_OK the lock
- * is held and *out is the session or NULL. On failure the lock is not held. */
+/* Hints raised by the calling thread (gmr_graph_arena_resource_thread_hint_enter). */
+extern _Thread_local unsigned gmr__ga_thread_hint_count;
+
+/* The allocation and free paths' first test, inline: no session is open and
+ * the detection mode would not ask CUDA, so no request can be in a capture
+ * the arena serves. Two loads; no lock, no call. */
+static inline bool gmr__ga_no_capture_possible(const gmr_graph_arena_resource *a) {
+  if (atomic_load_explicit(&((gmr_graph_arena_resource *)a)->open_session_count,
+                           memory_order_relaxed) != 0) {
+    return false;
+  }
+  return a->cfg.detection == GMR_GRAPH_ARENA_DETECT_EXPLICIT ||
+         (a->cfg.detection == GMR_GRAPH_ARENA_DETECT_HINTED && gmr__ga_thread_hint_count == 0);
+}
+
+/* Find the session of `stream`, asking CUDA only when the detection mode
+ * says it can matter. On GMR_OK with *out not NULL the lock is held; with
+ * *out NULL it is not. On failure the lock is not held. `failure` may be
+ * NULL. */
+gmr_status gmr__ga_resolve(gmr_graph_arena_resource *a, gmr_stream stream, gmr__ga_session **out,
+                           gmr_failure *failure);
+/* gmr__ga_resolve() that holds the lock on GMR_OK, session or not. */
 gmr_status gmr__ga_resolve_locked(gmr_graph_arena_resource *a, gmr_stream stream,
                                   gmr__ga_session **out, gmr_failure *failure);
+/* The chunks moved (growth): no session may use its cached chunk pointer. */
+void gmr__ga_forget_hints(gmr_graph_arena_resource *a);
 
 /* ---- graph_arena_carve.c ---- */
 /* Serve a request in session `s`. Lock held. */
 gmr_status gmr__ga_serve_in_session(gmr_graph_arena_resource *a, gmr__ga_session *s,
                                     const gmr__ga_carve_request *rq, void **out_ptr,
                                     uint64_t *out_id, gmr_failure *failure);
-/* Serve an uncaptured request from the arena, growing it if needed. Lock held. */
+/* Serve a request outside sessions from the arena, growing it if needed;
+ * `capturing`: its stream captures all the same (allocate_capturing), so
+ * growth goes through the upstream's allocate_capturing. Lock held. */
 gmr_status gmr__ga_serve_uncaptured(gmr_graph_arena_resource *a, const gmr__ga_carve_request *rq,
-                                    void **out_ptr, uint64_t *out_id, gmr_failure *failure);
+                                    bool capturing, void **out_ptr, uint64_t *out_id,
+                                    gmr_failure *failure);
 
 /* ---- graph_arena_rewind.c ---- */
 /* Put every extent of the uncaptured list back in the free space and drop its

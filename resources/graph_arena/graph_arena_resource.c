@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/failure.h"
+#include "core/forward.h"
 #include "core/nvtx_mem.h"
 #include "core/stats.h"
 #include "resources/graph_arena/graph_arena_internal.h"
@@ -35,21 +36,48 @@ bool gmr__ga_ensure(void **items, size_t *capacity, size_t need, size_t size) {
   return true;
 }
 
-static gmr_status forward_allocate(gmr_graph_arena_resource *a, const gmr__ga_carve_request *rq,
-                                   void **out_ptr, gmr_failure *failure) {
+static gmr_status forward_allocate(gmr_graph_arena_resource *a, size_t bytes, size_t alignment,
+                                   gmr_stream stream, bool capturing, void **out_ptr,
+                                   gmr_failure *failure) {
   gmr__ga_count_upstream_call(a);
-  gmr_status st = gmr_allocate_ex(a->upstream, rq->bytes, rq->requested_alignment, rq->stream,
-                                  out_ptr, failure);
+  /* The dispatch checked the request: call the upstream's slot directly. */
+  gmr_status st = capturing ? gmr_allocate_capturing(a->upstream, bytes, alignment, stream,
+                                                     out_ptr, failure)
+                            : gmr__forward_allocate(a->upstream, bytes, alignment, stream,
+                                                    out_ptr, failure);
   if (st == GMR_OK) {
     atomic_fetch_add_explicit(&a->forwarded_allocation_count, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&a->forwarded_live_count, 1, memory_order_relaxed);
+  } else {
+    atomic_fetch_add_explicit(&a->forwarded_failure_count, 1, memory_order_relaxed);
   }
   return st;
 }
 
-static gmr_status arena_allocate_impl(gmr_graph_arena_resource *a, size_t bytes, size_t alignment,
-                                      gmr_stream stream, void **out_ptr, uint64_t *out_id,
-                                      gmr_failure *failure) {
+/* Forwarded blocks not yet freed (a snapshot; frees are read first so that a
+ * free is never seen without its allocation). */
+static size_t forwarded_live(gmr_graph_arena_resource *a) {
+  uint64_t frees = atomic_load_explicit(&a->forwarded_free_count, memory_order_acquire);
+  uint64_t allocs = atomic_load_explicit(&a->forwarded_allocation_count, memory_order_acquire);
+  return allocs > frees ? (size_t)(allocs - frees) : 0;
+}
+
+/* `capturing`: the caller says `stream` captures (the allocate_capturing
+ * slot): whatever goes below goes through the upstream's allocate_capturing. */
+GMR__GA_NOINLINE static gmr_status arena_allocate_impl(gmr_graph_arena_resource *a, size_t bytes,
+                                                       size_t alignment,
+                                      gmr_stream stream, bool capturing, void **out_ptr,
+                                      uint64_t *out_id, gmr_failure *failure) {
+  if (out_id != NULL) *out_id = 0;
+  gmr__ga_session *s = NULL;
+  if (!gmr__ga_no_capture_possible(a)) {
+    gmr_status st = gmr__ga_resolve(a, stream, &s, failure);
+    if (st != GMR_OK) return st;
+  }
+  if (s == NULL && a->cfg.uncaptured == GMR_GRAPH_ARENA_UNCAPTURED_FORWARD) {
+    /* The graph pool's common case: no lock taken, one atomic add. */
+    return forward_allocate(a, bytes, alignment, stream, capturing, out_ptr, failure);
+  }
+  gmr_status st;
   gmr__ga_carve_request rq;
   rq.bytes = bytes;
   rq.alignment = alignment > a->cfg.alignment ? alignment : a->cfg.alignment;
@@ -57,31 +85,44 @@ static gmr_status arena_allocate_impl(gmr_graph_arena_resource *a, size_t bytes,
   rq.requested_alignment = alignment;
   rq.stream = stream;
   if (rq.carved_bytes < bytes || rq.alignment > GMR_MAX_ALLOCATION_BYTES) {
+    if (s != NULL) gmr__ga_unlock(a);
     snprintf(failure->message, sizeof failure->message, "graph_arena: request too large");
     return GMR_ERR_OUT_OF_MEMORY;
   }
-  gmr__ga_session *s = NULL;
-  gmr_status st = gmr__ga_resolve_locked(a, stream, &s, failure);
-  if (st != GMR_OK) return st;
   if (s != NULL) {
     st = gmr__ga_serve_in_session(a, s, &rq, out_ptr, out_id, failure);
     gmr__ga_unlock(a);
     return st;
   }
-  if (a->cfg.uncaptured == GMR_GRAPH_ARENA_UNCAPTURED_FORWARD) {
-    gmr__ga_unlock(a);
-    if (out_id != NULL) *out_id = 0;
-    return forward_allocate(a, &rq, out_ptr, failure);
-  }
-  st = gmr__ga_serve_uncaptured(a, &rq, out_ptr, out_id, failure);
+  gmr__ga_lock(a);
+  st = gmr__ga_serve_uncaptured(a, &rq, capturing, out_ptr, out_id, failure);
   gmr__ga_unlock(a);
   return st;
 }
 
 static gmr_status arena_allocate(gmr_resource *self, size_t bytes, size_t alignment,
                                  gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  return arena_allocate_impl((gmr_graph_arena_resource *)self, bytes, alignment, stream, out_ptr,
-                             NULL, failure);
+  gmr_graph_arena_resource *a = (gmr_graph_arena_resource *)self;
+  /* The graph pool outside captures: straight to the upstream's slot, no lock,
+   * one atomic add. Everything else takes the general path. */
+  if (a->cfg.uncaptured == GMR_GRAPH_ARENA_UNCAPTURED_FORWARD && gmr__ga_no_capture_possible(a)) {
+    gmr_status st = gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
+    atomic_fetch_add_explicit(st == GMR_OK ? &a->forwarded_allocation_count
+                                           : &a->forwarded_failure_count,
+                              1, memory_order_relaxed);
+    return st;
+  }
+  return arena_allocate_impl(a, bytes, alignment, stream, false, out_ptr, NULL, failure);
+}
+
+/* The caller (an adaptor above, or a user) allocates while `stream`
+ * captures: served as any request (a session when the arena knows of the
+ * capture), with every upstream call made through allocate_capturing. */
+static gmr_status arena_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
+                                           gmr_stream stream, void **out_ptr,
+                                           gmr_failure *failure) {
+  return arena_allocate_impl((gmr_graph_arena_resource *)self, bytes, alignment, stream, true,
+                             out_ptr, NULL, failure);
 }
 
 /* Free block `slot` deallocated on `stream`. Lock held. Fails only for lack
@@ -110,10 +151,12 @@ gmr_status gmr__ga_free_block(gmr_graph_arena_resource *a, uint32_t slot, gmr_st
   /* A captured block: its region stays while the memory holds its bytes. */
   gmr_graph_memory *m = b->memory;
   gmr__ga_entry *e = &m->entries.items[b->entry];
-  /* Ordered reuse: freed on the stream that is capturing into this memory,
-   * the bytes may serve a later request of the same capture. */
-  if (a->cfg.capture_policy == GMR_GRAPH_ARENA_ORDERED_REUSE && m->session != NULL &&
-      m->session->stream == stream && gmr__extent_set_reserve(&m->reuse, 1)) {
+  /* Ordered reuse (PyTorch's private pools): the bytes may serve a later
+   * request on the stream they were freed on, in this capture or a later one
+   * into the same memory; graphs sharing the memory then replay in capture
+   * order. Without host memory for the list they simply stay with the memory. */
+  if (a->cfg.capture_policy == GMR_GRAPH_ARENA_ORDERED_REUSE &&
+      gmr__extent_set_reserve(&m->reuse, 1)) {
     gmr__extent_set_add(&m->reuse, (gmr__extent){e->begin, e->end, (uintptr_t)stream, e->order});
     e->state = GMR__GA_ENTRY_MOVED;
     gmr__ga_region_widen(a, e);
@@ -126,43 +169,95 @@ gmr_status gmr__ga_free_block(gmr_graph_arena_resource *a, uint32_t slot, gmr_st
 
 static gmr_status forward_deallocate(gmr_graph_arena_resource *a, void *ptr, size_t bytes,
                                      size_t alignment, gmr_stream stream) {
-  gmr__ga_session *s = NULL;
-  gmr_failure ignored;
-  gmr_status st = gmr__ga_resolve_locked(a, stream, &s, &ignored);
-  if (st != GMR_OK) return st;
-  gmr__ga_unlock(a);
-  /* Never call the upstream for a stream that captures: free it after. */
-  if (s != NULL) return GMR_ERR_CAPTURE_UNSAFE;
+  if (forwarded_live(a) == 0) return GMR_ERR_UNKNOWN_POINTER; /* nothing of ours is upstream */
+  if (!gmr__ga_no_capture_possible(a)) {
+    gmr__ga_session *s = NULL;
+    gmr_status st = gmr__ga_resolve(a, stream, &s, NULL);
+    if (st != GMR_OK) return st;
+    if (s != NULL) {
+      /* Never call the upstream for a stream that captures: free it after. */
+      gmr__ga_unlock(a);
+      return GMR_ERR_CAPTURE_UNSAFE;
+    }
+  }
   gmr__ga_count_upstream_call(a);
-  st = gmr_deallocate(a->upstream, ptr, bytes, alignment, stream);
-  if (st == GMR_OK) atomic_fetch_sub_explicit(&a->forwarded_live_count, 1, memory_order_relaxed);
+  gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  if (st == GMR_OK) {
+    atomic_fetch_add_explicit(&a->forwarded_free_count, 1, memory_order_release);
+  } else {
+    atomic_fetch_add_explicit(&a->forwarded_failure_count, 1, memory_order_relaxed);
+  }
   return st;
+}
+
+/* Why a pointer inside a chunk is no live block: a block started there and
+ * was freed (or reset, rewound), or none ever did. Lock held. */
+static gmr_status bad_free_status(gmr_graph_arena_resource *a, const void *ptr) {
+  uintptr_t addr = (uintptr_t)ptr;
+  gmr__ga_chunk *c = gmr__ga_chunk_of(a, addr);
+  if (c == NULL || ((addr - c->base) & ((1u << GMR__GA_GRANULE_SHIFT) - 1)) != 0) {
+    return GMR_ERR_UNKNOWN_POINTER;
+  }
+  return c->block_at[(addr - c->base) >> GMR__GA_GRANULE_SHIFT] == GMR__GA_TOMBSTONE
+             ? GMR_ERR_DOUBLE_FREE
+             : GMR_ERR_UNKNOWN_POINTER;
+}
+
+/* The general free path: a block of the arena, a bad free, or a forwarded
+ * block while a capture may be under way. Kept out of line so that the fast
+ * path of arena_deallocate stays small. */
+GMR__GA_NOINLINE static gmr_status deallocate_slow(gmr_graph_arena_resource *a, void *ptr,
+                                                   size_t bytes, size_t alignment,
+                                                   gmr_stream stream) {
+  uintptr_t addr = (uintptr_t)ptr;
+  /* Outside every chunk the pointer cannot be one of the arena's blocks: no
+   * lock (the graph pool's forwarded frees). */
+  if (addr >= atomic_load_explicit(&a->chunks_begin, memory_order_relaxed) &&
+      addr < atomic_load_explicit(&a->chunks_end, memory_order_relaxed)) {
+    gmr__ga_lock(a);
+    uint32_t slot = 0;
+    gmr_status st;
+    if (gmr__ga_lookup_ptr(a, ptr, &slot)) {
+      st = a->blocks[slot].bytes == bytes ? gmr__ga_free_block(a, slot, stream)
+                                          : GMR_ERR_FREE_MISMATCH;
+      gmr__ga_unlock(a);
+      return st;
+    }
+    bool in_chunk = gmr__ga_chunk_of(a, addr) != NULL;
+    st = in_chunk ? bad_free_status(a, ptr) : GMR_OK;
+    gmr__ga_unlock(a);
+    if (in_chunk) return st;
+  }
+  if (a->cfg.uncaptured != GMR_GRAPH_ARENA_UNCAPTURED_FORWARD) return GMR_ERR_UNKNOWN_POINTER;
+  return forward_deallocate(a, ptr, bytes, alignment, stream);
 }
 
 static gmr_status arena_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                    gmr_stream stream) {
   gmr_graph_arena_resource *a = (gmr_graph_arena_resource *)self;
-  gmr__ga_lock(a);
-  uint32_t slot = 0;
-  if (gmr__ga_lookup_ptr(a, ptr, &slot)) {
-    gmr_status st = a->blocks[slot].bytes == bytes ? gmr__ga_free_block(a, slot, stream)
-                                                   : GMR_ERR_INVALID_ARGUMENT;
-    gmr__ga_unlock(a);
+  uintptr_t addr = (uintptr_t)ptr;
+  /* The graph pool outside captures: a pointer outside every chunk cannot be
+   * one of the arena's blocks, so it goes straight to the upstream's slot
+   * (when the arena has anything upstream at all). */
+  if (a->cfg.uncaptured == GMR_GRAPH_ARENA_UNCAPTURED_FORWARD &&
+      (addr < atomic_load_explicit(&a->chunks_begin, memory_order_relaxed) ||
+       addr >= atomic_load_explicit(&a->chunks_end, memory_order_relaxed)) &&
+      gmr__ga_no_capture_possible(a) && forwarded_live(a) > 0) {
+    gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
+    if (st == GMR_OK) {
+      atomic_fetch_add_explicit(&a->forwarded_free_count, 1, memory_order_release);
+    } else {
+      atomic_fetch_add_explicit(&a->forwarded_failure_count, 1, memory_order_relaxed);
+    }
     return st;
   }
-  bool forwarded = a->cfg.uncaptured == GMR_GRAPH_ARENA_UNCAPTURED_FORWARD &&
-                   gmr__ga_chunk_of(a, (uintptr_t)ptr) == NULL &&
-                   atomic_load_explicit(&a->forwarded_live_count, memory_order_relaxed) > 0;
-  gmr__ga_unlock(a);
-  if (!forwarded) return GMR_ERR_INVALID_ARGUMENT; /* not ours, or freed already */
-  return forward_deallocate(a, ptr, bytes, alignment, stream);
+  return deallocate_slow(a, ptr, bytes, alignment, stream);
 }
 
 static gmr_status arena_destroy(gmr_resource *self) {
   gmr_graph_arena_resource *a = (gmr_graph_arena_resource *)self;
   gmr__ga_lock(a);
-  if (a->session_count > 0 || a->memory_count > 0 || a->live_count > 0 ||
-      atomic_load(&a->forwarded_live_count) > 0) {
+  if (a->session_count > 0 || a->memory_count > 0 || a->live_count > 0 || forwarded_live(a) > 0) {
     gmr__ga_unlock(a);
     return GMR_ERR_BUSY;
   }
@@ -241,6 +336,24 @@ static gmr_status arena_get_footprint(const gmr_resource *self, gmr_footprint *o
   return GMR_OK;
 }
 
+static gmr_status arena_get_memory_info(const gmr_resource *self, gmr_memory_info *out) {
+  gmr_graph_arena_resource *a = (gmr_graph_arena_resource *)(uintptr_t)self;
+  /* Forwarding, as for the footprint: the stack's memory is the upstream's. */
+  if (a->cfg.uncaptured == GMR_GRAPH_ARENA_UNCAPTURED_FORWARD &&
+      gmr_resource_get_memory_info(a->upstream, out) == GMR_OK) {
+    return GMR_OK;
+  }
+  gmr_memory_info info = GMR_MEMORY_INFO_INIT;
+  gmr__ga_lock(a);
+  info.held_bytes = a->held_bytes;
+  info.live_bytes = a->live_bytes;
+  gmr__ga_describe_free(a, &info.free_bytes, &info.largest_free_block_bytes,
+                        &info.free_block_count);
+  gmr__ga_unlock(a);
+  gmr__stats_copy_out(out, &info, sizeof info);
+  return GMR_OK;
+}
+
 static const gmr_resource_vtbl graph_arena_vtbl = {
     .version = GMR_RESOURCE_VTBL_VERSION,
     .type_name = "graph_arena_resource",
@@ -250,6 +363,8 @@ static const gmr_resource_vtbl graph_arena_vtbl = {
     .get_upstream = arena_get_upstream,
     .trim = arena_trim,
     .get_footprint = arena_get_footprint,
+    .get_memory_info = arena_get_memory_info,
+    .allocate_capturing = arena_allocate_capturing,
 };
 
 gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
@@ -267,7 +382,8 @@ gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
       (cfg.capture_policy != GMR_GRAPH_ARENA_MONOTONE &&
        cfg.capture_policy != GMR_GRAPH_ARENA_ORDERED_REUSE) ||
       (cfg.detection != GMR_GRAPH_ARENA_DETECT_AUTO &&
-       cfg.detection != GMR_GRAPH_ARENA_DETECT_EXPLICIT) ||
+       cfg.detection != GMR_GRAPH_ARENA_DETECT_EXPLICIT &&
+       cfg.detection != GMR_GRAPH_ARENA_DETECT_HINTED) ||
       (cfg.uncaptured != GMR_GRAPH_ARENA_UNCAPTURED_ARENA &&
        cfg.uncaptured != GMR_GRAPH_ARENA_UNCAPTURED_FORWARD)) {
     return GMR_ERR_INVALID_ARGUMENT;
@@ -279,9 +395,14 @@ gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
                         : gmr__align_up(cfg.chunk_bytes, cfg.alignment);
   if (cfg.initial_capacity_bytes > cfg.max_capacity_bytes) return GMR_ERR_INVALID_ARGUMENT;
 
-  gmr_graph_arena_resource *a = calloc(1, sizeof *a);
+  /* Aligned for the cache line of the forwarded counters. */
+  size_t size = gmr__align_up(sizeof(gmr_graph_arena_resource), 64);
+  gmr_graph_arena_resource *a = aligned_alloc(64, size);
   if (a == NULL) return GMR_ERR_OUT_OF_MEMORY;
+  memset(a, 0, size);
   atomic_init(&a->lock.locked, 0);
+  atomic_init(&a->chunks_begin, UINTPTR_MAX);
+  atomic_init(&a->chunks_end, 0);
   a->base.vtbl = &graph_arena_vtbl;
   a->upstream = upstream;
   a->cuda = gmr__cuda();
@@ -292,7 +413,8 @@ gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
     gmr_failure failure;
     memset(&failure, 0, sizeof failure);
     gmr_status st = gmr__extent_set_reserve(&a->free, 1)
-                        ? gmr__ga_add_chunk(a, cfg.initial_capacity_bytes, true, &failure)
+                        ? gmr__ga_add_chunk(a, cfg.initial_capacity_bytes, true,
+                                            GMR__GA_GROW_PLAIN, NULL, &failure)
                         : GMR_ERR_OUT_OF_MEMORY;
     if (st != GMR_OK) {
       free(a->chunks);
@@ -336,7 +458,7 @@ gmr_status gmr_graph_arena_resource_reserve(gmr_graph_arena_resource *a, size_t 
     if (grow > a->cfg.max_capacity_bytes - a->held_bytes || !gmr__extent_set_reserve(&a->free, 1)) {
       st = GMR_ERR_OUT_OF_MEMORY;
     } else {
-      st = gmr__ga_add_chunk(a, grow, false, &failure);
+      st = gmr__ga_add_chunk(a, grow, false, GMR__GA_GROW_PLAIN, NULL, &failure);
     }
   }
   gmr__ga_unlock(a);
@@ -361,7 +483,7 @@ gmr_status gmr_graph_arena_resource_allocate(gmr_graph_arena_resource *a, size_t
   gmr_status done = GMR_OK;
   if (!gmr__request_check(self, bytes, &alignment, stream, out_ptr, failure, &done)) return done;
   void *p = NULL;
-  gmr_status st = arena_allocate_impl(a, bytes, alignment, stream, &p, out_id, failure);
+  gmr_status st = arena_allocate_impl(a, bytes, alignment, stream, false, &p, out_id, failure);
   if (st != GMR_OK) {
     *out_id = 0;
     return gmr__failure_record(failure, st, self, bytes, alignment, stream);
@@ -390,10 +512,17 @@ gmr_status gmr_graph_arena_resource_get_stats(gmr_graph_arena_resource *a,
   s.capture_shortfall_bytes = a->capture_shortfall_bytes;
   s.open_session_count = a->session_count;
   s.graph_memory_count = a->memory_count;
+  s.capture_growth_count = a->capture_growth_count;
+  s.upstream_call_in_session_count = a->chunk_call_in_session_count;
+  uint64_t chunk_calls = a->chunk_call_count;
   gmr__ga_unlock(a);
+  uint64_t frees = atomic_load(&a->forwarded_free_count);
   s.forwarded_allocation_count = atomic_load(&a->forwarded_allocation_count);
-  s.forwarded_live_count = atomic_load(&a->forwarded_live_count);
-  s.upstream_call_count = atomic_load(&a->upstream_call_count);
+  s.forwarded_live_count = s.forwarded_allocation_count > frees
+                               ? (size_t)(s.forwarded_allocation_count - frees)
+                               : 0;
+  s.upstream_call_count = chunk_calls + s.forwarded_allocation_count + frees +
+                          atomic_load(&a->forwarded_failure_count);
   s.upstream_call_during_capture_count = atomic_load(&a->upstream_call_during_capture_count);
   gmr__stats_copy_out(out, &s, sizeof s);
   return GMR_OK;

@@ -3,6 +3,8 @@
  * captures now) and the graph memories they fill; telling, from the CUDA
  * layer or from the caller, whether a stream captures.
  */
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,32 +207,84 @@ static gmr_status reconcile(gmr_graph_arena_resource *a, gmr_stream stream, bool
   return GMR_OK;
 }
 
-/* Find the session of `stream`, asking CUDA when needed. On GMR_OK the lock
- * is held and *out is the session or NULL. On failure the lock is not held. */
-gmr_status gmr__ga_resolve_locked(gmr_graph_arena_resource *a, gmr_stream stream,
-                                  gmr__ga_session **out, gmr_failure *failure) {
+_Thread_local unsigned gmr__ga_thread_hint_count;
+
+gmr_status gmr_graph_arena_resource_thread_hint_enter(void) {
+  if (gmr__ga_thread_hint_count == UINT32_MAX) return GMR_ERR_INVALID_ARGUMENT;
+  gmr__ga_thread_hint_count++;
+  return GMR_OK;
+}
+
+gmr_status gmr_graph_arena_resource_thread_hint_leave(void) {
+  if (gmr__ga_thread_hint_count == 0) return GMR_ERR_INVALID_ARGUMENT;
+  gmr__ga_thread_hint_count--;
+  return GMR_OK;
+}
+
+void gmr__ga_forget_hints(gmr_graph_arena_resource *a) {
+  for (size_t i = 0; i < a->session_count; ++i) {
+    a->sessions[i]->hint_version = UINT64_MAX; /* never a version of the free space */
+    a->sessions[i]->chunk = NULL;
+  }
+}
+
+/*
+ * Whether a request on a stream without an explicit session must ask CUDA if
+ * the stream captures (the detection modes of gmr/graph_arena_resource.h):
+ * AUTO always; HINTED only while a capture may be under way as far as gmr
+ * knows: the calling thread raised a hint, an explicit session of this arena
+ * is open (its capture may have forked onto other streams), or the stream
+ * has an automatic session (to see its capture end).
+ */
+static bool must_ask(const gmr_graph_arena_resource *a, size_t explicit_count,
+                     bool has_automatic_session) {
+  if (a->cfg.detection == GMR_GRAPH_ARENA_DETECT_AUTO) return true;
+  if (a->cfg.detection == GMR_GRAPH_ARENA_DETECT_EXPLICIT) return false;
+  return gmr__ga_thread_hint_count > 0 || explicit_count > 0 || has_automatic_session;
+}
+
+gmr_status gmr__ga_resolve(gmr_graph_arena_resource *a, gmr_stream stream, gmr__ga_session **out,
+                           gmr_failure *failure) {
   *out = NULL;
-  if (atomic_load_explicit(&a->explicit_session_count, memory_order_relaxed) > 0 ||
-      a->cfg.detection == GMR_GRAPH_ARENA_DETECT_EXPLICIT) {
+  size_t explicit_count = atomic_load_explicit(&a->explicit_session_count, memory_order_relaxed);
+  size_t open_count = atomic_load_explicit(&a->open_session_count, memory_order_relaxed);
+  if (open_count > 0) {
+    /* Some stream has a session: look this one up (a few compares). */
     gmr__ga_lock(a);
     gmr__ga_session *s = gmr__ga_find_session(a, stream);
     if (s != NULL && s->explicit_session) {
       *out = s;
       return GMR_OK;
     }
-    if (a->cfg.detection == GMR_GRAPH_ARENA_DETECT_EXPLICIT) return GMR_OK;
+    bool ask = must_ask(a, explicit_count, s != NULL);
     gmr__ga_unlock(a);
+    if (!ask) return GMR_OK;
+  } else if (!must_ask(a, explicit_count, false)) {
+    return GMR_OK; /* callers test gmr__ga_no_capture_possible() first */
   }
   bool capturing = false;
   unsigned long long id = 0;
   gmr_status st = query_capture(a, stream, &capturing, &id, failure);
   if (st != GMR_OK) return st;
+  /* Not capturing and no session anywhere: nothing to reconcile. */
+  if (!capturing && open_count == 0) return GMR_OK;
   gmr__ga_lock(a);
   st = reconcile(a, stream, capturing, id, out);
   if (st != GMR_OK) {
     gmr__ga_unlock(a);
-    snprintf(failure->message, sizeof failure->message, "graph_arena: no host memory");
+    if (failure != NULL) {
+      snprintf(failure->message, sizeof failure->message, "graph_arena: no host memory");
+    }
+    return st;
   }
+  if (*out == NULL) gmr__ga_unlock(a);
+  return GMR_OK;
+}
+
+gmr_status gmr__ga_resolve_locked(gmr_graph_arena_resource *a, gmr_stream stream,
+                                  gmr__ga_session **out, gmr_failure *failure) {
+  gmr_status st = gmr__ga_resolve(a, stream, out, failure);
+  if (st == GMR_OK && *out == NULL) gmr__ga_lock(a);
   return st;
 }
 

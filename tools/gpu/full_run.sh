@@ -24,7 +24,7 @@ step() {  # step NAME TIMEOUT_S command...
 OUT="$work" step gpu_tests 240 tools/gpu/run.sh
 # 2. Sanitizer: NVTX annotation verdicts, then memcheck on the other GPU tests.
 OUT="$work/sanitizer" step sanitizer_nvtx 240 tests/gpu/run_sanitizer_checks.sh "$bin"
-for t in graph_arena_gpu_test pool_gpu_test cuda_resource_gpu_test; do
+for t in graph_arena_gpu_test graph_pool_gpu_test pool_gpu_test cuda_resource_gpu_test; do
   # These tests provoke CUDA API errors on purpose (out of memory, cudaMalloc
   # during capture): memcheck judges memory accesses and leaks only.
   [ -x "$bin/$t" ] && step "memcheck_$t" 240 "$san" --tool memcheck --leak-check full \
@@ -42,9 +42,19 @@ step replay_gpt2_graph_capture 120 "$bin/replay" \
   --stack 'tracking(per=stream) > limiting > graph_arena(uncaptured=forward, policy=monotone) > pool > cuda(kind=async)' \
   --stack 'tracking(per=stream) > limiting > graph_arena(uncaptured=forward, policy=ordered_reuse) > pool > cuda(kind=async)' \
   --arena-reserve 0,0,598964224,198295552 tools/traces/gpt2_graph_capture.csv.gz
+# The graph pool with nothing reserved: the arena grows inside the capture.
+step replay_gpt2_graph_capture_no_reserve 120 "$bin/replay" \
+  --compare "cuda_async;pool;graph_pool" tools/traces/gpt2_graph_capture.csv.gz
 step replay_default 120 "$bin/replay"
 # 4. Benchmarks.
 step bench_arena 120 "$bin/bench_arena" --allocs 1000 --rounds 1001
+# Cold and warm mean per call: graph_pool against pool alone (target: at most 2x warm).
+step stack_passes_pool 120 "$bin/stack_passes" --passes 3 --stack "pool > cuda(kind=device)" \
+  tools/traces/gpt2_train.csv.gz
+step stack_passes_tracking_limiting_pool 120 "$bin/stack_passes" --passes 3 \
+  --stack "tracking(per=stream) > limiting > pool > cuda(kind=device)" tools/traces/gpt2_train.csv.gz
+step stack_passes_graph_pool 120 "$bin/stack_passes" --passes 3 --stack graph_pool \
+  tools/traces/gpt2_train.csv.gz
 step bench_nvtx 120 "$bin/bench_nvtx" --pairs 20000000 --repeats 9
 step bench 300 "$bin/bench"
 step bench_outlive 200 "$bin/bench" --workloads threads,traces \

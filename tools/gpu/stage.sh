@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 mapfile -t tests < <(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null)
 tools=()
 for t in //tools/replay:replay //tools/bench:bench //tools/bench_arena:bench_arena \
-         //tools/bench_nvtx:bench_nvtx; do
+         //tools/bench_arena:stack_passes //tools/bench_nvtx:bench_nvtx; do
   if bazel query "$t" >/dev/null 2>&1; then tools+=("$t"); fi
 done
 extra=()

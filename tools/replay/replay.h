@@ -35,7 +35,10 @@
  * counts. When the stack contains a graph_arena_resource, the replay also
  * opens an explicit session on it for the capture (the arena's fast path, and
  * the graph memory handle a program keeps while its graph lives): the real
- * capture is the check, the session the arena's way of being told. Each graph
+ * capture is the check, the session the arena's way of being told. Every
+ * capture of the trace appends to one graph memory (the first capture's), as
+ * a program that passes one pool to all its captures; a capture that begins
+ * while another stream's capture appends to it gets a memory of its own. Each graph
  * and its graph memory are kept until the end of the trace, as a program that
  * replays its graph keeps them, then destroyed and released. The recorded
  * default stream cannot be captured: a capture_begin on it is a failure.
@@ -169,7 +172,10 @@ typedef struct replay_result {
   bool has_graph_arena;          /* the stack has a graph_arena_resource */
   gmr_graph_arena_stats arena;   /* its counters after the run (has_graph_arena):
                                     capture_allocation_count = served inside
-                                    captures; upstream_call_during_capture_count must be 0 */
+                                    captures; upstream_call_during_capture_count
+                                    counts only capture-safe growths
+                                    (capture_growth_count) when the capturing
+                                    stream is the only one with traffic */
 } replay_result;
 
 /**

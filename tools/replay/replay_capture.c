@@ -34,7 +34,12 @@ void replay__begin_capture(const replay_trace *trace, const replay_event *e, rep
     }
   }
   if (s->arena != NULL) {
-    gmr_status st = gmr_graph_arena_resource_begin_capture(s->arena, s->streams[i], NULL);
+    gmr_status st = gmr_graph_arena_resource_begin_capture(s->arena, s->streams[i],
+                                                           s->shared_memory);
+    /* Another stream's capture appends to it now: this one gets its own. */
+    if (st == GMR_ERR_BUSY && s->shared_memory != NULL) {
+      st = gmr_graph_arena_resource_begin_capture(s->arena, s->streams[i], NULL);
+    }
     if (st == GMR_OK) {
       s->in_session[i] = true;
     } else {
@@ -86,6 +91,7 @@ void replay__end_capture(const replay_trace *trace, uint32_t i, uint64_t line, r
                            replay_trace_location_word(trace), line, recorded, gmr_status_name(st));
     } else {
       s->memories[s->memory_count++] = memory;
+      if (s->shared_memory == NULL) s->shared_memory = memory;
     }
   }
 }
@@ -109,4 +115,5 @@ void replay__drop_graphs(replay_state *s, replay_result *r) {
     }
   }
   s->memory_count = 0;
+  s->shared_memory = NULL;
 }

@@ -30,6 +30,9 @@ typedef struct replay_state {
   size_t graph_count;
   gmr_graph_memory **memories;
   size_t memory_count;
+  /* The graph memory every capture of the pass appends to, as a program that
+   * passes one pool to all its captures (LLM servers, one graph per batch size). */
+  gmr_graph_memory *shared_memory;
 } replay_state;
 
 /** Keep the first failure text of a run (printf-style). */

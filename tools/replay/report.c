@@ -159,9 +159,10 @@ void replay_report_print_table(FILE *out, const replay_trace *trace,
       char capacity[32], shortfall[32];
       fprintf(out,
               "; graph arena: %llu served inside captures, %llu upstream calls during capture "
-              "(must be 0), capacity %s MiB",
+              "(%llu capture-safe growths), capacity %s MiB",
               (unsigned long long)r->arena.capture_allocation_count,
               (unsigned long long)r->arena.upstream_call_during_capture_count,
+              (unsigned long long)r->arena.capture_growth_count,
               replay_report_format_mib(r->arena.peak_held_bytes, capacity, sizeof capacity));
       if (r->arena.capture_refusal_count > 0) {
         fprintf(out, ", %llu refused (needs %s MiB more)",

@@ -28,9 +28,13 @@ static const alias aliases[] = {
     {"host", "host"},
     {"pool", "pool > cuda(kind=async)"},
     {"fixed_block", "fixed_block > cuda(kind=async)"},
+    /* The arena grows during capture through the pool's allocate_capturing,
+     * which grows through cudaMalloc in relaxed capture mode: cuda(kind=async)
+     * cannot (its memory would be graph memory nodes). Replay declares its
+     * captures, so detect=hinted never asks CUDA outside them. */
     {"graph_pool",
-     "tracking(per=stream) > limiting > graph_arena(uncaptured=forward, policy=ordered_reuse) > "
-     "pool > cuda(kind=async)"},
+     "tracking(per=stream) > limiting > graph_arena(uncaptured=forward, policy=ordered_reuse, "
+     "detect=hinted) > pool > cuda(kind=device)"},
     /* The recommended general-purpose stack: the pool's chunks are pages of a
      * VMM pool, which remaps free pages instead of holding more. */
     {"vmm", "pool > vmm_pool"},
