@@ -17,6 +17,7 @@
 #include "gmr/cuda_resource.h"
 #include "gmr/cuda_sim.h"
 #include "gmr/device.h"
+#include "gmr/device_resource.h"
 #include "gmr/events.h"
 #include "gmr/fixed_block_resource.h"
 #include "gmr/graph_arena_resource.h"
