@@ -166,6 +166,19 @@ gmr_status gmr_stream_synchronize(gmr_stream stream) {
   return gmr__status_from_cuda(gmr__cuda()->stream_synchronize(stream));
 }
 
+gmr_status gmr_stream_wait_stream(gmr_stream waiter, gmr_stream waited) {
+  if (waiter == waited) return GMR_OK;
+  const gmr__cuda_ops *cuda = gmr__cuda();
+  cudaEvent_t event = NULL;
+  cudaError_t err = cuda->event_create(&event);
+  if (err != cudaSuccess) return gmr__status_from_cuda(err);
+  err = cuda->event_record(event, waited);
+  if (err == cudaSuccess) err = cuda->stream_wait_event(waiter, event);
+  /* Destroying an event with a wait pending on it is legal: the wait stays. */
+  (void)cuda->event_destroy(event);
+  return gmr__status_from_cuda(err);
+}
+
 gmr_status gmr_stream_begin_capture(gmr_stream stream) {
   cudaError_t err = gmr__cuda()->stream_begin_capture(stream, cudaStreamCaptureModeGlobal);
   return err == cudaSuccess ? GMR_OK : GMR_ERR_CUDA;

@@ -30,6 +30,7 @@
 #include "gmr/pool_resource.h"
 #include "gmr/resource.h"
 #include "gmr/stack.h"
+#include "gmr/stats_json.h"
 #include "gmr/status.h"
 #include "gmr/tracking_adaptor.h"
 #include "gmr/version.h"
