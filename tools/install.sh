@@ -12,11 +12,13 @@
 #   PREFIX/lib/pkgconfig/gmr.pc            cc app.c $(pkg-config --cflags --libs gmr)
 #   PREFIX/lib/pkgconfig/gmr-static.pc     ... $(pkg-config --cflags --libs gmr-static)
 #   PREFIX/lib/cmake/gmr/gmrConfig.cmake   find_package(gmr) -> gmr::gmr, gmr::gmr_static
-#   PREFIX/lib/python/gmr/                 the Python package (PYTHONPATH=PREFIX/lib/python)
+#   PREFIX/lib/python/gmr/                 the Python package (PYTHONPATH=PREFIX/lib/python),
+#                                          with the torch shim's sources (gmr.torch.build_shim)
 #
-# Builds with Bazel (-c opt) first, unless --prebuilt DIR names a folder that
-# already holds libgmr.so, libgmr.a and libgmr_torch.so (the install test
-# uses this; so can a packager).
+# Builds with Bazel (-c opt) first, unless --prebuilt DIR names a folder laid
+# out as bazel-bin that already holds dist/libgmr.so, dist/libgmr.a and
+# integrations/torch/libgmr_torch.so (the install test uses this; so can a
+# packager).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -35,11 +37,9 @@ prefix="$(cd "$1" && pwd)"
 if [ -z "$prebuilt" ]; then
   (cd "$root" && bazel build -c opt //dist:libgmr //integrations/torch:libgmr_torch)
   prebuilt="$root/bazel-bin"
-  libs=("$prebuilt/dist/libgmr.so" "$prebuilt/dist/libgmr.a"
-        "$prebuilt/integrations/torch/libgmr_torch.so")
-else
-  libs=("$prebuilt/libgmr.so" "$prebuilt/libgmr.a" "$prebuilt/libgmr_torch.so")
 fi
+libs=("$prebuilt/dist/libgmr.so" "$prebuilt/dist/libgmr.a"
+      "$prebuilt/integrations/torch/libgmr_torch.so")
 for f in "${libs[@]}"; do
   [ -f "$f" ] || { echo "install: $f is missing" >&2; exit 1; }
 done
@@ -68,9 +68,9 @@ install -m 755 "${libs[2]}" "$prefix/lib/libgmr_torch.so"
 install -m 644 "$root"/python/gmr/*.py "$prefix/lib/python/gmr/"
 # The shim's source, so gmr.torch can rebuild it against the local PyTorch
 # (torch.cuda.OutOfMemoryError needs PyTorch's headers; docs/frameworks.md).
-install -d "$prefix/lib/python/gmr/torch_shim"
+install -d "$prefix/lib/python/gmr/torch_shim/integrations/torch"
 install -m 644 "$root"/integrations/torch/*.h "$root"/integrations/torch/*.cc \
-  "$prefix/lib/python/gmr/torch_shim/"
+  "$prefix/lib/python/gmr/torch_shim/integrations/torch/"
 
 cat >"$prefix/lib/pkgconfig/gmr.pc" <<EOF
 prefix=$prefix
