@@ -49,6 +49,13 @@ def _gmr_shared_library_impl(ctx):
     if archive:
         outputs.append(archive)
 
+    # --linkopt flags of the build (the sanitizer configs' -fsanitize=...).
+    # An instrumented library leaves the sanitizer's symbols to its runtime,
+    # which the program provides: then undefined symbols are not refused.
+    build_linkopts = list(ctx.fragments.cpp.linkopts)
+    sanitized = len([f for f in build_linkopts if f.startswith("-fsanitize")]) > 0
+    no_undefined = "" if sanitized else "-Wl,--no-undefined -Wl,-z,defs"
+
     version_script = "{ global: " + " ".join([p + ";" for p in ctx.attr.export]) + " local: *; };"
     shared = ctx.files.shared_libs
     command = """set -eu
@@ -57,7 +64,7 @@ major=$(sed -n 's/^#define GMR_VERSION_MAJOR \\([0-9][0-9]*\\).*/\\1/p' {header}
 script={out}.map
 printf '%s\\n' '{version_script}' > "$script"
 {cc} -shared -o {out} -Wl,-soname,{soname_base}.$major -Wl,--version-script="$script" \\
-  -Wl,--no-undefined -Wl,-z,defs -Wl,-rpath,'$ORIGIN' \\
+  {no_undefined} -Wl,-rpath,'$ORIGIN' \\
   -Wl,--whole-archive {objects} -Wl,--no-whole-archive {archives} {shared} {flags}
 rm -f "$script"
 """.format(
@@ -69,7 +76,8 @@ rm -f "$script"
         objects = " ".join([o.path for o in objects]),
         archives = " ".join([a.path for a in archives]),
         shared = " ".join([s.path for s in shared]),
-        flags = " ".join(link_flags + ctx.attr.linkopts),
+        flags = " ".join(link_flags + ctx.attr.linkopts + build_linkopts),
+        no_undefined = no_undefined,
     )
     if archive:
         command += "rm -f {a}\n{ar} rcsD {a} {objects}\n".format(

@@ -43,6 +43,19 @@ version="$major.$(version_part MINOR).$(version_part PATCH)"
 
 step install "$root/tools/install.sh" --prebuilt "$root" "$prefix"
 
+# Under --config=asan/tsan the libraries are instrumented: programs built
+# against them need the same -fsanitize, and python3 the runtime preloaded.
+# shellcheck source=/dev/null
+source "$root/tests/support/sanitizer_env.sh"
+san=$(sanitizer_for "$root/dist/libgmr.so")
+san_flags=()
+python_env=()
+if [ -n "$san" ]; then
+  san_flags=("-fsanitize=$san")
+  python_env=("LD_PRELOAD=$(sanitizer_preload "$san")"
+              "ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1")
+fi
+
 layout() {
   for f in include/gmr/gmr.h include/gmr/device_resource.h "lib/libgmr.so.$version" \
            "lib/libgmr.so.$major" lib/libgmr.so lib/libgmr.a lib/libgmr_torch.so \
@@ -90,8 +103,8 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 pkg_config_shared() {
   [ -s "$work/example.c" ] || { echo "no example found in README.md"; return 1; }
   # shellcheck disable=SC2046
-  cc -std=c11 -Wall -Wextra -Werror "$work/example.c" $(pkg-config --cflags --libs gmr) \
-    -o "$work/example_shared" &&
+  cc -std=c11 -Wall -Wextra -Werror "${san_flags[@]}" "$work/example.c" \
+    $(pkg-config --cflags --libs gmr) -o "$work/example_shared" &&
     ldd "$work/example_shared" | grep -q "libgmr.so.$major => $prefix/lib/" &&
     GMR_CUDA_SIM=1 "$work/example_shared"
 }
@@ -99,8 +112,8 @@ step readme_example_pkg_config_shared pkg_config_shared
 
 pkg_config_static() {
   # shellcheck disable=SC2046
-  cc -std=c11 -Wall -Wextra -Werror "$work/example.c" $(pkg-config --cflags --libs gmr-static) \
-    -o "$work/example_static" &&
+  cc -std=c11 -Wall -Wextra -Werror "${san_flags[@]}" "$work/example.c" \
+    $(pkg-config --cflags --libs gmr-static) -o "$work/example_static" &&
     ! ldd "$work/example_static" | grep -q libgmr &&
     GMR_CUDA_SIM=1 "$work/example_static"
 }
@@ -116,7 +129,8 @@ find_package(gmr 0.1 REQUIRED)
 add_executable(example example.c)
 target_link_libraries(example gmr::gmr)
 CMAKE
-  cmake -S "$work/cmake" -B "$work/cmake/build" -DCMAKE_PREFIX_PATH="$prefix" &&
+  cmake -S "$work/cmake" -B "$work/cmake/build" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_C_FLAGS="${san_flags[*]}" &&
     cmake --build "$work/cmake/build" &&
     GMR_CUDA_SIM=1 "$work/cmake/build/example"
 }
@@ -127,7 +141,7 @@ else
 fi
 
 python_from_prefix() {
-  PYTHONPATH="$prefix/lib/python" GMR_CUDA_SIM=1 python3 -c "
+  env "${python_env[@]}" PYTHONPATH="$prefix/lib/python" GMR_CUDA_SIM=1 python3 -c "
 import gmr
 assert gmr.version() == '$version', gmr.version()
 assert gmr.simulated()

@@ -9,4 +9,13 @@ export GMR_LIBRARY_DIR="$root/dist"
 export GMR_TORCH_LIBRARY="$root/integrations/torch/libgmr_torch.so"
 export GMR_CUDA_SIM="devices=2,memory=1GiB"
 unset GMR_STACK
+# An instrumented build (--config=asan/tsan): the sanitizer's runtime must be
+# loaded first; Python itself is not instrumented and keeps memory at exit.
+# shellcheck source=/dev/null
+source "$root/tests/support/sanitizer_env.sh"
+san=$(sanitizer_for "$GMR_LIBRARY_DIR/libgmr.so")
+if [ -n "$san" ]; then
+  export LD_PRELOAD="$(sanitizer_preload "$san")"
+  export ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1"
+fi
 exec python3 "$root/$1"
