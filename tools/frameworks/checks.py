@@ -180,14 +180,26 @@ def check_record_stream():
         out["steps"], c["record_stream_count"], c["record_stream_fallback_count"])
 
 
+def check_graph_direct_reserved():
+    """torch.cuda.graph in direct mode, the arena sized before capture: the hooks
+    route the capture to a graph_arena session and the replays are right."""
+    return _graph_direct("graph_arena(uncaptured=forward, policy=ordered_reuse, initial=256MiB)"
+                         " > pool > cuda(kind=async)")
+
+
 def check_graph_direct():
-    """torch.cuda.graph in direct mode: capture served by a graph_arena session, replays right."""
+    """torch.cuda.graph in direct mode with no sizing: needs the arena to grow
+    during capture (gmr_allocate_capturing below it)."""
+    return _graph_direct("graph_arena(uncaptured=forward, policy=ordered_reuse) > pool > "
+                         "cuda(kind=async)")
+
+
+def _graph_direct(spec):
     import torch
     import gmr.torch
     import workloads
     from bench import Meter
-    gmr.torch.use("graph_arena(uncaptured=forward, policy=ordered_reuse) > pool > "
-                  "cuda(kind=async)")
+    gmr.torch.use(spec)
 
     class Args:
         warmup = 0
@@ -294,8 +306,9 @@ def main():
             print("PASS %s: %s" % (args.check, CHECKS[args.check]()), flush=True)
             return 0
         except Exception as e:  # noqa: BLE001
-            detail = str(e) if isinstance(e, CheckFailed) else traceback.format_exc()
-            print("FAIL %s: %s" % (args.check, detail), flush=True)
+            traceback.print_exc()
+            detail = str(e) if isinstance(e, CheckFailed) else "%s: %s" % (type(e).__name__, e)
+            print("FAIL %s: %s" % (args.check, " ".join(detail.split())[:1500]), flush=True)
             return 1
     names = args.only.split(",") if args.only else list(CHECKS)
     passed = failed = 0
@@ -312,6 +325,8 @@ def main():
         except subprocess.TimeoutExpired:
             line = "FAIL %s: timed out" % name
         print(line, flush=True)
+        if not line.startswith("PASS") and run.stderr:
+            print("  " + "\n  ".join(run.stderr.strip().splitlines()[-12:]), flush=True)
         if line.startswith("PASS"):
             passed += 1
         else:
