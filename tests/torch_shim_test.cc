@@ -447,6 +447,31 @@ TEST_F(TorchShimTest, MempoolSegmentDuringCaptureNeverBreaksTheCapture) {
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
 }
 
+// At exit the registry destroys the stacks; a free PyTorch makes later (its
+// static destructors) must not reach them. Run in a child process whose own
+// atexit handler, registered first, runs last and frees then.
+void *late_ptr = nullptr;
+
+void late_free_after_exit() {
+  gmr_torch_free(late_ptr, 4096, 0, nullptr);
+  bool dropped = counters().live_count == 1;
+  fprintf(stderr, dropped ? "late free dropped\n" : "late free NOT dropped\n");
+  fflush(stderr);
+  _exit(dropped ? 0 : 3);
+}
+
+void allocate_then_exit() {
+  atexit(late_free_after_exit);
+  late_ptr = gmr_torch_alloc(4096, 0, nullptr);
+  exit(0);
+}
+
+TEST_F(TorchShimTest, FreesAfterExitBeganAreDropped) {
+  use_spec("cuda(kind=async)");
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(allocate_then_exit(), ::testing::ExitedWithCode(0), "late free dropped");
+}
+
 TEST_F(TorchShimTest, ThreadsAllocateAndFreeOnBothDevices) {
   use_spec("tracking > pool > cuda(kind=device)");
   constexpr int kThreads = 8;

@@ -38,6 +38,9 @@
  * Errors are logged on stderr with the prefix "gmr.torch:" (the first 16 of
  * each kind, then only counted).
  *
+ * Process exit: frees that arrive after exit() began (PyTorch's static
+ * destructors) are dropped, since the per-device stacks may be gone by then.
+ *
  * Thread-safe: yes (the pointer table is sharded under mutexes; the graph
  * pool routing has one mutex per device, taken only while a capture routes).
  * Source: PyTorch's CUDAPluggableAllocator and its hooks; RMM's torch shim

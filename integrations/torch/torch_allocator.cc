@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <new>
 #include <string>
@@ -59,6 +60,15 @@ std::atomic<uint64_t> record_stream_count{0};
 std::atomic<uint64_t> record_stream_fallback_count{0};
 std::atomic<uint64_t> devices_used{0};  // bit d: the shim allocated on device d
 std::atomic<int> torch_device_count{-1};
+
+// Set by an atexit handler registered after the first allocation, so it runs
+// before the registry's own (gmr/device_resource.h), which destroys the
+// stacks: frees that PyTorch's static destructors make after that are
+// dropped (the process is ending) instead of reaching a destroyed stack.
+std::atomic<bool> exiting{false};
+std::once_flag exit_handler_once;
+
+void mark_exiting() { exiting.store(true, std::memory_order_release); }
 
 std::string pointer_text(const void *p) {
   char buffer[32];
@@ -134,6 +144,7 @@ gmr_status allocate(size_t size, int device, gmr_stream stream, bool mempool, vo
     *message = "gmr: no host memory to record an allocation of " + bytes_text(size);
     return GMR_ERR_OUT_OF_MEMORY;
   }
+  std::call_once(exit_handler_once, [] { (void)std::atexit(mark_exiting); });
   allocation_count.fetch_add(1, std::memory_order_relaxed);
   live_count.fetch_add(1, std::memory_order_relaxed);
   live_bytes.fetch_add(size, std::memory_order_relaxed);
@@ -142,7 +153,7 @@ gmr_status allocate(size_t size, int device, gmr_stream stream, bool mempool, vo
 }
 
 void release(void *ptr, size_t size, int device, gmr_stream stream, bool mempool) {
-  if (ptr == nullptr) return;
+  if (ptr == nullptr || exiting.load(std::memory_order_acquire)) return;
   allocation a;
   {
     shard &s = shard_of(ptr);
