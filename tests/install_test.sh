@@ -67,8 +67,12 @@ layout() {
 }
 step layout layout
 
+# (Output is captured before grep -q: with pipefail, grep -q closing the pipe
+# early would fail the producer with SIGPIPE.)
 soname() {
-  readelf -d "$prefix/lib/libgmr.so.$version" | grep -q "SONAME.*\[libgmr.so.$major\]"
+  local dynamic
+  dynamic=$(readelf -d "$prefix/lib/libgmr.so.$version")
+  grep -q "SONAME.*\[libgmr.so.$major\]" <<<"$dynamic"
 }
 step soname soname
 
@@ -104,8 +108,11 @@ pkg_config_shared() {
   [ -s "$work/example.c" ] || { echo "no example found in README.md"; return 1; }
   # shellcheck disable=SC2046
   cc -std=c11 -Wall -Wextra -Werror "${san_flags[@]}" "$work/example.c" \
-    $(pkg-config --cflags --libs gmr) -o "$work/example_shared" &&
-    ldd "$work/example_shared" | grep -q "libgmr.so.$major => $prefix/lib/" &&
+    $(pkg-config --cflags --libs gmr) -o "$work/example_shared" || return 1
+  local linked
+  linked=$(ldd "$work/example_shared")
+  echo "$linked"
+  grep -q "libgmr.so.$major => $prefix/lib/" <<<"$linked" &&
     GMR_CUDA_SIM=1 "$work/example_shared"
 }
 step readme_example_pkg_config_shared pkg_config_shared
@@ -113,8 +120,10 @@ step readme_example_pkg_config_shared pkg_config_shared
 pkg_config_static() {
   # shellcheck disable=SC2046
   cc -std=c11 -Wall -Wextra -Werror "${san_flags[@]}" "$work/example.c" \
-    $(pkg-config --cflags --libs gmr-static) -o "$work/example_static" &&
-    ! ldd "$work/example_static" | grep -q libgmr &&
+    $(pkg-config --cflags --libs gmr-static) -o "$work/example_static" || return 1
+  local linked
+  linked=$(ldd "$work/example_static")
+  ! grep -q libgmr <<<"$linked" &&
     GMR_CUDA_SIM=1 "$work/example_static"
 }
 step readme_example_pkg_config_static pkg_config_static
