@@ -72,7 +72,7 @@ void mark_exiting() { exiting.store(true, std::memory_order_release); }
 
 std::string pointer_text(const void *p) {
   char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%p", p);
+  std::snprintf(buffer, sizeof buffer, "0x%" PRIxPTR, reinterpret_cast<uintptr_t>(p));
   return buffer;
 }
 

@@ -248,7 +248,7 @@ def build_shim(out_dir=None, cxx=None, verbose=False):
     with tempfile.NamedTemporaryFile("w", suffix=".map", delete=False) as f:
         f.write("{ global: gmr_torch_*; local: *; };\n")
         version_script = f.name
-    cmd = [cxx or os.environ.get("CXX", "g++"), "-std=c++17", "-O2", "-fPIC", "-shared",
+    cmd = [cxx or os.environ.get("CXX", "g++"), "-O2", "-fPIC", "-shared",
            "-DGMR_TORCH_WITH_C10", "-D_GLIBCXX_USE_CXX11_ABI=%d" % abi,
            "-I", root, "-I", include]
     for d in cpp_extension.include_paths():
@@ -260,13 +260,16 @@ def build_shim(out_dir=None, cxx=None, verbose=False):
     for d in torch_libdirs:
         cmd += ["-L", d, "-Wl,-rpath," + d]
     cmd += ["-lc10"]
+    # PyTorch's headers need C++17 or, in newer releases, C++20: try both.
+    errors = []
     try:
-        if verbose:
-            print(" ".join(cmd), file=sys.stderr)
-        run = subprocess.run(cmd, capture_output=True, text=True)
+        for std in ("-std=c++17", "-std=c++20"):
+            if verbose:
+                print(" ".join(cmd[:1] + [std] + cmd[1:]), file=sys.stderr)
+            run = subprocess.run(cmd[:1] + [std] + cmd[1:], capture_output=True, text=True)
+            if run.returncode == 0:
+                return out
+            errors.append("%s:\n%s%s" % (std, run.stdout, run.stderr[-4000:]))
     finally:
         os.unlink(version_script)
-    if run.returncode != 0:
-        raise RuntimeError("gmr.torch.build_shim failed (%s):\n%s%s"
-                           % (" ".join(cmd), run.stdout, run.stderr))
-    return out
+    raise RuntimeError("gmr.torch.build_shim failed (%s):\n%s" % (" ".join(cmd), "\n".join(errors)))
