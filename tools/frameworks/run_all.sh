@@ -29,8 +29,8 @@ section environment
 python3 - 2>&1 <<'PY' | tee -a "$log"
 import torch
 print("torch", torch.__version__, "cuda", torch.version.cuda, "device", torch.cuda.get_device_name(0))
-raw = torch._C._cuda_CUDAAllocator
-print("allocator hook setters:", sorted(m for m in dir(raw) if m.startswith("set_")))
+raw = getattr(torch._C, "_CUDAPluggableAllocator", None)
+print("allocator hook setters:", sorted(m for m in dir(raw) if m.startswith("set_")) if raw else None)
 print("MemPool:", hasattr(torch.cuda, "MemPool"), "use_mem_pool:", hasattr(torch.cuda, "use_mem_pool"))
 try:
     import cupy
