@@ -5,14 +5,30 @@
  */
 #include "core/cuda_layer.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
 #include "gmr/device.h"
 
-static _Atomic(const gmr__cuda_ops *) active_ops = &gmr__cuda_real_ops;
+/* NULL until the layer is chosen: by gmr_cuda_sim_enable/disable, or at the
+ * first use from the environment (GMR_CUDA_SIM, core/cuda_sim/sim_env.c). */
+static _Atomic(const gmr__cuda_ops *) active_ops = NULL;
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+
+static void choose_from_env(void) {
+  gmr__cuda_sim_enable_from_env();
+  /* The real runtime unless the environment (or a racing explicit choice)
+   * picked something already. */
+  const gmr__cuda_ops *expected = NULL;
+  atomic_compare_exchange_strong_explicit(&active_ops, &expected, &gmr__cuda_real_ops,
+                                          memory_order_acq_rel, memory_order_acquire);
+}
 
 const gmr__cuda_ops *gmr__cuda(void) {
+  const gmr__cuda_ops *ops = atomic_load_explicit(&active_ops, memory_order_acquire);
+  if (ops != NULL) return ops;
+  pthread_once(&env_once, choose_from_env);
   return atomic_load_explicit(&active_ops, memory_order_acquire);
 }
 
@@ -154,6 +170,19 @@ gmr_status gmr_memcpy_async(void *dst, const void *src, size_t bytes, gmr_stream
 
 gmr_status gmr_stream_synchronize(gmr_stream stream) {
   return gmr__status_from_cuda(gmr__cuda()->stream_synchronize(stream));
+}
+
+gmr_status gmr_stream_wait_stream(gmr_stream waiter, gmr_stream waited) {
+  if (waiter == waited) return GMR_OK;
+  const gmr__cuda_ops *cuda = gmr__cuda();
+  cudaEvent_t event = NULL;
+  cudaError_t err = cuda->event_create(&event);
+  if (err != cudaSuccess) return gmr__status_from_cuda(err);
+  err = cuda->event_record(event, waited);
+  if (err == cudaSuccess) err = cuda->stream_wait_event(waiter, event);
+  /* Destroying an event with a wait pending on it is legal: the wait stays. */
+  (void)cuda->event_destroy(event);
+  return gmr__status_from_cuda(err);
 }
 
 gmr_status gmr_stream_begin_capture(gmr_stream stream) {

@@ -102,6 +102,13 @@ const gmr__cuda_ops *gmr__cuda(void);
 void gmr__cuda_set_active(const gmr__cuda_ops *ops);
 
 /*
+ * Called once, at the first use of the layer when no program chose one: reads
+ * GMR_CUDA_SIM and enables the simulation as it asks (gmr/cuda_sim.h), or
+ * does nothing (then the real runtime is used). Defined in cuda_sim/sim_env.c.
+ */
+void gmr__cuda_sim_enable_from_env(void);
+
+/*
  * Make `device` current for the calling thread if it is not, remembering the
  * caller's device in *saved (-1 when nothing had to change). Pair every
  * successful enter with gmr__cuda_device_leave(). Returns the CUDA error of

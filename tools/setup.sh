@@ -2,12 +2,13 @@
 # Installs what gmr's build needs on Debian 12, and nothing when it is all
 # there already (safe to run before every build).
 #   Bazel 4.2.3 (bazel-bootstrap), GoogleTest (libgtest-dev), zlib (zlib1g-dev),
-#   a C/C++ compiler (g++).
+#   a C/C++ compiler (g++), pkg-config and python3 (the install and Python tests;
+#   CMake, when installed, is used by the install test too).
 # The CUDA toolkit is not a Debian package: it must be at /usr/local/cuda, or
 # at $CUDA_PATH.
 set -euo pipefail
 
-packages=(bazel-bootstrap libgtest-dev zlib1g-dev g++)
+packages=(bazel-bootstrap libgtest-dev zlib1g-dev g++ pkg-config python3)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

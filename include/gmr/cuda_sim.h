@@ -23,6 +23,16 @@
  * Select it explicitly, before creating any resource: a resource keeps the
  * layer (real or simulated) that was active when it was created.
  *
+ * Or from the environment, for a program that does not choose (an installed
+ * example, Python loading libgmr.so): when no gmr_cuda_sim_enable() or
+ * gmr_cuda_sim_disable() came first, the first use of the CUDA layer reads
+ * GMR_CUDA_SIM once:
+ *   GMR_CUDA_SIM=1 (true, yes, on)          the simulation, default config;
+ *   GMR_CUDA_SIM=devices=2,memory=16GiB     the simulation with that config
+ *                                           (either key may be left out);
+ *   unset, empty, 0 (false, no, off)        the real CUDA runtime.
+ * An invalid key or value is reported on stderr and its default kept.
+ *
  * Thread-safe: yes (internal mutex). Enable/disable must not race with other
  * use of the layer.
  */

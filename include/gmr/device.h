@@ -106,6 +106,21 @@ GMR_API gmr_status gmr_stream_synchronize(gmr_stream stream);
 GMR_API gmr_status gmr_memcpy_async(void *dst, const void *src, size_t bytes, gmr_stream stream);
 
 /**
+ * Make work enqueued on `waiter` from now on wait for the work enqueued on
+ * `waited` so far (an event recorded on `waited`, cudaStreamWaitEvent on
+ * `waiter`, the event destroyed at once: the wait stays). Used where a block
+ * used on several streams is freed and the resource cannot record the other
+ * streams itself (PyTorch's CUDAMallocAsyncAllocator does the same for
+ * record_stream). Neither stream is synchronised with the host.
+ * Thread-safe: yes. Stream/device: creates the event on the current device,
+ *   which must be `waited`'s device (CUDA's rule for cudaEventRecord).
+ * Returns GMR_OK (also when waiter == waited: nothing to do); GMR_ERR_CUDA or
+ * GMR_ERR_CAPTURE_UNSAFE for a failed CUDA call (then no wait was added);
+ * GMR_ERR_OUT_OF_MEMORY when no event could be created.
+ */
+GMR_API gmr_status gmr_stream_wait_stream(gmr_stream waiter, gmr_stream waited);
+
+/**
  * Start capturing `stream` into a CUDA graph (cudaStreamBeginCapture, mode
  * global). Returns GMR_OK, GMR_ERR_CUDA (e.g. the default stream, or already
  * capturing).

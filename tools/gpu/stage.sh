@@ -3,6 +3,7 @@
 # into .gpu/ (git-ignored), ready to carry to a GPU machine that has no Bazel:
 #   tools/gpu/stage.sh            # build + copy
 #   (on the GPU machine) tools/gpu/run.sh   # run everything, summary last
+#   (on the GPU machine) tools/frameworks/run_all.sh   # PyTorch/CuPy on gmr (.gpu/lib)
 # The binaries link the CUDA runtime statically; they need only the driver.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -17,7 +18,10 @@ done
 extra=()
 for t in $(bazel query 'attr(tags, "\bgpu_tool\b", //...)' 2>/dev/null); do extra+=("$t"); done
 
-bazel build -c opt "${tests[@]}" "${tools[@]}" "${extra[@]}"
+# The shared libraries the framework runs load (tools/frameworks/run_all.sh).
+libs=(//dist:libgmr //integrations/torch:libgmr_torch)
+
+bazel build -c opt "${tests[@]}" "${tools[@]}" "${extra[@]}" "${libs[@]}"
 
 rm -rf .gpu
 mkdir -p .gpu/bin .gpu/traces
@@ -31,6 +35,9 @@ for t in "${tests[@]}" "${tools[@]}" "${extra[@]}"; do
   # shared objects (NVTX injection libraries etc.) keep their names
 done
 strip --strip-unneeded .gpu/bin/* 2>/dev/null || true
+mkdir -p .gpu/lib
+cp bazel-bin/dist/libgmr.so bazel-bin/integrations/torch/libgmr_torch.so .gpu/lib/
+chmod u+w .gpu/lib/*
 cp tools/traces/*.csv.gz .gpu/traces/
 du -sh .gpu
 ls .gpu/bin

@@ -1,0 +1,399 @@
+// integrations/torch/torch_allocator.cc: the alloc/free entry points of both
+// modes, the table of live pointers, and the init, reset, memory-fraction and
+// record_stream hooks (gmr_torch.h).
+//
+// C++ (not C) because direct-mode failures must be thrown to PyTorch, from
+// the outermost frame, after gmr's C code has returned and released its locks.
+#include <atomic>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "gmr/device.h"
+#include "gmr/device_resource.h"
+#include "gmr/limiting_adaptor.h"
+#include "integrations/torch/gmr_torch.h"
+#include "integrations/torch/shim_internal.h"
+
+namespace gmr_torch {
+
+std::atomic<uint64_t> capture_allocation_count{0};
+
+namespace {
+
+struct allocation {
+  gmr_resource *resource;  // the resource that allocated it (frees go back there)
+  size_t size;
+  gmr_stream stream;       // the allocation's stream
+  int device;
+  bool mempool;            // allocated by the MemPool entry point
+  std::vector<gmr_stream> waits;  // recorded streams the resource could not honour
+};
+
+// Sharded by pointer: each alloc and free takes one shard's mutex briefly.
+constexpr size_t kShards = 64;
+struct alignas(64) shard {
+  std::mutex mutex;
+  std::unordered_map<void *, allocation> live;
+};
+shard shards[kShards];
+
+shard &shard_of(const void *p) {
+  uintptr_t k = reinterpret_cast<uintptr_t>(p);
+  return shards[((k >> 8) ^ (k >> 20)) % kShards];
+}
+
+constexpr int kMaxDevices = 64;
+
+std::atomic<uint64_t> live_count{0};
+std::atomic<uint64_t> live_bytes{0};
+std::atomic<uint64_t> allocation_count{0};
+std::atomic<uint64_t> failed_allocation_count{0};
+std::atomic<uint64_t> refused_free_count{0};
+std::atomic<uint64_t> failed_free_count{0};
+std::atomic<uint64_t> record_stream_count{0};
+std::atomic<uint64_t> record_stream_fallback_count{0};
+std::atomic<uint64_t> devices_used{0};  // bit d: the shim allocated on device d
+std::atomic<int> torch_device_count{-1};
+
+// Set by an atexit handler registered after the first allocation, so it runs
+// before the registry's own (gmr/device_resource.h), which destroys the
+// stacks: frees that PyTorch's static destructors make after that are
+// dropped (the process is ending) instead of reaching a destroyed stack.
+std::atomic<bool> exiting{false};
+std::once_flag exit_handler_once;
+
+void mark_exiting() { exiting.store(true, std::memory_order_release); }
+
+std::string pointer_text(const void *p) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "0x%" PRIxPTR, reinterpret_cast<uintptr_t>(p));
+  return buffer;
+}
+
+std::string bytes_text(size_t bytes) {
+  char buffer[64];
+  if (bytes >= (size_t{1} << 30)) {
+    std::snprintf(buffer, sizeof buffer, "%zu bytes (%.2f GiB)", bytes, bytes / 1073741824.0);
+  } else if (bytes >= (size_t{1} << 20)) {
+    std::snprintf(buffer, sizeof buffer, "%zu bytes (%.2f MiB)", bytes, bytes / 1048576.0);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%zu bytes", bytes);
+  }
+  return buffer;
+}
+
+// Runs `fn` with `device` current and restores the caller's device.
+template <typename Fn>
+gmr_status with_device(int device, Fn fn) {
+  int saved = -1;
+  gmr_status st = gmr_device_get_current(&saved);
+  if (st != GMR_OK) return st;
+  if (saved != device && (st = gmr_device_set_current(device)) != GMR_OK) return st;
+  st = fn();
+  if (saved != device) (void)gmr_device_set_current(saved);
+  return st;
+}
+
+gmr_status allocate(size_t size, int device, gmr_stream stream, bool mempool, void **out,
+                    std::string *message) {
+  *out = nullptr;
+  if (size == 0) return GMR_OK;
+  gmr_resource *resource = nullptr;
+  gmr_spec_error error;
+  gmr_status st = gmr_get_device_resource(device, &resource, &error);
+  if (st != GMR_OK) {
+    failed_allocation_count.fetch_add(1, std::memory_order_relaxed);
+    *message = "gmr: cannot create the memory resource of device " + std::to_string(device) +
+               " (" + gmr_status_name(st) + "): " + error.message;
+    return st;
+  }
+  gmr_failure failure;
+  bool routed = !mempool && graph_pool_active(device) &&
+                allocate_for_graph_pool(device, resource, size, stream, out, &failure, &st);
+  if (!routed) {
+    // PyTorch's caching allocator asks for a segment during capture inside
+    // a relaxed-mode guard; gmr must not add nodes to the graph.
+    bool capturing = false;
+    if (mempool) (void)gmr_stream_get_capture_info(stream, &capturing, nullptr);
+    if (capturing) {
+      capture_allocation_count.fetch_add(1, std::memory_order_relaxed);
+      st = gmr_allocate_capturing(resource, size, 0, stream, out, &failure);
+    } else {
+      st = gmr_allocate_ex(resource, size, 0, stream, out, &failure);
+    }
+  }
+  if (st != GMR_OK) {
+    failed_allocation_count.fetch_add(1, std::memory_order_relaxed);
+    *message = describe_failure(st, failure, size, device, stream);
+    return st;
+  }
+  try {
+    shard &s = shard_of(*out);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.live.emplace(*out, allocation{resource, size, stream, device, mempool, {}});
+  } catch (const std::bad_alloc &) {
+    (void)gmr_deallocate(resource, *out, size, 0, stream);
+    *out = nullptr;
+    failed_allocation_count.fetch_add(1, std::memory_order_relaxed);
+    *message = "gmr: no host memory to record an allocation of " + bytes_text(size);
+    return GMR_ERR_OUT_OF_MEMORY;
+  }
+  std::call_once(exit_handler_once, [] { (void)std::atexit(mark_exiting); });
+  allocation_count.fetch_add(1, std::memory_order_relaxed);
+  live_count.fetch_add(1, std::memory_order_relaxed);
+  live_bytes.fetch_add(size, std::memory_order_relaxed);
+  devices_used.fetch_or(uint64_t{1} << device, std::memory_order_relaxed);
+  return GMR_OK;
+}
+
+void release(void *ptr, size_t size, int device, gmr_stream stream, bool mempool) {
+  if (ptr == nullptr || exiting.load(std::memory_order_acquire)) return;
+  allocation a;
+  {
+    shard &s = shard_of(ptr);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto it = s.live.find(ptr);
+    const char *why = nullptr;
+    if (it == s.live.end()) {
+      why = "gmr did not allocate it, or freed it already";
+    } else if (it->second.size != size || it->second.device != device) {
+      why = "its size or device differs from the allocation's";
+    } else if (it->second.mempool != mempool) {
+      why = "it was allocated by the other mode's entry point";
+    }
+    if (why != nullptr) {
+      refused_free_count.fetch_add(1, std::memory_order_relaxed);
+      std::string m = "refused to free " + pointer_text(ptr) + " (" + bytes_text(size) +
+                      ", device " + std::to_string(device) + "): " + why;
+      if (it != s.live.end()) {
+        m += " (allocated as " + bytes_text(it->second.size) + " on device " +
+             std::to_string(it->second.device) + ")";
+      }
+      m += "; nothing was passed to CUDA";
+      set_last_error(m);
+      log_message(log_kind::refused_free, m);
+      return;
+    }
+    a = std::move(it->second);
+    s.live.erase(it);
+  }
+  (void)stream;  // PyTorch passes the allocation's stream; the record has it
+  if (!a.waits.empty()) {
+    // The memory may be reused by work ordered after the allocation stream:
+    // order that stream after the other streams' work so far.
+    gmr_status st = with_device(a.device, [&] {
+      gmr_status first = GMR_OK;
+      for (gmr_stream w : a.waits) {
+        gmr_status ws = gmr_stream_wait_stream(a.stream, w);
+        if (first == GMR_OK) first = ws;
+      }
+      return first;
+    });
+    if (st != GMR_OK) {
+      // Freeing now could hand the block to work that overlaps the other
+      // streams: keep it (a leak) rather than risk corrupting memory.
+      failed_free_count.fetch_add(1, std::memory_order_relaxed);
+      std::string m = "cannot order the free of " + pointer_text(ptr) +
+                      " after its recorded streams (" + gmr_status_name(st) +
+                      "); the block is kept, not freed";
+      set_last_error(m);
+      log_message(log_kind::failed_free, m);
+      live_count.fetch_sub(1, std::memory_order_relaxed);
+      live_bytes.fetch_sub(a.size, std::memory_order_relaxed);
+      return;
+    }
+  }
+  gmr_status st = gmr_deallocate(a.resource, ptr, a.size, 0, a.stream);
+  live_count.fetch_sub(1, std::memory_order_relaxed);
+  live_bytes.fetch_sub(a.size, std::memory_order_relaxed);
+  if (st != GMR_OK) {
+    failed_free_count.fetch_add(1, std::memory_order_relaxed);
+    std::string m = "the stack of device " + std::to_string(a.device) + " refused to free " +
+                    pointer_text(ptr) + " (" + bytes_text(a.size) + "): " +
+                    gmr_status_name(st) + ": " + gmr_status_string(st);
+    set_last_error(m);
+    log_message(log_kind::failed_free, m);
+  }
+}
+
+}  // namespace
+
+std::string describe_failure(gmr_status status, const gmr_failure &failure, size_t size,
+                             int device, gmr_stream stream) {
+  std::string m = std::string("gmr: ") +
+                  (status == GMR_ERR_OUT_OF_MEMORY    ? "out of memory"
+                   : status == GMR_ERR_LIMIT_EXCEEDED ? "memory limit reached"
+                                                      : "allocation failed") +
+                  " (" + gmr_status_name(status) + ") allocating " + bytes_text(size) +
+                  " on device " + std::to_string(device) + ", stream " + pointer_text(stream);
+  if (failure.where != nullptr) {
+    m += "; refused by ";
+    m += gmr_resource_type_name(failure.where);
+  }
+  if (failure.message[0] != '\0') {
+    m += ": ";
+    m += failure.message;
+  }
+  if (failure.free_info_known) {
+    m += "; it held " + bytes_text(failure.free_bytes) + " free, the largest free block " +
+         bytes_text(failure.largest_free_block_bytes);
+  }
+  const char *spec = gmr_get_device_resource_spec(device);
+  if (spec != nullptr) {
+    m += "; stack: ";
+    m += spec;
+  }
+  return m;
+}
+
+}  // namespace gmr_torch
+
+using namespace gmr_torch;
+
+extern "C" void *gmr_torch_alloc(size_t size, int device, gmr_stream stream) {
+  void *p = nullptr;
+  std::string message;
+  gmr_status st = allocate(size, device, stream, false, &p, &message);
+  if (st != GMR_OK) throw_error(st, message);
+  return p;
+}
+
+extern "C" void gmr_torch_free(void *ptr, size_t size, int device, gmr_stream stream) {
+  release(ptr, size, device, stream, false);
+}
+
+extern "C" void *gmr_torch_mempool_alloc(size_t size, int device, gmr_stream stream) {
+  void *p = nullptr;
+  std::string message;
+  gmr_status st = allocate(size, device, stream, true, &p, &message);
+  if (st != GMR_OK) {
+    set_last_error(message);
+    return nullptr;
+  }
+  return p;
+}
+
+extern "C" void gmr_torch_mempool_free(void *ptr, size_t size, int device, gmr_stream stream) {
+  release(ptr, size, device, stream, true);
+}
+
+extern "C" void gmr_torch_init(int device_count) {
+  torch_device_count.store(device_count, std::memory_order_relaxed);
+}
+
+extern "C" void gmr_torch_reset(void) {
+  uint64_t used = devices_used.load(std::memory_order_relaxed);
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if ((used & (uint64_t{1} << d)) == 0) continue;
+    gmr_resource *r = nullptr;
+    if (gmr_get_device_resource(d, &r, nullptr) != GMR_OK) continue;
+    size_t released = 0;
+    gmr_status st = with_device(d, [&] { return gmr_resource_trim(r, &released); });
+    if (st != GMR_OK) {
+      std::string m = "empty_cache: trimming the stack of device " + std::to_string(d) +
+                      " failed: " + gmr_status_name(st);
+      set_last_error(m);
+      log_message(log_kind::reset, m);
+    }
+  }
+}
+
+extern "C" void gmr_torch_set_memory_fraction(double fraction, int device) {
+  std::string call = "torch.cuda.set_per_process_memory_fraction(" + std::to_string(fraction) +
+                     ", device=" + std::to_string(device) + ")";
+  if (!(fraction >= 0.0 && fraction <= 1.0)) {
+    throw_error(GMR_ERR_INVALID_ARGUMENT, "gmr: " + call + ": the fraction must be in [0, 1]");
+  }
+  gmr_resource *r = nullptr;
+  gmr_spec_error error;
+  gmr_status st = gmr_get_device_resource(device, &r, &error);
+  if (st != GMR_OK) throw_error(st, "gmr: " + call + ": " + error.message);
+  gmr_limiting_adaptor *limiting = nullptr;
+  for (gmr_resource *x = r; x != nullptr && limiting == nullptr; x = gmr_resource_get_upstream(x)) {
+    limiting = gmr_limiting_adaptor_from_resource(x);
+  }
+  if (limiting == nullptr) {
+    const char *spec = gmr_get_device_resource_spec(device);
+    throw_error(GMR_ERR_UNSUPPORTED,
+                "gmr: " + call + ": the stack of device " + std::to_string(device) + " (" +
+                    (spec != nullptr ? spec : "set by the program") +
+                    ") has no limiting layer; put limiting(...) into the spec");
+  }
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  st = with_device(device, [&] { return gmr_device_get_memory_info(&free_bytes, &total_bytes); });
+  if (st != GMR_OK) throw_error(st, "gmr: " + call + ": cudaMemGetInfo failed");
+  auto limit = static_cast<size_t>(fraction * static_cast<double>(total_bytes));
+  st = gmr_limiting_adaptor_set_limit(limiting, limit);
+  if (st != GMR_OK) {
+    throw_error(st, "gmr: " + call + ": setting the limit to " + bytes_text(limit) + " failed");
+  }
+}
+
+extern "C" void gmr_torch_record_stream(void *ptr, gmr_stream stream) {
+  gmr_resource *resource = nullptr;
+  gmr_stream allocation_stream = nullptr;
+  int device = -1;
+  {
+    shard &s = shard_of(ptr);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto it = s.live.find(ptr);
+    if (it == s.live.end()) {
+      std::string m = "record_stream(" + pointer_text(ptr) + ", stream " + pointer_text(stream) +
+                      "): gmr did not allocate this pointer (or it was freed); ignored";
+      set_last_error(m);
+      log_message(log_kind::record_stream, m);
+      return;
+    }
+    resource = it->second.resource;
+    allocation_stream = it->second.stream;
+    device = it->second.device;
+  }
+  record_stream_count.fetch_add(1, std::memory_order_relaxed);
+  if (stream == allocation_stream) return;  // the free is ordered on it anyway
+  gmr_status st = gmr_record_stream(resource, ptr, stream);
+  if (st == GMR_OK) return;
+  if (st == GMR_ERR_UNSUPPORTED) {
+    shard &s = shard_of(ptr);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto it = s.live.find(ptr);
+    if (it == s.live.end()) return;  // freed meanwhile by another thread
+    auto &waits = it->second.waits;
+    for (gmr_stream w : waits) {
+      if (w == stream) return;
+    }
+    try {
+      waits.push_back(stream);
+      record_stream_fallback_count.fetch_add(1, std::memory_order_relaxed);
+      return;
+    } catch (const std::bad_alloc &) {
+      st = GMR_ERR_OUT_OF_MEMORY;
+    }
+  }
+  std::string m = "record_stream(" + pointer_text(ptr) + ", stream " + pointer_text(stream) +
+                  ") on device " + std::to_string(device) + " failed: " + gmr_status_name(st);
+  set_last_error(m);
+  log_message(log_kind::record_stream, m);
+}
+
+extern "C" gmr_status gmr_torch_get_counters(gmr_torch_counters *out) {
+  if (out == nullptr || out->size < sizeof(gmr_torch_counters) || out->version == 0) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  out->live_count = live_count.load(std::memory_order_relaxed);
+  out->live_bytes = live_bytes.load(std::memory_order_relaxed);
+  out->allocation_count = allocation_count.load(std::memory_order_relaxed);
+  out->failed_allocation_count = failed_allocation_count.load(std::memory_order_relaxed);
+  out->refused_free_count = refused_free_count.load(std::memory_order_relaxed);
+  out->failed_free_count = failed_free_count.load(std::memory_order_relaxed);
+  out->record_stream_count = record_stream_count.load(std::memory_order_relaxed);
+  out->record_stream_fallback_count = record_stream_fallback_count.load(std::memory_order_relaxed);
+  out->capture_allocation_count = capture_allocation_count.load(std::memory_order_relaxed);
+  return GMR_OK;
+}

@@ -1,0 +1,166 @@
+"""gmr from Python: the per-device resources of libgmr.so through ctypes.
+
+Standard library only. Frameworks have their own modules:
+  gmr.torch   PyTorch's CUDA allocator on gmr (gmr.torch.use(spec), gmr.torch.mempool(spec))
+  gmr.cupy    CuPy's allocator on gmr (gmr.cupy.use(spec))
+
+Each device's stack comes from gmr's per-device registry: the spec given to
+set_device_spec() (or gmr.torch.use / gmr.cupy.use), else GMR_STACK, else
+"pool > cuda(kind=async)"; it is created at the device's first use. Without a
+GPU, GMR_CUDA_SIM=1 (set before the first call) runs everything on gmr's host
+simulation. docs/frameworks.md has the details.
+"""
+
+import ctypes
+import json
+
+from gmr._lib import GmrError, OutOfMemoryError, SpecError  # noqa: F401  (re-exported)
+from gmr import _lib
+
+__all__ = [
+    "GmrError", "OutOfMemoryError", "SpecError", "version", "simulated", "device_count",
+    "check_spec", "set_device_spec", "device_spec", "device_resource", "allocate", "deallocate",
+    "record_stream", "trim", "stack_stats", "release_all",
+]
+
+
+def version():
+    """The version of the loaded libgmr.so, "major.minor.patch"."""
+    v = _lib.lib().gmr_version()
+    return "%d.%d.%d" % (v // 10000, v // 100 % 100, v % 100)
+
+
+def simulated():
+    """True when gmr runs on its host simulation (GMR_CUDA_SIM), not a GPU."""
+    return bool(_lib.lib().gmr_cuda_is_simulated())
+
+
+def device_count():
+    """Number of CUDA devices gmr sees (0 without a GPU or driver)."""
+    n = ctypes.c_int(0)
+    st = _lib.lib().gmr_device_get_count(ctypes.byref(n))
+    if st != 0:
+        _lib.raise_for(st, "gmr: cudaGetDeviceCount failed")
+    return n.value
+
+
+def check_spec(spec):
+    """Raise SpecError (with gmr's "spec:1:7: ..." message) if `spec` is malformed."""
+    err = _lib.SpecErrorStruct()
+    st = _lib.lib().gmr_stack_check(spec.encode(), ctypes.byref(err))
+    if st != 0:
+        _lib.raise_for(st, err.message.decode(errors="replace"), spec_error=True)
+
+
+def set_device_spec(spec):
+    """Use `spec` for every device stack created from now on (None: GMR_STACK or
+    the default). Stacks already created keep theirs. Raises SpecError."""
+    err = _lib.SpecErrorStruct()
+    st = _lib.lib().gmr_set_device_resource_spec(
+        None if spec is None else spec.encode(), ctypes.byref(err))
+    if st != 0:
+        _lib.raise_for(st, err.message.decode(errors="replace"), spec_error=True)
+
+
+def device_spec(device):
+    """The spec device `device`'s stack was created from, or None if none was created."""
+    s = _lib.lib().gmr_get_device_resource_spec(device)
+    return None if s is None else s.decode()
+
+
+def device_resource(device):
+    """Address of device `device`'s resource (gmr_resource *), creating it if needed.
+    Raises SpecError for a malformed spec, GmrError otherwise."""
+    r = ctypes.c_void_p()
+    err = _lib.SpecErrorStruct()
+    st = _lib.lib().gmr_get_device_resource(device, ctypes.byref(r), ctypes.byref(err))
+    if st != 0:
+        text = err.message.decode(errors="replace")
+        _lib.raise_for(st, "gmr: cannot create the memory resource of device %d: %s"
+                       % (device, text), spec_error=_is_spec_error(err, text))
+    return r.value
+
+
+def _is_spec_error(err, text):
+    return err.line > 0 or text.startswith(("spec:", "GMR_STACK:"))
+
+
+def allocate(device, nbytes, stream=0):
+    """Allocate `nbytes` on `device` for use on `stream` (an int: cudaStream_t;
+    0 the default stream); 256-byte aligned. Returns the address (0 for 0 bytes).
+    Raises OutOfMemoryError (out of memory, refused limit) or GmrError, with
+    gmr's failure message."""
+    r = device_resource(device)
+    out = ctypes.c_void_p()
+    failure = _lib.FailureStruct()
+    st = _lib.lib().gmr_allocate_ex(r, nbytes, 0, stream or None, ctypes.byref(out),
+                                    ctypes.byref(failure))
+    if st != 0:
+        where = _lib.lib().gmr_resource_type_name(failure.where).decode() if failure.where else ""
+        message = "gmr: %s allocating %d bytes on device %d%s%s" % (
+            _lib.status_name(st), nbytes, device, "; refused by " + where if where else "",
+            ": " + failure.message.decode(errors="replace") if failure.message else "")
+        spec = device_spec(device)
+        if spec:
+            message += "; stack: " + spec
+        _lib.raise_for(st, message)
+    return out.value or 0
+
+
+def deallocate(device, ptr, nbytes, stream=0):
+    """Give back `ptr` from allocate() (same device, bytes; the stream it was
+    last used on). Raises GmrError when the stack refuses (nothing freed)."""
+    st = _lib.lib().gmr_deallocate(device_resource(device), ptr, nbytes, 0, stream or None)
+    if st != 0:
+        _lib.raise_for(st, "gmr: freeing %#x (%d bytes) on device %d: %s"
+                       % (ptr, nbytes, device, _lib.status_name(st)))
+
+
+def record_stream(device, ptr, stream):
+    """gmr_record_stream: `ptr` is also used on `stream`. Returns False when the
+    stack cannot honour it (GMR_ERR_UNSUPPORTED), True when recorded."""
+    st = _lib.lib().gmr_record_stream(device_resource(device), ptr, stream or None)
+    if st == 0:
+        return True
+    if _lib.status_name(st) == "GMR_ERR_UNSUPPORTED":
+        return False
+    _lib.raise_for(st, "gmr: record_stream(%#x) on device %d: %s"
+                   % (ptr, device, _lib.status_name(st)))
+
+
+def trim(device):
+    """Give cached free memory of `device`'s stack back to CUDA; returns the bytes."""
+    released = ctypes.c_size_t(0)
+    st = _lib.lib().gmr_resource_trim(device_resource(device), ctypes.byref(released))
+    if st != 0:
+        _lib.raise_for(st, "gmr: trimming device %d: %s" % (device, _lib.status_name(st)))
+    return released.value
+
+
+def stack_stats(device):
+    """The counters of `device`'s stack as a dict (gmr_resource_write_stats_json):
+    held_bytes, peak_held_bytes, memory, layers (top first; tracking layers
+    with bytes/allocations current/peak/total and per-owner counters)."""
+    r = device_resource(device)
+    size = 4096
+    while True:
+        buf = ctypes.create_string_buffer(size)
+        needed = ctypes.c_size_t(0)
+        st = _lib.lib().gmr_resource_write_stats_json(r, buf, size, ctypes.byref(needed))
+        if st != 0:
+            _lib.raise_for(st, "gmr: reading the counters of device %d: %s"
+                           % (device, _lib.status_name(st)))
+        if needed.value < size:
+            data = json.loads(buf.value.decode())
+            data["device"] = device
+            data["spec"] = device_spec(device)
+            return data
+        size = needed.value + 1024
+
+
+def release_all():
+    """Destroy the stacks gmr created (gmr_device_resources_release); for tests
+    and the end of a program. Raises GmrError (GMR_ERR_BUSY) if one is in use."""
+    st = _lib.lib().gmr_device_resources_release()
+    if st != 0:
+        _lib.raise_for(st, "gmr: a device stack still has live allocations")

@@ -1,0 +1,377 @@
+"""The Python package on the simulation (GMR_CUDA_SIM=devices=2,memory=1GiB, set by
+run_python_test.sh): loading, spec errors as exceptions, allocation errors, the
+stats dict, the torch shim's entry points through ctypes, and gmr.torch.use()
+against a stand-in torch module (the real PyTorch runs on the GPU machine:
+tools/frameworks/check_torch.py). Writes a JUnit XML report to
+$XML_OUTPUT_FILE when Bazel asks for one.
+"""
+
+import ctypes
+import importlib.util
+import os
+import re
+import sys
+import tempfile
+import textwrap
+import threading
+import unittest
+import warnings
+from xml.sax.saxutils import escape
+
+import gmr
+import gmr.cupy
+import gmr.torch
+from gmr import _lib
+
+GIB = 1 << 30
+
+
+class GmrTest(unittest.TestCase):
+    def setUp(self):
+        os.environ.pop("GMR_STACK", None)
+        gmr.set_device_spec(None)
+
+    def tearDown(self):
+        gmr.release_all()
+        gmr.set_device_spec(None)
+        os.environ.pop("GMR_STACK", None)
+
+
+class LoadingTest(GmrTest):
+    def test_loads_from_the_configured_folder_on_the_simulation(self):
+        self.assertRegex(gmr.version(), r"^\d+\.\d+\.\d+$")
+        self.assertTrue(gmr.simulated())
+        self.assertEqual(2, gmr.device_count())
+        self.assertEqual(os.environ["GMR_LIBRARY_DIR"], os.path.dirname(_lib.lib_path()))
+        self.assertEqual(os.environ["GMR_TORCH_LIBRARY"], _lib.torch_lib_path())
+
+    def test_missing_library_names_the_places_searched(self):
+        code = ("import os, gmr._lib as l\n"
+                "try:\n    l.lib()\nexcept OSError as e:\n    print(e)\n")
+        env = dict(os.environ, GMR_LIBRARY_DIR="/nonexistent/gmr")
+        import subprocess  # noqa: PLC0415
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True).stdout
+        # Either another search place had a library (a source tree with
+        # bazel-bin), or the message lists where it looked.
+        if "not found" in out:
+            self.assertIn("/nonexistent/gmr/libgmr.so", out)
+            self.assertIn("GMR_LIBRARY_DIR", out)
+
+
+class SpecErrorTest(GmrTest):
+    def test_check_spec_raises_spec_error_with_the_place(self):
+        gmr.check_spec("tracking > pool > cuda(kind=async)")
+        with self.assertRaises(gmr.SpecError) as cm:
+            gmr.check_spec("pool > cuda(kidn=async)")
+        self.assertIsInstance(cm.exception, ValueError)
+        self.assertIn("spec:1:", str(cm.exception))
+        self.assertIn("kidn", str(cm.exception))
+        self.assertEqual("GMR_ERR_INVALID_ARGUMENT", cm.exception.status)
+
+    def test_malformed_set_spec_is_refused_and_the_previous_stays(self):
+        gmr.set_device_spec("cuda(kind=device)")
+        with self.assertRaises(gmr.SpecError):
+            gmr.set_device_spec("pool >")
+        gmr.device_resource(0)
+        self.assertEqual("cuda(kind=device)", gmr.device_spec(0))
+
+    def test_malformed_gmr_stack_fails_at_the_first_allocation(self):
+        os.environ["GMR_STACK"] = "pool > cuda(kidn=async)"
+        with self.assertRaises(gmr.SpecError) as cm:
+            gmr.allocate(0, 4096)
+        self.assertIn("GMR_STACK:1:", str(cm.exception))
+        self.assertIn("cannot create the memory resource of device 0", str(cm.exception))
+        self.assertIsNone(gmr.device_spec(0))
+        os.environ["GMR_STACK"] = "cuda(kind=device)"
+        ptr = gmr.allocate(0, 4096)
+        gmr.deallocate(0, ptr, 4096)
+
+    def test_a_device_that_does_not_exist_is_not_a_spec_error(self):
+        with self.assertRaises(gmr.GmrError) as cm:
+            gmr.device_resource(5)
+        self.assertNotIsInstance(cm.exception, gmr.SpecError)
+        self.assertIn("device 5 does not exist", str(cm.exception))
+
+
+class AllocationTest(GmrTest):
+    def test_allocate_free_and_stats(self):
+        gmr.set_device_spec("tracking > limiting(limit=64MiB) > pool > cuda(kind=async)")
+        ptr = gmr.allocate(1, 4096)
+        self.assertNotEqual(0, ptr)
+        self.assertEqual(0, ptr % 256)
+        self.assertEqual(0, gmr.allocate(1, 0))
+        s = gmr.stack_stats(1)
+        self.assertEqual(1, s["device"])
+        self.assertEqual("tracking > limiting(limit=64MiB) > pool > cuda(kind=async)", s["spec"])
+        self.assertEqual(["device_guard", "tracking_adaptor", "limiting_adaptor", "pool_resource",
+                          "cuda_resource"], [l["type"] for l in s["layers"]])
+        tracking = s["layers"][1]
+        self.assertEqual({"current": 4096, "peak": 4096, "total": 4096}, tracking["bytes"])
+        self.assertEqual(4096, tracking["owners"]["0x0"]["bytes"]["current"])
+        self.assertEqual(64 << 20, s["layers"][2]["limit_bytes"])
+        self.assertGreater(s["held_bytes"], 0)
+        gmr.deallocate(1, ptr, 4096)
+        s = gmr.stack_stats(1)
+        self.assertEqual({"current": 0, "peak": 4096, "total": 4096}, s["layers"][1]["bytes"])
+        self.assertGreater(gmr.trim(1), 0)
+
+    def test_out_of_memory_and_limits_raise_with_gmrs_message(self):
+        gmr.set_device_spec("limiting(limit=1MiB) > cuda(kind=device)")
+        with self.assertRaises(gmr.OutOfMemoryError) as cm:
+            gmr.allocate(0, 2 << 20)
+        self.assertIsInstance(cm.exception, MemoryError)
+        self.assertIn("GMR_ERR_LIMIT_EXCEEDED", str(cm.exception))
+        self.assertIn("stack: limiting(limit=1MiB) > cuda(kind=device)", str(cm.exception))
+        gmr.release_all()
+        gmr.set_device_spec("cuda(kind=device)")
+        with self.assertRaises(gmr.OutOfMemoryError) as cm:
+            gmr.allocate(1, 2 * GIB)
+        self.assertIn("cudaMalloc", str(cm.exception))
+
+    def test_a_bad_free_is_refused_by_a_tracking_layer(self):
+        gmr.set_device_spec("tracking > cuda(kind=device)")
+        with self.assertRaises(gmr.GmrError) as cm:
+            gmr.deallocate(0, 0x1000, 64)
+        self.assertEqual("GMR_ERR_UNKNOWN_POINTER", cm.exception.status)
+
+    def test_threads_allocate_on_both_devices(self):
+        gmr.set_device_spec("tracking > pool > cuda(kind=async)")
+        errors = []
+
+        def work(device):
+            try:
+                for i in range(200):
+                    n = 256 * (1 + i % 9)
+                    gmr.deallocate(device, gmr.allocate(device, n), n)
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(t % 2,)) for t in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual([], errors)
+        for d in (0, 1):
+            self.assertEqual(0, gmr.stack_stats(d)["layers"][1]["bytes"]["current"])
+
+
+class TorchShimTest(GmrTest):
+    """The shim's C entry points, called through ctypes as PyTorch would."""
+
+    def setUp(self):
+        super().setUp()
+        self.shim = _lib.torch_lib()
+
+    def test_mempool_entry_points_and_refused_frees(self):
+        gmr.set_device_spec("tracking > cuda(kind=device)")
+        before = gmr.torch.counters()
+        p = self.shim.gmr_torch_mempool_alloc(2 << 20, 1, None)
+        self.assertTrue(p)
+        self.assertEqual(before["live_count"] + 1, gmr.torch.counters()["live_count"])
+        self.shim.gmr_torch_free(p, 2 << 20, 1, None)  # the direct entry: refused
+        self.assertIn("other mode", gmr.torch.last_error())
+        self.shim.gmr_torch_free(0x1000, 64, 0, None)
+        self.assertIn("refused to free 0x1000", gmr.torch.last_error())
+        self.assertIn("nothing was passed to CUDA", gmr.torch.last_error())
+        after = gmr.torch.counters()
+        self.assertEqual(before["refused_free_count"] + 2, after["refused_free_count"])
+        self.shim.gmr_torch_mempool_free(p, 2 << 20, 1, None)
+        self.assertEqual(before["live_count"], gmr.torch.counters()["live_count"])
+
+    def test_mempool_alloc_reports_a_malformed_gmr_stack(self):
+        os.environ["GMR_STACK"] = "pool > cuda(kidn=async)"
+        self.assertIsNone(self.shim.gmr_torch_mempool_alloc(4096, 0, None))
+        self.assertIn("GMR_STACK:1:", gmr.torch.last_error())
+
+    def test_direct_alloc_and_stats_per_stream(self):
+        gmr.set_device_spec("tracking > pool > cuda(kind=async)")
+        p = self.shim.gmr_torch_alloc(4096, 0, None)
+        self.assertTrue(p)
+        s = gmr.torch.stats(0)
+        self.assertEqual(4096, s["current_bytes"])
+        self.assertEqual(4096, s["peak_bytes"])
+        self.assertEqual({"current": 4096, "peak": 4096, "total": 4096}, s["per_stream"]["0x0"])
+        self.assertGreaterEqual(s["shim"]["live_count"], 1)
+        self.shim.gmr_torch_free(p, 4096, 0, None)
+        s = gmr.torch.stats(0)
+        self.assertEqual(0, s["current_bytes"])
+        self.assertEqual(4096, s["peak_bytes"])
+        self.assertGreater(s["held_bytes"], 0)
+        self.shim.gmr_torch_reset()
+        self.assertEqual(0, gmr.torch.stats(0)["held_bytes"])
+
+    def test_stats_without_a_tracking_layer(self):
+        gmr.set_device_spec("pool > cuda(kind=async)")
+        p = self.shim.gmr_torch_alloc(4096, 1, None)
+        s = gmr.torch.stats(1)
+        self.assertIsNone(s["current_bytes"])
+        self.assertEqual({}, s["per_stream"])
+        self.assertGreater(s["held_bytes"], 0)
+        self.shim.gmr_torch_free(p, 4096, 1, None)
+
+    def test_this_build_raises_standard_exceptions(self):
+        self.assertFalse(self.shim.gmr_torch_raises_torch_errors())
+
+
+FAKE_TORCH = {
+    "torch/__init__.py": "from . import cuda\n",
+    "torch/cuda/__init__.py": textwrap.dedent("""\
+        from . import memory
+        def is_initialized():
+            return False
+        def current_device():
+            return 0
+        """),
+    "torch/cuda/memory.py": textwrap.dedent("""\
+        import ctypes
+        HOOKS = ["set_init_fn", "set_reset_fn", "set_memory_fraction_fn", "set_record_stream_fn",
+                 "set_begin_allocate_to_pool", "set_end_allocate_to_pool_fn", "set_release_pool"]
+        class _Raw:
+            def __init__(self):
+                self.hooks = {}
+            def __getattr__(self, name):
+                if name in HOOKS:
+                    return lambda address: self.hooks.__setitem__(name, address)
+                raise AttributeError(name)
+        class CUDAPluggableAllocator:
+            def __init__(self, path, alloc_fn_name, free_fn_name):
+                lib = ctypes.CDLL(path)
+                self.path = path
+                self.alloc = ctypes.cast(getattr(lib, alloc_fn_name), ctypes.c_void_p).value
+                self.free = ctypes.cast(getattr(lib, free_fn_name), ctypes.c_void_p).value
+                self._raw = _Raw()
+            def allocator(self):
+                return self._raw
+        swapped = []
+        def change_current_allocator(allocator):
+            if swapped:
+                raise RuntimeError("Can't swap an already initialized allocator")
+            swapped.append(allocator)
+        """),
+}
+
+
+class TorchUseWithAStandInTest(GmrTest):
+    """gmr.torch.use()'s plumbing against a stand-in torch module."""
+
+    def setUp(self):
+        super().setUp()
+        self.real_torch_missing = importlib.util.find_spec("torch") is None
+        self.tmp = tempfile.TemporaryDirectory()
+        for path, text in FAKE_TORCH.items():
+            full = os.path.join(self.tmp.name, path)
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            with open(full, "w") as f:
+                f.write(text)
+
+    def tearDown(self):
+        for name in [m for m in sys.modules if m == "torch" or m.startswith("torch.")]:
+            del sys.modules[name]
+        if self.tmp.name in sys.path:
+            sys.path.remove(self.tmp.name)
+        gmr.torch._mode = None
+        self.tmp.cleanup()
+        super().tearDown()
+
+    def test_without_pytorch_use_says_what_is_missing(self):
+        if not self.real_torch_missing:
+            self.skipTest("PyTorch is installed here")
+        with self.assertRaises(ImportError) as cm:
+            gmr.torch.use()
+        self.assertIn("gmr.torch needs PyTorch", str(cm.exception))
+
+    def test_use_hands_the_shims_functions_and_hooks_to_pytorch(self):
+        if not self.real_torch_missing:
+            self.skipTest("PyTorch is installed here: the stand-in would not be imported")
+        sys.path.insert(0, self.tmp.name)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            gmr.torch.use("tracking > pool > cuda(kind=async)")
+        self.assertTrue(any("built without PyTorch's headers" in str(w.message) for w in caught))
+        import torch  # the stand-in  # noqa: PLC0415
+        (allocator,) = torch.cuda.memory.swapped
+        address = lambda name: ctypes.cast(getattr(_lib.torch_lib(), name), ctypes.c_void_p).value  # noqa: E731
+        self.assertEqual(address("gmr_torch_alloc"), allocator.alloc)
+        self.assertEqual(address("gmr_torch_free"), allocator.free)
+        for setter, symbol in gmr.torch._HOOKS:
+            self.assertEqual(address(symbol), allocator.allocator().hooks[setter], setter)
+        self.assertEqual("direct", gmr.torch.mode())
+        self.assertEqual("tracking > pool > cuda(kind=async)", gmr.torch.stats(0)["spec"])
+        with self.assertRaises(RuntimeError) as cm:
+            gmr.torch.use()
+        self.assertIn("called already", str(cm.exception))
+        # PyTorch's own refusal (CUDA already initialised) keeps its text.
+        gmr.torch._mode = None
+        with self.assertRaises(RuntimeError) as cm:
+            gmr.torch.use()
+        self.assertIn("Can't swap an already initialized allocator", str(cm.exception))
+        self.assertIn("before CUDA is initialised", str(cm.exception))
+
+    def test_use_checks_the_spec_before_touching_pytorch(self):
+        if not self.real_torch_missing:
+            self.skipTest("PyTorch is installed here")
+        sys.path.insert(0, self.tmp.name)
+        with self.assertRaises(gmr.SpecError):
+            gmr.torch.use("limiting(limt=1GiB) > cuda")
+        import torch  # noqa: PLC0415
+        self.assertEqual([], torch.cuda.memory.swapped)
+
+    def test_cupy_module_imports_without_cupy(self):
+        if importlib.util.find_spec("cupy") is not None:
+            self.skipTest("CuPy is installed here")
+        with self.assertRaises(ImportError) as cm:
+            gmr.cupy.use()
+        self.assertIn("gmr.cupy needs CuPy", str(cm.exception))
+
+
+class _XmlResult(unittest.TextTestResult):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.cases = []
+
+    def _add(self, test, kind, text=""):
+        self.cases.append((test.id(), kind, text))
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self._add(test, "pass")
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._add(test, "failure", self._exc_info_to_string(err, test))
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self._add(test, "failure", self._exc_info_to_string(err, test))
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        self._add(test, "skipped", reason)
+
+
+def main():
+    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
+    result = unittest.TextTestRunner(resultclass=_XmlResult, verbosity=2).run(suite)
+    xml_path = os.environ.get("XML_OUTPUT_FILE")
+    if xml_path:
+        with open(xml_path, "w") as f:
+            f.write('<?xml version="1.0" encoding="UTF-8"?>\n<testsuites><testsuite name="gmr_python">\n')
+            for name, kind, text in result.cases:
+                cls, _, method = name.rpartition(".")
+                head = '<testcase name="%s" classname="%s"' % (escape(method), escape(cls))
+                if kind == "pass":
+                    f.write(head + "/>\n")
+                elif kind == "skipped":
+                    f.write(head + '><skipped message="%s"/></testcase>\n'
+                            % escape(text, {'"': "&quot;"}))
+                else:
+                    f.write(head + '><failure message="failed">%s</failure></testcase>\n'
+                            % escape(text))
+            f.write("</testsuite></testsuites>\n")
+    sys.exit(0 if result.wasSuccessful() else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+/*
+ * stack/device_guard.c: see stack/device_guard.h.
+ */
+#include "stack/device_guard.h"
+
+#include <stdlib.h>
+
+#include "core/cuda_layer.h"
+#include "core/failure.h"
+
+struct gmr__device_guard {
+  gmr_resource base; /* first */
+  gmr_resource *upstream;
+  const gmr__cuda_ops *cuda;
+  int device;
+};
+
+static const gmr_resource_vtbl guard_vtbl;
+
+static gmr__device_guard *as_guard(gmr_resource *r) { return (gmr__device_guard *)r; }
+
+static gmr_status guard_allocate(gmr_resource *self, size_t bytes, size_t alignment,
+                                 gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  gmr__device_guard *g = as_guard(self);
+  int saved = -1;
+  cudaError_t err = gmr__cuda_device_enter(g->cuda, g->device, &saved);
+  if (err != cudaSuccess) {
+    *out_ptr = NULL;
+    return gmr__cuda_fail(failure, "cudaSetDevice", err);
+  }
+  gmr_status st = gmr_allocate_ex(g->upstream, bytes, alignment, stream, out_ptr, failure);
+  gmr__cuda_device_leave(g->cuda, saved);
+  return st;
+}
+
+static gmr_status guard_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
+                                   gmr_stream stream) {
+  gmr__device_guard *g = as_guard(self);
+  int saved = -1;
+  if (gmr__cuda_device_enter(g->cuda, g->device, &saved) != cudaSuccess) return GMR_ERR_CUDA;
+  gmr_status st = gmr_deallocate(g->upstream, ptr, bytes, alignment, stream);
+  gmr__cuda_device_leave(g->cuda, saved);
+  return st;
+}
+
+static gmr_status guard_destroy(gmr_resource *self) {
+  free(as_guard(self));
+  return GMR_OK;
+}
+
+static gmr_resource *guard_get_upstream(const gmr_resource *self) {
+  return ((const gmr__device_guard *)self)->upstream;
+}
+
+static gmr_status guard_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
+  gmr__device_guard *g = as_guard(self);
+  int saved = -1;
+  if (gmr__cuda_device_enter(g->cuda, g->device, &saved) != cudaSuccess) return GMR_ERR_CUDA;
+  gmr_status st = gmr_record_stream(g->upstream, ptr, stream);
+  gmr__cuda_device_leave(g->cuda, saved);
+  return st;
+}
+
+static gmr_status guard_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
+                                           gmr_stream stream, void **out_ptr,
+                                           gmr_failure *failure) {
+  gmr__device_guard *g = as_guard(self);
+  int saved = -1;
+  cudaError_t err = gmr__cuda_device_enter(g->cuda, g->device, &saved);
+  if (err != cudaSuccess) {
+    *out_ptr = NULL;
+    return gmr__cuda_fail(failure, "cudaSetDevice", err);
+  }
+  gmr_status st =
+      gmr_allocate_capturing(g->upstream, bytes, alignment, stream, out_ptr, failure);
+  gmr__cuda_device_leave(g->cuda, saved);
+  return st;
+}
+
+static const gmr_resource_vtbl guard_vtbl = {
+    .version = GMR_RESOURCE_VTBL_VERSION,
+    .type_name = "device_guard",
+    .allocate = guard_allocate,
+    .deallocate = guard_deallocate,
+    .destroy = guard_destroy,
+    .get_upstream = guard_get_upstream,
+    /* The trim dispatch walks the layers itself; each layer that calls CUDA
+     * to give memory back (cuda_resource) makes its own device current. */
+    .trim = NULL,
+    .get_footprint = NULL,   /* asks the upstream; no CUDA call */
+    .get_memory_info = NULL, /* asks the upstream; no CUDA call */
+    .record_stream = guard_record_stream,
+    .allocate_capturing = guard_allocate_capturing,
+};
+
+gmr_status gmr__device_guard_create(gmr_resource *upstream, int device, gmr__device_guard **out) {
+  if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  *out = NULL;
+  if (gmr_resource_check(upstream) != GMR_OK || device < 0) return GMR_ERR_INVALID_ARGUMENT;
+  gmr__device_guard *g = calloc(1, sizeof *g);
+  if (g == NULL) return GMR_ERR_OUT_OF_MEMORY;
+  g->base.vtbl = &guard_vtbl;
+  g->upstream = upstream;
+  g->cuda = gmr__cuda();
+  g->device = device;
+  *out = g;
+  return GMR_OK;
+}
+
+gmr_resource *gmr__device_guard_as_resource(gmr__device_guard *guard) {
+  return guard == NULL ? NULL : &guard->base;
+}
+
+gmr__device_guard *gmr__device_guard_from_resource(gmr_resource *r) {
+  return r != NULL && r->vtbl == &guard_vtbl ? (gmr__device_guard *)r : NULL;
+}
+
+void gmr__device_guard_set_upstream(gmr__device_guard *guard, gmr_resource *upstream) {
+  guard->upstream = upstream;
+}
+
+int gmr__device_guard_get_device(const gmr__device_guard *guard) { return guard->device; }

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Installs gmr under PREFIX for builds that are not Bazel (Make, CMake, plain
+# cc) and for Python:
+#
+#   tools/install.sh PREFIX
+#
+#   PREFIX/include/gmr/*.h                 the public headers
+#   PREFIX/lib/libgmr.so.X.Y.Z             shared library (SONAME libgmr.so.X), with
+#   PREFIX/lib/libgmr.so.X, libgmr.so        the CUDA runtime linked in statically
+#   PREFIX/lib/libgmr.a                    static library (link the CUDA runtime too)
+#   PREFIX/lib/libgmr_torch.so             PyTorch allocator entry points (docs/frameworks.md)
+#   PREFIX/lib/pkgconfig/gmr.pc            cc app.c $(pkg-config --cflags --libs gmr)
+#   PREFIX/lib/pkgconfig/gmr-static.pc     ... $(pkg-config --cflags --libs gmr-static)
+#   PREFIX/lib/cmake/gmr/gmrConfig.cmake   find_package(gmr) -> gmr::gmr, gmr::gmr_static
+#   PREFIX/lib/python/gmr/                 the Python package (PYTHONPATH=PREFIX/lib/python),
+#                                          with the torch shim's sources (gmr.torch.build_shim)
+#
+# Builds with Bazel (-c opt) first, unless --prebuilt DIR names a folder laid
+# out as bazel-bin that already holds dist/libgmr.so, dist/libgmr.a and
+# integrations/torch/libgmr_torch.so (the install test uses this; so can a
+# packager).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+
+prebuilt=""
+if [ "${1:-}" = "--prebuilt" ]; then
+  prebuilt="${2:?--prebuilt needs a folder}"
+  shift 2
+fi
+if [ $# -ne 1 ]; then
+  echo "usage: tools/install.sh [--prebuilt DIR] PREFIX" >&2
+  exit 2
+fi
+mkdir -p "$1"
+prefix="$(cd "$1" && pwd)"
+
+if [ -z "$prebuilt" ]; then
+  (cd "$root" && bazel build -c opt //dist:libgmr //integrations/torch:libgmr_torch)
+  prebuilt="$root/bazel-bin"
+fi
+libs=("$prebuilt/dist/libgmr.so" "$prebuilt/dist/libgmr.a"
+      "$prebuilt/integrations/torch/libgmr_torch.so")
+for f in "${libs[@]}"; do
+  [ -f "$f" ] || { echo "install: $f is missing" >&2; exit 1; }
+done
+
+version_part() {
+  sed -n "s/^#define GMR_VERSION_$1 \\([0-9][0-9]*\\).*/\\1/p" "$root/include/gmr/version.h"
+}
+major=$(version_part MAJOR)
+minor=$(version_part MINOR)
+patch=$(version_part PATCH)
+version="$major.$minor.$patch"
+
+# The CUDA runtime a static link needs (the shared library carries its own).
+cuda="${CUDA_PATH:-/usr/local/cuda}"
+cudart_dir="$cuda/lib64"
+[ -d "$cudart_dir" ] || cudart_dir="$cuda/lib"
+
+install -d "$prefix/include/gmr" "$prefix/lib/pkgconfig" "$prefix/lib/cmake/gmr" \
+  "$prefix/lib/python/gmr"
+install -m 644 "$root"/include/gmr/*.h "$prefix/include/gmr/"
+install -m 755 "${libs[0]}" "$prefix/lib/libgmr.so.$version"
+ln -sf "libgmr.so.$version" "$prefix/lib/libgmr.so.$major"
+ln -sf "libgmr.so.$major" "$prefix/lib/libgmr.so"
+install -m 644 "${libs[1]}" "$prefix/lib/libgmr.a"
+install -m 755 "${libs[2]}" "$prefix/lib/libgmr_torch.so"
+install -m 644 "$root"/python/gmr/*.py "$prefix/lib/python/gmr/"
+# The shim's source, so gmr.torch can rebuild it against the local PyTorch
+# (torch.cuda.OutOfMemoryError needs PyTorch's headers; docs/frameworks.md).
+install -d "$prefix/lib/python/gmr/torch_shim/integrations/torch"
+install -m 644 "$root"/integrations/torch/*.h "$root"/integrations/torch/*.cc \
+  "$prefix/lib/python/gmr/torch_shim/integrations/torch/"
+
+cat >"$prefix/lib/pkgconfig/gmr.pc" <<EOF
+prefix=$prefix
+libdir=\${prefix}/lib
+includedir=\${prefix}/include
+
+Name: gmr
+Description: Composable GPU memory resources (C11); the CUDA runtime is linked in
+Version: $version
+Cflags: -I\${includedir}
+Libs: -L\${libdir} -Wl,-rpath,\${libdir} -lgmr
+EOF
+
+cat >"$prefix/lib/pkgconfig/gmr-static.pc" <<EOF
+prefix=$prefix
+libdir=\${prefix}/lib
+includedir=\${prefix}/include
+
+Name: gmr-static
+Description: Composable GPU memory resources (C11), static, with the static CUDA runtime
+Version: $version
+Cflags: -I\${includedir}
+Libs: \${libdir}/libgmr.a -L$cudart_dir -lcudart_static -ldl -lpthread -lrt -lm
+EOF
+
+cat >"$prefix/lib/cmake/gmr/gmrConfig.cmake" <<EOF
+# gmr $version: find_package(gmr) gives gmr::gmr (shared, the CUDA runtime
+# linked in) and gmr::gmr_static (static, with the static CUDA runtime).
+get_filename_component(_gmr_prefix "\${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)
+if(NOT TARGET gmr::gmr)
+  add_library(gmr::gmr SHARED IMPORTED)
+  set_target_properties(gmr::gmr PROPERTIES
+    IMPORTED_LOCATION "\${_gmr_prefix}/lib/libgmr.so.$version"
+    IMPORTED_SONAME "libgmr.so.$major"
+    INTERFACE_INCLUDE_DIRECTORIES "\${_gmr_prefix}/include")
+  add_library(gmr::gmr_static STATIC IMPORTED)
+  set_target_properties(gmr::gmr_static PROPERTIES
+    IMPORTED_LOCATION "\${_gmr_prefix}/lib/libgmr.a"
+    INTERFACE_INCLUDE_DIRECTORIES "\${_gmr_prefix}/include"
+    INTERFACE_LINK_LIBRARIES "$cudart_dir/libcudart_static.a;dl;pthread;rt;m")
+endif()
+unset(_gmr_prefix)
+EOF
+
+cat >"$prefix/lib/cmake/gmr/gmrConfigVersion.cmake" <<EOF
+# Compatible when the major version matches and the version is at least the
+# one asked for (CMake's SameMajorVersion rule).
+set(PACKAGE_VERSION "$version")
+if(PACKAGE_FIND_VERSION_MAJOR STREQUAL "$major" AND
+   NOT PACKAGE_FIND_VERSION VERSION_GREATER PACKAGE_VERSION)
+  set(PACKAGE_VERSION_COMPATIBLE TRUE)
+  if(PACKAGE_FIND_VERSION VERSION_EQUAL PACKAGE_VERSION)
+    set(PACKAGE_VERSION_EXACT TRUE)
+  endif()
+elseif(NOT PACKAGE_FIND_VERSION)
+  set(PACKAGE_VERSION_COMPATIBLE TRUE)
+else()
+  set(PACKAGE_VERSION_COMPATIBLE FALSE)
+endif()
+EOF
+
+echo "gmr $version installed under $prefix"
