@@ -120,11 +120,11 @@ def check_direct_bad_gmr_stack():
     try:
         torch.zeros(1024, device="cuda")
     except RuntimeError as e:
-        text = str(e)
+        text, kind = str(e), type(e).__name__  # `e` is unbound after the except block
     else:
         raise CheckFailed("no exception")
     expect("GMR_STACK:1:" in text and "kidn" in text, text)
-    return "%s: %s" % (type(e).__name__, text.splitlines()[0][:300])
+    return "%s: %s" % (kind, text.splitlines()[0][:300])
 
 
 def check_second_swap():
