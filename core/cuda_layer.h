@@ -76,6 +76,12 @@ typedef struct gmr__cuda_ops {
   cudaError_t (*event_synchronize)(cudaEvent_t event);
 
   cudaError_t (*memset_async)(void *ptr, int value, size_t bytes, cudaStream_t stream);
+
+  /* cudaStreamGetId (CUDA 12.0+): an id unique for the process's lifetime,
+   * never reused, so a new stream that happens to get a destroyed stream's
+   * handle is told apart from it. For cudaStreamPerThread, the calling
+   * thread's own per-thread stream. A getter: no stream-ordered work. */
+  cudaError_t (*stream_get_id)(cudaStream_t stream, unsigned long long *id);
 } gmr__cuda_ops;
 
 /* The real CUDA runtime and the simulation (defined in cuda_real.c / cuda_sim/sim_ops.c). */

@@ -93,6 +93,10 @@ static cudaError_t real_event_record(cudaEvent_t event, cudaStream_t stream) {
 static cudaError_t real_event_query(cudaEvent_t event) { return cudaEventQuery(event); }
 static cudaError_t real_event_synchronize(cudaEvent_t event) { return cudaEventSynchronize(event); }
 
+static cudaError_t real_stream_get_id(cudaStream_t stream, unsigned long long *id) {
+  return cudaStreamGetId(stream, id);
+}
+
 static cudaError_t real_memset_async(void *ptr, int value, size_t bytes, cudaStream_t stream) {
   return cudaMemsetAsync(ptr, value, bytes, stream);
 }
@@ -133,4 +137,5 @@ const gmr__cuda_ops gmr__cuda_real_ops = {
     .event_query = real_event_query,
     .event_synchronize = real_event_synchronize,
     .memset_async = real_memset_async,
+    .stream_get_id = real_stream_get_id,
 };

@@ -35,6 +35,7 @@ gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config) {
   gmr__sim.next_capture_id = next_capture_id;
   for (int i = 0; i < GMR_CUDA_CALL_COUNT; ++i) atomic_store(&gmr__sim_call_counts[i], 0);
   gmr__sim_unlock();
+  gmr__sim_clear_delays();
   gmr__cuda_set_active(&gmr__cuda_sim_ops);
   return GMR_OK;
 }

@@ -158,8 +158,12 @@ void gmr__sim_remove_object(void *handle);
 bool gmr__sim_has_live_objects(void);
 
 /* ---- sim_faults.c ---- */
-/* Count the call and apply an injected failure, if one is due. */
+/* Count the call, apply an injected delay (sleeping with the mutex released:
+ * callers make this the first thing they do after taking it, before reading
+ * any state), then an injected failure, if one is due. */
 cudaError_t gmr__sim_enter_call(gmr_cuda_call call);
+/* Remove every injected delay (enable, clear_failures). */
+void gmr__sim_clear_delays(void);
 
 /* ---- sim_device.c ---- */
 /* Take `bytes` of simulated memory on `device` (-1: pinned host) and back it
@@ -212,5 +216,6 @@ cudaError_t gmr__sim_event_record(cudaEvent_t event, cudaStream_t stream);
 cudaError_t gmr__sim_event_query(cudaEvent_t event);
 cudaError_t gmr__sim_event_synchronize(cudaEvent_t event);
 cudaError_t gmr__sim_memset_async(void *ptr, int value, size_t bytes, cudaStream_t stream);
+cudaError_t gmr__sim_stream_get_id(cudaStream_t stream, unsigned long long *id);
 
 #endif /* GMR_CORE_CUDA_SIM_SIM_INTERNAL_H_ */

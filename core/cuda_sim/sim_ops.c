@@ -40,4 +40,5 @@ const gmr__cuda_ops gmr__cuda_sim_ops = {
     .event_query = gmr__sim_event_query,
     .event_synchronize = gmr__sim_event_synchronize,
     .memset_async = gmr__sim_memset_async,
+    .stream_get_id = gmr__sim_stream_get_id,
 };

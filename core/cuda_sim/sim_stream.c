@@ -278,3 +278,27 @@ cudaError_t gmr__sim_memset_async(void *ptr, int value, size_t bytes, cudaStream
   gmr__sim_unlock();
   return err;
 }
+
+/* Ids of the streams the runtime provides; created streams count from 1. */
+#define LEGACY_STREAM_ID (UINT64_C(1) << 62)
+#define PER_THREAD_STREAM_ID_BASE (UINT64_C(1) << 63)
+
+cudaError_t gmr__sim_stream_get_id(cudaStream_t stream, unsigned long long *id) {
+  gmr__sim_lock();
+  gmr__sim_stream *s = NULL;
+  cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_STREAM_GET_ID);
+  if (err == cudaSuccess && id == NULL) err = cudaErrorInvalidValue;
+  if (err == cudaSuccess) err = gmr__sim_lookup_stream(stream, &s);
+  if (err == cudaSuccess) {
+    if (s != NULL) {
+      *id = s->id;
+    } else if (stream == cudaStreamPerThread) {
+      /* Each thread's own per-thread default stream: one id per thread. */
+      *id = PER_THREAD_STREAM_ID_BASE | gmr__sim_this_thread_id();
+    } else {
+      *id = LEGACY_STREAM_ID;
+    }
+  }
+  gmr__sim_unlock();
+  return err;
+}

@@ -75,7 +75,8 @@ extern "C" {
   XX(EVENT_QUERY, "cudaEventQuery")                            \
   XX(EVENT_SYNCHRONIZE, "cudaEventSynchronize")                \
   XX(MEMSET_ASYNC, "cudaMemsetAsync")                          \
-  XX(THREAD_EXCHANGE_CAPTURE_MODE, "cudaThreadExchangeStreamCaptureMode")
+  XX(THREAD_EXCHANGE_CAPTURE_MODE, "cudaThreadExchangeStreamCaptureMode") \
+  XX(STREAM_GET_ID, "cudaStreamGetId")
 
 typedef enum gmr_cuda_call {
 #define GMR_CUDA_CALL_ENUM_(name, fn) GMR_CUDA_CALL_##name,
@@ -134,7 +135,21 @@ GMR_API gmr_status gmr_cuda_sim_disable(void);
 GMR_API gmr_status gmr_cuda_sim_inject_failure(gmr_cuda_call call, uint64_t skip_count,
                                                uint64_t fail_count, int cuda_error);
 
-/** Remove every injected failure. Returns GMR_OK (also when not enabled). */
+/**
+ * Make every call of kind `call` take `delay_ns` nanoseconds longer (0: no
+ * delay), as a slow cudaMalloc or a driver under load does, so a test can
+ * show that a slow call in one thread holds up no other thread. The call is
+ * counted first and then sleeps without holding any lock of the simulation:
+ * other threads' simulated calls go on meanwhile. One delay per call kind; a
+ * new one replaces the old; gmr_cuda_sim_enable() and
+ * gmr_cuda_sim_clear_failures() remove them all.
+ * Thread-safe: yes.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT for an unknown call;
+ * GMR_ERR_UNSUPPORTED if the simulation is not enabled.
+ */
+GMR_API gmr_status gmr_cuda_sim_inject_delay(gmr_cuda_call call, uint64_t delay_ns);
+
+/** Remove every injected failure and delay. Returns GMR_OK (also when not enabled). */
 GMR_API gmr_status gmr_cuda_sim_clear_failures(void);
 
 /**
