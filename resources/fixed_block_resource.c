@@ -591,6 +591,14 @@ gmr_status gmr_fixed_block_resource_create(gmr_resource *upstream,
   return GMR_OK;
 }
 
+gmr_status gmr_fixed_block_resource_create_ex(gmr_resource *upstream,
+                                              const gmr_fixed_block_resource_config *config,
+                                              gmr_fixed_block_resource **out,
+                                              gmr_failure *failure) {
+  (void)failure;
+  return gmr_fixed_block_resource_create(upstream, config, out);
+}
+
 gmr_resource *gmr_fixed_block_resource_as_resource(gmr_fixed_block_resource *r) {
   return r == NULL ? NULL : &r->base;
 }

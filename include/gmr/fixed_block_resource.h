@@ -134,6 +134,19 @@ GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_create(
     gmr_resource *upstream, const gmr_fixed_block_resource_config *config,
     gmr_fixed_block_resource **out);
 
+/**
+ * gmr_fixed_block_resource_create() that also says why it failed, in words a
+ * person can act on, in *failure (may be NULL): for a bad config, the one
+ * option that is wrong, its value and its limit; for initial chunks the
+ * upstream refused, the bytes of a chunk, how many were asked, the
+ * upstream's status and the option to lower.
+ * Returns and state after failure: as gmr_fixed_block_resource_create(); on
+ * success the record's content is unspecified.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_create_ex(
+    gmr_resource *upstream, const gmr_fixed_block_resource_config *config,
+    gmr_fixed_block_resource **out, gmr_failure *failure);
+
 /** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
 GMR_API gmr_resource *gmr_fixed_block_resource_as_resource(gmr_fixed_block_resource *r);
 
@@ -211,14 +224,16 @@ typedef struct gmr_fixed_block_stats {
   size_t event_query_count;
   size_t stream_wait_count;
   size_t event_synchronize_count;
+  /* ---- version 2 ---- */
+  size_t event_destroy_failure_count; /* cudaEventDestroy calls that failed (events kept) */
 } gmr_fixed_block_stats;
 
-#define GMR_FIXED_BLOCK_STATS_VERSION 1u
+#define GMR_FIXED_BLOCK_STATS_VERSION 2u
 /* Every field spelled out: C++ warns about partial initialisers. */
 #define GMR_FIXED_BLOCK_STATS_INIT                                                                 \
   {                                                                                                \
     sizeof(gmr_fixed_block_stats), GMR_FIXED_BLOCK_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-        0, 0, 0, 0, 0                                                                              \
+        0, 0, 0, 0, 0, 0                                                                           \
   }
 
 /**

@@ -237,6 +237,19 @@ GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_create(gmr_resource *upstream
                                                           const gmr_pool_resource_config *config,
                                                           gmr_pool_resource **out);
 
+/**
+ * gmr_pool_resource_create() that also says why it failed, in words a person
+ * can act on, in *failure (may be NULL): for a bad config, the one option that
+ * is wrong, its value and its limit; for an initial chunk the upstream
+ * refused, the bytes asked, the upstream's status and the option to lower
+ * (failure->where and cuda_error as the upstream reported them).
+ * Returns and state after failure: as gmr_pool_resource_create(); on success
+ * the record's content is unspecified.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_create_ex(
+    gmr_resource *upstream, const gmr_pool_resource_config *config, gmr_pool_resource **out,
+    gmr_failure *failure);
+
 /** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
 GMR_API gmr_resource *gmr_pool_resource_as_resource(gmr_pool_resource *pool);
 
@@ -272,14 +285,16 @@ typedef struct gmr_pool_stats {
   size_t event_query_count;        /* cudaEventQuery calls */
   size_t stream_wait_count;        /* cudaStreamWaitEvent calls */
   size_t event_synchronize_count;  /* cudaEventSynchronize calls (trim) */
+  /* ---- version 2 ---- */
+  size_t event_destroy_failure_count; /* cudaEventDestroy calls that failed (events kept) */
 } gmr_pool_stats;
 
-#define GMR_POOL_STATS_VERSION 1u
+#define GMR_POOL_STATS_VERSION 2u
 /* Every field spelled out: C++ warns about partial initialisers. */
 #define GMR_POOL_STATS_INIT                                                                      \
   {                                                                                              \
     sizeof(gmr_pool_stats), GMR_POOL_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-        0, 0, 0                                                                                  \
+        0, 0, 0, 0                                                                               \
   }
 
 /**

@@ -381,6 +381,13 @@ gmr_status gmr_pool_resource_create(gmr_resource *upstream, const gmr_pool_resou
   return GMR_OK;
 }
 
+gmr_status gmr_pool_resource_create_ex(gmr_resource *upstream,
+                                       const gmr_pool_resource_config *config,
+                                       gmr_pool_resource **out, gmr_failure *failure) {
+  (void)failure;
+  return gmr_pool_resource_create(upstream, config, out);
+}
+
 gmr_resource *gmr_pool_resource_as_resource(gmr_pool_resource *pool) {
   return pool == NULL ? NULL : &pool->base;
 }
