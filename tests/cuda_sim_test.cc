@@ -109,6 +109,29 @@ TEST_F(CudaSim, AnInjectedDelayHoldsUpOnlyTheDelayedCall) {
   EXPECT_EQ(cudaSuccess, ops()->free(q));
 }
 
+// cudaStreamDestroy returns at once and the stream's pending work still runs:
+// an event recorded on a stream held beyond its destroy stays pending until a
+// device-wide synchronisation.
+TEST_F(CudaSim, AHeldStreamsWorkOutlivesItsDestroy) {
+  cudaStream_t s = nullptr;
+  cudaEvent_t e = nullptr;
+  ASSERT_EQ(cudaSuccess, ops()->stream_create(&s));
+  ASSERT_EQ(cudaSuccess, ops()->event_create(&e));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold_beyond_destroy(reinterpret_cast<gmr_stream>(s)));
+  ASSERT_EQ(cudaSuccess, ops()->event_record(e, s));
+  ASSERT_EQ(cudaSuccess, ops()->stream_destroy(s));
+  EXPECT_EQ(cudaErrorNotReady, ops()->event_query(e));
+  EXPECT_EQ(cudaErrorNotReady, ops()->event_query(e));
+  ASSERT_EQ(cudaSuccess, ops()->device_synchronize());
+  EXPECT_EQ(cudaSuccess, ops()->event_query(e));
+  // With a plain hold (or none), the work of a destroyed stream counts as done.
+  ASSERT_EQ(cudaSuccess, ops()->stream_create(&s));
+  ASSERT_EQ(cudaSuccess, ops()->event_record(e, s));
+  ASSERT_EQ(cudaSuccess, ops()->stream_destroy(s));
+  EXPECT_EQ(cudaSuccess, ops()->event_query(e));
+  EXPECT_EQ(cudaSuccess, ops()->event_destroy(e));
+}
+
 TEST_F(CudaSim, InjectionArgumentsAreChecked) {
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
             gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_COUNT, 0, 1, cudaErrorUnknown));

@@ -25,6 +25,7 @@ gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config) {
   unsigned long long next_capture_id = gmr__sim.next_capture_id;
   gmr__u64_map_clear(&gmr__sim.objects);
   gmr__u64_map_clear(&gmr__sim.allocations);
+  gmr__u64_map_clear(&gmr__sim.draining);
   memset(&gmr__sim, 0, sizeof gmr__sim);
   gmr__sim.enabled = true;
   gmr__sim.config = cfg;
@@ -88,7 +89,7 @@ gmr_status gmr_cuda_sim_get_host_usage(gmr_cuda_sim_usage *out) {
   return st;
 }
 
-gmr_status gmr_cuda_sim_stream_hold(gmr_stream stream, bool hold) {
+static gmr_status hold_stream(gmr_stream stream, bool hold, bool beyond_destroy) {
   gmr__sim_lock();
   gmr_status st = GMR_OK;
   if (!gmr__sim.enabled) {
@@ -99,10 +100,19 @@ gmr_status gmr_cuda_sim_stream_hold(gmr_stream stream, bool hold) {
   } else {
     gmr__sim_stream *s = (gmr__sim_stream *)(void *)stream;
     s->held = hold;
+    s->held_beyond_destroy = hold && beyond_destroy;
     if (!hold) gmr__sim_complete_stream(s);
   }
   gmr__sim_unlock();
   return st;
+}
+
+gmr_status gmr_cuda_sim_stream_hold(gmr_stream stream, bool hold) {
+  return hold_stream(stream, hold, false);
+}
+
+gmr_status gmr_cuda_sim_stream_hold_beyond_destroy(gmr_stream stream) {
+  return hold_stream(stream, true, true);
 }
 
 uint64_t gmr_cuda_sim_get_stale_handle_count(void) {

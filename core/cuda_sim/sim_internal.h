@@ -71,6 +71,7 @@ typedef struct gmr__sim_stream {
   uint64_t id; /* unique for the process, never reused */
   int device;
   bool held;
+  bool held_beyond_destroy; /* pending work stays pending after a destroy */
   uint64_t recorded_seq;  /* sequence number of the last event recorded */
   uint64_t completed_seq; /* events up to this number have completed */
   uint64_t wait_count;
@@ -110,6 +111,11 @@ typedef struct gmr__sim_state {
   gmr__sim_usage host;
   gmr__u64_map objects;     /* handle address -> gmr__sim_object_kind */
   gmr__u64_map allocations; /* address -> gmr__sim_allocation * */
+  /* Streams destroyed while held with work pending (cudaStreamDestroy
+   * returns at once; the work still runs): stream id -> the last sequence
+   * number completed. Their events stay pending until a device-wide
+   * synchronisation, as the stream cannot be released any more. */
+  gmr__u64_map draining;
   uint64_t next_stream_id;
   unsigned long long next_capture_id;
   size_t active_capture_count;

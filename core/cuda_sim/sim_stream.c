@@ -37,7 +37,14 @@ cudaError_t gmr__sim_stream_destroy(cudaStream_t stream) {
   if (err == cudaSuccess) {
     gmr__sim_stream *s = (gmr__sim_stream *)(void *)stream;
     if (s->capture_status != cudaStreamCaptureStatusNone) gmr__sim.active_capture_count--;
-    gmr__sim_remove_object(s); /* events recorded on it now count as complete */
+    /* A stream held beyond its destroy keeps its pending work pending (CUDA
+     * runs it after cudaStreamDestroy returns); otherwise events recorded on
+     * it count as complete from now on. A host allocation failure here only
+     * makes the simulation less strict. */
+    if (s->held && s->held_beyond_destroy && s->completed_seq < s->recorded_seq) {
+      (void)gmr__u64_map_put(&gmr__sim.draining, s->id, s->completed_seq);
+    }
+    gmr__sim_remove_object(s);
     free(s);
   }
   gmr__sim_unlock();
@@ -230,7 +237,10 @@ cudaError_t gmr__sim_event_record(cudaEvent_t event, cudaStream_t stream) {
 static bool event_complete(const gmr__sim_event *e) {
   if (e->stream_id == 0) return true;
   gmr__sim_stream *s = gmr__sim_find_stream_by_id(e->stream_id);
-  return s == NULL || e->seq <= s->completed_seq;
+  if (s != NULL) return e->seq <= s->completed_seq;
+  uint64_t completed = 0;
+  if (gmr__u64_map_get(&gmr__sim.draining, e->stream_id, &completed)) return e->seq <= completed;
+  return true;
 }
 
 cudaError_t gmr__sim_event_query(cudaEvent_t event) {
@@ -263,6 +273,11 @@ cudaError_t gmr__sim_event_synchronize(cudaEvent_t event) {
     gmr__sim_stream *s = e->stream_id == 0 ? NULL : gmr__sim_find_stream_by_id(e->stream_id);
     /* Waiting "finishes" the simulated work up to the event. */
     if (s != NULL && s->completed_seq < e->seq) s->completed_seq = e->seq;
+    uint64_t completed = 0;
+    if (s == NULL && e->stream_id != 0 &&
+        gmr__u64_map_get(&gmr__sim.draining, e->stream_id, &completed) && completed < e->seq) {
+      (void)gmr__u64_map_put(&gmr__sim.draining, e->stream_id, e->seq);
+    }
   }
   gmr__sim_unlock();
   return err;

@@ -10,7 +10,12 @@
  *    test can read and write them, and ASan sees overflows);
  *  - streams and events complete at once, unless a stream is held
  *    (gmr_cuda_sim_stream_hold): then events recorded on it stay pending until
- *    it is released or an event synchronisation waits for them;
+ *    it is released or an event synchronisation waits for them; a stream
+ *    held with gmr_cuda_sim_stream_hold_beyond_destroy() keeps its pending
+ *    work pending after it is destroyed (as CUDA runs it after
+ *    cudaStreamDestroy returns) until a device-wide synchronisation
+ *    (cudaDeviceSynchronize, a synchronisation of the legacy default stream,
+ *    cudaFree) or an event synchronisation;
  *  - capture follows CUDA's capture modes: while a global-mode capture is
  *    active (or a thread-local one begun by the calling thread), calls CUDA
  *    calls "potentially unsafe" (cudaMalloc, cudaFree, cudaHostAlloc,
@@ -187,6 +192,18 @@ GMR_API gmr_status gmr_cuda_sim_get_host_usage(gmr_cuda_sim_usage *out);
  * GMR_ERR_UNSUPPORTED (simulation off).
  */
 GMR_API gmr_status gmr_cuda_sim_stream_hold(gmr_stream stream, bool hold);
+
+/**
+ * Hold `stream` as gmr_cuda_sim_stream_hold(stream, true) does, and keep its
+ * pending work pending even after the stream is destroyed (CUDA runs a
+ * destroyed stream's work to completion): events recorded on it before the
+ * destroy complete only at a device-wide synchronisation (cudaDeviceSynchronize,
+ * a synchronisation of the legacy default stream, cudaFree) or when an event
+ * synchronisation waits for them. Lets a test check that a resource never
+ * hands a destroyed stream's pending memory to a new stream that got the
+ * same handle. Returns as gmr_cuda_sim_stream_hold().
+ */
+GMR_API gmr_status gmr_cuda_sim_stream_hold_beyond_destroy(gmr_stream stream);
 
 /**
  * Number of cudaStreamWaitEvent calls that made `stream` wait (0 for unknown
