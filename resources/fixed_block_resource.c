@@ -124,9 +124,9 @@ static fb_block *block_at(const gmr_fixed_block_resource *r, uintptr_t addr) {
  * memory. With stream ordering off all streams share one slot. */
 static uint32_t slot_of(gmr_fixed_block_resource *r, gmr_stream stream) {
   if (!r->config.stream_ordered) stream = NULL;
-  if (r->slot_count > 0 && r->slots[r->cached_slot]->ev.stream == stream) return r->cached_slot;
+  if (r->slot_count > 0 && r->slots[r->cached_slot]->ev.key.stream == stream) return r->cached_slot;
   for (uint32_t i = 0; i < r->slot_count; ++i) {
-    if (r->slots[i]->ev.stream == stream) {
+    if (r->slots[i]->ev.key.stream == stream) {
       r->cached_slot = i;
       return i;
     }
@@ -147,7 +147,8 @@ static uint32_t slot_of(gmr_fixed_block_resource *r, gmr_stream stream) {
       return UINT32_MAX;
     }
   }
-  gmr__stream_event_init(&s->ev, stream, r->config.streams_outlive_resource);
+  gmr__stream_key key = {stream, 0};
+  gmr__stream_event_init(&s->ev, key, r->config.streams_outlive_resource ? GMR__STREAM_EVENTS_LAZY : GMR__STREAM_EVENTS_EVERY_FREE);
   r->slots[r->slot_count] = s;
   r->cached_slot = r->slot_count;
   return r->slot_count++;
@@ -231,7 +232,7 @@ static gmr_status add_chunk(gmr_fixed_block_resource *r, uint32_t si, size_t blo
     push_free(r, si, &c->blocks[i]);
   }
   /* Upstream memory is ordered on `stream`, like memory freed there. */
-  if (r->config.stream_ordered) gmr__stream_event_mark_freed(r->cuda, &r->slots[si]->ev, &r->events);
+  if (r->config.stream_ordered) gmr__stream_event_mark_freed(r->cuda, &r->slots[si]->ev, false, &r->events);
   return GMR_OK;
 }
 
@@ -283,11 +284,11 @@ static gmr_status ensure_free(gmr_fixed_block_resource *r, uint32_t si, size_t c
     }
     for (uint32_t i = 0; pending && t->count < count && i < r->slot_count; ++i) {
       fb_slot *s = r->slots[i];
-      if (i == si || s->count == 0 || s->ev.fresh) continue;
+      if (i == si || s->count == 0 || gmr__stream_event_fresh(&s->ev)) continue;
       if (gmr__stream_event_wait(r->cuda, &s->ev, stream, &r->events) != cudaSuccess) continue;
       move_all(r, i, si);
       /* Reachable for others only through t. */
-      gmr__stream_event_mark_freed(r->cuda, &t->ev, &r->events);
+      gmr__stream_event_mark_freed(r->cuda, &t->ev, false, &r->events);
     }
     if (t->count >= count) return GMR_OK;
   }
@@ -423,7 +424,7 @@ static gmr_status fb_deallocate(gmr_resource *self, void *ptr, size_t bytes, siz
     return GMR_ERR_OUT_OF_MEMORY;
   }
   give_back(r, si, b);
-  if (r->config.stream_ordered) gmr__stream_event_mark_freed(r->cuda, &r->slots[si]->ev, &r->events);
+  if (r->config.stream_ordered) gmr__stream_event_mark_freed(r->cuda, &r->slots[si]->ev, false, &r->events);
   gmr__spin_lock_release(&r->lock);
   return GMR_OK;
 }
@@ -442,7 +443,7 @@ static bool chunk_settled(const gmr_fixed_block_resource *r, const fb_chunk *c) 
   if (c->live_count != 0) return false;
   if (!r->config.stream_ordered) return true;
   for (size_t i = 0; i < c->block_count; ++i) {
-    if (!r->slots[c->blocks[i].slot]->ev.complete) return false;
+    if (!gmr__stream_event_settled(&r->slots[c->blocks[i].slot]->ev)) return false;
   }
   return true;
 }
@@ -508,7 +509,7 @@ static gmr_resource *fb_get_upstream(const gmr_resource *self) {
 
 static void fb_free(gmr_fixed_block_resource *r) {
   for (uint32_t i = 0; i < r->slot_count; ++i) {
-    gmr__stream_event_deinit(r->cuda, &r->slots[i]->ev);
+    (void)gmr__stream_event_deinit(r->cuda, &r->slots[i]->ev, &r->events);
     free(r->slots[i]->stack);
     free(r->slots[i]);
   }
@@ -679,7 +680,7 @@ gmr_status gmr_fixed_block_resource_deallocate_blocks(gmr_fixed_block_resource *
   }
   gmr__u64_map_remove(&r->lists, (uint64_t)(uintptr_t)list, NULL);
   for (size_t i = 0; i < l->pub.block_count; ++i) give_back(r, si, l->records[i]);
-  if (r->config.stream_ordered) gmr__stream_event_mark_freed(r->cuda, &r->slots[si]->ev, &r->events);
+  if (r->config.stream_ordered) gmr__stream_event_mark_freed(r->cuda, &r->slots[si]->ev, false, &r->events);
   gmr__spin_lock_release(&r->lock);
   free(l->pub.blocks);
   free(l->records);

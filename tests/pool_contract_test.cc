@@ -68,10 +68,12 @@ TEST_F(PoolDestroyTest, AFailedUpstreamFreeWithSeveralArenasLeavesAValidPool) {
   gmr_pool_resource *p = nullptr;
   ASSERT_EQ(GMR_OK, gmr_pool_resource_create(upstream_, &c, &p));
   gmr_resource *r = gmr_pool_resource_as_resource(p);
+  // Each thread on its own stream, so each arena grows its own chunk.
   for (int t = 0; t < 3; ++t) {
+    gmr_stream s = Stream();
     std::thread([&] {
-      void *a = Alloc(r, MiB);
-      EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, MiB, 0, nullptr));
+      void *a = Alloc(r, MiB, s);
+      EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, MiB, 0, s));
     }).join();
   }
   ASSERT_EQ(3u, Stats(r).chunk_count);

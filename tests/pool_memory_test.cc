@@ -55,23 +55,28 @@ TEST_F(PoolTest, MemoryInfoIsExact) {
   m = Info(r);
   EXPECT_EQ(4 * MiB, m.largest_free_block_bytes);
   EXPECT_EQ(1u, m.free_block_count);
-  // Several arenas add up; an old, shorter struct gets what fits.
+  // Several arenas add up.
   gmr_pool_resource_config cc = small_config(4 * MiB);
   cc.arena_count = 2;
+  cc.streams_outlive_resource = false;  // streams identified: arenas follow them
   gmr_resource *r2 = Make(cc);
-  void *x = Alloc(r2, MiB), *y = nullptr;
-  std::thread([&] { y = Alloc(r2, 3 * MiB); }).join();
+  // Two threads, each with a stream of its own: each stream in its thread's arena.
+  gmr_stream s1 = Stream(), s2 = Stream();
+  void *x = nullptr, *y = nullptr;
+  std::thread([&] { x = Alloc(r2, MiB, s1); }).join();
+  std::thread([&] { y = Alloc(r2, 3 * MiB, s2); }).join();
   m = Info(r2);
   EXPECT_EQ(8 * MiB, m.held_bytes);
   EXPECT_EQ(4 * MiB, m.live_bytes);
   EXPECT_EQ(3 * MiB, m.largest_free_block_bytes);
   EXPECT_EQ(2u, m.free_block_count);
-  gmr_memory_info old = GMR_MEMORY_INFO_INIT;
-  old.size = offsetof(gmr_memory_info, free_block_count) + sizeof(size_t);
-  ASSERT_EQ(GMR_OK, gmr_resource_get_memory_info(r2, &old));
-  EXPECT_EQ(2u, old.free_block_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r2, x, MiB, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r2, y, 3 * MiB, 0, nullptr));
+  // A caller's struct of exactly version 1 gets every field.
+  gmr_memory_info v1 = GMR_MEMORY_INFO_INIT;
+  v1.size = offsetof(gmr_memory_info, free_block_count) + sizeof(size_t);
+  ASSERT_EQ(GMR_OK, gmr_resource_get_memory_info(r2, &v1));
+  EXPECT_EQ(2u, v1.free_block_count);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r2, x, MiB, 0, s1));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r2, y, 3 * MiB, 0, s2));
 }
 
 TEST_F(PoolTest, AFailureSaysHowMuchWasFreeAndTheLargestBlock) {

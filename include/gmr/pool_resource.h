@@ -200,6 +200,10 @@ typedef struct gmr_pool_resource_config {
    * event on it at once (a cudaStreamGetCaptureInfo and a cudaEventRecord,
    * as RMM does), so the stream may be destroyed right after the call. */
   bool streams_outlive_resource;
+  /* RMM's rule instead of records on demand: a free on a created stream
+   * records its event at once (see "Streams" above). Ignored when
+   * streams_outlive_resource is set. */
+  bool record_at_every_free;
 } gmr_pool_resource_config;
 
 /* Nothing at create, no maximum; chunks of max(request, 12% of the arena)
@@ -208,7 +212,7 @@ typedef struct gmr_pool_resource_config {
  * frees up to 64 KiB kept unmerged per stream; no NVTX annotation. */
 #define GMR_POOL_RESOURCE_CONFIG_DEFAULT                                                  \
   {0, 0, (size_t)48 << 20, (size_t)128 << 20, 12u, (size_t)2 << 20, 0u, true, true, 8u, \
-   (size_t)64 << 10, false, false}
+   (size_t)64 << 10, false, false, false}
 
 /**
  * Create a pool that takes chunks from `upstream`.
@@ -287,6 +291,9 @@ typedef struct gmr_pool_stats {
   size_t event_synchronize_count;  /* cudaEventSynchronize calls (trim) */
   /* ---- version 2 ---- */
   size_t event_destroy_failure_count; /* cudaEventDestroy calls that failed (events kept) */
+  size_t stream_id_query_count;       /* cudaStreamGetId calls (a created stream's identity) */
+  size_t device_synchronize_count;    /* cudaDeviceSynchronize calls */
+  size_t deferred_block_count;        /* freed blocks waiting for record_stream events */
 } gmr_pool_stats;
 
 #define GMR_POOL_STATS_VERSION 2u
@@ -294,7 +301,7 @@ typedef struct gmr_pool_stats {
 #define GMR_POOL_STATS_INIT                                                                      \
   {                                                                                              \
     sizeof(gmr_pool_stats), GMR_POOL_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-        0, 0, 0, 0                                                                               \
+        0, 0, 0, 0, 0, 0, 0                                                                      \
   }
 
 /**
