@@ -17,7 +17,7 @@
  *   pool_capture.c   allocate_capturing
  *   pool_registry.c  chunks by address, for frees from another arena
  *   pool_check.c     the invariant walk
- *   pool_free_index.c, pool_block_map.c, thread_home.c: see their headers.
+ *   pool_free_index.c, pool_block_map.c: see their headers.
  *
  * An arena owns chunks; a chunk is tiled by blocks (pool_block.h) in address
  * order; every free block sits in exactly one slot's free index or cache, or
@@ -49,6 +49,7 @@
 #include "core/cuda_layer.h"
 #include "core/spin_lock.h"
 #include "core/stream_event.h"
+#include "core/stream_home.h"
 #include "gmr/pool_resource.h"
 #include "resources/pool/pool_block.h"
 #include "resources/pool/pool_block_map.h"
@@ -64,8 +65,6 @@
 #define GMR__POOL_RECENT_FREED 64u
 /* Empty stream slots an arena keeps before it reuses one for a new stream. */
 #define GMR__POOL_SLOT_REUSE_AT 32u
-/* Entries of the table that sends each stream to its arena (a power of two). */
-#define GMR__POOL_STREAM_TABLE 256u
 
 typedef struct gmr__pool_arena gmr__pool_arena;
 
@@ -142,17 +141,13 @@ typedef struct gmr__pool_registry {
 
 struct gmr_pool_resource {
   gmr_resource base; /* first */
-  uint64_t id; /* unique for the process: keys the threads' arena cache */
   gmr_resource *upstream;
   const gmr__cuda_ops *cuda;
   gmr_pool_resource_config config;
   gmr__stream_events_mode events_mode;
   uint32_t arena_count;
   gmr__pool_arena **arenas;
-  /* Which arena serves a stream: (stream's number << 8) | arena index, by a
-   * hash of the number; a hint (any arena is correct), so collisions just
-   * overwrite. See gmr__pool_arena_for. */
-  _Atomic uint64_t stream_arena[GMR__POOL_STREAM_TABLE];
+  gmr__stream_home stream_home; /* which arena serves a stream (core/stream_home.h) */
   gmr__pool_registry registry;
   atomic_size_t held_bytes;
   atomic_size_t peak_held_bytes;

@@ -20,8 +20,6 @@
 #include "core/failure.h"
 #include "resources/pool/pool_internal.h"
 
-static atomic_uint_fast64_t next_pool_id = 1;
-
 /* ---- trim, destroy ------------------------------------------------------ */
 
 gmr_status gmr__pool_trim(gmr_resource *self, size_t *released_bytes) {
@@ -204,7 +202,6 @@ gmr_status gmr_pool_resource_create_ex(gmr_resource *upstream,
                                         "pool_resource: no host memory for the pool");
   }
   pool->base.vtbl = &gmr__pool_vtbl;
-  pool->id = atomic_fetch_add_explicit(&next_pool_id, 1, memory_order_relaxed);
   pool->upstream = upstream;
   pool->cuda = gmr__cuda();
   pool->config = cfg;

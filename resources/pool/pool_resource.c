@@ -16,7 +16,7 @@
 #include "core/failure.h"
 #include "core/nvtx_mem.h"
 #include "resources/pool/pool_internal.h"
-#include "resources/pool/thread_home.h"
+#include "core/thread_home.h"
 
 static unsigned log2_of(size_t power_of_two) {
   return (unsigned)__builtin_ctzll((unsigned long long)power_of_two);
@@ -24,44 +24,13 @@ static unsigned log2_of(size_t power_of_two) {
 
 /* ---- the request -------------------------------------------------------- */
 
-/* The calling thread's arena of the last pool it used, by pool id (unique
- * for the process, so a new pool at a freed pool's address never matches). */
-static _Thread_local uint64_t cached_pool_id;
-static _Thread_local gmr__pool_arena *cached_arena;
-
-/* The calling thread's home arena (round-robin over threads). */
-static gmr__pool_arena *thread_arena(const gmr_pool_resource *pool) {
-  if (cached_pool_id == pool->id) return cached_arena;
-  gmr__pool_arena *a = pool->arenas[gmr__thread_home() % pool->arena_count];
-  cached_pool_id = pool->id;
-  cached_arena = a;
-  return a;
-}
-
-/* Arenas follow streams: a stream is served by the home arena of the first
- * thread that used it, and every thread that uses it after goes there too.
- * Threads on one stream (PyTorch's forward thread and its autograd thread,
- * on the default stream) then pay for one arena, not two: their work is
- * ordered on that stream anyway. A thread with a stream of its own (the case
- * that scales) has an arena of its own; one thread's several streams share
- * its arena, so memory moves between them as it did with one arena. With
- * stream ordering off, the thread's home arena. */
+/* Arenas follow streams (core/stream_home.h): the threads of one stream
+ * share its arena, a thread with a stream of its own has an arena of its
+ * own. With stream ordering off, the thread's home arena. */
 gmr__pool_arena *gmr__pool_arena_for(gmr_pool_resource *pool, gmr__stream_key key) {
   if (pool->arena_count == 1) return pool->arenas[0];
-  if (!pool->config.stream_ordered) return thread_arena(pool);
-  /* A number for the stream: its id, else its handle (the legacy default
-   * stream, or a created stream in streams_outlive mode). */
-  uint64_t n = key.id != 0 ? key.id : (uint64_t)(uintptr_t)key.stream ^ (UINT64_C(1) << 55);
-  n &= (UINT64_C(1) << 56) - 1u;
-  uint64_t h = (n * UINT64_C(0x9E3779B97F4A7C15)) >> 56; /* top 8 bits */
-  _Atomic uint64_t *entry = &pool->stream_arena[h & (GMR__POOL_STREAM_TABLE - 1u)];
-  uint64_t e = atomic_load_explicit(entry, memory_order_relaxed);
-  if (e != 0 && (e >> 8) == n) return pool->arenas[(e & 0xffu) % pool->arena_count];
-  gmr__pool_arena *a = thread_arena(pool);
-  uint32_t index = 0;
-  while (pool->arenas[index] != a) index++;
-  atomic_store_explicit(entry, (n << 8) | index, memory_order_relaxed);
-  return a;
+  if (!pool->config.stream_ordered) return pool->arenas[gmr__thread_home() % pool->arena_count];
+  return pool->arenas[gmr__stream_home_of(&pool->stream_home, key, pool->arena_count)];
 }
 
 gmr_status gmr__pool_request_init(gmr_pool_resource *pool, size_t bytes, size_t alignment,
