@@ -69,7 +69,7 @@ void gmr__stream_event_mark_freed(const gmr__cuda_ops *cuda, gmr__stream_event *
   e->free_seq++;
   if (e->lazy) return;
   bool now = force || e->every_free || e->demand;
-  if (e->eager_left > 0) {
+  if (!force && e->eager_left > 0) { /* a new stream's first frees */
     e->eager_left--;
     now = true;
   }

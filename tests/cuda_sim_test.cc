@@ -72,7 +72,20 @@ TEST_F(CudaSim, StreamIdsAreUniqueAndNeverReused) {
   EXPECT_NE(mine, theirs);
   ASSERT_EQ(cudaSuccess, ops()->stream_get_id(nullptr, &legacy));
   EXPECT_FALSE(ids.count(legacy) || legacy == mine || legacy == theirs);
-  EXPECT_EQ(22u + 1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID));
+  EXPECT_EQ(22u + 1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID));  // before the reuse
+  // Handles are reused on demand (the driver often does), ids never.
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(true));
+  cudaStream_t a = nullptr, b = nullptr;
+  unsigned long long ida = 0, idb = 0;
+  ASSERT_EQ(cudaSuccess, ops()->stream_create(&a));
+  ASSERT_EQ(cudaSuccess, ops()->stream_get_id(a, &ida));
+  ASSERT_EQ(cudaSuccess, ops()->stream_destroy(a));
+  ASSERT_EQ(cudaSuccess, ops()->stream_create(&b));
+  ASSERT_EQ(cudaSuccess, ops()->stream_get_id(b, &idb));
+  EXPECT_EQ(a, b);
+  EXPECT_NE(ida, idb);
+  ASSERT_EQ(cudaSuccess, ops()->stream_destroy(b));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(false));
   // A destroyed stream's handle is stale: counted, refused, no crash.
   cudaStream_t dead = nullptr;
   ASSERT_EQ(cudaSuccess, ops()->stream_create(&dead));

@@ -4,6 +4,7 @@
  * from it (usage, stale handles, waits). The simulation itself is in the
  * other files of this folder (see sim_internal.h).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/cuda_sim/sim_internal.h"
@@ -26,6 +27,7 @@ gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config) {
   gmr__u64_map_clear(&gmr__sim.objects);
   gmr__u64_map_clear(&gmr__sim.allocations);
   gmr__u64_map_clear(&gmr__sim.draining);
+  free(gmr__sim.recycled_stream);
   memset(&gmr__sim, 0, sizeof gmr__sim);
   gmr__sim.enabled = true;
   gmr__sim.config = cfg;
@@ -53,6 +55,8 @@ gmr_status gmr_cuda_sim_disable(void) {
     return GMR_ERR_BUSY;
   }
   gmr__sim.enabled = false;
+  free(gmr__sim.recycled_stream);
+  gmr__sim.recycled_stream = NULL;
   gmr__sim_unlock();
   gmr__cuda_set_active(&gmr__cuda_real_ops);
   return GMR_OK;
@@ -102,6 +106,20 @@ static gmr_status hold_stream(gmr_stream stream, bool hold, bool beyond_destroy)
     s->held = hold;
     s->held_beyond_destroy = hold && beyond_destroy;
     if (!hold) gmr__sim_complete_stream(s);
+  }
+  gmr__sim_unlock();
+  return st;
+}
+
+gmr_status gmr_cuda_sim_reuse_stream_handles(bool reuse) {
+  gmr__sim_lock();
+  gmr_status st = gmr__sim.enabled ? GMR_OK : GMR_ERR_UNSUPPORTED;
+  if (st == GMR_OK) {
+    gmr__sim.reuse_stream_handles = reuse;
+    if (!reuse) {
+      free(gmr__sim.recycled_stream);
+      gmr__sim.recycled_stream = NULL;
+    }
   }
   gmr__sim_unlock();
   return st;

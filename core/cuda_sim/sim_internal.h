@@ -116,6 +116,10 @@ typedef struct gmr__sim_state {
    * number completed. Their events stay pending until a device-wide
    * synchronisation, as the stream cannot be released any more. */
   gmr__u64_map draining;
+  /* gmr_cuda_sim_reuse_stream_handles: the last destroyed stream's memory,
+   * given to the next stream created (NULL when none). */
+  bool reuse_stream_handles;
+  void *recycled_stream;
   uint64_t next_stream_id;
   unsigned long long next_capture_id;
   size_t active_capture_count;

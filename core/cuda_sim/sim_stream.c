@@ -13,7 +13,13 @@ cudaError_t gmr__sim_stream_create(cudaStream_t *stream) {
   *stream = NULL;
   cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_STREAM_CREATE);
   if (err == cudaSuccess) {
-    gmr__sim_stream *s = calloc(1, sizeof *s);
+    gmr__sim_stream *s = gmr__sim.recycled_stream; /* the driver reuses addresses too */
+    gmr__sim.recycled_stream = NULL;
+    if (s != NULL) {
+      memset(s, 0, sizeof *s);
+    } else {
+      s = calloc(1, sizeof *s);
+    }
     if (s == NULL || !gmr__sim_add_object(s, GMR__SIM_OBJ_STREAM)) {
       free(s);
       err = cudaErrorMemoryAllocation;
@@ -45,7 +51,11 @@ cudaError_t gmr__sim_stream_destroy(cudaStream_t stream) {
       (void)gmr__u64_map_put(&gmr__sim.draining, s->id, s->completed_seq);
     }
     gmr__sim_remove_object(s);
-    free(s);
+    if (gmr__sim.reuse_stream_handles && gmr__sim.recycled_stream == NULL) {
+      gmr__sim.recycled_stream = s;
+    } else {
+      free(s);
+    }
   }
   gmr__sim_unlock();
   return err;

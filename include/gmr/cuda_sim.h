@@ -206,6 +206,15 @@ GMR_API gmr_status gmr_cuda_sim_stream_hold(gmr_stream stream, bool hold);
 GMR_API gmr_status gmr_cuda_sim_stream_hold_beyond_destroy(gmr_stream stream);
 
 /**
+ * With `reuse` true, the next stream created gets the handle of the stream
+ * destroyed last (as the CUDA driver often does: it reuses the address), so
+ * a test can check that a resource never takes a new stream for a destroyed
+ * one that had the same handle. Off after gmr_cuda_sim_enable().
+ * Returns GMR_OK, or GMR_ERR_UNSUPPORTED (simulation off).
+ */
+GMR_API gmr_status gmr_cuda_sim_reuse_stream_handles(bool reuse);
+
+/**
  * Number of cudaStreamWaitEvent calls that made `stream` wait (0 for unknown
  * streams or the simulation off). Lets tests check cross-stream ordering.
  */

@@ -100,12 +100,18 @@ typedef struct gmr_fixed_block_resource_config {
   /* The program keeps every stream it passes alive until the resource is
    * destroyed: frees record no event (see pool_resource.h, same option). */
   bool streams_outlive_resource;
+  /* Shards, each with its own lock, chunks and free lists (see "Threads");
+   * 0: one per online CPU, at most 64. 1..64. */
+  uint32_t shard_count;
+  /* RMM's rule instead of records on demand: a free on a created stream
+   * records its event at once. Ignored with streams_outlive_resource. */
+  bool record_at_every_free;
 } gmr_fixed_block_resource_config;
 
 /* 1 MiB blocks, chunks of 128 blocks, no maximum, nothing at create, larger
  * requests forwarded, stream ordered, no NVTX annotation. */
 #define GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT \
-  {(size_t)1 << 20, 128u, 0u, 0u, GMR_FIXED_BLOCK_OVERSIZE_FORWARD, true, false, false}
+  {(size_t)1 << 20, 128u, 0u, 0u, GMR_FIXED_BLOCK_OVERSIZE_FORWARD, true, false, false, 0u, false}
 
 /**
  * Create a fixed-block resource over `upstream`.
@@ -226,6 +232,10 @@ typedef struct gmr_fixed_block_stats {
   size_t event_synchronize_count;
   /* ---- version 2 ---- */
   size_t event_destroy_failure_count; /* cudaEventDestroy calls that failed (events kept) */
+  size_t stream_id_query_count;       /* cudaStreamGetId calls (a created stream's identity) */
+  size_t device_synchronize_count;    /* cudaDeviceSynchronize calls */
+  size_t deferred_block_count;        /* freed blocks waiting for record_stream events */
+  uint32_t shard_count;
 } gmr_fixed_block_stats;
 
 #define GMR_FIXED_BLOCK_STATS_VERSION 2u
@@ -233,7 +243,7 @@ typedef struct gmr_fixed_block_stats {
 #define GMR_FIXED_BLOCK_STATS_INIT                                                                 \
   {                                                                                                \
     sizeof(gmr_fixed_block_stats), GMR_FIXED_BLOCK_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-        0, 0, 0, 0, 0, 0                                                                           \
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0                                                               \
   }
 
 /**
