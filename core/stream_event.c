@@ -6,8 +6,7 @@
 #include <stddef.h>
 
 cudaError_t gmr__stream_key_of(const gmr__cuda_ops *cuda, gmr__stream_events_mode mode,
-                               gmr_stream stream, gmr__stream_key *out,
-                               gmr__stream_event_counts *counts) {
+                               gmr_stream stream, gmr__stream_key *out) {
   out->stream = stream;
   out->id = 0;
   if (gmr__stream_is_process_wide(stream)) return cudaSuccess;
@@ -15,7 +14,6 @@ cudaError_t gmr__stream_key_of(const gmr__cuda_ops *cuda, gmr__stream_events_mod
     return cudaSuccess; /* the program promised: the handle is enough */
   }
   unsigned long long id = 0;
-  atomic_fetch_add_explicit(&counts->stream_id_count, 1, memory_order_relaxed);
   cudaError_t err = cuda->stream_get_id((cudaStream_t)stream, &id);
   if (err != cudaSuccess) return err;
   out->id = (uint64_t)id;

@@ -97,7 +97,6 @@ typedef struct gmr__stream_event_counts {
   atomic_size_t query_count;
   atomic_size_t wait_count;
   atomic_size_t synchronize_count;
-  atomic_size_t stream_id_count;          /* cudaStreamGetId */
   atomic_size_t device_synchronize_count; /* cudaDeviceSynchronize */
   atomic_size_t destroy_failure_count;    /* cudaEventDestroy calls that failed */
 } gmr__stream_event_counts;
@@ -111,12 +110,12 @@ static inline bool gmr__stream_is_process_wide(gmr_stream s) {
 /*
  * The key of `stream` for a call that names it: no CUDA call for the legacy
  * default stream, nor for created streams in lazy mode; cudaStreamGetId
- * otherwise (counted in counts->stream_id_count). Returns its CUDA error
- * (a stale handle: the caller must change nothing).
+ * otherwise (not counted here: a counter shared by every thread would be the
+ * one cache line they all write). Returns its CUDA error (a stale handle:
+ * the caller must change nothing).
  */
 cudaError_t gmr__stream_key_of(const gmr__cuda_ops *cuda, gmr__stream_events_mode mode,
-                               gmr_stream stream, gmr__stream_key *out,
-                               gmr__stream_event_counts *counts);
+                               gmr_stream stream, gmr__stream_key *out);
 
 static inline bool gmr__stream_key_equal(gmr__stream_key a, gmr__stream_key b) {
   return a.stream == b.stream && a.id == b.id;

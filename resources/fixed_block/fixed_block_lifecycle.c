@@ -85,7 +85,6 @@ gmr_status gmr_fixed_block_resource_get_stats(gmr_fixed_block_resource *r,
   s.stream_wait_count = atomic_load(&r->events.wait_count);
   s.event_synchronize_count = atomic_load(&r->events.synchronize_count);
   s.event_destroy_failure_count = atomic_load(&r->events.destroy_failure_count);
-  s.stream_id_query_count = atomic_load(&r->events.stream_id_count);
   s.device_synchronize_count = atomic_load(&r->events.device_synchronize_count);
   s.shard_count = r->shard_count;
   gmr__stats_copy_out(out, &s, sizeof s);

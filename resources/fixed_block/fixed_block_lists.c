@@ -58,7 +58,7 @@ gmr_status gmr_fixed_block_resource_allocate_blocks(gmr_fixed_block_resource *r,
   gmr__stream_key key = {stream, 0};
   if (r->config.stream_ordered) {
     gmr_status st =
-        gmr__status_from_cuda(gmr__stream_key_of(r->cuda, r->events_mode, stream, &key, &r->events));
+        gmr__status_from_cuda(gmr__stream_key_of(r->cuda, r->events_mode, stream, &key));
     if (st != GMR_OK) return st;
   }
   fb_list *list = malloc(sizeof *list);
@@ -120,7 +120,7 @@ gmr_status gmr_fixed_block_resource_deallocate_blocks(gmr_fixed_block_resource *
   gmr__stream_key key = {stream, 0};
   if (r->config.stream_ordered) {
     gmr_status st =
-        gmr__status_from_cuda(gmr__stream_key_of(r->cuda, r->events_mode, stream, &key, &r->events));
+        gmr__status_from_cuda(gmr__stream_key_of(r->cuda, r->events_mode, stream, &key));
     if (st != GMR_OK) return st;
   }
   gmr__spin_lock_acquire(&r->books);

@@ -109,7 +109,7 @@ static gmr_status key_of(gmr_fixed_block_resource *r, gmr_stream stream, gmr__st
   key->stream = stream;
   key->id = 0;
   if (!r->config.stream_ordered) return GMR_OK;
-  cudaError_t err = gmr__stream_key_of(r->cuda, r->events_mode, stream, key, &r->events);
+  cudaError_t err = gmr__stream_key_of(r->cuda, r->events_mode, stream, key);
   return gmr__status_from_cuda(err);
 }
 

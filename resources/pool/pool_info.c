@@ -145,7 +145,6 @@ gmr_status gmr_pool_resource_get_stats(gmr_pool_resource *pool, gmr_pool_stats *
   s.stream_wait_count = atomic_load(&pool->events.wait_count);
   s.event_synchronize_count = atomic_load(&pool->events.synchronize_count);
   s.event_destroy_failure_count = atomic_load(&pool->events.destroy_failure_count);
-  s.stream_id_query_count = atomic_load(&pool->events.stream_id_count);
   s.device_synchronize_count = atomic_load(&pool->events.device_synchronize_count);
   gmr__stats_copy_out(out, &s, sizeof s);
   return GMR_OK;

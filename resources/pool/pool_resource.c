@@ -54,7 +54,7 @@ gmr_status gmr__pool_request_init(gmr_pool_resource *pool, size_t bytes, size_t 
   if (!pool->config.stream_ordered) return GMR_OK;
   /* Outside any lock: for a created stream, one driver getter. */
   cudaError_t err =
-      gmr__stream_key_of(pool->cuda, pool->events_mode, stream, &r->key, &pool->events);
+      gmr__stream_key_of(pool->cuda, pool->events_mode, stream, &r->key);
   if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaStreamGetId", err);
   return GMR_OK;
 }
@@ -199,7 +199,7 @@ static gmr_status pool_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
   gmr__stream_key key = {stream, 0};
   if (pool->config.stream_ordered) {
     cudaError_t err =
-        gmr__stream_key_of(pool->cuda, pool->events_mode, stream, &key, &pool->events);
+        gmr__stream_key_of(pool->cuda, pool->events_mode, stream, &key);
     if (err != cudaSuccess) return gmr__status_from_cuda(err); /* nothing released */
   }
   gmr__pool_arena *a = gmr__pool_arena_for(pool, key);

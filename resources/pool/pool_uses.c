@@ -213,7 +213,7 @@ gmr_status gmr__pool_record_stream(gmr_resource *self, void *ptr, gmr_stream str
   gmr__stream_key key = {stream, 0};
   if (pool->config.stream_ordered) {
     cudaError_t err =
-        gmr__stream_key_of(pool->cuda, pool->events_mode, stream, &key, &pool->events);
+        gmr__stream_key_of(pool->cuda, pool->events_mode, stream, &key);
     if (err != cudaSuccess) return gmr__status_from_cuda(err);
   }
   gmr__pool_arena *a = NULL;
