@@ -57,8 +57,8 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
   gmr_status st = gmr_fixed_block_resource_create(upstream, &config, &fb);
   if (st == GMR_ERR_INVALID_ARGUMENT) {
     snprintf(message, message_bytes,
-             "block must be a positive multiple of 256, blocks_per_chunk > 0, "
-             "initial_chunks at most max_chunks, and shards at most 64");
+             "block must be a positive multiple of 256, blocks_per_chunk > 0, and "
+             "initial_chunks at most max_chunks");
   }
   *out = gmr_fixed_block_resource_as_resource(fb);
   return st;

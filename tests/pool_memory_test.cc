@@ -142,6 +142,22 @@ TEST_F(PoolTest, CompletedMemoryOfAnotherStreamIsTakenBeforeSplittingNewSpace) {
 
 // ---- arenas cost no footprint to threads that take turns (issue 12) ------------
 
+// The initial chunk is the default stream's, in the arena that serves it:
+// with many arenas, default-stream requests of any thread use it.
+TEST_F(PoolTest, TheInitialChunkServesTheDefaultStreamWhateverTheArenas) {
+  gmr_pool_resource_config c = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
+  c.arena_count = 8;
+  c.initial_pool_bytes = 8 * MiB;
+  gmr_resource *r = Make(c);
+  void *p = Alloc(r, MiB), *q = nullptr;
+  std::thread([&] { q = Alloc(r, MiB); }).join();
+  gmr_pool_stats st = Stats(r);
+  EXPECT_EQ(1u, st.grow_count);
+  EXPECT_EQ(8 * MiB, st.held_bytes);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, nullptr));
+}
+
 // Two threads alternate phases on one stream (PyTorch's forward thread and its
 // autograd thread): the pool's arenas must not each grow their own memory.
 TEST_F(PoolTest, TwoThreadsTakingTurnsReachTheSamePeakAsOne) {

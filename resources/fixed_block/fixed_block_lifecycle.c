@@ -194,12 +194,13 @@ static gmr_status check_config(const gmr_fixed_block_resource_config *c, gmr_fai
   return GMR_OK;
 }
 
-/* The initial chunks, on the default stream, into the first shard. */
+/* The initial chunks, on the default stream, into the shard that serves the
+ * default stream (the creating thread's). */
 static gmr_status take_initial(gmr_fixed_block_resource *r, gmr_failure *f) {
   const gmr_fixed_block_resource_config *c = &r->config;
-  gmr__fb_shard *s = r->shards[0];
-  size_t bytes = c->blocks_per_chunk * c->block_bytes;
   gmr__stream_key none = {NULL, 0};
+  gmr__fb_shard *s = gmr__fb_shard_for(r, none);
+  size_t bytes = c->blocks_per_chunk * c->block_bytes;
   for (size_t i = 0; i < c->initial_chunk_count; ++i) {
     pthread_mutex_lock(&s->grow_lock);
     gmr_status st = gmr__fb_grow(s, none, (i + 1) * c->blocks_per_chunk, NULL, false, f);
@@ -216,6 +217,10 @@ static gmr_status take_initial(gmr_fixed_block_resource *r, gmr_failure *f) {
     if (n >= sizeof f->message) n = sizeof f->message - 1;
     memcpy(f->message, text, n);
     f->message[n] = '\0';
+    /* Nothing is left allocated: the chunks taken go back. */
+    size_t released = 0;
+    (void)gmr__fb_release_chunks(s, true, &released);
+    (void)gmr__fb_shard_destroy_events(s);
     return st;
   }
   return GMR_OK;
@@ -274,9 +279,6 @@ gmr_status gmr_fixed_block_resource_create_ex(gmr_resource *upstream,
                                         shards);
   }
   if (cfg.initial_chunk_count > 0 && (st = take_initial(r, f)) != GMR_OK) {
-    size_t released = 0;
-    (void)gmr__fb_release_chunks(r->shards[0], true, &released);
-    (void)gmr__fb_shard_destroy_events(r->shards[0]);
     fb_free(r);
     f->status = st;
     return st;

@@ -142,11 +142,12 @@ static gmr_status check_config(const gmr_pool_resource_config *c, gmr_failure *f
 }
 
 /* The first chunk is taken on the default stream and is free for any stream
- * once that stream's work up to now is done: filed as the default stream's. */
+ * once that stream's work up to now is done: filed as the default stream's,
+ * in the arena that serves the default stream (the creating thread's). */
 static gmr_status take_initial(gmr_pool_resource *pool, gmr_failure *f) {
-  gmr__pool_arena *a = pool->arenas[0];
-  size_t bytes = gmr__align_up(pool->config.initial_pool_bytes, GMR__POOL_UNIT);
   gmr__stream_key key = {NULL, 0};
+  gmr__pool_arena *a = gmr__pool_arena_for(pool, key);
+  size_t bytes = gmr__align_up(pool->config.initial_pool_bytes, GMR__POOL_UNIT);
   uint32_t si = gmr__pool_slot_of(a, key);
   if (si == UINT32_MAX) {
     return gmr__failure_set(f, GMR_ERR_OUT_OF_MEMORY,
