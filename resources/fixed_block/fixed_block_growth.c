@@ -209,7 +209,8 @@ bool gmr__fb_add_chunk(gmr__fb_shard *s, uint32_t si, void *ptr, size_t blocks) 
 }
 
 gmr_status gmr__fb_grow(gmr__fb_shard *s, gmr__stream_key key, size_t count, gmr_stream stream,
-                        bool smaller_chunks, gmr_failure *failure) {
+                        bool smaller_chunks, gmr__fb_take_fn *take, void *ctx,
+                        gmr_failure *failure) {
   gmr_fixed_block_resource *r = s->r;
   size_t blocks = r->config.blocks_per_chunk;
   size_t max = r->config.max_chunk_count;
@@ -217,12 +218,14 @@ gmr_status gmr__fb_grow(gmr__fb_shard *s, gmr__stream_key key, size_t count, gmr
     gmr__spin_lock_acquire(&s->lock);
     uint32_t si = gmr__fb_slot_of(s, key);
     size_t have = si == UINT32_MAX ? 0 : s->slots[si]->count;
+    /* Enough (blocks came back, or the last chunk added): taken now. */
+    if (si != UINT32_MAX && have >= count && take != NULL) take(s, si, ctx);
     gmr__spin_lock_release(&s->lock);
     if (si == UINT32_MAX) {
       return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
                               "fixed_block_resource: no host memory for a new stream's free list");
     }
-    if (have >= count) return GMR_OK; /* another thread grew, or blocks came back */
+    if (have >= count) return GMR_OK;
     size_t missing = count - have;
     if (max != 0 && atomic_fetch_add(&r->chunk_count, 1) >= max) {
       atomic_fetch_sub(&r->chunk_count, 1);
@@ -243,7 +246,10 @@ gmr_status gmr__fb_grow(gmr__fb_shard *s, gmr__stream_key key, size_t count, gmr
       gmr__spin_lock_acquire(&s->lock);
       si = gmr__fb_slot_of(s, key);
       bool added = si != UINT32_MAX && gmr__fb_add_chunk(s, si, ptr, blocks);
+      bool done = added && s->slots[si]->count >= count;
+      if (done && take != NULL) take(s, si, ctx);
       gmr__spin_lock_release(&s->lock);
+      if (done) return GMR_OK;
       if (added) continue;
       (void)gmr_deallocate(r->upstream, ptr, blocks * r->config.block_bytes, GMR__FB_UNIT, stream);
       st = gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,

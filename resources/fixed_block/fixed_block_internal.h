@@ -191,13 +191,20 @@ gmr__fb_block *gmr__fb_find_block(gmr_fixed_block_resource *r, gmr__fb_shard *fi
                                   uintptr_t addr, gmr__fb_shard **shard);
 /* Whether `addr` lies inside a chunk of the resource. Pre: no lock. */
 bool gmr__fb_in_a_chunk(gmr_fixed_block_resource *r, uintptr_t addr);
+/* What a growth takes once the slot `si` of its stream holds the blocks it
+ * was grown for, under the same hold of the spin lock (so no other thread
+ * takes them first). */
+typedef void gmr__fb_take_fn(gmr__fb_shard *s, uint32_t si, void *ctx);
+
 /* Add chunks to shard `s`, taken on `stream`, until the slot of `key` holds
- * `count` free blocks, the upstream called with only the grow mutex held.
- * With `smaller_chunks`, a chunk the upstream refuses (OUT_OF_MEMORY or
- * LIMIT_EXCEEDED) is asked again with half the blocks, down to what is
+ * `count` free blocks, then call `take` (may be NULL) on them before the
+ * spin lock is released; the upstream is called with only the grow mutex
+ * held. With `smaller_chunks`, a chunk the upstream refuses (OUT_OF_MEMORY
+ * or LIMIT_EXCEEDED) is asked again with half the blocks, down to what is
  * missing. Pre: grow mutex held, no spin lock. */
 gmr_status gmr__fb_grow(gmr__fb_shard *s, gmr__stream_key key, size_t count, gmr_stream stream,
-                        bool smaller_chunks, gmr_failure *failure);
+                        bool smaller_chunks, gmr__fb_take_fn *take, void *ctx,
+                        gmr_failure *failure);
 /* Add a chunk of `blocks` blocks at `ptr` to `s`, its blocks free on slot
  * `si`. False without host memory. Pre: lock held. */
 bool gmr__fb_add_chunk(gmr__fb_shard *s, uint32_t si, void *ptr, size_t blocks);

@@ -203,7 +203,8 @@ static gmr_status take_initial(gmr_fixed_block_resource *r, gmr_failure *f) {
   size_t bytes = c->blocks_per_chunk * c->block_bytes;
   for (size_t i = 0; i < c->initial_chunk_count; ++i) {
     pthread_mutex_lock(&s->grow_lock);
-    gmr_status st = gmr__fb_grow(s, none, (i + 1) * c->blocks_per_chunk, NULL, false, f);
+    gmr_status st =
+        gmr__fb_grow(s, none, (i + 1) * c->blocks_per_chunk, NULL, false, NULL, NULL, f);
     pthread_mutex_unlock(&s->grow_lock);
     if (st == GMR_OK && s->total_blocks < (i + 1) * c->blocks_per_chunk) st = GMR_ERR_OUT_OF_MEMORY;
     if (st == GMR_OK) continue;

@@ -17,6 +17,17 @@ typedef struct fb_list {
   gmr__fb_shard *shard;
 } fb_list;
 
+/* Pop the list's blocks from slot `si` (which holds enough). Pre: lock held. */
+static void pop_list(gmr__fb_shard *s, uint32_t si, void *ctx) {
+  fb_list *l = ctx;
+  for (size_t i = 0; i < l->pub.block_count; ++i) {
+    gmr__fb_block *b = gmr__fb_pop_free(s, si, s->r->config.block_bytes);
+    b->in_list = true;
+    l->records[i] = b;
+    l->pub.blocks[i] = (void *)b->addr;
+  }
+}
+
 /* Take `count` blocks for the stream of `key` from shard `s` if its slot has
  * them (other streams' blocks moved in first), all or none. */
 static bool take_blocks(gmr__fb_shard *s, gmr__stream_key key, gmr_stream stream, fb_list *l,
@@ -34,12 +45,7 @@ static bool take_blocks(gmr__fb_shard *s, gmr__stream_key key, gmr_stream stream
       gmr__fb_from_other_streams(s, si, count, stream);
     }
     if (s->slots[si]->count >= count) {
-      for (size_t i = 0; i < count; ++i) {
-        gmr__fb_block *b = gmr__fb_pop_free(s, si, r->config.block_bytes);
-        b->in_list = true;
-        l->records[i] = b;
-        l->pub.blocks[i] = (void *)b->addr;
-      }
+      pop_list(s, si, l);
       taken = true;
     }
   }
@@ -86,17 +92,14 @@ gmr_status gmr_fixed_block_resource_allocate_blocks(gmr_fixed_block_resource *r,
     if (r->config.stream_ordered && gmr__cuda_stream_is_capturing(r->cuda, (cudaStream_t)stream)) {
       st = GMR_ERR_CAPTURE_UNSAFE;
     } else {
-      /* Growth holds the shard's grow mutex, so the blocks it adds stay
-       * within reach of this list (threads of other shards never take them). */
+      /* The growth takes the list's blocks under the same hold of the spin
+       * lock that adds the last chunk, so no other thread takes them first. */
       gmr_failure failure;
       gmr__failure_reset(&failure);
       pthread_mutex_lock(&s->grow_lock);
-      for (int round = 0; round < 4 && !taken && st == GMR_OK; ++round) {
-        st = gmr__fb_grow(s, key, count, stream, true, &failure);
-        if (st == GMR_OK) taken = take_blocks(s, key, stream, list, &st);
-      }
+      st = gmr__fb_grow(s, key, count, stream, true, pop_list, list, &failure);
       pthread_mutex_unlock(&s->grow_lock);
-      if (st == GMR_OK && !taken) st = GMR_ERR_OUT_OF_MEMORY;
+      taken = st == GMR_OK;
     }
   }
   if (taken) {

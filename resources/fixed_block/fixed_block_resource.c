@@ -135,33 +135,39 @@ static gmr__fb_block *take(gmr__fb_shard *s, gmr__stream_key key, size_t bytes, 
   return b;
 }
 
-/* The slow path of a one-block request: other shards' blocks of the
- * stream, a device synchronisation that releases enough, or growth. */
+typedef struct take_one {
+  size_t bytes;
+  gmr__fb_block *block;
+} take_one;
+
+static void pop_one(gmr__fb_shard *s, uint32_t si, void *ctx) {
+  take_one *t = ctx;
+  t->block = gmr__fb_pop_free(s, si, t->bytes);
+}
+
+/* The slow path of a one-block request: a device synchronisation that
+ * releases enough, or growth (which hands out the block it grew for). */
 static gmr_status grow_and_take(gmr__fb_shard *s, gmr__stream_key key, size_t bytes,
                                 gmr_stream stream, gmr__fb_block **out, gmr_failure *failure) {
   gmr_fixed_block_resource *r = s->r;
   pthread_mutex_lock(&s->grow_lock);
   gmr_status st = GMR_OK;
-  for (int round = 0; round < 3 && *out == NULL; ++round) {
-    *out = take(s, key, bytes, true, stream, &st); /* another thread may have grown */
-    if (*out != NULL || st != GMR_OK) break;
+  *out = take(s, key, bytes, true, stream, &st); /* another thread may have grown */
+  if (*out == NULL && st == GMR_OK && r->config.stream_ordered) {
     gmr__spin_lock_acquire(&s->lock);
     uint32_t si = gmr__fb_slot_of(s, key);
-    bool sync = round == 0 && r->config.stream_ordered && si != UINT32_MAX &&
-                gmr__fb_sync_would_help(s, si, 1);
+    bool sync = si != UINT32_MAX && gmr__fb_sync_would_help(s, si, 1);
     gmr__spin_lock_release(&s->lock);
-    if (sync) {
-      (void)gmr__fb_device_synchronize(s);
-      continue;
+    if (sync && gmr__fb_device_synchronize(s) == cudaSuccess) {
+      *out = take(s, key, bytes, true, stream, &st);
     }
-    st = gmr__fb_grow(s, key, 1, stream, true, failure);
-    if (st != GMR_OK) break;
+  }
+  if (*out == NULL && st == GMR_OK) {
+    take_one t = {bytes, NULL};
+    st = gmr__fb_grow(s, key, 1, stream, true, pop_one, &t, failure);
+    *out = t.block;
   }
   pthread_mutex_unlock(&s->grow_lock);
-  if (st == GMR_OK && *out == NULL) {
-    st = gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
-                          "fixed_block_resource: the blocks grown were taken by other threads");
-  }
   return st;
 }
 
