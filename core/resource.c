@@ -18,6 +18,7 @@
 /* Slots appended after version 1 will need `vtbl->version >= N` as well. */
 static bool has_v1_slots(const gmr_resource_vtbl *vtbl) { return vtbl->version >= 1u; }
 static bool has_v2_slots(const gmr_resource_vtbl *vtbl) { return vtbl->version >= 2u; }
+static bool has_v3_slots(const gmr_resource_vtbl *vtbl) { return vtbl->version >= 3u; }
 
 gmr_status gmr_resource_check(const gmr_resource *r) {
   if (r == NULL || r->vtbl == NULL) return GMR_ERR_INVALID_ARGUMENT;
@@ -207,4 +208,40 @@ gmr_status gmr_allocate_capturing(gmr_resource *r, size_t bytes, size_t alignmen
   assert(*out_ptr != NULL);
   assert(((uintptr_t)*out_ptr & (alignment - 1)) == 0);
   return GMR_OK;
+}
+
+gmr_status gmr_extend(gmr_resource *r, void *ptr, size_t bytes, size_t new_bytes,
+                      size_t alignment, gmr_stream stream, gmr_failure *failure) {
+  gmr_failure local;
+  if (failure == NULL) failure = &local;
+  gmr__failure_reset(failure);
+  if (alignment == 0) alignment = GMR_DEFAULT_ALIGNMENT;
+  gmr_status st = GMR_ERR_INVALID_ARGUMENT;
+  if (gmr_resource_check(r) != GMR_OK) {
+    snprintf(failure->message, sizeof failure->message, "resource is NULL or has no vtable");
+  } else if (ptr == NULL) {
+    snprintf(failure->message, sizeof failure->message, "ptr is NULL: nothing to extend");
+  } else if (!gmr__is_power_of_two(alignment)) {
+    snprintf(failure->message, sizeof failure->message, "alignment %zu is not a power of two",
+             alignment);
+  } else if (bytes == 0 || bytes > GMR_MAX_ALLOCATION_BYTES || new_bytes < bytes) {
+    snprintf(failure->message, sizeof failure->message,
+             "cannot extend an allocation of %zu bytes to %zu bytes (only growth of a live "
+             "allocation is possible)",
+             bytes, new_bytes);
+  } else if (new_bytes > GMR_MAX_ALLOCATION_BYTES) {
+    snprintf(failure->message, sizeof failure->message,
+             "request of %zu bytes is larger than any memory gmr can manage", new_bytes);
+    st = GMR_ERR_OUT_OF_MEMORY;
+  } else if (new_bytes == bytes) {
+    return GMR_OK;
+  } else if (!has_v3_slots(r->vtbl) || r->vtbl->extend == NULL) {
+    snprintf(failure->message, sizeof failure->message,
+             "%s cannot grow an allocation in place", gmr_resource_type_name(r));
+    st = GMR_ERR_UNSUPPORTED;
+  } else {
+    st = r->vtbl->extend(r, ptr, bytes, new_bytes, alignment, stream, failure);
+    if (st == GMR_OK) return GMR_OK;
+  }
+  return gmr__failure_record(failure, st, r, new_bytes, alignment, stream);
 }

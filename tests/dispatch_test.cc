@@ -139,7 +139,8 @@ gmr_status fake_destroy(gmr_resource *) { return GMR_OK; }
 
 TEST(ResourceCheck, RejectsMissingRequiredSlotsAndVersionZero) {
   gmr_resource_vtbl good = {GMR_RESOURCE_VTBL_VERSION, "fake", fake_alloc, fake_free,
-                            fake_destroy, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+                            fake_destroy, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                            nullptr};
   gmr_resource r = {&good};
   EXPECT_EQ(GMR_OK, gmr_resource_check(&r));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_check(nullptr));
@@ -174,7 +175,7 @@ TEST(ResourceCheck, NewerVtableVersionsAreAccepted) {
     gmr_resource_vtbl v1;
     void *slot_from_the_future;
   } future = {{GMR_RESOURCE_VTBL_VERSION + 3, "future", fake_alloc, fake_free, fake_destroy,
-               nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},
+               nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},
               nullptr};
   gmr_resource r = {&future.v1};
   EXPECT_EQ(GMR_OK, gmr_resource_check(&r));
@@ -238,12 +239,12 @@ gmr_status info_answer(const gmr_resource *, gmr_memory_info *out) {
 gmr_resource *info_upstream_of(const gmr_resource *);
 const gmr_resource_vtbl answering = {GMR_RESOURCE_VTBL_VERSION, "answering", fake_alloc, fake_free,
                                      fake_destroy, nullptr, nullptr, nullptr, info_answer,
-                                     nullptr, nullptr};
+                                     nullptr, nullptr, nullptr};
 gmr_resource answering_leaf = {&answering};
 gmr_resource *info_upstream_of(const gmr_resource *) { return &answering_leaf; }
 const gmr_resource_vtbl silent_adaptor = {GMR_RESOURCE_VTBL_VERSION, "silent", fake_alloc,
                                           fake_free, fake_destroy, info_upstream_of, nullptr,
-                                          nullptr, nullptr, nullptr, nullptr};
+                                          nullptr, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace v2
 
@@ -258,7 +259,8 @@ TEST(OptionalSlots, MemoryInfoIsAnsweredByTheFirstResourceDownTheStackThatKnows)
 
 TEST(OptionalSlots, MemoryInfoNeedsAHeaderAndSaysUnsupportedWhenNobodyKnows) {
   gmr_resource_vtbl plain = {GMR_RESOURCE_VTBL_VERSION, "plain", fake_alloc, fake_free,
-                             fake_destroy, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+                             fake_destroy, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                             nullptr};
   gmr_resource r = {&plain};
   gmr_memory_info info = GMR_MEMORY_INFO_INIT;
   info.held_bytes = 77;

@@ -365,7 +365,7 @@ gmr_status lifo_destroy(gmr_resource *) { return GMR_OK; }
 
 const gmr_resource_vtbl lifo_vtbl = {GMR_RESOURCE_VTBL_VERSION, "lifo_leaf", lifo_allocate,
                                      lifo_deallocate, lifo_destroy, nullptr, nullptr, nullptr,
-                                     nullptr, nullptr, nullptr};
+                                     nullptr, nullptr, nullptr, nullptr};
 
 // Threads allocate, and free one another's blocks, through a leaf that reuses
 // an address the moment it is freed. Read in file order, the log must never

@@ -62,7 +62,7 @@ gmr_status leaf_destroy(gmr_resource *self) {
 
 const gmr_resource_vtbl leaf_vtbl = {GMR_RESOURCE_VTBL_VERSION, "address_leaf", leaf_allocate,
                                      leaf_deallocate, leaf_destroy, nullptr, nullptr, nullptr,
-                                     nullptr, nullptr, nullptr};
+                                     nullptr, nullptr, nullptr, nullptr};
 
 struct Trace {
   replay_trace *trace = nullptr;

@@ -39,7 +39,7 @@ gmr_status leaf_destroy(gmr_resource *) { return GMR_OK; }
 
 const gmr_resource_vtbl leaf_vtbl = {GMR_RESOURCE_VTBL_VERSION, "leaf", leaf_allocate,
                                      leaf_deallocate, leaf_destroy, nullptr, nullptr, nullptr,
-                                     nullptr, nullptr, nullptr};
+                                     nullptr, nullptr, nullptr, nullptr};
 
 TEST(NvtxCompiledOut, AdaptorForwardsAndNoNvtxCallIsEverMade) {
   ASSERT_NE(nullptr, std::getenv("NVTX_INJECTION64_PATH"));

@@ -64,7 +64,7 @@ gmr_status cu_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignm
 
 const gmr_resource_vtbl capture_upstream_vtbl = {
     GMR_RESOURCE_VTBL_VERSION, "capture_upstream", cu_allocate, cu_deallocate, cu_destroy,
-    cu_get_upstream, nullptr, nullptr, nullptr, nullptr, cu_allocate_capturing};
+    cu_get_upstream, nullptr, nullptr, nullptr, nullptr, cu_allocate_capturing, nullptr};
 
 class PoolCaptureTest : public PoolTest {
  protected:

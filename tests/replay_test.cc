@@ -159,7 +159,7 @@ gmr_status RecordingDestroy(gmr_resource *) { return GMR_OK; }
 const gmr_resource_vtbl kRecordingVtbl = {
     GMR_RESOURCE_VTBL_VERSION, "recording_resource", RecordingAllocate, RecordingDeallocate,
     RecordingDestroy,          nullptr,              nullptr,           nullptr,
-    nullptr,                   nullptr,              nullptr};
+    nullptr,                   nullptr,              nullptr,           nullptr};
 
 TEST_F(ReplayTest, EachRecordedStreamGetsItsOwnStream) {
   const char trace[] =

@@ -215,10 +215,30 @@ typedef gmr_status gmr_resource_allocate_capturing_fn(gmr_resource *self, size_t
                                                       size_t alignment, gmr_stream stream,
                                                       void **out_ptr, gmr_failure *failure);
 
-/* Version 1: the first eight slots; version 2 appends the three above. Later
- * versions only append slots, so a vtable of a newer version works with this
- * library and one of an older version has its missing slots treated as NULL. */
-#define GMR_RESOURCE_VTBL_VERSION 2u
+/* ---- version 3 slot ---------------------------------------------------- */
+
+/* Optional. Grow the live allocation at `ptr` (this resource returned it for
+ * `bytes` and `alignment`, or a successful extend made it `bytes` long) to
+ * `new_bytes` (> bytes) in place: on GMR_OK the caller owns
+ * [ptr, ptr + new_bytes) and frees it with new_bytes; the added bytes are
+ * usable by work ordered after the call on `stream`, as from allocate. When
+ * it cannot, it returns GMR_ERR_UNSUPPORTED (the addresses after the
+ * allocation are taken, or the resource never grows in place) or
+ * GMR_ERR_OUT_OF_MEMORY (the addresses are free but memory to back them is
+ * not), and changes nothing: the allocation keeps `bytes`. Set
+ * failure->cuda_error when a CUDA call was the cause. NULL means the resource
+ * cannot: the dispatch returns GMR_ERR_UNSUPPORTED. Adaptors forward
+ * explicitly (with their own bookkeeping); a NULL slot is never skipped over,
+ * because a sub-allocator's pointers mean nothing to its upstream. */
+typedef gmr_status gmr_resource_extend_fn(gmr_resource *self, void *ptr, size_t bytes,
+                                          size_t new_bytes, size_t alignment, gmr_stream stream,
+                                          gmr_failure *failure);
+
+/* Version 1: the first eight slots; version 2 appends three (memory info,
+ * record_stream, allocate_capturing), version 3 one (extend). Later versions
+ * only append slots, so a vtable of a newer version works with this library
+ * and one of an older version has its missing slots treated as NULL. */
+#define GMR_RESOURCE_VTBL_VERSION 3u
 
 struct gmr_resource_vtbl {
   uint32_t version;      /* GMR_RESOURCE_VTBL_VERSION when the vtable was written */
@@ -234,6 +254,8 @@ struct gmr_resource_vtbl {
   gmr_resource_record_stream_fn *record_stream;           /* optional, may be NULL */
   gmr_resource_allocate_capturing_fn *allocate_capturing; /* optional, may be NULL */
   /* ---- end of version 2 ---- */
+  gmr_resource_extend_fn *extend; /* optional, may be NULL */
+  /* ---- end of version 3 ---- */
 };
 
 /* Embedded as the FIRST member of every concrete resource and adaptor. */
@@ -403,6 +425,41 @@ GMR_API GMR_NODISCARD gmr_status gmr_record_stream(gmr_resource *r, void *ptr, g
 GMR_API GMR_NODISCARD gmr_status gmr_allocate_capturing(gmr_resource *r, size_t bytes,
                                                         size_t alignment, gmr_stream stream,
                                                         void **out_ptr, gmr_failure *failure);
+
+/**
+ * Grow the live allocation at `ptr` from `bytes` to `new_bytes` without
+ * moving it, so a sub-allocator can enlarge a chunk it holds instead of
+ * taking a new one (growth that adds no fragmentation). What the resource
+ * must do is in gmr_resource_extend_fn above; resources that can say so in
+ * their header (gmr/vmm_pool_resource.h: the pages after the allocation).
+ *
+ * Units: bytes; alignment as given at allocation (0 = 256).
+ * Ownership: on GMR_OK the caller owns [ptr, ptr + new_bytes) and later frees
+ *   it with gmr_deallocate(r, ptr, new_bytes, alignment, ...).
+ * Thread-safe: as the resource's header says.
+ * Stream/device: the added bytes are valid for work ordered after the call on
+ *   `stream`. Whether it may map pages, synchronise or run while `stream`
+ *   captures a graph is the resource's to document.
+ * Returns:
+ *   GMR_OK                    grown (new_bytes == bytes: nothing to do, the
+ *                             resource is not called).
+ *   GMR_ERR_INVALID_ARGUMENT  r invalid, ptr NULL, bytes 0, new_bytes below
+ *                             bytes, or alignment not a power of two.
+ *   GMR_ERR_UNSUPPORTED       r cannot grow this allocation in place (no
+ *                             extend slot, or the addresses after it are in
+ *                             use): allocate elsewhere instead.
+ *   GMR_ERR_OUT_OF_MEMORY     no memory to back the growth (also new_bytes >
+ *                             GMR_MAX_ALLOCATION_BYTES).
+ *   GMR_ERR_UNKNOWN_POINTER, GMR_ERR_FREE_MISMATCH (ptr is not a live
+ *   allocation of r, or bytes is not its size), GMR_ERR_CUDA, GMR_ERR_BUSY
+ *                             as the resource documents.
+ * `failure` (may be NULL) is filled as by gmr_allocate_ex() on failure, with
+ *   bytes = new_bytes.
+ * After failure: nothing changed; the allocation is still `bytes` long.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_extend(gmr_resource *r, void *ptr, size_t bytes,
+                                            size_t new_bytes, size_t alignment, gmr_stream stream,
+                                            gmr_failure *failure);
 
 #ifdef __cplusplus
 }

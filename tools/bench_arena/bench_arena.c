@@ -177,7 +177,7 @@ static gmr_status bump_destroy(gmr_resource *self) {
 
 static const gmr_resource_vtbl bump_vtbl = {
     GMR_RESOURCE_VTBL_VERSION, "bump", bump_allocate, bump_deallocate, bump_destroy,
-    NULL, NULL, NULL, NULL, NULL, NULL};
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 static double dispatch_floor_ns(const options *o, const size_t *sizes, void **ptrs) {
   double *ns = calloc(o->rounds, sizeof *ns);
