@@ -55,7 +55,12 @@
  *    small request without room), then again after giving back its wholly
  *    free chunks; with several arenas it then uses the other arenas' free
  *    memory, and finally makes them give back their wholly free chunks and
- *    tries once more, before failing. The upstream is called with the arena's
+ *    tries once more, before failing. An upstream that can grow an allocation
+ *    in place (the extend slot of gmr/resource.h: vmm_pool) extends a chunk
+ *    instead: the chunk whose free tail is largest grows until that tail
+ *    holds max(request, growth step), one contiguous free block, no new
+ *    chunk (not while annotating for memory checkers, nor during capture);
+ *    if it cannot, a new chunk is taken. The upstream is called with the arena's
  *    spin lock released (a grow mutex serialises growth): a thread that
  *    allocates from free memory never waits for another thread's cudaMalloc.
  *  - trim gives back every chunk that is wholly free (after waiting for the
@@ -365,6 +370,7 @@ typedef struct gmr_pool_stats {
   size_t event_destroy_failure_count; /* cudaEventDestroy calls that failed (events kept) */
   size_t device_synchronize_count;    /* cudaDeviceSynchronize calls */
   size_t deferred_block_count;        /* freed blocks waiting for record_stream events */
+  size_t in_place_growth_count;       /* chunks grown in place (the upstream's extend slot) */
 } gmr_pool_stats;
 
 #define GMR_POOL_STATS_VERSION 2u
@@ -372,7 +378,7 @@ typedef struct gmr_pool_stats {
 #define GMR_POOL_STATS_INIT                                                                      \
   {                                                                                              \
     sizeof(gmr_pool_stats), GMR_POOL_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-        0, 0, 0, 0, 0, 0                                                                         \
+        0, 0, 0, 0, 0, 0, 0                                                                      \
   }
 
 /**

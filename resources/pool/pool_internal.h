@@ -10,6 +10,7 @@
  *                    best fit, carving an allocation
  *   pool_growth.c    held bytes, chunks in and out, the growth policy, growing
  *                    outside the arena's spin lock
+ *   pool_extend.c    growing a chunk in place (the upstream's extend slot)
  *   pool_streams.c   memory freed on other streams (events), device
  *                    synchronisation, settling before trim and destroy
  *   pool_arenas.c    memory of the other arenas
@@ -154,6 +155,7 @@ struct gmr_pool_resource {
   atomic_size_t grow_count;
   atomic_size_t upstream_failure_count;
   atomic_size_t release_count;
+  atomic_size_t in_place_growth_count;
   gmr__stream_event_counts events;
 };
 
@@ -227,6 +229,10 @@ void gmr__pool_registry_insert(gmr__pool_registry *r, gmr__pool_chunk *c);
 /* Remove `c`; with `keep_place` its place stays promised (for a chunk that
  * may come back if its upstream free fails). */
 void gmr__pool_registry_remove(gmr__pool_registry *r, gmr__pool_chunk *c, bool keep_place);
+/* Chunk `c` (extended in place) is now `size` bytes; under the registry's
+ * lock when `registered`. Pre: the chunk's arena lock held. */
+void gmr__pool_registry_resize(gmr__pool_registry *r, gmr__pool_chunk *c, size_t size,
+                               bool registered);
 gmr__pool_arena *gmr__pool_registry_find_arena(gmr__pool_registry *r, uintptr_t addr);
 
 /* ---- pool_growth.c ---- */
@@ -247,6 +253,14 @@ gmr_status gmr__pool_release_settled_chunks(gmr__pool_arena *a, size_t *released
 /* Give every chunk of `a` back upstream (destroy): stops at the first
  * upstream failure, which it returns, the chunks not given back kept. */
 gmr_status gmr__pool_release_all_chunks(gmr__pool_arena *a);
+
+/* ---- pool_extend.c ---- */
+/* Grow a chunk of `a` in place through the upstream's extend slot so that
+ * its free tail reaches max(r->need, want), and hand out the request from
+ * it. False (nothing changed) when the upstream cannot. Pre: grow mutex
+ * held, no spin lock. */
+bool gmr__pool_grow_in_place(gmr__pool_arena *a, const gmr__pool_request *r, size_t want,
+                             void **out_ptr);
 
 /* ---- pool_streams.c ---- */
 /* Steps 2 and 3: memory freed on other streams. Pre: lock held, the

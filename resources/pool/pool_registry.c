@@ -83,3 +83,11 @@ gmr__pool_arena *gmr__pool_registry_find_arena(gmr__pool_registry *r, uintptr_t 
   pthread_rwlock_unlock(&r->lock);
   return found;
 }
+
+void gmr__pool_registry_resize(gmr__pool_registry *r, gmr__pool_chunk *c, size_t size,
+                               bool registered) {
+  /* Lookups read the size under the read lock: written under the write lock. */
+  if (registered) pthread_rwlock_wrlock(&r->lock);
+  c->size = size;
+  if (registered) pthread_rwlock_unlock(&r->lock);
+}
