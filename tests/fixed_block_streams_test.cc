@@ -8,6 +8,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 #include <vector>
@@ -213,6 +216,104 @@ TEST_F(FixedBlockStreams, MemoryInfoAndTheFailureRecordAreExact) {
   EXPECT_EQ(256 * KiB, m.free_bytes);
   EXPECT_EQ(4u, m.free_block_count);
   EXPECT_EQ(m.held_bytes, m.free_bytes);
+}
+
+}  // namespace
+
+namespace {
+
+// Shards, cross-thread frees, lists, record_stream, growth outside the spin
+// lock and trims at once (run under --config=tsan for races).
+TEST_F(FixedBlockStreams, EverythingAtOnceOverThreads) {
+  gmr_fixed_block_resource_config c = Config(8);
+  c.shard_count = 3;
+  gmr_fixed_block_resource *f = Make(c);
+  gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
+  constexpr int kThreads = 6;
+  std::vector<gmr_stream> streams;
+  for (int t = 0; t < kThreads; ++t) streams.push_back(t < 2 ? nullptr : Stream());
+  std::atomic<int> failures{0};
+  std::mutex m;
+  std::vector<void *> exchange;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t) * 13u + 1u);
+      std::vector<void *> mine;
+      for (int i = 0; i < 4000; ++i) {
+        unsigned op = rng() % 20;
+        if (op < 9 || mine.empty()) {
+          void *p = nullptr;
+          if (gmr_allocate(r, 1000, 0, streams[t], &p) != GMR_OK) {
+            failures++;
+            continue;
+          }
+          if (rng() % 8 == 0 && gmr_record_stream(r, p, streams[(t + 1) % kThreads]) != GMR_OK) {
+            failures++;
+          }
+          mine.push_back(p);
+        } else if (op < 15) {
+          if (gmr_deallocate(r, mine.back(), 1000, 0, streams[t]) != GMR_OK) failures++;
+          mine.pop_back();
+        } else if (op < 18) {
+          std::lock_guard<std::mutex> g(m);
+          exchange.push_back(mine.back());
+          mine.pop_back();
+          if (exchange.size() > 6) {
+            if (gmr_deallocate(r, exchange.front(), 1000, 0, streams[t]) != GMR_OK) failures++;
+            exchange.erase(exchange.begin());
+          }
+        } else if (op == 18) {
+          gmr_block_list *list = nullptr;
+          if (gmr_fixed_block_resource_allocate_blocks(f, 3 * 64 * KiB, streams[t], &list) != GMR_OK ||
+              gmr_fixed_block_resource_deallocate_blocks(f, list, streams[t]) != GMR_OK) {
+            failures++;
+          }
+        } else if (t == 0) {
+          size_t released = 0;
+          if (gmr_resource_trim(r, &released) != GMR_OK) failures++;
+        }
+      }
+      for (void *p : mine) {
+        if (gmr_deallocate(r, p, 1000, 0, streams[t]) != GMR_OK) failures++;
+      }
+    });
+  }
+  for (auto &th : threads) th.join();
+  for (void *p : exchange) EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, nullptr));
+  EXPECT_EQ(0, failures.load());
+  gmr_fixed_block_stats s = Stats(f);
+  EXPECT_EQ(0u, s.in_use_block_count);
+  EXPECT_EQ(s.block_count, s.free_block_count);
+  size_t released = 0;
+  EXPECT_EQ(GMR_OK, gmr_resource_trim(r, &released));
+  EXPECT_EQ(0u, Stats(f).held_bytes);
+}
+
+}  // namespace
+
+namespace {
+
+// A block whose record_stream wait cannot complete still goes back at
+// destroy, and its event is destroyed with the resource's: nothing leaks.
+TEST_F(FixedBlockStreams, DestroyWithABlockStillWaitingLeaksNothing) {
+  gmr_fixed_block_resource *f = nullptr;
+  gmr_fixed_block_resource_config c = Config();
+  ASSERT_EQ(GMR_OK, gmr_fixed_block_resource_create(upstream_, &c, &f));
+  gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
+  gmr_stream s = Stream(), side = Stream();
+  void *p = Alloc(r, 100, s);
+  ASSERT_EQ(GMR_OK, gmr_record_stream(r, p, side));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(side, true));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
+  EXPECT_EQ(1u, Stats(f).deferred_block_count);
+  for (gmr_cuda_call call : {GMR_CUDA_CALL_EVENT_QUERY, GMR_CUDA_CALL_DEVICE_SYNCHRONIZE,
+                             GMR_CUDA_CALL_EVENT_SYNCHRONIZE}) {
+    ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(call, 0, UINT64_MAX, cudaErrorLaunchFailure));
+  }
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
+  EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cuda_));
 }
 
 }  // namespace

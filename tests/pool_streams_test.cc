@@ -8,6 +8,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <mutex>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -198,6 +201,106 @@ TEST_F(PoolStreamsTest, TrimAndDestroyWaitForRecordedStreams) {
   ASSERT_EQ(GMR_OK, gmr_record_stream(r, q, side));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, s1));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cuda_));
+}
+
+}  // namespace
+
+namespace {
+
+// Threads on their own streams and on the default stream, with cross-thread
+// frees, record_stream, growth (outside the spin lock), trims and device
+// synchronisations all at once: every invariant holds at the end and nothing
+// fails (run under --config=tsan for races).
+TEST_F(PoolStreamsTest, EverythingAtOnceOverThreads) {
+  gmr_pool_resource_config c = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
+  c.arena_count = 4;
+  c.min_growth_bytes = 2 * MiB;
+  c.max_growth_bytes = 4 * MiB;
+  gmr_resource *r = Make(c);
+  constexpr int kThreads = 6;
+  std::vector<gmr_stream> streams;
+  for (int t = 0; t < kThreads; ++t) streams.push_back(t < 2 ? nullptr : Stream());
+  std::atomic<int> failures{0};
+  std::mutex m;
+  std::vector<std::pair<void *, size_t>> exchange;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t) * 31u + 7u);
+      std::vector<std::pair<void *, size_t>> mine;
+      for (int i = 0; i < 4000; ++i) {
+        unsigned op = rng() % 20;
+        if (op < 9 || mine.empty()) {
+          size_t bytes = 1 + rng() % (rng() % 8 == 0 ? 3 * MiB : 48 * KiB);
+          void *p = nullptr;
+          if (gmr_allocate(r, bytes, 0, streams[t], &p) != GMR_OK) {
+            failures++;
+            continue;
+          }
+          if (rng() % 8 == 0 && gmr_record_stream(r, p, streams[(t + 1) % kThreads]) != GMR_OK) {
+            failures++;
+          }
+          mine.emplace_back(p, bytes);
+        } else if (op < 16) {
+          auto b = mine.back();
+          mine.pop_back();
+          if (gmr_deallocate(r, b.first, b.second, 0, streams[t]) != GMR_OK) failures++;
+        } else if (op < 19) {
+          std::lock_guard<std::mutex> g(m);
+          exchange.push_back(mine.back());
+          mine.pop_back();
+          if (exchange.size() > 6) {
+            auto b = exchange.front();
+            exchange.erase(exchange.begin());
+            if (gmr_deallocate(r, b.first, b.second, 0, streams[t]) != GMR_OK) failures++;
+          }
+        } else if (t == 0) {
+          size_t released = 0;
+          if (gmr_resource_trim(r, &released) != GMR_OK) failures++;
+        }
+      }
+      for (auto &b : mine) {
+        if (gmr_deallocate(r, b.first, b.second, 0, streams[t]) != GMR_OK) failures++;
+      }
+    });
+  }
+  for (auto &th : threads) th.join();
+  for (auto &b : exchange) EXPECT_EQ(GMR_OK, gmr_deallocate(r, b.first, b.second, 0, nullptr));
+  EXPECT_EQ(0, failures.load());
+  EXPECT_EQ(0u, Stats(r).in_use_count);
+  ExpectInvariants(r);
+  size_t released = 0;
+  EXPECT_EQ(GMR_OK, gmr_resource_trim(r, &released));
+  EXPECT_EQ(0u, Stats(r).held_bytes);
+}
+
+}  // namespace
+
+namespace {
+
+// A block whose record_stream wait cannot complete (queries and the device
+// synchronisation fail) still goes back at destroy, and its event is
+// destroyed with the pool's: nothing leaks.
+TEST_F(PoolStreamsTest, DestroyWithABlockStillWaitingLeaksNothing) {
+  gmr_pool_resource *pool = nullptr;
+  gmr_pool_resource_config c = default_events_config();
+  ASSERT_EQ(GMR_OK, gmr_pool_resource_create(upstream_, &c, &pool));
+  gmr_resource *r = gmr_pool_resource_as_resource(pool);
+  gmr_stream s1 = Stream(), side = Stream();
+  void *p = Alloc(r, MiB, s1);
+  ASSERT_EQ(GMR_OK, gmr_record_stream(r, p, side));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(side, true));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s1));
+  EXPECT_EQ(1u, Stats(r).deferred_block_count);
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_EVENT_QUERY, 0, UINT64_MAX,
+                                                cudaErrorLaunchFailure));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE, 0, UINT64_MAX,
+                                                cudaErrorLaunchFailure));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_EVENT_SYNCHRONIZE, 0, UINT64_MAX,
+                                                cudaErrorLaunchFailure));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
   EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cuda_));
 }
 

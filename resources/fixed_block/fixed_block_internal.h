@@ -174,6 +174,9 @@ void gmr__fb_settle_everything(gmr__fb_shard *s);
  * none. Pre: no lock. */
 gmr__fb_block *gmr__fb_take_from_other_shards(gmr_fixed_block_resource *r, gmr__fb_shard *home,
                                               gmr__stream_key key, size_t bytes);
+/* Every deferred block back on its stack, its events spare (destroy: the
+ * blocks go back upstream anyway). */
+void gmr__fb_drop_deferred(gmr__fb_shard *s);
 /* Destroy the shard's events (first failure returned, the rest kept). */
 cudaError_t gmr__fb_shard_destroy_events(gmr__fb_shard *s);
 gmr__fb_shard *gmr__fb_shard_new(gmr_fixed_block_resource *r);

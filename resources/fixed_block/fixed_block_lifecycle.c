@@ -123,7 +123,10 @@ gmr_status gmr__fb_destroy(gmr_resource *self) {
   for (uint32_t i = 0; i < r->shard_count; ++i) {
     if (r->shards[i]->in_use_blocks != 0) return GMR_ERR_BUSY;
   }
-  for (uint32_t i = 0; i < r->shard_count; ++i) gmr__fb_settle_everything(r->shards[i]);
+  for (uint32_t i = 0; i < r->shard_count; ++i) {
+    gmr__fb_settle_everything(r->shards[i]);
+    gmr__fb_drop_deferred(r->shards[i]);
+  }
   for (uint32_t i = 0; i < r->shard_count; ++i) {
     cudaError_t err = gmr__fb_shard_destroy_events(r->shards[i]);
     if (err != cudaSuccess) return gmr__status_from_cuda(err);

@@ -274,6 +274,10 @@ static void undefer(gmr__fb_shard *s, gmr__fb_block *b) {
   gmr__fb_push_free(s, b->slot, b);
 }
 
+void gmr__fb_drop_deferred(gmr__fb_shard *s) {
+  while (s->deferred != NULL) undefer(s, s->deferred);
+}
+
 void gmr__fb_process_deferred(gmr__fb_shard *s) {
   gmr_fixed_block_resource *r = s->r;
   gmr__fb_block *next = NULL;

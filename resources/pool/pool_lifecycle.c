@@ -53,7 +53,18 @@ gmr_status gmr__pool_destroy(gmr_resource *self) {
   /* The work that used freed blocks is waited for before the chunks go back
    * on the default stream; a stream that cannot be waited for one by one is
    * waited for through the device. */
-  for (uint32_t i = 0; i < pool->arena_count; ++i) gmr__pool_settle_everything(pool->arenas[i]);
+  for (uint32_t i = 0; i < pool->arena_count; ++i) {
+    gmr__pool_arena *a = pool->arenas[i];
+    gmr__pool_settle_everything(a);
+    /* A block still waiting (its wait failed): everything goes back anyway,
+     * and its events must be among those destroyed next. */
+    while (a->deferred != NULL) {
+      gmr__pool_block *b = a->deferred;
+      uint32_t si = b->slot;
+      gmr__pool_deferred_drop(a, b);
+      gmr__pool_file_free(a, si, b);
+    }
+  }
   for (uint32_t i = 0; i < pool->arena_count; ++i) {
     cudaError_t err = gmr__pool_arena_destroy_events(pool, pool->arenas[i]);
     if (err != cudaSuccess) return gmr__status_from_cuda(err);
