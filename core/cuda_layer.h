@@ -89,6 +89,11 @@ typedef struct gmr__cuda_ops {
    * memory the caller placed itself (NUMA-bound pages, tiers/numa_host). */
   cudaError_t (*host_register)(void *ptr, size_t bytes);
   cudaError_t (*host_unregister)(void *ptr);
+  /* cudaStreamGetId (CUDA 12.0+): an id unique for the process's lifetime,
+   * never reused, so a new stream that happens to get a destroyed stream's
+   * handle is told apart from it. For cudaStreamPerThread, the calling
+   * thread's own per-thread stream. A getter: no stream-ordered work. */
+  cudaError_t (*stream_get_id)(cudaStream_t stream, unsigned long long *id);
 } gmr__cuda_ops;
 
 /* The real CUDA runtime and the simulation (defined in cuda_real.c / cuda_sim/sim_ops.c). */

@@ -94,6 +94,10 @@ static cudaError_t real_event_record(cudaEvent_t event, cudaStream_t stream) {
 static cudaError_t real_event_query(cudaEvent_t event) { return cudaEventQuery(event); }
 static cudaError_t real_event_synchronize(cudaEvent_t event) { return cudaEventSynchronize(event); }
 
+static cudaError_t real_stream_get_id(cudaStream_t stream, unsigned long long *id) {
+  return cudaStreamGetId(stream, id);
+}
+
 static cudaError_t real_memset_async(void *ptr, int value, size_t bytes, cudaStream_t stream) {
   return cudaMemsetAsync(ptr, value, bytes, stream);
 }
@@ -147,4 +151,5 @@ const gmr__cuda_ops gmr__cuda_real_ops = {
     .memcpy_async = real_memcpy_async,
     .host_register = real_host_register,
     .host_unregister = real_host_unregister,
+    .stream_get_id = real_stream_get_id,
 };

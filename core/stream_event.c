@@ -5,15 +5,36 @@
 
 #include <stddef.h>
 
-void gmr__stream_event_init(gmr__stream_event *e, gmr_stream stream, bool streams_outlive) {
-  e->stream = stream;
-  e->lazy = streams_outlive || gmr__stream_is_default(stream);
-  e->event = NULL;
-  e->fresh = false;
+cudaError_t gmr__stream_key_of(const gmr__cuda_ops *cuda, gmr__stream_events_mode mode,
+                               gmr_stream stream, gmr__stream_key *out) {
+  out->stream = stream;
+  out->id = 0;
+  if (gmr__stream_is_process_wide(stream)) return cudaSuccess;
+  if (mode == GMR__STREAM_EVENTS_LAZY && stream != (gmr_stream)cudaStreamPerThread) {
+    return cudaSuccess; /* the program promised: the handle is enough */
+  }
+  unsigned long long id = 0;
+  cudaError_t err = cuda->stream_get_id((cudaStream_t)stream, &id);
+  if (err != cudaSuccess) return err;
+  out->id = (uint64_t)id;
+  return cudaSuccess;
+}
+
+void gmr__stream_event_init(gmr__stream_event *e, gmr__stream_key key,
+                            gmr__stream_events_mode mode) {
+  e->key = key;
+  e->lazy = gmr__stream_is_process_wide(key.stream) ||
+            (mode == GMR__STREAM_EVENTS_LAZY && key.stream != (gmr_stream)cudaStreamPerThread);
+  e->every_free = mode == GMR__STREAM_EVENTS_EVERY_FREE;
+  e->eager_left = mode == GMR__STREAM_EVENTS_ON_DEMAND ? GMR__STREAM_EVENT_EAGER_FREES : 0u;
+  e->demand = false;
+  e->free_seq = 0;
+  e->covered_seq = 0;
   e->complete = true;
 }
 
-/* Record the event on e->stream, creating it on first use. */
+/* Record the event on e's stream, creating it on first use: it then covers
+ * every free so far. */
 static cudaError_t record(const gmr__cuda_ops *cuda, gmr__stream_event *e,
                           gmr__stream_event_counts *counts) {
   if (e->event == NULL) {
@@ -24,29 +45,48 @@ static cudaError_t record(const gmr__cuda_ops *cuda, gmr__stream_event *e,
     }
   }
   atomic_fetch_add_explicit(&counts->record_count, 1, memory_order_relaxed);
-  cudaError_t err = cuda->event_record(e->event, (cudaStream_t)e->stream);
+  cudaError_t err = cuda->event_record(e->event, (cudaStream_t)e->key.stream);
   if (err != cudaSuccess) return err;
-  e->fresh = false;
+  e->covered_seq = e->free_seq;
   e->complete = false;
+  e->demand = false;
   return cudaSuccess;
 }
 
-void gmr__stream_event_mark_freed(const gmr__cuda_ops *cuda, gmr__stream_event *e,
-                                  gmr__stream_event_counts *counts) {
-  e->fresh = true;
-  e->complete = false;
-  if (e->lazy) return;
+/* Record inside a call that names the stream, unless it captures. */
+static void record_now(const gmr__cuda_ops *cuda, gmr__stream_event *e,
+                       gmr__stream_event_counts *counts) {
   /* A record on a capturing stream would add a node to the user's graph;
-   * the memory then stays with the stream until a free after the capture. */
-  if (gmr__cuda_stream_is_capturing(cuda, (cudaStream_t)e->stream)) return;
+   * the memory then stays with the stream until a call after the capture. */
+  if (gmr__cuda_stream_is_capturing(cuda, (cudaStream_t)e->key.stream)) return;
   (void)record(cuda, e, counts);
+}
+
+void gmr__stream_event_mark_freed(const gmr__cuda_ops *cuda, gmr__stream_event *e, bool force,
+                                  gmr__stream_event_counts *counts) {
+  e->free_seq++;
+  if (e->lazy) return;
+  bool now = force || e->every_free || e->demand;
+  if (!force && e->eager_left > 0) { /* a new stream's first frees */
+    e->eager_left--;
+    now = true;
+  }
+  if (now) record_now(cuda, e, counts);
+}
+
+void gmr__stream_event_note_call(const gmr__cuda_ops *cuda, gmr__stream_event *e,
+                                 gmr__stream_event_counts *counts) {
+  if (e->demand && !e->lazy && gmr__stream_event_fresh(e)) record_now(cuda, e, counts);
 }
 
 cudaError_t gmr__stream_event_settle(const gmr__cuda_ops *cuda, gmr__stream_event *e,
                                      gmr__stream_event_counts *counts) {
-  if (!e->fresh) return cudaSuccess;
-  if (!e->lazy) return cudaErrorNotReady;
-  if (gmr__cuda_stream_is_capturing(cuda, (cudaStream_t)e->stream)) {
+  if (!gmr__stream_event_fresh(e)) return cudaSuccess;
+  if (!e->lazy) {
+    e->demand = true; /* it records at its next call, while it surely exists */
+    return cudaErrorNotReady;
+  }
+  if (gmr__cuda_stream_is_capturing(cuda, (cudaStream_t)e->key.stream)) {
     return cudaErrorStreamCaptureUnsupported;
   }
   return record(cuda, e, counts);
@@ -54,8 +94,9 @@ cudaError_t gmr__stream_event_settle(const gmr__cuda_ops *cuda, gmr__stream_even
 
 bool gmr__stream_event_query(const gmr__cuda_ops *cuda, gmr__stream_event *e,
                              gmr__stream_event_counts *counts) {
+  if (gmr__stream_event_fresh(e)) return false;
   if (e->complete) return true;
-  if (e->fresh || e->event == NULL) return false;
+  if (e->event == NULL) return false;
   atomic_fetch_add_explicit(&counts->query_count, 1, memory_order_relaxed);
   if (cuda->event_query(e->event) != cudaSuccess) return false;
   e->complete = true;
@@ -64,8 +105,8 @@ bool gmr__stream_event_query(const gmr__cuda_ops *cuda, gmr__stream_event *e,
 
 cudaError_t gmr__stream_event_wait(const gmr__cuda_ops *cuda, const gmr__stream_event *e,
                                    gmr_stream waiter, gmr__stream_event_counts *counts) {
+  if (gmr__stream_event_fresh(e) || (e->event == NULL && !e->complete)) return cudaErrorNotReady;
   if (e->complete) return cudaSuccess;
-  if (e->fresh || e->event == NULL) return cudaErrorNotReady;
   atomic_fetch_add_explicit(&counts->wait_count, 1, memory_order_relaxed);
   return cuda->stream_wait_event((cudaStream_t)waiter, e->event);
 }
@@ -75,6 +116,7 @@ cudaError_t gmr__stream_event_synchronize(const gmr__cuda_ops *cuda, gmr__stream
   cudaError_t err = gmr__stream_event_settle(cuda, e, counts);
   if (err != cudaSuccess) return err;
   if (e->complete) return cudaSuccess;
+  if (e->event == NULL) return cudaErrorNotReady;
   atomic_fetch_add_explicit(&counts->synchronize_count, 1, memory_order_relaxed);
   err = cuda->event_synchronize(e->event);
   if (err != cudaSuccess) return err;
@@ -82,7 +124,23 @@ cudaError_t gmr__stream_event_synchronize(const gmr__cuda_ops *cuda, gmr__stream
   return cudaSuccess;
 }
 
-void gmr__stream_event_deinit(const gmr__cuda_ops *cuda, gmr__stream_event *e) {
-  if (e->event != NULL) (void)cuda->event_destroy(e->event);
+void gmr__stream_event_device_synchronized(gmr__stream_event *e, uint64_t seq_at_start) {
+  if (seq_at_start < e->covered_seq) {
+    /* Recorded again during the synchronisation: that record is not known done. */
+    return;
+  }
+  e->covered_seq = seq_at_start;
+  e->complete = true;
+}
+
+cudaError_t gmr__stream_event_deinit(const gmr__cuda_ops *cuda, gmr__stream_event *e,
+                                     gmr__stream_event_counts *counts) {
+  if (e->event == NULL) return cudaSuccess;
+  cudaError_t err = cuda->event_destroy(e->event);
+  if (err != cudaSuccess) {
+    atomic_fetch_add_explicit(&counts->destroy_failure_count, 1, memory_order_relaxed);
+    return err;
+  }
   e->event = NULL;
+  return cudaSuccess;
 }

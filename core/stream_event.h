@@ -1,30 +1,55 @@
 /*
- * core/stream_event.h (internal): the lazily recorded event that orders
- * the reuse, on other streams, of memory freed on one stream.
+ * core/stream_event.h (internal): what a stream-ordered sub-allocator knows
+ * about the streams memory was freed on: who the stream is, and when memory
+ * freed on it may go to another stream.
  *
- * RMM's pool records an event on the freeing stream at every deallocate. A
- * cudaEventRecord costs about a microsecond of host time, ten times the budget
- * of a pooled allocation, so gmr's pools record lazily where they can: a free
- * on the default stream (NULL, cudaStreamLegacy, cudaStreamPerThread) only
- * marks it "fresh" (memory was freed there since its event was last
- * recorded); only when another stream wants that memory does the pool
- * "settle" the stream: record its event once, covering every free so far.
- * The event is then queried (complete: the memory is free for anyone) or
- * waited on (cudaStreamWaitEvent: the memory is free for the waiting stream).
+ * Memory freed on stream S may be used at once by later work on S (stream
+ * order). Another stream T may use it only after S's work up to the free is
+ * done: an event recorded on S after the free, then queried (complete: the
+ * memory is free for anyone) or waited on by T (cudaStreamWaitEvent), or a
+ * device synchronisation that began after the free.
  *
- * A stream the program created may be destroyed as soon as the call that
- * named it returns (cudaStreamDestroy is legal with work pending), so a pool
- * must never touch it later: a free on such a stream records the event at
- * once, inside that call (RMM's rule). Found on an H100: recording or
- * querying a destroyed stream crashes the driver. A program that keeps its
- * streams alive until the resource is destroyed says so in the resource's
- * config (`streams_outlive_resource`) and gets the lazy scheme on every
- * stream.
+ * Two constraints shape the design:
+ *  1. A stream the program created may be destroyed as soon as the call that
+ *     named it returns (cudaStreamDestroy is legal with work pending), so a
+ *     resource records, queries or waits on S only inside a call that names
+ *     S. Seen on an H100: recording on a destroyed stream crashes the driver.
+ *  2. A new stream may get a destroyed stream's handle (the driver reuses the
+ *     address). Same-stream reuse by handle alone would then hand the old
+ *     stream's pending memory to the new one without any ordering. So every
+ *     stream that can die is named by its handle AND its id
+ *     (cudaStreamGetId: unique for the process, never reused): the key.
+ *     cudaStreamPerThread is a different stream in every thread and dies
+ *     with its thread: it is keyed by id too, and never recorded on lazily.
  *
- * States: idle (nothing pending: complete, not fresh), fresh (frees since the
- * last record), recorded (settled, completion unknown), complete.
+ * RMM's pool records an event at every free (at about a microsecond, and
+ * cudaEventRecord takes the driver's context lock, so threads that free at
+ * the same time serialise in the driver: 16 threads reached 1.66x one thread
+ * on an H100). gmr records only when a record can be used:
+ *  - on demand (the default): a free records S's event when another stream
+ *    has asked for S's free memory since S's last record (demand), during
+ *    S's first few frees (a short-lived stream then leaves nothing behind
+ *    that only a device synchronisation could release), and when a chunk is
+ *    grown on S (its memory is ordered on S). The demand is remembered: S
+ *    records at its next call (a free, or an allocation that names S). Until
+ *    then S's newest free memory is S's alone, which costs nothing when no
+ *    other stream wants it (the common case: each thread on its own stream).
+ *    Memory of a stream that died before recording is reached by a device
+ *    synchronisation (cudaDeviceSynchronize names no stream), which the
+ *    resources make only when that memory would spare them growing.
+ *  - every free (RMM's rule, kept as an option).
+ *  - lazily, when the program promises that its streams outlive the resource
+ *    (and always for the legacy default stream, which lives as long as the
+ *    process): a stream is recorded on only when another stream first needs
+ *    its memory (settle), once for all the frees so far.
  *
- * Thread-safe: no; the owning pool holds its lock around every call.
+ * Coverage: `free_seq` counts frees (and growths) filed under the stream;
+ * `covered_seq` is free_seq at the last record or device synchronisation.
+ * Frees after it are "fresh": not covered by the event. Memory of the stream
+ * is free for another stream when nothing is fresh and the event is known
+ * complete (query) or waited on.
+ *
+ * Thread-safe: no; the owning resource holds its lock around every call.
  */
 #ifndef GMR_CORE_STREAM_EVENT_H_
 #define GMR_CORE_STREAM_EVENT_H_
@@ -36,73 +61,130 @@
 #include "core/cuda_layer.h"
 #include "gmr/resource.h"
 
-typedef struct gmr__stream_event {
+/* When frees on a stream record its event (see the banner). */
+typedef enum gmr__stream_events_mode {
+  GMR__STREAM_EVENTS_ON_DEMAND = 0,
+  GMR__STREAM_EVENTS_EVERY_FREE = 1,
+  GMR__STREAM_EVENTS_LAZY = 2
+} gmr__stream_events_mode;
+
+/* Frees of a new stream that record at once in on-demand mode. */
+#define GMR__STREAM_EVENT_EAGER_FREES 4u
+
+/* A stream as memory is filed under it: the handle, and the process-unique
+ * id where the handle alone could later name another stream (0 where it
+ * cannot: the legacy default stream, or any stream in lazy mode). */
+typedef struct gmr__stream_key {
   gmr_stream stream;
-  cudaEvent_t event; /* created on first use; NULL before */
-  bool fresh;        /* memory freed on `stream` since the last record */
-  bool complete;     /* everything freed on `stream` so far is known to be done */
-  bool lazy;         /* `stream` may be recorded on after the call that named it */
+  uint64_t id;
+} gmr__stream_key;
+
+typedef struct gmr__stream_event {
+  gmr__stream_key key;
+  cudaEvent_t event;    /* created on first use; NULL before */
+  uint64_t free_seq;    /* frees and growths filed under the stream */
+  uint64_t covered_seq; /* free_seq at the last record or device synchronisation */
+  bool complete;        /* the work up to covered_seq is known done */
+  bool lazy;            /* the stream may be recorded on after the call that named it */
+  bool every_free;      /* record at every free */
+  bool demand;          /* another stream asked for this stream's free memory */
+  uint32_t eager_left;  /* frees still recorded at once (a new stream) */
 } gmr__stream_event;
 
-/* CUDA calls a pool made for stream ordering, for statistics and the bench. */
+/* CUDA calls a resource made for stream ordering, for statistics and the bench. */
 typedef struct gmr__stream_event_counts {
   atomic_size_t record_count;
   atomic_size_t query_count;
   atomic_size_t wait_count;
   atomic_size_t synchronize_count;
+  atomic_size_t device_synchronize_count; /* cudaDeviceSynchronize */
+  atomic_size_t destroy_failure_count;    /* cudaEventDestroy calls that failed */
 } gmr__stream_event_counts;
 
-/* An idle state for `stream`: nothing freed yet, so nothing pending.
- * `streams_outlive` (the resource's config): the program promises that its
- * streams outlive the resource, so every stream is recorded on lazily, as
- * the default streams always are. */
-void gmr__stream_event_init(gmr__stream_event *e, gmr_stream stream, bool streams_outlive);
-
-/* True for the default streams, which live as long as the process: only
- * they may be recorded on lazily. */
-static inline bool gmr__stream_is_default(gmr_stream s) {
-  return s == NULL || s == (gmr_stream)cudaStreamLegacy || s == (gmr_stream)cudaStreamPerThread;
+/* True for the streams that live as long as the process and are the same
+ * stream in every thread: NULL and cudaStreamLegacy. */
+static inline bool gmr__stream_is_process_wide(gmr_stream s) {
+  return s == NULL || s == (gmr_stream)cudaStreamLegacy;
 }
 
-/* Memory was freed on e->stream (or given to it), inside a call that named
- * that stream: its reuse by another stream now needs a new record. A default
- * stream is recorded on later, if ever (settle); any other stream now, while
- * it is known to exist, unless it is capturing (a record would become a node
- * of the user's graph). A skipped or failed record leaves e fresh: the memory
- * then stays with e->stream until its next free (settle never records on a
- * non-default stream). Costs a cudaStreamGetCaptureInfo and a cudaEventRecord
- * per free on a created stream. */
-void gmr__stream_event_mark_freed(const gmr__cuda_ops *cuda, gmr__stream_event *e,
-                                  gmr__stream_event_counts *counts);
+/*
+ * The key of `stream` for a call that names it: no CUDA call for the legacy
+ * default stream, nor for created streams in lazy mode; cudaStreamGetId
+ * otherwise (not counted here: a counter shared by every thread would be the
+ * one cache line they all write). Returns its CUDA error (a stale handle:
+ * the caller must change nothing).
+ */
+cudaError_t gmr__stream_key_of(const gmr__cuda_ops *cuda, gmr__stream_events_mode mode,
+                               gmr_stream stream, gmr__stream_key *out);
+
+static inline bool gmr__stream_key_equal(gmr__stream_key a, gmr__stream_key b) {
+  return a.stream == b.stream && a.id == b.id;
+}
+
+/* An idle state for the stream of `key`: nothing freed, nothing pending. The
+ * CUDA event, if e had one, is kept (events are reused, never re-created). */
+void gmr__stream_event_init(gmr__stream_event *e, gmr__stream_key key,
+                            gmr__stream_events_mode mode);
+
+/* Whether a free block filed under e's stream is free for any stream. */
+static inline bool gmr__stream_event_settled(const gmr__stream_event *e) {
+  return e->complete && e->free_seq == e->covered_seq;
+}
+
+/* Whether frees under e's stream are not covered by a record yet. */
+static inline bool gmr__stream_event_fresh(const gmr__stream_event *e) {
+  return e->free_seq != e->covered_seq;
+}
 
 /*
- * Make the event cover every free so far: record it on e->stream if fresh
- * (creating it on first use). Refuses (cudaErrorStreamCaptureUnsupported,
- * nothing recorded) when e->stream is capturing, because a record there would
- * become part of the graph; refuses (cudaErrorNotReady) to touch a fresh
- * non-default stream, which may have been destroyed since. Returns the CUDA error, cudaSuccess when nothing
- * was needed or the record succeeded.
+ * Memory was freed on e's stream (or given to it), inside a call that named
+ * that stream: count it, and record the event now if the mode says so (see
+ * the banner) and the stream is not capturing (a record would become a node
+ * of the user's graph). A failed or skipped record leaves the frees fresh.
+ * `force` records whatever the mode (a chunk grown on the stream), except
+ * for lazy streams, which are recorded when settled.
+ */
+void gmr__stream_event_mark_freed(const gmr__cuda_ops *cuda, gmr__stream_event *e, bool force,
+                                  gmr__stream_event_counts *counts);
+
+/* A call that names e's stream (an allocation): record now if another
+ * stream asked for its fresh memory. */
+void gmr__stream_event_note_call(const gmr__cuda_ops *cuda, gmr__stream_event *e,
+                                 gmr__stream_event_counts *counts);
+
+/*
+ * Make the event cover every free so far, for a stream other than e's:
+ * record on a lazy stream if fresh; a fresh non-lazy stream may be dead, so
+ * it is asked (demand) to record at its next call and cudaErrorNotReady is
+ * returned. cudaErrorStreamCaptureUnsupported (nothing recorded) when e's
+ * stream is capturing. cudaSuccess when nothing is fresh.
  */
 cudaError_t gmr__stream_event_settle(const gmr__cuda_ops *cuda, gmr__stream_event *e,
                                      gmr__stream_event_counts *counts);
 
-/* True when everything freed on e->stream up to the last record is done
- * (cudaEventQuery). Pre: e is not fresh (settle first). Any error counts as
- * "not known to be complete". */
+/* True when the work up to the last record is done (cudaEventQuery).
+ * Pre: nothing fresh (settle first). Any error counts as "not known". */
 bool gmr__stream_event_query(const gmr__cuda_ops *cuda, gmr__stream_event *e,
                              gmr__stream_event_counts *counts);
 
-/* Order `waiter` after the last record (cudaStreamWaitEvent). Pre: e is not
+/* Order `waiter` after the last record (cudaStreamWaitEvent). Pre: nothing
  * fresh. Returns the CUDA error. */
 cudaError_t gmr__stream_event_wait(const gmr__cuda_ops *cuda, const gmr__stream_event *e,
                                    gmr_stream waiter, gmr__stream_event_counts *counts);
 
 /* Settle, then block the host until the record completes
- * (cudaEventSynchronize). Returns the CUDA error; on success e is complete. */
+ * (cudaEventSynchronize). Returns the CUDA error; on success e is settled. */
 cudaError_t gmr__stream_event_synchronize(const gmr__cuda_ops *cuda, gmr__stream_event *e,
                                           gmr__stream_event_counts *counts);
 
-/* Destroy the CUDA event, if one was created. */
-void gmr__stream_event_deinit(const gmr__cuda_ops *cuda, gmr__stream_event *e);
+/* A device synchronisation that began when e->free_seq was `seq_at_start`
+ * has completed: the work of those frees is done. */
+void gmr__stream_event_device_synchronized(gmr__stream_event *e, uint64_t seq_at_start);
+
+/* Destroy the CUDA event, if one was created. On failure the event is kept
+ * (a later call tries again), the failure is counted, and the CUDA error is
+ * returned. */
+cudaError_t gmr__stream_event_deinit(const gmr__cuda_ops *cuda, gmr__stream_event *e,
+                                     gmr__stream_event_counts *counts);
 
 #endif /* GMR_CORE_STREAM_EVENT_H_ */

@@ -2,13 +2,14 @@
  * stack/component_fixed_block.c: `fixed_block` in specs,
  * gmr_fixed_block_resource (blocks of one size carved from upstream chunks).
  */
+#include <stdint.h>
 #include <stdio.h>
 
 #include "gmr/fixed_block_resource.h"
 #include "stack/registry.h"
 
 enum { BLOCK, BLOCKS_PER_CHUNK, MAX_CHUNKS, INITIAL_CHUNKS, OVERSIZE, STREAM_ORDERED,
-       NVTX_ANNOTATE, STREAMS_OUTLIVE, OPTION_COUNT };
+       NVTX_ANNOTATE, STREAMS_OUTLIVE, SHARDS, RECORD_EVERY_FREE, OPTION_COUNT };
 
 /* In the order of gmr_fixed_block_oversize. */
 static const char *const oversize_choices[] = {"forward", "refuse", NULL};
@@ -32,6 +33,11 @@ static const gmr__option_def options[OPTION_COUNT] = {
     [STREAMS_OUTLIVE] = {"streams_outlive", GMR__OPTION_BOOL, "false", false, false, NULL,
                          "the program keeps its streams alive until the stack is destroyed: "
                          "frees record no event (faster on created streams)"},
+    [SHARDS] = {"shards", GMR__OPTION_UINT, "0", false, false, NULL,
+                "shards for threads, each with its own lock; 0: one per online CPU (at most 64)"},
+    [RECORD_EVERY_FREE] = {"record_every_free", GMR__OPTION_BOOL, "false", false, false, NULL,
+                           "record an event at every free on a created stream (RMM's rule) "
+                           "instead of when another stream asks for the block"},
 };
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
@@ -45,6 +51,8 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
   config.stream_ordered = values[STREAM_ORDERED].boolean;
   config.nvtx_annotate = values[NVTX_ANNOTATE].boolean;
   config.streams_outlive_resource = values[STREAMS_OUTLIVE].boolean;
+  config.shard_count = values[SHARDS].uint > 64 ? 65u : (uint32_t)values[SHARDS].uint;
+  config.record_at_every_free = values[RECORD_EVERY_FREE].boolean;
   gmr_fixed_block_resource *fb = NULL;
   gmr_status st = gmr_fixed_block_resource_create(upstream, &config, &fb);
   if (st == GMR_ERR_INVALID_ARGUMENT) {

@@ -22,6 +22,7 @@ enum {
   RECENT_FREE_MAX,
   NVTX_ANNOTATE,
   STREAMS_OUTLIVE,
+  RECORD_EVERY_FREE,
   OPTION_COUNT
 };
 
@@ -55,6 +56,9 @@ static const gmr__option_def options[OPTION_COUNT] = {
     [STREAMS_OUTLIVE] = {"streams_outlive", GMR__OPTION_BOOL, "false", false, false, NULL,
                          "the program keeps its streams alive until the stack is destroyed: "
                          "frees record no event (faster on created streams)"},
+    [RECORD_EVERY_FREE] = {"record_every_free", GMR__OPTION_BOOL, "false", false, false, NULL,
+                           "record an event at every free on a created stream (RMM's rule) "
+                           "instead of when another stream asks for the memory"},
 };
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
@@ -76,6 +80,7 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
   config.recent_free_max_bytes = values[RECENT_FREE_MAX].size;
   config.nvtx_annotate = values[NVTX_ANNOTATE].boolean;
   config.streams_outlive_resource = values[STREAMS_OUTLIVE].boolean;
+  config.record_at_every_free = values[RECORD_EVERY_FREE].boolean;
   gmr_pool_resource *p = NULL;
   gmr_status st = gmr_pool_resource_create(upstream, &config, &p);
   if (st == GMR_ERR_INVALID_ARGUMENT) {

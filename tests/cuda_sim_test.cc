@@ -3,6 +3,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <set>
 #include <thread>
 
 #include "gmr/cuda_sim.h"
@@ -50,6 +52,97 @@ TEST_F(CudaSim, InjectedFailureHitsExactlyTheNthCall) {
   EXPECT_EQ(3u * 1024, u.used_bytes);  // 1000 rounds to 1024 (256-byte granules)
   for (void *q : p) EXPECT_EQ(cudaSuccess, ops()->free(q));
   EXPECT_EQ(4u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
+}
+
+TEST_F(CudaSim, StreamIdsAreUniqueAndNeverReused) {
+  std::set<unsigned long long> ids;
+  for (int i = 0; i < 20; ++i) {
+    cudaStream_t s = nullptr;
+    ASSERT_EQ(cudaSuccess, ops()->stream_create(&s));
+    unsigned long long id = 0;
+    ASSERT_EQ(cudaSuccess, ops()->stream_get_id(s, &id));
+    EXPECT_TRUE(ids.insert(id).second) << "id " << id << " given twice";
+    ASSERT_EQ(cudaSuccess, ops()->stream_destroy(s));  // the next may get the same handle
+  }
+  // The per-thread default stream is a different stream in every thread.
+  unsigned long long mine = 0, theirs = 0, legacy = 0;
+  ASSERT_EQ(cudaSuccess, ops()->stream_get_id(cudaStreamPerThread, &mine));
+  std::thread([&] { EXPECT_EQ(cudaSuccess, ops()->stream_get_id(cudaStreamPerThread, &theirs)); })
+      .join();
+  EXPECT_NE(mine, theirs);
+  ASSERT_EQ(cudaSuccess, ops()->stream_get_id(nullptr, &legacy));
+  EXPECT_FALSE(ids.count(legacy) || legacy == mine || legacy == theirs);
+  EXPECT_EQ(22u + 1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID));  // before the reuse
+  // Handles are reused on demand (the driver often does), ids never.
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(true));
+  cudaStream_t a = nullptr, b = nullptr;
+  unsigned long long ida = 0, idb = 0;
+  ASSERT_EQ(cudaSuccess, ops()->stream_create(&a));
+  ASSERT_EQ(cudaSuccess, ops()->stream_get_id(a, &ida));
+  ASSERT_EQ(cudaSuccess, ops()->stream_destroy(a));
+  ASSERT_EQ(cudaSuccess, ops()->stream_create(&b));
+  ASSERT_EQ(cudaSuccess, ops()->stream_get_id(b, &idb));
+  EXPECT_EQ(a, b);
+  EXPECT_NE(ida, idb);
+  ASSERT_EQ(cudaSuccess, ops()->stream_destroy(b));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(false));
+  // A destroyed stream's handle is stale: counted, refused, no crash.
+  cudaStream_t dead = nullptr;
+  ASSERT_EQ(cudaSuccess, ops()->stream_create(&dead));
+  ASSERT_EQ(cudaSuccess, ops()->stream_destroy(dead));
+  unsigned long long id = 0;
+  EXPECT_EQ(cudaErrorInvalidResourceHandle, ops()->stream_get_id(dead, &id));
+  EXPECT_EQ(1u, gmr_cuda_sim_get_stale_handle_count());
+  expect_stale_handles_ = true;
+}
+
+// A delayed call sleeps without the simulation's lock: another thread's
+// calls complete meanwhile (ordering only, no timing is asserted).
+TEST_F(CudaSim, AnInjectedDelayHoldsUpOnlyTheDelayedCall) {
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_delay(GMR_CUDA_CALL_MALLOC, 2000000000u));  // 2 s
+  std::atomic<bool> malloc_returned{false};
+  void *p = nullptr;
+  std::thread slow([&] {
+    EXPECT_EQ(cudaSuccess, ops()->malloc(&p, 1000));
+    malloc_returned = true;
+  });
+  // Wait until the slow call has started (it is counted before it sleeps).
+  while (gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC) == 0) std::this_thread::yield();
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaSuccess, ops()->stream_create(&s));
+  ASSERT_EQ(cudaSuccess, ops()->stream_destroy(s));
+  EXPECT_FALSE(malloc_returned.load()) << "a call of another thread waited for the slow one";
+  slow.join();
+  EXPECT_TRUE(malloc_returned.load());
+  EXPECT_EQ(cudaSuccess, ops()->free(p));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_sim_inject_delay(GMR_CUDA_CALL_COUNT, 1));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());  // delays go too
+  void *q = nullptr;
+  EXPECT_EQ(cudaSuccess, ops()->malloc(&q, 1000));
+  EXPECT_EQ(cudaSuccess, ops()->free(q));
+}
+
+// cudaStreamDestroy returns at once and the stream's pending work still runs:
+// an event recorded on a stream held beyond its destroy stays pending until a
+// device-wide synchronisation.
+TEST_F(CudaSim, AHeldStreamsWorkOutlivesItsDestroy) {
+  cudaStream_t s = nullptr;
+  cudaEvent_t e = nullptr;
+  ASSERT_EQ(cudaSuccess, ops()->stream_create(&s));
+  ASSERT_EQ(cudaSuccess, ops()->event_create(&e));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold_beyond_destroy(reinterpret_cast<gmr_stream>(s)));
+  ASSERT_EQ(cudaSuccess, ops()->event_record(e, s));
+  ASSERT_EQ(cudaSuccess, ops()->stream_destroy(s));
+  EXPECT_EQ(cudaErrorNotReady, ops()->event_query(e));
+  EXPECT_EQ(cudaErrorNotReady, ops()->event_query(e));
+  ASSERT_EQ(cudaSuccess, ops()->device_synchronize());
+  EXPECT_EQ(cudaSuccess, ops()->event_query(e));
+  // With a plain hold (or none), the work of a destroyed stream counts as done.
+  ASSERT_EQ(cudaSuccess, ops()->stream_create(&s));
+  ASSERT_EQ(cudaSuccess, ops()->event_record(e, s));
+  ASSERT_EQ(cudaSuccess, ops()->stream_destroy(s));
+  EXPECT_EQ(cudaSuccess, ops()->event_query(e));
+  EXPECT_EQ(cudaSuccess, ops()->event_destroy(e));
 }
 
 TEST_F(CudaSim, InjectionArgumentsAreChecked) {

@@ -255,14 +255,15 @@ TEST_F(FixedBlockTest, LargerRequestsAreForwardedOrRefused) {
   EXPECT_EQ(0u, s.chunk_count);
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r));
   int local = 0;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, big, 2 * MiB, 0, nullptr));  // size
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, &local, 3 * MiB, 0, nullptr));
+  // One vocabulary for bad frees (issue 9): gmr/resource.h.
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, big, 2 * MiB, 0, nullptr));  // size
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, &local, 3 * MiB, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, big, 3 * MiB, 0, nullptr));
   s = Stats(fwd);
   EXPECT_EQ(0u, s.forwarded_count);
   EXPECT_EQ(0u, s.held_bytes);
   EXPECT_EQ(3 * MiB, s.peak_held_bytes);
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, big, 3 * MiB, 0, nullptr));  // twice
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, big, 3 * MiB, 0, nullptr));  // twice: gone upstream
 
   gmr_fixed_block_resource_config c = config();
   c.oversize = GMR_FIXED_BLOCK_OVERSIZE_REFUSE;
@@ -305,16 +306,17 @@ TEST_F(FixedBlockTest, BadFreesChangeNothing) {
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   void *p = Alloc(r, 300);
   int local = 0;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, p, 301, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, p, 300, 512, nullptr));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
+  // One vocabulary for bad frees (issue 9): gmr/resource.h.
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 301, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 300, 512, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
             gmr_deallocate(r, static_cast<char *>(p) + 256, 300, 0, nullptr));  // inside a block
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
             gmr_deallocate(r, static_cast<char *>(p) + 64 * KiB, 300, 0, nullptr));  // a free block
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, &local, 300, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, &local, 300, 0, nullptr));
   EXPECT_EQ(1u, Stats(f).in_use_block_count);
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 300, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, p, 300, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, p, 300, 0, nullptr));
   EXPECT_EQ(0u, Stats(f).in_use_block_count);
 }
 
@@ -342,7 +344,7 @@ TEST_F(FixedBlockTest, BlockListsAreAllOrNothingAndFreedAsOne) {
   EXPECT_EQ(3u, Stats(f).chunk_count);
   EXPECT_EQ(11u, Stats(f).in_use_block_count);
   // A block of a list cannot be freed on its own.
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, list->blocks[0], 64 * KiB, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, list->blocks[0], 64 * KiB, 0, nullptr));
   // Two more blocks do not exist: nothing is taken.
   gmr_block_list *more = nullptr;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_fixed_block_resource_allocate_blocks(f, 2 * 64 * KiB, nullptr, &more));
@@ -354,7 +356,7 @@ TEST_F(FixedBlockTest, BlockListsAreAllOrNothingAndFreedAsOne) {
   EXPECT_EQ(12u, Stats(f).free_block_count);
   // A list given back twice, or not ours, changes nothing.
   gmr_block_list fake = {1, 64 * KiB, 1, nullptr};
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_fixed_block_resource_deallocate_blocks(f, &fake, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_fixed_block_resource_deallocate_blocks(f, &fake, nullptr));
   EXPECT_EQ(GMR_OK, gmr_fixed_block_resource_deallocate_blocks(f, nullptr, nullptr));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_fixed_block_resource_deallocate_blocks(nullptr, nullptr, nullptr));
 }
@@ -382,11 +384,14 @@ TEST_F(FixedBlockTest, TheDefaultStreamReusesAtOnceWithoutEvents) {
 }
 
 // A stream the program created may be destroyed right after the call that
-// named it: every free on it records the event then (RMM's rule), and the
-// resource never touches the stream again (seen on an H100: recording on a
-// destroyed stream crashes the driver).
+// named it: with record_at_every_free every free on it records the event
+// then (RMM's rule, the default before records on demand), and the resource
+// never touches the stream again (seen on an H100: recording on a destroyed
+// stream crashes the driver). fixed_block_streams_test.cc checks the default.
 TEST_F(FixedBlockTest, ACreatedStreamIsNeverTouchedAfterTheCallThatNamedIt) {
-  gmr_fixed_block_resource *f = Make(config(64 * KiB, 1));
+  gmr_fixed_block_resource_config c = config(64 * KiB, 1);
+  c.record_at_every_free = true;
+  gmr_fixed_block_resource *f = Make(c);
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   gmr_stream s = nullptr;  // not Stream(): the test destroys it itself
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s));

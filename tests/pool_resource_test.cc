@@ -18,90 +18,12 @@
 #include "gmr/device.h"
 #include "gmr/host_resource.h"
 #include "gmr/pool_resource.h"
+#include "tests/pool_test_fixture.h"
 #include "tests/support/sim_fixture.h"
 
 namespace {
 
-constexpr size_t KiB = size_t{1} << 10;
-constexpr size_t MiB = size_t{1} << 20;
-
-// One arena, no growth surprises: chunks of exactly max(request, min_growth).
-gmr_pool_resource_config small_config(size_t min_growth = 4 * MiB) {
-  gmr_pool_resource_config c = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
-  c.arena_count = 1;
-  c.min_growth_bytes = min_growth;
-  c.max_growth_bytes = min_growth;
-  c.growth_percent = 0;
-  c.release_on_growth = false;
-  c.recent_free_count = 0;  // merge at every free: the block structure is exact
-  // The tests below check the lazy event scheme, which this promise enables
-  // on every stream; PoolEagerEvents checks the default.
-  c.streams_outlive_resource = true;
-  return c;
-}
-
-class PoolTest : public gmr_test::SimTest {
- protected:
-  void SetUp() override {
-    SimTest::SetUp();
-    gmr_cuda_resource_config c = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
-    ASSERT_EQ(GMR_OK, gmr_cuda_resource_create(&c, &cuda_));
-    upstream_ = gmr_cuda_resource_as_resource(cuda_);
-  }
-
-  void TearDown() override {
-    for (gmr_pool_resource *p : pools_) {
-      EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_pool_resource_as_resource(p)));
-    }
-    EXPECT_EQ(GMR_OK, gmr_resource_destroy(upstream_));
-    for (gmr_stream s : streams_) {
-      EXPECT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s, false));
-      EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
-    }
-    SimTest::TearDown();
-  }
-
-  gmr_resource *Make(const gmr_pool_resource_config &c, gmr_resource *upstream = nullptr) {
-    gmr_pool_resource *p = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_pool_resource_create(upstream ? upstream : upstream_, &c, &p));
-    if (p == nullptr) return nullptr;
-    pools_.push_back(p);
-    return gmr_pool_resource_as_resource(p);
-  }
-
-  gmr_stream Stream() {
-    gmr_stream s = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_stream_create(&s));
-    streams_.push_back(s);
-    return s;
-  }
-
-  static gmr_pool_stats Stats(gmr_resource *r) {
-    gmr_pool_stats s = GMR_POOL_STATS_INIT;
-    EXPECT_EQ(GMR_OK, gmr_pool_resource_get_stats(gmr_pool_resource_from_resource(r), &s));
-    return s;
-  }
-
-  static void ExpectInvariants(gmr_resource *r) {
-    char err[256];
-    EXPECT_EQ(GMR_OK, gmr_pool_resource_check_invariants(gmr_pool_resource_from_resource(r), err,
-                                                         sizeof err))
-        << err;
-  }
-
-  static void *Alloc(gmr_resource *r, size_t bytes, gmr_stream s = nullptr, size_t align = 0) {
-    void *p = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_allocate(r, bytes, align, s, &p)) << bytes;
-    return p;
-  }
-
-  static uintptr_t U(void *p) { return reinterpret_cast<uintptr_t>(p); }
-
-  gmr_cuda_resource *cuda_ = nullptr;
-  gmr_resource *upstream_ = nullptr;
-  std::vector<gmr_pool_resource *> pools_;
-  std::vector<gmr_stream> streams_;
-};
+using namespace pool_test;
 
 TEST_F(PoolTest, CreateChecksEveryArgument) {
   gmr_pool_resource *p = reinterpret_cast<gmr_pool_resource *>(0x1);
@@ -368,36 +290,34 @@ TEST_F(PoolTest, BadFreesChangeNothing) {
   void *p = Alloc(r, 5000);
   gmr_pool_stats before = Stats(r);
   int local = 0;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, p, 4999, 0, nullptr));   // size
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, p, 5000, 512, nullptr)); // alignment
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
+  // One vocabulary for bad frees in every layer (issue 9): gmr/resource.h.
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 4999, 0, nullptr));    // size
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 5000, 512, nullptr));  // alignment
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
             gmr_deallocate(r, static_cast<char *>(p) + 256, 256, 0, nullptr));  // interior
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, &local, 5000, 0, nullptr)); // foreign
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, &local, 5000, 0, nullptr)); // foreign
   gmr_pool_stats after = Stats(r);
   EXPECT_EQ(before.in_use_bytes, after.in_use_bytes);
   EXPECT_EQ(before.free_block_count, after.free_block_count);
   ExpectInvariants(r);
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 5000, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r, p, 5000, 0, nullptr));  // twice
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, p, 5000, 0, nullptr));  // twice
   ExpectInvariants(r);
 }
 
 // ---- stream ordering --------------------------------------------------------
 
-uint64_t EventCalls() {
-  return gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD) +
-         gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_QUERY) +
-         gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_SYNCHRONIZE) +
-         gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_WAIT_EVENT);
-}
 
-// The default: the program may destroy a stream right after the call that
-// named it (cudaStreamDestroy is legal with work pending). Every free on a
-// created stream then records its event at once and the pool never touches
-// the stream again; on the default stream nothing is recorded.
+// RMM's rule, the default before records on demand and kept as an option
+// (record_at_every_free): the program may destroy a stream right after the
+// call that named it (cudaStreamDestroy is legal with work pending). Every
+// free on a created stream then records its event at once and the pool never
+// touches the stream again; on the default stream nothing is recorded.
+// pool_streams_test.cc checks the default, records on demand.
 TEST_F(PoolTest, ByDefaultAFreeOnACreatedStreamRecordsItsEventAtOnce) {
   gmr_pool_resource_config c = small_config();
   c.streams_outlive_resource = false;
+  c.record_at_every_free = true;
   gmr_resource *r = Make(c);
   gmr_stream s = nullptr;  // not Stream(): destroyed below, before the pool
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
@@ -637,13 +557,15 @@ TEST_F(PoolTest, MaximumPoolBytesIsNeverPassed) {
   ExpectInvariants(r);
 }
 
+// Issue 13: a refused growth falls back to exactly the request at once (a
+// smaller step would still overshoot a tight upstream; it used to halve).
 TEST_F(PoolTest, UpstreamOutOfMemoryRetriesSmallerChunks) {
   gmr_resource *r = Make(small_config(64 * MiB));
   ASSERT_EQ(GMR_OK,
             gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, 1, cudaErrorMemoryAllocation));
   void *p = Alloc(r, MiB);
   gmr_pool_stats s = Stats(r);
-  EXPECT_EQ(32 * MiB, s.held_bytes);  // 64 MiB failed, half of it did not
+  EXPECT_EQ(MiB, s.held_bytes);  // 64 MiB failed, exactly the request did not
   EXPECT_EQ(1u, s.upstream_failure_count);
   EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, nullptr));
@@ -652,12 +574,12 @@ TEST_F(PoolTest, UpstreamOutOfMemoryRetriesSmallerChunks) {
 
 TEST_F(PoolTest, UpstreamOutOfMemoryRetriesDownToTheRequestThenFailsCleanly) {
   gmr_resource *r = Make(small_config(64 * MiB));
-  // 64, 32, 16, 8, 4, 2 MiB fail; exactly the request (1 MiB) succeeds.
+  // 64 MiB fails; exactly the request (1 MiB) succeeds.
   ASSERT_EQ(GMR_OK,
-            gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, 6, cudaErrorMemoryAllocation));
+            gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, 1, cudaErrorMemoryAllocation));
   void *p = Alloc(r, MiB);
   EXPECT_EQ(MiB, Stats(r).held_bytes);
-  EXPECT_EQ(7u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
+  EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, nullptr));
 
   // Everything fails: the request fails with the upstream's record, and the
@@ -904,15 +826,23 @@ TEST_F(PoolTest, FreesFromAnotherArenasThreadFindTheirArena) {
   gmr_pool_resource_config c = small_config(4 * MiB);
   c.arena_count = 3;
   gmr_resource *r = Make(c);
-  std::vector<std::pair<void *, size_t>> blocks;
+  // Threads on streams of their own (the default stream's arena is shared by
+  // its threads); streams_outlive mode: each thread has a home arena.
+  struct Block {
+    void *p;
+    size_t bytes;
+    gmr_stream s;
+  };
+  std::vector<Block> blocks;
   for (int t = 0; t < 3; ++t) {
+    gmr_stream s = Stream();
     OnNewThread([&] {
-      for (int i = 0; i < 20; ++i) blocks.emplace_back(Alloc(r, 1000 + i * 300), 1000 + i * 300);
+      for (int i = 0; i < 20; ++i) blocks.push_back({Alloc(r, 1000 + i * 300, s), 1000u + i * 300u, s});
     });
   }
   EXPECT_EQ(3u, Stats(r).chunk_count);  // one per arena
   OnNewThread([&] {
-    for (auto &b : blocks) EXPECT_EQ(GMR_OK, gmr_deallocate(r, b.first, b.second, 0, nullptr));
+    for (auto &b : blocks) EXPECT_EQ(GMR_OK, gmr_deallocate(r, b.p, b.bytes, 0, b.s));
   });
   gmr_pool_stats s = Stats(r);
   EXPECT_EQ(0u, s.in_use_count);

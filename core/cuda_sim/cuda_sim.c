@@ -4,6 +4,7 @@
  * from it (usage, stale handles, waits). The simulation itself is in the
  * other files of this folder (see sim_internal.h).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/cuda_sim/sim_internal.h"
@@ -27,6 +28,8 @@ gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config) {
   gmr__u64_map_clear(&gmr__sim.allocations);
   gmr__u64_map_clear(&gmr__sim.registrations);
   gmr__sim_vmm_reset();
+  gmr__u64_map_clear(&gmr__sim.draining);
+  free(gmr__sim.recycled_stream);
   memset(&gmr__sim, 0, sizeof gmr__sim);
   gmr__sim.enabled = true;
   gmr__sim.config = cfg;
@@ -37,6 +40,7 @@ gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config) {
   gmr__sim.next_capture_id = next_capture_id;
   for (int i = 0; i < GMR_CUDA_CALL_COUNT; ++i) atomic_store(&gmr__sim_call_counts[i], 0);
   gmr__sim_unlock();
+  gmr__sim_clear_delays();
   gmr__cuda_set_active(&gmr__cuda_sim_ops);
   return GMR_OK;
 }
@@ -53,6 +57,8 @@ gmr_status gmr_cuda_sim_disable(void) {
     return GMR_ERR_BUSY;
   }
   gmr__sim.enabled = false;
+  free(gmr__sim.recycled_stream);
+  gmr__sim.recycled_stream = NULL;
   gmr__sim_unlock();
   gmr__cuda_set_active(&gmr__cuda_real_ops);
   return GMR_OK;
@@ -89,7 +95,7 @@ gmr_status gmr_cuda_sim_get_host_usage(gmr_cuda_sim_usage *out) {
   return st;
 }
 
-gmr_status gmr_cuda_sim_stream_hold(gmr_stream stream, bool hold) {
+static gmr_status hold_stream(gmr_stream stream, bool hold, bool beyond_destroy) {
   gmr__sim_lock();
   gmr_status st = GMR_OK;
   if (!gmr__sim.enabled) {
@@ -100,10 +106,33 @@ gmr_status gmr_cuda_sim_stream_hold(gmr_stream stream, bool hold) {
   } else {
     gmr__sim_stream *s = (gmr__sim_stream *)(void *)stream;
     s->held = hold;
+    s->held_beyond_destroy = hold && beyond_destroy;
     if (!hold) gmr__sim_complete_stream(s);
   }
   gmr__sim_unlock();
   return st;
+}
+
+gmr_status gmr_cuda_sim_reuse_stream_handles(bool reuse) {
+  gmr__sim_lock();
+  gmr_status st = gmr__sim.enabled ? GMR_OK : GMR_ERR_UNSUPPORTED;
+  if (st == GMR_OK) {
+    gmr__sim.reuse_stream_handles = reuse;
+    if (!reuse) {
+      free(gmr__sim.recycled_stream);
+      gmr__sim.recycled_stream = NULL;
+    }
+  }
+  gmr__sim_unlock();
+  return st;
+}
+
+gmr_status gmr_cuda_sim_stream_hold(gmr_stream stream, bool hold) {
+  return hold_stream(stream, hold, false);
+}
+
+gmr_status gmr_cuda_sim_stream_hold_beyond_destroy(gmr_stream stream) {
+  return hold_stream(stream, true, true);
 }
 
 uint64_t gmr_cuda_sim_get_stale_handle_count(void) {

@@ -3,15 +3,33 @@
  * may fail on demand (gmr_cuda_sim_inject_failure), SQLite faultsim style:
  * skip N calls, then fail M.
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include <string.h>
+#include <time.h>
 
 #include "core/cuda_sim/sim_internal.h"
 
 _Atomic uint64_t gmr__sim_call_counts[GMR_CUDA_CALL_COUNT];
+/* Injected delays per call kind; atomic, so a delayed call reads its own
+ * without the mutex it has just released. */
+static _Atomic uint64_t call_delays_ns[GMR_CUDA_CALL_COUNT];
 
-/* Count the call and apply an injected failure, if one is due. */
+static void sleep_ns(uint64_t ns) {
+  struct timespec t = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+  while (nanosleep(&t, &t) != 0) {
+  }
+}
+
 cudaError_t gmr__sim_enter_call(gmr_cuda_call call) {
   atomic_fetch_add_explicit(&gmr__sim_call_counts[call], 1, memory_order_relaxed);
+  uint64_t delay = atomic_load_explicit(&call_delays_ns[call], memory_order_relaxed);
+  if (delay > 0) {
+    /* A slow driver call holds no simulated lock: other threads go on. */
+    gmr__sim_unlock();
+    sleep_ns(delay);
+    gmr__sim_lock();
+  }
   gmr__sim_fault *f = &gmr__sim.faults[call];
   if (!f->armed) return cudaSuccess;
   if (f->skip_count > 0) {
@@ -56,10 +74,27 @@ gmr_status gmr_cuda_sim_inject_failure(gmr_cuda_call call, uint64_t skip_count, 
   return GMR_OK;
 }
 
+gmr_status gmr_cuda_sim_inject_delay(gmr_cuda_call call, uint64_t delay_ns) {
+  if ((int)call < 0 || call >= GMR_CUDA_CALL_COUNT) return GMR_ERR_INVALID_ARGUMENT;
+  gmr__sim_lock();
+  bool enabled = gmr__sim.enabled;
+  gmr__sim_unlock();
+  if (!enabled) return GMR_ERR_UNSUPPORTED;
+  atomic_store_explicit(&call_delays_ns[call], delay_ns, memory_order_relaxed);
+  return GMR_OK;
+}
+
+void gmr__sim_clear_delays(void) {
+  for (int i = 0; i < GMR_CUDA_CALL_COUNT; ++i) {
+    atomic_store_explicit(&call_delays_ns[i], 0, memory_order_relaxed);
+  }
+}
+
 gmr_status gmr_cuda_sim_clear_failures(void) {
   gmr__sim_lock();
   memset(gmr__sim.faults, 0, sizeof gmr__sim.faults);
   gmr__sim_unlock();
+  gmr__sim_clear_delays();
   return GMR_OK;
 }
 

@@ -71,6 +71,7 @@ typedef struct gmr__sim_stream {
   uint64_t id; /* unique for the process, never reused */
   int device;
   bool held;
+  bool held_beyond_destroy; /* pending work stays pending after a destroy */
   uint64_t recorded_seq;  /* sequence number of the last event recorded */
   uint64_t completed_seq; /* events up to this number have completed */
   uint64_t wait_count;
@@ -111,6 +112,15 @@ typedef struct gmr__sim_state {
   gmr__u64_map objects;     /* handle address -> gmr__sim_object_kind */
   gmr__u64_map allocations; /* address -> gmr__sim_allocation * */
   gmr__u64_map registrations; /* cudaHostRegister'ed address -> bytes */
+  /* Streams destroyed while held with work pending (cudaStreamDestroy
+   * returns at once; the work still runs): stream id -> the last sequence
+   * number completed. Their events stay pending until a device-wide
+   * synchronisation, as the stream cannot be released any more. */
+  gmr__u64_map draining;
+  /* gmr_cuda_sim_reuse_stream_handles: the last destroyed stream's memory,
+   * given to the next stream created (NULL when none). */
+  bool reuse_stream_handles;
+  void *recycled_stream;
   uint64_t next_stream_id;
   unsigned long long next_capture_id;
   size_t active_capture_count;
@@ -159,8 +169,12 @@ void gmr__sim_remove_object(void *handle);
 bool gmr__sim_has_live_objects(void);
 
 /* ---- sim_faults.c ---- */
-/* Count the call and apply an injected failure, if one is due. */
+/* Count the call, apply an injected delay (sleeping with the mutex released:
+ * callers make this the first thing they do after taking it, before reading
+ * any state), then an injected failure, if one is due. */
 cudaError_t gmr__sim_enter_call(gmr_cuda_call call);
+/* Remove every injected delay (enable, clear_failures). */
+void gmr__sim_clear_delays(void);
 
 /* ---- sim_device.c ---- */
 /* Take `bytes` of simulated memory on `device` (-1: pinned host) and back it
@@ -239,5 +253,6 @@ size_t gmr__sim_vmm_live_count(void);
 /* ---- sim_host_register.c ---- */
 cudaError_t gmr__sim_host_register(void *ptr, size_t bytes);
 cudaError_t gmr__sim_host_unregister(void *ptr);
+cudaError_t gmr__sim_stream_get_id(cudaStream_t stream, unsigned long long *id);
 
 #endif /* GMR_CORE_CUDA_SIM_SIM_INTERNAL_H_ */

@@ -45,4 +45,5 @@ const gmr__cuda_ops gmr__cuda_sim_ops = {
     .memcpy_async = gmr__sim_memcpy_async,
     .host_register = gmr__sim_host_register,
     .host_unregister = gmr__sim_host_unregister,
+    .stream_get_id = gmr__sim_stream_get_id,
 };

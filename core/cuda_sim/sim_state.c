@@ -128,6 +128,7 @@ void gmr__sim_complete_stream(gmr__sim_stream *s) {
 }
 
 void gmr__sim_complete_all_streams(void) {
+  gmr__u64_map_clear(&gmr__sim.draining); /* their work is done too */
   size_t cursor = 0;
   uint64_t key = 0, kind = 0;
   while (gmr__u64_map_next(&gmr__sim.objects, &cursor, &key, &kind)) {

@@ -13,7 +13,13 @@ cudaError_t gmr__sim_stream_create(cudaStream_t *stream) {
   *stream = NULL;
   cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_STREAM_CREATE);
   if (err == cudaSuccess) {
-    gmr__sim_stream *s = calloc(1, sizeof *s);
+    gmr__sim_stream *s = gmr__sim.recycled_stream; /* the driver reuses addresses too */
+    gmr__sim.recycled_stream = NULL;
+    if (s != NULL) {
+      memset(s, 0, sizeof *s);
+    } else {
+      s = calloc(1, sizeof *s);
+    }
     if (s == NULL || !gmr__sim_add_object(s, GMR__SIM_OBJ_STREAM)) {
       free(s);
       err = cudaErrorMemoryAllocation;
@@ -37,8 +43,19 @@ cudaError_t gmr__sim_stream_destroy(cudaStream_t stream) {
   if (err == cudaSuccess) {
     gmr__sim_stream *s = (gmr__sim_stream *)(void *)stream;
     if (s->capture_status != cudaStreamCaptureStatusNone) gmr__sim.active_capture_count--;
-    gmr__sim_remove_object(s); /* events recorded on it now count as complete */
-    free(s);
+    /* A stream held beyond its destroy keeps its pending work pending (CUDA
+     * runs it after cudaStreamDestroy returns); otherwise events recorded on
+     * it count as complete from now on. A host allocation failure here only
+     * makes the simulation less strict. */
+    if (s->held && s->held_beyond_destroy && s->completed_seq < s->recorded_seq) {
+      (void)gmr__u64_map_put(&gmr__sim.draining, s->id, s->completed_seq);
+    }
+    gmr__sim_remove_object(s);
+    if (gmr__sim.reuse_stream_handles && gmr__sim.recycled_stream == NULL) {
+      gmr__sim.recycled_stream = s;
+    } else {
+      free(s);
+    }
   }
   gmr__sim_unlock();
   return err;
@@ -230,7 +247,10 @@ cudaError_t gmr__sim_event_record(cudaEvent_t event, cudaStream_t stream) {
 static bool event_complete(const gmr__sim_event *e) {
   if (e->stream_id == 0) return true;
   gmr__sim_stream *s = gmr__sim_find_stream_by_id(e->stream_id);
-  return s == NULL || e->seq <= s->completed_seq;
+  if (s != NULL) return e->seq <= s->completed_seq;
+  uint64_t completed = 0;
+  if (gmr__u64_map_get(&gmr__sim.draining, e->stream_id, &completed)) return e->seq <= completed;
+  return true;
 }
 
 cudaError_t gmr__sim_event_query(cudaEvent_t event) {
@@ -263,6 +283,11 @@ cudaError_t gmr__sim_event_synchronize(cudaEvent_t event) {
     gmr__sim_stream *s = e->stream_id == 0 ? NULL : gmr__sim_find_stream_by_id(e->stream_id);
     /* Waiting "finishes" the simulated work up to the event. */
     if (s != NULL && s->completed_seq < e->seq) s->completed_seq = e->seq;
+    uint64_t completed = 0;
+    if (s == NULL && e->stream_id != 0 &&
+        gmr__u64_map_get(&gmr__sim.draining, e->stream_id, &completed) && completed < e->seq) {
+      (void)gmr__u64_map_put(&gmr__sim.draining, e->stream_id, e->seq);
+    }
   }
   gmr__sim_unlock();
   return err;
@@ -288,6 +313,30 @@ cudaError_t gmr__sim_memcpy_async(void *dst, const void *src, size_t bytes, cuda
   /* Simulated memory is host memory, so the copy is a memmove; during capture
    * it becomes a graph node and runs at replay. */
   if (err == cudaSuccess && !gmr__sim_stream_capturing(s) && bytes > 0) memmove(dst, src, bytes);
+  gmr__sim_unlock();
+  return err;
+}
+
+/* Ids of the streams the runtime provides; created streams count from 1. */
+#define LEGACY_STREAM_ID (UINT64_C(1) << 62)
+#define PER_THREAD_STREAM_ID_BASE (UINT64_C(1) << 63)
+
+cudaError_t gmr__sim_stream_get_id(cudaStream_t stream, unsigned long long *id) {
+  gmr__sim_lock();
+  gmr__sim_stream *s = NULL;
+  cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_STREAM_GET_ID);
+  if (err == cudaSuccess && id == NULL) err = cudaErrorInvalidValue;
+  if (err == cudaSuccess) err = gmr__sim_lookup_stream(stream, &s);
+  if (err == cudaSuccess) {
+    if (s != NULL) {
+      *id = s->id;
+    } else if (stream == cudaStreamPerThread) {
+      /* Each thread's own per-thread default stream: one id per thread. */
+      *id = PER_THREAD_STREAM_ID_BASE | gmr__sim_this_thread_id();
+    } else {
+      *id = LEGACY_STREAM_ID;
+    }
+  }
   gmr__sim_unlock();
   return err;
 }

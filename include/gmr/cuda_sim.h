@@ -10,7 +10,12 @@
  *    test can read and write them, and ASan sees overflows);
  *  - streams and events complete at once, unless a stream is held
  *    (gmr_cuda_sim_stream_hold): then events recorded on it stay pending until
- *    it is released or an event synchronisation waits for them;
+ *    it is released or an event synchronisation waits for them; a stream
+ *    held with gmr_cuda_sim_stream_hold_beyond_destroy() keeps its pending
+ *    work pending after it is destroyed (as CUDA runs it after
+ *    cudaStreamDestroy returns) until a device-wide synchronisation
+ *    (cudaDeviceSynchronize, a synchronisation of the legacy default stream,
+ *    cudaFree) or an event synchronisation;
  *  - capture follows CUDA's capture modes: while a global-mode capture is
  *    active (or a thread-local one begun by the calling thread), calls CUDA
  *    calls "potentially unsafe" (cudaMalloc, cudaFree, cudaHostAlloc,
@@ -99,7 +104,8 @@ extern "C" {
   XX(MEM_GET_ALLOCATION_GRANULARITY, "cuMemGetAllocationGranularity")     \
   XX(MEM_RETAIN_ALLOCATION_HANDLE, "cuMemRetainAllocationHandle")         \
   XX(DEVICE_GET_ATTRIBUTE_DRIVER, "cuDeviceGetAttribute")                 \
-  XX(DEVICE_CAN_ACCESS_PEER, "cudaDeviceCanAccessPeer")
+  XX(DEVICE_CAN_ACCESS_PEER, "cudaDeviceCanAccessPeer")                   \
+  XX(STREAM_GET_ID, "cudaStreamGetId")
 
 typedef enum gmr_cuda_call {
 #define GMR_CUDA_CALL_ENUM_(name, fn) GMR_CUDA_CALL_##name,
@@ -158,7 +164,21 @@ GMR_API gmr_status gmr_cuda_sim_disable(void);
 GMR_API gmr_status gmr_cuda_sim_inject_failure(gmr_cuda_call call, uint64_t skip_count,
                                                uint64_t fail_count, int cuda_error);
 
-/** Remove every injected failure. Returns GMR_OK (also when not enabled). */
+/**
+ * Make every call of kind `call` take `delay_ns` nanoseconds longer (0: no
+ * delay), as a slow cudaMalloc or a driver under load does, so a test can
+ * show that a slow call in one thread holds up no other thread. The call is
+ * counted first and then sleeps without holding any lock of the simulation:
+ * other threads' simulated calls go on meanwhile. One delay per call kind; a
+ * new one replaces the old; gmr_cuda_sim_enable() and
+ * gmr_cuda_sim_clear_failures() remove them all.
+ * Thread-safe: yes.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT for an unknown call;
+ * GMR_ERR_UNSUPPORTED if the simulation is not enabled.
+ */
+GMR_API gmr_status gmr_cuda_sim_inject_delay(gmr_cuda_call call, uint64_t delay_ns);
+
+/** Remove every injected failure and delay. Returns GMR_OK (also when not enabled). */
 GMR_API gmr_status gmr_cuda_sim_clear_failures(void);
 
 /**
@@ -196,6 +216,27 @@ GMR_API gmr_status gmr_cuda_sim_get_host_usage(gmr_cuda_sim_usage *out);
  * GMR_ERR_UNSUPPORTED (simulation off).
  */
 GMR_API gmr_status gmr_cuda_sim_stream_hold(gmr_stream stream, bool hold);
+
+/**
+ * Hold `stream` as gmr_cuda_sim_stream_hold(stream, true) does, and keep its
+ * pending work pending even after the stream is destroyed (CUDA runs a
+ * destroyed stream's work to completion): events recorded on it before the
+ * destroy complete only at a device-wide synchronisation (cudaDeviceSynchronize,
+ * a synchronisation of the legacy default stream, cudaFree) or when an event
+ * synchronisation waits for them. Lets a test check that a resource never
+ * hands a destroyed stream's pending memory to a new stream that got the
+ * same handle. Returns as gmr_cuda_sim_stream_hold().
+ */
+GMR_API gmr_status gmr_cuda_sim_stream_hold_beyond_destroy(gmr_stream stream);
+
+/**
+ * With `reuse` true, the next stream created gets the handle of the stream
+ * destroyed last (as the CUDA driver often does: it reuses the address), so
+ * a test can check that a resource never takes a new stream for a destroyed
+ * one that had the same handle. Off after gmr_cuda_sim_enable().
+ * Returns GMR_OK, or GMR_ERR_UNSUPPORTED (simulation off).
+ */
+GMR_API gmr_status gmr_cuda_sim_reuse_stream_handles(bool reuse);
 
 /**
  * Number of cudaStreamWaitEvent calls that made `stream` wait (0 for unknown

@@ -18,12 +18,21 @@
  *    given back as one.
  *  - Stream-ordered reuse: a block freed on stream S is reusable at once by S.
  *    Another stream T takes it only once S's work up to the free is known done
- *    (an event recorded on S, queried) or after T waits for that event
- *    (cudaStreamWaitEvent). No event is recorded at a free: a free marks S as
- *    having freed memory, and S's event is recorded once, when another stream
- *    first needs S's blocks (see core/stream_event.h). Order: blocks freed
- *    on T, blocks of streams whose work is done, blocks of a stream still at
- *    work after waiting for it, a new chunk.
+ *    (an event recorded on S, queried), after T waits for that event
+ *    (cudaStreamWaitEvent), or after a device synchronisation. Streams are
+ *    treated as in gmr/pool_resource.h ("Streams"): a stream may be destroyed
+ *    as soon as the call that named it returns; created streams are known by
+ *    handle and cudaStreamGetId, so a new stream with a dead stream's handle
+ *    never reuses its blocks in stream order; a free records an event only on
+ *    demand (another stream asked for S's blocks since S's last record), for
+ *    S's first few frees and at growth (record_at_every_free: at every free,
+ *    RMM's rule); blocks no event covers are released by one device
+ *    synchronisation when that spares a growth. Order: blocks freed on T,
+ *    blocks of streams whose work is done, blocks of a stream still at work
+ *    after waiting for it, blocks another shard holds for T, a new chunk.
+ *  - record_stream (PyTorch's Tensor.record_stream): at the free of a block
+ *    used on other streams, an event is recorded on each; the block is reused
+ *    only once they are done. The recorded streams must live until the free.
  *  - trim gives back every chunk whose blocks are all free (waiting, with
  *    cudaEventSynchronize, for the streams that freed them).
  *  - Works over any upstream: device, pinned or managed cuda_resource, a
@@ -55,12 +64,28 @@
  * fixed_size_memory_resource (forwarding of larger requests) and its
  * stream-ordered free lists.
  *
- * Thread-safe: yes (one spin lock around a few pointer moves; upstream calls
- * for new chunks are made under it). Threads that call at the same time
- * serialise on that lock: on the simulation, 2 threads on 2 cores reach a
- * quarter of one thread's rate (BENCHMARKS.md). Where many threads allocate at
- * once, give each its own fixed_block_resource or use a pool_resource (whose
- * arenas scale).
+ * Threads: `shard_count` shards (default one per CPU), each with its own spin
+ * lock, chunks and free lists. A stream is served by the home shard of the
+ * first thread that used it (threads get homes round-robin), and every thread
+ * that uses it later goes there too: threads on streams of their own never
+ * share a lock on the fast path, and threads that take turns on one stream
+ * share one shard's blocks. A block freed elsewhere goes back to its chunk's
+ * shard (found through a read-locked table of chunks). A list's blocks all
+ * come from one shard. shard_count = 1 is the single-lock resource.
+ *
+ * Statuses of gmr_deallocate(), the vocabulary of gmr/resource.h:
+ * GMR_ERR_UNKNOWN_POINTER (not a block start nor a forwarded allocation of
+ * this resource, or a block never given out), GMR_ERR_DOUBLE_FREE (a block
+ * given out before and free now), GMR_ERR_FREE_MISMATCH (bytes or alignment
+ * differ from the allocation's, or a block of a list freed on its own),
+ * GMR_ERR_CUDA (cudaStreamGetId refused the stream), GMR_ERR_OUT_OF_MEMORY
+ * (host memory for a new stream); nothing changes in any case. A failed
+ * allocation's record carries the free bytes and the largest free block
+ * (one block, or 0). Destroy is as the pool's (gmr/pool_resource.h): it
+ * succeeds, or fails with the resource still valid and a retry continuing.
+ *
+ * Thread-safe: yes (a spin lock and a grow mutex per shard, a read-write lock
+ * for the chunk table, a spin lock for forwarded allocations and lists).
  */
 #ifndef GMR_FIXED_BLOCK_RESOURCE_H_
 #define GMR_FIXED_BLOCK_RESOURCE_H_
@@ -100,12 +125,19 @@ typedef struct gmr_fixed_block_resource_config {
   /* The program keeps every stream it passes alive until the resource is
    * destroyed: frees record no event (see pool_resource.h, same option). */
   bool streams_outlive_resource;
+  /* Shards, each with its own lock, chunks and free lists (see "Threads");
+   * 0: one per online CPU, at most 64. 1..64. */
+  uint32_t shard_count;
+  /* RMM's rule instead of records on demand: a free on a created stream
+   * records its event at once. Ignored with streams_outlive_resource. */
+  bool record_at_every_free;
 } gmr_fixed_block_resource_config;
 
 /* 1 MiB blocks, chunks of 128 blocks, no maximum, nothing at create, larger
- * requests forwarded, stream ordered, no NVTX annotation. */
+ * requests forwarded, stream ordered, no NVTX annotation, streams may be
+ * destroyed after any call, one shard per CPU, events recorded on demand. */
 #define GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT \
-  {(size_t)1 << 20, 128u, 0u, 0u, GMR_FIXED_BLOCK_OVERSIZE_FORWARD, true, false, false}
+  {(size_t)1 << 20, 128u, 0u, 0u, GMR_FIXED_BLOCK_OVERSIZE_FORWARD, true, false, false, 0u, false}
 
 /**
  * Create a fixed-block resource over `upstream`.
@@ -124,8 +156,9 @@ typedef struct gmr_fixed_block_resource_config {
  *                             block_bytes is 0 or not a multiple of 256,
  *                             blocks_per_chunk is 0, a chunk would exceed
  *                             GMR_MAX_ALLOCATION_BYTES, the oversize value is
- *                             unknown, or initial_chunk_count > max_chunk_count
- *                             (when set).
+ *                             unknown, initial_chunk_count > max_chunk_count
+ *                             (when set), or shard_count > 64;
+ *                             gmr_fixed_block_resource_create_ex() says which.
  *   GMR_ERR_OUT_OF_MEMORY     host allocation failed, or the upstream's status
  *                             for an initial chunk (any gmr_allocate() status).
  * On failure *out is NULL and every initial chunk was given back.
@@ -133,6 +166,19 @@ typedef struct gmr_fixed_block_resource_config {
 GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_create(
     gmr_resource *upstream, const gmr_fixed_block_resource_config *config,
     gmr_fixed_block_resource **out);
+
+/**
+ * gmr_fixed_block_resource_create() that also says why it failed, in words a
+ * person can act on, in *failure (may be NULL): for a bad config, the one
+ * option that is wrong, its value and its limit; for initial chunks the
+ * upstream refused, the bytes of a chunk, how many were asked, the
+ * upstream's status and the option to lower.
+ * Returns and state after failure: as gmr_fixed_block_resource_create(); on
+ * success the record's content is unspecified.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_create_ex(
+    gmr_resource *upstream, const gmr_fixed_block_resource_config *config,
+    gmr_fixed_block_resource **out, gmr_failure *failure);
 
 /** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
 GMR_API gmr_resource *gmr_fixed_block_resource_as_resource(gmr_fixed_block_resource *r);
@@ -180,9 +226,11 @@ GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_allocate_blocks(
 /**
  * Give back every block of `list`, stream-ordered on `stream`, and free the
  * list. NULL `list` is a no-op returning GMR_OK.
- * Thread-safe: yes. Stream/device: no CUDA call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (r is NULL, or `list` was not
- * given out by this resource or was given back already; nothing changes);
+ * Thread-safe: yes. Stream/device: cudaStreamGetId for a created stream, and
+ * an event record when another stream asked for this stream's blocks.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (r is NULL); GMR_ERR_UNKNOWN_POINTER
+ * (`list` was not given out by this resource or was given back already;
+ * nothing changes); GMR_ERR_CUDA (cudaStreamGetId refused the stream);
  * GMR_ERR_OUT_OF_MEMORY (host memory for a new stream's free list ran out;
  * nothing changes, the caller still owns the list).
  */
@@ -211,14 +259,19 @@ typedef struct gmr_fixed_block_stats {
   size_t event_query_count;
   size_t stream_wait_count;
   size_t event_synchronize_count;
+  /* ---- version 2 ---- */
+  size_t event_destroy_failure_count; /* cudaEventDestroy calls that failed (events kept) */
+  size_t device_synchronize_count;    /* cudaDeviceSynchronize calls */
+  size_t deferred_block_count;        /* freed blocks waiting for record_stream events */
+  uint32_t shard_count;
 } gmr_fixed_block_stats;
 
-#define GMR_FIXED_BLOCK_STATS_VERSION 1u
+#define GMR_FIXED_BLOCK_STATS_VERSION 2u
 /* Every field spelled out: C++ warns about partial initialisers. */
 #define GMR_FIXED_BLOCK_STATS_INIT                                                                 \
   {                                                                                                \
     sizeof(gmr_fixed_block_stats), GMR_FIXED_BLOCK_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-        0, 0, 0, 0, 0                                                                              \
+        0, 0, 0, 0, 0, 0, 0, 0, 0                                                                  \
   }
 
 /**

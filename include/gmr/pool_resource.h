@@ -20,55 +20,108 @@
  *    scans and its event per free):
  *      1. a recent free of T of exactly the size; else the best fit among the
  *         blocks filed under T and the shared blocks (recent frees are merged
- *         first if nothing fits);
- *      2. memory freed on other streams whose work is known to be done: each
- *         such stream's event is recorded once (if memory was freed on it since
- *         its last record) and queried; the blocks of the streams that are done
- *         become shared;
+ *         first if nothing fits). A fit that would split a block waits for
+ *         the next step while memory of another stream may have become free
+ *         for anyone (a recorded event not known done, or a record_stream
+ *         block): memory freed on another stream whose work is done is taken
+ *         before new space is split (PyTorch's order);
+ *      2. memory freed on other streams whose work is known to be done (their
+ *         events queried, once per record); their blocks become shared;
  *      3. a block of a stream whose work is still pending, after making T wait
  *         for that stream's event (cudaStreamWaitEvent); T takes all of that
  *         stream's free blocks, and if no single stream has a block large
  *         enough but together they have the bytes, all streams' free blocks (so
  *         touching blocks of different streams merge);
- *      4. a new chunk from upstream, allocated on T (see Growth).
- *    Steps 2-4 run only when step 1 finds nothing, so a pool that serves one
- *    stream makes no CUDA call at all once its chunks exist. No event is ever
- *    recorded at a free: a free only marks its stream as having freed memory.
+ *      4. a block another arena holds for T (or for any stream): no CUDA call;
+ *      5. a new chunk from upstream, allocated on T (see Growth).
+ *    Steps 2-5 run only when step 1 finds nothing, so a pool that serves one
+ *    stream makes no CUDA call at all once its chunks exist (for a created
+ *    stream, one cudaStreamGetId per call: see Streams).
  *  - deallocate(stream S) files the block under S, merged at once (or when it
  *    leaves the list of recent frees) with its neighbours that are free under
  *    S or shared (boundary tags: O(1)).
  *  - Growth: a new chunk is max(the request, growth_percent of what the arena
  *    holds, clamped to [min_growth_bytes, max_growth_bytes]), rounded up to
  *    chunk_granularity_bytes, and never past maximum_pool_bytes: a request as
- *    large as the growth step gets a chunk of its own size. With
+ *    large as the growth step gets a chunk of its own size. Before it, when
+ *    free memory of other streams that no event covers would serve (see
+ *    Streams), one device synchronisation releases it instead. With
  *    release_on_growth, wholly free chunks that together are as large as the
  *    new chunk go back upstream first (on T, stream-ordered): free memory split
  *    over chunks too small for the request then does not raise the footprint.
- *    When the upstream says OUT_OF_MEMORY (or LIMIT_EXCEEDED), the pool retries
- *    with half the chunk, down to exactly what the request needs, then after
- *    giving back its wholly free chunks; with several arenas it then uses the
- *    other arenas' free memory, and finally makes them give back their wholly
- *    free chunks and tries once more, before failing.
- *  - trim gives back every chunk that is wholly free (synchronising the events
- *    of the streams that freed memory in it); destroy gives back everything.
+ *    When the upstream says OUT_OF_MEMORY (or LIMIT_EXCEEDED), the pool asks
+ *    again for exactly what the request needs (a smaller step would still
+ *    overshoot a tight upstream, a limit of a few KiB, and leave the next
+ *    small request without room), then again after giving back its wholly
+ *    free chunks; with several arenas it then uses the other arenas' free
+ *    memory, and finally makes them give back their wholly free chunks and
+ *    tries once more, before failing. An upstream that can grow an allocation
+ *    in place (the extend slot of gmr/resource.h: vmm_pool) extends a chunk
+ *    instead: the chunk whose free tail is largest grows until that tail
+ *    holds max(request, growth step), one contiguous free block, no new
+ *    chunk (not while annotating for memory checkers, nor during capture);
+ *    if it cannot, a new chunk is taken. The upstream is called with the arena's
+ *    spin lock released (a grow mutex serialises growth): a thread that
+ *    allocates from free memory never waits for another thread's cudaMalloc.
+ *  - trim gives back every chunk that is wholly free (after waiting for the
+ *    streams that freed memory in it); destroy gives back everything.
  *  Footprint on real traces (peak held / peak live, BENCHMARKS.md): 1.049
  *  gpt2_train, 1.036 resnet50_train, 1.072 gpt2_graph_capture, 1.536
  *  multistream with the defaults. Those numbers move by several percent with
  *  the growth parameters; the defaults were chosen by a sweep over them.
  *
+ * Streams (core/stream_event.h has the whole argument). A stream the program
+ * created may be destroyed as soon as the call that named it returns
+ * (cudaStreamDestroy is legal with work pending), and a new stream may get
+ * its handle. So, by default:
+ *  - the pool records, queries or waits on a stream only inside a call that
+ *    names it, never later (seen on an H100: recording on a destroyed stream
+ *    crashes the driver);
+ *  - a created stream is known by its handle AND its id (cudaStreamGetId,
+ *    unique for the process, never reused: one driver getter per call):
+ *    memory freed on a destroyed stream is never reused in stream order by a
+ *    new stream that got its handle; it goes to others through its event, or
+ *    a device synchronisation. cudaStreamPerThread is a different stream in
+ *    every thread and is keyed the same way;
+ *  - a free records no event, except on demand: when another stream has asked
+ *    for S's free memory since S's last record, S records at its next call
+ *    (a free, or an allocation); and for S's first few frees (a short-lived
+ *    stream then leaves no memory that only a device synchronisation could
+ *    release) and at growth. RMM records at every free, and cudaEventRecord
+ *    takes the driver's context lock: threads freeing at once serialise
+ *    (1.66x for 16 threads over one on an H100). record_at_every_free keeps
+ *    RMM's rule.
+ *  - memory freed on a stream and never covered by a record (the stream may
+ *    be gone) is released by one cudaDeviceSynchronize, made only when it
+ *    would spare a growth, and by trim and destroy.
+ * With streams_outlive_resource the program promises that its streams live
+ * until the pool is destroyed: no stream id is asked and no event recorded at
+ * a free; a stream is recorded on when another stream first needs its memory
+ * (the legacy default stream is always treated so).
+ *
+ * record_stream (gmr_record_stream, PyTorch's Tensor.record_stream): the
+ * block is also used on another stream. At its free an event is recorded on
+ * each such stream, and the block waits, merged with nothing, until they are
+ * done (queried on the slow paths, waited for by trim and destroy); then it is
+ * filed as a free of the freeing stream. The recorded streams must stay alive
+ * until the block is freed (PyTorch's rule). A pool with stream ordering off
+ * accepts the call and keeps nothing.
+ *
  * Threads (the fast path does not serialise threads on one lock): the pool has
- * `arena_count` arenas, each with its own lock, chunks, free indexes and map of
- * allocated blocks. A thread allocates from its home arena (threads are given
- * homes round-robin in the order they first use any pool), so threads on
- * different arenas never share a lock or a cache line on the fast path. A free
- * goes to the arena that owns the block: the thread's home arena when the
- * block was allocated by a thread of the same home (one lookup), otherwise the
- * owner is found through a shared, read-locked table of chunks (a cross-thread
- * free costs about 100 ns more). An arena uses only its own chunks, so memory
- * freed in one arena is not reused by another until trim, or until another
- * arena's growth fails: this trades some footprint for scaling. With
- * arena_count = 1 all threads share one lock and all memory. Single-threaded
- * programs use one arena whatever arena_count is.
+ * `arena_count` arenas, each with its own spin lock, chunks, free indexes and
+ * map of allocated blocks. Arenas follow streams: a stream is served by the
+ * home arena of the first thread that used it (threads get homes round-robin)
+ * and every thread that uses it later goes there too. A thread with a stream
+ * of its own never shares a lock or a cache line with other threads on the
+ * fast path; threads that take turns on one stream (PyTorch's forward thread
+ * and its autograd thread, both on the default stream) share one arena's
+ * memory and pay no footprint for arenas; one thread's several streams share
+ * its arena. Before growing, an arena takes a block another arena holds free
+ * for the same stream (no CUDA call). A free goes to the arena that owns the
+ * block: the stream's arena (one lookup), otherwise found through a shared,
+ * read-locked table of chunks. With stream ordering off, a thread's home
+ * arena serves it. With arena_count = 1 all threads share one lock and all
+ * memory.
  *
  * Alignment: any power of two up to GMR_POOL_MAX_ALIGNMENT.
  *
@@ -76,30 +129,40 @@
  * had none, after the retries above, or maximum_pool_bytes would be passed, or
  * host memory for the bookkeeping ran out; the message says which);
  * GMR_ERR_CAPTURE_UNSAFE (see Capture); GMR_ERR_UNSUPPORTED (alignment above
- * the maximum); any other upstream failure (GMR_ERR_CUDA, ...) as the upstream
- * reported it, with its gmr_failure record. The pool is unchanged after a
- * failure, except that chunks it gave back on the way stay given back.
- * Statuses of gmr_deallocate(): GMR_ERR_INVALID_ARGUMENT (not a live
- * allocation of this pool, or bytes/alignment differ from the allocation's:
- * nothing changes); GMR_ERR_OUT_OF_MEMORY (host memory for a stream the pool
- * has not seen ran out: nothing changes, the caller keeps the pointer).
- * Neither ever calls CUDA on the fast path; a free never does.
+ * the maximum); GMR_ERR_CUDA (cudaStreamGetId refused the stream: a destroyed
+ * or foreign handle); any other upstream failure as the upstream reported it,
+ * with its gmr_failure record. On every failure the record's free_info_known,
+ * free_bytes and largest_free_block_bytes describe the pool (unless a deeper
+ * resource that keeps free memory filled them), so an OOM policy can tell
+ * fragmentation from exhaustion. The pool is unchanged after a failure,
+ * except that chunks it gave back on the way stay given back.
+ * Statuses of gmr_deallocate(), the vocabulary of gmr/resource.h:
+ * GMR_ERR_UNKNOWN_POINTER (not the start of a live allocation of this pool),
+ * GMR_ERR_DOUBLE_FREE (this pool freed that address recently and it is not
+ * live), GMR_ERR_FREE_MISMATCH (bytes or alignment differ from the
+ * allocation's), GMR_ERR_CUDA (cudaStreamGetId refused the stream),
+ * GMR_ERR_OUT_OF_MEMORY (host memory for a stream the pool has not seen ran
+ * out); in every case nothing changes and the caller keeps the pointer. A free
+ * calls CUDA only for the stream's id, and to record an event on demand.
  *
  * Stream semantics: RMM's (gmr/resource.h). A pointer may also be freed on a
  * stream other than its allocation stream; it is then reusable by that stream.
- * Capture: the pool never calls its upstream or records, queries or waits for
- * events on a stream that is capturing a CUDA graph; a request that step 1
- * cannot satisfy during a capture fails with GMR_ERR_CAPTURE_UNSAFE. Memory
- * handed out during a capture is reused normally after it is freed, so blocks
- * used by a graph that is replayed later need a graph_arena_resource instead.
- * Steps 2 and 3 query events, which CUDA forbids while another thread captures
- * in cudaStreamCaptureModeGlobal: capture in thread-local or relaxed mode when
- * other threads use a pool at the same time.
- * A stream handle must stay valid while memory freed on it sits in the pool
- * (until trim or destroy, or until another stream takes it): destroying a
- * stream and creating another that happens to get the same handle would let
- * the new stream reuse the old stream's memory without ordering (RMM has the
- * same rule).
+ * Capture: gmr_allocate() never calls the upstream or records, queries or
+ * waits for events on a stream that is capturing a CUDA graph; a request that
+ * free memory of that stream cannot satisfy fails with GMR_ERR_CAPTURE_UNSAFE.
+ * gmr_allocate_capturing() goes further without breaking the capture: free
+ * memory of the stream and shared memory (no CUDA call), blocks other arenas
+ * hold for it, then, with the calling thread switched to relaxed capture mode
+ * (restored on every path), other streams' memory whose recorded events are
+ * done (queries; no record, no wait) and a new chunk through the upstream's
+ * allocate_capturing (cudaMalloc in relaxed mode for cuda(kind=device)),
+ * filed for any stream; an upstream that cannot (cudaMallocAsync) means
+ * GMR_ERR_CAPTURE_UNSAFE, the capture untouched. Memory handed out during a
+ * capture is reused normally after it is freed, so blocks used by a graph
+ * that is replayed later need a graph_arena_resource instead. Steps 2, 3 and
+ * the device synchronisation are calls CUDA forbids while another thread
+ * captures in cudaStreamCaptureModeGlobal: capture in thread-local or relaxed
+ * mode when other threads use a pool at the same time.
  *
  * NVTX annotation (config.nvtx_annotate; core/nvtx_mem.h): memcheck sees one
  * big cudaMalloc per chunk, so a kernel that writes past the end of a block
@@ -127,10 +190,12 @@
  * Source: RMM's pool_memory_resource and stream_ordered_memory_resource
  * (per-stream free lists, steal order, growth on the requesting stream),
  * PyTorch's CUDA caching allocator (block headers on the host, split and
- * merge), TLSF (Masmano et al.) for the size index, jemalloc/mimalloc arenas
- * for the thread sharding.
+ * merge, record_stream, synchronising before giving up, capture-time growth
+ * in relaxed mode), TLSF (Masmano et al.) for the size index,
+ * jemalloc/mimalloc arenas for the thread sharding.
  *
- * Thread-safe: yes (one spin lock per arena; statistics read under the locks).
+ * Thread-safe: yes (a spin lock and a grow mutex per arena; statistics read
+ * under the spin locks).
  */
 #ifndef GMR_POOL_RESOURCE_H_
 #define GMR_POOL_RESOURCE_H_
@@ -194,21 +259,25 @@ typedef struct gmr_pool_resource_config {
    * (see "NVTX annotation" above). false: no NVTX call at all. */
   bool nvtx_annotate;
   /* The program keeps every stream it passes to the pool alive until the pool
-   * is destroyed. Then a free records nothing (only a stream that wants
-   * another stream's memory records that stream's event, once). false (the
-   * default): a free on a stream other than the default streams records an
-   * event on it at once (a cudaStreamGetCaptureInfo and a cudaEventRecord,
-   * as RMM does), so the stream may be destroyed right after the call. */
+   * is destroyed. Then no stream id is asked and a free records nothing
+   * (only a stream that wants another stream's memory records that stream's
+   * event, once). false (the default): a stream may be destroyed right after
+   * the call that named it (see "Streams" above). */
   bool streams_outlive_resource;
+  /* RMM's rule instead of records on demand: a free on a created stream
+   * records its event at once (see "Streams" above). Ignored when
+   * streams_outlive_resource is set. */
+  bool record_at_every_free;
 } gmr_pool_resource_config;
 
 /* Nothing at create, no maximum; chunks of max(request, 12% of the arena)
  * clamped to [48 MiB, 128 MiB] on a 2 MiB granularity; one arena per CPU;
  * stream ordered; free chunks given back before growing; the 8 most recent
- * frees up to 64 KiB kept unmerged per stream; no NVTX annotation. */
+ * frees up to 64 KiB kept unmerged per stream; no NVTX annotation; streams
+ * may be destroyed after any call; events recorded on demand. */
 #define GMR_POOL_RESOURCE_CONFIG_DEFAULT                                                  \
   {0, 0, (size_t)48 << 20, (size_t)128 << 20, 12u, (size_t)2 << 20, 0u, true, true, 8u, \
-   (size_t)64 << 10, false, false}
+   (size_t)64 << 10, false, false, false}
 
 /**
  * Create a pool that takes chunks from `upstream`.
@@ -227,15 +296,38 @@ typedef struct gmr_pool_resource_config {
  *                             256 B..1 TiB, min_growth_bytes is 0 or above
  *                             max_growth_bytes, growth_percent > 1000,
  *                             arena_count > 64, recent_free_count > 32, or
- *                             initial_pool_bytes > maximum_pool_bytes (when set).
+ *                             initial_pool_bytes > maximum_pool_bytes (when set);
+ *                             gmr_pool_resource_create_ex() says which.
  *   GMR_ERR_OUT_OF_MEMORY     the host allocation for the pool failed, or the
  *                             initial chunk: the upstream's status otherwise
  *                             (any status gmr_allocate() returns).
  * On failure *out is NULL and nothing is left allocated anywhere.
+ *
+ * Destroy (gmr_resource_destroy): GMR_ERR_BUSY while allocations are live;
+ * otherwise it waits for the streams that used freed memory (events, or one
+ * device synchronisation for streams that may be gone), destroys its CUDA
+ * events and gives every chunk back on the default stream. If a
+ * cudaEventDestroy or an upstream free fails, it stops there and returns that
+ * failure (GMR_ERR_CUDA, or the upstream's status): the pool is still valid,
+ * holding what it has not given back, and a later destroy continues. The
+ * failed event destroys are counted in the statistics.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_create(gmr_resource *upstream,
                                                           const gmr_pool_resource_config *config,
                                                           gmr_pool_resource **out);
+
+/**
+ * gmr_pool_resource_create() that also says why it failed, in words a person
+ * can act on, in *failure (may be NULL): for a bad config, the one option that
+ * is wrong, its value and its limit; for an initial chunk the upstream
+ * refused, the bytes asked, the upstream's status and the option to lower
+ * (failure->where and cuda_error as the upstream reported them).
+ * Returns and state after failure: as gmr_pool_resource_create(); on success
+ * the record's content is unspecified.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_create_ex(
+    gmr_resource *upstream, const gmr_pool_resource_config *config, gmr_pool_resource **out,
+    gmr_failure *failure);
 
 /** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
 GMR_API gmr_resource *gmr_pool_resource_as_resource(gmr_pool_resource *pool);
@@ -249,7 +341,9 @@ GMR_API gmr_resource *gmr_pool_resource_get_upstream(const gmr_pool_resource *po
 /** The number of arenas (arena_count after resolving 0). Thread-safe: yes. */
 GMR_API uint32_t gmr_pool_resource_get_arena_count(const gmr_pool_resource *pool);
 
-/* A snapshot of the pool, all arenas together. The caller sets `size` and
+/* A snapshot of the pool, all arenas together (gmr_resource_get_memory_info
+ * gives held, live and free bytes, the largest free block and the number of
+ * free blocks the same way). The caller sets `size` and
  * `version` (GMR_POOL_STATS_INIT); the pool fills what both versions know. */
 typedef struct gmr_pool_stats {
   size_t size;                     /* sizeof the caller's struct */
@@ -272,14 +366,19 @@ typedef struct gmr_pool_stats {
   size_t event_query_count;        /* cudaEventQuery calls */
   size_t stream_wait_count;        /* cudaStreamWaitEvent calls */
   size_t event_synchronize_count;  /* cudaEventSynchronize calls (trim) */
+  /* ---- version 2 ---- */
+  size_t event_destroy_failure_count; /* cudaEventDestroy calls that failed (events kept) */
+  size_t device_synchronize_count;    /* cudaDeviceSynchronize calls */
+  size_t deferred_block_count;        /* freed blocks waiting for record_stream events */
+  size_t in_place_growth_count;       /* chunks grown in place (the upstream's extend slot) */
 } gmr_pool_stats;
 
-#define GMR_POOL_STATS_VERSION 1u
+#define GMR_POOL_STATS_VERSION 2u
 /* Every field spelled out: C++ warns about partial initialisers. */
 #define GMR_POOL_STATS_INIT                                                                      \
   {                                                                                              \
     sizeof(gmr_pool_stats), GMR_POOL_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-        0, 0, 0                                                                                  \
+        0, 0, 0, 0, 0, 0, 0                                                                      \
   }
 
 /**

@@ -33,6 +33,15 @@
  * calling the resource; deallocating a NULL pointer is a no-op that returns
  * GMR_OK. No resource ever sees a zero-byte request, so none records one.
  *
+ * Bad frees: a resource that can tell refuses a free of memory that is not a
+ * live allocation of its own, releasing nothing, with the status that names
+ * the fault, the same in every layer: GMR_ERR_UNKNOWN_POINTER (never
+ * allocated here, or not the start of an allocation), GMR_ERR_DOUBLE_FREE
+ * (freed already), GMR_ERR_FREE_MISMATCH (bytes or alignment, or the stream
+ * where the resource checks it, differ from the allocation's).
+ * GMR_ERR_INVALID_ARGUMENT is kept for malformed arguments (a NULL resource,
+ * an alignment that is not a power of two, bytes == 0 with a pointer).
+ *
  * Alignment: 0 means GMR_DEFAULT_ALIGNMENT (256 bytes, what cudaMalloc
  * guarantees). Any other value must be a power of two. A resource that cannot
  * honour an alignment above 256 returns GMR_ERR_UNSUPPORTED.

@@ -53,25 +53,69 @@ void gmr__pool_header_give(gmr__pool_arena *a, gmr__pool_block *b) {
 
 /* ---- slots -------------------------------------------------------------- */
 
-static gmr__pool_slot *slot_new(gmr_stream stream, bool streams_outlive) {
-  gmr__pool_slot *s = malloc(sizeof *s);
+static gmr__pool_slot *slot_new(gmr__stream_key key, gmr__stream_events_mode mode) {
+  gmr__pool_slot *s = calloc(1, sizeof *s); /* event NULL: created on first record */
   if (s == NULL) return NULL;
-  gmr__stream_event_init(&s->ev, stream, streams_outlive);
+  gmr__stream_event_init(&s->ev, key, mode);
   gmr__free_index_init(&s->index);
-  s->cache_count = 0;
+  s->pending_query_seq = UINT64_MAX;
   return s;
 }
 
-/* The slot of `stream` in `a` (>= 1), created on first use; UINT32_MAX if the
- * host allocation for a new slot failed. With stream ordering off every
- * stream uses the shared slot. */
-uint32_t gmr__pool_slot_of(gmr__pool_arena *a, gmr_stream stream) {
+/* Give empty slot `s` to the stream of `key`; its CUDA event is kept for reuse. */
+static void slot_reuse(gmr__pool_slot *s, gmr__stream_key key, gmr__stream_events_mode mode) {
+  gmr__stream_event_init(&s->ev, key, mode);
+  s->pending_query_seq = UINT64_MAX;
+  s->retired = false;
+}
+
+bool gmr__pool_slot_empty(const gmr__pool_slot *s) {
+  return s->index.block_count == 0 && s->cache_count == 0 && s->deferred_count == 0;
+}
+
+uint32_t gmr__pool_find_slot(const gmr__pool_arena *a, gmr__stream_key key) {
   if (!a->pool->config.stream_ordered) return GMR__POOL_SHARED_SLOT;
-  if (a->cached_slot != GMR__POOL_SHARED_SLOT && a->slots[a->cached_slot]->ev.stream == stream) {
+  for (uint32_t i = 1; i < a->slot_count; ++i) {
+    const gmr__pool_slot *s = a->slots[i];
+    if (!s->retired && gmr__stream_key_equal(s->ev.key, key)) return i;
+  }
+  return UINT32_MAX;
+}
+
+uint32_t gmr__pool_slot_of(gmr__pool_arena *a, gmr__stream_key key) {
+  gmr_pool_resource *pool = a->pool;
+  if (!pool->config.stream_ordered) return GMR__POOL_SHARED_SLOT;
+  gmr__pool_slot *cached = a->slots[a->cached_slot];
+  if (a->cached_slot != GMR__POOL_SHARED_SLOT && !cached->retired &&
+      gmr__stream_key_equal(cached->ev.key, key)) {
     return a->cached_slot;
   }
   for (uint32_t i = 1; i < a->slot_count; ++i) {
-    if (a->slots[i]->ev.stream == stream) {
+    gmr__pool_slot *s = a->slots[i];
+    if (s->retired || s->ev.key.stream != key.stream) continue;
+    if (s->ev.key.id == key.id) {
+      a->cached_slot = i;
+      return i;
+    }
+    /* The same handle with another id: the stream it named was destroyed
+     * and a new one got its handle. What the old stream freed is not the
+     * new stream's to reuse in stream order: that slot is retired (its
+     * blocks go to others only through its event or a device
+     * synchronisation); an empty one simply changes hands. */
+    if (gmr__pool_slot_empty(s)) {
+      slot_reuse(s, key, pool->events_mode);
+      a->cached_slot = i;
+      return i;
+    }
+    s->retired = true;
+    break;
+  }
+  /* A slot nobody needs any more: one of a destroyed stream, or, once there
+   * are many, any empty one (its stream gets a new slot if it comes back). */
+  for (uint32_t i = 1; i < a->slot_count; ++i) {
+    gmr__pool_slot *s = a->slots[i];
+    if (gmr__pool_slot_empty(s) && (s->retired || a->slot_count >= GMR__POOL_SLOT_REUSE_AT)) {
+      slot_reuse(s, key, pool->events_mode);
       a->cached_slot = i;
       return i;
     }
@@ -83,25 +127,45 @@ uint32_t gmr__pool_slot_of(gmr__pool_arena *a, gmr_stream stream) {
     a->slots = slots;
     a->slot_capacity = capacity;
   }
-  gmr__pool_slot *s = slot_new(stream, a->pool->config.streams_outlive_resource);
+  gmr__pool_slot *s = slot_new(key, pool->events_mode);
   if (s == NULL) return UINT32_MAX;
   a->slots[a->slot_count] = s;
   a->cached_slot = a->slot_count;
   return a->slot_count++;
 }
 
-/* Whether a free block filed under slot `si` is free for anyone. */
 bool gmr__pool_slot_settled(const gmr__pool_arena *a, uint32_t si) {
-  return si == GMR__POOL_SHARED_SLOT || a->slots[si]->ev.complete;
+  return si == GMR__POOL_SHARED_SLOT || gmr__stream_event_settled(&a->slots[si]->ev);
 }
 
-void gmr__pool_arena_free(const gmr_pool_resource *pool, gmr__pool_arena *a) {
-  if (a == NULL) return;
+/* ---- arenas ------------------------------------------------------------- */
+
+cudaError_t gmr__pool_arena_destroy_events(const gmr_pool_resource *pool, gmr__pool_arena *a) {
+  gmr__stream_event_counts *counts = (gmr__stream_event_counts *)&pool->events;
   for (uint32_t i = 0; i < a->slot_count; ++i) {
-    gmr__stream_event_deinit(pool->cuda, &a->slots[i]->ev);
-    free(a->slots[i]);
+    cudaError_t err = gmr__stream_event_deinit(pool->cuda, &a->slots[i]->ev, counts);
+    if (err != cudaSuccess) return err;
   }
+  while (a->spare_event_count > 0) {
+    cudaError_t err = pool->cuda->event_destroy(a->spare_events[a->spare_event_count - 1]);
+    if (err != cudaSuccess) {
+      atomic_fetch_add_explicit(&counts->destroy_failure_count, 1, memory_order_relaxed);
+      return err;
+    }
+    a->spare_event_count--;
+  }
+  return cudaSuccess;
+}
+
+void gmr__pool_arena_free(gmr__pool_arena *a) {
+  if (a == NULL) return;
+  for (uint32_t i = 0; i < a->slot_count; ++i) free(a->slots[i]);
   free(a->slots);
+  gmr__pool_block *dnext = NULL;
+  for (gmr__pool_block *b = a->deferred; b != NULL; b = dnext) {
+    dnext = b->free_next;
+    gmr__pool_uses_free(b);
+  }
   gmr__pool_chunk *next = NULL;
   for (gmr__pool_chunk *c = a->chunks; c != NULL; c = next) {
     next = c->next;
@@ -113,6 +177,8 @@ void gmr__pool_arena_free(const gmr_pool_resource *pool, gmr__pool_arena *a) {
     free(s);
   }
   gmr__block_map_clear(&a->live);
+  free(a->spare_events);
+  pthread_mutex_destroy(&a->grow_lock);
   free(a);
 }
 
@@ -124,8 +190,10 @@ gmr__pool_arena *gmr__pool_arena_new(gmr_pool_resource *pool) {
   gmr__pool_arena *a = aligned_alloc(CACHE_LINE, bytes);
   if (a != NULL) memset(a, 0, bytes);
   gmr__pool_slot **slots = malloc(4 * sizeof *slots);
-  gmr__pool_slot *shared = slot_new(NULL, true);
-  if (a == NULL || slots == NULL || shared == NULL) {
+  gmr__stream_key none = {NULL, 0};
+  gmr__pool_slot *shared = slot_new(none, GMR__STREAM_EVENTS_LAZY);
+  if (a == NULL || slots == NULL || shared == NULL ||
+      pthread_mutex_init(&a->grow_lock, NULL) != 0) {
     free(a);
     free(slots);
     free(shared);

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 struct gmr__pool_chunk;
+struct gmr__pool_uses;
 
 typedef struct gmr__pool_block gmr__pool_block;
 struct gmr__pool_block {
@@ -33,6 +34,11 @@ struct gmr__pool_block {
   uint32_t slot;               /* free: index of the stream slot that holds it */
   bool is_free;
   bool cached;                 /* free, in its slot's cache of recent frees, not in an index */
+  bool deferred;               /* free, waiting for the events of the streams recorded on it
+                                  (record_stream), in its arena's deferred list, not in an index */
+  /* Allocated: the other streams it is used on (record_stream), or NULL.
+   * Deferred: those streams with the events recorded at the free. */
+  struct gmr__pool_uses *uses;
 };
 
 #endif /* GMR_RESOURCES_POOL_POOL_BLOCK_H_ */

@@ -16,9 +16,10 @@
 
 /* Whether a free neighbour filed under `other` may merge into a block being
  * filed under `si`: same slot, or (for a stream slot) the shared slot, whose
- * blocks are free for anyone and so also for that stream. */
+ * blocks are free for anyone and so also for that stream. Cached and
+ * deferred blocks are filed in no index and stay apart. */
 static bool mergeable(uint32_t si, const gmr__pool_block *n) {
-  return n != NULL && n->is_free && !n->cached &&
+  return n != NULL && n->is_free && !n->cached && !n->deferred &&
          (n->slot == si || n->slot == GMR__POOL_SHARED_SLOT);
 }
 
@@ -56,7 +57,7 @@ void gmr__pool_file_free(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
     gmr__free_index_resized(&a->slots[si]->index, after, old);
     return;
   }
-  b->is_free = 1;
+  b->is_free = true;
   b->slot = si;
   gmr__pool_block *prev;
   while (mergeable(si, prev = b->phys_prev)) {
@@ -110,11 +111,11 @@ void gmr__pool_cache_put(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
   if (s->cache_count == capacity) {
     gmr__pool_block *oldest = s->cache[0];
     cache_remove_at(s, 0);
-    oldest->cached = 0;
+    oldest->cached = false;
     gmr__pool_file_free(a, si, oldest);
   }
-  b->is_free = 1;
-  b->cached = 1;
+  b->is_free = true;
+  b->cached = true;
   b->slot = si;
   b->request_bytes = 0;
   b->request_alignment_log2 = 0;
@@ -128,7 +129,7 @@ gmr__pool_block *gmr__pool_cache_take(gmr__pool_slot *s, size_t size) {
     gmr__pool_block *b = s->cache[i];
     if (b->size == size) {
       cache_remove_at(s, i);
-      b->cached = 0;
+      b->cached = false;
       return b;
     }
   }
@@ -141,14 +142,19 @@ void gmr__pool_flush_caches(gmr__pool_arena *a) {
     gmr__pool_slot *s = a->slots[i];
     while (s->cache_count > 0) {
       gmr__pool_block *b = s->cache[--s->cache_count];
-      b->cached = 0;
+      b->cached = false;
       gmr__pool_file_free(a, i, b);
     }
   }
 }
 
-/* Take free block `b` out of wherever it is filed (its cache or its index). */
+/* Take free block `b` out of wherever it is filed (its cache, its index, or
+ * the deferred list). */
 void gmr__pool_unfile(gmr__pool_arena *a, gmr__pool_block *b) {
+  if (b->deferred) {
+    gmr__pool_deferred_drop(a, b);
+    return;
+  }
   gmr__pool_slot *s = a->slots[b->slot];
   if (!b->cached) {
     gmr__free_index_remove(&s->index, b);
@@ -160,7 +166,7 @@ void gmr__pool_unfile(gmr__pool_arena *a, gmr__pool_block *b) {
       break;
     }
   }
-  b->cached = 0;
+  b->cached = false;
 }
 
 /* The better of the best fits of slot `si` and the shared slot. */
@@ -204,7 +210,7 @@ gmr__pool_block *gmr__pool_take(gmr__pool_arena *a, gmr__pool_block *b, size_t s
   if (pad == 0) {
     if (b->size == size) {
       gmr__free_index_remove(index, b);
-      b->is_free = 0;
+      b->is_free = false;
       return b;
     }
     /* A new header in front of b for the allocation; b keeps the rest. */
@@ -232,7 +238,7 @@ gmr__pool_block *gmr__pool_take(gmr__pool_arena *a, gmr__pool_block *b, size_t s
   gmr__free_index_resized(index, b, old);
   if (x->size > size) {
     gmr__pool_block *rest = split_after(a, x, size);
-    rest->is_free = 1;
+    rest->is_free = true;
     rest->slot = si;
     gmr__free_index_insert(index, rest);
   }

@@ -38,9 +38,18 @@ static bool visit_free_block(void *ctx, const gmr__pool_block *b) {
 }
 
 /* A free block may touch a free block of another slot, but never one of the
- * same slot: they would have been merged. Cached blocks are not merged yet. */
+ * same slot: they would have been merged. Cached and deferred blocks are not
+ * merged yet. */
 static bool touching_allowed(const gmr__pool_block *a, const gmr__pool_block *b) {
-  return !a->is_free || !b->is_free || a->cached || b->cached || a->slot != b->slot;
+  return !a->is_free || !b->is_free || a->cached || b->cached || a->deferred || b->deferred ||
+         a->slot != b->slot;
+}
+
+static bool in_deferred(const gmr__pool_arena *a, const gmr__pool_block *b) {
+  for (const gmr__pool_block *d = a->deferred; d != NULL; d = d->free_next) {
+    if (d == b) return true;
+  }
+  return false;
 }
 
 static bool in_cache(const gmr__pool_slot *s, const gmr__pool_block *b) {
@@ -72,7 +81,12 @@ static bool check_chunk(const gmr__pool_arena *a, uint32_t ai, const gmr__pool_c
     bool mapped = gmr__block_map_find(&a->live, b->addr) == b;
     if (b->is_free) {
       if (b->slot >= a->slot_count) return violated(cs, "arena %u: free block in no slot", ai);
-      if (b->cached) {
+      if (b->deferred) {
+        if (b->cached || b->uses == NULL || !in_deferred(a, b)) {
+          return violated(cs, "arena %u: deferred block %#zx is not in the deferred list", ai,
+                          (size_t)b->addr);
+        }
+      } else if (b->cached) {
         if (!in_cache(a->slots[b->slot], b)) {
           return violated(cs, "arena %u: cached block %#zx is not in its slot's cache", ai,
                           (size_t)b->addr);
@@ -110,7 +124,24 @@ bool gmr__pool_check_arena(const gmr__pool_arena *a, uint32_t ai, char *err, siz
     held += c->size;
     if (!check_chunk(a, ai, c, &live, &in_use, &requested, &free_blocks, &cs)) return false;
   }
-  size_t indexed = 0;
+  size_t indexed = 0, deferred = 0, deferred_bytes = 0;
+  for (const gmr__pool_block *d = a->deferred; d != NULL; d = d->free_next) {
+    if (!d->deferred || !d->is_free || d->slot >= a->slot_count) {
+      return violated(&cs, "arena %u: the deferred list holds a block that is not deferred", ai);
+    }
+    deferred++;
+    deferred_bytes += d->size;
+  }
+  if (deferred != a->deferred_count || deferred_bytes != a->deferred_bytes) {
+    return violated(&cs, "arena %u: %zu deferred blocks of %zu bytes, %zu counted", ai, deferred,
+                    deferred_bytes, a->deferred_count);
+  }
+  size_t per_slot = 0;
+  for (uint32_t i = 0; i < a->slot_count; ++i) per_slot += a->slots[i]->deferred_count;
+  if (per_slot != deferred) {
+    return violated(&cs, "arena %u: the slots count %zu deferred blocks, the list %zu", ai,
+                    per_slot, deferred);
+  }
   for (uint32_t i = 0; i < a->slot_count; ++i) {
     const gmr__pool_slot *s = a->slots[i];
     for (uint32_t k = 0; k < s->cache_count; ++k) {

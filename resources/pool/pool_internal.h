@@ -1,25 +1,42 @@
 /*
  * resources/pool/pool_internal.h (internal): the data structures of
  * pool_resource and the functions its files share:
- *   pool_resource.c  allocate, deallocate, trim, destroy, create, getters
+ *   pool_resource.c  allocate and deallocate (the order of the steps), the vtable
+ *   pool_lifecycle.c create (with messages), trim, destroy
+ *   pool_info.c      statistics, get_memory_info, the failure record's free
+ *                    figures, and the verdict on a bad free
  *   pool_arena.c     block headers, stream slots, arenas
  *   pool_blocks.c    filing free blocks (merging), the cache of recent frees,
  *                    best fit, carving an allocation
- *   pool_growth.c    held bytes, chunks in and out, the growth policy
- *   pool_streams.c   memory freed on other streams (events)
+ *   pool_growth.c    held bytes, chunks in and out, the growth policy, growing
+ *                    outside the arena's spin lock
+ *   pool_extend.c    growing a chunk in place (the upstream's extend slot)
+ *   pool_streams.c   memory freed on other streams (events), device
+ *                    synchronisation, settling before trim and destroy
+ *   pool_arenas.c    memory of the other arenas
+ *   pool_uses.c      record_stream: blocks used on more streams than one
+ *   pool_capture.c   allocate_capturing
  *   pool_registry.c  chunks by address, for frees from another arena
  *   pool_check.c     the invariant walk
- *   pool_free_index.c, pool_block_map.c, thread_home.c: see their headers.
+ *   pool_free_index.c, pool_block_map.c: see their headers.
  *
  * An arena owns chunks; a chunk is tiled by blocks (pool_block.h) in address
- * order; every free block sits in exactly one slot's free index; every
- * allocated block is in exactly one arena's live map. Slot 0 of an arena is
- * the shared slot: blocks whose last user is known to be done, free for any
- * stream (with stream ordering off, it is the only slot). Slots 1.. belong to
- * one stream each and hold what was freed on that stream.
+ * order; every free block sits in exactly one slot's free index or cache, or
+ * in the arena's deferred list; every allocated block is in exactly one
+ * arena's live map. Slot 0 of an arena is the shared slot: blocks whose last
+ * user is known to be done, free for any stream (with stream ordering off, it
+ * is the only slot). Slots 1.. belong to one stream each (its key: handle and
+ * id, core/stream_event.h) and hold what was freed on that stream.
  *
- * Thread-safe: no; each arena's lock guards the arena and everything in it;
- * the chunk registry has its own read-write lock.
+ * Locks: each arena has a spin lock for its bookkeeping (held for tens of
+ * nanoseconds, and around the rare event calls) and a mutex that serialises
+ * its growth, trim and device synchronisations, which call CUDA or the
+ * upstream for milliseconds with the spin lock released: a thread that
+ * allocates from free memory never waits for another's growth. Lock order:
+ * grow mutex, then spin lock; never two spin locks at once; the chunk
+ * registry's read-write lock may be taken under a spin lock.
+ *
+ * Thread-safe: no; the locks above guard the arena and everything in it.
  */
 #ifndef GMR_RESOURCES_POOL_POOL_INTERNAL_H_
 #define GMR_RESOURCES_POOL_POOL_INTERNAL_H_
@@ -31,18 +48,24 @@
 #include <stdint.h>
 
 #include "core/cuda_layer.h"
+#include "core/spin_lock.h"
+#include "core/stream_event.h"
+#include "core/stream_home.h"
 #include "gmr/pool_resource.h"
 #include "resources/pool/pool_block.h"
 #include "resources/pool/pool_block_map.h"
 #include "resources/pool/pool_free_index.h"
-#include "core/spin_lock.h"
-#include "core/stream_event.h"
 
 #define GMR__POOL_UNIT ((size_t)256)
 #define GMR__POOL_SHARED_SLOT 0u
 #define GMR__POOL_MAX_ARENAS 64u
 /* Most recently freed blocks a slot can keep unmerged (config.recent_free_count). */
 #define GMR__POOL_CACHE_ENTRIES 32u
+/* Addresses an arena remembers as freed, to tell a double free from a
+ * pointer that was never allocated (the bad-free path only). */
+#define GMR__POOL_RECENT_FREED 64u
+/* Empty stream slots an arena keeps before it reuses one for a new stream. */
+#define GMR__POOL_SLOT_REUSE_AT 32u
 
 typedef struct gmr__pool_arena gmr__pool_arena;
 
@@ -62,6 +85,15 @@ typedef struct gmr__pool_chunk {
 typedef struct gmr__pool_slot {
   gmr__stream_event ev;
   gmr__free_index index;
+  size_t deferred_count; /* blocks freed on this stream waiting in the deferred list */
+  uint64_t pending_query_seq; /* covered_seq of the last query that found work pending */
+  bool retired; /* its stream is known destroyed: its handle now names another stream */
+  /* Scratch of the waits made with the spin lock released (pool_streams.c),
+   * under the grow mutex: the key, coverage and event as they were. */
+  gmr__stream_key snapshot_key;
+  uint64_t snapshot_seq;
+  cudaEvent_t snapshot_event;
+  bool snapshot_waiting;
   uint32_t cache_count;
   gmr__pool_block *cache[GMR__POOL_CACHE_ENTRIES];
 } gmr__pool_slot;
@@ -70,6 +102,7 @@ typedef struct gmr__header_slab gmr__header_slab;
 
 struct gmr__pool_arena {
   gmr__spin_lock lock;
+  pthread_mutex_t grow_lock;
   gmr_pool_resource *pool;
   gmr__block_map live; /* allocated blocks by address */
   gmr__pool_slot **slots; /* [0] is the shared slot */
@@ -85,6 +118,16 @@ struct gmr__pool_arena {
   size_t in_use_bytes;
   size_t requested_bytes;
   size_t in_use_count;
+  /* record_stream: freed blocks waiting for their streams' events. */
+  gmr__pool_block *deferred; /* linked by free_next / free_prev */
+  size_t deferred_count;
+  size_t deferred_bytes;
+  uint64_t sync_epoch; /* device synchronisations begun; deferred blocks remember it */
+  cudaEvent_t *spare_events; /* events for record_stream, reused */
+  size_t spare_event_count;
+  size_t spare_event_capacity;
+  uintptr_t recent_freed[GMR__POOL_RECENT_FREED];
+  uint32_t recent_freed_next;
 };
 
 /* Chunks sorted by base address: finds the arena owning a pointer that a
@@ -94,24 +137,38 @@ typedef struct gmr__pool_registry {
   gmr__pool_chunk **items;
   size_t count;
   size_t capacity;
+  size_t reserved; /* places promised to chunks not inserted yet: count + reserved <= capacity */
 } gmr__pool_registry;
 
 struct gmr_pool_resource {
   gmr_resource base; /* first */
-  uint64_t id; /* unique for the process: keys the threads' arena cache */
   gmr_resource *upstream;
   const gmr__cuda_ops *cuda;
   gmr_pool_resource_config config;
+  gmr__stream_events_mode events_mode;
   uint32_t arena_count;
   gmr__pool_arena **arenas;
+  gmr__stream_home stream_home; /* which arena serves a stream (core/stream_home.h) */
   gmr__pool_registry registry;
   atomic_size_t held_bytes;
   atomic_size_t peak_held_bytes;
   atomic_size_t grow_count;
   atomic_size_t upstream_failure_count;
   atomic_size_t release_count;
+  atomic_size_t in_place_growth_count;
   gmr__stream_event_counts events;
 };
+
+/* One request on its way through the steps of gmr/pool_resource.h. */
+typedef struct gmr__pool_request {
+  size_t bytes;       /* asked for */
+  size_t size;        /* rounded up to 256 bytes: the block's size */
+  size_t need;        /* size plus room to align it */
+  size_t alignment;
+  gmr_stream stream;
+  gmr__stream_key key;
+  bool capturing;     /* allocate_capturing: no stream-ordered call, relaxed mode */
+} gmr__pool_request;
 
 /* ---- pool_arena.c ---- */
 /* Make sure `count` headers can be taken without a host allocation. */
@@ -119,13 +176,23 @@ bool gmr__pool_reserve_headers(gmr__pool_arena *a, size_t count);
 /* A zeroed header; pre: one is reserved. */
 gmr__pool_block *gmr__pool_header_take(gmr__pool_arena *a);
 void gmr__pool_header_give(gmr__pool_arena *a, gmr__pool_block *b);
-/* The slot of `stream` in `a`, created on first use; UINT32_MAX without host
- * memory; GMR__POOL_SHARED_SLOT with stream ordering off. */
-uint32_t gmr__pool_slot_of(gmr__pool_arena *a, gmr_stream stream);
+/* The slot of the stream of `key` in `a`, created on first use; UINT32_MAX
+ * without host memory; GMR__POOL_SHARED_SLOT with stream ordering off. A
+ * slot of the same handle with another id belonged to a destroyed stream:
+ * it is retired. */
+uint32_t gmr__pool_slot_of(gmr__pool_arena *a, gmr__stream_key key);
+/* The slot of `key` if `a` has one (never creates); UINT32_MAX if not. */
+uint32_t gmr__pool_find_slot(const gmr__pool_arena *a, gmr__stream_key key);
 /* Whether a free block filed under slot `si` is free for anyone. */
 bool gmr__pool_slot_settled(const gmr__pool_arena *a, uint32_t si);
+/* Whether slot `si` holds no free block at all. */
+bool gmr__pool_slot_empty(const gmr__pool_slot *s);
 gmr__pool_arena *gmr__pool_arena_new(gmr_pool_resource *pool);
-void gmr__pool_arena_free(const gmr_pool_resource *pool, gmr__pool_arena *a);
+/* Destroy the arena's CUDA events; on a failure stop and return its error,
+ * the events not destroyed kept. */
+cudaError_t gmr__pool_arena_destroy_events(const gmr_pool_resource *pool, gmr__pool_arena *a);
+/* Free the arena's host memory (its chunks must be given back already). */
+void gmr__pool_arena_free(gmr__pool_arena *a);
 
 /* ---- pool_blocks.c (pre for all: the arena's lock held) ---- */
 void gmr__pool_file_free(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b);
@@ -138,25 +205,146 @@ gmr__pool_block *gmr__pool_find_fit(const gmr__pool_arena *a, uint32_t si, size_
 gmr__pool_block *gmr__pool_take(gmr__pool_arena *a, gmr__pool_block *b, size_t size,
                                 size_t alignment);
 
+/* ---- pool_resource.c ---- */
+extern const gmr_resource_vtbl gmr__pool_vtbl;
+/* Room for what one allocation may need in `a`, so nothing fails half-way;
+ * *si: the request's slot. Pre: lock held. */
+gmr_status gmr__pool_prepare(gmr__pool_arena *a, const gmr__pool_request *r, uint32_t *si,
+                             gmr_failure *failure);
+/* Take free block `b` of `a` (in a free index) for the request and give it
+ * to the caller. Pre: lock held, prepared. */
+void gmr__pool_hand_out(gmr__pool_arena *a, gmr__pool_block *b, const gmr__pool_request *r,
+                        void **out_ptr);
+/* The same for a block of exactly the request's size taken out of a cache. */
+void gmr__pool_hand_out_cached(gmr__pool_arena *a, gmr__pool_block *b,
+                               const gmr__pool_request *r, void **out_ptr);
+
 /* ---- pool_registry.c ---- */
+/* Promise a place to one chunk (false without host memory). */
 bool gmr__pool_registry_reserve_one(gmr__pool_registry *r);
+/* Give a promised place back unused. */
+void gmr__pool_registry_unreserve(gmr__pool_registry *r);
+/* Insert `c` into a promised place. */
 void gmr__pool_registry_insert(gmr__pool_registry *r, gmr__pool_chunk *c);
-void gmr__pool_registry_remove(gmr__pool_registry *r, gmr__pool_chunk *c);
+/* Remove `c`; with `keep_place` its place stays promised (for a chunk that
+ * may come back if its upstream free fails). */
+void gmr__pool_registry_remove(gmr__pool_registry *r, gmr__pool_chunk *c, bool keep_place);
+/* Chunk `c` (extended in place) is now `size` bytes; under the registry's
+ * lock when `registered`. Pre: the chunk's arena lock held. */
+void gmr__pool_registry_resize(gmr__pool_registry *r, gmr__pool_chunk *c, size_t size,
+                               bool registered);
 gmr__pool_arena *gmr__pool_registry_find_arena(gmr__pool_registry *r, uintptr_t addr);
 
 /* ---- pool_growth.c ---- */
 /* Count `bytes` as held if that stays under maximum_pool_bytes. */
 bool gmr__pool_held_reserve(gmr_pool_resource *pool, size_t bytes);
 void gmr__pool_held_release(gmr_pool_resource *pool, size_t bytes);
-gmr_status gmr__pool_add_chunk(gmr__pool_arena *a, uint32_t si, size_t bytes, gmr_stream stream,
-                               gmr_failure *failure);
-gmr_status gmr__pool_grow(gmr__pool_arena *a, uint32_t si, size_t need, gmr_stream stream,
+/* Add upstream memory `ptr` of `bytes` (already counted as held) to `a` as
+ * a chunk, one free block filed under slot `si`. False without host memory
+ * (nothing changed). Pre: lock held. */
+bool gmr__pool_add_chunk(gmr__pool_arena *a, uint32_t si, void *ptr, size_t bytes);
+/* Grow `a` for the request and hand out a block of the new chunk; the
+ * upstream is called with only the arena's grow mutex held. Pre: no lock. */
+gmr_status gmr__pool_grow(gmr__pool_arena *a, const gmr__pool_request *r, void **out_ptr,
                           gmr_failure *failure);
+/* Give back every chunk of `a` whose blocks are all settled (trim), with
+ * only the grow mutex held while the upstream frees. Pre: grow mutex held. */
 gmr_status gmr__pool_release_settled_chunks(gmr__pool_arena *a, size_t *released_bytes);
+/* Give every chunk of `a` back upstream (destroy): stops at the first
+ * upstream failure, which it returns, the chunks not given back kept. */
+gmr_status gmr__pool_release_all_chunks(gmr__pool_arena *a);
+
+/* ---- pool_extend.c ---- */
+/* Grow a chunk of `a` in place through the upstream's extend slot so that
+ * its free tail reaches max(r->need, want), and hand out the request from
+ * it. False (nothing changed) when the upstream cannot. Pre: grow mutex
+ * held, no spin lock. */
+bool gmr__pool_grow_in_place(gmr__pool_arena *a, const gmr__pool_request *r, size_t want,
+                             void **out_ptr);
 
 /* ---- pool_streams.c ---- */
+/* Steps 2 and 3: memory freed on other streams. Pre: lock held, the
+ * requesting stream not capturing. */
 gmr__pool_block *gmr__pool_from_other_streams(gmr__pool_arena *a, uint32_t ti, size_t need);
-void gmr__pool_settle_all(gmr__pool_arena *a);
+/* Whether some other stream's free memory is covered by a record whose
+ * completion is not known yet (and was not found pending since): a query
+ * could make it free for anyone. Pre: lock held. */
+bool gmr__pool_completion_unknown(const gmr__pool_arena *a, uint32_t ti);
+/* Query the events of other streams that are recorded and not known done
+ * (once per record), moving the blocks of those done to the shared slot:
+ * completed memory is then taken before new space is split. No record, no
+ * wait. Returns whether blocks moved. Pre: lock held, relaxed capture mode
+ * or no capture in progress. */
+bool gmr__pool_collect_completed(gmr__pool_arena *a, uint32_t ti);
+/* Whether other streams' free memory could serve `need` only after a device
+ * synchronisation (unrecorded frees of streams that may be gone, deferred
+ * blocks). Pre: lock held. */
+bool gmr__pool_sync_would_help(const gmr__pool_arena *a, uint32_t ti, size_t need);
+/* cudaDeviceSynchronize with no lock held, then mark every slot and
+ * deferred block of `a` as done as of its start. Pre: grow mutex held. */
+cudaError_t gmr__pool_device_synchronize(gmr__pool_arena *a);
+/* Wait for every stream of `a` that has free blocks, and for the deferred
+ * blocks, so that they are free for anyone; streams that cannot be waited
+ * for one by one (unrecorded, or a failed event) through one device
+ * synchronisation. Pre: grow mutex held, spin lock not held. */
+void gmr__pool_settle_everything(gmr__pool_arena *a);
+
+/* ---- pool_arenas.c ---- */
+/* Before growing `home`: a block of another arena that is free for the
+ * request's stream with no CUDA call (same stream, or shared). Pre: no lock. */
+bool gmr__pool_take_from_other_arenas(gmr_pool_resource *pool, gmr__pool_arena *home,
+                                      const gmr__pool_request *r, void **out_ptr);
+/* After growth failed in `home`: other arenas' memory of other streams
+ * (through events), then their wholly free chunks given back and `home`
+ * grown once more. Pre: no lock. */
+gmr_status gmr__pool_allocate_elsewhere(gmr_pool_resource *pool, gmr__pool_arena *home,
+                                        const gmr__pool_request *r, void **out_ptr,
+                                        gmr_failure *failure);
+
+/* ---- pool_uses.c ---- */
+/* The deallocate of block `b` (allocated, with uses) on slot `si`: record an
+ * event on each recorded stream other than the freeing one and put the block
+ * in the deferred list; with no other stream, free the uses and return
+ * false (file the block as usual). Pre: lock held. */
+bool gmr__pool_defer_free(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b);
+/* File the deferred blocks whose events are done (queries) under their
+ * slots. Returns whether any was filed. Pre: lock held, no capture in
+ * progress or relaxed mode. */
+bool gmr__pool_process_deferred(gmr__pool_arena *a);
+/* After a device synchronisation begun at `epoch`: file every deferred
+ * block that was deferred before it. Pre: lock held. */
+void gmr__pool_deferred_synchronized(gmr__pool_arena *a, uint64_t epoch);
+/* Take deferred block `b` out of the deferred list, its events given back
+ * and its uses freed (it is then in no list). Pre: lock held. */
+void gmr__pool_deferred_drop(gmr__pool_arena *a, gmr__pool_block *b);
+/* Free an allocated block's uses (no event was recorded). */
+void gmr__pool_uses_free(gmr__pool_block *b);
+/* gmr_resource_vtbl.record_stream. */
+gmr_status gmr__pool_record_stream(gmr_resource *self, void *ptr, gmr_stream stream);
+
+/* ---- pool_capture.c ---- */
+/* gmr_resource_vtbl.allocate_capturing. */
+gmr_status gmr__pool_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
+                                        gmr_stream stream, void **out_ptr, gmr_failure *failure);
+
+/* ---- pool_resource.c / pool_lifecycle.c / pool_info.c ---- */
+/* Fill the request for an allocation (the stream's key: a CUDA call for a
+ * created stream in the default mode). Returns GMR_OK or the failure. */
+gmr_status gmr__pool_request_init(gmr_pool_resource *pool, size_t bytes, size_t alignment,
+                                  gmr_stream stream, bool capturing, gmr__pool_request *r,
+                                  gmr_failure *failure);
+/* The arena a request on the stream of `key` starts in (pool_resource.c). */
+gmr__pool_arena *gmr__pool_arena_for(gmr_pool_resource *pool, gmr__stream_key key);
+/* Fill the record's free figures with the pool's (unless a deeper resource
+ * did). Returns `status`. Pre: no lock held. */
+gmr_status gmr__pool_note_free_info(gmr_pool_resource *pool, gmr_failure *failure,
+                                    gmr_status status);
+/* Why `addr` is not a live allocation of any arena: GMR_ERR_DOUBLE_FREE or
+ * GMR_ERR_UNKNOWN_POINTER. Pre: no lock held. */
+gmr_status gmr__pool_bad_free_verdict(gmr_pool_resource *pool, uintptr_t addr);
+gmr_status gmr__pool_trim(gmr_resource *self, size_t *released_bytes);
+gmr_status gmr__pool_destroy(gmr_resource *self);
+gmr_status gmr__pool_get_memory_info(const gmr_resource *self, gmr_memory_info *out);
 
 /* ---- pool_check.c ---- */
 /* Check every invariant of arena `a` (lock held by the caller); on failure

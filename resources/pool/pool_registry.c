@@ -29,7 +29,7 @@ static size_t registry_position(const gmr__pool_registry *r, uintptr_t addr) {
 bool gmr__pool_registry_reserve_one(gmr__pool_registry *r) {
   pthread_rwlock_wrlock(&r->lock);
   bool ok = true;
-  if (r->count == r->capacity) {
+  if (r->count + r->reserved == r->capacity) {
     size_t capacity = r->capacity == 0 ? 16 : r->capacity * 2;
     gmr__pool_chunk **items = realloc(r->items, capacity * sizeof *items);
     if (items == NULL) {
@@ -39,26 +39,34 @@ bool gmr__pool_registry_reserve_one(gmr__pool_registry *r) {
       r->capacity = capacity;
     }
   }
+  if (ok) r->reserved++;
   pthread_rwlock_unlock(&r->lock);
   return ok;
 }
 
-/* Pre: a free place was reserved (or left by a removal). */
+void gmr__pool_registry_unreserve(gmr__pool_registry *r) {
+  pthread_rwlock_wrlock(&r->lock);
+  r->reserved--;
+  pthread_rwlock_unlock(&r->lock);
+}
+
 void gmr__pool_registry_insert(gmr__pool_registry *r, gmr__pool_chunk *c) {
   pthread_rwlock_wrlock(&r->lock);
   size_t pos = registry_position(r, c->base);
   memmove(&r->items[pos + 1], &r->items[pos], (r->count - pos) * sizeof *r->items);
   r->items[pos] = c;
   r->count++;
+  r->reserved--;
   pthread_rwlock_unlock(&r->lock);
 }
 
-void gmr__pool_registry_remove(gmr__pool_registry *r, gmr__pool_chunk *c) {
+void gmr__pool_registry_remove(gmr__pool_registry *r, gmr__pool_chunk *c, bool keep_place) {
   pthread_rwlock_wrlock(&r->lock);
   size_t pos = registry_position(r, c->base);
   if (pos > 0 && r->items[pos - 1] == c) {
     memmove(&r->items[pos - 1], &r->items[pos], (r->count - pos) * sizeof *r->items);
     r->count--;
+    if (keep_place) r->reserved++;
   }
   pthread_rwlock_unlock(&r->lock);
 }
@@ -74,4 +82,12 @@ gmr__pool_arena *gmr__pool_registry_find_arena(gmr__pool_registry *r, uintptr_t 
   }
   pthread_rwlock_unlock(&r->lock);
   return found;
+}
+
+void gmr__pool_registry_resize(gmr__pool_registry *r, gmr__pool_chunk *c, size_t size,
+                               bool registered) {
+  /* Lookups read the size under the read lock: written under the write lock. */
+  if (registered) pthread_rwlock_wrlock(&r->lock);
+  c->size = size;
+  if (registered) pthread_rwlock_unlock(&r->lock);
 }

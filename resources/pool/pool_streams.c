@@ -2,18 +2,17 @@
  * resources/pool/pool_streams.c (internal): memory freed on other streams:
  * taking it once their events say the work is done, or by making the
  * requesting stream wait for them (steps 2 and 3 of the algorithm in
- * gmr/pool_resource.h), and settling every stream before a trim or destroy.
+ * gmr/pool_resource.h); completed memory found before new space is split;
+ * device synchronisations for memory no event covers; settling every stream
+ * before a trim or destroy. core/stream_event.h says when events are recorded
+ * and why a stream is touched only inside a call that names it.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include "resources/pool/pool_internal.h"
 
-
 /* ---- other streams ------------------------------------------------------ */
 
-/* Steps 2 and 3 of the algorithm (see the header) for a request of `need`
- * bytes on stream slot `ti`. Pre: lock held, stream ordering on, the
- * requesting stream not capturing. Returns a fitting block or NULL. */
 gmr__pool_block *gmr__pool_from_other_streams(gmr__pool_arena *a, uint32_t ti, size_t need) {
   gmr_pool_resource *pool = a->pool;
   const gmr__cuda_ops *cuda = pool->cuda;
@@ -23,9 +22,12 @@ gmr__pool_block *gmr__pool_from_other_streams(gmr__pool_arena *a, uint32_t ti, s
   for (uint32_t i = 1; i < a->slot_count; ++i) {
     gmr__pool_slot *s = a->slots[i];
     if (i == ti || s->index.block_count == 0) continue;
+    /* A fresh stream that may be gone is not recorded on: it is asked to
+     * record at its next call (demand) and its newest memory stays its own. */
     if (gmr__stream_event_settle(cuda, &s->ev, &pool->events) != cudaSuccess) continue;
     if (gmr__stream_event_query(cuda, &s->ev, &pool->events)) {
       gmr__pool_move_all(a, i, GMR__POOL_SHARED_SLOT);
+      s->ev.demand = true; /* its memory is wanted: its next free records */
     } else {
       pending = true;
     }
@@ -36,13 +38,16 @@ gmr__pool_block *gmr__pool_from_other_streams(gmr__pool_arena *a, uint32_t ti, s
   size_t free_bytes = t->index.bytes + a->slots[GMR__POOL_SHARED_SLOT]->index.bytes;
   for (uint32_t i = 1; i < a->slot_count; ++i) {
     gmr__pool_slot *s = a->slots[i];
-    if (i == ti || s->index.block_count == 0 || s->ev.fresh) continue;
+    if (i == ti || s->index.block_count == 0 || gmr__stream_event_fresh(&s->ev)) continue;
     free_bytes += s->index.bytes;
     if (gmr__free_index_find(&s->index, need) == NULL) continue;
-    if (gmr__stream_event_wait(cuda, &s->ev, t->ev.stream, &pool->events) != cudaSuccess) continue;
+    if (gmr__stream_event_wait(cuda, &s->ev, t->ev.key.stream, &pool->events) != cudaSuccess) {
+      continue;
+    }
     gmr__pool_move_all(a, i, ti);
-    /* Others reach these only through t now. */
-    gmr__stream_event_mark_freed(pool->cuda, &t->ev, &pool->events);
+    s->ev.demand = true;
+    /* Others reach these only through t now: they are t's newest frees. */
+    gmr__stream_event_mark_freed(cuda, &t->ev, false, &pool->events);
     return gmr__pool_find_fit(a, ti, need);
   }
   if (free_bytes < need) return NULL;
@@ -50,23 +55,139 @@ gmr__pool_block *gmr__pool_from_other_streams(gmr__pool_arena *a, uint32_t ti, s
    * bytes: take them all, so that touching blocks of different streams merge. */
   for (uint32_t i = 1; i < a->slot_count; ++i) {
     gmr__pool_slot *s = a->slots[i];
-    if (i == ti || s->index.block_count == 0 || s->ev.fresh) continue;
-    if (gmr__stream_event_wait(cuda, &s->ev, t->ev.stream, &pool->events) != cudaSuccess) continue;
+    if (i == ti || s->index.block_count == 0 || gmr__stream_event_fresh(&s->ev)) continue;
+    if (gmr__stream_event_wait(cuda, &s->ev, t->ev.key.stream, &pool->events) != cudaSuccess) {
+      continue;
+    }
     gmr__pool_move_all(a, i, ti);
-    gmr__stream_event_mark_freed(pool->cuda, &t->ev, &pool->events);
+    s->ev.demand = true;
+    gmr__stream_event_mark_freed(cuda, &t->ev, false, &pool->events);
   }
   return gmr__pool_find_fit(a, ti, need);
 }
 
+/* A slot whose free memory a query could release to everyone. */
+static bool completion_unknown(const gmr__pool_slot *s) {
+  return s->index.block_count > 0 && !gmr__stream_event_fresh(&s->ev) && !s->ev.complete &&
+         s->ev.event != NULL && s->pending_query_seq != s->ev.covered_seq;
+}
 
-/* Wait for every stream of the arena that has free blocks, so they are free
- * for anyone. Streams that capture, or whose event fails, stay unsettled.
- * Pre: lock held. */
-void gmr__pool_settle_all(gmr__pool_arena *a) {
+bool gmr__pool_completion_unknown(const gmr__pool_arena *a, uint32_t ti) {
+  for (uint32_t i = 1; i < a->slot_count; ++i) {
+    if (i != ti && completion_unknown(a->slots[i])) return true;
+  }
+  return false;
+}
+
+bool gmr__pool_collect_completed(gmr__pool_arena *a, uint32_t ti) {
   gmr_pool_resource *pool = a->pool;
+  bool moved = false;
   for (uint32_t i = 1; i < a->slot_count; ++i) {
     gmr__pool_slot *s = a->slots[i];
-    if (s->index.block_count == 0 && s->cache_count == 0) continue;
-    (void)gmr__stream_event_synchronize(pool->cuda, &s->ev, &pool->events);
+    if (i == ti || !completion_unknown(s)) continue;
+    if (gmr__stream_event_query(pool->cuda, &s->ev, &pool->events)) {
+      gmr__pool_move_all(a, i, GMR__POOL_SHARED_SLOT);
+      s->ev.demand = true;
+      moved = true;
+    } else {
+      s->pending_query_seq = s->ev.covered_seq; /* not asked again until it records */
+    }
+  }
+  return moved;
+}
+
+/* ---- device synchronisation --------------------------------------------- */
+
+bool gmr__pool_sync_would_help(const gmr__pool_arena *a, uint32_t ti, size_t need) {
+  for (uint32_t i = 1; i < a->slot_count; ++i) {
+    const gmr__pool_slot *s = a->slots[i];
+    if (i == ti || s->ev.lazy || !gmr__stream_event_fresh(&s->ev)) continue;
+    if (gmr__free_index_find(&s->index, need) != NULL) return true;
+  }
+  for (const gmr__pool_block *b = a->deferred; b != NULL; b = b->free_next) {
+    if (b->size >= need) return true;
+  }
+  return false;
+}
+
+cudaError_t gmr__pool_device_synchronize(gmr__pool_arena *a) {
+  gmr_pool_resource *pool = a->pool;
+  gmr__spin_lock_acquire(&a->lock);
+  uint32_t count = a->slot_count;
+  for (uint32_t i = 1; i < count; ++i) {
+    gmr__pool_slot *s = a->slots[i];
+    s->snapshot_key = s->ev.key;
+    s->snapshot_seq = s->ev.free_seq;
+  }
+  uint64_t epoch = ++a->sync_epoch;
+  gmr__spin_lock_release(&a->lock);
+  /* Names no stream: legal whatever streams were destroyed. */
+  atomic_fetch_add_explicit(&pool->events.device_synchronize_count, 1, memory_order_relaxed);
+  cudaError_t err = pool->cuda->device_synchronize();
+  if (err != cudaSuccess) return err;
+  gmr__spin_lock_acquire(&a->lock);
+  for (uint32_t i = 1; i < count && i < a->slot_count; ++i) {
+    gmr__pool_slot *s = a->slots[i];
+    if (gmr__stream_key_equal(s->ev.key, s->snapshot_key)) {
+      gmr__stream_event_device_synchronized(&s->ev, s->snapshot_seq);
+    }
+  }
+  gmr__pool_deferred_synchronized(a, epoch);
+  gmr__spin_lock_release(&a->lock);
+  return cudaSuccess;
+}
+
+/* ---- settling before trim and destroy ----------------------------------- */
+
+void gmr__pool_settle_everything(gmr__pool_arena *a) {
+  gmr_pool_resource *pool = a->pool;
+  const gmr__cuda_ops *cuda = pool->cuda;
+  gmr__spin_lock_acquire(&a->lock);
+  gmr__pool_flush_caches(a);
+  (void)gmr__pool_process_deferred(a);
+  bool need_sync = a->deferred_count > 0;
+  for (uint32_t i = 1; i < a->slot_count; ++i) {
+    gmr__pool_slot *s = a->slots[i];
+    s->snapshot_waiting = false;
+    if (s->index.block_count == 0 || gmr__stream_event_settled(&s->ev)) continue;
+    /* Lazy streams are recorded on now; a fresh stream that may be gone can
+     * only be waited for through the device. */
+    if (gmr__stream_event_settle(cuda, &s->ev, &pool->events) != cudaSuccess) {
+      need_sync = true;
+      continue;
+    }
+    if (gmr__stream_event_query(cuda, &s->ev, &pool->events)) continue;
+    s->snapshot_waiting = true;
+    s->snapshot_key = s->ev.key;
+    s->snapshot_seq = s->ev.covered_seq;
+    s->snapshot_event = s->ev.event;
+  }
+  gmr__spin_lock_release(&a->lock);
+  if (need_sync) {
+    (void)gmr__pool_device_synchronize(a);
+    return;
+  }
+  /* Each pending record waited for with the spin lock released; applied only
+   * if the slot still covers the same frees. */
+  for (uint32_t i = 1;; ++i) {
+    gmr__spin_lock_acquire(&a->lock);
+    if (i >= a->slot_count) {
+      gmr__spin_lock_release(&a->lock);
+      break;
+    }
+    gmr__pool_slot *s = a->slots[i];
+    bool wait = s->snapshot_waiting;
+    cudaEvent_t event = s->snapshot_event;
+    gmr__spin_lock_release(&a->lock);
+    if (!wait) continue;
+    atomic_fetch_add_explicit(&pool->events.synchronize_count, 1, memory_order_relaxed);
+    cudaError_t err = cuda->event_synchronize(event);
+    gmr__spin_lock_acquire(&a->lock);
+    if (err == cudaSuccess && gmr__stream_key_equal(s->ev.key, s->snapshot_key) &&
+        s->ev.covered_seq == s->snapshot_seq) {
+      s->ev.complete = true;
+    }
+    s->snapshot_waiting = false;
+    gmr__spin_lock_release(&a->lock);
   }
 }

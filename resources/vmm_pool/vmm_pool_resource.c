@@ -275,7 +275,7 @@ static gmr_status vmm_deallocate(gmr_resource *self, void *ptr, size_t bytes, si
   gmr_status st = small == NULL ? GMR_ERR_INVALID_ARGUMENT
                                 : gmr_deallocate(gmr_pool_resource_as_resource(small), ptr, bytes,
                                                  alignment, stream);
-  if (st != GMR_ERR_INVALID_ARGUMENT) return st;
+  if (st != GMR_ERR_INVALID_ARGUMENT && st != GMR_ERR_UNKNOWN_POINTER) return st;
   /* The small pool knows no such block: say why in the bad-free vocabulary
    * (a large allocation freed with a small size is a mismatch). */
   lock(p);

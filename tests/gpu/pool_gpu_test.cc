@@ -201,6 +201,89 @@ TEST_P(PoolsOnGpu, ABlockFreedWhileItsStreamIsBusyIsReusedInOrder) {
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(b));
 }
 
+// A stream destroyed while its work on a block is pending, and a new stream
+// (the driver often gives it the same handle) that asks for the same size:
+// if it gets that block, its write must land after the old stream's.
+TEST_P(PoolsOnGpu, ADestroyedStreamsPendingBlockIsNeverReusedUnordered) {
+  GpuStack s = Make();
+  ASSERT_NE(nullptr, s.top);
+  void *scratch = nullptr;
+  size_t scratch_bytes = 512 * MiB;
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&scratch, scratch_bytes));
+  size_t bytes = s.max_bytes / 2;
+  int same_handle = 0;
+  for (int i = 0; i < 8; ++i) {
+    gmr_stream a = nullptr, b = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_stream_create(&a));
+    void *p = nullptr;
+    for (int k = 0; k < 10; ++k) {  // past the pool's first frees on a
+      ASSERT_EQ(GMR_OK, gmr_allocate(s.top, bytes, 0, a, &p));
+      ASSERT_EQ(GMR_OK, gmr_deallocate(s.top, p, bytes, 0, a));
+    }
+    ASSERT_EQ(GMR_OK, gmr_allocate(s.top, bytes, 0, a, &p));
+    for (int k = 0; k < 8; ++k) {
+      ASSERT_EQ(cudaSuccess,
+                cudaMemsetAsync(scratch, k, scratch_bytes, reinterpret_cast<cudaStream_t>(a)));
+    }
+    ASSERT_EQ(cudaSuccess, cudaMemsetAsync(p, 0xAA, bytes, reinterpret_cast<cudaStream_t>(a)));
+    ASSERT_EQ(GMR_OK, gmr_deallocate(s.top, p, bytes, 0, a));
+    ASSERT_EQ(GMR_OK, gmr_stream_destroy(a));  // legal with work pending
+    ASSERT_EQ(GMR_OK, gmr_stream_create(&b));
+    same_handle += a == b;
+    Block mine;
+    mine.bytes = bytes;
+    mine.value = 0x55;
+    ASSERT_EQ(GMR_OK, gmr_allocate(s.top, bytes, 0, b, &mine.ptr));
+    ASSERT_EQ(cudaSuccess,
+              cudaMemsetAsync(mine.ptr, mine.value, bytes, reinterpret_cast<cudaStream_t>(b)));
+    ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+    ASSERT_NO_FATAL_FAILURE(ExpectFilled(mine, s.name + " (a new stream after a destroyed one)"));
+    ASSERT_EQ(GMR_OK, gmr_deallocate(s.top, mine.ptr, bytes, 0, b));
+    ASSERT_EQ(GMR_OK, gmr_stream_destroy(b));
+  }
+  RecordProperty("same_handle_count", same_handle);
+  ASSERT_EQ(cudaSuccess, cudaFree(scratch));
+  Destroy(s);
+}
+
+// record_stream: a block also written on a busy side stream, freed on its
+// own stream, must not be reused there before the side stream's write.
+TEST_P(PoolsOnGpu, RecordStreamKeepsABlockUntilTheSideStreamIsDone) {
+  GpuStack s = Make();
+  ASSERT_NE(nullptr, s.top);
+  gmr_stream m = nullptr, side = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&m));
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&side));
+  void *scratch = nullptr;
+  size_t scratch_bytes = 512 * MiB;
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&scratch, scratch_bytes));
+  size_t bytes = s.max_bytes / 2;
+  for (int i = 0; i < 8; ++i) {
+    void *p = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_allocate(s.top, bytes, 0, m, &p));
+    for (int k = 0; k < 8; ++k) {
+      ASSERT_EQ(cudaSuccess,
+                cudaMemsetAsync(scratch, k, scratch_bytes, reinterpret_cast<cudaStream_t>(side)));
+    }
+    ASSERT_EQ(cudaSuccess, cudaMemsetAsync(p, 0xAA, bytes, reinterpret_cast<cudaStream_t>(side)));
+    ASSERT_EQ(GMR_OK, gmr_record_stream(s.top, p, side));
+    ASSERT_EQ(GMR_OK, gmr_deallocate(s.top, p, bytes, 0, m));
+    Block mine;
+    mine.bytes = bytes;
+    mine.value = 0x55;
+    ASSERT_EQ(GMR_OK, gmr_allocate(s.top, bytes, 0, m, &mine.ptr));
+    ASSERT_EQ(cudaSuccess,
+              cudaMemsetAsync(mine.ptr, mine.value, bytes, reinterpret_cast<cudaStream_t>(m)));
+    ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+    ASSERT_NO_FATAL_FAILURE(ExpectFilled(mine, s.name + " (record_stream)"));
+    ASSERT_EQ(GMR_OK, gmr_deallocate(s.top, mine.ptr, bytes, 0, m));
+  }
+  ASSERT_EQ(cudaSuccess, cudaFree(scratch));
+  Destroy(s);
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(m));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(side));
+}
+
 std::string StackName(const ::testing::TestParamInfo<int> &info) {
   static const char *const names[] = {"pool_device", "pool_async_4_arenas", "fixed_block_device",
                                       "fixed_block_pinned"};
@@ -261,6 +344,57 @@ TEST_F(PoolCaptureOnGpu, CaptureUsesOnlyTheStreamsOwnBlocksAndSurvives) {
   ASSERT_EQ(cudaSuccess, cudaStreamEndCapture(cs, &graph));  // not invalidated
   EXPECT_EQ(cudaSuccess, cudaGraphDestroy(graph));
   EXPECT_EQ(GMR_OK, gmr_deallocate(s.top, q, MiB, 0, stream));
+  Destroy(s);
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
+}
+
+// allocate_capturing on a real capture in global mode: free memory is served
+// with no call that breaks the capture; growth goes through the upstream's
+// allocate_capturing when it has one (cudaMalloc in relaxed mode), and is
+// refused with CAPTURE_UNSAFE otherwise; the capture stays valid either way,
+// and the graph runs and writes the memory handed out during it.
+TEST_F(PoolCaptureOnGpu, AllocateCapturingKeepsTheCaptureValid) {
+  GpuStack s = MakePool(GMR_CUDA_KIND_DEVICE, 1);
+  gmr_stream stream = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
+  cudaStream_t cs = reinterpret_cast<cudaStream_t>(stream);
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(s.top, MiB, 0, stream, &p));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(s.top, p, MiB, 0, stream));
+  ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
+  void *q = nullptr, *big = nullptr;
+  gmr_failure f;
+  EXPECT_EQ(GMR_OK, gmr_allocate_capturing(s.top, MiB, 0, stream, &q, &f)) << f.message;
+  gmr_status grown = gmr_allocate_capturing(s.top, 64 * MiB, 0, stream, &big, &f);
+  EXPECT_TRUE(grown == GMR_OK || grown == GMR_ERR_CAPTURE_UNSAFE) << gmr_status_name(grown);
+  EXPECT_EQ(cudaSuccess, cudaMemsetAsync(q, 7, MiB, cs));
+  if (big != nullptr) {
+    EXPECT_EQ(cudaSuccess, cudaMemsetAsync(big, 9, 64 * MiB, cs));
+  }
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaSuccess, cudaStreamEndCapture(cs, &graph));  // not invalidated
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaSuccess, cudaGraphInstantiate(&exec, graph, 0));
+  ASSERT_EQ(cudaSuccess, cudaGraphLaunch(exec, cs));
+  ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(cs));
+  Block b;
+  b.ptr = q;
+  b.bytes = MiB;
+  b.value = 7;
+  ASSERT_NO_FATAL_FAILURE(ExpectFilled(b, "memory of a captured graph"));
+  if (big != nullptr) {
+    b.ptr = big;
+    b.bytes = 64 * MiB;
+    b.value = 9;
+    ASSERT_NO_FATAL_FAILURE(ExpectFilled(b, "memory grown during the capture"));
+  }
+  RecordProperty("grew_during_capture", grown == GMR_OK ? 1 : 0);
+  EXPECT_EQ(cudaSuccess, cudaGraphExecDestroy(exec));
+  EXPECT_EQ(cudaSuccess, cudaGraphDestroy(graph));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(s.top, q, MiB, 0, stream));
+  if (big != nullptr) {
+    EXPECT_EQ(GMR_OK, gmr_deallocate(s.top, big, 64 * MiB, 0, stream));
+  }
   Destroy(s);
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
 }

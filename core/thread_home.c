@@ -1,7 +1,7 @@
 /*
- * resources/pool/thread_home.c (internal): see thread_home.h.
+ * core/thread_home.c (internal): see thread_home.h.
  */
-#include "resources/pool/thread_home.h"
+#include "core/thread_home.h"
 
 #include <stdatomic.h>
 

@@ -1,0 +1,49 @@
+/*
+ * core/stream_home.h (internal): which of a resource's shards (pool arenas,
+ * fixed_block shards) serves a stream.
+ *
+ * A stream is served by the home shard of the first thread that used it
+ * (core/thread_home.h), and every thread that uses it later goes there too.
+ * Threads on one stream (PyTorch's forward thread and its autograd thread,
+ * both on the default stream) then share one shard's memory: their work is
+ * ordered on that stream anyway, and two shards would each hold memory for
+ * it. A thread with a stream of its own (the case that scales) has a shard
+ * of its own, and one thread's several streams share its shard, so memory
+ * moves between them as it would with one shard.
+ *
+ * The table is a hint, by a hash of the stream's number (its id, else its
+ * handle): any shard is correct for any stream, so two streams that collide
+ * simply overwrite each other's entry. Lock-free: one atomic load on a hit.
+ *
+ * Thread-safe: yes (atomics).
+ */
+#ifndef GMR_CORE_STREAM_HOME_H_
+#define GMR_CORE_STREAM_HOME_H_
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "core/stream_event.h"
+#include "core/thread_home.h"
+
+#define GMR__STREAM_HOME_ENTRIES 256u
+
+typedef struct gmr__stream_home {
+  _Atomic uint64_t entries[GMR__STREAM_HOME_ENTRIES]; /* (number << 8) | shard, 0: empty */
+} gmr__stream_home;
+
+/* The shard (0..count-1, count <= 256) that serves the stream of `key`. */
+static inline uint32_t gmr__stream_home_of(gmr__stream_home *t, gmr__stream_key key,
+                                           uint32_t count) {
+  uint64_t n = key.id != 0 ? key.id : (uint64_t)(uintptr_t)key.stream ^ (UINT64_C(1) << 55);
+  n &= (UINT64_C(1) << 56) - 1u;
+  uint64_t h = (n * UINT64_C(0x9E3779B97F4A7C15)) >> 56;
+  _Atomic uint64_t *entry = &t->entries[h & (GMR__STREAM_HOME_ENTRIES - 1u)];
+  uint64_t e = atomic_load_explicit(entry, memory_order_relaxed);
+  if (e != 0 && (e >> 8) == n) return (uint32_t)(e & 0xffu) % count;
+  uint32_t shard = gmr__thread_home() % count;
+  atomic_store_explicit(entry, (n << 8) | shard, memory_order_relaxed);
+  return shard;
+}
+
+#endif /* GMR_CORE_STREAM_HOME_H_ */

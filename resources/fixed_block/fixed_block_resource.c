@@ -1,0 +1,292 @@
+/*
+ * resources/fixed_block/fixed_block_resource.c: blocks of one size from
+ * upstream chunks: allocate and deallocate (blocks, and larger requests
+ * forwarded to the upstream), record_stream, the vtable. See
+ * gmr/fixed_block_resource.h and fixed_block_internal.h.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "gmr/fixed_block_resource.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/counters.h"
+#include "core/failure.h"
+#include "resources/fixed_block/fixed_block_internal.h"
+
+void gmr__fb_held_add(gmr_fixed_block_resource *r, size_t bytes) {
+  size_t now = atomic_fetch_add_explicit(&r->held_bytes, bytes, memory_order_relaxed) + bytes;
+  gmr__raise_peak(&r->peak_held_bytes, now);
+}
+
+void gmr__fb_held_sub(gmr_fixed_block_resource *r, size_t bytes) {
+  atomic_fetch_sub_explicit(&r->held_bytes, bytes, memory_order_relaxed);
+}
+
+gmr_status gmr__fb_note_free_info(gmr_fixed_block_resource *r, gmr_failure *failure,
+                                  gmr_status status) {
+  if (!failure->free_info_known) {
+    size_t free_blocks = 0, blocks = 0, in_use = 0;
+    gmr__fb_free_figures(r, &free_blocks, &blocks, &in_use);
+    failure->free_info_known = true;
+    failure->free_bytes = free_blocks * r->config.block_bytes;
+    failure->largest_free_block_bytes = free_blocks > 0 ? r->config.block_bytes : 0;
+  }
+  return status;
+}
+
+/* ---- forwarded (oversize) requests --------------------------------------------- */
+
+static gmr_status forward_allocate(gmr_fixed_block_resource *r, size_t bytes, size_t alignment,
+                                   gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  if (r->config.oversize == GMR_FIXED_BLOCK_OVERSIZE_REFUSE) {
+    return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
+                            "fixed_block_resource: %zu bytes is more than one block (%zu bytes); "
+                            "use gmr_fixed_block_resource_allocate_blocks or oversize = FORWARD",
+                            bytes, r->config.block_bytes);
+  }
+  gmr__spin_lock_acquire(&r->books);
+  bool room = gmr__u64_map_reserve(&r->forwarded, r->forwarded.count + 1);
+  gmr__spin_lock_release(&r->books);
+  if (!room) {
+    return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
+                            "fixed_block_resource: no host memory to track a forwarded allocation");
+  }
+  gmr_status st = gmr_allocate_ex(r->upstream, bytes, alignment, stream, out_ptr, failure);
+  if (st != GMR_OK) return st;
+  gmr__spin_lock_acquire(&r->books);
+  /* Another thread may have used the room reserved above: reserve again. */
+  if (!gmr__u64_map_put(&r->forwarded, (uint64_t)(uintptr_t)*out_ptr, bytes)) {
+    gmr__spin_lock_release(&r->books);
+    (void)gmr_deallocate(r->upstream, *out_ptr, bytes, alignment, stream);
+    *out_ptr = NULL;
+    return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
+                            "fixed_block_resource: no host memory to track a forwarded allocation");
+  }
+  r->forwarded_count++;
+  r->forwarded_bytes += bytes;
+  gmr__spin_lock_release(&r->books);
+  gmr__fb_held_add(r, bytes);
+  return GMR_OK;
+}
+
+/* The free of a forwarded allocation (bytes above a block). */
+static gmr_status forward_deallocate(gmr_fixed_block_resource *r, void *ptr, size_t bytes,
+                                     size_t alignment, gmr_stream stream) {
+  uintptr_t addr = (uintptr_t)ptr;
+  gmr__spin_lock_acquire(&r->books);
+  uint64_t known = 0;
+  bool forwarded = gmr__u64_map_get(&r->forwarded, (uint64_t)addr, &known);
+  if (!forwarded || known != bytes) {
+    gmr__spin_lock_release(&r->books);
+    /* Another size, or one of our blocks freed with a block's worth too many. */
+    return forwarded || gmr__fb_in_a_chunk(r, addr) ? GMR_ERR_FREE_MISMATCH
+                                                    : GMR_ERR_UNKNOWN_POINTER;
+  }
+  /* Books first: once upstream has it back, another thread may get the same
+   * address from upstream and forward it through us. */
+  gmr__u64_map_remove(&r->forwarded, (uint64_t)addr, NULL);
+  r->forwarded_count--;
+  r->forwarded_bytes -= bytes;
+  gmr__spin_lock_release(&r->books);
+  gmr_status st = gmr_deallocate(r->upstream, ptr, bytes, alignment, stream);
+  gmr__spin_lock_acquire(&r->books);
+  if (st != GMR_OK) {
+    /* Not released: it is still ours. Removal left room for it. */
+    (void)gmr__u64_map_put(&r->forwarded, (uint64_t)addr, bytes);
+    r->forwarded_count++;
+    r->forwarded_bytes += bytes;
+  }
+  gmr__spin_lock_release(&r->books);
+  if (st == GMR_OK) gmr__fb_held_sub(r, bytes);
+  return st;
+}
+
+/* ---- blocks ----------------------------------------------------------------------- */
+
+static gmr_status key_of(gmr_fixed_block_resource *r, gmr_stream stream, gmr__stream_key *key) {
+  key->stream = stream;
+  key->id = 0;
+  if (!r->config.stream_ordered) return GMR_OK;
+  cudaError_t err = gmr__stream_key_of(r->cuda, r->events_mode, stream, key);
+  return gmr__status_from_cuda(err);
+}
+
+/* A free block for the stream of `key` in shard `s`, given out; with
+ * `others`, other streams' blocks too (events). NULL if none. */
+static gmr__fb_block *take(gmr__fb_shard *s, gmr__stream_key key, size_t bytes, bool others,
+                           gmr_stream stream, gmr_status *st) {
+  gmr_fixed_block_resource *r = s->r;
+  gmr__spin_lock_acquire(&s->lock);
+  uint32_t si = gmr__fb_slot_of(s, key);
+  gmr__fb_block *b = NULL;
+  *st = si == UINT32_MAX ? GMR_ERR_OUT_OF_MEMORY : GMR_OK;
+  if (*st == GMR_OK) {
+    gmr__fb_slot *slot = s->slots[si];
+    if (r->config.stream_ordered) gmr__stream_event_note_call(r->cuda, &slot->ev, &r->events);
+    if (slot->count == 0 && others && r->config.stream_ordered) {
+      if (s->deferred_count > 0) gmr__fb_process_deferred(s);
+      if (slot->count == 0) gmr__fb_from_other_streams(s, si, 1, stream);
+    }
+    if (slot->count > 0) b = gmr__fb_pop_free(s, si, bytes);
+  }
+  gmr__spin_lock_release(&s->lock);
+  return b;
+}
+
+typedef struct take_one {
+  size_t bytes;
+  gmr__fb_block *block;
+} take_one;
+
+static void pop_one(gmr__fb_shard *s, uint32_t si, void *ctx) {
+  take_one *t = ctx;
+  t->block = gmr__fb_pop_free(s, si, t->bytes);
+}
+
+/* The slow path of a one-block request: a device synchronisation that
+ * releases enough, or growth (which hands out the block it grew for). */
+static gmr_status grow_and_take(gmr__fb_shard *s, gmr__stream_key key, size_t bytes,
+                                gmr_stream stream, gmr__fb_block **out, gmr_failure *failure) {
+  gmr_fixed_block_resource *r = s->r;
+  pthread_mutex_lock(&s->grow_lock);
+  gmr_status st = GMR_OK;
+  *out = take(s, key, bytes, true, stream, &st); /* another thread may have grown */
+  if (*out == NULL && st == GMR_OK && r->config.stream_ordered) {
+    gmr__spin_lock_acquire(&s->lock);
+    uint32_t si = gmr__fb_slot_of(s, key);
+    bool sync = si != UINT32_MAX && gmr__fb_sync_would_help(s, si, 1);
+    gmr__spin_lock_release(&s->lock);
+    if (sync && gmr__fb_device_synchronize(s) == cudaSuccess) {
+      *out = take(s, key, bytes, true, stream, &st);
+    }
+  }
+  if (*out == NULL && st == GMR_OK) {
+    take_one t = {bytes, NULL};
+    st = gmr__fb_grow(s, key, 1, stream, true, pop_one, &t, failure);
+    *out = t.block;
+  }
+  pthread_mutex_unlock(&s->grow_lock);
+  return st;
+}
+
+static gmr_status fb_allocate(gmr_resource *self, size_t bytes, size_t alignment,
+                              gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  gmr_fixed_block_resource *r = (gmr_fixed_block_resource *)self;
+  if (bytes > r->config.block_bytes) {
+    return forward_allocate(r, bytes, alignment, stream, out_ptr, failure);
+  }
+  if (alignment > GMR__FB_UNIT) {
+    return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
+                            "fixed_block_resource: blocks are 256-byte aligned; %zu was asked",
+                            alignment);
+  }
+  gmr__stream_key key;
+  gmr_status st = key_of(r, stream, &key);
+  if (st != GMR_OK) return gmr__failure_set(failure, st, "fixed_block_resource: cudaStreamGetId failed");
+  gmr__fb_shard *s = gmr__fb_shard_for(r, key);
+  gmr__fb_block *b = take(s, key, bytes, false, stream, &st);
+  if (b == NULL && st == GMR_OK) {
+    bool capturing =
+        r->config.stream_ordered && gmr__cuda_stream_is_capturing(r->cuda, (cudaStream_t)stream);
+    if (!capturing) b = take(s, key, bytes, true, stream, &st);
+    if (b == NULL && st == GMR_OK && r->shard_count > 1) {
+      b = gmr__fb_take_from_other_shards(r, s, key, bytes);
+    }
+    if (b == NULL && st == GMR_OK) {
+      if (capturing) {
+        st = gmr__failure_set(failure, GMR_ERR_CAPTURE_UNSAFE,
+                              "fixed_block_resource: not enough free blocks for this stream, and "
+                              "no chunk can be added or other stream waited for during a CUDA "
+                              "graph capture; allocate before the capture");
+      } else {
+        st = grow_and_take(s, key, bytes, stream, &b, failure);
+      }
+    }
+  }
+  if (st == GMR_ERR_OUT_OF_MEMORY && b == NULL && failure->message[0] == '\0') {
+    (void)gmr__failure_set(failure, st,
+                           "fixed_block_resource: no host memory for a new stream's free list");
+  }
+  if (b == NULL) return gmr__fb_note_free_info(r, failure, st);
+  *out_ptr = (void *)b->addr;
+  return GMR_OK;
+}
+
+static gmr_status fb_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
+                                gmr_stream stream) {
+  gmr_fixed_block_resource *r = (gmr_fixed_block_resource *)self;
+  if (bytes > r->config.block_bytes) return forward_deallocate(r, ptr, bytes, alignment, stream);
+  uintptr_t addr = (uintptr_t)ptr;
+  gmr__stream_key key;
+  gmr_status st = key_of(r, stream, &key);
+  if (st != GMR_OK) return st; /* nothing released */
+  gmr__fb_shard *s = NULL;
+  gmr__fb_block *b = gmr__fb_find_block(r, gmr__fb_shard_for(r, key), addr, &s);
+  if (b == NULL) {
+    gmr__spin_lock_acquire(&r->books);
+    bool forwarded = gmr__u64_map_get(&r->forwarded, (uint64_t)addr, NULL);
+    gmr__spin_lock_release(&r->books);
+    return forwarded ? GMR_ERR_FREE_MISMATCH : GMR_ERR_UNKNOWN_POINTER;
+  }
+  gmr_status verdict = GMR_OK;
+  if (b->request_bytes == 0 && !b->in_list) {
+    verdict = b->given_before ? GMR_ERR_DOUBLE_FREE : GMR_ERR_UNKNOWN_POINTER;
+  } else if (b->in_list || b->request_bytes != bytes || alignment > GMR__FB_UNIT) {
+    verdict = GMR_ERR_FREE_MISMATCH; /* a block of a list, or another size: change nothing */
+  }
+  uint32_t si = verdict == GMR_OK ? gmr__fb_slot_of(s, key) : 0;
+  if (verdict == GMR_OK && si == UINT32_MAX) verdict = GMR_ERR_OUT_OF_MEMORY;
+  if (verdict == GMR_OK) {
+    gmr__fb_give_back(s, si, b);
+    if (r->config.stream_ordered) {
+      gmr__stream_event_mark_freed(r->cuda, &s->slots[si]->ev, false, &r->events);
+    }
+  }
+  gmr__spin_lock_release(&s->lock);
+  return verdict;
+}
+
+static gmr_status fb_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
+  gmr_fixed_block_resource *r = (gmr_fixed_block_resource *)self;
+  gmr__stream_key key;
+  gmr_status st = key_of(r, stream, &key);
+  if (st != GMR_OK) return st;
+  gmr__fb_shard *s = NULL;
+  gmr__fb_block *b = gmr__fb_find_block(r, gmr__fb_shard_for(r, key), (uintptr_t)ptr, &s);
+  if (b == NULL) return GMR_ERR_UNKNOWN_POINTER;
+  if (b->request_bytes == 0 && !b->in_list) {
+    st = GMR_ERR_UNKNOWN_POINTER;
+  } else if (r->config.stream_ordered) {
+    /* Without stream ordering every free is anyone's at once: nothing to keep. */
+    st = gmr__fb_add_use(b, key);
+  }
+  gmr__spin_lock_release(&s->lock);
+  return st;
+}
+
+static gmr_status fb_get_footprint(const gmr_resource *self, gmr_footprint *out) {
+  const gmr_fixed_block_resource *r = (const gmr_fixed_block_resource *)self;
+  out->held_bytes = atomic_load_explicit(&r->held_bytes, memory_order_relaxed);
+  out->peak_held_bytes = atomic_load_explicit(&r->peak_held_bytes, memory_order_relaxed);
+  return GMR_OK;
+}
+
+static gmr_resource *fb_get_upstream(const gmr_resource *self) {
+  return ((const gmr_fixed_block_resource *)self)->upstream;
+}
+
+const gmr_resource_vtbl gmr__fb_vtbl = {
+    .version = GMR_RESOURCE_VTBL_VERSION,
+    .type_name = "fixed_block_resource",
+    .allocate = fb_allocate,
+    .deallocate = fb_deallocate,
+    .destroy = gmr__fb_destroy,
+    .get_upstream = fb_get_upstream,
+    .trim = gmr__fb_trim,
+    .get_footprint = fb_get_footprint,
+    .get_memory_info = gmr__fb_get_memory_info,
+    .record_stream = fb_record_stream,
+    .allocate_capturing = NULL,
+};

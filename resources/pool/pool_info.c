@@ -1,0 +1,152 @@
+/*
+ * resources/pool/pool_info.c (internal): what the pool says about itself:
+ * statistics, get_memory_info, the free figures of a failure record, the
+ * verdict on a bad free, and the public getters. See gmr/pool_resource.h.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <string.h>
+
+#include "core/stats.h"
+#include "resources/pool/pool_internal.h"
+
+/* Free memory of the pool, all arenas together (each under its lock). */
+typedef struct free_figures {
+  size_t held_bytes;
+  size_t live_bytes;
+  size_t free_bytes;
+  size_t largest_bytes;
+  size_t block_count;
+} free_figures;
+
+static void arena_figures(const gmr__pool_arena *a, free_figures *f) {
+  f->held_bytes += a->held_bytes;
+  f->live_bytes += a->in_use_bytes;
+  f->free_bytes += a->held_bytes - a->in_use_bytes;
+  for (uint32_t j = 0; j < a->slot_count; ++j) {
+    const gmr__pool_slot *slot = a->slots[j];
+    f->block_count += slot->index.block_count + slot->cache_count;
+    size_t largest = gmr__free_index_largest(&slot->index);
+    for (uint32_t k = 0; k < slot->cache_count; ++k) {
+      if (slot->cache[k]->size > largest) largest = slot->cache[k]->size;
+    }
+    if (largest > f->largest_bytes) f->largest_bytes = largest;
+  }
+  f->block_count += a->deferred_count;
+  for (const gmr__pool_block *b = a->deferred; b != NULL; b = b->free_next) {
+    if (b->size > f->largest_bytes) f->largest_bytes = b->size;
+  }
+}
+
+static free_figures pool_figures(const gmr_pool_resource *pool) {
+  free_figures f;
+  memset(&f, 0, sizeof f);
+  for (uint32_t i = 0; i < pool->arena_count; ++i) {
+    gmr__pool_arena *a = pool->arenas[i];
+    gmr__spin_lock_acquire(&a->lock);
+    arena_figures(a, &f);
+    gmr__spin_lock_release(&a->lock);
+  }
+  return f;
+}
+
+gmr_status gmr__pool_get_memory_info(const gmr_resource *self, gmr_memory_info *out) {
+  free_figures f = pool_figures((const gmr_pool_resource *)self);
+  gmr_memory_info m;
+  memset(&m, 0, sizeof m);
+  m.held_bytes = f.held_bytes;
+  m.live_bytes = f.live_bytes;
+  m.free_bytes = f.free_bytes;
+  m.largest_free_block_bytes = f.largest_bytes;
+  m.free_block_count = f.block_count;
+  /* The dispatch checked the header; fill what the caller's struct holds. */
+  size_t header = offsetof(gmr_memory_info, held_bytes);
+  size_t known = out->size < sizeof m ? out->size : sizeof m;
+  memcpy((char *)out + header, (const char *)&m + header, known - header);
+  return GMR_OK;
+}
+
+gmr_status gmr__pool_note_free_info(gmr_pool_resource *pool, gmr_failure *failure,
+                                    gmr_status status) {
+  if (!failure->free_info_known) {
+    free_figures f = pool_figures(pool);
+    failure->free_info_known = true;
+    failure->free_bytes = f.free_bytes;
+    failure->largest_free_block_bytes = f.largest_bytes;
+  }
+  return status;
+}
+
+/* ---- bad frees ------------------------------------------------------------ */
+
+gmr_status gmr__pool_bad_free_verdict(gmr_pool_resource *pool, uintptr_t addr) {
+  /* A pointer this pool freed not long ago, not live now: freed twice. The
+   * pool cannot tell an older double free from a pointer it never gave out. */
+  for (uint32_t i = 0; i < pool->arena_count; ++i) {
+    gmr__pool_arena *a = pool->arenas[i];
+    bool freed = false;
+    gmr__spin_lock_acquire(&a->lock);
+    for (uint32_t k = 0; k < GMR__POOL_RECENT_FREED && !freed; ++k) {
+      freed = a->recent_freed[k] == addr && addr != 0;
+    }
+    gmr__spin_lock_release(&a->lock);
+    if (freed) return GMR_ERR_DOUBLE_FREE;
+  }
+  return GMR_ERR_UNKNOWN_POINTER;
+}
+
+/* ---- public getters ---------------------------------------------------------- */
+
+gmr_resource *gmr_pool_resource_as_resource(gmr_pool_resource *pool) {
+  return pool == NULL ? NULL : &pool->base;
+}
+
+gmr_pool_resource *gmr_pool_resource_from_resource(gmr_resource *r) {
+  return (r != NULL && r->vtbl == &gmr__pool_vtbl) ? (gmr_pool_resource *)r : NULL;
+}
+
+gmr_resource *gmr_pool_resource_get_upstream(const gmr_pool_resource *pool) {
+  return pool == NULL ? NULL : pool->upstream;
+}
+
+uint32_t gmr_pool_resource_get_arena_count(const gmr_pool_resource *pool) {
+  return pool == NULL ? 0 : pool->arena_count;
+}
+
+gmr_status gmr_pool_resource_get_stats(gmr_pool_resource *pool, gmr_pool_stats *out) {
+  if (pool == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
+  gmr_pool_stats s;
+  memset(&s, 0, sizeof s);
+  free_figures f;
+  memset(&f, 0, sizeof f);
+  for (uint32_t i = 0; i < pool->arena_count; ++i) {
+    gmr__pool_arena *a = pool->arenas[i];
+    gmr__spin_lock_acquire(&a->lock);
+    arena_figures(a, &f);
+    s.chunk_count += a->chunk_count;
+    s.in_use_bytes += a->in_use_bytes;
+    s.requested_bytes += a->requested_bytes;
+    s.in_use_count += a->in_use_count;
+    s.stream_count += a->slot_count - 1u;
+    s.deferred_block_count += a->deferred_count;
+    gmr__spin_lock_release(&a->lock);
+  }
+  s.free_bytes = f.free_bytes;
+  s.free_block_count = f.block_count;
+  s.largest_free_block_bytes = f.largest_bytes;
+  s.held_bytes = atomic_load(&pool->held_bytes);
+  s.peak_held_bytes = atomic_load(&pool->peak_held_bytes);
+  s.arena_count = pool->arena_count;
+  s.grow_count = atomic_load(&pool->grow_count);
+  s.upstream_failure_count = atomic_load(&pool->upstream_failure_count);
+  s.release_count = atomic_load(&pool->release_count);
+  s.event_record_count = atomic_load(&pool->events.record_count);
+  s.event_query_count = atomic_load(&pool->events.query_count);
+  s.stream_wait_count = atomic_load(&pool->events.wait_count);
+  s.event_synchronize_count = atomic_load(&pool->events.synchronize_count);
+  s.event_destroy_failure_count = atomic_load(&pool->events.destroy_failure_count);
+  s.device_synchronize_count = atomic_load(&pool->events.device_synchronize_count);
+  s.in_place_growth_count = atomic_load(&pool->in_place_growth_count);
+  gmr__stats_copy_out(out, &s, sizeof s);
+  return GMR_OK;
+}

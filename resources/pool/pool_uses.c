@@ -1,0 +1,249 @@
+/*
+ * resources/pool/pool_uses.c (internal): record_stream, PyTorch's
+ * Tensor.record_stream with the same meaning: a block is also used on other
+ * streams, so its free must not let the memory be reused before the work
+ * those streams had queued at the free is done.
+ *
+ * gmr_record_stream adds the stream to the allocated block's uses (no CUDA
+ * call). At the free, an event is recorded on each recorded stream other
+ * than the freeing one, and the block waits in its arena's deferred list,
+ * merged with nothing, until every event is done (queried on the slow paths,
+ * as PyTorch's process_events does at each allocation, or waited for by
+ * trim, destroy and device synchronisations). Then it is filed, as a free of
+ * the freeing stream, like any other block. Recording at the free touches
+ * the recorded streams after the call that named them: they must stay alive
+ * until the block is freed (PyTorch's rule). A stream that captures at the
+ * free, or an event that cannot be recorded, leaves the block to the next
+ * device synchronisation.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/failure.h"
+#include "resources/pool/pool_internal.h"
+
+typedef struct gmr__pool_use {
+  gmr__stream_key key;
+  cudaEvent_t event; /* deferred: recorded on key.stream at the free; NULL when done */
+} gmr__pool_use;
+
+typedef struct gmr__pool_uses gmr__pool_uses;
+
+struct gmr__pool_uses {
+  uint32_t count;
+  uint32_t capacity;
+  uint64_t epoch;         /* deferred: the arena's sync_epoch at the free */
+  bool needs_device_sync; /* deferred: a record failed */
+  gmr__pool_use items[];
+};
+
+void gmr__pool_uses_free(gmr__pool_block *b) {
+  free(b->uses);
+  b->uses = NULL;
+}
+
+/* An event for a use: a spare one, or a new one. NULL if none could be made. */
+static cudaEvent_t event_take(gmr__pool_arena *a) {
+  if (a->spare_event_count > 0) return a->spare_events[--a->spare_event_count];
+  cudaEvent_t e = NULL;
+  if (a->pool->cuda->event_create(&e) != cudaSuccess) return NULL;
+  return e;
+}
+
+static void event_give(gmr__pool_arena *a, cudaEvent_t e) {
+  if (a->spare_event_count == a->spare_event_capacity) {
+    size_t capacity = a->spare_event_capacity == 0 ? 8 : a->spare_event_capacity * 2;
+    cudaEvent_t *events = realloc(a->spare_events, capacity * sizeof *events);
+    if (events == NULL) {
+      if (a->pool->cuda->event_destroy(e) != cudaSuccess) {
+        atomic_fetch_add_explicit(&a->pool->events.destroy_failure_count, 1,
+                                  memory_order_relaxed);
+      }
+      return;
+    }
+    a->spare_events = events;
+    a->spare_event_capacity = capacity;
+  }
+  a->spare_events[a->spare_event_count++] = e;
+}
+
+bool gmr__pool_defer_free(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
+  gmr_pool_resource *pool = a->pool;
+  gmr__pool_uses *u = b->uses;
+  gmr__stream_key freeing = a->slots[si]->ev.key;
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < u->count; ++i) {
+    /* The freeing stream orders its own work already. */
+    if (!gmr__stream_key_equal(u->items[i].key, freeing)) u->items[kept++] = u->items[i];
+  }
+  u->count = kept;
+  if (kept == 0) {
+    gmr__pool_uses_free(b);
+    return false;
+  }
+  u->needs_device_sync = false;
+  for (uint32_t i = 0; i < u->count; ++i) {
+    gmr__pool_use *use = &u->items[i];
+    cudaStream_t s = (cudaStream_t)use->key.stream;
+    use->event = NULL;
+    if (gmr__cuda_stream_is_capturing(pool->cuda, s)) {
+      u->needs_device_sync = true; /* a record would join the user's graph */
+      continue;
+    }
+    cudaEvent_t e = event_take(a);
+    atomic_fetch_add_explicit(&pool->events.record_count, 1, memory_order_relaxed);
+    if (e == NULL || pool->cuda->event_record(e, s) != cudaSuccess) {
+      if (e != NULL) event_give(a, e);
+      u->needs_device_sync = true;
+      continue;
+    }
+    use->event = e;
+  }
+  u->epoch = a->sync_epoch;
+  b->is_free = true;
+  b->deferred = true;
+  b->cached = false;
+  b->slot = si;
+  b->request_bytes = 0;
+  b->request_alignment_log2 = 0;
+  b->free_prev = NULL;
+  b->free_next = a->deferred;
+  if (a->deferred != NULL) a->deferred->free_prev = b;
+  a->deferred = b;
+  a->deferred_count++;
+  a->deferred_bytes += b->size;
+  a->slots[si]->deferred_count++;
+  return true;
+}
+
+/* Take deferred block `b` out of the list. */
+static void unlink_deferred(gmr__pool_arena *a, gmr__pool_block *b) {
+  if (b->free_prev != NULL) {
+    b->free_prev->free_next = b->free_next;
+  } else {
+    a->deferred = b->free_next;
+  }
+  if (b->free_next != NULL) b->free_next->free_prev = b->free_prev;
+  b->free_prev = NULL;
+  b->free_next = NULL;
+  a->deferred_count--;
+  a->deferred_bytes -= b->size;
+  a->slots[b->slot]->deferred_count--;
+  b->deferred = false;
+}
+
+/* Drop deferred block `b` from the list and free its uses, its events given
+ * back (a chunk given back in destroy, or a block whose wait is over). */
+void gmr__pool_deferred_drop(gmr__pool_arena *a, gmr__pool_block *b) {
+  gmr__pool_uses *u = b->uses;
+  for (uint32_t i = 0; i < u->count; ++i) {
+    if (u->items[i].event != NULL) event_give(a, u->items[i].event);
+  }
+  unlink_deferred(a, b);
+  gmr__pool_uses_free(b);
+}
+
+/* The wait of deferred block `b` is over: file it as a free of its stream. */
+static void file_deferred(gmr__pool_arena *a, gmr__pool_block *b) {
+  uint32_t si = b->slot;
+  gmr__pool_deferred_drop(a, b);
+  gmr__pool_file_free(a, si, b);
+}
+
+bool gmr__pool_process_deferred(gmr__pool_arena *a) {
+  gmr_pool_resource *pool = a->pool;
+  bool filed = false;
+  gmr__pool_block *next = NULL;
+  for (gmr__pool_block *b = a->deferred; b != NULL; b = next) {
+    next = b->free_next;
+    gmr__pool_uses *u = b->uses;
+    bool done = !u->needs_device_sync;
+    for (uint32_t i = 0; i < u->count && done; ++i) {
+      gmr__pool_use *use = &u->items[i];
+      if (use->event == NULL) continue;
+      atomic_fetch_add_explicit(&pool->events.query_count, 1, memory_order_relaxed);
+      if (pool->cuda->event_query(use->event) != cudaSuccess) {
+        done = false;
+        break;
+      }
+      event_give(a, use->event);
+      use->event = NULL;
+    }
+    if (!done) continue;
+    file_deferred(a, b);
+    filed = true;
+  }
+  return filed;
+}
+
+void gmr__pool_deferred_synchronized(gmr__pool_arena *a, uint64_t epoch) {
+  gmr__pool_block *next = NULL;
+  for (gmr__pool_block *b = a->deferred; b != NULL; b = next) {
+    next = b->free_next;
+    if (b->uses->epoch < epoch) file_deferred(a, b);
+  }
+}
+
+/* The arena and live block at `addr`, with the arena's lock held; NULL (no
+ * lock held) if `addr` is not a live allocation start. */
+static gmr__pool_block *find_live(gmr_pool_resource *pool, uintptr_t addr,
+                                  gmr__pool_arena **arena) {
+  gmr__pool_arena *a = pool->arenas[0];
+  gmr__spin_lock_acquire(&a->lock);
+  gmr__pool_block *b = gmr__block_map_find(&a->live, addr);
+  if (b == NULL && pool->arena_count > 1) {
+    gmr__spin_lock_release(&a->lock);
+    a = gmr__pool_registry_find_arena(&pool->registry, addr);
+    if (a == NULL) return NULL;
+    gmr__spin_lock_acquire(&a->lock);
+    b = gmr__block_map_find(&a->live, addr);
+  }
+  if (b == NULL) {
+    gmr__spin_lock_release(&a->lock);
+    return NULL;
+  }
+  *arena = a;
+  return b;
+}
+
+gmr_status gmr__pool_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
+  gmr_pool_resource *pool = (gmr_pool_resource *)self;
+  gmr__stream_key key = {stream, 0};
+  if (pool->config.stream_ordered) {
+    cudaError_t err =
+        gmr__stream_key_of(pool->cuda, pool->events_mode, stream, &key);
+    if (err != cudaSuccess) return gmr__status_from_cuda(err);
+  }
+  gmr__pool_arena *a = NULL;
+  gmr__pool_block *b = find_live(pool, (uintptr_t)ptr, &a);
+  if (b == NULL) return GMR_ERR_UNKNOWN_POINTER;
+  /* Without stream ordering every free is anyone's at once: nothing to keep. */
+  gmr_status st = GMR_OK;
+  if (pool->config.stream_ordered) {
+    gmr__pool_uses *u = b->uses;
+    bool known = false;
+    for (uint32_t i = 0; u != NULL && i < u->count && !known; ++i) {
+      known = gmr__stream_key_equal(u->items[i].key, key);
+    }
+    if (!known && (u == NULL || u->count == u->capacity)) {
+      uint32_t capacity = u == NULL ? 2u : u->capacity * 2u;
+      gmr__pool_uses *grown = realloc(u, sizeof *u + capacity * sizeof u->items[0]);
+      if (grown == NULL) {
+        st = GMR_ERR_OUT_OF_MEMORY;
+      } else {
+        if (u == NULL) grown->count = 0;
+        grown->capacity = capacity;
+        b->uses = u = grown;
+      }
+    }
+    if (!known && st == GMR_OK) {
+      u->items[u->count].key = key;
+      u->items[u->count].event = NULL;
+      u->count++;
+    }
+  }
+  gmr__spin_lock_release(&a->lock);
+  return st;
+}

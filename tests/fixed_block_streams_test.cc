@@ -1,0 +1,319 @@
+// fixed_block_resource and streams and threads (issues 11, 12, 14): by
+// default no event per free once a stream is known, a dead stream's pending
+// block never handed unordered to a new stream with its handle,
+// record_stream, shards for threads on streams of their own, one shard's
+// memory for threads that take turns on one stream, and exact
+// get_memory_info and free figures in the failure record.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "gmr/cuda_resource.h"
+#include "gmr/cuda_sim.h"
+#include "gmr/device.h"
+#include "gmr/fixed_block_resource.h"
+#include "tests/support/sim_fixture.h"
+
+namespace {
+
+constexpr size_t KiB = size_t{1} << 10;
+
+class FixedBlockStreams : public gmr_test::SimTest {
+ protected:
+  void SetUp() override {
+    SimTest::SetUp();
+    gmr_cuda_resource_config c = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
+    ASSERT_EQ(GMR_OK, gmr_cuda_resource_create(&c, &cuda_));
+    upstream_ = gmr_cuda_resource_as_resource(cuda_);
+  }
+
+  void TearDown() override {
+    for (gmr_fixed_block_resource *f : owned_) {
+      EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_fixed_block_resource_as_resource(f)));
+    }
+    EXPECT_EQ(GMR_OK, gmr_resource_destroy(upstream_));
+    for (gmr_stream s : streams_) {
+      EXPECT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s, false));
+      EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+    }
+    SimTest::TearDown();
+  }
+
+  static gmr_fixed_block_resource_config Config(size_t per_chunk = 4) {
+    gmr_fixed_block_resource_config c = GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT;
+    c.block_bytes = 64 * KiB;
+    c.blocks_per_chunk = per_chunk;
+    return c;
+  }
+
+  gmr_fixed_block_resource *Make(const gmr_fixed_block_resource_config &c) {
+    gmr_fixed_block_resource *f = nullptr;
+    EXPECT_EQ(GMR_OK, gmr_fixed_block_resource_create(upstream_, &c, &f));
+    if (f != nullptr) owned_.push_back(f);
+    return f;
+  }
+
+  gmr_stream Stream() {
+    gmr_stream s = nullptr;
+    EXPECT_EQ(GMR_OK, gmr_stream_create(&s));
+    streams_.push_back(s);
+    return s;
+  }
+
+  // A new stream that got `dead`'s handle (gmr_cuda_sim_reuse_stream_handles),
+  // or nullptr.
+  gmr_stream StreamWithHandle(gmr_stream dead) {
+    gmr_stream s = Stream();
+    return s == dead ? s : nullptr;
+  }
+
+  static gmr_fixed_block_stats Stats(gmr_fixed_block_resource *f) {
+    gmr_fixed_block_stats s = GMR_FIXED_BLOCK_STATS_INIT;
+    EXPECT_EQ(GMR_OK, gmr_fixed_block_resource_get_stats(f, &s));
+    return s;
+  }
+
+  static void *Alloc(gmr_resource *r, size_t bytes, gmr_stream s = nullptr) {
+    void *p = nullptr;
+    EXPECT_EQ(GMR_OK, gmr_allocate(r, bytes, 0, s, &p)) << bytes;
+    return p;
+  }
+
+  gmr_cuda_resource *cuda_ = nullptr;
+  gmr_resource *upstream_ = nullptr;
+  std::vector<gmr_fixed_block_resource *> owned_;
+  std::vector<gmr_stream> streams_;
+};
+
+TEST_F(FixedBlockStreams, FreesOnAKnownStreamRecordNoEvent) {
+  gmr_fixed_block_resource *f = Make(Config());
+  gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
+  gmr_stream s = Stream();
+  void *p = Alloc(r, 100, s);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
+    ASSERT_EQ(p, Alloc(r, 100, s));
+  }
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
+  EXPECT_LE(Stats(f).event_record_count, 6u);  // the growth and the first few frees
+}
+
+TEST_F(FixedBlockStreams, ANewStreamWithADeadStreamsHandleNeverTakesItsBlockUnordered) {
+  gmr_fixed_block_resource *f = Make(Config(1));
+  gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(true));  // as the driver often does
+  gmr_stream s1 = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s1));
+  void *p = Alloc(r, 100, s1);
+  for (int i = 0; i < 8; ++i) {  // past the first frees: the last one is not recorded
+    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s1));
+    ASSERT_EQ(p, Alloc(r, 100, s1));
+  }
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold_beyond_destroy(s1));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_stream_destroy(s1));
+  gmr_stream s2 = StreamWithHandle(s1);
+  ASSERT_NE(nullptr, s2) << "the simulation gave no new stream the destroyed one's handle";
+  uint64_t syncs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE);
+  void *q = Alloc(r, 100, s2);
+  bool ordered = gmr_cuda_sim_get_stream_wait_count(s2) > 0 ||
+                 gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE) > syncs;
+  EXPECT_TRUE(q != p || ordered) << "the dead stream's pending block went to the new stream";
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 100, 0, s2));
+}
+
+TEST_F(FixedBlockStreams, RecordStreamKeepsTheBlockUntilTheRecordedStreamsWorkIsDone) {
+  gmr_fixed_block_resource *f = Make(Config());
+  gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
+  gmr_stream s = Stream(), side = Stream();
+  void *p = Alloc(r, 100, s);
+  int local = 0;
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_record_stream(r, &local, side));
+  ASSERT_EQ(GMR_OK, gmr_record_stream(r, p, side));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(side, true));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
+  EXPECT_EQ(1u, Stats(f).deferred_block_count);
+  void *q = Alloc(r, 100, s);
+  EXPECT_NE(p, q) << "reused while the recorded stream's work was pending";
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(side, false));
+  std::set<void *> got;
+  std::vector<void *> more;
+  for (int i = 0; i < 3; ++i) more.push_back(Alloc(r, 100, s));  // the chunk's other blocks, and p
+  got.insert(more.begin(), more.end());
+  EXPECT_EQ(1u, got.count(p)) << "free once the recorded stream's work is done";
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_record_stream(r, static_cast<char *>(q) + 256, side));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 100, 0, s));
+  for (void *m : more) EXPECT_EQ(GMR_OK, gmr_deallocate(r, m, 100, 0, s));
+  EXPECT_EQ(0u, Stats(f).deferred_block_count);
+}
+
+TEST_F(FixedBlockStreams, ThreadsOnStreamsOfTheirOwnGetShardsOfTheirOwn) {
+  gmr_fixed_block_resource_config c = Config();
+  c.shard_count = 4;
+  gmr_fixed_block_resource *f = Make(c);
+  gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
+  EXPECT_EQ(4u, Stats(f).shard_count);
+  std::vector<void *> first(4);
+  std::vector<gmr_stream> streams;
+  for (int t = 0; t < 4; ++t) streams.push_back(Stream());
+  for (int t = 0; t < 4; ++t) {
+    std::thread([&, t] { first[t] = Alloc(r, 100, streams[t]); }).join();
+  }
+  // Each thread's stream in its own shard: a chunk each.
+  EXPECT_EQ(4u, Stats(f).chunk_count);
+  // A free from another thread finds the block's shard.
+  std::thread([&] {
+    for (int t = 0; t < 4; ++t) EXPECT_EQ(GMR_OK, gmr_deallocate(r, first[t], 100, 0, streams[t]));
+  }).join();
+  EXPECT_EQ(0u, Stats(f).in_use_block_count);
+}
+
+TEST_F(FixedBlockStreams, ThreadsTakingTurnsOnOneStreamShareOneShardsMemory) {
+  gmr_fixed_block_resource_config c = Config();
+  c.shard_count = 2;
+  gmr_fixed_block_resource *f = Make(c);
+  gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
+  for (int round = 0; round < 6; ++round) {
+    std::thread([&] {
+      std::vector<void *> live;
+      for (int i = 0; i < 6; ++i) live.push_back(Alloc(r, 100));
+      for (void *p : live) EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, nullptr));
+    }).join();
+  }
+  EXPECT_EQ(2u, Stats(f).chunk_count) << "each thread's shard grew its own chunks";
+}
+
+TEST_F(FixedBlockStreams, MemoryInfoAndTheFailureRecordAreExact) {
+  gmr_fixed_block_resource_config c = Config();
+  c.max_chunk_count = 1;
+  gmr_fixed_block_resource *f = Make(c);
+  gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
+  void *a = Alloc(r, 100), *b = Alloc(r, 64 * KiB), *big = Alloc(r, 200 * KiB);
+  gmr_memory_info m = GMR_MEMORY_INFO_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_get_memory_info(r, &m));
+  EXPECT_EQ(256 * KiB + 200 * KiB, m.held_bytes);  // one chunk + the forwarded request
+  EXPECT_EQ(128 * KiB + 200 * KiB, m.live_bytes);
+  EXPECT_EQ(128 * KiB, m.free_bytes);
+  EXPECT_EQ(64 * KiB, m.largest_free_block_bytes);
+  EXPECT_EQ(2u, m.free_block_count);
+  void *x = Alloc(r, 10), *y = Alloc(r, 10), *z = nullptr;
+  gmr_failure fl;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 10, 0, nullptr, &z, &fl));
+  EXPECT_TRUE(fl.free_info_known);
+  EXPECT_EQ(0u, fl.free_bytes);
+  EXPECT_EQ(0u, fl.largest_free_block_bytes);
+  for (void *p : {a, x, y}) EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, p == a ? 100 : 10, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 64 * KiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, big, 200 * KiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_get_memory_info(r, &m));
+  EXPECT_EQ(256 * KiB, m.free_bytes);
+  EXPECT_EQ(4u, m.free_block_count);
+  EXPECT_EQ(m.held_bytes, m.free_bytes);
+}
+
+}  // namespace
+
+namespace {
+
+// Shards, cross-thread frees, lists, record_stream, growth outside the spin
+// lock and trims at once (run under --config=tsan for races).
+TEST_F(FixedBlockStreams, EverythingAtOnceOverThreads) {
+  gmr_fixed_block_resource_config c = Config(8);
+  c.shard_count = 3;
+  gmr_fixed_block_resource *f = Make(c);
+  gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
+  constexpr int kThreads = 6;
+  std::vector<gmr_stream> streams;
+  for (int t = 0; t < kThreads; ++t) streams.push_back(t < 2 ? nullptr : Stream());
+  std::atomic<int> failures{0};
+  std::mutex m;
+  std::vector<void *> exchange;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t) * 13u + 1u);
+      std::vector<void *> mine;
+      for (int i = 0; i < 4000; ++i) {
+        unsigned op = rng() % 20;
+        if (op < 9 || mine.empty()) {
+          void *p = nullptr;
+          if (gmr_allocate(r, 1000, 0, streams[t], &p) != GMR_OK) {
+            failures++;
+            continue;
+          }
+          if (rng() % 8 == 0 && gmr_record_stream(r, p, streams[(t + 1) % kThreads]) != GMR_OK) {
+            failures++;
+          }
+          mine.push_back(p);
+        } else if (op < 15) {
+          if (gmr_deallocate(r, mine.back(), 1000, 0, streams[t]) != GMR_OK) failures++;
+          mine.pop_back();
+        } else if (op < 18) {
+          std::lock_guard<std::mutex> g(m);
+          exchange.push_back(mine.back());
+          mine.pop_back();
+          if (exchange.size() > 6) {
+            if (gmr_deallocate(r, exchange.front(), 1000, 0, streams[t]) != GMR_OK) failures++;
+            exchange.erase(exchange.begin());
+          }
+        } else if (op == 18) {
+          gmr_block_list *list = nullptr;
+          if (gmr_fixed_block_resource_allocate_blocks(f, 3 * 64 * KiB, streams[t], &list) != GMR_OK ||
+              gmr_fixed_block_resource_deallocate_blocks(f, list, streams[t]) != GMR_OK) {
+            failures++;
+          }
+        } else if (t == 0) {
+          size_t released = 0;
+          if (gmr_resource_trim(r, &released) != GMR_OK) failures++;
+        }
+      }
+      for (void *p : mine) {
+        if (gmr_deallocate(r, p, 1000, 0, streams[t]) != GMR_OK) failures++;
+      }
+    });
+  }
+  for (auto &th : threads) th.join();
+  for (void *p : exchange) EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, nullptr));
+  EXPECT_EQ(0, failures.load());
+  gmr_fixed_block_stats s = Stats(f);
+  EXPECT_EQ(0u, s.in_use_block_count);
+  EXPECT_EQ(s.block_count, s.free_block_count);
+  size_t released = 0;
+  EXPECT_EQ(GMR_OK, gmr_resource_trim(r, &released));
+  EXPECT_EQ(0u, Stats(f).held_bytes);
+}
+
+}  // namespace
+
+namespace {
+
+// A block whose record_stream wait cannot complete still goes back at
+// destroy, and its event is destroyed with the resource's: nothing leaks.
+TEST_F(FixedBlockStreams, DestroyWithABlockStillWaitingLeaksNothing) {
+  gmr_fixed_block_resource *f = nullptr;
+  gmr_fixed_block_resource_config c = Config();
+  ASSERT_EQ(GMR_OK, gmr_fixed_block_resource_create(upstream_, &c, &f));
+  gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
+  gmr_stream s = Stream(), side = Stream();
+  void *p = Alloc(r, 100, s);
+  ASSERT_EQ(GMR_OK, gmr_record_stream(r, p, side));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(side, true));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
+  EXPECT_EQ(1u, Stats(f).deferred_block_count);
+  for (gmr_cuda_call call : {GMR_CUDA_CALL_EVENT_QUERY, GMR_CUDA_CALL_DEVICE_SYNCHRONIZE,
+                             GMR_CUDA_CALL_EVENT_SYNCHRONIZE}) {
+    ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(call, 0, UINT64_MAX, cudaErrorLaunchFailure));
+  }
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
+  EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cuda_));
+}
+
+}  // namespace

@@ -1,0 +1,207 @@
+// pool_resource's allocate_capturing (issue 11): allocations made while the
+// stream captures a CUDA graph, served from free memory or by growing through
+// an upstream that can allocate during capture, never breaking the capture,
+// with the thread's capture mode restored on every path.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+
+#include "core/cuda_layer.h"
+#include "gmr/cuda_resource.h"
+#include "gmr/cuda_sim.h"
+#include "gmr/device.h"
+#include "gmr/pool_resource.h"
+#include "tests/pool_test_fixture.h"
+#include "tests/support/sim_fixture.h"
+
+namespace {
+
+using namespace pool_test;
+
+// An upstream that can allocate during capture the way cuda(kind=device)
+// does it: cudaMalloc with the thread in relaxed capture mode.
+struct CaptureUpstream {
+  gmr_resource base;
+  gmr_resource *inner;  // a cuda_resource of kind device
+};
+
+gmr_status cu_allocate(gmr_resource *self, size_t bytes, size_t alignment, gmr_stream stream,
+                       void **out, gmr_failure *failure) {
+  return gmr_allocate_ex(reinterpret_cast<CaptureUpstream *>(self)->inner, bytes, alignment,
+                         stream, out, failure);
+}
+
+gmr_status cu_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
+                         gmr_stream stream) {
+  return gmr_deallocate(reinterpret_cast<CaptureUpstream *>(self)->inner, ptr, bytes, alignment,
+                        stream);
+}
+
+gmr_status cu_destroy(gmr_resource *self) {
+  std::free(self);
+  return GMR_OK;
+}
+
+gmr_resource *cu_get_upstream(const gmr_resource *self) {
+  return reinterpret_cast<const CaptureUpstream *>(self)->inner;
+}
+
+gmr_status cu_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
+                                 gmr_stream stream, void **out, gmr_failure *failure) {
+  (void)stream;
+  const gmr__cuda_ops *cuda = gmr__cuda();
+  enum cudaStreamCaptureMode saved;
+  cudaError_t err = gmr__cuda_capture_relaxed_enter(cuda, &saved);
+  if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaThreadExchangeStreamCaptureMode", err);
+  // Not stream-ordered: on no stream at all.
+  gmr_status st = gmr_allocate_ex(reinterpret_cast<CaptureUpstream *>(self)->inner, bytes,
+                                  alignment, nullptr, out, failure);
+  gmr__cuda_capture_relaxed_leave(cuda, saved);
+  return st;
+}
+
+const gmr_resource_vtbl capture_upstream_vtbl = {
+    GMR_RESOURCE_VTBL_VERSION, "capture_upstream", cu_allocate, cu_deallocate, cu_destroy,
+    cu_get_upstream, nullptr, nullptr, nullptr, nullptr, cu_allocate_capturing, nullptr};
+
+class PoolCaptureTest : public PoolTest {
+ protected:
+  void SetUp() override {
+    PoolTest::SetUp();
+    auto *u = static_cast<CaptureUpstream *>(std::calloc(1, sizeof(CaptureUpstream)));
+    u->base.vtbl = &capture_upstream_vtbl;
+    u->inner = upstream_;
+    capturing_upstream_ = &u->base;
+  }
+
+  void TearDown() override {
+    for (gmr_pool_resource *p : pools_) {
+      EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_pool_resource_as_resource(p)));
+    }
+    pools_.clear();
+    EXPECT_EQ(GMR_OK, gmr_resource_destroy(capturing_upstream_));
+    PoolTest::TearDown();
+  }
+
+  // Ends the capture on `s`: GMR_OK when the capture stayed valid.
+  static gmr_status EndCapture(gmr_stream s) {
+    gmr_graph g = nullptr;
+    gmr_status st = gmr_stream_end_capture(s, &g);
+    if (g != nullptr) {
+      EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+    }
+    return st;
+  }
+
+  gmr_resource *capturing_upstream_ = nullptr;
+};
+
+TEST_F(PoolCaptureTest, ServesFreeMemoryWithoutAnyCallThatJoinsOrBreaksTheCapture) {
+  gmr_resource *r = Make(small_config(), capturing_upstream_);
+  gmr_stream s = Stream();
+  void *p = Alloc(r, MiB, s);
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+  uint64_t mallocs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC);
+  uint64_t events = EventCalls();
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));  // global mode
+  void *q = nullptr;
+  gmr_failure f;
+  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, MiB, 0, s, &q, &f)) << f.message;
+  EXPECT_EQ(p, q);
+  void *q2 = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, MiB, 0, s, &q2, &f)) << f.message;  // split
+  EXPECT_EQ(GMR_OK, EndCapture(s));
+  EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
+  EXPECT_EQ(mallocs, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
+  EXPECT_EQ(events, EventCalls());
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q2, MiB, 0, s));
+  ExpectInvariants(r);
+}
+
+TEST_F(PoolCaptureTest, GrowsThroughTheUpstreamAndTheCaptureStaysValid) {
+  gmr_resource *r = Make(small_config(4 * MiB), capturing_upstream_);
+  gmr_stream s = Stream();
+  uint64_t mallocs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC);
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  void *p = nullptr, *q = nullptr;
+  gmr_failure f;
+  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, MiB, 0, s, &p, &f)) << f.message;
+  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 5 * MiB, 0, s, &q, &f)) << f.message;
+  EXPECT_EQ(GMR_OK, EndCapture(s));
+  EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
+  EXPECT_EQ(mallocs + 2, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
+  gmr_pool_stats st = Stats(r);
+  EXPECT_EQ(2u, st.chunk_count);
+  EXPECT_EQ(4 * MiB + 6 * MiB, st.held_bytes);
+  // The new chunk's rest is free for any stream (cudaMalloc is not ordered).
+  gmr_stream other = Stream();
+  void *o = Alloc(r, 2 * MiB, other);
+  EXPECT_EQ(2u, Stats(r).chunk_count);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, o, 2 * MiB, 0, other));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 5 * MiB, 0, s));
+  ExpectInvariants(r);
+}
+
+TEST_F(PoolCaptureTest, AnUpstreamThatCannotAllocateDuringCaptureMeansCaptureUnsafe) {
+  gmr_cuda_resource_config cc = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
+  cc.kind = GMR_CUDA_KIND_ASYNC;
+  gmr_cuda_resource *async = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_cuda_resource_create(&cc, &async));
+  gmr_pool_resource *pool = nullptr;
+  gmr_pool_resource_config c = small_config();
+  ASSERT_EQ(GMR_OK, gmr_pool_resource_create(gmr_cuda_resource_as_resource(async), &c, &pool));
+  gmr_resource *r = gmr_pool_resource_as_resource(pool);
+  gmr_stream s = Stream();
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  void *p = nullptr;
+  gmr_failure f;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_capturing(r, MiB, 0, s, &p, &f));
+  EXPECT_EQ(nullptr, p);
+  EXPECT_STRNE("", f.message);
+  EXPECT_EQ(GMR_OK, EndCapture(s));
+  EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
+  EXPECT_EQ(0u, Stats(r).held_bytes);
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_cuda_resource_as_resource(async)));
+}
+
+TEST_F(PoolCaptureTest, InjectedFailuresRestoreTheModeAndKeepTheCapture) {
+  gmr_pool_resource_config c = small_config(4 * MiB);
+  c.streams_outlive_resource = false;  // the default: other's free is recorded at once
+  gmr_resource *r = Make(c, capturing_upstream_);
+  gmr_stream s = Stream(), other = Stream();
+  // Memory freed on another stream, recorded: taking it needs an event query,
+  // which needs relaxed mode. (A lazy stream's memory is not reachable during
+  // a capture: recording on it would be a stream-ordered call.)
+  void *o = Alloc(r, MiB, other);
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, o, MiB, 0, other));
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  void *p = nullptr;
+  gmr_failure f;
+  // The switch to relaxed mode fails: nothing is asked of CUDA or upstream.
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_THREAD_EXCHANGE_CAPTURE_MODE, 0, 1,
+                                                cudaErrorUnknown));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_capturing(r, 8 * MiB, 0, s, &p, &f));
+  EXPECT_EQ(nullptr, p);
+  EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
+  // The upstream has no memory: the mode is restored all the same.
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, UINT64_MAX,
+                                                cudaErrorMemoryAllocation));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_capturing(r, 8 * MiB, 0, s, &p, &f));
+  EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
+  EXPECT_TRUE(f.free_info_known);
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
+  // Free memory of the other stream, through a query in relaxed mode.
+  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 3 * MiB, 0, s, &p, &f)) << f.message;
+  EXPECT_EQ(o, p);
+  EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
+  EXPECT_EQ(GMR_OK, EndCapture(s));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 3 * MiB, 0, s));
+  ExpectInvariants(r);
+}
+
+}  // namespace
