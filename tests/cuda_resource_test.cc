@@ -164,6 +164,75 @@ TEST_P(CudaResourceKind, ConcurrentThreadsKeepCountsExact) {
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
+// Issue 9: the leaf keeps exact books and refuses bad frees before CUDA sees them.
+TEST_P(CudaResourceKind, BadFreesAreRefusedWithTheVocabularyAndReachNoCuda) {
+  gmr_cuda_resource *cr = make(GetParam());
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  void *p = nullptr, *q = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 3000, 128, nullptr, &q));
+  std::memset(p, 0x5a, 1000);
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 999, 0, nullptr));   // size
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 4096, 0, nullptr));  // size, larger
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, q, 3000, 0, nullptr));  // alignment
+  int local = 0;
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, &local, 64, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
+            gmr_deallocate(r, static_cast<char *>(p) + 256, 256, 0, nullptr));  // inside a block
+  EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(free_call(GetParam())));
+  // Nothing changed: the bytes are intact and both blocks still count.
+  EXPECT_EQ(0x5a, static_cast<unsigned char *>(p)[999]);
+  EXPECT_EQ(2u, gmr_cuda_resource_get_live_count(cr));
+  gmr_footprint fp;
+  ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
+  if (GetParam() != GMR_CUDA_KIND_ASYNC) {
+    EXPECT_EQ(4000u, fp.held_bytes);
+  }
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 3000, 128, nullptr));
+  EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(free_call(GetParam())));
+  EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cr));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+TEST_P(CudaResourceKind, ThreadsWithBadFreesKeepTheBooksExact) {
+  gmr_cuda_resource *cr = make(GetParam());
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::pair<void *, size_t>> mine;
+      for (int i = 0; i < 150; ++i) {
+        size_t bytes = 256 * (1 + (i + t) % 5);
+        void *p = nullptr;
+        if (gmr_allocate(r, bytes, 0, nullptr, &p) != GMR_OK) failures++;
+        mine.emplace_back(p, bytes);
+        if (i % 3 == 0) {
+          auto b = mine.back();
+          mine.pop_back();
+          if (gmr_deallocate(r, b.first, b.second + 1, 0, nullptr) != GMR_ERR_FREE_MISMATCH) failures++;
+          if (gmr_deallocate(r, b.first, b.second, 0, nullptr) != GMR_OK) failures++;
+          if (gmr_deallocate(r, b.first, b.second, 0, nullptr) == GMR_OK) failures++;
+        }
+      }
+      for (auto &b : mine) {
+        if (gmr_deallocate(r, b.first, b.second, 0, nullptr) != GMR_OK) failures++;
+      }
+    });
+  }
+  for (auto &th : threads) th.join();
+  EXPECT_EQ(0, failures.load());
+  EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cr));
+  gmr_footprint fp;
+  ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
+  if (GetParam() != GMR_CUDA_KIND_ASYNC) {
+    EXPECT_EQ(0u, fp.held_bytes);
+  }
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
 INSTANTIATE_TEST_SUITE_P(AllKinds, CudaResourceKind,
                          ::testing::Values(GMR_CUDA_KIND_DEVICE, GMR_CUDA_KIND_ASYNC,
                                            GMR_CUDA_KIND_MANAGED, GMR_CUDA_KIND_PINNED),
@@ -189,6 +258,32 @@ TEST_F(CudaResource, CreateChecksArguments) {
   ASSERT_EQ(GMR_OK, gmr_cuda_resource_create(nullptr, &r));
   EXPECT_EQ(GMR_CUDA_KIND_DEVICE, gmr_cuda_resource_get_kind(r));
   EXPECT_EQ(0, gmr_cuda_resource_get_device(r));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_cuda_resource_as_resource(r)));
+}
+
+TEST_F(CudaResource, CreateNamesTheDeviceAskedAndTheDeviceCount) {
+  gmr_cuda_resource_config c = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
+  c.device = 99;
+  gmr_cuda_resource *r = reinterpret_cast<gmr_cuda_resource *>(0x1);
+  gmr_failure f;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_resource_create_ex(&c, &r, &f));
+  EXPECT_EQ(nullptr, r);
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, f.status);
+  EXPECT_NE(nullptr, std::strstr(f.message, "device 99")) << f.message;
+  EXPECT_NE(nullptr, std::strstr(f.message, "1 device")) << f.message;
+  c = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
+  c.kind = static_cast<gmr_cuda_kind>(9);
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_resource_create_ex(&c, &r, &f));
+  EXPECT_NE(nullptr, std::strstr(f.message, "kind 9")) << f.message;
+  // A CUDA failure keeps its error code and names the call.
+  c = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_GET_DEVICE_COUNT, 0, 1,
+                                                cudaErrorNoDevice));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_cuda_resource_create_ex(&c, &r, &f));
+  EXPECT_EQ(int{cudaErrorNoDevice}, f.cuda_error);
+  EXPECT_NE(nullptr, std::strstr(f.message, "cudaGetDeviceCount")) << f.message;
+  // NULL failure is allowed, and success leaves a usable resource.
+  ASSERT_EQ(GMR_OK, gmr_cuda_resource_create_ex(&c, &r, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_cuda_resource_as_resource(r)));
 }
 
