@@ -121,6 +121,23 @@ TEST(HostResource, ThreadsWithBadFreesKeepTheBooksExact) {
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
+TEST(HostResource, OptionalSlots) {
+  gmr_host_resource *h = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_host_resource_create(&h));
+  gmr_resource *r = gmr_host_resource_as_resource(h);
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 500, 0, nullptr, &p, nullptr));
+  // It frees at once, so it cannot order a free after a stream's work.
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_record_stream(r, p, nullptr));
+  gmr_memory_info mi = GMR_MEMORY_INFO_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_get_memory_info(r, &mi));
+  EXPECT_EQ(500u, mi.held_bytes);
+  EXPECT_EQ(500u, mi.live_bytes);
+  EXPECT_EQ(0u, mi.free_bytes);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 500, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
 TEST(HostResource, CreateChecksItsArgument) {
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_host_resource_create(nullptr));
   EXPECT_EQ(nullptr, gmr_host_resource_from_resource(nullptr));
