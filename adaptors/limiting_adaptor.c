@@ -1,8 +1,10 @@
 /*
  * adaptors/limiting_adaptor.c: see gmr/limiting_adaptor.h.
  *
- * Hot path without per-stream limits: one compare-and-swap loop on `used`,
- * one on `peak`, the upstream call, two relaxed increments. No lock.
+ * Hot path without per-stream limits and without an OOM policy: one
+ * compare-and-swap on `used`, the upstream's slot called directly
+ * (core/forward.h), a peak check after success, one relaxed increment. No
+ * lock, and the OOM handler is not entered.
  */
 #include "gmr/limiting_adaptor.h"
 
@@ -15,6 +17,7 @@
 #include "adaptors/oom_handler.h"
 #include "core/counters.h"
 #include "core/events.h"
+#include "core/forward.h"
 #include "core/key_slots.h"
 #include "core/u64_map.h"
 
@@ -95,10 +98,12 @@ static void emit_limit(gmr_limiting_adaptor *a, gmr_event_kind kind, const gmr_l
 
 /*
  * Reserve `charge` in `scope`, asking the limit policy when it does not fit.
- * Returns GMR_OK (reserved) or GMR_ERR_LIMIT_EXCEEDED (nothing reserved).
+ * Returns GMR_OK (reserved; *reached is the scope's total with this charge,
+ * for the peak once the allocation succeeds) or GMR_ERR_LIMIT_EXCEEDED
+ * (nothing reserved).
  */
 static gmr_status reserve(gmr_limiting_adaptor *a, const limit_scope *scope, size_t charge,
-                          gmr_stream stream, gmr_failure *failure) {
+                          gmr_stream stream, size_t *reached, gmr_failure *failure) {
   size_t used = atomic_load_explicit(scope->used, memory_order_relaxed);
   for (unsigned round = 0;; ++round) {
     size_t limit = atomic_load_explicit(scope->limit, memory_order_relaxed);
@@ -106,7 +111,7 @@ static gmr_status reserve(gmr_limiting_adaptor *a, const limit_scope *scope, siz
     if (wanted >= used && wanted <= limit) {
       if (atomic_compare_exchange_weak_explicit(scope->used, &used, wanted, memory_order_relaxed,
                                                 memory_order_relaxed)) {
-        gmr__raise_peak(scope->peak, wanted);
+        *reached = wanted;
         return GMR_OK;
       }
       continue; /* `used` was reloaded by the failed exchange */
@@ -119,11 +124,11 @@ static gmr_status reserve(gmr_limiting_adaptor *a, const limit_scope *scope, siz
     }
     if (action == GMR_LIMIT_ACTION_ALLOW) {
       size_t now = atomic_fetch_add_explicit(scope->used, charge, memory_order_relaxed) + charge;
-      gmr__raise_peak(scope->peak, now);
       atomic_fetch_add_explicit(&a->overage_count, 1, memory_order_relaxed);
       size_t over = now > limit ? now - limit : 0;
       gmr__raise_peak(&a->max_overage_bytes, over);
       emit_limit(a, GMR_EVENT_LIMIT_OVERAGE, &rq, over);
+      *reached = now;
       return GMR_OK;
     }
     if (action == GMR_LIMIT_ACTION_RAISE && new_limit >= wanted && wanted >= used) {
@@ -139,11 +144,11 @@ static gmr_status reserve(gmr_limiting_adaptor *a, const limit_scope *scope, siz
     }
     atomic_fetch_add_explicit(&a->refused_count, 1, memory_order_relaxed);
     emit_limit(a, GMR_EVENT_LIMIT_REFUSED, &rq, 0);
-    snprintf(failure->message, sizeof failure->message,
-             "limiting_adaptor: %zu bytes (charged) would take %zu outstanding bytes past the "
-             "%slimit of %zu bytes (policy %s)",
-             charge, used, scope->is_stream ? "stream's " : "", limit, a->on_limit.name);
-    return GMR_ERR_LIMIT_EXCEEDED;
+    return gmr__failure_set(failure, GMR_ERR_LIMIT_EXCEEDED,
+                            "limiting_adaptor: %zu bytes (charged) would take %zu outstanding "
+                            "bytes past the %slimit of %zu bytes (policy %s)",
+                            charge, used, scope->is_stream ? "stream's " : "", limit,
+                            a->on_limit.name);
   }
 }
 
@@ -178,12 +183,33 @@ static size_t slot_of_stream(gmr_limiting_adaptor *a, gmr_stream stream) {
   return gmr__key_slots_get(&a->stream_slots, (uint64_t)(uintptr_t)stream);
 }
 
-static gmr_status limiting_allocate(gmr_resource *self, size_t bytes, size_t alignment,
-                                    gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
+/* The upstream call: through the OOM policy when there is one, else
+ * straight to the upstream's slot. A request for a capture never runs the
+ * policy: trimming or waiting could synchronise or stall the capture. */
+static gmr_status call_upstream(gmr_limiting_adaptor *a, bool capturing, size_t bytes,
+                                size_t alignment, gmr_stream stream, void **out_ptr,
+                                gmr_failure *failure) {
+  if (capturing) {
+    gmr_status st = gmr__forward_allocate_capturing(a->upstream, bytes, alignment, stream,
+                                                    out_ptr, failure);
+    gmr__oom_handler_note_failure(&a->oom, st);
+    return st;
+  }
+  if (gmr__oom_handler_has_policy(&a->oom)) {
+    return gmr__oom_handler_allocate(&a->oom, bytes, alignment, stream, out_ptr, failure);
+  }
+  gmr_status st = gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
+  if (st != GMR_OK) gmr__oom_handler_note_failure(&a->oom, st);
+  return st;
+}
+
+static gmr_status allocate_charged(gmr_limiting_adaptor *a, bool capturing, size_t bytes,
+                                   size_t alignment, gmr_stream stream, void **out_ptr,
+                                   gmr_failure *failure) {
   size_t charge = (bytes + a->charge_mask) & ~a->charge_mask;
   limit_scope global = global_scope(a);
-  gmr_status st = reserve(a, &global, charge, stream, failure);
+  size_t global_reached = 0, stream_reached = 0;
+  gmr_status st = reserve(a, &global, charge, stream, &global_reached, failure);
   if (st != GMR_OK) return st;
 
   size_t slot = 0;
@@ -191,15 +217,16 @@ static gmr_status limiting_allocate(gmr_resource *self, size_t bytes, size_t ali
   if (a->per_stream) {
     slot = slot_of_stream(a, stream);
     per = stream_scope(a, slot);
-    st = reserve(a, &per, charge, stream, failure);
+    st = reserve(a, &per, charge, stream, &stream_reached, failure);
     if (st != GMR_OK) {
       unreserve(&global, charge);
       return st;
     }
   }
 
-  st = gmr__oom_handler_allocate(&a->oom, bytes, alignment, stream, out_ptr, failure);
+  st = call_upstream(a, capturing, bytes, alignment, stream, out_ptr, failure);
   if (st != GMR_OK) {
+    /* Nothing was allocated: the charge goes back and the peaks never saw it. */
     if (a->per_stream) unreserve(&per, charge);
     unreserve(&global, charge);
     atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
@@ -213,17 +240,35 @@ static gmr_status limiting_allocate(gmr_resource *self, size_t bytes, size_t ali
     pthread_mutex_unlock(&sh->mutex);
     if (!ok) {
       /* No room to remember the stream: give the memory back, undo all. */
-      (void)gmr_deallocate(a->upstream, *out_ptr, bytes, alignment, stream);
+      (void)gmr__forward_deallocate(a->upstream, *out_ptr, bytes, alignment, stream);
       *out_ptr = NULL;
       unreserve(&per, charge);
       unreserve(&global, charge);
-      snprintf(failure->message, sizeof failure->message,
-               "limiting_adaptor: no host memory for its pointer table");
-      return GMR_ERR_OUT_OF_MEMORY;
+      return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
+                              "limiting_adaptor: no host memory for its pointer table");
     }
+    gmr__raise_peak(per.peak, stream_reached);
   }
+  gmr__raise_peak(global.peak, global_reached);
   atomic_fetch_add_explicit(&a->allocation_count, 1, memory_order_relaxed);
   return GMR_OK;
+}
+
+static gmr_status limiting_allocate(gmr_resource *self, size_t bytes, size_t alignment,
+                                    gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  return allocate_charged((gmr_limiting_adaptor *)self, false, bytes, alignment, stream, out_ptr,
+                          failure);
+}
+
+static gmr_status limiting_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
+                                              gmr_stream stream, void **out_ptr,
+                                              gmr_failure *failure) {
+  return allocate_charged((gmr_limiting_adaptor *)self, true, bytes, alignment, stream, out_ptr,
+                          failure);
+}
+
+static gmr_status limiting_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
+  return gmr__forward_record_stream(((gmr_limiting_adaptor *)self)->upstream, ptr, stream);
 }
 
 static gmr_status limiting_deallocate(gmr_resource *self, void *ptr, size_t bytes,
@@ -264,7 +309,7 @@ static gmr_status limiting_deallocate(gmr_resource *self, void *ptr, size_t byte
     return GMR_ERR_FREE_MISMATCH;
   }
 
-  gmr_status st = gmr_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
   if (st != GMR_OK) {
     atomic_fetch_add_explicit(&a->used_bytes, charge, memory_order_relaxed);
     if (a->per_stream) {
@@ -313,8 +358,11 @@ static const gmr_resource_vtbl limiting_vtbl = {
     .deallocate = limiting_deallocate,
     .destroy = limiting_destroy,
     .get_upstream = limiting_get_upstream,
-    .trim = NULL,          /* forwards to the upstream */
-    .get_footprint = NULL, /* asks the upstream */
+    .trim = NULL,            /* forwards to the upstream */
+    .get_footprint = NULL,   /* asks the upstream */
+    .get_memory_info = NULL, /* asks the upstream */
+    .record_stream = limiting_record_stream,
+    .allocate_capturing = limiting_allocate_capturing,
 };
 
 static void release_policies(const gmr_limiting_adaptor_config *cfg) {

@@ -201,9 +201,10 @@ TEST_F(Limiting, IgnorePolicyAllowsAndCountsTheOverage) {
   EXPECT_EQ(GMR_OK, gmr_deallocate(r(), b, 1024, 0, nullptr));
 }
 
-TEST_F(Limiting, IncreasePolicyRaisesByThePaddingFactorUpToTheCap) {
+// gmr's first `increase` formula, kept under the name increase_total.
+TEST_F(Limiting, IncreaseTotalRaisesToThePaddedTotalUpToTheCap) {
   gmr_limiting_adaptor_config c = Config(1000);
-  c.on_limit = gmr_limit_policy_increase(1.25, 3000);
+  c.on_limit = gmr_limit_policy_increase_total(1.25, 3000);
   Make(c);
   void *a = nullptr, *b = nullptr, *d = nullptr;
   ASSERT_EQ(GMR_OK, gmr_allocate(r(), 2048, 0, nullptr, &a));
@@ -232,6 +233,81 @@ TEST_F(Limiting, IncreaseWithoutCapAlwaysAdmits) {
   ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1 << 20, 0, nullptr, &a));
   EXPECT_EQ(size_t{2} << 20, gmr_limiting_adaptor_get_limit(lim_));
   EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a, 1 << 20, 0, nullptr));
+}
+
+TEST_F(Limiting, IncreaseTotalIsNamedAndChecked) {
+  gmr_limit_policy p;
+  ASSERT_EQ(GMR_OK, gmr_limit_policy_from_name("increase_total", &p));
+  EXPECT_STREQ("increase_total", p.name);
+  EXPECT_EQ(GMR_LIMIT_DEFAULT_PADDING_FACTOR, p.padding_factor);
+  p.padding_factor = 0.5;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limit_policy_check(&p));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limit_policy_register("increase_total", &p));
+}
+
+// Issue 13 §5: cuCascade's increase_reservation_limit_policy grows the limit
+// by the padding factor times the excess over it (its own test: a 25600-byte
+// reservation, 23040 then 12800 bytes: excess 10240, grown by 12800).
+TEST_F(Limiting, IncreaseGrowsTheLimitByThePaddingFactorTimesTheExcess) {
+  gmr_limiting_adaptor_config c = Config(25600);
+  c.on_limit = gmr_limit_policy_increase(1.25, 0);
+  Make(c);
+  void *a = nullptr, *b = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 23040, 0, nullptr, &a));
+  EXPECT_EQ(25600u, gmr_limiting_adaptor_get_limit(lim_));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 12800, 0, nullptr, &b));
+  EXPECT_EQ(38400u, gmr_limiting_adaptor_get_limit(lim_));
+  EXPECT_EQ(35840u, gmr_limiting_adaptor_get_used_bytes(lim_));
+  EXPECT_EQ(1u, Stats().raise_count);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), b, 12800, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a, 23040, 0, nullptr));
+}
+
+TEST_F(Limiting, IncreaseFallsBackToTheExcessWhenThePaddingWouldPassTheCap) {
+  gmr_limiting_adaptor_config c = Config(1000);
+  c.on_limit = gmr_limit_policy_increase(1.25, 2100);
+  Make(c);
+  void *a = nullptr, *b = nullptr;
+  // Excess 1048: padded to 1310 (limit 2310 > cap), so grown by exactly 1048.
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 2048, 0, nullptr, &a));
+  EXPECT_EQ(2048u, gmr_limiting_adaptor_get_limit(lim_));
+  // Excess 256: even 2304 passes the cap of 2100: refused, nothing moved.
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(r(), 256, 0, nullptr, &b));
+  EXPECT_EQ(2048u, gmr_limiting_adaptor_get_limit(lim_));
+  EXPECT_EQ(2048u, gmr_limiting_adaptor_get_used_bytes(lim_));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a, 2048, 0, nullptr));
+}
+
+TEST_F(Limiting, IncreaseAppliesToStreamLimitsToo) {
+  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
+  c.per_stream = true;
+  c.stream_limit_bytes = 1024;
+  c.on_limit = gmr_limit_policy_increase(2.0, 0);
+  Make(c);
+  void *a = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1536, 0, S(3), &a));  // excess 512, grown by 1024
+  size_t used = 0, limit = 0;
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stream_usage(lim_, S(3), &used, &limit));
+  EXPECT_EQ(1536u, used);
+  EXPECT_EQ(2048u, limit);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a, 1536, 0, S(3)));
+}
+
+// Issue 13 §5: a failed upstream allocation gives its charge back, and must
+// not leave the peak raised either.
+TEST_F(Limiting, AFailedUpstreamAllocationDoesNotRaiseThePeak) {
+  gmr_limiting_adaptor_config c = Config(1 << 20);
+  c.per_stream = true;
+  Make(c);
+  void *a = nullptr, *b = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1000, 0, S(1), &a));
+  gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate(r(), 50000, 0, S(1), &b));
+  gmr_limiting_stats s = Stats();
+  EXPECT_EQ(1024u, s.used_bytes);
+  EXPECT_EQ(1024u, s.peak_used_bytes);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a, 1000, 0, S(1)));
+  EXPECT_EQ(1024u, Stats().peak_used_bytes);
 }
 
 struct Seen {

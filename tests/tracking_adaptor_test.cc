@@ -245,7 +245,11 @@ TEST_F(TrackingSim, FreeRefusedUpstreamLeavesTheAllocationLiveInTheBooks) {
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_cuda_resource_as_resource(cuda)));
 }
 
-TEST_F(Tracking, ScopesReportThePeakAndTotalsWithinThem) {
+// Issue 13 §5: a scope counts what happens inside it, from zero, as RMM's
+// statistics_resource_adaptor push_counters/pop_counters do (a free of memory
+// allocated before the scope makes its current negative), and a closed
+// scope's counts are added to the enclosing one's.
+TEST_F(Tracking, ScopesCountWhatHappensInsideThemAsRmmDoes) {
   Make();
   void *a = nullptr, *b = nullptr, *c = nullptr;
   ASSERT_EQ(GMR_OK, gmr_allocate(r(), 5000, 0, nullptr, &a));  // before any scope
@@ -256,23 +260,52 @@ TEST_F(Tracking, ScopesReportThePeakAndTotalsWithinThem) {
   ASSERT_EQ(GMR_OK, gmr_allocate(r(), 300, 0, nullptr, &c));
   gmr_tracking_stats inner = GMR_TRACKING_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_pop_scope(trk_, &inner));
-  EXPECT_EQ(400, inner.bytes.current);
-  EXPECT_EQ(400, inner.bytes.peak);  // the inner scope started at 100
+  EXPECT_EQ(300, inner.bytes.current);
+  EXPECT_EQ(300, inner.bytes.peak);
   EXPECT_EQ(300, inner.bytes.total);
+  EXPECT_EQ(1, inner.allocations.current);
+  EXPECT_EQ(1, inner.allocations.peak);
   EXPECT_EQ(1, inner.allocations.total);
   ASSERT_EQ(GMR_OK, gmr_deallocate(r(), c, 300, 0, nullptr));
   gmr_tracking_stats outer = GMR_TRACKING_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_pop_scope(trk_, &outer));
-  EXPECT_EQ(5100, outer.bytes.peak);  // 5000 + 100 before `a` was freed
+  EXPECT_EQ(-4900, outer.bytes.current);  // +100 +300 -5000 -300
+  EXPECT_EQ(100, outer.bytes.peak);       // the inner peak came at -4900 + 300
   EXPECT_EQ(400, outer.bytes.total);
+  EXPECT_EQ(0, outer.allocations.current);
+  EXPECT_EQ(1, outer.allocations.peak);
   EXPECT_EQ(2, outer.allocations.total);
-  EXPECT_EQ(100, outer.bytes.current);
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_tracking_adaptor_pop_scope(trk_, nullptr));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r(), b, 100, 0, nullptr));
   // Overall counters are unaffected by scopes.
   gmr_tracking_stats all = Stats();
   EXPECT_EQ(5400, all.bytes.total);
   EXPECT_EQ(5100, all.bytes.peak);
+  EXPECT_EQ(0, all.bytes.current);
+}
+
+TEST_F(Tracking, AnInnerPeakAboveTheOuterOneRaisesIt) {
+  Make();
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_push_scope(trk_));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1000, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_push_scope(trk_));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 2000, 0, nullptr, &b));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), b, 2000, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 500, 0, nullptr, &c));
+  gmr_tracking_stats inner = GMR_TRACKING_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_pop_scope(trk_, &inner));
+  EXPECT_EQ(500, inner.bytes.current);
+  EXPECT_EQ(2000, inner.bytes.peak);
+  EXPECT_EQ(2500, inner.bytes.total);
+  gmr_tracking_stats outer = GMR_TRACKING_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_pop_scope(trk_, &outer));
+  EXPECT_EQ(1500, outer.bytes.current);
+  EXPECT_EQ(3000, outer.bytes.peak);  // 1000 + the inner scope's 2000
+  EXPECT_EQ(3500, outer.bytes.total);
+  EXPECT_EQ(2, outer.allocations.peak);
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), a, 1000, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), c, 500, 0, nullptr));
 }
 
 TEST_F(Tracking, ScopesNestToALimit) {

@@ -31,7 +31,20 @@
  * OOM policy (`on_oom`): when the upstream fails for lack of memory, the
  * policy may trim the stack below, wait for a free through this adaptor, or
  * call a user callback, then retry (gmr/policy.h). The request's charge stays
- * reserved while the policy runs.
+ * reserved while the policy runs. With the default `fail` the adaptor calls
+ * its upstream's slot directly and never enters the policy machinery.
+ *
+ * Peaks (peak_used_bytes, each stream's peak) count allocations that
+ * succeeded: a charge given back because the upstream failed never raises
+ * them. A peak is the charged total at the moment the request was admitted,
+ * so a concurrent request that was admitted but later failed below may still
+ * show in another request's peak.
+ *
+ * Optional slots: allocate_capturing is charged and limited like allocate and
+ * forwarded to the upstream's allocate_capturing; the OOM policy does not run
+ * for it (trim or wait could synchronise or stall the capture), the upstream's
+ * failure is returned as is. record_stream is forwarded to the upstream;
+ * get_memory_info, trim and the footprint are answered from below.
  *
  * Events (gmr/events.h): LIMIT_REFUSED, LIMIT_RAISED, LIMIT_OVERAGE, and the
  * OOM events of its policy.

@@ -8,16 +8,18 @@
  * allocating thread (cuCascade's two tracking modes). A free is charged back
  * to the owner recorded at allocation, whatever thread or stream frees.
  * Bytes are counted exactly as requested (no rounding). Scopes (push/pop)
- * report the peak and totals within a stretch of a program (RMM's
- * statistics_resource_adaptor).
+ * count what happens within a stretch of a program, from zero, as RMM's
+ * statistics_resource_adaptor push_counters/pop_counters do.
  *
  * Table: pointer -> {bytes, alignment, stream, sequence number, owner} for
  * every live allocation. A deallocation is checked against it and refused,
  * counted and never forwarded when it is bad:
  *   GMR_ERR_UNKNOWN_POINTER  never allocated through this adaptor;
- *   GMR_ERR_DOUBLE_FREE      freed already (the adaptor remembers the last
- *                            `recent_free_count` frees to tell these apart;
- *                            an older double free reads as unknown pointer);
+ *   GMR_ERR_DOUBLE_FREE      freed already (the adaptor remembers, for each
+ *                            2 MiB address region's shard of the table, its
+ *                            last `recent_free_count` frees to tell these
+ *                            apart; an older double free reads as unknown
+ *                            pointer);
  *   GMR_ERR_FREE_MISMATCH    bytes or alignment differ from the allocation's,
  *                            or (with `check_stream`) the stream does.
  * The books are updated before the memory goes back upstream, and restored
@@ -27,8 +29,18 @@
  * Zero bytes never reach the adaptor (see gmr/resource.h), so nothing records
  * a zero-byte allocation.
  *
- * Thread-safe: yes. Counters are atomics; the table is split in 16 shards by
- * pointer, each under its own mutex held only for the table update.
+ * Optional slots: allocate_capturing is forwarded to the upstream's
+ * allocate_capturing and recorded and counted like an allocation (freed with
+ * the ordinary deallocate). record_stream refuses a pointer that is not live
+ * here with GMR_ERR_UNKNOWN_POINTER (the upstream never sees it) and forwards
+ * the others. get_memory_info, trim and the footprint are answered from
+ * below.
+ *
+ * Thread-safe: yes. Counters are atomics, each owner's on a cache line of its
+ * own; the table is split in 64 shards by 2 MiB address region (so threads
+ * whose memory comes from chunks of their own rarely share one), each under a
+ * spin lock held only for one table operation. Scopes take a mutex, and only
+ * while one is open.
  * Source: RMM's tracking_resource_adaptor and statistics_resource_adaptor;
  * cuCascade's per-stream and per-thread allocation trackers.
  */
@@ -163,21 +175,30 @@ GMR_API gmr_status gmr_tracking_adaptor_list_owners(const gmr_tracking_adaptor *
 #define GMR_TRACKING_MAX_SCOPE_DEPTH 64
 
 /**
- * Open a scope: from now on the adaptor also records the peak of live bytes
- * and allocations within the scope and what was allocated in it.
- * Thread-safe: yes (an internal mutex); allocations racing with the push
- * may count on either side.
+ * Open a scope: counters that start at zero and count, until the matching
+ * pop, the bytes and allocations made and freed through the adaptor (RMM's
+ * statistics_resource_adaptor::push_counters). Scopes nest: calls count in
+ * the innermost open scope only, and a closed scope's counts are added to
+ * the enclosing one's at pop.
+ * Thread-safe: yes (an internal mutex, also taken by every allocation and
+ * free while a scope is open); calls racing with the push may count on
+ * either side of it.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL); GMR_ERR_BUSY
  * (GMR_TRACKING_MAX_SCOPE_DEPTH scopes are open).
  */
 GMR_API gmr_status gmr_tracking_adaptor_push_scope(gmr_tracking_adaptor *a);
 
 /**
- * Close the innermost scope and report it in `out` (may be NULL): bytes and
- * allocations `current` as now, `peak` the highest within the scope, `total`
- * what was allocated within it; the other counters as gmr_tracking_adaptor_get_stats.
- * The enclosing scope's peak includes the closed one's (RMM's
- * statistics_resource_adaptor::pop_counters).
+ * Close the innermost scope and report it in `out` (may be NULL), relative to
+ * the scope (RMM's statistics_resource_adaptor::pop_counters): for bytes and
+ * for allocations, `current` is what was allocated minus what was freed in
+ * it (below zero when memory allocated before the scope was freed in it),
+ * `peak` the highest `current` reached in it, `total` what was allocated in
+ * it; the other counters are as gmr_tracking_adaptor_get_stats gives them.
+ * The enclosing scope then adds the closed one: its current grows by the
+ * closed current, its total by the closed total, and its peak becomes at
+ * least its current at the push plus the closed peak. The overall counters
+ * of gmr_tracking_adaptor_get_stats never depend on scopes.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL a, bad header);
  * GMR_ERR_UNSUPPORTED (no scope is open).
  */
