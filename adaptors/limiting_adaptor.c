@@ -1,10 +1,11 @@
 /*
  * adaptors/limiting_adaptor.c: see gmr/limiting_adaptor.h.
  *
- * Hot path without per-stream limits and without an OOM policy: one
- * compare-and-swap on `used`, the upstream's slot called directly
- * (core/forward.h), a peak check after success, one relaxed increment. No
- * lock, and the OOM handler is not entered.
+ * Hot path while counting (no limit, the default; limiting_internal.h): the
+ * upstream's slot called directly (core/forward.h), then the charge added to
+ * the calling thread's lane. Enforcing a limit: one compare-and-swap on
+ * `used` before the upstream, a peak check after success. No lock either way,
+ * and without an OOM policy the OOM handler is not entered.
  */
 #include "gmr/limiting_adaptor.h"
 
@@ -14,64 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "adaptors/oom_handler.h"
+#include "adaptors/limiting_internal.h"
 #include "core/counters.h"
 #include "core/events.h"
 #include "core/forward.h"
-#include "core/key_slots.h"
-#include "core/u64_map.h"
 
-#define SHARD_COUNT 16
-/* A limit policy that keeps raising by too little cannot loop forever. */
-#define MAX_RAISE_ROUNDS 8
-
-typedef struct ptr_shard {
-  pthread_mutex_t mutex;
-  gmr__u64_map map; /* pointer -> stream slot */
-  char pad[64];     /* keep shards' locks on separate cache lines */
-} ptr_shard;
-
-typedef struct stream_counters {
-  _Atomic size_t used_bytes;
-  _Atomic size_t limit_bytes;
-  _Atomic size_t peak_bytes;
-} stream_counters;
-
-/* One counter pair that a limit applies to: the global one or a stream's. */
-typedef struct limit_scope {
-  _Atomic size_t *used;
-  _Atomic size_t *limit;
-  _Atomic size_t *peak;
-  int is_stream;
-} limit_scope;
-
-struct gmr_limiting_adaptor {
-  gmr_resource base; /* first */
-  gmr_resource *upstream;
-  size_t charge_mask; /* charge_alignment - 1 */
-  gmr_limit_policy on_limit;
-  gmr__oom_handler oom;
-
-  char pad[64]; /* the counters below change on every call */
-  _Atomic size_t used_bytes;
-  _Atomic size_t limit_bytes;
-  _Atomic size_t peak_bytes;
-  _Atomic uint64_t allocation_count;
-  _Atomic uint64_t deallocation_count;
-  _Atomic uint64_t refused_count;
-  _Atomic uint64_t upstream_failure_count;
-  _Atomic uint64_t overage_count;
-  _Atomic size_t max_overage_bytes;
-  _Atomic uint64_t raise_count;
-  _Atomic uint64_t bad_free_count;
-
-  /* per-stream mode only */
-  bool per_stream;
-  size_t default_stream_limit_bytes;
-  gmr__key_slots stream_slots;
-  stream_counters *streams; /* stream_slots.capacity + 1 (the overflow slot) */
-  ptr_shard *shards;        /* SHARD_COUNT */
-};
+/* A thread's lane flushes its counts past these (limiting_internal.h). */
+#define LANE_BATCH_BYTES ((int64_t)1 << 20)
+#define LANE_BATCH_COUNT 256
 
 static const gmr_resource_vtbl limiting_vtbl;
 
@@ -179,6 +130,38 @@ static limit_scope stream_scope(gmr_limiting_adaptor *a, size_t slot) {
   return s;
 }
 
+/* How a lane update changes the counting mode's counters. */
+typedef enum lane_change { LANE_ALLOCATED, LANE_FREED, LANE_FREE_UNDONE } lane_change;
+
+/* Count `charge` in the calling thread's lane, unless the adaptor stopped
+ * counting (then nothing is counted and false is returned: the caller uses
+ * the enforcing counters). The busy mark and the flag are read and written
+ * sequentially consistent: gmr__limiting_stop_counting() waits for marks. */
+static bool count_in_lane(gmr_limiting_adaptor *a, size_t charge, lane_change change) {
+  size_t lane = gmr__thread_lane();
+  _Atomic unsigned *inside = &a->busy[lane].inside;
+  atomic_fetch_add_explicit(inside, 1, memory_order_seq_cst);
+  bool counting = atomic_load_explicit(&a->counting, memory_order_seq_cst);
+  if (counting) {
+    switch (change) {
+      case LANE_ALLOCATED:
+        gmr__lane_level_add(&a->lane_used, lane, (int64_t)charge);
+        gmr__lane_level_add(&a->lane_live, lane, 1);
+        break;
+      case LANE_FREED:
+        gmr__lane_level_sub(&a->lane_used, lane, (int64_t)charge);
+        gmr__lane_level_sub(&a->lane_live, lane, 1);
+        break;
+      case LANE_FREE_UNDONE:
+        gmr__lane_level_unsub(&a->lane_used, lane, (int64_t)charge);
+        gmr__lane_level_unsub(&a->lane_live, lane, 1);
+        break;
+    }
+  }
+  atomic_fetch_sub_explicit(inside, 1, memory_order_release);
+  return counting;
+}
+
 static size_t slot_of_stream(gmr_limiting_adaptor *a, gmr_stream stream) {
   return gmr__key_slots_get(&a->stream_slots, (uint64_t)(uintptr_t)stream);
 }
@@ -208,6 +191,21 @@ static gmr_status allocate_charged(gmr_limiting_adaptor *a, bool capturing, size
                                    gmr_failure *failure) {
   size_t charge = (bytes + a->charge_mask) & ~a->charge_mask;
   limit_scope global = global_scope(a);
+  if (atomic_load_explicit(&a->counting, memory_order_relaxed)) {
+    /* Nothing can refuse: charge after success, in this thread's lane. */
+    gmr_status st = call_upstream(a, capturing, bytes, alignment, stream, out_ptr, failure);
+    if (st != GMR_OK) {
+      atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
+      return st;
+    }
+    if (!count_in_lane(a, charge, LANE_ALLOCATED)) {
+      /* A limit came meanwhile; this request was admitted before it. */
+      size_t now = atomic_fetch_add_explicit(global.used, charge, memory_order_relaxed) + charge;
+      gmr__raise_peak(global.peak, now);
+      atomic_fetch_add_explicit(&a->allocation_count, 1, memory_order_relaxed);
+    }
+    return GMR_OK;
+  }
   size_t global_reached = 0, stream_reached = 0;
   gmr_status st = reserve(a, &global, charge, stream, &global_reached, failure);
   if (st != GMR_OK) return st;
@@ -271,10 +269,32 @@ static gmr_status limiting_record_stream(gmr_resource *self, void *ptr, gmr_stre
   return gmr__forward_record_stream(((gmr_limiting_adaptor *)self)->upstream, ptr, stream);
 }
 
+/* Counting mode trusts `bytes` (the books of a tracking adaptor above check
+ * frees); false when the adaptor stopped counting before the charge came off. */
+static bool deallocate_counted(gmr_limiting_adaptor *a, void *ptr, size_t bytes, size_t alignment,
+                               gmr_stream stream, size_t charge, gmr_status *st) {
+  if (!count_in_lane(a, charge, LANE_FREED)) return false;
+  *st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  if (*st != GMR_OK) {
+    /* Nothing was released: the charge goes back where it now belongs. */
+    if (!count_in_lane(a, charge, LANE_FREE_UNDONE)) {
+      atomic_fetch_add_explicit(&a->used_bytes, charge, memory_order_relaxed);
+    }
+    return true;
+  }
+  gmr__oom_handler_note_free(&a->oom);
+  return true;
+}
+
 static gmr_status limiting_deallocate(gmr_resource *self, void *ptr, size_t bytes,
                                       size_t alignment, gmr_stream stream) {
   gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
   size_t charge = (bytes + a->charge_mask) & ~a->charge_mask;
+  gmr_status counted = GMR_OK;
+  if (atomic_load_explicit(&a->counting, memory_order_relaxed) &&
+      deallocate_counted(a, ptr, bytes, alignment, stream, charge, &counted)) {
+    return counted;
+  }
   size_t slot = 0;
   ptr_shard *sh = NULL;
   uint64_t key = (uint64_t)(uintptr_t)ptr;
@@ -335,12 +355,13 @@ static void free_adaptor(gmr_limiting_adaptor *a) {
   }
   free(a->streams);
   gmr__key_slots_deinit(&a->stream_slots);
+  pthread_mutex_destroy(&a->mode_mutex);
   free(a);
 }
 
 static gmr_status limiting_destroy(gmr_resource *self) {
   gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
-  if (atomic_load(&a->used_bytes) != 0) return GMR_ERR_BUSY;
+  if (gmr__limiting_used_bytes(a) != 0) return GMR_ERR_BUSY;
   gmr__oom_handler_deinit(&a->oom);
   if (a->on_limit.release != NULL) a->on_limit.release(a->on_limit.ctx);
   free_adaptor(a);
@@ -386,11 +407,19 @@ gmr_status gmr_limiting_adaptor_create(gmr_resource *upstream,
     release_policies(&cfg);
     return GMR_ERR_INVALID_ARGUMENT;
   }
-  gmr_limiting_adaptor *a = calloc(1, sizeof *a);
-  if (a == NULL) {
+  /* Aligned: the lanes and busy marks are a cache line each. */
+  size_t size = (sizeof(gmr_limiting_adaptor) + 63) & ~(size_t)63;
+  gmr_limiting_adaptor *a = aligned_alloc(64, size);
+  if (a != NULL) memset(a, 0, size);
+  if (a == NULL || pthread_mutex_init(&a->mode_mutex, NULL) != 0) {
+    free(a);
     release_policies(&cfg);
     return GMR_ERR_OUT_OF_MEMORY;
   }
+  gmr__lane_level_init(&a->lane_used, LANE_BATCH_BYTES);
+  gmr__lane_level_init(&a->lane_live, LANE_BATCH_COUNT);
+  /* Nothing can refuse a request: count in per-thread lanes until a limit comes. */
+  atomic_init(&a->counting, cfg.limit_bytes == GMR_LIMIT_NONE && !cfg.per_stream);
   a->base.vtbl = &limiting_vtbl;
   a->upstream = upstream;
   a->charge_mask = align - 1;
@@ -436,69 +465,3 @@ gmr_limiting_adaptor *gmr_limiting_adaptor_from_resource(gmr_resource *r) {
   return (r != NULL && r->vtbl == &limiting_vtbl) ? (gmr_limiting_adaptor *)r : NULL;
 }
 
-size_t gmr_limiting_adaptor_get_limit(const gmr_limiting_adaptor *a) {
-  return atomic_load_explicit(&a->limit_bytes, memory_order_relaxed);
-}
-
-gmr_status gmr_limiting_adaptor_set_limit(gmr_limiting_adaptor *a, size_t limit_bytes) {
-  if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  atomic_store_explicit(&a->limit_bytes, limit_bytes, memory_order_relaxed);
-  return GMR_OK;
-}
-
-size_t gmr_limiting_adaptor_get_used_bytes(const gmr_limiting_adaptor *a) {
-  return atomic_load_explicit(&a->used_bytes, memory_order_relaxed);
-}
-
-gmr_status gmr_limiting_adaptor_set_stream_limit(gmr_limiting_adaptor *a, gmr_stream stream,
-                                                 size_t limit_bytes) {
-  if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  if (!a->per_stream) return GMR_ERR_UNSUPPORTED;
-  size_t slot = slot_of_stream(a, stream);
-  if (slot == a->stream_slots.capacity) return GMR_ERR_BUSY;
-  atomic_store_explicit(&a->streams[slot].limit_bytes, limit_bytes, memory_order_relaxed);
-  return GMR_OK;
-}
-
-gmr_status gmr_limiting_adaptor_get_stream_usage(const gmr_limiting_adaptor *a, gmr_stream stream,
-                                                 size_t *used_bytes, size_t *limit_bytes) {
-  if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  if (!a->per_stream) return GMR_ERR_UNSUPPORTED;
-  size_t slot = gmr__key_slots_find(&a->stream_slots, (uint64_t)(uintptr_t)stream);
-  size_t used = 0, limit = a->default_stream_limit_bytes;
-  if (slot != a->stream_slots.capacity) {
-    used = atomic_load_explicit(&a->streams[slot].used_bytes, memory_order_relaxed);
-    limit = atomic_load_explicit(&a->streams[slot].limit_bytes, memory_order_relaxed);
-  }
-  if (used_bytes != NULL) *used_bytes = used;
-  if (limit_bytes != NULL) *limit_bytes = limit;
-  return GMR_OK;
-}
-
-gmr_status gmr_limiting_adaptor_get_stats(const gmr_limiting_adaptor *a, gmr_limiting_stats *out) {
-  size_t header = offsetof(gmr_limiting_stats, version) + sizeof out->version;
-  if (a == NULL || out == NULL || out->size < header || out->version == 0) {
-    return GMR_ERR_INVALID_ARGUMENT;
-  }
-  gmr_limiting_stats s;
-  memset(&s, 0, sizeof s);
-  s.limit_bytes = atomic_load_explicit(&a->limit_bytes, memory_order_relaxed);
-  s.used_bytes = atomic_load_explicit(&a->used_bytes, memory_order_relaxed);
-  s.peak_used_bytes = atomic_load_explicit(&a->peak_bytes, memory_order_relaxed);
-  s.allocation_count = atomic_load_explicit(&a->allocation_count, memory_order_relaxed);
-  s.deallocation_count = atomic_load_explicit(&a->deallocation_count, memory_order_relaxed);
-  s.refused_count = atomic_load_explicit(&a->refused_count, memory_order_relaxed);
-  s.upstream_failure_count = atomic_load_explicit(&a->upstream_failure_count, memory_order_relaxed);
-  s.overage_count = atomic_load_explicit(&a->overage_count, memory_order_relaxed);
-  s.max_overage_bytes = atomic_load_explicit(&a->max_overage_bytes, memory_order_relaxed);
-  s.raise_count = atomic_load_explicit(&a->raise_count, memory_order_relaxed);
-  s.bad_free_count = atomic_load_explicit(&a->bad_free_count, memory_order_relaxed);
-  gmr__oom_handler_get_counts(&a->oom, &s.oom);
-  size_t n = out->size < sizeof s ? out->size : sizeof s;
-  size_t caller_size = out->size;
-  uint32_t caller_version = out->version;
-  memcpy(out, &s, n);
-  out->size = caller_size;
-  out->version = caller_version;
-  return GMR_OK;
-}

@@ -20,6 +20,10 @@
 #define SHARD_COUNT 64
 #define DEFAULT_RECENT_FREE_COUNT 4096
 #define DEFAULT_MAX_OWNERS 256
+/* A thread's lane flushes its overall counts past these: the overall peaks
+ * are exact for one thread, and within this much per thread for several. */
+#define LANE_BATCH_BYTES ((int64_t)1 << 20)
+#define LANE_BATCH_COUNT 256
 
 static const gmr_resource_vtbl tracking_vtbl;
 
@@ -31,7 +35,7 @@ uint64_t gmr_tracking_thread_id(void) {
   return thread_id;
 }
 
-/* Add an allocation; the seq (allocation order) is the overall total count. */
+/* Add an allocation to an owner; returns its number on that owner (seq). */
 static uint64_t counters_add(gmr__tracking_counters *c, int64_t bytes) {
   int64_t now = atomic_fetch_add_explicit(&c->bytes, bytes, memory_order_relaxed) + bytes;
   gmr__raise_peak_i64(&c->peak_bytes, now);
@@ -79,17 +83,20 @@ static gmr_status allocate_as(gmr_tracking_adaptor *a, bool capturing, size_t by
     return st;
   }
   size_t slot = gmr__key_slots_get(&a->owner_slots, owner_key(a, stream));
-  uint64_t seq = counters_add(&a->all, (int64_t)bytes);
+  gmr__tracking_counters *owner = &a->owners[slot];
+  uint64_t seq = counters_add(owner, (int64_t)bytes); /* its number on the owner */
   gmr__book_entry entry = {bytes, alignment, stream, seq, NULL, (uint32_t)slot};
   if (!gmr__books_insert(&a->books, *out_ptr, &entry)) {
     /* Without a record the free could not be checked: give the memory back. */
-    counters_cancel(&a->all, (int64_t)bytes);
+    counters_cancel(owner, (int64_t)bytes);
     (void)gmr__forward_deallocate(a->upstream, *out_ptr, bytes, alignment, stream);
     *out_ptr = NULL;
     return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
                             "tracking_adaptor: no host memory for its allocation table");
   }
-  (void)counters_add(&a->owners[slot], (int64_t)bytes);
+  size_t lane = gmr__thread_lane();
+  gmr__lane_level_add(&a->all_bytes, lane, (int64_t)bytes);
+  gmr__lane_level_add(&a->all_count, lane, 1);
   if (scopes_open(a)) gmr__tracking_scope_note(a, (int64_t)bytes, 1, false);
   return GMR_OK;
 }
@@ -123,7 +130,9 @@ gmr_status gmr__tracking_deallocate(gmr_resource *self, void *ptr, size_t bytes,
     return gmr__book_verdict_status(verdict);
   }
   int64_t freed = (int64_t)entry.bytes;
-  counters_move(&a->all, freed, -1);
+  size_t lane = gmr__thread_lane();
+  gmr__lane_level_sub(&a->all_bytes, lane, freed);
+  gmr__lane_level_sub(&a->all_count, lane, 1);
   counters_move(&a->owners[entry.owner_slot], freed, -1);
   bool scoped = scopes_open(a);
   if (scoped) gmr__tracking_scope_note(a, freed, -1, false);
@@ -132,7 +141,8 @@ gmr_status gmr__tracking_deallocate(gmr_resource *self, void *ptr, size_t bytes,
   if (st != GMR_OK) {
     /* Nothing was released: the allocation is live again, as it was. */
     gmr__books_restore(&a->books, ptr, &entry);
-    counters_move(&a->all, freed, 1);
+    gmr__lane_level_unsub(&a->all_bytes, lane, freed);
+    gmr__lane_level_unsub(&a->all_count, lane, 1);
     counters_move(&a->owners[entry.owner_slot], freed, 1);
     if (scoped) gmr__tracking_scope_note(a, freed, -1, true);
     return st;
@@ -165,7 +175,7 @@ static void free_adaptor(gmr_tracking_adaptor *a) {
 
 gmr_status gmr__tracking_destroy(gmr_resource *self) {
   gmr_tracking_adaptor *a = (gmr_tracking_adaptor *)self;
-  if (atomic_load(&a->all.count) != 0) return GMR_ERR_BUSY;
+  if (gmr__lane_level_value(&a->all_count) != 0) return GMR_ERR_BUSY;
   free_adaptor(a);
   return GMR_OK;
 }
@@ -220,6 +230,8 @@ gmr_status gmr_tracking_adaptor_create(gmr_resource *upstream,
   a->upstream = upstream;
   a->per = cfg.per;
   a->check_stream = cfg.check_stream;
+  gmr__lane_level_init(&a->all_bytes, LANE_BATCH_BYTES);
+  gmr__lane_level_init(&a->all_count, LANE_BATCH_COUNT);
   bool ok = gmr__key_slots_init(&a->owner_slots, max_owners);
   if (ok) {
     a->owners = zalloc_aligned((a->owner_slots.capacity + 1) * sizeof *a->owners);

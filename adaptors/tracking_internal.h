@@ -5,10 +5,11 @@
  * the leak report, forced destroy).
  *
  * The books of live allocations are core/books.h (split by address region,
- * spin-locked shards). Counters are atomics, each owner's on a cache line of
- * its own, so threads that allocate on streams of their own write only lines
- * of their own, except the overall counters. Scopes are counted under a mutex,
- * and only while one is open.
+ * spin-locked shards). Each owner's counters are atomics on a cache line of
+ * their own; the overall counters are per-thread lanes (core/lanes.h). So a
+ * thread that allocates on a stream of its own, from memory of its own,
+ * writes no cache line another thread writes. Scopes are counted under a
+ * mutex, and only while one is open.
  *
  * Thread-safe: as gmr/tracking_adaptor.h says.
  */
@@ -21,6 +22,7 @@
 
 #include "core/books.h"
 #include "core/key_slots.h"
+#include "core/lanes.h"
 #include "gmr/tracking_adaptor.h"
 
 /* current / peak / total of bytes and of allocations, one cache line. */
@@ -57,7 +59,8 @@ struct gmr_tracking_adaptor {
   gmr__tracking_counters *owners; /* owner_slots.capacity + 1 */
   _Atomic unsigned scope_depth;   /* read on every call; written by push/pop only */
 
-  gmr__tracking_counters all; /* its own cache line */
+  gmr__lane_level all_bytes; /* overall bytes live: per-thread lanes */
+  gmr__lane_level all_count; /* overall allocations live */
 
   _Alignas(64) _Atomic uint64_t upstream_failure_count; /* the rare counters */
   _Atomic uint64_t unknown_pointer_count;

@@ -28,9 +28,16 @@ static size_t owners_seen(const gmr_tracking_adaptor *a) {
   return gmr__key_slots_count(&a->owner_slots);
 }
 
+static void read_level(const gmr__lane_level *c, gmr_stat_count *out) {
+  out->current = gmr__lane_level_value(c);
+  out->peak = gmr__lane_level_peak(c);
+  out->total = gmr__lane_level_total(c);
+}
+
 static void fill_stats(const gmr_tracking_adaptor *a, gmr_tracking_stats *s) {
   memset(s, 0, sizeof *s);
-  read_counts(&a->all, &s->bytes, &s->allocations);
+  read_level(&a->all_bytes, &s->bytes);
+  read_level(&a->all_count, &s->allocations);
   /* Every allocation made is live or was freed: no counter of its own on
    * the free path. */
   int64_t freed = s->allocations.total - s->allocations.current;
@@ -182,22 +189,45 @@ gmr_status gmr_tracking_adaptor_pop_scope(gmr_tracking_adaptor *a, gmr_tracking_
 
 /* ---- live allocations --------------------------------------------------- */
 
-static int by_seq(const void *x, const void *y) {
-  uint64_t a = ((const gmr__book_item *)x)->entry.seq, b = ((const gmr__book_item *)y)->entry.seq;
-  return a < b ? -1 : a > b;
-}
-
-/* Every live allocation, oldest first. *items is NULL when there is none. */
-static gmr_status collect(const gmr_tracking_adaptor *a, gmr__book_item **items, size_t *count) {
-  gmr_status st = gmr__books_collect(&a->books, items, count);
-  if (st == GMR_OK && *count > 1) qsort(*items, *count, sizeof **items, by_seq);
-  return st;
-}
-
 static uint64_t owner_of(const gmr_tracking_adaptor *a, const gmr__book_entry *e) {
   uint64_t key = 0;
   if (!gmr__key_slots_key(&a->owner_slots, e->owner_slot, &key)) return UINT64_MAX;
   return key;
+}
+
+/* A live allocation with its owner's key, for sorting. */
+typedef struct owned_item {
+  uint64_t owner;
+  gmr__book_item item;
+} owned_item;
+
+static int by_owner_then_seq(const void *x, const void *y) {
+  const owned_item *a = x, *b = y;
+  if (a->owner != b->owner) return a->owner < b->owner ? -1 : 1;
+  return a->item.entry.seq < b->item.entry.seq ? -1 : a->item.entry.seq > b->item.entry.seq;
+}
+
+/* Every live allocation, owner by owner (smallest key first), oldest first
+ * (allocation numbers count per owner, so no call shares a counter across
+ * threads). *items is NULL when there is none. */
+static gmr_status collect(const gmr_tracking_adaptor *a, gmr__book_item **items, size_t *count) {
+  gmr_status st = gmr__books_collect(&a->books, items, count);
+  if (st != GMR_OK || *count < 2) return st;
+  owned_item *sorted = malloc(*count * sizeof *sorted);
+  if (sorted == NULL) {
+    free(*items);
+    *items = NULL;
+    *count = 0;
+    return GMR_ERR_OUT_OF_MEMORY;
+  }
+  for (size_t i = 0; i < *count; ++i) {
+    sorted[i].owner = owner_of(a, &(*items)[i].entry);
+    sorted[i].item = (*items)[i];
+  }
+  qsort(sorted, *count, sizeof *sorted, by_owner_then_seq);
+  for (size_t i = 0; i < *count; ++i) (*items)[i] = sorted[i].item;
+  free(sorted);
+  return GMR_OK;
 }
 
 gmr_status gmr_tracking_adaptor_report_leaks(const gmr_tracking_adaptor *a, FILE *out,

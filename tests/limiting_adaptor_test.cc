@@ -382,8 +382,10 @@ TEST_F(Limiting, LimitCanBeReadAndChangedAtRunTime) {
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limiting_adaptor_set_limit(nullptr, 1));
 }
 
+// With a limit the adaptor keeps exact shared counters and can tell; without
+// one it only counts, per thread, and trusts the size (see the next test).
 TEST_F(Limiting, FreeOfMoreBytesThanOutstandingIsRefusedAndNotForwarded) {
-  Make(Config(GMR_LIMIT_NONE));
+  Make(Config(size_t{1} << 30));
   void *a = nullptr;
   ASSERT_EQ(GMR_OK, gmr_allocate(r(), 256, 0, nullptr, &a));
   EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r(), a, 4096, 0, nullptr));
@@ -391,6 +393,53 @@ TEST_F(Limiting, FreeOfMoreBytesThanOutstandingIsRefusedAndNotForwarded) {
   EXPECT_EQ(256u, gmr_limiting_adaptor_get_used_bytes(lim_));
   EXPECT_EQ(1u, Stats().bad_free_count);
   EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a, 256, 0, nullptr));
+}
+
+TEST_F(Limiting, WithoutALimitItCountsPerThreadAndTrustsTheSize) {
+  Make(Config(GMR_LIMIT_NONE));
+  void *a = nullptr, *b = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 256, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1000, 0, nullptr, &b));
+  gmr_limiting_stats s = Stats();
+  EXPECT_EQ(1280u, s.used_bytes);
+  EXPECT_EQ(1280u, s.peak_used_bytes);
+  EXPECT_EQ(2u, s.allocation_count);
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), a, 256, 0, nullptr));
+  s = Stats();
+  EXPECT_EQ(1024u, s.used_bytes);
+  EXPECT_EQ(1280u, s.peak_used_bytes);
+  EXPECT_EQ(1u, s.deallocation_count);
+  EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r()));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), b, 1000, 0, nullptr));
+  EXPECT_EQ(0u, Stats().used_bytes);
+  EXPECT_EQ(2u, Stats().deallocation_count);
+}
+
+// A limit set at run time on an adaptor that was only counting: what was
+// counted moves into the enforcing counters, and the limit holds from then on.
+TEST_F(Limiting, ALimitSetLaterTakesOverWhatWasCounted) {
+  Make(Config(GMR_LIMIT_NONE));
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 3000, 0, nullptr, &a));  // charged 3072
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_set_limit(lim_, 4096));
+  EXPECT_EQ(3072u, gmr_limiting_adaptor_get_used_bytes(lim_));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(r(), 2000, 0, nullptr, &b));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1000, 0, nullptr, &c));
+  gmr_limiting_stats s = Stats();
+  EXPECT_EQ(4096u, s.used_bytes);
+  EXPECT_EQ(4096u, s.peak_used_bytes);
+  EXPECT_EQ(2u, s.allocation_count);
+  EXPECT_EQ(1u, s.refused_count);
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), a, 3000, 0, nullptr));  // counted before, freed after
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), c, 1000, 0, nullptr));
+  s = Stats();
+  EXPECT_EQ(0u, s.used_bytes);
+  EXPECT_EQ(2u, s.deallocation_count);
+  // Taking the limit away again keeps the exact counters (the switch is one way).
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_set_limit(lim_, GMR_LIMIT_NONE));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 100000, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), a, 100000, 0, nullptr));
+  EXPECT_EQ(0u, gmr_limiting_adaptor_get_used_bytes(lim_));
 }
 
 TEST_F(Limiting, DestroyIsBusyWhileBytesAreOutstanding) {
@@ -758,6 +807,100 @@ TEST(LimitingThreads, ConcurrentRequestsNeverJointlyPassTheLimitAndSumsAreExact)
   }
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(top));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_limiting_adaptor_as_resource(lim)));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_host_resource_as_resource(host)));
+}
+
+}  // namespace
+
+namespace {
+
+// Counting per thread, with a limit arriving while threads allocate: once
+// they have joined every count is exact, and the limit held after it came.
+TEST(LimitingThreads, CountingIsExactAfterJoinAndALimitCanArriveMidway) {
+  gmr_host_resource *host = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_host_resource_create(&host));
+  gmr_limiting_adaptor *lim = nullptr;
+  gmr_limiting_adaptor_config c = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(gmr_host_resource_as_resource(host), &c, &lim));
+  gmr_resource *r = gmr_limiting_adaptor_as_resource(lim);
+  const int kThreads = 8, kOps = 3000;
+  const size_t kLimit = size_t{64} << 20;
+  std::atomic<int> failures{0};
+  std::atomic<uint64_t> allocations{0};
+  std::atomic<bool> limited{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(7 + t);
+      std::vector<std::pair<void *, size_t>> mine;
+      for (int i = 0; i < kOps; ++i) {
+        if (mine.size() < 30 && rng() % 3 != 0) {
+          size_t n = 1 + rng() % 100000;
+          void *p = nullptr;
+          if (gmr_allocate(r, n, 0, nullptr, &p) != GMR_OK) {
+            failures++;
+            continue;
+          }
+          allocations++;
+          mine.emplace_back(p, n);
+        } else if (!mine.empty()) {
+          auto b = mine.back();
+          mine.pop_back();
+          if (gmr_deallocate(r, b.first, b.second, 0, nullptr) != GMR_OK) failures++;
+        }
+        if (limited.load() && gmr_limiting_adaptor_get_used_bytes(lim) > kLimit) failures++;
+      }
+      for (auto &b : mine) {
+        if (gmr_deallocate(r, b.first, b.second, 0, nullptr) != GMR_OK) failures++;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_set_limit(lim, kLimit));  // far above any use here
+  limited = true;
+  for (auto &th : threads) th.join();
+  EXPECT_EQ(0, failures.load());
+  gmr_limiting_stats s = GMR_LIMITING_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(lim, &s));
+  EXPECT_EQ(0u, s.used_bytes);
+  EXPECT_EQ(allocations.load(), s.allocation_count);
+  EXPECT_EQ(allocations.load(), s.deallocation_count);
+  EXPECT_GT(s.peak_used_bytes, 0u);
+  EXPECT_LE(s.peak_used_bytes, size_t{kThreads} * 30 * 100352);
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_host_resource_as_resource(host)));
+}
+
+TEST(LimitingThreads, CountingWithoutALimitIsExactAfterJoin) {
+  gmr_host_resource *host = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_host_resource_create(&host));
+  gmr_limiting_adaptor *lim = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(gmr_host_resource_as_resource(host), nullptr, &lim));
+  gmr_resource *r = gmr_limiting_adaptor_as_resource(lim);
+  // Threads that allocate here and free there (lanes go below zero), and
+  // more threads than lanes over the test's life (lanes are reused).
+  std::vector<void *> handoff(4000, nullptr);
+  for (int round = 0; round < 40; ++round) {
+    std::thread producer([&] {
+      for (size_t i = 0; i < 100; ++i) {
+        ASSERT_EQ(GMR_OK, gmr_allocate(r, 5000, 0, nullptr, &handoff[round * 100 + i]));
+      }
+    });
+    producer.join();
+    std::thread consumer([&] {
+      for (size_t i = 0; i < 100; ++i) {
+        ASSERT_EQ(GMR_OK, gmr_deallocate(r, handoff[round * 100 + i], 5000, 0, nullptr));
+      }
+    });
+    consumer.join();
+  }
+  gmr_limiting_stats s = GMR_LIMITING_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(lim, &s));
+  EXPECT_EQ(0u, s.used_bytes);
+  EXPECT_EQ(4000u, s.allocation_count);
+  EXPECT_EQ(4000u, s.deallocation_count);
+  EXPECT_EQ(100u * 5120, s.peak_used_bytes);  // one thread at a time: exact
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_host_resource_as_resource(host)));
 }
 

@@ -335,25 +335,30 @@ std::string Hex(const void *p) {
   return buf;
 }
 
-TEST_F(Tracking, LeakReportListsLiveAllocationsOldestFirst) {
+// Allocations are numbered per owner (a counter of their own, so threads on
+// streams of their own share no cache line), and listed owner by owner.
+TEST_F(Tracking, LeakReportListsLiveAllocationsOwnerByOwnerOldestFirst) {
   Make();
-  void *a = nullptr, *b = nullptr, *c = nullptr;
+  void *a = nullptr, *b = nullptr, *c = nullptr, *d = nullptr;
   ASSERT_EQ(GMR_OK, gmr_allocate(r(), 512, 0, S(0x10), &a));
   ASSERT_EQ(GMR_OK, gmr_allocate(r(), 64, 0, nullptr, &b));
   ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1024, 1024, S(0x20), &c));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 32, 0, S(0x10), &d));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r(), b, 64, 0, nullptr));
   FILE *f = tmpfile();
   ASSERT_NE(nullptr, f);
   size_t n = 0;
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_report_leaks(trk_, f, &n));
-  EXPECT_EQ(2u, n);
-  std::string expected = "gmr tracking_adaptor: 2 live allocations, 1536 bytes\n"
+  EXPECT_EQ(3u, n);
+  std::string expected = "gmr tracking_adaptor: 3 live allocations, 1568 bytes\n"
                          "  #1 ptr=" + Hex(a) + " bytes=512 alignment=256 stream=0x10 owner=0x10\n"
-                         "  #3 ptr=" + Hex(c) + " bytes=1024 alignment=1024 stream=0x20 owner=0x20\n";
+                         "  #2 ptr=" + Hex(d) + " bytes=32 alignment=256 stream=0x10 owner=0x10\n"
+                         "  #1 ptr=" + Hex(c) + " bytes=1024 alignment=1024 stream=0x20 owner=0x20\n";
   EXPECT_EQ(expected, ReadAll(f));
   fclose(f);
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_tracking_adaptor_report_leaks(trk_, nullptr, &n));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r(), a, 512, 0, S(0x10)));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), d, 32, 0, S(0x10)));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r(), c, 1024, 1024, S(0x20)));
 }
 

@@ -137,8 +137,15 @@ GMR_API gmr_resource *gmr_tracking_adaptor_as_resource(gmr_tracking_adaptor *a);
 GMR_API gmr_tracking_adaptor *gmr_tracking_adaptor_from_resource(gmr_resource *r);
 
 /**
- * Snapshot the overall counters. Thread-safe: yes; counters are read one by
- * one, so a snapshot taken while other threads allocate may mix moments.
+ * Snapshot the overall counters. The overall counters are kept per thread
+ * and summed here (core/lanes: no cache line shared by threads is written on
+ * the common path): current and total are exact once calls have returned;
+ * the peak is exact in a program where one thread allocates and frees, and
+ * otherwise within 1 MiB (256 allocations) per other thread that allocated
+ * or freed of the true high-water mark. Owner counters
+ * (gmr_tracking_adaptor_get_owner_stats) and scopes are exact always.
+ * Thread-safe: yes; counters are read one by one, so a snapshot taken while
+ * other threads allocate may mix moments.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, size below the header, version 0).
  */
 GMR_API gmr_status gmr_tracking_adaptor_get_stats(const gmr_tracking_adaptor *a,
@@ -206,7 +213,10 @@ GMR_API gmr_status gmr_tracking_adaptor_pop_scope(gmr_tracking_adaptor *a,
                                                   gmr_tracking_stats *out);
 
 /**
- * Write every live allocation to `out`, oldest first, one per line:
+ * Write every live allocation to `out`, one per line, owner by owner
+ * (smallest owner key first) and oldest first within an owner; `#N` is the
+ * allocation's number on its owner, from 1 (numbers count per owner, so that
+ * threads working on owners of their own share no counter):
  *   gmr tracking_adaptor: 2 live allocations, 1536 bytes
  *     #3 ptr=0x7f.. bytes=512 alignment=256 stream=0x0 owner=0x0
  * and the number of live allocations in *out_count (may be NULL).
