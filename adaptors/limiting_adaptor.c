@@ -140,25 +140,27 @@ typedef enum lane_change { LANE_ALLOCATED, LANE_FREED, LANE_FREE_UNDONE } lane_c
 static bool count_in_lane(gmr_limiting_adaptor *a, size_t charge, lane_change change) {
   size_t lane = gmr__thread_lane();
   _Atomic unsigned *inside = &a->busy[lane].inside;
-  atomic_fetch_add_explicit(inside, 1, memory_order_seq_cst);
+  /* A lane of its own is marked with one exchange and cleared with a plain
+   * store; the lane of threads without one counts them. */
+  bool own = lane < GMR__LANE_COUNT;
+  if (own) {
+    atomic_store_explicit(inside, 1, memory_order_seq_cst);
+  } else {
+    atomic_fetch_add_explicit(inside, 1, memory_order_seq_cst);
+  }
   bool counting = atomic_load_explicit(&a->counting, memory_order_seq_cst);
   if (counting) {
-    switch (change) {
-      case LANE_ALLOCATED:
-        gmr__lane_level_add(&a->lane_used, lane, (int64_t)charge);
-        gmr__lane_level_add(&a->lane_live, lane, 1);
-        break;
-      case LANE_FREED:
-        gmr__lane_level_sub(&a->lane_used, lane, (int64_t)charge);
-        gmr__lane_level_sub(&a->lane_live, lane, 1);
-        break;
-      case LANE_FREE_UNDONE:
-        gmr__lane_level_unsub(&a->lane_used, lane, (int64_t)charge);
-        gmr__lane_level_unsub(&a->lane_live, lane, 1);
-        break;
+    if (change == LANE_ALLOCATED) {
+      gmr__lane_counts_add(&a->counted, lane, (int64_t)charge);
+    } else {
+      gmr__lane_counts_sub(&a->counted, lane, (int64_t)charge, change == LANE_FREE_UNDONE);
     }
   }
-  atomic_fetch_sub_explicit(inside, 1, memory_order_release);
+  if (own) {
+    atomic_store_explicit(inside, 0, memory_order_release);
+  } else {
+    atomic_fetch_sub_explicit(inside, 1, memory_order_release);
+  }
   return counting;
 }
 
@@ -416,8 +418,7 @@ gmr_status gmr_limiting_adaptor_create(gmr_resource *upstream,
     release_policies(&cfg);
     return GMR_ERR_OUT_OF_MEMORY;
   }
-  gmr__lane_level_init(&a->lane_used, LANE_BATCH_BYTES);
-  gmr__lane_level_init(&a->lane_live, LANE_BATCH_COUNT);
+  gmr__lane_counts_init(&a->counted, LANE_BATCH_BYTES, LANE_BATCH_COUNT);
   /* Nothing can refuse a request: count in per-thread lanes until a limit comes. */
   atomic_init(&a->counting, cfg.limit_bytes == GMR_LIMIT_NONE && !cfg.per_stream);
   a->base.vtbl = &limiting_vtbl;

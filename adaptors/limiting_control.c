@@ -21,9 +21,9 @@ void gmr__limiting_stop_counting(gmr_limiting_adaptor *a) {
     for (size_t i = 0; i <= GMR__LANE_COUNT; ++i) {
       while (atomic_load_explicit(&a->busy[i].inside, memory_order_seq_cst) != 0) sched_yield();
     }
-    int64_t peak = gmr__lane_level_peak(&a->lane_used);
-    int64_t used = gmr__lane_level_drain(&a->lane_used);
-    int64_t live = gmr__lane_level_drain(&a->lane_live);
+    int64_t peak = 0, used = 0, live = 0;
+    gmr__lane_counts_peak(&a->counted, &peak, NULL);
+    gmr__lane_counts_drain(&a->counted, &used, &live);
     atomic_fetch_add_explicit(&a->drained_live, live, memory_order_relaxed);
     size_t now = atomic_fetch_add_explicit(&a->used_bytes, (size_t)used, memory_order_relaxed) +
                  (size_t)used;
@@ -33,8 +33,9 @@ void gmr__limiting_stop_counting(gmr_limiting_adaptor *a) {
 }
 
 size_t gmr__limiting_used_bytes(const gmr_limiting_adaptor *a) {
-  return atomic_load_explicit(&a->used_bytes, memory_order_relaxed) +
-         (size_t)gmr__lane_level_value(&a->lane_used);
+  int64_t counted = 0;
+  gmr__lane_counts_value(&a->counted, &counted, NULL);
+  return atomic_load_explicit(&a->used_bytes, memory_order_relaxed) + (size_t)counted;
 }
 
 size_t gmr_limiting_adaptor_get_limit(const gmr_limiting_adaptor *a) {
@@ -89,12 +90,14 @@ gmr_status gmr_limiting_adaptor_get_stats(const gmr_limiting_adaptor *a, gmr_lim
   s.used_bytes = gmr__limiting_used_bytes(a);
   /* Both modes' counts: what the lanes counted plus what the enforcing
    * counters counted (after a switch, the lanes hold only what came before). */
-  size_t lane_peak = (size_t)gmr__lane_level_peak(&a->lane_used);
+  int64_t lane_peak = 0, lane_allocations = 0, lane_live = 0;
+  gmr__lane_counts_peak(&a->counted, &lane_peak, NULL);
+  gmr__lane_counts_total(&a->counted, NULL, &lane_allocations);
+  gmr__lane_counts_value(&a->counted, NULL, &lane_live);
   size_t peak = atomic_load_explicit(&a->peak_bytes, memory_order_relaxed);
-  s.peak_used_bytes = peak > lane_peak ? peak : lane_peak;
-  int64_t lane_allocations = gmr__lane_level_total(&a->lane_live);
-  int64_t lane_frees = lane_allocations - gmr__lane_level_value(&a->lane_live) -
-                       atomic_load_explicit(&a->drained_live, memory_order_relaxed);
+  s.peak_used_bytes = peak > (size_t)lane_peak ? peak : (size_t)lane_peak;
+  int64_t lane_frees =
+      lane_allocations - lane_live - atomic_load_explicit(&a->drained_live, memory_order_relaxed);
   s.allocation_count =
       atomic_load_explicit(&a->allocation_count, memory_order_relaxed) + (uint64_t)lane_allocations;
   s.deallocation_count = atomic_load_explicit(&a->deallocation_count, memory_order_relaxed) +

@@ -55,7 +55,8 @@ typedef struct limit_scope {
   int is_stream;
 } limit_scope;
 
-/* How many threads of a lane are inside a lane update (counting mode). */
+/* Whether a lane's thread is inside a lane update (counting mode); for the
+ * lane of threads without one of their own, how many are. */
 typedef struct busy_count {
   _Alignas(64) _Atomic unsigned inside;
 } busy_count;
@@ -89,8 +90,7 @@ struct gmr_limiting_adaptor {
   ptr_shard *shards;        /* SHARD_COUNT */
 
   /* counting mode only */
-  gmr__lane_level lane_used; /* charged bytes live */
-  gmr__lane_level lane_live; /* allocations live; its total counts allocations */
+  gmr__lane_counts counted; /* charged bytes and allocations live */
   busy_count busy[GMR__LANE_COUNT + 1];
   pthread_mutex_t mode_mutex;     /* one switch at a time */
   _Atomic int64_t drained_live;   /* allocations live when counting ended */

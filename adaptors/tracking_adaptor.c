@@ -6,7 +6,7 @@
  * An allocation: the upstream's slot (core/forward.h), one insert into the
  * books (one shard's spin lock, usually a shard no other thread uses), the
  * owner's counters and the overall counters. A free: one take from the books
- * (which checks it), the counters, the upstream, one commit.
+ * (which checks it), the counters, the upstream.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +65,24 @@ static uint64_t owner_key(const gmr_tracking_adaptor *a, gmr_stream stream) {
                                            : (uint64_t)(uintptr_t)stream;
 }
 
+static _Atomic uint64_t next_adaptor_id = 1;
+
+/* The owner slot this thread used last, per adaptor id: a thread usually
+ * allocates on one stream, and slots never move once given. */
+static _Thread_local uint64_t cached_adaptor_id;
+static _Thread_local uint64_t cached_owner_key;
+static _Thread_local size_t cached_owner_slot;
+
+static size_t owner_slot(gmr_tracking_adaptor *a, gmr_stream stream) {
+  uint64_t key = owner_key(a, stream);
+  if (cached_adaptor_id == a->id && cached_owner_key == key) return cached_owner_slot;
+  size_t slot = gmr__key_slots_get(&a->owner_slots, key);
+  cached_adaptor_id = a->id;
+  cached_owner_key = key;
+  cached_owner_slot = slot;
+  return slot;
+}
+
 static bool scopes_open(const gmr_tracking_adaptor *a) {
   return atomic_load_explicit(&a->scope_depth, memory_order_relaxed) != 0;
 }
@@ -82,7 +100,7 @@ static gmr_status allocate_as(gmr_tracking_adaptor *a, bool capturing, size_t by
     atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
     return st;
   }
-  size_t slot = gmr__key_slots_get(&a->owner_slots, owner_key(a, stream));
+  size_t slot = owner_slot(a, stream);
   gmr__tracking_counters *owner = &a->owners[slot];
   uint64_t seq = counters_add(owner, (int64_t)bytes); /* its number on the owner */
   gmr__book_entry entry = {bytes, alignment, stream, seq, NULL, (uint32_t)slot};
@@ -94,9 +112,7 @@ static gmr_status allocate_as(gmr_tracking_adaptor *a, bool capturing, size_t by
     return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
                             "tracking_adaptor: no host memory for its allocation table");
   }
-  size_t lane = gmr__thread_lane();
-  gmr__lane_level_add(&a->all_bytes, lane, (int64_t)bytes);
-  gmr__lane_level_add(&a->all_count, lane, 1);
+  gmr__lane_counts_add(&a->all, gmr__thread_lane(), (int64_t)bytes);
   if (scopes_open(a)) gmr__tracking_scope_note(a, (int64_t)bytes, 1, false);
   return GMR_OK;
 }
@@ -131,8 +147,7 @@ gmr_status gmr__tracking_deallocate(gmr_resource *self, void *ptr, size_t bytes,
   }
   int64_t freed = (int64_t)entry.bytes;
   size_t lane = gmr__thread_lane();
-  gmr__lane_level_sub(&a->all_bytes, lane, freed);
-  gmr__lane_level_sub(&a->all_count, lane, 1);
+  gmr__lane_counts_sub(&a->all, lane, freed, false);
   counters_move(&a->owners[entry.owner_slot], freed, -1);
   bool scoped = scopes_open(a);
   if (scoped) gmr__tracking_scope_note(a, freed, -1, false);
@@ -140,14 +155,12 @@ gmr_status gmr__tracking_deallocate(gmr_resource *self, void *ptr, size_t bytes,
   gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
   if (st != GMR_OK) {
     /* Nothing was released: the allocation is live again, as it was. */
-    gmr__books_restore(&a->books, ptr, &entry);
-    gmr__lane_level_unsub(&a->all_bytes, lane, freed);
-    gmr__lane_level_unsub(&a->all_count, lane, 1);
+    (void)gmr__books_restore(&a->books, ptr, &entry); /* see books.h for its one failure */
+    gmr__lane_counts_sub(&a->all, lane, freed, true);
     counters_move(&a->owners[entry.owner_slot], freed, 1);
     if (scoped) gmr__tracking_scope_note(a, freed, -1, true);
     return st;
   }
-  gmr__books_commit(&a->books, (uintptr_t)ptr);
   return GMR_OK;
 }
 
@@ -175,7 +188,9 @@ static void free_adaptor(gmr_tracking_adaptor *a) {
 
 gmr_status gmr__tracking_destroy(gmr_resource *self) {
   gmr_tracking_adaptor *a = (gmr_tracking_adaptor *)self;
-  if (gmr__lane_level_value(&a->all_count) != 0) return GMR_ERR_BUSY;
+  int64_t live = 0;
+  gmr__lane_counts_value(&a->all, NULL, &live);
+  if (live != 0) return GMR_ERR_BUSY;
   free_adaptor(a);
   return GMR_OK;
 }
@@ -230,8 +245,8 @@ gmr_status gmr_tracking_adaptor_create(gmr_resource *upstream,
   a->upstream = upstream;
   a->per = cfg.per;
   a->check_stream = cfg.check_stream;
-  gmr__lane_level_init(&a->all_bytes, LANE_BATCH_BYTES);
-  gmr__lane_level_init(&a->all_count, LANE_BATCH_COUNT);
+  a->id = atomic_fetch_add_explicit(&next_adaptor_id, 1, memory_order_relaxed);
+  gmr__lane_counts_init(&a->all, LANE_BATCH_BYTES, LANE_BATCH_COUNT);
   bool ok = gmr__key_slots_init(&a->owner_slots, max_owners);
   if (ok) {
     a->owners = zalloc_aligned((a->owner_slots.capacity + 1) * sizeof *a->owners);

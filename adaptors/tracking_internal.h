@@ -54,13 +54,13 @@ struct gmr_tracking_adaptor {
   gmr_resource *upstream;
   gmr_tracking_scope per;
   bool check_stream;
+  uint64_t id; /* unique in the process: keys the per-thread owner cache */
   gmr__books books;
   gmr__key_slots owner_slots;
   gmr__tracking_counters *owners; /* owner_slots.capacity + 1 */
   _Atomic unsigned scope_depth;   /* read on every call; written by push/pop only */
 
-  gmr__lane_level all_bytes; /* overall bytes live: per-thread lanes */
-  gmr__lane_level all_count; /* overall allocations live */
+  gmr__lane_counts all; /* overall bytes and allocations: per-thread lanes */
 
   _Alignas(64) _Atomic uint64_t upstream_failure_count; /* the rare counters */
   _Atomic uint64_t unknown_pointer_count;

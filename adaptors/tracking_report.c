@@ -28,16 +28,11 @@ static size_t owners_seen(const gmr_tracking_adaptor *a) {
   return gmr__key_slots_count(&a->owner_slots);
 }
 
-static void read_level(const gmr__lane_level *c, gmr_stat_count *out) {
-  out->current = gmr__lane_level_value(c);
-  out->peak = gmr__lane_level_peak(c);
-  out->total = gmr__lane_level_total(c);
-}
-
 static void fill_stats(const gmr_tracking_adaptor *a, gmr_tracking_stats *s) {
   memset(s, 0, sizeof *s);
-  read_level(&a->all_bytes, &s->bytes);
-  read_level(&a->all_count, &s->allocations);
+  gmr__lane_counts_value(&a->all, &s->bytes.current, &s->allocations.current);
+  gmr__lane_counts_peak(&a->all, &s->bytes.peak, &s->allocations.peak);
+  gmr__lane_counts_total(&a->all, &s->bytes.total, &s->allocations.total);
   /* Every allocation made is live or was freed: no counter of its own on
    * the free path. */
   int64_t freed = s->allocations.total - s->allocations.current;

@@ -2,11 +2,11 @@
  * core/books.c (internal): see books.h.
  *
  * Room for restores: a take removes its entry at once (so the common free
- * takes the lock once), and a failed release must be able to put it back
- * without allocating. Each shard counts its takes in flight (`pending`), and
- * an insert grows the table so that count + pending stays within half of it.
- * A take moves one unit from count to pending, a restore moves it back, a
- * commit drops it, so a restore always finds the table at most half full.
+ * takes the lock once and makes no other atomic update), and a failed
+ * release must be able to put it back without allocating. An insert keeps
+ * the table at most half full; a restore may fill it up to one empty slot.
+ * So a restore needs memory only when more frees of one shard than half its
+ * table (64 at least) failed below at the same moment.
  */
 #include "core/books.h"
 
@@ -16,7 +16,7 @@
 
 #include "core/spin_lock.h"
 
-#define MIN_CAPACITY 64u
+#define MIN_CAPACITY 128u
 #define REGION_SHIFT 21 /* 2 MiB regions pick the shard */
 #define GOLDEN UINT64_C(0x9E3779B97F4A7C15)
 
@@ -27,7 +27,6 @@ typedef struct slot {
 
 struct gmr__books_shard {
   _Alignas(64) gmr__spin_lock lock;
-  _Atomic size_t pending; /* takes not yet committed or restored */
   slot *slots;
   size_t capacity; /* 0 or a power of two >= MIN_CAPACITY */
   unsigned shift;  /* 64 - log2(capacity) */
@@ -79,7 +78,6 @@ bool gmr__books_init(gmr__books *b, size_t shard_count, size_t recent_free_count
   for (size_t i = 0; i < n; ++i) {
     gmr__spin_lock init = GMR__SPIN_LOCK_INIT;
     b->shards[i].lock = init;
-    atomic_init(&b->shards[i].pending, 0);
     b->shards[i].ring_capacity = ring;
   }
   b->shard_mask = n - 1;
@@ -177,7 +175,7 @@ bool gmr__books_insert(gmr__books *b, const void *ptr, const gmr__book_entry *en
   gmr__books_shard *s = shard_of(b, ptr);
   bool ok = true;
   gmr__spin_lock_acquire(&s->lock);
-  size_t wanted = s->count + atomic_load_explicit(&s->pending, memory_order_relaxed) + 1;
+  size_t wanted = s->count + 1;
   if (wanted * 2 > s->capacity) {
     size_t capacity = s->capacity == 0 ? MIN_CAPACITY : s->capacity;
     while (wanted * 2 > capacity) capacity *= 2;
@@ -206,7 +204,6 @@ gmr__book_verdict gmr__books_take(gmr__books *b, const void *ptr, size_t bytes, 
       verdict = GMR__BOOK_STREAM_MISMATCH;
     } else {
       erase(s, at);
-      atomic_fetch_add_explicit(&s->pending, 1, memory_order_relaxed);
       remember_free(s, key);
     }
   }
@@ -214,17 +211,15 @@ gmr__book_verdict gmr__books_take(gmr__books *b, const void *ptr, size_t bytes, 
   return verdict;
 }
 
-void gmr__books_commit(gmr__books *b, uintptr_t ptr) {
-  /* Outside the lock: a stale (larger) pending only makes an insert grow early. */
-  atomic_fetch_sub_explicit(&shard_of(b, (const void *)ptr)->pending, 1, memory_order_relaxed);
-}
-
-void gmr__books_restore(gmr__books *b, const void *ptr, const gmr__book_entry *entry) {
+bool gmr__books_restore(gmr__books *b, const void *ptr, const gmr__book_entry *entry) {
   gmr__books_shard *s = shard_of(b, ptr);
   gmr__spin_lock_acquire(&s->lock);
-  atomic_fetch_sub_explicit(&s->pending, 1, memory_order_relaxed);
-  place(s, (uintptr_t)ptr, entry); /* room kept for it: see the top of this file */
+  /* Room kept for it (see the top of this file), unless half the table is
+   * in failed frees at this moment. */
+  bool ok = s->count + 1 < s->capacity || grow(s, s->capacity * 2);
+  if (ok) place(s, (uintptr_t)ptr, entry);
   gmr__spin_lock_release(&s->lock);
+  return ok;
 }
 
 gmr_status gmr__books_visit(gmr__books *b, const void *ptr, gmr__books_visit_fn *visit,

@@ -77,21 +77,19 @@ bool gmr__books_insert(gmr__books *b, const void *ptr, const gmr__book_entry *en
 /*
  * Check a free of `ptr` with `bytes` and `alignment` (and `*stream` when
  * `stream` is not NULL) and, when it is good, take the entry out of the books
- * into *out: then the caller releases the memory and must call exactly one of
- * gmr__books_commit() (released) or gmr__books_restore() (the release failed).
+ * into *out: then the caller releases the memory, and calls
+ * gmr__books_restore() if the release failed.
  * On a mismatch *out receives the live entry (unchanged in the books); on
  * other verdicts *out is untouched. Nothing changes unless the verdict is OK.
  */
 gmr__book_verdict gmr__books_take(gmr__books *b, const void *ptr, size_t bytes, size_t alignment,
                                   const gmr_stream *stream, gmr__book_entry *out);
 
-/* The memory of a take is released: the books stop holding room for its
- * return. `ptr` as an integer: the memory may be gone. */
-void gmr__books_commit(gmr__books *b, uintptr_t ptr);
-
-/* The release of a take failed: `ptr` is live again with `entry`. Never
- * fails: the table keeps room for every take in flight. */
-void gmr__books_restore(gmr__books *b, const void *ptr, const gmr__book_entry *entry);
+/* The release of a take failed: `ptr` is live again with `entry`. Takes no
+ * host memory unless more than half of a shard's table (64 entries at
+ * least) is in frees that failed at this same moment; false when it then
+ * found none (the entry is lost: the caller says so). */
+bool gmr__books_restore(gmr__books *b, const void *ptr, const gmr__book_entry *entry);
 
 /*
  * Run `visit(entry, ctx)` on the live entry of `ptr` under its shard's lock

@@ -45,38 +45,49 @@ size_t gmr__thread_lane_assign(void) {
   return lane;
 }
 
-void gmr__lane_level_init(gmr__lane_level *c, int64_t batch) {
+void gmr__lane_counts_init(gmr__lane_counts *c, int64_t batch_bytes, int64_t batch_count) {
   memset(c, 0, sizeof *c);
-  c->batch = batch;
+  c->batch_bytes = batch_bytes;
+  c->batch_count = batch_count;
 }
 
-int64_t gmr__lane_level_value(const gmr__lane_level *c) {
-  int64_t v = atomic_load_explicit(&c->base, memory_order_relaxed);
+void gmr__lane_counts_value(const gmr__lane_counts *c, int64_t *bytes, int64_t *count) {
+  int64_t b = atomic_load_explicit(&c->base_bytes, memory_order_relaxed);
+  int64_t n = atomic_load_explicit(&c->base_count, memory_order_relaxed);
   for (size_t i = 0; i < GMR__LANE_COUNT; ++i) {
-    v += atomic_load_explicit(&c->lanes[i].delta, memory_order_relaxed);
+    b += atomic_load_explicit(&c->lanes[i].bytes, memory_order_relaxed);
+    n += atomic_load_explicit(&c->lanes[i].count, memory_order_relaxed);
   }
-  return v;
+  if (bytes != NULL) *bytes = b;
+  if (count != NULL) *count = n;
 }
 
-int64_t gmr__lane_level_total(const gmr__lane_level *c) {
-  int64_t v = atomic_load_explicit(&c->shared_total, memory_order_relaxed);
+void gmr__lane_counts_total(const gmr__lane_counts *c, int64_t *bytes, int64_t *count) {
+  int64_t b = atomic_load_explicit(&c->shared_total_bytes, memory_order_relaxed);
+  int64_t n = atomic_load_explicit(&c->shared_total_count, memory_order_relaxed);
   for (size_t i = 0; i < GMR__LANE_COUNT; ++i) {
-    v += atomic_load_explicit(&c->lanes[i].total, memory_order_relaxed);
+    b += atomic_load_explicit(&c->lanes[i].total_bytes, memory_order_relaxed);
+    n += atomic_load_explicit(&c->lanes[i].total_count, memory_order_relaxed);
   }
-  return v;
+  if (bytes != NULL) *bytes = b;
+  if (count != NULL) *count = n;
 }
 
-int64_t gmr__lane_level_peak(const gmr__lane_level *c) {
-  int64_t peak = atomic_load_explicit(&c->peak, memory_order_relaxed);
-  int64_t now = gmr__lane_level_value(c);
-  return now > peak ? now : peak;
+void gmr__lane_counts_peak(const gmr__lane_counts *c, int64_t *bytes, int64_t *count) {
+  int64_t now_bytes = 0, now_count = 0;
+  gmr__lane_counts_value(c, &now_bytes, &now_count);
+  int64_t b = atomic_load_explicit(&c->peak_bytes, memory_order_relaxed);
+  int64_t n = atomic_load_explicit(&c->peak_count, memory_order_relaxed);
+  if (bytes != NULL) *bytes = now_bytes > b ? now_bytes : b;
+  if (count != NULL) *count = now_count > n ? now_count : n;
 }
 
-int64_t gmr__lane_level_drain(gmr__lane_level *c) {
-  int64_t v = gmr__lane_level_value(c);
-  atomic_store_explicit(&c->base, 0, memory_order_relaxed);
+void gmr__lane_counts_drain(gmr__lane_counts *c, int64_t *bytes, int64_t *count) {
+  gmr__lane_counts_value(c, bytes, count);
+  atomic_store_explicit(&c->base_bytes, 0, memory_order_relaxed);
+  atomic_store_explicit(&c->base_count, 0, memory_order_relaxed);
   for (size_t i = 0; i < GMR__LANE_COUNT; ++i) {
-    atomic_store_explicit(&c->lanes[i].delta, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->lanes[i].bytes, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->lanes[i].count, 0, memory_order_relaxed);
   }
-  return v;
 }

@@ -7,17 +7,17 @@
  * its cache line between cores on every update, and caps a stack's calls
  * per second whatever the rest costs. Here each thread owns a lane (one of
  * GMR__LANE_COUNT, given at its first call, given back when it exits) and a
- * counter keeps one slot per lane, written only by that lane's thread with a
- * plain store. A reader sums the slots.
+ * counter keeps one slot per lane, written only by that lane's thread with
+ * plain loads and stores (no lock prefix). A reader sums the slots.
  *
- * gmr__lane_level is a level (bytes or allocations live) with its high-water
- * mark and the total of its increases. A lane keeps what it added or took
- * since it last flushed, and flushes into the shared base when that passes
- * `batch` either way, so the shared line is written rarely. The high-water
- * mark is raised at each increase with the level as the calling thread sees
- * it (the base plus its own lane): exact while no other lane holds an
- * unflushed change (a program with one thread that allocates and frees);
- * otherwise off by at most those changes, `batch` per other lane.
+ * gmr__lane_counts counts bytes and allocations live, with their high-water
+ * marks and the totals of what was allocated. A lane keeps what it added or
+ * took since it last flushed, and flushes into the shared base when that
+ * passes the batch either way, so the shared line is written rarely. The
+ * high-water marks are raised at each allocation with the level as the
+ * calling thread sees it (the base plus its own lane): exact while no other
+ * lane holds an unflushed change (a program with one thread that allocates
+ * and frees); otherwise off by at most those changes, a batch per other lane.
  *
  * Thread-safe: yes; a reader running beside updates may see a sum that mixes
  * moments (an update may count twice or not yet while a lane flushes).
@@ -40,94 +40,116 @@ extern _Thread_local size_t gmr__lane_plus_one;
 size_t gmr__thread_lane_assign(void);
 
 /* The calling thread's lane, in [0, GMR__LANE_COUNT); GMR__LANE_COUNT when
- * every lane was taken at its first call (then callers take their shared,
- * atomic path). */
+ * every lane was taken at its first call (then the counters take their
+ * shared, atomic path for it). */
 static inline size_t gmr__thread_lane(void) {
   size_t l = gmr__lane_plus_one;
   return l != 0 ? l - 1 : gmr__thread_lane_assign();
 }
 
 typedef struct gmr__lane_slot {
-  _Alignas(64) _Atomic int64_t delta; /* change since the last flush */
-  _Atomic int64_t total;              /* increases, all time */
+  _Alignas(64) _Atomic int64_t bytes; /* change since the last flush */
+  _Atomic int64_t count;
+  _Atomic int64_t total_bytes; /* allocated, all time */
+  _Atomic int64_t total_count;
 } gmr__lane_slot;
 
-typedef struct gmr__lane_level {
-  _Alignas(64) _Atomic int64_t base; /* flushed changes of every lane */
-  _Atomic int64_t peak;
-  _Atomic int64_t shared_total; /* increases of threads without a lane */
-  int64_t batch;
+typedef struct gmr__lane_counts {
+  _Alignas(64) _Atomic int64_t base_bytes; /* flushed changes of every lane */
+  _Atomic int64_t base_count;
+  _Atomic int64_t peak_bytes;
+  _Atomic int64_t peak_count;
+  _Atomic int64_t shared_total_bytes; /* allocated by threads without a lane */
+  _Atomic int64_t shared_total_count;
+  int64_t batch_bytes;
+  int64_t batch_count;
   gmr__lane_slot lanes[GMR__LANE_COUNT];
-} gmr__lane_level;
+} gmr__lane_counts;
 
-/* A level at zero that flushes a lane past `batch` (> 0). Not thread-safe. */
-void gmr__lane_level_init(gmr__lane_level *c, int64_t batch);
+/* Zero counts that flush a lane past `batch_bytes` or `batch_count` (> 0).
+ * Not thread-safe. */
+void gmr__lane_counts_init(gmr__lane_counts *c, int64_t batch_bytes, int64_t batch_count);
 
-/* Add `amount` (> 0) to the level in the calling thread's `lane`. */
-static inline void gmr__lane_level_add(gmr__lane_level *c, size_t lane, int64_t amount) {
-  int64_t seen;
+static inline int64_t gmr__lane_load(_Atomic int64_t *x) {
+  return atomic_load_explicit(x, memory_order_relaxed);
+}
+
+static inline void gmr__lane_store(_Atomic int64_t *x, int64_t v) {
+  atomic_store_explicit(x, v, memory_order_relaxed);
+}
+
+/* Add a lane's changes to the base and clear them (its thread only). */
+static inline void gmr__lane_flush(gmr__lane_counts *c, gmr__lane_slot *s, int64_t bytes,
+                                   int64_t count) {
+  atomic_fetch_add_explicit(&c->base_bytes, bytes, memory_order_relaxed);
+  atomic_fetch_add_explicit(&c->base_count, count, memory_order_relaxed);
+  gmr__lane_store(&s->bytes, 0);
+  gmr__lane_store(&s->count, 0);
+}
+
+/* One allocation of `bytes`, in the calling thread's `lane`. */
+static inline void gmr__lane_counts_add(gmr__lane_counts *c, size_t lane, int64_t bytes) {
   if (lane >= GMR__LANE_COUNT) {
-    atomic_fetch_add_explicit(&c->shared_total, amount, memory_order_relaxed);
-    seen = atomic_fetch_add_explicit(&c->base, amount, memory_order_relaxed) + amount;
+    atomic_fetch_add_explicit(&c->shared_total_bytes, bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->shared_total_count, 1, memory_order_relaxed);
+    gmr__raise_peak_i64(&c->peak_bytes,
+                        atomic_fetch_add_explicit(&c->base_bytes, bytes, memory_order_relaxed) +
+                            bytes);
+    gmr__raise_peak_i64(&c->peak_count,
+                        atomic_fetch_add_explicit(&c->base_count, 1, memory_order_relaxed) + 1);
+    return;
+  }
+  gmr__lane_slot *s = &c->lanes[lane];
+  gmr__lane_store(&s->total_bytes, gmr__lane_load(&s->total_bytes) + bytes);
+  gmr__lane_store(&s->total_count, gmr__lane_load(&s->total_count) + 1);
+  int64_t b = gmr__lane_load(&s->bytes) + bytes;
+  int64_t n = gmr__lane_load(&s->count) + 1;
+  if (b > c->batch_bytes || n > c->batch_count) {
+    gmr__lane_flush(c, s, b, n);
+    b = 0;
+    n = 0;
   } else {
-    gmr__lane_slot *s = &c->lanes[lane];
-    /* Only this thread writes its slot: a load and a store, no lock prefix. */
-    atomic_store_explicit(&s->total, atomic_load_explicit(&s->total, memory_order_relaxed) + amount,
-                          memory_order_relaxed);
-    int64_t d = atomic_load_explicit(&s->delta, memory_order_relaxed) + amount;
-    if (d > c->batch) {
-      seen = atomic_fetch_add_explicit(&c->base, d, memory_order_relaxed) + d;
-      atomic_store_explicit(&s->delta, 0, memory_order_relaxed);
-    } else {
-      atomic_store_explicit(&s->delta, d, memory_order_relaxed);
-      seen = atomic_load_explicit(&c->base, memory_order_relaxed) + d;
-    }
+    gmr__lane_store(&s->bytes, b);
+    gmr__lane_store(&s->count, n);
   }
-  gmr__raise_peak_i64(&c->peak, seen);
+  gmr__raise_peak_i64(&c->peak_bytes, gmr__lane_load(&c->base_bytes) + b);
+  gmr__raise_peak_i64(&c->peak_count, gmr__lane_load(&c->base_count) + n);
 }
 
-/* Take `amount` (> 0) off the level in the calling thread's `lane`. */
-static inline void gmr__lane_level_sub(gmr__lane_level *c, size_t lane, int64_t amount) {
+/* One free of `bytes` (`undo` false), or the undoing of one whose release
+ * failed (`undo` true: the level goes back; totals and peaks do not move). */
+static inline void gmr__lane_counts_sub(gmr__lane_counts *c, size_t lane, int64_t bytes,
+                                        bool undo) {
+  int64_t sign = undo ? 1 : -1;
   if (lane >= GMR__LANE_COUNT) {
-    atomic_fetch_sub_explicit(&c->base, amount, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->base_bytes, sign * bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->base_count, sign, memory_order_relaxed);
     return;
   }
   gmr__lane_slot *s = &c->lanes[lane];
-  int64_t d = atomic_load_explicit(&s->delta, memory_order_relaxed) - amount;
-  if (d < -c->batch) {
-    atomic_fetch_add_explicit(&c->base, d, memory_order_relaxed);
-    d = 0;
+  int64_t b = gmr__lane_load(&s->bytes) + sign * bytes;
+  int64_t n = gmr__lane_load(&s->count) + sign;
+  if (b < -c->batch_bytes || n < -c->batch_count || b > c->batch_bytes ||
+      n > c->batch_count) {
+    gmr__lane_flush(c, s, b, n);
+  } else {
+    gmr__lane_store(&s->bytes, b);
+    gmr__lane_store(&s->count, n);
   }
-  atomic_store_explicit(&s->delta, d, memory_order_relaxed);
 }
 
-/* Undo a gmr__lane_level_sub (the free it counted did not happen): the
- * level goes back, the total and the high-water mark do not move. */
-static inline void gmr__lane_level_unsub(gmr__lane_level *c, size_t lane, int64_t amount) {
-  if (lane >= GMR__LANE_COUNT) {
-    atomic_fetch_add_explicit(&c->base, amount, memory_order_relaxed);
-    return;
-  }
-  gmr__lane_slot *s = &c->lanes[lane];
-  int64_t d = atomic_load_explicit(&s->delta, memory_order_relaxed) + amount;
-  if (d > c->batch) {
-    atomic_fetch_add_explicit(&c->base, d, memory_order_relaxed);
-    d = 0;
-  }
-  atomic_store_explicit(&s->delta, d, memory_order_relaxed);
-}
+/* Bytes and allocations live now (the base plus every lane). */
+void gmr__lane_counts_value(const gmr__lane_counts *c, int64_t *bytes, int64_t *count);
 
-/* The level now (the base plus every lane). */
-int64_t gmr__lane_level_value(const gmr__lane_level *c);
+/* Bytes and allocations allocated, all time. */
+void gmr__lane_counts_total(const gmr__lane_counts *c, int64_t *bytes, int64_t *count);
 
-/* The total of every increase. */
-int64_t gmr__lane_level_total(const gmr__lane_level *c);
+/* The high-water marks (never below the level read now). */
+void gmr__lane_counts_peak(const gmr__lane_counts *c, int64_t *bytes, int64_t *count);
 
-/* The high-water mark (never below the level read now). */
-int64_t gmr__lane_level_peak(const gmr__lane_level *c);
-
-/* Move the whole level into the caller's hands and zero it (total and peak
- * stay): returns the level. pre: no thread updates `c` during the call. */
-int64_t gmr__lane_level_drain(gmr__lane_level *c);
+/* Zero the live level (totals and peaks stay) and return what it was.
+ * pre: no thread updates `c` during the call or touches it afterwards
+ * without an ordering (a lock, a join) after it. */
+void gmr__lane_counts_drain(gmr__lane_counts *c, int64_t *bytes, int64_t *count);
 
 #endif /* GMR_CORE_LANES_H_ */

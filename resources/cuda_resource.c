@@ -245,11 +245,12 @@ static gmr_status cuda_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
     gmr__cuda_device_leave(r->cuda, saved);
   }
   if (err != cudaSuccess) {
-    /* Nothing was released: the allocation is live again, as it was. */
-    gmr__books_restore(&r->books, ptr, &entry);
+    /* Nothing was released: the allocation is live again, as it was (the
+     * counters never moved; see gmr__books_restore for the one way the
+     * record itself could be lost). */
+    (void)gmr__books_restore(&r->books, ptr, &entry);
     return gmr__status_from_cuda(err);
   }
-  gmr__books_commit(&r->books, (uintptr_t)ptr);
   free(entry.extra);
   gmr__counter_sub(&r->held, entry.bytes);
   return GMR_OK;

@@ -54,9 +54,7 @@ static gmr_status host_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
   gmr__book_entry entry;
   gmr__book_verdict verdict = gmr__books_take(&r->books, ptr, bytes, alignment, NULL, &entry);
   if (verdict != GMR__BOOK_OK) return gmr__book_verdict_status(verdict);
-  uintptr_t address = (uintptr_t)ptr;
   free(ptr);
-  gmr__books_commit(&r->books, address);
   gmr__counter_sub(&r->held, entry.bytes);
   return GMR_OK;
 }
