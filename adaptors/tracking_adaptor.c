@@ -17,7 +17,7 @@
 #include "core/failure.h"
 #include "core/forward.h"
 
-#define SHARD_COUNT 64
+#define SHARD_COUNT 256
 #define DEFAULT_RECENT_FREE_COUNT 4096
 #define DEFAULT_MAX_OWNERS 256
 /* A thread's lane flushes its overall counts past these: the overall peaks

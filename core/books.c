@@ -17,7 +17,10 @@
 #include "core/spin_lock.h"
 
 #define MIN_CAPACITY 128u
-#define REGION_SHIFT 21 /* 2 MiB regions pick the shard */
+/* 64 MiB regions pick the shard: a pool's chunk (48 to 128 MiB by default)
+ * falls in one or two, so a thread allocating from its own arena's chunks
+ * uses shards of its own. */
+#define REGION_SHIFT 26
 #define GOLDEN UINT64_C(0x9E3779B97F4A7C15)
 
 typedef struct slot {

@@ -11,8 +11,8 @@
  * freed ones; live but with other bytes, alignment or stream -> mismatch.
  *
  * Layout, for threads: the books are split in shards chosen by the address's
- * 2 MiB region, so a thread whose memory comes from regions of its own (a
- * pool's chunk, a cudaMalloc) mostly uses shards no other thread touches.
+ * 64 MiB region, so a thread whose memory comes from regions of its own (a
+ * pool arena's chunks) mostly uses shards no other thread touches.
  * Each shard has a spin lock held only for one table operation (no call
  * out, except a table's growth), an open-addressing table that stores each
  * entry beside its key (one cache line per probe, no tombstones), and a ring

@@ -59,7 +59,7 @@ TEST_F(Books, AReusedAddressIsLiveAgainAndItsSecondFreeADoubleFree) {
 
 TEST_F(Books, OldFreesAgeOutToUnknownPointer) {
   gmr__book_entry e = Entry(64), out = Entry(0);
-  // Same 2 MiB region: one shard, whose ring remembers 8 frees.
+  // Same 64 MiB region: one shard, whose ring remembers 8 frees.
   for (uintptr_t i = 1; i <= 20; ++i) {
     ASSERT_TRUE(gmr__books_insert(&b_, P(0x40000000 + i * 256), &e));
     ASSERT_EQ(GMR__BOOK_OK, gmr__books_take(&b_, P(0x40000000 + i * 256), 64, 256, nullptr, &out));
@@ -185,7 +185,7 @@ TEST_F(Books, ThreadsInsertTakeCommitAndRestoreConcurrently) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      // Even threads share 2 MiB regions (so shards) in pairs; odd ones have
+      // Even threads share one 64 MiB region (so a shard); odd ones have
       // their own. No two threads use the same address.
       uintptr_t base = t % 2 == 0 ? (uintptr_t{1} << 32) + static_cast<uintptr_t>(t / 2) * 4000 * 256
                                   : (uintptr_t{2} + static_cast<uintptr_t>(t)) << 32;

@@ -16,7 +16,7 @@
  * counted and never forwarded when it is bad:
  *   GMR_ERR_UNKNOWN_POINTER  never allocated through this adaptor;
  *   GMR_ERR_DOUBLE_FREE      freed already (the adaptor remembers, for each
- *                            2 MiB address region's shard of the table, its
+ *                            64 MiB address region's shard of the table, its
  *                            last `recent_free_count` frees to tell these
  *                            apart; an older double free reads as unknown
  *                            pointer);
@@ -36,8 +36,9 @@
  * the others. get_memory_info, trim and the footprint are answered from
  * below.
  *
- * Thread-safe: yes. Counters are atomics, each owner's on a cache line of its
- * own; the table is split in 64 shards by 2 MiB address region (so threads
+ * Thread-safe: yes. Owner counters are atomics, each owner's on a cache line
+ * of its own; the overall counters are kept per thread (see
+ * gmr_tracking_adaptor_get_stats); the table is split in 256 shards by 64 MiB address region (so threads
  * whose memory comes from chunks of their own rarely share one), each under a
  * spin lock held only for one table operation. Scopes take a mutex, and only
  * while one is open.
