@@ -202,12 +202,14 @@ static gmr_status allocate_charged(gmr_limiting_adaptor *a, bool capturing, size
     }
     if (!count_in_lane(a, charge, LANE_ALLOCATED)) {
       /* A limit came meanwhile; this request was admitted before it. */
+      gmr__limiting_enforcing(a);
       size_t now = atomic_fetch_add_explicit(global.used, charge, memory_order_relaxed) + charge;
       gmr__raise_peak(global.peak, now);
       atomic_fetch_add_explicit(&a->allocation_count, 1, memory_order_relaxed);
     }
     return GMR_OK;
   }
+  gmr__limiting_enforcing(a);
   size_t global_reached = 0, stream_reached = 0;
   gmr_status st = reserve(a, &global, charge, stream, &global_reached, failure);
   if (st != GMR_OK) return st;
@@ -280,6 +282,7 @@ static bool deallocate_counted(gmr_limiting_adaptor *a, void *ptr, size_t bytes,
   if (*st != GMR_OK) {
     /* Nothing was released: the charge goes back where it now belongs. */
     if (!count_in_lane(a, charge, LANE_FREE_UNDONE)) {
+      gmr__limiting_enforcing(a);
       atomic_fetch_add_explicit(&a->used_bytes, charge, memory_order_relaxed);
     }
     return true;
@@ -297,6 +300,7 @@ static gmr_status limiting_deallocate(gmr_resource *self, void *ptr, size_t byte
       deallocate_counted(a, ptr, bytes, alignment, stream, charge, &counted)) {
     return counted;
   }
+  gmr__limiting_enforcing(a);
   size_t slot = 0;
   ptr_shard *sh = NULL;
   uint64_t key = (uint64_t)(uintptr_t)ptr;
@@ -420,7 +424,9 @@ gmr_status gmr_limiting_adaptor_create(gmr_resource *upstream,
   }
   gmr__lane_counts_init(&a->counted, LANE_BATCH_BYTES, LANE_BATCH_COUNT);
   /* Nothing can refuse a request: count in per-thread lanes until a limit comes. */
-  atomic_init(&a->counting, cfg.limit_bytes == GMR_LIMIT_NONE && !cfg.per_stream);
+  bool counting = cfg.limit_bytes == GMR_LIMIT_NONE && !cfg.per_stream;
+  atomic_init(&a->counting, counting);
+  atomic_init(&a->enforcing, !counting);
   a->base.vtbl = &limiting_vtbl;
   a->upstream = upstream;
   a->charge_mask = align - 1;

@@ -28,8 +28,13 @@ void gmr__limiting_stop_counting(gmr_limiting_adaptor *a) {
     size_t now = atomic_fetch_add_explicit(&a->used_bytes, (size_t)used, memory_order_relaxed) +
                  (size_t)used;
     gmr__raise_peak(&a->peak_bytes, now > (size_t)peak ? now : (size_t)peak);
+    atomic_store_explicit(&a->enforcing, true, memory_order_release);
   }
   pthread_mutex_unlock(&a->mode_mutex);
+}
+
+void gmr__limiting_wait_enforcing(gmr_limiting_adaptor *a) {
+  while (!atomic_load_explicit(&a->enforcing, memory_order_acquire)) sched_yield();
 }
 
 size_t gmr__limiting_used_bytes(const gmr_limiting_adaptor *a) {

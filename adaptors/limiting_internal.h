@@ -14,7 +14,9 @@
  * clears `counting`, waits until no thread is inside a lane update (each
  * marks itself `busy` first and checks `counting` after: the two sides of a
  * Dekker handshake, both sequentially consistent), then moves the lanes'
- * totals into the enforcing counters.
+ * totals into the enforcing counters and sets `enforcing`. A call that finds
+ * `counting` cleared waits for `enforcing` before it uses those counters (a
+ * free could otherwise find fewer bytes there than it gives back).
  *
  * Thread-safe: as gmr/limiting_adaptor.h says.
  */
@@ -67,7 +69,8 @@ struct gmr_limiting_adaptor {
   size_t charge_mask; /* charge_alignment - 1 */
   gmr_limit_policy on_limit;
   gmr__oom_handler oom;
-  _Atomic bool counting; /* read on every call; cleared once */
+  _Atomic bool counting;  /* read on every call; cleared once */
+  _Atomic bool enforcing; /* the enforcing counters hold everything (set once) */
 
   char pad[64]; /* the counters below change on every call */
   _Atomic size_t used_bytes;
@@ -99,6 +102,14 @@ struct gmr_limiting_adaptor {
 /* Switch from counting to enforcing (see the top of this file). Returns at
  * once when the adaptor enforces already. */
 void gmr__limiting_stop_counting(gmr_limiting_adaptor *a);
+
+/* Wait until the enforcing counters hold everything: at once, except in the
+ * moment of a switch. */
+void gmr__limiting_wait_enforcing(gmr_limiting_adaptor *a);
+
+static inline void gmr__limiting_enforcing(gmr_limiting_adaptor *a) {
+  if (!atomic_load_explicit(&a->enforcing, memory_order_acquire)) gmr__limiting_wait_enforcing(a);
+}
 
 /* Bytes charged now, and allocations made / freed, in both modes. */
 size_t gmr__limiting_used_bytes(const gmr_limiting_adaptor *a);
