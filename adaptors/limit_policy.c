@@ -18,9 +18,9 @@ static gmr_limit_action ignore_decide(const gmr_limit_policy *policy,
   return GMR_LIMIT_ACTION_ALLOW;
 }
 
-gmr_limit_action gmr__limit_policy_increase_decide(const gmr_limit_policy *policy,
-                                                   const gmr_limit_request *request,
-                                                   size_t *new_limit_bytes) {
+gmr_limit_action gmr__limit_policy_increase_total_decide(const gmr_limit_policy *policy,
+                                                         const gmr_limit_request *request,
+                                                         size_t *new_limit_bytes) {
   size_t needed = request->used_bytes + request->charge_bytes;
   if (needed < request->used_bytes) return GMR_LIMIT_ACTION_FAIL; /* overflow */
   double factor = policy->padding_factor < 1.0 ? 1.0 : policy->padding_factor;
@@ -30,6 +30,32 @@ gmr_limit_action gmr__limit_policy_increase_decide(const gmr_limit_policy *polic
   if (policy->cap_bytes != 0 && target > policy->cap_bytes) {
     if (needed > policy->cap_bytes) return GMR_LIMIT_ACTION_FAIL;
     target = policy->cap_bytes;
+  }
+  *new_limit_bytes = target;
+  return GMR_LIMIT_ACTION_RAISE;
+}
+
+/* cuCascade's formula: grow by the excess times the padding; when that
+ * passes the cap, by exactly the excess; when even that does, fail. */
+gmr_limit_action gmr__limit_policy_increase_decide(const gmr_limit_policy *policy,
+                                                   const gmr_limit_request *request,
+                                                   size_t *new_limit_bytes) {
+  size_t needed = request->used_bytes + request->charge_bytes;
+  if (needed < request->used_bytes) return GMR_LIMIT_ACTION_FAIL; /* overflow */
+  if (needed <= request->limit_bytes) {                          /* raced: fits now */
+    *new_limit_bytes = request->limit_bytes;
+    return GMR_LIMIT_ACTION_RAISE;
+  }
+  size_t excess = needed - request->limit_bytes;
+  double factor = policy->padding_factor < 1.0 ? 1.0 : policy->padding_factor;
+  double padded = floor((double)excess * factor);
+  size_t growth = padded >= (double)SIZE_MAX ? SIZE_MAX : (size_t)padded;
+  if (growth < excess) growth = excess; /* rounding of huge values */
+  size_t target = SIZE_MAX - request->limit_bytes < growth ? SIZE_MAX
+                                                           : request->limit_bytes + growth;
+  if (policy->cap_bytes != 0 && target > policy->cap_bytes) {
+    if (needed > policy->cap_bytes) return GMR_LIMIT_ACTION_FAIL;
+    target = needed;
   }
   *new_limit_bytes = target;
   return GMR_LIMIT_ACTION_RAISE;
@@ -60,13 +86,21 @@ gmr_limit_policy gmr_limit_policy_increase(double padding_factor, size_t cap_byt
   return p;
 }
 
+gmr_limit_policy gmr_limit_policy_increase_total(double padding_factor, size_t cap_bytes) {
+  gmr_limit_policy p = gmr_limit_policy_increase(padding_factor, cap_bytes);
+  p.name = "increase_total";
+  p.decide = gmr__limit_policy_increase_total_decide;
+  return p;
+}
+
 gmr_status gmr_limit_policy_check(const gmr_limit_policy *policy) {
   if (policy == NULL || policy->version < 1u || policy->name == NULL ||
       strlen(policy->name) > GMR_POLICY_NAME_MAX) {
     return GMR_ERR_INVALID_ARGUMENT;
   }
-  if (policy->decide == gmr__limit_policy_increase_decide &&
-      !(policy->padding_factor >= 1.0 && policy->padding_factor < 1e6)) {
+  bool increases = policy->decide == gmr__limit_policy_increase_decide ||
+                   policy->decide == gmr__limit_policy_increase_total_decide;
+  if (increases && !(policy->padding_factor >= 1.0 && policy->padding_factor < 1e6)) {
     return GMR_ERR_INVALID_ARGUMENT;
   }
   return GMR_OK;
@@ -83,6 +117,8 @@ static bool builtin(const char *name, gmr_limit_policy *out) {
     *out = gmr_limit_policy_ignore();
   } else if (strcmp(name, "increase") == 0) {
     *out = gmr_limit_policy_increase(GMR_LIMIT_DEFAULT_PADDING_FACTOR, 0);
+  } else if (strcmp(name, "increase_total") == 0) {
+    *out = gmr_limit_policy_increase_total(GMR_LIMIT_DEFAULT_PADDING_FACTOR, 0);
   } else {
     return false;
   }

@@ -1,8 +1,11 @@
 /*
  * adaptors/limiting_adaptor.c: see gmr/limiting_adaptor.h.
  *
- * Hot path without per-stream limits: one compare-and-swap loop on `used`,
- * one on `peak`, the upstream call, two relaxed increments. No lock.
+ * Hot path while counting (no limit, the default; limiting_internal.h): the
+ * upstream's slot called directly (core/forward.h), then the charge added to
+ * the calling thread's lane. Enforcing a limit: one compare-and-swap on
+ * `used` before the upstream, a peak check after success. No lock either way,
+ * and without an OOM policy the OOM handler is not entered.
  */
 #include "gmr/limiting_adaptor.h"
 
@@ -12,63 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "adaptors/oom_handler.h"
+#include "adaptors/limiting_internal.h"
 #include "core/counters.h"
 #include "core/events.h"
-#include "core/key_slots.h"
-#include "core/u64_map.h"
+#include "core/forward.h"
 
-#define SHARD_COUNT 16
-/* A limit policy that keeps raising by too little cannot loop forever. */
-#define MAX_RAISE_ROUNDS 8
-
-typedef struct ptr_shard {
-  pthread_mutex_t mutex;
-  gmr__u64_map map; /* pointer -> stream slot */
-  char pad[64];     /* keep shards' locks on separate cache lines */
-} ptr_shard;
-
-typedef struct stream_counters {
-  _Atomic size_t used_bytes;
-  _Atomic size_t limit_bytes;
-  _Atomic size_t peak_bytes;
-} stream_counters;
-
-/* One counter pair that a limit applies to: the global one or a stream's. */
-typedef struct limit_scope {
-  _Atomic size_t *used;
-  _Atomic size_t *limit;
-  _Atomic size_t *peak;
-  int is_stream;
-} limit_scope;
-
-struct gmr_limiting_adaptor {
-  gmr_resource base; /* first */
-  gmr_resource *upstream;
-  size_t charge_mask; /* charge_alignment - 1 */
-  gmr_limit_policy on_limit;
-  gmr__oom_handler oom;
-
-  char pad[64]; /* the counters below change on every call */
-  _Atomic size_t used_bytes;
-  _Atomic size_t limit_bytes;
-  _Atomic size_t peak_bytes;
-  _Atomic uint64_t allocation_count;
-  _Atomic uint64_t deallocation_count;
-  _Atomic uint64_t refused_count;
-  _Atomic uint64_t upstream_failure_count;
-  _Atomic uint64_t overage_count;
-  _Atomic size_t max_overage_bytes;
-  _Atomic uint64_t raise_count;
-  _Atomic uint64_t bad_free_count;
-
-  /* per-stream mode only */
-  bool per_stream;
-  size_t default_stream_limit_bytes;
-  gmr__key_slots stream_slots;
-  stream_counters *streams; /* stream_slots.capacity + 1 (the overflow slot) */
-  ptr_shard *shards;        /* SHARD_COUNT */
-};
+/* A thread's lane flushes its counts past these (limiting_internal.h). */
+#define LANE_BATCH_BYTES ((int64_t)1 << 20)
+#define LANE_BATCH_COUNT 256
 
 static const gmr_resource_vtbl limiting_vtbl;
 
@@ -95,10 +49,12 @@ static void emit_limit(gmr_limiting_adaptor *a, gmr_event_kind kind, const gmr_l
 
 /*
  * Reserve `charge` in `scope`, asking the limit policy when it does not fit.
- * Returns GMR_OK (reserved) or GMR_ERR_LIMIT_EXCEEDED (nothing reserved).
+ * Returns GMR_OK (reserved; *reached is the scope's total with this charge,
+ * for the peak once the allocation succeeds) or GMR_ERR_LIMIT_EXCEEDED
+ * (nothing reserved).
  */
 static gmr_status reserve(gmr_limiting_adaptor *a, const limit_scope *scope, size_t charge,
-                          gmr_stream stream, gmr_failure *failure) {
+                          gmr_stream stream, size_t *reached, gmr_failure *failure) {
   size_t used = atomic_load_explicit(scope->used, memory_order_relaxed);
   for (unsigned round = 0;; ++round) {
     size_t limit = atomic_load_explicit(scope->limit, memory_order_relaxed);
@@ -106,7 +62,7 @@ static gmr_status reserve(gmr_limiting_adaptor *a, const limit_scope *scope, siz
     if (wanted >= used && wanted <= limit) {
       if (atomic_compare_exchange_weak_explicit(scope->used, &used, wanted, memory_order_relaxed,
                                                 memory_order_relaxed)) {
-        gmr__raise_peak(scope->peak, wanted);
+        *reached = wanted;
         return GMR_OK;
       }
       continue; /* `used` was reloaded by the failed exchange */
@@ -119,11 +75,11 @@ static gmr_status reserve(gmr_limiting_adaptor *a, const limit_scope *scope, siz
     }
     if (action == GMR_LIMIT_ACTION_ALLOW) {
       size_t now = atomic_fetch_add_explicit(scope->used, charge, memory_order_relaxed) + charge;
-      gmr__raise_peak(scope->peak, now);
       atomic_fetch_add_explicit(&a->overage_count, 1, memory_order_relaxed);
       size_t over = now > limit ? now - limit : 0;
       gmr__raise_peak(&a->max_overage_bytes, over);
       emit_limit(a, GMR_EVENT_LIMIT_OVERAGE, &rq, over);
+      *reached = now;
       return GMR_OK;
     }
     if (action == GMR_LIMIT_ACTION_RAISE && new_limit >= wanted && wanted >= used) {
@@ -139,11 +95,11 @@ static gmr_status reserve(gmr_limiting_adaptor *a, const limit_scope *scope, siz
     }
     atomic_fetch_add_explicit(&a->refused_count, 1, memory_order_relaxed);
     emit_limit(a, GMR_EVENT_LIMIT_REFUSED, &rq, 0);
-    snprintf(failure->message, sizeof failure->message,
-             "limiting_adaptor: %zu bytes (charged) would take %zu outstanding bytes past the "
-             "%slimit of %zu bytes (policy %s)",
-             charge, used, scope->is_stream ? "stream's " : "", limit, a->on_limit.name);
-    return GMR_ERR_LIMIT_EXCEEDED;
+    return gmr__failure_set(failure, GMR_ERR_LIMIT_EXCEEDED,
+                            "limiting_adaptor: %zu bytes (charged) would take %zu outstanding "
+                            "bytes past the %slimit of %zu bytes (policy %s)",
+                            charge, used, scope->is_stream ? "stream's " : "", limit,
+                            a->on_limit.name);
   }
 }
 
@@ -174,16 +130,88 @@ static limit_scope stream_scope(gmr_limiting_adaptor *a, size_t slot) {
   return s;
 }
 
+/* How a lane update changes the counting mode's counters. */
+typedef enum lane_change { LANE_ALLOCATED, LANE_FREED, LANE_FREE_UNDONE } lane_change;
+
+/* Count `charge` in the calling thread's lane, unless the adaptor stopped
+ * counting (then nothing is counted and false is returned: the caller uses
+ * the enforcing counters). The busy mark and the flag are read and written
+ * sequentially consistent: gmr__limiting_stop_counting() waits for marks. */
+static bool count_in_lane(gmr_limiting_adaptor *a, size_t charge, lane_change change) {
+  size_t lane = gmr__thread_lane();
+  _Atomic unsigned *inside = &a->busy[lane].inside;
+  /* A lane of its own is marked with one exchange and cleared with a plain
+   * store; the lane of threads without one counts them. */
+  bool own = lane < GMR__LANE_COUNT;
+  if (own) {
+    atomic_store_explicit(inside, 1, memory_order_seq_cst);
+  } else {
+    atomic_fetch_add_explicit(inside, 1, memory_order_seq_cst);
+  }
+  bool counting = atomic_load_explicit(&a->counting, memory_order_seq_cst);
+  if (counting) {
+    if (change == LANE_ALLOCATED) {
+      gmr__lane_counts_add(&a->counted, lane, (int64_t)charge);
+    } else {
+      gmr__lane_counts_sub(&a->counted, lane, (int64_t)charge, change == LANE_FREE_UNDONE);
+    }
+  }
+  if (own) {
+    atomic_store_explicit(inside, 0, memory_order_release);
+  } else {
+    atomic_fetch_sub_explicit(inside, 1, memory_order_release);
+  }
+  return counting;
+}
+
 static size_t slot_of_stream(gmr_limiting_adaptor *a, gmr_stream stream) {
   return gmr__key_slots_get(&a->stream_slots, (uint64_t)(uintptr_t)stream);
 }
 
-static gmr_status limiting_allocate(gmr_resource *self, size_t bytes, size_t alignment,
-                                    gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
+/* The upstream call: through the OOM policy when there is one, else
+ * straight to the upstream's slot. A request for a capture never runs the
+ * policy: trimming or waiting could synchronise or stall the capture. */
+static gmr_status call_upstream(gmr_limiting_adaptor *a, bool capturing, size_t bytes,
+                                size_t alignment, gmr_stream stream, void **out_ptr,
+                                gmr_failure *failure) {
+  if (capturing) {
+    gmr_status st = gmr__forward_allocate_capturing(a->upstream, bytes, alignment, stream,
+                                                    out_ptr, failure);
+    gmr__oom_handler_note_failure(&a->oom, st);
+    return st;
+  }
+  if (gmr__oom_handler_has_policy(&a->oom)) {
+    return gmr__oom_handler_allocate(&a->oom, bytes, alignment, stream, out_ptr, failure);
+  }
+  gmr_status st = gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
+  if (st != GMR_OK) gmr__oom_handler_note_failure(&a->oom, st);
+  return st;
+}
+
+static gmr_status allocate_charged(gmr_limiting_adaptor *a, bool capturing, size_t bytes,
+                                   size_t alignment, gmr_stream stream, void **out_ptr,
+                                   gmr_failure *failure) {
   size_t charge = (bytes + a->charge_mask) & ~a->charge_mask;
   limit_scope global = global_scope(a);
-  gmr_status st = reserve(a, &global, charge, stream, failure);
+  if (atomic_load_explicit(&a->counting, memory_order_relaxed)) {
+    /* Nothing can refuse: charge after success, in this thread's lane. */
+    gmr_status st = call_upstream(a, capturing, bytes, alignment, stream, out_ptr, failure);
+    if (st != GMR_OK) {
+      atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
+      return st;
+    }
+    if (!count_in_lane(a, charge, LANE_ALLOCATED)) {
+      /* A limit came meanwhile; this request was admitted before it. */
+      gmr__limiting_enforcing(a);
+      size_t now = atomic_fetch_add_explicit(global.used, charge, memory_order_relaxed) + charge;
+      gmr__raise_peak(global.peak, now);
+      atomic_fetch_add_explicit(&a->allocation_count, 1, memory_order_relaxed);
+    }
+    return GMR_OK;
+  }
+  gmr__limiting_enforcing(a);
+  size_t global_reached = 0, stream_reached = 0;
+  gmr_status st = reserve(a, &global, charge, stream, &global_reached, failure);
   if (st != GMR_OK) return st;
 
   size_t slot = 0;
@@ -191,15 +219,16 @@ static gmr_status limiting_allocate(gmr_resource *self, size_t bytes, size_t ali
   if (a->per_stream) {
     slot = slot_of_stream(a, stream);
     per = stream_scope(a, slot);
-    st = reserve(a, &per, charge, stream, failure);
+    st = reserve(a, &per, charge, stream, &stream_reached, failure);
     if (st != GMR_OK) {
       unreserve(&global, charge);
       return st;
     }
   }
 
-  st = gmr__oom_handler_allocate(&a->oom, bytes, alignment, stream, out_ptr, failure);
+  st = call_upstream(a, capturing, bytes, alignment, stream, out_ptr, failure);
   if (st != GMR_OK) {
+    /* Nothing was allocated: the charge goes back and the peaks never saw it. */
     if (a->per_stream) unreserve(&per, charge);
     unreserve(&global, charge);
     atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
@@ -213,23 +242,65 @@ static gmr_status limiting_allocate(gmr_resource *self, size_t bytes, size_t ali
     pthread_mutex_unlock(&sh->mutex);
     if (!ok) {
       /* No room to remember the stream: give the memory back, undo all. */
-      (void)gmr_deallocate(a->upstream, *out_ptr, bytes, alignment, stream);
+      (void)gmr__forward_deallocate(a->upstream, *out_ptr, bytes, alignment, stream);
       *out_ptr = NULL;
       unreserve(&per, charge);
       unreserve(&global, charge);
-      snprintf(failure->message, sizeof failure->message,
-               "limiting_adaptor: no host memory for its pointer table");
-      return GMR_ERR_OUT_OF_MEMORY;
+      return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
+                              "limiting_adaptor: no host memory for its pointer table");
     }
+    gmr__raise_peak(per.peak, stream_reached);
   }
+  gmr__raise_peak(global.peak, global_reached);
   atomic_fetch_add_explicit(&a->allocation_count, 1, memory_order_relaxed);
   return GMR_OK;
+}
+
+static gmr_status limiting_allocate(gmr_resource *self, size_t bytes, size_t alignment,
+                                    gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  return allocate_charged((gmr_limiting_adaptor *)self, false, bytes, alignment, stream, out_ptr,
+                          failure);
+}
+
+static gmr_status limiting_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
+                                              gmr_stream stream, void **out_ptr,
+                                              gmr_failure *failure) {
+  return allocate_charged((gmr_limiting_adaptor *)self, true, bytes, alignment, stream, out_ptr,
+                          failure);
+}
+
+static gmr_status limiting_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
+  return gmr__forward_record_stream(((gmr_limiting_adaptor *)self)->upstream, ptr, stream);
+}
+
+/* Counting mode trusts `bytes` (the books of a tracking adaptor above check
+ * frees); false when the adaptor stopped counting before the charge came off. */
+static bool deallocate_counted(gmr_limiting_adaptor *a, void *ptr, size_t bytes, size_t alignment,
+                               gmr_stream stream, size_t charge, gmr_status *st) {
+  if (!count_in_lane(a, charge, LANE_FREED)) return false;
+  *st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  if (*st != GMR_OK) {
+    /* Nothing was released: the charge goes back where it now belongs. */
+    if (!count_in_lane(a, charge, LANE_FREE_UNDONE)) {
+      gmr__limiting_enforcing(a);
+      atomic_fetch_add_explicit(&a->used_bytes, charge, memory_order_relaxed);
+    }
+    return true;
+  }
+  gmr__oom_handler_note_free(&a->oom);
+  return true;
 }
 
 static gmr_status limiting_deallocate(gmr_resource *self, void *ptr, size_t bytes,
                                       size_t alignment, gmr_stream stream) {
   gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
   size_t charge = (bytes + a->charge_mask) & ~a->charge_mask;
+  gmr_status counted = GMR_OK;
+  if (atomic_load_explicit(&a->counting, memory_order_relaxed) &&
+      deallocate_counted(a, ptr, bytes, alignment, stream, charge, &counted)) {
+    return counted;
+  }
+  gmr__limiting_enforcing(a);
   size_t slot = 0;
   ptr_shard *sh = NULL;
   uint64_t key = (uint64_t)(uintptr_t)ptr;
@@ -264,7 +335,7 @@ static gmr_status limiting_deallocate(gmr_resource *self, void *ptr, size_t byte
     return GMR_ERR_FREE_MISMATCH;
   }
 
-  gmr_status st = gmr_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
   if (st != GMR_OK) {
     atomic_fetch_add_explicit(&a->used_bytes, charge, memory_order_relaxed);
     if (a->per_stream) {
@@ -290,12 +361,13 @@ static void free_adaptor(gmr_limiting_adaptor *a) {
   }
   free(a->streams);
   gmr__key_slots_deinit(&a->stream_slots);
+  pthread_mutex_destroy(&a->mode_mutex);
   free(a);
 }
 
 static gmr_status limiting_destroy(gmr_resource *self) {
   gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
-  if (atomic_load(&a->used_bytes) != 0) return GMR_ERR_BUSY;
+  if (gmr__limiting_used_bytes(a) != 0) return GMR_ERR_BUSY;
   gmr__oom_handler_deinit(&a->oom);
   if (a->on_limit.release != NULL) a->on_limit.release(a->on_limit.ctx);
   free_adaptor(a);
@@ -313,8 +385,11 @@ static const gmr_resource_vtbl limiting_vtbl = {
     .deallocate = limiting_deallocate,
     .destroy = limiting_destroy,
     .get_upstream = limiting_get_upstream,
-    .trim = NULL,          /* forwards to the upstream */
-    .get_footprint = NULL, /* asks the upstream */
+    .trim = NULL,            /* forwards to the upstream */
+    .get_footprint = NULL,   /* asks the upstream */
+    .get_memory_info = NULL, /* asks the upstream */
+    .record_stream = limiting_record_stream,
+    .allocate_capturing = limiting_allocate_capturing,
 };
 
 static void release_policies(const gmr_limiting_adaptor_config *cfg) {
@@ -338,11 +413,20 @@ gmr_status gmr_limiting_adaptor_create(gmr_resource *upstream,
     release_policies(&cfg);
     return GMR_ERR_INVALID_ARGUMENT;
   }
-  gmr_limiting_adaptor *a = calloc(1, sizeof *a);
-  if (a == NULL) {
+  /* Aligned: the lanes and busy marks are a cache line each. */
+  size_t size = (sizeof(gmr_limiting_adaptor) + 63) & ~(size_t)63;
+  gmr_limiting_adaptor *a = aligned_alloc(64, size);
+  if (a != NULL) memset(a, 0, size);
+  if (a == NULL || pthread_mutex_init(&a->mode_mutex, NULL) != 0) {
+    free(a);
     release_policies(&cfg);
     return GMR_ERR_OUT_OF_MEMORY;
   }
+  gmr__lane_counts_init(&a->counted, LANE_BATCH_BYTES, LANE_BATCH_COUNT);
+  /* Nothing can refuse a request: count in per-thread lanes until a limit comes. */
+  bool counting = cfg.limit_bytes == GMR_LIMIT_NONE && !cfg.per_stream;
+  atomic_init(&a->counting, counting);
+  atomic_init(&a->enforcing, !counting);
   a->base.vtbl = &limiting_vtbl;
   a->upstream = upstream;
   a->charge_mask = align - 1;
@@ -388,69 +472,3 @@ gmr_limiting_adaptor *gmr_limiting_adaptor_from_resource(gmr_resource *r) {
   return (r != NULL && r->vtbl == &limiting_vtbl) ? (gmr_limiting_adaptor *)r : NULL;
 }
 
-size_t gmr_limiting_adaptor_get_limit(const gmr_limiting_adaptor *a) {
-  return atomic_load_explicit(&a->limit_bytes, memory_order_relaxed);
-}
-
-gmr_status gmr_limiting_adaptor_set_limit(gmr_limiting_adaptor *a, size_t limit_bytes) {
-  if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  atomic_store_explicit(&a->limit_bytes, limit_bytes, memory_order_relaxed);
-  return GMR_OK;
-}
-
-size_t gmr_limiting_adaptor_get_used_bytes(const gmr_limiting_adaptor *a) {
-  return atomic_load_explicit(&a->used_bytes, memory_order_relaxed);
-}
-
-gmr_status gmr_limiting_adaptor_set_stream_limit(gmr_limiting_adaptor *a, gmr_stream stream,
-                                                 size_t limit_bytes) {
-  if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  if (!a->per_stream) return GMR_ERR_UNSUPPORTED;
-  size_t slot = slot_of_stream(a, stream);
-  if (slot == a->stream_slots.capacity) return GMR_ERR_BUSY;
-  atomic_store_explicit(&a->streams[slot].limit_bytes, limit_bytes, memory_order_relaxed);
-  return GMR_OK;
-}
-
-gmr_status gmr_limiting_adaptor_get_stream_usage(const gmr_limiting_adaptor *a, gmr_stream stream,
-                                                 size_t *used_bytes, size_t *limit_bytes) {
-  if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  if (!a->per_stream) return GMR_ERR_UNSUPPORTED;
-  size_t slot = gmr__key_slots_find(&a->stream_slots, (uint64_t)(uintptr_t)stream);
-  size_t used = 0, limit = a->default_stream_limit_bytes;
-  if (slot != a->stream_slots.capacity) {
-    used = atomic_load_explicit(&a->streams[slot].used_bytes, memory_order_relaxed);
-    limit = atomic_load_explicit(&a->streams[slot].limit_bytes, memory_order_relaxed);
-  }
-  if (used_bytes != NULL) *used_bytes = used;
-  if (limit_bytes != NULL) *limit_bytes = limit;
-  return GMR_OK;
-}
-
-gmr_status gmr_limiting_adaptor_get_stats(const gmr_limiting_adaptor *a, gmr_limiting_stats *out) {
-  size_t header = offsetof(gmr_limiting_stats, version) + sizeof out->version;
-  if (a == NULL || out == NULL || out->size < header || out->version == 0) {
-    return GMR_ERR_INVALID_ARGUMENT;
-  }
-  gmr_limiting_stats s;
-  memset(&s, 0, sizeof s);
-  s.limit_bytes = atomic_load_explicit(&a->limit_bytes, memory_order_relaxed);
-  s.used_bytes = atomic_load_explicit(&a->used_bytes, memory_order_relaxed);
-  s.peak_used_bytes = atomic_load_explicit(&a->peak_bytes, memory_order_relaxed);
-  s.allocation_count = atomic_load_explicit(&a->allocation_count, memory_order_relaxed);
-  s.deallocation_count = atomic_load_explicit(&a->deallocation_count, memory_order_relaxed);
-  s.refused_count = atomic_load_explicit(&a->refused_count, memory_order_relaxed);
-  s.upstream_failure_count = atomic_load_explicit(&a->upstream_failure_count, memory_order_relaxed);
-  s.overage_count = atomic_load_explicit(&a->overage_count, memory_order_relaxed);
-  s.max_overage_bytes = atomic_load_explicit(&a->max_overage_bytes, memory_order_relaxed);
-  s.raise_count = atomic_load_explicit(&a->raise_count, memory_order_relaxed);
-  s.bad_free_count = atomic_load_explicit(&a->bad_free_count, memory_order_relaxed);
-  gmr__oom_handler_get_counts(&a->oom, &s.oom);
-  size_t n = out->size < sizeof s ? out->size : sizeof s;
-  size_t caller_size = out->size;
-  uint32_t caller_version = out->version;
-  memcpy(out, &s, n);
-  out->size = caller_size;
-  out->version = caller_version;
-  return GMR_OK;
-}

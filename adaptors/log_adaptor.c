@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/forward.h"
+
 struct gmr_log_adaptor {
   gmr_resource base; /* first: the adaptor is usable as a gmr_resource */
   gmr_resource *upstream;
@@ -69,12 +71,16 @@ static void write_row_locked(gmr_log_adaptor *a, const char *action, const void 
   }
 }
 
-static gmr_status log_allocate(gmr_resource *self, size_t bytes, size_t alignment,
-                               gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  gmr_log_adaptor *a = (gmr_log_adaptor *)self;
-  /* No other thread can be given this memory before we return it, so the
-   * row may be written after the upstream call. */
-  gmr_status st = gmr_allocate_ex(a->upstream, bytes, alignment, stream, out_ptr, failure);
+/* No other thread can be given this memory before we return it, so the row
+ * may be written after the upstream call. A request for a capture is logged
+ * as an allocation (RMM's format has no other action for it). */
+static gmr_status log_allocate_as(gmr_log_adaptor *a, bool capturing, size_t bytes,
+                                  size_t alignment, gmr_stream stream, void **out_ptr,
+                                  gmr_failure *failure) {
+  gmr_status st =
+      capturing
+          ? gmr__forward_allocate_capturing(a->upstream, bytes, alignment, stream, out_ptr, failure)
+          : gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
   pthread_mutex_lock(&a->mutex);
   if (st == GMR_OK) {
     write_row_locked(a, "allocate", *out_ptr, bytes, stream);
@@ -85,13 +91,31 @@ static gmr_status log_allocate(gmr_resource *self, size_t bytes, size_t alignmen
   return st;
 }
 
+static gmr_status log_allocate(gmr_resource *self, size_t bytes, size_t alignment,
+                               gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  return log_allocate_as((gmr_log_adaptor *)self, false, bytes, alignment, stream, out_ptr,
+                         failure);
+}
+
+static gmr_status log_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
+                                         gmr_stream stream, void **out_ptr,
+                                         gmr_failure *failure) {
+  return log_allocate_as((gmr_log_adaptor *)self, true, bytes, alignment, stream, out_ptr,
+                         failure);
+}
+
+/* record_stream changes no allocation: no row (RMM's format has no action for it). */
+static gmr_status log_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
+  return gmr__forward_record_stream(((gmr_log_adaptor *)self)->upstream, ptr, stream);
+}
+
 static gmr_status log_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                  gmr_stream stream) {
   gmr_log_adaptor *a = (gmr_log_adaptor *)self;
   /* Held across the release: a thread that gets `ptr` next from the upstream
    * writes its allocate row only after this free row. */
   pthread_mutex_lock(&a->mutex);
-  gmr_status st = gmr_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
   if (st == GMR_OK) write_row_locked(a, "free", ptr, bytes, stream);
   pthread_mutex_unlock(&a->mutex);
   return st;
@@ -125,8 +149,11 @@ static const gmr_resource_vtbl log_vtbl = {
     .deallocate = log_deallocate,
     .destroy = log_destroy,
     .get_upstream = log_get_upstream,
-    .trim = NULL,          /* the dispatch walks on to the upstream */
-    .get_footprint = NULL, /* likewise */
+    .trim = NULL,            /* the dispatch walks on to the upstream */
+    .get_footprint = NULL,   /* likewise */
+    .get_memory_info = NULL, /* likewise */
+    .record_stream = log_record_stream,
+    .allocate_capturing = log_allocate_capturing,
 };
 
 gmr_status gmr_log_adaptor_create(gmr_resource *upstream, const gmr_log_adaptor_config *config,

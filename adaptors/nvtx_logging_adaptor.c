@@ -357,25 +357,35 @@ static void unsubscribe(gmr_nvtx_logging_adaptor *a) {
 
 #endif /* GMR_DISABLE_NVTX */
 
-static gmr_status nvtx_allocate(gmr_resource *self, size_t bytes, size_t alignment,
-                                gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  gmr_nvtx_logging_adaptor *a = (gmr_nvtx_logging_adaptor *)self;
-#ifdef GMR_DISABLE_NVTX
+/* The upstream's allocate, or its allocate_capturing for a request made
+ * during a capture (core/forward.h: the dispatch above checked it). */
+static gmr_status forward(gmr_nvtx_logging_adaptor *a, bool capturing, size_t bytes,
+                          size_t alignment, gmr_stream stream, void **out_ptr,
+                          gmr_failure *failure) {
+  if (capturing) {
+    return gmr__forward_allocate_capturing(a->upstream, bytes, alignment, stream, out_ptr,
+                                           failure);
+  }
   return gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
+}
+
+static gmr_status nvtx_allocate_as(gmr_nvtx_logging_adaptor *a, bool capturing, size_t bytes,
+                                   size_t alignment, gmr_stream stream, void **out_ptr,
+                                   gmr_failure *failure) {
+#ifdef GMR_DISABLE_NVTX
+  return forward(a, capturing, bytes, alignment, stream, out_ptr, failure);
 #else
   /* No tool: NVTX would ignore every call; make none. The dispatch above
    * checked the arguments, so the request goes straight to the upstream's
    * slot (core/forward.h): one load and one branch added. */
-  if (a->domain == NULL) {
-    return gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
-  }
+  if (a->domain == NULL) return forward(a, capturing, bytes, alignment, stream, out_ptr, failure);
   bool on = atomic_load_explicit(&a->enabled, memory_order_relaxed);
   call_frame frame = {a, current_call, false};
   if (on) {
     push_range(a, true, bytes, stream);
     current_call = &frame;
   }
-  gmr_status st = gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
+  gmr_status st = forward(a, capturing, bytes, alignment, stream, out_ptr, failure);
   if (on) current_call = frame.outer;
   if (st == GMR_OK) {
     int64_t now = atomic_fetch_add_explicit(&a->bytes_in_use, (int64_t)bytes,
@@ -388,6 +398,24 @@ static gmr_status nvtx_allocate(gmr_resource *self, size_t bytes, size_t alignme
   if (on) nvtxDomainRangePop(a->domain);
   return st;
 #endif
+}
+
+static gmr_status nvtx_allocate(gmr_resource *self, size_t bytes, size_t alignment,
+                                gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  return nvtx_allocate_as((gmr_nvtx_logging_adaptor *)self, false, bytes, alignment, stream,
+                          out_ptr, failure);
+}
+
+/* A request for a capture gets the same range as an allocation. */
+static gmr_status nvtx_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
+                                          gmr_stream stream, void **out_ptr,
+                                          gmr_failure *failure) {
+  return nvtx_allocate_as((gmr_nvtx_logging_adaptor *)self, true, bytes, alignment, stream,
+                          out_ptr, failure);
+}
+
+static gmr_status nvtx_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
+  return gmr__forward_record_stream(((gmr_nvtx_logging_adaptor *)self)->upstream, ptr, stream);
 }
 
 static gmr_status nvtx_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
@@ -439,8 +467,11 @@ static const gmr_resource_vtbl nvtx_vtbl = {
     .deallocate = nvtx_deallocate,
     .destroy = nvtx_destroy,
     .get_upstream = nvtx_get_upstream,
-    .trim = NULL,          /* the dispatch walks on to the upstream */
-    .get_footprint = NULL, /* likewise */
+    .trim = NULL,            /* the dispatch walks on to the upstream */
+    .get_footprint = NULL,   /* likewise */
+    .get_memory_info = NULL, /* likewise */
+    .record_stream = nvtx_record_stream,
+    .allocate_capturing = nvtx_allocate_capturing,
 };
 
 #ifndef GMR_DISABLE_NVTX

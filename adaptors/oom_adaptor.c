@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "adaptors/oom_handler.h"
+#include "core/forward.h"
 
 struct gmr_oom_adaptor {
   gmr_resource base; /* first */
@@ -25,10 +26,27 @@ static gmr_status oom_allocate(gmr_resource *self, size_t bytes, size_t alignmen
   return st;
 }
 
+/* A request for a capture goes straight to the upstream: the policy's trim
+ * or wait could synchronise or stall the capture. */
+static gmr_status oom_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
+                                         gmr_stream stream, void **out_ptr,
+                                         gmr_failure *failure) {
+  gmr_oom_adaptor *a = (gmr_oom_adaptor *)self;
+  gmr_status st =
+      gmr__forward_allocate_capturing(a->upstream, bytes, alignment, stream, out_ptr, failure);
+  gmr__oom_handler_note_failure(&a->oom, st);
+  if (st == GMR_OK) atomic_fetch_add_explicit(&a->live_count, 1, memory_order_relaxed);
+  return st;
+}
+
+static gmr_status oom_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
+  return gmr__forward_record_stream(((gmr_oom_adaptor *)self)->upstream, ptr, stream);
+}
+
 static gmr_status oom_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                  gmr_stream stream) {
   gmr_oom_adaptor *a = (gmr_oom_adaptor *)self;
-  gmr_status st = gmr_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
   if (st != GMR_OK) return st;
   atomic_fetch_sub_explicit(&a->live_count, 1, memory_order_relaxed);
   gmr__oom_handler_note_free(&a->oom);
@@ -54,8 +72,11 @@ static const gmr_resource_vtbl oom_vtbl = {
     .deallocate = oom_deallocate,
     .destroy = oom_destroy,
     .get_upstream = oom_get_upstream,
-    .trim = NULL,
-    .get_footprint = NULL,
+    .trim = NULL,            /* forwards to the upstream */
+    .get_footprint = NULL,   /* asks the upstream */
+    .get_memory_info = NULL, /* asks the upstream */
+    .record_stream = oom_record_stream,
+    .allocate_capturing = oom_allocate_capturing,
 };
 
 gmr_status gmr_oom_adaptor_create(gmr_resource *upstream, const gmr_oom_policy *policy,

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "core/events.h"
+#include "core/forward.h"
 
 /* Depth of OOM policies running in this thread: a policy is never entered
  * while another one (or the same) runs in the thread. */
@@ -128,15 +129,17 @@ static bool is_lack_of_memory(gmr_status st) {
 
 gmr_status gmr__oom_handler_allocate(gmr__oom_handler *h, size_t bytes, size_t alignment,
                                      gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  if (h->policy.decide == NULL) {
-    gmr_status st = gmr_allocate_ex(h->upstream, bytes, alignment, stream, out_ptr, failure);
-    if (is_lack_of_memory(st)) atomic_fetch_add_explicit(&h->failure_count, 1, memory_order_relaxed);
+  if (!gmr__oom_handler_has_policy(h)) {
+    gmr_status st = gmr__forward_allocate(h->upstream, bytes, alignment, stream, out_ptr, failure);
+    gmr__oom_handler_note_failure(h, st);
     return st;
   }
   uint32_t attempt = 0;
   for (;;) {
     uint64_t generation = atomic_load_explicit(&h->free_generation, memory_order_acquire);
-    gmr_status st = gmr_allocate_ex(h->upstream, bytes, alignment, stream, out_ptr, failure);
+    /* Each attempt starts with a fresh record, as a call of the dispatch would. */
+    if (attempt > 0) gmr__failure_reset(failure);
+    gmr_status st = gmr__forward_allocate(h->upstream, bytes, alignment, stream, out_ptr, failure);
     if (st == GMR_OK) {
       if (attempt > 0) atomic_fetch_add_explicit(&h->recovered_count, 1, memory_order_relaxed);
       return GMR_OK;
@@ -171,7 +174,7 @@ gmr_status gmr__oom_handler_allocate(gmr__oom_handler *h, size_t bytes, size_t a
   }
 }
 
-void gmr__oom_handler_note_free(gmr__oom_handler *h) {
+void gmr__oom_handler_wake_waiters(gmr__oom_handler *h) {
   atomic_fetch_add(&h->free_generation, 1);
   if (atomic_load(&h->waiter_count) != 0) {
     pthread_mutex_lock(&h->mutex);

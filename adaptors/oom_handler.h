@@ -55,13 +55,34 @@ gmr_status gmr__oom_handler_init(gmr__oom_handler *h, const gmr_oom_policy *poli
 /* Release the policy's ctx and the synchronisation objects. */
 void gmr__oom_handler_deinit(gmr__oom_handler *h);
 
-/* Allocate from the upstream, running the policy on out-of-memory failures.
- * `failure` is never NULL; its `attempt` holds the last attempt's number. */
+/* Allocate from the upstream (its slot, through core/forward.h: the request
+ * was checked by the dispatch), running the policy on out-of-memory failures.
+ * `failure` is never NULL; each retry starts with a fresh record, and its
+ * `attempt` holds the last attempt's number. */
 gmr_status gmr__oom_handler_allocate(gmr__oom_handler *h, size_t bytes, size_t alignment,
                                      gmr_stream stream, void **out_ptr, gmr_failure *failure);
 
-/* A deallocation passed through the adaptor successfully: wake waiters. */
-void gmr__oom_handler_note_free(gmr__oom_handler *h);
+/* Whether the handler has a policy that can act (not `fail`). Without one,
+ * an adaptor calls its upstream directly and never enters the handler. */
+static inline bool gmr__oom_handler_has_policy(const gmr__oom_handler *h) {
+  return h->policy.decide != NULL;
+}
+
+/* Count a failed upstream call made without the handler (no policy, or a
+ * request for a capture), as the handler would have. */
+static inline void gmr__oom_handler_note_failure(gmr__oom_handler *h, gmr_status st) {
+  if (st == GMR_ERR_OUT_OF_MEMORY || st == GMR_ERR_LIMIT_EXCEEDED) {
+    atomic_fetch_add_explicit(&h->failure_count, 1, memory_order_relaxed);
+  }
+}
+
+void gmr__oom_handler_wake_waiters(gmr__oom_handler *h);
+
+/* A deallocation passed through the adaptor successfully: wake waiters. Only
+ * a policy waits, so without one this is a single branch. */
+static inline void gmr__oom_handler_note_free(gmr__oom_handler *h) {
+  if (gmr__oom_handler_has_policy(h)) gmr__oom_handler_wake_waiters(h);
+}
 
 void gmr__oom_handler_get_counts(const gmr__oom_handler *h, gmr_oom_counts *out);
 

@@ -23,6 +23,9 @@ bool gmr__policy_name_is_valid(const char *name);
 gmr_limit_action gmr__limit_policy_increase_decide(const gmr_limit_policy *policy,
                                                    const gmr_limit_request *request,
                                                    size_t *new_limit_bytes);
+gmr_limit_action gmr__limit_policy_increase_total_decide(const gmr_limit_policy *policy,
+                                                         const gmr_limit_request *request,
+                                                         size_t *new_limit_bytes);
 
 #ifdef __cplusplus
 }

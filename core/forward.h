@@ -1,15 +1,19 @@
 /*
- * core/forward.h (internal): pass a request that the dispatch already
- * checked from an adaptor's vtable slot straight to its upstream's slot.
+ * core/forward.h (internal): the one path by which an adaptor passes a
+ * request the dispatch already checked from its vtable slot straight to its
+ * upstream's slot.
  *
- * gmr_allocate_ex() checks its arguments and resets the failure record at
- * every layer; an adaptor on a hot path whose own call came through the
- * dispatch has nothing left to check (bytes in 1..GMR_MAX_ALLOCATION_BYTES, a
- * power-of-two alignment, a non-NULL out pointer, a fresh record; the
- * upstream was checked with gmr_resource_check() at create). These helpers
- * call the upstream's slot directly and keep the dispatch's contract: on
- * failure *out_ptr is NULL and the record names the deepest resource that
- * failed. The NVTX logging adaptor uses them to stay within its 5 ns budget.
+ * gmr_allocate_ex() checks its arguments and resets the failure record; a
+ * request that came through it has nothing left to check on the way down
+ * (bytes in 1..GMR_MAX_ALLOCATION_BYTES, a power-of-two alignment, a non-NULL
+ * out pointer, a fresh record; the upstream was checked with
+ * gmr_resource_check() at create). Every adaptor calls its upstream through
+ * these helpers, so arguments are checked once per call, at the public entry,
+ * however deep the stack. They keep the dispatch's contract: on failure
+ * *out_ptr is NULL and the record names the deepest resource that failed.
+ * Optional slots an upstream lacks answer as the dispatch would
+ * (record_stream: GMR_ERR_UNSUPPORTED; allocate_capturing:
+ * GMR_ERR_CAPTURE_UNSAFE with a message).
  *
  * pre: called from inside a vtable slot of an adaptor, with that slot's own
  *      (already checked) arguments; `failure` non-NULL.
@@ -17,6 +21,8 @@
  */
 #ifndef GMR_CORE_FORWARD_H_
 #define GMR_CORE_FORWARD_H_
+
+#include <stdio.h>
 
 #include "core/failure.h"
 #include "gmr/resource.h"
@@ -35,6 +41,33 @@ static inline gmr_status gmr__forward_allocate(gmr_resource *upstream, size_t by
 static inline gmr_status gmr__forward_deallocate(gmr_resource *upstream, void *ptr, size_t bytes,
                                                  size_t alignment, gmr_stream stream) {
   return upstream->vtbl->deallocate(upstream, ptr, bytes, alignment, stream);
+}
+
+static inline gmr_status gmr__forward_allocate_capturing(gmr_resource *upstream, size_t bytes,
+                                                         size_t alignment, gmr_stream stream,
+                                                         void **out_ptr, gmr_failure *failure) {
+  gmr_status st;
+  if (upstream->vtbl->version < 2u || upstream->vtbl->allocate_capturing == NULL) {
+    snprintf(failure->message, sizeof failure->message,
+             "%s cannot allocate while a stream captures a CUDA graph",
+             upstream->vtbl->type_name);
+    st = GMR_ERR_CAPTURE_UNSAFE;
+  } else {
+    st = upstream->vtbl->allocate_capturing(upstream, bytes, alignment, stream, out_ptr, failure);
+  }
+  if (st != GMR_OK) {
+    *out_ptr = NULL;
+    gmr__failure_record(failure, st, upstream, bytes, alignment, stream);
+  }
+  return st;
+}
+
+static inline gmr_status gmr__forward_record_stream(gmr_resource *upstream, void *ptr,
+                                                    gmr_stream stream) {
+  if (upstream->vtbl->version < 2u || upstream->vtbl->record_stream == NULL) {
+    return GMR_ERR_UNSUPPORTED;
+  }
+  return upstream->vtbl->record_stream(upstream, ptr, stream);
 }
 
 #endif /* GMR_CORE_FORWARD_H_ */

@@ -68,19 +68,37 @@ bool gmr__request_check(const gmr_resource *r, size_t bytes, size_t *alignment, 
   return false;
 }
 
-gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
-                           void **out_ptr, gmr_failure *failure) {
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
-  gmr__failure_reset(failure);
+/* The request every resource may assume: a usable resource, an out pointer,
+ * 1..GMR_MAX_ALLOCATION_BYTES bytes, an alignment that is 0 or a power of
+ * two. One test of each, inline: the checks of the whole stack are these. */
+static inline bool request_is_plain(const gmr_resource *r, size_t bytes, size_t alignment,
+                                    void *const *out_ptr) {
+  return out_ptr != NULL && r != NULL && r->vtbl != NULL && r->vtbl->allocate != NULL &&
+         bytes - 1 < GMR_MAX_ALLOCATION_BYTES && (alignment & (alignment - 1)) == 0;
+}
+
+/* Everything else: a bad argument, zero bytes, or an impossible size. */
+static gmr_status allocate_unusual(gmr_resource *r, size_t bytes, size_t alignment,
+                                   gmr_stream stream, void **out_ptr, gmr_failure *failure) {
   gmr_status done = GMR_OK;
   if (out_ptr != NULL && (r == NULL || r->vtbl == NULL || r->vtbl->allocate == NULL)) {
     *out_ptr = NULL;
     snprintf(failure->message, sizeof failure->message, "resource is NULL or has no vtable");
     return gmr__failure_record(failure, GMR_ERR_INVALID_ARGUMENT, r, bytes, alignment, stream);
   }
-  if (!gmr__request_check(r, bytes, &alignment, stream, out_ptr, failure, &done)) return done;
+  (void)gmr__request_check(r, bytes, &alignment, stream, out_ptr, failure, &done);
+  return done; /* the check never lets an unusual request through */
+}
 
+gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
+                           void **out_ptr, gmr_failure *failure) {
+  gmr_failure local;
+  if (failure == NULL) failure = &local;
+  gmr__failure_reset(failure);
+  if (!request_is_plain(r, bytes, alignment, out_ptr)) {
+    return allocate_unusual(r, bytes, alignment, stream, out_ptr, failure);
+  }
+  if (alignment == 0) alignment = GMR_DEFAULT_ALIGNMENT;
   gmr_status st = r->vtbl->allocate(r, bytes, alignment, stream, out_ptr, failure);
   if (st != GMR_OK) {
     *out_ptr = NULL;
@@ -101,13 +119,11 @@ gmr_status gmr_deallocate(gmr_resource *r, void *ptr, size_t bytes, size_t align
                           gmr_stream stream) {
   if (r == NULL || r->vtbl == NULL || r->vtbl->deallocate == NULL) return GMR_ERR_INVALID_ARGUMENT;
   if (ptr == NULL) return GMR_OK;
-  if (alignment == 0) {
-    alignment = GMR_DEFAULT_ALIGNMENT;
-  } else if (!gmr__is_power_of_two(alignment)) {
+  /* No allocation of 0 bytes ever returned a non-NULL pointer. */
+  if (bytes - 1 >= GMR_MAX_ALLOCATION_BYTES || (alignment & (alignment - 1)) != 0) {
     return GMR_ERR_INVALID_ARGUMENT;
   }
-  /* No allocation of 0 bytes ever returned a non-NULL pointer. */
-  if (bytes == 0 || bytes > GMR_MAX_ALLOCATION_BYTES) return GMR_ERR_INVALID_ARGUMENT;
+  if (alignment == 0) alignment = GMR_DEFAULT_ALIGNMENT;
   return r->vtbl->deallocate(r, ptr, bytes, alignment, stream);
 }
 

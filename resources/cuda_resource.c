@@ -1,15 +1,37 @@
 /*
  * resources/cuda_resource.c: the leaf resource over the CUDA runtime's four
  * allocation kinds. See gmr/cuda_resource.h.
+ *
+ * Books (core/books.h) hold every live allocation, so a free is checked
+ * before CUDA sees it and the counters come from the books, not from the
+ * caller. Streams given to record_stream hang off the allocation's entry
+ * (`extra`), and are waited for when an async allocation is freed.
  */
 #include "gmr/cuda_resource.h"
 
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/books.h"
 #include "core/counters.h"
 #include "core/cuda_layer.h"
+#include "core/failure.h"
+
+#define SHARD_COUNT 16
+#define RECENT_FREE_COUNT 1024
+/* Events kept for the waits of record_stream: enough for the frees of a few
+ * threads at once; more are created and destroyed as needed. */
+#define EVENT_CACHE_COUNT 8
+
+/* The streams given to record_stream for one allocation. */
+typedef struct recorded_streams {
+  size_t count;
+  size_t capacity;
+  gmr_stream streams[];
+} recorded_streams;
 
 struct gmr_cuda_resource {
   gmr_resource base; /* first: the resource is usable as a gmr_resource */
@@ -17,7 +39,11 @@ struct gmr_cuda_resource {
   gmr_cuda_kind kind;
   int device;
   cudaMemPool_t pool; /* async only */
+  gmr__books books;
   gmr__byte_counter held;
+  pthread_mutex_t events_mutex;
+  cudaEvent_t events[EVENT_CACHE_COUNT];
+  size_t event_count;
 };
 
 static const char *alloc_call_name(gmr_cuda_kind kind) {
@@ -33,23 +59,21 @@ static const char *alloc_call_name(gmr_cuda_kind kind) {
   }
 }
 
-static gmr_status cuda_allocate(gmr_resource *self, size_t bytes, size_t alignment,
-                                gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  gmr_cuda_resource *r = (gmr_cuda_resource *)self;
-  if (alignment > GMR_DEFAULT_ALIGNMENT) {
-    snprintf(failure->message, sizeof failure->message,
-             "cuda_resource guarantees 256-byte alignment; %zu was asked", alignment);
-    return GMR_ERR_UNSUPPORTED;
+/* Release memory of this resource's kind (the caller made the device current). */
+static cudaError_t release(gmr_cuda_resource *r, void *ptr, gmr_stream stream) {
+  switch (r->kind) {
+    case GMR_CUDA_KIND_ASYNC:
+      return r->cuda->free_async(ptr, (cudaStream_t)stream);
+    case GMR_CUDA_KIND_PINNED:
+      return r->cuda->free_host(ptr);
+    default:
+      return r->cuda->free(ptr);
   }
-  /* cudaMalloc-family calls during capture would invalidate it: refuse first.
-   * Stream-ordered pool allocations are legal in a capture. */
-  if (r->kind != GMR_CUDA_KIND_ASYNC && gmr__cuda_stream_is_capturing(r->cuda, stream)) {
-    snprintf(failure->message, sizeof failure->message,
-             "%s is not allowed while the stream is capturing a CUDA graph; allocate before "
-             "capture or use a graph_arena_resource",
-             alloc_call_name(r->kind));
-    return GMR_ERR_CAPTURE_UNSAFE;
-  }
+}
+
+/* The CUDA call of the kind, then the books; the checks are the caller's. */
+static gmr_status allocate_now(gmr_cuda_resource *r, size_t bytes, size_t alignment,
+                               gmr_stream stream, void **out_ptr, gmr_failure *failure) {
   int saved = -1;
   cudaError_t err = gmr__cuda_device_enter(r->cuda, r->device, &saved);
   if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaSetDevice", err);
@@ -68,57 +92,194 @@ static gmr_status cuda_allocate(gmr_resource *self, size_t bytes, size_t alignme
       err = r->cuda->host_alloc(&ptr, bytes);
       break;
   }
+  gmr_status st = GMR_OK;
+  if (err != cudaSuccess) {
+    st = gmr__cuda_fail(failure, alloc_call_name(r->kind), err);
+  } else {
+    gmr__book_entry entry = {bytes, alignment, stream, 0, NULL, 0};
+    if (!gmr__books_insert(&r->books, ptr, &entry)) {
+      (void)release(r, ptr, stream); /* freshly allocated: nothing else uses it */
+      st = gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
+                            "cuda_resource: no host memory for the books of %zu bytes", bytes);
+    }
+  }
   gmr__cuda_device_leave(r->cuda, saved);
-  if (err != cudaSuccess) return gmr__cuda_fail(failure, alloc_call_name(r->kind), err);
+  if (st != GMR_OK) return st;
   gmr__counter_add(&r->held, bytes);
   *out_ptr = ptr;
   return GMR_OK;
 }
 
+static gmr_status check_alignment(size_t alignment, gmr_failure *failure) {
+  if (alignment <= GMR_DEFAULT_ALIGNMENT) return GMR_OK;
+  return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
+                          "cuda_resource guarantees 256-byte alignment; %zu was asked", alignment);
+}
+
+static gmr_status cuda_allocate(gmr_resource *self, size_t bytes, size_t alignment,
+                                gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  gmr_cuda_resource *r = (gmr_cuda_resource *)self;
+  gmr_status st = check_alignment(alignment, failure);
+  if (st != GMR_OK) return st;
+  /* cudaMalloc-family calls during capture would invalidate it: refuse first.
+   * Stream-ordered pool allocations are legal in a capture. */
+  if (r->kind != GMR_CUDA_KIND_ASYNC && gmr__cuda_stream_is_capturing(r->cuda, stream)) {
+    return gmr__failure_set(failure, GMR_ERR_CAPTURE_UNSAFE,
+                            "%s is not allowed while the stream is capturing a CUDA graph; "
+                            "allocate before capture, call gmr_allocate_capturing, or use a "
+                            "graph_arena_resource",
+                            alloc_call_name(r->kind));
+  }
+  return allocate_now(r, bytes, alignment, stream, out_ptr, failure);
+}
+
+/* cudaMalloc / cudaMallocManaged / cudaHostAlloc with the calling thread in
+ * relaxed capture mode (PyTorch's cudaMallocMaybeCapturing): a capture in
+ * progress stays valid and the graph keeps the address. The mode is restored
+ * on every path. */
+static gmr_status cuda_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
+                                          gmr_stream stream, void **out_ptr,
+                                          gmr_failure *failure) {
+  gmr_cuda_resource *r = (gmr_cuda_resource *)self;
+  gmr_status st = check_alignment(alignment, failure);
+  if (st != GMR_OK) return st;
+  if (r->kind == GMR_CUDA_KIND_ASYNC) {
+    return gmr__failure_set(failure, GMR_ERR_CAPTURE_UNSAFE,
+                            "cuda_resource(kind=async) cannot allocate for a capture without "
+                            "joining it: cudaMallocFromPoolAsync would add a memory node to the "
+                            "graph; use cuda(kind=device) below the graph arena");
+  }
+  enum cudaStreamCaptureMode saved;
+  cudaError_t err = gmr__cuda_capture_relaxed_enter(r->cuda, &saved);
+  if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaThreadExchangeStreamCaptureMode", err);
+  st = allocate_now(r, bytes, alignment, stream, out_ptr, failure);
+  gmr__cuda_capture_relaxed_leave(r->cuda, saved);
+  return st;
+}
+
+/* ---- record_stream ------------------------------------------------------ */
+
+static gmr_status record_visit(gmr__book_entry *entry, void *ctx) {
+  gmr_stream stream = *(gmr_stream *)ctx;
+  recorded_streams *rs = entry->extra;
+  for (size_t i = 0; rs != NULL && i < rs->count; ++i) {
+    if (rs->streams[i] == stream) return GMR_OK;
+  }
+  if (rs == NULL || rs->count == rs->capacity) {
+    size_t capacity = rs == NULL ? 2 : rs->capacity * 2;
+    recorded_streams *grown = realloc(rs, sizeof *grown + capacity * sizeof(gmr_stream));
+    if (grown == NULL) return GMR_ERR_OUT_OF_MEMORY;
+    if (rs == NULL) grown->count = 0;
+    grown->capacity = capacity;
+    rs = grown;
+    entry->extra = rs;
+  }
+  rs->streams[rs->count++] = stream;
+  return GMR_OK;
+}
+
+static gmr_status live_visit(gmr__book_entry *entry, void *ctx) {
+  (void)entry;
+  (void)ctx;
+  return GMR_OK;
+}
+
+static gmr_status cuda_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
+  gmr_cuda_resource *r = (gmr_cuda_resource *)self;
+  /* cudaFree and cudaFreeHost synchronise the device before they release, so
+   * every stream's earlier work is done by then: nothing to remember. */
+  if (r->kind != GMR_CUDA_KIND_ASYNC) return gmr__books_visit(&r->books, ptr, live_visit, NULL);
+  return gmr__books_visit(&r->books, ptr, record_visit, &stream);
+}
+
+static cudaError_t take_event(gmr_cuda_resource *r, cudaEvent_t *event) {
+  pthread_mutex_lock(&r->events_mutex);
+  bool cached = r->event_count > 0;
+  if (cached) *event = r->events[--r->event_count];
+  pthread_mutex_unlock(&r->events_mutex);
+  return cached ? cudaSuccess : r->cuda->event_create(event);
+}
+
+/* An event may be recorded again as soon as a wait on it is enqueued: the
+ * wait keeps the record it saw (cudaStreamWaitEvent). */
+static void give_event(gmr_cuda_resource *r, cudaEvent_t event) {
+  pthread_mutex_lock(&r->events_mutex);
+  bool kept = r->event_count < EVENT_CACHE_COUNT;
+  if (kept) r->events[r->event_count++] = event;
+  pthread_mutex_unlock(&r->events_mutex);
+  if (!kept) (void)r->cuda->event_destroy(event);
+}
+
+/* Make `stream` wait for the work each recorded stream has queued so far. */
+static cudaError_t wait_for_recorded(gmr_cuda_resource *r, const recorded_streams *rs,
+                                     gmr_stream stream) {
+  for (size_t i = 0; rs != NULL && i < rs->count; ++i) {
+    if (rs->streams[i] == stream) continue;
+    cudaEvent_t event = NULL;
+    cudaError_t err = take_event(r, &event);
+    if (err != cudaSuccess) return err;
+    err = r->cuda->event_record(event, (cudaStream_t)rs->streams[i]);
+    if (err == cudaSuccess) err = r->cuda->stream_wait_event((cudaStream_t)stream, event);
+    give_event(r, event);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+/* ---- deallocate, destroy ------------------------------------------------ */
+
 static gmr_status cuda_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                   gmr_stream stream) {
-  (void)alignment;
   gmr_cuda_resource *r = (gmr_cuda_resource *)self;
   if (r->kind != GMR_CUDA_KIND_ASYNC && gmr__cuda_stream_is_capturing(r->cuda, stream)) {
     return GMR_ERR_CAPTURE_UNSAFE; /* nothing freed: free it after the capture */
   }
+  gmr__book_entry entry;
+  gmr__book_verdict verdict = gmr__books_take(&r->books, ptr, bytes, alignment, NULL, &entry);
+  if (verdict != GMR__BOOK_OK) return gmr__book_verdict_status(verdict);
   int saved = -1;
   cudaError_t err = gmr__cuda_device_enter(r->cuda, r->device, &saved);
-  if (err != cudaSuccess) return gmr__status_from_cuda(err);
-  switch (r->kind) {
-    case GMR_CUDA_KIND_DEVICE:
-    case GMR_CUDA_KIND_MANAGED:
-      err = r->cuda->free(ptr);
-      break;
-    case GMR_CUDA_KIND_ASYNC:
-      err = r->cuda->free_async(ptr, (cudaStream_t)stream);
-      break;
-    case GMR_CUDA_KIND_PINNED:
-      err = r->cuda->free_host(ptr);
-      break;
+  if (err == cudaSuccess) {
+    err = wait_for_recorded(r, entry.extra, stream);
+    if (err == cudaSuccess) err = release(r, ptr, stream);
+    gmr__cuda_device_leave(r->cuda, saved);
   }
-  gmr__cuda_device_leave(r->cuda, saved);
   if (err != cudaSuccess) {
-    /* The pointer was not ours, or CUDA is in an error state: nothing was
-     * released, so the counters stay as they are. */
+    /* Nothing was released: the allocation is live again, as it was (the
+     * counters never moved; see gmr__books_restore for the one way the
+     * record itself could be lost). */
+    (void)gmr__books_restore(&r->books, ptr, &entry);
     return gmr__status_from_cuda(err);
   }
-  gmr__counter_sub(&r->held, bytes);
+  free(entry.extra);
+  gmr__counter_sub(&r->held, entry.bytes);
   return GMR_OK;
+}
+
+static void drop_events(gmr_cuda_resource *r) {
+  for (size_t i = 0; i < r->event_count; ++i) (void)r->cuda->event_destroy(r->events[i]);
+  r->event_count = 0;
+}
+
+static void free_resource(gmr_cuda_resource *r) {
+  gmr__books_deinit(&r->books);
+  pthread_mutex_destroy(&r->events_mutex);
+  free(r);
 }
 
 static gmr_status cuda_destroy(gmr_resource *self) {
   gmr_cuda_resource *r = (gmr_cuda_resource *)self;
   if (atomic_load(&r->held.live_count) != 0) return GMR_ERR_BUSY;
-  if (r->pool != NULL) {
+  if (r->pool != NULL || r->event_count > 0) {
     int saved = -1;
-    if (gmr__cuda_device_enter(r->cuda, r->device, &saved) == cudaSuccess) {
-      cudaError_t err = r->cuda->mem_pool_destroy(r->pool);
-      gmr__cuda_device_leave(r->cuda, saved);
-      if (err != cudaSuccess) return gmr__status_from_cuda(err);
-    }
+    cudaError_t err = gmr__cuda_device_enter(r->cuda, r->device, &saved);
+    if (err != cudaSuccess) return gmr__status_from_cuda(err);
+    if (r->pool != NULL) err = r->cuda->mem_pool_destroy(r->pool);
+    if (err == cudaSuccess) drop_events(r);
+    gmr__cuda_device_leave(r->cuda, saved);
+    if (err != cudaSuccess) return gmr__status_from_cuda(err); /* nothing destroyed */
   }
-  free(r);
+  free_resource(r);
   return GMR_OK;
 }
 
@@ -158,6 +319,17 @@ static gmr_status cuda_get_footprint(const gmr_resource *self, gmr_footprint *ou
   return GMR_OK;
 }
 
+/* device, managed, pinned: everything held is live (nothing cached). async:
+ * its free memory sits inside the cudaMemPool_t, and reading it takes CUDA
+ * calls, which get_memory_info promises not to make. */
+static gmr_status cuda_get_memory_info(const gmr_resource *self, gmr_memory_info *out) {
+  const gmr_cuda_resource *r = (const gmr_cuda_resource *)self;
+  if (r->kind == GMR_CUDA_KIND_ASYNC) return GMR_ERR_UNSUPPORTED;
+  out->held_bytes = atomic_load(&r->held.current_bytes);
+  out->live_bytes = out->held_bytes;
+  return GMR_OK;
+}
+
 static const gmr_resource_vtbl cuda_vtbl = {
     .version = GMR_RESOURCE_VTBL_VERSION,
     .type_name = "cuda_resource",
@@ -167,73 +339,145 @@ static const gmr_resource_vtbl cuda_vtbl = {
     .get_upstream = NULL,
     .trim = cuda_trim,
     .get_footprint = cuda_get_footprint,
+    .get_memory_info = cuda_get_memory_info,
+    .record_stream = cuda_record_stream,
+    .allocate_capturing = cuda_allocate_capturing,
 };
 
+/* ---- create ------------------------------------------------------------- */
+
+/* Fill the record of a failed create (may be NULL) and return `status`. */
+static gmr_status create_failed(gmr_failure *failure, gmr_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static gmr_status create_failed(gmr_failure *failure, gmr_status status, const char *fmt, ...) {
+  if (failure == NULL) return status;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(failure->message, sizeof failure->message, fmt, ap);
+  va_end(ap);
+  failure->status = status;
+  return status;
+}
+
+static gmr_status create_cuda_failed(gmr_failure *failure, const char *call, cudaError_t err) {
+  gmr_status st = gmr__cuda_fail(failure, call, err);
+  if (failure != NULL) failure->status = st;
+  return st;
+}
+
 /* Create the pool an async resource allocates from, keeping what it reserves
- * up to the release threshold. */
-static gmr_status create_pool(gmr_cuda_resource *r, uint64_t release_threshold_bytes) {
+ * up to the release threshold (the device is current). */
+static gmr_status create_pool(gmr_cuda_resource *r, uint64_t release_threshold_bytes,
+                              gmr_failure *failure) {
   int supported = 0;
   cudaError_t err =
       r->cuda->device_get_attribute(&supported, cudaDevAttrMemoryPoolsSupported, r->device);
-  if (err != cudaSuccess) return GMR_ERR_CUDA;
-  if (!supported) return GMR_ERR_UNSUPPORTED;
+  if (err != cudaSuccess) return create_cuda_failed(failure, "cudaDeviceGetAttribute", err);
+  if (!supported) {
+    return create_failed(failure, GMR_ERR_UNSUPPORTED,
+                         "cuda_resource: device %d has no memory pools "
+                         "(cudaDevAttrMemoryPoolsSupported is 0): use kind device",
+                         r->device);
+  }
   err = r->cuda->mem_pool_create(&r->pool, r->device);
   if (err != cudaSuccess) {
     r->pool = NULL;
-    return err == cudaErrorNotSupported ? GMR_ERR_UNSUPPORTED : gmr__status_from_cuda(err);
+    gmr_status st = create_cuda_failed(failure, "cudaMemPoolCreate", err);
+    if (err != cudaErrorNotSupported) return st;
+    if (failure != NULL) failure->status = GMR_ERR_UNSUPPORTED;
+    return GMR_ERR_UNSUPPORTED;
   }
   err = r->cuda->mem_pool_set_attribute(r->pool, cudaMemPoolAttrReleaseThreshold,
                                         release_threshold_bytes);
   if (err != cudaSuccess) {
     (void)r->cuda->mem_pool_destroy(r->pool);
     r->pool = NULL;
-    return gmr__status_from_cuda(err);
+    return create_cuda_failed(failure, "cudaMemPoolSetAttribute", err);
   }
   return GMR_OK;
 }
 
-gmr_status gmr_cuda_resource_create(const gmr_cuda_resource_config *config,
-                                    gmr_cuda_resource **out) {
-  if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
+/* Check the config and find the device; *device is set on GMR_OK. */
+static gmr_status resolve_device(const gmr__cuda_ops *cuda, const gmr_cuda_resource_config *cfg,
+                                 int *device, gmr_failure *failure) {
+  if ((int)cfg->kind < GMR_CUDA_KIND_DEVICE || cfg->kind > GMR_CUDA_KIND_PINNED) {
+    return create_failed(failure, GMR_ERR_INVALID_ARGUMENT,
+                         "cuda_resource: unknown kind %d: use device (0), async (1), "
+                         "managed (2) or pinned (3)",
+                         (int)cfg->kind);
+  }
+  int device_count = 0;
+  cudaError_t err = cuda->get_device_count(&device_count);
+  if (err != cudaSuccess) return create_cuda_failed(failure, "cudaGetDeviceCount", err);
+  *device = cfg->device;
+  if (*device == GMR_CURRENT_DEVICE) {
+    err = cuda->get_device(device);
+    if (err != cudaSuccess) return create_cuda_failed(failure, "cudaGetDevice", err);
+  }
+  if (*device < 0 || *device >= device_count) {
+    return create_failed(failure, GMR_ERR_INVALID_ARGUMENT,
+                         "cuda_resource: device %d was asked, but the machine has %d device%s "
+                         "(ordinals 0 to %d); set device to one of them or to "
+                         "GMR_CURRENT_DEVICE (-1)",
+                         *device, device_count, device_count == 1 ? "" : "s", device_count - 1);
+  }
+  return GMR_OK;
+}
+
+gmr_status gmr_cuda_resource_create_ex(const gmr_cuda_resource_config *config,
+                                       gmr_cuda_resource **out, gmr_failure *failure) {
+  if (failure != NULL) {
+    gmr__failure_reset(failure);
+    failure->status = GMR_OK;
+    failure->bytes = 0;
+    failure->alignment = 0;
+    failure->stream = NULL;
+  }
+  if (out == NULL) return create_failed(failure, GMR_ERR_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
   gmr_cuda_resource_config cfg = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
   if (config != NULL) cfg = *config;
-  if ((int)cfg.kind < GMR_CUDA_KIND_DEVICE || cfg.kind > GMR_CUDA_KIND_PINNED) {
-    return GMR_ERR_INVALID_ARGUMENT;
-  }
   const gmr__cuda_ops *cuda = gmr__cuda();
-  int device_count = 0;
-  cudaError_t err = cuda->get_device_count(&device_count);
-  if (err != cudaSuccess) return GMR_ERR_CUDA; /* includes "no GPU, no simulation" */
-  int device = cfg.device;
-  if (device == GMR_CURRENT_DEVICE) {
-    err = cuda->get_device(&device);
-    if (err != cudaSuccess) return GMR_ERR_CUDA;
-  }
-  if (device < 0 || device >= device_count) return GMR_ERR_INVALID_ARGUMENT;
+  int device = 0;
+  gmr_status st = resolve_device(cuda, &cfg, &device, failure);
+  if (st != GMR_OK) return st;
 
   gmr_cuda_resource *r = calloc(1, sizeof *r);
-  if (r == NULL) return GMR_ERR_OUT_OF_MEMORY;
+  if (r == NULL) {
+    return create_failed(failure, GMR_ERR_OUT_OF_MEMORY, "cuda_resource: no host memory for it");
+  }
+  if (!gmr__books_init(&r->books, SHARD_COUNT, RECENT_FREE_COUNT)) {
+    free(r);
+    return create_failed(failure, GMR_ERR_OUT_OF_MEMORY,
+                         "cuda_resource: no host memory for its books");
+  }
+  pthread_mutex_init(&r->events_mutex, NULL);
   r->base.vtbl = &cuda_vtbl;
   r->cuda = cuda;
   r->kind = cfg.kind;
   r->device = device;
   if (cfg.kind == GMR_CUDA_KIND_ASYNC) {
     int saved = -1;
-    err = gmr__cuda_device_enter(cuda, device, &saved);
-    if (err != cudaSuccess) {
-      free(r);
-      return GMR_ERR_CUDA;
-    }
-    gmr_status st = create_pool(r, cfg.release_threshold_bytes);
-    gmr__cuda_device_leave(cuda, saved);
+    cudaError_t err = gmr__cuda_device_enter(cuda, device, &saved);
+    st = err == cudaSuccess ? create_pool(r, cfg.release_threshold_bytes, failure)
+                            : create_cuda_failed(failure, "cudaSetDevice", err);
+    if (err == cudaSuccess) gmr__cuda_device_leave(cuda, saved);
     if (st != GMR_OK) {
-      free(r);
+      free_resource(r);
       return st;
     }
   }
   *out = r;
   return GMR_OK;
+}
+
+gmr_status gmr_cuda_resource_create(const gmr_cuda_resource_config *config,
+                                    gmr_cuda_resource **out) {
+  return gmr_cuda_resource_create_ex(config, out, NULL);
 }
 
 gmr_resource *gmr_cuda_resource_as_resource(gmr_cuda_resource *r) {

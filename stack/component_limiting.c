@@ -24,10 +24,11 @@ static const gmr__option_def options[OPTION_COUNT] = {
     [LIMIT] = {"limit", GMR__OPTION_SIZE, "none", false, true, NULL,
                "most bytes outstanding (charged in 256-byte units); none for no limit"},
     [ON_LIMIT] = {"on_limit", GMR__OPTION_LIMIT_POLICY, "fail", false, false, NULL,
-                  "limit policy: fail, ignore, increase, a registered name, or "
-                  "plugin:PATH:SYMBOL"},
+                  "limit policy: fail, ignore, increase, increase_total, a registered "
+                  "name, or plugin:PATH:SYMBOL"},
     [PADDING] = {"padding", GMR__OPTION_FACTOR, NULL, false, false, NULL,
-                 "increase: new limit = (used + request) * padding (default 1.25)"},
+                 "increase: the limit grows by padding x the excess over it; "
+                 "increase_total: new limit = (used + request) x padding (default 1.25)"},
     [CAP] = {"cap", GMR__OPTION_SIZE, NULL, false, true, NULL,
              "increase: never raise the limit past this (default none)"},
     [ON_OOM] = {"on_oom", GMR__OPTION_OOM_POLICY, "fail", false, false, NULL,

@@ -164,6 +164,75 @@ TEST_P(CudaResourceKind, ConcurrentThreadsKeepCountsExact) {
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
+// Issue 9: the leaf keeps exact books and refuses bad frees before CUDA sees them.
+TEST_P(CudaResourceKind, BadFreesAreRefusedWithTheVocabularyAndReachNoCuda) {
+  gmr_cuda_resource *cr = make(GetParam());
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  void *p = nullptr, *q = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 3000, 128, nullptr, &q));
+  std::memset(p, 0x5a, 1000);
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 999, 0, nullptr));   // size
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 4096, 0, nullptr));  // size, larger
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, q, 3000, 0, nullptr));  // alignment
+  int local = 0;
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, &local, 64, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
+            gmr_deallocate(r, static_cast<char *>(p) + 256, 256, 0, nullptr));  // inside a block
+  EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(free_call(GetParam())));
+  // Nothing changed: the bytes are intact and both blocks still count.
+  EXPECT_EQ(0x5a, static_cast<unsigned char *>(p)[999]);
+  EXPECT_EQ(2u, gmr_cuda_resource_get_live_count(cr));
+  gmr_footprint fp;
+  ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
+  if (GetParam() != GMR_CUDA_KIND_ASYNC) {
+    EXPECT_EQ(4000u, fp.held_bytes);
+  }
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 3000, 128, nullptr));
+  EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(free_call(GetParam())));
+  EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cr));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+TEST_P(CudaResourceKind, ThreadsWithBadFreesKeepTheBooksExact) {
+  gmr_cuda_resource *cr = make(GetParam());
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::pair<void *, size_t>> mine;
+      for (int i = 0; i < 150; ++i) {
+        size_t bytes = 256 * (1 + (i + t) % 5);
+        void *p = nullptr;
+        if (gmr_allocate(r, bytes, 0, nullptr, &p) != GMR_OK) failures++;
+        mine.emplace_back(p, bytes);
+        if (i % 3 == 0) {
+          auto b = mine.back();
+          mine.pop_back();
+          if (gmr_deallocate(r, b.first, b.second + 1, 0, nullptr) != GMR_ERR_FREE_MISMATCH) failures++;
+          if (gmr_deallocate(r, b.first, b.second, 0, nullptr) != GMR_OK) failures++;
+          if (gmr_deallocate(r, b.first, b.second, 0, nullptr) == GMR_OK) failures++;
+        }
+      }
+      for (auto &b : mine) {
+        if (gmr_deallocate(r, b.first, b.second, 0, nullptr) != GMR_OK) failures++;
+      }
+    });
+  }
+  for (auto &th : threads) th.join();
+  EXPECT_EQ(0, failures.load());
+  EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cr));
+  gmr_footprint fp;
+  ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
+  if (GetParam() != GMR_CUDA_KIND_ASYNC) {
+    EXPECT_EQ(0u, fp.held_bytes);
+  }
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
 INSTANTIATE_TEST_SUITE_P(AllKinds, CudaResourceKind,
                          ::testing::Values(GMR_CUDA_KIND_DEVICE, GMR_CUDA_KIND_ASYNC,
                                            GMR_CUDA_KIND_MANAGED, GMR_CUDA_KIND_PINNED),
@@ -189,6 +258,32 @@ TEST_F(CudaResource, CreateChecksArguments) {
   ASSERT_EQ(GMR_OK, gmr_cuda_resource_create(nullptr, &r));
   EXPECT_EQ(GMR_CUDA_KIND_DEVICE, gmr_cuda_resource_get_kind(r));
   EXPECT_EQ(0, gmr_cuda_resource_get_device(r));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_cuda_resource_as_resource(r)));
+}
+
+TEST_F(CudaResource, CreateNamesTheDeviceAskedAndTheDeviceCount) {
+  gmr_cuda_resource_config c = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
+  c.device = 99;
+  gmr_cuda_resource *r = reinterpret_cast<gmr_cuda_resource *>(0x1);
+  gmr_failure f;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_resource_create_ex(&c, &r, &f));
+  EXPECT_EQ(nullptr, r);
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, f.status);
+  EXPECT_NE(nullptr, std::strstr(f.message, "device 99")) << f.message;
+  EXPECT_NE(nullptr, std::strstr(f.message, "1 device")) << f.message;
+  c = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
+  c.kind = static_cast<gmr_cuda_kind>(9);
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_resource_create_ex(&c, &r, &f));
+  EXPECT_NE(nullptr, std::strstr(f.message, "kind 9")) << f.message;
+  // A CUDA failure keeps its error code and names the call.
+  c = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_GET_DEVICE_COUNT, 0, 1,
+                                                cudaErrorNoDevice));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_cuda_resource_create_ex(&c, &r, &f));
+  EXPECT_EQ(int{cudaErrorNoDevice}, f.cuda_error);
+  EXPECT_NE(nullptr, std::strstr(f.message, "cudaGetDeviceCount")) << f.message;
+  // NULL failure is allowed, and success leaves a usable resource.
+  ASSERT_EQ(GMR_OK, gmr_cuda_resource_create_ex(&c, &r, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_cuda_resource_as_resource(r)));
 }
 
@@ -322,6 +417,190 @@ TEST_F(CudaResource, KindNamesRoundTrip) {
   EXPECT_EQ(GMR_CUDA_KIND_MANAGED, out);
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_kind_from_name(nullptr, &out));
   EXPECT_STREQ("unknown", gmr_cuda_kind_name(static_cast<gmr_cuda_kind>(42)));
+}
+
+// Issue 11 §1: allocate_capturing. The simulation refuses cudaMalloc-class
+// calls during a global-mode capture unless the calling thread is relaxed.
+class CudaCaptureKind : public SimTest, public ::testing::WithParamInterface<gmr_cuda_kind> {};
+
+TEST_P(CudaCaptureKind, AllocatesDuringACaptureAndLeavesItValidAndTheThreadModeAsItWas) {
+  gmr_cuda_resource *cr = make(GetParam());
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  gmr_stream s = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  void *p = nullptr;
+  gmr_failure f;
+  // The plain path refuses (it would break the capture) ...
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 4096, 0, s, &p, &f));
+  // ... the capturing path allocates in relaxed mode.
+  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 4096, 0, s, &p, &f)) << f.message;
+  ASSERT_NE(nullptr, p);
+  std::memset(p, 1, 4096);
+  EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());  // back to global
+  EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(alloc_call(GetParam())));
+  // A failing CUDA allocation restores the mode too, and breaks nothing.
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(alloc_call(GetParam()), 0, 1,
+                                                cudaErrorMemoryAllocation));
+  void *q = nullptr;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_capturing(r, 4096, 0, s, &q, &f));
+  EXPECT_EQ(nullptr, q);
+  EXPECT_EQ(r, f.where);
+  EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
+  // A failing mode switch: nothing allocated, the mode untouched.
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_THREAD_EXCHANGE_CAPTURE_MODE, 0, 1,
+                                                cudaErrorUnknown));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_capturing(r, 4096, 0, s, &q, &f));
+  EXPECT_EQ(int{cudaErrorUnknown}, f.cuda_error);
+  EXPECT_NE(nullptr, std::strstr(f.message, "cudaThreadExchangeStreamCaptureMode")) << f.message;
+  EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
+  EXPECT_EQ(1u, gmr_cuda_resource_get_live_count(cr));
+  // Alignment is checked as for allocate.
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_allocate_capturing(r, 64, 512, s, &q, &f));
+
+  gmr_graph graph = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph));  // the capture stayed valid
+  EXPECT_EQ(GMR_OK, gmr_graph_destroy(graph));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 4096, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+}
+
+TEST_P(CudaCaptureKind, WorksWithoutACaptureToo) {
+  gmr_cuda_resource *cr = make(GetParam());
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 100, 0, nullptr, &p, nullptr));
+  EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+INSTANTIATE_TEST_SUITE_P(CaptureCapableKinds, CudaCaptureKind,
+                         ::testing::Values(GMR_CUDA_KIND_DEVICE, GMR_CUDA_KIND_MANAGED,
+                                           GMR_CUDA_KIND_PINNED),
+                         [](const ::testing::TestParamInfo<gmr_cuda_kind> &info) {
+                           return std::string(gmr_cuda_kind_name(info.param));
+                         });
+
+TEST_F(CudaResource, AsyncRefusesToAllocateForACaptureAndSaysWhichKindCan) {
+  gmr_cuda_resource *cr = make(GMR_CUDA_KIND_ASYNC);
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  void *p = nullptr;
+  gmr_failure f;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_capturing(r, 4096, 0, nullptr, &p, &f));
+  EXPECT_EQ(nullptr, p);
+  EXPECT_NE(nullptr, std::strstr(f.message, "kind=device")) << f.message;
+  EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC));
+  EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_THREAD_EXCHANGE_CAPTURE_MODE));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+// Issue 12 §3: record_stream.
+TEST_F(CudaResource, AsyncFreeWaitsForEveryRecordedStream) {
+  gmr_cuda_resource *cr = make(GMR_CUDA_KIND_ASYNC);
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  gmr_stream a = nullptr, b = nullptr, c = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&a));
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&b));
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&c));
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 4096, 0, a, &p));
+  EXPECT_EQ(GMR_OK, gmr_record_stream(r, p, b));
+  EXPECT_EQ(GMR_OK, gmr_record_stream(r, p, c));
+  EXPECT_EQ(GMR_OK, gmr_record_stream(r, p, b));  // once per stream is enough
+  EXPECT_EQ(GMR_OK, gmr_record_stream(r, p, a));  // the freeing stream needs no wait
+  int local = 0;
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_record_stream(r, &local, b));
+  EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD));  // nothing until the free
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 4096, 0, a));
+  EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD));
+  EXPECT_EQ(2u, gmr_cuda_sim_get_stream_wait_count(a));  // a waits for b and for c
+  EXPECT_EQ(0u, gmr_cuda_sim_get_stream_wait_count(b));
+  // Events come from a cache: the second wait reused the first event.
+  EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_CREATE));
+  // A freed pointer can no longer be recorded.
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_record_stream(r, p, b));
+  // Without recorded streams a free makes no event call.
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 4096, 0, a, &p));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 4096, 0, a));
+  EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));  // destroys the cached event
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(a));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(b));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(c));
+}
+
+TEST_F(CudaResource, AFailedWaitForARecordedStreamReleasesNothing) {
+  gmr_cuda_resource *cr = make(GMR_CUDA_KIND_ASYNC);
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  gmr_stream a = nullptr, b = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&a));
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&b));
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 4096, 0, a, &p));
+  ASSERT_EQ(GMR_OK, gmr_record_stream(r, p, b));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_EVENT_RECORD, 0, 1, cudaErrorUnknown));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_deallocate(r, p, 4096, 0, a));
+  EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_FREE_ASYNC));
+  EXPECT_EQ(1u, gmr_cuda_resource_get_live_count(cr));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_STREAM_WAIT_EVENT, 0, 1,
+                                                cudaErrorUnknown));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_deallocate(r, p, 4096, 0, a));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_EVENT_CREATE, 0, 1,
+                                                cudaErrorMemoryAllocation));
+  // The event cache holds one event now, so creation is not needed: free works,
+  // and the recorded stream is still waited for.
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 4096, 0, a));
+  EXPECT_EQ(1u, gmr_cuda_sim_get_stream_wait_count(a));
+  EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cr));
+  gmr_cuda_sim_clear_failures();
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(a));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(b));
+}
+
+TEST_F(CudaResource, SynchronousKindsHonourRecordStreamWithoutEvents) {
+  for (gmr_cuda_kind kind : {GMR_CUDA_KIND_DEVICE, GMR_CUDA_KIND_MANAGED, GMR_CUDA_KIND_PINNED}) {
+    gmr_cuda_resource *cr = make(kind);
+    gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+    gmr_stream b = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_stream_create(&b));
+    void *p = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_allocate(r, 4096, 0, nullptr, &p));
+    EXPECT_EQ(GMR_OK, gmr_record_stream(r, p, b));
+    int local = 0;
+    EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_record_stream(r, &local, b));
+    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 4096, 0, nullptr));
+    EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD));
+    EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+    EXPECT_EQ(GMR_OK, gmr_stream_destroy(b));
+  }
+}
+
+// Issue 14 §3: the leaves answer get_memory_info where they can without CUDA.
+TEST_F(CudaResource, MemoryInfoIsHeldEqualsLiveExceptForAsync) {
+  gmr_cuda_resource *cr = make(GMR_CUDA_KIND_DEVICE);
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  void *p = nullptr, *q = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 3000, 0, nullptr, &q));
+  gmr_memory_info mi = GMR_MEMORY_INFO_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_get_memory_info(r, &mi));
+  EXPECT_EQ(4000u, mi.held_bytes);
+  EXPECT_EQ(4000u, mi.live_bytes);
+  EXPECT_EQ(0u, mi.free_bytes);
+  EXPECT_EQ(0u, mi.largest_free_block_bytes);
+  EXPECT_EQ(0u, mi.free_block_count);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 3000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+
+  gmr_cuda_resource *ar = make(GMR_CUDA_KIND_ASYNC);
+  uint64_t calls = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_POOL_GET_ATTRIBUTE);
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_get_memory_info(gmr_cuda_resource_as_resource(ar), &mi));
+  EXPECT_EQ(calls, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_POOL_GET_ATTRIBUTE));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_cuda_resource_as_resource(ar)));
 }
 
 class CudaResourceTwoDevices : public SimTest {

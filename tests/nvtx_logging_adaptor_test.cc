@@ -449,8 +449,8 @@ TEST_F(NvtxLoggingAdaptorTest, LimitRaisedBelowIsAMarkInsideTheAllocateRange) {
   Lines want = create_lines("gmr");
   append(want, stream_strings("gmr", "default stream"));
   want.push_back(push_alloc("gmr", 2048, "default stream"));
-  // ceil((0 + 2048) * 1.25): the increase policy's default padding.
-  want.push_back(limit_mark(2048, "limit raised (policy increase): 1024 -> 2560 bytes for 2048 "
+  // 1024 + (2048 - 1024) * 1.25: the increase policy grows by the padded excess.
+  want.push_back(limit_mark(2048, "limit raised (policy increase): 1024 -> 2304 bytes for 2048 "
                                   "bytes charged (default stream; in limiting_adaptor)"));
   want.push_back(counter("gmr", 2048));
   want.push_back("pop gmr");

@@ -91,7 +91,7 @@ TEST_F(Events, LimitEventsCarryTheLimitAndTheRequest) {
   EXPECT_EQ(s, ev[0].stream);
   EXPECT_EQ(1024u, ev[0].limit_bytes);
   EXPECT_EQ(1024u, ev[0].used_bytes);
-  EXPECT_EQ(3072u, ev[0].value_bytes);  // (1024 + 1024) * 1.5
+  EXPECT_EQ(2560u, ev[0].value_bytes);  // 1024 + (2048 - 1024) * 1.5 (cuCascade's formula)
   EXPECT_EQ(0, ev[0].scope_stream);
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 1000, 0, s));
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 1000, 0, s));

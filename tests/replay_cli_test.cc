@@ -237,7 +237,7 @@ TEST(ReplayCliTest, CompareTakesSpecsSeparatedBySemicolonsOrTopLevelCommas) {
       << r.out;
   EXPECT_NE(std::string::npos,
             r.out.find("\n" + grow + ": tracking: peak 3072 bytes in 2 allocations, 1 owners, "
-                       "0 bad frees; limiting: limit 3840, peak used 3072, 0 refused, 1 raises"))
+                       "0 bad frees; limiting: limit 3328, peak used 3072, 0 refused, 1 raises"))
       << r.out;
 }
 

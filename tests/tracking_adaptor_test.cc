@@ -245,7 +245,11 @@ TEST_F(TrackingSim, FreeRefusedUpstreamLeavesTheAllocationLiveInTheBooks) {
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_cuda_resource_as_resource(cuda)));
 }
 
-TEST_F(Tracking, ScopesReportThePeakAndTotalsWithinThem) {
+// Issue 13 §5: a scope counts what happens inside it, from zero, as RMM's
+// statistics_resource_adaptor push_counters/pop_counters do (a free of memory
+// allocated before the scope makes its current negative), and a closed
+// scope's counts are added to the enclosing one's.
+TEST_F(Tracking, ScopesCountWhatHappensInsideThemAsRmmDoes) {
   Make();
   void *a = nullptr, *b = nullptr, *c = nullptr;
   ASSERT_EQ(GMR_OK, gmr_allocate(r(), 5000, 0, nullptr, &a));  // before any scope
@@ -256,23 +260,52 @@ TEST_F(Tracking, ScopesReportThePeakAndTotalsWithinThem) {
   ASSERT_EQ(GMR_OK, gmr_allocate(r(), 300, 0, nullptr, &c));
   gmr_tracking_stats inner = GMR_TRACKING_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_pop_scope(trk_, &inner));
-  EXPECT_EQ(400, inner.bytes.current);
-  EXPECT_EQ(400, inner.bytes.peak);  // the inner scope started at 100
+  EXPECT_EQ(300, inner.bytes.current);
+  EXPECT_EQ(300, inner.bytes.peak);
   EXPECT_EQ(300, inner.bytes.total);
+  EXPECT_EQ(1, inner.allocations.current);
+  EXPECT_EQ(1, inner.allocations.peak);
   EXPECT_EQ(1, inner.allocations.total);
   ASSERT_EQ(GMR_OK, gmr_deallocate(r(), c, 300, 0, nullptr));
   gmr_tracking_stats outer = GMR_TRACKING_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_pop_scope(trk_, &outer));
-  EXPECT_EQ(5100, outer.bytes.peak);  // 5000 + 100 before `a` was freed
+  EXPECT_EQ(-4900, outer.bytes.current);  // +100 +300 -5000 -300
+  EXPECT_EQ(100, outer.bytes.peak);       // the inner peak came at -4900 + 300
   EXPECT_EQ(400, outer.bytes.total);
+  EXPECT_EQ(0, outer.allocations.current);
+  EXPECT_EQ(1, outer.allocations.peak);
   EXPECT_EQ(2, outer.allocations.total);
-  EXPECT_EQ(100, outer.bytes.current);
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_tracking_adaptor_pop_scope(trk_, nullptr));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r(), b, 100, 0, nullptr));
   // Overall counters are unaffected by scopes.
   gmr_tracking_stats all = Stats();
   EXPECT_EQ(5400, all.bytes.total);
   EXPECT_EQ(5100, all.bytes.peak);
+  EXPECT_EQ(0, all.bytes.current);
+}
+
+TEST_F(Tracking, AnInnerPeakAboveTheOuterOneRaisesIt) {
+  Make();
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_push_scope(trk_));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1000, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_push_scope(trk_));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 2000, 0, nullptr, &b));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), b, 2000, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 500, 0, nullptr, &c));
+  gmr_tracking_stats inner = GMR_TRACKING_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_pop_scope(trk_, &inner));
+  EXPECT_EQ(500, inner.bytes.current);
+  EXPECT_EQ(2000, inner.bytes.peak);
+  EXPECT_EQ(2500, inner.bytes.total);
+  gmr_tracking_stats outer = GMR_TRACKING_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_pop_scope(trk_, &outer));
+  EXPECT_EQ(1500, outer.bytes.current);
+  EXPECT_EQ(3000, outer.bytes.peak);  // 1000 + the inner scope's 2000
+  EXPECT_EQ(3500, outer.bytes.total);
+  EXPECT_EQ(2, outer.allocations.peak);
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), a, 1000, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), c, 500, 0, nullptr));
 }
 
 TEST_F(Tracking, ScopesNestToALimit) {
@@ -302,25 +335,30 @@ std::string Hex(const void *p) {
   return buf;
 }
 
-TEST_F(Tracking, LeakReportListsLiveAllocationsOldestFirst) {
+// Allocations are numbered per owner (a counter of their own, so threads on
+// streams of their own share no cache line), and listed owner by owner.
+TEST_F(Tracking, LeakReportListsLiveAllocationsOwnerByOwnerOldestFirst) {
   Make();
-  void *a = nullptr, *b = nullptr, *c = nullptr;
+  void *a = nullptr, *b = nullptr, *c = nullptr, *d = nullptr;
   ASSERT_EQ(GMR_OK, gmr_allocate(r(), 512, 0, S(0x10), &a));
   ASSERT_EQ(GMR_OK, gmr_allocate(r(), 64, 0, nullptr, &b));
   ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1024, 1024, S(0x20), &c));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 32, 0, S(0x10), &d));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r(), b, 64, 0, nullptr));
   FILE *f = tmpfile();
   ASSERT_NE(nullptr, f);
   size_t n = 0;
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_report_leaks(trk_, f, &n));
-  EXPECT_EQ(2u, n);
-  std::string expected = "gmr tracking_adaptor: 2 live allocations, 1536 bytes\n"
+  EXPECT_EQ(3u, n);
+  std::string expected = "gmr tracking_adaptor: 3 live allocations, 1568 bytes\n"
                          "  #1 ptr=" + Hex(a) + " bytes=512 alignment=256 stream=0x10 owner=0x10\n"
-                         "  #3 ptr=" + Hex(c) + " bytes=1024 alignment=1024 stream=0x20 owner=0x20\n";
+                         "  #2 ptr=" + Hex(d) + " bytes=32 alignment=256 stream=0x10 owner=0x10\n"
+                         "  #1 ptr=" + Hex(c) + " bytes=1024 alignment=1024 stream=0x20 owner=0x20\n";
   EXPECT_EQ(expected, ReadAll(f));
   fclose(f);
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_tracking_adaptor_report_leaks(trk_, nullptr, &n));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r(), a, 512, 0, S(0x10)));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), d, 32, 0, S(0x10)));
   ASSERT_EQ(GMR_OK, gmr_deallocate(r(), c, 1024, 1024, S(0x20)));
 }
 

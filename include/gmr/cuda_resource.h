@@ -31,7 +31,45 @@
  * Alignment: CUDA gives 256 bytes; a request for more returns
  * GMR_ERR_UNSUPPORTED.
  *
- * Thread-safe: yes (atomics for the counters; the CUDA calls are thread-safe).
+ * Books: the resource keeps every live allocation (address -> bytes,
+ * alignment, in a table split in 16 shards; a few tens of nanoseconds beside
+ * a CUDA allocation) and checks each free against them before CUDA sees it.
+ * A bad free changes nothing and is refused with gmr's vocabulary
+ * (gmr/resource.h): GMR_ERR_UNKNOWN_POINTER (not the start of a live
+ * allocation of this resource), GMR_ERR_DOUBLE_FREE (freed already; the last
+ * 1,024 frees of each address region are remembered, an older one reads as
+ * unknown pointer), GMR_ERR_FREE_MISMATCH (other bytes or alignment than the
+ * allocation's). Footprint and live count come from the books. A free that
+ * CUDA refuses (GMR_ERR_CUDA) leaves the allocation live in the books.
+ *
+ * Optional slots:
+ *  - allocate_capturing (gmr_allocate_capturing): device, managed and pinned
+ *    call cudaMalloc / cudaMallocManaged / cudaHostAlloc with the calling
+ *    thread switched to relaxed capture mode and switched back on every path
+ *    (PyTorch's cudaMallocMaybeCapturing), so a capture in progress on any
+ *    stream stays valid and the graph keeps the address. async refuses with
+ *    GMR_ERR_CAPTURE_UNSAFE: cudaMallocFromPoolAsync on a capturing stream
+ *    adds a memory node to the graph, which is not what a graph arena asks
+ *    for; put cuda(kind=device) below a graph arena. (Plain allocate on a
+ *    capturing stream still refuses for the three kinds, as described above.)
+ *  - record_stream (gmr_record_stream): async remembers the stream with the
+ *    allocation; at the free on stream S it records an event on each such
+ *    stream (events from a small cache) and makes S wait for it
+ *    (cudaStreamWaitEvent) before cudaFreeAsync, so the memory is reused
+ *    only after that work. device, managed and pinned free with cudaFree /
+ *    cudaFreeHost, which synchronise the device first: every stream's
+ *    earlier work is done, so the recording is honoured trivially (only the
+ *    pointer is checked). GMR_ERR_UNKNOWN_POINTER for a pointer that is not
+ *    live; GMR_ERR_OUT_OF_MEMORY when host memory for the record runs out.
+ *    A free whose event record or wait fails returns the CUDA status and
+ *    releases nothing.
+ *  - get_memory_info: device, managed and pinned answer held = live (the
+ *    bytes of live allocations), free 0 (they cache nothing). async answers
+ *    GMR_ERR_UNSUPPORTED: its free memory is inside the cudaMemPool_t and
+ *    reading it takes CUDA calls, which get_memory_info never makes.
+ *
+ * Thread-safe: yes (atomics for the counters, spin-locked shards for the
+ * books, a mutex for the event cache; the CUDA calls are thread-safe).
  */
 #ifndef GMR_CUDA_RESOURCE_H_
 #define GMR_CUDA_RESOURCE_H_
@@ -92,6 +130,21 @@ typedef struct gmr_cuda_resource gmr_cuda_resource;
  */
 GMR_API GMR_NODISCARD gmr_status gmr_cuda_resource_create(const gmr_cuda_resource_config *config,
                                                           gmr_cuda_resource **out);
+
+/**
+ * gmr_cuda_resource_create() that also says why it failed, for people:
+ * `failure` (may be NULL) receives the status, a message naming what was
+ * asked and what exists ("device 99 was asked, but the machine has 1 device
+ * (ordinals 0 to 0) ..."; the kind number and the kinds there are; the CUDA
+ * call that failed), and cuda_error for a CUDA failure. Its bytes,
+ * alignment, stream and where stay 0/NULL (no allocation was involved).
+ * Returns, ownership, thread safety and state after failure: as
+ * gmr_cuda_resource_create().
+ * @since 0.3
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_cuda_resource_create_ex(const gmr_cuda_resource_config *config,
+                                                             gmr_cuda_resource **out,
+                                                             gmr_failure *failure);
 
 /** The embedded gmr_resource (never NULL for a non-NULL r). Thread-safe: yes. */
 GMR_API gmr_resource *gmr_cuda_resource_as_resource(gmr_cuda_resource *r);

@@ -7,7 +7,29 @@
  * memory is reusable as soon as it is freed, because nothing on a device uses
  * pageable memory asynchronously through gmr.
  *
- * Thread-safe: yes (atomics for the counters; the C library is thread-safe).
+ * Books: the resource keeps every live allocation (address -> bytes,
+ * alignment) and checks each free against them before the C library sees it,
+ * so a bad free changes nothing and is refused with gmr's vocabulary
+ * (gmr/resource.h): GMR_ERR_UNKNOWN_POINTER (never allocated here),
+ * GMR_ERR_DOUBLE_FREE (freed already; the last 1,024 frees of each address
+ * region are remembered, an older one reads as unknown pointer),
+ * GMR_ERR_FREE_MISMATCH (other bytes or alignment than the allocation's).
+ * The footprint counts the bytes of the books, not the caller's.
+ *
+ * Optional slots: get_memory_info answers held = live (the bytes of live
+ * allocations), free 0: the resource caches nothing. allocate_capturing is
+ * allocate (no CUDA call, so a capture in progress never notices).
+ * record_stream is GMR_ERR_UNSUPPORTED: a free here is an immediate free(),
+ * never ordered after any stream's work, so the resource cannot keep the
+ * promise record_stream asks for; answering GMR_OK would hide a hazard from a
+ * program that registered the memory with CUDA and used it on a stream.
+ *
+ * Statuses: allocate gives GMR_ERR_OUT_OF_MEMORY when aligned_alloc fails
+ * (the failure message names the bytes and alignment asked) or the books have
+ * no host memory; deallocate gives the three bad-free statuses above.
+ *
+ * Thread-safe: yes (atomics for the counters, the books split in 16 shards
+ * under spin locks; the C library is thread-safe).
  */
 #ifndef GMR_HOST_RESOURCE_H_
 #define GMR_HOST_RESOURCE_H_

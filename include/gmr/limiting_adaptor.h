@@ -22,22 +22,45 @@
  * allocated on, whatever stream the free names: the adaptor keeps a pointer ->
  * stream table for that, in per-stream mode only.
  *
+ * Counting and enforcing: while nothing can refuse a request (no global
+ * limit and no per-stream limits, the default) the adaptor only counts, in
+ * per-thread lanes written after the upstream succeeded, so calls from many
+ * threads share no written cache line. used_bytes and the counts are then
+ * exact once calls have returned; peak_used_bytes is exact in a program where
+ * one thread allocates and frees, otherwise within 1 MiB per other thread.
+ * When a limit is set (at create, or by gmr_limiting_adaptor_set_limit()) the
+ * adaptor enforces it from then on, with the shared counters described here;
+ * what was counted moves into them, exactly, and the switch is never undone.
+ *
  * Deallocation: the charge is taken off before the upstream is called (and put
- * back if the upstream refuses), so a free that names more bytes than are
- * outstanding is refused with GMR_ERR_FREE_MISMATCH and never reaches the
- * upstream. The adaptor trusts `bytes` otherwise; put a tracking adaptor above
- * it to check frees pointer by pointer.
+ * back if the upstream refuses). While enforcing, a free that names more bytes
+ * than are outstanding is refused with GMR_ERR_FREE_MISMATCH and never
+ * reaches the upstream; while counting, the adaptor cannot tell and trusts
+ * `bytes`. Put a tracking adaptor above it to check frees pointer by pointer.
  *
  * OOM policy (`on_oom`): when the upstream fails for lack of memory, the
  * policy may trim the stack below, wait for a free through this adaptor, or
  * call a user callback, then retry (gmr/policy.h). The request's charge stays
- * reserved while the policy runs.
+ * reserved while the policy runs. With the default `fail` the adaptor calls
+ * its upstream's slot directly and never enters the policy machinery.
+ *
+ * Peaks (peak_used_bytes, each stream's peak) count allocations that
+ * succeeded: a charge given back because the upstream failed never raises
+ * them. A peak is the charged total at the moment the request was admitted,
+ * so a concurrent request that was admitted but later failed below may still
+ * show in another request's peak.
+ *
+ * Optional slots: allocate_capturing is charged and limited like allocate and
+ * forwarded to the upstream's allocate_capturing; the OOM policy does not run
+ * for it (trim or wait could synchronise or stall the capture), the upstream's
+ * failure is returned as is. record_stream is forwarded to the upstream;
+ * get_memory_info, trim and the footprint are answered from below.
  *
  * Events (gmr/events.h): LIMIT_REFUSED, LIMIT_RAISED, LIMIT_OVERAGE, and the
  * OOM events of its policy.
  *
- * Thread-safe: yes (atomics on the hot path; in per-stream mode the pointer
- * table is split in 16 mutex-guarded shards).
+ * Thread-safe: yes (per-thread lanes while counting, atomics while enforcing;
+ * in per-stream mode the pointer table is split in 16 mutex-guarded shards).
  * Source: RMM's limiting_resource_adaptor and failure_callback_resource_adaptor;
  * cuCascade's reservation_aware_resource_adaptor.
  */
@@ -114,8 +137,13 @@ GMR_API size_t gmr_limiting_adaptor_get_limit(const gmr_limiting_adaptor *a);
 /**
  * Change the global limit. Lowering it below the bytes in use refuses new
  * requests (per the limit policy) until frees bring use under it; nothing
- * already allocated is affected. Thread-safe: yes (an atomic store; requests
- * in flight may be judged against either value).
+ * already allocated is affected. The first limit other than GMR_LIMIT_NONE
+ * on an adaptor that was counting switches it to enforcing: the call waits
+ * (briefly: no thread holds it across an upstream call) until no thread is
+ * inside a counter update, and moves the counts over.
+ * Thread-safe: yes (requests in flight may be judged against either value;
+ * one admitted while counting is charged even if it passes the new limit).
+ * Stream/device: no CUDA call.
  * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (a is NULL).
  */
 GMR_API gmr_status gmr_limiting_adaptor_set_limit(gmr_limiting_adaptor *a, size_t limit_bytes);

@@ -38,6 +38,11 @@
  * Errors while writing (a full disk) never fail an allocation or a free: they
  * are counted (gmr_log_adaptor_get_write_error_count).
  *
+ * Optional slots: an allocation for a capture (allocate_capturing, forwarded
+ * to the upstream's) is logged as "allocate" or "allocate failure", like any
+ * other; record_stream is forwarded and writes no row (the format has no
+ * action for it); get_memory_info is answered from below.
+ *
  * Thread-safe: yes (internal mutex around each row).
  * Source: RMM logging_resource_adaptor (format), RMM #2304 (order of books and
  *   release), tools/replay (reader).

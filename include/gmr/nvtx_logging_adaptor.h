@@ -55,6 +55,11 @@
  * a NULL domain with no tool attached is not an error. The adaptor never
  * destroys its domain: domains are process-wide and may be shared by name.
  *
+ * Optional slots: an allocation for a capture (allocate_capturing, forwarded
+ * to the upstream's) gets the same range, counter sample and failure marks as
+ * an allocation; record_stream is forwarded (no range); get_memory_info is
+ * answered from below.
+ *
  * Thread-safe: yes (atomics; a mutex only when a new stream is first seen; a
  * read lock of the table of adaptors while a policy event is marked, which
  * destroy takes for writing, so a destroyed adaptor is never marked into).

@@ -11,6 +11,13 @@
  * limiting adaptor carries the same machinery itself (`on_oom`); use this one
  * where there is no limit.
  *
+ * Optional slots: record_stream is forwarded to the upstream;
+ * allocate_capturing is forwarded to the upstream's allocate_capturing
+ * without running the policy (a trim or a wait could synchronise or stall
+ * the capture; the failure is returned as is); get_memory_info, trim and the
+ * footprint are answered from below. With the `fail` policy the adaptor calls
+ * its upstream directly and never enters the policy machinery.
+ *
  * Events (gmr/events.h): OOM_RETRY, OOM_TRIM, OOM_WAIT, OOM_GAVE_UP.
  * Thread-safe: yes (atomics; a mutex and condition variable for waiters).
  * Source: RMM's failure_callback_resource_adaptor; cuCascade's OOM handling

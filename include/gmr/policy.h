@@ -30,8 +30,9 @@
  * A limit policy decides what a limiting adaptor does with a request that
  * would take its outstanding total past its limit (cuCascade's reservation
  * limit policies): fail (GMR_ERR_LIMIT_EXCEEDED, the default), ignore (allow
- * it; the overage is counted), increase (raise the limit to the new total
- * times a padding factor, default 1.25, up to an optional hard cap, then fail).
+ * it; the overage is counted), increase (grow the limit by a padding factor,
+ * default 1.25, times the request's excess over it, within an optional hard
+ * cap, then fail), increase_total (raise the limit to the padded new total).
  *
  * Policies are plain structs copied by value into the adaptor at create. A
  * user writes their own by filling the struct, registers it under a name for
@@ -224,8 +225,9 @@ struct gmr_limit_policy {
   const char *name;                  /* for events and logs; must outlive the policy */
   gmr_limit_policy_decide_fn *decide; /* NULL: fail */
   void *ctx;                         /* the policy's own data */
-  double padding_factor;             /* increase: new limit = (used + charge) * factor */
-  size_t cap_bytes;                  /* increase: never raise past this (0: no cap) */
+  double padding_factor;             /* increase: limit grows by excess * factor;
+                                        increase_total: new limit = (used + charge) * factor */
+  size_t cap_bytes;                  /* increase, increase_total: never raise past this (0: no cap) */
   gmr_policy_release_fn *release;    /* optional: frees ctx when the holding adaptor is destroyed */
 };
 
@@ -238,12 +240,31 @@ GMR_API gmr_limit_policy gmr_limit_policy_fail(void);
 GMR_API gmr_limit_policy gmr_limit_policy_ignore(void);
 
 /**
- * `increase`: raise the limit to ceil((used + charge) * padding_factor),
- * but not past `cap_bytes` (0: no cap); when even the cap does not admit the
- * request, fail. padding_factor below 1.0 is treated as 1.0.
- * Source: cuCascade's increase_reservation_limit_policy (factor 1.25).
+ * `increase`: grow the limit by padding_factor times the excess of the
+ * request over it: with excess = used + charge - limit, the new limit is
+ * limit + floor(excess * padding_factor) (never less than limit + excess).
+ * When that would pass `cap_bytes` (0: no cap), grow by exactly the excess
+ * instead; when even that passes the cap, fail (GMR_ERR_LIMIT_EXCEEDED,
+ * nothing changed). padding_factor below 1.0 (or NaN) is treated as 1.0.
+ * Example: limit 25600, used 23040, a request of 12800: excess 10240, the
+ * limit grows by 12800 to 38400.
+ * Thread-safe: yes (a pure constructor; the policy keeps no state).
+ * Source: cuCascade's increase_reservation_limit_policy (padding 1.25; the
+ * fallback to the excess is its grow_by(extra) when grow_by(padded) fails).
  */
 GMR_API gmr_limit_policy gmr_limit_policy_increase(double padding_factor, size_t cap_bytes);
+
+/**
+ * `increase_total`: raise the limit to ceil((used + charge) * padding_factor),
+ * the padded new total, but not past `cap_bytes` (0: no cap); when even the
+ * cap does not admit the request, fail. The headroom grows with the total
+ * (geometric growth, like a vector's capacity: few raises for a use that
+ * keeps growing), where `increase` pads only the excess. padding_factor below
+ * 1.0 (or NaN) is treated as 1.0.
+ * Thread-safe: yes (a pure constructor).
+ * Source: gmr's first `increase` (before cuCascade's formula was adopted).
+ */
+GMR_API gmr_limit_policy gmr_limit_policy_increase_total(double padding_factor, size_t cap_bytes);
 
 #define GMR_LIMIT_DEFAULT_PADDING_FACTOR 1.25
 
@@ -255,7 +276,8 @@ GMR_API GMR_NODISCARD gmr_status gmr_limit_policy_register(const char *name,
                                                            const gmr_limit_policy *policy);
 GMR_API gmr_status gmr_limit_policy_unregister(const char *name);
 
-/** Built-ins `fail`, `ignore`, `increase` (factor 1.25, no cap) or a registered name. */
+/** Built-ins `fail`, `ignore`, `increase` and `increase_total` (factor 1.25,
+ * no cap) or a registered name. */
 GMR_API GMR_NODISCARD gmr_status gmr_limit_policy_from_name(const char *name,
                                                             gmr_limit_policy *out);
 

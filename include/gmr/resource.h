@@ -311,6 +311,20 @@ GMR_API GMR_NODISCARD gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, 
  * Give `ptr` back to `r`, stream-ordered on `stream`. `bytes` and `alignment`
  * are those given at allocation (alignment 0 means 256 in both places).
  *
+ * Bad frees, one vocabulary for every resource and adaptor that can tell
+ * (resources that keep books of their live allocations say so in their
+ * header; a resource that cannot tell may not see the fault at all):
+ *   GMR_ERR_UNKNOWN_POINTER  `ptr` is not the start of a live allocation of
+ *                            `r` (never allocated there, or freed so long
+ *                            ago that `r` no longer remembers it);
+ *   GMR_ERR_DOUBLE_FREE      `ptr` was allocated and already freed through
+ *                            `r`, and is not live again;
+ *   GMR_ERR_FREE_MISMATCH    `ptr` is live, but `bytes` or `alignment` (or,
+ *                            where the resource checks it, `stream`) differ
+ *                            from the allocation's.
+ * Each changes nothing: the memory stays allocated and the caller still owns
+ * it. GMR_ERR_INVALID_ARGUMENT is only for malformed arguments (below).
+ *
  * Ownership: `ptr` is no longer the caller's once GMR_OK is returned.
  * Thread-safe: as the resource's header says.
  * Stream/device: may the memory be reused right away? Only by work ordered
@@ -320,9 +334,11 @@ GMR_API GMR_NODISCARD gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, 
  *   GMR_OK                    released (or ptr was NULL: nothing to do).
  *   GMR_ERR_INVALID_ARGUMENT  r is NULL or invalid, alignment is not a power of
  *                             two, or bytes == 0 with a non-NULL ptr.
- *   other statuses            as the resource documents (a tracking adaptor
- *                             refuses unknown pointers, a CUDA resource may
- *                             refuse a free that would break a capture).
+ *   GMR_ERR_UNKNOWN_POINTER, GMR_ERR_DOUBLE_FREE, GMR_ERR_FREE_MISMATCH
+ *                             a bad free, as described above.
+ *   other statuses            as the resource documents (a CUDA resource may
+ *                             refuse a free that would break a capture, or
+ *                             pass on a CUDA failure).
  * After failure: nothing was released; the caller still owns ptr.
  */
 GMR_API gmr_status gmr_deallocate(gmr_resource *r, void *ptr, size_t bytes, size_t alignment,

@@ -8,16 +8,18 @@
  * allocating thread (cuCascade's two tracking modes). A free is charged back
  * to the owner recorded at allocation, whatever thread or stream frees.
  * Bytes are counted exactly as requested (no rounding). Scopes (push/pop)
- * report the peak and totals within a stretch of a program (RMM's
- * statistics_resource_adaptor).
+ * count what happens within a stretch of a program, from zero, as RMM's
+ * statistics_resource_adaptor push_counters/pop_counters do.
  *
  * Table: pointer -> {bytes, alignment, stream, sequence number, owner} for
  * every live allocation. A deallocation is checked against it and refused,
  * counted and never forwarded when it is bad:
  *   GMR_ERR_UNKNOWN_POINTER  never allocated through this adaptor;
- *   GMR_ERR_DOUBLE_FREE      freed already (the adaptor remembers the last
- *                            `recent_free_count` frees to tell these apart;
- *                            an older double free reads as unknown pointer);
+ *   GMR_ERR_DOUBLE_FREE      freed already (the adaptor remembers, for each
+ *                            64 MiB address region's shard of the table, its
+ *                            last `recent_free_count` frees to tell these
+ *                            apart; an older double free reads as unknown
+ *                            pointer);
  *   GMR_ERR_FREE_MISMATCH    bytes or alignment differ from the allocation's,
  *                            or (with `check_stream`) the stream does.
  * The books are updated before the memory goes back upstream, and restored
@@ -27,8 +29,19 @@
  * Zero bytes never reach the adaptor (see gmr/resource.h), so nothing records
  * a zero-byte allocation.
  *
- * Thread-safe: yes. Counters are atomics; the table is split in 16 shards by
- * pointer, each under its own mutex held only for the table update.
+ * Optional slots: allocate_capturing is forwarded to the upstream's
+ * allocate_capturing and recorded and counted like an allocation (freed with
+ * the ordinary deallocate). record_stream refuses a pointer that is not live
+ * here with GMR_ERR_UNKNOWN_POINTER (the upstream never sees it) and forwards
+ * the others. get_memory_info, trim and the footprint are answered from
+ * below.
+ *
+ * Thread-safe: yes. Owner counters are atomics, each owner's on a cache line
+ * of its own; the overall counters are kept per thread (see
+ * gmr_tracking_adaptor_get_stats); the table is split in 256 shards by 64 MiB address region (so threads
+ * whose memory comes from chunks of their own rarely share one), each under a
+ * spin lock held only for one table operation. Scopes take a mutex, and only
+ * while one is open.
  * Source: RMM's tracking_resource_adaptor and statistics_resource_adaptor;
  * cuCascade's per-stream and per-thread allocation trackers.
  */
@@ -125,8 +138,15 @@ GMR_API gmr_resource *gmr_tracking_adaptor_as_resource(gmr_tracking_adaptor *a);
 GMR_API gmr_tracking_adaptor *gmr_tracking_adaptor_from_resource(gmr_resource *r);
 
 /**
- * Snapshot the overall counters. Thread-safe: yes; counters are read one by
- * one, so a snapshot taken while other threads allocate may mix moments.
+ * Snapshot the overall counters. The overall counters are kept per thread
+ * and summed here (core/lanes: no cache line shared by threads is written on
+ * the common path): current and total are exact once calls have returned;
+ * the peak is exact in a program where one thread allocates and frees, and
+ * otherwise within 1 MiB (256 allocations) per other thread that allocated
+ * or freed of the true high-water mark. Owner counters
+ * (gmr_tracking_adaptor_get_owner_stats) and scopes are exact always.
+ * Thread-safe: yes; counters are read one by one, so a snapshot taken while
+ * other threads allocate may mix moments.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, size below the header, version 0).
  */
 GMR_API gmr_status gmr_tracking_adaptor_get_stats(const gmr_tracking_adaptor *a,
@@ -163,21 +183,30 @@ GMR_API gmr_status gmr_tracking_adaptor_list_owners(const gmr_tracking_adaptor *
 #define GMR_TRACKING_MAX_SCOPE_DEPTH 64
 
 /**
- * Open a scope: from now on the adaptor also records the peak of live bytes
- * and allocations within the scope and what was allocated in it.
- * Thread-safe: yes (an internal mutex); allocations racing with the push
- * may count on either side.
+ * Open a scope: counters that start at zero and count, until the matching
+ * pop, the bytes and allocations made and freed through the adaptor (RMM's
+ * statistics_resource_adaptor::push_counters). Scopes nest: calls count in
+ * the innermost open scope only, and a closed scope's counts are added to
+ * the enclosing one's at pop.
+ * Thread-safe: yes (an internal mutex, also taken by every allocation and
+ * free while a scope is open); calls racing with the push may count on
+ * either side of it.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL); GMR_ERR_BUSY
  * (GMR_TRACKING_MAX_SCOPE_DEPTH scopes are open).
  */
 GMR_API gmr_status gmr_tracking_adaptor_push_scope(gmr_tracking_adaptor *a);
 
 /**
- * Close the innermost scope and report it in `out` (may be NULL): bytes and
- * allocations `current` as now, `peak` the highest within the scope, `total`
- * what was allocated within it; the other counters as gmr_tracking_adaptor_get_stats.
- * The enclosing scope's peak includes the closed one's (RMM's
- * statistics_resource_adaptor::pop_counters).
+ * Close the innermost scope and report it in `out` (may be NULL), relative to
+ * the scope (RMM's statistics_resource_adaptor::pop_counters): for bytes and
+ * for allocations, `current` is what was allocated minus what was freed in
+ * it (below zero when memory allocated before the scope was freed in it),
+ * `peak` the highest `current` reached in it, `total` what was allocated in
+ * it; the other counters are as gmr_tracking_adaptor_get_stats gives them.
+ * The enclosing scope then adds the closed one: its current grows by the
+ * closed current, its total by the closed total, and its peak becomes at
+ * least its current at the push plus the closed peak. The overall counters
+ * of gmr_tracking_adaptor_get_stats never depend on scopes.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL a, bad header);
  * GMR_ERR_UNSUPPORTED (no scope is open).
  */
@@ -185,7 +214,10 @@ GMR_API gmr_status gmr_tracking_adaptor_pop_scope(gmr_tracking_adaptor *a,
                                                   gmr_tracking_stats *out);
 
 /**
- * Write every live allocation to `out`, oldest first, one per line:
+ * Write every live allocation to `out`, one per line, owner by owner
+ * (smallest owner key first) and oldest first within an owner; `#N` is the
+ * allocation's number on its owner, from 1 (numbers count per owner, so that
+ * threads working on owners of their own share no counter):
  *   gmr tracking_adaptor: 2 live allocations, 1536 bytes
  *     #3 ptr=0x7f.. bytes=512 alignment=256 stream=0x0 owner=0x0
  * and the number of live allocations in *out_count (may be NULL).

@@ -46,6 +46,7 @@ struct Stack {
   size_t max_alignment = 256;        // largest alignment the stack honours
   bool counts_live = true;           // destroy returns GMR_ERR_BUSY with a live allocation
   bool checks_free_size = false;     // bad frees are refused with the status that names them
+  bool names_bad_frees = false;      // bad frees get gmr/resource.h's vocabulary (books kept)
   bool thread_safe = true;           // the header says "Thread-safe: yes"
   size_t large_bytes = size_t{3} << 20; // a size above any block size, still cheap
 };
@@ -241,6 +242,25 @@ TEST_P(Conformance, FreeWithTheWrongSizeChangesNothing) {
   gmr_status twice = gmr_deallocate(top_, p, 1000, 0, nullptr);
   EXPECT_TRUE(twice == GMR_ERR_DOUBLE_FREE || twice == GMR_ERR_UNKNOWN_POINTER)
       << gmr_status_name(twice);
+}
+
+// gmr/resource.h's vocabulary for bad frees, for stacks that keep books: each
+// is refused, and the block is still allocated and intact afterwards.
+TEST_P(Conformance, BadFreesAreNamedAndChangeNothing) {
+  if (!GetParam().names_bad_frees) GTEST_SKIP() << GetParam().name << " keeps no books of its frees";
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(top_, 1000, 0, nullptr, &p));
+  std::memset(p, 0x3c, 1000);
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(top_, p, 999, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(top_, p, 1000, 128, nullptr));
+  int local = 0;
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(top_, &local, 1000, 0, nullptr));
+  EXPECT_EQ(0x3c, static_cast<unsigned char *>(p)[999]);
+  if (GetParam().counts_live) {
+    EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(top_));  // still live
+  }
+  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(top_, p, 1000, 0, nullptr));
 }
 
 TEST_P(Conformance, ThreadsGetDisjointBlocks) {
