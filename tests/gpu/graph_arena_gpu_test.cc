@@ -248,7 +248,7 @@ TEST_F(GraphArenaGpu, CudaMallocInCaptureFailsAsDocumented) {
   EXPECT_EQ(nullptr, p);
   EXPECT_STREQ(
       "cudaMalloc is not allowed while the stream is capturing a CUDA graph; allocate before "
-      "capture or use a graph_arena_resource",
+      "capture, call gmr_allocate_capturing, or use a graph_arena_resource",
       f.message);
   ASSERT_EQ(cudaSuccess, cudaMemsetAsync(out, 0x7e, 4096, s));
   cudaGraph_t graph = nullptr;
