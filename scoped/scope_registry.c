@@ -126,7 +126,8 @@ gmr_status gmr_scope_registry_create_from_spec(const char *spec,
   const gmr__cuda_ops *cuda = gmr__cuda();
   int count = 0;
   cudaError_t err = cuda->get_device_count(&count);
-  if (err != cudaSuccess || count <= 0) return err != cudaSuccess ? GMR_ERR_CUDA : GMR_ERR_UNSUPPORTED;
+  if (err != cudaSuccess) return GMR_ERR_CUDA;
+  if (count <= 0) return GMR_ERR_UNSUPPORTED;
   if (count > GMR__SCOPE_MAX_DEVICES) count = GMR__SCOPE_MAX_DEVICES;
   gmr_scope_registry *r = NULL;
   gmr_status st = registry_new(config, (size_t)count, &r);
