@@ -132,8 +132,12 @@ GMR_API GMR_NODISCARD gmr_status gmr_scope_registry_create_from_spec(
 /**
  * Destroy every thread's pools (their memory goes back to the upstreams),
  * then the registry and the stacks it owns. NULL is a no-op.
- * pre: no thread uses the registry or its pools any more.
- * Thread-safe: no.
+ * pre: no thread uses the registry or its pools any more. Threads that used
+ *   them may still be running or exiting: their exit destructors may run
+ *   during or after the destroy (a Python thread's join() returns before
+ *   they do); the registry keeps the little memory they need until the last
+ *   of them is done.
+ * Thread-safe: no (with the other calls of the registry).
  * Returns GMR_OK; GMR_ERR_BUSY (a thread has an open scope, or a pool holds
  * live blocks: exit the scopes or reset the pools first; nothing changed).
  */

@@ -430,6 +430,57 @@ TEST_F(Scoped, ARegistryFromASpecBuildsOneStackPerDevice) {
   EXPECT_NE(nullptr, std::strstr(e.message, "wrong")) << e.message;
 }
 
+// Other threads may still be running, or be in their exit destructors giving
+// their pools back, while one thread destroys the registry: nothing orders a
+// thread's destructors before a language runtime's join (Python's returns
+// first). Half the threads exit as the destroy starts (racing it), half only
+// after it returned (their states were detached; their destructors free
+// them and the registry's last memory). Each pool is given back exactly once
+// and by the destroy at the latest; nothing leaks (the fixture checks the
+// simulation, ASan the host memory, TSan the races).
+TEST_F(Scoped, DestroyWhileThreadsExitOrStillRun) {
+  constexpr int kThreads = 8;
+  for (int round = 0; round < 10; ++round) {
+    gmr_scope_registry *r = nullptr;
+    gmr_scope_registry_config c = GMR_SCOPE_REGISTRY_CONFIG_DEFAULT;
+    c.chunk_bytes = 64 * KiB;
+    ASSERT_EQ(GMR_OK, gmr_scope_registry_create(up_, 2, &c, &r));
+    std::atomic<int> ready{0}, failures{0};
+    std::atomic<bool> go{false}, destroyed{false};
+    std::vector<std::thread> ts;
+    for (int i = 0; i < kThreads; ++i) {
+      ts.emplace_back([&, i] {
+        gmr_scoped_pool *p = nullptr;
+        gmr_scope s{};
+        void *ptr = nullptr;
+        if (gmr_scope_registry_get_pool(r, &p) != GMR_OK || gmr_scope_enter(r, &s) != GMR_OK ||
+            gmr_allocate(gmr_scoped_pool_as_resource(p), 4 * KiB, 0, nullptr, &ptr) != GMR_OK ||
+            gmr_scope_exit(r, s, nullptr) != GMR_OK) {
+          failures++;
+        }
+        ready++;
+        std::atomic<bool> &leave = i % 2 == 0 ? go : destroyed;
+        while (!leave.load()) std::this_thread::yield();
+        // Exit: the destructor gives the pool back, or frees a detached state.
+      });
+    }
+    while (ready.load() < kThreads) std::this_thread::yield();
+    // The main thread has a pool too (its destructor never runs before exit).
+    gmr_scoped_pool *mine = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_scope_registry_get_pool(r, &mine));
+    ASSERT_NE(nullptr, Alloc(mine, 4 * KiB));
+    ASSERT_EQ(GMR_OK, gmr_scoped_pool_reset(mine, nullptr));
+    go = true;
+    EXPECT_EQ(GMR_OK, gmr_scope_registry_destroy(r));
+    gmr_cuda_sim_usage u;
+    ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_device_usage(0, &u));
+    EXPECT_EQ(0u, u.used_bytes) << "every pool gave its chunks back by the end of the destroy";
+    destroyed = true;
+    for (auto &t : ts) t.join();
+    EXPECT_EQ(0, failures.load());
+  }
+}
+
 // Every thread its own pool; every thread sees its own addresses repeat; no
 // two threads ever hold the same block; pools retire with their threads.
 TEST_F(Scoped, ManyThreadsEachWithItsOwnPool) {
