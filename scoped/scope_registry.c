@@ -5,8 +5,19 @@
  * Each registry has a pthread key whose value in a thread is that thread's
  * state (its scope depth and its pools, one per device); the key's
  * destructor retires the state when the thread exits. The registry keeps
- * every state in a list so that destroy can free those of threads still
- * running (after pthread_key_delete no destructor runs any more).
+ * every state in a list so that destroy can give back the pools of threads
+ * still running.
+ *
+ * Lifetime: a thread's exit destructor may run while another thread
+ * destroys the registry (nothing orders them: a Python thread's join()
+ * returns before its OS thread runs its destructors). So the registry's
+ * memory, key and mutex are reference-counted: one reference for the handle
+ * and one per thread state. Destroy gives back every thread's pools under
+ * the mutex and marks their states detached, frees the calling thread's
+ * own state, and drops the handle's reference; a detached state is freed by
+ * its thread's destructor, which drops the last references. Pools are
+ * always given back under the mutex, so a destructor and destroy never both
+ * give back the same pool.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +26,26 @@
 #include "core/stats.h"
 #include "tiers/tiers_util.h"
 
-static void free_thread(gmr__scope_thread *t) {
-  for (size_t d = 0; d < t->registry->device_count; ++d) {
-    if (t->pools[d] != NULL) gmr__scoped_pool_destroy(t->pools[d]);
+/* Drop one reference; the last one frees the key, the mutex and the memory
+ * (pthread_key_delete may be called from the key's own destructor). */
+static void registry_release(gmr_scope_registry *r) {
+  if (atomic_fetch_sub_explicit(&r->references, 1, memory_order_acq_rel) != 1) return;
+  pthread_key_delete(r->key);
+  pthread_mutex_destroy(&r->mutex);
+  free(r);
+}
+
+/* Give back (destroy) every pool of `t`. Registry mutex held. */
+static void free_pools_locked(gmr_scope_registry *r, gmr__scope_thread *t) {
+  for (size_t d = 0; d < r->device_count; ++d) {
+    if (t->pools[d] == NULL) continue;
+    gmr__scoped_pool_destroy(t->pools[d]);
+    t->pools[d] = NULL;
+    r->pool_count--;
   }
+}
+
+static void free_state(gmr__scope_thread *t) {
   free(t->pools);
   free(t->serials);
   free(t);
@@ -28,24 +55,26 @@ static void unlink_thread(gmr_scope_registry *r, gmr__scope_thread *t) {
   if (t->prev != NULL) t->prev->next = t->next;
   if (t->next != NULL) t->next->prev = t->prev;
   if (r->threads == t) r->threads = t->next;
+  t->prev = t->next = NULL;
   r->thread_count--;
 }
 
 /* The key's destructor: the thread is exiting; its pools give their memory
- * back upstream. */
+ * back upstream (unless destroy did already). */
 static void retire_thread(void *value) {
   gmr__scope_thread *t = value;
   gmr_scope_registry *r = t->registry;
   pthread_mutex_lock(&r->mutex);
-  unlink_thread(r, t);
-  for (size_t d = 0; d < r->device_count; ++d) {
-    if (t->pools[d] != NULL) {
-      r->pool_count--;
-      r->pools_retired++;
+  if (!t->detached) {
+    unlink_thread(r, t);
+    for (size_t d = 0; d < r->device_count; ++d) {
+      if (t->pools[d] != NULL) r->pools_retired++;
     }
+    free_pools_locked(r, t);
   }
   pthread_mutex_unlock(&r->mutex);
-  free_thread(t);
+  free_state(t);
+  registry_release(r);
 }
 
 static gmr_status config_check(const gmr_scope_registry_config *c) {
@@ -79,22 +108,17 @@ static gmr_status registry_new(const gmr_scope_registry_config *config, size_t d
   r->config = cfg;
   r->device_count = device_count;
   atomic_init(&r->next_serial, 1);
+  atomic_init(&r->references, 1); /* the handle's */
   *out = r;
   return GMR_OK;
 }
 
-static void registry_free(gmr_scope_registry *r) {
-  pthread_key_delete(r->key);
-  while (r->threads != NULL) {
-    gmr__scope_thread *t = r->threads;
-    r->threads = t->next;
-    free_thread(t);
-  }
+/* A registry that never served a thread (a failed create): free it all. */
+static void registry_free_unused(gmr_scope_registry *r) {
   for (size_t d = 0; d < r->device_count; ++d) {
     if (r->owned_stacks[d] != NULL) (void)gmr_stack_destroy(r->owned_stacks[d]);
   }
-  pthread_mutex_destroy(&r->mutex);
-  free(r);
+  registry_release(r);
 }
 
 gmr_status gmr_scope_registry_create(gmr_resource *const *upstreams, size_t device_count,
@@ -126,7 +150,8 @@ gmr_status gmr_scope_registry_create_from_spec(const char *spec,
   const gmr__cuda_ops *cuda = gmr__cuda();
   int count = 0;
   cudaError_t err = cuda->get_device_count(&count);
-  if (err != cudaSuccess || count <= 0) return err != cudaSuccess ? GMR_ERR_CUDA : GMR_ERR_UNSUPPORTED;
+  if (err != cudaSuccess) return GMR_ERR_CUDA;
+  if (count <= 0) return GMR_ERR_UNSUPPORTED;
   if (count > GMR__SCOPE_MAX_DEVICES) count = GMR__SCOPE_MAX_DEVICES;
   gmr_scope_registry *r = NULL;
   gmr_status st = registry_new(config, (size_t)count, &r);
@@ -143,7 +168,7 @@ gmr_status gmr_scope_registry_create_from_spec(const char *spec,
     r->upstreams[d] = gmr_stack_as_resource(r->owned_stacks[d]);
   }
   if (st != GMR_OK) {
-    registry_free(r);
+    registry_free_unused(r);
     return st;
   }
   *out = r;
@@ -160,9 +185,32 @@ gmr_status gmr_scope_registry_destroy(gmr_scope_registry *r) {
       busy = t->pools[d] != NULL && gmr__scoped_pool_live_count(t->pools[d]) != 0;
     }
   }
+  if (busy) {
+    pthread_mutex_unlock(&r->mutex);
+    return GMR_ERR_BUSY;
+  }
+  /* Every pool goes back before the stacks below them go. */
+  while (r->threads != NULL) {
+    gmr__scope_thread *t = r->threads;
+    unlink_thread(r, t);
+    free_pools_locked(r, t);
+    t->detached = true;
+  }
   pthread_mutex_unlock(&r->mutex);
-  if (busy) return GMR_ERR_BUSY;
-  registry_free(r);
+  /* The caller's own state is not in an exit destructor: free it now (a
+   * main thread never runs its destructors). Other threads' states go with
+   * their threads. */
+  gmr__scope_thread *self = pthread_getspecific(r->key);
+  if (self != NULL) {
+    (void)pthread_setspecific(r->key, NULL);
+    free_state(self);
+    registry_release(r);
+  }
+  for (size_t d = 0; d < r->device_count; ++d) {
+    if (r->owned_stacks[d] != NULL) (void)gmr_stack_destroy(r->owned_stacks[d]);
+    r->owned_stacks[d] = NULL;
+  }
+  registry_release(r); /* the handle's */
   return GMR_OK;
 }
 
@@ -182,6 +230,7 @@ static gmr_status thread_state(gmr_scope_registry *r, gmr__scope_thread **out) {
     return GMR_ERR_OUT_OF_MEMORY;
   }
   t->registry = r;
+  atomic_fetch_add_explicit(&r->references, 1, memory_order_relaxed);
   pthread_mutex_lock(&r->mutex);
   t->next = r->threads;
   if (r->threads != NULL) r->threads->prev = t;

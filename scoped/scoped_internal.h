@@ -4,8 +4,10 @@
  *
  * Ownership and locking: a thread's state and its pools are created and used
  * by that thread only; the registry's mutex guards the list of thread states
- * (creation, thread exit, destroy, stats) and the registry's counters. Pool
- * counters that other threads may read (stats) are atomics.
+ * (creation, thread exit, destroy, stats), the registry's counters, and the
+ * giving back of pools (a thread's exit destructor and destroy may race).
+ * Pool counters that other threads may read (stats) are atomics. The
+ * registry's memory is reference-counted (scope_registry.c says why).
  */
 #ifndef GMR_SCOPED_SCOPED_INTERNAL_H_
 #define GMR_SCOPED_SCOPED_INTERNAL_H_
@@ -56,7 +58,8 @@ struct gmr_scoped_pool {
 };
 
 struct gmr__scope_thread {
-  gmr_scope_registry *registry;
+  gmr_scope_registry *registry; /* holds one of its references */
+  bool detached;       /* (registry mutex) destroy took its pools; it only waits to be freed */
   uint32_t depth;      /* innermost open scope */
   uint64_t *serials;   /* serials[d - 1]: the serial of open scope d */
   size_t serial_capacity;
@@ -79,6 +82,11 @@ struct gmr_scope_registry {
   uint64_t pools_retired;     /* (mutex) */
   _Atomic uint64_t orphan_scope_count;
   _Atomic uint64_t next_serial;
+  /* The registry's memory (and its key and mutex) lives while the handle or
+   * a thread state refers to it: a thread may be in its exit destructor
+   * while another thread destroys the registry (a Python thread's join
+   * returns before its OS thread runs the destructors). */
+  _Atomic size_t references;
 };
 
 /* scoped_pool.c */

@@ -41,8 +41,9 @@ static gmr_status checkpoint_if_needed(gmr_scoped_pool *p, gmr_failure *failure)
     return GMR_OK;
   }
   uint64_t mark = 0;
-  gmr_status st = marks_reserve(p) ? gmr_graph_arena_resource_checkpoint(p->arena, NULL, &mark)
-                                   : GMR_ERR_OUT_OF_MEMORY;
+  gmr_status st = marks_reserve(p)
+                      ? gmr_graph_arena_resource_checkpoint_uncaptured(p->arena, &mark)
+                      : GMR_ERR_OUT_OF_MEMORY;
   if (st != GMR_OK) {
     snprintf(failure->message, sizeof failure->message,
              "scoped_pool: no host memory for the scope mark at depth %u", depth);
@@ -55,7 +56,6 @@ static gmr_status checkpoint_if_needed(gmr_scoped_pool *p, gmr_failure *failure)
 
 static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignment,
                                 gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  (void)stream; /* blocks are not stream-ordered (see the header) */
   gmr_scoped_pool *p = (gmr_scoped_pool *)self;
   if (!is_owner_thread(p)) {
     snprintf(failure->message, sizeof failure->message,
@@ -76,16 +76,17 @@ static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignme
   }
   gmr_status st = checkpoint_if_needed(p, failure);
   if (st != GMR_OK) return st;
-  st = gmr_allocate_ex(p->arena_resource, bytes, alignment, NULL, out_ptr, failure);
+  /* The real stream: a chunk the arena takes for this request is taken on
+   * it, so a stream-ordered upstream orders the new memory there. */
+  st = gmr_allocate_ex(p->arena_resource, bytes, alignment, stream, out_ptr, failure);
   if (st == GMR_OK) atomic_fetch_add_explicit(&p->allocation_count, 1, memory_order_relaxed);
   return st;
 }
 
 static gmr_status pool_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                   gmr_stream stream) {
-  (void)stream;
   gmr_scoped_pool *p = (gmr_scoped_pool *)self;
-  return gmr_deallocate(p->arena_resource, ptr, bytes, alignment, NULL);
+  return gmr_deallocate(p->arena_resource, ptr, bytes, alignment, stream);
 }
 
 /* The registry owns its pools. */
@@ -173,8 +174,11 @@ gmr_status gmr__scoped_pool_rewind_to(gmr_scoped_pool *p, uint32_t depth, size_t
   while (i < p->mark_count && p->marks[i].depth < depth) ++i;
   if (i == p->mark_count) return GMR_OK; /* the scope never touched this pool */
   /* The oldest mark at this depth or deeper holds the state at the scope's
-   * entry; rewinding to it drops the later marks in the arena too. */
-  gmr_status st = gmr_graph_arena_resource_rewind(p->arena, NULL, p->marks[i].mark, released);
+   * entry; rewinding to it drops the later marks in the arena too. The
+   * thread owns every block of its pool, on whatever stream it used them:
+   * the rewind that frees every stream's blocks. */
+  gmr_status st =
+      gmr_graph_arena_resource_rewind_uncaptured(p->arena, p->marks[i].mark, released);
   if (st != GMR_OK) return st;
   uint64_t orphans = 0;
   for (size_t j = i; j < p->mark_count; ++j) {

@@ -275,9 +275,15 @@ static gmr_status reserve_impl(gmr_tier_manager *m, const gmr_reservation_strate
     if (w > m->max_wait_ns) m->max_wait_ns = w;
   }
   if (st == GMR_OK) {
+    uint64_t took = t1 - t0;
     m->reserve_count++;
-    m->reserve_latency_ns += t1 - t0;
-    if (t1 - t0 > m->max_reserve_latency_ns) m->max_reserve_latency_ns = t1 - t0;
+    m->reserve_latency_ns += took;
+    if (took > m->max_reserve_latency_ns) m->max_reserve_latency_ns = took;
+    if (wait_started == 0) {
+      m->immediate_reserve_count++;
+      m->immediate_reserve_latency_ns += took;
+      if (took > m->max_immediate_reserve_latency_ns) m->max_immediate_reserve_latency_ns = took;
+    }
   }
   pthread_mutex_unlock(&m->mutex);
   if (blocking) gmr__notification_channel_watch_end(m->channel);
@@ -436,6 +442,9 @@ gmr_status gmr_tier_manager_get_stats(gmr_tier_manager *m, gmr_tier_manager_stat
   s.max_reserve_latency_ns = m->max_reserve_latency_ns;
   s.waiter_count = m->waiter_count;
   s.shut_down = m->shut_down;
+  s.immediate_reserve_count = m->immediate_reserve_count;
+  s.immediate_reserve_latency_ns = m->immediate_reserve_latency_ns;
+  s.max_immediate_reserve_latency_ns = m->max_immediate_reserve_latency_ns;
   pthread_mutex_unlock(&m->mutex);
   gmr__stats_copy_out(out, &s, sizeof s);
   return GMR_OK;

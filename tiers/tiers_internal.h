@@ -106,7 +106,8 @@ struct gmr_tier_manager {
   size_t waiter_count;       /* (M) threads waiting in reserve */
   /* Counters (M). */
   uint64_t reserve_count, refused_count, wait_count, wait_ns, max_wait_ns, timeout_count,
-      shutdown_count, release_count, reserve_latency_ns, max_reserve_latency_ns;
+      shutdown_count, release_count, reserve_latency_ns, max_reserve_latency_ns,
+      immediate_reserve_count, immediate_reserve_latency_ns, max_immediate_reserve_latency_ns;
 };
 
 /* ---- memory_space.c ---- */

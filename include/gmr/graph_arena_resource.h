@@ -133,7 +133,13 @@
  *
  * Outside sessions (`uncaptured`):
  *  - GMR_GRAPH_ARENA_UNCAPTURED_ARENA (default): requests are carved from the
- *    arena too (growing it if needed) and a free is bookkeeping only: the bytes
+ *    arena too (growing it if needed: the chunk is taken from the upstream on
+ *    the request's stream, so a stream-ordered upstream such as
+ *    cuda(kind=async) or a pool orders the new memory on that stream; a piece
+ *    of it used on another stream needs that stream ordered after the
+ *    requesting one, as for any memory the arena hands out again; the initial
+ *    capacity and gmr_graph_arena_resource_reserve() take theirs on the default
+ *    stream) and a free is bookkeeping only: the bytes
  *    come back at gmr_graph_arena_resource_reset() or at a rewind (as in the C# graph memory pool
  * spec, numr's arena and AdaptiveArrayPools.jl). A warm-up iteration outside capture therefore
  * sizes the arena; after a reset the same requests get the same addresses inside the capture.
@@ -503,13 +509,43 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_checkpoint(
  * Thread-safe: yes. Stream/device: with automatic detection, one capture query.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (arena NULL, or `mark` is not a
  * live mark of this scope); GMR_ERR_BUSY (uncaptured scope: a live block
- * allocated after the mark belongs to another stream); GMR_ERR_UNSUPPORTED (as
- * for checkpoint); GMR_ERR_OUT_OF_MEMORY (host memory); GMR_ERR_CUDA (the
- * capture query failed). On failure nothing changed.
+ * allocated after the mark belongs to another stream; a caller that owns
+ * every stream uses gmr_graph_arena_resource_rewind_uncaptured() instead);
+ * GMR_ERR_UNSUPPORTED (as for checkpoint); GMR_ERR_OUT_OF_MEMORY (host
+ * memory); GMR_ERR_CUDA (the capture query failed). On failure nothing
+ * changed.
  */
 GMR_API gmr_status gmr_graph_arena_resource_rewind(gmr_graph_arena_resource *arena,
                                                    gmr_stream stream, uint64_t mark,
                                                    size_t *out_released_count);
+
+/**
+ * Checkpoint and rewind of the uncaptured scope alone, for a caller that owns
+ * every stream the arena's uncaptured blocks are used on (a pool per thread:
+ * gmr/scoped_pool.h). checkpoint_uncaptured sets a mark in the uncaptured
+ * scope whatever session is open (no capture query); rewind_uncaptured
+ * rewinds that scope to a mark as gmr_graph_arena_resource_rewind() does, but
+ * frees the live blocks allocated after the mark on any stream instead of
+ * refusing those of another stream: the caller vouches for all of them. Marks
+ * of both kinds are the same: a mark that gmr_graph_arena_resource_checkpoint()
+ * set outside sessions may be rewound here, and the other way round.
+ *
+ * pre (rewind): no queued work on any stream still uses the rewound blocks
+ *   (synchronise every stream that used them first).
+ * Units: *out_mark an id unique in the arena; *out_released_count (may be
+ *   NULL) the live blocks freed.
+ * Thread-safe: yes. Stream/device: no CUDA call, no upstream call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (arena or out_mark NULL, or `mark`
+ * is not a live mark of the uncaptured scope); GMR_ERR_UNSUPPORTED
+ * (UNCAPTURED_FORWARD: the arena serves nothing there); GMR_ERR_OUT_OF_MEMORY
+ * (host memory). On failure nothing changed (*out_mark is 0).
+ * Source: AdaptiveArrayPools.jl's checkpoint!/rewind! of a task's own pool.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_checkpoint_uncaptured(
+    gmr_graph_arena_resource *arena, uint64_t *out_mark);
+GMR_API gmr_status gmr_graph_arena_resource_rewind_uncaptured(gmr_graph_arena_resource *arena,
+                                                              uint64_t mark,
+                                                              size_t *out_released_count);
 
 /**
  * gmr_allocate() on the arena that also returns the block's 64-bit id (the

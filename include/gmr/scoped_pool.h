@@ -38,16 +38,20 @@
  * Streams: blocks are not stream-ordered. A block given back by a scope exit
  * or a reset is handed out again at once, so work queued on any stream that
  * uses it must be complete (synchronise before leaving the scope; the
- * AdaptiveArrayPools design's "GPU pooling safety rules"). The stream given
- * to allocate is not used; a pool takes its chunks from the upstream on the
- * default stream (NULL), so with a stream-ordered upstream such as
- * cuda(kind=async) a new chunk is ordered on the legacy default stream. Not
- * for CUDA graph capture: use graph_arena.
+ * AdaptiveArrayPools design's "GPU pooling safety rules"). A thread may use
+ * its pool on several streams: a scope exit gives back the blocks of every
+ * stream. When a request needs a new chunk, the pool takes it from the
+ * upstream on the request's stream, so with a stream-ordered upstream such
+ * as cuda(kind=async) or a pool the new memory is ordered on the stream that
+ * first uses it; a later block of that chunk used on another stream needs
+ * that stream ordered after the first (the synchronisation above does it).
+ * Not for CUDA graph capture: use graph_arena.
  *
  * Built on graph_arena_resource (gmr/graph_arena_resource.h): each pool is an
  * arena with explicit capture detection (no CUDA call on the allocation
  * path) whose uncaptured requests are carved from the arena, and whose
- * checkpoint/rewind marks are the scope marks.
+ * uncaptured checkpoint/rewind marks (gmr_graph_arena_resource_checkpoint_uncaptured,
+ * _rewind_uncaptured: every stream's blocks) are the scope marks.
  *
  * Source: AdaptiveArrayPools.jl (CUDA extension design v0.6:
  * get_task_local_cuda_pool, checkpoint!/rewind!/reset!/empty!, orphan cleanup,
@@ -128,8 +132,12 @@ GMR_API GMR_NODISCARD gmr_status gmr_scope_registry_create_from_spec(
 /**
  * Destroy every thread's pools (their memory goes back to the upstreams),
  * then the registry and the stacks it owns. NULL is a no-op.
- * pre: no thread uses the registry or its pools any more.
- * Thread-safe: no.
+ * pre: no thread uses the registry or its pools any more. Threads that used
+ *   them may still be running or exiting: their exit destructors may run
+ *   during or after the destroy (a Python thread's join() returns before
+ *   they do); the registry keeps the little memory they need until the last
+ *   of them is done.
+ * Thread-safe: no (with the other calls of the registry).
  * Returns GMR_OK; GMR_ERR_BUSY (a thread has an open scope, or a pool holds
  * live blocks: exit the scopes or reset the pools first; nothing changed).
  */

@@ -197,12 +197,19 @@ typedef struct gmr_tier_manager_stats {
   uint64_t max_reserve_latency_ns;/* longest successful reserve call */
   size_t waiter_count;            /* threads waiting in reserve now */
   bool shut_down;
+  /* ---- version 2 ---- */
+  /* Successful reserve calls that found room at once (no wait): what reserving
+   * itself costs (the manager's mutex included), apart from waiting for room,
+   * which the totals above mix in. */
+  uint64_t immediate_reserve_count;
+  uint64_t immediate_reserve_latency_ns;     /* their total time */
+  uint64_t max_immediate_reserve_latency_ns; /* the longest of them */
 } gmr_tier_manager_stats;
 
-#define GMR_TIER_MANAGER_STATS_VERSION 1u
+#define GMR_TIER_MANAGER_STATS_VERSION 2u
 #define GMR_TIER_MANAGER_STATS_INIT                                                           \
   {sizeof(gmr_tier_manager_stats), GMR_TIER_MANAGER_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-   0, 0, 0, 0, false}
+   0, 0, 0, 0, false, 0, 0, 0}
 
 /**
  * Snapshot the counters (under the manager's mutex). Thread-safe: yes.

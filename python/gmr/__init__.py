@@ -3,6 +3,8 @@
 Standard library only. Frameworks have their own modules:
   gmr.torch   PyTorch's CUDA allocator on gmr (gmr.torch.use(spec), gmr.torch.mempool(spec))
   gmr.cupy    CuPy's allocator on gmr (gmr.cupy.use(spec))
+  gmr.scoped  scoped per-thread pools (Registry, scope(), pool(); docs/tiers.md)
+  gmr.tiers   memory tiers and reservations (Manager, reserve(); docs/tiers.md)
 
 Each device's stack comes from gmr's per-device registry: the spec given to
 set_device_spec() (or gmr.torch.use / gmr.cupy.use), else GMR_STACK, else

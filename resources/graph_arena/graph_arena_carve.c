@@ -292,8 +292,11 @@ gmr_status gmr__ga_serve_uncaptured(gmr_graph_arena_resource *a, const gmr__ga_c
      * call that cannot break it. */
     gmr__ga_growth growth =
         capturing || a->session_count > 0 ? GMR__GA_GROW_CAPTURING : GMR__GA_GROW_PLAIN;
-    gmr_status st =
-        gmr__ga_add_chunk(a, chunk, false, growth, capturing ? rq->stream : NULL, failure);
+    /* On the request's stream: a stream-ordered upstream (cuda(kind=async),
+     * a pool) orders the new chunk where it is first used, and the legacy
+     * default stream, which would serialise with every blocking stream and
+     * not at all with non-blocking ones, stays out of it. */
+    gmr_status st = gmr__ga_add_chunk(a, chunk, false, growth, rq->stream, failure);
     if (st == GMR_ERR_CAPTURE_UNSAFE && growth == GMR__GA_GROW_CAPTURING) {
       const char *below =
           gmr_resource_type_name(failure->where != NULL ? failure->where : a->upstream);

@@ -60,6 +60,20 @@ gmr_status gmr_graph_arena_resource_reset(gmr_graph_arena_resource *a, size_t *o
   return GMR_OK;
 }
 
+/* Set a mark in session `s`'s scope, or the uncaptured one (s NULL). Lock held. */
+static gmr_status set_mark(gmr_graph_arena_resource *a, gmr__ga_session *s, uint64_t *out_mark) {
+  if (s == NULL && a->cfg.uncaptured == GMR_GRAPH_ARENA_UNCAPTURED_FORWARD) {
+    return GMR_ERR_UNSUPPORTED;
+  }
+  gmr__ga_marks *marks = s != NULL ? &s->marks : &a->open_marks;
+  size_t height = s != NULL ? s->memory->entries.count : a->open.count;
+  if (!marks_reserve(marks)) return GMR_ERR_OUT_OF_MEMORY;
+  uint64_t id = a->next_mark_id++;
+  marks->items[marks->count++] = (gmr__ga_mark){id, height};
+  *out_mark = id;
+  return GMR_OK;
+}
+
 gmr_status gmr_graph_arena_resource_checkpoint(gmr_graph_arena_resource *a, gmr_stream stream,
                                                uint64_t *out_mark) {
   if (out_mark != NULL) *out_mark = 0;
@@ -68,19 +82,17 @@ gmr_status gmr_graph_arena_resource_checkpoint(gmr_graph_arena_resource *a, gmr_
   gmr_failure failure;
   gmr_status st = gmr__ga_resolve_locked(a, stream, &s, &failure);
   if (st != GMR_OK) return st;
-  if (s == NULL && a->cfg.uncaptured == GMR_GRAPH_ARENA_UNCAPTURED_FORWARD) {
-    st = GMR_ERR_UNSUPPORTED;
-  } else {
-    gmr__ga_marks *marks = s != NULL ? &s->marks : &a->open_marks;
-    size_t height = s != NULL ? s->memory->entries.count : a->open.count;
-    if (!marks_reserve(marks)) {
-      st = GMR_ERR_OUT_OF_MEMORY;
-    } else {
-      uint64_t id = a->next_mark_id++;
-      marks->items[marks->count++] = (gmr__ga_mark){id, height};
-      *out_mark = id;
-    }
-  }
+  st = set_mark(a, s, out_mark);
+  gmr__ga_unlock(a);
+  return st;
+}
+
+gmr_status gmr_graph_arena_resource_checkpoint_uncaptured(gmr_graph_arena_resource *a,
+                                                          uint64_t *out_mark) {
+  if (out_mark != NULL) *out_mark = 0;
+  if (a == NULL || out_mark == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  gmr__ga_lock(a);
+  gmr_status st = set_mark(a, NULL, out_mark);
   gmr__ga_unlock(a);
   return st;
 }
@@ -116,11 +128,13 @@ static gmr_status rewind_session(gmr_graph_arena_resource *a, gmr__ga_session *s
   return GMR_OK;
 }
 
-/* Rewind the uncaptured list to `height`. Lock held. */
-static gmr_status rewind_open(gmr_graph_arena_resource *a, gmr_stream stream, size_t height,
-                              size_t *released) {
+/* Rewind the uncaptured list to `height`. Lock held. `any_stream`: the
+ * caller vouches for every stream (rewind_uncaptured); otherwise a live block
+ * of another stream than `stream` refuses the rewind. */
+static gmr_status rewind_open(gmr_graph_arena_resource *a, gmr_stream stream, bool any_stream,
+                              size_t height, size_t *released) {
   size_t n = a->open.count - height;
-  for (size_t i = height; i < a->open.count; ++i) {
+  for (size_t i = height; i < a->open.count && !any_stream; ++i) {
     const gmr__ga_entry *e = &a->open.items[i];
     if (e->state == GMR__GA_ENTRY_LIVE && a->blocks[e->slot].stream != stream) return GMR_ERR_BUSY;
   }
@@ -134,6 +148,25 @@ static gmr_status rewind_open(gmr_graph_arena_resource *a, gmr_stream stream, si
   return GMR_OK;
 }
 
+/* Rewind session `s`'s scope, or the uncaptured one (s NULL), to `mark`.
+ * Lock held. */
+static gmr_status rewind_to_mark(gmr_graph_arena_resource *a, gmr__ga_session *s,
+                                 gmr_stream stream, bool any_stream, uint64_t mark,
+                                 size_t *released) {
+  if (s == NULL && a->cfg.uncaptured == GMR_GRAPH_ARENA_UNCAPTURED_FORWARD) {
+    return GMR_ERR_UNSUPPORTED;
+  }
+  gmr__ga_marks *marks = s != NULL ? &s->marks : &a->open_marks;
+  size_t pos = marks->count;
+  while (pos > 0 && marks->items[pos - 1].id != mark) pos--;
+  if (pos == 0 || mark == 0) return GMR_ERR_INVALID_ARGUMENT;
+  size_t height = marks->items[pos - 1].height;
+  gmr_status st = s != NULL ? rewind_session(a, s, height, released)
+                            : rewind_open(a, stream, any_stream, height, released);
+  if (st == GMR_OK) marks->count = pos - 1; /* the mark and those after it */
+  return st;
+}
+
 gmr_status gmr_graph_arena_resource_rewind(gmr_graph_arena_resource *a, gmr_stream stream,
                                            uint64_t mark, size_t *out_released_count) {
   if (out_released_count != NULL) *out_released_count = 0;
@@ -143,21 +176,19 @@ gmr_status gmr_graph_arena_resource_rewind(gmr_graph_arena_resource *a, gmr_stre
   gmr_status st = gmr__ga_resolve_locked(a, stream, &s, &failure);
   if (st != GMR_OK) return st;
   size_t released = 0;
-  if (s == NULL && a->cfg.uncaptured == GMR_GRAPH_ARENA_UNCAPTURED_FORWARD) {
-    st = GMR_ERR_UNSUPPORTED;
-  } else {
-    gmr__ga_marks *marks = s != NULL ? &s->marks : &a->open_marks;
-    size_t pos = marks->count;
-    while (pos > 0 && marks->items[pos - 1].id != mark) pos--;
-    if (pos == 0 || mark == 0) {
-      st = GMR_ERR_INVALID_ARGUMENT;
-    } else {
-      size_t height = marks->items[pos - 1].height;
-      st = s != NULL ? rewind_session(a, s, height, &released)
-                     : rewind_open(a, stream, height, &released);
-      if (st == GMR_OK) marks->count = pos - 1; /* the mark and those after it */
-    }
-  }
+  st = rewind_to_mark(a, s, stream, false, mark, &released);
+  gmr__ga_unlock(a);
+  if (st == GMR_OK && out_released_count != NULL) *out_released_count = released;
+  return st;
+}
+
+gmr_status gmr_graph_arena_resource_rewind_uncaptured(gmr_graph_arena_resource *a, uint64_t mark,
+                                                      size_t *out_released_count) {
+  if (out_released_count != NULL) *out_released_count = 0;
+  if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  gmr__ga_lock(a);
+  size_t released = 0;
+  gmr_status st = rewind_to_mark(a, NULL, NULL, true, mark, &released);
   gmr__ga_unlock(a);
   if (st == GMR_OK && out_released_count != NULL) *out_released_count = released;
   return st;

@@ -40,12 +40,21 @@ struct WorkloadConfig {
   size_t host_block_bytes = size_t{1} << 20;
   size_t host_blocks_per_chunk = 64;
   int host_numa_node = 0;
+  size_t host_initial_chunks = 0;  // HOST chunks pinned at create (0: all pinned on demand)
   double trigger = 0.75;
   double stop = 0.5;
 };
 
 struct WorkloadResult {
   double elapsed_ms = 0;
+  // Where the time went: building the manager (pinning host_initial_chunks),
+  // producing (until the producer's last buffer), and consuming (reading
+  // every buffer back and checking it, the final moves up included).
+  double build_ms = 0, produce_ms = 0, consume_ms = 0;
+  uint64_t gpu_alloc_ns = 0;   // GPU allocations (producer and moves up)
+  uint64_t fill_ns = 0;        // the producer's memset + synchronise
+  uint64_t host_alloc_ns = 0;  // HOST blocks for moves down (fresh chunks pinned here)
+  uint64_t verify_ns = 0;      // reading buffers back and checking them
   uint64_t bytes_down = 0, bytes_up = 0, copy_ns = 0;
   uint64_t moves_down = 0, moves_up = 0;
   size_t bad_bytes = 0;  // bytes that read back wrong
@@ -62,14 +71,23 @@ class DowngradeWorkload {
 
   // Runs the workload; false with `error` set on any failure.
   bool Run(WorkloadResult *out, std::string *error) {
+    auto t_build = Clock::now();
     if (!Build(error)) return false;
+    out->build_ms = MsSince(t_build);
     auto t0 = Clock::now();
     std::thread mover([this] { Mover(); });
     std::thread producer([this] { Producer(); });
     producer.join();
+    out->produce_ms = MsSince(t0);
     mover.join();
+    auto t_consume = Clock::now();
     Consume();
+    out->consume_ms = MsSince(t_consume);
     out->elapsed_ms = MsSince(t0);
+    out->gpu_alloc_ns = gpu_alloc_ns_;
+    out->fill_ns = fill_ns_;
+    out->host_alloc_ns = host_alloc_ns_;
+    out->verify_ns = verify_ns_;
     out->bytes_down = bytes_down_;
     out->bytes_up = bytes_up_;
     out->moves_down = moves_down_;
@@ -116,6 +134,10 @@ class DowngradeWorkload {
   static double MsSince(Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   }
+  static uint64_t NsSince(Clock::time_point t0) {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+  }
 
   bool Check(gmr_status st, const char *what, const gmr_failure *f = nullptr) {
     if (st == GMR_OK) return true;
@@ -140,7 +162,7 @@ class DowngradeWorkload {
     host.numa_node = c_.host_numa_node;
     host.block_bytes = c_.host_block_bytes;
     host.blocks_per_chunk = c_.host_blocks_per_chunk;
-    host.initial_chunk_count = 0;
+    host.initial_chunk_count = c_.host_initial_chunks;
     host.stream_count = 2;
     gmr_memory_space_config configs[] = {gpu, host};
     gmr_failure f;
@@ -192,14 +214,17 @@ class DowngradeWorkload {
     bool ok = Check(gmr_reservation_bind_stream(m_, r, s, nullptr, &f), "bind", &f);
     void *dst = nullptr;
     std::vector<void *> dst_blocks;
+    auto t_alloc = Clock::now();
     if (ok && to_host) {
       for (size_t k = 0; k < BlockCount() && ok; ++k) {
         void *blk = nullptr;
         ok = Check(gmr_allocate(target, BlockSize(k), 0, s, &blk), "allocate a host block");
         if (ok) dst_blocks.push_back(blk);
       }
+      host_alloc_ns_ += NsSince(t_alloc);
     } else if (ok) {
       ok = Check(gmr_allocate(target, c_.buffer_bytes, 0, s, &dst), "allocate on the GPU");
+      gpu_alloc_ns_ += NsSince(t_alloc);
     }
     if (ok) {
       auto t0 = Clock::now();
@@ -290,11 +315,16 @@ class DowngradeWorkload {
       }
       void *p = nullptr;
       unsigned char value = static_cast<unsigned char>(17 + i);
-      bool ok = Check(gmr_reservation_bind_stream(m_, r, s, nullptr, &f), "producer bind", &f) &&
-                Check(gmr_allocate(gr, c_.buffer_bytes, 0, s, &p), "producer allocate") &&
-                Check(gmr__status_from_cuda(cuda->memset_async(p, value, c_.buffer_bytes, s)),
-                      "memset") &&
-                Check(gmr_stream_synchronize(s), "producer synchronise");
+      bool ok = Check(gmr_reservation_bind_stream(m_, r, s, nullptr, &f), "producer bind", &f);
+      auto t_alloc = Clock::now();
+      ok = ok && Check(gmr_allocate(gr, c_.buffer_bytes, 0, s, &p), "producer allocate");
+      gpu_alloc_ns_ += NsSince(t_alloc);
+      auto t_fill = Clock::now();
+      ok = ok &&
+           Check(gmr__status_from_cuda(cuda->memset_async(p, value, c_.buffer_bytes, s)),
+                 "memset") &&
+           Check(gmr_stream_synchronize(s), "producer synchronise");
+      fill_ns_ += NsSince(t_fill);
       Check(gmr_reservation_release(m_, r, &f), "producer release", &f);  // the buffer stays
       Check(gmr_stream_pool_release(pool, s), "producer return");
       WatchPromise();
@@ -309,13 +339,18 @@ class DowngradeWorkload {
     producing_ = false;
   }
 
+  // Read a GPU buffer back (into one host buffer reused for every check,
+  // so its pages fault in once) and count the bytes that are wrong.
   void Verify(const Buffer &b) {
-    std::vector<unsigned char> copy(c_.buffer_bytes);
-    if (!Check(gmr_memcpy_async(copy.data(), b.ptr, c_.buffer_bytes, nullptr), "read back") ||
-        !Check(gmr_stream_synchronize(nullptr), "read back synchronise")) {
-      return;
+    auto t0 = Clock::now();
+    readback_.resize(c_.buffer_bytes);
+    if (Check(gmr_memcpy_async(readback_.data(), b.ptr, c_.buffer_bytes, nullptr), "read back") &&
+        Check(gmr_stream_synchronize(nullptr), "read back synchronise")) {
+      size_t bad = 0;
+      for (unsigned char v : readback_) bad += v != b.value;
+      bad_bytes_ += bad;
     }
-    for (unsigned char v : copy) bad_bytes_ += v != b.value;
+    verify_ns_ += NsSince(t0);
   }
 
   void Consume() {
@@ -353,6 +388,8 @@ class DowngradeWorkload {
   std::deque<int> moved_;     // HOST buffers, most recent last
   std::atomic<bool> producing_{true};
   std::atomic<uint64_t> bytes_down_{0}, bytes_up_{0}, copy_ns_{0}, moves_down_{0}, moves_up_{0};
+  std::atomic<uint64_t> gpu_alloc_ns_{0}, fill_ns_{0}, host_alloc_ns_{0}, verify_ns_{0};
+  std::vector<unsigned char> readback_;  // Consume's thread only
   std::atomic<bool> over_promised_{false};
   size_t bad_bytes_ = 0;
   std::atomic<int> errors_{0};
@@ -363,18 +400,28 @@ class DowngradeWorkload {
 inline void PrintWorkload(const char *tag, const WorkloadConfig &c, const WorkloadResult &r) {
   const gmr_tier_manager_stats &ms = r.manager;
   double moved_gb = static_cast<double>(r.bytes_down + r.bytes_up) / 1e9;
+  uint64_t waited = ms.reserve_count - ms.immediate_reserve_count;
   std::printf(
       "%s downgrade: %d buffers of %zu KiB through a %zu MiB GPU space (trigger %.2f, stop %.2f) "
       "in %.1f ms\n"
-      "%s reservations: %llu, mean latency %.1f us, max %.1f us; waits %llu (%.1f ms in all, "
-      "longest %.1f ms), timeouts %llu\n"
+      "%s reservations: %llu, mean latency %.1f us, max %.1f us (waits included); "
+      "%llu found room at once: mean %.2f us, max %.1f us; %llu waited for room: "
+      "%.1f ms in all, longest %.1f ms; timeouts %llu\n"
       "%s moved: %llu down (%.0f MiB), %llu up (%.0f MiB), %.2f GB/s over %.1f ms of copies; "
       "downgrades started %llu; GPU peak %.0f MiB\n"
-      "%s host: NUMA machine %d, placed %llu, unplaced %llu (errno %d); host peak %.0f MiB\n",
+      "%s host: NUMA machine %d, placed %llu, unplaced %llu (errno %d); host peak %.0f MiB; "
+      "%zu chunks of %.1f MiB pinned at create\n"
+      "%s time: build %.1f ms; produce %.1f ms (GPU allocations %.1f ms, fills %.1f ms); "
+      "host blocks for moves down %.1f ms (pinning fresh chunks included); copies %.1f ms; "
+      "consume %.1f ms (read back and check %.1f ms)\n",
       tag, c.buffers, c.buffer_bytes >> 10, c.gpu_bytes >> 20, c.trigger, c.stop, r.elapsed_ms,
       tag, (unsigned long long)ms.reserve_count,
       ms.reserve_count ? ms.reserve_latency_ns / 1e3 / ms.reserve_count : 0.0,
-      ms.max_reserve_latency_ns / 1e3, (unsigned long long)ms.wait_count, ms.wait_ns / 1e6,
+      ms.max_reserve_latency_ns / 1e3, (unsigned long long)ms.immediate_reserve_count,
+      ms.immediate_reserve_count
+          ? ms.immediate_reserve_latency_ns / 1e3 / ms.immediate_reserve_count
+          : 0.0,
+      ms.max_immediate_reserve_latency_ns / 1e3, (unsigned long long)waited, ms.wait_ns / 1e6,
       ms.max_wait_ns / 1e6, (unsigned long long)ms.timeout_count, tag,
       (unsigned long long)r.moves_down, r.bytes_down / 1048576.0,
       (unsigned long long)r.moves_up, r.bytes_up / 1048576.0,
@@ -382,7 +429,10 @@ inline void PrintWorkload(const char *tag, const WorkloadConfig &c, const Worklo
       (unsigned long long)r.gpu.downgrade_start_count, r.gpu.peak_allocated_bytes / 1048576.0, tag,
       r.numa.numa_machine ? 1 : 0, (unsigned long long)r.numa.placed_count,
       (unsigned long long)r.numa.unplaced_count, r.numa.last_placement_errno,
-      r.host.peak_allocated_bytes / 1048576.0);
+      r.host.peak_allocated_bytes / 1048576.0, c.host_initial_chunks,
+      (c.host_block_bytes * c.host_blocks_per_chunk) / 1048576.0, tag, r.build_ms, r.produce_ms,
+      r.gpu_alloc_ns / 1e6, r.fill_ns / 1e6, r.host_alloc_ns / 1e6, r.copy_ns / 1e6,
+      r.consume_ms, r.verify_ns / 1e6);
 }
 
 }  // namespace gmr_test

@@ -117,11 +117,19 @@ TEST_F(Reservations, IgnorePolicyAllowsAndCountsTheOverage) {
 }
 
 TEST_F(Reservations, IncreasePolicyGrowsTheReservationWhileTheSpaceHasRoom) {
-  MakeGpu(gmr_limit_policy_increase(1.25, 0));
+  gmr_limit_policy increase = gmr_limit_policy_increase(1.25, 0);
+  MakeGpu(increase);
   gmr_reservation_id r = Bound(64 * KiB, S(1));
   void *a = Alloc(64 * KiB, S(1));
   void *b = Alloc(64 * KiB, S(1));  // 128 KiB needed: raised by the policy
   gmr_reservation_info i = Info(r);
+  // The reservation takes the size the policy asks for, whatever its formula
+  // (gmr/policy.h): the policy judges the reservation alone, 64 KiB used of
+  // 64 KiB and 64 KiB more asked.
+  gmr_limit_request asked = {64 * KiB, 64 * KiB, 64 * KiB, S(1), 1};
+  size_t wanted = 0;
+  ASSERT_EQ(GMR_LIMIT_ACTION_RAISE, increase.decide(&increase, &asked, &wanted));
+  EXPECT_EQ(wanted, i.bytes);
   EXPECT_GE(i.bytes, 128 * KiB);
   EXPECT_EQ(1u, i.raise_count);
   EXPECT_EQ(i.bytes, SpaceStats(GMR_TIER_GPU, 0).reserved_bytes);

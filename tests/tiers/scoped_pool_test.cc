@@ -17,6 +17,7 @@
 #include "gmr/device.h"
 #include "gmr/scoped_pool.h"
 #include "tests/support/sim_fixture.h"
+#include "tests/support/stream_recorder.h"
 
 namespace {
 
@@ -43,6 +44,7 @@ class Scoped : public gmr_test::SimTest {
       EXPECT_EQ(GMR_OK, gmr_scope_registry_destroy(reg_));
     }
     for (gmr_resource *u : up_) EXPECT_EQ(GMR_OK, gmr_resource_destroy(u));
+    for (gmr_stream s : streams_) EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
     SimTest::TearDown();
   }
   gmr_scoped_pool *Pool() {
@@ -60,12 +62,18 @@ class Scoped : public gmr_test::SimTest {
     EXPECT_EQ(GMR_OK, gmr_scope_exit(reg_, s, &released));
     return released;
   }
-  void *Alloc(gmr_scoped_pool *p, size_t bytes) {
+  void *Alloc(gmr_scoped_pool *p, size_t bytes, gmr_stream stream = nullptr) {
     void *ptr = nullptr;
     gmr_failure f;
-    EXPECT_EQ(GMR_OK, gmr_allocate_ex(gmr_scoped_pool_as_resource(p), bytes, 0, nullptr, &ptr, &f))
+    EXPECT_EQ(GMR_OK, gmr_allocate_ex(gmr_scoped_pool_as_resource(p), bytes, 0, stream, &ptr, &f))
         << f.message;
     return ptr;
+  }
+  gmr_stream NewStream() {
+    gmr_stream s = nullptr;
+    EXPECT_EQ(GMR_OK, gmr_stream_create(&s));
+    streams_.push_back(s);
+    return s;
   }
   gmr_scoped_pool_stats PoolStats(gmr_scoped_pool *p) {
     gmr_scoped_pool_stats s = GMR_SCOPED_POOL_STATS_INIT;
@@ -81,6 +89,7 @@ class Scoped : public gmr_test::SimTest {
   gmr_cuda_resource *cuda_[2] = {};
   gmr_resource *up_[2] = {};
   gmr_scope_registry *reg_ = nullptr;
+  std::vector<gmr_stream> streams_;
 };
 
 TEST_F(Scoped, OnePoolPerThreadAndDeviceMadeOnFirstUse) {
@@ -195,6 +204,65 @@ TEST_F(Scoped, APoolFirstUsedDeepInsideScopesRewindsToItsStateAtEachEntry) {
   Alloc(p, 1 * KiB);  // allocated at depth 1: lazily marked at depth 1
   EXPECT_EQ(1u, Exit(outer));
   EXPECT_EQ(0u, PoolStats(p).live_count);
+}
+
+// A thread may use its pool on several streams: an exit gives back the
+// blocks of all of them (the thread synchronised them first), and the same
+// requests get the same addresses whatever stream asks next time.
+TEST_F(Scoped, AnExitGivesBackTheBlocksOfEveryStreamOfTheThread) {
+  gmr_scoped_pool *p = Pool();
+  gmr_stream s1 = NewStream(), s2 = NewStream();
+  std::vector<void *> first;
+  for (int iteration = 0; iteration < 2; ++iteration) {
+    gmr_scope s = Enter();
+    gmr_stream a = iteration == 0 ? s1 : s2, b = iteration == 0 ? s2 : s1;
+    std::vector<void *> got = {Alloc(p, 1000, a), Alloc(p, 5000, b), Alloc(p, 300, nullptr)};
+    // A block freed on another stream than its own: accepted.
+    ASSERT_EQ(GMR_OK, gmr_deallocate(gmr_scoped_pool_as_resource(p), got[2], 300, 0, a));
+    EXPECT_EQ(2u, Exit(s)) << "both streams' live blocks";
+    if (iteration == 0) {
+      first = got;
+    } else {
+      EXPECT_EQ(first, got);
+    }
+  }
+  EXPECT_EQ(0u, PoolStats(p).live_count);
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE,
+            gmr_deallocate(gmr_scoped_pool_as_resource(p), first[0], 1000, 0, s2));
+}
+
+// A chunk a pool takes for a request is taken on that request's stream, so a
+// stream-ordered upstream (cuda(kind=async), a pool) orders it there.
+TEST_F(Scoped, APoolTakesItsChunksOnTheRequestingStream) {
+  gmr_stream_recorder *rec = gmr_stream_recorder_create(up_[0]);
+  ASSERT_NE(nullptr, rec);
+  gmr_resource *ups[1] = {gmr_stream_recorder_as_resource(rec)};
+  gmr_scope_registry_config c = GMR_SCOPE_REGISTRY_CONFIG_DEFAULT;
+  c.chunk_bytes = 1 * MiB;
+  gmr_scope_registry *r = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_scope_registry_create(ups, 1, &c, &r));
+  gmr_scoped_pool *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_scope_registry_get_pool(r, &p));
+  gmr_stream s1 = NewStream(), s2 = NewStream();
+  gmr_scope s{};
+  ASSERT_EQ(GMR_OK, gmr_scope_enter(r, &s));
+  Alloc(p, 512 * KiB, s1);  // the first chunk, on s1
+  Alloc(p, 256 * KiB, s2);  // fits the first chunk: no upstream call
+  Alloc(p, 768 * KiB, s2);  // a second chunk, on s2
+  ASSERT_EQ(2u, gmr_stream_recorder_count(rec, GMR_STREAM_RECORDER_ALLOCATE));
+  EXPECT_EQ(s1, gmr_stream_recorder_stream(rec, GMR_STREAM_RECORDER_ALLOCATE, 0));
+  EXPECT_EQ(s2, gmr_stream_recorder_stream(rec, GMR_STREAM_RECORDER_ALLOCATE, 1));
+  size_t released = 0;
+  ASSERT_EQ(GMR_OK, gmr_scope_exit(r, s, &released));
+  EXPECT_EQ(3u, released);
+  EXPECT_EQ(0u, gmr_stream_recorder_count(rec, GMR_STREAM_RECORDER_DEALLOCATE))
+      << "a scope exit keeps the memory";
+  size_t bytes = 0;
+  ASSERT_EQ(GMR_OK, gmr_scoped_pool_empty(p, &bytes));
+  EXPECT_EQ(2 * MiB, bytes);
+  EXPECT_EQ(2u, gmr_stream_recorder_count(rec, GMR_STREAM_RECORDER_DEALLOCATE));
+  EXPECT_EQ(GMR_OK, gmr_scope_registry_destroy(r));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_stream_recorder_as_resource(rec)));
 }
 
 TEST_F(Scoped, AScopeThatNeverTouchesAPoolLeavesItAlone) {
@@ -360,6 +428,57 @@ TEST_F(Scoped, ARegistryFromASpecBuildsOneStackPerDevice) {
             gmr_scope_registry_create_from_spec("pool > cuda(kind=wrong)", nullptr, &r, &e));
   EXPECT_EQ(nullptr, r);
   EXPECT_NE(nullptr, std::strstr(e.message, "wrong")) << e.message;
+}
+
+// Other threads may still be running, or be in their exit destructors giving
+// their pools back, while one thread destroys the registry: nothing orders a
+// thread's destructors before a language runtime's join (Python's returns
+// first). Half the threads exit as the destroy starts (racing it), half only
+// after it returned (their states were detached; their destructors free
+// them and the registry's last memory). Each pool is given back exactly once
+// and by the destroy at the latest; nothing leaks (the fixture checks the
+// simulation, ASan the host memory, TSan the races).
+TEST_F(Scoped, DestroyWhileThreadsExitOrStillRun) {
+  constexpr int kThreads = 8;
+  for (int round = 0; round < 10; ++round) {
+    gmr_scope_registry *r = nullptr;
+    gmr_scope_registry_config c = GMR_SCOPE_REGISTRY_CONFIG_DEFAULT;
+    c.chunk_bytes = 64 * KiB;
+    ASSERT_EQ(GMR_OK, gmr_scope_registry_create(up_, 2, &c, &r));
+    std::atomic<int> ready{0}, failures{0};
+    std::atomic<bool> go{false}, destroyed{false};
+    std::vector<std::thread> ts;
+    for (int i = 0; i < kThreads; ++i) {
+      ts.emplace_back([&, i] {
+        gmr_scoped_pool *p = nullptr;
+        gmr_scope s{};
+        void *ptr = nullptr;
+        if (gmr_scope_registry_get_pool(r, &p) != GMR_OK || gmr_scope_enter(r, &s) != GMR_OK ||
+            gmr_allocate(gmr_scoped_pool_as_resource(p), 4 * KiB, 0, nullptr, &ptr) != GMR_OK ||
+            gmr_scope_exit(r, s, nullptr) != GMR_OK) {
+          failures++;
+        }
+        ready++;
+        std::atomic<bool> &leave = i % 2 == 0 ? go : destroyed;
+        while (!leave.load()) std::this_thread::yield();
+        // Exit: the destructor gives the pool back, or frees a detached state.
+      });
+    }
+    while (ready.load() < kThreads) std::this_thread::yield();
+    // The main thread has a pool too (its destructor never runs before exit).
+    gmr_scoped_pool *mine = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_scope_registry_get_pool(r, &mine));
+    ASSERT_NE(nullptr, Alloc(mine, 4 * KiB));
+    ASSERT_EQ(GMR_OK, gmr_scoped_pool_reset(mine, nullptr));
+    go = true;
+    EXPECT_EQ(GMR_OK, gmr_scope_registry_destroy(r));
+    gmr_cuda_sim_usage u;
+    ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_device_usage(0, &u));
+    EXPECT_EQ(0u, u.used_bytes) << "every pool gave its chunks back by the end of the destroy";
+    destroyed = true;
+    for (auto &t : ts) t.join();
+    EXPECT_EQ(0, failures.load());
+  }
 }
 
 // Every thread its own pool; every thread sees its own addresses repeat; no

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -53,6 +54,19 @@ TEST_F(Waiting, ABlockedReserveWakesWhenAReservationIsReleased) {
   EXPECT_EQ(1u, s.wait_count);
   EXPECT_EQ(0u, s.timeout_count);
   EXPECT_EQ(2u, s.reserve_count);
+  // The cost of reserving apart from waiting: only `big` found room at once.
+  EXPECT_EQ(1u, s.immediate_reserve_count);
+  EXPECT_GE(s.reserve_latency_ns, s.immediate_reserve_latency_ns + s.wait_ns);
+  EXPECT_LE(s.max_immediate_reserve_latency_ns, s.immediate_reserve_latency_ns);
+  EXPECT_GE(s.max_reserve_latency_ns, s.max_wait_ns);
+  // A caller built against version 1 of the struct gets what it knows.
+  gmr_tier_manager_stats v1 = GMR_TIER_MANAGER_STATS_INIT;
+  v1.size = offsetof(gmr_tier_manager_stats, immediate_reserve_count);
+  v1.version = 1;
+  v1.immediate_reserve_count = 77;
+  ASSERT_EQ(GMR_OK, gmr_tier_manager_get_stats(m_, &v1));
+  EXPECT_EQ(2u, v1.reserve_count);
+  EXPECT_EQ(77u, v1.immediate_reserve_count) << "past the caller's size: untouched";
   Release(got);
 }
 

@@ -84,8 +84,26 @@ TEST_F(TiersReplay, EveryMoveOfAKnownTrace) {
     EXPECT_EQ(0u, r.refusal_count);
     EXPECT_EQ(copy ? 1200 * KiB : 0u, r.copied_bytes);
     EXPECT_GE(r.peak_host_bytes, 2048 * KiB);
+    // HOST chunks (64 blocks of 64 KiB) pinned on demand: one, first for A
+    // and B (7 blocks each), then for D (32 blocks) once they were gone.
+    EXPECT_EQ(1u, r.host_chunk_count);
+    EXPECT_EQ(4096 * KiB, r.host_pinned_bytes);
     tiers_replay_print(stdout, trace_, &o, &r);
   }
+}
+
+TEST_F(TiersReplay, HostPrepinPinsTheWholeHostSpaceAtBuild) {
+  tiers_replay_options o = Options();
+  o.host_bytes = 12 * 1024 * KiB;  // three chunks of 4 MiB
+  o.host_prepin = true;
+  tiers_replay_result r;
+  char err[256];
+  ASSERT_EQ(GMR_OK, tiers_replay_run(trace_, &o, &r, err, sizeof err)) << err;
+  EXPECT_EQ(3u, r.host_chunk_count) << "all at build, none on demand";
+  EXPECT_EQ(12 * 1024 * KiB, r.host_pinned_bytes);
+  EXPECT_EQ(2u, r.downgraded_count);  // the same moves
+  EXPECT_EQ(1u, r.host_born_count);
+  tiers_replay_print(stdout, trace_, &o, &r);
 }
 
 TEST_F(TiersReplay, WithoutUpgradesBuffersStayDown) {

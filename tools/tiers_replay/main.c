@@ -39,6 +39,8 @@ static void usage(FILE *out) {
           "  --trigger F          downgrade when use would pass F x the reservation (default 0.85)\n"
           "  --stop F             ... down to F x the reservation (default 0.65)\n"
           "  --upgrade            move buffers back when use falls below the stop level\n"
+          "  --host-prepin        pin the whole HOST space up front (default: chunks of 64\n"
+          "                       blocks pinned when first needed, timed as \"host blocks\")\n"
           "  --copy, --no-copy    copy contents when moving (default: on a GPU yes, on the\n"
           "                       simulation no: accounting only)\n"
           "  --sim                use the host simulation of CUDA even if a GPU is present\n"
@@ -79,6 +81,8 @@ int main(int argc, char **argv) {
       return 0;
     } else if (strcmp(a, "--upgrade") == 0) {
       o.upgrade = true;
+    } else if (strcmp(a, "--host-prepin") == 0) {
+      o.host_prepin = true;
     } else if (strcmp(a, "--copy") == 0) {
       copy = 1;
     } else if (strcmp(a, "--no-copy") == 0) {

@@ -20,6 +20,12 @@
  * recently downgraded buffers back while they fit under it. A free of a
  * downgraded buffer frees its HOST block.
  *
+ * Timing: copy_ns counts the copies and their synchronisation alone; taking
+ * HOST blocks (host_alloc_ns) is apart, because a block from a fresh chunk
+ * costs mapping, NUMA binding and pinning the chunk (cudaHostRegister of
+ * blocks_per_chunk x block bytes), which dwarfs the copy. `host_prepin` pins
+ * the whole HOST space while building instead (build_ns).
+ *
  * Thread-safe: yes for distinct runs (each builds its own manager).
  */
 #ifndef GMR_TOOLS_TIERS_REPLAY_TIERS_REPLAY_H_
@@ -47,9 +53,11 @@ typedef struct tiers_replay_options {
   double stop;                  /* fraction of the reservation; default 0.65 */
   bool upgrade;                 /* move buffers back up when use falls below the stop level */
   bool copy;                    /* copy buffer contents when moving (else accounting only) */
+  bool host_prepin;             /* pin the whole HOST space when building it (cuCascade pins
+                                   its host pool up front); else chunks are pinned on demand */
 } tiers_replay_options;
 
-#define TIERS_REPLAY_OPTIONS_DEFAULT {0, 0.5, NULL, 0, 0, 0.85, 0.65, false, true}
+#define TIERS_REPLAY_OPTIONS_DEFAULT {0, 0.5, NULL, 0, 0, 0.85, 0.65, false, true, false}
 
 typedef struct tiers_replay_result {
   uint64_t peak_live_bytes;         /* the trace's */
@@ -68,7 +76,11 @@ typedef struct tiers_replay_result {
   size_t peak_gpu_bytes;            /* highest use of the GPU reservation (charged) */
   size_t peak_host_bytes;           /* highest allocated bytes in the HOST space */
   uint64_t copied_bytes;
-  uint64_t copy_ns;                 /* time in copies and their synchronisations */
+  uint64_t copy_ns;                 /* time in copies and their synchronisations, nothing else */
+  uint64_t host_alloc_ns;           /* time taking HOST blocks (fresh chunks pinned there) */
+  uint64_t host_chunk_count;        /* pinned chunks the HOST space mapped, in all */
+  size_t host_pinned_bytes;         /* pinned host memory held at the end, before teardown */
+  uint64_t build_ns;                /* building the manager (the prepinning included) */
   uint64_t wall_ns;                 /* the whole replay */
 } tiers_replay_result;
 
