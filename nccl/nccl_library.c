@@ -122,9 +122,10 @@ gmr_status gmr_nccl_library_open(const char *path, gmr_nccl_library **out, gmr_f
   if (lib->dl == NULL) {
     const char *why = dlerror();
     free(lib);
+    /* The advice first: a long path or dlerror() is what gets cut. */
     return gmr__failure_set(failure, GMR_ERR_NCCL,
-                            "cannot load NCCL from %s (%s): install NCCL (libnccl2), or give "
-                            "the path of libnccl.so.2",
+                            "NCCL not loaded: install NCCL (libnccl2) or give the path of "
+                            "libnccl.so.2; dlopen(%s): %s",
                             file, why != NULL ? why : "no reason given");
   }
   lib->api.size = sizeof lib->api;
@@ -136,8 +137,8 @@ gmr_status gmr_nccl_library_open(const char *path, gmr_nccl_library **out, gmr_f
       dlclose(lib->dl);
       free(lib);
       return gmr__failure_set(failure, GMR_ERR_NCCL,
-                              "%s has no %s: gmr needs NCCL 2.19 or newer", file,
-                              entry_points[i].symbol);
+                              "no %s in the NCCL library (gmr needs NCCL 2.19 or newer): %s",
+                              entry_points[i].symbol, file);
     }
     memcpy((char *)&lib->api + entry_points[i].offset, &fn, sizeof fn);
   }
