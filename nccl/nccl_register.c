@@ -179,7 +179,14 @@ static gmr_status on_device(gmr_nccl_registration *reg, range_fn *fn, uintptr_t 
                             size_t bytes, int chunk_delta, gmr_failure *failure) {
   int saved = -1;
   cudaError_t err = gmr__cuda_device_enter(reg->comm->cuda, reg->comm->device, &saved);
-  if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaSetDevice", err);
+  /* cuMemGetAddressRange needs a current context: cudaSetDevice binds the
+   * device's primary context to this thread (CUDA 12), also when the device
+   * was current already but this thread never used it. */
+  if (err == cudaSuccess && saved == -1) err = reg->comm->cuda->set_device(reg->comm->device);
+  if (err != cudaSuccess) {
+    gmr__cuda_device_leave(reg->comm->cuda, saved);
+    return gmr__cuda_fail(failure, "cudaSetDevice", err);
+  }
   pthread_mutex_lock(&reg->lock);
   gmr_status st = fn(reg, addr, bytes, failure);
   if (st == GMR_OK) reg->chunk_count += (size_t)chunk_delta;
