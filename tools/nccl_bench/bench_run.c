@@ -174,6 +174,7 @@ static void variant_end(bench_ranks *b, char *error, size_t error_bytes) {
   for (int i = 0; i < b->rank_count; ++i) {
     local_rank *r = &b->ranks[i];
     gmr_failure f;
+    (void)cudaSetDevice(r->device); /* the pool's events and streams are this device's */
     if (r->pool_reg != NULL) {
       (void)gmr_ok(gmr_nccl_deregister(r->pool_reg, &f), "gmr_nccl_deregister", &f, error,
                    error_bytes);
@@ -307,11 +308,12 @@ static bool check(bench_ranks *b, size_t bytes, char *error, size_t error_bytes)
       return false;
     }
     for (size_t e = 0; e < count; ++e) {
-      int32_t want = 0;
-      for (int g = 0; g < b->global_rank_count; ++g) want += pattern(e, g);
-      if (r->host_recv[e] != want) {
-        snprintf(error, error_bytes, "rank %d element %zu of %zu: %d, want %d", r->rank, e, count,
-                 r->host_recv[e], want);
+      /* Two's complement wrap-around, as the GPU adds (past two ranks). */
+      uint32_t want = 0;
+      for (int g = 0; g < b->global_rank_count; ++g) want += (uint32_t)pattern(e, g);
+      if ((uint32_t)r->host_recv[e] != want) {
+        snprintf(error, error_bytes, "rank %d element %zu of %zu: %u, want %u", r->rank, e, count,
+                 (unsigned)r->host_recv[e], (unsigned)want);
         return false;
       }
     }
