@@ -52,6 +52,8 @@ step nccl_bench_processes 300 "$bin/nccl_bench" --processes --min 1MiB --max 1Gi
 for v in 1 3 4 5; do
   step "nccl_reg_log_$v" 120 env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=REG "$bin/nccl_bench" \
     --variants "$v" --min 64MiB --max 64MiB --iterations 3 --warmup 1
+done
+for v in 3 5; do
   step "nccl_reg_log_processes_$v" 120 env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=REG \
     "$bin/nccl_bench" --processes --variants "$v" --min 64MiB --max 64MiB --iterations 3 --warmup 1
 done
@@ -70,6 +72,7 @@ names=([1]="cudaMalloc+reg" [3]="gmr pool+reg" [4]="vmm_pool+reg" [5]="symmetric
 for v in 1 3 4 5; do
   for mode in "" _processes; do
     f="$work/nccl_reg_log${mode}_$v.txt"
+    [ -f "$f" ] || continue
     printf '%-16s %-10s IPC register lines: %s, failed: %s; %s\n' "${names[$v]}" \
       "${mode:-single}" "$(grep -cE 'IPC regist(er|ering) buffer' "$f")" \
       "$(grep -cE 'failed to IPC register' "$f")" "$(grep -E '^nccl_bench: (PASS|FAIL|SKIP)' "$f" | tail -1)"
