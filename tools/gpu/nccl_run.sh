@@ -64,7 +64,9 @@ head -3 "$work/machine.txt"
 cat "$work/steps.txt"
 for t in multi_gpu_test device_resource_gpu_test vmm_pool_gpu_second_gpu nccl_gpu_test; do
   echo "== $t"
-  grep -E '^\[  (PASSED|FAILED|SKIPPED)  \]|^\[  FAILED  \]|Skipped|Failure' "$work/$t.txt" | head -20
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) *\] [0-9]+ test|^\[  FAILED  \] [A-Z]' "$work/$t.txt"
+  grep -A1 -m1 'Skipped' "$work/$t.txt" | tail -1  # the first skip reason, if any
+  grep -A3 -m3 'Failure' "$work/$t.txt"
 done
 echo "== NCCL's registrations during nccl_gpu_test"
 grep -cE 'IPC regist' "$work/nccl_gpu_test.txt" | sed 's/^/IPC register lines: /'
@@ -74,7 +76,7 @@ for v in 1 3 4 5; do
     f="$work/nccl_reg_log${mode}_$v.txt"
     [ -f "$f" ] || continue
     printf '%-16s %-10s IPC register lines: %s, failed: %s; %s\n' "${names[$v]}" \
-      "${mode:-single}" "$(grep -cE 'IPC regist(er|ering) buffer' "$f")" \
+      "${mode:+processes}${mode:-single}" "$(grep -cE 'IPC regist(er|ering) buffer' "$f")" \
       "$(grep -cE 'failed to IPC register' "$f")" "$(grep -E '^nccl_bench: (PASS|FAIL|SKIP)' "$f" | tail -1)"
   done
 done
