@@ -26,17 +26,19 @@ static gmr_status wrap(gmr_nccl_library *lib, gmr_nccl_comm_handle handle, bool 
   c->rank = rank;
   c->rank_count = rank_count;
   c->cuda = gmr__cuda();
+  const char *call = "ncclCommCuDevice";
   gmr_nccl_result r = lib->api.comm_cu_device(handle, &c->device);
   if (r == GMR_NCCL_SUCCESS && lib->api.comm_user_rank != NULL) {
+    call = "ncclCommUserRank";
     r = lib->api.comm_user_rank(handle, &c->rank);
   }
   if (r == GMR_NCCL_SUCCESS && lib->api.comm_count != NULL) {
+    call = "ncclCommCount";
     r = lib->api.comm_count(handle, &c->rank_count);
   }
   if (r != GMR_NCCL_SUCCESS) {
     free(c);
-    return gmr__nccl_fail(lib, handle, failure, "ncclCommCuDevice", r,
-                          "(asking the communicator's device, rank and size)");
+    return gmr__nccl_fail(lib, handle, failure, call, r, "(is it a live communicator?)");
   }
   pthread_mutex_init(&c->lock, NULL);
   gmr__nccl_library_add_comm(lib);

@@ -401,6 +401,14 @@ TEST_F(Nccl, AWrappedCommunicatorIsLeftToItsOwner) {
   EXPECT_EQ(GMR_OK, gmr_nccl_comm_destroy(w, nullptr));
   EXPECT_EQ(3u, Counts().live_comm_count) << "the wrapper went, the communicator stayed";
   EXPECT_EQ(GMR_NCCL_SUCCESS, gmr_test_fake_nccl_api()->comm_destroy(raw));
+  gmr_failure f;
+  EXPECT_EQ(GMR_ERR_NCCL, gmr_nccl_comm_wrap(lib_, raw, &w, &f)) << "a destroyed communicator";
+  EXPECT_EQ(nullptr, w);
+  EXPECT_NE(nullptr, std::strstr(f.message, "ncclCommCuDevice")) << f.message;
+  EXPECT_NE(nullptr, std::strstr(f.message, "ncclInvalidArgument")) << f.message;
+  EXPECT_NE(nullptr, std::strstr(f.message, "live communicator")) << f.message;
+  EXPECT_EQ(1u, Counts().violation_count) << "the fake saw the call on a destroyed one";
+  gmr_test_fake_nccl_clear_violations();
 }
 
 TEST_F(Nccl, ThreadsAllocateOnBothRanksWhileRegistered) {
