@@ -98,7 +98,7 @@ bench_ranks *bench_ranks_create(const bench_options *o, gmr_nccl_library *lib,
   b->rank_count = rank_count;
   b->global_rank_count = gmr_nccl_comm_get_rank_count(comms[0]);
   size_t count = o->max_bytes / sizeof(int32_t);
-  char error[160] = "";
+  char error[BENCH_ERROR_BYTES] = "";
   bool ok = true;
   for (int i = 0; i < rank_count && ok; ++i) {
     local_rank *r = &b->ranks[i];
@@ -155,7 +155,7 @@ static bool variant_begin(bench_ranks *b, bench_variant v, char *error, size_t e
     snprintf(spec, sizeof spec, variant_specs[v], r->device);
     gmr_spec_error e;
     if (gmr_stack_create(spec, &r->stack, &e) != GMR_OK) {
-      snprintf(error, error_bytes, "stack %s: %s", spec, e.message);
+      snprintf(error, error_bytes, "the stack of device %d: %s", r->device, e.message);
       return false;
     }
     r->resource = gmr_stack_as_resource(r->stack);
@@ -394,7 +394,7 @@ static int offsets_equal(bench_ranks *b, bench_variant v) {
 }
 
 static void run_variant(bench_ranks *b, bench_variant v, bench_table *t) {
-  char error[160] = "";
+  char error[BENCH_ERROR_BYTES] = "";
   bool ready = variant_begin(b, v, error, sizeof error);
   for (size_t s = 0; s < t->size_count; ++s) {
     bench_cell *c = &t->cells[v][s];

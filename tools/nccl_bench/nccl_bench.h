@@ -17,6 +17,9 @@
 #define BENCH_MAX_RANKS 8
 #define BENCH_MAX_SIZES 24
 #define BENCH_MAX_ITERATIONS 1000
+/* Room for a call's name, a status name, a gmr failure message and a spec
+ * with its error: nothing is cut. */
+#define BENCH_ERROR_BYTES 640
 
 /* Where the buffers come from, and whether they are registered with NCCL. */
 typedef enum bench_variant {
@@ -49,7 +52,7 @@ typedef struct bench_cell {
   double median_us;    /* of the slowest local rank per iteration */
   int covered;         /* 1: every buffer inside one registered segment; 0: not; -1: n/a */
   int offsets_equal;   /* symmetric: 1 same (region, offset) on every local rank; -1: n/a */
-  char error[160];     /* the first failure, "" if none */
+  char error[BENCH_ERROR_BYTES]; /* the first failure, "" if none */
 } bench_cell;
 
 typedef struct bench_table {
