@@ -78,6 +78,15 @@ typedef struct gmr__cuda_vmm_ops {
   /* cuMemRetainAllocationHandle: the handle mapped at `ptr`, with one more
    * reference that a cuMemRelease must drop (NCCL's registration path). */
   CUresult (*retain_allocation_handle)(CUmemGenericAllocationHandle *handle, CUdeviceptr ptr);
+  /* cuMemGetAddressRange: the extent [*base, *base + *bytes) of the
+   * allocation that holds `ptr`: for VMM memory the one cuMemMap mapping it
+   * is in (so a range over several physical allocations answers per
+   * allocation), for cudaMalloc memory the whole allocation.
+   * CUDA_ERROR_NOT_FOUND for an address the driver has no memory at (never
+   * allocated, freed, or reserved but unmapped). NCCL registers buffers per
+   * such extent (its src/transport/p2p.cc), so gmr splits what it registers
+   * the same way. */
+  CUresult (*get_address_range)(CUdeviceptr *base, size_t *bytes, CUdeviceptr ptr);
   /* cudaDeviceCanAccessPeer(can, device, peer). */
   cudaError_t (*device_can_access_peer)(int *can_access, int device, int peer);
   /* cuGetErrorName ("CUDA_ERROR_OUT_OF_MEMORY"); never NULL. */

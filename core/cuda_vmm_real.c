@@ -33,6 +33,7 @@ typedef CUresult (*map_fn)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHa
 typedef CUresult (*unmap_fn)(CUdeviceptr, size_t);
 typedef CUresult (*set_access_fn)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
 typedef CUresult (*retain_fn)(CUmemGenericAllocationHandle *, void *);
+typedef CUresult (*address_range_fn)(CUdeviceptr *, size_t *, CUdeviceptr);
 
 static struct {
   CUresult status; /* CUDA_SUCCESS once every entry point was found */
@@ -48,6 +49,7 @@ static struct {
   unmap_fn unmap;
   set_access_fn set_access;
   retain_fn retain;
+  address_range_fn address_range;
 } entry;
 
 static pthread_once_t entry_once = PTHREAD_ONCE_INIT;
@@ -86,7 +88,8 @@ static void load_all(void) {
          load("cuMemMap", &entry.map, sizeof entry.map) &&
          load("cuMemUnmap", &entry.unmap, sizeof entry.unmap) &&
          load("cuMemSetAccess", &entry.set_access, sizeof entry.set_access) &&
-         load("cuMemRetainAllocationHandle", &entry.retain, sizeof entry.retain));
+         load("cuMemRetainAllocationHandle", &entry.retain, sizeof entry.retain) &&
+         load("cuMemGetAddressRange", &entry.address_range, sizeof entry.address_range));
 }
 
 static CUresult loaded(void) {
@@ -193,6 +196,11 @@ static CUresult real_retain_allocation_handle(CUmemGenericAllocationHandle *hand
   return st != CUDA_SUCCESS ? st : entry.retain(handle, (void *)(uintptr_t)ptr);
 }
 
+static CUresult real_get_address_range(CUdeviceptr *base, size_t *bytes, CUdeviceptr ptr) {
+  CUresult st = loaded();
+  return st != CUDA_SUCCESS ? st : entry.address_range(base, bytes, ptr);
+}
+
 static cudaError_t real_device_can_access_peer(int *can_access, int device, int peer) {
   return cudaDeviceCanAccessPeer(can_access, device, peer);
 }
@@ -219,6 +227,7 @@ const gmr__cuda_vmm_ops gmr__cuda_vmm_real_ops = {
     .unmap = real_unmap,
     .set_access = real_set_access,
     .retain_allocation_handle = real_retain_allocation_handle,
+    .get_address_range = real_get_address_range,
     .device_can_access_peer = real_device_can_access_peer,
     .error_name = real_error_name,
 };

@@ -8,7 +8,9 @@
 #include <string.h>
 
 static const gmr__component *const components[] = {
+    &gmr__component_chunk_listener,
     &gmr__component_cuda,
+    &gmr__component_cumem,
     &gmr__component_fixed_block,
     &gmr__component_graph_arena,
     &gmr__component_host,
@@ -17,6 +19,7 @@ static const gmr__component *const components[] = {
     &gmr__component_nvtx_logging,
     &gmr__component_oom,
     &gmr__component_pool,
+    &gmr__component_symmetric,
     &gmr__component_tracking,
     &gmr__component_vmm_pool,
 };

@@ -96,7 +96,9 @@ size_t gmr__component_count(void);
 const gmr__component *gmr__component_at(size_t index);
 
 /* The entries, one per component file. */
+extern const gmr__component gmr__component_chunk_listener;
 extern const gmr__component gmr__component_cuda;
+extern const gmr__component gmr__component_cumem;
 extern const gmr__component gmr__component_fixed_block;
 extern const gmr__component gmr__component_graph_arena;
 extern const gmr__component gmr__component_host;
@@ -105,6 +107,7 @@ extern const gmr__component gmr__component_log;
 extern const gmr__component gmr__component_nvtx_logging;
 extern const gmr__component gmr__component_oom;
 extern const gmr__component gmr__component_pool;
+extern const gmr__component gmr__component_symmetric;
 extern const gmr__component gmr__component_tracking;
 extern const gmr__component gmr__component_vmm_pool;
 

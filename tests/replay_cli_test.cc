@@ -188,7 +188,8 @@ TEST(ReplayCliTest, UnknownStackFailsBeforeAnyWork) {
   EXPECT_EQ("", r.out);
   EXPECT_EQ(
       "gmr replay: stack 'pooll': spec:1:1: unknown component 'pooll' (did you mean 'pool'? known: "
-      "cuda, fixed_block, graph_arena, host, limiting, log, nvtx_logging, oom, pool, tracking, vmm_pool); "
+      "chunk_listener, cuda, cumem, fixed_block, graph_arena, host, limiting, log, nvtx_logging, "
+      "oom, pool, symmetric, tracking, vmm_pool); "
       "aliases: cuda_device, cuda_async, cuda_managed, host, pool, fixed_block, graph_pool, "
       "vmm\n",
       r.err);

@@ -22,6 +22,7 @@
 #ifndef GMR_CORE_CUDA_SIM_SIM_INTERNAL_H_
 #define GMR_CORE_CUDA_SIM_SIM_INTERNAL_H_
 
+#include <cuda.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -249,6 +250,11 @@ void gmr__sim_count_stale_handle(void);
  * live ones (leak checks). */
 void gmr__sim_vmm_reset(void);
 size_t gmr__sim_vmm_live_count(void);
+/* The cuMemMap mapping that holds `addr`, if any (sim_vmm.c). */
+bool gmr__sim_vmm_mapping_extent(uintptr_t addr, uintptr_t *base, size_t *bytes);
+/* cuMemGetAddressRange of the simulation (sim_address_range.c): takes the
+ * lock itself. */
+CUresult gmr__sim_get_address_range(CUdeviceptr *base, size_t *bytes, CUdeviceptr ptr);
 
 /* ---- sim_host_register.c ---- */
 cudaError_t gmr__sim_host_register(void *ptr, size_t bytes);

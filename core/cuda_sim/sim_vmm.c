@@ -47,6 +47,7 @@ typedef struct sim_physical {
   size_t offset;
   size_t bytes;
   uint64_t id;
+  unsigned handle_types; /* requested at cuMemCreate */
   unsigned refs;      /* cuMemCreate and retains, less releases */
   unsigned map_count; /* live mappings */
 } sim_physical;
@@ -395,6 +396,7 @@ static CUresult sim_create(CUmemGenericAllocationHandle *handle, size_t bytes,
   if (st == CUDA_SUCCESS) {
     p->device = prop->device;
     p->bytes = bytes;
+    p->handle_types = prop->handle_types;
     p->id = ++vmm.next_physical_id;
     p->refs = 1;
     (void)gmr__u64_map_put(&vmm.physicals, (uint64_t)(uintptr_t)p, (uint64_t)(uintptr_t)p);
@@ -595,6 +597,7 @@ const gmr__cuda_vmm_ops gmr__cuda_vmm_sim_ops = {
     .unmap = sim_unmap,
     .set_access = sim_set_access,
     .retain_allocation_handle = sim_retain_allocation_handle,
+    .get_address_range = gmr__sim_get_address_range, /* sim_address_range.c */
     .device_can_access_peer = sim_device_can_access_peer,
     .error_name = sim_error_name,
 };
@@ -620,6 +623,14 @@ void gmr__sim_vmm_reset(void) {
   uint64_t next_id = vmm.next_physical_id;
   memset(&vmm, 0, sizeof vmm);
   vmm.next_physical_id = next_id; /* ids stay unique for the process */
+}
+
+bool gmr__sim_vmm_mapping_extent(uintptr_t addr, uintptr_t *base, size_t *bytes) {
+  const sim_mapping *m = mapping_containing(addr);
+  if (m == NULL) return false;
+  *base = m->addr;
+  *bytes = m->bytes;
+  return true;
 }
 
 size_t gmr__sim_vmm_live_count(void) {
@@ -673,6 +684,7 @@ gmr_status gmr_cuda_sim_vmm_query(const void *ptr, gmr_cuda_sim_vmm_mapping *out
       out->device = m->physical->device;
       out->access_device_mask = m->access_mask;
       out->physical_id = m->physical->id;
+      out->handle_types = m->physical->handle_types;
     }
   }
   gmr__sim_unlock();

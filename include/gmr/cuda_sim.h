@@ -105,7 +105,8 @@ extern "C" {
   XX(MEM_RETAIN_ALLOCATION_HANDLE, "cuMemRetainAllocationHandle")         \
   XX(DEVICE_GET_ATTRIBUTE_DRIVER, "cuDeviceGetAttribute")                 \
   XX(DEVICE_CAN_ACCESS_PEER, "cudaDeviceCanAccessPeer")                   \
-  XX(STREAM_GET_ID, "cudaStreamGetId")
+  XX(STREAM_GET_ID, "cudaStreamGetId")                                    \
+  XX(MEM_GET_ADDRESS_RANGE, "cuMemGetAddressRange")
 
 typedef enum gmr_cuda_call {
 #define GMR_CUDA_CALL_ENUM_(name, fn) GMR_CUDA_CALL_##name,
@@ -313,6 +314,7 @@ typedef struct gmr_cuda_sim_vmm_mapping {
   int device;                  /* the physical allocation's device */
   uint32_t access_device_mask; /* bit d: cuMemSetAccess gave device d read-write access */
   uint64_t physical_id;        /* the physical allocation, unique for the process */
+  unsigned handle_types;       /* CUmemAllocationHandleType bits cuMemCreate was asked for */
 } gmr_cuda_sim_vmm_mapping;
 
 /**

@@ -13,9 +13,11 @@
 #ifndef GMR_GMR_H_
 #define GMR_GMR_H_
 
+#include "gmr/chunk_listener_adaptor.h"
 #include "gmr/config.h"
 #include "gmr/cuda_resource.h"
 #include "gmr/cuda_sim.h"
+#include "gmr/cumem_resource.h"
 #include "gmr/device.h"
 #include "gmr/device_resource.h"
 #include "gmr/events.h"
@@ -25,6 +27,7 @@
 #include "gmr/limiting_adaptor.h"
 #include "gmr/log_adaptor.h"
 #include "gmr/memory_space.h"
+#include "gmr/nccl.h"
 #include "gmr/notification_channel.h"
 #include "gmr/numa_host_resource.h"
 #include "gmr/nvtx_logging_adaptor.h"
@@ -38,6 +41,7 @@
 #include "gmr/stats_json.h"
 #include "gmr/status.h"
 #include "gmr/stream_pool.h"
+#include "gmr/symmetric_resource.h"
 #include "gmr/tier_manager.h"
 #include "gmr/tracking_adaptor.h"
 #include "gmr/version.h"

@@ -52,7 +52,10 @@ extern "C" {
      "has none; nothing was allocated.")                                                       \
   XX(ERR_WRONG_DEVICE, 15,                                                                      \
      "The object belongs to another CUDA device than the one current in the calling thread; "  \
-     "nothing was changed.")
+     "nothing was changed.")                                                                   \
+  XX(ERR_NCCL, 16,                                                                              \
+     "An NCCL call failed (or NCCL could not be loaded); the message names the call and "      \
+     "NCCL's error; nothing was changed.")
 
 typedef enum gmr_status {
 #define GMR_STATUS_ENUM_(name, value, sentence) GMR_##name = value,
