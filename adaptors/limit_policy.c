@@ -61,6 +61,21 @@ gmr_limit_action gmr__limit_policy_increase_decide(const gmr_limit_policy *polic
   return GMR_LIMIT_ACTION_RAISE;
 }
 
+/* The built-in names, the one list of them: specs, messages and the listing
+ * read it through gmr__limit_policy_builtin_names(). */
+enum { BUILTIN_FAIL, BUILTIN_IGNORE, BUILTIN_INCREASE, BUILTIN_INCREASE_TOTAL, BUILTIN_COUNT };
+static const char *const builtin_names[BUILTIN_COUNT] = {
+    [BUILTIN_FAIL] = "fail",
+    [BUILTIN_IGNORE] = "ignore",
+    [BUILTIN_INCREASE] = "increase",
+    [BUILTIN_INCREASE_TOTAL] = "increase_total",
+};
+
+const char *const *gmr__limit_policy_builtin_names(size_t *count) {
+  *count = BUILTIN_COUNT;
+  return builtin_names;
+}
+
 static gmr_limit_policy base(const char *name) {
   gmr_limit_policy p;
   memset(&p, 0, sizeof p);
@@ -70,16 +85,16 @@ static gmr_limit_policy base(const char *name) {
   return p;
 }
 
-gmr_limit_policy gmr_limit_policy_fail(void) { return base("fail"); }
+gmr_limit_policy gmr_limit_policy_fail(void) { return base(builtin_names[BUILTIN_FAIL]); }
 
 gmr_limit_policy gmr_limit_policy_ignore(void) {
-  gmr_limit_policy p = base("ignore");
+  gmr_limit_policy p = base(builtin_names[BUILTIN_IGNORE]);
   p.decide = ignore_decide;
   return p;
 }
 
 gmr_limit_policy gmr_limit_policy_increase(double padding_factor, size_t cap_bytes) {
-  gmr_limit_policy p = base("increase");
+  gmr_limit_policy p = base(builtin_names[BUILTIN_INCREASE]);
   p.decide = gmr__limit_policy_increase_decide;
   p.padding_factor = padding_factor < 1.0 || isnan(padding_factor) ? 1.0 : padding_factor;
   p.cap_bytes = cap_bytes;
@@ -88,7 +103,7 @@ gmr_limit_policy gmr_limit_policy_increase(double padding_factor, size_t cap_byt
 
 gmr_limit_policy gmr_limit_policy_increase_total(double padding_factor, size_t cap_bytes) {
   gmr_limit_policy p = gmr_limit_policy_increase(padding_factor, cap_bytes);
-  p.name = "increase_total";
+  p.name = builtin_names[BUILTIN_INCREASE_TOTAL];
   p.decide = gmr__limit_policy_increase_total_decide;
   return p;
 }
@@ -110,19 +125,26 @@ gmr_status gmr_limit_policy_check(const gmr_limit_policy *policy) {
 
 static gmr__policy_registry registry = GMR__POLICY_REGISTRY_INIT;
 
+/* The built-in `name` with the defaults a spec gets, or false. */
 static bool builtin(const char *name, gmr_limit_policy *out) {
-  if (strcmp(name, "fail") == 0) {
-    *out = gmr_limit_policy_fail();
-  } else if (strcmp(name, "ignore") == 0) {
-    *out = gmr_limit_policy_ignore();
-  } else if (strcmp(name, "increase") == 0) {
-    *out = gmr_limit_policy_increase(GMR_LIMIT_DEFAULT_PADDING_FACTOR, 0);
-  } else if (strcmp(name, "increase_total") == 0) {
-    *out = gmr_limit_policy_increase_total(GMR_LIMIT_DEFAULT_PADDING_FACTOR, 0);
-  } else {
-    return false;
+  size_t i = 0;
+  while (i < BUILTIN_COUNT && strcmp(name, builtin_names[i]) != 0) i++;
+  switch (i) {
+    case BUILTIN_FAIL:
+      *out = gmr_limit_policy_fail();
+      return true;
+    case BUILTIN_IGNORE:
+      *out = gmr_limit_policy_ignore();
+      return true;
+    case BUILTIN_INCREASE:
+      *out = gmr_limit_policy_increase(GMR_LIMIT_DEFAULT_PADDING_FACTOR, 0);
+      return true;
+    case BUILTIN_INCREASE_TOTAL:
+      *out = gmr_limit_policy_increase_total(GMR_LIMIT_DEFAULT_PADDING_FACTOR, 0);
+      return true;
+    default:
+      return false;
   }
-  return true;
 }
 
 gmr_status gmr_limit_policy_register(const char *name, const gmr_limit_policy *policy) {

@@ -37,6 +37,21 @@ static gmr_oom_action wait_decide(const gmr_oom_policy *policy, const gmr_failur
   return st == GMR_OK && freed ? GMR_OOM_ACTION_RETRY : GMR_OOM_ACTION_FAIL;
 }
 
+/* The built-in names, the one list of them: specs, messages and the listing
+ * read it through gmr__oom_policy_builtin_names(). */
+enum { BUILTIN_FAIL, BUILTIN_RETRY, BUILTIN_TRIM_RETRY, BUILTIN_WAIT, BUILTIN_COUNT };
+static const char *const builtin_names[BUILTIN_COUNT] = {
+    [BUILTIN_FAIL] = "fail",
+    [BUILTIN_RETRY] = "retry",
+    [BUILTIN_TRIM_RETRY] = "trim_retry",
+    [BUILTIN_WAIT] = "wait",
+};
+
+const char *const *gmr__oom_policy_builtin_names(size_t *count) {
+  *count = BUILTIN_COUNT;
+  return builtin_names;
+}
+
 static gmr_oom_policy base(const char *name) {
   gmr_oom_policy p;
   memset(&p, 0, sizeof p);
@@ -47,11 +62,11 @@ static gmr_oom_policy base(const char *name) {
 
 static uint32_t cap_attempts(uint32_t n) { return n > GMR_OOM_MAX_ATTEMPTS ? GMR_OOM_MAX_ATTEMPTS : n; }
 
-gmr_oom_policy gmr_oom_policy_fail(void) { return base("fail"); }
+gmr_oom_policy gmr_oom_policy_fail(void) { return base(builtin_names[BUILTIN_FAIL]); }
 
 gmr_oom_policy gmr_oom_policy_retry(gmr_oom_callback_fn *callback, void *callback_ctx,
                                     uint32_t max_attempts) {
-  gmr_oom_policy p = base("retry");
+  gmr_oom_policy p = base(builtin_names[BUILTIN_RETRY]);
   p.decide = retry_decide;
   p.callback = callback;
   p.callback_ctx = callback_ctx;
@@ -60,14 +75,14 @@ gmr_oom_policy gmr_oom_policy_retry(gmr_oom_callback_fn *callback, void *callbac
 }
 
 gmr_oom_policy gmr_oom_policy_trim_retry(uint32_t max_attempts) {
-  gmr_oom_policy p = base("trim_retry");
+  gmr_oom_policy p = base(builtin_names[BUILTIN_TRIM_RETRY]);
   p.decide = trim_retry_decide;
   p.max_attempts = cap_attempts(max_attempts);
   return p;
 }
 
 gmr_oom_policy gmr_oom_policy_wait(uint64_t timeout_ns, uint32_t max_attempts) {
-  gmr_oom_policy p = base("wait");
+  gmr_oom_policy p = base(builtin_names[BUILTIN_WAIT]);
   p.decide = wait_decide;
   p.wait_timeout_ns = timeout_ns;
   p.max_attempts = cap_attempts(max_attempts);
@@ -86,19 +101,26 @@ gmr_status gmr_oom_policy_check(const gmr_oom_policy *policy) {
 
 static gmr__policy_registry registry = GMR__POLICY_REGISTRY_INIT;
 
+/* The built-in `name` with the defaults a spec gets, or false. */
 static bool builtin(const char *name, gmr_oom_policy *out) {
-  if (strcmp(name, "fail") == 0) {
-    *out = gmr_oom_policy_fail();
-  } else if (strcmp(name, "retry") == 0) {
-    *out = gmr_oom_policy_retry(NULL, NULL, GMR_OOM_DEFAULT_ATTEMPTS);
-  } else if (strcmp(name, "trim_retry") == 0) {
-    *out = gmr_oom_policy_trim_retry(GMR_OOM_DEFAULT_ATTEMPTS);
-  } else if (strcmp(name, "wait") == 0) {
-    *out = gmr_oom_policy_wait(GMR_OOM_DEFAULT_WAIT_TIMEOUT_NS, GMR_OOM_DEFAULT_ATTEMPTS);
-  } else {
-    return false;
+  size_t i = 0;
+  while (i < BUILTIN_COUNT && strcmp(name, builtin_names[i]) != 0) i++;
+  switch (i) {
+    case BUILTIN_FAIL:
+      *out = gmr_oom_policy_fail();
+      return true;
+    case BUILTIN_RETRY:
+      *out = gmr_oom_policy_retry(NULL, NULL, GMR_OOM_DEFAULT_ATTEMPTS);
+      return true;
+    case BUILTIN_TRIM_RETRY:
+      *out = gmr_oom_policy_trim_retry(GMR_OOM_DEFAULT_ATTEMPTS);
+      return true;
+    case BUILTIN_WAIT:
+      *out = gmr_oom_policy_wait(GMR_OOM_DEFAULT_WAIT_TIMEOUT_NS, GMR_OOM_DEFAULT_ATTEMPTS);
+      return true;
+    default:
+      return false;
   }
-  return true;
 }
 
 gmr_status gmr_oom_policy_register(const char *name, const gmr_oom_policy *policy) {

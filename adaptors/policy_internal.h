@@ -6,6 +6,7 @@
 #define GMR_ADAPTORS_POLICY_INTERNAL_H_
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "gmr/policy.h"
 
@@ -18,6 +19,11 @@ bool gmr__policy_name_is_valid(const char *name);
 
 /* Names the registries may hold at once, per kind. */
 #define GMR__POLICY_REGISTRY_CAPACITY 64
+
+/* The names of the built-in policies, in a static array of *count names:
+ * the one list that specs, their messages and the component listing use. */
+const char *const *gmr__oom_policy_builtin_names(size_t *count);
+const char *const *gmr__limit_policy_builtin_names(size_t *count);
 
 /* The built-in decide functions, so checks can recognise them. */
 gmr_limit_action gmr__limit_policy_increase_decide(const gmr_limit_policy *policy,

@@ -46,11 +46,10 @@ gmr_status gmr__policy_registry_remove(gmr__policy_registry *r, const char *name
   pthread_mutex_lock(&r->mutex);
   size_t i = find(r, name);
   if (i != r->count) {
+    /* The last entry fills the hole, unless it is the one removed. */
     r->count--;
-    /* The last entry fills the hole; removing the last one copies nothing
-     * (strcpy of a string onto itself is undefined). */
     if (i != r->count) {
-      strcpy(r->names[i], r->names[r->count]);
+      memcpy(r->names[i], r->names[r->count], sizeof r->names[i]);
       r->values[i] = r->values[r->count];
     }
     st = GMR_OK;

@@ -6,6 +6,13 @@
 #include "gmr/chunk_listener_adaptor.h"
 #include "stack/registry.h"
 
+static bool describe_default(size_t option, char *text, size_t text_bytes) {
+  (void)option;
+  (void)text;
+  (void)text_bytes;
+  return false;
+}
+
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
                          gmr_resource **out, char *message, size_t message_bytes) {
   (void)values;
@@ -18,8 +25,12 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
 }
 
 const gmr__component gmr__component_chunk_listener = {
-    "chunk_listener", GMR__COMPONENT_ADAPTOR,
-    "tells listeners about every chunk between a pool and its upstream; put it below a pool to "
-    "register the pool with NCCL (gmr/chunk_listener_adaptor.h, gmr/nccl.h)",
-    NULL, 0, create,
+    .name = "chunk_listener",
+    .kind = GMR__COMPONENT_ADAPTOR,
+    .help = "tells listeners about every chunk between a pool and its upstream; put it below a "
+            "pool to register the pool with NCCL (gmr/chunk_listener_adaptor.h, gmr/nccl.h)",
+    .options = NULL,
+    .option_count = 0,
+    .create = create,
+    .describe_default = describe_default,
 };

@@ -2,9 +2,12 @@
  * stack/component_cuda.c: `cuda` in specs, gmr_cuda_resource.
  */
 #include <stdint.h>
+#include <stdio.h>
 
 #include "gmr/cuda_resource.h"
+#include "gmr/device.h"
 #include "stack/registry.h"
+#include "stack/value.h"
 
 enum { KIND, DEVICE, RELEASE_THRESHOLD, OPTION_COUNT };
 
@@ -12,33 +15,101 @@ enum { KIND, DEVICE, RELEASE_THRESHOLD, OPTION_COUNT };
 static const char *const kinds[] = {"device", "async", "managed", "pinned", NULL};
 
 static const gmr__option_def options[OPTION_COUNT] = {
-    [KIND] = {"kind", GMR__OPTION_CHOICE, "device", false, false, kinds,
-              "device (cudaMalloc), async (cudaMallocFromPoolAsync on a pool of its own), "
-              "managed (cudaMallocManaged) or pinned (cudaHostAlloc)"},
-    [DEVICE] = {"device", GMR__OPTION_DEVICE, "current", false, false, NULL,
-                "device ordinal, or current (the calling thread's device at create)"},
-    [RELEASE_THRESHOLD] = {"release_threshold", GMR__OPTION_SIZE, "max", false, true, NULL,
-                           "async: bytes the pool keeps reserved at synchronisation "
-                           "(cudaMemPoolAttrReleaseThreshold); max keeps everything"},
+    [KIND] = {.name = "kind",
+              .type = GMR__OPTION_CHOICE,
+              .choices = kinds,
+              .help = "device (cudaMalloc), async (cudaMallocFromPoolAsync on a pool of its own), "
+                      "managed (cudaMallocManaged) or pinned (cudaHostAlloc)"},
+    [DEVICE] = {.name = "device",
+                .type = GMR__OPTION_DEVICE,
+                .help = "device ordinal, or current (the calling thread's device at create)"},
+    [RELEASE_THRESHOLD] = {.name = "release_threshold",
+                           .type = GMR__OPTION_SIZE,
+                           .allow_unlimited = true,
+                           .help = "async: bytes the pool keeps reserved at synchronisation "
+                                   "(cudaMemPoolAttrReleaseThreshold); max keeps everything"},
 };
+
+/* The C default, with what the spec gives on top. */
+static gmr_cuda_resource_config to_config(const gmr__option_value *values) {
+  gmr_cuda_resource_config config = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
+  if (values[KIND].given) config.kind = (gmr_cuda_kind)values[KIND].choice;
+  if (values[DEVICE].given) {
+    config.device = values[DEVICE].device < 0 ? GMR_CURRENT_DEVICE : values[DEVICE].device;
+  }
+  if (values[RELEASE_THRESHOLD].given) {
+    config.release_threshold_bytes = values[RELEASE_THRESHOLD].unlimited
+                                         ? UINT64_MAX
+                                         : (uint64_t)values[RELEASE_THRESHOLD].size;
+  }
+  return config;
+}
+
+static bool describe_default(size_t option, char *text, size_t text_bytes) {
+  const gmr_cuda_resource_config c = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
+  switch (option) {
+    case KIND:
+      snprintf(text, text_bytes, "%s", kinds[c.kind]);
+      return true;
+    case DEVICE:
+      if (c.device == GMR_CURRENT_DEVICE) {
+        snprintf(text, text_bytes, "current");
+      } else {
+        snprintf(text, text_bytes, "%d", c.device);
+      }
+      return true;
+    case RELEASE_THRESHOLD:
+      if (c.release_threshold_bytes >= SIZE_MAX) {
+        snprintf(text, text_bytes, "max");
+      } else {
+        gmr__format_size_value((size_t)c.release_threshold_bytes, text, text_bytes);
+      }
+      return true;
+    default:
+      return false;
+  }
+}
+
+/* What to change when the resource could not be made (the device ordinal
+ * was checked against the count before). */
+static void explain(gmr_status st, const gmr_cuda_resource_config *config, char *message,
+                    size_t message_bytes) {
+  int device = config->device;
+  if (device == GMR_CURRENT_DEVICE && gmr_device_get_current(&device) != GMR_OK) device = 0;
+  if (st == GMR_ERR_UNSUPPORTED) {
+    snprintf(message, message_bytes,
+             "kind=async needs CUDA memory pools, which device %d does not support "
+             "(cudaDevAttrMemoryPoolsSupported is 0): use kind=device",
+             device);
+  } else if (st == GMR_ERR_OUT_OF_MEMORY && config->kind == GMR_CUDA_KIND_ASYNC) {
+    snprintf(message, message_bytes,
+             "out of memory while creating it (kind=async creates a cudaMemPool_t on device %d): "
+             "free device memory, or use kind=device",
+             device);
+  } else if (st == GMR_ERR_CUDA) {
+    snprintf(message, message_bytes,
+             "a CUDA call failed (cudaGetDeviceCount, cudaGetDevice, or for kind=async "
+             "cudaMemPoolCreate): check that a GPU and its driver are there (nvidia-smi)");
+  }
+}
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
                          gmr_resource **out, char *message, size_t message_bytes) {
   (void)upstream;
-  (void)message;
-  (void)message_bytes;
-  gmr_cuda_resource_config config = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
-  config.kind = (gmr_cuda_kind)values[KIND].choice;
-  config.device = values[DEVICE].device < 0 ? GMR_CURRENT_DEVICE : values[DEVICE].device;
-  config.release_threshold_bytes =
-      values[RELEASE_THRESHOLD].unlimited ? UINT64_MAX : (uint64_t)values[RELEASE_THRESHOLD].size;
+  gmr_cuda_resource_config config = to_config(values);
   gmr_cuda_resource *r = NULL;
   gmr_status st = gmr_cuda_resource_create(&config, &r);
+  if (st != GMR_OK) explain(st, &config, message, message_bytes);
   *out = gmr_cuda_resource_as_resource(r);
   return st;
 }
 
 const gmr__component gmr__component_cuda = {
-    "cuda", GMR__COMPONENT_RESOURCE, "device memory from the CUDA runtime (gmr/cuda_resource.h)",
-    options, OPTION_COUNT, create,
+    .name = "cuda",
+    .kind = GMR__COMPONENT_RESOURCE,
+    .help = "device memory from the CUDA runtime (gmr/cuda_resource.h)",
+    .options = options,
+    .option_count = OPTION_COUNT,
+    .create = create,
+    .describe_default = describe_default,
 };

@@ -2,10 +2,7 @@
  * stack/component_cumem.c: `cumem` in specs, gmr_cumem_resource (one
  * physical VMM allocation per allocation, as ncclMemAlloc).
  */
-#include <ctype.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "gmr/cumem_resource.h"
 #include "stack/registry.h"
@@ -13,42 +10,38 @@
 enum { DEVICE, NCCL_READY, PEER_ACCESS, OPTION_COUNT };
 
 static const gmr__option_def options[OPTION_COUNT] = {
-    [DEVICE] = {"device", GMR__OPTION_DEVICE, "current", false, false, NULL,
-                "device ordinal, or current (the calling thread's device at create)", 0},
-    [NCCL_READY] = {"nccl_ready", GMR__OPTION_BOOL, "false", false, false, NULL,
-                    "create memory as ncclMemAlloc does (exportable handles, GPUDirect RDMA, "
-                    "recommended granularity)",
-                    0},
-    [PEER_ACCESS] = {"peer_access", GMR__OPTION_STRING, "none", false, false, NULL,
-                     "devices that may access the memory: none, all, or ordinals joined by '+' "
-                     "(1+2)",
-                     64},
+    [DEVICE] = {.name = "device",
+                .type = GMR__OPTION_DEVICE,
+                .help = "device ordinal, or current (the calling thread's device at create)"},
+    [NCCL_READY] = {.name = "nccl_ready",
+                    .type = GMR__OPTION_BOOL,
+                    .help = "create memory as ncclMemAlloc does (exportable handles, GPUDirect "
+                            "RDMA, recommended granularity)"},
+    [PEER_ACCESS] = {.name = "peer_access",
+                     .type = GMR__OPTION_STRING,
+                     .max_bytes = 64,
+                     .help = "devices that may access the memory: none, all, or ordinals joined "
+                             "by '+' (1+2)"},
 };
 
-/* "none", "all", or device ordinals separated by '+' (',' and spaces too,
- * inside quotes): the syntax of vmm_pool's option. */
-static bool parse_peers(const char *text, gmr_cumem_resource_config *c) {
-  if (strcmp(text, "none") == 0) {
-    c->peer_access = GMR_CUMEM_PEERS_NONE;
-    return true;
+static bool describe_default(size_t option, char *text, size_t text_bytes) {
+  const gmr_cumem_resource_config c = GMR_CUMEM_RESOURCE_CONFIG_DEFAULT;
+  switch (option) {
+    case DEVICE:
+      if (c.device == GMR_CUMEM_CURRENT_DEVICE) {
+        snprintf(text, text_bytes, "current");
+      } else {
+        snprintf(text, text_bytes, "%d", c.device);
+      }
+      return true;
+    case NCCL_READY:
+      return gmr__describe_bool(c.nccl_ready, text, text_bytes);
+    case PEER_ACCESS:
+      snprintf(text, text_bytes, "%s", c.peer_access == GMR_CUMEM_PEERS_ALL ? "all" : "none");
+      return true;
+    default:
+      return false;
   }
-  if (strcmp(text, "all") == 0) {
-    c->peer_access = GMR_CUMEM_PEERS_ALL;
-    return true;
-  }
-  c->peer_access = GMR_CUMEM_PEERS_LIST;
-  c->peer_count = 0;
-  for (const char *s = text; *s != '\0';) {
-    while (*s == '+' || *s == ',' || *s == ' ') s++;
-    if (*s == '\0') break;
-    if (!isdigit((unsigned char)*s) || c->peer_count == GMR_CUMEM_MAX_PEERS) return false;
-    char *end = NULL;
-    long d = strtol(s, &end, 10);
-    if (d > 1024 || (*end != '\0' && *end != '+' && *end != ',' && *end != ' ')) return false;
-    c->peers[c->peer_count++] = (int)d;
-    s = end;
-  }
-  return c->peer_count > 0;
 }
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
@@ -56,14 +49,24 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
   (void)upstream;
   *out = NULL;
   gmr_cumem_resource_config config = GMR_CUMEM_RESOURCE_CONFIG_DEFAULT;
-  config.device = values[DEVICE].device < 0 ? GMR_CUMEM_CURRENT_DEVICE : values[DEVICE].device;
-  config.nccl_ready = values[NCCL_READY].boolean;
-  if (!parse_peers(values[PEER_ACCESS].string, &config)) {
-    snprintf(message, message_bytes,
-             "peer_access: expected none, all, or device ordinals joined by '+' (at most %d), "
-             "got '%s'",
-             GMR_CUMEM_MAX_PEERS, values[PEER_ACCESS].string);
-    return GMR_ERR_INVALID_ARGUMENT;
+  if (values[DEVICE].given) {
+    config.device = values[DEVICE].device < 0 ? GMR_CUMEM_CURRENT_DEVICE : values[DEVICE].device;
+  }
+  if (values[NCCL_READY].given) config.nccl_ready = values[NCCL_READY].boolean;
+  if (values[PEER_ACCESS].given) {
+    bool all = false;
+    size_t count = 0;
+    if (!gmr__parse_peer_list(values[PEER_ACCESS].string, &all, config.peers,
+                              GMR_CUMEM_MAX_PEERS, &count)) {
+      snprintf(message, message_bytes,
+               "cumem option peer_access: expected none, all, or device ordinals joined by '+' "
+               "(at most %d), got '%s'",
+               GMR_CUMEM_MAX_PEERS, values[PEER_ACCESS].string);
+      return GMR_ERR_INVALID_ARGUMENT;
+    }
+    config.peer_access = all ? GMR_CUMEM_PEERS_ALL
+                             : count > 0 ? GMR_CUMEM_PEERS_LIST : GMR_CUMEM_PEERS_NONE;
+    config.peer_count = count;
   }
   gmr_cumem_resource *r = NULL;
   gmr_failure failure;
@@ -74,8 +77,12 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
 }
 
 const gmr__component gmr__component_cumem = {
-    "cumem", GMR__COMPONENT_RESOURCE,
-    "one CUDA virtual memory allocation (cuMemCreate + map) per request, as ncclMemAlloc; put a "
-    "pool on top (gmr/cumem_resource.h)",
-    options, OPTION_COUNT, create,
+    .name = "cumem",
+    .kind = GMR__COMPONENT_RESOURCE,
+    .help = "one CUDA virtual memory allocation (cuMemCreate + map) per request, as "
+            "ncclMemAlloc; put a pool on top (gmr/cumem_resource.h)",
+    .options = options,
+    .option_count = OPTION_COUNT,
+    .create = create,
+    .describe_default = describe_default,
 };

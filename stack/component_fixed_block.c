@@ -7,6 +7,7 @@
 
 #include "gmr/fixed_block_resource.h"
 #include "stack/registry.h"
+#include "stack/value.h"
 
 enum { BLOCK, BLOCKS_PER_CHUNK, MAX_CHUNKS, INITIAL_CHUNKS, OVERSIZE, STREAM_ORDERED,
        NVTX_ANNOTATE, STREAMS_OUTLIVE, SHARDS, RECORD_EVERY_FREE, OPTION_COUNT };
@@ -14,59 +15,153 @@ enum { BLOCK, BLOCKS_PER_CHUNK, MAX_CHUNKS, INITIAL_CHUNKS, OVERSIZE, STREAM_ORD
 /* In the order of gmr_fixed_block_oversize. */
 static const char *const oversize_choices[] = {"forward", "refuse", NULL};
 
+/* The ranges are gmr_fixed_block_resource_create's (gmr/fixed_block_resource.h). */
 static const gmr__option_def options[OPTION_COUNT] = {
-    [BLOCK] = {"block", GMR__OPTION_SIZE, "1MiB", false, false, NULL,
-               "bytes per block (a multiple of 256)"},
-    [BLOCKS_PER_CHUNK] = {"blocks_per_chunk", GMR__OPTION_UINT, "128", false, false, NULL,
-                          "blocks per chunk taken from the layer below"},
-    [MAX_CHUNKS] = {"max_chunks", GMR__OPTION_UINT, "0", false, false, NULL,
-                    "most chunks held at once; 0: no maximum"},
-    [INITIAL_CHUNKS] = {"initial_chunks", GMR__OPTION_UINT, "0", false, false, NULL,
-                        "chunks taken at create"},
-    [OVERSIZE] = {"oversize", GMR__OPTION_CHOICE, "forward", false, false, oversize_choices,
-                  "requests larger than a block: forward (to the layer below) or refuse "
-                  "(GMR_ERR_UNSUPPORTED)"},
-    [STREAM_ORDERED] = {"stream_ordered", GMR__OPTION_BOOL, "true", false, false, NULL,
-                        "false: ignore streams (host memory)"},
-    [NVTX_ANNOTATE] = {"nvtx_annotate", GMR__OPTION_BOOL, "false", false, false, NULL,
-                       "describe chunks and blocks to Compute Sanitizer (NVTX memory regions)"},
-    [STREAMS_OUTLIVE] = {"streams_outlive", GMR__OPTION_BOOL, "false", false, false, NULL,
-                         "the program keeps its streams alive until the stack is destroyed: "
-                         "frees record no event (faster on created streams)"},
-    [SHARDS] = {"shards", GMR__OPTION_UINT, "0", false, false, NULL,
-                "shards for threads, each with its own lock; 0: one per online CPU (at most 64)"},
-    [RECORD_EVERY_FREE] = {"record_every_free", GMR__OPTION_BOOL, "false", false, false, NULL,
-                           "record an event at every free on a created stream (RMM's rule) "
-                           "instead of when another stream asks for the block"},
+    [BLOCK] = {.name = "block",
+               .type = GMR__OPTION_SIZE,
+               .min_value = GMR_DEFAULT_ALIGNMENT,
+               .multiple_of = GMR_DEFAULT_ALIGNMENT,
+               .help = "bytes per block"},
+    [BLOCKS_PER_CHUNK] = {.name = "blocks_per_chunk",
+                          .type = GMR__OPTION_UINT,
+                          .min_value = 1,
+                          .help = "blocks per chunk taken from the layer below"},
+    [MAX_CHUNKS] = {.name = "max_chunks",
+                    .type = GMR__OPTION_UINT,
+                    .help = "most chunks held at once; 0: no maximum"},
+    [INITIAL_CHUNKS] = {.name = "initial_chunks",
+                        .type = GMR__OPTION_UINT,
+                        .help = "chunks taken at create"},
+    [OVERSIZE] = {.name = "oversize",
+                  .type = GMR__OPTION_CHOICE,
+                  .choices = oversize_choices,
+                  .help = "requests larger than a block: forward (to the layer below) or refuse "
+                          "(GMR_ERR_UNSUPPORTED)"},
+    [STREAM_ORDERED] = {.name = "stream_ordered",
+                        .type = GMR__OPTION_BOOL,
+                        .help = "false: ignore streams (host memory)"},
+    [NVTX_ANNOTATE] = {.name = "nvtx_annotate",
+                       .type = GMR__OPTION_BOOL,
+                       .help = gmr__help_nvtx_annotate},
+    [STREAMS_OUTLIVE] = {.name = "streams_outlive",
+                         .type = GMR__OPTION_BOOL,
+                         .help = gmr__help_streams_outlive},
+    [SHARDS] = {.name = "shards",
+                .type = GMR__OPTION_UINT,
+                .max_value = 64,
+                .help = "shards for threads, each with its own lock; 0: one per online CPU "
+                        "(at most 64)"},
+    [RECORD_EVERY_FREE] = {.name = "record_every_free",
+                           .type = GMR__OPTION_BOOL,
+                           .help = "record an event at every free on a created stream (RMM's "
+                                   "rule) instead of when another stream asks for the block"},
 };
+
+/* The C default, with what the spec gives on top. */
+static gmr_fixed_block_resource_config to_config(const gmr__option_value *v) {
+  gmr_fixed_block_resource_config c = GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT;
+  if (v[BLOCK].given) c.block_bytes = v[BLOCK].size;
+  if (v[BLOCKS_PER_CHUNK].given) c.blocks_per_chunk = (size_t)v[BLOCKS_PER_CHUNK].uint;
+  if (v[MAX_CHUNKS].given) c.max_chunk_count = (size_t)v[MAX_CHUNKS].uint;
+  if (v[INITIAL_CHUNKS].given) c.initial_chunk_count = (size_t)v[INITIAL_CHUNKS].uint;
+  if (v[OVERSIZE].given) c.oversize = (gmr_fixed_block_oversize)v[OVERSIZE].choice;
+  if (v[STREAM_ORDERED].given) c.stream_ordered = v[STREAM_ORDERED].boolean;
+  if (v[NVTX_ANNOTATE].given) c.nvtx_annotate = v[NVTX_ANNOTATE].boolean;
+  if (v[STREAMS_OUTLIVE].given) c.streams_outlive_resource = v[STREAMS_OUTLIVE].boolean;
+  if (v[SHARDS].given) c.shard_count = (uint32_t)v[SHARDS].uint;
+  if (v[RECORD_EVERY_FREE].given) c.record_at_every_free = v[RECORD_EVERY_FREE].boolean;
+  return c;
+}
+
+static bool describe_default(size_t option, char *text, size_t text_bytes) {
+  const gmr_fixed_block_resource_config c = GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT;
+  switch (option) {
+    case BLOCK:
+      gmr__format_size_value(c.block_bytes, text, text_bytes);
+      return true;
+    case BLOCKS_PER_CHUNK:
+      snprintf(text, text_bytes, "%zu", c.blocks_per_chunk);
+      return true;
+    case MAX_CHUNKS:
+      snprintf(text, text_bytes, "%zu", c.max_chunk_count);
+      return true;
+    case INITIAL_CHUNKS:
+      snprintf(text, text_bytes, "%zu", c.initial_chunk_count);
+      return true;
+    case OVERSIZE:
+      snprintf(text, text_bytes, "%s", oversize_choices[c.oversize]);
+      return true;
+    case STREAM_ORDERED:
+      return gmr__describe_bool(c.stream_ordered, text, text_bytes);
+    case NVTX_ANNOTATE:
+      return gmr__describe_bool(c.nvtx_annotate, text, text_bytes);
+    case STREAMS_OUTLIVE:
+      return gmr__describe_bool(c.streams_outlive_resource, text, text_bytes);
+    case SHARDS:
+      snprintf(text, text_bytes, "%u", (unsigned)c.shard_count);
+      return true;
+    case RECORD_EVERY_FREE:
+      return gmr__describe_bool(c.record_at_every_free, text, text_bytes);
+    default:
+      return false;
+  }
+}
+
+/* Options that contradict each other (each is in range on its own). */
+static gmr_status check(const gmr__option_value *v, size_t *blame, char *message,
+                        size_t message_bytes) {
+  gmr_fixed_block_resource_config c = to_config(v);
+  char a[64], b[64];
+  if (c.max_chunk_count != 0 && c.initial_chunk_count > c.max_chunk_count) {
+    *blame = v[INITIAL_CHUNKS].given ? INITIAL_CHUNKS : MAX_CHUNKS;
+    gmr__describe_uint_option(c.initial_chunk_count, v[INITIAL_CHUNKS].given, a, sizeof a);
+    gmr__describe_uint_option(c.max_chunk_count, v[MAX_CHUNKS].given, b, sizeof b);
+    snprintf(message, message_bytes,
+             "fixed_block option 'initial_chunks' (%s) is above option 'max_chunks' (%s): lower "
+             "initial_chunks or raise max_chunks",
+             a, b);
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  if (c.block_bytes > GMR_MAX_ALLOCATION_BYTES / c.blocks_per_chunk) {
+    *blame = v[BLOCK].given ? BLOCK : BLOCKS_PER_CHUNK;
+    gmr__describe_size_option(c.block_bytes, v[BLOCK].given, a, sizeof a);
+    gmr__describe_uint_option(c.blocks_per_chunk, v[BLOCKS_PER_CHUNK].given, b, sizeof b);
+    snprintf(message, message_bytes,
+             "fixed_block option 'block' (%s) times option 'blocks_per_chunk' (%s) is past the "
+             "largest allocation (%zu bytes): lower either",
+             a, b, (size_t)GMR_MAX_ALLOCATION_BYTES);
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  return GMR_OK;
+}
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
                          gmr_resource **out, char *message, size_t message_bytes) {
-  gmr_fixed_block_resource_config config = GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT;
-  config.block_bytes = values[BLOCK].size;
-  config.blocks_per_chunk = (size_t)values[BLOCKS_PER_CHUNK].uint;
-  config.max_chunk_count = (size_t)values[MAX_CHUNKS].uint;
-  config.initial_chunk_count = (size_t)values[INITIAL_CHUNKS].uint;
-  config.oversize = (gmr_fixed_block_oversize)values[OVERSIZE].choice;
-  config.stream_ordered = values[STREAM_ORDERED].boolean;
-  config.nvtx_annotate = values[NVTX_ANNOTATE].boolean;
-  config.streams_outlive_resource = values[STREAMS_OUTLIVE].boolean;
-  config.shard_count = values[SHARDS].uint > 64 ? 65u : (uint32_t)values[SHARDS].uint;
-  config.record_at_every_free = values[RECORD_EVERY_FREE].boolean;
+  gmr_fixed_block_resource_config config = to_config(values);
   gmr_fixed_block_resource *fb = NULL;
   gmr_status st = gmr_fixed_block_resource_create(upstream, &config, &fb);
-  if (st == GMR_ERR_INVALID_ARGUMENT) {
-    snprintf(message, message_bytes,
-             "block must be a positive multiple of 256, blocks_per_chunk > 0, and "
-             "initial_chunks at most max_chunks");
+  if (st != GMR_OK && st != GMR_ERR_INVALID_ARGUMENT && config.initial_chunk_count > 0) {
+    char block[48], what[192];
+    gmr__format_size(config.block_bytes, block, sizeof block);
+    snprintf(what, sizeof what,
+             "the %zu chunks of option 'initial_chunks' (%zu bytes each: block %s times "
+             "blocks_per_chunk %zu)",
+             config.initial_chunk_count, config.block_bytes * config.blocks_per_chunk, block,
+             config.blocks_per_chunk);
+    gmr__describe_initial_failure(upstream, what, "initial_chunks", message, message_bytes);
   }
   *out = gmr_fixed_block_resource_as_resource(fb);
   return st;
 }
 
 const gmr__component gmr__component_fixed_block = {
-    "fixed_block", GMR__COMPONENT_ADAPTOR,
-    "blocks of one size carved from chunks of the layer below, stream-ordered reuse "
-    "(gmr/fixed_block_resource.h)",
-    options, OPTION_COUNT, create,
+    .name = "fixed_block",
+    .kind = GMR__COMPONENT_ADAPTOR,
+    .help = "blocks of one size carved from chunks of the layer below, stream-ordered reuse "
+            "(gmr/fixed_block_resource.h)",
+    .options = options,
+    .option_count = OPTION_COUNT,
+    .create = create,
+    .check = check,
+    .describe_default = describe_default,
 };

@@ -7,6 +7,7 @@
 
 #include "gmr/graph_arena_resource.h"
 #include "stack/registry.h"
+#include "stack/value.h"
 
 enum { INITIAL, CHUNK, MAX, ALIGNMENT, POLICY, DETECT, UNCAPTURED, NVTX_ANNOTATE, OPTION_COUNT };
 
@@ -15,56 +16,152 @@ static const char *const policies[] = {"monotone", "ordered_reuse", NULL};
 static const char *const detections[] = {"auto", "explicit", "hinted", NULL};
 static const char *const uncaptured[] = {"arena", "forward", NULL};
 
+/* The ranges are gmr_graph_arena_resource_create's (gmr/graph_arena_resource.h). */
 static const gmr__option_def options[OPTION_COUNT] = {
-    [INITIAL] = {"initial", GMR__OPTION_SIZE, "0", false, false, NULL,
-                 "bytes taken from the layer below at create (the fastest capture: no growth in it)"},
-    [CHUNK] = {"chunk", GMR__OPTION_SIZE, "64MiB", false, false, NULL,
-               "least growth (in capture too, when the layer below can allocate there); 0: grow "
-               "only by initial and gmr_graph_arena_resource_reserve()"},
-    [MAX] = {"max", GMR__OPTION_SIZE, "none", false, true, NULL,
-             "most bytes in all chunks; none for no limit"},
-    [ALIGNMENT] = {"alignment", GMR__OPTION_SIZE, "256", false, false, NULL,
-                   "least alignment and size granule of a block (power of two >= 256)"},
-    [POLICY] = {"policy", GMR__OPTION_CHOICE, "monotone", false, false, policies,
-                "a free during capture: monotone (bookkeeping, no two blocks of a graph "
-                "overlap) or ordered_reuse (reused later in the capture on its stream, "
-                "PyTorch's private pools)"},
-    [DETECT] = {"detect", GMR__OPTION_CHOICE, "auto", false, false, detections,
-                "auto (explicit sessions, else cudaStreamGetCaptureInfo per request), "
-                "explicit (gmr_graph_arena_resource_begin_capture only; no CUDA call per request) "
-                "or hinted (ask CUDA only while a session or a thread hint is up)"},
-    [UNCAPTURED] = {"uncaptured", GMR__OPTION_CHOICE, "arena", false, false, uncaptured,
-                    "requests outside capture: arena (carved, freed at reset/rewind) or "
-                    "forward (to the layer below: the graph pool)"},
-    [NVTX_ANNOTATE] = {"nvtx_annotate", GMR__OPTION_BOOL, "false", false, false, NULL,
-                       "describe chunks and blocks to Compute Sanitizer (NVTX memory regions)"},
+    [INITIAL] = {.name = "initial",
+                 .type = GMR__OPTION_SIZE,
+                 .max_value = GMR_MAX_ALLOCATION_BYTES,
+                 .help = "bytes taken from the layer below at create (the fastest capture: no "
+                         "growth in it)"},
+    [CHUNK] = {.name = "chunk",
+               .type = GMR__OPTION_SIZE,
+               .help = "least growth (in capture too, when the layer below can allocate there); "
+                       "0: grow only by initial and gmr_graph_arena_resource_reserve()"},
+    [MAX] = {.name = "max",
+             .type = GMR__OPTION_SIZE,
+             .allow_unlimited = true,
+             .help = "most bytes in all chunks; none for no limit"},
+    /* 2^61: the largest power of two up to GMR_MAX_ALLOCATION_BYTES. */
+    [ALIGNMENT] = {.name = "alignment",
+                   .type = GMR__OPTION_SIZE,
+                   .min_value = GMR_DEFAULT_ALIGNMENT,
+                   .max_value = (uint64_t)1 << 61,
+                   .power_of_two = true,
+                   .help = "least alignment and size granule of a block"},
+    [POLICY] = {.name = "policy",
+                .type = GMR__OPTION_CHOICE,
+                .choices = policies,
+                .help = "a free during capture: monotone (bookkeeping, no two blocks of a graph "
+                        "overlap) or ordered_reuse (reused later in the capture on its stream, "
+                        "PyTorch's private pools)"},
+    [DETECT] = {.name = "detect",
+                .type = GMR__OPTION_CHOICE,
+                .choices = detections,
+                .help = "auto (explicit sessions, else cudaStreamGetCaptureInfo per request), "
+                        "explicit (gmr_graph_arena_resource_begin_capture only; no CUDA call "
+                        "per request) or hinted (ask CUDA only while a session or a thread "
+                        "hint is up)"},
+    [UNCAPTURED] = {.name = "uncaptured",
+                    .type = GMR__OPTION_CHOICE,
+                    .choices = uncaptured,
+                    .help = "requests outside capture: arena (carved, freed at reset/rewind) or "
+                            "forward (to the layer below: the graph pool)"},
+    [NVTX_ANNOTATE] = {.name = "nvtx_annotate",
+                       .type = GMR__OPTION_BOOL,
+                       .help = gmr__help_nvtx_annotate},
 };
+
+/* The C default, with what the spec gives on top. */
+static gmr_graph_arena_resource_config to_config(const gmr__option_value *v) {
+  gmr_graph_arena_resource_config c = GMR_GRAPH_ARENA_RESOURCE_CONFIG_DEFAULT;
+  if (v[INITIAL].given) c.initial_capacity_bytes = v[INITIAL].size;
+  if (v[CHUNK].given) c.chunk_bytes = v[CHUNK].size;
+  if (v[MAX].given) c.max_capacity_bytes = v[MAX].unlimited ? SIZE_MAX : v[MAX].size;
+  if (v[ALIGNMENT].given) c.alignment = v[ALIGNMENT].size;
+  if (v[POLICY].given) c.capture_policy = (gmr_graph_arena_policy)v[POLICY].choice;
+  if (v[DETECT].given) c.detection = (gmr_graph_arena_detection)v[DETECT].choice;
+  if (v[UNCAPTURED].given) c.uncaptured = (gmr_graph_arena_uncaptured)v[UNCAPTURED].choice;
+  if (v[NVTX_ANNOTATE].given) c.nvtx_annotate = v[NVTX_ANNOTATE].boolean;
+  return c;
+}
+
+static bool describe_default(size_t option, char *text, size_t text_bytes) {
+  const gmr_graph_arena_resource_config c = GMR_GRAPH_ARENA_RESOURCE_CONFIG_DEFAULT;
+  switch (option) {
+    case INITIAL:
+      gmr__format_size_value(c.initial_capacity_bytes, text, text_bytes);
+      return true;
+    case CHUNK:
+      gmr__format_size_value(c.chunk_bytes, text, text_bytes);
+      return true;
+    case MAX:
+      if (c.max_capacity_bytes == SIZE_MAX) {
+        snprintf(text, text_bytes, "none");
+      } else {
+        gmr__format_size_value(c.max_capacity_bytes, text, text_bytes);
+      }
+      return true;
+    case ALIGNMENT:
+      gmr__format_size_value(c.alignment, text, text_bytes);
+      return true;
+    case POLICY:
+      snprintf(text, text_bytes, "%s", policies[c.capture_policy]);
+      return true;
+    case DETECT:
+      snprintf(text, text_bytes, "%s", detections[c.detection]);
+      return true;
+    case UNCAPTURED:
+      snprintf(text, text_bytes, "%s", uncaptured[c.uncaptured]);
+      return true;
+    case NVTX_ANNOTATE:
+      return gmr__describe_bool(c.nvtx_annotate, text, text_bytes);
+    default:
+      return false;
+  }
+}
+
+/* The arena takes whole granules: initial rounded up to the alignment. */
+static size_t aligned_initial(const gmr_graph_arena_resource_config *c) {
+  size_t rest = c->initial_capacity_bytes % c->alignment;
+  return rest == 0 ? c->initial_capacity_bytes : c->initial_capacity_bytes + (c->alignment - rest);
+}
+
+/* Options that contradict each other (each is in range on its own). */
+static gmr_status check(const gmr__option_value *v, size_t *blame, char *message,
+                        size_t message_bytes) {
+  gmr_graph_arena_resource_config c = to_config(v);
+  size_t initial = aligned_initial(&c); /* initial and alignment are at most 2^62 and 2^61 */
+  if (initial <= c.max_capacity_bytes) return GMR_OK;
+  *blame = v[INITIAL].given ? INITIAL : MAX;
+  char a[64], b[64], aligned[48], asked[160];
+  gmr__describe_size_option(c.initial_capacity_bytes, v[INITIAL].given, a, sizeof a);
+  gmr__describe_size_option(c.max_capacity_bytes, v[MAX].given, b, sizeof b);
+  if (initial != c.initial_capacity_bytes) {
+    gmr__format_size(initial, aligned, sizeof aligned);
+    snprintf(asked, sizeof asked, "%s, %s once aligned to option 'alignment'", a, aligned);
+  } else {
+    snprintf(asked, sizeof asked, "%s", a);
+  }
+  snprintf(message, message_bytes,
+           "graph_arena option 'initial' (%s) is above option 'max' (%s): lower initial or raise "
+           "max",
+           asked, b);
+  return GMR_ERR_INVALID_ARGUMENT;
+}
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
                          gmr_resource **out, char *message, size_t message_bytes) {
-  gmr_graph_arena_resource_config config = GMR_GRAPH_ARENA_RESOURCE_CONFIG_DEFAULT;
-  config.initial_capacity_bytes = values[INITIAL].size;
-  config.chunk_bytes = values[CHUNK].size;
-  config.max_capacity_bytes = values[MAX].unlimited ? SIZE_MAX : values[MAX].size;
-  config.alignment = values[ALIGNMENT].size;
-  config.capture_policy = (gmr_graph_arena_policy)values[POLICY].choice;
-  config.detection = (gmr_graph_arena_detection)values[DETECT].choice;
-  config.uncaptured = (gmr_graph_arena_uncaptured)values[UNCAPTURED].choice;
-  config.nvtx_annotate = values[NVTX_ANNOTATE].boolean;
+  gmr_graph_arena_resource_config config = to_config(values);
   gmr_graph_arena_resource *a = NULL;
   gmr_status st = gmr_graph_arena_resource_create(upstream, &config, &a);
-  if (st == GMR_ERR_INVALID_ARGUMENT) {
-    snprintf(message, message_bytes,
-             "alignment must be a power of two >= 256 and initial at most max");
+  if (st != GMR_OK && st != GMR_ERR_INVALID_ARGUMENT && config.initial_capacity_bytes > 0) {
+    gmr__describe_initial_bytes_failure(upstream, aligned_initial(&config),
+                                        config.initial_capacity_bytes, "initial", message,
+                                        message_bytes);
   }
   *out = gmr_graph_arena_resource_as_resource(a);
   return st;
 }
 
 const gmr__component gmr__component_graph_arena = {
-    "graph_arena", GMR__COMPONENT_ADAPTOR,
-    "memory for CUDA graph capture: carved from chunks taken before capture, kept for the "
-    "graph until released, never an upstream or CUDA call during capture "
-    "(gmr/graph_arena_resource.h, docs/graph_pool.md)",
-    options, OPTION_COUNT, create,
+    .name = "graph_arena",
+    .kind = GMR__COMPONENT_ADAPTOR,
+    .help = "memory for CUDA graph capture: carved from chunks taken before capture, kept for the "
+            "graph until released, never an upstream or CUDA call during capture "
+            "(gmr/graph_arena_resource.h, docs/graph_pool.md)",
+    .options = options,
+    .option_count = OPTION_COUNT,
+    .create = create,
+    .check = check,
+    .describe_default = describe_default,
 };

@@ -4,6 +4,13 @@
 #include "gmr/host_resource.h"
 #include "stack/registry.h"
 
+static bool describe_default(size_t option, char *text, size_t text_bytes) {
+  (void)option;
+  (void)text;
+  (void)text_bytes;
+  return false;
+}
+
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
                          gmr_resource **out, char *message, size_t message_bytes) {
   (void)values;
@@ -17,6 +24,11 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
 }
 
 const gmr__component gmr__component_host = {
-    "host", GMR__COMPONENT_RESOURCE, "pageable host memory (aligned_alloc); no CUDA", NULL, 0,
-    create,
+    .name = "host",
+    .kind = GMR__COMPONENT_RESOURCE,
+    .help = "pageable host memory (aligned_alloc); no CUDA",
+    .options = NULL,
+    .option_count = 0,
+    .create = create,
+    .describe_default = describe_default,
 };

@@ -19,19 +19,29 @@ enum { FILE_PATH, FLUSH, OPTION_COUNT };
 static const char *const flush_choices[] = {"every_row", "buffered", NULL};
 
 static const gmr__option_def options[OPTION_COUNT] = {
-    [FILE_PATH] = {"file", GMR__OPTION_STRING, NULL, true, false, NULL,
-                   "the CSV file to create (or truncate)", 0},
-    [FLUSH] = {"flush", GMR__OPTION_CHOICE, "every_row", false, false, flush_choices,
-               "every_row (a crash loses at most one row) or buffered (faster; flushed when "
-               "the buffer fills and at destroy)",
-               0},
+    [FILE_PATH] = {.name = "file",
+                   .type = GMR__OPTION_STRING,
+                   .required = true,
+                   .help = "the CSV file to create (or truncate)"},
+    [FLUSH] = {.name = "flush",
+               .type = GMR__OPTION_CHOICE,
+               .choices = flush_choices,
+               .help = "every_row (a crash loses at most one row) or buffered (faster; flushed "
+                       "when the buffer fills and at destroy)"},
 };
+
+static bool describe_default(size_t option, char *text, size_t text_bytes) {
+  const gmr_log_adaptor_config c = GMR_LOG_ADAPTOR_CONFIG_DEFAULT;
+  if (option != FLUSH) return false; /* file is required */
+  snprintf(text, text_bytes, "%s", flush_choices[c.flush]);
+  return true;
+}
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
                          gmr_resource **out, char *message, size_t message_bytes) {
   gmr_log_adaptor_config config = GMR_LOG_ADAPTOR_CONFIG_DEFAULT;
-  config.path = values[FILE_PATH].string; /* copied (opened) by the adaptor */
-  config.flush = (gmr_log_flush)values[FLUSH].choice;
+  config.path = values[FILE_PATH].string; /* required; copied (opened) by the adaptor */
+  if (values[FLUSH].given) config.flush = (gmr_log_flush)values[FLUSH].choice;
   gmr_log_adaptor *a = NULL;
   errno = 0;
   gmr_status st = gmr_log_adaptor_create(upstream, &config, &a);
@@ -47,8 +57,12 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
 }
 
 const gmr__component gmr__component_log = {
-    "log", GMR__COMPONENT_ADAPTOR,
-    "a CSV row per allocate, failed allocate and free of the layers below, in RMM's log "
-    "format, for tools/replay (gmr/log_adaptor.h)",
-    options, OPTION_COUNT, create,
+    .name = "log",
+    .kind = GMR__COMPONENT_ADAPTOR,
+    .help = "a CSV row per allocate, failed allocate and free of the layers below, in RMM's log "
+            "format, for tools/replay (gmr/log_adaptor.h)",
+    .options = options,
+    .option_count = OPTION_COUNT,
+    .create = create,
+    .describe_default = describe_default,
 };

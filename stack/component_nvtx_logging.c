@@ -11,20 +11,35 @@
 
 enum { DOMAIN_NAME, ENABLED, OPTION_COUNT };
 
-/* Defaults are GMR_NVTX_LOGGING_ADAPTOR_CONFIG_DEFAULT's. */
 static const gmr__option_def options[OPTION_COUNT] = {
-    [DOMAIN_NAME] = {"domain", GMR__OPTION_STRING, "gmr", false, false, NULL,
-                     "NVTX domain the ranges and marks go to", GMR_NVTX_DOMAIN_NAME_MAX_BYTES},
-    [ENABLED] = {"enabled", GMR__OPTION_BOOL, "true", false, false, NULL,
-                 "emit from the start (gmr_nvtx_logging_adaptor_set_enabled switches it later)",
-                 0},
+    [DOMAIN_NAME] = {.name = "domain",
+                     .type = GMR__OPTION_STRING,
+                     .max_bytes = GMR_NVTX_DOMAIN_NAME_MAX_BYTES,
+                     .help = "NVTX domain the ranges and marks go to"},
+    [ENABLED] = {.name = "enabled",
+                 .type = GMR__OPTION_BOOL,
+                 .help = "emit from the start (gmr_nvtx_logging_adaptor_set_enabled switches it "
+                         "later)"},
 };
+
+static bool describe_default(size_t option, char *text, size_t text_bytes) {
+  const gmr_nvtx_logging_adaptor_config c = GMR_NVTX_LOGGING_ADAPTOR_CONFIG_DEFAULT;
+  switch (option) {
+    case DOMAIN_NAME:
+      snprintf(text, text_bytes, "%s", c.domain_name);
+      return true;
+    case ENABLED:
+      return gmr__describe_bool(c.enabled, text, text_bytes);
+    default:
+      return false;
+  }
+}
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
                          gmr_resource **out, char *message, size_t message_bytes) {
   gmr_nvtx_logging_adaptor_config config = GMR_NVTX_LOGGING_ADAPTOR_CONFIG_DEFAULT;
-  config.domain_name = values[DOMAIN_NAME].string; /* copied by the adaptor */
-  config.enabled = values[ENABLED].boolean;
+  if (values[DOMAIN_NAME].given) config.domain_name = values[DOMAIN_NAME].string; /* copied */
+  if (values[ENABLED].given) config.enabled = values[ENABLED].boolean;
   gmr_nvtx_logging_adaptor *a = NULL;
   gmr_status st = gmr_nvtx_logging_adaptor_create(upstream, &config, &a);
   if (st == GMR_ERR_BUSY) {
@@ -37,9 +52,13 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
 }
 
 const gmr__component gmr__component_nvtx_logging = {
-    "nvtx_logging", GMR__COMPONENT_ADAPTOR,
-    "NVTX ranges around every allocate and free of the layers below, marks for failures and "
-    "policy actions, a bytes-in-use counter, for nsys profile --trace=cuda,nvtx "
-    "(gmr/nvtx_logging_adaptor.h)",
-    options, OPTION_COUNT, create,
+    .name = "nvtx_logging",
+    .kind = GMR__COMPONENT_ADAPTOR,
+    .help = "NVTX ranges around every allocate and free of the layers below, marks for failures "
+            "and policy actions, a bytes-in-use counter, for nsys profile --trace=cuda,nvtx "
+            "(gmr/nvtx_logging_adaptor.h)",
+    .options = options,
+    .option_count = OPTION_COUNT,
+    .create = create,
+    .describe_default = describe_default,
 };

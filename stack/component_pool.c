@@ -7,6 +7,7 @@
 
 #include "gmr/pool_resource.h"
 #include "stack/registry.h"
+#include "stack/value.h"
 
 enum {
   INITIAL,
@@ -26,75 +27,204 @@ enum {
   OPTION_COUNT
 };
 
-/* Defaults are GMR_POOL_RESOURCE_CONFIG_DEFAULT's, written as spec values so
- * that `replay --components` shows them. */
+/* The ranges are gmr_pool_resource_create's (gmr/pool_resource.h: at most
+ * 64 arenas, 32 recent frees, 1000 percent, a granularity from 256 bytes to
+ * 1 TiB); tests/stack_spec_limits_test.cc checks that the pool agrees. */
 static const gmr__option_def options[OPTION_COUNT] = {
-    [INITIAL] = {"initial", GMR__OPTION_SIZE, "0", false, false, NULL,
-                 "bytes taken from the layer below at create"},
-    [MAX] = {"max", GMR__OPTION_SIZE, "none", false, true, NULL,
-             "most bytes held from the layer below; none for no maximum"},
-    [MIN_GROWTH] = {"min_growth", GMR__OPTION_SIZE, "48MiB", false, false, NULL,
-                    "smallest chunk asked for when a request needs less"},
-    [MAX_GROWTH] = {"max_growth", GMR__OPTION_SIZE, "128MiB", false, false, NULL,
-                    "largest chunk asked for when a request needs less"},
-    [GROWTH_PERCENT] = {"growth_percent", GMR__OPTION_UINT, "12", false, false, NULL,
-                        "a new chunk is this percentage of what the arena holds"},
-    [GRANULARITY] = {"granularity", GMR__OPTION_SIZE, "2MiB", false, false, NULL,
-                     "chunk sizes are multiples of this (power of two >= 256)"},
-    [ARENAS] = {"arenas", GMR__OPTION_UINT, "0", false, false, NULL,
-                "arenas for threads; 0: one per online CPU (at most 64)"},
-    [STREAM_ORDERED] = {"stream_ordered", GMR__OPTION_BOOL, "true", false, false, NULL,
-                        "false: ignore streams (host memory, single-stream programs)"},
-    [RELEASE_ON_GROWTH] = {"release_on_growth", GMR__OPTION_BOOL, "true", false, false, NULL,
-                           "give wholly free chunks back before growing"},
-    [RECENT_FREES] = {"recent_frees", GMR__OPTION_UINT, "8", false, false, NULL,
-                      "small frees kept unmerged per stream for same-size reuse (0..32)"},
-    [RECENT_FREE_MAX] = {"recent_free_max", GMR__OPTION_SIZE, "64KiB", false, false, NULL,
-                         "largest free kept unmerged"},
-    [NVTX_ANNOTATE] = {"nvtx_annotate", GMR__OPTION_BOOL, "false", false, false, NULL,
-                       "describe chunks and blocks to Compute Sanitizer (NVTX memory regions)"},
-    [STREAMS_OUTLIVE] = {"streams_outlive", GMR__OPTION_BOOL, "false", false, false, NULL,
-                         "the program keeps its streams alive until the stack is destroyed: "
-                         "frees record no event (faster on created streams)"},
-    [RECORD_EVERY_FREE] = {"record_every_free", GMR__OPTION_BOOL, "false", false, false, NULL,
-                           "record an event at every free on a created stream (RMM's rule) "
-                           "instead of when another stream asks for the memory"},
+    [INITIAL] = {.name = "initial",
+                 .type = GMR__OPTION_SIZE,
+                 .max_value = GMR_MAX_ALLOCATION_BYTES,
+                 .help = "bytes taken from the layer below at create"},
+    /* 0 would mean "no maximum" to the pool: the spec says none for that. */
+    [MAX] = {.name = "max",
+             .type = GMR__OPTION_SIZE,
+             .allow_unlimited = true,
+             .min_value = 1,
+             .help = "most bytes held from the layer below; none for no maximum"},
+    [MIN_GROWTH] = {.name = "min_growth",
+                    .type = GMR__OPTION_SIZE,
+                    .min_value = 1,
+                    .help = "smallest chunk asked for when a request needs less"},
+    [MAX_GROWTH] = {.name = "max_growth",
+                    .type = GMR__OPTION_SIZE,
+                    .min_value = 1,
+                    .max_value = GMR_MAX_ALLOCATION_BYTES,
+                    .help = "largest chunk asked for when a request needs less"},
+    [GROWTH_PERCENT] = {.name = "growth_percent",
+                        .type = GMR__OPTION_UINT,
+                        .max_value = 1000,
+                        .help = "a new chunk is this percentage of what the arena holds"},
+    [GRANULARITY] = {.name = "granularity",
+                     .type = GMR__OPTION_SIZE,
+                     .min_value = GMR_DEFAULT_ALIGNMENT,
+                     .max_value = (uint64_t)1 << 40,
+                     .power_of_two = true,
+                     .help = "chunk sizes are multiples of this"},
+    [ARENAS] = {.name = "arenas",
+                .type = GMR__OPTION_UINT,
+                .max_value = 64,
+                .help = "arenas for threads; 0: one per online CPU (at most 64)"},
+    [STREAM_ORDERED] = {.name = "stream_ordered",
+                        .type = GMR__OPTION_BOOL,
+                        .help = "false: ignore streams (host memory, single-stream programs)"},
+    [RELEASE_ON_GROWTH] = {.name = "release_on_growth",
+                           .type = GMR__OPTION_BOOL,
+                           .help = "give wholly free chunks back before growing"},
+    [RECENT_FREES] = {.name = "recent_frees",
+                      .type = GMR__OPTION_UINT,
+                      .max_value = 32,
+                      .help = "small frees kept unmerged per stream for same-size reuse"},
+    [RECENT_FREE_MAX] = {.name = "recent_free_max",
+                         .type = GMR__OPTION_SIZE,
+                         .help = "largest free kept unmerged"},
+    [NVTX_ANNOTATE] = {.name = "nvtx_annotate",
+                       .type = GMR__OPTION_BOOL,
+                       .help = gmr__help_nvtx_annotate},
+    [STREAMS_OUTLIVE] = {.name = "streams_outlive",
+                         .type = GMR__OPTION_BOOL,
+                         .help = gmr__help_streams_outlive},
+    [RECORD_EVERY_FREE] = {.name = "record_every_free",
+                           .type = GMR__OPTION_BOOL,
+                           .help = "record an event at every free on a created stream (RMM's "
+                                   "rule) instead of when another stream asks for the memory"},
 };
+
+/* The C default, with what the spec gives on top (ranges checked: no casts lose bits). */
+static gmr_pool_resource_config to_config(const gmr__option_value *v) {
+  gmr_pool_resource_config c = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
+  if (v[INITIAL].given) c.initial_pool_bytes = v[INITIAL].size;
+  if (v[MAX].given) c.maximum_pool_bytes = v[MAX].unlimited ? 0 : v[MAX].size;
+  if (v[MIN_GROWTH].given) c.min_growth_bytes = v[MIN_GROWTH].size;
+  if (v[MAX_GROWTH].given) c.max_growth_bytes = v[MAX_GROWTH].size;
+  if (v[GROWTH_PERCENT].given) c.growth_percent = (uint32_t)v[GROWTH_PERCENT].uint;
+  if (v[GRANULARITY].given) c.chunk_granularity_bytes = v[GRANULARITY].size;
+  if (v[ARENAS].given) c.arena_count = (uint32_t)v[ARENAS].uint;
+  if (v[STREAM_ORDERED].given) c.stream_ordered = v[STREAM_ORDERED].boolean;
+  if (v[RELEASE_ON_GROWTH].given) c.release_on_growth = v[RELEASE_ON_GROWTH].boolean;
+  if (v[RECENT_FREES].given) c.recent_free_count = (uint32_t)v[RECENT_FREES].uint;
+  if (v[RECENT_FREE_MAX].given) c.recent_free_max_bytes = v[RECENT_FREE_MAX].size;
+  if (v[NVTX_ANNOTATE].given) c.nvtx_annotate = v[NVTX_ANNOTATE].boolean;
+  if (v[STREAMS_OUTLIVE].given) c.streams_outlive_resource = v[STREAMS_OUTLIVE].boolean;
+  if (v[RECORD_EVERY_FREE].given) c.record_at_every_free = v[RECORD_EVERY_FREE].boolean;
+  return c;
+}
+
+static bool describe_default(size_t option, char *text, size_t text_bytes) {
+  const gmr_pool_resource_config c = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
+  switch (option) {
+    case INITIAL:
+      gmr__format_size_value(c.initial_pool_bytes, text, text_bytes);
+      return true;
+    case MAX:
+      if (c.maximum_pool_bytes == 0) {
+        snprintf(text, text_bytes, "none");
+      } else {
+        gmr__format_size_value(c.maximum_pool_bytes, text, text_bytes);
+      }
+      return true;
+    case MIN_GROWTH:
+      gmr__format_size_value(c.min_growth_bytes, text, text_bytes);
+      return true;
+    case MAX_GROWTH:
+      gmr__format_size_value(c.max_growth_bytes, text, text_bytes);
+      return true;
+    case GROWTH_PERCENT:
+      snprintf(text, text_bytes, "%u", (unsigned)c.growth_percent);
+      return true;
+    case GRANULARITY:
+      gmr__format_size_value(c.chunk_granularity_bytes, text, text_bytes);
+      return true;
+    case ARENAS:
+      snprintf(text, text_bytes, "%u", (unsigned)c.arena_count);
+      return true;
+    case STREAM_ORDERED:
+      return gmr__describe_bool(c.stream_ordered, text, text_bytes);
+    case RELEASE_ON_GROWTH:
+      return gmr__describe_bool(c.release_on_growth, text, text_bytes);
+    case RECENT_FREES:
+      snprintf(text, text_bytes, "%u", (unsigned)c.recent_free_count);
+      return true;
+    case RECENT_FREE_MAX:
+      gmr__format_size_value(c.recent_free_max_bytes, text, text_bytes);
+      return true;
+    case NVTX_ANNOTATE:
+      return gmr__describe_bool(c.nvtx_annotate, text, text_bytes);
+    case STREAMS_OUTLIVE:
+      return gmr__describe_bool(c.streams_outlive_resource, text, text_bytes);
+    case RECORD_EVERY_FREE:
+      return gmr__describe_bool(c.record_at_every_free, text, text_bytes);
+    default:
+      return false;
+  }
+}
+
+/* The pool takes whole units of GMR_DEFAULT_ALIGNMENT bytes: the initial
+ * chunk is the initial size rounded up to one. */
+static size_t initial_chunk_bytes(size_t initial) {
+  size_t rest = initial % GMR_DEFAULT_ALIGNMENT;
+  return rest == 0 ? initial : initial + (GMR_DEFAULT_ALIGNMENT - rest); /* initial <= 2^62 */
+}
+
+/* "pool option 'a' (x) is above option 'b' (y): lower a or raise b"; x names
+ * `a_rounded` too when the pool rounds `a_bytes` up to it. */
+static gmr_status above(const gmr__option_value *v, size_t a, size_t a_bytes, size_t a_rounded,
+                        size_t b, size_t b_bytes, size_t *blame, char *message,
+                        size_t message_bytes) {
+  char x[64], y[64], rounded[48], asked[192];
+  *blame = v[a].given ? a : b;
+  gmr__describe_size_option(a_bytes, v[a].given, x, sizeof x);
+  gmr__describe_size_option(b_bytes, v[b].given, y, sizeof y);
+  if (a_rounded != a_bytes) {
+    gmr__format_size(a_rounded, rounded, sizeof rounded);
+    snprintf(asked, sizeof asked, "%s, %s once rounded up to the pool's %zu-byte unit", x,
+             rounded, (size_t)GMR_DEFAULT_ALIGNMENT);
+  } else {
+    snprintf(asked, sizeof asked, "%s", x);
+  }
+  snprintf(message, message_bytes,
+           "pool option '%s' (%s) is above option '%s' (%s): lower %s or raise %s",
+           options[a].name, asked, options[b].name, y, options[a].name, options[b].name);
+  return GMR_ERR_INVALID_ARGUMENT;
+}
+
+/* Options that contradict each other (each is in range on its own). */
+static gmr_status check(const gmr__option_value *v, size_t *blame, char *message,
+                        size_t message_bytes) {
+  gmr_pool_resource_config c = to_config(v);
+  if (c.min_growth_bytes > c.max_growth_bytes) {
+    return above(v, MIN_GROWTH, c.min_growth_bytes, c.min_growth_bytes, MAX_GROWTH,
+                 c.max_growth_bytes, blame, message, message_bytes);
+  }
+  size_t initial = initial_chunk_bytes(c.initial_pool_bytes);
+  if (c.maximum_pool_bytes != 0 && initial > c.maximum_pool_bytes) {
+    return above(v, INITIAL, c.initial_pool_bytes, initial, MAX, c.maximum_pool_bytes, blame,
+                 message, message_bytes);
+  }
+  return GMR_OK;
+}
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
                          gmr_resource **out, char *message, size_t message_bytes) {
-  gmr_pool_resource_config config = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
-  config.initial_pool_bytes = values[INITIAL].size;
-  config.maximum_pool_bytes = values[MAX].unlimited ? 0 : values[MAX].size;
-  config.min_growth_bytes = values[MIN_GROWTH].size;
-  config.max_growth_bytes = values[MAX_GROWTH].size;
-  config.growth_percent = values[GROWTH_PERCENT].uint > UINT32_MAX
-                              ? UINT32_MAX
-                              : (uint32_t)values[GROWTH_PERCENT].uint;
-  config.chunk_granularity_bytes = values[GRANULARITY].size;
-  config.arena_count = values[ARENAS].uint > 64 ? 65u : (uint32_t)values[ARENAS].uint;
-  config.stream_ordered = values[STREAM_ORDERED].boolean;
-  config.release_on_growth = values[RELEASE_ON_GROWTH].boolean;
-  config.recent_free_count =
-      values[RECENT_FREES].uint > 33 ? 33u : (uint32_t)values[RECENT_FREES].uint;
-  config.recent_free_max_bytes = values[RECENT_FREE_MAX].size;
-  config.nvtx_annotate = values[NVTX_ANNOTATE].boolean;
-  config.streams_outlive_resource = values[STREAMS_OUTLIVE].boolean;
-  config.record_at_every_free = values[RECORD_EVERY_FREE].boolean;
+  gmr_pool_resource_config config = to_config(values);
   gmr_pool_resource *p = NULL;
   gmr_status st = gmr_pool_resource_create(upstream, &config, &p);
-  if (st == GMR_ERR_INVALID_ARGUMENT) {
-    snprintf(message, message_bytes,
-             "granularity must be a power of two >= 256, min_growth <= max_growth, "
-             "arenas at most 64, recent_frees at most 32");
+  if (st != GMR_OK && st != GMR_ERR_INVALID_ARGUMENT && config.initial_pool_bytes > 0) {
+    gmr__describe_initial_bytes_failure(upstream, initial_chunk_bytes(config.initial_pool_bytes),
+                                        config.initial_pool_bytes, "initial", message,
+                                        message_bytes);
   }
   *out = gmr_pool_resource_as_resource(p);
   return st;
 }
 
 const gmr__component gmr__component_pool = {
-    "pool", GMR__COMPONENT_ADAPTOR,
-    "coalescing, stream-ordered sub-allocator over chunks of the layer below: best fit, "
-    "per-stream free lists with events, arenas for threads (gmr/pool_resource.h)",
-    options, OPTION_COUNT, create,
+    .name = "pool",
+    .kind = GMR__COMPONENT_ADAPTOR,
+    .help = "coalescing, stream-ordered sub-allocator over chunks of the layer below: best fit, "
+            "per-stream free lists with events, arenas for threads (gmr/pool_resource.h)",
+    .options = options,
+    .option_count = OPTION_COUNT,
+    .create = create,
+    .check = check,
+    .describe_default = describe_default,
 };

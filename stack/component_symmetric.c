@@ -3,31 +3,58 @@
  * (placement that depends only on the sequence of requests, so every rank
  * gets the same offsets).
  */
+#include <stdint.h>
 #include <stdio.h>
 
 #include "gmr/symmetric_resource.h"
 #include "stack/registry.h"
+#include "stack/value.h"
 
 enum { REGION_SIZE, ALIGNMENT, MAX_REGIONS, OPTION_COUNT };
 
+/* The C config reads 0 as "the default": the spec refuses 0 instead (the
+ * ranges below), so a written value always means itself. */
 static const gmr__option_def options[OPTION_COUNT] = {
-    [REGION_SIZE] = {"region_size", GMR__OPTION_SIZE, "256MiB", false, false, NULL,
-                     "bytes taken from the upstream per region (a larger request gets a region "
-                     "of its own)",
-                     0},
-    [ALIGNMENT] = {"alignment", GMR__OPTION_SIZE, "4KiB", false, false, NULL,
-                   "every block starts at a multiple of this (a power of two >= 256)", 0},
-    [MAX_REGIONS] = {"max_regions", GMR__OPTION_UINT, "0", false, false, NULL,
-                     "most regions held at once; 0: no limit", 0},
+    [REGION_SIZE] = {.name = "region_size",
+                     .type = GMR__OPTION_SIZE,
+                     .min_value = 256,
+                     .multiple_of = 256,
+                     .help = "bytes taken from the upstream per region (a larger request gets a "
+                             "region of its own); a multiple of alignment"},
+    [ALIGNMENT] = {.name = "alignment",
+                   .type = GMR__OPTION_SIZE,
+                   .power_of_two = true, /* and >= 256: gmr_symmetric_resource_create says so */
+                   .help = "every block starts at a multiple of this (a power of two >= 256)"},
+    [MAX_REGIONS] = {.name = "max_regions",
+                     .type = GMR__OPTION_UINT,
+                     .help = "most regions held at once; 0: no limit"},
 };
+
+static bool describe_default(size_t option, char *text, size_t text_bytes) {
+  switch (option) {
+    case REGION_SIZE:
+      gmr__format_size_value((size_t)256 << 20, text, text_bytes); /* the header's 0 */
+      return true;
+    case ALIGNMENT:
+      gmr__format_size_value(4096, text, text_bytes);
+      return true;
+    case MAX_REGIONS:
+      snprintf(text, text_bytes, "0");
+      return true;
+    default:
+      return false;
+  }
+}
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
                          gmr_resource **out, char *message, size_t message_bytes) {
   gmr_symmetric_resource_config config = GMR_SYMMETRIC_RESOURCE_CONFIG_DEFAULT;
-  config.region_bytes = values[REGION_SIZE].size;
-  config.alignment_bytes = values[ALIGNMENT].size;
-  config.max_region_count =
-      values[MAX_REGIONS].uint > SIZE_MAX ? SIZE_MAX : (size_t)values[MAX_REGIONS].uint;
+  if (values[REGION_SIZE].given) config.region_bytes = values[REGION_SIZE].size;
+  if (values[ALIGNMENT].given) config.alignment_bytes = values[ALIGNMENT].size;
+  if (values[MAX_REGIONS].given) {
+    config.max_region_count =
+        values[MAX_REGIONS].uint > SIZE_MAX ? SIZE_MAX : (size_t)values[MAX_REGIONS].uint;
+  }
   gmr_symmetric_resource *r = NULL;
   gmr_failure failure;
   gmr_status st = gmr_symmetric_resource_create(upstream, &config, &r, &failure);
@@ -37,8 +64,12 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
 }
 
 const gmr__component gmr__component_symmetric = {
-    "symmetric", GMR__COMPONENT_ADAPTOR,
-    "first fit over upstream regions whose placement depends only on the sequence of requests: "
-    "the same offsets on every rank (gmr/symmetric_resource.h)",
-    options, OPTION_COUNT, create,
+    .name = "symmetric",
+    .kind = GMR__COMPONENT_ADAPTOR,
+    .help = "first fit over upstream regions whose placement depends only on the sequence of "
+            "requests: the same offsets on every rank (gmr/symmetric_resource.h)",
+    .options = options,
+    .option_count = OPTION_COUNT,
+    .create = create,
+    .describe_default = describe_default,
 };

@@ -1,42 +1,87 @@
 /*
  * stack/component_tracking.c: `tracking` in specs, gmr_tracking_adaptor.
  */
+#include <stdio.h>
+
 #include "gmr/tracking_adaptor.h"
 #include "stack/registry.h"
 
 enum { PER, CHECK_STREAM, MAX_OWNERS, RECENT_FREES, OPTION_COUNT };
 
+/* In gmr_tracking_scope order. */
 static const char *const scopes[] = {"stream", "thread", NULL};
 
+/* 0 would mean "the default" to the adaptor; a spec leaves the option out
+ * for that, so 0 is refused rather than silently replaced. */
 static const gmr__option_def options[OPTION_COUNT] = {
-    [PER] = {"per", GMR__OPTION_CHOICE, "stream", false, false, scopes,
-             "count per stream (the allocation's) or per thread (the allocating one)"},
-    [CHECK_STREAM] = {"check_stream", GMR__OPTION_BOOL, "true", false, false, NULL,
-                      "refuse a free on another stream than the allocation's"},
-    [MAX_OWNERS] = {"max_owners", GMR__OPTION_UINT, "256", false, false, NULL,
-                    "streams or threads with counters of their own"},
-    [RECENT_FREES] = {"recent_frees", GMR__OPTION_UINT, "4096", false, false, NULL,
-                      "frees remembered to tell a double free from an unknown pointer"},
+    [PER] = {.name = "per",
+             .type = GMR__OPTION_CHOICE,
+             .choices = scopes,
+             .help = "count per stream (the allocation's) or per thread (the allocating one)"},
+    [CHECK_STREAM] = {.name = "check_stream",
+                      .type = GMR__OPTION_BOOL,
+                      .help = "refuse a free on another stream than the allocation's"},
+    [MAX_OWNERS] = {.name = "max_owners",
+                    .type = GMR__OPTION_UINT,
+                    .min_value = 1,
+                    .help = "streams or threads with counters of their own"},
+    [RECENT_FREES] = {.name = "recent_frees",
+                      .type = GMR__OPTION_UINT,
+                      .min_value = 1,
+                      .help = "frees remembered to tell a double free from an unknown pointer"},
 };
+
+/* The C default, with what the spec gives on top. */
+static gmr_tracking_adaptor_config to_config(const gmr__option_value *v) {
+  gmr_tracking_adaptor_config c = GMR_TRACKING_ADAPTOR_CONFIG_DEFAULT;
+  if (v[PER].given) c.per = (gmr_tracking_scope)v[PER].choice;
+  if (v[CHECK_STREAM].given) c.check_stream = v[CHECK_STREAM].boolean;
+  if (v[MAX_OWNERS].given) c.max_owners = (size_t)v[MAX_OWNERS].uint;
+  if (v[RECENT_FREES].given) c.recent_free_count = (size_t)v[RECENT_FREES].uint;
+  return c;
+}
+
+static bool describe_default(size_t option, char *text, size_t text_bytes) {
+  const gmr_tracking_adaptor_config c = GMR_TRACKING_ADAPTOR_CONFIG_DEFAULT;
+  switch (option) {
+    case PER:
+      snprintf(text, text_bytes, "%s", scopes[c.per]);
+      return true;
+    case CHECK_STREAM:
+      return gmr__describe_bool(c.check_stream, text, text_bytes);
+    case MAX_OWNERS:
+      snprintf(text, text_bytes, "%zu", c.max_owners);
+      return true;
+    case RECENT_FREES:
+      snprintf(text, text_bytes, "%zu", c.recent_free_count);
+      return true;
+    default:
+      return false;
+  }
+}
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
                          gmr_resource **out, char *message, size_t message_bytes) {
-  (void)message;
-  (void)message_bytes;
-  gmr_tracking_adaptor_config config = GMR_TRACKING_ADAPTOR_CONFIG_DEFAULT;
-  config.per = values[PER].choice == 1 ? GMR_TRACKING_PER_THREAD : GMR_TRACKING_PER_STREAM;
-  config.check_stream = values[CHECK_STREAM].boolean;
-  config.max_owners = (size_t)values[MAX_OWNERS].uint;
-  config.recent_free_count = (size_t)values[RECENT_FREES].uint;
+  gmr_tracking_adaptor_config config = to_config(values);
   gmr_tracking_adaptor *a = NULL;
   gmr_status st = gmr_tracking_adaptor_create(upstream, &config, &a);
+  if (st == GMR_ERR_OUT_OF_MEMORY) {
+    snprintf(message, message_bytes,
+             "out of host memory for the tables of %zu owners (option 'max_owners') and %zu "
+             "remembered frees (option 'recent_frees'): lower them",
+             config.max_owners, config.recent_free_count);
+  }
   *out = gmr_tracking_adaptor_as_resource(a);
   return st;
 }
 
 const gmr__component gmr__component_tracking = {
-    "tracking", GMR__COMPONENT_ADAPTOR,
-    "books of every live allocation, counters per stream or thread, bad frees refused "
-    "(gmr/tracking_adaptor.h)",
-    options, OPTION_COUNT, create,
+    .name = "tracking",
+    .kind = GMR__COMPONENT_ADAPTOR,
+    .help = "books of every live allocation, counters per stream or thread, bad frees refused "
+            "(gmr/tracking_adaptor.h)",
+    .options = options,
+    .option_count = OPTION_COUNT,
+    .create = create,
+    .describe_default = describe_default,
 };

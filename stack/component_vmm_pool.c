@@ -2,13 +2,12 @@
  * stack/component_vmm_pool.c: `vmm_pool` in specs, gmr_vmm_pool_resource (a
  * pool over CUDA virtual memory that remaps pages instead of fragmenting).
  */
-#include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "gmr/vmm_pool_resource.h"
 #include "stack/registry.h"
+#include "stack/value.h"
 
 enum {
   DEVICE,
@@ -21,77 +20,99 @@ enum {
   OPTION_COUNT
 };
 
-/* Defaults are GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT's, written as spec
- * values so that `replay --components` shows them. */
+/* The ranges are gmr_vmm_pool_resource_create's (gmr/vmm_pool_resource.h). */
 static const gmr__option_def options[OPTION_COUNT] = {
-    [DEVICE] = {"device", GMR__OPTION_DEVICE, "current", false, false, NULL,
-                "device ordinal, or current (the calling thread's device at create)", 0},
-    [PAGE_SIZE] = {"page_size", GMR__OPTION_SIZE, "0", false, false, NULL,
-                   "bytes per physical page, a multiple of the VMM granularity; 0: 2 MiB (or "
-                   "the granularity if larger)",
-                   0},
-    [VA_CHUNK] = {"va_chunk", GMR__OPTION_SIZE, "0", false, false, NULL,
-                  "virtual addresses reserved at a time; 0: the device's memory size", 0},
-    [INITIAL_PAGES] = {"initial_pages", GMR__OPTION_UINT, "0", false, false, NULL,
-                       "pages mapped at create as one free region", 0},
-    [SMALL_POOL] = {"small_pool", GMR__OPTION_BOOL, "true", false, false, NULL,
-                    "requests below a page from an internal pool (256-byte rounding) instead "
-                    "of a page each",
-                    0},
-    [PEER_ACCESS] = {"peer_access", GMR__OPTION_STRING, "none", false, false, NULL,
-                     "devices that may access every page: none, all, or ordinals joined by "
-                     "'+' (1+2)",
-                     64},
-    [NCCL_READY] = {"nccl_ready", GMR__OPTION_BOOL, "false", false, false, NULL,
-                    "create pages as ncclMemAlloc does (exportable handles, GPUDirect RDMA, "
-                    "recommended granularity)",
-                    0},
+    [DEVICE] = {.name = "device",
+                .type = GMR__OPTION_DEVICE,
+                .help = "device ordinal, or current (the calling thread's device at create)"},
+    [PAGE_SIZE] = {.name = "page_size",
+                   .type = GMR__OPTION_SIZE,
+                   .help = "bytes per physical page, a multiple of the VMM granularity; 0: 2 MiB "
+                           "(or the granularity if larger)"},
+    [VA_CHUNK] = {.name = "va_chunk",
+                  .type = GMR__OPTION_SIZE,
+                  .help = "virtual addresses reserved at a time; 0: the device's memory size"},
+    [INITIAL_PAGES] = {.name = "initial_pages",
+                       .type = GMR__OPTION_UINT,
+                       .help = "pages mapped at create as one free region"},
+    [SMALL_POOL] = {.name = "small_pool",
+                    .type = GMR__OPTION_BOOL,
+                    .help = "requests below a page from an internal pool (256-byte rounding) "
+                            "instead of a page each"},
+    [PEER_ACCESS] = {.name = "peer_access",
+                     .type = GMR__OPTION_STRING,
+                     .max_bytes = 64,
+                     .help = "devices that may access every page: none, all, or ordinals joined "
+                             "by '+' (1+2)"},
+    [NCCL_READY] = {.name = "nccl_ready",
+                    .type = GMR__OPTION_BOOL,
+                    .help = "create pages as ncclMemAlloc does (exportable handles, GPUDirect "
+                            "RDMA, recommended granularity)"},
 };
 
-/* "none", "all", or device ordinals separated by '+' (',' and spaces too,
- * inside quotes). */
 static bool parse_peers(const char *text, gmr_vmm_pool_resource_config *c) {
-  if (strcmp(text, "none") == 0) {
-    c->peer_access = GMR_VMM_POOL_PEERS_NONE;
-    return true;
+  bool all = false;
+  size_t count = 0;
+  if (!gmr__parse_peer_list(text, &all, c->peers, GMR_VMM_POOL_MAX_PEERS, &count)) return false;
+  c->peer_access = all ? GMR_VMM_POOL_PEERS_ALL
+                       : count > 0 ? GMR_VMM_POOL_PEERS_LIST : GMR_VMM_POOL_PEERS_NONE;
+  c->peer_count = count;
+  return true;
+}
+
+static bool describe_default(size_t option, char *text, size_t text_bytes) {
+  const gmr_vmm_pool_resource_config c = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
+  switch (option) {
+    case DEVICE:
+      if (c.device == GMR_VMM_POOL_CURRENT_DEVICE) {
+        snprintf(text, text_bytes, "current");
+      } else {
+        snprintf(text, text_bytes, "%d", c.device);
+      }
+      return true;
+    case PAGE_SIZE:
+      gmr__format_size_value(c.page_bytes, text, text_bytes);
+      return true;
+    case VA_CHUNK:
+      gmr__format_size_value(c.va_chunk_bytes, text, text_bytes);
+      return true;
+    case INITIAL_PAGES:
+      snprintf(text, text_bytes, "%zu", c.initial_pages);
+      return true;
+    case SMALL_POOL:
+      return gmr__describe_bool(c.small_pool, text, text_bytes);
+    case PEER_ACCESS:
+      snprintf(text, text_bytes, "%s",
+               c.peer_access == GMR_VMM_POOL_PEERS_ALL ? "all" : "none");
+      return true;
+    case NCCL_READY:
+      return gmr__describe_bool(c.nccl_ready, text, text_bytes);
+    default:
+      return false;
   }
-  if (strcmp(text, "all") == 0) {
-    c->peer_access = GMR_VMM_POOL_PEERS_ALL;
-    return true;
-  }
-  c->peer_access = GMR_VMM_POOL_PEERS_LIST;
-  c->peer_count = 0;
-  const char *s = text;
-  while (*s != '\0') {
-    while (*s == '+' || *s == ',' || *s == ' ') s++;
-    if (*s == '\0') break;
-    if (!isdigit((unsigned char)*s) || c->peer_count == GMR_VMM_POOL_MAX_PEERS) return false;
-    char *end = NULL;
-    long d = strtol(s, &end, 10);
-    if (d > 1024 || (*end != '\0' && *end != '+' && *end != ',' && *end != ' ')) return false;
-    c->peers[c->peer_count++] = (int)d;
-    s = end;
-  }
-  return c->peer_count > 0;
 }
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
                          gmr_resource **out, char *message, size_t message_bytes) {
   (void)upstream;
   gmr_vmm_pool_resource_config config = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
-  config.device = values[DEVICE].device < 0 ? GMR_VMM_POOL_CURRENT_DEVICE : values[DEVICE].device;
-  config.page_bytes = values[PAGE_SIZE].size;
-  config.va_chunk_bytes = values[VA_CHUNK].size;
-  config.initial_pages = values[INITIAL_PAGES].uint > SIZE_MAX ? SIZE_MAX
-                                                                : (size_t)values[INITIAL_PAGES].uint;
-  config.small_pool = values[SMALL_POOL].boolean;
-  config.nccl_ready = values[NCCL_READY].boolean;
+  const gmr__option_value *v = values;
+  if (v[DEVICE].given) {
+    config.device = v[DEVICE].device < 0 ? GMR_VMM_POOL_CURRENT_DEVICE : v[DEVICE].device;
+  }
+  if (v[PAGE_SIZE].given) config.page_bytes = v[PAGE_SIZE].size;
+  if (v[VA_CHUNK].given) config.va_chunk_bytes = v[VA_CHUNK].size;
+  if (v[INITIAL_PAGES].given) {
+    config.initial_pages = v[INITIAL_PAGES].uint > SIZE_MAX ? SIZE_MAX : (size_t)v[INITIAL_PAGES].uint;
+  }
+  if (v[SMALL_POOL].given) config.small_pool = v[SMALL_POOL].boolean;
+  if (v[NCCL_READY].given) config.nccl_ready = v[NCCL_READY].boolean;
   *out = NULL;
-  if (!parse_peers(values[PEER_ACCESS].string, &config)) {
+  if (v[PEER_ACCESS].given && !parse_peers(v[PEER_ACCESS].string, &config)) {
     snprintf(message, message_bytes,
-             "peer_access: expected none, all, or device ordinals joined by '+' (at most %d), "
-             "got '%s'",
-             GMR_VMM_POOL_MAX_PEERS, values[PEER_ACCESS].string);
+             "vmm_pool option peer_access: expected none, all, or device ordinals joined by '+' "
+             "(at most %d), got '%s'",
+             GMR_VMM_POOL_MAX_PEERS, v[PEER_ACCESS].string);
     return GMR_ERR_INVALID_ARGUMENT;
   }
   gmr_vmm_pool_resource *p = NULL;
@@ -103,8 +124,12 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
 }
 
 const gmr__component gmr__component_vmm_pool = {
-    "vmm_pool", GMR__COMPONENT_RESOURCE,
-    "device memory from CUDA virtual memory: pages remapped to new addresses instead of "
-    "fragmenting (VPMM), in-place growth, sleep/wake (gmr/vmm_pool_resource.h)",
-    options, OPTION_COUNT, create,
+    .name = "vmm_pool",
+    .kind = GMR__COMPONENT_RESOURCE,
+    .help = "device memory from CUDA virtual memory: pages remapped to new addresses instead of "
+            "fragmenting (VPMM), in-place growth, sleep/wake (gmr/vmm_pool_resource.h)",
+    .options = options,
+    .option_count = OPTION_COUNT,
+    .create = create,
+    .describe_default = describe_default,
 };

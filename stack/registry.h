@@ -2,11 +2,14 @@
  * stack/registry.h (internal): the table of components a spec can name.
  *
  * A component is a resource (last layer of a spec) or an adaptor (any other
- * layer). Its entry lists its options (name, type, default, meaning) and a
- * create function that receives every option's value, typed and defaulted.
- * Adding a component to specs is one file with its option table and create
- * function (see component_host.c, the smallest) plus one line in the table of
- * registry.c; nothing else switches on names.
+ * layer). Its entry lists its options (name, type, the range the layer
+ * accepts, meaning), a create function that receives the options the spec
+ * gives, typed and checked, and applies them on top of the layer's C default
+ * config (*_CONFIG_DEFAULT), a function that describes those defaults for the
+ * listing, and optionally a check of options that contradict each other.
+ * Adding a component to specs is one file with its option table and these
+ * functions (see component_host.c, the smallest) plus one line in the table of
+ * registry.c and one in stack/BUILD.bazel; nothing else switches on names.
  */
 #ifndef GMR_STACK_REGISTRY_H_
 #define GMR_STACK_REGISTRY_H_
@@ -38,17 +41,30 @@ typedef enum gmr__option_type {
 typedef struct gmr__option_def {
   const char *name;
   gmr__option_type type;
-  const char *default_text;    /* parsed like a spec value; NULL: none (absent) */
+  const char *help;            /* what it means; policy options get the policy names appended */
   bool required;               /* the spec must give it */
   bool allow_unlimited;        /* SIZE: accept none/max/unlimited */
   const char *const *choices;  /* CHOICE: the accepted names, NULL-terminated */
-  const char *help;
   size_t max_bytes;            /* STRING: longest accepted text in bytes; 0: no limit */
+  /* SIZE and UINT: the range the layer accepts, checked before any layer is
+   * created so that the message can name it (max_value 0: no maximum). */
+  uint64_t min_value;
+  uint64_t max_value;
+  bool power_of_two;           /* SIZE: the value must be a power of two */
+  uint64_t multiple_of;        /* SIZE: 0, or what the value must be a multiple of */
+  /* FACTOR: accepted values are min_factor <= v < below_factor (0: no bound). */
+  double min_factor;
+  double below_factor;
 } gmr__option_def;
 
+/* Every value stands for at most this many milliseconds, so that the
+ * nanoseconds the policies keep (uint64_t) cannot wrap. */
+#define GMR__WAIT_TIMEOUT_MS_MAX (UINT64_MAX / 1000000u)
+
+/* A value written in the spec, typed. Options the spec does not give keep the
+ * C default of the component's config (its *_CONFIG_DEFAULT macro). */
 typedef struct gmr__option_value {
-  bool given;      /* written in the spec */
-  bool has_value;  /* given, or a default applies */
+  bool given;      /* written in the spec; nothing else is set otherwise */
   bool unlimited;  /* SIZE: none/max/unlimited (size is SIZE_MAX) */
   size_t size;
   uint64_t uint;
@@ -58,8 +74,8 @@ typedef struct gmr__option_value {
   int device;      /* DEVICE: ordinal, or -1 for current */
   gmr_oom_policy oom;
   gmr_limit_policy limit;
-  /* STRING: the text, NUL-terminated, borrowed from the spec (or the default)
-   * and valid until the create function returns: copy what must last. */
+  /* STRING: the text, NUL-terminated, borrowed from the spec and valid until
+   * the create function returns: copy what must last. */
   const char *string;
 } gmr__option_value;
 
@@ -68,11 +84,27 @@ typedef struct gmr__option_value {
  * indexed like the component's option table. The create function owns the
  * policies in `values` from the call on: it hands them to the adaptor, which
  * releases them on failure too. On failure it may write a sentence into
- * `message`.
+ * `message` (what was asked, the limit, the option to change).
  */
 typedef gmr_status gmr__component_create_fn(const gmr__option_value *values,
                                             gmr_resource *upstream, gmr_resource **out,
                                             char *message, size_t message_bytes);
+
+/*
+ * Optional: find options that contradict each other (each one is in range on
+ * its own), before any layer is created. Returns GMR_OK, or
+ * GMR_ERR_INVALID_ARGUMENT with a sentence in `message` and in *blame the
+ * index of a given option to point at.
+ */
+typedef gmr_status gmr__component_check_fn(const gmr__option_value *values, size_t *blame,
+                                           char *message, size_t message_bytes);
+
+/*
+ * Write the default of option `option` into `text`, read from the
+ * component's C default config, so that the listing cannot drift from what
+ * an absent option means. Returns false for an option without a default.
+ */
+typedef bool gmr__component_default_fn(size_t option, char *text, size_t text_bytes);
 
 typedef enum gmr__component_kind {
   GMR__COMPONENT_RESOURCE, /* takes no upstream: the last layer */
@@ -86,6 +118,8 @@ typedef struct gmr__component {
   const gmr__option_def *options;
   size_t option_count;
   gmr__component_create_fn *create;
+  gmr__component_check_fn *check;     /* may be NULL */
+  gmr__component_default_fn *describe_default;
 } gmr__component;
 
 /* The component named `name`, or NULL. */
@@ -94,6 +128,45 @@ const gmr__component *gmr__component_find(const char *name);
 /* Every component, in the table's order. */
 size_t gmr__component_count(void);
 const gmr__component *gmr__component_at(size_t index);
+
+/* Helpers for the component files (component_support.c). */
+
+/* What is free where the memory below `upstream` comes from: "; the device
+ * has N bytes free of T" when the bottom of the chain is device memory of the
+ * current device, else "". */
+void gmr__describe_room_below(gmr_resource *upstream, char *text, size_t text_bytes);
+
+/* The message of a layer that failed to take its initial memory at create:
+ * "taking <what> from the layer below failed<room>: lower <option>, or 0 to
+ * take nothing at create". */
+void gmr__describe_initial_failure(gmr_resource *upstream, const char *what, const char *option,
+                                   char *message, size_t message_bytes);
+
+/* The same for a size option: "the <asked> bytes of option '<option>'
+ * (<option_bytes> as a size)"; asked differs from option_bytes where the
+ * layer rounds the option up. */
+void gmr__describe_initial_bytes_failure(gmr_resource *upstream, size_t asked_bytes,
+                                         size_t option_bytes, const char *option, char *message,
+                                         size_t message_bytes);
+
+/* The value an option has for a message: "256MiB" when given, "128MiB, the
+ * default" when not (the caller passes the C default then). */
+void gmr__describe_size_option(size_t bytes, bool given, char *text, size_t text_bytes);
+void gmr__describe_uint_option(uint64_t value, bool given, char *text, size_t text_bytes);
+
+/* "true" or "false" into `text`; returns true (for describe_default). */
+bool gmr__describe_bool(bool value, char *text, size_t text_bytes);
+
+/* A peer_access option value (vmm_pool, cumem): "none" (*all false, no
+ * ordinal), "all" (*all true), or device ordinals joined by '+' (',' and
+ * spaces too, inside quotes) into peers[0..*count), at most max_count.
+ * False when the text is none of these. */
+bool gmr__parse_peer_list(const char *text, bool *all, int *peers, size_t max_count,
+                          size_t *count);
+
+/* The meaning of options several sub-allocators share, written once. */
+extern const char gmr__help_nvtx_annotate[];
+extern const char gmr__help_streams_outlive[];
 
 /* The entries, one per component file. */
 extern const gmr__component gmr__component_chunk_listener;

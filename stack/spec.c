@@ -19,8 +19,8 @@ typedef struct parser {
   gmr_status status; /* first failure */
 } parser;
 
-void gmr__spec_error_at(gmr_spec_error *error, const char *origin, const char *text,
-                        size_t offset, const char *fmt, ...) {
+void gmr__spec_error_vat(gmr_spec_error *error, const char *origin, const char *text,
+                         size_t offset, const char *fmt, va_list ap) {
   if (error == NULL) return;
   int line = 0, column = 0;
   if (offset != SIZE_MAX && text != NULL) {
@@ -38,15 +38,20 @@ void gmr__spec_error_at(gmr_spec_error *error, const char *origin, const char *t
   error->line = line;
   error->column = column;
   char what[GMR_SPEC_ERROR_MESSAGE_BYTES - 64]; /* room for "origin:line:col: " */
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
-  va_end(ap);
   if (line > 0) {
     snprintf(error->message, sizeof error->message, "%.20s:%d:%d: %s", origin, line, column, what);
   } else {
     snprintf(error->message, sizeof error->message, "%.20s: %s", origin, what);
   }
+}
+
+void gmr__spec_error_at(gmr_spec_error *error, const char *origin, const char *text,
+                        size_t offset, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  gmr__spec_error_vat(error, origin, text, offset, fmt, ap);
+  va_end(ap);
 }
 
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -77,11 +82,24 @@ static void describe_here(const parser *p, char *buf, size_t n) {
   }
 }
 
-static void fail(parser *p, size_t offset, gmr_status st, const char *fmt, const char *a,
-                 const char *b) {
+static void fail(parser *p, size_t offset, gmr_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+/* Record the first failure only: later ones follow from it. */
+static void fail(parser *p, size_t offset, gmr_status st, const char *fmt, ...) {
   if (p->status != GMR_OK) return;
   p->status = st;
-  gmr__spec_error_at(p->error, p->origin, p->text, offset, fmt, a, b);
+  va_list ap;
+  va_start(ap, fmt);
+  gmr__spec_error_vat(p->error, p->origin, p->text, offset, fmt, ap);
+  va_end(ap);
+}
+
+static void fail_out_of_memory(parser *p) {
+  fail(p, SIZE_MAX, GMR_ERR_OUT_OF_MEMORY, "out of host memory while parsing the spec");
 }
 
 static void fail_found(parser *p, const char *expected) {
@@ -93,7 +111,7 @@ static void fail_found(parser *p, const char *expected) {
 static char *copy_range(parser *p, size_t begin, size_t end) {
   char *s = malloc(end - begin + 1);
   if (s == NULL) {
-    fail(p, SIZE_MAX, GMR_ERR_OUT_OF_MEMORY, "%s%sout of host memory", "", "");
+    fail_out_of_memory(p);
     return NULL;
   }
   memcpy(s, p->text + begin, end - begin);
@@ -117,14 +135,14 @@ static char *parse_quoted(parser *p) {
   size_t cap = 16, n = 0;
   char *s = malloc(cap);
   if (s == NULL) {
-    fail(p, SIZE_MAX, GMR_ERR_OUT_OF_MEMORY, "%s%sout of host memory", "", "");
+    fail_out_of_memory(p);
     return NULL;
   }
   for (;;) {
     char c = peek(p);
     if (c == '\0') {
       free(s);
-      fail(p, open, GMR_ERR_INVALID_ARGUMENT, "%s%sunterminated quoted value", "", "");
+      fail(p, open, GMR_ERR_INVALID_ARGUMENT, "unterminated quoted value");
       return NULL;
     }
     p->pos++;
@@ -138,7 +156,7 @@ static char *parse_quoted(parser *p) {
       char *grown = realloc(s, cap * 2);
       if (grown == NULL) {
         free(s);
-        fail(p, SIZE_MAX, GMR_ERR_OUT_OF_MEMORY, "%s%sout of host memory", "", "");
+        fail_out_of_memory(p);
         return NULL;
       }
       s = grown;
@@ -192,15 +210,19 @@ static bool parse_layer(parser *p, gmr__spec_layer *layer) {
     p->pos++;
     return true;
   }
+  size_t capacity = 0;
   for (;;) {
     skip_space(p);
-    gmr__spec_option *grown =
-        realloc(layer->options, (layer->option_count + 1) * sizeof *layer->options);
-    if (grown == NULL) {
-      fail(p, SIZE_MAX, GMR_ERR_OUT_OF_MEMORY, "%s%sout of host memory", "", "");
-      return false;
+    if (layer->option_count == capacity) {
+      /* Doubling: a spec of many options costs linear time, not quadratic. */
+      capacity = capacity == 0 ? 4 : capacity * 2;
+      gmr__spec_option *grown = realloc(layer->options, capacity * sizeof *layer->options);
+      if (grown == NULL) {
+        fail_out_of_memory(p);
+        return false;
+      }
+      layer->options = grown;
     }
-    layer->options = grown;
     gmr__spec_option *opt = &layer->options[layer->option_count++];
     memset(opt, 0, sizeof *opt);
     if (!parse_option(p, opt)) return false;
@@ -245,13 +267,20 @@ gmr_status gmr__spec_parse(const char *text, const char *origin, gmr__spec *out,
   skip_space(&p);
   if (peek(&p) == '\0') {
     fail(&p, SIZE_MAX, GMR_ERR_INVALID_ARGUMENT,
-         "%s%sthe spec is empty: name at least one resource, e.g. 'cuda(kind=async)'", "", "");
+         "the spec is empty: name at least one resource, e.g. 'cuda(kind=async)'");
     return p.status;
   }
   for (;;) {
+    if (out->layer_count == GMR_STACK_MAX_DEPTH) {
+      /* Refused before parsing on: a huge spec costs no more than 64 layers. */
+      fail(&p, p.pos, GMR_ERR_INVALID_ARGUMENT,
+           "too many layers: a spec may have at most %d (GMR_STACK_MAX_DEPTH); this is layer %d",
+           GMR_STACK_MAX_DEPTH, GMR_STACK_MAX_DEPTH + 1);
+      break;
+    }
     gmr__spec_layer *grown = realloc(out->layers, (out->layer_count + 1) * sizeof *out->layers);
     if (grown == NULL) {
-      fail(&p, SIZE_MAX, GMR_ERR_OUT_OF_MEMORY, "%s%sout of host memory", "", "");
+      fail_out_of_memory(&p);
       break;
     }
     out->layers = grown;

@@ -6,6 +6,7 @@
 #ifndef GMR_STACK_SPEC_H_
 #define GMR_STACK_SPEC_H_
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #include "gmr/stack.h"
@@ -37,7 +38,8 @@ typedef struct gmr__spec {
 } gmr__spec;
 
 /* Parse `text`. On failure fill `error` (may be NULL) and leave *out empty.
- * Returns GMR_OK, GMR_ERR_INVALID_ARGUMENT (malformed), GMR_ERR_OUT_OF_MEMORY. */
+ * Returns GMR_OK, GMR_ERR_INVALID_ARGUMENT (malformed, or more than
+ * GMR_STACK_MAX_DEPTH layers), GMR_ERR_OUT_OF_MEMORY. */
 gmr_status gmr__spec_parse(const char *text, const char *origin, gmr__spec *out,
                            gmr_spec_error *error);
 
@@ -49,6 +51,14 @@ void gmr__spec_error_at(gmr_spec_error *error, const char *origin, const char *t
                         size_t offset, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
+/* The same with a va_list, for the error helpers of the parser and the builder. */
+void gmr__spec_error_vat(gmr_spec_error *error, const char *origin, const char *text,
+                         size_t offset, const char *fmt, va_list ap)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 0)))
 #endif
     ;
 

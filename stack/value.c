@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
@@ -53,25 +54,89 @@ static void say(char *why, size_t n, const char *fmt, const char *arg) {
 
 typedef struct unit {
   const char *name;
-  double factor;
+  uint64_t factor;
 } unit;
 
 static const unit units[] = {
-    {"", 1.0},
-    {"b", 1.0},
-    {"k", 1024.0},
-    {"kib", 1024.0},
-    {"kb", 1e3},
-    {"m", 1048576.0},
-    {"mib", 1048576.0},
-    {"mb", 1e6},
-    {"g", 1073741824.0},
-    {"gib", 1073741824.0},
-    {"gb", 1e9},
-    {"t", 1099511627776.0},
-    {"tib", 1099511627776.0},
-    {"tb", 1e12},
+    {"", 1},
+    {"b", 1},
+    {"k", (uint64_t)1 << 10},
+    {"kib", (uint64_t)1 << 10},
+    {"kb", 1000u},
+    {"m", (uint64_t)1 << 20},
+    {"mib", (uint64_t)1 << 20},
+    {"mb", 1000000u},
+    {"g", (uint64_t)1 << 30},
+    {"gib", (uint64_t)1 << 30},
+    {"gb", 1000000000u},
+    {"t", (uint64_t)1 << 40},
+    {"tib", (uint64_t)1 << 40},
+    {"tb", 1000000000000u},
 };
+
+static uint64_t gcd(uint64_t a, uint64_t b) {
+  while (b != 0) {
+    uint64_t r = a % b;
+    a = b;
+    b = r;
+  }
+  return a;
+}
+
+/*
+ * whole.fraction * factor in bytes, exactly: no double rounding, so that
+ * 1.1KiB (1126.4 bytes) is refused and 0.0009765625KiB is 1 byte. `fraction`
+ * holds the digits after the point (trailing zeros allowed). Returns false
+ * with `why` set when the result is not a whole number of bytes, is less than
+ * one byte without being 0, or does not fit.
+ */
+static bool exact_bytes(const char *text, const char *whole, size_t whole_len,
+                        const char *fraction, size_t fraction_len, uint64_t factor, size_t *out,
+                        char *why, size_t why_bytes) {
+  while (fraction_len > 0 && fraction[fraction_len - 1] == '0') fraction_len--;
+  uint64_t w = 0;
+  for (size_t i = 0; i < whole_len; ++i) {
+    uint64_t digit = (uint64_t)(whole[i] - '0');
+    if (w > (UINT64_MAX - digit) / 10) goto too_large;
+    w = w * 10 + digit;
+  }
+  if (w > SIZE_MAX / factor) goto too_large;
+  w *= factor;
+  uint64_t from_fraction = 0;
+  if (fraction_len > 0) {
+    /* fraction / 10^k * factor is whole iff 10^k / gcd(factor, 10^k) divides
+     * the fraction's digits; 19 digits fit in 64 bits. */
+    if (fraction_len > 19) goto not_whole;
+    uint64_t digits = 0, scale = 1;
+    for (size_t i = 0; i < fraction_len; ++i) {
+      digits = digits * 10 + (uint64_t)(fraction[i] - '0');
+      scale *= 10;
+    }
+    uint64_t g = gcd(factor, scale);
+    uint64_t scale_g = scale / g, factor_g = factor / g;
+    if (digits % scale_g != 0) {
+      /* digits * factor < scale, without the product (it may not fit). */
+      if (w == 0 && digits <= (scale_g - 1) / factor_g) goto below_one;
+      goto not_whole;
+    }
+    from_fraction = digits / scale_g * factor_g; /* < factor: no overflow */
+  }
+  if (w > SIZE_MAX - from_fraction) goto too_large;
+  *out = (size_t)(w + from_fraction);
+  return true;
+too_large:
+  if (why != NULL && why_bytes > 0) {
+    snprintf(why, why_bytes, "'%s' is too large (a size is at most %zu bytes)", text,
+             (size_t)SIZE_MAX);
+  }
+  return false;
+not_whole:
+  say(why, why_bytes, "'%s' is not a whole number of bytes", text);
+  return false;
+below_one:
+  say(why, why_bytes, "'%s' is less than one byte", text);
+  return false;
+}
 
 gmr_status gmr__parse_size(const char *text, bool *unlimited, gmr__total_memory_fn *total_memory,
                            void *ctx, size_t *out, char *why, size_t why_bytes) {
@@ -87,28 +152,34 @@ gmr_status gmr__parse_size(const char *text, bool *unlimited, gmr__total_memory_
   }
   /* The number: digits with at most one decimal point, no sign, no exponent. */
   const char *c = text;
+  const char *dot = NULL;
   size_t digits = 0, dots = 0;
   while (isdigit((unsigned char)*c) || *c == '.') {
-    if (*c == '.') dots++;
-    else digits++;
+    if (*c == '.') {
+      dots++;
+      dot = c;
+    } else {
+      digits++;
+    }
     c++;
   }
   if (digits == 0 || dots > 1) {
     say(why, why_bytes, "'%s' is not a size (a number with an optional unit, e.g. 8GiB)", text);
     return GMR_ERR_INVALID_ARGUMENT;
   }
-  char number[64];
   size_t nlen = (size_t)(c - text);
-  if (nlen >= sizeof number) {
-    say(why, why_bytes, "'%s' is too long a number", text);
+  if (nlen >= 64) {
+    say(why, why_bytes, "'%s' is too long a number (at most 63 characters)", text);
     return GMR_ERR_INVALID_ARGUMENT;
   }
-  memcpy(number, text, nlen);
-  number[nlen] = '\0';
-  double value = strtod(number, NULL);
 
-  double bytes = 0.0;
   if (strcmp(c, "%") == 0) {
+    /* A share of the device: rounded down to whole bytes, as the share of a
+     * device whose size the writer does not know exactly must be. */
+    char number[64];
+    memcpy(number, text, nlen);
+    number[nlen] = '\0';
+    double value = strtod(number, NULL);
     if (value > 100.0) {
       say(why, why_bytes, "'%s' is more than 100%% of the device's memory", text);
       return GMR_ERR_INVALID_ARGUMENT;
@@ -116,44 +187,65 @@ gmr_status gmr__parse_size(const char *text, bool *unlimited, gmr__total_memory_
     size_t total = 0;
     gmr_status st = total_memory != NULL ? total_memory(ctx, &total) : GMR_ERR_UNSUPPORTED;
     if (st != GMR_OK) {
-      say(why, why_bytes, "cannot read the device's memory size for '%s'", text);
-      return st;
-    }
-    bytes = floor((double)total * value / 100.0);
-  } else {
-    const unit *u = NULL;
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; ++i) {
-      if (strcasecmp(c, units[i].name) == 0) u = &units[i];
-    }
-    if (u == NULL) {
       if (why != NULL && why_bytes > 0) {
         snprintf(why, why_bytes,
-                 "unknown unit '%s' (use B, K, KiB, KB, M, MiB, MB, G, GiB, GB, T, TiB, TB or %%)",
-                 c);
+                 "cannot read the device's memory size for '%s' (%s): give the size in bytes "
+                 "instead",
+                 text, gmr_status_name(st));
       }
+      return st;
+    }
+    double bytes = floor((double)total * value / 100.0);
+    if (bytes < 1.0 && value > 0.0) {
+      say(why, why_bytes, "'%s' is less than one byte", text);
       return GMR_ERR_INVALID_ARGUMENT;
     }
-    if (dots == 0) {
-      /* Whole numbers stay exact past 2^53, where a double would round. */
-      errno = 0;
-      unsigned long long whole = strtoull(number, NULL, 10);
-      unsigned long long factor = (unsigned long long)u->factor;
-      if (errno == ERANGE || (factor != 0 && whole > SIZE_MAX / factor)) {
-        say(why, why_bytes, "'%s' is too large", text);
-        return GMR_ERR_INVALID_ARGUMENT;
-      }
-      *out = (size_t)(whole * factor);
-      return GMR_OK;
-    }
-    bytes = floor(value * u->factor);
+    *out = (size_t)bytes; /* at most total */
+    return GMR_OK;
   }
-  /* 2^64 as a double; anything at or past it does not fit. */
-  if (!(bytes < 18446744073709551616.0) || bytes > (double)SIZE_MAX) {
-    say(why, why_bytes, "'%s' is too large", text);
+  const unit *u = NULL;
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; ++i) {
+    if (strcasecmp(c, units[i].name) == 0) u = &units[i];
+  }
+  if (u == NULL) {
+    if (why != NULL && why_bytes > 0) {
+      snprintf(why, why_bytes,
+               "unknown unit '%s' (use B, K, KiB, KB, M, MiB, MB, G, GiB, GB, T, TiB, TB or %%)",
+               c);
+    }
     return GMR_ERR_INVALID_ARGUMENT;
   }
-  *out = (size_t)bytes;
+  size_t whole_len = dot != NULL ? (size_t)(dot - text) : nlen;
+  const char *fraction = dot != NULL ? dot + 1 : c;
+  size_t fraction_len = dot != NULL ? (size_t)(c - fraction) : 0;
+  if (!exact_bytes(text, text, whole_len, fraction, fraction_len, u->factor, out, why,
+                   why_bytes)) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
   return GMR_OK;
+}
+
+void gmr__format_size(size_t bytes, char *text, size_t text_bytes) {
+  static const char *const names[] = {"KiB", "MiB", "GiB", "TiB"};
+  int unit_index = -1;
+  size_t value = bytes;
+  while (unit_index < 3 && value != 0 && value % 1024 == 0) {
+    value /= 1024;
+    unit_index++;
+  }
+  if (unit_index >= 0) {
+    snprintf(text, text_bytes, "%zu%s", value, names[unit_index]);
+  } else {
+    snprintf(text, text_bytes, "%zu %s", bytes, bytes == 1 ? "byte" : "bytes");
+  }
+}
+
+void gmr__format_size_value(size_t bytes, char *text, size_t text_bytes) {
+  if (bytes != 0 && bytes % 1024 == 0) {
+    gmr__format_size(bytes, text, text_bytes);
+  } else {
+    snprintf(text, text_bytes, "%zu", bytes);
+  }
 }
 
 gmr_status gmr__parse_uint(const char *text, uint64_t *out, char *why, size_t why_bytes) {
@@ -174,7 +266,10 @@ gmr_status gmr__parse_uint(const char *text, uint64_t *out, char *why, size_t wh
   errno = 0;
   unsigned long long v = strtoull(c, NULL, base);
   if (errno == ERANGE || v >= ((unsigned long long)1 << 63)) {
-    say(why, why_bytes, "'%s' is too large", text);
+    if (why != NULL && why_bytes > 0) {
+      snprintf(why, why_bytes, "'%s' is too large (at most %llu)", text,
+               ((unsigned long long)1 << 63) - 1);
+    }
     return GMR_ERR_INVALID_ARGUMENT;
   }
   *out = (uint64_t)v;

@@ -362,7 +362,10 @@ TEST_F(ReplayNoPoolsTest, CudaAsyncWithoutPoolsFailsToCreate) {
   char err[256] = "";
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, replay_stack_create("cuda_async", &stack, err, sizeof err));
   EXPECT_EQ(nullptr, stack);
-  EXPECT_STREQ("stack 'cuda_async': spec:1:1: cannot create cuda: GMR_ERR_UNSUPPORTED", err);
+  EXPECT_STREQ("stack 'cuda_async': spec:1:1: cannot create cuda: GMR_ERR_UNSUPPORTED: kind=async "
+               "needs CUDA memory pools, which device 0 does not support "
+               "(cudaDevAttrMemoryPoolsSupported is 0): use kind=device",
+               err);
 }
 
 // ---- the bundled trace --------------------------------------------------

@@ -4,11 +4,19 @@
 #   Bazel 4.2.3 (bazel-bootstrap), GoogleTest (libgtest-dev), zlib (zlib1g-dev),
 #   a C/C++ compiler (g++), pkg-config and python3 (the install and Python tests;
 #   CMake, when installed, is used by the install test too).
+#   With --fuzz also clang and libFuzzer (clang, libclang-rt-14-dev), for
+#   fuzz/run.sh and the fuzzing stage of .ci/run.
 # The CUDA toolkit is not a Debian package: it must be at /usr/local/cuda, or
 # at $CUDA_PATH.
 set -euo pipefail
 
 packages=(bazel-bootstrap libgtest-dev zlib1g-dev g++ pkg-config python3)
+for arg in "$@"; do
+  case "$arg" in
+    --fuzz) packages+=(clang libclang-rt-14-dev) ;;
+    *) echo "setup: unknown option $arg (known: --fuzz)" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -18,16 +18,23 @@
  *   quoted    = '"' , { any character but '"' and '\' | '\' , any character } , '"' ;
  *
  * The last layer is a resource (cuda, host, ...); every other layer is an
- * adaptor or a pool. Component and option names are case-sensitive.
+ * adaptor or a pool. Component and option names are case-sensitive. A spec
+ * has at most GMR_STACK_MAX_DEPTH (64) layers.
  *
  * Values:
  *   sizes     a number (decimal fractions allowed) with an optional unit:
  *             none or B = bytes; K, KiB = 1024, M, MiB = 1024^2, G, GiB, T, TiB
  *             (binary, as RMM and mimalloc read K/M/G/T); KB = 1000, MB = 10^6,
  *             GB = 10^9, TB = 10^12 (decimal: the SI meaning of a "B" unit).
- *             Units are case-insensitive. `N%` is N percent of the total memory
- *             of the current device (cudaMemGetInfo; works on the simulation).
- *             Options that allow it also take `none` (no limit) or `max`.
+ *             Units are case-insensitive. A size is a whole number of bytes
+ *             (1.5KiB is; 1.1KiB and 0.5 are refused, not rounded). `N%` is N
+ *             percent of the total memory of the current device
+ *             (cudaMemGetInfo; works on the simulation), rounded down, at
+ *             least one byte unless N is 0. Options that allow it also take
+ *             `none` (no limit) or `max`.
+ *   ranges    a value a layer would refuse is refused by the spec with the
+ *             range ("at most 64", "not a power of two (512 bytes and 1KiB
+ *             are)"), and so are options that contradict each other.
  *   policies  a built-in or registered name (gmr/policy.h), or
  *             plugin:PATH:SYMBOL, a function loaded from a shared library.
  *   booleans  true/false, yes/no, on/off, 1/0.
@@ -70,6 +77,11 @@ extern "C" {
 
 typedef struct gmr_stack gmr_stack;
 
+/* The most layers a spec may have. Every call passes through every layer on
+ * the C stack, so a spec of thousands of layers would overflow it; no real
+ * allocator comes near 64 (RMM's deepest documented stacks have five). */
+#define GMR_STACK_MAX_DEPTH 64
+
 #define GMR_SPEC_ERROR_MESSAGE_BYTES 512
 
 /* Where and why a spec was refused. */
@@ -91,8 +103,11 @@ typedef struct gmr_spec_error {
  * Returns:
  *   GMR_OK                    *out is set.
  *   GMR_ERR_INVALID_ARGUMENT  spec or out is NULL, or the spec is malformed
- *                             (syntax, unknown component, option or policy,
- *                             bad value, wrong order, plugin not loadable).
+ *                             (syntax, more than GMR_STACK_MAX_DEPTH layers,
+ *                             unknown component, option or policy, bad value
+ *                             or one outside the layer's range, options that
+ *                             contradict each other, a device ordinal past the
+ *                             device count, wrong order, plugin not loadable).
  *   other statuses            the create function of a layer failed (e.g.
  *                             GMR_ERR_CUDA without a GPU); the message names it.
  * On failure *out is NULL, nothing was created or stays loaded, and
@@ -118,15 +133,16 @@ GMR_API GMR_NODISCARD gmr_status gmr_stack_create_from_env(const char *fallback_
 
 /**
  * Check `spec` as gmr_stack_create() would, without creating any layer and
- * without any CUDA call: syntax, component and option names, the order of
- * layers, values (a `%` size is checked for its form and range but not
- * resolved, since that needs the device), policy names, and plugins (loaded,
- * asked for their policy, released and unloaded again). Tools use it to refuse
- * a command line before long work.
+ * without any CUDA call: syntax, depth, component and option names, the order
+ * of layers, values and their ranges, options that contradict each other (a
+ * `%` size is checked for its form but not resolved, and a device ordinal is
+ * not compared with the device count, since both need the device), policy
+ * names, and plugins (loaded, asked for their policy, released and unloaded
+ * again). Tools use it to refuse a command line before long work.
  * Thread-safe: yes. Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (or
  * GMR_ERR_OUT_OF_MEMORY) with `error` (may be NULL) filled as by
  * gmr_stack_create(). Creating can still fail where checking passed (no
- * device, out of memory, an option the layer itself refuses).
+ * device, a device ordinal past the count, out of memory).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_stack_check(const char *spec, gmr_spec_error *error);
 
