@@ -20,7 +20,8 @@ static const gmr__option_def options[OPTION_COUNT] = {
                  "bytes taken from the layer below at create (the fastest capture: no growth in it)"},
     [CHUNK] = {"chunk", GMR__OPTION_SIZE, "64MiB", false, false, NULL,
                "least growth (in capture too, when the layer below can allocate there); 0: grow "
-               "only by initial and gmr_graph_arena_resource_reserve()"},
+               "only by initial and gmr_graph_arena_resource_reserve() (and take nothing from "
+               "the layer below's free blocks)"},
     [MAX] = {"max", GMR__OPTION_SIZE, "none", false, true, NULL,
              "most bytes in all chunks; none for no limit"},
     [ALIGNMENT] = {"alignment", GMR__OPTION_SIZE, "256", false, false, NULL,
@@ -35,7 +36,8 @@ static const gmr__option_def options[OPTION_COUNT] = {
                 "or hinted (ask CUDA only while a session or a thread hint is up)"},
     [UNCAPTURED] = {"uncaptured", GMR__OPTION_CHOICE, "arena", false, false, uncaptured,
                     "requests outside capture: arena (carved, freed at reset/rewind) or "
-                    "forward (to the layer below: the graph pool)"},
+                    "forward (to the layer below, whose free memory the arena shares: the graph "
+                    "pool)"},
     [NVTX_ANNOTATE] = {"nvtx_annotate", GMR__OPTION_BOOL, "false", false, false, NULL,
                        "describe chunks and blocks to Compute Sanitizer (NVTX memory regions)"},
 };
@@ -63,8 +65,9 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
 
 const gmr__component gmr__component_graph_arena = {
     "graph_arena", GMR__COMPONENT_ADAPTOR,
-    "memory for CUDA graph capture: carved from chunks taken before capture, kept for the "
-    "graph until released, never an upstream or CUDA call during capture "
-    "(gmr/graph_arena_resource.h, docs/graph_pool.md)",
+    "memory for CUDA graph capture: carved from chunks, kept for the graph until released; "
+    "grows during capture only through the layer below's capture-safe allocation; with "
+    "uncaptured=forward it takes the layer below's free blocks when a capture is declared and "
+    "gives idle chunks back (gmr/graph_arena_resource.h, docs/graph_pool.md)",
     options, OPTION_COUNT, create,
 };

@@ -8,8 +8,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "gmr/cuda_sim.h"
 #include "gmr/device.h"
@@ -470,6 +475,81 @@ TEST_F(ArenaCapture, AFailedGiveBackKeepsTheChunkFreeAndUsable) {
   EXPECT_EQ(0u, st.held_bytes);
   EXPECT_EQ(0u, gmr_capture_leaf_live_bytes(leaf));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+}
+
+// ---- threads -------------------------------------------------------------------------------
+
+TEST_F(ArenaCapture, ThreadsUseThePoolWhileCapturesTakeAndGiveBackItsBlocks) {
+  // pool(stream_ordered=false) over host memory: the forwarding threads make
+  // no CUDA call, so the main thread may capture in global mode meanwhile.
+  gmr_capture_leaf *leaf = gmr_capture_leaf_create_host(true);
+  ASSERT_NE(nullptr, leaf);
+  gmr_pool_resource_config pc = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
+  pc.stream_ordered = false;
+  pc.min_growth_bytes = 4 * MiB;
+  pc.max_growth_bytes = 4 * MiB;
+  gmr_pool_resource *pool = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_pool_resource_create(R(leaf), &pc, &pool));
+  gmr_graph_arena_resource_config c = Config(0, MiB, GMR_GRAPH_ARENA_ORDERED_REUSE);
+  c.uncaptured = GMR_GRAPH_ARENA_UNCAPTURED_FORWARD;
+  c.detection = GMR_GRAPH_ARENA_DETECT_EXPLICIT;
+  gmr_graph_arena_resource *a = Make(c, gmr_pool_resource_as_resource(pool));
+  gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
+  constexpr int kForwarders = 3, kRounds = 100;
+  std::vector<gmr_stream> streams;
+  for (int t = 0; t <= kForwarders; ++t) streams.push_back(NewStream());
+  std::atomic<bool> done{false};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 1; t <= kForwarders; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::pair<unsigned char *, size_t>> live;
+      for (unsigned i = 0; !done.load() || i < 100; ++i) {
+        size_t n = 4096 + 65536 * ((i * 7 + t) % 40);
+        void *p = nullptr;
+        if (gmr_allocate(r, n, 0, streams[t], &p) != GMR_OK) {
+          failures++;
+          continue;
+        }
+        std::memset(p, t, n);
+        live.push_back({static_cast<unsigned char *>(p), n});
+        if (live.size() > 6) {
+          auto [q, m] = live.front();
+          live.erase(live.begin());
+          if (q[0] != t || q[m - 1] != t) failures++;
+          if (gmr_deallocate(r, q, m, 0, streams[t]) != GMR_OK) failures++;
+        }
+      }
+      for (auto [q, m] : live) {
+        if (gmr_deallocate(r, q, m, 0, streams[t]) != GMR_OK) failures++;
+      }
+    });
+  }
+  gmr_stream s = streams[0];
+  for (int round = 0; round < kRounds; ++round) {
+    ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+    void *x = Alloc(r, 3 * MiB, s);
+    void *y = Alloc(r, 100 * KiB, s);
+    std::memset(x, 0x5a, 3 * MiB);  // host memory: nobody else may touch it
+    ASSERT_EQ(GMR_OK, gmr_deallocate(r, x, 3 * MiB, 0, s));
+    gmr_graph_memory *m = EndCapture(a, s);
+    ASSERT_EQ(GMR_OK, gmr_deallocate(r, y, 100 * KiB, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
+  }
+  done = true;
+  for (std::thread &t : threads) t.join();
+  EXPECT_EQ(0, failures.load());
+  gmr_graph_arena_stats st = Stats(a);
+  EXPECT_EQ(0u, st.forwarded_live_count);
+  EXPECT_EQ(2u * kRounds, st.capture_allocation_count);
+  EXPECT_EQ(0u, st.live_count);
+  EXPECT_GT(st.adopted_chunk_count, 0u) << "later rounds took the pool's free blocks";
+  EXPECT_EQ(0u, st.held_bytes) << "every chunk went back";
+  EXPECT_EQ(st.adopted_chunk_count + st.capture_growth_count, st.returned_chunk_count);
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_pool_resource_as_resource(pool)));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(R(leaf)));
 }
 
 }  // namespace
