@@ -285,7 +285,8 @@ typedef enum gmr_graph_arena_uncaptured {
 typedef struct gmr_graph_arena_resource_config {
   size_t initial_capacity_bytes; /* taken from the upstream at create, one chunk; 0: none */
   size_t chunk_bytes;            /* least growth, in capture too (through the upstream's
-                                    allocate_capturing); 0: never grow on demand */
+                                    allocate_capturing); 0: never grow on demand (nor take
+                                    the upstream's free blocks, UNCAPTURED_FORWARD) */
   size_t max_capacity_bytes;     /* all chunks together; SIZE_MAX: no limit */
   size_t alignment;              /* least alignment and size granule; power of two >= 256 */
   gmr_graph_arena_policy capture_policy;
