@@ -6,12 +6,14 @@
 // is the stack's own, so the simulation's footprint is the GPU's.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 
 #include "gmr/graph_arena_resource.h"
 #include "tests/support/sim_fixture.h"
 #include "tools/replay/locate.h"
 #include "tools/replay/replay.h"
+#include "tools/replay/report.h"
 #include "tools/replay/stacks.h"
 #include "tools/replay/trace.h"
 
@@ -49,6 +51,17 @@ TEST_P(GraphPoolTraces, ServesEveryCaptureWithinPyTorchsReserve) {
         << r.passes[i].peak_held_bytes / MiB << " MiB held, PyTorch reserved "
         << sum->reference_peak_reserved_bytes / MiB << " MiB";
   }
+  // The report says which part of the arena was the pool's idle memory.
+  std::FILE *f = std::tmpfile();
+  ASSERT_NE(nullptr, f);
+  const char *names[] = {"graph_pool"};
+  replay_report_print_table(f, trace, names, &r, 1);
+  std::rewind(f);
+  std::string text;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, f) != nullptr) text += buf;
+  std::fclose(f);
+  EXPECT_NE(std::string::npos, text.find("free blocks of the layer below taken")) << text;
   replay_result_free(&r);
   EXPECT_EQ(GMR_OK, replay_stack_destroy(stack));
   replay_trace_destroy(trace);
