@@ -26,7 +26,8 @@ static const gmr__option_def options[OPTION_COUNT] = {
     [CHUNK] = {.name = "chunk",
                .type = GMR__OPTION_SIZE,
                .help = "least growth (in capture too, when the layer below can allocate there); "
-                       "0: grow only by initial and gmr_graph_arena_resource_reserve()"},
+                       "0: grow only by initial and gmr_graph_arena_resource_reserve() (and take "
+                       "nothing from the layer below's free blocks)"},
     [MAX] = {.name = "max",
              .type = GMR__OPTION_SIZE,
              .allow_unlimited = true,
@@ -55,7 +56,8 @@ static const gmr__option_def options[OPTION_COUNT] = {
                     .type = GMR__OPTION_CHOICE,
                     .choices = uncaptured,
                     .help = "requests outside capture: arena (carved, freed at reset/rewind) or "
-                            "forward (to the layer below: the graph pool)"},
+                            "forward (to the layer below, whose free memory the arena shares: "
+                            "the graph pool)"},
     [NVTX_ANNOTATE] = {.name = "nvtx_annotate",
                        .type = GMR__OPTION_BOOL,
                        .help = gmr__help_nvtx_annotate},
@@ -156,9 +158,11 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
 const gmr__component gmr__component_graph_arena = {
     .name = "graph_arena",
     .kind = GMR__COMPONENT_ADAPTOR,
-    .help = "memory for CUDA graph capture: carved from chunks taken before capture, kept for the "
-            "graph until released, never an upstream or CUDA call during capture "
-            "(gmr/graph_arena_resource.h, docs/graph_pool.md)",
+    .help = "memory for CUDA graph capture: carved from chunks, kept for the graph until "
+            "released; grows during capture only through the layer below's capture-safe "
+            "allocation; with uncaptured=forward it takes the layer below's free blocks when a "
+            "capture is declared and gives idle chunks back (gmr/graph_arena_resource.h, "
+            "docs/graph_pool.md)",
     .options = options,
     .option_count = OPTION_COUNT,
     .create = create,

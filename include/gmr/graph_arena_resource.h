@@ -25,7 +25,9 @@
  * -----
  * The arena owns chunks of memory from its upstream: `initial_capacity_bytes`
  * taken at create, more in chunks of at least `chunk_bytes` when a request
- * does not fit, never more than `max_capacity_bytes` in all. Every
+ * does not fit (with UNCAPTURED_FORWARD also the upstream's free blocks when
+ * a capture starts, see "Outside sessions"), never more than
+ * `max_capacity_bytes` in all. Every
  * allocation it serves is carved out of a chunk, at least `alignment` (256)
  * aligned, its size rounded up to a multiple of `alignment`.
  *
@@ -124,12 +126,16 @@
  *    block freed on stream S (during its capture, or after it while its
  *    memory is held) may be handed out again to a later request on S in a
  *    session of the same graph memory: later in the same capture, or in a
- *    later capture appending to the memory. Costs about the peak of live
- *    bytes in the capture; several graphs captured one after another into one
- *    memory (an LLM server's graph per batch size, largest first) cost about
- *    the largest one. Safe for one graph because its nodes run in stream
- *    order; graphs sharing a memory must then be replayed in capture order
- *    and never concurrently (PyTorch's documented rule).
+ *    later capture appending to the memory. A request is carved best fit
+ *    (the smallest range that fits, ties: lowest) from those freed bytes and
+ *    the arena's free space together, freed bytes next to free space counting
+ *    as one range (not with nvtx_annotate, whose regions may not overlap).
+ *    Costs about the peak of live bytes in the capture; several graphs
+ *    captured one after another into one memory (an LLM server's graph per
+ *    batch size, largest first) cost about the largest one. Safe for one
+ *    graph because its nodes run in stream order; graphs sharing a memory
+ *    must then be replayed in capture order and never concurrently
+ *    (PyTorch's documented rule).
  *
  * Outside sessions (`uncaptured`):
  *  - GMR_GRAPH_ARENA_UNCAPTURED_ARENA (default): requests are carved from the
@@ -146,7 +152,27 @@
  *  - GMR_GRAPH_ARENA_UNCAPTURED_FORWARD: requests go straight to the upstream
  *    (e.g. a pool); the arena's memory serves captures only, as PyTorch routes
  *    only capturing streams to private pools. This is the graph pool stack's
- *    mode (docs/graph_pool.md).
+ *    mode (docs/graph_pool.md). The arena then shares the upstream's memory
+ *    instead of adding to it:
+ *     - when an explicit session opens (gmr_graph_arena_resource_begin_capture)
+ *       with no other session of the arena open, before its stream captures,
+ *       the arena takes the upstream's free blocks of at least 2 MiB, largest
+ *       first (at most 16; gmr_resource_get_memory_info says which), with
+ *       ordinary allocations on that stream: the upstream orders the stream
+ *       after their earlier users as for any request, which it could not do
+ *       during the capture (a pool gives a capture only what needs no wait).
+ *       It never makes the upstream grow: a block whose taking raised the
+ *       upstream's footprint goes back at once and nothing more is taken.
+ *       Nothing of this is an error; a capture that needs more grows.
+ *     - chunks no graph memory uses (wholly free; not initial_capacity_bytes
+ *       nor gmr_graph_arena_resource_reserve() ones) go back to the upstream
+ *       when a capture ends (gmr_graph_arena_resource_end_capture, deallocated
+ *       on its stream) and when a graph memory is released (on the default
+ *       stream), if no session of the arena is open then.
+ *    Sources: PyTorch's torch.cuda.graph empties the cache before a capture
+ *    so that its private pool's cudaMalloc reuses the freed memory; here the
+ *    pool's idle memory is handed to the capture without going through the
+ *    driver.
  *
  * Reuse and streams: the arena never records or queries events. Memory that
  * comes back to its free space (reset, rewind, release of a graph memory, a
@@ -212,8 +238,10 @@
  * by one. NVTX calls are host calls into the tool, not CUDA calls: they do not touch a capture.
  *
  * Thread-safe: yes (one internal lock per arena; no CUDA call and no
- * upstream call is made while it is held, except growth, reserve, trim and
- * destroy; trim and reserve never happen while a session is open, growth
+ * upstream call is made while it is held, except growth, reserve, trim,
+ * destroy and sharing (UNCAPTURED_FORWARD: taking at a session's start,
+ * giving back at its end and at release); trim, reserve and sharing never
+ * happen while a session is open, growth
  * then goes through the upstream's allocate_capturing: other threads of the
  * arena wait for it, as they do for growth outside captures). The
  * forwarding fast path (UNCAPTURED_FORWARD, no capture possible) takes no
@@ -263,7 +291,8 @@ typedef enum gmr_graph_arena_uncaptured {
 typedef struct gmr_graph_arena_resource_config {
   size_t initial_capacity_bytes; /* taken from the upstream at create, one chunk; 0: none */
   size_t chunk_bytes;            /* least growth, in capture too (through the upstream's
-                                    allocate_capturing); 0: never grow on demand */
+                                    allocate_capturing); 0: never grow on demand (nor take
+                                    the upstream's free blocks, UNCAPTURED_FORWARD) */
   size_t max_capacity_bytes;     /* all chunks together; SIZE_MAX: no limit */
   size_t alignment;              /* least alignment and size granule; power of two >= 256 */
   gmr_graph_arena_policy capture_policy;
@@ -369,7 +398,14 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_reserve(gmr_graph_aren
  * so far stay in its memory).
  *
  * Ownership: `share` stays the caller's (its reference count is not changed).
- * Thread-safe: yes. Stream/device: no CUDA call, no upstream call.
+ * Thread-safe: yes.
+ * Stream/device: no CUDA call and no upstream call, except with
+ *   UNCAPTURED_FORWARD when no other session of the arena is open and the
+ *   upstream reports a free block of at least 2 MiB: then one capture query
+ *   on `stream` and, if it does not capture yet, the upstream's free blocks
+ *   taken through its ordinary allocate on `stream` (see the banner: a pool
+ *   may make `stream` wait for other streams, or synchronise, as outside any
+ *   capture). Declared after the capture began, nothing is taken.
  * Returns:
  *   GMR_OK                    the session is open.
  *   GMR_ERR_INVALID_ARGUMENT  arena is NULL, stream is NULL (the legacy
@@ -380,7 +416,9 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_reserve(gmr_graph_aren
  *                             `share` was given while an automatic session is
  *                             open on `stream`.
  *   GMR_ERR_OUT_OF_MEMORY     host memory for the session.
- * On failure nothing changed. Source: PyTorch's capture_begin(pool=...).
+ * On failure nothing changed (blocks taken from the upstream went back).
+ * Taking the upstream's free blocks never fails the call. Source: PyTorch's
+ * capture_begin(pool=...) and torch.cuda.graph's empty_cache before it.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_begin_capture(
     gmr_graph_arena_resource *arena, gmr_stream stream, gmr_graph_memory *share);
@@ -412,7 +450,12 @@ GMR_API gmr_status gmr_graph_arena_resource_thread_hint_leave(void);
  * Ownership: the caller must release the reference with
  *   gmr_graph_arena_resource_release_graph_memory(). A session that appended to a shared
  *   memory gives one more reference to the same memory.
- * Thread-safe: yes. Stream/device: no CUDA call, no upstream call.
+ * Thread-safe: yes.
+ * Stream/device: no CUDA call and no upstream call, except with
+ *   UNCAPTURED_FORWARD when no session of the arena is left open and a chunk
+ *   the arena grew or took is wholly free: then one capture query on `stream`
+ *   and, if it no longer captures, those chunks deallocated to the upstream
+ *   on `stream` (a failed deallocate keeps the chunk, free, in the arena).
  * Returns:
  *   GMR_OK                    *out_memory is set.
  *   GMR_ERR_INVALID_ARGUMENT  arena or out_memory is NULL, or `stream` has no
@@ -427,10 +470,16 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_end_capture(
  * session appends to it, its freed blocks go back to the arena's free space
  * (to be handed to anyone); its still-live blocks go back when deallocated.
  *
+ * With UNCAPTURED_FORWARD, chunks the arena grew or took that are then
+ * wholly free go back to the upstream (deallocated on the default stream)
+ * when no session of the arena is open.
+ *
  * pre: the graphs that use the memory are destroyed and their last launch
  *   has completed (the arena cannot know).
  * Ownership: `memory` must not be used after its last release.
- * Thread-safe: yes. Stream/device: no CUDA call, no upstream call.
+ * Thread-safe: yes. Stream/device: no CUDA call and no upstream call, but
+ *   for the chunks given back with UNCAPTURED_FORWARD (upstream deallocates,
+ *   which a cuda upstream makes cudaFree; none while a session is open).
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (arena or memory NULL, memory is not
  * a graph memory of this arena, or no reference is held: an automatic
  * session's unclaimed memory must be claimed first). On failure nothing changed.
@@ -634,14 +683,21 @@ typedef struct gmr_graph_arena_stats {
   uint64_t capture_growth_count;      /* chunks taken through the upstream's
                                          allocate_capturing (growth while a
                                          capture of this arena was open) */
+  /* ---- version 3: sharing the upstream (UNCAPTURED_FORWARD) ---- */
+  uint64_t adopted_chunk_count;       /* free blocks of the upstream taken as
+                                         chunks when a capture started */
+  size_t adopted_bytes;               /* their bytes, in all */
+  uint64_t returned_chunk_count;      /* wholly free chunks given back when a
+                                         capture ended or a memory was released */
+  size_t returned_bytes;              /* their bytes, in all */
 } gmr_graph_arena_stats;
 
-#define GMR_GRAPH_ARENA_STATS_VERSION 2u
+#define GMR_GRAPH_ARENA_STATS_VERSION 3u
 /* Every field spelled out: C++ warns about partial initialisers. */
 #define GMR_GRAPH_ARENA_STATS_INIT                                                                 \
   {                                                                                                \
     sizeof(gmr_graph_arena_stats), GMR_GRAPH_ARENA_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-        0, 0, 0, 0, 0, 0, 0, 0, 0                                                                  \
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0                                                      \
   }
 
 /**

@@ -155,7 +155,8 @@ static gmr_status grow_in_capture(gmr_graph_arena_resource *a, gmr__ga_session *
     return GMR_ERR_OUT_OF_MEMORY;
   }
   failure->where = NULL;
-  gmr_status st = gmr__ga_add_chunk(a, chunk, false, GMR__GA_GROW_CAPTURING, s->stream, failure);
+  gmr_status st =
+      gmr__ga_add_chunk(a, chunk, GMR__GA_CHUNK_GROWN, GMR__GA_GROW_CAPTURING, s->stream, failure);
   if (st == GMR_ERR_CAPTURE_UNSAFE) {
     /* Name the resource that could not: the deepest one the record names. */
     s->upstream_cannot = true;
@@ -163,6 +164,56 @@ static gmr_status grow_in_capture(gmr_graph_arena_resource *a, gmr__ga_session *
     *out_below = s->cannot_name;
   }
   return st;
+}
+
+/* The session's next-fit position is now `addr` in chunk `order`: the free
+ * range holding it (if any is left) is the first one ending after it, which
+ * the fast path carves from. Lock held. */
+static void move_cursor(gmr_graph_arena_resource *a, gmr__ga_session *s, uint64_t order,
+                        uintptr_t addr) {
+  s->cursor = (gmr__extent_pos){order, addr};
+  s->hint = gmr__extent_set_lower_bound(&a->free, s->cursor);
+  s->hint_version = a->free.version;
+  s->chunk = gmr__ga_chunk_of(a, addr - 1);
+}
+
+/* Ordered reuse (PyTorch's private pools): the request is carved, best fit,
+ * from the bytes this memory freed on the request's stream and the free space
+ * together, a freed block and the free space it touches counting as one
+ * range (so the bytes a capture freed at the end of its range still serve a
+ * request larger than they are). Growth when nothing fits. With NVTX
+ * annotation the two are not joined: a block carved from freed bytes lies in
+ * their widened regions, and one from the free space needs its own, and
+ * regions never overlap. Sets *region false for a block wholly from freed
+ * bytes. Lock held; the caller reserved one range in each set. */
+static gmr_status carve_reusing(gmr_graph_arena_resource *a, gmr__ga_session *s,
+                                const gmr__ga_carve_request *rq, uintptr_t *out_addr,
+                                uint64_t *out_order, bool *region, gmr_failure *failure) {
+  gmr_graph_memory *m = s->memory;
+  bool join = !a->cfg.nvtx_annotate;
+  uintptr_t tag = (uintptr_t)rq->stream;
+  if (!gmr__extent_sets_joined_best_fit(&a->free, 0, &m->reuse, tag, join, rq->carved_bytes,
+                                        rq->alignment, out_order, out_addr)) {
+    const char *below = NULL;
+    gmr_status st = grow_in_capture(a, s, rq, &below, failure);
+    if (st == GMR_ERR_CAPTURE_UNSAFE) return refuse_in_session(a, s, rq, below, failure);
+    if (st != GMR_OK) return st;
+    if (!gmr__extent_sets_joined_best_fit(&a->free, 0, &m->reuse, tag, join, rq->carved_bytes,
+                                          rq->alignment, out_order, out_addr)) {
+      return GMR_ERR_INTERNAL; /* a fresh chunk of the bytes needed always fits */
+    }
+  }
+  uintptr_t end = *out_addr + rq->carved_bytes;
+  size_t reused = gmr__extent_set_take_span(&m->reuse, *out_order, *out_addr, end, tag);
+  size_t fresh = gmr__extent_set_take_span(&a->free, *out_order, *out_addr, end, 0);
+  if (reused + fresh != rq->carved_bytes) return GMR_ERR_INTERNAL; /* the run held it all */
+  m->held_bytes -= reused; /* register_block adds the whole block */
+  if (reused == rq->carved_bytes) {
+    *region = false; /* inside the widened regions of the blocks it reuses */
+  } else {
+    move_cursor(a, s, *out_order, end);
+  }
+  return GMR_OK;
 }
 
 /* The common case of a capture: the next bytes of the range the session is
@@ -205,20 +256,16 @@ gmr_status gmr__ga_serve_in_session(gmr_graph_arena_resource *a, gmr__ga_session
     snprintf(failure->message, sizeof failure->message, "graph_arena: no host memory");
     return GMR_ERR_OUT_OF_MEMORY;
   }
-  size_t index = 0;
   uintptr_t addr = 0;
   uint64_t order = 0;
   bool region = a->cfg.nvtx_annotate;
-  /* Ordered reuse: a block freed earlier in this memory on this stream. */
-  if (reuse && gmr__extent_set_best_fit(&m->reuse, rq->carved_bytes, rq->alignment,
-                                        (uintptr_t)rq->stream, &index, &addr)) {
-    region = false; /* inside the widened regions of the blocks it reuses */
-    order = m->reuse.items[index].order;
-    gmr__extent_set_carve(&m->reuse, index, addr, rq->carved_bytes);
-    m->held_bytes -= rq->carved_bytes; /* register_block adds it back */
+  if (reuse) {
+    gmr_status st = carve_reusing(a, s, rq, &addr, &order, &region, failure);
+    if (st != GMR_OK) return st;
   } else {
-    /* Next fit from the session's cursor: a binary search, then O(1) while
-     * the range lasts. */
+    /* Monotone: next fit from the session's cursor, a binary search, then
+     * O(1) while the range lasts. */
+    size_t index = 0;
     if (!gmr__extent_set_next_fit(&a->free, s->cursor, true, rq->carved_bytes, rq->alignment, 0,
                                   &index, &addr)) {
       const char *below = NULL;
@@ -232,12 +279,7 @@ gmr_status gmr__ga_serve_in_session(gmr_graph_arena_resource *a, gmr__ga_session
     }
     order = a->free.items[index].order;
     gmr__extent_set_carve(&a->free, index, addr, rq->carved_bytes);
-    s->cursor = (gmr__extent_pos){order, addr + rq->carved_bytes};
-    /* After the carve the range holding the cursor (if any is left) is
-     * the first one ending after it. */
-    s->hint = gmr__extent_set_lower_bound(&a->free, s->cursor);
-    s->hint_version = a->free.version;
-    s->chunk = gmr__ga_chunk_of(a, addr);
+    move_cursor(a, s, order, addr + rq->carved_bytes);
   }
   if (s->refused) {
     /* A retry would serve this one from the reserved memory too. */
@@ -296,7 +338,8 @@ gmr_status gmr__ga_serve_uncaptured(gmr_graph_arena_resource *a, const gmr__ga_c
      * a pool) orders the new chunk where it is first used, and the legacy
      * default stream, which would serialise with every blocking stream and
      * not at all with non-blocking ones, stays out of it. */
-    gmr_status st = gmr__ga_add_chunk(a, chunk, false, growth, rq->stream, failure);
+    gmr_status st =
+        gmr__ga_add_chunk(a, chunk, GMR__GA_CHUNK_GROWN, growth, rq->stream, failure);
     if (st == GMR_ERR_CAPTURE_UNSAFE && growth == GMR__GA_GROW_CAPTURING) {
       const char *below =
           gmr_resource_type_name(failure->where != NULL ? failure->where : a->upstream);

@@ -57,7 +57,7 @@ static void publish_range(gmr_graph_arena_resource *a) {
 /* Take a chunk of `bytes` from the upstream for use on `stream` and add it to
  * the free space. Lock held. The caller reserved room in `free`; this
  * reserves room in `chunks` before calling the upstream. */
-gmr_status gmr__ga_add_chunk(gmr_graph_arena_resource *a, size_t bytes, bool initial,
+gmr_status gmr__ga_add_chunk(gmr_graph_arena_resource *a, size_t bytes, uint8_t origin,
                              gmr__ga_growth growth, gmr_stream stream, gmr_failure *failure) {
   const gmr_resource_vtbl *up = a->upstream->vtbl;
   if (growth == GMR__GA_GROW_CAPTURING && (up->version < 2u || up->allocate_capturing == NULL)) {
@@ -101,7 +101,7 @@ gmr_status gmr__ga_add_chunk(gmr_graph_arena_resource *a, size_t bytes, bool ini
   uint64_t order = a->next_chunk_order++;
   void *heap = NULL;
   if (a->cfg.nvtx_annotate) heap = gmr__nvtx_mem_heap_register(p, bytes, CHUNK_NAME);
-  a->chunks[i] = (gmr__ga_chunk){base, bytes, order, block_at, initial, heap};
+  a->chunks[i] = (gmr__ga_chunk){base, bytes, order, block_at, origin, heap};
   a->chunk_count++;
   a->held_bytes += bytes;
   if (a->held_bytes > a->peak_held_bytes) a->peak_held_bytes = a->held_bytes;
@@ -128,8 +128,10 @@ void gmr__ga_note_free_info(const gmr_graph_arena_resource *a, gmr_failure *fail
   failure->free_info_known = true;
 }
 
-/* Give chunk `index` back upstream if it is wholly free. */
-gmr_status gmr__ga_release_chunk(gmr_graph_arena_resource *a, size_t index, bool *released) {
+/* Give chunk `index` back upstream, deallocated on `stream`, if it is wholly
+ * free. Lock held. */
+gmr_status gmr__ga_release_chunk(gmr_graph_arena_resource *a, size_t index, gmr_stream stream,
+                                 bool *released) {
   gmr__ga_chunk c = a->chunks[index];
   *released = false;
   size_t e =
@@ -139,7 +141,7 @@ gmr_status gmr__ga_release_chunk(gmr_graph_arena_resource *a, size_t index, bool
   /* The heap goes before the memory: whoever gets the range next may
    * register it. A wholly free chunk has no region to keep. */
   if (a->cfg.nvtx_annotate) gmr__nvtx_mem_heap_unregister(c.nvtx_heap);
-  gmr_status st = gmr_deallocate(a->upstream, (void *)c.base, c.bytes, 0, NULL);
+  gmr_status st = gmr_deallocate(a->upstream, (void *)c.base, c.bytes, 0, stream);
   if (st != GMR_OK) {
     /* It stays ours, still free, and is described again. */
     if (a->cfg.nvtx_annotate) {

@@ -82,22 +82,77 @@ bool gmr__extent_set_next_fit(const gmr__extent_set *set, gmr__extent_pos from, 
   return false;
 }
 
-bool gmr__extent_set_best_fit(const gmr__extent_set *set, size_t bytes, size_t alignment,
-                              uintptr_t tag, size_t *out_index, uintptr_t *out_addr) {
-  bool found = false;
+/* Position order: (order, begin). */
+static bool precedes(const gmr__extent *x, const gmr__extent *y) {
+  return x->order < y->order || (x->order == y->order && x->begin < y->begin);
+}
+
+/* The next range of `set` tagged `tag` at or after index *i, or NULL. */
+static const gmr__extent *next_tagged(const gmr__extent_set *set, uintptr_t tag, size_t *i) {
+  while (*i < set->count && set->items[*i].tag != tag) (*i)++;
+  return *i < set->count ? &set->items[*i] : NULL;
+}
+
+bool gmr__extent_sets_joined_best_fit(const gmr__extent_set *a, uintptr_t tag_a,
+                                      const gmr__extent_set *b, uintptr_t tag_b, bool join,
+                                      size_t bytes, size_t alignment, uint64_t *out_order,
+                                      uintptr_t *out_addr) {
+  size_t i = 0, j = 0;
+  bool found = false, open = false;
   size_t best_size = 0;
-  for (size_t i = 0; i < set->count; ++i) {
-    const gmr__extent *e = &set->items[i];
-    size_t size = e->end - e->begin;
+  gmr__extent run = {0, 0, 0, 0};
+  int run_set = 0; /* 0: a, 1: b, 2: both */
+  for (;;) {
+    const gmr__extent *x = next_tagged(a, tag_a, &i);
+    const gmr__extent *y = next_tagged(b, tag_b, &j);
+    const gmr__extent *e = NULL;
+    int from = 0;
+    if (x != NULL && (y == NULL || precedes(x, y))) {
+      e = x;
+      i++;
+    } else if (y != NULL) {
+      e = y;
+      from = 1;
+      j++;
+    }
+    bool extends = open && e != NULL && e->order == run.order && e->begin == run.end &&
+                   (join || run_set == from);
+    if (extends) {
+      run.end = e->end;
+      if (run_set != from) run_set = 2;
+      continue;
+    }
+    /* The run ends here: judge it. */
     uintptr_t addr = 0;
-    if (e->tag != tag || (found && size >= best_size)) continue;
-    if (!gmr__extent_fit(e, bytes, alignment, 0, &addr)) continue;
-    found = true;
-    best_size = size;
-    *out_index = i;
-    *out_addr = addr;
+    size_t size = run.end - run.begin;
+    if (open && (!found || size < best_size) && gmr__extent_fit(&run, bytes, alignment, 0, &addr)) {
+      found = true;
+      best_size = size;
+      *out_order = run.order;
+      *out_addr = addr;
+    }
+    if (e == NULL) return found;
+    run = *e;
+    run_set = from;
+    open = true;
   }
-  return found;
+}
+
+size_t gmr__extent_set_take_span(gmr__extent_set *set, uint64_t order, uintptr_t begin,
+                                 uintptr_t end, uintptr_t tag) {
+  size_t taken = 0;
+  while (begin < end) {
+    size_t i = gmr__extent_set_lower_bound(set, (gmr__extent_pos){order, begin});
+    if (i >= set->count) break;
+    const gmr__extent *e = &set->items[i];
+    if (e->order != order || e->begin >= end || e->tag != tag) break;
+    uintptr_t lo = e->begin > begin ? e->begin : begin;
+    uintptr_t hi = e->end < end ? e->end : end;
+    gmr__extent_set_carve(set, i, lo, hi - lo);
+    taken += hi - lo;
+    begin = hi;
+  }
+  return taken;
 }
 
 static void insert_at(gmr__extent_set *set, size_t index, gmr__extent e) {

@@ -73,9 +73,30 @@ bool gmr__extent_set_next_fit(const gmr__extent_set *set, gmr__extent_pos from, 
                               size_t bytes, size_t alignment, uintptr_t tag, size_t *out_index,
                               uintptr_t *out_addr);
 
-/* Smallest range with tag `tag` that fits (ties: lowest address). */
-bool gmr__extent_set_best_fit(const gmr__extent_set *set, size_t bytes, size_t alignment,
-                              uintptr_t tag, size_t *out_index, uintptr_t *out_addr);
+/*
+ * Best fit over two sets at once: the ranges of `a` tagged `tag_a` and those
+ * of `b` tagged `tag_b`, where touching ranges of the same order join into
+ * one run (only across the sets when `join`; within one set touching ranges
+ * of one tag are merged already). The smallest run that fits wins (ties: the
+ * first in (order, begin)); the block starts as low in it as alignment
+ * allows. On success sets *out_order and *out_addr. The arena's ordered
+ * reuse: a capture's request is served from its own freed bytes and the free
+ * space as if they were one, so a freed block next to free space is not cut
+ * off from it.
+ */
+bool gmr__extent_sets_joined_best_fit(const gmr__extent_set *a, uintptr_t tag_a,
+                                      const gmr__extent_set *b, uintptr_t tag_b, bool join,
+                                      size_t bytes, size_t alignment, uint64_t *out_order,
+                                      uintptr_t *out_addr);
+
+/*
+ * Take every byte of [begin, end) in chunk `order` that lies in `set` out of
+ * it; returns how many. The ranges it touches must all have tag `tag`. Needs
+ * at most one extra range (only a range holding all of [begin, end) splits):
+ * reserve it first.
+ */
+size_t gmr__extent_set_take_span(gmr__extent_set *set, uint64_t order, uintptr_t begin,
+                                 uintptr_t end, uintptr_t tag);
 
 /*
  * Take [addr, addr + bytes) out of range `index`, which must contain it. May

@@ -10,6 +10,9 @@
  *                           memory's reuse list
  *   graph_arena_rewind.c    checkpoint, rewind and reset
  *   graph_arena_chunks.c    chunks from the upstream
+ *   graph_arena_share.c     sharing the upstream's memory (UNCAPTURED_FORWARD):
+ *                           its free blocks taken at a capture's start, idle
+ *                           chunks given back
  *   graph_arena_blocks.c    the block table: ids, pointers, block info
  *   graph_arena_nvtx.c      NVTX regions of blocks (nvtx_annotate)
  *   graph_arena_extents.c   the address-ordered free ranges
@@ -112,6 +115,16 @@ typedef struct gmr__ga_block {
   bool captured;
 } gmr__ga_block;
 
+/* Where a chunk came from. Trim keeps INITIAL chunks; sharing with the
+ * upstream (UNCAPTURED_FORWARD) gives back GROWN and ADOPTED ones when they
+ * are wholly free, and keeps what the caller asked for (INITIAL, RESERVED). */
+enum {
+  GMR__GA_CHUNK_INITIAL = 0,  /* initial_capacity_bytes, at create */
+  GMR__GA_CHUNK_RESERVED = 1, /* gmr_graph_arena_resource_reserve */
+  GMR__GA_CHUNK_GROWN = 2,    /* growth for a request that did not fit */
+  GMR__GA_CHUNK_ADOPTED = 3   /* a free block of the upstream, at a capture's start */
+};
+
 /* Block addresses are multiples of 256: one table entry per 256 bytes. */
 #define GMR__GA_GRANULE_SHIFT 8
 
@@ -121,7 +134,7 @@ typedef struct gmr__ga_chunk {
   uint64_t order;     /* creation number: the search order of the free space */
   uint32_t *block_at; /* per granule: 1 + slot of the live block starting there,
                          GMR__GA_TOMBSTONE where a freed one started, or 0 */
-  bool initial;       /* taken at create: trim keeps it */
+  uint8_t origin;     /* GMR__GA_CHUNK_*: which chunks trim and sharing give back */
   void *nvtx_heap;    /* nvtx_annotate: the chunk's NVTX heap (may be NULL) */
 } gmr__ga_chunk;
 
@@ -216,6 +229,10 @@ struct gmr_graph_arena_resource {
   uint64_t chunk_call_count;        /* upstream calls for chunks */
   uint64_t capture_growth_count;    /* chunks taken through allocate_capturing */
   uint64_t chunk_call_in_session_count; /* of those, for a stream in a session */
+  uint64_t adopted_chunk_count;     /* free blocks of the upstream taken (sharing) */
+  size_t adopted_bytes;
+  uint64_t returned_chunk_count;    /* idle chunks given back (sharing) */
+  size_t returned_bytes;
 
   /* Forwarded traffic (UNCAPTURED_FORWARD), outside the lock: one atomic add
    * per call, on a cache line of its own so that threads forwarding at once
@@ -269,17 +286,36 @@ typedef enum gmr__ga_growth {
   GMR__GA_GROW_CAPTURING = 1, /* gmr_allocate_capturing: a capture is open */
 } gmr__ga_growth;
 /* Take a chunk of `bytes` from the upstream for use on `stream` and add it to
- * the free space. Lock held. The caller reserved room in `free`; this
- * reserves room in `chunks` before calling the upstream. */
-gmr_status gmr__ga_add_chunk(gmr_graph_arena_resource *a, size_t bytes, bool initial,
+ * the free space, with `origin` (GMR__GA_CHUNK_*). Lock held. The caller
+ * reserved room in `free`; this reserves room in `chunks` before calling the
+ * upstream. */
+gmr_status gmr__ga_add_chunk(gmr_graph_arena_resource *a, size_t bytes, uint8_t origin,
                              gmr__ga_growth growth, gmr_stream stream, gmr_failure *failure);
 /* Bytes and ranges of the free space, and its largest range. Lock held. */
 void gmr__ga_describe_free(const gmr_graph_arena_resource *a, size_t *free_bytes,
                            size_t *largest_bytes, size_t *count);
 /* Fill the failure record's free figures with the arena's. Lock held. */
 void gmr__ga_note_free_info(const gmr_graph_arena_resource *a, gmr_failure *failure);
-/* Give chunk `index` back upstream if it is wholly free. */
-gmr_status gmr__ga_release_chunk(gmr_graph_arena_resource *a, size_t index, bool *released);
+/* Give chunk `index` back upstream, deallocated on `stream`, if it is wholly
+ * free. Lock held. */
+gmr_status gmr__ga_release_chunk(gmr_graph_arena_resource *a, size_t index, gmr_stream stream,
+                                 bool *released);
+
+/* ---- graph_arena_share.c ---- */
+/* The arena shares its upstream's memory: UNCAPTURED_FORWARD (the graph pool),
+ * where it serves captures only and the upstream everything else. */
+static inline bool gmr__ga_shares_upstream(const gmr_graph_arena_resource *a) {
+  return a->cfg.uncaptured == GMR_GRAPH_ARENA_UNCAPTURED_FORWARD;
+}
+/* Before a capture on `stream` starts: take the upstream's free blocks,
+ * largest first, as chunks, never making it grow. Does nothing unless the
+ * arena shares its upstream, may grow (chunk_bytes > 0), has no session open
+ * and `stream` does not capture. Lock held. Returns the chunks taken. */
+size_t gmr__ga_adopt_upstream_free(gmr_graph_arena_resource *a, gmr_stream stream);
+/* Give every wholly free GROWN or ADOPTED chunk back to the upstream,
+ * deallocated on `stream` (NULL: the default stream), when the arena shares
+ * its upstream, no session is open and `stream` does not capture. Lock held. */
+void gmr__ga_return_idle_chunks(gmr_graph_arena_resource *a, gmr_stream stream);
 
 /* ---- graph_arena_blocks.c ---- */
 uint64_t gmr__ga_block_id(const gmr_graph_arena_resource *a, uint32_t slot);

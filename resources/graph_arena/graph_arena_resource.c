@@ -275,7 +275,7 @@ static gmr_status arena_destroy(gmr_resource *self) {
   }
   while (a->chunk_count > 0) {
     bool released = false;
-    gmr_status st = gmr__ga_release_chunk(a, a->chunk_count - 1, &released);
+    gmr_status st = gmr__ga_release_chunk(a, a->chunk_count - 1, NULL, &released);
     if (st != GMR_OK || !released) {
       /* The arena stays valid with the chunks it still has. */
       gmr__ga_unlock(a);
@@ -310,10 +310,10 @@ static gmr_status arena_trim(gmr_resource *self, size_t *released_bytes) {
   }
   gmr_status st = GMR_OK;
   for (size_t i = a->chunk_count; i-- > 0;) {
-    if (a->chunks[i].initial) continue;
+    if (a->chunks[i].origin == GMR__GA_CHUNK_INITIAL) continue;
     size_t bytes = a->chunks[i].bytes;
     bool released = false;
-    st = gmr__ga_release_chunk(a, i, &released);
+    st = gmr__ga_release_chunk(a, i, NULL, &released);
     if (st != GMR_OK) break;
     if (released) *released_bytes += bytes;
   }
@@ -413,7 +413,7 @@ gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
     gmr_failure failure;
     memset(&failure, 0, sizeof failure);
     gmr_status st = gmr__extent_set_reserve(&a->free, 1)
-                        ? gmr__ga_add_chunk(a, cfg.initial_capacity_bytes, true,
+                        ? gmr__ga_add_chunk(a, cfg.initial_capacity_bytes, GMR__GA_CHUNK_INITIAL,
                                             GMR__GA_GROW_PLAIN, NULL, &failure)
                         : GMR_ERR_OUT_OF_MEMORY;
     if (st != GMR_OK) {
@@ -458,7 +458,7 @@ gmr_status gmr_graph_arena_resource_reserve(gmr_graph_arena_resource *a, size_t 
     if (grow > a->cfg.max_capacity_bytes - a->held_bytes || !gmr__extent_set_reserve(&a->free, 1)) {
       st = GMR_ERR_OUT_OF_MEMORY;
     } else {
-      st = gmr__ga_add_chunk(a, grow, false, GMR__GA_GROW_PLAIN, NULL, &failure);
+      st = gmr__ga_add_chunk(a, grow, GMR__GA_CHUNK_RESERVED, GMR__GA_GROW_PLAIN, NULL, &failure);
     }
   }
   gmr__ga_unlock(a);
@@ -514,6 +514,10 @@ gmr_status gmr_graph_arena_resource_get_stats(gmr_graph_arena_resource *a,
   s.graph_memory_count = a->memory_count;
   s.capture_growth_count = a->capture_growth_count;
   s.upstream_call_in_session_count = a->chunk_call_in_session_count;
+  s.adopted_chunk_count = a->adopted_chunk_count;
+  s.adopted_bytes = a->adopted_bytes;
+  s.returned_chunk_count = a->returned_chunk_count;
+  s.returned_bytes = a->returned_bytes;
   uint64_t chunk_calls = a->chunk_call_count;
   gmr__ga_unlock(a);
   uint64_t frees = atomic_load(&a->forwarded_free_count);

@@ -307,7 +307,10 @@ gmr_status gmr_graph_arena_resource_begin_capture(gmr_graph_arena_resource *a, g
   } else if (share != NULL && share->session != NULL) {
     st = GMR_ERR_BUSY;
   } else {
+    /* The graph pool: the upstream's idle memory serves the capture first. */
+    size_t adopted = gmr__ga_adopt_upstream_free(a, stream);
     st = open_session(a, stream, share, true, 0, &s);
+    if (st != GMR_OK && adopted > 0) gmr__ga_return_idle_chunks(a, stream);
   }
   gmr__ga_unlock(a);
   return st;
@@ -336,6 +339,8 @@ gmr_status gmr_graph_arena_resource_end_capture(gmr_graph_arena_resource *a, gmr
     m->unclaimed = false;
     m->references++;
     *out_memory = m;
+    /* The graph pool: what the capture did not use serves others again. */
+    gmr__ga_return_idle_chunks(a, stream);
   }
   gmr__ga_unlock(a);
   return m != NULL ? GMR_OK : GMR_ERR_INVALID_ARGUMENT;
@@ -350,6 +355,8 @@ gmr_status gmr_graph_arena_resource_release_graph_memory(gmr_graph_arena_resourc
     st = GMR_ERR_INVALID_ARGUMENT;
   } else if (m->references == 1 && m->session == NULL) {
     st = release_memory_locked(a, m);
+    /* The graph pool: its chunks no graph memory uses go back. */
+    if (st == GMR_OK) gmr__ga_return_idle_chunks(a, NULL);
   } else {
     m->references--;
   }

@@ -45,6 +45,13 @@ step replay_gpt2_graph_capture 120 "$bin/replay" \
 # The graph pool with nothing reserved: the arena grows inside the capture.
 step replay_gpt2_graph_capture_no_reserve 120 "$bin/replay" \
   --compare "cuda_async;pool;graph_pool" tools/traces/gpt2_graph_capture.csv.gz
+# Both capture traces through the graph pool, nothing reserved, cold and warm
+# (BENCHMARKS.md "The graph pool with no reserve", issue 11).
+for t in llm_multigraph gpt2_graph_capture; do
+  step "replay_graph_pool_$t" 120 "$bin/replay" --passes 2 --compare "cuda_async;pool;graph_pool;\
+tracking(per=stream) > limiting > graph_arena(uncaptured=forward, policy=monotone, detect=hinted) > pool > cuda(kind=device)" \
+    "tools/traces/$t.csv.gz"
+done
 step replay_default 120 "$bin/replay"
 # 4. Benchmarks.
 step bench_arena 120 "$bin/bench_arena" --allocs 1000 --rounds 1001

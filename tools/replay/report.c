@@ -164,6 +164,15 @@ void replay_report_print_table(FILE *out, const replay_trace *trace,
               (unsigned long long)r->arena.upstream_call_during_capture_count,
               (unsigned long long)r->arena.capture_growth_count,
               replay_report_format_mib(r->arena.peak_held_bytes, capacity, sizeof capacity));
+      if (r->arena.adopted_chunk_count > 0 || r->arena.returned_chunk_count > 0) {
+        /* The graph pool: chunks that were the layer below's free blocks are
+         * part of its footprint, not added to it. */
+        char adopted[32];
+        fprintf(out, " (%llu free blocks of the layer below taken, %s MiB; %llu chunks given back)",
+                (unsigned long long)r->arena.adopted_chunk_count,
+                replay_report_format_mib(r->arena.adopted_bytes, adopted, sizeof adopted),
+                (unsigned long long)r->arena.returned_chunk_count);
+      }
       if (r->arena.capture_refusal_count > 0) {
         fprintf(out, ", %llu refused (needs %s MiB more)",
                 (unsigned long long)r->arena.capture_refusal_count,

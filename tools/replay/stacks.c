@@ -31,7 +31,9 @@ static const alias aliases[] = {
     /* The arena grows during capture through the pool's allocate_capturing,
      * which grows through cudaMalloc in relaxed capture mode: cuda(kind=async)
      * cannot (its memory would be graph memory nodes). Replay declares its
-     * captures, so detect=hinted never asks CUDA outside them. */
+     * captures, so detect=hinted never asks CUDA outside them, and each
+     * declared capture first takes the pool's free blocks (uncaptured=forward
+     * shares the pool: docs/graph_pool.md). */
     {"graph_pool",
      "tracking(per=stream) > limiting > graph_arena(uncaptured=forward, policy=ordered_reuse, "
      "detect=hinted) > pool > cuda(kind=device)"},
