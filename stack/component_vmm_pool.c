@@ -18,8 +18,15 @@ enum {
   SMALL_POOL,
   PEER_ACCESS,
   NCCL_READY,
+  PLACEMENT,
+  GROWTH_PERCENT,
+  REMAP_PERCENT,
+  HANDLE_DIVISOR,
+  STREAMS_OUTLIVE,
   OPTION_COUNT
 };
+
+static const char *const placements[] = {"pages", "fine", NULL};
 
 /* Defaults are GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT's, written as spec
  * values so that `replay --components` shows them. */
@@ -46,7 +53,41 @@ static const gmr__option_def options[OPTION_COUNT] = {
                     "create pages as ncclMemAlloc does (exportable handles, GPUDirect RDMA, "
                     "recommended granularity)",
                     0},
+    [PLACEMENT] = {"placement", GMR__OPTION_CHOICE, "pages", false, false, placements,
+                   "pages: every request whole pages, VPMM's defragmentation (small requests "
+                   "from the small path); fine: 256-byte placement over shared pages",
+                   0},
+    [GROWTH_PERCENT] = {"growth_percent", GMR__OPTION_UINT, "12", false, false, NULL,
+                        "fine: a growth maps this percentage of what is held at once (0..1000; "
+                        "0: exactly the request)",
+                        0},
+    [REMAP_PERCENT] = {"remap_percent", GMR__OPTION_STRING, "2", false, false, NULL,
+                       "fine: move free memory instead of taking more once the pool would hold "
+                       "this percentage above its peak of live bytes (0..1000), or never",
+                       16},
+    [HANDLE_DIVISOR] = {"handle_divisor", GMR__OPTION_UINT, "64", false, false, NULL,
+                        "fine: new physical allocations are at most 1/N of what is held, so "
+                        "that free memory moves in pieces; 0: one per growth",
+                        0},
+    [STREAMS_OUTLIVE] = {"streams_outlive", GMR__OPTION_BOOL, "false", false, false, NULL,
+                         "the program keeps its streams alive until the pool is destroyed: "
+                         "frees record no event",
+                         0},
 };
+
+/* remap_percent: "never" or 0..1000. */
+static bool parse_remap(const char *text, uint32_t *out) {
+  if (strcmp(text, "never") == 0) {
+    *out = GMR_VMM_POOL_REMAP_NEVER;
+    return true;
+  }
+  char *end = NULL;
+  if (!isdigit((unsigned char)text[0])) return false;
+  unsigned long v = strtoul(text, &end, 10);
+  if (*end != '\0' || v > 1000) return false;
+  *out = (uint32_t)v;
+  return true;
+}
 
 /* "none", "all", or device ordinals separated by '+' (',' and spaces too,
  * inside quotes). */
@@ -86,7 +127,21 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
                                                                 : (size_t)values[INITIAL_PAGES].uint;
   config.small_pool = values[SMALL_POOL].boolean;
   config.nccl_ready = values[NCCL_READY].boolean;
+  config.placement = values[PLACEMENT].choice == 1 ? GMR_VMM_POOL_PLACEMENT_FINE
+                                                   : GMR_VMM_POOL_PLACEMENT_PAGES;
+  config.growth_percent = values[GROWTH_PERCENT].uint > 1000 ? 1001u
+                                                             : (uint32_t)values[GROWTH_PERCENT].uint;
+  config.handle_divisor = values[HANDLE_DIVISOR].uint > UINT32_MAX
+                              ? UINT32_MAX
+                              : (uint32_t)values[HANDLE_DIVISOR].uint;
+  config.streams_outlive_resource = values[STREAMS_OUTLIVE].boolean;
   *out = NULL;
+  if (!parse_remap(values[REMAP_PERCENT].string, &config.remap_percent)) {
+    snprintf(message, message_bytes,
+             "remap_percent: expected a percentage 0..1000 or never, got '%s'",
+             values[REMAP_PERCENT].string);
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
   if (!parse_peers(values[PEER_ACCESS].string, &config)) {
     snprintf(message, message_bytes,
              "peer_access: expected none, all, or device ordinals joined by '+' (at most %d), "
@@ -104,7 +159,8 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
 
 const gmr__component gmr__component_vmm_pool = {
     "vmm_pool", GMR__COMPONENT_RESOURCE,
-    "device memory from CUDA virtual memory: pages remapped to new addresses instead of "
-    "fragmenting (VPMM), in-place growth, sleep/wake (gmr/vmm_pool_resource.h)",
+    "device memory from CUDA virtual memory: physical memory moved to new addresses instead of "
+    "fragmenting (VPMM), 256-byte placement over shared pages (placement=fine), in-place "
+    "growth, sleep/wake (gmr/vmm_pool_resource.h)",
     options, OPTION_COUNT, create,
 };

@@ -158,6 +158,19 @@ typedef enum gmr_vmm_pool_peer_access {
   GMR_VMM_POOL_PEERS_LIST = 2  /* the devices in peers[0..peer_count) */
 } gmr_vmm_pool_peer_access;
 
+/* Where allocations go in the pool's virtual addresses. */
+typedef enum gmr_vmm_pool_placement {
+  /* VPMM: every request is whole pages, placed and defragmented as in the
+   * banner's phases 0-2; requests below a page take the small path. */
+  GMR_VMM_POOL_PLACEMENT_PAGES = 0,
+  /* 256-byte placement over shared pages (see "Fine placement" above). */
+  GMR_VMM_POOL_PLACEMENT_FINE = 1
+} gmr_vmm_pool_placement;
+
+/* remap_percent: never move free memory to save memory (only when the
+ * device is out of it). */
+#define GMR_VMM_POOL_REMAP_NEVER UINT32_MAX
+
 typedef struct gmr_vmm_pool_resource_config {
   /* Device ordinal, or GMR_VMM_POOL_CURRENT_DEVICE (the current one at create). */
   int device;
@@ -170,22 +183,48 @@ typedef struct gmr_vmm_pool_resource_config {
   size_t va_chunk_bytes;
   /* Pages mapped at create as one free region (VPMM's eager pages). */
   size_t initial_pages;
-  /* Serve requests below one page from an internal pool of this pool's
-   * pages (256-byte rounding) instead of rounding them up to a page. */
+  /* PAGES placement: serve requests below one page from the small path
+   * (256-byte placement in chunks of this pool's pages) instead of rounding
+   * them up to a page. FINE placement needs no small path (ignored). */
   bool small_pool;
   gmr_vmm_pool_peer_access peer_access;
   int peers[GMR_VMM_POOL_MAX_PEERS]; /* PEERS_LIST: device ordinals */
   size_t peer_count;
   /* Create pages as ncclMemAlloc does (see the banner). */
   bool nccl_ready;
+  /* PAGES (VPMM, the default) or FINE. */
+  gmr_vmm_pool_placement placement;
+  /* FINE: a growth maps this percentage of what the pool holds (at least
+   * the request) in one go, the rest as a free tail: fewer, larger growths.
+   * Never past the remap threshold. 0: exactly what the request needs. */
+  uint32_t growth_percent;
+  /* FINE: before holding more than this percentage above the peak of live
+   * bytes, move free physical memory (whole handles) to where it is needed
+   * instead of creating more. GMR_VMM_POOL_REMAP_NEVER: only when the device
+   * is out of memory. */
+  uint32_t remap_percent;
+  /* FINE: new physical allocations (cuMemCreate) are at most 1/handle_divisor
+   * of what the pool holds (at least a page), so that free memory can later
+   * move in pieces of that size. 0: one allocation per growth. */
+  uint32_t handle_divisor;
+  /* The program keeps every stream it passes to the pool alive until the pool
+   * is destroyed: then a free records nothing (a stream that wants another
+   * stream's memory records that stream's event once). false: a free on a
+   * stream other than the default streams records an event on it at once
+   * (RMM's rule), so the stream may be destroyed right after the call. Both
+   * placements' small-path frees, and FINE frees, follow it. */
+  bool streams_outlive_resource;
 } gmr_vmm_pool_resource_config;
 
 #define GMR_VMM_POOL_CURRENT_DEVICE (-1)
 
 /* Current device, 2 MiB pages, VA chunks of the device's size, nothing
- * mapped at create, small requests pooled, no peers, not NCCL-ready. */
-#define GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT \
-  {GMR_VMM_POOL_CURRENT_DEVICE, 0, 0, 0, true, GMR_VMM_POOL_PEERS_NONE, {0}, 0, false}
+ * mapped at create, small requests pooled, no peers, not NCCL-ready, PAGES
+ * placement; for FINE: growth 12%, remap above 2%, handles of at most 1/64
+ * of what is held; streams may be destroyed after a free. */
+#define GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT                                                    \
+  {GMR_VMM_POOL_CURRENT_DEVICE, 0, 0, 0, true, GMR_VMM_POOL_PEERS_NONE, {0}, 0, false,          \
+   GMR_VMM_POOL_PLACEMENT_PAGES, 12u, 2u, 64u, false}
 
 /**
  * Create a VMM pool.

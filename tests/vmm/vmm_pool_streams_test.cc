@@ -176,11 +176,22 @@ TEST_F(VmmPoolStreams, RecordStreamHoldsMemoryBackUntilTheOtherStreamIsDone) {
   Free(again, 4, a_);
   int x = 0;
   EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_record_stream(r_, &x, u));
+  // Small blocks (the small path) honour record_stream the same way.
   void *small = nullptr;
   ASSERT_EQ(GMR_OK, gmr_allocate(r_, 100, 0, a_, &small));
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_record_stream(r_, small, u))
-      << "the internal pool does not implement record_stream yet";
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(u, true));
+  EXPECT_EQ(GMR_OK, gmr_record_stream(r_, small, u));
   EXPECT_EQ(GMR_OK, gmr_deallocate(r_, small, 100, 0, a_));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_record_stream(r_, small, u));
+  void *small2 = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 100, 0, a_, &small2));
+  EXPECT_NE(small, small2) << "U may still use the small block";
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, small2, 100, 0, a_));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(u, false));
+  size_t released = 0;
+  ASSERT_EQ(GMR_OK, gmr_resource_trim(r_, &released));
+  EXPECT_EQ(0u, Stats(pool_).live_count) << "U done: the small block was free again, and its "
+                                            "chunk went back";
   ASSERT_EQ(GMR_OK, gmr_stream_destroy(u));
 }
 

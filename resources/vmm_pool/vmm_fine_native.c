@@ -1,0 +1,794 @@
+/*
+ * resources/vmm_pool/vmm_fine_native.c (internal): physical memory of the
+ * fine placement engine in native mode (vmm_fine.h): VA chunks, handles,
+ * the slow path that maps memory where a request goes, in-place growth,
+ * trim and destroy.
+ *
+ * Slow path for `bytes` on stream T: among runs of regions that T may use
+ * (its free regions, shared ones, holes), the window that needs the fewest
+ * pages mapped (then the tightest, then the lowest address); its holes get
+ * physical memory:
+ *  - moved: when holding more would pass remap_percent above the peak of
+ *    live bytes (or the device is out of memory), whole handles whose VA is
+ *    wholly inside shared free memory (their streams' work is done) are
+ *    unmapped there and mapped here, largest first;
+ *  - new: the rest in new handles of at most held / handle_divisor each (so
+ *    that later moves have pieces to work with), plus growth_percent of what
+ *    is held as a free tail after the request (fewer, larger growths), never
+ *    past the remap threshold.
+ * One cuMemMap per handle and one cuMemSetAccess per hole. A failure gives
+ * back what this call created or moved (unmapped and released) and leaves
+ * every region as it was, except that moved handles' old places are holes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/failure.h"
+#include "resources/vmm_pool/vmm_fine.h"
+
+/* ---- VA chunks ------------------------------------------------------------------ */
+
+static CUresult arena_add(vmf_engine *e, size_t bytes, vmf_arena **out) {
+  *out = NULL;
+  vmf_arena *a = calloc(1, sizeof *a);
+  vmf_region *hole = gmr__vmf_region_new(e);
+  vmf_handle **pages = calloc(bytes / e->page_bytes, sizeof *pages);
+  if (a == NULL || hole == NULL || pages == NULL) {
+    free(a);
+    free(pages);
+    gmr__vmf_region_put(e, hole);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  CUdeviceptr base = 0;
+  CUresult cu = e->vmm->address_reserve(&base, bytes, e->page_bytes);
+  if (cu != CUDA_SUCCESS) {
+    free(a);
+    free(pages);
+    gmr__vmf_region_put(e, hole);
+    return cu;
+  }
+  a->base = (uintptr_t)base;
+  a->bytes = bytes;
+  a->pages = pages;
+  a->index = e->next_arena_index++;
+  a->first = hole;
+  hole->addr = a->base;
+  hole->bytes = bytes;
+  hole->arena = a;
+  hole->state = VMF_FREE; /* set_state counts it as a hole */
+  gmr__vmf_set_state(e, hole, VMF_HOLE);
+  a->prev = e->last_arena;
+  if (e->last_arena != NULL) {
+    e->last_arena->next = a;
+  } else {
+    e->arenas = a;
+  }
+  e->last_arena = a;
+  e->arena_count++;
+  *out = a;
+  return CUDA_SUCCESS;
+}
+
+/* Give back an arena that is one hole. false if the driver refused. */
+static bool arena_remove(vmf_engine *e, vmf_arena *a) {
+  if (e->vmm->address_free((CUdeviceptr)a->base, a->bytes) != CUDA_SUCCESS) return false;
+  gmr__vmf_set_state(e, a->first, VMF_FREE); /* uncount the hole */
+  a->free_bytes = 0;
+  gmr__vmf_region_put(e, a->first);
+  if (a->prev != NULL) a->prev->next = a->next;
+  if (a->next != NULL) a->next->prev = a->prev;
+  if (e->arenas == a) e->arenas = a->next;
+  if (e->last_arena == a) e->last_arena = a->prev;
+  e->arena_count--;
+  free(a->pages);
+  free(a);
+  return true;
+}
+
+vmf_arena *gmr__vmf_arena_of(vmf_engine *e, uintptr_t addr) {
+  for (vmf_arena *a = e->arenas; a != NULL; a = a->next) {
+    if (addr >= a->base && addr - a->base < a->bytes) return a;
+  }
+  return NULL;
+}
+
+gmr_status gmr__vmf_native_create(vmf_engine *e, gmr_failure *failure) {
+  vmf_arena *a = NULL;
+  CUresult cu = arena_add(e, e->va_chunk_bytes, &a);
+  if (cu != CUDA_SUCCESS) return gmr__cu_fail(e->vmm, failure, "cuMemAddressReserve", cu, NULL);
+  return GMR_OK;
+}
+
+/* ---- handles ----------------------------------------------------------------------- */
+
+static void page_table_set(vmf_engine *e, vmf_arena *a, uintptr_t va, size_t bytes,
+                           vmf_handle *h) {
+  size_t first = (va - a->base) / e->page_bytes;
+  for (size_t i = 0; i < bytes / e->page_bytes; ++i) a->pages[first + i] = h;
+}
+
+/* cuMemCreate; a driver that refuses fabric handles (no IMEX channel) gets
+ * the request again without them, and the pool stops asking. */
+static CUresult create_handle(vmf_engine *e, size_t bytes, vmf_handle **out) {
+  *out = NULL;
+  vmf_handle *h = calloc(1, sizeof *h);
+  if (h == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  gmr__vmm_prop *prop = (gmr__vmm_prop *)(uintptr_t)e->prop;
+  CUresult cu = e->vmm->create(&h->handle, bytes, prop);
+  if ((cu == CUDA_ERROR_NOT_PERMITTED || cu == CUDA_ERROR_NOT_SUPPORTED) &&
+      (prop->handle_types & CU_MEM_HANDLE_TYPE_FABRIC) != 0) {
+    prop->handle_types &= ~(unsigned)CU_MEM_HANDLE_TYPE_FABRIC;
+    cu = e->vmm->create(&h->handle, bytes, prop);
+  }
+  if (cu != CUDA_SUCCESS) {
+    free(h);
+    return cu;
+  }
+  e->counts.create++;
+  h->bytes = bytes;
+  h->next = e->handles;
+  if (e->handles != NULL) e->handles->prev = h;
+  e->handles = h;
+  e->handle_count++;
+  e->held_bytes += bytes;
+  if (e->held_bytes > e->peak_held_bytes) e->peak_held_bytes = e->held_bytes;
+  *out = h;
+  return CUDA_SUCCESS;
+}
+
+/* Release an unmapped handle (its memory goes back to the device). */
+static CUresult release_handle(vmf_engine *e, vmf_handle *h) {
+  CUresult cu = e->vmm->release(h->handle);
+  /* Whatever the driver says, the pool no longer uses the handle. */
+  if (cu == CUDA_SUCCESS) e->counts.release++;
+  if (h->prev != NULL) h->prev->next = h->next;
+  if (h->next != NULL) h->next->prev = h->prev;
+  if (e->handles == h) e->handles = h->next;
+  e->handle_count--;
+  e->held_bytes -= h->bytes;
+  free(h);
+  return cu;
+}
+
+static CUresult map_handle(vmf_engine *e, vmf_arena *a, vmf_handle *h, uintptr_t va) {
+  CUresult cu = e->vmm->map((CUdeviceptr)va, h->bytes, h->handle);
+  if (cu != CUDA_SUCCESS) return cu;
+  e->counts.map++;
+  h->va = va;
+  page_table_set(e, a, va, h->bytes, h);
+  return CUDA_SUCCESS;
+}
+
+static CUresult unmap_handle(vmf_engine *e, vmf_handle *h) {
+  CUresult cu = e->vmm->unmap((CUdeviceptr)h->va, h->bytes);
+  if (cu != CUDA_SUCCESS) return cu;
+  e->counts.unmap++;
+  vmf_arena *a = gmr__vmf_arena_of(e, h->va);
+  if (a != NULL) page_table_set(e, a, h->va, h->bytes, NULL);
+  h->va = 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult gmr__vmf_drop_handle(vmf_engine *e, vmf_handle *h) {
+  if (h->va != 0) {
+    CUresult cu = unmap_handle(e, h);
+    if (cu != CUDA_SUCCESS) return cu;
+  }
+  return release_handle(e, h);
+}
+
+static CUresult set_access(vmf_engine *e, uintptr_t va, size_t bytes) {
+  return e->vmm->set_access((CUdeviceptr)va, bytes, e->access_devices, e->access_count);
+}
+
+/* ---- holes ------------------------------------------------------------------------ */
+
+vmf_region *gmr__vmf_make_hole(vmf_engine *e, vmf_region *r) {
+  if (r->binned) gmr__vmf_bin_remove(e, r);
+  gmr__vmf_set_state(e, r, VMF_HOLE);
+  r->slot = VMF_SHARED;
+  if (r->next != NULL && r->next->state == VMF_HOLE) gmr__vmf_absorb_next(e, r);
+  if (r->prev != NULL && r->prev->state == VMF_HOLE) {
+    r = r->prev;
+    gmr__vmf_absorb_next(e, r);
+  }
+  return r;
+}
+
+/* Unmap handle h, which lies wholly inside the FREE region r, and make its
+ * addresses a hole. Needs two spare headers. Returns the driver's result;
+ * nothing changes on failure. */
+static CUresult carve(vmf_engine *e, vmf_region *r, vmf_handle *h) {
+  uintptr_t va = h->va;
+  CUresult cu = unmap_handle(e, h);
+  if (cu != CUDA_SUCCESS) return cu;
+  uint32_t slot = r->slot;
+  if (r->binned) gmr__vmf_bin_remove(e, r);
+  if (va > r->addr) {
+    vmf_region *t = gmr__vmf_region_new(e);
+    gmr__vmf_split(e, r, va - r->addr, t);
+    gmr__vmf_bin_insert(e, r);
+    r = t;
+  }
+  if (r->bytes > h->bytes) {
+    vmf_region *t = gmr__vmf_region_new(e);
+    gmr__vmf_split(e, r, h->bytes, t);
+    t->slot = slot;
+    gmr__vmf_bin_insert(e, t);
+  }
+  (void)gmr__vmf_make_hole(e, r);
+  return CUDA_SUCCESS;
+}
+
+/* ---- mapping fresh memory over a hole ------------------------------------------------- */
+
+/* One hole (part) to fill: [addr, addr + bytes) mapped, of a hole with room
+ * for `room` bytes from addr. */
+typedef struct fill {
+  vmf_region *hole;
+  uintptr_t addr;
+  size_t need_bytes; /* must be mapped (page multiple) */
+  size_t room_bytes; /* may be mapped */
+  size_t mapped_bytes;
+} fill;
+
+typedef struct plan {
+  fill *fills;
+  size_t fill_count;
+  vmf_handle **moved; /* handles unmapped elsewhere for this request */
+  size_t moved_count;
+  vmf_handle **made; /* handles created for it */
+  size_t made_count;
+  size_t capacity;
+} plan;
+
+static bool plan_room(plan *p, size_t more) {
+  if (p->moved_count + p->made_count + more <= p->capacity) return true;
+  size_t n = (p->capacity + more) * 2;
+  vmf_handle **a = realloc(p->moved, n * sizeof *a);
+  if (a == NULL) return false;
+  p->moved = a;
+  vmf_handle **b = realloc(p->made, n * sizeof *b);
+  if (b == NULL) return false;
+  p->made = b;
+  p->capacity = n;
+  return true;
+}
+
+static void plan_free(plan *p) {
+  free(p->fills);
+  free(p->moved);
+  free(p->made);
+}
+
+/* Give back everything this call moved or made and did not commit. */
+static void plan_undo(vmf_engine *e, plan *p) {
+  for (size_t i = 0; i < p->moved_count; ++i) (void)gmr__vmf_drop_handle(e, p->moved[i]);
+  for (size_t i = 0; i < p->made_count; ++i) (void)gmr__vmf_drop_handle(e, p->made[i]);
+  p->moved_count = p->made_count = 0;
+}
+
+/* The most that may be held before free handles move instead of new ones
+ * being made: remap_percent above the peak of live bytes (this request
+ * included). SIZE_MAX when moving is off. */
+static size_t cap_bytes(const vmf_engine *e, size_t more_live) {
+  if (e->remap_percent == UINT32_MAX) return SIZE_MAX;
+  size_t peak = e->live_bytes + more_live;
+  if (peak < e->peak_live_bytes) peak = e->peak_live_bytes;
+  size_t pct = e->remap_percent;
+  return gmr__align_up(peak + peak / 100 * pct + peak % 100 * pct / 100, e->page_bytes);
+}
+
+/* The region holding addr (slow paths only: walks the arena). */
+static vmf_region *region_at(vmf_engine *e, uintptr_t addr) {
+  vmf_arena *a = gmr__vmf_arena_of(e, addr);
+  if (a == NULL) return NULL;
+  for (vmf_region *r = a->first; r != NULL; r = r->next) {
+    if (addr < r->addr + r->bytes) return r;
+  }
+  return NULL;
+}
+
+/* May h move: mapped wholly inside a shared free region (its stream's work
+ * done, so nothing runs on it), and neither inside nor touching
+ * [avoid, avoid + avoid_bytes)? *region: the region holding it. */
+static bool movable(vmf_engine *e, const vmf_handle *h, uintptr_t avoid, size_t avoid_bytes,
+                    vmf_region **region) {
+  if (h->va == 0 || (h->va <= avoid + avoid_bytes && avoid <= h->va + h->bytes)) return false;
+  vmf_region *r = region_at(e, h->va);
+  *region = r;
+  return r != NULL && r->state == VMF_FREE && r->slot == VMF_SHARED && !r->blocked &&
+         h->va >= r->addr && h->va + h->bytes <= r->addr + r->bytes;
+}
+
+/* Handles wholly inside shared free regions, largest first. */
+static vmf_handle **movable_handles(vmf_engine *e, size_t *count) {
+  *count = 0;
+  vmf_slot *s = e->slots[VMF_SHARED];
+  size_t cap = 0;
+  vmf_handle **out = NULL;
+  for (unsigned fl = 0; fl < VMF_FL_COUNT; ++fl) {
+    if (((s->fl_bitmap >> fl) & 1u) == 0) continue;
+    for (unsigned sl = 0; sl < VMF_SL_COUNT; ++sl) {
+      for (vmf_region *r = s->bins[fl][sl]; r != NULL; r = r->bin_next) {
+        vmf_arena *a = r->arena;
+        uintptr_t at = gmr__align_up(r->addr, e->page_bytes);
+        while (at + e->page_bytes <= r->addr + r->bytes) {
+          vmf_handle *h = a->pages[(at - a->base) / e->page_bytes];
+          if (h == NULL || h->va != at) {
+            at += e->page_bytes;
+            continue;
+          }
+          if (h->va + h->bytes <= r->addr + r->bytes) {
+            if (*count == cap) {
+              cap = cap == 0 ? 64 : cap * 2;
+              vmf_handle **n = realloc(out, cap * sizeof *n);
+              if (n == NULL) return out; /* fewer candidates: still correct */
+              out = n;
+            }
+            out[(*count)++] = h;
+          }
+          at += h->bytes;
+        }
+      }
+    }
+  }
+  /* Largest first (insertion sort: candidates are few). */
+  for (size_t i = 1; i < *count; ++i) {
+    vmf_handle *h = out[i];
+    size_t j = i;
+    while (j > 0 && out[j - 1]->bytes < h->bytes) {
+      out[j] = out[j - 1];
+      j--;
+    }
+    out[j] = h;
+  }
+  return out;
+}
+
+/* Move free handles into the fills, largest first, until `target` bytes
+ * came (or nothing more fits). */
+static CUresult harvest(vmf_engine *e, plan *p, vmf_handle **cands, size_t count, uintptr_t avoid,
+                        size_t avoid_bytes, size_t target) {
+  CUresult cu = CUDA_SUCCESS;
+  for (size_t f = 0; f < p->fill_count && cu == CUDA_SUCCESS && target > 0; ++f) {
+    fill *x = &p->fills[f];
+    for (size_t i = 0; i < count && x->mapped_bytes < x->need_bytes && target > 0; ++i) {
+      vmf_handle *h = cands[i];
+      vmf_region *r = NULL;
+      if (h == NULL || h->bytes > x->room_bytes - x->mapped_bytes) continue;
+      if (!movable(e, h, avoid, avoid_bytes, &r)) continue;
+      if (!plan_room(p, 1) || !gmr__vmf_reserve_regions(e, 4)) break;
+      cu = carve(e, r, h);
+      if (cu != CUDA_SUCCESS) break;
+      cands[i] = NULL;
+      p->moved[p->moved_count++] = h;
+      h->va = x->addr + x->mapped_bytes; /* where it goes: mapped by map_all */
+      x->mapped_bytes += h->bytes;
+      target = target > h->bytes ? target - h->bytes : 0;
+      e->counts.harvested_pages += h->bytes / e->page_bytes;
+    }
+  }
+  return cu;
+}
+
+/* Would harvest() bring `target` bytes into these fills? (The same greedy
+ * choice, without moving anything.) */
+static bool harvest_fits(const vmf_engine *e, const plan *p, vmf_handle **cands, size_t count,
+                         uintptr_t avoid, size_t avoid_bytes, size_t target) {
+  bool *used = calloc(count + 1, sizeof *used);
+  if (used == NULL) return false;
+  for (size_t f = 0; f < p->fill_count && target > 0; ++f) {
+    const fill *x = &p->fills[f];
+    size_t mapped = x->mapped_bytes;
+    for (size_t i = 0; i < count && mapped < x->need_bytes && target > 0; ++i) {
+      const vmf_handle *h = cands[i];
+      if (used[i] || h->bytes > x->room_bytes - mapped) continue;
+      if (h->va <= avoid + avoid_bytes && avoid <= h->va + h->bytes) continue;
+      used[i] = true;
+      mapped += h->bytes;
+      target = target > h->bytes ? target - h->bytes : 0;
+    }
+  }
+  free(used);
+  (void)e;
+  return target == 0;
+}
+
+/* Largest handle the growth makes. */
+static size_t handle_limit(const vmf_engine *e) {
+  if (e->handle_divisor == 0) return SIZE_MAX;
+  size_t h = gmr__align_up(e->held_bytes / e->handle_divisor, e->page_bytes);
+  return h < e->page_bytes ? e->page_bytes : h;
+}
+
+/* Create new handles for what the fills still need, plus the growth tail in
+ * the last fill (never past the cap). */
+static CUresult create_rest(vmf_engine *e, plan *p, size_t cap) {
+  size_t limit = handle_limit(e);
+  for (size_t f = 0; f < p->fill_count; ++f) {
+    fill *x = &p->fills[f];
+    if (x->mapped_bytes >= x->need_bytes) continue;
+    size_t want = x->need_bytes - x->mapped_bytes;
+    if (f + 1 == p->fill_count) {
+      size_t grow = (size_t)((double)e->held_bytes * e->growth_percent / 100.0);
+      if (grow < e->min_growth_bytes) grow = e->min_growth_bytes;
+      if (grow > e->max_growth_bytes) grow = e->max_growth_bytes;
+      grow = gmr__align_up(grow, e->page_bytes);
+      size_t extra = grow > want ? grow - want : 0;
+      size_t room = x->room_bytes - x->mapped_bytes - want;
+      if (extra > room) extra = room;
+      size_t below = cap > e->held_bytes + want ? cap - e->held_bytes - want : 0;
+      if (extra > below) extra = below / e->page_bytes * e->page_bytes;
+      want += extra;
+    }
+    while (want > 0) {
+      size_t bytes = want < limit ? want : limit;
+      vmf_handle *h = NULL;
+      if (!plan_room(p, 1)) return CUDA_ERROR_OUT_OF_MEMORY;
+      CUresult cu = create_handle(e, bytes, &h);
+      if (cu != CUDA_SUCCESS) return cu;
+      p->made[p->made_count++] = h;
+      h->va = x->addr + x->mapped_bytes;
+      x->mapped_bytes += bytes;
+      want -= bytes;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+/* Map every moved and made handle at its place (h->va), then give access
+ * per fill. */
+static gmr_status map_all(vmf_engine *e, plan *p, gmr_failure *failure) {
+  vmf_handle **lists[2] = {p->moved, p->made};
+  size_t counts[2] = {p->moved_count, p->made_count};
+  for (int l = 0; l < 2; ++l) {
+    for (size_t i = 0; i < counts[l]; ++i) {
+      vmf_handle *h = lists[l][i];
+      uintptr_t va = h->va;
+      h->va = 0;
+      CUresult cu = map_handle(e, gmr__vmf_arena_of(e, va), h, va);
+      if (cu != CUDA_SUCCESS) return gmr__cu_fail(e->vmm, failure, "cuMemMap", cu, NULL);
+    }
+  }
+  for (size_t f = 0; f < p->fill_count; ++f) {
+    fill *x = &p->fills[f];
+    if (x->mapped_bytes == 0) continue;
+    CUresult cu = set_access(e, x->addr, x->mapped_bytes);
+    if (cu != CUDA_SUCCESS) {
+      char detail[96];
+      snprintf(detail, sizeof detail, "giving %zu device(s) access to %zu bytes", e->access_count,
+               x->mapped_bytes);
+      return gmr__cu_fail(e->vmm, failure, "cuMemSetAccess", cu, detail);
+    }
+  }
+  return GMR_OK;
+}
+
+/* Turn the mapped part of each fill's hole into a free region of `slot`,
+ * merged with the window's free regions. Returns the merged region (filed). */
+static vmf_region *commit(vmf_engine *e, plan *p, vmf_region *first, uint32_t slot) {
+  if (p->fill_count == 0) {
+    if (first->binned) gmr__vmf_bin_remove(e, first);
+    return gmr__vmf_file_free(e, first, slot);
+  }
+  vmf_region *last = NULL;
+  for (size_t f = 0; f < p->fill_count; ++f) {
+    fill *x = &p->fills[f];
+    vmf_region *h = x->hole;
+    if (x->mapped_bytes < h->bytes) {
+      vmf_region *t = gmr__vmf_region_new(e);
+      gmr__vmf_split(e, h, x->mapped_bytes, t);
+    }
+    gmr__vmf_set_state(e, h, VMF_FREE);
+    h->slot = slot;
+    last = gmr__vmf_file_free(e, h, slot);
+  }
+  return last;
+}
+
+/* Fill the holes of the window that starts at `first` so that `bytes` from
+ * its start are mapped; then the window is one free region of `slot`,
+ * returned unfiled in *out. `force_move`: move free handles whatever the
+ * threshold (the device is out of memory). */
+/* What fill_window returns when moving free memory would not reach the
+ * threshold in this window and `try_elsewhere` was set: nothing changed. */
+#define FILL_ELSEWHERE GMR_ERR_BUSY
+
+static gmr_status fill_window(vmf_engine *e, vmf_region *first, size_t bytes, uint32_t slot,
+                              bool force_move, bool try_elsewhere, vmf_region **out,
+                              gmr_failure *failure) {
+  plan p = {0};
+  size_t covered = 0, holes = 0;
+  for (vmf_region *r = first; r != NULL && covered < bytes; r = r->next) {
+    holes += r->state == VMF_HOLE;
+    covered += r->bytes;
+  }
+  p.fills = calloc(holes > 0 ? holes : 1, sizeof *p.fills);
+  if (p.fills == NULL || !gmr__vmf_reserve_regions(e, 2 * holes + 4)) {
+    free(p.fills);
+    return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
+                            "vmm_pool: host memory for the bookkeeping ran out");
+  }
+  covered = 0;
+  size_t need_total = 0;
+  for (vmf_region *r = first; r != NULL && covered < bytes; r = r->next) {
+    if (r->state == VMF_HOLE) {
+      fill *x = &p.fills[p.fill_count++];
+      size_t left = bytes - covered;
+      x->hole = r;
+      x->addr = r->addr;
+      x->room_bytes = r->bytes;
+      x->need_bytes = gmr__align_up(left < r->bytes ? left : r->bytes, e->page_bytes);
+      need_total += x->need_bytes;
+    }
+    covered += r->bytes;
+  }
+  size_t cap = cap_bytes(e, bytes);
+  gmr_status st = GMR_OK;
+  if (need_total > 0 && (force_move || e->held_bytes + need_total > cap)) {
+    size_t target = force_move ? need_total : e->held_bytes + need_total - cap;
+    size_t count = 0;
+    vmf_handle **cands = movable_handles(e, &count);
+    if (try_elsewhere && !harvest_fits(e, &p, cands, count, first->addr, covered, target)) {
+      free(cands);
+      plan_free(&p);
+      return FILL_ELSEWHERE;
+    }
+    size_t before = e->counts.harvested_pages;
+    CUresult cu = harvest(e, &p, cands, count, first->addr, covered, target);
+    free(cands);
+    if (e->counts.harvested_pages != before) e->counts.harvest++;
+    if (cu != CUDA_SUCCESS) st = gmr__cu_fail(e->vmm, failure, "cuMemUnmap", cu, NULL);
+  }
+  if (st == GMR_OK) {
+    CUresult cu = create_rest(e, &p, cap);
+    if (cu != CUDA_SUCCESS) {
+      char detail[96];
+      snprintf(detail, sizeof detail, "new physical memory for %zu bytes", bytes);
+      st = gmr__cu_fail(e->vmm, failure, "cuMemCreate", cu, detail);
+    }
+  }
+  if (st == GMR_OK) st = map_all(e, &p, failure);
+  if (st != GMR_OK) {
+    plan_undo(e, &p);
+    plan_free(&p);
+    return st;
+  }
+  vmf_region *r = commit(e, &p, first, slot);
+  plan_free(&p);
+  gmr__vmf_bin_remove(e, r);
+  *out = r;
+  return GMR_OK;
+}
+
+/* ---- choosing a window ---------------------------------------------------------------- */
+
+static bool usable(const vmf_region *r, uint32_t slot) {
+  return r->state == VMF_HOLE ||
+         (r->state == VMF_FREE && !r->blocked && (r->slot == slot || r->slot == VMF_SHARED));
+}
+
+typedef struct window {
+  vmf_region *first;
+  size_t cost_bytes; /* pages to map */
+  size_t span_bytes; /* bytes of the regions it spans */
+} window;
+
+/* Cost of the window from `first` for `bytes`; false if the run ends first. */
+static bool window_cost(const vmf_engine *e, vmf_region *first, size_t bytes, uint32_t slot,
+                        window *w) {
+  size_t covered = 0, cost = 0;
+  vmf_region *r = first;
+  for (; r != NULL && usable(r, slot) && covered < bytes; r = r->next) {
+    if (r->state == VMF_HOLE) {
+      size_t left = bytes - covered;
+      cost += gmr__align_up(left < r->bytes ? left : r->bytes, e->page_bytes);
+    }
+    covered += r->bytes;
+  }
+  if (covered < bytes) return false;
+  w->first = first;
+  w->cost_bytes = cost;
+  w->span_bytes = covered;
+  return true;
+}
+
+static bool window_better(const window *a, const window *b) {
+  if (b->first == NULL) return true;
+  if (a->cost_bytes != b->cost_bytes) return a->cost_bytes < b->cost_bytes;
+  if (a->span_bytes != b->span_bytes) return a->span_bytes < b->span_bytes;
+  if (a->first->arena != b->first->arena) return a->first->arena->index < b->first->arena->index;
+  return a->first->addr < b->first->addr;
+}
+
+static window choose_window(vmf_engine *e, size_t bytes, uint32_t slot) {
+  window best = {0};
+  for (vmf_arena *a = e->arenas; a != NULL; a = a->next) {
+    if (a->free_bytes + e->hole_bytes < bytes) continue;
+    for (vmf_region *r = a->first; r != NULL; r = r->next) {
+      if (!usable(r, slot)) continue;
+      window w;
+      if (window_cost(e, r, bytes, slot, &w) && window_better(&w, &best)) best = w;
+    }
+  }
+  return best;
+}
+
+/* The window at the top of the last VA chunk: its last hole (and the usable
+ * free region before it), or NULL. */
+static vmf_region *top_window(vmf_engine *e, uint32_t slot) {
+  vmf_arena *a = e->last_arena;
+  if (a == NULL) return NULL;
+  vmf_region *last = a->first;
+  while (last->next != NULL) last = last->next;
+  if (last->state != VMF_HOLE) return NULL;
+  return last->prev != NULL && usable(last->prev, slot) ? last->prev : last;
+}
+
+gmr_status gmr__vmf_native_grow(vmf_engine *e, size_t bytes, size_t alignment, gmr_stream stream,
+                                uint32_t slot, bool capturing, vmf_region **out,
+                                gmr_failure *failure) {
+  (void)stream;
+  *out = NULL;
+  /* Streams whose work is done give their free regions to everyone, so
+   * that their handles may move (never during a capture: no records). */
+  if (!capturing) gmr__vmf_settle_all(e);
+  size_t need = alignment > VMF_UNIT ? bytes + alignment - VMF_UNIT : bytes;
+  window w = choose_window(e, need, slot);
+  if (w.first == NULL) {
+    size_t va = gmr__align_up(need, e->page_bytes) + e->page_bytes;
+    vmf_arena *a = NULL;
+    CUresult cu = arena_add(e, va > e->va_chunk_bytes ? va : e->va_chunk_bytes, &a);
+    if (cu != CUDA_SUCCESS) {
+      char detail[96];
+      snprintf(detail, sizeof detail, "reserving more device addresses for %zu bytes", bytes);
+      return gmr__cu_fail(e->vmm, failure, "cuMemAddressReserve", cu, detail);
+    }
+    w.first = a->first;
+  }
+  gmr_status st = fill_window(e, w.first, need, slot, false, true, out, failure);
+  if (st == FILL_ELSEWHERE) {
+    /* Free memory cannot move into this window's holes (too small for the
+     * handles): the top of the last VA chunk takes any handle. */
+    vmf_region *top = top_window(e, slot);
+    st = top != NULL ? fill_window(e, top, need, slot, false, true, out, failure) : FILL_ELSEWHERE;
+    if (st == FILL_ELSEWHERE) st = fill_window(e, w.first, need, slot, false, false, out, failure);
+  }
+  if (st == GMR_ERR_OUT_OF_MEMORY && failure != NULL && failure->cuda_error != 0) {
+    /* The device is out of memory: move whatever free memory can move. */
+    w = choose_window(e, need, slot);
+    if (w.first != NULL) st = fill_window(e, w.first, need, slot, true, false, out, failure);
+  }
+  return st;
+}
+
+gmr_status gmr__vmf_native_extend(vmf_engine *e, vmf_region *r, size_t grow_bytes,
+                                  gmr_stream stream, uint32_t slot, bool capturing,
+                                  gmr_failure *failure) {
+  (void)stream;
+  (void)capturing;
+  vmf_region *n = r->next;
+  window w;
+  if (n == NULL || !usable(n, slot) || !window_cost(e, n, grow_bytes, slot, &w)) {
+    return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
+                            "vmm_pool: the %zu bytes after the allocation at %#zx are not free "
+                            "(extend grows in place only)",
+                            grow_bytes, (size_t)r->addr);
+  }
+  vmf_region *f = NULL;
+  gmr_status st = fill_window(e, n, grow_bytes, slot, false, false, &f, failure);
+  if (st != GMR_OK) return st;
+  /* f starts right after r (r is live: nothing merged across it). */
+  if (f->bytes > grow_bytes) {
+    vmf_region *t = gmr__vmf_region_new(e);
+    gmr__vmf_split(e, f, grow_bytes, t);
+    gmr__vmf_bin_insert(e, t);
+  }
+  gmr__vmf_absorb_next(e, r);
+  e->live_bytes += grow_bytes;
+  return GMR_OK;
+}
+
+/* ---- trim and destroy ---------------------------------------------------------------- */
+
+gmr_status gmr__vmf_native_trim(vmf_engine *e, size_t *released_bytes, gmr_failure *failure) {
+  gmr_status st = GMR_OK;
+  vmf_handle *next = NULL;
+  for (vmf_handle *h = e->handles; h != NULL && st == GMR_OK; h = next) {
+    next = h->next;
+    vmf_region *r = NULL;
+    if (!movable(e, h, 0, 0, &r)) continue;
+    if (!gmr__vmf_reserve_regions(e, 4)) {
+      return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory ran out");
+    }
+    size_t bytes = h->bytes;
+    CUresult cu = carve(e, r, h);
+    if (cu == CUDA_SUCCESS) {
+      cu = release_handle(e, h);
+      *released_bytes += bytes;
+      if (cu != CUDA_SUCCESS) st = gmr__cu_fail(e->vmm, failure, "cuMemRelease", cu, NULL);
+    } else {
+      st = gmr__cu_fail(e->vmm, failure, "cuMemUnmap", cu, NULL);
+    }
+  }
+  return st;
+}
+
+gmr_status gmr__vmf_native_destroy(vmf_engine *e) {
+  while (e->handles != NULL) {
+    if (gmr__vmf_drop_handle(e, e->handles) != CUDA_SUCCESS) return GMR_ERR_CUDA;
+  }
+  /* Every region is free or a hole now: one hole per arena. */
+  for (vmf_arena *a = e->arenas; a != NULL; a = a->next) {
+    while (a->first->next != NULL) {
+      vmf_region *r = a->first;
+      if (r->binned) gmr__vmf_bin_remove(e, r);
+      if (r->next->binned) gmr__vmf_bin_remove(e, r->next);
+      gmr__vmf_set_state(e, r, VMF_HOLE);
+      gmr__vmf_set_state(e, r->next, VMF_HOLE);
+      gmr__vmf_absorb_next(e, r);
+    }
+    if (a->first->binned) gmr__vmf_bin_remove(e, a->first);
+    if (a->first->state != VMF_HOLE) gmr__vmf_set_state(e, a->first, VMF_HOLE);
+  }
+  while (e->last_arena != NULL) {
+    if (!arena_remove(e, e->last_arena)) return GMR_ERR_CUDA;
+  }
+  return GMR_OK;
+}
+
+gmr_status gmr__vmf_map_fresh(vmf_engine *e, vmf_arena *a, uintptr_t addr, size_t bytes,
+                              size_t handle_bytes, gmr_failure *failure) {
+  size_t done = 0;
+  CUresult cu = CUDA_SUCCESS;
+  const char *call = "cuMemCreate";
+  while (done < bytes) {
+    size_t n = bytes - done < handle_bytes ? bytes - done : handle_bytes;
+    vmf_handle *h = NULL;
+    cu = create_handle(e, n, &h);
+    if (cu != CUDA_SUCCESS) break;
+    cu = map_handle(e, a, h, addr + done);
+    if (cu != CUDA_SUCCESS) {
+      call = "cuMemMap";
+      (void)release_handle(e, h);
+      break;
+    }
+    done += n;
+  }
+  if (cu == CUDA_SUCCESS) {
+    call = "cuMemSetAccess";
+    cu = set_access(e, addr, bytes);
+  }
+  if (cu == CUDA_SUCCESS) return GMR_OK;
+  /* Undo: every handle mapped in [addr, addr + done). */
+  for (uintptr_t at = addr; at < addr + done;) {
+    vmf_handle *h = a->pages[(at - a->base) / e->page_bytes];
+    at += h->bytes;
+    (void)gmr__vmf_drop_handle(e, h);
+  }
+  return gmr__cu_fail(e->vmm, failure, call, cu, NULL);
+}
+
+gmr_status gmr__vmf_native_prefill(vmf_engine *e, size_t bytes, gmr_failure *failure) {
+  if (bytes == 0) return GMR_OK;
+  vmf_arena *a = e->arenas;
+  if (a == NULL || a->first->state != VMF_HOLE || a->first->bytes < bytes) {
+    CUresult cu = arena_add(e, bytes > e->va_chunk_bytes ? bytes : e->va_chunk_bytes, &a);
+    if (cu != CUDA_SUCCESS) return gmr__cu_fail(e->vmm, failure, "cuMemAddressReserve", cu, NULL);
+  }
+  if (!gmr__vmf_reserve_regions(e, 2)) {
+    return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory ran out");
+  }
+  vmf_region *r = a->first;
+  gmr_status st = gmr__vmf_map_fresh(e, a, r->addr, bytes, bytes, failure);
+  if (st != GMR_OK) return st;
+  if (bytes < r->bytes) {
+    vmf_region *t = gmr__vmf_region_new(e);
+    gmr__vmf_split(e, r, bytes, t);
+  }
+  gmr__vmf_set_state(e, r, VMF_FREE);
+  gmr__vmf_bin_insert(e, r);
+  return GMR_OK;
+}
