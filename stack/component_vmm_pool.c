@@ -57,7 +57,7 @@ static const gmr__option_def options[OPTION_COUNT] = {
                    "pages: every request whole pages, VPMM's defragmentation (small requests "
                    "from the small path); fine: 256-byte placement over shared pages",
                    0},
-    [GROWTH_PERCENT] = {"growth_percent", GMR__OPTION_UINT, "12", false, false, NULL,
+    [GROWTH_PERCENT] = {"growth_percent", GMR__OPTION_UINT, "25", false, false, NULL,
                         "fine: a growth maps this percentage of what is held at once (0..1000; "
                         "0: exactly the request)",
                         0},
@@ -65,7 +65,7 @@ static const gmr__option_def options[OPTION_COUNT] = {
                        "fine: move free memory instead of taking more once the pool would hold "
                        "this percentage above its peak of live bytes (0..1000), or never",
                        16},
-    [HANDLE_DIVISOR] = {"handle_divisor", GMR__OPTION_UINT, "64", false, false, NULL,
+    [HANDLE_DIVISOR] = {"handle_divisor", GMR__OPTION_UINT, "96", false, false, NULL,
                         "fine: new physical allocations are at most 1/N of what is held, so "
                         "that free memory moves in pieces; 0: one per growth",
                         0},

@@ -220,11 +220,11 @@ typedef struct gmr_vmm_pool_resource_config {
 
 /* Current device, 2 MiB pages, VA chunks of the device's size, nothing
  * mapped at create, small requests pooled, no peers, not NCCL-ready, PAGES
- * placement; for FINE: growth 12%, remap above 2%, handles of at most 1/64
+ * placement; for FINE: growth 25%, remap above 2%, handles of at most 1/96
  * of what is held; streams may be destroyed after a free. */
 #define GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT                                                    \
   {GMR_VMM_POOL_CURRENT_DEVICE, 0, 0, 0, true, GMR_VMM_POOL_PEERS_NONE, {0}, 0, false,          \
-   GMR_VMM_POOL_PLACEMENT_PAGES, 12u, 2u, 64u, false}
+   GMR_VMM_POOL_PLACEMENT_PAGES, 25u, 2u, 96u, false}
 
 /**
  * Create a VMM pool.

@@ -101,7 +101,8 @@ struct vmf_region {
 
 struct vmf_handle {
   CUmemGenericAllocationHandle handle;
-  uintptr_t va; /* where it is mapped (0: nowhere, during a move or asleep) */
+  uintptr_t va;     /* where it is mapped (0: nowhere, during a move or asleep) */
+  uintptr_t target; /* during a growth: where it is to be mapped */
   size_t bytes;
   vmf_handle *prev, *next; /* every handle of the engine */
 };
@@ -165,9 +166,12 @@ struct vmf_engine {
   uint32_t growth_percent;  /* growth: this share of what is held */
   uint32_t handle_divisor;  /* native: handles of at most held / divisor (0: no limit) */
   uint32_t remap_percent;   /* native: remap free handles before holding more than this above peak live */
+  uint32_t steady_percent;  /* native: what repeated moves may add instead, above peak live */
   size_t min_growth_bytes;
   size_t max_growth_bytes;
   vmf_chunk_source source;  /* chunk mode */
+  size_t steady_extra_bytes;   /* held allowed above the remap threshold (steady state) */
+  size_t peak_live_at_harvest; /* the live peak when memory last moved */
 
   vmf_arena *arenas, *last_arena;
   size_t arena_count;

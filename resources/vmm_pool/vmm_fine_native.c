@@ -56,8 +56,9 @@ static CUresult arena_add(vmf_engine *e, size_t bytes, vmf_arena **out) {
   hole->addr = a->base;
   hole->bytes = bytes;
   hole->arena = a;
-  hole->state = VMF_FREE; /* set_state counts it as a hole */
-  gmr__vmf_set_state(e, hole, VMF_HOLE);
+  hole->state = VMF_HOLE;
+  e->hole_bytes += bytes;
+  e->hole_count++;
   a->prev = e->last_arena;
   if (e->last_arena != NULL) {
     e->last_arena->next = a;
@@ -364,7 +365,7 @@ static CUresult harvest(vmf_engine *e, plan *p, vmf_handle **cands, size_t count
       if (cu != CUDA_SUCCESS) break;
       cands[i] = NULL;
       p->moved[p->moved_count++] = h;
-      h->va = x->addr + x->mapped_bytes; /* where it goes: mapped by map_all */
+      h->target = x->addr + x->mapped_bytes; /* mapped there by map_all */
       x->mapped_bytes += h->bytes;
       target = target > h->bytes ? target - h->bytes : 0;
       e->counts.harvested_pages += h->bytes / e->page_bytes;
@@ -430,7 +431,7 @@ static CUresult create_rest(vmf_engine *e, plan *p, size_t cap) {
       CUresult cu = create_handle(e, bytes, &h);
       if (cu != CUDA_SUCCESS) return cu;
       p->made[p->made_count++] = h;
-      h->va = x->addr + x->mapped_bytes;
+      h->target = x->addr + x->mapped_bytes;
       x->mapped_bytes += bytes;
       want -= bytes;
     }
@@ -446,9 +447,7 @@ static gmr_status map_all(vmf_engine *e, plan *p, gmr_failure *failure) {
   for (int l = 0; l < 2; ++l) {
     for (size_t i = 0; i < counts[l]; ++i) {
       vmf_handle *h = lists[l][i];
-      uintptr_t va = h->va;
-      h->va = 0;
-      CUresult cu = map_handle(e, gmr__vmf_arena_of(e, va), h, va);
+      CUresult cu = map_handle(e, gmr__vmf_arena_of(e, h->target), h, h->target);
       if (cu != CUDA_SUCCESS) return gmr__cu_fail(e->vmm, failure, "cuMemMap", cu, NULL);
     }
   }
@@ -526,6 +525,19 @@ static gmr_status fill_window(vmf_engine *e, vmf_region *first, size_t bytes, ui
     covered += r->bytes;
   }
   size_t cap = cap_bytes(e, bytes);
+  if (cap != SIZE_MAX) cap += e->steady_extra_bytes;
+  if (need_total > 0 && !force_move && e->held_bytes + need_total > cap && e->counts.harvest > 0 &&
+      e->peak_live_bytes <= e->peak_live_at_harvest) {
+    /* The live peak has not grown since memory last moved: moving again
+     * would repeat every time the program repeats. Hold a little more
+     * instead, up to steady_percent above the peak. */
+    size_t most = e->peak_live_bytes / 100 * e->steady_percent;
+    size_t want = e->held_bytes + need_total - cap;
+    if (e->steady_extra_bytes + want <= most) {
+      e->steady_extra_bytes += want;
+      cap += want;
+    }
+  }
   gmr_status st = GMR_OK;
   if (need_total > 0 && (force_move || e->held_bytes + need_total > cap)) {
     size_t target = force_move ? need_total : e->held_bytes + need_total - cap;
@@ -539,7 +551,10 @@ static gmr_status fill_window(vmf_engine *e, vmf_region *first, size_t bytes, ui
     size_t before = e->counts.harvested_pages;
     CUresult cu = harvest(e, &p, cands, count, first->addr, covered, target);
     free(cands);
-    if (e->counts.harvested_pages != before) e->counts.harvest++;
+    if (e->counts.harvested_pages != before) {
+      e->counts.harvest++;
+      e->peak_live_at_harvest = e->peak_live_bytes;
+    }
     if (cu != CUDA_SUCCESS) st = gmr__cu_fail(e->vmm, failure, "cuMemUnmap", cu, NULL);
   }
   if (st == GMR_OK) {

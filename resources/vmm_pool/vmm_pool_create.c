@@ -10,6 +10,10 @@
 #include "resources/vmm_pool/vmm_pool_internal.h"
 
 #define DEFAULT_PAGE_BYTES ((size_t)2 << 20)
+/* FINE: when the live peak has not grown since memory last moved, a request
+ * may hold up to this much more (percent of the live peak) instead of
+ * moving memory again, so that a repeating program settles without moves. */
+#define FINE_STEADY_PERCENT 1u
 
 static gmr_status create_fail(gmr_failure *failure, gmr_status st, const char *message) {
   snprintf(failure->message, sizeof failure->message, "%s", message);
@@ -169,6 +173,7 @@ gmr_status gmr__vmm_fine_create(gmr_vmm_pool_resource *p, gmr_failure *failure) 
   e->growth_percent = c->growth_percent;
   e->remap_percent = c->remap_percent;
   e->handle_divisor = c->handle_divisor;
+  e->steady_percent = FINE_STEADY_PERCENT;
   e->min_growth_bytes = p->page_bytes;
   e->max_growth_bytes = SIZE_MAX;
   if (!gmr__vmf_init(e)) {

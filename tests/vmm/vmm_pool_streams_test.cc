@@ -231,6 +231,26 @@ TEST_F(VmmPoolStreams, GrowthDuringCaptureMapsPagesInRelaxedModeAndTouchesNoStre
   Free(fence, 1, a_);
 }
 
+// Small requests during a capture: the small path grows by a chunk of whole
+// pages in relaxed mode, with no stream-ordered call.
+TEST_F(VmmPoolStreams, SmallRequestsGrowDuringACapture) {
+  const uint64_t records = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD);
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(b_));
+  void *p = nullptr, *q = nullptr;
+  gmr_failure f;
+  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r_, 300, 0, b_, &p, &f)) << f.message;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 5000, 0, b_, &q)) << "a plain allocate takes the same path";
+  EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode()) << "global mode restored";
+  EXPECT_EQ(2u, Stats(pool_).small_live_count);
+  EXPECT_EQ(1u, Stats(pool_).live_count) << "one chunk of the small path";
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r_, q, 5000, 0, b_));
+  EXPECT_EQ(records, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD));
+  gmr_graph g = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(b_, &g)) << "the capture was not invalidated";
+  ASSERT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r_, p, 300, 0, b_));
+}
+
 TEST_F(VmmPoolStreams, AFailedSwitchToRelaxedModeChangesNothing) {
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(b_));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_THREAD_EXCHANGE_CAPTURE_MODE, 0, 1,
