@@ -1,6 +1,9 @@
 /*
- * stack/component_vmm_pool.c: `vmm_pool` in specs, gmr_vmm_pool_resource (a
- * pool over CUDA virtual memory that remaps pages instead of fragmenting).
+ * stack/component_vmm_pool.c: `vmm_pool` and `vmm` in specs, both
+ * gmr_vmm_pool_resource (a pool over CUDA virtual memory that moves physical
+ * memory instead of fragmenting). They differ only in the default placement:
+ * `vmm_pool` places whole pages (VPMM), `vmm` at 256-byte granularity (fine),
+ * the recommended VMM allocator (README, "vmm or pool").
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -26,7 +29,7 @@ enum {
   OPTION_COUNT
 };
 
-static const char *const placements[] = {"pages", "fine", NULL};
+static const char *const placements[] = {"default", "pages", "fine", NULL};
 
 /* Defaults are GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT's, written as spec
  * values so that `replay --components` shows them. */
@@ -53,9 +56,10 @@ static const gmr__option_def options[OPTION_COUNT] = {
                     "create pages as ncclMemAlloc does (exportable handles, GPUDirect RDMA, "
                     "recommended granularity)",
                     0},
-    [PLACEMENT] = {"placement", GMR__OPTION_CHOICE, "pages", false, false, placements,
+    [PLACEMENT] = {"placement", GMR__OPTION_CHOICE, "default", false, false, placements,
                    "pages: every request whole pages, VPMM's defragmentation (small requests "
-                   "from the small path); fine: 256-byte placement over shared pages",
+                   "from the small path); fine: 256-byte placement over shared pages; "
+                   "default: pages for vmm_pool, fine for vmm",
                    0},
     [GROWTH_PERCENT] = {"growth_percent", GMR__OPTION_UINT, "25", false, false, NULL,
                         "fine: a growth maps this percentage of what is held at once (0..1000; "
@@ -116,9 +120,8 @@ static bool parse_peers(const char *text, gmr_vmm_pool_resource_config *c) {
   return c->peer_count > 0;
 }
 
-static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
-                         gmr_resource **out, char *message, size_t message_bytes) {
-  (void)upstream;
+static gmr_status create_with(const gmr__option_value *values, gmr_vmm_pool_placement fallback,
+                              gmr_resource **out, char *message, size_t message_bytes) {
   gmr_vmm_pool_resource_config config = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
   config.device = values[DEVICE].device < 0 ? GMR_VMM_POOL_CURRENT_DEVICE : values[DEVICE].device;
   config.page_bytes = values[PAGE_SIZE].size;
@@ -127,8 +130,9 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
                                                                 : (size_t)values[INITIAL_PAGES].uint;
   config.small_pool = values[SMALL_POOL].boolean;
   config.nccl_ready = values[NCCL_READY].boolean;
-  config.placement = values[PLACEMENT].choice == 1 ? GMR_VMM_POOL_PLACEMENT_FINE
-                                                   : GMR_VMM_POOL_PLACEMENT_PAGES;
+  config.placement = values[PLACEMENT].choice == 1   ? GMR_VMM_POOL_PLACEMENT_PAGES
+                     : values[PLACEMENT].choice == 2 ? GMR_VMM_POOL_PLACEMENT_FINE
+                                                     : fallback;
   config.growth_percent = values[GROWTH_PERCENT].uint > 1000 ? 1001u
                                                              : (uint32_t)values[GROWTH_PERCENT].uint;
   config.handle_divisor = values[HANDLE_DIVISOR].uint > UINT32_MAX
@@ -157,10 +161,29 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
   return st;
 }
 
+static gmr_status create_pages(const gmr__option_value *values, gmr_resource *upstream,
+                               gmr_resource **out, char *message, size_t message_bytes) {
+  (void)upstream;
+  return create_with(values, GMR_VMM_POOL_PLACEMENT_PAGES, out, message, message_bytes);
+}
+
+static gmr_status create_fine(const gmr__option_value *values, gmr_resource *upstream,
+                              gmr_resource **out, char *message, size_t message_bytes) {
+  (void)upstream;
+  return create_with(values, GMR_VMM_POOL_PLACEMENT_FINE, out, message, message_bytes);
+}
+
+const gmr__component gmr__component_vmm = {
+    "vmm", GMR__COMPONENT_RESOURCE,
+    "the recommended VMM allocator: vmm_pool with placement=fine (256-byte placement over "
+    "shared pages, free memory moved instead of holding more, no driver call once warm)",
+    options, OPTION_COUNT, create_fine,
+};
+
 const gmr__component gmr__component_vmm_pool = {
     "vmm_pool", GMR__COMPONENT_RESOURCE,
     "device memory from CUDA virtual memory: physical memory moved to new addresses instead of "
     "fragmenting (VPMM), 256-byte placement over shared pages (placement=fine), in-place "
     "growth, sleep/wake (gmr/vmm_pool_resource.h)",
-    options, OPTION_COUNT, create,
+    options, OPTION_COUNT, create_pages,
 };

@@ -18,6 +18,7 @@ static const gmr__component *const components[] = {
     &gmr__component_oom,
     &gmr__component_pool,
     &gmr__component_tracking,
+    &gmr__component_vmm,
     &gmr__component_vmm_pool,
 };
 
