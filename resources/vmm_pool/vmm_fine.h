@@ -281,9 +281,10 @@ gmr_status gmr__vmf_set_tag(vmf_engine *e, void *ptr, uint32_t tag);
 /* Free regions waiting for record_stream events: those whose events all
  * completed (host_wait: wait for them) are filed again. Lock held. */
 void gmr__vmf_unblock(vmf_engine *e, bool host_wait);
-/* Settle every other stream's slot: those whose work is known done go to
- * the shared slot (records on default streams, queries). Lock held. */
-void gmr__vmf_settle_all(vmf_engine *e);
+/* Settle every stream's slot: those whose work is known done go to the
+ * shared slot (queries; with `record`, records on default streams that
+ * freed memory since their last record first). Lock held. */
+void gmr__vmf_settle_all(vmf_engine *e, bool record);
 
 /* Take `bytes` at the start of FREE region r (unfiled by the caller) as a
  * LIVE allocation on `stream`, splitting off the rest (which stays free in

@@ -92,10 +92,14 @@ vmf_region *gmr__vmf_take(vmf_engine *e, vmf_region *r, size_t bytes, size_t ali
 
 /* ---- other streams ----------------------------------------------------------------- */
 
-static void settle_except(vmf_engine *e, uint32_t except) {
+/* `record`: record events on default streams that freed memory (never
+ * during a capture: the legacy stream would join it); else query only the
+ * events already recorded. */
+static void settle_except(vmf_engine *e, uint32_t except, bool record) {
   for (size_t i = 1; i < e->slot_count; ++i) {
     vmf_slot *s = e->slots[i];
     if (i == except || s->free_count == 0) continue;
+    if (!record && s->ev.fresh) continue;
     if (gmr__stream_event_settle(e->cuda, &s->ev, &e->events) != cudaSuccess) continue;
     if (gmr__stream_event_query(e->cuda, &s->ev, &e->events)) {
       gmr__vmf_move_slot(e, (uint32_t)i, VMF_SHARED);
@@ -103,7 +107,7 @@ static void settle_except(vmf_engine *e, uint32_t except) {
   }
 }
 
-void gmr__vmf_settle_all(vmf_engine *e) { settle_except(e, VMF_SHARED); }
+void gmr__vmf_settle_all(vmf_engine *e, bool record) { settle_except(e, VMF_SHARED, record); }
 
 /* Step 3: T waits for a stream that has a fitting region and takes all of
  * that stream's regions. Returns the region found, or NULL. */
@@ -228,10 +232,20 @@ static gmr_status allocate_slow(vmf_engine *e, size_t bytes, size_t alignment, g
   } else {
     if (e->blocked != NULL) gmr__vmf_unblock(e, false);
     if (!capturing) {
-      settle_except(e, slot);
+      /* Frees during a capture could not record this stream's event; the
+       * stream is named now, so it exists: record it, so that its memory can
+       * go to other streams once done. */
+      vmf_slot *own = e->slots[slot];
+      if (own->ev.fresh && !own->ev.lazy) {
+        gmr__stream_event_mark_freed(e->cuda, &own->ev, &e->events);
+      }
+      settle_except(e, slot, true);
       r = find_usable(e, slot, bytes, alignment);
       if (r == NULL) r = wait_for_other(e, slot, stream, bytes, alignment);
     } else {
+      /* Capturing: no record and no wait, but memory of streams whose
+       * recorded work is done may still be used (queries, relaxed mode). */
+      settle_except(e, slot, false);
       r = find_usable(e, slot, bytes, alignment);
     }
     if (r != NULL) {

@@ -648,8 +648,8 @@ gmr_status gmr__vmf_native_grow(vmf_engine *e, size_t bytes, size_t alignment, g
   (void)stream;
   *out = NULL;
   /* Streams whose work is done give their free regions to everyone, so
-   * that their handles may move (never during a capture: no records). */
-  if (!capturing) gmr__vmf_settle_all(e);
+   * that their handles may move (during a capture: no records). */
+  gmr__vmf_settle_all(e, !capturing);
   size_t need = alignment > VMF_UNIT ? bytes + alignment - VMF_UNIT : bytes;
   window w = choose_window(e, need, slot);
   if (w.first == NULL) {
