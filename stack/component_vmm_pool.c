@@ -133,8 +133,9 @@ static gmr_status create_with(const gmr__option_value *values, gmr_vmm_pool_plac
   config.placement = values[PLACEMENT].choice == 1   ? GMR_VMM_POOL_PLACEMENT_PAGES
                      : values[PLACEMENT].choice == 2 ? GMR_VMM_POOL_PLACEMENT_FINE
                                                      : fallback;
-  config.growth_percent = values[GROWTH_PERCENT].uint > 1000 ? 1001u
-                                                             : (uint32_t)values[GROWTH_PERCENT].uint;
+  /* Above 1000: 1001, which create refuses with the limit in its message. */
+  uint64_t growth = values[GROWTH_PERCENT].uint;
+  config.growth_percent = growth > 1000 ? 1001u : (uint32_t)growth;
   config.handle_divisor = values[HANDLE_DIVISOR].uint > UINT32_MAX
                               ? UINT32_MAX
                               : (uint32_t)values[HANDLE_DIVISOR].uint;

@@ -88,15 +88,15 @@ struct vmf_region {
   vmf_region *prev, *next;         /* address order within the arena */
   vmf_region *bin_prev, *bin_next; /* FREE: its TLSF bin or the blocked list */
   vmf_arena *arena;
-  gmr_stream stream;       /* LIVE/ASLEEP: the allocating stream */
-  size_t requested_bytes;  /* LIVE/ASLEEP */
-  size_t alignment;        /* LIVE/ASLEEP: as asked (0 read as 256) */
-  vmf_extra *extra;        /* NULL unless needed */
-  uint32_t slot;           /* FREE: the slot it is filed under */
-  uint32_t tag;            /* LIVE/ASLEEP */
-  uint8_t state;           /* a vmf_state */
-  bool binned;             /* FREE: in its slot's index */
-  bool blocked;            /* FREE: waiting for record_stream events */
+  gmr_stream stream;      /* LIVE/ASLEEP: the allocating stream */
+  size_t requested_bytes; /* LIVE/ASLEEP */
+  size_t alignment;       /* LIVE/ASLEEP: as asked (0 read as 256) */
+  vmf_extra *extra;       /* NULL unless needed */
+  uint32_t slot;          /* FREE: the slot it is filed under */
+  uint32_t tag;           /* LIVE/ASLEEP */
+  uint8_t state;          /* a vmf_state */
+  bool binned;            /* FREE: in its slot's index */
+  bool blocked;           /* FREE: waiting for record_stream events */
 };
 
 struct vmf_handle {
@@ -129,11 +129,11 @@ typedef struct vmf_slot {
 
 /* Counters for gmr_vmm_pool_resource_stats. */
 typedef struct vmf_counts {
-  uint64_t create;     /* cuMemCreate that succeeded */
-  uint64_t release;    /* handles released */
-  uint64_t map;        /* cuMemMap that succeeded */
-  uint64_t unmap;      /* cuMemUnmap that succeeded */
-  uint64_t harvest;    /* slow paths that moved free handles */
+  uint64_t create;  /* cuMemCreate that succeeded */
+  uint64_t release; /* handles released */
+  uint64_t map;     /* cuMemMap that succeeded */
+  uint64_t unmap;   /* cuMemUnmap that succeeded */
+  uint64_t harvest; /* slow paths that moved free handles */
   uint64_t harvested_pages;
   uint64_t extend;
   uint64_t sleep;
@@ -145,8 +145,8 @@ typedef struct vmf_engine vmf_engine;
 /* Chunk mode: where chunks come from (the page pool). Both run without the
  * page pool's mutex held by the caller. */
 typedef struct vmf_chunk_source {
-  gmr_status (*allocate)(void *ctx, size_t bytes, gmr_stream stream, bool capturing,
-                         void **out_ptr, gmr_failure *failure);
+  gmr_status (*allocate)(void *ctx, size_t bytes, gmr_stream stream, bool capturing, void **out_ptr,
+                         gmr_failure *failure);
   gmr_status (*deallocate)(void *ctx, void *ptr, size_t bytes, gmr_stream stream);
   void *ctx;
 } vmf_chunk_source;
@@ -163,13 +163,14 @@ struct vmf_engine {
   size_t page_bytes;
   size_t va_chunk_bytes;
   bool streams_outlive;
-  uint32_t growth_percent;  /* growth: this share of what is held */
-  uint32_t handle_divisor;  /* native: handles of at most held / divisor (0: no limit) */
-  uint32_t remap_percent;   /* native: remap free handles before holding more than this above peak live */
-  uint32_t steady_percent;  /* native: what repeated moves may add instead, above peak live */
+  uint32_t growth_percent; /* growth: this share of what is held */
+  uint32_t handle_divisor; /* native: handles of at most held / divisor (0: no limit) */
+  uint32_t
+      remap_percent; /* native: remap free handles before holding more than this above peak live */
+  uint32_t steady_percent; /* native: what repeated moves may add instead, above peak live */
   size_t min_growth_bytes;
   size_t max_growth_bytes;
-  vmf_chunk_source source;  /* chunk mode */
+  vmf_chunk_source source;     /* chunk mode */
   size_t steady_extra_bytes;   /* held allowed above the remap threshold (steady state) */
   size_t peak_live_at_harvest; /* the live peak when memory last moved */
 
@@ -184,7 +185,7 @@ struct vmf_engine {
    * not handed out since: the other live.count - live_count - asleep_count) */
   gmr__u64_map live;
   vmf_region *spare_regions; /* headers kept for reuse */
-  vmf_region *blocked; /* FREE regions waiting for record_stream events */
+  vmf_region *blocked;       /* FREE regions waiting for record_stream events */
   vmf_handle *handles;
   size_t handle_count;
 
@@ -356,8 +357,7 @@ void gmr__vmf_fill_free_info(vmf_engine *e, gmr_failure *failure);
 
 /* ---- vmm_fine_sleep.c ------------------------------------------------------- */
 
-gmr_status gmr__vmf_sleep(vmf_engine *e, const gmr_vmm_pool_sleep_options *o,
-                          gmr_failure *failure);
+gmr_status gmr__vmf_sleep(vmf_engine *e, const gmr_vmm_pool_sleep_options *o, gmr_failure *failure);
 gmr_status gmr__vmf_wake(vmf_engine *e, const gmr_vmm_pool_wake_options *o, gmr_failure *failure);
 
 #endif /* GMR_RESOURCES_VMM_POOL_VMM_FINE_H_ */

@@ -129,8 +129,8 @@ static vmf_region *wait_for_other(vmf_engine *e, uint32_t slot, gmr_stream strea
 
 static bool blockers_done(vmf_engine *e, vmf_extra *x, bool host_wait) {
   for (uint32_t i = 0; i < x->blocker_count; ++i) {
-    atomic_fetch_add_explicit(host_wait ? &e->events.synchronize_count : &e->events.query_count,
-                              1, memory_order_relaxed);
+    atomic_fetch_add_explicit(host_wait ? &e->events.synchronize_count : &e->events.query_count, 1,
+                              memory_order_relaxed);
     cudaError_t err = host_wait ? e->cuda->event_synchronize(x->blockers[i])
                                 : e->cuda->event_query(x->blockers[i]);
     if (err != cudaSuccess) return false;
@@ -448,8 +448,8 @@ gmr_status gmr__vmf_extend(vmf_engine *e, void *ptr, size_t bytes, size_t new_by
   gmr_status st = check_free(e, ptr, bytes, alignment, &r);
   if (st != GMR_OK) {
     gmr__vmf_unlock(e);
-    return gmr__failure_set(failure, st, "vmm_pool: %p is not a live allocation of %zu bytes",
-                            ptr, bytes);
+    return gmr__failure_set(failure, st, "vmm_pool: %p is not a live allocation of %zu bytes", ptr,
+                            bytes);
   }
   if (e->asleep_count > 0) {
     gmr__vmf_unlock(e);

@@ -42,7 +42,7 @@ gmr_status gmr__vmf_chunk_grow(vmf_engine *e, size_t bytes, size_t alignment, gm
   r->addr = a->base;
   r->bytes = chunk;
   r->arena = a;
-  r->state = VMF_HOLE; /* set_state counts it as free */
+  r->state = VMF_HOLE;    /* set_state counts it as free */
   e->hole_bytes += chunk; /* ...and uncounts the hole it never was */
   e->hole_count++;
   gmr__vmf_set_state(e, r, VMF_FREE);

@@ -227,8 +227,7 @@ static gmr_status check_handles(const vmf_engine *e, char *err, size_t err_bytes
     }
     for (uintptr_t p = h->va; p < h->va + h->bytes; p += e->page_bytes) {
       if (a->pages[(p - a->base) / e->page_bytes] != h) {
-        return violation(err, err_bytes, "page table at %#zx disagrees with its handle",
-                         (size_t)p);
+        return violation(err, err_bytes, "page table at %#zx disagrees with its handle", (size_t)p);
       }
     }
   }
@@ -269,11 +268,10 @@ gmr_status gmr__vmf_check(vmf_engine *e, char *err, size_t err_bytes) {
       st = violation(err, err_bytes, "slot %zu's index disagrees with its regions", i);
     }
   }
-  if (st == GMR_OK &&
-      (s.live_bytes != e->live_bytes || s.live_count != e->live_count ||
-       s.asleep_bytes != e->asleep_bytes || s.asleep_count != e->asleep_count ||
-       s.hole_bytes != e->hole_bytes || s.hole_count != e->hole_count ||
-       s.live_entries != e->live_count + e->asleep_count)) {
+  if (st == GMR_OK && (s.live_bytes != e->live_bytes || s.live_count != e->live_count ||
+                       s.asleep_bytes != e->asleep_bytes || s.asleep_count != e->asleep_count ||
+                       s.hole_bytes != e->hole_bytes || s.hole_count != e->hole_count ||
+                       s.live_entries != e->live_count + e->asleep_count)) {
     st = violation(err, err_bytes, "counters disagree with the regions");
   }
   if (st == GMR_OK) st = check_handles(e, err, err_bytes);

@@ -103,8 +103,7 @@ gmr_status gmr__vmf_native_create(vmf_engine *e, gmr_failure *failure) {
 
 /* ---- handles ----------------------------------------------------------------------- */
 
-static void page_table_set(vmf_engine *e, vmf_arena *a, uintptr_t va, size_t bytes,
-                           vmf_handle *h) {
+static void page_table_set(vmf_engine *e, vmf_arena *a, uintptr_t va, size_t bytes, vmf_handle *h) {
   size_t first = (va - a->base) / e->page_bytes;
   for (size_t i = 0; i < bytes / e->page_bytes; ++i) a->pages[first + i] = h;
 }

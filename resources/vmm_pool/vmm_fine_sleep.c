@@ -68,8 +68,7 @@ static gmr_status tidy_free(vmf_engine *e, bool map_partial, gmr_failure *failur
       for (vmf_region *r = a->first; r != NULL && !changed; r = r->next) {
         if (r->state != VMF_FREE) continue;
         if (!gmr__vmf_reserve_regions(e, 4)) {
-          return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
-                                  "vmm_pool: host memory ran out");
+          return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory ran out");
         }
         changed = free_pages_to_hole(e, r); /* regions changed: walk again */
       }
@@ -135,8 +134,7 @@ static gmr_status unmap_all(vmf_engine *e, gmr_failure *failure) {
     for (vmf_handle *g = e->handles; g != h; g = g->next) {
       if (e->vmm->map((CUdeviceptr)g->va, g->bytes, g->handle) == CUDA_SUCCESS) {
         e->counts.map++;
-        (void)e->vmm->set_access((CUdeviceptr)g->va, g->bytes, e->access_devices,
-                                 e->access_count);
+        (void)e->vmm->set_access((CUdeviceptr)g->va, g->bytes, e->access_devices, e->access_count);
       }
     }
     return st;

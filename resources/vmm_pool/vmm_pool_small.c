@@ -75,8 +75,8 @@ gmr_status gmr__vmm_small_allocate(gmr_vmm_pool_resource *p, size_t bytes, size_
 gmr_status gmr__vmm_small_deallocate(gmr_vmm_pool_resource *p, void *ptr, size_t bytes,
                                      size_t alignment, gmr_stream stream) {
   vmf_engine *e = gmr__vmm_small(p, false);
-  gmr_status st = e == NULL ? GMR_ERR_UNKNOWN_POINTER
-                            : gmr__vmf_deallocate(e, ptr, bytes, alignment, stream);
+  gmr_status st =
+      e == NULL ? GMR_ERR_UNKNOWN_POINTER : gmr__vmf_deallocate(e, ptr, bytes, alignment, stream);
   if (st != GMR_ERR_UNKNOWN_POINTER) return st;
   /* The small path knows no such block: a whole-page allocation freed with
    * a small size is a mismatch; else the page pool says why. */

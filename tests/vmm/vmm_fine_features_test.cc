@@ -1,10 +1,9 @@
 // vmm_pool with fine placement on the simulation: in-place growth (extend),
 // trim, sleep and wake, and injected driver failures at every call of a
 // growth, a move and a wake, each leaving the pool as it was.
-#include <gtest/gtest.h>
-
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
 
 #include <cstring>
 #include <string>
@@ -129,15 +128,15 @@ TEST_F(VmmFineFeatures, EveryFailedCallOfAGrowthLeavesThePoolAsItWas) {
   c.handle_divisor = 1;  // one handle per page of held memory: several per growth
   Make(c);
   void *base = Alloc(2 * kPage);
-  for (gmr_cuda_call call : {GMR_CUDA_CALL_MEM_CREATE, GMR_CUDA_CALL_MEM_MAP,
-                             GMR_CUDA_CALL_MEM_SET_ACCESS}) {
+  for (gmr_cuda_call call :
+       {GMR_CUDA_CALL_MEM_CREATE, GMR_CUDA_CALL_MEM_MAP, GMR_CUDA_CALL_MEM_SET_ACCESS}) {
     for (uint64_t skip = 0; skip < 3; ++skip) {
       SCOPED_TRACE(gmr_cuda_call_name(call) + std::string(" after ") + std::to_string(skip));
       const size_t used = Device().used_bytes;
       const size_t held = Held();
       const std::string layout = gmr_test::Layout(pool_);
       cudaError_t err = call == GMR_CUDA_CALL_MEM_CREATE ? cudaError_t(CUDA_ERROR_OUT_OF_MEMORY)
-                                                          : cudaErrorInvalidValue;
+                                                         : cudaErrorInvalidValue;
       ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(call, skip, UINT64_MAX, err));
       void *p = nullptr;
       gmr_failure f;
@@ -170,8 +169,8 @@ TEST_F(VmmFineFeatures, AFailedMoveGivesBackWhatItMovedAndBreaksNothing) {
   std::memset(b, 4, kPage);
   Free(a, 3 * kPage);
   Free(c, 3 * kPage);
-  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_MAP, 1, 1,
-                                                cudaErrorInvalidValue));
+  ASSERT_EQ(GMR_OK,
+            gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_MAP, 1, 1, cudaErrorInvalidValue));
   void *p = nullptr;
   gmr_failure f;
   EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_ex(r_, 6 * kPage, 0, nullptr, &p, &f));
@@ -206,8 +205,8 @@ TEST_F(VmmFineFeatures, DestroyRefusedByTheDriverLeavesAUsablePool) {
   Make();
   void *a = Alloc(kPage);
   Free(a, kPage);
-  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE, 0, 1,
-                                                cudaErrorUnknown));
+  ASSERT_EQ(GMR_OK,
+            gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE, 0, 1, cudaErrorUnknown));
   EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_destroy(r_));
   void *b = Alloc(kPage);
   EXPECT_EQ(a, b);

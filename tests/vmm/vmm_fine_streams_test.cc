@@ -2,9 +2,8 @@
 // simulation: reuse of another stream's memory once its work is done, a
 // GPU-side wait when it is pending, record_stream, lazy events with
 // streams_outlive_resource, and growth during a capture in relaxed mode.
-#include <gtest/gtest.h>
-
 #include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstring>

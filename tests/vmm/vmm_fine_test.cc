@@ -65,8 +65,8 @@ TEST_F(VmmFine, BadFreesUseTheVocabularyAndChangeNothing) {
   const gmr_vmm_pool_resource_stats before = Stats(pool_);
   int outside = 0;
   EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r_, &outside, 5000, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r_, static_cast<char *>(p) + 256, 256, 0,
-                                                    nullptr))
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
+            gmr_deallocate(r_, static_cast<char *>(p) + 256, 256, 0, nullptr))
       << "inside an allocation";
   EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 6000, 0, nullptr));
   EXPECT_EQ(GMR_OK == gmr_deallocate(r_, p, 5100, 0, nullptr), true)

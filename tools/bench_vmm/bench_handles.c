@@ -36,7 +36,7 @@
 #include "gmr/cuda_sim.h"
 
 enum { CREATE, MAP, ACCESS, UNMAP, RELEASE, REMAP, BATCH, COLUMN_COUNT };
-static const char *const column_names[COLUMN_COUNT] = {"create", "map",   "access", "unmap",
+static const char *const column_names[COLUMN_COUNT] = {"create",  "map",   "access", "unmap",
                                                        "release", "remap", "batch"};
 
 static uint64_t now_ns(void) {
@@ -111,8 +111,8 @@ static bool batch_at(const ctx *c, size_t bytes, size_t k, double *us) {
     fine = check(c->vmm->create(&h[made], bytes, &c->prop), "cuMemCreate", bytes) &&
            check(c->vmm->map(c->va + made * bytes, bytes, h[made]), "cuMemMap", bytes);
   }
-  fine = fine && check(c->vmm->set_access(c->va, k * bytes, &c->device, 1), "cuMemSetAccess",
-                       k * bytes);
+  fine = fine &&
+         check(c->vmm->set_access(c->va, k * bytes, &c->device, 1), "cuMemSetAccess", k * bytes);
   *us = (double)(now_ns() - t) / 1e3 / (double)k;
   for (size_t i = 0; i < made; ++i) {
     if (h[i] == 0) continue;
@@ -164,9 +164,10 @@ int main(int argc, char **argv) {
   if (batch_bytes > max_bytes) batch_bytes = max_bytes;
   size_t span = 2 * (max_bytes > batch_bytes ? max_bytes : batch_bytes);
   if (!check(c.vmm->address_reserve(&c.va, span, gran), "cuMemAddressReserve", span)) return 1;
-  printf("bench_handles: %s, granularity %zu bytes, %zu rounds; microseconds per call "
-         "(median)\n",
-         sim ? "host simulation" : "device", gran, rounds);
+  printf(
+      "bench_handles: %s, granularity %zu bytes, %zu rounds; microseconds per call "
+      "(median)\n",
+      sim ? "host simulation" : "device", gran, rounds);
   printf("%10s", "size MiB");
   for (int k = 0; k < COLUMN_COUNT; ++k) printf(" %9s", column_names[k]);
   printf(" %12s\n", "us per 2MiB");
@@ -184,7 +185,8 @@ int main(int argc, char **argv) {
     for (int col = 0; col < COLUMN_COUNT; ++col) med[col] = median(&v[col * rounds], rounds);
     printf("%10zu", bytes >> 20);
     for (int col = 0; col < COLUMN_COUNT; ++col) printf(" %9.1f", med[col]);
-    printf(" %12.2f\n", (med[CREATE] + med[MAP] + med[ACCESS]) / (double)(bytes / ((size_t)2 << 20)));
+    printf(" %12.2f\n",
+           (med[CREATE] + med[MAP] + med[ACCESS]) / (double)(bytes / ((size_t)2 << 20)));
   }
   free(v);
   (void)c.vmm->address_free(c.va, span);

@@ -31,11 +31,11 @@
 #include "tools/replay/trace.h"
 
 static const gmr_cuda_call kCounted[] = {
-    GMR_CUDA_CALL_MEM_CREATE,       GMR_CUDA_CALL_MEM_MAP,       GMR_CUDA_CALL_MEM_SET_ACCESS,
-    GMR_CUDA_CALL_MEM_UNMAP,        GMR_CUDA_CALL_MEM_RELEASE,   GMR_CUDA_CALL_MEM_ADDRESS_RESERVE,
-    GMR_CUDA_CALL_MEM_ADDRESS_FREE, GMR_CUDA_CALL_EVENT_RECORD,  GMR_CUDA_CALL_EVENT_QUERY,
+    GMR_CUDA_CALL_MEM_CREATE,       GMR_CUDA_CALL_MEM_MAP,      GMR_CUDA_CALL_MEM_SET_ACCESS,
+    GMR_CUDA_CALL_MEM_UNMAP,        GMR_CUDA_CALL_MEM_RELEASE,  GMR_CUDA_CALL_MEM_ADDRESS_RESERVE,
+    GMR_CUDA_CALL_MEM_ADDRESS_FREE, GMR_CUDA_CALL_EVENT_RECORD, GMR_CUDA_CALL_EVENT_QUERY,
     GMR_CUDA_CALL_STREAM_WAIT_EVENT};
-static const char *const kNames[] = {"create", "map",   "access", "unmap", "release",
+static const char *const kNames[] = {"create",  "map",  "access", "unmap", "release",
                                      "reserve", "free", "record", "query", "wait"};
 #define COUNTED (sizeof kCounted / sizeof kCounted[0])
 
