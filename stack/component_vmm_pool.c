@@ -23,7 +23,7 @@ enum {
   NCCL_READY,
   PLACEMENT,
   GROWTH_PERCENT,
-  REMAP_PERCENT,
+  REMAP_PERMILLE,
   HANDLE_DIVISOR,
   STREAMS_OUTLIVE,
   OPTION_COUNT
@@ -65,11 +65,11 @@ static const gmr__option_def options[OPTION_COUNT] = {
                         "fine: a growth maps this percentage of what is held at once (0..1000; "
                         "0: exactly the request)",
                         0},
-    [REMAP_PERCENT] = {"remap_percent", GMR__OPTION_STRING, "2", false, false, NULL,
-                       "fine: move free memory instead of taking more once the pool would hold "
-                       "this percentage above its peak of live bytes (0..1000), or never",
-                       16},
-    [HANDLE_DIVISOR] = {"handle_divisor", GMR__OPTION_UINT, "96", false, false, NULL,
+    [REMAP_PERMILLE] = {"remap_permille", GMR__OPTION_STRING, "15", false, false, NULL,
+                        "fine: move free memory instead of taking more once the pool would hold "
+                        "this many thousandths above its peak of live bytes (0..10000), or never",
+                        16},
+    [HANDLE_DIVISOR] = {"handle_divisor", GMR__OPTION_UINT, "128", false, false, NULL,
                         "fine: new physical allocations are at most 1/N of what is held, so "
                         "that free memory moves in pieces; 0: one per growth",
                         0},
@@ -79,7 +79,7 @@ static const gmr__option_def options[OPTION_COUNT] = {
                          0},
 };
 
-/* remap_percent: "never" or 0..1000. */
+/* remap_permille: "never" or 0..10000. */
 static bool parse_remap(const char *text, uint32_t *out) {
   if (strcmp(text, "never") == 0) {
     *out = GMR_VMM_POOL_REMAP_NEVER;
@@ -88,7 +88,7 @@ static bool parse_remap(const char *text, uint32_t *out) {
   char *end = NULL;
   if (!isdigit((unsigned char)text[0])) return false;
   unsigned long v = strtoul(text, &end, 10);
-  if (*end != '\0' || v > 1000) return false;
+  if (*end != '\0' || v > 10000) return false;
   *out = (uint32_t)v;
   return true;
 }
@@ -141,10 +141,10 @@ static gmr_status create_with(const gmr__option_value *values, gmr_vmm_pool_plac
                               : (uint32_t)values[HANDLE_DIVISOR].uint;
   config.streams_outlive_resource = values[STREAMS_OUTLIVE].boolean;
   *out = NULL;
-  if (!parse_remap(values[REMAP_PERCENT].string, &config.remap_percent)) {
+  if (!parse_remap(values[REMAP_PERMILLE].string, &config.remap_permille)) {
     snprintf(message, message_bytes,
-             "remap_percent: expected a percentage 0..1000 or never, got '%s'",
-             values[REMAP_PERCENT].string);
+             "remap_permille: expected thousandths 0..10000 or never, got '%s'",
+             values[REMAP_PERMILLE].string);
     return GMR_ERR_INVALID_ARGUMENT;
   }
   if (!parse_peers(values[PEER_ACCESS].string, &config)) {

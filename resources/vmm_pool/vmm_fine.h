@@ -166,7 +166,7 @@ struct vmf_engine {
   uint32_t growth_percent; /* growth: this share of what is held */
   uint32_t handle_divisor; /* native: handles of at most held / divisor (0: no limit) */
   uint32_t
-      remap_percent; /* native: remap free handles before holding more than this above peak live */
+      remap_permille; /* native: remap free handles before holding more than this above peak live */
   uint32_t steady_percent; /* native: what repeated moves may add instead, above peak live */
   size_t min_growth_bytes;
   size_t max_growth_bytes;

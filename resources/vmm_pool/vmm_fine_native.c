@@ -8,7 +8,8 @@
  * (its free regions, shared ones, holes), the window that needs the fewest
  * pages mapped (then the tightest, then the lowest address); its holes get
  * physical memory:
- *  - moved: when holding more would pass remap_percent above the peak of
+ *  - moved: when holding more would pass remap_permille (per thousand) above
+ *    the peak of
  *    live bytes (or the device is out of memory), whole handles whose VA is
  *    wholly inside shared free memory (their streams' work is done) are
  *    unmapped there and mapped here, largest first;
@@ -270,14 +271,14 @@ static void plan_undo(vmf_engine *e, plan *p) {
 }
 
 /* The most that may be held before free handles move instead of new ones
- * being made: remap_percent above the peak of live bytes (this request
+ * being made: remap_permille per thousand above the peak of live bytes (this request
  * included). SIZE_MAX when moving is off. */
 static size_t cap_bytes(const vmf_engine *e, size_t more_live) {
-  if (e->remap_percent == UINT32_MAX) return SIZE_MAX;
+  if (e->remap_permille == UINT32_MAX) return SIZE_MAX;
   size_t peak = e->live_bytes + more_live;
   if (peak < e->peak_live_bytes) peak = e->peak_live_bytes;
-  size_t pct = e->remap_percent;
-  return gmr__align_up(peak + peak / 100 * pct + peak % 100 * pct / 100, e->page_bytes);
+  size_t pm = e->remap_permille;
+  return gmr__align_up(peak + peak / 1000 * pm + peak % 1000 * pm / 1000, e->page_bytes);
 }
 
 /* The region holding addr (slow paths only: walks the arena). */

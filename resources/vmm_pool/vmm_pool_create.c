@@ -171,7 +171,7 @@ gmr_status gmr__vmm_fine_create(gmr_vmm_pool_resource *p, gmr_failure *failure) 
   e->va_chunk_bytes = p->va_chunk_bytes;
   e->streams_outlive = c->streams_outlive_resource;
   e->growth_percent = c->growth_percent;
-  e->remap_percent = c->remap_percent;
+  e->remap_permille = c->remap_permille;
   e->handle_divisor = c->handle_divisor;
   e->steady_percent = FINE_STEADY_PERCENT;
   e->min_growth_bytes = p->page_bytes;
@@ -226,10 +226,10 @@ gmr_status gmr_vmm_pool_resource_create(const gmr_vmm_pool_resource_config *conf
                        "vmm_pool: placement must be GMR_VMM_POOL_PLACEMENT_PAGES or _FINE");
   }
   if (c.growth_percent > 1000 ||
-      (c.remap_percent > 1000 && c.remap_percent != GMR_VMM_POOL_REMAP_NEVER)) {
+      (c.remap_permille > 10000 && c.remap_permille != GMR_VMM_POOL_REMAP_NEVER)) {
     return create_fail(failure, GMR_ERR_INVALID_ARGUMENT,
-                       "vmm_pool: growth_percent and remap_percent are at most 1000 (remap_percent "
-                       "may also be GMR_VMM_POOL_REMAP_NEVER)");
+                       "vmm_pool: growth_percent is at most 1000 and remap_permille at most 10000 "
+                       "(or GMR_VMM_POOL_REMAP_NEVER)");
   }
   gmr_vmm_pool_resource *p = calloc(1, sizeof *p);
   if (p == NULL) return create_fail(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory");

@@ -45,7 +45,7 @@ vmf_engine *gmr__vmm_small(gmr_vmm_pool_resource *p, bool create) {
       e->growth_percent = SMALL_GROWTH_PERCENT;
       e->min_growth_bytes = p->page_bytes;
       e->max_growth_bytes = SMALL_MAX_CHUNK_PAGES * p->page_bytes;
-      e->remap_percent = GMR_VMM_POOL_REMAP_NEVER;
+      e->remap_permille = GMR_VMM_POOL_REMAP_NEVER;
       e->source.allocate = chunk_allocate;
       e->source.deallocate = chunk_deallocate;
       e->source.ctx = p;

@@ -24,7 +24,7 @@ inline gmr_vmm_pool_resource_config FineConfig(size_t va_pages = 64) {
   gmr_vmm_pool_resource_config c = TestConfig(va_pages);
   c.placement = GMR_VMM_POOL_PLACEMENT_FINE;
   c.growth_percent = 0;
-  c.remap_percent = 0;
+  c.remap_permille = 0;
   c.handle_divisor = 0;
   return c;
 }

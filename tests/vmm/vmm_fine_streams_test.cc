@@ -163,7 +163,7 @@ TEST_F(VmmFineStreams, ThreadsAllocateAndFreeConcurrently) {
   gmr_vmm_pool_resource_config c = FineConfig(512);
   c.growth_percent = 25;
   c.handle_divisor = 32;
-  c.remap_percent = 2;
+  c.remap_permille = 20;
   Make(c);
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};

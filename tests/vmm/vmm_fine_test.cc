@@ -97,7 +97,7 @@ TEST_F(VmmFine, AddressesFreedLongAgoStillReadAsUnknownOrDoubleFrees) {
 TEST_F(VmmFine, GrowthMapsATailOfTheGivenShareAndRepeatsNoCall) {
   gmr_vmm_pool_resource_config c = FineConfig();
   c.growth_percent = 100;
-  c.remap_percent = GMR_VMM_POOL_REMAP_NEVER;
+  c.remap_permille = GMR_VMM_POOL_REMAP_NEVER;
   Make(c);
   void *a = Alloc(4 * kPage);
   EXPECT_EQ(4 * kPage, Held()) << "nothing held yet: the request only";
@@ -143,7 +143,7 @@ TEST_F(VmmFine, FreeMemoryMovesInsteadOfGrowingPastTheThreshold) {
 
 TEST_F(VmmFine, WithMovingOffTheRequestHoldsMore) {
   gmr_vmm_pool_resource_config c = FineConfig();
-  c.remap_percent = GMR_VMM_POOL_REMAP_NEVER;
+  c.remap_permille = GMR_VMM_POOL_REMAP_NEVER;
   Make(c);
   void *a = Alloc(3 * kPage);
   void *b = Alloc(kPage);

@@ -88,7 +88,7 @@ TEST_F(VmmPoolStack, TheVmmAliasAndComponentAreFinePlacement) {
   EXPECT_EQ(GMR_OK, replay_stack_destroy(stack));
   // `vmm` is also a spec component (GMR_STACK=vmm, the frameworks' shims):
   // a small request is 256-byte rounded in the pool itself, not in a small path.
-  for (const char *spec : {"vmm", "vmm(growth_percent=0, remap_percent=never)",
+  for (const char *spec : {"vmm", "vmm(growth_percent=0, remap_permille=never)",
                            "vmm_pool(placement=fine)"}) {
     SCOPED_TRACE(spec);
     gmr_stack *g = nullptr;
@@ -105,9 +105,9 @@ TEST_F(VmmPoolStack, TheVmmAliasAndComponentAreFinePlacement) {
     EXPECT_EQ(GMR_OK, gmr_stack_destroy(g));
   }
   EXPECT_NE(std::string::npos, Error("vmm(placement=wide)").find("placement")) << "bad choice";
-  EXPECT_NE(std::string::npos, Error("vmm(remap_percent=lots)")
-                                   .find("remap_percent: expected a percentage 0..1000 or never"))
-      << Error("vmm(remap_percent=lots)");
+  EXPECT_NE(std::string::npos, Error("vmm(remap_permille=lots)")
+                                   .find("remap_permille: expected thousandths 0..10000 or never"))
+      << Error("vmm(remap_permille=lots)");
   EXPECT_NE(std::string::npos, Error("vmm(growth_percent=5000)").find("at most 1000"))
       << Error("vmm(growth_percent=5000)");
 }
@@ -167,16 +167,17 @@ TEST_P(VmmPoolTraces, BundledTracesReplayThroughVmmAndVmmPoolAlone) {
 }
 
 // The recommended stack on the bundled traces, three passes as the GPU runs
-// them: every pass within 3% of the peak of live bytes (multistream, whose
+// them: every pass within 3% of the peak of live bytes and below the best
+// allocator measured on the trace (resnet50_train: 1.019; multistream, whose
 // sixteen random-sized buffers on four streams leave free bytes no 2 MiB page
-// can hold, below the best of cudaMallocAsync, PyTorch and CuPy: 1.536), and,
-// but on multistream, the third pass (warm, the program repeating) makes no
-// driver call at all.
+// can hold, only below cudaMallocAsync's 1.536), and, but on multistream,
+// the third pass (warm, the program repeating) makes no driver call at all.
 TEST_P(VmmPoolTraces, VmmMeetsTheFootprintTargetsAndRepeatsWithoutDriverCalls) {
   TraceFile t;
   Read(&t.trace);
   if (HasFatalFailure()) return;
-  const bool multistream = std::string(GetParam()) == "multistream.csv.gz";
+  const std::string name = GetParam();
+  const bool multistream = name == "multistream.csv.gz";
   char err[512];
   replay_stack *stack = nullptr;
   ASSERT_EQ(GMR_OK, replay_stack_create("vmm", &stack, err, sizeof err)) << err;
@@ -194,7 +195,11 @@ TEST_P(VmmPoolTraces, VmmMeetsTheFootprintTargetsAndRepeatsWithoutDriverCalls) {
   ASSERT_EQ(GMR_OK, replay_run_with(t.trace, replay_stack_top(stack), 0, &options, &third))
       << third.first_failure;
   const double live = double(t.trace->summary.peak_live_bytes);
-  const double bound = multistream ? 1.536 : 1.03;
+  // 1.03, and below the best of cudaMallocAsync, PyTorch (caching and
+  // expandable segments), CuPy and RMM on the same trace (anchors.md).
+  const double bound = multistream                       ? 1.536
+                       : name == "resnet50_train.csv.gz" ? 1.019
+                                                         : 1.03;
   for (size_t k = 0; k < 2; ++k) {
     EXPECT_LE(double(r.passes[k].peak_held_bytes) / live, bound) << "pass " << k + 1;
   }
