@@ -190,6 +190,39 @@ TEST_F(VmmFine, ARepeatingProgramMakesNoDriverCallAfterItsFirstRound) {
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
 }
 
+// The loop of tests/gpu/vmm_fine_gpu_test.cc with the `vmm` defaults, shaped
+// like a training step: activations of many sizes kept until the step ends
+// (freed last in, first out), a temporary freed at once after each.
+TEST_F(VmmFine, ATrainingLikeLoopRepeatsWithoutDriverCalls) {
+  gmr_vmm_pool_resource_config c = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
+  c.placement = GMR_VMM_POOL_PLACEMENT_FINE;
+  Make(c);
+  gmr_stream s = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  auto step = [&] {
+    std::vector<std::pair<void *, size_t>> kept;
+    unsigned x = 99;
+    for (int i = 0; i < 100; ++i) {
+      x = x * 1103515245u + 12345u;
+      size_t bytes = 512 + (x >> 8) % (24 * kMiB);
+      kept.emplace_back(Alloc(bytes, s), bytes);
+      size_t temp = 256 + (x >> 4) % (6 * kMiB);
+      Free(Alloc(temp, s), temp, s);
+    }
+    while (!kept.empty()) {
+      Free(kept.back().first, kept.back().second, s);
+      kept.pop_back();
+    }
+    ASSERT_EQ(GMR_OK, gmr_stream_synchronize(s));
+  };
+  step();
+  step();
+  const uint64_t calls = VmmCalls();
+  step();
+  EXPECT_EQ(calls, VmmCalls());
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+}
+
 TEST_F(VmmFine, MemoryInfoSaysWhatIsFreeAndTheLargestBlock) {
   Make();
   void *a = Alloc(3 * kPage);
