@@ -19,9 +19,11 @@
  *   vmm_fine_index.c   regions, the TLSF index, stream slots, merging
  *   vmm_fine_alloc.c   allocate (fast path, other streams), free, bad frees,
  *                      record_stream, extend, the live map
- *   vmm_fine_native.c  native mode: physical allocations (handles), windows
- *                      of free and unmapped VA, growth, remapping of free
- *                      memory (harvest), trim
+ *   vmm_fine_native.c  native mode's slow path: windows of free and
+ *                      unmapped VA, moving free handles (harvest), growth,
+ *                      extend
+ *   vmm_fine_handles.c native mode's physical side: VA chunks, handles,
+ *                      holes, trim, destroy
  *   vmm_fine_sleep.c   native mode: sleep and wake
  *   vmm_fine_chunks.c  chunk mode: the small-request path of page placement,
  *                      with chunks taken from the page pool
@@ -293,6 +295,34 @@ void gmr__vmf_settle_all(vmf_engine *e, bool record);
  * headers were reserved. Returns the LIVE region. */
 vmf_region *gmr__vmf_take(vmf_engine *e, vmf_region *r, size_t bytes, size_t alignment,
                           gmr_stream stream);
+
+/* ---- vmm_fine_handles.c --------------------------------------------------- */
+
+/* Reserve a VA chunk of `bytes` as one hole (returns the driver's result;
+ * nothing changes on failure). */
+CUresult gmr__vmf_arena_add(vmf_engine *e, size_t bytes, vmf_arena **out);
+/* Give back an arena that is one hole; false if the driver refused. */
+bool gmr__vmf_arena_remove(vmf_engine *e, vmf_arena *a);
+/* cuMemCreate of `bytes` (dropping fabric handles if the driver refuses
+ * them); counted as held. */
+CUresult gmr__vmf_create_handle(vmf_engine *e, size_t bytes, vmf_handle **out);
+/* cuMemRelease of an unmapped handle; uncounted whatever the driver says. */
+CUresult gmr__vmf_release_handle(vmf_engine *e, vmf_handle *h);
+/* cuMemMap of the whole handle at va (in arena a), page table updated. */
+CUresult gmr__vmf_map_handle(vmf_engine *e, vmf_arena *a, vmf_handle *h, uintptr_t va);
+/* cuMemUnmap of the handle's mapping, page table cleared. */
+CUresult gmr__vmf_unmap_handle(vmf_engine *e, vmf_handle *h);
+/* cuMemSetAccess for the pool's devices over a mapped range. */
+CUresult gmr__vmf_set_access(vmf_engine *e, uintptr_t va, size_t bytes);
+/* Unmap handle h, wholly inside the FREE region r, and make its addresses a
+ * hole (needs two spare headers). Nothing changes on failure. */
+CUresult gmr__vmf_carve(vmf_engine *e, vmf_region *r, vmf_handle *h);
+/* The region holding addr (walks the arena: slow paths only). */
+vmf_region *gmr__vmf_region_at(vmf_engine *e, uintptr_t addr);
+/* May h move (mapped wholly inside a shared free region, not touching
+ * [avoid, avoid + avoid_bytes))? *region: the region holding it. */
+bool gmr__vmf_movable(vmf_engine *e, const vmf_handle *h, uintptr_t avoid, size_t avoid_bytes,
+                      vmf_region **region);
 
 /* ---- vmm_fine_native.c ---------------------------------------------------- */
 

@@ -1,22 +1,23 @@
 /*
- * resources/vmm_pool/vmm_fine_native.c (internal): physical memory of the
- * fine placement engine in native mode (vmm_fine.h): VA chunks, handles,
- * the slow path that maps memory where a request goes, in-place growth,
- * trim and destroy.
+ * resources/vmm_pool/vmm_fine_native.c (internal): the slow path of the fine
+ * placement engine in native mode (vmm_fine.h), which maps memory where a
+ * request goes, and in-place growth; the driver calls themselves are in
+ * vmm_fine_handles.c.
  *
  * Slow path for `bytes` on stream T: among runs of regions that T may use
  * (its free regions, shared ones, holes), the window that needs the fewest
  * pages mapped (then the tightest, then the lowest address); its holes get
  * physical memory:
- *  - moved: when holding more would pass remap_permille (per thousand) above
- *    the peak of
- *    live bytes (or the device is out of memory), whole handles whose VA is
- *    wholly inside shared free memory (their streams' work is done) are
- *    unmapped there and mapped here, largest first;
+ *  - moved: when holding more would pass remap_permille (thousandths) above
+ *    the peak of live bytes (or the device is out of memory), whole handles
+ *    whose VA is wholly inside shared free memory (their streams' work is
+ *    done) are unmapped there and mapped here, largest first;
  *  - new: the rest in new handles of at most held / handle_divisor each (so
  *    that later moves have pieces to work with), plus growth_percent of what
  *    is held as a free tail after the request (fewer, larger growths), never
- *    past the remap threshold.
+ *    past the remap threshold; when the live peak has not grown since memory
+ *    last moved, up to steady_percent more may be held instead of moving
+ *    again (a repeating program settles).
  * One cuMemMap per handle and one cuMemSetAccess per hole. A failure gives
  * back what this call created or moved (unmapped and released) and leaves
  * every region as it was, except that moved handles' old places are holes.
@@ -27,200 +28,6 @@
 
 #include "core/failure.h"
 #include "resources/vmm_pool/vmm_fine.h"
-
-/* ---- VA chunks ------------------------------------------------------------------ */
-
-static CUresult arena_add(vmf_engine *e, size_t bytes, vmf_arena **out) {
-  *out = NULL;
-  vmf_arena *a = calloc(1, sizeof *a);
-  vmf_region *hole = gmr__vmf_region_new(e);
-  vmf_handle **pages = calloc(bytes / e->page_bytes, sizeof *pages);
-  if (a == NULL || hole == NULL || pages == NULL) {
-    free(a);
-    free(pages);
-    gmr__vmf_region_put(e, hole);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  CUdeviceptr base = 0;
-  CUresult cu = e->vmm->address_reserve(&base, bytes, e->page_bytes);
-  if (cu != CUDA_SUCCESS) {
-    free(a);
-    free(pages);
-    gmr__vmf_region_put(e, hole);
-    return cu;
-  }
-  a->base = (uintptr_t)base;
-  a->bytes = bytes;
-  a->pages = pages;
-  a->index = e->next_arena_index++;
-  a->first = hole;
-  hole->addr = a->base;
-  hole->bytes = bytes;
-  hole->arena = a;
-  hole->state = VMF_HOLE;
-  e->hole_bytes += bytes;
-  e->hole_count++;
-  a->prev = e->last_arena;
-  if (e->last_arena != NULL) {
-    e->last_arena->next = a;
-  } else {
-    e->arenas = a;
-  }
-  e->last_arena = a;
-  e->arena_count++;
-  *out = a;
-  return CUDA_SUCCESS;
-}
-
-/* Give back an arena that is one hole. false if the driver refused. */
-static bool arena_remove(vmf_engine *e, vmf_arena *a) {
-  if (e->vmm->address_free((CUdeviceptr)a->base, a->bytes) != CUDA_SUCCESS) return false;
-  gmr__vmf_set_state(e, a->first, VMF_FREE); /* uncount the hole */
-  a->free_bytes = 0;
-  gmr__vmf_region_put(e, a->first);
-  if (a->prev != NULL) a->prev->next = a->next;
-  if (a->next != NULL) a->next->prev = a->prev;
-  if (e->arenas == a) e->arenas = a->next;
-  if (e->last_arena == a) e->last_arena = a->prev;
-  e->arena_count--;
-  free(a->pages);
-  free(a);
-  return true;
-}
-
-vmf_arena *gmr__vmf_arena_of(vmf_engine *e, uintptr_t addr) {
-  for (vmf_arena *a = e->arenas; a != NULL; a = a->next) {
-    if (addr >= a->base && addr - a->base < a->bytes) return a;
-  }
-  return NULL;
-}
-
-gmr_status gmr__vmf_native_create(vmf_engine *e, gmr_failure *failure) {
-  vmf_arena *a = NULL;
-  CUresult cu = arena_add(e, e->va_chunk_bytes, &a);
-  if (cu != CUDA_SUCCESS) return gmr__cu_fail(e->vmm, failure, "cuMemAddressReserve", cu, NULL);
-  return GMR_OK;
-}
-
-/* ---- handles ----------------------------------------------------------------------- */
-
-static void page_table_set(vmf_engine *e, vmf_arena *a, uintptr_t va, size_t bytes, vmf_handle *h) {
-  size_t first = (va - a->base) / e->page_bytes;
-  for (size_t i = 0; i < bytes / e->page_bytes; ++i) a->pages[first + i] = h;
-}
-
-/* cuMemCreate; a driver that refuses fabric handles (no IMEX channel) gets
- * the request again without them, and the pool stops asking. */
-static CUresult create_handle(vmf_engine *e, size_t bytes, vmf_handle **out) {
-  *out = NULL;
-  vmf_handle *h = calloc(1, sizeof *h);
-  if (h == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
-  gmr__vmm_prop *prop = (gmr__vmm_prop *)(uintptr_t)e->prop;
-  CUresult cu = e->vmm->create(&h->handle, bytes, prop);
-  if ((cu == CUDA_ERROR_NOT_PERMITTED || cu == CUDA_ERROR_NOT_SUPPORTED) &&
-      (prop->handle_types & CU_MEM_HANDLE_TYPE_FABRIC) != 0) {
-    prop->handle_types &= ~(unsigned)CU_MEM_HANDLE_TYPE_FABRIC;
-    cu = e->vmm->create(&h->handle, bytes, prop);
-  }
-  if (cu != CUDA_SUCCESS) {
-    free(h);
-    return cu;
-  }
-  e->counts.create++;
-  h->bytes = bytes;
-  h->next = e->handles;
-  if (e->handles != NULL) e->handles->prev = h;
-  e->handles = h;
-  e->handle_count++;
-  e->held_bytes += bytes;
-  if (e->held_bytes > e->peak_held_bytes) e->peak_held_bytes = e->held_bytes;
-  *out = h;
-  return CUDA_SUCCESS;
-}
-
-/* Release an unmapped handle (its memory goes back to the device). */
-static CUresult release_handle(vmf_engine *e, vmf_handle *h) {
-  CUresult cu = e->vmm->release(h->handle);
-  /* Whatever the driver says, the pool no longer uses the handle. */
-  if (cu == CUDA_SUCCESS) e->counts.release++;
-  if (h->prev != NULL) h->prev->next = h->next;
-  if (h->next != NULL) h->next->prev = h->prev;
-  if (e->handles == h) e->handles = h->next;
-  e->handle_count--;
-  e->held_bytes -= h->bytes;
-  free(h);
-  return cu;
-}
-
-static CUresult map_handle(vmf_engine *e, vmf_arena *a, vmf_handle *h, uintptr_t va) {
-  CUresult cu = e->vmm->map((CUdeviceptr)va, h->bytes, h->handle);
-  if (cu != CUDA_SUCCESS) return cu;
-  e->counts.map++;
-  h->va = va;
-  page_table_set(e, a, va, h->bytes, h);
-  return CUDA_SUCCESS;
-}
-
-static CUresult unmap_handle(vmf_engine *e, vmf_handle *h) {
-  CUresult cu = e->vmm->unmap((CUdeviceptr)h->va, h->bytes);
-  if (cu != CUDA_SUCCESS) return cu;
-  e->counts.unmap++;
-  vmf_arena *a = gmr__vmf_arena_of(e, h->va);
-  if (a != NULL) page_table_set(e, a, h->va, h->bytes, NULL);
-  h->va = 0;
-  return CUDA_SUCCESS;
-}
-
-CUresult gmr__vmf_drop_handle(vmf_engine *e, vmf_handle *h) {
-  if (h->va != 0) {
-    CUresult cu = unmap_handle(e, h);
-    if (cu != CUDA_SUCCESS) return cu;
-  }
-  return release_handle(e, h);
-}
-
-static CUresult set_access(vmf_engine *e, uintptr_t va, size_t bytes) {
-  return e->vmm->set_access((CUdeviceptr)va, bytes, e->access_devices, e->access_count);
-}
-
-/* ---- holes ------------------------------------------------------------------------ */
-
-vmf_region *gmr__vmf_make_hole(vmf_engine *e, vmf_region *r) {
-  if (r->binned) gmr__vmf_bin_remove(e, r);
-  gmr__vmf_set_state(e, r, VMF_HOLE);
-  r->slot = VMF_SHARED;
-  if (r->next != NULL && r->next->state == VMF_HOLE) gmr__vmf_absorb_next(e, r);
-  if (r->prev != NULL && r->prev->state == VMF_HOLE) {
-    r = r->prev;
-    gmr__vmf_absorb_next(e, r);
-  }
-  return r;
-}
-
-/* Unmap handle h, which lies wholly inside the FREE region r, and make its
- * addresses a hole. Needs two spare headers. Returns the driver's result;
- * nothing changes on failure. */
-static CUresult carve(vmf_engine *e, vmf_region *r, vmf_handle *h) {
-  uintptr_t va = h->va;
-  CUresult cu = unmap_handle(e, h);
-  if (cu != CUDA_SUCCESS) return cu;
-  uint32_t slot = r->slot;
-  if (r->binned) gmr__vmf_bin_remove(e, r);
-  if (va > r->addr) {
-    vmf_region *t = gmr__vmf_region_new(e);
-    gmr__vmf_split(e, r, va - r->addr, t);
-    gmr__vmf_bin_insert(e, r);
-    r = t;
-  }
-  if (r->bytes > h->bytes) {
-    vmf_region *t = gmr__vmf_region_new(e);
-    gmr__vmf_split(e, r, h->bytes, t);
-    t->slot = slot;
-    gmr__vmf_bin_insert(e, t);
-  }
-  (void)gmr__vmf_make_hole(e, r);
-  return CUDA_SUCCESS;
-}
 
 /* ---- mapping fresh memory over a hole ------------------------------------------------- */
 
@@ -281,28 +88,6 @@ static size_t cap_bytes(const vmf_engine *e, size_t more_live) {
   return gmr__align_up(peak + peak / 1000 * pm + peak % 1000 * pm / 1000, e->page_bytes);
 }
 
-/* The region holding addr (slow paths only: walks the arena). */
-static vmf_region *region_at(vmf_engine *e, uintptr_t addr) {
-  vmf_arena *a = gmr__vmf_arena_of(e, addr);
-  if (a == NULL) return NULL;
-  for (vmf_region *r = a->first; r != NULL; r = r->next) {
-    if (addr < r->addr + r->bytes) return r;
-  }
-  return NULL;
-}
-
-/* May h move: mapped wholly inside a shared free region (its stream's work
- * done, so nothing runs on it), and neither inside nor touching
- * [avoid, avoid + avoid_bytes)? *region: the region holding it. */
-static bool movable(vmf_engine *e, const vmf_handle *h, uintptr_t avoid, size_t avoid_bytes,
-                    vmf_region **region) {
-  if (h->va == 0 || (h->va <= avoid + avoid_bytes && avoid <= h->va + h->bytes)) return false;
-  vmf_region *r = region_at(e, h->va);
-  *region = r;
-  return r != NULL && r->state == VMF_FREE && r->slot == VMF_SHARED && !r->blocked &&
-         h->va >= r->addr && h->va + h->bytes <= r->addr + r->bytes;
-}
-
 /* Handles wholly inside shared free regions, largest first. */
 static vmf_handle **movable_handles(vmf_engine *e, size_t *count) {
   *count = 0;
@@ -359,9 +144,9 @@ static CUresult harvest(vmf_engine *e, plan *p, vmf_handle **cands, size_t count
       vmf_handle *h = cands[i];
       vmf_region *r = NULL;
       if (h == NULL || h->bytes > x->room_bytes - x->mapped_bytes) continue;
-      if (!movable(e, h, avoid, avoid_bytes, &r)) continue;
+      if (!gmr__vmf_movable(e, h, avoid, avoid_bytes, &r)) continue;
       if (!plan_room(p, 1) || !gmr__vmf_reserve_regions(e, 4)) break;
-      cu = carve(e, r, h);
+      cu = gmr__vmf_carve(e, r, h);
       if (cu != CUDA_SUCCESS) break;
       cands[i] = NULL;
       p->moved[p->moved_count++] = h;
@@ -428,7 +213,7 @@ static CUresult create_rest(vmf_engine *e, plan *p, size_t cap) {
       size_t bytes = want < limit ? want : limit;
       vmf_handle *h = NULL;
       if (!plan_room(p, 1)) return CUDA_ERROR_OUT_OF_MEMORY;
-      CUresult cu = create_handle(e, bytes, &h);
+      CUresult cu = gmr__vmf_create_handle(e, bytes, &h);
       if (cu != CUDA_SUCCESS) return cu;
       p->made[p->made_count++] = h;
       h->target = x->addr + x->mapped_bytes;
@@ -447,14 +232,14 @@ static gmr_status map_all(vmf_engine *e, plan *p, gmr_failure *failure) {
   for (int l = 0; l < 2; ++l) {
     for (size_t i = 0; i < counts[l]; ++i) {
       vmf_handle *h = lists[l][i];
-      CUresult cu = map_handle(e, gmr__vmf_arena_of(e, h->target), h, h->target);
+      CUresult cu = gmr__vmf_map_handle(e, gmr__vmf_arena_of(e, h->target), h, h->target);
       if (cu != CUDA_SUCCESS) return gmr__cu_fail(e->vmm, failure, "cuMemMap", cu, NULL);
     }
   }
   for (size_t f = 0; f < p->fill_count; ++f) {
     fill *x = &p->fills[f];
     if (x->mapped_bytes == 0) continue;
-    CUresult cu = set_access(e, x->addr, x->mapped_bytes);
+    CUresult cu = gmr__vmf_set_access(e, x->addr, x->mapped_bytes);
     if (cu != CUDA_SUCCESS) {
       char detail[96];
       snprintf(detail, sizeof detail, "giving %zu device(s) access to %zu bytes", e->access_count,
@@ -655,7 +440,7 @@ gmr_status gmr__vmf_native_grow(vmf_engine *e, size_t bytes, size_t alignment, g
   if (w.first == NULL) {
     size_t va = gmr__align_up(need, e->page_bytes) + e->page_bytes;
     vmf_arena *a = NULL;
-    CUresult cu = arena_add(e, va > e->va_chunk_bytes ? va : e->va_chunk_bytes, &a);
+    CUresult cu = gmr__vmf_arena_add(e, va > e->va_chunk_bytes ? va : e->va_chunk_bytes, &a);
     if (cu != CUDA_SUCCESS) {
       char detail[96];
       snprintf(detail, sizeof detail, "reserving more device addresses for %zu bytes", bytes);
@@ -703,107 +488,5 @@ gmr_status gmr__vmf_native_extend(vmf_engine *e, vmf_region *r, size_t grow_byte
   }
   gmr__vmf_absorb_next(e, r);
   e->live_bytes += grow_bytes;
-  return GMR_OK;
-}
-
-/* ---- trim and destroy ---------------------------------------------------------------- */
-
-gmr_status gmr__vmf_native_trim(vmf_engine *e, size_t *released_bytes, gmr_failure *failure) {
-  gmr_status st = GMR_OK;
-  vmf_handle *next = NULL;
-  for (vmf_handle *h = e->handles; h != NULL && st == GMR_OK; h = next) {
-    next = h->next;
-    vmf_region *r = NULL;
-    if (!movable(e, h, 0, 0, &r)) continue;
-    if (!gmr__vmf_reserve_regions(e, 4)) {
-      return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory ran out");
-    }
-    size_t bytes = h->bytes;
-    CUresult cu = carve(e, r, h);
-    if (cu == CUDA_SUCCESS) {
-      cu = release_handle(e, h);
-      *released_bytes += bytes;
-      if (cu != CUDA_SUCCESS) st = gmr__cu_fail(e->vmm, failure, "cuMemRelease", cu, NULL);
-    } else {
-      st = gmr__cu_fail(e->vmm, failure, "cuMemUnmap", cu, NULL);
-    }
-  }
-  return st;
-}
-
-gmr_status gmr__vmf_native_destroy(vmf_engine *e) {
-  while (e->handles != NULL) {
-    if (gmr__vmf_drop_handle(e, e->handles) != CUDA_SUCCESS) return GMR_ERR_CUDA;
-  }
-  /* Every region is free or a hole now: one hole per arena. */
-  for (vmf_arena *a = e->arenas; a != NULL; a = a->next) {
-    while (a->first->next != NULL) {
-      vmf_region *r = a->first;
-      if (r->binned) gmr__vmf_bin_remove(e, r);
-      if (r->next->binned) gmr__vmf_bin_remove(e, r->next);
-      gmr__vmf_set_state(e, r, VMF_HOLE);
-      gmr__vmf_set_state(e, r->next, VMF_HOLE);
-      gmr__vmf_absorb_next(e, r);
-    }
-    if (a->first->binned) gmr__vmf_bin_remove(e, a->first);
-    if (a->first->state != VMF_HOLE) gmr__vmf_set_state(e, a->first, VMF_HOLE);
-  }
-  while (e->last_arena != NULL) {
-    if (!arena_remove(e, e->last_arena)) return GMR_ERR_CUDA;
-  }
-  return GMR_OK;
-}
-
-gmr_status gmr__vmf_map_fresh(vmf_engine *e, vmf_arena *a, uintptr_t addr, size_t bytes,
-                              size_t handle_bytes, gmr_failure *failure) {
-  size_t done = 0;
-  CUresult cu = CUDA_SUCCESS;
-  const char *call = "cuMemCreate";
-  while (done < bytes) {
-    size_t n = bytes - done < handle_bytes ? bytes - done : handle_bytes;
-    vmf_handle *h = NULL;
-    cu = create_handle(e, n, &h);
-    if (cu != CUDA_SUCCESS) break;
-    cu = map_handle(e, a, h, addr + done);
-    if (cu != CUDA_SUCCESS) {
-      call = "cuMemMap";
-      (void)release_handle(e, h);
-      break;
-    }
-    done += n;
-  }
-  if (cu == CUDA_SUCCESS) {
-    call = "cuMemSetAccess";
-    cu = set_access(e, addr, bytes);
-  }
-  if (cu == CUDA_SUCCESS) return GMR_OK;
-  /* Undo: every handle mapped in [addr, addr + done). */
-  for (uintptr_t at = addr; at < addr + done;) {
-    vmf_handle *h = a->pages[(at - a->base) / e->page_bytes];
-    at += h->bytes;
-    (void)gmr__vmf_drop_handle(e, h);
-  }
-  return gmr__cu_fail(e->vmm, failure, call, cu, NULL);
-}
-
-gmr_status gmr__vmf_native_prefill(vmf_engine *e, size_t bytes, gmr_failure *failure) {
-  if (bytes == 0) return GMR_OK;
-  vmf_arena *a = e->arenas;
-  if (a == NULL || a->first->state != VMF_HOLE || a->first->bytes < bytes) {
-    CUresult cu = arena_add(e, bytes > e->va_chunk_bytes ? bytes : e->va_chunk_bytes, &a);
-    if (cu != CUDA_SUCCESS) return gmr__cu_fail(e->vmm, failure, "cuMemAddressReserve", cu, NULL);
-  }
-  if (!gmr__vmf_reserve_regions(e, 2)) {
-    return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory ran out");
-  }
-  vmf_region *r = a->first;
-  gmr_status st = gmr__vmf_map_fresh(e, a, r->addr, bytes, bytes, failure);
-  if (st != GMR_OK) return st;
-  if (bytes < r->bytes) {
-    vmf_region *t = gmr__vmf_region_new(e);
-    gmr__vmf_split(e, r, bytes, t);
-  }
-  gmr__vmf_set_state(e, r, VMF_FREE);
-  gmr__vmf_bin_insert(e, r);
   return GMR_OK;
 }
