@@ -121,7 +121,10 @@
  * memory, other streams' memory whose recorded work is done (queries), and
  * maps pages (new or moved) in relaxed mode; nothing is recorded or waited
  * for. Capture-time frees are recorded on that stream at its next free, or
- * at its next allocation that misses, outside a capture.
+ * at its next allocation that misses, outside a capture. (On an H100 with
+ * driver 580 the VMM calls alone keep a global-mode capture valid, but
+ * cudaEventQuery invalidates it: relaxed mode is for the queries, and costs
+ * two calls per slow path, only during a capture.)
  *
  * Sleep and wake (what inference servers do between workloads; vLLM's
  * sleep mode): gmr_vmm_pool_resource_sleep() synchronises the device, gives
