@@ -9,12 +9,13 @@
  * a pooled allocation tens of nanoseconds. Footprint does not depend on
  * timing, so the peaks equal a GPU's.
  *
- *   bazel run -c opt //tools/bench_vmm:vmm_calls -- --passes 3 \
+ *   bazel run -c opt //tools/bench_vmm:vmm_calls -- --passes 3 [--capture] \
  *       'vmm_pool(placement=fine)' $PWD/tools/traces/gpt2_train.csv.gz
  *
  * Passes as tools/replay runs them: every pass replays the whole trace on
  * the same stack; what a pass leaves live is freed at its end, then every
- * stream is synchronised. Capture rows are ignored (capture off).
+ * stream is synchronised. Capture rows are ignored, or with --capture the
+ * stream captures a graph between them (destroyed at once, never launched).
  * Output: one line per pass, "SPEC TRACE pass N peak/live X create C map M
  * access A unmap U release R reserve V free F record E query Q wait W".
  * Exit status: 0 all replays succeeded; 1 a replay failed; 2 usage.
@@ -44,7 +45,8 @@ static void snapshot(uint64_t *out) {
 }
 
 /* Replay `passes` passes of `trace` through a fresh stack of `spec`. */
-static int run(const char *spec, const char *name, const replay_trace *t, size_t passes) {
+static int run(const char *spec, const char *name, const replay_trace *t, size_t passes,
+               bool capture) {
   gmr_stack *stack = NULL;
   gmr_spec_error error;
   if (gmr_stack_create(spec, &stack, &error) != GMR_OK) {
@@ -78,6 +80,15 @@ static int run(const char *spec, const char *name, const replay_trace *t, size_t
         }
         sizes[e->alloc_index] = (size_t)e->size_bytes;
         alloc_stream[e->alloc_index] = e->stream_index;
+      } else if (capture && e->op == REPLAY_OP_CAPTURE_BEGIN) {
+        if (gmr_stream_begin_capture(streams[e->stream_index]) != GMR_OK) rc = 1;
+      } else if (capture && e->op == REPLAY_OP_CAPTURE_END) {
+        gmr_graph g = NULL;
+        if (gmr_stream_end_capture(streams[e->stream_index], &g) != GMR_OK ||
+            gmr_graph_destroy(g) != GMR_OK) {
+          fprintf(stderr, "vmm_calls: %s line %" PRIu64 ": the capture broke\n", name, e->line);
+          rc = 1;
+        }
       } else if (e->op == REPLAY_OP_FREE && ptrs[e->alloc_index] != NULL) {
         gmr_status st = gmr_deallocate(top, ptrs[e->alloc_index], (size_t)e->size_bytes, 0,
                                        streams[e->stream_index]);
@@ -125,13 +136,19 @@ static int run(const char *spec, const char *name, const replay_trace *t, size_t
 
 int main(int argc, char **argv) {
   size_t passes = 3;
+  bool capture = false;
   int i = 1;
-  if (i + 1 < argc && strcmp(argv[i], "--passes") == 0) {
-    passes = (size_t)strtoul(argv[i + 1], NULL, 10);
-    i += 2;
+  for (; i < argc; ++i) {
+    if (i + 1 < argc && strcmp(argv[i], "--passes") == 0) {
+      passes = (size_t)strtoul(argv[++i], NULL, 10);
+    } else if (strcmp(argv[i], "--capture") == 0) {
+      capture = true;
+    } else {
+      break;
+    }
   }
   if (argc - i < 2 || passes == 0 || passes > 100) {
-    fprintf(stderr, "usage: vmm_calls [--passes N] SPEC TRACE...\n");
+    fprintf(stderr, "usage: vmm_calls [--passes N] [--capture] SPEC TRACE...\n");
     return 2;
   }
   const char *spec = argv[i++];
@@ -151,7 +168,7 @@ int main(int argc, char **argv) {
     }
     const char *name = strrchr(argv[i], '/');
     name = name != NULL ? name + 1 : argv[i];
-    rc |= run(spec, name, t, passes);
+    rc |= run(spec, name, t, passes, capture);
     replay_trace_destroy(t);
   }
   return rc;
