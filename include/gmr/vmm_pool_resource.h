@@ -305,8 +305,12 @@ typedef struct gmr_vmm_pool_resource_config {
  *                             of page_bytes; peer_count above
  *                             GMR_VMM_POOL_MAX_PEERS, or a listed peer that
  *                             does not exist or is the pool's device; an
- *                             unknown peer_access. The message (failure
- *                             may be NULL) says which and the limit.
+ *                             unknown peer_access or placement;
+ *                             growth_percent above 1000 or remap_permille
+ *                             above 10000 (and not
+ *                             GMR_VMM_POOL_REMAP_NEVER). The message
+ *                             (failure may be NULL) says which and the
+ *                             limit.
  *   GMR_ERR_UNSUPPORTED       the device has no VMM support, or a listed
  *                             peer cannot access it.
  *   GMR_ERR_OUT_OF_MEMORY     host memory, VA, or the initial pages.
