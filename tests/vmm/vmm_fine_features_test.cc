@@ -201,6 +201,72 @@ TEST_F(VmmFineFeatures, ARefusedVaReservationIsReported) {
   Free(a, 3 * kPage);
 }
 
+// Random allocations, frees, growths in place, trims and streams with the
+// moving threshold at zero (memory moves whenever it can): every live block
+// keeps its bytes and the pool stays consistent.
+TEST_F(VmmFineFeatures, RandomWorkKeepsEveryBlockAndTheInvariants) {
+  gmr_vmm_pool_resource_config c = FineConfig(48);
+  c.growth_percent = 50;
+  c.handle_divisor = 4;
+  c.remap_permille = 0;
+  Make(c);
+  gmr_stream streams[2] = {nullptr, nullptr};
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&streams[1]));
+  struct Block {
+    unsigned char *p;
+    size_t bytes;
+    unsigned char fill;
+    gmr_stream s;
+  };
+  std::vector<Block> live;
+  unsigned x = 2024;
+  auto next = [&x] {
+    x = x * 1103515245u + 12345u;
+    return x >> 8;
+  };
+  for (int i = 0; i < 1500; ++i) {
+    unsigned op = next() % 10;
+    if (op < 5 || live.empty()) {
+      size_t bytes = 1 + next() % (next() % 4 == 0 ? 5 * kPage : 64 * 1024);
+      gmr_stream s = streams[next() % 2];
+      void *p = nullptr;
+      gmr_failure f;
+      ASSERT_EQ(GMR_OK, gmr_allocate_ex(r_, bytes, 0, s, &p, &f)) << f.message;
+      unsigned char fill = static_cast<unsigned char>(next());
+      std::memset(p, fill, bytes);
+      live.push_back({static_cast<unsigned char *>(p), bytes, fill, s});
+    } else if (op < 9) {
+      size_t k = next() % live.size();
+      Block b = live[k];
+      for (size_t j = 0; j < b.bytes; j += 1 + b.bytes / 7) ASSERT_EQ(b.fill, b.p[j]) << i;
+      ASSERT_EQ(b.fill, b.p[b.bytes - 1]) << i;
+      ASSERT_EQ(GMR_OK, gmr_deallocate(r_, b.p, b.bytes, 0, b.s));
+      live.erase(live.begin() + static_cast<long>(k));
+    } else if (next() % 2 == 0) {
+      Block &b = live[next() % live.size()];
+      size_t more = b.bytes + 1 + next() % kPage;
+      gmr_failure f;
+      gmr_status st = gmr_extend(r_, b.p, b.bytes, more, 0, b.s, &f);
+      ASSERT_TRUE(st == GMR_OK || st == GMR_ERR_UNSUPPORTED) << gmr_status_name(st) << f.message;
+      if (st == GMR_OK) {
+        std::memset(b.p + b.bytes, b.fill, more - b.bytes);
+        b.bytes = more;
+      }
+    } else {
+      size_t released = 0;
+      ASSERT_EQ(GMR_OK, gmr_resource_trim(r_, &released));
+    }
+    if (i % 250 == 0) gmr_test::ExpectInvariants(pool_);
+  }
+  for (Block &b : live) {
+    ASSERT_EQ(b.fill, b.p[0]);
+    ASSERT_EQ(GMR_OK, gmr_deallocate(r_, b.p, b.bytes, 0, b.s));
+  }
+  EXPECT_GT(Stats(pool_).remapped_page_count, 0u) << "memory moved on the way";
+  gmr_test::ExpectInvariants(pool_);
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(streams[1]));
+}
+
 TEST_F(VmmFineFeatures, DestroyRefusedByTheDriverLeavesAUsablePool) {
   Make();
   void *a = Alloc(kPage);
