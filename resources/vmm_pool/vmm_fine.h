@@ -196,7 +196,6 @@ struct vmf_engine {
   size_t live_bytes; /* LIVE regions (256-byte rounded) */
   size_t live_count;
   size_t peak_live_bytes;
-  size_t requested_live_bytes;
   size_t hole_bytes;
   size_t hole_count;
   size_t asleep_bytes;

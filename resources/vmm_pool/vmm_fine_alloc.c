@@ -299,7 +299,6 @@ gmr_status gmr__vmf_allocate(vmf_engine *e, size_t bytes, size_t alignment, gmr_
     r = gmr__vmf_take(e, r, n, align, stream);
     r->requested_bytes = bytes;
     r->alignment = align;
-    e->requested_live_bytes += bytes;
     *out_ptr = (void *)r->addr;
   } else {
     gmr__vmf_fill_free_info(e, failure);
@@ -325,7 +324,6 @@ static gmr_status check_free(vmf_engine *e, const void *ptr, size_t bytes, size_
 
 static void forget_live(vmf_engine *e, vmf_region *r) {
   (void)gmr__u64_map_put(&e->live, (uint64_t)r->addr, VMF_FREED); /* replaces: no growth */
-  e->requested_live_bytes -= r->requested_bytes;
   r->requested_bytes = 0;
   r->stream = NULL;
 }
@@ -502,7 +500,6 @@ gmr_status gmr__vmf_extend(vmf_engine *e, void *ptr, size_t bytes, size_t new_by
   }
   if (st == GMR_OK) {
     if (e->live_bytes > e->peak_live_bytes) e->peak_live_bytes = e->live_bytes;
-    e->requested_live_bytes += new_bytes - r->requested_bytes;
     r->requested_bytes = new_bytes;
     if (grow > 0) e->counts.extend++;
   } else if (st == GMR_ERR_OUT_OF_MEMORY) {
