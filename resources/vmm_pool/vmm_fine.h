@@ -255,15 +255,6 @@ vmf_region *gmr__vmf_file_free(vmf_engine *e, vmf_region *r, uint32_t slot);
  * done, or the waiting stream's slot), merging. */
 void gmr__vmf_move_slot(vmf_engine *e, uint32_t slot, uint32_t to);
 
-/* Adjust the arena's FREE byte count for r entering (+) or leaving (-). */
-static inline void gmr__vmf_arena_free_add(vmf_region *r, bool add) {
-  if (add) {
-    r->arena->free_bytes += r->bytes;
-  } else {
-    r->arena->free_bytes -= r->bytes;
-  }
-}
-
 /* ---- vmm_fine_alloc.c ------------------------------------------------------ */
 
 /* Allocate (placement=fine, or chunk mode's small requests). `capturing`:
@@ -325,7 +316,7 @@ bool gmr__vmf_movable(vmf_engine *e, const vmf_handle *h, uintptr_t avoid, size_
 
 /* ---- vmm_fine_native.c ---------------------------------------------------- */
 
-/* Create a native engine (first VA chunk reserved). On failure *out NULL. */
+/* Reserve a native engine's first VA chunk. On failure nothing is held. */
 gmr_status gmr__vmf_native_create(vmf_engine *e, gmr_failure *failure);
 /* Slow path: place `bytes` on `stream` with new or moved physical memory.
  * On success *out is a FREE region (unfiled) of at least `bytes` for it. */
@@ -343,9 +334,8 @@ gmr_status gmr__vmf_native_extend(vmf_engine *e, vmf_region *r, size_t grow_byte
 gmr_status gmr__vmf_native_trim(vmf_engine *e, size_t *released_bytes, gmr_failure *failure);
 /* Unmap and release everything, give the VA back (destroy). */
 gmr_status gmr__vmf_native_destroy(vmf_engine *e);
-/* Make r (FREE or turned from another state, unfiled) a hole where whole
- * pages allow: the pages wholly inside r lose their handles' mapping only
- * if the caller unmapped them. Used by sleep and trim. */
+/* Make r a hole (its pages already unmapped; unfiled first if filed) and
+ * merge it with the holes around it. Returns the merged hole. */
 vmf_region *gmr__vmf_make_hole(vmf_engine *e, vmf_region *r);
 /* Map `count` fresh pages' worth of handles over [addr, addr + bytes)
  * (page-aligned, unmapped), giving access. Undone on failure. */
