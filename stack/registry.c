@@ -21,6 +21,7 @@ static const gmr__component *const components[] = {
     &gmr__component_pool,
     &gmr__component_symmetric,
     &gmr__component_tracking,
+    &gmr__component_vmm,
     &gmr__component_vmm_pool,
 };
 

@@ -182,6 +182,7 @@ extern const gmr__component gmr__component_oom;
 extern const gmr__component gmr__component_pool;
 extern const gmr__component gmr__component_symmetric;
 extern const gmr__component gmr__component_tracking;
+extern const gmr__component gmr__component_vmm;
 extern const gmr__component gmr__component_vmm_pool;
 
 #ifdef __cplusplus

@@ -1,7 +1,9 @@
 /*
  * gmr/vmm_pool_resource.h: a pool of device memory built on CUDA's virtual
  * memory management (VMM), that fights fragmentation by remapping physical
- * pages to new addresses instead of holding more memory: VPMM's design.
+ * pages to new addresses instead of holding more memory: VPMM's design
+ * (placement=pages, the default), and fine placement (placement=fine, the
+ * spec component and replay alias `vmm`), described after it.
  *
  * Physical pages are fungible; only virtual addresses fragment. The pool
  * reserves device virtual addresses (VA) in large chunks (va_chunk_bytes,
@@ -46,13 +48,57 @@
  * region of the default stream.
  *
  * Small requests (below one page) are not rounded up to a page: with
- * small_pool (the default) they go to an internal gmr_pool_resource whose
- * chunks are allocations of this pool, rounded to 256 bytes. For general use
- * put gmr's pool on top instead (`pool > vmm_pool`, the replay alias `vmm`):
- * it serves every small request from its chunks, and its chunk requests are
- * whole pages here. Alignment: any power of two up to page_bytes (pages are
- * aligned to the page size); small requests up to GMR_POOL_MAX_ALIGNMENT.
+ * small_pool (the default) they take the small path, a fine placement
+ * engine (below) whose memory is chunks of whole pages of this pool (marked
+ * internal in the region list; a chunk is max(the request, 12% of what the
+ * path holds) within 1..16 pages), placed at 256-byte granularity; the path
+ * answers bad frees, record_stream and capture like fine placement.
+ * Alignment: any power of two up to page_bytes, small requests included.
  *
+ * Fine placement (placement=fine): requests are placed at 256-byte
+ * granularity, and pages are shared by whatever is live on them, so no
+ * request is rounded up to a page and no small path is needed. Regions are
+ * live, free (all their pages mapped; filed per stream in a two-level
+ * segregated-fit index, O(1)), holes (whole unmapped pages) and asleep.
+ * Physical memory comes in handles (one cuMemCreate each), each mapped whole
+ * at one place: CUDA 13.0's cuMemMap takes no offset into a handle and
+ * cuMemUnmap only unmaps whole mappings, so memory moves by whole handles.
+ * allocate(stream T):
+ *   1. the best fit among T's free regions and the shared ones (those whose
+ *      stream's work is known done): no CUDA call, the whole path once warm;
+ *   2. other streams' free memory whose work is done (their events queried;
+ *      a default stream's recorded first) becomes shared;
+ *   3. a stream whose work is pending and has a fitting region: T waits for
+ *      it on the GPU (cudaStreamWaitEvent) and takes its free regions;
+ *   4. the run of free regions and holes that needs the fewest pages mapped
+ *      (then the tightest, then the lowest address) gets its holes mapped:
+ *      with handles moved from wholly free, shared memory (unmapped there,
+ *      mapped here: one cuMemUnmap and one cuMemMap each) when holding more
+ *      would pass remap_permille thousandths above the peak of live bytes (or
+ *      the device
+ *      is out of memory), else with new handles (cuMemCreate + cuMemMap, at
+ *      most held / handle_divisor each), plus a free tail of growth_percent
+ *      of what is held (never past the remap threshold); one cuMemSetAccess
+ *      per hole. When the live peak has not grown since memory last moved,
+ *      the pool holds up to 1% more instead of moving again, so that a
+ *      program that repeats settles with no driver call.
+ * A free files the region under its stream and merges it with free
+ * neighbours of that stream or shared ones (O(1)). On a stream the program
+ * created, the free records that stream's event unless
+ * streams_outlive_resource (RMM's rule: the stream may be destroyed after
+ * the call); on a default stream the event is recorded only when another
+ * stream wants the memory. trim gives back every handle that lies wholly in
+ * free memory whose work is done (waiting for it with the host). On the
+ * bundled traces replayed on the simulation the peak held is within 3% of
+ * the peak of live bytes, and repeating passes make no driver call (tests in
+ * tests/vmm/vmm_pool_stack_test.cc; multistream, whose sixteen random-sized
+ * buffers on four streams leave free bytes that no 2 MiB page holds whole,
+ * needs about 12% and moves memory every pass).
+ * Statistics in fine placement: mapped_bytes is the physical memory held,
+ * page_create_count counts cuMemCreate calls (a handle may be many pages),
+ * defrag_count the slow paths that moved handles and remapped_page_count the
+ * pages they moved; small_live_* and zombie_* stay 0.
+
  * Growth in place (gmr_extend, the vtable's extend slot): a live allocation
  * of whole pages grows without moving when the addresses after it are a
  * hole (new pages are mapped there) or a free region usable on `stream`
@@ -70,8 +116,15 @@
  * defragmentation during capture harvests only regions of the capturing
  * stream and regions whose events completed. A free on a capturing stream
  * records nothing: the region is then reusable only by that stream, and
- * trim skips it. Small requests during capture follow the internal pool's
- * rules (gmr/pool_resource.h).
+ * trim skips it. Small requests and fine placement follow the same rules: a
+ * request during a capture uses the capturing stream's and shared free
+ * memory, other streams' memory whose recorded work is done (queries), and
+ * maps pages (new or moved) in relaxed mode; nothing is recorded or waited
+ * for. Capture-time frees are recorded on that stream at its next free, or
+ * at its next allocation that misses, outside a capture. (On an H100 with
+ * driver 580 the VMM calls alone keep a global-mode capture valid, but
+ * cudaEventQuery invalidates it: relaxed mode is for the queries, and costs
+ * two calls per slow path, only during a capture.)
  *
  * Sleep and wake (what inference servers do between workloads; vLLM's
  * sleep mode): gmr_vmm_pool_resource_sleep() synchronises the device, gives
@@ -104,16 +157,20 @@
  * allocation), GMR_ERR_DOUBLE_FREE (an allocation start already freed),
  * GMR_ERR_FREE_MISMATCH (bytes, once rounded, or alignment differ from the
  * allocation's), GMR_ERR_CUDA (the event could not be recorded): nothing is
- * released. Small requests are judged by the internal pool, which cannot yet
- * tell a wrong size or a second free from an unknown pointer: for them all
- * three are GMR_ERR_UNKNOWN_POINTER (a whole-page allocation freed with a
- * small size is GMR_ERR_FREE_MISMATCH). Destroy with live (or asleep)
- * allocations is GMR_ERR_BUSY; destroy synchronises the device first.
+ * released. The same for small blocks and fine placement (bytes rounded to
+ * 256; a whole-page allocation freed with a small size is
+ * GMR_ERR_FREE_MISMATCH); there, record_stream events are recorded at the
+ * free (GMR_ERR_CUDA when that fails), and an address freed long ago (more
+ * than twice as many freed addresses as live allocations since) may read as
+ * GMR_ERR_UNKNOWN_POINTER rather than GMR_ERR_DOUBLE_FREE. Destroy with live
+ * (or asleep) allocations is GMR_ERR_BUSY; destroy synchronises the device
+ * first.
  *
  * Memory info (gmr_resource_get_memory_info, and the failure record of a
  * failed allocation): held = mapped pages; free = free pages plus the small
- * pool's free bytes; largest_free_block_bytes counts every free page, since
- * defragmentation can join them into one block.
+ * path's free bytes; largest_free_block_bytes counts every free page, since
+ * defragmentation can join them into one block. Fine placement: held = the
+ * handles, free = free regions, largest = the largest free region.
  *
  * Device: the pool belongs to the device it was created for and makes it
  * current around its CUDA calls. Streams: RMM's semantics (gmr/resource.h);
@@ -125,12 +182,15 @@
  * Source: VPMM (openvm's virtual memory pool memory manager: the regions,
  * phases, defragmentation by double mapping, MinUse growth, zombies and the
  * walkthrough its tests reproduce); CUDA's driver API (cuda.h, VMM section);
- * PyTorch's expandable segments and record_stream; ncclMemAlloc (NCCL's
- * src/allocator.cc) for the NCCL-ready properties; vLLM's sleep mode and
- * torch_memory_saver for sleep and wake.
+ * PyTorch's expandable segments (pages mapped under what is live) and
+ * record_stream; RMM's pool and gmr's pool_resource (per-stream free lists,
+ * lazy events, TLSF); ncclMemAlloc (NCCL's src/allocator.cc) for the
+ * NCCL-ready properties; vLLM's sleep mode and torch_memory_saver for sleep
+ * and wake.
  *
- * Thread-safe: yes (internal mutex; the internal small pool has its own
- * locks). Create and destroy are not.
+ * Thread-safe: yes (internal mutex; the small path and fine placement have a
+ * spin lock each, taken before the mutex when both are). Create and destroy
+ * are not.
  */
 #ifndef GMR_VMM_POOL_RESOURCE_H_
 #define GMR_VMM_POOL_RESOURCE_H_
@@ -158,6 +218,19 @@ typedef enum gmr_vmm_pool_peer_access {
   GMR_VMM_POOL_PEERS_LIST = 2  /* the devices in peers[0..peer_count) */
 } gmr_vmm_pool_peer_access;
 
+/* Where allocations go in the pool's virtual addresses. */
+typedef enum gmr_vmm_pool_placement {
+  /* VPMM: every request is whole pages, placed and defragmented as in the
+   * banner's phases 0-2; requests below a page take the small path. */
+  GMR_VMM_POOL_PLACEMENT_PAGES = 0,
+  /* 256-byte placement over shared pages (see "Fine placement" above). */
+  GMR_VMM_POOL_PLACEMENT_FINE = 1
+} gmr_vmm_pool_placement;
+
+/* remap_permille: never move free memory to save memory (only when the
+ * device is out of it). */
+#define GMR_VMM_POOL_REMAP_NEVER UINT32_MAX
+
 typedef struct gmr_vmm_pool_resource_config {
   /* Device ordinal, or GMR_VMM_POOL_CURRENT_DEVICE (the current one at create). */
   int device;
@@ -170,22 +243,49 @@ typedef struct gmr_vmm_pool_resource_config {
   size_t va_chunk_bytes;
   /* Pages mapped at create as one free region (VPMM's eager pages). */
   size_t initial_pages;
-  /* Serve requests below one page from an internal pool of this pool's
-   * pages (256-byte rounding) instead of rounding them up to a page. */
+  /* PAGES placement: serve requests below one page from the small path
+   * (256-byte placement in chunks of this pool's pages) instead of rounding
+   * them up to a page. FINE placement needs no small path (ignored). */
   bool small_pool;
   gmr_vmm_pool_peer_access peer_access;
   int peers[GMR_VMM_POOL_MAX_PEERS]; /* PEERS_LIST: device ordinals */
   size_t peer_count;
   /* Create pages as ncclMemAlloc does (see the banner). */
   bool nccl_ready;
+  /* PAGES (VPMM, the default) or FINE. */
+  gmr_vmm_pool_placement placement;
+  /* FINE: a growth maps this percentage of what the pool holds (at least
+   * the request) in one go, the rest as a free tail: fewer, larger growths.
+   * Never past the remap threshold. 0: exactly what the request needs. */
+  uint32_t growth_percent;
+  /* FINE: before holding more than this many thousandths above the peak of
+   * live bytes (at most 10000), move free physical memory (whole handles) to
+   * where it is needed instead of creating more. GMR_VMM_POOL_REMAP_NEVER:
+   * only when the device is out of memory. */
+  uint32_t remap_permille;
+  /* FINE: new physical allocations (cuMemCreate) are at most 1/handle_divisor
+   * of what the pool holds (at least a page), so that free memory can later
+   * move in pieces of that size. 0: one allocation per growth. */
+  uint32_t handle_divisor;
+  /* The program keeps every stream it passes to the pool alive until the pool
+   * is destroyed: then a free records nothing (a stream that wants another
+   * stream's memory records that stream's event once). false: a free on a
+   * stream other than the default streams records an event on it at once
+   * (RMM's rule), so the stream may be destroyed right after the call. Both
+   * placements' small-path frees, and FINE frees, follow it. */
+  bool streams_outlive_resource;
 } gmr_vmm_pool_resource_config;
 
 #define GMR_VMM_POOL_CURRENT_DEVICE (-1)
 
 /* Current device, 2 MiB pages, VA chunks of the device's size, nothing
- * mapped at create, small requests pooled, no peers, not NCCL-ready. */
-#define GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT \
-  {GMR_VMM_POOL_CURRENT_DEVICE, 0, 0, 0, true, GMR_VMM_POOL_PEERS_NONE, {0}, 0, false}
+ * mapped at create, small requests pooled, no peers, not NCCL-ready, PAGES
+ * placement; for FINE: growth 25%, memory moved above 1.5% over the live
+ * peak, handles of at most 1/128 of what is held; streams may be destroyed
+ * after a free. */
+#define GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT                                                    \
+  {GMR_VMM_POOL_CURRENT_DEVICE, 0, 0, 0, true, GMR_VMM_POOL_PEERS_NONE, {0}, 0, false,          \
+   GMR_VMM_POOL_PLACEMENT_PAGES, 25u, 15u, 128u, false}
 
 /**
  * Create a VMM pool.
@@ -205,8 +305,12 @@ typedef struct gmr_vmm_pool_resource_config {
  *                             of page_bytes; peer_count above
  *                             GMR_VMM_POOL_MAX_PEERS, or a listed peer that
  *                             does not exist or is the pool's device; an
- *                             unknown peer_access. The message (failure
- *                             may be NULL) says which and the limit.
+ *                             unknown peer_access or placement;
+ *                             growth_percent above 1000 or remap_permille
+ *                             above 10000 (and not
+ *                             GMR_VMM_POOL_REMAP_NEVER). The message
+ *                             (failure may be NULL) says which and the
+ *                             limit.
  *   GMR_ERR_UNSUPPORTED       the device has no VMM support, or a listed
  *                             peer cannot access it.
  *   GMR_ERR_OUT_OF_MEMORY     host memory, VA, or the initial pages.

@@ -10,6 +10,10 @@
 #include "resources/vmm_pool/vmm_pool_internal.h"
 
 #define DEFAULT_PAGE_BYTES ((size_t)2 << 20)
+/* FINE: when the live peak has not grown since memory last moved, a request
+ * may hold up to this much more (percent of the live peak) instead of
+ * moving memory again, so that a repeating program settles without moves. */
+#define FINE_STEADY_PERCENT 1u
 
 static gmr_status create_fail(gmr_failure *failure, gmr_status st, const char *message) {
   snprintf(failure->message, sizeof failure->message, "%s", message);
@@ -153,6 +157,54 @@ static gmr_status map_initial_pages(gmr_vmm_pool_resource *p, size_t pages, gmr_
   return GMR_OK;
 }
 
+gmr_status gmr__vmm_fine_create(gmr_vmm_pool_resource *p, gmr_failure *failure) {
+  const gmr_vmm_pool_resource_config *c = &p->config;
+  vmf_engine *e = calloc(1, sizeof *e);
+  if (e == NULL) return create_fail(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory");
+  e->cuda = p->cuda;
+  e->vmm = p->vmm;
+  e->device = p->device;
+  e->access_devices = p->access_devices;
+  e->access_count = p->access_count;
+  e->prop = &p->prop;
+  e->page_bytes = p->page_bytes;
+  e->va_chunk_bytes = p->va_chunk_bytes;
+  e->streams_outlive = c->streams_outlive_resource;
+  e->growth_percent = c->growth_percent;
+  e->remap_permille = c->remap_permille;
+  e->handle_divisor = c->handle_divisor;
+  e->steady_percent = FINE_STEADY_PERCENT;
+  e->min_growth_bytes = p->page_bytes;
+  e->max_growth_bytes = SIZE_MAX;
+  if (!gmr__vmf_init(e)) {
+    free(e);
+    return create_fail(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory");
+  }
+  gmr_status st = gmr__vmf_native_create(e, failure);
+  if (st == GMR_OK && c->initial_pages > 0) {
+    if (c->initial_pages > GMR_MAX_ALLOCATION_BYTES / p->page_bytes) {
+      st = create_fail(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: initial_pages is too large");
+    } else {
+      int saved = -1;
+      cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved);
+      if (err != cudaSuccess) {
+        st = gmr__cuda_fail(failure, "cudaSetDevice", err);
+      } else {
+        st = gmr__vmf_native_prefill(e, c->initial_pages * p->page_bytes, failure);
+        gmr__cuda_device_leave(p->cuda, saved);
+      }
+    }
+  }
+  if (st != GMR_OK) {
+    (void)gmr__vmf_native_destroy(e);
+    gmr__vmf_free_host(e);
+    free(e);
+    return st;
+  }
+  p->fine = e;
+  return GMR_OK;
+}
+
 gmr_status gmr_vmm_pool_resource_create(const gmr_vmm_pool_resource_config *config,
                                         gmr_vmm_pool_resource **out, gmr_failure *failure) {
   gmr_failure local;
@@ -169,10 +221,20 @@ gmr_status gmr_vmm_pool_resource_create(const gmr_vmm_pool_resource_config *conf
              GMR_VMM_POOL_MAX_PEERS);
     return create_fail(failure, GMR_ERR_INVALID_ARGUMENT, msg);
   }
+  if ((unsigned)c.placement > GMR_VMM_POOL_PLACEMENT_FINE) {
+    return create_fail(failure, GMR_ERR_INVALID_ARGUMENT,
+                       "vmm_pool: placement must be GMR_VMM_POOL_PLACEMENT_PAGES or _FINE");
+  }
+  if (c.growth_percent > 1000 ||
+      (c.remap_permille > 10000 && c.remap_permille != GMR_VMM_POOL_REMAP_NEVER)) {
+    return create_fail(failure, GMR_ERR_INVALID_ARGUMENT,
+                       "vmm_pool: growth_percent is at most 1000 and remap_permille at most 10000 "
+                       "(or GMR_VMM_POOL_REMAP_NEVER)");
+  }
   gmr_vmm_pool_resource *p = calloc(1, sizeof *p);
   if (p == NULL) return create_fail(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory");
   p->base.vtbl = &gmr__vmm_pool_vtbl;
-  p->page_source.vtbl = &gmr__vmm_page_source_vtbl;
+  p->config = c;
   p->cuda = gmr__cuda();
   p->vmm = gmr__cuda_vmm(p->cuda);
   pthread_mutex_init(&p->lock, NULL);
@@ -197,12 +259,18 @@ gmr_status gmr_vmm_pool_resource_create(const gmr_vmm_pool_resource_config *conf
   }
   if (st == GMR_OK) st = query_device(p, &c, failure);
   if (st == GMR_OK) st = resolve_peers(p, &c, device_count, failure);
-  if (st == GMR_OK) {
+  if (st == GMR_OK && c.placement == GMR_VMM_POOL_PLACEMENT_FINE) {
+    st = gmr__vmm_fine_create(p, failure);
+    if (st == GMR_OK) {
+      *out = p;
+      return GMR_OK;
+    }
+  } else if (st == GMR_OK) {
     vmm_root *root = NULL;
     CUresult cu = gmr__vmm_root_add(p, p->va_chunk_bytes, &root);
     if (cu != CUDA_SUCCESS) st = gmr__cu_fail(p->vmm, failure, "cuMemAddressReserve", cu, NULL);
+    if (st == GMR_OK) st = map_initial_pages(p, c.initial_pages, failure);
   }
-  if (st == GMR_OK) st = map_initial_pages(p, c.initial_pages, failure);
   if (st != GMR_OK) {
     while (p->last_root != NULL) {
       if (!gmr__vmm_root_remove_last(p)) break; /* cannot happen: nothing is mapped */

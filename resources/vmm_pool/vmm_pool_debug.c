@@ -4,6 +4,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/failure.h"
@@ -18,13 +19,19 @@ gmr_status gmr_vmm_pool_resource_get_stats(gmr_vmm_pool_resource *pool,
     return GMR_ERR_INVALID_ARGUMENT;
   }
   gmr_vmm_pool_resource *p = pool;
-  gmr_pool_stats small = GMR_POOL_STATS_INIT;
-  gmr_pool_resource *sp = atomic_load_explicit(&p->small, memory_order_acquire);
-  if (sp != NULL && gmr_pool_resource_get_stats(sp, &small) != GMR_OK) memset(&small, 0, sizeof small);
   gmr_vmm_pool_resource_stats s;
   memset(&s, 0, sizeof s);
   s.size = out->size;
   s.version = out->version;
+  s.page_bytes = p->page_bytes;
+  s.granularity_bytes = p->granularity_bytes;
+  if (p->fine != NULL) {
+    gmr__vmf_fill_stats(p->fine, &s);
+    memcpy(out, &s, out->size < sizeof s ? out->size : sizeof s);
+    return GMR_OK;
+  }
+  vmf_engine *sp = gmr__vmm_small(p, false);
+  if (sp != NULL) gmr__vmf_fill_stats(sp, &s); /* the small_live_ fields */
   pthread_mutex_lock(&p->lock);
   s.page_bytes = p->page_bytes;
   s.granularity_bytes = p->granularity_bytes;
@@ -34,8 +41,6 @@ gmr_status gmr_vmm_pool_resource_get_stats(gmr_vmm_pool_resource *pool,
   s.va_chunk_count = p->root_count;
   s.live_bytes = p->live_bytes;
   s.live_count = p->live_count;
-  s.small_live_bytes = small.in_use_bytes;
-  s.small_live_count = small.in_use_count;
   s.free_bytes = p->free_list.bytes;
   s.free_region_count = p->free_list.count;
   s.hole_bytes = p->hole_list.bytes;
@@ -81,6 +86,10 @@ gmr_status gmr_vmm_pool_resource_get_regions(gmr_vmm_pool_resource *pool, gmr_vm
   if (pool == NULL || count == NULL || (out == NULL && capacity > 0)) {
     return GMR_ERR_INVALID_ARGUMENT;
   }
+  if (pool->fine != NULL) {
+    *count = gmr__vmf_regions(pool->fine, out, capacity);
+    return GMR_OK;
+  }
   pthread_mutex_lock(&pool->lock);
   size_t n = 0;
   for (const vmm_root *root = pool->roots; root != NULL; root = root->next) {
@@ -113,6 +122,38 @@ static void put(text *t, const char *fmt, ...) {
 
 static const char *const state_names[] = {"hole", "free", "live", "zombie", "asleep"};
 
+/* FINE placement: every region, from the region list. */
+static void dump_fine(gmr_vmm_pool_resource *pool, text *t) {
+  size_t n = 0;
+  if (gmr_vmm_pool_resource_get_regions(pool, NULL, 0, &n) != GMR_OK) return;
+  gmr_vmm_pool_region *list = malloc((n + 16) * sizeof *list);
+  if (list == NULL) {
+    put(t, "(no host memory for the region list)\n");
+    return;
+  }
+  size_t got = 0;
+  if (gmr_vmm_pool_resource_get_regions(pool, list, n + 16, &got) == GMR_OK) {
+    size_t chunk = SIZE_MAX;
+    for (size_t i = 0; i < got && i < n + 16; ++i) {
+      const gmr_vmm_pool_region *d = &list[i];
+      if (d->va_chunk_index != chunk) {
+        chunk = d->va_chunk_index;
+        put(t, "VA chunk %zu\n", chunk);
+      }
+      put(t, "  %#zx %12zu %s", (size_t)d->addr, d->bytes, state_names[d->kind]);
+      if (d->kind == GMR_VMM_POOL_REGION_FREE || d->kind == GMR_VMM_POOL_REGION_LIVE) {
+        put(t, " stream %p", (void *)d->stream);
+      }
+      if (d->pending) put(t, " pending");
+      if (d->kind == GMR_VMM_POOL_REGION_LIVE || d->kind == GMR_VMM_POOL_REGION_ASLEEP) {
+        put(t, " tag %u", d->tag);
+      }
+      put(t, "\n");
+    }
+  }
+  free(list);
+}
+
 gmr_status gmr_vmm_pool_resource_dump(gmr_vmm_pool_resource *pool, char *buf, size_t buf_bytes,
                                       size_t *needed_bytes) {
   if (pool == NULL || (buf == NULL && buf_bytes > 0)) return GMR_ERR_INVALID_ARGUMENT;
@@ -131,6 +172,11 @@ gmr_status gmr_vmm_pool_resource_dump(gmr_vmm_pool_resource *pool, char *buf, si
       s.live_bytes, s.live_count, s.small_live_bytes, s.small_live_count, s.free_bytes,
       s.free_region_count, s.hole_bytes, s.hole_count, s.zombie_bytes, s.zombie_count,
       s.asleep_bytes, s.asleep_count, s.saved_bytes);
+  if (pool->fine != NULL) {
+    dump_fine(pool, &t);
+    if (needed_bytes != NULL) *needed_bytes = t.used + 1;
+    return GMR_OK;
+  }
   pthread_mutex_lock(&pool->lock);
   for (const vmm_root *root = pool->roots; root != NULL; root = root->next) {
     put(&t, "VA chunk %zu at %#zx, %zu bytes\n", root->index, (size_t)root->base, root->bytes);
@@ -258,6 +304,13 @@ gmr_status gmr_vmm_pool_resource_check_invariants(gmr_vmm_pool_resource *pool, c
   if (pool == NULL) return GMR_ERR_INVALID_ARGUMENT;
   if (err != NULL && err_bytes > 0) err[0] = '\0';
   gmr_vmm_pool_resource *p = pool;
+  vmf_engine *engine = p->fine != NULL ? p->fine : gmr__vmm_small(p, false);
+  if (engine != NULL) {
+    gmr__vmf_lock(engine);
+    gmr_status st = gmr__vmf_check(engine, err, err_bytes);
+    gmr__vmf_unlock(engine);
+    if (st != GMR_OK || p->fine != NULL) return st;
+  }
   gmr__u64_map owners = GMR__U64_MAP_INIT;
   size_t sums[5][2] = {{0}};
   size_t live_hits = 0, roots = 0, internal = 0;

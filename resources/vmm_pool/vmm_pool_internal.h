@@ -4,13 +4,17 @@
  * files share.
  *
  *   vmm_pool_create.c    create: device properties, sizes, peers, eager pages
- *   vmm_pool_resource.c  destroy, the vtable, request routing (small
- *                        requests to the internal pool), frees, record_stream
+ *   vmm_pool_resource.c  destroy, the vtable, request routing (to the fine
+ *                        engine, the small path or whole pages), frees,
+ *                        record_stream
+ *   vmm_pool_small.c     PAGES placement's small path: a fine engine in
+ *                        chunk mode whose chunks are this pool's pages
  *   vmm_pool_regions.c   regions, lists, VA chunks, events
  *   vmm_pool_pages.c     driver calls on runs of pages, each with its undo
  *   vmm_pool_alloc.c     phases 0-2 of an allocation, and extend
  *   vmm_pool_sleep.c     trim, sleep and wake
  *   vmm_pool_debug.c     statistics, region lists, dump, invariants
+ *   vmm_fine*.c          FINE placement (vmm_fine.h), also the small path
  *
  * Every region is page-aligned and a whole number of pages; all regions of a
  * VA chunk ("root") tile it, linked in address order. Each state except LIVE
@@ -34,8 +38,8 @@
 #include "core/cuda_layer.h"
 #include "core/cuda_vmm.h"
 #include "core/u64_map.h"
-#include "gmr/pool_resource.h"
 #include "gmr/vmm_pool_resource.h"
+#include "resources/vmm_pool/vmm_fine.h"
 
 typedef enum vmm_state {
   VMM_HOLE = GMR_VMM_POOL_REGION_HOLE,
@@ -118,8 +122,7 @@ typedef struct vmm_counts {
 #define VMM_MAX_ACCESS (1 + GMR_VMM_POOL_MAX_PEERS)
 
 typedef struct gmr_vmm_pool_resource {
-  gmr_resource base;        /* first: the pool is a gmr_resource */
-  gmr_resource page_source; /* the internal small pool's upstream (vmm_pool_resource.c) */
+  gmr_resource base; /* first: the pool is a gmr_resource */
   const gmr__cuda_ops *cuda;
   const gmr__cuda_vmm_ops *vmm;
   pthread_mutex_t lock;
@@ -158,19 +161,54 @@ typedef struct gmr_vmm_pool_resource {
   uint32_t default_tag;
   vmm_counts counts;
 
-  size_t internal_count; /* LIVE or ASLEEP chunks of the internal small pool */
+  size_t internal_count; /* LIVE or ASLEEP chunks of the small path */
   bool small_pool_enabled;
-  /* Created at the first small request (under the lock), read without it. */
-  _Atomic(gmr_pool_resource *) small;
+  gmr_vmm_pool_resource_config config; /* as created (the engines' parameters) */
+  /* PAGES: the small path, created at the first small request (under the
+   * lock), read without it. */
+  _Atomic(vmf_engine *) small;
+  /* FINE: the engine that serves every request (the fields above, but the
+   * device's, are unused then). */
+  vmf_engine *fine;
 } gmr_vmm_pool_resource;
 
 /* ---- vmm_pool_resource.c ----------------------------------------------- */
 
 extern const gmr_resource_vtbl gmr__vmm_pool_vtbl;
-extern const gmr_resource_vtbl gmr__vmm_page_source_vtbl;
 
 /* Free the pool's host memory (its VA chunks are already given back). */
 void gmr__vmm_free_host_side(gmr_vmm_pool_resource *p);
+
+/* Allocate whole pages (PAGES placement): `force_capturing` takes the
+ * capture-safe path; `internal` marks a chunk of the small path. Takes the
+ * lock. */
+gmr_status gmr__vmm_allocate_pages_locking(gmr_vmm_pool_resource *p, size_t bytes,
+                                           gmr_stream stream, bool force_capturing,
+                                           bool internal, void **out_ptr, gmr_failure *failure);
+/* Free whole pages; the bad-free statuses. Takes the lock. */
+gmr_status gmr__vmm_free_pages_locking(gmr_vmm_pool_resource *p, void *ptr, size_t bytes,
+                                       size_t alignment, gmr_stream stream, bool internal);
+/* The LIVE region at ptr, or NULL (lock held). */
+vmm_region *gmr__vmm_live_region(gmr_vmm_pool_resource *p, const void *ptr);
+/* DOUBLE_FREE or UNKNOWN_POINTER for a pointer that is no live region. */
+gmr_status gmr__vmm_bad_free(gmr_vmm_pool_resource *p, const void *ptr);
+
+/* ---- vmm_pool_small.c ----------------------------------------------------- */
+
+/* The small path, created on first use; NULL when host memory ran out. */
+vmf_engine *gmr__vmm_small(gmr_vmm_pool_resource *p, bool create);
+gmr_status gmr__vmm_small_allocate(gmr_vmm_pool_resource *p, size_t bytes, size_t alignment,
+                                   gmr_stream stream, bool capturing_api, void **out_ptr,
+                                   gmr_failure *failure);
+gmr_status gmr__vmm_small_deallocate(gmr_vmm_pool_resource *p, void *ptr, size_t bytes,
+                                     size_t alignment, gmr_stream stream);
+/* Destroy the small path (GMR_ERR_BUSY while a small block is live). */
+gmr_status gmr__vmm_small_destroy(gmr_vmm_pool_resource *p);
+
+/* ---- create (vmm_pool_create.c) ------------------------------------------- */
+
+/* Set up the FINE engine of a pool whose device fields are known. */
+gmr_status gmr__vmm_fine_create(gmr_vmm_pool_resource *p, gmr_failure *failure);
 
 /* ---- vmm_pool_regions.c ------------------------------------------------ */
 

@@ -3,11 +3,12 @@
  * destroy, vtable, request routing and frees (gmr/vmm_pool_resource.h;
  * data structures in vmm_pool_internal.h).
  *
- * (create: vmm_pool_create.c). Requests below one page go to an internal
- * gmr_pool_resource whose upstream
- * is `page_source`, a second gmr_resource inside the pool that allocates
- * whole pages from it: the small pool takes the pool's lock only through
- * that upstream, and the pool never calls the small pool with its lock held.
+ * (create: vmm_pool_create.c). FINE placement hands every request to its
+ * engine (vmm_fine.h). PAGES placement serves whole pages here and requests
+ * below one page through the small path (vmm_pool_small.c), whose chunks
+ * are pages of this pool: the small path takes the pool's lock only to get
+ * or give a chunk, and the pool never calls the small path with its lock
+ * held.
  */
 #include "gmr/vmm_pool_resource.h"
 
@@ -20,22 +21,17 @@
 #include "resources/vmm_pool/vmm_pool_internal.h"
 
 
-static gmr_vmm_pool_resource *owner_of_source(gmr_resource *source) {
-  return (gmr_vmm_pool_resource *)(void *)((char *)source -
-                                           offsetof(gmr_vmm_pool_resource, page_source));
-}
-
 static void lock(gmr_vmm_pool_resource *p) { pthread_mutex_lock(&p->lock); }
 static void unlock(gmr_vmm_pool_resource *p) { pthread_mutex_unlock(&p->lock); }
 
-static gmr_pool_resource *small_pool(gmr_vmm_pool_resource *p) {
-  return atomic_load_explicit(&p->small, memory_order_acquire);
-}
-
-static vmm_region *live_region(gmr_vmm_pool_resource *p, const void *ptr) {
+vmm_region *gmr__vmm_live_region(gmr_vmm_pool_resource *p, const void *ptr) {
   uint64_t v = 0;
   if (!gmr__u64_map_get(&p->live, (uint64_t)(uintptr_t)ptr, &v)) return NULL;
   return (vmm_region *)(uintptr_t)v;
+}
+
+static vmm_region *live_region(gmr_vmm_pool_resource *p, const void *ptr) {
+  return gmr__vmm_live_region(p, ptr);
 }
 
 static gmr_status busy_asleep(gmr_failure *failure) {
@@ -46,9 +42,9 @@ static gmr_status busy_asleep(gmr_failure *failure) {
 
 /* ---- allocation of whole pages ------------------------------------------ */
 
-static gmr_status allocate_pages(gmr_vmm_pool_resource *p, size_t bytes, gmr_stream stream,
-                                 bool force_capturing, bool internal, void **out_ptr,
-                                 gmr_failure *failure) {
+gmr_status gmr__vmm_allocate_pages_locking(gmr_vmm_pool_resource *p, size_t bytes,
+                                           gmr_stream stream, bool force_capturing,
+                                           bool internal, void **out_ptr, gmr_failure *failure) {
   size_t rounded = gmr__align_up(bytes, p->page_bytes);
   lock(p);
   if (p->asleep_count > 0) {
@@ -89,56 +85,26 @@ static gmr_status allocate_pages(gmr_vmm_pool_resource *p, size_t bytes, gmr_str
   return st;
 }
 
-/* The internal small pool: one arena, page-sized chunks and growth steps
- * (its memory is this pool's pages, so it needs no large chunks). */
-static gmr_status ensure_small_pool(gmr_vmm_pool_resource *p, gmr_failure *failure) {
-  if (small_pool(p) != NULL) return GMR_OK;
-  lock(p);
-  gmr_status st = GMR_OK;
-  if (small_pool(p) == NULL) {
-    gmr_pool_resource_config c = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
-    c.chunk_granularity_bytes = p->page_bytes;
-    c.min_growth_bytes = p->page_bytes;
-    c.max_growth_bytes = 16 * p->page_bytes;
-    c.arena_count = 1;
-    gmr_pool_resource *small = NULL;
-    st = gmr_pool_resource_create(&p->page_source, &c, &small);
-    if (st != GMR_OK) {
-      st = gmr__failure_set(failure, st, "vmm_pool: creating the internal small pool failed (%s)",
-                            gmr_status_name(st));
-    } else {
-      atomic_store_explicit(&p->small, small, memory_order_release);
-    }
-  }
-  unlock(p);
-  return st;
-}
-
 static gmr_status allocate_common(gmr_vmm_pool_resource *p, size_t bytes, size_t alignment,
                                   gmr_stream stream, void **out_ptr, gmr_failure *failure,
                                   bool capturing_api) {
+  if (p->fine != NULL) {
+    return gmr__vmf_allocate(p->fine, bytes, alignment, stream, capturing_api, out_ptr, failure);
+  }
   if (bytes < p->page_bytes && p->small_pool_enabled) {
-    if (alignment > GMR_POOL_MAX_ALIGNMENT) {
-      return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
-                              "vmm_pool: small requests align to at most %zu bytes; %zu was asked",
-                              (size_t)GMR_POOL_MAX_ALIGNMENT, alignment);
-    }
     lock(p);
     bool asleep = p->asleep_count > 0;
     unlock(p);
     if (asleep) return busy_asleep(failure);
-    gmr_status st = ensure_small_pool(p, failure);
-    if (st != GMR_OK) return st;
-    gmr_resource *small = gmr_pool_resource_as_resource(small_pool(p));
-    return capturing_api ? gmr_allocate_capturing(small, bytes, alignment, stream, out_ptr, failure)
-                         : gmr_allocate_ex(small, bytes, alignment, stream, out_ptr, failure);
+    return gmr__vmm_small_allocate(p, bytes, alignment, stream, capturing_api, out_ptr, failure);
   }
   if (alignment > p->page_bytes) {
     return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
                             "vmm_pool aligns allocations to its page (%zu bytes); %zu was asked",
                             p->page_bytes, alignment);
   }
-  return allocate_pages(p, bytes, stream, capturing_api, false, out_ptr, failure);
+  return gmr__vmm_allocate_pages_locking(p, bytes, stream, capturing_api, false, out_ptr,
+                                         failure);
 }
 
 static gmr_status vmm_allocate(gmr_resource *self, size_t bytes, size_t alignment,
@@ -156,9 +122,13 @@ static gmr_status vmm_allocate_capturing(gmr_resource *self, size_t bytes, size_
 /* ---- frees -------------------------------------------------------------- */
 
 /* Why `ptr` is not a live allocation of whole pages (lock held). */
-static gmr_status bad_free(gmr_vmm_pool_resource *p, const void *ptr) {
+gmr_status gmr__vmm_bad_free(gmr_vmm_pool_resource *p, const void *ptr) {
   return gmr__u64_map_get(&p->freed, (uint64_t)(uintptr_t)ptr, NULL) ? GMR_ERR_DOUBLE_FREE
                                                                      : GMR_ERR_UNKNOWN_POINTER;
+}
+
+static gmr_status bad_free(gmr_vmm_pool_resource *p, const void *ptr) {
+  return gmr__vmm_bad_free(p, ptr);
 }
 
 static void forget_live(gmr_vmm_pool_resource *p, vmm_region *r) {
@@ -217,8 +187,8 @@ static gmr_status record_free_events(gmr_vmm_pool_resource *p, vmm_region *r, gm
   return err == cudaErrorMemoryAllocation ? GMR_ERR_OUT_OF_MEMORY : GMR_ERR_CUDA;
 }
 
-static gmr_status free_pages(gmr_vmm_pool_resource *p, void *ptr, size_t bytes, size_t alignment,
-                             gmr_stream stream, bool internal) {
+gmr_status gmr__vmm_free_pages_locking(gmr_vmm_pool_resource *p, void *ptr, size_t bytes,
+                                       size_t alignment, gmr_stream stream, bool internal) {
   lock(p);
   vmm_region *r = live_region(p, ptr);
   gmr_status st = GMR_OK;
@@ -268,78 +238,36 @@ static gmr_status free_pages(gmr_vmm_pool_resource *p, void *ptr, size_t bytes, 
 static gmr_status vmm_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                  gmr_stream stream) {
   gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)self;
+  if (p->fine != NULL) return gmr__vmf_deallocate(p->fine, ptr, bytes, alignment, stream);
   if (bytes >= p->page_bytes || !p->small_pool_enabled) {
-    return free_pages(p, ptr, bytes, alignment, stream, false);
+    return gmr__vmm_free_pages_locking(p, ptr, bytes, alignment, stream, false);
   }
-  gmr_pool_resource *small = small_pool(p);
-  gmr_status st = small == NULL ? GMR_ERR_INVALID_ARGUMENT
-                                : gmr_deallocate(gmr_pool_resource_as_resource(small), ptr, bytes,
-                                                 alignment, stream);
-  if (st != GMR_ERR_INVALID_ARGUMENT && st != GMR_ERR_UNKNOWN_POINTER) return st;
-  /* The small pool knows no such block: say why in the bad-free vocabulary
-   * (a large allocation freed with a small size is a mismatch). */
-  lock(p);
-  vmm_region *r = live_region(p, ptr);
-  st = r != NULL && !r->internal ? GMR_ERR_FREE_MISMATCH : bad_free(p, ptr);
-  unlock(p);
-  return st;
+  return gmr__vmm_small_deallocate(p, ptr, bytes, alignment, stream);
 }
-
-/* ---- the page source: the small pool's upstream --------------------------- */
-
-static gmr_status source_allocate(gmr_resource *self, size_t bytes, size_t alignment,
-                                  gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  gmr_vmm_pool_resource *p = owner_of_source(self);
-  if (alignment > p->page_bytes) {
-    return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED, "alignment above the page");
-  }
-  return allocate_pages(p, bytes, stream, false, true, out_ptr, failure);
-}
-
-static gmr_status source_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
-                                    gmr_stream stream) {
-  return free_pages(owner_of_source(self), ptr, bytes, alignment, stream, true);
-}
-
-static gmr_status source_destroy(gmr_resource *self) {
-  (void)self; /* part of the pool: destroyed with it */
-  return GMR_OK;
-}
-
-const gmr_resource_vtbl gmr__vmm_page_source_vtbl = {
-    .version = GMR_RESOURCE_VTBL_VERSION,
-    .type_name = "vmm_pool_pages",
-    .allocate = source_allocate,
-    .deallocate = source_deallocate,
-    .destroy = source_destroy,
-};
 
 /* ---- optional slots ------------------------------------------------------ */
 
-/* The region holding `ptr` (lock held); O(regions), for rare paths only. */
-static vmm_region *region_containing(gmr_vmm_pool_resource *p, const void *ptr) {
-  uintptr_t a = (uintptr_t)ptr;
-  for (vmm_root *root = p->roots; root != NULL; root = root->next) {
-    if (a < root->base || a - root->base >= root->bytes) continue;
-    for (vmm_region *r = root->first; r != NULL; r = r->next) {
-      if (a >= r->addr && a - r->addr < r->bytes) return r;
-    }
-  }
-  return NULL;
-}
-
 static gmr_status vmm_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
   gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)self;
+  if (p->fine != NULL) return gmr__vmf_record_stream(p->fine, ptr, stream);
+  vmf_engine *small = gmr__vmm_small(p, false);
+  if (small != NULL) {
+    gmr__vmf_lock(small);
+    bool owned = gmr__vmf_owns(small, ptr);
+    gmr__vmf_unlock(small);
+    if (owned) return gmr__vmf_record_stream(small, ptr, stream);
+  }
   lock(p);
   vmm_region *r = live_region(p, ptr);
   if (r == NULL || r->internal) {
-    vmm_region *holder = region_containing(p, ptr);
-    bool small_block = holder != NULL && holder->internal && holder->state == VMM_LIVE;
+    gmr_status st = r == NULL ? bad_free(p, ptr) : GMR_ERR_UNKNOWN_POINTER;
     unlock(p);
-    gmr_pool_resource *small = small_pool(p);
-    /* A small block is the internal pool's to answer for. */
-    if (!small_block || small == NULL) return GMR_ERR_UNKNOWN_POINTER;
-    return gmr_record_stream(gmr_pool_resource_as_resource(small), ptr, stream);
+    if (st == GMR_ERR_UNKNOWN_POINTER && small != NULL) {
+      /* A small block freed already says so. */
+      gmr_status sst = gmr__vmf_record_stream(small, ptr, stream);
+      if (sst == GMR_ERR_DOUBLE_FREE) st = sst;
+    }
+    return st;
   }
   gmr_status st = GMR_OK;
   bool known = false;
@@ -360,10 +288,13 @@ static gmr_status vmm_record_stream(gmr_resource *self, void *ptr, gmr_stream st
 static gmr_status vmm_extend(gmr_resource *self, void *ptr, size_t bytes, size_t new_bytes,
                              size_t alignment, gmr_stream stream, gmr_failure *failure) {
   gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)self;
+  if (p->fine != NULL) {
+    return gmr__vmf_extend(p->fine, ptr, bytes, new_bytes, alignment, stream, failure);
+  }
   if (bytes < p->page_bytes && p->small_pool_enabled) {
     return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
                             "vmm_pool: an allocation below a page (%zu bytes) lives in the small "
-                            "pool and cannot grow in place",
+                            "path and cannot grow in place",
                             bytes);
   }
   lock(p);
@@ -408,21 +339,26 @@ static gmr_status vmm_extend(gmr_resource *self, void *ptr, size_t bytes, size_t
 
 static gmr_status vmm_get_memory_info(const gmr_resource *self, gmr_memory_info *out) {
   gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)(uintptr_t)self;
-  gmr_pool_stats small = GMR_POOL_STATS_INIT;
-  gmr_pool_resource *sp = small_pool(p);
-  if (sp != NULL && gmr_pool_resource_get_stats(sp, &small) != GMR_OK) memset(&small, 0, sizeof small);
-  lock(p);
   gmr_memory_info info = *out;
-  info.held_bytes = p->mapped_pages * p->page_bytes;
-  size_t internal_bytes = small.held_bytes; /* the small pool's chunks are our live pages */
-  info.live_bytes = p->live_bytes - (internal_bytes < p->live_bytes ? internal_bytes : p->live_bytes) +
-                    small.in_use_bytes;
-  info.free_bytes = p->free_list.bytes + small.free_bytes;
-  info.largest_free_block_bytes = p->free_list.bytes > small.largest_free_block_bytes
-                                      ? p->free_list.bytes
-                                      : small.largest_free_block_bytes;
-  info.free_block_count = p->free_list.count + small.free_block_count;
-  unlock(p);
+  if (p->fine != NULL) {
+    gmr__vmf_memory_info(p->fine, &info);
+  } else {
+    gmr_memory_info small = GMR_MEMORY_INFO_INIT;
+    vmf_engine *sp = gmr__vmm_small(p, false);
+    if (sp != NULL) gmr__vmf_memory_info(sp, &small);
+    lock(p);
+    info.held_bytes = p->mapped_pages * p->page_bytes;
+    size_t internal_bytes = small.held_bytes; /* the small path's chunks are our live pages */
+    info.live_bytes = p->live_bytes -
+                      (internal_bytes < p->live_bytes ? internal_bytes : p->live_bytes) +
+                      small.live_bytes;
+    info.free_bytes = p->free_list.bytes + small.free_bytes;
+    info.largest_free_block_bytes = p->free_list.bytes > small.largest_free_block_bytes
+                                        ? p->free_list.bytes
+                                        : small.largest_free_block_bytes;
+    info.free_block_count = p->free_list.count + small.free_block_count;
+    unlock(p);
+  }
   /* Only the fields the caller's struct has. */
   size_t known = out->size < sizeof info ? out->size : sizeof info;
   memcpy(out, &info, known);
@@ -431,6 +367,13 @@ static gmr_status vmm_get_memory_info(const gmr_resource *self, gmr_memory_info 
 
 static gmr_status vmm_get_footprint(const gmr_resource *self, gmr_footprint *out) {
   gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)(uintptr_t)self;
+  if (p->fine != NULL) {
+    gmr__vmf_lock(p->fine);
+    out->held_bytes = p->fine->held_bytes;
+    out->peak_held_bytes = p->fine->peak_held_bytes;
+    gmr__vmf_unlock(p->fine);
+    return GMR_OK;
+  }
   lock(p);
   out->held_bytes = p->mapped_pages * p->page_bytes;
   out->peak_held_bytes = p->peak_mapped_pages * p->page_bytes;
@@ -441,11 +384,12 @@ static gmr_status vmm_get_footprint(const gmr_resource *self, gmr_footprint *out
 static gmr_status vmm_trim(gmr_resource *self, size_t *released_bytes) {
   gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)self;
   *released_bytes = 0;
-  gmr_pool_resource *small = small_pool(p);
+  if (p->fine != NULL) return gmr__vmf_trim(p->fine, released_bytes, NULL);
+  vmf_engine *small = gmr__vmm_small(p, false);
   if (small != NULL) {
     /* Its wholly free chunks come back here as free pages first. */
     size_t ignored = 0;
-    gmr_status st = gmr_resource_trim(gmr_pool_resource_as_resource(small), &ignored);
+    gmr_status st = gmr__vmf_trim(small, &ignored, NULL);
     if (st != GMR_OK) return st;
   }
   lock(p);
@@ -469,16 +413,43 @@ void gmr__vmm_free_host_side(gmr_vmm_pool_resource *p) {
   gmr__vmm_event_cache_clear(p);
   gmr__u64_map_clear(&p->live);
   gmr__u64_map_clear(&p->freed);
+  if (p->fine != NULL) {
+    gmr__vmf_free_host(p->fine);
+    free(p->fine);
+  }
   pthread_mutex_destroy(&p->lock);
   free(p);
 }
 
+static gmr_status destroy_fine(gmr_vmm_pool_resource *p) {
+  vmf_engine *e = p->fine;
+  gmr__vmf_lock(e);
+  bool busy = e->live_count + e->asleep_count > 0;
+  gmr__vmf_unlock(e);
+  if (busy) return GMR_ERR_BUSY;
+  /* Nothing may still run on the memory that is about to go. */
+  int saved_device = -1;
+  cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
+  if (err == cudaSuccess) {
+    err = p->cuda->device_synchronize();
+    gmr__cuda_device_leave(p->cuda, saved_device);
+  }
+  if (err != cudaSuccess) return GMR_ERR_CUDA;
+  gmr_status st = gmr__vmf_destroy(e);
+  if (st != GMR_OK) return st; /* still a valid pool: destroy may be tried again */
+  gmr__vmm_free_host_side(p);
+  return GMR_OK;
+}
+
 static gmr_status vmm_destroy(gmr_resource *self) {
   gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)self;
-  gmr_pool_resource *small = small_pool(p);
+  if (p->fine != NULL) return destroy_fine(p);
+  vmf_engine *small = gmr__vmm_small(p, false);
   if (small != NULL) {
-    gmr_pool_stats s = GMR_POOL_STATS_INIT;
-    if (gmr_pool_resource_get_stats(small, &s) == GMR_OK && s.in_use_count > 0) return GMR_ERR_BUSY;
+    gmr__vmf_lock(small);
+    bool small_busy = small->live_count > 0;
+    gmr__vmf_unlock(small);
+    if (small_busy) return GMR_ERR_BUSY;
   }
   lock(p);
   bool busy = p->live_count + p->asleep_count > p->internal_count;
@@ -493,9 +464,8 @@ static gmr_status vmm_destroy(gmr_resource *self) {
   }
   if (err != cudaSuccess) return GMR_ERR_CUDA;
   if (small != NULL) {
-    gmr_status st = gmr_resource_destroy(gmr_pool_resource_as_resource(small));
+    gmr_status st = gmr__vmm_small_destroy(p);
     if (st != GMR_OK) return st;
-    atomic_store_explicit(&p->small, NULL, memory_order_release);
   }
   lock(p);
   gmr_status st = GMR_OK;
@@ -545,6 +515,12 @@ gmr_vmm_pool_resource *gmr_vmm_pool_resource_from_resource(gmr_resource *r) {
 
 gmr_status gmr_vmm_pool_resource_set_default_tag(gmr_vmm_pool_resource *pool, uint32_t tag) {
   if (pool == NULL || tag > GMR_VMM_POOL_MAX_TAG) return GMR_ERR_INVALID_ARGUMENT;
+  if (pool->fine != NULL) {
+    gmr__vmf_lock(pool->fine);
+    pool->fine->default_tag = tag;
+    gmr__vmf_unlock(pool->fine);
+    return GMR_OK;
+  }
   lock(pool);
   pool->default_tag = tag;
   unlock(pool);
@@ -553,6 +529,7 @@ gmr_status gmr_vmm_pool_resource_set_default_tag(gmr_vmm_pool_resource *pool, ui
 
 gmr_status gmr_vmm_pool_resource_set_tag(gmr_vmm_pool_resource *pool, void *ptr, uint32_t tag) {
   if (pool == NULL || tag > GMR_VMM_POOL_MAX_TAG) return GMR_ERR_INVALID_ARGUMENT;
+  if (pool->fine != NULL) return gmr__vmf_set_tag(pool->fine, ptr, tag);
   lock(pool);
   vmm_region *r = live_region(pool, ptr);
   gmr_status st = r == NULL || r->internal ? GMR_ERR_UNKNOWN_POINTER : GMR_OK;
@@ -563,6 +540,12 @@ gmr_status gmr_vmm_pool_resource_set_tag(gmr_vmm_pool_resource *pool, void *ptr,
 
 bool gmr_vmm_pool_resource_is_asleep(gmr_vmm_pool_resource *pool) {
   if (pool == NULL) return false;
+  if (pool->fine != NULL) {
+    gmr__vmf_lock(pool->fine);
+    bool asleep = pool->fine->asleep_count > 0;
+    gmr__vmf_unlock(pool->fine);
+    return asleep;
+  }
   lock(pool);
   bool asleep = pool->asleep_count > 0;
   unlock(pool);

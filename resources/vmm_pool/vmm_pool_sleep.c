@@ -174,6 +174,7 @@ gmr_status gmr_vmm_pool_resource_sleep(gmr_vmm_pool_resource *pool,
     o = *options;
   }
   gmr_vmm_pool_resource *p = pool;
+  if (p->fine != NULL) return gmr__vmf_sleep(p->fine, &o, failure);
   pthread_mutex_lock(&p->lock);
   int saved_device = -1;
   cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
@@ -252,6 +253,7 @@ gmr_status gmr_vmm_pool_resource_wake(gmr_vmm_pool_resource *pool,
     o = *options;
   }
   gmr_vmm_pool_resource *p = pool;
+  if (p->fine != NULL) return gmr__vmf_wake(p->fine, &o, failure);
   pthread_mutex_lock(&p->lock);
   size_t count = 0;
   vmm_region **regions = select_regions(p, VMM_ASLEEP, o.wake_all, o.wake_tag_mask, &count);

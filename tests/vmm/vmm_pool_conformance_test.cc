@@ -1,5 +1,7 @@
 // The conformance suite (tests/conformance/resource_conformance.h) for
-// vmm_pool alone, without its small pool, and under gmr's pool (`vmm`).
+// vmm_pool alone (page placement, with and without its small path), with
+// fine placement (the `vmm` alias, also over small VA chunks so that it
+// reserves more), and under gmr's pool.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -13,10 +15,12 @@ namespace {
 using gmr_conformance::Stack;
 using Owned = std::vector<gmr_resource *>;
 
-gmr_resource *vmm_pool(Owned &owned, bool small_pool) {
+gmr_resource *vmm_pool(Owned &owned, bool small_pool, bool fine = false,
+                       size_t va_chunk = size_t{1} << 30) {
   gmr_vmm_pool_resource_config c = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
   c.small_pool = small_pool;
-  c.va_chunk_bytes = size_t{1} << 30;
+  c.va_chunk_bytes = va_chunk;
+  if (fine) c.placement = GMR_VMM_POOL_PLACEMENT_FINE;
   gmr_vmm_pool_resource *p = nullptr;
   if (gmr_vmm_pool_resource_create(&c, &p, nullptr) != GMR_OK) return nullptr;
   owned.push_back(gmr_vmm_pool_resource_as_resource(p));
@@ -40,10 +44,14 @@ Stack stack(const char *name, std::function<gmr_resource *(Owned &)> make, size_
 }
 
 // checks_free_size stays false: a wrong size at free is GMR_ERR_FREE_MISMATCH
-// here (the bad-free vocabulary), which vmm_pool_resource_test checks.
+// here (the bad-free vocabulary), which vmm_pool_resource_test and
+// vmm_fine_test check. Every request, small ones too, may align to the page.
 GMR_CONFORMANCE_INSTANTIATE(
     VmmPool,
-    stack("vmm_pool", [](Owned &o) { return vmm_pool(o, true); }, size_t{1} << 20),
+    stack("vmm_pool", [](Owned &o) { return vmm_pool(o, true); }, size_t{2} << 20),
+    stack("vmm_pool_fine", [](Owned &o) { return vmm_pool(o, true, true); }, size_t{2} << 20),
+    stack("vmm_pool_fine_small_va_chunks",
+          [](Owned &o) { return vmm_pool(o, true, true, size_t{16} << 20); }, size_t{2} << 20),
     stack("vmm_pool_pages_only", [](Owned &o) { return vmm_pool(o, false); }, size_t{2} << 20),
     stack("pool_over_vmm_pool", [](Owned &o) { return pool_over(o, vmm_pool(o, true)); },
           size_t{1} << 20));

@@ -198,6 +198,27 @@ TEST_F(VmmPool, BadFreesUseTheVocabularyAndChangeNothing) {
   gmr_test::ExpectInvariants(pool_);
 }
 
+// The small path answers bad frees with the same vocabulary as whole pages.
+TEST_F(VmmPool, SmallBlocksUseTheBadFreeVocabularyAndChangeNothing) {
+  Make();
+  void *small = nullptr, *other = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 700, 0, nullptr, &small));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 300, 0, nullptr, &other));
+  const gmr_vmm_pool_resource_stats before = Stats(pool_);
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, small, 2000, 0, nullptr)) << "wrong size";
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, small, 700, 4096, nullptr))
+      << "wrong alignment";
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
+            gmr_deallocate(r_, static_cast<char *>(small) + 256, 300, 0, nullptr))
+      << "inside a block";
+  EXPECT_EQ(before.small_live_count, Stats(pool_).small_live_count);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, small, 700, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, small, 700, 0, nullptr));
+  EXPECT_EQ(1u, Stats(pool_).small_live_count);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, other, 300, 0, nullptr));
+  gmr_test::ExpectInvariants(pool_);
+}
+
 TEST_F(VmmPool, RequestsLargerThanAVaChunkReserveAnotherChunk) {
   Make(gmr_test::TestConfig(4));
   void *a = nullptr, *b = nullptr;

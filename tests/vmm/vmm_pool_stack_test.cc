@@ -1,7 +1,8 @@
-// vmm_pool in specs (its options and errors), the replay alias `vmm`
-// (= pool > vmm_pool), and the bundled real traces replayed through `vmm` and
-// through vmm_pool alone on the simulation: no failure, a consistent pool,
-// and the footprint printed for the record.
+// vmm_pool and vmm in specs (options and errors), the replay alias `vmm`
+// (= vmm_pool(placement=fine)), and the bundled real traces replayed through
+// `vmm`, vmm_pool alone and `pool > vmm_pool` on the simulation: no failure,
+// a consistent pool; for `vmm`, the footprint targets of every pass and no
+// driver call in the third pass of a repeating trace.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -69,23 +70,46 @@ TEST_F(VmmPoolStack, BadOptionsAreExplained) {
   EXPECT_NE(std::string::npos, typo.find("unknown option 'page' for vmm_pool")) << typo;
 }
 
-TEST_F(VmmPoolStack, TheVmmAliasIsThePoolOverTheVmmPool) {
+TEST_F(VmmPoolStack, TheVmmAliasAndComponentAreFinePlacement) {
   replay_stack *stack = nullptr;
   char err[256] = "";
   ASSERT_EQ(GMR_OK, replay_stack_create("vmm", &stack, err, sizeof err)) << err;
   gmr_stack *s = replay_stack_get(stack);
-  ASSERT_EQ(2u, gmr_stack_get_depth(s));
-  EXPECT_STREQ("pool_resource", gmr_resource_type_name(gmr_stack_get_layer(s, 0)));
-  EXPECT_STREQ("vmm_pool_resource", gmr_resource_type_name(gmr_stack_get_layer(s, 1)));
+  ASSERT_EQ(1u, gmr_stack_get_depth(s));
+  EXPECT_STREQ("vmm_pool_resource", gmr_resource_type_name(gmr_stack_get_layer(s, 0)));
   bool found = false;
   for (size_t i = 0; i < replay_stack_known_count(); ++i) {
     if (std::string("vmm") == replay_stack_known_name(i)) {
       found = true;
-      EXPECT_STREQ("pool > vmm_pool", replay_stack_known_spec(i));
+      EXPECT_STREQ("vmm_pool(placement=fine)", replay_stack_known_spec(i));
     }
   }
   EXPECT_TRUE(found);
   EXPECT_EQ(GMR_OK, replay_stack_destroy(stack));
+  // `vmm` is also a spec component (GMR_STACK=vmm, the frameworks' shims):
+  // a small request is 256-byte rounded in the pool itself, not in a small path.
+  for (const char *spec : {"vmm", "vmm(growth_percent=0, remap_permille=never)",
+                           "vmm_pool(placement=fine)"}) {
+    SCOPED_TRACE(spec);
+    gmr_stack *g = nullptr;
+    gmr_spec_error e;
+    ASSERT_EQ(GMR_OK, gmr_stack_create(spec, &g, &e)) << e.message;
+    gmr_vmm_pool_resource *pool =
+        gmr_vmm_pool_resource_from_resource(gmr_stack_find(g, "vmm_pool_resource"));
+    ASSERT_NE(nullptr, pool);
+    void *p = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_allocate(gmr_stack_as_resource(g), 1000, 0, nullptr, &p));
+    EXPECT_EQ(1024u, Stats(pool).live_bytes);
+    EXPECT_EQ(0u, Stats(pool).small_live_count);
+    EXPECT_EQ(GMR_OK, gmr_deallocate(gmr_stack_as_resource(g), p, 1000, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_stack_destroy(g));
+  }
+  EXPECT_NE(std::string::npos, Error("vmm(placement=wide)").find("placement")) << "bad choice";
+  EXPECT_NE(std::string::npos, Error("vmm(remap_permille=lots)")
+                                   .find("remap_permille: expected thousandths 0..10000 or never"))
+      << Error("vmm(remap_permille=lots)");
+  EXPECT_NE(std::string::npos, Error("vmm(growth_percent=5000)").find("at most 1000"))
+      << Error("vmm(growth_percent=5000)");
 }
 
 struct TraceFile {
@@ -93,17 +117,34 @@ struct TraceFile {
   ~TraceFile() { replay_trace_destroy(trace); }
 };
 
-class VmmPoolTraces : public VmmPoolStack, public ::testing::WithParamInterface<const char *> {};
+class VmmPoolTraces : public VmmPoolStack, public ::testing::WithParamInterface<const char *> {
+ protected:
+  void Read(replay_trace **out) {
+    char path[4096], looked[8192], err[512];
+    ASSERT_EQ(GMR_OK, replay_locate_bundled_trace(nullptr, GetParam(), path, sizeof path, looked,
+                                                  sizeof looked))
+        << looked;
+    ASSERT_EQ(GMR_OK, replay_trace_read(path, nullptr, out, err, sizeof err)) << err;
+  }
+};
+
+uint64_t VmmCalls() {
+  uint64_t n = 0;
+  for (gmr_cuda_call c :
+       {GMR_CUDA_CALL_MEM_CREATE, GMR_CUDA_CALL_MEM_MAP, GMR_CUDA_CALL_MEM_SET_ACCESS,
+        GMR_CUDA_CALL_MEM_UNMAP, GMR_CUDA_CALL_MEM_RELEASE, GMR_CUDA_CALL_MEM_ADDRESS_RESERVE,
+        GMR_CUDA_CALL_MEM_ADDRESS_FREE}) {
+    n += gmr_cuda_sim_get_call_count(c);
+  }
+  return n;
+}
 
 TEST_P(VmmPoolTraces, BundledTracesReplayThroughVmmAndVmmPoolAlone) {
-  char path[4096], looked[8192];
-  ASSERT_EQ(GMR_OK, replay_locate_bundled_trace(nullptr, GetParam(), path, sizeof path, looked,
-                                                sizeof looked))
-      << looked;
   TraceFile t;
+  Read(&t.trace);
+  if (HasFatalFailure()) return;
   char err[512];
-  ASSERT_EQ(GMR_OK, replay_trace_read(path, nullptr, &t.trace, err, sizeof err)) << err;
-  for (const char *spec : {"vmm", "vmm_pool", "pool"}) {
+  for (const char *spec : {"vmm_pool", "pool > vmm_pool", "pool"}) {
     SCOPED_TRACE(spec);
     replay_stack *stack = nullptr;
     ASSERT_EQ(GMR_OK, replay_stack_create(spec, &stack, err, sizeof err)) << err;
@@ -115,18 +156,9 @@ TEST_P(VmmPoolTraces, BundledTracesReplayThroughVmmAndVmmPoolAlone) {
     options.capture = REPLAY_CAPTURE_OFF;
     ASSERT_EQ(GMR_OK, replay_run_with(t.trace, replay_stack_top(stack), 0, &options, &r))
         << r.first_failure;
-    if (pool != nullptr) {
-      gmr_test::ExpectInvariants(pool);
-      gmr_vmm_pool_resource_stats s = Stats(pool);
-      std::printf("%-18s %-9s peak held / peak live %.3f (%zu defragmentations, %llu pages "
-                  "remapped)\n",
-                  GetParam(), spec,
-                  double(r.footprint.peak_held_bytes) / double(t.trace->summary.peak_live_bytes),
-                  size_t(s.defrag_count), (unsigned long long)s.remapped_page_count);
-    } else {
-      std::printf("%-18s %-9s peak held / peak live %.3f\n", GetParam(), spec,
-                  double(r.footprint.peak_held_bytes) / double(t.trace->summary.peak_live_bytes));
-    }
+    if (pool != nullptr) gmr_test::ExpectInvariants(pool);
+    std::printf("%-26s %-16s peak held / peak live %.3f\n", GetParam(), spec,
+                double(r.footprint.peak_held_bytes) / double(t.trace->summary.peak_live_bytes));
     EXPECT_GE(r.footprint.peak_held_bytes, t.trace->summary.peak_live_bytes);
     replay_result_set_destroy_status(&r, replay_stack_destroy(stack));
     EXPECT_TRUE(replay_result_ok(&r)) << r.first_failure;
@@ -134,9 +166,64 @@ TEST_P(VmmPoolTraces, BundledTracesReplayThroughVmmAndVmmPoolAlone) {
   }
 }
 
+// The recommended stack on the bundled traces, three passes as the GPU runs
+// them: every pass within 3% of the peak of live bytes and below the best
+// allocator measured on the trace (resnet50_train: 1.019; multistream, whose
+// sixteen random-sized buffers on four streams leave free bytes no 2 MiB page
+// can hold, only below cudaMallocAsync's 1.536), and, but on multistream,
+// the third pass (warm, the program repeating) makes no driver call at all.
+TEST_P(VmmPoolTraces, VmmMeetsTheFootprintTargetsAndRepeatsWithoutDriverCalls) {
+  TraceFile t;
+  Read(&t.trace);
+  if (HasFatalFailure()) return;
+  const std::string name = GetParam();
+  const bool multistream = name == "multistream.csv.gz";
+  char err[512];
+  replay_stack *stack = nullptr;
+  ASSERT_EQ(GMR_OK, replay_stack_create("vmm", &stack, err, sizeof err)) << err;
+  gmr_vmm_pool_resource *pool = gmr_vmm_pool_resource_from_resource(
+      gmr_stack_find(replay_stack_get(stack), "vmm_pool_resource"));
+  replay_options options = REPLAY_OPTIONS_DEFAULT;
+  options.capture = REPLAY_CAPTURE_OFF;
+  options.pass_count = 2;
+  replay_result r;
+  ASSERT_EQ(GMR_OK, replay_run_with(t.trace, replay_stack_top(stack), 0, &options, &r))
+      << r.first_failure;
+  const uint64_t calls = VmmCalls();
+  options.pass_count = 1;
+  replay_result third;
+  ASSERT_EQ(GMR_OK, replay_run_with(t.trace, replay_stack_top(stack), 0, &options, &third))
+      << third.first_failure;
+  const double live = double(t.trace->summary.peak_live_bytes);
+  // 1.03, and below the best of cudaMallocAsync, PyTorch (caching and
+  // expandable segments), CuPy and RMM on the same trace (anchors.md).
+  const double bound = multistream                       ? 1.536
+                       : name == "resnet50_train.csv.gz" ? 1.019
+                                                         : 1.03;
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_LE(double(r.passes[k].peak_held_bytes) / live, bound) << "pass " << k + 1;
+  }
+  EXPECT_LE(double(third.passes[0].peak_held_bytes) / live, bound) << "pass 3";
+  if (!multistream) {
+    EXPECT_EQ(calls, VmmCalls()) << "the third pass made driver calls";
+  }
+  std::printf("%-26s vmm: peak held / peak live %.3f %.3f %.3f, %llu driver calls in pass 3\n",
+              GetParam(), double(r.passes[0].peak_held_bytes) / live,
+              double(r.passes[1].peak_held_bytes) / live,
+              double(third.passes[0].peak_held_bytes) / live,
+              static_cast<unsigned long long>(VmmCalls() - calls));
+  gmr_test::ExpectInvariants(pool);
+  replay_result_set_destroy_status(&third, replay_stack_destroy(stack));
+  EXPECT_TRUE(replay_result_ok(&r)) << r.first_failure;
+  EXPECT_TRUE(replay_result_ok(&third)) << third.first_failure;
+  replay_result_free(&r);
+  replay_result_free(&third);
+}
+
 INSTANTIATE_TEST_SUITE_P(Bundled, VmmPoolTraces,
                          ::testing::Values("gpt2_train.csv.gz", "resnet50_train.csv.gz",
-                                           "gpt2_graph_capture.csv.gz", "multistream.csv.gz"),
+                                           "gpt2_graph_capture.csv.gz", "multistream.csv.gz",
+                                           "llm_multigraph.csv.gz"),
                          [](const ::testing::TestParamInfo<const char *> &info) {
                            std::string n = info.param;
                            return n.substr(0, n.find('.'));

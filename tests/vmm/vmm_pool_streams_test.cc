@@ -176,10 +176,22 @@ TEST_F(VmmPoolStreams, RecordStreamHoldsMemoryBackUntilTheOtherStreamIsDone) {
   Free(again, 4, a_);
   int x = 0;
   EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_record_stream(r_, &x, u));
+  // Small blocks (the small path) honour record_stream the same way.
   void *small = nullptr;
   ASSERT_EQ(GMR_OK, gmr_allocate(r_, 100, 0, a_, &small));
-  EXPECT_EQ(GMR_OK, gmr_record_stream(r_, small, u)) << "the internal pool honours it";
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(u, true));
+  EXPECT_EQ(GMR_OK, gmr_record_stream(r_, small, u));
   EXPECT_EQ(GMR_OK, gmr_deallocate(r_, small, 100, 0, a_));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_record_stream(r_, small, u));
+  void *small2 = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 100, 0, a_, &small2));
+  EXPECT_NE(small, small2) << "U may still use the small block";
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, small2, 100, 0, a_));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(u, false));
+  size_t released = 0;
+  ASSERT_EQ(GMR_OK, gmr_resource_trim(r_, &released));
+  EXPECT_EQ(0u, Stats(pool_).live_count) << "U done: the small block was free again, and its "
+                                            "chunk went back";
   ASSERT_EQ(GMR_OK, gmr_stream_destroy(u));
 }
 
@@ -217,6 +229,26 @@ TEST_F(VmmPoolStreams, GrowthDuringCaptureMapsPagesInRelaxedModeAndTouchesNoStre
   Free(other, 1, a_);
   Free(p, 3, b_);
   Free(fence, 1, a_);
+}
+
+// Small requests during a capture: the small path grows by a chunk of whole
+// pages in relaxed mode, with no stream-ordered call.
+TEST_F(VmmPoolStreams, SmallRequestsGrowDuringACapture) {
+  const uint64_t records = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD);
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(b_));
+  void *p = nullptr, *q = nullptr;
+  gmr_failure f;
+  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r_, 300, 0, b_, &p, &f)) << f.message;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 5000, 0, b_, &q)) << "a plain allocate takes the same path";
+  EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode()) << "global mode restored";
+  EXPECT_EQ(2u, Stats(pool_).small_live_count);
+  EXPECT_EQ(1u, Stats(pool_).live_count) << "one chunk of the small path";
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r_, q, 5000, 0, b_));
+  EXPECT_EQ(records, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD));
+  gmr_graph g = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(b_, &g)) << "the capture was not invalidated";
+  ASSERT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r_, p, 300, 0, b_));
 }
 
 TEST_F(VmmPoolStreams, AFailedSwitchToRelaxedModeChangesNothing) {

@@ -37,9 +37,9 @@ static const alias aliases[] = {
     {"graph_pool",
      "tracking(per=stream) > limiting > graph_arena(uncaptured=forward, policy=ordered_reuse, "
      "detect=hinted) > pool > cuda(kind=device)"},
-    /* The recommended general-purpose stack: the pool's chunks are pages of a
-     * VMM pool, which remaps free pages instead of holding more. */
-    {"vmm", "pool > vmm_pool"},
+    /* The recommended VMM allocator (also the spec component `vmm`): 256-byte
+     * placement over shared pages, free memory moved instead of holding more. */
+    {"vmm", "vmm_pool(placement=fine)"},
 };
 #define ALIAS_COUNT (sizeof aliases / sizeof aliases[0])
 

@@ -1,0 +1,382 @@
+/*
+ * resources/vmm_pool/vmm_fine.h (internal): the fine placement engine of
+ * gmr_vmm_pool_resource (gmr/vmm_pool_resource.h, placement=fine).
+ *
+ * Allocations are placed at 256-byte granularity; pages are shared by
+ * whatever is live on them, so no request is rounded up to a page. Every
+ * arena (a VA chunk in native mode, or a chunk of the page pool in chunk
+ * mode) is tiled by regions in address order:
+ *   LIVE    an allocation handed out;
+ *   FREE    free bytes whose pages are all mapped, filed under a stream slot
+ *           (reusable at once by that stream) or the shared slot (its
+ *           stream's work is known done: reusable by any stream), in that
+ *           slot's two-level segregated-fit (TLSF) index;
+ *   HOLE    (native only) reserved VA with no page mapped; page-aligned;
+ *   ASLEEP  (native only) a live allocation whose pages sleep gave back.
+ * A FREE region waiting for record_stream events is "blocked": in no index.
+ *
+ * Files:
+ *   vmm_fine_index.c   regions, the TLSF index, stream slots, merging
+ *   vmm_fine_alloc.c   allocate (fast path, other streams), free, bad frees,
+ *                      record_stream, extend, the live map
+ *   vmm_fine_native.c  native mode's slow path: windows of free and
+ *                      unmapped VA, moving free handles (harvest), growth,
+ *                      extend
+ *   vmm_fine_handles.c native mode's physical side: VA chunks, handles,
+ *                      holes, trim, destroy
+ *   vmm_fine_sleep.c   native mode: sleep and wake
+ *   vmm_fine_chunks.c  chunk mode: the small-request path of page placement,
+ *                      with chunks taken from the page pool
+ *   vmm_fine_debug.c   statistics, regions, invariants
+ *
+ * Native mode: physical memory comes in handles (one cuMemCreate each,
+ * mapped whole at one place: cuMemMap takes no offset into a handle in CUDA
+ * 13.0, and cuMemUnmap only unmaps whole mappings); a handle is moved only
+ * whole, by unmapping it where its VA is wholly free and mapping it where
+ * memory is needed.
+ *
+ * Thread-safe: one spin lock per engine guards everything below; functions
+ * here expect it held unless they say not. Chunk mode calls the page pool
+ * (which takes the pool's mutex) with the engine lock held: the order is
+ * engine lock, then pool mutex, never the reverse.
+ */
+#ifndef GMR_RESOURCES_VMM_POOL_VMM_FINE_H_
+#define GMR_RESOURCES_VMM_POOL_VMM_FINE_H_
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/cuda_layer.h"
+#include "core/cuda_vmm.h"
+#include "core/spin_lock.h"
+#include "core/stream_event.h"
+#include "core/u64_map.h"
+#include "gmr/vmm_pool_resource.h"
+
+/* Placement granularity: every region starts and ends on it. */
+#define VMF_UNIT ((size_t)256)
+/* TLSF: second-level bins per power of two (about 3% apart). */
+#define VMF_SL_BITS 5u
+#define VMF_SL_COUNT (1u << VMF_SL_BITS)
+#define VMF_FL_COUNT 58u
+/* The shared slot: free regions any stream may take. */
+#define VMF_SHARED 0u
+
+typedef enum vmf_state {
+  VMF_HOLE = GMR_VMM_POOL_REGION_HOLE,
+  VMF_FREE = GMR_VMM_POOL_REGION_FREE,
+  VMF_LIVE = GMR_VMM_POOL_REGION_LIVE,
+  VMF_ASLEEP = GMR_VMM_POOL_REGION_ASLEEP
+} vmf_state;
+
+typedef struct vmf_arena vmf_arena;
+typedef struct vmf_region vmf_region;
+typedef struct vmf_handle vmf_handle;
+
+/* What a region needs only now and then (record_stream, sleep). */
+typedef struct vmf_extra {
+  gmr_stream *used_streams; /* LIVE: record_stream */
+  uint32_t used_count;
+  cudaEvent_t *blockers; /* FREE, blocked: events recorded on used streams at the free */
+  uint32_t blocker_count;
+  void *saved; /* ASLEEP: pinned host copy, or NULL */
+} vmf_extra;
+
+struct vmf_region {
+  uintptr_t addr;
+  size_t bytes;
+  vmf_region *prev, *next;         /* address order within the arena */
+  vmf_region *bin_prev, *bin_next; /* FREE: its TLSF bin or the blocked list */
+  vmf_arena *arena;
+  gmr_stream stream;      /* LIVE/ASLEEP: the allocating stream */
+  size_t requested_bytes; /* LIVE/ASLEEP */
+  size_t alignment;       /* LIVE/ASLEEP: as asked (0 read as 256) */
+  vmf_extra *extra;       /* NULL unless needed */
+  uint32_t slot;          /* FREE: the slot it is filed under */
+  uint32_t tag;           /* LIVE/ASLEEP */
+  uint8_t state;          /* a vmf_state */
+  bool binned;            /* FREE: in its slot's index */
+  bool blocked;           /* FREE: waiting for record_stream events */
+};
+
+struct vmf_handle {
+  CUmemGenericAllocationHandle handle;
+  uintptr_t va;     /* where it is mapped (0: nowhere, during a move or asleep) */
+  uintptr_t target; /* during a growth: where it is to be mapped */
+  size_t bytes;
+  vmf_handle *prev, *next; /* every handle of the engine */
+};
+
+struct vmf_arena {
+  uintptr_t base;
+  size_t bytes;
+  size_t index; /* reservation order (native), creation order (chunks) */
+  vmf_region *first;
+  vmf_arena *prev, *next;
+  vmf_handle **pages; /* native: the handle mapped at each page, or NULL */
+  size_t free_bytes;  /* FREE bytes in the arena (a chunk is wholly free when == bytes) */
+};
+
+/* The free regions filed under one stream (or the shared slot). */
+typedef struct vmf_slot {
+  gmr__stream_event ev; /* unused for the shared slot */
+  uint64_t fl_bitmap;
+  uint32_t sl_bitmap[VMF_FL_COUNT];
+  vmf_region *bins[VMF_FL_COUNT][VMF_SL_COUNT];
+  size_t free_bytes;
+  size_t free_count;
+} vmf_slot;
+
+/* Counters for gmr_vmm_pool_resource_stats. */
+typedef struct vmf_counts {
+  uint64_t create;  /* cuMemCreate that succeeded */
+  uint64_t release; /* handles released */
+  uint64_t map;     /* cuMemMap that succeeded */
+  uint64_t unmap;   /* cuMemUnmap that succeeded */
+  uint64_t harvest; /* slow paths that moved free handles */
+  uint64_t harvested_pages;
+  uint64_t extend;
+  uint64_t sleep;
+  uint64_t wake;
+} vmf_counts;
+
+typedef struct vmf_engine vmf_engine;
+
+/* Chunk mode: where chunks come from (the page pool). Both run without the
+ * page pool's mutex held by the caller. */
+typedef struct vmf_chunk_source {
+  gmr_status (*allocate)(void *ctx, size_t bytes, gmr_stream stream, bool capturing, void **out_ptr,
+                         gmr_failure *failure);
+  gmr_status (*deallocate)(void *ctx, void *ptr, size_t bytes, gmr_stream stream);
+  void *ctx;
+} vmf_chunk_source;
+
+struct vmf_engine {
+  gmr__spin_lock lock;
+  bool chunked; /* chunk mode (the small path of page placement) */
+  const gmr__cuda_ops *cuda;
+  const gmr__cuda_vmm_ops *vmm;
+  int device;
+  const int *access_devices; /* the pool's: device, then peers */
+  size_t access_count;
+  const gmr__vmm_prop *prop; /* what cuMemCreate is asked for (the pool's) */
+  size_t page_bytes;
+  size_t va_chunk_bytes;
+  bool streams_outlive;
+  uint32_t growth_percent; /* growth: this share of what is held */
+  uint32_t handle_divisor; /* native: handles of at most held / divisor (0: no limit) */
+  uint32_t
+      remap_permille; /* native: remap free handles before holding more than this above peak live */
+  uint32_t steady_percent; /* native: what repeated moves may add instead, above peak live */
+  size_t min_growth_bytes;
+  size_t max_growth_bytes;
+  vmf_chunk_source source;     /* chunk mode */
+  size_t steady_extra_bytes;   /* held allowed above the remap threshold (steady state) */
+  size_t peak_live_at_harvest; /* the live peak when memory last moved */
+
+  vmf_arena *arenas, *last_arena;
+  size_t arena_count;
+  size_t next_arena_index;
+  vmf_slot **slots;
+  gmr_stream *slot_streams; /* slot i serves slot_streams[i] ([0]: shared, unused) */
+  size_t slot_count, slot_capacity;
+  size_t last_slot; /* cache of the last lookup */
+  /* address -> region (LIVE, ASLEEP), or VMF_FREED (an address freed and
+   * not handed out since: the other live.count - live_count - asleep_count) */
+  gmr__u64_map live;
+  vmf_region *spare_regions; /* headers kept for reuse */
+  vmf_region *blocked;       /* FREE regions waiting for record_stream events */
+  vmf_handle *handles;
+  size_t handle_count;
+
+  size_t held_bytes; /* native: handles; chunk mode: chunks */
+  size_t peak_held_bytes;
+  size_t live_bytes; /* LIVE regions (256-byte rounded) */
+  size_t live_count;
+  size_t peak_live_bytes;
+  size_t hole_bytes;
+  size_t hole_count;
+  size_t asleep_bytes;
+  size_t asleep_count;
+  size_t saved_bytes;
+  uint32_t default_tag;
+  vmf_counts counts;
+  gmr__stream_event_counts events;
+};
+
+/* The live map's value for an address freed and not handed out since. */
+#define VMF_FREED ((uint64_t)1)
+
+/* ---- vmm_fine_index.c ---------------------------------------------------- */
+
+void gmr__vmf_lock(vmf_engine *e);
+void gmr__vmf_unlock(vmf_engine *e);
+
+/* Region headers (from the spare list when it has one). NULL when host
+ * memory ran out. */
+vmf_region *gmr__vmf_region_new(vmf_engine *e);
+void gmr__vmf_region_put(vmf_engine *e, vmf_region *r);
+/* Make sure `count` headers are on the spare list (so a path that must not
+ * fail half-way can take them). */
+bool gmr__vmf_reserve_regions(vmf_engine *e, size_t count);
+void gmr__vmf_free_extra(vmf_engine *e, vmf_region *r);
+vmf_extra *gmr__vmf_extra(vmf_region *r);
+
+/* Change r's state, keeping the arena's and engine's byte counts. */
+void gmr__vmf_set_state(vmf_engine *e, vmf_region *r, vmf_state state);
+/* Split r at `bytes` (a unit multiple below r->bytes) with header `tail` for
+ * the rest, which copies r's state and slot. Pre: r is not filed (neither
+ * part is filed afterwards). */
+void gmr__vmf_split(vmf_engine *e, vmf_region *r, size_t bytes, vmf_region *tail);
+/* Remove r->next and add its bytes to r; the caller has unfiled both. */
+void gmr__vmf_absorb_next(vmf_engine *e, vmf_region *r);
+
+/* The slot serving `stream`; creates it. VMF_SHARED never. Returns false
+ * when host memory ran out. */
+bool gmr__vmf_slot_of(vmf_engine *e, gmr_stream stream, uint32_t *slot);
+/* The slot of `stream` if it exists. */
+bool gmr__vmf_find_slot(vmf_engine *e, gmr_stream stream, uint32_t *slot);
+
+/* TLSF filing of FREE regions. */
+void gmr__vmf_bin_insert(vmf_engine *e, vmf_region *r);
+void gmr__vmf_bin_remove(vmf_engine *e, vmf_region *r);
+/* The best fitting region of `slot` for `bytes` (with `alignment`), or NULL. */
+vmf_region *gmr__vmf_bin_find(vmf_engine *e, uint32_t slot, size_t bytes, size_t alignment);
+/* Any region of `slot`, or NULL (for draining a slot). */
+vmf_region *gmr__vmf_bin_any(vmf_engine *e, uint32_t slot);
+
+/* r (FREE, unfiled, not blocked) joins slot `slot`: merged with its FREE
+ * neighbours of that slot or the shared one, then filed. Returns the merged
+ * region. */
+vmf_region *gmr__vmf_file_free(vmf_engine *e, vmf_region *r, uint32_t slot);
+/* Move every free region of `slot` to `to` (VMF_SHARED once its work is
+ * done, or the waiting stream's slot), merging. */
+void gmr__vmf_move_slot(vmf_engine *e, uint32_t slot, uint32_t to);
+
+/* ---- vmm_fine_alloc.c ------------------------------------------------------ */
+
+/* Allocate (placement=fine, or chunk mode's small requests). `capturing`:
+ * forced capture-safe path (allocate_capturing). */
+gmr_status gmr__vmf_allocate(vmf_engine *e, size_t bytes, size_t alignment, gmr_stream stream,
+                             bool capturing_api, void **out_ptr, gmr_failure *failure);
+/* Free. The bad-free statuses of gmr/resource.h; nothing changes on failure. */
+gmr_status gmr__vmf_deallocate(vmf_engine *e, void *ptr, size_t bytes, size_t alignment,
+                               gmr_stream stream);
+gmr_status gmr__vmf_record_stream(vmf_engine *e, void *ptr, gmr_stream stream);
+gmr_status gmr__vmf_extend(vmf_engine *e, void *ptr, size_t bytes, size_t new_bytes,
+                           size_t alignment, gmr_stream stream, gmr_failure *failure);
+/* True when `ptr` is the start of a LIVE (or ASLEEP) allocation here. */
+bool gmr__vmf_owns(vmf_engine *e, const void *ptr);
+gmr_status gmr__vmf_set_tag(vmf_engine *e, void *ptr, uint32_t tag);
+
+/* Free regions waiting for record_stream events: those whose events all
+ * completed (host_wait: wait for them) are filed again. Lock held. */
+void gmr__vmf_unblock(vmf_engine *e, bool host_wait);
+/* Settle every stream's slot: those whose work is known done go to the
+ * shared slot (queries; with `record`, records on default streams that
+ * freed memory since their last record first). Lock held. */
+void gmr__vmf_settle_all(vmf_engine *e, bool record);
+
+/* Take `bytes` at the start of FREE region r (unfiled by the caller) as a
+ * LIVE allocation on `stream`, splitting off the rest (which stays free in
+ * r's slot) and, for an alignment above the unit, the bytes before it. The
+ * headers were reserved. Returns the LIVE region. */
+vmf_region *gmr__vmf_take(vmf_engine *e, vmf_region *r, size_t bytes, size_t alignment,
+                          gmr_stream stream);
+
+/* ---- vmm_fine_handles.c --------------------------------------------------- */
+
+/* Reserve a VA chunk of `bytes` as one hole (returns the driver's result;
+ * nothing changes on failure). */
+CUresult gmr__vmf_arena_add(vmf_engine *e, size_t bytes, vmf_arena **out);
+/* Give back an arena that is one hole; false if the driver refused. */
+bool gmr__vmf_arena_remove(vmf_engine *e, vmf_arena *a);
+/* cuMemCreate of `bytes` (dropping fabric handles if the driver refuses
+ * them); counted as held. */
+CUresult gmr__vmf_create_handle(vmf_engine *e, size_t bytes, vmf_handle **out);
+/* cuMemRelease of an unmapped handle; uncounted whatever the driver says. */
+CUresult gmr__vmf_release_handle(vmf_engine *e, vmf_handle *h);
+/* cuMemMap of the whole handle at va (in arena a), page table updated. */
+CUresult gmr__vmf_map_handle(vmf_engine *e, vmf_arena *a, vmf_handle *h, uintptr_t va);
+/* cuMemUnmap of the handle's mapping, page table cleared. */
+CUresult gmr__vmf_unmap_handle(vmf_engine *e, vmf_handle *h);
+/* cuMemSetAccess for the pool's devices over a mapped range. */
+CUresult gmr__vmf_set_access(vmf_engine *e, uintptr_t va, size_t bytes);
+/* Unmap handle h, wholly inside the FREE region r, and make its addresses a
+ * hole (needs two spare headers). Nothing changes on failure. */
+CUresult gmr__vmf_carve(vmf_engine *e, vmf_region *r, vmf_handle *h);
+/* The region holding addr (walks the arena: slow paths only). */
+vmf_region *gmr__vmf_region_at(vmf_engine *e, uintptr_t addr);
+/* May h move (mapped wholly inside a shared free region, not touching
+ * [avoid, avoid + avoid_bytes))? *region: the region holding it. */
+bool gmr__vmf_movable(vmf_engine *e, const vmf_handle *h, uintptr_t avoid, size_t avoid_bytes,
+                      vmf_region **region);
+
+/* ---- vmm_fine_native.c ---------------------------------------------------- */
+
+/* Reserve a native engine's first VA chunk. On failure nothing is held. */
+gmr_status gmr__vmf_native_create(vmf_engine *e, gmr_failure *failure);
+/* Slow path: place `bytes` on `stream` with new or moved physical memory.
+ * On success *out is a FREE region (unfiled) of at least `bytes` for it. */
+gmr_status gmr__vmf_native_grow(vmf_engine *e, size_t bytes, size_t alignment, gmr_stream stream,
+                                uint32_t slot, bool capturing, vmf_region **out,
+                                gmr_failure *failure);
+/* Map `bytes` (page multiple) at the start of the first VA chunk as one
+ * shared free region (initial_pages). */
+gmr_status gmr__vmf_native_prefill(vmf_engine *e, size_t bytes, gmr_failure *failure);
+/* Grow LIVE r in place by mapping the holes after it (extend). */
+gmr_status gmr__vmf_native_extend(vmf_engine *e, vmf_region *r, size_t grow_bytes,
+                                  gmr_stream stream, uint32_t slot, bool capturing,
+                                  gmr_failure *failure);
+/* Give back every handle that lies wholly in shared free memory. */
+gmr_status gmr__vmf_native_trim(vmf_engine *e, size_t *released_bytes, gmr_failure *failure);
+/* Unmap and release everything, give the VA back (destroy). */
+gmr_status gmr__vmf_native_destroy(vmf_engine *e);
+/* Make r a hole (its pages already unmapped; unfiled first if filed) and
+ * merge it with the holes around it. Returns the merged hole. */
+vmf_region *gmr__vmf_make_hole(vmf_engine *e, vmf_region *r);
+/* Map `count` fresh pages' worth of handles over [addr, addr + bytes)
+ * (page-aligned, unmapped), giving access. Undone on failure. */
+gmr_status gmr__vmf_map_fresh(vmf_engine *e, vmf_arena *a, uintptr_t addr, size_t bytes,
+                              size_t handle_bytes, gmr_failure *failure);
+/* Unmap and release the handle h. Returns the driver's result. */
+CUresult gmr__vmf_drop_handle(vmf_engine *e, vmf_handle *h);
+/* The arena holding addr, or NULL. */
+vmf_arena *gmr__vmf_arena_of(vmf_engine *e, uintptr_t addr);
+
+/* ---- vmm_fine_chunks.c -------------------------------------------------- */
+
+gmr_status gmr__vmf_chunk_grow(vmf_engine *e, size_t bytes, size_t alignment, gmr_stream stream,
+                               uint32_t slot, bool capturing, vmf_region **out,
+                               gmr_failure *failure);
+/* Give back every chunk that is wholly free and shared. */
+gmr_status gmr__vmf_chunk_trim(vmf_engine *e, size_t *released_bytes);
+
+/* ---- the engine as a whole ---------------------------------------------- */
+
+/* Set up the common fields (the caller filled the config fields); false
+ * when host memory ran out (nothing to free then). */
+bool gmr__vmf_init(vmf_engine *e);
+/* Tear down host memory (everything given back already). */
+void gmr__vmf_free_host(vmf_engine *e);
+/* Settle and give back what trim can. */
+gmr_status gmr__vmf_trim(vmf_engine *e, size_t *released_bytes, gmr_failure *failure);
+/* Destroy: GMR_ERR_BUSY while anything is live or asleep. */
+gmr_status gmr__vmf_destroy(vmf_engine *e);
+
+/* ---- vmm_fine_debug.c ------------------------------------------------------- */
+
+void gmr__vmf_fill_stats(vmf_engine *e, gmr_vmm_pool_resource_stats *s);
+void gmr__vmf_memory_info(vmf_engine *e, gmr_memory_info *info);
+size_t gmr__vmf_regions(vmf_engine *e, gmr_vmm_pool_region *out, size_t capacity);
+gmr_status gmr__vmf_check(vmf_engine *e, char *err, size_t err_bytes);
+void gmr__vmf_fill_free_info(vmf_engine *e, gmr_failure *failure);
+
+/* ---- vmm_fine_sleep.c ------------------------------------------------------- */
+
+gmr_status gmr__vmf_sleep(vmf_engine *e, const gmr_vmm_pool_sleep_options *o, gmr_failure *failure);
+gmr_status gmr__vmf_wake(vmf_engine *e, const gmr_vmm_pool_wake_options *o, gmr_failure *failure);
+
+#endif /* GMR_RESOURCES_VMM_POOL_VMM_FINE_H_ */

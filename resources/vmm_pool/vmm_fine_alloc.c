@@ -1,0 +1,510 @@
+/*
+ * resources/vmm_pool/vmm_fine_alloc.c (internal): allocation, free, bad
+ * frees, record_stream and extend of the fine placement engine
+ * (vmm_fine.h).
+ *
+ * allocate(stream T), in order (gmr's pool's steps, over VMM memory):
+ *  1. the best fit among the free regions filed under T and the shared ones
+ *     (no CUDA call; this is the whole path once the pool is warm);
+ *  2. other streams' free regions whose work is known done: each such
+ *     stream's event is recorded once if needed (default streams are
+ *     recorded lazily) and queried; a done stream's regions become shared;
+ *  3. a region of a stream whose work is pending: T waits for that stream's
+ *     event on the GPU (cudaStreamWaitEvent) and takes all of its regions;
+ *  4. new or moved physical memory (vmm_fine_native.c, vmm_fine_chunks.c).
+ * Steps 2-3 are skipped while T captures a graph (no stream-ordered call on
+ * other streams); step 4 then runs in relaxed capture mode.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/failure.h"
+#include "resources/vmm_pool/vmm_fine.h"
+
+static size_t norm_alignment(size_t alignment) {
+  return alignment <= VMF_UNIT ? VMF_UNIT : alignment;
+}
+
+/* ---- the live map ------------------------------------------------------------ */
+
+static vmf_region *live_region(vmf_engine *e, const void *ptr, bool *freed) {
+  uint64_t v = 0;
+  *freed = false;
+  if (!gmr__u64_map_get(&e->live, (uint64_t)(uintptr_t)ptr, &v)) return NULL;
+  if (v == VMF_FREED) {
+    *freed = true;
+    return NULL;
+  }
+  return (vmf_region *)(uintptr_t)v;
+}
+
+/* Keep "freed" marks from outgrowing the live entries: rebuild the map
+ * without them when they are many (a double free older than that is then
+ * reported as an unknown pointer). */
+static void purge_freed_marks(vmf_engine *e) {
+  size_t held = e->live_count + e->asleep_count; /* the other entries are marks */
+  size_t marks = e->live.count - held;
+  if (marks < 4096 || marks < 2 * held) return;
+  gmr__u64_map fresh = GMR__U64_MAP_INIT;
+  if (!gmr__u64_map_reserve(&fresh, held + 16)) return;
+  size_t cursor = 0;
+  uint64_t k = 0, v = 0;
+  while (gmr__u64_map_next(&e->live, &cursor, &k, &v)) {
+    if (v != VMF_FREED) (void)gmr__u64_map_put(&fresh, k, v);
+  }
+  gmr__u64_map_clear(&e->live);
+  e->live = fresh;
+}
+
+bool gmr__vmf_owns(vmf_engine *e, const void *ptr) {
+  bool freed = false;
+  return live_region(e, ptr, &freed) != NULL;
+}
+
+/* ---- taking a region ----------------------------------------------------------- */
+
+vmf_region *gmr__vmf_take(vmf_engine *e, vmf_region *r, size_t bytes, size_t alignment,
+                          gmr_stream stream) {
+  if (alignment > VMF_UNIT) {
+    uintptr_t start = (r->addr + alignment - 1) & ~(uintptr_t)(alignment - 1);
+    if (start > r->addr) {
+      vmf_region *tail = gmr__vmf_region_new(e); /* reserved by the caller */
+      gmr__vmf_split(e, r, start - r->addr, tail);
+      gmr__vmf_bin_insert(e, r); /* the bytes before stay free */
+      r = tail;
+    }
+  }
+  if (r->bytes > bytes) {
+    vmf_region *tail = gmr__vmf_region_new(e);
+    gmr__vmf_split(e, r, bytes, tail);
+    gmr__vmf_bin_insert(e, tail); /* the rest stays free, in r's slot */
+  }
+  gmr__vmf_set_state(e, r, VMF_LIVE);
+  r->stream = stream;
+  r->tag = e->default_tag;
+  (void)gmr__u64_map_put(&e->live, (uint64_t)r->addr, (uint64_t)(uintptr_t)r); /* reserved */
+  e->live_bytes += r->bytes;
+  e->live_count++;
+  if (e->live_bytes > e->peak_live_bytes) e->peak_live_bytes = e->live_bytes;
+  return r;
+}
+
+/* ---- other streams ----------------------------------------------------------------- */
+
+/* `record`: record events on default streams that freed memory (never
+ * during a capture: the legacy stream would join it); else query only the
+ * events already recorded. */
+static void settle_except(vmf_engine *e, uint32_t except, bool record) {
+  for (size_t i = 1; i < e->slot_count; ++i) {
+    vmf_slot *s = e->slots[i];
+    if (i == except || s->free_count == 0) continue;
+    if (!record && gmr__stream_event_fresh(&s->ev)) continue;
+    if (gmr__stream_event_settle(e->cuda, &s->ev, &e->events) != cudaSuccess) continue;
+    if (gmr__stream_event_query(e->cuda, &s->ev, &e->events)) {
+      gmr__vmf_move_slot(e, (uint32_t)i, VMF_SHARED);
+    }
+  }
+}
+
+void gmr__vmf_settle_all(vmf_engine *e, bool record) { settle_except(e, VMF_SHARED, record); }
+
+/* Step 3: T waits for a stream that has a fitting region and takes all of
+ * that stream's regions. Returns the region found, or NULL. */
+static vmf_region *wait_for_other(vmf_engine *e, uint32_t slot, gmr_stream stream, size_t bytes,
+                                  size_t alignment) {
+  for (size_t i = 1; i < e->slot_count; ++i) {
+    vmf_slot *s = e->slots[i];
+    if (i == slot || s->free_count == 0) continue;
+    if (gmr__vmf_bin_find(e, (uint32_t)i, bytes, alignment) == NULL) continue;
+    if (gmr__stream_event_settle(e->cuda, &s->ev, &e->events) != cudaSuccess) continue;
+    if (gmr__stream_event_wait(e->cuda, &s->ev, stream, &e->events) != cudaSuccess) continue;
+    gmr__vmf_move_slot(e, (uint32_t)i, slot);
+    return gmr__vmf_bin_find(e, slot, bytes, alignment);
+  }
+  return NULL;
+}
+
+/* ---- record_stream blockers ------------------------------------------------------- */
+
+static bool blockers_done(vmf_engine *e, vmf_extra *x, bool host_wait) {
+  for (uint32_t i = 0; i < x->blocker_count; ++i) {
+    atomic_fetch_add_explicit(host_wait ? &e->events.synchronize_count : &e->events.query_count, 1,
+                              memory_order_relaxed);
+    cudaError_t err = host_wait ? e->cuda->event_synchronize(x->blockers[i])
+                                : e->cuda->event_query(x->blockers[i]);
+    if (err != cudaSuccess) return false;
+  }
+  return true;
+}
+
+static void blocked_remove(vmf_engine *e, vmf_region *r) {
+  if (r->bin_prev != NULL) {
+    r->bin_prev->bin_next = r->bin_next;
+  } else {
+    e->blocked = r->bin_next;
+  }
+  if (r->bin_next != NULL) r->bin_next->bin_prev = r->bin_prev;
+  r->bin_prev = r->bin_next = NULL;
+  r->blocked = false;
+}
+
+void gmr__vmf_unblock(vmf_engine *e, bool host_wait) {
+  vmf_region *next = NULL;
+  for (vmf_region *r = e->blocked; r != NULL; r = next) {
+    next = r->bin_next;
+    if (!blockers_done(e, r->extra, host_wait)) continue;
+    blocked_remove(e, r);
+    gmr__vmf_free_extra(e, r);
+    /* Merging may absorb any region but the blocked ones: `next` survives. */
+    (void)gmr__vmf_file_free(e, r, r->slot);
+  }
+}
+
+/* Record an event on every stream record_stream named (but the freeing
+ * one). Nothing is kept on failure. */
+static gmr_status record_blockers(vmf_engine *e, vmf_region *r, gmr_stream stream,
+                                  cudaEvent_t **out, uint32_t *count) {
+  vmf_extra *x = r->extra;
+  *out = NULL;
+  *count = 0;
+  cudaEvent_t *ev = calloc(x->used_count, sizeof *ev);
+  if (ev == NULL) return GMR_ERR_OUT_OF_MEMORY;
+  int saved = -1;
+  cudaError_t err = gmr__cuda_device_enter(e->cuda, e->device, &saved);
+  if (err != cudaSuccess) {
+    free(ev);
+    return GMR_ERR_CUDA;
+  }
+  uint32_t n = 0;
+  for (uint32_t i = 0; err == cudaSuccess && i < x->used_count; ++i) {
+    gmr_stream u = x->used_streams[i];
+    /* A capturing stream's work runs at the graph's replay: nothing to record. */
+    if (u == stream || gmr__cuda_stream_is_capturing(e->cuda, (cudaStream_t)u)) continue;
+    err = e->cuda->event_create(&ev[n]);
+    if (err != cudaSuccess) break;
+    n++;
+    atomic_fetch_add_explicit(&e->events.record_count, 1, memory_order_relaxed);
+    err = e->cuda->event_record(ev[n - 1], (cudaStream_t)u);
+  }
+  gmr__cuda_device_leave(e->cuda, saved);
+  if (err != cudaSuccess) {
+    for (uint32_t i = 0; i < n; ++i) (void)e->cuda->event_destroy(ev[i]);
+    free(ev);
+    return GMR_ERR_CUDA;
+  }
+  *out = ev;
+  *count = n;
+  return GMR_OK;
+}
+
+/* ---- allocate ------------------------------------------------------------------------ */
+
+static gmr_status busy_asleep(gmr_failure *failure) {
+  return gmr__failure_set(failure, GMR_ERR_BUSY,
+                          "vmm_pool is asleep (gmr_vmm_pool_resource_sleep): wake it before "
+                          "allocating");
+}
+
+static vmf_region *find_usable(vmf_engine *e, uint32_t slot, size_t bytes, size_t alignment) {
+  vmf_region *own = gmr__vmf_bin_find(e, slot, bytes, alignment);
+  vmf_region *shared = gmr__vmf_bin_find(e, VMF_SHARED, bytes, alignment);
+  if (own == NULL) return shared;
+  if (shared == NULL) return own;
+  return shared->bytes < own->bytes ? shared : own;
+}
+
+/* Steps 2-4, with CUDA calls: the device current, relaxed capture mode
+ * while `stream` captures. */
+static gmr_status allocate_slow(vmf_engine *e, size_t bytes, size_t alignment, gmr_stream stream,
+                                uint32_t slot, bool capturing_api, vmf_region **out,
+                                gmr_failure *failure) {
+  int saved_device = -1;
+  cudaError_t err = gmr__cuda_device_enter(e->cuda, e->device, &saved_device);
+  if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaSetDevice", err);
+  bool capturing = capturing_api || gmr__cuda_stream_is_capturing(e->cuda, (cudaStream_t)stream);
+  enum cudaStreamCaptureMode saved_mode = cudaStreamCaptureModeGlobal;
+  if (capturing) err = gmr__cuda_capture_relaxed_enter(e->cuda, &saved_mode);
+  gmr_status st = GMR_OK;
+  vmf_region *r = NULL;
+  if (err != cudaSuccess) {
+    st = gmr__cuda_fail(failure, "cudaThreadExchangeStreamCaptureMode", err);
+  } else {
+    if (e->blocked != NULL) gmr__vmf_unblock(e, false);
+    if (!capturing) {
+      /* Frees during a capture could not record this stream's event; the
+       * stream is named now, so it exists: record it, so that its memory can
+       * go to other streams once done. */
+      vmf_slot *own = e->slots[slot];
+      if (gmr__stream_event_fresh(&own->ev) && !own->ev.lazy) {
+        gmr__stream_event_mark_freed(e->cuda, &own->ev, true, &e->events);
+      }
+      settle_except(e, slot, true);
+      r = find_usable(e, slot, bytes, alignment);
+      if (r == NULL) r = wait_for_other(e, slot, stream, bytes, alignment);
+    } else {
+      /* Capturing: no record and no wait, but memory of streams whose
+       * recorded work is done may still be used (queries, relaxed mode). */
+      settle_except(e, slot, false);
+      r = find_usable(e, slot, bytes, alignment);
+    }
+    if (r != NULL) {
+      gmr__vmf_bin_remove(e, r);
+    } else if (e->chunked) {
+      st = gmr__vmf_chunk_grow(e, bytes, alignment, stream, slot, capturing, &r, failure);
+    } else {
+      st = gmr__vmf_native_grow(e, bytes, alignment, stream, slot, capturing, &r, failure);
+    }
+    if (capturing) gmr__cuda_capture_relaxed_leave(e->cuda, saved_mode);
+  }
+  gmr__cuda_device_leave(e->cuda, saved_device);
+  *out = r;
+  return st;
+}
+
+gmr_status gmr__vmf_allocate(vmf_engine *e, size_t bytes, size_t alignment, gmr_stream stream,
+                             bool capturing_api, void **out_ptr, gmr_failure *failure) {
+  size_t align = norm_alignment(alignment);
+  if (align > e->page_bytes) {
+    return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
+                            "vmm_pool aligns allocations to at most its page (%zu bytes); %zu "
+                            "was asked",
+                            e->page_bytes, alignment);
+  }
+  if (bytes > GMR_MAX_ALLOCATION_BYTES) {
+    return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
+                            "vmm_pool: %zu bytes is more than any device has", bytes);
+  }
+  size_t n = gmr__align_up(bytes, VMF_UNIT);
+  gmr__vmf_lock(e);
+  if (e->asleep_count > 0) {
+    gmr__vmf_unlock(e);
+    return busy_asleep(failure);
+  }
+  uint32_t slot = 0;
+  if (!gmr__vmf_slot_of(e, stream, &slot) || !gmr__vmf_reserve_regions(e, 4) ||
+      !gmr__u64_map_reserve(&e->live, e->live.count + 1)) {
+    gmr__vmf_unlock(e);
+    return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
+                            "vmm_pool: host memory for the bookkeeping ran out");
+  }
+  gmr_status st = GMR_OK;
+  vmf_region *r = capturing_api ? NULL : find_usable(e, slot, n, align);
+  if (r != NULL) {
+    gmr__vmf_bin_remove(e, r);
+  } else {
+    st = allocate_slow(e, n, align, stream, slot, capturing_api, &r, failure);
+  }
+  if (st == GMR_OK) {
+    r = gmr__vmf_take(e, r, n, align, stream);
+    r->requested_bytes = bytes;
+    r->alignment = align;
+    *out_ptr = (void *)r->addr;
+  } else {
+    gmr__vmf_fill_free_info(e, failure);
+  }
+  gmr__vmf_unlock(e);
+  return st;
+}
+
+/* ---- free ----------------------------------------------------------------------------- */
+
+static gmr_status check_free(vmf_engine *e, const void *ptr, size_t bytes, size_t alignment,
+                             vmf_region **out) {
+  bool freed = false;
+  vmf_region *r = live_region(e, ptr, &freed);
+  *out = r;
+  if (r == NULL) return freed ? GMR_ERR_DOUBLE_FREE : GMR_ERR_UNKNOWN_POINTER;
+  if (gmr__align_up(bytes, VMF_UNIT) != gmr__align_up(r->requested_bytes, VMF_UNIT) ||
+      norm_alignment(alignment) != r->alignment) {
+    return GMR_ERR_FREE_MISMATCH;
+  }
+  return GMR_OK;
+}
+
+static void forget_live(vmf_engine *e, vmf_region *r) {
+  (void)gmr__u64_map_put(&e->live, (uint64_t)r->addr, VMF_FREED); /* replaces: no growth */
+  r->requested_bytes = 0;
+  r->stream = NULL;
+}
+
+/* An asleep allocation has no pages to free: it becomes free memory that
+ * wake makes whole again. */
+static void free_asleep(vmf_engine *e, vmf_region *r, uint32_t slot) {
+  if (r->extra != NULL && r->extra->saved != NULL) e->saved_bytes -= r->bytes;
+  gmr__vmf_free_extra(e, r);
+  e->asleep_bytes -= r->bytes;
+  e->asleep_count--;
+  forget_live(e, r);
+  gmr__vmf_set_state(e, r, VMF_FREE);
+  (void)gmr__vmf_file_free(e, r, slot);
+}
+
+gmr_status gmr__vmf_deallocate(vmf_engine *e, void *ptr, size_t bytes, size_t alignment,
+                               gmr_stream stream) {
+  gmr__vmf_lock(e);
+  vmf_region *r = NULL;
+  gmr_status st = check_free(e, ptr, bytes, alignment, &r);
+  uint32_t slot = 0;
+  if (st == GMR_OK && !gmr__vmf_slot_of(e, stream, &slot)) st = GMR_ERR_OUT_OF_MEMORY;
+  if (st == GMR_OK && r->state == VMF_ASLEEP) {
+    free_asleep(e, r, slot);
+    purge_freed_marks(e);
+    gmr__vmf_unlock(e);
+    return GMR_OK;
+  }
+  cudaEvent_t *blockers = NULL;
+  uint32_t blocker_count = 0;
+  if (st == GMR_OK && r->extra != NULL && r->extra->used_count > 0) {
+    st = record_blockers(e, r, stream, &blockers, &blocker_count);
+  }
+  if (st != GMR_OK) {
+    gmr__vmf_unlock(e);
+    return st;
+  }
+  /* Reuse by other streams waits for this stream's work (recorded now on a
+   * created stream, lazily on a default one). */
+  gmr__stream_event_mark_freed(e->cuda, &e->slots[slot]->ev, false, &e->events);
+  forget_live(e, r);
+  e->live_bytes -= r->bytes;
+  e->live_count--;
+  gmr__vmf_free_extra(e, r);
+  gmr__vmf_set_state(e, r, VMF_FREE);
+  if (blocker_count > 0) {
+    vmf_extra *x = gmr__vmf_extra(r);
+    if (x != NULL) {
+      x->blockers = blockers;
+      x->blocker_count = blocker_count;
+      r->slot = slot;
+      r->blocked = true;
+      r->bin_prev = NULL;
+      r->bin_next = e->blocked;
+      if (e->blocked != NULL) e->blocked->bin_prev = r;
+      e->blocked = r;
+      blockers = NULL;
+    }
+  }
+  if (blockers != NULL) { /* no host memory to keep them: wait now instead */
+    for (uint32_t i = 0; i < blocker_count; ++i) {
+      (void)e->cuda->event_synchronize(blockers[i]);
+      (void)e->cuda->event_destroy(blockers[i]);
+    }
+    free(blockers);
+  }
+  if (!r->blocked) (void)gmr__vmf_file_free(e, r, slot);
+  purge_freed_marks(e);
+  gmr__vmf_unlock(e);
+  return GMR_OK;
+}
+
+/* ---- record_stream, tags --------------------------------------------------------- */
+
+gmr_status gmr__vmf_record_stream(vmf_engine *e, void *ptr, gmr_stream stream) {
+  gmr__vmf_lock(e);
+  bool freed = false;
+  vmf_region *r = live_region(e, ptr, &freed);
+  gmr_status st = GMR_OK;
+  if (r == NULL) {
+    st = freed ? GMR_ERR_DOUBLE_FREE : GMR_ERR_UNKNOWN_POINTER;
+  } else if (stream != r->stream) {
+    vmf_extra *x = gmr__vmf_extra(r);
+    bool known = false;
+    for (uint32_t i = 0; x != NULL && i < x->used_count && !known; ++i) {
+      known = x->used_streams[i] == stream;
+    }
+    if (x == NULL) {
+      st = GMR_ERR_OUT_OF_MEMORY;
+    } else if (!known) {
+      gmr_stream *s = realloc(x->used_streams, (x->used_count + 1) * sizeof *s);
+      if (s == NULL) {
+        st = GMR_ERR_OUT_OF_MEMORY;
+      } else {
+        s[x->used_count++] = stream;
+        x->used_streams = s;
+      }
+    }
+  }
+  gmr__vmf_unlock(e);
+  return st;
+}
+
+gmr_status gmr__vmf_set_tag(vmf_engine *e, void *ptr, uint32_t tag) {
+  gmr__vmf_lock(e);
+  bool freed = false;
+  vmf_region *r = live_region(e, ptr, &freed);
+  if (r != NULL) r->tag = tag;
+  gmr__vmf_unlock(e);
+  return r != NULL ? GMR_OK : GMR_ERR_UNKNOWN_POINTER;
+}
+
+/* ---- extend ------------------------------------------------------------------------- */
+
+gmr_status gmr__vmf_extend(vmf_engine *e, void *ptr, size_t bytes, size_t new_bytes,
+                           size_t alignment, gmr_stream stream, gmr_failure *failure) {
+  gmr__vmf_lock(e);
+  vmf_region *r = NULL;
+  gmr_status st = check_free(e, ptr, bytes, alignment, &r);
+  if (st != GMR_OK) {
+    gmr__vmf_unlock(e);
+    return gmr__failure_set(failure, st, "vmm_pool: %p is not a live allocation of %zu bytes", ptr,
+                            bytes);
+  }
+  if (e->asleep_count > 0) {
+    gmr__vmf_unlock(e);
+    return busy_asleep(failure);
+  }
+  size_t want = gmr__align_up(new_bytes, VMF_UNIT);
+  size_t grow = want > r->bytes ? want - r->bytes : 0;
+  uint32_t slot = 0;
+  if (grow > 0 && (!gmr__vmf_slot_of(e, stream, &slot) || !gmr__vmf_reserve_regions(e, 4))) {
+    gmr__vmf_unlock(e);
+    return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
+                            "vmm_pool: host memory for the bookkeeping ran out");
+  }
+  vmf_region *n = r->next;
+  bool usable = n != NULL && n->state == VMF_FREE && !n->blocked &&
+                (n->slot == slot || n->slot == VMF_SHARED);
+  if (grow == 0) {
+    st = GMR_OK;
+  } else if (usable && n->bytes >= grow) {
+    gmr__vmf_bin_remove(e, n);
+    if (n->bytes > grow) {
+      vmf_region *tail = gmr__vmf_region_new(e);
+      gmr__vmf_split(e, n, grow, tail);
+      gmr__vmf_bin_insert(e, tail);
+    }
+    gmr__vmf_absorb_next(e, r);
+    e->live_bytes += grow;
+  } else if (e->chunked) {
+    st = gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
+                          "vmm_pool: the %zu bytes after the allocation at %p are not free "
+                          "(extend grows in place only)",
+                          grow, ptr);
+  } else {
+    int saved_device = -1;
+    cudaError_t err = gmr__cuda_device_enter(e->cuda, e->device, &saved_device);
+    if (err != cudaSuccess) {
+      st = gmr__cuda_fail(failure, "cudaSetDevice", err);
+    } else {
+      bool capturing = gmr__cuda_stream_is_capturing(e->cuda, (cudaStream_t)stream);
+      enum cudaStreamCaptureMode saved_mode = cudaStreamCaptureModeGlobal;
+      if (capturing) err = gmr__cuda_capture_relaxed_enter(e->cuda, &saved_mode);
+      if (err != cudaSuccess) {
+        st = gmr__cuda_fail(failure, "cudaThreadExchangeStreamCaptureMode", err);
+      } else {
+        st = gmr__vmf_native_extend(e, r, grow, stream, slot, capturing, failure);
+        if (capturing) gmr__cuda_capture_relaxed_leave(e->cuda, saved_mode);
+      }
+      gmr__cuda_device_leave(e->cuda, saved_device);
+    }
+  }
+  if (st == GMR_OK) {
+    if (e->live_bytes > e->peak_live_bytes) e->peak_live_bytes = e->live_bytes;
+    r->requested_bytes = new_bytes;
+    if (grow > 0) e->counts.extend++;
+  } else if (st == GMR_ERR_OUT_OF_MEMORY) {
+    gmr__vmf_fill_free_info(e, failure);
+  }
+  gmr__vmf_unlock(e);
+  return st;
+}

@@ -1,0 +1,279 @@
+/*
+ * resources/vmm_pool/vmm_fine_debug.c (internal): what the fine placement
+ * engine tells about itself (vmm_fine.h): statistics, memory info, the
+ * region list and the invariant check. Lock held by the caller unless said.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/failure.h"
+#include "resources/vmm_pool/vmm_fine.h"
+
+static size_t free_total(const vmf_engine *e) {
+  size_t n = 0;
+  for (const vmf_arena *a = e->arenas; a != NULL; a = a->next) n += a->free_bytes;
+  return n;
+}
+
+static size_t free_count(const vmf_engine *e) {
+  size_t n = 0;
+  for (size_t i = 0; i < e->slot_count; ++i) n += e->slots[i]->free_count;
+  for (const vmf_region *r = e->blocked; r != NULL; r = r->bin_next) n++;
+  return n;
+}
+
+/* The largest free region: the largest bin's largest member, per slot. */
+static size_t largest_free(const vmf_engine *e) {
+  size_t best = 0;
+  for (size_t i = 0; i < e->slot_count; ++i) {
+    const vmf_slot *s = e->slots[i];
+    if (s->fl_bitmap == 0) continue;
+    unsigned fl = 63u - (unsigned)__builtin_clzll(s->fl_bitmap);
+    unsigned sl = 31u - (unsigned)__builtin_clz(s->sl_bitmap[fl]);
+    for (const vmf_region *r = s->bins[fl][sl]; r != NULL; r = r->bin_next) {
+      if (r->bytes > best) best = r->bytes;
+    }
+  }
+  return best;
+}
+
+void gmr__vmf_fill_free_info(vmf_engine *e, gmr_failure *failure) {
+  if (failure == NULL) return;
+  failure->free_info_known = true;
+  failure->free_bytes = free_total(e);
+  failure->largest_free_block_bytes = largest_free(e);
+}
+
+void gmr__vmf_fill_stats(vmf_engine *e, gmr_vmm_pool_resource_stats *s) {
+  gmr__vmf_lock(e);
+  if (e->chunked) {
+    s->small_live_bytes = e->live_bytes;
+    s->small_live_count = e->live_count;
+    gmr__vmf_unlock(e);
+    return;
+  }
+  s->mapped_bytes = e->held_bytes;
+  s->peak_mapped_bytes = e->peak_held_bytes;
+  for (const vmf_arena *a = e->arenas; a != NULL; a = a->next) s->reserved_bytes += a->bytes;
+  s->va_chunk_count = e->arena_count;
+  s->live_bytes = e->live_bytes;
+  s->live_count = e->live_count;
+  s->free_bytes = free_total(e);
+  s->free_region_count = free_count(e);
+  s->hole_bytes = e->hole_bytes;
+  s->hole_count = e->hole_count;
+  s->asleep_bytes = e->asleep_bytes;
+  s->asleep_count = e->asleep_count;
+  s->saved_bytes = e->saved_bytes;
+  s->page_create_count = e->counts.create;
+  s->page_release_count = e->counts.release;
+  s->map_count = e->counts.map;
+  s->unmap_count = e->counts.unmap;
+  s->defrag_count = e->counts.harvest;
+  s->remapped_page_count = e->counts.harvested_pages;
+  s->extend_count = e->counts.extend;
+  s->event_record_count = atomic_load(&e->events.record_count);
+  s->event_query_count = atomic_load(&e->events.query_count);
+  s->stream_wait_count = atomic_load(&e->events.wait_count);
+  s->event_synchronize_count = atomic_load(&e->events.synchronize_count);
+  s->sleep_count = e->counts.sleep;
+  s->wake_count = e->counts.wake;
+  gmr__vmf_unlock(e);
+}
+
+void gmr__vmf_memory_info(vmf_engine *e, gmr_memory_info *info) {
+  gmr__vmf_lock(e);
+  info->held_bytes = e->held_bytes;
+  info->live_bytes = e->live_bytes;
+  info->free_bytes = free_total(e);
+  info->largest_free_block_bytes = largest_free(e);
+  info->free_block_count = free_count(e);
+  gmr__vmf_unlock(e);
+}
+
+static void describe(const vmf_engine *e, const vmf_region *r, gmr_vmm_pool_region *out) {
+  out->addr = (void *)r->addr;
+  out->bytes = r->bytes;
+  out->kind = (gmr_vmm_pool_region_kind)r->state;
+  out->stream = r->state == VMF_FREE   ? (r->slot == VMF_SHARED ? NULL : e->slot_streams[r->slot])
+                : r->state == VMF_LIVE ? r->stream
+                                       : NULL;
+  out->pending = r->state == VMF_FREE && (r->slot != VMF_SHARED || r->blocked);
+  out->internal = false;
+  out->tag = r->state == VMF_LIVE || r->state == VMF_ASLEEP ? r->tag : 0;
+  out->va_chunk_index = r->arena->index;
+}
+
+size_t gmr__vmf_regions(vmf_engine *e, gmr_vmm_pool_region *out, size_t capacity) {
+  gmr__vmf_lock(e);
+  size_t n = 0;
+  for (const vmf_arena *a = e->arenas; a != NULL; a = a->next) {
+    for (const vmf_region *r = a->first; r != NULL; r = r->next) {
+      if (n < capacity) describe(e, r, &out[n]);
+      n++;
+    }
+  }
+  gmr__vmf_unlock(e);
+  return n;
+}
+
+/* ---- invariants --------------------------------------------------------------- */
+
+static gmr_status violation(char *err, size_t err_bytes, const char *fmt, ...) {
+  if (err != NULL && err_bytes > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_bytes, fmt, ap);
+    va_end(ap);
+  }
+  return GMR_ERR_INTERNAL;
+}
+
+static const char *const state_names[] = {"hole", "free", "live", "zombie", "asleep"};
+
+typedef struct sums {
+  size_t live_bytes, live_count, asleep_bytes, asleep_count, hole_bytes, hole_count;
+  size_t live_entries;
+  size_t slot_bytes[64], slot_count[64];
+} sums;
+
+static gmr_status check_pages(const vmf_engine *e, const vmf_arena *a, const vmf_region *r,
+                              char *err, size_t err_bytes) {
+  if (e->chunked) return GMR_OK;
+  uintptr_t first = r->addr / e->page_bytes * e->page_bytes;
+  for (uintptr_t p = first; p < r->addr + r->bytes; p += e->page_bytes) {
+    const vmf_handle *h = a->pages[(p - a->base) / e->page_bytes];
+    bool must = r->state == VMF_LIVE || (r->state == VMF_FREE && e->asleep_count == 0);
+    if (r->state == VMF_HOLE && h != NULL) {
+      return violation(err, err_bytes, "hole at %#zx has a page mapped at %#zx", (size_t)r->addr,
+                       (size_t)p);
+    }
+    if (must && h == NULL) {
+      return violation(err, err_bytes, "%s region at %#zx lacks a page at %#zx",
+                       state_names[r->state], (size_t)r->addr, (size_t)p);
+    }
+    if (h != NULL && (h->va > p || h->va + h->bytes <= p)) {
+      return violation(err, err_bytes, "page at %#zx points at a handle mapped elsewhere",
+                       (size_t)p);
+    }
+  }
+  return GMR_OK;
+}
+
+static gmr_status check_region(const vmf_engine *e, const vmf_arena *a, const vmf_region *prev,
+                               const vmf_region *r, uintptr_t at, sums *s, char *err,
+                               size_t err_bytes) {
+  if (r->arena != a || r->prev != prev || r->addr != at || r->bytes == 0 ||
+      r->bytes % VMF_UNIT != 0) {
+    return violation(err, err_bytes, "region at %#zx breaks the tiling of arena %zu",
+                     (size_t)r->addr, a->index);
+  }
+  if (r->state == VMF_HOLE &&
+      (r->addr % e->page_bytes != 0 || r->bytes % e->page_bytes != 0 || e->chunked)) {
+    return violation(err, err_bytes, "hole at %#zx is not whole pages", (size_t)r->addr);
+  }
+  if (prev != NULL && prev->state == VMF_HOLE && r->state == VMF_HOLE) {
+    return violation(err, err_bytes, "two holes touch at %#zx", (size_t)r->addr);
+  }
+  if (prev != NULL && prev->state == VMF_FREE && r->state == VMF_FREE && !prev->blocked &&
+      !r->blocked && prev->slot == r->slot) {
+    return violation(err, err_bytes, "free regions of one slot touch unmerged at %#zx",
+                     (size_t)r->addr);
+  }
+  if (r->state == VMF_FREE) {
+    if (r->binned == r->blocked || r->slot >= e->slot_count) {
+      return violation(err, err_bytes, "free region at %#zx is %s", (size_t)r->addr,
+                       r->blocked ? "blocked and filed" : "neither filed nor blocked");
+    }
+    if (r->binned && r->slot < 64) {
+      s->slot_bytes[r->slot] += r->bytes;
+      s->slot_count[r->slot]++;
+    }
+  } else if (r->binned || r->blocked) {
+    return violation(err, err_bytes, "%s region at %#zx is filed as free", state_names[r->state],
+                     (size_t)r->addr);
+  }
+  if (r->state == VMF_LIVE || r->state == VMF_ASLEEP) {
+    uint64_t v = 0;
+    if (!gmr__u64_map_get(&e->live, (uint64_t)r->addr, &v) || v != (uint64_t)(uintptr_t)r) {
+      return violation(err, err_bytes, "live region at %#zx is not in the live map",
+                       (size_t)r->addr);
+    }
+    s->live_entries++;
+    if (r->state == VMF_LIVE) {
+      s->live_bytes += r->bytes;
+      s->live_count++;
+    } else {
+      s->asleep_bytes += r->bytes;
+      s->asleep_count++;
+    }
+  }
+  if (r->state == VMF_HOLE) {
+    s->hole_bytes += r->bytes;
+    s->hole_count++;
+  }
+  return check_pages(e, a, r, err, err_bytes);
+}
+
+static gmr_status check_handles(const vmf_engine *e, char *err, size_t err_bytes) {
+  size_t held = 0, n = 0;
+  for (const vmf_handle *h = e->handles; h != NULL; h = h->next, ++n) {
+    held += h->bytes;
+    if (h->va == 0) return violation(err, err_bytes, "a handle is mapped nowhere");
+    const vmf_arena *a = gmr__vmf_arena_of((vmf_engine *)(uintptr_t)e, h->va);
+    if (a == NULL || h->va + h->bytes > a->base + a->bytes) {
+      return violation(err, err_bytes, "handle at %#zx is outside every arena", (size_t)h->va);
+    }
+    for (uintptr_t p = h->va; p < h->va + h->bytes; p += e->page_bytes) {
+      if (a->pages[(p - a->base) / e->page_bytes] != h) {
+        return violation(err, err_bytes, "page table at %#zx disagrees with its handle", (size_t)p);
+      }
+    }
+  }
+  if (n != e->handle_count || (!e->chunked && held != e->held_bytes)) {
+    return violation(err, err_bytes, "%zu handles hold %zu bytes, counted %zu and %zu", n, held,
+                     e->handle_count, e->held_bytes);
+  }
+  return GMR_OK;
+}
+
+gmr_status gmr__vmf_check(vmf_engine *e, char *err, size_t err_bytes) {
+  sums s;
+  memset(&s, 0, sizeof s);
+  gmr_status st = GMR_OK;
+  size_t index_prev = 0, arenas = 0;
+  for (const vmf_arena *a = e->arenas; a != NULL && st == GMR_OK; a = a->next, ++arenas) {
+    if (arenas > 0 && a->index <= index_prev) st = violation(err, err_bytes, "arenas out of order");
+    index_prev = a->index;
+    uintptr_t at = a->base;
+    size_t free_bytes = 0;
+    const vmf_region *prev = NULL;
+    for (const vmf_region *r = a->first; r != NULL && st == GMR_OK; prev = r, r = r->next) {
+      st = check_region(e, a, prev, r, at, &s, err, err_bytes);
+      if (r->state == VMF_FREE) free_bytes += r->bytes;
+      at += r->bytes;
+    }
+    if (st == GMR_OK && at != a->base + a->bytes) {
+      st = violation(err, err_bytes, "arena %zu is not tiled to its end", a->index);
+    }
+    if (st == GMR_OK && free_bytes != a->free_bytes) {
+      st = violation(err, err_bytes, "arena %zu counts %zu free bytes, has %zu", a->index,
+                     a->free_bytes, free_bytes);
+    }
+  }
+  if (st == GMR_OK && arenas != e->arena_count) st = violation(err, err_bytes, "arena count");
+  for (size_t i = 0; st == GMR_OK && i < e->slot_count && i < 64; ++i) {
+    if (s.slot_bytes[i] != e->slots[i]->free_bytes || s.slot_count[i] != e->slots[i]->free_count) {
+      st = violation(err, err_bytes, "slot %zu's index disagrees with its regions", i);
+    }
+  }
+  if (st == GMR_OK && (s.live_bytes != e->live_bytes || s.live_count != e->live_count ||
+                       s.asleep_bytes != e->asleep_bytes || s.asleep_count != e->asleep_count ||
+                       s.hole_bytes != e->hole_bytes || s.hole_count != e->hole_count ||
+                       s.live_entries != e->live_count + e->asleep_count)) {
+    st = violation(err, err_bytes, "counters disagree with the regions");
+  }
+  if (st == GMR_OK) st = check_handles(e, err, err_bytes);
+  return st;
+}
