@@ -154,13 +154,15 @@
  *
  * Bad frees (deallocate, gmr_graph_arena_resource_return_block): the arena
  * refuses them, changing nothing: GMR_ERR_FREE_MISMATCH for a live block
- * freed with another size; GMR_ERR_DOUBLE_FREE for the start of a block that
- * was freed already (by the caller, or by a reset or rewind), or an id whose
- * block is gone; GMR_ERR_UNKNOWN_POINTER for any other pointer or id (with
- * UNCAPTURED_FORWARD, a pointer outside the arena's chunks goes to the
- * upstream, which judges it, unless nothing was ever forwarded). A free on
- * another stream than the allocation's is accepted (stream-ordered
- * semantics); under ORDERED_REUSE its bytes are reused only on that stream.
+ * freed with another size or alignment; GMR_ERR_DOUBLE_FREE for the start of
+ * a block that was freed already (by the caller, or by a reset or rewind), or
+ * an id whose block is gone; GMR_ERR_UNKNOWN_POINTER for any other pointer or
+ * id. With UNCAPTURED_FORWARD, a pointer outside the arena's chunks goes to
+ * the upstream, which judges it, unless no forwarded block is live: then it
+ * cannot be one, and it is GMR_ERR_UNKNOWN_POINTER without asking the
+ * upstream (which may keep no books). A free on another stream than the
+ * allocation's is accepted (stream-ordered semantics); under ORDERED_REUSE
+ * its bytes are reused only on that stream.
  * A capture may end while blocks of its graph memory are live: they stay
  * allocated, their bytes kept for the graph until the memory is released.
  *
