@@ -54,7 +54,16 @@
  * forwarded to the upstream's allocate_capturing; the OOM policy does not run
  * for it (trim or wait could synchronise or stall the capture), the upstream's
  * failure is returned as is. record_stream is forwarded to the upstream;
- * get_memory_info, trim and the footprint are answered from below.
+ * get_memory_info, trim and the footprint are answered from below. extend
+ * (gmr_extend, growth in place) is charged the difference between the
+ * charges of the new and the old size, against the global limit and, with
+ * per_stream, the limit of the stream the allocation is charged to (whatever
+ * stream the growth is ordered on; a pointer that is not live there is
+ * GMR_ERR_UNKNOWN_POINTER), through the limit policy like an allocation,
+ * before the upstream's extend is asked; a refused or failed growth charges
+ * nothing. The OOM policy does not run for it (a caller whose extend fails
+ * allocates elsewhere, and that allocation runs it). Allocation counts do not
+ * change; the later free gives the new size.
  *
  * Events (gmr/events.h): LIMIT_REFUSED, LIMIT_RAISED, LIMIT_OVERAGE, and the
  * OOM events of its policy.

@@ -58,7 +58,11 @@
  * Optional slots: an allocation for a capture (allocate_capturing, forwarded
  * to the upstream's) gets the same range, counter sample and failure marks as
  * an allocation; record_stream is forwarded (no range); get_memory_info is
- * answered from below.
+ * answered from below. A growth in place (gmr_extend, forwarded to the
+ * upstream's extend) gets a range "extend (stream ..)" in the allocate
+ * category with the bytes added as payload, a counter sample after success
+ * (the bytes added count as in use), and a mark "extend failed: ..." in the
+ * failure category when it fails (the counter then stays).
  *
  * Thread-safe: yes (atomics; a mutex only when a new stream is first seen; a
  * read lock of the table of adaptors while a policy event is marked, which

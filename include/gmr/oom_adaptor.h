@@ -15,7 +15,10 @@
  * allocate_capturing is forwarded to the upstream's allocate_capturing
  * without running the policy (a trim or a wait could synchronise or stall
  * the capture; the failure is returned as is); get_memory_info, trim and the
- * footprint are answered from below. With the `fail` policy the adaptor calls
+ * footprint are answered from below. extend (gmr_extend, growth in place) is
+ * forwarded to the upstream's without the policy: a caller whose extend fails
+ * allocates elsewhere, and that allocation runs it; the live count does not
+ * change. With the `fail` policy the adaptor calls
  * its upstream directly and never enters the policy machinery.
  *
  * Events (gmr/events.h): OOM_RETRY, OOM_TRIM, OOM_WAIT, OOM_GAVE_UP.

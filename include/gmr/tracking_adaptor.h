@@ -34,7 +34,13 @@
  * the ordinary deallocate). record_stream refuses a pointer that is not live
  * here with GMR_ERR_UNKNOWN_POINTER (the upstream never sees it) and forwards
  * the others. get_memory_info, trim and the footprint are answered from
- * below.
+ * below. extend (gmr_extend) checks the live entry first (not live:
+ * GMR_ERR_UNKNOWN_POINTER; another size or alignment: GMR_ERR_FREE_MISMATCH;
+ * the upstream never sees either), forwards to the upstream's extend, and on
+ * success records the new size (the free must then give it) and counts the
+ * bytes added to the allocation's owner, the overall counters and an open
+ * scope, as bytes allocated; allocation counts do not change.
+ * pre: no free of an allocation runs while it is being extended.
  *
  * Thread-safe: yes. Owner counters are atomics, each owner's on a cache line
  * of its own; the overall counters are kept per thread (see
