@@ -158,6 +158,11 @@ GMR_API gmr_status gmr_cuda_sim_disable(void);
  * without side effects. One rule per call kind; a new rule replaces the old.
  * Example: the 3rd cudaMalloc from now fails with cudaErrorMemoryAllocation:
  *   gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 2, 1, 2);
+ * A failed call has no effect, as a real call that returns an error: in
+ * particular a failed cudaThreadExchangeStreamCaptureMode leaves the thread's
+ * mode as it was. (The real call refuses only an invalid mode, or fails in a
+ * context broken by a sticky error; gmr retries a restore once and otherwise
+ * restores the mode at the thread's next relaxed section: core/cuda_layer.h.)
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT for an unknown call or cuda_error 0;
  * GMR_ERR_UNSUPPORTED if the simulation is not enabled.
  */
