@@ -391,12 +391,21 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_begin_capture(
  *
  * Thread-safe: yes (thread-local state); the hint applies to the calling
  * thread only. Stream/device: no CUDA call.
- * Returns GMR_OK; enter: GMR_ERR_INVALID_ARGUMENT when 2^32 - 1 hints are up;
- * leave: GMR_ERR_INVALID_ARGUMENT when no hint is up (nothing changed).
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT when 2^32 - 1 hints are up
+ * (nothing changed).
  * Source: PyTorch's allocator asks CUDA about capture only while a capture it
  * was told of is under way (beginAllocateToPool).
  */
 GMR_API gmr_status gmr_graph_arena_resource_thread_hint_enter(void);
+
+/**
+ * Take down the calling thread's innermost hint raised by
+ * gmr_graph_arena_resource_thread_hint_enter(); with none left, hinted arenas
+ * stop asking CUDA about this thread's requests.
+ * Thread-safe: yes (thread-local state). Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT when no hint is up (nothing
+ * changed).
+ */
 GMR_API gmr_status gmr_graph_arena_resource_thread_hint_leave(void);
 
 /**
@@ -519,8 +528,8 @@ GMR_API gmr_status gmr_graph_arena_resource_rewind(gmr_graph_arena_resource *are
  * bytes gives *out_ptr NULL and *out_id 0, and so does nothing else: a request forwarded to the
  * upstream (UNCAPTURED_FORWARD, outside sessions) has no id (*out_id 0). `failure` may be NULL.
  *
- * Thread-safe: yes. Stream/device, returns and state after failure: as the
- *   arena's allocate (gmr_allocate_ex); on failure *out_id is 0.
+ * Thread-safe: yes. Stream/device, Returns and state after failure: as
+ *   gmr_allocate_ex() on the arena; on failure *out_id is 0.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_allocate(gmr_graph_arena_resource *arena,
                                                                    size_t bytes, size_t alignment,
@@ -542,14 +551,23 @@ typedef struct gmr_graph_arena_block_info {
 
 /**
  * Look up a live block by id (GetBlock of the C# CUDA graph memory pool
- * spec) / by its pointer.
- * Thread-safe: yes. No CUDA call.
+ * spec).
+ * Thread-safe: yes (the arena's lock). Stream/device: no CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL argument);
- * GMR_ERR_UNKNOWN_POINTER (no live block has that id / pointer: never
- * allocated, freed, reset or rewound). On failure *out is zeroed.
+ * GMR_ERR_UNKNOWN_POINTER (no live block has that id: never allocated,
+ * freed, reset or rewound). On failure *out is zeroed.
  */
 GMR_API gmr_status gmr_graph_arena_resource_get_block(gmr_graph_arena_resource *arena, uint64_t id,
                                                       gmr_graph_arena_block_info *out);
+
+/**
+ * Look up the live block that starts at `ptr`.
+ * Thread-safe: yes (the arena's lock). Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL argument);
+ * GMR_ERR_UNKNOWN_POINTER (no live block of the arena starts there: never
+ * allocated, freed, reset, rewound, or forwarded to the upstream). On failure
+ * *out is zeroed.
+ */
 GMR_API gmr_status gmr_graph_arena_resource_find_block(gmr_graph_arena_resource *arena,
                                                        const void *ptr,
                                                        gmr_graph_arena_block_info *out);
@@ -624,12 +642,17 @@ GMR_API gmr_status gmr_graph_arena_resource_get_stats(gmr_graph_arena_resource *
 GMR_API gmr_graph_arena_resource_config
 gmr_graph_arena_resource_get_config(const gmr_graph_arena_resource *arena);
 
-/** "monotone" / "ordered_reuse" / "unknown". Static string. */
+/**
+ * "monotone", "ordered_reuse", or "unknown" for another value.
+ * Ownership: static string. Thread-safe: yes. Never fails; no CUDA call.
+ */
 GMR_API const char *gmr_graph_arena_resource_policy_name(gmr_graph_arena_policy policy);
 
 /**
- * Parse "monotone" or "ordered_reuse". Returns GMR_OK, or
- * GMR_ERR_INVALID_ARGUMENT (NULL argument or unknown name; *out unchanged).
+ * Parse "monotone" or "ordered_reuse" into a capture policy.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (NULL argument or unknown
+ * name; on failure *out is unchanged).
  */
 GMR_API GMR_NODISCARD gmr_status
 gmr_graph_arena_resource_policy_from_name(const char *name, gmr_graph_arena_policy *out);

@@ -129,14 +129,14 @@ GMR_API gmr_log_adaptor *gmr_log_adaptor_from_resource(gmr_resource *r);
 GMR_API gmr_status gmr_log_adaptor_flush(gmr_log_adaptor *a);
 
 /**
- * Rows written so far, the header not included. Thread-safe: yes; may miss a
- * row being written.
+ * Rows written so far, the header not included (0 for NULL). Thread-safe:
+ * yes; may miss a row being written.
  */
 GMR_API uint64_t gmr_log_adaptor_get_row_count(const gmr_log_adaptor *a);
 
 /**
- * Rows (or flushes) the C library failed to write, e.g. on a full disk.
- * Thread-safe: yes; may miss a row being written.
+ * Rows (or flushes) the C library failed to write, e.g. on a full disk (0 for
+ * NULL). Thread-safe: yes; may miss a row being written.
  */
 GMR_API uint64_t gmr_log_adaptor_get_write_error_count(const gmr_log_adaptor *a);
 
