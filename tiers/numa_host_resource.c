@@ -129,8 +129,7 @@ static gmr_status numa_host_destroy(gmr_resource *self) {
 
 static gmr_status numa_host_get_footprint(const gmr_resource *self, gmr_footprint *out) {
   const gmr_numa_host_resource *r = (const gmr_numa_host_resource *)self;
-  out->held_bytes = atomic_load_explicit(&r->held.current_bytes, memory_order_relaxed);
-  out->peak_held_bytes = atomic_load_explicit(&r->held.peak_bytes, memory_order_relaxed);
+  gmr__counter_footprint(&r->held, out);
   return GMR_OK;
 }
 
