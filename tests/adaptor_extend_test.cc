@@ -10,7 +10,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmr/device.h"
@@ -444,6 +446,51 @@ TEST_F(ExtendTest, APoolGrowsItsChunkInPlaceThroughTrackingAndLimiting) {
   EXPECT_EQ(fp.held_bytes, released);
   EXPECT_EQ(0, TrackingStats(t).bytes.current);
   EXPECT_EQ(0u, gmr_limiting_adaptor_get_used_bytes(L(l)));
+}
+
+// ---- threads ----------------------------------------------------------------
+
+// Threads allocate, try to grow (the leaf grows only its newest block, so
+// most tries are refused) and free with whatever size they ended with: the
+// books of tracking and limiting end exact, and the bytes tracking counted in
+// all are the requests plus the growths that succeeded.
+TEST_F(ExtendTest, ThreadsGrowingAndFreeingLeaveExactBooks) {
+  gmr_resource *l = Limiting(up_, 16 * MiB);
+  gmr_resource *t = Tracking(l);
+  constexpr int kThreads = 4, kRounds = 300;
+  std::atomic<int> wrong{0};
+  std::atomic<long> grown{0};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < kThreads; ++k) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kRounds; ++i) {
+        void *p = nullptr;
+        if (gmr_allocate(t, 1000, 0, nullptr, &p) != GMR_OK) {
+          wrong++;
+          continue;
+        }
+        size_t bytes = 1000;
+        gmr_status st = gmr_extend(t, p, 1000, 3000, 0, nullptr, nullptr);
+        if (st == GMR_OK) {
+          bytes = 3000;
+          grown++;
+        } else if (st != GMR_ERR_UNSUPPORTED) {
+          wrong++;
+        }
+        if (gmr_deallocate(t, p, bytes, 0, nullptr) != GMR_OK) wrong++;
+      }
+    });
+  }
+  for (auto &th : threads) th.join();
+  EXPECT_EQ(0, wrong.load());
+  EXPECT_EQ(static_cast<unsigned long>(grown.load()), gmr_extend_leaf_extend_count(leaf_));
+  gmr_tracking_stats st = TrackingStats(t);
+  EXPECT_EQ(0, st.bytes.current);
+  EXPECT_EQ(0, st.allocations.current);
+  EXPECT_EQ(int64_t{kThreads} * kRounds * 1000 + grown.load() * 2000, st.bytes.total);
+  EXPECT_EQ(int64_t{kThreads} * kRounds, st.allocations.total);
+  EXPECT_EQ(0u, gmr_limiting_adaptor_get_used_bytes(L(l)));
+  EXPECT_EQ(0u, gmr_extend_leaf_live_count(leaf_));
 }
 
 // ---- the device registry's guard ---------------------------------------------
