@@ -1,8 +1,6 @@
 /*
  * tools/tiers_replay/tiers_replay.c: see tiers_replay.h.
  */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
-
 #include "tools/tiers_replay/tiers_replay.h"
 
 #include <stdarg.h>
@@ -10,11 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "gmr/device.h"
 #include "gmr/stream_pool.h"
 #include "gmr/tier_manager.h"
+#include "tools/replay/timing.h"
 
 #define GPU_CHARGE 256u
 #define DEFAULT_STACK "pool > cuda(kind=async)"
@@ -62,12 +60,6 @@ typedef struct ctx {
   size_t err_bytes;
   uint64_t line;
 } ctx;
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static size_t charge(uint64_t bytes) {
   return (size_t)((bytes + GPU_CHARGE - 1) & ~(uint64_t)(GPU_CHARGE - 1));
@@ -161,7 +153,7 @@ static bool take(ctx *c, queue *q, bool fifo, uint8_t where, size_t *out) {
 /* Time copies and their synchronisation. */
 static gmr_status sync_copies(ctx *c, uint64_t t0) {
   gmr_status st = gmr_stream_synchronize(c->stream);
-  c->r->copy_ns += now_ns() - t0;
+  c->r->copy_ns += replay_clock_now_ns() - t0;
   return st;
 }
 
@@ -182,7 +174,7 @@ static gmr_status downgrade(ctx *c, size_t need, bool force, bool *moved_any) {
     if (n == 0) return *moved_any ? GMR_OK : GMR_ERR_OUT_OF_MEMORY;
     void **dst[256];
     uint32_t dst_count[256];
-    uint64_t t0 = now_ns();
+    uint64_t t0 = replay_clock_now_ns();
     for (size_t k = 0; k < n; ++k) {
       buf *b = &c->bufs[victims[k]];
       gmr_failure f;
@@ -225,7 +217,7 @@ static gmr_status downgrade(ctx *c, size_t need, bool force, bool *moved_any) {
 /* Move the most recently downgraded buffers back while they fit under stop. */
 static gmr_status upgrade(ctx *c) {
   bool copied = false;
-  uint64_t t0 = now_ns();
+  uint64_t t0 = replay_clock_now_ns();
   size_t i = 0;
   while (take(c, &c->on_host, false, WHERE_HOST, &i)) {
     buf *b = &c->bufs[i];
@@ -421,7 +413,7 @@ gmr_status tiers_replay_run(const replay_trace *trace, const tiers_replay_option
   size_t allocs = trace->summary.alloc_count;
   c.bufs = calloc(allocs == 0 ? 1 : allocs, sizeof *c.bufs);
   if (c.bufs == NULL) return fail(&c, GMR_ERR_OUT_OF_MEMORY, "host memory");
-  uint64_t t0 = now_ns();
+  uint64_t t0 = replay_clock_now_ns();
   gmr_status st = build(&c, trace);
   for (size_t e = 0; e < trace->event_count && st == GMR_OK; ++e) {
     const replay_event *ev = &trace->events[e];
@@ -433,7 +425,7 @@ gmr_status tiers_replay_run(const replay_trace *trace, const tiers_replay_option
     }
   }
   teardown(&c, allocs);
-  out->wall_ns = now_ns() - t0;
+  out->wall_ns = replay_clock_now_ns() - t0;
   return st;
 }
 
