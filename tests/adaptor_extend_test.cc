@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <atomic>
@@ -25,6 +26,7 @@
 #include "gmr/policy.h"
 #include "gmr/pool_resource.h"
 #include "gmr/tracking_adaptor.h"
+#include "gmr/vmm_pool_resource.h"
 #include "tests/support/extend_leaf.h"
 #include "tests/support/sim_fixture.h"
 
@@ -446,6 +448,47 @@ TEST_F(ExtendTest, APoolGrowsItsChunkInPlaceThroughTrackingAndLimiting) {
   EXPECT_EQ(fp.held_bytes, released);
   EXPECT_EQ(0, TrackingStats(t).bytes.current);
   EXPECT_EQ(0u, gmr_limiting_adaptor_get_used_bytes(L(l)));
+}
+
+// The same through vmm_pool, which grows by mapping pages after the chunk
+// (tests/gpu/adaptor_extend_gpu_test runs this on a GPU).
+TEST_F(ExtendTest, APoolOverVmmPoolGrowsInPlaceThroughLimitingAndTracking) {
+  gmr_vmm_pool_resource_config vc = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
+  vc.small_pool = false;
+  vc.va_chunk_bytes = size_t{1} << 30;
+  gmr_vmm_pool_resource *vmm = nullptr;
+  gmr_failure f;
+  ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&vc, &vmm, &f)) << f.message;
+  gmr_resource *v = gmr_vmm_pool_resource_as_resource(vmm);
+  gmr_resource *t = Tracking(v);
+  gmr_resource *l = Limiting(t, 64 * MiB);
+  gmr_pool_resource_config c = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
+  c.arena_count = 1;
+  c.min_growth_bytes = 4 * MiB;
+  c.max_growth_bytes = 4 * MiB;
+  c.growth_percent = 0;
+  c.release_on_growth = false;
+  gmr_pool_resource *pool = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_pool_resource_create(l, &c, &pool));
+  gmr_resource *r = gmr_pool_resource_as_resource(pool);
+  void *a = Alloc(r, 3 * MiB);
+  void *b = Alloc(r, 3 * MiB);
+  EXPECT_EQ(static_cast<char *>(a) + 3 * MiB, b);
+  gmr_pool_stats ps = GMR_POOL_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_pool_resource_get_stats(pool, &ps));
+  EXPECT_EQ(1u, ps.in_place_growth_count);
+  std::memset(a, 0x5a, 6 * MiB);  // simulated device memory is host memory
+  EXPECT_EQ(static_cast<int64_t>(ps.held_bytes), TrackingStats(t).bytes.current);
+  EXPECT_EQ(ps.held_bytes, gmr_limiting_adaptor_get_used_bytes(L(l)));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 3 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 3 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  EXPECT_EQ(0, TrackingStats(t).bytes.current);
+  EXPECT_EQ(0u, gmr_limiting_adaptor_get_used_bytes(L(l)));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(l));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(t));
+  owned_.clear();
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(v));
 }
 
 // ---- threads ----------------------------------------------------------------
