@@ -26,6 +26,11 @@
 
 static const gmr_resource_vtbl limiting_vtbl;
 
+/* What an allocation of `bytes` is charged: rounded to charge_alignment. */
+static size_t charge_of(const gmr_limiting_adaptor *a, size_t bytes) {
+  return (bytes + a->charge_mask) & ~a->charge_mask;
+}
+
 static ptr_shard *shard_of(gmr_limiting_adaptor *a, const void *ptr) {
   return &a->shards[gmr__u64_map_shard_of(ptr, SHARD_COUNT)];
 }
@@ -131,7 +136,7 @@ static limit_scope stream_scope(gmr_limiting_adaptor *a, size_t slot) {
 }
 
 /* How a lane update changes the counting mode's counters. */
-typedef enum lane_change { LANE_ALLOCATED, LANE_FREED, LANE_FREE_UNDONE } lane_change;
+typedef enum lane_change { LANE_ALLOCATED, LANE_GREW, LANE_FREED, LANE_FREE_UNDONE } lane_change;
 
 /* Count `charge` in the calling thread's lane, unless the adaptor stopped
  * counting (then nothing is counted and false is returned: the caller uses
@@ -152,6 +157,8 @@ static bool count_in_lane(gmr_limiting_adaptor *a, size_t charge, lane_change ch
   if (counting) {
     if (change == LANE_ALLOCATED) {
       gmr__lane_counts_add(&a->counted, lane, (int64_t)charge);
+    } else if (change == LANE_GREW) {
+      gmr__lane_counts_grow(&a->counted, lane, (int64_t)charge);
     } else {
       gmr__lane_counts_sub(&a->counted, lane, (int64_t)charge, change == LANE_FREE_UNDONE);
     }
@@ -191,7 +198,7 @@ static gmr_status call_upstream(gmr_limiting_adaptor *a, bool capturing, size_t 
 static gmr_status allocate_charged(gmr_limiting_adaptor *a, bool capturing, size_t bytes,
                                    size_t alignment, gmr_stream stream, void **out_ptr,
                                    gmr_failure *failure) {
-  size_t charge = (bytes + a->charge_mask) & ~a->charge_mask;
+  size_t charge = charge_of(a, bytes);
   limit_scope global = global_scope(a);
   if (atomic_load_explicit(&a->counting, memory_order_relaxed)) {
     /* Nothing can refuse: charge after success, in this thread's lane. */
@@ -273,6 +280,74 @@ static gmr_status limiting_record_stream(gmr_resource *self, void *ptr, gmr_stre
   return gmr__forward_record_stream(((gmr_limiting_adaptor *)self)->upstream, ptr, stream);
 }
 
+/* Growth in place is charged as an allocation of the difference between the
+ * charges of the new and the old size, against the same limits (the
+ * global one, and with per_stream the limit of the stream the allocation is
+ * charged to, whatever `stream` the growth is ordered on), before the
+ * upstream is asked; the charge goes back if the upstream cannot grow. The
+ * OOM policy is not run: a caller whose extend fails allocates elsewhere,
+ * and that allocation runs it. Allocation counts do not change. */
+static gmr_status limiting_extend(gmr_resource *self, void *ptr, size_t bytes, size_t new_bytes,
+                                  size_t alignment, gmr_stream stream, gmr_failure *failure) {
+  gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
+  size_t growth = charge_of(a, new_bytes) - charge_of(a, bytes);
+  if (atomic_load_explicit(&a->counting, memory_order_relaxed)) {
+    /* Nothing can refuse: count after success, in this thread's lane. */
+    gmr_status st =
+        gmr__forward_extend(a->upstream, ptr, bytes, new_bytes, alignment, stream, failure);
+    if (st != GMR_OK || growth == 0) return st;
+    if (!count_in_lane(a, growth, LANE_GREW)) {
+      gmr__limiting_enforcing(a); /* a limit came meanwhile */
+      size_t now = atomic_fetch_add_explicit(&a->used_bytes, growth, memory_order_relaxed) + growth;
+      gmr__raise_peak(&a->peak_bytes, now);
+    }
+    return GMR_OK;
+  }
+  gmr__limiting_enforcing(a);
+  limit_scope global = global_scope(a);
+  limit_scope per = {NULL, NULL, NULL, 1};
+  if (a->per_stream) {
+    ptr_shard *sh = shard_of(a, ptr);
+    uint64_t slot = 0;
+    pthread_mutex_lock(&sh->mutex);
+    bool found = gmr__u64_map_get(&sh->map, (uint64_t)(uintptr_t)ptr, &slot);
+    pthread_mutex_unlock(&sh->mutex);
+    if (!found) {
+      return gmr__failure_set(failure, GMR_ERR_UNKNOWN_POINTER,
+                              "limiting_adaptor: cannot extend %p: not a live allocation of this "
+                              "adaptor",
+                              ptr);
+    }
+    per = stream_scope(a, (size_t)slot);
+  }
+  size_t global_reached = 0, stream_reached = 0;
+  gmr_status st = GMR_OK;
+  if (growth != 0) {
+    st = reserve(a, &global, growth, stream, &global_reached, failure);
+    if (st != GMR_OK) return st;
+    if (a->per_stream) {
+      st = reserve(a, &per, growth, stream, &stream_reached, failure);
+      if (st != GMR_OK) {
+        unreserve(&global, growth);
+        return st;
+      }
+    }
+  }
+  st = gmr__forward_extend(a->upstream, ptr, bytes, new_bytes, alignment, stream, failure);
+  if (st != GMR_OK) {
+    if (growth != 0) {
+      if (a->per_stream) unreserve(&per, growth);
+      unreserve(&global, growth);
+    }
+    return st;
+  }
+  if (growth != 0) {
+    if (a->per_stream) gmr__raise_peak(per.peak, stream_reached);
+    gmr__raise_peak(global.peak, global_reached);
+  }
+  return GMR_OK;
+}
+
 /* Counting mode trusts `bytes` (the books of a tracking adaptor above check
  * frees); false when the adaptor stopped counting before the charge came off. */
 static bool deallocate_counted(gmr_limiting_adaptor *a, void *ptr, size_t bytes, size_t alignment,
@@ -294,7 +369,7 @@ static bool deallocate_counted(gmr_limiting_adaptor *a, void *ptr, size_t bytes,
 static gmr_status limiting_deallocate(gmr_resource *self, void *ptr, size_t bytes,
                                       size_t alignment, gmr_stream stream) {
   gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
-  size_t charge = (bytes + a->charge_mask) & ~a->charge_mask;
+  size_t charge = charge_of(a, bytes);
   gmr_status counted = GMR_OK;
   if (atomic_load_explicit(&a->counting, memory_order_relaxed) &&
       deallocate_counted(a, ptr, bytes, alignment, stream, charge, &counted)) {
@@ -390,6 +465,7 @@ static const gmr_resource_vtbl limiting_vtbl = {
     .get_memory_info = NULL, /* asks the upstream */
     .record_stream = limiting_record_stream,
     .allocate_capturing = limiting_allocate_capturing,
+    .extend = limiting_extend,
 };
 
 static void release_policies(const gmr_limiting_adaptor_config *cfg) {

@@ -109,6 +109,26 @@ static gmr_status log_record_stream(gmr_resource *self, void *ptr, gmr_stream st
   return gmr__forward_record_stream(((gmr_log_adaptor *)self)->upstream, ptr, stream);
 }
 
+/* RMM's format has no action for growth in place, and a new one would stop
+ * RMM's replay from reading the file: a successful extend is written as the
+ * free of the old size and the allocation of the new size at the same
+ * address, which any replay of the format plays back faithfully (the bytes
+ * in use go from `bytes` to `new_bytes`). Both rows are written under one
+ * hold of the mutex, so no other row falls between them. A failed extend
+ * changed nothing and writes no row. */
+static gmr_status log_extend(gmr_resource *self, void *ptr, size_t bytes, size_t new_bytes,
+                             size_t alignment, gmr_stream stream, gmr_failure *failure) {
+  gmr_log_adaptor *a = (gmr_log_adaptor *)self;
+  gmr_status st =
+      gmr__forward_extend(a->upstream, ptr, bytes, new_bytes, alignment, stream, failure);
+  if (st != GMR_OK) return st;
+  pthread_mutex_lock(&a->mutex);
+  write_row_locked(a, "free", ptr, bytes, stream);
+  write_row_locked(a, "allocate", ptr, new_bytes, stream);
+  pthread_mutex_unlock(&a->mutex);
+  return GMR_OK;
+}
+
 static gmr_status log_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                  gmr_stream stream) {
   gmr_log_adaptor *a = (gmr_log_adaptor *)self;
@@ -154,6 +174,7 @@ static const gmr_resource_vtbl log_vtbl = {
     .get_memory_info = NULL, /* likewise */
     .record_stream = log_record_stream,
     .allocate_capturing = log_allocate_capturing,
+    .extend = log_extend,
 };
 
 gmr_status gmr_log_adaptor_create(gmr_resource *upstream, const gmr_log_adaptor_config *config,

@@ -418,6 +418,68 @@ static gmr_status nvtx_record_stream(gmr_resource *self, void *ptr, gmr_stream s
   return gmr__forward_record_stream(((gmr_nvtx_logging_adaptor *)self)->upstream, ptr, stream);
 }
 
+#ifndef GMR_DISABLE_NVTX
+/* A range around a growth in place, in the allocate category, with the bytes
+ * added as payload. Growth is rare (a pool enlarging a chunk), so its name is
+ * formatted per call rather than registered per stream. */
+static void push_extend_range(gmr_nvtx_logging_adaptor *a, size_t added_bytes,
+                              gmr_stream stream) {
+  nvtxEventAttributes_t attr;
+  init_attributes(&attr, GMR_NVTX_CATEGORY_ALLOCATE, COLOR_ALLOCATE);
+  attr.payloadType = NVTX_PAYLOAD_TYPE_UNSIGNED_INT64;
+  attr.payload.ullValue = (uint64_t)added_bytes;
+  char text[STREAM_TEXT_BYTES];
+  format_stream(text, sizeof text, "extend", stream);
+  set_message(&attr, NULL, text);
+  nvtxDomainRangePushEx(a->domain, &attr);
+}
+
+static void mark_extend_failure(gmr_nvtx_logging_adaptor *a, gmr_status status, void *ptr,
+                                size_t bytes, size_t new_bytes, gmr_stream stream,
+                                const gmr_failure *failure) {
+  char where[STREAM_TEXT_BYTES];
+  format_stream_only(where, sizeof where, stream);
+  char text[GMR_FAILURE_MESSAGE_BYTES + 192];
+  int n = snprintf(text, sizeof text,
+                   "extend failed: %s (0x%" PRIxPTR " from %zu to %zu bytes, %s; in %s",
+                   gmr_status_name(status), (uintptr_t)ptr, bytes, new_bytes, where,
+                   gmr_resource_type_name(failure->where));
+  if (n > 0 && (size_t)n < sizeof text && failure->message[0] != '\0') {
+    n += snprintf(text + n, sizeof text - (size_t)n, ": %s", failure->message);
+  }
+  if (n > 0 && (size_t)n < sizeof text) snprintf(text + n, sizeof text - (size_t)n, ")");
+  mark(a, GMR_NVTX_CATEGORY_FAILURE, COLOR_FAILURE, (uint64_t)(new_bytes - bytes), text);
+}
+#endif
+
+/* The bytes added count as handed out, like an allocation's. A failed
+ * growth changed nothing: a mark, and the counter stays. */
+static gmr_status nvtx_extend(gmr_resource *self, void *ptr, size_t bytes, size_t new_bytes,
+                              size_t alignment, gmr_stream stream, gmr_failure *failure) {
+  gmr_nvtx_logging_adaptor *a = (gmr_nvtx_logging_adaptor *)self;
+#ifdef GMR_DISABLE_NVTX
+  return gmr__forward_extend(a->upstream, ptr, bytes, new_bytes, alignment, stream, failure);
+#else
+  if (a->domain == NULL) {
+    return gmr__forward_extend(a->upstream, ptr, bytes, new_bytes, alignment, stream, failure);
+  }
+  bool on = atomic_load_explicit(&a->enabled, memory_order_relaxed);
+  size_t added = new_bytes - bytes;
+  if (on) push_extend_range(a, added, stream);
+  gmr_status st =
+      gmr__forward_extend(a->upstream, ptr, bytes, new_bytes, alignment, stream, failure);
+  if (st == GMR_OK) {
+    int64_t now = atomic_fetch_add_explicit(&a->bytes_in_use, (int64_t)added,
+                                            memory_order_relaxed) + (int64_t)added;
+    if (on) sample_bytes_in_use(a, now);
+  } else if (on) {
+    mark_extend_failure(a, st, ptr, bytes, new_bytes, stream, failure);
+  }
+  if (on) nvtxDomainRangePop(a->domain);
+  return st;
+#endif
+}
+
 static gmr_status nvtx_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                   gmr_stream stream) {
   gmr_nvtx_logging_adaptor *a = (gmr_nvtx_logging_adaptor *)self;
@@ -472,6 +534,7 @@ static const gmr_resource_vtbl nvtx_vtbl = {
     .get_memory_info = NULL, /* likewise */
     .record_stream = nvtx_record_stream,
     .allocate_capturing = nvtx_allocate_capturing,
+    .extend = nvtx_extend,
 };
 
 #ifndef GMR_DISABLE_NVTX

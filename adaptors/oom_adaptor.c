@@ -43,6 +43,15 @@ static gmr_status oom_record_stream(gmr_resource *self, void *ptr, gmr_stream st
   return gmr__forward_record_stream(((gmr_oom_adaptor *)self)->upstream, ptr, stream);
 }
 
+/* Growth in place is forwarded without the policy: a caller whose extend
+ * fails allocates elsewhere instead (the pool takes a new chunk), and that
+ * allocation runs the policy. One allocation either way: live_count stays. */
+static gmr_status oom_extend(gmr_resource *self, void *ptr, size_t bytes, size_t new_bytes,
+                             size_t alignment, gmr_stream stream, gmr_failure *failure) {
+  return gmr__forward_extend(((gmr_oom_adaptor *)self)->upstream, ptr, bytes, new_bytes,
+                             alignment, stream, failure);
+}
+
 static gmr_status oom_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                  gmr_stream stream) {
   gmr_oom_adaptor *a = (gmr_oom_adaptor *)self;
@@ -77,6 +86,7 @@ static const gmr_resource_vtbl oom_vtbl = {
     .get_memory_info = NULL, /* asks the upstream */
     .record_stream = oom_record_stream,
     .allocate_capturing = oom_allocate_capturing,
+    .extend = oom_extend,
 };
 
 gmr_status gmr_oom_adaptor_create(gmr_resource *upstream, const gmr_oom_policy *policy,

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/events.h"
 #include "core/forward.h"
 
@@ -24,12 +25,6 @@ typedef struct call_state {
   gmr_stream stream;
   uint32_t attempt;
 } call_state;
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void emit(const gmr__oom_handler *h, gmr_event_kind kind, const call_state *cs,
                  gmr_status status, size_t value_bytes, uint64_t duration_ns) {
@@ -63,7 +58,7 @@ static gmr_status services_trim(const gmr_oom_services *self, size_t *released_b
 static gmr_status services_wait(const gmr_oom_services *self, uint64_t timeout_ns, int *freed) {
   call_state *cs = self->internal;
   gmr__oom_handler *h = cs->handler;
-  uint64_t start = now_ns();
+  uint64_t start = gmr__monotonic_ns();
   struct timespec deadline;
   clock_gettime(CLOCK_MONOTONIC, &deadline);
   uint64_t nsec = (uint64_t)deadline.tv_nsec + timeout_ns % 1000000000u;
@@ -87,7 +82,7 @@ static gmr_status services_wait(const gmr_oom_services *self, uint64_t timeout_n
 
   atomic_fetch_add_explicit(&h->wait_count, 1, memory_order_relaxed);
   if (!came) atomic_fetch_add_explicit(&h->wait_timeout_count, 1, memory_order_relaxed);
-  emit(h, GMR_EVENT_OOM_WAIT, cs, GMR_OK, came ? 1u : 0u, now_ns() - start);
+  emit(h, GMR_EVENT_OOM_WAIT, cs, GMR_OK, came ? 1u : 0u, gmr__monotonic_ns() - start);
   *freed = came ? 1 : 0;
   return GMR_OK;
 }
@@ -99,12 +94,7 @@ gmr_status gmr__oom_handler_init(gmr__oom_handler *h, const gmr_oom_policy *poli
   h->policy = policy != NULL ? *policy : gmr_oom_policy_fail();
   h->owner = owner;
   h->upstream = upstream;
-  pthread_condattr_t attr;
-  if (pthread_condattr_init(&attr) != 0) return GMR_ERR_OUT_OF_MEMORY;
-  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-  int rc = pthread_cond_init(&h->cond, &attr);
-  pthread_condattr_destroy(&attr);
-  if (rc != 0) return GMR_ERR_OUT_OF_MEMORY;
+  if (!gmr__cond_init_monotonic(&h->cond)) return GMR_ERR_OUT_OF_MEMORY;
   if (pthread_mutex_init(&h->mutex, NULL) != 0) {
     pthread_cond_destroy(&h->cond);
     return GMR_ERR_OUT_OF_MEMORY;

@@ -60,6 +60,13 @@ static void counters_move(gmr__tracking_counters *c, int64_t bytes, int sign) {
   atomic_fetch_add_explicit(&c->count, sign, memory_order_relaxed);
 }
 
+/* A live allocation of the owner grew by `bytes` in place (extend). */
+static void counters_grow(gmr__tracking_counters *c, int64_t bytes) {
+  int64_t now = atomic_fetch_add_explicit(&c->bytes, bytes, memory_order_relaxed) + bytes;
+  gmr__raise_peak_i64(&c->peak_bytes, now);
+  atomic_fetch_add_explicit(&c->total_bytes, bytes, memory_order_relaxed);
+}
+
 static uint64_t owner_key(const gmr_tracking_adaptor *a, gmr_stream stream) {
   return a->per == GMR_TRACKING_PER_THREAD ? gmr_tracking_thread_id()
                                            : (uint64_t)(uintptr_t)stream;
@@ -178,6 +185,55 @@ static gmr_status tracking_record_stream(gmr_resource *self, void *ptr, gmr_stre
   return gmr__forward_record_stream(a->upstream, ptr, stream);
 }
 
+/* What an extend checks in the live entry, and then changes. */
+typedef struct extend_visit_state {
+  size_t bytes;     /* the size the caller says the allocation has */
+  size_t alignment; /* as given at allocation */
+  size_t new_bytes; /* 0: only check; else the size to record */
+  uint32_t owner_slot;
+} extend_visit_state;
+
+static gmr_status extend_visit(gmr__book_entry *entry, void *ctx) {
+  extend_visit_state *v = ctx;
+  if (entry->bytes != v->bytes || entry->alignment != v->alignment) return GMR_ERR_FREE_MISMATCH;
+  v->owner_slot = entry->owner_slot;
+  if (v->new_bytes != 0) entry->bytes = v->new_bytes;
+  return GMR_OK;
+}
+
+/* The live entry is checked (a pointer that is not live, or the wrong size
+ * or alignment, is refused before the upstream sees it), the upstream grows
+ * the allocation, and the entry takes the new size: a later free must give
+ * new_bytes. The owner's and the overall bytes (and an open scope's) grow by
+ * the difference; allocation counts stay. */
+static gmr_status tracking_extend(gmr_resource *self, void *ptr, size_t bytes, size_t new_bytes,
+                                  size_t alignment, gmr_stream stream, gmr_failure *failure) {
+  gmr_tracking_adaptor *a = (gmr_tracking_adaptor *)self;
+  extend_visit_state v = {bytes, alignment, 0, 0};
+  gmr_status st = gmr__books_visit(&a->books, ptr, extend_visit, &v);
+  if (st != GMR_OK) {
+    return gmr__failure_set(failure, st,
+                            "tracking_adaptor: cannot extend %p from %zu bytes: %s", ptr, bytes,
+                            st == GMR_ERR_FREE_MISMATCH
+                                ? "it is live with another size or alignment"
+                                : "it is not a live allocation of this adaptor");
+  }
+  st = gmr__forward_extend(a->upstream, ptr, bytes, new_bytes, alignment, stream, failure);
+  if (st != GMR_OK) {
+    atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
+    return st;
+  }
+  /* pre (gmr/tracking_adaptor.h): no free of `ptr` runs during its extend,
+   * so the entry is still there. */
+  v.new_bytes = new_bytes;
+  (void)gmr__books_visit(&a->books, ptr, extend_visit, &v);
+  int64_t added = (int64_t)(new_bytes - bytes);
+  counters_grow(&a->owners[v.owner_slot], added);
+  gmr__lane_counts_grow(&a->all, gmr__thread_lane(), added);
+  if (scopes_open(a)) gmr__tracking_scope_grow(a, added);
+  return GMR_OK;
+}
+
 static void free_adaptor(gmr_tracking_adaptor *a) {
   gmr__books_deinit(&a->books);
   free(a->owners);
@@ -211,6 +267,7 @@ static const gmr_resource_vtbl tracking_vtbl = {
     .get_memory_info = NULL, /* likewise */
     .record_stream = tracking_record_stream,
     .allocate_capturing = tracking_allocate_capturing,
+    .extend = tracking_extend,
 };
 
 /* Zeroed memory aligned for the cache-line counters inside. */

@@ -78,6 +78,11 @@ struct gmr_tracking_adaptor {
  * value goes back, the peak and total do not move. */
 void gmr__tracking_scope_note(gmr_tracking_adaptor *a, int64_t bytes, int sign, bool undo);
 
+/* A live allocation grew by `bytes` in place: the innermost open scope's
+ * bytes move, its allocations do not. Takes scope_mutex; call only when
+ * scope_depth is not 0. */
+void gmr__tracking_scope_grow(gmr_tracking_adaptor *a, int64_t bytes);
+
 /* The deallocate slot, which forced destroy also uses. */
 gmr_status gmr__tracking_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                     gmr_stream stream);

@@ -126,6 +126,13 @@ void gmr__tracking_scope_note(gmr_tracking_adaptor *a, int64_t bytes, int sign, 
   pthread_mutex_unlock(&a->scope_mutex);
 }
 
+void gmr__tracking_scope_grow(gmr_tracking_adaptor *a, int64_t bytes) {
+  pthread_mutex_lock(&a->scope_mutex);
+  unsigned depth = atomic_load_explicit(&a->scope_depth, memory_order_relaxed);
+  if (depth > 0) scope_count_add(&a->scopes[depth - 1].bytes, bytes, false);
+  pthread_mutex_unlock(&a->scope_mutex);
+}
+
 gmr_status gmr_tracking_adaptor_push_scope(gmr_tracking_adaptor *a) {
   if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr_status st = GMR_OK;

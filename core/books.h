@@ -93,8 +93,9 @@ bool gmr__books_restore(gmr__books *b, const void *ptr, const gmr__book_entry *e
 
 /*
  * Run `visit(entry, ctx)` on the live entry of `ptr` under its shard's lock
- * (the visitor may change the entry except bytes/alignment, and must not call
- * into the books). Returns what the visitor returns, or
+ * (the visitor may change the entry except its alignment, and bytes only to
+ * record a growth in place that already happened (the tracking adaptor's
+ * extend); it must not call into the books). Returns what the visitor returns, or
  * GMR_ERR_UNKNOWN_POINTER (ptr is not live; the visitor is not called).
  */
 typedef gmr_status gmr__books_visit_fn(gmr__book_entry *entry, void *ctx);

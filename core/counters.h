@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gmr/resource.h"
+
 typedef struct gmr__byte_counter {
   _Atomic size_t current_bytes;
   _Atomic size_t peak_bytes;
@@ -45,6 +47,12 @@ static inline void gmr__counter_add(gmr__byte_counter *c, size_t bytes) {
 static inline void gmr__counter_sub(gmr__byte_counter *c, size_t bytes) {
   atomic_fetch_sub_explicit(&c->current_bytes, bytes, memory_order_relaxed);
   atomic_fetch_sub_explicit(&c->live_count, 1, memory_order_relaxed);
+}
+
+/* A leaf's footprint: what it holds now and its high-water mark. */
+static inline void gmr__counter_footprint(const gmr__byte_counter *c, gmr_footprint *out) {
+  out->held_bytes = atomic_load_explicit(&c->current_bytes, memory_order_relaxed);
+  out->peak_held_bytes = atomic_load_explicit(&c->peak_bytes, memory_order_relaxed);
 }
 
 #endif /* GMR_CORE_COUNTERS_H_ */

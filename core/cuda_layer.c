@@ -54,15 +54,45 @@ void gmr__cuda_device_leave(const gmr__cuda_ops *ops, int saved) {
   if (saved >= 0) (void)ops->set_device(saved);
 }
 
+/* The mode this thread must get back when a leave could not restore it
+ * (valid while `unrestored` is set): the next enter starts from it, so the
+ * following leave restores the mode the program set, not relaxed. */
+static _Thread_local bool unrestored;
+static _Thread_local enum cudaStreamCaptureMode unrestored_mode;
+static _Atomic uint64_t unrestored_count;
+
 cudaError_t gmr__cuda_capture_relaxed_enter(const gmr__cuda_ops *ops,
                                             enum cudaStreamCaptureMode *saved) {
-  *saved = cudaStreamCaptureModeRelaxed;
-  return ops->thread_exchange_capture_mode(saved);
+  enum cudaStreamCaptureMode previous = cudaStreamCaptureModeRelaxed;
+  cudaError_t err = ops->thread_exchange_capture_mode(&previous);
+  if (err != cudaSuccess) return err;
+  /* After a failed restore the thread is in relaxed mode already, and the
+   * mode to give back is the one remembered, not the relaxed one seen now. */
+  *saved = unrestored ? unrestored_mode : previous;
+  return cudaSuccess;
 }
 
+/* The runtime refuses cudaThreadExchangeStreamCaptureMode only for an invalid
+ * mode, and `saved` is one it returned itself: a failure here can only be a
+ * transient or sticky error of the call, which changed nothing. Try once
+ * more; if the mode is still not back, remember it (the thread's next enter
+ * and leave restore it) and count it, so the thread never silently stays in
+ * relaxed mode for good. */
 void gmr__cuda_capture_relaxed_leave(const gmr__cuda_ops *ops, enum cudaStreamCaptureMode saved) {
-  /* Cannot fail for a mode the runtime itself returned. */
-  (void)ops->thread_exchange_capture_mode(&saved);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    enum cudaStreamCaptureMode mode = saved;
+    if (ops->thread_exchange_capture_mode(&mode) == cudaSuccess) {
+      unrestored = false;
+      return;
+    }
+  }
+  unrestored = true;
+  unrestored_mode = saved;
+  atomic_fetch_add_explicit(&unrestored_count, 1, memory_order_relaxed);
+}
+
+uint64_t gmr__cuda_capture_mode_unrestored_count(void) {
+  return atomic_load_explicit(&unrestored_count, memory_order_relaxed);
 }
 
 bool gmr__cuda_stream_is_capturing(const gmr__cuda_ops *ops, cudaStream_t stream) {

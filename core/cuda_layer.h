@@ -125,13 +125,25 @@ void gmr__cuda_device_leave(const gmr__cuda_ops *ops, int saved);
 /*
  * Switch the calling thread to relaxed capture mode, so that calls global
  * capture mode forbids (cudaMalloc, page mapping, event queries) neither fail
- * nor invalidate a capture in progress; *saved receives the previous mode.
+ * nor invalidate a capture in progress; *saved receives the mode to restore.
  * Pair every successful enter with gmr__cuda_capture_relaxed_leave(), on
  * every path. This is what PyTorch's cudaMallocMaybeCapturing does.
+ *
+ * Restoring cannot fail in the real runtime (it refuses only an invalid mode,
+ * and the mode restored is one it returned), except with a context already
+ * broken by a sticky error. Still, leave retries once, and if the mode is not
+ * back it remembers it per thread: the thread's next enter hands it out as
+ * *saved, so the next leave restores the program's mode and not relaxed.
+ * Such failures are counted (gmr__cuda_capture_mode_unrestored_count). The
+ * simulation's injected failures of the call model exactly that: a call that
+ * fails and changes nothing.
  */
 cudaError_t gmr__cuda_capture_relaxed_enter(const gmr__cuda_ops *ops,
                                             enum cudaStreamCaptureMode *saved);
 void gmr__cuda_capture_relaxed_leave(const gmr__cuda_ops *ops, enum cudaStreamCaptureMode saved);
+
+/* Leaves that could not restore a thread's mode, in the whole process. */
+uint64_t gmr__cuda_capture_mode_unrestored_count(void);
 
 /* True when `stream` is capturing now (any error counts as "not capturing"). */
 bool gmr__cuda_stream_is_capturing(const gmr__cuda_ops *ops, cudaStream_t stream);

@@ -13,7 +13,8 @@
  * *out_ptr is NULL and the record names the deepest resource that failed.
  * Optional slots an upstream lacks answer as the dispatch would
  * (record_stream: GMR_ERR_UNSUPPORTED; allocate_capturing:
- * GMR_ERR_CAPTURE_UNSAFE with a message).
+ * GMR_ERR_CAPTURE_UNSAFE with a message; extend: GMR_ERR_UNSUPPORTED with a
+ * message).
  *
  * pre: called from inside a vtable slot of an adaptor, with that slot's own
  *      (already checked) arguments; `failure` non-NULL.
@@ -68,6 +69,25 @@ static inline gmr_status gmr__forward_record_stream(gmr_resource *upstream, void
     return GMR_ERR_UNSUPPORTED;
   }
   return upstream->vtbl->record_stream(upstream, ptr, stream);
+}
+
+/* gmr_extend() from inside an adaptor's extend slot: the dispatch above
+ * checked ptr, the sizes (new_bytes > bytes) and the alignment. On failure
+ * the record names the deepest resource that failed, with bytes = new_bytes
+ * as gmr_extend() reports it. */
+static inline gmr_status gmr__forward_extend(gmr_resource *upstream, void *ptr, size_t bytes,
+                                             size_t new_bytes, size_t alignment,
+                                             gmr_stream stream, gmr_failure *failure) {
+  gmr_status st;
+  if (upstream->vtbl->version < 3u || upstream->vtbl->extend == NULL) {
+    snprintf(failure->message, sizeof failure->message, "%s cannot grow an allocation in place",
+             upstream->vtbl->type_name);
+    st = GMR_ERR_UNSUPPORTED;
+  } else {
+    st = upstream->vtbl->extend(upstream, ptr, bytes, new_bytes, alignment, stream, failure);
+  }
+  if (st != GMR_OK) gmr__failure_record(failure, st, upstream, new_bytes, alignment, stream);
+  return st;
 }
 
 #endif /* GMR_CORE_FORWARD_H_ */

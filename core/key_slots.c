@@ -31,7 +31,9 @@ void gmr__key_slots_deinit(gmr__key_slots *t) {
   t->capacity = 0;
 }
 
-size_t gmr__key_slots_get(gmr__key_slots *t, uint64_t key) {
+/* The slot of `key`; an empty slot met on the way is claimed for it when
+ * `insert`, else ends the search (the key is not there). */
+static size_t probe(gmr__key_slots *t, uint64_t key, bool insert) {
   if (key == UINT64_MAX || t->capacity == 0) return t->capacity;
   uint64_t stored = key + 1;
   size_t mask = t->capacity - 1;
@@ -39,30 +41,24 @@ size_t gmr__key_slots_get(gmr__key_slots *t, uint64_t key) {
   for (size_t probes = 0; probes < t->capacity; ++probes, i = (i + 1) & mask) {
     uint64_t k = atomic_load_explicit(&t->keys[i], memory_order_acquire);
     if (k == stored) return i;
-    if (k == 0) {
-      uint64_t expected = 0;
-      if (atomic_compare_exchange_strong_explicit(&t->keys[i], &expected, stored,
-                                                  memory_order_acq_rel, memory_order_acquire)) {
-        atomic_fetch_add_explicit(&t->count, 1, memory_order_relaxed);
-        return i;
-      }
-      if (expected == stored) return i; /* another thread inserted the same key */
+    if (k != 0) continue;
+    if (!insert) return t->capacity;
+    uint64_t expected = 0;
+    if (atomic_compare_exchange_strong_explicit(&t->keys[i], &expected, stored,
+                                                memory_order_acq_rel, memory_order_acquire)) {
+      atomic_fetch_add_explicit(&t->count, 1, memory_order_relaxed);
+      return i;
     }
+    if (expected == stored) return i; /* another thread inserted the same key */
   }
   return t->capacity;
 }
 
+size_t gmr__key_slots_get(gmr__key_slots *t, uint64_t key) { return probe(t, key, true); }
+
 size_t gmr__key_slots_find(const gmr__key_slots *t, uint64_t key) {
-  if (key == UINT64_MAX || t->capacity == 0) return t->capacity;
-  uint64_t stored = key + 1;
-  size_t mask = t->capacity - 1;
-  size_t i = (size_t)mix(key) & mask;
-  for (size_t probes = 0; probes < t->capacity; ++probes, i = (i + 1) & mask) {
-    uint64_t k = atomic_load_explicit(&t->keys[i], memory_order_acquire);
-    if (k == stored) return i;
-    if (k == 0) return t->capacity;
-  }
-  return t->capacity;
+  /* Without insert the table is only read. */
+  return probe((gmr__key_slots *)(uintptr_t)t, key, false);
 }
 
 bool gmr__key_slots_key(const gmr__key_slots *t, size_t slot, uint64_t *key) {

@@ -116,6 +116,30 @@ static inline void gmr__lane_counts_add(gmr__lane_counts *c, size_t lane, int64_
   gmr__raise_peak_i64(&c->peak_count, gmr__lane_load(&c->base_count) + n);
 }
 
+/* A live allocation grew in place by `bytes` (gmr_extend): the level, the
+ * total of bytes allocated and the high-water mark of bytes move; the count
+ * of allocations does not. */
+static inline void gmr__lane_counts_grow(gmr__lane_counts *c, size_t lane, int64_t bytes) {
+  if (lane >= GMR__LANE_COUNT) {
+    atomic_fetch_add_explicit(&c->shared_total_bytes, bytes, memory_order_relaxed);
+    gmr__raise_peak_i64(&c->peak_bytes,
+                        atomic_fetch_add_explicit(&c->base_bytes, bytes, memory_order_relaxed) +
+                            bytes);
+    return;
+  }
+  gmr__lane_slot *s = &c->lanes[lane];
+  gmr__lane_store(&s->total_bytes, gmr__lane_load(&s->total_bytes) + bytes);
+  int64_t b = gmr__lane_load(&s->bytes) + bytes;
+  int64_t n = gmr__lane_load(&s->count);
+  if (b > c->batch_bytes) {
+    gmr__lane_flush(c, s, b, n);
+    b = 0;
+  } else {
+    gmr__lane_store(&s->bytes, b);
+  }
+  gmr__raise_peak_i64(&c->peak_bytes, gmr__lane_load(&c->base_bytes) + b);
+}
+
 /* One free of `bytes` (`undo` false), or the undoing of one whose release
  * failed (`undo` true: the level goes back; totals and peaks do not move). */
 static inline void gmr__lane_counts_sub(gmr__lane_counts *c, size_t lane, int64_t bytes,

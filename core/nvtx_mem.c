@@ -59,11 +59,17 @@ bool gmr__nvtx_mem_compiled_in(void) { return true; }
 
 void gmr__nvtx_start(void) { pthread_once(&start_once, start_nvtx); }
 
-void *gmr__nvtx_mem_heap_register(const void *base, size_t bytes, const char *name) {
+/* The NVTX description of the virtual address range [ptr, ptr + bytes). */
+static nvtxMemVirtualRangeDesc_t virtual_range(const void *ptr, size_t bytes) {
   nvtxMemVirtualRangeDesc_t range;
   memset(&range, 0, sizeof range);
   range.size = bytes;
-  range.ptr = base;
+  range.ptr = ptr;
+  return range;
+}
+
+void *gmr__nvtx_mem_heap_register(const void *base, size_t bytes, const char *name) {
+  nvtxMemVirtualRangeDesc_t range = virtual_range(base, bytes);
 
   nvtxMemHeapDesc_t desc;
   memset(&desc, 0, sizeof desc);
@@ -106,10 +112,7 @@ void gmr__nvtx_mem_heap_unregister(void *heap) {
 }
 
 void gmr__nvtx_mem_region_register(void *heap, const void *ptr, size_t bytes) {
-  nvtxMemVirtualRangeDesc_t range;
-  memset(&range, 0, sizeof range);
-  range.size = bytes;
-  range.ptr = ptr;
+  nvtxMemVirtualRangeDesc_t range = virtual_range(ptr, bytes);
 
   nvtxMemRegionsRegisterBatch_t batch;
   memset(&batch, 0, sizeof batch);

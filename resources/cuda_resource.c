@@ -314,8 +314,7 @@ static gmr_status cuda_get_footprint(const gmr_resource *self, gmr_footprint *ou
     out->peak_held_bytes = (size_t)high;
     return GMR_OK;
   }
-  out->held_bytes = atomic_load(&r->held.current_bytes);
-  out->peak_held_bytes = atomic_load(&r->held.peak_bytes);
+  gmr__counter_footprint(&r->held, out);
   return GMR_OK;
 }
 

@@ -69,8 +69,7 @@ static gmr_status host_destroy(gmr_resource *self) {
 
 static gmr_status host_get_footprint(const gmr_resource *self, gmr_footprint *out) {
   const gmr_host_resource *r = (const gmr_host_resource *)self;
-  out->held_bytes = atomic_load(&r->held.current_bytes);
-  out->peak_held_bytes = atomic_load(&r->held.peak_bytes);
+  gmr__counter_footprint(&r->held, out);
   return GMR_OK;
 }
 

@@ -77,6 +77,18 @@ static gmr_status guard_allocate_capturing(gmr_resource *self, size_t bytes, siz
   return st;
 }
 
+/* Growth in place may map pages (vmm_pool): on the resource's device. */
+static gmr_status guard_extend(gmr_resource *self, void *ptr, size_t bytes, size_t new_bytes,
+                               size_t alignment, gmr_stream stream, gmr_failure *failure) {
+  gmr__device_guard *g = as_guard(self);
+  int saved = -1;
+  cudaError_t err = gmr__cuda_device_enter(g->cuda, g->device, &saved);
+  if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaSetDevice", err);
+  gmr_status st = gmr_extend(g->upstream, ptr, bytes, new_bytes, alignment, stream, failure);
+  gmr__cuda_device_leave(g->cuda, saved);
+  return st;
+}
+
 static const gmr_resource_vtbl guard_vtbl = {
     .version = GMR_RESOURCE_VTBL_VERSION,
     .type_name = "device_guard",
@@ -91,6 +103,7 @@ static const gmr_resource_vtbl guard_vtbl = {
     .get_memory_info = NULL, /* asks the upstream; no CUDA call */
     .record_stream = guard_record_stream,
     .allocate_capturing = guard_allocate_capturing,
+    .extend = guard_extend,
 };
 
 gmr_status gmr__device_guard_create(gmr_resource *upstream, int device, gmr__device_guard **out) {

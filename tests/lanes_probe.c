@@ -26,6 +26,10 @@ void lanes_probe_add(lanes_probe *p, size_t lane, int64_t bytes) {
   gmr__lane_counts_add(&p->counts, lane, bytes);
 }
 
+void lanes_probe_grow(lanes_probe *p, size_t lane, int64_t bytes) {
+  gmr__lane_counts_grow(&p->counts, lane, bytes);
+}
+
 void lanes_probe_sub(lanes_probe *p, size_t lane, int64_t bytes, bool undo) {
   gmr__lane_counts_sub(&p->counts, lane, bytes, undo);
 }

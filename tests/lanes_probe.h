@@ -20,6 +20,7 @@ size_t lanes_probe_thread_lane(void);
 lanes_probe *lanes_probe_create(int64_t batch_bytes, int64_t batch_count);
 void lanes_probe_destroy(lanes_probe *p);
 void lanes_probe_add(lanes_probe *p, size_t lane, int64_t bytes);
+void lanes_probe_grow(lanes_probe *p, size_t lane, int64_t bytes);
 void lanes_probe_sub(lanes_probe *p, size_t lane, int64_t bytes, bool undo);
 void lanes_probe_value(const lanes_probe *p, int64_t *bytes, int64_t *count);
 void lanes_probe_total(const lanes_probe *p, int64_t *bytes, int64_t *count);

@@ -59,6 +59,31 @@ TEST(Lanes, OneThreadIsExactAcrossFlushes) {
   EXPECT_EQ(0, count);
 }
 
+// Growth in place (gmr_extend): bytes, their total and their peak move, the
+// count of allocations does not; on a lane and on the shared path alike.
+TEST(Lanes, GrowthMovesBytesButNotTheCount) {
+  for (size_t lane : {lanes_probe_thread_lane(), kLanes}) {
+    auto p = Make(1000, 4);
+    lanes_probe *c = p.get();
+    lanes_probe_add(c, lane, 300);
+    for (int i = 0; i < 10; ++i) lanes_probe_grow(c, lane, 400);  // past the batch: flushes
+    int64_t bytes = -1, count = -1;
+    lanes_probe_value(c, &bytes, &count);
+    EXPECT_EQ(4300, bytes) << "lane " << lane;
+    EXPECT_EQ(1, count);
+    lanes_probe_total(c, &bytes, &count);
+    EXPECT_EQ(4300, bytes);
+    EXPECT_EQ(1, count);
+    lanes_probe_peak(c, &bytes, &count);
+    EXPECT_EQ(4300, bytes);
+    EXPECT_EQ(1, count);
+    lanes_probe_sub(c, lane, 4300, false);
+    lanes_probe_value(c, &bytes, &count);
+    EXPECT_EQ(0, bytes);
+    EXPECT_EQ(0, count);
+  }
+}
+
 TEST(Lanes, MoreThreadsAliveThanLanesShareOnePathAndCountExactly) {
   auto p = Make(1 << 20, 256);
   lanes_probe *c = p.get();

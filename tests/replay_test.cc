@@ -488,6 +488,15 @@ TEST(ReplayTimingTest, PercentilesAreNearestRank) {
   EXPECT_EQ(0u, replay_percentile_u64(nullptr, 0, 50));
 }
 
+TEST(ReplayTimingTest, MedianOfRunTimes) {
+  double odd[] = {9.0, 1.0, 5.0};
+  EXPECT_DOUBLE_EQ(5.0, replay_median_double(odd, 3));
+  EXPECT_DOUBLE_EQ(1.0, odd[0]) << "sorted in place";
+  double even[] = {4.0, 1.0, 3.0, 2.0};
+  EXPECT_DOUBLE_EQ(2.5, replay_median_double(even, 4));
+  EXPECT_DOUBLE_EQ(0.0, replay_median_double(nullptr, 0));
+}
+
 TEST(ReplayTimingTest, OverheadIsSubtractedAndClampedAtZero) {
   EXPECT_EQ(30u, replay_elapsed_ns(100, 150, 20));
   EXPECT_EQ(0u, replay_elapsed_ns(100, 150, 60));

@@ -1,5 +1,9 @@
 /*
  * tiers/numa_host_resource.c: see gmr/numa_host_resource.h.
+ *
+ * The books (core/books.h) hold every live mapping, so a free is checked
+ * before munmap sees it: munmap of a foreign range, or of the wrong length,
+ * would unmap memory someone else uses, and the counters would drift.
  */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 
@@ -12,13 +16,17 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/books.h"
 #include "core/counters.h"
 #include "core/cuda_layer.h"
+#include "core/failure.h"
 #include "tiers/numa.h"
 #include "core/stats.h"
 #include "tiers/tiers_util.h"
 
 #define SYSFS_ROOT "/sys"
+#define SHARD_COUNT 16
+#define RECENT_FREE_COUNT 1024
 
 struct gmr_numa_host_resource {
   gmr_resource base; /* first */
@@ -27,6 +35,7 @@ struct gmr_numa_host_resource {
   bool pin;
   bool numa_machine;
   size_t page_bytes;
+  gmr__books books;
   gmr__byte_counter held;
   _Atomic uint64_t placed_count;
   _Atomic uint64_t unplaced_count;
@@ -75,6 +84,14 @@ static gmr_status numa_host_allocate(gmr_resource *self, size_t bytes, size_t al
       return gmr__cuda_fail(failure, "cudaHostRegister", err);
     }
   }
+  gmr__book_entry entry = {bytes, alignment, stream, 0, NULL, 0};
+  if (!gmr__books_insert(&r->books, p, &entry)) {
+    if (r->pin) (void)r->cuda->host_unregister(p);
+    munmap(p, len);
+    return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
+                            "numa_host_resource: no host memory for the books of %zu bytes",
+                            bytes);
+  }
   gmr__counter_add(&r->held, len);
   *out_ptr = p;
   return GMR_OK;
@@ -82,14 +99,20 @@ static gmr_status numa_host_allocate(gmr_resource *self, size_t bytes, size_t al
 
 static gmr_status numa_host_deallocate(gmr_resource *self, void *ptr, size_t bytes,
                                        size_t alignment, gmr_stream stream) {
-  (void)alignment;
   gmr_numa_host_resource *r = (gmr_numa_host_resource *)self;
-  size_t len = pages_of(r, bytes);
+  gmr__book_entry entry;
+  /* Books first: once unmapped, the range may be mapped again by anyone. */
+  gmr__book_verdict verdict = gmr__books_take(&r->books, ptr, bytes, alignment, NULL, &entry);
+  if (verdict != GMR__BOOK_OK) return gmr__book_verdict_status(verdict);
+  size_t len = pages_of(r, entry.bytes);
   if (r->pin) {
     /* The pages go away now: no queued copy on `stream` may still read them. */
     cudaError_t err = r->cuda->stream_synchronize(stream);
     if (err == cudaSuccess) err = r->cuda->host_unregister(ptr);
-    if (err != cudaSuccess) return gmr__status_from_cuda(err);
+    if (err != cudaSuccess) {
+      (void)gmr__books_restore(&r->books, ptr, &entry); /* see books.h for its one failure */
+      return gmr__status_from_cuda(err);
+    }
   }
   gmr__counter_sub(&r->held, len);
   munmap(ptr, len);
@@ -99,14 +122,14 @@ static gmr_status numa_host_deallocate(gmr_resource *self, void *ptr, size_t byt
 static gmr_status numa_host_destroy(gmr_resource *self) {
   gmr_numa_host_resource *r = (gmr_numa_host_resource *)self;
   if (atomic_load(&r->held.live_count) != 0) return GMR_ERR_BUSY;
+  gmr__books_deinit(&r->books);
   free(r);
   return GMR_OK;
 }
 
 static gmr_status numa_host_get_footprint(const gmr_resource *self, gmr_footprint *out) {
   const gmr_numa_host_resource *r = (const gmr_numa_host_resource *)self;
-  out->held_bytes = atomic_load_explicit(&r->held.current_bytes, memory_order_relaxed);
-  out->peak_held_bytes = atomic_load_explicit(&r->held.peak_bytes, memory_order_relaxed);
+  gmr__counter_footprint(&r->held, out);
   return GMR_OK;
 }
 
@@ -147,6 +170,10 @@ gmr_status gmr_numa_host_resource_create(const gmr_numa_host_resource_config *co
   }
   gmr_numa_host_resource *r = calloc(1, sizeof *r);
   if (r == NULL) return GMR_ERR_OUT_OF_MEMORY;
+  if (!gmr__books_init(&r->books, SHARD_COUNT, RECENT_FREE_COUNT)) {
+    free(r);
+    return GMR_ERR_OUT_OF_MEMORY;
+  }
   r->base.vtbl = &numa_host_vtbl;
   r->cuda = gmr__cuda();
   r->numa_node = cfg.numa_node;

@@ -11,21 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-uint64_t gmr__monotonic_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-bool gmr__cond_init_monotonic(pthread_cond_t *cond) {
-  pthread_condattr_t attr;
-  if (pthread_condattr_init(&attr) != 0) return false;
-  bool ok = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0 &&
-            pthread_cond_init(cond, &attr) == 0;
-  pthread_condattr_destroy(&attr);
-  return ok;
-}
-
 bool gmr__cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t deadline_ns) {
   if (deadline_ns == UINT64_MAX) {
     pthread_cond_wait(cond, mutex);

@@ -1,7 +1,7 @@
 /*
  * tiers/tiers_util.h (internal): small helpers shared by the tier manager,
- * the stream pool and the notification channel: monotonic time, deadlines
- * for condition waits, versioned stats copies, failure messages.
+ * the stream pool and the notification channel: deadlines for condition
+ * waits (monotonic time is core/clock.h), failure messages.
  *
  * Thread-safe: yes (pure functions).
  */
@@ -13,19 +13,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/clock.h"
 #include "gmr/resource.h"
 #include "gmr/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Nanoseconds on CLOCK_MONOTONIC. */
-uint64_t gmr__monotonic_ns(void);
-
-/* A condition variable that measures timeouts on CLOCK_MONOTONIC (so a
- * change of the wall clock cannot cut a wait short or stretch it). */
-bool gmr__cond_init_monotonic(pthread_cond_t *cond);
 
 /* Wait on `cond` until `deadline_ns` (CLOCK_MONOTONIC; UINT64_MAX: forever).
  * Returns false when the deadline has passed. */

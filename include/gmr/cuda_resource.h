@@ -155,25 +155,30 @@ GMR_API gmr_resource *gmr_cuda_resource_as_resource(gmr_cuda_resource *r);
  */
 GMR_API gmr_cuda_resource *gmr_cuda_resource_from_resource(gmr_resource *r);
 
-/** The device ordinal the resource belongs to. Thread-safe: yes. */
+/** The device ordinal the resource belongs to. pre: r is not NULL. Thread-safe: yes. */
 GMR_API int gmr_cuda_resource_get_device(const gmr_cuda_resource *r);
 
-/** The resource's kind. Thread-safe: yes. */
+/** The resource's kind. pre: r is not NULL. Thread-safe: yes. */
 GMR_API gmr_cuda_kind gmr_cuda_resource_get_kind(const gmr_cuda_resource *r);
 
 /**
  * Number of allocations handed out and not yet given back (what makes destroy
- * return GMR_ERR_BUSY). Thread-safe: yes; may miss calls in flight.
+ * return GMR_ERR_BUSY). pre: r is not NULL. Thread-safe: yes; may miss calls
+ * in flight.
  */
 GMR_API size_t gmr_cuda_resource_get_live_count(const gmr_cuda_resource *r);
 
-/** "device", "async", "managed", "pinned", or "unknown". Static string. */
+/**
+ * "device", "async", "managed", "pinned", or "unknown" for another value.
+ * Ownership: static string. Thread-safe: yes. Never fails; no CUDA call.
+ */
 GMR_API const char *gmr_cuda_kind_name(gmr_cuda_kind kind);
 
 /**
  * Parse a kind name as gmr_cuda_kind_name() writes it.
+ * Thread-safe: yes. Stream/device: no CUDA call.
  * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (NULL argument or unknown name;
- * *out unchanged).
+ * on failure *out is unchanged).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_cuda_kind_from_name(const char *name, gmr_cuda_kind *out);
 

@@ -115,7 +115,11 @@ typedef enum gmr_cuda_call {
   GMR_CUDA_CALL_COUNT
 } gmr_cuda_call;
 
-/** The CUDA function's name ("cudaMalloc"), or "unknown". Static string. */
+/**
+ * The CUDA function's name ("cudaMalloc"), or "unknown" for a value outside
+ * the map. Ownership: static string. Thread-safe: yes. Never fails; no CUDA
+ * call.
+ */
 GMR_API const char *gmr_cuda_call_name(gmr_cuda_call call);
 
 typedef struct gmr_cuda_sim_config {
@@ -147,9 +151,13 @@ GMR_API gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config);
 GMR_API int gmr_cuda_sim_get_thread_capture_mode(void);
 
 /**
- * Switch back to the real CUDA runtime. Returns GMR_OK, or GMR_ERR_BUSY (the
- * simulation stays on) if simulated objects are still live: a test that
- * disables the simulation at its end so finds leaks.
+ * Switch back to the real CUDA runtime (GMR_OK also when the simulation is
+ * off already).
+ * Thread-safe: no; no other thread may use gmr during the call.
+ * Stream/device: no CUDA call; later calls go to the real runtime.
+ * Returns GMR_OK; GMR_ERR_BUSY if simulated allocations, streams, events,
+ * pools or graphs are still live: then the simulation stays on, unchanged (a
+ * test that disables it at its end so finds leaks).
  */
 GMR_API gmr_status gmr_cuda_sim_disable(void);
 
@@ -159,8 +167,16 @@ GMR_API gmr_status gmr_cuda_sim_disable(void);
  * without side effects. One rule per call kind; a new rule replaces the old.
  * Example: the 3rd cudaMalloc from now fails with cudaErrorMemoryAllocation:
  *   gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 2, 1, 2);
+ * A failed call has no effect, as a real call that returns an error: in
+ * particular a failed cudaThreadExchangeStreamCaptureMode leaves the thread's
+ * mode as it was. (The real call refuses only an invalid mode, or fails in a
+ * context broken by a sticky error; gmr retries a restore once and otherwise
+ * restores the mode at the thread's next relaxed section: core/cuda_layer.h.)
+ * Thread-safe: yes (internal mutex); a rule armed while other threads call
+ *   applies from their next call of that kind. Stream/device: no CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT for an unknown call or cuda_error 0;
- * GMR_ERR_UNSUPPORTED if the simulation is not enabled.
+ * GMR_ERR_UNSUPPORTED if the simulation is not enabled. On failure no rule
+ * changes.
  */
 GMR_API gmr_status gmr_cuda_sim_inject_failure(gmr_cuda_call call, uint64_t skip_count,
                                                uint64_t fail_count, int cuda_error);
@@ -173,13 +189,19 @@ GMR_API gmr_status gmr_cuda_sim_inject_failure(gmr_cuda_call call, uint64_t skip
  * other threads' simulated calls go on meanwhile. One delay per call kind; a
  * new one replaces the old; gmr_cuda_sim_enable() and
  * gmr_cuda_sim_clear_failures() remove them all.
- * Thread-safe: yes.
+ * Thread-safe: yes. Stream/device: no CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT for an unknown call;
- * GMR_ERR_UNSUPPORTED if the simulation is not enabled.
+ * GMR_ERR_UNSUPPORTED if the simulation is not enabled. On failure no delay
+ * changes.
  */
 GMR_API gmr_status gmr_cuda_sim_inject_delay(gmr_cuda_call call, uint64_t delay_ns);
 
-/** Remove every injected failure and delay. Returns GMR_OK (also when not enabled). */
+/**
+ * Remove every injected failure and delay.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ * Returns GMR_OK, also when the simulation is not enabled (nothing to
+ * remove): it never fails.
+ */
 GMR_API gmr_status gmr_cuda_sim_clear_failures(void);
 
 /**
@@ -197,14 +219,21 @@ typedef struct gmr_cuda_sim_usage {
 } gmr_cuda_sim_usage;
 
 /**
- * Memory use of simulated `device` (pinned host allocations are counted on no
- * device; see gmr_cuda_sim_get_host_usage).
+ * Memory use of simulated `device` in bytes (pinned host allocations are
+ * counted on no device; see gmr_cuda_sim_get_host_usage).
+ * Thread-safe: yes (a snapshot under the simulation's mutex). Stream/device:
+ *   no CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL out or no such device);
- * GMR_ERR_UNSUPPORTED (simulation off).
+ * GMR_ERR_UNSUPPORTED (simulation off). On failure *out is unchanged.
  */
 GMR_API gmr_status gmr_cuda_sim_get_device_usage(int device, gmr_cuda_sim_usage *out);
 
-/** Pinned host memory (cudaHostAlloc) in use; same returns as above. */
+/**
+ * Pinned host memory (cudaHostAlloc) in use, in bytes.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL out); GMR_ERR_UNSUPPORTED
+ * (simulation off). On failure *out is unchanged.
+ */
 GMR_API gmr_status gmr_cuda_sim_get_host_usage(gmr_cuda_sim_usage *out);
 
 /**
@@ -213,8 +242,9 @@ GMR_API gmr_status gmr_cuda_sim_get_host_usage(gmr_cuda_sim_usage *out);
  * cudaErrorNotReady). Releasing completes everything recorded so far.
  * cudaEventSynchronize / cudaStreamSynchronize on a held stream complete what
  * they wait for (the simulated work "finishes"), the stream stays held.
+ * Thread-safe: yes. Stream/device: no CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT for NULL or an unknown stream;
- * GMR_ERR_UNSUPPORTED (simulation off).
+ * GMR_ERR_UNSUPPORTED (simulation off). On failure nothing changes.
  */
 GMR_API gmr_status gmr_cuda_sim_stream_hold(gmr_stream stream, bool hold);
 
@@ -226,7 +256,7 @@ GMR_API gmr_status gmr_cuda_sim_stream_hold(gmr_stream stream, bool hold);
  * a synchronisation of the legacy default stream, cudaFree) or when an event
  * synchronisation waits for them. Lets a test check that a resource never
  * hands a destroyed stream's pending memory to a new stream that got the
- * same handle. Returns as gmr_cuda_sim_stream_hold().
+ * same handle. Thread-safe: yes. Returns as gmr_cuda_sim_stream_hold().
  */
 GMR_API gmr_status gmr_cuda_sim_stream_hold_beyond_destroy(gmr_stream stream);
 
@@ -235,13 +265,15 @@ GMR_API gmr_status gmr_cuda_sim_stream_hold_beyond_destroy(gmr_stream stream);
  * destroyed last (as the CUDA driver often does: it reuses the address), so
  * a test can check that a resource never takes a new stream for a destroyed
  * one that had the same handle. Off after gmr_cuda_sim_enable().
- * Returns GMR_OK, or GMR_ERR_UNSUPPORTED (simulation off).
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ * Returns GMR_OK, or GMR_ERR_UNSUPPORTED (simulation off; nothing changes).
  */
 GMR_API gmr_status gmr_cuda_sim_reuse_stream_handles(bool reuse);
 
 /**
  * Number of cudaStreamWaitEvent calls that made `stream` wait (0 for unknown
  * streams or the simulation off). Lets tests check cross-stream ordering.
+ * Thread-safe: yes.
  */
 GMR_API uint64_t gmr_cuda_sim_get_stream_wait_count(gmr_stream stream);
 
@@ -300,8 +332,8 @@ typedef struct gmr_cuda_sim_vmm_config {
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, a granularity that is not a
  * power of two and a multiple of the host page size, or a recommended
  * granularity that is not a multiple of the minimum); GMR_ERR_BUSY while
- * reservations or physical allocations are live (nothing changes);
- * GMR_ERR_UNSUPPORTED (simulation off).
+ * reservations or physical allocations are live; GMR_ERR_UNSUPPORTED
+ * (simulation off). On failure nothing changes. Stream/device: no CUDA call.
  */
 GMR_API gmr_status gmr_cuda_sim_configure_vmm(const gmr_cuda_sim_vmm_config *config);
 
@@ -321,8 +353,9 @@ typedef struct gmr_cuda_sim_vmm_mapping {
  * Describe `ptr`: reserved or not, mapped or not, and for a mapping its
  * extent, device, access and physical allocation (two addresses with the same
  * physical_id are one memory mapped twice). Thread-safe: yes.
+ * Stream/device: no CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL out); GMR_ERR_UNSUPPORTED
- * (simulation off).
+ * (simulation off). On failure *out is zeroed.
  */
 GMR_API gmr_status gmr_cuda_sim_vmm_query(const void *ptr, gmr_cuda_sim_vmm_mapping *out);
 
@@ -336,7 +369,12 @@ typedef struct gmr_cuda_sim_vmm_usage {
   size_t mapped_bytes;   /* a physical allocation mapped twice counts twice */
 } gmr_cuda_sim_vmm_usage;
 
-/** Fill *out. Returns GMR_OK, GMR_ERR_INVALID_ARGUMENT, GMR_ERR_UNSUPPORTED. */
+/**
+ * Fill *out with the totals of the simulated VMM objects of all devices.
+ * Thread-safe: yes (a snapshot). Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL out); GMR_ERR_UNSUPPORTED
+ * (simulation off). On failure *out is zeroed.
+ */
 GMR_API gmr_status gmr_cuda_sim_get_vmm_usage(gmr_cuda_sim_vmm_usage *out);
 
 #ifdef __cplusplus

@@ -28,44 +28,69 @@ extern "C" {
 typedef struct CUgraph_st *gmr_graph;
 
 /**
- * True when the CUDA layer is the host simulation (gmr_cuda_sim_enable()).
- * Thread-safe: yes.
+ * True when the CUDA layer is the host simulation (gmr_cuda_sim_enable(), or
+ * GMR_CUDA_SIM=1 at the first use).
+ * Thread-safe: yes. Stream/device: no CUDA call; the first call of the
+ * process may choose the layer from the environment. Never fails.
  */
 GMR_API bool gmr_cuda_is_simulated(void);
 
 /**
- * The name of a cudaError_t value ("cudaErrorMemoryAllocation"), or
- * "cudaErrorUnknown(N)"-style text for a value the runtime does not know.
- * Ownership: static or thread-local storage; valid until the next call in the
- * same thread. Thread-safe: yes. Never fails. Needs no GPU.
+ * The name of a cudaError_t value ("cudaErrorMemoryAllocation"), as
+ * cudaGetErrorName gives it ("unrecognized error code" for a value the
+ * runtime does not know).
+ * Ownership: static storage of the runtime; never free it.
+ * Thread-safe: yes. Stream/device: a table lookup, needs no GPU. Never fails.
+ * Source: cudaGetErrorName (cuda_runtime_api.h).
  */
 GMR_API const char *gmr_cuda_error_name(int cuda_error);
 
 /**
- * Number of CUDA devices (cudaGetDeviceCount), 0 when there is no GPU or no
- * driver: that is not an error here, so *out_count is 0 and GMR_OK returned.
- * Returns GMR_ERR_INVALID_ARGUMENT if out_count is NULL, GMR_ERR_CUDA for any
- * other CUDA failure (then *out_count is 0).
+ * Count the CUDA devices (cudaGetDeviceCount) into *out_count.
+ * Thread-safe: yes. Stream/device: one CUDA call; never synchronises.
+ * Returns:
+ *   GMR_OK                    *out_count is set; 0 when there is no GPU or no
+ *                             driver (cudaErrorNoDevice, cudaErrorInsufficientDriver
+ *                             are no error here).
+ *   GMR_ERR_INVALID_ARGUMENT  out_count is NULL.
+ *   GMR_ERR_CUDA              any other CUDA failure.
+ * On failure *out_count is 0 (when out_count is not NULL).
  */
 GMR_API gmr_status gmr_device_get_count(int *out_count);
 
 /**
- * The calling thread's current device (cudaGetDevice) / make `device` current
- * (cudaSetDevice). Returns GMR_OK, GMR_ERR_INVALID_ARGUMENT (NULL out or a
- * device out of range), or GMR_ERR_CUDA.
+ * Read the calling thread's current device (cudaGetDevice) into *out_device.
+ * Thread-safe: yes (the current device is per thread). Stream/device: one
+ *   CUDA call; never synchronises.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (out_device NULL); GMR_ERR_CUDA
+ * (the runtime failed). On failure *out_device is unchanged.
  */
 GMR_API gmr_status gmr_device_get_current(int *out_device);
+
+/**
+ * Make `device` the calling thread's current device (cudaSetDevice).
+ * Thread-safe: yes (per thread). Stream/device: one CUDA call; may create the
+ *   device's primary context on first use; never synchronises.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (no such device); GMR_ERR_CUDA (any
+ * other failure). On failure the current device is unchanged.
+ */
 GMR_API gmr_status gmr_device_set_current(int device);
 
 /**
  * Free and total memory of the current device in bytes (cudaMemGetInfo).
- * Returns GMR_OK, GMR_ERR_INVALID_ARGUMENT (NULL argument), GMR_ERR_CUDA.
+ * Thread-safe: yes. Stream/device: one CUDA call; never synchronises.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL argument); GMR_ERR_CUDA.
+ * On failure the outputs are unspecified.
  */
 GMR_API gmr_status gmr_device_get_memory_info(size_t *free_bytes, size_t *total_bytes);
 
 /**
  * Wait for all work on the current device (cudaDeviceSynchronize).
- * Returns GMR_OK or GMR_ERR_CUDA.
+ * Thread-safe: yes. Stream/device: synchronises the whole device.
+ * Returns GMR_OK; GMR_ERR_CAPTURE_UNSAFE (a stream of the device captures:
+ * the capture is invalidated, as CUDA does); GMR_ERR_CUDA (an earlier
+ * asynchronous error, or any other failure). Changes nothing on failure but
+ * what CUDA itself did.
  */
 GMR_API gmr_status gmr_device_synchronize(void);
 
@@ -73,20 +98,29 @@ GMR_API gmr_status gmr_device_synchronize(void);
  * Create a stream on the current device that does not synchronise with the
  * default stream (cudaStreamCreateWithFlags(cudaStreamNonBlocking)).
  * Ownership: the caller destroys it with gmr_stream_destroy().
- * Returns GMR_OK, GMR_ERR_INVALID_ARGUMENT (NULL out), GMR_ERR_OUT_OF_MEMORY,
- * GMR_ERR_CUDA. On failure *out_stream is NULL.
+ * Thread-safe: yes. Stream/device: one CUDA call on the current device.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (out_stream NULL);
+ * GMR_ERR_OUT_OF_MEMORY; GMR_ERR_CUDA. On failure *out_stream is NULL and
+ * nothing needs destroying.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_stream_create(gmr_stream *out_stream);
 
 /**
- * Destroy a stream made by gmr_stream_create(); its pending work still runs.
- * NULL (the default stream) is a no-op. Returns GMR_OK or GMR_ERR_CUDA.
+ * Destroy a stream made by gmr_stream_create() (cudaStreamDestroy); work
+ * already queued on it still runs. NULL (the default stream) is a no-op.
+ * Thread-safe: yes, but no other thread may use the stream after the call.
+ * Stream/device: does not wait for the stream's work.
+ * Returns GMR_OK; GMR_ERR_CUDA (an unknown stream, or another failure: the
+ * stream is then as it was).
  */
 GMR_API gmr_status gmr_stream_destroy(gmr_stream stream);
 
 /**
- * Wait until all work on `stream` is done (cudaStreamSynchronize).
- * Returns GMR_OK, GMR_ERR_CAPTURE_UNSAFE (the stream is capturing), GMR_ERR_CUDA.
+ * Wait until all work queued on `stream` is done (cudaStreamSynchronize).
+ * Thread-safe: yes. Stream/device: synchronises `stream` with the host.
+ * Returns GMR_OK; GMR_ERR_CAPTURE_UNSAFE (the stream is capturing: the
+ * capture is invalidated, as CUDA does); GMR_ERR_CUDA (an unknown stream, or
+ * an asynchronous error of its work). Nothing else changes on failure.
  */
 GMR_API gmr_status gmr_stream_synchronize(gmr_stream stream);
 
@@ -97,10 +131,14 @@ GMR_API gmr_status gmr_stream_synchronize(gmr_stream stream);
  * pointers). With pageable host memory the call may return only once the copy
  * is done. Tools and tests use it to move buffers between memory tiers
  * (gmr/tier_manager.h) on the GPU and on the simulation alike.
+ * Units: bytes.
  * Ownership: none taken; both buffers must stay valid until the copy is done
- * (synchronise `stream`). Thread-safe: yes.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (dst or src NULL with bytes > 0);
- * GMR_ERR_CAPTURE_UNSAFE; GMR_ERR_CUDA (any other CUDA error). 0 bytes: GMR_OK.
+ *   (synchronise `stream`). Thread-safe: yes.
+ * Stream/device: enqueued on `stream`; may synchronise for pageable memory.
+ * Returns GMR_OK (also for 0 bytes: nothing is enqueued);
+ * GMR_ERR_INVALID_ARGUMENT (dst or src NULL with bytes > 0);
+ * GMR_ERR_CAPTURE_UNSAFE; GMR_ERR_CUDA (any other CUDA error). On failure
+ * nothing was enqueued.
  * Source: cudaMemcpyAsync (cuda_runtime_api.h).
  */
 GMR_API gmr_status gmr_memcpy_async(void *dst, const void *src, size_t bytes, gmr_stream stream);
@@ -115,34 +153,51 @@ GMR_API gmr_status gmr_memcpy_async(void *dst, const void *src, size_t bytes, gm
  * Thread-safe: yes. Stream/device: creates the event on the current device,
  *   which must be `waited`'s device (CUDA's rule for cudaEventRecord).
  * Returns GMR_OK (also when waiter == waited: nothing to do); GMR_ERR_CUDA or
- * GMR_ERR_CAPTURE_UNSAFE for a failed CUDA call (then no wait was added);
- * GMR_ERR_OUT_OF_MEMORY when no event could be created.
+ * GMR_ERR_CAPTURE_UNSAFE for a failed CUDA call; GMR_ERR_OUT_OF_MEMORY when
+ * no event could be created. On failure no wait was added.
  */
 GMR_API gmr_status gmr_stream_wait_stream(gmr_stream waiter, gmr_stream waited);
 
 /**
  * Start capturing `stream` into a CUDA graph (cudaStreamBeginCapture, mode
- * global). Returns GMR_OK, GMR_ERR_CUDA (e.g. the default stream, or already
- * capturing).
+ * global: capture-unsafe calls from any thread in global mode invalidate it).
+ * Thread-safe: yes. Stream/device: `stream` enqueues into the graph from now
+ *   on instead of running.
+ * Returns GMR_OK; GMR_ERR_CUDA (the default stream, a stream that captures
+ * already, or another failure; then nothing started).
+ * Source: cudaStreamBeginCapture (cuda_runtime_api.h).
  */
 GMR_API gmr_status gmr_stream_begin_capture(gmr_stream stream);
 
 /**
- * End the capture of `stream` (cudaStreamEndCapture) and give the graph to the
- * caller in *out_graph (destroy it with gmr_graph_destroy()). Returns GMR_OK,
- * GMR_ERR_INVALID_ARGUMENT (NULL out), GMR_ERR_CUDA (not capturing, or the
- * capture was invalidated by a capture-unsafe call; then *out_graph is NULL).
+ * End the capture of `stream` (cudaStreamEndCapture) and give the graph to
+ * the caller.
+ * Ownership: *out_graph is the caller's: destroy it with gmr_graph_destroy().
+ * Thread-safe: yes; call it from the thread that began the capture in
+ *   thread-local mode. Stream/device: `stream` runs work again from now on.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (out_graph NULL; the capture goes
+ * on); GMR_ERR_CUDA (not capturing, or the capture was invalidated by a
+ * capture-unsafe call: the capture has ended and no graph was made). On
+ * failure *out_graph is NULL.
  */
 GMR_API gmr_status gmr_stream_end_capture(gmr_stream stream, gmr_graph *out_graph);
 
-/** Destroy a graph from gmr_stream_end_capture(). NULL is a no-op. */
+/**
+ * Destroy a graph from gmr_stream_end_capture() (cudaGraphDestroy). NULL is a
+ * no-op.
+ * Ownership: the graph is gone after GMR_OK. Thread-safe: yes, but no other
+ *   thread may use the graph. Stream/device: no synchronisation.
+ * Returns GMR_OK; GMR_ERR_CUDA (an unknown graph; nothing changed).
+ */
 GMR_API gmr_status gmr_graph_destroy(gmr_graph graph);
 
 /**
  * Whether `stream` is capturing now and the id of that capture
- * (cudaStreamGetCaptureInfo; ids are unique within the process).
- * Either out pointer may be NULL. Returns GMR_OK or GMR_ERR_CUDA; on failure
- * *out_capturing is false and *out_capture_id 0.
+ * (cudaStreamGetCaptureInfo; ids are unique within the process). Either out
+ * pointer may be NULL.
+ * Thread-safe: yes. Stream/device: one CUDA call, legal during a capture.
+ * Returns GMR_OK; GMR_ERR_CUDA (an unknown stream, or another failure); on
+ * failure *out_capturing is false and *out_capture_id 0.
  */
 GMR_API gmr_status gmr_stream_get_capture_info(gmr_stream stream, bool *out_capturing,
                                                uint64_t *out_capture_id);

@@ -76,7 +76,8 @@ GMR_API GMR_NODISCARD gmr_status gmr_get_device_resource(int device, gmr_resourc
 
 /**
  * gmr_get_device_resource() for the calling thread's current device
- * (cudaGetDevice). Returns as gmr_get_device_resource(), and GMR_ERR_CUDA
+ * (cudaGetDevice). Thread-safe: yes, as gmr_get_device_resource().
+ * Returns as gmr_get_device_resource(), and GMR_ERR_CUDA
  * when the current device cannot be read (no driver); then error->message
  * says so. Source: RMM's get_current_device_resource.
  */

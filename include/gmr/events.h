@@ -93,6 +93,7 @@ typedef void gmr_event_listener_fn(void *ctx, const gmr_event *event);
  * The same (fn, ctx) pair may be registered once.
  * Ownership: `ctx` is borrowed until gmr_event_listener_remove() returns.
  * Thread-safe: yes; waits for listeners running in other threads.
+ * Stream/device: no CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (fn NULL, or the pair is already
  * registered); GMR_ERR_BUSY (GMR_EVENT_MAX_LISTENERS are registered).
  * Nothing changes on failure. Source: gmr's own (RMM has no event hook).
@@ -102,8 +103,10 @@ GMR_API GMR_NODISCARD gmr_status gmr_event_listener_add(gmr_event_listener_fn *f
 /**
  * Unregister the pair (fn, ctx). When it returns, no thread runs `fn` with
  * `ctx` any more, so `ctx` may be freed.
- * Thread-safe: yes. Must not be called from a listener.
- * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT if the pair is not registered.
+ * Thread-safe: yes; waits for running listeners. Must not be called from a
+ *   listener. Stream/device: no CUDA call.
+ * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT if the pair is not registered
+ * (nothing changes).
  */
 GMR_API gmr_status gmr_event_listener_remove(gmr_event_listener_fn *fn, void *ctx);
 

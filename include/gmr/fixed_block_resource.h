@@ -173,8 +173,9 @@ GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_create(
  * option that is wrong, its value and its limit; for initial chunks the
  * upstream refused, the bytes of a chunk, how many were asked, the
  * upstream's status and the option to lower.
- * Returns and state after failure: as gmr_fixed_block_resource_create(); on
- * success the record's content is unspecified.
+ * Ownership, thread safety, stream/device semantics, Returns and state after
+ * failure: as gmr_fixed_block_resource_create(); on success the record's
+ * content is unspecified.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_create_ex(
     gmr_resource *upstream, const gmr_fixed_block_resource_config *config,
@@ -183,10 +184,13 @@ GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_create_ex(
 /** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
 GMR_API gmr_resource *gmr_fixed_block_resource_as_resource(gmr_fixed_block_resource *r);
 
-/** The gmr_fixed_block_resource behind `r`, or NULL if `r` is not one. */
+/**
+ * The gmr_fixed_block_resource behind `r`, or NULL if `r` is not one (vtable
+ * identity). Thread-safe: yes.
+ */
 GMR_API gmr_fixed_block_resource *gmr_fixed_block_resource_from_resource(gmr_resource *r);
 
-/** The block size in bytes. Thread-safe: yes. */
+/** The block size in bytes (0 for NULL). Thread-safe: yes. */
 GMR_API size_t gmr_fixed_block_resource_get_block_bytes(const gmr_fixed_block_resource *r);
 
 /*

@@ -186,13 +186,15 @@
  *
  * Bad frees (deallocate, gmr_graph_arena_resource_return_block): the arena
  * refuses them, changing nothing: GMR_ERR_FREE_MISMATCH for a live block
- * freed with another size; GMR_ERR_DOUBLE_FREE for the start of a block that
- * was freed already (by the caller, or by a reset or rewind), or an id whose
- * block is gone; GMR_ERR_UNKNOWN_POINTER for any other pointer or id (with
- * UNCAPTURED_FORWARD, a pointer outside the arena's chunks goes to the
- * upstream, which judges it, unless nothing was ever forwarded). A free on
- * another stream than the allocation's is accepted (stream-ordered
- * semantics); under ORDERED_REUSE its bytes are reused only on that stream.
+ * freed with another size or alignment; GMR_ERR_DOUBLE_FREE for the start of
+ * a block that was freed already (by the caller, or by a reset or rewind), or
+ * an id whose block is gone; GMR_ERR_UNKNOWN_POINTER for any other pointer or
+ * id. With UNCAPTURED_FORWARD, a pointer outside the arena's chunks goes to
+ * the upstream, which judges it, unless no forwarded block is live: then it
+ * cannot be one, and it is GMR_ERR_UNKNOWN_POINTER without asking the
+ * upstream (which may keep no books). A free on another stream than the
+ * allocation's is accepted (stream-ordered semantics); under ORDERED_REUSE
+ * its bytes are reused only on that stream.
  * A capture may end while blocks of its graph memory are live: they stay
  * allocated, their bytes kept for the graph until the memory is released.
  *
@@ -433,12 +435,21 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_begin_capture(
  *
  * Thread-safe: yes (thread-local state); the hint applies to the calling
  * thread only. Stream/device: no CUDA call.
- * Returns GMR_OK; enter: GMR_ERR_INVALID_ARGUMENT when 2^32 - 1 hints are up;
- * leave: GMR_ERR_INVALID_ARGUMENT when no hint is up (nothing changed).
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT when 2^32 - 1 hints are up
+ * (nothing changed).
  * Source: PyTorch's allocator asks CUDA about capture only while a capture it
  * was told of is under way (beginAllocateToPool).
  */
 GMR_API gmr_status gmr_graph_arena_resource_thread_hint_enter(void);
+
+/**
+ * Take down the calling thread's innermost hint raised by
+ * gmr_graph_arena_resource_thread_hint_enter(); with none left, hinted arenas
+ * stop asking CUDA about this thread's requests.
+ * Thread-safe: yes (thread-local state). Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT when no hint is up (nothing
+ * changed).
+ */
 GMR_API gmr_status gmr_graph_arena_resource_thread_hint_leave(void);
 
 /**
@@ -592,6 +603,23 @@ GMR_API gmr_status gmr_graph_arena_resource_rewind(gmr_graph_arena_resource *are
  */
 GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_checkpoint_uncaptured(
     gmr_graph_arena_resource *arena, uint64_t *out_mark);
+
+/**
+ * Rewind the uncaptured scope to `mark` (from
+ * gmr_graph_arena_resource_checkpoint_uncaptured()): every block served
+ * outside sessions since the mark is freed at once, whatever stream it was
+ * allocated on, and later marks are dropped. For a caller that owns all the
+ * streams it used (a scoped pool); gmr_graph_arena_resource_rewind() refuses
+ * another stream's blocks instead.
+ * pre: no queued work still uses the freed blocks.
+ * Units: *out_released_count (may be NULL) receives the live blocks freed.
+ * Thread-safe: yes. Stream/device: no CUDA call, no upstream call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (arena NULL, or `mark` is not a
+ * live mark of the uncaptured scope); GMR_ERR_UNSUPPORTED
+ * (UNCAPTURED_FORWARD); GMR_ERR_OUT_OF_MEMORY (host memory for the
+ * bookkeeping). On failure nothing changed.
+ * Source: AdaptiveArrayPools.jl's rewind! of a task's own pool.
+ */
 GMR_API gmr_status gmr_graph_arena_resource_rewind_uncaptured(gmr_graph_arena_resource *arena,
                                                               uint64_t mark,
                                                               size_t *out_released_count);
@@ -602,8 +630,8 @@ GMR_API gmr_status gmr_graph_arena_resource_rewind_uncaptured(gmr_graph_arena_re
  * bytes gives *out_ptr NULL and *out_id 0, and so does nothing else: a request forwarded to the
  * upstream (UNCAPTURED_FORWARD, outside sessions) has no id (*out_id 0). `failure` may be NULL.
  *
- * Thread-safe: yes. Stream/device, returns and state after failure: as the
- *   arena's allocate (gmr_allocate_ex); on failure *out_id is 0.
+ * Thread-safe: yes. Stream/device, Returns and state after failure: as
+ *   gmr_allocate_ex() on the arena; on failure *out_id is 0.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_allocate(gmr_graph_arena_resource *arena,
                                                                    size_t bytes, size_t alignment,
@@ -625,14 +653,23 @@ typedef struct gmr_graph_arena_block_info {
 
 /**
  * Look up a live block by id (GetBlock of the C# CUDA graph memory pool
- * spec) / by its pointer.
- * Thread-safe: yes. No CUDA call.
+ * spec).
+ * Thread-safe: yes (the arena's lock). Stream/device: no CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL argument);
- * GMR_ERR_UNKNOWN_POINTER (no live block has that id / pointer: never
- * allocated, freed, reset or rewound). On failure *out is zeroed.
+ * GMR_ERR_UNKNOWN_POINTER (no live block has that id: never allocated,
+ * freed, reset or rewound). On failure *out is zeroed.
  */
 GMR_API gmr_status gmr_graph_arena_resource_get_block(gmr_graph_arena_resource *arena, uint64_t id,
                                                       gmr_graph_arena_block_info *out);
+
+/**
+ * Look up the live block that starts at `ptr`.
+ * Thread-safe: yes (the arena's lock). Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL argument);
+ * GMR_ERR_UNKNOWN_POINTER (no live block of the arena starts there: never
+ * allocated, freed, reset, rewound, or forwarded to the upstream). On failure
+ * *out is zeroed.
+ */
 GMR_API gmr_status gmr_graph_arena_resource_find_block(gmr_graph_arena_resource *arena,
                                                        const void *ptr,
                                                        gmr_graph_arena_block_info *out);
@@ -714,12 +751,17 @@ GMR_API gmr_status gmr_graph_arena_resource_get_stats(gmr_graph_arena_resource *
 GMR_API gmr_graph_arena_resource_config
 gmr_graph_arena_resource_get_config(const gmr_graph_arena_resource *arena);
 
-/** "monotone" / "ordered_reuse" / "unknown". Static string. */
+/**
+ * "monotone", "ordered_reuse", or "unknown" for another value.
+ * Ownership: static string. Thread-safe: yes. Never fails; no CUDA call.
+ */
 GMR_API const char *gmr_graph_arena_resource_policy_name(gmr_graph_arena_policy policy);
 
 /**
- * Parse "monotone" or "ordered_reuse". Returns GMR_OK, or
- * GMR_ERR_INVALID_ARGUMENT (NULL argument or unknown name; *out unchanged).
+ * Parse "monotone" or "ordered_reuse" into a capture policy.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (NULL argument or unknown
+ * name; on failure *out is unchanged).
  */
 GMR_API GMR_NODISCARD gmr_status
 gmr_graph_arena_resource_policy_from_name(const char *name, gmr_graph_arena_policy *out);

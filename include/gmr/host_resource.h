@@ -52,17 +52,21 @@ typedef struct gmr_host_resource gmr_host_resource;
  *   returns GMR_ERR_BUSY while allocations are live.
  * Thread-safe: yes. Stream/device: no CUDA call at all.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (out is NULL); GMR_ERR_OUT_OF_MEMORY
- * (the resource itself could not be allocated; *out is then NULL).
+ * (the resource itself or its books could not be allocated). On failure *out
+ * is NULL (when out is not NULL) and nothing needs destroying.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_host_resource_create(gmr_host_resource **out);
 
-/** The embedded gmr_resource. Thread-safe: yes. */
+/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
 GMR_API gmr_resource *gmr_host_resource_as_resource(gmr_host_resource *r);
 
-/** The gmr_host_resource behind `r`, or NULL if `r` is not one. */
+/**
+ * The gmr_host_resource behind `r`, or NULL if `r` is not one (vtable
+ * identity; NULL for NULL). Thread-safe: yes.
+ */
 GMR_API gmr_host_resource *gmr_host_resource_from_resource(gmr_resource *r);
 
-/** Live allocations now. Thread-safe: yes; may miss calls in flight. */
+/** Live allocations now. pre: r is not NULL. Thread-safe: yes; may miss calls in flight. */
 GMR_API size_t gmr_host_resource_get_live_count(const gmr_host_resource *r);
 
 #ifdef __cplusplus

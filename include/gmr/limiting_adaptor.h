@@ -54,7 +54,16 @@
  * forwarded to the upstream's allocate_capturing; the OOM policy does not run
  * for it (trim or wait could synchronise or stall the capture), the upstream's
  * failure is returned as is. record_stream is forwarded to the upstream;
- * get_memory_info, trim and the footprint are answered from below.
+ * get_memory_info, trim and the footprint are answered from below. extend
+ * (gmr_extend, growth in place) is charged the difference between the
+ * charges of the new and the old size, against the global limit and, with
+ * per_stream, the limit of the stream the allocation is charged to (whatever
+ * stream the growth is ordered on; a pointer that is not live there is
+ * GMR_ERR_UNKNOWN_POINTER), through the limit policy like an allocation,
+ * before the upstream's extend is asked; a refused or failed growth charges
+ * nothing. The OOM policy does not run for it (a caller whose extend fails
+ * allocates elsewhere, and that allocation runs it). Allocation counts do not
+ * change; the later free gives the new size.
  *
  * Events (gmr/events.h): LIMIT_REFUSED, LIMIT_RAISED, LIMIT_OVERAGE, and the
  * OOM events of its policy.
@@ -126,11 +135,15 @@ GMR_API GMR_NODISCARD gmr_status gmr_limiting_adaptor_create(
 /** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
 GMR_API gmr_resource *gmr_limiting_adaptor_as_resource(gmr_limiting_adaptor *a);
 
-/** The limiting adaptor behind `r`, or NULL if `r` is not one (vtable identity). */
+/**
+ * The limiting adaptor behind `r`, or NULL if `r` is not one (vtable
+ * identity; NULL for NULL). Thread-safe: yes.
+ */
 GMR_API gmr_limiting_adaptor *gmr_limiting_adaptor_from_resource(gmr_resource *r);
 
 /**
- * The global limit now (GMR_LIMIT_NONE for none). Thread-safe: yes.
+ * The global limit now, in bytes (GMR_LIMIT_NONE for none).
+ * pre: a is not NULL. Thread-safe: yes.
  */
 GMR_API size_t gmr_limiting_adaptor_get_limit(const gmr_limiting_adaptor *a);
 
@@ -144,16 +157,19 @@ GMR_API size_t gmr_limiting_adaptor_get_limit(const gmr_limiting_adaptor *a);
  * Thread-safe: yes (requests in flight may be judged against either value;
  * one admitted while counting is charged even if it passes the new limit).
  * Stream/device: no CUDA call.
- * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (a is NULL).
+ * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (a is NULL; nothing changes).
  */
 GMR_API gmr_status gmr_limiting_adaptor_set_limit(gmr_limiting_adaptor *a, size_t limit_bytes);
 
-/** Charged bytes outstanding now. Thread-safe: yes; may miss requests in flight. */
+/**
+ * Charged bytes outstanding now. pre: a is not NULL.
+ * Thread-safe: yes; may miss requests in flight.
+ */
 GMR_API size_t gmr_limiting_adaptor_get_used_bytes(const gmr_limiting_adaptor *a);
 
 /**
- * Set the limit of `stream` (per-stream mode only).
- * Thread-safe: yes.
+ * Set the limit of `stream` (per-stream mode only), in bytes.
+ * Thread-safe: yes. Stream/device: no CUDA call (the stream is a key only).
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL); GMR_ERR_UNSUPPORTED (not
  * in per-stream mode); GMR_ERR_BUSY (max_streams streams already have
  * counters of their own: this one shares the overflow counters, whose limit
@@ -165,9 +181,10 @@ GMR_API gmr_status gmr_limiting_adaptor_set_stream_limit(gmr_limiting_adaptor *a
 /**
  * Charged bytes outstanding on `stream` and its limit (per-stream mode).
  * Either out pointer may be NULL. A stream never seen reports 0 and the
- * default stream limit. Thread-safe: yes.
+ * default stream limit. Units: bytes.
+ * Thread-safe: yes; may miss requests in flight. Stream/device: no CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL); GMR_ERR_UNSUPPORTED (not
- * in per-stream mode).
+ * in per-stream mode). On failure the outputs are unchanged.
  */
 GMR_API gmr_status gmr_limiting_adaptor_get_stream_usage(const gmr_limiting_adaptor *a,
                                                          gmr_stream stream, size_t *used_bytes,
@@ -201,9 +218,9 @@ typedef struct gmr_limiting_stats {
 /**
  * Snapshot the counters into `*out` (size and version set by the caller).
  * Thread-safe: yes; counters are read one by one and may be from slightly
- * different moments while other threads allocate.
+ * different moments while other threads allocate. Stream/device: no CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, or size smaller than the
- * size+version header, or version 0).
+ * size+version header, or version 0). On failure *out is unchanged.
  */
 GMR_API gmr_status gmr_limiting_adaptor_get_stats(const gmr_limiting_adaptor *a,
                                                   gmr_limiting_stats *out);

@@ -41,7 +41,12 @@
  * Optional slots: an allocation for a capture (allocate_capturing, forwarded
  * to the upstream's) is logged as "allocate" or "allocate failure", like any
  * other; record_stream is forwarded and writes no row (the format has no
- * action for it); get_memory_info is answered from below.
+ * action for it); get_memory_info is answered from below. A successful
+ * growth in place (gmr_extend, forwarded to the upstream's extend) is written
+ * as two rows under one hold of the lock, "free" of the old size and
+ * "allocate" of the new size at the same pointer: the format has no action
+ * for growth, and these two replay it faithfully in RMM's replay and in
+ * tools/replay. A failed extend writes no row (nothing changed).
  *
  * Thread-safe: yes (internal mutex around each row).
  * Source: RMM logging_resource_adaptor (format), RMM #2304 (order of books and
@@ -124,14 +129,14 @@ GMR_API gmr_log_adaptor *gmr_log_adaptor_from_resource(gmr_resource *r);
 GMR_API gmr_status gmr_log_adaptor_flush(gmr_log_adaptor *a);
 
 /**
- * Rows written so far, the header not included. Thread-safe: yes; may miss a
- * row being written.
+ * Rows written so far, the header not included (0 for NULL). Thread-safe:
+ * yes; may miss a row being written.
  */
 GMR_API uint64_t gmr_log_adaptor_get_row_count(const gmr_log_adaptor *a);
 
 /**
- * Rows (or flushes) the C library failed to write, e.g. on a full disk.
- * Thread-safe: yes; may miss a row being written.
+ * Rows (or flushes) the C library failed to write, e.g. on a full disk (0 for
+ * NULL). Thread-safe: yes; may miss a row being written.
  */
 GMR_API uint64_t gmr_log_adaptor_get_write_error_count(const gmr_log_adaptor *a);
 

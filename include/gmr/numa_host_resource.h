@@ -29,6 +29,13 @@
  * Alignment: page size (4 KiB or more); a request for more returns
  * GMR_ERR_UNSUPPORTED.
  *
+ * Bad frees: the resource keeps books of its live allocations and refuses a
+ * bad free before unmapping anything, in gmr/resource.h's vocabulary
+ * (GMR_ERR_UNKNOWN_POINTER, GMR_ERR_DOUBLE_FREE for a recent free,
+ * GMR_ERR_FREE_MISMATCH for another size or alignment). A free whose
+ * synchronisation or unregistration fails returns that CUDA failure and
+ * leaves the allocation live.
+ *
  * Source: cuCascade's numa_region_pinned_host_memory_resource (pinned host
  * memory per NUMA node for the HOST tier); mbind(2); cudaHostRegister
  * (cuda_runtime_api.h).

@@ -58,7 +58,11 @@
  * Optional slots: an allocation for a capture (allocate_capturing, forwarded
  * to the upstream's) gets the same range, counter sample and failure marks as
  * an allocation; record_stream is forwarded (no range); get_memory_info is
- * answered from below.
+ * answered from below. A growth in place (gmr_extend, forwarded to the
+ * upstream's extend) gets a range "extend (stream ..)" in the allocate
+ * category with the bytes added as payload, a counter sample after success
+ * (the bytes added count as in use), and a mark "extend failed: ..." in the
+ * failure category when it fails (the counter then stays).
  *
  * Thread-safe: yes (atomics; a mutex only when a new stream is first seen; a
  * read lock of the table of adaptors while a policy event is marked, which
@@ -151,12 +155,13 @@ GMR_API gmr_nvtx_logging_adaptor *gmr_nvtx_logging_adaptor_from_resource(gmr_res
  * Switch emission on or off at run time. Calls already inside the adaptor
  * finish as they started (a range pushed is always popped). Off, the adaptor
  * still keeps its bytes-in-use count (when a tool is attached), so the first
- * sample after switching back on is right. No-op when compiled out.
+ * sample after switching back on is right. No-op when compiled out, and for
+ * NULL.
  * Thread-safe: yes (an atomic store). Stream/device: none.
  */
 GMR_API void gmr_nvtx_logging_adaptor_set_enabled(gmr_nvtx_logging_adaptor *a, bool enabled);
 
-/** The run-time switch (always false when compiled out). Thread-safe: yes. */
+/** The run-time switch (false for NULL, and always when compiled out). Thread-safe: yes. */
 GMR_API bool gmr_nvtx_logging_adaptor_is_enabled(const gmr_nvtx_logging_adaptor *a);
 
 /**
@@ -165,7 +170,7 @@ GMR_API bool gmr_nvtx_logging_adaptor_is_enabled(const gmr_nvtx_logging_adaptor 
  */
 GMR_API bool gmr_nvtx_logging_adaptor_is_tool_attached(const gmr_nvtx_logging_adaptor *a);
 
-/** The domain name (the adaptor's copy; valid while it lives). Thread-safe: yes. */
+/** The domain name (the adaptor's copy; valid while it lives; NULL for NULL). Thread-safe: yes. */
 GMR_API const char *gmr_nvtx_logging_adaptor_get_domain_name(const gmr_nvtx_logging_adaptor *a);
 
 /**

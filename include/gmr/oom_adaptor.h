@@ -15,7 +15,10 @@
  * allocate_capturing is forwarded to the upstream's allocate_capturing
  * without running the policy (a trim or a wait could synchronise or stall
  * the capture; the failure is returned as is); get_memory_info, trim and the
- * footprint are answered from below. With the `fail` policy the adaptor calls
+ * footprint are answered from below. extend (gmr_extend, growth in place) is
+ * forwarded to the upstream's without the policy: a caller whose extend fails
+ * allocates elsewhere, and that allocation runs it; the live count does not
+ * change. With the `fail` policy the adaptor calls
  * its upstream directly and never enters the policy machinery.
  *
  * Events (gmr/events.h): OOM_RETRY, OOM_TRIM, OOM_WAIT, OOM_GAVE_UP.
@@ -56,16 +59,24 @@ GMR_API GMR_NODISCARD gmr_status gmr_oom_adaptor_create(gmr_resource *upstream,
 /** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
 GMR_API gmr_resource *gmr_oom_adaptor_as_resource(gmr_oom_adaptor *a);
 
-/** The OOM adaptor behind `r`, or NULL if `r` is not one. */
+/**
+ * The OOM adaptor behind `r`, or NULL if `r` is not one (vtable identity;
+ * NULL for NULL). Thread-safe: yes.
+ */
 GMR_API gmr_oom_adaptor *gmr_oom_adaptor_from_resource(gmr_resource *r);
 
 /**
- * What the policy did so far. Thread-safe: yes; counters are read one by one.
- * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (NULL).
+ * Copy what the policy did so far into *out. Thread-safe: yes; counters are
+ * read one by one. Stream/device: no CUDA call.
+ * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (a NULL argument; on failure
+ * *out is unchanged).
  */
 GMR_API gmr_status gmr_oom_adaptor_get_counts(const gmr_oom_adaptor *a, gmr_oom_counts *out);
 
-/** Live allocations made through the adaptor (destroy returns BUSY while > 0). */
+/**
+ * Live allocations made through the adaptor (destroy returns GMR_ERR_BUSY
+ * while > 0). pre: a is not NULL. Thread-safe: yes; may miss calls in flight.
+ */
 GMR_API size_t gmr_oom_adaptor_get_live_count(const gmr_oom_adaptor *a);
 
 #ifdef __cplusplus

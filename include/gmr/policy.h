@@ -153,10 +153,26 @@ GMR_API gmr_oom_policy gmr_oom_policy_fail(void);
 GMR_API gmr_oom_policy gmr_oom_policy_retry(gmr_oom_callback_fn *callback, void *callback_ctx,
                                             uint32_t max_attempts);
 
-/** `trim_retry`: trim the stack below, retry if bytes were released. */
+/**
+ * `trim_retry`: on out-of-memory, trim the stack below (gmr_resource_trim)
+ * and retry if bytes were released, at most `max_attempts` times (capped at
+ * GMR_OOM_MAX_ATTEMPTS).
+ * Thread-safe: yes (a pure constructor; the policy keeps no state).
+ * Stream/device: the trim it runs may synchronise and free device memory.
+ * Source: RMM's failure_callback_resource_adaptor with a callback that frees
+ *   cached memory; PyTorch's caching allocator frees cached blocks and retries.
+ */
 GMR_API gmr_oom_policy gmr_oom_policy_trim_retry(uint32_t max_attempts);
 
-/** `wait`: wait up to `timeout_ns` for a free through the adaptor, retry if one came. */
+/**
+ * `wait`: on out-of-memory, wait up to `timeout_ns` (nanoseconds) for a free
+ * through the adaptor holding the policy, and retry if one came, at most
+ * `max_attempts` times (capped at GMR_OOM_MAX_ATTEMPTS).
+ * Thread-safe: yes (a pure constructor). Stream/device: the waiting thread
+ *   blocks on a condition variable; no CUDA call.
+ * Source: cuCascade's memory_reservation_manager, which blocks a request
+ *   until memory is given back.
+ */
 GMR_API gmr_oom_policy gmr_oom_policy_wait(uint64_t timeout_ns, uint32_t max_attempts);
 
 /* Defaults the spec uses when it names a policy without attempts/timeout. */
@@ -165,8 +181,11 @@ GMR_API gmr_oom_policy gmr_oom_policy_wait(uint64_t timeout_ns, uint32_t max_att
 
 /**
  * Check a policy struct: version >= 1, a name of at most GMR_POLICY_NAME_MAX
- * characters, max_attempts <= GMR_OOM_MAX_ATTEMPTS.
- * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (also for NULL).
+ * characters, max_attempts <= GMR_OOM_MAX_ATTEMPTS. Adaptors call it at
+ * create; a user who fills the struct by hand can call it first.
+ * Thread-safe: yes (reads only). Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, or a rule broken). Never
+ * changes the policy, on failure or not.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_oom_policy_check(const gmr_oom_policy *policy);
 
@@ -175,21 +194,33 @@ GMR_API GMR_NODISCARD gmr_status gmr_oom_policy_check(const gmr_oom_policy *poli
  * copied; its ctx and callback_ctx stay the caller's (copies handed out have
  * `release` cleared). Names are [A-Za-z_][A-Za-z0-9_]*, at most
  * GMR_POLICY_NAME_MAX characters, and may not be a built-in name.
- * Thread-safe: yes (internal mutex).
+ * Thread-safe: yes (internal mutex). Stream/device: no CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (bad name, built-in or already
  * registered name, invalid policy); GMR_ERR_BUSY (64 policies registered).
+ * On failure nothing is registered.
+ * Source: RMM's named resources in its benchmarks; the registry of names is
+ *   gmr's own.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_oom_policy_register(const char *name,
                                                          const gmr_oom_policy *policy);
 
-/** Remove a registered name. Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (unknown). */
+/**
+ * Remove the OOM policy registered under `name`. Adaptors that were created
+ * with it keep their copy; later specs can no longer name it.
+ * Thread-safe: yes (internal mutex). Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, a built-in name, or a name
+ * not registered: nothing changes).
+ */
 GMR_API gmr_status gmr_oom_policy_unregister(const char *name);
 
 /**
  * The policy named `name`: a built-in (`fail`, `retry`, `trim_retry`, `wait`,
  * with the default attempts and timeout) or a registered one.
- * Thread-safe: yes. Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (unknown name,
- * *out unchanged).
+ * Thread-safe: yes (internal mutex for registered names). Stream/device: no
+ *   CUDA call.
+ * Returns GMR_OK (*out is a copy: its ctx stays the registrant's, its release
+ * is NULL); GMR_ERR_INVALID_ARGUMENT (NULL argument, or an unknown name; on
+ * failure *out is unchanged).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_oom_policy_from_name(const char *name, gmr_oom_policy *out);
 
@@ -233,10 +264,20 @@ struct gmr_limit_policy {
 
 #define GMR_LIMIT_POLICY_FAIL_INIT {GMR_LIMIT_POLICY_VERSION, "fail", NULL, NULL, 1.0, 0u, NULL}
 
-/** `fail`: refuse (GMR_ERR_LIMIT_EXCEEDED). */
+/**
+ * `fail`: refuse a request past the limit (the adaptor returns
+ * GMR_ERR_LIMIT_EXCEEDED). Thread-safe: yes (a pure constructor).
+ * Source: RMM's limiting_resource_adaptor, which always refuses; cuCascade's
+ *   fail_reservation_limit_policy.
+ */
 GMR_API gmr_limit_policy gmr_limit_policy_fail(void);
 
-/** `ignore`: allow; the adaptor counts the overage and how often it happened. */
+/**
+ * `ignore`: let a request past the limit through; the adaptor counts the
+ * overage and how often it happened (gmr_limiting_stats).
+ * Thread-safe: yes (a pure constructor).
+ * Source: cuCascade's ignore_reservation_limit_policy.
+ */
 GMR_API gmr_limit_policy gmr_limit_policy_ignore(void);
 
 /**
@@ -268,16 +309,48 @@ GMR_API gmr_limit_policy gmr_limit_policy_increase_total(double padding_factor, 
 
 #define GMR_LIMIT_DEFAULT_PADDING_FACTOR 1.25
 
-/** As gmr_oom_policy_check(): version >= 1, a name, a factor >= 1 when decide is the built-in increase. */
+/**
+ * Check a limit policy struct: version >= 1, a name of at most
+ * GMR_POLICY_NAME_MAX characters, and for the built-in `increase` and
+ * `increase_total` a padding factor in [1, 1e6).
+ * Thread-safe: yes (reads only). Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, or a rule broken). Never
+ * changes the policy, on failure or not.
+ */
 GMR_API GMR_NODISCARD gmr_status gmr_limit_policy_check(const gmr_limit_policy *policy);
 
-/** As gmr_oom_policy_register(), for `on_limit=NAME`. */
+/**
+ * Register `policy` under `name` so specs can say `on_limit=NAME`. The struct
+ * is copied; its ctx stays the caller's (copies handed out have `release`
+ * cleared). Names are [A-Za-z_][A-Za-z0-9_]*, at most GMR_POLICY_NAME_MAX
+ * characters, and may not be a built-in name.
+ * Thread-safe: yes (internal mutex). Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (bad name, built-in or already
+ * registered name, invalid policy); GMR_ERR_BUSY (64 policies registered).
+ * On failure nothing is registered.
+ */
 GMR_API GMR_NODISCARD gmr_status gmr_limit_policy_register(const char *name,
                                                            const gmr_limit_policy *policy);
+
+/**
+ * Remove the limit policy registered under `name`. Adaptors that were created
+ * with it keep their copy; later specs can no longer name it.
+ * Thread-safe: yes (internal mutex). Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, a built-in name, or a name
+ * not registered: nothing changes).
+ */
 GMR_API gmr_status gmr_limit_policy_unregister(const char *name);
 
-/** Built-ins `fail`, `ignore`, `increase` and `increase_total` (factor 1.25,
- * no cap) or a registered name. */
+/**
+ * The limit policy named `name`: a built-in (`fail`, `ignore`, `increase`
+ * and `increase_total` with factor GMR_LIMIT_DEFAULT_PADDING_FACTOR and no
+ * cap) or a registered one.
+ * Thread-safe: yes (internal mutex for registered names). Stream/device: no
+ *   CUDA call.
+ * Returns GMR_OK (*out is a copy: its ctx stays the registrant's, its release
+ * is NULL); GMR_ERR_INVALID_ARGUMENT (NULL argument, or an unknown name; on
+ * failure *out is unchanged).
+ */
 GMR_API GMR_NODISCARD gmr_status gmr_limit_policy_from_name(const char *name,
                                                             gmr_limit_policy *out);
 
@@ -323,7 +396,15 @@ GMR_API GMR_NODISCARD gmr_status gmr_policy_plugin_load(const char *path, const 
                                                         gmr_policy_plugin **out_handle,
                                                         char *message);
 
-/** dlclose the library. NULL is a no-op. Returns GMR_OK. */
+/**
+ * Unload a plugin library loaded by gmr_policy_plugin_load() (dlclose) and
+ * free the handle. NULL is a no-op.
+ * pre: no adaptor holds a policy from the library any more (its functions
+ *   would be unmapped).
+ * Thread-safe: yes, for distinct handles. Stream/device: no CUDA call.
+ * Returns GMR_OK; it never fails (a dlclose error leaves the library loaded,
+ * which is harmless).
+ */
 GMR_API gmr_status gmr_policy_plugin_unload(gmr_policy_plugin *handle);
 
 #ifdef __cplusplus

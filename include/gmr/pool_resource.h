@@ -322,8 +322,9 @@ GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_create(gmr_resource *upstream
  * is wrong, its value and its limit; for an initial chunk the upstream
  * refused, the bytes asked, the upstream's status and the option to lower
  * (failure->where and cuda_error as the upstream reported them).
- * Returns and state after failure: as gmr_pool_resource_create(); on success
- * the record's content is unspecified.
+ * Ownership, thread safety, stream/device semantics, Returns and state after
+ * failure: as gmr_pool_resource_create(); on success the record's content is
+ * unspecified.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_create_ex(
     gmr_resource *upstream, const gmr_pool_resource_config *config, gmr_pool_resource **out,
@@ -332,13 +333,16 @@ GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_create_ex(
 /** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
 GMR_API gmr_resource *gmr_pool_resource_as_resource(gmr_pool_resource *pool);
 
-/** The gmr_pool_resource behind `r`, or NULL if `r` is not one (vtable identity). */
+/**
+ * The gmr_pool_resource behind `r`, or NULL if `r` is not one (vtable
+ * identity; NULL for NULL). Thread-safe: yes.
+ */
 GMR_API gmr_pool_resource *gmr_pool_resource_from_resource(gmr_resource *r);
 
-/** The upstream given at create. Thread-safe: yes. */
+/** The upstream given at create (NULL for NULL). Thread-safe: yes. */
 GMR_API gmr_resource *gmr_pool_resource_get_upstream(const gmr_pool_resource *pool);
 
-/** The number of arenas (arena_count after resolving 0). Thread-safe: yes. */
+/** The number of arenas (arena_count after resolving 0; 0 for NULL). Thread-safe: yes. */
 GMR_API uint32_t gmr_pool_resource_get_arena_count(const gmr_pool_resource *pool);
 
 /* A snapshot of the pool, all arenas together (gmr_resource_get_memory_info

@@ -270,7 +270,8 @@ struct gmr_resource {
  * name and the three required slots. Adaptors call it on their upstream at
  * create time; a user who writes a resource can call it in a test.
  * Thread-safe: yes (reads only). Stream/device: none.
- * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT naming nothing else.
+ * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT naming nothing else. It changes
+ * nothing, on failure or not.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_resource_check(const gmr_resource *r);
 
@@ -301,6 +302,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_allocate(gmr_resource *r, size_t bytes, siz
  * then it is exactly gmr_allocate()). On success the record's content is
  * unspecified. Adaptors pass their own `failure` argument here when they call
  * their upstream, so the record travels up the stack.
+ * Ownership: *failure is the caller's. Thread-safe, stream/device semantics,
  * Returns and state after failure: as gmr_allocate().
  */
 GMR_API GMR_NODISCARD gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment,
@@ -348,8 +350,11 @@ GMR_API gmr_status gmr_deallocate(gmr_resource *r, void *ptr, size_t bytes, size
  * Destroy `r` (never its upstream). NULL is a no-op returning GMR_OK.
  * Thread-safe: no; no other thread may use `r` during or after the call.
  * Stream/device: may synchronise, and may free device memory it cached.
- * Returns GMR_OK; GMR_ERR_BUSY if it has live allocations it can count (then
- * nothing is destroyed); GMR_ERR_INVALID_ARGUMENT if `r` has no valid vtable.
+ * Returns GMR_OK; GMR_ERR_BUSY if it has live allocations it can count;
+ * GMR_ERR_INVALID_ARGUMENT if `r` has no valid vtable; other statuses as the
+ * resource documents (a pool whose upstream refuses a chunk). After failure
+ * nothing is destroyed: `r` stays valid, and a retry once the cause is gone
+ * works.
  */
 GMR_API gmr_status gmr_resource_destroy(gmr_resource *r);
 
@@ -386,9 +391,10 @@ GMR_API gmr_status gmr_resource_trim(gmr_resource *r, size_t *released_bytes);
  * it holds from the driver.
  * Thread-safe: yes where the answering resource says so; a concurrent reading
  *   may miss allocations in flight.
+ * Stream/device: no CUDA call, never synchronises.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT for NULL arguments;
- * GMR_ERR_UNSUPPORTED when no resource in the stack reports a footprint
- * (then *out is zeroed).
+ * GMR_ERR_UNSUPPORTED when no resource in the stack reports a footprint.
+ * On failure *out is zeroed (when out is not NULL).
  */
 GMR_API gmr_status gmr_resource_get_footprint(const gmr_resource *r, gmr_footprint *out);
 

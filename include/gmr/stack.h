@@ -122,10 +122,10 @@ GMR_API GMR_NODISCARD gmr_status gmr_stack_create(const char *spec, gmr_stack **
  * gmr_stack_create() with the spec in the environment variable GMR_STACK, or
  * `fallback_spec` when GMR_STACK is unset or empty. Messages say `GMR_STACK:`
  * instead of `spec:` when the spec came from the environment.
- * Ownership, thread safety, returns and state after failure: as
- * gmr_stack_create(); GMR_ERR_INVALID_ARGUMENT also when GMR_STACK is unset
- * and fallback_spec is NULL. Reads the environment only during this call
- * (getenv: do not change the environment concurrently).
+ * Ownership, thread safety, stream/device semantics, Returns and state
+ * after failure: as gmr_stack_create(); GMR_ERR_INVALID_ARGUMENT also when
+ * GMR_STACK is unset and fallback_spec is NULL. Reads the environment only
+ * during this call (getenv: do not change the environment concurrently).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_stack_create_from_env(const char *fallback_spec,
                                                            gmr_stack **out,
@@ -140,15 +140,19 @@ GMR_API GMR_NODISCARD gmr_status gmr_stack_create_from_env(const char *fallback_
  * names, and plugins (loaded, asked for their policy, released and unloaded
  * again). Tools use it to refuse a command line before long work.
  * Thread-safe: yes. Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (or
- * GMR_ERR_OUT_OF_MEMORY) with `error` (may be NULL) filled as by
+ * GMR_ERR_OUT_OF_MEMORY; on failure nothing stays created or loaded) with
+ * `error` (may be NULL) filled as by
  * gmr_stack_create(). Creating can still fail where checking passed (no
  * device, a device ordinal past the count, out of memory).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_stack_check(const char *spec, gmr_spec_error *error);
 
 /**
- * An empty stack, for composing by hand with gmr_stack_push().
+ * Create an empty stack, for composing by hand with gmr_stack_push().
+ * Ownership: *out is the caller's (gmr_stack_destroy).
+ * Thread-safe: yes (an independent object). Stream/device: no CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (out NULL); GMR_ERR_OUT_OF_MEMORY.
+ * On failure *out is NULL (when out is not NULL) and nothing needs destroying.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_stack_create_empty(gmr_stack **out);
 
@@ -156,20 +160,27 @@ GMR_API GMR_NODISCARD gmr_status gmr_stack_create_empty(gmr_stack **out);
  * Put `layer` on top of the stack and take ownership of it. On an empty stack
  * any resource is accepted; otherwise `layer` must be an adaptor whose
  * upstream (gmr_resource_get_upstream) is the current top.
- * Thread-safe: no.
+ * Ownership: on GMR_OK the stack owns `layer` (gmr_stack_destroy destroys it).
+ * Thread-safe: no. Stream/device: no CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, invalid resource, or its
- * upstream is not the top: the caller keeps it); GMR_ERR_OUT_OF_MEMORY (the
- * caller keeps it).
+ * upstream is not the top); GMR_ERR_OUT_OF_MEMORY. On failure the stack is
+ * unchanged and the caller keeps `layer`.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_stack_push(gmr_stack *stack, gmr_resource *layer);
 
-/** The top layer, the one to allocate from (NULL for NULL or an empty stack). */
+/**
+ * The top layer, the one to allocate from (NULL for NULL or an empty stack).
+ * Ownership: borrowed from the stack. Thread-safe: yes.
+ */
 GMR_API gmr_resource *gmr_stack_as_resource(gmr_stack *stack);
 
-/** Number of layers. Thread-safe: yes. */
+/** Number of layers (0 for NULL). Thread-safe: yes. */
 GMR_API size_t gmr_stack_get_depth(const gmr_stack *stack);
 
-/** Layer `index` counted from the top (0 = top), or NULL past the bottom. */
+/**
+ * Layer `index` counted from the top (0 = top), or NULL past the bottom (or
+ * for NULL). Ownership: borrowed from the stack. Thread-safe: yes.
+ */
 GMR_API gmr_resource *gmr_stack_get_layer(const gmr_stack *stack, size_t index);
 
 /**
@@ -179,12 +190,16 @@ GMR_API gmr_resource *gmr_stack_get_layer(const gmr_stack *stack, size_t index);
  */
 GMR_API gmr_resource *gmr_stack_find(const gmr_stack *stack, const char *type_name);
 
-/** The spec the stack was built from (NULL for a stack built by hand). Owned by the stack. */
+/**
+ * The spec the stack was built from (NULL for a stack built by hand, or for
+ * NULL). Ownership: the stack's, valid until it is destroyed. Thread-safe: yes.
+ */
 GMR_API const char *gmr_stack_get_spec(const gmr_stack *stack);
 
 /**
  * Destroy the layers top-down, then unload the plugins and free the stack.
- * NULL is a no-op. Thread-safe: no.
+ * NULL is a no-op. Thread-safe: no. Stream/device: as each layer's destroy
+ *   (a pool gives its chunks back: cudaFree may synchronise).
  * Returns GMR_OK; or the first failure of a layer's destroy (GMR_ERR_BUSY
  * while allocations are live): then the layers above it are already gone,
  * that layer and those below it stay in the stack, which remains valid (its
@@ -196,7 +211,10 @@ GMR_API gmr_status gmr_stack_destroy(gmr_stack *stack);
 /**
  * Print every component a spec can name, with its options (type, default,
  * meaning), and the policy names, to `out`.
- * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (out NULL).
+ * Thread-safe: yes (it reads static tables only).
+ * Stream/device: no CUDA call.
+ * Returns GMR_OK (write errors of `out` are not reported: check ferror);
+ * GMR_ERR_INVALID_ARGUMENT (out NULL). On failure nothing is written.
  */
 GMR_API gmr_status gmr_stack_print_components(FILE *out);
 

@@ -42,6 +42,9 @@ extern "C" {
  * gmr_tracking_thread_id()). Layers of other types give their type only.
  *
  * Units: bytes; counts. Ownership: `buffer` is the caller's.
+ * Thread-safe: as reading each layer's stats is (yes for gmr's layers);
+ *   counters read while other threads allocate may be from slightly
+ *   different moments.
  * Stream/device: no CUDA call, never synchronises.
  * Returns GMR_OK with *out_bytes set to the length of the whole text (without
  * its NUL), like snprintf: at most buffer_bytes - 1 characters and a NUL are

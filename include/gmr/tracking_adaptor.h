@@ -34,7 +34,13 @@
  * the ordinary deallocate). record_stream refuses a pointer that is not live
  * here with GMR_ERR_UNKNOWN_POINTER (the upstream never sees it) and forwards
  * the others. get_memory_info, trim and the footprint are answered from
- * below.
+ * below. extend (gmr_extend) checks the live entry first (not live:
+ * GMR_ERR_UNKNOWN_POINTER; another size or alignment: GMR_ERR_FREE_MISMATCH;
+ * the upstream never sees either), forwards to the upstream's extend, and on
+ * success records the new size (the free must then give it) and counts the
+ * bytes added to the allocation's owner, the overall counters and an open
+ * scope, as bytes allocated; allocation counts do not change.
+ * pre: no free of an allocation runs while it is being extended.
  *
  * Thread-safe: yes. Owner counters are atomics, each owner's on a cache line
  * of its own; the overall counters are kept per thread (see
@@ -134,7 +140,10 @@ GMR_API GMR_NODISCARD gmr_status gmr_tracking_adaptor_create(
 /** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
 GMR_API gmr_resource *gmr_tracking_adaptor_as_resource(gmr_tracking_adaptor *a);
 
-/** The tracking adaptor behind `r`, or NULL if `r` is not one. */
+/**
+ * The tracking adaptor behind `r`, or NULL if `r` is not one (vtable
+ * identity; NULL for NULL). Thread-safe: yes.
+ */
 GMR_API gmr_tracking_adaptor *gmr_tracking_adaptor_from_resource(gmr_resource *r);
 
 /**
@@ -146,8 +155,9 @@ GMR_API gmr_tracking_adaptor *gmr_tracking_adaptor_from_resource(gmr_resource *r
  * or freed of the true high-water mark. Owner counters
  * (gmr_tracking_adaptor_get_owner_stats) and scopes are exact always.
  * Thread-safe: yes; counters are read one by one, so a snapshot taken while
- * other threads allocate may mix moments.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, size below the header, version 0).
+ * other threads allocate may mix moments. Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, size below the header,
+ * version 0; on failure *out is unchanged).
  */
 GMR_API gmr_status gmr_tracking_adaptor_get_stats(const gmr_tracking_adaptor *a,
                                                   gmr_tracking_stats *out);
@@ -162,8 +172,9 @@ GMR_API uint64_t gmr_tracking_thread_id(void);
  * Counters of one owner: `owner` is (uint64_t)(uintptr_t)stream in per-stream
  * mode, a gmr_tracking_thread_id() value in per-thread mode. Owners past
  * max_owners share one set of counters, reported for each of them.
- * Thread-safe: yes. Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, bad
- * header, or an owner never seen: *out then holds zeros and the owner).
+ * Thread-safe: yes. Stream/device: no CUDA call (a stream is a key only).
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, bad header, or an owner
+ * never seen: on that failure *out holds zeros and the owner).
  */
 GMR_API gmr_status gmr_tracking_adaptor_get_owner_stats(const gmr_tracking_adaptor *a,
                                                         uint64_t owner,
@@ -172,8 +183,10 @@ GMR_API gmr_status gmr_tracking_adaptor_get_owner_stats(const gmr_tracking_adapt
 /**
  * The owners seen so far, in no particular order: up to `capacity` keys in
  * `owners`, their number in *count (which may exceed capacity).
- * Thread-safe: yes. Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (NULL count,
- * or NULL owners with capacity > 0).
+ * Thread-safe: yes; owners appearing meanwhile may be missed. Stream/device:
+ *   no CUDA call.
+ * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (NULL a or count, or NULL owners
+ * with capacity > 0; on failure nothing is written).
  */
 GMR_API gmr_status gmr_tracking_adaptor_list_owners(const gmr_tracking_adaptor *a,
                                                     uint64_t *owners, size_t capacity,
@@ -190,9 +203,10 @@ GMR_API gmr_status gmr_tracking_adaptor_list_owners(const gmr_tracking_adaptor *
  * the enclosing one's at pop.
  * Thread-safe: yes (an internal mutex, also taken by every allocation and
  * free while a scope is open); calls racing with the push may count on
- * either side of it.
+ * either side of it. Stream/device: no CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL); GMR_ERR_BUSY
- * (GMR_TRACKING_MAX_SCOPE_DEPTH scopes are open).
+ * (GMR_TRACKING_MAX_SCOPE_DEPTH scopes are open). On failure no scope is
+ * opened.
  */
 GMR_API gmr_status gmr_tracking_adaptor_push_scope(gmr_tracking_adaptor *a);
 
@@ -207,8 +221,10 @@ GMR_API gmr_status gmr_tracking_adaptor_push_scope(gmr_tracking_adaptor *a);
  * closed current, its total by the closed total, and its peak becomes at
  * least its current at the push plus the closed peak. The overall counters
  * of gmr_tracking_adaptor_get_stats never depend on scopes.
+ * Thread-safe: yes (the scope mutex). Stream/device: no CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL a, bad header);
- * GMR_ERR_UNSUPPORTED (no scope is open).
+ * GMR_ERR_UNSUPPORTED (no scope is open). On failure no scope is closed and
+ * *out is unchanged.
  */
 GMR_API gmr_status gmr_tracking_adaptor_pop_scope(gmr_tracking_adaptor *a,
                                                   gmr_tracking_stats *out);
@@ -221,9 +237,11 @@ GMR_API gmr_status gmr_tracking_adaptor_pop_scope(gmr_tracking_adaptor *a,
  *   gmr tracking_adaptor: 2 live allocations, 1536 bytes
  *     #3 ptr=0x7f.. bytes=512 alignment=256 stream=0x0 owner=0x0
  * and the number of live allocations in *out_count (may be NULL).
- * Thread-safe: yes (each shard is locked while it is copied).
+ * Thread-safe: yes (each shard is locked while it is copied). Stream/device:
+ *   no CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL a or out);
- * GMR_ERR_OUT_OF_MEMORY (no host memory for the copy; nothing written).
+ * GMR_ERR_OUT_OF_MEMORY (no host memory for the copy). On failure nothing is
+ * written and *out_count (when not NULL) is 0.
  */
 GMR_API gmr_status gmr_tracking_adaptor_report_leaks(const gmr_tracking_adaptor *a, FILE *out,
                                                      size_t *out_count);

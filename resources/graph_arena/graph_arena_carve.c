@@ -54,6 +54,7 @@ static uint32_t register_block(gmr_graph_arena_resource *a, gmr__ga_session *s, 
   b->addr = addr;
   b->bytes = rq->bytes;
   b->carved_bytes = rq->carved_bytes;
+  b->alignment = rq->requested_alignment;
   b->stream = rq->stream;
   b->captured = s != NULL;
   b->scope = s != NULL ? GMR__GA_SCOPE_MEMORY : GMR__GA_SCOPE_OPEN;

@@ -105,6 +105,7 @@ typedef struct gmr__ga_block {
   uintptr_t addr;
   size_t bytes;        /* as requested */
   size_t carved_bytes; /* rounded to the arena's alignment */
+  size_t alignment;    /* as requested (the dispatch made 0 the default): a free must match */
   gmr_stream stream;
   gmr_graph_memory *memory; /* GMR__GA_SCOPE_MEMORY only */
   size_t entry;             /* index in the scope's list; GMR__GA_NO_ENTRY when LOOSE */

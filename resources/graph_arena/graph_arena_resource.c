@@ -218,8 +218,9 @@ GMR__GA_NOINLINE static gmr_status deallocate_slow(gmr_graph_arena_resource *a, 
     uint32_t slot = 0;
     gmr_status st;
     if (gmr__ga_lookup_ptr(a, ptr, &slot)) {
-      st = a->blocks[slot].bytes == bytes ? gmr__ga_free_block(a, slot, stream)
-                                          : GMR_ERR_FREE_MISMATCH;
+      const gmr__ga_block *b = &a->blocks[slot];
+      st = b->bytes == bytes && b->alignment == alignment ? gmr__ga_free_block(a, slot, stream)
+                                                          : GMR_ERR_FREE_MISMATCH;
       gmr__ga_unlock(a);
       return st;
     }

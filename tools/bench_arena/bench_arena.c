@@ -49,16 +49,6 @@ typedef struct result {
   double alloc_min_ns;
 } result;
 
-static int compare_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, size_t n) {
-  qsort(v, n, sizeof *v, compare_double);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
-}
-
 static bool check(gmr_status st, const char *what) {
   if (st == GMR_OK) return true;
   fprintf(stderr, "bench_arena: %s failed: %s\n", what, gmr_status_name(st));
@@ -126,8 +116,8 @@ static bool run_mode(gmr_resource *upstream, const options *o, gmr_graph_arena_p
     double min = alloc_ns[0];
     for (size_t i = 1; i < o->rounds; ++i) min = alloc_ns[i] < min ? alloc_ns[i] : min;
     out->alloc_min_ns = min;
-    out->alloc_ns = median(alloc_ns, o->rounds);
-    out->free_ns = median(free_ns, o->rounds);
+    out->alloc_ns = replay_median_double(alloc_ns, o->rounds);
+    out->free_ns = replay_median_double(free_ns, o->rounds);
   }
   free(alloc_ns);
   free(free_ns);
@@ -185,7 +175,7 @@ static double dispatch_floor_ns(const options *o, const size_t *sizes, void **pt
     }
     ns[round] = (double)(replay_clock_now_ns() - t0) / (double)o->allocs;
   }
-  double m = median(ns, o->rounds);
+  double m = replay_median_double(ns, o->rounds);
   free(ns);
   return m;
 }

@@ -114,16 +114,6 @@ static double time_pairs(gmr_resource *top, uint64_t pairs) {
   return (double)(replay_clock_now_ns() - start) / (double)pairs;
 }
 
-static int compare_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, compare_double);
-  return v[n / 2];
-}
-
 typedef struct case_ {
   const char *name;
   gmr_resource *top;
@@ -217,10 +207,10 @@ int main(int argc, char **argv) {
          gmr_nvtx_is_compiled_in() ? "compiled in" : "compiled out (GMR_DISABLE_NVTX)",
          tool ? "yes" : "no", pairs, repeats);
   printf("%-36s %14s %16s\n", "stack", "ns/pair", "ns added/call");
-  double base = median(nvtx_cases[0].ns, repeats);
+  double base = replay_median_double(nvtx_cases[0].ns, (size_t)repeats);
   double worst_added = 0;
   for (int c = 0; c < n_nvtx; ++c) {
-    double m = c == 0 ? base : median(nvtx_cases[c].ns, repeats);
+    double m = c == 0 ? base : replay_median_double(nvtx_cases[c].ns, (size_t)repeats);
     double added = (m - base) / 2.0; /* a pair is two calls */
     if (nvtx_cases[c].nvtx && added > worst_added) worst_added = added;
     printf("%-36s %14.2f %16.2f\n", nvtx_cases[c].name, m, c == 0 ? 0.0 : added);
@@ -234,7 +224,7 @@ int main(int argc, char **argv) {
   printf("%-36s %14s %16s   (%" PRIu64 " pairs per run, file in %s)\n", "stack", "ns/pair",
          "ns/row", log_pairs, log_dir);
   for (int c = 0; c < n_log; ++c) {
-    double m = median(log_cases[c].ns, repeats);
+    double m = replay_median_double(log_cases[c].ns, (size_t)repeats);
     printf("%-36s %14.2f %16.2f\n", log_cases[c].name, m, (m - base) / 2.0);
   }
 

@@ -44,6 +44,18 @@ void replay_sort_u64(uint64_t *values, size_t count) {
   if (count > 1) qsort(values, count, sizeof *values, compare_u64);
 }
 
+static int compare_double(const void *a, const void *b) {
+  double x = *(const double *)a;
+  double y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double replay_median_double(double *values, size_t count) {
+  if (count == 0) return 0.0;
+  qsort(values, count, sizeof *values, compare_double);
+  return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2.0;
+}
+
 uint64_t replay_percentile_u64(const uint64_t *sorted, size_t count, unsigned percent) {
   if (count == 0) return 0;
   if (percent == 0) percent = 1;

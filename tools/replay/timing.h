@@ -42,6 +42,13 @@ void replay_sort_u64(uint64_t *values, size_t count);
  */
 uint64_t replay_percentile_u64(const uint64_t *sorted, size_t count, unsigned percent);
 
+/**
+ * The median of `count` run times (sorted in place, ascending): the middle
+ * value, or the mean of the two middle values for an even count. 0 when
+ * count is 0. The benchmarks print it over their repeated runs.
+ */
+double replay_median_double(double *values, size_t count);
+
 #ifdef __cplusplus
 }
 #endif

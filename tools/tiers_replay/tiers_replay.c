@@ -1,8 +1,6 @@
 /*
  * tools/tiers_replay/tiers_replay.c: see tiers_replay.h.
  */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
-
 #include "tools/tiers_replay/tiers_replay.h"
 
 #include <stdarg.h>
@@ -10,12 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "gmr/device.h"
 #include "gmr/numa_host_resource.h"
 #include "gmr/stream_pool.h"
 #include "gmr/tier_manager.h"
+#include "tools/replay/timing.h"
 
 #define GPU_CHARGE 256u
 #define DEFAULT_STACK "pool > cuda(kind=async)"
@@ -65,12 +63,6 @@ typedef struct ctx {
   uint64_t line;
 } ctx;
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static size_t charge(uint64_t bytes) {
   return (size_t)((bytes + GPU_CHARGE - 1) & ~(uint64_t)(GPU_CHARGE - 1));
 }
@@ -91,7 +83,7 @@ static void host_give(ctx *c, void **blocks, uint32_t count, uint64_t bytes) {
  * block from a fresh chunk pins the whole chunk here. */
 static gmr_status host_take(ctx *c, uint64_t bytes, void ***out, uint32_t *out_count,
                             gmr_failure *f) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = replay_clock_now_ns();
   uint32_t n = (uint32_t)((bytes + c->block_bytes - 1) / c->block_bytes);
   void **blocks = calloc(n == 0 ? 1 : n, sizeof *blocks);
   gmr_status st = blocks == NULL ? GMR_ERR_OUT_OF_MEMORY : GMR_OK;
@@ -99,7 +91,7 @@ static gmr_status host_take(ctx *c, uint64_t bytes, void ***out, uint32_t *out_c
     st = gmr_allocate_ex(c->host, block_size(c, bytes, k), 0, c->stream, &blocks[k], f);
     if (st != GMR_OK) host_give(c, blocks, k, bytes);
   }
-  c->r->host_alloc_ns += now_ns() - t0;
+  c->r->host_alloc_ns += replay_clock_now_ns() - t0;
   if (st != GMR_OK) return st;
   *out = blocks;
   *out_count = n;
@@ -164,7 +156,7 @@ static bool take(ctx *c, queue *q, bool fifo, uint8_t where, size_t *out) {
 /* Time copies and their synchronisation. */
 static gmr_status sync_copies(ctx *c, uint64_t t0) {
   gmr_status st = gmr_stream_synchronize(c->stream);
-  c->r->copy_ns += now_ns() - t0;
+  c->r->copy_ns += replay_clock_now_ns() - t0;
   return st;
 }
 
@@ -198,7 +190,7 @@ static gmr_status downgrade(ctx *c, size_t need, bool force, bool *moved_any) {
                     (unsigned long long)b->bytes, f.message);
       }
     }
-    uint64_t t0 = now_ns();
+    uint64_t t0 = replay_clock_now_ns();
     for (size_t k = 0; k < n; ++k) {
       buf *b = &c->bufs[victims[k]];
       b->block_count = dst_count[k];
@@ -232,7 +224,7 @@ static gmr_status downgrade(ctx *c, size_t need, bool force, bool *moved_any) {
 /* Move the most recently downgraded buffers back while they fit under stop. */
 static gmr_status upgrade(ctx *c) {
   bool copied = false;
-  uint64_t t0 = now_ns();
+  uint64_t t0 = replay_clock_now_ns();
   size_t i = 0;
   while (take(c, &c->on_host, false, WHERE_HOST, &i)) {
     buf *b = &c->bufs[i];
@@ -443,9 +435,9 @@ gmr_status tiers_replay_run(const replay_trace *trace, const tiers_replay_option
   size_t allocs = trace->summary.alloc_count;
   c.bufs = calloc(allocs == 0 ? 1 : allocs, sizeof *c.bufs);
   if (c.bufs == NULL) return fail(&c, GMR_ERR_OUT_OF_MEMORY, "host memory");
-  uint64_t t0 = now_ns();
+  uint64_t t0 = replay_clock_now_ns();
   gmr_status st = build(&c, trace);
-  out->build_ns = now_ns() - t0;
+  out->build_ns = replay_clock_now_ns() - t0;
   for (size_t e = 0; e < trace->event_count && st == GMR_OK; ++e) {
     const replay_event *ev = &trace->events[e];
     c.line = ev->line;
@@ -456,7 +448,7 @@ gmr_status tiers_replay_run(const replay_trace *trace, const tiers_replay_option
     }
   }
   teardown(&c, allocs);
-  out->wall_ns = now_ns() - t0;
+  out->wall_ns = replay_clock_now_ns() - t0;
   return st;
 }
 

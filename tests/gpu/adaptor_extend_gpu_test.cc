@@ -1,0 +1,86 @@
+// Growth in place through adaptors on a real GPU: `pool > limiting >
+// tracking > vmm_pool` grows its chunk in place (the version-3 extend slot,
+// forwarded by limiting and tracking down to vmm_pool, which maps new pages
+// after the chunk), the grown bytes are real device memory (written by the
+// GPU and read back), and the adaptors' books equal what the pool holds.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "gmr/limiting_adaptor.h"
+#include "gmr/pool_resource.h"
+#include "gmr/tracking_adaptor.h"
+#include "gmr/vmm_pool_resource.h"
+#include "tests/support/gpu_fixture.h"
+
+namespace {
+
+constexpr size_t MiB = size_t{1} << 20;
+
+class AdaptorExtendGpu : public gmr_test::GpuTest {};
+
+TEST_F(AdaptorExtendGpu, APoolChunkGrowsInPlaceThroughLimitingAndTracking) {
+  gmr_vmm_pool_resource_config vc = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
+  vc.small_pool = false;
+  gmr_vmm_pool_resource *vmm = nullptr;
+  gmr_failure f;
+  ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&vc, &vmm, &f)) << f.message;
+  gmr_tracking_adaptor *tracking = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_create(gmr_vmm_pool_resource_as_resource(vmm), nullptr,
+                                                &tracking));
+  gmr_limiting_adaptor_config lc = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
+  lc.limit_bytes = 64 * MiB;
+  gmr_limiting_adaptor *limiting = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(gmr_tracking_adaptor_as_resource(tracking), &lc,
+                                                &limiting));
+  gmr_pool_resource_config pc = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
+  pc.arena_count = 1;
+  pc.min_growth_bytes = 4 * MiB;  // a chunk of 4 MiB, then growth by 4 MiB
+  pc.max_growth_bytes = 4 * MiB;
+  pc.growth_percent = 0;
+  pc.release_on_growth = false;
+  gmr_pool_resource *pool = nullptr;
+  ASSERT_EQ(GMR_OK,
+            gmr_pool_resource_create(gmr_limiting_adaptor_as_resource(limiting), &pc, &pool));
+  gmr_resource *r = gmr_pool_resource_as_resource(pool);
+
+  void *a = nullptr, *b = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 3 * MiB, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 3 * MiB, 0, nullptr, &b));  // the chunk grows
+  EXPECT_EQ(reinterpret_cast<char *>(a) + 3 * MiB, b) << "the second block follows the first";
+  gmr_pool_stats ps = GMR_POOL_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_pool_resource_get_stats(pool, &ps));
+  EXPECT_EQ(1u, ps.in_place_growth_count);
+  EXPECT_EQ(1u, ps.chunk_count);
+
+  // The whole grown range is device memory: the GPU writes it, the host reads it.
+  ASSERT_EQ(cudaSuccess, cudaMemset(a, 0x5a, 6 * MiB));
+  std::vector<unsigned char> host(6 * MiB);
+  ASSERT_EQ(cudaSuccess, cudaMemcpy(host.data(), a, host.size(), cudaMemcpyDeviceToHost));
+  size_t wrong = 0;
+  for (unsigned char c : host) wrong += c != 0x5a;
+  EXPECT_EQ(0u, wrong);
+
+  gmr_tracking_stats ts = GMR_TRACKING_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_get_stats(tracking, &ts));
+  EXPECT_EQ(static_cast<int64_t>(ps.held_bytes), ts.bytes.current) << "tracking counts the growth";
+  EXPECT_EQ(1, ts.allocations.current) << "one chunk, grown";
+  EXPECT_EQ(ps.held_bytes, gmr_limiting_adaptor_get_used_bytes(limiting)) << "limiting charged it";
+
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 3 * MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, 3 * MiB, 0, nullptr));
+  size_t released = 0;
+  ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
+  EXPECT_EQ(ps.held_bytes, released);
+  ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_get_stats(tracking, &ts));
+  EXPECT_EQ(0, ts.bytes.current);
+  EXPECT_EQ(0u, gmr_limiting_adaptor_get_used_bytes(limiting));
+
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_limiting_adaptor_as_resource(limiting)));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_tracking_adaptor_as_resource(tracking)));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_vmm_pool_resource_as_resource(vmm)));
+}
+
+}  // namespace
