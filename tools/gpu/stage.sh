@@ -39,5 +39,11 @@ mkdir -p .gpu/lib
 cp bazel-bin/dist/libgmr.so bazel-bin/integrations/torch/libgmr_torch.so .gpu/lib/
 chmod u+w .gpu/lib/*
 cp tools/traces/*.csv.gz .gpu/traces/
+# RMM's and cudaMallocAsync's replayers, when the project's shared folder has
+# them, so full_run.sh measures the anchors in the same run.
+if [ -x ../shared/bench/rmm_replay ]; then
+  mkdir -p .gpu/bench
+  cp ../shared/bench/rmm_replay ../shared/bench/replay_baseline .gpu/bench/
+fi
 du -sh .gpu
 ls .gpu/bin
