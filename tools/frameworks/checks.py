@@ -188,10 +188,17 @@ def check_graph_direct_reserved():
 
 
 def check_graph_direct():
-    """torch.cuda.graph in direct mode with no sizing: needs the arena to grow
-    during capture (gmr_allocate_capturing below it)."""
-    return _graph_direct("graph_arena(uncaptured=forward, policy=ordered_reuse) > pool > "
-                         "cuda(kind=async)")
+    """torch.cuda.graph in direct mode with no sizing: the arena grows during
+    capture through the pool, whose growth is cudaMalloc in relaxed capture
+    mode (cuda(kind=async) cannot: its memory would be graph memory nodes)."""
+    return _graph_direct("graph_arena(uncaptured=forward, policy=ordered_reuse, detect=hinted) > "
+                         "pool > cuda(kind=device)")
+
+
+def check_graph_direct_vmm():
+    """The same over the VMM allocator: pages mapped during the capture."""
+    return _graph_direct("graph_arena(uncaptured=forward, policy=ordered_reuse, detect=hinted) > "
+                         "vmm")
 
 
 def _graph_direct(spec):
