@@ -275,12 +275,17 @@ TEST_F(PoolCaptureTest, ANewStreamWithAReusedHandleCapturesWithoutTheOldStreamsB
 TEST_F(PoolCaptureTest, AnotherThreadsCallsLeaveAGlobalCaptureValid) {
   gmr_resource *r = Make(identified_config(), capturing_upstream_);
   gmr_stream c = Stream(), t = Stream(), other = Stream();
-  for (int i = 0; i < 8; ++i) {  // warm: no growth below
+  void *x = Alloc(r, 4 * MiB, t);      // chunk A, t's
+  void *y = Alloc(r, 4 * MiB, other);  // chunk B, other's
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(other, true));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, y, 4 * MiB, 0, other));  // recorded (a new stream's free)
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, x, 4 * MiB, 0, t));
+  for (int i = 0; i < 8; ++i) {  // past t's first frees, which record
     void *p = Alloc(r, MiB, t);
     ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, t));
   }
-  void *o = Alloc(r, 2 * MiB, other);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, o, 2 * MiB, 0, other));  // recorded (a new stream's free)
+  uint64_t queries = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_QUERY);
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(other, false));  // done, but nobody knows yet
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(c));
   std::thread([&] {
     for (int i = 0; i < 100; ++i) {
@@ -288,16 +293,17 @@ TEST_F(PoolCaptureTest, AnotherThreadsCallsLeaveAGlobalCaptureValid) {
       ASSERT_EQ(GMR_OK, gmr_allocate(r, MiB, 0, t, &p));
       ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, t));
     }
-    void *a = nullptr, *b = nullptr, *d = nullptr;  // more than t's own: other's block
-    ASSERT_EQ(GMR_OK, gmr_allocate(r, MiB, 0, t, &a));
-    ASSERT_EQ(GMR_OK, gmr_allocate(r, 2 * MiB, 0, t, &b));
-    ASSERT_EQ(GMR_OK, gmr_allocate(r, 2 * MiB, 0, t, &d));
-    EXPECT_TRUE(b == o || d == o);
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, MiB, 0, t));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 2 * MiB, 0, t));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, d, 2 * MiB, 0, t));
+    void *a = nullptr, *b = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_allocate(r, 4 * MiB, 0, t, &a));
+    EXPECT_EQ(x, a);  // t's own
+    ASSERT_EQ(GMR_OK, gmr_allocate(r, 4 * MiB, 0, t, &b));
+    EXPECT_EQ(y, b);  // other's, found done by an event query
+    EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 4 * MiB, 0, t));
+    EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 4 * MiB, 0, t));
   }).join();
   EXPECT_EQ(GMR_OK, EndCapture(c));
+  EXPECT_LT(queries, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_QUERY));
+  EXPECT_EQ(2u, Stats(r).chunk_count);
   ExpectInvariants(r);
 }
 
