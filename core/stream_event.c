@@ -62,6 +62,24 @@ cudaError_t gmr__stream_key_begin(const gmr__cuda_ops *cuda, gmr__stream_events_
   return cudaSuccess;
 }
 
+cudaError_t gmr__event_query_relaxed(const gmr__cuda_ops *cuda, cudaEvent_t event) {
+  enum cudaStreamCaptureMode saved;
+  cudaError_t err = gmr__cuda_capture_relaxed_enter(cuda, &saved);
+  if (err != cudaSuccess) return err;
+  err = cuda->event_query(event);
+  gmr__cuda_capture_relaxed_leave(cuda, saved);
+  return err;
+}
+
+cudaError_t gmr__event_synchronize_relaxed(const gmr__cuda_ops *cuda, cudaEvent_t event) {
+  enum cudaStreamCaptureMode saved;
+  cudaError_t err = gmr__cuda_capture_relaxed_enter(cuda, &saved);
+  if (err != cudaSuccess) return err;
+  err = cuda->event_synchronize(event);
+  gmr__cuda_capture_relaxed_leave(cuda, saved);
+  return err;
+}
+
 static _Thread_local gmr_stream id_hint_stream;
 static _Thread_local bool id_hint_needed;
 
@@ -152,7 +170,7 @@ bool gmr__stream_event_query(const gmr__cuda_ops *cuda, gmr__stream_event *e,
   if (e->complete) return true;
   if (e->event == NULL) return false;
   atomic_fetch_add_explicit(&counts->query_count, 1, memory_order_relaxed);
-  if (cuda->event_query(e->event) != cudaSuccess) return false;
+  if (gmr__event_query_relaxed(cuda, e->event) != cudaSuccess) return false;
   e->complete = true;
   return true;
 }
@@ -172,7 +190,7 @@ cudaError_t gmr__stream_event_synchronize(const gmr__cuda_ops *cuda, gmr__stream
   if (e->complete) return cudaSuccess;
   if (e->event == NULL) return cudaErrorNotReady;
   atomic_fetch_add_explicit(&counts->synchronize_count, 1, memory_order_relaxed);
-  err = cuda->event_synchronize(e->event);
+  err = gmr__event_synchronize_relaxed(cuda, e->event);
   if (err != cudaSuccess) return err;
   e->complete = true;
   return cudaSuccess;

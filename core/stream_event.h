@@ -217,7 +217,18 @@ void gmr__stream_event_note_call(const gmr__cuda_ops *cuda, gmr__stream_event *e
 cudaError_t gmr__stream_event_settle(const gmr__cuda_ops *cuda, gmr__stream_event *e,
                                      gmr__stream_event_counts *counts);
 
-/* True when the work up to the last record is done (cudaEventQuery).
+/*
+ * cudaEventQuery / cudaEventSynchronize with the calling thread in relaxed
+ * capture mode and back: both are potentially unsafe calls, which in global
+ * mode fail and break a capture in progress, this thread's or another's
+ * (an H100 did so for the query). The resources' events are never recorded
+ * on a capturing stream, so relaxed mode is enough. Returns the call's error,
+ * or the mode switch's.
+ */
+cudaError_t gmr__event_query_relaxed(const gmr__cuda_ops *cuda, cudaEvent_t event);
+cudaError_t gmr__event_synchronize_relaxed(const gmr__cuda_ops *cuda, cudaEvent_t event);
+
+/* True when the work up to the last record is done (cudaEventQuery, relaxed).
  * Pre: nothing fresh (settle first). Any error counts as "not known". */
 bool gmr__stream_event_query(const gmr__cuda_ops *cuda, gmr__stream_event *e,
                              gmr__stream_event_counts *counts);

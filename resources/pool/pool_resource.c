@@ -177,18 +177,10 @@ static step_result step_one(gmr__pool_arena *a, const gmr__pool_request *r, void
 
 /* Steps 2 and 3 in the home arena: deferred blocks whose streams are done,
  * completed memory of other streams, then other streams' memory through
- * their events. The thread is in relaxed capture mode: event queries are
- * potentially unsafe calls, which in global mode would break another
- * thread's capture. Pre: the stream is not capturing, its id known. */
+ * their events (queried in relaxed capture mode: core/stream_event.h). Pre:
+ * the stream is not capturing, its id known. */
 static bool slow_steps(gmr__pool_arena *a, const gmr__pool_request *r, void **out_ptr,
                        gmr_failure *failure, gmr_status *st) {
-  enum cudaStreamCaptureMode saved = cudaStreamCaptureModeRelaxed;
-  bool relaxed = a->pool->config.stream_ordered;
-  cudaError_t err = relaxed ? gmr__cuda_capture_relaxed_enter(a->pool->cuda, &saved) : cudaSuccess;
-  if (err != cudaSuccess) {
-    *st = gmr__cuda_fail(failure, "cudaThreadExchangeStreamCaptureMode", err);
-    return false;
-  }
   gmr__spin_lock_acquire(&a->lock);
   uint32_t si = 0;
   *st = gmr__pool_prepare(a, r, &si, failure);
@@ -203,7 +195,6 @@ static bool slow_steps(gmr__pool_arena *a, const gmr__pool_request *r, void **ou
     if (b != NULL) gmr__pool_hand_out(a, b, r, out_ptr);
   }
   gmr__spin_lock_release(&a->lock);
-  if (relaxed) gmr__cuda_capture_relaxed_leave(a->pool->cuda, saved);
   return b != NULL;
 }
 
