@@ -18,6 +18,7 @@
 #include "adaptors/limiting_internal.h"
 #include "core/counters.h"
 #include "core/events.h"
+#include "core/fence.h"
 #include "core/forward.h"
 
 /* A thread's lane flushes its counts past these (limiting_internal.h). */
@@ -135,8 +136,10 @@ typedef enum lane_change { LANE_ALLOCATED, LANE_FREED, LANE_FREE_UNDONE } lane_c
 
 /* Count `charge` in the calling thread's lane, unless the adaptor stopped
  * counting (then nothing is counted and false is returned: the caller uses
- * the enforcing counters). The busy mark and the flag are read and written
- * sequentially consistent: gmr__limiting_stop_counting() waits for marks. */
+ * the enforcing counters). The busy mark, then the flag: the hot side of a
+ * Dekker handshake with gmr__limiting_stop_counting(), fenced by
+ * core/fence.h (a compiler barrier where membarrier fences the other side;
+ * no locked instruction for a lane of its own). */
 static bool count_in_lane(gmr_limiting_adaptor *a, size_t charge, lane_change change) {
   size_t lane = gmr__thread_lane();
   _Atomic unsigned *inside = &a->busy[lane].inside;
@@ -144,11 +147,11 @@ static bool count_in_lane(gmr_limiting_adaptor *a, size_t charge, lane_change ch
    * store; the lane of threads without one counts them. */
   bool own = lane < GMR__LANE_COUNT;
   if (own) {
-    atomic_store_explicit(inside, 1, memory_order_seq_cst);
+    gmr__fence_light_store(inside, 1, a->asymmetric_fence);
   } else {
     atomic_fetch_add_explicit(inside, 1, memory_order_seq_cst);
   }
-  bool counting = atomic_load_explicit(&a->counting, memory_order_seq_cst);
+  bool counting = gmr__fence_light_load(&a->counting, a->asymmetric_fence && own);
   if (counting) {
     if (change == LANE_ALLOCATED) {
       gmr__lane_counts_add(&a->counted, lane, (int64_t)charge);
@@ -427,6 +430,7 @@ gmr_status gmr_limiting_adaptor_create(gmr_resource *upstream,
   bool counting = cfg.limit_bytes == GMR_LIMIT_NONE && !cfg.per_stream;
   atomic_init(&a->counting, counting);
   atomic_init(&a->enforcing, !counting);
+  a->asymmetric_fence = gmr__fence_asymmetric();
   a->base.vtbl = &limiting_vtbl;
   a->upstream = upstream;
   a->charge_mask = align - 1;
