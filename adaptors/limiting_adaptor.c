@@ -140,7 +140,7 @@ typedef enum lane_change { LANE_ALLOCATED, LANE_FREED, LANE_FREE_UNDONE } lane_c
  * Dekker handshake with gmr__limiting_stop_counting(), fenced by
  * core/fence.h (a compiler barrier where membarrier fences the other side;
  * no locked instruction for a lane of its own). */
-static bool count_in_lane(gmr_limiting_adaptor *a, size_t charge, lane_change change) {
+static inline bool count_in_lane(gmr_limiting_adaptor *a, size_t charge, lane_change change) {
   size_t lane = gmr__thread_lane();
   _Atomic unsigned *inside = &a->busy[lane].inside;
   /* A lane of its own is marked with one exchange and cleared with a plain
@@ -174,7 +174,7 @@ static size_t slot_of_stream(gmr_limiting_adaptor *a, gmr_stream stream) {
 /* The upstream call: through the OOM policy when there is one, else
  * straight to the upstream's slot. A request for a capture never runs the
  * policy: trimming or waiting could synchronise or stall the capture. */
-static gmr_status call_upstream(gmr_limiting_adaptor *a, bool capturing, size_t bytes,
+static inline gmr_status call_upstream(gmr_limiting_adaptor *a, bool capturing, size_t bytes,
                                 size_t alignment, gmr_stream stream, void **out_ptr,
                                 gmr_failure *failure) {
   if (capturing) {
@@ -191,7 +191,7 @@ static gmr_status call_upstream(gmr_limiting_adaptor *a, bool capturing, size_t 
   return st;
 }
 
-static gmr_status allocate_charged(gmr_limiting_adaptor *a, bool capturing, size_t bytes,
+static inline gmr_status allocate_charged(gmr_limiting_adaptor *a, bool capturing, size_t bytes,
                                    size_t alignment, gmr_stream stream, void **out_ptr,
                                    gmr_failure *failure) {
   size_t charge = (bytes + a->charge_mask) & ~a->charge_mask;
@@ -278,8 +278,9 @@ static gmr_status limiting_record_stream(gmr_resource *self, void *ptr, gmr_stre
 
 /* Counting mode trusts `bytes` (the books of a tracking adaptor above check
  * frees); false when the adaptor stopped counting before the charge came off. */
-static bool deallocate_counted(gmr_limiting_adaptor *a, void *ptr, size_t bytes, size_t alignment,
-                               gmr_stream stream, size_t charge, gmr_status *st) {
+static inline bool deallocate_counted(gmr_limiting_adaptor *a, void *ptr, size_t bytes,
+                                      size_t alignment, gmr_stream stream, size_t charge,
+                                      gmr_status *st) {
   if (!count_in_lane(a, charge, LANE_FREED)) return false;
   *st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
   if (*st != GMR_OK) {

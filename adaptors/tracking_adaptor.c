@@ -66,7 +66,7 @@ static bool scopes_open(const gmr_tracking_adaptor *a) {
 
 /* ---- vtable ------------------------------------------------------------- */
 
-static gmr_status allocate_as(gmr_tracking_adaptor *a, bool capturing, size_t bytes,
+static inline gmr_status allocate_as(gmr_tracking_adaptor *a, bool capturing, size_t bytes,
                               size_t alignment, gmr_stream stream, void **out_ptr,
                               gmr_failure *failure) {
   gmr_status st =

@@ -43,23 +43,10 @@ static cudaError_t per_thread_stream_id(const gmr__cuda_ops *cuda, uint64_t *id)
   return cudaSuccess;
 }
 
-cudaError_t gmr__stream_key_of(const gmr__cuda_ops *cuda, gmr__stream_events_mode mode,
-                               gmr_stream stream, gmr__stream_key *out) {
-  out->stream = stream;
-  out->id = 0;
-  if (gmr__stream_handle_is_key(mode, stream)) return cudaSuccess;
+cudaError_t gmr__stream_key_learn(const gmr__cuda_ops *cuda, gmr_stream stream,
+                                  gmr__stream_key *out) {
   if (stream == (gmr_stream)cudaStreamPerThread) return per_thread_stream_id(cuda, &out->id);
   return stream_id_relaxed(cuda, stream, &out->id);
-}
-
-cudaError_t gmr__stream_key_begin(const gmr__cuda_ops *cuda, gmr__stream_events_mode mode,
-                                  gmr_stream stream, gmr__stream_key *out, bool *known) {
-  *known = true;
-  if (!gmr__stream_id_asked_lazily(mode, stream)) return gmr__stream_key_of(cuda, mode, stream, out);
-  out->stream = stream;
-  out->id = 0;
-  *known = false;
-  return cudaSuccess;
 }
 
 cudaError_t gmr__event_query_relaxed(const gmr__cuda_ops *cuda, cudaEvent_t event) {

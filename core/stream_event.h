@@ -127,9 +127,9 @@ static inline bool gmr__stream_id_asked_lazily(gmr__stream_events_mode mode, gmr
 }
 
 /*
- * The key of `stream` for a call that names it: no CUDA call where the
- * handle is the key; cudaStreamGetId with the calling thread switched to
- * relaxed capture mode and back otherwise (in global mode cudaStreamGetId
+ * The id of `stream` (a created stream, or cudaStreamPerThread) into
+ * out->id: cudaStreamGetId with the calling thread switched to
+ * relaxed capture mode and back (in global mode cudaStreamGetId
  * breaks any capture in progress: seen on an H100), three thread-local
  * driver calls; for cudaStreamPerThread the id is kept per thread and
  * device (it lives as long as the thread), so it costs one cudaGetDevice.
@@ -137,8 +137,19 @@ static inline bool gmr__stream_id_asked_lazily(gmr__stream_events_mode mode, gmr
  * line they all write. Returns the CUDA error (a stale handle, or the mode
  * switch failed): the caller must change nothing.
  */
-cudaError_t gmr__stream_key_of(const gmr__cuda_ops *cuda, gmr__stream_events_mode mode,
-                               gmr_stream stream, gmr__stream_key *out);
+cudaError_t gmr__stream_key_learn(const gmr__cuda_ops *cuda, gmr_stream stream,
+                                  gmr__stream_key *out);
+
+/* The key of `stream` for a call that names it: no CUDA call where the
+ * handle is the key, gmr__stream_key_learn otherwise. */
+static inline cudaError_t gmr__stream_key_of(const gmr__cuda_ops *cuda,
+                                             gmr__stream_events_mode mode, gmr_stream stream,
+                                             gmr__stream_key *out) {
+  out->stream = stream;
+  out->id = 0;
+  if (gmr__stream_handle_is_key(mode, stream)) return cudaSuccess;
+  return gmr__stream_key_learn(cuda, stream, out);
+}
 
 /*
  * The key of `stream` as far as it is known without asking a created
@@ -158,8 +169,15 @@ cudaError_t gmr__stream_key_of(const gmr__cuda_ops *cuda, gmr__stream_events_mod
  * stream: it is retired, its memory reached only through its event or a
  * device synchronisation.
  */
-cudaError_t gmr__stream_key_begin(const gmr__cuda_ops *cuda, gmr__stream_events_mode mode,
-                                  gmr_stream stream, gmr__stream_key *out, bool *known);
+static inline cudaError_t gmr__stream_key_begin(const gmr__cuda_ops *cuda,
+                                                gmr__stream_events_mode mode, gmr_stream stream,
+                                                gmr__stream_key *out, bool *known) {
+  out->stream = stream;
+  out->id = 0;
+  *known = !gmr__stream_id_asked_lazily(mode, stream);
+  if (gmr__stream_handle_is_key(mode, stream) || !*known) return cudaSuccess;
+  return gmr__stream_key_learn(cuda, stream, out); /* cudaStreamPerThread */
+}
 
 /* A hint per thread: whether the last allocation on `stream` needed the
  * stream's id (so the next one asks for it before taking the lock). */

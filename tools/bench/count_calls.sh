@@ -11,8 +11,10 @@
 #   tools/bench/count_calls.sh 'pool > cuda(kind=async)' 'tracking > limiting > pool > cuda(kind=async)'
 #   WORKLOADS=traces PASSES=2 tools/bench/count_calls.sh 'pool > cuda(kind=async)'
 #
-# Builds //tools/bench with -c opt --copt=-g first (file names for callgrind). WORKLOADS: fixed (64 KiB on the
-# default stream, 100000 calls; default) or traces (the bundled traces).
+# Builds //tools/bench with -c opt --copt=-g first (file names for callgrind).
+# WORKLOADS: fixed (64 KiB on the default stream, 100000 calls; default),
+# traces (the bundled traces), threads (one thread on a stream of its own:
+# the simulation's CUDA calls are counted in).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 workloads="${WORKLOADS:-fixed}"
@@ -27,6 +29,7 @@ for stack in "$@"; do
     args=(--sim --workloads "$w" --stacks "$stack")
     if [ "$w" = fixed ]; then args+=(--fixed-bytes 64KiB --ops 100000); fi
     if [ "$w" = traces ]; then args+=(--passes "$passes"); fi
+    if [ "$w" = threads ]; then args+=(--threads 1); fi
     valgrind --tool=callgrind --collect-bus=yes --callgrind-out-file="$out/cg" \
       "$bench" "${args[@]}" >/dev/null 2>&1 || { echo "$stack $w: bench failed" >&2; continue; }
     # The caller lines of gmr_allocate_ex / gmr_deallocate that come from the

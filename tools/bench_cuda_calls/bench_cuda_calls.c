@@ -5,6 +5,10 @@
  * it, cudaStreamGetCaptureInfo, cudaEventRecord, cudaEventQuery,
  * cudaGetDevice. Straight runtime calls, no gmr resource: the numbers say what
  * each call costs the pools, so their call counts can be turned into ns.
+ * Also the driver's cuStreamGetId (through cudaGetDriverEntryPointByVersion):
+ * its cost, and what it does during a global-mode capture (printed as facts:
+ * if the driver's call is legal there, the pools could ask the id without
+ * the two mode exchanges).
  *
  *   bench_cuda_calls [--iterations N] [--threads 1,16]
  *
@@ -29,6 +33,9 @@ typedef struct thread_ctx {
   pthread_barrier_t *start;
 } thread_ctx;
 
+typedef int (*stream_get_id_fn)(cudaStream_t stream, unsigned long long *id); /* CUresult */
+static stream_get_id_fn driver_stream_get_id;
+
 typedef enum call_kind {
   CALL_GET_DEVICE,
   CALL_STREAM_GET_ID,
@@ -39,6 +46,7 @@ typedef enum call_kind {
   CALL_EVENT_RECORD,
   CALL_EVENT_QUERY,
   CALL_EVENT_QUERY_RELAXED,
+  CALL_DRIVER_STREAM_GET_ID,
   CALL_KIND_COUNT
 } call_kind;
 
@@ -52,6 +60,7 @@ static const char *const call_names[CALL_KIND_COUNT] = {
     "cudaEventRecord (idle stream)",
     "cudaEventQuery (done)",
     "relaxed + cudaEventQuery + restore",
+    "cuStreamGetId (driver entry point)",
 };
 
 static double now_ns(void) {
@@ -96,6 +105,9 @@ static cudaError_t one(thread_ctx *c) {
       err = cudaEventQuery(c->event);
       (void)cudaThreadExchangeStreamCaptureMode(&mode);
       return err;
+    case CALL_DRIVER_STREAM_GET_ID:
+      if (driver_stream_get_id == NULL) return cudaErrorNotSupported;
+      return driver_stream_get_id(c->stream, &id) == 0 ? cudaSuccess : cudaErrorUnknown;
     default:
       return cudaErrorInvalidValue;
   }
@@ -153,6 +165,46 @@ static int measure(int which, int threads, long iterations, double *ns) {
   return failed;
 }
 
+/* One probe: begin a global-mode capture on `captured`, make `call` with the
+ * thread in global mode, end the capture; print what the call and the end
+ * returned. */
+static void probe(const char *what, cudaStream_t captured, cudaStream_t named, int use_driver) {
+  cudaError_t begin = cudaStreamBeginCapture(captured, cudaStreamCaptureModeGlobal);
+  if (begin != cudaSuccess) {
+    printf("  %-50s could not begin a capture: %s\n", what, cudaGetErrorName(begin));
+    return;
+  }
+  unsigned long long id = 0;
+  int result = use_driver ? driver_stream_get_id(named, &id) : (int)cudaStreamGetId(named, &id);
+  cudaGraph_t graph = NULL;
+  cudaError_t end = cudaStreamEndCapture(captured, &graph);
+  if (graph != NULL) (void)cudaGraphDestroy(graph);
+  (void)cudaGetLastError();
+  printf("  %-50s call -> %d %s, capture -> %s\n", what, result,
+         use_driver ? "" : cudaGetErrorName((cudaError_t)result), cudaGetErrorName(end));
+}
+
+static void capture_probes(void) {
+  cudaStream_t a = NULL, b = NULL;
+  if (cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking) != cudaSuccess ||
+      cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking) != cudaSuccess) {
+    printf("capture probes: no streams\n");
+    return;
+  }
+  printf("capture probes (global-mode capture, the thread in global mode; CUresult 0 = success,\n"
+         "900 = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED):\n");
+  probe("cudaStreamGetId on the capturing stream", a, a, 0);
+  probe("cudaStreamGetId on another stream", a, b, 0);
+  if (driver_stream_get_id != NULL) {
+    probe("cuStreamGetId (driver) on the capturing stream", a, a, 1);
+    probe("cuStreamGetId (driver) on another stream", a, b, 1);
+  } else {
+    printf("  cuStreamGetId: no driver entry point\n");
+  }
+  (void)cudaStreamDestroy(a);
+  (void)cudaStreamDestroy(b);
+}
+
 int main(int argc, char **argv) {
   long iterations = 200000;
   int thread_counts[8] = {1, 16};
@@ -179,6 +231,15 @@ int main(int argc, char **argv) {
   }
   struct cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) printf("device 0: %s\n", prop.name);
+  void *fn = NULL;
+  enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion("cuStreamGetId", &fn, 12000, cudaEnableDefault, &found) ==
+          cudaSuccess &&
+      found == cudaDriverEntryPointSuccess) {
+    /* void * holds a function pointer on every platform CUDA supports. */
+    memcpy(&driver_stream_get_id, &fn, sizeof fn);
+  }
+  capture_probes();
   printf("%-45s", "host ns per call (mean over threads)");
   for (int k = 0; k < n_counts; ++k) printf("  %4d thr", thread_counts[k]);
   printf("\n");
