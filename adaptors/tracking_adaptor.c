@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "adaptors/tracking_internal.h"
+#include "core/books_inline.h"
 #include "core/counters.h"
 #include "core/failure.h"
 #include "core/forward.h"
@@ -81,7 +82,7 @@ static inline gmr_status allocate_as(gmr_tracking_adaptor *a, bool capturing, si
   size_t lane = gmr__thread_lane();
   uint64_t seq = gmr__tracking_owner_add(a, lane, slot, (int64_t)bytes); /* its number */
   gmr__book_entry entry = {bytes, alignment, stream, seq, NULL, (uint32_t)slot};
-  if (!gmr__books_insert(&a->books, *out_ptr, &entry)) {
+  if (!gmr__books_insert_inline(&a->books, *out_ptr, &entry)) {
     /* Without a record the free could not be checked: give the memory back. */
     gmr__tracking_owner_cancel(a, lane, slot, (int64_t)bytes);
     (void)gmr__forward_deallocate(a->upstream, *out_ptr, bytes, alignment, stream);
@@ -113,7 +114,8 @@ gmr_status gmr__tracking_deallocate(gmr_resource *self, void *ptr, size_t bytes,
   gmr__book_entry entry;
   /* Books first (RMM #2304): the record goes before the memory does. */
   gmr__book_verdict verdict =
-      gmr__books_take(&a->books, ptr, bytes, alignment, a->check_stream ? &stream : NULL, &entry);
+      gmr__books_take_inline(&a->books, ptr, bytes, alignment, a->check_stream ? &stream : NULL,
+                             &entry);
   if (verdict != GMR__BOOK_OK) {
     _Atomic uint64_t *counter = verdict == GMR__BOOK_UNKNOWN_POINTER ? &a->unknown_pointer_count
                                 : verdict == GMR__BOOK_DOUBLE_FREE   ? &a->double_free_count
