@@ -191,7 +191,17 @@ static inline gmr_status call_upstream(gmr_limiting_adaptor *a, bool capturing, 
   return st;
 }
 
-static inline gmr_status allocate_charged(gmr_limiting_adaptor *a, bool capturing, size_t bytes,
+/* A counted request the upstream served after a limit came (the switch ran
+ * between the two): it was admitted before the limit. */
+static gmr_status admitted_before_limit(gmr_limiting_adaptor *a, size_t charge) {
+  gmr__limiting_enforcing(a);
+  size_t now = atomic_fetch_add_explicit(&a->used_bytes, charge, memory_order_relaxed) + charge;
+  gmr__raise_peak(&a->peak_bytes, now);
+  atomic_fetch_add_explicit(&a->allocation_count, 1, memory_order_relaxed);
+  return GMR_OK;
+}
+
+static gmr_status allocate_charged(gmr_limiting_adaptor *a, bool capturing, size_t bytes,
                                    size_t alignment, gmr_stream stream, void **out_ptr,
                                    gmr_failure *failure) {
   size_t charge = (bytes + a->charge_mask) & ~a->charge_mask;
@@ -203,13 +213,7 @@ static inline gmr_status allocate_charged(gmr_limiting_adaptor *a, bool capturin
       atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
       return st;
     }
-    if (!count_in_lane(a, charge, LANE_ALLOCATED)) {
-      /* A limit came meanwhile; this request was admitted before it. */
-      gmr__limiting_enforcing(a);
-      size_t now = atomic_fetch_add_explicit(global.used, charge, memory_order_relaxed) + charge;
-      gmr__raise_peak(global.peak, now);
-      atomic_fetch_add_explicit(&a->allocation_count, 1, memory_order_relaxed);
-    }
+    if (!count_in_lane(a, charge, LANE_ALLOCATED)) return admitted_before_limit(a, charge);
     return GMR_OK;
   }
   gmr__limiting_enforcing(a);
@@ -261,8 +265,22 @@ static inline gmr_status allocate_charged(gmr_limiting_adaptor *a, bool capturin
 
 static gmr_status limiting_allocate(gmr_resource *self, size_t bytes, size_t alignment,
                                     gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  return allocate_charged((gmr_limiting_adaptor *)self, false, bytes, alignment, stream, out_ptr,
-                          failure);
+  gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
+  /* The common case, in a function of its own: counting (no limit can
+   * refuse) and no OOM policy. */
+  if (atomic_load_explicit(&a->counting, memory_order_relaxed) &&
+      !gmr__oom_handler_has_policy(&a->oom)) {
+    gmr_status st = gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
+    if (st != GMR_OK) {
+      gmr__oom_handler_note_failure(&a->oom, st);
+      atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
+      return st;
+    }
+    size_t charge = (bytes + a->charge_mask) & ~a->charge_mask;
+    if (count_in_lane(a, charge, LANE_ALLOCATED)) return GMR_OK;
+    return admitted_before_limit(a, charge);
+  }
+  return allocate_charged(a, false, bytes, alignment, stream, out_ptr, failure);
 }
 
 static gmr_status limiting_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
@@ -276,34 +294,38 @@ static gmr_status limiting_record_stream(gmr_resource *self, void *ptr, gmr_stre
   return gmr__forward_record_stream(((gmr_limiting_adaptor *)self)->upstream, ptr, stream);
 }
 
-/* Counting mode trusts `bytes` (the books of a tracking adaptor above check
- * frees); false when the adaptor stopped counting before the charge came off. */
-static inline bool deallocate_counted(gmr_limiting_adaptor *a, void *ptr, size_t bytes,
-                                      size_t alignment, gmr_stream stream, size_t charge,
-                                      gmr_status *st) {
-  if (!count_in_lane(a, charge, LANE_FREED)) return false;
-  *st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
-  if (*st != GMR_OK) {
-    /* Nothing was released: the charge goes back where it now belongs. */
-    if (!count_in_lane(a, charge, LANE_FREE_UNDONE)) {
-      gmr__limiting_enforcing(a);
-      atomic_fetch_add_explicit(&a->used_bytes, charge, memory_order_relaxed);
-    }
-    return true;
+/* A counted free the upstream refused: nothing was released, the charge
+ * goes back where it now belongs. */
+static gmr_status free_undone(gmr_limiting_adaptor *a, size_t charge, gmr_status st) {
+  if (!count_in_lane(a, charge, LANE_FREE_UNDONE)) {
+    gmr__limiting_enforcing(a);
+    atomic_fetch_add_explicit(&a->used_bytes, charge, memory_order_relaxed);
   }
-  gmr__oom_handler_note_free(&a->oom);
-  return true;
+  return st;
 }
 
+static gmr_status deallocate_enforcing(gmr_limiting_adaptor *a, void *ptr, size_t bytes,
+                                       size_t alignment, gmr_stream stream, size_t charge);
+
+/* Counting mode trusts `bytes` (the books of a tracking adaptor above check
+ * frees); the enforcing path when the adaptor stopped counting before the
+ * charge came off. */
 static gmr_status limiting_deallocate(gmr_resource *self, void *ptr, size_t bytes,
                                       size_t alignment, gmr_stream stream) {
   gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
   size_t charge = (bytes + a->charge_mask) & ~a->charge_mask;
-  gmr_status counted = GMR_OK;
   if (atomic_load_explicit(&a->counting, memory_order_relaxed) &&
-      deallocate_counted(a, ptr, bytes, alignment, stream, charge, &counted)) {
-    return counted;
+      count_in_lane(a, charge, LANE_FREED)) {
+    gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
+    if (st != GMR_OK) return free_undone(a, charge, st);
+    gmr__oom_handler_note_free(&a->oom);
+    return GMR_OK;
   }
+  return deallocate_enforcing(a, ptr, bytes, alignment, stream, charge);
+}
+
+static gmr_status deallocate_enforcing(gmr_limiting_adaptor *a, void *ptr, size_t bytes,
+                                       size_t alignment, gmr_stream stream, size_t charge) {
   gmr__limiting_enforcing(a);
   size_t slot = 0;
   ptr_shard *sh = NULL;
