@@ -38,10 +38,10 @@
  *
  * Thread-safe: yes. The overall counters and each owner's are kept per
  * thread (see gmr_tracking_adaptor_get_stats), so a thread on a stream of
- * its own makes no locked instruction for them; the table is split in 256 shards by 64 MiB address region (so threads
- * whose memory comes from chunks of their own rarely share one), each under a
- * spin lock held only for one table operation. Scopes take a mutex, and only
- * while one is open.
+ * its own makes no locked instruction for them; the table is split in 256
+ * shards by 64 MiB address region (so threads whose memory comes from chunks
+ * of their own rarely share one), each under a spin lock held only for one
+ * table operation. Scopes take a mutex, and only while one is open.
  * Source: RMM's tracking_resource_adaptor and statistics_resource_adaptor;
  * cuCascade's per-stream and per-thread allocation trackers.
  */

@@ -206,7 +206,9 @@ static gmr_status identify(gmr_fixed_block_resource *r, gmr_stream stream, gmr__
                            bool *known, gmr_failure *failure) {
   if (*known) return GMR_OK;
   gmr_status st = key_of(r, stream, key);
-  if (st != GMR_OK) return gmr__failure_set(failure, st, "fixed_block_resource: cudaStreamGetId failed");
+  if (st != GMR_OK) {
+    return gmr__failure_set(failure, st, "fixed_block_resource: cudaStreamGetId failed");
+  }
   *known = true;
   return GMR_OK;
 }
@@ -225,7 +227,9 @@ static gmr_status fb_allocate(gmr_resource *self, size_t bytes, size_t alignment
   gmr__stream_key key;
   bool known = true;
   gmr_status st = key_begin(r, stream, &key, &known);
-  if (st != GMR_OK) return gmr__failure_set(failure, st, "fixed_block_resource: cudaStreamGetId failed");
+  if (st != GMR_OK) {
+    return gmr__failure_set(failure, st, "fixed_block_resource: cudaStreamGetId failed");
+  }
   /* A stream that keeps reusing its own blocks needs its id at every
    * allocation: asked before the lock is taken, not after a first look. */
   if (!known && gmr__stream_id_hint(stream)) st = identify(r, stream, &key, &known, failure);
