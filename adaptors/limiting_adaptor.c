@@ -18,6 +18,7 @@
 #include "adaptors/limiting_internal.h"
 #include "core/counters.h"
 #include "core/events.h"
+#include "core/fence.h"
 #include "core/forward.h"
 
 /* A thread's lane flushes its counts past these (limiting_internal.h). */
@@ -140,20 +141,22 @@ typedef enum lane_change { LANE_ALLOCATED, LANE_GREW, LANE_FREED, LANE_FREE_UNDO
 
 /* Count `charge` in the calling thread's lane, unless the adaptor stopped
  * counting (then nothing is counted and false is returned: the caller uses
- * the enforcing counters). The busy mark and the flag are read and written
- * sequentially consistent: gmr__limiting_stop_counting() waits for marks. */
-static bool count_in_lane(gmr_limiting_adaptor *a, size_t charge, lane_change change) {
+ * the enforcing counters). The busy mark, then the flag: the hot side of a
+ * Dekker handshake with gmr__limiting_stop_counting(), fenced by
+ * core/fence.h (a compiler barrier where membarrier fences the other side;
+ * no locked instruction for a lane of its own). */
+static inline bool count_in_lane(gmr_limiting_adaptor *a, size_t charge, lane_change change) {
   size_t lane = gmr__thread_lane();
   _Atomic unsigned *inside = &a->busy[lane].inside;
   /* A lane of its own is marked with one exchange and cleared with a plain
    * store; the lane of threads without one counts them. */
   bool own = lane < GMR__LANE_COUNT;
   if (own) {
-    atomic_store_explicit(inside, 1, memory_order_seq_cst);
+    gmr__fence_light_store(inside, 1, a->asymmetric_fence);
   } else {
     atomic_fetch_add_explicit(inside, 1, memory_order_seq_cst);
   }
-  bool counting = atomic_load_explicit(&a->counting, memory_order_seq_cst);
+  bool counting = gmr__fence_light_load(&a->counting, a->asymmetric_fence && own);
   if (counting) {
     if (change == LANE_ALLOCATED) {
       gmr__lane_counts_add(&a->counted, lane, (int64_t)charge);
@@ -178,7 +181,7 @@ static size_t slot_of_stream(gmr_limiting_adaptor *a, gmr_stream stream) {
 /* The upstream call: through the OOM policy when there is one, else
  * straight to the upstream's slot. A request for a capture never runs the
  * policy: trimming or waiting could synchronise or stall the capture. */
-static gmr_status call_upstream(gmr_limiting_adaptor *a, bool capturing, size_t bytes,
+static inline gmr_status call_upstream(gmr_limiting_adaptor *a, bool capturing, size_t bytes,
                                 size_t alignment, gmr_stream stream, void **out_ptr,
                                 gmr_failure *failure) {
   if (capturing) {
@@ -195,6 +198,16 @@ static gmr_status call_upstream(gmr_limiting_adaptor *a, bool capturing, size_t 
   return st;
 }
 
+/* A counted request the upstream served after a limit came (the switch ran
+ * between the two): it was admitted before the limit. */
+static gmr_status admitted_before_limit(gmr_limiting_adaptor *a, size_t charge) {
+  gmr__limiting_enforcing(a);
+  size_t now = atomic_fetch_add_explicit(&a->used_bytes, charge, memory_order_relaxed) + charge;
+  gmr__raise_peak(&a->peak_bytes, now);
+  atomic_fetch_add_explicit(&a->allocation_count, 1, memory_order_relaxed);
+  return GMR_OK;
+}
+
 static gmr_status allocate_charged(gmr_limiting_adaptor *a, bool capturing, size_t bytes,
                                    size_t alignment, gmr_stream stream, void **out_ptr,
                                    gmr_failure *failure) {
@@ -207,13 +220,7 @@ static gmr_status allocate_charged(gmr_limiting_adaptor *a, bool capturing, size
       atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
       return st;
     }
-    if (!count_in_lane(a, charge, LANE_ALLOCATED)) {
-      /* A limit came meanwhile; this request was admitted before it. */
-      gmr__limiting_enforcing(a);
-      size_t now = atomic_fetch_add_explicit(global.used, charge, memory_order_relaxed) + charge;
-      gmr__raise_peak(global.peak, now);
-      atomic_fetch_add_explicit(&a->allocation_count, 1, memory_order_relaxed);
-    }
+    if (!count_in_lane(a, charge, LANE_ALLOCATED)) return admitted_before_limit(a, charge);
     return GMR_OK;
   }
   gmr__limiting_enforcing(a);
@@ -265,8 +272,22 @@ static gmr_status allocate_charged(gmr_limiting_adaptor *a, bool capturing, size
 
 static gmr_status limiting_allocate(gmr_resource *self, size_t bytes, size_t alignment,
                                     gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  return allocate_charged((gmr_limiting_adaptor *)self, false, bytes, alignment, stream, out_ptr,
-                          failure);
+  gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
+  /* The common case, in a function of its own: counting (no limit can
+   * refuse) and no OOM policy. */
+  if (atomic_load_explicit(&a->counting, memory_order_relaxed) &&
+      !gmr__oom_handler_has_policy(&a->oom)) {
+    gmr_status st = gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
+    if (st != GMR_OK) {
+      gmr__oom_handler_note_failure(&a->oom, st);
+      atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
+      return st;
+    }
+    size_t charge = (bytes + a->charge_mask) & ~a->charge_mask;
+    if (count_in_lane(a, charge, LANE_ALLOCATED)) return GMR_OK;
+    return admitted_before_limit(a, charge);
+  }
+  return allocate_charged(a, false, bytes, alignment, stream, out_ptr, failure);
 }
 
 static gmr_status limiting_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
@@ -348,33 +369,38 @@ static gmr_status limiting_extend(gmr_resource *self, void *ptr, size_t bytes, s
   return GMR_OK;
 }
 
-/* Counting mode trusts `bytes` (the books of a tracking adaptor above check
- * frees); false when the adaptor stopped counting before the charge came off. */
-static bool deallocate_counted(gmr_limiting_adaptor *a, void *ptr, size_t bytes, size_t alignment,
-                               gmr_stream stream, size_t charge, gmr_status *st) {
-  if (!count_in_lane(a, charge, LANE_FREED)) return false;
-  *st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
-  if (*st != GMR_OK) {
-    /* Nothing was released: the charge goes back where it now belongs. */
-    if (!count_in_lane(a, charge, LANE_FREE_UNDONE)) {
-      gmr__limiting_enforcing(a);
-      atomic_fetch_add_explicit(&a->used_bytes, charge, memory_order_relaxed);
-    }
-    return true;
+/* A counted free the upstream refused: nothing was released, the charge
+ * goes back where it now belongs. */
+static gmr_status free_undone(gmr_limiting_adaptor *a, size_t charge, gmr_status st) {
+  if (!count_in_lane(a, charge, LANE_FREE_UNDONE)) {
+    gmr__limiting_enforcing(a);
+    atomic_fetch_add_explicit(&a->used_bytes, charge, memory_order_relaxed);
   }
-  gmr__oom_handler_note_free(&a->oom);
-  return true;
+  return st;
 }
 
+static gmr_status deallocate_enforcing(gmr_limiting_adaptor *a, void *ptr, size_t bytes,
+                                       size_t alignment, gmr_stream stream, size_t charge);
+
+/* Counting mode trusts `bytes` (the books of a tracking adaptor above check
+ * frees); the enforcing path when the adaptor stopped counting before the
+ * charge came off. */
 static gmr_status limiting_deallocate(gmr_resource *self, void *ptr, size_t bytes,
                                       size_t alignment, gmr_stream stream) {
   gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
   size_t charge = charge_of(a, bytes);
-  gmr_status counted = GMR_OK;
   if (atomic_load_explicit(&a->counting, memory_order_relaxed) &&
-      deallocate_counted(a, ptr, bytes, alignment, stream, charge, &counted)) {
-    return counted;
+      count_in_lane(a, charge, LANE_FREED)) {
+    gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
+    if (st != GMR_OK) return free_undone(a, charge, st);
+    gmr__oom_handler_note_free(&a->oom);
+    return GMR_OK;
   }
+  return deallocate_enforcing(a, ptr, bytes, alignment, stream, charge);
+}
+
+static gmr_status deallocate_enforcing(gmr_limiting_adaptor *a, void *ptr, size_t bytes,
+                                       size_t alignment, gmr_stream stream, size_t charge) {
   gmr__limiting_enforcing(a);
   size_t slot = 0;
   ptr_shard *sh = NULL;
@@ -503,6 +529,7 @@ gmr_status gmr_limiting_adaptor_create(gmr_resource *upstream,
   bool counting = cfg.limit_bytes == GMR_LIMIT_NONE && !cfg.per_stream;
   atomic_init(&a->counting, counting);
   atomic_init(&a->enforcing, !counting);
+  a->asymmetric_fence = gmr__fence_asymmetric();
   a->base.vtbl = &limiting_vtbl;
   a->upstream = upstream;
   a->charge_mask = align - 1;

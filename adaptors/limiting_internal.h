@@ -13,8 +13,9 @@
  * The switch happens once and is never undone: gmr__limiting_stop_counting()
  * clears `counting`, waits until no thread is inside a lane update (each
  * marks itself `busy` first and checks `counting` after: the two sides of a
- * Dekker handshake, both sequentially consistent), then moves the lanes'
- * totals into the enforcing counters and sets `enforcing`. A call that finds
+ * Dekker handshake, asymmetric (core/fence.h): the switch pays a membarrier
+ * so that the calls pay no fence), then moves the lanes' totals into the
+ * enforcing counters and sets `enforcing`. A call that finds
  * `counting` cleared waits for `enforcing` before it uses those counters (a
  * free could otherwise find fewer bytes there than it gives back).
  *
@@ -71,6 +72,7 @@ struct gmr_limiting_adaptor {
   gmr__oom_handler oom;
   _Atomic bool counting;  /* read on every call; cleared once */
   _Atomic bool enforcing; /* the enforcing counters hold everything (set once) */
+  bool asymmetric_fence;  /* core/fence.h: membarrier fences the switch's side */
 
   char pad[64]; /* the counters below change on every call */
   _Atomic size_t used_bytes;

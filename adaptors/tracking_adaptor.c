@@ -5,14 +5,17 @@
  *
  * An allocation: the upstream's slot (core/forward.h), one insert into the
  * books (one shard's spin lock, usually a shard no other thread uses), the
- * owner's counters and the overall counters. A free: one take from the books
- * (which checks it), the counters, the upstream.
+ * owner's counters and the overall counters, both kept in the calling
+ * thread's lane (tracking_owners.c, core/lanes.h: no locked instruction). A
+ * free: one take from the books (which checks it), the counters, the
+ * upstream.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "adaptors/tracking_internal.h"
+#include "core/books_inline.h"
 #include "core/counters.h"
 #include "core/failure.h"
 #include "core/forward.h"
@@ -33,38 +36,6 @@ static _Thread_local uint64_t thread_id;
 uint64_t gmr_tracking_thread_id(void) {
   if (thread_id == 0) thread_id = atomic_fetch_add(&next_thread_id, 1);
   return thread_id;
-}
-
-/* Add an allocation to an owner; returns its number on that owner (seq). */
-static uint64_t counters_add(gmr__tracking_counters *c, int64_t bytes) {
-  int64_t now = atomic_fetch_add_explicit(&c->bytes, bytes, memory_order_relaxed) + bytes;
-  gmr__raise_peak_i64(&c->peak_bytes, now);
-  atomic_fetch_add_explicit(&c->total_bytes, bytes, memory_order_relaxed);
-  int64_t n = atomic_fetch_add_explicit(&c->count, 1, memory_order_relaxed) + 1;
-  gmr__raise_peak_i64(&c->peak_count, n);
-  return (uint64_t)atomic_fetch_add_explicit(&c->total_count, 1, memory_order_relaxed) + 1;
-}
-
-/* Take back an allocation counted by counters_add that did not happen. */
-static void counters_cancel(gmr__tracking_counters *c, int64_t bytes) {
-  atomic_fetch_sub_explicit(&c->bytes, bytes, memory_order_relaxed);
-  atomic_fetch_sub_explicit(&c->total_bytes, bytes, memory_order_relaxed);
-  atomic_fetch_sub_explicit(&c->count, 1, memory_order_relaxed);
-  atomic_fetch_sub_explicit(&c->total_count, 1, memory_order_relaxed);
-}
-
-/* A free (`sign` -1), or its undoing when the upstream refused it (+1);
- * totals stay. */
-static void counters_move(gmr__tracking_counters *c, int64_t bytes, int sign) {
-  atomic_fetch_add_explicit(&c->bytes, sign * bytes, memory_order_relaxed);
-  atomic_fetch_add_explicit(&c->count, sign, memory_order_relaxed);
-}
-
-/* A live allocation of the owner grew by `bytes` in place (extend). */
-static void counters_grow(gmr__tracking_counters *c, int64_t bytes) {
-  int64_t now = atomic_fetch_add_explicit(&c->bytes, bytes, memory_order_relaxed) + bytes;
-  gmr__raise_peak_i64(&c->peak_bytes, now);
-  atomic_fetch_add_explicit(&c->total_bytes, bytes, memory_order_relaxed);
 }
 
 static uint64_t owner_key(const gmr_tracking_adaptor *a, gmr_stream stream) {
@@ -96,7 +67,7 @@ static bool scopes_open(const gmr_tracking_adaptor *a) {
 
 /* ---- vtable ------------------------------------------------------------- */
 
-static gmr_status allocate_as(gmr_tracking_adaptor *a, bool capturing, size_t bytes,
+static inline gmr_status allocate_as(gmr_tracking_adaptor *a, bool capturing, size_t bytes,
                               size_t alignment, gmr_stream stream, void **out_ptr,
                               gmr_failure *failure) {
   gmr_status st =
@@ -108,18 +79,18 @@ static gmr_status allocate_as(gmr_tracking_adaptor *a, bool capturing, size_t by
     return st;
   }
   size_t slot = owner_slot(a, stream);
-  gmr__tracking_counters *owner = &a->owners[slot];
-  uint64_t seq = counters_add(owner, (int64_t)bytes); /* its number on the owner */
+  size_t lane = gmr__thread_lane();
+  uint64_t seq = gmr__tracking_owner_add(a, lane, slot, (int64_t)bytes); /* its number */
   gmr__book_entry entry = {bytes, alignment, stream, seq, NULL, (uint32_t)slot};
-  if (!gmr__books_insert(&a->books, *out_ptr, &entry)) {
+  if (!gmr__books_insert_inline(&a->books, *out_ptr, &entry)) {
     /* Without a record the free could not be checked: give the memory back. */
-    counters_cancel(owner, (int64_t)bytes);
+    gmr__tracking_owner_cancel(a, lane, slot, (int64_t)bytes);
     (void)gmr__forward_deallocate(a->upstream, *out_ptr, bytes, alignment, stream);
     *out_ptr = NULL;
     return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
                             "tracking_adaptor: no host memory for its allocation table");
   }
-  gmr__lane_counts_add(&a->all, gmr__thread_lane(), (int64_t)bytes);
+  gmr__lane_counts_add(&a->all, lane, (int64_t)bytes);
   if (scopes_open(a)) gmr__tracking_scope_note(a, (int64_t)bytes, 1, false);
   return GMR_OK;
 }
@@ -143,7 +114,8 @@ gmr_status gmr__tracking_deallocate(gmr_resource *self, void *ptr, size_t bytes,
   gmr__book_entry entry;
   /* Books first (RMM #2304): the record goes before the memory does. */
   gmr__book_verdict verdict =
-      gmr__books_take(&a->books, ptr, bytes, alignment, a->check_stream ? &stream : NULL, &entry);
+      gmr__books_take_inline(&a->books, ptr, bytes, alignment, a->check_stream ? &stream : NULL,
+                             &entry);
   if (verdict != GMR__BOOK_OK) {
     _Atomic uint64_t *counter = verdict == GMR__BOOK_UNKNOWN_POINTER ? &a->unknown_pointer_count
                                 : verdict == GMR__BOOK_DOUBLE_FREE   ? &a->double_free_count
@@ -155,7 +127,7 @@ gmr_status gmr__tracking_deallocate(gmr_resource *self, void *ptr, size_t bytes,
   int64_t freed = (int64_t)entry.bytes;
   size_t lane = gmr__thread_lane();
   gmr__lane_counts_sub(&a->all, lane, freed, false);
-  counters_move(&a->owners[entry.owner_slot], freed, -1);
+  gmr__tracking_owner_sub(a, lane, entry.owner_slot, freed, false);
   bool scoped = scopes_open(a);
   if (scoped) gmr__tracking_scope_note(a, freed, -1, false);
 
@@ -164,7 +136,7 @@ gmr_status gmr__tracking_deallocate(gmr_resource *self, void *ptr, size_t bytes,
     /* Nothing was released: the allocation is live again, as it was. */
     (void)gmr__books_restore(&a->books, ptr, &entry); /* see books.h for its one failure */
     gmr__lane_counts_sub(&a->all, lane, freed, true);
-    counters_move(&a->owners[entry.owner_slot], freed, 1);
+    gmr__tracking_owner_sub(a, lane, entry.owner_slot, freed, true);
     if (scoped) gmr__tracking_scope_note(a, freed, -1, true);
     return st;
   }
@@ -228,7 +200,7 @@ static gmr_status tracking_extend(gmr_resource *self, void *ptr, size_t bytes, s
   v.new_bytes = new_bytes;
   (void)gmr__books_visit(&a->books, ptr, extend_visit, &v);
   int64_t added = (int64_t)(new_bytes - bytes);
-  counters_grow(&a->owners[v.owner_slot], added);
+  gmr__tracking_owner_grow(a, gmr__thread_lane(), v.owner_slot, added);
   gmr__lane_counts_grow(&a->all, gmr__thread_lane(), added);
   if (scopes_open(a)) gmr__tracking_scope_grow(a, added);
   return GMR_OK;
@@ -237,6 +209,7 @@ static gmr_status tracking_extend(gmr_resource *self, void *ptr, size_t bytes, s
 static void free_adaptor(gmr_tracking_adaptor *a) {
   gmr__books_deinit(&a->books);
   free(a->owners);
+  free(a->owner_lanes);
   gmr__key_slots_deinit(&a->owner_slots);
   pthread_mutex_destroy(&a->scope_mutex);
   free(a);
@@ -307,8 +280,10 @@ gmr_status gmr_tracking_adaptor_create(gmr_resource *upstream,
   bool ok = gmr__key_slots_init(&a->owner_slots, max_owners);
   if (ok) {
     a->owners = zalloc_aligned((a->owner_slots.capacity + 1) * sizeof *a->owners);
-    ok = a->owners != NULL;
+    a->owner_lanes = zalloc_aligned(GMR__LANE_COUNT * sizeof *a->owner_lanes);
+    ok = a->owners != NULL && a->owner_lanes != NULL;
   }
+  if (ok) gmr__tracking_owners_init(a);
   if (ok) ok = gmr__books_init(&a->books, SHARD_COUNT, recent);
   if (!ok) {
     free_adaptor(a);

@@ -14,16 +14,6 @@ static bool header_ok(size_t size, uint32_t version, size_t header) {
   return size >= header && version != 0;
 }
 
-static void read_counts(const gmr__tracking_counters *c, gmr_stat_count *bytes,
-                        gmr_stat_count *count) {
-  bytes->current = atomic_load_explicit(&c->bytes, memory_order_relaxed);
-  bytes->peak = atomic_load_explicit(&c->peak_bytes, memory_order_relaxed);
-  bytes->total = atomic_load_explicit(&c->total_bytes, memory_order_relaxed);
-  count->current = atomic_load_explicit(&c->count, memory_order_relaxed);
-  count->peak = atomic_load_explicit(&c->peak_count, memory_order_relaxed);
-  count->total = atomic_load_explicit(&c->total_count, memory_order_relaxed);
-}
-
 static size_t owners_seen(const gmr_tracking_adaptor *a) {
   return gmr__key_slots_count(&a->owner_slots);
 }
@@ -83,7 +73,7 @@ gmr_status gmr_tracking_adaptor_get_owner_stats(const gmr_tracking_adaptor *a, u
   if (slot == a->owner_slots.capacity && owners_seen(a) < a->owner_slots.capacity) {
     st = GMR_ERR_INVALID_ARGUMENT; /* never seen (the table has room, so not folded) */
   } else {
-    read_counts(&a->owners[slot], &s.bytes, &s.allocations);
+    gmr__tracking_owner_read(a, slot, &s.bytes, &s.allocations);
   }
   copy_out(out, &s, sizeof s);
   return st;

@@ -71,7 +71,8 @@ bool gmr__books_init(gmr__books *b, size_t shard_count, size_t recent_free_count
 void gmr__books_deinit(gmr__books *b);
 
 /* Record the live allocation `ptr` (not NULL, not live). false: no host
- * memory for the table; the books are unchanged. */
+ * memory for the table; the books are unchanged. (core/books_inline.h has
+ * the same inline, for hot paths in C.) */
 bool gmr__books_insert(gmr__books *b, const void *ptr, const gmr__book_entry *entry);
 
 /*

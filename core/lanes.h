@@ -13,11 +13,15 @@
  * gmr__lane_counts counts bytes and allocations live, with their high-water
  * marks and the totals of what was allocated. A lane keeps what it added or
  * took since it last flushed, and flushes into the shared base when that
- * passes the batch either way, so the shared line is written rarely. The
- * high-water marks are raised at each allocation with the level as the
- * calling thread sees it (the base plus its own lane): exact while no other
- * lane holds an unflushed change (a program with one thread that allocates
- * and frees); otherwise off by at most those changes, a batch per other lane.
+ * passes the batch either way, so the shared line is written rarely; a lane
+ * that is the only one ever to have touched the counts never flushes (its
+ * view is the whole level: no locked instruction even for requests larger
+ * than the batch, as a training loop's are). The high-water marks are
+ * raised at each allocation with the level as the calling thread sees it
+ * (the base plus its own lane): exact while no other lane holds an
+ * unflushed change (a program with one thread that allocates and frees);
+ * otherwise off by at most those changes, a batch per other lane (a lane
+ * that was alone flushes at its first call after another lane joined).
  *
  * Thread-safe: yes; a reader running beside updates may see a sum that mixes
  * moments (an update may count twice or not yet while a lane flushes).
@@ -57,6 +61,7 @@ typedef struct gmr__lane_slot {
 typedef struct gmr__lane_counts {
   _Alignas(64) _Atomic int64_t base_bytes; /* flushed changes of every lane */
   _Atomic int64_t base_count;
+  _Atomic uint64_t lanes_seen; /* bit l: lane l has touched the counts */
   _Atomic int64_t peak_bytes;
   _Atomic int64_t peak_count;
   _Atomic int64_t shared_total_bytes; /* allocated by threads without a lane */
@@ -76,6 +81,20 @@ static inline int64_t gmr__lane_load(_Atomic int64_t *x) {
 
 static inline void gmr__lane_store(_Atomic int64_t *x, int64_t v) {
   atomic_store_explicit(x, v, memory_order_relaxed);
+}
+
+/* Mark `lane` in `lanes_seen` (the lanes that ever touched some counts: a
+ * locked instruction at a lane's first touch only) and say whether it is
+ * the only one. A lane alone may keep any change unflushed: its view is the
+ * whole level. Call it at every update, so a lane that joins is marked at
+ * once. */
+static inline bool gmr__lane_alone(_Atomic uint64_t *lanes_seen, size_t lane) {
+  uint64_t bit = UINT64_C(1) << lane;
+  uint64_t seen = atomic_load_explicit(lanes_seen, memory_order_relaxed);
+  if ((seen & bit) == 0) {
+    seen = atomic_fetch_or_explicit(lanes_seen, bit, memory_order_relaxed) | bit;
+  }
+  return seen == bit;
 }
 
 /* Add a lane's changes to the base and clear them (its thread only). */
@@ -102,9 +121,10 @@ static inline void gmr__lane_counts_add(gmr__lane_counts *c, size_t lane, int64_
   gmr__lane_slot *s = &c->lanes[lane];
   gmr__lane_store(&s->total_bytes, gmr__lane_load(&s->total_bytes) + bytes);
   gmr__lane_store(&s->total_count, gmr__lane_load(&s->total_count) + 1);
+  bool alone = gmr__lane_alone(&c->lanes_seen, lane);
   int64_t b = gmr__lane_load(&s->bytes) + bytes;
   int64_t n = gmr__lane_load(&s->count) + 1;
-  if (b > c->batch_bytes || n > c->batch_count) {
+  if ((b > c->batch_bytes || n > c->batch_count) && !alone) {
     gmr__lane_flush(c, s, b, n);
     b = 0;
     n = 0;
@@ -151,10 +171,12 @@ static inline void gmr__lane_counts_sub(gmr__lane_counts *c, size_t lane, int64_
     return;
   }
   gmr__lane_slot *s = &c->lanes[lane];
+  bool alone = gmr__lane_alone(&c->lanes_seen, lane);
   int64_t b = gmr__lane_load(&s->bytes) + sign * bytes;
   int64_t n = gmr__lane_load(&s->count) + sign;
-  if (b < -c->batch_bytes || n < -c->batch_count || b > c->batch_bytes ||
-      n > c->batch_count) {
+  if ((b < -c->batch_bytes || n < -c->batch_count || b > c->batch_bytes ||
+       n > c->batch_count) &&
+      !alone) {
     gmr__lane_flush(c, s, b, n);
   } else {
     gmr__lane_store(&s->bytes, b);

@@ -5,19 +5,78 @@
 
 #include <stddef.h>
 
-cudaError_t gmr__stream_key_of(const gmr__cuda_ops *cuda, gmr__stream_events_mode mode,
-                               gmr_stream stream, gmr__stream_key *out) {
-  out->stream = stream;
-  out->id = 0;
-  if (gmr__stream_is_process_wide(stream)) return cudaSuccess;
-  if (mode == GMR__STREAM_EVENTS_LAZY && stream != (gmr_stream)cudaStreamPerThread) {
-    return cudaSuccess; /* the program promised: the handle is enough */
-  }
-  unsigned long long id = 0;
-  cudaError_t err = cuda->stream_get_id((cudaStream_t)stream, &id);
+/* cudaStreamGetId with the thread in relaxed capture mode, so that the call
+ * neither fails nor breaks a capture in progress (this thread's or, in
+ * global mode, another's). */
+static cudaError_t stream_id_relaxed(const gmr__cuda_ops *cuda, gmr_stream stream, uint64_t *id) {
+  enum cudaStreamCaptureMode saved;
+  cudaError_t err = gmr__cuda_capture_relaxed_enter(cuda, &saved);
   if (err != cudaSuccess) return err;
-  out->id = (uint64_t)id;
+  unsigned long long v = 0;
+  err = cuda->stream_get_id((cudaStream_t)stream, &v);
+  gmr__cuda_capture_relaxed_leave(cuda, saved);
+  if (err == cudaSuccess) *id = (uint64_t)v;
+  return err;
+}
+
+/* The calling thread's cudaStreamPerThread: one stream per thread and device,
+ * living as long as the thread, so its id is asked once per device. */
+static _Thread_local struct {
+  const gmr__cuda_ops *cuda;
+  int device;
+  uint64_t id;
+} per_thread_stream;
+
+static cudaError_t per_thread_stream_id(const gmr__cuda_ops *cuda, uint64_t *id) {
+  int device = -1;
+  cudaError_t err = cuda->get_device(&device);
+  if (err != cudaSuccess) return err;
+  if (per_thread_stream.cuda == cuda && per_thread_stream.device == device) {
+    *id = per_thread_stream.id;
+    return cudaSuccess;
+  }
+  err = stream_id_relaxed(cuda, (gmr_stream)cudaStreamPerThread, id);
+  if (err != cudaSuccess) return err;
+  per_thread_stream.cuda = cuda;
+  per_thread_stream.device = device;
+  per_thread_stream.id = *id;
   return cudaSuccess;
+}
+
+cudaError_t gmr__stream_key_learn(const gmr__cuda_ops *cuda, gmr_stream stream,
+                                  gmr__stream_key *out) {
+  if (stream == (gmr_stream)cudaStreamPerThread) return per_thread_stream_id(cuda, &out->id);
+  return stream_id_relaxed(cuda, stream, &out->id);
+}
+
+cudaError_t gmr__event_query_relaxed(const gmr__cuda_ops *cuda, cudaEvent_t event) {
+  enum cudaStreamCaptureMode saved;
+  cudaError_t err = gmr__cuda_capture_relaxed_enter(cuda, &saved);
+  if (err != cudaSuccess) return err;
+  err = cuda->event_query(event);
+  gmr__cuda_capture_relaxed_leave(cuda, saved);
+  return err;
+}
+
+cudaError_t gmr__event_synchronize_relaxed(const gmr__cuda_ops *cuda, cudaEvent_t event) {
+  enum cudaStreamCaptureMode saved;
+  cudaError_t err = gmr__cuda_capture_relaxed_enter(cuda, &saved);
+  if (err != cudaSuccess) return err;
+  err = cuda->event_synchronize(event);
+  gmr__cuda_capture_relaxed_leave(cuda, saved);
+  return err;
+}
+
+static _Thread_local gmr_stream id_hint_stream;
+static _Thread_local bool id_hint_needed;
+
+bool gmr__stream_id_hint(gmr_stream stream) {
+  return id_hint_needed && id_hint_stream == stream;
+}
+
+void gmr__stream_id_hint_set(gmr_stream stream, bool needed) {
+  id_hint_stream = stream;
+  id_hint_needed = needed;
 }
 
 void gmr__stream_event_init(gmr__stream_event *e, gmr__stream_key key,
@@ -98,7 +157,7 @@ bool gmr__stream_event_query(const gmr__cuda_ops *cuda, gmr__stream_event *e,
   if (e->complete) return true;
   if (e->event == NULL) return false;
   atomic_fetch_add_explicit(&counts->query_count, 1, memory_order_relaxed);
-  if (cuda->event_query(e->event) != cudaSuccess) return false;
+  if (gmr__event_query_relaxed(cuda, e->event) != cudaSuccess) return false;
   e->complete = true;
   return true;
 }
@@ -118,7 +177,7 @@ cudaError_t gmr__stream_event_synchronize(const gmr__cuda_ops *cuda, gmr__stream
   if (e->complete) return cudaSuccess;
   if (e->event == NULL) return cudaErrorNotReady;
   atomic_fetch_add_explicit(&counts->synchronize_count, 1, memory_order_relaxed);
-  err = cuda->event_synchronize(e->event);
+  err = gmr__event_synchronize_relaxed(cuda, e->event);
   if (err != cudaSuccess) return err;
   e->complete = true;
   return cudaSuccess;

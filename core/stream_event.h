@@ -108,14 +108,81 @@ static inline bool gmr__stream_is_process_wide(gmr_stream s) {
 }
 
 /*
- * The key of `stream` for a call that names it: no CUDA call for the legacy
- * default stream, nor for created streams in lazy mode; cudaStreamGetId
- * otherwise (not counted here: a counter shared by every thread would be the
- * one cache line they all write). Returns its CUDA error (a stale handle:
- * the caller must change nothing).
+ * Whether the handle alone may stand for `stream`'s key: the legacy default
+ * stream, and in lazy mode every created stream (id 0). Otherwise a call
+ * needs the stream's id before it may take memory filed under the stream
+ * that is not known done, or record on it (gmr__stream_key_of);
+ * cudaStreamPerThread always needs it (a different stream in every thread).
  */
-cudaError_t gmr__stream_key_of(const gmr__cuda_ops *cuda, gmr__stream_events_mode mode,
-                               gmr_stream stream, gmr__stream_key *out);
+static inline bool gmr__stream_handle_is_key(gmr__stream_events_mode mode, gmr_stream stream) {
+  return gmr__stream_is_process_wide(stream) ||
+         (mode == GMR__STREAM_EVENTS_LAZY && stream != (gmr_stream)cudaStreamPerThread);
+}
+
+/* Whether a call on `stream` may go on without its id until it needs it
+ * (gmr__stream_key_begin): a created stream in the on-demand and every-free
+ * modes. */
+static inline bool gmr__stream_id_asked_lazily(gmr__stream_events_mode mode, gmr_stream stream) {
+  return !gmr__stream_handle_is_key(mode, stream) && stream != (gmr_stream)cudaStreamPerThread;
+}
+
+/*
+ * The id of `stream` (a created stream, or cudaStreamPerThread) into
+ * out->id: cudaStreamGetId with the calling thread switched to
+ * relaxed capture mode and back (in global mode cudaStreamGetId
+ * breaks any capture in progress: seen on an H100), three thread-local
+ * driver calls; for cudaStreamPerThread the id is kept per thread and
+ * device (it lives as long as the thread), so it costs one cudaGetDevice.
+ * Not counted here: a counter shared by every thread would be the one cache
+ * line they all write. Returns the CUDA error (a stale handle, or the mode
+ * switch failed): the caller must change nothing.
+ */
+cudaError_t gmr__stream_key_learn(const gmr__cuda_ops *cuda, gmr_stream stream,
+                                  gmr__stream_key *out);
+
+/* The key of `stream` for a call that names it: no CUDA call where the
+ * handle is the key, gmr__stream_key_learn otherwise. */
+static inline cudaError_t gmr__stream_key_of(const gmr__cuda_ops *cuda,
+                                             gmr__stream_events_mode mode, gmr_stream stream,
+                                             gmr__stream_key *out) {
+  out->stream = stream;
+  out->id = 0;
+  if (gmr__stream_handle_is_key(mode, stream)) return cudaSuccess;
+  return gmr__stream_key_learn(cuda, stream, out);
+}
+
+/*
+ * The key of `stream` as far as it is known without asking a created
+ * stream's id: *known is false (and out->id 0) for a created stream in the
+ * on-demand and every-free modes, true otherwise (cudaStreamPerThread may
+ * cost the cudaGetDevice of gmr__stream_key_of). Errors as gmr__stream_key_of.
+ *
+ * Why a call may go on with the id unknown (docs/stream_ordering.md): a
+ * slot is keyed by a handle and an id learned inside an earlier call naming
+ * that handle. A free filed by handle alone is the slot's stream's, or a
+ * later stream's that got the handle after the slot's stream was destroyed:
+ * never an earlier one's. A call that then learns the id (before it takes
+ * the slot's memory that is not known done, or records on the stream)
+ * either finds the slot's id, and then the slot's stream lived from that
+ * earlier call to now, owning the handle throughout, so every free filed
+ * there was its own; or another id, and the slot belonged to a destroyed
+ * stream: it is retired, its memory reached only through its event or a
+ * device synchronisation.
+ */
+static inline cudaError_t gmr__stream_key_begin(const gmr__cuda_ops *cuda,
+                                                gmr__stream_events_mode mode, gmr_stream stream,
+                                                gmr__stream_key *out, bool *known) {
+  out->stream = stream;
+  out->id = 0;
+  *known = !gmr__stream_id_asked_lazily(mode, stream);
+  if (gmr__stream_handle_is_key(mode, stream) || !*known) return cudaSuccess;
+  return gmr__stream_key_learn(cuda, stream, out); /* cudaStreamPerThread */
+}
+
+/* A hint per thread: whether the last allocation on `stream` needed the
+ * stream's id (so the next one asks for it before taking the lock). */
+bool gmr__stream_id_hint(gmr_stream stream);
+void gmr__stream_id_hint_set(gmr_stream stream, bool needed);
 
 static inline bool gmr__stream_key_equal(gmr__stream_key a, gmr__stream_key b) {
   return a.stream == b.stream && a.id == b.id;
@@ -147,8 +214,14 @@ static inline bool gmr__stream_event_fresh(const gmr__stream_event *e) {
 void gmr__stream_event_mark_freed(const gmr__cuda_ops *cuda, gmr__stream_event *e, bool force,
                                   gmr__stream_event_counts *counts);
 
+/* Whether gmr__stream_event_mark_freed would record now (a free must then
+ * know the stream's id first). */
+static inline bool gmr__stream_event_record_due(const gmr__stream_event *e) {
+  return !e->lazy && (e->every_free || e->demand || e->eager_left > 0);
+}
+
 /* A call that names e's stream (an allocation): record now if another
- * stream asked for its fresh memory. */
+ * stream asked for its fresh memory. Pre: the stream's id is known. */
 void gmr__stream_event_note_call(const gmr__cuda_ops *cuda, gmr__stream_event *e,
                                  gmr__stream_event_counts *counts);
 
@@ -162,7 +235,18 @@ void gmr__stream_event_note_call(const gmr__cuda_ops *cuda, gmr__stream_event *e
 cudaError_t gmr__stream_event_settle(const gmr__cuda_ops *cuda, gmr__stream_event *e,
                                      gmr__stream_event_counts *counts);
 
-/* True when the work up to the last record is done (cudaEventQuery).
+/*
+ * cudaEventQuery / cudaEventSynchronize with the calling thread in relaxed
+ * capture mode and back: both are potentially unsafe calls, which in global
+ * mode fail and break a capture in progress, this thread's or another's
+ * (an H100 did so for the query). The resources' events are never recorded
+ * on a capturing stream, so relaxed mode is enough. Returns the call's error,
+ * or the mode switch's.
+ */
+cudaError_t gmr__event_query_relaxed(const gmr__cuda_ops *cuda, cudaEvent_t event);
+cudaError_t gmr__event_synchronize_relaxed(const gmr__cuda_ops *cuda, cudaEvent_t event);
+
+/* True when the work up to the last record is done (cudaEventQuery, relaxed).
  * Pre: nothing fresh (settle first). Any error counts as "not known". */
 bool gmr__stream_event_query(const gmr__cuda_ops *cuda, gmr__stream_event *e,
                              gmr__stream_event_counts *counts);

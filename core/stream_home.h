@@ -11,9 +11,13 @@
  * of its own, and one thread's several streams share its shard, so memory
  * moves between them as it would with one shard.
  *
- * The table is a hint, by a hash of the stream's number (its id, else its
- * handle): any shard is correct for any stream, so two streams that collide
- * simply overwrite each other's entry. Lock-free: one atomic load on a hit.
+ * The table is a hint, by a hash of the stream's handle (the id for
+ * cudaStreamPerThread, a different stream in every thread): any shard is
+ * correct for any stream, so two streams that collide simply overwrite each
+ * other's entry, and a new stream that gets a destroyed one's handle starts
+ * where that one was served. The handle, not the id, so that a call that
+ * does not know its stream's id yet (core/stream_event.h) goes to the same
+ * shard as one that does. Lock-free: one atomic load on a hit.
  *
  * Thread-safe: yes (atomics).
  */
@@ -35,7 +39,9 @@ typedef struct gmr__stream_home {
 /* The shard (0..count-1, count <= 256) that serves the stream of `key`. */
 static inline uint32_t gmr__stream_home_of(gmr__stream_home *t, gmr__stream_key key,
                                            uint32_t count) {
-  uint64_t n = key.id != 0 ? key.id : (uint64_t)(uintptr_t)key.stream ^ (UINT64_C(1) << 55);
+  uint64_t n = key.stream == (gmr_stream)cudaStreamPerThread
+                   ? key.id
+                   : (uint64_t)(uintptr_t)key.stream ^ (UINT64_C(1) << 55);
   n &= (UINT64_C(1) << 56) - 1u;
   uint64_t h = (n * UINT64_C(0x9E3779B97F4A7C15)) >> 56;
   _Atomic uint64_t *entry = &t->entries[h & (GMR__STREAM_HOME_ENTRIES - 1u)];

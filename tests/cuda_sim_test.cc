@@ -353,6 +353,217 @@ TEST_F(CudaSim, PoolKeepsItsReserveUntilTrimmedOrThresholdAtSync) {
   EXPECT_EQ(0u, u.used_bytes);
 }
 
+// ---- CUDA's capture rules (cuda_runtime_api.h, cudaThreadExchangeStreamCaptureMode;
+// the programming guide's "prohibited and unhandled operations"; GPU_FACTS.md) ----
+
+// Seen on an H100 (driver 580): cudaStreamGetId during a global-mode capture,
+// the thread in global mode, returned cudaErrorStreamCaptureUnsupported and the
+// capture ended invalidated. It is a potentially unsafe call like cudaMalloc.
+TEST_F(CudaSim, StreamGetIdIsPotentiallyUnsafeDuringACapture) {
+  gmr_stream s = nullptr, other = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&other));
+  unsigned long long id = 0;
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  EXPECT_EQ(cudaErrorStreamCaptureUnsupported, ops()->stream_get_id(s, &id));
+  gmr_graph g = nullptr;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));  // invalidated
+
+  // Naming another stream, or the default stream, is no better.
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  EXPECT_EQ(cudaErrorStreamCaptureUnsupported, ops()->stream_get_id(other, &id));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  EXPECT_EQ(cudaErrorStreamCaptureUnsupported, ops()->stream_get_id(cudaStreamPerThread, &id));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));
+
+  // Relaxed thread mode allows it, and the capture survives.
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  enum cudaStreamCaptureMode saved = cudaStreamCaptureModeGlobal;
+  ASSERT_EQ(cudaSuccess, gmr__cuda_capture_relaxed_enter(ops(), &saved));
+  EXPECT_EQ(cudaSuccess, ops()->stream_get_id(s, &id));
+  EXPECT_NE(0u, id);
+  gmr__cuda_capture_relaxed_leave(ops(), saved);
+  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  EXPECT_EQ(cudaSuccess, ops()->stream_get_id(s, &id));  // no capture: allowed
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(other));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+}
+
+// A thread in thread-local mode ignores other threads' captures; a thread in
+// global mode is refused during another thread's global capture and breaks it;
+// a thread-local capture forbids only the thread that began it.
+TEST_F(CudaSim, ThreadModesDecideWhoseCapturesForbidACall) {
+  gmr_stream s = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));  // global
+  cudaError_t thread_local_call = cudaErrorUnknown;
+  std::thread([&] {
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal;
+    ASSERT_EQ(cudaSuccess, gmr__cuda()->thread_exchange_capture_mode(&mode));
+    unsigned long long id = 0;
+    thread_local_call = gmr__cuda()->stream_get_id(s, &id);
+  }).join();
+  EXPECT_EQ(cudaSuccess, thread_local_call);
+  gmr_graph g = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));  // still valid
+  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+
+  ASSERT_EQ(cudaSuccess, ops()->stream_begin_capture(s, cudaStreamCaptureModeThreadLocal));
+  cudaError_t other_thread = cudaErrorUnknown;
+  std::thread([&] {
+    void *p = nullptr;
+    other_thread = gmr__cuda()->malloc(&p, 256);
+    if (other_thread == cudaSuccess) gmr__cuda()->free(p);
+  }).join();
+  EXPECT_EQ(cudaSuccess, other_thread);  // not its capture
+  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(cudaSuccess, ops()->stream_begin_capture(s, cudaStreamCaptureModeThreadLocal));
+  void *p = nullptr;
+  EXPECT_EQ(cudaErrorStreamCaptureUnsupported, ops()->malloc(&p, 256));  // its own
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+}
+
+// Legal in every mode: asking whether a stream captures, from any thread.
+TEST_F(CudaSim, CaptureInfoIsLegalDuringACapture) {
+  gmr_stream s = nullptr, other = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&other));
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  bool capturing = false;
+  EXPECT_EQ(GMR_OK, gmr_stream_get_capture_info(s, &capturing, nullptr));
+  EXPECT_TRUE(capturing);
+  std::thread([&] {
+    bool c = true;
+    EXPECT_EQ(GMR_OK, gmr_stream_get_capture_info(other, &c, nullptr));
+    EXPECT_FALSE(c);
+  }).join();
+  gmr_graph g = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(other));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+}
+
+// A record on a capturing stream is legal: it becomes a node of the graph and
+// runs nothing now. The event is then a captured event: querying or
+// synchronising it is refused even in relaxed mode (cudaErrorCapturedEvent)
+// and breaks the capture; a record outside any capture makes it ordinary again.
+TEST_F(CudaSim, AnEventRecordedInACaptureIsACapturedEvent) {
+  gmr_stream s = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  cudaEvent_t e = nullptr;
+  ASSERT_EQ(cudaSuccess, ops()->event_create(&e));
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  EXPECT_EQ(cudaSuccess, ops()->event_record(e, s));
+  gmr_graph g = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));  // the record kept it valid
+  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  EXPECT_EQ(cudaSuccess, ops()->event_record(e, s));
+  enum cudaStreamCaptureMode saved = cudaStreamCaptureModeGlobal;
+  ASSERT_EQ(cudaSuccess, gmr__cuda_capture_relaxed_enter(ops(), &saved));
+  EXPECT_EQ(cudaErrorCapturedEvent, ops()->event_query(e));
+  EXPECT_EQ(cudaErrorCapturedEvent, ops()->event_synchronize(e));
+  gmr__cuda_capture_relaxed_leave(ops(), saved);
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));  // invalidated
+  EXPECT_EQ(cudaErrorCapturedEvent, ops()->event_query(e));  // still last recorded in a capture
+
+  ASSERT_EQ(cudaSuccess, ops()->event_record(e, s));  // outside a capture
+  EXPECT_EQ(cudaSuccess, ops()->event_query(e));
+  EXPECT_EQ(cudaSuccess, ops()->event_destroy(e));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+}
+
+// A record in a capture does not count as work of the stream: an event recorded
+// before the capture on a held stream stays pending, and one recorded after it
+// still waits for that work.
+TEST_F(CudaSim, ARecordInACaptureRunsNothing) {
+  gmr_stream s = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s, true));
+  cudaEvent_t before = nullptr, inside = nullptr;
+  ASSERT_EQ(cudaSuccess, ops()->event_create(&before));
+  ASSERT_EQ(cudaSuccess, ops()->event_create(&inside));
+  ASSERT_EQ(cudaSuccess, ops()->event_record(before, s));
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(cudaSuccess, ops()->event_record(inside, s));
+  gmr_graph g = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  EXPECT_EQ(cudaErrorNotReady, ops()->event_query(before));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s, false));
+  EXPECT_EQ(cudaSuccess, ops()->event_query(before));
+  EXPECT_EQ(cudaSuccess, ops()->event_destroy(before));
+  EXPECT_EQ(cudaSuccess, ops()->event_destroy(inside));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+}
+
+// cudaStreamWaitEvent on a capturing stream is legal only with an event of
+// the same capture; with an event recorded outside it the capture is broken
+// (cudaErrorStreamCaptureIsolation). A stream that is not capturing and waits
+// on a captured event joins the capture (a fork), which ends with it.
+TEST_F(CudaSim, AWaitDuringACaptureNeedsAnEventOfThatCapture) {
+  gmr_stream s = nullptr, side = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&side));
+  cudaEvent_t outside = nullptr, inside = nullptr;
+  ASSERT_EQ(cudaSuccess, ops()->event_create(&outside));
+  ASSERT_EQ(cudaSuccess, ops()->event_create(&inside));
+  ASSERT_EQ(cudaSuccess, ops()->event_record(outside, side));
+
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  uint64_t capture_id = 0;
+  bool capturing = false;
+  ASSERT_EQ(GMR_OK, gmr_stream_get_capture_info(s, &capturing, &capture_id));
+  ASSERT_EQ(cudaSuccess, ops()->event_record(inside, s));
+  EXPECT_EQ(cudaSuccess, ops()->stream_wait_event(side, inside));  // side joins (fork)
+  uint64_t side_id = 0;
+  ASSERT_EQ(GMR_OK, gmr_stream_get_capture_info(side, &capturing, &side_id));
+  EXPECT_TRUE(capturing);
+  EXPECT_EQ(capture_id, side_id);
+  ASSERT_EQ(cudaSuccess, ops()->event_record(inside, side));
+  EXPECT_EQ(cudaSuccess, ops()->stream_wait_event(s, inside));  // join back
+  gmr_graph g = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_stream_get_capture_info(side, &capturing, nullptr));
+  EXPECT_FALSE(capturing);  // the fork ended with the capture
+
+  uint64_t waits = gmr_cuda_sim_get_stream_wait_count(s);
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  EXPECT_EQ(cudaErrorStreamCaptureIsolation, ops()->stream_wait_event(s, outside));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));  // invalidated
+  EXPECT_EQ(waits, gmr_cuda_sim_get_stream_wait_count(s));  // no wait was made
+  EXPECT_EQ(cudaSuccess, ops()->event_destroy(outside));
+  EXPECT_EQ(cudaSuccess, ops()->event_destroy(inside));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(side));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+}
+
+// Synchronising a capturing stream, or the whole device while any stream
+// captures, conflicts with the capture in every thread mode.
+TEST_F(CudaSim, SynchronisingACaptureIsRefusedEvenInRelaxedMode) {
+  gmr_stream s = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  enum cudaStreamCaptureMode saved = cudaStreamCaptureModeGlobal;
+  ASSERT_EQ(cudaSuccess, gmr__cuda_capture_relaxed_enter(ops(), &saved));
+  gmr_graph g = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  EXPECT_EQ(cudaErrorStreamCaptureUnsupported, ops()->stream_synchronize(s));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));
+  ASSERT_EQ(cudaSuccess, ops()->stream_begin_capture(s, cudaStreamCaptureModeRelaxed));
+  EXPECT_EQ(cudaErrorStreamCaptureUnsupported, ops()->device_synchronize());
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));
+  gmr__cuda_capture_relaxed_leave(ops(), saved);
+  EXPECT_EQ(cudaSuccess, ops()->device_synchronize());  // no capture any more
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+}
+
 class CudaSimTwoDevices : public SimTest {
  protected:
   CudaSimTwoDevices() { sim_config_.device_count = 2; }

@@ -129,6 +129,97 @@ TEST_F(FixedBlockStreams, ANewStreamWithADeadStreamsHandleNeverTakesItsBlockUnor
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 100, 0, s2));
 }
 
+// Once warm, a stream's own alloc/free pairs ask for its id at most once per
+// allocation and never at a free.
+TEST_F(FixedBlockStreams, WarmPairsAskTheIdOnlyAtAllocations) {
+  gmr_fixed_block_resource *f = Make(Config());
+  gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
+  gmr_stream s = Stream();
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(GMR_OK, gmr_deallocate(r, Alloc(r, 100, s), 100, 0, s));
+  uint64_t ids = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID);
+  for (int i = 0; i < 100; ++i) {
+    void *p = Alloc(r, 100, s);
+    uint64_t at_free = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID);
+    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
+    EXPECT_EQ(at_free, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID));
+  }
+  EXPECT_LE(gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID), ids + 100);
+}
+
+// During a global capture: the capturing stream gets its own block back and
+// the capture stays valid (its id is asked in relaxed mode); a new stream
+// with a destroyed stream's handle gets none of the old stream's pending
+// blocks (CAPTURE_UNSAFE: it cannot grow or wait) and its capture stays valid.
+TEST_F(FixedBlockStreams, CapturingStreamsAreIdentifiedWithoutBreakingTheCapture) {
+  gmr_fixed_block_resource *f = Make(Config(1));
+  gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
+  gmr_stream own = Stream();
+  void *p = Alloc(r, 100, own);
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, own));
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(own));
+  EXPECT_EQ(p, Alloc(r, 100, own));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, own));
+  gmr_graph g = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(own, &g));
+  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(true));
+  gmr_stream s1 = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s1));
+  void *q = Alloc(r, 100, s1);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, 100, 0, s1));
+    q = Alloc(r, 100, s1);
+  }
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold_beyond_destroy(s1));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, 100, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_stream_destroy(s1));
+  gmr_stream s2 = StreamWithHandle(s1);
+  ASSERT_NE(nullptr, s2);
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s2));
+  void *x = nullptr;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate(r, 100, 0, s2, &x));
+  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s2, &g));
+  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+}
+
+// While one thread captures in global mode, another thread's calls on its own
+// stream, one of them finding another stream's block done through an event
+// query, make no call that breaks the capture.
+TEST_F(FixedBlockStreams, AnotherThreadsCallsLeaveAGlobalCaptureValid) {
+  gmr_fixed_block_resource *f = Make(Config(1));
+  gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
+  gmr_stream c = Stream(), t = Stream(), other = Stream();
+  void *x = Alloc(r, 100, t);
+  void *y = Alloc(r, 100, other);
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(other, true));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, y, 100, 0, other));  // recorded, pending
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, x, 100, 0, t));
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(GMR_OK, gmr_deallocate(r, Alloc(r, 100, t), 100, 0, t));
+  uint64_t queries = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_QUERY);
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(other, false));  // done, but nobody knows yet
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(c));
+  std::thread([&] {
+    for (int i = 0; i < 100; ++i) {
+      void *p = nullptr;
+      ASSERT_EQ(GMR_OK, gmr_allocate(r, 100, 0, t, &p));
+      ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, t));
+    }
+    void *a = nullptr, *b = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_allocate(r, 100, 0, t, &a));
+    EXPECT_EQ(x, a);
+    ASSERT_EQ(GMR_OK, gmr_allocate(r, 100, 0, t, &b));
+    EXPECT_EQ(y, b);  // other's, found done by an event query
+    EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 100, 0, t));
+    EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 100, 0, t));
+  }).join();
+  gmr_graph g = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(c, &g));
+  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  EXPECT_LT(queries, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_QUERY));
+  EXPECT_EQ(2u, Stats(f).chunk_count);
+}
+
 TEST_F(FixedBlockStreams, RecordStreamKeepsTheBlockUntilTheRecordedStreamsWorkIsDone) {
   gmr_fixed_block_resource *f = Make(Config());
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);

@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
+#include <thread>
 
 #include "core/cuda_layer.h"
 #include "gmr/cuda_resource.h"
@@ -201,6 +202,130 @@ TEST_F(PoolCaptureTest, InjectedFailuresRestoreTheModeAndKeepTheCapture) {
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
   EXPECT_EQ(GMR_OK, EndCapture(s));
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 3 * MiB, 0, s));
+  ExpectInvariants(r);
+}
+
+// ---- streams known by handle and id (the default: streams may be destroyed) ----
+
+gmr_pool_resource_config identified_config() {
+  gmr_pool_resource_config c = small_config(4 * MiB);
+  c.streams_outlive_resource = false;
+  return c;
+}
+
+// Seen on an H100: cudaStreamGetId during a global capture breaks it. The pool
+// learns a capturing stream's id with the thread in relaxed mode, so plain
+// allocate and deallocate on the capturing stream, and allocate_capturing,
+// all leave the capture valid.
+TEST_F(PoolCaptureTest, ACapturingStreamIsIdentifiedWithoutBreakingTheCapture) {
+  gmr_resource *r = Make(identified_config(), capturing_upstream_);
+  gmr_stream s = Stream();
+  void *p = Alloc(r, MiB, s);
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));  // global mode
+  void *q = nullptr;
+  gmr_failure f;
+  ASSERT_EQ(GMR_OK, gmr_allocate_ex(r, MiB, 0, s, &q, &f)) << f.message;
+  EXPECT_EQ(p, q);  // the stream's own block
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, MiB, 0, s, &q, &f)) << f.message;
+  EXPECT_EQ(p, q);
+  void *big = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 8 * MiB, 0, s, &big, &f)) << f.message;
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, big, 8 * MiB, 0, s));
+  EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
+  EXPECT_EQ(GMR_OK, EndCapture(s));  // still valid
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, s));
+  ExpectInvariants(r);
+}
+
+// A stream destroyed with a pending free, and a new stream that gets its
+// handle and captures: the new stream never takes the old one's block, and
+// its capture stays valid.
+TEST_F(PoolCaptureTest, ANewStreamWithAReusedHandleCapturesWithoutTheOldStreamsBlock) {
+  gmr_resource *r = Make(identified_config(), capturing_upstream_);
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(true));
+  gmr_stream old = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&old));
+  void *p = Alloc(r, MiB, old);
+  for (int i = 0; i < 8; ++i) {  // past the first frees, which record at once
+    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, old));
+    p = Alloc(r, MiB, old);
+  }
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold_beyond_destroy(old));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, old));  // pending, unrecorded
+  ASSERT_EQ(GMR_OK, gmr_stream_destroy(old));
+  gmr_stream fresh = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&fresh));
+  ASSERT_EQ(old, fresh);  // the handle is reused
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(fresh));
+  void *q = nullptr;
+  gmr_failure f;
+  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, MiB, 0, fresh, &q, &f)) << f.message;
+  EXPECT_NE(p, q);
+  EXPECT_EQ(GMR_OK, EndCapture(fresh));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, fresh));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(fresh));
+  ExpectInvariants(r);
+}
+
+// While one thread captures in global mode, another thread's pool calls on
+// its own stream (reuse of its own blocks, and of memory another stream
+// freed, found through an event query) make no call that breaks the capture.
+TEST_F(PoolCaptureTest, AnotherThreadsCallsLeaveAGlobalCaptureValid) {
+  gmr_resource *r = Make(identified_config(), capturing_upstream_);
+  gmr_stream c = Stream(), t = Stream(), other = Stream();
+  void *x = Alloc(r, 4 * MiB, t);      // chunk A, t's
+  void *y = Alloc(r, 4 * MiB, other);  // chunk B, other's
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(other, true));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, y, 4 * MiB, 0, other));  // recorded (a new stream's free)
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, x, 4 * MiB, 0, t));
+  for (int i = 0; i < 8; ++i) {  // past t's first frees, which record
+    void *p = Alloc(r, MiB, t);
+    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, t));
+  }
+  uint64_t queries = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_QUERY);
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(other, false));  // done, but nobody knows yet
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(c));
+  std::thread([&] {
+    for (int i = 0; i < 100; ++i) {
+      void *p = nullptr;
+      ASSERT_EQ(GMR_OK, gmr_allocate(r, MiB, 0, t, &p));
+      ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, t));
+    }
+    void *a = nullptr, *b = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_allocate(r, 4 * MiB, 0, t, &a));
+    EXPECT_EQ(x, a);  // t's own
+    ASSERT_EQ(GMR_OK, gmr_allocate(r, 4 * MiB, 0, t, &b));
+    EXPECT_EQ(y, b);  // other's, found done by an event query
+    EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 4 * MiB, 0, t));
+    EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 4 * MiB, 0, t));
+  }).join();
+  EXPECT_EQ(GMR_OK, EndCapture(c));
+  EXPECT_LT(queries, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_QUERY));
+  EXPECT_EQ(2u, Stats(r).chunk_count);
+  ExpectInvariants(r);
+}
+
+// Once warm, a stream's own alloc/free pairs ask for its id at most once per
+// allocation and never at a free.
+TEST_F(PoolCaptureTest, WarmPairsOnACreatedStreamAskTheIdOnlyAtAllocations) {
+  gmr_resource *r = Make(identified_config());
+  gmr_stream s = Stream();
+  for (int i = 0; i < 8; ++i) {
+    void *p = Alloc(r, MiB, s);
+    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+  }
+  uint64_t ids = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID);
+  uint64_t events = EventCalls();
+  for (int i = 0; i < 100; ++i) {
+    void *p = Alloc(r, MiB, s);
+    uint64_t at_free = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID);
+    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+    EXPECT_EQ(at_free, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID));
+  }
+  EXPECT_LE(gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID), ids + 100);
+  EXPECT_EQ(events, EventCalls());
   ExpectInvariants(r);
 }
 

@@ -160,7 +160,8 @@ cudaError_t gmr__sim_mem_get_info(size_t *free_bytes, size_t *total_bytes) {
 cudaError_t gmr__sim_device_synchronize(void) {
   gmr__sim_lock();
   cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE);
-  if (err == cudaSuccess && gmr__sim_capture_forbids_unsafe_call()) {
+  /* The device encompasses every capturing stream: refused in every mode. */
+  if (err == cudaSuccess && gmr__sim_capture_conflicts_with_any()) {
     err = cudaErrorStreamCaptureUnsupported;
   }
   if (err == cudaSuccess) {

@@ -79,12 +79,18 @@ typedef struct gmr__sim_stream {
   enum cudaStreamCaptureStatus capture_status;
   unsigned long long capture_id;
   enum cudaStreamCaptureMode capture_mode; /* of the capture in progress */
-  uint64_t capture_thread;                 /* sim thread id of the capturing thread */
+  uint64_t capture_thread;                 /* sim thread id of the thread that began it */
+  bool capture_origin; /* began the capture (else joined it by waiting on one of its events) */
 } gmr__sim_stream;
 
 typedef struct gmr__sim_event {
   uint64_t stream_id; /* 0: never recorded, or recorded on the default stream */
   uint64_t seq;
+  bool recorded;
+  /* Non-zero: last recorded on a capturing stream, in this capture (a node of
+   * its graph, not work): queries, synchronisations and waits outside that
+   * capture are refused (cudaErrorCapturedEvent) until it is recorded again. */
+  unsigned long long capture_id;
 } gmr__sim_event;
 
 typedef struct gmr__sim_graph {
@@ -152,11 +158,20 @@ bool gmr__sim_live_object(const void *handle, gmr__sim_object_kind kind);
 bool gmr__sim_stream_is_default(cudaStream_t s);
 cudaError_t gmr__sim_lookup_stream(cudaStream_t s, gmr__sim_stream **out);
 gmr__sim_stream *gmr__sim_find_stream_by_id(uint64_t id);
-/* CUDA's capture modes: a potentially unsafe call from a thread that is not
- * in relaxed mode is refused while a global-mode capture is active anywhere,
- * or a thread-local one begun by the calling thread; it invalidates those
- * captures. */
+/* CUDA's capture modes (cudaThreadExchangeStreamCaptureMode): a potentially
+ * unsafe call is refused to a thread in global mode while it began a capture
+ * that is not relaxed, or another thread began a global-mode one; to a thread
+ * in thread-local mode only while it began a capture that is not relaxed; never
+ * to a thread in relaxed mode. A refused call invalidates those captures. */
 bool gmr__sim_capture_forbids_unsafe_call(void);
+/* A call that conflicts with capture in every thread mode (synchronising the
+ * device while a stream captures): true, and every capture invalidated, when
+ * any capture is in progress. */
+bool gmr__sim_capture_conflicts_with_any(void);
+/* Invalidate capture `capture_id` on every stream that takes part in it. */
+void gmr__sim_invalidate_capture(unsigned long long capture_id);
+/* Whether capture `capture_id` is still in progress (on any stream). */
+bool gmr__sim_capture_in_progress(unsigned long long capture_id);
 bool gmr__sim_stream_capturing(const gmr__sim_stream *s);
 gmr__sim_usage *gmr__sim_usage_of(int device);
 void gmr__sim_usage_add(gmr__sim_usage *u, size_t bytes, long count_delta);

@@ -73,13 +73,12 @@ gmr__sim_stream *gmr__sim_find_stream_by_id(uint64_t id) {
   return NULL;
 }
 
-/* CUDA's capture modes: a potentially unsafe call from a thread that is not
- * in relaxed mode is refused while a global-mode capture is active anywhere,
- * or a thread-local one begun by the calling thread; it invalidates those
- * captures. */
+/* CUDA's capture modes (sim_internal.h): whose captures forbid the calling
+ * thread a potentially unsafe call depends on the thread's own mode. */
 bool gmr__sim_capture_forbids_unsafe_call(void) {
   if (gmr__sim.active_capture_count == 0) return false;
-  if (gmr__sim_thread_capture_mode == cudaStreamCaptureModeRelaxed) return false;
+  enum cudaStreamCaptureMode mode = gmr__sim_thread_capture_mode;
+  if (mode == cudaStreamCaptureModeRelaxed) return false;
   uint64_t self = gmr__sim_this_thread_id();
   bool forbidden = false;
   size_t cursor = 0;
@@ -88,9 +87,10 @@ bool gmr__sim_capture_forbids_unsafe_call(void) {
     if (kind != GMR__SIM_OBJ_STREAM) continue;
     gmr__sim_stream *s = (gmr__sim_stream *)(uintptr_t)key;
     if (s->capture_status == cudaStreamCaptureStatusNone) continue;
-    bool applies =
-        s->capture_mode == cudaStreamCaptureModeGlobal ||
-        (s->capture_mode == cudaStreamCaptureModeThreadLocal && s->capture_thread == self);
+    if (s->capture_mode == cudaStreamCaptureModeRelaxed) continue;
+    bool own = s->capture_thread == self;
+    bool applies = own || (mode == cudaStreamCaptureModeGlobal &&
+                           s->capture_mode == cudaStreamCaptureModeGlobal);
     if (!applies) continue;
     forbidden = true;
     if (s->capture_status == cudaStreamCaptureStatusActive) {
@@ -98,6 +98,46 @@ bool gmr__sim_capture_forbids_unsafe_call(void) {
     }
   }
   return forbidden;
+}
+
+bool gmr__sim_capture_conflicts_with_any(void) {
+  if (gmr__sim.active_capture_count == 0) return false;
+  size_t cursor = 0;
+  uint64_t key = 0, kind = 0;
+  while (gmr__u64_map_next(&gmr__sim.objects, &cursor, &key, &kind)) {
+    if (kind != GMR__SIM_OBJ_STREAM) continue;
+    gmr__sim_stream *s = (gmr__sim_stream *)(uintptr_t)key;
+    if (s->capture_status == cudaStreamCaptureStatusActive) {
+      s->capture_status = cudaStreamCaptureStatusInvalidated;
+    }
+  }
+  return true;
+}
+
+void gmr__sim_invalidate_capture(unsigned long long capture_id) {
+  size_t cursor = 0;
+  uint64_t key = 0, kind = 0;
+  while (gmr__u64_map_next(&gmr__sim.objects, &cursor, &key, &kind)) {
+    if (kind != GMR__SIM_OBJ_STREAM) continue;
+    gmr__sim_stream *s = (gmr__sim_stream *)(uintptr_t)key;
+    if (s->capture_status == cudaStreamCaptureStatusActive && s->capture_id == capture_id) {
+      s->capture_status = cudaStreamCaptureStatusInvalidated;
+    }
+  }
+}
+
+bool gmr__sim_capture_in_progress(unsigned long long capture_id) {
+  if (capture_id == 0 || gmr__sim.active_capture_count == 0) return false;
+  size_t cursor = 0;
+  uint64_t key = 0, kind = 0;
+  while (gmr__u64_map_next(&gmr__sim.objects, &cursor, &key, &kind)) {
+    if (kind != GMR__SIM_OBJ_STREAM) continue;
+    const gmr__sim_stream *s = (const gmr__sim_stream *)(uintptr_t)key;
+    if (s->capture_status != cudaStreamCaptureStatusNone && s->capture_id == capture_id) {
+      return true;
+    }
+  }
+  return false;
 }
 
 bool gmr__sim_stream_capturing(const gmr__sim_stream *s) {

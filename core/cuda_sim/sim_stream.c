@@ -2,6 +2,18 @@
  * core/cuda_sim/sim_stream.c (internal): streams, events (completion is
  * simulated per stream by sequence numbers; a held stream never completes),
  * stream capture with CUDA's three capture modes, and graphs.
+ *
+ * Capture follows CUDA's rules (cuda_runtime_api.h, the programming guide's
+ * "prohibited and unhandled operations", and what an H100 did): work enqueued
+ * on a capturing stream becomes a node and runs nothing; a record there makes
+ * the event a captured event, which may be waited on only inside its capture
+ * (a stream that is not capturing joins it: a fork) and never queried or
+ * synchronised; a capturing stream may wait only on events of its own
+ * capture; synchronising a capturing stream, or the device while any stream
+ * captures, conflicts in every thread mode; potentially unsafe calls follow
+ * the thread modes (gmr__sim_capture_forbids_unsafe_call). An invalid call
+ * invalidates the captures it concerns. Not simulated: joined streams need
+ * not be joined back before the capture ends (they leave it with it).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +78,10 @@ cudaError_t gmr__sim_stream_synchronize(cudaStream_t stream) {
   gmr__sim_stream *s = NULL;
   cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_STREAM_SYNCHRONIZE);
   if (err == cudaSuccess) err = gmr__sim_lookup_stream(stream, &s);
+  if (err == cudaSuccess && gmr__sim_stream_capturing(s)) {
+    gmr__sim_invalidate_capture(s->capture_id); /* its work is not enqueued: nothing to wait for */
+    err = cudaErrorStreamCaptureUnsupported;
+  }
   if (err == cudaSuccess && gmr__sim_capture_forbids_unsafe_call()) {
     err = cudaErrorStreamCaptureUnsupported;
   }
@@ -81,6 +97,47 @@ cudaError_t gmr__sim_stream_synchronize(cudaStream_t stream) {
   return err;
 }
 
+/* The capture rules of cudaStreamWaitEvent(s, e). A capturing stream may
+ * wait only on an event recorded in its own capture (a dependency inside the
+ * graph); an event of another capture would merge two graphs, one recorded
+ * outside any capture would cross the capture's boundary: both invalid. A
+ * stream that is not capturing and waits on an event of a capture in
+ * progress joins that capture. */
+static cudaError_t wait_in_capture(gmr__sim_stream *s, const gmr__sim_event *e) {
+  bool captured = e->capture_id != 0;
+  if (gmr__sim_stream_capturing(s)) {
+    if (captured && e->capture_id == s->capture_id) return cudaSuccess;
+    gmr__sim_invalidate_capture(s->capture_id);
+    if (captured) {
+      gmr__sim_invalidate_capture(e->capture_id);
+      return cudaErrorStreamCaptureMerge;
+    }
+    return cudaErrorStreamCaptureIsolation;
+  }
+  if (!captured) return cudaSuccess;
+  if (!gmr__sim_capture_in_progress(e->capture_id)) return cudaErrorCapturedEvent;
+  if (s == NULL) { /* the legacy stream cannot join a capture */
+    gmr__sim_invalidate_capture(e->capture_id);
+    return cudaErrorStreamCaptureImplicit;
+  }
+  /* A fork: s takes part in the capture from now on, as its origin does. */
+  size_t cursor = 0;
+  uint64_t key = 0, kind = 0;
+  while (gmr__u64_map_next(&gmr__sim.objects, &cursor, &key, &kind)) {
+    if (kind != GMR__SIM_OBJ_STREAM) continue;
+    const gmr__sim_stream *o = (const gmr__sim_stream *)(uintptr_t)key;
+    if (!o->capture_origin || o->capture_id != e->capture_id) continue;
+    s->capture_status = o->capture_status;
+    s->capture_id = o->capture_id;
+    s->capture_mode = o->capture_mode;
+    s->capture_thread = o->capture_thread;
+    s->capture_origin = false;
+    gmr__sim.active_capture_count++;
+    return cudaSuccess;
+  }
+  return cudaErrorCapturedEvent; /* its origin is gone */
+}
+
 cudaError_t gmr__sim_stream_wait_event(cudaStream_t stream, cudaEvent_t event) {
   gmr__sim_lock();
   gmr__sim_stream *s = NULL;
@@ -89,6 +146,7 @@ cudaError_t gmr__sim_stream_wait_event(cudaStream_t stream, cudaEvent_t event) {
   if (err == cudaSuccess && !gmr__sim_live_object(event, GMR__SIM_OBJ_EVENT)) {
     err = cudaErrorInvalidResourceHandle;
   }
+  if (err == cudaSuccess) err = wait_in_capture(s, (const gmr__sim_event *)(void *)event);
   if (err == cudaSuccess && s != NULL) s->wait_count++;
   gmr__sim_unlock();
   return err;
@@ -121,6 +179,7 @@ cudaError_t gmr__sim_stream_begin_capture(cudaStream_t stream, enum cudaStreamCa
     s->capture_mode = mode;
     s->capture_thread = gmr__sim_this_thread_id();
     s->capture_status = cudaStreamCaptureStatusActive;
+    s->capture_origin = true;
     s->capture_id = ++gmr__sim.next_capture_id;
     gmr__sim.active_capture_count++;
   }
@@ -147,6 +206,23 @@ cudaError_t gmr__sim_thread_exchange_capture_mode(enum cudaStreamCaptureMode *mo
 
 int gmr_cuda_sim_get_thread_capture_mode(void) { return (int)gmr__sim_thread_capture_mode; }
 
+/* The streams that joined capture `capture_id` leave it with its origin. */
+static void end_forks(unsigned long long capture_id) {
+  size_t cursor = 0;
+  uint64_t key = 0, kind = 0;
+  while (gmr__u64_map_next(&gmr__sim.objects, &cursor, &key, &kind)) {
+    if (kind != GMR__SIM_OBJ_STREAM) continue;
+    gmr__sim_stream *s = (gmr__sim_stream *)(uintptr_t)key;
+    if (s->capture_origin || s->capture_id != capture_id ||
+        s->capture_status == cudaStreamCaptureStatusNone) {
+      continue;
+    }
+    s->capture_status = cudaStreamCaptureStatusNone;
+    s->capture_id = 0;
+    gmr__sim.active_capture_count--;
+  }
+}
+
 cudaError_t gmr__sim_stream_end_capture(cudaStream_t stream, cudaGraph_t *graph) {
   gmr__sim_lock();
   *graph = NULL;
@@ -154,9 +230,16 @@ cudaError_t gmr__sim_stream_end_capture(cudaStream_t stream, cudaGraph_t *graph)
   cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_STREAM_END_CAPTURE);
   if (err == cudaSuccess) err = gmr__sim_lookup_stream(stream, &s);
   if (err == cudaSuccess && !gmr__sim_stream_capturing(s)) err = cudaErrorIllegalState;
+  if (err == cudaSuccess && !s->capture_origin) err = cudaErrorStreamCaptureUnmatched;
+  if (err == cudaSuccess && s->capture_mode != cudaStreamCaptureModeRelaxed &&
+      s->capture_thread != gmr__sim_this_thread_id()) {
+    err = cudaErrorStreamCaptureWrongThread;
+  }
   if (err == cudaSuccess) {
     bool invalidated = s->capture_status == cudaStreamCaptureStatusInvalidated;
+    end_forks(s->capture_id);
     s->capture_status = cudaStreamCaptureStatusNone;
+    s->capture_origin = false;
     gmr__sim.active_capture_count--;
     if (invalidated) {
       err = cudaErrorStreamCaptureInvalidated;
@@ -231,7 +314,14 @@ cudaError_t gmr__sim_event_record(cudaEvent_t event, cudaStream_t stream) {
   if (err == cudaSuccess) err = gmr__sim_lookup_stream(stream, &s);
   if (err == cudaSuccess) {
     gmr__sim_event *e = (gmr__sim_event *)(void *)event;
-    if (s == NULL) {
+    e->recorded = true;
+    e->capture_id = 0;
+    if (gmr__sim_stream_capturing(s)) {
+      /* A node of the graph: no work of the stream now (legal in every mode). */
+      e->capture_id = s->capture_id;
+      e->stream_id = 0;
+      e->seq = 0;
+    } else if (s == NULL) {
       e->stream_id = 0;
       e->seq = 0;
     } else {
@@ -253,6 +343,15 @@ static bool event_complete(const gmr__sim_event *e) {
   return true;
 }
 
+/* Querying or synchronising an event last recorded in a capture conflicts
+ * with the capture in every thread mode (it stands for no work). */
+static cudaError_t refuse_captured(cudaEvent_t event) {
+  const gmr__sim_event *e = (const gmr__sim_event *)(void *)event;
+  if (e->capture_id == 0) return cudaSuccess;
+  gmr__sim_invalidate_capture(e->capture_id);
+  return cudaErrorCapturedEvent;
+}
+
 cudaError_t gmr__sim_event_query(cudaEvent_t event) {
   gmr__sim_lock();
   cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_EVENT_QUERY);
@@ -262,6 +361,7 @@ cudaError_t gmr__sim_event_query(cudaEvent_t event) {
   if (err == cudaSuccess && gmr__sim_capture_forbids_unsafe_call()) {
     err = cudaErrorStreamCaptureUnsupported;
   }
+  if (err == cudaSuccess) err = refuse_captured(event);
   if (err == cudaSuccess && !event_complete((const gmr__sim_event *)(void *)event)) {
     err = cudaErrorNotReady;
   }
@@ -278,6 +378,7 @@ cudaError_t gmr__sim_event_synchronize(cudaEvent_t event) {
   if (err == cudaSuccess && gmr__sim_capture_forbids_unsafe_call()) {
     err = cudaErrorStreamCaptureUnsupported;
   }
+  if (err == cudaSuccess) err = refuse_captured(event);
   if (err == cudaSuccess) {
     const gmr__sim_event *e = (const gmr__sim_event *)(void *)event;
     gmr__sim_stream *s = e->stream_id == 0 ? NULL : gmr__sim_find_stream_by_id(e->stream_id);
@@ -327,6 +428,12 @@ cudaError_t gmr__sim_stream_get_id(cudaStream_t stream, unsigned long long *id) 
   cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_STREAM_GET_ID);
   if (err == cudaSuccess && id == NULL) err = cudaErrorInvalidValue;
   if (err == cudaSuccess) err = gmr__sim_lookup_stream(stream, &s);
+  /* Seen on an H100 (driver 580): during a global-mode capture, with the
+   * thread in global mode, cudaStreamGetId returned
+   * cudaErrorStreamCaptureUnsupported and the capture ended invalidated. */
+  if (err == cudaSuccess && gmr__sim_capture_forbids_unsafe_call()) {
+    err = cudaErrorStreamCaptureUnsupported;
+  }
   if (err == cudaSuccess) {
     if (s != NULL) {
       *id = s->id;

@@ -16,13 +16,22 @@
  *    cudaStreamDestroy returns) until a device-wide synchronisation
  *    (cudaDeviceSynchronize, a synchronisation of the legacy default stream,
  *    cudaFree) or an event synchronisation;
- *  - capture follows CUDA's capture modes: while a global-mode capture is
- *    active (or a thread-local one begun by the calling thread), calls CUDA
- *    calls "potentially unsafe" (cudaMalloc, cudaFree, cudaHostAlloc,
- *    synchronisation, event queries) fail with
- *    cudaErrorStreamCaptureUnsupported and invalidate the capture, unless the
- *    calling thread switched itself to relaxed mode
- *    (cudaThreadExchangeStreamCaptureMode);
+ *  - capture follows CUDA's capture modes: calls CUDA calls "potentially
+ *    unsafe" (cudaMalloc, cudaFree, cudaHostAlloc, synchronisation, event
+ *    queries, and cudaStreamGetId, as an H100 showed) fail with
+ *    cudaErrorStreamCaptureUnsupported and invalidate the capture when the
+ *    calling thread is in global mode and began a capture or another thread
+ *    began a global-mode one, or is in thread-local mode and began a capture
+ *    (captures begun in relaxed mode forbid nothing); a thread in relaxed
+ *    mode (cudaThreadExchangeStreamCaptureMode) is allowed them. Work and
+ *    event records on a capturing stream become graph nodes and run nothing;
+ *    an event recorded there can be waited on only inside its capture (a
+ *    stream that is not capturing joins it) and never queried or
+ *    synchronised (cudaErrorCapturedEvent); a capturing stream may wait only
+ *    on events of its own capture (cudaErrorStreamCaptureIsolation);
+ *    synchronising a capturing stream, or the device while any stream
+ *    captures, is refused in every mode. Refused calls invalidate the
+ *    captures they concern;
  *  - any call can be made to fail on its Nth use (fault injection);
  *  - every call is counted.
  * Select it explicitly, before creating any resource: a resource keeps the

@@ -22,8 +22,10 @@
  *    (cudaStreamWaitEvent), or after a device synchronisation. Streams are
  *    treated as in gmr/pool_resource.h ("Streams"): a stream may be destroyed
  *    as soon as the call that named it returns; created streams are known by
- *    handle and cudaStreamGetId, so a new stream with a dead stream's handle
- *    never reuses its blocks in stream order; a free records an event only on
+ *    handle and cudaStreamGetId (asked only when it decides something, with
+ *    the thread in relaxed capture mode, as in the pool), so a new stream
+ *    with a dead stream's handle never reuses its blocks in stream order,
+ *    and no call breaks a capture in progress; a free records an event only on
  *    demand (another stream asked for S's blocks since S's last record), for
  *    S's first few frees and at growth (record_at_every_free: at every free,
  *    RMM's rule); blocks no event covers are released by one device

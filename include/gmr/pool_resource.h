@@ -36,7 +36,8 @@
  *      5. a new chunk from upstream, allocated on T (see Growth).
  *    Steps 2-5 run only when step 1 finds nothing, so a pool that serves one
  *    stream makes no CUDA call at all once its chunks exist (for a created
- *    stream, one cudaStreamGetId per call: see Streams).
+ *    stream, its id at an allocation that takes back its own memory not yet
+ *    known done: see Streams).
  *  - deallocate(stream S) files the block under S, merged at once (or when it
  *    leaves the list of recent frees) with its neighbours that are free under
  *    S or shared (boundary tags: O(1)).
@@ -78,11 +79,20 @@
  *    names it, never later (seen on an H100: recording on a destroyed stream
  *    crashes the driver);
  *  - a created stream is known by its handle AND its id (cudaStreamGetId,
- *    unique for the process, never reused: one driver getter per call):
- *    memory freed on a destroyed stream is never reused in stream order by a
- *    new stream that got its handle; it goes to others through its event, or
- *    a device synchronisation. cudaStreamPerThread is a different stream in
- *    every thread and is keyed the same way;
+ *    unique for the process, never reused): memory freed on a destroyed
+ *    stream is never reused in stream order by a new stream that got its
+ *    handle; it goes to others through its event, or a device
+ *    synchronisation. The id is asked only when it decides something: at an
+ *    allocation that would take back the stream's own memory not known done,
+ *    before recording on the stream, waiting, or growing, and at a free that
+ *    finds no slot for the handle or owes a record; a free is otherwise filed
+ *    under the slot of the handle's last stream, which is safe because the
+ *    next call that takes that memory learns the id first
+ *    (docs/stream_ordering.md). Asked with the calling thread in relaxed
+ *    capture mode (cudaStreamGetId during a global-mode capture breaks it:
+ *    seen on an H100): three thread-local driver calls. cudaStreamPerThread
+ *    is a different stream in every thread: its id is kept per thread and
+ *    device;
  *  - a free records no event, except on demand: when another stream has asked
  *    for S's free memory since S's last record, S records at its next call
  *    (a free, or an allocation); and for S's first few frees (a short-lived
@@ -143,13 +153,20 @@
  * allocation's), GMR_ERR_CUDA (cudaStreamGetId refused the stream),
  * GMR_ERR_OUT_OF_MEMORY (host memory for a stream the pool has not seen ran
  * out); in every case nothing changes and the caller keeps the pointer. A free
- * calls CUDA only for the stream's id, and to record an event on demand.
+ * calls CUDA only for the stream's id (see Streams), and to record an event
+ * on demand.
  *
  * Stream semantics: RMM's (gmr/resource.h). A pointer may also be freed on a
  * stream other than its allocation stream; it is then reusable by that stream.
  * Capture: gmr_allocate() never calls the upstream or records, queries or
  * waits for events on a stream that is capturing a CUDA graph; a request that
  * free memory of that stream cannot satisfy fails with GMR_ERR_CAPTURE_UNSAFE.
+ * The pool's own potentially unsafe calls (cudaStreamGetId, cudaEventQuery,
+ * cudaEventSynchronize) are made with the calling thread in relaxed capture
+ * mode, so no allocate or deallocate, on the capturing stream or on another
+ * stream in any thread, breaks a capture in progress. Not so a device
+ * synchronisation (made only when it spares a growth, at trim and destroy):
+ * CUDA refuses it in every mode while any stream captures.
  * gmr_allocate_capturing() goes further without breaking the capture: free
  * memory of the stream and shared memory (no CUDA call), blocks other arenas
  * hold for it, then, with the calling thread switched to relaxed capture mode

@@ -42,12 +42,12 @@
  * scope, as bytes allocated; allocation counts do not change.
  * pre: no free of an allocation runs while it is being extended.
  *
- * Thread-safe: yes. Owner counters are atomics, each owner's on a cache line
- * of its own; the overall counters are kept per thread (see
- * gmr_tracking_adaptor_get_stats); the table is split in 256 shards by 64 MiB address region (so threads
- * whose memory comes from chunks of their own rarely share one), each under a
- * spin lock held only for one table operation. Scopes take a mutex, and only
- * while one is open.
+ * Thread-safe: yes. The overall counters and each owner's are kept per
+ * thread (see gmr_tracking_adaptor_get_stats), so a thread on a stream of
+ * its own makes no locked instruction for them; the table is split in 256
+ * shards by 64 MiB address region (so threads whose memory comes from chunks
+ * of their own rarely share one), each under a spin lock held only for one
+ * table operation. Scopes take a mutex, and only while one is open.
  * Source: RMM's tracking_resource_adaptor and statistics_resource_adaptor;
  * cuCascade's per-stream and per-thread allocation trackers.
  */
@@ -153,7 +153,9 @@ GMR_API gmr_tracking_adaptor *gmr_tracking_adaptor_from_resource(gmr_resource *r
  * the peak is exact in a program where one thread allocates and frees, and
  * otherwise within 1 MiB (256 allocations) per other thread that allocated
  * or freed of the true high-water mark. Owner counters
- * (gmr_tracking_adaptor_get_owner_stats) and scopes are exact always.
+ * (gmr_tracking_adaptor_get_owner_stats) are kept the same way: exact for an
+ * owner one thread uses (a stream of its own, or per-thread tracking), the
+ * peak otherwise within a batch per other thread. Scopes are exact always.
  * Thread-safe: yes; counters are read one by one, so a snapshot taken while
  * other threads allocate may mix moments. Stream/device: no CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, size below the header,
@@ -232,8 +234,10 @@ GMR_API gmr_status gmr_tracking_adaptor_pop_scope(gmr_tracking_adaptor *a,
 /**
  * Write every live allocation to `out`, one per line, owner by owner
  * (smallest owner key first) and oldest first within an owner; `#N` is the
- * allocation's number on its owner, from 1 (numbers count per owner, so that
- * threads working on owners of their own share no counter):
+ * allocation's number on its owner, from 1 (numbers count per owner and are
+ * reserved by each thread in batches, so that threads share no counter on
+ * the common path: an owner one thread uses is numbered 1, 2, 3...; one that
+ * several threads use gets numbers unique on it, increasing per thread):
  *   gmr tracking_adaptor: 2 live allocations, 1536 bytes
  *     #3 ptr=0x7f.. bytes=512 alignment=256 stream=0x0 owner=0x0
  * and the number of live allocations in *out_count (may be NULL).

@@ -152,6 +152,9 @@ gmr__fb_shard *gmr__fb_shard_for(gmr_fixed_block_resource *r, gmr__stream_key ke
 uint32_t gmr__fb_slot_of(gmr__fb_shard *s, gmr__stream_key key);
 /* The slot of `key` if the shard has one; UINT32_MAX if not. */
 uint32_t gmr__fb_find_slot(const gmr__fb_shard *s, gmr__stream_key key);
+/* The slot of the stream that last had handle `stream`, for a call that does
+ * not know its stream's id (core/stream_event.h); UINT32_MAX if none. */
+uint32_t gmr__fb_slot_for_handle(gmr__fb_shard *s, gmr_stream stream);
 void gmr__fb_push_free(gmr__fb_shard *s, uint32_t si, gmr__fb_block *b);
 /* Take the top free block of slot `si` for a request of `bytes`. */
 gmr__fb_block *gmr__fb_pop_free(gmr__fb_shard *s, uint32_t si, size_t bytes);

@@ -113,26 +113,56 @@ static gmr_status key_of(gmr_fixed_block_resource *r, gmr_stream stream, gmr__st
   return gmr__status_from_cuda(err);
 }
 
+/* The key as far as known without asking a created stream's id
+ * (core/stream_event.h). */
+static gmr_status key_begin(gmr_fixed_block_resource *r, gmr_stream stream, gmr__stream_key *key,
+                            bool *known) {
+  key->stream = stream;
+  key->id = 0;
+  *known = true;
+  if (!r->config.stream_ordered) return GMR_OK;
+  cudaError_t err = gmr__stream_key_begin(r->cuda, r->events_mode, stream, key, known);
+  return gmr__status_from_cuda(err);
+}
+
 /* A free block for the stream of `key` in shard `s`, given out; with
- * `others`, other streams' blocks too (events). NULL if none. */
-static gmr__fb_block *take(gmr__fb_shard *s, gmr__stream_key key, size_t bytes, bool others,
-                           gmr_stream stream, gmr_status *st) {
+ * `others`, other streams' blocks too (events; the key known). NULL if none.
+ * With the id not `known`, the slot of the handle's last stream, whose blocks
+ * are taken only when they are free for anyone: *id_matters says the id
+ * would decide (the slot holds blocks not known done). */
+static gmr__fb_block *take(gmr__fb_shard *s, gmr__stream_key key, bool known, size_t bytes,
+                           bool others, gmr_stream stream, gmr_status *st, bool *id_matters) {
   gmr_fixed_block_resource *r = s->r;
   gmr__spin_lock_acquire(&s->lock);
-  uint32_t si = gmr__fb_slot_of(s, key);
+  uint32_t si = known ? gmr__fb_slot_of(s, key) : gmr__fb_slot_for_handle(s, key.stream);
   gmr__fb_block *b = NULL;
-  *st = si == UINT32_MAX ? GMR_ERR_OUT_OF_MEMORY : GMR_OK;
-  if (*st == GMR_OK) {
+  *st = known && si == UINT32_MAX ? GMR_ERR_OUT_OF_MEMORY : GMR_OK;
+  *id_matters = false;
+  if (si != UINT32_MAX) {
     gmr__fb_slot *slot = s->slots[si];
-    if (r->config.stream_ordered) gmr__stream_event_note_call(r->cuda, &slot->ev, &r->events);
-    if (slot->count == 0 && others && r->config.stream_ordered) {
-      if (s->deferred_count > 0) gmr__fb_process_deferred(s);
-      if (slot->count == 0) gmr__fb_from_other_streams(s, si, 1, stream);
+    *id_matters = r->config.stream_ordered && slot->count > 0 &&
+                  !gmr__stream_event_settled(&slot->ev);
+    if (known || !*id_matters) {
+      if (known && r->config.stream_ordered) {
+        gmr__stream_event_note_call(r->cuda, &slot->ev, &r->events);
+      }
+      if (slot->count == 0 && others && r->config.stream_ordered) {
+        if (s->deferred_count > 0) gmr__fb_process_deferred(s);
+        if (slot->count == 0) gmr__fb_from_other_streams(s, si, 1, stream);
+      }
+      if (slot->count > 0) b = gmr__fb_pop_free(s, si, bytes);
     }
-    if (slot->count > 0) b = gmr__fb_pop_free(s, si, bytes);
   }
   gmr__spin_lock_release(&s->lock);
   return b;
+}
+
+/* take() with other streams' blocks (events queried in relaxed capture
+ * mode: core/stream_event.h). Pre: the key known, the stream not capturing. */
+static gmr__fb_block *take_with_others(gmr__fb_shard *s, gmr__stream_key key, size_t bytes,
+                                       gmr_stream stream, gmr_status *st) {
+  bool id_matters = false;
+  return take(s, key, true, bytes, true, stream, st, &id_matters);
 }
 
 typedef struct take_one {
@@ -152,14 +182,14 @@ static gmr_status grow_and_take(gmr__fb_shard *s, gmr__stream_key key, size_t by
   gmr_fixed_block_resource *r = s->r;
   pthread_mutex_lock(&s->grow_lock);
   gmr_status st = GMR_OK;
-  *out = take(s, key, bytes, true, stream, &st); /* another thread may have grown */
+  *out = take_with_others(s, key, bytes, stream, &st); /* another thread may have grown */
   if (*out == NULL && st == GMR_OK && r->config.stream_ordered) {
     gmr__spin_lock_acquire(&s->lock);
     uint32_t si = gmr__fb_slot_of(s, key);
     bool sync = si != UINT32_MAX && gmr__fb_sync_would_help(s, si, 1);
     gmr__spin_lock_release(&s->lock);
     if (sync && gmr__fb_device_synchronize(s) == cudaSuccess) {
-      *out = take(s, key, bytes, true, stream, &st);
+      *out = take_with_others(s, key, bytes, stream, &st);
     }
   }
   if (*out == NULL && st == GMR_OK) {
@@ -169,6 +199,18 @@ static gmr_status grow_and_take(gmr__fb_shard *s, gmr__stream_key key, size_t by
   }
   pthread_mutex_unlock(&s->grow_lock);
   return st;
+}
+
+/* Learn the stream's id if it is not known yet (capture-safe). */
+static gmr_status identify(gmr_fixed_block_resource *r, gmr_stream stream, gmr__stream_key *key,
+                           bool *known, gmr_failure *failure) {
+  if (*known) return GMR_OK;
+  gmr_status st = key_of(r, stream, key);
+  if (st != GMR_OK) {
+    return gmr__failure_set(failure, st, "fixed_block_resource: cudaStreamGetId failed");
+  }
+  *known = true;
+  return GMR_OK;
 }
 
 static gmr_status fb_allocate(gmr_resource *self, size_t bytes, size_t alignment,
@@ -183,14 +225,31 @@ static gmr_status fb_allocate(gmr_resource *self, size_t bytes, size_t alignment
                             alignment);
   }
   gmr__stream_key key;
-  gmr_status st = key_of(r, stream, &key);
-  if (st != GMR_OK) return gmr__failure_set(failure, st, "fixed_block_resource: cudaStreamGetId failed");
+  bool known = true;
+  gmr_status st = key_begin(r, stream, &key, &known);
+  if (st != GMR_OK) {
+    return gmr__failure_set(failure, st, "fixed_block_resource: cudaStreamGetId failed");
+  }
+  /* A stream that keeps reusing its own blocks needs its id at every
+   * allocation: asked before the lock is taken, not after a first look. */
+  if (!known && gmr__stream_id_hint(stream)) st = identify(r, stream, &key, &known, failure);
+  if (st != GMR_OK) return st;
   gmr__fb_shard *s = gmr__fb_shard_for(r, key);
-  gmr__fb_block *b = take(s, key, bytes, false, stream, &st);
+  bool id_matters = false;
+  gmr__fb_block *b = take(s, key, known, bytes, false, stream, &st, &id_matters);
+  if (b == NULL && st == GMR_OK && !known && id_matters) {
+    st = identify(r, stream, &key, &known, failure);
+    if (st == GMR_OK) b = take(s, key, true, bytes, false, stream, &st, &id_matters);
+  }
+  if (r->config.stream_ordered && gmr__stream_id_asked_lazily(r->events_mode, stream)) {
+    gmr__stream_id_hint_set(stream, id_matters);
+  }
+  /* The slow path names the stream in waits, records and slots: its id. */
+  if (b == NULL && st == GMR_OK) st = identify(r, stream, &key, &known, failure);
   if (b == NULL && st == GMR_OK) {
     bool capturing =
         r->config.stream_ordered && gmr__cuda_stream_is_capturing(r->cuda, (cudaStream_t)stream);
-    if (!capturing) b = take(s, key, bytes, true, stream, &st);
+    if (!capturing) b = take_with_others(s, key, bytes, stream, &st);
     if (b == NULL && st == GMR_OK && r->shard_count > 1) {
       b = gmr__fb_take_from_other_shards(r, s, key, bytes);
     }
@@ -220,32 +279,49 @@ static gmr_status fb_deallocate(gmr_resource *self, void *ptr, size_t bytes, siz
   if (bytes > r->config.block_bytes) return forward_deallocate(r, ptr, bytes, alignment, stream);
   uintptr_t addr = (uintptr_t)ptr;
   gmr__stream_key key;
-  gmr_status st = key_of(r, stream, &key);
+  bool known = true;
+  /* A created stream's id only if the free needs it (core/stream_event.h). */
+  gmr_status st = key_begin(r, stream, &key, &known);
   if (st != GMR_OK) return st; /* nothing released */
-  gmr__fb_shard *s = NULL;
-  gmr__fb_block *b = gmr__fb_find_block(r, gmr__fb_shard_for(r, key), addr, &s);
-  if (b == NULL) {
-    gmr__spin_lock_acquire(&r->books);
-    bool forwarded = gmr__u64_map_get(&r->forwarded, (uint64_t)addr, NULL);
-    gmr__spin_lock_release(&r->books);
-    return forwarded ? GMR_ERR_FREE_MISMATCH : GMR_ERR_UNKNOWN_POINTER;
-  }
-  gmr_status verdict = GMR_OK;
-  if (b->request_bytes == 0 && !b->in_list) {
-    verdict = b->given_before ? GMR_ERR_DOUBLE_FREE : GMR_ERR_UNKNOWN_POINTER;
-  } else if (b->in_list || b->request_bytes != bytes || alignment > GMR__FB_UNIT) {
-    verdict = GMR_ERR_FREE_MISMATCH; /* a block of a list, or another size: change nothing */
-  }
-  uint32_t si = verdict == GMR_OK ? gmr__fb_slot_of(s, key) : 0;
-  if (verdict == GMR_OK && si == UINT32_MAX) verdict = GMR_ERR_OUT_OF_MEMORY;
-  if (verdict == GMR_OK) {
-    gmr__fb_give_back(s, si, b);
-    if (r->config.stream_ordered) {
-      gmr__stream_event_mark_freed(r->cuda, &s->slots[si]->ev, false, &r->events);
+  for (;;) {
+    gmr__fb_shard *s = NULL;
+    gmr__fb_block *b = gmr__fb_find_block(r, gmr__fb_shard_for(r, key), addr, &s);
+    if (b == NULL) {
+      gmr__spin_lock_acquire(&r->books);
+      bool forwarded = gmr__u64_map_get(&r->forwarded, (uint64_t)addr, NULL);
+      gmr__spin_lock_release(&r->books);
+      return forwarded ? GMR_ERR_FREE_MISMATCH : GMR_ERR_UNKNOWN_POINTER;
     }
+    gmr_status verdict = GMR_OK;
+    if (b->request_bytes == 0 && !b->in_list) {
+      verdict = b->given_before ? GMR_ERR_DOUBLE_FREE : GMR_ERR_UNKNOWN_POINTER;
+    } else if (b->in_list || b->request_bytes != bytes || alignment > GMR__FB_UNIT) {
+      verdict = GMR_ERR_FREE_MISMATCH; /* a block of a list, or another size: change nothing */
+    }
+    uint32_t si = 0;
+    if (verdict == GMR_OK && !known) {
+      /* Filed by handle unless there is no slot for it or a record is due. */
+      si = gmr__fb_slot_for_handle(s, stream);
+      if (si == UINT32_MAX || gmr__stream_event_record_due(&s->slots[si]->ev)) {
+        gmr__spin_lock_release(&s->lock);
+        st = key_of(r, stream, &key);
+        if (st != GMR_OK) return st; /* nothing released */
+        known = true;
+        continue;
+      }
+    } else if (verdict == GMR_OK) {
+      si = gmr__fb_slot_of(s, key);
+      if (si == UINT32_MAX) verdict = GMR_ERR_OUT_OF_MEMORY;
+    }
+    if (verdict == GMR_OK) {
+      gmr__fb_give_back(s, si, b);
+      if (r->config.stream_ordered) {
+        gmr__stream_event_mark_freed(r->cuda, &s->slots[si]->ev, false, &r->events);
+      }
+    }
+    gmr__spin_lock_release(&s->lock);
+    return verdict;
   }
-  gmr__spin_lock_release(&s->lock);
-  return verdict;
 }
 
 static gmr_status fb_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {

@@ -61,6 +61,23 @@ uint32_t gmr__fb_find_slot(const gmr__fb_shard *s, gmr__stream_key key) {
   return UINT32_MAX;
 }
 
+uint32_t gmr__fb_slot_for_handle(gmr__fb_shard *s, gmr_stream stream) {
+  gmr__stream_key key = effective_key(s, (gmr__stream_key){stream, 0});
+  if (s->slot_count > 0) {
+    const gmr__fb_slot *cached = s->slots[s->cached_slot];
+    if (!cached->retired && cached->ev.key.stream == key.stream) return s->cached_slot;
+  }
+  /* One slot at most per handle is not retired (gmr__fb_slot_of). */
+  for (uint32_t i = 0; i < s->slot_count; ++i) {
+    const gmr__fb_slot *slot = s->slots[i];
+    if (!slot->retired && slot->ev.key.stream == key.stream) {
+      s->cached_slot = i;
+      return i;
+    }
+  }
+  return UINT32_MAX;
+}
+
 uint32_t gmr__fb_slot_of(gmr__fb_shard *s, gmr__stream_key key) {
   key = effective_key(s, key);
   if (s->slot_count > 0) {
@@ -288,7 +305,7 @@ void gmr__fb_process_deferred(gmr__fb_shard *s) {
     for (uint32_t i = 0; i < u->count && done; ++i) {
       if (u->items[i].event == NULL) continue;
       atomic_fetch_add_explicit(&r->events.query_count, 1, memory_order_relaxed);
-      if (r->cuda->event_query(u->items[i].event) != cudaSuccess) {
+      if (gmr__event_query_relaxed(r->cuda, u->items[i].event) != cudaSuccess) {
         done = false;
         break;
       }
@@ -405,7 +422,7 @@ void gmr__fb_settle_everything(gmr__fb_shard *s) {
     gmr__spin_lock_release(&s->lock);
     if (!wait) continue;
     atomic_fetch_add_explicit(&r->events.synchronize_count, 1, memory_order_relaxed);
-    cudaError_t err = r->cuda->event_synchronize(event);
+    cudaError_t err = gmr__event_synchronize_relaxed(r->cuda, event);
     gmr__spin_lock_acquire(&s->lock);
     if (err == cudaSuccess && gmr__stream_key_equal(slot->ev.key, slot->snapshot_key) &&
         slot->ev.covered_seq == slot->snapshot_seq) {

@@ -82,6 +82,24 @@ uint32_t gmr__pool_find_slot(const gmr__pool_arena *a, gmr__stream_key key) {
   return UINT32_MAX;
 }
 
+uint32_t gmr__pool_slot_for_handle(gmr__pool_arena *a, gmr_stream stream) {
+  if (!a->pool->config.stream_ordered) return GMR__POOL_SHARED_SLOT;
+  const gmr__pool_slot *cached = a->slots[a->cached_slot];
+  if (a->cached_slot != GMR__POOL_SHARED_SLOT && !cached->retired &&
+      cached->ev.key.stream == stream) {
+    return a->cached_slot;
+  }
+  /* One slot at most per handle is not retired (gmr__pool_slot_of). */
+  for (uint32_t i = 1; i < a->slot_count; ++i) {
+    const gmr__pool_slot *s = a->slots[i];
+    if (!s->retired && s->ev.key.stream == stream) {
+      a->cached_slot = i;
+      return i;
+    }
+  }
+  return UINT32_MAX;
+}
+
 uint32_t gmr__pool_slot_of(gmr__pool_arena *a, gmr__stream_key key) {
   gmr_pool_resource *pool = a->pool;
   if (!pool->config.stream_ordered) return GMR__POOL_SHARED_SLOT;

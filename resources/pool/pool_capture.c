@@ -52,6 +52,7 @@ gmr_status gmr__pool_allocate_capturing(gmr_resource *self, size_t bytes, size_t
   gmr_pool_resource *pool = (gmr_pool_resource *)self;
   gmr__pool_request r;
   gmr_status st = gmr__pool_request_init(pool, bytes, alignment, stream, true, &r, failure);
+  if (st == GMR_OK) st = gmr__pool_request_identify(pool, &r, failure); /* relaxed mode */
   if (st != GMR_OK) return st;
   gmr__pool_arena *a = gmr__pool_arena_for(pool, r.key);
   if (take_free(a, &r, false, out_ptr, failure, &st)) return GMR_OK;

@@ -167,6 +167,7 @@ typedef struct gmr__pool_request {
   size_t alignment;
   gmr_stream stream;
   gmr__stream_key key;
+  bool key_known;     /* key.id learned in this call, or none needed (stream_event.h) */
   bool capturing;     /* allocate_capturing: no stream-ordered call, relaxed mode */
 } gmr__pool_request;
 
@@ -183,6 +184,10 @@ void gmr__pool_header_give(gmr__pool_arena *a, gmr__pool_block *b);
 uint32_t gmr__pool_slot_of(gmr__pool_arena *a, gmr__stream_key key);
 /* The slot of `key` if `a` has one (never creates); UINT32_MAX if not. */
 uint32_t gmr__pool_find_slot(const gmr__pool_arena *a, gmr__stream_key key);
+/* The slot of the stream that last had handle `stream` (never creates; for a
+ * call that does not know its stream's id, core/stream_event.h); UINT32_MAX
+ * if none. With stream ordering off, the shared slot. */
+uint32_t gmr__pool_slot_for_handle(gmr__pool_arena *a, gmr_stream stream);
 /* Whether a free block filed under slot `si` is free for anyone. */
 bool gmr__pool_slot_settled(const gmr__pool_arena *a, uint32_t si);
 /* Whether slot `si` holds no free block at all. */
@@ -208,7 +213,7 @@ gmr__pool_block *gmr__pool_take(gmr__pool_arena *a, gmr__pool_block *b, size_t s
 /* ---- pool_resource.c ---- */
 extern const gmr_resource_vtbl gmr__pool_vtbl;
 /* Room for what one allocation may need in `a`, so nothing fails half-way;
- * *si: the request's slot. Pre: lock held. */
+ * *si: the request's slot. Pre: lock held, r->key_known. */
 gmr_status gmr__pool_prepare(gmr__pool_arena *a, const gmr__pool_request *r, uint32_t *si,
                              gmr_failure *failure);
 /* Take free block `b` of `a` (in a free index) for the request and give it
@@ -328,11 +333,15 @@ gmr_status gmr__pool_allocate_capturing(gmr_resource *self, size_t bytes, size_t
                                         gmr_stream stream, void **out_ptr, gmr_failure *failure);
 
 /* ---- pool_resource.c / pool_lifecycle.c / pool_info.c ---- */
-/* Fill the request for an allocation (the stream's key: a CUDA call for a
- * created stream in the default mode). Returns GMR_OK or the failure. */
+/* Fill the request for an allocation (the stream's key as far as known
+ * without a CUDA call, gmr__stream_key_begin). Returns GMR_OK or the failure. */
 gmr_status gmr__pool_request_init(gmr_pool_resource *pool, size_t bytes, size_t alignment,
                                   gmr_stream stream, bool capturing, gmr__pool_request *r,
                                   gmr_failure *failure);
+/* Learn the request's stream id if it is not known (gmr__stream_key_of:
+ * capture-safe). Returns GMR_OK or the failure (nothing changed). */
+gmr_status gmr__pool_request_identify(gmr_pool_resource *pool, gmr__pool_request *r,
+                                      gmr_failure *failure);
 /* The arena a request on the stream of `key` starts in (pool_resource.c). */
 gmr__pool_arena *gmr__pool_arena_for(gmr_pool_resource *pool, gmr__stream_key key);
 /* Fill the record's free figures with the pool's (unless a deeper resource

@@ -51,20 +51,35 @@ gmr_status gmr__pool_request_init(gmr_pool_resource *pool, size_t bytes, size_t 
   r->capturing = capturing;
   r->key.stream = stream;
   r->key.id = 0;
+  r->key_known = true;
   if (!pool->config.stream_ordered) return GMR_OK;
-  /* Outside any lock: for a created stream, one driver getter. */
+  /* No CUDA call for a created stream: its id is asked only when needed. */
   cudaError_t err =
-      gmr__stream_key_of(pool->cuda, pool->events_mode, stream, &r->key);
+      gmr__stream_key_begin(pool->cuda, pool->events_mode, stream, &r->key, &r->key_known);
   if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaStreamGetId", err);
   return GMR_OK;
+}
+
+gmr_status gmr__pool_request_identify(gmr_pool_resource *pool, gmr__pool_request *r,
+                                      gmr_failure *failure) {
+  if (r->key_known) return GMR_OK;
+  /* Outside any lock: three thread-local driver calls. */
+  cudaError_t err = gmr__stream_key_of(pool->cuda, pool->events_mode, r->stream, &r->key);
+  if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaStreamGetId", err);
+  r->key_known = true;
+  return GMR_OK;
+}
+
+static gmr_status no_host_memory(gmr_failure *failure) {
+  return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
+                          "pool_resource: no host memory for the pool's bookkeeping");
 }
 
 gmr_status gmr__pool_prepare(gmr__pool_arena *a, const gmr__pool_request *r, uint32_t *si,
                              gmr_failure *failure) {
   if (!gmr__pool_reserve_headers(a, 2) || !gmr__block_map_reserve_one(&a->live) ||
       (*si = gmr__pool_slot_of(a, r->key)) == UINT32_MAX) {
-    return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
-                            "pool_resource: no host memory for the pool's bookkeeping");
+    return no_host_memory(failure);
   }
   return GMR_OK;
 }
@@ -92,7 +107,34 @@ void gmr__pool_hand_out(gmr__pool_arena *a, gmr__pool_block *b, const gmr__pool_
 
 /* ---- allocation --------------------------------------------------------- */
 
-typedef enum step_result { SERVED, NOT_FOUND, FAILED } step_result;
+typedef enum step_result { SERVED, NOT_FOUND, FAILED, NEED_ID } step_result;
+
+/* The slot step 1 takes from: the stream's (created now if the id is
+ * known), or for a stream whose id is not known, the slot of the last stream
+ * with its handle when its memory is free for anyone or nothing is in it
+ * (else NEED_ID: the id decides whose it is), the shared slot when it has
+ * none. Pre: lock held. */
+static step_result step_one_slot(gmr__pool_arena *a, const gmr__pool_request *r, uint32_t *si,
+                                 bool *id_matters, gmr_failure *failure, gmr_status *st) {
+  *id_matters = false;
+  if (!gmr__pool_reserve_headers(a, 2) || !gmr__block_map_reserve_one(&a->live)) {
+    *st = no_host_memory(failure);
+    return FAILED;
+  }
+  *si = r->key_known ? gmr__pool_slot_of(a, r->key) : gmr__pool_slot_for_handle(a, r->stream);
+  if (*si == UINT32_MAX) {
+    if (r->key_known) {
+      *st = no_host_memory(failure);
+      return FAILED;
+    }
+    *si = GMR__POOL_SHARED_SLOT;
+    return SERVED;
+  }
+  const gmr__pool_slot *slot = a->slots[*si];
+  bool holds = slot->index.block_count > 0 || slot->cache_count > 0;
+  *id_matters = *si != GMR__POOL_SHARED_SLOT && holds && !gmr__stream_event_settled(&slot->ev);
+  return *id_matters && !r->key_known ? NEED_ID : SERVED;
+}
 
 /* Step 1 in the home arena: a recent free of exactly the size, or the best
  * fit among the stream's and the shared blocks. No CUDA call, except a
@@ -100,17 +142,19 @@ typedef enum step_result { SERVED, NOT_FOUND, FAILED } step_result;
  * block is left for the slow path while completed memory of other streams
  * may be waiting to be found (PyTorch's order). */
 static step_result step_one(gmr__pool_arena *a, const gmr__pool_request *r, void **out_ptr,
-                            gmr_failure *failure, gmr_status *st) {
+                            bool *id_matters, gmr_failure *failure, gmr_status *st) {
   gmr_pool_resource *pool = a->pool;
   gmr__spin_lock_acquire(&a->lock);
   uint32_t si = 0;
-  *st = gmr__pool_prepare(a, r, &si, failure);
-  if (*st != GMR_OK) {
+  step_result res = step_one_slot(a, r, &si, id_matters, failure, st);
+  if (res != SERVED) {
     gmr__spin_lock_release(&a->lock);
-    return FAILED;
+    return res;
   }
   gmr__pool_slot *slot = a->slots[si];
-  if (si != GMR__POOL_SHARED_SLOT) gmr__stream_event_note_call(pool->cuda, &slot->ev, &pool->events);
+  if (si != GMR__POOL_SHARED_SLOT && r->key_known) {
+    gmr__stream_event_note_call(pool->cuda, &slot->ev, &pool->events);
+  }
   gmr__pool_block *b = NULL;
   if (r->alignment <= GMR__POOL_UNIT && (b = gmr__pool_cache_take(slot, r->size)) != NULL) {
     gmr__pool_hand_out_cached(a, b, r, out_ptr);
@@ -133,7 +177,8 @@ static step_result step_one(gmr__pool_arena *a, const gmr__pool_request *r, void
 
 /* Steps 2 and 3 in the home arena: deferred blocks whose streams are done,
  * completed memory of other streams, then other streams' memory through
- * their events. Pre: the stream is not capturing. */
+ * their events (queried in relaxed capture mode: core/stream_event.h). Pre:
+ * the stream is not capturing, its id known. */
 static bool slow_steps(gmr__pool_arena *a, const gmr__pool_request *r, void **out_ptr,
                        gmr_failure *failure, gmr_status *st) {
   gmr__spin_lock_acquire(&a->lock);
@@ -159,10 +204,28 @@ static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignme
   gmr__pool_request r;
   gmr_status st = gmr__pool_request_init(pool, bytes, alignment, stream, false, &r, failure);
   if (st != GMR_OK) return st;
+  /* A stream that keeps reusing its own memory needs its id at every
+   * allocation: asked before the lock is taken, not after a first look. */
+  if (!r.key_known && gmr__stream_id_hint(stream)) {
+    st = gmr__pool_request_identify(pool, &r, failure);
+    if (st != GMR_OK) return st;
+  }
   gmr__pool_arena *a = gmr__pool_arena_for(pool, r.key);
-  step_result res = step_one(a, &r, out_ptr, failure, &st);
+  bool id_matters = false;
+  step_result res = step_one(a, &r, out_ptr, &id_matters, failure, &st);
+  if (res == NEED_ID) {
+    st = gmr__pool_request_identify(pool, &r, failure);
+    if (st != GMR_OK) return st;
+    res = step_one(a, &r, out_ptr, &id_matters, failure, &st);
+  }
+  if (pool->config.stream_ordered && gmr__stream_id_asked_lazily(pool->events_mode, stream)) {
+    gmr__stream_id_hint_set(stream, id_matters);
+  }
   if (res == SERVED) return GMR_OK;
   if (res == FAILED) return gmr__pool_note_free_info(pool, failure, st);
+  /* The slow path names the stream in waits, records and slots: its id. */
+  st = gmr__pool_request_identify(pool, &r, failure);
+  if (st != GMR_OK) return st;
   /* The slow path: nothing of it may touch a stream that captures a graph. */
   bool capturing =
       pool->config.stream_ordered && gmr__cuda_stream_is_capturing(pool->cuda, (cudaStream_t)stream);
@@ -192,53 +255,78 @@ static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignme
 
 /* ---- deallocation -------------------------------------------------------- */
 
+/* The slot a free on `key`'s stream is filed under, the block found in `a`
+ * (lock held): with the id unknown, the slot of the last stream with the
+ * handle, unless there is none or a record is due on it (both need the id:
+ * UINT32_MAX - 1, lock released). UINT32_MAX: no host memory. */
+#define NEED_ID_SLOT (UINT32_MAX - 1u)
+static uint32_t free_slot(gmr__pool_arena *a, gmr__stream_key key, bool known) {
+  if (known) return gmr__pool_slot_of(a, key);
+  uint32_t si = gmr__pool_slot_for_handle(a, key.stream);
+  if (si == UINT32_MAX ||
+      (si != GMR__POOL_SHARED_SLOT && gmr__stream_event_record_due(&a->slots[si]->ev))) {
+    gmr__spin_lock_release(&a->lock);
+    return NEED_ID_SLOT;
+  }
+  return si;
+}
+
 static gmr_status pool_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                   gmr_stream stream) {
   gmr_pool_resource *pool = (gmr_pool_resource *)self;
   uintptr_t addr = (uintptr_t)ptr;
   gmr__stream_key key = {stream, 0};
+  bool known = true;
   if (pool->config.stream_ordered) {
-    cudaError_t err =
-        gmr__stream_key_of(pool->cuda, pool->events_mode, stream, &key);
+    /* A created stream's id only if the free needs it (core/stream_event.h). */
+    cudaError_t err = gmr__stream_key_begin(pool->cuda, pool->events_mode, stream, &key, &known);
     if (err != cudaSuccess) return gmr__status_from_cuda(err); /* nothing released */
   }
-  gmr__pool_arena *a = gmr__pool_arena_for(pool, key);
-  gmr__spin_lock_acquire(&a->lock);
-  gmr__pool_block *b = gmr__block_map_find(&a->live, addr);
-  if (b == NULL && pool->arena_count > 1) {
-    /* Allocated by a thread of another arena. */
-    gmr__spin_lock_release(&a->lock);
-    a = gmr__pool_registry_find_arena(&pool->registry, addr);
-    if (a == NULL) return GMR_ERR_UNKNOWN_POINTER;
+  for (;;) {
+    gmr__pool_arena *a = gmr__pool_arena_for(pool, key);
     gmr__spin_lock_acquire(&a->lock);
-    b = gmr__block_map_find(&a->live, addr);
-  }
-  if (b == NULL) {
+    gmr__pool_block *b = gmr__block_map_find(&a->live, addr);
+    if (b == NULL && pool->arena_count > 1) {
+      /* Allocated by a thread of another arena. */
+      gmr__spin_lock_release(&a->lock);
+      a = gmr__pool_registry_find_arena(&pool->registry, addr);
+      if (a == NULL) return GMR_ERR_UNKNOWN_POINTER;
+      gmr__spin_lock_acquire(&a->lock);
+      b = gmr__block_map_find(&a->live, addr);
+    }
+    if (b == NULL) {
+      gmr__spin_lock_release(&a->lock);
+      return gmr__pool_bad_free_verdict(pool, addr);
+    }
+    if (b->request_bytes != bytes || b->request_alignment_log2 != log2_of(alignment)) {
+      gmr__spin_lock_release(&a->lock); /* another size: change nothing */
+      return GMR_ERR_FREE_MISMATCH;
+    }
+    uint32_t si = free_slot(a, key, known);
+    if (si == NEED_ID_SLOT) {
+      cudaError_t err = gmr__stream_key_of(pool->cuda, pool->events_mode, stream, &key);
+      if (err != cudaSuccess) return gmr__status_from_cuda(err); /* nothing released */
+      known = true;
+      continue;
+    }
+    if (si == UINT32_MAX) {
+      gmr__spin_lock_release(&a->lock);
+      return GMR_ERR_OUT_OF_MEMORY; /* no slot for a new stream: the caller keeps ptr */
+    }
+    gmr__block_map_remove(&a->live, addr);
+    /* Before the block can merge or be handed out again. */
+    if (pool->config.nvtx_annotate) gmr__nvtx_mem_region_unregister(ptr);
+    a->in_use_bytes -= b->size;
+    a->requested_bytes -= bytes;
+    a->in_use_count--;
+    a->recent_freed[a->recent_freed_next++ % GMR__POOL_RECENT_FREED] = addr;
+    if (b->uses == NULL || !gmr__pool_defer_free(a, si, b)) gmr__pool_cache_put(a, si, b);
+    if (si != GMR__POOL_SHARED_SLOT) {
+      gmr__stream_event_mark_freed(pool->cuda, &a->slots[si]->ev, false, &pool->events);
+    }
     gmr__spin_lock_release(&a->lock);
-    return gmr__pool_bad_free_verdict(pool, addr);
+    return GMR_OK;
   }
-  if (b->request_bytes != bytes || b->request_alignment_log2 != log2_of(alignment)) {
-    gmr__spin_lock_release(&a->lock); /* another size: change nothing */
-    return GMR_ERR_FREE_MISMATCH;
-  }
-  uint32_t si = gmr__pool_slot_of(a, key);
-  if (si == UINT32_MAX) {
-    gmr__spin_lock_release(&a->lock);
-    return GMR_ERR_OUT_OF_MEMORY; /* no slot for a new stream: the caller keeps ptr */
-  }
-  gmr__block_map_remove(&a->live, addr);
-  /* Before the block can merge or be handed out again. */
-  if (pool->config.nvtx_annotate) gmr__nvtx_mem_region_unregister(ptr);
-  a->in_use_bytes -= b->size;
-  a->requested_bytes -= bytes;
-  a->in_use_count--;
-  a->recent_freed[a->recent_freed_next++ % GMR__POOL_RECENT_FREED] = addr;
-  if (b->uses == NULL || !gmr__pool_defer_free(a, si, b)) gmr__pool_cache_put(a, si, b);
-  if (si != GMR__POOL_SHARED_SLOT) {
-    gmr__stream_event_mark_freed(pool->cuda, &a->slots[si]->ev, false, &pool->events);
-  }
-  gmr__spin_lock_release(&a->lock);
-  return GMR_OK;
 }
 
 /* ---- the vtable ---------------------------------------------------------- */

@@ -181,7 +181,7 @@ void gmr__pool_settle_everything(gmr__pool_arena *a) {
     gmr__spin_lock_release(&a->lock);
     if (!wait) continue;
     atomic_fetch_add_explicit(&pool->events.synchronize_count, 1, memory_order_relaxed);
-    cudaError_t err = cuda->event_synchronize(event);
+    cudaError_t err = gmr__event_synchronize_relaxed(cuda, event);
     gmr__spin_lock_acquire(&a->lock);
     if (err == cudaSuccess && gmr__stream_key_equal(s->ev.key, s->snapshot_key) &&
         s->ev.covered_seq == s->snapshot_seq) {

@@ -164,7 +164,7 @@ bool gmr__pool_process_deferred(gmr__pool_arena *a) {
       gmr__pool_use *use = &u->items[i];
       if (use->event == NULL) continue;
       atomic_fetch_add_explicit(&pool->events.query_count, 1, memory_order_relaxed);
-      if (pool->cuda->event_query(use->event) != cudaSuccess) {
+      if (gmr__event_query_relaxed(pool->cuda, use->event) != cudaSuccess) {
         done = false;
         break;
       }
