@@ -24,7 +24,9 @@ typedef struct sym_region sym_region;
 
 typedef struct sym_block {
   size_t offset;
-  size_t bytes;
+  size_t bytes;           /* rounded to alignment_bytes */
+  size_t requested_bytes; /* live: as asked (a free must name it exactly) */
+  size_t alignment;       /* live: as asked (the dispatch made 0 into 256) */
   bool free;
   sym_region *region;
   struct sym_block *prev, *next; /* address order within the region */
@@ -144,7 +146,7 @@ static gmr_status add_region(gmr_symmetric_resource *r, size_t need, gmr_stream 
     return st;
   }
   *g = (sym_region){(uintptr_t)p, bytes, r->region_count, b};
-  *b = (sym_block){0, bytes, true, g, NULL, NULL, NULL, 0};
+  *b = (sym_block){.offset = 0, .bytes = bytes, .free = true, .region = g};
   r->regions[r->region_count++] = g;
   r->held_bytes += bytes;
   if (r->held_bytes > r->peak_held_bytes) r->peak_held_bytes = r->held_bytes;
@@ -218,6 +220,8 @@ static gmr_status sym_allocate(gmr_resource *self, size_t bytes, size_t alignmen
       tail = NULL;
     }
     b->free = false;
+    b->requested_bytes = bytes;
+    b->alignment = alignment;
     free(b->streams);
     b->streams = NULL;
     b->stream_count = 0;
@@ -265,7 +269,6 @@ static cudaError_t stream_event(gmr_symmetric_resource *r, gmr_stream stream, cu
 
 static gmr_status sym_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                  gmr_stream stream) {
-  (void)alignment;
   gmr_symmetric_resource *r = as_sym(self);
   uint64_t key = (uint64_t)(uintptr_t)ptr;
   uint64_t value = 0;
@@ -277,9 +280,8 @@ static gmr_status sym_deallocate(gmr_resource *self, void *ptr, size_t bytes, si
     st = gmr__u64_map_get(&r->freed, key, NULL) ? GMR_ERR_DOUBLE_FREE : GMR_ERR_UNKNOWN_POINTER;
   } else {
     b = (sym_block *)(uintptr_t)value;
-    if (bytes > GMR_MAX_ALLOCATION_BYTES - r->alignment_bytes ||
-        gmr__align_up(bytes, r->alignment_bytes) != b->bytes) {
-      st = GMR_ERR_FREE_MISMATCH;
+    if (bytes != b->requested_bytes || alignment != b->alignment) {
+      st = GMR_ERR_FREE_MISMATCH; /* exactly as asked, not what it rounds to */
     } else if (gmr__cuda_stream_is_capturing(r->cuda, stream)) {
       st = GMR_ERR_CAPTURE_UNSAFE;
     } else if ((set = malloc(sizeof *set)) == NULL) {

@@ -91,8 +91,8 @@ struct vmf_region {
   vmf_region *bin_prev, *bin_next; /* FREE: its TLSF bin or the blocked list */
   vmf_arena *arena;
   gmr_stream stream;      /* LIVE/ASLEEP: the allocating stream */
-  size_t requested_bytes; /* LIVE/ASLEEP */
-  size_t alignment;       /* LIVE/ASLEEP: as asked (0 read as 256) */
+  size_t requested_bytes; /* LIVE/ASLEEP: as asked; a free must name it exactly */
+  size_t alignment;       /* LIVE/ASLEEP: as asked (the dispatch made 0 into 256) */
   vmf_extra *extra;       /* NULL unless needed */
   uint32_t slot;          /* FREE: the slot it is filed under */
   uint32_t tag;           /* LIVE/ASLEEP */
@@ -269,6 +269,10 @@ gmr_status gmr__vmf_extend(vmf_engine *e, void *ptr, size_t bytes, size_t new_by
                            size_t alignment, gmr_stream stream, gmr_failure *failure);
 /* True when `ptr` is the start of a LIVE (or ASLEEP) allocation here. */
 bool gmr__vmf_owns(vmf_engine *e, const void *ptr);
+/* GMR_OK when `ptr` is the start of a LIVE (or ASLEEP) allocation here,
+ * else GMR_ERR_DOUBLE_FREE (freed, not handed out since) or
+ * GMR_ERR_UNKNOWN_POINTER. Takes the lock. */
+gmr_status gmr__vmf_verdict(vmf_engine *e, const void *ptr);
 gmr_status gmr__vmf_set_tag(vmf_engine *e, void *ptr, uint32_t tag);
 
 /* Free regions waiting for record_stream events: those whose events all

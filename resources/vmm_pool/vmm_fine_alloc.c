@@ -62,6 +62,14 @@ bool gmr__vmf_owns(vmf_engine *e, const void *ptr) {
   return live_region(e, ptr, &freed) != NULL;
 }
 
+gmr_status gmr__vmf_verdict(vmf_engine *e, const void *ptr) {
+  gmr__vmf_lock(e);
+  bool freed = false;
+  bool live = live_region(e, ptr, &freed) != NULL;
+  gmr__vmf_unlock(e);
+  return live ? GMR_OK : freed ? GMR_ERR_DOUBLE_FREE : GMR_ERR_UNKNOWN_POINTER;
+}
+
 /* ---- taking a region ----------------------------------------------------------- */
 
 vmf_region *gmr__vmf_take(vmf_engine *e, vmf_region *r, size_t bytes, size_t alignment,
@@ -298,7 +306,7 @@ gmr_status gmr__vmf_allocate(vmf_engine *e, size_t bytes, size_t alignment, gmr_
   if (st == GMR_OK) {
     r = gmr__vmf_take(e, r, n, align, stream);
     r->requested_bytes = bytes;
-    r->alignment = align;
+    r->alignment = alignment; /* as asked: a free must name the same */
     *out_ptr = (void *)r->addr;
   } else {
     gmr__vmf_fill_free_info(e, failure);
@@ -309,16 +317,17 @@ gmr_status gmr__vmf_allocate(vmf_engine *e, size_t bytes, size_t alignment, gmr_
 
 /* ---- free ----------------------------------------------------------------------------- */
 
+/* The verdict on a free (or extend) of `ptr` with `bytes` and `alignment`:
+ * exactly the size and alignment asked for at allocation, not what they
+ * round to (a free of 999 bytes for 1,000 is a mismatch, so that the
+ * correct free that follows is not taken for a double free). */
 static gmr_status check_free(vmf_engine *e, const void *ptr, size_t bytes, size_t alignment,
                              vmf_region **out) {
   bool freed = false;
   vmf_region *r = live_region(e, ptr, &freed);
   *out = r;
   if (r == NULL) return freed ? GMR_ERR_DOUBLE_FREE : GMR_ERR_UNKNOWN_POINTER;
-  if (gmr__align_up(bytes, VMF_UNIT) != gmr__align_up(r->requested_bytes, VMF_UNIT) ||
-      norm_alignment(alignment) != r->alignment) {
-    return GMR_ERR_FREE_MISMATCH;
-  }
+  if (bytes != r->requested_bytes || alignment != r->alignment) return GMR_ERR_FREE_MISMATCH;
   return GMR_OK;
 }
 

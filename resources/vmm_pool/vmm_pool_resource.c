@@ -43,8 +43,9 @@ static gmr_status busy_asleep(gmr_failure *failure) {
 /* ---- allocation of whole pages ------------------------------------------ */
 
 gmr_status gmr__vmm_allocate_pages_locking(gmr_vmm_pool_resource *p, size_t bytes,
-                                           gmr_stream stream, bool force_capturing,
-                                           bool internal, void **out_ptr, gmr_failure *failure) {
+                                           size_t alignment, gmr_stream stream,
+                                           bool force_capturing, bool internal, void **out_ptr,
+                                           gmr_failure *failure) {
   size_t rounded = gmr__align_up(bytes, p->page_bytes);
   lock(p);
   if (p->asleep_count > 0) {
@@ -75,6 +76,7 @@ gmr_status gmr__vmm_allocate_pages_locking(gmr_vmm_pool_resource *p, size_t byte
   }
   if (st == GMR_OK) {
     r->requested_bytes = bytes;
+    r->alignment = alignment;
     r->internal = internal;
     if (internal) p->internal_count++;
     *out_ptr = (void *)r->addr;
@@ -103,8 +105,8 @@ static gmr_status allocate_common(gmr_vmm_pool_resource *p, size_t bytes, size_t
                             "vmm_pool aligns allocations to its page (%zu bytes); %zu was asked",
                             p->page_bytes, alignment);
   }
-  return gmr__vmm_allocate_pages_locking(p, bytes, stream, capturing_api, false, out_ptr,
-                                         failure);
+  return gmr__vmm_allocate_pages_locking(p, bytes, alignment, stream, capturing_api, false,
+                                         out_ptr, failure);
 }
 
 static gmr_status vmm_allocate(gmr_resource *self, size_t bytes, size_t alignment,
@@ -196,8 +198,8 @@ gmr_status gmr__vmm_free_pages_locking(gmr_vmm_pool_resource *p, void *ptr, size
     st = bad_free(p, ptr);
   } else if (r->internal != internal) {
     st = GMR_ERR_UNKNOWN_POINTER; /* a chunk of the small pool is not the caller's */
-  } else if (gmr__align_up(bytes, p->page_bytes) != r->bytes || alignment > p->page_bytes) {
-    st = GMR_ERR_FREE_MISMATCH;
+  } else if (bytes != r->requested_bytes || alignment != r->alignment) {
+    st = GMR_ERR_FREE_MISMATCH; /* exactly as asked, not the pages it rounds to */
   } else if (r->state == VMM_ASLEEP) {
     free_asleep(p, r);
   } else {
@@ -240,7 +242,11 @@ static gmr_status vmm_deallocate(gmr_resource *self, void *ptr, size_t bytes, si
   gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)self;
   if (p->fine != NULL) return gmr__vmf_deallocate(p->fine, ptr, bytes, alignment, stream);
   if (bytes >= p->page_bytes || !p->small_pool_enabled) {
-    return gmr__vmm_free_pages_locking(p, ptr, bytes, alignment, stream, false);
+    gmr_status st = gmr__vmm_free_pages_locking(p, ptr, bytes, alignment, stream, false);
+    /* A small block freed with a size of a page or more: the small path
+     * names it (the pool's lock is free again: engine lock first). */
+    if (st == GMR_ERR_UNKNOWN_POINTER) st = gmr__vmm_small_verdict(p, ptr);
+    return st;
   }
   return gmr__vmm_small_deallocate(p, ptr, bytes, alignment, stream);
 }
@@ -307,10 +313,11 @@ static gmr_status vmm_extend(gmr_resource *self, void *ptr, size_t bytes, size_t
                                        ? GMR_ERR_DOUBLE_FREE
                                        : GMR_ERR_UNKNOWN_POINTER,
                           "vmm_pool: %p is not a live allocation of this pool", ptr);
-  } else if (gmr__align_up(bytes, p->page_bytes) != r->bytes || alignment > p->page_bytes) {
+  } else if (bytes != r->requested_bytes || alignment != r->alignment) {
     st = gmr__failure_set(failure, GMR_ERR_FREE_MISMATCH,
-                          "vmm_pool: the allocation at %p has %zu bytes, not %zu", ptr,
-                          r->requested_bytes, bytes);
+                          "vmm_pool: the allocation at %p has %zu bytes and alignment %zu, not "
+                          "%zu and %zu",
+                          ptr, r->requested_bytes, r->alignment, bytes, alignment);
   } else {
     size_t grow = gmr__align_up(new_bytes, p->page_bytes) - r->bytes;
     int saved_device = -1;
