@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/failure.h"
+#include "core/stats.h"
 #include "core/u64_map.h"
 
 typedef struct attached {
@@ -144,9 +145,8 @@ static gmr_status listener_deallocate(gmr_resource *self, void *ptr, size_t byte
   gmr_status st = GMR_OK;
   if (!gmr__u64_map_get(&a->chunks, key, &known_bytes)) {
     st = gmr__u64_map_get(&a->freed, key, NULL) ? GMR_ERR_DOUBLE_FREE : GMR_ERR_UNKNOWN_POINTER;
-  } else if (known_bytes != bytes ||
-             (gmr__u64_map_get(&a->alignments, key, &known_alignment) &&
-              known_alignment != alignment)) {
+  } else if (known_bytes != bytes || (gmr__u64_map_get(&a->alignments, key, &known_alignment) &&
+                                      known_alignment != alignment)) {
     st = GMR_ERR_FREE_MISMATCH; /* refused here: no listener hears of a bad free */
   } else {
     gmr_failure failure;
@@ -370,18 +370,18 @@ gmr_status gmr_chunk_listener_adaptor_get_chunks(gmr_chunk_listener_adaptor *a, 
 
 gmr_status gmr_chunk_listener_adaptor_get_stats(gmr_chunk_listener_adaptor *a,
                                                 gmr_chunk_listener_stats *out) {
-  if (a == NULL || out == NULL || out->size < sizeof(gmr_chunk_listener_stats) ||
-      out->version == 0) {
-    return GMR_ERR_INVALID_ARGUMENT;
-  }
+  if (a == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
+  gmr_chunk_listener_stats s;
+  memset(&s, 0, sizeof s);
   pthread_mutex_lock(&a->lock);
-  out->chunk_count = a->chunks.count;
-  out->chunk_bytes = a->chunk_bytes;
-  out->listener_count = a->listener_count;
-  out->acquired_count = a->acquired_count;
-  out->released_count = a->released_count;
-  out->refused_acquire_count = a->refused_acquire_count;
-  out->refused_release_count = a->refused_release_count;
+  s.chunk_count = a->chunks.count;
+  s.chunk_bytes = a->chunk_bytes;
+  s.listener_count = a->listener_count;
+  s.acquired_count = a->acquired_count;
+  s.released_count = a->released_count;
+  s.refused_acquire_count = a->refused_acquire_count;
+  s.refused_release_count = a->refused_release_count;
   pthread_mutex_unlock(&a->lock);
+  gmr__stats_copy_out(out, &s, sizeof s);
   return GMR_OK;
 }

@@ -13,6 +13,7 @@
 #include "core/cuda_layer.h"
 #include "core/cuda_vmm.h"
 #include "core/failure.h"
+#include "core/stats.h"
 #include "core/u64_map.h"
 
 #define MAX_ACCESS (1 + GMR_CUMEM_MAX_PEERS)
@@ -58,16 +59,12 @@ static CUresult create_physical(gmr_cumem_resource *r, CUmemGenericAllocationHan
   pthread_mutex_lock(&r->lock);
   gmr__vmm_prop prop = r->prop;
   pthread_mutex_unlock(&r->lock);
-  CUresult st = r->vmm->create(h, bytes, &prop);
-  if ((st == CUDA_ERROR_NOT_PERMITTED || st == CUDA_ERROR_NOT_SUPPORTED) &&
-      (prop.handle_types & CU_MEM_HANDLE_TYPE_FABRIC) != 0) {
-    prop.handle_types &= ~(unsigned)CU_MEM_HANDLE_TYPE_FABRIC;
-    st = r->vmm->create(h, bytes, &prop);
-    if (st == CUDA_SUCCESS) {
-      pthread_mutex_lock(&r->lock);
-      r->prop.handle_types = prop.handle_types;
-      pthread_mutex_unlock(&r->lock);
-    }
+  unsigned asked = prop.handle_types;
+  CUresult st = gmr__vmm_create_or_drop_fabric(r->vmm, h, bytes, &prop);
+  if (st == CUDA_SUCCESS && prop.handle_types != asked) {
+    pthread_mutex_lock(&r->lock);
+    r->prop.handle_types = prop.handle_types;
+    pthread_mutex_unlock(&r->lock);
   }
   return st;
 }
@@ -334,16 +331,7 @@ static gmr_status query_device(gmr_cumem_resource *r, bool nccl_ready, gmr_failu
                        r->device);
   }
   r->prop = (gmr__vmm_prop){r->device, 0, false};
-  if (nccl_ready) {
-    int fabric = 0, rdma = 0;
-    (void)r->vmm->device_get_attribute(&fabric, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED,
-                                       r->device);
-    (void)r->vmm->device_get_attribute(
-        &rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, r->device);
-    r->prop.handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR |
-                           (fabric ? (unsigned)CU_MEM_HANDLE_TYPE_FABRIC : 0u);
-    r->prop.gpu_direct_rdma = rdma != 0;
-  }
+  if (nccl_ready) gmr__vmm_prop_for_nccl(r->vmm, &r->prop);
   cu = r->vmm->get_granularity(&r->granularity_bytes, &r->prop, nccl_ready);
   if (cu != CUDA_SUCCESS) {
     return gmr__cu_fail(r->vmm, failure, "cuMemGetAllocationGranularity", cu, NULL);
@@ -408,21 +396,21 @@ gmr_cumem_resource *gmr_cumem_resource_from_resource(gmr_resource *r) {
 }
 
 gmr_status gmr_cumem_resource_get_stats(gmr_cumem_resource *r, gmr_cumem_resource_stats *out) {
-  if (r == NULL || out == NULL || out->size < sizeof(gmr_cumem_resource_stats) ||
-      out->version == 0) {
-    return GMR_ERR_INVALID_ARGUMENT;
-  }
+  if (r == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
+  gmr_cumem_resource_stats s;
+  memset(&s, 0, sizeof s);
   pthread_mutex_lock(&r->lock);
-  out->device = r->device;
-  out->granularity_bytes = r->granularity_bytes;
-  out->handle_types = r->prop.handle_types;
-  out->gpu_direct_rdma = r->prop.gpu_direct_rdma;
-  out->access_device_count = r->access_count;
-  out->live_count = r->live.count;
-  out->live_bytes = r->live_bytes;
-  out->peak_live_bytes = r->peak_live_bytes;
-  out->create_count = r->create_count;
-  out->release_count = r->release_count;
+  s.device = r->device;
+  s.granularity_bytes = r->granularity_bytes;
+  s.handle_types = r->prop.handle_types;
+  s.gpu_direct_rdma = r->prop.gpu_direct_rdma;
+  s.access_device_count = r->access_count;
+  s.live_count = r->live.count;
+  s.live_bytes = r->live_bytes;
+  s.peak_live_bytes = r->peak_live_bytes;
+  s.create_count = r->create_count;
+  s.release_count = r->release_count;
   pthread_mutex_unlock(&r->lock);
+  gmr__stats_copy_out(out, &s, sizeof s);
   return GMR_OK;
 }

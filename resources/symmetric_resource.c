@@ -15,6 +15,7 @@
 
 #include "core/cuda_layer.h"
 #include "core/failure.h"
+#include "core/stats.h"
 #include "core/u64_map.h"
 
 #define DEFAULT_REGION_BYTES ((size_t)256 << 20)
@@ -495,19 +496,19 @@ gmr_status gmr_symmetric_resource_get_region(gmr_symmetric_resource *r, size_t r
 
 gmr_status gmr_symmetric_resource_get_stats(gmr_symmetric_resource *r,
                                             gmr_symmetric_resource_stats *out) {
-  if (r == NULL || out == NULL || out->size < sizeof(gmr_symmetric_resource_stats) ||
-      out->version == 0) {
-    return GMR_ERR_INVALID_ARGUMENT;
-  }
+  if (r == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
+  gmr_symmetric_resource_stats s;
+  memset(&s, 0, sizeof s);
   pthread_mutex_lock(&r->lock);
-  out->region_count = r->region_count;
-  out->held_bytes = r->held_bytes;
-  out->peak_held_bytes = r->peak_held_bytes;
-  out->live_bytes = r->live_bytes;
-  out->live_count = r->live.count;
-  free_blocks(r, &out->free_block_count, &out->largest_free_block_bytes);
-  out->event_record_count = r->event_record_count;
-  out->stream_wait_count = r->stream_wait_count;
+  s.region_count = r->region_count;
+  s.held_bytes = r->held_bytes;
+  s.peak_held_bytes = r->peak_held_bytes;
+  s.live_bytes = r->live_bytes;
+  s.live_count = r->live.count;
+  free_blocks(r, &s.free_block_count, &s.largest_free_block_bytes);
+  s.event_record_count = r->event_record_count;
+  s.stream_wait_count = r->stream_wait_count;
   pthread_mutex_unlock(&r->lock);
+  gmr__stats_copy_out(out, &s, sizeof s);
   return GMR_OK;
 }

@@ -220,7 +220,8 @@ typedef struct gmr_chunk_listener_stats {
 
 /**
  * Fill *out with a snapshot of the adaptor's counters (the caller set size
- * and version: GMR_CHUNK_LISTENER_STATS_INIT).
+ * and version: GMR_CHUNK_LISTENER_STATS_INIT; fields past `size` are left
+ * alone).
  * Units: bytes, unless a field is named _count. Ownership: *out is the
  *   caller's.
  * Thread-safe: yes (a snapshot under the adaptor's lock).
@@ -228,7 +229,7 @@ typedef struct gmr_chunk_listener_stats {
  * Returns:
  *   GMR_OK                    *out is filled.
  *   GMR_ERR_INVALID_ARGUMENT  a or out is NULL, out->size is smaller than
- *                             version 1's struct, or out->version is 0.
+ *                             the size+version header, or out->version is 0.
  * On failure *out is unchanged.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_chunk_listener_adaptor_get_stats(

@@ -161,7 +161,8 @@ typedef struct gmr_cumem_resource_stats {
 
 /**
  * Fill *out with a snapshot of the resource's statistics (the caller set
- * size and version: GMR_CUMEM_RESOURCE_STATS_INIT).
+ * size and version: GMR_CUMEM_RESOURCE_STATS_INIT; fields past `size` are left
+ * alone).
  * Units: bytes, unless a field is named _count.
  * Ownership: *out is the caller's; nothing is kept.
  * Thread-safe: yes (a snapshot under the lock; frees in flight on other
@@ -170,7 +171,7 @@ typedef struct gmr_cumem_resource_stats {
  * Returns:
  *   GMR_OK                    *out is filled.
  *   GMR_ERR_INVALID_ARGUMENT  r or out is NULL, out->size is smaller than
- *                             version 1's struct, or out->version is 0.
+ *                             the size+version header, or out->version is 0.
  * On failure *out is unchanged.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_cumem_resource_get_stats(gmr_cumem_resource *r,

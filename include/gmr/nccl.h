@@ -511,14 +511,15 @@ typedef struct gmr_nccl_registration_stats {
 
 /**
  * Fill *out with the registration's counters (the caller set size and
- * version: GMR_NCCL_REGISTRATION_STATS_INIT).
+ * version: GMR_NCCL_REGISTRATION_STATS_INIT; fields past `size` are left
+ * alone).
  * Units: bytes, unless a field is named _count.
  * Thread-safe: yes (a snapshot under the registration's lock).
  * Stream/device: no call.
  * Returns:
  *   GMR_OK                    *out is filled.
  *   GMR_ERR_INVALID_ARGUMENT  reg or out is NULL, out->size is smaller than
- *                             version 1's struct, or out->version is 0.
+ *                             the size+version header, or out->version is 0.
  * On failure *out is unchanged.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_nccl_registration_get_stats(

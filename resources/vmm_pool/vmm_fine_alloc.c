@@ -417,20 +417,8 @@ gmr_status gmr__vmf_record_stream(vmf_engine *e, void *ptr, gmr_stream stream) {
     st = freed ? GMR_ERR_DOUBLE_FREE : GMR_ERR_UNKNOWN_POINTER;
   } else if (stream != r->stream) {
     vmf_extra *x = gmr__vmf_extra(r);
-    bool known = false;
-    for (uint32_t i = 0; x != NULL && i < x->used_count && !known; ++i) {
-      known = x->used_streams[i] == stream;
-    }
-    if (x == NULL) {
+    if (x == NULL || !gmr__vmm_streams_add(&x->used_streams, &x->used_count, stream)) {
       st = GMR_ERR_OUT_OF_MEMORY;
-    } else if (!known) {
-      gmr_stream *s = realloc(x->used_streams, (x->used_count + 1) * sizeof *s);
-      if (s == NULL) {
-        st = GMR_ERR_OUT_OF_MEMORY;
-      } else {
-        s[x->used_count++] = stream;
-        x->used_streams = s;
-      }
     }
   }
   gmr__vmf_unlock(e);
@@ -447,6 +435,17 @@ gmr_status gmr__vmf_set_tag(vmf_engine *e, void *ptr, uint32_t tag) {
 }
 
 /* ---- extend ------------------------------------------------------------------------- */
+
+void gmr__vmf_grow_into_next(vmf_engine *e, vmf_region *r, size_t grow_bytes) {
+  vmf_region *n = r->next;
+  if (n->bytes > grow_bytes) {
+    vmf_region *tail = gmr__vmf_region_new(e); /* reserved by the caller */
+    gmr__vmf_split(e, n, grow_bytes, tail);
+    gmr__vmf_bin_insert(e, tail); /* the rest stays free, in n's slot */
+  }
+  gmr__vmf_absorb_next(e, r);
+  e->live_bytes += grow_bytes;
+}
 
 gmr_status gmr__vmf_extend(vmf_engine *e, void *ptr, size_t bytes, size_t new_bytes,
                            size_t alignment, gmr_stream stream, gmr_failure *failure) {
@@ -477,13 +476,7 @@ gmr_status gmr__vmf_extend(vmf_engine *e, void *ptr, size_t bytes, size_t new_by
     st = GMR_OK;
   } else if (usable && n->bytes >= grow) {
     gmr__vmf_bin_remove(e, n);
-    if (n->bytes > grow) {
-      vmf_region *tail = gmr__vmf_region_new(e);
-      gmr__vmf_split(e, n, grow, tail);
-      gmr__vmf_bin_insert(e, tail);
-    }
-    gmr__vmf_absorb_next(e, r);
-    e->live_bytes += grow;
+    gmr__vmf_grow_into_next(e, r, grow);
   } else if (e->chunked) {
     st = gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
                           "vmm_pool: the %zu bytes after the allocation at %p are not free "

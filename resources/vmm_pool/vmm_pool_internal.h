@@ -13,6 +13,8 @@
  *   vmm_pool_pages.c     driver calls on runs of pages, each with its undo
  *   vmm_pool_alloc.c     phases 0-2 of an allocation, and extend
  *   vmm_pool_sleep.c     trim, sleep and wake
+ *   vmm_sleep_common.c   what both placements' sleep and wake share: the
+ *                        first step, the contents saved and restored
  *   vmm_pool_debug.c     statistics, region lists, dump, invariants
  *   vmm_fine*.c          FINE placement (vmm_fine.h), also the small path
  *
@@ -184,10 +186,9 @@ void gmr__vmm_free_host_side(gmr_vmm_pool_resource *p);
  * `alignment` (both kept: a free must name them exactly); `force_capturing`
  * takes the capture-safe path; `internal` marks a chunk of the small path.
  * Takes the lock. */
-gmr_status gmr__vmm_allocate_pages_locking(gmr_vmm_pool_resource *p, size_t bytes,
-                                           size_t alignment, gmr_stream stream,
-                                           bool force_capturing, bool internal, void **out_ptr,
-                                           gmr_failure *failure);
+gmr_status gmr__vmm_allocate_pages_locking(gmr_vmm_pool_resource *p, size_t bytes, size_t alignment,
+                                           gmr_stream stream, bool force_capturing, bool internal,
+                                           void **out_ptr, gmr_failure *failure);
 /* Free whole pages; the bad-free statuses (the small path asked when the
  * pointer is one of its blocks). Takes the lock. */
 gmr_status gmr__vmm_free_pages_locking(gmr_vmm_pool_resource *p, void *ptr, size_t bytes,
@@ -216,6 +217,10 @@ gmr_status gmr__vmm_small_destroy(gmr_vmm_pool_resource *p);
 
 /* ---- create (vmm_pool_create.c) ------------------------------------------- */
 
+/* A new engine (calloc'd) with the pool's device fields, streams rule and
+ * least growth (a page); the caller sets its mode's fields and calls
+ * gmr__vmf_init(). NULL when host memory ran out. */
+vmf_engine *gmr__vmm_engine_new(gmr_vmm_pool_resource *p);
 /* Set up the FINE engine of a pool whose device fields are known. */
 gmr_status gmr__vmm_fine_create(gmr_vmm_pool_resource *p, gmr_failure *failure);
 

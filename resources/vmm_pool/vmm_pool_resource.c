@@ -42,10 +42,9 @@ static gmr_status busy_asleep(gmr_failure *failure) {
 
 /* ---- allocation of whole pages ------------------------------------------ */
 
-gmr_status gmr__vmm_allocate_pages_locking(gmr_vmm_pool_resource *p, size_t bytes,
-                                           size_t alignment, gmr_stream stream,
-                                           bool force_capturing, bool internal, void **out_ptr,
-                                           gmr_failure *failure) {
+gmr_status gmr__vmm_allocate_pages_locking(gmr_vmm_pool_resource *p, size_t bytes, size_t alignment,
+                                           gmr_stream stream, bool force_capturing, bool internal,
+                                           void **out_ptr, gmr_failure *failure) {
   size_t rounded = gmr__align_up(bytes, p->page_bytes);
   lock(p);
   if (p->asleep_count > 0) {
@@ -105,8 +104,8 @@ static gmr_status allocate_common(gmr_vmm_pool_resource *p, size_t bytes, size_t
                             "vmm_pool aligns allocations to its page (%zu bytes); %zu was asked",
                             p->page_bytes, alignment);
   }
-  return gmr__vmm_allocate_pages_locking(p, bytes, alignment, stream, capturing_api, false,
-                                         out_ptr, failure);
+  return gmr__vmm_allocate_pages_locking(p, bytes, alignment, stream, capturing_api, false, out_ptr,
+                                         failure);
 }
 
 static gmr_status vmm_allocate(gmr_resource *self, size_t bytes, size_t alignment,
@@ -275,18 +274,9 @@ static gmr_status vmm_record_stream(gmr_resource *self, void *ptr, gmr_stream st
     }
     return st;
   }
-  gmr_status st = GMR_OK;
-  bool known = false;
-  for (uint32_t i = 0; i < r->used_count && !known; ++i) known = r->used_streams[i] == stream;
-  if (!known) {
-    gmr_stream *s = realloc(r->used_streams, (r->used_count + 1) * sizeof *s);
-    if (s == NULL) {
-      st = GMR_ERR_OUT_OF_MEMORY;
-    } else {
-      s[r->used_count++] = stream;
-      r->used_streams = s;
-    }
-  }
+  gmr_status st = gmr__vmm_streams_add(&r->used_streams, &r->used_count, stream)
+                      ? GMR_OK
+                      : GMR_ERR_OUT_OF_MEMORY;
   unlock(p);
   return st;
 }
@@ -428,20 +418,24 @@ void gmr__vmm_free_host_side(gmr_vmm_pool_resource *p) {
   free(p);
 }
 
+/* Destroy's first step: nothing may still run on the memory that is about
+ * to go (the pool's device current around cudaDeviceSynchronize). */
+static cudaError_t synchronize_device(gmr_vmm_pool_resource *p) {
+  int saved_device = -1;
+  cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
+  if (err != cudaSuccess) return err;
+  err = p->cuda->device_synchronize();
+  gmr__cuda_device_leave(p->cuda, saved_device);
+  return err;
+}
+
 static gmr_status destroy_fine(gmr_vmm_pool_resource *p) {
   vmf_engine *e = p->fine;
   gmr__vmf_lock(e);
   bool busy = e->live_count + e->asleep_count > 0;
   gmr__vmf_unlock(e);
   if (busy) return GMR_ERR_BUSY;
-  /* Nothing may still run on the memory that is about to go. */
-  int saved_device = -1;
-  cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
-  if (err == cudaSuccess) {
-    err = p->cuda->device_synchronize();
-    gmr__cuda_device_leave(p->cuda, saved_device);
-  }
-  if (err != cudaSuccess) return GMR_ERR_CUDA;
+  if (synchronize_device(p) != cudaSuccess) return GMR_ERR_CUDA;
   gmr_status st = gmr__vmf_destroy(e);
   if (st != GMR_OK) return st; /* still a valid pool: destroy may be tried again */
   gmr__vmm_free_host_side(p);
@@ -462,21 +456,15 @@ static gmr_status vmm_destroy(gmr_resource *self) {
   bool busy = p->live_count + p->asleep_count > p->internal_count;
   unlock(p);
   if (busy) return GMR_ERR_BUSY;
-  /* Nothing may still run on the pages that are about to go. */
-  int saved_device = -1;
-  cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
-  if (err == cudaSuccess) {
-    err = p->cuda->device_synchronize();
-    gmr__cuda_device_leave(p->cuda, saved_device);
-  }
-  if (err != cudaSuccess) return GMR_ERR_CUDA;
+  if (synchronize_device(p) != cudaSuccess) return GMR_ERR_CUDA;
   if (small != NULL) {
     gmr_status st = gmr__vmm_small_destroy(p);
     if (st != GMR_OK) return st;
   }
   lock(p);
   gmr_status st = GMR_OK;
-  err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
+  int saved_device = -1;
+  cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
   if (err != cudaSuccess) st = GMR_ERR_CUDA;
   if (st == GMR_OK) {
     /* After the synchronisation every event is complete, also those that

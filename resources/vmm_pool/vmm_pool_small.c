@@ -35,19 +35,10 @@ vmf_engine *gmr__vmm_small(gmr_vmm_pool_resource *p, bool create) {
   pthread_mutex_lock(&p->lock);
   e = atomic_load_explicit(&p->small, memory_order_acquire);
   if (e == NULL) {
-    e = calloc(1, sizeof *e);
+    e = gmr__vmm_engine_new(p);
     if (e != NULL) {
       e->chunked = true;
-      e->cuda = p->cuda;
-      e->vmm = p->vmm;
-      e->device = p->device;
-      e->access_devices = p->access_devices;
-      e->access_count = p->access_count;
-      e->prop = &p->prop;
-      e->page_bytes = p->page_bytes;
-      e->streams_outlive = p->config.streams_outlive_resource;
       e->growth_percent = SMALL_GROWTH_PERCENT;
-      e->min_growth_bytes = p->page_bytes;
       e->max_growth_bytes = SMALL_MAX_CHUNK_PAGES * p->page_bytes;
       e->remap_permille = GMR_VMM_POOL_REMAP_NEVER;
       e->source.allocate = chunk_allocate;
