@@ -331,6 +331,15 @@ static gmr_status vmm_extend(gmr_resource *self, void *ptr, size_t bytes, size_t
     if (st == GMR_ERR_OUT_OF_MEMORY) gmr__vmm_fill_free_info(p, failure);
   }
   unlock(p);
+  /* A small block named with a size of a page or more: the small path says
+   * what it is (its lock only now, never under the pool's mutex). */
+  gmr_status small_st = st == GMR_ERR_UNKNOWN_POINTER ? gmr__vmm_small_verdict(p, ptr) : st;
+  if (small_st != st) {
+    st = gmr__failure_set(failure, small_st,
+                          "vmm_pool: %p is a block of the small path, not an allocation of %zu "
+                          "bytes%s",
+                          ptr, bytes, small_st == GMR_ERR_DOUBLE_FREE ? " (it was freed)" : "");
+  }
   return st;
 }
 

@@ -246,6 +246,8 @@ TEST_F(VmmPool, AFreeMustNameTheSizeAndAlignmentAskedFor) {
         << "256, not the 128 asked for";
     EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, small, kPage, 128, nullptr))
         << "a page or more: the page path asks the small path";
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_extend(r_, small, kPage, 2 * kPage, 128, nullptr, nullptr))
+        << "extend names a block the same way";
     EXPECT_EQ(layout, Layout(pool_));
     const gmr_vmm_pool_resource_stats after = Stats(pool_);
     EXPECT_EQ(before.live_count, after.live_count);
@@ -258,6 +260,7 @@ TEST_F(VmmPool, AFreeMustNameTheSizeAndAlignmentAskedFor) {
     EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, small, 1000, 128, nullptr));
     EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, small, kPage, 128, nullptr))
         << "freed, whatever path the size points to";
+    EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_extend(r_, small, kPage, 2 * kPage, 128, nullptr, nullptr));
     gmr_test::ExpectInvariants(pool_);
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(r_));
     pool_ = nullptr;
