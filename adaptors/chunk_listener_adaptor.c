@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/failure.h"
+#include "core/stats.h"
 #include "core/u64_map.h"
 
 typedef struct attached {
@@ -24,8 +25,9 @@ struct gmr_chunk_listener_adaptor {
   attached listeners[GMR_CHUNK_LISTENER_MAX];
   size_t listener_count;
   uint32_t next_id;
-  gmr__u64_map chunks; /* address -> bytes */
-  gmr__u64_map freed;  /* chunk addresses given back and not handed out since */
+  gmr__u64_map chunks;     /* address -> bytes */
+  gmr__u64_map alignments; /* address -> alignment (a bad free must reach no listener) */
+  gmr__u64_map freed;      /* chunk addresses given back and not handed out since */
   size_t chunk_bytes;
   uint64_t acquired_count;
   uint64_t released_count;
@@ -100,13 +102,15 @@ static gmr_status acquire(gmr_chunk_listener_adaptor *a, upstream_allocate_fn *a
   }
   gmr__failure_reset(failure); /* a refusal below is this layer's own */
   pthread_mutex_lock(&a->lock);
-  if (!gmr__u64_map_reserve(&a->chunks, a->chunks.count + 1)) {
+  if (!gmr__u64_map_reserve(&a->chunks, a->chunks.count + 1) ||
+      !gmr__u64_map_reserve(&a->alignments, a->alignments.count + 1)) {
     st = gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "chunk_listener: host memory");
   } else {
     st = tell_acquired(a, p, bytes, failure);
   }
   if (st == GMR_OK) {
     (void)gmr__u64_map_put(&a->chunks, (uint64_t)(uintptr_t)p, bytes); /* room reserved */
+    (void)gmr__u64_map_put(&a->alignments, (uint64_t)(uintptr_t)p, alignment);
     (void)gmr__u64_map_remove(&a->freed, (uint64_t)(uintptr_t)p, NULL);
     a->chunk_bytes += bytes;
     a->acquired_count++;
@@ -136,13 +140,14 @@ static gmr_status listener_deallocate(gmr_resource *self, void *ptr, size_t byte
                                       size_t alignment, gmr_stream stream) {
   gmr_chunk_listener_adaptor *a = as_adaptor(self);
   uint64_t key = (uint64_t)(uintptr_t)ptr;
-  uint64_t known_bytes = 0;
+  uint64_t known_bytes = 0, known_alignment = 0;
   pthread_mutex_lock(&a->lock);
   gmr_status st = GMR_OK;
   if (!gmr__u64_map_get(&a->chunks, key, &known_bytes)) {
     st = gmr__u64_map_get(&a->freed, key, NULL) ? GMR_ERR_DOUBLE_FREE : GMR_ERR_UNKNOWN_POINTER;
-  } else if (known_bytes != bytes) {
-    st = GMR_ERR_FREE_MISMATCH;
+  } else if (known_bytes != bytes || (gmr__u64_map_get(&a->alignments, key, &known_alignment) &&
+                                      known_alignment != alignment)) {
+    st = GMR_ERR_FREE_MISMATCH; /* refused here: no listener hears of a bad free */
   } else {
     gmr_failure failure;
     gmr__failure_reset(&failure);
@@ -159,6 +164,7 @@ static gmr_status listener_deallocate(gmr_resource *self, void *ptr, size_t byte
     }
     if (st == GMR_OK) {
       (void)gmr__u64_map_remove(&a->chunks, key, NULL);
+      (void)gmr__u64_map_remove(&a->alignments, key, NULL);
       (void)gmr__u64_map_put(&a->freed, key, 1); /* a lost entry only weakens DOUBLE_FREE */
       a->chunk_bytes -= bytes;
       a->released_count++;
@@ -183,6 +189,7 @@ static gmr_status listener_destroy(gmr_resource *self) {
   pthread_mutex_unlock(&a->lock);
   if (busy) return GMR_ERR_BUSY;
   gmr__u64_map_clear(&a->chunks);
+  gmr__u64_map_clear(&a->alignments);
   gmr__u64_map_clear(&a->freed);
   pthread_mutex_destroy(&a->lock);
   free(a);
@@ -363,18 +370,18 @@ gmr_status gmr_chunk_listener_adaptor_get_chunks(gmr_chunk_listener_adaptor *a, 
 
 gmr_status gmr_chunk_listener_adaptor_get_stats(gmr_chunk_listener_adaptor *a,
                                                 gmr_chunk_listener_stats *out) {
-  if (a == NULL || out == NULL || out->size < sizeof(gmr_chunk_listener_stats) ||
-      out->version == 0) {
-    return GMR_ERR_INVALID_ARGUMENT;
-  }
+  if (a == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
+  gmr_chunk_listener_stats s;
+  memset(&s, 0, sizeof s);
   pthread_mutex_lock(&a->lock);
-  out->chunk_count = a->chunks.count;
-  out->chunk_bytes = a->chunk_bytes;
-  out->listener_count = a->listener_count;
-  out->acquired_count = a->acquired_count;
-  out->released_count = a->released_count;
-  out->refused_acquire_count = a->refused_acquire_count;
-  out->refused_release_count = a->refused_release_count;
+  s.chunk_count = a->chunks.count;
+  s.chunk_bytes = a->chunk_bytes;
+  s.listener_count = a->listener_count;
+  s.acquired_count = a->acquired_count;
+  s.released_count = a->released_count;
+  s.refused_acquire_count = a->refused_acquire_count;
+  s.refused_release_count = a->refused_release_count;
   pthread_mutex_unlock(&a->lock);
+  gmr__stats_copy_out(out, &s, sizeof s);
   return GMR_OK;
 }

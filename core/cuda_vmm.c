@@ -36,3 +36,27 @@ gmr_status gmr__cu_fail(const gmr__cuda_vmm_ops *vmm, gmr_failure *failure, cons
   }
   return gmr__status_from_cu(err);
 }
+
+void gmr__vmm_prop_for_nccl(const gmr__cuda_vmm_ops *vmm, gmr__vmm_prop *prop) {
+  int fabric = 0, rdma = 0;
+  /* An attribute the driver cannot answer counts as not supported. */
+  (void)vmm->device_get_attribute(&fabric, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED,
+                                  prop->device);
+  (void)vmm->device_get_attribute(
+      &rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, prop->device);
+  prop->handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR |
+                       (fabric ? (unsigned)CU_MEM_HANDLE_TYPE_FABRIC : 0u);
+  prop->gpu_direct_rdma = rdma != 0;
+}
+
+CUresult gmr__vmm_create_or_drop_fabric(const gmr__cuda_vmm_ops *vmm,
+                                        CUmemGenericAllocationHandle *handle, size_t bytes,
+                                        gmr__vmm_prop *prop) {
+  CUresult st = vmm->create(handle, bytes, prop);
+  if ((st == CUDA_ERROR_NOT_PERMITTED || st == CUDA_ERROR_NOT_SUPPORTED) &&
+      (prop->handle_types & CU_MEM_HANDLE_TYPE_FABRIC) != 0) {
+    prop->handle_types &= ~(unsigned)CU_MEM_HANDLE_TYPE_FABRIC;
+    st = vmm->create(handle, bytes, prop);
+  }
+  return st;
+}

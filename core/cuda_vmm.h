@@ -111,6 +111,21 @@ gmr_status gmr__status_from_cu(CUresult err);
 gmr_status gmr__cu_fail(const gmr__cuda_vmm_ops *vmm, gmr_failure *failure, const char *call,
                         CUresult err, const char *detail);
 
+/* Ask for what ncclMemAlloc asks for (NCCL src/allocator.cc) on
+ * prop->device: export handle type POSIX file descriptor, plus fabric where
+ * the device supports it, and GPUDirect RDMA where the device supports it
+ * with VMM. Two cuDeviceGetAttribute calls. */
+void gmr__vmm_prop_for_nccl(const gmr__cuda_vmm_ops *vmm, gmr__vmm_prop *prop);
+
+/* cuMemCreate of `bytes` with *prop. A driver that refuses fabric handles
+ * (CUDA_ERROR_NOT_PERMITTED or NOT_SUPPORTED without an IMEX channel, as
+ * NCCL sees it) is asked again without them, and fabric is dropped from
+ * *prop, so the caller stops asking (NCCL's retry). Returns the driver's
+ * result. */
+CUresult gmr__vmm_create_or_drop_fabric(const gmr__cuda_vmm_ops *vmm,
+                                        CUmemGenericAllocationHandle *handle, size_t bytes,
+                                        gmr__vmm_prop *prop);
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,6 +14,7 @@
 
 #include "core/cuda_vmm.h"
 #include "core/failure.h"
+#include "core/stats.h"
 #include "nccl/nccl_internal.h"
 
 typedef struct segment {
@@ -228,6 +229,21 @@ static bool comm_reserve(gmr_nccl_comm *comm) {
   return true;
 }
 
+/* The end of a register call: a registration that worked joins the
+ * communicator's list (room reserved) and goes to *out; else it is freed.
+ * Unlocks the communicator. Returns `st`. */
+static gmr_status finish_registration(gmr_nccl_comm *comm, gmr_nccl_registration *reg,
+                                      gmr_status st, gmr_nccl_registration **out) {
+  if (st == GMR_OK) {
+    comm->registrations[comm->registration_count++] = reg;
+    *out = reg;
+  } else if (reg != NULL) {
+    registration_free(reg);
+  }
+  pthread_mutex_unlock(&comm->lock);
+  return st;
+}
+
 gmr_status gmr_nccl_register_pool(gmr_nccl_comm *comm, gmr_resource *stack,
                                   gmr_nccl_registration **out, gmr_failure *failure) {
   gmr_failure local;
@@ -265,14 +281,7 @@ gmr_status gmr_nccl_register_pool(gmr_nccl_comm *comm, gmr_resource *stack,
                                    reg};
     st = gmr_chunk_listener_adaptor_add_listener(adaptor, &listener, &reg->listener_id, failure);
   }
-  if (st == GMR_OK) {
-    comm->registrations[comm->registration_count++] = reg;
-    *out = reg;
-  } else if (reg != NULL) {
-    registration_free(reg);
-  }
-  pthread_mutex_unlock(&comm->lock);
-  return st;
+  return finish_registration(comm, reg, st, out);
 }
 
 gmr_status gmr_nccl_register_buffer(gmr_nccl_comm *comm, void *ptr, size_t bytes,
@@ -293,14 +302,7 @@ gmr_status gmr_nccl_register_buffer(gmr_nccl_comm *comm, void *ptr, size_t bytes
     st = gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "nccl: host memory");
   }
   if (st == GMR_OK) st = on_device(reg, register_range, (uintptr_t)ptr, bytes, 1, failure);
-  if (st == GMR_OK) {
-    comm->registrations[comm->registration_count++] = reg;
-    *out = reg;
-  } else if (reg != NULL) {
-    registration_free(reg);
-  }
-  pthread_mutex_unlock(&comm->lock);
-  return st;
+  return finish_registration(comm, reg, st, out);
 }
 
 gmr_status gmr_nccl_deregister(gmr_nccl_registration *reg, gmr_failure *failure) {
@@ -334,17 +336,17 @@ bool gmr_nccl_registration_covers(gmr_nccl_registration *reg, const void *ptr, s
 
 gmr_status gmr_nccl_registration_get_stats(gmr_nccl_registration *reg,
                                            gmr_nccl_registration_stats *out) {
-  if (reg == NULL || out == NULL || out->size < sizeof(gmr_nccl_registration_stats) ||
-      out->version == 0) {
-    return GMR_ERR_INVALID_ARGUMENT;
-  }
+  if (reg == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
+  gmr_nccl_registration_stats s;
+  memset(&s, 0, sizeof s);
   pthread_mutex_lock(&reg->lock);
-  out->chunk_count = reg->chunk_count;
-  out->segment_count = reg->segment_count;
-  out->registered_bytes = reg->registered_bytes;
-  out->register_count = reg->register_count;
-  out->deregister_count = reg->deregister_count;
-  out->failure_count = reg->failure_count;
+  s.chunk_count = reg->chunk_count;
+  s.segment_count = reg->segment_count;
+  s.registered_bytes = reg->registered_bytes;
+  s.register_count = reg->register_count;
+  s.deregister_count = reg->deregister_count;
+  s.failure_count = reg->failure_count;
   pthread_mutex_unlock(&reg->lock);
+  gmr__stats_copy_out(out, &s, sizeof s);
   return GMR_OK;
 }

@@ -13,13 +13,18 @@
 #include "core/cuda_layer.h"
 #include "core/cuda_vmm.h"
 #include "core/failure.h"
+#include "core/stats.h"
 #include "core/u64_map.h"
 
 #define MAX_ACCESS (1 + GMR_CUMEM_MAX_PEERS)
+/* How many freed addresses are remembered to name a double free. */
+#define FREED_MEMORY_COUNT ((size_t)1 << 16)
 
 /* One live allocation: its reservation, which is also its mapping. */
 typedef struct cumem_block {
-  size_t bytes; /* rounded to the granularity; reserved = mapped = created */
+  size_t bytes;           /* rounded to the granularity; reserved = mapped = created */
+  size_t requested_bytes; /* as asked: a free must name it exactly */
+  size_t alignment;       /* as asked (the dispatch made 0 into 256) */
   CUmemGenericAllocationHandle handle;
 } cumem_block;
 
@@ -54,16 +59,12 @@ static CUresult create_physical(gmr_cumem_resource *r, CUmemGenericAllocationHan
   pthread_mutex_lock(&r->lock);
   gmr__vmm_prop prop = r->prop;
   pthread_mutex_unlock(&r->lock);
-  CUresult st = r->vmm->create(h, bytes, &prop);
-  if ((st == CUDA_ERROR_NOT_PERMITTED || st == CUDA_ERROR_NOT_SUPPORTED) &&
-      (prop.handle_types & CU_MEM_HANDLE_TYPE_FABRIC) != 0) {
-    prop.handle_types &= ~(unsigned)CU_MEM_HANDLE_TYPE_FABRIC;
-    st = r->vmm->create(h, bytes, &prop);
-    if (st == CUDA_SUCCESS) {
-      pthread_mutex_lock(&r->lock);
-      r->prop.handle_types = prop.handle_types;
-      pthread_mutex_unlock(&r->lock);
-    }
+  unsigned asked = prop.handle_types;
+  CUresult st = gmr__vmm_create_or_drop_fabric(r->vmm, h, bytes, &prop);
+  if (st == CUDA_SUCCESS && prop.handle_types != asked) {
+    pthread_mutex_lock(&r->lock);
+    r->prop.handle_types = prop.handle_types;
+    pthread_mutex_unlock(&r->lock);
   }
   return st;
 }
@@ -128,6 +129,8 @@ static gmr_status cumem_allocate(gmr_resource *self, size_t bytes, size_t alignm
   gmr_status st = map_block(r, size, alignment > g ? alignment : g, &addr, &b->handle, failure);
   if (st == GMR_OK) {
     b->bytes = size;
+    b->requested_bytes = bytes;
+    b->alignment = alignment;
     pthread_mutex_lock(&r->lock);
     bool stored = gmr__u64_map_put(&r->live, (uint64_t)addr, (uint64_t)(uintptr_t)b);
     if (stored) {
@@ -169,31 +172,45 @@ static gmr_status unmap_block(gmr_cumem_resource *r, CUdeviceptr addr, const cum
   return GMR_OK;
 }
 
+/* Remember that `key` was freed, to name a second free a double free (lock
+ * held). Only the latest frees are kept: each allocation reserves new
+ * addresses, so the set would otherwise grow for ever; older double frees
+ * then read as unknown pointers. A lost entry (no host memory) only weakens
+ * DOUBLE_FREE the same way. */
+static void remember_freed(gmr_cumem_resource *r, uint64_t key) {
+  if (r->freed.count >= FREED_MEMORY_COUNT) gmr__u64_map_clear(&r->freed);
+  (void)gmr__u64_map_put(&r->freed, key, 1);
+}
+
 static gmr_status cumem_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                    gmr_stream stream) {
-  (void)alignment;
   gmr_cumem_resource *r = as_cumem(self);
   uint64_t key = (uint64_t)(uintptr_t)ptr;
   uint64_t value = 0;
+  /* Asked before the books: a CUDA call, not to be made under the lock. */
+  bool capturing = gmr__cuda_stream_is_capturing(r->cuda, stream);
+  /* Check and claim in one step, so that a racing second free of the same
+   * pointer is refused instead of unmapping twice, and the block is read
+   * only while it is certainly live. */
   pthread_mutex_lock(&r->lock);
-  bool known = gmr__u64_map_get(&r->live, key, &value);
-  bool was_freed = !known && gmr__u64_map_get(&r->freed, key, NULL);
-  pthread_mutex_unlock(&r->lock);
-  if (!known) return was_freed ? GMR_ERR_DOUBLE_FREE : GMR_ERR_UNKNOWN_POINTER;
-  cumem_block *b = (cumem_block *)(uintptr_t)value;
-  if (bytes > GMR_MAX_ALLOCATION_BYTES - r->granularity_bytes ||
-      gmr__align_up(bytes, r->granularity_bytes) != b->bytes) {
-    return GMR_ERR_FREE_MISMATCH;
-  }
-  if (gmr__cuda_stream_is_capturing(r->cuda, stream)) return GMR_ERR_CAPTURE_UNSAFE;
-  /* Claim it first, so that a racing second free of the same pointer is
-   * refused instead of unmapping twice. */
-  pthread_mutex_lock(&r->lock);
-  bool claimed = gmr__u64_map_remove(&r->live, key, NULL);
-  pthread_mutex_unlock(&r->lock);
-  if (!claimed) return GMR_ERR_DOUBLE_FREE;
-  int saved = -1;
   gmr_status st = GMR_OK;
+  cumem_block *b = NULL;
+  if (!gmr__u64_map_get(&r->live, key, &value)) {
+    st = gmr__u64_map_get(&r->freed, key, NULL) ? GMR_ERR_DOUBLE_FREE : GMR_ERR_UNKNOWN_POINTER;
+  } else {
+    b = (cumem_block *)(uintptr_t)value;
+    if (bytes != b->requested_bytes || alignment != b->alignment) {
+      st = GMR_ERR_FREE_MISMATCH; /* exactly as asked, not what it rounds to */
+    } else if (capturing) {
+      st = GMR_ERR_CAPTURE_UNSAFE;
+    } else {
+      (void)gmr__u64_map_remove(&r->live, key, NULL);
+      remember_freed(r, key); /* a racing second free is named a double free */
+    }
+  }
+  pthread_mutex_unlock(&r->lock);
+  if (st != GMR_OK) return st;
+  int saved = -1;
   if (gmr__cuda_device_enter(r->cuda, r->device, &saved) != cudaSuccess) {
     st = GMR_ERR_CUDA;
   } else {
@@ -206,10 +223,10 @@ static gmr_status cumem_deallocate(gmr_resource *self, void *ptr, size_t bytes, 
   if (st == GMR_OK) {
     r->live_bytes -= b->bytes;
     r->release_count++;
-    (void)gmr__u64_map_put(&r->freed, key, 1); /* a lost entry only weakens DOUBLE_FREE */
   } else {
     /* Put it back: the map had room for it a moment ago. */
     (void)gmr__u64_map_put(&r->live, key, value);
+    (void)gmr__u64_map_remove(&r->freed, key, NULL);
   }
   pthread_mutex_unlock(&r->lock);
   if (st == GMR_OK) free(b);
@@ -314,16 +331,7 @@ static gmr_status query_device(gmr_cumem_resource *r, bool nccl_ready, gmr_failu
                        r->device);
   }
   r->prop = (gmr__vmm_prop){r->device, 0, false};
-  if (nccl_ready) {
-    int fabric = 0, rdma = 0;
-    (void)r->vmm->device_get_attribute(&fabric, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED,
-                                       r->device);
-    (void)r->vmm->device_get_attribute(
-        &rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, r->device);
-    r->prop.handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR |
-                           (fabric ? (unsigned)CU_MEM_HANDLE_TYPE_FABRIC : 0u);
-    r->prop.gpu_direct_rdma = rdma != 0;
-  }
+  if (nccl_ready) gmr__vmm_prop_for_nccl(r->vmm, &r->prop);
   cu = r->vmm->get_granularity(&r->granularity_bytes, &r->prop, nccl_ready);
   if (cu != CUDA_SUCCESS) {
     return gmr__cu_fail(r->vmm, failure, "cuMemGetAllocationGranularity", cu, NULL);
@@ -388,21 +396,21 @@ gmr_cumem_resource *gmr_cumem_resource_from_resource(gmr_resource *r) {
 }
 
 gmr_status gmr_cumem_resource_get_stats(gmr_cumem_resource *r, gmr_cumem_resource_stats *out) {
-  if (r == NULL || out == NULL || out->size < sizeof(gmr_cumem_resource_stats) ||
-      out->version == 0) {
-    return GMR_ERR_INVALID_ARGUMENT;
-  }
+  if (r == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
+  gmr_cumem_resource_stats s;
+  memset(&s, 0, sizeof s);
   pthread_mutex_lock(&r->lock);
-  out->device = r->device;
-  out->granularity_bytes = r->granularity_bytes;
-  out->handle_types = r->prop.handle_types;
-  out->gpu_direct_rdma = r->prop.gpu_direct_rdma;
-  out->access_device_count = r->access_count;
-  out->live_count = r->live.count;
-  out->live_bytes = r->live_bytes;
-  out->peak_live_bytes = r->peak_live_bytes;
-  out->create_count = r->create_count;
-  out->release_count = r->release_count;
+  s.device = r->device;
+  s.granularity_bytes = r->granularity_bytes;
+  s.handle_types = r->prop.handle_types;
+  s.gpu_direct_rdma = r->prop.gpu_direct_rdma;
+  s.access_device_count = r->access_count;
+  s.live_count = r->live.count;
+  s.live_bytes = r->live_bytes;
+  s.peak_live_bytes = r->peak_live_bytes;
+  s.create_count = r->create_count;
+  s.release_count = r->release_count;
   pthread_mutex_unlock(&r->lock);
+  gmr__stats_copy_out(out, &s, sizeof s);
   return GMR_OK;
 }

@@ -15,6 +15,7 @@
 
 #include "core/cuda_layer.h"
 #include "core/failure.h"
+#include "core/stats.h"
 #include "core/u64_map.h"
 
 #define DEFAULT_REGION_BYTES ((size_t)256 << 20)
@@ -24,7 +25,9 @@ typedef struct sym_region sym_region;
 
 typedef struct sym_block {
   size_t offset;
-  size_t bytes;
+  size_t bytes;           /* rounded to alignment_bytes */
+  size_t requested_bytes; /* live: as asked (a free must name it exactly) */
+  size_t alignment;       /* live: as asked (the dispatch made 0 into 256) */
   bool free;
   sym_region *region;
   struct sym_block *prev, *next; /* address order within the region */
@@ -144,7 +147,7 @@ static gmr_status add_region(gmr_symmetric_resource *r, size_t need, gmr_stream 
     return st;
   }
   *g = (sym_region){(uintptr_t)p, bytes, r->region_count, b};
-  *b = (sym_block){0, bytes, true, g, NULL, NULL, NULL, 0};
+  *b = (sym_block){.offset = 0, .bytes = bytes, .free = true, .region = g};
   r->regions[r->region_count++] = g;
   r->held_bytes += bytes;
   if (r->held_bytes > r->peak_held_bytes) r->peak_held_bytes = r->held_bytes;
@@ -218,6 +221,8 @@ static gmr_status sym_allocate(gmr_resource *self, size_t bytes, size_t alignmen
       tail = NULL;
     }
     b->free = false;
+    b->requested_bytes = bytes;
+    b->alignment = alignment;
     free(b->streams);
     b->streams = NULL;
     b->stream_count = 0;
@@ -265,7 +270,6 @@ static cudaError_t stream_event(gmr_symmetric_resource *r, gmr_stream stream, cu
 
 static gmr_status sym_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                  gmr_stream stream) {
-  (void)alignment;
   gmr_symmetric_resource *r = as_sym(self);
   uint64_t key = (uint64_t)(uintptr_t)ptr;
   uint64_t value = 0;
@@ -277,9 +281,8 @@ static gmr_status sym_deallocate(gmr_resource *self, void *ptr, size_t bytes, si
     st = gmr__u64_map_get(&r->freed, key, NULL) ? GMR_ERR_DOUBLE_FREE : GMR_ERR_UNKNOWN_POINTER;
   } else {
     b = (sym_block *)(uintptr_t)value;
-    if (bytes > GMR_MAX_ALLOCATION_BYTES - r->alignment_bytes ||
-        gmr__align_up(bytes, r->alignment_bytes) != b->bytes) {
-      st = GMR_ERR_FREE_MISMATCH;
+    if (bytes != b->requested_bytes || alignment != b->alignment) {
+      st = GMR_ERR_FREE_MISMATCH; /* exactly as asked, not what it rounds to */
     } else if (gmr__cuda_stream_is_capturing(r->cuda, stream)) {
       st = GMR_ERR_CAPTURE_UNSAFE;
     } else if ((set = malloc(sizeof *set)) == NULL) {
@@ -493,19 +496,19 @@ gmr_status gmr_symmetric_resource_get_region(gmr_symmetric_resource *r, size_t r
 
 gmr_status gmr_symmetric_resource_get_stats(gmr_symmetric_resource *r,
                                             gmr_symmetric_resource_stats *out) {
-  if (r == NULL || out == NULL || out->size < sizeof(gmr_symmetric_resource_stats) ||
-      out->version == 0) {
-    return GMR_ERR_INVALID_ARGUMENT;
-  }
+  if (r == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
+  gmr_symmetric_resource_stats s;
+  memset(&s, 0, sizeof s);
   pthread_mutex_lock(&r->lock);
-  out->region_count = r->region_count;
-  out->held_bytes = r->held_bytes;
-  out->peak_held_bytes = r->peak_held_bytes;
-  out->live_bytes = r->live_bytes;
-  out->live_count = r->live.count;
-  free_blocks(r, &out->free_block_count, &out->largest_free_block_bytes);
-  out->event_record_count = r->event_record_count;
-  out->stream_wait_count = r->stream_wait_count;
+  s.region_count = r->region_count;
+  s.held_bytes = r->held_bytes;
+  s.peak_held_bytes = r->peak_held_bytes;
+  s.live_bytes = r->live_bytes;
+  s.live_count = r->live.count;
+  free_blocks(r, &s.free_block_count, &s.largest_free_block_bytes);
+  s.event_record_count = r->event_record_count;
+  s.stream_wait_count = r->stream_wait_count;
   pthread_mutex_unlock(&r->lock);
+  gmr__stats_copy_out(out, &s, sizeof s);
   return GMR_OK;
 }

@@ -174,6 +174,44 @@ static void describe_best(const candidates *c, char *buf, size_t len) {
            s->limit_bytes);
 }
 
+/* The candidate to reserve *size bytes in: the first that has them all;
+ * for MODE_UP_TO else the one with the most available (*size becomes that).
+ * NULL when none will do. */
+static gmr_memory_space *pick_space(const candidates *c, reserve_mode mode, size_t *size) {
+  for (size_t i = 0; i < c->count; ++i) {
+    if (c->available[i] >= *size) return c->items[i];
+  }
+  if (mode != MODE_UP_TO || c->count == 0) return NULL;
+  size_t best = 0;
+  for (size_t i = 1; i < c->count; ++i) {
+    if (c->available[i] > c->available[best]) best = i;
+  }
+  if (c->available[best] == 0) return NULL;
+  *size = c->available[best];
+  return c->items[best];
+}
+
+/* Count a reserve call's waiting time and, when it succeeded, its latency
+ * (started at t0; wait_started 0: it never waited). (M held) */
+static void note_times(gmr_tier_manager *m, bool reserved, uint64_t t0, uint64_t wait_started) {
+  uint64_t t1 = gmr__monotonic_ns();
+  if (wait_started != 0) {
+    uint64_t w = t1 - wait_started;
+    m->wait_ns += w;
+    if (w > m->max_wait_ns) m->max_wait_ns = w;
+  }
+  if (!reserved) return;
+  uint64_t took = t1 - t0;
+  m->reserve_count++;
+  m->reserve_latency_ns += took;
+  if (took > m->max_reserve_latency_ns) m->max_reserve_latency_ns = took;
+  if (wait_started == 0) {
+    m->immediate_reserve_count++;
+    m->immediate_reserve_latency_ns += took;
+    if (took > m->max_immediate_reserve_latency_ns) m->max_immediate_reserve_latency_ns = took;
+  }
+}
+
 static gmr_status reserve_impl(gmr_tier_manager *m, const gmr_reservation_strategy *strategy,
                                size_t bytes, reserve_mode mode, uint64_t timeout_ns,
                                gmr_reservation_id *out_id, size_t *out_bytes,
@@ -218,21 +256,8 @@ static gmr_status reserve_impl(gmr_tier_manager *m, const gmr_reservation_strate
                           bytes, largest_limit);
       break;
     }
-    gmr_memory_space *pick = NULL;
     size_t size = bytes;
-    for (size_t i = 0; i < c.count && pick == NULL; ++i) {
-      if (c.available[i] >= bytes) pick = c.items[i];
-    }
-    if (pick == NULL && mode == MODE_UP_TO) {
-      size_t b = 0;
-      for (size_t i = 1; i < c.count; ++i) {
-        if (c.available[i] > c.available[b]) b = i;
-      }
-      if (c.available[b] > 0) {
-        pick = c.items[b];
-        size = c.available[b];
-      }
-    }
+    gmr_memory_space *pick = pick_space(&c, mode, &size);
     if (pick != NULL) {
       st = make_reservation(m, pick, size, out_id, failure);
       if (st == GMR_OK && out_bytes != NULL) *out_bytes = size;
@@ -268,23 +293,7 @@ static gmr_status reserve_impl(gmr_tier_manager *m, const gmr_reservation_strate
     m->waiter_count--;
     /* Whatever woke us (notify, timeout, shutdown), look again from the top. */
   }
-  uint64_t t1 = gmr__monotonic_ns();
-  if (wait_started != 0) {
-    uint64_t w = t1 - wait_started;
-    m->wait_ns += w;
-    if (w > m->max_wait_ns) m->max_wait_ns = w;
-  }
-  if (st == GMR_OK) {
-    uint64_t took = t1 - t0;
-    m->reserve_count++;
-    m->reserve_latency_ns += took;
-    if (took > m->max_reserve_latency_ns) m->max_reserve_latency_ns = took;
-    if (wait_started == 0) {
-      m->immediate_reserve_count++;
-      m->immediate_reserve_latency_ns += took;
-      if (took > m->max_immediate_reserve_latency_ns) m->max_immediate_reserve_latency_ns = took;
-    }
-  }
+  note_times(m, st == GMR_OK, t0, wait_started);
   pthread_mutex_unlock(&m->mutex);
   if (blocking) gmr__notification_channel_watch_end(m->channel);
   return st;

@@ -31,8 +31,9 @@
  *
  * Bad frees: a pointer that is not a live chunk is GMR_ERR_UNKNOWN_POINTER
  * (GMR_ERR_DOUBLE_FREE for one freed through this adaptor since it was last
- * handed out), a size that differs GMR_ERR_FREE_MISMATCH; nothing is
- * forwarded then.
+ * handed out), a size or alignment other than the chunk's
+ * GMR_ERR_FREE_MISMATCH; nothing is forwarded and no listener is told then
+ * (a bad free never deregisters memory from NCCL).
  *
  * Callbacks run with the adaptor's lock held, serialised with each other
  * and with add/remove; they must not call back into this adaptor (they may
@@ -84,29 +85,49 @@ typedef struct gmr_chunk_listener {
 } gmr_chunk_listener;
 
 /**
- * Create a chunk listener adaptor over `upstream`, with no listener.
+ * Create an adaptor over `upstream` that tells its listeners (none yet) of
+ * every chunk the upstream hands out through it and every chunk it gives
+ * back.
  *
- * Ownership: `upstream` is borrowed: it must outlive the adaptor and must not
- *   be moved. Destroy *out with gmr_resource_destroy().
- * Thread-safe: yes (an independent object). Stream/device: no CUDA call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (upstream invalid or out NULL);
- * GMR_ERR_OUT_OF_MEMORY. On failure *out is NULL.
- * Destroy (gmr_resource_destroy) returns GMR_ERR_BUSY while chunks are live
- * or listeners are attached (they hold the adaptor), changing nothing.
+ * Units: bytes. Ownership: `upstream` is borrowed: it must outlive the
+ *   adaptor and must not be moved. The caller owns *out and destroys it
+ *   with gmr_resource_destroy(), which returns GMR_ERR_BUSY while chunks
+ *   are live or listeners are attached (they hold the adaptor), changing
+ *   nothing; it never destroys the upstream.
+ * Thread-safe: yes (it creates an independent object).
+ * Stream/device: no CUDA call.
+ * Source: RMM's callback_memory_resource; PyTorch's allocator trace hooks.
+ * Returns:
+ *   GMR_OK                    *out is set.
+ *   GMR_ERR_INVALID_ARGUMENT  upstream is NULL or has no vtable, or out is NULL.
+ *   GMR_ERR_OUT_OF_MEMORY     host memory for the adaptor.
+ * On failure *out is NULL (when out is not NULL) and nothing needs to be
+ * destroyed.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_chunk_listener_adaptor_create(
     gmr_resource *upstream, gmr_chunk_listener_adaptor **out);
 
-/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
+/**
+ * The embedded gmr_resource, for the generic calls (NULL for NULL); it is
+ * borrowed and lives as long as `a`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
 GMR_API gmr_resource *gmr_chunk_listener_adaptor_as_resource(gmr_chunk_listener_adaptor *a);
 
-/** The adaptor behind `r`, or NULL if `r` is not one. Thread-safe: yes. */
+/**
+ * The adaptor behind `r`, or NULL if `r` is NULL or not one (the vtable's
+ * identity, SQLite vfstrace's check); borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
 GMR_API gmr_chunk_listener_adaptor *gmr_chunk_listener_adaptor_from_resource(gmr_resource *r);
 
 /**
  * The first chunk listener adaptor in the stack headed by `top`: `top`
- * itself, or the first one reached going down through get_upstream. NULL
- * when the stack has none. Thread-safe: yes (reads the layers' links).
+ * itself, or the first one reached going down through get_upstream (how
+ * gmr_nccl_register_pool() finds where to listen). NULL when `top` is NULL
+ * or the stack has none. The result is borrowed from the stack.
+ * Thread-safe: yes (reads the layers' links, fixed at their create).
+ * Stream/device: no CUDA call.
  */
 GMR_API gmr_chunk_listener_adaptor *gmr_chunk_listener_adaptor_find(gmr_resource *top);
 
@@ -115,7 +136,12 @@ GMR_API gmr_chunk_listener_adaptor *gmr_chunk_listener_adaptor_find(gmr_resource
  * in address order, before returning; from then on it hears of every chunk.
  *
  * Units: *out_id (may be NULL) receives the id that removes it.
- * Thread-safe: yes. Stream/device: none of its own; the listener's calls may.
+ * Ownership: the listener struct is copied; its ctx is borrowed and must
+ *   stay valid until the listener is removed. `failure` may be NULL.
+ * Thread-safe: yes (under the adaptor's lock, serialised with allocations,
+ *   frees and the other listeners' calls).
+ * Stream/device: no CUDA call of its own; the listener's calls may make
+ *   some (NCCL registration does).
  * Returns:
  *   GMR_OK                    attached.
  *   GMR_ERR_INVALID_ARGUMENT  a NULL argument, a function missing, version 0.
@@ -132,10 +158,20 @@ GMR_API GMR_NODISCARD gmr_status gmr_chunk_listener_adaptor_add_listener(
 
 /**
  * Detach the listener `id`, calling its on_releasing for every live chunk
- * first (address order). Thread-safe: yes.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL adaptor, or no listener
- * with that id); the listener's status when it refused a chunk: then it
- * stays attached, told on_acquired again for the chunks it had released.
+ * first (address order), so that it sees acquired/releasing in pairs.
+ * Ownership: the listener's ctx is no longer used once GMR_OK is returned.
+ *   `failure` (may be NULL) receives the reason of a failure.
+ * Thread-safe: yes (under the adaptor's lock).
+ * Stream/device: no CUDA call of its own; the listener's calls may make
+ *   some (NCCL deregistration does).
+ * Returns:
+ *   GMR_OK                    detached.
+ *   GMR_ERR_INVALID_ARGUMENT  a is NULL, or no listener has that id.
+ *   GMR_ERR_OUT_OF_MEMORY     host memory for the list of chunks.
+ *   other                     the listener refused to let a chunk go (its
+ *                             status and message in *failure).
+ * On failure the listener stays attached; after a refusal it was told
+ * on_acquired again for the chunks it had already released in this call.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_chunk_listener_adaptor_remove_listener(
     gmr_chunk_listener_adaptor *a, uint32_t id, gmr_failure *failure);
@@ -149,9 +185,18 @@ typedef struct gmr_chunk {
 /**
  * List the live chunks in address order: up to `capacity` into `out` (may
  * be NULL with capacity 0) and the total number into *count.
- * Thread-safe: yes. No CUDA call.
- * Returns GMR_OK (also when capacity was too small); GMR_ERR_INVALID_ARGUMENT
- * (NULL adaptor or count, NULL out with capacity > 0); GMR_ERR_OUT_OF_MEMORY.
+ * Units: chunk sizes in bytes, as asked of the upstream. Ownership: `out`
+ *   is the caller's; the chunks stay the adaptor's (a snapshot: they may be
+ *   given back once the call returns).
+ * Thread-safe: yes (a snapshot under the adaptor's lock).
+ * Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *count is set (also when capacity was too
+ *                             small: the first `capacity` are in out).
+ *   GMR_ERR_INVALID_ARGUMENT  a or count is NULL, or out is NULL with
+ *                             capacity > 0.
+ *   GMR_ERR_OUT_OF_MEMORY     host memory for sorting the list.
+ * On failure *count and out are unchanged.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_chunk_listener_adaptor_get_chunks(
     gmr_chunk_listener_adaptor *a, gmr_chunk *out, size_t capacity, size_t *count);
@@ -174,9 +219,18 @@ typedef struct gmr_chunk_listener_stats {
   {sizeof(gmr_chunk_listener_stats), GMR_CHUNK_LISTENER_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0}
 
 /**
- * Fill *out (the caller set size and version). Thread-safe: yes.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, a header smaller than
- * version 1, or version 0).
+ * Fill *out with a snapshot of the adaptor's counters (the caller set size
+ * and version: GMR_CHUNK_LISTENER_STATS_INIT; fields past `size` are left
+ * alone).
+ * Units: bytes, unless a field is named _count. Ownership: *out is the
+ *   caller's.
+ * Thread-safe: yes (a snapshot under the adaptor's lock).
+ * Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *out is filled.
+ *   GMR_ERR_INVALID_ARGUMENT  a or out is NULL, out->size is smaller than
+ *                             the size+version header, or out->version is 0.
+ * On failure *out is unchanged.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_chunk_listener_adaptor_get_stats(
     gmr_chunk_listener_adaptor *a, gmr_chunk_listener_stats *out);

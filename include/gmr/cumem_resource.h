@@ -32,8 +32,11 @@
  * GMR_ERR_CUDA (another driver failure), GMR_ERR_CAPTURE_UNSAFE (the stream
  * is capturing: the driver calls and the free's wait would break the
  * capture). gmr_deallocate(): GMR_ERR_UNKNOWN_POINTER (not an allocation of
- * this resource), GMR_ERR_DOUBLE_FREE (an allocation already freed),
- * GMR_ERR_FREE_MISMATCH (bytes that round to another size),
+ * this resource), GMR_ERR_DOUBLE_FREE (an allocation already freed; the
+ * latest 65,536 freed addresses are remembered, older ones read as unknown),
+ * GMR_ERR_FREE_MISMATCH (bytes or alignment other than those asked for at
+ * allocation: the resource keeps both per allocation, so 999 bytes for a
+ * 1,000-byte allocation is refused even though both round to one granule),
  * GMR_ERR_CAPTURE_UNSAFE, GMR_ERR_CUDA (a refused driver call: the
  * allocation stays mapped and live). On any failure nothing changed.
  *
@@ -90,14 +93,21 @@ typedef struct gmr_cumem_resource_config {
   {GMR_CUMEM_CURRENT_DEVICE, false, GMR_CUMEM_PEERS_NONE, {0}, 0}
 
 /**
- * Create a cumem resource.
+ * Create a leaf resource that gives each allocation one physical allocation
+ * of its own on `config->device` (ncclMemAlloc's way), with the access and
+ * export properties the config asks for.
  *
- * Units: bytes. Ownership: `config` is copied (NULL: the default); destroy
- *   *out with gmr_resource_destroy(). `failure` (may be NULL) receives the
- *   reason of a failure.
- * Thread-safe: yes (an independent object).
- * Stream/device: queries the device (VMM support, handle types, GPUDirect
- *   RDMA, granularity, peers); allocates nothing.
+ * Units: bytes. Ownership: `config` is copied (NULL: the default); the
+ *   caller owns *out and destroys it with gmr_resource_destroy(), which
+ *   returns GMR_ERR_BUSY while an allocation is live and otherwise frees
+ *   host memory only (every allocation's device memory went back at its
+ *   free). `failure` (may be NULL) receives the reason of a failure.
+ * Thread-safe: yes (it creates an independent object).
+ * Stream/device: queries the device through the driver (cuInit, VMM
+ *   support, handle types, GPUDirect RDMA, granularity, peer access);
+ *   allocates no device memory and synchronises nothing.
+ * Source: ncclMemAlloc (NCCL src/allocator.cc); CUDA's cuda.h virtual
+ *   memory management API.
  * Returns:
  *   GMR_OK                    *out is set.
  *   GMR_ERR_INVALID_ARGUMENT  out is NULL; the device does not exist; an
@@ -114,10 +124,18 @@ GMR_API GMR_NODISCARD gmr_status gmr_cumem_resource_create(const gmr_cumem_resou
                                                            gmr_cumem_resource **out,
                                                            gmr_failure *failure);
 
-/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
+/**
+ * The embedded gmr_resource, for the generic calls (NULL for NULL); it is
+ * borrowed and lives as long as `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
 GMR_API gmr_resource *gmr_cumem_resource_as_resource(gmr_cumem_resource *r);
 
-/** The cumem resource behind `r`, or NULL if `r` is not one. Thread-safe: yes. */
+/**
+ * The cumem resource behind `r`, or NULL if `r` is NULL or not one (the
+ * vtable's identity, SQLite vfstrace's check); borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
 GMR_API gmr_cumem_resource *gmr_cumem_resource_from_resource(gmr_resource *r);
 
 #define GMR_CUMEM_STATS_VERSION 1u
@@ -142,10 +160,19 @@ typedef struct gmr_cumem_resource_stats {
   {sizeof(gmr_cumem_resource_stats), GMR_CUMEM_STATS_VERSION, 0, 0, 0, false, 0, 0, 0, 0, 0, 0}
 
 /**
- * Fill *out (the caller set size and version). Thread-safe: yes (a snapshot
- * under the lock). No CUDA call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, or a header smaller than
- * version 1 or version 0).
+ * Fill *out with a snapshot of the resource's statistics (the caller set
+ * size and version: GMR_CUMEM_RESOURCE_STATS_INIT; fields past `size` are left
+ * alone).
+ * Units: bytes, unless a field is named _count.
+ * Ownership: *out is the caller's; nothing is kept.
+ * Thread-safe: yes (a snapshot under the lock; frees in flight on other
+ *   threads may not be counted yet).
+ * Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *out is filled.
+ *   GMR_ERR_INVALID_ARGUMENT  r or out is NULL, out->size is smaller than
+ *                             the size+version header, or out->version is 0.
+ * On failure *out is unchanged.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_cumem_resource_get_stats(gmr_cumem_resource *r,
                                                               gmr_cumem_resource_stats *out);

@@ -85,12 +85,21 @@ typedef enum gmr_tier { GMR_TIER_GPU = 0, GMR_TIER_HOST = 1, GMR_TIER_DISK = 2 }
 
 #define GMR_TIER_COUNT 3
 
-/** "GPU", "HOST", "DISK", or "unknown". Static string. Thread-safe: yes. */
+/**
+ * The name of `tier`: "GPU", "HOST", "DISK", or "unknown" for a value
+ * outside the enum. Ownership: a static string, never to be freed.
+ * Thread-safe: yes (pure). Stream/device: no CUDA call.
+ */
 GMR_API const char *gmr_tier_name(gmr_tier tier);
 
 /**
- * Parse a tier name ("GPU", "HOST", "DISK"; any case).
- * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (NULL or unknown; *out unchanged).
+ * Parse a tier name ("GPU", "HOST", "DISK"; any case) into *out.
+ * Ownership: `name` is read during the call only.
+ * Thread-safe: yes (pure). Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *out is set.
+ *   GMR_ERR_INVALID_ARGUMENT  name or out is NULL, or name is no tier's.
+ * On failure *out is unchanged.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_tier_from_name(const char *name, gmr_tier *out);
 
@@ -138,8 +147,11 @@ typedef struct gmr_memory_space_config {
  * reservation limit 0.85, trigger 0.85, stop 0.65 (cuCascade's example), no
  * reservation required, 1024 stream slots, fail policies, 16 streams (none
  * for DISK), GPU stack "cuda(kind=async)", HOST blocks of 1 MiB in chunks of
- * 128 with 4 chunks at create, DISK mount path "" (set it).
- * Thread-safe: yes (pure).
+ * 128 with 4 chunks at create, DISK mount path "" (set it). An unknown tier
+ * gets the GPU defaults with that tier (gmr_tier_manager_create refuses it).
+ * Units: bytes. Ownership: returned by value; it holds no pointer to free.
+ * Thread-safe: yes (pure). Stream/device: no CUDA call.
+ * Source: cuCascade's gpu/host/disk_memory_space_config defaults.
  */
 GMR_API gmr_memory_space_config gmr_memory_space_config_default(gmr_tier tier, int index);
 
@@ -151,51 +163,87 @@ typedef struct gmr_memory_space gmr_memory_space;
  * Allocation statuses beyond the stack's own: GMR_ERR_NO_RESERVATION (the
  * space requires a reservation and the stream has none), GMR_ERR_UNSUPPORTED
  * (a DISK space), GMR_ERR_LIMIT_EXCEEDED (past the reservation, by its
- * policy; past the capacity). A free of a pointer the space did not hand
- * out returns GMR_ERR_UNKNOWN_POINTER (nothing released). The space keeps a
- * table of its live allocations (16 mutex-guarded shards), so that a free
- * knows which reservation, if any, the memory was charged to.
- * gmr_resource_destroy() on it returns GMR_ERR_UNSUPPORTED: the manager owns
- * the space.
+ * policy; past the capacity). A free of a pointer that is not live in the
+ * space returns GMR_ERR_UNKNOWN_POINTER, a second free included (the space
+ * keeps no record of past frees); a free with another size or alignment is
+ * named by the stack below (GMR_ERR_FREE_MISMATCH); nothing is released
+ * then. The space keeps a table of its live allocations (16 mutex-guarded
+ * shards), so that a free knows which reservation, if any, the memory was
+ * charged to. gmr_resource_destroy() on it returns GMR_ERR_UNSUPPORTED: the
+ * manager owns the space.
  * Ownership: borrowed from the manager; valid until the manager is destroyed.
  * Thread-safe: yes. NULL for NULL.
+ * Stream/device: this call makes none; allocations are stream-ordered as
+ *   the stack below makes them (gmr/resource.h).
+ * Source: cuCascade's reservation_aware_resource_adaptor.
  */
 GMR_API gmr_resource *gmr_memory_space_as_resource(gmr_memory_space *space);
 
-/** The space behind `r` (a space's resource), or NULL. Thread-safe: yes. */
+/**
+ * The space behind `r` (a space's resource), or NULL when `r` is NULL or
+ * not one (the vtable's identity); borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
 GMR_API gmr_memory_space *gmr_memory_space_from_resource(gmr_resource *r);
 
-/** The space's id. pre: space is not NULL. Thread-safe: yes. */
+/**
+ * The space's id (tier and index), as configured.
+ * pre: space is not NULL (there is no id to return for NULL).
+ * Thread-safe: yes (fixed at create). Stream/device: no CUDA call.
+ */
 GMR_API gmr_memory_space_id gmr_memory_space_get_id(const gmr_memory_space *space);
 
-/** The capacity in bytes (as configured or detected); 0 for NULL. Thread-safe: yes. */
+/**
+ * The capacity in bytes (as configured, or detected at create); 0 for NULL.
+ * Thread-safe: yes (fixed at create). Stream/device: no CUDA call.
+ */
 GMR_API size_t gmr_memory_space_get_capacity_bytes(const gmr_memory_space *space);
 
 /**
- * The space's stream pool (borrowed; NULL when stream_count was 0 or for
- * NULL). Acquire and release its streams with gmr/stream_pool.h.
+ * The space's stream pool (NULL when stream_count was 0, or for NULL).
+ * Acquire and release its streams with gmr/stream_pool.h.
+ * Ownership: borrowed: the manager destroys it.
+ * Thread-safe: yes (fixed at create). Stream/device: no CUDA call.
  */
 GMR_API gmr_stream_pool *gmr_memory_space_get_stream_pool(gmr_memory_space *space);
 
 /**
- * The limiting adaptor of the space's stack (borrowed; NULL for DISK or
+ * The limiting adaptor of the space's stack (NULL for a DISK space or
  * NULL), for its counters (gmr_limiting_adaptor_get_stats).
+ * Ownership: borrowed: the manager destroys it.
+ * Thread-safe: yes (fixed at create). Stream/device: no CUDA call.
  */
 GMR_API gmr_limiting_adaptor *gmr_memory_space_get_limiting_adaptor(gmr_memory_space *space);
 
 /**
- * Bytes a new reservation may take now: reservation limit - used (0 below).
- * Thread-safe: yes (the manager's mutex). 0 for NULL.
+ * Bytes a new reservation may take now: reservation limit - used (0 below);
+ * 0 for NULL.
+ * Thread-safe: yes (under the manager's mutex; allocations in flight may not
+ *   be counted). Stream/device: no CUDA call.
  */
 GMR_API size_t gmr_memory_space_get_available_bytes(gmr_memory_space *space);
 
-/** used > trigger * capacity. Thread-safe: yes. false for NULL. */
+/**
+ * Whether used > trigger * capacity now (no hysteresis: see
+ * gmr_memory_space_poll_downgrade()); false for NULL.
+ * Thread-safe: yes (under the manager's mutex). Stream/device: no CUDA call.
+ * Source: cuCascade's memory_space::should_downgrade_memory.
+ */
 GMR_API bool gmr_memory_space_should_downgrade(gmr_memory_space *space);
 
-/** used <= stop * capacity. Thread-safe: yes. true for NULL. */
+/**
+ * Whether used <= stop * capacity now; true for NULL.
+ * Thread-safe: yes (under the manager's mutex). Stream/device: no CUDA call.
+ * Source: cuCascade's memory_space::should_stop_downgrading_memory.
+ */
 GMR_API bool gmr_memory_space_should_stop_downgrading(gmr_memory_space *space);
 
-/** used - stop * capacity, 0 when not above. Thread-safe: yes. 0 for NULL. */
+/**
+ * Bytes to move to a slower tier to reach the stop level: used - stop *
+ * capacity, 0 when not above; 0 for NULL.
+ * Thread-safe: yes (under the manager's mutex). Stream/device: no CUDA call.
+ * Source: cuCascade's memory_space::get_amount_to_downgrade.
+ */
 GMR_API size_t gmr_memory_space_get_amount_to_downgrade(gmr_memory_space *space);
 
 /**
@@ -203,8 +251,14 @@ GMR_API size_t gmr_memory_space_get_amount_to_downgrade(gmr_memory_space *space)
  * trigger, stays true until used is at or below the stop level, then false
  * until the trigger is passed again. *out_amount (may be NULL) receives
  * amount_to_downgrade while downgrading, 0 otherwise.
- * Thread-safe: yes (the state changes under the manager's mutex).
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (space or out_downgrading NULL).
+ * Units: bytes. Ownership: the outputs are the caller's.
+ * Thread-safe: yes (the state changes under the manager's mutex; two
+ *   pollers see one transition between them).
+ * Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *out_downgrading (and *out_amount) are set.
+ *   GMR_ERR_INVALID_ARGUMENT  space or out_downgrading is NULL.
+ * On failure the state is unchanged and *out_amount (when given) is 0.
  */
 GMR_API gmr_status gmr_memory_space_poll_downgrade(gmr_memory_space *space,
                                                    bool *out_downgrading, size_t *out_amount);
@@ -242,9 +296,18 @@ typedef struct gmr_memory_space_stats {
    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0}
 
 /**
- * Snapshot the space's accounting (under the manager's mutex; the allocation
- * counters may miss requests in flight). Thread-safe: yes.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, bad header).
+ * Fill *out with a snapshot of the space's accounting (the caller set size
+ * and version: GMR_MEMORY_SPACE_STATS_INIT; fields past `size` are left
+ * alone).
+ * Units: bytes, unless a field is named _count.
+ * Thread-safe: yes (under the manager's mutex; the allocation counters may
+ *   miss requests in flight). Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *out is filled.
+ *   GMR_ERR_INVALID_ARGUMENT  space or out is NULL, out->size is smaller
+ *                             than the size+version header, or
+ *                             out->version is 0.
+ * On failure *out is unchanged.
  */
 GMR_API gmr_status gmr_memory_space_get_stats(gmr_memory_space *space,
                                               gmr_memory_space_stats *out);

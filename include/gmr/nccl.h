@@ -166,9 +166,12 @@ typedef struct gmr_nccl_library gmr_nccl_library;
  * Load NCCL: dlopen(`path`, or GMR_NCCL_LIBRARY_NAME when NULL) and look up
  * every entry point of gmr_nccl_api.
  *
- * Ownership: close *out with gmr_nccl_library_close(); the library stays
- *   loaded until then. `failure` (may be NULL) receives the reason.
- * Thread-safe: yes. Stream/device: calls ncclGetVersion only (no CUDA).
+ * Ownership: `path` is read during the call only; close *out with
+ *   gmr_nccl_library_close(); the library stays loaded until then.
+ *   `failure` (may be NULL) receives the reason.
+ * Thread-safe: yes (dlopen is). Stream/device: calls ncclGetVersion only
+ *   (no CUDA call).
+ * Source: NCCL's nccl.h (the entry points and ncclGetVersion).
  * Returns:
  *   GMR_OK                    *out is set.
  *   GMR_ERR_INVALID_ARGUMENT  out is NULL.
@@ -185,6 +188,10 @@ GMR_API GMR_NODISCARD gmr_status gmr_nccl_library_open(const char *path, gmr_ncc
 /**
  * Use the caller's entry points (copied) instead of loading a file: a
  * program that links NCCL, or a test double.
+ * Ownership: `api` is copied; the functions it points to must stay valid
+ *   until gmr_nccl_library_close(). Close *out with gmr_nccl_library_close().
+ * Thread-safe: yes (it creates an independent object).
+ * Stream/device: calls the table's ncclGetVersion only (no CUDA call).
  * Returns as gmr_nccl_library_open(), with GMR_ERR_INVALID_ARGUMENT for a
  * NULL table, a bad header (size below version 1, version 0) or a required
  * entry point missing (the message names it).
@@ -195,36 +202,79 @@ GMR_API GMR_NODISCARD gmr_status gmr_nccl_library_open_api(const gmr_nccl_api *a
 
 /**
  * Close a library: unload the file (if gmr loaded it) and free the object.
- * NULL: GMR_OK. Thread-safe: no.
- * Returns GMR_OK; GMR_ERR_BUSY while communicators made or wrapped with it
- * exist (nothing changes).
+ * NULL: GMR_OK.
+ * Ownership: `lib` and its entry points are gone afterwards.
+ * Thread-safe: no (no other thread may use `lib` during or after it).
+ * Stream/device: no CUDA call (dlclose only).
+ * Returns:
+ *   GMR_OK                    closed (or lib was NULL).
+ *   GMR_ERR_BUSY              communicators made or wrapped with it exist.
+ * On failure nothing changed: the library stays loaded and usable.
  */
 GMR_API gmr_status gmr_nccl_library_close(gmr_nccl_library *lib);
 
-/** NCCL's version code (ncclGetVersion at open: 22803 for 2.28.3). Thread-safe: yes. */
+/**
+ * NCCL's version code (ncclGetVersion at open: 22803 for 2.28.3); 0 for
+ * NULL.
+ * Thread-safe: yes (fixed at open). Stream/device: no call.
+ */
 GMR_API int gmr_nccl_library_get_version(const gmr_nccl_library *lib);
 
-/** The entry points in use (owned by the library). Thread-safe: yes. */
+/**
+ * The entry points in use; NULL for NULL. Ownership: the library's, valid
+ * until gmr_nccl_library_close().
+ * Thread-safe: yes (fixed at open). Stream/device: no call.
+ */
 GMR_API const gmr_nccl_api *gmr_nccl_library_get_api(const gmr_nccl_library *lib);
 
 /**
  * ncclGetUniqueId: the id every rank of a new communicator passes to
  * gmr_nccl_comm_init_rank() (rank 0 makes it and sends it to the others).
- * Thread-safe: yes. Stream/device: NCCL starts its bootstrap; no CUDA.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL); GMR_ERR_UNSUPPORTED (no
- * entry point); GMR_ERR_NCCL.
+ * Ownership: *out is the caller's (plain bytes to send to the other ranks).
+ * Thread-safe: yes. Stream/device: NCCL starts its bootstrap; no CUDA call.
+ * Source: NCCL's ncclGetUniqueId.
+ * Returns:
+ *   GMR_OK                    *out is set.
+ *   GMR_ERR_INVALID_ARGUMENT  lib or out is NULL.
+ *   GMR_ERR_UNSUPPORTED       the library's table has no ncclGetUniqueId.
+ *   GMR_ERR_NCCL              NCCL failed (its result and message in
+ *                             *failure, which may be NULL).
+ * On failure *out holds nothing usable and no NCCL state was kept.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_nccl_get_unique_id(gmr_nccl_library *lib,
                                                         gmr_nccl_unique_id *out,
                                                         gmr_failure *failure);
 
 /**
- * ncclGroupStart / ncclGroupEnd: calls between them (collectives on several
- * communicators driven by one thread, as with gmr_nccl_comm_init_all) are
- * issued together at the end. Thread-safe: per thread, as in NCCL.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT; GMR_ERR_UNSUPPORTED; GMR_ERR_NCCL.
+ * ncclGroupStart: calls after it (collectives on several communicators
+ * driven by one thread, as with gmr_nccl_comm_init_all) are issued together
+ * at the matching gmr_nccl_group_end().
+ * Thread-safe: per thread, as in NCCL (the group is the calling thread's).
+ * Stream/device: no CUDA call; the grouped collectives are stream-ordered
+ *   when the group ends.
+ * Source: NCCL's ncclGroupStart.
+ * Returns:
+ *   GMR_OK                    a group is open in this thread.
+ *   GMR_ERR_INVALID_ARGUMENT  lib is NULL.
+ *   GMR_ERR_UNSUPPORTED       the library's table has no ncclGroupStart.
+ *   GMR_ERR_NCCL              NCCL failed (the message in *failure, which
+ *                             may be NULL).
+ * On failure no group was opened by this call.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_nccl_group_start(gmr_nccl_library *lib, gmr_failure *failure);
+
+/**
+ * ncclGroupEnd: issue the calls made since the matching
+ * gmr_nccl_group_start() together.
+ * Thread-safe: per thread, as in NCCL.
+ * Stream/device: enqueues the grouped collectives on their streams (no
+ *   host synchronisation); may block while NCCL connects ranks.
+ * Source: NCCL's ncclGroupEnd.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (lib is NULL);
+ * GMR_ERR_UNSUPPORTED (the table has no ncclGroupEnd); GMR_ERR_NCCL (NCCL
+ * failed; the message in *failure, which may be NULL). After a failure the
+ * state of the grouped calls is NCCL's (its ncclGroupEnd documents it).
+ */
 GMR_API GMR_NODISCARD gmr_status gmr_nccl_group_end(gmr_nccl_library *lib, gmr_failure *failure);
 
 /* ---- communicators ---------------------------------------------------- */
@@ -237,8 +287,10 @@ typedef struct gmr_nccl_comm gmr_nccl_comm;
  * or thread) with the same id.
  *
  * Ownership: destroy *out with gmr_nccl_comm_destroy() (which destroys the
- *   NCCL communicator). `lib` must outlive it.
- * Thread-safe: yes. Stream/device: blocks until every rank has joined.
+ *   NCCL communicator). `lib` must outlive it; `id` is read during the call.
+ * Thread-safe: yes. Stream/device: makes `device` current around the call;
+ *   blocks until every rank has joined.
+ * Source: NCCL's ncclCommInitRank.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL argument, rank outside
  * 0..rank_count-1, device negative); GMR_ERR_CUDA (the device could not be
  * made current); GMR_ERR_UNSUPPORTED; GMR_ERR_NCCL; GMR_ERR_OUT_OF_MEMORY.
@@ -253,8 +305,15 @@ GMR_API GMR_NODISCARD gmr_status gmr_nccl_comm_init_rank(gmr_nccl_library *lib, 
  * ncclCommInitAll: one process drives `device_count` devices, one rank each
  * (rank i on devices[i]); out[i] receives rank i's communicator. The
  * caller's device is restored.
- * Returns as gmr_nccl_comm_init_rank(); on failure every out[i] is NULL and
- * no communicator is left.
+ * Ownership: `devices` is read during the call; the caller destroys each
+ *   out[i] with gmr_nccl_comm_destroy(). `lib` must outlive them.
+ * Thread-safe: yes. Stream/device: NCCL sets each device current while it
+ *   initialises; cudaGetDevice / cudaSetDevice restore the caller's.
+ * Source: NCCL's ncclCommInitAll.
+ * Returns as gmr_nccl_comm_init_rank() (GMR_ERR_INVALID_ARGUMENT for a NULL
+ * lib, devices or out, or device_count below 1; GMR_ERR_CUDA when the
+ * caller's device cannot be read); on failure every out[i] is NULL and no
+ * communicator is left.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_nccl_comm_init_all(gmr_nccl_library *lib, int device_count,
                                                         const int *devices, gmr_nccl_comm **out,
@@ -264,8 +323,16 @@ GMR_API GMR_NODISCARD gmr_status gmr_nccl_comm_init_all(gmr_nccl_library *lib, i
  * Wrap a communicator the program made itself (with NCCL from the same
  * library). gmr_nccl_comm_destroy() then frees only the wrapper; the
  * program destroys `handle` after that.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT; GMR_ERR_NCCL (NCCL did not
- * answer ncclCommCuDevice: not a live communicator); GMR_ERR_OUT_OF_MEMORY.
+ * Ownership: `handle` stays the program's; `lib` must outlive the wrapper.
+ * Thread-safe: yes. Stream/device: no CUDA call (ncclCommCuDevice,
+ *   ncclCommUserRank and ncclCommCount are asked).
+ * Returns:
+ *   GMR_OK                    *out is set.
+ *   GMR_ERR_INVALID_ARGUMENT  lib, handle or out is NULL.
+ *   GMR_ERR_NCCL              NCCL did not answer ncclCommCuDevice (or the
+ *                             rank queries): not a live communicator.
+ *   GMR_ERR_OUT_OF_MEMORY     host memory for the wrapper.
+ * On failure *out is NULL (when out is not NULL) and `handle` is untouched.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_nccl_comm_wrap(gmr_nccl_library *lib,
                                                     gmr_nccl_comm_handle handle,
@@ -273,28 +340,68 @@ GMR_API GMR_NODISCARD gmr_status gmr_nccl_comm_wrap(gmr_nccl_library *lib,
 
 /**
  * Destroy the communicator (ncclCommDestroy, with its device current; for a
- * wrapped one, only the wrapper). NULL: GMR_OK. Thread-safe: no.
- * Returns GMR_OK; GMR_ERR_BUSY while registrations made on it are left
- * (deregister them first: the message says how many); GMR_ERR_NCCL
- * (ncclCommDestroy failed: the wrapper stays, so the call can be retried).
- * On failure nothing changed.
+ * wrapped one, only the wrapper). NULL: GMR_OK.
+ * Ownership: `comm` is gone afterwards; a wrapped handle stays the
+ *   program's. `failure` (may be NULL) receives the reason of a failure.
+ * Thread-safe: no (no other thread may use `comm` during or after it).
+ * Stream/device: makes the communicator's device current around
+ *   ncclCommDestroy (which waits for the communicator's work).
+ * Source: NCCL's ncclCommDestroy.
+ * Returns:
+ *   GMR_OK                    destroyed (or comm was NULL).
+ *   GMR_ERR_BUSY              registrations made on it are left (deregister
+ *                             them first: the message says how many).
+ *   GMR_ERR_CUDA              the device could not be made current.
+ *   GMR_ERR_NCCL              ncclCommDestroy failed.
+ * On failure nothing changed: the wrapper stays, so the call can be retried.
  */
 GMR_API gmr_status gmr_nccl_comm_destroy(gmr_nccl_comm *comm, gmr_failure *failure);
 
-/** The NCCL communicator (borrowed). Thread-safe: yes. */
+/**
+ * The NCCL communicator, for NCCL calls gmr does not wrap; NULL for NULL.
+ * Ownership: borrowed: valid until gmr_nccl_comm_destroy() (a wrapped one:
+ *   the program's, as before).
+ * Thread-safe: yes (fixed at create). Stream/device: no call.
+ */
 GMR_API gmr_nccl_comm_handle gmr_nccl_comm_get_handle(const gmr_nccl_comm *comm);
 
-/** The communicator's device, rank and rank count. Thread-safe: yes. */
+/**
+ * The communicator's CUDA device (ncclCommCuDevice at create); -1 for NULL.
+ * Thread-safe: yes (fixed at create). Stream/device: no call.
+ */
 GMR_API int gmr_nccl_comm_get_device(const gmr_nccl_comm *comm);
+
+/**
+ * The communicator's rank (ncclCommUserRank at create, else the rank given);
+ * -1 for NULL.
+ * Thread-safe: yes (fixed at create). Stream/device: no call.
+ */
 GMR_API int gmr_nccl_comm_get_rank(const gmr_nccl_comm *comm);
+
+/**
+ * The number of ranks (ncclCommCount at create, else the count given); 0
+ * for NULL.
+ * Thread-safe: yes (fixed at create). Stream/device: no call.
+ */
 GMR_API int gmr_nccl_comm_get_rank_count(const gmr_nccl_comm *comm);
 
 /**
  * ncclAllReduce of `count` elements of `type` from `send` into `recv` with
  * `op`, stream-ordered on `stream` (a stream of the communicator's device).
+ * Units: count in elements of `type`.
+ * Ownership: the buffers stay the caller's and must stay allocated until
+ *   the work on `stream` has run.
  * Thread-safe: as NCCL (one thread per communicator at a time).
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL comm or buffers with
- * count > 0); GMR_ERR_UNSUPPORTED (no entry point); GMR_ERR_NCCL.
+ * Stream/device: enqueues on `stream`; no host synchronisation.
+ * Source: NCCL's ncclAllReduce.
+ * Returns:
+ *   GMR_OK                    enqueued.
+ *   GMR_ERR_INVALID_ARGUMENT  comm is NULL, or a buffer is NULL with
+ *                             count > 0.
+ *   GMR_ERR_UNSUPPORTED       the library's table has no ncclAllReduce.
+ *   GMR_ERR_NCCL              NCCL refused it (its result and message in
+ *                             *failure, which may be NULL).
+ * On failure nothing was enqueued by gmr (NCCL's own state is NCCL's).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_nccl_all_reduce(gmr_nccl_comm *comm, const void *send,
                                                      void *recv, size_t count,
@@ -340,7 +447,10 @@ GMR_API GMR_NODISCARD gmr_status gmr_nccl_register_pool(gmr_nccl_comm *comm, gmr
  * allocation in it (as ncclCommRegister would be called by hand, but split
  * where the driver's allocations end). The caller keeps the memory alive and
  * calls gmr_nccl_deregister() before freeing it.
+ * Units: bytes. Ownership: the buffer stays the caller's; free *out with
+ *   gmr_nccl_deregister().
  * Thread-safe: yes. Stream/device: as gmr_nccl_register_pool().
+ * Source: NCCL's ncclCommRegister; cuMemGetAddressRange (cuda.h).
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL argument, bytes 0);
  * GMR_ERR_UNKNOWN_POINTER (part of the range is not mapped device memory:
  * freed, or never allocated; the message gives the first address the driver
@@ -355,16 +465,30 @@ GMR_API GMR_NODISCARD gmr_status gmr_nccl_register_buffer(gmr_nccl_comm *comm, v
 /**
  * Deregister everything `reg` registered (ncclCommDeregister per segment)
  * and, for a pool, stop following it; then free `reg`. NULL: GMR_OK.
+ * Ownership: `reg` is gone after GMR_OK; the pool or buffer stays the
+ *   caller's. `failure` (may be NULL) receives the reason of a failure.
  * Thread-safe: no (with other use of `reg`).
- * Returns GMR_OK; GMR_ERR_NCCL (a deregistration failed: what was
- * deregistered is registered again, `reg` stays valid and the call can be
- * retried).
+ * Stream/device: makes the communicator's device current around the
+ *   ncclCommDeregister calls (restored).
+ * Source: NCCL's ncclCommDeregister.
+ * Returns:
+ *   GMR_OK                    deregistered and freed (or reg was NULL).
+ *   GMR_ERR_NCCL              a deregistration failed.
+ *   GMR_ERR_CUDA              the device could not be made current.
+ *   GMR_ERR_OUT_OF_MEMORY     (a pool) host memory for its list of chunks.
+ * On failure `reg` stays valid and true to what NCCL holds, and the call can
+ * be retried: for a pool, the chunks already deregistered in the call are
+ * registered again and the pool stays followed; for a buffer, the segments
+ * deregistered before the failure stay deregistered.
  */
 GMR_API gmr_status gmr_nccl_deregister(gmr_nccl_registration *reg, gmr_failure *failure);
 
 /**
  * True when [ptr, ptr + bytes) lies inside one registered segment of `reg`:
- * a collective on that buffer can be zero-copy. Thread-safe: yes.
+ * a collective on that buffer can be zero-copy. false for NULL reg or ptr.
+ * Thread-safe: yes (under the registration's lock; a pool's chunk may be
+ *   deregistered right after by another thread's trim).
+ * Stream/device: no call.
  */
 GMR_API bool gmr_nccl_registration_covers(gmr_nccl_registration *reg, const void *ptr,
                                           size_t bytes);
@@ -386,9 +510,17 @@ typedef struct gmr_nccl_registration_stats {
   {sizeof(gmr_nccl_registration_stats), GMR_NCCL_REGISTRATION_STATS_VERSION, 0, 0, 0, 0, 0, 0}
 
 /**
- * Fill *out (the caller set size and version). Thread-safe: yes.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, a header smaller than
- * version 1, or version 0).
+ * Fill *out with the registration's counters (the caller set size and
+ * version: GMR_NCCL_REGISTRATION_STATS_INIT; fields past `size` are left
+ * alone).
+ * Units: bytes, unless a field is named _count.
+ * Thread-safe: yes (a snapshot under the registration's lock).
+ * Stream/device: no call.
+ * Returns:
+ *   GMR_OK                    *out is filled.
+ *   GMR_ERR_INVALID_ARGUMENT  reg or out is NULL, out->size is smaller than
+ *                             the size+version header, or out->version is 0.
+ * On failure *out is unchanged.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_nccl_registration_get_stats(
     gmr_nccl_registration *reg, gmr_nccl_registration_stats *out);

@@ -53,7 +53,9 @@ typedef struct gmr_notification_channel gmr_notification_channel;
 /**
  * Create a channel at generation 0, not shut down.
  * Ownership: the caller destroys *out with gmr_notification_channel_destroy().
- * Thread-safe: yes (an independent object). Stream/device: no CUDA call.
+ * Thread-safe: yes (it creates an independent object). Stream/device: no
+ *   CUDA call.
+ * Source: cuCascade's notification_channel.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (out NULL); GMR_ERR_OUT_OF_MEMORY
  * (host memory, or the mutex/condition variable could not be made).
  * On failure *out is NULL (when out is not NULL).
@@ -62,15 +64,23 @@ GMR_API GMR_NODISCARD gmr_status gmr_notification_channel_create(gmr_notificatio
 
 /**
  * Destroy the channel. NULL is a no-op.
- * Thread-safe: no. Returns GMR_OK, or GMR_ERR_BUSY while a thread is still
- * inside gmr_notification_channel_wait() (shut the channel down, let the
- * waiters return, then destroy); nothing changes then.
+ * Ownership: the channel's memory is freed; the caller's handle dangles.
+ * Thread-safe: no (no other thread may use the channel after the call).
+ * Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    destroyed (or channel was NULL).
+ *   GMR_ERR_BUSY              a thread is still inside
+ *                             gmr_notification_channel_wait() (shut the
+ *                             channel down, let the waiters return, then
+ *                             destroy).
+ * On failure nothing changed: the channel is still valid.
  */
 GMR_API gmr_status gmr_notification_channel_destroy(gmr_notification_channel *channel);
 
 /**
  * The generation now: read it before checking the condition you may wait
- * for. Thread-safe: yes (an atomic load). 0 for NULL.
+ * for. 0 for NULL.
+ * Thread-safe: yes (an atomic load). Stream/device: no CUDA call.
  */
 GMR_API uint64_t gmr_notification_channel_get_generation(const gmr_notification_channel *channel);
 
@@ -78,7 +88,12 @@ GMR_API uint64_t gmr_notification_channel_get_generation(const gmr_notification_
  * Raise the generation and wake every waiter. Call it after the memory was
  * given back (after the bookkeeping the waiters check was updated).
  * Thread-safe: yes; cheap when nobody waits (one atomic increment, one load).
- * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (NULL).
+ * Stream/device: no CUDA call; never blocks beyond the channel's mutex
+ *   (taken only when someone waits).
+ * Source: cuCascade's event_notifier.
+ * Returns:
+ *   GMR_OK                    notified.
+ *   GMR_ERR_INVALID_ARGUMENT  channel is NULL (nothing changed).
  */
 GMR_API gmr_status gmr_notification_channel_notify(gmr_notification_channel *channel);
 
@@ -89,9 +104,14 @@ GMR_API gmr_status gmr_notification_channel_notify(gmr_notification_channel *cha
  * returns IDLE only when the timeout has passed.
  *
  * Units: nanoseconds, measured on CLOCK_MONOTONIC.
- * Thread-safe: yes. Stream/device: no CUDA call; blocks the calling thread.
- * Returns GMR_OK with *out_result set; GMR_ERR_INVALID_ARGUMENT (channel or
- * out_result NULL; *out_result untouched).
+ * Ownership: *out_result is the caller's.
+ * Thread-safe: yes. Stream/device: no CUDA call; blocks the calling thread
+ *   (never the GPU).
+ * Source: cuCascade's notification_channel wait and wait_status.
+ * Returns:
+ *   GMR_OK                    *out_result says why it returned.
+ *   GMR_ERR_INVALID_ARGUMENT  channel or out_result is NULL.
+ * On failure *out_result is untouched and the call did not wait.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_notification_channel_wait(gmr_notification_channel *channel,
                                                                uint64_t seen_generation,
@@ -101,11 +121,19 @@ GMR_API GMR_NODISCARD gmr_status gmr_notification_channel_wait(gmr_notification_
 /**
  * Shut the channel down: every waiter, now and later, returns
  * GMR_WAIT_SHUTDOWN at once. Idempotent.
- * Thread-safe: yes. Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (NULL).
+ * Thread-safe: yes (call it from any thread while others wait).
+ * Stream/device: no CUDA call; never blocks beyond the channel's mutex.
+ * Source: cuCascade's notification_channel shutdown.
+ * Returns:
+ *   GMR_OK                    shut down (also when it already was).
+ *   GMR_ERR_INVALID_ARGUMENT  channel is NULL (nothing changed).
  */
 GMR_API gmr_status gmr_notification_channel_shutdown(gmr_notification_channel *channel);
 
-/** True once gmr_notification_channel_shutdown() was called. Thread-safe: yes. */
+/**
+ * True once gmr_notification_channel_shutdown() was called; false for NULL.
+ * Thread-safe: yes (an atomic load). Stream/device: no CUDA call.
+ */
 GMR_API bool gmr_notification_channel_is_shut_down(const gmr_notification_channel *channel);
 
 /* Counters of a channel. The caller sets size and version
@@ -128,9 +156,18 @@ typedef struct gmr_notification_channel_stats {
    0, 0, 0, 0, 0}
 
 /**
- * Snapshot the counters. Thread-safe: yes; counters are read one by one.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, size smaller than the
- * header, version 0).
+ * Fill *out with the channel's counters (the caller set size and version:
+ * GMR_NOTIFICATION_CHANNEL_STATS_INIT; fields past `size` are left alone).
+ * Units: counts (_count); generation is a count of notifies.
+ * Thread-safe: yes; counters are read one by one (atomics), so two of them
+ *   may disagree by a call in flight.
+ * Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *out is filled.
+ *   GMR_ERR_INVALID_ARGUMENT  channel or out is NULL, out->size is smaller
+ *                             than the size+version header, or
+ *                             out->version is 0.
+ * On failure *out is unchanged.
  */
 GMR_API gmr_status gmr_notification_channel_get_stats(const gmr_notification_channel *channel,
                                                       gmr_notification_channel_stats *out);

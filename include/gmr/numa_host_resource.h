@@ -68,38 +68,57 @@ typedef struct gmr_numa_host_resource_config {
 typedef struct gmr_numa_host_resource gmr_numa_host_resource;
 
 /**
- * Create a NUMA-placed pinned host resource.
+ * Create a leaf resource of pinned host memory whose pages are placed on
+ * `config->numa_node`.
  * Units: none. Ownership: `config` is copied (NULL: the default); the caller
  *   destroys *out with gmr_resource_destroy() (GMR_ERR_BUSY while
- *   allocations are live).
- * Thread-safe: yes. Stream/device: no CUDA call; reads /sys.
+ *   allocations are live, changing nothing).
+ * Thread-safe: yes (it creates an independent object).
+ * Stream/device: no CUDA call; reads /sys. Allocations call
+ *   cudaHostRegister later (with pin).
+ * Source: cuCascade's numa_region_pinned_host_memory_resource; mbind(2).
  * Returns:
  *   GMR_OK                    *out is set.
- *   GMR_ERR_INVALID_ARGUMENT  out NULL, or numa_node is not an online node
- *                             of this machine (node 0 always exists).
+ *   GMR_ERR_INVALID_ARGUMENT  out NULL, or numa_node is below -1 or not an
+ *                             online node of this machine (node 0 always
+ *                             exists).
  *   GMR_ERR_OUT_OF_MEMORY     host memory for the resource.
- * On failure *out is NULL.
+ * On failure *out is NULL (when out is not NULL) and nothing needs to be
+ * destroyed.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_numa_host_resource_create(
     const gmr_numa_host_resource_config *config, gmr_numa_host_resource **out);
 
-/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
+/**
+ * The embedded gmr_resource, for the generic calls (NULL for NULL); it is
+ * borrowed and lives as long as `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
 GMR_API gmr_resource *gmr_numa_host_resource_as_resource(gmr_numa_host_resource *r);
 
-/** The resource behind `r`, or NULL if `r` is not one (vtable identity). */
+/**
+ * The resource behind `r`, or NULL if `r` is NULL or not one (the vtable's
+ * identity, SQLite vfstrace's check); borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
 GMR_API gmr_numa_host_resource *gmr_numa_host_resource_from_resource(gmr_resource *r);
 
 /**
  * Number of NUMA nodes online on this machine (1 without NUMA) and the
  * highest node number, read from /sys/devices/system/node/online. Either
- * out pointer may be NULL. Thread-safe: yes. No CUDA call.
- * Returns GMR_OK (never fails: an unreadable file means one node, 0).
+ * out pointer may be NULL.
+ * Units: counts and node numbers.
+ * Thread-safe: yes (reads a file each call). Stream/device: no CUDA call.
+ * Returns GMR_OK: it never fails (an unreadable file means one node, 0), so
+ * there is no failure state.
  */
 GMR_API gmr_status gmr_numa_host_resource_get_node_count(int *out_count, int *out_max_node);
 
 /**
- * MemTotal of NUMA node `node` in bytes (its /sys meminfo), or 0 when the
- * machine does not say. Thread-safe: yes.
+ * MemTotal of NUMA node `node` in bytes (its
+ * /sys/devices/system/node/nodeN/meminfo), or 0 when the machine does not
+ * say (no such node, no NUMA support, a negative node).
+ * Thread-safe: yes (reads a file each call). Stream/device: no CUDA call.
  */
 GMR_API size_t gmr_numa_host_resource_get_node_memory_bytes(int node);
 
@@ -123,8 +142,16 @@ typedef struct gmr_numa_host_resource_stats {
    0, 0, 0, 0, 0}
 
 /**
- * Snapshot the counters. Thread-safe: yes (read one by one).
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, bad header).
+ * Fill *out with the resource's counters (the caller set size and version:
+ * GMR_NUMA_HOST_RESOURCE_STATS_INIT; fields past `size` are left alone).
+ * Units: bytes, unless a field is named _count.
+ * Thread-safe: yes (atomics read one by one: two counters may disagree by
+ *   a call in flight). Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *out is filled.
+ *   GMR_ERR_INVALID_ARGUMENT  r or out is NULL, out->size is smaller than
+ *                             the size+version header, or out->version is 0.
+ * On failure *out is unchanged.
  */
 GMR_API gmr_status gmr_numa_host_resource_get_stats(const gmr_numa_host_resource *r,
                                                     gmr_numa_host_resource_stats *out);

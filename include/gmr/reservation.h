@@ -82,22 +82,43 @@ typedef struct gmr_reservation_strategy {
   size_t tier_count;              /* TIERS: 1..GMR_TIER_COUNT; DOWNGRADE: 0 = next slower tier */
 } gmr_reservation_strategy;
 
-/** Exactly `space`. Thread-safe: yes (pure). */
+/**
+ * A strategy that reserves in exactly `space` (cuCascade's
+ * specific_memory_space). The space is looked up when a reservation is
+ * made: one the manager lacks is GMR_ERR_INVALID_ARGUMENT there.
+ * Ownership: returned by value, no pointer inside.
+ * Thread-safe: yes (pure). Stream/device: no CUDA call.
+ */
 GMR_API gmr_reservation_strategy gmr_reservation_strategy_space(gmr_memory_space_id space);
 
-/** Any space of `tier`. Thread-safe: yes (pure). */
+/**
+ * A strategy that reserves in any space of `tier`, the one with the most
+ * available first (cuCascade's any_memory_space_in_tier).
+ * Ownership: returned by value. Thread-safe: yes (pure). Stream/device: no
+ * CUDA call.
+ */
 GMR_API gmr_reservation_strategy gmr_reservation_strategy_tier(gmr_tier tier);
 
 /**
- * Any space of the first `count` tiers of `tiers`, in that order (at most
- * GMR_TIER_COUNT are kept). Thread-safe: yes (pure).
+ * A strategy that reserves in any space of the first `count` tiers of
+ * `tiers`, tier by tier in that order (cuCascade's
+ * any_memory_space_in_tiers). At most GMR_TIER_COUNT are kept; NULL tiers
+ * or count 0 make an empty list, which a reservation refuses with
+ * GMR_ERR_INVALID_ARGUMENT.
+ * Ownership: `tiers` is copied; the result is returned by value.
+ * Thread-safe: yes (pure). Stream/device: no CUDA call.
  */
 GMR_API gmr_reservation_strategy gmr_reservation_strategy_tiers(const gmr_tier *tiers,
                                                                 size_t count);
 
 /**
- * A space of `target` to move data from `source` to. Pass target ==
- * source.tier + 1 for the next slower tier. Thread-safe: yes (pure).
+ * A strategy that reserves in a space of `target` to move data from
+ * `source` to (cuCascade's any_memory_space_to_downgrade): a GPU source's
+ * preferred NUMA node first, then the space with the most available. Pass
+ * target == source.tier + 1 for the next slower tier; a target that is not
+ * slower is refused when a reservation is made.
+ * Ownership: returned by value. Thread-safe: yes (pure). Stream/device: no
+ * CUDA call.
  */
 GMR_API gmr_reservation_strategy gmr_reservation_strategy_downgrade(gmr_memory_space_id source,
                                                                     gmr_tier target);
@@ -108,12 +129,17 @@ GMR_API gmr_reservation_strategy gmr_reservation_strategy_downgrade(gmr_memory_s
  * Give reservation `id` back; its bytes are available to others at once and
  * every waiter is woken. If it is bound, the binding ends first (allocations
  * still live on its stream become untracked bytes of the space).
- * Ownership: the id is dead afterwards. Thread-safe: yes.
- * Stream/device: no CUDA call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (manager NULL, or id 0 or never
- * given out by this manager); GMR_ERR_DOUBLE_FREE (already released).
- * `failure` (may be NULL) receives a message on failure. Nothing changes on
- * failure.
+ * Units: an id from gmr_tier_manager_reserve() and friends.
+ * Ownership: the id is dead afterwards (never reused by the manager).
+ * Thread-safe: yes (under the manager's mutex; from any thread).
+ * Stream/device: no CUDA call; never blocks beyond the mutex.
+ * Source: cuCascade's memory_reservation release (its destructor).
+ * Returns:
+ *   GMR_OK                    released.
+ *   GMR_ERR_INVALID_ARGUMENT  manager is NULL, or id is 0 or was never given
+ *                             out by this manager.
+ *   GMR_ERR_DOUBLE_FREE       id was released already.
+ * On failure nothing changed; `failure` (may be NULL) receives a message.
  */
 GMR_API gmr_status gmr_reservation_release(gmr_tier_manager *manager, gmr_reservation_id id,
                                            gmr_failure *failure);
@@ -122,12 +148,19 @@ GMR_API gmr_status gmr_reservation_release(gmr_tier_manager *manager, gmr_reserv
  * Grow reservation `id` by `bytes`, without waiting: it must fit now (used +
  * bytes <= reservation limit of its space). A bound reservation's stream may
  * allocate the new bytes at once.
- * Thread-safe: yes. No CUDA call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL manager, unknown or released
- * id, bytes 0); GMR_ERR_UNSUPPORTED (a DISK
- * reservation: fixed size, as cuCascade's); GMR_ERR_LIMIT_EXCEEDED (does not
- * fit now); GMR_ERR_SHUTDOWN (the manager is shut down). Nothing changes on
- * failure; `failure` (may be NULL) receives a message.
+ * Units: bytes.
+ * Thread-safe: yes (under the manager's mutex).
+ * Stream/device: no CUDA call; never blocks beyond the mutex.
+ * Source: cuCascade's reservation grow (reserved_arena).
+ * Returns:
+ *   GMR_OK                    grown.
+ *   GMR_ERR_INVALID_ARGUMENT  manager is NULL, id unknown or released, or
+ *                             bytes is 0.
+ *   GMR_ERR_UNSUPPORTED       a DISK reservation (fixed size, as cuCascade's).
+ *   GMR_ERR_LIMIT_EXCEEDED    it does not fit now (the message says what is
+ *                             available), or the size would overflow.
+ *   GMR_ERR_SHUTDOWN          the manager is shut down.
+ * On failure nothing changed; `failure` (may be NULL) receives a message.
  */
 GMR_API gmr_status gmr_reservation_grow(gmr_tier_manager *manager, gmr_reservation_id id,
                                         size_t bytes, gmr_failure *failure);
@@ -135,12 +168,20 @@ GMR_API gmr_status gmr_reservation_grow(gmr_tier_manager *manager, gmr_reservati
 /**
  * Shrink reservation `id` to `new_bytes` (1 ..its size), giving the rest back
  * (waiters are woken). A bound reservation cannot shrink below what its
- * stream holds now.
- * Thread-safe: yes; an allocation on the bound stream racing the shrink may
- * take its stream past the new size (it is then refused more until frees).
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL manager, unknown or released
- * id, new_bytes 0 or above the size); GMR_ERR_UNSUPPORTED (DISK); GMR_ERR_BUSY (new_bytes below the bytes
- * allocated on the bound stream). Nothing changes on failure.
+ * stream holds now. Allowed after shutdown (it only gives back).
+ * Units: bytes.
+ * Thread-safe: yes (under the manager's mutex); an allocation on the bound
+ *   stream racing the shrink may take its stream past the new size (it is
+ *   then refused more until frees).
+ * Stream/device: no CUDA call; never blocks beyond the mutex.
+ * Returns:
+ *   GMR_OK                    shrunk (new_bytes equal to the size: no change).
+ *   GMR_ERR_INVALID_ARGUMENT  manager is NULL, id unknown or released, or
+ *                             new_bytes is 0 or above the size.
+ *   GMR_ERR_UNSUPPORTED       a DISK reservation (fixed size).
+ *   GMR_ERR_BUSY              new_bytes is below the bytes allocated on the
+ *                             bound stream (free them first).
+ * On failure nothing changed; `failure` (may be NULL) receives a message.
  */
 GMR_API gmr_status gmr_reservation_shrink(gmr_tier_manager *manager, gmr_reservation_id id,
                                           size_t new_bytes, gmr_failure *failure);
@@ -148,20 +189,25 @@ GMR_API gmr_status gmr_reservation_shrink(gmr_tier_manager *manager, gmr_reserva
 /**
  * Bind reservation `id` to `stream`: from now on every allocation on
  * `stream` through its space's resource is charged to the reservation, and
- * requests past it go to `on_limit` (NULL: the space's default policy; the
- * struct is copied, its ctx borrowed, its release never called).
+ * requests past it go to `on_limit` (NULL: the space's default policy).
  *
  * Allocations `stream` made before stay untracked (see the banner).
- * Thread-safe: yes; allocations on `stream` racing the bind may be counted
- * on either side of it. Stream/device: no CUDA call; `stream` is only a key.
+ * Ownership: `on_limit` is copied, its ctx borrowed (it must outlive the
+ *   binding), its release never called.
+ * Thread-safe: yes (under the manager's mutex); allocations on `stream`
+ *   racing the bind may be counted on either side of it.
+ * Stream/device: no CUDA call; `stream` is only a key.
+ * Source: cuCascade's per_stream_reservation and
+ *   reservation_aware_resource_adaptor.
  * Returns:
- *   GMR_OK
+ *   GMR_OK                    bound.
  *   GMR_ERR_INVALID_ARGUMENT  NULL manager, unknown or released id, an
  *                             invalid policy.
  *   GMR_ERR_UNSUPPORTED       a DISK reservation (nothing to allocate).
  *   GMR_ERR_BUSY              the reservation is bound already; the stream is
  *                             bound to another reservation; or the space has
  *                             no stream slot left (max_stream_slots).
+ *   GMR_ERR_OUT_OF_MEMORY     host memory for the binding.
  * Nothing changes on failure; `failure` (may be NULL) says which.
  */
 GMR_API gmr_status gmr_reservation_bind_stream(gmr_tier_manager *manager, gmr_reservation_id id,
@@ -170,9 +216,14 @@ GMR_API gmr_status gmr_reservation_bind_stream(gmr_tier_manager *manager, gmr_re
 
 /**
  * End the binding of reservation `id` (allocations still live on its stream
- * become untracked). Unbinding an unbound reservation is a no-op.
- * Thread-safe: yes. Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL manager,
- * unknown or released id).
+ * become untracked bytes of the space; the reservation keeps its size).
+ * Unbinding an unbound reservation is a no-op.
+ * Thread-safe: yes (under the manager's mutex).
+ * Stream/device: no CUDA call; never blocks beyond the mutex.
+ * Returns:
+ *   GMR_OK                    unbound (or was not bound).
+ *   GMR_ERR_INVALID_ARGUMENT  manager is NULL, or id unknown or released.
+ * On failure nothing changed.
  */
 GMR_API gmr_status gmr_reservation_unbind_stream(gmr_tier_manager *manager,
                                                  gmr_reservation_id id);
@@ -202,9 +253,18 @@ typedef struct gmr_reservation_info {
    false, NULL, 0, 0, 0, {0}}
 
 /**
- * Describe reservation `id`. Thread-safe: yes (a snapshot).
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, bad header, unknown or
- * released id).
+ * Fill *out with what reservation `id` is now (the caller set size and
+ * version: GMR_RESERVATION_INFO_INIT; fields past `size` are left alone).
+ * Units: bytes, unless a field is named _count.
+ * Thread-safe: yes (a snapshot under the manager's mutex; allocations in
+ *   flight on the bound stream may not be counted).
+ * Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *out is filled.
+ *   GMR_ERR_INVALID_ARGUMENT  manager or out is NULL, out->size is smaller
+ *                             than the size+version header, out->version is
+ *                             0, or id is unknown or released.
+ * On failure *out is unchanged.
  */
 GMR_API gmr_status gmr_reservation_get_info(gmr_tier_manager *manager, gmr_reservation_id id,
                                             gmr_reservation_info *out);

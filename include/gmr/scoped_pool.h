@@ -98,17 +98,25 @@ typedef struct gmr_scope {
 } gmr_scope;
 
 /**
- * Create a registry whose pools for device d draw from upstreams[d].
+ * Create a registry whose per-thread pools for device d draw from
+ * upstreams[d].
  *
  * Units: bytes. Ownership: the upstreams are borrowed and must outlive the
  *   registry (NULL entries: no pools for that device); the array and
  *   `config` (NULL: the default) are copied. Destroy *out with
  *   gmr_scope_registry_destroy().
- * Thread-safe: yes (an independent object). Stream/device: no CUDA call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (out or upstreams NULL,
- * device_count 0 or above 64, an upstream that is not a valid resource,
- * alignment not a power of two >= 256, chunk_bytes 0); GMR_ERR_OUT_OF_MEMORY.
- * On failure *out is NULL.
+ * Thread-safe: yes (it creates an independent object).
+ * Stream/device: no CUDA call; pools and their memory come at first use.
+ * Source: AdaptiveArrayPools' task-local pools (get_task_local_cuda_pool).
+ * Returns:
+ *   GMR_OK                    *out is set.
+ *   GMR_ERR_INVALID_ARGUMENT  out or upstreams NULL, device_count 0 or above
+ *                             64, an upstream that is not a valid resource,
+ *                             alignment not a power of two >= 256,
+ *                             chunk_bytes 0, or max_capacity_bytes 0.
+ *   GMR_ERR_OUT_OF_MEMORY     host memory (or a thread key) for the registry.
+ * On failure *out is NULL (when out is not NULL) and nothing needs to be
+ * destroyed.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_scope_registry_create(gmr_resource *const *upstreams,
                                                            size_t device_count,
@@ -119,11 +127,17 @@ GMR_API GMR_NODISCARD gmr_status gmr_scope_registry_create(gmr_resource *const *
  * Create a registry over one stack per device built from `spec`
  * (gmr/stack.h), each with its device current; the registry owns them.
  * Devices past the 64th are not served.
+ * Ownership: `spec` and `config` are read during the call; the stacks are
+ *   the registry's and go with gmr_scope_registry_destroy().
+ * Thread-safe: yes (it creates an independent object; it changes the
+ *   calling thread's current device during the call and restores it).
  * Stream/device: builds the stacks (cuda(kind=async) creates a pool per
  *   device); counts devices through the CUDA layer.
- * Returns as gmr_scope_registry_create(), plus the statuses of
- * gmr_stack_create() with `error` (may be NULL) filled. On failure nothing
- * stays built.
+ * Returns as gmr_scope_registry_create() (spec NULL is
+ * GMR_ERR_INVALID_ARGUMENT), plus GMR_ERR_CUDA when the devices cannot be
+ * counted or made current, GMR_ERR_UNSUPPORTED when there is none, and the
+ * statuses of gmr_stack_create() with `error` (may be NULL) filled. On
+ * failure *out is NULL and nothing stays built.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_scope_registry_create_from_spec(
     const char *spec, const gmr_scope_registry_config *config, gmr_scope_registry **out,
@@ -137,9 +151,17 @@ GMR_API GMR_NODISCARD gmr_status gmr_scope_registry_create_from_spec(
  *   during or after the destroy (a Python thread's join() returns before
  *   they do); the registry keeps the little memory they need until the last
  *   of them is done.
+ * Ownership: the borrowed upstreams of gmr_scope_registry_create() are not
+ *   destroyed; the stacks of gmr_scope_registry_create_from_spec() are.
  * Thread-safe: no (with the other calls of the registry).
- * Returns GMR_OK; GMR_ERR_BUSY (a thread has an open scope, or a pool holds
- * live blocks: exit the scopes or reset the pools first; nothing changed).
+ * Stream/device: the upstreams' frees (cudaFreeAsync / cudaFree for a cuda
+ *   upstream) and the owned stacks' destroy, which may synchronise.
+ * Returns:
+ *   GMR_OK                    destroyed (or registry was NULL).
+ *   GMR_ERR_BUSY              a thread has an open scope, or a pool holds
+ *                             live blocks: exit the scopes or reset the
+ *                             pools first.
+ * On failure nothing changed: the registry is still valid.
  */
 GMR_API gmr_status gmr_scope_registry_destroy(gmr_scope_registry *registry);
 
@@ -148,19 +170,29 @@ GMR_API gmr_status gmr_scope_registry_destroy(gmr_scope_registry *registry);
  * on first use (AdaptiveArrayPools' get_task_local_cuda_pool).
  * Ownership: the registry's; valid until the thread exits or the registry is
  *   destroyed. Thread-safe: yes (a thread-local lookup; creation takes the
- *   registry's mutex). Stream/device: cudaGetDevice.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL argument);
- * GMR_ERR_UNSUPPORTED (the registry has no upstream for this device);
- * GMR_ERR_OUT_OF_MEMORY; GMR_ERR_CUDA (cudaGetDevice failed).
- * On failure *out_pool is NULL.
+ *   registry's mutex). Stream/device: cudaGetDevice; creating the pool
+ *   takes no memory yet.
+ * Returns:
+ *   GMR_OK                    *out_pool is set.
+ *   GMR_ERR_INVALID_ARGUMENT  registry or out_pool is NULL.
+ *   GMR_ERR_UNSUPPORTED       the current device is outside the registry, or
+ *                             the registry has no upstream for it.
+ *   GMR_ERR_OUT_OF_MEMORY     host memory for the thread's state or the pool.
+ *   GMR_ERR_CUDA              cudaGetDevice failed.
+ * On failure *out_pool is NULL (when out_pool is not NULL) and no pool was
+ * made.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_scope_registry_get_pool(gmr_scope_registry *registry,
                                                              gmr_scoped_pool **out_pool);
 
 /**
- * The calling thread's pool for `device`, whatever device is current.
- * Returns as gmr_scope_registry_get_pool(); GMR_ERR_INVALID_ARGUMENT also for
- * a device outside the registry.
+ * The calling thread's pool for `device`, whatever device is current,
+ * created on first use.
+ * Ownership: as gmr_scope_registry_get_pool().
+ * Thread-safe: yes (a thread-local lookup; creation takes the registry's
+ *   mutex). Stream/device: no CUDA call.
+ * Returns as gmr_scope_registry_get_pool(), except that a device outside the
+ * registry is GMR_ERR_INVALID_ARGUMENT and GMR_ERR_CUDA never happens.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_scope_registry_get_pool_for_device(
     gmr_scope_registry *registry, int device, gmr_scoped_pool **out_pool);
@@ -168,9 +200,13 @@ GMR_API GMR_NODISCARD gmr_status gmr_scope_registry_get_pool_for_device(
 /**
  * Open a scope in the calling thread (AdaptiveArrayPools' checkpoint!, for
  * all the thread's pools at once, lazily).
+ * Ownership: *out_scope is a token the caller passes to gmr_scope_exit().
  * Thread-safe: yes (thread-local state). Stream/device: no CUDA call.
- * Returns GMR_OK with *out_scope set; GMR_ERR_INVALID_ARGUMENT (NULL);
- * GMR_ERR_OUT_OF_MEMORY (host memory for the thread's state).
+ * Returns:
+ *   GMR_OK                    *out_scope is set.
+ *   GMR_ERR_INVALID_ARGUMENT  registry or out_scope is NULL.
+ *   GMR_ERR_OUT_OF_MEMORY     host memory for the thread's state.
+ * On failure no scope was opened and *out_scope is unchanged.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_scope_enter(gmr_scope_registry *registry,
                                                  gmr_scope *out_scope);
@@ -180,35 +216,56 @@ GMR_API GMR_NODISCARD gmr_status gmr_scope_enter(gmr_scope_registry *registry,
  * giving back every block the thread's pools handed out since `scope` was
  * entered (AdaptiveArrayPools' rewind!).
  * pre: no queued work still uses those blocks.
- * Units: *out_released_count (may be NULL): live blocks given back.
+ * Units: *out_released_count (may be NULL): live blocks given back (0 on
+ *   failure).
  * Thread-safe: yes (the calling thread's pools only). Stream/device: no CUDA
  *   call, no upstream call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL registry, or `scope` is not
- * open in this thread: exited already, or another thread's);
- * GMR_ERR_OUT_OF_MEMORY (host memory for the arena's bookkeeping; nothing
- * was rewound).
+ * Returns:
+ *   GMR_OK                    closed.
+ *   GMR_ERR_INVALID_ARGUMENT  registry is NULL, or `scope` is not open in this
+ *                             thread (exited already, or another thread's).
+ *   GMR_ERR_OUT_OF_MEMORY     host memory for a pool's bookkeeping.
+ * After GMR_ERR_OUT_OF_MEMORY the scope stays open and the pool that failed
+ * is unchanged, but pools of lower device numbers may already be rewound:
+ * calling exit again finishes the job.
  */
 GMR_API gmr_status gmr_scope_exit(gmr_scope_registry *registry, gmr_scope scope,
                                   size_t *out_released_count);
 
-/** Depth of the calling thread's innermost open scope (0: none). Thread-safe: yes. */
+/**
+ * Depth of the calling thread's innermost open scope (0: none, or registry
+ * NULL).
+ * Thread-safe: yes (thread-local state). Stream/device: no CUDA call.
+ */
 GMR_API uint32_t gmr_scope_get_depth(gmr_scope_registry *registry);
 
-/** The pool's resource (NULL for NULL). Thread-safe: yes. */
+/**
+ * The pool's resource, for the generic calls (NULL for NULL); borrowed like
+ * the pool (gmr_resource_destroy() on it is GMR_ERR_UNSUPPORTED).
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
 GMR_API gmr_resource *gmr_scoped_pool_as_resource(gmr_scoped_pool *pool);
 
-/** The device the pool belongs to (-1 for NULL). Thread-safe: yes. */
+/**
+ * The device the pool belongs to (-1 for NULL).
+ * Thread-safe: yes (fixed at create). Stream/device: no CUDA call.
+ */
 GMR_API int gmr_scoped_pool_get_device(const gmr_scoped_pool *pool);
 
 /**
  * Give every block of the pool back to it at once, live or not, and drop
  * its scope marks; the memory stays in the pool (AdaptiveArrayPools'
  * reset!). Scopes stay open (a later exit rewinds nothing of this pool).
- * pre: no queued work uses the pool's blocks. Thread-safe: the pool's own
- * thread only. Stream/device: no CUDA call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, or another thread's pool);
- * GMR_ERR_OUT_OF_MEMORY (nothing changed). *out_released_count (may be NULL):
- * live blocks given back.
+ * pre: no queued work uses the pool's blocks.
+ * Units: *out_released_count (may be NULL): live blocks given back (0 on
+ *   failure).
+ * Thread-safe: the pool's own thread only (others get
+ *   GMR_ERR_INVALID_ARGUMENT). Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    reset.
+ *   GMR_ERR_INVALID_ARGUMENT  pool is NULL, or another thread's pool.
+ *   GMR_ERR_OUT_OF_MEMORY     host memory for the arena's bookkeeping.
+ * On failure nothing changed.
  */
 GMR_API gmr_status gmr_scoped_pool_reset(gmr_scoped_pool *pool, size_t *out_released_count);
 
@@ -220,6 +277,9 @@ GMR_API gmr_status gmr_scoped_pool_reset(gmr_scoped_pool *pool, size_t *out_rele
  * Thread-safe: the pool's own thread only. Stream/device: upstream frees
  *   (cudaFreeAsync / cudaFree for a cuda upstream).
  * Returns as gmr_scoped_pool_reset(), and the upstream's failure status.
+ * When the reset fails nothing changed; when an upstream free fails the
+ * pool is reset, the chunks given back before it are gone (counted in
+ * *out_released_bytes) and the others stay in the pool.
  */
 GMR_API gmr_status gmr_scoped_pool_empty(gmr_scoped_pool *pool, size_t *out_released_bytes);
 
@@ -248,8 +308,17 @@ typedef struct gmr_scoped_pool_stats {
    0, 0, 0, 0}
 
 /**
- * Snapshot the pool's counters. Thread-safe: yes.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, bad header).
+ * Fill *out with the pool's counters (the caller set size and version:
+ * GMR_SCOPED_POOL_STATS_INIT; fields past `size` are left alone).
+ * Units: bytes, unless a field is named _count.
+ * Thread-safe: yes (the arena's figures under its lock, the counters as
+ *   atomics: a call in flight on the owner thread may be half counted).
+ * Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *out is filled.
+ *   GMR_ERR_INVALID_ARGUMENT  pool or out is NULL, out->size is smaller than
+ *                             the size+version header, or out->version is 0.
+ * On failure *out is unchanged.
  */
 GMR_API gmr_status gmr_scoped_pool_get_stats(gmr_scoped_pool *pool, gmr_scoped_pool_stats *out);
 
@@ -270,8 +339,17 @@ typedef struct gmr_scope_registry_stats {
   {sizeof(gmr_scope_registry_stats), GMR_SCOPE_REGISTRY_STATS_VERSION, 0, 0, 0, 0, 0, 0}
 
 /**
- * Snapshot the registry's counters (under its mutex). Thread-safe: yes.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, bad header).
+ * Fill *out with the registry's counters (the caller set size and version:
+ * GMR_SCOPE_REGISTRY_STATS_INIT; fields past `size` are left alone).
+ * Units: counts.
+ * Thread-safe: yes (a snapshot under the registry's mutex).
+ * Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *out is filled.
+ *   GMR_ERR_INVALID_ARGUMENT  registry or out is NULL, out->size is smaller
+ *                             than the size+version header, or
+ *                             out->version is 0.
+ * On failure *out is unchanged.
  */
 GMR_API gmr_status gmr_scope_registry_get_stats(gmr_scope_registry *registry,
                                                 gmr_scope_registry_stats *out);

@@ -64,8 +64,9 @@ typedef struct gmr_stream_pool gmr_stream_pool;
 /**
  * Create a pool and its `stream_count` streams on `device`.
  * Units: counts. Ownership: `config` is copied (NULL: the default); the caller
- *   destroys *out with gmr_stream_pool_destroy().
- * Thread-safe: yes (an independent object).
+ *   destroys *out with gmr_stream_pool_destroy(); the streams stay the pool's.
+ * Thread-safe: yes (it creates an independent object).
+ * Source: cuCascade's exclusive_stream_pool.
  * Stream/device: stream_count cudaStreamCreateWithFlags(cudaStreamNonBlocking)
  *   calls with `device` current (restored afterwards). No synchronisation.
  * Returns:
@@ -81,18 +82,27 @@ GMR_API GMR_NODISCARD gmr_status gmr_stream_pool_create(const gmr_stream_pool_co
 
 /**
  * Synchronise and destroy every stream, then the pool. NULL is a no-op.
- * Thread-safe: no. Stream/device: cudaStreamSynchronize then
- *   cudaStreamDestroy for each stream, with the pool's device current.
- * Returns GMR_OK; GMR_ERR_BUSY (a stream is lent or a thread waits in
- * acquire; nothing changes); GMR_ERR_CUDA / GMR_ERR_CAPTURE_UNSAFE (a
- * synchronisation failed; nothing was destroyed).
+ * Ownership: every stream of the pool is destroyed; a handle the caller
+ *   kept is dangling afterwards.
+ * Thread-safe: no (no other thread may use the pool during or after it).
+ * Stream/device: cudaStreamSynchronize for every stream first, then
+ *   cudaStreamDestroy for each, with the pool's device current.
+ * Returns:
+ *   GMR_OK                    destroyed (or pool was NULL).
+ *   GMR_ERR_BUSY              a stream is lent or a thread waits in acquire.
+ *   GMR_ERR_CUDA, GMR_ERR_CAPTURE_UNSAFE
+ *                             a synchronisation failed.
+ * On failure nothing was destroyed: the pool is still valid and destroy
+ * may be tried again.
  */
 GMR_API gmr_status gmr_stream_pool_destroy(gmr_stream_pool *pool);
 
 /**
  * Lend a stream to the caller, who must give it back with
- * gmr_stream_pool_release() and must not destroy it.
+ * gmr_stream_pool_release() and must not destroy it (cuCascade's
+ * acquire_stream).
  *
+ * Ownership: *out_stream is lent: the caller's alone until released.
  * Units: timeout_ns in nanoseconds (GMR_WAIT_FOREVER of
  *   gmr/notification_channel.h: no limit; 0: do not wait); it applies to BLOCK,
  *   and to GROW once max_stream_count is reached.
@@ -114,21 +124,34 @@ GMR_API GMR_NODISCARD gmr_status gmr_stream_pool_acquire(gmr_stream_pool *pool,
 
 /**
  * Give back a stream lent by gmr_stream_pool_acquire(); work queued on it
- * keeps running. Wakes one waiter.
+ * keeps running. Wakes one waiter. Accepted after shutdown too.
+ * Ownership: the stream is the pool's again; the caller must not use it.
  * Thread-safe: yes (any thread may return it). Stream/device: no CUDA call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (pool NULL, or `stream` is not a
- * stream of this pool); GMR_ERR_DOUBLE_FREE (a stream of this pool that is
- * not lent now: returned twice). Nothing changes on failure.
+ * Returns:
+ *   GMR_OK                    returned.
+ *   GMR_ERR_INVALID_ARGUMENT  pool is NULL, or `stream` is not a stream of
+ *                             this pool.
+ *   GMR_ERR_DOUBLE_FREE       a stream of this pool that is not lent now
+ *                             (returned twice).
+ * On failure nothing changed.
  */
 GMR_API gmr_status gmr_stream_pool_release(gmr_stream_pool *pool, gmr_stream stream);
 
 /**
- * Refuse further acquires and wake every waiter with GMR_ERR_SHUTDOWN.
- * Idempotent. Thread-safe: yes. Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT.
+ * Refuse further acquires and wake every waiter with GMR_ERR_SHUTDOWN;
+ * lent streams stay lent and may still be returned. Idempotent.
+ * Thread-safe: yes (call it from any thread while others wait).
+ * Stream/device: no CUDA call; never blocks beyond the pool's mutex.
+ * Returns:
+ *   GMR_OK                    shut down (also when it already was).
+ *   GMR_ERR_INVALID_ARGUMENT  pool is NULL (nothing changed).
  */
 GMR_API gmr_status gmr_stream_pool_shutdown(gmr_stream_pool *pool);
 
-/** The pool's device ordinal (-1 for NULL). Thread-safe: yes. */
+/**
+ * The pool's device ordinal (resolved at create); -1 for NULL.
+ * Thread-safe: yes (fixed at create). Stream/device: no CUDA call.
+ */
 GMR_API int gmr_stream_pool_get_device(const gmr_stream_pool *pool);
 
 /* Counters of a stream pool; the caller sets size and version. */
@@ -152,8 +175,16 @@ typedef struct gmr_stream_pool_stats {
   {sizeof(gmr_stream_pool_stats), GMR_STREAM_POOL_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /**
- * Snapshot the counters (under the pool's mutex). Thread-safe: yes.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, bad size/version header).
+ * Fill *out with a snapshot of the pool's counters (the caller set size and
+ * version: GMR_STREAM_POOL_STATS_INIT; fields past `size` are left alone).
+ * Units: counts (_count), nanoseconds (_ns).
+ * Thread-safe: yes (a snapshot under the pool's mutex).
+ * Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *out is filled.
+ *   GMR_ERR_INVALID_ARGUMENT  pool or out is NULL, out->size is smaller than
+ *                             the size+version header, or out->version is 0.
+ * On failure *out is unchanged.
  */
 GMR_API gmr_status gmr_stream_pool_get_stats(gmr_stream_pool *pool, gmr_stream_pool_stats *out);
 

@@ -50,7 +50,9 @@
  * GMR_ERR_OUT_OF_MEMORY also when max_region_count regions are held,
  * GMR_ERR_UNSUPPORTED, GMR_ERR_CAPTURE_UNSAFE, GMR_ERR_CUDA (a stream wait
  * failed). gmr_deallocate(): GMR_ERR_UNKNOWN_POINTER, GMR_ERR_DOUBLE_FREE,
- * GMR_ERR_FREE_MISMATCH (bytes that round to another size),
+ * GMR_ERR_FREE_MISMATCH (bytes or alignment other than those asked for at
+ * allocation: both are kept per allocation, so 999 bytes for a 1,000-byte
+ * allocation is refused although both round to one block),
  * GMR_ERR_CAPTURE_UNSAFE, GMR_ERR_CUDA (the event could not be recorded).
  * On failure nothing changed.
  *
@@ -100,39 +102,61 @@ typedef struct gmr_symmetric_resource_config {
 #define GMR_SYMMETRIC_RESOURCE_CONFIG_DEFAULT {0, 0, 0}
 
 /**
- * Create a symmetric resource over `upstream`.
+ * Create a resource over `upstream` that places every request by first fit
+ * over numbered regions, so that the same sequence of requests gives the
+ * same (region, offset) on every rank.
  *
  * Units: bytes. Ownership: `upstream` is borrowed: it must outlive the
  *   resource and must not be moved; `config` is copied (NULL: the default).
- *   Destroy *out with gmr_resource_destroy() (GMR_ERR_BUSY while allocations
- *   are live; then nothing changes).
- * Thread-safe: yes (an independent object). Stream/device: no CUDA call;
- *   memory is taken at the first request.
+ *   The caller owns *out and destroys it with gmr_resource_destroy():
+ *   GMR_ERR_BUSY while allocations are live; otherwise every region goes
+ *   back to the upstream after the default stream waited for the frees'
+ *   events, and a refused upstream free stops destroy with that status and
+ *   the resource still valid (a later destroy continues).
+ * Thread-safe: yes (it creates an independent object).
+ * Stream/device: no CUDA call; memory is taken at the first request.
+ * Source: NCCL's registration rules (NVLS, symmetric windows); PyTorch's
+ *   ProcessGroupNCCL registration order (see the banner).
  * Returns:
  *   GMR_OK                    *out is set.
  *   GMR_ERR_INVALID_ARGUMENT  upstream invalid, out NULL, alignment_bytes not
  *                             a power of two of 256 or more, region_bytes not
- *                             a multiple of it (`failure` says which).
+ *                             a multiple of it or above GMR_MAX_ALLOCATION_BYTES
+ *                             (`failure`, which may be NULL, says which).
  *   GMR_ERR_OUT_OF_MEMORY     host memory.
- * On failure *out is NULL.
+ * On failure *out is NULL (when out is not NULL) and nothing needs to be
+ * destroyed.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_symmetric_resource_create(
     gmr_resource *upstream, const gmr_symmetric_resource_config *config,
     gmr_symmetric_resource **out, gmr_failure *failure);
 
-/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
+/**
+ * The embedded gmr_resource, for the generic calls (NULL for NULL); it is
+ * borrowed and lives as long as `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
 GMR_API gmr_resource *gmr_symmetric_resource_as_resource(gmr_symmetric_resource *r);
 
-/** The symmetric resource behind `r`, or NULL if `r` is not one. Thread-safe: yes. */
+/**
+ * The symmetric resource behind `r`, or NULL if `r` is NULL or not one (the
+ * vtable's identity, SQLite vfstrace's check); borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
 GMR_API gmr_symmetric_resource *gmr_symmetric_resource_from_resource(gmr_resource *r);
 
 /**
  * Where the live allocation starting at `ptr` lies: its region's number
  * (0 = the first region taken) and its offset in bytes from the region's
  * start; the same pair on every rank that made the same requests.
- * Thread-safe: yes. No CUDA call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL argument);
- * GMR_ERR_UNKNOWN_POINTER (not the start of a live allocation).
+ * Units: offset in bytes. Ownership: the outputs are the caller's.
+ * Thread-safe: yes (under the resource's lock). Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *region_index and *offset_bytes are set.
+ *   GMR_ERR_INVALID_ARGUMENT  r, region_index or offset_bytes is NULL.
+ *   GMR_ERR_UNKNOWN_POINTER   ptr is not the start of a live allocation
+ *                             (never allocated here, inside a block, or freed).
+ * On failure the outputs are unchanged.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_symmetric_resource_get_offset(gmr_symmetric_resource *r,
                                                                    const void *ptr,
@@ -140,8 +164,16 @@ GMR_API GMR_NODISCARD gmr_status gmr_symmetric_resource_get_offset(gmr_symmetric
                                                                    size_t *offset_bytes);
 
 /**
- * The start and size of region `region_index`. Thread-safe: yes.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL argument, or no such region).
+ * The start address and size of region `region_index` (0 = the first region
+ * taken from the upstream), e.g. to register it with NCCL.
+ * Units: bytes. Ownership: the region stays the resource's; *base is valid
+ *   until trim or destroy gives the region back.
+ * Thread-safe: yes (under the resource's lock). Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *base and *bytes are set.
+ *   GMR_ERR_INVALID_ARGUMENT  r, base or bytes is NULL, or region_index is
+ *                             not below the number of regions held.
+ * On failure the outputs are unchanged.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_symmetric_resource_get_region(gmr_symmetric_resource *r,
                                                                    size_t region_index,
@@ -167,9 +199,18 @@ typedef struct gmr_symmetric_resource_stats {
   {sizeof(gmr_symmetric_resource_stats), GMR_SYMMETRIC_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /**
- * Fill *out (the caller set size and version). Thread-safe: yes. No CUDA call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, a header smaller than
- * version 1, or version 0).
+ * Fill *out with a snapshot of the resource's statistics (the caller set
+ * size and version: GMR_SYMMETRIC_RESOURCE_STATS_INIT; fields past `size` are
+ * left alone).
+ * Units: bytes, unless a field is named _count. Ownership: *out is the
+ *   caller's. O(blocks): the free blocks are counted by a walk.
+ * Thread-safe: yes (a snapshot under the resource's lock).
+ * Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *out is filled.
+ *   GMR_ERR_INVALID_ARGUMENT  r or out is NULL, out->size is smaller than
+ *                             the size+version header, or out->version is 0.
+ * On failure *out is unchanged.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_symmetric_resource_get_stats(
     gmr_symmetric_resource *r, gmr_symmetric_resource_stats *out);

@@ -69,7 +69,8 @@ extern "C" {
  *   the spaces', released at destroy); `upstream` resources of GPU configs
  *   are borrowed and must outlive the manager. The caller destroys *out with
  *   gmr_tier_manager_destroy().
- * Thread-safe: yes (an independent object).
+ * Thread-safe: yes (it creates an independent object).
+ * Source: cuCascade's memory_reservation_manager and memory_space.
  * Stream/device: builds GPU stacks with the space's device current (a
  *   cuda(kind=async) stack creates a cudaMemPool_t), creates streams, takes
  *   HOST chunks (pinned host memory, cudaHostRegister), reads /sys and
@@ -94,13 +95,25 @@ GMR_API GMR_NODISCARD gmr_status gmr_tier_manager_create(const gmr_memory_space_
                                                          gmr_failure *failure);
 
 /**
- * Destroy the manager, its spaces, their stacks and streams. NULL is a no-op.
- * Thread-safe: no. Stream/device: synchronises every stream of every pool,
- *   then destroys them; destroying the stacks may free device memory.
- * Returns GMR_OK; GMR_ERR_BUSY (reservations live, streams lent, threads
- * waiting, or allocations live in a space: nothing changed; the manager's
- * stats and the spaces' say which); GMR_ERR_CUDA / GMR_ERR_CAPTURE_UNSAFE
- * (a stream could not be synchronised: nothing changed).
+ * Destroy the manager, its spaces, their stacks, stream pools and
+ * notification channel. NULL is a no-op.
+ * Ownership: every space, stream and stack the manager made is destroyed;
+ *   the borrowed upstreams of GPU configs are not.
+ * Thread-safe: no (no other thread may use the manager, its spaces or
+ *   their resources during or after the call).
+ * Stream/device: synchronises every stream of every pool first (so a CUDA
+ *   failure changes nothing), then destroys them; destroying the stacks may
+ *   free device and pinned host memory.
+ * Returns:
+ *   GMR_OK                    destroyed (or manager was NULL).
+ *   GMR_ERR_BUSY              reservations live, streams lent, threads wait
+ *                             (reserve or a stream pool), or allocations are
+ *                             live in a space; the manager's stats and the
+ *                             spaces' say which.
+ *   GMR_ERR_CUDA, GMR_ERR_CAPTURE_UNSAFE
+ *                             a stream could not be synchronised.
+ * On failure nothing changed: the manager is still valid and destroy may
+ * be tried again.
  */
 GMR_API gmr_status gmr_tier_manager_destroy(gmr_tier_manager *manager);
 
@@ -108,24 +121,47 @@ GMR_API gmr_status gmr_tier_manager_destroy(gmr_tier_manager *manager);
  * Shut down: wake every waiter (reserve and stream pools) with
  * GMR_ERR_SHUTDOWN and refuse new reservations, grows and streams. Live
  * reservations, lent streams and allocations stay valid. Idempotent.
- * Thread-safe: yes. Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (NULL).
+ * Thread-safe: yes (the point of it: call it from any thread while others
+ *   wait). Stream/device: no CUDA call; never blocks.
+ * Source: cuCascade's notification_channel shutdown.
+ * Returns:
+ *   GMR_OK                    shut down (also when it already was).
+ *   GMR_ERR_INVALID_ARGUMENT  manager is NULL (nothing changed).
  */
 GMR_API gmr_status gmr_tier_manager_shutdown(gmr_tier_manager *manager);
 
-/** Number of spaces. Thread-safe: yes. 0 for NULL. */
+/**
+ * The number of spaces (fixed at create); 0 for NULL.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
 GMR_API size_t gmr_tier_manager_get_space_count(const gmr_tier_manager *manager);
 
-/** The space at `index` (creation order), or NULL. Borrowed. Thread-safe: yes. */
+/**
+ * The space at `index` (creation order, 0-based), or NULL when manager is
+ * NULL or index is not below the space count. Borrowed: valid until the
+ * manager is destroyed.
+ * Thread-safe: yes (the spaces are fixed at create). Stream/device: no CUDA
+ *   call.
+ */
 GMR_API gmr_memory_space *gmr_tier_manager_get_space_at(gmr_tier_manager *manager, size_t index);
 
-/** The space with `id`, or NULL. Borrowed. Thread-safe: yes. */
+/**
+ * The space with `id` (tier and index), or NULL when manager is NULL or has
+ * no such space. Borrowed: valid until the manager is destroyed.
+ * Thread-safe: yes (the spaces are fixed at create). Stream/device: no CUDA
+ *   call.
+ */
 GMR_API gmr_memory_space *gmr_tier_manager_get_space(gmr_tier_manager *manager,
                                                      gmr_memory_space_id id);
 
 /**
- * The manager's notification channel (borrowed): notified whenever
- * reserved or allocated bytes are given back in any space, so a program can
- * wait for room itself (for instance to move data back up a tier).
+ * The manager's notification channel: notified whenever reserved or
+ * allocated bytes are given back in any space, so a program can wait for
+ * room itself (for instance to move data back up a tier). NULL for NULL.
+ * Ownership: borrowed: the manager destroys it.
+ * Thread-safe: yes (fixed at create; the channel itself is thread-safe).
+ * Stream/device: no CUDA call.
+ * Source: cuCascade's notification_channel.
  */
 GMR_API gmr_notification_channel *gmr_tier_manager_get_notification_channel(
     gmr_tier_manager *manager);
@@ -135,8 +171,12 @@ GMR_API gmr_notification_channel *gmr_tier_manager_get_notification_channel(
  *
  * Units: bytes; nanoseconds (GMR_WAIT_FOREVER: no limit; 0: like try_reserve
  *   but counted as a wait that timed out).
- * Ownership: *out_id is the caller's until gmr_reservation_release().
- * Thread-safe: yes. Stream/device: no CUDA call; may block.
+ * Ownership: `strategy` is read during the call only; *out_id is the
+ *   caller's until gmr_reservation_release().
+ * Thread-safe: yes (under the manager's mutex, released while waiting).
+ * Stream/device: no CUDA call; may block the calling thread up to
+ *   timeout_ns (never the GPU).
+ * Source: cuCascade's request_reservation.
  * Returns:
  *   GMR_OK                    *out_id is set.
  *   GMR_ERR_INVALID_ARGUMENT  manager, strategy or out_id NULL; bytes 0; the
@@ -160,6 +200,9 @@ GMR_API GMR_NODISCARD gmr_status gmr_tier_manager_reserve(gmr_tier_manager *mana
 /**
  * Reserve `bytes` where `strategy` says if it fits now; never waits
  * (cuCascade's make_reservation_or_null).
+ * Units, ownership: as gmr_tier_manager_reserve().
+ * Thread-safe: yes (under the manager's mutex).
+ * Stream/device: no CUDA call; never blocks beyond the mutex.
  * Returns as gmr_tier_manager_reserve(), with GMR_ERR_LIMIT_EXCEEDED also when
  * it does not fit now (the message says how much is available) and never
  * GMR_ERR_TIMEOUT.
@@ -169,11 +212,17 @@ GMR_API GMR_NODISCARD gmr_status gmr_tier_manager_try_reserve(
     gmr_reservation_id *out_id, gmr_failure *failure);
 
 /**
- * Reserve as much as is available now, up to `bytes`, in the candidate space
- * with the most available; never waits (cuCascade's make_reservation_upto).
- * *out_bytes (may be NULL) receives the size reserved (1..bytes).
- * Returns as gmr_tier_manager_try_reserve(); GMR_ERR_LIMIT_EXCEEDED when no
- * candidate has a single byte available.
+ * Reserve as much as is available now, up to `bytes`, in the first
+ * candidate that has all of it, else in the candidate with the most
+ * available; never waits (cuCascade's make_reservation_upto).
+ * Units: bytes; *out_bytes (may be NULL) receives the size reserved
+ *   (1..bytes; 0 on failure).
+ * Ownership: as gmr_tier_manager_reserve().
+ * Thread-safe: yes (under the manager's mutex).
+ * Stream/device: no CUDA call; never blocks beyond the mutex.
+ * Returns as gmr_tier_manager_try_reserve(), except that a request above
+ * every candidate's limit is not refused (it gets what is available), and
+ * GMR_ERR_LIMIT_EXCEEDED means no candidate has a single byte available.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_tier_manager_reserve_up_to(
     gmr_tier_manager *manager, const gmr_reservation_strategy *strategy, size_t bytes,
@@ -212,8 +261,18 @@ typedef struct gmr_tier_manager_stats {
    0, 0, 0, 0, false, 0, 0, 0}
 
 /**
- * Snapshot the counters (under the manager's mutex). Thread-safe: yes.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, bad header).
+ * Fill *out with a snapshot of the manager's counters (the caller set size
+ * and version: GMR_TIER_MANAGER_STATS_INIT; fields past `size` are left
+ * alone).
+ * Units: bytes, nanoseconds (_ns), counts (_count).
+ * Thread-safe: yes (a snapshot under the manager's mutex).
+ * Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *out is filled.
+ *   GMR_ERR_INVALID_ARGUMENT  manager or out is NULL, out->size is smaller
+ *                             than the size+version header, or
+ *                             out->version is 0.
+ * On failure *out is unchanged.
  */
 GMR_API gmr_status gmr_tier_manager_get_stats(gmr_tier_manager *manager,
                                               gmr_tier_manager_stats *out);

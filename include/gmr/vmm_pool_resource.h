@@ -155,14 +155,18 @@
  * the pool's regions, pages and reservations are exactly as before.
  * gmr_deallocate(): GMR_ERR_UNKNOWN_POINTER (not the start of a live
  * allocation), GMR_ERR_DOUBLE_FREE (an allocation start already freed),
- * GMR_ERR_FREE_MISMATCH (bytes, once rounded, or alignment differ from the
- * allocation's), GMR_ERR_CUDA (the event could not be recorded): nothing is
- * released. The same for small blocks and fine placement (bytes rounded to
- * 256; a whole-page allocation freed with a small size is
- * GMR_ERR_FREE_MISMATCH); there, record_stream events are recorded at the
- * free (GMR_ERR_CUDA when that fails), and an address freed long ago (more
- * than twice as many freed addresses as live allocations since) may read as
- * GMR_ERR_UNKNOWN_POINTER rather than GMR_ERR_DOUBLE_FREE. Destroy with live
+ * GMR_ERR_FREE_MISMATCH (bytes or alignment other than those asked for at
+ * allocation: the pool keeps both per allocation, so 999 bytes for a
+ * 1,000-byte allocation is refused although both round to the same pages or
+ * 256-byte units), GMR_ERR_CUDA (the event could not be recorded): nothing
+ * is released. The same for small blocks and fine placement (a whole-page
+ * allocation freed with a small size, or a small block freed with a page or
+ * more, is GMR_ERR_FREE_MISMATCH); there, record_stream events are recorded
+ * at the free (GMR_ERR_CUDA when that fails), and an address freed long ago
+ * (more than twice as many freed addresses as live allocations since) may
+ * read as GMR_ERR_UNKNOWN_POINTER rather than GMR_ERR_DOUBLE_FREE. Extend
+ * names the allocation the same way (its `bytes` and alignment as asked, or
+ * as the last extend set them). Destroy with live
  * (or asleep) allocations is GMR_ERR_BUSY; destroy synchronises the device
  * first.
  *
@@ -288,15 +292,26 @@ typedef struct gmr_vmm_pool_resource_config {
    GMR_VMM_POOL_PLACEMENT_PAGES, 25u, 15u, 128u, false}
 
 /**
- * Create a VMM pool.
+ * Create a pool of device memory on `config->device` that maps physical
+ * pages (or handles) under virtual addresses it reserves, and moves free
+ * physical memory to where it is needed instead of holding more (see the
+ * banner for both placements).
  *
  * Units: bytes; pages.
- * Ownership: `config` is copied (NULL: the default). The caller destroys
- *   *out with gmr_resource_destroy().
- * Thread-safe: yes (creates an independent object).
+ * Ownership: `config` is copied (NULL: the default). The caller owns *out
+ *   and destroys it with gmr_resource_destroy(): GMR_ERR_BUSY while an
+ *   allocation is live or asleep (small blocks included); otherwise it
+ *   synchronises the device, unmaps and releases every page and gives the
+ *   VA back; a refused driver call stops it with GMR_ERR_CUDA, the pool
+ *   still valid (a later destroy continues). `failure` (may be NULL)
+ *   receives the reason of a failure.
+ * Thread-safe: yes (it creates an independent object).
  * Stream/device: queries the device (VMM support, granularity, peers),
  *   reserves the first VA chunk (cuMemAddressReserve) and maps
- *   initial_pages pages (cuMemCreate, cuMemMap, cuMemSetAccess).
+ *   initial_pages pages (cuMemCreate, cuMemMap, cuMemSetAccess); the
+ *   caller's current device is restored. No synchronisation.
+ * Source: VPMM (openvm); CUDA's cuda.h VMM API; ncclMemAlloc for
+ *   nccl_ready.
  * Returns:
  *   GMR_OK                    *out is set.
  *   GMR_ERR_INVALID_ARGUMENT  out is NULL; the device does not exist;
@@ -322,10 +337,18 @@ GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_create(
     const gmr_vmm_pool_resource_config *config, gmr_vmm_pool_resource **out,
     gmr_failure *failure);
 
-/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
+/**
+ * The embedded gmr_resource, for the generic calls (NULL for NULL); it is
+ * borrowed and lives as long as `pool`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
 GMR_API gmr_resource *gmr_vmm_pool_resource_as_resource(gmr_vmm_pool_resource *pool);
 
-/** The pool behind `r`, or NULL if `r` is not one (vtable identity). */
+/**
+ * The pool behind `r`, or NULL if `r` is NULL or not one (the vtable's
+ * identity, SQLite vfstrace's check); borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
 GMR_API gmr_vmm_pool_resource *gmr_vmm_pool_resource_from_resource(gmr_resource *r);
 
 /* ---- observability ---------------------------------------------------- */
@@ -375,11 +398,20 @@ typedef struct gmr_vmm_pool_resource_stats {
    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /**
- * Fill *out (the caller set size and version; fields past `size` are left
- * alone). Thread-safe: yes (a consistent snapshot under the pool's lock,
- * plus the internal pool's counters read after it). No CUDA call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, or a header smaller than
- * version 1 or version 0).
+ * Fill *out with a snapshot of the pool's statistics (the caller set size
+ * and version: GMR_VMM_POOL_RESOURCE_STATS_INIT; fields past `size` are
+ * left alone).
+ * Units: bytes, unless a field is named _count. Ownership: *out is the
+ *   caller's.
+ * Thread-safe: yes (a consistent snapshot under the pool's lock; the small
+ *   path's counters are read just before it, under its own lock, so they
+ *   may miss a call in flight).
+ * Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *out is filled.
+ *   GMR_ERR_INVALID_ARGUMENT  pool or out is NULL, out->size is smaller
+ *                             than version 1's struct, or out->version is 0.
+ * On failure *out is unchanged.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_get_stats(
     gmr_vmm_pool_resource *pool, gmr_vmm_pool_resource_stats *out);
@@ -407,10 +439,17 @@ typedef struct gmr_vmm_pool_region {
 /**
  * List every region in ascending address order (VA chunks in the order they
  * were reserved): up to `capacity` into `out` (may be NULL with capacity 0),
- * and the total number into *count. Thread-safe: yes. No CUDA call.
- * Returns GMR_OK (also when capacity was too small: *count says how many
- * there are); GMR_ERR_INVALID_ARGUMENT (NULL pool or count, or NULL out with
- * capacity > 0).
+ * and the total number into *count. `pending` is what the pool knows, not a
+ * fresh query. O(regions); for tests and debugging.
+ * Ownership: `out` is the caller's; the addresses stay the pool's.
+ * Thread-safe: yes (a snapshot under the pool's lock).
+ * Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *count is set (also when capacity was too
+ *                             small: the first `capacity` are in out).
+ *   GMR_ERR_INVALID_ARGUMENT  pool or count is NULL, or out is NULL with
+ *                             capacity > 0.
+ * On failure *count and out are unchanged.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_get_regions(
     gmr_vmm_pool_resource *pool, gmr_vmm_pool_region *out, size_t capacity, size_t *count);
@@ -419,9 +458,15 @@ GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_get_regions(
  * Write the statistics above and every region in ascending address order as
  * text into `buf` (buf_bytes, NUL-terminated, truncated when too small), for
  * debugging. *needed_bytes (may be NULL) receives the size the whole text
- * needs, NUL included. Thread-safe: yes. No CUDA call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL pool, or NULL buf with
- * buf_bytes > 0).
+ * needs, NUL included.
+ * Units: bytes. Ownership: `buf` is the caller's.
+ * Thread-safe: yes (the statistics and the regions are two snapshots, each
+ *   under the pool's lock). Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    the text (or its first buf_bytes - 1 bytes) is
+ *                             in buf.
+ *   GMR_ERR_INVALID_ARGUMENT  pool is NULL, or buf is NULL with buf_bytes > 0.
+ * On failure buf and *needed_bytes are unchanged.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_dump(gmr_vmm_pool_resource *pool,
                                                             char *buf, size_t buf_bytes,
@@ -432,10 +477,19 @@ GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_dump(gmr_vmm_pool_resourc
  * consistent links; no two holes touch, nor two free regions of one stream
  * that could merge; mapped regions (free, live, zombie) have a page at every
  * page address and holes and asleep regions none; every page counted once
- * as physical memory; lists, maps and counters agree with the regions.
- * O(regions + pages); for tests. `err` (err_bytes, may be NULL/0) receives
- * the first violation or "". Thread-safe: yes.
- * Returns GMR_OK; GMR_ERR_INTERNAL with `err` set; GMR_ERR_INVALID_ARGUMENT.
+ * as physical memory; lists, maps and counters agree with the regions (and
+ * the same of the small path's or fine placement's engine).
+ * O(regions + pages); for tests.
+ * Units: `err` receives at most err_bytes bytes (may be NULL/0): the first
+ *   violation, or "". Ownership: `err` is the caller's.
+ * Thread-safe: yes (under the engine's lock, then the pool's).
+ * Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    every invariant holds.
+ *   GMR_ERR_INTERNAL          an invariant fails (or host memory for the
+ *                             check ran out); `err` says which.
+ *   GMR_ERR_INVALID_ARGUMENT  pool is NULL.
+ * The check changes nothing, on failure either.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_check_invariants(
     gmr_vmm_pool_resource *pool, char *err, size_t err_bytes);
@@ -449,17 +503,32 @@ GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_check_invariants(
  * Give allocations made from now on tag `tag` (0 at create): e.g. set 1
  * before loading weights and 2 before the KV cache, then save only tag 1 at
  * sleep. Chunks of the internal small pool get the tag in force when they
- * are made. Thread-safe: yes.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL pool, tag above 63).
+ * are made.
+ * Units: a tag number, 0..GMR_VMM_POOL_MAX_TAG.
+ * Thread-safe: yes (under the pool's or the engine's lock; an allocation
+ *   made by another thread during the call gets either tag).
+ * Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    set.
+ *   GMR_ERR_INVALID_ARGUMENT  pool is NULL, or tag is above 63.
+ * On failure nothing changed.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_set_default_tag(
     gmr_vmm_pool_resource *pool, uint32_t tag);
 
 /**
- * Tag the live allocation starting at `ptr` (a request of a page or more).
- * Thread-safe: yes. Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL pool or
- * tag above 63); GMR_ERR_UNKNOWN_POINTER (not a live allocation start of
- * whole pages); nothing changes on failure.
+ * Tag the live (or asleep) allocation starting at `ptr`. PAGES placement:
+ * an allocation of whole pages (a small block lives in a chunk that has the
+ * chunk's tag); FINE placement: any allocation.
+ * Units: a tag number, 0..GMR_VMM_POOL_MAX_TAG.
+ * Thread-safe: yes (under the pool's or the engine's lock).
+ * Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    tagged.
+ *   GMR_ERR_INVALID_ARGUMENT  pool is NULL, or tag is above 63.
+ *   GMR_ERR_UNKNOWN_POINTER   ptr is not the start of a live or asleep
+ *                             allocation that can be tagged (see above).
+ * On failure nothing changed.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_set_tag(gmr_vmm_pool_resource *pool,
                                                                void *ptr, uint32_t tag);
@@ -480,8 +549,11 @@ typedef struct gmr_vmm_pool_sleep_options {
  * Give every physical page of the pool back to the device while keeping
  * every live allocation's addresses (see the banner).
  *
- * Units: bytes. Ownership: the host copies are the pool's until wake or
- *   until the allocation is freed.
+ * Units: bytes. Ownership: `options` is read during the call only (NULL:
+ *   save nothing); the host copies are the pool's until wake or until the
+ *   allocation is freed. `failure` (may be NULL) receives the reason of a
+ *   failure.
+ * Source: vLLM's sleep mode and torch_memory_saver.
  * Thread-safe: yes, but no work may use the pool's memory during the call
  *   and until wake (the pages are gone: an access is an illegal address).
  * Stream/device: synchronises the device (cudaDeviceSynchronize), copies on
@@ -513,8 +585,14 @@ typedef struct gmr_vmm_pool_wake_options {
 /**
  * Map fresh pages at the addresses of the asleep allocations selected by
  * `options` (NULL: all) and copy back the contents that sleep saved.
- * Thread-safe: yes. Stream/device: maps pages, copies on the default stream
- *   and waits for the copies (cudaStreamSynchronize); not during a capture.
+ * Units: bytes. Ownership: `options` is read during the call only; the
+ *   saved host copies of the woken allocations are freed. `failure` (may be
+ *   NULL) receives the reason of a failure.
+ * Thread-safe: yes (under the pool's lock).
+ * Stream/device: maps pages, copies on the default stream and waits for
+ *   the copies (cudaStreamSynchronize); not during a capture (the
+ *   synchronisation fails there: GMR_ERR_CUDA).
+ * Source: vLLM's sleep mode and torch_memory_saver.
  * Returns:
  *   GMR_OK                    awake (also when nothing was asleep).
  *   GMR_ERR_INVALID_ARGUMENT  NULL pool; options with a bad header.
@@ -527,7 +605,12 @@ typedef struct gmr_vmm_pool_wake_options {
 GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_wake(
     gmr_vmm_pool_resource *pool, const gmr_vmm_pool_wake_options *options, gmr_failure *failure);
 
-/** True while any allocation is asleep. Thread-safe: yes. */
+/**
+ * True while any allocation is asleep (allocate and extend then return
+ * GMR_ERR_BUSY); false for NULL.
+ * Thread-safe: yes (under the pool's lock; another thread's sleep or wake
+ *   may change the answer right after). Stream/device: no CUDA call.
+ */
 GMR_API bool gmr_vmm_pool_resource_is_asleep(gmr_vmm_pool_resource *pool);
 
 #ifdef __cplusplus

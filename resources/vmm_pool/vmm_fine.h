@@ -47,6 +47,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "core/cuda_layer.h"
 #include "core/cuda_vmm.h"
@@ -91,8 +92,8 @@ struct vmf_region {
   vmf_region *bin_prev, *bin_next; /* FREE: its TLSF bin or the blocked list */
   vmf_arena *arena;
   gmr_stream stream;      /* LIVE/ASLEEP: the allocating stream */
-  size_t requested_bytes; /* LIVE/ASLEEP */
-  size_t alignment;       /* LIVE/ASLEEP: as asked (0 read as 256) */
+  size_t requested_bytes; /* LIVE/ASLEEP: as asked; a free must name it exactly */
+  size_t alignment;       /* LIVE/ASLEEP: as asked (the dispatch made 0 into 256) */
   vmf_extra *extra;       /* NULL unless needed */
   uint32_t slot;          /* FREE: the slot it is filed under */
   uint32_t tag;           /* LIVE/ASLEEP */
@@ -209,6 +210,19 @@ struct vmf_engine {
 /* The live map's value for an address freed and not handed out since. */
 #define VMF_FREED ((uint64_t)1)
 
+/* Add `stream` to the set (*streams, *count) of streams record_stream named
+ * (both placements). false: host memory ran out (the set is unchanged). */
+static inline bool gmr__vmm_streams_add(gmr_stream **streams, uint32_t *count, gmr_stream stream) {
+  for (uint32_t i = 0; i < *count; ++i) {
+    if ((*streams)[i] == stream) return true;
+  }
+  gmr_stream *grown = (gmr_stream *)realloc(*streams, (*count + 1) * sizeof *grown);
+  if (grown == NULL) return false;
+  grown[(*count)++] = stream;
+  *streams = grown;
+  return true;
+}
+
 /* ---- vmm_fine_index.c ---------------------------------------------------- */
 
 void gmr__vmf_lock(vmf_engine *e);
@@ -267,8 +281,15 @@ gmr_status gmr__vmf_deallocate(vmf_engine *e, void *ptr, size_t bytes, size_t al
 gmr_status gmr__vmf_record_stream(vmf_engine *e, void *ptr, gmr_stream stream);
 gmr_status gmr__vmf_extend(vmf_engine *e, void *ptr, size_t bytes, size_t new_bytes,
                            size_t alignment, gmr_stream stream, gmr_failure *failure);
+/* Grow LIVE r by the first grow_bytes of r->next (FREE, unfiled, at least
+ * that large); the rest of it stays free in its slot. Needs a spare header. */
+void gmr__vmf_grow_into_next(vmf_engine *e, vmf_region *r, size_t grow_bytes);
 /* True when `ptr` is the start of a LIVE (or ASLEEP) allocation here. */
 bool gmr__vmf_owns(vmf_engine *e, const void *ptr);
+/* GMR_OK when `ptr` is the start of a LIVE (or ASLEEP) allocation here,
+ * else GMR_ERR_DOUBLE_FREE (freed, not handed out since) or
+ * GMR_ERR_UNKNOWN_POINTER. Takes the lock. */
+gmr_status gmr__vmf_verdict(vmf_engine *e, const void *ptr);
 gmr_status gmr__vmf_set_tag(vmf_engine *e, void *ptr, uint32_t tag);
 
 /* Free regions waiting for record_stream events: those whose events all
@@ -293,6 +314,12 @@ vmf_region *gmr__vmf_take(vmf_engine *e, vmf_region *r, size_t bytes, size_t ali
 CUresult gmr__vmf_arena_add(vmf_engine *e, size_t bytes, vmf_arena **out);
 /* Give back an arena that is one hole; false if the driver refused. */
 bool gmr__vmf_arena_remove(vmf_engine *e, vmf_arena *a);
+/* Make `a` the arena [base, base + bytes), tiled by the one region `hole`
+ * (a counted hole), and append it to the engine's arenas (both modes). */
+void gmr__vmf_arena_start(vmf_engine *e, vmf_arena *a, uintptr_t base, size_t bytes,
+                          vmf_region *hole);
+/* Take `a` out of the engine's arenas (its regions are the caller's). */
+void gmr__vmf_arena_unlink(vmf_engine *e, vmf_arena *a);
 /* cuMemCreate of `bytes` (dropping fabric handles if the driver refuses
  * them); counted as held. */
 CUresult gmr__vmf_create_handle(vmf_engine *e, size_t bytes, vmf_handle **out);
@@ -372,6 +399,9 @@ void gmr__vmf_fill_stats(vmf_engine *e, gmr_vmm_pool_resource_stats *s);
 void gmr__vmf_memory_info(vmf_engine *e, gmr_memory_info *info);
 size_t gmr__vmf_regions(vmf_engine *e, gmr_vmm_pool_region *out, size_t capacity);
 gmr_status gmr__vmf_check(vmf_engine *e, char *err, size_t err_bytes);
+/* Write an invariant's violation into err (err_bytes, may be NULL/0) and
+ * return GMR_ERR_INTERNAL (both placements' checks). */
+gmr_status gmr__vmm_violation(char *err, size_t err_bytes, const char *fmt, ...);
 void gmr__vmf_fill_free_info(vmf_engine *e, gmr_failure *failure);
 
 /* ---- vmm_fine_sleep.c ------------------------------------------------------- */

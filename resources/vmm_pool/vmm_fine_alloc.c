@@ -62,6 +62,14 @@ bool gmr__vmf_owns(vmf_engine *e, const void *ptr) {
   return live_region(e, ptr, &freed) != NULL;
 }
 
+gmr_status gmr__vmf_verdict(vmf_engine *e, const void *ptr) {
+  gmr__vmf_lock(e);
+  bool freed = false;
+  bool live = live_region(e, ptr, &freed) != NULL;
+  gmr__vmf_unlock(e);
+  return live ? GMR_OK : freed ? GMR_ERR_DOUBLE_FREE : GMR_ERR_UNKNOWN_POINTER;
+}
+
 /* ---- taking a region ----------------------------------------------------------- */
 
 vmf_region *gmr__vmf_take(vmf_engine *e, vmf_region *r, size_t bytes, size_t alignment,
@@ -298,7 +306,7 @@ gmr_status gmr__vmf_allocate(vmf_engine *e, size_t bytes, size_t alignment, gmr_
   if (st == GMR_OK) {
     r = gmr__vmf_take(e, r, n, align, stream);
     r->requested_bytes = bytes;
-    r->alignment = align;
+    r->alignment = alignment; /* as asked: a free must name the same */
     *out_ptr = (void *)r->addr;
   } else {
     gmr__vmf_fill_free_info(e, failure);
@@ -309,16 +317,17 @@ gmr_status gmr__vmf_allocate(vmf_engine *e, size_t bytes, size_t alignment, gmr_
 
 /* ---- free ----------------------------------------------------------------------------- */
 
+/* The verdict on a free (or extend) of `ptr` with `bytes` and `alignment`:
+ * exactly the size and alignment asked for at allocation, not what they
+ * round to (a free of 999 bytes for 1,000 is a mismatch, so that the
+ * correct free that follows is not taken for a double free). */
 static gmr_status check_free(vmf_engine *e, const void *ptr, size_t bytes, size_t alignment,
                              vmf_region **out) {
   bool freed = false;
   vmf_region *r = live_region(e, ptr, &freed);
   *out = r;
   if (r == NULL) return freed ? GMR_ERR_DOUBLE_FREE : GMR_ERR_UNKNOWN_POINTER;
-  if (gmr__align_up(bytes, VMF_UNIT) != gmr__align_up(r->requested_bytes, VMF_UNIT) ||
-      norm_alignment(alignment) != r->alignment) {
-    return GMR_ERR_FREE_MISMATCH;
-  }
+  if (bytes != r->requested_bytes || alignment != r->alignment) return GMR_ERR_FREE_MISMATCH;
   return GMR_OK;
 }
 
@@ -408,20 +417,8 @@ gmr_status gmr__vmf_record_stream(vmf_engine *e, void *ptr, gmr_stream stream) {
     st = freed ? GMR_ERR_DOUBLE_FREE : GMR_ERR_UNKNOWN_POINTER;
   } else if (stream != r->stream) {
     vmf_extra *x = gmr__vmf_extra(r);
-    bool known = false;
-    for (uint32_t i = 0; x != NULL && i < x->used_count && !known; ++i) {
-      known = x->used_streams[i] == stream;
-    }
-    if (x == NULL) {
+    if (x == NULL || !gmr__vmm_streams_add(&x->used_streams, &x->used_count, stream)) {
       st = GMR_ERR_OUT_OF_MEMORY;
-    } else if (!known) {
-      gmr_stream *s = realloc(x->used_streams, (x->used_count + 1) * sizeof *s);
-      if (s == NULL) {
-        st = GMR_ERR_OUT_OF_MEMORY;
-      } else {
-        s[x->used_count++] = stream;
-        x->used_streams = s;
-      }
     }
   }
   gmr__vmf_unlock(e);
@@ -438,6 +435,17 @@ gmr_status gmr__vmf_set_tag(vmf_engine *e, void *ptr, uint32_t tag) {
 }
 
 /* ---- extend ------------------------------------------------------------------------- */
+
+void gmr__vmf_grow_into_next(vmf_engine *e, vmf_region *r, size_t grow_bytes) {
+  vmf_region *n = r->next;
+  if (n->bytes > grow_bytes) {
+    vmf_region *tail = gmr__vmf_region_new(e); /* reserved by the caller */
+    gmr__vmf_split(e, n, grow_bytes, tail);
+    gmr__vmf_bin_insert(e, tail); /* the rest stays free, in n's slot */
+  }
+  gmr__vmf_absorb_next(e, r);
+  e->live_bytes += grow_bytes;
+}
 
 gmr_status gmr__vmf_extend(vmf_engine *e, void *ptr, size_t bytes, size_t new_bytes,
                            size_t alignment, gmr_stream stream, gmr_failure *failure) {
@@ -468,13 +476,7 @@ gmr_status gmr__vmf_extend(vmf_engine *e, void *ptr, size_t bytes, size_t new_by
     st = GMR_OK;
   } else if (usable && n->bytes >= grow) {
     gmr__vmf_bin_remove(e, n);
-    if (n->bytes > grow) {
-      vmf_region *tail = gmr__vmf_region_new(e);
-      gmr__vmf_split(e, n, grow, tail);
-      gmr__vmf_bin_insert(e, tail);
-    }
-    gmr__vmf_absorb_next(e, r);
-    e->live_bytes += grow;
+    gmr__vmf_grow_into_next(e, r, grow);
   } else if (e->chunked) {
     st = gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
                           "vmm_pool: the %zu bytes after the allocation at %p are not free "

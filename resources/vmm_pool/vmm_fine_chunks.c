@@ -35,26 +35,9 @@ gmr_status gmr__vmf_chunk_grow(vmf_engine *e, size_t bytes, size_t alignment, gm
     gmr__vmf_region_put(e, r);
     return st;
   }
-  a->base = (uintptr_t)ptr;
-  a->bytes = chunk;
-  a->index = e->next_arena_index++;
-  a->first = r;
-  r->addr = a->base;
-  r->bytes = chunk;
-  r->arena = a;
-  r->state = VMF_HOLE;    /* set_state counts it as free */
-  e->hole_bytes += chunk; /* ...and uncounts the hole it never was */
-  e->hole_count++;
-  gmr__vmf_set_state(e, r, VMF_FREE);
-  r->slot = slot; /* the page pool ordered the chunk on `stream` */
-  a->prev = e->last_arena;
-  if (e->last_arena != NULL) {
-    e->last_arena->next = a;
-  } else {
-    e->arenas = a;
-  }
-  e->last_arena = a;
-  e->arena_count++;
+  gmr__vmf_arena_start(e, a, (uintptr_t)ptr, chunk, r);
+  gmr__vmf_set_state(e, r, VMF_FREE); /* a chunk comes mapped: free at once */
+  r->slot = slot;                     /* the page pool ordered the chunk on `stream` */
   e->held_bytes += chunk;
   if (e->held_bytes > e->peak_held_bytes) e->peak_held_bytes = e->held_bytes;
   *out = r;
@@ -79,11 +62,7 @@ gmr_status gmr__vmf_chunk_trim(vmf_engine *e, size_t *released_bytes) {
     e->hole_bytes -= r->bytes;
     e->hole_count--;
     gmr__vmf_region_put(e, r);
-    if (a->prev != NULL) a->prev->next = a->next;
-    if (a->next != NULL) a->next->prev = a->prev;
-    if (e->arenas == a) e->arenas = a->next;
-    if (e->last_arena == a) e->last_arena = a->prev;
-    e->arena_count--;
+    gmr__vmf_arena_unlink(e, a);
     e->held_bytes -= a->bytes;
     *released_bytes += a->bytes;
     free(a);

@@ -120,7 +120,7 @@ size_t gmr__vmf_regions(vmf_engine *e, gmr_vmm_pool_region *out, size_t capacity
 
 /* ---- invariants --------------------------------------------------------------- */
 
-static gmr_status violation(char *err, size_t err_bytes, const char *fmt, ...) {
+gmr_status gmr__vmm_violation(char *err, size_t err_bytes, const char *fmt, ...) {
   if (err != NULL && err_bytes > 0) {
     va_list ap;
     va_start(ap, fmt);
@@ -146,16 +146,16 @@ static gmr_status check_pages(const vmf_engine *e, const vmf_arena *a, const vmf
     const vmf_handle *h = a->pages[(p - a->base) / e->page_bytes];
     bool must = r->state == VMF_LIVE || (r->state == VMF_FREE && e->asleep_count == 0);
     if (r->state == VMF_HOLE && h != NULL) {
-      return violation(err, err_bytes, "hole at %#zx has a page mapped at %#zx", (size_t)r->addr,
-                       (size_t)p);
+      return gmr__vmm_violation(err, err_bytes, "hole at %#zx has a page mapped at %#zx",
+                                (size_t)r->addr, (size_t)p);
     }
     if (must && h == NULL) {
-      return violation(err, err_bytes, "%s region at %#zx lacks a page at %#zx",
-                       state_names[r->state], (size_t)r->addr, (size_t)p);
+      return gmr__vmm_violation(err, err_bytes, "%s region at %#zx lacks a page at %#zx",
+                                state_names[r->state], (size_t)r->addr, (size_t)p);
     }
     if (h != NULL && (h->va > p || h->va + h->bytes <= p)) {
-      return violation(err, err_bytes, "page at %#zx points at a handle mapped elsewhere",
-                       (size_t)p);
+      return gmr__vmm_violation(err, err_bytes, "page at %#zx points at a handle mapped elsewhere",
+                                (size_t)p);
     }
   }
   return GMR_OK;
@@ -166,39 +166,39 @@ static gmr_status check_region(const vmf_engine *e, const vmf_arena *a, const vm
                                size_t err_bytes) {
   if (r->arena != a || r->prev != prev || r->addr != at || r->bytes == 0 ||
       r->bytes % VMF_UNIT != 0) {
-    return violation(err, err_bytes, "region at %#zx breaks the tiling of arena %zu",
-                     (size_t)r->addr, a->index);
+    return gmr__vmm_violation(err, err_bytes, "region at %#zx breaks the tiling of arena %zu",
+                              (size_t)r->addr, a->index);
   }
   if (r->state == VMF_HOLE &&
       (r->addr % e->page_bytes != 0 || r->bytes % e->page_bytes != 0 || e->chunked)) {
-    return violation(err, err_bytes, "hole at %#zx is not whole pages", (size_t)r->addr);
+    return gmr__vmm_violation(err, err_bytes, "hole at %#zx is not whole pages", (size_t)r->addr);
   }
   if (prev != NULL && prev->state == VMF_HOLE && r->state == VMF_HOLE) {
-    return violation(err, err_bytes, "two holes touch at %#zx", (size_t)r->addr);
+    return gmr__vmm_violation(err, err_bytes, "two holes touch at %#zx", (size_t)r->addr);
   }
   if (prev != NULL && prev->state == VMF_FREE && r->state == VMF_FREE && !prev->blocked &&
       !r->blocked && prev->slot == r->slot) {
-    return violation(err, err_bytes, "free regions of one slot touch unmerged at %#zx",
-                     (size_t)r->addr);
+    return gmr__vmm_violation(err, err_bytes, "free regions of one slot touch unmerged at %#zx",
+                              (size_t)r->addr);
   }
   if (r->state == VMF_FREE) {
     if (r->binned == r->blocked || r->slot >= e->slot_count) {
-      return violation(err, err_bytes, "free region at %#zx is %s", (size_t)r->addr,
-                       r->blocked ? "blocked and filed" : "neither filed nor blocked");
+      return gmr__vmm_violation(err, err_bytes, "free region at %#zx is %s", (size_t)r->addr,
+                                r->blocked ? "blocked and filed" : "neither filed nor blocked");
     }
     if (r->binned && r->slot < 64) {
       s->slot_bytes[r->slot] += r->bytes;
       s->slot_count[r->slot]++;
     }
   } else if (r->binned || r->blocked) {
-    return violation(err, err_bytes, "%s region at %#zx is filed as free", state_names[r->state],
-                     (size_t)r->addr);
+    return gmr__vmm_violation(err, err_bytes, "%s region at %#zx is filed as free",
+                              state_names[r->state], (size_t)r->addr);
   }
   if (r->state == VMF_LIVE || r->state == VMF_ASLEEP) {
     uint64_t v = 0;
     if (!gmr__u64_map_get(&e->live, (uint64_t)r->addr, &v) || v != (uint64_t)(uintptr_t)r) {
-      return violation(err, err_bytes, "live region at %#zx is not in the live map",
-                       (size_t)r->addr);
+      return gmr__vmm_violation(err, err_bytes, "live region at %#zx is not in the live map",
+                                (size_t)r->addr);
     }
     s->live_entries++;
     if (r->state == VMF_LIVE) {
@@ -220,20 +220,22 @@ static gmr_status check_handles(const vmf_engine *e, char *err, size_t err_bytes
   size_t held = 0, n = 0;
   for (const vmf_handle *h = e->handles; h != NULL; h = h->next, ++n) {
     held += h->bytes;
-    if (h->va == 0) return violation(err, err_bytes, "a handle is mapped nowhere");
+    if (h->va == 0) return gmr__vmm_violation(err, err_bytes, "a handle is mapped nowhere");
     const vmf_arena *a = gmr__vmf_arena_of((vmf_engine *)(uintptr_t)e, h->va);
     if (a == NULL || h->va + h->bytes > a->base + a->bytes) {
-      return violation(err, err_bytes, "handle at %#zx is outside every arena", (size_t)h->va);
+      return gmr__vmm_violation(err, err_bytes, "handle at %#zx is outside every arena",
+                                (size_t)h->va);
     }
     for (uintptr_t p = h->va; p < h->va + h->bytes; p += e->page_bytes) {
       if (a->pages[(p - a->base) / e->page_bytes] != h) {
-        return violation(err, err_bytes, "page table at %#zx disagrees with its handle", (size_t)p);
+        return gmr__vmm_violation(err, err_bytes, "page table at %#zx disagrees with its handle",
+                                  (size_t)p);
       }
     }
   }
   if (n != e->handle_count || (!e->chunked && held != e->held_bytes)) {
-    return violation(err, err_bytes, "%zu handles hold %zu bytes, counted %zu and %zu", n, held,
-                     e->handle_count, e->held_bytes);
+    return gmr__vmm_violation(err, err_bytes, "%zu handles hold %zu bytes, counted %zu and %zu", n,
+                              held, e->handle_count, e->held_bytes);
   }
   return GMR_OK;
 }
@@ -244,7 +246,9 @@ gmr_status gmr__vmf_check(vmf_engine *e, char *err, size_t err_bytes) {
   gmr_status st = GMR_OK;
   size_t index_prev = 0, arenas = 0;
   for (const vmf_arena *a = e->arenas; a != NULL && st == GMR_OK; a = a->next, ++arenas) {
-    if (arenas > 0 && a->index <= index_prev) st = violation(err, err_bytes, "arenas out of order");
+    if (arenas > 0 && a->index <= index_prev) {
+      st = gmr__vmm_violation(err, err_bytes, "arenas out of order");
+    }
     index_prev = a->index;
     uintptr_t at = a->base;
     size_t free_bytes = 0;
@@ -255,24 +259,26 @@ gmr_status gmr__vmf_check(vmf_engine *e, char *err, size_t err_bytes) {
       at += r->bytes;
     }
     if (st == GMR_OK && at != a->base + a->bytes) {
-      st = violation(err, err_bytes, "arena %zu is not tiled to its end", a->index);
+      st = gmr__vmm_violation(err, err_bytes, "arena %zu is not tiled to its end", a->index);
     }
     if (st == GMR_OK && free_bytes != a->free_bytes) {
-      st = violation(err, err_bytes, "arena %zu counts %zu free bytes, has %zu", a->index,
-                     a->free_bytes, free_bytes);
+      st = gmr__vmm_violation(err, err_bytes, "arena %zu counts %zu free bytes, has %zu", a->index,
+                              a->free_bytes, free_bytes);
     }
   }
-  if (st == GMR_OK && arenas != e->arena_count) st = violation(err, err_bytes, "arena count");
+  if (st == GMR_OK && arenas != e->arena_count) {
+    st = gmr__vmm_violation(err, err_bytes, "arena count");
+  }
   for (size_t i = 0; st == GMR_OK && i < e->slot_count && i < 64; ++i) {
     if (s.slot_bytes[i] != e->slots[i]->free_bytes || s.slot_count[i] != e->slots[i]->free_count) {
-      st = violation(err, err_bytes, "slot %zu's index disagrees with its regions", i);
+      st = gmr__vmm_violation(err, err_bytes, "slot %zu's index disagrees with its regions", i);
     }
   }
   if (st == GMR_OK && (s.live_bytes != e->live_bytes || s.live_count != e->live_count ||
                        s.asleep_bytes != e->asleep_bytes || s.asleep_count != e->asleep_count ||
                        s.hole_bytes != e->hole_bytes || s.hole_count != e->hole_count ||
                        s.live_entries != e->live_count + e->asleep_count)) {
-    st = violation(err, err_bytes, "counters disagree with the regions");
+    st = gmr__vmm_violation(err, err_bytes, "counters disagree with the regions");
   }
   if (st == GMR_OK) st = check_handles(e, err, err_bytes);
   return st;

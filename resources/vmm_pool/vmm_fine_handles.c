@@ -33,18 +33,26 @@ CUresult gmr__vmf_arena_add(vmf_engine *e, size_t bytes, vmf_arena **out) {
     gmr__vmf_region_put(e, hole);
     return cu;
   }
-  a->base = (uintptr_t)base;
-  a->bytes = bytes;
   a->pages = pages;
+  gmr__vmf_arena_start(e, a, (uintptr_t)base, bytes, hole);
+  *out = a;
+  return CUDA_SUCCESS;
+}
+
+void gmr__vmf_arena_start(vmf_engine *e, vmf_arena *a, uintptr_t base, size_t bytes,
+                          vmf_region *hole) {
+  a->base = base;
+  a->bytes = bytes;
   a->index = e->next_arena_index++;
   a->first = hole;
-  hole->addr = a->base;
+  hole->addr = base;
   hole->bytes = bytes;
   hole->arena = a;
   hole->state = VMF_HOLE;
   e->hole_bytes += bytes;
   e->hole_count++;
   a->prev = e->last_arena;
+  a->next = NULL;
   if (e->last_arena != NULL) {
     e->last_arena->next = a;
   } else {
@@ -52,8 +60,14 @@ CUresult gmr__vmf_arena_add(vmf_engine *e, size_t bytes, vmf_arena **out) {
   }
   e->last_arena = a;
   e->arena_count++;
-  *out = a;
-  return CUDA_SUCCESS;
+}
+
+void gmr__vmf_arena_unlink(vmf_engine *e, vmf_arena *a) {
+  if (a->prev != NULL) a->prev->next = a->next;
+  if (a->next != NULL) a->next->prev = a->prev;
+  if (e->arenas == a) e->arenas = a->next;
+  if (e->last_arena == a) e->last_arena = a->prev;
+  e->arena_count--;
 }
 
 /* Give back an arena that is one hole. false if the driver refused. */
@@ -62,11 +76,7 @@ bool gmr__vmf_arena_remove(vmf_engine *e, vmf_arena *a) {
   gmr__vmf_set_state(e, a->first, VMF_FREE); /* uncount the hole */
   a->free_bytes = 0;
   gmr__vmf_region_put(e, a->first);
-  if (a->prev != NULL) a->prev->next = a->next;
-  if (a->next != NULL) a->next->prev = a->prev;
-  if (e->arenas == a) e->arenas = a->next;
-  if (e->last_arena == a) e->last_arena = a->prev;
-  e->arena_count--;
+  gmr__vmf_arena_unlink(e, a);
   free(a->pages);
   free(a);
   return true;
@@ -100,12 +110,7 @@ CUresult gmr__vmf_create_handle(vmf_engine *e, size_t bytes, vmf_handle **out) {
   vmf_handle *h = calloc(1, sizeof *h);
   if (h == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
   gmr__vmm_prop *prop = (gmr__vmm_prop *)(uintptr_t)e->prop;
-  CUresult cu = e->vmm->create(&h->handle, bytes, prop);
-  if ((cu == CUDA_ERROR_NOT_PERMITTED || cu == CUDA_ERROR_NOT_SUPPORTED) &&
-      (prop->handle_types & CU_MEM_HANDLE_TYPE_FABRIC) != 0) {
-    prop->handle_types &= ~(unsigned)CU_MEM_HANDLE_TYPE_FABRIC;
-    cu = e->vmm->create(&h->handle, bytes, prop);
-  }
+  CUresult cu = gmr__vmm_create_or_drop_fabric(e->vmm, &h->handle, bytes, prop);
   if (cu != CUDA_SUCCESS) {
     free(h);
     return cu;

@@ -22,6 +22,7 @@
  * back what this call created or moved (unmapped and released) and leaves
  * every region as it was, except that moved handles' old places are holes.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -481,12 +482,7 @@ gmr_status gmr__vmf_native_extend(vmf_engine *e, vmf_region *r, size_t grow_byte
   gmr_status st = fill_window(e, n, grow_bytes, slot, false, false, &f, failure);
   if (st != GMR_OK) return st;
   /* f starts right after r (r is live: nothing merged across it). */
-  if (f->bytes > grow_bytes) {
-    vmf_region *t = gmr__vmf_region_new(e);
-    gmr__vmf_split(e, f, grow_bytes, t);
-    gmr__vmf_bin_insert(e, t);
-  }
-  gmr__vmf_absorb_next(e, r);
-  e->live_bytes += grow_bytes;
+  assert(f == r->next);
+  gmr__vmf_grow_into_next(e, r, grow_bytes);
   return GMR_OK;
 }

@@ -15,6 +15,7 @@
 
 #include "core/failure.h"
 #include "resources/vmm_pool/vmm_fine.h"
+#include "resources/vmm_pool/vmm_sleep_common.h"
 
 /* The regions of `state` (and selected tags), in a new array. */
 static vmf_region **select_regions(vmf_engine *e, vmf_state state, bool all, uint64_t tag_mask,
@@ -87,41 +88,6 @@ static gmr_status tidy_free(vmf_engine *e, bool map_partial, gmr_failure *failur
   return GMR_OK;
 }
 
-static void drop_copies(vmf_engine *e, void **copies, size_t count) {
-  for (size_t i = 0; i < count; ++i) {
-    if (copies[i] != NULL) (void)e->cuda->free_host(copies[i]);
-  }
-}
-
-static gmr_status save_contents(vmf_engine *e, vmf_region **regions, size_t count,
-                                const gmr_vmm_pool_sleep_options *o, void **copies,
-                                gmr_failure *failure) {
-  bool any = false;
-  gmr_status st = GMR_OK;
-  for (size_t i = 0; i < count && st == GMR_OK; ++i) {
-    vmf_region *r = regions[i];
-    if (!o->save_all && ((o->save_tag_mask >> r->tag) & 1u) == 0) continue;
-    cudaError_t err = e->cuda->host_alloc(&copies[i], r->bytes);
-    if (err != cudaSuccess) {
-      copies[i] = NULL;
-      st = gmr__cuda_fail(failure, "cudaHostAlloc", err);
-      break;
-    }
-    err = e->cuda->memcpy_async(copies[i], (const void *)r->addr, r->bytes, NULL);
-    if (err != cudaSuccess) st = gmr__cuda_fail(failure, "cudaMemcpyAsync", err);
-    any = true;
-  }
-  if (st == GMR_OK && any) {
-    cudaError_t err = e->cuda->stream_synchronize(NULL);
-    if (err != cudaSuccess) st = gmr__cuda_fail(failure, "cudaStreamSynchronize", err);
-  }
-  if (st != GMR_OK) {
-    drop_copies(e, copies, count);
-    memset(copies, 0, count * sizeof *copies);
-  }
-  return st;
-}
-
 /* Unmap every handle; on a refusal map back what was unmapped. */
 static gmr_status unmap_all(vmf_engine *e, gmr_failure *failure) {
   for (vmf_handle *h = e->handles; h != NULL; h = h->next) {
@@ -146,15 +112,8 @@ gmr_status gmr__vmf_sleep(vmf_engine *e, const gmr_vmm_pool_sleep_options *o,
                           gmr_failure *failure) {
   gmr__vmf_lock(e);
   int saved_device = -1;
-  cudaError_t err = gmr__cuda_device_enter(e->cuda, e->device, &saved_device);
-  bool entered = err == cudaSuccess;
-  gmr_status st = GMR_OK;
-  if (!entered) {
-    st = gmr__cuda_fail(failure, "cudaSetDevice", err);
-  } else {
-    err = e->cuda->device_synchronize();
-    if (err != cudaSuccess) st = gmr__cuda_fail(failure, "cudaDeviceSynchronize", err);
-  }
+  bool entered = false;
+  gmr_status st = gmr__vmm_sleep_synchronize(e->cuda, e->device, &saved_device, &entered, failure);
   if (st == GMR_OK) {
     /* Everything ran: every stream's free memory is free for anyone. */
     gmr__vmf_unblock(e, true);
@@ -164,7 +123,7 @@ gmr_status gmr__vmf_sleep(vmf_engine *e, const gmr_vmm_pool_sleep_options *o,
   }
   size_t count = 0;
   vmf_region **regions = NULL;
-  void **copies = NULL;
+  gmr__vmm_copy *copies = NULL;
   if (st == GMR_OK) {
     regions = select_regions(e, VMF_LIVE, true, 0, &count);
     copies = calloc(count + 1, sizeof *copies);
@@ -172,10 +131,14 @@ gmr_status gmr__vmf_sleep(vmf_engine *e, const gmr_vmm_pool_sleep_options *o,
       st = gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory ran out");
     }
   }
-  if (st == GMR_OK) st = save_contents(e, regions, count, o, copies, failure);
+  for (size_t i = 0; st == GMR_OK && i < count; ++i) {
+    bool save = gmr__vmm_sleep_saves(o, regions[i]->tag);
+    copies[i] = (gmr__vmm_copy){regions[i]->addr, save ? regions[i]->bytes : 0, NULL};
+  }
+  if (st == GMR_OK) st = gmr__vmm_copies_save(e->cuda, copies, count, failure);
   if (st == GMR_OK) {
     st = unmap_all(e, failure);
-    if (st != GMR_OK) drop_copies(e, copies, count);
+    if (st != GMR_OK) gmr__vmm_copies_drop(e->cuda, copies, count);
   }
   if (st == GMR_OK) {
     /* Past the point of return: release the handles. */
@@ -190,12 +153,12 @@ gmr_status gmr__vmf_sleep(vmf_engine *e, const gmr_vmm_pool_sleep_options *o,
     }
     for (size_t i = 0; i < count; ++i) {
       vmf_region *r = regions[i];
-      if (copies[i] != NULL) {
+      if (copies[i].host != NULL) {
         vmf_extra *x = gmr__vmf_extra(r);
         if (x == NULL) {
-          (void)e->cuda->free_host(copies[i]); /* no room to keep it: wakes undefined */
+          (void)e->cuda->free_host(copies[i].host); /* no room to keep it: wakes undefined */
         } else {
-          x->saved = copies[i];
+          x->saved = copies[i].host;
           e->saved_bytes += r->bytes;
         }
       }
@@ -284,17 +247,17 @@ gmr_status gmr__vmf_wake(vmf_engine *e, const gmr_vmm_pool_wake_options *o, gmr_
     }
   }
   if (st == GMR_OK) st = map_regions(e, regions, count, failure);
-  bool copied = false;
-  for (size_t i = 0; st == GMR_OK && i < count; ++i) {
-    vmf_region *r = regions[i];
-    if (r->extra == NULL || r->extra->saved == NULL) continue;
-    cudaError_t err = e->cuda->memcpy_async((void *)r->addr, r->extra->saved, r->bytes, NULL);
-    if (err != cudaSuccess) st = gmr__cuda_fail(failure, "cudaMemcpyAsync", err);
-    copied = true;
-  }
-  if (st == GMR_OK && copied) {
-    cudaError_t err = e->cuda->stream_synchronize(NULL);
-    if (err != cudaSuccess) st = gmr__cuda_fail(failure, "cudaStreamSynchronize", err);
+  if (st == GMR_OK) {
+    gmr__vmm_copy *copies = calloc(count + 1, sizeof *copies);
+    if (copies == NULL) {
+      st = gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory ran out");
+    }
+    for (size_t i = 0; st == GMR_OK && i < count; ++i) {
+      vmf_region *r = regions[i];
+      copies[i] = (gmr__vmm_copy){r->addr, r->bytes, r->extra != NULL ? r->extra->saved : NULL};
+    }
+    if (st == GMR_OK) st = gmr__vmm_copies_restore(e->cuda, copies, count, failure);
+    free(copies);
   }
   if (st == GMR_OK) {
     for (size_t i = 0; i < count; ++i) {

@@ -72,18 +72,7 @@ static gmr_status query_device(gmr_vmm_pool_resource *p, const gmr_vmm_pool_reso
     return create_fail(failure, GMR_ERR_UNSUPPORTED, msg);
   }
   p->prop = (gmr__vmm_prop){p->device, 0, false};
-  if (c->nccl_ready) {
-    /* ncclMemAlloc's properties (NCCL src/allocator.cc). */
-    int fabric = 0, rdma = 0;
-    (void)p->vmm->device_get_attribute(&fabric, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED,
-                                       p->device);
-    (void)p->vmm->device_get_attribute(&rdma,
-                                       CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
-                                       p->device);
-    p->prop.handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR |
-                           (fabric ? (unsigned)CU_MEM_HANDLE_TYPE_FABRIC : 0u);
-    p->prop.gpu_direct_rdma = rdma != 0;
-  }
+  if (c->nccl_ready) gmr__vmm_prop_for_nccl(p->vmm, &p->prop);
   cu = p->vmm->get_granularity(&p->granularity_bytes, &p->prop, c->nccl_ready);
   if (cu != CUDA_SUCCESS) {
     return gmr__cu_fail(p->vmm, failure, "cuMemGetAllocationGranularity", cu, NULL);
@@ -157,10 +146,9 @@ static gmr_status map_initial_pages(gmr_vmm_pool_resource *p, size_t pages, gmr_
   return GMR_OK;
 }
 
-gmr_status gmr__vmm_fine_create(gmr_vmm_pool_resource *p, gmr_failure *failure) {
-  const gmr_vmm_pool_resource_config *c = &p->config;
+vmf_engine *gmr__vmm_engine_new(gmr_vmm_pool_resource *p) {
   vmf_engine *e = calloc(1, sizeof *e);
-  if (e == NULL) return create_fail(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory");
+  if (e == NULL) return NULL;
   e->cuda = p->cuda;
   e->vmm = p->vmm;
   e->device = p->device;
@@ -168,13 +156,20 @@ gmr_status gmr__vmm_fine_create(gmr_vmm_pool_resource *p, gmr_failure *failure) 
   e->access_count = p->access_count;
   e->prop = &p->prop;
   e->page_bytes = p->page_bytes;
+  e->streams_outlive = p->config.streams_outlive_resource;
+  e->min_growth_bytes = p->page_bytes;
+  return e;
+}
+
+gmr_status gmr__vmm_fine_create(gmr_vmm_pool_resource *p, gmr_failure *failure) {
+  const gmr_vmm_pool_resource_config *c = &p->config;
+  vmf_engine *e = gmr__vmm_engine_new(p);
+  if (e == NULL) return create_fail(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory");
   e->va_chunk_bytes = p->va_chunk_bytes;
-  e->streams_outlive = c->streams_outlive_resource;
   e->growth_percent = c->growth_percent;
   e->remap_permille = c->remap_permille;
   e->handle_divisor = c->handle_divisor;
   e->steady_percent = FINE_STEADY_PERCENT;
-  e->min_growth_bytes = p->page_bytes;
   e->max_growth_bytes = SIZE_MAX;
   if (!gmr__vmf_init(e)) {
     free(e);

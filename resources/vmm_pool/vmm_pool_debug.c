@@ -200,16 +200,6 @@ gmr_status gmr_vmm_pool_resource_dump(gmr_vmm_pool_resource *pool, char *buf, si
 
 /* ---- invariants ------------------------------------------------------------- */
 
-static gmr_status violation(char *err, size_t err_bytes, const char *fmt, ...) {
-  if (err != NULL && err_bytes > 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_bytes, fmt, ap);
-    va_end(ap);
-  }
-  return GMR_ERR_INTERNAL;
-}
-
 static bool mapped_state(vmm_state s) { return s == VMM_FREE || s == VMM_LIVE || s == VMM_ZOMBIE; }
 
 /* Walk one root; adds what it finds to the sums. `owners` collects the
@@ -222,39 +212,39 @@ static gmr_status check_root(const gmr_vmm_pool_resource *p, const vmm_root *roo
   for (const vmm_region *r = root->first; r != NULL; prev = r, r = r->next) {
     if (r->root != root || r->prev != prev || r->addr != at || r->bytes == 0 ||
         r->bytes % p->page_bytes != 0) {
-      return violation(err, err_bytes, "region at %#zx breaks the tiling of VA chunk %zu",
-                       (size_t)r->addr, root->index);
+      return gmr__vmm_violation(err, err_bytes, "region at %#zx breaks the tiling of VA chunk %zu",
+                                (size_t)r->addr, root->index);
     }
     if (prev != NULL && prev->state == VMM_HOLE && r->state == VMM_HOLE) {
-      return violation(err, err_bytes, "two holes touch at %#zx", (size_t)r->addr);
+      return gmr__vmm_violation(err, err_bytes, "two holes touch at %#zx", (size_t)r->addr);
     }
     if (prev != NULL && prev->state == VMM_FREE && r->state == VMM_FREE &&
         prev->stream == r->stream && prev->blocker_count == 0 && r->blocker_count == 0 &&
         prev->unordered == r->unordered) {
-      return violation(err, err_bytes, "free regions of one stream touch unmerged at %#zx",
-                       (size_t)r->addr);
+      return gmr__vmm_violation(err, err_bytes, "free regions of one stream touch unmerged at %#zx",
+                                (size_t)r->addr);
     }
     for (uintptr_t a = r->addr; a < r->addr + r->bytes; a += p->page_bytes) {
       CUmemGenericAllocationHandle h = *gmr__vmm_page_slot(root, a);
       if (mapped_state(r->state) != (h != 0)) {
-        return violation(err, err_bytes, "%s region at %#zx %s a page at %#zx",
-                         state_names[r->state], (size_t)r->addr,
-                         h != 0 ? "has" : "lacks", (size_t)a);
+        return gmr__vmm_violation(err, err_bytes, "%s region at %#zx %s a page at %#zx",
+                                  state_names[r->state], (size_t)r->addr, h != 0 ? "has" : "lacks",
+                                  (size_t)a);
       }
       if (h == 0 || r->state == VMM_ZOMBIE) continue;
       if (gmr__u64_map_get(owners, (uint64_t)h, NULL)) {
-        return violation(err, err_bytes, "physical page mapped at %#zx is also owned elsewhere",
-                         (size_t)a);
+        return gmr__vmm_violation(
+            err, err_bytes, "physical page mapped at %#zx is also owned elsewhere", (size_t)a);
       }
       if (!gmr__u64_map_put(owners, (uint64_t)h, (uint64_t)a)) {
-        return violation(err, err_bytes, "host memory ran out during the check");
+        return gmr__vmm_violation(err, err_bytes, "host memory ran out during the check");
       }
     }
     if (r->state == VMM_LIVE || r->state == VMM_ASLEEP) {
       uint64_t v = 0;
       if (!gmr__u64_map_get(&p->live, (uint64_t)r->addr, &v) || v != (uint64_t)(uintptr_t)r) {
-        return violation(err, err_bytes, "live region at %#zx is not in the live map",
-                         (size_t)r->addr);
+        return gmr__vmm_violation(err, err_bytes, "live region at %#zx is not in the live map",
+                                  (size_t)r->addr);
       }
       (*live_map_hits)++;
     }
@@ -263,7 +253,7 @@ static gmr_status check_root(const gmr_vmm_pool_resource *p, const vmm_root *roo
     at += r->bytes;
   }
   if (at != root->base + root->bytes) {
-    return violation(err, err_bytes, "VA chunk %zu is not tiled to its end", root->index);
+    return gmr__vmm_violation(err, err_bytes, "VA chunk %zu is not tiled to its end", root->index);
   }
   return GMR_OK;
 }
@@ -273,14 +263,15 @@ static gmr_status check_list(const vmm_list *l, vmm_state state, size_t sums[5][
   size_t n = 0, bytes = 0;
   for (const vmm_region *r = l->head; r != NULL; r = r->list_next) {
     if (r->state != state) {
-      return violation(err, err_bytes, "a %s region is on the %s list", state_names[r->state],
-                       state_names[state]);
+      return gmr__vmm_violation(err, err_bytes, "a %s region is on the %s list",
+                                state_names[r->state], state_names[state]);
     }
     n++;
     bytes += r->bytes;
   }
   if (n != l->count || bytes != l->bytes || n != sums[state][0] || bytes != sums[state][1]) {
-    return violation(err, err_bytes, "the %s list disagrees with the regions", state_names[state]);
+    return gmr__vmm_violation(err, err_bytes, "the %s list disagrees with the regions",
+                              state_names[state]);
   }
   return GMR_OK;
 }
@@ -291,8 +282,8 @@ static gmr_status check_zombies(const gmr_vmm_pool_resource *p, const gmr__u64_m
   for (const vmm_region *z = p->zombie_list.head; z != NULL; z = z->list_next) {
     for (uintptr_t a = z->addr; a < z->addr + z->bytes; a += p->page_bytes) {
       if (!gmr__u64_map_get(owners, (uint64_t)*gmr__vmm_page_slot(z->root, a), NULL)) {
-        return violation(err, err_bytes, "zombie page at %#zx maps no page of the pool",
-                         (size_t)a);
+        return gmr__vmm_violation(err, err_bytes, "zombie page at %#zx maps no page of the pool",
+                                  (size_t)a);
       }
     }
   }
@@ -317,25 +308,27 @@ gmr_status gmr_vmm_pool_resource_check_invariants(gmr_vmm_pool_resource *pool, c
   pthread_mutex_lock(&p->lock);
   gmr_status st = GMR_OK;
   for (const vmm_root *root = p->roots; root != NULL && st == GMR_OK; root = root->next) {
-    if (root->index != roots++) st = violation(err, err_bytes, "VA chunks out of order");
+    if (root->index != roots++) st = gmr__vmm_violation(err, err_bytes, "VA chunks out of order");
     if (st == GMR_OK) st = check_root(p, root, &owners, sums, &live_hits, err, err_bytes);
     for (const vmm_region *r = root->first; r != NULL && st == GMR_OK; r = r->next) {
       internal += (r->state == VMM_LIVE || r->state == VMM_ASLEEP) && r->internal;
     }
   }
-  if (st == GMR_OK && roots != p->root_count) st = violation(err, err_bytes, "VA chunk count");
+  if (st == GMR_OK && roots != p->root_count) {
+    st = gmr__vmm_violation(err, err_bytes, "VA chunk count");
+  }
   if (st == GMR_OK) st = check_list(&p->free_list, VMM_FREE, sums, err, err_bytes);
   if (st == GMR_OK) st = check_list(&p->hole_list, VMM_HOLE, sums, err, err_bytes);
   if (st == GMR_OK) st = check_list(&p->zombie_list, VMM_ZOMBIE, sums, err, err_bytes);
   if (st == GMR_OK) st = check_zombies(p, &owners, err, err_bytes);
   if (st == GMR_OK && owners.count != p->mapped_pages) {
-    st = violation(err, err_bytes, "%zu pages are owned but %zu counted as mapped", owners.count,
-                   p->mapped_pages);
+    st = gmr__vmm_violation(err, err_bytes, "%zu pages are owned but %zu counted as mapped",
+                            owners.count, p->mapped_pages);
   }
   if (st == GMR_OK && (live_hits != p->live.count || sums[VMM_LIVE][0] != p->live_count ||
                        sums[VMM_LIVE][1] != p->live_bytes || sums[VMM_ASLEEP][0] != p->asleep_count ||
                        sums[VMM_ASLEEP][1] != p->asleep_bytes || internal != p->internal_count)) {
-    st = violation(err, err_bytes, "live and asleep counters disagree with the regions");
+    st = gmr__vmm_violation(err, err_bytes, "live and asleep counters disagree with the regions");
   }
   pthread_mutex_unlock(&p->lock);
   gmr__u64_map_clear(&owners);

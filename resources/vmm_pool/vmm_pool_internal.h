@@ -13,6 +13,8 @@
  *   vmm_pool_pages.c     driver calls on runs of pages, each with its undo
  *   vmm_pool_alloc.c     phases 0-2 of an allocation, and extend
  *   vmm_pool_sleep.c     trim, sleep and wake
+ *   vmm_sleep_common.c   what both placements' sleep and wake share: the
+ *                        first step, the contents saved and restored
  *   vmm_pool_debug.c     statistics, region lists, dump, invariants
  *   vmm_fine*.c          FINE placement (vmm_fine.h), also the small path
  *
@@ -78,7 +80,8 @@ struct vmm_region {
   vmm_event **blockers;  /* record_stream events: not reusable until all complete */
   uint32_t blocker_count;
   /* LIVE and ASLEEP */
-  size_t requested_bytes;
+  size_t requested_bytes; /* as asked (a free must name it exactly) */
+  size_t alignment;       /* as asked (the dispatch made 0 into 256) */
   uint32_t tag;
   bool internal;          /* a chunk of the internal small pool */
   gmr_stream *used_streams; /* record_stream */
@@ -179,13 +182,15 @@ extern const gmr_resource_vtbl gmr__vmm_pool_vtbl;
 /* Free the pool's host memory (its VA chunks are already given back). */
 void gmr__vmm_free_host_side(gmr_vmm_pool_resource *p);
 
-/* Allocate whole pages (PAGES placement): `force_capturing` takes the
- * capture-safe path; `internal` marks a chunk of the small path. Takes the
- * lock. */
-gmr_status gmr__vmm_allocate_pages_locking(gmr_vmm_pool_resource *p, size_t bytes,
-                                           gmr_stream stream, bool force_capturing,
-                                           bool internal, void **out_ptr, gmr_failure *failure);
-/* Free whole pages; the bad-free statuses. Takes the lock. */
+/* Allocate whole pages (PAGES placement) for a request of `bytes` with
+ * `alignment` (both kept: a free must name them exactly); `force_capturing`
+ * takes the capture-safe path; `internal` marks a chunk of the small path.
+ * Takes the lock. */
+gmr_status gmr__vmm_allocate_pages_locking(gmr_vmm_pool_resource *p, size_t bytes, size_t alignment,
+                                           gmr_stream stream, bool force_capturing, bool internal,
+                                           void **out_ptr, gmr_failure *failure);
+/* Free whole pages; the bad-free statuses (the small path asked when the
+ * pointer is one of its blocks). Takes the lock. */
 gmr_status gmr__vmm_free_pages_locking(gmr_vmm_pool_resource *p, void *ptr, size_t bytes,
                                        size_t alignment, gmr_stream stream, bool internal);
 /* The LIVE region at ptr, or NULL (lock held). */
@@ -202,11 +207,20 @@ gmr_status gmr__vmm_small_allocate(gmr_vmm_pool_resource *p, size_t bytes, size_
                                    gmr_failure *failure);
 gmr_status gmr__vmm_small_deallocate(gmr_vmm_pool_resource *p, void *ptr, size_t bytes,
                                      size_t alignment, gmr_stream stream);
+/* Why a free of `ptr` that the page path does not know is bad, as the small
+ * path sees it: GMR_ERR_FREE_MISMATCH (a live small block: the size said it
+ * was not small), GMR_ERR_DOUBLE_FREE or GMR_ERR_UNKNOWN_POINTER. Takes the
+ * engine's lock; call it without the pool's. */
+gmr_status gmr__vmm_small_verdict(gmr_vmm_pool_resource *p, const void *ptr);
 /* Destroy the small path (GMR_ERR_BUSY while a small block is live). */
 gmr_status gmr__vmm_small_destroy(gmr_vmm_pool_resource *p);
 
 /* ---- create (vmm_pool_create.c) ------------------------------------------- */
 
+/* A new engine (calloc'd) with the pool's device fields, streams rule and
+ * least growth (a page); the caller sets its mode's fields and calls
+ * gmr__vmf_init(). NULL when host memory ran out. */
+vmf_engine *gmr__vmm_engine_new(gmr_vmm_pool_resource *p);
 /* Set up the FINE engine of a pool whose device fields are known. */
 gmr_status gmr__vmm_fine_create(gmr_vmm_pool_resource *p, gmr_failure *failure);
 

@@ -40,13 +40,7 @@ gmr_status gmr__vmm_set_access(gmr_vmm_pool_resource *p, uintptr_t addr, size_t 
  * CUDA_ERROR_NOT_PERMITTED or NOT_SUPPORTED without an IMEX channel) gets
  * the request again without them, and the pool stops asking. */
 static CUresult create_page(gmr_vmm_pool_resource *p, CUmemGenericAllocationHandle *h) {
-  CUresult st = p->vmm->create(h, p->page_bytes, &p->prop);
-  if ((st == CUDA_ERROR_NOT_PERMITTED || st == CUDA_ERROR_NOT_SUPPORTED) &&
-      (p->prop.handle_types & CU_MEM_HANDLE_TYPE_FABRIC) != 0) {
-    p->prop.handle_types &= ~(unsigned)CU_MEM_HANDLE_TYPE_FABRIC;
-    st = p->vmm->create(h, p->page_bytes, &p->prop);
-  }
-  return st;
+  return gmr__vmm_create_or_drop_fabric(p->vmm, h, p->page_bytes, &p->prop);
 }
 
 gmr_status gmr__vmm_map_new_pages(gmr_vmm_pool_resource *p, vmm_root *root, uintptr_t addr,

@@ -42,9 +42,9 @@ static gmr_status busy_asleep(gmr_failure *failure) {
 
 /* ---- allocation of whole pages ------------------------------------------ */
 
-gmr_status gmr__vmm_allocate_pages_locking(gmr_vmm_pool_resource *p, size_t bytes,
-                                           gmr_stream stream, bool force_capturing,
-                                           bool internal, void **out_ptr, gmr_failure *failure) {
+gmr_status gmr__vmm_allocate_pages_locking(gmr_vmm_pool_resource *p, size_t bytes, size_t alignment,
+                                           gmr_stream stream, bool force_capturing, bool internal,
+                                           void **out_ptr, gmr_failure *failure) {
   size_t rounded = gmr__align_up(bytes, p->page_bytes);
   lock(p);
   if (p->asleep_count > 0) {
@@ -75,6 +75,7 @@ gmr_status gmr__vmm_allocate_pages_locking(gmr_vmm_pool_resource *p, size_t byte
   }
   if (st == GMR_OK) {
     r->requested_bytes = bytes;
+    r->alignment = alignment;
     r->internal = internal;
     if (internal) p->internal_count++;
     *out_ptr = (void *)r->addr;
@@ -103,7 +104,7 @@ static gmr_status allocate_common(gmr_vmm_pool_resource *p, size_t bytes, size_t
                             "vmm_pool aligns allocations to its page (%zu bytes); %zu was asked",
                             p->page_bytes, alignment);
   }
-  return gmr__vmm_allocate_pages_locking(p, bytes, stream, capturing_api, false, out_ptr,
+  return gmr__vmm_allocate_pages_locking(p, bytes, alignment, stream, capturing_api, false, out_ptr,
                                          failure);
 }
 
@@ -196,8 +197,8 @@ gmr_status gmr__vmm_free_pages_locking(gmr_vmm_pool_resource *p, void *ptr, size
     st = bad_free(p, ptr);
   } else if (r->internal != internal) {
     st = GMR_ERR_UNKNOWN_POINTER; /* a chunk of the small pool is not the caller's */
-  } else if (gmr__align_up(bytes, p->page_bytes) != r->bytes || alignment > p->page_bytes) {
-    st = GMR_ERR_FREE_MISMATCH;
+  } else if (bytes != r->requested_bytes || alignment != r->alignment) {
+    st = GMR_ERR_FREE_MISMATCH; /* exactly as asked, not the pages it rounds to */
   } else if (r->state == VMM_ASLEEP) {
     free_asleep(p, r);
   } else {
@@ -240,7 +241,11 @@ static gmr_status vmm_deallocate(gmr_resource *self, void *ptr, size_t bytes, si
   gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)self;
   if (p->fine != NULL) return gmr__vmf_deallocate(p->fine, ptr, bytes, alignment, stream);
   if (bytes >= p->page_bytes || !p->small_pool_enabled) {
-    return gmr__vmm_free_pages_locking(p, ptr, bytes, alignment, stream, false);
+    gmr_status st = gmr__vmm_free_pages_locking(p, ptr, bytes, alignment, stream, false);
+    /* A small block freed with a size of a page or more: the small path
+     * names it (the pool's lock is free again: engine lock first). */
+    if (st == GMR_ERR_UNKNOWN_POINTER) st = gmr__vmm_small_verdict(p, ptr);
+    return st;
   }
   return gmr__vmm_small_deallocate(p, ptr, bytes, alignment, stream);
 }
@@ -269,18 +274,9 @@ static gmr_status vmm_record_stream(gmr_resource *self, void *ptr, gmr_stream st
     }
     return st;
   }
-  gmr_status st = GMR_OK;
-  bool known = false;
-  for (uint32_t i = 0; i < r->used_count && !known; ++i) known = r->used_streams[i] == stream;
-  if (!known) {
-    gmr_stream *s = realloc(r->used_streams, (r->used_count + 1) * sizeof *s);
-    if (s == NULL) {
-      st = GMR_ERR_OUT_OF_MEMORY;
-    } else {
-      s[r->used_count++] = stream;
-      r->used_streams = s;
-    }
-  }
+  gmr_status st = gmr__vmm_streams_add(&r->used_streams, &r->used_count, stream)
+                      ? GMR_OK
+                      : GMR_ERR_OUT_OF_MEMORY;
   unlock(p);
   return st;
 }
@@ -307,10 +303,11 @@ static gmr_status vmm_extend(gmr_resource *self, void *ptr, size_t bytes, size_t
                                        ? GMR_ERR_DOUBLE_FREE
                                        : GMR_ERR_UNKNOWN_POINTER,
                           "vmm_pool: %p is not a live allocation of this pool", ptr);
-  } else if (gmr__align_up(bytes, p->page_bytes) != r->bytes || alignment > p->page_bytes) {
+  } else if (bytes != r->requested_bytes || alignment != r->alignment) {
     st = gmr__failure_set(failure, GMR_ERR_FREE_MISMATCH,
-                          "vmm_pool: the allocation at %p has %zu bytes, not %zu", ptr,
-                          r->requested_bytes, bytes);
+                          "vmm_pool: the allocation at %p has %zu bytes and alignment %zu, not "
+                          "%zu and %zu",
+                          ptr, r->requested_bytes, r->alignment, bytes, alignment);
   } else {
     size_t grow = gmr__align_up(new_bytes, p->page_bytes) - r->bytes;
     int saved_device = -1;
@@ -334,6 +331,15 @@ static gmr_status vmm_extend(gmr_resource *self, void *ptr, size_t bytes, size_t
     if (st == GMR_ERR_OUT_OF_MEMORY) gmr__vmm_fill_free_info(p, failure);
   }
   unlock(p);
+  /* A small block named with a size of a page or more: the small path says
+   * what it is (its lock only now, never under the pool's mutex). */
+  gmr_status small_st = st == GMR_ERR_UNKNOWN_POINTER ? gmr__vmm_small_verdict(p, ptr) : st;
+  if (small_st != st) {
+    st = gmr__failure_set(failure, small_st,
+                          "vmm_pool: %p is a block of the small path, not an allocation of %zu "
+                          "bytes%s",
+                          ptr, bytes, small_st == GMR_ERR_DOUBLE_FREE ? " (it was freed)" : "");
+  }
   return st;
 }
 
@@ -421,20 +427,24 @@ void gmr__vmm_free_host_side(gmr_vmm_pool_resource *p) {
   free(p);
 }
 
+/* Destroy's first step: nothing may still run on the memory that is about
+ * to go (the pool's device current around cudaDeviceSynchronize). */
+static cudaError_t synchronize_device(gmr_vmm_pool_resource *p) {
+  int saved_device = -1;
+  cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
+  if (err != cudaSuccess) return err;
+  err = p->cuda->device_synchronize();
+  gmr__cuda_device_leave(p->cuda, saved_device);
+  return err;
+}
+
 static gmr_status destroy_fine(gmr_vmm_pool_resource *p) {
   vmf_engine *e = p->fine;
   gmr__vmf_lock(e);
   bool busy = e->live_count + e->asleep_count > 0;
   gmr__vmf_unlock(e);
   if (busy) return GMR_ERR_BUSY;
-  /* Nothing may still run on the memory that is about to go. */
-  int saved_device = -1;
-  cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
-  if (err == cudaSuccess) {
-    err = p->cuda->device_synchronize();
-    gmr__cuda_device_leave(p->cuda, saved_device);
-  }
-  if (err != cudaSuccess) return GMR_ERR_CUDA;
+  if (synchronize_device(p) != cudaSuccess) return GMR_ERR_CUDA;
   gmr_status st = gmr__vmf_destroy(e);
   if (st != GMR_OK) return st; /* still a valid pool: destroy may be tried again */
   gmr__vmm_free_host_side(p);
@@ -455,21 +465,15 @@ static gmr_status vmm_destroy(gmr_resource *self) {
   bool busy = p->live_count + p->asleep_count > p->internal_count;
   unlock(p);
   if (busy) return GMR_ERR_BUSY;
-  /* Nothing may still run on the pages that are about to go. */
-  int saved_device = -1;
-  cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
-  if (err == cudaSuccess) {
-    err = p->cuda->device_synchronize();
-    gmr__cuda_device_leave(p->cuda, saved_device);
-  }
-  if (err != cudaSuccess) return GMR_ERR_CUDA;
+  if (synchronize_device(p) != cudaSuccess) return GMR_ERR_CUDA;
   if (small != NULL) {
     gmr_status st = gmr__vmm_small_destroy(p);
     if (st != GMR_OK) return st;
   }
   lock(p);
   gmr_status st = GMR_OK;
-  err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
+  int saved_device = -1;
+  cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
   if (err != cudaSuccess) st = GMR_ERR_CUDA;
   if (st == GMR_OK) {
     /* After the synchronisation every event is complete, also those that

@@ -9,6 +9,7 @@
 
 #include "core/failure.h"
 #include "resources/vmm_pool/vmm_pool_internal.h"
+#include "resources/vmm_pool/vmm_sleep_common.h"
 
 /* ---- trim --------------------------------------------------------------- */
 
@@ -90,43 +91,6 @@ static vmm_region **select_regions(gmr_vmm_pool_resource *p, vmm_state state, bo
   return list;
 }
 
-static void drop_copies(gmr_vmm_pool_resource *p, void **copies, size_t count) {
-  for (size_t i = 0; i < count; ++i) {
-    if (copies[i] != NULL) (void)p->cuda->free_host(copies[i]);
-  }
-}
-
-/* Copy the selected regions to pinned host memory (copies[i], NULL when not
- * selected). On failure nothing is kept. */
-static gmr_status save_contents(gmr_vmm_pool_resource *p, vmm_region **regions, size_t count,
-                                const gmr_vmm_pool_sleep_options *o, void **copies,
-                                gmr_failure *failure) {
-  bool any = false;
-  gmr_status st = GMR_OK;
-  for (size_t i = 0; i < count && st == GMR_OK; ++i) {
-    vmm_region *r = regions[i];
-    if (!o->save_all && (o->save_tag_mask >> r->tag & 1u) == 0) continue;
-    cudaError_t err = p->cuda->host_alloc(&copies[i], r->bytes);
-    if (err != cudaSuccess) {
-      copies[i] = NULL;
-      st = gmr__cuda_fail(failure, "cudaHostAlloc", err);
-      break;
-    }
-    err = p->cuda->memcpy_async(copies[i], (const void *)r->addr, r->bytes, NULL);
-    if (err != cudaSuccess) st = gmr__cuda_fail(failure, "cudaMemcpyAsync", err);
-    any = true;
-  }
-  if (st == GMR_OK && any) {
-    cudaError_t err = p->cuda->stream_synchronize(NULL);
-    if (err != cudaSuccess) st = gmr__cuda_fail(failure, "cudaStreamSynchronize", err);
-  }
-  if (st != GMR_OK) {
-    drop_copies(p, copies, count);
-    memset(copies, 0, count * sizeof *copies);
-  }
-  return st;
-}
-
 /* Unmap every page of the regions, keeping the handles in the page table; on
  * a refusal map back what was unmapped. */
 static gmr_status unmap_keeping_pages(gmr_vmm_pool_resource *p, vmm_region **regions,
@@ -177,15 +141,8 @@ gmr_status gmr_vmm_pool_resource_sleep(gmr_vmm_pool_resource *pool,
   if (p->fine != NULL) return gmr__vmf_sleep(p->fine, &o, failure);
   pthread_mutex_lock(&p->lock);
   int saved_device = -1;
-  cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
-  bool entered = err == cudaSuccess;
-  gmr_status st = GMR_OK;
-  if (!entered) {
-    st = gmr__cuda_fail(failure, "cudaSetDevice", err);
-  } else {
-    err = p->cuda->device_synchronize();
-    if (err != cudaSuccess) st = gmr__cuda_fail(failure, "cudaDeviceSynchronize", err);
-  }
+  bool entered = false;
+  gmr_status st = gmr__vmm_sleep_synchronize(p->cuda, p->device, &saved_device, &entered, failure);
   if (st == GMR_OK) {
     /* Everything ran: regions freed during a capture have nothing pending. */
     for (vmm_region *r = p->free_list.head; r != NULL; r = r->list_next) r->unordered = false;
@@ -194,7 +151,7 @@ gmr_status gmr_vmm_pool_resource_sleep(gmr_vmm_pool_resource *pool,
   }
   size_t count = 0;
   vmm_region **regions = NULL;
-  void **copies = NULL;
+  gmr__vmm_copy *copies = NULL;
   if (st == GMR_OK) {
     regions = select_regions(p, VMM_LIVE, true, 0, &count);
     copies = calloc(count + 1, sizeof *copies);
@@ -202,10 +159,14 @@ gmr_status gmr_vmm_pool_resource_sleep(gmr_vmm_pool_resource *pool,
       st = gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory ran out");
     }
   }
-  if (st == GMR_OK) st = save_contents(p, regions, count, &o, copies, failure);
+  for (size_t i = 0; st == GMR_OK && i < count; ++i) {
+    bool save = gmr__vmm_sleep_saves(&o, regions[i]->tag);
+    copies[i] = (gmr__vmm_copy){regions[i]->addr, save ? regions[i]->bytes : 0, NULL};
+  }
+  if (st == GMR_OK) st = gmr__vmm_copies_save(p->cuda, copies, count, failure);
   if (st == GMR_OK) {
     st = unmap_keeping_pages(p, regions, count, failure);
-    if (st != GMR_OK) drop_copies(p, copies, count);
+    if (st != GMR_OK) gmr__vmm_copies_drop(p->cuda, copies, count);
   }
   if (st == GMR_OK) {
     /* Past the point of return: release the pages; a refused release leaves
@@ -218,7 +179,7 @@ gmr_status gmr_vmm_pool_resource_sleep(gmr_vmm_pool_resource *pool,
         *slot = 0;
         p->mapped_pages--;
       }
-      r->saved = copies[i];
+      r->saved = copies[i].host;
       if (r->saved != NULL) p->saved_bytes += r->bytes;
       r->state = VMM_ASLEEP;
       p->live_bytes -= r->bytes;
@@ -277,17 +238,16 @@ gmr_status gmr_vmm_pool_resource_wake(gmr_vmm_pool_resource *pool,
     st = gmr__vmm_map_new_pages(p, r->root, r->addr, r->bytes / p->page_bytes, failure);
     if (st == GMR_OK) mapped++;
   }
-  bool copied = false;
-  for (size_t i = 0; st == GMR_OK && i < count; ++i) {
-    if (regions[i]->saved == NULL) continue;
-    cudaError_t err = p->cuda->memcpy_async((void *)regions[i]->addr, regions[i]->saved,
-                                           regions[i]->bytes, NULL);
-    if (err != cudaSuccess) st = gmr__cuda_fail(failure, "cudaMemcpyAsync", err);
-    copied = true;
-  }
-  if (st == GMR_OK && copied) {
-    cudaError_t err = p->cuda->stream_synchronize(NULL);
-    if (err != cudaSuccess) st = gmr__cuda_fail(failure, "cudaStreamSynchronize", err);
+  if (st == GMR_OK) {
+    gmr__vmm_copy *copies = calloc(count + 1, sizeof *copies);
+    if (copies == NULL) {
+      st = gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory ran out");
+    }
+    for (size_t i = 0; st == GMR_OK && i < count; ++i) {
+      copies[i] = (gmr__vmm_copy){regions[i]->addr, regions[i]->bytes, regions[i]->saved};
+    }
+    if (st == GMR_OK) st = gmr__vmm_copies_restore(p->cuda, copies, count, failure);
+    free(copies);
   }
   if (st != GMR_OK) {
     if (st == GMR_ERR_OUT_OF_MEMORY) gmr__vmm_fill_free_info(p, failure);

@@ -14,15 +14,19 @@
  * (the chunks are this pool's pages: small steps cost little). */
 #define SMALL_GROWTH_PERCENT 12u
 #define SMALL_MAX_CHUNK_PAGES 16u
+/* The alignment the path asks its chunks with (they are pages: any will do,
+ * but a free must name the one asked). */
+#define CHUNK_ALIGNMENT GMR_DEFAULT_ALIGNMENT
 
 static gmr_status chunk_allocate(void *ctx, size_t bytes, gmr_stream stream, bool capturing,
                                  void **out_ptr, gmr_failure *failure) {
-  return gmr__vmm_allocate_pages_locking((gmr_vmm_pool_resource *)ctx, bytes, stream, capturing,
-                                         true, out_ptr, failure);
+  return gmr__vmm_allocate_pages_locking((gmr_vmm_pool_resource *)ctx, bytes, CHUNK_ALIGNMENT,
+                                         stream, capturing, true, out_ptr, failure);
 }
 
 static gmr_status chunk_deallocate(void *ctx, void *ptr, size_t bytes, gmr_stream stream) {
-  return gmr__vmm_free_pages_locking((gmr_vmm_pool_resource *)ctx, ptr, bytes, 0, stream, true);
+  return gmr__vmm_free_pages_locking((gmr_vmm_pool_resource *)ctx, ptr, bytes, CHUNK_ALIGNMENT,
+                                     stream, true);
 }
 
 vmf_engine *gmr__vmm_small(gmr_vmm_pool_resource *p, bool create) {
@@ -31,19 +35,10 @@ vmf_engine *gmr__vmm_small(gmr_vmm_pool_resource *p, bool create) {
   pthread_mutex_lock(&p->lock);
   e = atomic_load_explicit(&p->small, memory_order_acquire);
   if (e == NULL) {
-    e = calloc(1, sizeof *e);
+    e = gmr__vmm_engine_new(p);
     if (e != NULL) {
       e->chunked = true;
-      e->cuda = p->cuda;
-      e->vmm = p->vmm;
-      e->device = p->device;
-      e->access_devices = p->access_devices;
-      e->access_count = p->access_count;
-      e->prop = &p->prop;
-      e->page_bytes = p->page_bytes;
-      e->streams_outlive = p->config.streams_outlive_resource;
       e->growth_percent = SMALL_GROWTH_PERCENT;
-      e->min_growth_bytes = p->page_bytes;
       e->max_growth_bytes = SMALL_MAX_CHUNK_PAGES * p->page_bytes;
       e->remap_permille = GMR_VMM_POOL_REMAP_NEVER;
       e->source.allocate = chunk_allocate;
@@ -87,6 +82,13 @@ gmr_status gmr__vmm_small_deallocate(gmr_vmm_pool_resource *p, void *ptr, size_t
                                  : gmr__vmm_bad_free(p, ptr);
   pthread_mutex_unlock(&p->lock);
   return st;
+}
+
+gmr_status gmr__vmm_small_verdict(gmr_vmm_pool_resource *p, const void *ptr) {
+  vmf_engine *e = gmr__vmm_small(p, false);
+  if (e == NULL) return GMR_ERR_UNKNOWN_POINTER;
+  gmr_status st = gmr__vmf_verdict(e, ptr);
+  return st == GMR_OK ? GMR_ERR_FREE_MISMATCH : st;
 }
 
 gmr_status gmr__vmm_small_destroy(gmr_vmm_pool_resource *p) {

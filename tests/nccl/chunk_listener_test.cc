@@ -303,6 +303,27 @@ TEST_F(ChunkListener, BadFreesAreRefusedWithoutForwarding) {
   EXPECT_EQ(nullptr, extendable->vtbl->extend) << "chunks never grow in place";
 }
 
+// A free with another alignment is refused before any listener hears of it:
+// a bad free must never make NCCL deregister (and register again) a chunk.
+TEST_F(ChunkListener, AFreeWithAnotherAlignmentReachesNoListener) {
+  Recorder rec;
+  gmr_chunk_listener l = rec.Listener();
+  ASSERT_EQ(GMR_OK, gmr_chunk_listener_adaptor_add_listener(adaptor_, &l, &ids_[0], nullptr));
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(a_, 2 * kMiB, 128, nullptr, &p));
+  EXPECT_EQ(1, rec.acquired);
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(a_, p, 2 * kMiB, 0, nullptr))
+      << "256, not the 128 asked for";
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(a_, p, 2 * kMiB, 512, nullptr));
+  EXPECT_EQ(0, rec.released);
+  EXPECT_EQ(1, rec.acquired) << "nobody was told the chunk went and came back";
+  EXPECT_EQ(1u, Stats().chunk_count);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(a_, p, 2 * kMiB, 128, nullptr));
+  EXPECT_EQ(1, rec.released);
+  EXPECT_FALSE(rec.broken);
+  RemoveListeners();
+}
+
 TEST_F(ChunkListener, FindWalksDownTheStack) {
   EXPECT_EQ(adaptor_, gmr_chunk_listener_adaptor_find(top_));
   EXPECT_EQ(adaptor_, gmr_chunk_listener_adaptor_find(a_));

@@ -194,8 +194,68 @@ TEST_F(Cumem, BadFreesChangeNothing) {
       << "5 MiB rounds to 6, the allocation has 4";
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r_));
   EXPECT_EQ(1u, VmmUsage().physical_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 4 * kMiB, 0, nullptr)) << "the same rounded size";
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 4 * kMiB, 0, nullptr))
+      << "the same rounded size is not the size asked for";
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 3 * kMiB, 4096, nullptr))
+      << "another alignment";
+  EXPECT_EQ(1u, VmmUsage().physical_count);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 3 * kMiB, 0, nullptr));
   EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, p, 3 * kMiB, 0, nullptr));
+}
+
+// The size and alignment asked for name an allocation, not the granule they
+// round to: a free of 999 bytes for 1,000 is refused, changing nothing, and
+// the correct free after it succeeds instead of reading as a double free.
+TEST_F(Cumem, AFreeMustNameTheSizeAndAlignmentAskedFor) {
+  Make();
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 1000, 512, nullptr, &p));
+  const gmr_cumem_resource_stats before = Stats();
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 999, 512, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 1001, 512, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 2 * kMiB, 512, nullptr))
+      << "the granule it rounds to";
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 1000, 0, nullptr))
+      << "256 bytes, not the 512 asked for";
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 1000, 1024, nullptr));
+  const gmr_cumem_resource_stats after = Stats();
+  EXPECT_EQ(before.live_count, after.live_count);
+  EXPECT_EQ(before.live_bytes, after.live_bytes);
+  EXPECT_EQ(before.release_count, after.release_count);
+  gmr_cuda_sim_vmm_mapping m;
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_vmm_query(p, &m));
+  EXPECT_TRUE(m.mapped);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 1000, 512, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, p, 1000, 512, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, p, 999, 0, nullptr))
+      << "freed: whatever the size";
+  EXPECT_EQ(0u, VmmUsage().physical_count);
+}
+
+// Threads that free one block at the same time: it is unmapped once, and
+// every other free is named a double free (never an unknown pointer, never a
+// second unmap).
+TEST_F(Cumem, RacingFreesOfOneBlockFreeItOnceAndTheRestAreDoubleFrees) {
+  Make();
+  constexpr int kThreads = 4;
+  for (int round = 0; round < 25; ++round) {
+    void *p = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_allocate(r_, kMiB, 0, nullptr, &p));
+    std::atomic<int> ok{0}, double_free{0}, other{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&] {
+        gmr_status st = gmr_deallocate(r_, p, kMiB, 0, nullptr);
+        (st == GMR_OK ? ok : st == GMR_ERR_DOUBLE_FREE ? double_free : other)++;
+      });
+    }
+    for (auto &th : threads) th.join();
+    EXPECT_EQ(1, ok.load()) << "round " << round;
+    EXPECT_EQ(kThreads - 1, double_free.load()) << "round " << round;
+    EXPECT_EQ(0, other.load()) << "round " << round;
+  }
+  EXPECT_EQ(25u, Stats().release_count);
+  EXPECT_EQ(0u, Stats().live_count);
 }
 
 TEST_F(Cumem, EveryDriverFailureIsRolledBack) {
@@ -236,6 +296,8 @@ TEST_F(Cumem, EveryDriverFailureIsRolledBack) {
     EXPECT_TRUE(m.mapped);
     static_cast<char *>(p)[kMiB - 1] = 1;  // still writable
     EXPECT_EQ(1u, Stats().live_count);
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, kMiB - 1, 0, nullptr))
+        << "live again, not remembered as freed";
   }
   EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, kMiB, 0, nullptr));
 }

@@ -63,23 +63,13 @@ Stack stack(const char *name, std::function<gmr_resource *(Owned &)> make, size_
   return s;
 }
 
-// cumem and symmetric keep the sizes they rounded to (a page, the alignment),
-// not the sizes asked for: a free whose size rounds to the same amount is
-// accepted. Being fixed; the suite names the case until then.
-Stack rounds_sizes(Stack s) {
-  s.bad_free_skip =
-      "KNOWN DEFECT: a free of another size that rounds to the same amount is accepted";
-  return s;
-}
-
 GMR_CONFORMANCE_INSTANTIATE(
-    Nccl, rounds_sizes(stack("cumem", cumem, size_t{1} << 30)),
-    rounds_sizes(stack("chunk_listener_over_cumem", [](Owned &o) { return listener_over(o, cumem(o)); },
-          size_t{1} << 30)),
+    Nccl, stack("cumem", cumem, size_t{1} << 30),
+    stack("chunk_listener_over_cumem", [](Owned &o) { return listener_over(o, cumem(o)); },
+          size_t{1} << 30),
     stack("pool_over_chunk_listener_over_cumem",
           [](Owned &o) { return pool_over(o, listener_over(o, cumem(o))); },
           GMR_POOL_MAX_ALIGNMENT),
-    rounds_sizes(
-        stack("symmetric_over_cumem", [](Owned &o) { return symmetric_over(o, cumem(o)); }, 4096)));
+    stack("symmetric_over_cumem", [](Owned &o) { return symmetric_over(o, cumem(o)); }, 4096));
 
 }  // namespace

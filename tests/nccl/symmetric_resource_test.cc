@@ -228,6 +228,43 @@ TEST_F(Symmetric, RegionsAreNumberedInOrderAndTrimGivesBackTheLastFreeOnes) {
   EXPECT_EQ(36 * kMiB, Stats(0).peak_held_bytes);
 }
 
+// The size and alignment asked for name an allocation, not the 4 KiB they
+// round to: a free of 999 bytes for 1,000 is refused, changing nothing (no
+// placement moves, so the ranks stay symmetric), and the correct free after
+// it succeeds instead of reading as a double free.
+TEST_F(Symmetric, AFreeMustNameTheSizeAndAlignmentAskedFor) {
+  Make(0);
+  gmr_resource *r = ranks_[0].r;
+  void *p = nullptr, *q = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 3000, 512, nullptr, &q));
+  const gmr_symmetric_resource_stats before = Stats(0);
+  const std::pair<size_t, size_t> where_p = Where(0, p);
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 999, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 1001, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 4096, 0, nullptr))
+      << "the block it rounds to";
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 1000, 512, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, q, 3000, 0, nullptr))
+      << "q asked for 512-byte alignment";
+  const gmr_symmetric_resource_stats after = Stats(0);
+  EXPECT_EQ(before.live_count, after.live_count);
+  EXPECT_EQ(before.live_bytes, after.live_bytes);
+  EXPECT_EQ(before.free_block_count, after.free_block_count);
+  EXPECT_EQ(before.event_record_count, after.event_record_count) << "no free was recorded";
+  EXPECT_EQ(where_p, Where(0, p));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, p, 999, 0, nullptr))
+      << "freed: whatever the size";
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 3000, 512, nullptr));
+  // The next request lands where p was: the refused frees moved nothing.
+  void *again = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, nullptr, &again));
+  EXPECT_EQ(where_p, Where(0, again));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, again, 1000, 0, nullptr));
+}
+
 TEST_F(Symmetric, BadInputChangesNothing) {
   Make(0);
   gmr_resource *r = ranks_[0].r;
@@ -240,8 +277,12 @@ TEST_F(Symmetric, BadInputChangesNothing) {
   EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, &local, 4, 0, nullptr));
   EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 9000, 0, nullptr));
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 8192, 0, nullptr)) << "the same rounded size";
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, p, 5000, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 8192, 4096, nullptr))
+      << "the same rounded size is not the size asked for";
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 5000, 0, nullptr))
+      << "the allocation asked for 4096-byte alignment";
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 5000, 4096, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, p, 5000, 4096, nullptr));
   size_t region = 0, offset = 0;
   EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
             gmr_symmetric_resource_get_offset(ranks_[0].sym, p, &region, &offset));

@@ -69,8 +69,12 @@ TEST_F(VmmFine, BadFreesUseTheVocabularyAndChangeNothing) {
             gmr_deallocate(r_, static_cast<char *>(p) + 256, 256, 0, nullptr))
       << "inside an allocation";
   EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 6000, 0, nullptr));
-  EXPECT_EQ(GMR_OK == gmr_deallocate(r_, p, 5100, 0, nullptr), true)
-      << "the same 256-byte rounding is the same size";
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 5100, 0, nullptr))
+      << "the same 256-byte rounding is not the same size";
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 4999, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 5000, 128, nullptr))
+      << "an alignment below the unit is still another alignment";
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 5000, 0, nullptr));
   EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, p, 5000, 0, nullptr));
   EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, q, kPage, 0, nullptr));
   EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, q, 3 * kPage, 4096, nullptr));
@@ -80,6 +84,32 @@ TEST_F(VmmFine, BadFreesUseTheVocabularyAndChangeNothing) {
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r_)) << "q is live";
   Free(q, 3 * kPage);
   EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, q, 3 * kPage, 0, nullptr));
+}
+
+// Fine placement keeps the size and alignment asked for per allocation (the
+// region already has them): a free or extend that names what they round to
+// is refused and changes nothing, and alignment 0 is the 256 it stands for.
+TEST_F(VmmFine, AFreeMustNameTheSizeAndAlignmentAskedFor) {
+  Make();
+  void *p = nullptr, *q = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 1000, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 1000, 64, nullptr, &q));
+  const gmr_vmm_pool_resource_stats before = Stats(pool_);
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 999, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 1024, 0, nullptr))
+      << "the 256-byte units it rounds to";
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, q, 1000, 0, nullptr))
+      << "256, not the 64 asked for";
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_extend(r_, p, 999, 5000, 0, nullptr, nullptr));
+  const gmr_vmm_pool_resource_stats after = Stats(pool_);
+  EXPECT_EQ(before.live_count, after.live_count);
+  EXPECT_EQ(before.live_bytes, after.live_bytes);
+  EXPECT_EQ(before.extend_count, after.extend_count);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 1000, 256, nullptr)) << "0 asked means 256";
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, q, 1000, 64, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, q, 999, 64, nullptr))
+      << "freed: whatever the size";
 }
 
 TEST_F(VmmFine, AddressesFreedLongAgoStillReadAsUnknownOrDoubleFrees) {

@@ -43,27 +43,13 @@ Stack stack(const char *name, std::function<gmr_resource *(Owned &)> make, size_
   return s;
 }
 
-// Without its small pool, vmm_pool frees whole pages and keeps page counts,
-// not the sizes asked for: a free whose size rounds to the same pages (999
-// for 1000) is accepted, and the later checks then see a freed block. A
-// defect of the page path, left to the vmm_pool rewrite (reported to the lead).
-Stack pages_only(Stack s) {
-  s.bad_free_skip =
-      "KNOWN DEFECT: a free of another size that rounds to the same pages or 256-byte units is "
-      "accepted";
-  return s;
-}
-
 GMR_CONFORMANCE_INSTANTIATE(
     VmmPool,
-    pages_only(stack("vmm_pool", [](Owned &o) { return vmm_pool(o, true); }, size_t{2} << 20)),
-    pages_only(
-        stack("vmm_pool_fine", [](Owned &o) { return vmm_pool(o, true, true); }, size_t{2} << 20)),
-    pages_only(stack("vmm_pool_fine_small_va_chunks",
-                     [](Owned &o) { return vmm_pool(o, true, true, size_t{16} << 20); },
-                     size_t{2} << 20)),
-    pages_only(
-        stack("vmm_pool_pages_only", [](Owned &o) { return vmm_pool(o, false); }, size_t{2} << 20)),
+    stack("vmm_pool", [](Owned &o) { return vmm_pool(o, true); }, size_t{2} << 20),
+    stack("vmm_pool_fine", [](Owned &o) { return vmm_pool(o, true, true); }, size_t{2} << 20),
+    stack("vmm_pool_fine_small_va_chunks",
+          [](Owned &o) { return vmm_pool(o, true, true, size_t{16} << 20); }, size_t{2} << 20),
+    stack("vmm_pool_pages_only", [](Owned &o) { return vmm_pool(o, false); }, size_t{2} << 20),
     stack("pool_over_vmm_pool", [](Owned &o) { return pool_over(o, vmm_pool(o, true)); },
           size_t{1} << 20));
 

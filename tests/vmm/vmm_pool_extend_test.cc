@@ -97,8 +97,11 @@ TEST_F(VmmPoolExtend, RefusesWhenTheAddressesAfterItAreTakenAndChangesNothing) {
   EXPECT_NE(nullptr, std::strstr(f.message, "not free")) << f.message;
   EXPECT_EQ(r_, f.where);
   EXPECT_EQ("[2][1]", Layout(pool_));
-  // Within the pages it already has: no change, just the new size.
-  ASSERT_EQ(GMR_OK, gmr_extend(r_, p, 2 * kPage - 100, 2 * kPage, 0, nullptr, nullptr));
+  // The size asked for, not the pages it rounds to, names the allocation.
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_extend(r_, p, 2 * kPage - 100, 2 * kPage, 0, nullptr, &f));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_extend(r_, p, 2 * kPage, 3 * kPage, 512, nullptr, &f))
+      << "another alignment";
+  EXPECT_EQ("[2][1]", Layout(pool_));
   int x = 0;
   EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_extend(r_, &x, kPage, 2 * kPage, 0, nullptr, &f));
   EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_extend(r_, p, 5 * kPage, 6 * kPage, 0, nullptr, &f));
@@ -109,6 +112,15 @@ TEST_F(VmmPoolExtend, RefusesWhenTheAddressesAfterItAreTakenAndChangesNothing) {
   EXPECT_EQ(GMR_OK, gmr_deallocate(r_, wall, kPage, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 2 * kPage, 0, nullptr));
   EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_extend(r_, p, 2 * kPage, 3 * kPage, 0, nullptr, &f));
+  // Within the pages it already has: no change, just the new size.
+  void *q = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 2 * kPage - 100, 0, nullptr, &q));
+  const gmr_vmm_pool_resource_stats before = Stats(pool_);
+  ASSERT_EQ(GMR_OK, gmr_extend(r_, q, 2 * kPage - 100, 2 * kPage, 0, nullptr, nullptr));
+  EXPECT_EQ(before.live_bytes, Stats(pool_).live_bytes);
+  EXPECT_EQ(before.mapped_bytes, Stats(pool_).mapped_bytes);
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, q, 2 * kPage - 100, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, q, 2 * kPage, 0, nullptr));
 }
 
 TEST_F(VmmPoolExtend, GrowthDuringCaptureMapsPagesWithoutBreakingIt) {

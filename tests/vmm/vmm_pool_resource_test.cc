@@ -219,6 +219,54 @@ TEST_F(VmmPool, SmallBlocksUseTheBadFreeVocabularyAndChangeNothing) {
   gmr_test::ExpectInvariants(pool_);
 }
 
+// Whole pages, the small path and pages without the small path name an
+// allocation by the size and alignment asked for, not by the pages or the
+// 256-byte units they round to: a free of 999 bytes for 1,000 is refused,
+// changing nothing, and the correct free after it succeeds instead of
+// reading as a double free.
+TEST_F(VmmPool, AFreeMustNameTheSizeAndAlignmentAskedFor) {
+  for (bool small_pool : {true, false}) {
+    SCOPED_TRACE(small_pool ? "with the small path" : "pages only");
+    gmr_vmm_pool_resource_config c = gmr_test::TestConfig();
+    c.small_pool = small_pool;
+    Make(c);
+    void *big = nullptr, *small = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_allocate(r_, 2 * kPage - 1000, 0, nullptr, &big));
+    ASSERT_EQ(GMR_OK, gmr_allocate(r_, 1000, 128, nullptr, &small));
+    const std::string layout = Layout(pool_);
+    const gmr_vmm_pool_resource_stats before = Stats(pool_);
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, big, 2 * kPage - 999, 0, nullptr));
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, big, 2 * kPage, 0, nullptr))
+        << "the pages it rounds to";
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, big, 2 * kPage - 1000, 512, nullptr));
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, small, 999, 128, nullptr));
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, small, 1024, 128, nullptr))
+        << "the 256-byte units it rounds to";
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, small, 1000, 0, nullptr))
+        << "256, not the 128 asked for";
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, small, kPage, 128, nullptr))
+        << "a page or more: the page path asks the small path";
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_extend(r_, small, kPage, 2 * kPage, 128, nullptr, nullptr))
+        << "extend names a block the same way";
+    EXPECT_EQ(layout, Layout(pool_));
+    const gmr_vmm_pool_resource_stats after = Stats(pool_);
+    EXPECT_EQ(before.live_count, after.live_count);
+    EXPECT_EQ(before.live_bytes, after.live_bytes);
+    EXPECT_EQ(before.small_live_count, after.small_live_count);
+    EXPECT_EQ(before.mapped_bytes, after.mapped_bytes);
+    EXPECT_EQ(GMR_OK, gmr_deallocate(r_, big, 2 * kPage - 1000, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_deallocate(r_, small, 1000, 128, nullptr));
+    EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, big, 2 * kPage - 1000, 0, nullptr));
+    EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, small, 1000, 128, nullptr));
+    EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, small, kPage, 128, nullptr))
+        << "freed, whatever path the size points to";
+    EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_extend(r_, small, kPage, 2 * kPage, 128, nullptr, nullptr));
+    gmr_test::ExpectInvariants(pool_);
+    EXPECT_EQ(GMR_OK, gmr_resource_destroy(r_));
+    pool_ = nullptr;
+  }
+}
+
 TEST_F(VmmPool, RequestsLargerThanAVaChunkReserveAnotherChunk) {
   Make(gmr_test::TestConfig(4));
   void *a = nullptr, *b = nullptr;
