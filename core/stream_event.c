@@ -5,48 +5,39 @@
 
 #include <stddef.h>
 
-/* cudaStreamGetId with the thread in relaxed capture mode, so that the call
- * neither fails nor breaks a capture in progress (this thread's or, in
- * global mode, another's). */
-static cudaError_t stream_id_relaxed(const gmr__cuda_ops *cuda, gmr_stream stream, uint64_t *id) {
-  enum cudaStreamCaptureMode saved;
-  cudaError_t err = gmr__cuda_capture_relaxed_enter(cuda, &saved);
-  if (err != cudaSuccess) return err;
-  unsigned long long v = 0;
-  err = cuda->stream_get_id((cudaStream_t)stream, &v);
-  gmr__cuda_capture_relaxed_leave(cuda, saved);
-  if (err == cudaSuccess) *id = (uint64_t)v;
-  return err;
-}
-
-/* The calling thread's cudaStreamPerThread: one stream per thread and device,
- * living as long as the thread, so its id is asked once per device. */
-static _Thread_local struct {
-  const gmr__cuda_ops *cuda;
-  int device;
-  uint64_t id;
-} per_thread_stream;
+/* The calling thread's number, made on first use (never 0, never reused):
+ * with the device, it names the thread's cudaStreamPerThread, which lives as
+ * long as the thread. */
+static _Atomic uint64_t thread_serials;
+static _Thread_local uint64_t thread_serial;
 
 static cudaError_t per_thread_stream_id(const gmr__cuda_ops *cuda, uint64_t *id) {
   int device = -1;
   cudaError_t err = cuda->get_device(&device);
   if (err != cudaSuccess) return err;
-  if (per_thread_stream.cuda == cuda && per_thread_stream.device == device) {
-    *id = per_thread_stream.id;
-    return cudaSuccess;
+  if (thread_serial == 0) {
+    thread_serial = atomic_fetch_add_explicit(&thread_serials, 1, memory_order_relaxed) + 1;
   }
-  err = stream_id_relaxed(cuda, (gmr_stream)cudaStreamPerThread, id);
-  if (err != cudaSuccess) return err;
-  per_thread_stream.cuda = cuda;
-  per_thread_stream.device = device;
-  per_thread_stream.id = *id;
+  *id = (thread_serial << 8 | ((uint64_t)device & 0xffu)) & ~GMR__STREAM_ID_CAPTURE;
   return cudaSuccess;
 }
 
 cudaError_t gmr__stream_key_learn(const gmr__cuda_ops *cuda, gmr_stream stream,
                                   gmr__stream_key *out) {
   if (stream == (gmr_stream)cudaStreamPerThread) return per_thread_stream_id(cuda, &out->id);
-  return stream_id_relaxed(cuda, stream, &out->id);
+  enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long capture_id = 0;
+  cudaError_t err = cuda->stream_get_capture_info((cudaStream_t)stream, &status, &capture_id);
+  if (err != cudaSuccess) return err;
+  if (status != cudaStreamCaptureStatusNone) {
+    /* Asking its id would break the capture (GPU run 7). */
+    out->id = GMR__STREAM_ID_CAPTURE | (uint64_t)capture_id;
+    return cudaSuccess;
+  }
+  unsigned long long v = 0;
+  err = cuda->stream_get_id((cudaStream_t)stream, &v);
+  if (err == cudaSuccess) out->id = (uint64_t)v & ~GMR__STREAM_ID_CAPTURE;
+  return err;
 }
 
 cudaError_t gmr__event_query_relaxed(const gmr__cuda_ops *cuda, cudaEvent_t event) {

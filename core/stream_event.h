@@ -15,12 +15,21 @@
  *     resource records, queries or waits on S only inside a call that names
  *     S. Seen on an H100: recording on a destroyed stream crashes the driver.
  *  2. A new stream may get a destroyed stream's handle (the driver reuses the
- *     address). Same-stream reuse by handle alone would then hand the old
- *     stream's pending memory to the new one without any ordering. So every
- *     stream that can die is named by its handle AND its id
- *     (cudaStreamGetId: unique for the process, never reused): the key.
+ *     address). A key is the handle and, where known, the stream's id
+ *     (cudaStreamGetId: unique for the process, never reused). By default a
+ *     resource files memory by handle (RMM and PyTorch key their free lists
+ *     so), learning the id only before it records on the stream, so that a
+ *     record never covers a successor's work instead of the frees it is
+ *     meant to cover; with stream_ids it also learns the id before a stream
+ *     takes back its own memory not known done, so a successor never gets
+ *     it unordered (docs/stream_ordering.md has the argument).
+ *     cudaStreamGetId on a capturing stream breaks the capture in every
+ *     thread mode (an H100, GPU run 7), so the id is learned only after
+ *     cudaStreamGetCaptureInfo (legal during any capture) said the stream
+ *     is not capturing; a capturing stream is known by its capture instead.
  *     cudaStreamPerThread is a different stream in every thread and dies
- *     with its thread: it is keyed by id too, and never recorded on lazily.
+ *     with its thread: it is keyed by thread and device, no CUDA call but
+ *     cudaGetDevice, and never recorded on lazily.
  *
  * RMM's pool records an event at every free (at about a microsecond, and
  * cudaEventRecord takes the driver's context lock, so threads that free at
@@ -71,13 +80,25 @@ typedef enum gmr__stream_events_mode {
 /* Frees of a new stream that record at once in on-demand mode. */
 #define GMR__STREAM_EVENT_EAGER_FREES 4u
 
-/* A stream as memory is filed under it: the handle, and the process-unique
- * id where the handle alone could later name another stream (0 where it
- * cannot: the legacy default stream, or any stream in lazy mode). */
+/* A stream as memory is filed under it: the handle, and an id saying which
+ * stream had the handle (gmr__stream_id_is_stream): cudaStreamGetId's for a
+ * created stream, one per thread and device for cudaStreamPerThread; for a
+ * stream that captured a graph when it was asked, GMR__STREAM_ID_CAPTURE |
+ * the capture's id; 0 where not known or not needed (the legacy default
+ * stream, any stream in lazy mode). */
 typedef struct gmr__stream_key {
   gmr_stream stream;
   uint64_t id;
 } gmr__stream_key;
+
+/* The id bit of a stream known only by the capture it was in (CUDA's capture
+ * ids are unique for the process too; cudaStreamGetId's stay far below). */
+#define GMR__STREAM_ID_CAPTURE (UINT64_C(1) << 63)
+
+/* Whether `id` names one stream for certain (not 0, not a capture). */
+static inline bool gmr__stream_id_is_stream(uint64_t id) {
+  return id != 0 && (id & GMR__STREAM_ID_CAPTURE) == 0;
+}
 
 typedef struct gmr__stream_event {
   gmr__stream_key key;
@@ -108,18 +129,17 @@ static inline bool gmr__stream_is_process_wide(gmr_stream s) {
 }
 
 /*
- * Whether the handle alone may stand for `stream`'s key: the legacy default
- * stream, and in lazy mode every created stream (id 0). Otherwise a call
- * needs the stream's id before it may take memory filed under the stream
- * that is not known done, or record on it (gmr__stream_key_of);
- * cudaStreamPerThread always needs it (a different stream in every thread).
+ * Whether the handle alone is `stream`'s key (id 0, never learned): the
+ * legacy default stream, and in lazy mode every created stream (they outlive
+ * the resource). cudaStreamPerThread never: a different stream in every
+ * thread.
  */
 static inline bool gmr__stream_handle_is_key(gmr__stream_events_mode mode, gmr_stream stream) {
   return gmr__stream_is_process_wide(stream) ||
          (mode == GMR__STREAM_EVENTS_LAZY && stream != (gmr_stream)cudaStreamPerThread);
 }
 
-/* Whether a call on `stream` may go on without its id until it needs it
+/* Whether a call on `stream` goes on without its id until it needs it
  * (gmr__stream_key_begin): a created stream in the on-demand and every-free
  * modes. */
 static inline bool gmr__stream_id_asked_lazily(gmr__stream_events_mode mode, gmr_stream stream) {
@@ -127,15 +147,18 @@ static inline bool gmr__stream_id_asked_lazily(gmr__stream_events_mode mode, gmr
 }
 
 /*
- * The id of `stream` (a created stream, or cudaStreamPerThread) into
- * out->id: cudaStreamGetId with the calling thread switched to
- * relaxed capture mode and back (in global mode cudaStreamGetId
- * breaks any capture in progress: seen on an H100), three thread-local
- * driver calls; for cudaStreamPerThread the id is kept per thread and
- * device (it lives as long as the thread), so it costs one cudaGetDevice.
- * Not counted here: a counter shared by every thread would be the one cache
- * line they all write. Returns the CUDA error (a stale handle, or the mode
- * switch failed): the caller must change nothing.
+ * The key of `stream` (a created stream, or cudaStreamPerThread) into out->id,
+ * without ever breaking a capture. cudaStreamPerThread: one id per thread and
+ * device, made up here (it lives as long as its thread): one cudaGetDevice.
+ * A created stream: cudaStreamGetCaptureInfo first (legal in every capture
+ * mode); a capturing stream gets GMR__STREAM_ID_CAPTURE | its capture's id
+ * and is not asked its id (cudaStreamGetId on a capturing stream returns
+ * cudaErrorStreamCaptureUnsupported and invalidates the capture, whatever the
+ * thread's mode: an H100, GPU run 7); any other gets cudaStreamGetId's id,
+ * legal during anyone's capture. Two driver calls (about 150 ns on an H100),
+ * no mode switch. Not counted here: a counter shared by every thread would be
+ * the one cache line they all write. Returns the CUDA error (a stale handle):
+ * the caller must change nothing.
  */
 cudaError_t gmr__stream_key_learn(const gmr__cuda_ops *cuda, gmr_stream stream,
                                   gmr__stream_key *out);
@@ -154,20 +177,18 @@ static inline cudaError_t gmr__stream_key_of(const gmr__cuda_ops *cuda,
 /*
  * The key of `stream` as far as it is known without asking a created
  * stream's id: *known is false (and out->id 0) for a created stream in the
- * on-demand and every-free modes, true otherwise (cudaStreamPerThread may
- * cost the cudaGetDevice of gmr__stream_key_of). Errors as gmr__stream_key_of.
+ * on-demand and every-free modes, true otherwise (cudaStreamPerThread costs
+ * the cudaGetDevice of gmr__stream_key_learn). Errors as gmr__stream_key_of.
  *
  * Why a call may go on with the id unknown (docs/stream_ordering.md): a
  * slot is keyed by a handle and an id learned inside an earlier call naming
  * that handle. A free filed by handle alone is the slot's stream's, or a
  * later stream's that got the handle after the slot's stream was destroyed:
- * never an earlier one's. A call that then learns the id (before it takes
- * the slot's memory that is not known done, or records on the stream)
- * either finds the slot's id, and then the slot's stream lived from that
- * earlier call to now, owning the handle throughout, so every free filed
- * there was its own; or another id, and the slot belonged to a destroyed
- * stream: it is retired, its memory reached only through its event or a
- * device synchronisation.
+ * never an earlier one's. A call that then learns the id either finds the
+ * slot's id, and then the slot's stream lived from that earlier call to now,
+ * owning the handle throughout, so every free filed there was its own; or
+ * another id, and the slot belonged to a destroyed stream: it is retired,
+ * its memory reached only through its event or a device synchronisation.
  */
 static inline cudaError_t gmr__stream_key_begin(const gmr__cuda_ops *cuda,
                                                 gmr__stream_events_mode mode, gmr_stream stream,
@@ -179,13 +200,46 @@ static inline cudaError_t gmr__stream_key_begin(const gmr__cuda_ops *cuda,
   return gmr__stream_key_learn(cuda, stream, out); /* cudaStreamPerThread */
 }
 
-/* A hint per thread: whether the last allocation on `stream` needed the
- * stream's id (so the next one asks for it before taking the lock). */
+/* With stream_ids: a hint per thread, whether the last allocation on
+ * `stream` needed the stream's id (so the next one asks for it before taking
+ * the lock). */
 bool gmr__stream_id_hint(gmr_stream stream);
 void gmr__stream_id_hint_set(gmr_stream stream, bool needed);
 
 static inline bool gmr__stream_key_equal(gmr__stream_key a, gmr__stream_key b) {
   return a.stream == b.stream && a.id == b.id;
+}
+
+/* What a call on a slot's handle learns about the slot's stream. */
+typedef enum gmr__stream_key_match {
+  GMR__STREAM_KEY_SAME = 0,  /* the slot's stream: use the slot */
+  GMR__STREAM_KEY_ADOPT = 1, /* the slot's stream, its id learned now: the slot takes it */
+  GMR__STREAM_KEY_OTHER = 2  /* maybe another stream: retire the slot, use a new one */
+} gmr__stream_key_match;
+
+/*
+ * The slot keyed `slot` and a call keyed `call`, on the same handle. Two
+ * different stream ids: the slot's stream was destroyed (OTHER). Otherwise
+ * nothing proves a change of stream: by handle (`ids` false) the slot's
+ * stream it is, taking the call's id if that is a stream id the slot lacked
+ * (ADOPT); with stream_ids (`ids` true) an id that is not certain on either
+ * side (a capture, or not asked) is another stream (OTHER).
+ */
+static inline gmr__stream_key_match gmr__stream_key_compare(bool ids, gmr__stream_key slot,
+                                                            gmr__stream_key call) {
+  if (slot.id == call.id) return GMR__STREAM_KEY_SAME;
+  bool slot_known = gmr__stream_id_is_stream(slot.id);
+  bool call_known = gmr__stream_id_is_stream(call.id);
+  if ((slot_known && call_known) || ids) return GMR__STREAM_KEY_OTHER;
+  return call_known ? GMR__STREAM_KEY_ADOPT : GMR__STREAM_KEY_SAME;
+}
+
+/* Whether two keys of record_stream name the same stream: by handle (a
+ * recorded stream lives until the free, PyTorch's rule), by thread for
+ * cudaStreamPerThread. */
+static inline bool gmr__stream_key_same_stream(gmr__stream_key a, gmr__stream_key b) {
+  if (a.stream != b.stream) return false;
+  return a.stream != (gmr_stream)cudaStreamPerThread || a.id == b.id;
 }
 
 /* An idle state for the stream of `key`: nothing freed, nothing pending. The
@@ -238,10 +292,11 @@ cudaError_t gmr__stream_event_settle(const gmr__cuda_ops *cuda, gmr__stream_even
 /*
  * cudaEventQuery / cudaEventSynchronize with the calling thread in relaxed
  * capture mode and back: both are potentially unsafe calls, which in global
- * mode fail and break a capture in progress, this thread's or another's
- * (an H100 did so for the query). The resources' events are never recorded
- * on a capturing stream, so relaxed mode is enough. Returns the call's error,
- * or the mode switch's.
+ * mode fail and break any global capture in progress, this thread's or
+ * another's (an H100 did so for the query), and a pool may query at any
+ * time another thread captures. The resources' events are never recorded on
+ * a capturing stream, so relaxed mode makes them legal. Returns the call's
+ * error, or the mode switch's.
  */
 cudaError_t gmr__event_query_relaxed(const gmr__cuda_ops *cuda, cudaEvent_t event);
 cudaError_t gmr__event_synchronize_relaxed(const gmr__cuda_ops *cuda, cudaEvent_t event);

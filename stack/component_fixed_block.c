@@ -10,7 +10,8 @@
 #include "stack/value.h"
 
 enum { BLOCK, BLOCKS_PER_CHUNK, MAX_CHUNKS, INITIAL_CHUNKS, OVERSIZE, STREAM_ORDERED,
-       NVTX_ANNOTATE, STREAMS_OUTLIVE, SHARDS, RECORD_EVERY_FREE, OPTION_COUNT };
+       NVTX_ANNOTATE, STREAMS_OUTLIVE, SHARDS, RECORD_EVERY_FREE,
+       STREAM_IDS, OPTION_COUNT };
 
 /* In the order of gmr_fixed_block_oversize. */
 static const char *const oversize_choices[] = {"forward", "refuse", NULL};
@@ -55,6 +56,11 @@ static const gmr__option_def options[OPTION_COUNT] = {
                            .type = GMR__OPTION_BOOL,
                            .help = "record an event at every free on a created stream (RMM's "
                                    "rule) instead of when another stream asks for the block"},
+    [STREAM_IDS] = {.name = "stream_ids",
+                    .type = GMR__OPTION_BOOL,
+                    .help = "know a created stream by its id too before it takes back its own blocks "
+                            "not known done (programs that destroy streams with work pending and "
+                            "create new ones); false: by handle, as RMM"},
 };
 
 /* The C default, with what the spec gives on top. */
@@ -70,6 +76,7 @@ static gmr_fixed_block_resource_config to_config(const gmr__option_value *v) {
   if (v[STREAMS_OUTLIVE].given) c.streams_outlive_resource = v[STREAMS_OUTLIVE].boolean;
   if (v[SHARDS].given) c.shard_count = (uint32_t)v[SHARDS].uint;
   if (v[RECORD_EVERY_FREE].given) c.record_at_every_free = v[RECORD_EVERY_FREE].boolean;
+  if (v[STREAM_IDS].given) c.stream_ids = v[STREAM_IDS].boolean;
   return c;
 }
 
@@ -102,6 +109,8 @@ static bool describe_default(size_t option, char *text, size_t text_bytes) {
       return true;
     case RECORD_EVERY_FREE:
       return gmr__describe_bool(c.record_at_every_free, text, text_bytes);
+    case STREAM_IDS:
+      return gmr__describe_bool(c.stream_ids, text, text_bytes);
     default:
       return false;
   }

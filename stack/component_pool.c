@@ -24,6 +24,7 @@ enum {
   NVTX_ANNOTATE,
   STREAMS_OUTLIVE,
   RECORD_EVERY_FREE,
+  STREAM_IDS,
   OPTION_COUNT
 };
 
@@ -87,6 +88,11 @@ static const gmr__option_def options[OPTION_COUNT] = {
                            .type = GMR__OPTION_BOOL,
                            .help = "record an event at every free on a created stream (RMM's "
                                    "rule) instead of when another stream asks for the memory"},
+    [STREAM_IDS] = {.name = "stream_ids",
+                    .type = GMR__OPTION_BOOL,
+                    .help = "know a created stream by its id too before it takes back its own memory "
+                            "not known done (programs that destroy streams with work pending and "
+                            "create new ones); false: by handle, as RMM"},
 };
 
 /* The C default, with what the spec gives on top (ranges checked: no casts lose bits). */
@@ -106,6 +112,7 @@ static gmr_pool_resource_config to_config(const gmr__option_value *v) {
   if (v[NVTX_ANNOTATE].given) c.nvtx_annotate = v[NVTX_ANNOTATE].boolean;
   if (v[STREAMS_OUTLIVE].given) c.streams_outlive_resource = v[STREAMS_OUTLIVE].boolean;
   if (v[RECORD_EVERY_FREE].given) c.record_at_every_free = v[RECORD_EVERY_FREE].boolean;
+  if (v[STREAM_IDS].given) c.stream_ids = v[STREAM_IDS].boolean;
   return c;
 }
 
@@ -153,6 +160,8 @@ static bool describe_default(size_t option, char *text, size_t text_bytes) {
       return gmr__describe_bool(c.streams_outlive_resource, text, text_bytes);
     case RECORD_EVERY_FREE:
       return gmr__describe_bool(c.record_at_every_free, text, text_bytes);
+    case STREAM_IDS:
+      return gmr__describe_bool(c.stream_ids, text, text_bytes);
     default:
       return false;
   }

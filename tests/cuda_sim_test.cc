@@ -356,44 +356,55 @@ TEST_F(CudaSim, PoolKeepsItsReserveUntilTrimmedOrThresholdAtSync) {
 // ---- CUDA's capture rules (cuda_runtime_api.h, cudaThreadExchangeStreamCaptureMode;
 // the programming guide's "prohibited and unhandled operations"; GPU_FACTS.md) ----
 
-// Seen on an H100 (driver 580): cudaStreamGetId during a global-mode capture,
-// the thread in global mode, returned cudaErrorStreamCaptureUnsupported and the
-// capture ended invalidated. It is a potentially unsafe call like cudaMalloc.
-TEST_F(CudaSim, StreamGetIdIsPotentiallyUnsafeDuringACapture) {
+// Seen on an H100 (driver 580, GPU run 7): cudaStreamGetId on the capturing
+// stream returns cudaErrorStreamCaptureUnsupported and invalidates the
+// capture in every thread mode, relaxed included. On any other stream it is
+// legal during a capture, from any thread in any mode (it is not one of the
+// "potentially unsafe" calls the thread modes govern).
+TEST_F(CudaSim, StreamGetIdBreaksOnlyTheCaptureOfTheStreamItNames) {
   gmr_stream s = nullptr, other = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
   ASSERT_EQ(GMR_OK, gmr_stream_create(&other));
   unsigned long long id = 0;
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
-  EXPECT_EQ(cudaErrorStreamCaptureUnsupported, ops()->stream_get_id(s, &id));
   gmr_graph g = nullptr;
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));  // invalidated
+  for (enum cudaStreamCaptureMode mode :
+       {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal,
+        cudaStreamCaptureModeRelaxed}) {
+    ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+    enum cudaStreamCaptureMode saved = mode;
+    ASSERT_EQ(cudaSuccess, ops()->thread_exchange_capture_mode(&saved));
+    EXPECT_EQ(cudaErrorStreamCaptureUnsupported, ops()->stream_get_id(s, &id)) << mode;
+    ASSERT_EQ(cudaSuccess, ops()->thread_exchange_capture_mode(&saved));
+    EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g)) << mode << ": invalidated";
+  }
 
-  // Naming another stream, or the default stream, is no better.
+  // Naming another stream, the per-thread or the legacy default stream, with
+  // the thread in global mode: allowed, and the capture stays valid.
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
-  EXPECT_EQ(cudaErrorStreamCaptureUnsupported, ops()->stream_get_id(other, &id));
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
-  EXPECT_EQ(cudaErrorStreamCaptureUnsupported, ops()->stream_get_id(cudaStreamPerThread, &id));
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));
-
-  // Relaxed thread mode allows it, and the capture survives.
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
-  enum cudaStreamCaptureMode saved = cudaStreamCaptureModeGlobal;
-  ASSERT_EQ(cudaSuccess, gmr__cuda_capture_relaxed_enter(ops(), &saved));
-  EXPECT_EQ(cudaSuccess, ops()->stream_get_id(s, &id));
-  EXPECT_NE(0u, id);
-  gmr__cuda_capture_relaxed_leave(ops(), saved);
+  unsigned long long other_id = 0, per_thread = 0, legacy = 0;
+  EXPECT_EQ(cudaSuccess, ops()->stream_get_id(other, &other_id));
+  EXPECT_EQ(cudaSuccess, ops()->stream_get_id(cudaStreamPerThread, &per_thread));
+  EXPECT_EQ(cudaSuccess, ops()->stream_get_id(nullptr, &legacy));
+  EXPECT_NE(0u, other_id);
+  // Another thread in global mode, during this thread's global capture.
+  cudaError_t from_another_thread = cudaErrorUnknown;
+  std::thread([&] {
+    unsigned long long theirs = 0;
+    from_another_thread = gmr__cuda()->stream_get_id(other, &theirs);
+  }).join();
+  EXPECT_EQ(cudaSuccess, from_another_thread);
   ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
   EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
   EXPECT_EQ(cudaSuccess, ops()->stream_get_id(s, &id));  // no capture: allowed
+  EXPECT_NE(other_id, id);
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(other));
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
 }
 
-// A thread in thread-local mode ignores other threads' captures; a thread in
-// global mode is refused during another thread's global capture and breaks it;
-// a thread-local capture forbids only the thread that began it.
+// A potentially unsafe call (cudaMalloc): a thread in thread-local mode
+// ignores other threads' captures; a thread in global mode is refused during
+// another thread's global capture and breaks it; a thread-local capture
+// forbids only the thread that began it.
 TEST_F(CudaSim, ThreadModesDecideWhoseCapturesForbidACall) {
   gmr_stream s = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
@@ -402,13 +413,24 @@ TEST_F(CudaSim, ThreadModesDecideWhoseCapturesForbidACall) {
   std::thread([&] {
     enum cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal;
     ASSERT_EQ(cudaSuccess, gmr__cuda()->thread_exchange_capture_mode(&mode));
-    unsigned long long id = 0;
-    thread_local_call = gmr__cuda()->stream_get_id(s, &id);
+    void *p = nullptr;
+    thread_local_call = gmr__cuda()->malloc(&p, 256);
+    if (thread_local_call == cudaSuccess) gmr__cuda()->free(p);
   }).join();
   EXPECT_EQ(cudaSuccess, thread_local_call);
   gmr_graph g = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));  // still valid
   EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));  // global
+  cudaError_t global_call = cudaSuccess;
+  std::thread([&] {
+    void *p = nullptr;
+    global_call = gmr__cuda()->malloc(&p, 256);
+    if (global_call == cudaSuccess) gmr__cuda()->free(p);
+  }).join();
+  EXPECT_EQ(cudaErrorStreamCaptureUnsupported, global_call);
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));  // invalidated
 
   ASSERT_EQ(cudaSuccess, ops()->stream_begin_capture(s, cudaStreamCaptureModeThreadLocal));
   cudaError_t other_thread = cudaErrorUnknown;
@@ -451,7 +473,9 @@ TEST_F(CudaSim, CaptureInfoIsLegalDuringACapture) {
 // A record on a capturing stream is legal: it becomes a node of the graph and
 // runs nothing now. The event is then a captured event: querying or
 // synchronising it is refused even in relaxed mode (cudaErrorCapturedEvent)
-// and breaks the capture; a record outside any capture makes it ordinary again.
+// and breaks the capture; once the capture has ended, a query says
+// cudaErrorInvalidValue (seen on an H100, GPU run 7); a record outside any
+// capture makes it ordinary again.
 TEST_F(CudaSim, AnEventRecordedInACaptureIsACapturedEvent) {
   gmr_stream s = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
@@ -471,7 +495,8 @@ TEST_F(CudaSim, AnEventRecordedInACaptureIsACapturedEvent) {
   EXPECT_EQ(cudaErrorCapturedEvent, ops()->event_synchronize(e));
   gmr__cuda_capture_relaxed_leave(ops(), saved);
   EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));  // invalidated
-  EXPECT_EQ(cudaErrorCapturedEvent, ops()->event_query(e));  // still last recorded in a capture
+  EXPECT_EQ(cudaErrorInvalidValue, ops()->event_query(e));  // still last recorded in a capture
+  EXPECT_EQ(cudaErrorInvalidValue, ops()->event_synchronize(e));
 
   ASSERT_EQ(cudaSuccess, ops()->event_record(e, s));  // outside a capture
   EXPECT_EQ(cudaSuccess, ops()->event_query(e));

@@ -105,8 +105,12 @@ TEST_F(FixedBlockStreams, FreesOnAKnownStreamRecordNoEvent) {
   EXPECT_LE(Stats(f).event_record_count, 6u);  // the growth and the first few frees
 }
 
+// With stream_ids: a stream destroyed with its work pending never gives its
+// block to the new stream that got its handle, unordered.
 TEST_F(FixedBlockStreams, ANewStreamWithADeadStreamsHandleNeverTakesItsBlockUnordered) {
-  gmr_fixed_block_resource *f = Make(Config(1));
+  gmr_fixed_block_resource_config c = Config(1);
+  c.stream_ids = true;
+  gmr_fixed_block_resource *f = Make(c);
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(true));  // as the driver often does
   gmr_stream s1 = nullptr;
@@ -129,10 +133,30 @@ TEST_F(FixedBlockStreams, ANewStreamWithADeadStreamsHandleNeverTakesItsBlockUnor
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 100, 0, s2));
 }
 
-// Once warm, a stream's own alloc/free pairs ask for its id at most once per
-// allocation and never at a free.
-TEST_F(FixedBlockStreams, WarmPairsAskTheIdOnlyAtAllocations) {
+// By handle (the default, as RMM), a warm pair makes no CUDA call at all.
+TEST_F(FixedBlockStreams, WarmPairsByHandleMakeNoCudaCall) {
   gmr_fixed_block_resource *f = Make(Config());
+  gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
+  gmr_stream s = Stream();
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(GMR_OK, gmr_deallocate(r, Alloc(r, 100, s), 100, 0, s));
+  uint64_t calls = 0;
+  for (int call = 0; call < GMR_CUDA_CALL_COUNT; ++call) {
+    calls += gmr_cuda_sim_get_call_count(static_cast<gmr_cuda_call>(call));
+  }
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(GMR_OK, gmr_deallocate(r, Alloc(r, 100, s), 100, 0, s));
+  uint64_t after = 0;
+  for (int call = 0; call < GMR_CUDA_CALL_COUNT; ++call) {
+    after += gmr_cuda_sim_get_call_count(static_cast<gmr_cuda_call>(call));
+  }
+  EXPECT_EQ(calls, after);
+}
+
+// With stream_ids, once warm, a stream's own alloc/free pairs ask for its id
+// at most once per allocation and never at a free.
+TEST_F(FixedBlockStreams, WarmPairsAskTheIdOnlyAtAllocations) {
+  gmr_fixed_block_resource_config c = Config();
+  c.stream_ids = true;
+  gmr_fixed_block_resource *f = Make(c);
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   gmr_stream s = Stream();
   for (int i = 0; i < 8; ++i) ASSERT_EQ(GMR_OK, gmr_deallocate(r, Alloc(r, 100, s), 100, 0, s));
@@ -147,9 +171,10 @@ TEST_F(FixedBlockStreams, WarmPairsAskTheIdOnlyAtAllocations) {
 }
 
 // During a global capture: the capturing stream gets its own block back and
-// the capture stays valid (its id is asked in relaxed mode); a new stream
-// with a destroyed stream's handle gets none of the old stream's pending
-// blocks (CAPTURE_UNSAFE: it cannot grow or wait) and its capture stays valid.
+// the capture stays valid (by handle; its id is never asked while it
+// captures); with stream_ids, a new stream with a destroyed stream's handle
+// gets none of the old stream's pending blocks (CAPTURE_UNSAFE: it cannot
+// grow or wait) and its capture stays valid.
 TEST_F(FixedBlockStreams, CapturingStreamsAreIdentifiedWithoutBreakingTheCapture) {
   gmr_fixed_block_resource *f = Make(Config(1));
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
@@ -163,6 +188,11 @@ TEST_F(FixedBlockStreams, CapturingStreamsAreIdentifiedWithoutBreakingTheCapture
   ASSERT_EQ(GMR_OK, gmr_stream_end_capture(own, &g));
   EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
 
+  // With stream_ids, the rest: a stream is known by its capture, and the
+  // capture of a stream that got a dead stream's handle takes nothing of it.
+  gmr_fixed_block_resource_config c = Config(1);
+  c.stream_ids = true;
+  r = gmr_fixed_block_resource_as_resource(Make(c));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(true));
   gmr_stream s1 = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s1));

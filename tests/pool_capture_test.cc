@@ -239,11 +239,13 @@ TEST_F(PoolCaptureTest, ACapturingStreamIsIdentifiedWithoutBreakingTheCapture) {
   ExpectInvariants(r);
 }
 
-// A stream destroyed with a pending free, and a new stream that gets its
-// handle and captures: the new stream never takes the old one's block, and
-// its capture stays valid.
+// With stream_ids, a stream destroyed with a pending free, and a new stream
+// that gets its handle and captures: the new stream never takes the old
+// one's block, and its capture stays valid.
 TEST_F(PoolCaptureTest, ANewStreamWithAReusedHandleCapturesWithoutTheOldStreamsBlock) {
-  gmr_resource *r = Make(identified_config(), capturing_upstream_);
+  gmr_pool_resource_config c = identified_config();
+  c.stream_ids = true;
+  gmr_resource *r = Make(c, capturing_upstream_);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(true));
   gmr_stream old = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&old));
@@ -310,7 +312,9 @@ TEST_F(PoolCaptureTest, AnotherThreadsCallsLeaveAGlobalCaptureValid) {
 // Once warm, a stream's own alloc/free pairs ask for its id at most once per
 // allocation and never at a free.
 TEST_F(PoolCaptureTest, WarmPairsOnACreatedStreamAskTheIdOnlyAtAllocations) {
-  gmr_resource *r = Make(identified_config());
+  gmr_pool_resource_config c = identified_config();
+  c.stream_ids = true;
+  gmr_resource *r = Make(c);
   gmr_stream s = Stream();
   for (int i = 0; i < 8; ++i) {
     void *p = Alloc(r, MiB, s);
@@ -325,6 +329,28 @@ TEST_F(PoolCaptureTest, WarmPairsOnACreatedStreamAskTheIdOnlyAtAllocations) {
     EXPECT_EQ(at_free, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID));
   }
   EXPECT_LE(gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID), ids + 100);
+  EXPECT_EQ(events, EventCalls());
+  ExpectInvariants(r);
+}
+
+// By handle (the default, as RMM and PyTorch), a warm pair on a created
+// stream makes no CUDA call at all: no stream id, no event.
+TEST_F(PoolCaptureTest, WarmPairsByHandleMakeNoCudaCall) {
+  gmr_resource *r = Make(identified_config());
+  gmr_stream s = Stream();
+  for (int i = 0; i < 8; ++i) {
+    void *p = Alloc(r, MiB, s);
+    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+  }
+  uint64_t ids = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID);
+  uint64_t infos = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_CAPTURE_INFO);
+  uint64_t events = EventCalls();
+  for (int i = 0; i < 100; ++i) {
+    void *p = Alloc(r, MiB, s);
+    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+  }
+  EXPECT_EQ(ids, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID));
+  EXPECT_EQ(infos, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_CAPTURE_INFO));
   EXPECT_EQ(events, EventCalls());
   ExpectInvariants(r);
 }

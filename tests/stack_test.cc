@@ -9,6 +9,7 @@
 
 #include "gmr/cuda_resource.h"
 #include "gmr/cuda_sim.h"
+#include "gmr/device.h"
 #include "gmr/host_resource.h"
 #include "gmr/limiting_adaptor.h"
 #include "gmr/oom_adaptor.h"
@@ -483,6 +484,45 @@ TEST_F(Stack, GmrStackInTheEnvironmentChangesThePolicyOfAnUnchangedProgram) {
   EXPECT_STREQ("host", gmr_stack_get_spec(s));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
   unsetenv("GMR_STACK");
+}
+
+// stream_ids=true reaches pool and fixed_block from a spec: a warm pair on a
+// created stream then asks the stream's id at its allocation; by handle (the
+// default) it asks nothing.
+TEST_F(Stack, StreamIdsOptionReachesThePools) {
+  for (const char *top : {"pool", "fixed_block(block=64KiB)"}) {
+    for (bool ids : {false, true}) {
+      std::string spec = std::string(top);
+      if (ids) {
+        spec = spec.back() == ')' ? spec.substr(0, spec.size() - 1) + ",stream_ids=true)"
+                                  : spec + "(stream_ids=true)";
+      }
+      gmr_stack *s = Build(spec + " > cuda");
+      ASSERT_NE(nullptr, s) << spec;
+      gmr_resource *r = gmr_stack_as_resource(s);
+      gmr_stream st = nullptr;
+      ASSERT_EQ(GMR_OK, gmr_stream_create(&st));
+      for (int i = 0; i < 10; ++i) {
+        void *p = nullptr;
+        ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, st, &p));
+        ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, st));
+      }
+      uint64_t before = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID);
+      for (int i = 0; i < 10; ++i) {
+        void *p = nullptr;
+        ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, st, &p));
+        ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, st));
+      }
+      uint64_t asked = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID) - before;
+      if (ids) {
+        EXPECT_EQ(10u, asked) << spec;
+      } else {
+        EXPECT_EQ(0u, asked) << spec;
+      }
+      EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
+      EXPECT_EQ(GMR_OK, gmr_stream_destroy(st));
+    }
+  }
 }
 
 }  // namespace

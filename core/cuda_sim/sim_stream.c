@@ -8,10 +8,12 @@
  * on a capturing stream becomes a node and runs nothing; a record there makes
  * the event a captured event, which may be waited on only inside its capture
  * (a stream that is not capturing joins it: a fork) and never queried or
- * synchronised; a capturing stream may wait only on events of its own
- * capture; synchronising a capturing stream, or the device while any stream
- * captures, conflicts in every thread mode; potentially unsafe calls follow
- * the thread modes (gmr__sim_capture_forbids_unsafe_call). An invalid call
+ * synchronised (after the capture: cudaErrorInvalidValue); a capturing
+ * stream may wait only on events of its own capture; synchronising a
+ * capturing stream, or the device while any stream captures, and
+ * cudaStreamGetId on a capturing stream conflict in every thread mode;
+ * potentially unsafe calls follow the thread modes
+ * (gmr__sim_capture_forbids_unsafe_call). An invalid call
  * invalidates the captures it concerns. Not simulated: joined streams need
  * not be joined back before the capture ends (they leave it with it).
  */
@@ -344,10 +346,14 @@ static bool event_complete(const gmr__sim_event *e) {
 }
 
 /* Querying or synchronising an event last recorded in a capture conflicts
- * with the capture in every thread mode (it stands for no work). */
+ * with the capture in every thread mode while it is in progress (the event
+ * stands for no work). Once the capture has ended, an H100 answered the
+ * query with cudaErrorInvalidValue (GPU run 7); the simulation answers a
+ * synchronisation the same way. */
 static cudaError_t refuse_captured(cudaEvent_t event) {
   const gmr__sim_event *e = (const gmr__sim_event *)(void *)event;
   if (e->capture_id == 0) return cudaSuccess;
+  if (!gmr__sim_capture_in_progress(e->capture_id)) return cudaErrorInvalidValue;
   gmr__sim_invalidate_capture(e->capture_id);
   return cudaErrorCapturedEvent;
 }
@@ -428,10 +434,13 @@ cudaError_t gmr__sim_stream_get_id(cudaStream_t stream, unsigned long long *id) 
   cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_STREAM_GET_ID);
   if (err == cudaSuccess && id == NULL) err = cudaErrorInvalidValue;
   if (err == cudaSuccess) err = gmr__sim_lookup_stream(stream, &s);
-  /* Seen on an H100 (driver 580): during a global-mode capture, with the
-   * thread in global mode, cudaStreamGetId returned
-   * cudaErrorStreamCaptureUnsupported and the capture ended invalidated. */
-  if (err == cudaSuccess && gmr__sim_capture_forbids_unsafe_call()) {
+  /* Seen on an H100 (driver 580, GPU run 7): on the capturing stream,
+   * cudaStreamGetId (and the driver's cuStreamGetId) returns
+   * cudaErrorStreamCaptureUnsupported and invalidates the capture in every
+   * thread mode, relaxed included; on any other stream it is legal during a
+   * capture, from any thread in any mode. */
+  if (err == cudaSuccess && gmr__sim_stream_capturing(s)) {
+    gmr__sim_invalidate_capture(s->capture_id);
     err = cudaErrorStreamCaptureUnsupported;
   }
   if (err == cudaSuccess) {

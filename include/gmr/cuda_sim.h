@@ -18,7 +18,7 @@
  *    cudaFree) or an event synchronisation;
  *  - capture follows CUDA's capture modes: calls CUDA calls "potentially
  *    unsafe" (cudaMalloc, cudaFree, cudaHostAlloc, synchronisation, event
- *    queries, and cudaStreamGetId, as an H100 showed) fail with
+ *    queries) fail with
  *    cudaErrorStreamCaptureUnsupported and invalidate the capture when the
  *    calling thread is in global mode and began a capture or another thread
  *    began a global-mode one, or is in thread-local mode and began a capture
@@ -27,11 +27,14 @@
  *    event records on a capturing stream become graph nodes and run nothing;
  *    an event recorded there can be waited on only inside its capture (a
  *    stream that is not capturing joins it) and never queried or
- *    synchronised (cudaErrorCapturedEvent); a capturing stream may wait only
- *    on events of its own capture (cudaErrorStreamCaptureIsolation);
- *    synchronising a capturing stream, or the device while any stream
- *    captures, is refused in every mode. Refused calls invalidate the
- *    captures they concern;
+ *    synchronised (cudaErrorCapturedEvent during the capture,
+ *    cudaErrorInvalidValue after it, as an H100 answered); a capturing
+ *    stream may wait only on events of its own capture
+ *    (cudaErrorStreamCaptureIsolation); synchronising a capturing stream, or
+ *    the device while any stream captures, is refused in every mode, and so
+ *    is cudaStreamGetId on a capturing stream (on any other stream it is
+ *    legal during a capture: an H100 showed both). Refused calls invalidate
+ *    the captures they concern;
  *  - any call can be made to fail on its Nth use (fault injection);
  *  - every call is counted.
  * Select it explicitly, before creating any resource: a resource keeps the

@@ -22,10 +22,11 @@
  *    (cudaStreamWaitEvent), or after a device synchronisation. Streams are
  *    treated as in gmr/pool_resource.h ("Streams"): a stream may be destroyed
  *    as soon as the call that named it returns; created streams are known by
- *    handle and cudaStreamGetId (asked only when it decides something, with
- *    the thread in relaxed capture mode, as in the pool), so a new stream
- *    with a dead stream's handle never reuses its blocks in stream order,
- *    and no call breaks a capture in progress; a free records an event only on
+ *    handle (a warm pair makes no CUDA call), by cudaStreamGetId only before
+ *    a record, a wait or a growth and never while they capture, and with
+ *    stream_ids before they take back their own blocks not known done (a new
+ *    stream with a dead stream's handle then never reuses its blocks in
+ *    stream order); no call breaks a capture in progress; a free records an event only on
  *    demand (another stream asked for S's blocks since S's last record), for
  *    S's first few frees and at growth (record_at_every_free: at every free,
  *    RMM's rule); blocks no event covers are released by one device
@@ -133,13 +134,21 @@ typedef struct gmr_fixed_block_resource_config {
   /* RMM's rule instead of records on demand: a free on a created stream
    * records its event at once. Ignored with streams_outlive_resource. */
   bool record_at_every_free;
+  /* For programs that destroy streams while blocks freed on them may still
+   * be in use by their work, and create new ones: a created stream is known
+   * by its id as well as its handle before it takes back its own blocks not
+   * known done (see pool_resource.h, same option). false: by handle, as RMM.
+   * Ignored with streams_outlive_resource. */
+  bool stream_ids;
 } gmr_fixed_block_resource_config;
 
 /* 1 MiB blocks, chunks of 128 blocks, no maximum, nothing at create, larger
  * requests forwarded, stream ordered, no NVTX annotation, streams may be
- * destroyed after any call, one shard per CPU, events recorded on demand. */
-#define GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT \
-  {(size_t)1 << 20, 128u, 0u, 0u, GMR_FIXED_BLOCK_OVERSIZE_FORWARD, true, false, false, 0u, false}
+ * destroyed after any call, one shard per CPU, events recorded on demand,
+ * streams known by handle. */
+#define GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT                                                  \
+  {(size_t)1 << 20, 128u, 0u, 0u, GMR_FIXED_BLOCK_OVERSIZE_FORWARD, true, false, false, 0u, false, \
+   false}
 
 /**
  * Create a fixed-block resource over `upstream`.

@@ -78,21 +78,21 @@
  *  - the pool records, queries or waits on a stream only inside a call that
  *    names it, never later (seen on an H100: recording on a destroyed stream
  *    crashes the driver);
- *  - a created stream is known by its handle AND its id (cudaStreamGetId,
- *    unique for the process, never reused): memory freed on a destroyed
- *    stream is never reused in stream order by a new stream that got its
- *    handle; it goes to others through its event, or a device
- *    synchronisation. The id is asked only when it decides something: at an
- *    allocation that would take back the stream's own memory not known done,
- *    before recording on the stream, waiting, or growing, and at a free that
- *    finds no slot for the handle or owes a record; a free is otherwise filed
- *    under the slot of the handle's last stream, which is safe because the
- *    next call that takes that memory learns the id first
- *    (docs/stream_ordering.md). Asked with the calling thread in relaxed
- *    capture mode (cudaStreamGetId during a global-mode capture breaks it:
- *    seen on an H100): three thread-local driver calls. cudaStreamPerThread
- *    is a different stream in every thread: its id is kept per thread and
- *    device;
+ *  - a created stream is known by its handle, as in RMM and PyTorch: a
+ *    warm alloc/free pair makes no CUDA call. Its id (cudaStreamGetId, unique
+ *    for the process, never reused) is asked only before the pool records
+ *    on the stream, waits, or grows, after cudaStreamGetCaptureInfo said the
+ *    stream is not capturing (cudaStreamGetId on a capturing stream breaks
+ *    the capture in every thread mode, relaxed included: seen on an H100); a
+ *    capturing stream is known by its capture. Two different ids on one
+ *    handle mean the first stream died: its memory is retired and reaches
+ *    others only through its event or a device synchronisation. With
+ *    stream_ids, the id is also asked before a stream takes back its own
+ *    memory not known done, so a new stream that got a destroyed stream's
+ *    handle never reuses that memory unordered (for programs that destroy
+ *    streams with work pending and create new ones; docs/stream_ordering.md).
+ *    cudaStreamPerThread is a different stream in every thread: it is keyed
+ *    by thread and device, at the cost of a cudaGetDevice;
  *  - a free records no event, except on demand: when another stream has asked
  *    for S's free memory since S's last record, S records at its next call
  *    (a free, or an allocation); and for S's first few frees (a short-lived
@@ -285,16 +285,26 @@ typedef struct gmr_pool_resource_config {
    * records its event at once (see "Streams" above). Ignored when
    * streams_outlive_resource is set. */
   bool record_at_every_free;
+  /* For programs that destroy streams while memory freed on them may still
+   * be in use by their work, and create new ones: a created stream is known
+   * by its id as well as its handle before it takes back its own memory not
+   * known done, so a new stream that got a destroyed one's handle never
+   * reuses that memory unordered (see "Streams" above). Costs a
+   * cudaStreamGetCaptureInfo and a cudaStreamGetId (about 150 ns on an H100)
+   * at such allocations. false (the default): by handle, as RMM and PyTorch.
+   * Ignored when streams_outlive_resource is set. */
+  bool stream_ids;
 } gmr_pool_resource_config;
 
 /* Nothing at create, no maximum; chunks of max(request, 12% of the arena)
  * clamped to [48 MiB, 128 MiB] on a 2 MiB granularity; one arena per CPU;
  * stream ordered; free chunks given back before growing; the 8 most recent
  * frees up to 64 KiB kept unmerged per stream; no NVTX annotation; streams
- * may be destroyed after any call; events recorded on demand. */
+ * may be destroyed after any call; events recorded on demand; streams known
+ * by handle. */
 #define GMR_POOL_RESOURCE_CONFIG_DEFAULT                                                  \
   {0, 0, (size_t)48 << 20, (size_t)128 << 20, 12u, (size_t)2 << 20, 0u, true, true, 8u, \
-   (size_t)64 << 10, false, false, false}
+   (size_t)64 << 10, false, false, false, false}
 
 /**
  * Create a pool that takes chunks from `upstream`.

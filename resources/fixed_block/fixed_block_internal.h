@@ -120,6 +120,7 @@ struct gmr_fixed_block_resource {
   const gmr__cuda_ops *cuda;
   gmr_fixed_block_resource_config config;
   gmr__stream_events_mode events_mode;
+  bool stream_ids; /* config.stream_ids, and not lazy (core/stream_event.h) */
   uint32_t shard_count;
   gmr__fb_shard **shards;
   gmr__stream_home stream_home;

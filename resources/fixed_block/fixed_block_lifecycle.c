@@ -265,6 +265,7 @@ gmr_status gmr_fixed_block_resource_create_ex(gmr_resource *upstream,
   r->events_mode = cfg.streams_outlive_resource ? GMR__STREAM_EVENTS_LAZY
                    : cfg.record_at_every_free   ? GMR__STREAM_EVENTS_EVERY_FREE
                                                 : GMR__STREAM_EVENTS_ON_DEMAND;
+  r->stream_ids = cfg.stream_ids && r->events_mode != GMR__STREAM_EVENTS_LAZY;
   atomic_init(&r->books.locked, 0);
   gmr__u64_map empty = GMR__U64_MAP_INIT;
   r->lists = empty;

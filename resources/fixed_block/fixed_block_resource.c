@@ -140,7 +140,8 @@ static gmr__fb_block *take(gmr__fb_shard *s, gmr__stream_key key, bool known, si
   *id_matters = false;
   if (si != UINT32_MAX) {
     gmr__fb_slot *slot = s->slots[si];
-    *id_matters = r->config.stream_ordered && slot->count > 0 &&
+    /* By handle (the default) the handle's slot is the stream's own. */
+    *id_matters = r->stream_ids && r->config.stream_ordered && slot->count > 0 &&
                   !gmr__stream_event_settled(&slot->ev);
     if (known || !*id_matters) {
       if (known && r->config.stream_ordered) {

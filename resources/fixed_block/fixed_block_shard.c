@@ -87,12 +87,15 @@ uint32_t gmr__fb_slot_of(gmr__fb_shard *s, gmr__stream_key key) {
   for (uint32_t i = 0; i < s->slot_count; ++i) {
     gmr__fb_slot *slot = s->slots[i];
     if (slot->retired || slot->ev.key.stream != key.stream) continue;
-    if (slot->ev.key.id == key.id) {
+    gmr__stream_key_match m = gmr__stream_key_compare(s->r->stream_ids, slot->ev.key, key);
+    if (m != GMR__STREAM_KEY_OTHER) {
+      /* The slot's stream, seen through a capture of it or now by its id. */
+      if (m == GMR__STREAM_KEY_ADOPT) slot->ev.key.id = key.id;
       s->cached_slot = i;
       return i;
     }
-    /* Same handle, another id: the stream it named was destroyed; what it
-     * freed is not the new stream's to reuse in stream order. */
+    /* Two stream ids: the stream it named was destroyed; what it freed is
+     * not the new stream's to reuse in stream order. */
     if (slot_empty(slot)) {
       slot_reuse(s, slot, key);
       s->cached_slot = i;

@@ -100,6 +100,28 @@ uint32_t gmr__pool_slot_for_handle(gmr__pool_arena *a, gmr_stream stream) {
   return UINT32_MAX;
 }
 
+/* The stream of `key` lived from the call that keyed retired slot `back`
+ * until now (stream ids are never reused, a stream's life is one interval),
+ * owning the handle throughout: slot `cur`, keyed meanwhile by a capture of
+ * that handle, was its too. Its memory goes back to `back`, which serves the
+ * stream again; `cur` is left empty (retired, reusable), or retired with its
+ * deferred blocks. Pre: lock held. */
+static uint32_t slot_return(gmr__pool_arena *a, uint32_t back, uint32_t cur) {
+  gmr__pool_slot *b = a->slots[back];
+  b->retired = false;
+  if (cur != UINT32_MAX) {
+    gmr__pool_slot *c = a->slots[cur];
+    if (c->index.block_count > 0 || c->cache_count > 0) {
+      gmr__pool_flush_caches(a);
+      gmr__pool_move_all(a, cur, back);
+      b->ev.free_seq++; /* not covered by back's event */
+    }
+    c->retired = true;
+  }
+  a->cached_slot = back;
+  return back;
+}
+
 uint32_t gmr__pool_slot_of(gmr__pool_arena *a, gmr__stream_key key) {
   gmr_pool_resource *pool = a->pool;
   if (!pool->config.stream_ordered) return GMR__POOL_SHARED_SLOT;
@@ -108,25 +130,46 @@ uint32_t gmr__pool_slot_of(gmr__pool_arena *a, gmr__stream_key key) {
       gmr__stream_key_equal(cached->ev.key, key)) {
     return a->cached_slot;
   }
+  /* The handle's slot (one at most is not retired), and a retired one of
+   * exactly this stream (it was retired for a capture key: stream_ids). */
+  uint32_t cur = UINT32_MAX, back = UINT32_MAX;
   for (uint32_t i = 1; i < a->slot_count; ++i) {
-    gmr__pool_slot *s = a->slots[i];
-    if (s->retired || s->ev.key.stream != key.stream) continue;
-    if (s->ev.key.id == key.id) {
-      a->cached_slot = i;
-      return i;
+    const gmr__pool_slot *s = a->slots[i];
+    if (s->ev.key.stream != key.stream) continue;
+    if (!s->retired) {
+      cur = i;
+    } else if (gmr__stream_id_is_stream(key.id) && s->ev.key.id == key.id) {
+      back = i;
     }
-    /* The same handle with another id: the stream it named was destroyed
-     * and a new one got its handle. What the old stream freed is not the
-     * new stream's to reuse in stream order: that slot is retired (its
-     * blocks go to others only through its event or a device
-     * synchronisation); an empty one simply changes hands. */
+  }
+  if (cur != UINT32_MAX) {
+    gmr__pool_slot *s = a->slots[cur];
+    switch (gmr__stream_key_compare(pool->stream_ids, s->ev.key, key)) {
+      case GMR__STREAM_KEY_SAME:
+        a->cached_slot = cur;
+        return cur;
+      case GMR__STREAM_KEY_ADOPT:
+        s->ev.key.id = key.id;
+        a->cached_slot = cur;
+        return cur;
+      case GMR__STREAM_KEY_OTHER:
+        break;
+    }
+    if (back != UINT32_MAX && !gmr__stream_id_is_stream(s->ev.key.id)) {
+      return slot_return(a, back, cur);
+    }
+    /* Another stream had the handle (or, with stream_ids, may have had it).
+     * What that stream freed is not the caller's to reuse in stream order:
+     * its slot is retired (its blocks go to others only through its event
+     * or a device synchronisation); an empty one simply changes hands. */
     if (gmr__pool_slot_empty(s)) {
       slot_reuse(s, key, pool->events_mode);
-      a->cached_slot = i;
-      return i;
+      a->cached_slot = cur;
+      return cur;
     }
     s->retired = true;
-    break;
+  } else if (back != UINT32_MAX) {
+    return slot_return(a, back, UINT32_MAX);
   }
   /* A slot nobody needs any more: one of a destroyed stream, or, once there
    * are many, any empty one (its stream gets a new slot if it comes back). */

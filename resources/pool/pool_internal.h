@@ -146,6 +146,7 @@ struct gmr_pool_resource {
   const gmr__cuda_ops *cuda;
   gmr_pool_resource_config config;
   gmr__stream_events_mode events_mode;
+  bool stream_ids; /* config.stream_ids, and not lazy (core/stream_event.h) */
   uint32_t arena_count;
   gmr__pool_arena **arenas;
   gmr__stream_home stream_home; /* which arena serves a stream (core/stream_home.h) */

@@ -220,6 +220,7 @@ gmr_status gmr_pool_resource_create_ex(gmr_resource *upstream,
   pool->events_mode = cfg.streams_outlive_resource ? GMR__STREAM_EVENTS_LAZY
                       : cfg.record_at_every_free   ? GMR__STREAM_EVENTS_EVERY_FREE
                                                    : GMR__STREAM_EVENTS_ON_DEMAND;
+  pool->stream_ids = cfg.stream_ids && pool->events_mode != GMR__STREAM_EVENTS_LAZY;
   uint32_t arenas = cfg.arena_count == 0 ? default_arena_count() : cfg.arena_count;
   pool->arenas = calloc(arenas, sizeof *pool->arenas);
   for (; pool->arenas != NULL && pool->arena_count < arenas; pool->arena_count++) {

@@ -132,7 +132,11 @@ static step_result step_one_slot(gmr__pool_arena *a, const gmr__pool_request *r,
   }
   const gmr__pool_slot *slot = a->slots[*si];
   bool holds = slot->index.block_count > 0 || slot->cache_count > 0;
-  *id_matters = *si != GMR__POOL_SHARED_SLOT && holds && !gmr__stream_event_settled(&slot->ev);
+  /* By handle (the default) the handle's slot is the stream's own; with
+   * stream_ids, its memory not known done is the stream's only once the id
+   * says the slot's stream is still the one with the handle. */
+  *id_matters = a->pool->stream_ids && *si != GMR__POOL_SHARED_SLOT && holds &&
+                !gmr__stream_event_settled(&slot->ev);
   return *id_matters && !r->key_known ? NEED_ID : SERVED;
 }
 
