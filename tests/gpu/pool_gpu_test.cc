@@ -48,12 +48,13 @@ gmr_resource *MakeCuda(gmr_cuda_kind kind, std::vector<gmr_resource *> &owned) {
   return owned.back();
 }
 
-GpuStack MakePool(gmr_cuda_kind kind, uint32_t arenas) {
+GpuStack MakePool(gmr_cuda_kind kind, uint32_t arenas, bool stream_ids) {
   GpuStack s;
   s.name = std::string("pool>") + gmr_cuda_kind_name(kind);
   gmr_resource *up = MakeCuda(kind, s.owned);
   gmr_pool_resource_config c = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
   c.arena_count = arenas;
+  c.stream_ids = stream_ids;
   c.min_growth_bytes = 16 * MiB;  // several chunks, so chunk edges are exercised
   c.max_growth_bytes = 16 * MiB;
   gmr_pool_resource *p = nullptr;
@@ -64,12 +65,13 @@ GpuStack MakePool(gmr_cuda_kind kind, uint32_t arenas) {
   return s;
 }
 
-GpuStack MakeFixed(gmr_cuda_kind kind) {
+GpuStack MakeFixed(gmr_cuda_kind kind, bool stream_ids) {
   GpuStack s;
   s.name = std::string("fixed_block>") + gmr_cuda_kind_name(kind);
   gmr_resource *up = MakeCuda(kind, s.owned);
   gmr_fixed_block_resource_config c = GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT;
   c.blocks_per_chunk = 16;
+  c.stream_ids = stream_ids;
   gmr_fixed_block_resource *f = nullptr;
   EXPECT_EQ(GMR_OK, gmr_fixed_block_resource_create(up, &c, &f));
   s.owned.push_back(gmr_fixed_block_resource_as_resource(f));
@@ -99,16 +101,18 @@ void ExpectFilled(const Block &b, const std::string &what) {
 
 class PoolsOnGpu : public GpuTest, public ::testing::WithParamInterface<int> {
  protected:
-  GpuStack Make() {
+  // stream_ids: streams known by id too (for programs that destroy streams
+  // with work pending); the default is by handle, as RMM.
+  GpuStack Make(bool stream_ids = false) {
     switch (GetParam()) {
       case 0:
-        return MakePool(GMR_CUDA_KIND_DEVICE, 1);
+        return MakePool(GMR_CUDA_KIND_DEVICE, 1, stream_ids);
       case 1:
-        return MakePool(GMR_CUDA_KIND_ASYNC, 4);
+        return MakePool(GMR_CUDA_KIND_ASYNC, 4, stream_ids);
       case 2:
-        return MakeFixed(GMR_CUDA_KIND_DEVICE);
+        return MakeFixed(GMR_CUDA_KIND_DEVICE, stream_ids);
       default:
-        return MakeFixed(GMR_CUDA_KIND_PINNED);
+        return MakeFixed(GMR_CUDA_KIND_PINNED, stream_ids);
     }
   }
 };
@@ -201,11 +205,13 @@ TEST_P(PoolsOnGpu, ABlockFreedWhileItsStreamIsBusyIsReusedInOrder) {
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(b));
 }
 
-// A stream destroyed while its work on a block is pending, and a new stream
-// (the driver often gives it the same handle) that asks for the same size:
-// if it gets that block, its write must land after the old stream's.
+// With stream_ids: a stream destroyed while its work on a block is pending,
+// and a new stream (the driver often gives it the same handle) that asks for
+// the same size: if it gets that block, its write must land after the old
+// stream's. (By handle, the default, this is the hazard of RMM issue #649:
+// an H100 showed the old stream's write landing last.)
 TEST_P(PoolsOnGpu, ADestroyedStreamsPendingBlockIsNeverReusedUnordered) {
-  GpuStack s = Make();
+  GpuStack s = Make(/*stream_ids=*/true);
   ASSERT_NE(nullptr, s.top);
   void *scratch = nullptr;
   size_t scratch_bytes = 512 * MiB;
@@ -295,7 +301,7 @@ INSTANTIATE_TEST_SUITE_P(Stacks, PoolsOnGpu, ::testing::Values(0, 1, 2, 3), Stac
 using FixedBlockListOnGpu = GpuTest;
 
 TEST_F(FixedBlockListOnGpu, EveryBlockOfAListIsWritableAndDistinct) {
-  GpuStack s = MakeFixed(GMR_CUDA_KIND_DEVICE);
+  GpuStack s = MakeFixed(GMR_CUDA_KIND_DEVICE, false);
   gmr_fixed_block_resource *f = gmr_fixed_block_resource_from_resource(s.top);
   ASSERT_NE(nullptr, f);
   gmr_stream stream = nullptr;
@@ -325,7 +331,7 @@ TEST_F(FixedBlockListOnGpu, EveryBlockOfAListIsWritableAndDistinct) {
 using PoolCaptureOnGpu = GpuTest;
 
 TEST_F(PoolCaptureOnGpu, CaptureUsesOnlyTheStreamsOwnBlocksAndSurvives) {
-  GpuStack s = MakePool(GMR_CUDA_KIND_DEVICE, 1);
+  GpuStack s = MakePool(GMR_CUDA_KIND_DEVICE, 1, false);
   gmr_stream stream = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
   cudaStream_t cs = reinterpret_cast<cudaStream_t>(stream);
@@ -354,7 +360,7 @@ TEST_F(PoolCaptureOnGpu, CaptureUsesOnlyTheStreamsOwnBlocksAndSurvives) {
 // refused with CAPTURE_UNSAFE otherwise; the capture stays valid either way,
 // and the graph runs and writes the memory handed out during it.
 TEST_F(PoolCaptureOnGpu, AllocateCapturingKeepsTheCaptureValid) {
-  GpuStack s = MakePool(GMR_CUDA_KIND_DEVICE, 1);
+  GpuStack s = MakePool(GMR_CUDA_KIND_DEVICE, 1, false);
   gmr_stream stream = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
   cudaStream_t cs = reinterpret_cast<cudaStream_t>(stream);
