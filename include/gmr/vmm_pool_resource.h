@@ -192,9 +192,29 @@
  * NCCL-ready properties; vLLM's sleep mode and torch_memory_saver for sleep
  * and wake.
  *
- * Thread-safe: yes (internal mutex; the small path and fine placement have a
- * spin lock each, taken before the mutex when both are). Create and destroy
- * are not.
+ * Threads: FINE placement is sharded. It keeps shard_count independent
+ * engines (each its own spin lock, VA chunks, physical handles and free
+ * lists; created at a shard's first use). A stream is served by the home
+ * shard of the first thread that used it, and every thread that uses it
+ * later goes there too: threads on streams of their own take no lock
+ * another thread takes and write no cache line another thread writes on a
+ * warm allocation and free; threads that share a stream (PyTorch's forward
+ * and autograd threads) share one shard's memory. A free goes to the shard
+ * that owns the pointer, whatever the stream (the stream's shard is asked
+ * first). Before a shard grows it takes free memory another shard holds
+ * for the same stream or for any stream (no CUDA call); when a growth
+ * finds the device out of memory, the other shards serve the request or
+ * give back their wholly free memory and the growth is tried once more.
+ * Memory of one shard is not remapped into another, so a program whose
+ * threads each use streams of their own holds up to a growth per shard
+ * more than with one shard (shard_count = 1 for the least footprint). The
+ * trim, sleep, wake, statistics and debug functions act on every shard;
+ * statistics are the sums (peak_mapped_bytes is the pool's own high-water
+ * mark), each shard read under its lock.
+ *
+ * Thread-safe: yes (internal mutex; the small path and each shard of fine
+ * placement have a spin lock, taken before the mutex when both are). Create
+ * and destroy are not.
  */
 #ifndef GMR_VMM_POOL_RESOURCE_H_
 #define GMR_VMM_POOL_RESOURCE_H_
@@ -215,6 +235,9 @@ typedef struct gmr_vmm_pool_resource gmr_vmm_pool_resource;
 
 /* Most peer devices peer_access may name. */
 #define GMR_VMM_POOL_MAX_PEERS 16
+
+/* Most shards of FINE placement (shard_count). */
+#define GMR_VMM_POOL_MAX_SHARDS 64
 
 typedef enum gmr_vmm_pool_peer_access {
   GMR_VMM_POOL_PEERS_NONE = 0, /* only the pool's device */
@@ -278,6 +301,10 @@ typedef struct gmr_vmm_pool_resource_config {
    * (RMM's rule), so the stream may be destroyed right after the call. Both
    * placements' small-path frees, and FINE frees, follow it. */
   bool streams_outlive_resource;
+  /* FINE: independent engines that threads are spread over (see
+   * "Threads"), at most GMR_VMM_POOL_MAX_SHARDS. 0: one per CPU (at most
+   * 16); 1: one engine and one lock for every thread (least footprint). */
+  uint32_t shard_count;
 } gmr_vmm_pool_resource_config;
 
 #define GMR_VMM_POOL_CURRENT_DEVICE (-1)
@@ -285,11 +312,11 @@ typedef struct gmr_vmm_pool_resource_config {
 /* Current device, 2 MiB pages, VA chunks of the device's size, nothing
  * mapped at create, small requests pooled, no peers, not NCCL-ready, PAGES
  * placement; for FINE: growth 25%, memory moved above 1.5% over the live
- * peak, handles of at most 1/128 of what is held; streams may be destroyed
- * after a free. */
+ * peak, handles of at most 1/128 of what is held, one shard per CPU (at
+ * most 16); streams may be destroyed after a free. */
 #define GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT                                                    \
   {GMR_VMM_POOL_CURRENT_DEVICE, 0, 0, 0, true, GMR_VMM_POOL_PEERS_NONE, {0}, 0, false,          \
-   GMR_VMM_POOL_PLACEMENT_PAGES, 25u, 15u, 128u, false}
+   GMR_VMM_POOL_PLACEMENT_PAGES, 25u, 15u, 128u, false, 0u}
 
 /**
  * Create a pool of device memory on `config->device` that maps physical
@@ -323,7 +350,8 @@ typedef struct gmr_vmm_pool_resource_config {
  *                             unknown peer_access or placement;
  *                             growth_percent above 1000 or remap_permille
  *                             above 10000 (and not
- *                             GMR_VMM_POOL_REMAP_NEVER). The message
+ *                             GMR_VMM_POOL_REMAP_NEVER); shard_count above
+ *                             GMR_VMM_POOL_MAX_SHARDS. The message
  *                             (failure may be NULL) says which and the
  *                             limit.
  *   GMR_ERR_UNSUPPORTED       the device has no VMM support, or a listed
