@@ -127,6 +127,19 @@ size_t gmr__vmf_fresh_bytes(const vmf_engine *e, uint32_t except) {
   return bytes;
 }
 
+/* Whether a stream (but `except`) whose frees no record covers holds a
+ * region that fits: only then is a device synchronisation worth making. */
+static bool fresh_fit(vmf_engine *e, uint32_t except, size_t bytes, size_t alignment) {
+  for (size_t i = 1; i < e->slot_count; ++i) {
+    const vmf_slot *s = e->slots[i];
+    if (i == except || s->ev.lazy || s->free_count == 0 || !gmr__stream_event_fresh(&s->ev)) {
+      continue;
+    }
+    if (gmr__vmf_bin_find(e, (uint32_t)i, bytes, alignment) != NULL) return true;
+  }
+  return false;
+}
+
 cudaError_t gmr__vmf_synchronize_fresh(vmf_engine *e) {
   uint64_t *seq = calloc(e->slot_count, sizeof *seq);
   if (seq == NULL) return cudaErrorMemoryAllocation;
@@ -282,7 +295,7 @@ static gmr_status allocate_slow(vmf_engine *e, size_t bytes, size_t alignment, g
       /* Memory of streams that owe a record (on demand: nobody asked yet,
        * or the stream is gone) would spare a growth: one device
        * synchronisation makes it anyone's (gmr's pool does the same). */
-      if (r == NULL && may_grow && gmr__vmf_fresh_bytes(e, slot) > 0 &&
+      if (r == NULL && may_grow && fresh_fit(e, slot, bytes, alignment) &&
           gmr__vmf_synchronize_fresh(e) == cudaSuccess) {
         r = find_usable(e, slot, bytes, alignment);
       }
