@@ -84,11 +84,22 @@
  *      program that repeats settles with no driver call.
  * A free files the region under its stream and merges it with free
  * neighbours of that stream or shared ones (O(1)). On a stream the program
- * created, the free records that stream's event unless
- * streams_outlive_resource (RMM's rule: the stream may be destroyed after
- * the call); on a default stream the event is recorded only when another
- * stream wants the memory. trim gives back every handle that lies wholly in
- * free memory whose work is done (waiting for it with the host). On the
+ * created (unless streams_outlive_resource) a free records that stream's
+ * event inside the call (the stream may be destroyed after it): at every
+ * free while the shard (see "Threads") serves other streams too (RMM's
+ * rule); while the stream is alone in its shard only at its first four
+ * frees and when another stream asked for its memory (gmr's pool's
+ * on-demand rule: a warm pair makes no CUDA call, so threads do not meet in
+ * the driver's lock). Memory whose frees no record covers reaches other
+ * streams through one cudaDeviceSynchronize, made only when it holds a
+ * fitting region that would spare a growth, and at trim. Before a record
+ * that covers such frees the stream's id is checked (cudaStreamGetId after
+ * cudaStreamGetCaptureInfo, never on a capturing stream): a new stream that
+ * got a destroyed stream's handle does not take the destroyed one's memory
+ * in stream order. On a default stream the event is recorded only when
+ * another stream wants the memory. trim gives back every handle that lies
+ * wholly in free memory whose work is done (waiting for it with the host,
+ * or with one device synchronisation). On the
  * bundled traces replayed on the simulation the peak held is within 3% of
  * the peak of live bytes, and repeating passes make no driver call (tests in
  * tests/vmm/vmm_pool_stack_test.cc; multistream, whose sixteen random-sized
@@ -178,10 +189,11 @@
  *
  * Device: the pool belongs to the device it was created for and makes it
  * current around its CUDA calls. Streams: RMM's semantics (gmr/resource.h);
- * a stream handle must stay valid while memory freed on it is filed under
- * it (the event is recorded at the free, so destroying the stream right
- * after the free is fine; a new stream that reuses the handle's address
- * would inherit same-stream reuse without ordering, as in RMM).
+ * a stream may be destroyed as soon as the call that named it returns
+ * (events are recorded, queried or waited on only inside calls that name
+ * the stream); a new stream that reuses the handle's address inherits
+ * same-stream reuse of the last frees without ordering, as in RMM and
+ * PyTorch (docs/stream_ordering.md says when the id is checked).
  *
  * Source: VPMM (openvm's virtual memory pool memory manager: the regions,
  * phases, defragmentation by double mapping, MinUse growth, zombies and the
@@ -296,10 +308,12 @@ typedef struct gmr_vmm_pool_resource_config {
   uint32_t handle_divisor;
   /* The program keeps every stream it passes to the pool alive until the pool
    * is destroyed: then a free records nothing (a stream that wants another
-   * stream's memory records that stream's event once). false: a free on a
-   * stream other than the default streams records an event on it at once
-   * (RMM's rule), so the stream may be destroyed right after the call. Both
-   * placements' small-path frees, and FINE frees, follow it. */
+   * stream's memory records that stream's event once). false: the stream
+   * may be destroyed right after the call; a free on a stream other than
+   * the default streams records an event on it inside the call: at once
+   * (RMM's rule) in PAGES placement's whole pages, and in FINE placement
+   * and the small path when another stream shares the engine, else on
+   * demand (see "Fine placement"). */
   bool streams_outlive_resource;
   /* FINE: independent engines that threads are spread over (see
    * "Threads"), at most GMR_VMM_POOL_MAX_SHARDS. 0: one per CPU (at most
