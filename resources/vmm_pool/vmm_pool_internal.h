@@ -178,6 +178,7 @@ typedef struct gmr_vmm_pool_resource {
    * the lock), read without it (vmm_pool_shards.c). */
   _Atomic(vmf_engine *) shards[GMR_VMM_POOL_MAX_SHARDS];
   uint32_t shard_count;
+  atomic_uint shards_made; /* shards made so far (written under the lock) */
   gmr__stream_home home;  /* stream -> shard */
   vmf_total total;        /* held by every shard together */
   atomic_bool fine_asleep; /* a sleep left something asleep in some shard */

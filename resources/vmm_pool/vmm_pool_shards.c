@@ -54,6 +54,7 @@ static vmf_engine *shard_of(gmr_vmm_pool_resource *p, gmr_stream stream, bool cr
     gmr__failure_reset(&ignored);
     if (gmr__vmm_shard_new(p, false, &e, &ignored) == GMR_OK) {
       atomic_store_explicit(&p->shards[i], e, memory_order_release);
+      atomic_fetch_add_explicit(&p->shards_made, 1u, memory_order_relaxed);
     } else {
       e = p->fine;
     }
@@ -83,7 +84,7 @@ gmr_status gmr__vmm_shards_allocate(gmr_vmm_pool_resource *p, size_t bytes, size
   }
   vmf_engine *home = shard_of(p, stream, true);
   /* With one shard made so far there is nowhere else to look first. */
-  bool alone = p->shard_count == 1 || gmr__vmm_shard(p, 1) == NULL;
+  bool alone = atomic_load_explicit(&p->shards_made, memory_order_relaxed) == 1u;
   bool would_grow = false;
   gmr_status st = gmr__vmf_allocate_ex(home, bytes, alignment, stream, capturing_api, alone,
                                        &would_grow, out_ptr, failure);
