@@ -175,7 +175,7 @@ typedef struct vmf_chunk_source {
 } vmf_chunk_source;
 
 struct vmf_engine {
-  gmr__spin_lock lock;
+  _Alignas(64) gmr__spin_lock lock; /* engines are allocated on cache lines of their own */
   bool chunked; /* chunk mode (the small path of page placement) */
   const gmr__cuda_ops *cuda;
   const gmr__cuda_vmm_ops *vmm;
