@@ -9,6 +9,9 @@
  *                        record_stream
  *   vmm_pool_small.c     PAGES placement's small path: a fine engine in
  *                        chunk mode whose chunks are this pool's pages
+ *   vmm_pool_shards.c    FINE placement's shards (one fine engine each):
+ *                        which serves a stream, frees to the owner, and
+ *                        trim, sleep, statistics over all of them
  *   vmm_pool_regions.c   regions, lists, VA chunks, events
  *   vmm_pool_pages.c     driver calls on runs of pages, each with its undo
  *   vmm_pool_alloc.c     phases 0-2 of an allocation, and extend

@@ -32,9 +32,6 @@
 
 /* ---- which shard ------------------------------------------------------------ */
 
-gmr_status gmr__vmm_shard_new(gmr_vmm_pool_resource *p, bool prefill, vmf_engine **out,
-                              gmr_failure *failure);
-
 /* The shard of `stream`, made now if it is new and `create` (else shard 0);
  * shard 0 when making it failed (host memory or VA: shard 0 serves then). */
 static vmf_engine *shard_of(gmr_vmm_pool_resource *p, gmr_stream stream, bool create) {
