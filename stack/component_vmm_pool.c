@@ -28,6 +28,7 @@ enum {
   REMAP_PERMILLE,
   HANDLE_DIVISOR,
   STREAMS_OUTLIVE,
+  SHARDS,
   OPTION_COUNT
 };
 
@@ -87,6 +88,11 @@ static const gmr__option_def options[OPTION_COUNT] = {
     [STREAMS_OUTLIVE] = {.name = "streams_outlive",
                          .type = GMR__OPTION_BOOL,
                          .help = gmr__help_streams_outlive},
+    [SHARDS] = {.name = "shards",
+                .type = GMR__OPTION_UINT,
+                .max_value = GMR_VMM_POOL_MAX_SHARDS,
+                .help = "fine: engines threads are spread over by stream (each its own lock "
+                        "and memory); 0: one per CPU, at most 16; 1: one for all threads"},
 };
 
 /* remap_permille: "never" or 0..10000. */
@@ -165,6 +171,9 @@ static bool describe_with(gmr_vmm_pool_placement placement, size_t option, char 
       return true;
     case STREAMS_OUTLIVE:
       return gmr__describe_bool(c.streams_outlive_resource, text, text_bytes);
+    case SHARDS:
+      snprintf(text, text_bytes, "%u", (unsigned)c.shard_count);
+      return true;
     default:
       return false;
   }
@@ -196,6 +205,7 @@ static gmr_status create_with(const gmr__option_value *v, gmr_vmm_pool_placement
   if (v[GROWTH_PERCENT].given) config.growth_percent = (uint32_t)v[GROWTH_PERCENT].uint;
   if (v[HANDLE_DIVISOR].given) config.handle_divisor = (uint32_t)v[HANDLE_DIVISOR].uint;
   if (v[STREAMS_OUTLIVE].given) config.streams_outlive_resource = v[STREAMS_OUTLIVE].boolean;
+  if (v[SHARDS].given) config.shard_count = (uint32_t)v[SHARDS].uint;
   *out = NULL;
   if (v[REMAP_PERMILLE].given && !parse_remap(v[REMAP_PERMILLE].string, &config.remap_permille)) {
     snprintf(message, message_bytes,

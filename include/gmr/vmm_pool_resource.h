@@ -84,11 +84,22 @@
  *      program that repeats settles with no driver call.
  * A free files the region under its stream and merges it with free
  * neighbours of that stream or shared ones (O(1)). On a stream the program
- * created, the free records that stream's event unless
- * streams_outlive_resource (RMM's rule: the stream may be destroyed after
- * the call); on a default stream the event is recorded only when another
- * stream wants the memory. trim gives back every handle that lies wholly in
- * free memory whose work is done (waiting for it with the host). On the
+ * created (unless streams_outlive_resource) a free records that stream's
+ * event inside the call (the stream may be destroyed after it): at every
+ * free while the shard (see "Threads") serves other streams too (RMM's
+ * rule); while the stream is alone in its shard only at its first four
+ * frees and when another stream asked for its memory (gmr's pool's
+ * on-demand rule: a warm pair makes no CUDA call, so threads do not meet in
+ * the driver's lock). Memory whose frees no record covers reaches other
+ * streams through one cudaDeviceSynchronize, made only when it holds a
+ * fitting region that would spare a growth, and at trim. Before a record
+ * that covers such frees the stream's id is checked (cudaStreamGetId after
+ * cudaStreamGetCaptureInfo, never on a capturing stream): a new stream that
+ * got a destroyed stream's handle does not take the destroyed one's memory
+ * in stream order. On a default stream the event is recorded only when
+ * another stream wants the memory. trim gives back every handle that lies
+ * wholly in free memory whose work is done (waiting for it with the host,
+ * or with one device synchronisation). On the
  * bundled traces replayed on the simulation the peak held is within 3% of
  * the peak of live bytes, and repeating passes make no driver call (tests in
  * tests/vmm/vmm_pool_stack_test.cc; multistream, whose sixteen random-sized
@@ -178,10 +189,11 @@
  *
  * Device: the pool belongs to the device it was created for and makes it
  * current around its CUDA calls. Streams: RMM's semantics (gmr/resource.h);
- * a stream handle must stay valid while memory freed on it is filed under
- * it (the event is recorded at the free, so destroying the stream right
- * after the free is fine; a new stream that reuses the handle's address
- * would inherit same-stream reuse without ordering, as in RMM).
+ * a stream may be destroyed as soon as the call that named it returns
+ * (events are recorded, queried or waited on only inside calls that name
+ * the stream); a new stream that reuses the handle's address inherits
+ * same-stream reuse of the last frees without ordering, as in RMM and
+ * PyTorch (docs/stream_ordering.md says when the id is checked).
  *
  * Source: VPMM (openvm's virtual memory pool memory manager: the regions,
  * phases, defragmentation by double mapping, MinUse growth, zombies and the
@@ -192,9 +204,29 @@
  * NCCL-ready properties; vLLM's sleep mode and torch_memory_saver for sleep
  * and wake.
  *
- * Thread-safe: yes (internal mutex; the small path and fine placement have a
- * spin lock each, taken before the mutex when both are). Create and destroy
- * are not.
+ * Threads: FINE placement is sharded. It keeps shard_count independent
+ * engines (each its own spin lock, VA chunks, physical handles and free
+ * lists; created at a shard's first use). A stream is served by the home
+ * shard of the first thread that used it, and every thread that uses it
+ * later goes there too: threads on streams of their own take no lock
+ * another thread takes and write no cache line another thread writes on a
+ * warm allocation and free; threads that share a stream (PyTorch's forward
+ * and autograd threads) share one shard's memory. A free goes to the shard
+ * that owns the pointer, whatever the stream (the stream's shard is asked
+ * first). Before a shard grows it takes free memory another shard holds
+ * for the same stream or for any stream (no CUDA call); when a growth
+ * finds the device out of memory, the other shards serve the request or
+ * give back their wholly free memory and the growth is tried once more.
+ * Memory of one shard is not remapped into another, so a program whose
+ * threads each use streams of their own holds up to a growth per shard
+ * more than with one shard (shard_count = 1 for the least footprint). The
+ * trim, sleep, wake, statistics and debug functions act on every shard;
+ * statistics are the sums (peak_mapped_bytes is the pool's own high-water
+ * mark), each shard read under its lock.
+ *
+ * Thread-safe: yes (internal mutex; the small path and each shard of fine
+ * placement have a spin lock, taken before the mutex when both are). Create
+ * and destroy are not.
  */
 #ifndef GMR_VMM_POOL_RESOURCE_H_
 #define GMR_VMM_POOL_RESOURCE_H_
@@ -215,6 +247,9 @@ typedef struct gmr_vmm_pool_resource gmr_vmm_pool_resource;
 
 /* Most peer devices peer_access may name. */
 #define GMR_VMM_POOL_MAX_PEERS 16
+
+/* Most shards of FINE placement (shard_count). */
+#define GMR_VMM_POOL_MAX_SHARDS 64
 
 typedef enum gmr_vmm_pool_peer_access {
   GMR_VMM_POOL_PEERS_NONE = 0, /* only the pool's device */
@@ -273,11 +308,17 @@ typedef struct gmr_vmm_pool_resource_config {
   uint32_t handle_divisor;
   /* The program keeps every stream it passes to the pool alive until the pool
    * is destroyed: then a free records nothing (a stream that wants another
-   * stream's memory records that stream's event once). false: a free on a
-   * stream other than the default streams records an event on it at once
-   * (RMM's rule), so the stream may be destroyed right after the call. Both
-   * placements' small-path frees, and FINE frees, follow it. */
+   * stream's memory records that stream's event once). false: the stream
+   * may be destroyed right after the call; a free on a stream other than
+   * the default streams records an event on it inside the call: at once
+   * (RMM's rule) in PAGES placement's whole pages, and in FINE placement
+   * and the small path when another stream shares the engine, else on
+   * demand (see "Fine placement"). */
   bool streams_outlive_resource;
+  /* FINE: independent engines that threads are spread over (see
+   * "Threads"), at most GMR_VMM_POOL_MAX_SHARDS. 0: one per CPU (at most
+   * 16); 1: one engine and one lock for every thread (least footprint). */
+  uint32_t shard_count;
 } gmr_vmm_pool_resource_config;
 
 #define GMR_VMM_POOL_CURRENT_DEVICE (-1)
@@ -285,11 +326,11 @@ typedef struct gmr_vmm_pool_resource_config {
 /* Current device, 2 MiB pages, VA chunks of the device's size, nothing
  * mapped at create, small requests pooled, no peers, not NCCL-ready, PAGES
  * placement; for FINE: growth 25%, memory moved above 1.5% over the live
- * peak, handles of at most 1/128 of what is held; streams may be destroyed
- * after a free. */
+ * peak, handles of at most 1/128 of what is held, one shard per CPU (at
+ * most 16); streams may be destroyed after a free. */
 #define GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT                                                    \
   {GMR_VMM_POOL_CURRENT_DEVICE, 0, 0, 0, true, GMR_VMM_POOL_PEERS_NONE, {0}, 0, false,          \
-   GMR_VMM_POOL_PLACEMENT_PAGES, 25u, 15u, 128u, false}
+   GMR_VMM_POOL_PLACEMENT_PAGES, 25u, 15u, 128u, false, 0u}
 
 /**
  * Create a pool of device memory on `config->device` that maps physical
@@ -323,7 +364,8 @@ typedef struct gmr_vmm_pool_resource_config {
  *                             unknown peer_access or placement;
  *                             growth_percent above 1000 or remap_permille
  *                             above 10000 (and not
- *                             GMR_VMM_POOL_REMAP_NEVER). The message
+ *                             GMR_VMM_POOL_REMAP_NEVER); shard_count above
+ *                             GMR_VMM_POOL_MAX_SHARDS. The message
  *                             (failure may be NULL) says which and the
  *                             limit.
  *   GMR_ERR_UNSUPPORTED       the device has no VMM support, or a listed

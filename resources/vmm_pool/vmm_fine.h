@@ -123,6 +123,10 @@ struct vmf_arena {
 /* The free regions filed under one stream (or the shared slot). */
 typedef struct vmf_slot {
   gmr__stream_event ev; /* unused for the shared slot */
+  /* Its handle went to another stream (a call learned another id): no call
+   * finds it any more; its memory goes to others through its event or a
+   * device synchronisation, then the empty slot serves a new stream. */
+  bool retired;
   uint64_t fl_bitmap;
   uint32_t sl_bitmap[VMF_FL_COUNT];
   vmf_region *bins[VMF_FL_COUNT][VMF_SL_COUNT];
@@ -145,6 +149,22 @@ typedef struct vmf_counts {
 
 typedef struct vmf_engine vmf_engine;
 
+/* What every shard of a pool holds together (the pool's footprint), updated
+ * when a handle is created or released (rare: growth, trim, sleep). */
+typedef struct vmf_total {
+  atomic_size_t held_bytes;
+  atomic_size_t peak_held_bytes;
+} vmf_total;
+
+static inline void gmr__vmf_total_add(vmf_total *t, size_t bytes) {
+  size_t held = atomic_fetch_add_explicit(&t->held_bytes, bytes, memory_order_relaxed) + bytes;
+  size_t peak = atomic_load_explicit(&t->peak_held_bytes, memory_order_relaxed);
+  while (held > peak && !atomic_compare_exchange_weak_explicit(
+                            &t->peak_held_bytes, &peak, held, memory_order_relaxed,
+                            memory_order_relaxed)) {
+  }
+}
+
 /* Chunk mode: where chunks come from (the page pool). Both run without the
  * page pool's mutex held by the caller. */
 typedef struct vmf_chunk_source {
@@ -155,7 +175,7 @@ typedef struct vmf_chunk_source {
 } vmf_chunk_source;
 
 struct vmf_engine {
-  gmr__spin_lock lock;
+  _Alignas(64) gmr__spin_lock lock; /* engines are allocated on cache lines of their own */
   bool chunked; /* chunk mode (the small path of page placement) */
   const gmr__cuda_ops *cuda;
   const gmr__cuda_vmm_ops *vmm;
@@ -173,6 +193,7 @@ struct vmf_engine {
   uint32_t steady_percent; /* native: what repeated moves may add instead, above peak live */
   size_t min_growth_bytes;
   size_t max_growth_bytes;
+  vmf_total *total;            /* native: the pool's, shared by its shards; NULL in chunk mode */
   vmf_chunk_source source;     /* chunk mode */
   size_t steady_extra_bytes;   /* held allowed above the remap threshold (steady state) */
   size_t peak_live_at_harvest; /* the live peak when memory last moved */
@@ -184,6 +205,7 @@ struct vmf_engine {
   gmr_stream *slot_streams; /* slot i serves slot_streams[i] ([0]: shared, unused) */
   size_t slot_count, slot_capacity;
   size_t last_slot; /* cache of the last lookup */
+  size_t stream_slot_count; /* slots serving a stream (not retired; the shared one not counted) */
   /* address -> region (LIVE, ASLEEP), or VMF_FREED (an address freed and
    * not handed out since: the other live.count - live_count - asleep_count) */
   gmr__u64_map live;
@@ -252,6 +274,12 @@ void gmr__vmf_absorb_next(vmf_engine *e, vmf_region *r);
 bool gmr__vmf_slot_of(vmf_engine *e, gmr_stream stream, uint32_t *slot);
 /* The slot of `stream` if it exists. */
 bool gmr__vmf_find_slot(vmf_engine *e, gmr_stream stream, uint32_t *slot);
+/* Before a record on the stream of *slot, inside a call naming `stream`:
+ * learn the stream's id (never breaking a capture) and compare it with the
+ * slot's. Another id means the slot's stream died and the handle was
+ * reused: the slot is retired and *slot becomes a new slot for `stream`.
+ * false: the id could not be learned or no slot made (record nothing). */
+bool gmr__vmf_slot_check(vmf_engine *e, gmr_stream stream, uint32_t *slot);
 
 /* TLSF filing of FREE regions. */
 void gmr__vmf_bin_insert(vmf_engine *e, vmf_region *r);
@@ -275,6 +303,17 @@ void gmr__vmf_move_slot(vmf_engine *e, uint32_t slot, uint32_t to);
  * forced capture-safe path (allocate_capturing). */
 gmr_status gmr__vmf_allocate(vmf_engine *e, size_t bytes, size_t alignment, gmr_stream stream,
                              bool capturing_api, void **out_ptr, gmr_failure *failure);
+/* As gmr__vmf_allocate, but where the request needs new or moved physical
+ * memory (step 4) and `may_grow` is false, nothing changes: it returns
+ * GMR_ERR_OUT_OF_MEMORY with *would_grow true (failure untouched). */
+gmr_status gmr__vmf_allocate_ex(vmf_engine *e, size_t bytes, size_t alignment, gmr_stream stream,
+                                bool capturing_api, bool may_grow, bool *would_grow,
+                                void **out_ptr, gmr_failure *failure);
+/* Step 1 alone, for a request another shard serves: free memory filed
+ * under `stream` (if this engine has a slot for it) or shared; no CUDA
+ * call, no slot created. false: nothing fits (nothing changed). */
+bool gmr__vmf_take_cached(vmf_engine *e, size_t bytes, size_t alignment, gmr_stream stream,
+                          void **out_ptr);
 /* Free. The bad-free statuses of gmr/resource.h; nothing changes on failure. */
 gmr_status gmr__vmf_deallocate(vmf_engine *e, void *ptr, size_t bytes, size_t alignment,
                                gmr_stream stream);
@@ -299,6 +338,15 @@ void gmr__vmf_unblock(vmf_engine *e, bool host_wait);
  * shared slot (queries; with `record`, records on default streams that
  * freed memory since their last record first). Lock held. */
 void gmr__vmf_settle_all(vmf_engine *e, bool record);
+
+/* Free bytes filed under streams (but `except`) whose frees no record
+ * covers: on demand, memory nobody asked for yet, or of a stream destroyed
+ * since. */
+size_t gmr__vmf_fresh_bytes(const vmf_engine *e, uint32_t except);
+/* Cover every stream's frees by one device synchronisation (it names no
+ * stream, so a destroyed one is no obstacle) and make them shared. Lock
+ * held; blocks the host. Returns the CUDA error (nothing changes then). */
+cudaError_t gmr__vmf_synchronize_fresh(vmf_engine *e);
 
 /* Take `bytes` at the start of FREE region r (unfiled by the caller) as a
  * LIVE allocation on `stream`, splitting off the rest (which stays free in

@@ -117,6 +117,48 @@ static void settle_except(vmf_engine *e, uint32_t except, bool record) {
 
 void gmr__vmf_settle_all(vmf_engine *e, bool record) { settle_except(e, VMF_SHARED, record); }
 
+size_t gmr__vmf_fresh_bytes(const vmf_engine *e, uint32_t except) {
+  size_t bytes = 0;
+  for (size_t i = 1; i < e->slot_count; ++i) {
+    const vmf_slot *s = e->slots[i];
+    if (i == except || s->ev.lazy || !gmr__stream_event_fresh(&s->ev)) continue;
+    bytes += s->free_bytes;
+  }
+  return bytes;
+}
+
+/* Whether a stream (but `except`) whose frees no record covers holds a
+ * region that fits: only then is a device synchronisation worth making. */
+static bool fresh_fit(vmf_engine *e, uint32_t except, size_t bytes, size_t alignment) {
+  for (size_t i = 1; i < e->slot_count; ++i) {
+    const vmf_slot *s = e->slots[i];
+    if (i == except || s->ev.lazy || s->free_count == 0 || !gmr__stream_event_fresh(&s->ev)) {
+      continue;
+    }
+    if (gmr__vmf_bin_find(e, (uint32_t)i, bytes, alignment) != NULL) return true;
+  }
+  return false;
+}
+
+cudaError_t gmr__vmf_synchronize_fresh(vmf_engine *e) {
+  uint64_t *seq = calloc(e->slot_count, sizeof *seq);
+  if (seq == NULL) return cudaErrorMemoryAllocation;
+  for (size_t i = 1; i < e->slot_count; ++i) seq[i] = e->slots[i]->ev.free_seq;
+  atomic_fetch_add_explicit(&e->events.device_synchronize_count, 1, memory_order_relaxed);
+  cudaError_t err = e->cuda->device_synchronize();
+  if (err == cudaSuccess) {
+    for (size_t i = 1; i < e->slot_count; ++i) {
+      vmf_slot *s = e->slots[i];
+      gmr__stream_event_device_synchronized(&s->ev, seq[i]);
+      if (s->free_count > 0 && gmr__stream_event_settled(&s->ev)) {
+        gmr__vmf_move_slot(e, (uint32_t)i, VMF_SHARED);
+      }
+    }
+  }
+  free(seq);
+  return err;
+}
+
 /* Step 3: T waits for a stream that has a fitting region and takes all of
  * that stream's regions. Returns the region found, or NULL. */
 static vmf_region *wait_for_other(vmf_engine *e, uint32_t slot, gmr_stream stream, size_t bytes,
@@ -225,8 +267,8 @@ static vmf_region *find_usable(vmf_engine *e, uint32_t slot, size_t bytes, size_
 /* Steps 2-4, with CUDA calls: the device current, relaxed capture mode
  * while `stream` captures. */
 static gmr_status allocate_slow(vmf_engine *e, size_t bytes, size_t alignment, gmr_stream stream,
-                                uint32_t slot, bool capturing_api, vmf_region **out,
-                                gmr_failure *failure) {
+                                uint32_t slot, bool capturing_api, bool may_grow,
+                                bool *would_grow, vmf_region **out, gmr_failure *failure) {
   int saved_device = -1;
   cudaError_t err = gmr__cuda_device_enter(e->cuda, e->device, &saved_device);
   if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaSetDevice", err);
@@ -243,13 +285,20 @@ static gmr_status allocate_slow(vmf_engine *e, size_t bytes, size_t alignment, g
       /* Frees during a capture could not record this stream's event; the
        * stream is named now, so it exists: record it, so that its memory can
        * go to other streams once done. */
-      vmf_slot *own = e->slots[slot];
-      if (gmr__stream_event_fresh(&own->ev) && !own->ev.lazy) {
-        gmr__stream_event_mark_freed(e->cuda, &own->ev, true, &e->events);
+      if (gmr__stream_event_fresh(&e->slots[slot]->ev) && !e->slots[slot]->ev.lazy &&
+          gmr__vmf_slot_check(e, stream, &slot)) {
+        gmr__stream_event_mark_freed(e->cuda, &e->slots[slot]->ev, true, &e->events);
       }
       settle_except(e, slot, true);
       r = find_usable(e, slot, bytes, alignment);
       if (r == NULL) r = wait_for_other(e, slot, stream, bytes, alignment);
+      /* Memory of streams that owe a record (on demand: nobody asked yet,
+       * or the stream is gone) would spare a growth: one device
+       * synchronisation makes it anyone's (gmr's pool does the same). */
+      if (r == NULL && may_grow && fresh_fit(e, slot, bytes, alignment) &&
+          gmr__vmf_synchronize_fresh(e) == cudaSuccess) {
+        r = find_usable(e, slot, bytes, alignment);
+      }
     } else {
       /* Capturing: no record and no wait, but memory of streams whose
        * recorded work is done may still be used (queries, relaxed mode). */
@@ -258,6 +307,9 @@ static gmr_status allocate_slow(vmf_engine *e, size_t bytes, size_t alignment, g
     }
     if (r != NULL) {
       gmr__vmf_bin_remove(e, r);
+    } else if (!may_grow) {
+      *would_grow = true;
+      st = GMR_ERR_OUT_OF_MEMORY;
     } else if (e->chunked) {
       st = gmr__vmf_chunk_grow(e, bytes, alignment, stream, slot, capturing, &r, failure);
     } else {
@@ -272,6 +324,38 @@ static gmr_status allocate_slow(vmf_engine *e, size_t bytes, size_t alignment, g
 
 gmr_status gmr__vmf_allocate(vmf_engine *e, size_t bytes, size_t alignment, gmr_stream stream,
                              bool capturing_api, void **out_ptr, gmr_failure *failure) {
+  bool would_grow = false;
+  return gmr__vmf_allocate_ex(e, bytes, alignment, stream, capturing_api, true, &would_grow,
+                              out_ptr, failure);
+}
+
+bool gmr__vmf_take_cached(vmf_engine *e, size_t bytes, size_t alignment, gmr_stream stream,
+                          void **out_ptr) {
+  size_t align = norm_alignment(alignment);
+  size_t n = gmr__align_up(bytes, VMF_UNIT);
+  gmr__vmf_lock(e);
+  uint32_t slot = VMF_SHARED;
+  vmf_region *r = NULL;
+  if (e->asleep_count == 0 && gmr__vmf_reserve_regions(e, 4) &&
+      gmr__u64_map_reserve(&e->live, e->live.count + 1)) {
+    r = gmr__vmf_find_slot(e, stream, &slot) ? find_usable(e, slot, n, align)
+                                             : gmr__vmf_bin_find(e, VMF_SHARED, n, align);
+  }
+  if (r != NULL) {
+    gmr__vmf_bin_remove(e, r);
+    r = gmr__vmf_take(e, r, n, align, stream);
+    r->requested_bytes = bytes;
+    r->alignment = alignment;
+    *out_ptr = (void *)r->addr;
+  }
+  gmr__vmf_unlock(e);
+  return r != NULL;
+}
+
+gmr_status gmr__vmf_allocate_ex(vmf_engine *e, size_t bytes, size_t alignment, gmr_stream stream,
+                                bool capturing_api, bool may_grow, bool *would_grow,
+                                void **out_ptr, gmr_failure *failure) {
+  *would_grow = false;
   size_t align = norm_alignment(alignment);
   if (align > e->page_bytes) {
     return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
@@ -297,18 +381,26 @@ gmr_status gmr__vmf_allocate(vmf_engine *e, size_t bytes, size_t alignment, gmr_
                             "vmm_pool: host memory for the bookkeeping ran out");
   }
   gmr_status st = GMR_OK;
+  /* Another stream asked for this stream's fresh memory: record now (the
+   * stream surely exists during this call), its id checked first. */
+  vmf_slot *own = e->slots[slot];
+  if (own->ev.demand && gmr__stream_event_fresh(&own->ev) && !own->ev.lazy &&
+      gmr__vmf_slot_check(e, stream, &slot)) {
+    gmr__stream_event_note_call(e->cuda, &e->slots[slot]->ev, &e->events);
+  }
   vmf_region *r = capturing_api ? NULL : find_usable(e, slot, n, align);
   if (r != NULL) {
     gmr__vmf_bin_remove(e, r);
   } else {
-    st = allocate_slow(e, n, align, stream, slot, capturing_api, &r, failure);
+    st = allocate_slow(e, n, align, stream, slot, capturing_api, may_grow, would_grow, &r,
+                       failure);
   }
   if (st == GMR_OK) {
     r = gmr__vmf_take(e, r, n, align, stream);
     r->requested_bytes = bytes;
     r->alignment = alignment; /* as asked: a free must name the same */
     *out_ptr = (void *)r->addr;
-  } else {
+  } else if (!*would_grow) {
     gmr__vmf_fill_free_info(e, failure);
   }
   gmr__vmf_unlock(e);
@@ -356,6 +448,20 @@ gmr_status gmr__vmf_deallocate(vmf_engine *e, void *ptr, size_t bytes, size_t al
   gmr_status st = check_free(e, ptr, bytes, alignment, &r);
   uint32_t slot = 0;
   if (st == GMR_OK && !gmr__vmf_slot_of(e, stream, &slot)) st = GMR_ERR_OUT_OF_MEMORY;
+  /* The stream's id is checked where a mistake would cost order
+   * (docs/stream_ordering.md): before a record that would also cover
+   * earlier frees no record covers (they must be this stream's), and at the
+   * first free a record will not cover (so that a later record or a reuse
+   * by id knows whose it is). A failed check records nothing (the memory
+   * stays this stream's, reached by others through a device
+   * synchronisation). */
+  bool record_ok = true;
+  if (st == GMR_OK && !e->slots[slot]->ev.lazy) {
+    const gmr__stream_event *ev = &e->slots[slot]->ev;
+    bool due = gmr__stream_event_record_due(ev);
+    bool fresh = gmr__stream_event_fresh(ev);
+    if (due == fresh) record_ok = gmr__vmf_slot_check(e, stream, &slot);
+  }
   if (st == GMR_OK && r->state == VMF_ASLEEP) {
     free_asleep(e, r, slot);
     purge_freed_marks(e);
@@ -373,7 +479,11 @@ gmr_status gmr__vmf_deallocate(vmf_engine *e, void *ptr, size_t bytes, size_t al
   }
   /* Reuse by other streams waits for this stream's work (recorded now on a
    * created stream, lazily on a default one). */
-  gmr__stream_event_mark_freed(e->cuda, &e->slots[slot]->ev, false, &e->events);
+  if (record_ok) {
+    gmr__stream_event_mark_freed(e->cuda, &e->slots[slot]->ev, false, &e->events);
+  } else {
+    e->slots[slot]->ev.free_seq++; /* fresh: not covered by a record */
+  }
   forget_live(e, r);
   e->live_bytes -= r->bytes;
   e->live_count--;

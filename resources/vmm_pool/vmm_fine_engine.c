@@ -49,9 +49,13 @@ void gmr__vmf_free_host(vmf_engine *e) {
   gmr__u64_map_clear(&e->live);
 }
 
-/* Wait for every stream's frees and make them shared (host waits). */
+/* Wait for every stream's frees and make them shared (host waits). Frees
+ * no record covers (on demand: a stream nobody asked for its memory, or one
+ * destroyed since) are covered by one device synchronisation, which names
+ * no stream; the snapshot says which frees it covers. */
 static gmr_status synchronize_slots(vmf_engine *e, gmr_failure *failure) {
   gmr__vmf_unblock(e, true);
+  if (gmr__vmf_fresh_bytes(e, VMF_SHARED) > 0) (void)gmr__vmf_synchronize_fresh(e);
   for (size_t i = 1; i < e->slot_count; ++i) {
     vmf_slot *s = e->slots[i];
     if (s->free_count == 0) continue;

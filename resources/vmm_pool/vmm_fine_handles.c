@@ -123,6 +123,7 @@ CUresult gmr__vmf_create_handle(vmf_engine *e, size_t bytes, vmf_handle **out) {
   e->handle_count++;
   e->held_bytes += bytes;
   if (e->held_bytes > e->peak_held_bytes) e->peak_held_bytes = e->held_bytes;
+  if (e->total != NULL) gmr__vmf_total_add(e->total, bytes);
   *out = h;
   return CUDA_SUCCESS;
 }
@@ -137,6 +138,7 @@ CUresult gmr__vmf_release_handle(vmf_engine *e, vmf_handle *h) {
   if (e->handles == h) e->handles = h->next;
   e->handle_count--;
   e->held_bytes -= h->bytes;
+  if (e->total != NULL) atomic_fetch_sub_explicit(&e->total->held_bytes, h->bytes, memory_order_relaxed);
   free(h);
   return cu;
 }

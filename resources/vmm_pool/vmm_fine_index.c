@@ -116,12 +116,13 @@ void gmr__vmf_absorb_next(vmf_engine *e, vmf_region *r) {
 
 bool gmr__vmf_find_slot(vmf_engine *e, gmr_stream stream, uint32_t *slot) {
   size_t last = e->last_slot;
-  if (last != VMF_SHARED && last < e->slot_count && e->slot_streams[last] == stream) {
+  if (last != VMF_SHARED && last < e->slot_count && e->slot_streams[last] == stream &&
+      !e->slots[last]->retired) {
     *slot = (uint32_t)last;
     return true;
   }
   for (size_t i = 1; i < e->slot_count; ++i) {
-    if (e->slot_streams[i] == stream) {
+    if (e->slot_streams[i] == stream && !e->slots[i]->retired) {
       e->last_slot = i;
       *slot = (uint32_t)i;
       return true;
@@ -130,8 +131,60 @@ bool gmr__vmf_find_slot(vmf_engine *e, gmr_stream stream, uint32_t *slot) {
   return false;
 }
 
+/* Whether retired slot i holds nothing (no free region filed or blocked
+ * under it), so that it may serve another stream. */
+static bool slot_reusable(const vmf_engine *e, size_t i) {
+  const vmf_slot *s = e->slots[i];
+  if (!s->retired || s->free_count > 0) return false;
+  for (const vmf_region *r = e->blocked; r != NULL; r = r->bin_next) {
+    if (r->slot == i) return false;
+  }
+  return true;
+}
+
+/*
+ * When a free records its stream's event. A record is of use only to
+ * another stream of this engine (other shards take only memory of the same
+ * stream or shared memory): while one stream is served here, on demand
+ * (core/stream_event.h: a warm pair records nothing, so threads each on a
+ * stream and a shard of their own do not meet in the driver's lock, where
+ * cudaEventRecord serialises them); from the second stream on, at every
+ * free (RMM's rule), so that streams trading memory find it complete as
+ * soon as its work is done. streams_outlive: lazily.
+ */
+static gmr__stream_events_mode slot_mode(const vmf_engine *e) {
+  if (e->streams_outlive) return GMR__STREAM_EVENTS_LAZY;
+  return e->stream_slot_count >= 2 ? GMR__STREAM_EVENTS_EVERY_FREE : GMR__STREAM_EVENTS_ON_DEMAND;
+}
+
+/* A slot now serves `stream`: counted; the second stream turns every slot
+ * to recording at every free. */
+static void slot_started(vmf_engine *e, size_t i, gmr_stream stream) {
+  e->stream_slot_count++;
+  gmr__stream_event_init(&e->slots[i]->ev, (gmr__stream_key){stream, 0}, slot_mode(e));
+  e->slots[i]->retired = false;
+  e->slot_streams[i] = stream;
+  e->last_slot = i;
+  if (e->stream_slot_count != 2 || e->streams_outlive) return;
+  for (size_t k = 1; k < e->slot_count; ++k) {
+    vmf_slot *s = e->slots[k];
+    if (!s->retired && !s->ev.lazy) {
+      s->ev.every_free = true;
+      s->ev.eager_left = 0;
+    }
+  }
+}
+
 bool gmr__vmf_slot_of(vmf_engine *e, gmr_stream stream, uint32_t *slot) {
   if (gmr__vmf_find_slot(e, stream, slot)) return true;
+  /* Keyed by handle; the id is learned only before a record
+   * (gmr__vmf_slot_check), never on a capturing stream. */
+  for (size_t i = 1; i < e->slot_count; ++i) {
+    if (!slot_reusable(e, i)) continue;
+    slot_started(e, i, stream);
+    *slot = (uint32_t)i;
+    return true;
+  }
   if (e->slot_count == e->slot_capacity) {
     size_t n = e->slot_capacity == 0 ? 8 : e->slot_capacity * 2;
     vmf_slot **s = realloc(e->slots, n * sizeof *s);
@@ -144,17 +197,33 @@ bool gmr__vmf_slot_of(vmf_engine *e, gmr_stream stream, uint32_t *slot) {
   }
   vmf_slot *s = calloc(1, sizeof *s);
   if (s == NULL) return false;
-  /* Keyed by handle alone (RMM's rule: an event at every free on a created
-   * stream), so no call here ever names a stream in a way a capture refuses
-   * (cudaStreamGetId is refused during a global-mode capture). */
-  gmr__stream_event_init(&s->ev, (gmr__stream_key){stream, 0},
-                         e->streams_outlive ? GMR__STREAM_EVENTS_LAZY
-                                            : GMR__STREAM_EVENTS_EVERY_FREE);
   size_t i = e->slot_count++;
   e->slots[i] = s;
-  e->slot_streams[i] = stream;
-  e->last_slot = i;
+  slot_started(e, i, stream);
   *slot = (uint32_t)i;
+  return true;
+}
+
+bool gmr__vmf_slot_check(vmf_engine *e, gmr_stream stream, uint32_t *slot) {
+  vmf_slot *s = e->slots[*slot];
+  if (s->ev.lazy) return true; /* the handle is the key */
+  gmr__stream_key key = {stream, 0};
+  if (gmr__stream_key_learn(e->cuda, stream, &key) != cudaSuccess) return false;
+  switch (gmr__stream_key_compare(false, s->ev.key, key)) {
+    case GMR__STREAM_KEY_SAME:
+      return true;
+    case GMR__STREAM_KEY_ADOPT:
+      s->ev.key.id = key.id;
+      return true;
+    case GMR__STREAM_KEY_OTHER:
+      break;
+  }
+  /* The slot's stream was destroyed and its handle reused: what it freed is
+   * not this stream's to reuse in stream order. */
+  s->retired = true;
+  e->stream_slot_count--;
+  if (!gmr__vmf_slot_of(e, stream, slot)) return false;
+  e->slots[*slot]->ev.key = key;
   return true;
 }
 

@@ -3,8 +3,12 @@
  * device's VMM properties, the page and VA chunk sizes, peers, the first VA
  * chunk and the eager pages (gmr/vmm_pool_resource.h).
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "core/failure.h"
 #include "resources/vmm_pool/vmm_pool_internal.h"
@@ -147,8 +151,11 @@ static gmr_status map_initial_pages(gmr_vmm_pool_resource *p, size_t pages, gmr_
 }
 
 vmf_engine *gmr__vmm_engine_new(gmr_vmm_pool_resource *p) {
-  vmf_engine *e = calloc(1, sizeof *e);
+  /* Cache-line aligned (sizeof is a multiple of the line): one shard's
+   * writes never touch a line another shard's lock or counters sit on. */
+  vmf_engine *e = aligned_alloc(_Alignof(vmf_engine), sizeof *e);
   if (e == NULL) return NULL;
+  memset(e, 0, sizeof *e);
   e->cuda = p->cuda;
   e->vmm = p->vmm;
   e->device = p->device;
@@ -161,8 +168,10 @@ vmf_engine *gmr__vmm_engine_new(gmr_vmm_pool_resource *p) {
   return e;
 }
 
-gmr_status gmr__vmm_fine_create(gmr_vmm_pool_resource *p, gmr_failure *failure) {
+gmr_status gmr__vmm_shard_new(gmr_vmm_pool_resource *p, bool prefill, vmf_engine **out,
+                              gmr_failure *failure) {
   const gmr_vmm_pool_resource_config *c = &p->config;
+  *out = NULL;
   vmf_engine *e = gmr__vmm_engine_new(p);
   if (e == NULL) return create_fail(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory");
   e->va_chunk_bytes = p->va_chunk_bytes;
@@ -171,12 +180,14 @@ gmr_status gmr__vmm_fine_create(gmr_vmm_pool_resource *p, gmr_failure *failure) 
   e->handle_divisor = c->handle_divisor;
   e->steady_percent = FINE_STEADY_PERCENT;
   e->max_growth_bytes = SIZE_MAX;
+  e->total = &p->total;
+  e->default_tag = p->default_tag;
   if (!gmr__vmf_init(e)) {
     free(e);
     return create_fail(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory");
   }
   gmr_status st = gmr__vmf_native_create(e, failure);
-  if (st == GMR_OK && c->initial_pages > 0) {
+  if (st == GMR_OK && prefill && c->initial_pages > 0) {
     if (c->initial_pages > GMR_MAX_ALLOCATION_BYTES / p->page_bytes) {
       st = create_fail(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: initial_pages is too large");
     } else {
@@ -196,7 +207,32 @@ gmr_status gmr__vmm_fine_create(gmr_vmm_pool_resource *p, gmr_failure *failure) 
     free(e);
     return st;
   }
+  *out = e;
+  return GMR_OK;
+}
+
+/* Shards when the config says 0: one per CPU, at most this many (each made
+ * only when a thread first uses it). */
+#define FINE_DEFAULT_MAX_SHARDS 16u
+
+gmr_status gmr__vmm_fine_create(gmr_vmm_pool_resource *p, gmr_failure *failure) {
+  uint32_t shards = p->config.shard_count;
+  if (shards == 0) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    shards = cpus < 1 ? 1u : cpus > (long)FINE_DEFAULT_MAX_SHARDS ? FINE_DEFAULT_MAX_SHARDS
+                                                                   : (uint32_t)cpus;
+  }
+  p->shard_count = shards;
+  atomic_init(&p->total.held_bytes, 0);
+  atomic_init(&p->total.peak_held_bytes, 0);
+  atomic_init(&p->fine_asleep, false);
+  atomic_init(&p->shards_made, 1u);
+  for (uint32_t i = 0; i < GMR_VMM_POOL_MAX_SHARDS; ++i) atomic_init(&p->shards[i], NULL);
+  vmf_engine *e = NULL;
+  gmr_status st = gmr__vmm_shard_new(p, true, &e, failure);
+  if (st != GMR_OK) return st;
   p->fine = e;
+  atomic_store_explicit(&p->shards[0], e, memory_order_release);
   return GMR_OK;
 }
 
@@ -219,6 +255,12 @@ gmr_status gmr_vmm_pool_resource_create(const gmr_vmm_pool_resource_config *conf
   if ((unsigned)c.placement > GMR_VMM_POOL_PLACEMENT_FINE) {
     return create_fail(failure, GMR_ERR_INVALID_ARGUMENT,
                        "vmm_pool: placement must be GMR_VMM_POOL_PLACEMENT_PAGES or _FINE");
+  }
+  if (c.shard_count > GMR_VMM_POOL_MAX_SHARDS) {
+    char msg[GMR_FAILURE_MESSAGE_BYTES];
+    snprintf(msg, sizeof msg, "vmm_pool: shard_count %u is above the most, %d", c.shard_count,
+             GMR_VMM_POOL_MAX_SHARDS);
+    return create_fail(failure, GMR_ERR_INVALID_ARGUMENT, msg);
   }
   if (c.growth_percent > 1000 ||
       (c.remap_permille > 10000 && c.remap_permille != GMR_VMM_POOL_REMAP_NEVER)) {

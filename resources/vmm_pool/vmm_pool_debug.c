@@ -26,7 +26,7 @@ gmr_status gmr_vmm_pool_resource_get_stats(gmr_vmm_pool_resource *pool,
   s.page_bytes = p->page_bytes;
   s.granularity_bytes = p->granularity_bytes;
   if (p->fine != NULL) {
-    gmr__vmf_fill_stats(p->fine, &s);
+    gmr__vmm_shards_stats(p, &s);
     memcpy(out, &s, out->size < sizeof s ? out->size : sizeof s);
     return GMR_OK;
   }
@@ -87,7 +87,7 @@ gmr_status gmr_vmm_pool_resource_get_regions(gmr_vmm_pool_resource *pool, gmr_vm
     return GMR_ERR_INVALID_ARGUMENT;
   }
   if (pool->fine != NULL) {
-    *count = gmr__vmf_regions(pool->fine, out, capacity);
+    *count = gmr__vmm_shards_regions(pool, out, capacity);
     return GMR_OK;
   }
   pthread_mutex_lock(&pool->lock);
@@ -295,7 +295,8 @@ gmr_status gmr_vmm_pool_resource_check_invariants(gmr_vmm_pool_resource *pool, c
   if (pool == NULL) return GMR_ERR_INVALID_ARGUMENT;
   if (err != NULL && err_bytes > 0) err[0] = '\0';
   gmr_vmm_pool_resource *p = pool;
-  vmf_engine *engine = p->fine != NULL ? p->fine : gmr__vmm_small(p, false);
+  if (p->fine != NULL) return gmr__vmm_shards_check(p, err, err_bytes);
+  vmf_engine *engine = gmr__vmm_small(p, false);
   if (engine != NULL) {
     gmr__vmf_lock(engine);
     gmr_status st = gmr__vmf_check(engine, err, err_bytes);

@@ -9,6 +9,9 @@
  *                        record_stream
  *   vmm_pool_small.c     PAGES placement's small path: a fine engine in
  *                        chunk mode whose chunks are this pool's pages
+ *   vmm_pool_shards.c    FINE placement's shards (one fine engine each):
+ *                        which serves a stream, frees to the owner, and
+ *                        trim, sleep, statistics over all of them
  *   vmm_pool_regions.c   regions, lists, VA chunks, events
  *   vmm_pool_pages.c     driver calls on runs of pages, each with its undo
  *   vmm_pool_alloc.c     phases 0-2 of an allocation, and extend
@@ -39,6 +42,7 @@
 
 #include "core/cuda_layer.h"
 #include "core/cuda_vmm.h"
+#include "core/stream_home.h"
 #include "core/u64_map.h"
 #include "gmr/vmm_pool_resource.h"
 #include "resources/vmm_pool/vmm_fine.h"
@@ -170,9 +174,17 @@ typedef struct gmr_vmm_pool_resource {
   /* PAGES: the small path, created at the first small request (under the
    * lock), read without it. */
   _Atomic(vmf_engine *) small;
-  /* FINE: the engine that serves every request (the fields above, but the
-   * device's, are unused then). */
+  /* FINE: shard 0, made at create (the fields above, but the device's, are
+   * unused then). */
   vmf_engine *fine;
+  /* FINE: every shard ([0] == fine); the others made at first use (under
+   * the lock), read without it (vmm_pool_shards.c). */
+  _Atomic(vmf_engine *) shards[GMR_VMM_POOL_MAX_SHARDS];
+  uint32_t shard_count;
+  atomic_uint shards_made; /* shards made so far (written under the lock) */
+  gmr__stream_home home;  /* stream -> shard */
+  vmf_total total;        /* held by every shard together */
+  atomic_bool fine_asleep; /* a sleep left something asleep in some shard */
 } gmr_vmm_pool_resource;
 
 /* ---- vmm_pool_resource.c ----------------------------------------------- */
@@ -223,6 +235,47 @@ gmr_status gmr__vmm_small_destroy(gmr_vmm_pool_resource *p);
 vmf_engine *gmr__vmm_engine_new(gmr_vmm_pool_resource *p);
 /* Set up the FINE engine of a pool whose device fields are known. */
 gmr_status gmr__vmm_fine_create(gmr_vmm_pool_resource *p, gmr_failure *failure);
+
+/* ---- vmm_pool_shards.c (FINE placement) ----------------------------------- */
+
+/* A new shard engine, set up and with its first VA chunk (initial_pages
+ * mapped when `prefill`). On failure *out is NULL and nothing is held. */
+gmr_status gmr__vmm_shard_new(gmr_vmm_pool_resource *p, bool prefill, vmf_engine **out,
+                              gmr_failure *failure);
+gmr_status gmr__vmm_shards_allocate(gmr_vmm_pool_resource *p, size_t bytes, size_t alignment,
+                                    gmr_stream stream, bool capturing_api, void **out_ptr,
+                                    gmr_failure *failure);
+gmr_status gmr__vmm_shards_deallocate(gmr_vmm_pool_resource *p, void *ptr, size_t bytes,
+                                      size_t alignment, gmr_stream stream);
+gmr_status gmr__vmm_shards_record_stream(gmr_vmm_pool_resource *p, void *ptr, gmr_stream stream);
+gmr_status gmr__vmm_shards_extend(gmr_vmm_pool_resource *p, void *ptr, size_t bytes,
+                                  size_t new_bytes, size_t alignment, gmr_stream stream,
+                                  gmr_failure *failure);
+gmr_status gmr__vmm_shards_set_tag(gmr_vmm_pool_resource *p, void *ptr, uint32_t tag);
+void gmr__vmm_shards_set_default_tag(gmr_vmm_pool_resource *p, uint32_t tag);
+bool gmr__vmm_shards_asleep(gmr_vmm_pool_resource *p);
+void gmr__vmm_shards_memory_info(gmr_vmm_pool_resource *p, gmr_memory_info *info);
+void gmr__vmm_shards_footprint(gmr_vmm_pool_resource *p, gmr_footprint *out);
+void gmr__vmm_shards_stats(gmr_vmm_pool_resource *p, gmr_vmm_pool_resource_stats *s);
+gmr_status gmr__vmm_shards_trim(gmr_vmm_pool_resource *p, size_t *released_bytes);
+gmr_status gmr__vmm_shards_sleep(gmr_vmm_pool_resource *p, const gmr_vmm_pool_sleep_options *o,
+                                 gmr_failure *failure);
+gmr_status gmr__vmm_shards_wake(gmr_vmm_pool_resource *p, const gmr_vmm_pool_wake_options *o,
+                                gmr_failure *failure);
+size_t gmr__vmm_shards_regions(gmr_vmm_pool_resource *p, gmr_vmm_pool_region *out,
+                               size_t capacity);
+gmr_status gmr__vmm_shards_check(gmr_vmm_pool_resource *p, char *err, size_t err_bytes);
+/* Whether any shard has something live or asleep. */
+bool gmr__vmm_shards_busy(gmr_vmm_pool_resource *p);
+/* GMR_ERR_BUSY while any shard has something live or asleep; else destroy
+ * every shard (the device synchronised by the caller). */
+gmr_status gmr__vmm_shards_destroy(gmr_vmm_pool_resource *p);
+/* Free the shards' host memory. */
+void gmr__vmm_shards_free_host(gmr_vmm_pool_resource *p);
+/* The shard made so far at index i, or NULL. */
+static inline vmf_engine *gmr__vmm_shard(gmr_vmm_pool_resource *p, uint32_t i) {
+  return atomic_load_explicit(&p->shards[i], memory_order_acquire);
+}
 
 /* ---- vmm_pool_regions.c ------------------------------------------------ */
 

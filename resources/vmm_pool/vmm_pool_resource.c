@@ -90,7 +90,7 @@ static gmr_status allocate_common(gmr_vmm_pool_resource *p, size_t bytes, size_t
                                   gmr_stream stream, void **out_ptr, gmr_failure *failure,
                                   bool capturing_api) {
   if (p->fine != NULL) {
-    return gmr__vmf_allocate(p->fine, bytes, alignment, stream, capturing_api, out_ptr, failure);
+    return gmr__vmm_shards_allocate(p, bytes, alignment, stream, capturing_api, out_ptr, failure);
   }
   if (bytes < p->page_bytes && p->small_pool_enabled) {
     lock(p);
@@ -239,7 +239,7 @@ gmr_status gmr__vmm_free_pages_locking(gmr_vmm_pool_resource *p, void *ptr, size
 static gmr_status vmm_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                  gmr_stream stream) {
   gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)self;
-  if (p->fine != NULL) return gmr__vmf_deallocate(p->fine, ptr, bytes, alignment, stream);
+  if (p->fine != NULL) return gmr__vmm_shards_deallocate(p, ptr, bytes, alignment, stream);
   if (bytes >= p->page_bytes || !p->small_pool_enabled) {
     gmr_status st = gmr__vmm_free_pages_locking(p, ptr, bytes, alignment, stream, false);
     /* A small block freed with a size of a page or more: the small path
@@ -254,7 +254,7 @@ static gmr_status vmm_deallocate(gmr_resource *self, void *ptr, size_t bytes, si
 
 static gmr_status vmm_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
   gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)self;
-  if (p->fine != NULL) return gmr__vmf_record_stream(p->fine, ptr, stream);
+  if (p->fine != NULL) return gmr__vmm_shards_record_stream(p, ptr, stream);
   vmf_engine *small = gmr__vmm_small(p, false);
   if (small != NULL) {
     gmr__vmf_lock(small);
@@ -285,7 +285,7 @@ static gmr_status vmm_extend(gmr_resource *self, void *ptr, size_t bytes, size_t
                              size_t alignment, gmr_stream stream, gmr_failure *failure) {
   gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)self;
   if (p->fine != NULL) {
-    return gmr__vmf_extend(p->fine, ptr, bytes, new_bytes, alignment, stream, failure);
+    return gmr__vmm_shards_extend(p, ptr, bytes, new_bytes, alignment, stream, failure);
   }
   if (bytes < p->page_bytes && p->small_pool_enabled) {
     return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
@@ -347,7 +347,7 @@ static gmr_status vmm_get_memory_info(const gmr_resource *self, gmr_memory_info 
   gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)(uintptr_t)self;
   gmr_memory_info info = *out;
   if (p->fine != NULL) {
-    gmr__vmf_memory_info(p->fine, &info);
+    gmr__vmm_shards_memory_info(p, &info);
   } else {
     gmr_memory_info small = GMR_MEMORY_INFO_INIT;
     vmf_engine *sp = gmr__vmm_small(p, false);
@@ -374,10 +374,7 @@ static gmr_status vmm_get_memory_info(const gmr_resource *self, gmr_memory_info 
 static gmr_status vmm_get_footprint(const gmr_resource *self, gmr_footprint *out) {
   gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)(uintptr_t)self;
   if (p->fine != NULL) {
-    gmr__vmf_lock(p->fine);
-    out->held_bytes = p->fine->held_bytes;
-    out->peak_held_bytes = p->fine->peak_held_bytes;
-    gmr__vmf_unlock(p->fine);
+    gmr__vmm_shards_footprint(p, out);
     return GMR_OK;
   }
   lock(p);
@@ -390,7 +387,7 @@ static gmr_status vmm_get_footprint(const gmr_resource *self, gmr_footprint *out
 static gmr_status vmm_trim(gmr_resource *self, size_t *released_bytes) {
   gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)self;
   *released_bytes = 0;
-  if (p->fine != NULL) return gmr__vmf_trim(p->fine, released_bytes, NULL);
+  if (p->fine != NULL) return gmr__vmm_shards_trim(p, released_bytes);
   vmf_engine *small = gmr__vmm_small(p, false);
   if (small != NULL) {
     /* Its wholly free chunks come back here as free pages first. */
@@ -419,10 +416,7 @@ void gmr__vmm_free_host_side(gmr_vmm_pool_resource *p) {
   gmr__vmm_event_cache_clear(p);
   gmr__u64_map_clear(&p->live);
   gmr__u64_map_clear(&p->freed);
-  if (p->fine != NULL) {
-    gmr__vmf_free_host(p->fine);
-    free(p->fine);
-  }
+  if (p->fine != NULL) gmr__vmm_shards_free_host(p);
   pthread_mutex_destroy(&p->lock);
   free(p);
 }
@@ -439,13 +433,9 @@ static cudaError_t synchronize_device(gmr_vmm_pool_resource *p) {
 }
 
 static gmr_status destroy_fine(gmr_vmm_pool_resource *p) {
-  vmf_engine *e = p->fine;
-  gmr__vmf_lock(e);
-  bool busy = e->live_count + e->asleep_count > 0;
-  gmr__vmf_unlock(e);
-  if (busy) return GMR_ERR_BUSY;
+  if (gmr__vmm_shards_busy(p)) return GMR_ERR_BUSY;
   if (synchronize_device(p) != cudaSuccess) return GMR_ERR_CUDA;
-  gmr_status st = gmr__vmf_destroy(e);
+  gmr_status st = gmr__vmm_shards_destroy(p);
   if (st != GMR_OK) return st; /* still a valid pool: destroy may be tried again */
   gmr__vmm_free_host_side(p);
   return GMR_OK;
@@ -520,9 +510,7 @@ gmr_vmm_pool_resource *gmr_vmm_pool_resource_from_resource(gmr_resource *r) {
 gmr_status gmr_vmm_pool_resource_set_default_tag(gmr_vmm_pool_resource *pool, uint32_t tag) {
   if (pool == NULL || tag > GMR_VMM_POOL_MAX_TAG) return GMR_ERR_INVALID_ARGUMENT;
   if (pool->fine != NULL) {
-    gmr__vmf_lock(pool->fine);
-    pool->fine->default_tag = tag;
-    gmr__vmf_unlock(pool->fine);
+    gmr__vmm_shards_set_default_tag(pool, tag);
     return GMR_OK;
   }
   lock(pool);
@@ -533,7 +521,7 @@ gmr_status gmr_vmm_pool_resource_set_default_tag(gmr_vmm_pool_resource *pool, ui
 
 gmr_status gmr_vmm_pool_resource_set_tag(gmr_vmm_pool_resource *pool, void *ptr, uint32_t tag) {
   if (pool == NULL || tag > GMR_VMM_POOL_MAX_TAG) return GMR_ERR_INVALID_ARGUMENT;
-  if (pool->fine != NULL) return gmr__vmf_set_tag(pool->fine, ptr, tag);
+  if (pool->fine != NULL) return gmr__vmm_shards_set_tag(pool, ptr, tag);
   lock(pool);
   vmm_region *r = live_region(pool, ptr);
   gmr_status st = r == NULL || r->internal ? GMR_ERR_UNKNOWN_POINTER : GMR_OK;
@@ -544,12 +532,7 @@ gmr_status gmr_vmm_pool_resource_set_tag(gmr_vmm_pool_resource *pool, void *ptr,
 
 bool gmr_vmm_pool_resource_is_asleep(gmr_vmm_pool_resource *pool) {
   if (pool == NULL) return false;
-  if (pool->fine != NULL) {
-    gmr__vmf_lock(pool->fine);
-    bool asleep = pool->fine->asleep_count > 0;
-    gmr__vmf_unlock(pool->fine);
-    return asleep;
-  }
+  if (pool->fine != NULL) return gmr__vmm_shards_asleep(pool);
   lock(pool);
   bool asleep = pool->asleep_count > 0;
   unlock(pool);

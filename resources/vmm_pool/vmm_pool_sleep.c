@@ -138,7 +138,7 @@ gmr_status gmr_vmm_pool_resource_sleep(gmr_vmm_pool_resource *pool,
     o = *options;
   }
   gmr_vmm_pool_resource *p = pool;
-  if (p->fine != NULL) return gmr__vmf_sleep(p->fine, &o, failure);
+  if (p->fine != NULL) return gmr__vmm_shards_sleep(p, &o, failure);
   pthread_mutex_lock(&p->lock);
   int saved_device = -1;
   bool entered = false;
@@ -214,7 +214,7 @@ gmr_status gmr_vmm_pool_resource_wake(gmr_vmm_pool_resource *pool,
     o = *options;
   }
   gmr_vmm_pool_resource *p = pool;
-  if (p->fine != NULL) return gmr__vmf_wake(p->fine, &o, failure);
+  if (p->fine != NULL) return gmr__vmm_shards_wake(p, &o, failure);
   pthread_mutex_lock(&p->lock);
   size_t count = 0;
   vmm_region **regions = select_regions(p, VMM_ASLEEP, o.wake_all, o.wake_tag_mask, &count);

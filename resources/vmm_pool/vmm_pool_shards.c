@@ -1,0 +1,406 @@
+/*
+ * resources/vmm_pool/vmm_pool_shards.c (internal): FINE placement's shards,
+ * so that threads on streams of their own do not share a lock.
+ *
+ * A shard is a whole fine engine (vmm_fine.h: its own spin lock, VA chunks,
+ * handles, stream slots and free lists). Shard 0 is made at create; the
+ * others at their first use (a VA reservation, under the pool's mutex).
+ * A stream is served by the home shard of the first thread that used it
+ * (core/stream_home.h, as gmr's pool picks arenas): one thread's warm
+ * allocate and free touch only its shard's lock and lines. Any shard is a
+ * correct pool for any stream (each orders reuse between streams itself),
+ * so the choice only decides whose memory is used:
+ *  - a free goes to the shard that owns the pointer: the stream's shard is
+ *    asked first, then the others (each answers the bad-free statuses
+ *    without changing anything, so asking is harmless);
+ *  - before a shard grows, it takes memory another shard holds free for the
+ *    same stream or for any stream (no CUDA call), as gmr's pool does;
+ *  - when a growth finds the device out of memory, the other shards serve
+ *    the request (each may move its own free handles), then give back their
+ *    wholly free memory (trim) and the growth is tried once more.
+ * Everything that maps or unmaps pages stays inside one shard, under its
+ * lock.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/failure.h"
+#include "resources/vmm_pool/vmm_pool_internal.h"
+
+/* ---- which shard ------------------------------------------------------------ */
+
+/* The shard of `stream`, made now if it is new and `create` (else shard 0);
+ * shard 0 when making it failed (host memory or VA: shard 0 serves then). */
+static vmf_engine *shard_of(gmr_vmm_pool_resource *p, gmr_stream stream, bool create) {
+  if (p->shard_count == 1) return p->fine;
+  /* cudaStreamPerThread is another stream in each thread: keyed by thread. */
+  gmr__stream_key key = {stream, stream == (gmr_stream)cudaStreamPerThread
+                                     ? (uint64_t)gmr__thread_home() + 1u
+                                     : 0u};
+  uint32_t i = gmr__stream_home_of(&p->home, key, p->shard_count);
+  vmf_engine *e = gmr__vmm_shard(p, i);
+  if (e != NULL) return e;
+  if (!create) return p->fine;
+  pthread_mutex_lock(&p->lock);
+  e = gmr__vmm_shard(p, i);
+  if (e == NULL) {
+    gmr_failure ignored;
+    gmr__failure_reset(&ignored);
+    if (gmr__vmm_shard_new(p, false, &e, &ignored) == GMR_OK) {
+      atomic_store_explicit(&p->shards[i], e, memory_order_release);
+      atomic_fetch_add_explicit(&p->shards_made, 1u, memory_order_relaxed);
+    } else {
+      e = p->fine;
+    }
+  }
+  pthread_mutex_unlock(&p->lock);
+  return e;
+}
+
+/* Whether a sleep left something asleep: allocations are refused until
+ * wake (or until everything asleep was freed). */
+static bool still_asleep(gmr_vmm_pool_resource *p) {
+  if (!atomic_load_explicit(&p->fine_asleep, memory_order_relaxed)) return false;
+  if (gmr__vmm_shards_asleep(p)) return true;
+  atomic_store_explicit(&p->fine_asleep, false, memory_order_relaxed);
+  return false;
+}
+
+/* ---- requests --------------------------------------------------------------- */
+
+gmr_status gmr__vmm_shards_allocate(gmr_vmm_pool_resource *p, size_t bytes, size_t alignment,
+                                    gmr_stream stream, bool capturing_api, void **out_ptr,
+                                    gmr_failure *failure) {
+  if (still_asleep(p)) {
+    return gmr__failure_set(failure, GMR_ERR_BUSY,
+                            "vmm_pool is asleep (gmr_vmm_pool_resource_sleep): wake it before "
+                            "allocating");
+  }
+  vmf_engine *home = shard_of(p, stream, true);
+  /* With one shard made so far there is nowhere else to look first. */
+  bool alone = atomic_load_explicit(&p->shards_made, memory_order_relaxed) == 1u;
+  bool would_grow = false;
+  gmr_status st = gmr__vmf_allocate_ex(home, bytes, alignment, stream, capturing_api, alone,
+                                       &would_grow, out_ptr, failure);
+  if (!would_grow && (st != GMR_ERR_OUT_OF_MEMORY || p->shard_count == 1)) return st;
+  if (would_grow && !capturing_api) {
+    for (uint32_t i = 0; i < p->shard_count; ++i) {
+      vmf_engine *e = gmr__vmm_shard(p, i);
+      if (e == NULL || e == home) continue;
+      if (gmr__vmf_take_cached(e, bytes, alignment, stream, out_ptr)) return GMR_OK;
+    }
+  }
+  if (would_grow) {
+    st = gmr__vmf_allocate(home, bytes, alignment, stream, capturing_api, out_ptr, failure);
+    if (st != GMR_ERR_OUT_OF_MEMORY) return st;
+  }
+  /* The device is out of memory for this shard: the others serve it, or
+   * give back what is wholly free, and the growth is tried once more. */
+  gmr_failure scratch;
+  for (uint32_t i = 0; i < p->shard_count; ++i) {
+    vmf_engine *e = gmr__vmm_shard(p, i);
+    if (e == NULL || e == home) continue;
+    gmr__failure_reset(&scratch);
+    if (gmr__vmf_allocate(e, bytes, alignment, stream, capturing_api, out_ptr, &scratch) ==
+        GMR_OK) {
+      return GMR_OK;
+    }
+  }
+  size_t released = 0;
+  for (uint32_t i = 0; i < p->shard_count; ++i) {
+    vmf_engine *e = gmr__vmm_shard(p, i);
+    if (e == NULL || e == home) continue;
+    size_t r = 0;
+    if (gmr__vmf_trim(e, &r, NULL) == GMR_OK) released += r;
+  }
+  if (released == 0) return st;
+  gmr__failure_reset(failure);
+  return gmr__vmf_allocate(home, bytes, alignment, stream, capturing_api, out_ptr, failure);
+}
+
+/* Whether a shard's answer says the pointer is its own (done, or refused
+ * for a reason only its owner knows). */
+static bool owned_answer(gmr_status st) {
+  return st != GMR_ERR_UNKNOWN_POINTER && st != GMR_ERR_DOUBLE_FREE;
+}
+
+/* One request about a pointer, put to one shard. */
+typedef enum ask_kind { ASK_FREE, ASK_RECORD_STREAM, ASK_EXTEND, ASK_SET_TAG } ask_kind;
+
+typedef struct ask {
+  ask_kind kind;
+  void *ptr;
+  size_t bytes;
+  size_t new_bytes;
+  size_t alignment;
+  gmr_stream stream;
+  uint32_t tag;
+  gmr_failure *failure;
+} ask;
+
+static gmr_status ask_one(vmf_engine *e, const ask *a) {
+  switch (a->kind) {
+    case ASK_FREE:
+      return gmr__vmf_deallocate(e, a->ptr, a->bytes, a->alignment, a->stream);
+    case ASK_RECORD_STREAM:
+      return gmr__vmf_record_stream(e, a->ptr, a->stream);
+    case ASK_EXTEND:
+      return gmr__vmf_extend(e, a->ptr, a->bytes, a->new_bytes, a->alignment, a->stream,
+                             a->failure);
+    case ASK_SET_TAG:
+      return gmr__vmf_set_tag(e, a->ptr, a->tag);
+  }
+  return GMR_ERR_INTERNAL;
+}
+
+/* Ask `first`, then every other shard, until one owns the pointer (a shard
+ * that does not changes nothing). None does: DOUBLE_FREE if a shard
+ * remembers freeing it, else the first answer. */
+static gmr_status ask_shards(gmr_vmm_pool_resource *p, vmf_engine *first, const ask *a) {
+  gmr_status st = ask_one(first, a);
+  if (owned_answer(st) || p->shard_count == 1) return st;
+  gmr_status verdict = st;
+  for (uint32_t i = 0; i < p->shard_count; ++i) {
+    vmf_engine *e = gmr__vmm_shard(p, i);
+    if (e == NULL || e == first) continue;
+    gmr_status other = ask_one(e, a);
+    if (owned_answer(other)) return other;
+    if (other == GMR_ERR_DOUBLE_FREE) verdict = other;
+  }
+  return verdict;
+}
+
+gmr_status gmr__vmm_shards_deallocate(gmr_vmm_pool_resource *p, void *ptr, size_t bytes,
+                                      size_t alignment, gmr_stream stream) {
+  ask a = {ASK_FREE, ptr, bytes, 0, alignment, stream, 0, NULL};
+  return ask_shards(p, shard_of(p, stream, false), &a);
+}
+
+gmr_status gmr__vmm_shards_record_stream(gmr_vmm_pool_resource *p, void *ptr, gmr_stream stream) {
+  ask a = {ASK_RECORD_STREAM, ptr, 0, 0, 0, stream, 0, NULL};
+  return ask_shards(p, p->fine, &a);
+}
+
+gmr_status gmr__vmm_shards_extend(gmr_vmm_pool_resource *p, void *ptr, size_t bytes,
+                                  size_t new_bytes, size_t alignment, gmr_stream stream,
+                                  gmr_failure *failure) {
+  ask a = {ASK_EXTEND, ptr, bytes, new_bytes, alignment, stream, 0, failure};
+  return ask_shards(p, shard_of(p, stream, false), &a);
+}
+
+gmr_status gmr__vmm_shards_set_tag(gmr_vmm_pool_resource *p, void *ptr, uint32_t tag) {
+  ask a = {ASK_SET_TAG, ptr, 0, 0, 0, NULL, tag, NULL};
+  return ask_shards(p, p->fine, &a);
+}
+
+/* ---- every shard ------------------------------------------------------------ */
+
+void gmr__vmm_shards_set_default_tag(gmr_vmm_pool_resource *p, uint32_t tag) {
+  pthread_mutex_lock(&p->lock); /* a shard made meanwhile copies it */
+  p->default_tag = tag;
+  for (uint32_t i = 0; i < p->shard_count; ++i) {
+    vmf_engine *e = gmr__vmm_shard(p, i);
+    if (e == NULL) continue;
+    gmr__vmf_lock(e);
+    e->default_tag = tag;
+    gmr__vmf_unlock(e);
+  }
+  pthread_mutex_unlock(&p->lock);
+}
+
+bool gmr__vmm_shards_asleep(gmr_vmm_pool_resource *p) {
+  for (uint32_t i = 0; i < p->shard_count; ++i) {
+    vmf_engine *e = gmr__vmm_shard(p, i);
+    if (e == NULL) continue;
+    gmr__vmf_lock(e);
+    bool asleep = e->asleep_count > 0;
+    gmr__vmf_unlock(e);
+    if (asleep) return true;
+  }
+  return false;
+}
+
+void gmr__vmm_shards_memory_info(gmr_vmm_pool_resource *p, gmr_memory_info *info) {
+  info->held_bytes = info->live_bytes = info->free_bytes = 0;
+  info->largest_free_block_bytes = info->free_block_count = 0;
+  for (uint32_t i = 0; i < p->shard_count; ++i) {
+    vmf_engine *e = gmr__vmm_shard(p, i);
+    if (e == NULL) continue;
+    gmr_memory_info one = *info;
+    gmr__vmf_memory_info(e, &one);
+    info->held_bytes += one.held_bytes;
+    info->live_bytes += one.live_bytes;
+    info->free_bytes += one.free_bytes;
+    info->free_block_count += one.free_block_count;
+    if (one.largest_free_block_bytes > info->largest_free_block_bytes) {
+      info->largest_free_block_bytes = one.largest_free_block_bytes;
+    }
+  }
+}
+
+void gmr__vmm_shards_footprint(gmr_vmm_pool_resource *p, gmr_footprint *out) {
+  out->held_bytes = atomic_load_explicit(&p->total.held_bytes, memory_order_relaxed);
+  out->peak_held_bytes = atomic_load_explicit(&p->total.peak_held_bytes, memory_order_relaxed);
+}
+
+/* Add one shard's statistics to the pool's. */
+static void stats_add(gmr_vmm_pool_resource_stats *s, const gmr_vmm_pool_resource_stats *o) {
+  s->mapped_bytes += o->mapped_bytes;
+  s->reserved_bytes += o->reserved_bytes;
+  s->va_chunk_count += o->va_chunk_count;
+  s->live_bytes += o->live_bytes;
+  s->live_count += o->live_count;
+  s->free_bytes += o->free_bytes;
+  s->free_region_count += o->free_region_count;
+  s->hole_bytes += o->hole_bytes;
+  s->hole_count += o->hole_count;
+  s->asleep_bytes += o->asleep_bytes;
+  s->asleep_count += o->asleep_count;
+  s->saved_bytes += o->saved_bytes;
+  s->page_create_count += o->page_create_count;
+  s->page_release_count += o->page_release_count;
+  s->map_count += o->map_count;
+  s->unmap_count += o->unmap_count;
+  s->defrag_count += o->defrag_count;
+  s->remapped_page_count += o->remapped_page_count;
+  s->extend_count += o->extend_count;
+  s->event_record_count += o->event_record_count;
+  s->event_query_count += o->event_query_count;
+  s->stream_wait_count += o->stream_wait_count;
+  s->event_synchronize_count += o->event_synchronize_count;
+}
+
+void gmr__vmm_shards_stats(gmr_vmm_pool_resource *p, gmr_vmm_pool_resource_stats *s) {
+  for (uint32_t i = 0; i < p->shard_count; ++i) {
+    vmf_engine *e = gmr__vmm_shard(p, i);
+    if (e == NULL) continue;
+    gmr_vmm_pool_resource_stats one;
+    memset(&one, 0, sizeof one);
+    gmr__vmf_fill_stats(e, &one);
+    stats_add(s, &one);
+    if (i == 0) { /* one sleep or wake of the pool acts on every shard */
+      s->sleep_count = one.sleep_count;
+      s->wake_count = one.wake_count;
+    }
+  }
+  s->peak_mapped_bytes = atomic_load_explicit(&p->total.peak_held_bytes, memory_order_relaxed);
+}
+
+gmr_status gmr__vmm_shards_trim(gmr_vmm_pool_resource *p, size_t *released_bytes) {
+  *released_bytes = 0;
+  gmr_status st = GMR_OK;
+  for (uint32_t i = 0; i < p->shard_count; ++i) {
+    vmf_engine *e = gmr__vmm_shard(p, i);
+    if (e == NULL) continue;
+    size_t released = 0;
+    gmr_status one = gmr__vmf_trim(e, &released, NULL);
+    *released_bytes += released;
+    if (st == GMR_OK) st = one; /* the others are still trimmed */
+  }
+  return st;
+}
+
+gmr_status gmr__vmm_shards_sleep(gmr_vmm_pool_resource *p, const gmr_vmm_pool_sleep_options *o,
+                                 gmr_failure *failure) {
+  /* Shard 0 first: it always exists, and its counts are the pool's. */
+  uint32_t done = 0;
+  gmr_status st = GMR_OK;
+  for (; done < p->shard_count; ++done) {
+    vmf_engine *e = gmr__vmm_shard(p, done);
+    if (e == NULL) continue;
+    st = gmr__vmf_sleep(e, o, failure);
+    if (st != GMR_OK) break;
+  }
+  if (st != GMR_OK) {
+    /* Roll back: the shards that slept wake with their contents. */
+    gmr_vmm_pool_wake_options all = GMR_VMM_POOL_WAKE_OPTIONS_INIT;
+    gmr_failure ignored;
+    for (uint32_t i = 0; i < done; ++i) {
+      vmf_engine *e = gmr__vmm_shard(p, i);
+      if (e != NULL) (void)gmr__vmf_wake(e, &all, &ignored);
+    }
+    return st;
+  }
+  atomic_store_explicit(&p->fine_asleep, true, memory_order_relaxed);
+  return GMR_OK;
+}
+
+gmr_status gmr__vmm_shards_wake(gmr_vmm_pool_resource *p, const gmr_vmm_pool_wake_options *o,
+                                gmr_failure *failure) {
+  gmr_status st = GMR_OK;
+  for (uint32_t i = 0; i < p->shard_count && st == GMR_OK; ++i) {
+    vmf_engine *e = gmr__vmm_shard(p, i);
+    if (e != NULL) st = gmr__vmf_wake(e, o, failure);
+  }
+  if (!gmr__vmm_shards_asleep(p)) atomic_store_explicit(&p->fine_asleep, false, memory_order_relaxed);
+  return st;
+}
+
+size_t gmr__vmm_shards_regions(gmr_vmm_pool_resource *p, gmr_vmm_pool_region *out,
+                               size_t capacity) {
+  size_t n = 0;
+  for (uint32_t i = 0; i < p->shard_count; ++i) {
+    vmf_engine *e = gmr__vmm_shard(p, i);
+    if (e == NULL) continue;
+    size_t room = n < capacity ? capacity - n : 0;
+    n += gmr__vmf_regions(e, room > 0 ? out + n : NULL, room);
+  }
+  return n;
+}
+
+gmr_status gmr__vmm_shards_check(gmr_vmm_pool_resource *p, char *err, size_t err_bytes) {
+  size_t held = 0;
+  for (uint32_t i = 0; i < p->shard_count; ++i) {
+    vmf_engine *e = gmr__vmm_shard(p, i);
+    if (e == NULL) continue;
+    gmr__vmf_lock(e);
+    gmr_status st = gmr__vmf_check(e, err, err_bytes);
+    held += e->held_bytes;
+    gmr__vmf_unlock(e);
+    if (st != GMR_OK) return st;
+  }
+  size_t total = atomic_load_explicit(&p->total.held_bytes, memory_order_relaxed);
+  if (held != total) {
+    return gmr__vmm_violation(err, err_bytes, "the shards hold %zu bytes, the pool counts %zu",
+                              held, total);
+  }
+  return GMR_OK;
+}
+
+bool gmr__vmm_shards_busy(gmr_vmm_pool_resource *p) {
+  for (uint32_t i = 0; i < p->shard_count; ++i) {
+    vmf_engine *e = gmr__vmm_shard(p, i);
+    if (e == NULL) continue;
+    gmr__vmf_lock(e);
+    bool busy = e->live_count + e->asleep_count > 0;
+    gmr__vmf_unlock(e);
+    if (busy) return true;
+  }
+  return false;
+}
+
+gmr_status gmr__vmm_shards_destroy(gmr_vmm_pool_resource *p) {
+  if (gmr__vmm_shards_busy(p)) return GMR_ERR_BUSY;
+  /* Shard 0 last: until it is gone the pool stays valid for another try. */
+  for (uint32_t i = p->shard_count; i-- > 0;) {
+    vmf_engine *e = gmr__vmm_shard(p, i);
+    if (e == NULL) continue;
+    gmr_status st = gmr__vmf_destroy(e);
+    if (st != GMR_OK) return st; /* a later destroy goes on from here */
+  }
+  return GMR_OK;
+}
+
+void gmr__vmm_shards_free_host(gmr_vmm_pool_resource *p) {
+  for (uint32_t i = 0; i < p->shard_count; ++i) {
+    vmf_engine *e = gmr__vmm_shard(p, i);
+    if (e == NULL) continue;
+    gmr__vmf_free_host(e);
+    free(e);
+    atomic_store_explicit(&p->shards[i], NULL, memory_order_relaxed);
+  }
+  p->fine = NULL;
+}
