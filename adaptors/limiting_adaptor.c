@@ -145,7 +145,9 @@ typedef enum lane_change { LANE_ALLOCATED, LANE_GREW, LANE_FREED, LANE_FREE_UNDO
  * Dekker handshake with gmr__limiting_stop_counting(), fenced by
  * core/fence.h (a compiler barrier where membarrier fences the other side;
  * no locked instruction for a lane of its own). */
-static inline bool count_in_lane(gmr_limiting_adaptor *a, size_t charge, lane_change change) {
+__attribute__((always_inline)) static inline bool count_in_lane(gmr_limiting_adaptor *a,
+                                                                size_t charge,
+                                                                lane_change change) {
   size_t lane = gmr__thread_lane();
   _Atomic unsigned *inside = &a->busy[lane].inside;
   /* A lane of its own is marked with one exchange and cleared with a plain
@@ -270,20 +272,32 @@ static gmr_status allocate_charged(gmr_limiting_adaptor *a, bool capturing, size
   return GMR_OK;
 }
 
+/* An upstream failure on the common path (cold: kept out of its frame). */
+__attribute__((cold, noinline)) static gmr_status counted_upstream_failed(
+    gmr_limiting_adaptor *a, gmr_status st, size_t bytes, size_t alignment, gmr_stream stream,
+    void **out_ptr, gmr_failure *failure) {
+  *out_ptr = NULL;
+  gmr__failure_record(failure, st, a->upstream, bytes, alignment, stream);
+  gmr__oom_handler_note_failure(&a->oom, st);
+  atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
+  return st;
+}
+
 static gmr_status limiting_allocate(gmr_resource *self, size_t bytes, size_t alignment,
                                     gmr_stream stream, void **out_ptr, gmr_failure *failure) {
   gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
-  /* The common case, in a function of its own: counting (no limit can
-   * refuse) and no OOM policy. */
+  /* The common case: counting (no limit can refuse) and no OOM policy. The
+   * upstream's slot is called as gmr__forward_allocate() does, with its
+   * failure handling in a cold function, so the success path keeps only
+   * the adaptor and the charge across the call. */
   if (atomic_load_explicit(&a->counting, memory_order_relaxed) &&
       !gmr__oom_handler_has_policy(&a->oom)) {
-    gmr_status st = gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
+    size_t charge = charge_of(a, bytes);
+    gmr_resource *up = a->upstream;
+    gmr_status st = up->vtbl->allocate(up, bytes, alignment, stream, out_ptr, failure);
     if (st != GMR_OK) {
-      gmr__oom_handler_note_failure(&a->oom, st);
-      atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
-      return st;
+      return counted_upstream_failed(a, st, bytes, alignment, stream, out_ptr, failure);
     }
-    size_t charge = (bytes + a->charge_mask) & ~a->charge_mask;
     if (count_in_lane(a, charge, LANE_ALLOCATED)) return GMR_OK;
     return admitted_before_limit(a, charge);
   }

@@ -67,17 +67,13 @@ static bool scopes_open(const gmr_tracking_adaptor *a) {
 
 /* ---- vtable ------------------------------------------------------------- */
 
-static inline gmr_status allocate_as(gmr_tracking_adaptor *a, bool capturing, size_t bytes,
-                              size_t alignment, gmr_stream stream, void **out_ptr,
-                              gmr_failure *failure) {
-  gmr_status st =
-      capturing
-          ? gmr__forward_allocate_capturing(a->upstream, bytes, alignment, stream, out_ptr, failure)
-          : gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
-  if (st != GMR_OK) {
-    atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
-    return st;
-  }
+/* The bookkeeping of an allocation the upstream made: the owner's and the
+ * overall counters and the books. Inlined into both allocate slots, so the
+ * common one is a single frame (a helper with the upstream call inside took
+ * seven arguments, which made the compiler split it into two frames). */
+__attribute__((always_inline)) static inline gmr_status note_allocation(
+    gmr_tracking_adaptor *a, size_t bytes, size_t alignment, gmr_stream stream, void **out_ptr,
+    gmr_failure *failure) {
   size_t slot = owner_slot(a, stream);
   size_t lane = gmr__thread_lane();
   uint64_t seq = gmr__tracking_owner_add(a, lane, slot, (int64_t)bytes); /* its number */
@@ -95,17 +91,27 @@ static inline gmr_status allocate_as(gmr_tracking_adaptor *a, bool capturing, si
   return GMR_OK;
 }
 
+static gmr_status upstream_failed(gmr_tracking_adaptor *a, gmr_status st) {
+  atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
+  return st;
+}
+
 static gmr_status tracking_allocate(gmr_resource *self, size_t bytes, size_t alignment,
                                     gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  return allocate_as((gmr_tracking_adaptor *)self, false, bytes, alignment, stream, out_ptr,
-                     failure);
+  gmr_tracking_adaptor *a = (gmr_tracking_adaptor *)self;
+  gmr_status st = gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
+  if (st != GMR_OK) return upstream_failed(a, st);
+  return note_allocation(a, bytes, alignment, stream, out_ptr, failure);
 }
 
 static gmr_status tracking_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
                                               gmr_stream stream, void **out_ptr,
                                               gmr_failure *failure) {
-  return allocate_as((gmr_tracking_adaptor *)self, true, bytes, alignment, stream, out_ptr,
-                     failure);
+  gmr_tracking_adaptor *a = (gmr_tracking_adaptor *)self;
+  gmr_status st =
+      gmr__forward_allocate_capturing(a->upstream, bytes, alignment, stream, out_ptr, failure);
+  if (st != GMR_OK) return upstream_failed(a, st);
+  return note_allocation(a, bytes, alignment, stream, out_ptr, failure);
 }
 
 gmr_status gmr__tracking_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,

@@ -153,7 +153,7 @@ static inline uint64_t gmr__tracking_owner_add(gmr_tracking_adaptor *a, size_t l
   bool alone = gmr__lane_alone(&c->lanes_seen, lane);
   int64_t b = atomic_load_explicit(&d->bytes, memory_order_relaxed) + bytes;
   int64_t n = atomic_load_explicit(&d->count, memory_order_relaxed) + 1;
-  if ((b > GMR__TRACKING_OWNER_BATCH_BYTES || n > GMR__TRACKING_OWNER_BATCH_COUNT) && !alone) {
+  if (!alone && (b > GMR__TRACKING_OWNER_BATCH_BYTES || n > GMR__TRACKING_OWNER_BATCH_COUNT)) {
     return gmr__tracking_owner_add_slow(a, lane, slot, bytes);
   }
   atomic_store_explicit(&d->bytes, b, memory_order_relaxed);
