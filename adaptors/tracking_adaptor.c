@@ -51,7 +51,8 @@ static _Thread_local uint64_t cached_adaptor_id;
 static _Thread_local uint64_t cached_owner_key;
 static _Thread_local size_t cached_owner_slot;
 
-static size_t owner_slot(gmr_tracking_adaptor *a, gmr_stream stream) {
+__attribute__((always_inline)) static inline size_t owner_slot(gmr_tracking_adaptor *a,
+                                                              gmr_stream stream) {
   uint64_t key = owner_key(a, stream);
   if (cached_adaptor_id == a->id && cached_owner_key == key) return cached_owner_slot;
   size_t slot = gmr__key_slots_get(&a->owner_slots, key);
@@ -96,8 +97,12 @@ static gmr_status upstream_failed(gmr_tracking_adaptor *a, gmr_status st) {
   return st;
 }
 
-static gmr_status tracking_allocate(gmr_resource *self, size_t bytes, size_t alignment,
-                                    gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+/* noipa: called only through the vtable, so nothing is lost, and the
+ * compiler does not split it in two frames (partial inlining), each saving
+ * the registers again. */
+__attribute__((noipa)) static gmr_status tracking_allocate(gmr_resource *self, size_t bytes,
+                                                           size_t alignment, gmr_stream stream,
+                                                           void **out_ptr, gmr_failure *failure) {
   gmr_tracking_adaptor *a = (gmr_tracking_adaptor *)self;
   gmr_status st = gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
   if (st != GMR_OK) return upstream_failed(a, st);

@@ -142,8 +142,8 @@ static inline gmr__tracking_owner_delta *gmr__tracking_owner_delta_of(gmr_tracki
  * returns its number on the owner (from 1, never repeated). The common case
  * (the lane has the owner and numbers left, no flush due) writes only the
  * lane's line. */
-static inline uint64_t gmr__tracking_owner_add(gmr_tracking_adaptor *a, size_t lane, size_t slot,
-                                               int64_t bytes) {
+__attribute__((always_inline)) static inline uint64_t gmr__tracking_owner_add(
+    gmr_tracking_adaptor *a, size_t lane, size_t slot, int64_t bytes) {
   gmr__tracking_owner_delta *d =
       lane < GMR__LANE_COUNT ? gmr__tracking_owner_delta_of(a, lane, slot) : NULL;
   if (d == NULL || d->seq_next == d->seq_end) {
