@@ -153,12 +153,13 @@ __attribute__((always_inline)) static inline bool count_in_lane(gmr_limiting_ada
   /* A lane of its own is marked with one exchange and cleared with a plain
    * store; the lane of threads without one counts them. */
   bool own = lane < GMR__LANE_COUNT;
+  bool asymmetric = a->asymmetric_fence; /* read once: the fence below is a compiler barrier */
   if (own) {
-    gmr__fence_light_store(inside, 1, a->asymmetric_fence);
+    gmr__fence_light_store(inside, 1, asymmetric);
   } else {
     atomic_fetch_add_explicit(inside, 1, memory_order_seq_cst);
   }
-  bool counting = gmr__fence_light_load(&a->counting, a->asymmetric_fence && own);
+  bool counting = gmr__fence_light_load(&a->counting, asymmetric && own);
   if (counting) {
     if (change == LANE_ALLOCATED) {
       gmr__lane_counts_add(&a->counted, lane, (int64_t)charge);
