@@ -4,7 +4,7 @@
  * statistics, scopes and leak reports in tracking_report.c.
  *
  * An allocation: the upstream's slot (core/forward.h), one insert into the
- * books (one shard's spin lock, usually a shard no other thread uses), the
+ * books (a shard no other thread uses is biased to the thread: no lock), the
  * owner's counters and the overall counters, both kept in the calling
  * thread's lane (tracking_owners.c, core/lanes.h: no locked instruction). A
  * free: one take from the books (which checks it), the counters, the

@@ -5,10 +5,11 @@
  * the leak report, forced destroy).
  *
  * The books of live allocations are core/books.h (split by address region,
- * spin-locked shards). Each owner's counters are atomics on a cache line of
- * their own; the overall counters are per-thread lanes (core/lanes.h). So a
- * thread that allocates on a stream of its own, from memory of its own,
- * writes no cache line another thread writes. Scopes are counted under a
+ * spin-locked shards, biased to their one thread while they have one).
+ * Each owner's counters are atomics on a cache line of their own; the
+ * overall counters are per-thread lanes (core/lanes.h). So a thread that
+ * allocates on a stream of its own, from memory of its own, writes no cache
+ * line another thread writes. Scopes are counted under a
  * mutex, and only while one is open.
  *
  * Thread-safe: as gmr/tracking_adaptor.h says.
