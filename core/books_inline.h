@@ -146,8 +146,8 @@ void gmr__books_remember_first(gmr__books_shard *s, uintptr_t key);
 gmr__book_verdict gmr__books_not_live(const gmr__books_shard *s, uintptr_t key);
 
 /* gmr__books_insert, inline. */
-static inline bool gmr__books_insert_inline(gmr__books *b, const void *ptr,
-                                            const gmr__book_entry *entry) {
+__attribute__((always_inline)) static inline bool gmr__books_insert_inline(
+    gmr__books *b, const void *ptr, const gmr__book_entry *entry) {
   gmr__books_shard *s = gmr__books_shard_of(b, ptr);
   bool ok = true;
   bool biased = gmr__books_enter(b, s);
@@ -161,10 +161,9 @@ static inline bool gmr__books_insert_inline(gmr__books *b, const void *ptr,
 }
 
 /* gmr__books_take, inline. */
-static inline gmr__book_verdict gmr__books_take_inline(gmr__books *b, const void *ptr,
-                                                       size_t bytes, size_t alignment,
-                                                       const gmr_stream *stream,
-                                                       gmr__book_entry *out) {
+__attribute__((always_inline)) static inline gmr__book_verdict gmr__books_take_inline(
+    gmr__books *b, const void *ptr, size_t bytes, size_t alignment, const gmr_stream *stream,
+    gmr__book_entry *out) {
   gmr__books_shard *s = gmr__books_shard_of(b, ptr);
   uintptr_t key = (uintptr_t)ptr;
   gmr__book_verdict verdict = GMR__BOOK_OK;
