@@ -145,18 +145,21 @@ typedef enum lane_change { LANE_ALLOCATED, LANE_GREW, LANE_FREED, LANE_FREE_UNDO
  * Dekker handshake with gmr__limiting_stop_counting(), fenced by
  * core/fence.h (a compiler barrier where membarrier fences the other side;
  * no locked instruction for a lane of its own). */
-static inline bool count_in_lane(gmr_limiting_adaptor *a, size_t charge, lane_change change) {
+__attribute__((always_inline)) static inline bool count_in_lane(gmr_limiting_adaptor *a,
+                                                                size_t charge,
+                                                                lane_change change) {
   size_t lane = gmr__thread_lane();
   _Atomic unsigned *inside = &a->busy[lane].inside;
   /* A lane of its own is marked with one exchange and cleared with a plain
    * store; the lane of threads without one counts them. */
   bool own = lane < GMR__LANE_COUNT;
+  bool asymmetric = a->asymmetric_fence; /* read once: the fence below is a compiler barrier */
   if (own) {
-    gmr__fence_light_store(inside, 1, a->asymmetric_fence);
+    gmr__fence_light_store(inside, 1, asymmetric);
   } else {
     atomic_fetch_add_explicit(inside, 1, memory_order_seq_cst);
   }
-  bool counting = gmr__fence_light_load(&a->counting, a->asymmetric_fence && own);
+  bool counting = gmr__fence_light_load(&a->counting, asymmetric && own);
   if (counting) {
     if (change == LANE_ALLOCATED) {
       gmr__lane_counts_add(&a->counted, lane, (int64_t)charge);
@@ -270,20 +273,32 @@ static gmr_status allocate_charged(gmr_limiting_adaptor *a, bool capturing, size
   return GMR_OK;
 }
 
+/* An upstream failure on the common path (cold: kept out of its frame). */
+__attribute__((cold, noinline)) static gmr_status counted_upstream_failed(
+    gmr_limiting_adaptor *a, gmr_status st, size_t bytes, size_t alignment, gmr_stream stream,
+    void **out_ptr, gmr_failure *failure) {
+  *out_ptr = NULL;
+  gmr__failure_record(failure, st, a->upstream, bytes, alignment, stream);
+  gmr__oom_handler_note_failure(&a->oom, st);
+  atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
+  return st;
+}
+
 static gmr_status limiting_allocate(gmr_resource *self, size_t bytes, size_t alignment,
                                     gmr_stream stream, void **out_ptr, gmr_failure *failure) {
   gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
-  /* The common case, in a function of its own: counting (no limit can
-   * refuse) and no OOM policy. */
+  /* The common case: counting (no limit can refuse) and no OOM policy. The
+   * upstream's slot is called as gmr__forward_allocate() does, with its
+   * failure handling in a cold function, so the success path keeps only
+   * the adaptor and the charge across the call. */
   if (atomic_load_explicit(&a->counting, memory_order_relaxed) &&
       !gmr__oom_handler_has_policy(&a->oom)) {
-    gmr_status st = gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
+    size_t charge = charge_of(a, bytes);
+    gmr_resource *up = a->upstream;
+    gmr_status st = up->vtbl->allocate(up, bytes, alignment, stream, out_ptr, failure);
     if (st != GMR_OK) {
-      gmr__oom_handler_note_failure(&a->oom, st);
-      atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
-      return st;
+      return counted_upstream_failed(a, st, bytes, alignment, stream, out_ptr, failure);
     }
-    size_t charge = (bytes + a->charge_mask) & ~a->charge_mask;
     if (count_in_lane(a, charge, LANE_ALLOCATED)) return GMR_OK;
     return admitted_before_limit(a, charge);
   }

@@ -4,7 +4,7 @@
  * statistics, scopes and leak reports in tracking_report.c.
  *
  * An allocation: the upstream's slot (core/forward.h), one insert into the
- * books (one shard's spin lock, usually a shard no other thread uses), the
+ * books (a shard no other thread uses is biased to the thread: no lock), the
  * owner's counters and the overall counters, both kept in the calling
  * thread's lane (tracking_owners.c, core/lanes.h: no locked instruction). A
  * free: one take from the books (which checks it), the counters, the
@@ -51,7 +51,8 @@ static _Thread_local uint64_t cached_adaptor_id;
 static _Thread_local uint64_t cached_owner_key;
 static _Thread_local size_t cached_owner_slot;
 
-static size_t owner_slot(gmr_tracking_adaptor *a, gmr_stream stream) {
+__attribute__((always_inline)) static inline size_t owner_slot(gmr_tracking_adaptor *a,
+                                                              gmr_stream stream) {
   uint64_t key = owner_key(a, stream);
   if (cached_adaptor_id == a->id && cached_owner_key == key) return cached_owner_slot;
   size_t slot = gmr__key_slots_get(&a->owner_slots, key);
@@ -67,17 +68,13 @@ static bool scopes_open(const gmr_tracking_adaptor *a) {
 
 /* ---- vtable ------------------------------------------------------------- */
 
-static inline gmr_status allocate_as(gmr_tracking_adaptor *a, bool capturing, size_t bytes,
-                              size_t alignment, gmr_stream stream, void **out_ptr,
-                              gmr_failure *failure) {
-  gmr_status st =
-      capturing
-          ? gmr__forward_allocate_capturing(a->upstream, bytes, alignment, stream, out_ptr, failure)
-          : gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
-  if (st != GMR_OK) {
-    atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
-    return st;
-  }
+/* The bookkeeping of an allocation the upstream made: the owner's and the
+ * overall counters and the books. Inlined into both allocate slots, so the
+ * common one is a single frame (a helper with the upstream call inside took
+ * seven arguments, which made the compiler split it into two frames). */
+__attribute__((always_inline)) static inline gmr_status note_allocation(
+    gmr_tracking_adaptor *a, size_t bytes, size_t alignment, gmr_stream stream, void **out_ptr,
+    gmr_failure *failure) {
   size_t slot = owner_slot(a, stream);
   size_t lane = gmr__thread_lane();
   uint64_t seq = gmr__tracking_owner_add(a, lane, slot, (int64_t)bytes); /* its number */
@@ -95,17 +92,39 @@ static inline gmr_status allocate_as(gmr_tracking_adaptor *a, bool capturing, si
   return GMR_OK;
 }
 
-static gmr_status tracking_allocate(gmr_resource *self, size_t bytes, size_t alignment,
-                                    gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  return allocate_as((gmr_tracking_adaptor *)self, false, bytes, alignment, stream, out_ptr,
-                     failure);
+static gmr_status upstream_failed(gmr_tracking_adaptor *a, gmr_status st) {
+  atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
+  return st;
+}
+
+/* GCC splits a slot with an early return into two functions (partial
+ * inlining), each saving the registers again: 13 instructions a call here.
+ * noipa stops that; the slot is called only through the vtable, so no
+ * inlining into callers is lost (its helpers are always_inline). Clang does
+ * not split it and has no noipa. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define NOT_SPLIT __attribute__((noipa))
+#else
+#define NOT_SPLIT
+#endif
+
+NOT_SPLIT static gmr_status tracking_allocate(gmr_resource *self, size_t bytes, size_t alignment,
+                                              gmr_stream stream, void **out_ptr,
+                                              gmr_failure *failure) {
+  gmr_tracking_adaptor *a = (gmr_tracking_adaptor *)self;
+  gmr_status st = gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
+  if (st != GMR_OK) return upstream_failed(a, st);
+  return note_allocation(a, bytes, alignment, stream, out_ptr, failure);
 }
 
 static gmr_status tracking_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
                                               gmr_stream stream, void **out_ptr,
                                               gmr_failure *failure) {
-  return allocate_as((gmr_tracking_adaptor *)self, true, bytes, alignment, stream, out_ptr,
-                     failure);
+  gmr_tracking_adaptor *a = (gmr_tracking_adaptor *)self;
+  gmr_status st =
+      gmr__forward_allocate_capturing(a->upstream, bytes, alignment, stream, out_ptr, failure);
+  if (st != GMR_OK) return upstream_failed(a, st);
+  return note_allocation(a, bytes, alignment, stream, out_ptr, failure);
 }
 
 gmr_status gmr__tracking_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,

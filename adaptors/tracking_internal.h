@@ -5,10 +5,11 @@
  * the leak report, forced destroy).
  *
  * The books of live allocations are core/books.h (split by address region,
- * spin-locked shards). Each owner's counters are atomics on a cache line of
- * their own; the overall counters are per-thread lanes (core/lanes.h). So a
- * thread that allocates on a stream of its own, from memory of its own,
- * writes no cache line another thread writes. Scopes are counted under a
+ * spin-locked shards, biased to their one thread while they have one).
+ * Each owner's counters are atomics on a cache line of their own; the
+ * overall counters are per-thread lanes (core/lanes.h). So a thread that
+ * allocates on a stream of its own, from memory of its own, writes no cache
+ * line another thread writes. Scopes are counted under a
  * mutex, and only while one is open.
  *
  * Thread-safe: as gmr/tracking_adaptor.h says.
@@ -142,8 +143,8 @@ static inline gmr__tracking_owner_delta *gmr__tracking_owner_delta_of(gmr_tracki
  * returns its number on the owner (from 1, never repeated). The common case
  * (the lane has the owner and numbers left, no flush due) writes only the
  * lane's line. */
-static inline uint64_t gmr__tracking_owner_add(gmr_tracking_adaptor *a, size_t lane, size_t slot,
-                                               int64_t bytes) {
+__attribute__((always_inline)) static inline uint64_t gmr__tracking_owner_add(
+    gmr_tracking_adaptor *a, size_t lane, size_t slot, int64_t bytes) {
   gmr__tracking_owner_delta *d =
       lane < GMR__LANE_COUNT ? gmr__tracking_owner_delta_of(a, lane, slot) : NULL;
   if (d == NULL || d->seq_next == d->seq_end) {
@@ -153,7 +154,7 @@ static inline uint64_t gmr__tracking_owner_add(gmr_tracking_adaptor *a, size_t l
   bool alone = gmr__lane_alone(&c->lanes_seen, lane);
   int64_t b = atomic_load_explicit(&d->bytes, memory_order_relaxed) + bytes;
   int64_t n = atomic_load_explicit(&d->count, memory_order_relaxed) + 1;
-  if ((b > GMR__TRACKING_OWNER_BATCH_BYTES || n > GMR__TRACKING_OWNER_BATCH_COUNT) && !alone) {
+  if (!alone && (b > GMR__TRACKING_OWNER_BATCH_BYTES || n > GMR__TRACKING_OWNER_BATCH_COUNT)) {
     return gmr__tracking_owner_add_slow(a, lane, slot, bytes);
   }
   atomic_store_explicit(&d->bytes, b, memory_order_relaxed);

@@ -7,15 +7,28 @@
  * the table at most half full; a restore may fill it up to one empty slot.
  * So a restore needs memory only when more frees of one shard than half its
  * table (64 at least) failed below at the same moment.
+ *
+ * Biased shards: a shard serves one thread while only that thread has used
+ * it (a pool arena's chunks, a thread's own stream), so its operations need
+ * no locked instruction: the thread marks `busy` and checks `owner` (the hot
+ * side of an asymmetric Dekker handshake, core/fence.h). The first other
+ * thread to come, or a reader of every shard (count, collect), ends the
+ * bias for good: under the lock it sets `owner` to nobody, fences every
+ * thread (membarrier) and waits until `busy` is clear; from then on every
+ * thread takes the lock. So each shard pays at most one membarrier in its
+ * life. Without membarrier no shard is ever biased.
  */
 #include "core/books.h"
 
 #include "core/books_inline.h"
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fence.h"
+#include "core/lanes.h"
 #include "core/spin_lock.h"
 
 #define MIN_CAPACITY GMR__BOOKS_MIN_CAPACITY
@@ -53,9 +66,12 @@ bool gmr__books_init(gmr__books *b, size_t shard_count, size_t recent_free_count
   for (size_t i = 0; i < n; ++i) {
     gmr__spin_lock init = GMR__SPIN_LOCK_INIT;
     b->shards[i].lock = init;
+    atomic_init(&b->shards[i].owner, GMR__BOOKS_OWNER_NONE_YET);
+    atomic_init(&b->shards[i].busy, 0u);
     b->shards[i].ring_capacity = ring;
   }
   b->shard_mask = n - 1;
+  b->asymmetric = gmr__fence_asymmetric();
   return true;
 }
 
@@ -69,7 +85,37 @@ void gmr__books_deinit(gmr__books *b) {
   b->shards = NULL;
 }
 
-/* ---- one shard's table (lock held) ---------------------------------------- */
+/* ---- entering a shard (see the top of this file) -------------------------- */
+
+bool gmr__books_enter_slow(const gmr__books *b, gmr__books_shard *s) {
+  size_t lane = gmr__thread_lane();
+  if (b->asymmetric && lane < GMR__LANE_COUNT) {
+    size_t none_yet = GMR__BOOKS_OWNER_NONE_YET;
+    if (atomic_compare_exchange_strong_explicit(&s->owner, &none_yet, lane + 1,
+                                                memory_order_acquire, memory_order_relaxed)) {
+      gmr__fence_light_store(&s->busy, 1, true);
+      if (atomic_load_explicit(&s->owner, memory_order_relaxed) == lane + 1) return true;
+      atomic_store_explicit(&s->busy, 0, memory_order_release); /* ended meanwhile */
+    }
+  }
+  gmr__spin_lock_acquire(&s->lock);
+  size_t seen = atomic_load_explicit(&s->owner, memory_order_relaxed);
+  if (seen == GMR__BOOKS_OWNER_NONE_YET &&
+      atomic_compare_exchange_strong_explicit(&s->owner, &seen, GMR__BOOKS_OWNER_NOBODY,
+                                              memory_order_seq_cst, memory_order_relaxed)) {
+    return false; /* never biased: nobody to wait for */
+  }
+  if (seen != GMR__BOOKS_OWNER_NOBODY) { /* biased to a thread (seen: its lane + 1) */
+    atomic_store_explicit(&s->owner, GMR__BOOKS_OWNER_NOBODY, memory_order_seq_cst);
+    gmr__fence_heavy(b->asymmetric);
+    while (atomic_load_explicit(&s->busy, memory_order_acquire) != 0) {
+      sched_yield(); /* its owner is inside for one table operation */
+    }
+  }
+  return false;
+}
+
+/* ---- one shard's table (held) ---------------------------------------------- */
 
 static bool grow(gmr__books_shard *s, size_t capacity) {
   slot *old = s->slots;
@@ -126,12 +172,12 @@ bool gmr__books_insert_growing(gmr__books_shard *s, uintptr_t key, const gmr__bo
 
 bool gmr__books_restore(gmr__books *b, const void *ptr, const gmr__book_entry *entry) {
   gmr__books_shard *s = gmr__books_shard_of(b, ptr);
-  gmr__spin_lock_acquire(&s->lock);
+  bool biased = gmr__books_enter(b, s);
   /* Room kept for it (see the top of this file), unless half the table is
    * in failed frees at this moment. */
   bool ok = s->count + 1 < s->capacity || grow(s, s->capacity * 2);
   if (ok) gmr__books_place(s, (uintptr_t)ptr, entry);
-  gmr__spin_lock_release(&s->lock);
+  gmr__books_leave(s, biased);
   return ok;
 }
 
@@ -140,9 +186,9 @@ gmr_status gmr__books_visit(gmr__books *b, const void *ptr, gmr__books_visit_fn 
   gmr__books_shard *s = gmr__books_shard_of(b, ptr);
   size_t at = 0;
   gmr_status st = GMR_ERR_UNKNOWN_POINTER;
-  gmr__spin_lock_acquire(&s->lock);
+  bool biased = gmr__books_enter(b, s);
   if (gmr__books_find(s, (uintptr_t)ptr, &at)) st = visit(&s->slots[at].entry, ctx);
-  gmr__spin_lock_release(&s->lock);
+  gmr__books_leave(s, biased);
   return st;
 }
 
@@ -150,9 +196,9 @@ size_t gmr__books_count(const gmr__books *b) {
   size_t n = 0;
   for (size_t i = 0; i <= b->shard_mask; ++i) {
     gmr__books_shard *s = &b->shards[i];
-    gmr__spin_lock_acquire(&s->lock);
+    bool biased = gmr__books_enter(b, s);
     n += s->count;
-    gmr__spin_lock_release(&s->lock);
+    gmr__books_leave(s, biased);
   }
   return n;
 }
@@ -164,12 +210,12 @@ gmr_status gmr__books_collect(const gmr__books *b, gmr__book_item **items, size_
   size_t n = 0, capacity = 0;
   for (size_t i = 0; i <= b->shard_mask; ++i) {
     gmr__books_shard *s = &b->shards[i];
-    gmr__spin_lock_acquire(&s->lock);
+    bool biased = gmr__books_enter(b, s);
     if (n + s->count > capacity) {
       size_t want = (n + s->count) * 2;
       gmr__book_item *grown = realloc(all, want * sizeof *grown);
       if (grown == NULL) {
-        gmr__spin_lock_release(&s->lock);
+        gmr__books_leave(s, biased);
         free(all);
         return GMR_ERR_OUT_OF_MEMORY;
       }
@@ -182,7 +228,7 @@ gmr_status gmr__books_collect(const gmr__books *b, gmr__book_item **items, size_
       all[n].entry = s->slots[j].entry;
       n++;
     }
-    gmr__spin_lock_release(&s->lock);
+    gmr__books_leave(s, biased);
   }
   *items = all;
   *count = n;

@@ -16,7 +16,11 @@
  * Each shard has a spin lock held only for one table operation (no call
  * out, except a table's growth), an open-addressing table that stores each
  * entry beside its key (one cache line per probe, no tombstones), and a ring
- * of recently freed addresses, scanned only to name a bad free.
+ * of recently freed addresses, scanned only to name a bad free. While one
+ * thread alone has used a shard, the shard is biased to it and that thread
+ * takes no lock (no locked instruction: a flag and a check, core/fence.h);
+ * the first other thread, or a reader of every shard (count, collect), ends
+ * the bias for good at the price of one membarrier (books.c).
  *
  * Thread-safe: yes, every function; init/deinit excepted.
  */
@@ -60,6 +64,7 @@ typedef struct gmr__books_shard gmr__books_shard;
 typedef struct gmr__books {
   gmr__books_shard *shards;
   size_t shard_mask; /* shard count - 1 (a power of two) */
+  bool asymmetric;   /* core/fence.h: shards may be biased to a thread */
 } gmr__books;
 
 /* Set up `shard_count` shards (rounded up to a power of two, at least 1) that

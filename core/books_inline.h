@@ -15,6 +15,8 @@
 #include <stdint.h>
 
 #include "core/books.h"
+#include "core/fence.h"
+#include "core/lanes.h"
 #include "core/spin_lock.h"
 
 /* ---- the layout (books.c has the functions not inlined) ------------------ */
@@ -31,8 +33,20 @@ typedef struct gmr__books_slot {
   gmr__book_entry entry;
 } gmr__books_slot;
 
+/* A shard's `owner`, besides 1 + a lane: no thread yet, or none any more
+ * (another thread came). Neither is 0, the value of a thread with no lane
+ * yet, so the hot path compares with gmr__lane_plus_one directly. */
+#define GMR__BOOKS_OWNER_NONE_YET (SIZE_MAX - 1)
+#define GMR__BOOKS_OWNER_NOBODY SIZE_MAX
+
 struct gmr__books_shard {
   _Alignas(64) gmr__spin_lock lock;
+  /* Biased to one thread's lane (1 + the lane) while only that thread has
+   * used the shard: it enters by marking `busy`, with no locked
+   * instruction (core/fence.h, the hot side). The first other thread makes
+   * the shard locked for good (gmr__books_enter_slow). */
+  _Atomic size_t owner;
+  _Atomic unsigned busy;
   gmr__books_slot *slots;
   size_t capacity; /* 0 or a power of two >= GMR__BOOKS_MIN_CAPACITY */
   unsigned shift;  /* 64 - log2(capacity) */
@@ -93,6 +107,37 @@ static inline void gmr__books_erase(gmr__books_shard *s, size_t hole) {
   s->count--;
 }
 
+/* ---- entering a shard ---------------------------------------------------- */
+
+/* Enter shard `s` when it is not (or no longer) biased to the calling
+ * thread (books.c): claim it if no thread has used it yet, else end its
+ * bias (once in its life: a membarrier, then a wait until its owner is out)
+ * and take its lock. Returns true when the shard was claimed (biased to the
+ * caller), false when its lock is held. */
+bool gmr__books_enter_slow(const gmr__books *b, gmr__books_shard *s);
+
+/* Hold `s` for one table operation: as the thread it is biased to (true;
+ * no locked instruction) or by its lock (false). */
+static inline bool gmr__books_enter(const gmr__books *b, gmr__books_shard *s) {
+  /* Only a shard of a process with membarrier is ever biased (see
+   * gmr__books_enter_slow), so this needs no check of b->asymmetric. */
+  size_t mine = gmr__lane_plus_one;
+  if (atomic_load_explicit(&s->owner, memory_order_relaxed) == mine) {
+    gmr__fence_light_store(&s->busy, 1, true);
+    if (atomic_load_explicit(&s->owner, memory_order_relaxed) == mine) return true;
+    atomic_store_explicit(&s->busy, 0, memory_order_release);
+  }
+  return gmr__books_enter_slow(b, s);
+}
+
+static inline void gmr__books_leave(gmr__books_shard *s, bool biased) {
+  if (biased) {
+    atomic_store_explicit(&s->busy, 0, memory_order_release);
+  } else {
+    gmr__spin_lock_release(&s->lock);
+  }
+}
+
 /* The slow paths of insert and take (books.c): a table that must grow
  * first (false: no host memory, nothing changed), the ring's first use, the
  * verdict on a pointer that is not live. */
@@ -101,30 +146,29 @@ void gmr__books_remember_first(gmr__books_shard *s, uintptr_t key);
 gmr__book_verdict gmr__books_not_live(const gmr__books_shard *s, uintptr_t key);
 
 /* gmr__books_insert, inline. */
-static inline bool gmr__books_insert_inline(gmr__books *b, const void *ptr,
-                                            const gmr__book_entry *entry) {
+__attribute__((always_inline)) static inline bool gmr__books_insert_inline(
+    gmr__books *b, const void *ptr, const gmr__book_entry *entry) {
   gmr__books_shard *s = gmr__books_shard_of(b, ptr);
   bool ok = true;
-  gmr__spin_lock_acquire(&s->lock);
+  bool biased = gmr__books_enter(b, s);
   if ((s->count + 1) * 2 > s->capacity) { /* kept at most half full */
     ok = gmr__books_insert_growing(s, (uintptr_t)ptr, entry);
   } else {
     gmr__books_place(s, (uintptr_t)ptr, entry);
   }
-  gmr__spin_lock_release(&s->lock);
+  gmr__books_leave(s, biased);
   return ok;
 }
 
 /* gmr__books_take, inline. */
-static inline gmr__book_verdict gmr__books_take_inline(gmr__books *b, const void *ptr,
-                                                       size_t bytes, size_t alignment,
-                                                       const gmr_stream *stream,
-                                                       gmr__book_entry *out) {
+__attribute__((always_inline)) static inline gmr__book_verdict gmr__books_take_inline(
+    gmr__books *b, const void *ptr, size_t bytes, size_t alignment, const gmr_stream *stream,
+    gmr__book_entry *out) {
   gmr__books_shard *s = gmr__books_shard_of(b, ptr);
   uintptr_t key = (uintptr_t)ptr;
   gmr__book_verdict verdict = GMR__BOOK_OK;
   size_t at = 0;
-  gmr__spin_lock_acquire(&s->lock);
+  bool biased = gmr__books_enter(b, s);
   if (!gmr__books_find(s, key, &at)) {
     verdict = gmr__books_not_live(s, key);
   } else {
@@ -145,7 +189,7 @@ static inline gmr__book_verdict gmr__books_take_inline(gmr__books *b, const void
       }
     }
   }
-  gmr__spin_lock_release(&s->lock);
+  gmr__books_leave(s, biased);
   return verdict;
 }
 

@@ -107,7 +107,9 @@ static inline void gmr__lane_flush(gmr__lane_counts *c, gmr__lane_slot *s, int64
 }
 
 /* One allocation of `bytes`, in the calling thread's `lane`. */
-static inline void gmr__lane_counts_add(gmr__lane_counts *c, size_t lane, int64_t bytes) {
+__attribute__((always_inline)) static inline void gmr__lane_counts_add(gmr__lane_counts *c,
+                                                                       size_t lane,
+                                                                       int64_t bytes) {
   if (lane >= GMR__LANE_COUNT) {
     atomic_fetch_add_explicit(&c->shared_total_bytes, bytes, memory_order_relaxed);
     atomic_fetch_add_explicit(&c->shared_total_count, 1, memory_order_relaxed);
@@ -124,7 +126,7 @@ static inline void gmr__lane_counts_add(gmr__lane_counts *c, size_t lane, int64_
   bool alone = gmr__lane_alone(&c->lanes_seen, lane);
   int64_t b = gmr__lane_load(&s->bytes) + bytes;
   int64_t n = gmr__lane_load(&s->count) + 1;
-  if ((b > c->batch_bytes || n > c->batch_count) && !alone) {
+  if (!alone && (b > c->batch_bytes || n > c->batch_count)) {
     gmr__lane_flush(c, s, b, n);
     b = 0;
     n = 0;
@@ -174,9 +176,8 @@ static inline void gmr__lane_counts_sub(gmr__lane_counts *c, size_t lane, int64_
   bool alone = gmr__lane_alone(&c->lanes_seen, lane);
   int64_t b = gmr__lane_load(&s->bytes) + sign * bytes;
   int64_t n = gmr__lane_load(&s->count) + sign;
-  if ((b < -c->batch_bytes || n < -c->batch_count || b > c->batch_bytes ||
-       n > c->batch_count) &&
-      !alone) {
+  if (!alone && (b < -c->batch_bytes || n < -c->batch_count || b > c->batch_bytes ||
+                 n > c->batch_count)) {
     gmr__lane_flush(c, s, b, n);
   } else {
     gmr__lane_store(&s->bytes, b);

@@ -47,7 +47,10 @@
  * its own makes no locked instruction for them; the table is split in 256
  * shards by 64 MiB address region (so threads whose memory comes from chunks
  * of their own rarely share one), each under a spin lock held only for one
- * table operation. Scopes take a mutex, and only while one is open.
+ * table operation, which a shard used by one thread only does not take (it
+ * is biased to that thread; the first other thread ends that for good with
+ * one membarrier system call). Scopes take a mutex, and only while one is
+ * open.
  * Source: RMM's tracking_resource_adaptor and statistics_resource_adaptor;
  * cuCascade's per-stream and per-thread allocation trackers.
  */
