@@ -8,13 +8,15 @@ Standard library only. Frameworks have their own modules:
 
 Each device's stack comes from gmr's per-device registry: the spec given to
 set_device_spec() (or gmr.torch.use / gmr.cupy.use), else GMR_STACK, else
-"pool > cuda(kind=async)"; it is created at the device's first use. Without a
+"pool > cuda(kind=async)" (gmr.torch and gmr.cupy: "vmm",
+FRAMEWORK_DEFAULT_SPEC); it is created at the device's first use. Without a
 GPU, GMR_CUDA_SIM=1 (set before the first call) runs everything on gmr's host
 simulation. docs/frameworks.md has the details.
 """
 
 import ctypes
 import json
+import os
 
 from gmr._lib import GmrError, OutOfMemoryError, SpecError  # noqa: F401  (re-exported)
 from gmr import _lib
@@ -54,14 +56,33 @@ def check_spec(spec):
         _lib.raise_for(st, err.message.decode(errors="replace"), spec_error=True)
 
 
+# The stack gmr.torch and gmr.cupy use when neither the program (spec, or
+# set_device_spec) nor GMR_STACK names one: the VMM allocator, which serves
+# CUDA graph captures and held the least of gmr's stacks under PyTorch on an
+# H100 (BENCHMARKS.md, "Real clients").
+FRAMEWORK_DEFAULT_SPEC = "vmm"
+_spec_chosen = False
+
+
 def set_device_spec(spec):
     """Use `spec` for every device stack created from now on (None: GMR_STACK or
     the default). Stacks already created keep theirs. Raises SpecError."""
+    global _spec_chosen
     err = _lib.SpecErrorStruct()
     st = _lib.lib().gmr_set_device_resource_spec(
         None if spec is None else spec.encode(), ctypes.byref(err))
     if st != 0:
         _lib.raise_for(st, err.message.decode(errors="replace"), spec_error=True)
+    _spec_chosen = spec is not None
+
+
+def _framework_spec(spec):
+    """The spec a framework module uses: `spec`, else none (the registry's:
+    set_device_spec's or GMR_STACK) when the program chose one, else
+    FRAMEWORK_DEFAULT_SPEC."""
+    if spec is not None or _spec_chosen or os.environ.get("GMR_STACK"):
+        return spec
+    return FRAMEWORK_DEFAULT_SPEC
 
 
 def device_spec(device):

@@ -83,10 +83,12 @@ def allocator(nbytes):
 
 def use(spec=None):
     """Make gmr CuPy's allocator (cupy.cuda.set_allocator). `spec` (None:
-    GMR_STACK, else the default) is checked now (gmr.SpecError); each device's
+    the spec set with gmr.set_device_spec, else GMR_STACK, else
+    gmr.FRAMEWORK_DEFAULT_SPEC, "vmm") is checked now (gmr.SpecError); each device's
     stack is created at its first allocation. May be called any time; memory
     CuPy already holds stays where it came from."""
     cupy = _import_cupy()
+    spec = gmr._framework_spec(spec)
     if spec is not None:
         gmr.set_device_spec(spec)
     cupy.cuda.set_allocator(allocator)

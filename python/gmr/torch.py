@@ -70,7 +70,8 @@ def mode():
 def use(spec=None):
     """Make gmr PyTorch's CUDA allocator for this process (direct mode).
 
-    `spec` (None: GMR_STACK, else "pool > cuda(kind=async)") is checked now
+    `spec` (None: the spec set with gmr.set_device_spec, else GMR_STACK, else
+    gmr.FRAMEWORK_DEFAULT_SPEC, "vmm", which serves torch.cuda.graph) is checked now
     (gmr.SpecError); each device's stack is created at its first allocation,
     with that device current. A malformed GMR_STACK fails at that allocation,
     with the spec error in the exception.
@@ -81,6 +82,7 @@ def use(spec=None):
     """
     global _mode, _missing_hooks
     torch = _import_torch()
+    spec = gmr._framework_spec(spec)
     if spec is not None:
         gmr.set_device_spec(spec)
     shim = _lib.torch_lib()
@@ -123,12 +125,14 @@ def mempool(spec=None, device=None):
     Use it with `with torch.cuda.use_mem_pool(pool):` (only that thread's
     allocations go to it: PyTorch's rule) or torch.cuda.graph(pool=...).
     `device` (None: the current device) is the pool's device; its gmr stack is
-    created now, so a malformed spec raises here (gmr.SpecError). PyTorch
+    created now, so a malformed spec raises here (gmr.SpecError); `spec` None
+    as in use(). PyTorch
     turns a segment gmr cannot give into torch.cuda.OutOfMemoryError;
     gmr.torch.last_error() then says why.
     """
     global _mode
     torch = _import_torch()
+    spec = gmr._framework_spec(spec)
     if spec is not None:
         gmr.set_device_spec(spec)
     _lib.torch_lib()

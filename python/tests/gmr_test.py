@@ -310,6 +310,27 @@ class TorchUseWithAStandInTest(GmrTest):
         self.assertIn("Can't swap an already initialized allocator", str(cm.exception))
         self.assertIn("before CUDA is initialised", str(cm.exception))
 
+    def test_use_without_a_spec_takes_the_framework_default_unless_one_was_chosen(self):
+        if not self.real_torch_missing:
+            self.skipTest("PyTorch is installed here: the stand-in would not be imported")
+        sys.path.insert(0, self.tmp.name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gmr.torch.use()
+        self.assertEqual(gmr.FRAMEWORK_DEFAULT_SPEC, "vmm")
+        self.assertEqual("vmm", gmr.torch.stats(0)["spec"])
+        # A spec the program chose, or GMR_STACK, wins over the default.
+        gmr.set_device_spec("pool > cuda(kind=async)")
+        self.assertIsNone(gmr._framework_spec(None))
+        gmr.set_device_spec(None)
+        os.environ["GMR_STACK"] = "pool > cuda(kind=device)"
+        try:
+            self.assertIsNone(gmr._framework_spec(None))
+        finally:
+            del os.environ["GMR_STACK"]
+        self.assertEqual("vmm", gmr._framework_spec(None))
+        self.assertEqual("pool", gmr._framework_spec("pool"))
+
     def test_use_checks_the_spec_before_touching_pytorch(self):
         if not self.real_torch_missing:
             self.skipTest("PyTorch is installed here")

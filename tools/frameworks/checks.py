@@ -256,12 +256,13 @@ def check_mempool_oom():
 
 
 def check_mempool_graph():
-    """torch.cuda.graph(pool=gmr MemPool): segments asked for during capture."""
+    """torch.cuda.graph(pool=gmr MemPool): segments asked for during capture
+    (a stack that can grow while a stream captures: cuda(kind=async) cannot)."""
     import torch
     import gmr.torch
     import workloads
     from bench import Meter
-    pool = gmr.torch.mempool("pool > cuda(kind=async)")
+    pool = gmr.torch.mempool("pool > cuda(kind=device)")
 
     class Args:
         warmup = 0
