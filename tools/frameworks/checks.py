@@ -201,6 +201,14 @@ def check_graph_direct_vmm():
                          "vmm")
 
 
+def check_graph_default():
+    """gmr.torch.use() with no spec (gmr.FRAMEWORK_DEFAULT_SPEC, vmm): capture
+    works out of the box, nothing sized by hand."""
+    import gmr
+    expect(gmr._framework_spec(None) == gmr.FRAMEWORK_DEFAULT_SPEC, gmr._framework_spec(None))
+    return _graph_direct(None)
+
+
 def _graph_direct(spec):
     import torch
     import gmr.torch
