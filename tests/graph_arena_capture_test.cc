@@ -526,4 +526,47 @@ TEST_F(ArenaCapture, ThreadsForwardWhileAnotherCapturesAndGrows) {
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(R(leaf)));
 }
 
+// Found by stack_ops_fuzz (fuzz/corpus/stack_ops/graph-arena-chunks-moved):
+// a growth that moved the chunk table and then failed for lack of host
+// memory (a chunk too large for its block table) returned without telling
+// the sessions, and the next allocation in a session wrote through its
+// pointer into the old table (heap-use-after-free under --config=asan).
+// Now the sessions forget their chunk as soon as the table may have moved.
+TEST_F(ArenaCapture, AGrowthThatMovesTheChunkTableAndFailsLeavesSessionsValid) {
+  gmr_capture_leaf *leaf = Leaf(true);
+  gmr_graph_arena_resource *a = Make(Config(0, MiB), R(leaf));
+  gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
+  std::vector<void *> uncaptured;
+  for (int i = 0; i < 7; ++i) uncaptured.push_back(Alloc(r, MiB, nullptr));  // chunks 1..7
+  gmr_stream s = NewStream();
+  // An explicit session, no stream capture: the growths here call
+  // cudaMalloc, which a global capture would forbid.
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
+  void *first = Alloc(r, 64 * KiB, s);  // chunk 8: the table is full
+  void *second = Alloc(r, 64 * KiB, s);  // the session's fast path, its chunk remembered
+  EXPECT_EQ(addr(first) + 64 * KiB, addr(second));
+  gmr_graph_arena_stats before = Stats(a);
+  ASSERT_EQ(8u, before.chunk_count);
+  // The table grows (and may move), then the chunk's block table cannot be made.
+  void *huge = nullptr;
+  gmr_failure f;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, size_t{1} << 50, 0, nullptr, &huge, &f));
+  EXPECT_EQ(nullptr, huge);
+  EXPECT_STREQ("graph_arena: no host memory", f.message);
+  gmr_graph_arena_stats after = Stats(a);
+  EXPECT_EQ(before.chunk_count, after.chunk_count);
+  EXPECT_EQ(before.held_bytes, after.held_bytes);
+  EXPECT_EQ(before.live_bytes, after.live_bytes);
+  void *third = Alloc(r, 64 * KiB, s);  // in the session again: no stale chunk
+  EXPECT_EQ(addr(second) + 64 * KiB, addr(third));
+  gmr_graph_memory *m = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &m));
+  ASSERT_NE(nullptr, m);
+  for (void *p : {first, second, third}) EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 64 * KiB, 0, s));
+  for (void *p : uncaptured) EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  EXPECT_EQ(0u, gmr_capture_leaf_live_bytes(leaf)) << "every chunk went back";
+}
+
 }  // namespace

@@ -69,13 +69,18 @@ gmr_status gmr__ga_add_chunk(gmr_graph_arena_resource *a, size_t bytes, uint8_t 
   size_t granules = (bytes >> GMR__GA_GRANULE_SHIFT) + 1;
   uint32_t *block_at = NULL;
   if (!gmr__ga_ensure((void **)&a->chunks, &a->chunk_capacity, a->chunk_count + 1,
-                      sizeof *a->chunks) ||
-      (block_at = calloc(granules, sizeof *block_at)) == NULL) {
+                      sizeof *a->chunks)) {
     snprintf(failure->message, sizeof failure->message, "graph_arena: no host memory");
     return GMR_ERR_OUT_OF_MEMORY;
   }
-  /* The array may have moved: no session keeps a pointer into it. */
+  /* The array may have moved: no session keeps a pointer into it, also when
+   * what follows fails (stack_ops_fuzz found a session writing through its
+   * old chunk pointer after a failed block table). */
   gmr__ga_forget_hints(a);
+  if ((block_at = calloc(granules, sizeof *block_at)) == NULL) {
+    snprintf(failure->message, sizeof failure->message, "graph_arena: no host memory");
+    return GMR_ERR_OUT_OF_MEMORY;
+  }
   void *p = NULL;
   count_chunk_call(a);
   /* Default alignment: a cuda upstream gives 256 and refuses more; larger
