@@ -268,6 +268,15 @@ static inline bool gmr__stream_event_fresh(const gmr__stream_event *e) {
 void gmr__stream_event_mark_freed(const gmr__cuda_ops *cuda, gmr__stream_event *e, bool force,
                                   gmr__stream_event_counts *counts);
 
+/* From now on record at every free (RMM's rule), as an EVERY_FREE init
+ * would have; a lazy stream stays lazy. For a resource that turns on
+ * recording per free once a second stream shares its memory. */
+static inline void gmr__stream_event_record_every_free(gmr__stream_event *e) {
+  if (e->lazy) return;
+  e->every_free = true;
+  e->eager_left = 0;
+}
+
 /* Whether gmr__stream_event_mark_freed would record now (a free must then
  * know the stream's id first). */
 static inline bool gmr__stream_event_record_due(const gmr__stream_event *e) {

@@ -54,13 +54,10 @@ static const gmr__option_def options[OPTION_COUNT] = {
                         "(at most 64)"},
     [RECORD_EVERY_FREE] = {.name = "record_every_free",
                            .type = GMR__OPTION_BOOL,
-                           .help = "record an event at every free on a created stream (RMM's "
-                                   "rule) instead of when another stream asks for the block"},
+                           .help = gmr__help_record_every_free},
     [STREAM_IDS] = {.name = "stream_ids",
                     .type = GMR__OPTION_BOOL,
-                    .help = "know a created stream by its id too before it takes back its own blocks "
-                            "not known done (programs that destroy streams with work pending and "
-                            "create new ones); false: by handle, as RMM"},
+                    .help = gmr__help_stream_ids},
 };
 
 /* The C default, with what the spec gives on top. */

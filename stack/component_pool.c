@@ -86,13 +86,10 @@ static const gmr__option_def options[OPTION_COUNT] = {
                          .help = gmr__help_streams_outlive},
     [RECORD_EVERY_FREE] = {.name = "record_every_free",
                            .type = GMR__OPTION_BOOL,
-                           .help = "record an event at every free on a created stream (RMM's "
-                                   "rule) instead of when another stream asks for the memory"},
+                           .help = gmr__help_record_every_free},
     [STREAM_IDS] = {.name = "stream_ids",
                     .type = GMR__OPTION_BOOL,
-                    .help = "know a created stream by its id too before it takes back its own memory "
-                            "not known done (programs that destroy streams with work pending and "
-                            "create new ones); false: by handle, as RMM"},
+                    .help = gmr__help_stream_ids},
 };
 
 /* The C default, with what the spec gives on top (ranges checked: no casts lose bits). */

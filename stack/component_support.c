@@ -71,6 +71,13 @@ const char gmr__help_nvtx_annotate[] =
 const char gmr__help_streams_outlive[] =
     "the program keeps its streams alive until the stack is destroyed: frees record no event "
     "(faster on created streams)";
+const char gmr__help_record_every_free[] =
+    "record an event at every free on a created stream (RMM's rule) instead of when another "
+    "stream asks for the memory";
+const char gmr__help_stream_ids[] =
+    "know a created stream by its id too before it takes back its own memory not known done "
+    "(programs that destroy streams with work pending and create new ones); false: by handle, "
+    "as RMM";
 
 bool gmr__parse_peer_list(const char *text, bool *all, int *peers, size_t max_count,
                           size_t *count) {

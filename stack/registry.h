@@ -167,6 +167,8 @@ bool gmr__parse_peer_list(const char *text, bool *all, int *peers, size_t max_co
 /* The meaning of options several sub-allocators share, written once. */
 extern const char gmr__help_nvtx_annotate[];
 extern const char gmr__help_streams_outlive[];
+extern const char gmr__help_record_every_free[];
+extern const char gmr__help_stream_ids[];
 
 /* The entries, one per component file. */
 extern const gmr__component gmr__component_chunk_listener;

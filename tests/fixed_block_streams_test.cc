@@ -19,77 +19,17 @@
 #include "gmr/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/fixed_block_resource.h"
-#include "tests/support/sim_fixture.h"
+#include "tests/support/fixed_block_fixture.h"
 
 namespace {
 
 constexpr size_t KiB = size_t{1} << 10;
 
-class FixedBlockStreams : public gmr_test::SimTest {
+class FixedBlockStreams : public gmr_test::FixedBlockTest {
  protected:
-  void SetUp() override {
-    SimTest::SetUp();
-    gmr_cuda_resource_config c = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
-    ASSERT_EQ(GMR_OK, gmr_cuda_resource_create(&c, &cuda_));
-    upstream_ = gmr_cuda_resource_as_resource(cuda_);
-  }
-
-  void TearDown() override {
-    for (gmr_fixed_block_resource *f : owned_) {
-      EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_fixed_block_resource_as_resource(f)));
-    }
-    EXPECT_EQ(GMR_OK, gmr_resource_destroy(upstream_));
-    for (gmr_stream s : streams_) {
-      EXPECT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s, false));
-      EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
-    }
-    SimTest::TearDown();
-  }
-
   static gmr_fixed_block_resource_config Config(size_t per_chunk = 4) {
-    gmr_fixed_block_resource_config c = GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT;
-    c.block_bytes = 64 * KiB;
-    c.blocks_per_chunk = per_chunk;
-    return c;
+    return BlockConfig(64 * KiB, per_chunk);
   }
-
-  gmr_fixed_block_resource *Make(const gmr_fixed_block_resource_config &c) {
-    gmr_fixed_block_resource *f = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_fixed_block_resource_create(upstream_, &c, &f));
-    if (f != nullptr) owned_.push_back(f);
-    return f;
-  }
-
-  gmr_stream Stream() {
-    gmr_stream s = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_stream_create(&s));
-    streams_.push_back(s);
-    return s;
-  }
-
-  // A new stream that got `dead`'s handle (gmr_cuda_sim_reuse_stream_handles),
-  // or nullptr.
-  gmr_stream StreamWithHandle(gmr_stream dead) {
-    gmr_stream s = Stream();
-    return s == dead ? s : nullptr;
-  }
-
-  static gmr_fixed_block_stats Stats(gmr_fixed_block_resource *f) {
-    gmr_fixed_block_stats s = GMR_FIXED_BLOCK_STATS_INIT;
-    EXPECT_EQ(GMR_OK, gmr_fixed_block_resource_get_stats(f, &s));
-    return s;
-  }
-
-  static void *Alloc(gmr_resource *r, size_t bytes, gmr_stream s = nullptr) {
-    void *p = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_allocate(r, bytes, 0, s, &p)) << bytes;
-    return p;
-  }
-
-  gmr_cuda_resource *cuda_ = nullptr;
-  gmr_resource *upstream_ = nullptr;
-  std::vector<gmr_fixed_block_resource *> owned_;
-  std::vector<gmr_stream> streams_;
 };
 
 TEST_F(FixedBlockStreams, FreesOnAKnownStreamRecordNoEvent) {

@@ -168,10 +168,7 @@ static void slot_started(vmf_engine *e, size_t i, gmr_stream stream) {
   if (e->stream_slot_count != 2 || e->streams_outlive) return;
   for (size_t k = 1; k < e->slot_count; ++k) {
     vmf_slot *s = e->slots[k];
-    if (!s->retired && !s->ev.lazy) {
-      s->ev.every_free = true;
-      s->ev.eager_left = 0;
-    }
+    if (!s->retired) gmr__stream_event_record_every_free(&s->ev);
   }
 }
 
