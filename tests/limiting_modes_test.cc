@@ -14,44 +14,14 @@
 #include "gmr/host_resource.h"
 #include "gmr/limiting_adaptor.h"
 #include "gmr/policy.h"
+#include "tests/support/limiting_fixture.h"
 #include "tests/support/mock_resource.h"
 
 namespace {
 
+using Limiting = gmr_test::LimitingTest;
+
 gmr_stream S(uintptr_t v) { return reinterpret_cast<gmr_stream>(v); }
-
-class Limiting : public ::testing::Test {
- protected:
-  void SetUp() override {
-    mock_ = gmr_mock_resource_create(nullptr);
-    ASSERT_NE(nullptr, mock_);
-    up_ = gmr_mock_resource_as_resource(mock_);
-  }
-  void TearDown() override {
-    if (lim_ != nullptr) {
-      EXPECT_EQ(GMR_OK, gmr_resource_destroy(r()));
-    }
-    EXPECT_EQ(GMR_OK, gmr_resource_destroy(up_));
-  }
-  void Make(const gmr_limiting_adaptor_config &c) {
-    ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(up_, &c, &lim_));
-  }
-  gmr_resource *r() { return gmr_limiting_adaptor_as_resource(lim_); }
-  gmr_limiting_stats Stats() {
-    gmr_limiting_stats s = GMR_LIMITING_STATS_INIT;
-    EXPECT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(lim_, &s));
-    return s;
-  }
-  static gmr_limiting_adaptor_config Config(size_t limit) {
-    gmr_limiting_adaptor_config c = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
-    c.limit_bytes = limit;
-    return c;
-  }
-
-  gmr_mock_resource *mock_ = nullptr;
-  gmr_resource *up_ = nullptr;
-  gmr_limiting_adaptor *lim_ = nullptr;
-};
 
 TEST_F(Limiting, IncreaseTotalIsNamedAndChecked) {
   gmr_limit_policy p;
