@@ -481,28 +481,7 @@ TEST_F(ArenaCapture, ThreadsForwardWhileAnotherCapturesAndGrows) {
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int t = 1; t <= kForwarders; ++t) {
-    threads.emplace_back([&, t] {
-      std::vector<std::pair<unsigned char *, size_t>> live;
-      for (unsigned i = 0; !done.load() || i < 100; ++i) {
-        size_t n = 512 + 4096 * ((i * 7 + t) % 17);
-        void *p = nullptr;
-        if (gmr_allocate(r, n, 0, streams[t], &p) != GMR_OK) {
-          failures++;
-          continue;
-        }
-        std::memset(p, t, n);
-        live.push_back({static_cast<unsigned char *>(p), n});
-        if (live.size() > 8) {
-          auto [q, m] = live.front();
-          live.erase(live.begin());
-          if (q[0] != t || q[m - 1] != t) failures++;
-          if (gmr_deallocate(r, q, m, 0, streams[t]) != GMR_OK) failures++;
-        }
-      }
-      for (auto [q, m] : live) {
-        if (gmr_deallocate(r, q, m, 0, streams[t]) != GMR_OK) failures++;
-      }
-    });
+    threads.push_back(gmr_test::ForwardingThread(r, streams[t], t, 512, 4096, 17, 8, done, failures));
   }
   gmr_stream s = streams[0];
   for (int round = 0; round < kRounds; ++round) {

@@ -8,7 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
+#include <cstring>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "gmr/cuda_resource.h"
@@ -19,6 +23,39 @@
 #include "tests/support/sim_fixture.h"
 
 namespace gmr_test {
+
+// A thread that keeps allocating on `stream` through `r` (sizes base + step *
+// ((i * 7 + t) % classes)), fills each block with the byte t, keeps the
+// newest `keep` live and checks a block's first and last byte when freeing
+// it, until `done` and at least 100 rounds; every refused call or wrong byte
+// counts in `failures`. For tests where uncaptured traffic runs beside
+// captures.
+inline std::thread ForwardingThread(gmr_resource *r, gmr_stream stream, int t, size_t base,
+                                    size_t step, unsigned classes, size_t keep,
+                                    std::atomic<bool> &done, std::atomic<int> &failures) {
+  return std::thread([=, &done, &failures] {
+    std::vector<std::pair<unsigned char *, size_t>> live;
+    for (unsigned i = 0; !done.load() || i < 100; ++i) {
+      size_t n = base + step * ((i * 7 + static_cast<unsigned>(t)) % classes);
+      void *p = nullptr;
+      if (gmr_allocate(r, n, 0, stream, &p) != GMR_OK) {
+        failures++;
+        continue;
+      }
+      std::memset(p, t, n);
+      live.push_back({static_cast<unsigned char *>(p), n});
+      if (live.size() > keep) {
+        auto [q, m] = live.front();
+        live.erase(live.begin());
+        if (q[0] != t || q[m - 1] != t) failures++;
+        if (gmr_deallocate(r, q, m, 0, stream) != GMR_OK) failures++;
+      }
+    }
+    for (auto [q, m] : live) {
+      if (gmr_deallocate(r, q, m, 0, stream) != GMR_OK) failures++;
+    }
+  });
+}
 
 inline constexpr size_t KiB = size_t{1} << 10;
 inline constexpr size_t MiB = size_t{1} << 20;
