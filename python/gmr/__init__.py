@@ -85,6 +85,14 @@ def _framework_spec(spec):
     return FRAMEWORK_DEFAULT_SPEC
 
 
+def _use_framework_spec(spec):
+    """set_device_spec(_framework_spec(spec)) when that names one: what
+    gmr.torch and gmr.cupy do with the spec they are given. Raises SpecError."""
+    spec = _framework_spec(spec)
+    if spec is not None:
+        set_device_spec(spec)
+
+
 def device_spec(device):
     """The spec device `device`'s stack was created from, or None if none was created."""
     s = _lib.lib().gmr_get_device_resource_spec(device)

@@ -88,9 +88,7 @@ def use(spec=None):
     stack is created at its first allocation. May be called any time; memory
     CuPy already holds stays where it came from."""
     cupy = _import_cupy()
-    spec = gmr._framework_spec(spec)
-    if spec is not None:
-        gmr.set_device_spec(spec)
+    gmr._use_framework_spec(spec)
     cupy.cuda.set_allocator(allocator)
 
 

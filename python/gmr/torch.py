@@ -82,9 +82,7 @@ def use(spec=None):
     """
     global _mode, _missing_hooks
     torch = _import_torch()
-    spec = gmr._framework_spec(spec)
-    if spec is not None:
-        gmr.set_device_spec(spec)
+    gmr._use_framework_spec(spec)
     shim = _lib.torch_lib()
     if _mode == "direct":
         raise RuntimeError("gmr.torch.use() was called already: PyTorch's allocator can be "
@@ -132,9 +130,7 @@ def mempool(spec=None, device=None):
     """
     global _mode
     torch = _import_torch()
-    spec = gmr._framework_spec(spec)
-    if spec is not None:
-        gmr.set_device_spec(spec)
+    gmr._use_framework_spec(spec)
     _lib.torch_lib()
     if device is None:
         device = torch.cuda.current_device()
