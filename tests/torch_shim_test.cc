@@ -2,7 +2,8 @@
 // PyTorch calls them, on two simulated devices: both modes' alloc/free,
 // refused frees, spec errors and out of memory as exceptions (direct) or NULL
 // (MemPool), record_stream with and without the stack's support, empty_cache,
-// the memory fraction, the graph pool hooks around a capture, and threads.
+// the memory fraction, a MemPool segment during capture, and threads. CUDA
+// graph pools in direct mode: tests/torch_graph_pools_test.cc.
 // This build has no PyTorch headers, so the exceptions are std::runtime_error.
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -16,63 +17,16 @@
 #include "gmr/gmr.h"
 #include "integrations/torch/gmr_torch.h"
 #include "tests/support/mock_resource.h"
-#include "tests/support/sim_fixture.h"
+#include "tests/support/torch_shim_fixture.h"
 
 namespace {
 
-constexpr size_t kDeviceBytes = size_t{1} << 30;
+using gmr_test::contains;
+using gmr_test::TorchShimTest;
 
-gmr_torch_counters counters() {
-  gmr_torch_counters c;
-  c.size = sizeof c;
-  c.version = GMR_TORCH_COUNTERS_VERSION;
-  EXPECT_EQ(GMR_OK, gmr_torch_get_counters(&c));
-  return c;
-}
-
-std::string last_error() {
-  char buffer[1024];
-  gmr_torch_get_last_error(buffer, sizeof buffer);
-  return buffer;
-}
-
-bool contains(const std::string &text, const std::string &part) {
-  return text.find(part) != std::string::npos;
-}
-
-class TorchShimTest : public gmr_test::SimTest {
- protected:
-  TorchShimTest() {
-    sim_config_.device_count = 2;
-    sim_config_.device_memory_bytes = kDeviceBytes;
-  }
-  void SetUp() override {
-    SimTest::SetUp();
-    unsetenv("GMR_STACK");
-    ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec("tracking > cuda(kind=device)", nullptr));
-  }
-  void TearDown() override {
-    EXPECT_EQ(0u, counters().live_count) << "a test left allocations live";
-    EXPECT_EQ(GMR_OK, gmr_device_resources_release());
-    EXPECT_EQ(GMR_OK, gmr_set_device_resource_spec(nullptr, nullptr));
-    unsetenv("GMR_STACK");
-    SimTest::TearDown();
-  }
-  static void use_spec(const char *spec) {
-    ASSERT_EQ(GMR_OK, gmr_device_resources_release());
-    ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec(spec, nullptr));
-  }
-  static size_t used(int device) {
-    gmr_cuda_sim_usage u;
-    EXPECT_EQ(GMR_OK, gmr_cuda_sim_get_device_usage(device, &u));
-    return u.used_bytes;
-  }
-  static int current_device() {
-    int d = -1;
-    EXPECT_EQ(GMR_OK, gmr_device_get_current(&d));
-    return d;
-  }
-};
+gmr_torch_counters counters() { return gmr_test::torch_counters(); }
+std::string last_error() { return gmr_test::torch_last_error(); }
+constexpr size_t kDeviceBytes = TorchShimTest::kDeviceBytes;
 
 TEST_F(TorchShimTest, DirectAllocLandsOnTheGivenDeviceAndRestoresTheCallers) {
   gmr_torch_init(2);
@@ -292,144 +246,6 @@ TEST_F(TorchShimTest, MemoryFractionSetsTheLimitOfTheLimitingLayer) {
 }
 
 // torch.cuda.graph's hooks, called in PyTorch's order around a capture.
-TEST_F(TorchShimTest, GraphPoolHooksServeCapturesFromArenaSessions) {
-  use_spec(
-      "tracking > graph_arena(uncaptured=forward, initial=4MiB, max=4MiB) > cuda(kind=device)");
-  gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
-  void *warm = gmr_torch_alloc(1024, 0, s);  // creates the stack (and the arena) before capture
-  gmr_torch_free(warm, 1024, 0, s);
-  auto on_s = [s](gmr_stream x) { return x == s; };
-  const gmr_torch_mempool_id pool_a{1, 0};
-  const gmr_torch_mempool_id pool_b{2, 0};
-
-  uint64_t mallocs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC);
-  uint64_t routed = counters().capture_allocation_count;
-  gmr_torch_begin_allocate_to_pool(0, pool_a, on_s);
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
-  void *p = gmr_torch_alloc(1 << 20, 0, s);
-  void *q = gmr_torch_alloc(1 << 20, 0, s);
-  gmr_torch_free(q, 1 << 20, 0, s);  // freed during the capture
-  gmr_graph graph = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph)) << "the capture was broken";
-  gmr_torch_end_allocate_to_pool(0, pool_a);
-  EXPECT_EQ(mallocs, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
-  EXPECT_EQ(routed + 2, counters().capture_allocation_count);
-
-  // After the capture, the stream is not routed any more: forward to cuda.
-  void *after = gmr_torch_alloc(1024, 0, s);
-  EXPECT_EQ(mallocs + 1, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
-  gmr_torch_free(after, 1024, 0, s);
-
-  // Another graph while pool A still holds its memory gets other addresses.
-  gmr_torch_begin_allocate_to_pool(0, pool_b, on_s);
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
-  void *r = gmr_torch_alloc(1 << 20, 0, s);
-  gmr_graph graph_b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph_b));
-  gmr_torch_end_allocate_to_pool(0, pool_b);
-  EXPECT_NE(p, r);
-  EXPECT_NE(q, r);
-  gmr_torch_free(r, 1 << 20, 0, s);
-  gmr_torch_release_pool(0, pool_b);
-
-  // Pool A is shared by a second graph (torch.cuda.graph(pool=...)): one
-  // release keeps its memory, the second gives it back.
-  gmr_torch_begin_allocate_to_pool(0, pool_a, on_s);
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
-  void *shared = gmr_torch_alloc(1 << 20, 0, s);
-  gmr_graph graph_c = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph_c));
-  gmr_torch_end_allocate_to_pool(0, pool_a);
-  gmr_torch_free(shared, 1 << 20, 0, s);
-  gmr_torch_free(p, 1 << 20, 0, s);
-  gmr_torch_release_pool(0, pool_a);
-
-  gmr_torch_begin_allocate_to_pool(0, pool_b, on_s);
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
-  bool threw = false;
-  try {
-    (void)gmr_torch_alloc(3 << 20, 0, s);
-  } catch (const std::runtime_error &e) {
-    threw = true;
-    // The arena may grow during capture, but not past max=4MiB.
-    EXPECT_TRUE(contains(e.what(), "GMR_ERR_OUT_OF_MEMORY")) << e.what();
-    EXPECT_TRUE(contains(e.what(), "max_capacity_bytes")) << e.what();
-  }
-  gmr_graph graph_d = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph_d));
-  gmr_torch_end_allocate_to_pool(0, pool_b);
-  EXPECT_TRUE(threw) << "pool A is still held by its second graph: 3 MiB cannot fit";
-  gmr_torch_release_pool(0, pool_b);
-  gmr_torch_release_pool(0, pool_a);  // the last user: now the arena is free again
-
-  gmr_torch_begin_allocate_to_pool(0, pool_b, on_s);
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
-  void *y = gmr_torch_alloc(3 << 20, 0, s);
-  gmr_graph graph_e = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph_e));
-  gmr_torch_end_allocate_to_pool(0, pool_b);
-  EXPECT_NE(nullptr, y);
-  gmr_torch_free(y, 3 << 20, 0, s);
-  gmr_torch_release_pool(0, pool_b);
-
-  for (gmr_graph g : {graph, graph_b, graph_c, graph_d, graph_e}) {
-    EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
-  }
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
-}
-
-TEST_F(TorchShimTest, HookedCaptureWithoutAnArenaFailsCleanlyWithoutBreakingIt) {
-  use_spec("cuda(kind=device)");
-  gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
-  void *warm = gmr_torch_alloc(1024, 0, s);
-  gmr_torch_free(warm, 1024, 0, s);
-  const gmr_torch_mempool_id pool{7, 0};
-  gmr_torch_begin_allocate_to_pool(0, pool, [s](gmr_stream x) { return x == s; });
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
-  void *p = nullptr;
-  bool threw = false;
-  try {
-    p = gmr_torch_alloc(4096, 0, s);
-  } catch (const std::runtime_error &e) {
-    threw = true;
-    EXPECT_TRUE(contains(e.what(), "GMR_ERR_CAPTURE_UNSAFE")) << e.what();
-  }
-  gmr_graph graph = nullptr;
-  EXPECT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph)) << "the capture was broken";
-  gmr_torch_end_allocate_to_pool(0, pool);
-  // Either the stack learned to allocate during capture, or it said so.
-  EXPECT_TRUE(threw || p != nullptr);
-  if (p != nullptr) gmr_torch_free(p, 4096, 0, s);
-  gmr_torch_release_pool(0, pool);
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(graph));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
-}
-
-TEST_F(TorchShimTest, FilterAcceptingAStreamOutsideCaptureIsNotRouted) {
-  use_spec("graph_arena(uncaptured=forward, initial=1MiB) > cuda(kind=device)");
-  gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
-  const gmr_torch_mempool_id pool{9, 1};
-  uint64_t routed = counters().capture_allocation_count;
-  uint64_t mallocs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC);
-  gmr_torch_begin_allocate_to_pool(0, pool, [](gmr_stream) { return true; });
-  void *p = gmr_torch_alloc(4096, 0, s);
-  EXPECT_EQ(routed, counters().capture_allocation_count);
-  EXPECT_EQ(mallocs + 2, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC))
-      << "arena's initial chunk, then the forwarded request";
-  gmr_torch_free(p, 4096, 0, s);
-  gmr_torch_end_allocate_to_pool(0, pool);
-  gmr_torch_release_pool(0, pool);
-  // Hooks with bad arguments are logged and change nothing.
-  gmr_torch_end_allocate_to_pool(0, pool);
-  EXPECT_TRUE(contains(last_error(), "no allocation to this pool was begun")) << last_error();
-  gmr_torch_begin_allocate_to_pool(99, pool, [](gmr_stream) { return true; });
-  EXPECT_TRUE(contains(last_error(), "device 99 is out of range")) << last_error();
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
-}
-
 TEST_F(TorchShimTest, MempoolSegmentDuringCaptureNeverBreaksTheCapture) {
   use_spec("cuda(kind=device)");
   gmr_stream s = nullptr;

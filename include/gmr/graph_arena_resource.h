@@ -93,7 +93,12 @@
  * Destroy (gmr_resource_destroy) returns GMR_ERR_BUSY, changing nothing,
  * while a block is live, a session is open (automatic ones included), or a
  * graph memory is not released (unclaimed ones included: reset first);
- * otherwise it gives every chunk back to the upstream.
+ * otherwise it gives every chunk back to the upstream. Trim and destroy give
+ * a chunk back on the stream it was taken on (the default stream for the
+ * initial capacity and gmr_graph_arena_resource_reserve(); the request's
+ * stream for growth), so an upstream that checks the stream of a free
+ * (tracking's check_stream) accepts it: that stream must still exist then
+ * (docs/stream_ordering.md).
  *
  * Optional slots (gmr/resource.h): get_memory_info reports held bytes (the
  * chunks), live bytes (blocks not yet deallocated, rounded), free bytes (the
@@ -102,6 +107,7 @@
  * ranges; with UNCAPTURED_FORWARD the stack's answer is the upstream's, as
  * for the footprint, when the upstream answers. A refusal or a growth the
  * arena itself fails fills the failure record's free figures with the same.
+ * record_stream is described under "Bad frees" below.
  * allocate_capturing serves a request its caller makes during a capture as
  * allocate does, with every upstream call made through the upstream's
  * allocate_capturing (and GMR_ERR_CAPTURE_UNSAFE when it has none).
@@ -195,6 +201,20 @@
  * upstream (which may keep no books). A free on another stream than the
  * allocation's is accepted (stream-ordered semantics); under ORDERED_REUSE
  * its bytes are reused only on that stream.
+ *
+ * record_stream (gmr_record_stream; PyTorch's Tensor.record_stream): a block
+ * of a graph memory that another stream also uses is not reused while that
+ * stream may still run: freed while a session appends to its memory, its
+ * bytes wait for that session's end (gmr_graph_arena_resource_end_capture,
+ * or the end of an automatic session), when the capture has joined every
+ * stream it forked (PyTorch defers such frees to the end of the capture);
+ * freed with no session open on its memory, they stay with the memory until
+ * it is released (the arena makes no event query that could tell when the
+ * other stream is done). Uncaptured blocks of the arena need nothing (their
+ * bytes come back at a reset or rewind, after the caller synchronised);
+ * forwarded blocks (UNCAPTURED_FORWARD) are the upstream's, whose
+ * record_stream is called. A pointer that is no live block of the arena is
+ * GMR_ERR_UNKNOWN_POINTER.
  * A capture may end while blocks of its graph memory are live: they stay
  * allocated, their bytes kept for the graph until the memory is released.
  *
@@ -517,6 +537,47 @@ typedef struct gmr_graph_memory_info {
 GMR_API gmr_status gmr_graph_arena_resource_get_graph_memory_info(gmr_graph_arena_resource *arena,
                                                                   const gmr_graph_memory *memory,
                                                                   gmr_graph_memory_info *out);
+
+/**
+ * Allocate exactly [ptr, ptr + bytes) as a block of `memory` used on
+ * `stream`, for restoring a checkpoint of a graph memory's blocks: PyTorch's
+ * setCheckpointPoolState, which CUDA graph trees (torch.compile's
+ * reduce-overhead mode) call to return a private pool to its state after an
+ * earlier graph of the tree. The bytes must be free for `memory`: bytes it
+ * freed (whatever stream they were freed on, or a freed block kept whole) or
+ * the arena's free space; a memory's bytes never go to another memory before
+ * it is released, so a block that was live in it at the checkpoint is free
+ * again once the memory's later blocks are freed. The block is like one
+ * carved in a session of `memory` (ordered reuse, record_stream, release) and
+ * is freed with gmr_deallocate(arena, ptr, bytes, 0, stream). With
+ * nvtx_annotate, a block restored over freed bytes gets no region of its own
+ * (it lies in their widened regions), nor does one over freed bytes and free
+ * space together.
+ *
+ * Units: bytes (the block takes `bytes` rounded up to the alignment); *out_id
+ *   (may be NULL) receives its id, as gmr_graph_arena_resource_allocate().
+ * Ownership: the caller owns the block; `memory` stays the caller's.
+ * Thread-safe: yes (the arena's lock). Stream/device: no CUDA call, no
+ *   upstream call; the caller orders `stream` after the work that freed the
+ *   bytes (a checkpoint restore runs on the stream the graphs were captured
+ *   on).
+ * Returns:
+ *   GMR_OK                    the block is live.
+ *   GMR_ERR_INVALID_ARGUMENT  a NULL argument, bytes 0 or above
+ *                             GMR_MAX_ALLOCATION_BYTES, `ptr` not a multiple
+ *                             of the arena's alignment or the range not inside
+ *                             one chunk, or `memory` is not a live graph
+ *                             memory of the arena.
+ *   GMR_ERR_BUSY              part of the range is live, or held by another
+ *                             graph memory.
+ *   GMR_ERR_OUT_OF_MEMORY     host memory for the bookkeeping.
+ * On failure nothing changed and *out_id is 0.
+ * Source: PyTorch's CUDACachingAllocator setCheckpointPoolState (Note
+ *   [Checkpointing PrivatePoolState]).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_allocate_at(
+    gmr_graph_arena_resource *arena, gmr_graph_memory *memory, void *ptr, size_t bytes,
+    gmr_stream stream, uint64_t *out_id);
 
 /**
  * Reset between iterations (Reset of the C# CUDA graph memory pool spec): every block served

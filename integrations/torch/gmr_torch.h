@@ -29,6 +29,20 @@
  *    A segment asked for while its stream captures a CUDA graph comes from
  *    gmr_allocate_capturing().
  *
+ * CUDA graphs in direct mode (the graph pool hooks below): PyTorch's private
+ * pools, whatever the stack. Each device gets a graph arena of the shim's own
+ * over its stack (graph_arena(uncaptured=forward, policy=ordered_reuse,
+ * detection=explicit), chunks of 2 MiB), made at the first pool request;
+ * a pool is one or more of its graph memories. Memory of a pool serves only
+ * that pool until its last user releases it; a released pool's memory goes
+ * back at the next safe point (empty_cache, which synchronises the device
+ * first, or an out-of-memory retry), as PyTorch's does. Requests outside
+ * pools never touch the arena. What the arena needs of the stack during a
+ * capture is allocate_capturing (vmm, vmm_pool, pool or fixed_block over
+ * cuda(kind=device)); a stack that cannot (cuda(kind=async) at the bottom
+ * with no free memory) fails the request with GMR_ERR_CAPTURE_UNSAFE and a
+ * message that names the stack and what to use, leaving the capture valid.
+ *
  * Every pointer handed out is recorded (pointer -> device, bytes, stream,
  * resource), so a free of a pointer gmr never gave, or with another size or
  * device, is refused, logged on stderr and counted, and never reaches CUDA.
@@ -121,6 +135,126 @@ GMR_TORCH_API void gmr_torch_set_memory_fraction(double fraction, int device);
  */
 GMR_TORCH_API void gmr_torch_record_stream(void *ptr, gmr_stream stream);
 
+/* Per-device counters of the shim in direct and MemPool mode, the figures
+ * behind torch.cuda.memory_stats() under gmr (python/gmr/torch.py). Bytes are
+ * as PyTorch asked for them. Caller sets size and version. */
+typedef struct gmr_torch_device_stats {
+  size_t size;
+  uint32_t version;
+  uint64_t live_count;            /* allocations live now */
+  uint64_t peak_live_count;       /* since creation or the last peak reset */
+  uint64_t live_bytes;
+  uint64_t peak_live_bytes;       /* since creation or the last peak reset */
+  uint64_t allocation_count;      /* since the last accumulated reset */
+  uint64_t free_count;            /* since the last accumulated reset */
+  uint64_t allocated_bytes;       /* sum of allocations since the last accumulated reset */
+  uint64_t freed_bytes;           /* sum of frees since the last accumulated reset */
+  uint64_t failed_allocation_count; /* since the last accumulated reset (PyTorch's num_ooms) */
+  uint64_t retry_count;           /* out-of-memory retries after releasing graph pools */
+} gmr_torch_device_stats;
+
+#define GMR_TORCH_DEVICE_STATS_VERSION 1u
+
+/**
+ * The counters of `device`. Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (NULL,
+ * size smaller than the header, version 0, device outside [0, 64)); on
+ * failure *out is unchanged. Thread-safe: yes (each field read atomically;
+ * fields may be from different instants). No CUDA call.
+ */
+GMR_TORCH_API gmr_status gmr_torch_get_device_stats(int device, gmr_torch_device_stats *out);
+
+/**
+ * Set the peaks of `device` to the current values
+ * (torch.cuda.reset_peak_memory_stats). Returns GMR_OK or
+ * GMR_ERR_INVALID_ARGUMENT (device outside [0, 64)). Thread-safe: yes.
+ */
+GMR_TORCH_API gmr_status gmr_torch_reset_peak_stats(int device);
+
+/**
+ * Zero the accumulated counters of `device` (allocation, free and failure
+ * counts and byte sums; torch.cuda.reset_accumulated_memory_stats). Returns
+ * GMR_OK or GMR_ERR_INVALID_ARGUMENT. Thread-safe: yes.
+ */
+GMR_TORCH_API gmr_status gmr_torch_reset_accumulated_stats(int device);
+
+/* The graph pools of one device, for tests and gmr.torch.stats(). Caller
+ * sets size and version. */
+typedef struct gmr_torch_graph_pool_info {
+  size_t size;
+  uint32_t version;
+  size_t pool_count;            /* pools with a user (begun and not yet released) */
+  size_t active_pool_count;     /* pools that route requests now */
+  size_t live_block_count;      /* blocks of pools not yet freed */
+  size_t pending_memory_count;  /* memories of released pools waiting for a safe point */
+  size_t deferred_free_count;   /* frees waiting for a capture's end */
+  size_t arena_held_bytes;      /* what the device's graph pool arena holds of the stack */
+} gmr_torch_graph_pool_info;
+
+#define GMR_TORCH_GRAPH_POOL_INFO_VERSION 1u
+
+/**
+ * Describe the graph pools of `device`. Returns GMR_OK or
+ * GMR_ERR_INVALID_ARGUMENT (NULL, size below the struct, version 0, device
+ * outside [0, 64)). Thread-safe: yes (a snapshot under the device's pool
+ * lock). No CUDA call.
+ */
+GMR_TORCH_API gmr_status gmr_torch_get_graph_pool_info(int device,
+                                                       gmr_torch_graph_pool_info *out);
+
+/**
+ * The blocks of pool (pool_first, pool_second) of `device` that are
+ * allocated now, by address: ptrs[i], sizes[i] (bytes as asked) and
+ * streams[i] (the allocation's stream) for i < min(capacity, *out_count).
+ * *out_count is the number of blocks (call with capacity 0 to size the
+ * arrays). PyTorch's checkPoolLiveAllocations and getCheckpointState under
+ * gmr (python/gmr/torch.py).
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (device out of range, NULL
+ * out_count, NULL arrays with capacity > 0); GMR_ERR_UNKNOWN_POINTER (no
+ * such pool, or it was released); GMR_ERR_OUT_OF_MEMORY (host memory).
+ * Thread-safe: yes. No CUDA call.
+ */
+GMR_TORCH_API gmr_status gmr_torch_get_pool_blocks(int device, uint64_t pool_first,
+                                                   uint64_t pool_second, uintptr_t *ptrs,
+                                                   size_t *sizes, uintptr_t *streams,
+                                                   size_t capacity, size_t *out_count);
+
+/**
+ * The calling thread's next direct-mode allocation must return exactly `ptr`,
+ * a block that pool (pool_first, pool_second) of `device` holds free: how a
+ * checkpoint of the pool is restored (PyTorch's setCheckpointPoolState, which
+ * CUDA graph trees call; python/gmr/torch.py allocates through
+ * torch._C._cuda_cudaCachingAllocator_raw_alloc so that PyTorch records the
+ * block too). That allocation fails (an exception, as any failed request)
+ * when the pool does not hold those bytes free. The expectation is used up
+ * by the next allocation on this thread, whatever its outcome.
+ * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (device out of range, ptr NULL;
+ * nothing changed). Thread-safe: yes (per thread). No CUDA call.
+ */
+GMR_TORCH_API gmr_status gmr_torch_expect_address(int device, uint64_t pool_first,
+                                                  uint64_t pool_second, void *ptr);
+
+/**
+ * Give the storage at `storage_impl` (a c10::StorageImpl *, as
+ * torch.UntypedStorage._cdata gives it) an owning data pointer with the
+ * current CUDA allocator's deleter, for a block a checkpoint restore
+ * allocated again (what PyTorch's setCheckpointPoolState binding does for
+ * CUDA graph trees). Returns 0; -1 when the storage owns its memory already
+ * (PyTorch's " Not expecting deleter function"); -2 when this build has no
+ * PyTorch headers (libgmr_torch.so: use libgmr_torch_c10.so,
+ * gmr.torch.build_shim()). Thread-safe: as PyTorch's storages (the caller
+ * holds the GIL). No CUDA call.
+ */
+GMR_TORCH_API int gmr_torch_storage_adopt(int64_t storage_impl);
+
+/**
+ * Take the allocator's deleter away from the storage at `storage_impl`,
+ * whose block a checkpoint restore freed (PyTorch's stale storages).
+ * Returns 0; -1 when its deleter is not the current allocator's ("Unexpected
+ * deleter function on storage"); -2 without PyTorch headers. Thread-safe: as
+ * gmr_torch_storage_adopt().
+ */
+GMR_TORCH_API int gmr_torch_storage_disown(int64_t storage_impl);
+
 /* Counters of the shim (all devices). Caller sets size and version. */
 typedef struct gmr_torch_counters {
   size_t size;
@@ -166,16 +300,18 @@ typedef std::pair<unsigned long long, unsigned long long> gmr_torch_mempool_id;
 extern "C" {
 /**
  * Graph pool hooks (set_begin_allocate_to_pool, set_end_allocate_to_pool_fn,
- * set_release_pool), called by torch.cuda.graph around a capture:
+ * set_release_pool), called by torch.cuda.graph around a capture and by CUDA
+ * graph trees around warm-up (see the banner):
  *  - begin: from now on, allocations on `device` whose stream `filter`
- *    accepts (and that is capturing) belong to pool `id`: with a graph_arena
- *    in the device's stack, each such stream gets an explicit arena session
- *    (gmr_graph_arena_resource_begin_capture) that appends to the pool's graph memory;
- *    without one they come from gmr_allocate_capturing().
- *  - end: the sessions of `id` end; the pool keeps one reference to their
- *    graph memory.
- *  - release: the pool's graph memory is released (its blocks go back to the
- *    arena as they are freed).
+ *    accepts (capturing or not; the latest begin first, as PyTorch's
+ *    get_pool) belong to pool `id`: each such stream gets an explicit session
+ *    of the device's graph pool arena that appends to the pool's memory
+ *    (forked streams of one capture get memories of their own). Begins of
+ *    the same id count as users (torch.cuda.graph(pool=...)).
+ *  - end: the pool stops routing and its sessions end; frees that waited for
+ *    the capture (an ordinary block freed on a capturing stream) are made.
+ *  - release: one user fewer; at none the pool's memories wait for the next
+ *    safe point (gmr_torch_reset, an out-of-memory retry) to go back.
  * Hook failures are logged (they have no way to report).
  * C++ only: `filter` is a std::function taken by value, as PyTorch's hook
  * type (void(int, MempoolId_t, std::function<bool(cudaStream_t)>)) is.

@@ -1,27 +1,42 @@
-// integrations/torch/graph_pools.cc: PyTorch's allocate-to-pool hooks
-// (torch.cuda.graph) mapped onto graph_arena sessions (gmr_torch.h).
+// integrations/torch/graph_pools.cc: PyTorch's private memory pools
+// (torch.cuda.graph, graph_pool_handle, CUDA graph trees) in direct mode,
+// whatever the stack (gmr_torch.h, docs/frameworks.md).
 //
-// PyTorch calls begin(device, pool id, filter) before cudaStreamBeginCapture,
-// end(device, id) after cudaStreamEndCapture, and release(device, id) when
-// the graph is reset or destroyed (aten/src/ATen/cuda/CUDAGraph.cpp). The
-// filter says whether a stream captures into that graph. Between begin and
-// end, an allocation on a stream the filter accepts, while that stream
-// captures, goes to the pool:
-//  - with a graph_arena in the device's stack: the first such allocation on
-//    a stream opens an explicit arena session on it; the first stream of a
-//    pool appends to the pool's graph memory (so graphs that share a pool,
-//    torch.cuda.graph(pool=...), share memory), other streams of the same
-//    capture (forked side streams) get memories of their own. At end the
-//    sessions close and the pool keeps one reference to each memory; the
-//    last release (one per begin, as PyTorch counts a private pool's users)
-//    drops them.
-//  - without one: gmr_allocate_capturing(), which serves the request without
-//    breaking the capture if the stack can (GMR_ERR_CAPTURE_UNSAFE if not).
+// PyTorch calls begin(device, pool id, filter) before cudaStreamBeginCapture
+// (or, for CUDA graph trees' warm-up, with a filter that accepts the calling
+// thread's requests on any stream), end(device, id) after the capture, and
+// release(device, id) when a graph is reset or destroyed
+// (aten/src/ATen/cuda/CUDAGraph.cpp). The contract of its private pools
+// (c10/cuda/CUDACachingAllocator.cpp):
+//  - while a pool is begun, a request whose stream the filter accepts
+//    (capturing or not: the most recent begin first) is served from the pool;
+//  - a pool's memory serves only that pool's requests until the pool's last
+//    user releases it, also for blocks freed in the meantime;
+//  - memory of a released pool returns to the allocator only once no work of
+//    its graphs can still run (empty_cache synchronises first).
+//
+// Here every device has a graph arena of the shim's own over its stack
+// (graph_arena(uncaptured=forward, policy=ordered_reuse, detection=explicit),
+// made at the first pool request): a pool is one or more of its graph
+// memories, filled through explicit sessions on the pool's streams, so a
+// capture never makes a CUDA call unless the arena must grow, and then only
+// through the stack's allocate_capturing. Requests outside pools never touch
+// the arena. A released pool's memories wait in `pending` until the next
+// safe point (empty_cache, or an out-of-memory retry): the device is
+// synchronised, then they are released and the arena's idle chunks go back to
+// the stack.
+//
+// Frees the stack would see on a stream that captures (a tensor allocated
+// before the capture and freed inside it) wait for the end of the routing:
+// the capture must not gain nodes, and the graph may still use the memory.
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "gmr/device.h"
@@ -33,21 +48,35 @@
 namespace gmr_torch {
 namespace {
 
-constexpr int kMaxDevices = 64;
-
 struct pool_state {
   gmr_torch_mempool_id id;
-  int use_count = 0;                          // begins not yet released (PyTorch's pool refcount)
-  bool active = false;                        // between begin and end
-  std::function<bool(gmr_stream)> filter;     // while active
-  std::vector<gmr_graph_memory *> memories;   // one reference held for each
-  std::vector<gmr_stream> session_streams;    // explicit sessions of this capture
+  int use_count = 0;                         // begins not yet released (PyTorch's pool refcount)
+  bool active = false;                       // between begin and end
+  uint64_t activation = 0;                   // order of the begin: the latest wins
+  std::function<bool(gmr_stream)> filter;    // while active
+  std::vector<gmr_graph_memory *> memories;  // one reference held for each
+  std::vector<gmr_stream> sessions;          // streams with an open session for this pool
+  std::unordered_set<void *> live;           // blocks of the pool not yet freed
+};
+
+struct deferred_free {
+  void *ptr;
+  size_t size;
+  gmr_resource *resource;
+  gmr_stream stream;
+  int device;
+  std::vector<gmr_stream> waits;  // recorded streams the stack could not honour
 };
 
 struct device_pools {
   std::mutex mutex;
   std::atomic<int> active_count{0};
-  std::vector<pool_state> pools;
+  std::vector<std::unique_ptr<pool_state>> pools;
+  std::vector<gmr_graph_memory *> pending;  // memories of released pools
+  std::vector<deferred_free> deferred;      // frees made on a capturing stream
+  gmr_graph_arena_resource *arena = nullptr;
+  gmr_resource *stack = nullptr;            // the arena's upstream
+  uint64_t next_activation = 1;
 };
 
 device_pools devices[kMaxDevices];
@@ -63,38 +92,196 @@ void hook_error(const std::string &message) {
 
 pool_state *find(device_pools &d, const gmr_torch_mempool_id &id) {
   for (auto &p : d.pools) {
-    if (p.id == id) return &p;
+    if (p->id == id) return p.get();
   }
   return nullptr;
 }
 
-gmr_graph_arena_resource *arena_of(int device) {
-  gmr_resource *r = nullptr;
-  if (gmr_get_device_resource(device, &r, nullptr) != GMR_OK) return nullptr;
-  return gmr_graph_arena_resource_find_in_stack(r);
+// The arena of `device` over `stack`, made now if needed. Lock held.
+gmr_status arena_for(int device, device_pools &d, gmr_resource *stack, gmr_failure *failure) {
+  if (d.arena != nullptr) {
+    if (d.stack == stack) return GMR_OK;
+    // The device's stack was replaced (gmr_set_device_resource): an idle
+    // arena follows it; one that still holds pool memory cannot.
+    if (gmr_resource_destroy(gmr_graph_arena_resource_as_resource(d.arena)) != GMR_OK) {
+      std::snprintf(failure->message, sizeof failure->message,
+                    "gmr.torch: the stack of device %d was replaced while CUDA graph pools still "
+                    "hold memory of the old one; release the graphs and call "
+                    "torch.cuda.empty_cache() first",
+                    device);
+      return GMR_ERR_BUSY;
+    }
+    d.arena = nullptr;
+  }
+  if (gmr_graph_arena_resource_find_in_stack(stack) != nullptr) {
+    // Its automatic sessions would keep the pool arena's growth as graph
+    // memory of their own, which nobody releases.
+    std::snprintf(failure->message, sizeof failure->message,
+                  "gmr.torch: CUDA graphs get private pools of gmr.torch's own over any stack: "
+                  "remove graph_arena(...) from the spec");
+    return GMR_ERR_UNSUPPORTED;
+  }
+  gmr_graph_arena_resource_config cfg = GMR_GRAPH_ARENA_RESOURCE_CONFIG_DEFAULT;
+  cfg.chunk_bytes = size_t{2} << 20;  // PyTorch's small segment: growth in 2 MiB steps
+  cfg.capture_policy = GMR_GRAPH_ARENA_ORDERED_REUSE;
+  cfg.detection = GMR_GRAPH_ARENA_DETECT_EXPLICIT;
+  cfg.uncaptured = GMR_GRAPH_ARENA_UNCAPTURED_FORWARD;
+  gmr_status st = gmr_graph_arena_resource_create(stack, &cfg, &d.arena);
+  if (st != GMR_OK) {
+    std::snprintf(failure->message, sizeof failure->message,
+                  "gmr.torch: cannot create the graph pool arena of device %d (%s)", device,
+                  gmr_status_name(st));
+    d.arena = nullptr;
+    return st;
+  }
+  d.stack = stack;
+  return GMR_OK;
 }
 
-// Close the pool's sessions and keep their memories. Lock held.
-void end_sessions(int device, pool_state &p) {
-  gmr_graph_arena_resource *arena = p.session_streams.empty() ? nullptr : arena_of(device);
-  for (gmr_stream s : p.session_streams) {
-    gmr_graph_memory *m = nullptr;
-    gmr_status st = gmr_graph_arena_resource_end_capture(arena, s, &m);
-    if (st != GMR_OK) {
-      hook_error("end_allocate_to_pool(device " + std::to_string(device) + ", pool " +
-                 id_text(p.id) + "): closing the arena session failed: " + gmr_status_name(st));
-      continue;
-    }
-    if (std::find(p.memories.begin(), p.memories.end(), m) != p.memories.end()) {
-      (void)gmr_graph_arena_resource_release_graph_memory(arena, m);  // keep exactly one reference
-    } else {
-      p.memories.push_back(m);
-    }
+// Close `p`'s session on `stream` and keep its memory. Lock held.
+void end_session(device_pools &d, int device, pool_state &p, gmr_stream stream) {
+  gmr_graph_memory *m = nullptr;
+  gmr_status st = gmr_graph_arena_resource_end_capture(d.arena, stream, &m);
+  if (st != GMR_OK) {
+    hook_error("end_allocate_to_pool(device " + std::to_string(device) + ", pool " +
+               id_text(p.id) + "): closing the arena session failed: " + gmr_status_name(st));
+  } else if (std::find(p.memories.begin(), p.memories.end(), m) != p.memories.end()) {
+    (void)gmr_graph_arena_resource_release_graph_memory(d.arena, m);  // keep one reference
+  } else {
+    p.memories.push_back(m);
   }
-  p.session_streams.clear();
-  if (p.active) devices[device].active_count.fetch_sub(1, std::memory_order_release);
+  p.sessions.erase(std::remove(p.sessions.begin(), p.sessions.end(), stream), p.sessions.end());
+}
+
+void end_routing(device_pools &d, int device, pool_state &p) {
+  while (!p.sessions.empty()) end_session(d, device, p, p.sessions.back());
+  if (p.active) d.active_count.fetch_sub(1, std::memory_order_release);
   p.active = false;
   p.filter = nullptr;
+}
+
+// A session of `p` on `stream`, opened now if needed (closing another
+// pool's session on that stream first). Lock held.
+gmr_status session_for(device_pools &d, int device, pool_state &p, gmr_stream stream,
+                       gmr_failure *failure) {
+  if (std::find(p.sessions.begin(), p.sessions.end(), stream) != p.sessions.end()) return GMR_OK;
+  for (auto &other : d.pools) {
+    if (other.get() != &p &&
+        std::find(other->sessions.begin(), other->sessions.end(), stream) !=
+            other->sessions.end()) {
+      end_session(d, device, *other, stream);
+    }
+  }
+  // Append to a memory of the pool that no other stream fills now (graphs
+  // sharing a pool share its memory); forked streams get memories of their own.
+  gmr_graph_memory *share = nullptr;
+  for (gmr_graph_memory *m : p.memories) {
+    gmr_graph_memory_info info;
+    if (gmr_graph_arena_resource_get_graph_memory_info(d.arena, m, &info) == GMR_OK &&
+        !info.capturing) {
+      share = m;
+      break;
+    }
+  }
+  p.sessions.reserve(p.sessions.size() + 1);  // may throw bad_alloc before anything changes
+  gmr_status st = gmr_graph_arena_resource_begin_capture(d.arena, stream, share);
+  if (st != GMR_OK) {
+    std::snprintf(failure->message, sizeof failure->message,
+                  "gmr.torch: cannot open a graph pool session for pool %s on device %d (%s)",
+                  id_text(p.id).c_str(), device, gmr_status_name(st));
+    return st;
+  }
+  p.sessions.push_back(stream);
+  return GMR_OK;
+}
+
+// The latest begun pool whose filter accepts `stream` (PyTorch's get_pool).
+// Lock held.
+pool_state *match(device_pools &d, gmr_stream stream) {
+  pool_state *best = nullptr;
+  for (auto &p : d.pools) {
+    if (!p->active || !p->filter || (best != nullptr && p->activation < best->activation)) {
+      continue;
+    }
+    bool accepted = false;
+    try {
+      accepted = p->filter(stream);  // PyTorch's filter queries the capture (may throw)
+    } catch (...) {
+      accepted = false;
+    }
+    if (accepted) best = p.get();
+  }
+  return best;
+}
+
+// Free what waited for the captures to end. Lock held; no pool active.
+void flush_deferred(device_pools &d) {
+  std::vector<deferred_free> frees;
+  frees.swap(d.deferred);
+  for (const deferred_free &f : frees) {
+    gmr_status st = f.waits.empty() ? GMR_OK : wait_for_streams(f.device, f.stream, f.waits);
+    if (st != GMR_OK) {
+      std::string m = "cannot order a free deferred to the end of a capture after its recorded "
+                      "streams (" + std::string(gmr_status_name(st)) + "); the block is kept";
+      set_last_error(m);
+      log_message(log_kind::failed_free, m);
+      continue;
+    }
+    st = gmr_deallocate(f.resource, f.ptr, f.size, 0, f.stream);
+    if (st != GMR_OK) {
+      std::string m = "a free deferred to the end of a capture failed: " +
+                      std::string(gmr_status_name(st));
+      set_last_error(m);
+      log_message(log_kind::failed_free, m);
+    }
+  }
+}
+
+// Release the memories of released pools once the device is idle, and give
+// the arena's idle chunks back. Lock held; `device` current. Returns the
+// bytes the arena gave back.
+size_t release_pending(device_pools &d, int device) {
+  if (d.active_count.load(std::memory_order_acquire) > 0 || d.arena == nullptr) return 0;
+  flush_deferred(d);
+  if (!d.pending.empty()) {
+    // Their graphs' last launches may still run: PyTorch's empty_cache waits
+    // for the device before it frees a released pool's segments.
+    gmr_status st = gmr_device_synchronize();
+    if (st != GMR_OK) {
+      hook_error("empty_cache(device " + std::to_string(device) +
+                 "): cannot synchronise the device (" + gmr_status_name(st) +
+                 "); released graph pools keep their memory");
+      return 0;
+    }
+    for (gmr_graph_memory *m : d.pending) {
+      st = gmr_graph_arena_resource_release_graph_memory(d.arena, m);
+      if (st != GMR_OK) {
+        hook_error("empty_cache(device " + std::to_string(device) +
+                   "): releasing a graph pool's memory failed: " + gmr_status_name(st));
+      }
+    }
+    d.pending.clear();
+  }
+  size_t released = 0;
+  gmr_status trimmed = gmr_resource_trim(gmr_graph_arena_resource_as_resource(d.arena), &released);
+  if (trimmed != GMR_OK) {
+    hook_error("empty_cache(device " + std::to_string(device) +
+               "): giving the graph pool arena's idle memory back failed: " +
+               gmr_status_name(trimmed));
+  }
+  // Pools that are gone and whose blocks are all freed leave no trace.
+  d.pools.erase(std::remove_if(d.pools.begin(), d.pools.end(),
+                               [](const std::unique_ptr<pool_state> &p) {
+                                 return p->use_count <= 0 && p->live.empty();
+                               }),
+                d.pools.end());
+  // An arena that holds nothing goes too (the stack may be replaced later).
+  if (d.pools.empty() &&
+      gmr_resource_destroy(gmr_graph_arena_resource_as_resource(d.arena)) == GMR_OK) {
+    d.arena = nullptr;
+    d.stack = nullptr;
+  }
+  return released;
 }
 
 bool valid_device(int device, const char *hook) {
@@ -103,6 +290,11 @@ bool valid_device(int device, const char *hook) {
   return false;
 }
 
+thread_local bool expect_address = false;
+thread_local void *expected_ptr = nullptr;
+thread_local gmr_torch_mempool_id expected_pool;
+thread_local int expected_device = -1;
+
 }  // namespace
 
 bool graph_pool_active(int device) {
@@ -110,51 +302,116 @@ bool graph_pool_active(int device) {
          devices[device].active_count.load(std::memory_order_acquire) > 0;
 }
 
-bool allocate_for_graph_pool(int device, gmr_resource *resource, size_t size, gmr_stream stream,
-                             void **out, gmr_failure *failure, gmr_status *status) {
+bool address_expected() { return expect_address; }
+
+bool allocate_for_graph_pool(int device, gmr_resource *stack, size_t size, gmr_stream stream,
+                             pool_block *out, gmr_failure *failure, gmr_status *status) {
   device_pools &d = devices[device];
-  gmr_graph_arena_resource *arena = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(d.mutex);
-    pool_state *match = nullptr;
-    for (auto &p : d.pools) {
-      if (!p.active || !p.filter) continue;
-      bool accepted = false;
-      try {
-        accepted = p.filter(stream);  // PyTorch's filter queries the capture (may throw)
-      } catch (...) {
-        accepted = false;
-      }
-      if (accepted) {
-        match = &p;
-        break;
-      }
+  std::lock_guard<std::mutex> lock(d.mutex);
+  pool_state *p = match(d, stream);
+  if (p == nullptr) return false;
+  *status = arena_for(device, d, stack, failure);
+  if (*status == GMR_OK) *status = session_for(d, device, *p, stream, failure);
+  if (*status == GMR_OK) {
+    *status = gmr_allocate_ex(gmr_graph_arena_resource_as_resource(d.arena), size, 0, stream,
+                              &out->ptr, failure);
+  }
+  if (*status == GMR_OK) {
+    try {
+      p->live.insert(out->ptr);
+    } catch (const std::bad_alloc &) {
+      (void)gmr_deallocate(gmr_graph_arena_resource_as_resource(d.arena), out->ptr, size, 0,
+                           stream);
+      out->ptr = nullptr;
+      *status = GMR_ERR_OUT_OF_MEMORY;
+      std::snprintf(failure->message, sizeof failure->message, "gmr.torch: no host memory");
+      return true;
     }
-    if (match == nullptr) return false;
-    bool capturing = false;
-    if (gmr_stream_get_capture_info(stream, &capturing, nullptr) != GMR_OK || !capturing) {
-      return false;  // a use_mem_pool-style filter outside capture: gmr is the pool already
-    }
-    arena = gmr_graph_arena_resource_find_in_stack(resource);
-    if (arena != nullptr && std::find(match->session_streams.begin(), match->session_streams.end(),
-                                      stream) == match->session_streams.end()) {
-      gmr_graph_memory *share =
-          match->session_streams.empty() && !match->memories.empty() ? match->memories.front()
-                                                                     : nullptr;
-      gmr_status st = gmr_graph_arena_resource_begin_capture(arena, stream, share);
-      if (st == GMR_OK) {
-        match->session_streams.push_back(stream);
-      } else {
-        // The arena's own capture detection still serves the stream.
-        hook_error("opening a graph arena session for pool " + id_text(match->id) +
-                   " on stream failed: " + gmr_status_name(st));
-      }
+    out->resource = gmr_graph_arena_resource_as_resource(d.arena);
+    out->pool = p->id;
+    capture_allocation_count.fetch_add(1, std::memory_order_relaxed);
+  }
+  return true;
+}
+
+bool allocate_at_expected(int device, size_t size, gmr_stream stream, pool_block *out,
+                          gmr_failure *failure, gmr_status *status) {
+  if (!expect_address) return false;
+  expect_address = false;
+  void *want = expected_ptr;
+  if (device != expected_device) {
+    *status = GMR_ERR_INVALID_ARGUMENT;
+    std::snprintf(failure->message, sizeof failure->message,
+                  "gmr.torch: an address of device %d was expected, the request is for device %d",
+                  expected_device, device);
+    return true;
+  }
+  device_pools &d = devices[device];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  pool_state *p = find(d, expected_pool);
+  *status = GMR_ERR_INVALID_ARGUMENT;
+  if (p != nullptr && d.arena != nullptr) {
+    for (gmr_graph_memory *m : p->memories) {
+      *status = gmr_graph_arena_resource_allocate_at(d.arena, m, want, size, stream, nullptr);
+      if (*status == GMR_OK) break;
     }
   }
-  capture_allocation_count.fetch_add(1, std::memory_order_relaxed);
-  *status = arena != nullptr ? gmr_allocate_ex(resource, size, 0, stream, out, failure)
-                             : gmr_allocate_capturing(resource, size, 0, stream, out, failure);
+  if (*status != GMR_OK) {
+    std::snprintf(failure->message, sizeof failure->message,
+                  "gmr.torch: restoring a block of %zu bytes at %p in graph pool %s of device %d "
+                  "failed (%s): the pool does not hold those bytes free",
+                  size, want, id_text(expected_pool).c_str(), device, gmr_status_name(*status));
+    return true;
+  }
+  try {
+    p->live.insert(want);
+  } catch (const std::bad_alloc &) {
+    (void)gmr_deallocate(gmr_graph_arena_resource_as_resource(d.arena), want, size, 0, stream);
+    *status = GMR_ERR_OUT_OF_MEMORY;
+    return true;
+  }
+  out->ptr = want;
+  out->resource = gmr_graph_arena_resource_as_resource(d.arena);
+  out->pool = p->id;
   return true;
+}
+
+void note_pool_free(int device, const gmr_torch_mempool_id &pool, void *ptr) {
+  device_pools &d = devices[device];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  pool_state *p = find(d, pool);
+  if (p != nullptr) p->live.erase(ptr);
+}
+
+bool defer_free_in_capture(int device, void *ptr, size_t size, gmr_resource *resource,
+                           gmr_stream stream, const std::vector<gmr_stream> &waits) {
+  if (!graph_pool_active(device) || stream == nullptr) return false;
+  bool capturing = false;
+  if (gmr_stream_get_capture_info(stream, &capturing, nullptr) != GMR_OK || !capturing) {
+    return false;
+  }
+  device_pools &d = devices[device];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  try {
+    d.deferred.push_back(deferred_free{ptr, size, resource, stream, device, waits});
+  } catch (const std::bad_alloc &) {
+    return false;  // freed now: the stack decides what a free in capture means
+  }
+  return true;
+}
+
+size_t release_graph_pools(int device) {
+  if (device < 0 || device >= kMaxDevices) return 0;
+  device_pools &d = devices[device];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  return release_pending(d, device);
+}
+
+bool graph_pools_have_pending(int device) {
+  if (device < 0 || device >= kMaxDevices) return false;
+  device_pools &d = devices[device];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  return !d.pending.empty() && d.active_count.load(std::memory_order_acquire) == 0;
 }
 
 }  // namespace gmr_torch
@@ -168,18 +425,27 @@ extern "C" void gmr_torch_begin_allocate_to_pool(int device, gmr_torch_mempool_i
   std::lock_guard<std::mutex> lock(d.mutex);
   try {
     pool_state *p = find(d, id);
-    if (p == nullptr) {
-      d.pools.emplace_back();
-      p = &d.pools.back();
+    if (p == nullptr || p->use_count <= 0) {
+      if (p == nullptr) {
+        d.pools.push_back(std::make_unique<pool_state>());
+        p = d.pools.back().get();
+      }
       p->id = id;
+      p->use_count = 0;
     }
-    if (!p->active) d.active_count.fetch_add(1, std::memory_order_release);
+    if (p->active) {
+      hook_error("begin_allocate_to_pool(device " + std::to_string(device) + ", pool " +
+                 id_text(id) + "): the pool is begun already; the new filter replaces the old");
+    } else {
+      d.active_count.fetch_add(1, std::memory_order_release);
+    }
     p->use_count++;
     p->active = true;
+    p->activation = d.next_activation++;
     p->filter = std::move(filter);
   } catch (const std::bad_alloc &) {
     hook_error("begin_allocate_to_pool(device " + std::to_string(device) +
-               "): no host memory; the capture is served as ordinary allocations");
+               "): no host memory; the pool's requests are served as ordinary allocations");
   }
 }
 
@@ -193,7 +459,10 @@ extern "C" void gmr_torch_end_allocate_to_pool(int device, gmr_torch_mempool_id 
                "): no allocation to this pool was begun");
     return;
   }
-  end_sessions(device, *p);
+  end_routing(d, device, *p);
+  // Frees that waited for the capture: it has ended (PyTorch calls end after
+  // cudaStreamEndCapture), unless another pool still routes a capture.
+  if (d.active_count.load(std::memory_order_acquire) == 0) flush_deferred(d);
 }
 
 extern "C" void gmr_torch_release_pool(int device, gmr_torch_mempool_id id) {
@@ -201,18 +470,100 @@ extern "C" void gmr_torch_release_pool(int device, gmr_torch_mempool_id id) {
   device_pools &d = devices[device];
   std::lock_guard<std::mutex> lock(d.mutex);
   pool_state *p = find(d, id);
-  if (p == nullptr) return;  // never begun: nothing to release
+  if (p == nullptr || p->use_count <= 0) return;  // never begun: nothing to release
   // Graphs that share a pool (torch.cuda.graph(pool=...)) each begin it and
   // each release it; its memory goes when the last one does.
   if (--p->use_count > 0) return;
-  if (p->active) end_sessions(device, *p);
-  gmr_graph_arena_resource *arena = p->memories.empty() ? nullptr : arena_of(device);
-  for (gmr_graph_memory *m : p->memories) {
-    gmr_status st = gmr_graph_arena_resource_release_graph_memory(arena, m);
-    if (st != GMR_OK) {
-      hook_error("release_pool(device " + std::to_string(device) + ", pool " + id_text(id) +
-                 "): releasing graph memory failed: " + gmr_status_name(st));
+  if (p->active) end_routing(d, device, *p);
+  try {
+    d.pending.reserve(d.pending.size() + p->memories.size());
+  } catch (const std::bad_alloc &) {
+    hook_error("release_pool(device " + std::to_string(device) +
+               "): no host memory; the pool's memory stays with it");
+    p->use_count = 1;
+    return;
+  }
+  d.pending.insert(d.pending.end(), p->memories.begin(), p->memories.end());
+  p->memories.clear();
+  // The pool id is gone for PyTorch; blocks still live keep their bytes until
+  // they are freed after the memory's release.
+  if (p->live.empty()) {
+    d.pools.erase(std::remove_if(d.pools.begin(), d.pools.end(),
+                                 [p](const std::unique_ptr<pool_state> &x) { return x.get() == p; }),
+                  d.pools.end());
+  }
+}
+
+extern "C" gmr_status gmr_torch_expect_address(int device, uint64_t pool_first,
+                                               uint64_t pool_second, void *ptr) {
+  if (device < 0 || device >= kMaxDevices || ptr == nullptr) return GMR_ERR_INVALID_ARGUMENT;
+  expect_address = true;
+  expected_ptr = ptr;
+  expected_pool = gmr_torch_mempool_id{pool_first, pool_second};
+  expected_device = device;
+  return GMR_OK;
+}
+
+extern "C" gmr_status gmr_torch_get_pool_blocks(int device, uint64_t pool_first,
+                                                uint64_t pool_second, uintptr_t *ptrs,
+                                                size_t *sizes, uintptr_t *streams,
+                                                size_t capacity, size_t *out_count) {
+  if (out_count != nullptr) *out_count = 0;
+  if (device < 0 || device >= kMaxDevices || out_count == nullptr ||
+      (capacity > 0 && (ptrs == nullptr || sizes == nullptr || streams == nullptr))) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  device_pools &d = devices[device];
+  std::vector<void *> blocks;
+  {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    pool_state *p = find(d, gmr_torch_mempool_id{pool_first, pool_second});
+    if (p == nullptr || p->use_count <= 0) return GMR_ERR_UNKNOWN_POINTER;
+    try {
+      blocks.assign(p->live.begin(), p->live.end());
+    } catch (const std::bad_alloc &) {
+      return GMR_ERR_OUT_OF_MEMORY;
     }
   }
-  d.pools.erase(d.pools.begin() + (p - d.pools.data()));
+  std::sort(blocks.begin(), blocks.end());
+  *out_count = blocks.size();
+  size_t n = 0;
+  for (void *b : blocks) {
+    if (n == capacity) break;
+    size_t size = 0;
+    gmr_stream stream = nullptr;
+    if (!describe_live(b, &size, &stream)) continue;  // freed meanwhile
+    ptrs[n] = reinterpret_cast<uintptr_t>(b);
+    sizes[n] = size;
+    streams[n] = reinterpret_cast<uintptr_t>(stream);
+    ++n;
+  }
+  if (n < *out_count && n < capacity) *out_count = n;
+  return GMR_OK;
+}
+
+extern "C" gmr_status gmr_torch_get_graph_pool_info(int device, gmr_torch_graph_pool_info *out) {
+  if (out == nullptr || out->size < sizeof(gmr_torch_graph_pool_info) || out->version == 0 ||
+      device < 0 || device >= kMaxDevices) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  device_pools &d = devices[device];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  out->pool_count = 0;
+  out->active_pool_count = static_cast<size_t>(d.active_count.load(std::memory_order_acquire));
+  out->live_block_count = 0;
+  for (auto &p : d.pools) {
+    if (p->use_count > 0) out->pool_count++;
+    out->live_block_count += p->live.size();
+  }
+  out->pending_memory_count = d.pending.size();
+  out->deferred_free_count = d.deferred.size();
+  out->arena_held_bytes = 0;
+  if (d.arena != nullptr) {
+    gmr_graph_arena_stats s = GMR_GRAPH_ARENA_STATS_INIT;
+    if (gmr_graph_arena_resource_get_stats(d.arena, &s) == GMR_OK) {
+      out->arena_held_bytes = s.held_bytes;
+    }
+  }
+  return GMR_OK;
 }

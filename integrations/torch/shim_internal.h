@@ -6,11 +6,15 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gmr/resource.h"
 #include "gmr/status.h"
+#include "integrations/torch/gmr_torch.h"
 
 namespace gmr_torch {
+
+constexpr int kMaxDevices = 64;
 
 // errors.cc -----------------------------------------------------------------
 
@@ -31,18 +35,63 @@ void log_message(log_kind kind, const std::string &message);
 
 // graph_pools.cc ------------------------------------------------------------
 
+// A block served from a graph pool: where it is and who frees it.
+struct pool_block {
+  void *ptr = nullptr;
+  gmr_resource *resource = nullptr;  // the device's graph pool arena
+  gmr_torch_mempool_id pool;
+};
+
 // True while a begin_allocate_to_pool of `device` is open (one atomic load).
 bool graph_pool_active(int device);
 
-// If `stream` belongs to an open graph pool of `device` and is capturing,
-// allocate for that pool and return true with *status set; otherwise return
-// false and touch nothing.
-bool allocate_for_graph_pool(int device, gmr_resource *resource, size_t size, gmr_stream stream,
-                             void **out, gmr_failure *failure, gmr_status *status);
+// If a begun pool of `device` accepts `stream` (its filter; capturing or
+// not), allocate from it over `stack` and return true with *status set;
+// otherwise return false and touch nothing.
+bool allocate_for_graph_pool(int device, gmr_resource *stack, size_t size, gmr_stream stream,
+                             pool_block *out, gmr_failure *failure, gmr_status *status);
+
+// True when the calling thread asked for an exact address
+// (gmr_torch_expect_address) that its next allocation must take.
+bool address_expected();
+
+// Serve the calling thread's expected address (restoring a checkpoint of a
+// pool): true with *status set when one was expected (the expectation is
+// used up either way), false otherwise.
+bool allocate_at_expected(int device, size_t size, gmr_stream stream, pool_block *out,
+                          gmr_failure *failure, gmr_status *status);
+
+// The pool block at `ptr` was freed: forget it in the pool's live set.
+void note_pool_free(int device, const gmr_torch_mempool_id &pool, void *ptr);
+
+// While a pool routes a capture on `device`, a free of an ordinary block on
+// a stream that captures waits for the end of the routing (the graph may
+// still use the memory, and the stack must not add nodes to the capture).
+// True when it was deferred; `waits` are streams to order before the free.
+bool defer_free_in_capture(int device, void *ptr, size_t size, gmr_resource *resource,
+                           gmr_stream stream, const std::vector<gmr_stream> &waits);
+
+// A safe point of `device` (empty_cache, an out-of-memory retry), with the
+// device current: when no pool of it routes, frees deferred by captures are
+// made, the device is synchronised, the memories of released pools are
+// released and the graph pool arena's idle chunks go back to the stack.
+// Returns the bytes the arena gave back.
+size_t release_graph_pools(int device);
+
+// True when released pools of `device` still hold memory that a safe point
+// would give back.
+bool graph_pools_have_pending(int device);
 
 // torch_allocator.cc --------------------------------------------------------
 
 extern std::atomic<uint64_t> capture_allocation_count;
+
+// The size and stream of the live allocation at `ptr` (false if none).
+bool describe_live(void *ptr, size_t *size, gmr_stream *stream);
+
+// Order `stream` after each of `waits` (recorded streams the stack could not
+// honour), with the allocation's device current.
+gmr_status wait_for_streams(int device, gmr_stream stream, const std::vector<gmr_stream> &waits);
 
 // A readable sentence for a failed request.
 std::string describe_failure(gmr_status status, const gmr_failure &failure, size_t size,

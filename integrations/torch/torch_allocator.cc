@@ -32,6 +32,8 @@ struct allocation {
   gmr_stream stream;       // the allocation's stream
   int device;
   bool mempool;            // allocated by the MemPool entry point
+  bool pooled;             // served from a graph pool (graph_pools.cc)
+  gmr_torch_mempool_id pool;
   std::vector<gmr_stream> waits;  // recorded streams the resource could not honour
 };
 
@@ -48,7 +50,42 @@ shard &shard_of(const void *p) {
   return shards[((k >> 8) ^ (k >> 20)) % kShards];
 }
 
-constexpr int kMaxDevices = 64;
+// Per-device figures behind torch.cuda.memory_stats() (gmr_torch_device_stats).
+struct alignas(64) device_counters {
+  std::atomic<uint64_t> live_count{0};
+  std::atomic<uint64_t> peak_live_count{0};
+  std::atomic<uint64_t> live_bytes{0};
+  std::atomic<uint64_t> peak_live_bytes{0};
+  std::atomic<uint64_t> allocation_count{0};
+  std::atomic<uint64_t> free_count{0};
+  std::atomic<uint64_t> allocated_bytes{0};
+  std::atomic<uint64_t> freed_bytes{0};
+  std::atomic<uint64_t> failed_allocation_count{0};
+  std::atomic<uint64_t> retry_count{0};
+};
+device_counters per_device[kMaxDevices];
+
+void raise_peak(std::atomic<uint64_t> &peak, uint64_t now) {
+  uint64_t seen = peak.load(std::memory_order_relaxed);
+  while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+  }
+}
+
+void count_allocation(int device, size_t size) {
+  device_counters &c = per_device[device];
+  raise_peak(c.peak_live_count, c.live_count.fetch_add(1, std::memory_order_relaxed) + 1);
+  raise_peak(c.peak_live_bytes, c.live_bytes.fetch_add(size, std::memory_order_relaxed) + size);
+  c.allocation_count.fetch_add(1, std::memory_order_relaxed);
+  c.allocated_bytes.fetch_add(size, std::memory_order_relaxed);
+}
+
+void count_free(int device, size_t size) {
+  device_counters &c = per_device[device];
+  c.live_count.fetch_sub(1, std::memory_order_relaxed);
+  c.live_bytes.fetch_sub(size, std::memory_order_relaxed);
+  c.free_count.fetch_add(1, std::memory_order_relaxed);
+  c.freed_bytes.fetch_add(size, std::memory_order_relaxed);
+}
 
 std::atomic<uint64_t> live_count{0};
 std::atomic<uint64_t> live_bytes{0};
@@ -100,45 +137,80 @@ gmr_status with_device(int device, Fn fn) {
   return st;
 }
 
+// One attempt: a graph pool, the restore of an expected address, or the
+// stack (a segment during a capture in MemPool mode: capture-safe).
+gmr_status allocate_once(gmr_resource *stack, size_t size, int device, gmr_stream stream,
+                         bool mempool, pool_block *out, gmr_failure *failure) {
+  gmr_status st = GMR_OK;
+  if (!mempool && address_expected() &&
+      allocate_at_expected(device, size, stream, out, failure, &st)) {
+    return st;
+  }
+  if (!mempool && graph_pool_active(device) &&
+      allocate_for_graph_pool(device, stack, size, stream, out, failure, &st)) {
+    return st;
+  }
+  out->resource = stack;
+  // PyTorch's caching allocator asks for a segment during capture inside a
+  // relaxed-mode guard; gmr must not add nodes to the graph.
+  bool capturing = false;
+  if (mempool) (void)gmr_stream_get_capture_info(stream, &capturing, nullptr);
+  if (capturing) {
+    capture_allocation_count.fetch_add(1, std::memory_order_relaxed);
+    return gmr_allocate_capturing(stack, size, 0, stream, &out->ptr, failure);
+  }
+  return gmr_allocate_ex(stack, size, 0, stream, &out->ptr, failure);
+}
+
 gmr_status allocate(size_t size, int device, gmr_stream stream, bool mempool, void **out,
                     std::string *message) {
   *out = nullptr;
   if (size == 0) return GMR_OK;
+  if (device < 0 || device >= kMaxDevices) {
+    *message = "gmr: device " + std::to_string(device) + " is out of range";
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
   gmr_resource *resource = nullptr;
   gmr_spec_error error;
   gmr_status st = gmr_get_device_resource(device, &resource, &error);
   if (st != GMR_OK) {
     failed_allocation_count.fetch_add(1, std::memory_order_relaxed);
+    per_device[device].failed_allocation_count.fetch_add(1, std::memory_order_relaxed);
     *message = "gmr: cannot create the memory resource of device " + std::to_string(device) +
                " (" + gmr_status_name(st) + "): " + error.message;
     return st;
   }
-  gmr_failure failure;
-  bool routed = !mempool && graph_pool_active(device) &&
-                allocate_for_graph_pool(device, resource, size, stream, out, &failure, &st);
-  if (!routed) {
-    // PyTorch's caching allocator asks for a segment during capture inside
-    // a relaxed-mode guard; gmr must not add nodes to the graph.
-    bool capturing = false;
-    if (mempool) (void)gmr_stream_get_capture_info(stream, &capturing, nullptr);
-    if (capturing) {
-      capture_allocation_count.fetch_add(1, std::memory_order_relaxed);
-      st = gmr_allocate_capturing(resource, size, 0, stream, out, &failure);
-    } else {
-      st = gmr_allocate_ex(resource, size, 0, stream, out, &failure);
-    }
+  gmr_failure failure{};  // the shim's own refusals fill only the message
+  pool_block block;
+  st = allocate_once(resource, size, device, stream, mempool, &block, &failure);
+  if (st == GMR_ERR_OUT_OF_MEMORY && graph_pools_have_pending(device)) {
+    // PyTorch frees released graph pools' memory before it gives up.
+    size_t released = 0;
+    (void)with_device(device, [&] {
+      released = release_graph_pools(device);
+      return GMR_OK;
+    });
+    per_device[device].retry_count.fetch_add(1, std::memory_order_relaxed);
+    block = pool_block();
+    failure = gmr_failure{};
+    st = allocate_once(resource, size, device, stream, mempool, &block, &failure);
   }
   if (st != GMR_OK) {
     failed_allocation_count.fetch_add(1, std::memory_order_relaxed);
+    per_device[device].failed_allocation_count.fetch_add(1, std::memory_order_relaxed);
     *message = describe_failure(st, failure, size, device, stream);
     return st;
   }
+  *out = block.ptr;
+  bool pooled = block.resource != resource;
   try {
     shard &s = shard_of(*out);
     std::lock_guard<std::mutex> lock(s.mutex);
-    s.live.emplace(*out, allocation{resource, size, stream, device, mempool, {}});
+    s.live.emplace(*out,
+                   allocation{block.resource, size, stream, device, mempool, pooled, block.pool, {}});
   } catch (const std::bad_alloc &) {
-    (void)gmr_deallocate(resource, *out, size, 0, stream);
+    if (pooled) note_pool_free(device, block.pool, *out);
+    (void)gmr_deallocate(block.resource, *out, size, 0, stream);
     *out = nullptr;
     failed_allocation_count.fetch_add(1, std::memory_order_relaxed);
     *message = "gmr: no host memory to record an allocation of " + bytes_text(size);
@@ -148,6 +220,7 @@ gmr_status allocate(size_t size, int device, gmr_stream stream, bool mempool, vo
   allocation_count.fetch_add(1, std::memory_order_relaxed);
   live_count.fetch_add(1, std::memory_order_relaxed);
   live_bytes.fetch_add(size, std::memory_order_relaxed);
+  count_allocation(device, size);
   devices_used.fetch_or(uint64_t{1} << device, std::memory_order_relaxed);
   return GMR_OK;
 }
@@ -184,17 +257,18 @@ void release(void *ptr, size_t size, int device, gmr_stream stream, bool mempool
     s.live.erase(it);
   }
   (void)stream;  // PyTorch passes the allocation's stream; the record has it
+  live_count.fetch_sub(1, std::memory_order_relaxed);
+  live_bytes.fetch_sub(a.size, std::memory_order_relaxed);
+  count_free(a.device, a.size);
+  if (a.pooled) {
+    note_pool_free(a.device, a.pool, ptr);
+  } else if (defer_free_in_capture(a.device, ptr, a.size, a.resource, a.stream, a.waits)) {
+    return;  // made when the capture has ended
+  }
   if (!a.waits.empty()) {
     // The memory may be reused by work ordered after the allocation stream:
     // order that stream after the other streams' work so far.
-    gmr_status st = with_device(a.device, [&] {
-      gmr_status first = GMR_OK;
-      for (gmr_stream w : a.waits) {
-        gmr_status ws = gmr_stream_wait_stream(a.stream, w);
-        if (first == GMR_OK) first = ws;
-      }
-      return first;
-    });
+    gmr_status st = wait_for_streams(a.device, a.stream, a.waits);
     if (st != GMR_OK) {
       // Freeing now could hand the block to work that overlaps the other
       // streams: keep it (a leak) rather than risk corrupting memory.
@@ -204,14 +278,10 @@ void release(void *ptr, size_t size, int device, gmr_stream stream, bool mempool
                       "); the block is kept, not freed";
       set_last_error(m);
       log_message(log_kind::failed_free, m);
-      live_count.fetch_sub(1, std::memory_order_relaxed);
-      live_bytes.fetch_sub(a.size, std::memory_order_relaxed);
       return;
     }
   }
   gmr_status st = gmr_deallocate(a.resource, ptr, a.size, 0, a.stream);
-  live_count.fetch_sub(1, std::memory_order_relaxed);
-  live_bytes.fetch_sub(a.size, std::memory_order_relaxed);
   if (st != GMR_OK) {
     failed_free_count.fetch_add(1, std::memory_order_relaxed);
     std::string m = "the stack of device " + std::to_string(a.device) + " refused to free " +
@@ -223,6 +293,27 @@ void release(void *ptr, size_t size, int device, gmr_stream stream, bool mempool
 }
 
 }  // namespace
+
+bool describe_live(void *ptr, size_t *size, gmr_stream *stream) {
+  shard &s = shard_of(ptr);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.live.find(ptr);
+  if (it == s.live.end()) return false;
+  *size = it->second.size;
+  *stream = it->second.stream;
+  return true;
+}
+
+gmr_status wait_for_streams(int device, gmr_stream stream, const std::vector<gmr_stream> &waits) {
+  return with_device(device, [&] {
+    gmr_status first = GMR_OK;
+    for (gmr_stream w : waits) {
+      gmr_status ws = gmr_stream_wait_stream(stream, w);
+      if (first == GMR_OK) first = ws;
+    }
+    return first;
+  });
+}
 
 std::string describe_failure(gmr_status status, const gmr_failure &failure, size_t size,
                              int device, gmr_stream stream) {
@@ -248,6 +339,12 @@ std::string describe_failure(gmr_status status, const gmr_failure &failure, size
   if (spec != nullptr) {
     m += "; stack: ";
     m += spec;
+  }
+  if (status == GMR_ERR_CAPTURE_UNSAFE) {
+    m += ". This stack cannot take memory from CUDA while a stream captures a CUDA graph "
+         "(cudaMallocFromPoolAsync would add a node to the graph): use one whose bottom can, "
+         "such as gmr.torch.use(\"vmm\") or \"pool > cuda(kind=device)\", or warm the stack up "
+         "before the capture so that it holds the memory already";
   }
   return m;
 }
@@ -294,7 +391,10 @@ extern "C" void gmr_torch_reset(void) {
     gmr_resource *r = nullptr;
     if (gmr_get_device_resource(d, &r, nullptr) != GMR_OK) continue;
     size_t released = 0;
-    gmr_status st = with_device(d, [&] { return gmr_resource_trim(r, &released); });
+    gmr_status st = with_device(d, [&] {
+      (void)release_graph_pools(d);
+      return gmr_resource_trim(r, &released);
+    });
     if (st != GMR_OK) {
       std::string m = "empty_cache: trimming the stack of device " + std::to_string(d) +
                       " failed: " + gmr_status_name(st);
@@ -395,5 +495,44 @@ extern "C" gmr_status gmr_torch_get_counters(gmr_torch_counters *out) {
   out->record_stream_count = record_stream_count.load(std::memory_order_relaxed);
   out->record_stream_fallback_count = record_stream_fallback_count.load(std::memory_order_relaxed);
   out->capture_allocation_count = capture_allocation_count.load(std::memory_order_relaxed);
+  return GMR_OK;
+}
+
+extern "C" gmr_status gmr_torch_get_device_stats(int device, gmr_torch_device_stats *out) {
+  if (out == nullptr || out->size < sizeof(gmr_torch_device_stats) || out->version == 0 ||
+      device < 0 || device >= kMaxDevices) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  const device_counters &c = per_device[device];
+  out->live_count = c.live_count.load(std::memory_order_relaxed);
+  out->peak_live_count = c.peak_live_count.load(std::memory_order_relaxed);
+  out->live_bytes = c.live_bytes.load(std::memory_order_relaxed);
+  out->peak_live_bytes = c.peak_live_bytes.load(std::memory_order_relaxed);
+  out->allocation_count = c.allocation_count.load(std::memory_order_relaxed);
+  out->free_count = c.free_count.load(std::memory_order_relaxed);
+  out->allocated_bytes = c.allocated_bytes.load(std::memory_order_relaxed);
+  out->freed_bytes = c.freed_bytes.load(std::memory_order_relaxed);
+  out->failed_allocation_count = c.failed_allocation_count.load(std::memory_order_relaxed);
+  out->retry_count = c.retry_count.load(std::memory_order_relaxed);
+  return GMR_OK;
+}
+
+extern "C" gmr_status gmr_torch_reset_peak_stats(int device) {
+  if (device < 0 || device >= kMaxDevices) return GMR_ERR_INVALID_ARGUMENT;
+  device_counters &c = per_device[device];
+  c.peak_live_count.store(c.live_count.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  c.peak_live_bytes.store(c.live_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  return GMR_OK;
+}
+
+extern "C" gmr_status gmr_torch_reset_accumulated_stats(int device) {
+  if (device < 0 || device >= kMaxDevices) return GMR_ERR_INVALID_ARGUMENT;
+  device_counters &c = per_device[device];
+  c.allocation_count.store(0, std::memory_order_relaxed);
+  c.free_count.store(0, std::memory_order_relaxed);
+  c.allocated_bytes.store(0, std::memory_order_relaxed);
+  c.freed_bytes.store(0, std::memory_order_relaxed);
+  c.failed_allocation_count.store(0, std::memory_order_relaxed);
+  c.retry_count.store(0, std::memory_order_relaxed);
   return GMR_OK;
 }

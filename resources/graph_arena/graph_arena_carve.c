@@ -42,23 +42,21 @@ static size_t fresh_bytes_needed(const gmr__ga_carve_request *rq) {
   return rq->carved_bytes + (rq->alignment - GMR_DEFAULT_ALIGNMENT);
 }
 
-/* Record a carved block in its scope and the block table, with an NVTX
- * region of the bytes asked for when `region`. Everything it needs was
- * reserved before. */
-static uint32_t register_block(gmr_graph_arena_resource *a, gmr__ga_session *s, gmr__ga_chunk *c,
-                               uintptr_t addr, uint64_t order, const gmr__ga_carve_request *rq,
-                               bool region) {
+uint32_t gmr__ga_register_block(gmr_graph_arena_resource *a, gmr_graph_memory *m,
+                                gmr__ga_chunk *c, uintptr_t addr, uint64_t order,
+                                const gmr__ga_carve_request *rq, bool region) {
   uint32_t slot = gmr__ga_take_slot(a);
   gmr__ga_block *b = &a->blocks[slot];
-  gmr__ga_entries *list = s != NULL ? &s->memory->entries : &a->open;
+  gmr__ga_entries *list = m != NULL ? &m->entries : &a->open;
   b->addr = addr;
   b->bytes = rq->bytes;
   b->carved_bytes = rq->carved_bytes;
   b->alignment = rq->requested_alignment;
   b->stream = rq->stream;
-  b->captured = s != NULL;
-  b->scope = s != NULL ? GMR__GA_SCOPE_MEMORY : GMR__GA_SCOPE_OPEN;
-  b->memory = s != NULL ? s->memory : NULL;
+  b->captured = m != NULL;
+  b->recorded = false;
+  b->scope = m != NULL ? GMR__GA_SCOPE_MEMORY : GMR__GA_SCOPE_OPEN;
+  b->memory = m;
   b->entry = list->count;
   b->order = order;
   list->items[list->count++] =
@@ -69,8 +67,7 @@ static uint32_t register_block(gmr_graph_arena_resource *a, gmr__ga_session *s, 
   a->live_count++;
   if (a->live_bytes > a->peak_live_bytes) a->peak_live_bytes = a->live_bytes;
   a->allocation_count++;
-  if (s != NULL) {
-    gmr_graph_memory *m = s->memory;
+  if (m != NULL) {
     m->live_bytes += rq->carved_bytes;
     m->live_count++;
     m->held_bytes += rq->carved_bytes;
@@ -237,7 +234,8 @@ static bool serve_fast(gmr_graph_arena_resource *a, gmr__ga_session *s,
   e->begin += rq->carved_bytes;
   a->free.total_bytes -= rq->carved_bytes;
   s->cursor.addr = e->begin;
-  uint32_t slot = register_block(a, s, s->chunk, addr, e->order, rq, a->cfg.nvtx_annotate);
+  uint32_t slot =
+      gmr__ga_register_block(a, m, s->chunk, addr, e->order, rq, a->cfg.nvtx_annotate);
   *out_ptr = (void *)addr;
   if (out_id != NULL) *out_id = gmr__ga_block_id(a, slot);
   return true;
@@ -288,7 +286,7 @@ gmr_status gmr__ga_serve_in_session(gmr_graph_arena_resource *a, gmr__ga_session
     s->shortfall_bytes =
         s->shortfall_bytes > SIZE_MAX - need ? SIZE_MAX : s->shortfall_bytes + need;
   }
-  uint32_t slot = register_block(a, s, gmr__ga_chunk_of(a, addr), addr, order, rq, region);
+  uint32_t slot = gmr__ga_register_block(a, m, gmr__ga_chunk_of(a, addr), addr, order, rq, region);
   *out_ptr = (void *)addr;
   if (out_id != NULL) *out_id = gmr__ga_block_id(a, slot);
   return GMR_OK;
@@ -361,8 +359,8 @@ gmr_status gmr__ga_serve_uncaptured(gmr_graph_arena_resource *a, const gmr__ga_c
   }
   uint64_t order = a->free.items[index].order;
   gmr__extent_set_carve(&a->free, index, addr, rq->carved_bytes);
-  uint32_t slot = register_block(a, NULL, gmr__ga_chunk_of(a, addr), addr, order, rq,
-                                 a->cfg.nvtx_annotate);
+  uint32_t slot = gmr__ga_register_block(a, NULL, gmr__ga_chunk_of(a, addr), addr, order, rq,
+                                         a->cfg.nvtx_annotate);
   *out_ptr = (void *)addr;
   if (out_id != NULL) *out_id = gmr__ga_block_id(a, slot);
   return GMR_OK;

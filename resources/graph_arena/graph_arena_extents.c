@@ -145,7 +145,9 @@ size_t gmr__extent_set_take_span(gmr__extent_set *set, uint64_t order, uintptr_t
     size_t i = gmr__extent_set_lower_bound(set, (gmr__extent_pos){order, begin});
     if (i >= set->count) break;
     const gmr__extent *e = &set->items[i];
-    if (e->order != order || e->begin >= end || e->tag != tag) break;
+    if (e->order != order || e->begin >= end || (tag != GMR__EXTENT_ANY_TAG && e->tag != tag)) {
+      break;
+    }
     uintptr_t lo = e->begin > begin ? e->begin : begin;
     uintptr_t hi = e->end < end ? e->end : end;
     gmr__extent_set_carve(set, i, lo, hi - lo);
@@ -153,6 +155,20 @@ size_t gmr__extent_set_take_span(gmr__extent_set *set, uint64_t order, uintptr_t
     begin = hi;
   }
   return taken;
+}
+
+size_t gmr__extent_set_covered_bytes(const gmr__extent_set *set, uint64_t order, uintptr_t begin,
+                                     uintptr_t end) {
+  size_t covered = 0;
+  for (size_t i = gmr__extent_set_lower_bound(set, (gmr__extent_pos){order, begin});
+       i < set->count; ++i) {
+    const gmr__extent *e = &set->items[i];
+    if (e->order != order || e->begin >= end) break;
+    uintptr_t lo = e->begin > begin ? e->begin : begin;
+    uintptr_t hi = e->end < end ? e->end : end;
+    if (hi > lo) covered += hi - lo;
+  }
+  return covered;
 }
 
 static void insert_at(gmr__extent_set *set, size_t index, gmr__extent e) {

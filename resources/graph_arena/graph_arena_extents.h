@@ -89,9 +89,13 @@ bool gmr__extent_sets_joined_best_fit(const gmr__extent_set *a, uintptr_t tag_a,
                                       size_t bytes, size_t alignment, uint64_t *out_order,
                                       uintptr_t *out_addr);
 
+/* A tag that matches every range (gmr__extent_set_take_span). */
+#define GMR__EXTENT_ANY_TAG UINTPTR_MAX
+
 /*
  * Take every byte of [begin, end) in chunk `order` that lies in `set` out of
- * it; returns how many. The ranges it touches must all have tag `tag`. Needs
+ * it; returns how many. The ranges it touches must all have tag `tag` (or
+ * `tag` is GMR__EXTENT_ANY_TAG). Needs
  * at most one extra range (only a range holding all of [begin, end) splits):
  * reserve it first.
  */
@@ -116,6 +120,10 @@ void gmr__extent_set_add(gmr__extent_set *set, gmr__extent e);
  * first. None may overlap another or the set.
  */
 void gmr__extent_set_add_many(gmr__extent_set *set, gmr__extent *ranges, size_t count);
+
+/* How many bytes of [begin, end) in chunk `order` lie in `set`. */
+size_t gmr__extent_set_covered_bytes(const gmr__extent_set *set, uint64_t order, uintptr_t begin,
+                                     uintptr_t end);
 
 /* Remove range `index` entirely. */
 void gmr__extent_set_remove(gmr__extent_set *set, size_t index);

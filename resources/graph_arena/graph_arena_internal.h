@@ -14,6 +14,10 @@
  *                           its free blocks taken at a capture's start, idle
  *                           chunks given back
  *   graph_arena_blocks.c    the block table: ids, pointers, block info
+ *   graph_arena_streams.c   record_stream: captured blocks used on other
+ *                           streams, whose reuse waits for the capture's end
+ *   graph_arena_restore.c   allocating at a given address in a graph memory
+ *                           (restoring a checkpoint of its blocks)
  *   graph_arena_nvtx.c      NVTX regions of blocks (nvtx_annotate)
  *   graph_arena_extents.c   the address-ordered free ranges
  *
@@ -114,6 +118,7 @@ typedef struct gmr__ga_block {
   uint32_t next_free;       /* free-slot list */
   uint8_t scope;
   bool captured;
+  bool recorded; /* used on another stream too (record_stream): see graph_arena_streams.c */
 } gmr__ga_block;
 
 /* Where a chunk came from. Trim keeps INITIAL chunks; sharing with the
@@ -137,14 +142,27 @@ typedef struct gmr__ga_chunk {
                          GMR__GA_TOMBSTONE where a freed one started, or 0 */
   uint8_t origin;     /* GMR__GA_CHUNK_*: which chunks trim and sharing give back */
   void *nvtx_heap;    /* nvtx_annotate: the chunk's NVTX heap (may be NULL) */
+  gmr_stream stream;  /* the stream it was taken on: it goes back on it (an upstream
+                         may check that a free names the allocation's stream) */
 } gmr__ga_chunk;
 
 typedef struct gmr__ga_session gmr__ga_session;
+
+/* A block of a graph memory that was used on other streams (record_stream)
+ * and freed while a session appended to the memory: entry `entry` (FREED)
+ * waits for the session's end, when the capture has joined those streams. */
+typedef struct gmr__ga_deferred {
+  size_t entry;
+  gmr_stream stream; /* the stream it was freed on: its reuse tag */
+} gmr__ga_deferred;
 
 struct gmr_graph_memory {
   gmr_graph_arena_resource *arena;
   gmr__ga_entries entries;
   gmr__extent_set reuse; /* ORDERED_REUSE: bytes freed in capture, tagged by stream */
+  gmr__ga_deferred *deferred; /* frees waiting for the session's end */
+  size_t deferred_count;
+  size_t deferred_capacity;
   gmr__ga_session *session;   /* the session appending now, or NULL */
   gmr_stream last_stream;
   uint32_t references;
@@ -297,8 +315,8 @@ void gmr__ga_describe_free(const gmr_graph_arena_resource *a, size_t *free_bytes
                            size_t *largest_bytes, size_t *count);
 /* Fill the failure record's free figures with the arena's. Lock held. */
 void gmr__ga_note_free_info(const gmr_graph_arena_resource *a, gmr_failure *failure);
-/* Give chunk `index` back upstream, deallocated on `stream`, if it is wholly
- * free. Lock held. */
+/* Give chunk `index` back upstream if it is wholly free, deallocated on
+ * `stream`, or with NULL on the stream it was taken on. Lock held. */
 gmr_status gmr__ga_release_chunk(gmr_graph_arena_resource *a, size_t index, gmr_stream stream,
                                  bool *released);
 
@@ -336,8 +354,22 @@ void gmr__ga_region_add(gmr_graph_arena_resource *a, uintptr_t addr, size_t byte
  * still touch it, so its region grows to the whole range. */
 void gmr__ga_region_widen(gmr_graph_arena_resource *a, gmr__ga_entry *e);
 
+/* ---- graph_arena_streams.c ---- */
+/* The record_stream slot. */
+gmr_status gmr__ga_record_stream(gmr_resource *self, void *ptr, gmr_stream stream);
+/* Captured block `b` (entry `e` of memory `m`), used on other streams, is
+ * freed on `stream`: its bytes wait for the end of the session appending to
+ * `m`, or, with none open, stay with `m` until it is released. Lock held. */
+void gmr__ga_defer_free(gmr_graph_arena_resource *a, gmr_graph_memory *m, size_t entry,
+                        gmr_stream stream);
+/* The session appending to `m` ends: deferred frees become reusable (ordered
+ * reuse) or stay with the memory (monotone). Lock held. */
+void gmr__ga_settle_deferred(gmr_graph_arena_resource *a, gmr_graph_memory *m);
+
 /* ---- graph_arena_sessions.c ---- */
 gmr__ga_session *gmr__ga_find_session(const gmr_graph_arena_resource *a, gmr_stream stream);
+/* Whether `m` is a graph memory of `a` not yet released. Lock held. */
+bool gmr__ga_memory_known(const gmr_graph_arena_resource *a, const gmr_graph_memory *m);
 /* The extents a memory gives back when it is released: its FREED entries and
  * its reuse list. */
 size_t gmr__ga_memory_returnable_count(const gmr_graph_memory *m);
@@ -373,6 +405,12 @@ gmr_status gmr__ga_resolve_locked(gmr_graph_arena_resource *a, gmr_stream stream
 void gmr__ga_forget_hints(gmr_graph_arena_resource *a);
 
 /* ---- graph_arena_carve.c ---- */
+/* Record a carved block of memory `m` (NULL: the uncaptured scope) in its
+ * list and the block table, with an NVTX region of the bytes asked for when
+ * `region`. Lock held; everything it needs was reserved. Returns the slot. */
+uint32_t gmr__ga_register_block(gmr_graph_arena_resource *a, gmr_graph_memory *m,
+                                gmr__ga_chunk *c, uintptr_t addr, uint64_t order,
+                                const gmr__ga_carve_request *rq, bool region);
 /* Serve a request in session `s`. Lock held. */
 gmr_status gmr__ga_serve_in_session(gmr_graph_arena_resource *a, gmr__ga_session *s,
                                     const gmr__ga_carve_request *rq, void **out_ptr,

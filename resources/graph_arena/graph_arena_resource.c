@@ -151,6 +151,13 @@ gmr_status gmr__ga_free_block(gmr_graph_arena_resource *a, uint32_t slot, gmr_st
   /* A captured block: its region stays while the memory holds its bytes. */
   gmr_graph_memory *m = b->memory;
   gmr__ga_entry *e = &m->entries.items[b->entry];
+  if (b->recorded) {
+    /* Other streams may still use it: not reused before they have joined. */
+    e->state = GMR__GA_ENTRY_FREED;
+    gmr__ga_defer_free(a, m, b->entry, stream);
+    gmr__ga_drop_block(a, slot);
+    return GMR_OK;
+  }
   /* Ordered reuse (PyTorch's private pools): the bytes may serve a later
    * request on the stream they were freed on, in this capture or a later one
    * into the same memory; graphs sharing the memory then replay in capture
@@ -365,6 +372,7 @@ static const gmr_resource_vtbl graph_arena_vtbl = {
     .trim = arena_trim,
     .get_footprint = arena_get_footprint,
     .get_memory_info = arena_get_memory_info,
+    .record_stream = gmr__ga_record_stream,
     .allocate_capturing = arena_allocate_capturing,
 };
 

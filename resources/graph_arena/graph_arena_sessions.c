@@ -12,7 +12,7 @@
 #include "core/nvtx_mem.h"
 #include "resources/graph_arena/graph_arena_internal.h"
 
-static bool memory_known(const gmr_graph_arena_resource *a, const gmr_graph_memory *m) {
+bool gmr__ga_memory_known(const gmr_graph_arena_resource *a, const gmr_graph_memory *m) {
   for (size_t i = 0; i < a->memory_count; ++i) {
     if (a->memories[i] == m) return true;
   }
@@ -80,6 +80,9 @@ static void close_session(gmr_graph_arena_resource *a, gmr__ga_session *s) {
   if (s->explicit_session) {
     atomic_fetch_sub_explicit(&a->explicit_session_count, 1, memory_order_relaxed);
   }
+  /* The capture has joined every stream it forked: frees that waited for
+   * that may now be reused. */
+  gmr__ga_settle_deferred(a, s->memory);
   s->memory->session = NULL;
   free(s->marks.items);
   free(s);
@@ -148,6 +151,7 @@ void gmr__ga_dissolve_memory(gmr_graph_arena_resource *a, gmr_graph_memory *m,
     free(m->entries.items);
   }
   gmr__extent_set_clear(&m->reuse);
+  free(m->deferred);
   free(m);
 }
 
@@ -294,7 +298,7 @@ gmr_status gmr_graph_arena_resource_begin_capture(gmr_graph_arena_resource *a, g
   gmr__ga_lock(a);
   gmr_status st = GMR_OK;
   gmr__ga_session *s = gmr__ga_find_session(a, stream);
-  if (share != NULL && (!memory_known(a, share) || share->references == 0)) {
+  if (share != NULL && (!gmr__ga_memory_known(a, share) || share->references == 0)) {
     st = GMR_ERR_INVALID_ARGUMENT;
   } else if (s != NULL) {
     if (s->explicit_session || share != NULL) {
@@ -351,7 +355,7 @@ gmr_status gmr_graph_arena_resource_release_graph_memory(gmr_graph_arena_resourc
   if (a == NULL || m == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr__ga_lock(a);
   gmr_status st = GMR_OK;
-  if (!memory_known(a, m) || m->references == 0) {
+  if (!gmr__ga_memory_known(a, m) || m->references == 0) {
     st = GMR_ERR_INVALID_ARGUMENT;
   } else if (m->references == 1 && m->session == NULL) {
     st = release_memory_locked(a, m);
@@ -371,7 +375,7 @@ gmr_status gmr_graph_arena_resource_get_graph_memory_info(gmr_graph_arena_resour
   if (a == NULL || m == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr__ga_lock(a);
   gmr_status st = GMR_ERR_INVALID_ARGUMENT;
-  if (memory_known(a, m)) {
+  if (gmr__ga_memory_known(a, m)) {
     out->held_bytes = m->held_bytes;
     out->live_bytes = m->live_bytes;
     out->live_count = m->live_count;
