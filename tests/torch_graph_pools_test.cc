@@ -127,6 +127,19 @@ TEST_P(GraphPools, ACapturesMemoryServesOnlyItsPoolUntilReleased) {
   EXPECT_EQ(3u, torch_counters().capture_allocation_count >= 3 ? 3u : 0u);
   auto held = pool_blocks(0, pool);
   EXPECT_EQ(2u, held.size());
+  // One memory (the capture's one stream): memory_snapshot's one segment.
+  uintptr_t seg_stream = 0;
+  size_t seg_bytes = 0, seg_count = 0;
+  ASSERT_EQ(GMR_OK, gmr_torch_get_pool_segments(0, pool.first, pool.second, &seg_stream,
+                                                &seg_bytes, 1, &seg_count));
+  EXPECT_EQ(1u, seg_count);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(s_), seg_stream);
+  EXPECT_GE(seg_bytes, 4 * kMiB);
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
+            gmr_torch_get_pool_segments(0, pool.first, pool.second, nullptr, nullptr, 1,
+                                        &seg_count));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
+            gmr_torch_get_pool_segments(0, 99, 99, nullptr, nullptr, 0, &seg_count));
   // The graph's blocks freed after the capture (its outputs dropped) stay the
   // pool's: eager requests on any stream never get them.
   gmr_torch_free(a, 3 * kMiB, 0, s_);

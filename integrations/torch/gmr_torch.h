@@ -219,6 +219,31 @@ GMR_TORCH_API gmr_status gmr_torch_get_pool_blocks(int device, uint64_t pool_fir
                                                    size_t capacity, size_t *out_count);
 
 /**
+ * The memories of pool (pool_first, pool_second) of `device` that capture
+ * sessions have ended into (one per stream that filled one: a capture's
+ * forked streams get their own): streams[i], the stream that first filled
+ * it, and held_bytes[i], the bytes it holds, for i < min(capacity,
+ * *out_count). The segments of torch.cuda.memory_snapshot() under gmr.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (device out of range, NULL
+ * out_count, NULL arrays with capacity > 0); GMR_ERR_UNKNOWN_POINTER (no such
+ * pool, or it was released). Thread-safe: yes. No CUDA call.
+ */
+GMR_TORCH_API gmr_status gmr_torch_get_pool_segments(int device, uint64_t pool_first,
+                                                     uint64_t pool_second, uintptr_t *streams,
+                                                     size_t *held_bytes, size_t capacity,
+                                                     size_t *out_count);
+
+/**
+ * The ids of the graph pools of `device` that have a user (begun, not yet
+ * released): firsts[i], seconds[i] for i < min(capacity, *out_count);
+ * *out_count is their number. Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT
+ * (device out of range, NULL out_count, NULL arrays with capacity > 0).
+ * Thread-safe: yes. No CUDA call.
+ */
+GMR_TORCH_API gmr_status gmr_torch_get_pool_ids(int device, uint64_t *firsts, uint64_t *seconds,
+                                                size_t capacity, size_t *out_count);
+
+/**
  * The calling thread's next direct-mode allocation must return exactly `ptr`,
  * a block that pool (pool_first, pool_second) of `device` holds free: how a
  * checkpoint of the pool is restored (PyTorch's setCheckpointPoolState, which

@@ -55,6 +55,7 @@ struct pool_state {
   uint64_t activation = 0;                   // order of the begin: the latest wins
   std::function<bool(gmr_stream)> filter;    // while active
   std::vector<gmr_graph_memory *> memories;  // one reference held for each
+  std::vector<gmr_stream> memory_streams;    // the stream that first filled each memory
   std::vector<gmr_stream> sessions;          // streams with an open session for this pool
   std::unordered_set<void *> live;           // blocks of the pool not yet freed
 };
@@ -149,6 +150,7 @@ void end_session(device_pools &d, int device, pool_state &p, gmr_stream stream) 
     (void)gmr_graph_arena_resource_release_graph_memory(d.arena, m);  // keep one reference
   } else {
     p.memories.push_back(m);
+    p.memory_streams.push_back(stream);
   }
   p.sessions.erase(std::remove(p.sessions.begin(), p.sessions.end(), stream), p.sessions.end());
 }
@@ -485,6 +487,7 @@ extern "C" void gmr_torch_release_pool(int device, gmr_torch_mempool_id id) {
   }
   d.pending.insert(d.pending.end(), p->memories.begin(), p->memories.end());
   p->memories.clear();
+  p->memory_streams.clear();
   // The pool id is gone for PyTorch; blocks still live keep their bytes until
   // they are freed after the memory's release.
   if (p->live.empty()) {
@@ -565,5 +568,53 @@ extern "C" gmr_status gmr_torch_get_graph_pool_info(int device, gmr_torch_graph_
       out->arena_held_bytes = s.held_bytes;
     }
   }
+  return GMR_OK;
+}
+
+extern "C" gmr_status gmr_torch_get_pool_ids(int device, uint64_t *firsts, uint64_t *seconds,
+                                             size_t capacity, size_t *out_count) {
+  if (out_count != nullptr) *out_count = 0;
+  if (device < 0 || device >= kMaxDevices || out_count == nullptr ||
+      (capacity > 0 && (firsts == nullptr || seconds == nullptr))) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  device_pools &d = devices[device];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  size_t n = 0;
+  for (auto &p : d.pools) {
+    if (p->use_count <= 0) continue;
+    if (n < capacity) {
+      firsts[n] = p->id.first;
+      seconds[n] = p->id.second;
+    }
+    ++n;
+  }
+  *out_count = n;
+  return GMR_OK;
+}
+
+extern "C" gmr_status gmr_torch_get_pool_segments(int device, uint64_t pool_first,
+                                                  uint64_t pool_second, uintptr_t *streams,
+                                                  size_t *held_bytes, size_t capacity,
+                                                  size_t *out_count) {
+  if (out_count != nullptr) *out_count = 0;
+  if (device < 0 || device >= kMaxDevices || out_count == nullptr ||
+      (capacity > 0 && (streams == nullptr || held_bytes == nullptr))) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  device_pools &d = devices[device];
+  std::lock_guard<std::mutex> lock(d.mutex);
+  pool_state *p = find(d, gmr_torch_mempool_id{pool_first, pool_second});
+  if (p == nullptr || p->use_count <= 0) return GMR_ERR_UNKNOWN_POINTER;
+  size_t n = p->memories.size();
+  for (size_t i = 0; i < n && i < capacity; ++i) {
+    gmr_graph_memory_info info;
+    held_bytes[i] = gmr_graph_arena_resource_get_graph_memory_info(d.arena, p->memories[i],
+                                                                  &info) == GMR_OK
+                        ? info.held_bytes
+                        : 0;
+    streams[i] = reinterpret_cast<uintptr_t>(p->memory_streams[i]);
+  }
+  *out_count = n;
   return GMR_OK;
 }

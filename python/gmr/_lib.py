@@ -102,6 +102,46 @@ class TorchCounters(ctypes.Structure):
     ]
 
 
+class TorchDeviceStats(ctypes.Structure):
+    """gmr_torch_device_stats (integrations/torch/gmr_torch.h)."""
+
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("version", ctypes.c_uint32),
+        ("live_count", ctypes.c_uint64),
+        ("peak_live_count", ctypes.c_uint64),
+        ("live_bytes", ctypes.c_uint64),
+        ("peak_live_bytes", ctypes.c_uint64),
+        ("allocation_count", ctypes.c_uint64),
+        ("free_count", ctypes.c_uint64),
+        ("allocated_bytes", ctypes.c_uint64),
+        ("freed_bytes", ctypes.c_uint64),
+        ("failed_allocation_count", ctypes.c_uint64),
+        ("retry_count", ctypes.c_uint64),
+    ]
+
+
+class TorchGraphPoolInfo(ctypes.Structure):
+    """gmr_torch_graph_pool_info (integrations/torch/gmr_torch.h)."""
+
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("version", ctypes.c_uint32),
+        ("pool_count", ctypes.c_size_t),
+        ("active_pool_count", ctypes.c_size_t),
+        ("live_block_count", ctypes.c_size_t),
+        ("pending_memory_count", ctypes.c_size_t),
+        ("deferred_free_count", ctypes.c_size_t),
+        ("arena_held_bytes", ctypes.c_size_t),
+    ]
+
+
+class FootprintStruct(ctypes.Structure):
+    """gmr_footprint (gmr/resource.h)."""
+
+    _fields_ = [("held_bytes", ctypes.c_size_t), ("peak_held_bytes", ctypes.c_size_t)]
+
+
 def _declare(lib):
     c = ctypes
     vp, sz, i = c.c_void_p, c.c_size_t, c.c_int
@@ -123,6 +163,7 @@ def _declare(lib):
         "gmr_resource_type_name": (c.c_char_p, [vp]),
         "gmr_resource_write_stats_json": (i, [vp, c.c_char_p, sz, c.POINTER(sz)]),
         "gmr_stream_wait_stream": (i, [vp, vp]),
+        "gmr_resource_get_footprint": (i, [vp, c.POINTER(FootprintStruct)]),
     }
     for name, (restype, argtypes) in protos.items():
         f = getattr(lib, name)
@@ -145,6 +186,19 @@ def _declare_torch(lib):
         "gmr_torch_get_counters": (i, [c.POINTER(TorchCounters)]),
         "gmr_torch_get_last_error": (sz, [c.c_char_p, sz]),
         "gmr_torch_raises_torch_errors": (c.c_bool, []),
+        "gmr_torch_get_device_stats": (i, [i, c.POINTER(TorchDeviceStats)]),
+        "gmr_torch_reset_peak_stats": (i, [i]),
+        "gmr_torch_reset_accumulated_stats": (i, [i]),
+        "gmr_torch_get_graph_pool_info": (i, [i, c.POINTER(TorchGraphPoolInfo)]),
+        "gmr_torch_get_pool_blocks": (i, [i, c.c_uint64, c.c_uint64, c.POINTER(sz),
+                                          c.POINTER(sz), c.POINTER(sz), sz, c.POINTER(sz)]),
+        "gmr_torch_get_pool_ids": (i, [i, c.POINTER(c.c_uint64), c.POINTER(c.c_uint64), sz,
+                                       c.POINTER(sz)]),
+        "gmr_torch_expect_address": (i, [i, c.c_uint64, c.c_uint64, vp]),
+        "gmr_torch_get_pool_segments": (i, [i, c.c_uint64, c.c_uint64, c.POINTER(sz),
+                                            c.POINTER(sz), sz, c.POINTER(sz)]),
+        "gmr_torch_storage_adopt": (i, [c.c_int64]),
+        "gmr_torch_storage_disown": (i, [c.c_int64]),
     }
     for name, (restype, argtypes) in protos.items():
         f = getattr(lib, name)
@@ -185,11 +239,25 @@ def lib_path():
     return _lib_path
 
 
+_preferred_torch_lib = None
+
+
+def prefer_torch_lib(path):
+    """Load the torch shim from `path` (a libgmr_torch_c10.so gmr.torch built
+    for this PyTorch) unless GMR_TORCH_LIBRARY names one; before it is loaded."""
+    global _preferred_torch_lib
+    _preferred_torch_lib = path
+
+
 def torch_lib_path():
-    """Path of the torch shim gmr.torch uses (libgmr_torch_c10.so preferred)."""
+    """Path of the torch shim gmr.torch uses: GMR_TORCH_LIBRARY, then one
+    gmr.torch built for this PyTorch, then libgmr_torch_c10.so, then
+    libgmr_torch.so in the library folders."""
     env = os.environ.get("GMR_TORCH_LIBRARY")
     if env:
         return env
+    if _preferred_torch_lib is not None:
+        return _preferred_torch_lib
     tried = []
     for name in ("libgmr_torch_c10.so", "libgmr_torch.so"):
         for d in _candidate_dirs():

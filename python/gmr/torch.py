@@ -29,8 +29,10 @@ import warnings
 
 import gmr
 from gmr import _lib
+from gmr import _torch_allocator_api
 
-__all__ = ["use", "mempool", "stats", "counters", "last_error", "build_shim", "mode"]
+__all__ = ["use", "mempool", "stats", "counters", "last_error", "build_shim", "mode",
+           "graph_pool_info"]
 
 # Hook setters of PyTorch's _CUDAAllocator object and gmr's functions for them.
 _HOOKS = (
@@ -67,26 +69,82 @@ def mode():
     return _mode
 
 
+def _shim_cache_dir(torch):
+    """Where gmr.torch keeps the shim it built for this PyTorch and this gmr."""
+    base = os.environ.get("GMR_TORCH_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "gmr")
+    tag = "torch-%s-gmr-%s-abi%d" % (torch.__version__, gmr.version(),
+                                     int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
+    return os.path.join(base, tag.replace(os.sep, "_"))
+
+
+def _ensure_c10_shim(torch):
+    """Load the shim built against this PyTorch's headers (OutOfMemoryError
+    types, CUDA graph trees' storage calls), building it once into a cache
+    folder when none is there. Set GMR_TORCH_BUILD=0 to never build;
+    GMR_TORCH_LIBRARY names a shim to use as it is."""
+    if _lib.loaded_torch_lib_path() is not None or os.environ.get("GMR_TORCH_LIBRARY"):
+        return
+    found = _lib.torch_lib_path()
+    if os.path.basename(found) == "libgmr_torch_c10.so":
+        return
+    cache = _shim_cache_dir(torch)
+    built = os.path.join(cache, "libgmr_torch_c10.so")
+    if not os.path.exists(built):
+        if os.environ.get("GMR_TORCH_BUILD", "1") == "0":
+            return
+        try:
+            build_shim(out_dir=cache)
+        except (OSError, RuntimeError, ImportError) as e:
+            warnings.warn("gmr.torch: could not build the torch shim against PyTorch's headers "
+                          "(%s); using %s: out of memory raises RuntimeError and CUDA graph "
+                          "trees (torch.compile mode='reduce-overhead') cannot restore their "
+                          "checkpoints" % (str(e).splitlines()[0], found),
+                          RuntimeWarning, stacklevel=3)
+            return
+    _lib.prefer_torch_lib(built)
+
+
 def use(spec=None):
     """Make gmr PyTorch's CUDA allocator for this process (direct mode).
 
     `spec` (None: the spec set with gmr.set_device_spec, else GMR_STACK, else
-    gmr.FRAMEWORK_DEFAULT_SPEC, "vmm", which serves torch.cuda.graph) is checked now
-    (gmr.SpecError); each device's stack is created at its first allocation,
-    with that device current. A malformed GMR_STACK fails at that allocation,
-    with the spec error in the exception.
+    gmr.FRAMEWORK_DEFAULT_SPEC, "vmm") is checked now (gmr.SpecError); each
+    device's stack is created at its first allocation, with that device
+    current. A malformed GMR_STACK fails at that allocation, with the spec
+    error in the exception.
 
-    Raises RuntimeError, with PyTorch's own message, when PyTorch refuses the
-    swap: it swaps its allocator only before CUDA is initialised in the
-    process, and only once.
+    CUDA graphs: torch.cuda.graph, graph_pool_handle and CUDA graph trees
+    (torch.compile(mode="reduce-overhead")) get PyTorch's private pools from
+    gmr over any stack (docs/frameworks.md). The first call builds the torch
+    shim against this PyTorch's headers into a cache folder (a few seconds,
+    once; GMR_TORCH_BUILD=0 turns it off), and PyTorch's memory statistics
+    and graph-tree checkpoint calls are answered from gmr's figures.
+
+    Args:
+        spec: a stack spec (str) or None.
+
+    Raises:
+        gmr.SpecError: `spec` is malformed, or names a graph_arena (gmr.torch
+            puts its own under every capture).
+        RuntimeError: PyTorch refused the swap (with PyTorch's own message): it
+            swaps its allocator only before CUDA is initialised in the process,
+            and only once.
     """
     global _mode, _missing_hooks
     torch = _import_torch()
+    chosen = gmr._framework_spec(spec)
+    if chosen is not None and "graph_arena" in chosen:
+        raise gmr.SpecError("GMR_ERR_INVALID_ARGUMENT",
+                            "gmr.torch.use(%r): CUDA graphs get private pools of gmr.torch's own "
+                            "over any stack: remove graph_arena(...) from the spec" % chosen)
     gmr._use_framework_spec(spec)
-    shim = _lib.torch_lib()
     if _mode == "direct":
         raise RuntimeError("gmr.torch.use() was called already: PyTorch's allocator can be "
                            "swapped once per process")
+    _ensure_c10_shim(torch)
+    shim = _lib.torch_lib()
     allocator = torch.cuda.memory.CUDAPluggableAllocator(
         _lib.loaded_torch_lib_path(), "gmr_torch_alloc", "gmr_torch_free")
     missing = []
@@ -107,14 +165,34 @@ def use(spec=None):
     _keep.append(allocator)
     _mode = "direct"
     _missing_hooks = tuple(missing)
+    _torch_allocator_api.install(torch)
     if missing:
         warnings.warn("gmr.torch: this PyTorch has no %s; those hooks are not connected "
                       "(docs/frameworks.md)" % ", ".join(missing), RuntimeWarning, stacklevel=2)
     if not shim.gmr_torch_raises_torch_errors():
         warnings.warn("gmr.torch: %s was built without PyTorch's headers: out of memory "
-                      "raises RuntimeError, not torch.cuda.OutOfMemoryError. "
-                      "gmr.torch.build_shim() builds one that does."
-                      % _lib.loaded_torch_lib_path(), RuntimeWarning, stacklevel=2)
+                      "raises RuntimeError, not torch.cuda.OutOfMemoryError, and CUDA graph "
+                      "trees cannot restore checkpoints. gmr.torch.build_shim() builds one "
+                      "that can." % _lib.loaded_torch_lib_path(), RuntimeWarning, stacklevel=2)
+
+
+def graph_pool_info(device=None):
+    """The graph pools of `device` (None: the current device) as a dict:
+    pool_count, active_pool_count, live_block_count, pending_memory_count,
+    deferred_free_count, arena_held_bytes (integrations/torch/gmr_torch.h).
+
+    Raises:
+        gmr.GmrError: the device is out of range.
+    """
+    if device is None:
+        device = _current_device()
+    info = _lib.TorchGraphPoolInfo()
+    info.size = ctypes.sizeof(info)
+    info.version = 1
+    st = _lib.torch_lib().gmr_torch_get_graph_pool_info(device, ctypes.byref(info))
+    if st != 0:
+        _lib.raise_for(st, "gmr.torch: graph pools of device %d" % device)
+    return {name: getattr(info, name) for name, _ in info._fields_[2:]}
 
 
 def mempool(spec=None, device=None):
@@ -223,6 +301,25 @@ def _source_root():
     raise OSError("gmr.torch.build_shim: the shim's sources (integrations/torch) were not found")
 
 
+def _cuda_include_dirs(cpp_extension):
+    """Folders with cuda_runtime.h, which PyTorch's c10/cuda headers include:
+    the toolkit PyTorch finds (CUDA_HOME, CUDA_PATH, nvcc, /usr/local/cuda),
+    else the headers of the nvidia-cuda-runtime wheel."""
+    dirs = []
+    for home in (getattr(cpp_extension, "CUDA_HOME", None), os.environ.get("CUDA_HOME"),
+                 os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and os.path.exists(os.path.join(home, "include", "cuda_runtime.h")):
+            dirs.append(os.path.join(home, "include"))
+            break
+    if not dirs:
+        for base in sys.path:
+            candidate = os.path.join(base, "nvidia", "cuda_runtime", "include")
+            if os.path.exists(os.path.join(candidate, "cuda_runtime.h")):
+                dirs.append(candidate)
+                break
+    return dirs
+
+
 def build_shim(out_dir=None, cxx=None, verbose=False):
     """Build libgmr_torch_c10.so against this PyTorch's headers, so that out of
     memory in direct mode raises torch.cuda.OutOfMemoryError (c10's exception
@@ -242,7 +339,7 @@ def build_shim(out_dir=None, cxx=None, verbose=False):
     os.makedirs(out_dir, exist_ok=True)
     out = os.path.join(out_dir, "libgmr_torch_c10.so")
     sources = [os.path.join(root, "integrations", "torch", f)
-               for f in ("errors.cc", "graph_pools.cc", "torch_allocator.cc")]
+               for f in ("errors.cc", "graph_pools.cc", "storages.cc", "torch_allocator.cc")]
     torch_libdirs = cpp_extension.library_paths()
     abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
     with tempfile.NamedTemporaryFile("w", suffix=".map", delete=False) as f:
@@ -251,7 +348,7 @@ def build_shim(out_dir=None, cxx=None, verbose=False):
     cmd = [cxx or os.environ.get("CXX", "g++"), "-O2", "-fPIC", "-shared",
            "-DGMR_TORCH_WITH_C10", "-D_GLIBCXX_USE_CXX11_ABI=%d" % abi,
            "-I", root, "-I", include]
-    for d in cpp_extension.include_paths():
+    for d in cpp_extension.include_paths() + _cuda_include_dirs(cpp_extension):
         cmd += ["-isystem", d]
     cmd += sources + ["-o", out, "-Wl,--version-script=" + version_script,
                       "-Wl,-soname,libgmr_torch_c10.so",
@@ -259,7 +356,7 @@ def build_shim(out_dir=None, cxx=None, verbose=False):
                       "-Wl,-rpath," + libdir]
     for d in torch_libdirs:
         cmd += ["-L", d, "-Wl,-rpath," + d]
-    cmd += ["-lc10"]
+    cmd += ["-lc10", "-lc10_cuda"]
     # PyTorch's headers need C++17 or, in newer releases, C++20: try both.
     errors = []
     try:

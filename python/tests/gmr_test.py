@@ -217,13 +217,30 @@ class TorchShimTest(GmrTest):
 
 
 FAKE_TORCH = {
-    "torch/__init__.py": "from . import cuda\n",
+    "torch/__init__.py": "__version__ = '0.0+stand-in'\nfrom . import cuda, _C\n",
+    "torch/_C.py": textwrap.dedent("""\
+        _GLIBCXX_USE_CXX11_ABI = True
+        def _pluggable(name):
+            def refuse(*args, **kwargs):
+                raise RuntimeError("pluggable does not yet support " + name)
+            refuse.__name__ = name
+            return refuse
+        _cuda_checkPoolLiveAllocations = _pluggable("checkPoolLiveAllocations")
+        _cuda_getCheckpointState = _pluggable("getCheckpointState")
+        _cuda_setCheckpointPoolState = _pluggable("setCheckpointPoolState")
+        _cuda_memoryStats = _pluggable("getDeviceStats")
+        _cuda_resetPeakMemoryStats = _pluggable("resetPeakStats")
+        _cuda_resetAccumulatedMemoryStats = _pluggable("resetAccumulatedStats")
+        _cuda_memorySnapshot = _pluggable("snapshot")
+        """),
     "torch/cuda/__init__.py": textwrap.dedent("""\
         from . import memory
         def is_initialized():
             return False
         def current_device():
             return 0
+        def device_count():
+            return 2
         """),
     "torch/cuda/memory.py": textwrap.dedent("""\
         import ctypes
@@ -259,6 +276,7 @@ class TorchUseWithAStandInTest(GmrTest):
 
     def setUp(self):
         super().setUp()
+        os.environ["GMR_TORCH_BUILD"] = "0"  # the stand-in has no headers to build against
         self.real_torch_missing = importlib.util.find_spec("torch") is None
         self.tmp = tempfile.TemporaryDirectory()
         for path, text in FAKE_TORCH.items():
@@ -272,7 +290,10 @@ class TorchUseWithAStandInTest(GmrTest):
             del sys.modules[name]
         if self.tmp.name in sys.path:
             sys.path.remove(self.tmp.name)
+        if "torch" in sys.modules:
+            gmr._torch_allocator_api.uninstall(sys.modules["torch"])
         gmr.torch._mode = None
+        os.environ.pop("GMR_TORCH_BUILD", None)
         self.tmp.cleanup()
         super().tearDown()
 
@@ -309,6 +330,60 @@ class TorchUseWithAStandInTest(GmrTest):
             gmr.torch.use()
         self.assertIn("Can't swap an already initialized allocator", str(cm.exception))
         self.assertIn("before CUDA is initialised", str(cm.exception))
+
+    def test_use_answers_pytorchs_allocator_queries_from_gmrs_figures(self):
+        if not self.real_torch_missing:
+            self.skipTest("PyTorch is installed here: the stand-in would not be imported")
+        sys.path.insert(0, self.tmp.name)
+        import torch  # the stand-in  # noqa: PLC0415
+        refusing = torch._C._cuda_memoryStats
+        with self.assertRaises(gmr.SpecError) as cm:
+            gmr.torch.use("graph_arena > pool > cuda(kind=device)")
+        self.assertIn("remove graph_arena(...) from the spec", str(cm.exception))
+        self.assertIs(refusing, torch._C._cuda_memoryStats, "nothing installed after a refusal")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gmr.torch.use("tracking > pool > cuda(kind=device)")
+        self.assertTrue(gmr._torch_allocator_api.installed())
+        shim = _lib.torch_lib()
+        torch._C._cuda_resetAccumulatedMemoryStats(0)
+        torch._C._cuda_resetPeakMemoryStats(0)
+        p = shim.gmr_torch_alloc(3000, 0, None)
+        q = shim.gmr_torch_alloc(5000, 0, None)
+        shim.gmr_torch_free(p, 3000, 0, None)
+        stats = torch._C._cuda_memoryStats(0)
+        flat = {}
+        for key, value in stats.items():
+            if isinstance(value, dict):
+                for k2, v2 in value.items():
+                    if isinstance(v2, dict):
+                        for k3, v3 in v2.items():
+                            flat["%s.%s.%s" % (key, k2, k3)] = v3
+                    else:
+                        flat["%s.%s" % (key, k2)] = v2
+            else:
+                flat[key] = value
+        self.assertEqual(122, len(flat), "PyTorch's memory_stats() has 122 keys")
+        self.assertEqual(5000, flat["allocated_bytes.all.current"])
+        self.assertEqual(8000, flat["allocated_bytes.all.peak"])
+        self.assertEqual(2, flat["allocation.all.allocated"])
+        self.assertEqual(1, flat["allocation.all.freed"])
+        self.assertGreater(flat["reserved_bytes.all.current"], 0)
+        torch._C._cuda_resetPeakMemoryStats(0)
+        self.assertEqual(5000, torch._C._cuda_memoryStats(0)["allocated_bytes"]["all"]["peak"])
+        shim.gmr_torch_free(q, 5000, 0, None)
+        # Graph trees' queries on a pool gmr does not know.
+        self.assertTrue(torch._C._cuda_checkPoolLiveAllocations(0, (77, 1), set()))
+        self.assertFalse(torch._C._cuda_checkPoolLiveAllocations(0, (77, 1), {0x1000}))
+        with self.assertRaises(RuntimeError):
+            torch._C._cuda_getCheckpointState(0, (77, 1))
+        with self.assertRaises(TypeError):
+            torch._C._cuda_setCheckpointPoolState(0, object(), [], [])
+        snapshot = torch._C._cuda_memorySnapshot(None)
+        self.assertEqual({"segments", "device_traces", "allocator_settings",
+                          "external_annotations"}, set(snapshot))
+        gmr._torch_allocator_api.uninstall(torch)
+        self.assertIs(refusing, torch._C._cuda_memoryStats)
 
     def test_use_without_a_spec_takes_the_framework_default_unless_one_was_chosen(self):
         if not self.real_torch_missing:

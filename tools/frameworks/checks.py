@@ -180,25 +180,16 @@ def check_record_stream():
         out["steps"], c["record_stream_count"], c["record_stream_fallback_count"])
 
 
-def check_graph_direct_reserved():
-    """torch.cuda.graph in direct mode, the arena sized before capture: the hooks
-    route the capture to a graph_arena session and the replays are right."""
-    return _graph_direct("graph_arena(uncaptured=forward, policy=ordered_reuse, initial=256MiB)"
-                         " > pool > cuda(kind=async)")
-
-
 def check_graph_direct():
-    """torch.cuda.graph in direct mode with no sizing: the arena grows during
-    capture through the pool, whose growth is cudaMalloc in relaxed capture
-    mode (cuda(kind=async) cannot: its memory would be graph memory nodes)."""
-    return _graph_direct("graph_arena(uncaptured=forward, policy=ordered_reuse, detect=hinted) > "
-                         "pool > cuda(kind=device)")
+    """torch.cuda.graph in direct mode over pool > cuda(kind=device): the
+    capture goes to a private pool of gmr.torch's own, which grows during
+    capture through the pool (cudaMalloc in relaxed capture mode)."""
+    return _graph_direct("pool > cuda(kind=device)")
 
 
 def check_graph_direct_vmm():
     """The same over the VMM allocator: pages mapped during the capture."""
-    return _graph_direct("graph_arena(uncaptured=forward, policy=ordered_reuse, detect=hinted) > "
-                         "vmm")
+    return _graph_direct("vmm_pool")
 
 
 def check_graph_default():
