@@ -93,12 +93,7 @@
  * Destroy (gmr_resource_destroy) returns GMR_ERR_BUSY, changing nothing,
  * while a block is live, a session is open (automatic ones included), or a
  * graph memory is not released (unclaimed ones included: reset first);
- * otherwise it gives every chunk back to the upstream. Trim and destroy give
- * a chunk back on the stream it was taken on (the default stream for the
- * initial capacity and gmr_graph_arena_resource_reserve(); the request's
- * stream for growth), so an upstream that checks the stream of a free
- * (tracking's check_stream) accepts it: that stream must still exist then
- * (docs/stream_ordering.md).
+ * otherwise it gives every chunk back to the upstream.
  *
  * Optional slots (gmr/resource.h): get_memory_info reports held bytes (the
  * chunks), live bytes (blocks not yet deallocated, rounded), free bytes (the

@@ -76,7 +76,8 @@ struct device_pools {
   std::vector<gmr_graph_memory *> pending;  // memories of released pools
   std::vector<deferred_free> deferred;      // frees made on a capturing stream
   gmr_graph_arena_resource *arena = nullptr;
-  gmr_resource *stack = nullptr;            // the arena's upstream
+  gmr_resource *chunks = nullptr;           // the arena's upstream: chunk_streams over the stack
+  gmr_resource *stack = nullptr;            // the device's stack
   uint64_t next_activation = 1;
 };
 
@@ -98,13 +99,23 @@ pool_state *find(device_pools &d, const gmr_torch_mempool_id &id) {
   return nullptr;
 }
 
+// Destroy the arena and its chunk layer if they hold nothing. Lock held.
+bool drop_arena(device_pools &d) {
+  if (gmr_resource_destroy(gmr_graph_arena_resource_as_resource(d.arena)) != GMR_OK) return false;
+  (void)gmr_resource_destroy(d.chunks);  // empty once the arena gave every chunk back
+  d.arena = nullptr;
+  d.chunks = nullptr;
+  d.stack = nullptr;
+  return true;
+}
+
 // The arena of `device` over `stack`, made now if needed. Lock held.
 gmr_status arena_for(int device, device_pools &d, gmr_resource *stack, gmr_failure *failure) {
   if (d.arena != nullptr) {
     if (d.stack == stack) return GMR_OK;
     // The device's stack was replaced (gmr_set_device_resource): an idle
     // arena follows it; one that still holds pool memory cannot.
-    if (gmr_resource_destroy(gmr_graph_arena_resource_as_resource(d.arena)) != GMR_OK) {
+    if (!drop_arena(d)) {
       std::snprintf(failure->message, sizeof failure->message,
                     "gmr.torch: the stack of device %d was replaced while CUDA graph pools still "
                     "hold memory of the old one; release the graphs and call "
@@ -112,7 +123,6 @@ gmr_status arena_for(int device, device_pools &d, gmr_resource *stack, gmr_failu
                     device);
       return GMR_ERR_BUSY;
     }
-    d.arena = nullptr;
   }
   if (gmr_graph_arena_resource_find_in_stack(stack) != nullptr) {
     // Its automatic sessions would keep the pool arena's growth as graph
@@ -127,8 +137,15 @@ gmr_status arena_for(int device, device_pools &d, gmr_resource *stack, gmr_failu
   cfg.capture_policy = GMR_GRAPH_ARENA_ORDERED_REUSE;
   cfg.detection = GMR_GRAPH_ARENA_DETECT_EXPLICIT;
   cfg.uncaptured = GMR_GRAPH_ARENA_UNCAPTURED_FORWARD;
-  gmr_status st = gmr_graph_arena_resource_create(stack, &cfg, &d.arena);
+  d.chunks = chunk_streams_create(stack);
+  if (d.chunks == nullptr) {
+    std::snprintf(failure->message, sizeof failure->message, "gmr.torch: no host memory");
+    return GMR_ERR_OUT_OF_MEMORY;
+  }
+  gmr_status st = gmr_graph_arena_resource_create(d.chunks, &cfg, &d.arena);
   if (st != GMR_OK) {
+    (void)gmr_resource_destroy(d.chunks);
+    d.chunks = nullptr;
     std::snprintf(failure->message, sizeof failure->message,
                   "gmr.torch: cannot create the graph pool arena of device %d (%s)", device,
                   gmr_status_name(st));
@@ -278,11 +295,7 @@ size_t release_pending(device_pools &d, int device) {
                                }),
                 d.pools.end());
   // An arena that holds nothing goes too (the stack may be replaced later).
-  if (d.pools.empty() &&
-      gmr_resource_destroy(gmr_graph_arena_resource_as_resource(d.arena)) == GMR_OK) {
-    d.arena = nullptr;
-    d.stack = nullptr;
-  }
+  if (d.pools.empty()) (void)drop_arena(d);
   return released;
 }
 

@@ -82,6 +82,14 @@ size_t release_graph_pools(int device);
 // would give back.
 bool graph_pools_have_pending(int device);
 
+// chunk_streams.cc ----------------------------------------------------------
+
+// A layer over `upstream` that frees each allocation on the stream it was
+// allocated on, whatever stream the free names (the graph pool arena's
+// chunks; a stack may check the stream of a free). NULL for no host memory.
+// Destroyed with gmr_resource_destroy (GMR_ERR_BUSY while allocations live).
+gmr_resource *chunk_streams_create(gmr_resource *upstream);
+
 // torch_allocator.cc --------------------------------------------------------
 
 extern std::atomic<uint64_t> capture_allocation_count;

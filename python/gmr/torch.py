@@ -339,7 +339,8 @@ def build_shim(out_dir=None, cxx=None, verbose=False):
     os.makedirs(out_dir, exist_ok=True)
     out = os.path.join(out_dir, "libgmr_torch_c10.so")
     sources = [os.path.join(root, "integrations", "torch", f)
-               for f in ("errors.cc", "graph_pools.cc", "storages.cc", "torch_allocator.cc")]
+               for f in ("chunk_streams.cc", "errors.cc", "graph_pools.cc", "storages.cc",
+                         "torch_allocator.cc")]
     torch_libdirs = cpp_extension.library_paths()
     abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
     with tempfile.NamedTemporaryFile("w", suffix=".map", delete=False) as f:

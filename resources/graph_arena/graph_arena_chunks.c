@@ -106,7 +106,7 @@ gmr_status gmr__ga_add_chunk(gmr_graph_arena_resource *a, size_t bytes, uint8_t 
   uint64_t order = a->next_chunk_order++;
   void *heap = NULL;
   if (a->cfg.nvtx_annotate) heap = gmr__nvtx_mem_heap_register(p, bytes, CHUNK_NAME);
-  a->chunks[i] = (gmr__ga_chunk){base, bytes, order, block_at, origin, heap, stream};
+  a->chunks[i] = (gmr__ga_chunk){base, bytes, order, block_at, origin, heap};
   a->chunk_count++;
   a->held_bytes += bytes;
   if (a->held_bytes > a->peak_held_bytes) a->peak_held_bytes = a->held_bytes;
@@ -146,8 +146,7 @@ gmr_status gmr__ga_release_chunk(gmr_graph_arena_resource *a, size_t index, gmr_
   /* The heap goes before the memory: whoever gets the range next may
    * register it. A wholly free chunk has no region to keep. */
   if (a->cfg.nvtx_annotate) gmr__nvtx_mem_heap_unregister(c.nvtx_heap);
-  gmr_status st =
-      gmr_deallocate(a->upstream, (void *)c.base, c.bytes, 0, stream != NULL ? stream : c.stream);
+  gmr_status st = gmr_deallocate(a->upstream, (void *)c.base, c.bytes, 0, stream);
   if (st != GMR_OK) {
     /* It stays ours, still free, and is described again. */
     if (a->cfg.nvtx_annotate) {

@@ -142,8 +142,6 @@ typedef struct gmr__ga_chunk {
                          GMR__GA_TOMBSTONE where a freed one started, or 0 */
   uint8_t origin;     /* GMR__GA_CHUNK_*: which chunks trim and sharing give back */
   void *nvtx_heap;    /* nvtx_annotate: the chunk's NVTX heap (may be NULL) */
-  gmr_stream stream;  /* the stream it was taken on: it goes back on it (an upstream
-                         may check that a free names the allocation's stream) */
 } gmr__ga_chunk;
 
 typedef struct gmr__ga_session gmr__ga_session;
@@ -315,8 +313,8 @@ void gmr__ga_describe_free(const gmr_graph_arena_resource *a, size_t *free_bytes
                            size_t *largest_bytes, size_t *count);
 /* Fill the failure record's free figures with the arena's. Lock held. */
 void gmr__ga_note_free_info(const gmr_graph_arena_resource *a, gmr_failure *failure);
-/* Give chunk `index` back upstream if it is wholly free, deallocated on
- * `stream`, or with NULL on the stream it was taken on. Lock held. */
+/* Give chunk `index` back upstream, deallocated on `stream`, if it is wholly
+ * free. Lock held. */
 gmr_status gmr__ga_release_chunk(gmr_graph_arena_resource *a, size_t index, gmr_stream stream,
                                  bool *released);
 
