@@ -54,6 +54,44 @@ static gmr_status checkpoint_if_needed(gmr_scoped_pool *p, gmr_failure *failure)
   return GMR_OK;
 }
 
+/* The arena under the pool refused a request itself (not its upstream):
+ * the refusal is the pool's. The record names the pool, and a request past
+ * the pool's capacity names the option that sets it; other refusals keep the
+ * arena's words after the pool's name. The arena's message is kept for the
+ * second case only (the record has 192 bytes). */
+static void own_failure(gmr_scoped_pool *p, gmr_status st, size_t bytes, size_t alignment,
+                        gmr_failure *failure) {
+  size_t max = p->registry->config.max_capacity_bytes;
+  gmr_graph_arena_stats a = GMR_GRAPH_ARENA_STATS_INIT;
+  size_t held = gmr_graph_arena_resource_get_stats(p->arena, &a) == GMR_OK ? a.held_bytes : 0;
+  size_t granule = alignment > p->registry->config.alignment ? alignment
+                                                             : p->registry->config.alignment;
+  size_t rounded = (bytes + granule - 1) & ~(granule - 1);
+  bool over = st == GMR_ERR_OUT_OF_MEMORY && max != SIZE_MAX &&
+              (strstr(failure->message, "max_capacity_bytes") != NULL || rounded < bytes ||
+               rounded > max || held > max - rounded);
+  /* Truncation is acceptable (the record has 192 bytes); the results are
+   * read so that GCC does not warn about it. */
+  int n;
+  if (over) {
+    n = snprintf(failure->message, sizeof failure->message,
+                 "scoped_pool (device %d): %zu bytes do not fit under its capacity, "
+                 "gmr_scope_registry_config.max_capacity_bytes = %zu (holds %zu); exit "
+                 "scopes, reset or raise it",
+                 p->device, bytes, max, held);
+  } else {
+    char arena[GMR_FAILURE_MESSAGE_BYTES];
+    snprintf(arena, sizeof arena, "%s", failure->message);
+    n = snprintf(failure->message, sizeof failure->message, "scoped_pool (device %d): %s",
+                 p->device, arena);
+  }
+  if (n < 0) failure->message[0] = '\0';
+  failure->where = &p->base;
+  failure->status = st;
+  failure->bytes = bytes;
+  failure->alignment = alignment;
+}
+
 static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignment,
                                 gmr_stream stream, void **out_ptr, gmr_failure *failure) {
   gmr_scoped_pool *p = (gmr_scoped_pool *)self;
@@ -79,7 +117,11 @@ static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignme
   /* The real stream: a chunk the arena takes for this request is taken on
    * it, so a stream-ordered upstream orders the new memory there. */
   st = gmr_allocate_ex(p->arena_resource, bytes, alignment, stream, out_ptr, failure);
-  if (st == GMR_OK) atomic_fetch_add_explicit(&p->allocation_count, 1, memory_order_relaxed);
+  if (st == GMR_OK) {
+    atomic_fetch_add_explicit(&p->allocation_count, 1, memory_order_relaxed);
+  } else if (failure->where == p->arena_resource) {
+    own_failure(p, st, bytes, alignment, failure);
+  }
   return st;
 }
 

@@ -35,13 +35,14 @@ static const gmr__option_def options[OPTION_COUNT] = {
     [INITIAL] = {.name = "initial",
                  .type = GMR__OPTION_SIZE,
                  .max_value = GMR_MAX_ALLOCATION_BYTES,
-                 .help = "bytes taken from the layer below at create"},
+                 .help = "bytes taken from the layer below at create (rounded up to 256)"},
     /* 0 would mean "no maximum" to the pool: the spec says none for that. */
     [MAX] = {.name = "max",
              .type = GMR__OPTION_SIZE,
              .allow_unlimited = true,
              .min_value = 1,
-             .help = "most bytes held from the layer below; none for no maximum"},
+             .help = "most bytes held from the layer below (rounded up to 256); none for no "
+                     "maximum"},
     [MIN_GROWTH] = {.name = "min_growth",
                     .type = GMR__OPTION_SIZE,
                     .min_value = 1,

@@ -13,6 +13,7 @@
 #include "gmr/events.h"
 #include "gmr/host_resource.h"
 #include "gmr/limiting_adaptor.h"
+#include "gmr/stack.h"
 #include "gmr/policy.h"
 #include "gmr/tracking_adaptor.h"
 #include "tests/support/limiting_fixture.h"
@@ -660,3 +661,35 @@ TEST(LimitingThreads, ConcurrentRequestsNeverJointlyPassTheLimitAndSumsAreExact)
 
 }  // namespace
 
+
+namespace {
+
+// limiting keeps no table of pointers (RMM's limiting_resource_adaptor
+// neither): a double free with nothing else outstanding is more bytes than
+// are outstanding, FREE_MISMATCH; with other bytes outstanding the upstream
+// (a pool, which keeps books) judges it and its verdict comes back with the
+// charge restored.
+TEST(LimitingDoubleFree, IsNamedByTheUpstreamOrRefusedAsAMismatch) {
+  gmr_stack *stack = nullptr;
+  gmr_spec_error error;
+  ASSERT_EQ(GMR_OK, gmr_stack_create("limiting(limit=1MiB) > pool(stream_ordered=false) > host",
+                                     &stack, &error))
+      << error.message;
+  gmr_resource *r = gmr_stack_as_resource(stack);
+  gmr_limiting_adaptor *lim = gmr_limiting_adaptor_from_resource(r);
+  ASSERT_NE(nullptr, lim);
+  void *p = nullptr;
+  void *q = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 4096, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r, 4096, 0, nullptr, &q));
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 4096, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, p, 4096, 0, nullptr));
+  EXPECT_EQ(4096u, gmr_limiting_adaptor_get_used_bytes(lim)) << "the charge was put back";
+  ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, 4096, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, q, 4096, 0, nullptr))
+      << "nothing outstanding: a double free cannot be told from a wrong size";
+  EXPECT_EQ(0u, gmr_limiting_adaptor_get_used_bytes(lim));
+  EXPECT_EQ(GMR_OK, gmr_stack_destroy(stack));
+}
+
+}  // namespace

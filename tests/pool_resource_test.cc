@@ -306,6 +306,24 @@ TEST_F(PoolTest, BadFreesChangeNothing) {
   ExpectInvariants(r);
 }
 
+// RMM's pool refuses initial and maximum sizes that are not multiples of 256
+// bytes; gmr's rounds them up and reports the sizes it uses.
+TEST_F(PoolTest, SizesAreRoundedUpTo256AndReportedAsUsed) {
+  gmr_pool_resource_config c = small_config();
+  c.initial_pool_bytes = 1000;
+  c.maximum_pool_bytes = 8 * MiB + 1;
+  gmr_resource *r = Make(c);
+  gmr_pool_stats s = Stats(r);
+  EXPECT_EQ(1024u, s.initial_pool_bytes);
+  EXPECT_EQ(8 * MiB + 256, s.maximum_pool_bytes);
+  EXPECT_EQ(1024u, s.held_bytes) << "the initial chunk is the rounded size";
+  c.initial_pool_bytes = 0;
+  c.maximum_pool_bytes = 0;
+  s = Stats(Make(c));
+  EXPECT_EQ(0u, s.initial_pool_bytes);
+  EXPECT_EQ(0u, s.maximum_pool_bytes) << "0 stays 'no maximum'";
+}
+
 TEST_F(PoolTest, StatsHonourTheSizeVersionHeader) {
   gmr_pool_resource_config c = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
   c.initial_pool_bytes = MiB;

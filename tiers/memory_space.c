@@ -59,9 +59,11 @@ gmr_memory_space_config gmr_memory_space_config_default(gmr_tier tier, int index
 
 /* ---- building ----------------------------------------------------------------------- */
 
+/* fraction (in [0, 1]) of bytes, never above bytes (a double rounds large
+ * sizes up). */
 static size_t fraction_of(size_t bytes, double fraction) {
   double v = (double)bytes * fraction;
-  return v >= (double)SIZE_MAX ? SIZE_MAX : (size_t)v;
+  return v >= (double)bytes ? bytes : (size_t)v;
 }
 
 static gmr_status detect_gpu_capacity(const gmr__cuda_ops *cuda, int device, size_t *out) {
@@ -90,11 +92,22 @@ static gmr_status build_gpu(gmr_memory_space *s, gmr_failure *failure) {
     return gmr__tier_fail(failure, GMR_ERR_INVALID_ARGUMENT, 0,
                           "GPU space %d: no such device (the machine has %d)", c->id.index, count);
   }
+  /* The device's memory: the capacity when none is given, else its bound. */
+  size_t device_bytes = 0;
+  gmr_status st = detect_gpu_capacity(cuda, c->id.index, &device_bytes);
+  if (st != GMR_OK) {
+    return gmr__tier_fail(failure, st, 0, "GPU space %d: cudaMemGetInfo failed", c->id.index);
+  }
   if (s->capacity_bytes == 0) {
-    gmr_status st = detect_gpu_capacity(cuda, c->id.index, &s->capacity_bytes);
-    if (st != GMR_OK) {
-      return gmr__tier_fail(failure, st, 0, "GPU space %d: cudaMemGetInfo failed", c->id.index);
-    }
+    s->capacity_bytes = device_bytes;
+  } else if (s->capacity_bytes > device_bytes) {
+    /* A space that promises more than the device has: reservations would
+     * fit that allocations cannot, and the downgrade trigger would never
+     * fire. No override (see gmr_tier_manager_create). */
+    return gmr__tier_fail(failure, GMR_ERR_INVALID_ARGUMENT, 0,
+                          "GPU space %d: capacity_bytes %zu is above device %d's memory of %zu "
+                          "bytes; set capacity_bytes to at most that (0: all of it)",
+                          c->id.index, s->capacity_bytes, c->id.index, device_bytes);
   }
   if (c->upstream != NULL) {
     if (gmr_resource_check(c->upstream) != GMR_OK) {
@@ -109,7 +122,7 @@ static gmr_status build_gpu(gmr_memory_space *s, gmr_failure *failure) {
   err = gmr__cuda_device_enter(cuda, c->id.index, &saved);
   if (err != cudaSuccess) return gmr__tier_fail(failure, GMR_ERR_CUDA, 0, "cudaSetDevice failed");
   gmr_spec_error spec_error;
-  gmr_status st = gmr_stack_create(spec, &s->stack, &spec_error);
+  st = gmr_stack_create(spec, &s->stack, &spec_error);
   gmr__cuda_device_leave(cuda, saved);
   if (st != GMR_OK) {
     return gmr__tier_fail(failure, st, 0, "GPU space %d: stack '%s': %s", c->id.index, spec,
@@ -201,6 +214,13 @@ static gmr_status check_config(const gmr_memory_space_config *c, gmr_failure *fa
   if (c->id.index < 0) {
     return gmr__tier_fail(failure, GMR_ERR_INVALID_ARGUMENT, 0, "%s space: index %d is negative",
                           tier, c->id.index);
+  }
+  if (c->capacity_bytes > GMR_MEMORY_SPACE_MAX_CAPACITY_BYTES) {
+    return gmr__tier_fail(failure, GMR_ERR_INVALID_ARGUMENT, 0,
+                          "%s space %d: capacity_bytes %zu cannot be real: the most a space may "
+                          "have is %zu bytes (INT64_MAX / 2; 0 detects it)",
+                          tier, c->id.index, c->capacity_bytes,
+                          (size_t)GMR_MEMORY_SPACE_MAX_CAPACITY_BYTES);
   }
   double limit = c->reservation_limit_fraction, trigger = c->downgrade_trigger_fraction,
          stop = c->downgrade_stop_fraction;

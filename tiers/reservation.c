@@ -103,6 +103,7 @@ void gmr__reservation_unbind_locked(gmr__tier_reservation *r) {
   r->stream = NULL;
   r->baseline_bytes = 0;
   r->binding = 0;
+  r->noted = false;
 }
 
 static gmr__tier_reservation *bound_to(const gmr_memory_space *s, gmr_stream stream) {
@@ -336,48 +337,134 @@ gmr_status gmr_reservation_get_info(gmr_tier_manager *m, gmr_reservation_id id,
 
 /* ---- the limit policy of bound streams ------------------------------------------- */
 
+/* The largest size `r` may take now within its space's reservation limit.
+ * (M held) A reservation weighs max(size, bytes allocated on its stream) in
+ * `used`, so it may grow by what is available beyond that weight.
+ * `in_flight_bytes`: the charge of the request being judged, which the
+ * limiting adaptor has already added to the space's allocated bytes (it
+ * takes the capacity before it asks about the stream's limit) and which the
+ * books therefore count as untracked; it is the reservation's once it grows,
+ * so it is not counted twice. Capacities are at most
+ * GMR_MEMORY_SPACE_MAX_CAPACITY_BYTES: the sums cannot wrap. */
+static size_t largest_size_now(const gmr__tier_reservation *r, size_t in_flight_bytes) {
+  const gmr_memory_space *s = r->space;
+  gmr__space_usage u;
+  gmr__space_usage_locked(s, &u);
+  size_t counted = in_flight_bytes < u.untracked_bytes ? in_flight_bytes : u.untracked_bytes;
+  size_t used = u.used_bytes - counted;
+  size_t available = s->limit_bytes > used ? s->limit_bytes - used : 0;
+  size_t a = gmr__reservation_allocated_bytes(r);
+  size_t weight = r->bytes > a ? r->bytes : a;
+  return weight + available;
+}
+
+/* The request as the reservation's policy sees it: the stream's baseline
+ * (what it held before the binding) is neither used nor limit of it. */
+static gmr_limit_request reservation_view(const gmr__tier_reservation *r,
+                                          const gmr_limit_request *request,
+                                          size_t stream_used_bytes) {
+  gmr_limit_request mine = *request;
+  mine.used_bytes =
+      stream_used_bytes > r->baseline_bytes ? stream_used_bytes - r->baseline_bytes : 0;
+  mine.limit_bytes = r->bytes;
+  mine.scope_stream = 1;
+  return mine;
+}
+
+/*
+ * Hand a request past reservation `r` to the reservation's policy (M held).
+ * `mine` is the reservation's view of it. A raise grows the reservation as
+ * far as the space's reservation limit allows, up to the size the policy
+ * asked for: when that covers the request the answer is RAISE with the
+ * stream's new limit in *new_limit_bytes; a growth that falls short is kept
+ * (charged to the reservation, counted as a raise) and the request refused.
+ * `at_capacity`: the space's capacity refuses the request whatever the
+ * policy says (the policy is asked first, as cuCascade does): a growth is
+ * kept, nothing is let past. A refusal that has more to tell than the
+ * limiting adaptor's message is noted for gmr__reservation_explain_refusal().
+ */
+static gmr_limit_action consult(gmr__tier_reservation *r, const gmr_limit_request *mine,
+                                bool at_capacity, size_t *new_limit_bytes) {
+  gmr_memory_space *s = r->space;
+  r->noted = false; /* a note describes the latest request only */
+  size_t wanted = 0;
+  gmr_limit_action action = GMR_LIMIT_ACTION_FAIL;
+  if (r->on_limit.decide != NULL) action = r->on_limit.decide(&r->on_limit, mine, &wanted);
+  size_t need = mine->used_bytes + mine->charge_bytes;
+  bool sane = need >= mine->used_bytes;
+  size_t growth = 0;
+  bool covered = false;
+  if (action == GMR_LIMIT_ACTION_RAISE && sane && wanted >= need && wanted > r->bytes) {
+    size_t largest = largest_size_now(r, at_capacity ? 0 : mine->charge_bytes);
+    size_t target = wanted < largest ? wanted : largest;
+    if (target > r->bytes) {
+      /* The new limit is stored here, under the mutex, so a concurrent grow
+       * or shrink cannot interleave; the adaptor then finds it in place and
+       * judges again. */
+      growth = target - r->bytes;
+      set_size(r, target);
+      r->raise_count++;
+      s->raise_count++;
+    }
+    covered = r->bytes >= need;
+    if (covered && !at_capacity) {
+      *new_limit_bytes = r->baseline_bytes + r->bytes;
+      return GMR_LIMIT_ACTION_RAISE;
+    }
+  } else if (action == GMR_LIMIT_ACTION_RAISE) {
+    action = GMR_LIMIT_ACTION_FAIL; /* a raise that would not admit the request */
+  }
+  if (action == GMR_LIMIT_ACTION_ALLOW && !at_capacity) {
+    r->overage_count++;
+    s->overage_count++;
+    return GMR_LIMIT_ACTION_ALLOW;
+  }
+  if (action == GMR_LIMIT_ACTION_FAIL || (action == GMR_LIMIT_ACTION_RAISE && !covered)) {
+    r->refusal_count++;
+    s->refusal_count++;
+  }
+  if (at_capacity || growth > 0) {
+    r->noted = true;
+    r->noted_at_capacity = at_capacity;
+    r->noted_action = action;
+    r->noted_growth_bytes = growth;
+    r->noted_short_bytes = sane && need > r->bytes ? need - r->bytes : 0;
+  }
+  return GMR_LIMIT_ACTION_FAIL;
+}
+
 static gmr_limit_action space_limit_decide(const gmr_limit_policy *policy,
                                            const gmr_limit_request *request,
                                            size_t *new_limit_bytes) {
   gmr_memory_space *s = policy->ctx;
-  if (!request->scope_stream) return GMR_LIMIT_ACTION_FAIL; /* the capacity is a hard limit */
   gmr_tier_manager *m = s->manager;
   pthread_mutex_lock(&m->mutex);
   gmr__tier_reservation *r = bound_to(s, request->stream);
   gmr_limit_action action = GMR_LIMIT_ACTION_FAIL;
-  if (r == NULL) {
+  if (!request->scope_stream) {
+    /* The capacity is a hard limit for everybody. A bound stream's request
+     * that also passes its reservation is first handed to the reservation's
+     * policy (cuCascade checks the reservation before the capacity), so an
+     * `increase` grows the reservation as far as the space allows; the
+     * capacity refuses the request all the same. */
+    if (r != NULL) {
+      gmr_limit_request mine =
+          reservation_view(r, request, gmr__stream_held_bytes(s, request->stream));
+      size_t need = mine.used_bytes + mine.charge_bytes;
+      size_t ignored = 0;
+      if (need < mine.used_bytes || need > r->bytes) {
+        (void)consult(r, &mine, true, &ignored);
+      } else {
+        r->noted = false; /* within its reservation: the capacity's words are enough */
+      }
+    }
+  } else if (r == NULL) {
     /* Unbound since the adaptor read the stream's limit (now none): judge again. */
     *new_limit_bytes = GMR_LIMIT_NONE;
     action = GMR_LIMIT_ACTION_RAISE;
   } else {
-    /* The policy judges the reservation alone: the stream's baseline (what
-     * it held before the binding) is neither used nor limit of it. */
-    gmr_limit_request mine = *request;
-    mine.used_bytes = request->used_bytes > r->baseline_bytes
-                          ? request->used_bytes - r->baseline_bytes
-                          : 0;
-    mine.limit_bytes = r->bytes;
-    size_t wanted = 0;
-    if (r->on_limit.decide != NULL) action = r->on_limit.decide(&r->on_limit, &mine, &wanted);
-    bool admits = mine.used_bytes + mine.charge_bytes >= mine.used_bytes &&
-                  wanted >= mine.used_bytes + mine.charge_bytes;
-    if (action == GMR_LIMIT_ACTION_RAISE && admits && wanted > r->bytes &&
-        resize_fits(r, wanted)) {
-      /* The reservation grows with the stream's limit. The new limit is
-       * stored here, under the mutex, so a concurrent grow or shrink cannot
-       * interleave; the adaptor then finds it in place and judges again. */
-      set_size(r, wanted);
-      r->raise_count++;
-      s->raise_count++;
-      *new_limit_bytes = r->baseline_bytes + wanted;
-    } else if (action == GMR_LIMIT_ACTION_ALLOW) {
-      r->overage_count++;
-      s->overage_count++;
-    } else {
-      action = GMR_LIMIT_ACTION_FAIL;
-      r->refusal_count++;
-      s->refusal_count++;
-    }
+    gmr_limit_request mine = reservation_view(r, request, request->used_bytes);
+    action = consult(r, &mine, false, new_limit_bytes);
   }
   pthread_mutex_unlock(&m->mutex);
   return action;
@@ -389,4 +476,45 @@ gmr_limit_policy gmr__space_limit_policy(gmr_memory_space *space) {
   p.decide = space_limit_decide;
   p.ctx = space;
   return p;
+}
+
+void gmr__reservation_explain_refusal(gmr_memory_space *s, gmr_stream stream,
+                                      gmr_failure *failure) {
+  gmr_tier_manager *m = s->manager;
+  pthread_mutex_lock(&m->mutex);
+  gmr__tier_reservation *r = bound_to(s, stream);
+  if (r != NULL && r->noted) {
+    r->noted = false;
+    const char *policy = r->on_limit.name != NULL ? r->on_limit.name : "?";
+    char did[112];
+    if (r->noted_growth_bytes > 0) {
+      snprintf(did, sizeof did, "grew it by %zu to %zu bytes%s", r->noted_growth_bytes,
+               r->bytes, r->noted_short_bytes > 0 ? " (all the space allowed)" : "");
+    } else if (r->noted_action == GMR_LIMIT_ACTION_ALLOW) {
+      snprintf(did, sizeof did, "would let it pass its %zu bytes", r->bytes);
+    } else {
+      snprintf(did, sizeof did, "refused it (%zu bytes reserved)", r->bytes);
+    }
+    char space[32];
+    snprintf(space, sizeof space, "(%s, %d)", gmr_tier_name(s->config.id.tier),
+             s->config.id.index);
+    unsigned long long id = (unsigned long long)r->id;
+    /* Truncation is acceptable (the record has 192 bytes); the results are
+     * read so that GCC does not warn about it. */
+    int n;
+    if (r->noted_at_capacity) {
+      n = snprintf(failure->message, sizeof failure->message,
+                   "%s: the capacity of %zu bytes refused %zu bytes; asked first, reservation "
+                   "%llu's policy %s %s",
+                   space, s->capacity_bytes, failure->bytes, id, policy, did);
+    } else {
+      n = snprintf(failure->message, sizeof failure->message,
+                   "%s: reservation %llu's policy %s %s; the request still passes it by %zu "
+                   "bytes",
+                   space, id, policy, did, r->noted_short_bytes);
+    }
+    if (n < 0) failure->message[0] = '\0';
+    failure->where = &s->base;
+  }
+  pthread_mutex_unlock(&m->mutex);
 }

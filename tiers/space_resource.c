@@ -137,6 +137,11 @@ static gmr_status allocate_with(gmr_memory_space *s, allocate_below_fn *below, s
                          ? 0
                          : atomic_load_explicit(&s->bound_ids[slot], memory_order_acquire);
   st = below(s, bytes, alignment, stream, out_ptr, failure);
+  if (st == GMR_ERR_LIMIT_EXCEEDED && binding != 0) {
+    /* Cold: say what the reservation's policy did, when there is more to
+     * say than the limiting adaptor's message (reservation.c). */
+    gmr__reservation_explain_refusal(s, stream, failure);
+  }
   if (st != GMR_OK) return st;
   return remember(s, out_ptr, bytes, alignment, stream, slot, binding, failure);
 }

@@ -175,8 +175,10 @@ static void describe_best(const candidates *c, char *buf, size_t len) {
 }
 
 /* The candidate to reserve *size bytes in: the first that has them all;
- * for MODE_UP_TO else the one with the most available (*size becomes that).
- * NULL when none will do. */
+ * for MODE_UP_TO else the one with the most available (*size becomes that),
+ * and when none has a byte, a reservation of 0 bytes that can grow later
+ * (cuCascade's make_reservation_upto) in the first candidate that is not
+ * DISK (DISK reservations cannot grow). NULL when none will do. */
 static gmr_memory_space *pick_space(const candidates *c, reserve_mode mode, size_t *size) {
   for (size_t i = 0; i < c->count; ++i) {
     if (c->available[i] >= *size) return c->items[i];
@@ -186,9 +188,12 @@ static gmr_memory_space *pick_space(const candidates *c, reserve_mode mode, size
   for (size_t i = 1; i < c->count; ++i) {
     if (c->available[i] > c->available[best]) best = i;
   }
-  if (c->available[best] == 0) return NULL;
   *size = c->available[best];
-  return c->items[best];
+  if (*size > 0) return c->items[best];
+  for (size_t i = 0; i < c->count; ++i) {
+    if (c->items[i]->config.id.tier != GMR_TIER_DISK) return c->items[i];
+  }
+  return NULL;
 }
 
 /* Count a reserve call's waiting time and, when it succeeded, its latency
@@ -267,7 +272,9 @@ static gmr_status reserve_impl(gmr_tier_manager *m, const gmr_reservation_strate
     if (!blocking) {
       m->refused_count++;
       st = gmr__tier_fail(failure, GMR_ERR_LIMIT_EXCEEDED, bytes,
-                          "reserve %zu bytes: no candidate space has room now; %s", bytes, best);
+                          "reserve %zu bytes: no candidate space has room now%s; %s", bytes,
+                          mode == MODE_UP_TO ? " (and DISK reservations cannot grow from 0)" : "",
+                          best);
       break;
     }
     if (wait_started == 0) {

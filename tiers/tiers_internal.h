@@ -47,6 +47,14 @@ typedef struct gmr__tier_reservation {
   uint64_t raise_count;   /* (M) */
   uint64_t overage_count; /* (M) */
   uint64_t refusal_count; /* (M) */
+  /* (M) What its policy did at the latest request it was asked about that
+   * was refused, for that request's failure message (reservation.c,
+   * gmr__reservation_explain_refusal); `noted` until the message is written. */
+  bool noted;
+  bool noted_at_capacity;   /* the space's capacity refused the request */
+  gmr_limit_action noted_action; /* what the policy answered */
+  size_t noted_growth_bytes;     /* how much the policy grew it then (0: none) */
+  size_t noted_short_bytes;      /* how far the request still passed it */
 } gmr__tier_reservation;
 
 struct gmr_memory_space {
@@ -172,6 +180,15 @@ gmr_status gmr__reservation_lookup(gmr_tier_manager *m, gmr_reservation_id id,
 
 /* End a binding (M held). */
 void gmr__reservation_unbind_locked(gmr__tier_reservation *r);
+
+/* A request on `stream` was refused with GMR_ERR_LIMIT_EXCEEDED by the
+ * space's limiting adaptor: if the reservation bound to the stream noted
+ * what its policy did about that request (the capacity refused it after the
+ * policy was asked, or the policy grew it only part of the way), rewrite
+ * the failure record to say so and name the space. Takes the manager's
+ * mutex. */
+void gmr__reservation_explain_refusal(gmr_memory_space *space, gmr_stream stream,
+                                      gmr_failure *failure);
 
 /* ---- notification_channel.c ---- */
 

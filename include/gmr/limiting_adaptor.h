@@ -37,6 +37,12 @@
  * than are outstanding is refused with GMR_ERR_FREE_MISMATCH and never
  * reaches the upstream; while counting, the adaptor cannot tell and trusts
  * `bytes`. Put a tracking adaptor above it to check frees pointer by pointer.
+ * The adaptor keeps no table of pointers (RMM's limiting_resource_adaptor
+ * neither), so it cannot tell a double free from a wrong size: a second free
+ * of a block when no other bytes are outstanding is GMR_ERR_FREE_MISMATCH
+ * (nothing changes); with other bytes outstanding it reaches the upstream,
+ * whose verdict (GMR_ERR_DOUBLE_FREE from a pool) is returned after the
+ * charge is put back. tracking > limiting names every double free.
  *
  * OOM policy (`on_oom`): when the upstream fails for lack of memory, the
  * policy may trim the stack below, wait for a free through this adaptor, or

@@ -31,7 +31,12 @@
  * policies of gmr/policy.h, run by the limiting adaptor's per-stream limits);
  * a request on a stream without a reservation is "untracked": allowed, or
  * refused with GMR_ERR_NO_RESERVATION when the space says
- * `require_reservation`. Every request is also held to the space's capacity.
+ * `require_reservation`. Every request is also held to the space's capacity,
+ * a hard limit for everybody. A request on a bound stream that passes both
+ * its reservation and the capacity goes to the reservation's policy first
+ * (cuCascade's order): `increase` grows the reservation as far as the space's
+ * reservation limit allows (the growth is kept and counted as a raise), then
+ * the capacity refuses the request; the failure message says both.
  *
  * Accounting (bytes; charged sizes: rounded to 256 bytes on GPU, to whole
  * blocks on HOST):
@@ -112,9 +117,17 @@ typedef struct gmr_memory_space_id {
 /* Longest spec, mount path: terminating NUL included. */
 #define GMR_MEMORY_SPACE_TEXT_BYTES 256
 
+/* The largest capacity a space may be given: INT64_MAX / 2 bytes (4 EiB).
+ * Anything above (SIZE_MAX among them) cannot be real memory; it is refused
+ * at create, so that the books' sums (used + request, a reservation's size
+ * + its growth) never wrap. */
+#define GMR_MEMORY_SPACE_MAX_CAPACITY_BYTES ((size_t)(INT64_MAX / 2))
+
 typedef struct gmr_memory_space_config {
   gmr_memory_space_id id;
-  size_t capacity_bytes;              /* 0: detect (device memory, node memory, free disk space) */
+  size_t capacity_bytes;              /* 0: detect (device memory, node memory, free disk
+                                         space); at most GMR_MEMORY_SPACE_MAX_CAPACITY_BYTES,
+                                         and for GPU at most the device's memory */
   double reservation_limit_fraction;  /* of capacity, in (0, 1] */
   double downgrade_trigger_fraction;  /* of capacity, in (0, 1] */
   double downgrade_stop_fraction;     /* of capacity, in [0, trigger] */
@@ -122,7 +135,9 @@ typedef struct gmr_memory_space_config {
   size_t max_stream_slots;            /* distinct streams with their own counters (bound
                                          streams need one); GPU/HOST */
   gmr_limit_policy on_limit;          /* reservations' default limit policy (copied; its
-                                         ctx is borrowed, its release never called) */
+                                         ctx is borrowed, its release never called).
+                                         Default `fail`, on purpose (cuCascade: `ignore`):
+                                         see gmr_memory_space_config_default() */
   gmr_oom_policy on_oom;              /* the space's OOM policy (owned, as in
                                          gmr_limiting_adaptor_create) */
   size_t stream_count;                /* streams in the space's pool (0: no pool) */
@@ -149,9 +164,21 @@ typedef struct gmr_memory_space_config {
  * for DISK), GPU stack "cuda(kind=async)", HOST blocks of 1 MiB in chunks of
  * 128 with 4 chunks at create, DISK mount path "" (set it). An unknown tier
  * gets the GPU defaults with that tier (gmr_tier_manager_create refuses it).
+ *
+ * The default limit policy of reservations (on_limit) is `fail`, where
+ * cuCascade's is `ignore`; gmr keeps `fail` on purpose. With `ignore` a
+ * reservation is advice: a stream that underestimated its need takes bytes
+ * past its reservation from what the space promised to other reservations,
+ * and the space's capacity then refuses one of *them*, inside its own
+ * reservation, far from the cause. With `fail` the request past the
+ * reservation is refused on the stream that made it
+ * (GMR_ERR_LIMIT_EXCEEDED, naming the reservation's limit). Set on_limit to
+ * gmr_limit_policy_ignore() (or bind with it) for cuCascade's behaviour.
+ *
  * Units: bytes. Ownership: returned by value; it holds no pointer to free.
  * Thread-safe: yes (pure). Stream/device: no CUDA call.
- * Source: cuCascade's gpu/host/disk_memory_space_config defaults.
+ * Source: cuCascade's gpu/host/disk_memory_space_config defaults (except
+ *   on_limit, above).
  */
 GMR_API gmr_memory_space_config gmr_memory_space_config_default(gmr_tier tier, int index);
 
@@ -163,7 +190,9 @@ typedef struct gmr_memory_space gmr_memory_space;
  * Allocation statuses beyond the stack's own: GMR_ERR_NO_RESERVATION (the
  * space requires a reservation and the stream has none), GMR_ERR_UNSUPPORTED
  * (a DISK space), GMR_ERR_LIMIT_EXCEEDED (past the reservation, by its
- * policy; past the capacity). A free of a pointer that is not live in the
+ * policy, which may have grown the reservation part of the way: the growth
+ * stays; past the capacity, after the policy of a bound stream's
+ * reservation was asked). Nothing is allocated on failure. A free of a pointer that is not live in the
  * space returns GMR_ERR_UNKNOWN_POINTER, a second free included (the space
  * keeps no record of past frees); a free with another size or alignment is
  * named by the stack below (GMR_ERR_FREE_MISMATCH); nothing is released

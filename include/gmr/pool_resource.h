@@ -238,10 +238,12 @@ typedef struct gmr_pool_resource gmr_pool_resource;
 
 typedef struct gmr_pool_resource_config {
   /* Bytes taken from upstream at create, on the default stream, into the
-   * first arena; 0: nothing until the first request. */
+   * first arena; 0: nothing until the first request. Rounded up to 256
+   * bytes (RMM's pool refuses sizes that are not multiples of 256; the pool
+   * rounds instead and reports the size it uses in gmr_pool_stats). */
   size_t initial_pool_bytes;
   /* Most bytes the pool holds from upstream at once, all arenas together;
-   * 0: no maximum. */
+   * 0: no maximum. Rounded up to 256 bytes, as initial_pool_bytes. */
   size_t maximum_pool_bytes;
   /* Smallest and largest chunk the growth policy asks for when a request does
    * not need more; a larger request gets a chunk of its own size. */
@@ -402,14 +404,17 @@ typedef struct gmr_pool_stats {
   size_t device_synchronize_count;    /* cudaDeviceSynchronize calls */
   size_t deferred_block_count;        /* freed blocks waiting for record_stream events */
   size_t in_place_growth_count;       /* chunks grown in place (the upstream's extend slot) */
+  /* ---- version 3 ---- */
+  size_t initial_pool_bytes;          /* as used: the config's, rounded up to 256 bytes */
+  size_t maximum_pool_bytes;          /* as used (0: no maximum), rounded up to 256 bytes */
 } gmr_pool_stats;
 
-#define GMR_POOL_STATS_VERSION 2u
+#define GMR_POOL_STATS_VERSION 3u
 /* Every field spelled out: C++ warns about partial initialisers. */
 #define GMR_POOL_STATS_INIT                                                                      \
   {                                                                                              \
     sizeof(gmr_pool_stats), GMR_POOL_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-        0, 0, 0, 0, 0, 0, 0                                                                      \
+        0, 0, 0, 0, 0, 0, 0, 0, 0                                                                \
   }
 
 /**

@@ -14,10 +14,17 @@
  * Enforcement: a GPU or HOST reservation bound to a stream
  * (gmr_reservation_bind_stream) is charged with every allocation made on that
  * stream through the space's resource; a request past its size goes to the
- * reservation's limit policy: fail (GMR_ERR_LIMIT_EXCEEDED), ignore (allowed,
- * counted as an overage), increase (the reservation grows, if the space has
- * room within its reservation limit) or the user's own policy. The limiting
- * adaptor's per-stream limits do the counting (gmr/limiting_adaptor.h).
+ * reservation's limit policy: fail (GMR_ERR_LIMIT_EXCEEDED; the default, see
+ * gmr_memory_space_config_default() for why not cuCascade's `ignore`), ignore
+ * (allowed, counted as an overage), increase (the reservation grows to the
+ * size the policy asks, or as far as the space's reservation limit allows:
+ * a growth that falls short of the request is kept, counted as a raise, and
+ * the request refused, the message saying by how much it grew) or the
+ * user's own policy. The policy is asked before the space's capacity is
+ * (cuCascade's order): a request past both its reservation and the capacity
+ * first goes to the policy (an `increase` grows the reservation as far as
+ * the space allows), then the capacity refuses it. The limiting adaptor's
+ * per-stream limits do the counting (gmr/limiting_adaptor.h).
  * A stream is bound to at most one reservation and a reservation to at most
  * one stream. Allocations outlive their reservation: releasing (or
  * unbinding) a reservation whose stream still holds allocations turns them
@@ -62,7 +69,12 @@ extern "C" {
 
 typedef struct gmr_tier_manager gmr_tier_manager;
 
-/* A reservation's id: never 0, never reused by its manager. */
+/* A reservation's id: never 0, never reused by its manager. It names a
+ * reservation in the books of the manager that made it and means nothing
+ * without that manager: a reservation cannot outlive its manager
+ * (gmr_tier_manager_destroy refuses with GMR_ERR_BUSY while one lives;
+ * cuCascade's reservation handles may outlive theirs). Release every
+ * reservation before destroying the manager. */
 typedef uint64_t gmr_reservation_id;
 
 /* ---- strategies --------------------------------------------------------- */
@@ -147,7 +159,9 @@ GMR_API gmr_status gmr_reservation_release(gmr_tier_manager *manager, gmr_reserv
 /**
  * Grow reservation `id` by `bytes`, without waiting: it must fit now (used +
  * bytes <= reservation limit of its space). A bound reservation's stream may
- * allocate the new bytes at once.
+ * allocate the new bytes at once. A reservation of 0 bytes
+ * (gmr_tier_manager_reserve_up_to when nothing was available) grows like
+ * any other.
  * Units: bytes.
  * Thread-safe: yes (under the manager's mutex).
  * Stream/device: no CUDA call; never blocks beyond the mutex.
@@ -167,7 +181,7 @@ GMR_API gmr_status gmr_reservation_grow(gmr_tier_manager *manager, gmr_reservati
 
 /**
  * Shrink reservation `id` to `new_bytes` (1 ..its size), giving the rest back
- * (waiters are woken). A bound reservation cannot shrink below what its
+ * (waiters are woken). A reservation of 0 bytes cannot shrink (release it). A bound reservation cannot shrink below what its
  * stream holds now. Allowed after shutdown (it only gives back).
  * Units: bytes.
  * Thread-safe: yes (under the manager's mutex); an allocation on the bound
@@ -241,9 +255,9 @@ typedef struct gmr_reservation_info {
   size_t allocated_bytes;  /* charged to it now (on its bound stream) */
   bool bound;
   gmr_stream stream;       /* the bound stream (NULL when not bound) */
-  uint64_t raise_count;    /* times its limit policy grew it */
+  uint64_t raise_count;    /* times its limit policy grew it (part of the way included) */
   uint64_t overage_count;  /* requests its policy let past it */
-  uint64_t refusal_count;  /* requests its policy refused */
+  uint64_t refusal_count;  /* requests its policy refused (or grew it too little for) */
   char path[GMR_RESERVATION_PATH_BYTES]; /* DISK: "<mount>/gmr-<pid>-<id>.bin"; else "" */
 } gmr_reservation_info;
 

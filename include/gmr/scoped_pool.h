@@ -81,7 +81,9 @@ extern "C" {
 
 typedef struct gmr_scope_registry_config {
   size_t chunk_bytes;        /* a pool grows by at least this much at a time */
-  size_t max_capacity_bytes; /* most one pool holds (SIZE_MAX: no limit) */
+  size_t max_capacity_bytes; /* most one pool holds (SIZE_MAX: no limit); a request
+                                that would pass it is GMR_ERR_OUT_OF_MEMORY, its failure
+                                record naming the scoped pool and this option */
   size_t alignment;          /* least alignment and size granule: a power of two >= 256 */
 } gmr_scope_registry_config;
 
@@ -242,6 +244,15 @@ GMR_API uint32_t gmr_scope_get_depth(gmr_scope_registry *registry);
 /**
  * The pool's resource, for the generic calls (NULL for NULL); borrowed like
  * the pool (gmr_resource_destroy() on it is GMR_ERR_UNSUPPORTED).
+ * Allocation statuses beyond the upstream's: GMR_ERR_WRONG_DEVICE (another
+ * device is current), GMR_ERR_INVALID_ARGUMENT (another thread's pool),
+ * GMR_ERR_OUT_OF_MEMORY (past max_capacity_bytes, or host memory for the
+ * bookkeeping). A refusal of the pool itself is recorded as the pool's
+ * (failure.where is this resource, the message starts "scoped_pool" and, past
+ * the capacity, names gmr_scope_registry_config.max_capacity_bytes), never
+ * as the graph arena's it is built on; an upstream's failure keeps the
+ * upstream's record. Nothing is allocated on failure (a scope mark the
+ * request set stays: it marks the pool as it was).
  * Thread-safe: yes. Stream/device: no CUDA call.
  */
 GMR_API gmr_resource *gmr_scoped_pool_as_resource(gmr_scoped_pool *pool);

@@ -32,6 +32,18 @@
  * memory allocated through a space is live; otherwise it synchronises and
  * destroys every stream, then every space's allocator stack.
  *
+ * Where gmr differs from cuCascade, on purpose:
+ *  - A reservation never outlives its manager (cuCascade lets a reservation
+ *    handle outlive its manager): see gmr_tier_manager_destroy().
+ *  - Reservations' default limit policy is `fail`, not `ignore`: see
+ *    gmr_memory_space_config_default().
+ *  - Capacities are checked at create: above
+ *    GMR_MEMORY_SPACE_MAX_CAPACITY_BYTES, or for GPU above the device's
+ *    memory, they are refused (cuCascade takes any value).
+ * And where it follows cuCascade: reserve_up_to with nothing available gives
+ * a reservation of 0 bytes that can grow; a bound stream's request past both
+ * its reservation and the capacity goes to the reservation's policy first.
+ *
  * Source: cuCascade's memory_reservation_manager (request_reservation with
  * strategies, waiting on a condition variable until a reservation is
  * released, notification_channel shutdown).
@@ -81,9 +93,17 @@ extern "C" {
  *                             GMR_TIER_MANAGER_MAX_SPACES, two configs with
  *                             the same id, an unknown tier, a bad fraction
  *                             (outside (0,1], or stop above trigger), a
- *                             capacity that cannot be detected, a bad spec or
- *                             block size, a DISK config without mount path, a
- *                             GPU device or NUMA node that does not exist.
+ *                             capacity that cannot be detected, a capacity
+ *                             that cannot be real (above
+ *                             GMR_MEMORY_SPACE_MAX_CAPACITY_BYTES = INT64_MAX
+ *                             / 2, SIZE_MAX among them), a GPU capacity above
+ *                             the device's total memory (cudaMemGetInfo; no
+ *                             override: a space cannot promise memory the
+ *                             device does not have), a bad spec or block
+ *                             size, a DISK config without mount path, a GPU
+ *                             device or NUMA node that does not exist. The
+ *                             message names the config, the value and the
+ *                             limit it passed.
  *   other                     what building a stack or stream pool returned
  *                             (GMR_ERR_CUDA without a GPU, GMR_ERR_OUT_OF_MEMORY).
  * On failure *out is NULL, everything built on the way is destroyed, the
@@ -97,6 +117,16 @@ GMR_API GMR_NODISCARD gmr_status gmr_tier_manager_create(const gmr_memory_space_
 /**
  * Destroy the manager, its spaces, their stacks, stream pools and
  * notification channel. NULL is a no-op.
+ *
+ * Reservations do not outlive their manager: while one lives, destroy
+ * refuses with GMR_ERR_BUSY and changes nothing; release every reservation
+ * first. cuCascade lets a reservation handle outlive its manager; gmr keeps
+ * its rule on purpose: a reservation is an id into the manager's books (no
+ * object of its own that could keep the books alive), so after the manager
+ * went every call with that id would touch freed memory, and C has no
+ * destructor that would release a forgotten reservation. Refusing makes the
+ * forgotten release visible where it happens, with the manager intact (its
+ * stats' reservation_count says how many live).
  * Ownership: every space, stream and stack the manager made is destroyed;
  *   the borrowed upstreams of GPU configs are not.
  * Thread-safe: no (no other thread may use the manager, its spaces or
@@ -106,10 +136,10 @@ GMR_API GMR_NODISCARD gmr_status gmr_tier_manager_create(const gmr_memory_space_
  *   free device and pinned host memory.
  * Returns:
  *   GMR_OK                    destroyed (or manager was NULL).
- *   GMR_ERR_BUSY              reservations live, streams lent, threads wait
- *                             (reserve or a stream pool), or allocations are
- *                             live in a space; the manager's stats and the
- *                             spaces' say which.
+ *   GMR_ERR_BUSY              reservations live (see above), streams lent,
+ *                             threads wait (reserve or a stream pool), or
+ *                             allocations are live in a space; the manager's
+ *                             stats and the spaces' say which.
  *   GMR_ERR_CUDA, GMR_ERR_CAPTURE_UNSAFE
  *                             a stream could not be synchronised.
  * On failure nothing changed: the manager is still valid and destroy may
@@ -215,14 +245,26 @@ GMR_API GMR_NODISCARD gmr_status gmr_tier_manager_try_reserve(
  * Reserve as much as is available now, up to `bytes`, in the first
  * candidate that has all of it, else in the candidate with the most
  * available; never waits (cuCascade's make_reservation_upto).
+ *
+ * When no candidate has a single byte available, the reservation is made
+ * anyway with a size of 0, in the first candidate that is not DISK
+ * (cuCascade's behaviour, adopted: gmr used to refuse with
+ * GMR_ERR_LIMIT_EXCEEDED). A 0-byte reservation is valid: it can grow later
+ * (gmr_reservation_grow, or bound to a stream with an `increase` policy),
+ * be bound (every allocation on its stream then goes to its policy) and
+ * released. DISK reservations cannot grow, so a DISK candidate never gets
+ * one of 0 bytes.
+ *
  * Units: bytes; *out_bytes (may be NULL) receives the size reserved
- *   (1..bytes; 0 on failure).
+ *   (0..bytes; also 0 on failure: tell them apart by the status).
  * Ownership: as gmr_tier_manager_reserve().
  * Thread-safe: yes (under the manager's mutex).
  * Stream/device: no CUDA call; never blocks beyond the mutex.
  * Returns as gmr_tier_manager_try_reserve(), except that a request above
  * every candidate's limit is not refused (it gets what is available), and
- * GMR_ERR_LIMIT_EXCEEDED means no candidate has a single byte available.
+ * GMR_ERR_LIMIT_EXCEEDED means no candidate has a byte available and every
+ * candidate is a DISK space. bytes 0 is still GMR_ERR_INVALID_ARGUMENT.
+ * On failure *out_id is 0 and nothing is reserved.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_tier_manager_reserve_up_to(
     gmr_tier_manager *manager, const gmr_reservation_strategy *strategy, size_t bytes,

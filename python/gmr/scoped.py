@@ -146,8 +146,10 @@ class Registry:
     int, e.g. gmr.device_resource(d); None: no pool for that device); those
     are borrowed and must outlive the registry (close it before
     gmr.release_all()). chunk_bytes: least growth of a pool (default 8 MiB);
-    max_capacity_bytes: most one pool holds (default: no limit); alignment:
-    least alignment, a power of two >= 256.
+    max_capacity_bytes: most one pool holds (default: no limit; a request
+    past it raises OutOfMemoryError whose message names the scoped pool and
+    gmr_scope_registry_config.max_capacity_bytes); alignment: least
+    alignment, a power of two >= 256.
 
     Raises SpecError for a malformed spec, GmrError otherwise.
     Thread-safe: yes (each thread gets its own pools and scopes).

@@ -24,6 +24,16 @@ limit). Errors raise gmr.GmrError with gmr's message and the status name in
 GMR_ERR_LIMIT_EXCEEDED and GMR_ERR_OUT_OF_MEMORY raise gmr.OutOfMemoryError.
 A failed call changes nothing. Thread-safe: yes, as the C API (the manager's
 mutex); close() only when no other thread uses the manager.
+
+Where gmr differs from cuCascade (docs/tiers.md, "gmr and cuCascade"): a
+reservation's default limit policy is "fail", not "ignore" (space_config);
+a reservation cannot outlive its manager (close() raises GMR_ERR_BUSY while
+one lives); capacities that cannot be real, or a GPU capacity above the
+device's memory, are refused when the manager is made. As in cuCascade,
+reserve_up_to() with nothing available gives a reservation of 0 bytes that
+can grow, and a bound stream's request past both its reservation and the
+space's capacity goes to the reservation's policy first ("increase" grows
+the reservation as far as the space allows; the request is refused).
 """
 
 import ctypes
@@ -291,7 +301,15 @@ def space_config(tier, index=0, **fields):
     max_stream_slots, stream_count, stream_device, stack_spec (GPU),
     downgrade_numa_node (GPU), numa_node, block_bytes, blocks_per_chunk,
     initial_chunk_count (HOST), mount_path (DISK); on_limit and on_oom by
-    policy name). The manager checks the values when it is made."""
+    policy name). The manager checks the values when it is made.
+
+    on_limit, the reservations' default limit policy, is "fail" by default,
+    on purpose (cuCascade's default is "ignore"): a request past its
+    reservation is refused on the stream that made it, instead of taking
+    bytes the space promised to other reservations. Pass on_limit="ignore"
+    for cuCascade's behaviour. capacity_bytes: 0 detects it; at most
+    INT64_MAX / 2, and for GPU at most the device's memory (the manager
+    refuses more with GMR_ERR_INVALID_ARGUMENT)."""
     unknown = set(fields) - _CONFIG_FIELDS
     if unknown:
         raise TypeError("gmr.tiers.space_config: unknown field(s) %s (known: %s)"
@@ -368,7 +386,8 @@ class Manager:
     """A tier manager over the spaces of `configs` (space_config() results).
 
     Raises GmrError (GMR_ERR_INVALID_ARGUMENT with the config and the reason:
-    duplicate ids, bad fractions, a missing device, a bad spec...)."""
+    duplicate ids, bad fractions, a missing device, a bad spec, a capacity
+    above INT64_MAX / 2 or, for GPU, above the device's memory...)."""
 
     def __init__(self, configs):
         configs = list(configs)
@@ -434,7 +453,11 @@ class Manager:
 
     def reserve_up_to(self, where, nbytes):
         """Reserve as much as is available, up to `nbytes` (Reservation.nbytes
-        says how much). Raises OutOfMemoryError when nothing is."""
+        says how much). When nothing is available the reservation has 0
+        bytes (cuCascade's behaviour; it used to raise): grow() it later, or
+        bind() it with on_limit="increase". Raises OutOfMemoryError only when
+        every candidate is a DISK space with nothing available (DISK
+        reservations cannot grow)."""
         return self._reserve("up_to", where, nbytes, None)
 
     def stats(self):
@@ -453,8 +476,10 @@ class Manager:
 
     def close(self):
         """Destroy the manager. Raises GmrError (GMR_ERR_BUSY: reservations,
-        lent streams, waiters or live memory; nothing changed). Closing twice
-        is a no-op."""
+        lent streams, waiters or live memory; nothing changed, the manager and
+        its reservations still work). A reservation cannot outlive its
+        manager (cuCascade's can): release every one first. Closing twice is
+        a no-op."""
         if self._handle is None:
             return
         st = _c().gmr_tier_manager_destroy(self._handle)
@@ -506,7 +531,10 @@ class Space:
         reservation bound to it, or untracked). Raises GmrError
         (GMR_ERR_NO_RESERVATION, GMR_ERR_UNSUPPORTED on DISK) or
         OutOfMemoryError (past the reservation by its policy, past the
-        capacity)."""
+        capacity). A request past the reservation goes to its policy before
+        the capacity is checked: "increase" grows the reservation as far as
+        the space allows even when the request is then refused (the growth
+        stays; the message says how much)."""
         out = ctypes.c_void_p()
         failure = _lib.FailureStruct()
         st = _lib.lib().gmr_allocate_ex(self.resource, nbytes, 0, stream or None,
@@ -562,7 +590,8 @@ class Space:
 
 class Reservation:
     """A live reservation (Manager.reserve...). As a context manager it is
-    released on exit (unless released already)."""
+    released on exit (unless released already). It belongs to its manager's
+    books and cannot outlive it: release it before Manager.close()."""
 
     def __init__(self, manager, rid):
         self._manager = manager

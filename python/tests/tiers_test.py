@@ -214,7 +214,11 @@ class ScopedTest(unittest.TestCase):
                                     max_capacity_bytes=64 * KIB)
         with self.assertRaises(gmr.OutOfMemoryError) as cm:
             small.pool().allocate(128 * KIB)
-        self.assertIn("max_capacity_bytes", str(cm.exception))
+        # The scoped pool's refusal, naming its option (not the graph arena's).
+        self.assertIn("scoped_pool (device 0)", str(cm.exception))
+        self.assertIn("gmr_scope_registry_config.max_capacity_bytes = 65536",
+                      str(cm.exception))
+        self.assertNotIn("graph_arena", str(cm.exception))
         small.close()
 
 
@@ -242,6 +246,7 @@ class TiersTest(unittest.TestCase):
         self.assertAlmostEqual(0.85, g.downgrade_trigger_fraction)
         self.assertAlmostEqual(0.65, g.downgrade_stop_fraction)
         self.assertEqual(1024, g.max_stream_slots)
+        # "fail" on purpose, where cuCascade's default is "ignore".
         self.assertEqual(b"fail", ctypes.string_at(g.on_limit.name))
         self.assertEqual(b"fail", ctypes.string_at(g.on_oom.name))
         self.assertEqual(16, g.stream_count)
@@ -324,6 +329,26 @@ class TiersTest(unittest.TestCase):
         gpu.release_stream(s1)
         gpu.release_stream(s2)
 
+    def test_the_reservations_policy_is_asked_before_the_capacity(self):
+        m = self.make(capacity_bytes=1 * MIB)
+        gpu = m.space("GPU", 0)
+        s1, s2 = gpu.acquire_stream(), gpu.acquire_stream()
+        r = m.try_reserve(("GPU", 0), 128 * KIB)
+        r.bind(s1, on_limit="increase")
+        other = gpu.allocate(768 * KIB, s2)  # untracked: 128 KiB left to reserve
+        with self.assertRaises(gmr.OutOfMemoryError) as cm:
+            gpu.allocate(512 * KIB, s1)  # past the reservation and the capacity
+        self.assertIn("the capacity of 1048576 bytes refused 524288 bytes", str(cm.exception))
+        self.assertIn("policy increase grew it by 131072 to 262144 bytes", str(cm.exception))
+        info = r.info()
+        self.assertEqual(256 * KIB, info["bytes"])  # the partial growth is kept
+        self.assertEqual(1, info["raise_count"])
+        self.assertEqual(256 * KIB, gpu.stats()["reserved_bytes"])
+        gpu.deallocate(other, 768 * KIB, s2)
+        r.release()
+        gpu.release_stream(s1)
+        gpu.release_stream(s2)
+
     def test_strategies(self):
         m = self.make()
         big = m.try_reserve("GPU", 60 * MIB)
@@ -335,6 +360,17 @@ class TiersTest(unittest.TestCase):
         self.assertEqual(("HOST", 0), d2.space.id)
         up_to = m.reserve_up_to("GPU", 10 * MIB)
         self.assertEqual(4 * MIB, up_to.nbytes)
+        # Nothing left: a reservation of 0 bytes that can grow (cuCascade's).
+        zero = m.reserve_up_to("GPU", 1 * MIB)
+        self.assertEqual(0, zero.nbytes)
+        self.assertEqual(("GPU", 0), zero.space.id)
+        with self.assertRaises(gmr.OutOfMemoryError):
+            zero.grow(KIB)
+        up_to.release()
+        zero.grow(1 * MIB)
+        self.assertEqual(1 * MIB, zero.nbytes)
+        zero.release()
+        up_to = m.try_reserve("GPU", 4 * MIB)
         with self.assertRaises(gmr.OutOfMemoryError) as cm:
             m.try_reserve("GPU", 1 * MIB)
         self.assertIn("available", str(cm.exception))
@@ -427,8 +463,10 @@ class TiersTest(unittest.TestCase):
         with self.assertRaises(gmr.OutOfMemoryError):
             r.grow(64 * MIB)
         with self.assertRaises(gmr.GmrError) as cm:
-            m.close()
+            m.close()  # a reservation cannot outlive its manager
         self.assertEqual("GMR_ERR_BUSY", cm.exception.status)
+        self.assertEqual(512 * KIB, r.nbytes)  # both still work
+        self.assertEqual(1, m.stats()["reservation_count"])
         r.release()
         m.close()
         m.close()
@@ -455,6 +493,20 @@ class TiersTest(unittest.TestCase):
             tiers.space_config("GPU", 0, stack_spec="x" * 300)
         with self.assertRaises(ValueError):
             tiers.space_config("TAPE", 0)
+        # Capacities that cannot be real; a GPU capacity above the device's
+        # memory (the simulation's devices have 1 GiB).
+        for tier, capacity in (("GPU", (1 << 64) - 1), ("HOST", (1 << 62)),
+                               ("DISK", (1 << 64) - 1)):
+            with self.assertRaises(gmr.GmrError) as cm:
+                tiers.Manager([tiers.space_config(tier, 0, capacity_bytes=capacity,
+                                                  mount_path="/tmp")])
+            self.assertEqual("GMR_ERR_INVALID_ARGUMENT", cm.exception.status)
+            self.assertIn("capacity_bytes %d" % capacity, str(cm.exception))
+            self.assertIn("INT64_MAX / 2", str(cm.exception))
+        with self.assertRaises(gmr.GmrError) as cm:
+            tiers.Manager([tiers.space_config("GPU", 0, capacity_bytes=2 << 30)])
+        self.assertEqual("GMR_ERR_INVALID_ARGUMENT", cm.exception.status)
+        self.assertIn("above device 0's memory of %d bytes" % (1 << 30), str(cm.exception))
         m = self.make()
         with self.assertRaises(KeyError):
             m.space("HOST", 1)

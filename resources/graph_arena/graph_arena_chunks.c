@@ -78,7 +78,11 @@ gmr_status gmr__ga_add_chunk(gmr_graph_arena_resource *a, size_t bytes, uint8_t 
    * old chunk pointer after a failed block table). */
   gmr__ga_forget_hints(a);
   if ((block_at = calloc(granules, sizeof *block_at)) == NULL) {
-    snprintf(failure->message, sizeof failure->message, "graph_arena: no host memory");
+    /* The table is 1/64 of the chunk: a chunk this large is no device's. */
+    snprintf(failure->message, sizeof failure->message,
+             "graph_arena: a chunk of %zu bytes needs a block table of %zu bytes of host memory "
+             "(4 bytes per 256-byte granule), which could not be had; ask for less",
+             bytes, granules * sizeof *block_at);
     return GMR_ERR_OUT_OF_MEMORY;
   }
   void *p = NULL;

@@ -147,6 +147,8 @@ gmr_status gmr_pool_resource_get_stats(gmr_pool_resource *pool, gmr_pool_stats *
   s.event_destroy_failure_count = atomic_load(&pool->events.destroy_failure_count);
   s.device_synchronize_count = atomic_load(&pool->events.device_synchronize_count);
   s.in_place_growth_count = atomic_load(&pool->in_place_growth_count);
+  s.initial_pool_bytes = pool->config.initial_pool_bytes;
+  s.maximum_pool_bytes = pool->config.maximum_pool_bytes;
   gmr__stats_copy_out(out, &s, sizeof s);
   return GMR_OK;
 }

@@ -207,6 +207,12 @@ gmr_status gmr_pool_resource_create_ex(gmr_resource *upstream,
   if (config != NULL) cfg = *config;
   gmr_status st = check_config(&cfg, f);
   if (st != GMR_OK) return f->status = st;
+  /* RMM refuses sizes that are not multiples of 256; the pool rounds them up
+   * (the unit of every block) and reports the sizes it uses in its stats. */
+  cfg.initial_pool_bytes = gmr__align_up(cfg.initial_pool_bytes, GMR__POOL_UNIT);
+  if (cfg.maximum_pool_bytes != 0 && cfg.maximum_pool_bytes <= SIZE_MAX - GMR__POOL_UNIT) {
+    cfg.maximum_pool_bytes = gmr__align_up(cfg.maximum_pool_bytes, GMR__POOL_UNIT);
+  }
   gmr_pool_resource *pool = calloc(1, sizeof *pool);
   if (pool == NULL || pthread_rwlock_init(&pool->registry.lock, NULL) != 0) {
     free(pool);

@@ -399,7 +399,7 @@ TEST_F(Scoped, BadInput) {
   EXPECT_EQ(nullptr, gmr_scoped_pool_as_resource(nullptr));
   EXPECT_EQ(0u, gmr_scope_get_depth(nullptr));
   EXPECT_EQ(GMR_OK, gmr_scope_registry_destroy(nullptr));
-  // A pool that would pass its maximum: the arena's refusal, nothing held.
+  // A pool that would pass its maximum: refused, nothing held (see below).
   gmr_scope_registry_config small = GMR_SCOPE_REGISTRY_CONFIG_DEFAULT;
   small.chunk_bytes = 64 * KiB;
   small.max_capacity_bytes = 64 * KiB;
@@ -408,6 +408,49 @@ TEST_F(Scoped, BadInput) {
   void *ptr = nullptr;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY,
             gmr_allocate(gmr_scoped_pool_as_resource(p), 128 * KiB, 0, nullptr, &ptr));
+  EXPECT_EQ(GMR_OK, gmr_scope_registry_destroy(r));
+}
+
+// Past its capacity the refusal is the scoped pool's, naming the option that
+// sets it, not the graph arena's it is built on; an upstream's failure stays
+// the upstream's.
+TEST_F(Scoped, OverItsCapacityTheFailureNamesThePoolAndItsOption) {
+  gmr_scope_registry *r = nullptr;
+  gmr_scope_registry_config small = GMR_SCOPE_REGISTRY_CONFIG_DEFAULT;
+  small.chunk_bytes = 64 * KiB;
+  small.max_capacity_bytes = 96 * KiB;
+  ASSERT_EQ(GMR_OK, gmr_scope_registry_create(up_, 2, &small, &r));
+  gmr_scoped_pool *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_scope_registry_get_pool(r, &p));
+  gmr_resource *pool = gmr_scoped_pool_as_resource(p);
+  void *a = nullptr, *ptr = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate(pool, 48 * KiB, 0, nullptr, &a));
+  gmr_failure f;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(pool, 64 * KiB, 0, nullptr, &ptr, &f));
+  EXPECT_EQ(nullptr, ptr);
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, f.status);
+  EXPECT_EQ(pool, f.where);
+  EXPECT_EQ(64 * KiB, f.bytes);
+  EXPECT_NE(nullptr, std::strstr(f.message, "scoped_pool (device 0): 65536 bytes do not fit"))
+      << f.message;
+  EXPECT_NE(nullptr,
+            std::strstr(f.message, "gmr_scope_registry_config.max_capacity_bytes = 98304"))
+      << f.message;
+  EXPECT_NE(nullptr, std::strstr(f.message, "holds 65536")) << f.message;
+  EXPECT_EQ(nullptr, std::strstr(f.message, "graph_arena")) << f.message;
+  EXPECT_EQ(65536u, PoolStats(p).held_bytes);  // nothing more taken
+  // Larger than the capacity itself: the same words.
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(pool, 1 * MiB, 0, nullptr, &ptr, &f));
+  EXPECT_EQ(pool, f.where);
+  EXPECT_NE(nullptr, std::strstr(f.message, "max_capacity_bytes")) << f.message;
+  ASSERT_EQ(GMR_OK, gmr_deallocate(pool, a, 48 * KiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_scope_registry_destroy(r));
+  // Without a capacity, the device's refusal is recorded as the upstream's.
+  ASSERT_EQ(GMR_OK, gmr_scope_registry_create(up_, 2, nullptr, &r));
+  ASSERT_EQ(GMR_OK, gmr_scope_registry_get_pool(r, &p));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(gmr_scoped_pool_as_resource(p),
+                                                   size_t{100} << 30, 0, nullptr, &ptr, &f));
+  EXPECT_EQ(up_[0], f.where);
   EXPECT_EQ(GMR_OK, gmr_scope_registry_destroy(r));
 }
 
