@@ -49,7 +49,8 @@ static const gmr__option_def options[OPTION_COUNT] = {
                   .help = "virtual addresses reserved at a time; 0: the device's memory size"},
     [INITIAL_PAGES] = {.name = "initial_pages",
                        .type = GMR__OPTION_UINT,
-                       .help = "pages mapped at create as one free region"},
+                       .help = "pages mapped at create as one free region; at most what "
+                               "the device's free memory holds"},
     [SMALL_POOL] = {.name = "small_pool",
                     .type = GMR__OPTION_BOOL,
                     .help = "pages: requests below a page from the small path (256-byte "

@@ -35,7 +35,12 @@
  *    after waiting for it, blocks another shard holds for T, a new chunk.
  *  - record_stream (PyTorch's Tensor.record_stream): at the free of a block
  *    used on other streams, an event is recorded on each; the block is reused
- *    only once they are done. The recorded streams must live until the free.
+ *    only once they are done, and then first: an allocation on a stream with
+ *    such blocks waiting queries their events and puts the done ones back on
+ *    top of its free blocks, so its next request gets the same block back
+ *    (PyTorch's reuse; a record_stream loop holds no more than one pass). A
+ *    record that fails leaves the block waiting for the next device
+ *    synchronisation. The recorded streams must live until the free.
  *  - trim gives back every chunk whose blocks are all free (waiting, with
  *    cudaEventSynchronize, for the streams that freed them).
  *  - Works over any upstream: device, pinned or managed cuda_resource, a

@@ -39,8 +39,16 @@
  *            growth); the harvested old addresses become zombies. If no hole
  *            is large enough, another VA chunk is reserved.
  * A free records an event on its stream, files the region under the stream
- * and merges it with its free neighbours of the same stream. Never a copy,
- * never a host synchronisation on the allocation path. Physical memory is
+ * and merges it with its free neighbours of the same stream; a region
+ * record_stream named other streams for stays apart, reused only once their
+ * events (recorded at the free) completed. A free whose event cannot be
+ * made or recorded (cudaEventCreate, cudaEventRecord or cudaGetDevice
+ * fails) waits for that stream on the host (cudaStreamSynchronize) instead,
+ * and succeeds: the region is then free for any stream, nothing pending; if
+ * even that fails, the region is the freeing stream's alone (stream order),
+ * as after a free during a capture, until sleep or destroy synchronise the
+ * device. Never a copy, never a host synchronisation on the allocation path
+ * (docs/stream_ordering.md, "A free that cannot record"). Physical memory is
  * kept until trim (gmr_resource_trim), sleep or destroy; trim waits for the
  * events of free regions and zombies, unmaps their pages and releases the
  * physical memory to the device (cuMemRelease), so cudaMemGetInfo sees it.
@@ -83,7 +91,11 @@
  *      the pool holds up to 1% more instead of moving again, so that a
  *      program that repeats settles with no driver call.
  * A free files the region under its stream and merges it with free
- * neighbours of that stream or shared ones (O(1)). On a stream the program
+ * neighbours of that stream or shared ones (O(1)). A region record_stream
+ * named other streams for waits apart until their events, recorded at the
+ * free, completed; each allocation first files back those that did (event
+ * queries while any wait), so the freeing stream's next request of that
+ * size gets the memory back, PyTorch's reuse. On a stream the program
  * created (unless streams_outlive_resource) a free records that stream's
  * event inside the call (the stream may be destroyed after it): at every
  * free while the shard (see "Threads") serves other streams too (RMM's
@@ -169,11 +181,14 @@
  * GMR_ERR_FREE_MISMATCH (bytes or alignment other than those asked for at
  * allocation: the pool keeps both per allocation, so 999 bytes for a
  * 1,000-byte allocation is refused although both round to the same pages or
- * 256-byte units), GMR_ERR_CUDA (the event could not be recorded): nothing
- * is released. The same for small blocks and fine placement (a whole-page
- * allocation freed with a small size, or a small block freed with a page or
- * more, is GMR_ERR_FREE_MISMATCH); there, record_stream events are recorded
- * at the free (GMR_ERR_CUDA when that fails), and an address freed long ago
+ * 256-byte units), GMR_ERR_CUDA (a stream record_stream named could be
+ * neither recorded on nor waited for; a failed record alone is absorbed, as
+ * above): nothing is released. The same for small blocks and fine placement
+ * (a whole-page allocation freed with a small size, or a small block freed
+ * with a page or more, is GMR_ERR_FREE_MISMATCH; their record_stream events
+ * fall back to host waits the same way; a failed record of the freeing
+ * stream's own event leaves its frees uncovered, reached by others through
+ * a device synchronisation), and an address freed long ago
  * (more than twice as many freed addresses as live allocations since) may
  * read as GMR_ERR_UNKNOWN_POINTER rather than GMR_ERR_DOUBLE_FREE. Extend
  * names the allocation the same way (its `bytes` and alignment as asked, or
@@ -370,7 +385,9 @@ typedef struct gmr_vmm_pool_resource_config {
  *                             limit.
  *   GMR_ERR_UNSUPPORTED       the device has no VMM support, or a listed
  *                             peer cannot access it.
- *   GMR_ERR_OUT_OF_MEMORY     host memory, VA, or the initial pages.
+ *   GMR_ERR_OUT_OF_MEMORY     host memory, VA, or the initial pages (the
+ *                             message names initial_pages, the pages asked
+ *                             and how many the device has room for).
  *   GMR_ERR_CUDA              another CUDA failure (code in the record).
  * On failure *out is NULL, and everything the call reserved or mapped is
  * given back.
@@ -603,7 +620,9 @@ typedef struct gmr_vmm_pool_sleep_options {
  *   cudaStreamSynchronize), unmaps and releases pages. Not during a capture.
  * Returns:
  *   GMR_OK                    asleep (also when nothing was live).
- *   GMR_ERR_INVALID_ARGUMENT  NULL pool; options given with a bad header.
+ *   GMR_ERR_INVALID_ARGUMENT  NULL pool; options given with a bad header
+ *                             (the message says which, the size and version
+ *                             given and needed).
  *   GMR_ERR_OUT_OF_MEMORY     pinned host memory for a copy ran out.
  *   GMR_ERR_CUDA              a CUDA call failed (the message names it).
  * After failure the live allocations are mapped and intact and no copy is
@@ -637,7 +656,8 @@ typedef struct gmr_vmm_pool_wake_options {
  * Source: vLLM's sleep mode and torch_memory_saver.
  * Returns:
  *   GMR_OK                    awake (also when nothing was asleep).
- *   GMR_ERR_INVALID_ARGUMENT  NULL pool; options with a bad header.
+ *   GMR_ERR_INVALID_ARGUMENT  NULL pool; options with a bad header (the
+ *                             message says which, as for sleep).
  *   GMR_ERR_OUT_OF_MEMORY     the device could not give the pages back
  *                             (cuMemCreate), or host memory ran out.
  *   GMR_ERR_CUDA              another CUDA failure.

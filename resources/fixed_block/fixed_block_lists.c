@@ -39,9 +39,16 @@ static bool take_blocks(gmr__fb_shard *s, gmr__stream_key key, gmr_stream stream
   *st = si == UINT32_MAX ? GMR_ERR_OUT_OF_MEMORY : GMR_OK;
   if (*st == GMR_OK) {
     size_t count = l->pub.block_count;
+    /* The stream's own blocks whose record_stream uses are done come back
+     * first (as in fb_allocate's take). */
+    bool processed = false;
+    if (s->slots[si]->deferred_count > 0 && r->config.stream_ordered) {
+      gmr__fb_process_deferred(s);
+      processed = true;
+    }
     if (s->slots[si]->count < count && r->config.stream_ordered &&
         !gmr__cuda_stream_is_capturing(r->cuda, (cudaStream_t)stream)) {
-      if (s->deferred_count > 0) gmr__fb_process_deferred(s);
+      if (s->deferred_count > 0 && !processed) gmr__fb_process_deferred(s);
       gmr__fb_from_other_streams(s, si, count, stream);
     }
     if (s->slots[si]->count >= count) {

@@ -147,8 +147,17 @@ static gmr__fb_block *take(gmr__fb_shard *s, gmr__stream_key key, bool known, si
       if (known && r->config.stream_ordered) {
         gmr__stream_event_note_call(r->cuda, &slot->ev, &r->events);
       }
+      /* PyTorch's record_stream reuse: blocks this stream freed whose
+       * recorded uses are done go back on its stack before one is taken, so
+       * the same request gets the same block back (relaxed-mode queries:
+       * legal during a capture). */
+      bool processed = false;
+      if (slot->deferred_count > 0 && r->config.stream_ordered) {
+        gmr__fb_process_deferred(s);
+        processed = true;
+      }
       if (slot->count == 0 && others && r->config.stream_ordered) {
-        if (s->deferred_count > 0) gmr__fb_process_deferred(s);
+        if (s->deferred_count > 0 && !processed) gmr__fb_process_deferred(s);
         if (slot->count == 0) gmr__fb_from_other_streams(s, si, 1, stream);
       }
       if (slot->count > 0) b = gmr__fb_pop_free(s, si, bytes);

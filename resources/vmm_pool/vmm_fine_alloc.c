@@ -5,7 +5,9 @@
  *
  * allocate(stream T), in order (gmr's pool's steps, over VMM memory):
  *  1. the best fit among the free regions filed under T and the shared ones
- *     (no CUDA call; this is the whole path once the pool is warm);
+ *     (no CUDA call; this is the whole path once the pool is warm), after
+ *     filing back regions whose record_stream events completed (queries,
+ *     only while such regions wait);
  *  2. other streams' free regions whose work is known done: each such
  *     stream's event is recorded once if needed (default streams are
  *     recorded lazily) and queried; a done stream's regions become shared;
@@ -181,8 +183,10 @@ static bool blockers_done(vmf_engine *e, vmf_extra *x, bool host_wait) {
   for (uint32_t i = 0; i < x->blocker_count; ++i) {
     atomic_fetch_add_explicit(host_wait ? &e->events.synchronize_count : &e->events.query_count, 1,
                               memory_order_relaxed);
+    /* Queried on the fast path too, while any thread may capture: relaxed
+     * mode (core/stream_event.h). */
     cudaError_t err = host_wait ? e->cuda->event_synchronize(x->blockers[i])
-                                : e->cuda->event_query(x->blockers[i]);
+                                : gmr__event_query_relaxed(e->cuda, x->blockers[i]);
     if (err != cudaSuccess) return false;
   }
   return true;
@@ -211,37 +215,42 @@ void gmr__vmf_unblock(vmf_engine *e, bool host_wait) {
   }
 }
 
-/* Record an event on every stream record_stream named (but the freeing
- * one). Nothing is kept on failure. */
+/* Cover every stream record_stream named (but the freeing one, and those
+ * that capture: their work runs at the graph's replay) for the free of r:
+ * an event recorded on it now, or where none can be (no event, a refused
+ * record, the device not made current, no host memory) a host wait for the
+ * stream (cudaStreamSynchronize: its use is then over), so that the free
+ * succeeds, as gmr's pool's does, and nothing is reused early. GMR_ERR_CUDA
+ * only when both fail for a stream; nothing is kept then. *count may be 0
+ * (every use waited for). */
 static gmr_status record_blockers(vmf_engine *e, vmf_region *r, gmr_stream stream,
                                   cudaEvent_t **out, uint32_t *count) {
   vmf_extra *x = r->extra;
   *out = NULL;
   *count = 0;
-  cudaEvent_t *ev = calloc(x->used_count, sizeof *ev);
-  if (ev == NULL) return GMR_ERR_OUT_OF_MEMORY;
+  cudaEvent_t *ev = calloc(x->used_count, sizeof *ev); /* NULL: host waits only */
   int saved = -1;
-  cudaError_t err = gmr__cuda_device_enter(e->cuda, e->device, &saved);
-  if (err != cudaSuccess) {
-    free(ev);
-    return GMR_ERR_CUDA;
-  }
+  bool entered = gmr__cuda_device_enter(e->cuda, e->device, &saved) == cudaSuccess;
   uint32_t n = 0;
+  cudaError_t err = cudaSuccess;
   for (uint32_t i = 0; err == cudaSuccess && i < x->used_count; ++i) {
     gmr_stream u = x->used_streams[i];
-    /* A capturing stream's work runs at the graph's replay: nothing to record. */
     if (u == stream || gmr__cuda_stream_is_capturing(e->cuda, (cudaStream_t)u)) continue;
-    err = e->cuda->event_create(&ev[n]);
-    if (err != cudaSuccess) break;
-    n++;
-    atomic_fetch_add_explicit(&e->events.record_count, 1, memory_order_relaxed);
-    err = e->cuda->event_record(ev[n - 1], (cudaStream_t)u);
+    if (entered && ev != NULL && e->cuda->event_create(&ev[n]) == cudaSuccess) {
+      atomic_fetch_add_explicit(&e->events.record_count, 1, memory_order_relaxed);
+      if (e->cuda->event_record(ev[n], (cudaStream_t)u) == cudaSuccess) {
+        n++;
+        continue;
+      }
+      (void)e->cuda->event_destroy(ev[n]);
+    }
+    err = e->cuda->stream_synchronize((cudaStream_t)u);
   }
-  gmr__cuda_device_leave(e->cuda, saved);
-  if (err != cudaSuccess) {
+  if (entered) gmr__cuda_device_leave(e->cuda, saved);
+  if (err != cudaSuccess || n == 0) {
     for (uint32_t i = 0; i < n; ++i) (void)e->cuda->event_destroy(ev[i]);
     free(ev);
-    return GMR_ERR_CUDA;
+    return err != cudaSuccess ? GMR_ERR_CUDA : GMR_OK;
   }
   *out = ev;
   *count = n;
@@ -388,6 +397,10 @@ gmr_status gmr__vmf_allocate_ex(vmf_engine *e, size_t bytes, size_t alignment, g
       gmr__vmf_slot_check(e, stream, &slot)) {
     gmr__stream_event_note_call(e->cuda, &e->slots[slot]->ev, &e->events);
   }
+  /* PyTorch's record_stream reuse (as gmr's pool): regions whose recorded
+   * uses are done are filed again before the search, so the freeing
+   * stream's next request of that size gets the same memory back. */
+  if (e->blocked != NULL && !capturing_api) gmr__vmf_unblock(e, false);
   vmf_region *r = capturing_api ? NULL : find_usable(e, slot, n, align);
   if (r != NULL) {
     gmr__vmf_bin_remove(e, r);

@@ -111,11 +111,33 @@ static gmr_status query_device(gmr_vmm_pool_resource *p, const gmr_vmm_pool_reso
   return GMR_OK;
 }
 
+/* initial_pages that cannot be mapped (st OUT_OF_MEMORY): the message says
+ * what was asked, how many pages the device has room for and the option to
+ * lower; the driver's code stays in the record. Pre: nothing mapped. */
+static gmr_status initial_pages_fail(gmr_vmm_pool_resource *p, size_t pages, gmr_status st,
+                                     gmr_failure *failure) {
+  size_t limit = GMR_MAX_ALLOCATION_BYTES / p->page_bytes;
+  size_t free_bytes = 0, total_bytes = 0;
+  int saved = -1;
+  if (gmr__cuda_device_enter(p->cuda, p->device, &saved) == cudaSuccess) {
+    if (p->cuda->mem_get_info(&free_bytes, &total_bytes) == cudaSuccess &&
+        free_bytes / p->page_bytes < limit) {
+      limit = free_bytes / p->page_bytes;
+    }
+    gmr__cuda_device_leave(p->cuda, saved);
+  }
+  snprintf(failure->message, sizeof failure->message,
+           "vmm_pool: initial_pages=%zu pages of %zu bytes cannot be mapped: device %d has room "
+           "for %zu pages; lower initial_pages",
+           pages, p->page_bytes, p->device, limit);
+  return st;
+}
+
 /* Map `pages` pages as the first free region (VPMM_PAGES). */
 static gmr_status map_initial_pages(gmr_vmm_pool_resource *p, size_t pages, gmr_failure *failure) {
   if (pages == 0) return GMR_OK;
   if (pages > GMR_MAX_ALLOCATION_BYTES / p->page_bytes) {
-    return create_fail(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: initial_pages is too large");
+    return initial_pages_fail(p, pages, GMR_ERR_OUT_OF_MEMORY, failure);
   }
   size_t bytes = pages * p->page_bytes;
   vmm_region *hole = p->roots->first;
@@ -137,7 +159,9 @@ static gmr_status map_initial_pages(gmr_vmm_pool_resource *p, size_t pages, gmr_
   gmr__cuda_device_leave(p->cuda, saved);
   if (st != GMR_OK) {
     gmr__vmm_region_delete(tail);
-    return st;
+    /* The driver's out of memory (not the host's): the device is too small. */
+    bool device_full = st == GMR_ERR_OUT_OF_MEMORY && failure->cuda_error != 0;
+    return device_full ? initial_pages_fail(p, pages, st, failure) : st;
   }
   if (bytes < hole->bytes) {
     gmr__vmm_region_split(p, hole, bytes, tail);
@@ -189,7 +213,7 @@ gmr_status gmr__vmm_shard_new(gmr_vmm_pool_resource *p, bool prefill, vmf_engine
   gmr_status st = gmr__vmf_native_create(e, failure);
   if (st == GMR_OK && prefill && c->initial_pages > 0) {
     if (c->initial_pages > GMR_MAX_ALLOCATION_BYTES / p->page_bytes) {
-      st = create_fail(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: initial_pages is too large");
+      st = initial_pages_fail(p, c->initial_pages, GMR_ERR_OUT_OF_MEMORY, failure);
     } else {
       int saved = -1;
       cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved);
@@ -198,6 +222,9 @@ gmr_status gmr__vmm_shard_new(gmr_vmm_pool_resource *p, bool prefill, vmf_engine
       } else {
         st = gmr__vmf_native_prefill(e, c->initial_pages * p->page_bytes, failure);
         gmr__cuda_device_leave(p->cuda, saved);
+        if (st == GMR_ERR_OUT_OF_MEMORY && failure->cuda_error != 0) {
+          st = initial_pages_fail(p, c->initial_pages, st, failure); /* the device is too small */
+        }
       }
     }
   }

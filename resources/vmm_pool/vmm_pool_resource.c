@@ -152,40 +152,62 @@ static void free_asleep(gmr_vmm_pool_resource *p, vmm_region *r) {
   (void)gmr__vmm_make_hole(p, r);
 }
 
-/* Record the events a free needs: on `stream` (unless it captures) and on
- * every other stream record_stream named. Nothing is kept on failure. */
-static gmr_status record_free_events(gmr_vmm_pool_resource *p, vmm_region *r, gmr_stream stream,
-                                     bool capturing, vmm_event **event, vmm_event ***blockers,
-                                     uint32_t *blocker_count) {
-  *event = NULL;
-  *blockers = NULL;
-  *blocker_count = 0;
+/* What orders the reuse of a freed region. */
+typedef struct free_cover {
+  vmm_event *event;     /* recorded on the freeing stream; NULL: nothing pending */
+  bool unordered;       /* no event and no wait: reusable by the freeing stream only */
+  vmm_event **blockers; /* recorded on the streams record_stream named */
+  uint32_t blocker_count;
+} free_cover;
+
+/* Cover the free of r on `stream` (`entered`: the pool's device is
+ * current). Each stream gets an event recorded now; where none can be (no
+ * event, a refused record, the device not made current, no host memory)
+ * the free still succeeds, as gmr's pool's does, and nothing is reused
+ * early: the host waits for that stream (cudaStreamSynchronize), so its
+ * work up to the free is done and nothing is pending. A freeing
+ * stream that cannot be waited for either makes the region unordered
+ * (reusable by that stream alone, in stream order, as a free during a
+ * capture, until sleep or destroy synchronise the device). A capturing stream
+ * records nothing (unordered; a used stream's work runs at the replay).
+ * Returns GMR_ERR_CUDA only when a used stream can be neither recorded on
+ * nor waited for; nothing is kept then. */
+static gmr_status cover_free(gmr_vmm_pool_resource *p, vmm_region *r, gmr_stream stream,
+                             bool capturing, bool entered, free_cover *c) {
+  *c = (free_cover){NULL, capturing, NULL, 0};
   cudaError_t err = cudaSuccess;
-  if (!capturing) {
-    *event = gmr__vmm_event_new(p, &err);
-    if (*event != NULL) err = gmr__vmm_event_record(p, *event, stream);
+  if (!capturing && entered) {
+    c->event = gmr__vmm_event_new(p, &err);
+    if (c->event != NULL && gmr__vmm_event_record(p, c->event, stream) != cudaSuccess) {
+      gmr__vmm_event_unref(p, c->event);
+      c->event = NULL;
+    }
   }
-  if (err == cudaSuccess && r->used_count > 0) {
-    *blockers = calloc(r->used_count, sizeof **blockers);
-    if (*blockers == NULL) err = cudaErrorMemoryAllocation;
+  if (!capturing && c->event == NULL) {
+    c->unordered = p->cuda->stream_synchronize((cudaStream_t)stream) != cudaSuccess;
   }
+  if (r->used_count > 0) c->blockers = calloc(r->used_count, sizeof *c->blockers);
+  err = cudaSuccess;
   for (uint32_t i = 0; err == cudaSuccess && i < r->used_count; ++i) {
     gmr_stream u = r->used_streams[i];
-    /* A capturing stream's work runs at the graph's replay: no record. */
     if (u == stream || gmr__cuda_stream_is_capturing(p->cuda, u)) continue;
-    vmm_event *e = gmr__vmm_event_new(p, &err);
-    if (e == NULL) break;
-    (*blockers)[(*blocker_count)++] = e;
-    err = gmr__vmm_event_record(p, e, u);
+    vmm_event *e = entered && c->blockers != NULL ? gmr__vmm_event_new(p, &err) : NULL;
+    if (e != NULL && gmr__vmm_event_record(p, e, u) == cudaSuccess) {
+      c->blockers[c->blocker_count++] = e;
+      continue;
+    }
+    gmr__vmm_event_unref(p, e);
+    err = p->cuda->stream_synchronize((cudaStream_t)u);
   }
+  if (err == cudaSuccess && c->blocker_count > 0) return GMR_OK;
+  for (uint32_t i = 0; i < c->blocker_count; ++i) gmr__vmm_event_unref(p, c->blockers[i]);
+  free(c->blockers);
+  c->blockers = NULL;
+  c->blocker_count = 0;
   if (err == cudaSuccess) return GMR_OK;
-  gmr__vmm_event_unref(p, *event);
-  for (uint32_t i = 0; i < *blocker_count; ++i) gmr__vmm_event_unref(p, (*blockers)[i]);
-  free(*blockers);
-  *event = NULL;
-  *blockers = NULL;
-  *blocker_count = 0;
-  return err == cudaErrorMemoryAllocation ? GMR_ERR_OUT_OF_MEMORY : GMR_ERR_CUDA;
+  gmr__vmm_event_unref(p, c->event);
+  c->event = NULL;
+  return GMR_ERR_CUDA;
 }
 
 gmr_status gmr__vmm_free_pages_locking(gmr_vmm_pool_resource *p, void *ptr, size_t bytes,
@@ -203,33 +225,26 @@ gmr_status gmr__vmm_free_pages_locking(gmr_vmm_pool_resource *p, void *ptr, size
     free_asleep(p, r);
   } else {
     int saved_device = -1;
-    cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
-    vmm_event *event = NULL;
-    vmm_event **blockers = NULL;
-    uint32_t blocker_count = 0;
-    bool capturing = false;
-    if (err != cudaSuccess) {
-      st = GMR_ERR_CUDA;
-    } else {
-      capturing = gmr__cuda_stream_is_capturing(p->cuda, stream);
-      st = record_free_events(p, r, stream, capturing, &event, &blockers, &blocker_count);
-      gmr__cuda_device_leave(p->cuda, saved_device);
-    }
+    bool entered = gmr__cuda_device_enter(p->cuda, p->device, &saved_device) == cudaSuccess;
+    bool capturing = gmr__cuda_stream_is_capturing(p->cuda, stream);
+    free_cover c;
+    st = cover_free(p, r, stream, capturing, entered, &c);
+    if (entered) gmr__cuda_device_leave(p->cuda, saved_device);
     if (st == GMR_OK) {
       forget_live(p, r);
       p->live_bytes -= r->bytes;
       p->live_count--;
       gmr__vmm_region_clear_blockers(p, r); /* the record_stream list */
       r->stream = stream;
-      r->event = event;
-      r->unordered = capturing;
-      r->blockers = blockers;
-      r->blocker_count = blocker_count;
+      r->event = c.event;
+      r->unordered = c.unordered;
+      r->blockers = c.blockers;
+      r->blocker_count = c.blocker_count;
       r->id = p->next_id++;
       r->requested_bytes = 0;
       r->internal = false;
       gmr__vmm_set_state(p, r, VMM_FREE);
-      if (blocker_count == 0) (void)gmr__vmm_merge_free(p, r);
+      if (c.blocker_count == 0) (void)gmr__vmm_merge_free(p, r);
     }
   }
   unlock(p);

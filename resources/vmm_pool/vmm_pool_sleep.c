@@ -75,6 +75,25 @@ static bool options_ok(size_t size, uint32_t version, size_t v1_bytes) {
   return size >= v1_bytes && version >= 1;
 }
 
+/* The messages of the argument checks say what was given, what is needed
+ * and how to get it (an empty message left callers guessing). */
+static gmr_status null_pool(gmr_failure *failure, const char *verb) {
+  return gmr__failure_set(failure, GMR_ERR_INVALID_ARGUMENT,
+                          "gmr_vmm_pool_resource_%s: pool is NULL; pass the pool that "
+                          "gmr_vmm_pool_resource_create made",
+                          verb);
+}
+
+static gmr_status bad_header(gmr_failure *failure, const char *verb, size_t size,
+                             uint32_t version, size_t v1_bytes) {
+  return gmr__failure_set(failure, GMR_ERR_INVALID_ARGUMENT,
+                          "gmr_vmm_pool_resource_%s: options have size %zu and version %u; "
+                          "needed: size >= %zu, version >= 1 (start from "
+                          "GMR_VMM_POOL_%s_OPTIONS_INIT)",
+                          verb, size, (unsigned)version, v1_bytes,
+                          verb[0] == 's' ? "SLEEP" : "WAKE");
+}
+
 /* The LIVE regions (sleep) or the ASLEEP regions of the selected tags
  * (wake), in a new array. */
 static vmm_region **select_regions(gmr_vmm_pool_resource *p, vmm_state state, bool all,
@@ -129,11 +148,10 @@ gmr_status gmr_vmm_pool_resource_sleep(gmr_vmm_pool_resource *pool,
   if (failure == NULL) failure = &local;
   gmr__failure_reset(failure);
   gmr_vmm_pool_sleep_options o = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
-  if (pool == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  if (pool == NULL) return null_pool(failure, "sleep");
   if (options != NULL) {
     if (!options_ok(options->size, options->version, sizeof o)) {
-      return gmr__failure_set(failure, GMR_ERR_INVALID_ARGUMENT,
-                              "vmm_pool: sleep options need GMR_VMM_POOL_SLEEP_OPTIONS_INIT");
+      return bad_header(failure, "sleep", options->size, options->version, sizeof o);
     }
     o = *options;
   }
@@ -205,11 +223,10 @@ gmr_status gmr_vmm_pool_resource_wake(gmr_vmm_pool_resource *pool,
   if (failure == NULL) failure = &local;
   gmr__failure_reset(failure);
   gmr_vmm_pool_wake_options o = GMR_VMM_POOL_WAKE_OPTIONS_INIT;
-  if (pool == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  if (pool == NULL) return null_pool(failure, "wake");
   if (options != NULL) {
     if (!options_ok(options->size, options->version, sizeof o)) {
-      return gmr__failure_set(failure, GMR_ERR_INVALID_ARGUMENT,
-                              "vmm_pool: wake options need GMR_VMM_POOL_WAKE_OPTIONS_INIT");
+      return bad_header(failure, "wake", options->size, options->version, sizeof o);
     }
     o = *options;
   }

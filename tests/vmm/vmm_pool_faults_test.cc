@@ -261,22 +261,7 @@ TEST_F(VmmPoolFaults, EveryCallOfAnExtension) {
   EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 5 * kPage, 0, nullptr));
 }
 
-TEST_F(VmmPoolFaults, AFreeThatCannotRecordItsEventReleasesNothing) {
-  void *p = Alloc(2, a_);
-  const std::string before = Layout(pool_);
-  // No event exists yet, so the free must create one.
-  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_EVENT_CREATE, 0, 1,
-                                                cudaErrorMemoryAllocation));
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_deallocate(r_, p, 2 * kPage, 0, a_));
-  EXPECT_EQ(before, Layout(pool_));
-  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_EVENT_RECORD, 0, 1,
-                                                cudaErrorLaunchFailure));
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_deallocate(r_, p, 2 * kPage, 0, a_));
-  EXPECT_EQ(before, Layout(pool_));
-  EXPECT_EQ(2 * kPage, Stats(pool_).live_bytes);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 2 * kPage, 0, a_));
-  EXPECT_EQ("[-2]", Layout(pool_));
-}
+// A free that cannot record its event: vmm_pool_free_faults_test.cc.
 
 TEST_F(VmmPoolFaults, ARefusedUnmapStopsTrimWithWhatWentBackStillGone) {
   void *p = Alloc(4, nullptr);

@@ -1,0 +1,96 @@
+// The messages of vmm_pool's refusals (issue 20): each says what was asked,
+// the limit and the option (or argument) to change. initial_pages more than
+// the device can map, in C and in a spec, both placements; sleep and wake
+// given a NULL pool or options without their header.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "gmr/cuda_sim.h"
+#include "gmr/resource.h"
+#include "gmr/stack.h"
+#include "gmr/vmm_pool_resource.h"
+#include "tests/support/sim_fixture.h"
+#include "tests/vmm/vmm_test_util.h"
+
+namespace {
+
+using gmr_test::kMiB;
+
+bool Has(const char *text, const std::string &part) { return std::strstr(text, part.c_str()); }
+
+class VmmPoolMessages : public gmr_test::SimTest {
+ protected:
+  // A device of 64 MiB: 32 pages of 2 MiB.
+  VmmPoolMessages() { sim_config_.device_memory_bytes = 64 * kMiB; }
+};
+
+TEST_F(VmmPoolMessages, InitialPagesMoreThanTheDeviceHoldsNamesTheOptionAndTheLimit) {
+  for (gmr_vmm_pool_placement placement :
+       {GMR_VMM_POOL_PLACEMENT_PAGES, GMR_VMM_POOL_PLACEMENT_FINE}) {
+    SCOPED_TRACE(placement == GMR_VMM_POOL_PLACEMENT_FINE ? "fine" : "pages");
+    gmr_vmm_pool_resource_config c = gmr_test::TestConfig(16, 40);
+    c.placement = placement;
+    gmr_vmm_pool_resource *pool = nullptr;
+    gmr_failure f;
+    EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_vmm_pool_resource_create(&c, &pool, &f));
+    EXPECT_EQ(nullptr, pool);
+    EXPECT_TRUE(Has(f.message, "initial_pages=40")) << f.message;
+    EXPECT_TRUE(Has(f.message, "room for 32")) << f.message;
+    EXPECT_TRUE(Has(f.message, "lower initial_pages")) << f.message;
+    EXPECT_NE(0, f.cuda_error) << "the driver's code stays in the record";
+    gmr_cuda_sim_vmm_usage vmm;
+    ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_vmm_usage(&vmm));
+    EXPECT_EQ(0u, vmm.physical_count) << "every page mapped on the way went back";
+  }
+  // Past what any size can express: the limit is the device's room too.
+  gmr_vmm_pool_resource_config c = gmr_test::TestConfig(16, SIZE_MAX / 2);
+  gmr_vmm_pool_resource *pool = nullptr;
+  gmr_failure f;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_vmm_pool_resource_create(&c, &pool, &f));
+  EXPECT_TRUE(Has(f.message, "initial_pages=" + std::to_string(SIZE_MAX / 2))) << f.message;
+  EXPECT_TRUE(Has(f.message, "room for 32")) << f.message;
+}
+
+TEST_F(VmmPoolMessages, InitialPagesInASpecNamesTheOptionAndTheLimit) {
+  for (const char *spec : {"vmm_pool(initial_pages=40)", "vmm(initial_pages=40)"}) {
+    SCOPED_TRACE(spec);
+    gmr_stack *stack = nullptr;
+    gmr_spec_error error;
+    EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_stack_create(spec, &stack, &error));
+    EXPECT_TRUE(Has(error.message, "initial_pages=40")) << error.message;
+    EXPECT_TRUE(Has(error.message, "room for 32")) << error.message;
+  }
+}
+
+TEST_F(VmmPoolMessages, SleepAndWakeSayWhatIsWrongWithTheirArguments) {
+  gmr_failure f;
+  std::memset(&f, 0, sizeof f);
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_sleep(nullptr, nullptr, &f));
+  EXPECT_TRUE(Has(f.message, "gmr_vmm_pool_resource_sleep: pool is NULL")) << f.message;
+  std::memset(&f, 0, sizeof f);
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_wake(nullptr, nullptr, &f));
+  EXPECT_TRUE(Has(f.message, "gmr_vmm_pool_resource_wake: pool is NULL")) << f.message;
+  // NULL failure record: the status alone.
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_sleep(nullptr, nullptr, nullptr));
+
+  gmr_vmm_pool_resource_config c = gmr_test::TestConfig(16);
+  gmr_vmm_pool_resource *pool = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool, nullptr));
+  gmr_vmm_pool_sleep_options so = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
+  so.size = 4;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_sleep(pool, &so, &f));
+  EXPECT_TRUE(Has(f.message, "size 4")) << f.message;
+  EXPECT_TRUE(Has(f.message, "size >= " + std::to_string(sizeof so))) << f.message;
+  EXPECT_TRUE(Has(f.message, "GMR_VMM_POOL_SLEEP_OPTIONS_INIT")) << f.message;
+  gmr_vmm_pool_wake_options wo = GMR_VMM_POOL_WAKE_OPTIONS_INIT;
+  wo.version = 0;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_wake(pool, &wo, &f));
+  EXPECT_TRUE(Has(f.message, "version 0")) << f.message;
+  EXPECT_TRUE(Has(f.message, "GMR_VMM_POOL_WAKE_OPTIONS_INIT")) << f.message;
+  EXPECT_FALSE(gmr_vmm_pool_resource_is_asleep(pool)) << "nothing changed";
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_vmm_pool_resource_as_resource(pool)));
+}
+
+}  // namespace
