@@ -54,8 +54,11 @@ struct pool_state {
   bool active = false;                       // between begin and end
   uint64_t activation = 0;                   // order of the begin: the latest wins
   std::function<bool(gmr_stream)> filter;    // while active
-  std::vector<gmr_graph_memory *> memories;  // one reference held for each
-  std::vector<gmr_stream> memory_streams;    // the stream that first filled each memory
+  struct memory {
+    gmr_graph_memory *handle;  // one reference held
+    gmr_stream stream;         // the stream that first filled it (memory_snapshot's segment)
+  };
+  std::vector<memory> memories;
   std::vector<gmr_stream> sessions;          // streams with an open session for this pool
   std::unordered_set<void *> live;           // blocks of the pool not yet freed
 };
@@ -77,7 +80,6 @@ struct device_pools {
   std::vector<deferred_free> deferred;      // frees made on a capturing stream
   gmr_graph_arena_resource *arena = nullptr;
   gmr_resource *chunks = nullptr;           // the arena's upstream: chunk_streams over the stack
-  gmr_resource *stack = nullptr;            // the device's stack
   uint64_t next_activation = 1;
 };
 
@@ -105,14 +107,13 @@ bool drop_arena(device_pools &d) {
   (void)gmr_resource_destroy(d.chunks);  // empty once the arena gave every chunk back
   d.arena = nullptr;
   d.chunks = nullptr;
-  d.stack = nullptr;
   return true;
 }
 
 // The arena of `device` over `stack`, made now if needed. Lock held.
 gmr_status arena_for(int device, device_pools &d, gmr_resource *stack, gmr_failure *failure) {
   if (d.arena != nullptr) {
-    if (d.stack == stack) return GMR_OK;
+    if (gmr_resource_get_upstream(d.chunks) == stack) return GMR_OK;
     // The device's stack was replaced (gmr_set_device_resource): an idle
     // arena follows it; one that still holds pool memory cannot.
     if (!drop_arena(d)) {
@@ -149,10 +150,8 @@ gmr_status arena_for(int device, device_pools &d, gmr_resource *stack, gmr_failu
     std::snprintf(failure->message, sizeof failure->message,
                   "gmr.torch: cannot create the graph pool arena of device %d (%s)", device,
                   gmr_status_name(st));
-    d.arena = nullptr;
     return st;
   }
-  d.stack = stack;
   return GMR_OK;
 }
 
@@ -163,11 +162,11 @@ void end_session(device_pools &d, int device, pool_state &p, gmr_stream stream) 
   if (st != GMR_OK) {
     hook_error("end_allocate_to_pool(device " + std::to_string(device) + ", pool " +
                id_text(p.id) + "): closing the arena session failed: " + gmr_status_name(st));
-  } else if (std::find(p.memories.begin(), p.memories.end(), m) != p.memories.end()) {
+  } else if (std::any_of(p.memories.begin(), p.memories.end(),
+                         [m](const pool_state::memory &x) { return x.handle == m; })) {
     (void)gmr_graph_arena_resource_release_graph_memory(d.arena, m);  // keep one reference
   } else {
-    p.memories.push_back(m);
-    p.memory_streams.push_back(stream);
+    p.memories.push_back({m, stream});
   }
   p.sessions.erase(std::remove(p.sessions.begin(), p.sessions.end(), stream), p.sessions.end());
 }
@@ -194,11 +193,11 @@ gmr_status session_for(device_pools &d, int device, pool_state &p, gmr_stream st
   // Append to a memory of the pool that no other stream fills now (graphs
   // sharing a pool share its memory); forked streams get memories of their own.
   gmr_graph_memory *share = nullptr;
-  for (gmr_graph_memory *m : p.memories) {
+  for (const pool_state::memory &m : p.memories) {
     gmr_graph_memory_info info;
-    if (gmr_graph_arena_resource_get_graph_memory_info(d.arena, m, &info) == GMR_OK &&
+    if (gmr_graph_arena_resource_get_graph_memory_info(d.arena, m.handle, &info) == GMR_OK &&
         !info.capturing) {
-      share = m;
+      share = m.handle;
       break;
     }
   }
@@ -257,10 +256,9 @@ void flush_deferred(device_pools &d) {
 }
 
 // Release the memories of released pools once the device is idle, and give
-// the arena's idle chunks back. Lock held; `device` current. Returns the
-// bytes the arena gave back.
-size_t release_pending(device_pools &d, int device) {
-  if (d.active_count.load(std::memory_order_acquire) > 0 || d.arena == nullptr) return 0;
+// the arena's idle chunks back. Lock held; `device` current.
+void release_pending(device_pools &d, int device) {
+  if (d.active_count.load(std::memory_order_acquire) > 0 || d.arena == nullptr) return;
   flush_deferred(d);
   if (!d.pending.empty()) {
     // Their graphs' last launches may still run: PyTorch's empty_cache waits
@@ -270,7 +268,7 @@ size_t release_pending(device_pools &d, int device) {
       hook_error("empty_cache(device " + std::to_string(device) +
                  "): cannot synchronise the device (" + gmr_status_name(st) +
                  "); released graph pools keep their memory");
-      return 0;
+      return;
     }
     for (gmr_graph_memory *m : d.pending) {
       st = gmr_graph_arena_resource_release_graph_memory(d.arena, m);
@@ -296,7 +294,6 @@ size_t release_pending(device_pools &d, int device) {
                 d.pools.end());
   // An arena that holds nothing goes too (the stack may be replaced later).
   if (d.pools.empty()) (void)drop_arena(d);
-  return released;
 }
 
 bool valid_device(int device, const char *hook) {
@@ -366,8 +363,9 @@ bool allocate_at_expected(int device, size_t size, gmr_stream stream, pool_block
   pool_state *p = find(d, expected_pool);
   *status = GMR_ERR_INVALID_ARGUMENT;
   if (p != nullptr && d.arena != nullptr) {
-    for (gmr_graph_memory *m : p->memories) {
-      *status = gmr_graph_arena_resource_allocate_at(d.arena, m, want, size, stream, nullptr);
+    for (const pool_state::memory &m : p->memories) {
+      *status =
+          gmr_graph_arena_resource_allocate_at(d.arena, m.handle, want, size, stream, nullptr);
       if (*status == GMR_OK) break;
     }
   }
@@ -415,11 +413,11 @@ bool defer_free_in_capture(int device, void *ptr, size_t size, gmr_resource *res
   return true;
 }
 
-size_t release_graph_pools(int device) {
-  if (device < 0 || device >= kMaxDevices) return 0;
+void release_graph_pools(int device) {
+  if (device < 0 || device >= kMaxDevices) return;
   device_pools &d = devices[device];
   std::lock_guard<std::mutex> lock(d.mutex);
-  return release_pending(d, device);
+  release_pending(d, device);
 }
 
 bool graph_pools_have_pending(int device) {
@@ -498,9 +496,8 @@ extern "C" void gmr_torch_release_pool(int device, gmr_torch_mempool_id id) {
     p->use_count = 1;
     return;
   }
-  d.pending.insert(d.pending.end(), p->memories.begin(), p->memories.end());
+  for (const pool_state::memory &m : p->memories) d.pending.push_back(m.handle);
   p->memories.clear();
-  p->memory_streams.clear();
   // The pool id is gone for PyTorch; blocks still live keep their bytes until
   // they are freed after the memory's release.
   if (p->live.empty()) {
@@ -622,11 +619,11 @@ extern "C" gmr_status gmr_torch_get_pool_segments(int device, uint64_t pool_firs
   size_t n = p->memories.size();
   for (size_t i = 0; i < n && i < capacity; ++i) {
     gmr_graph_memory_info info;
-    held_bytes[i] = gmr_graph_arena_resource_get_graph_memory_info(d.arena, p->memories[i],
+    held_bytes[i] = gmr_graph_arena_resource_get_graph_memory_info(d.arena, p->memories[i].handle,
                                                                   &info) == GMR_OK
                         ? info.held_bytes
                         : 0;
-    streams[i] = reinterpret_cast<uintptr_t>(p->memory_streams[i]);
+    streams[i] = reinterpret_cast<uintptr_t>(p->memories[i].stream);
   }
   *out_count = n;
   return GMR_OK;

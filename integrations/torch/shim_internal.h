@@ -75,8 +75,7 @@ bool defer_free_in_capture(int device, void *ptr, size_t size, gmr_resource *res
 // device current: when no pool of it routes, frees deferred by captures are
 // made, the device is synchronised, the memories of released pools are
 // released and the graph pool arena's idle chunks go back to the stack.
-// Returns the bytes the arena gave back.
-size_t release_graph_pools(int device);
+void release_graph_pools(int device);
 
 // True when released pools of `device` still hold memory that a safe point
 // would give back.

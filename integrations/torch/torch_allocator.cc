@@ -50,20 +50,30 @@ shard &shard_of(const void *p) {
   return shards[((k >> 8) ^ (k >> 20)) % kShards];
 }
 
-// Per-device figures behind torch.cuda.memory_stats() (gmr_torch_device_stats).
+// Per-device figures behind torch.cuda.memory_stats() (gmr_torch_device_stats)
+// and, summed, the shim's counters (gmr_torch_counters). The accumulated ones
+// only grow; reset_accumulated_memory_stats moves their base instead, so the
+// shim's totals survive it.
+enum accumulated { kAllocations, kFrees, kAllocatedBytes, kFreedBytes, kFailures, kRetries,
+                   kAccumulatedCount };
+
 struct alignas(64) device_counters {
   std::atomic<uint64_t> live_count{0};
   std::atomic<uint64_t> peak_live_count{0};
   std::atomic<uint64_t> live_bytes{0};
   std::atomic<uint64_t> peak_live_bytes{0};
-  std::atomic<uint64_t> allocation_count{0};
-  std::atomic<uint64_t> free_count{0};
-  std::atomic<uint64_t> allocated_bytes{0};
-  std::atomic<uint64_t> freed_bytes{0};
-  std::atomic<uint64_t> failed_allocation_count{0};
-  std::atomic<uint64_t> retry_count{0};
+  std::atomic<uint64_t> total[kAccumulatedCount];  // since the process started
+  std::atomic<uint64_t> base[kAccumulatedCount];   // `total` at the last reset
 };
-device_counters per_device[kMaxDevices];
+device_counters per_device[kMaxDevices];  // static: zero-initialised
+
+void add(int device, accumulated k, uint64_t n) {
+  per_device[device].total[k].fetch_add(n, std::memory_order_relaxed);
+}
+
+uint64_t since_reset(const device_counters &c, accumulated k) {
+  return c.total[k].load(std::memory_order_relaxed) - c.base[k].load(std::memory_order_relaxed);
+}
 
 void raise_peak(std::atomic<uint64_t> &peak, uint64_t now) {
   uint64_t seen = peak.load(std::memory_order_relaxed);
@@ -75,22 +85,18 @@ void count_allocation(int device, size_t size) {
   device_counters &c = per_device[device];
   raise_peak(c.peak_live_count, c.live_count.fetch_add(1, std::memory_order_relaxed) + 1);
   raise_peak(c.peak_live_bytes, c.live_bytes.fetch_add(size, std::memory_order_relaxed) + size);
-  c.allocation_count.fetch_add(1, std::memory_order_relaxed);
-  c.allocated_bytes.fetch_add(size, std::memory_order_relaxed);
+  add(device, kAllocations, 1);
+  add(device, kAllocatedBytes, size);
 }
 
 void count_free(int device, size_t size) {
   device_counters &c = per_device[device];
   c.live_count.fetch_sub(1, std::memory_order_relaxed);
   c.live_bytes.fetch_sub(size, std::memory_order_relaxed);
-  c.free_count.fetch_add(1, std::memory_order_relaxed);
-  c.freed_bytes.fetch_add(size, std::memory_order_relaxed);
+  add(device, kFrees, 1);
+  add(device, kFreedBytes, size);
 }
 
-std::atomic<uint64_t> live_count{0};
-std::atomic<uint64_t> live_bytes{0};
-std::atomic<uint64_t> allocation_count{0};
-std::atomic<uint64_t> failed_allocation_count{0};
 std::atomic<uint64_t> refused_free_count{0};
 std::atomic<uint64_t> failed_free_count{0};
 std::atomic<uint64_t> record_stream_count{0};
@@ -174,8 +180,7 @@ gmr_status allocate(size_t size, int device, gmr_stream stream, bool mempool, vo
   gmr_spec_error error;
   gmr_status st = gmr_get_device_resource(device, &resource, &error);
   if (st != GMR_OK) {
-    failed_allocation_count.fetch_add(1, std::memory_order_relaxed);
-    per_device[device].failed_allocation_count.fetch_add(1, std::memory_order_relaxed);
+    add(device, kFailures, 1);
     *message = "gmr: cannot create the memory resource of device " + std::to_string(device) +
                " (" + gmr_status_name(st) + "): " + error.message;
     return st;
@@ -185,19 +190,17 @@ gmr_status allocate(size_t size, int device, gmr_stream stream, bool mempool, vo
   st = allocate_once(resource, size, device, stream, mempool, &block, &failure);
   if (st == GMR_ERR_OUT_OF_MEMORY && graph_pools_have_pending(device)) {
     // PyTorch frees released graph pools' memory before it gives up.
-    size_t released = 0;
     (void)with_device(device, [&] {
-      released = release_graph_pools(device);
+      release_graph_pools(device);
       return GMR_OK;
     });
-    per_device[device].retry_count.fetch_add(1, std::memory_order_relaxed);
+    add(device, kRetries, 1);
     block = pool_block();
     failure = gmr_failure{};
     st = allocate_once(resource, size, device, stream, mempool, &block, &failure);
   }
   if (st != GMR_OK) {
-    failed_allocation_count.fetch_add(1, std::memory_order_relaxed);
-    per_device[device].failed_allocation_count.fetch_add(1, std::memory_order_relaxed);
+    add(device, kFailures, 1);
     *message = describe_failure(st, failure, size, device, stream);
     return st;
   }
@@ -212,14 +215,11 @@ gmr_status allocate(size_t size, int device, gmr_stream stream, bool mempool, vo
     if (pooled) note_pool_free(device, block.pool, *out);
     (void)gmr_deallocate(block.resource, *out, size, 0, stream);
     *out = nullptr;
-    failed_allocation_count.fetch_add(1, std::memory_order_relaxed);
+    add(device, kFailures, 1);
     *message = "gmr: no host memory to record an allocation of " + bytes_text(size);
     return GMR_ERR_OUT_OF_MEMORY;
   }
   std::call_once(exit_handler_once, [] { (void)std::atexit(mark_exiting); });
-  allocation_count.fetch_add(1, std::memory_order_relaxed);
-  live_count.fetch_add(1, std::memory_order_relaxed);
-  live_bytes.fetch_add(size, std::memory_order_relaxed);
   count_allocation(device, size);
   devices_used.fetch_or(uint64_t{1} << device, std::memory_order_relaxed);
   return GMR_OK;
@@ -257,8 +257,6 @@ void release(void *ptr, size_t size, int device, gmr_stream stream, bool mempool
     s.live.erase(it);
   }
   (void)stream;  // PyTorch passes the allocation's stream; the record has it
-  live_count.fetch_sub(1, std::memory_order_relaxed);
-  live_bytes.fetch_sub(a.size, std::memory_order_relaxed);
   count_free(a.device, a.size);
   if (a.pooled) {
     note_pool_free(a.device, a.pool, ptr);
@@ -392,7 +390,7 @@ extern "C" void gmr_torch_reset(void) {
     if (gmr_get_device_resource(d, &r, nullptr) != GMR_OK) continue;
     size_t released = 0;
     gmr_status st = with_device(d, [&] {
-      (void)release_graph_pools(d);
+      release_graph_pools(d);
       return gmr_resource_trim(r, &released);
     });
     if (st != GMR_OK) {
@@ -486,10 +484,13 @@ extern "C" gmr_status gmr_torch_get_counters(gmr_torch_counters *out) {
   if (out == nullptr || out->size < sizeof(gmr_torch_counters) || out->version == 0) {
     return GMR_ERR_INVALID_ARGUMENT;
   }
-  out->live_count = live_count.load(std::memory_order_relaxed);
-  out->live_bytes = live_bytes.load(std::memory_order_relaxed);
-  out->allocation_count = allocation_count.load(std::memory_order_relaxed);
-  out->failed_allocation_count = failed_allocation_count.load(std::memory_order_relaxed);
+  out->live_count = out->live_bytes = out->allocation_count = out->failed_allocation_count = 0;
+  for (const device_counters &c : per_device) {
+    out->live_count += c.live_count.load(std::memory_order_relaxed);
+    out->live_bytes += c.live_bytes.load(std::memory_order_relaxed);
+    out->allocation_count += c.total[kAllocations].load(std::memory_order_relaxed);
+    out->failed_allocation_count += c.total[kFailures].load(std::memory_order_relaxed);
+  }
   out->refused_free_count = refused_free_count.load(std::memory_order_relaxed);
   out->failed_free_count = failed_free_count.load(std::memory_order_relaxed);
   out->record_stream_count = record_stream_count.load(std::memory_order_relaxed);
@@ -508,12 +509,12 @@ extern "C" gmr_status gmr_torch_get_device_stats(int device, gmr_torch_device_st
   out->peak_live_count = c.peak_live_count.load(std::memory_order_relaxed);
   out->live_bytes = c.live_bytes.load(std::memory_order_relaxed);
   out->peak_live_bytes = c.peak_live_bytes.load(std::memory_order_relaxed);
-  out->allocation_count = c.allocation_count.load(std::memory_order_relaxed);
-  out->free_count = c.free_count.load(std::memory_order_relaxed);
-  out->allocated_bytes = c.allocated_bytes.load(std::memory_order_relaxed);
-  out->freed_bytes = c.freed_bytes.load(std::memory_order_relaxed);
-  out->failed_allocation_count = c.failed_allocation_count.load(std::memory_order_relaxed);
-  out->retry_count = c.retry_count.load(std::memory_order_relaxed);
+  out->allocation_count = since_reset(c, kAllocations);
+  out->free_count = since_reset(c, kFrees);
+  out->allocated_bytes = since_reset(c, kAllocatedBytes);
+  out->freed_bytes = since_reset(c, kFreedBytes);
+  out->failed_allocation_count = since_reset(c, kFailures);
+  out->retry_count = since_reset(c, kRetries);
   return GMR_OK;
 }
 
@@ -528,11 +529,8 @@ extern "C" gmr_status gmr_torch_reset_peak_stats(int device) {
 extern "C" gmr_status gmr_torch_reset_accumulated_stats(int device) {
   if (device < 0 || device >= kMaxDevices) return GMR_ERR_INVALID_ARGUMENT;
   device_counters &c = per_device[device];
-  c.allocation_count.store(0, std::memory_order_relaxed);
-  c.free_count.store(0, std::memory_order_relaxed);
-  c.allocated_bytes.store(0, std::memory_order_relaxed);
-  c.freed_bytes.store(0, std::memory_order_relaxed);
-  c.failed_allocation_count.store(0, std::memory_order_relaxed);
-  c.retry_count.store(0, std::memory_order_relaxed);
+  for (int k = 0; k < kAccumulatedCount; ++k) {
+    c.base[k].store(c.total[k].load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
   return GMR_OK;
 }

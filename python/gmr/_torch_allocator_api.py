@@ -62,6 +62,20 @@ def _pool_id(pool: Iterable[int]) -> Tuple[int, int]:
     return int(first), int(second)
 
 
+def _fetch(call, ctype, columns: int) -> Tuple[int, list]:
+    """Call a shim function of the form f(..., col_0, ..., col_k, capacity,
+    &count) until its arrays hold every row: (status, rows as tuples)."""
+    count = ctypes.c_size_t(0)
+    while True:
+        n = count.value + 16
+        arrays = [(ctype * n)() for _ in range(columns)]
+        st = call(*arrays, n, ctypes.byref(count))
+        if st != 0:
+            return st, []
+        if count.value <= n:
+            return 0, list(zip(*(a[:count.value] for a in arrays)))
+
+
 def pool_blocks(device: int, pool: Iterable[int]) -> Optional[Dict[int, Tuple[int, int]]]:
     """The allocated blocks of graph pool `pool` of `device`: {ptr: (bytes,
     stream)}; None when gmr knows no such pool (never begun, or released).
@@ -69,22 +83,15 @@ def pool_blocks(device: int, pool: Iterable[int]) -> Optional[Dict[int, Tuple[in
     Raises:
         gmr.GmrError: the shim refused (bad device).
     """
-    shim = _lib.torch_lib()
     first, second = _pool_id(pool)
-    count = ctypes.c_size_t(0)
-    while True:
-        n = count.value + 16
-        ptrs = (ctypes.c_size_t * n)()
-        sizes = (ctypes.c_size_t * n)()
-        streams = (ctypes.c_size_t * n)()
-        st = shim.gmr_torch_get_pool_blocks(device, first, second, ptrs, sizes, streams, n,
-                                            ctypes.byref(count))
-        if st != 0:
-            if _lib.status_name(st) == _UNKNOWN_POINTER:
-                return None
-            _lib.raise_for(st, "gmr.torch: reading graph pool %r of device %d" % (pool, device))
-        if count.value <= n:
-            return {ptrs[i]: (sizes[i], streams[i]) for i in range(count.value)}
+    st, rows = _fetch(lambda *a: _lib.torch_lib().gmr_torch_get_pool_blocks(device, first, second,
+                                                                           *a),
+                      ctypes.c_size_t, 3)
+    if st != 0:
+        if _lib.status_name(st) == _UNKNOWN_POINTER:
+            return None
+        _lib.raise_for(st, "gmr.torch: reading graph pool %r of device %d" % (pool, device))
+    return {ptr: (nbytes, stream) for ptr, nbytes, stream in rows}
 
 
 def check_pool_live_allocations(device: int, pool: Iterable[int], expected: Iterable[int]) -> bool:
@@ -286,19 +293,10 @@ def reset_accumulated_memory_stats(device: int) -> None:
 
 
 def _pool_segments(device: int, pool: Tuple[int, int]):
-    """(stream, held bytes) of each memory of the pool."""
-    shim = _lib.torch_lib()
-    count = ctypes.c_size_t(0)
-    while True:
-        n = count.value + 8
-        streams = (ctypes.c_size_t * n)()
-        held = (ctypes.c_size_t * n)()
-        st = shim.gmr_torch_get_pool_segments(device, pool[0], pool[1], streams, held, n,
-                                              ctypes.byref(count))
-        if st != 0:
-            return []
-        if count.value <= n:
-            return [(streams[i], held[i]) for i in range(count.value)]
+    """(stream, held bytes) of each memory of the pool ([] if gmr knows none)."""
+    return _fetch(lambda *a: _lib.torch_lib().gmr_torch_get_pool_segments(device, pool[0],
+                                                                         pool[1], *a),
+                  ctypes.c_size_t, 2)[1]
 
 
 def memory_snapshot(*args: Any, **kwargs: Any) -> Dict[str, Any]:
@@ -316,7 +314,7 @@ def memory_snapshot(*args: Any, **kwargs: Any) -> Dict[str, Any]:
     for device in range(torch.cuda.device_count()):
         for pool, blocks in _pools_of(device):
             pieces = _pool_segments(device, pool) or [(0, 0)]
-            for index, (stream, held) in enumerate(pieces):
+            for stream, held in pieces:
                 mine = sorted((p, b) for p, b in blocks.items()
                               if b[1] == stream or len(pieces) == 1)
                 listed = [{"address": p, "size": n, "requested_size": n,
@@ -328,26 +326,17 @@ def memory_snapshot(*args: Any, **kwargs: Any) -> Dict[str, Any]:
                                  "active_size": live, "requested_size": live, "stream": stream,
                                  "segment_type": "large", "segment_pool_id": pool,
                                  "is_expandable": False, "frames": [], "blocks": listed})
-                del index
     return {"segments": segments, "device_traces": [], "allocator_settings": {},
             "external_annotations": []}
 
 
 def _pools_of(device: int):
     """(pool id, blocks) of every graph pool of `device` that has memory."""
-    shim = _lib.torch_lib()
-    count = ctypes.c_size_t(0)
-    while True:
-        n = count.value + 8
-        firsts = (ctypes.c_uint64 * n)()
-        seconds = (ctypes.c_uint64 * n)()
-        st = shim.gmr_torch_get_pool_ids(device, firsts, seconds, n, ctypes.byref(count))
-        if st != 0:
-            _lib.raise_for(st, "gmr.torch: listing the graph pools of device %d" % device)
-        if count.value <= n:
-            break
-    for i in range(count.value):
-        pool = (firsts[i], seconds[i])
+    st, pools = _fetch(lambda *a: _lib.torch_lib().gmr_torch_get_pool_ids(device, *a),
+                       ctypes.c_uint64, 2)
+    if st != 0:
+        _lib.raise_for(st, "gmr.torch: listing the graph pools of device %d" % device)
+    for pool in pools:
         blocks = pool_blocks(device, pool)
         if blocks is not None and (blocks or _pool_segments(device, pool)):
             yield pool, blocks

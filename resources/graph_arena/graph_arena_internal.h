@@ -355,11 +355,10 @@ void gmr__ga_region_widen(gmr_graph_arena_resource *a, gmr__ga_entry *e);
 /* ---- graph_arena_streams.c ---- */
 /* The record_stream slot. */
 gmr_status gmr__ga_record_stream(gmr_resource *self, void *ptr, gmr_stream stream);
-/* Captured block `b` (entry `e` of memory `m`), used on other streams, is
- * freed on `stream`: its bytes wait for the end of the session appending to
+/* The captured block at entry `entry` of memory `m`, used on other streams,
+ * is freed on `stream`: its bytes wait for the end of the session appending to
  * `m`, or, with none open, stay with `m` until it is released. Lock held. */
-void gmr__ga_defer_free(gmr_graph_arena_resource *a, gmr_graph_memory *m, size_t entry,
-                        gmr_stream stream);
+void gmr__ga_defer_free(gmr_graph_memory *m, size_t entry, gmr_stream stream);
 /* The session appending to `m` ends: deferred frees become reusable (ordered
  * reuse) or stay with the memory (monotone). Lock held. */
 void gmr__ga_settle_deferred(gmr_graph_arena_resource *a, gmr_graph_memory *m);

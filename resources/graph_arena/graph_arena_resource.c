@@ -154,7 +154,7 @@ gmr_status gmr__ga_free_block(gmr_graph_arena_resource *a, uint32_t slot, gmr_st
   if (b->recorded) {
     /* Other streams may still use it: not reused before they have joined. */
     e->state = GMR__GA_ENTRY_FREED;
-    gmr__ga_defer_free(a, m, b->entry, stream);
+    gmr__ga_defer_free(m, b->entry, stream);
     gmr__ga_drop_block(a, slot);
     return GMR_OK;
   }

@@ -47,9 +47,7 @@ gmr_status gmr__ga_record_stream(gmr_resource *self, void *ptr, gmr_stream strea
   return gmr__forward_record_stream(a->upstream, ptr, stream);
 }
 
-void gmr__ga_defer_free(gmr_graph_arena_resource *a, gmr_graph_memory *m, size_t entry,
-                        gmr_stream stream) {
-  (void)a;
+void gmr__ga_defer_free(gmr_graph_memory *m, size_t entry, gmr_stream stream) {
   if (m->session == NULL) return; /* kept with the memory until it is released */
   /* Without host memory for the note the bytes also stay with the memory:
    * never reused too early. */

@@ -34,43 +34,15 @@ bool Has(const char *message, const std::string &words) {
   return std::strstr(message, words.c_str()) != nullptr;
 }
 
-class Parity : public gmr_test::TierTest {
+class Parity : public gmr_test::StreamsTierTest {
  protected:
-  void SetUp() override {
-    TierTest::SetUp();
-    for (gmr_stream &s : streams_) ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
-  }
-  void TearDown() override {
-    if (m_ != nullptr) {
-      EXPECT_EQ(GMR_OK, gmr_tier_manager_destroy(m_));
-      m_ = nullptr;
-    }
-    for (gmr_stream s : streams_) EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
-    TierTest::TearDown();
-  }
-  gmr_resource *Gpu() { return Res(GMR_TIER_GPU, 0); }
-  gmr_reservation_id Bound(size_t bytes, gmr_stream s, gmr_limit_policy p) {
-    gmr_reservation_id r = ReserveIn(GMR_TIER_GPU, 0, bytes);
-    gmr_failure f;
-    EXPECT_EQ(GMR_OK, gmr_reservation_bind_stream(m_, r, s, &p, &f)) << f.message;
-    return r;
-  }
-  void *Alloc(size_t bytes, gmr_stream s) {
-    void *p = nullptr;
-    gmr_failure f;
-    EXPECT_EQ(GMR_OK, gmr_allocate_ex(Gpu(), bytes, 0, s, &p, &f)) << f.message;
-    return p;
-  }
+  Parity() : StreamsTierTest(3) {}
   gmr_status Refused(size_t bytes, gmr_stream s, gmr_failure *f) {
     void *p = nullptr;
     gmr_status st = gmr_allocate_ex(Gpu(), bytes, 0, s, &p, f);
     EXPECT_EQ(nullptr, p);
     return st;
   }
-  void Free(void *p, size_t bytes, gmr_stream s) {
-    EXPECT_EQ(GMR_OK, gmr_deallocate(Gpu(), p, bytes, 0, s));
-  }
-  gmr_stream streams_[3] = {};
 };
 
 // 1. Adopted: nothing available is a valid reservation of 0 bytes.

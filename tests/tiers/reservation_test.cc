@@ -24,47 +24,19 @@ using gmr_test::Id;
 using gmr_test::KiB;
 using gmr_test::MiB;
 
-class Reservations : public gmr_test::TierTest {
+class Reservations : public gmr_test::StreamsTierTest {
  protected:
   // Real simulated streams: the async CUDA resource checks them.
   static constexpr int kStreams = 10;
-  void SetUp() override {
-    TierTest::SetUp();
-    for (gmr_stream &s : streams_) ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
-  }
-  void TearDown() override {
-    if (m_ != nullptr) {
-      EXPECT_EQ(GMR_OK, gmr_tier_manager_destroy(m_));
-      m_ = nullptr;
-    }
-    for (gmr_stream s : streams_) EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
-    TierTest::TearDown();
-  }
+  Reservations() : StreamsTierTest(kStreams) {}
   // Stream k (1-based, as the tests name them).
   gmr_stream S(uintptr_t k) { return streams_[k - 1]; }
-  gmr_stream streams_[kStreams] = {};
   // A GPU space of 1 MiB whose reservations use `policy`.
   void MakeGpu(gmr_limit_policy policy, bool require = false, size_t capacity = 1 * MiB) {
     gmr_memory_space_config c = GpuConfig(0, capacity);
     c.on_limit = policy;
     c.require_reservation = require;
     Make({c});
-  }
-  gmr_resource *Gpu() { return Res(GMR_TIER_GPU, 0); }
-  gmr_reservation_id Bound(size_t bytes, gmr_stream s, const gmr_limit_policy *p = nullptr) {
-    gmr_reservation_id r = ReserveIn(GMR_TIER_GPU, 0, bytes);
-    gmr_failure f;
-    EXPECT_EQ(GMR_OK, gmr_reservation_bind_stream(m_, r, s, p, &f)) << f.message;
-    return r;
-  }
-  void *Alloc(size_t bytes, gmr_stream s, gmr_status want = GMR_OK) {
-    void *p = nullptr;
-    gmr_failure f;
-    EXPECT_EQ(want, gmr_allocate_ex(Gpu(), bytes, 0, s, &p, &f)) << f.message;
-    return p;
-  }
-  void Free(void *p, size_t bytes, gmr_stream s) {
-    EXPECT_EQ(GMR_OK, gmr_deallocate(Gpu(), p, bytes, 0, s));
   }
 };
 

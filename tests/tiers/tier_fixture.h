@@ -118,6 +118,47 @@ class TierTest : public SimTest {
   gmr_tier_manager *m_ = nullptr;
 };
 
+// A TierTest with real simulated streams (the async CUDA resource checks
+// them), made before the test and destroyed after the tier manager.
+class StreamsTierTest : public TierTest {
+ protected:
+  explicit StreamsTierTest(size_t stream_count) : streams_(stream_count, nullptr) {}
+  void SetUp() override {
+    TierTest::SetUp();
+    for (gmr_stream &s : streams_) ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  }
+  void TearDown() override {
+    if (m_ != nullptr) {
+      EXPECT_EQ(GMR_OK, gmr_tier_manager_destroy(m_));
+      m_ = nullptr;
+    }
+    for (gmr_stream s : streams_) EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+    TierTest::TearDown();
+  }
+  // The first GPU space, as a resource.
+  gmr_resource *Gpu() { return Res(GMR_TIER_GPU, 0); }
+  // A reservation of `bytes` in it, bound to `s` with policy `p` (NULL: the space's).
+  gmr_reservation_id Bound(size_t bytes, gmr_stream s, const gmr_limit_policy *p = nullptr) {
+    gmr_reservation_id r = ReserveIn(GMR_TIER_GPU, 0, bytes);
+    gmr_failure f;
+    EXPECT_EQ(GMR_OK, gmr_reservation_bind_stream(m_, r, s, p, &f)) << f.message;
+    return r;
+  }
+  gmr_reservation_id Bound(size_t bytes, gmr_stream s, gmr_limit_policy p) {
+    return Bound(bytes, s, &p);
+  }
+  void *Alloc(size_t bytes, gmr_stream s, gmr_status want = GMR_OK) {
+    void *p = nullptr;
+    gmr_failure f;
+    EXPECT_EQ(want, gmr_allocate_ex(Gpu(), bytes, 0, s, &p, &f)) << f.message;
+    return p;
+  }
+  void Free(void *p, size_t bytes, gmr_stream s) {
+    EXPECT_EQ(GMR_OK, gmr_deallocate(Gpu(), p, bytes, 0, s));
+  }
+  std::vector<gmr_stream> streams_;
+};
+
 }  // namespace gmr_test
 
 #endif  // GMR_TESTS_TIERS_TIER_FIXTURE_H_
