@@ -44,6 +44,7 @@ struct gmr_cuda_resource {
   pthread_mutex_t events_mutex;
   cudaEvent_t events[EVENT_CACHE_COUNT];
   size_t event_count;
+  cudaStream_t side_stream; /* async: capture-time allocations; under events_mutex */
 };
 
 static const char *alloc_call_name(gmr_cuda_kind kind) {
@@ -133,6 +134,43 @@ static gmr_status cuda_allocate(gmr_resource *self, size_t bytes, size_t alignme
   return allocate_now(r, bytes, alignment, stream, out_ptr, failure);
 }
 
+/* async during a capture: cudaMallocFromPoolAsync on the capturing stream
+ * would add a memory node to the graph (memory the graph owns). Instead the
+ * block comes from the pool on the resource's own non-blocking stream, which
+ * is then synchronised, so it is ready for any stream and the graph only
+ * keeps its address; it is freed later like any other (cudaFreeAsync on the
+ * freeing stream). The caller switched the thread to relaxed capture mode. */
+static gmr_status allocate_async_outside(gmr_cuda_resource *r, size_t bytes, size_t alignment,
+                                         gmr_stream stream, void **out_ptr,
+                                         gmr_failure *failure) {
+  int saved = -1;
+  cudaError_t err = gmr__cuda_device_enter(r->cuda, r->device, &saved);
+  if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaSetDevice", err);
+  pthread_mutex_lock(&r->events_mutex);
+  if (r->side_stream == NULL) err = r->cuda->stream_create(&r->side_stream);
+  cudaStream_t side = r->side_stream;
+  pthread_mutex_unlock(&r->events_mutex);
+  gmr__cuda_device_leave(r->cuda, saved);
+  if (err != cudaSuccess) {
+    return gmr__cuda_fail(failure, "cudaStreamCreate (the allocation stream for captures)", err);
+  }
+  void *ptr = NULL;
+  gmr_status st = allocate_now(r, bytes, alignment, (gmr_stream)side, &ptr, failure);
+  if (st != GMR_OK) return st;
+  err = r->cuda->stream_synchronize(side);
+  if (err != cudaSuccess) {
+    gmr__book_entry entry;
+    (void)gmr__books_take(&r->books, ptr, bytes, alignment, NULL, &entry);
+    (void)r->cuda->free_async(ptr, side);
+    gmr__counter_sub(&r->held, bytes);
+    return gmr__cuda_fail(failure, "cudaStreamSynchronize (the allocation stream for captures)",
+                          err);
+  }
+  (void)stream; /* the books keep the side stream; frees name their own */
+  *out_ptr = ptr;
+  return GMR_OK;
+}
+
 /* cudaMalloc / cudaMallocManaged / cudaHostAlloc with the calling thread in
  * relaxed capture mode (PyTorch's cudaMallocMaybeCapturing): a capture in
  * progress stays valid and the graph keeps the address. The mode is restored
@@ -143,16 +181,12 @@ static gmr_status cuda_allocate_capturing(gmr_resource *self, size_t bytes, size
   gmr_cuda_resource *r = (gmr_cuda_resource *)self;
   gmr_status st = check_alignment(alignment, failure);
   if (st != GMR_OK) return st;
-  if (r->kind == GMR_CUDA_KIND_ASYNC) {
-    return gmr__failure_set(failure, GMR_ERR_CAPTURE_UNSAFE,
-                            "cuda_resource(kind=async) cannot allocate for a capture without "
-                            "joining it: cudaMallocFromPoolAsync would add a memory node to the "
-                            "graph; use cuda(kind=device) below the graph arena");
-  }
   enum cudaStreamCaptureMode saved;
   cudaError_t err = gmr__cuda_capture_relaxed_enter(r->cuda, &saved);
   if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaThreadExchangeStreamCaptureMode", err);
-  st = allocate_now(r, bytes, alignment, stream, out_ptr, failure);
+  st = r->kind == GMR_CUDA_KIND_ASYNC
+           ? allocate_async_outside(r, bytes, alignment, stream, out_ptr, failure)
+           : allocate_now(r, bytes, alignment, stream, out_ptr, failure);
   gmr__cuda_capture_relaxed_leave(r->cuda, saved);
   return st;
 }
@@ -270,11 +304,15 @@ static void free_resource(gmr_cuda_resource *r) {
 static gmr_status cuda_destroy(gmr_resource *self) {
   gmr_cuda_resource *r = (gmr_cuda_resource *)self;
   if (atomic_load(&r->held.live_count) != 0) return GMR_ERR_BUSY;
-  if (r->pool != NULL || r->event_count > 0) {
+  if (r->pool != NULL || r->event_count > 0 || r->side_stream != NULL) {
     int saved = -1;
     cudaError_t err = gmr__cuda_device_enter(r->cuda, r->device, &saved);
     if (err != cudaSuccess) return gmr__status_from_cuda(err);
     if (r->pool != NULL) err = r->cuda->mem_pool_destroy(r->pool);
+    if (err == cudaSuccess && r->side_stream != NULL) {
+      (void)r->cuda->stream_destroy(r->side_stream); /* idle: every use was synchronised */
+      r->side_stream = NULL;
+    }
     if (err == cudaSuccess) drop_events(r);
     gmr__cuda_device_leave(r->cuda, saved);
     if (err != cudaSuccess) return gmr__status_from_cuda(err); /* nothing destroyed */

@@ -483,16 +483,65 @@ INSTANTIATE_TEST_SUITE_P(CaptureCapableKinds, CudaCaptureKind,
                            return std::string(gmr_cuda_kind_name(info.param));
                          });
 
-TEST_F(CudaResource, AsyncRefusesToAllocateForACaptureAndSaysWhichKindCan) {
+// async during a capture: the block comes from the pool on the resource's own
+// stream, synchronised, so the graph gets no memory node and keeps the address
+// (MemPool mode: PyTorch asks for a segment while capturing).
+TEST_F(CudaResource, AsyncAllocatesForACaptureOnItsOwnStreamAndAddsNoNodeToTheGraph) {
   gmr_cuda_resource *cr = make(GMR_CUDA_KIND_ASYNC);
   gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  gmr_stream s = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  size_t streams_before = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_CREATE);
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
   gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_capturing(r, 4096, 0, nullptr, &p, &f));
-  EXPECT_EQ(nullptr, p);
-  EXPECT_NE(nullptr, std::strstr(f.message, "kind=device")) << f.message;
+  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 4096, 0, s, &p, &f)) << f.message;
+  ASSERT_NE(nullptr, p);
+  std::memset(p, 1, 4096);
+  EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
+  EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC));
+  EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_SYNCHRONIZE));
+  EXPECT_EQ(streams_before + 1, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_CREATE));
+  // A second one reuses the stream.
+  void *q = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 8192, 0, s, &q, &f)) << f.message;
+  EXPECT_EQ(streams_before + 1, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_CREATE));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 8192, 0, s));
+  // A failed synchronise gives the block back: nothing live, the mode restored.
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_STREAM_SYNCHRONIZE, 0, 1,
+                                                cudaErrorLaunchFailure));
+  q = nullptr;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_capturing(r, 4096, 0, s, &q, &f));
+  EXPECT_EQ(nullptr, q);
+  EXPECT_NE(nullptr, std::strstr(f.message, "cudaStreamSynchronize")) << f.message;
+  EXPECT_EQ(1u, gmr_cuda_resource_get_live_count(cr));
+  EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
+  // A failed allocation: out of memory, nothing live.
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC, 0, 1,
+                                                cudaErrorMemoryAllocation));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_capturing(r, 4096, 0, s, &q, &f));
+  EXPECT_EQ(1u, gmr_cuda_resource_get_live_count(cr));
+  gmr_graph graph = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph));  // the capture stayed valid
+  EXPECT_EQ(GMR_OK, gmr_graph_destroy(graph));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 4096, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+}
+
+TEST_F(CudaResource, AsyncCaptureStreamThatCannotBeCreatedChangesNothing) {
+  gmr_cuda_resource *cr = make(GMR_CUDA_KIND_ASYNC);
+  gmr_resource *r = gmr_cuda_resource_as_resource(cr);
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_STREAM_CREATE, 0, 1,
+                                                cudaErrorMemoryAllocation));
+  void *p = nullptr;
+  gmr_failure f;
+  EXPECT_NE(GMR_OK, gmr_allocate_capturing(r, 4096, 0, nullptr, &p, &f));
+  EXPECT_NE(nullptr, std::strstr(f.message, "cudaStreamCreate")) << f.message;
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC));
-  EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_THREAD_EXCHANGE_CAPTURE_MODE));
+  EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cr));
+  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 4096, 0, nullptr, &p, &f)) << f.message;
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 4096, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 

@@ -147,7 +147,9 @@ TEST_F(PoolCaptureTest, GrowsThroughTheUpstreamAndTheCaptureStaysValid) {
   ExpectInvariants(r);
 }
 
-TEST_F(PoolCaptureTest, AnUpstreamThatCannotAllocateDuringCaptureMeansCaptureUnsafe) {
+// The C registry's stack (pool > cuda(kind=async)) grows during a capture
+// through async's capture slot: no memory node, the capture stays valid.
+TEST_F(PoolCaptureTest, GrowsOverAsyncDuringACapture) {
   gmr_cuda_resource_config cc = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
   cc.kind = GMR_CUDA_KIND_ASYNC;
   gmr_cuda_resource *async = nullptr;
@@ -160,12 +162,12 @@ TEST_F(PoolCaptureTest, AnUpstreamThatCannotAllocateDuringCaptureMeansCaptureUns
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
   gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_capturing(r, MiB, 0, s, &p, &f));
-  EXPECT_EQ(nullptr, p);
-  EXPECT_STRNE("", f.message);
+  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, MiB, 0, s, &p, &f)) << f.message;
+  EXPECT_NE(nullptr, p);
   EXPECT_EQ(GMR_OK, EndCapture(s));
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
-  EXPECT_EQ(0u, Stats(r).held_bytes);
+  EXPECT_GE(Stats(r).held_bytes, MiB);
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_cuda_resource_as_resource(async)));
 }

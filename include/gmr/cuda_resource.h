@@ -47,11 +47,13 @@
  *    call cudaMalloc / cudaMallocManaged / cudaHostAlloc with the calling
  *    thread switched to relaxed capture mode and switched back on every path
  *    (PyTorch's cudaMallocMaybeCapturing), so a capture in progress on any
- *    stream stays valid and the graph keeps the address. async refuses with
- *    GMR_ERR_CAPTURE_UNSAFE: cudaMallocFromPoolAsync on a capturing stream
- *    adds a memory node to the graph, which is not what a graph arena asks
- *    for; put cuda(kind=device) below a graph arena. (Plain allocate on a
- *    capturing stream still refuses for the three kinds, as described above.)
+ *    stream stays valid and the graph keeps the address. async takes the
+ *    block from its pool on a non-blocking stream of its own (created at
+ *    the first such call, destroyed with the resource) and synchronises that
+ *    stream, so the graph gets no memory node and any stream may use the
+ *    block at once; a failed synchronise gives the block back (GMR_ERR_CUDA).
+ *    (Plain allocate on a capturing stream still refuses for the three
+ *    other kinds, as described above.)
  *  - record_stream (gmr_record_stream): async remembers the stream with the
  *    allocation; at the free on stream S it records an event on each such
  *    stream (events from a small cache) and makes S wait for it
@@ -63,6 +65,10 @@
  *    live; GMR_ERR_OUT_OF_MEMORY when host memory for the record runs out.
  *    A free whose event record or wait fails returns the CUDA status and
  *    releases nothing.
+ *  - trim (gmr_resource_trim): async trims its pool to zero
+ *    (cudaMemPoolTrimTo); memory freed with cudaFreeAsync whose stream has
+ *    not reached the free yet is not released (synchronise first to release
+ *    it too). The other kinds cache nothing.
  *  - get_memory_info: device, managed and pinned answer held = live (the
  *    bytes of live allocations), free 0 (they cache nothing). async answers
  *    GMR_ERR_UNSUPPORTED: its free memory is inside the cudaMemPool_t and

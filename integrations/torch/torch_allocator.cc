@@ -391,7 +391,15 @@ extern "C" void gmr_torch_reset(void) {
     size_t released = 0;
     gmr_status st = with_device(d, [&] {
       release_graph_pools(d);
-      return gmr_resource_trim(r, &released);
+      gmr_status trimmed = gmr_resource_trim(r, &released);
+      // A pool gives chunks back with stream-ordered frees (cudaFreeAsync
+      // below cuda(kind=async)); they reach the driver's pool only when
+      // their streams get there. PyTorch's empty_cache synchronises too.
+      if (trimmed != GMR_OK || gmr_device_synchronize() != GMR_OK) return trimmed;
+      size_t more = 0;
+      trimmed = gmr_resource_trim(r, &more);
+      released += more;
+      return trimmed;
     });
     if (st != GMR_OK) {
       std::string m = "empty_cache: trimming the stack of device " + std::to_string(d) +

@@ -256,7 +256,7 @@ def check_mempool_oom():
 
 def check_mempool_graph():
     """torch.cuda.graph(pool=gmr MemPool): segments asked for during capture
-    (a stack that can grow while a stream captures: cuda(kind=async) cannot)."""
+    (a stack that grows while a stream captures)."""
     import torch
     import gmr.torch
     import workloads

@@ -27,9 +27,18 @@ DEFAULT_STACKS = ["native", "vmm", "pool > cuda(kind=device)", "vmm_pool",
                   "pool > cuda(kind=async)"]
 
 
+_MEMPOOL = {}
+
+
 def _setup(stack):
-    """Choose the allocator before CUDA starts; deterministic fp32 numerics."""
-    if stack != "native":
+    """Choose the allocator before CUDA starts; deterministic fp32 numerics.
+    "mempool:SPEC" leaves PyTorch's allocator in charge and hands graphs a
+    gmr MemPool (MemPool mode; only check_mempool_graphs uses it)."""
+    if stack.startswith("mempool:"):
+        import gmr.torch
+        import torch
+        _MEMPOOL["pool"] = gmr.torch.mempool(stack[len("mempool:"):] or None)
+    elif stack != "native":
         import gmr.torch
         gmr.torch.use(None if stack == "vmm" else stack)
     import torch
@@ -296,6 +305,42 @@ def check_capture_oom(torch):
     graph_ok = float(out.sum()) == 3.0 * (1 << 20)
     wrong = (not text) + (not eager_ok) + (not graph_ok)
     return {"wrong": wrong, "calls": 1, "max_abs_diff": 0.0, "detail": text or "no error"}
+
+
+def check_mempool_graphs(torch):
+    """Graphs captured into one pool that, under "mempool:SPEC", is a gmr
+    MemPool (PyTorch's caching allocator carving gmr's segments), replayed in
+    mixed order with eager allocations between; each replay against eager.
+    Other stacks capture into graph_pool_handle() for the same check."""
+    pool = _MEMPOOL["pool"].id if "pool" in _MEMPOOL else torch.cuda.graph_pool_handle()
+    w1 = torch.randn(1024, 2048, device="cuda") / 32
+    w2 = torch.randn(2048, 1024, device="cuda") / 45
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graphs = {}
+    with torch.cuda.stream(stream):
+        for batch in (32, 8, 1):
+            static_x = torch.randn(batch, 1024, device="cuda")
+            _mlp_step(torch, w1, w2, static_x)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=pool, stream=stream):
+                static_out = _mlp_step(torch, w1, w2, static_x)
+            graphs[batch] = (g, static_x, static_out)
+    torch.cuda.current_stream().wait_stream(stream)
+    worst, wrong, calls = 0.0, 0, 0
+    for i, batch in enumerate([1, 32, 8] * 20):
+        g, static_x, static_out = graphs[batch]
+        x = torch.randn(batch, 1024, device="cuda")
+        static_x.copy_(x)
+        noise = torch.randn(batch * (1 + i % 5), 1024, device="cuda")
+        g.replay()
+        got = static_out.clone()
+        d = _diff(got, _mlp_step(torch, w1, w2, x))
+        worst = max(worst, d)
+        wrong += d > 1e-3
+        calls += 1
+        del noise
+    return {"wrong": wrong, "calls": calls, "max_abs_diff": worst}
 
 
 CHECKS = {name[len("check_"):]: fn for name, fn in globals().items() if name.startswith("check_")}
