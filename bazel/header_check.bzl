@@ -10,7 +10,9 @@ the test, so the test fails.
 load("//bazel:copts.bzl", "GMR_COPTS", "GMR_C_COPTS")
 
 def _ident(hdr):
-    return hdr.split("/")[-1].replace(".h", "").replace("-", "_")
+    # include/gmr/tiers/x.h -> tiers_x; include/gmr/x.h -> x
+    parts = hdr[len("include/gmr/"):].replace(".h", "").split("/")
+    return "_".join(parts).replace("-", "_")
 
 def header_self_containment_test(name, hdrs, deps):
     c_srcs = []

@@ -57,6 +57,10 @@ def _gmr_shared_library_impl(ctx):
     no_undefined = "" if sanitized else "-Wl,--no-undefined -Wl,-z,defs"
 
     version_script = "{ global: " + " ".join([p + ";" for p in ctx.attr.export]) + " local: *; };"
+    if ctx.attr.private_export:
+        version_script = ("GMR_PUBLIC { global: " + " ".join([p + ";" for p in ctx.attr.export]) +
+                          " local: *; }; GMR_PRIVATE { global: " +
+                          " ".join([p + ";" for p in ctx.attr.private_export]) + " };")
     shared = ctx.files.shared_libs
     command = """set -eu
 major=$(sed -n 's/^#define GMR_VERSION_MAJOR \\([0-9][0-9]*\\).*/\\1/p' {header})
@@ -65,7 +69,7 @@ script={out}.map
 printf '%s\\n' '{version_script}' > "$script"
 {cc} -shared -o {out} -Wl,-soname,{soname_base}.$major -Wl,--version-script="$script" \\
   {no_undefined} -Wl,-rpath,'$ORIGIN' \\
-  -Wl,--whole-archive {objects} -Wl,--no-whole-archive {archives} {shared} {flags}
+  -Wl,--whole-archive {objects} -Wl,--no-whole-archive {shared} {archives} {flags}
 rm -f "$script"
 """.format(
         header = ctx.file.version_header.path,
@@ -106,6 +110,7 @@ gmr_shared_library = rule(
         "version_header": attr.label(allow_single_file = True, mandatory = True),
         "soname_base": attr.string(mandatory = True, doc = "e.g. libgmr.so; the SONAME adds .<major>"),
         "export": attr.string_list(mandatory = True, doc = "version-script glob patterns of exported symbols"),
+        "private_export": attr.string_list(doc = "patterns exported under the version node GMR_PRIVATE (for gmr's own libraries)"),
         "linkopts": attr.string_list(),
         "out": attr.output(mandatory = True),
         "archive_out": attr.output(doc = "also write a static archive of the same objects"),

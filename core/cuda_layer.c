@@ -13,6 +13,15 @@
 
 /* NULL until the layer is chosen: by gmr_cuda_sim_enable/disable, or at the
  * first use from the environment (GMR_CUDA_SIM, core/cuda_sim/sim_env.c). */
+
+/* Without the simulation linked (every production library), nothing in the
+ * environment changes the layer: the real runtime is used. The simulation
+ * (//:gmr_sim, core/cuda_sim/sim_env.c) links the definition that reads
+ * GMR_CUDA_SIM, which takes precedence over this one. */
+#if defined(__GNUC__)
+__attribute__((weak))
+#endif
+void gmr__cuda_sim_enable_from_env(void) {}
 static _Atomic(const gmr__cuda_ops *) active_ops = NULL;
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 

@@ -108,8 +108,9 @@ void gmr__cuda_set_active(const gmr__cuda_ops *ops);
 
 /*
  * Called once, at the first use of the layer when no program chose one: reads
- * GMR_CUDA_SIM and enables the simulation as it asks (gmr/cuda_sim.h), or
- * does nothing (then the real runtime is used). Defined in cuda_sim/sim_env.c.
+ * GMR_CUDA_SIM and enables the simulation as it asks (gmr/sim/cuda_sim.h), or
+ * does nothing (then the real runtime is used). Defined in cuda_sim/sim_env.c;
+ * libraries without the simulation get cuda_layer.c's weak empty definition.
  */
 void gmr__cuda_sim_enable_from_env(void);
 

@@ -15,7 +15,7 @@
  * (cudaGetDriverEntryPointByVersion), so gmr never links libcuda. The
  * simulation (cuda_sim/sim_vmm.c) emulates the calls on host memory with the
  * driver's rules and error codes, under the simulation's lock, with call
- * counts and injectable failures (gmr/cuda_sim.h).
+ * counts and injectable failures (gmr/sim/cuda_sim.h).
  *
  * gmr__cuda_vmm(ops) gives the table that goes with a CUDA layer table:
  * a resource keeps both for its whole life. Every slot returns the driver's

@@ -37,7 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
 #include "gmr/limiting_adaptor.h"

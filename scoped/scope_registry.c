@@ -1,6 +1,6 @@
 /*
  * scoped/scope_registry.c: the registry of per-thread pools and the scopes
- * (see gmr/scoped_pool.h).
+ * (see gmr/scoped/scoped_pool.h).
  *
  * Each registry has a pthread key whose value in a thread is that thread's
  * state (its scope depth and its pools, one per device); the key's
@@ -24,7 +24,6 @@
 
 #include "scoped/scoped_internal.h"
 #include "core/stats.h"
-#include "tiers/tiers_util.h"
 
 /* Drop one reference; the last one frees the key, the mutex and the memory
  * (pthread_key_delete may be called from the key's own destructor). */

@@ -20,7 +20,7 @@
 
 #include "core/cuda_layer.h"
 #include "gmr/graph_arena_resource.h"
-#include "gmr/scoped_pool.h"
+#include "gmr/scoped/scoped_pool.h"
 #include "gmr/stack.h"
 
 #ifdef __cplusplus

@@ -1,6 +1,6 @@
 /*
  * scoped/scoped_pool.c: one thread's pool for one device (see
- * gmr/scoped_pool.h): a graph arena whose rewind marks are set lazily, at
+ * gmr/scoped/scoped_pool.h): a graph arena whose rewind marks are set lazily, at
  * the first allocation inside a scope deeper than the last mark.
  */
 #include <stdio.h>
@@ -10,7 +10,6 @@
 #include "core/failure.h"
 #include "scoped/scoped_internal.h"
 #include "core/stats.h"
-#include "tiers/tiers_util.h"
 
 static const gmr_resource_vtbl scoped_pool_vtbl;
 

@@ -9,7 +9,7 @@
 
 #include "core/cuda_layer.h"
 #include "gmr/cuda_resource.h"
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "tests/support/sim_fixture.h"
 

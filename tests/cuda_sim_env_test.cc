@@ -1,4 +1,4 @@
-// GMR_CUDA_SIM (gmr/cuda_sim.h): the environment switch read once at the
+// GMR_CUDA_SIM (gmr/sim/cuda_sim.h): the environment switch read once at the
 // first use of the CUDA layer. The layer is chosen once per process, so each
 // case runs in a fresh child process (gtest's threadsafe death-test style
 // re-executes this binary) that inherits the variable set here.
@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "gmr/gmr.h"
+#include "gmr/sim/cuda_sim.h"
 
 namespace {
 

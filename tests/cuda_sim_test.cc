@@ -7,7 +7,7 @@
 #include <set>
 #include <thread>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/resource.h"
 #include "tests/support/sim_fixture.h"

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gmr/gmr.h"
+#include "gmr/sim/cuda_sim.h"
 #include "stack/device_guard.h"
 #include "tests/support/sim_fixture.h"
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gmr/cuda_resource.h"
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/fixed_block_resource.h"
 #include "gmr/host_resource.h"

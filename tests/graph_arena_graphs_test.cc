@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
 #include "tests/support/graph_arena_fixture.h"

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "gmr/cuda_resource.h"
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
 #include "tests/support/capture_leaf.h"

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # tools/install.sh into a temporary prefix, then the README's C example built
 # against it the three ways a user would (pkg-config shared, pkg-config
-# static, CMake's find_package where cmake is installed), each run on the
-# simulation (GMR_CUDA_SIM=1); plus the library's SONAME and exported symbols,
-# and the Python package importing from the prefix. Each step is one test case
-# in the XML report.
+# static, CMake's find_package where cmake is installed); plus the libraries'
+# SONAMEs and exported symbols, an optional library (tiers) through
+# pkg-config and CMake components, and the Python package importing from the
+# prefix. Each step is one test case in the XML report.
+#
+# The installed libraries hold no CUDA simulation (GMR_CUDA_SIM changes
+# nothing in them), and this machine has no GPU: the dynamically linked
+# examples run with the test build libgmr_testing.so (same SONAME, the same
+# library plus the simulation) put first on the loader's path; the static
+# example must fail cleanly at its first CUDA call.
 set -uo pipefail
 root="${TEST_SRCDIR:?}/${TEST_WORKSPACE:-gmr}"
 work="${TEST_TMPDIR:?}/install"
@@ -59,40 +65,79 @@ fi
 layout() {
   for f in include/gmr/gmr.h include/gmr/device_resource.h "lib/libgmr.so.$version" \
            "lib/libgmr.so.$major" lib/libgmr.so lib/libgmr.a lib/libgmr_torch.so \
+           include/gmr/tiers/tier_manager.h include/gmr/scoped/scoped_pool.h \
+           "lib/libgmr_tiers.so.$version" lib/libgmr_tiers.so lib/libgmr_tiers.a \
+           "lib/libgmr_scoped.so.$version" lib/libgmr_scoped.so lib/libgmr_scoped.a \
+           lib/pkgconfig/gmr-tiers.pc lib/pkgconfig/gmr-scoped.pc \
            lib/pkgconfig/gmr.pc lib/pkgconfig/gmr-static.pc lib/cmake/gmr/gmrConfig.cmake \
            lib/cmake/gmr/gmrConfigVersion.cmake lib/python/gmr/__init__.py \
            lib/python/gmr/torch_shim/integrations/torch/torch_allocator.cc; do
     [ -e "$prefix/$f" ] || { echo "missing: $f"; return 1; }
   done
+  # The simulation is for tests only.
+  if [ -e "$prefix/include/gmr/sim" ] || ls "$prefix"/lib/libgmr_testing* >/dev/null 2>&1; then
+    echo "the CUDA simulation was installed"
+    return 1
+  fi
 }
 step layout layout
 
 # (Output is captured before grep -q: with pipefail, grep -q closing the pipe
 # early would fail the producer with SIGPIPE.)
 soname() {
-  local dynamic
-  dynamic=$(readelf -d "$prefix/lib/libgmr.so.$version")
-  grep -q "SONAME.*\[libgmr.so.$major\]" <<<"$dynamic"
+  local dynamic lib
+  for lib in libgmr libgmr_tiers libgmr_scoped; do
+    dynamic=$(readelf -d "$prefix/lib/$lib.so.$version")
+    grep -q "SONAME.*\[$lib.so.$major\]" <<<"$dynamic" || { echo "$lib: $dynamic"; return 1; }
+  done
+  # The optional libraries use the core's copy of everything (one CUDA layer,
+  # one registry): they need libgmr.so.
+  dynamic=$(readelf -d "$prefix/lib/libgmr_tiers.so.$version")
+  grep -q "NEEDED.*\[libgmr.so.$major\]" <<<"$dynamic"
 }
 step soname soname
 
-# Exactly the functions the public headers declare with GMR_API are exported:
-# no gmr__ internals, no CUDA runtime symbols.
+# Each library exports exactly the functions its headers declare with GMR_API
+# (libgmr: include/gmr/*.h; libgmr_X: include/gmr/X/*.h) under GMR_PUBLIC, no
+# CUDA runtime symbols; libgmr also exports its gmr__ internals under
+# GMR_PRIVATE, for the optional libraries only.
 exports() {
-  python3 - "$root/include/gmr" "$prefix/lib/libgmr.so" <<'PY'
+  python3 - "$root/include/gmr" "$prefix/lib" <<'PY'
 import glob, re, subprocess, sys
-declared = set()
-for h in glob.glob(sys.argv[1] + "/*.h"):
-    text = open(h).read()
-    declared |= {m.group(2) for m in re.finditer(r"GMR_API\b([^;{}]*?)\b(gmr_\w+)\s*\(", text, re.S)}
-out = subprocess.run(["nm", "-D", "--defined-only", sys.argv[2]], capture_output=True, text=True,
-                     check=True).stdout
-exported = {line.split()[-1] for line in out.splitlines() if line.strip()}
-extra, missing = sorted(exported - declared), sorted(declared - exported)
-print("exported:", len(exported), "declared:", len(declared))
-if extra: print("exported but not declared with GMR_API:", extra)
-if missing: print("declared with GMR_API but not exported:", missing)
-sys.exit(1 if extra or missing or not declared else 0)
+inc, lib = sys.argv[1], sys.argv[2]
+bad = False
+for name, headers in (("libgmr", inc + "/*.h"), ("libgmr_tiers", inc + "/tiers/*.h"),
+                      ("libgmr_scoped", inc + "/scoped/*.h")):
+    declared = set()
+    for h in glob.glob(headers):
+        text = open(h).read()
+        declared |= {m.group(2) for m in re.finditer(r"GMR_API\b([^;{}]*?)\b(gmr_\w+)\s*\(", text, re.S)}
+    out = subprocess.run(["nm", "-D", "--defined-only", "%s/%s.so" % (lib, name)],
+                         capture_output=True, text=True, check=True).stdout
+    public, private, other = set(), set(), set()
+    for line in out.splitlines():
+        if not line.strip():
+            continue
+        symbol = line.split()[-1]
+        base, _, node = symbol.partition("@@")
+        if base in ("GMR_PUBLIC", "GMR_PRIVATE"):
+            continue
+        if base.startswith("gmr__") and node in ("GMR_PRIVATE",):
+            private.add(base)
+        elif base.startswith("gmr_") and not base.startswith("gmr__"):
+            public.add(base)
+        else:
+            other.add(symbol)
+    extra, missing = sorted(public - declared), sorted(declared - public)
+    print("%s: exported %d, declared %d, private %d" % (name, len(public), len(declared), len(private)))
+    if extra: print("  exported but not declared with GMR_API:", extra)
+    if missing: print("  declared with GMR_API but not exported:", missing)
+    if other: print("  other exports:", sorted(other)[:20])
+    if name != "libgmr" and private: print("  an optional library exports internals:", sorted(private)[:20])
+    if any(s.startswith(("gmr_cuda_sim", "gmr_tier", "gmr_scope")) for s in public) and name == "libgmr":
+        print("  libgmr exports the simulation or an optional library"); bad = True
+    bad |= bool(extra or missing or other or not declared or (name != "libgmr" and private))
+sys.exit(1 if bad else 0)
 PY
 }
 step exports exports
@@ -103,6 +148,11 @@ awk '/install_test.sh builds this example/ {grab = 1; next}
      inside && /^```/ {exit}
      inside {print}' "$root/README.md" >"$work/example.c"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+# libgmr.so.N resolved to the test build (the simulation) for running.
+simdir="$work/simlib"
+mkdir -p "$simdir"
+ln -sf "$root/dist/libgmr_testing.so" "$simdir/libgmr.so.$major"
+run_sim() { env LD_LIBRARY_PATH="$simdir" GMR_CUDA_SIM=1 "$@"; }
 
 pkg_config_shared() {
   [ -s "$work/example.c" ] || { echo "no example found in README.md"; return 1; }
@@ -113,7 +163,7 @@ pkg_config_shared() {
   linked=$(ldd "$work/example_shared")
   echo "$linked"
   grep -q "libgmr.so.$major => $prefix/lib/" <<<"$linked" &&
-    GMR_CUDA_SIM=1 "$work/example_shared"
+    run_sim "$work/example_shared"
 }
 step readme_example_pkg_config_shared pkg_config_shared
 
@@ -123,8 +173,15 @@ pkg_config_static() {
     $(pkg-config --cflags --libs gmr-static) -o "$work/example_static" || return 1
   local linked
   linked=$(ldd "$work/example_static")
-  ! grep -q libgmr <<<"$linked" &&
-    GMR_CUDA_SIM=1 "$work/example_static"
+  ! grep -q libgmr <<<"$linked" || return 1
+  # No simulation inside and no GPU here: the first CUDA call fails and the
+  # example says so (exit 1, a gmr status on stderr), whatever GMR_CUDA_SIM
+  # says. On a machine with a GPU it runs (exit 0).
+  local out rc
+  out=$(GMR_CUDA_SIM=1 "$work/example_static" 2>&1)
+  rc=$?
+  echo "exit $rc: $out"
+  [ "$rc" -eq 0 ] || { [ "$rc" -eq 1 ] && grep -q "GMR_ERR_" <<<"$out"; }
 }
 step readme_example_pkg_config_static pkg_config_static
 
@@ -141,7 +198,7 @@ CMAKE
   cmake -S "$work/cmake" -B "$work/cmake/build" -DCMAKE_PREFIX_PATH="$prefix" \
     -DCMAKE_C_FLAGS="${san_flags[*]}" &&
     cmake --build "$work/cmake/build" &&
-    GMR_CUDA_SIM=1 "$work/cmake/build/example"
+    run_sim "$work/cmake/build/example"
 }
 if command -v cmake >/dev/null; then
   step readme_example_cmake cmake_build
@@ -149,15 +206,69 @@ else
   skip readme_example_cmake "cmake is not installed"
 fi
 
+# An optional library, as a user links it: pkg-config gmr-tiers, and CMake's
+# find_package(gmr COMPONENTS tiers).
+cat >"$work/tiers_example.c" <<'C'
+#include <gmr/tiers/tier_manager.h>
+#include <stdio.h>
+
+int main(void) {
+  gmr_tier tier = GMR_TIER_COUNT;
+  if (gmr_tier_from_name("HOST", &tier) != GMR_OK) return 1;
+  printf("tier %s\n", gmr_tier_name(tier));
+  return 0;
+}
+C
+tiers_pkg_config() {
+  # shellcheck disable=SC2046
+  cc -std=c11 -Wall -Wextra -Werror "${san_flags[@]}" "$work/tiers_example.c" \
+    $(pkg-config --cflags --libs gmr-tiers) -o "$work/tiers_example" || return 1
+  local linked
+  linked=$(ldd "$work/tiers_example")
+  echo "$linked"
+  grep -q "libgmr_tiers.so.$major => $prefix/lib/" <<<"$linked" &&
+    grep -q "libgmr.so.$major => $prefix/lib/" <<<"$linked" && "$work/tiers_example"
+}
+step tiers_pkg_config tiers_pkg_config
+
+tiers_cmake() {
+  mkdir -p "$work/cmake_tiers" &&
+    cp "$work/tiers_example.c" "$work/cmake_tiers/" &&
+    cat >"$work/cmake_tiers/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.16)
+project(tiers_example C)
+find_package(gmr 0.1 REQUIRED COMPONENTS tiers)
+add_executable(tiers_example tiers_example.c)
+target_link_libraries(tiers_example gmr::tiers)
+CMAKE
+  cmake -S "$work/cmake_tiers" -B "$work/cmake_tiers/build" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_C_FLAGS="${san_flags[*]}" &&
+    cmake --build "$work/cmake_tiers/build" &&
+    "$work/cmake_tiers/build/tiers_example" || return 1
+  # An unknown component is refused.
+  mkdir -p "$work/cmake_bad" &&
+    sed 's/COMPONENTS tiers/COMPONENTS tiers nosuch/' "$work/cmake_tiers/CMakeLists.txt" \
+      >"$work/cmake_bad/CMakeLists.txt" && cp "$work/tiers_example.c" "$work/cmake_bad/" &&
+    ! cmake -S "$work/cmake_bad" -B "$work/cmake_bad/build" -DCMAKE_PREFIX_PATH="$prefix"
+}
+if command -v cmake >/dev/null; then
+  step tiers_cmake tiers_cmake
+else
+  skip tiers_cmake "cmake is not installed"
+fi
+
 python_from_prefix() {
   env "${python_env[@]}" PYTHONPATH="$prefix/lib/python" GMR_CUDA_SIM=1 python3 -c "
 import gmr
 assert gmr.version() == '$version', gmr.version()
-assert gmr.simulated()
+assert not gmr.simulated(), 'GMR_CUDA_SIM switched the installed library to the simulation'
 import gmr._lib as l
 assert l.lib_path().startswith('$prefix/lib/'), l.lib_path()
 assert l.torch_lib_path().startswith('$prefix/lib/'), l.torch_lib_path()
-print(gmr.stack_stats(0)['layers'])
+tiers = l.optional_lib('tiers')
+assert tiers._name.startswith('$prefix/lib/libgmr_tiers.so'), tiers._name
+assert hasattr(tiers, 'gmr_tier_manager_create')
+print('python from the prefix: core', l.lib_path(), 'tiers', tiers._name)
 "
 }
 if command -v python3 >/dev/null; then

@@ -6,7 +6,7 @@
 
 #include <thread>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/pool_resource.h"
 #include "tests/pool_test_fixture.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gmr/cuda_resource.h"
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/limiting_adaptor.h"
 #include "gmr/pool_resource.h"

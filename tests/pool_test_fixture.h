@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gmr/cuda_resource.h"
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/pool_resource.h"
 #include "tests/support/sim_fixture.h"

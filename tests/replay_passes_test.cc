@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/resource.h"
 #include "tests/support/sim_fixture.h"
 #include "tools/replay/measure.h"

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <string>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/fixed_block_resource.h"
 #include "gmr/graph_arena_resource.h"
 #include "gmr/host_resource.h"

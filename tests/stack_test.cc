@@ -8,7 +8,7 @@
 #include <string>
 
 #include "gmr/cuda_resource.h"
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/host_resource.h"
 #include "gmr/limiting_adaptor.h"

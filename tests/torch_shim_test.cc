@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gmr/gmr.h"
+#include "gmr/sim/cuda_sim.h"
 #include "integrations/torch/gmr_torch.h"
 #include "tests/support/mock_resource.h"
 #include "tests/support/torch_shim_fixture.h"

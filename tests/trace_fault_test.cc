@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/limiting_adaptor.h"
 #include "gmr/stack.h"

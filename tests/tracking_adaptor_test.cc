@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gmr/cuda_resource.h"
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/host_resource.h"
 #include "gmr/tracking_adaptor.h"
 #include "tests/support/mock_resource.h"

@@ -1,5 +1,5 @@
 /*
- * tiers/memory_space.c: memory spaces (see gmr/memory_space.h): building and
+ * tiers/memory_space.c: memory spaces (see gmr/tiers/memory_space.h): building and
  * tearing down their allocator stacks, the space resource at the top of
  * each stack, and the books the manager keeps for them.
  */

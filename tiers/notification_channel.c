@@ -1,5 +1,5 @@
 /*
- * tiers/notification_channel.c: see gmr/notification_channel.h.
+ * tiers/notification_channel.c: see gmr/tiers/notification_channel.h.
  *
  * The generation is an atomic so that notify can skip the mutex when nobody
  * waits; a waiter registers itself (waiter_count) before it compares the
@@ -7,7 +7,7 @@
  * reads waiter_count, so one of the two always sees the other (both sides
  * use sequentially consistent operations).
  */
-#include "gmr/notification_channel.h"
+#include "gmr/tiers/notification_channel.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

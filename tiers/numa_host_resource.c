@@ -1,5 +1,5 @@
 /*
- * tiers/numa_host_resource.c: see gmr/numa_host_resource.h.
+ * tiers/numa_host_resource.c: see gmr/tiers/numa_host_resource.h.
  *
  * The books (core/books.h) hold every live mapping, so a free is checked
  * before munmap sees it: munmap of a foreign range, or of the wrong length,
@@ -7,7 +7,7 @@
  */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 
-#include "gmr/numa_host_resource.h"
+#include "gmr/tiers/numa_host_resource.h"
 
 #include <stdatomic.h>
 #include <stdio.h>

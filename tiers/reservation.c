@@ -1,6 +1,6 @@
 /*
  * tiers/reservation.c: reservation strategies, the operations on a live
- * reservation (see gmr/reservation.h), and the limit policy every space's
+ * reservation (see gmr/tiers/reservation.h), and the limit policy every space's
  * limiting adaptor runs for streams bound to reservations.
  */
 #define _POSIX_C_SOURCE 200809L /* getpid */

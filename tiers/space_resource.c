@@ -1,6 +1,6 @@
 /*
  * tiers/space_resource.c: the resource at the top of every memory space's
- * stack (see gmr/memory_space.h): it refuses what the space cannot serve,
+ * stack (see gmr/tiers/memory_space.h): it refuses what the space cannot serve,
  * forwards to the space's limiting adaptor (whose per-stream limits are the
  * bound reservations), and keeps a table of live allocations so that a free
  * knows whose bytes it gives back.

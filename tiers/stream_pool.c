@@ -1,11 +1,11 @@
 /*
- * tiers/stream_pool.c: see gmr/stream_pool.h.
+ * tiers/stream_pool.c: see gmr/tiers/stream_pool.h.
  *
  * The streams sit in one array; `free_stack` holds the indices of those not
  * lent (the top is the most recently returned), and a map from stream to
  * index finds a returned stream in O(1).
  */
-#include "gmr/stream_pool.h"
+#include "gmr/tiers/stream_pool.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * tiers/tier_manager.c: the tier manager (see gmr/tier_manager.h): its
+ * tiers/tier_manager.c: the tier manager (see gmr/tiers/tier_manager.h): its
  * spaces, the choice of a space by strategy, waiting for room, shutdown.
  *
  * Waiting without lost wake-ups: a blocking reserve registers with the

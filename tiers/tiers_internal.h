@@ -22,13 +22,13 @@
 #include "core/u64_map.h"
 #include "gmr/fixed_block_resource.h"
 #include "gmr/limiting_adaptor.h"
-#include "gmr/memory_space.h"
-#include "gmr/notification_channel.h"
-#include "gmr/numa_host_resource.h"
-#include "gmr/reservation.h"
+#include "gmr/tiers/memory_space.h"
+#include "gmr/tiers/notification_channel.h"
+#include "gmr/tiers/numa_host_resource.h"
+#include "gmr/tiers/reservation.h"
 #include "gmr/stack.h"
-#include "gmr/stream_pool.h"
-#include "gmr/tier_manager.h"
+#include "gmr/tiers/stream_pool.h"
+#include "gmr/tiers/tier_manager.h"
 
 #ifdef __cplusplus
 extern "C" {

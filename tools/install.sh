@@ -4,21 +4,28 @@
 #
 #   tools/install.sh PREFIX
 #
-#   PREFIX/include/gmr/*.h                 the public headers
-#   PREFIX/lib/libgmr.so.X.Y.Z             shared library (SONAME libgmr.so.X), with
+#   PREFIX/include/gmr/*.h                 the core library's public headers
+#   PREFIX/include/gmr/tiers/, scoped/     the optional libraries' headers
+#   PREFIX/lib/libgmr.so.X.Y.Z             core shared library (SONAME libgmr.so.X), with
 #   PREFIX/lib/libgmr.so.X, libgmr.so        the CUDA runtime linked in statically
 #   PREFIX/lib/libgmr.a                    static library (link the CUDA runtime too)
+#   PREFIX/lib/libgmr_tiers.so.X.Y.Z, .a   optional: memory tiers (needs libgmr)
+#   PREFIX/lib/libgmr_scoped.so.X.Y.Z, .a  optional: scoped per-thread pools (needs libgmr)
 #   PREFIX/lib/libgmr_torch.so             PyTorch allocator entry points (docs/frameworks.md)
 #   PREFIX/lib/pkgconfig/gmr.pc            cc app.c $(pkg-config --cflags --libs gmr)
 #   PREFIX/lib/pkgconfig/gmr-static.pc     ... $(pkg-config --cflags --libs gmr-static)
-#   PREFIX/lib/cmake/gmr/gmrConfig.cmake   find_package(gmr) -> gmr::gmr, gmr::gmr_static
+#   PREFIX/lib/pkgconfig/gmr-tiers.pc,     the optional libraries (Requires: gmr)
+#                     gmr-scoped.pc
+#   PREFIX/lib/cmake/gmr/gmrConfig.cmake   find_package(gmr [COMPONENTS tiers scoped])
+#                                          -> gmr::gmr, gmr::gmr_static, gmr::tiers, gmr::scoped
 #   PREFIX/lib/python/gmr/                 the Python package (PYTHONPATH=PREFIX/lib/python),
 #                                          with the torch shim's sources (gmr.torch.build_shim)
 #
 # Builds with Bazel (-c opt) first, unless --prebuilt DIR names a folder laid
-# out as bazel-bin that already holds dist/libgmr.so, dist/libgmr.a and
+# out as bazel-bin that already holds dist/libgmr.so, dist/libgmr.a, the
+# optional libraries (dist/libgmr_tiers.so/.a, dist/libgmr_scoped.so/.a) and
 # integrations/torch/libgmr_torch.so (the install test uses this; so can a
-# packager).
+# packager). The CUDA simulation (libgmr_testing) is never installed.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -35,11 +42,16 @@ mkdir -p "$1"
 prefix="$(cd "$1" && pwd)"
 
 if [ -z "$prebuilt" ]; then
-  (cd "$root" && bazel build -c opt //dist:libgmr //integrations/torch:libgmr_torch)
+  (cd "$root" && bazel build -c opt //dist:libgmr //dist:libgmr_tiers //dist:libgmr_scoped \
+    //integrations/torch:libgmr_torch)
   prebuilt="$root/bazel-bin"
 fi
 libs=("$prebuilt/dist/libgmr.so" "$prebuilt/dist/libgmr.a"
       "$prebuilt/integrations/torch/libgmr_torch.so")
+optional=(tiers scoped)
+for o in "${optional[@]}"; do
+  libs+=("$prebuilt/dist/libgmr_$o.so" "$prebuilt/dist/libgmr_$o.a")
+done
 for f in "${libs[@]}"; do
   [ -f "$f" ] || { echo "install: $f is missing" >&2; exit 1; }
 done
@@ -60,6 +72,26 @@ cudart_dir="$cuda/lib64"
 install -d "$prefix/include/gmr" "$prefix/lib/pkgconfig" "$prefix/lib/cmake/gmr" \
   "$prefix/lib/python/gmr"
 install -m 644 "$root"/include/gmr/*.h "$prefix/include/gmr/"
+for o in "${optional[@]}"; do
+  install -d "$prefix/include/gmr/$o"
+  install -m 644 "$root"/include/gmr/"$o"/*.h "$prefix/include/gmr/$o/"
+  install -m 755 "$prebuilt/dist/libgmr_$o.so" "$prefix/lib/libgmr_$o.so.$version"
+  ln -sf "libgmr_$o.so.$version" "$prefix/lib/libgmr_$o.so.$major"
+  ln -sf "libgmr_$o.so.$major" "$prefix/lib/libgmr_$o.so"
+  install -m 644 "$prebuilt/dist/libgmr_$o.a" "$prefix/lib/libgmr_$o.a"
+  cat >"$prefix/lib/pkgconfig/gmr-$o.pc" <<EOF
+prefix=$prefix
+libdir=\${prefix}/lib
+includedir=\${prefix}/include
+
+Name: gmr-$o
+Description: gmr's optional $o library (gmr/$o/)
+Version: $version
+Requires: gmr = $version
+Cflags: -I\${includedir}
+Libs: -L\${libdir} -Wl,-rpath,\${libdir} -lgmr_$o
+EOF
+done
 install -m 755 "${libs[0]}" "$prefix/lib/libgmr.so.$version"
 ln -sf "libgmr.so.$version" "$prefix/lib/libgmr.so.$major"
 ln -sf "libgmr.so.$major" "$prefix/lib/libgmr.so"
@@ -98,7 +130,9 @@ EOF
 
 cat >"$prefix/lib/cmake/gmr/gmrConfig.cmake" <<EOF
 # gmr $version: find_package(gmr) gives gmr::gmr (shared, the CUDA runtime
-# linked in) and gmr::gmr_static (static, with the static CUDA runtime).
+# linked in) and gmr::gmr_static (static, with the static CUDA runtime);
+# the optional libraries as components: gmr::tiers, gmr::scoped (shared,
+# they need gmr::gmr).
 get_filename_component(_gmr_prefix "\${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)
 if(NOT TARGET gmr::gmr)
   add_library(gmr::gmr SHARED IMPORTED)
@@ -111,7 +145,26 @@ if(NOT TARGET gmr::gmr)
     IMPORTED_LOCATION "\${_gmr_prefix}/lib/libgmr.a"
     INTERFACE_INCLUDE_DIRECTORIES "\${_gmr_prefix}/include"
     INTERFACE_LINK_LIBRARIES "$cudart_dir/libcudart_static.a;dl;pthread;rt;m")
+  foreach(_gmr_c tiers scoped)
+    add_library(gmr::\${_gmr_c} SHARED IMPORTED)
+    set_target_properties(gmr::\${_gmr_c} PROPERTIES
+      IMPORTED_LOCATION "\${_gmr_prefix}/lib/libgmr_\${_gmr_c}.so.$version"
+      IMPORTED_SONAME "libgmr_\${_gmr_c}.so.$major"
+      INTERFACE_INCLUDE_DIRECTORIES "\${_gmr_prefix}/include"
+      INTERFACE_LINK_LIBRARIES gmr::gmr)
+  endforeach()
 endif()
+foreach(_gmr_c \${gmr_FIND_COMPONENTS})
+  if(_gmr_c STREQUAL "tiers" OR _gmr_c STREQUAL "scoped")
+    set(gmr_\${_gmr_c}_FOUND TRUE)
+  else()
+    set(gmr_\${_gmr_c}_FOUND FALSE)
+    if(gmr_FIND_REQUIRED_\${_gmr_c})
+      set(gmr_FOUND FALSE)
+      set(gmr_NOT_FOUND_MESSAGE "gmr has no component \${_gmr_c} (tiers, scoped)")
+    endif()
+  endif()
+endforeach()
 unset(_gmr_prefix)
 EOF
 

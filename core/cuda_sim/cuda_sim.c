@@ -1,6 +1,6 @@
 /*
  * core/cuda_sim/cuda_sim.c (internal): the control functions of
- * gmr/cuda_sim.h: switching the simulation on and off, and what tests read
+ * gmr/sim/cuda_sim.h: switching the simulation on and off, and what tests read
  * from it (usage, stale handles, waits). The simulation itself is in the
  * other files of this folder (see sim_internal.h).
  */

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "core/cuda_layer.h"
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 
 static bool word_is(const char *text, size_t length, const char *word) {
   if (strlen(word) != length) return false;

@@ -2,7 +2,7 @@
  * core/cuda_sim/sim_internal.h (internal): the state of the host simulation
  * of the CUDA layer and the functions its files share:
  *   sim_ops.c      the gmr__cuda_ops table of the simulation
- *   cuda_sim.c     the control functions of gmr/cuda_sim.h (enable, usage)
+ *   cuda_sim.c     the control functions of gmr/sim/cuda_sim.h (enable, usage)
  *   sim_state.c    the state, its mutex, live handles, per-thread device and
  *                  capture mode, usage counts
  *   sim_faults.c   counting calls and injecting failures
@@ -30,7 +30,7 @@
 
 #include "core/cuda_layer.h"
 #include "core/u64_map.h"
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 
 #define GMR__SIM_MAX_DEVICES 16
 

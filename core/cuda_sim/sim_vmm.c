@@ -1,7 +1,7 @@
 /*
  * core/cuda_sim/sim_vmm.c (internal): the simulation of the driver's virtual
  * memory management calls (see cuda_vmm.h and the VMM section of
- * gmr/cuda_sim.h): device attributes, granularity, peers, error names, the
+ * gmr/sim/cuda_sim.h): device attributes, granularity, peers, error names, the
  * ops table, and the public control functions. Physical memory is in
  * sim_vmm_physical.c, addresses and mappings in sim_vmm_va.c; the shared
  * state in sim_vmm_internal.h. Everything runs under the simulation's one
@@ -216,7 +216,7 @@ size_t gmr__sim_vmm_live_count(void) {
   return gmr__sim_vmm.reservation_count + gmr__sim_vmm.physicals.count;
 }
 
-/* ---- gmr/cuda_sim.h ---------------------------------------------------- */
+/* ---- gmr/sim/cuda_sim.h ---------------------------------------------------- */
 
 gmr_status gmr_cuda_sim_configure_vmm(const gmr_cuda_sim_vmm_config *cfg) {
   if (cfg == NULL) return GMR_ERR_INVALID_ARGUMENT;

@@ -4,7 +4,7 @@
  * Programs and tools that use gmr (tools/replay, the tests) create streams and
  * query devices with these functions instead of calling the CUDA runtime, so
  * the same code runs on a real GPU and on the host simulation
- * (gmr/cuda_sim.h). With the simulation off, each function is one CUDA
+ * (gmr/sim/cuda_sim.h). With the simulation off, each function is one CUDA
  * runtime call.
  *
  * Thread-safe: yes; each function is as thread-safe as the CUDA call it makes.
@@ -130,7 +130,7 @@ GMR_API gmr_status gmr_stream_synchronize(gmr_stream stream);
  * pageable memory in any direction; the runtime tells the direction from the
  * pointers). With pageable host memory the call may return only once the copy
  * is done. Tools and tests use it to move buffers between memory tiers
- * (gmr/tier_manager.h) on the GPU and on the simulation alike.
+ * (gmr/tiers/tier_manager.h) on the GPU and on the simulation alike.
  * Units: bytes.
  * Ownership: none taken; both buffers must stay valid until the copy is done
  *   (synchronise `stream`). Thread-safe: yes.

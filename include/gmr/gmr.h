@@ -1,5 +1,9 @@
 /*
- * gmr/gmr.h: the umbrella header; includes every public gmr header.
+ * gmr/gmr.h: the umbrella header of libgmr; includes every public header of
+ * the core library. The optional libraries have their own folders: memory
+ * tiers in gmr/tiers/ (libgmr_tiers), scoped pools in gmr/scoped/
+ * (libgmr_scoped); the CUDA simulation for tests in gmr/sim/
+ * (libgmr_testing).
  *
  * Thread-safety rule for the whole library (libuv's wording): unless
  * documented otherwise, an object may be used from several threads at once
@@ -16,7 +20,6 @@
 #include "gmr/chunk_listener_adaptor.h"
 #include "gmr/config.h"
 #include "gmr/cuda_resource.h"
-#include "gmr/cuda_sim.h"
 #include "gmr/cumem_resource.h"
 #include "gmr/device.h"
 #include "gmr/device_resource.h"
@@ -26,23 +29,16 @@
 #include "gmr/host_resource.h"
 #include "gmr/limiting_adaptor.h"
 #include "gmr/log_adaptor.h"
-#include "gmr/memory_space.h"
 #include "gmr/nccl.h"
-#include "gmr/notification_channel.h"
-#include "gmr/numa_host_resource.h"
 #include "gmr/nvtx_logging_adaptor.h"
 #include "gmr/oom_adaptor.h"
 #include "gmr/policy.h"
 #include "gmr/pool_resource.h"
-#include "gmr/reservation.h"
 #include "gmr/resource.h"
-#include "gmr/scoped_pool.h"
 #include "gmr/stack.h"
 #include "gmr/stats_json.h"
 #include "gmr/status.h"
-#include "gmr/stream_pool.h"
 #include "gmr/symmetric_resource.h"
-#include "gmr/tier_manager.h"
 #include "gmr/tracking_adaptor.h"
 #include "gmr/version.h"
 #include "gmr/vmm_pool_resource.h"

@@ -638,7 +638,7 @@ GMR_API gmr_status gmr_graph_arena_resource_rewind(gmr_graph_arena_resource *are
 /**
  * Checkpoint and rewind of the uncaptured scope alone, for a caller that owns
  * every stream the arena's uncaptured blocks are used on (a pool per thread:
- * gmr/scoped_pool.h). checkpoint_uncaptured sets a mark in the uncaptured
+ * gmr/scoped/scoped_pool.h). checkpoint_uncaptured sets a mark in the uncaptured
  * scope whatever session is open (no capture query); rewind_uncaptured
  * rewinds that scope to a mark as gmr_graph_arena_resource_rewind() does, but
  * frees the live blocks allocated after the mark on any stream instead of

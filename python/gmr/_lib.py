@@ -1,6 +1,9 @@
 """Loading libgmr.so (and libgmr_torch.so) with ctypes, and their prototypes.
 
 Where the libraries are looked for, first match wins:
+  0. GMR_LIBRARY (a file: the library to load as libgmr.so, e.g. the test
+     build libgmr_testing.so, which also holds the optional libraries and
+     the CUDA simulation);
   1. GMR_LIBRARY_DIR (a folder holding libgmr.so);
   2. the installed layout: this package at PREFIX/lib/python/gmr, the
      libraries in PREFIX/lib (tools/install.sh);
@@ -213,8 +216,14 @@ def lib():
         if _lib is not None:
             return _lib
         tried = []
-        for d in _candidate_dirs():
-            path = os.path.join(d, "libgmr.so")
+        chosen = os.environ.get("GMR_LIBRARY")
+        dirs = _candidate_dirs()
+        if chosen:
+            if not os.path.exists(chosen):
+                raise OSError("gmr: GMR_LIBRARY names %s, which does not exist" % chosen)
+            dirs = [os.path.dirname(os.path.abspath(chosen))]
+        for d in dirs:
+            path = chosen or os.path.join(d, "libgmr.so")
             tried.append(path)
             if os.path.exists(path):
                 _lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
@@ -237,6 +246,40 @@ def lib_path():
     """Path of the libgmr.so that was loaded (loads it)."""
     lib()
     return _lib_path
+
+
+_optional = {}
+
+
+def optional_lib(name):
+    """An optional library of gmr ("tiers": libgmr_tiers.so, "scoped":
+    libgmr_scoped.so), loaded once after libgmr.so, from the folder libgmr.so
+    came from, then the other folders and the loader's path. A libgmr that
+    holds it already (the test build) is returned as is. Raises OSError
+    naming the places searched."""
+    core = lib()
+    probe = {"tiers": "gmr_tier_manager_create", "scoped": "gmr_scope_registry_create"}[name]
+    with _lock:
+        if name in _optional:
+            return _optional[name]
+        if hasattr(core, probe):
+            _optional[name] = core
+            return core
+        file = "libgmr_%s.so" % name
+        dirs = [os.path.dirname(_lib_path)] if os.path.isabs(_lib_path) else []
+        tried = []
+        for d in dirs + _candidate_dirs():
+            path = os.path.join(d, file)
+            tried.append(path)
+            if os.path.exists(path):
+                _optional[name] = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                return _optional[name]
+        try:
+            _optional[name] = ctypes.CDLL(file + ".0", mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            raise OSError("gmr: %s (the optional library gmr.%s needs) not found; looked in: %s "
+                          "and the loader's path" % (file, name, ", ".join(tried))) from None
+        return _optional[name]
 
 
 _preferred_torch_lib = None

@@ -95,7 +95,7 @@ _declare_lock = threading.Lock()
 def _c():
     """libgmr.so with this module's prototypes declared (once)."""
     global _declared
-    lib = _lib.lib()
+    lib = _lib.optional_lib("scoped")
     with _declare_lock:
         if not _declared:
             c = ctypes

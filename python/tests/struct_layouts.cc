@@ -7,6 +7,8 @@
 #include <cstdio>
 
 #include "gmr/gmr.h"
+#include "gmr/scoped/scoped_pool.h"
+#include "gmr/tiers/tier_manager.h"
 #include "integrations/torch/gmr_torch.h"
 
 namespace {

@@ -1,17 +1,17 @@
 // The conformance suite (resource_conformance.h) for the resources that are
 // parts of bigger objects: a GPU memory space of a tier manager
-// (gmr/memory_space.h), a thread's scoped pool (gmr/scoped_pool.h), the NUMA
-// host leaf under a HOST space (gmr/numa_host_resource.h), and the
+// (gmr/tiers/memory_space.h), a thread's scoped pool (gmr/scoped/scoped_pool.h), the NUMA
+// host leaf under a HOST space (gmr/tiers/numa_host_resource.h), and the
 // process-wide resource of a device (gmr/device_resource.h).
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "gmr/device_resource.h"
-#include "gmr/memory_space.h"
-#include "gmr/numa_host_resource.h"
-#include "gmr/scoped_pool.h"
-#include "gmr/tier_manager.h"
+#include "gmr/tiers/memory_space.h"
+#include "gmr/tiers/numa_host_resource.h"
+#include "gmr/scoped/scoped_pool.h"
+#include "gmr/tiers/tier_manager.h"
 #include "tests/conformance/resource_conformance.h"
 #include "tests/conformance/stack_factories.h"
 
@@ -104,7 +104,7 @@ Stack ScopedStack(const char *name, std::function<gmr_resource *(Owned &)> make)
       NoLiveCount(Make(name, std::move(make), kHostAlignment),
                   "the registry owns the pool: destroy on it is GMR_ERR_UNSUPPORTED, and "
                   "gmr_scope_registry_destroy() is the one that refuses while blocks are live"),
-      "a scoped pool allocates only in its own thread (gmr/scoped_pool.h; scoped_pool_test "
+      "a scoped pool allocates only in its own thread (gmr/scoped/scoped_pool.h; scoped_pool_test "
       "checks that other threads are refused)");
 }
 

@@ -1,4 +1,4 @@
-// CUDA's capture rules as the simulation (gmr/cuda_sim.h) states them, checked
+// CUDA's capture rules as the simulation (gmr/sim/cuda_sim.h) states them, checked
 // against the real driver, call by call. Every rule the pools rely on (and the
 // simulation enforces in tests/cuda_sim_test.cc) has a case here; a failure
 // names the rule the simulation gets wrong. The cudaStreamGetId and captured

@@ -8,7 +8,7 @@
 
 #include "core/cuda_layer.h"
 #include "core/cuda_vmm.h"
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "tests/support/sim_fixture.h"
 
 namespace {

@@ -14,7 +14,7 @@
 
 #include "gmr/chunk_listener_adaptor.h"
 #include "gmr/cuda_resource.h"
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/pool_resource.h"
 #include "gmr/stack.h"
 #include "tests/support/sim_fixture.h"

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/device_resource.h"
 #include "gmr/resource.h"

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/nccl.h"
 
 namespace {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "gmr/chunk_listener_adaptor.h"
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/cumem_resource.h"
 #include "gmr/device.h"
 #include "gmr/nccl.h"

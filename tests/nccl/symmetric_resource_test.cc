@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/cumem_resource.h"
 #include "gmr/device.h"
 #include "gmr/stack.h"

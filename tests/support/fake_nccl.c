@@ -12,7 +12,7 @@
 
 #include "core/cuda_layer.h"
 #include "core/cuda_vmm.h"
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 
 #define COMM_MAGIC 0x6e63636cu /* "nccl" */

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gmr/cuda_resource.h"
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/fixed_block_resource.h"
 #include "tests/support/sim_fixture.h"

@@ -9,7 +9,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 
 namespace gmr_test {
 

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 
 namespace gmr_test {
 

@@ -26,9 +26,9 @@
 
 #include "core/cuda_layer.h"
 #include "gmr/device.h"
-#include "gmr/numa_host_resource.h"
-#include "gmr/stream_pool.h"
-#include "gmr/tier_manager.h"
+#include "gmr/tiers/numa_host_resource.h"
+#include "gmr/tiers/stream_pool.h"
+#include "gmr/tiers/tier_manager.h"
 
 namespace gmr_test {
 

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "gmr/notification_channel.h"
+#include "gmr/tiers/notification_channel.h"
 
 namespace {
 

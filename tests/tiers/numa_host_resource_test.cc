@@ -8,9 +8,9 @@
 #include <cstring>
 #include <vector>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
-#include "gmr/numa_host_resource.h"
+#include "gmr/tiers/numa_host_resource.h"
 #include "core/cuda_layer.h"
 #include "tests/support/sim_fixture.h"
 #include "tiers/numa.h"

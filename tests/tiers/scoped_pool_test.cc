@@ -15,7 +15,7 @@
 
 #include "gmr/cuda_resource.h"
 #include "gmr/device.h"
-#include "gmr/scoped_pool.h"
+#include "gmr/scoped/scoped_pool.h"
 #include "tests/support/sim_fixture.h"
 #include "tests/support/stream_recorder.h"
 

@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
-#include "gmr/notification_channel.h"
-#include "gmr/stream_pool.h"
+#include "gmr/tiers/notification_channel.h"
+#include "gmr/tiers/stream_pool.h"
 #include "tests/support/sim_fixture.h"
 
 namespace {

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "gmr/memory_space.h"
-#include "gmr/reservation.h"
-#include "gmr/tier_manager.h"
+#include "gmr/tiers/memory_space.h"
+#include "gmr/tiers/reservation.h"
+#include "gmr/tiers/tier_manager.h"
 #include "tests/support/sim_fixture.h"
 
 namespace gmr_test {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "gmr/device.h"
-#include "gmr/stream_pool.h"
+#include "gmr/tiers/stream_pool.h"
 #include "tests/tiers/tier_fixture.h"
 
 namespace {

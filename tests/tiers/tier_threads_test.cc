@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gmr/device.h"
-#include "gmr/stream_pool.h"
+#include "gmr/tiers/stream_pool.h"
 #include "tests/tiers/tier_fixture.h"
 
 namespace {

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "tests/tiers/downgrade_workload.h"
 
 namespace {

@@ -24,10 +24,10 @@
 #include <vector>
 
 #include "gmr/device.h"
-#include "gmr/numa_host_resource.h"
-#include "gmr/scoped_pool.h"
-#include "gmr/stream_pool.h"
-#include "gmr/tier_manager.h"
+#include "gmr/tiers/numa_host_resource.h"
+#include "gmr/scoped/scoped_pool.h"
+#include "gmr/tiers/stream_pool.h"
+#include "gmr/tiers/tier_manager.h"
 #include "tests/support/gpu_fixture.h"
 #include "tests/tiers/downgrade_workload.h"
 

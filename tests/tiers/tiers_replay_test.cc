@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "tools/replay/trace.h"
 #include "tools/tiers_replay/tiers_replay.h"
 

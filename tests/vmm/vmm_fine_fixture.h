@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/resource.h"
 #include "gmr/vmm_pool_resource.h"

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/resource.h"
 #include "gmr/vmm_pool_resource.h"

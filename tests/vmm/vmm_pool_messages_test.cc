@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/resource.h"
 #include "gmr/stack.h"
 #include "gmr/vmm_pool_resource.h"

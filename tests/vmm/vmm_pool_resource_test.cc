@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/pool_resource.h"
 #include "gmr/resource.h"

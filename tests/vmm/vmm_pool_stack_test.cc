@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/pool_resource.h"
 #include "gmr/resource.h"
 #include "gmr/stack.h"

@@ -14,7 +14,7 @@
 
 #include <string>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/resource.h"
 #include "gmr/vmm_pool_resource.h"
 #include "tests/support/sim_fixture.h"

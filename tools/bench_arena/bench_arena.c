@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "gmr/cuda_resource.h"
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
 #include "tools/replay/numbers.h"

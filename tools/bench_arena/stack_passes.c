@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "tools/replay/locate.h"
 #include "tools/replay/replay.h"

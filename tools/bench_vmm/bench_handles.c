@@ -33,7 +33,7 @@
 
 #include "core/cuda_layer.h"
 #include "core/cuda_vmm.h"
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 
 enum { CREATE, MAP, ACCESS, UNMAP, RELEASE, REMAP, BATCH, COLUMN_COUNT };
 static const char *const column_names[COLUMN_COUNT] = {"create",  "map",   "access", "unmap",

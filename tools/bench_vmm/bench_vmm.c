@@ -35,7 +35,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gmr/cuda_sim.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/vmm_pool_resource.h"
 

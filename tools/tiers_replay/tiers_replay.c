@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "gmr/device.h"
-#include "gmr/numa_host_resource.h"
-#include "gmr/stream_pool.h"
-#include "gmr/tier_manager.h"
+#include "gmr/tiers/numa_host_resource.h"
+#include "gmr/tiers/stream_pool.h"
+#include "gmr/tiers/tier_manager.h"
 #include "tools/replay/timing.h"
 
 #define GPU_CHARGE 256u

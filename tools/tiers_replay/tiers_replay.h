@@ -13,7 +13,7 @@
  * `trigger` x reservation, the oldest live GPU buffers are downgraded (HOST
  * block allocated, contents copied, GPU buffer freed) until use plus the
  * request is at or below `stop` x reservation: the hysteresis of
- * gmr/memory_space.h applied to the reservation. A request the reservation
+ * gmr/tiers/memory_space.h applied to the reservation. A request the reservation
  * still refuses (or the stack below cannot serve) downgrades more; one
  * larger than the whole reservation is served from HOST at once. With
  * `upgrade`, a free that brings use below the stop level moves the most

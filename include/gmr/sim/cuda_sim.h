@@ -1,5 +1,5 @@
 /*
- * gmr/cuda_sim.h: the host simulation of gmr's CUDA layer, for tests and tools
+ * gmr/sim/cuda_sim.h: the host simulation of gmr's CUDA layer, for tests and tools
  * on machines without a GPU.
  *
  * Every CUDA call gmr makes goes through one internal layer. While the
