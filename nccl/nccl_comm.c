@@ -1,6 +1,6 @@
 /*
  * nccl/nccl_comm.c: communicators made, wrapped and destroyed through gmr,
- * and the all-reduce (gmr/nccl.h).
+ * and the all-reduce (gmr/nccl/nccl.h).
  */
 #include <stdio.h>
 #include <stdlib.h>

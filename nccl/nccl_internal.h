@@ -1,5 +1,5 @@
 /*
- * nccl/nccl_internal.h (internal): the objects of gmr/nccl.h and the
+ * nccl/nccl_internal.h (internal): the objects of gmr/nccl/nccl.h and the
  * functions its files share.
  *
  *   nccl_library.c   loading NCCL (dlopen) or taking a caller's table,
@@ -20,8 +20,8 @@
 #include <stdint.h>
 
 #include "core/cuda_layer.h"
-#include "gmr/chunk_listener_adaptor.h"
-#include "gmr/nccl.h"
+#include "gmr/nccl/chunk_listener_adaptor.h"
+#include "gmr/nccl/nccl.h"
 
 struct gmr_nccl_library {
   gmr_nccl_api api;

@@ -1,7 +1,7 @@
 /*
  * nccl/nccl_library.c: loading NCCL at run time, or taking the caller's
  * table of entry points; NCCL failure messages; unique ids and groups
- * (gmr/nccl.h).
+ * (gmr/nccl/nccl.h).
  */
 #include <dlfcn.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /*
  * nccl/nccl_register.c: registrations of pools and buffers with a
  * communicator, one ncclCommRegister per physical allocation ("segment")
- * the driver reports (gmr/nccl.h).
+ * the driver reports (gmr/nccl/nccl.h).
  *
  * A registration mirrors NCCL: its segment list holds exactly the handles
  * NCCL has registered for it, in address order. Registering a range adds

@@ -268,7 +268,13 @@ static gmr_status check_layers(build *b) {
       char list[400];
       gmr__join_names(list, sizeof list, names, n, ", ");
       const char *near = gmr__closest_name(layer->name, names, n);
-      if (near != NULL) {
+      const char *library = gmr__component_library(layer->name);
+      if (library != NULL) {
+        error_at(b, layer->offset,
+                 "component '%s' is in the optional library %s, which is not loaded and was "
+                 "not found: link it (%s.so, Bazel //:gmr_%s) or put it next to libgmr",
+                 layer->name, library, library, library + strlen("libgmr_"));
+      } else if (near != NULL) {
         error_at(b, layer->offset, "unknown component '%s' (did you mean '%s'? known: %s)",
                  layer->name, near, list);
       } else {

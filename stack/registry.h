@@ -122,12 +122,22 @@ typedef struct gmr__component {
   gmr__component_default_fn *describe_default;
 } gmr__component;
 
-/* The component named `name`, or NULL. */
+/* The component named `name`, or NULL. A component of an optional library
+ * not loaded yet gets its library loaded by name first (stack/registry.c). */
 const gmr__component *gmr__component_find(const char *name);
 
-/* Every component, in the table's order. */
+/* Every component: libgmr's, then those registered, in order. */
 size_t gmr__component_count(void);
 const gmr__component *gmr__component_at(size_t index);
+
+/* Add an optional library's components to the process-wide registry (its
+ * constructor calls this; adding one twice is harmless). False when the
+ * registry is full (32 entries). Thread-safe: yes. */
+bool gmr__component_register(const gmr__component *const *components, size_t count);
+
+/* The optional library ("libgmr_nccl") that has the component `name`, or
+ * NULL when no optional library has it. */
+const char *gmr__component_library(const char *name);
 
 /* Helpers for the component files (component_support.c). */
 
@@ -171,9 +181,7 @@ extern const char gmr__help_record_every_free[];
 extern const char gmr__help_stream_ids[];
 
 /* The entries, one per component file. */
-extern const gmr__component gmr__component_chunk_listener;
 extern const gmr__component gmr__component_cuda;
-extern const gmr__component gmr__component_cumem;
 extern const gmr__component gmr__component_fixed_block;
 extern const gmr__component gmr__component_graph_arena;
 extern const gmr__component gmr__component_host;
@@ -182,7 +190,6 @@ extern const gmr__component gmr__component_log;
 extern const gmr__component gmr__component_nvtx_logging;
 extern const gmr__component gmr__component_oom;
 extern const gmr__component gmr__component_pool;
-extern const gmr__component gmr__component_symmetric;
 extern const gmr__component gmr__component_tracking;
 extern const gmr__component gmr__component_vmm;
 extern const gmr__component gmr__component_vmm_pool;

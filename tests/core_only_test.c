@@ -26,6 +26,13 @@ int main(void) {
     return 1;
   }
   if (strcmp(gmr_status_name(GMR_ERR_OUT_OF_MEMORY), "GMR_ERR_OUT_OF_MEMORY") != 0) return 1;
+  /* A component of an optional library that is neither linked nor on the
+   * loader's path: the message names the library to link. */
+  if (gmr_stack_check("pool > cumem", &error) != GMR_ERR_INVALID_ARGUMENT ||
+      strstr(error.message, "libgmr_nccl") == NULL) {
+    fprintf(stderr, "cumem without libgmr_nccl: %s\n", error.message);
+    return 1;
+  }
   printf("core only: version %d, simulated=%d\n", gmr_version(), gmr_cuda_is_simulated());
   return 0;
 }

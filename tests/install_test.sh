@@ -68,7 +68,8 @@ layout() {
            include/gmr/tiers/tier_manager.h include/gmr/scoped/scoped_pool.h \
            "lib/libgmr_tiers.so.$version" lib/libgmr_tiers.so lib/libgmr_tiers.a \
            "lib/libgmr_scoped.so.$version" lib/libgmr_scoped.so lib/libgmr_scoped.a \
-           lib/pkgconfig/gmr-tiers.pc lib/pkgconfig/gmr-scoped.pc \
+           include/gmr/nccl/nccl.h "lib/libgmr_nccl.so.$version" lib/libgmr_nccl.a \
+           lib/pkgconfig/gmr-tiers.pc lib/pkgconfig/gmr-scoped.pc lib/pkgconfig/gmr-nccl.pc \
            lib/pkgconfig/gmr.pc lib/pkgconfig/gmr-static.pc lib/cmake/gmr/gmrConfig.cmake \
            lib/cmake/gmr/gmrConfigVersion.cmake lib/python/gmr/__init__.py \
            lib/python/gmr/torch_shim/integrations/torch/torch_allocator.cc; do
@@ -86,7 +87,7 @@ step layout layout
 # early would fail the producer with SIGPIPE.)
 soname() {
   local dynamic lib
-  for lib in libgmr libgmr_tiers libgmr_scoped; do
+  for lib in libgmr libgmr_tiers libgmr_scoped libgmr_nccl; do
     dynamic=$(readelf -d "$prefix/lib/$lib.so.$version")
     grep -q "SONAME.*\[$lib.so.$major\]" <<<"$dynamic" || { echo "$lib: $dynamic"; return 1; }
   done
@@ -107,7 +108,7 @@ import glob, re, subprocess, sys
 inc, lib = sys.argv[1], sys.argv[2]
 bad = False
 for name, headers in (("libgmr", inc + "/*.h"), ("libgmr_tiers", inc + "/tiers/*.h"),
-                      ("libgmr_scoped", inc + "/scoped/*.h")):
+                      ("libgmr_scoped", inc + "/scoped/*.h"), ("libgmr_nccl", inc + "/nccl/*.h")):
     declared = set()
     for h in glob.glob(headers):
         text = open(h).read()
@@ -134,7 +135,8 @@ for name, headers in (("libgmr", inc + "/*.h"), ("libgmr_tiers", inc + "/tiers/*
     if missing: print("  declared with GMR_API but not exported:", missing)
     if other: print("  other exports:", sorted(other)[:20])
     if name != "libgmr" and private: print("  an optional library exports internals:", sorted(private)[:20])
-    if any(s.startswith(("gmr_cuda_sim", "gmr_tier", "gmr_scope")) for s in public) and name == "libgmr":
+    if any(s.startswith(("gmr_cuda_sim", "gmr_tier", "gmr_scope", "gmr_nccl", "gmr_cumem"))
+           for s in public) and name == "libgmr":
         print("  libgmr exports the simulation or an optional library"); bad = True
     bad |= bool(extra or missing or other or not declared or (name != "libgmr" and private))
 sys.exit(1 if bad else 0)
@@ -205,6 +207,30 @@ if command -v cmake >/dev/null; then
 else
   skip readme_example_cmake "cmake is not installed"
 fi
+
+# A program linked with libgmr only names a component of libgmr_nccl in a
+# spec: libgmr loads libgmr_nccl from its own folder ($ORIGIN) by SONAME.
+cat >"$work/nccl_by_name.c" <<'C'
+#include <gmr/gmr.h>
+#include <stdio.h>
+
+int main(void) {
+  gmr_spec_error error;
+  gmr_status st = gmr_stack_check("pool > cumem", &error);
+  printf("pool > cumem: %s %s\n", gmr_status_name(st), error.message);
+  return st == GMR_OK ? 0 : 1;
+}
+C
+nccl_by_name() {
+  # shellcheck disable=SC2046
+  cc -std=c11 -Wall -Wextra -Werror "${san_flags[@]}" "$work/nccl_by_name.c" \
+    $(pkg-config --cflags --libs gmr) -o "$work/nccl_by_name" || return 1
+  local linked
+  linked=$(ldd "$work/nccl_by_name")
+  echo "$linked"
+  ! grep -q libgmr_nccl <<<"$linked" && "$work/nccl_by_name"
+}
+step nccl_component_loaded_by_name nccl_by_name
 
 # An optional library, as a user links it: pkg-config gmr-tiers, and CMake's
 # find_package(gmr COMPONENTS tiers).

@@ -11,19 +11,21 @@
 #   PREFIX/lib/libgmr.a                    static library (link the CUDA runtime too)
 #   PREFIX/lib/libgmr_tiers.so.X.Y.Z, .a   optional: memory tiers (needs libgmr)
 #   PREFIX/lib/libgmr_scoped.so.X.Y.Z, .a  optional: scoped per-thread pools (needs libgmr)
+#   PREFIX/lib/libgmr_nccl.so.X.Y.Z, .a    optional: NCCL, cumem, symmetric, chunk listener
 #   PREFIX/lib/libgmr_torch.so             PyTorch allocator entry points (docs/frameworks.md)
 #   PREFIX/lib/pkgconfig/gmr.pc            cc app.c $(pkg-config --cflags --libs gmr)
 #   PREFIX/lib/pkgconfig/gmr-static.pc     ... $(pkg-config --cflags --libs gmr-static)
 #   PREFIX/lib/pkgconfig/gmr-tiers.pc,     the optional libraries (Requires: gmr)
-#                     gmr-scoped.pc
-#   PREFIX/lib/cmake/gmr/gmrConfig.cmake   find_package(gmr [COMPONENTS tiers scoped])
-#                                          -> gmr::gmr, gmr::gmr_static, gmr::tiers, gmr::scoped
+#                     gmr-scoped.pc, gmr-nccl.pc
+#   PREFIX/lib/cmake/gmr/gmrConfig.cmake   find_package(gmr [COMPONENTS tiers scoped nccl])
+#                                          -> gmr::gmr, gmr::gmr_static, gmr::tiers, gmr::scoped,
+#                                             gmr::nccl
 #   PREFIX/lib/python/gmr/                 the Python package (PYTHONPATH=PREFIX/lib/python),
 #                                          with the torch shim's sources (gmr.torch.build_shim)
 #
 # Builds with Bazel (-c opt) first, unless --prebuilt DIR names a folder laid
 # out as bazel-bin that already holds dist/libgmr.so, dist/libgmr.a, the
-# optional libraries (dist/libgmr_tiers.so/.a, dist/libgmr_scoped.so/.a) and
+# optional libraries (dist/libgmr_{tiers,scoped,nccl}.so/.a) and
 # integrations/torch/libgmr_torch.so (the install test uses this; so can a
 # packager). The CUDA simulation (libgmr_testing) is never installed.
 set -euo pipefail
@@ -42,13 +44,13 @@ mkdir -p "$1"
 prefix="$(cd "$1" && pwd)"
 
 if [ -z "$prebuilt" ]; then
-  (cd "$root" && bazel build -c opt //dist:libgmr //dist:libgmr_tiers //dist:libgmr_scoped \
+  (cd "$root" && bazel build -c opt //dist:libgmr //dist:libgmr_tiers //dist:libgmr_scoped //dist:libgmr_nccl \
     //integrations/torch:libgmr_torch)
   prebuilt="$root/bazel-bin"
 fi
 libs=("$prebuilt/dist/libgmr.so" "$prebuilt/dist/libgmr.a"
       "$prebuilt/integrations/torch/libgmr_torch.so")
-optional=(tiers scoped)
+optional=(tiers scoped nccl)
 for o in "${optional[@]}"; do
   libs+=("$prebuilt/dist/libgmr_$o.so" "$prebuilt/dist/libgmr_$o.a")
 done
@@ -131,8 +133,8 @@ EOF
 cat >"$prefix/lib/cmake/gmr/gmrConfig.cmake" <<EOF
 # gmr $version: find_package(gmr) gives gmr::gmr (shared, the CUDA runtime
 # linked in) and gmr::gmr_static (static, with the static CUDA runtime);
-# the optional libraries as components: gmr::tiers, gmr::scoped (shared,
-# they need gmr::gmr).
+# the optional libraries as components: gmr::tiers, gmr::scoped, gmr::nccl
+# (shared, they need gmr::gmr).
 get_filename_component(_gmr_prefix "\${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)
 if(NOT TARGET gmr::gmr)
   add_library(gmr::gmr SHARED IMPORTED)
@@ -145,7 +147,7 @@ if(NOT TARGET gmr::gmr)
     IMPORTED_LOCATION "\${_gmr_prefix}/lib/libgmr.a"
     INTERFACE_INCLUDE_DIRECTORIES "\${_gmr_prefix}/include"
     INTERFACE_LINK_LIBRARIES "$cudart_dir/libcudart_static.a;dl;pthread;rt;m")
-  foreach(_gmr_c tiers scoped)
+  foreach(_gmr_c tiers scoped nccl)
     add_library(gmr::\${_gmr_c} SHARED IMPORTED)
     set_target_properties(gmr::\${_gmr_c} PROPERTIES
       IMPORTED_LOCATION "\${_gmr_prefix}/lib/libgmr_\${_gmr_c}.so.$version"
@@ -155,13 +157,13 @@ if(NOT TARGET gmr::gmr)
   endforeach()
 endif()
 foreach(_gmr_c \${gmr_FIND_COMPONENTS})
-  if(_gmr_c STREQUAL "tiers" OR _gmr_c STREQUAL "scoped")
+  if(_gmr_c STREQUAL "tiers" OR _gmr_c STREQUAL "scoped" OR _gmr_c STREQUAL "nccl")
     set(gmr_\${_gmr_c}_FOUND TRUE)
   else()
     set(gmr_\${_gmr_c}_FOUND FALSE)
     if(gmr_FIND_REQUIRED_\${_gmr_c})
       set(gmr_FOUND FALSE)
-      set(gmr_NOT_FOUND_MESSAGE "gmr has no component \${_gmr_c} (tiers, scoped)")
+      set(gmr_NOT_FOUND_MESSAGE "gmr has no component \${_gmr_c} (tiers, scoped, nccl)")
     endif()
   endif()
 endforeach()

@@ -2,8 +2,8 @@
  * gmr/gmr.h: the umbrella header of libgmr; includes every public header of
  * the core library. The optional libraries have their own folders: memory
  * tiers in gmr/tiers/ (libgmr_tiers), scoped pools in gmr/scoped/
- * (libgmr_scoped); the CUDA simulation for tests in gmr/sim/
- * (libgmr_testing).
+ * (libgmr_scoped), NCCL in gmr/nccl/ (libgmr_nccl); the CUDA simulation
+ * for tests in gmr/sim/ (libgmr_testing).
  *
  * Thread-safety rule for the whole library (libuv's wording): unless
  * documented otherwise, an object may be used from several threads at once
@@ -17,10 +17,8 @@
 #ifndef GMR_GMR_H_
 #define GMR_GMR_H_
 
-#include "gmr/chunk_listener_adaptor.h"
 #include "gmr/config.h"
 #include "gmr/cuda_resource.h"
-#include "gmr/cumem_resource.h"
 #include "gmr/device.h"
 #include "gmr/device_resource.h"
 #include "gmr/events.h"
@@ -29,7 +27,6 @@
 #include "gmr/host_resource.h"
 #include "gmr/limiting_adaptor.h"
 #include "gmr/log_adaptor.h"
-#include "gmr/nccl.h"
 #include "gmr/nvtx_logging_adaptor.h"
 #include "gmr/oom_adaptor.h"
 #include "gmr/policy.h"
@@ -38,7 +35,6 @@
 #include "gmr/stack.h"
 #include "gmr/stats_json.h"
 #include "gmr/status.h"
-#include "gmr/symmetric_resource.h"
 #include "gmr/tracking_adaptor.h"
 #include "gmr/version.h"
 #include "gmr/vmm_pool_resource.h"

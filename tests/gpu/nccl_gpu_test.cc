@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "gmr/chunk_listener_adaptor.h"
-#include "gmr/nccl.h"
+#include "gmr/nccl/chunk_listener_adaptor.h"
+#include "gmr/nccl/nccl.h"
 #include "gmr/resource.h"
 #include "gmr/stack.h"
-#include "gmr/symmetric_resource.h"
+#include "gmr/nccl/symmetric_resource.h"
 #include "tests/support/gpu_fixture.h"
 
 namespace {

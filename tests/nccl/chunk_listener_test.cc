@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "gmr/chunk_listener_adaptor.h"
+#include "gmr/nccl/chunk_listener_adaptor.h"
 #include "gmr/cuda_resource.h"
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/pool_resource.h"

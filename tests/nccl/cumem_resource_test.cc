@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gmr/sim/cuda_sim.h"
-#include "gmr/cumem_resource.h"
+#include "gmr/nccl/cumem_resource.h"
 #include "gmr/device.h"
 #include "gmr/stack.h"
 #include "tests/support/sim_fixture.h"

@@ -6,10 +6,10 @@
 
 #include <vector>
 
-#include "gmr/chunk_listener_adaptor.h"
-#include "gmr/cumem_resource.h"
+#include "gmr/nccl/chunk_listener_adaptor.h"
+#include "gmr/nccl/cumem_resource.h"
 #include "gmr/pool_resource.h"
-#include "gmr/symmetric_resource.h"
+#include "gmr/nccl/symmetric_resource.h"
 #include "tests/conformance/resource_conformance.h"
 
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "gmr/sim/cuda_sim.h"
-#include "gmr/nccl.h"
+#include "gmr/nccl/nccl.h"
 
 namespace {
 

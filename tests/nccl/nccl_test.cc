@@ -1,4 +1,4 @@
-// gmr/nccl.h on two simulated devices with the fake NCCL
+// gmr/nccl/nccl.h on two simulated devices with the fake NCCL
 // (tests/support/fake_nccl.h): pools registered per physical allocation and
 // kept registered as they grow, deregistered before memory goes back to the
 // driver, symmetric offsets inside registrations on both ranks, and every
@@ -13,13 +13,13 @@
 #include <thread>
 #include <vector>
 
-#include "gmr/chunk_listener_adaptor.h"
+#include "gmr/nccl/chunk_listener_adaptor.h"
 #include "gmr/sim/cuda_sim.h"
-#include "gmr/cumem_resource.h"
+#include "gmr/nccl/cumem_resource.h"
 #include "gmr/device.h"
-#include "gmr/nccl.h"
+#include "gmr/nccl/nccl.h"
 #include "gmr/stack.h"
-#include "gmr/symmetric_resource.h"
+#include "gmr/nccl/symmetric_resource.h"
 #include "tests/support/fake_nccl.h"
 #include "tests/support/sim_fixture.h"
 

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "gmr/sim/cuda_sim.h"
-#include "gmr/cumem_resource.h"
+#include "gmr/nccl/cumem_resource.h"
 #include "gmr/device.h"
 #include "gmr/stack.h"
-#include "gmr/symmetric_resource.h"
+#include "gmr/nccl/symmetric_resource.h"
 #include "tests/support/sim_fixture.h"
 
 namespace {

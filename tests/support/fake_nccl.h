@@ -1,6 +1,6 @@
 /*
  * tests/support/fake_nccl.h: a test double of NCCL for the simulation: a
- * gmr_nccl_api table (gmr/nccl.h) whose communicators live on the
+ * gmr_nccl_api table (gmr/nccl/nccl.h) whose communicators live on the
  * simulated devices and whose ncclCommRegister / ncclCommDeregister record
  * every call and check what gmr promises NCCL:
  *   - a registered range is device memory the driver knows, inside one
@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gmr/nccl.h"
+#include "gmr/nccl/nccl.h"
 
 #ifdef __cplusplus
 extern "C" {

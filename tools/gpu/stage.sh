@@ -19,7 +19,7 @@ extra=()
 for t in $(bazel query 'attr(tags, "\bgpu_tool\b", //...)' 2>/dev/null); do extra+=("$t"); done
 
 # The shared libraries the framework runs load (tools/frameworks/run_all.sh).
-libs=(//dist:libgmr //dist:libgmr_tiers //dist:libgmr_scoped //integrations/torch:libgmr_torch)
+libs=(//dist:libgmr //dist:libgmr_tiers //dist:libgmr_scoped //dist:libgmr_nccl //integrations/torch:libgmr_torch)
 
 bazel build -c opt "${tests[@]}" "${tools[@]}" "${extra[@]}" "${libs[@]}"
 
@@ -36,7 +36,7 @@ for t in "${tests[@]}" "${tools[@]}" "${extra[@]}"; do
 done
 strip --strip-unneeded .gpu/bin/* 2>/dev/null || true
 mkdir -p .gpu/lib
-cp bazel-bin/dist/libgmr.so bazel-bin/dist/libgmr_tiers.so bazel-bin/dist/libgmr_scoped.so \
+cp bazel-bin/dist/libgmr.so bazel-bin/dist/libgmr_tiers.so bazel-bin/dist/libgmr_scoped.so bazel-bin/dist/libgmr_nccl.so \
   bazel-bin/integrations/torch/libgmr_torch.so .gpu/lib/
 chmod u+w .gpu/lib/*
 cp tools/traces/*.csv.gz .gpu/traces/

@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gmr/chunk_listener_adaptor.h"
+#include "gmr/nccl/chunk_listener_adaptor.h"
 #include "gmr/resource.h"
-#include "gmr/symmetric_resource.h"
+#include "gmr/nccl/symmetric_resource.h"
 #include "tools/nccl_bench/nccl_bench.h"
 
 const char *const bench_variant_names[VARIANT_COUNT] = {

@@ -40,7 +40,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "gmr/nccl.h"
+#include "gmr/nccl/nccl.h"
 #include "tools/nccl_bench/nccl_bench.h"
 
 static bool parse_size(const char *s, size_t *out) {

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gmr/nccl.h"
+#include "gmr/nccl/nccl.h"
 #include "gmr/stack.h"
 
 #define BENCH_MAX_RANKS 8

@@ -3,7 +3,7 @@
  * gmr_chunk_listener_adaptor (no options): the layer below a pool through
  * which gmr_nccl_register_pool() follows the pool's chunks.
  */
-#include "gmr/chunk_listener_adaptor.h"
+#include "gmr/nccl/chunk_listener_adaptor.h"
 #include "stack/registry.h"
 
 static bool describe_default(size_t option, char *text, size_t text_bytes) {
@@ -28,7 +28,7 @@ const gmr__component gmr__component_chunk_listener = {
     .name = "chunk_listener",
     .kind = GMR__COMPONENT_ADAPTOR,
     .help = "tells listeners about every chunk between a pool and its upstream; put it below a "
-            "pool to register the pool with NCCL (gmr/chunk_listener_adaptor.h, gmr/nccl.h)",
+            "pool to register the pool with NCCL (gmr/nccl/chunk_listener_adaptor.h, gmr/nccl/nccl.h)",
     .options = NULL,
     .option_count = 0,
     .create = create,

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "gmr/symmetric_resource.h"
+#include "gmr/nccl/symmetric_resource.h"
 #include "stack/registry.h"
 #include "stack/value.h"
 
@@ -67,7 +67,7 @@ const gmr__component gmr__component_symmetric = {
     .name = "symmetric",
     .kind = GMR__COMPONENT_ADAPTOR,
     .help = "first fit over upstream regions whose placement depends only on the sequence of "
-            "requests: the same offsets on every rank (gmr/symmetric_resource.h)",
+            "requests: the same offsets on every rank (gmr/nccl/symmetric_resource.h)",
     .options = options,
     .option_count = OPTION_COUNT,
     .create = create,

@@ -1,8 +1,8 @@
 /*
  * resources/cumem_resource.c: one physical VMM allocation per allocation,
- * as ncclMemAlloc does (gmr/cumem_resource.h).
+ * as ncclMemAlloc does (gmr/nccl/cumem_resource.h).
  */
-#include "gmr/cumem_resource.h"
+#include "gmr/nccl/cumem_resource.h"
 
 #include <cuda.h>
 #include <pthread.h>

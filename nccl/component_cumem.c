@@ -4,7 +4,7 @@
  */
 #include <stdio.h>
 
-#include "gmr/cumem_resource.h"
+#include "gmr/nccl/cumem_resource.h"
 #include "stack/registry.h"
 
 enum { DEVICE, NCCL_READY, PEER_ACCESS, OPTION_COUNT };
@@ -80,7 +80,7 @@ const gmr__component gmr__component_cumem = {
     .name = "cumem",
     .kind = GMR__COMPONENT_RESOURCE,
     .help = "one CUDA virtual memory allocation (cuMemCreate + map) per request, as "
-            "ncclMemAlloc; put a pool on top (gmr/cumem_resource.h)",
+            "ncclMemAlloc; put a pool on top (gmr/nccl/cumem_resource.h)",
     .options = options,
     .option_count = OPTION_COUNT,
     .create = create,

@@ -1,13 +1,13 @@
 /*
  * resources/symmetric_resource.c: deterministic first-fit placement over
- * regions taken from the upstream (gmr/symmetric_resource.h).
+ * regions taken from the upstream (gmr/nccl/symmetric_resource.h).
  *
  * Each region keeps its blocks in a list in address order; a block is live
  * or free. A free block carries the set of streams whose frees it holds,
  * and the resource keeps, per stream, one event recorded again at each of
  * that stream's frees (the latest covers all earlier ones on that stream).
  */
-#include "gmr/symmetric_resource.h"
+#include "gmr/nccl/symmetric_resource.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 /*
  * adaptors/chunk_listener_adaptor.c: tells listeners about every chunk that
- * passes between a pool and its upstream (gmr/chunk_listener_adaptor.h).
+ * passes between a pool and its upstream (gmr/nccl/chunk_listener_adaptor.h).
  */
-#include "gmr/chunk_listener_adaptor.h"
+#include "gmr/nccl/chunk_listener_adaptor.h"
 
 #include <pthread.h>
 #include <stdlib.h>
