@@ -99,7 +99,7 @@ ln -sf "libgmr.so.$version" "$prefix/lib/libgmr.so.$major"
 ln -sf "libgmr.so.$major" "$prefix/lib/libgmr.so"
 install -m 644 "${libs[1]}" "$prefix/lib/libgmr.a"
 install -m 755 "${libs[2]}" "$prefix/lib/libgmr_torch.so"
-install -m 644 "$root"/python/gmr/*.py "$prefix/lib/python/gmr/"
+install -m 644 "$root"/python/gmr/*.py "$root"/python/gmr/py.typed "$prefix/lib/python/gmr/"
 # The shim's source, so gmr.torch can rebuild it against the local PyTorch
 # (torch.cuda.OutOfMemoryError needs PyTorch's headers; docs/frameworks.md).
 install -d "$prefix/lib/python/gmr/torch_shim/integrations/torch"

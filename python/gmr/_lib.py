@@ -17,11 +17,15 @@ libgmr_torch.so.
 
 The library is loaded once per process, with RTLD_GLOBAL, so the torch shim
 (which needs libgmr.so.0) and this module share one per-device registry.
+Prototypes and struct mirrors are in gmr._capi (one table for both libraries).
 """
 
 import ctypes
 import os
 import threading
+from typing import Dict, List, NoReturn
+
+from gmr import _capi
 
 _here = os.path.dirname(os.path.abspath(__file__))
 _lock = threading.Lock()
@@ -32,19 +36,34 @@ _torch_lib_path = None
 
 
 class GmrError(RuntimeError):
-    """A gmr call failed. `status` is the gmr_status name ("GMR_ERR_CUDA")."""
+    """A gmr call failed.
 
-    def __init__(self, status, message):
+    Args:
+        status: the gmr_status name, e.g. "GMR_ERR_CUDA"; kept as `status`.
+        message: gmr's failure message.
+    """
+
+    def __init__(self, status: str, message: str) -> None:
         super().__init__(message)
         self.status = status
 
 
 class SpecError(GmrError, ValueError):
-    """A stack spec (argument or GMR_STACK) is malformed; the message says where."""
+    """A stack spec (argument or GMR_STACK) is malformed; the message says where.
+
+    Args:
+        status: the gmr_status name (GMR_ERR_INVALID_ARGUMENT).
+        message: gmr's message, e.g. "spec:1:7: unknown component 'pol'".
+    """
 
 
 class OutOfMemoryError(GmrError, MemoryError):
-    """The stack had no memory for a request, or a limit refused it."""
+    """The stack had no memory for a request, or a limit refused it.
+
+    Args:
+        status: the gmr_status name (GMR_ERR_OUT_OF_MEMORY or GMR_ERR_LIMIT_EXCEEDED).
+        message: gmr's failure message.
+    """
 
 
 def _candidate_dirs():
@@ -65,148 +84,19 @@ def library_dirs():
     return _candidate_dirs()
 
 
-class SpecErrorStruct(ctypes.Structure):
-    _fields_ = [("line", ctypes.c_int), ("column", ctypes.c_int), ("message", ctypes.c_char * 512)]
+# Names of the prototype table's functions that the loaded libraries lack,
+# per library ("gmr", "torch"); layout_test checks that both stay empty.
+_missing: Dict[str, List[str]] = {}
 
 
-class FailureStruct(ctypes.Structure):
-    """gmr_failure (gmr/resource.h)."""
-
-    _fields_ = [
-        ("status", ctypes.c_int),
-        ("cuda_error", ctypes.c_int),
-        ("bytes", ctypes.c_size_t),
-        ("alignment", ctypes.c_size_t),
-        ("stream", ctypes.c_void_p),
-        ("where", ctypes.c_void_p),
-        ("attempt", ctypes.c_uint32),
-        ("message", ctypes.c_char * 192),
-        ("free_info_known", ctypes.c_bool),
-        ("free_bytes", ctypes.c_size_t),
-        ("largest_free_block_bytes", ctypes.c_size_t),
-    ]
+def _declare(lib: ctypes.CDLL) -> None:
+    """Apply gmr._capi's prototypes for libgmr.so to `lib`."""
+    _missing[_capi.GMR] = _capi.declare(lib, _capi.GMR)
 
 
-class TorchCounters(ctypes.Structure):
-    """gmr_torch_counters (integrations/torch/gmr_torch.h)."""
-
-    _fields_ = [
-        ("size", ctypes.c_size_t),
-        ("version", ctypes.c_uint32),
-        ("live_count", ctypes.c_uint64),
-        ("live_bytes", ctypes.c_uint64),
-        ("allocation_count", ctypes.c_uint64),
-        ("failed_allocation_count", ctypes.c_uint64),
-        ("refused_free_count", ctypes.c_uint64),
-        ("failed_free_count", ctypes.c_uint64),
-        ("record_stream_count", ctypes.c_uint64),
-        ("record_stream_fallback_count", ctypes.c_uint64),
-        ("capture_allocation_count", ctypes.c_uint64),
-    ]
-
-
-class TorchDeviceStats(ctypes.Structure):
-    """gmr_torch_device_stats (integrations/torch/gmr_torch.h)."""
-
-    _fields_ = [
-        ("size", ctypes.c_size_t),
-        ("version", ctypes.c_uint32),
-        ("live_count", ctypes.c_uint64),
-        ("peak_live_count", ctypes.c_uint64),
-        ("live_bytes", ctypes.c_uint64),
-        ("peak_live_bytes", ctypes.c_uint64),
-        ("allocation_count", ctypes.c_uint64),
-        ("free_count", ctypes.c_uint64),
-        ("allocated_bytes", ctypes.c_uint64),
-        ("freed_bytes", ctypes.c_uint64),
-        ("failed_allocation_count", ctypes.c_uint64),
-        ("retry_count", ctypes.c_uint64),
-    ]
-
-
-class TorchGraphPoolInfo(ctypes.Structure):
-    """gmr_torch_graph_pool_info (integrations/torch/gmr_torch.h)."""
-
-    _fields_ = [
-        ("size", ctypes.c_size_t),
-        ("version", ctypes.c_uint32),
-        ("pool_count", ctypes.c_size_t),
-        ("active_pool_count", ctypes.c_size_t),
-        ("live_block_count", ctypes.c_size_t),
-        ("pending_memory_count", ctypes.c_size_t),
-        ("deferred_free_count", ctypes.c_size_t),
-        ("arena_held_bytes", ctypes.c_size_t),
-    ]
-
-
-class FootprintStruct(ctypes.Structure):
-    """gmr_footprint (gmr/resource.h)."""
-
-    _fields_ = [("held_bytes", ctypes.c_size_t), ("peak_held_bytes", ctypes.c_size_t)]
-
-
-def _declare(lib):
-    c = ctypes
-    vp, sz, i = c.c_void_p, c.c_size_t, c.c_int
-    protos = {
-        "gmr_version": (i, []),
-        "gmr_status_name": (c.c_char_p, [i]),
-        "gmr_status_string": (c.c_char_p, [i]),
-        "gmr_cuda_is_simulated": (c.c_bool, []),
-        "gmr_device_get_count": (i, [c.POINTER(i)]),
-        "gmr_stack_check": (i, [c.c_char_p, c.POINTER(SpecErrorStruct)]),
-        "gmr_set_device_resource_spec": (i, [c.c_char_p, c.POINTER(SpecErrorStruct)]),
-        "gmr_get_device_resource": (i, [i, c.POINTER(vp), c.POINTER(SpecErrorStruct)]),
-        "gmr_get_device_resource_spec": (c.c_char_p, [i]),
-        "gmr_device_resources_release": (i, []),
-        "gmr_allocate_ex": (i, [vp, sz, sz, vp, c.POINTER(vp), c.POINTER(FailureStruct)]),
-        "gmr_deallocate": (i, [vp, vp, sz, sz, vp]),
-        "gmr_record_stream": (i, [vp, vp, vp]),
-        "gmr_resource_trim": (i, [vp, c.POINTER(sz)]),
-        "gmr_resource_type_name": (c.c_char_p, [vp]),
-        "gmr_resource_write_stats_json": (i, [vp, c.c_char_p, sz, c.POINTER(sz)]),
-        "gmr_stream_wait_stream": (i, [vp, vp]),
-        "gmr_resource_get_footprint": (i, [vp, c.POINTER(FootprintStruct)]),
-    }
-    for name, (restype, argtypes) in protos.items():
-        f = getattr(lib, name)
-        f.restype = restype
-        f.argtypes = argtypes
-
-
-def _declare_torch(lib):
-    c = ctypes
-    vp, sz, i = c.c_void_p, c.c_size_t, c.c_int
-    protos = {
-        "gmr_torch_alloc": (vp, [sz, i, vp]),
-        "gmr_torch_free": (None, [vp, sz, i, vp]),
-        "gmr_torch_mempool_alloc": (vp, [sz, i, vp]),
-        "gmr_torch_mempool_free": (None, [vp, sz, i, vp]),
-        "gmr_torch_init": (None, [i]),
-        "gmr_torch_reset": (None, []),
-        "gmr_torch_set_memory_fraction": (None, [c.c_double, i]),
-        "gmr_torch_record_stream": (None, [vp, vp]),
-        "gmr_torch_get_counters": (i, [c.POINTER(TorchCounters)]),
-        "gmr_torch_get_last_error": (sz, [c.c_char_p, sz]),
-        "gmr_torch_raises_torch_errors": (c.c_bool, []),
-        "gmr_torch_get_device_stats": (i, [i, c.POINTER(TorchDeviceStats)]),
-        "gmr_torch_reset_peak_stats": (i, [i]),
-        "gmr_torch_reset_accumulated_stats": (i, [i]),
-        "gmr_torch_get_graph_pool_info": (i, [i, c.POINTER(TorchGraphPoolInfo)]),
-        "gmr_torch_get_pool_blocks": (i, [i, c.c_uint64, c.c_uint64, c.POINTER(sz),
-                                          c.POINTER(sz), c.POINTER(sz), sz, c.POINTER(sz)]),
-        "gmr_torch_get_pool_ids": (i, [i, c.POINTER(c.c_uint64), c.POINTER(c.c_uint64), sz,
-                                       c.POINTER(sz)]),
-        "gmr_torch_expect_address": (i, [i, c.c_uint64, c.c_uint64, vp]),
-        "gmr_torch_get_pool_segments": (i, [i, c.c_uint64, c.c_uint64, c.POINTER(sz),
-                                            c.POINTER(sz), sz, c.POINTER(sz)]),
-        "gmr_torch_storage_adopt": (i, [c.c_int64]),
-        "gmr_torch_storage_disown": (i, [c.c_int64]),
-    }
-    for name, (restype, argtypes) in protos.items():
-        f = getattr(lib, name)
-        f.restype = restype
-        f.argtypes = argtypes
+def _declare_torch(lib: ctypes.CDLL) -> None:
+    """Apply gmr._capi's prototypes for the torch shim to `lib`."""
+    _missing[_capi.TORCH] = _capi.declare(lib, _capi.TORCH)
 
 
 def lib():
@@ -248,38 +138,58 @@ def lib_path():
     return _lib_path
 
 
-_optional = {}
+_optional: Dict[str, ctypes.CDLL] = {}
 
 
-def optional_lib(name):
-    """An optional library of gmr ("tiers": libgmr_tiers.so, "scoped":
-    libgmr_scoped.so), loaded once after libgmr.so, from the folder libgmr.so
-    came from, then the other folders and the loader's path. A libgmr that
-    holds it already (the test build) is returned as is. Raises OSError
-    naming the places searched."""
+def optional_lib(name: str) -> ctypes.CDLL:
+    """One of gmr's optional libraries, loaded once, its prototypes declared.
+
+    Looked for in the folder libgmr.so came from, then the other folders of
+    the search order above, then the loader's path. A libgmr that holds the
+    library's functions already (the test build libgmr_testing.so) is used
+    as is.
+
+    Args:
+        name: "tiers" (libgmr_tiers.so) or "scoped" (libgmr_scoped.so).
+
+    Returns:
+        The loaded library (its functions' prototypes from gmr._capi set).
+
+    Raises:
+        ValueError: `name` is not an optional library of gmr.
+        OSError: libgmr.so or the library cannot be loaded; the message names
+            the places searched.
+    """
+    probes = {_capi.TIERS: "gmr_tier_manager_create", _capi.SCOPED: "gmr_scope_registry_create"}
+    if name not in probes:
+        raise ValueError("gmr: no optional library %r (one of %s)" % (name, ", ".join(probes)))
     core = lib()
-    probe = {"tiers": "gmr_tier_manager_create", "scoped": "gmr_scope_registry_create"}[name]
     with _lock:
         if name in _optional:
             return _optional[name]
-        if hasattr(core, probe):
-            _optional[name] = core
-            return core
-        file = "libgmr_%s.so" % name
-        dirs = [os.path.dirname(_lib_path)] if os.path.isabs(_lib_path) else []
-        tried = []
-        for d in dirs + _candidate_dirs():
-            path = os.path.join(d, file)
-            tried.append(path)
-            if os.path.exists(path):
-                _optional[name] = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-                return _optional[name]
-        try:
-            _optional[name] = ctypes.CDLL(file + ".0", mode=ctypes.RTLD_GLOBAL)
-        except OSError:
-            raise OSError("gmr: %s (the optional library gmr.%s needs) not found; looked in: %s "
-                          "and the loader's path" % (file, name, ", ".join(tried))) from None
-        return _optional[name]
+        handle = None
+        if hasattr(core, probes[name]):
+            handle = core
+        else:
+            file = "libgmr_%s.so" % name
+            dirs = [os.path.dirname(_lib_path)] if _lib_path and os.path.isabs(_lib_path) else []
+            tried = []
+            for d in dirs + _candidate_dirs():
+                path = os.path.join(d, file)
+                tried.append(path)
+                if os.path.exists(path):
+                    handle = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                    break
+            if handle is None:
+                try:
+                    handle = ctypes.CDLL(file + ".0", mode=ctypes.RTLD_GLOBAL)
+                except OSError:
+                    raise OSError("gmr: %s (the optional library gmr.%s needs) not found; looked "
+                                  "in: %s and the loader's path"
+                                  % (file, name, ", ".join(tried))) from None
+        _missing[name] = _capi.declare(handle, name)
+        _optional[name] = handle
+        return handle
 
 
 _preferred_torch_lib = None
@@ -330,12 +240,53 @@ def loaded_torch_lib_path():
     return _torch_lib_path
 
 
-def status_name(status):
-    return lib().gmr_status_name(status).decode()
+def missing_functions(library: str) -> List[str]:
+    """Functions of gmr._capi's table that a loaded library does not export.
+
+    Args:
+        library: "gmr" (libgmr.so), "torch" (the torch shim), "tiers" or
+            "scoped" (the optional libraries).
+
+    Returns:
+        Their names; empty when the library has every one, or is not loaded yet.
+
+    Raises:
+        ValueError: `library` is none of gmr._capi.LIBRARIES.
+    """
+    if library not in _capi.LIBRARIES:
+        raise ValueError("gmr: no library %r (one of %s)" % (library, ", ".join(_capi.LIBRARIES)))
+    return list(_missing.get(library, []))
 
 
-def raise_for(status, message, spec_error=False):
-    """Raise the Python exception for a failed gmr status."""
+def status_name(status: int) -> str:
+    """The name of a gmr_status value.
+
+    Args:
+        status: a gmr_status value returned by a C call.
+
+    Returns:
+        Its name, e.g. "GMR_ERR_OUT_OF_MEMORY".
+
+    Raises:
+        OSError: libgmr.so cannot be loaded.
+    """
+    name: str = lib().gmr_status_name(status).decode()
+    return name
+
+
+def raise_for(status: int, message: str, spec_error: bool = False) -> NoReturn:
+    """Raise the Python exception for a failed gmr status.
+
+    Args:
+        status: the failed gmr_status value (not GMR_OK).
+        message: the exception's text.
+        spec_error: whether GMR_ERR_INVALID_ARGUMENT means a malformed spec.
+
+    Raises:
+        OutOfMemoryError: GMR_ERR_OUT_OF_MEMORY or GMR_ERR_LIMIT_EXCEEDED.
+        SpecError: GMR_ERR_INVALID_ARGUMENT when `spec_error` is true.
+        GmrError: any other status.
+    """
     name = status_name(status)
     if name in ("GMR_ERR_OUT_OF_MEMORY", "GMR_ERR_LIMIT_EXCEEDED"):
         raise OutOfMemoryError(name, message)

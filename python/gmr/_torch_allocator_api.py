@@ -15,11 +15,13 @@ What each replacement does, and its PyTorch source
 docstring; docs/frameworks.md lists what is filled and what is not.
 """
 
+from __future__ import annotations
+
 import ctypes
 import threading
-from typing import Any, Dict, Iterable, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from gmr import _lib
+from gmr import _capi, _lib
 
 # The torch._C bindings replaced, and PyTorch's originals while installed.
 _NAMES = (
@@ -41,13 +43,20 @@ _UNKNOWN_POINTER = "GMR_ERR_UNKNOWN_POINTER"
 
 
 class PoolCheckpoint:
-    """gmr's state of one graph pool: its allocated blocks, by address
-    (PyTorch's opaque AllocatorState; only handed back to
-    setCheckpointPoolState)."""
+    """gmr's state of one graph pool: its allocated blocks, by address.
+
+    PyTorch's opaque AllocatorState; only handed back to setCheckpointPoolState.
+
+    Args:
+        device: the pool's device.
+        pool: the pool's id (PyTorch's MempoolId_t, two ints).
+        blocks: {ptr: (bytes, stream)} of its allocated blocks.
+    """
 
     __slots__ = ("device", "pool", "blocks")
 
-    def __init__(self, device: int, pool: Tuple[int, int], blocks: Dict[int, Tuple[int, int]]):
+    def __init__(self, device: int, pool: Tuple[int, int],
+                 blocks: Dict[int, Tuple[int, int]]) -> None:
         self.device = device
         self.pool = pool
         self.blocks = blocks  # ptr -> (bytes, stream)
@@ -62,7 +71,8 @@ def _pool_id(pool: Iterable[int]) -> Tuple[int, int]:
     return int(first), int(second)
 
 
-def _fetch(call, ctype, columns: int) -> Tuple[int, list]:
+def _fetch(call: Callable[..., int], ctype: Any,
+           columns: int) -> Tuple[int, List[Tuple[int, ...]]]:
     """Call a shim function of the form f(..., col_0, ..., col_k, capacity,
     &count) until its arrays hold every row: (status, rows as tuples)."""
     count = ctypes.c_size_t(0)
@@ -77,8 +87,15 @@ def _fetch(call, ctype, columns: int) -> Tuple[int, list]:
 
 
 def pool_blocks(device: int, pool: Iterable[int]) -> Optional[Dict[int, Tuple[int, int]]]:
-    """The allocated blocks of graph pool `pool` of `device`: {ptr: (bytes,
-    stream)}; None when gmr knows no such pool (never begun, or released).
+    """The allocated blocks of a graph pool.
+
+    Args:
+        device: the pool's device.
+        pool: the pool's id (two ints).
+
+    Returns:
+        {ptr: (bytes, stream)}; None when gmr knows no such pool (never
+        begun, or released).
 
     Raises:
         gmr.GmrError: the shim refused (bad device).
@@ -95,21 +112,40 @@ def pool_blocks(device: int, pool: Iterable[int]) -> Optional[Dict[int, Tuple[in
 
 
 def check_pool_live_allocations(device: int, pool: Iterable[int], expected: Iterable[int]) -> bool:
-    """torch._C._cuda_checkPoolLiveAllocations: True when the blocks allocated
-    in graph pool `pool` of `device` are exactly the data pointers `expected`
-    (CUDA graph trees check their live outputs with it; PyTorch's
-    checkPoolLiveAllocations)."""
+    """torch._C._cuda_checkPoolLiveAllocations (PyTorch's checkPoolLiveAllocations).
+
+    CUDA graph trees check their live outputs with it.
+
+    Args:
+        device: the pool's device.
+        pool: the pool's id (two ints).
+        expected: the data pointers that should be allocated in it.
+
+    Returns:
+        True when the blocks allocated in the pool are exactly `expected`.
+
+    Raises:
+        gmr.GmrError: the shim refused (bad device).
+    """
     blocks = pool_blocks(int(device), pool) or {}
     wanted = {int(p) for p in expected}
     return set(blocks) == wanted
 
 
 def get_checkpoint_state(device: int, pool: Iterable[int]) -> PoolCheckpoint:
-    """torch._C._cuda_getCheckpointState: the allocated blocks of the pool, to
-    go back to with set_checkpoint_pool_state (PyTorch's getCheckpointState).
+    """torch._C._cuda_getCheckpointState (PyTorch's getCheckpointState).
+
+    Args:
+        device: the pool's device.
+        pool: the pool's id (two ints).
+
+    Returns:
+        The allocated blocks of the pool, to go back to with
+        set_checkpoint_pool_state.
 
     Raises:
         RuntimeError: gmr knows no such pool (PyTorch refuses too).
+        gmr.GmrError: the shim refused (bad device).
     """
     device = int(device)
     blocks = pool_blocks(device, pool)
@@ -119,7 +155,7 @@ def get_checkpoint_state(device: int, pool: Iterable[int]) -> PoolCheckpoint:
     return PoolCheckpoint(device, _pool_id(pool), blocks)
 
 
-def _torch():
+def _torch() -> Any:
     import torch  # noqa: PLC0415 (loaded already: this runs inside PyTorch calls)
     return torch
 
@@ -128,7 +164,8 @@ def _storage_error(code: int, what: str) -> RuntimeError:
     if code == -2:
         return RuntimeError(
             "gmr.torch: %s needs the torch shim built against PyTorch's headers "
-            "(libgmr_torch_c10.so; gmr.torch.build_shim()); %s is loaded"
+            "(libgmr_torch_c10.so, which gmr.torch.use() builds; its warning said why it "
+            "could not); %s is loaded"
             % (what, _lib.loaded_torch_lib_path()))
     return RuntimeError(what)
 
@@ -148,7 +185,14 @@ def set_checkpoint_pool_state(device: int, state: PoolCheckpoint, stale_storages
       block of the checkpoint becomes its owner again; the checkpoint's other
       blocks stay allocated for the caller to free (graph trees do).
 
+    Args:
+        device: the pool's device.
+        state: a checkpoint from get_checkpoint_state.
+        stale_storages: StorageImpl addresses of the tensors that die.
+        storages_to_add_deleters_to: StorageImpl addresses of the live tensors.
+
     Raises:
+        TypeError: `state` is not a gmr checkpoint.
         RuntimeError: a block would be freed without its stale storage (PyTorch's
             "Any stale tensors which are being manually freed must be passed to
             set checkpoint"), a storage owns its memory already, the pool no
@@ -203,10 +247,10 @@ def set_checkpoint_pool_state(device: int, state: PoolCheckpoint, stale_storages
                 raise _storage_error(code, " Not expecting deleter function")
 
 
-def _device_stats(device: int) -> "_lib.TorchDeviceStats":
-    s = _lib.TorchDeviceStats()
+def _device_stats(device: int) -> _capi.TorchDeviceStats:
+    s = _capi.TorchDeviceStats()
     s.size = ctypes.sizeof(s)
-    s.version = 1
+    s.version = _capi.TORCH_DEVICE_STATS_VERSION
     st = _lib.torch_lib().gmr_torch_get_device_stats(device, ctypes.byref(s))
     if st != 0:
         _lib.raise_for(st, "gmr.torch: reading the counters of device %d" % device)
@@ -219,7 +263,7 @@ def _footprint(device: int) -> Tuple[int, int]:
     r = ctypes.c_void_p()
     if lib.gmr_get_device_resource(device, ctypes.byref(r), None) != 0:
         return 0, 0
-    f = _lib.FootprintStruct()
+    f = _capi.FootprintStruct()
     if lib.gmr_resource_get_footprint(r, ctypes.byref(f)) != 0:
         return 0, 0
     return f.held_bytes, f.peak_held_bytes
@@ -243,6 +287,15 @@ def memory_stats(device: int) -> Dict[str, Any]:
       released graph pools back; segment, inactive_split and the other counts: 0.
 
     Everything is under "all" and "large_pool" (gmr has no small pool).
+
+    Args:
+        device: a CUDA device index.
+
+    Returns:
+        PyTorch's nested dict of statistics.
+
+    Raises:
+        gmr.GmrError: the shim refused (bad device).
     """
     device = int(device)
     s = _device_stats(device)
@@ -274,7 +327,14 @@ def memory_stats(device: int) -> Dict[str, Any]:
 
 
 def reset_peak_memory_stats(device: int) -> None:
-    """torch._C._cuda_resetPeakMemoryStats: peaks start again from now."""
+    """torch._C._cuda_resetPeakMemoryStats: peaks start again from now.
+
+    Args:
+        device: a CUDA device index.
+
+    Raises:
+        gmr.GmrError: the shim refused (bad device).
+    """
     device = int(device)
     st = _lib.torch_lib().gmr_torch_reset_peak_stats(device)
     if st != 0:
@@ -285,14 +345,21 @@ def reset_peak_memory_stats(device: int) -> None:
 
 
 def reset_accumulated_memory_stats(device: int) -> None:
-    """torch._C._cuda_resetAccumulatedMemoryStats: counts and sums start again."""
+    """torch._C._cuda_resetAccumulatedMemoryStats: counts and sums start again.
+
+    Args:
+        device: a CUDA device index.
+
+    Raises:
+        gmr.GmrError: the shim refused (bad device).
+    """
     device = int(device)
     st = _lib.torch_lib().gmr_torch_reset_accumulated_stats(device)
     if st != 0:
         _lib.raise_for(st, "gmr.torch: reset_accumulated_memory_stats(%d)" % device)
 
 
-def _pool_segments(device: int, pool: Tuple[int, int]):
+def _pool_segments(device: int, pool: Tuple[int, ...]) -> List[Tuple[int, ...]]:
     """(stream, held bytes) of each memory of the pool ([] if gmr knows none)."""
     return _fetch(lambda *a: _lib.torch_lib().gmr_torch_get_pool_segments(device, pool[0],
                                                                          pool[1], *a),
@@ -307,7 +374,19 @@ def memory_snapshot(*args: Any, **kwargs: Any) -> Dict[str, Any]:
     (CUDA graph trees' slow-path check reads segment_pool_id, address and the
     blocks' states); no device traces. Ordinary allocations are not listed:
     gmr's stacks do not lay out their chunks in this call (gmr.torch.stats()
-    has their figures)."""
+    has their figures).
+
+    Args:
+        *args: PyTorch's arguments (ignored).
+        **kwargs: PyTorch's keyword arguments (ignored).
+
+    Returns:
+        PyTorch's snapshot dict: segments, device_traces, allocator_settings,
+        external_annotations.
+
+    Raises:
+        gmr.GmrError: the shim refused.
+    """
     del args, kwargs
     torch = _torch()
     segments = []
@@ -330,7 +409,7 @@ def memory_snapshot(*args: Any, **kwargs: Any) -> Dict[str, Any]:
             "external_annotations": []}
 
 
-def _pools_of(device: int):
+def _pools_of(device: int) -> Iterator[Tuple[Tuple[int, ...], Dict[int, Tuple[int, int]]]]:
     """(pool id, blocks) of every graph pool of `device` that has memory."""
     st, pools = _fetch(lambda *a: _lib.torch_lib().gmr_torch_get_pool_ids(device, *a),
                        ctypes.c_uint64, 2)
@@ -354,7 +433,11 @@ _REPLACEMENTS = {
 
 
 def install(torch: Any) -> None:
-    """Put gmr's answers in torch._C in place of PyTorch's (direct mode only)."""
+    """Put gmr's answers in torch._C in place of PyTorch's (direct mode only).
+
+    Args:
+        torch: the torch module.
+    """
     with _lock:
         if _originals:
             return
@@ -365,7 +448,11 @@ def install(torch: Any) -> None:
 
 
 def uninstall(torch: Any) -> None:
-    """Give torch._C its own bindings back."""
+    """Give torch._C its own bindings back.
+
+    Args:
+        torch: the torch module.
+    """
     with _lock:
         for name, original in _originals.items():
             setattr(torch._C, name, original)
@@ -373,5 +460,9 @@ def uninstall(torch: Any) -> None:
 
 
 def installed() -> bool:
-    """Whether gmr's answers are in torch._C now."""
+    """Whether gmr's answers are in torch._C now.
+
+    Returns:
+        True while installed.
+    """
     return bool(_originals)

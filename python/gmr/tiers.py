@@ -36,224 +36,29 @@ space's capacity goes to the reservation's policy first ("increase" grows
 the reservation as far as the space allows; the request is refused).
 """
 
-import ctypes
-import threading
+from __future__ import annotations
 
-from gmr import _lib
+import ctypes
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+
+from gmr import _capi, _lib
 
 __all__ = ["TIERS", "space_config", "downgrade", "Manager", "Space", "Reservation"]
 
 TIERS = ("GPU", "HOST", "DISK")
-_TIER_COUNT = 3
-_TEXT_BYTES = 256
-_PATH_BYTES = 320
+_TIER_COUNT = _capi.TIER_COUNT
+_TEXT_BYTES = _capi.SPACE_TEXT_BYTES
 _WAIT_FOREVER = (1 << 64) - 1
-_TIER_MANAGER_STATS_VERSION = 2
-_MEMORY_SPACE_STATS_VERSION = 1
-_RESERVATION_INFO_VERSION = 1
 _STRATEGY_SPACE, _STRATEGY_TIER, _STRATEGY_TIERS, _STRATEGY_DOWNGRADE = 0, 1, 2, 3
 
-
-class _SpaceId(ctypes.Structure):
-    _fields_ = [("tier", ctypes.c_int), ("index", ctypes.c_int)]
-
-
-class _LimitPolicy(ctypes.Structure):
-    """gmr_limit_policy (gmr/policy.h); built by gmr_limit_policy_from_name."""
-
-    _fields_ = [
-        ("version", ctypes.c_uint32),
-        ("name", ctypes.c_void_p),
-        ("decide", ctypes.c_void_p),
-        ("ctx", ctypes.c_void_p),
-        ("padding_factor", ctypes.c_double),
-        ("cap_bytes", ctypes.c_size_t),
-        ("release", ctypes.c_void_p),
-    ]
+# A tier by name ("GPU", "host") or number (0..2); a space by (tier, index).
+Tier = Union[str, int]
+SpaceKey = Tuple[Tier, int]
+# Where a reservation may go (see the module docstring).
+Where = Union[Tier, SpaceKey, List[Tier], _capi.ReservationStrategy]
 
 
-class _OomPolicy(ctypes.Structure):
-    """gmr_oom_policy (gmr/policy.h); built by gmr_oom_policy_from_name."""
-
-    _fields_ = [
-        ("version", ctypes.c_uint32),
-        ("name", ctypes.c_void_p),
-        ("decide", ctypes.c_void_p),
-        ("ctx", ctypes.c_void_p),
-        ("max_attempts", ctypes.c_uint32),
-        ("wait_timeout_ns", ctypes.c_uint64),
-        ("callback", ctypes.c_void_p),
-        ("callback_ctx", ctypes.c_void_p),
-        ("release", ctypes.c_void_p),
-    ]
-
-
-class _SpaceConfig(ctypes.Structure):
-    """gmr_memory_space_config (gmr/memory_space.h)."""
-
-    _fields_ = [
-        ("id", _SpaceId),
-        ("capacity_bytes", ctypes.c_size_t),
-        ("reservation_limit_fraction", ctypes.c_double),
-        ("downgrade_trigger_fraction", ctypes.c_double),
-        ("downgrade_stop_fraction", ctypes.c_double),
-        ("require_reservation", ctypes.c_bool),
-        ("max_stream_slots", ctypes.c_size_t),
-        ("on_limit", _LimitPolicy),
-        ("on_oom", _OomPolicy),
-        ("stream_count", ctypes.c_size_t),
-        ("stream_device", ctypes.c_int),
-        ("upstream", ctypes.c_void_p),
-        ("stack_spec", ctypes.c_char * _TEXT_BYTES),
-        ("downgrade_numa_node", ctypes.c_int),
-        ("numa_node", ctypes.c_int),
-        ("block_bytes", ctypes.c_size_t),
-        ("blocks_per_chunk", ctypes.c_size_t),
-        ("initial_chunk_count", ctypes.c_size_t),
-        ("mount_path", ctypes.c_char * _TEXT_BYTES),
-    ]
-
-
-class _Strategy(ctypes.Structure):
-    """gmr_reservation_strategy (gmr/reservation.h)."""
-
-    _fields_ = [
-        ("kind", ctypes.c_int),
-        ("space", _SpaceId),
-        ("tiers", ctypes.c_int * _TIER_COUNT),
-        ("tier_count", ctypes.c_size_t),
-    ]
-
-
-class _ManagerStats(ctypes.Structure):
-    """gmr_tier_manager_stats (version 2)."""
-
-    _fields_ = [
-        ("size", ctypes.c_size_t),
-        ("version", ctypes.c_uint32),
-        ("space_count", ctypes.c_size_t),
-        ("reservation_count", ctypes.c_size_t),
-        ("reserve_count", ctypes.c_uint64),
-        ("refused_count", ctypes.c_uint64),
-        ("wait_count", ctypes.c_uint64),
-        ("wait_ns", ctypes.c_uint64),
-        ("max_wait_ns", ctypes.c_uint64),
-        ("timeout_count", ctypes.c_uint64),
-        ("shutdown_count", ctypes.c_uint64),
-        ("release_count", ctypes.c_uint64),
-        ("reserve_latency_ns", ctypes.c_uint64),
-        ("max_reserve_latency_ns", ctypes.c_uint64),
-        ("waiter_count", ctypes.c_size_t),
-        ("shut_down", ctypes.c_bool),
-        ("immediate_reserve_count", ctypes.c_uint64),
-        ("immediate_reserve_latency_ns", ctypes.c_uint64),
-        ("max_immediate_reserve_latency_ns", ctypes.c_uint64),
-    ]
-
-
-class _SpaceStats(ctypes.Structure):
-    """gmr_memory_space_stats (version 1)."""
-
-    _fields_ = [
-        ("size", ctypes.c_size_t),
-        ("version", ctypes.c_uint32),
-        ("id", _SpaceId),
-        ("capacity_bytes", ctypes.c_size_t),
-        ("reservation_limit_bytes", ctypes.c_size_t),
-        ("downgrade_trigger_bytes", ctypes.c_size_t),
-        ("downgrade_stop_bytes", ctypes.c_size_t),
-        ("reserved_bytes", ctypes.c_size_t),
-        ("peak_reserved_bytes", ctypes.c_size_t),
-        ("reservation_count", ctypes.c_size_t),
-        ("bound_stream_count", ctypes.c_size_t),
-        ("allocated_bytes", ctypes.c_size_t),
-        ("peak_allocated_bytes", ctypes.c_size_t),
-        ("reserved_allocated_bytes", ctypes.c_size_t),
-        ("untracked_bytes", ctypes.c_size_t),
-        ("used_bytes", ctypes.c_size_t),
-        ("available_bytes", ctypes.c_size_t),
-        ("downgrading", ctypes.c_bool),
-        ("downgrade_start_count", ctypes.c_uint64),
-        ("no_reservation_count", ctypes.c_uint64),
-        ("reservation_raise_count", ctypes.c_uint64),
-        ("reservation_overage_count", ctypes.c_uint64),
-        ("reservation_refusal_count", ctypes.c_uint64),
-    ]
-
-
-class _ReservationInfo(ctypes.Structure):
-    """gmr_reservation_info (version 1)."""
-
-    _fields_ = [
-        ("size", ctypes.c_size_t),
-        ("version", ctypes.c_uint32),
-        ("id", ctypes.c_uint64),
-        ("space", _SpaceId),
-        ("bytes", ctypes.c_size_t),
-        ("allocated_bytes", ctypes.c_size_t),
-        ("bound", ctypes.c_bool),
-        ("stream", ctypes.c_void_p),
-        ("raise_count", ctypes.c_uint64),
-        ("overage_count", ctypes.c_uint64),
-        ("refusal_count", ctypes.c_uint64),
-        ("path", ctypes.c_char * _PATH_BYTES),
-    ]
-
-
-_declared = False
-_declare_lock = threading.Lock()
-
-
-def _c():
-    """libgmr.so with this module's prototypes declared (once)."""
-    global _declared
-    lib = _lib.optional_lib("tiers")
-    with _declare_lock:
-        if not _declared:
-            c = ctypes
-            vp, sz, i, u64 = c.c_void_p, c.c_size_t, c.c_int, c.c_uint64
-            fp = c.POINTER(_lib.FailureStruct)
-            protos = {
-                "gmr_memory_space_config_default": (_SpaceConfig, [i, i]),
-                "gmr_limit_policy_from_name": (i, [c.c_char_p, c.POINTER(_LimitPolicy)]),
-                "gmr_oom_policy_from_name": (i, [c.c_char_p, c.POINTER(_OomPolicy)]),
-                "gmr_tier_manager_create": (i, [c.POINTER(_SpaceConfig), sz, c.POINTER(vp), fp]),
-                "gmr_tier_manager_destroy": (i, [vp]),
-                "gmr_tier_manager_shutdown": (i, [vp]),
-                "gmr_tier_manager_get_space_count": (sz, [vp]),
-                "gmr_tier_manager_get_space_at": (vp, [vp, sz]),
-                "gmr_tier_manager_reserve": (i, [vp, c.POINTER(_Strategy), sz, u64, c.POINTER(u64),
-                                                 fp]),
-                "gmr_tier_manager_try_reserve": (i, [vp, c.POINTER(_Strategy), sz, c.POINTER(u64),
-                                                     fp]),
-                "gmr_tier_manager_reserve_up_to": (i, [vp, c.POINTER(_Strategy), sz,
-                                                       c.POINTER(u64), c.POINTER(sz), fp]),
-                "gmr_tier_manager_get_stats": (i, [vp, c.POINTER(_ManagerStats)]),
-                "gmr_reservation_release": (i, [vp, u64, fp]),
-                "gmr_reservation_grow": (i, [vp, u64, sz, fp]),
-                "gmr_reservation_shrink": (i, [vp, u64, sz, fp]),
-                "gmr_reservation_bind_stream": (i, [vp, u64, vp, c.POINTER(_LimitPolicy), fp]),
-                "gmr_reservation_unbind_stream": (i, [vp, u64]),
-                "gmr_reservation_get_info": (i, [vp, u64, c.POINTER(_ReservationInfo)]),
-                "gmr_memory_space_as_resource": (vp, [vp]),
-                "gmr_memory_space_get_id": (_SpaceId, [vp]),
-                "gmr_memory_space_get_capacity_bytes": (sz, [vp]),
-                "gmr_memory_space_get_available_bytes": (sz, [vp]),
-                "gmr_memory_space_get_stream_pool": (vp, [vp]),
-                "gmr_memory_space_poll_downgrade": (i, [vp, c.POINTER(c.c_bool), c.POINTER(sz)]),
-                "gmr_memory_space_get_stats": (i, [vp, c.POINTER(_SpaceStats)]),
-                "gmr_stream_pool_acquire": (i, [vp, i, u64, c.POINTER(vp)]),
-                "gmr_stream_pool_release": (i, [vp, vp]),
-            }
-            for name, (restype, argtypes) in protos.items():
-                f = getattr(lib, name)
-                f.restype = restype
-                f.argtypes = argtypes
-            _declared = True
-    return lib
-
-
-def _tier(name):
+def _tier(name: Tier) -> int:
     if isinstance(name, int) and 0 <= name < _TIER_COUNT:
         return name
     try:
@@ -263,13 +68,13 @@ def _tier(name):
             from None
 
 
-def _fail(status, failure, what):
+def _fail(status: int, failure: Optional[_capi.FailureStruct], what: str) -> None:
     text = failure.message.decode(errors="replace") if failure is not None else ""
     _lib.raise_for(status, "gmr.tiers: %s: %s%s" % (what, _lib.status_name(status),
                                                      ": " + text if text else ""))
 
 
-def _timeout_ns(timeout):
+def _timeout_ns(timeout: Optional[float]) -> int:
     if timeout is None:
         return _WAIT_FOREVER
     if timeout < 0:
@@ -277,9 +82,9 @@ def _timeout_ns(timeout):
     return int(timeout * 1e9)
 
 
-def _limit_policy(name):
-    p = _LimitPolicy()
-    st = _c().gmr_limit_policy_from_name(name.encode(), ctypes.byref(p))
+def _limit_policy(name: str) -> _capi.LimitPolicy:
+    p = _capi.LimitPolicy()
+    st = _lib.lib().gmr_limit_policy_from_name(name.encode(), ctypes.byref(p))
     if st != 0:
         raise ValueError("gmr.tiers: unknown limit policy %r (fail, ignore, increase, or a "
                          "registered name)" % name)
@@ -294,27 +99,41 @@ _CONFIG_FIELDS = {
 }
 
 
-def space_config(tier, index=0, **fields):
-    """A memory space's config: gmr_memory_space_config_default(tier, index)
-    with `fields` set (the C names: capacity_bytes, reservation_limit_fraction,
-    downgrade_trigger_fraction, downgrade_stop_fraction, require_reservation,
-    max_stream_slots, stream_count, stream_device, stack_spec (GPU),
-    downgrade_numa_node (GPU), numa_node, block_bytes, blocks_per_chunk,
-    initial_chunk_count (HOST), mount_path (DISK); on_limit and on_oom by
-    policy name). The manager checks the values when it is made.
+def space_config(tier: Tier, index: int = 0, **fields: Any) -> _capi.MemorySpaceConfig:
+    """A memory space's config: gmr_memory_space_config_default(tier, index) with `fields` set.
 
     on_limit, the reservations' default limit policy, is "fail" by default,
     on purpose (cuCascade's default is "ignore"): a request past its
     reservation is refused on the stream that made it, instead of taking
     bytes the space promised to other reservations. Pass on_limit="ignore"
-    for cuCascade's behaviour. capacity_bytes: 0 detects it; at most
-    INT64_MAX / 2, and for GPU at most the device's memory (the manager
-    refuses more with GMR_ERR_INVALID_ARGUMENT)."""
+    for cuCascade's behaviour. The manager checks the values when it is made.
+
+    Args:
+        tier: "GPU", "HOST" or "DISK" (or 0..2).
+        index: the space's index in its tier (for GPU: the device).
+        **fields: the C names: capacity_bytes (0 detects it; at most
+            INT64_MAX / 2, and for GPU at most the device's memory),
+            reservation_limit_fraction, downgrade_trigger_fraction,
+            downgrade_stop_fraction, require_reservation, max_stream_slots,
+            stream_count, stream_device, stack_spec (GPU), downgrade_numa_node
+            (GPU), numa_node, block_bytes, blocks_per_chunk,
+            initial_chunk_count (HOST), mount_path (DISK); on_limit and on_oom
+            by policy name.
+
+    Returns:
+        The config (a ctypes gmr_memory_space_config) for Manager().
+
+    Raises:
+        TypeError: an unknown field.
+        ValueError: an unknown tier or policy, or a stack_spec or mount_path
+            too long for the C struct.
+        OSError: libgmr.so cannot be loaded.
+    """
     unknown = set(fields) - _CONFIG_FIELDS
     if unknown:
         raise TypeError("gmr.tiers.space_config: unknown field(s) %s (known: %s)"
                         % (", ".join(sorted(unknown)), ", ".join(sorted(_CONFIG_FIELDS))))
-    c = _c().gmr_memory_space_config_default(_tier(tier), index)
+    c: _capi.MemorySpaceConfig = _lib.optional_lib("tiers").gmr_memory_space_config_default(_tier(tier), index)
     for name, value in fields.items():
         if name in ("stack_spec", "mount_path"):
             data = value.encode()
@@ -325,8 +144,8 @@ def space_config(tier, index=0, **fields):
         elif name == "on_limit":
             c.on_limit = _limit_policy(value)
         elif name == "on_oom":
-            p = _OomPolicy()
-            if _c().gmr_oom_policy_from_name(value.encode(), ctypes.byref(p)) != 0:
+            p = _capi.OomPolicy()
+            if _lib.lib().gmr_oom_policy_from_name(value.encode(), ctypes.byref(p)) != 0:
                 raise ValueError("gmr.tiers.space_config: unknown OOM policy %r (fail, retry, "
                                  "trim_retry, wait, or a registered name)" % value)
             c.on_oom = p
@@ -335,26 +154,36 @@ def space_config(tier, index=0, **fields):
     return c
 
 
-def downgrade(source, target=None):
-    """Where to move data from space `source` (a (tier, index) pair) to: a
-    space of tier `target` (None: the next slower tier)."""
-    s = _Strategy()
+def downgrade(source: SpaceKey, target: Optional[Tier] = None) -> _capi.ReservationStrategy:
+    """Where to move data from a space to: a strategy for Manager.reserve().
+
+    Args:
+        source: the space data moves from, a (tier, index) pair.
+        target: the tier to move it to (None: the next slower tier).
+
+    Returns:
+        The strategy.
+
+    Raises:
+        ValueError: an unknown tier.
+    """
+    s = _capi.ReservationStrategy()
     s.kind = _STRATEGY_DOWNGRADE
-    s.space = _SpaceId(_tier(source[0]), source[1])
+    s.space = _capi.MemorySpaceId(_tier(source[0]), source[1])
     if target is not None:
         s.tiers[0] = _tier(target)
         s.tier_count = 1
     return s
 
 
-def _strategy(where):
-    if isinstance(where, _Strategy):
+def _strategy(where: Where) -> _capi.ReservationStrategy:
+    if isinstance(where, _capi.ReservationStrategy):
         return where
-    s = _Strategy()
+    s = _capi.ReservationStrategy()
     if isinstance(where, tuple):
         s.kind = _STRATEGY_SPACE
-        s.space = _SpaceId(_tier(where[0]), where[1])
-    elif isinstance(where, (list,)):
+        s.space = _capi.MemorySpaceId(_tier(where[0]), where[1])
+    elif isinstance(where, list):
         if not 1 <= len(where) <= _TIER_COUNT:
             raise ValueError("gmr.tiers: a list of 1..%d tiers, not %r" % (_TIER_COUNT, where))
         s.kind = _STRATEGY_TIERS
@@ -368,13 +197,13 @@ def _strategy(where):
     return s
 
 
-def _as_dict(struct):
+def _as_dict(struct: ctypes.Structure) -> Dict[str, Any]:
     out = {}
-    for name, _ in struct._fields_:
+    for name, *_ in struct._fields_:
         if name in ("size", "version"):
             continue
         v = getattr(struct, name)
-        if isinstance(v, _SpaceId):
+        if isinstance(v, _capi.MemorySpaceId):
             v = (TIERS[v.tier] if 0 <= v.tier < _TIER_COUNT else v.tier, v.index)
         elif isinstance(v, bytes):
             v = v.decode(errors="replace")
@@ -383,35 +212,57 @@ def _as_dict(struct):
 
 
 class Manager:
-    """A tier manager over the spaces of `configs` (space_config() results).
+    """A tier manager over memory spaces (gmr_tier_manager).
 
-    Raises GmrError (GMR_ERR_INVALID_ARGUMENT with the config and the reason:
-    duplicate ids, bad fractions, a missing device, a bad spec, a capacity
-    above INT64_MAX / 2 or, for GPU, above the device's memory...)."""
+    `spaces` lists its Space objects. Usable as a context manager (closes on exit).
 
-    def __init__(self, configs):
+    Args:
+        configs: the spaces' configs (space_config() results).
+
+    Raises:
+        GmrError: GMR_ERR_INVALID_ARGUMENT with the config and the reason
+            (duplicate ids, bad fractions, a missing device, a bad spec, a
+            capacity above INT64_MAX / 2 or, for GPU, above the device's
+            memory...).
+        OSError: libgmr.so cannot be loaded.
+    """
+
+    def __init__(self, configs: Iterable[_capi.MemorySpaceConfig]) -> None:
         configs = list(configs)
-        array = (_SpaceConfig * len(configs))(*configs)
+        array = (_capi.MemorySpaceConfig * len(configs))(*configs)
         handle = ctypes.c_void_p()
-        failure = _lib.FailureStruct()
-        st = _c().gmr_tier_manager_create(array, len(configs), ctypes.byref(handle),
-                                          ctypes.byref(failure))
+        failure = _capi.FailureStruct()
+        lib = _lib.optional_lib("tiers")
+        st = lib.gmr_tier_manager_create(array, len(configs), ctypes.byref(handle),
+                                         ctypes.byref(failure))
         if st != 0:
             _fail(st, failure, "cannot create a tier manager of %d space(s)" % len(configs))
-        self._handle = handle.value
-        n = _c().gmr_tier_manager_get_space_count(self._handle)
-        self.spaces = [Space(self, _c().gmr_tier_manager_get_space_at(self._handle, k))
-                       for k in range(n)]
+        self._handle: Optional[int] = handle.value
+        n = lib.gmr_tier_manager_get_space_count(self._handle)
+        self.spaces: List[Space] = [Space(self, lib.gmr_tier_manager_get_space_at(self._handle, k))
+                                    for k in range(n)]
 
     @property
-    def handle(self):
-        """The gmr_tier_manager * as an int."""
+    def handle(self) -> int:
+        """The gmr_tier_manager * as an int; ValueError once closed."""
         if self._handle is None:
             raise ValueError("gmr.tiers: the manager is closed")
         return self._handle
 
-    def space(self, tier, index=0):
-        """The space (tier, index). Raises KeyError if the manager has none."""
+    def space(self, tier: Tier, index: int = 0) -> Space:
+        """The space (tier, index) of this manager.
+
+        Args:
+            tier: "GPU", "HOST" or "DISK" (or 0..2).
+            index: its index in the tier.
+
+        Returns:
+            The space.
+
+        Raises:
+            KeyError: the manager has no such space.
+            ValueError: an unknown tier.
+        """
         key = (TIERS[_tier(tier)], index)
         for s in self.spaces:
             if s.id == key:
@@ -419,12 +270,13 @@ class Manager:
         raise KeyError("gmr.tiers: no space %s in this manager (it has %s)"
                        % (key, ", ".join(str(s.id) for s in self.spaces)))
 
-    def _reserve(self, mode, where, nbytes, timeout):
+    def _reserve(self, mode: str, where: Where, nbytes: int,
+                 timeout: Optional[float]) -> Reservation:
         strategy = _strategy(where)
         rid = ctypes.c_uint64(0)
         got = ctypes.c_size_t(0)
-        failure = _lib.FailureStruct()
-        lib = _c()
+        failure = _capi.FailureStruct()
+        lib = _lib.optional_lib("tiers")
         if mode == "block":
             st = lib.gmr_tier_manager_reserve(self.handle, ctypes.byref(strategy), nbytes,
                                               _timeout_ns(timeout), ctypes.byref(rid),
@@ -440,225 +292,404 @@ class Manager:
             _fail(st, failure, "reserving %d bytes in %r" % (nbytes, where))
         return Reservation(self, rid.value)
 
-    def reserve(self, where, nbytes, timeout=None):
-        """Reserve `nbytes` where `where` says, waiting up to `timeout` seconds
-        for room (None: no limit). Raises GmrError (GMR_ERR_TIMEOUT,
-        GMR_ERR_SHUTDOWN), OutOfMemoryError (above every candidate's limit)."""
+    def reserve(self, where: Where, nbytes: int, timeout: Optional[float] = None) -> Reservation:
+        """Reserve `nbytes` where `where` says, waiting for room.
+
+        Args:
+            where: a tier name, a (tier, index) pair, a list of tier names
+                (in that order), or a downgrade() strategy.
+            nbytes: bytes to reserve.
+            timeout: seconds to wait for room (None: no limit; 0: do not wait).
+
+        Returns:
+            The reservation.
+
+        Raises:
+            GmrError: GMR_ERR_TIMEOUT, GMR_ERR_SHUTDOWN, or bad input.
+            OutOfMemoryError: above every candidate's limit.
+            ValueError: an unknown tier, or a negative timeout.
+        """
         return self._reserve("block", where, nbytes, timeout)
 
-    def try_reserve(self, where, nbytes):
-        """Reserve now or raise OutOfMemoryError (the message says what is
-        available)."""
+    def try_reserve(self, where: Where, nbytes: int) -> Reservation:
+        """Reserve now, without waiting.
+
+        Args:
+            where: as in reserve().
+            nbytes: bytes to reserve.
+
+        Returns:
+            The reservation.
+
+        Raises:
+            OutOfMemoryError: no room now (the message says what is available).
+            GmrError: GMR_ERR_SHUTDOWN, or bad input.
+            ValueError: an unknown tier.
+        """
         return self._reserve("try", where, nbytes, None)
 
-    def reserve_up_to(self, where, nbytes):
-        """Reserve as much as is available, up to `nbytes` (Reservation.nbytes
-        says how much). When nothing is available the reservation has 0
-        bytes (cuCascade's behaviour; it used to raise): grow() it later, or
-        bind() it with on_limit="increase". Raises OutOfMemoryError only when
-        every candidate is a DISK space with nothing available (DISK
-        reservations cannot grow)."""
+    def reserve_up_to(self, where: Where, nbytes: int) -> Reservation:
+        """Reserve as much as is available, up to `nbytes`.
+
+        When nothing is available the reservation has 0 bytes (cuCascade's
+        behaviour): grow() it later, or bind() it with on_limit="increase".
+
+        Args:
+            where: as in reserve().
+            nbytes: the most to reserve.
+
+        Returns:
+            The reservation (Reservation.nbytes says how much it got).
+
+        Raises:
+            OutOfMemoryError: every candidate is a DISK space with nothing
+                available (DISK reservations cannot grow).
+            GmrError: GMR_ERR_SHUTDOWN, or bad input.
+            ValueError: an unknown tier.
+        """
         return self._reserve("up_to", where, nbytes, None)
 
-    def stats(self):
-        """The manager's counters (gmr_tier_manager_stats): reserve_count,
-        wait_count, wait_ns, reserve_latency_ns (waits included),
-        immediate_reserve_count and _latency_ns (no wait), timeouts..."""
-        s = _ManagerStats(ctypes.sizeof(_ManagerStats), _TIER_MANAGER_STATS_VERSION)
-        st = _c().gmr_tier_manager_get_stats(self.handle, ctypes.byref(s))
+    def stats(self) -> Dict[str, Any]:
+        """The manager's counters (gmr_tier_manager_stats).
+
+        Returns:
+            A dict: reserve_count, wait_count, wait_ns, reserve_latency_ns
+            (waits included), immediate_reserve_count and _latency_ns (no
+            wait), timeout_count...
+
+        Raises:
+            ValueError: the manager is closed.
+            GmrError: the C call refused.
+        """
+        s = _capi.TierManagerStats(ctypes.sizeof(_capi.TierManagerStats),
+                                   _capi.TIER_MANAGER_STATS_VERSION)
+        st = _lib.optional_lib("tiers").gmr_tier_manager_get_stats(self.handle, ctypes.byref(s))
         if st != 0:
             _fail(st, None, "manager stats")
         return _as_dict(s)
 
-    def shutdown(self):
-        """Wake every waiter with GMR_ERR_SHUTDOWN and refuse new reservations."""
-        _c().gmr_tier_manager_shutdown(self.handle)
+    def shutdown(self) -> None:
+        """Wake every waiter with GMR_ERR_SHUTDOWN and refuse new reservations.
 
-    def close(self):
-        """Destroy the manager. Raises GmrError (GMR_ERR_BUSY: reservations,
-        lent streams, waiters or live memory; nothing changed, the manager and
-        its reservations still work). A reservation cannot outlive its
-        manager (cuCascade's can): release every one first. Closing twice is
-        a no-op."""
+        Raises:
+            ValueError: the manager is closed.
+        """
+        _lib.optional_lib("tiers").gmr_tier_manager_shutdown(self.handle)
+
+    def close(self) -> None:
+        """Destroy the manager.
+
+        A reservation cannot outlive its manager (cuCascade's can): release
+        every one first. Closing twice is a no-op.
+
+        Raises:
+            GmrError: GMR_ERR_BUSY, reservations, lent streams, waiters or live
+                memory remain (nothing changed; the manager and its
+                reservations still work).
+        """
         if self._handle is None:
             return
-        st = _c().gmr_tier_manager_destroy(self._handle)
+        st = _lib.optional_lib("tiers").gmr_tier_manager_destroy(self._handle)
         if st != 0:
             _fail(st, None, "closing the manager (release every reservation, return every "
                   "stream and free every allocation first)")
         self._handle = None
 
-    def __enter__(self):
+    def __enter__(self) -> Manager:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
-        return False
 
 
 class Space:
-    """One memory space of a manager (Manager.spaces, Manager.space())."""
+    """One memory space of a manager (Manager.spaces, Manager.space()).
 
-    def __init__(self, manager, handle):
+    `id` is its (tier name, index).
+
+    Args:
+        manager: the manager that owns it.
+        handle: the gmr_memory_space * as an int.
+    """
+
+    def __init__(self, manager: Manager, handle: int) -> None:
         self._manager = manager
         self._handle = handle
-        sid = _c().gmr_memory_space_get_id(handle)
-        self.id = (TIERS[sid.tier], sid.index)
+        sid = _lib.optional_lib("tiers").gmr_memory_space_get_id(handle)
+        self.id: Tuple[str, int] = (TIERS[sid.tier], sid.index)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<gmr.tiers.Space %s %d>" % self.id
 
     @property
-    def handle(self):
+    def handle(self) -> int:
+        """The gmr_memory_space * as an int."""
         return self._handle
 
     @property
-    def resource(self):
+    def resource(self) -> int:
         """The space's gmr_resource * as an int."""
-        return _c().gmr_memory_space_as_resource(self._handle)
+        return _lib.optional_lib("tiers").gmr_memory_space_as_resource(self._handle) or 0
 
     @property
-    def capacity_bytes(self):
-        return _c().gmr_memory_space_get_capacity_bytes(self._handle)
+    def capacity_bytes(self) -> int:
+        """The space's capacity."""
+        return int(_lib.optional_lib("tiers").gmr_memory_space_get_capacity_bytes(self._handle))
 
     @property
-    def available_bytes(self):
+    def available_bytes(self) -> int:
         """What a new reservation may take now."""
-        return _c().gmr_memory_space_get_available_bytes(self._handle)
+        return int(_lib.optional_lib("tiers").gmr_memory_space_get_available_bytes(self._handle))
 
-    def allocate(self, nbytes, stream=0):
-        """Allocate through the space on `stream` (an int; charged to the
-        reservation bound to it, or untracked). Raises GmrError
-        (GMR_ERR_NO_RESERVATION, GMR_ERR_UNSUPPORTED on DISK) or
-        OutOfMemoryError (past the reservation by its policy, past the
-        capacity). A request past the reservation goes to its policy before
-        the capacity is checked: "increase" grows the reservation as far as
-        the space allows even when the request is then refused (the growth
-        stays; the message says how much)."""
+    def allocate(self, nbytes: int, stream: int = 0) -> int:
+        """Allocate through the space on a stream.
+
+        Charged to the reservation bound to `stream`, or untracked. A request
+        past the reservation goes to its policy before the capacity is
+        checked: "increase" grows the reservation as far as the space allows
+        even when the request is then refused (the growth stays; the message
+        says how much).
+
+        Args:
+            nbytes: bytes to allocate.
+            stream: the cudaStream_t, as an int (0: the default stream).
+
+        Returns:
+            The address (0 for 0 bytes).
+
+        Raises:
+            GmrError: GMR_ERR_NO_RESERVATION, GMR_ERR_UNSUPPORTED (DISK).
+            OutOfMemoryError: past the reservation by its policy, or past the capacity.
+        """
         out = ctypes.c_void_p()
-        failure = _lib.FailureStruct()
+        failure = _capi.FailureStruct()
         st = _lib.lib().gmr_allocate_ex(self.resource, nbytes, 0, stream or None,
                                         ctypes.byref(out), ctypes.byref(failure))
         if st != 0:
             _fail(st, failure, "allocating %d bytes in space %s" % (nbytes, self.id))
         return out.value or 0
 
-    def deallocate(self, ptr, nbytes, stream=0):
+    def deallocate(self, ptr: int, nbytes: int, stream: int = 0) -> None:
+        """Free memory from allocate().
+
+        Args:
+            ptr: its address.
+            nbytes: the bytes it was allocated with.
+            stream: the stream it was last used on (0: the default stream).
+
+        Raises:
+            GmrError: the space refused the free.
+        """
         st = _lib.lib().gmr_deallocate(self.resource, ptr, nbytes, 0, stream or None)
         if st != 0:
             _fail(st, None, "freeing %#x (%d bytes) in space %s" % (ptr, nbytes, self.id))
 
-    def poll_downgrade(self):
-        """(downgrading, bytes_to_downgrade) with hysteresis: starts above the
-        trigger, stops at the stop level."""
+    def poll_downgrade(self) -> Tuple[bool, int]:
+        """The downgrade state, with hysteresis: starts above the trigger, stops at the stop level.
+
+        Returns:
+            (downgrading, bytes_to_downgrade).
+
+        Raises:
+            GmrError: the C call refused.
+        """
         d = ctypes.c_bool(False)
         amount = ctypes.c_size_t(0)
-        st = _c().gmr_memory_space_poll_downgrade(self._handle, ctypes.byref(d),
-                                                  ctypes.byref(amount))
+        st = _lib.optional_lib("tiers").gmr_memory_space_poll_downgrade(self._handle, ctypes.byref(d),
+                                                        ctypes.byref(amount))
         if st != 0:
             _fail(st, None, "polling the downgrade state")
         return bool(d.value), amount.value
 
-    def acquire_stream(self, grow=False, timeout=None):
-        """Borrow a stream of the space's pool (an int); give it back with
-        release_stream(). grow: create one more when all are lent."""
-        pool = _c().gmr_memory_space_get_stream_pool(self._handle)
+    def acquire_stream(self, grow: bool = False, timeout: Optional[float] = None) -> int:
+        """Borrow a stream of the space's pool; give it back with release_stream().
+
+        Args:
+            grow: create one more when all are lent.
+            timeout: seconds to wait for one (None: no limit).
+
+        Returns:
+            The cudaStream_t, as an int.
+
+        Raises:
+            ValueError: the space has no stream pool (stream_count 0), or a
+                negative timeout.
+            GmrError: GMR_ERR_TIMEOUT, GMR_ERR_SHUTDOWN.
+        """
+        lib = _lib.optional_lib("tiers")
+        pool = lib.gmr_memory_space_get_stream_pool(self._handle)
         if not pool:
             raise ValueError("gmr.tiers: space %s has no stream pool (stream_count 0)"
                              % (self.id,))
         s = ctypes.c_void_p()
-        st = _c().gmr_stream_pool_acquire(pool, 1 if grow else 0, _timeout_ns(timeout),
-                                          ctypes.byref(s))
+        st = lib.gmr_stream_pool_acquire(pool, 1 if grow else 0, _timeout_ns(timeout),
+                                         ctypes.byref(s))
         if st != 0:
             _fail(st, None, "acquiring a stream of space %s" % (self.id,))
-        return s.value
+        return s.value or 0
 
-    def release_stream(self, stream):
-        st = _c().gmr_stream_pool_release(_c().gmr_memory_space_get_stream_pool(self._handle),
-                                          stream)
+    def release_stream(self, stream: int) -> None:
+        """Give back a stream from acquire_stream().
+
+        Args:
+            stream: the stream, as acquire_stream() returned it.
+
+        Raises:
+            GmrError: GMR_ERR_INVALID_ARGUMENT (not a stream of this pool),
+                GMR_ERR_DOUBLE_FREE (not lent now).
+        """
+        lib = _lib.optional_lib("tiers")
+        st = lib.gmr_stream_pool_release(lib.gmr_memory_space_get_stream_pool(self._handle),
+                                         stream)
         if st != 0:
             _fail(st, None, "returning stream %#x to space %s" % (stream or 0, self.id))
 
-    def stats(self):
-        """The space's accounting (gmr_memory_space_stats) as a dict."""
-        s = _SpaceStats(ctypes.sizeof(_SpaceStats), _MEMORY_SPACE_STATS_VERSION)
-        st = _c().gmr_memory_space_get_stats(self._handle, ctypes.byref(s))
+    def stats(self) -> Dict[str, Any]:
+        """The space's accounting (gmr_memory_space_stats).
+
+        Returns:
+            A dict with the C struct's fields (id as (tier name, index)).
+
+        Raises:
+            GmrError: the C call refused.
+        """
+        s = _capi.MemorySpaceStats(ctypes.sizeof(_capi.MemorySpaceStats),
+                                   _capi.MEMORY_SPACE_STATS_VERSION)
+        st = _lib.optional_lib("tiers").gmr_memory_space_get_stats(self._handle, ctypes.byref(s))
         if st != 0:
             _fail(st, None, "space stats")
         return _as_dict(s)
 
 
 class Reservation:
-    """A live reservation (Manager.reserve...). As a context manager it is
-    released on exit (unless released already). It belongs to its manager's
-    books and cannot outlive it: release it before Manager.close()."""
+    """A live reservation (Manager.reserve...).
 
-    def __init__(self, manager, rid):
+    As a context manager it is released on exit (unless released already).
+    It belongs to its manager's books and cannot outlive it: release it
+    before Manager.close(). `id` is its id, `space` its Space, `released`
+    whether release() was called.
+
+    Args:
+        manager: the manager that made it.
+        rid: its id.
+
+    Raises:
+        GmrError: the manager knows no reservation `rid`.
+    """
+
+    def __init__(self, manager: Manager, rid: int) -> None:
         self._manager = manager
         self.id = rid
         self.released = False
         info = self.info()
-        self.space = manager.space(*info["space"])
+        self.space: Space = manager.space(*info["space"])
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<gmr.tiers.Reservation %d in %s>" % (self.id, self.space.id)
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         """Its size now."""
-        return self.info()["bytes"]
+        return int(self.info()["bytes"])
 
-    def info(self):
-        """gmr_reservation_info as a dict: bytes, allocated_bytes, bound,
-        stream, raise/overage/refusal counts, space, path (DISK)."""
-        s = _ReservationInfo(ctypes.sizeof(_ReservationInfo), _RESERVATION_INFO_VERSION)
-        st = _c().gmr_reservation_get_info(self._manager.handle, self.id, ctypes.byref(s))
+    def info(self) -> Dict[str, Any]:
+        """The reservation's state (gmr_reservation_info).
+
+        Returns:
+            A dict: bytes, allocated_bytes, bound, stream, raise/overage/refusal
+            counts, space, path (DISK).
+
+        Raises:
+            GmrError: released already, or the manager is closed.
+        """
+        s = _capi.ReservationInfo(ctypes.sizeof(_capi.ReservationInfo),
+                                  _capi.RESERVATION_INFO_VERSION)
+        st = _lib.optional_lib("tiers").gmr_reservation_get_info(self._manager.handle, self.id, ctypes.byref(s))
         if st != 0:
             _fail(st, None, "reservation %d (released?)" % self.id)
         return _as_dict(s)
 
-    def bind(self, stream, on_limit=None):
-        """Enforce the reservation on `stream` (an int) with limit policy
-        `on_limit` (a name; None: the space's)."""
-        failure = _lib.FailureStruct()
+    def bind(self, stream: int, on_limit: Optional[str] = None) -> None:
+        """Enforce the reservation on a stream.
+
+        Args:
+            stream: the cudaStream_t, as an int.
+            on_limit: the limit policy's name (None: the space's).
+
+        Raises:
+            ValueError: an unknown policy.
+            GmrError: GMR_ERR_BUSY (bound already), GMR_ERR_UNSUPPORTED (a DISK
+                reservation), GMR_ERR_INVALID_ARGUMENT (released).
+        """
+        failure = _capi.FailureStruct()
         policy = None if on_limit is None else ctypes.byref(_limit_policy(on_limit))
-        st = _c().gmr_reservation_bind_stream(self._manager.handle, self.id, stream or None,
-                                              policy, ctypes.byref(failure))
+        st = _lib.optional_lib("tiers").gmr_reservation_bind_stream(self._manager.handle, self.id,
+                                                    stream or None, policy,
+                                                    ctypes.byref(failure))
         if st != 0:
             _fail(st, failure, "binding reservation %d" % self.id)
 
-    def unbind(self):
-        st = _c().gmr_reservation_unbind_stream(self._manager.handle, self.id)
+    def unbind(self) -> None:
+        """Stop enforcing the reservation on its stream.
+
+        Raises:
+            GmrError: not bound, or the reservation is gone.
+        """
+        st = _lib.optional_lib("tiers").gmr_reservation_unbind_stream(self._manager.handle, self.id)
         if st != 0:
             _fail(st, None, "unbinding reservation %d" % self.id)
 
-    def grow(self, nbytes):
-        failure = _lib.FailureStruct()
-        st = _c().gmr_reservation_grow(self._manager.handle, self.id, nbytes,
-                                       ctypes.byref(failure))
+    def grow(self, nbytes: int) -> None:
+        """Grow the reservation.
+
+        Args:
+            nbytes: bytes to add.
+
+        Raises:
+            OutOfMemoryError: GMR_ERR_LIMIT_EXCEEDED, they do not fit now (the
+                message says what is available).
+            GmrError: GMR_ERR_UNSUPPORTED (DISK), GMR_ERR_SHUTDOWN,
+                GMR_ERR_INVALID_ARGUMENT (released, or 0 bytes).
+        """
+        failure = _capi.FailureStruct()
+        st = _lib.optional_lib("tiers").gmr_reservation_grow(self._manager.handle, self.id, nbytes,
+                                             ctypes.byref(failure))
         if st != 0:
             _fail(st, failure, "growing reservation %d by %d bytes" % (self.id, nbytes))
 
-    def shrink(self, new_nbytes):
-        failure = _lib.FailureStruct()
-        st = _c().gmr_reservation_shrink(self._manager.handle, self.id, new_nbytes,
-                                         ctypes.byref(failure))
+    def shrink(self, new_nbytes: int) -> None:
+        """Shrink the reservation.
+
+        Args:
+            new_nbytes: its new size.
+
+        Raises:
+            GmrError: GMR_ERR_INVALID_ARGUMENT (0, above its size, or
+                released), GMR_ERR_UNSUPPORTED (DISK), GMR_ERR_BUSY (below the
+                bytes allocated on its bound stream).
+        """
+        failure = _capi.FailureStruct()
+        st = _lib.optional_lib("tiers").gmr_reservation_shrink(self._manager.handle, self.id, new_nbytes,
+                                               ctypes.byref(failure))
         if st != 0:
             _fail(st, failure, "shrinking reservation %d to %d bytes" % (self.id, new_nbytes))
 
-    def release(self):
-        """Give it back (waiters wake). Raises GmrError (GMR_ERR_DOUBLE_FREE
-        the second time)."""
-        failure = _lib.FailureStruct()
-        st = _c().gmr_reservation_release(self._manager.handle, self.id, ctypes.byref(failure))
+    def release(self) -> None:
+        """Give the reservation back (waiters wake).
+
+        Raises:
+            GmrError: GMR_ERR_DOUBLE_FREE the second time.
+        """
+        failure = _capi.FailureStruct()
+        st = _lib.optional_lib("tiers").gmr_reservation_release(self._manager.handle, self.id,
+                                                ctypes.byref(failure))
         if st != 0:
             _fail(st, failure, "releasing reservation %d" % self.id)
         self.released = True
 
-    def __enter__(self):
+    def __enter__(self) -> Reservation:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         if not self.released:
             self.release()
-        return False

@@ -2,18 +2,22 @@
 run_python_test.sh): loading, spec errors as exceptions, allocation errors, the
 stats dict, the torch shim's entry points through ctypes, and gmr.torch.use()
 against a stand-in torch module (the real PyTorch runs on the GPU machine:
-tools/frameworks/check_torch.py). Writes a JUnit XML report to
-$XML_OUTPUT_FILE when Bazel asks for one.
+tools/frameworks/check_torch.py), including how use() builds the shim through
+a stand-in torch.utils.cpp_extension and falls back when it cannot. Writes a
+JUnit XML report to $XML_OUTPUT_FILE when Bazel asks for one.
 """
 
 import ctypes
 import importlib.util
+import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import textwrap
 import threading
+import time
 import unittest
 import warnings
 
@@ -25,6 +29,9 @@ import gmr.torch
 from gmr import _lib
 
 GIB = 1 << 30
+# The shim Bazel builds (no PyTorch headers); the stand-in cpp_extension
+# "builds" by copying it.
+SHIM_WITHOUT_C10 = os.environ["GMR_TORCH_LIBRARY"]
 
 
 class GmrTest(unittest.TestCase):
@@ -268,11 +275,55 @@ FAKE_TORCH = {
                 raise RuntimeError("Can't swap an already initialized allocator")
             swapped.append(allocator)
         """),
+    "torch/utils/__init__.py": "",
+    # torch.utils.cpp_extension's load(): records its arguments (a JSON line
+    # per call in $FAKE_CPP_EXTENSION_LOG), then fails with
+    # $FAKE_CPP_EXTENSION_ERROR, or "builds" by copying $FAKE_CPP_EXTENSION_LIBRARY
+    # to BUILD_DIRECTORY/NAME$FAKE_CPP_EXTENSION_SUFFIX.so and returns its path.
+    "torch/utils/cpp_extension.py": textwrap.dedent("""\
+        import json, os, shutil
+        CUDA_HOME = None
+        def library_paths(device_type="cpu"):
+            return [os.path.join(os.path.dirname(os.path.dirname(__file__)), "lib")]
+        def include_paths(device_type="cpu"):
+            return [os.path.join(os.path.dirname(os.path.dirname(__file__)), "include")]
+        def load(name, sources, extra_cflags=None, extra_cuda_cflags=None,
+                 extra_sycl_cflags=None, extra_ldflags=None, extra_include_paths=None,
+                 build_directory=None, verbose=False, with_cuda=None, with_sycl=None,
+                 is_python_module=True, is_standalone=False, keep_intermediates=True):
+            call = dict(name=name, sources=sources, extra_cflags=extra_cflags,
+                        extra_ldflags=extra_ldflags, extra_include_paths=extra_include_paths,
+                        build_directory=build_directory, verbose=verbose, with_cuda=with_cuda,
+                        is_python_module=is_python_module, is_standalone=is_standalone,
+                        cxx=os.environ.get("CXX"))
+            log = os.environ.get("FAKE_CPP_EXTENSION_LOG")
+            if log:
+                with open(log, "a") as f:
+                    f.write(json.dumps(call) + "\\n")
+            if os.environ.get("FAKE_CPP_EXTENSION_ERROR"):
+                raise RuntimeError(os.environ["FAKE_CPP_EXTENSION_ERROR"])
+            os.makedirs(build_directory, exist_ok=True)
+            out = os.path.join(build_directory,
+                               name + os.environ.get("FAKE_CPP_EXTENSION_SUFFIX", "") + ".so")
+            shutil.copyfile(os.environ["FAKE_CPP_EXTENSION_LIBRARY"], out)
+            return out
+        """),
 }
 
+_FAKE_ENV = ("FAKE_CPP_EXTENSION_LOG", "FAKE_CPP_EXTENSION_ERROR", "FAKE_CPP_EXTENSION_LIBRARY",
+             "FAKE_CPP_EXTENSION_SUFFIX")
 
-class TorchUseWithAStandInTest(GmrTest):
-    """gmr.torch.use()'s plumbing against a stand-in torch module."""
+
+def _calls(log):
+    """The stand-in load()'s recorded calls."""
+    if not os.path.exists(log):
+        return []
+    with open(log) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+class StandInTorchTest(GmrTest):
+    """Writes the stand-in torch package into a temporary folder."""
 
     def setUp(self):
         super().setUp()
@@ -286,16 +337,22 @@ class TorchUseWithAStandInTest(GmrTest):
                 f.write(text)
 
     def tearDown(self):
+        if "torch" in sys.modules:
+            gmr._torch_allocator_api.uninstall(sys.modules["torch"])
         for name in [m for m in sys.modules if m == "torch" or m.startswith("torch.")]:
             del sys.modules[name]
         if self.tmp.name in sys.path:
             sys.path.remove(self.tmp.name)
-        if "torch" in sys.modules:
-            gmr._torch_allocator_api.uninstall(sys.modules["torch"])
         gmr.torch._mode = None
         os.environ.pop("GMR_TORCH_BUILD", None)
+        for name in _FAKE_ENV:
+            os.environ.pop(name, None)
         self.tmp.cleanup()
         super().tearDown()
+
+
+class TorchUseWithAStandInTest(StandInTorchTest):
+    """gmr.torch.use()'s plumbing against a stand-in torch module."""
 
     def test_without_pytorch_use_says_what_is_missing(self):
         if not self.real_torch_missing:
@@ -421,6 +478,199 @@ class TorchUseWithAStandInTest(GmrTest):
         with self.assertRaises(ImportError) as cm:
             gmr.cupy.use()
         self.assertIn("gmr.cupy needs CuPy", str(cm.exception))
+
+
+class BuildShimTest(StandInTorchTest):
+    """gmr.torch.build_shim() goes through torch.utils.cpp_extension.load."""
+
+    def setUp(self):
+        super().setUp()
+        if not self.real_torch_missing:
+            self.skipTest("PyTorch is installed here: the stand-in would not be imported")
+        sys.path.insert(0, self.tmp.name)
+        self.log = os.path.join(self.tmp.name, "calls.jsonl")
+        os.environ["FAKE_CPP_EXTENSION_LOG"] = self.log
+        os.environ["FAKE_CPP_EXTENSION_LIBRARY"] = SHIM_WITHOUT_C10
+
+    def test_build_shim_hands_cpp_extension_a_plain_shared_library(self):
+        out_dir = os.path.join(self.tmp.name, "out")
+        before = os.environ.get("CXX")
+        path = gmr.torch.build_shim(out_dir=out_dir, cxx="my-g++", verbose=True)
+        self.assertEqual(os.path.join(out_dir, "libgmr_torch_c10.so"), path)
+        self.assertTrue(os.path.exists(path))
+        self.assertEqual(before, os.environ.get("CXX"), "CXX is put back")
+        (call,) = _calls(self.log)
+        self.assertEqual("libgmr_torch_c10", call["name"])  # cpp_extension writes NAME.so
+        self.assertFalse(call["is_python_module"])
+        self.assertFalse(call["is_standalone"])
+        self.assertFalse(call["with_cuda"])
+        self.assertTrue(call["verbose"])
+        self.assertEqual("my-g++", call["cxx"])
+        self.assertEqual(out_dir, call["build_directory"])
+        root, include = gmr.torch._source_root()
+        self.assertEqual([os.path.join(root, "integrations", "torch", f)
+                          for f in ("chunk_streams.cc", "errors.cc", "graph_pools.cc",
+                                    "storages.cc", "torch_allocator.cc")], call["sources"])
+        for source in call["sources"]:
+            self.assertTrue(os.path.exists(source), source)
+        self.assertEqual([root, include], call["extra_include_paths"][:2])
+        self.assertIn("-DGMR_TORCH_WITH_C10", call["extra_cflags"])
+        self.assertIn("-D_GLIBCXX_USE_CXX11_ABI=1", call["extra_cflags"])
+        flags = call["extra_ldflags"]
+        gmr_lib = os.path.realpath(_lib.lib_path())
+        script = os.path.join(out_dir, "libgmr_torch_c10.map")
+        self.assertIn("-Wl,--version-script=" + script, flags)
+        with open(script) as f:
+            self.assertEqual("{ global: gmr_torch_*; local: *; };\n", f.read())
+        self.assertIn("-Wl,-soname,libgmr_torch_c10.so", flags)
+        self.assertIn("-l:" + os.path.basename(gmr_lib), flags)
+        self.assertIn("-Wl,-rpath," + os.path.dirname(gmr_lib), flags)
+        self.assertIn("-lc10_cuda", flags)
+        torch_lib = os.path.join(self.tmp.name, "torch", "lib")
+        self.assertIn("-L" + torch_lib, flags)
+        self.assertIn("-Wl,-rpath," + torch_lib, flags)
+
+    def test_a_renamed_build_lands_under_the_name_gmr_loads(self):
+        # cpp_extension names a second build in one process NAME_v1.so.
+        os.environ["FAKE_CPP_EXTENSION_SUFFIX"] = "_v1"
+        out_dir = os.path.join(self.tmp.name, "out")
+        path = gmr.torch.build_shim(out_dir=out_dir)
+        self.assertEqual(os.path.join(out_dir, "libgmr_torch_c10.so"), path)
+        self.assertTrue(os.path.exists(path))
+        self.assertFalse(os.path.exists(os.path.join(out_dir, "libgmr_torch_c10_v1.so")))
+
+    def test_a_failed_build_raises_cpp_extensions_error(self):
+        os.environ["FAKE_CPP_EXTENSION_ERROR"] = "Error building extension 'libgmr_torch_c10'"
+        with self.assertRaises(RuntimeError) as cm:
+            gmr.torch.build_shim(out_dir=os.path.join(self.tmp.name, "out"))
+        self.assertIn("Error building extension", str(cm.exception))
+
+
+# What each fresh process runs: gmr.torch.use() (after counters() when asked),
+# then one JSON line: the shim loaded, the warnings, or the exception.
+USE_IN_A_FRESH_PROCESS = textwrap.dedent("""\
+    import json, sys, warnings
+    import gmr, gmr.torch
+    from gmr import _lib
+    result = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            if "counters-first" in sys.argv:
+                gmr.torch.counters()
+            gmr.torch.use("tracking > cuda(kind=device)")
+            result["mode"] = gmr.torch.mode()
+        except Exception as e:
+            result["error"] = "%s: %s" % (type(e).__name__, e)
+    result["loaded"] = _lib.loaded_torch_lib_path()
+    result["warnings"] = ["%s: %s" % (w.category.__name__, w.message) for w in caught]
+    print(json.dumps(result))
+    """)
+
+
+class UseBuildsTheShimTest(StandInTorchTest):
+    """use() builds the shim on first use, once, or says why it cannot (each
+    case in a fresh process: a process loads one shim)."""
+
+    def setUp(self):
+        super().setUp()
+        if not self.real_torch_missing:
+            self.skipTest("PyTorch is installed here: the stand-in would not be imported")
+        self.log = os.path.join(self.tmp.name, "calls.jsonl")
+        self.cache = os.path.join(self.tmp.name, "cache")
+        # A library folder with libgmr.so but no torch shim (the runfiles'
+        # dist/), and one that has the shim without PyTorch's headers too.
+        self.with_shim = os.path.join(self.tmp.name, "lib_with_shim")
+        os.makedirs(self.with_shim)
+        libdir = os.environ["GMR_LIBRARY_DIR"]
+        for name in os.listdir(libdir):
+            os.symlink(os.path.join(libdir, name), os.path.join(self.with_shim, name))
+        os.symlink(SHIM_WITHOUT_C10, os.path.join(self.with_shim, "libgmr_torch.so"))
+
+    def run_use(self, *args, **env):
+        full = dict(os.environ)
+        for name in ("GMR_TORCH_LIBRARY", "GMR_TORCH_BUILD"):
+            full.pop(name, None)
+        full.update(PYTHONPATH=os.pathsep.join([self.tmp.name, full["PYTHONPATH"]]),
+                    GMR_TORCH_CACHE_DIR=self.cache, FAKE_CPP_EXTENSION_LOG=self.log,
+                    FAKE_CPP_EXTENSION_LIBRARY=SHIM_WITHOUT_C10)
+        full.update(env)
+        run = subprocess.run([sys.executable, "-c", USE_IN_A_FRESH_PROCESS] + list(args),
+                             env=full, capture_output=True, text=True)
+        self.assertEqual(0, run.returncode, run.stderr)
+        return json.loads(run.stdout.strip().splitlines()[-1])
+
+    def cached_shim(self):
+        (folder,) = os.listdir(self.cache)
+        self.assertRegex(folder, r"^torch-0\.0\+stand-in-gmr-\d+\.\d+\.\d+-abi1$")
+        return os.path.join(self.cache, folder, "libgmr_torch_c10.so")
+
+    def test_first_use_builds_into_the_cache_and_later_uses_load_it(self):
+        first = self.run_use()
+        self.assertEqual("direct", first.get("mode"), first)
+        shim = self.cached_shim()
+        self.assertEqual(shim, first["loaded"])
+        (call,) = _calls(self.log)
+        self.assertEqual(os.path.dirname(shim), call["build_directory"])
+        self.assertFalse(call["is_python_module"])
+        self.assertFalse(any("failed" in w or "GMR_TORCH_BUILD" in w for w in first["warnings"]),
+                         first["warnings"])
+        second = self.run_use()
+        self.assertEqual(shim, second["loaded"])
+        self.assertEqual(1, len(_calls(self.log)), "the cached shim is not built again")
+
+    def test_a_build_in_progress_is_waited_for_and_a_stale_lock_removed(self):
+        self.run_use()
+        shim = self.cached_shim()
+        lock = os.path.join(os.path.dirname(shim), "lock")
+        # Another process is building (cpp_extension's lock): go through
+        # cpp_extension, which waits for it, instead of loading a half-linked file.
+        with open(lock, "w"):
+            pass
+        self.assertEqual(shim, self.run_use()["loaded"])
+        self.assertEqual(2, len(_calls(self.log)))
+        # A lock a killed build left an hour ago would make cpp_extension wait forever.
+        os.utime(lock, (time.time() - 3600, time.time() - 3600))
+        self.assertEqual(shim, self.run_use()["loaded"])
+        self.assertFalse(os.path.exists(lock))
+        self.assertEqual(2, len(_calls(self.log)), "the cached shim is loaded as it is")
+
+    def test_a_build_that_cannot_run_falls_back_and_says_why(self):
+        result = self.run_use(GMR_LIBRARY_DIR=self.with_shim,
+                              FAKE_CPP_EXTENSION_ERROR="Ninja is required to load C++ "
+                                                       "extensions (pip install ninja to get it)")
+        self.assertEqual("direct", result.get("mode"), result)
+        self.assertEqual(os.path.join(self.with_shim, "libgmr_torch.so"), result["loaded"])
+        (warning,) = [w for w in result["warnings"] if "OutOfMemoryError" in w]
+        self.assertTrue(warning.startswith("RuntimeWarning: gmr.torch: out of memory raises "
+                                           "RuntimeError, not torch.cuda.OutOfMemoryError"),
+                        warning)
+        self.assertIn("built without PyTorch's headers", warning)
+        self.assertIn("failed: Ninja is required to load C++ extensions", warning)
+        self.assertIn(self.cache, warning)
+        self.assertEqual(1, len(_calls(self.log)))
+
+    def test_gmr_torch_build_0_falls_back_without_building(self):
+        result = self.run_use(GMR_LIBRARY_DIR=self.with_shim, GMR_TORCH_BUILD="0")
+        self.assertEqual("direct", result.get("mode"), result)
+        self.assertEqual([], _calls(self.log))
+        (warning,) = [w for w in result["warnings"] if "OutOfMemoryError" in w]
+        self.assertIn("GMR_TORCH_BUILD=0 turns off building it", warning)
+
+    def test_a_shim_loaded_before_use_is_named_in_the_warning(self):
+        result = self.run_use("counters-first", GMR_LIBRARY_DIR=self.with_shim)
+        self.assertEqual("direct", result.get("mode"), result)
+        self.assertEqual([], _calls(self.log))
+        (warning,) = [w for w in result["warnings"] if "OutOfMemoryError" in w]
+        self.assertIn("was loaded before use()", warning)
+        self.assertIn("call gmr.torch.use() first", warning)
+
+    def test_no_shim_at_all_raises_with_both_reasons(self):
+        result = self.run_use(FAKE_CPP_EXTENSION_ERROR="Ninja is required")
+        self.assertIsNone(result["loaded"])
+        self.assertTrue(result["error"].startswith("OSError: gmr: libgmr_torch.so not found"),
+                        result["error"])
+        self.assertIn("failed: Ninja is required", result["error"])
 
 
 def main():

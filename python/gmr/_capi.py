@@ -1,0 +1,512 @@
+"""The C API as ctypes sees it: one mirror per C struct and one prototype table.
+
+Every ctypes.Structure that mirrors a C struct of gmr's headers lives here
+(MIRRORS maps each to its C name; python/tests/layout_test.py checks every one
+against the compiler's layout), and so does every ctypes prototype gmr's
+Python modules call (PROTOTYPES; declare() applies them when _lib loads a
+library). A module that needs a struct or a function takes it from here, so a
+C change is mirrored in one place.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Dict, List, Tuple
+
+__all__ = [
+    "FailureStruct", "SpecErrorStruct", "FootprintStruct", "TorchCounters", "TorchDeviceStats",
+    "TorchGraphPoolInfo", "ScopeRegistryConfig", "ScopeStruct", "ScopedPoolStats",
+    "ScopeRegistryStats", "MemorySpaceId", "LimitPolicy", "OomPolicy", "MemorySpaceConfig",
+    "ReservationStrategy", "TierManagerStats", "MemorySpaceStats", "ReservationInfo", "MIRRORS",
+    "PROTOTYPES", "LIBRARIES", "declare",
+]
+
+# Array lengths and struct versions of the headers (the C names in comments).
+FAILURE_MESSAGE_BYTES = 192        # GMR_FAILURE_MESSAGE_BYTES (gmr/resource.h)
+SPEC_ERROR_MESSAGE_BYTES = 512     # GMR_SPEC_ERROR_MESSAGE_BYTES (gmr/stack.h)
+TIER_COUNT = 3                     # GMR_TIER_COUNT (gmr/memory_space.h)
+SPACE_TEXT_BYTES = 256             # GMR_MEMORY_SPACE_TEXT_BYTES (gmr/memory_space.h)
+RESERVATION_PATH_BYTES = 320       # GMR_RESERVATION_PATH_BYTES (gmr/reservation.h)
+TORCH_COUNTERS_VERSION = 1
+TORCH_DEVICE_STATS_VERSION = 1
+TORCH_GRAPH_POOL_INFO_VERSION = 1
+SCOPED_POOL_STATS_VERSION = 1
+SCOPE_REGISTRY_STATS_VERSION = 1
+TIER_MANAGER_STATS_VERSION = 2
+MEMORY_SPACE_STATS_VERSION = 1
+RESERVATION_INFO_VERSION = 1
+
+
+# gmr/resource.h, gmr/stack.h
+
+
+class SpecErrorStruct(ctypes.Structure):
+    """gmr_spec_error (gmr/stack.h): where a spec is malformed, and why."""
+
+    _fields_ = [
+        ("line", ctypes.c_int),
+        ("column", ctypes.c_int),
+        ("message", ctypes.c_char * SPEC_ERROR_MESSAGE_BYTES),
+    ]
+
+
+class FailureStruct(ctypes.Structure):
+    """gmr_failure (gmr/resource.h): what went wrong in a failed call."""
+
+    _fields_ = [
+        ("status", ctypes.c_int),
+        ("cuda_error", ctypes.c_int),
+        ("bytes", ctypes.c_size_t),
+        ("alignment", ctypes.c_size_t),
+        ("stream", ctypes.c_void_p),
+        ("where", ctypes.c_void_p),
+        ("attempt", ctypes.c_uint32),
+        ("message", ctypes.c_char * FAILURE_MESSAGE_BYTES),
+        ("free_info_known", ctypes.c_bool),
+        ("free_bytes", ctypes.c_size_t),
+        ("largest_free_block_bytes", ctypes.c_size_t),
+    ]
+
+
+class FootprintStruct(ctypes.Structure):
+    """gmr_footprint (gmr/resource.h): bytes a stack holds from CUDA, and their peak."""
+
+    _fields_ = [("held_bytes", ctypes.c_size_t), ("peak_held_bytes", ctypes.c_size_t)]
+
+
+# integrations/torch/gmr_torch.h
+
+
+class TorchCounters(ctypes.Structure):
+    """gmr_torch_counters (integrations/torch/gmr_torch.h): the shim's counters."""
+
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("version", ctypes.c_uint32),
+        ("live_count", ctypes.c_uint64),
+        ("live_bytes", ctypes.c_uint64),
+        ("allocation_count", ctypes.c_uint64),
+        ("failed_allocation_count", ctypes.c_uint64),
+        ("refused_free_count", ctypes.c_uint64),
+        ("failed_free_count", ctypes.c_uint64),
+        ("record_stream_count", ctypes.c_uint64),
+        ("record_stream_fallback_count", ctypes.c_uint64),
+        ("capture_allocation_count", ctypes.c_uint64),
+    ]
+
+
+class TorchDeviceStats(ctypes.Structure):
+    """gmr_torch_device_stats (integrations/torch/gmr_torch.h): one device's tensor counters."""
+
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("version", ctypes.c_uint32),
+        ("live_count", ctypes.c_uint64),
+        ("peak_live_count", ctypes.c_uint64),
+        ("live_bytes", ctypes.c_uint64),
+        ("peak_live_bytes", ctypes.c_uint64),
+        ("allocation_count", ctypes.c_uint64),
+        ("free_count", ctypes.c_uint64),
+        ("allocated_bytes", ctypes.c_uint64),
+        ("freed_bytes", ctypes.c_uint64),
+        ("failed_allocation_count", ctypes.c_uint64),
+        ("retry_count", ctypes.c_uint64),
+    ]
+
+
+class TorchGraphPoolInfo(ctypes.Structure):
+    """gmr_torch_graph_pool_info (integrations/torch/gmr_torch.h): one device's graph pools."""
+
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("version", ctypes.c_uint32),
+        ("pool_count", ctypes.c_size_t),
+        ("active_pool_count", ctypes.c_size_t),
+        ("live_block_count", ctypes.c_size_t),
+        ("pending_memory_count", ctypes.c_size_t),
+        ("deferred_free_count", ctypes.c_size_t),
+        ("arena_held_bytes", ctypes.c_size_t),
+    ]
+
+
+# gmr/scoped_pool.h
+
+
+class ScopeRegistryConfig(ctypes.Structure):
+    """gmr_scope_registry_config (gmr/scoped_pool.h)."""
+
+    _fields_ = [
+        ("chunk_bytes", ctypes.c_size_t),
+        ("max_capacity_bytes", ctypes.c_size_t),
+        ("alignment", ctypes.c_size_t),
+    ]
+
+
+class ScopeStruct(ctypes.Structure):
+    """gmr_scope (gmr/scoped_pool.h); passed by value to gmr_scope_exit."""
+
+    _fields_ = [("depth", ctypes.c_uint32), ("serial", ctypes.c_uint64)]
+
+
+class ScopedPoolStats(ctypes.Structure):
+    """gmr_scoped_pool_stats (gmr/scoped_pool.h, version 1)."""
+
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("version", ctypes.c_uint32),
+        ("device", ctypes.c_int),
+        ("held_bytes", ctypes.c_size_t),
+        ("peak_held_bytes", ctypes.c_size_t),
+        ("live_bytes", ctypes.c_size_t),
+        ("live_count", ctypes.c_size_t),
+        ("mark_count", ctypes.c_size_t),
+        ("allocation_count", ctypes.c_uint64),
+        ("rewind_count", ctypes.c_uint64),
+        ("released_count", ctypes.c_uint64),
+        ("orphan_mark_count", ctypes.c_uint64),
+        ("reset_count", ctypes.c_uint64),
+        ("empty_count", ctypes.c_uint64),
+        ("wrong_device_count", ctypes.c_uint64),
+    ]
+
+
+class ScopeRegistryStats(ctypes.Structure):
+    """gmr_scope_registry_stats (gmr/scoped_pool.h, version 1)."""
+
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("version", ctypes.c_uint32),
+        ("device_count", ctypes.c_size_t),
+        ("thread_count", ctypes.c_size_t),
+        ("pool_count", ctypes.c_size_t),
+        ("pools_created", ctypes.c_uint64),
+        ("pools_retired", ctypes.c_uint64),
+        ("orphan_scope_count", ctypes.c_uint64),
+    ]
+
+
+# gmr/policy.h, gmr/memory_space.h, gmr/reservation.h, gmr/tier_manager.h
+
+
+class MemorySpaceId(ctypes.Structure):
+    """gmr_memory_space_id (gmr/memory_space.h): a tier and an index in it."""
+
+    _fields_ = [("tier", ctypes.c_int), ("index", ctypes.c_int)]
+
+
+class LimitPolicy(ctypes.Structure):
+    """gmr_limit_policy (gmr/policy.h); built by gmr_limit_policy_from_name."""
+
+    _fields_ = [
+        ("version", ctypes.c_uint32),
+        ("name", ctypes.c_void_p),
+        ("decide", ctypes.c_void_p),
+        ("ctx", ctypes.c_void_p),
+        ("padding_factor", ctypes.c_double),
+        ("cap_bytes", ctypes.c_size_t),
+        ("release", ctypes.c_void_p),
+    ]
+
+
+class OomPolicy(ctypes.Structure):
+    """gmr_oom_policy (gmr/policy.h); built by gmr_oom_policy_from_name."""
+
+    _fields_ = [
+        ("version", ctypes.c_uint32),
+        ("name", ctypes.c_void_p),
+        ("decide", ctypes.c_void_p),
+        ("ctx", ctypes.c_void_p),
+        ("max_attempts", ctypes.c_uint32),
+        ("wait_timeout_ns", ctypes.c_uint64),
+        ("callback", ctypes.c_void_p),
+        ("callback_ctx", ctypes.c_void_p),
+        ("release", ctypes.c_void_p),
+    ]
+
+
+class MemorySpaceConfig(ctypes.Structure):
+    """gmr_memory_space_config (gmr/memory_space.h)."""
+
+    _fields_ = [
+        ("id", MemorySpaceId),
+        ("capacity_bytes", ctypes.c_size_t),
+        ("reservation_limit_fraction", ctypes.c_double),
+        ("downgrade_trigger_fraction", ctypes.c_double),
+        ("downgrade_stop_fraction", ctypes.c_double),
+        ("require_reservation", ctypes.c_bool),
+        ("max_stream_slots", ctypes.c_size_t),
+        ("on_limit", LimitPolicy),
+        ("on_oom", OomPolicy),
+        ("stream_count", ctypes.c_size_t),
+        ("stream_device", ctypes.c_int),
+        ("upstream", ctypes.c_void_p),
+        ("stack_spec", ctypes.c_char * SPACE_TEXT_BYTES),
+        ("downgrade_numa_node", ctypes.c_int),
+        ("numa_node", ctypes.c_int),
+        ("block_bytes", ctypes.c_size_t),
+        ("blocks_per_chunk", ctypes.c_size_t),
+        ("initial_chunk_count", ctypes.c_size_t),
+        ("mount_path", ctypes.c_char * SPACE_TEXT_BYTES),
+    ]
+
+
+class ReservationStrategy(ctypes.Structure):
+    """gmr_reservation_strategy (gmr/reservation.h): where a reservation may go."""
+
+    _fields_ = [
+        ("kind", ctypes.c_int),
+        ("space", MemorySpaceId),
+        ("tiers", ctypes.c_int * TIER_COUNT),
+        ("tier_count", ctypes.c_size_t),
+    ]
+
+
+class TierManagerStats(ctypes.Structure):
+    """gmr_tier_manager_stats (gmr/tier_manager.h, version 2)."""
+
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("version", ctypes.c_uint32),
+        ("space_count", ctypes.c_size_t),
+        ("reservation_count", ctypes.c_size_t),
+        ("reserve_count", ctypes.c_uint64),
+        ("refused_count", ctypes.c_uint64),
+        ("wait_count", ctypes.c_uint64),
+        ("wait_ns", ctypes.c_uint64),
+        ("max_wait_ns", ctypes.c_uint64),
+        ("timeout_count", ctypes.c_uint64),
+        ("shutdown_count", ctypes.c_uint64),
+        ("release_count", ctypes.c_uint64),
+        ("reserve_latency_ns", ctypes.c_uint64),
+        ("max_reserve_latency_ns", ctypes.c_uint64),
+        ("waiter_count", ctypes.c_size_t),
+        ("shut_down", ctypes.c_bool),
+        ("immediate_reserve_count", ctypes.c_uint64),
+        ("immediate_reserve_latency_ns", ctypes.c_uint64),
+        ("max_immediate_reserve_latency_ns", ctypes.c_uint64),
+    ]
+
+
+class MemorySpaceStats(ctypes.Structure):
+    """gmr_memory_space_stats (gmr/memory_space.h, version 1)."""
+
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("version", ctypes.c_uint32),
+        ("id", MemorySpaceId),
+        ("capacity_bytes", ctypes.c_size_t),
+        ("reservation_limit_bytes", ctypes.c_size_t),
+        ("downgrade_trigger_bytes", ctypes.c_size_t),
+        ("downgrade_stop_bytes", ctypes.c_size_t),
+        ("reserved_bytes", ctypes.c_size_t),
+        ("peak_reserved_bytes", ctypes.c_size_t),
+        ("reservation_count", ctypes.c_size_t),
+        ("bound_stream_count", ctypes.c_size_t),
+        ("allocated_bytes", ctypes.c_size_t),
+        ("peak_allocated_bytes", ctypes.c_size_t),
+        ("reserved_allocated_bytes", ctypes.c_size_t),
+        ("untracked_bytes", ctypes.c_size_t),
+        ("used_bytes", ctypes.c_size_t),
+        ("available_bytes", ctypes.c_size_t),
+        ("downgrading", ctypes.c_bool),
+        ("downgrade_start_count", ctypes.c_uint64),
+        ("no_reservation_count", ctypes.c_uint64),
+        ("reservation_raise_count", ctypes.c_uint64),
+        ("reservation_overage_count", ctypes.c_uint64),
+        ("reservation_refusal_count", ctypes.c_uint64),
+    ]
+
+
+class ReservationInfo(ctypes.Structure):
+    """gmr_reservation_info (gmr/reservation.h, version 1)."""
+
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("version", ctypes.c_uint32),
+        ("id", ctypes.c_uint64),
+        ("space", MemorySpaceId),
+        ("bytes", ctypes.c_size_t),
+        ("allocated_bytes", ctypes.c_size_t),
+        ("bound", ctypes.c_bool),
+        ("stream", ctypes.c_void_p),
+        ("raise_count", ctypes.c_uint64),
+        ("overage_count", ctypes.c_uint64),
+        ("refusal_count", ctypes.c_uint64),
+        ("path", ctypes.c_char * RESERVATION_PATH_BYTES),
+    ]
+
+
+# Every mirror and the C struct it mirrors (layout_test compares each with
+# the compiler's layout; a mirror missing here fails that test).
+MIRRORS: Dict[type, str] = {
+    FailureStruct: "gmr_failure",
+    SpecErrorStruct: "gmr_spec_error",
+    FootprintStruct: "gmr_footprint",
+    TorchCounters: "gmr_torch_counters",
+    TorchDeviceStats: "gmr_torch_device_stats",
+    TorchGraphPoolInfo: "gmr_torch_graph_pool_info",
+    ScopeRegistryConfig: "gmr_scope_registry_config",
+    ScopeStruct: "gmr_scope",
+    ScopedPoolStats: "gmr_scoped_pool_stats",
+    ScopeRegistryStats: "gmr_scope_registry_stats",
+    MemorySpaceId: "gmr_memory_space_id",
+    LimitPolicy: "gmr_limit_policy",
+    OomPolicy: "gmr_oom_policy",
+    MemorySpaceConfig: "gmr_memory_space_config",
+    ReservationStrategy: "gmr_reservation_strategy",
+    TierManagerStats: "gmr_tier_manager_stats",
+    MemorySpaceStats: "gmr_memory_space_stats",
+    ReservationInfo: "gmr_reservation_info",
+}
+
+# The two libraries the table names: libgmr.so and the torch shim.
+GMR = "gmr"
+TORCH = "torch"
+TIERS = "tiers"    # libgmr_tiers.so (optional library)
+SCOPED = "scoped"  # libgmr_scoped.so (optional library)
+LIBRARIES = (GMR, TORCH, TIERS, SCOPED)
+
+_c = ctypes
+_vp, _sz, _i, _u64, _b = _c.c_void_p, _c.c_size_t, _c.c_int, _c.c_uint64, _c.c_bool
+_str = _c.c_char_p
+_P = _c.POINTER
+_fp = _P(FailureStruct)
+_ep = _P(SpecErrorStruct)
+
+Prototype = Tuple[str, Any, List[Any]]
+
+# Every C function the package calls: name -> (library, restype, argtypes).
+# A name the headers rename keeps its deprecated alias in the library, so
+# the names here stay until the aliases go.
+PROTOTYPES: Dict[str, Prototype] = {
+    # gmr/version.h, gmr/status.h, gmr/device.h
+    "gmr_version": (GMR, _i, []),
+    "gmr_status_name": (GMR, _str, [_i]),
+    "gmr_status_string": (GMR, _str, [_i]),
+    "gmr_cuda_is_simulated": (GMR, _b, []),
+    "gmr_device_get_count": (GMR, _i, [_P(_i)]),
+    # gmr/stack.h, gmr/device_resource.h
+    "gmr_stack_check": (GMR, _i, [_str, _ep]),
+    "gmr_set_device_resource_spec": (GMR, _i, [_str, _ep]),
+    "gmr_get_device_resource": (GMR, _i, [_i, _P(_vp), _ep]),
+    "gmr_get_device_resource_spec": (GMR, _str, [_i]),
+    "gmr_device_resources_release": (GMR, _i, []),
+    # gmr/resource.h
+    "gmr_allocate_ex": (GMR, _i, [_vp, _sz, _sz, _vp, _P(_vp), _fp]),
+    "gmr_deallocate": (GMR, _i, [_vp, _vp, _sz, _sz, _vp]),
+    "gmr_record_stream": (GMR, _i, [_vp, _vp, _vp]),
+    "gmr_resource_trim": (GMR, _i, [_vp, _P(_sz)]),
+    "gmr_resource_type_name": (GMR, _str, [_vp]),
+    "gmr_resource_write_stats_json": (GMR, _i, [_vp, _str, _sz, _P(_sz)]),
+    "gmr_resource_get_footprint": (GMR, _i, [_vp, _P(FootprintStruct)]),
+    "gmr_stream_wait_stream": (GMR, _i, [_vp, _vp]),
+    # gmr/scoped/scoped_pool.h (libgmr_scoped)
+    "gmr_scope_registry_create": (SCOPED, _i, [_P(_vp), _sz, _P(ScopeRegistryConfig), _P(_vp)]),
+    "gmr_scope_registry_create_from_spec": (SCOPED, _i, [_str, _P(ScopeRegistryConfig), _P(_vp),
+                                                      _ep]),
+    "gmr_scope_registry_destroy": (SCOPED, _i, [_vp]),
+    "gmr_scope_registry_get_pool": (SCOPED, _i, [_vp, _P(_vp)]),
+    "gmr_scope_registry_get_pool_for_device": (SCOPED, _i, [_vp, _i, _P(_vp)]),
+    "gmr_scope_registry_get_stats": (SCOPED, _i, [_vp, _P(ScopeRegistryStats)]),
+    "gmr_scope_enter": (SCOPED, _i, [_vp, _P(ScopeStruct)]),
+    "gmr_scope_exit": (SCOPED, _i, [_vp, ScopeStruct, _P(_sz)]),
+    "gmr_scope_get_depth": (SCOPED, _c.c_uint32, [_vp]),
+    "gmr_scoped_pool_as_resource": (SCOPED, _vp, [_vp]),
+    "gmr_scoped_pool_get_device": (SCOPED, _i, [_vp]),
+    "gmr_scoped_pool_reset": (SCOPED, _i, [_vp, _P(_sz)]),
+    "gmr_scoped_pool_empty": (SCOPED, _i, [_vp, _P(_sz)]),
+    "gmr_scoped_pool_get_stats": (SCOPED, _i, [_vp, _P(ScopedPoolStats)]),
+    # gmr/policy.h
+    "gmr_limit_policy_from_name": (GMR, _i, [_str, _P(LimitPolicy)]),
+    "gmr_oom_policy_from_name": (GMR, _i, [_str, _P(OomPolicy)]),
+    # gmr/tiers/: memory_space.h, tier_manager.h, reservation.h, stream_pool.h (libgmr_tiers)
+    "gmr_memory_space_config_default": (TIERS, MemorySpaceConfig, [_i, _i]),
+    "gmr_memory_space_as_resource": (TIERS, _vp, [_vp]),
+    "gmr_memory_space_get_id": (TIERS, MemorySpaceId, [_vp]),
+    "gmr_memory_space_get_capacity_bytes": (TIERS, _sz, [_vp]),
+    "gmr_memory_space_get_available_bytes": (TIERS, _sz, [_vp]),
+    "gmr_memory_space_get_stream_pool": (TIERS, _vp, [_vp]),
+    "gmr_memory_space_poll_downgrade": (TIERS, _i, [_vp, _P(_b), _P(_sz)]),
+    "gmr_memory_space_get_stats": (TIERS, _i, [_vp, _P(MemorySpaceStats)]),
+    "gmr_tier_manager_create": (TIERS, _i, [_P(MemorySpaceConfig), _sz, _P(_vp), _fp]),
+    "gmr_tier_manager_destroy": (TIERS, _i, [_vp]),
+    "gmr_tier_manager_shutdown": (TIERS, _i, [_vp]),
+    "gmr_tier_manager_get_space_count": (TIERS, _sz, [_vp]),
+    "gmr_tier_manager_get_space_at": (TIERS, _vp, [_vp, _sz]),
+    "gmr_tier_manager_reserve": (TIERS, _i, [_vp, _P(ReservationStrategy), _sz, _u64, _P(_u64),
+                                           _fp]),
+    "gmr_tier_manager_try_reserve": (TIERS, _i, [_vp, _P(ReservationStrategy), _sz, _P(_u64),
+                                               _fp]),
+    "gmr_tier_manager_reserve_up_to": (TIERS, _i, [_vp, _P(ReservationStrategy), _sz, _P(_u64),
+                                                 _P(_sz), _fp]),
+    "gmr_tier_manager_get_stats": (TIERS, _i, [_vp, _P(TierManagerStats)]),
+    "gmr_reservation_release": (TIERS, _i, [_vp, _u64, _fp]),
+    "gmr_reservation_grow": (TIERS, _i, [_vp, _u64, _sz, _fp]),
+    "gmr_reservation_shrink": (TIERS, _i, [_vp, _u64, _sz, _fp]),
+    "gmr_reservation_bind_stream": (TIERS, _i, [_vp, _u64, _vp, _P(LimitPolicy), _fp]),
+    "gmr_reservation_unbind_stream": (TIERS, _i, [_vp, _u64]),
+    "gmr_reservation_get_info": (TIERS, _i, [_vp, _u64, _P(ReservationInfo)]),
+    "gmr_stream_pool_acquire": (TIERS, _i, [_vp, _i, _u64, _P(_vp)]),
+    "gmr_stream_pool_release": (TIERS, _i, [_vp, _vp]),
+    # integrations/torch/gmr_torch.h (the torch shim)
+    "gmr_torch_alloc": (TORCH, _vp, [_sz, _i, _vp]),
+    "gmr_torch_free": (TORCH, None, [_vp, _sz, _i, _vp]),
+    "gmr_torch_mempool_alloc": (TORCH, _vp, [_sz, _i, _vp]),
+    "gmr_torch_mempool_free": (TORCH, None, [_vp, _sz, _i, _vp]),
+    "gmr_torch_init": (TORCH, None, [_i]),
+    "gmr_torch_reset": (TORCH, None, []),
+    "gmr_torch_set_memory_fraction": (TORCH, None, [_c.c_double, _i]),
+    "gmr_torch_record_stream": (TORCH, None, [_vp, _vp]),
+    "gmr_torch_get_counters": (TORCH, _i, [_P(TorchCounters)]),
+    "gmr_torch_get_last_error": (TORCH, _sz, [_str, _sz]),
+    "gmr_torch_raises_torch_errors": (TORCH, _b, []),
+    "gmr_torch_get_device_stats": (TORCH, _i, [_i, _P(TorchDeviceStats)]),
+    "gmr_torch_reset_peak_stats": (TORCH, _i, [_i]),
+    "gmr_torch_reset_accumulated_stats": (TORCH, _i, [_i]),
+    "gmr_torch_get_graph_pool_info": (TORCH, _i, [_i, _P(TorchGraphPoolInfo)]),
+    "gmr_torch_get_pool_blocks": (TORCH, _i, [_i, _u64, _u64, _P(_sz), _P(_sz), _P(_sz), _sz,
+                                              _P(_sz)]),
+    "gmr_torch_get_pool_ids": (TORCH, _i, [_i, _P(_u64), _P(_u64), _sz, _P(_sz)]),
+    "gmr_torch_expect_address": (TORCH, _i, [_i, _u64, _u64, _vp]),
+    "gmr_torch_get_pool_segments": (TORCH, _i, [_i, _u64, _u64, _P(_sz), _P(_sz), _sz,
+                                                _P(_sz)]),
+    "gmr_torch_storage_adopt": (TORCH, _i, [_c.c_int64]),
+    "gmr_torch_storage_disown": (TORCH, _i, [_c.c_int64]),
+}
+
+
+def declare(lib: ctypes.CDLL, library: str) -> List[str]:
+    """Set restype and argtypes on `lib`'s functions from PROTOTYPES.
+
+    A function the library does not export is skipped (calling it later
+    raises AttributeError naming it), so one missing symbol does not stop
+    the rest of the package from loading.
+
+    Args:
+        lib: the loaded library.
+        library: which one it is: GMR ("gmr", libgmr.so) or TORCH ("torch",
+            the torch shim).
+
+    Returns:
+        The names of the table's functions for `library` that `lib` lacks
+        (empty when it has them all).
+
+    Raises:
+        ValueError: `library` is not one of LIBRARIES.
+    """
+    if library not in LIBRARIES:
+        raise ValueError("gmr: no prototypes for library %r (one of %s)"
+                         % (library, ", ".join(LIBRARIES)))
+    missing = []
+    for name, (owner, restype, argtypes) in PROTOTYPES.items():
+        if owner != library:
+            continue
+        try:
+            f = getattr(lib, name)
+        except AttributeError:
+            missing.append(name)
+            continue
+        f.restype = restype
+        f.argtypes = argtypes
+    return missing
+
