@@ -38,7 +38,7 @@ static ptr_shard *shard_of(gmr_limiting_adaptor *a, const void *ptr) {
 
 static void emit_limit(gmr_limiting_adaptor *a, gmr_event_kind kind, const gmr_limit_request *rq,
                        size_t value_bytes) {
-  if (!gmr__events_enabled()) return;
+  if (!gmr__events_enabled(&a->oom.events)) return;
   gmr_event e;
   memset(&e, 0, sizeof e);
   e.kind = kind;
@@ -50,7 +50,7 @@ static void emit_limit(gmr_limiting_adaptor *a, gmr_event_kind kind, const gmr_l
   e.used_bytes = rq->used_bytes;
   e.value_bytes = value_bytes;
   e.scope_stream = rq->scope_stream;
-  gmr__event_emit(&e);
+  gmr__event_emit(&a->oom.events, &e);
 }
 
 /*
@@ -588,5 +588,10 @@ gmr_resource *gmr_limiting_adaptor_as_resource(gmr_limiting_adaptor *a) {
 
 gmr_limiting_adaptor *gmr_limiting_adaptor_from_resource(gmr_resource *r) {
   return (r != NULL && r->vtbl == &limiting_vtbl) ? (gmr_limiting_adaptor *)r : NULL;
+}
+
+gmr__oom_handler *gmr__limiting_oom_handler(gmr_resource *r) {
+  gmr_limiting_adaptor *a = gmr_limiting_adaptor_from_resource(r);
+  return a != NULL ? &a->oom : NULL;
 }
 

@@ -51,7 +51,7 @@ struct gmr_nvtx_logging_adaptor {
   stream_name stream_names[STREAM_NAME_SLOTS];
   _Atomic size_t stream_name_count;
   pthread_mutex_t stream_names_mutex; /* serialises writers only */
-  bool subscribed; /* in the table of adaptors that mark policy events */
+  bool subscribed; /* its listener is registered on the upstream's layers */
 #endif
 };
 
@@ -208,27 +208,6 @@ typedef struct call_frame {
 
 static _Thread_local call_frame *current_call;
 
-/* Adaptors with a tool attached. One gmr listener serves them all (a
- * listener per adaptor would cap the adaptors at GMR_EVENT_MAX_LISTENERS).
- * `subscribers_mutex` orders subscriptions and the listener's registration;
- * `subscribers_lock` guards the table: the listener reads it, a change writes
- * it, so once an adaptor is out of the table no listener still uses it. The
- * listener is never (un)registered while the table's lock is held, because
- * gmr_event_listener_remove waits for running listeners, which wait for
- * that lock. */
-static pthread_mutex_t subscribers_mutex = PTHREAD_MUTEX_INITIALIZER;
-static pthread_rwlock_t subscribers_lock = PTHREAD_RWLOCK_INITIALIZER;
-static gmr_nvtx_logging_adaptor **subscribers;
-static size_t subscriber_count, subscriber_capacity;
-
-/* Whether `source` is a layer below `a` (its upstream or further down). */
-static bool is_below(const gmr_nvtx_logging_adaptor *a, const gmr_resource *source) {
-  for (const gmr_resource *r = a->upstream; r != NULL; r = gmr_resource_get_upstream(r)) {
-    if (r == source) return true;
-  }
-  return false;
-}
-
 static void mark_event(gmr_nvtx_logging_adaptor *a, const gmr_event *e) {
   char where[STREAM_TEXT_BYTES];
   format_stream_only(where, sizeof where, e->stream);
@@ -293,65 +272,22 @@ static void mark_event(gmr_nvtx_logging_adaptor *a, const gmr_event *e) {
   }
 }
 
-/* The gmr listener: every subscribed adaptor that is switched on and has the
- * event's source below it marks the event. */
+/* The listener each adaptor with a tool attached registers on its
+ * upstream: only the layers below it report to it. */
 static void on_event(void *ctx, const gmr_event *e) {
-  (void)ctx;
-  pthread_rwlock_rdlock(&subscribers_lock);
-  for (size_t i = 0; i < subscriber_count; ++i) {
-    gmr_nvtx_logging_adaptor *a = subscribers[i];
-    if (atomic_load_explicit(&a->enabled, memory_order_relaxed) && is_below(a, e->source)) {
-      mark_event(a, e);
-    }
-  }
-  pthread_rwlock_unlock(&subscribers_lock);
+  gmr_nvtx_logging_adaptor *a = ctx;
+  if (atomic_load_explicit(&a->enabled, memory_order_relaxed)) mark_event(a, e);
 }
 
 static gmr_status subscribe(gmr_nvtx_logging_adaptor *a) {
-  pthread_mutex_lock(&subscribers_mutex);
-  gmr_status st = GMR_OK;
-  bool first = subscriber_count == 0;
-  if (first) st = gmr_event_listener_add(on_event, NULL);
-  if (st == GMR_OK) {
-    pthread_rwlock_wrlock(&subscribers_lock);
-    if (subscriber_count == subscriber_capacity) {
-      size_t capacity = subscriber_capacity == 0 ? 8 : subscriber_capacity * 2;
-      gmr_nvtx_logging_adaptor **grown = realloc(subscribers, capacity * sizeof *grown);
-      if (grown == NULL) {
-        st = GMR_ERR_OUT_OF_MEMORY;
-      } else {
-        subscribers = grown;
-        subscriber_capacity = capacity;
-      }
-    }
-    if (st == GMR_OK) subscribers[subscriber_count++] = a;
-    pthread_rwlock_unlock(&subscribers_lock);
-    if (st != GMR_OK && first) (void)gmr_event_listener_remove(on_event, NULL);
-  }
-  pthread_mutex_unlock(&subscribers_mutex);
+  gmr_status st = gmr_resource_add_event_listener(a->upstream, on_event, a);
   a->subscribed = st == GMR_OK;
   return st;
 }
 
 static void unsubscribe(gmr_nvtx_logging_adaptor *a) {
   if (!a->subscribed) return;
-  pthread_mutex_lock(&subscribers_mutex);
-  pthread_rwlock_wrlock(&subscribers_lock);
-  for (size_t i = 0; i < subscriber_count; ++i) {
-    if (subscribers[i] == a) {
-      subscribers[i] = subscribers[--subscriber_count];
-      break;
-    }
-  }
-  size_t left = subscriber_count;
-  if (left == 0) {
-    free(subscribers);
-    subscribers = NULL;
-    subscriber_capacity = 0;
-  }
-  pthread_rwlock_unlock(&subscribers_lock);
-  if (left == 0) (void)gmr_event_listener_remove(on_event, NULL);
-  pthread_mutex_unlock(&subscribers_mutex);
+  (void)gmr_resource_remove_event_listener(a->upstream, on_event, a);
   a->subscribed = false;
 }
 

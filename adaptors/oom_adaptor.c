@@ -121,6 +121,11 @@ gmr_oom_adaptor *gmr_oom_adaptor_from_resource(gmr_resource *r) {
   return (r != NULL && r->vtbl == &oom_vtbl) ? (gmr_oom_adaptor *)r : NULL;
 }
 
+gmr__oom_handler *gmr__oom_adaptor_handler(gmr_resource *r) {
+  gmr_oom_adaptor *a = gmr_oom_adaptor_from_resource(r);
+  return a != NULL ? &a->oom : NULL;
+}
+
 gmr_status gmr_oom_adaptor_get_counts(const gmr_oom_adaptor *a, gmr_oom_counts *out) {
   if (a == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr__oom_handler_get_counts(&a->oom, out);

@@ -26,9 +26,10 @@ typedef struct call_state {
   uint32_t attempt;
 } call_state;
 
-static void emit(const gmr__oom_handler *h, gmr_event_kind kind, const call_state *cs,
+static void emit(gmr__oom_handler *h, gmr_event_kind kind, const call_state *cs,
                  gmr_status status, size_t value_bytes, uint64_t duration_ns) {
-  if (!gmr__events_enabled()) return;
+  gmr__event_listeners *listeners = &h->events;
+  if (!gmr__events_enabled(listeners)) return;
   gmr_event e;
   memset(&e, 0, sizeof e);
   e.kind = kind;
@@ -40,7 +41,7 @@ static void emit(const gmr__oom_handler *h, gmr_event_kind kind, const call_stat
   e.status = status;
   e.value_bytes = value_bytes;
   e.duration_ns = duration_ns;
-  gmr__event_emit(&e);
+  gmr__event_emit(listeners, &e);
 }
 
 static gmr_status services_trim(const gmr_oom_services *self, size_t *released_bytes) {
@@ -100,6 +101,13 @@ gmr_status gmr__oom_handler_init(gmr__oom_handler *h, const gmr_oom_policy *poli
     return GMR_ERR_OUT_OF_MEMORY;
   }
   h->sync_ready = true;
+  if (!gmr__event_listeners_init(&h->events)) {
+    pthread_cond_destroy(&h->cond);
+    pthread_mutex_destroy(&h->mutex);
+    h->sync_ready = false;
+    return GMR_ERR_OUT_OF_MEMORY;
+  }
+  h->events_ready = true;
   return GMR_OK;
 }
 
@@ -110,6 +118,10 @@ void gmr__oom_handler_deinit(gmr__oom_handler *h) {
     pthread_cond_destroy(&h->cond);
     pthread_mutex_destroy(&h->mutex);
     h->sync_ready = false;
+  }
+  if (h->events_ready) {
+    gmr__event_listeners_deinit(&h->events);
+    h->events_ready = false;
   }
 }
 

@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "core/events.h"
 #include "gmr/policy.h"
 #include "gmr/resource.h"
 
@@ -43,6 +44,10 @@ typedef struct gmr__oom_handler {
   _Atomic uint64_t trimmed_bytes;
   _Atomic uint64_t wait_count;
   _Atomic uint64_t wait_timeout_count;
+  /* Listeners registered on the adaptor or a layer above it: its limit and
+   * OOM events go to them (gmr_resource_add_event_listener). */
+  gmr__event_listeners events;
+  bool events_ready;
 } gmr__oom_handler;
 
 /* `policy` NULL means fail. The policy is copied; its release runs at deinit.
@@ -54,6 +59,11 @@ gmr_status gmr__oom_handler_init(gmr__oom_handler *h, const gmr_oom_policy *poli
 
 /* Release the policy's ctx and the synchronisation objects. */
 void gmr__oom_handler_deinit(gmr__oom_handler *h);
+
+/* The OOM handler of `r` when it is a layer that reports events (a limiting
+ * or an OOM adaptor), else NULL (limiting_adaptor.c, oom_adaptor.c). */
+gmr__oom_handler *gmr__limiting_oom_handler(gmr_resource *r);
+gmr__oom_handler *gmr__oom_adaptor_handler(gmr_resource *r);
 
 /* Allocate from the upstream (its slot, through core/forward.h: the request
  * was checked by the dispatch), running the policy on out-of-memory failures.

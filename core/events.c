@@ -1,9 +1,6 @@
 /*
- * core/events.c: the listener list of gmr/events.h.
- *
- * A read-write lock guards a small fixed array: emitters take it for reading
- * (many at once), add/remove for writing, so remove() returning means no
- * emitter still runs the removed listener.
+ * core/events.c: listener lists (core/events.h), the deprecated process-wide
+ * list of gmr_event_listener_add(), and gmr_event_kind_name().
  */
 /* pthread_rwlock_* are POSIX, not C11. */
 #define _POSIX_C_SOURCE 200809L
@@ -12,65 +9,104 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
-typedef struct listener {
-  gmr_event_listener_fn *fn;
-  void *ctx;
-} listener;
+static pthread_rwlock_t global_lock = PTHREAD_RWLOCK_INITIALIZER;
+gmr__event_listeners gmr__global_event_listeners = {0, &global_lock, {{0}}};
 
-_Atomic unsigned gmr__event_listener_count = 0;
+#define LOCK(l) ((pthread_rwlock_t *)(l)->lock)
 
-static pthread_rwlock_t listeners_lock = PTHREAD_RWLOCK_INITIALIZER;
-static listener listeners[GMR_EVENT_MAX_LISTENERS];
-static size_t listeners_used; /* guarded by listeners_lock */
-
-static size_t find(gmr_event_listener_fn *fn, void *ctx) {
-  for (size_t i = 0; i < listeners_used; ++i) {
-    if (listeners[i].fn == fn && listeners[i].ctx == ctx) return i;
+bool gmr__event_listeners_init(gmr__event_listeners *l) {
+  memset(l->items, 0, sizeof l->items);
+  atomic_init(&l->count, 0);
+  pthread_rwlock_t *lock = malloc(sizeof *lock);
+  if (lock == NULL) return false;
+  if (pthread_rwlock_init(lock, NULL) != 0) {
+    free(lock);
+    return false;
   }
-  return listeners_used;
+  l->lock = lock;
+  return true;
+}
+
+void gmr__event_listeners_deinit(gmr__event_listeners *l) {
+  pthread_rwlock_destroy(LOCK(l));
+  free(l->lock);
+  l->lock = NULL;
+}
+
+bool gmr__event_listeners_has(gmr__event_listeners *l, gmr_event_listener_fn *fn, void *ctx) {
+  pthread_rwlock_rdlock(LOCK(l));
+  size_t used = atomic_load_explicit(&l->count, memory_order_relaxed);
+  bool there = false;
+  for (size_t i = 0; i < used; ++i) there |= l->items[i].fn == fn && l->items[i].ctx == ctx;
+  pthread_rwlock_unlock(LOCK(l));
+  return there;
+}
+
+static size_t find(const gmr__event_listeners *l, size_t used, gmr_event_listener_fn *fn,
+                   void *ctx) {
+  for (size_t i = 0; i < used; ++i) {
+    if (l->items[i].fn == fn && l->items[i].ctx == ctx) return i;
+  }
+  return used;
+}
+
+gmr_status gmr__event_listeners_add(gmr__event_listeners *l, gmr_event_listener_fn *fn,
+                                    void *ctx) {
+  if (fn == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  gmr_status st = GMR_OK;
+  pthread_rwlock_wrlock(LOCK(l));
+  size_t used = atomic_load_explicit(&l->count, memory_order_relaxed);
+  if (find(l, used, fn, ctx) != used) {
+    st = GMR_ERR_INVALID_ARGUMENT;
+  } else if (used == GMR_EVENT_MAX_LISTENERS) {
+    st = GMR_ERR_BUSY;
+  } else {
+    l->items[used].fn = fn;
+    l->items[used].ctx = ctx;
+    atomic_store_explicit(&l->count, (unsigned)(used + 1), memory_order_relaxed);
+  }
+  pthread_rwlock_unlock(LOCK(l));
+  return st;
+}
+
+gmr_status gmr__event_listeners_remove(gmr__event_listeners *l, gmr_event_listener_fn *fn,
+                                       void *ctx) {
+  gmr_status st = GMR_OK;
+  pthread_rwlock_wrlock(LOCK(l));
+  size_t used = atomic_load_explicit(&l->count, memory_order_relaxed);
+  size_t i = find(l, used, fn, ctx);
+  if (fn == NULL || i == used) {
+    st = GMR_ERR_INVALID_ARGUMENT;
+  } else {
+    l->items[i] = l->items[used - 1];
+    atomic_store_explicit(&l->count, (unsigned)(used - 1), memory_order_relaxed);
+  }
+  pthread_rwlock_unlock(LOCK(l));
+  return st;
+}
+
+static void deliver(gmr__event_listeners *l, const gmr_event *event) {
+  if (atomic_load_explicit(&l->count, memory_order_relaxed) == 0) return;
+  pthread_rwlock_rdlock(LOCK(l));
+  size_t used = atomic_load_explicit(&l->count, memory_order_relaxed);
+  for (size_t i = 0; i < used; ++i) l->items[i].fn(l->items[i].ctx, event);
+  pthread_rwlock_unlock(LOCK(l));
+}
+
+void gmr__event_emit(gmr__event_listeners *l, const gmr_event *event) {
+  if (l != NULL) deliver(l, event);
+  deliver(&gmr__global_event_listeners, event);
 }
 
 gmr_status gmr_event_listener_add(gmr_event_listener_fn *fn, void *ctx) {
-  if (fn == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  gmr_status st = GMR_OK;
-  pthread_rwlock_wrlock(&listeners_lock);
-  if (find(fn, ctx) != listeners_used) {
-    st = GMR_ERR_INVALID_ARGUMENT;
-  } else if (listeners_used == GMR_EVENT_MAX_LISTENERS) {
-    st = GMR_ERR_BUSY;
-  } else {
-    listeners[listeners_used].fn = fn;
-    listeners[listeners_used].ctx = ctx;
-    listeners_used++;
-    atomic_store_explicit(&gmr__event_listener_count, (unsigned)listeners_used,
-                          memory_order_relaxed);
-  }
-  pthread_rwlock_unlock(&listeners_lock);
-  return st;
+  return gmr__event_listeners_add(&gmr__global_event_listeners, fn, ctx);
 }
 
 gmr_status gmr_event_listener_remove(gmr_event_listener_fn *fn, void *ctx) {
-  gmr_status st = GMR_OK;
-  pthread_rwlock_wrlock(&listeners_lock);
-  size_t i = find(fn, ctx);
-  if (fn == NULL || i == listeners_used) {
-    st = GMR_ERR_INVALID_ARGUMENT;
-  } else {
-    listeners[i] = listeners[listeners_used - 1];
-    listeners_used--;
-    atomic_store_explicit(&gmr__event_listener_count, (unsigned)listeners_used,
-                          memory_order_relaxed);
-  }
-  pthread_rwlock_unlock(&listeners_lock);
-  return st;
-}
-
-void gmr__event_emit(const gmr_event *event) {
-  if (!gmr__events_enabled()) return;
-  pthread_rwlock_rdlock(&listeners_lock);
-  for (size_t i = 0; i < listeners_used; ++i) listeners[i].fn(listeners[i].ctx, event);
-  pthread_rwlock_unlock(&listeners_lock);
+  return gmr__event_listeners_remove(&gmr__global_event_listeners, fn, ctx);
 }
 
 const char *gmr_event_kind_name(gmr_event_kind kind) {

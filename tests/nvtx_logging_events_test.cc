@@ -219,47 +219,70 @@ void ignore_event(void *ctx, const gmr_event *event) {
   (void)event;
 }
 
-// How many more gmr event listeners could be registered now.
-int FreeListenerSlots() {
+// How many more listeners the layers at or below `r` could take now.
+int FreeListenerSlots(gmr_resource *r) {
   static int ctx[GMR_EVENT_MAX_LISTENERS + 1];
   int added = 0;
   while (added <= GMR_EVENT_MAX_LISTENERS &&
-         gmr_event_listener_add(ignore_event, &ctx[added]) == GMR_OK) {
+         gmr_resource_add_event_listener(r, ignore_event, &ctx[added]) == GMR_OK) {
     added++;
   }
-  for (int i = 0; i < added; ++i) EXPECT_EQ(GMR_OK, gmr_event_listener_remove(ignore_event, &ctx[i]));
+  for (int i = 0; i < added; ++i) {
+    EXPECT_EQ(GMR_OK, gmr_resource_remove_event_listener(r, ignore_event, &ctx[i]));
+  }
   return added;
 }
 
-TEST_F(NvtxLoggingAdaptorTest, OneGmrListenerServesEveryAdaptorWhileOneLives) {
-  EXPECT_EQ(GMR_EVENT_MAX_LISTENERS, FreeListenerSlots()) << "no adaptor yet: nobody listens";
-  gmr_resource *r = make();
-  EXPECT_EQ(GMR_EVENT_MAX_LISTENERS - 1, FreeListenerSlots());
-  gmr_nvtx_logging_adaptor *second = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_nvtx_logging_adaptor_create(r, nullptr, &second));
-  EXPECT_EQ(GMR_EVENT_MAX_LISTENERS - 1, FreeListenerSlots()) << "one listener for all adaptors";
+// Each adaptor registers one listener on the layers below it, and only
+// there: no process-wide table, no slot taken from other stacks.
+TEST_F(NvtxLoggingAdaptorTest, EachAdaptorListensToItsOwnStackOnly) {
+  gmr_limiting_adaptor_config c = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
+  c.limit_bytes = 1024;
+  gmr_limiting_adaptor *lim = nullptr, *other = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(gmr_mock_resource_as_resource(mock_), &c, &lim));
+  ASSERT_EQ(GMR_OK,
+            gmr_limiting_adaptor_create(gmr_mock_resource_as_resource(mock_), &c, &other));
+  gmr_resource *below = gmr_limiting_adaptor_as_resource(lim);
+  gmr_resource *elsewhere = gmr_limiting_adaptor_as_resource(other);
+  EXPECT_EQ(GMR_EVENT_MAX_LISTENERS, FreeListenerSlots(below));
+  gmr_nvtx_logging_adaptor *first = nullptr, *second = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_nvtx_logging_adaptor_create(below, nullptr, &first));
+  EXPECT_EQ(GMR_EVENT_MAX_LISTENERS - 1, FreeListenerSlots(below));
+  ASSERT_EQ(GMR_OK, gmr_nvtx_logging_adaptor_create(below, nullptr, &second));
+  EXPECT_EQ(GMR_EVENT_MAX_LISTENERS - 2, FreeListenerSlots(below));
+  EXPECT_EQ(GMR_EVENT_MAX_LISTENERS, FreeListenerSlots(elsewhere)) << "another stack: untouched";
+  // A refusal in the other stack is no mark of these adaptors.
+  NvtxRecorder::clear();
+  void *p = nullptr;
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(elsewhere, 4096, 0, nullptr, &p));
+  EXPECT_EQ(Lines{}, NvtxRecorder::lines());
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_nvtx_logging_adaptor_as_resource(second)));
-  EXPECT_EQ(GMR_EVENT_MAX_LISTENERS - 1, FreeListenerSlots());
-  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
-  nvtx_ = nullptr;
-  EXPECT_EQ(GMR_EVENT_MAX_LISTENERS, FreeListenerSlots()) << "the last adaptor removed it";
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_nvtx_logging_adaptor_as_resource(first)));
+  EXPECT_EQ(GMR_EVENT_MAX_LISTENERS, FreeListenerSlots(below)) << "destroy took them away";
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(elsewhere));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(below));
 }
 
-TEST_F(NvtxLoggingAdaptorTest, CreateIsRefusedWhenNoListenerSlotIsLeft) {
+TEST_F(NvtxLoggingAdaptorTest, CreateIsRefusedWhenTheLayerBelowHasNoListenerSlotLeft) {
+  gmr_limiting_adaptor_config c = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
+  gmr_limiting_adaptor *lim = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(gmr_mock_resource_as_resource(mock_), &c, &lim));
+  gmr_resource *below = gmr_limiting_adaptor_as_resource(lim);
   int ctx[GMR_EVENT_MAX_LISTENERS];
   for (int i = 0; i < GMR_EVENT_MAX_LISTENERS; ++i) {
-    ASSERT_EQ(GMR_OK, gmr_event_listener_add(ignore_event, &ctx[i]));
+    ASSERT_EQ(GMR_OK, gmr_resource_add_event_listener(below, ignore_event, &ctx[i]));
   }
+  NvtxRecorder::clear();
   gmr_nvtx_logging_adaptor *out = reinterpret_cast<gmr_nvtx_logging_adaptor *>(0x1);
-  EXPECT_EQ(GMR_ERR_BUSY,
-            gmr_nvtx_logging_adaptor_create(gmr_mock_resource_as_resource(mock_), nullptr, &out));
+  EXPECT_EQ(GMR_ERR_BUSY, gmr_nvtx_logging_adaptor_create(below, nullptr, &out));
   EXPECT_EQ(nullptr, out);
   EXPECT_EQ(Lines{"domain_create gmr"}, NvtxRecorder::lines()) << "nothing registered";
   for (int i = 0; i < GMR_EVENT_MAX_LISTENERS; ++i) {
-    EXPECT_EQ(GMR_OK, gmr_event_listener_remove(ignore_event, &ctx[i]));
+    EXPECT_EQ(GMR_OK, gmr_resource_remove_event_listener(below, ignore_event, &ctx[i]));
   }
-  gmr_resource *r = make();
-  EXPECT_NE(nullptr, r);
+  ASSERT_EQ(GMR_OK, gmr_nvtx_logging_adaptor_create(below, nullptr, &out));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_nvtx_logging_adaptor_as_resource(out)));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(below));
 }
 
 TEST_F(NvtxLoggingAdaptorTest, AdaptorsComingAndGoingWhileOthersRefuseLoseAndDuplicateNothing) {

@@ -70,6 +70,100 @@ TEST(EventHook, ListenersAreAddedOnceRemovedAndBounded) {
   EXPECT_STREQ("unknown", gmr_event_kind_name(static_cast<gmr_event_kind>(99)));
 }
 
+// Listeners per stack (gmr_resource_add_event_listener): a listener hears
+// the reporting layers at or below the resource it registered on, nothing
+// else. The Events fixture above uses the deprecated process-wide list.
+class StackEvents : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    mock_ = gmr_mock_resource_create(nullptr);
+    up_ = gmr_mock_resource_as_resource(mock_);
+  }
+  void TearDown() override { EXPECT_EQ(GMR_OK, gmr_resource_destroy(up_)); }
+  gmr_resource *Limit(size_t limit_bytes) {
+    gmr_limiting_adaptor_config c = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
+    c.limit_bytes = limit_bytes;
+    gmr_limiting_adaptor *lim = nullptr;
+    EXPECT_EQ(GMR_OK, gmr_limiting_adaptor_create(up_, &c, &lim));
+    return gmr_limiting_adaptor_as_resource(lim);
+  }
+  gmr_mock_resource *mock_ = nullptr;
+  gmr_resource *up_ = nullptr;
+};
+
+TEST_F(StackEvents, AListenerHearsOnlyTheStackItRegisteredOn) {
+  gmr_resource *a = Limit(256), *b = Limit(256);
+  Recorder rec;
+  ASSERT_EQ(GMR_OK, gmr_resource_add_event_listener(a, Recorder::Listen, &rec));
+  void *p = nullptr;
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(b, 1000, 0, nullptr, &p));
+  EXPECT_TRUE(rec.Take().empty()) << "another stack's refusal";
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(a, 1000, 0, nullptr, &p));
+  auto ev = rec.Take();
+  ASSERT_EQ(1u, ev.size());
+  EXPECT_EQ(GMR_EVENT_LIMIT_REFUSED, ev[0].kind);
+  EXPECT_EQ(a, ev[0].source);
+  EXPECT_EQ(GMR_OK, gmr_resource_remove_event_listener(a, Recorder::Listen, &rec));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(a, 1000, 0, nullptr, &p));
+  EXPECT_TRUE(rec.Take().empty()) << "removed";
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(a));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(b));
+}
+
+TEST_F(StackEvents, ARegistrationCoversEveryReportingLayerBelow) {
+  gmr_resource *lim = Limit(256);
+  gmr_oom_policy p = gmr_oom_policy_trim_retry(1);
+  gmr_oom_adaptor *oa = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_oom_adaptor_create(lim, &p, &oa));
+  gmr_resource *top = gmr_oom_adaptor_as_resource(oa);
+  Recorder all, low;
+  ASSERT_EQ(GMR_OK, gmr_resource_add_event_listener(top, Recorder::Listen, &all));
+  ASSERT_EQ(GMR_OK, gmr_resource_add_event_listener(lim, Recorder::Listen, &low));
+  void *q = nullptr;
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(top, 1000, 0, nullptr, &q));
+  bool from_limit = false, from_oom = false;
+  for (const gmr_event &e : all.Take()) {
+    from_limit |= e.source == lim;
+    from_oom |= e.source == top;
+  }
+  EXPECT_TRUE(from_limit && from_oom) << "both layers report to a listener on the top";
+  for (const gmr_event &e : low.Take()) EXPECT_EQ(lim, e.source) << "only the layer it is on";
+  // A pair missing from one layer: remove refuses and changes nothing.
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_remove_event_listener(top, Recorder::Listen, &low));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(top, 1000, 0, nullptr, &q));
+  EXPECT_FALSE(low.Take().empty()) << "still registered on the limit";
+  EXPECT_EQ(GMR_OK, gmr_resource_remove_event_listener(lim, Recorder::Listen, &low));
+  EXPECT_EQ(GMR_OK, gmr_resource_remove_event_listener(top, Recorder::Listen, &all));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(top));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(lim));
+}
+
+TEST_F(StackEvents, AFullLayerRefusesTheWholeRegistrationAndBadInputChangesNothing) {
+  gmr_resource *lim = Limit(256);
+  gmr_oom_adaptor *oa = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_oom_adaptor_create(lim, nullptr, &oa));
+  gmr_resource *top = gmr_oom_adaptor_as_resource(oa);
+  std::vector<Recorder> fill(GMR_EVENT_MAX_LISTENERS);
+  for (Recorder &r : fill) ASSERT_EQ(GMR_OK, gmr_resource_add_event_listener(lim, Recorder::Listen, &r));
+  Recorder rec;
+  EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_add_event_listener(top, Recorder::Listen, &rec));
+  // The top layer took it first and gave it back: it is nowhere.
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_remove_event_listener(top, Recorder::Listen, &rec));
+  for (Recorder &r : fill) EXPECT_EQ(GMR_OK, gmr_resource_remove_event_listener(lim, Recorder::Listen, &r));
+  ASSERT_EQ(GMR_OK, gmr_resource_add_event_listener(top, Recorder::Listen, &rec));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_add_event_listener(top, Recorder::Listen, &rec))
+      << "twice";
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_add_event_listener(nullptr, Recorder::Listen, &rec));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_add_event_listener(top, nullptr, &rec));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_remove_event_listener(nullptr, Recorder::Listen, &rec));
+  EXPECT_EQ(GMR_OK, gmr_resource_remove_event_listener(top, Recorder::Listen, &rec));
+  // A stack with no reporting layer: registering is allowed and harmless.
+  EXPECT_EQ(GMR_OK, gmr_resource_add_event_listener(up_, Recorder::Listen, &rec));
+  EXPECT_EQ(GMR_OK, gmr_resource_remove_event_listener(up_, Recorder::Listen, &rec));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(top));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(lim));
+}
+
 TEST_F(Events, LimitEventsCarryTheLimitAndTheRequest) {
   gmr_limiting_adaptor_config c = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
   c.limit_bytes = 1024;

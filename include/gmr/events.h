@@ -3,17 +3,19 @@
  *
  * The limiting adaptor, the OOM adaptor and the OOM policies report each
  * action they take (a refusal, a raised limit, an allowed overage, a retry, a
- * trim, a wait, giving up) as a gmr_event to every listener registered here.
- * Profiling layers (an NVTX adaptor) and tests turn them into marks or counts.
+ * trim, a wait, giving up) as a gmr_event to the listeners registered on
+ * that adaptor or on a layer above it in its stack
+ * (gmr_resource_add_event_listener): a listener hears only the stack it
+ * registered on. Profiling layers (an NVTX adaptor) and tests turn events
+ * into marks or counts.
  *
- * Cost: with no listener registered, emitting an event is one relaxed atomic
- * load; adaptors pay nothing else on their hot paths.
+ * Cost: with no listener, emitting an event is two relaxed atomic loads;
+ * adaptors pay nothing else on their hot paths.
  *
  * Listeners run synchronously, in the thread that took the action, while a
  * read lock of the listener list is held: they must be quick, must not block
- * on other threads that allocate through gmr, and must not call
- * gmr_event_listener_add() or gmr_event_listener_remove() (that would
- * deadlock). They may allocate through gmr stacks.
+ * on other threads that allocate through gmr, and must not add or remove
+ * listeners (that would deadlock). They may allocate through gmr stacks.
  *
  * Thread-safe: yes (internal read-write lock).
  */
@@ -89,6 +91,40 @@ typedef void gmr_event_listener_fn(void *ctx, const gmr_event *event);
 #define GMR_EVENT_MAX_LISTENERS 16
 
 /**
+ * Register `fn` with `ctx` on `r`: it receives every event that `r` or a
+ * layer below it (its upstream, and so on down) reports from now on. Layers
+ * that report events: limiting and OOM adaptors (with their policies); a
+ * stack without one reports nothing, and registering on it is allowed.
+ * The same (fn, ctx) pair may be registered once per layer.
+ * Ownership: `ctx` is borrowed until gmr_resource_remove_event_listener()
+ * returns; call it before destroying `r` or a layer below it.
+ * Thread-safe: yes; waits for listeners running in other threads. Must not
+ * be called from a listener. Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (r invalid, fn NULL, or the pair
+ * is already registered on a layer below r); GMR_ERR_BUSY (a layer has
+ * GMR_EVENT_MAX_LISTENERS listeners). Nothing changes on failure.
+ * Source: gmr's own (RMM has no event hook).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_resource_add_event_listener(gmr_resource *r,
+                                                                 gmr_event_listener_fn *fn,
+                                                                 void *ctx);
+
+/**
+ * Unregister the pair (fn, ctx) from `r` and every layer below it. When it
+ * returns, no thread runs `fn` with `ctx` for those layers any more, so
+ * `ctx` may be freed. Not concurrently with an add or remove of the same
+ * pair. Thread-safe: yes; waits for running listeners. Must not be called
+ * from a listener. Stream/device: no CUDA call.
+ * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (r invalid, fn NULL, or a
+ * reporting layer at or below r lacks the pair; nothing changes).
+ * Source: gmr's own.
+ */
+GMR_API gmr_status gmr_resource_remove_event_listener(gmr_resource *r, gmr_event_listener_fn *fn,
+                                                      void *ctx);
+
+/**
+ * Deprecated (kept for one minor release; CHANGELOG.md): a listener of every
+ * stack in the process at once. Use gmr_resource_add_event_listener().
  * Register `fn` with `ctx`; it receives every event emitted from now on.
  * The same (fn, ctx) pair may be registered once.
  * Ownership: `ctx` is borrowed until gmr_event_listener_remove() returns.
@@ -101,6 +137,8 @@ typedef void gmr_event_listener_fn(void *ctx, const gmr_event *event);
 GMR_API GMR_NODISCARD gmr_status gmr_event_listener_add(gmr_event_listener_fn *fn, void *ctx);
 
 /**
+ * Deprecated (kept for one minor release): the counterpart of
+ * gmr_event_listener_add(); use gmr_resource_remove_event_listener().
  * Unregister the pair (fn, ctx). When it returns, no thread runs `fn` with
  * `ctx` any more, so `ctx` may be freed.
  * Thread-safe: yes; waits for running listeners. Must not be called from a
