@@ -40,7 +40,12 @@
  * spec (`on_oom=plugin:./libmypolicy.so:my_policy`) through the plugin ABI at
  * the end of this header.
  *
- * Thread-safe: the constructors are pure; the registries are guarded by an
+ * Registries: names registered with gmr_oom_policy_register() and
+ * gmr_limit_policy_register() live in two process-wide registries (one per
+ * policy kind), the only process-wide state of policies: every stack spec of
+ * the process resolves names there. Built-in names cannot be replaced.
+ *
+ * Thread-safe: the constructors are pure; each registry is guarded by an
  * internal mutex. A policy's decide function may be called from several
  * threads at once (one failure per thread), so it must be thread-safe itself.
  */
