@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "adaptors/tracking_internal.h"
+#include "core/thread_home.h"
 #include "core/books_inline.h"
 #include "core/counters.h"
 #include "core/failure.h"
@@ -30,13 +31,7 @@
 
 static const gmr_resource_vtbl tracking_vtbl;
 
-static _Atomic uint64_t next_thread_id = 1;
-static _Thread_local uint64_t thread_id;
-
-uint64_t gmr_tracking_thread_id(void) {
-  if (thread_id == 0) thread_id = atomic_fetch_add(&next_thread_id, 1);
-  return thread_id;
-}
+uint64_t gmr_tracking_thread_id(void) { return gmr__thread_serial(); }
 
 static uint64_t owner_key(const gmr_tracking_adaptor *a, gmr_stream stream) {
   return a->per == GMR_TRACKING_PER_THREAD ? gmr_tracking_thread_id()

@@ -5,20 +5,15 @@
 
 #include <stddef.h>
 
-/* The calling thread's number, made on first use (never 0, never reused):
- * with the device, it names the thread's cudaStreamPerThread, which lives as
- * long as the thread. */
-static _Atomic uint64_t thread_serials;
-static _Thread_local uint64_t thread_serial;
+#include "core/thread_home.h"
 
 static cudaError_t per_thread_stream_id(const gmr__cuda_ops *cuda, uint64_t *id) {
   int device = -1;
   cudaError_t err = cuda->get_device(&device);
   if (err != cudaSuccess) return err;
-  if (thread_serial == 0) {
-    thread_serial = atomic_fetch_add_explicit(&thread_serials, 1, memory_order_relaxed) + 1;
-  }
-  *id = (thread_serial << 8 | ((uint64_t)device & 0xffu)) & ~GMR__STREAM_ID_CAPTURE;
+  /* The thread's serial with the device names its cudaStreamPerThread,
+   * which lives as long as the thread. */
+  *id = (gmr__thread_serial() << 8 | ((uint64_t)device & 0xffu)) & ~GMR__STREAM_ID_CAPTURE;
   return cudaSuccess;
 }
 

@@ -5,12 +5,11 @@
 
 #include <stdatomic.h>
 
-_Thread_local unsigned gmr__thread_home_plus_one;
+_Thread_local uint64_t gmr__thread_serial_value;
+static _Atomic uint64_t last_serial;
 
-static atomic_uint next_home;
-
-unsigned gmr__thread_home_assign(void) {
-  unsigned h = atomic_fetch_add_explicit(&next_home, 1u, memory_order_relaxed);
-  gmr__thread_home_plus_one = h + 1u;
-  return h;
+uint64_t gmr__thread_serial_assign(void) {
+  uint64_t s = atomic_fetch_add_explicit(&last_serial, 1u, memory_order_relaxed) + 1u;
+  gmr__thread_serial_value = s;
+  return s;
 }
