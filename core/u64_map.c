@@ -5,56 +5,49 @@
 
 #include <stdlib.h>
 
-/* Fibonacci hashing: a multiply spreads pointer keys, whose low bits are
- * zero (256-byte alignment), over the table. */
-static size_t slot_of(uint64_t key, size_t capacity) {
-  uint64_t h = key * UINT64_C(0x9E3779B97F4A7C15);
-  h ^= h >> 32;
-  return (size_t)h & (capacity - 1);
+#define MIN_CAPACITY 16u
+
+/* Fibonacci hashing: multiply by 2^64 / golden ratio, keep the top bits. */
+static inline size_t home(const gmr__u64_map *map, uint64_t key) {
+  return (size_t)((key * UINT64_C(0x9E3779B97F4A7C15)) >> map->shift);
 }
 
 void gmr__u64_map_clear(gmr__u64_map *map) {
-  free(map->keys);
-  free(map->values);
-  free(map->used);
-  map->keys = NULL;
-  map->values = NULL;
-  map->used = NULL;
+  free(map->slots);
+  map->slots = NULL;
   map->capacity = 0;
+  map->shift = 0;
   map->count = 0;
+  map->zero_used = false;
+  map->zero_value = 0;
+}
+
+static void place(gmr__u64_map *map, uint64_t key, uint64_t value) {
+  size_t mask = map->capacity - 1;
+  size_t s = home(map, key);
+  while (map->slots[s].key != 0) s = (s + 1) & mask;
+  map->slots[s].key = key;
+  map->slots[s].value = value;
 }
 
 static bool rehash(gmr__u64_map *map, size_t new_capacity) {
-  uint64_t *keys = malloc(new_capacity * sizeof *keys);
-  uint64_t *values = malloc(new_capacity * sizeof *values);
-  uint8_t *used = calloc(new_capacity, 1);
-  if (keys == NULL || values == NULL || used == NULL) {
-    free(keys);
-    free(values);
-    free(used);
-    return false;
-  }
-  for (size_t i = 0; i < map->capacity; ++i) {
-    if (!map->used[i]) continue;
-    size_t s = slot_of(map->keys[i], new_capacity);
-    while (used[s]) s = (s + 1) & (new_capacity - 1);
-    keys[s] = map->keys[i];
-    values[s] = map->values[i];
-    used[s] = 1;
-  }
-  free(map->keys);
-  free(map->values);
-  free(map->used);
-  map->keys = keys;
-  map->values = values;
-  map->used = used;
+  gmr__u64_map_slot *slots = calloc(new_capacity, sizeof *slots);
+  if (slots == NULL) return false;
+  gmr__u64_map_slot *old = map->slots;
+  size_t old_capacity = map->capacity;
+  map->slots = slots;
   map->capacity = new_capacity;
+  map->shift = 64u - (unsigned)__builtin_ctzll((unsigned long long)new_capacity);
+  for (size_t i = 0; i < old_capacity; ++i) {
+    if (old[i].key != 0) place(map, old[i].key, old[i].value);
+  }
+  free(old);
   return true;
 }
 
 bool gmr__u64_map_reserve(gmr__u64_map *map, size_t count) {
   /* Keep the load factor at or below 1/2: probes stay short. */
-  size_t needed = 16;
+  size_t needed = MIN_CAPACITY;
   while (needed < count * 2) {
     if (needed > SIZE_MAX / 4) return false;
     needed *= 2;
@@ -65,72 +58,91 @@ bool gmr__u64_map_reserve(gmr__u64_map *map, size_t count) {
 
 static bool find(const gmr__u64_map *map, uint64_t key, size_t *slot) {
   if (map->capacity == 0) return false;
-  size_t s = slot_of(key, map->capacity);
-  while (map->used[s]) {
-    if (map->keys[s] == key) {
+  size_t mask = map->capacity - 1;
+  for (size_t s = home(map, key);; s = (s + 1) & mask) {
+    uint64_t k = map->slots[s].key;
+    if (k == key) {
       *slot = s;
       return true;
     }
-    s = (s + 1) & (map->capacity - 1);
+    if (k == 0) return false;
   }
-  return false;
 }
 
 bool gmr__u64_map_put(gmr__u64_map *map, uint64_t key, uint64_t value) {
+  if (key == 0) {
+    if (!map->zero_used) map->count++;
+    map->zero_used = true;
+    map->zero_value = value;
+    return true;
+  }
   size_t s;
   if (find(map, key, &s)) {
-    map->values[s] = value;
+    map->slots[s].value = value;
     return true;
   }
   if (!gmr__u64_map_reserve(map, map->count + 1)) return false;
-  s = slot_of(key, map->capacity);
-  while (map->used[s]) s = (s + 1) & (map->capacity - 1);
-  map->keys[s] = key;
-  map->values[s] = value;
-  map->used[s] = 1;
+  place(map, key, value);
   map->count++;
   return true;
 }
 
 bool gmr__u64_map_get(const gmr__u64_map *map, uint64_t key, uint64_t *value) {
+  if (key == 0) {
+    if (map->zero_used && value != NULL) *value = map->zero_value;
+    return map->zero_used;
+  }
   size_t s;
   if (!find(map, key, &s)) return false;
-  if (value != NULL) *value = map->values[s];
+  if (value != NULL) *value = map->slots[s].value;
   return true;
 }
 
 bool gmr__u64_map_remove(gmr__u64_map *map, uint64_t key, uint64_t *value) {
+  if (key == 0) {
+    if (!map->zero_used) return false;
+    if (value != NULL) *value = map->zero_value;
+    map->zero_used = false;
+    map->count--;
+    return true;
+  }
   size_t s;
   if (!find(map, key, &s)) return false;
-  if (value != NULL) *value = map->values[s];
+  if (value != NULL) *value = map->slots[s].value;
   /* Backward-shift deletion: move later members of the probe run into the
    * hole when their home slot does not lie between the hole and them. */
   size_t mask = map->capacity - 1;
   size_t hole = s;
-  size_t next = (hole + 1) & mask;
-  while (map->used[next]) {
-    size_t home = slot_of(map->keys[next], map->capacity);
-    bool movable = ((next - home) & mask) >= ((next - hole) & mask);
-    if (movable) {
-      map->keys[hole] = map->keys[next];
-      map->values[hole] = map->values[next];
+  for (size_t next = (hole + 1) & mask; map->slots[next].key != 0; next = (next + 1) & mask) {
+    size_t h = home(map, map->slots[next].key);
+    if (((next - h) & mask) >= ((next - hole) & mask)) {
+      map->slots[hole] = map->slots[next];
       hole = next;
     }
-    next = (next + 1) & mask;
   }
-  map->used[hole] = 0;
+  map->slots[hole].key = 0;
+  map->slots[hole].value = 0;
   map->count--;
   return true;
 }
 
 bool gmr__u64_map_next(const gmr__u64_map *map, size_t *cursor, uint64_t *key, uint64_t *value) {
-  for (size_t i = *cursor; i < map->capacity; ++i) {
-    if (!map->used[i]) continue;
-    if (key != NULL) *key = map->keys[i];
-    if (value != NULL) *value = map->values[i];
-    *cursor = i + 1;
+  /* Cursor 0 is key 0's entry; slot i is cursor i + 1. */
+  if (*cursor == 0) {
+    *cursor = 1;
+    if (map->zero_used) {
+      if (key != NULL) *key = 0;
+      if (value != NULL) *value = map->zero_value;
+      return true;
+    }
+  }
+  for (size_t i = *cursor - 1; i < map->capacity; ++i) {
+    if (map->slots[i].key == 0) continue;
+    if (key != NULL) *key = map->slots[i].key;
+    if (value != NULL) *value = map->slots[i].value;
+    *cursor = i + 2;
     return true;
   }
-  *cursor = map->capacity;
+  *cursor = map->capacity + 1;
   return false;
 }

@@ -1,10 +1,15 @@
 /*
  * core/u64_map.h (internal): a hash map from 64-bit keys to 64-bit values.
  *
- * Open addressing with linear probing and backward-shift deletion, so there
- * are no tombstones and lookups stay short after many removals. Used wherever
- * gmr maps a pointer to its bookkeeping (the simulation, the replay tool,
- * the tracking adaptor). Every key is allowed, 0 included.
+ * Open addressing with linear probing over one array of {key, value} slots
+ * (one cache line per probe), Fibonacci hashing (a multiply, the top bits:
+ * pointer keys whose low bits are zero spread well), load factor at most
+ * 1/2, and backward-shift deletion, so there are no tombstones and lookups
+ * stay short after many removals. gmr's one hash map from a 64-bit key:
+ * the pool's blocks by address, the simulation, the replay tool's trace
+ * reader, the tracking adaptor's owners. Every key is allowed, 0 included.
+ * (The books of live allocations, core/books.h, keep a whole entry beside
+ * each key instead: a table of their own.)
  *
  * Thread-safe: no; callers hold their own lock.
  */
@@ -29,22 +34,30 @@ static inline size_t gmr__u64_map_shard_of(const void *ptr, size_t shard_count) 
   return (size_t)(k & (shard_count - 1));
 }
 
+/* One slot: the key beside its value (one cache line per probe). Key 0
+ * marks an empty slot; the entry of key 0 itself is kept on the side. */
+typedef struct gmr__u64_map_slot {
+  uint64_t key;
+  uint64_t value;
+} gmr__u64_map_slot;
+
 typedef struct gmr__u64_map {
-  uint64_t *keys;
-  uint64_t *values;
-  uint8_t *used;       /* 1 where a slot holds an entry */
-  size_t capacity;     /* a power of two, or 0 before the first insertion */
-  size_t count;
+  gmr__u64_map_slot *slots; /* capacity slots, NULL before the first insertion */
+  size_t capacity;          /* a power of two, or 0 */
+  unsigned shift;           /* 64 - log2(capacity): the hash keeps the top bits */
+  size_t count;             /* entries, key 0 included */
+  bool zero_used;           /* key 0 is in the map ... */
+  uint64_t zero_value;      /* ... with this value */
 } gmr__u64_map;
 
 /* An empty map; allocates nothing until the first put. */
-#define GMR__U64_MAP_INIT {NULL, NULL, NULL, 0, 0}
+#define GMR__U64_MAP_INIT {NULL, 0, 0, 0, false, 0}
 
 /* Free the map's storage; the map is empty and usable afterwards. */
 void gmr__u64_map_clear(gmr__u64_map *map);
 
-/* Make room for `count` entries without growing. false if allocation failed
- * (the map is unchanged). */
+/* Make room for `count` entries, so that puts of new keys up to that count
+ * cannot fail. false if allocation failed (the map is unchanged). */
 bool gmr__u64_map_reserve(gmr__u64_map *map, size_t count);
 
 /* Insert or replace. false if growing failed (the map is unchanged). */

@@ -44,4 +44,38 @@ TEST(U64Map, MatchesAReferenceMapUnderRandomOperations) {
   EXPECT_FALSE(gmr__u64_map_get(&map, 0, nullptr));
 }
 
+// Keys that are not pointers (stream values, small indices, any 64 bits),
+// with enough entries to grow the table several times and shrink by removal.
+TEST(U64Map, AnyKeysGrowAndShrinkAndIterateOnce) {
+  gmr__u64_map map = GMR__U64_MAP_INIT;
+  std::unordered_map<uint64_t, uint64_t> ref;
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 100000; ++i) {
+    uint64_t key = (i % 3 == 0) ? rng() : (i % 3 == 1 ? rng() % 64 : rng() % 20000);
+    if (rng() % 4 != 0) {
+      ASSERT_TRUE(gmr__u64_map_put(&map, key, key ^ 0x5a5a));
+      ref[key] = key ^ 0x5a5a;
+    } else {
+      bool had = ref.erase(key) > 0;
+      ASSERT_EQ(had, gmr__u64_map_remove(&map, key, nullptr));
+    }
+  }
+  ASSERT_EQ(ref.size(), map.count);
+  std::unordered_map<uint64_t, int> seen;
+  size_t cursor = 0;
+  uint64_t k = 0, v = 0;
+  while (gmr__u64_map_next(&map, &cursor, &k, &v)) {
+    EXPECT_EQ(ref.at(k), v);
+    seen[k]++;
+  }
+  EXPECT_EQ(ref.size(), seen.size());
+  for (auto &kv : seen) EXPECT_EQ(1, kv.second);
+  // Reserved room: puts of new keys up to the count cannot fail or move.
+  ASSERT_TRUE(gmr__u64_map_reserve(&map, map.count + 100));
+  size_t capacity = map.capacity;
+  for (uint64_t n = 1; n <= 100; ++n) ASSERT_TRUE(gmr__u64_map_put(&map, n << 40, n));
+  EXPECT_EQ(capacity, map.capacity);
+  gmr__u64_map_clear(&map);
+}
+
 }  // namespace

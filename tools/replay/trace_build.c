@@ -70,7 +70,7 @@ static uint64_t add_saturating(uint64_t a, uint64_t b) {
 void trace_build_init(trace_builder *b, replay_trace *trace) {
   memset(b, 0, sizeof *b);
   b->trace = trace;
-  const replay_addr_map empty = REPLAY_ADDR_MAP_INIT;
+  const gmr__u64_map empty = GMR__U64_MAP_INIT;
   b->live = empty;
   b->streams = empty;
 }
@@ -80,8 +80,8 @@ void trace_build_finish(trace_builder *b) {
   t->summary.live_at_end_count = b->live.count;
   t->summary.stream_count = t->stream_count;
   t->summary.request_count = t->summary.alloc_count + t->summary.free_count;
-  replay_addr_map_clear(&b->live);
-  replay_addr_map_clear(&b->streams);
+  gmr__u64_map_clear(&b->live);
+  gmr__u64_map_clear(&b->streams);
   free(b->capture_line);
   b->capture_line = NULL;
 }
@@ -103,7 +103,7 @@ static bool push_event(trace_builder *b, const replay_event *e) {
 /* The stream index of `value`, or SIZE_MAX if the trace has not used it. */
 static size_t find_stream(const trace_builder *b, uint64_t value) {
   uint64_t index = 0;
-  return replay_addr_map_get(&b->streams, value, &index) ? (size_t)index : SIZE_MAX;
+  return gmr__u64_map_get(&b->streams, value, &index) ? (size_t)index : SIZE_MAX;
 }
 
 static bool intern_stream(trace_builder *b, uint64_t value, uint32_t *out_index) {
@@ -124,7 +124,7 @@ static bool intern_stream(trace_builder *b, uint64_t value, uint32_t *out_index)
     b->capture_line = lines;
     b->streams_capacity = capacity;
   }
-  if (!replay_addr_map_put(&b->streams, value, t->stream_count)) return false;
+  if (!gmr__u64_map_put(&b->streams, value, t->stream_count)) return false;
   t->stream_values[t->stream_count] = value;
   b->capture_line[t->stream_count] = 0;
   *out_index = (uint32_t)t->stream_count;
@@ -142,7 +142,7 @@ static line_result apply_alloc(trace_builder *b, const row *r, uint64_t line) {
   replay_trace_summary *s = &t->summary;
   if (r->size_bytes == 0) return trace_build_malformed(b, "allocation of 0 bytes");
   uint64_t live_event = 0;
-  if (replay_addr_map_get(&b->live, r->addr, &live_event)) {
+  if (gmr__u64_map_get(&b->live, r->addr, &live_event)) {
     /* The address as the file writes it: hex in RMM logs, decimal otherwise. */
     char addr[32];
     if (t->format == REPLAY_TRACE_FORMAT_RMM) {
@@ -158,9 +158,9 @@ static line_result apply_alloc(trace_builder *b, const row *r, uint64_t line) {
   bool capturing = stream_is_capturing(b, r->stream);
   replay_event e = {r->size_bytes, line, s->alloc_count, 0, REPLAY_OP_ALLOC};
   if (!intern_stream(b, r->stream, &e.stream_index)) return LINE_NO_MEMORY;
-  if (!replay_addr_map_put(&b->live, r->addr, t->event_count)) return LINE_NO_MEMORY;
+  if (!gmr__u64_map_put(&b->live, r->addr, t->event_count)) return LINE_NO_MEMORY;
   if (!push_event(b, &e)) {
-    replay_addr_map_remove(&b->live, r->addr);
+    (void)gmr__u64_map_remove(&b->live, r->addr, NULL);
     return LINE_NO_MEMORY;
   }
   s->alloc_count++;
@@ -176,7 +176,7 @@ static line_result apply_free(trace_builder *b, const row *r, uint64_t line) {
   replay_trace *t = b->trace;
   replay_trace_summary *s = &t->summary;
   uint64_t alloc_event = 0;
-  if (!replay_addr_map_get(&b->live, r->addr, &alloc_event)) {
+  if (!gmr__u64_map_get(&b->live, r->addr, &alloc_event)) {
     /* Allocated before recording began (or freed twice): nothing to replay. */
     s->unmatched_free_count++;
     return LINE_OK;
@@ -194,7 +194,7 @@ static line_result apply_free(trace_builder *b, const row *r, uint64_t line) {
   replay_event e = {a->size_bytes, line, a->alloc_index, 0, REPLAY_OP_FREE};
   if (!intern_stream(b, r->stream, &e.stream_index)) return LINE_NO_MEMORY;
   if (!push_event(b, &e)) return LINE_NO_MEMORY;
-  replay_addr_map_remove(&b->live, r->addr);
+  (void)gmr__u64_map_remove(&b->live, r->addr, NULL);
   s->free_count++;
   if (capturing) s->capture_free_count++;
   /* The size matched an allocation counted in live_bytes, unless the sum

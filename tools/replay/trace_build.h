@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "gmr/status.h"
-#include "tools/replay/addr_map.h"
+#include "core/u64_map.h"
 #include "tools/replay/trace.h"
 
 #define TRACE_REASON_BYTES 200
@@ -46,8 +46,8 @@ typedef enum line_result { LINE_OK, LINE_MALFORMED, LINE_NO_MEMORY } line_result
 
 typedef struct trace_builder {
   replay_trace *trace;
-  replay_addr_map live;    /* address -> index in trace->events of its live ALLOC */
-  replay_addr_map streams; /* recorded stream value -> stream index */
+  gmr__u64_map live;    /* address -> index in trace->events of its live ALLOC */
+  gmr__u64_map streams; /* recorded stream value -> stream index */
   uint64_t *capture_line;  /* per stream index: line of its open capture_begin, 0 = none */
   size_t events_capacity;
   size_t streams_capacity;
