@@ -18,6 +18,7 @@
 #include "core/books.h"
 #include "core/counters.h"
 #include "core/cuda_layer.h"
+#include "core/event_cache.h"
 #include "core/failure.h"
 
 #define SHARD_COUNT 16
@@ -42,8 +43,7 @@ struct gmr_cuda_resource {
   gmr__books books;
   gmr__byte_counter held;
   pthread_mutex_t events_mutex;
-  cudaEvent_t events[EVENT_CACHE_COUNT];
-  size_t event_count;
+  gmr__event_cache events; /* under events_mutex */
   cudaStream_t side_stream; /* async: capture-time allocations; under events_mutex */
 };
 
@@ -228,20 +228,17 @@ static gmr_status cuda_record_stream(gmr_resource *self, void *ptr, gmr_stream s
 
 static cudaError_t take_event(gmr_cuda_resource *r, cudaEvent_t *event) {
   pthread_mutex_lock(&r->events_mutex);
-  bool cached = r->event_count > 0;
-  if (cached) *event = r->events[--r->event_count];
+  cudaError_t err = gmr__event_cache_take(&r->events, r->cuda, event);
   pthread_mutex_unlock(&r->events_mutex);
-  return cached ? cudaSuccess : r->cuda->event_create(event);
+  return err;
 }
 
 /* An event may be recorded again as soon as a wait on it is enqueued: the
  * wait keeps the record it saw (cudaStreamWaitEvent). */
 static void give_event(gmr_cuda_resource *r, cudaEvent_t event) {
   pthread_mutex_lock(&r->events_mutex);
-  bool kept = r->event_count < EVENT_CACHE_COUNT;
-  if (kept) r->events[r->event_count++] = event;
+  (void)gmr__event_cache_give(&r->events, r->cuda, event);
   pthread_mutex_unlock(&r->events_mutex);
-  if (!kept) (void)r->cuda->event_destroy(event);
 }
 
 /* Make `stream` wait for the work each recorded stream has queued so far. */
@@ -291,12 +288,13 @@ static gmr_status cuda_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
 }
 
 static void drop_events(gmr_cuda_resource *r) {
-  for (size_t i = 0; i < r->event_count; ++i) (void)r->cuda->event_destroy(r->events[i]);
-  r->event_count = 0;
+  /* At destroy: an event that cannot be destroyed is left behind. */
+  while (gmr__event_cache_clear(&r->events, r->cuda) != cudaSuccess) r->events.count--;
 }
 
 static void free_resource(gmr_cuda_resource *r) {
   gmr__books_deinit(&r->books);
+  free(r->events.events); /* NULL after drop_events emptied it */
   pthread_mutex_destroy(&r->events_mutex);
   free(r);
 }
@@ -304,7 +302,7 @@ static void free_resource(gmr_cuda_resource *r) {
 static gmr_status cuda_destroy(gmr_resource *self) {
   gmr_cuda_resource *r = (gmr_cuda_resource *)self;
   if (atomic_load(&r->held.live_count) != 0) return GMR_ERR_BUSY;
-  if (r->pool != NULL || r->event_count > 0 || r->side_stream != NULL) {
+  if (r->pool != NULL || r->events.count > 0 || r->side_stream != NULL) {
     int saved = -1;
     cudaError_t err = gmr__cuda_device_enter(r->cuda, r->device, &saved);
     if (err != cudaSuccess) return gmr__status_from_cuda(err);
@@ -487,6 +485,7 @@ gmr_status gmr_cuda_resource_create_ex(const gmr_cuda_resource_config *config,
   if (r == NULL) {
     return create_failed(failure, GMR_ERR_OUT_OF_MEMORY, "cuda_resource: no host memory for it");
   }
+  r->events = (gmr__event_cache)GMR__EVENT_CACHE_INIT(EVENT_CACHE_COUNT);
   if (!gmr__books_init(&r->books, SHARD_COUNT, RECENT_FREE_COUNT)) {
     free(r);
     return create_failed(failure, GMR_ERR_OUT_OF_MEMORY,

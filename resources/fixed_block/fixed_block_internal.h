@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "core/cuda_layer.h"
+#include "core/event_cache.h"
 #include "core/spin_lock.h"
 #include "core/stream_event.h"
 #include "core/stream_home.h"
@@ -109,9 +110,7 @@ struct gmr__fb_shard {
   gmr__fb_block *deferred;
   size_t deferred_count;
   uint64_t sync_epoch;
-  cudaEvent_t *spare_events;
-  size_t spare_event_count;
-  size_t spare_event_capacity;
+  gmr__event_cache spare_events; /* events for record_stream, reused */
 };
 
 struct gmr_fixed_block_resource {

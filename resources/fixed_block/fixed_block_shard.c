@@ -173,26 +173,14 @@ struct gmr__fb_uses {
 };
 
 static cudaEvent_t event_take(gmr__fb_shard *s) {
-  if (s->spare_event_count > 0) return s->spare_events[--s->spare_event_count];
   cudaEvent_t e = NULL;
-  if (s->r->cuda->event_create(&e) != cudaSuccess) return NULL;
-  return e;
+  return gmr__event_cache_take(&s->spare_events, s->r->cuda, &e) == cudaSuccess ? e : NULL;
 }
 
 static void event_give(gmr__fb_shard *s, cudaEvent_t e) {
-  if (s->spare_event_count == s->spare_event_capacity) {
-    size_t capacity = s->spare_event_capacity == 0 ? 8 : s->spare_event_capacity * 2;
-    cudaEvent_t *events = realloc(s->spare_events, capacity * sizeof *events);
-    if (events == NULL) {
-      if (s->r->cuda->event_destroy(e) != cudaSuccess) {
-        atomic_fetch_add_explicit(&s->r->events.destroy_failure_count, 1, memory_order_relaxed);
-      }
-      return;
-    }
-    s->spare_events = events;
-    s->spare_event_capacity = capacity;
+  if (gmr__event_cache_give(&s->spare_events, s->r->cuda, e) != cudaSuccess) {
+    atomic_fetch_add_explicit(&s->r->events.destroy_failure_count, 1, memory_order_relaxed);
   }
-  s->spare_events[s->spare_event_count++] = e;
 }
 
 void gmr__fb_uses_free(gmr__fb_shard *s, gmr__fb_block *b) {
@@ -461,15 +449,11 @@ cudaError_t gmr__fb_shard_destroy_events(gmr__fb_shard *s) {
     cudaError_t err = gmr__stream_event_deinit(r->cuda, &s->slots[i]->ev, &r->events);
     if (err != cudaSuccess) return err;
   }
-  while (s->spare_event_count > 0) {
-    cudaError_t err = r->cuda->event_destroy(s->spare_events[s->spare_event_count - 1]);
-    if (err != cudaSuccess) {
-      atomic_fetch_add_explicit(&r->events.destroy_failure_count, 1, memory_order_relaxed);
-      return err;
-    }
-    s->spare_event_count--;
+  cudaError_t err = gmr__event_cache_clear(&s->spare_events, r->cuda);
+  if (err != cudaSuccess) {
+    atomic_fetch_add_explicit(&r->events.destroy_failure_count, 1, memory_order_relaxed);
   }
-  return cudaSuccess;
+  return err;
 }
 
 gmr__fb_shard *gmr__fb_shard_new(gmr_fixed_block_resource *r) {
@@ -481,6 +465,7 @@ gmr__fb_shard *gmr__fb_shard_new(gmr_fixed_block_resource *r) {
   }
   atomic_init(&s->lock.locked, 0);
   s->r = r;
+  s->spare_events = (gmr__event_cache)GMR__EVENT_CACHE_INIT(SIZE_MAX);
   return s;
 }
 
@@ -501,7 +486,7 @@ void gmr__fb_shard_free(gmr__fb_shard *s) {
     free(c);
   }
   free(s->chunks);
-  free(s->spare_events);
+  free(s->spare_events.events);
   pthread_mutex_destroy(&s->grow_lock);
   free(s);
 }

@@ -207,15 +207,11 @@ cudaError_t gmr__pool_arena_destroy_events(const gmr_pool_resource *pool, gmr__p
     cudaError_t err = gmr__stream_event_deinit(pool->cuda, &a->slots[i]->ev, counts);
     if (err != cudaSuccess) return err;
   }
-  while (a->spare_event_count > 0) {
-    cudaError_t err = pool->cuda->event_destroy(a->spare_events[a->spare_event_count - 1]);
-    if (err != cudaSuccess) {
-      atomic_fetch_add_explicit(&counts->destroy_failure_count, 1, memory_order_relaxed);
-      return err;
-    }
-    a->spare_event_count--;
+  cudaError_t err = gmr__event_cache_clear(&a->spare_events, pool->cuda);
+  if (err != cudaSuccess) {
+    atomic_fetch_add_explicit(&counts->destroy_failure_count, 1, memory_order_relaxed);
   }
-  return cudaSuccess;
+  return err;
 }
 
 void gmr__pool_arena_free(gmr__pool_arena *a) {
@@ -238,7 +234,7 @@ void gmr__pool_arena_free(gmr__pool_arena *a) {
     free(s);
   }
   gmr__block_map_clear(&a->live);
-  free(a->spare_events);
+  free(a->spare_events.events);
   pthread_mutex_destroy(&a->grow_lock);
   free(a);
 }
@@ -267,5 +263,6 @@ gmr__pool_arena *gmr__pool_arena_new(gmr_pool_resource *pool) {
   a->slot_count = 1;
   a->slot_capacity = 4;
   a->cached_slot = GMR__POOL_SHARED_SLOT;
+  a->spare_events = (gmr__event_cache)GMR__EVENT_CACHE_INIT(SIZE_MAX);
   return a;
 }

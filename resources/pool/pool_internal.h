@@ -48,6 +48,7 @@
 #include <stdint.h>
 
 #include "core/cuda_layer.h"
+#include "core/event_cache.h"
 #include "core/spin_lock.h"
 #include "core/stream_event.h"
 #include "core/stream_home.h"
@@ -123,9 +124,7 @@ struct gmr__pool_arena {
   size_t deferred_count;
   size_t deferred_bytes;
   uint64_t sync_epoch; /* device synchronisations begun; deferred blocks remember it */
-  cudaEvent_t *spare_events; /* events for record_stream, reused */
-  size_t spare_event_count;
-  size_t spare_event_capacity;
+  gmr__event_cache spare_events; /* events for record_stream, reused */
   uintptr_t recent_freed[GMR__POOL_RECENT_FREED];
   uint32_t recent_freed_next;
 };

@@ -46,27 +46,14 @@ void gmr__pool_uses_free(gmr__pool_block *b) {
 
 /* An event for a use: a spare one, or a new one. NULL if none could be made. */
 static cudaEvent_t event_take(gmr__pool_arena *a) {
-  if (a->spare_event_count > 0) return a->spare_events[--a->spare_event_count];
   cudaEvent_t e = NULL;
-  if (a->pool->cuda->event_create(&e) != cudaSuccess) return NULL;
-  return e;
+  return gmr__event_cache_take(&a->spare_events, a->pool->cuda, &e) == cudaSuccess ? e : NULL;
 }
 
 static void event_give(gmr__pool_arena *a, cudaEvent_t e) {
-  if (a->spare_event_count == a->spare_event_capacity) {
-    size_t capacity = a->spare_event_capacity == 0 ? 8 : a->spare_event_capacity * 2;
-    cudaEvent_t *events = realloc(a->spare_events, capacity * sizeof *events);
-    if (events == NULL) {
-      if (a->pool->cuda->event_destroy(e) != cudaSuccess) {
-        atomic_fetch_add_explicit(&a->pool->events.destroy_failure_count, 1,
-                                  memory_order_relaxed);
-      }
-      return;
-    }
-    a->spare_events = events;
-    a->spare_event_capacity = capacity;
+  if (gmr__event_cache_give(&a->spare_events, a->pool->cuda, e) != cudaSuccess) {
+    atomic_fetch_add_explicit(&a->pool->events.destroy_failure_count, 1, memory_order_relaxed);
   }
-  a->spare_events[a->spare_event_count++] = e;
 }
 
 bool gmr__pool_defer_free(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {

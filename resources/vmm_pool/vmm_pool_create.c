@@ -298,6 +298,7 @@ gmr_status gmr_vmm_pool_resource_create(const gmr_vmm_pool_resource_config *conf
   gmr_vmm_pool_resource *p = calloc(1, sizeof *p);
   if (p == NULL) return create_fail(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory");
   p->base.vtbl = &gmr__vmm_pool_vtbl;
+  p->event_cache = (gmr__event_cache)GMR__EVENT_CACHE_INIT(256);
   p->config = c;
   p->cuda = gmr__cuda();
   p->vmm = gmr__cuda_vmm(p->cuda);

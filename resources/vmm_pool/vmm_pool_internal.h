@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "core/cuda_layer.h"
+#include "core/event_cache.h"
 #include "core/cuda_vmm.h"
 #include "core/stream_home.h"
 #include "core/u64_map.h"
@@ -154,9 +155,7 @@ typedef struct gmr_vmm_pool_resource {
   uint64_t next_id;
   uint64_t next_serial;
   uint64_t query_gen;
-  cudaEvent_t *event_cache;
-  size_t event_cache_count;
-  size_t event_cache_capacity;
+  gmr__event_cache event_cache; /* spare events (at most 256) */
 
   size_t mapped_pages;
   size_t peak_mapped_pages;

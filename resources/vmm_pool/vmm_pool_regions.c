@@ -210,9 +210,6 @@ CUmemGenericAllocationHandle *gmr__vmm_page_slot(const vmm_root *root, uintptr_t
 
 /* ---- events ------------------------------------------------------------- */
 
-/* Most CUDA events kept for reuse; more are destroyed. */
-#define EVENT_CACHE_MAX 256
-
 vmm_event *gmr__vmm_event_new(gmr_vmm_pool_resource *p, cudaError_t *err) {
   *err = cudaSuccess;
   vmm_event *e = calloc(1, sizeof *e);
@@ -220,14 +217,10 @@ vmm_event *gmr__vmm_event_new(gmr_vmm_pool_resource *p, cudaError_t *err) {
     *err = cudaErrorMemoryAllocation;
     return NULL;
   }
-  if (p->event_cache_count > 0) {
-    e->event = p->event_cache[--p->event_cache_count];
-  } else {
-    *err = p->cuda->event_create(&e->event);
-    if (*err != cudaSuccess) {
-      free(e);
-      return NULL;
-    }
+  *err = gmr__event_cache_take(&p->event_cache, p->cuda, &e->event);
+  if (*err != cudaSuccess) {
+    free(e);
+    return NULL;
   }
   e->refs = 1;
   e->complete = true; /* nothing recorded yet */
@@ -241,22 +234,7 @@ vmm_event *gmr__vmm_event_ref(vmm_event *e) {
 
 void gmr__vmm_event_unref(gmr_vmm_pool_resource *p, vmm_event *e) {
   if (e == NULL || --e->refs > 0) return;
-  if (p->event_cache_count < EVENT_CACHE_MAX) {
-    if (p->event_cache_count == p->event_cache_capacity) {
-      size_t n = p->event_cache_capacity == 0 ? 16 : p->event_cache_capacity * 2;
-      cudaEvent_t *c = realloc(p->event_cache, n * sizeof *c);
-      if (c != NULL) {
-        p->event_cache = c;
-        p->event_cache_capacity = n;
-      }
-    }
-    if (p->event_cache_count < p->event_cache_capacity) {
-      p->event_cache[p->event_cache_count++] = e->event;
-      free(e);
-      return;
-    }
-  }
-  (void)p->cuda->event_destroy(e->event);
+  (void)gmr__event_cache_give(&p->event_cache, p->cuda, e->event);
   free(e);
 }
 
@@ -292,10 +270,10 @@ vmm_event *gmr__vmm_event_later(vmm_event *a, vmm_event *b) {
 }
 
 void gmr__vmm_event_cache_clear(gmr_vmm_pool_resource *p) {
-  for (size_t i = 0; i < p->event_cache_count; ++i) (void)p->cuda->event_destroy(p->event_cache[i]);
-  free(p->event_cache);
-  p->event_cache = NULL;
-  p->event_cache_count = p->event_cache_capacity = 0;
+  /* At destroy: an event that cannot be destroyed is left behind. */
+  while (gmr__event_cache_clear(&p->event_cache, p->cuda) != cudaSuccess) {
+    p->event_cache.count--;
+  }
 }
 
 void gmr__vmm_region_clear_blockers(gmr_vmm_pool_resource *p, vmm_region *r) {
