@@ -44,7 +44,7 @@ static gmr_chunk_listener_adaptor *as_adaptor(gmr_resource *r) {
 /* Tell listeners [0, count) that the chunk goes, newest first; refusals
  * are ignored (this only ever undoes an acquire the same call made). */
 static void undo_acquired(gmr_chunk_listener_adaptor *a, size_t count, void *addr, size_t bytes) {
-  gmr_failure ignored;
+  gmr_failure ignored = GMR_FAILURE_INIT;
   for (size_t i = count; i-- > 0;) {
     const gmr_chunk_listener *l = &a->listeners[i].listener;
     gmr__failure_reset(&ignored);
@@ -75,7 +75,7 @@ static gmr_status tell_releasing(gmr_chunk_listener_adaptor *a, void *addr, size
     const gmr_chunk_listener *l = &a->listeners[i].listener;
     gmr_status st = l->on_releasing(l->ctx, addr, bytes, failure);
     if (st != GMR_OK) {
-      gmr_failure ignored;
+      gmr_failure ignored = GMR_FAILURE_INIT;
       for (size_t j = 0; j < i; ++j) {
         const gmr_chunk_listener *k = &a->listeners[j].listener;
         gmr__failure_reset(&ignored);
@@ -149,7 +149,7 @@ static gmr_status listener_deallocate(gmr_resource *self, void *ptr, size_t byte
                                       known_alignment != alignment)) {
     st = GMR_ERR_FREE_MISMATCH; /* refused here: no listener hears of a bad free */
   } else {
-    gmr_failure failure;
+    gmr_failure failure = GMR_FAILURE_INIT;
     gmr__failure_reset(&failure);
     st = tell_releasing(a, ptr, bytes, &failure);
     if (st == GMR_OK) {
@@ -265,11 +265,9 @@ static gmr_chunk *sorted_chunks(gmr_chunk_listener_adaptor *a, size_t *count) {
   return list;
 }
 
-gmr_status gmr_chunk_listener_adaptor_add_listener(gmr_chunk_listener_adaptor *a,
-                                                   const gmr_chunk_listener *listener,
-                                                   uint32_t *out_id, gmr_failure *failure) {
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
+static gmr_status chunk_listener_adaptor_add_listener_impl(gmr_chunk_listener_adaptor *a,
+                                                           const gmr_chunk_listener *listener,
+                                                           uint32_t *out_id, gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (a == NULL || listener == NULL || listener->version == 0 || listener->on_acquired == NULL ||
       listener->on_releasing == NULL) {
@@ -295,7 +293,7 @@ gmr_status gmr_chunk_listener_adaptor_add_listener(gmr_chunk_listener_adaptor *a
     st = listener->on_acquired(listener->ctx, chunks[told].addr, chunks[told].bytes, failure);
   }
   if (st != GMR_OK) {
-    gmr_failure ignored;
+    gmr_failure ignored = GMR_FAILURE_INIT;
     for (size_t i = told > 0 ? told - 1 : 0; i-- > 0;) {
       gmr__failure_reset(&ignored);
       (void)listener->on_releasing(listener->ctx, chunks[i].addr, chunks[i].bytes, &ignored);
@@ -310,10 +308,17 @@ gmr_status gmr_chunk_listener_adaptor_add_listener(gmr_chunk_listener_adaptor *a
   return st;
 }
 
-gmr_status gmr_chunk_listener_adaptor_remove_listener(gmr_chunk_listener_adaptor *a, uint32_t id,
-                                                      gmr_failure *failure) {
+gmr_status gmr_chunk_listener_adaptor_add_listener(gmr_chunk_listener_adaptor *a,
+                                                   const gmr_chunk_listener *listener,
+                                                   uint32_t *out_id, gmr_failure *failure) {
   gmr_failure local;
-  if (failure == NULL) failure = &local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  gmr_status st = chunk_listener_adaptor_add_listener_impl(a, listener, out_id, f);
+  return gmr__failure_end(failure, f, st);
+}
+
+static gmr_status chunk_listener_adaptor_remove_listener_impl(gmr_chunk_listener_adaptor *a,
+                                                              uint32_t id, gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
   pthread_mutex_lock(&a->lock);
@@ -339,7 +344,7 @@ gmr_status gmr_chunk_listener_adaptor_remove_listener(gmr_chunk_listener_adaptor
     st = l->on_releasing(l->ctx, chunks[told].addr, chunks[told].bytes, failure);
   }
   if (st != GMR_OK && l != NULL) {
-    gmr_failure ignored;
+    gmr_failure ignored = GMR_FAILURE_INIT;
     for (size_t i = 0; i + 1 < told; ++i) {
       gmr__failure_reset(&ignored);
       (void)l->on_acquired(l->ctx, chunks[i].addr, chunks[i].bytes, &ignored);
@@ -352,6 +357,13 @@ gmr_status gmr_chunk_listener_adaptor_remove_listener(gmr_chunk_listener_adaptor
   pthread_mutex_unlock(&a->lock);
   free(chunks);
   return st;
+}
+
+gmr_status gmr_chunk_listener_adaptor_remove_listener(gmr_chunk_listener_adaptor *a, uint32_t id,
+                                                      gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, chunk_listener_adaptor_remove_listener_impl(a, id, f));
 }
 
 gmr_status gmr_chunk_listener_adaptor_get_chunks(gmr_chunk_listener_adaptor *a, gmr_chunk *out,

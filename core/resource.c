@@ -90,10 +90,8 @@ static gmr_status allocate_unusual(gmr_resource *r, size_t bytes, size_t alignme
   return done; /* the check never lets an unusual request through */
 }
 
-gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
-                           void **out_ptr, gmr_failure *failure) {
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
+static inline gmr_status allocate_ex(gmr_resource *r, size_t bytes, size_t alignment,
+                                     gmr_stream stream, void **out_ptr, gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (!request_is_plain(r, bytes, alignment, out_ptr)) {
     return allocate_unusual(r, bytes, alignment, stream, out_ptr, failure);
@@ -108,6 +106,13 @@ gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment, gmr_
   assert(*out_ptr != NULL);
   assert(((uintptr_t)*out_ptr & (alignment - 1)) == 0);
   return GMR_OK;
+}
+
+gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
+                           void **out_ptr, gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, allocate_ex(r, bytes, alignment, stream, out_ptr, f));
 }
 
 gmr_status gmr_allocate(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
@@ -198,10 +203,8 @@ gmr_status gmr_record_stream(gmr_resource *r, void *ptr, gmr_stream stream) {
   return r->vtbl->record_stream(r, ptr, stream);
 }
 
-gmr_status gmr_allocate_capturing(gmr_resource *r, size_t bytes, size_t alignment,
-                                  gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
+static gmr_status allocate_capturing(gmr_resource *r, size_t bytes, size_t alignment,
+                                     gmr_stream stream, void **out_ptr, gmr_failure *failure) {
   gmr__failure_reset(failure);
   gmr_status done = GMR_OK;
   if (out_ptr != NULL && gmr_resource_check(r) != GMR_OK) {
@@ -226,10 +229,15 @@ gmr_status gmr_allocate_capturing(gmr_resource *r, size_t bytes, size_t alignmen
   return GMR_OK;
 }
 
-gmr_status gmr_extend(gmr_resource *r, void *ptr, size_t bytes, size_t new_bytes,
-                      size_t alignment, gmr_stream stream, gmr_failure *failure) {
+gmr_status gmr_allocate_capturing(gmr_resource *r, size_t bytes, size_t alignment,
+                                  gmr_stream stream, void **out_ptr, gmr_failure *failure) {
   gmr_failure local;
-  if (failure == NULL) failure = &local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, allocate_capturing(r, bytes, alignment, stream, out_ptr, f));
+}
+
+static gmr_status extend(gmr_resource *r, void *ptr, size_t bytes, size_t new_bytes,
+                         size_t alignment, gmr_stream stream, gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (alignment == 0) alignment = GMR_DEFAULT_ALIGNMENT;
   gmr_status st = GMR_ERR_INVALID_ARGUMENT;
@@ -260,4 +268,11 @@ gmr_status gmr_extend(gmr_resource *r, void *ptr, size_t bytes, size_t new_bytes
     if (st == GMR_OK) return GMR_OK;
   }
   return gmr__failure_record(failure, st, r, new_bytes, alignment, stream);
+}
+
+gmr_status gmr_extend(gmr_resource *r, void *ptr, size_t bytes, size_t new_bytes, size_t alignment,
+                      gmr_stream stream, gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, extend(r, ptr, bytes, new_bytes, alignment, stream, f));
 }

@@ -187,7 +187,7 @@ static void op_allocate(state *s) {
   int stream = next(s) % STREAMS;
   if (s->live_count == MAX_LIVE) return;
   void *p = (void *)0x1;
-  gmr_failure failure;
+  gmr_failure failure = GMR_FAILURE_INIT;
   gmr_status st = gmr_allocate_ex(s->top, bytes, alignment, s->streams[stream], &p, &failure);
   if (st != GMR_OK) {
     if (p != NULL) fail(s, "allocate", "a failed allocation left a pointer");

@@ -465,8 +465,8 @@ static gmr_status resolve_device(const gmr__cuda_ops *cuda, const gmr_cuda_resou
   return GMR_OK;
 }
 
-gmr_status gmr_cuda_resource_create_ex(const gmr_cuda_resource_config *config,
-                                       gmr_cuda_resource **out, gmr_failure *failure) {
+static gmr_status cuda_resource_create_ex_impl(const gmr_cuda_resource_config *config,
+                                               gmr_cuda_resource **out, gmr_failure *failure) {
   if (failure != NULL) {
     gmr__failure_reset(failure);
     failure->status = GMR_OK;
@@ -510,6 +510,13 @@ gmr_status gmr_cuda_resource_create_ex(const gmr_cuda_resource_config *config,
   }
   *out = r;
   return GMR_OK;
+}
+
+gmr_status gmr_cuda_resource_create_ex(const gmr_cuda_resource_config *config,
+                                       gmr_cuda_resource **out, gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, cuda_resource_create_ex_impl(config, out, f));
 }
 
 gmr_status gmr_cuda_resource_create(const gmr_cuda_resource_config *config,

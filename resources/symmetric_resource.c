@@ -418,11 +418,10 @@ static const gmr_resource_vtbl symmetric_vtbl = {
     .get_memory_info = sym_get_memory_info,
 };
 
-gmr_status gmr_symmetric_resource_create(gmr_resource *upstream,
-                                         const gmr_symmetric_resource_config *config,
-                                         gmr_symmetric_resource **out, gmr_failure *failure) {
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
+static gmr_status symmetric_resource_create_impl(gmr_resource *upstream,
+                                                 const gmr_symmetric_resource_config *config,
+                                                 gmr_symmetric_resource **out,
+                                                 gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (out == NULL || gmr_resource_check(upstream) != GMR_OK) {
     if (out != NULL) *out = NULL;
@@ -456,6 +455,14 @@ gmr_status gmr_symmetric_resource_create(gmr_resource *upstream,
   pthread_mutex_init(&r->lock, NULL);
   *out = r;
   return GMR_OK;
+}
+
+gmr_status gmr_symmetric_resource_create(gmr_resource *upstream,
+                                         const gmr_symmetric_resource_config *config,
+                                         gmr_symmetric_resource **out, gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, symmetric_resource_create_impl(upstream, config, out, f));
 }
 
 gmr_resource *gmr_symmetric_resource_as_resource(gmr_symmetric_resource *r) {

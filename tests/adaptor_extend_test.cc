@@ -109,7 +109,7 @@ class EveryAdaptor : public ExtendTest, public ::testing::WithParamInterface<Lay
 
 TEST_P(EveryAdaptor, GrowsTheAllocationBelowAndTheFreeTakesTheNewSize) {
   void *p = Alloc(top_, 1000);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_extend(top_, p, 1000, 5000, 0, nullptr, &f)) << f.message;
   EXPECT_EQ(5120u, gmr_extend_leaf_size_of(leaf_, p)) << "the leaf grew it in place";
   EXPECT_EQ(1u, gmr_extend_leaf_extend_count(leaf_));
@@ -122,7 +122,7 @@ TEST_P(EveryAdaptor, ARefusedGrowthChangesNothing) {
   void *p = Alloc(top_, 1000);
   for (gmr_status refusal : {GMR_ERR_UNSUPPORTED, GMR_ERR_OUT_OF_MEMORY, GMR_ERR_CUDA}) {
     gmr_extend_leaf_refuse_extend(leaf_, refusal);
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     EXPECT_EQ(refusal, gmr_extend(top_, p, 1000, 5000, 0, nullptr, &f));
     EXPECT_EQ(5000u, f.bytes) << "the failure names the size asked for";
     EXPECT_STREQ("extend_leaf", gmr_resource_type_name(f.where)) << "the deepest layer failed";
@@ -139,7 +139,7 @@ TEST_P(EveryAdaptor, AnUpstreamWithoutTheSlotIsUnsupported) {
   gmr_resource *host = gmr_host_resource_as_resource(h);
   gmr_resource *top = GetParam().make(host, log_);
   void *p = Alloc(top, 1000);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_extend(top, p, 1000, 5000, 0, nullptr, &f));
   EXPECT_NE(std::string::npos, std::string(f.message).find("host_resource")) << f.message;
   EXPECT_EQ(host, f.where);
@@ -235,7 +235,7 @@ TEST_F(ExtendTest, TrackingCountsTheBytesAddedAndKeepsOneAllocation) {
 TEST_F(ExtendTest, TrackingRefusesABadExtendBeforeTheUpstreamSeesIt) {
   gmr_resource *t = Tracking(up_);
   void *p = Alloc(t, 1000);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_extend(t, p, 999, 3000, 0, nullptr, &f));
   EXPECT_EQ(t, f.where);
   EXPECT_STRNE("", f.message);
@@ -289,7 +289,7 @@ TEST_F(ExtendTest, LimitingCountingChargesTheDifferenceOfCharges) {
 TEST_F(ExtendTest, LimitingRefusesAGrowthPastTheLimitBeforeTheUpstream) {
   gmr_resource *l = Limiting(up_, 4096);
   void *p = Alloc(l, 3000);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_extend(l, p, 3000, 5000, 0, nullptr, &f));
   EXPECT_EQ(l, f.where);
   EXPECT_NE(std::string::npos, std::string(f.message).find("4096")) << f.message;
@@ -457,7 +457,7 @@ TEST_F(ExtendTest, APoolOverVmmPoolGrowsInPlaceThroughLimitingAndTracking) {
   vc.small_pool = false;
   vc.va_chunk_bytes = size_t{1} << 30;
   gmr_vmm_pool_resource *vmm = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&vc, &vmm, &f)) << f.message;
   gmr_resource *v = gmr_vmm_pool_resource_as_resource(vmm);
   gmr_resource *t = Tracking(v);
@@ -573,7 +573,7 @@ TEST_F(DeviceGuardExtend, ForwardsGrowthOnTheResourcesDeviceAndRestoresTheCaller
   void *p = nullptr;
   ASSERT_EQ(GMR_OK, gmr_allocate(r, 2 * MiB, 0, nullptr, &p));
   ASSERT_EQ(GMR_OK, gmr_device_set_current(1));
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_extend(r, p, 2 * MiB, 6 * MiB, 0, nullptr, &f)) << f.message;
   int current = -1;
   ASSERT_EQ(GMR_OK, gmr_device_get_current(&current));

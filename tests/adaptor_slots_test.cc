@@ -254,7 +254,7 @@ TEST_P(Slots, RecordStreamIsUnsupportedWhenTheUpstreamCannot) {
 TEST_P(Slots, AllocateCapturingGoesToTheUpstreamsSlotWithTheAdaptorsBookkeeping) {
   Make(true);
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_allocate_capturing(top_, 1000, 0, S(2), &p, &f)) << f.message;
   EXPECT_EQ(1, probe_.capturing_calls);
   EXPECT_EQ(0, probe_.plain_calls);
@@ -267,7 +267,7 @@ TEST_P(Slots, AllocateCapturingGoesToTheUpstreamsSlotWithTheAdaptorsBookkeeping)
 TEST_P(Slots, AllocateCapturingIsCaptureUnsafeWhenTheUpstreamCannotAndCountsNothing) {
   Make(false);
   void *p = reinterpret_cast<void *>(0x1);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_capturing(top_, 1000, 0, S(2), &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(&probe_.base, f.where);
@@ -318,7 +318,7 @@ TEST_P(Slots, TheFailureRecordReachesAnOomPolicyAboveUnchanged) {
   gmr_resource *r = gmr_oom_adaptor_as_resource(oom);
   probe_.fail_next = true;
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_allocate_ex(r, 5000, 0, S(3), &p, &f));  // the retry succeeds
   ASSERT_EQ(1u, seen.failures.size());
   const gmr_failure &got = seen.failures[0];

@@ -34,7 +34,7 @@ class CaptureModeRestore : public gmr_test::SimTest {
   // cudaMalloc), freed again.
   void AllocateCapturing() {
     void *p = nullptr;
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r_, 4096, 0, nullptr, &p, &f)) << f.message;
     ASSERT_EQ(GMR_OK, gmr_deallocate(r_, p, 4096, 0, nullptr));
   }
@@ -99,7 +99,7 @@ TEST_F(CaptureModeRestore, ARememberedModeBelongsToItsThread) {
 TEST_F(CaptureModeRestore, AFailedEnterChangesNothing) {
   Fail(0, 1);
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_capturing(r_, 4096, 0, nullptr, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(kGlobal, gmr_cuda_sim_get_thread_capture_mode());

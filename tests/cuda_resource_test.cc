@@ -89,7 +89,7 @@ TEST_P(CudaResourceKind, OutOfMemoryKeepsTheCudaError) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(alloc_call(GetParam()), 1, 1,
                                                 cudaErrorMemoryAllocation));
   void *a = nullptr, *b = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_allocate_ex(r, 1000, 0, nullptr, &a, &f));
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 2000, 0, nullptr, &b, &f));
   EXPECT_EQ(nullptr, b);
@@ -109,7 +109,7 @@ TEST_P(CudaResourceKind, OtherCudaErrorsAreCudaErrorWithTheCode) {
   ASSERT_EQ(GMR_OK,
             gmr_cuda_sim_inject_failure(alloc_call(GetParam()), 0, 1, cudaErrorLaunchFailure));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_ex(r, 64, 0, nullptr, &p, &f));
   EXPECT_EQ(int{cudaErrorLaunchFailure}, f.cuda_error);
   EXPECT_EQ(nullptr, p);
@@ -133,7 +133,7 @@ TEST_P(CudaResourceKind, AlignmentAbove256IsUnsupported) {
   gmr_cuda_resource *cr = make(GetParam());
   gmr_resource *r = gmr_cuda_resource_as_resource(cr);
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_allocate_ex(r, 64, 512, nullptr, &p, &f));
   EXPECT_STRNE("", f.message);
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(alloc_call(GetParam())));
@@ -265,7 +265,7 @@ TEST_F(CudaResource, CreateNamesTheDeviceAskedAndTheDeviceCount) {
   gmr_cuda_resource_config c = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
   c.device = 99;
   gmr_cuda_resource *r = reinterpret_cast<gmr_cuda_resource *>(0x1);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_resource_create_ex(&c, &r, &f));
   EXPECT_EQ(nullptr, r);
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, f.status);
@@ -358,7 +358,7 @@ TEST_F(CudaResource, CaptureUnsafeKindsRefuseOnACapturingStreamAndKeepTheCapture
 
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(d, 512, 0, s, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "capturing")) << f.message;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_deallocate(d, before, 512, 0, s));
@@ -384,7 +384,7 @@ TEST_F(CudaResource, CaptureOnAnotherStreamMakesCudaRefuseWithCaptureUnsafe) {
   gmr_resource *d = gmr_cuda_resource_as_resource(dev);
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(d, 512, 0, nullptr, &p, &f));
   EXPECT_EQ(int{cudaErrorStreamCaptureUnsupported}, f.cuda_error);
   gmr_graph graph = nullptr;
@@ -430,7 +430,7 @@ TEST_P(CudaCaptureKind, AllocatesDuringACaptureAndLeavesItValidAndTheThreadModeA
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   // The plain path refuses (it would break the capture) ...
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 4096, 0, s, &p, &f));
   // ... the capturing path allocates in relaxed mode.
@@ -494,7 +494,7 @@ TEST_F(CudaResource, AsyncAllocatesForACaptureOnItsOwnStreamAndAddsNoNodeToTheGr
   size_t streams_before = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_CREATE);
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 4096, 0, s, &p, &f)) << f.message;
   ASSERT_NE(nullptr, p);
   std::memset(p, 1, 4096);
@@ -535,7 +535,7 @@ TEST_F(CudaResource, AsyncCaptureStreamThatCannotBeCreatedChangesNothing) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_STREAM_CREATE, 0, 1,
                                                 cudaErrorMemoryAllocation));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_NE(GMR_OK, gmr_allocate_capturing(r, 4096, 0, nullptr, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "cudaStreamCreate")) << f.message;
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC));
@@ -704,7 +704,7 @@ TEST_F(CudaResourceTwoDevices, FailingDeviceSwitchIsReportedAndChangesNothing) {
   ASSERT_EQ(GMR_OK,
             gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_SET_DEVICE, 0, 1, cudaErrorDevicesUnavailable));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_ex(r, 64, 0, nullptr, &p, &f));
   EXPECT_EQ(int{cudaErrorDevicesUnavailable}, f.cuda_error);
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));

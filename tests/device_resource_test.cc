@@ -257,7 +257,7 @@ TEST_F(DeviceResourceTest, GuardMakesItsDeviceCurrentAroundEachCall) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_SET_DEVICE, 0, 1,
                                                 101 /* cudaErrorInvalidDevice */));
   probe.allocate_device = -1;
-  gmr_failure failure;
+  gmr_failure failure = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_ex(g, 64, 0, nullptr, &p, &failure));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(101, failure.cuda_error);

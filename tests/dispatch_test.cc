@@ -23,7 +23,7 @@ class Dispatch : public ::testing::Test {
 };
 
 TEST_F(Dispatch, NullOutPointerIsInvalidAndReachesNoResource) {
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_allocate_ex(r_, 64, 0, nullptr, nullptr, &f));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, f.status);
   EXPECT_STRNE("", f.message);
@@ -40,7 +40,7 @@ TEST_F(Dispatch, NullResourceIsInvalidAndClearsOutPointer) {
 TEST_F(Dispatch, AlignmentMustBeAPowerOfTwo) {
   for (size_t bad : {size_t{3}, size_t{24}, size_t{257}, size_t{1000}}) {
     void *p = reinterpret_cast<void *>(0x1234);
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_allocate_ex(r_, 64, bad, nullptr, &p, &f)) << bad;
     EXPECT_EQ(nullptr, p);
     EXPECT_NE(nullptr, std::strstr(f.message, "power of two")) << f.message;
@@ -84,7 +84,7 @@ TEST_F(Dispatch, FreeingNonNullWithZeroBytesIsInvalid) {
 
 TEST_F(Dispatch, HugeRequestsAreOutOfMemoryBeforeReachingTheResource) {
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r_, SIZE_MAX, 0, nullptr, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(r_, f.where);
@@ -99,7 +99,7 @@ TEST_F(Dispatch, FailureRecordNamesTheDeepestFailingResource) {
   gmr_stream stream = reinterpret_cast<gmr_stream>(&marker);
 
   void *a = nullptr, *b = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_allocate_ex(t, 512, 0, stream, &a, &f));
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(t, 1024, 512, stream, &b, &f));
   EXPECT_EQ(nullptr, b);
@@ -287,7 +287,7 @@ TEST(OptionalSlots, RecordStreamWithoutTheSlotIsUnsupportedAndNeverSkipsDown) {
 TEST(OptionalSlots, AllocationInCaptureWithoutTheSlotIsCaptureUnsafe) {
   gmr_resource top = {&v2::silent_adaptor};
   void *p = reinterpret_cast<void *>(0x1234);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_capturing(&top, 64, 0, nullptr, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, f.status);

@@ -109,8 +109,7 @@ TEST_F(FixedBlockContract, BadFreesAreNamedByTheirStatus) {
 std::string CreateMessage(gmr_resource *upstream, const gmr_fixed_block_resource_config &c,
                           gmr_status expect) {
   gmr_fixed_block_resource *f = reinterpret_cast<gmr_fixed_block_resource *>(0x1);
-  gmr_failure fl;
-  std::memset(&fl, 0, sizeof fl);
+  gmr_failure fl = GMR_FAILURE_INIT;
   EXPECT_EQ(expect, gmr_fixed_block_resource_create_ex(upstream, &c, &f, &fl));
   EXPECT_EQ(nullptr, f);
   EXPECT_EQ(expect, fl.status);

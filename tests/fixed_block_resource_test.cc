@@ -170,7 +170,7 @@ TEST_F(FixedBlockTest, NewChunksWhenTheFreeListIsEmptyUpToTheMaximum) {
   std::set<void *> distinct(blocks.begin(), blocks.end());
   EXPECT_EQ(8u, distinct.size());
   void *p = nullptr;
-  gmr_failure fl;
+  gmr_failure fl = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 1000, 0, nullptr, &p, &fl));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(r, fl.where);
@@ -221,7 +221,7 @@ TEST_F(FixedBlockTest, UpstreamOutOfMemoryRetriesSmallerChunks) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, UINT64_MAX,
                                                 cudaErrorMemoryAllocation));
   void *z = nullptr;
-  gmr_failure fl;
+  gmr_failure fl = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 100, 0, nullptr, &z, &fl));
   EXPECT_EQ(cuda_, fl.where);
   EXPECT_EQ(int{cudaErrorMemoryAllocation}, fl.cuda_error);
@@ -237,7 +237,7 @@ TEST_F(FixedBlockTest, OtherUpstreamErrorsAreReportedAtOnce) {
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, 1, cudaErrorLaunchFailure));
   void *p = nullptr;
-  gmr_failure fl;
+  gmr_failure fl = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_ex(r, 100, 0, nullptr, &p, &fl));
   EXPECT_EQ(int{cudaErrorLaunchFailure}, fl.cuda_error);
   EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
@@ -269,7 +269,7 @@ TEST_F(FixedBlockTest, LargerRequestsAreForwardedOrRefused) {
   c.oversize = GMR_FIXED_BLOCK_OVERSIZE_REFUSE;
   gmr_fixed_block_resource *ref = Make(c);
   void *p = nullptr;
-  gmr_failure fl;
+  gmr_failure fl = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_UNSUPPORTED,
             gmr_allocate_ex(gmr_fixed_block_resource_as_resource(ref), 64 * KiB + 1, 0, nullptr,
                             &p, &fl));
@@ -295,7 +295,7 @@ TEST_F(FixedBlockTest, AlignmentAbove256IsUnsupported) {
   gmr_fixed_block_resource *f = Make(config());
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   void *p = nullptr;
-  gmr_failure fl;
+  gmr_failure fl = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_allocate_ex(r, 100, 512, nullptr, &p, &fl));
   EXPECT_STRNE("", fl.message);
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
@@ -467,7 +467,7 @@ TEST_F(FixedBlockTest, DuringCaptureOnlyTheStreamsOwnBlocksAreUsed) {
   void *q = Alloc(r, 100, s);
   EXPECT_EQ(mine, q);
   void *z = nullptr;
-  gmr_failure fl;
+  gmr_failure fl = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 100, 0, s, &z, &fl));
   EXPECT_NE(nullptr, std::strstr(fl.message, "capture")) << fl.message;
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 100, 0, s));

@@ -265,7 +265,7 @@ TEST_F(FixedBlockStreams, MemoryInfoAndTheFailureRecordAreExact) {
   EXPECT_EQ(64 * KiB, m.largest_free_block_bytes);
   EXPECT_EQ(2u, m.free_block_count);
   void *x = Alloc(r, 10), *y = Alloc(r, 10), *z = nullptr;
-  gmr_failure fl;
+  gmr_failure fl = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 10, 0, nullptr, &z, &fl));
   EXPECT_TRUE(fl.free_info_known);
   EXPECT_EQ(0u, fl.free_bytes);

@@ -113,7 +113,7 @@ TEST_F(ArenaCapture, AHostUpstreamWithoutTheSlotIsRefusedWithTheFigureToReserve)
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 1000, 0, s, &p, &f));
   EXPECT_EQ(r, f.where) << "the arena refused, not the mock";
   EXPECT_STREQ(
@@ -139,7 +139,7 @@ TEST_F(ArenaCapture, GrowthOffStillRefusesInCaptureEvenWhenTheUpstreamCould) {
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 2 * MiB, 0, s, &p, &f));
   EXPECT_STREQ(
       "graph_arena: capture needs 2.0 MiB more; create the arena with initial_capacity_bytes >= "
@@ -162,7 +162,7 @@ TEST_F(ArenaCapture, MaximumCapacityBoundsGrowthInCapture) {
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p0 = Alloc(r, 1536 * KiB, s);  // a 1.5 MiB chunk
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, MiB, 0, s, &p, &f));
   EXPECT_STREQ("graph_arena: 1.0 MiB does not fit under max_capacity_bytes (2097152)", f.message);
   EXPECT_TRUE(f.free_info_known);
@@ -211,7 +211,7 @@ TEST_F(ArenaCapture, AFailedGrowthKeepsTheCaptureAndTheCaptureModeWhateverCallFa
     ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
     ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(k.call, 0, 1, k.error));
     void *p = nullptr;
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     EXPECT_EQ(k.expect, gmr_allocate_ex(r, 4 * KiB, 0, s, &p, &f));
     EXPECT_EQ(nullptr, p);
     EXPECT_EQ(int{k.error}, f.cuda_error);
@@ -280,7 +280,7 @@ TEST_F(ArenaCapture, TheArenasOwnAllocateCapturingSlot) {
 
     gmr_graph_arena_resource *b = Make(c, R(plain));
     gmr_resource *rb = gmr_graph_arena_resource_as_resource(b);
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_capturing(rb, 8 * KiB, 0, s, &p, &f));
     EXPECT_EQ(0u, gmr_capture_leaf_allocate_calls(plain));
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(rb));
@@ -529,7 +529,7 @@ TEST_F(ArenaCapture, AGrowthThatMovesTheChunkTableAndFailsLeavesSessionsValid) {
   ASSERT_EQ(8u, before.chunk_count);
   // The table grows (and may move), then the chunk's block table cannot be made.
   void *huge = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, size_t{1} << 50, 0, nullptr, &huge, &f));
   EXPECT_EQ(nullptr, huge);
   EXPECT_NE(nullptr, std::strstr(f.message, "needs a block table")) << f.message;
@@ -565,7 +565,7 @@ TEST_F(ArenaCapture, AHugeRequestInACaptureSaysWhatWasAsked) {
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   const size_t huge = size_t{1} << 52;  // 4 PiB: its table alone is 64 TiB
   void *p = nullptr;
-  gmr_failure failure;
+  gmr_failure failure = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, huge, 0, s, &p, &failure));
   EXPECT_EQ(nullptr, p);
   EXPECT_NE(nullptr, std::strstr(failure.message, std::to_string(huge).c_str())) << failure.message;

@@ -252,7 +252,7 @@ TEST_F(ArenaCapture, AnArenaFailureCarriesItsFreeFigures) {
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   void *p = Alloc(r, 700 * KiB, nullptr);
   void *q = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 500 * KiB, 0, nullptr, &q, &f));
   EXPECT_EQ(r, f.where);
   EXPECT_TRUE(f.free_info_known);

@@ -223,7 +223,7 @@ TEST_F(GraphArena, GrowsInChunksUpToTheMaximum) {
   EXPECT_EQ(3u, st.chunk_count);
   EXPECT_EQ(3u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, MiB, 0, nullptr, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(r, f.where);
@@ -238,7 +238,7 @@ TEST_F(GraphArena, WithoutChunkBytesTheArenaNeverGrowsOnDemand) {
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   Alloc(r, MiB);
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 1, 0, nullptr, &p, &f));
   EXPECT_STREQ("graph_arena: 256 bytes does not fit and growth is off (chunk_bytes is 0)",
                f.message);
@@ -255,7 +255,7 @@ TEST_F(GraphArena, UpstreamFailureDuringGrowthChangesNothing) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, 1,
                                                 cudaErrorMemoryAllocation));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 768 * KiB, 0, nullptr, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(int{cudaErrorMemoryAllocation}, f.cuda_error);
@@ -280,7 +280,7 @@ TEST_F(GraphArena, MockUpstreamFailureStatusTravelsUp) {
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_mock_resource_try_fail(mock, 0, 1, GMR_ERR_LIMIT_EXCEEDED, 0);
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate_ex(r, 10, 0, nullptr, &p, &f));
   EXPECT_STREQ("mock_resource: planned failure", f.message);
   EXPECT_EQ(0u, Stats(a).held_bytes);

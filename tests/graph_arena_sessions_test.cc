@@ -99,7 +99,7 @@ TEST_F(GraphArena, CaptureTimeExhaustionRefusesChangesNothingAndKeepsTheCapture)
   void *p0 = Alloc(r, 768 * KiB, s);
   gmr_graph_arena_stats before = Stats(a);
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 512 * KiB, 0, s, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(r, f.where);
@@ -182,7 +182,7 @@ TEST_F(GraphArena, ArenaDoesNotGrowForAnotherStreamWhileACaptureIsOpen) {
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(capturing));
   void *fits = Alloc(r, 512 * KiB, other);  // uncaptured, from the free space
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 768 * KiB, 0, other, &p, &f));
   EXPECT_STREQ(
       "graph_arena: cannot grow by 768.0 KiB while a capture is open (plain_leaf cannot "
@@ -217,7 +217,7 @@ TEST_F(GraphArena, CudaResourceRefusesInCaptureWhereTheArenaServes) {
   gmr_stream s = NewStream();
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(up_, 4096, 0, s, &p, &f));
   EXPECT_EQ(nullptr, p);
   void *q = Alloc(r, 4096, s);  // detected: served in an automatic session
@@ -336,7 +336,7 @@ TEST_F(GraphArena, CaptureQueryFailureIsReportedAndChangesNothing) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_STREAM_GET_CAPTURE_INFO, 0, 1,
                                                 cudaErrorInvalidResourceHandle));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_ex(r, 256, 0, nullptr, &p, &f));
   EXPECT_EQ(int{cudaErrorInvalidResourceHandle}, f.cuda_error);
   EXPECT_EQ(0u, Stats(a).allocation_count);
@@ -451,7 +451,7 @@ TEST_F(GraphArena, BlocksHaveIdsThatFindAndReturnThem) {
   gmr_stream s = NewStream();
   void *p = nullptr;
   uint64_t id = 0;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_allocate(a, 300, 0, s, &p, &id, &f));
   EXPECT_NE(0u, id);
   gmr_graph_arena_block_info bi;

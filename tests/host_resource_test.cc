@@ -88,7 +88,7 @@ TEST(HostResource, OutOfMemorySaysHowManyBytesWereAsked) {
   ASSERT_EQ(GMR_OK, gmr_host_resource_create(&h));
   gmr_resource *r = gmr_host_resource_as_resource(h);
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY,
             gmr_allocate_ex(r, GMR_MAX_ALLOCATION_BYTES, 64, nullptr, &p, &f));
   EXPECT_EQ(r, f.where);

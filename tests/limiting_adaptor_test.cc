@@ -37,7 +37,7 @@ TEST_F(Limiting, ChargesSizeRoundedTo256AndPassesExactSizeUpstream) {
   EXPECT_EQ(4u, gmr_mock_resource_live_bytes(mock_));  // exact bytes upstream
 
   void *extra = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate_ex(r(), 1, 0, nullptr, &extra, &f));
   EXPECT_EQ(nullptr, extra);
   EXPECT_EQ(4u, gmr_mock_resource_called_allocate(mock_));  // never reached upstream
@@ -107,7 +107,7 @@ TEST_F(Limiting, UpstreamFailureGivesTheReservationBack) {
   Make(Config(4096));
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r(), 4096, 0, nullptr, &p, &f));
   EXPECT_EQ(up_, f.where);  // the record names the resource that failed
   EXPECT_EQ(2, f.cuda_error);
@@ -413,7 +413,7 @@ TEST_F(Limiting, StreamFunctionsNeedPerStreamMode) {
 
 struct Callback {
   int calls = 0;
-  gmr_failure last{};
+  gmr_failure last = GMR_FAILURE_INIT;
   gmr_oom_action answer = GMR_OOM_ACTION_RETRY;
   gmr_resource *reenter = nullptr;  // allocate through this from inside the callback
   gmr_status reentered_status = GMR_OK;
@@ -463,7 +463,7 @@ TEST_F(Limiting, RetryAttemptsAreCappedAndTheRecordCountsThem) {
   Make(c);
   gmr_mock_resource_try_fail(mock_, 0, 100, GMR_ERR_OUT_OF_MEMORY, 2);
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r(), 10, 0, nullptr, &p, &f));
   EXPECT_EQ(3, cb.calls);  // attempts 0, 1, 2 asked; attempt 3 hit the cap
   EXPECT_EQ(4u, gmr_mock_resource_called_allocate(mock_));

@@ -65,7 +65,7 @@ TEST_F(NvtxLoggingAdaptorTest, FailedAllocationIsAMarkInsideItsRangeWithStatusAn
   gmr_resource *r = make();
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
   void *p = reinterpret_cast<void *>(0x1);
-  gmr_failure failure;
+  gmr_failure failure = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 1 << 20, 0, nullptr, &p, &failure));
   EXPECT_EQ(nullptr, p);
   // The record still describes the failure of the resource below.

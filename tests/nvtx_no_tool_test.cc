@@ -30,7 +30,7 @@ TEST(NvtxNoTool, AdaptorForwardsAndReportsNoTool) {
   EXPECT_EQ(0u, gmr_mock_resource_live_bytes(mock));
 
   gmr_mock_resource_try_fail(mock, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
-  gmr_failure failure;
+  gmr_failure failure = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 64, 0, nullptr, &p, &failure));
   EXPECT_EQ(gmr_mock_resource_as_resource(mock), failure.where);
   EXPECT_EQ(2u, gmr_mock_resource_called_allocate(mock));

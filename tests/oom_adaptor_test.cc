@@ -132,7 +132,7 @@ TEST_F(Events, OomEventsTellRetryTrimAndGivingUp) {
   gmr_mock_resource_set_trim_release(mock_, 2048);
   gmr_mock_resource_try_fail(mock_, 0, 2, GMR_ERR_OUT_OF_MEMORY, 2);
   void *q = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 100, 0, nullptr, &q, &f));
   EXPECT_EQ(1u, f.attempt);
   auto ev = rec_.Take();

@@ -108,7 +108,7 @@ TEST_F(PoolCaptureTest, ServesFreeMemoryWithoutAnyCallThatJoinsOrBreaksTheCaptur
   uint64_t events = EventCalls();
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));  // global mode
   void *q = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, MiB, 0, s, &q, &f)) << f.message;
   EXPECT_EQ(p, q);
   void *q2 = nullptr;
@@ -128,7 +128,7 @@ TEST_F(PoolCaptureTest, GrowsThroughTheUpstreamAndTheCaptureStaysValid) {
   uint64_t mallocs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC);
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr, *q = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, MiB, 0, s, &p, &f)) << f.message;
   ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 5 * MiB, 0, s, &q, &f)) << f.message;
   EXPECT_EQ(GMR_OK, EndCapture(s));
@@ -161,7 +161,7 @@ TEST_F(PoolCaptureTest, GrowsOverAsyncDuringACapture) {
   gmr_stream s = Stream();
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, MiB, 0, s, &p, &f)) << f.message;
   EXPECT_NE(nullptr, p);
   EXPECT_EQ(GMR_OK, EndCapture(s));
@@ -184,7 +184,7 @@ TEST_F(PoolCaptureTest, InjectedFailuresRestoreTheModeAndKeepTheCapture) {
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, o, MiB, 0, other));
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   // The switch to relaxed mode fails: nothing is asked of CUDA or upstream.
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_THREAD_EXCHANGE_CAPTURE_MODE, 0, 1,
                                                 cudaErrorUnknown));
@@ -226,7 +226,7 @@ TEST_F(PoolCaptureTest, ACapturingStreamIsIdentifiedWithoutBreakingTheCapture) {
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));  // global mode
   void *q = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_allocate_ex(r, MiB, 0, s, &q, &f)) << f.message;
   EXPECT_EQ(p, q);  // the stream's own block
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, s));
@@ -264,7 +264,7 @@ TEST_F(PoolCaptureTest, ANewStreamWithAReusedHandleCapturesWithoutTheOldStreamsB
   ASSERT_EQ(old, fresh);  // the handle is reused
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(fresh));
   void *q = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, MiB, 0, fresh, &q, &f)) << f.message;
   EXPECT_NE(p, q);
   EXPECT_EQ(GMR_OK, EndCapture(fresh));

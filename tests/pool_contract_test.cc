@@ -140,8 +140,7 @@ TEST_F(PoolTest, BadFreesAreNamedByTheirStatus) {
 std::string CreateMessage(gmr_resource *upstream, const gmr_pool_resource_config &c,
                           gmr_status expect) {
   gmr_pool_resource *p = reinterpret_cast<gmr_pool_resource *>(0x1);
-  gmr_failure f;
-  std::memset(&f, 0, sizeof f);
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(expect, gmr_pool_resource_create_ex(upstream, &c, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(expect, f.status);

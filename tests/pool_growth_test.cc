@@ -60,7 +60,7 @@ TEST_F(PoolTest, MaximumPoolBytesIsNeverPassed) {
   void *a = Alloc(r, 3 * MiB);
   EXPECT_EQ(4 * MiB, Stats(r).held_bytes);
   void *b = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 3 * MiB, 0, nullptr, &b, &f));
   EXPECT_EQ(nullptr, b);
   EXPECT_EQ(r, f.where);
@@ -104,7 +104,7 @@ TEST_F(PoolTest, UpstreamOutOfMemoryRetriesDownToTheRequestThenFailsCleanly) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, UINT64_MAX,
                                                 cudaErrorMemoryAllocation));
   void *q = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 3 * MiB, 0, nullptr, &q, &f));
   EXPECT_EQ(nullptr, q);
   EXPECT_EQ(upstream_, f.where);
@@ -124,7 +124,7 @@ TEST_F(PoolTest, OtherUpstreamErrorsAreNotRetried) {
   gmr_resource *r = Make(small_config(64 * MiB));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, 1, cudaErrorLaunchFailure));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_ex(r, MiB, 0, nullptr, &p, &f));
   EXPECT_EQ(int{cudaErrorLaunchFailure}, f.cuda_error);
   EXPECT_EQ(upstream_, f.where);

@@ -86,7 +86,7 @@ TEST_F(PoolTest, AFailureSaysHowMuchWasFreeAndTheLargestBlock) {
   void *a = Alloc(r, MiB), *b = Alloc(r, MiB), *d = Alloc(r, MiB);
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, MiB, 0, nullptr));  // 2 MiB free in two pieces
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 2 * MiB, 0, nullptr, &p, &f));
   EXPECT_TRUE(f.free_info_known);
   EXPECT_EQ(2 * MiB, f.free_bytes);
@@ -111,7 +111,7 @@ TEST_F(PoolTest, OverATightLimitGrowthFallsBackToExactlyTheRequest) {
   std::vector<void *> live;
   for (int i = 0; i < 10; ++i) {  // 10 x 1 KiB under a 10 KiB limit: all fit
     void *p = nullptr;
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     ASSERT_EQ(GMR_OK, gmr_allocate_ex(r, KiB, 0, nullptr, &p, &f)) << i << ": " << f.message;
     live.push_back(p);
   }

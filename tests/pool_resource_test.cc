@@ -278,7 +278,7 @@ TEST_F(PoolTest, LargeAlignmentsLeaveTheirPaddingFree) {
     EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, align, nullptr));
   }
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_allocate_ex(r, 1000, 2 * MiB, nullptr, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "alignment")) << f.message;
   EXPECT_EQ(GMR_OK, gmr_deallocate(r, first, 256, 0, nullptr));

@@ -179,7 +179,7 @@ TEST_F(PoolTest, DuringCaptureOnlyTheStreamsOwnBlocksAreUsed) {
   void *q = Alloc(r, MiB, s);  // its own block: fine inside the capture
   EXPECT_EQ(p, q);
   void *big = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 6 * MiB, 0, s, &big, &f));
   EXPECT_EQ(nullptr, big);
   EXPECT_NE(nullptr, std::strstr(f.message, "capture")) << f.message;

@@ -59,7 +59,7 @@ class RecordStreamReuse : public gmr_test::SimTest,
   }
   void *Alloc(gmr_stream s) {
     void *p = nullptr;
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     EXPECT_EQ(GMR_OK, gmr_allocate_ex(r_, GetParam().bytes, 0, s, &p, &f)) << f.message;
     return p;
   }

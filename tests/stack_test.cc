@@ -282,7 +282,7 @@ TEST_F(Stack, OomPoliciesComeThroughTheSpec) {
   EXPECT_EQ(1u, st.oom.recovered_count);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC, 0, 3, 2));
   void *q = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(top, 4096, 0, nullptr, &q, &f));
   EXPECT_EQ(2u, f.attempt);
   EXPECT_EQ(2, f.cuda_error);  // cudaErrorMemoryAllocation, from the bottom of the stack

@@ -30,7 +30,7 @@ TEST(UserResource, WorksThroughTheDispatch) {
 
   // Full: the user's status and message come back through the dispatch.
   void *big = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 4000, 0, nullptr, &big, &f));
   EXPECT_EQ(nullptr, big);
   EXPECT_EQ(r, f.where);
@@ -64,7 +64,7 @@ TEST(UserResource, AdaptorWrittenByAUserStacksOnTheUserArena) {
   ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(t, &fp));  // answered by the user arena
   EXPECT_EQ(sizeof buffer, fp.held_bytes);
   void *q = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(t, 1024, 0, nullptr, &q, &f));
   EXPECT_EQ(user_arena_resource(a), f.where);
   EXPECT_EQ(GMR_OK, gmr_deallocate(t, p, 512, 0, nullptr));
@@ -94,7 +94,7 @@ TEST_F(UserOnLibrary, UserAdaptorStacksOnCudaResource) {
   // A CUDA failure below the user's adaptor reaches the caller intact.
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, 1, 2));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(top, 4096, 0, nullptr, &p, &f));
   EXPECT_EQ(gmr_cuda_resource_as_resource(cuda), f.where);
   EXPECT_EQ(2, f.cuda_error);

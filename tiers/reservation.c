@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "tiers/tiers_internal.h"
+#include "core/failure.h"
 #include "core/stats.h"
 #include "tiers/tiers_util.h"
 
@@ -115,8 +116,8 @@ static gmr__tier_reservation *bound_to(const gmr_memory_space *s, gmr_stream str
 
 /* ---- operations ------------------------------------------------------------------- */
 
-gmr_status gmr_reservation_release(gmr_tier_manager *m, gmr_reservation_id id,
-                                   gmr_failure *failure) {
+static gmr_status reservation_release_impl(gmr_tier_manager *m, gmr_reservation_id id,
+                                           gmr_failure *failure) {
   if (m == NULL) return gmr__tier_fail(failure, GMR_ERR_INVALID_ARGUMENT, 0, "manager is NULL");
   pthread_mutex_lock(&m->mutex);
   gmr__tier_reservation *r = NULL;
@@ -143,6 +144,13 @@ gmr_status gmr_reservation_release(gmr_tier_manager *m, gmr_reservation_id id,
   return GMR_OK;
 }
 
+gmr_status gmr_reservation_release(gmr_tier_manager *m, gmr_reservation_id id,
+                                   gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, reservation_release_impl(m, id, f));
+}
+
 /* Would `r` at `new_bytes` still fit its space? (M held) A reservation
  * weighs max(size, bytes allocated on its stream) in the space's `used`. */
 static bool resize_fits(const gmr__tier_reservation *r, size_t new_bytes) {
@@ -167,8 +175,8 @@ static void set_size(gmr__tier_reservation *r, size_t new_bytes) {
   }
 }
 
-gmr_status gmr_reservation_grow(gmr_tier_manager *m, gmr_reservation_id id, size_t bytes,
-                                gmr_failure *failure) {
+static gmr_status reservation_grow_impl(gmr_tier_manager *m, gmr_reservation_id id, size_t bytes,
+                                        gmr_failure *failure) {
   if (m == NULL) return gmr__tier_fail(failure, GMR_ERR_INVALID_ARGUMENT, 0, "manager is NULL");
   if (bytes == 0) {
     return gmr__tier_fail(failure, GMR_ERR_INVALID_ARGUMENT, 0, "grow by 0 bytes");
@@ -197,8 +205,15 @@ gmr_status gmr_reservation_grow(gmr_tier_manager *m, gmr_reservation_id id, size
   return st;
 }
 
-gmr_status gmr_reservation_shrink(gmr_tier_manager *m, gmr_reservation_id id, size_t new_bytes,
-                                  gmr_failure *failure) {
+gmr_status gmr_reservation_grow(gmr_tier_manager *m, gmr_reservation_id id, size_t bytes,
+                                gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, reservation_grow_impl(m, id, bytes, f));
+}
+
+static gmr_status reservation_shrink_impl(gmr_tier_manager *m, gmr_reservation_id id,
+                                          size_t new_bytes, gmr_failure *failure) {
   if (m == NULL) return gmr__tier_fail(failure, GMR_ERR_INVALID_ARGUMENT, 0, "manager is NULL");
   pthread_mutex_lock(&m->mutex);
   gmr__tier_reservation *r = NULL;
@@ -228,6 +243,13 @@ gmr_status gmr_reservation_shrink(gmr_tier_manager *m, gmr_reservation_id id, si
   return st;
 }
 
+gmr_status gmr_reservation_shrink(gmr_tier_manager *m, gmr_reservation_id id, size_t new_bytes,
+                                  gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, reservation_shrink_impl(m, id, new_bytes, f));
+}
+
 static bool bound_reserve(gmr_memory_space *s) {
   if (s->bound_count < s->bound_capacity) return true;
   size_t cap = s->bound_capacity == 0 ? 8 : s->bound_capacity * 2;
@@ -238,9 +260,9 @@ static bool bound_reserve(gmr_memory_space *s) {
   return true;
 }
 
-gmr_status gmr_reservation_bind_stream(gmr_tier_manager *m, gmr_reservation_id id,
-                                       gmr_stream stream, const gmr_limit_policy *on_limit,
-                                       gmr_failure *failure) {
+static gmr_status reservation_bind_stream_impl(gmr_tier_manager *m, gmr_reservation_id id,
+                                               gmr_stream stream, const gmr_limit_policy *on_limit,
+                                               gmr_failure *failure) {
   if (m == NULL) return gmr__tier_fail(failure, GMR_ERR_INVALID_ARGUMENT, 0, "manager is NULL");
   if (on_limit != NULL && gmr_limit_policy_check(on_limit) != GMR_OK) {
     return gmr__tier_fail(failure, GMR_ERR_INVALID_ARGUMENT, 0,
@@ -294,6 +316,14 @@ gmr_status gmr_reservation_bind_stream(gmr_tier_manager *m, gmr_reservation_id i
   }
   pthread_mutex_unlock(&m->mutex);
   return st;
+}
+
+gmr_status gmr_reservation_bind_stream(gmr_tier_manager *m, gmr_reservation_id id,
+                                       gmr_stream stream, const gmr_limit_policy *on_limit,
+                                       gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, reservation_bind_stream_impl(m, id, stream, on_limit, f));
 }
 
 gmr_status gmr_reservation_unbind_stream(gmr_tier_manager *m, gmr_reservation_id id) {

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "tiers/tiers_internal.h"
+#include "core/failure.h"
 #include "core/stats.h"
 #include "tiers/tiers_util.h"
 
@@ -306,23 +307,34 @@ static gmr_status reserve_impl(gmr_tier_manager *m, const gmr_reservation_strate
   return st;
 }
 
+/* The three public ways to reserve; each works in a whole failure record
+ * (gmr__failure_begin) and copies out what the caller's record holds. */
 gmr_status gmr_tier_manager_reserve(gmr_tier_manager *m, const gmr_reservation_strategy *strategy,
                                     size_t bytes, uint64_t timeout_ns, gmr_reservation_id *out_id,
                                     gmr_failure *failure) {
-  return reserve_impl(m, strategy, bytes, MODE_BLOCK, timeout_ns, out_id, NULL, failure);
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  gmr_status st = reserve_impl(m, strategy, bytes, MODE_BLOCK, timeout_ns, out_id, NULL, f);
+  return gmr__failure_end(failure, f, st);
 }
 
 gmr_status gmr_tier_manager_try_reserve(gmr_tier_manager *m,
                                         const gmr_reservation_strategy *strategy, size_t bytes,
                                         gmr_reservation_id *out_id, gmr_failure *failure) {
-  return reserve_impl(m, strategy, bytes, MODE_TRY, 0, out_id, NULL, failure);
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  gmr_status st = reserve_impl(m, strategy, bytes, MODE_TRY, 0, out_id, NULL, f);
+  return gmr__failure_end(failure, f, st);
 }
 
 gmr_status gmr_tier_manager_reserve_up_to(gmr_tier_manager *m,
                                           const gmr_reservation_strategy *strategy, size_t bytes,
                                           gmr_reservation_id *out_id, size_t *out_bytes,
                                           gmr_failure *failure) {
-  return reserve_impl(m, strategy, bytes, MODE_UP_TO, 0, out_id, out_bytes, failure);
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  gmr_status st = reserve_impl(m, strategy, bytes, MODE_UP_TO, 0, out_id, out_bytes, f);
+  return gmr__failure_end(failure, f, st);
 }
 
 /* ---- life -------------------------------------------------------------------------- */
@@ -341,8 +353,8 @@ static void free_manager(gmr_tier_manager *m) {
   free(m);
 }
 
-gmr_status gmr_tier_manager_create(const gmr_memory_space_config *configs, size_t count,
-                                   gmr_tier_manager **out, gmr_failure *failure) {
+static gmr_status tier_manager_create_impl(const gmr_memory_space_config *configs, size_t count,
+                                           gmr_tier_manager **out, gmr_failure *failure) {
   if (out != NULL) *out = NULL;
   if (out == NULL || configs == NULL || count == 0 || count > GMR_TIER_MANAGER_MAX_SPACES) {
     if (configs != NULL) release_policies(configs, 0, count);
@@ -386,6 +398,13 @@ gmr_status gmr_tier_manager_create(const gmr_memory_space_config *configs, size_
   }
   *out = m;
   return GMR_OK;
+}
+
+gmr_status gmr_tier_manager_create(const gmr_memory_space_config *configs, size_t count,
+                                   gmr_tier_manager **out, gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, tier_manager_create_impl(configs, count, out, f));
 }
 
 gmr_status gmr_tier_manager_destroy(gmr_tier_manager *m) {

@@ -80,10 +80,28 @@ typedef struct gmr_resource_vtbl gmr_resource_vtbl;
 /* Length of gmr_failure::message, terminating NUL included. */
 #define GMR_FAILURE_MESSAGE_BYTES 192
 
+/* Version of gmr_failure; callers set it with `size` (GMR_FAILURE_INIT).
+ * Version 1 ends at `message`; version 2 adds free_info_known, free_bytes and
+ * largest_free_block_bytes. */
+#define GMR_FAILURE_VERSION 2u
+
 /**
  * What went wrong in a failed allocation, filled by the dispatch and by the
  * resources below it; given to OOM policies and loggers, and to callers of
- * gmr_allocate_ex().
+ * gmr_resource_allocate_ex() and every other function that takes one.
+ *
+ * The record is the caller's and the caller sets its header first, as for
+ * the stats structs: `size` = sizeof(gmr_failure) and `version` =
+ * GMR_FAILURE_VERSION as the caller's headers know them (GMR_FAILURE_INIT).
+ * The library never writes past `size` bytes of it, and never writes the
+ * header: a caller built against an older, smaller gmr_failure gets the
+ * fields its struct has, and the rest is not written. A record whose `size`
+ * is smaller than the header (0 from a zeroed or forgotten record) gets
+ * nothing at all, and the call still returns its status. Fields of a newer
+ * version than the library's, past sizeof(gmr_failure) in the caller's
+ * struct, are left as the caller set them. Resources (vtable slots, chunk
+ * listeners, OOM policies) always receive a whole record of the library's
+ * version, never the caller's smaller one.
  *
  * `where` is the deepest resource that failed: the first dispatch on the way
  * back up whose resource left `where` NULL fills in status, bytes, alignment,
@@ -92,6 +110,8 @@ typedef struct gmr_resource_vtbl gmr_resource_vtbl;
  * `message`. The record is meaningful only when the call returned a failure.
  */
 typedef struct gmr_failure {
+  size_t size;                  /* sizeof(gmr_failure) as the caller knows it */
+  uint32_t version;             /* GMR_FAILURE_VERSION as the caller knows it */
   gmr_status status;            /* the status the failing resource returned */
   int cuda_error;               /* cudaError_t of the failing CUDA call, 0 if none */
   size_t bytes;                 /* bytes requested from the failing resource */
@@ -100,6 +120,7 @@ typedef struct gmr_failure {
   const gmr_resource *where;    /* the resource that failed; borrowed */
   uint32_t attempt;             /* 0 for a first try; OOM policies count retries here */
   char message[GMR_FAILURE_MESSAGE_BYTES]; /* NUL-terminated, may be empty */
+  /* ---- end of version 1 ---- */
   /* What the failing resource still held free when it failed, so a policy can
    * tell fragmentation (much free, no block large enough) from exhaustion.
    * Meaningful only when free_info_known is true; a resource that keeps no
@@ -107,7 +128,15 @@ typedef struct gmr_failure {
   bool free_info_known;
   size_t free_bytes;               /* free bytes the resource held */
   size_t largest_free_block_bytes; /* the largest request it could have served */
+  /* ---- end of version 2 ---- */
 } gmr_failure;
+
+/* A fresh record: `gmr_failure f = GMR_FAILURE_INIT;` (C and C++; in C, a
+ * record reused after a memset can be reset with
+ * `f = (gmr_failure)GMR_FAILURE_INIT;`). Every field spelled out: C++ warns
+ * about partial initialisers. */
+#define GMR_FAILURE_INIT \
+  {sizeof(gmr_failure), GMR_FAILURE_VERSION, GMR_OK, 0, 0, 0, NULL, NULL, 0, {0}, false, 0, 0}
 
 /**
  * How much memory a resource holds from the memory below it (its upstream, or
@@ -302,8 +331,9 @@ GMR_API GMR_NODISCARD gmr_status gmr_allocate(gmr_resource *r, size_t bytes, siz
  * then it is exactly gmr_allocate()). On success the record's content is
  * unspecified. Adaptors pass their own `failure` argument here when they call
  * their upstream, so the record travels up the stack.
- * Ownership: *failure is the caller's. Thread-safe, stream/device semantics,
- * Returns and state after failure: as gmr_allocate().
+ * Ownership: *failure is the caller's, its header set (GMR_FAILURE_INIT); the
+ * call writes at most failure->size bytes of it (see gmr_failure). Thread-safe,
+ * stream/device semantics, Returns and state after failure: as gmr_allocate().
  */
 GMR_API GMR_NODISCARD gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment,
                                                  gmr_stream stream, void **out_ptr,

@@ -185,7 +185,7 @@ gmr_status allocate(size_t size, int device, gmr_stream stream, bool mempool, vo
                " (" + gmr_status_name(st) + "): " + error.message;
     return st;
   }
-  gmr_failure failure{};  // the shim's own refusals fill only the message
+  gmr_failure failure = GMR_FAILURE_INIT;  // the shim's own refusals fill only the message
   pool_block block;
   st = allocate_once(resource, size, device, stream, mempool, &block, &failure);
   if (st == GMR_ERR_OUT_OF_MEMORY && graph_pools_have_pending(device)) {
@@ -196,7 +196,7 @@ gmr_status allocate(size_t size, int device, gmr_stream stream, bool mempool, vo
     });
     add(device, kRetries, 1);
     block = pool_block();
-    failure = gmr_failure{};
+    failure = GMR_FAILURE_INIT;
     st = allocate_once(resource, size, device, stream, mempool, &block, &failure);
   }
   if (st != GMR_OK) {

@@ -230,12 +230,10 @@ static gmr_status take_initial(gmr_fixed_block_resource *r, gmr_failure *f) {
   return GMR_OK;
 }
 
-gmr_status gmr_fixed_block_resource_create_ex(gmr_resource *upstream,
-                                              const gmr_fixed_block_resource_config *config,
-                                              gmr_fixed_block_resource **out,
-                                              gmr_failure *failure) {
-  gmr_failure local;
-  gmr_failure *f = failure != NULL ? failure : &local;
+static gmr_status fixed_block_resource_create_ex_impl(gmr_resource *upstream,
+                                                      const gmr_fixed_block_resource_config *config,
+                                                      gmr_fixed_block_resource **out,
+                                                      gmr_failure *f) {
   gmr__failure_reset(f);
   f->status = GMR_OK;
   if (out == NULL) {
@@ -290,6 +288,16 @@ gmr_status gmr_fixed_block_resource_create_ex(gmr_resource *upstream,
   }
   *out = r;
   return GMR_OK;
+}
+
+gmr_status gmr_fixed_block_resource_create_ex(gmr_resource *upstream,
+                                              const gmr_fixed_block_resource_config *config,
+                                              gmr_fixed_block_resource **out,
+                                              gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  gmr_status st = fixed_block_resource_create_ex_impl(upstream, config, out, f);
+  return gmr__failure_end(failure, f, st);
 }
 
 gmr_status gmr_fixed_block_resource_create(gmr_resource *upstream,

@@ -419,8 +419,7 @@ gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
   a->free_slot = GMR__GA_NO_SLOT;
   a->next_mark_id = 1;
   if (cfg.initial_capacity_bytes > 0) {
-    gmr_failure failure;
-    memset(&failure, 0, sizeof failure);
+    gmr_failure failure = GMR_FAILURE_INIT;
     gmr_status st = gmr__extent_set_reserve(&a->free, 1)
                         ? gmr__ga_add_chunk(a, cfg.initial_capacity_bytes, GMR__GA_CHUNK_INITIAL,
                                             GMR__GA_GROW_PLAIN, NULL, &failure)
@@ -462,8 +461,7 @@ gmr_status gmr_graph_arena_resource_reserve(gmr_graph_arena_resource *a, size_t 
     st = GMR_ERR_CAPTURE_UNSAFE;
   } else if (capacity_bytes > a->held_bytes) {
     size_t grow = gmr__align_up(capacity_bytes - a->held_bytes, GMR_DEFAULT_ALIGNMENT);
-    gmr_failure failure;
-    memset(&failure, 0, sizeof failure);
+    gmr_failure failure = GMR_FAILURE_INIT;
     if (grow > a->cfg.max_capacity_bytes - a->held_bytes || !gmr__extent_set_reserve(&a->free, 1)) {
       st = GMR_ERR_OUT_OF_MEMORY;
     } else {
@@ -474,13 +472,12 @@ gmr_status gmr_graph_arena_resource_reserve(gmr_graph_arena_resource *a, size_t 
   return st;
 }
 
-gmr_status gmr_graph_arena_resource_allocate(gmr_graph_arena_resource *a, size_t bytes,
-                                             size_t alignment, gmr_stream stream, void **out_ptr,
-                                             uint64_t *out_id, gmr_failure *failure) {
+static gmr_status graph_arena_resource_allocate_impl(gmr_graph_arena_resource *a, size_t bytes,
+                                                     size_t alignment, gmr_stream stream,
+                                                     void **out_ptr, uint64_t *out_id,
+                                                     gmr_failure *failure) {
   /* The dispatch's checks and failure record, for the entry point that also
    * returns an id (the vtable slot has no room for one). */
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
   gmr__failure_reset(failure);
   if (out_id != NULL) *out_id = 0;
   if (out_ptr != NULL) *out_ptr = NULL;
@@ -499,6 +496,16 @@ gmr_status gmr_graph_arena_resource_allocate(gmr_graph_arena_resource *a, size_t
   }
   *out_ptr = p;
   return GMR_OK;
+}
+
+gmr_status gmr_graph_arena_resource_allocate(gmr_graph_arena_resource *a, size_t bytes,
+                                             size_t alignment, gmr_stream stream, void **out_ptr,
+                                             uint64_t *out_id, gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  gmr_status st =
+      graph_arena_resource_allocate_impl(a, bytes, alignment, stream, out_ptr, out_id, f);
+  return gmr__failure_end(failure, f, st);
 }
 
 gmr_status gmr_graph_arena_resource_get_stats(gmr_graph_arena_resource *a,

@@ -37,7 +37,7 @@ bool gmr__pool_grow_in_place(gmr__pool_arena *a, const gmr__pool_request *r, siz
   if (r->capturing || pool->config.nvtx_annotate || v->version < 3u || v->extend == NULL) {
     return false;
   }
-  gmr_failure scratch;
+  gmr_failure scratch = GMR_FAILURE_INIT;
   gmr__spin_lock_acquire(&a->lock);
   uint32_t si = 0;
   if (a->chunks == NULL || gmr__pool_prepare(a, r, &si, &scratch) != GMR_OK ||

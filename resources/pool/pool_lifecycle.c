@@ -188,11 +188,9 @@ static gmr_status take_initial(gmr_pool_resource *pool, gmr_failure *f) {
   return st;
 }
 
-gmr_status gmr_pool_resource_create_ex(gmr_resource *upstream,
-                                       const gmr_pool_resource_config *config,
-                                       gmr_pool_resource **out, gmr_failure *failure) {
-  gmr_failure local;
-  gmr_failure *f = failure != NULL ? failure : &local;
+static gmr_status pool_resource_create_ex_impl(gmr_resource *upstream,
+                                               const gmr_pool_resource_config *config,
+                                               gmr_pool_resource **out, gmr_failure *f) {
   gmr__failure_reset(f);
   f->status = GMR_OK;
   if (out == NULL) {
@@ -246,6 +244,14 @@ gmr_status gmr_pool_resource_create_ex(gmr_resource *upstream,
   }
   *out = pool;
   return GMR_OK;
+}
+
+gmr_status gmr_pool_resource_create_ex(gmr_resource *upstream,
+                                       const gmr_pool_resource_config *config,
+                                       gmr_pool_resource **out, gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, pool_resource_create_ex_impl(upstream, config, out, f));
 }
 
 gmr_status gmr_pool_resource_create(gmr_resource *upstream, const gmr_pool_resource_config *config,

@@ -196,7 +196,7 @@ TEST_P(Conformance, HonoursEveryAlignmentItSupportsAndRefusesLarger) {
   }
   if (s.max_alignment < (size_t{1} << 30)) {
     void *p = nullptr;
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     gmr_status st = gmr_allocate_ex(top_, 3000, s.max_alignment * 2, nullptr, &p, &f);
     EXPECT_EQ(GMR_ERR_UNSUPPORTED, st) << "alignment " << s.max_alignment * 2;
     if (st == GMR_OK) {

@@ -26,7 +26,7 @@ gmr_resource *GpuSpace(Owned &owned, const char *stack_spec) {
   c.stream_count = 0;
   snprintf(c.stack_spec, sizeof c.stack_spec, "%s", stack_spec);
   gmr_tier_manager *m = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   if (gmr_tier_manager_create(&c, 1, &m, &f) != GMR_OK) {
     ADD_FAILURE() << f.message;
     return nullptr;

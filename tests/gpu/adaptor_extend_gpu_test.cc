@@ -25,7 +25,7 @@ TEST_F(AdaptorExtendGpu, APoolChunkGrowsInPlaceThroughLimitingAndTracking) {
   gmr_vmm_pool_resource_config vc = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
   vc.small_pool = false;
   gmr_vmm_pool_resource *vmm = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&vc, &vmm, &f)) << f.message;
   gmr_tracking_adaptor *tracking = nullptr;
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_create(gmr_vmm_pool_resource_as_resource(vmm), nullptr,

@@ -52,7 +52,7 @@ TEST_P(CaptureGpu, AllocatesDuringAGlobalCaptureAndTheGraphUsesTheMemoryOnEveryR
   const size_t bytes = size_t{8} << 20;
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   gmr_status st = gmr_allocate_capturing(r, bytes, 0, stream, &p, &f);
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   ASSERT_EQ(cudaSuccess, cudaThreadExchangeStreamCaptureMode(&mode));

@@ -78,7 +78,7 @@ TEST_P(CudaResourceGpu, ImpossibleRequestIsOutOfMemoryWithTheCudaError) {
   size_t free_bytes = 0, total_bytes = 0;
   ASSERT_EQ(GMR_OK, gmr_device_get_memory_info(&free_bytes, &total_bytes));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, total_bytes * 2, 0, nullptr, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(int{cudaErrorMemoryAllocation}, f.cuda_error) << f.message;
@@ -108,7 +108,7 @@ TEST_F(CudaResourceGpuCapture, DeviceKindRefusesInsideCaptureAndTheGraphStillWor
 
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(d, 4096, 0, stream, &p, &f));
   EXPECT_EQ(nullptr, p);
   // Stream-ordered allocation inside the capture becomes a graph memory node.

@@ -195,7 +195,7 @@ TEST_F(GraphArenaGpu, ExhaustionInCaptureRefusesAndTheCaptureStaysValid) {
   void *p = nullptr, *q = nullptr;
   ASSERT_EQ(GMR_OK, gmr_allocate(r, 768 * KiB, 0, stream, &p));
   ASSERT_EQ(cudaSuccess, cudaMemsetAsync(p, 1, 768 * KiB, s));
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 512 * KiB, 0, stream, &q, &f));
   EXPECT_EQ(nullptr, q);
   EXPECT_STREQ(
@@ -243,7 +243,7 @@ TEST_F(GraphArenaGpu, CudaMallocInCaptureFailsAsDocumented) {
   // capture survives and the rest of the graph works.
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(up_, 4096, 0, stream, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_STREQ(

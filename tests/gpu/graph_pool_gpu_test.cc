@@ -263,7 +263,7 @@ TEST_F(GraphPoolGpu, AGrowthThatFailsInCaptureLeavesAGraphThatReplays) {
     ASSERT_EQ(cudaSuccess, fill_.fill(out, 256 * KiB, 0x5c, s_));
   }
   void *big = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_NE(GMR_OK, gmr_allocate_ex(top_, 2 * MiB, 0, stream_, &big, &f));
   EXPECT_EQ(nullptr, big);
   EXPECT_EQ(cudaStreamCaptureModeGlobal, ThreadMode());

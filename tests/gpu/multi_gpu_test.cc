@@ -175,7 +175,7 @@ TEST_F(MultiGpu, TheCallersDeviceIsRestoredAfterEveryCall) {
   ASSERT_EQ(cudaSuccess, cudaSetDevice(1));
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s1, cudaStreamCaptureModeRelaxed));
   ASSERT_EQ(cudaSuccess, cudaSetDevice(0));
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_OK, gmr_allocate_capturing(r, 6 * kMiB, 0, s1, &q, &f)) << f.message;
   EXPECT_EQ(0, Current()) << "allocate_capturing";
   ASSERT_EQ(cudaSuccess, cudaSetDevice(1));

@@ -343,7 +343,7 @@ TEST_F(PoolCaptureOnGpu, CaptureUsesOnlyTheStreamsOwnBlocksAndSurvives) {
   EXPECT_EQ(GMR_OK, gmr_allocate(s.top, MiB, 0, stream, &q));
   EXPECT_EQ(p, q);
   void *big = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(s.top, 64 * MiB, 0, stream, &big, &f));
   EXPECT_EQ(cudaSuccess, cudaMemsetAsync(q, 1, MiB, cs));
   cudaGraph_t graph = nullptr;
@@ -369,7 +369,7 @@ TEST_F(PoolCaptureOnGpu, AllocateCapturingKeepsTheCaptureValid) {
   ASSERT_EQ(GMR_OK, gmr_deallocate(s.top, p, MiB, 0, stream));
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
   void *q = nullptr, *big = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_OK, gmr_allocate_capturing(s.top, MiB, 0, stream, &q, &f)) << f.message;
   gmr_status grown = gmr_allocate_capturing(s.top, 64 * MiB, 0, stream, &big, &f);
   EXPECT_TRUE(grown == GMR_OK || grown == GMR_ERR_CAPTURE_UNSAFE) << gmr_status_name(grown);

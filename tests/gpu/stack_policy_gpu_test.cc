@@ -174,7 +174,7 @@ TEST_F(StackPolicyGpuTest, TrimRetryGivesThePoolsCachedMemoryBackForALargerReque
     HogAllBut(512 * kMiB);
     if (HasFatalFailure()) return;
     void *q = nullptr;
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     gmr_status st = gmr_allocate_ex(top, cached + 256 * kMiB, 0, nullptr, &q, &f);
     gmr_limiting_stats s = GMR_LIMITING_STATS_INIT;
     ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(gmr_limiting_adaptor_from_resource(top), &s));

@@ -53,7 +53,7 @@ class VmmPoolGpu : public gmr_test::GpuTest {
   }
   // A pool on device 0; skips the test when the device has no VMM support.
   void Make(gmr_vmm_pool_resource_config c = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT) {
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     gmr_status st = gmr_vmm_pool_resource_create(&c, &pool_, &f);
     if (st == GMR_ERR_UNSUPPORTED) GTEST_SKIP() << f.message;
     ASSERT_EQ(GMR_OK, st) << f.message;
@@ -61,7 +61,7 @@ class VmmPoolGpu : public gmr_test::GpuTest {
   }
   void *Alloc(size_t bytes, cudaStream_t s) {
     void *p = nullptr;
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     EXPECT_EQ(GMR_OK, gmr_allocate_ex(r_, bytes, 0, s, &p, &f)) << f.message;
     return p;
   }
@@ -169,7 +169,7 @@ TEST_F(VmmPoolGpu, GrowthDuringARealCaptureKeepsTheCaptureValid) {
   Make();
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s_, cudaStreamCaptureModeGlobal));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   gmr_status st = gmr_allocate_capturing(r_, 4 * kPage, 0, s_, &p, &f);
   EXPECT_EQ(GMR_OK, st) << f.message;
   if (st == GMR_OK) {
@@ -207,7 +207,7 @@ TEST_F(VmmPoolGpu, SleepGivesTheMemoryBackAndWakeRestoresItBitForBit) {
 
   gmr_vmm_pool_sleep_options o = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
   o.save_tag_mask = 1u << 1;  // weights (and the small pool's page): the cache is discarded
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_sleep(pool_, &o, &f)) << f.message;
   size_t free_asleep = 0;
   ASSERT_EQ(cudaSuccess, cudaMemGetInfo(&free_asleep, &total));

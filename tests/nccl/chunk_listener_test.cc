@@ -182,7 +182,7 @@ TEST_F(ChunkListener, ARefusedChunkGoesBackAndTheAllocationFailsWithTheReason) {
   ASSERT_EQ(GMR_OK, gmr_chunk_listener_adaptor_add_listener(adaptor_, &l2, &ids_[1], nullptr));
   second.refuse_acquire = 1;
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_allocate_ex(top_, kMiB, 0, nullptr, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_NE(nullptr, std::strstr(f.message, "recorder refuses")) << f.message;
@@ -245,7 +245,7 @@ TEST_F(ChunkListener, AListenerThatRefusesALiveChunkIsNotAdded) {
     }
   };
   l.on_acquired = Once::Acquire;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY,
             gmr_chunk_listener_adaptor_add_listener(adaptor_, &l, nullptr, &f));
   EXPECT_STREQ("second refused", f.message);

@@ -34,7 +34,7 @@ class Cumem : public gmr_test::SimTest {
   gmr_resource *r_ = nullptr;
 
   void Make(gmr_cumem_resource_config c = GMR_CUMEM_RESOURCE_CONFIG_DEFAULT) {
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     ASSERT_EQ(GMR_OK, gmr_cumem_resource_create(&c, &cumem_, &f)) << f.message;
     r_ = gmr_cumem_resource_as_resource(cumem_);
   }
@@ -154,7 +154,7 @@ TEST_F(Cumem, PeersGetAccessAndTheCallersDeviceIsRestored) {
 
 TEST_F(Cumem, BadConfigsAreRefusedWithAReason) {
   gmr_cumem_resource *r = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   gmr_cumem_resource_config c = GMR_CUMEM_RESOURCE_CONFIG_DEFAULT;
   c.device = 7;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cumem_resource_create(&c, &r, &f));
@@ -274,7 +274,7 @@ TEST_F(Cumem, EveryDriverFailureIsRolledBack) {
     SCOPED_TRACE(gmr_cuda_call_name(c.call));
     ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(c.call, 0, 1, c.error));
     void *p = nullptr;
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     EXPECT_EQ(c.status, gmr_allocate_ex(r_, kMiB, 0, nullptr, &p, &f));
     EXPECT_EQ(nullptr, p);
     EXPECT_EQ(c.error, f.cuda_error);
@@ -310,7 +310,7 @@ TEST_F(Cumem, TheDeviceRunningOutIsOutOfMemory) {
   Make();
   void *a = nullptr, *b = nullptr;
   ASSERT_EQ(GMR_OK, gmr_allocate(r_, 6 * kMiB, 0, nullptr, &a));
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r_, 4 * kMiB, 0, nullptr, &b, &f));
   EXPECT_EQ(CUDA_ERROR_OUT_OF_MEMORY, f.cuda_error);
   EXPECT_EQ(1u, VmmUsage().reservation_count) << "the failed request's addresses went back";

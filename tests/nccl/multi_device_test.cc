@@ -134,7 +134,7 @@ TEST_F(MultiDevice, TheCallersDeviceIsRestoredAfterEveryCall) {
   ASSERT_EQ(GMR_OK, gmr_record_stream(r, p, s1));
   EXPECT_EQ(0, Current()) << "record_stream";
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s1));
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 5 * kMiB, 0, s1, &q, &f)) << f.message;
   EXPECT_EQ(0, Current()) << "allocate_capturing";
   gmr_graph g = nullptr;

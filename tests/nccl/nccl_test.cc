@@ -43,7 +43,7 @@ class Nccl : public gmr_test::SimTest {
   void SetUp() override {
     SimTest::SetUp();
     gmr_test_fake_nccl_reset();
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     ASSERT_EQ(GMR_OK, gmr_nccl_library_open_api(gmr_test_fake_nccl_api(), &lib_, &f)) << f.message;
     const int devices[2] = {0, 1};
     ASSERT_EQ(GMR_OK, gmr_nccl_comm_init_all(lib_, 2, devices, comms_, &f)) << f.message;
@@ -112,7 +112,7 @@ TEST_F(Nccl, APoolIsRegisteredChunkByChunkAsItGrowsAndShrinks) {
   void *a = nullptr;
   ASSERT_EQ(GMR_OK, gmr_allocate(pool, kMiB, 0, nullptr, &a));  // a chunk before registration
   gmr_nccl_registration *reg = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_nccl_register_pool(comms_[0], pool, &reg, &f)) << f.message;
   EXPECT_EQ(1u, Stats(reg).chunk_count) << "the live chunk is registered at once";
   EXPECT_EQ(1u, Stats(reg).segment_count) << "a cumem chunk is one physical allocation";
@@ -239,7 +239,7 @@ TEST_F(Nccl, SymmetricBuffersHaveTheSameOffsetInTheirRegistrationOnBothRanks) {
 
 TEST_F(Nccl, NcclMissingNamesTheLibrary) {
   gmr_nccl_library *lib = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_NCCL, gmr_nccl_library_open("libnccl-not-here.so.2", &lib, &f));
   EXPECT_EQ(nullptr, lib);
   EXPECT_NE(nullptr, std::strstr(f.message, "dlopen(libnccl-not-here.so.2)")) << f.message;
@@ -271,7 +271,7 @@ TEST_F(Nccl, RegisteringFreedMemoryIsAnUnknownPointer) {
   EXPECT_TRUE(gmr_nccl_registration_covers(reg, p, 4 * kMiB));
   ASSERT_EQ(GMR_OK, gmr_nccl_deregister(reg, nullptr));
   ASSERT_EQ(GMR_OK, gmr_deallocate(leaf, p, 4 * kMiB, 0, nullptr));
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_nccl_register_buffer(comms_[0], p, 4 * kMiB, &reg, &f));
   EXPECT_EQ(nullptr, reg);
   EXPECT_NE(nullptr, std::strstr(f.message, "freed")) << f.message;
@@ -295,7 +295,7 @@ TEST_F(Nccl, ACommunicatorWithRegistrationsIsNotDestroyed) {
   ASSERT_EQ(GMR_OK, gmr_device_set_current(0));
   gmr_nccl_registration *reg = nullptr;
   ASSERT_EQ(GMR_OK, gmr_nccl_register_pool(comms_[1], pool, &reg, nullptr));
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_BUSY, gmr_nccl_comm_destroy(comms_[1], &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "1 registration")) << f.message;
   EXPECT_EQ(2u, Counts().live_comm_count) << "nothing was destroyed";
@@ -328,7 +328,7 @@ TEST_F(Nccl, ADeregistrationNcclRefusesKeepsTheMemoryUntilItSucceeds) {
   EXPECT_EQ(0u, gmr_test_fake_nccl_verify());
   // The same through gmr_nccl_deregister: it stays valid and can be retried.
   gmr_test_fake_nccl_fail(GMR_TEST_FAKE_NCCL_DEREGISTER, 0, 1, GMR_NCCL_INTERNAL_ERROR);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_NCCL, gmr_nccl_deregister(reg, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "ncclCommDeregister")) << f.message;
   EXPECT_NE(nullptr, std::strstr(f.message, "ncclInternalError")) << f.message;
@@ -344,7 +344,7 @@ TEST_F(Nccl, ARegistrationNcclRefusesFailsTheAllocationAndLeaksNothing) {
   ASSERT_EQ(GMR_OK, gmr_nccl_register_pool(comms_[0], pool, &reg, nullptr));
   gmr_test_fake_nccl_fail(GMR_TEST_FAKE_NCCL_REGISTER, 0, 1, GMR_NCCL_SYSTEM_ERROR);
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_NCCL, gmr_allocate_ex(pool, kMiB, 0, nullptr, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "ncclCommRegister")) << f.message;
   EXPECT_NE(nullptr, std::strstr(f.message, "ncclSystemError")) << f.message;
@@ -372,7 +372,7 @@ TEST_F(Nccl, ARegistrationNcclRefusesFailsTheAllocationAndLeaksNothing) {
 TEST_F(Nccl, MisusedRegistrationsAreRefusedWithAReason) {
   gmr_resource *plain = Stack("pool > cumem(device=0)");
   gmr_nccl_registration *reg = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_nccl_register_pool(comms_[0], plain, &reg, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "chunk_listener")) << f.message;
   gmr_resource *pool = Stack("pool > chunk_listener > cumem(device=0)");
@@ -401,7 +401,7 @@ TEST_F(Nccl, AWrappedCommunicatorIsLeftToItsOwner) {
   EXPECT_EQ(GMR_OK, gmr_nccl_comm_destroy(w, nullptr));
   EXPECT_EQ(3u, Counts().live_comm_count) << "the wrapper went, the communicator stayed";
   EXPECT_EQ(GMR_NCCL_SUCCESS, gmr_test_fake_nccl_api()->comm_destroy(raw));
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_NCCL, gmr_nccl_comm_wrap(lib_, raw, &w, &f)) << "a destroyed communicator";
   EXPECT_EQ(nullptr, w);
   EXPECT_NE(nullptr, std::strstr(f.message, "ncclCommCuDevice")) << f.message;

@@ -41,7 +41,7 @@ class Symmetric : public gmr_test::SimTest {
     cc.device = device;
     Rank &k = ranks_[device];
     ASSERT_EQ(GMR_OK, gmr_cumem_resource_create(&cc, &k.cumem, nullptr));
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     ASSERT_EQ(GMR_OK, gmr_symmetric_resource_create(gmr_cumem_resource_as_resource(k.cumem), &c,
                                                     &k.sym, &f))
         << f.message;
@@ -210,7 +210,7 @@ TEST_F(Symmetric, RegionsAreNumberedInOrderAndTrimGivesBackTheLastFreeOnes) {
   EXPECT_EQ(20 * kMiB, bytes);
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
             gmr_symmetric_resource_get_region(ranks_[0].sym, 3, &base, &bytes));
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 7 * kMiB, 0, nullptr, &x, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "max_region_count")) << f.message;
   ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 6 * kMiB, 0, nullptr));
@@ -269,7 +269,7 @@ TEST_F(Symmetric, BadInputChangesNothing) {
   Make(0);
   gmr_resource *r = ranks_[0].r;
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_allocate_ex(r, 100, 8192, nullptr, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "alignment_bytes")) << f.message;
   ASSERT_EQ(GMR_OK, gmr_allocate(r, 5000, 4096, nullptr, &p));

@@ -165,7 +165,7 @@ class DowngradeWorkload {
     host.initial_chunk_count = c_.host_initial_chunks;
     host.stream_count = 2;
     gmr_memory_space_config configs[] = {gpu, host};
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     if (gmr_tier_manager_create(configs, 2, &m_, &f) != GMR_OK) {
       *error = f.message;
       return false;
@@ -198,7 +198,7 @@ class DowngradeWorkload {
     }
     const gmr_reservation_strategy *where = to_host ? &down_ : &on_gpu_;
     gmr_reservation_id r = 0;
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     gmr_status st = wait ? gmr_tier_manager_reserve(m_, where, c_.buffer_bytes, 30 * kSecond, &r, &f)
                          : gmr_tier_manager_try_reserve(m_, where, c_.buffer_bytes, &r, &f);
     if (st != GMR_OK) {
@@ -307,7 +307,7 @@ class DowngradeWorkload {
         break;
       }
       gmr_reservation_id r = 0;
-      gmr_failure f;
+      gmr_failure f = GMR_FAILURE_INIT;
       if (!Check(gmr_tier_manager_reserve(m_, &on_gpu_, c_.buffer_bytes, 30 * kSecond, &r, &f),
                  "producer reserve", &f)) {
         (void)gmr_stream_pool_release(pool, s);

@@ -101,7 +101,7 @@ TEST_F(NumaHost, FailedRegistrationLeavesNothingBehind) {
   ASSERT_EQ(GMR_OK, gmr_numa_host_resource_create(nullptr, &r_));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_HOST_REGISTER, 0, 1, 2));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(R(), 4096, 0, nullptr, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(2, f.cuda_error);

@@ -46,7 +46,7 @@ TEST_F(Reservations, FailPolicyRefusesPastTheReservation) {
   void *a = Alloc(48 * KiB, S(1));
   void *b = Alloc(16 * KiB, S(1));
   EXPECT_EQ(64 * KiB, Info(r).allocated_bytes);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   void *c = nullptr;
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate_ex(Gpu(), 256, 0, S(1), &c, &f));
   EXPECT_EQ(nullptr, c);
@@ -80,7 +80,7 @@ TEST_F(Reservations, IgnorePolicyAllowsAndCountsTheOverage) {
   EXPECT_EQ(100 * KiB, st.used_bytes);  // what passed the reservation counts too
   EXPECT_EQ(1u, st.reservation_overage_count);
   // Shrinking below what the stream holds is refused, nothing changed.
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_BUSY, gmr_reservation_shrink(m_, r, 32 * KiB, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "holds 102400 bytes")) << f.message;
   EXPECT_EQ(64 * KiB, Info(r).bytes);
@@ -183,7 +183,7 @@ TEST_F(Reservations, ReleasedAllocationsBecomeUntrackedAndTheStreamCanBeBoundAga
   EXPECT_EQ(0u, SpaceStats(GMR_TIER_GPU, 0).untracked_bytes);
   Free(c, 64 * KiB, S(1));
   // Unbind keeps the reservation; binding it elsewhere works.
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_reservation_unbind_stream(m_, again));
   ASSERT_EQ(GMR_OK, gmr_reservation_unbind_stream(m_, again));  // no-op
   ASSERT_EQ(GMR_OK, gmr_reservation_bind_stream(m_, again, S(2), nullptr, &f)) << f.message;
@@ -225,7 +225,7 @@ TEST_F(Reservations, BindingRules) {
   MakeGpu(gmr_limit_policy_fail());
   gmr_reservation_id a = Bound(8 * KiB, S(1));
   gmr_reservation_id b = ReserveIn(GMR_TIER_GPU, 0, 8 * KiB);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_BUSY, gmr_reservation_bind_stream(m_, b, S(1), nullptr, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "already bound to reservation")) << f.message;
   EXPECT_EQ(GMR_ERR_BUSY, gmr_reservation_bind_stream(m_, a, S(2), nullptr, &f));
@@ -242,7 +242,7 @@ TEST_F(Reservations, TheSpacesStreamSlotsRunOut) {
   std::vector<void *> ps;
   for (uintptr_t s = 1; s <= 8; ++s) ps.push_back(Alloc(256, S(s)));  // 8 streams seen
   gmr_reservation_id r = ReserveIn(GMR_TIER_GPU, 0, 1 * KiB);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_BUSY, gmr_reservation_bind_stream(m_, r, S(10), nullptr, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "max_stream_slots")) << f.message;
   EXPECT_FALSE(Info(r).bound);
@@ -255,7 +255,7 @@ TEST_F(Reservations, TheSpacesStreamSlotsRunOut) {
 TEST_F(Reservations, ASpaceThatRequiresReservationsRefusesOtherStreams) {
   MakeGpu(gmr_limit_policy_fail(), /*require=*/true);
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_NO_RESERVATION, gmr_allocate_ex(Gpu(), 1024, 0, S(1), &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_NE(nullptr, std::strstr(f.message, "requires a reservation")) << f.message;
@@ -280,7 +280,7 @@ TEST_F(Reservations, TheCapacityIsAHardLimitForEveryone) {
   MakeGpu(gmr_limit_policy_ignore(), false, 256 * KiB);
   gmr_reservation_id r = Bound(128 * KiB, S(1));
   void *a = Alloc(200 * KiB, S(1));  // past the reservation (ignored), within capacity
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   void *b = nullptr;
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate_ex(Gpu(), 100 * KiB, 0, S(2), &b, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "limit of 262144")) << f.message;

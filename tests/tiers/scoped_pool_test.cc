@@ -64,7 +64,7 @@ class Scoped : public gmr_test::SimTest {
   }
   void *Alloc(gmr_scoped_pool *p, size_t bytes, gmr_stream stream = nullptr) {
     void *ptr = nullptr;
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     EXPECT_EQ(GMR_OK, gmr_allocate_ex(gmr_scoped_pool_as_resource(p), bytes, 0, stream, &ptr, &f))
         << f.message;
     return ptr;
@@ -308,7 +308,7 @@ TEST_F(Scoped, APoolRefusesUseFromAnotherDevice) {
   gmr_scoped_pool *p0 = Pool();
   ASSERT_EQ(GMR_OK, gmr_device_set_current(1));
   void *ptr = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_WRONG_DEVICE,
             gmr_allocate_ex(gmr_scoped_pool_as_resource(p0), 1 * KiB, 0, nullptr, &ptr, &f));
   EXPECT_EQ(nullptr, ptr);
@@ -337,7 +337,7 @@ TEST_F(Scoped, AnotherThreadMayFreeButNotAllocateOrReset) {
   void *mine = Alloc(p, 1 * KiB);
   std::thread t([&] {
     void *ptr = nullptr;
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
               gmr_allocate_ex(gmr_scoped_pool_as_resource(p), 64, 0, nullptr, &ptr, &f));
     EXPECT_NE(nullptr, std::strstr(f.message, "another thread")) << f.message;
@@ -425,7 +425,7 @@ TEST_F(Scoped, OverItsCapacityTheFailureNamesThePoolAndItsOption) {
   gmr_resource *pool = gmr_scoped_pool_as_resource(p);
   void *a = nullptr, *ptr = nullptr;
   ASSERT_EQ(GMR_OK, gmr_allocate(pool, 48 * KiB, 0, nullptr, &a));
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(pool, 64 * KiB, 0, nullptr, &ptr, &f));
   EXPECT_EQ(nullptr, ptr);
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, f.status);

@@ -142,7 +142,7 @@ TEST_F(Manager, DowngradeStrategyPrefersTheGpusNumaNodeThenTheMostAvailable) {
   EXPECT_EQ(GMR_TIER_DISK, Info(d).space.tier);
   // Not slower: refused with a message.
   gmr_reservation_id bad = 7;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   gmr_reservation_strategy up = gmr_reservation_strategy_downgrade(Id(GMR_TIER_HOST, 0), GMR_TIER_GPU);
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_tier_manager_try_reserve(m_, &up, 1, &bad, &f));
   EXPECT_EQ(0u, bad);
@@ -161,7 +161,7 @@ TEST_F(Manager, ReserveUpToTakesWhatIsAvailable) {
   EXPECT_EQ(124 * KiB, Info(r).bytes);
   // Nothing left: a reservation of 0 bytes (cuCascade's; cucascade_parity_test).
   gmr_reservation_id zero = 0;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_tier_manager_reserve_up_to(m_, &s, 1, &zero, &got, &f)) << f.message;
   EXPECT_EQ(0u, got);
   EXPECT_NE(0u, zero);
@@ -180,7 +180,7 @@ TEST_F(Manager, TryReserveSaysWhatIsAvailable) {
   gmr_reservation_id a = ReserveIn(GMR_TIER_GPU, 0, 1000 * KiB);
   gmr_reservation_strategy s = gmr_reservation_strategy_space(Id(GMR_TIER_GPU, 0));
   gmr_reservation_id b = 0;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_tier_manager_try_reserve(m_, &s, 100 * KiB, &b, &f));
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, f.status);
   EXPECT_EQ(100 * KiB, f.bytes);
@@ -197,7 +197,7 @@ TEST_F(Manager, ReservationLimitFractionCapsReservations) {
   EXPECT_EQ(512 * KiB, s.reservation_limit_bytes);
   gmr_reservation_strategy where = gmr_reservation_strategy_space(Id(GMR_TIER_GPU, 0));
   gmr_reservation_id r = 0;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   // Above the limit, though below the capacity: it could never fit.
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED,
             gmr_tier_manager_reserve(m_, &where, 600 * KiB, GMR_WAIT_FOREVER, &r, &f));
@@ -208,7 +208,7 @@ TEST_F(Manager, ReservationLimitFractionCapsReservations) {
 TEST_F(Manager, GrowAndShrink) {
   Make({GpuConfig(0, 1 * MiB)});
   gmr_reservation_id r = ReserveIn(GMR_TIER_GPU, 0, 256 * KiB);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_reservation_grow(m_, r, 256 * KiB, &f));
   EXPECT_EQ(512 * KiB, Info(r).bytes);
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_reservation_grow(m_, r, 600 * KiB, &f));
@@ -232,7 +232,7 @@ TEST_F(Manager, DiskReservationsAreAccountedAndCarryAPath) {
   std::string path = i.path;
   EXPECT_EQ(0u, path.find(gmr_test::TempDir() + "/gmr-")) << path;
   EXPECT_NE(std::string::npos, path.find("-" + std::to_string(r) + ".bin")) << path;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_reservation_grow(m_, r, 1, &f));
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_reservation_shrink(m_, r, 1, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "fixed size")) << f.message;
@@ -251,7 +251,7 @@ TEST_F(Manager, BadReservationsChangeNothing) {
   Make({GpuConfig(0, 1 * MiB), HostConfig(0, 1 * MiB)});
   gmr_reservation_strategy gpu = gmr_reservation_strategy_space(Id(GMR_TIER_GPU, 0));
   gmr_reservation_id r = 5;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   // More than the capacity.
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_tier_manager_try_reserve(m_, &gpu, 2 * MiB, &r, &f));
   EXPECT_EQ(0u, r);
@@ -297,7 +297,7 @@ TEST_F(Manager, BadReservationsChangeNothing) {
 }
 
 TEST_F(Manager, BadConfigsAreRefusedWithAReason) {
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   auto refuse = [&](std::vector<gmr_memory_space_config> cs, const char *words) {
     gmr_tier_manager *m = reinterpret_cast<gmr_tier_manager *>(1);
     EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_tier_manager_create(cs.data(), cs.size(), &m, &f))
@@ -366,7 +366,7 @@ TEST_F(Manager, ShutdownWithReservationsOutstandingAndStreamsLent) {
   EXPECT_TRUE(Stats().shut_down);
   gmr_reservation_strategy where = gmr_reservation_strategy_space(Id(GMR_TIER_GPU, 0));
   gmr_reservation_id again = 0;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_SHUTDOWN, gmr_tier_manager_reserve(m_, &where, 1, GMR_WAIT_FOREVER, &again, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "shut down")) << f.message;
   EXPECT_EQ(GMR_ERR_SHUTDOWN, gmr_tier_manager_try_reserve(m_, &where, 1, &again, &f));

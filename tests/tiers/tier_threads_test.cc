@@ -108,7 +108,7 @@ TEST_F(Waiting, AFreeOfUntrackedMemoryWakesAWaiter) {
 TEST_F(Waiting, TimeoutSaysWhatWasAvailable) {
   gmr_reservation_id big = ReserveIn(GMR_TIER_GPU, 0, 1 * MiB);
   gmr_reservation_id got = 9;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_TIMEOUT, gmr_tier_manager_reserve(m_, &where_, 1 * KiB, 2 * kMs, &got, &f));
   EXPECT_EQ(0u, got);
   EXPECT_NE(nullptr, std::strstr(f.message, "0 bytes available")) << f.message;
@@ -126,7 +126,7 @@ TEST_F(Waiting, ShutdownWakesEveryWaiterWithADistinctStatus) {
   for (int i = 0; i < kThreads; ++i) {
     ts.emplace_back([&] {
       gmr_reservation_id r = 0;
-      gmr_failure f;
+      gmr_failure f = GMR_FAILURE_INIT;
       gmr_status st = gmr_tier_manager_reserve(m_, &where_, 1 * KiB, GMR_WAIT_FOREVER, &r, &f);
       if (st == GMR_ERR_SHUTDOWN && r == 0) shut++;
     });
@@ -183,7 +183,7 @@ TEST(TierThreads, ManyThreadsReserveAllocateAndRelease) {
         size_t blocks = 1 + rng() % 8;  // 64 KiB each (HOST blocks)
         size_t bytes = blocks * 64 * KiB;
         gmr_reservation_id r = 0;
-        gmr_failure f;
+        gmr_failure f = GMR_FAILURE_INIT;
         if (gmr_tier_manager_reserve(m, &where, bytes, 10000 * kMs, &r, &f) != GMR_OK ||
             gmr_reservation_bind_stream(m, r, s, nullptr, &f) != GMR_OK) {
           failures++;

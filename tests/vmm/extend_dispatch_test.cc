@@ -59,7 +59,7 @@ class ExtendDispatch : public ::testing::Test {
 TEST_F(ExtendDispatch, ForwardsAGrowthToTheSlotWithTheDefaultAlignmentFilledIn) {
   gmr_resource_vtbl v = Vtbl(GMR_RESOURCE_VTBL_VERSION, fake_extend);
   gmr_resource r = {&v};
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_extend(&r, ptr_, 100, 300, 0, stream_, &f));
   EXPECT_EQ(1, g_call.count);
   EXPECT_EQ(ptr_, g_call.ptr);
@@ -78,7 +78,7 @@ TEST_F(ExtendDispatch, AFailureOfTheSlotIsRecordedWithTheNewSize) {
   gmr_resource_vtbl v = Vtbl(GMR_RESOURCE_VTBL_VERSION, fake_extend);
   gmr_resource r = {&v};
   g_answer = GMR_ERR_OUT_OF_MEMORY;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_extend(&r, ptr_, 100, 300, 0, stream_, &f));
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, f.status);
   EXPECT_EQ(&r, f.where);
@@ -92,7 +92,7 @@ TEST_F(ExtendDispatch, AFailureOfTheSlotIsRecordedWithTheNewSize) {
 TEST_F(ExtendDispatch, WithoutTheSlotOrBelowVersion3ItIsUnsupported) {
   gmr_resource_vtbl none = Vtbl(GMR_RESOURCE_VTBL_VERSION, nullptr);
   gmr_resource r = {&none};
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_extend(&r, ptr_, 100, 300, 0, stream_, &f));
   EXPECT_EQ(&r, f.where);
   EXPECT_NE(nullptr, std::strstr(f.message, "growing cannot grow an allocation in place"))
@@ -107,7 +107,7 @@ TEST_F(ExtendDispatch, WithoutTheSlotOrBelowVersion3ItIsUnsupported) {
 TEST_F(ExtendDispatch, MalformedRequestsAreRefusedBeforeTheResourceSeesThem) {
   gmr_resource_vtbl v = Vtbl(GMR_RESOURCE_VTBL_VERSION, fake_extend);
   gmr_resource r = {&v};
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_extend(nullptr, ptr_, 100, 300, 0, stream_, &f));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_extend(&r, nullptr, 100, 300, 0, stream_, &f));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_extend(&r, ptr_, 0, 300, 0, stream_, &f));

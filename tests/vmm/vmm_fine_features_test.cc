@@ -23,7 +23,7 @@ class VmmFineFeatures : public gmr_test::FineTest {};
 TEST_F(VmmFineFeatures, ExtendGrowsIntoFreeBytesThenIntoAHole) {
   Make();
   void *p = Alloc(3000);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_extend(r_, p, 3000, kPage - 1024, 0, nullptr, &f)) << f.message;
   EXPECT_EQ(kPage, Held()) << "the rest of its page";
   ASSERT_EQ(GMR_OK, gmr_extend(r_, p, kPage - 1024, 3 * kPage, 0, nullptr, &f)) << f.message;
@@ -76,7 +76,7 @@ TEST_F(VmmFineFeatures, SleepGivesEverythingBackAndWakeRestoresSavedContents) {
   const size_t used = Device().used_bytes;
   gmr_vmm_pool_sleep_options so = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
   so.save_tag_mask = 1u << 1;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_sleep(pool_, &so, &f)) << f.message;
   EXPECT_TRUE(gmr_vmm_pool_resource_is_asleep(pool_));
   EXPECT_EQ(0u, Device().used_bytes) << "every page went back (was " << used << ")";
@@ -109,7 +109,7 @@ TEST_F(VmmFineFeatures, SleepGivesEverythingBackAndWakeRestoresSavedContents) {
 TEST_F(VmmFineFeatures, AWakeTheDeviceCannotServeChangesNothing) {
   Make();
   void *a = Alloc(3 * kPage);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_sleep(pool_, nullptr, &f)) << f.message;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_CREATE, 0, 1,
                                                 cudaError_t(CUDA_ERROR_OUT_OF_MEMORY)));
@@ -139,7 +139,7 @@ TEST_F(VmmFineFeatures, EveryFailedCallOfAGrowthLeavesThePoolAsItWas) {
                                                          : cudaErrorInvalidValue;
       ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(call, skip, UINT64_MAX, err));
       void *p = nullptr;
-      gmr_failure f;
+      gmr_failure f = GMR_FAILURE_INIT;
       gmr_status st = gmr_allocate_ex(r_, 5 * kPage, 0, nullptr, &p, &f);
       gmr_cuda_sim_clear_failures();
       if (st == GMR_OK) {  // fewer calls than `skip`: it succeeded
@@ -172,7 +172,7 @@ TEST_F(VmmFineFeatures, AFailedMoveGivesBackWhatItMovedAndBreaksNothing) {
   ASSERT_EQ(GMR_OK,
             gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_MAP, 1, 1, cudaErrorInvalidValue));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_ex(r_, 6 * kPage, 0, nullptr, &p, &f));
   gmr_cuda_sim_clear_failures();
   gmr_test::ExpectInvariants(pool_);
@@ -191,7 +191,7 @@ TEST_F(VmmFineFeatures, ARefusedVaReservationIsReported) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_ADDRESS_RESERVE, 0, 1,
                                                 cudaErrorMemoryAllocation));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r_, 4 * kPage, 0, nullptr, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "cuMemAddressReserve")) << f.message;
   EXPECT_EQ(1u, Stats(pool_).va_chunk_count);
@@ -230,7 +230,7 @@ TEST_F(VmmFineFeatures, RandomWorkKeepsEveryBlockAndTheInvariants) {
       size_t bytes = 1 + next() % (next() % 4 == 0 ? 5 * kPage : 64 * 1024);
       gmr_stream s = streams[next() % 2];
       void *p = nullptr;
-      gmr_failure f;
+      gmr_failure f = GMR_FAILURE_INIT;
       ASSERT_EQ(GMR_OK, gmr_allocate_ex(r_, bytes, 0, s, &p, &f)) << f.message;
       unsigned char fill = static_cast<unsigned char>(next());
       std::memset(p, fill, bytes);
@@ -245,7 +245,7 @@ TEST_F(VmmFineFeatures, RandomWorkKeepsEveryBlockAndTheInvariants) {
     } else if (next() % 2 == 0) {
       Block &b = live[next() % live.size()];
       size_t more = b.bytes + 1 + next() % kPage;
-      gmr_failure f;
+      gmr_failure f = GMR_FAILURE_INIT;
       gmr_status st = gmr_extend(r_, b.p, b.bytes, more, 0, b.s, &f);
       ASSERT_TRUE(st == GMR_OK || st == GMR_ERR_UNSUPPORTED) << gmr_status_name(st) << f.message;
       if (st == GMR_OK) {

@@ -123,7 +123,7 @@ TEST_F(VmmFineStreams, GrowthDuringACaptureMapsInRelaxedModeAndTouchesNoStream) 
   const uint64_t records = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD);
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(b_));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r_, 3 * kPage, 0, b_, &p, &f)) << f.message;
   void *q = nullptr;
   ASSERT_EQ(GMR_OK, gmr_allocate(r_, 100, 0, b_, &q)) << "a plain allocate is served too";
@@ -150,7 +150,7 @@ TEST_F(VmmFineStreams, AFailedSwitchToRelaxedModeChangesNothing) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_THREAD_EXCHANGE_CAPTURE_MODE, 0, 1,
                                                 cudaErrorUnknown));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_capturing(r_, kPage, 0, b_, &p, &f));
   EXPECT_EQ(calls, VmmCalls());
   EXPECT_EQ(0u, Held());

@@ -52,7 +52,7 @@ TEST_F(VmmFine, AlignmentUpToThePageIsHonouredAndAboveIsRefused) {
     EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 1000, align, nullptr));
   }
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_allocate_ex(r_, 1000, 2 * kPage, nullptr, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "at most its page")) << f.message;
   Free(pad, 256);
@@ -301,7 +301,7 @@ TEST_F(VmmFine, ConfigOutsideItsRangeIsRefusedWithTheLimit) {
   gmr_vmm_pool_resource_config c = FineConfig();
   c.growth_percent = 1001;
   gmr_vmm_pool_resource *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_create(&c, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "at most 1000")) << f.message;
   EXPECT_EQ(nullptr, p);

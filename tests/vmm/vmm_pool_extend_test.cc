@@ -92,7 +92,7 @@ TEST_F(VmmPoolExtend, AnotherStreamsPendingFreeRegionIsTakenAfterAGpuWait) {
 TEST_F(VmmPoolExtend, RefusesWhenTheAddressesAfterItAreTakenAndChangesNothing) {
   void *p = Alloc(2);
   void *wall = Alloc(1);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_extend(r_, p, 2 * kPage, 3 * kPage, 0, nullptr, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "not free")) << f.message;
   EXPECT_EQ(r_, f.where);

@@ -65,8 +65,7 @@ int FailEachCall(gmr_vmm_pool_resource *pool, gmr_cuda_call call, int error, con
     SCOPED_TRACE("failing call " + std::to_string(k + 1));
     const Snapshot before = Take(pool);
     EXPECT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(call, static_cast<uint64_t>(k), 1, error));
-    gmr_failure f;
-    std::memset(&f, 0, sizeof f);
+    gmr_failure f = GMR_FAILURE_INIT;
     gmr_status st = op(&f);
     EXPECT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
     if (st == GMR_OK) return k;

@@ -40,7 +40,7 @@ class VmmPoolFreeFaults : public gmr_test::SimTest {
     gmr_vmm_pool_resource_config c = gmr_test::TestConfig(16);
     c.placement = placement;
     c.growth_percent = 0;
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool_, &f)) << f.message;
     r_ = gmr_vmm_pool_resource_as_resource(pool_);
   }
@@ -63,7 +63,7 @@ class VmmPoolFreeFaults : public gmr_test::SimTest {
   }
   void *Alloc(size_t bytes, gmr_stream s) {
     void *p = nullptr;
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     EXPECT_EQ(GMR_OK, gmr_allocate_ex(r_, bytes, 0, s, &p, &f)) << f.message;
     return p;
   }

@@ -31,7 +31,7 @@ class VmmPool : public gmr_test::SimTest {
   gmr_resource *r_ = nullptr;
 
   void Make(gmr_vmm_pool_resource_config c = gmr_test::TestConfig()) {
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool_, &f)) << f.message;
     r_ = gmr_vmm_pool_resource_as_resource(pool_);
   }
@@ -61,7 +61,7 @@ TEST_F(VmmPool, DefaultsFollowTheDevice) {
 }
 
 TEST_F(VmmPool, CreateRefusesBadConfigsWithAMessageAndLeavesNothing) {
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   gmr_vmm_pool_resource *p = reinterpret_cast<gmr_vmm_pool_resource *>(0x1);
   gmr_vmm_pool_resource_config c = gmr_test::TestConfig();
   c.device = 3;
@@ -100,7 +100,7 @@ TEST_F(VmmPool, CreateRefusesBadConfigsWithAMessageAndLeavesNothing) {
 TEST_F(VmmPool, DriverFailuresAtCreateGiveTheDriverCodeAndLeaveNothing) {
   gmr_vmm_pool_resource_config c = gmr_test::TestConfig(64, 4);
   gmr_vmm_pool_resource *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_ADDRESS_RESERVE, 0, 1,
                                                 CUDA_ERROR_OUT_OF_MEMORY));
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_vmm_pool_resource_create(&c, &p, &f));
@@ -295,7 +295,7 @@ TEST_F(VmmPoolSmallDevice, OutOfDeviceMemoryCarriesTheDriverCodeAndTheFreeBytes)
   ASSERT_EQ(GMR_OK, gmr_deallocate(r_, b, kPage, 0, nullptr));
   const std::string before = Layout(pool_);
   void *c = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r_, 4 * kPage, 0, nullptr, &c, &f));
   EXPECT_EQ(nullptr, c);
   EXPECT_EQ(CUDA_ERROR_OUT_OF_MEMORY, f.cuda_error);
@@ -425,7 +425,7 @@ TEST_F(VmmPoolTwoDevices, PeersThatCannotAccessTheDeviceAreRefusedOrLeftOut) {
   c.peers[0] = 1;
   c.peer_count = 1;
   gmr_vmm_pool_resource *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_vmm_pool_resource_create(&c, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "device 1 cannot access device 0")) << f.message;
   c.peer_access = GMR_VMM_POOL_PEERS_ALL;

@@ -118,7 +118,7 @@ TEST_F(VmmPoolSleep, TagsChooseWhatIsSavedAndWhatWakes) {
   EXPECT_EQ(2 * kPage, Stats(pool_).saved_bytes);
 
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_BUSY, gmr_allocate_ex(r_, kPage, 0, nullptr, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "asleep")) << f.message;
   EXPECT_EQ(GMR_ERR_BUSY, gmr_allocate(r_, 10, 0, nullptr, &p));
@@ -168,7 +168,7 @@ TEST_F(VmmPoolSleep, SleepingWithNothingLiveAndBadOptions) {
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_wake(pool_, nullptr, nullptr));
   gmr_vmm_pool_sleep_options bad = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
   bad.version = 0;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_sleep(pool_, &bad, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "GMR_VMM_POOL_SLEEP_OPTIONS_INIT")) << f.message;
   gmr_vmm_pool_wake_options wbad = GMR_VMM_POOL_WAKE_OPTIONS_INIT;
@@ -198,7 +198,7 @@ TEST_F(VmmPoolSleepSmallDevice, WakeRollsBackWhenTheDeviceCannotGiveThePagesBack
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &thief, nullptr));
   gmr_resource *t = gmr_vmm_pool_resource_as_resource(thief);
   ASSERT_EQ(GMR_OK, gmr_allocate(t, 2 * kPage, 0, nullptr, &other));
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_vmm_pool_resource_wake(pool_, nullptr, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "cuMemCreate")) << f.message;
   EXPECT_EQ("[z2][z3]", Layout(pool_)) << "rolled back: still asleep";

@@ -205,7 +205,7 @@ TEST_F(VmmPoolStreams, GrowthDuringCaptureMapsPagesInRelaxedModeAndTouchesNoStre
 
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(b_));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r_, 3 * kPage, 0, b_, &p, &f)) << f.message;
   void *q = nullptr;
   ASSERT_EQ(GMR_OK, gmr_allocate(r_, kPage, 0, b_, &q)) << "a plain allocate takes the same path";
@@ -237,7 +237,7 @@ TEST_F(VmmPoolStreams, SmallRequestsGrowDuringACapture) {
   const uint64_t records = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD);
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(b_));
   void *p = nullptr, *q = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r_, 300, 0, b_, &p, &f)) << f.message;
   ASSERT_EQ(GMR_OK, gmr_allocate(r_, 5000, 0, b_, &q)) << "a plain allocate takes the same path";
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode()) << "global mode restored";
@@ -256,7 +256,7 @@ TEST_F(VmmPoolStreams, AFailedSwitchToRelaxedModeChangesNothing) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_THREAD_EXCHANGE_CAPTURE_MODE, 0, 1,
                                                 cudaErrorUnknown));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_capturing(r_, kPage, 0, b_, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "cudaThreadExchangeStreamCaptureMode")) << f.message;
   EXPECT_EQ("", Layout(pool_));

@@ -94,7 +94,7 @@ static gmr_vmm_pool_resource_stats stats_of(gmr_vmm_pool_resource *pool) {
 static bool run_round(const options *o, double *ns) {
   gmr_vmm_pool_resource_config c = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
   gmr_vmm_pool_resource *pool = NULL;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   if (!ok(gmr_vmm_pool_resource_create(&c, &pool, &f), "create", &f)) return false;
   gmr_resource *r = gmr_vmm_pool_resource_as_resource(pool);
   size_t page = stats_of(pool).page_bytes;

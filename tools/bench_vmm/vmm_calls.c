@@ -70,7 +70,7 @@ static int run(const char *spec, const char *name, const replay_trace *t, size_t
     for (size_t i = 0; rc == 0 && i < t->event_count; ++i) {
       const replay_event *e = &t->events[i];
       if (e->op == REPLAY_OP_ALLOC) {
-        gmr_failure f;
+        gmr_failure f = GMR_FAILURE_INIT;
         gmr_status st = gmr_allocate_ex(top, (size_t)e->size_bytes, 0, streams[e->stream_index],
                                         &ptrs[e->alloc_index], &f);
         if (st != GMR_OK) {

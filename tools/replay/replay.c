@@ -69,7 +69,7 @@ static gmr_status create_streams(const replay_trace *trace, replay_state *s, rep
 
 static void replay_alloc(const replay_trace *trace, const replay_event *e, size_t event_index,
                          gmr_resource *top, bool timed, replay_state *s, replay_result *r) {
-  gmr_failure failure;
+  gmr_failure failure = GMR_FAILURE_INIT;
   void *ptr = NULL;
   gmr_stream stream = s->streams[e->stream_index];
   gmr_status st;

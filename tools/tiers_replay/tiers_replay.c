@@ -180,7 +180,7 @@ static gmr_status downgrade(ctx *c, size_t need, bool force, bool *moved_any) {
     /* Every victim's blocks first, then the copies, timed alone. */
     for (size_t k = 0; k < n; ++k) {
       buf *b = &c->bufs[victims[k]];
-      gmr_failure f;
+      gmr_failure f = GMR_FAILURE_INIT;
       gmr_status st = host_take(c, b->bytes, &dst[k], &dst_count[k], &f);
       if (st != GMR_OK) {
         /* Give back what this batch took; the victims stay on the GPU. */
@@ -261,7 +261,7 @@ static gmr_status upgrade(ctx *c) {
 
 static gmr_status serve_from_host(ctx *c, size_t index, uint64_t bytes) {
   buf *b = &c->bufs[index];
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   gmr_status st = host_take(c, bytes, &b->blocks, &b->block_count, &f);
   if (st != GMR_OK) {
     return fail(c, st, "%llu bytes fit neither the GPU reservation nor HOST: %s",
@@ -287,7 +287,7 @@ static gmr_status do_alloc(ctx *c, size_t index, uint64_t bytes) {
   }
   for (;;) {
     buf *b = &c->bufs[index];
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     gmr_status st = gmr_allocate_ex(c->gpu, bytes, 0, c->stream, &b->ptr, &f);
     if (st == GMR_OK) {
       b->bytes = bytes;
@@ -348,7 +348,7 @@ static gmr_status build(ctx *c, const replay_trace *trace) {
       o->host_prepin ? host.capacity_bytes / (c->block_bytes * HOST_BLOCKS_PER_CHUNK) : 0;
   host.stream_count = 0;
   gmr_memory_space_config configs[] = {gpu, host};
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   gmr_status st = gmr_tier_manager_create(configs, 2, &c->m, &f);
   if (st != GMR_OK) return fail(c, st, "tier manager: %s", f.message);
   gmr_memory_space *gs = gmr_tier_manager_get_space_at(c->m, 0);
