@@ -117,7 +117,7 @@ static gmr_status acquire(gmr_chunk_listener_adaptor *a, upstream_allocate_fn *a
   } else {
     a->refused_acquire_count++;
     /* Nobody but this call has seen the chunk: give it straight back. */
-    (void)gmr_deallocate(a->upstream, p, bytes, alignment, stream);
+    GMR_IGNORE_STATUS(gmr_resource_deallocate(a->upstream, p, bytes, alignment, stream));
   }
   pthread_mutex_unlock(&a->lock);
   *out_ptr = st == GMR_OK ? p : NULL;
@@ -126,14 +126,15 @@ static gmr_status acquire(gmr_chunk_listener_adaptor *a, upstream_allocate_fn *a
 
 static gmr_status listener_allocate(gmr_resource *self, size_t bytes, size_t alignment,
                                     gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  return acquire(as_adaptor(self), gmr_allocate_ex, bytes, alignment, stream, out_ptr, failure);
+  return acquire(as_adaptor(self), gmr_resource_allocate_ex, bytes, alignment, stream, out_ptr,
+                 failure);
 }
 
 static gmr_status listener_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
                                               gmr_stream stream, void **out_ptr,
                                               gmr_failure *failure) {
-  return acquire(as_adaptor(self), gmr_allocate_capturing, bytes, alignment, stream, out_ptr,
-                 failure);
+  return acquire(as_adaptor(self), gmr_resource_allocate_capturing, bytes, alignment, stream,
+                 out_ptr, failure);
 }
 
 static gmr_status listener_deallocate(gmr_resource *self, void *ptr, size_t bytes,
@@ -153,7 +154,7 @@ static gmr_status listener_deallocate(gmr_resource *self, void *ptr, size_t byte
     gmr__failure_reset(&failure);
     st = tell_releasing(a, ptr, bytes, &failure);
     if (st == GMR_OK) {
-      st = gmr_deallocate(a->upstream, ptr, bytes, alignment, stream);
+      st = gmr_resource_deallocate(a->upstream, ptr, bytes, alignment, stream);
       if (st != GMR_OK) {
         /* Still ours: the listeners hear it back. */
         gmr__failure_reset(&failure);
@@ -175,7 +176,7 @@ static gmr_status listener_deallocate(gmr_resource *self, void *ptr, size_t byte
 }
 
 static gmr_status listener_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
-  return gmr_record_stream(as_adaptor(self)->upstream, ptr, stream);
+  return gmr_resource_record_stream(as_adaptor(self)->upstream, ptr, stream);
 }
 
 static gmr_resource *listener_get_upstream(const gmr_resource *self) {
@@ -381,9 +382,9 @@ gmr_status gmr_chunk_listener_adaptor_get_chunks(gmr_chunk_listener_adaptor *a, 
 }
 
 gmr_status gmr_chunk_listener_adaptor_get_stats(gmr_chunk_listener_adaptor *a,
-                                                gmr_chunk_listener_stats *out) {
+                                                gmr_chunk_listener_adaptor_stats *out) {
   if (a == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
-  gmr_chunk_listener_stats s;
+  gmr_chunk_listener_adaptor_stats s;
   memset(&s, 0, sizeof s);
   pthread_mutex_lock(&a->lock);
   s.chunk_count = a->chunks.count;

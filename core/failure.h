@@ -1,7 +1,7 @@
 /*
  * core/failure.h (internal): the failure record and request checks of the
  * dispatch, shared by every entry point that takes an allocation request:
- * gmr_allocate_ex(), the adaptors that forward without the dispatch
+ * gmr_resource_allocate_ex(), the adaptors that forward without the dispatch
  * (core/forward.h), and resources with entry points of their own
  * (gmr_graph_arena_resource_allocate). One place, so the contract of gmr/resource.h
  * ("the record names the deepest resource that failed") cannot drift.

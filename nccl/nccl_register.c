@@ -257,7 +257,7 @@ static gmr_status nccl_register_pool_impl(gmr_nccl_comm *comm, gmr_resource *sta
                             "nccl: the stack headed by %s has no chunk_listener layer to follow "
                             "its chunks; build it as `pool > chunk_listener > cumem(nccl_ready="
                             "true)`",
-                            gmr_resource_type_name(stack));
+                            gmr_resource_get_type_name(stack));
   }
   pthread_mutex_lock(&comm->lock);
   gmr_status st = GMR_OK;

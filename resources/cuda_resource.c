@@ -125,11 +125,12 @@ static gmr_status cuda_allocate(gmr_resource *self, size_t bytes, size_t alignme
   /* cudaMalloc-family calls during capture would invalidate it: refuse first.
    * Stream-ordered pool allocations are legal in a capture. */
   if (r->kind != GMR_CUDA_KIND_ASYNC && gmr__cuda_stream_is_capturing(r->cuda, stream)) {
-    return gmr__failure_set(failure, GMR_ERR_CAPTURE_UNSAFE,
-                            "%s is not allowed while the stream is capturing a CUDA graph; "
-                            "allocate before capture, call gmr_allocate_capturing, or use a "
-                            "graph_arena_resource",
-                            alloc_call_name(r->kind));
+    return gmr__failure_set(
+        failure, GMR_ERR_CAPTURE_UNSAFE,
+        "%s is not allowed while the stream is capturing a CUDA graph; "
+        "allocate before capture, call gmr_resource_allocate_capturing, or use a "
+        "graph_arena_resource",
+        alloc_call_name(r->kind));
   }
   return allocate_now(r, bytes, alignment, stream, out_ptr, failure);
 }

@@ -140,7 +140,8 @@ static gmr_status add_region(gmr_symmetric_resource *r, size_t need, gmr_stream 
     return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "symmetric: host memory");
   }
   void *p = NULL;
-  gmr_status st = gmr_allocate_ex(r->upstream, bytes, r->alignment_bytes, stream, &p, failure);
+  gmr_status st =
+      gmr_resource_allocate_ex(r->upstream, bytes, r->alignment_bytes, stream, &p, failure);
   if (st != GMR_OK) {
     free(g);
     free(b);
@@ -324,7 +325,7 @@ static bool give_back_last(gmr_symmetric_resource *r, size_t *released_bytes, gm
       return false;
     }
   }
-  *st = gmr_deallocate(r->upstream, (void *)g->base, g->bytes, r->alignment_bytes, NULL);
+  *st = gmr_resource_deallocate(r->upstream, (void *)g->base, g->bytes, r->alignment_bytes, NULL);
   if (*st != GMR_OK) return false;
   r->held_bytes -= g->bytes;
   if (released_bytes != NULL) *released_bytes += g->bytes;

@@ -109,7 +109,8 @@ class FailureRecord : public ::testing::Test {
 TEST_F(FailureRecord, AVersion1RecordGetsItsFieldsAndNothingPastItsSize) {
   Buffer buf(sizeof(failure_v1), 1u);
   void *p = reinterpret_cast<void *>(0x1);
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r(), 1000, 0, nullptr, &p, buf.record()));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY,
+            gmr_resource_allocate_ex(r(), 1000, 0, nullptr, &p, buf.record()));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(0u, buf.touched_from(sizeof(failure_v1)));
   const failure_v1 *old = buf.v1();
@@ -131,7 +132,8 @@ TEST_F(FailureRecord, AVersion1RecordGetsItsFieldsAndNothingPastItsSize) {
 TEST_F(FailureRecord, AWholeRecordGetsTheFreeMemoryFieldsAndNothingPastIt) {
   Buffer buf(sizeof(gmr_failure), GMR_FAILURE_VERSION);
   void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r(), 1000, 0, nullptr, &p, buf.record()));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY,
+            gmr_resource_allocate_ex(r(), 1000, 0, nullptr, &p, buf.record()));
   EXPECT_EQ(0u, buf.touched_from(sizeof(gmr_failure)));
   const gmr_failure *f = buf.record();
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, f->status);
@@ -144,7 +146,8 @@ TEST_F(FailureRecord, AWholeRecordGetsTheFreeMemoryFieldsAndNothingPastIt) {
 TEST_F(FailureRecord, ANewerLargerRecordKeepsTheFieldsTheLibraryDoesNotKnow) {
   Buffer buf(sizeof(gmr_failure) + 32, GMR_FAILURE_VERSION + 1);
   void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r(), 1000, 0, nullptr, &p, buf.record()));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY,
+            gmr_resource_allocate_ex(r(), 1000, 0, nullptr, &p, buf.record()));
   EXPECT_EQ(0u, buf.touched_from(sizeof(gmr_failure)));
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, buf.record()->status);
   EXPECT_STREQ("failing_leaf: no memory", buf.record()->message);
@@ -155,7 +158,8 @@ TEST_F(FailureRecord, ARecordSmallerThanItsHeaderGetsNothingButTheStatusIsReturn
     SCOPED_TRACE("size " + std::to_string(size));
     Buffer buf(size, 1u);
     void *p = nullptr;
-    EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r(), 1000, 0, nullptr, &p, buf.record()));
+    EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY,
+              gmr_resource_allocate_ex(r(), 1000, 0, nullptr, &p, buf.record()));
     EXPECT_EQ(0u, buf.touched_from(0));
     EXPECT_EQ(size, buf.record()->size);  // the header is the caller's
     EXPECT_EQ(sizeof(gmr_failure), leaf_.seen_size);
@@ -166,7 +170,8 @@ TEST_F(FailureRecord, ARecordCutInsideAFieldGetsOnlyTheBytesItHas) {
   const size_t size = offsetof(gmr_failure, message) + 8;
   Buffer buf(size, 1u);
   void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r(), 1000, 0, nullptr, &p, buf.record()));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY,
+            gmr_resource_allocate_ex(r(), 1000, 0, nullptr, &p, buf.record()));
   EXPECT_EQ(0u, buf.touched_from(size));
   EXPECT_EQ(0, std::memcmp("failing_", buf.record()->message, 8));
 }
@@ -182,7 +187,7 @@ TEST_F(FailureRecord, GmrFailureInitGivesAWholeEmptyRecord) {
 }
 
 // Every public entry point that takes a gmr_failure follows the contract, not
-// only gmr_allocate_ex(): each call below fails and would describe why.
+// only gmr_resource_allocate_ex(): each call below fails and would describe why.
 TEST_F(FailureRecord, EveryKindOfEntryPointStopsAtTheCallersSize) {
   gmr_host_resource *host = nullptr;
   ASSERT_EQ(GMR_OK, gmr_host_resource_create(&host));
@@ -192,9 +197,10 @@ TEST_F(FailureRecord, EveryKindOfEntryPointStopsAtTheCallersSize) {
       {"allocate_capturing",
        [&](gmr_failure *f) {
          void *p = nullptr;
-         return gmr_allocate_capturing(r(), 64, 0, nullptr, &p, f);
+         return gmr_resource_allocate_capturing(r(), 64, 0, nullptr, &p, f);
        }},
-      {"extend", [&](gmr_failure *f) { return gmr_extend(r(), &x, 64, 128, 0, nullptr, f); }},
+      {"extend",
+       [&](gmr_failure *f) { return gmr_resource_extend(r(), &x, 64, 128, 0, nullptr, f); }},
       {"pool_resource_create_ex",
        [&](gmr_failure *f) {
          gmr_pool_resource_config c = GMR_POOL_RESOURCE_CONFIG_DEFAULT;

@@ -95,7 +95,7 @@ void gmr__reservation_unbind_locked(gmr__tier_reservation *r) {
   if (!r->bound) return;
   gmr_memory_space *s = r->space;
   /* Requests on the stream are untracked from now on. */
-  (void)gmr_limiting_adaptor_set_stream_limit(s->limiter, r->stream, GMR_LIMIT_NONE);
+  GMR_IGNORE_STATUS(gmr_limiting_adaptor_set_stream_limit(s->limiter, r->stream, GMR_LIMIT_NONE));
   set_bound_id(s, r->stream, 0);
   size_t last = --s->bound_count;
   s->bound[r->bound_index] = s->bound[last];
@@ -130,7 +130,7 @@ static gmr_status reservation_release_impl(gmr_tier_manager *m, gmr_reservation_
     (void)gmr__u64_map_remove(&m->reservations, id, NULL);
     m->release_count++;
     free(r);
-    (void)gmr_notification_channel_notify(m->channel);
+    GMR_IGNORE_STATUS(gmr_notification_channel_notify(m->channel));
   }
   pthread_mutex_unlock(&m->mutex);
   if (st == GMR_ERR_DOUBLE_FREE) {
@@ -170,8 +170,8 @@ static void set_size(gmr__tier_reservation *r, size_t new_bytes) {
   if (s->reserved_bytes > s->peak_reserved_bytes) s->peak_reserved_bytes = s->reserved_bytes;
   r->bytes = new_bytes;
   if (r->bound) {
-    (void)gmr_limiting_adaptor_set_stream_limit(s->limiter, r->stream,
-                                                r->baseline_bytes + new_bytes);
+    GMR_IGNORE_STATUS(gmr_limiting_adaptor_set_stream_limit(s->limiter, r->stream,
+                                                r->baseline_bytes + new_bytes));
   }
 }
 
@@ -237,7 +237,7 @@ static gmr_status reservation_shrink_impl(gmr_tier_manager *m, gmr_reservation_i
                         (unsigned long long)id, new_bytes, allocated);
   } else {
     set_size(r, new_bytes);
-    (void)gmr_notification_channel_notify(m->channel);
+    GMR_IGNORE_STATUS(gmr_notification_channel_notify(m->channel));
   }
   pthread_mutex_unlock(&m->mutex);
   return st;
@@ -275,7 +275,7 @@ static gmr_status reservation_bind_stream_impl(gmr_tier_manager *m, gmr_reservat
   gmr__tier_reservation *other = s != NULL && s->limiter != NULL ? bound_to(s, stream) : NULL;
   size_t held = 0;
   if (st == GMR_OK && s->limiter != NULL) {
-    (void)gmr_limiting_adaptor_get_stream_usage(s->limiter, stream, &held, NULL);
+    GMR_IGNORE_STATUS(gmr_limiting_adaptor_get_stream_usage(s->limiter, stream, &held, NULL));
   }
   if (st != GMR_OK) {
     /* failure filled */

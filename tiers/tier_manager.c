@@ -347,7 +347,7 @@ static void release_policies(const gmr_memory_space_config *configs, size_t from
 
 static void free_manager(gmr_tier_manager *m) {
   for (size_t i = 0; i < m->space_count; ++i) gmr__space_destroy(m->spaces[i]);
-  if (m->channel != NULL) (void)gmr_notification_channel_destroy(m->channel);
+  if (m->channel != NULL) GMR_IGNORE_STATUS(gmr_notification_channel_destroy(m->channel));
   gmr__u64_map_clear(&m->reservations);
   pthread_mutex_destroy(&m->mutex);
   free(m);
@@ -435,9 +435,9 @@ gmr_status gmr_tier_manager_shutdown(gmr_tier_manager *m) {
   pthread_mutex_lock(&m->mutex);
   m->shut_down = true;
   pthread_mutex_unlock(&m->mutex);
-  (void)gmr_notification_channel_shutdown(m->channel);
+  GMR_IGNORE_STATUS(gmr_notification_channel_shutdown(m->channel));
   for (size_t i = 0; i < m->space_count; ++i) {
-    if (m->spaces[i]->streams != NULL) (void)gmr_stream_pool_shutdown(m->spaces[i]->streams);
+    if (m->spaces[i]->streams != NULL) GMR_IGNORE_STATUS(gmr_stream_pool_shutdown(m->spaces[i]->streams));
   }
   return GMR_OK;
 }

@@ -8,8 +8,8 @@
  * an upstream resource; adaptors forward to an upstream and add a behaviour
  * (limits, tracking, logging). A whole allocator is one stack of them.
  *
- * Callers never call vtable slots directly: they call gmr_allocate(),
- * gmr_deallocate() and the other dispatch functions below, which check
+ * Callers never call vtable slots directly: they call gmr_resource_allocate(),
+ * gmr_resource_deallocate() and the other dispatch functions below, which check
  * arguments once for every resource (RMM's non-virtual interface, jemalloc's
  * ehooks).
  *
@@ -309,7 +309,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_resource_check(const gmr_resource *r);
  *
  * Units: bytes; alignment in bytes, a power of two or 0.
  * Ownership: the returned memory belongs to the caller until it is given to
- *   gmr_deallocate() on the same resource with the same bytes and alignment.
+ *   gmr_resource_deallocate() on the same resource with the same bytes and alignment.
  * Thread-safe: as the resource's header says.
  * Stream/device: stream-ordered as described at the top of this header. Whether
  *   it may synchronise or call cudaMalloc depends on the resource.
@@ -323,21 +323,22 @@ GMR_API GMR_NODISCARD gmr_status gmr_resource_check(const gmr_resource *r);
  * After failure: *out_ptr is NULL (when out_ptr is not NULL) and the resource
  *   is as it was before the call.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_allocate(gmr_resource *r, size_t bytes, size_t alignment,
-                                              gmr_stream stream, void **out_ptr);
+GMR_API GMR_NODISCARD gmr_status gmr_resource_allocate(gmr_resource *r, size_t bytes,
+                                                       size_t alignment, gmr_stream stream,
+                                                       void **out_ptr);
 
 /**
- * gmr_allocate() that also describes a failure in `*failure` (may be NULL,
- * then it is exactly gmr_allocate()). On success the record's content is
+ * gmr_resource_allocate() that also describes a failure in `*failure` (may be NULL,
+ * then it is exactly gmr_resource_allocate()). On success the record's content is
  * unspecified. Adaptors pass their own `failure` argument here when they call
  * their upstream, so the record travels up the stack.
  * Ownership: *failure is the caller's, its header set (GMR_FAILURE_INIT); the
  * call writes at most failure->size bytes of it (see gmr_failure). Thread-safe,
- * stream/device semantics, Returns and state after failure: as gmr_allocate().
+ * stream/device semantics, Returns and state after failure: as gmr_resource_allocate().
  */
-GMR_API GMR_NODISCARD gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment,
-                                                 gmr_stream stream, void **out_ptr,
-                                                 gmr_failure *failure);
+GMR_API GMR_NODISCARD gmr_status gmr_resource_allocate_ex(gmr_resource *r, size_t bytes,
+                                                          size_t alignment, gmr_stream stream,
+                                                          void **out_ptr, gmr_failure *failure);
 
 /**
  * Give `ptr` back to `r`, stream-ordered on `stream`. `bytes` and `alignment`
@@ -373,8 +374,8 @@ GMR_API GMR_NODISCARD gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, 
  *                             pass on a CUDA failure).
  * After failure: nothing was released; the caller still owns ptr.
  */
-GMR_API gmr_status gmr_deallocate(gmr_resource *r, void *ptr, size_t bytes, size_t alignment,
-                                  gmr_stream stream);
+GMR_API GMR_NODISCARD gmr_status gmr_resource_deallocate(gmr_resource *r, void *ptr, size_t bytes,
+                                                         size_t alignment, gmr_stream stream);
 
 /**
  * Destroy `r` (never its upstream). NULL is a no-op returning GMR_OK.
@@ -386,7 +387,7 @@ GMR_API gmr_status gmr_deallocate(gmr_resource *r, void *ptr, size_t bytes, size
  * nothing is destroyed: `r` stays valid, and a retry once the cause is gone
  * works.
  */
-GMR_API gmr_status gmr_resource_destroy(gmr_resource *r);
+GMR_API GMR_NODISCARD gmr_status gmr_resource_destroy(gmr_resource *r);
 
 /**
  * The upstream `r` forwards to, or NULL for a leaf resource, NULL `r`, or a
@@ -398,7 +399,7 @@ GMR_API gmr_resource *gmr_resource_get_upstream(const gmr_resource *r);
  * The vtable's type name ("cuda_resource"), or "invalid" for NULL / no vtable.
  * Ownership: static string. Thread-safe: yes.
  */
-GMR_API const char *gmr_resource_type_name(const gmr_resource *r);
+GMR_API const char *gmr_resource_get_type_name(const gmr_resource *r);
 
 /**
  * Ask `r` and everything below it to give cached free memory back to its
@@ -412,7 +413,7 @@ GMR_API const char *gmr_resource_type_name(const gmr_resource *r);
  * Returns GMR_OK, GMR_ERR_INVALID_ARGUMENT for an invalid `r`, or the first
  * failure of a resource's trim (memory given back before it stays given back).
  */
-GMR_API gmr_status gmr_resource_trim(gmr_resource *r, size_t *released_bytes);
+GMR_API GMR_NODISCARD gmr_status gmr_resource_trim(gmr_resource *r, size_t *released_bytes);
 
 /**
  * Report the memory the stack headed by `r` holds from below: the first
@@ -426,7 +427,8 @@ GMR_API gmr_status gmr_resource_trim(gmr_resource *r, size_t *released_bytes);
  * GMR_ERR_UNSUPPORTED when no resource in the stack reports a footprint.
  * On failure *out is zeroed (when out is not NULL).
  */
-GMR_API gmr_status gmr_resource_get_footprint(const gmr_resource *r, gmr_footprint *out);
+GMR_API GMR_NODISCARD gmr_status gmr_resource_get_footprint(const gmr_resource *r,
+                                                            gmr_footprint *out);
 
 /**
  * Report held, live and free bytes and the largest free block of the stack
@@ -460,23 +462,25 @@ GMR_API GMR_NODISCARD gmr_status gmr_resource_get_memory_info(const gmr_resource
  *   was recorded); GMR_ERR_OUT_OF_MEMORY (host memory for the record).
  * After failure nothing was recorded.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_record_stream(gmr_resource *r, void *ptr, gmr_stream stream);
+GMR_API GMR_NODISCARD gmr_status gmr_resource_record_stream(gmr_resource *r, void *ptr,
+                                                            gmr_stream stream);
 
 /**
- * gmr_allocate_ex() for a request made while `stream` captures a CUDA graph,
+ * gmr_resource_allocate_ex() for a request made while `stream` captures a CUDA graph,
  * served without breaking the capture (see gmr_resource_allocate_capturing_fn):
  * the resource may switch the calling thread to relaxed capture mode around
  * calls such as cudaMalloc or page mapping, and restores it. Zero bytes,
- * alignment and argument checks are as in gmr_allocate_ex().
+ * alignment and argument checks are as in gmr_resource_allocate_ex().
  *
  * Thread-safe: as the resource's header says.
- * Returns as gmr_allocate_ex(), and GMR_ERR_CAPTURE_UNSAFE when a resource of
+ * Returns as gmr_resource_allocate_ex(), and GMR_ERR_CAPTURE_UNSAFE when a resource of
  * the stack cannot allocate during capture (cudaMallocAsync would add a
  * memory node to the graph); the capture is then untouched.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_allocate_capturing(gmr_resource *r, size_t bytes,
-                                                        size_t alignment, gmr_stream stream,
-                                                        void **out_ptr, gmr_failure *failure);
+GMR_API GMR_NODISCARD gmr_status gmr_resource_allocate_capturing(gmr_resource *r, size_t bytes,
+                                                                 size_t alignment,
+                                                                 gmr_stream stream, void **out_ptr,
+                                                                 gmr_failure *failure);
 
 /**
  * Grow the live allocation at `ptr` from `bytes` to `new_bytes` without
@@ -487,7 +491,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_allocate_capturing(gmr_resource *r, size_t 
  *
  * Units: bytes; alignment as given at allocation (0 = 256).
  * Ownership: on GMR_OK the caller owns [ptr, ptr + new_bytes) and later frees
- *   it with gmr_deallocate(r, ptr, new_bytes, alignment, ...).
+ *   it with gmr_resource_deallocate(r, ptr, new_bytes, alignment, ...).
  * Thread-safe: as the resource's header says.
  * Stream/device: the added bytes are valid for work ordered after the call on
  *   `stream`. Whether it may map pages, synchronise or run while `stream`
@@ -505,13 +509,71 @@ GMR_API GMR_NODISCARD gmr_status gmr_allocate_capturing(gmr_resource *r, size_t 
  *   GMR_ERR_UNKNOWN_POINTER, GMR_ERR_FREE_MISMATCH (ptr is not a live
  *   allocation of r, or bytes is not its size), GMR_ERR_CUDA, GMR_ERR_BUSY
  *                             as the resource documents.
- * `failure` (may be NULL) is filled as by gmr_allocate_ex() on failure, with
+ * `failure` (may be NULL) is filled as by gmr_resource_allocate_ex() on failure, with
  *   bytes = new_bytes.
  * After failure: nothing changed; the allocation is still `bytes` long.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_extend(gmr_resource *r, void *ptr, size_t bytes,
-                                            size_t new_bytes, size_t alignment, gmr_stream stream,
-                                            gmr_failure *failure);
+GMR_API GMR_NODISCARD gmr_status gmr_resource_extend(gmr_resource *r, void *ptr, size_t bytes,
+                                                     size_t new_bytes, size_t alignment,
+                                                     gmr_stream stream, gmr_failure *failure);
+
+/* ---- deprecated names ---------------------------------------------------- */
+/* Renamed in 0.2.0 to the gmr_<object>_<verb> scheme; removed in 0.3.0. Each
+ * is the same function under its old name, still exported from libgmr.so. */
+
+/**
+ * Deprecated name of gmr_resource_allocate(). Thread-safe, stream/device
+ * semantics: as gmr_resource_allocate(). Returns as gmr_resource_allocate().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_allocate") gmr_status
+gmr_allocate(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream, void **out_ptr);
+
+/**
+ * Deprecated name of gmr_resource_allocate_ex(). Thread-safe, stream/device
+ * semantics: as gmr_resource_allocate_ex(). Returns as gmr_resource_allocate_ex().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_allocate_ex") gmr_status
+gmr_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
+                void **out_ptr, gmr_failure *failure);
+
+/**
+ * Deprecated name of gmr_resource_deallocate(). Thread-safe, stream/device
+ * semantics: as gmr_resource_deallocate(). Returns as gmr_resource_deallocate().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_deallocate") gmr_status
+gmr_deallocate(gmr_resource *r, void *ptr, size_t bytes, size_t alignment, gmr_stream stream);
+
+/**
+ * Deprecated name of gmr_resource_allocate_capturing(). Thread-safe,
+ * stream/device semantics: as gmr_resource_allocate_capturing().
+ * Returns as gmr_resource_allocate_capturing().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_allocate_capturing") gmr_status
+gmr_allocate_capturing(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
+                       void **out_ptr, gmr_failure *failure);
+
+/**
+ * Deprecated name of gmr_resource_record_stream(). Thread-safe, stream/device
+ * semantics: as gmr_resource_record_stream().
+ * Returns as gmr_resource_record_stream().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_record_stream") gmr_status
+gmr_record_stream(gmr_resource *r, void *ptr, gmr_stream stream);
+
+/**
+ * Deprecated name of gmr_resource_extend(). Thread-safe, stream/device
+ * semantics: as gmr_resource_extend(). Returns as gmr_resource_extend().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_extend") gmr_status
+gmr_extend(gmr_resource *r, void *ptr, size_t bytes, size_t new_bytes, size_t alignment,
+           gmr_stream stream, gmr_failure *failure);
+
+/**
+ * Deprecated name of gmr_resource_get_type_name(): the same string.
+ * Thread-safe: yes.
+ */
+GMR_API GMR_DEPRECATED("use gmr_resource_get_type_name") const char *
+gmr_resource_type_name(const gmr_resource *r);
 
 #ifdef __cplusplus
 }

@@ -56,9 +56,9 @@ gmr_status gmr__fb_get_memory_info(const gmr_resource *self, gmr_memory_info *ou
 }
 
 gmr_status gmr_fixed_block_resource_get_stats(gmr_fixed_block_resource *r,
-                                              gmr_fixed_block_stats *out) {
+                                              gmr_fixed_block_resource_stats *out) {
   if (r == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
-  gmr_fixed_block_stats s;
+  gmr_fixed_block_resource_stats s;
   memset(&s, 0, sizeof s);
   s.block_bytes = r->config.block_bytes;
   for (uint32_t i = 0; i < r->shard_count; ++i) {
@@ -215,7 +215,7 @@ static gmr_status take_initial(gmr_fixed_block_resource *r, gmr_failure *f) {
     snprintf(text, sizeof text,
              "fixed_block_resource: initial chunk %zu of initial_chunk_count (%zu), %zu bytes, "
              "refused by %s (%s); lower initial_chunk_count, blocks_per_chunk or block_bytes%s%s",
-             i + 1, c->initial_chunk_count, bytes, gmr_resource_type_name(r->upstream),
+             i + 1, c->initial_chunk_count, bytes, gmr_resource_get_type_name(r->upstream),
              gmr_status_name(st), f->message[0] != '\0' ? ": " : "", f->message);
     size_t n = strlen(text);
     if (n >= sizeof f->message) n = sizeof f->message - 1;

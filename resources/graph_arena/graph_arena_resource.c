@@ -41,10 +41,10 @@ static gmr_status forward_allocate(gmr_graph_arena_resource *a, size_t bytes, si
                                    gmr_failure *failure) {
   gmr__ga_count_upstream_call(a);
   /* The dispatch checked the request: call the upstream's slot directly. */
-  gmr_status st = capturing ? gmr_allocate_capturing(a->upstream, bytes, alignment, stream,
-                                                     out_ptr, failure)
-                            : gmr__forward_allocate(a->upstream, bytes, alignment, stream,
-                                                    out_ptr, failure);
+  gmr_status st =
+      capturing
+          ? gmr_resource_allocate_capturing(a->upstream, bytes, alignment, stream, out_ptr, failure)
+          : gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
   if (st == GMR_OK) {
     atomic_fetch_add_explicit(&a->forwarded_allocation_count, 1, memory_order_relaxed);
   } else {
@@ -509,9 +509,9 @@ gmr_status gmr_graph_arena_resource_allocate(gmr_graph_arena_resource *a, size_t
 }
 
 gmr_status gmr_graph_arena_resource_get_stats(gmr_graph_arena_resource *a,
-                                              gmr_graph_arena_stats *out) {
+                                              gmr_graph_arena_resource_stats *out) {
   if (a == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
-  gmr_graph_arena_stats s;
+  gmr_graph_arena_resource_stats s;
   memset(&s, 0, sizeof s);
   gmr__ga_lock(a);
   s.held_bytes = a->held_bytes;

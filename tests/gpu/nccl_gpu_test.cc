@@ -95,12 +95,12 @@ class NcclGpu : public gmr_test::GpuTest {
     EXPECT_EQ(cudaSuccess, cudaSetDevice(d));
     void *p = nullptr;
     gmr_failure f = GMR_FAILURE_INIT;
-    EXPECT_EQ(GMR_OK, gmr_allocate_ex(r, bytes, 0, streams_[d], &p, &f)) << f.message;
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate_ex(r, bytes, 0, streams_[d], &p, &f)) << f.message;
     return p;
   }
   void Free(int d, gmr_resource *r, void *p, size_t bytes) {
     EXPECT_EQ(cudaSuccess, cudaSetDevice(d));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, bytes, 0, streams_[d]));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, bytes, 0, streams_[d]));
   }
   // send[d] gets rank d's pattern, recv[d] is poisoned; one all-reduce;
   // every element of both results must be the sum.

@@ -62,10 +62,12 @@ class VmmFineGpu : public gmr_test::GpuTest {
   void *Alloc(size_t bytes) {
     void *p = nullptr;
     gmr_failure f = GMR_FAILURE_INIT;
-    EXPECT_EQ(GMR_OK, gmr_allocate_ex(r_, bytes, 0, s_, &p, &f)) << f.message;
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate_ex(r_, bytes, 0, s_, &p, &f)) << f.message;
     return p;
   }
-  void Free(void *p, size_t bytes) { EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, bytes, 0, s_)); }
+  void Free(void *p, size_t bytes) {
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, bytes, 0, s_));
+  }
   gmr_vmm_pool_resource_stats Stats() {
     gmr_vmm_pool_resource_stats s = GMR_VMM_POOL_RESOURCE_STATS_INIT;
     EXPECT_EQ(GMR_OK, gmr_vmm_pool_resource_get_stats(pool_, &s));
@@ -145,7 +147,7 @@ TEST_F(VmmFineGpu, GrowthDuringARealCaptureKeepsTheCaptureValid) {
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s_, cudaStreamCaptureModeGlobal));
   void *p = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
-  gmr_status st = gmr_allocate_capturing(r_, 4 * kPage + 300, 0, s_, &p, &f);
+  gmr_status st = gmr_resource_allocate_capturing(r_, 4 * kPage + 300, 0, s_, &p, &f);
   EXPECT_EQ(GMR_OK, st) << f.message;
   if (st == GMR_OK) {
     EXPECT_EQ(cudaSuccess, kernels_.fill(p, 4 * kPage + 300, 7, s_));

@@ -39,7 +39,7 @@ class Parity : public gmr_test::StreamsTierTest {
   Parity() : StreamsTierTest(3) {}
   gmr_status Refused(size_t bytes, gmr_stream s, gmr_failure *f) {
     void *p = nullptr;
-    gmr_status st = gmr_allocate_ex(Gpu(), bytes, 0, s, &p, f);
+    gmr_status st = gmr_resource_allocate_ex(Gpu(), bytes, 0, s, &p, f);
     EXPECT_EQ(nullptr, p);
     return st;
   }

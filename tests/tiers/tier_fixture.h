@@ -150,11 +150,11 @@ class StreamsTierTest : public TierTest {
   void *Alloc(size_t bytes, gmr_stream s, gmr_status want = GMR_OK) {
     void *p = nullptr;
     gmr_failure f = GMR_FAILURE_INIT;
-    EXPECT_EQ(want, gmr_allocate_ex(Gpu(), bytes, 0, s, &p, &f)) << f.message;
+    EXPECT_EQ(want, gmr_resource_allocate_ex(Gpu(), bytes, 0, s, &p, &f)) << f.message;
     return p;
   }
   void Free(void *p, size_t bytes, gmr_stream s) {
-    EXPECT_EQ(GMR_OK, gmr_deallocate(Gpu(), p, bytes, 0, s));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(Gpu(), p, bytes, 0, s));
   }
   std::vector<gmr_stream> streams_;
 };

@@ -35,15 +35,15 @@ TEST_F(Manager, BuildsEverySpaceWithItsStackAndStreams) {
   EXPECT_EQ(1, gmr_memory_space_get_id(gpu1).index);
   EXPECT_EQ(4 * MiB, gmr_memory_space_get_capacity_bytes(gpu1));
   EXPECT_EQ(gpu1, gmr_memory_space_from_resource(gmr_memory_space_as_resource(gpu1)));
-  EXPECT_STREQ("memory_space", gmr_resource_type_name(Res(GMR_TIER_GPU, 1)));
+  EXPECT_STREQ("memory_space", gmr_resource_get_type_name(Res(GMR_TIER_GPU, 1)));
   // GPU: memory_space > limiting > cuda(kind=async) on its device.
   gmr_resource *below = gmr_resource_get_upstream(Res(GMR_TIER_GPU, 1));
-  EXPECT_STREQ("limiting_adaptor", gmr_resource_type_name(below));
-  EXPECT_STREQ("cuda_resource", gmr_resource_type_name(gmr_resource_get_upstream(below)));
+  EXPECT_STREQ("limiting_adaptor", gmr_resource_get_type_name(below));
+  EXPECT_STREQ("cuda_resource", gmr_resource_get_type_name(gmr_resource_get_upstream(below)));
   // HOST: memory_space > limiting > fixed_block > numa_host.
   gmr_resource *hb = gmr_resource_get_upstream(gmr_resource_get_upstream(Res(GMR_TIER_HOST, 0)));
-  EXPECT_STREQ("fixed_block_resource", gmr_resource_type_name(hb));
-  EXPECT_STREQ("numa_host_resource", gmr_resource_type_name(gmr_resource_get_upstream(hb)));
+  EXPECT_STREQ("fixed_block_resource", gmr_resource_get_type_name(hb));
+  EXPECT_STREQ("numa_host_resource", gmr_resource_get_type_name(gmr_resource_get_upstream(hb)));
   // DISK: nothing below.
   EXPECT_EQ(nullptr, gmr_resource_get_upstream(Res(GMR_TIER_DISK, 0)));
   EXPECT_EQ(nullptr, gmr_memory_space_get_limiting_adaptor(Space(GMR_TIER_DISK, 0)));
@@ -239,10 +239,12 @@ TEST_F(Manager, DiskReservationsAreAccountedAndCarryAPath) {
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_reservation_bind_stream(m_, r, nullptr, nullptr, &f));
   // A DISK space asked for memory: a clear refusal.
   void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_allocate_ex(Res(GMR_TIER_DISK, 0), 4096, 0, nullptr, &p, &f));
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED,
+            gmr_resource_allocate_ex(Res(GMR_TIER_DISK, 0), 4096, 0, nullptr, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_NE(nullptr, std::strstr(f.message, "DISK space")) << f.message;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(Res(GMR_TIER_DISK, 0), &f, 16, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
+            gmr_resource_deallocate(Res(GMR_TIER_DISK, 0), &f, 16, 0, nullptr));
   EXPECT_EQ(4 * MiB, SpaceStats(GMR_TIER_DISK, 0).reserved_bytes);
   Release(r);
 }
@@ -385,9 +387,9 @@ TEST_F(Manager, ShutdownWithReservationsOutstandingAndStreamsLent) {
 TEST_F(Manager, DestroyRefusesWhileMemoryIsLive) {
   Make({GpuConfig(0, 1 * MiB)});
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(Res(GMR_TIER_GPU, 0), 4096, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(Res(GMR_TIER_GPU, 0), 4096, 0, nullptr, &p));
   EXPECT_EQ(GMR_ERR_BUSY, gmr_tier_manager_destroy(m_));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(Res(GMR_TIER_GPU, 0), p, 4096, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(Res(GMR_TIER_GPU, 0), p, 4096, 0, nullptr));
 }
 
 TEST_F(Manager, DestroyThatCannotSynchroniseChangesNothing) {

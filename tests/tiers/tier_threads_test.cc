@@ -91,14 +91,14 @@ TEST_F(Waiting, AFreeOfUntrackedMemoryWakesAWaiter) {
   gmr_stream s = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(Res(GMR_TIER_GPU, 0), 900 * KiB, 0, s, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(Res(GMR_TIER_GPU, 0), 900 * KiB, 0, s, &p));
   gmr_reservation_id got = 0;
   gmr_status st = GMR_ERR_INTERNAL;
   std::thread t([&] {
     st = gmr_tier_manager_reserve(m_, &where_, 500 * KiB, GMR_WAIT_FOREVER, &got, nullptr);
   });
   WaitForWaiters(1);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(Res(GMR_TIER_GPU, 0), p, 900 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(Res(GMR_TIER_GPU, 0), p, 900 * KiB, 0, s));
   t.join();
   ASSERT_EQ(GMR_OK, st);
   Release(got);
@@ -197,17 +197,17 @@ TEST(TierThreads, ManyThreadsReserveAllocateAndRelease) {
         std::vector<void *> ps;
         for (size_t b = 0; b < blocks; ++b) {
           void *p = nullptr;
-          if (gmr_allocate(res, 64 * KiB, 0, s, &p) != GMR_OK) failures++;
+          if (gmr_resource_allocate(res, 64 * KiB, 0, s, &p) != GMR_OK) failures++;
           ps.push_back(p);
         }
         void *extra = nullptr;  // one past the reservation: refused (fail policy)
-        if (gmr_allocate(res, 64 * KiB, 0, s, &extra) == GMR_ERR_LIMIT_EXCEEDED) {
+        if (gmr_resource_allocate(res, 64 * KiB, 0, s, &extra) == GMR_ERR_LIMIT_EXCEEDED) {
           refused_as_expected++;
         } else {
           failures++;
         }
         for (void *p : ps) {
-          if (p != nullptr && gmr_deallocate(res, p, 64 * KiB, 0, s) != GMR_OK) failures++;
+          if (p != nullptr && gmr_resource_deallocate(res, p, 64 * KiB, 0, s) != GMR_OK) failures++;
         }
         if (gmr_reservation_release(m, r, &f) != GMR_OK) failures++;
         if (gmr_stream_pool_release(pool, s) != GMR_OK) failures++;

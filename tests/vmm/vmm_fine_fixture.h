@@ -61,11 +61,11 @@ class FineTest : public SimTest {
   void *Alloc(size_t bytes, gmr_stream s = nullptr, size_t alignment = 0) {
     void *p = nullptr;
     gmr_failure f = GMR_FAILURE_INIT;
-    EXPECT_EQ(GMR_OK, gmr_allocate_ex(r_, bytes, alignment, s, &p, &f)) << f.message;
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate_ex(r_, bytes, alignment, s, &p, &f)) << f.message;
     return p;
   }
   void Free(void *p, size_t bytes, gmr_stream s = nullptr) {
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, bytes, 0, s));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, bytes, 0, s));
   }
   size_t Held() { return Stats(pool_).mapped_bytes; }
   gmr_cuda_sim_usage Device() {

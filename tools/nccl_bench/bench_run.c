@@ -199,10 +199,10 @@ static bool buffers_get(bench_ranks *b, bench_variant v, size_t bytes, char *err
           !cuda_ok(cudaMalloc(&r->recv, bytes), "cudaMalloc", error, error_bytes)) {
         return false;
       }
-    } else if (!gmr_ok(gmr_allocate_ex(r->resource, bytes, 0, r->stream, &r->send, &f),
-                       "gmr_allocate", &f, error, error_bytes) ||
-               !gmr_ok(gmr_allocate_ex(r->resource, bytes, 0, r->stream, &r->recv, &f),
-                       "gmr_allocate", &f, error, error_bytes)) {
+    } else if (!gmr_ok(gmr_resource_allocate_ex(r->resource, bytes, 0, r->stream, &r->send, &f),
+                       "gmr_resource_allocate", &f, error, error_bytes) ||
+               !gmr_ok(gmr_resource_allocate_ex(r->resource, bytes, 0, r->stream, &r->recv, &f),
+                       "gmr_resource_allocate", &f, error, error_bytes)) {
       return false;
     }
     if (v == VARIANT_CUDA_MALLOC_REG &&
@@ -236,8 +236,8 @@ static void buffers_put(bench_ranks *b, size_t bytes, char *error, size_t error_
       if (r->resource == NULL) {
         (void)cudaFree(*bufs[k]);
       } else {
-        (void)gmr_ok(gmr_deallocate(r->resource, *bufs[k], bytes, 0, r->stream), "gmr_deallocate",
-                     NULL, error, error_bytes);
+        (void)gmr_ok(gmr_resource_deallocate(r->resource, *bufs[k], bytes, 0, r->stream),
+                     "gmr_resource_deallocate", NULL, error, error_bytes);
       }
       *bufs[k] = NULL;
     }

@@ -290,7 +290,7 @@ static int run_rank(const bench_options *o, int rank, int id_read, int id_write)
     bench_ranks_destroy(ranks);
   }
   if (gmr_nccl_comm_destroy(comm, &f) != GMR_OK) failures++;
-  (void)gmr_nccl_library_close(lib);
+  GMR_IGNORE_STATUS(gmr_nccl_library_close(lib));
   fflush(stdout);
   return failures == 0 ? 0 : 1;
 }
