@@ -87,12 +87,13 @@ gmr_status gmr_limiting_adaptor_get_stream_usage(const gmr_limiting_adaptor *a, 
   return GMR_OK;
 }
 
-gmr_status gmr_limiting_adaptor_get_stats(const gmr_limiting_adaptor *a, gmr_limiting_stats *out) {
-  size_t header = offsetof(gmr_limiting_stats, version) + sizeof out->version;
+gmr_status gmr_limiting_adaptor_get_stats(const gmr_limiting_adaptor *a,
+                                          gmr_limiting_adaptor_stats *out) {
+  size_t header = offsetof(gmr_limiting_adaptor_stats, version) + sizeof out->version;
   if (a == NULL || out == NULL || out->size < header || out->version == 0) {
     return GMR_ERR_INVALID_ARGUMENT;
   }
-  gmr_limiting_stats s;
+  gmr_limiting_adaptor_stats s;
   memset(&s, 0, sizeof s);
   s.limit_bytes = atomic_load_explicit(&a->limit_bytes, memory_order_relaxed);
   s.used_bytes = gmr__limiting_used_bytes(a);

@@ -181,9 +181,10 @@ static void mark_allocate_failure(gmr_nvtx_logging_adaptor *a, gmr_status status
   format_stream_only(where, sizeof where, stream);
   char text[GMR_FAILURE_MESSAGE_BYTES + 192];
   bool limit = status == GMR_ERR_LIMIT_EXCEEDED;
-  int n = snprintf(text, sizeof text, "%s: %s (%zu bytes, %s; in %s",
-                   limit ? "allocate refused by a limit" : "allocate failed",
-                   gmr_status_name(status), bytes, where, gmr_resource_type_name(failure->where));
+  int n =
+      snprintf(text, sizeof text, "%s: %s (%zu bytes, %s; in %s",
+               limit ? "allocate refused by a limit" : "allocate failed", gmr_status_name(status),
+               bytes, where, gmr_resource_get_type_name(failure->where));
   if (n > 0 && (size_t)n < sizeof text && failure->cuda_error != 0) {
     n += snprintf(text + n, sizeof text - (size_t)n, "; cuda error %d", failure->cuda_error);
   }
@@ -212,7 +213,7 @@ static void mark_event(gmr_nvtx_logging_adaptor *a, const gmr_event *e) {
   char where[STREAM_TEXT_BYTES];
   format_stream_only(where, sizeof where, e->stream);
   const char *policy = e->policy_name != NULL ? e->policy_name : "?";
-  const char *in = gmr_resource_type_name(e->source);
+  const char *in = gmr_resource_get_type_name(e->source);
   const char *scope = e->scope_stream ? "stream limit" : "limit";
   char text[320];
   bool limit = true;
@@ -287,7 +288,7 @@ static gmr_status subscribe(gmr_nvtx_logging_adaptor *a) {
 
 static void unsubscribe(gmr_nvtx_logging_adaptor *a) {
   if (!a->subscribed) return;
-  (void)gmr_resource_remove_event_listener(a->upstream, on_event, a);
+  GMR_IGNORE_STATUS(gmr_resource_remove_event_listener(a->upstream, on_event, a));
   a->subscribed = false;
 }
 
@@ -379,7 +380,7 @@ static void mark_extend_failure(gmr_nvtx_logging_adaptor *a, gmr_status status, 
   int n = snprintf(text, sizeof text,
                    "extend failed: %s (0x%" PRIxPTR " from %zu to %zu bytes, %s; in %s",
                    gmr_status_name(status), (uintptr_t)ptr, bytes, new_bytes, where,
-                   gmr_resource_type_name(failure->where));
+                   gmr_resource_get_type_name(failure->where));
   if (n > 0 && (size_t)n < sizeof text && failure->message[0] != '\0') {
     n += snprintf(text + n, sizeof text - (size_t)n, ": %s", failure->message);
   }

@@ -18,7 +18,7 @@ static size_t owners_seen(const gmr_tracking_adaptor *a) {
   return gmr__key_slots_count(&a->owner_slots);
 }
 
-static void fill_stats(const gmr_tracking_adaptor *a, gmr_tracking_stats *s) {
+static void fill_stats(const gmr_tracking_adaptor *a, gmr_tracking_adaptor_stats *s) {
   memset(s, 0, sizeof *s);
   gmr__lane_counts_value(&a->all, &s->bytes.current, &s->allocations.current);
   gmr__lane_counts_peak(&a->all, &s->bytes.peak, &s->allocations.peak);
@@ -40,32 +40,33 @@ static void copy_out(void *out, const void *full, size_t full_size) {
   size_t caller_size = 0;
   uint32_t caller_version = 0;
   memcpy(&caller_size, out, sizeof caller_size);
-  memcpy(&caller_version, (const char *)out + offsetof(gmr_tracking_stats, version),
+  memcpy(&caller_version, (const char *)out + offsetof(gmr_tracking_adaptor_stats, version),
          sizeof caller_version);
   memcpy(out, full, caller_size < full_size ? caller_size : full_size);
   memcpy(out, &caller_size, sizeof caller_size);
-  memcpy((char *)out + offsetof(gmr_tracking_stats, version), &caller_version,
+  memcpy((char *)out + offsetof(gmr_tracking_adaptor_stats, version), &caller_version,
          sizeof caller_version);
 }
 
-static const size_t stats_header = offsetof(gmr_tracking_stats, version) + sizeof(uint32_t);
+static const size_t stats_header = offsetof(gmr_tracking_adaptor_stats, version) + sizeof(uint32_t);
 
-gmr_status gmr_tracking_adaptor_get_stats(const gmr_tracking_adaptor *a, gmr_tracking_stats *out) {
+gmr_status gmr_tracking_adaptor_get_stats(const gmr_tracking_adaptor *a,
+                                          gmr_tracking_adaptor_stats *out) {
   if (a == NULL || out == NULL || !header_ok(out->size, out->version, stats_header)) {
     return GMR_ERR_INVALID_ARGUMENT;
   }
-  gmr_tracking_stats s;
+  gmr_tracking_adaptor_stats s;
   fill_stats(a, &s);
   copy_out(out, &s, sizeof s);
   return GMR_OK;
 }
 
 gmr_status gmr_tracking_adaptor_get_owner_stats(const gmr_tracking_adaptor *a, uint64_t owner,
-                                                gmr_tracking_owner_stats *out) {
+                                                gmr_tracking_adaptor_owner_stats *out) {
   if (a == NULL || out == NULL || !header_ok(out->size, out->version, stats_header)) {
     return GMR_ERR_INVALID_ARGUMENT;
   }
-  gmr_tracking_owner_stats s;
+  gmr_tracking_adaptor_owner_stats s;
   memset(&s, 0, sizeof s);
   s.owner = owner;
   size_t slot = gmr__key_slots_find(&a->owner_slots, owner);
@@ -153,11 +154,12 @@ static void report_count(gmr_stat_count *out, const gmr__scope_count *c) {
   out->total = c->total;
 }
 
-gmr_status gmr_tracking_adaptor_pop_scope(gmr_tracking_adaptor *a, gmr_tracking_stats *out) {
+gmr_status gmr_tracking_adaptor_pop_scope(gmr_tracking_adaptor *a,
+                                          gmr_tracking_adaptor_stats *out) {
   if (a == NULL || (out != NULL && !header_ok(out->size, out->version, stats_header))) {
     return GMR_ERR_INVALID_ARGUMENT;
   }
-  gmr_tracking_stats s;
+  gmr_tracking_adaptor_stats s;
   gmr_status st = GMR_OK;
   pthread_mutex_lock(&a->scope_mutex);
   unsigned depth = atomic_load(&a->scope_depth);
@@ -250,7 +252,7 @@ gmr_status gmr_tracking_adaptor_report_leaks(const gmr_tracking_adaptor *a, FILE
 
 gmr_status gmr_tracking_adaptor_destroy_force(gmr_tracking_adaptor *a, FILE *report) {
   if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  if (report != NULL) (void)gmr_tracking_adaptor_report_leaks(a, report, NULL);
+  if (report != NULL) GMR_IGNORE_STATUS(gmr_tracking_adaptor_report_leaks(a, report, NULL));
   gmr__book_item *all = NULL;
   size_t n = 0;
   gmr_status st = collect(a, &all, &n);

@@ -1,7 +1,7 @@
 /*
  * core/failure.h (internal): the failure record and request checks of the
  * dispatch, shared by every entry point that takes an allocation request:
- * gmr_allocate_ex(), the adaptors that forward without the dispatch
+ * gmr_resource_allocate_ex(), the adaptors that forward without the dispatch
  * (core/forward.h), and resources with entry points of their own
  * (gmr_graph_arena_resource_allocate). One place, so the contract of gmr/resource.h
  * ("the record names the deepest resource that failed") cannot drift.
@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "gmr/resource.h"
 
@@ -36,6 +37,40 @@ static inline void gmr__failure_reset(gmr_failure *f) {
   f->free_info_known = false;
   f->free_bytes = 0;
   f->largest_free_block_bytes = 0;
+}
+
+/* Bytes of gmr_failure's header (size, version), which the library never writes. */
+#define GMR__FAILURE_HEADER_BYTES offsetof(gmr_failure, status)
+
+/*
+ * The record a public entry point that takes a caller's `gmr_failure *` works
+ * in (gmr/resource.h: the library never writes past the caller's `size`):
+ * the caller's own when it is a whole record of this version, else `local`,
+ * given a header of its own. Every public entry point calls it first and
+ * gmr__failure_end() last, so resources, listeners and policies only ever see
+ * whole records.
+ */
+static inline gmr_failure *gmr__failure_begin(gmr_failure *caller, gmr_failure *local) {
+  if (caller != NULL && caller->size >= sizeof(gmr_failure)) return caller;
+  local->size = sizeof *local;
+  local->version = GMR_FAILURE_VERSION;
+  return local;
+}
+
+/* Copy what fits of `used` (from gmr__failure_begin) into the caller's record:
+ * nothing when the caller gave none, passed its own, or has a `size` smaller
+ * than the header; else the fields up to min(size, sizeof(gmr_failure)).
+ * Returns `status`, so an entry point can end with
+ * `return gmr__failure_end(failure, f, st);`. */
+static inline gmr_status gmr__failure_end(gmr_failure *caller, const gmr_failure *used,
+                                          gmr_status status) {
+  if (caller == NULL || caller == used || caller->size <= GMR__FAILURE_HEADER_BYTES) {
+    return status;
+  }
+  size_t end = caller->size < sizeof(gmr_failure) ? caller->size : sizeof(gmr_failure);
+  memcpy((char *)caller + GMR__FAILURE_HEADER_BYTES, (const char *)used + GMR__FAILURE_HEADER_BYTES,
+         end - GMR__FAILURE_HEADER_BYTES);
+  return status;
 }
 
 /* Fill the record for a failure that no deeper resource described, naming

@@ -3,7 +3,7 @@
  * request the dispatch already checked from its vtable slot straight to its
  * upstream's slot.
  *
- * gmr_allocate_ex() checks its arguments and resets the failure record; a
+ * gmr_resource_allocate_ex() checks its arguments and resets the failure record; a
  * request that came through it has nothing left to check on the way down
  * (bytes in 1..GMR_MAX_ALLOCATION_BYTES, a power-of-two alignment, a non-NULL
  * out pointer, a fresh record; the upstream was checked with
@@ -71,10 +71,10 @@ static inline gmr_status gmr__forward_record_stream(gmr_resource *upstream, void
   return upstream->vtbl->record_stream(upstream, ptr, stream);
 }
 
-/* gmr_extend() from inside an adaptor's extend slot: the dispatch above
+/* gmr_resource_extend() from inside an adaptor's extend slot: the dispatch above
  * checked ptr, the sizes (new_bytes > bytes) and the alignment. On failure
  * the record names the deepest resource that failed, with bytes = new_bytes
- * as gmr_extend() reports it. */
+ * as gmr_resource_extend() reports it. */
 static inline gmr_status gmr__forward_extend(gmr_resource *upstream, void *ptr, size_t bytes,
                                              size_t new_bytes, size_t alignment,
                                              gmr_stream stream, gmr_failure *failure) {

@@ -138,7 +138,7 @@ __attribute__((always_inline)) static inline void gmr__lane_counts_add(gmr__lane
   gmr__raise_peak_i64(&c->peak_count, gmr__lane_load(&c->base_count) + n);
 }
 
-/* A live allocation grew in place by `bytes` (gmr_extend): the level, the
+/* A live allocation grew in place by `bytes` (gmr_resource_extend): the level, the
  * total of bytes allocated and the high-water mark of bytes move; the count
  * of allocations does not. */
 static inline void gmr__lane_counts_grow(gmr__lane_counts *c, size_t lane, int64_t bytes) {

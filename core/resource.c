@@ -90,10 +90,8 @@ static gmr_status allocate_unusual(gmr_resource *r, size_t bytes, size_t alignme
   return done; /* the check never lets an unusual request through */
 }
 
-gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
-                           void **out_ptr, gmr_failure *failure) {
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
+static inline gmr_status allocate_ex(gmr_resource *r, size_t bytes, size_t alignment,
+                                     gmr_stream stream, void **out_ptr, gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (!request_is_plain(r, bytes, alignment, out_ptr)) {
     return allocate_unusual(r, bytes, alignment, stream, out_ptr, failure);
@@ -110,13 +108,20 @@ gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment, gmr_
   return GMR_OK;
 }
 
-gmr_status gmr_allocate(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
-                        void **out_ptr) {
-  return gmr_allocate_ex(r, bytes, alignment, stream, out_ptr, NULL);
+gmr_status gmr_resource_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment,
+                                    gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, allocate_ex(r, bytes, alignment, stream, out_ptr, f));
 }
 
-gmr_status gmr_deallocate(gmr_resource *r, void *ptr, size_t bytes, size_t alignment,
-                          gmr_stream stream) {
+gmr_status gmr_resource_allocate(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
+                                 void **out_ptr) {
+  return gmr_resource_allocate_ex(r, bytes, alignment, stream, out_ptr, NULL);
+}
+
+gmr_status gmr_resource_deallocate(gmr_resource *r, void *ptr, size_t bytes, size_t alignment,
+                                   gmr_stream stream) {
   if (r == NULL || r->vtbl == NULL || r->vtbl->deallocate == NULL) return GMR_ERR_INVALID_ARGUMENT;
   if (ptr == NULL) return GMR_OK;
   /* No allocation of 0 bytes ever returned a non-NULL pointer. */
@@ -140,7 +145,7 @@ gmr_resource *gmr_resource_get_upstream(const gmr_resource *r) {
   return r->vtbl->get_upstream(r);
 }
 
-const char *gmr_resource_type_name(const gmr_resource *r) {
+const char *gmr_resource_get_type_name(const gmr_resource *r) {
   if (r == NULL || r->vtbl == NULL || r->vtbl->type_name == NULL) return "invalid";
   return r->vtbl->type_name;
 }
@@ -192,16 +197,14 @@ gmr_status gmr_resource_get_memory_info(const gmr_resource *r, gmr_memory_info *
   return GMR_ERR_UNSUPPORTED;
 }
 
-gmr_status gmr_record_stream(gmr_resource *r, void *ptr, gmr_stream stream) {
+gmr_status gmr_resource_record_stream(gmr_resource *r, void *ptr, gmr_stream stream) {
   if (gmr_resource_check(r) != GMR_OK || ptr == NULL) return GMR_ERR_INVALID_ARGUMENT;
   if (!has_v2_slots(r->vtbl) || r->vtbl->record_stream == NULL) return GMR_ERR_UNSUPPORTED;
   return r->vtbl->record_stream(r, ptr, stream);
 }
 
-gmr_status gmr_allocate_capturing(gmr_resource *r, size_t bytes, size_t alignment,
-                                  gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
+static gmr_status allocate_capturing(gmr_resource *r, size_t bytes, size_t alignment,
+                                     gmr_stream stream, void **out_ptr, gmr_failure *failure) {
   gmr__failure_reset(failure);
   gmr_status done = GMR_OK;
   if (out_ptr != NULL && gmr_resource_check(r) != GMR_OK) {
@@ -213,7 +216,7 @@ gmr_status gmr_allocate_capturing(gmr_resource *r, size_t bytes, size_t alignmen
   if (!has_v2_slots(r->vtbl) || r->vtbl->allocate_capturing == NULL) {
     snprintf(failure->message, sizeof failure->message,
              "%s cannot allocate while a stream captures a CUDA graph",
-             gmr_resource_type_name(r));
+             gmr_resource_get_type_name(r));
     return gmr__failure_record(failure, GMR_ERR_CAPTURE_UNSAFE, r, bytes, alignment, stream);
   }
   gmr_status st = r->vtbl->allocate_capturing(r, bytes, alignment, stream, out_ptr, failure);
@@ -226,10 +229,16 @@ gmr_status gmr_allocate_capturing(gmr_resource *r, size_t bytes, size_t alignmen
   return GMR_OK;
 }
 
-gmr_status gmr_extend(gmr_resource *r, void *ptr, size_t bytes, size_t new_bytes,
-                      size_t alignment, gmr_stream stream, gmr_failure *failure) {
+gmr_status gmr_resource_allocate_capturing(gmr_resource *r, size_t bytes, size_t alignment,
+                                           gmr_stream stream, void **out_ptr,
+                                           gmr_failure *failure) {
   gmr_failure local;
-  if (failure == NULL) failure = &local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, allocate_capturing(r, bytes, alignment, stream, out_ptr, f));
+}
+
+static gmr_status extend(gmr_resource *r, void *ptr, size_t bytes, size_t new_bytes,
+                         size_t alignment, gmr_stream stream, gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (alignment == 0) alignment = GMR_DEFAULT_ALIGNMENT;
   gmr_status st = GMR_ERR_INVALID_ARGUMENT;
@@ -252,8 +261,8 @@ gmr_status gmr_extend(gmr_resource *r, void *ptr, size_t bytes, size_t new_bytes
   } else if (new_bytes == bytes) {
     return GMR_OK;
   } else if (!has_v3_slots(r->vtbl) || r->vtbl->extend == NULL) {
-    snprintf(failure->message, sizeof failure->message,
-             "%s cannot grow an allocation in place", gmr_resource_type_name(r));
+    snprintf(failure->message, sizeof failure->message, "%s cannot grow an allocation in place",
+             gmr_resource_get_type_name(r));
     st = GMR_ERR_UNSUPPORTED;
   } else {
     st = r->vtbl->extend(r, ptr, bytes, new_bytes, alignment, stream, failure);
@@ -261,3 +270,43 @@ gmr_status gmr_extend(gmr_resource *r, void *ptr, size_t bytes, size_t new_bytes
   }
   return gmr__failure_record(failure, st, r, new_bytes, alignment, stream);
 }
+
+gmr_status gmr_resource_extend(gmr_resource *r, void *ptr, size_t bytes, size_t new_bytes,
+                               size_t alignment, gmr_stream stream, gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, extend(r, ptr, bytes, new_bytes, alignment, stream, f));
+}
+
+/* ---- deprecated names (gmr/resource.h), removed in 0.3.0 ------------------ */
+
+gmr_status gmr_allocate(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
+                        void **out_ptr) {
+  return gmr_resource_allocate(r, bytes, alignment, stream, out_ptr);
+}
+
+gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
+                           void **out_ptr, gmr_failure *failure) {
+  return gmr_resource_allocate_ex(r, bytes, alignment, stream, out_ptr, failure);
+}
+
+gmr_status gmr_deallocate(gmr_resource *r, void *ptr, size_t bytes, size_t alignment,
+                          gmr_stream stream) {
+  return gmr_resource_deallocate(r, ptr, bytes, alignment, stream);
+}
+
+gmr_status gmr_allocate_capturing(gmr_resource *r, size_t bytes, size_t alignment,
+                                  gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  return gmr_resource_allocate_capturing(r, bytes, alignment, stream, out_ptr, failure);
+}
+
+gmr_status gmr_record_stream(gmr_resource *r, void *ptr, gmr_stream stream) {
+  return gmr_resource_record_stream(r, ptr, stream);
+}
+
+gmr_status gmr_extend(gmr_resource *r, void *ptr, size_t bytes, size_t new_bytes,
+                      size_t alignment, gmr_stream stream, gmr_failure *failure) {
+  return gmr_resource_extend(r, ptr, bytes, new_bytes, alignment, stream, failure);
+}
+
+const char *gmr_resource_type_name(const gmr_resource *r) { return gmr_resource_get_type_name(r); }

@@ -122,7 +122,7 @@ static void allocate_through(gmr_stack *stack, const char *text, size_t length) 
     bytes[i] = sizes[b % (sizeof sizes / sizeof sizes[0])];
     align[i] = alignments[(b / 8) % (sizeof alignments / sizeof alignments[0])];
     ptrs[i] = NULL;
-    gmr_status st = gmr_allocate(top, bytes[i], align[i], NULL, &ptrs[i]);
+    gmr_status st = gmr_resource_allocate(top, bytes[i], align[i], NULL, &ptrs[i]);
     if (st != GMR_OK) {
       if (ptrs[i] != NULL) fail("failed allocation left a pointer", text, gmr_status_name(st));
       continue;
@@ -134,7 +134,7 @@ static void allocate_through(gmr_stack *stack, const char *text, size_t length) 
   }
   for (size_t i = COUNT; i-- > 0;) {
     if (ptrs[i] == NULL) continue;
-    gmr_status st = gmr_deallocate(top, ptrs[i], bytes[i], align[i], NULL);
+    gmr_status st = gmr_resource_deallocate(top, ptrs[i], bytes[i], align[i], NULL);
     if (st != GMR_OK) fail("free of a live allocation refused", text, gmr_status_name(st));
   }
 }

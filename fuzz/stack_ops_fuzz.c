@@ -133,7 +133,7 @@ static bool is_live_address(const state *s, const void *p) {
 
 /* The accounting oracle. */
 static void check(state *s, const char *after) {
-  gmr_tracking_stats st = GMR_TRACKING_STATS_INIT;
+  gmr_tracking_adaptor_stats st = GMR_TRACKING_ADAPTOR_STATS_INIT;
   if (gmr_tracking_adaptor_get_stats(s->tracking, &st) != GMR_OK) fail(s, after, "stats");
   int64_t bytes = 0;
   size_t charged = 0;
@@ -187,8 +187,9 @@ static void op_allocate(state *s) {
   int stream = next(s) % STREAMS;
   if (s->live_count == MAX_LIVE) return;
   void *p = (void *)0x1;
-  gmr_failure failure;
-  gmr_status st = gmr_allocate_ex(s->top, bytes, alignment, s->streams[stream], &p, &failure);
+  gmr_failure failure = GMR_FAILURE_INIT;
+  gmr_status st =
+      gmr_resource_allocate_ex(s->top, bytes, alignment, s->streams[stream], &p, &failure);
   if (st != GMR_OK) {
     if (p != NULL) fail(s, "allocate", "a failed allocation left a pointer");
     if (alignment == 3 && st != GMR_ERR_INVALID_ARGUMENT) {
@@ -220,7 +221,8 @@ static void op_free(state *s) {
   if (s->live_count == 0) return;
   size_t i = pick % s->live_count;
   allocation a = s->live[i];
-  gmr_status st = gmr_deallocate(s->top, a.ptr, a.bytes, a.alignment, s->streams[a.stream]);
+  gmr_status st =
+      gmr_resource_deallocate(s->top, a.ptr, a.bytes, a.alignment, s->streams[a.stream]);
   if (st != GMR_OK) {
     if (!s->injected && !any_capture(s)) fail(s, "free", gmr_status_name(st));
     return; /* refused under an injected failure or a capture: it must have changed nothing */
@@ -234,7 +236,7 @@ static void op_free(state *s) {
 /* A call that must be refused and change nothing. */
 static void expect_refused(state *s, const char *what, void *ptr, size_t bytes, size_t alignment,
                            gmr_stream stream) {
-  gmr_status st = gmr_deallocate(s->top, ptr, bytes, alignment, stream);
+  gmr_status st = gmr_resource_deallocate(s->top, ptr, bytes, alignment, stream);
   if (st == GMR_OK) fail(s, what, "a bad free returned GMR_OK");
   check(s, what);
 }
@@ -301,7 +303,7 @@ static void op_stream(state *s) {
       s->held[i] = what % 2 == 0;
       break;
     case 2:
-      (void)gmr_stream_synchronize(s->streams[i]);
+      GMR_IGNORE_STATUS(gmr_stream_synchronize(s->streams[i]));
       break;
     default: { /* destroy and recreate, as a program may once a call returned */
       if (s->capturing[i]) return;
@@ -358,7 +360,7 @@ static void claim_memories(state *s, int i) {
 
 static void end_capture(state *s, int i) {
   gmr_graph graph = NULL;
-  (void)gmr_stream_end_capture(s->streams[i], &graph); /* fails if something invalidated it */
+  GMR_IGNORE_STATUS(gmr_stream_end_capture(s->streams[i], &graph)); /* fails if something invalidated it */
   s->capturing[i] = false;
   if (graph != NULL && gmr_graph_destroy(graph) != GMR_OK) fail(s, "capture", "graph destroy");
   claim_memories(s, i);
@@ -374,7 +376,7 @@ static void op_capture(state *s) {
       s->capturing[i] = true;
       /* An explicit session too, half of the time (the arena's fast path). */
       if (s->arena != NULL && what % 2 == 0) {
-        (void)gmr_graph_arena_resource_begin_capture(s->arena, s->streams[i], NULL);
+        GMR_IGNORE_STATUS(gmr_graph_arena_resource_begin_capture(s->arena, s->streams[i], NULL));
       }
       break;
     case 1:
@@ -414,7 +416,8 @@ static void run(state *s) {
         op_bad_free(s, (uint8_t)(next(s) % 8));
         break;
       case 9:
-        if (gmr_deallocate(s->top, NULL, op, 0, NULL) != GMR_OK) fail(s, "free NULL", "refused");
+        if (gmr_resource_deallocate(s->top, NULL, op, 0, NULL) != GMR_OK)
+          fail(s, "free NULL", "refused");
         break;
       case 10: {
         size_t released = 0;
@@ -434,7 +437,7 @@ static void run(state *s) {
         break;
       case 14:
         if (next(s) % 2 == 0) {
-          (void)gmr_cuda_sim_clear_failures();
+          GMR_IGNORE_STATUS(gmr_cuda_sim_clear_failures());
           s->injected = false;
         } else {
           op_capture(s);
@@ -442,7 +445,7 @@ static void run(state *s) {
         break;
       default:
         if (next(s) % 2 == 0) {
-          (void)gmr_device_synchronize();
+          GMR_IGNORE_STATUS(gmr_device_synchronize());
         } else {
           op_capture(s);
         }
@@ -476,7 +479,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* Tear down: no failure injected, no capture, nothing held, every graph
    * memory released, everything freed. */
   s.step++;
-  (void)gmr_cuda_sim_clear_failures();
+  GMR_IGNORE_STATUS(gmr_cuda_sim_clear_failures());
   s.injected = false;
   for (int i = 1; i < STREAMS; ++i) {
     if (s.capturing[i]) end_capture(&s, i);
@@ -488,17 +491,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
   }
   for (int i = 1; i < STREAMS; ++i) {
-    if (s.held[i]) (void)gmr_cuda_sim_stream_hold(s.streams[i], false);
+    if (s.held[i]) GMR_IGNORE_STATUS(gmr_cuda_sim_stream_hold(s.streams[i], false));
   }
   while (s.live_count > 0) {
     allocation a = s.live[--s.live_count];
-    gmr_status st = gmr_deallocate(s.top, a.ptr, a.bytes, a.alignment, s.streams[a.stream]);
+    gmr_status st =
+        gmr_resource_deallocate(s.top, a.ptr, a.bytes, a.alignment, s.streams[a.stream]);
     if (st != GMR_OK) fail(&s, "final free", gmr_status_name(st));
   }
   check(&s, "final frees");
   gmr_status st = gmr_stack_destroy(s.stack);
   if (st != GMR_OK) fail(&s, "destroy", gmr_status_name(st));
-  for (int i = 1; i < STREAMS; ++i) (void)gmr_stream_destroy(s.streams[i]);
+  for (int i = 1; i < STREAMS; ++i) GMR_IGNORE_STATUS(gmr_stream_destroy(s.streams[i]));
   if (gmr_cuda_sim_get_stale_handle_count() != 0) fail(&s, "end", "a dead CUDA handle was used");
   if (gmr_cuda_sim_disable() != GMR_OK) fail(&s, "end", "simulated CUDA objects leaked");
   return 0;

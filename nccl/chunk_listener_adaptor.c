@@ -44,7 +44,7 @@ static gmr_chunk_listener_adaptor *as_adaptor(gmr_resource *r) {
 /* Tell listeners [0, count) that the chunk goes, newest first; refusals
  * are ignored (this only ever undoes an acquire the same call made). */
 static void undo_acquired(gmr_chunk_listener_adaptor *a, size_t count, void *addr, size_t bytes) {
-  gmr_failure ignored;
+  gmr_failure ignored = GMR_FAILURE_INIT;
   for (size_t i = count; i-- > 0;) {
     const gmr_chunk_listener *l = &a->listeners[i].listener;
     gmr__failure_reset(&ignored);
@@ -75,7 +75,7 @@ static gmr_status tell_releasing(gmr_chunk_listener_adaptor *a, void *addr, size
     const gmr_chunk_listener *l = &a->listeners[i].listener;
     gmr_status st = l->on_releasing(l->ctx, addr, bytes, failure);
     if (st != GMR_OK) {
-      gmr_failure ignored;
+      gmr_failure ignored = GMR_FAILURE_INIT;
       for (size_t j = 0; j < i; ++j) {
         const gmr_chunk_listener *k = &a->listeners[j].listener;
         gmr__failure_reset(&ignored);
@@ -117,7 +117,7 @@ static gmr_status acquire(gmr_chunk_listener_adaptor *a, upstream_allocate_fn *a
   } else {
     a->refused_acquire_count++;
     /* Nobody but this call has seen the chunk: give it straight back. */
-    (void)gmr_deallocate(a->upstream, p, bytes, alignment, stream);
+    GMR_IGNORE_STATUS(gmr_resource_deallocate(a->upstream, p, bytes, alignment, stream));
   }
   pthread_mutex_unlock(&a->lock);
   *out_ptr = st == GMR_OK ? p : NULL;
@@ -126,14 +126,15 @@ static gmr_status acquire(gmr_chunk_listener_adaptor *a, upstream_allocate_fn *a
 
 static gmr_status listener_allocate(gmr_resource *self, size_t bytes, size_t alignment,
                                     gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  return acquire(as_adaptor(self), gmr_allocate_ex, bytes, alignment, stream, out_ptr, failure);
+  return acquire(as_adaptor(self), gmr_resource_allocate_ex, bytes, alignment, stream, out_ptr,
+                 failure);
 }
 
 static gmr_status listener_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
                                               gmr_stream stream, void **out_ptr,
                                               gmr_failure *failure) {
-  return acquire(as_adaptor(self), gmr_allocate_capturing, bytes, alignment, stream, out_ptr,
-                 failure);
+  return acquire(as_adaptor(self), gmr_resource_allocate_capturing, bytes, alignment, stream,
+                 out_ptr, failure);
 }
 
 static gmr_status listener_deallocate(gmr_resource *self, void *ptr, size_t bytes,
@@ -149,11 +150,11 @@ static gmr_status listener_deallocate(gmr_resource *self, void *ptr, size_t byte
                                       known_alignment != alignment)) {
     st = GMR_ERR_FREE_MISMATCH; /* refused here: no listener hears of a bad free */
   } else {
-    gmr_failure failure;
+    gmr_failure failure = GMR_FAILURE_INIT;
     gmr__failure_reset(&failure);
     st = tell_releasing(a, ptr, bytes, &failure);
     if (st == GMR_OK) {
-      st = gmr_deallocate(a->upstream, ptr, bytes, alignment, stream);
+      st = gmr_resource_deallocate(a->upstream, ptr, bytes, alignment, stream);
       if (st != GMR_OK) {
         /* Still ours: the listeners hear it back. */
         gmr__failure_reset(&failure);
@@ -175,7 +176,7 @@ static gmr_status listener_deallocate(gmr_resource *self, void *ptr, size_t byte
 }
 
 static gmr_status listener_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
-  return gmr_record_stream(as_adaptor(self)->upstream, ptr, stream);
+  return gmr_resource_record_stream(as_adaptor(self)->upstream, ptr, stream);
 }
 
 static gmr_resource *listener_get_upstream(const gmr_resource *self) {
@@ -265,11 +266,9 @@ static gmr_chunk *sorted_chunks(gmr_chunk_listener_adaptor *a, size_t *count) {
   return list;
 }
 
-gmr_status gmr_chunk_listener_adaptor_add_listener(gmr_chunk_listener_adaptor *a,
-                                                   const gmr_chunk_listener *listener,
-                                                   uint32_t *out_id, gmr_failure *failure) {
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
+static gmr_status chunk_listener_adaptor_add_listener_impl(gmr_chunk_listener_adaptor *a,
+                                                           const gmr_chunk_listener *listener,
+                                                           uint32_t *out_id, gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (a == NULL || listener == NULL || listener->version == 0 || listener->on_acquired == NULL ||
       listener->on_releasing == NULL) {
@@ -295,7 +294,7 @@ gmr_status gmr_chunk_listener_adaptor_add_listener(gmr_chunk_listener_adaptor *a
     st = listener->on_acquired(listener->ctx, chunks[told].addr, chunks[told].bytes, failure);
   }
   if (st != GMR_OK) {
-    gmr_failure ignored;
+    gmr_failure ignored = GMR_FAILURE_INIT;
     for (size_t i = told > 0 ? told - 1 : 0; i-- > 0;) {
       gmr__failure_reset(&ignored);
       (void)listener->on_releasing(listener->ctx, chunks[i].addr, chunks[i].bytes, &ignored);
@@ -310,10 +309,17 @@ gmr_status gmr_chunk_listener_adaptor_add_listener(gmr_chunk_listener_adaptor *a
   return st;
 }
 
-gmr_status gmr_chunk_listener_adaptor_remove_listener(gmr_chunk_listener_adaptor *a, uint32_t id,
-                                                      gmr_failure *failure) {
+gmr_status gmr_chunk_listener_adaptor_add_listener(gmr_chunk_listener_adaptor *a,
+                                                   const gmr_chunk_listener *listener,
+                                                   uint32_t *out_id, gmr_failure *failure) {
   gmr_failure local;
-  if (failure == NULL) failure = &local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  gmr_status st = chunk_listener_adaptor_add_listener_impl(a, listener, out_id, f);
+  return gmr__failure_end(failure, f, st);
+}
+
+static gmr_status chunk_listener_adaptor_remove_listener_impl(gmr_chunk_listener_adaptor *a,
+                                                              uint32_t id, gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
   pthread_mutex_lock(&a->lock);
@@ -339,7 +345,7 @@ gmr_status gmr_chunk_listener_adaptor_remove_listener(gmr_chunk_listener_adaptor
     st = l->on_releasing(l->ctx, chunks[told].addr, chunks[told].bytes, failure);
   }
   if (st != GMR_OK && l != NULL) {
-    gmr_failure ignored;
+    gmr_failure ignored = GMR_FAILURE_INIT;
     for (size_t i = 0; i + 1 < told; ++i) {
       gmr__failure_reset(&ignored);
       (void)l->on_acquired(l->ctx, chunks[i].addr, chunks[i].bytes, &ignored);
@@ -352,6 +358,13 @@ gmr_status gmr_chunk_listener_adaptor_remove_listener(gmr_chunk_listener_adaptor
   pthread_mutex_unlock(&a->lock);
   free(chunks);
   return st;
+}
+
+gmr_status gmr_chunk_listener_adaptor_remove_listener(gmr_chunk_listener_adaptor *a, uint32_t id,
+                                                      gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, chunk_listener_adaptor_remove_listener_impl(a, id, f));
 }
 
 gmr_status gmr_chunk_listener_adaptor_get_chunks(gmr_chunk_listener_adaptor *a, gmr_chunk *out,
@@ -369,9 +382,9 @@ gmr_status gmr_chunk_listener_adaptor_get_chunks(gmr_chunk_listener_adaptor *a, 
 }
 
 gmr_status gmr_chunk_listener_adaptor_get_stats(gmr_chunk_listener_adaptor *a,
-                                                gmr_chunk_listener_stats *out) {
+                                                gmr_chunk_listener_adaptor_stats *out) {
   if (a == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
-  gmr_chunk_listener_stats s;
+  gmr_chunk_listener_adaptor_stats s;
   memset(&s, 0, sizeof s);
   pthread_mutex_lock(&a->lock);
   s.chunk_count = a->chunks.count;

@@ -69,7 +69,7 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
     config.peer_count = count;
   }
   gmr_cumem_resource *r = NULL;
-  gmr_failure failure;
+  gmr_failure failure = GMR_FAILURE_INIT;
   gmr_status st = gmr_cumem_resource_create(&config, &r, &failure);
   if (st != GMR_OK) snprintf(message, message_bytes, "%s", failure.message);
   *out = gmr_cumem_resource_as_resource(r);

@@ -56,7 +56,7 @@ static gmr_status create(const gmr__option_value *values, gmr_resource *upstream
         values[MAX_REGIONS].uint > SIZE_MAX ? SIZE_MAX : (size_t)values[MAX_REGIONS].uint;
   }
   gmr_symmetric_resource *r = NULL;
-  gmr_failure failure;
+  gmr_failure failure = GMR_FAILURE_INIT;
   gmr_status st = gmr_symmetric_resource_create(upstream, &config, &r, &failure);
   if (st != GMR_OK) snprintf(message, message_bytes, "%s", failure.message);
   *out = gmr_symmetric_resource_as_resource(r);

@@ -339,10 +339,8 @@ static gmr_status query_device(gmr_cumem_resource *r, bool nccl_ready, gmr_failu
   return GMR_OK;
 }
 
-gmr_status gmr_cumem_resource_create(const gmr_cumem_resource_config *config,
-                                     gmr_cumem_resource **out, gmr_failure *failure) {
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
+static gmr_status cumem_resource_create_impl(const gmr_cumem_resource_config *config,
+                                             gmr_cumem_resource **out, gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (out == NULL) {
     return gmr__failure_set(failure, GMR_ERR_INVALID_ARGUMENT, "cumem: out is NULL");
@@ -385,6 +383,13 @@ gmr_status gmr_cumem_resource_create(const gmr_cumem_resource_config *config,
   }
   *out = r;
   return GMR_OK;
+}
+
+gmr_status gmr_cumem_resource_create(const gmr_cumem_resource_config *config,
+                                     gmr_cumem_resource **out, gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, cumem_resource_create_impl(config, out, f));
 }
 
 gmr_resource *gmr_cumem_resource_as_resource(gmr_cumem_resource *r) {

@@ -46,11 +46,9 @@ static gmr_status wrap(gmr_nccl_library *lib, gmr_nccl_comm_handle handle, bool 
   return GMR_OK;
 }
 
-gmr_status gmr_nccl_comm_init_rank(gmr_nccl_library *lib, int rank_count,
-                                   const gmr_nccl_unique_id *id, int rank, int device,
-                                   gmr_nccl_comm **out, gmr_failure *failure) {
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
+static gmr_status nccl_comm_init_rank_impl(gmr_nccl_library *lib, int rank_count,
+                                           const gmr_nccl_unique_id *id, int rank, int device,
+                                           gmr_nccl_comm **out, gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (out != NULL) *out = NULL;
   if (lib == NULL || id == NULL || out == NULL) return bad(failure, "a NULL argument");
@@ -79,10 +77,18 @@ gmr_status gmr_nccl_comm_init_rank(gmr_nccl_library *lib, int rank_count,
   return st;
 }
 
-gmr_status gmr_nccl_comm_init_all(gmr_nccl_library *lib, int device_count, const int *devices,
-                                  gmr_nccl_comm **out, gmr_failure *failure) {
+gmr_status gmr_nccl_comm_init_rank(gmr_nccl_library *lib, int rank_count,
+                                   const gmr_nccl_unique_id *id, int rank, int device,
+                                   gmr_nccl_comm **out, gmr_failure *failure) {
   gmr_failure local;
-  if (failure == NULL) failure = &local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  gmr_status st = nccl_comm_init_rank_impl(lib, rank_count, id, rank, device, out, f);
+  return gmr__failure_end(failure, f, st);
+}
+
+static gmr_status nccl_comm_init_all_impl(gmr_nccl_library *lib, int device_count,
+                                          const int *devices, gmr_nccl_comm **out,
+                                          gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (lib == NULL || devices == NULL || out == NULL || device_count < 1) {
     return bad(failure, "init_all needs a library, at least one device and room for the result");
@@ -126,19 +132,29 @@ gmr_status gmr_nccl_comm_init_all(gmr_nccl_library *lib, int device_count, const
   return st;
 }
 
-gmr_status gmr_nccl_comm_wrap(gmr_nccl_library *lib, gmr_nccl_comm_handle handle,
-                              gmr_nccl_comm **out, gmr_failure *failure) {
+gmr_status gmr_nccl_comm_init_all(gmr_nccl_library *lib, int device_count, const int *devices,
+                                  gmr_nccl_comm **out, gmr_failure *failure) {
   gmr_failure local;
-  if (failure == NULL) failure = &local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, nccl_comm_init_all_impl(lib, device_count, devices, out, f));
+}
+
+static gmr_status nccl_comm_wrap_impl(gmr_nccl_library *lib, gmr_nccl_comm_handle handle,
+                                      gmr_nccl_comm **out, gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (out != NULL) *out = NULL;
   if (lib == NULL || handle == NULL || out == NULL) return bad(failure, "a NULL argument");
   return wrap(lib, handle, false, -1, 0, 1, out, failure);
 }
 
-gmr_status gmr_nccl_comm_destroy(gmr_nccl_comm *comm, gmr_failure *failure) {
+gmr_status gmr_nccl_comm_wrap(gmr_nccl_library *lib, gmr_nccl_comm_handle handle,
+                              gmr_nccl_comm **out, gmr_failure *failure) {
   gmr_failure local;
-  if (failure == NULL) failure = &local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, nccl_comm_wrap_impl(lib, handle, out, f));
+}
+
+static gmr_status nccl_comm_destroy_impl(gmr_nccl_comm *comm, gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (comm == NULL) return GMR_OK;
   pthread_mutex_lock(&comm->lock);
@@ -168,6 +184,12 @@ gmr_status gmr_nccl_comm_destroy(gmr_nccl_comm *comm, gmr_failure *failure) {
   return GMR_OK;
 }
 
+gmr_status gmr_nccl_comm_destroy(gmr_nccl_comm *comm, gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, nccl_comm_destroy_impl(comm, f));
+}
+
 gmr_nccl_comm_handle gmr_nccl_comm_get_handle(const gmr_nccl_comm *comm) {
   return comm == NULL ? NULL : comm->handle;
 }
@@ -180,11 +202,9 @@ int gmr_nccl_comm_get_rank_count(const gmr_nccl_comm *comm) {
   return comm == NULL ? 0 : comm->rank_count;
 }
 
-gmr_status gmr_nccl_all_reduce(gmr_nccl_comm *comm, const void *send, void *recv, size_t count,
-                               gmr_nccl_data_type type, gmr_nccl_red_op op, gmr_stream stream,
-                               gmr_failure *failure) {
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
+static gmr_status nccl_all_reduce_impl(gmr_nccl_comm *comm, const void *send, void *recv,
+                                       size_t count, gmr_nccl_data_type type, gmr_nccl_red_op op,
+                                       gmr_stream stream, gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (comm == NULL || (count > 0 && (send == NULL || recv == NULL))) {
     return bad(failure, "all_reduce needs a communicator and both buffers");
@@ -197,6 +217,15 @@ gmr_status gmr_nccl_all_reduce(gmr_nccl_comm *comm, const void *send, void *recv
   char what[80];
   snprintf(what, sizeof what, "(%zu elements of type %d, rank %d)", count, (int)type, comm->rank);
   return gmr__nccl_fail(comm->lib, comm->handle, failure, "ncclAllReduce", r, what);
+}
+
+gmr_status gmr_nccl_all_reduce(gmr_nccl_comm *comm, const void *send, void *recv, size_t count,
+                               gmr_nccl_data_type type, gmr_nccl_red_op op, gmr_stream stream,
+                               gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  gmr_status st = nccl_all_reduce_impl(comm, send, recv, count, type, op, stream, f);
+  return gmr__failure_end(failure, f, st);
 }
 
 void gmr__nccl_comm_forget(gmr_nccl_comm *comm, gmr_nccl_registration *reg) {

@@ -109,9 +109,8 @@ static gmr_status finish_open(gmr_nccl_library *lib, gmr_nccl_library **out,
   return GMR_OK;
 }
 
-gmr_status gmr_nccl_library_open(const char *path, gmr_nccl_library **out, gmr_failure *failure) {
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
+static gmr_status nccl_library_open_impl(const char *path, gmr_nccl_library **out,
+                                         gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (out == NULL) return gmr__failure_set(failure, GMR_ERR_INVALID_ARGUMENT, "nccl: out is NULL");
   *out = NULL;
@@ -145,10 +144,14 @@ gmr_status gmr_nccl_library_open(const char *path, gmr_nccl_library **out, gmr_f
   return finish_open(lib, out, failure);
 }
 
-gmr_status gmr_nccl_library_open_api(const gmr_nccl_api *api, gmr_nccl_library **out,
-                                     gmr_failure *failure) {
+gmr_status gmr_nccl_library_open(const char *path, gmr_nccl_library **out, gmr_failure *failure) {
   gmr_failure local;
-  if (failure == NULL) failure = &local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, nccl_library_open_impl(path, out, f));
+}
+
+static gmr_status nccl_library_open_api_impl(const gmr_nccl_api *api, gmr_nccl_library **out,
+                                             gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (out == NULL) return gmr__failure_set(failure, GMR_ERR_INVALID_ARGUMENT, "nccl: out is NULL");
   *out = NULL;
@@ -169,6 +172,13 @@ gmr_status gmr_nccl_library_open_api(const gmr_nccl_api *api, gmr_nccl_library *
   lib->api = *api;
   lib->api.size = sizeof lib->api;
   return finish_open(lib, out, failure);
+}
+
+gmr_status gmr_nccl_library_open_api(const gmr_nccl_api *api, gmr_nccl_library **out,
+                                     gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, nccl_library_open_api_impl(api, out, f));
 }
 
 gmr_status gmr_nccl_library_close(gmr_nccl_library *lib) {
@@ -208,10 +218,8 @@ static gmr_status missing(gmr_failure *failure, const char *symbol) {
                           "nccl: the library's table has no %s", symbol);
 }
 
-gmr_status gmr_nccl_get_unique_id(gmr_nccl_library *lib, gmr_nccl_unique_id *out,
-                                  gmr_failure *failure) {
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
+static gmr_status nccl_get_unique_id_impl(gmr_nccl_library *lib, gmr_nccl_unique_id *out,
+                                          gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (lib == NULL || out == NULL) {
     return gmr__failure_set(failure, GMR_ERR_INVALID_ARGUMENT, "nccl: a NULL argument");
@@ -222,9 +230,14 @@ gmr_status gmr_nccl_get_unique_id(gmr_nccl_library *lib, gmr_nccl_unique_id *out
                                : gmr__nccl_fail(lib, NULL, failure, "ncclGetUniqueId", r, NULL);
 }
 
-static gmr_status group_call(gmr_nccl_library *lib, bool start, gmr_failure *failure) {
+gmr_status gmr_nccl_get_unique_id(gmr_nccl_library *lib, gmr_nccl_unique_id *out,
+                                  gmr_failure *failure) {
   gmr_failure local;
-  if (failure == NULL) failure = &local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, nccl_get_unique_id_impl(lib, out, f));
+}
+
+static gmr_status group_call(gmr_nccl_library *lib, bool start, gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (lib == NULL) return gmr__failure_set(failure, GMR_ERR_INVALID_ARGUMENT, "nccl: lib is NULL");
   gmr_nccl_result (*fn)(void) = start ? lib->api.group_start : lib->api.group_end;
@@ -235,9 +248,13 @@ static gmr_status group_call(gmr_nccl_library *lib, bool start, gmr_failure *fai
 }
 
 gmr_status gmr_nccl_group_start(gmr_nccl_library *lib, gmr_failure *failure) {
-  return group_call(lib, true, failure);
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, group_call(lib, true, f));
 }
 
 gmr_status gmr_nccl_group_end(gmr_nccl_library *lib, gmr_failure *failure) {
-  return group_call(lib, false, failure);
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, group_call(lib, false, f));
 }

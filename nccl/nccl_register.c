@@ -157,7 +157,7 @@ static gmr_status register_range(gmr_nccl_registration *reg, uintptr_t addr, siz
   }
   /* Settle this call's segments: kept on success, deregistered again on
    * failure (those registered before the call stay). */
-  gmr_failure ignored;
+  gmr_failure ignored = GMR_FAILURE_INIT;
   for (size_t i = lower_bound(reg, added_from); added > 0 && i < reg->segment_count &&
                                                 reg->segments[i].addr < end;) {
     if (!reg->segments[i].fresh) {
@@ -244,10 +244,8 @@ static gmr_status finish_registration(gmr_nccl_comm *comm, gmr_nccl_registration
   return st;
 }
 
-gmr_status gmr_nccl_register_pool(gmr_nccl_comm *comm, gmr_resource *stack,
-                                  gmr_nccl_registration **out, gmr_failure *failure) {
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
+static gmr_status nccl_register_pool_impl(gmr_nccl_comm *comm, gmr_resource *stack,
+                                          gmr_nccl_registration **out, gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (out != NULL) *out = NULL;
   if (comm == NULL || stack == NULL || out == NULL) {
@@ -259,7 +257,7 @@ gmr_status gmr_nccl_register_pool(gmr_nccl_comm *comm, gmr_resource *stack,
                             "nccl: the stack headed by %s has no chunk_listener layer to follow "
                             "its chunks; build it as `pool > chunk_listener > cumem(nccl_ready="
                             "true)`",
-                            gmr_resource_type_name(stack));
+                            gmr_resource_get_type_name(stack));
   }
   pthread_mutex_lock(&comm->lock);
   gmr_status st = GMR_OK;
@@ -284,10 +282,15 @@ gmr_status gmr_nccl_register_pool(gmr_nccl_comm *comm, gmr_resource *stack,
   return finish_registration(comm, reg, st, out);
 }
 
-gmr_status gmr_nccl_register_buffer(gmr_nccl_comm *comm, void *ptr, size_t bytes,
-                                    gmr_nccl_registration **out, gmr_failure *failure) {
+gmr_status gmr_nccl_register_pool(gmr_nccl_comm *comm, gmr_resource *stack,
+                                  gmr_nccl_registration **out, gmr_failure *failure) {
   gmr_failure local;
-  if (failure == NULL) failure = &local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, nccl_register_pool_impl(comm, stack, out, f));
+}
+
+static gmr_status nccl_register_buffer_impl(gmr_nccl_comm *comm, void *ptr, size_t bytes,
+                                            gmr_nccl_registration **out, gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (out != NULL) *out = NULL;
   if (comm == NULL || ptr == NULL || bytes == 0 || out == NULL ||
@@ -305,9 +308,14 @@ gmr_status gmr_nccl_register_buffer(gmr_nccl_comm *comm, void *ptr, size_t bytes
   return finish_registration(comm, reg, st, out);
 }
 
-gmr_status gmr_nccl_deregister(gmr_nccl_registration *reg, gmr_failure *failure) {
+gmr_status gmr_nccl_register_buffer(gmr_nccl_comm *comm, void *ptr, size_t bytes,
+                                    gmr_nccl_registration **out, gmr_failure *failure) {
   gmr_failure local;
-  if (failure == NULL) failure = &local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, nccl_register_buffer_impl(comm, ptr, bytes, out, f));
+}
+
+static gmr_status nccl_deregister_impl(gmr_nccl_registration *reg, gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (reg == NULL) return GMR_OK;
   gmr_status st = GMR_OK;
@@ -321,6 +329,12 @@ gmr_status gmr_nccl_deregister(gmr_nccl_registration *reg, gmr_failure *failure)
   gmr__nccl_comm_forget(reg->comm, reg);
   registration_free(reg);
   return GMR_OK;
+}
+
+gmr_status gmr_nccl_deregister(gmr_nccl_registration *reg, gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, nccl_deregister_impl(reg, f));
 }
 
 bool gmr_nccl_registration_covers(gmr_nccl_registration *reg, const void *ptr, size_t bytes) {

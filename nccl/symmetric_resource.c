@@ -140,7 +140,8 @@ static gmr_status add_region(gmr_symmetric_resource *r, size_t need, gmr_stream 
     return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "symmetric: host memory");
   }
   void *p = NULL;
-  gmr_status st = gmr_allocate_ex(r->upstream, bytes, r->alignment_bytes, stream, &p, failure);
+  gmr_status st =
+      gmr_resource_allocate_ex(r->upstream, bytes, r->alignment_bytes, stream, &p, failure);
   if (st != GMR_OK) {
     free(g);
     free(b);
@@ -324,7 +325,7 @@ static bool give_back_last(gmr_symmetric_resource *r, size_t *released_bytes, gm
       return false;
     }
   }
-  *st = gmr_deallocate(r->upstream, (void *)g->base, g->bytes, r->alignment_bytes, NULL);
+  *st = gmr_resource_deallocate(r->upstream, (void *)g->base, g->bytes, r->alignment_bytes, NULL);
   if (*st != GMR_OK) return false;
   r->held_bytes -= g->bytes;
   if (released_bytes != NULL) *released_bytes += g->bytes;
@@ -418,11 +419,10 @@ static const gmr_resource_vtbl symmetric_vtbl = {
     .get_memory_info = sym_get_memory_info,
 };
 
-gmr_status gmr_symmetric_resource_create(gmr_resource *upstream,
-                                         const gmr_symmetric_resource_config *config,
-                                         gmr_symmetric_resource **out, gmr_failure *failure) {
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
+static gmr_status symmetric_resource_create_impl(gmr_resource *upstream,
+                                                 const gmr_symmetric_resource_config *config,
+                                                 gmr_symmetric_resource **out,
+                                                 gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (out == NULL || gmr_resource_check(upstream) != GMR_OK) {
     if (out != NULL) *out = NULL;
@@ -456,6 +456,14 @@ gmr_status gmr_symmetric_resource_create(gmr_resource *upstream,
   pthread_mutex_init(&r->lock, NULL);
   *out = r;
   return GMR_OK;
+}
+
+gmr_status gmr_symmetric_resource_create(gmr_resource *upstream,
+                                         const gmr_symmetric_resource_config *config,
+                                         gmr_symmetric_resource **out, gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, symmetric_resource_create_impl(upstream, config, out, f));
 }
 
 gmr_resource *gmr_symmetric_resource_as_resource(gmr_symmetric_resource *r) {

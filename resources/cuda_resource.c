@@ -125,11 +125,12 @@ static gmr_status cuda_allocate(gmr_resource *self, size_t bytes, size_t alignme
   /* cudaMalloc-family calls during capture would invalidate it: refuse first.
    * Stream-ordered pool allocations are legal in a capture. */
   if (r->kind != GMR_CUDA_KIND_ASYNC && gmr__cuda_stream_is_capturing(r->cuda, stream)) {
-    return gmr__failure_set(failure, GMR_ERR_CAPTURE_UNSAFE,
-                            "%s is not allowed while the stream is capturing a CUDA graph; "
-                            "allocate before capture, call gmr_allocate_capturing, or use a "
-                            "graph_arena_resource",
-                            alloc_call_name(r->kind));
+    return gmr__failure_set(
+        failure, GMR_ERR_CAPTURE_UNSAFE,
+        "%s is not allowed while the stream is capturing a CUDA graph; "
+        "allocate before capture, call gmr_resource_allocate_capturing, or use a "
+        "graph_arena_resource",
+        alloc_call_name(r->kind));
   }
   return allocate_now(r, bytes, alignment, stream, out_ptr, failure);
 }
@@ -463,8 +464,8 @@ static gmr_status resolve_device(const gmr__cuda_ops *cuda, const gmr_cuda_resou
   return GMR_OK;
 }
 
-gmr_status gmr_cuda_resource_create_ex(const gmr_cuda_resource_config *config,
-                                       gmr_cuda_resource **out, gmr_failure *failure) {
+static gmr_status cuda_resource_create_ex_impl(const gmr_cuda_resource_config *config,
+                                               gmr_cuda_resource **out, gmr_failure *failure) {
   if (failure != NULL) {
     gmr__failure_reset(failure);
     failure->status = GMR_OK;
@@ -509,6 +510,13 @@ gmr_status gmr_cuda_resource_create_ex(const gmr_cuda_resource_config *config,
   }
   *out = r;
   return GMR_OK;
+}
+
+gmr_status gmr_cuda_resource_create_ex(const gmr_cuda_resource_config *config,
+                                       gmr_cuda_resource **out, gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, cuda_resource_create_ex_impl(config, out, f));
 }
 
 gmr_status gmr_cuda_resource_create(const gmr_cuda_resource_config *config,

@@ -115,7 +115,7 @@ static gmr_status registry_new(const gmr_scope_registry_config *config, size_t d
 /* A registry that never served a thread (a failed create): free it all. */
 static void registry_free_unused(gmr_scope_registry *r) {
   for (size_t d = 0; d < r->device_count; ++d) {
-    if (r->owned_stacks[d] != NULL) (void)gmr_stack_destroy(r->owned_stacks[d]);
+    if (r->owned_stacks[d] != NULL) GMR_IGNORE_STATUS(gmr_stack_destroy(r->owned_stacks[d]));
   }
   registry_release(r);
 }
@@ -206,7 +206,7 @@ gmr_status gmr_scope_registry_destroy(gmr_scope_registry *r) {
     registry_release(r);
   }
   for (size_t d = 0; d < r->device_count; ++d) {
-    if (r->owned_stacks[d] != NULL) (void)gmr_stack_destroy(r->owned_stacks[d]);
+    if (r->owned_stacks[d] != NULL) GMR_IGNORE_STATUS(gmr_stack_destroy(r->owned_stacks[d]));
     r->owned_stacks[d] = NULL;
   }
   registry_release(r); /* the handle's */

@@ -61,7 +61,7 @@ static gmr_status checkpoint_if_needed(gmr_scoped_pool *p, gmr_failure *failure)
 static void own_failure(gmr_scoped_pool *p, gmr_status st, size_t bytes, size_t alignment,
                         gmr_failure *failure) {
   size_t max = p->registry->config.max_capacity_bytes;
-  gmr_graph_arena_stats a = GMR_GRAPH_ARENA_STATS_INIT;
+  gmr_graph_arena_resource_stats a = GMR_GRAPH_ARENA_RESOURCE_STATS_INIT;
   size_t held = gmr_graph_arena_resource_get_stats(p->arena, &a) == GMR_OK ? a.held_bytes : 0;
   size_t granule = alignment > p->registry->config.alignment ? alignment
                                                              : p->registry->config.alignment;
@@ -115,7 +115,7 @@ static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignme
   if (st != GMR_OK) return st;
   /* The real stream: a chunk the arena takes for this request is taken on
    * it, so a stream-ordered upstream orders the new memory there. */
-  st = gmr_allocate_ex(p->arena_resource, bytes, alignment, stream, out_ptr, failure);
+  st = gmr_resource_allocate_ex(p->arena_resource, bytes, alignment, stream, out_ptr, failure);
   if (st == GMR_OK) {
     atomic_fetch_add_explicit(&p->allocation_count, 1, memory_order_relaxed);
   } else if (failure->where == p->arena_resource) {
@@ -127,7 +127,7 @@ static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignme
 static gmr_status pool_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                   gmr_stream stream) {
   gmr_scoped_pool *p = (gmr_scoped_pool *)self;
-  return gmr_deallocate(p->arena_resource, ptr, bytes, alignment, stream);
+  return gmr_resource_deallocate(p->arena_resource, ptr, bytes, alignment, stream);
 }
 
 /* The registry owns its pools. */
@@ -196,15 +196,15 @@ gmr_status gmr__scoped_pool_create(gmr_scope_registry *r, gmr__scope_thread *own
 }
 
 void gmr__scoped_pool_destroy(gmr_scoped_pool *p) {
-  (void)gmr_graph_arena_resource_reset(p->arena, NULL);
+  GMR_IGNORE_STATUS(gmr_graph_arena_resource_reset(p->arena, NULL));
   /* After the reset nothing is live: destroy gives every chunk back. */
-  (void)gmr_resource_destroy(p->arena_resource);
+  GMR_IGNORE_STATUS(gmr_resource_destroy(p->arena_resource));
   free(p->marks);
   free(p);
 }
 
 size_t gmr__scoped_pool_live_count(gmr_scoped_pool *p) {
-  gmr_graph_arena_stats s = GMR_GRAPH_ARENA_STATS_INIT;
+  gmr_graph_arena_resource_stats s = GMR_GRAPH_ARENA_RESOURCE_STATS_INIT;
   if (gmr_graph_arena_resource_get_stats(p->arena, &s) != GMR_OK) return 0;
   return s.live_count;
 }
@@ -264,7 +264,7 @@ gmr_status gmr_scoped_pool_get_stats(gmr_scoped_pool *p, gmr_scoped_pool_stats *
   if (p == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
   gmr_scoped_pool_stats s;
   memset(&s, 0, sizeof s);
-  gmr_graph_arena_stats a = GMR_GRAPH_ARENA_STATS_INIT;
+  gmr_graph_arena_resource_stats a = GMR_GRAPH_ARENA_RESOURCE_STATS_INIT;
   gmr_status st = gmr_graph_arena_resource_get_stats(p->arena, &a);
   if (st != GMR_OK) return st;
   s.device = p->device;

@@ -127,7 +127,7 @@ static gmr_status load_plugin(build *b, const char *text, size_t offset, gmr_pol
   if (st != GMR_OK) {
     /* Give back what the plugin made before unloading it. */
     release_policy(kind, out_policy);
-    (void)gmr_policy_plugin_unload(h);
+    GMR_IGNORE_STATUS(gmr_policy_plugin_unload(h));
     error_at(b, offset, "out of host memory while loading plugin '%s'", text);
   }
   return st;
@@ -354,7 +354,7 @@ static gmr_status create_layers(build *b, gmr_stack *stack) {
     if (st == GMR_OK) {
       st = gmr__stack_append(stack, layer);
       if (st != GMR_OK) {
-        (void)gmr_resource_destroy(layer);
+        GMR_IGNORE_STATUS(gmr_resource_destroy(layer));
         snprintf(message, sizeof message, "out of host memory for the stack's list of layers");
       }
     }
@@ -419,7 +419,7 @@ static gmr_status create_from_text(const char *text, const char *origin, bool ch
   }
   /* A check, or a failure: nothing was used yet; tear down what exists, top first. */
   while (stack != NULL && stack->count > 0) {
-    (void)gmr_resource_destroy(stack->layers[--stack->count]);
+    GMR_IGNORE_STATUS(gmr_resource_destroy(stack->layers[--stack->count]));
   }
   free_build(&b);
   gmr__stack_unload_plugins(b.plugins, b.plugin_count);

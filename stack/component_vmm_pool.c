@@ -223,7 +223,7 @@ static gmr_status create_with(const gmr__option_value *v, gmr_vmm_pool_placement
     return GMR_ERR_INVALID_ARGUMENT;
   }
   gmr_vmm_pool_resource *p = NULL;
-  gmr_failure failure;
+  gmr_failure failure = GMR_FAILURE_INIT;
   gmr_status st = gmr_vmm_pool_resource_create(&config, &p, &failure);
   if (st != GMR_OK) snprintf(message, message_bytes, "%s", failure.message);
   *out = gmr_vmm_pool_resource_as_resource(p);

@@ -28,7 +28,7 @@ static gmr_status guard_allocate(gmr_resource *self, size_t bytes, size_t alignm
     *out_ptr = NULL;
     return gmr__cuda_fail(failure, "cudaSetDevice", err);
   }
-  gmr_status st = gmr_allocate_ex(g->upstream, bytes, alignment, stream, out_ptr, failure);
+  gmr_status st = gmr_resource_allocate_ex(g->upstream, bytes, alignment, stream, out_ptr, failure);
   gmr__cuda_device_leave(g->cuda, saved);
   return st;
 }
@@ -38,7 +38,7 @@ static gmr_status guard_deallocate(gmr_resource *self, void *ptr, size_t bytes, 
   gmr__device_guard *g = as_guard(self);
   int saved = -1;
   if (gmr__cuda_device_enter(g->cuda, g->device, &saved) != cudaSuccess) return GMR_ERR_CUDA;
-  gmr_status st = gmr_deallocate(g->upstream, ptr, bytes, alignment, stream);
+  gmr_status st = gmr_resource_deallocate(g->upstream, ptr, bytes, alignment, stream);
   gmr__cuda_device_leave(g->cuda, saved);
   return st;
 }
@@ -56,7 +56,7 @@ static gmr_status guard_record_stream(gmr_resource *self, void *ptr, gmr_stream 
   gmr__device_guard *g = as_guard(self);
   int saved = -1;
   if (gmr__cuda_device_enter(g->cuda, g->device, &saved) != cudaSuccess) return GMR_ERR_CUDA;
-  gmr_status st = gmr_record_stream(g->upstream, ptr, stream);
+  gmr_status st = gmr_resource_record_stream(g->upstream, ptr, stream);
   gmr__cuda_device_leave(g->cuda, saved);
   return st;
 }
@@ -72,7 +72,7 @@ static gmr_status guard_allocate_capturing(gmr_resource *self, size_t bytes, siz
     return gmr__cuda_fail(failure, "cudaSetDevice", err);
   }
   gmr_status st =
-      gmr_allocate_capturing(g->upstream, bytes, alignment, stream, out_ptr, failure);
+      gmr_resource_allocate_capturing(g->upstream, bytes, alignment, stream, out_ptr, failure);
   gmr__cuda_device_leave(g->cuda, saved);
   return st;
 }
@@ -84,7 +84,8 @@ static gmr_status guard_extend(gmr_resource *self, void *ptr, size_t bytes, size
   int saved = -1;
   cudaError_t err = gmr__cuda_device_enter(g->cuda, g->device, &saved);
   if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaSetDevice", err);
-  gmr_status st = gmr_extend(g->upstream, ptr, bytes, new_bytes, alignment, stream, failure);
+  gmr_status st =
+      gmr_resource_extend(g->upstream, ptr, bytes, new_bytes, alignment, stream, failure);
   gmr__cuda_device_leave(g->cuda, saved);
   return st;
 }

@@ -31,7 +31,7 @@ typedef struct slot {
 
 static slot slots[MAX_DEVICES];
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *configured_spec; /* from gmr_set_device_resource_spec; NULL: GMR_STACK */
+static char *configured_spec; /* from gmr_device_resource_set_spec; NULL: GMR_STACK */
 static int creation_order[MAX_DEVICES];
 static int creation_count;
 static bool exit_handler_registered;
@@ -67,7 +67,7 @@ static gmr_status check_device(int device, gmr_spec_error *error) {
   return GMR_OK;
 }
 
-static void release_at_exit(void) { (void)gmr_device_resources_release(); }
+static void release_at_exit(void) { GMR_IGNORE_STATUS(gmr_device_resource_release_all()); }
 
 /* Create device's stack with the device current. Lock held. */
 static gmr_status create_locked(int device, gmr_spec_error *error) {
@@ -86,7 +86,7 @@ static gmr_status create_locked(int device, gmr_spec_error *error) {
   if (st == GMR_OK) {
     st = gmr__device_guard_create(gmr_stack_as_resource(stack), device, &guard);
     if (st != GMR_OK) {
-      (void)gmr_stack_destroy(stack); /* nothing was allocated from it */
+      GMR_IGNORE_STATUS(gmr_stack_destroy(stack)); /* nothing was allocated from it */
       stack = NULL;
       set_message(error, "no host memory for the resource of device %d", device);
     }
@@ -105,7 +105,7 @@ static gmr_status create_locked(int device, gmr_spec_error *error) {
   return GMR_OK;
 }
 
-gmr_status gmr_get_device_resource(int device, gmr_resource **out, gmr_spec_error *error) {
+gmr_status gmr_device_resource_get(int device, gmr_resource **out, gmr_spec_error *error) {
   if (out == NULL) {
     set_message(error, "out is NULL (device %d)", device);
     return GMR_ERR_INVALID_ARGUMENT;
@@ -131,18 +131,18 @@ gmr_status gmr_get_device_resource(int device, gmr_resource **out, gmr_spec_erro
   return st;
 }
 
-gmr_status gmr_get_current_device_resource(gmr_resource **out, gmr_spec_error *error) {
-  if (out == NULL) return gmr_get_device_resource(0, out, error);
+gmr_status gmr_device_resource_get_current(gmr_resource **out, gmr_spec_error *error) {
+  if (out == NULL) return gmr_device_resource_get(0, out, error);
   *out = NULL;
   int device = -1;
   if (gmr_device_get_current(&device) != GMR_OK) {
     set_message(error, "cudaGetDevice failed: no current CUDA device");
     return GMR_ERR_CUDA;
   }
-  return gmr_get_device_resource(device, out, error);
+  return gmr_device_resource_get(device, out, error);
 }
 
-gmr_status gmr_set_device_resource(int device, gmr_resource *resource,
+gmr_status gmr_device_resource_set(int device, gmr_resource *resource,
                                    gmr_resource **out_previous) {
   if (out_previous != NULL) *out_previous = NULL;
   if (resource != NULL && gmr_resource_check(resource) != GMR_OK) {
@@ -160,7 +160,7 @@ gmr_status gmr_set_device_resource(int device, gmr_resource *resource,
   return GMR_OK;
 }
 
-gmr_status gmr_set_device_resource_spec(const char *spec, gmr_spec_error *error) {
+gmr_status gmr_device_resource_set_spec(const char *spec, gmr_spec_error *error) {
   char *copy = NULL;
   if (spec != NULL) {
     gmr_status st = gmr_stack_check(spec, error);
@@ -177,7 +177,7 @@ gmr_status gmr_set_device_resource_spec(const char *spec, gmr_spec_error *error)
   return GMR_OK;
 }
 
-const char *gmr_get_device_resource_spec(int device) {
+const char *gmr_device_resource_get_spec(int device) {
   if (device < 0 || device >= MAX_DEVICES) return NULL;
   pthread_mutex_lock(&registry_lock);
   const char *spec = NULL;
@@ -190,7 +190,7 @@ const char *gmr_get_device_resource_spec(int device) {
   return spec;
 }
 
-gmr_status gmr_device_resources_release(void) {
+gmr_status gmr_device_resource_release_all(void) {
   gmr_status first = GMR_OK;
   pthread_mutex_lock(&registry_lock);
   int survivors[MAX_DEVICES];
@@ -200,7 +200,8 @@ gmr_status gmr_device_resources_release(void) {
     slot *s = &slots[device];
     gmr_status st = gmr_stack_destroy(s->owned);
     if (st == GMR_OK) {
-      gmr_resource_destroy(gmr__device_guard_as_resource(s->guard));
+      /* The guard keeps nothing of its own: its destroy never refuses. */
+      GMR_IGNORE_STATUS(gmr_resource_destroy(gmr__device_guard_as_resource(s->guard)));
       s->owned = NULL;
       s->guard = NULL;
       continue;
@@ -223,3 +224,28 @@ gmr_status gmr_device_resources_release(void) {
   pthread_mutex_unlock(&registry_lock);
   return first;
 }
+
+/* ---- deprecated names (gmr/device_resource.h), removed in 0.3.0 ----------- */
+
+gmr_status gmr_get_device_resource(int device, gmr_resource **out, gmr_spec_error *error) {
+  return gmr_device_resource_get(device, out, error);
+}
+
+gmr_status gmr_get_current_device_resource(gmr_resource **out, gmr_spec_error *error) {
+  return gmr_device_resource_get_current(out, error);
+}
+
+gmr_status gmr_set_device_resource(int device, gmr_resource *resource,
+                                   gmr_resource **out_previous) {
+  return gmr_device_resource_set(device, resource, out_previous);
+}
+
+gmr_status gmr_set_device_resource_spec(const char *spec, gmr_spec_error *error) {
+  return gmr_device_resource_set_spec(spec, error);
+}
+
+const char *gmr_get_device_resource_spec(int device) {
+  return gmr_device_resource_get_spec(device);
+}
+
+gmr_status gmr_device_resources_release(void) { return gmr_device_resource_release_all(); }

@@ -53,7 +53,8 @@ gmr_resource *gmr_stack_get_layer(const gmr_stack *stack, size_t index) {
 gmr_resource *gmr_stack_find(const gmr_stack *stack, const char *type_name) {
   if (stack == NULL || type_name == NULL) return NULL;
   for (size_t i = stack->count; i-- > 0;) {
-    if (strcmp(gmr_resource_type_name(stack->layers[i]), type_name) == 0) return stack->layers[i];
+    if (strcmp(gmr_resource_get_type_name(stack->layers[i]), type_name) == 0)
+      return stack->layers[i];
   }
   return NULL;
 }
@@ -63,7 +64,7 @@ const char *gmr_stack_get_spec(const gmr_stack *stack) {
 }
 
 void gmr__stack_unload_plugins(gmr_policy_plugin **plugins, size_t count) {
-  for (size_t i = count; i-- > 0;) (void)gmr_policy_plugin_unload(plugins[i]);
+  for (size_t i = count; i-- > 0;) GMR_IGNORE_STATUS(gmr_policy_plugin_unload(plugins[i]));
 }
 
 gmr_status gmr_stack_destroy(gmr_stack *stack) {

@@ -39,7 +39,7 @@ static void append_count(text *t, const char *name, const gmr_stat_count *c) {
 }
 
 static gmr_status append_tracking(text *t, const gmr_tracking_adaptor *a) {
-  gmr_tracking_stats s = GMR_TRACKING_STATS_INIT;
+  gmr_tracking_adaptor_stats s = GMR_TRACKING_ADAPTOR_STATS_INIT;
   if (gmr_tracking_adaptor_get_stats(a, &s) != GMR_OK) return GMR_ERR_INTERNAL;
   append(t, ", ");
   append_count(t, "bytes", &s.bytes);
@@ -64,7 +64,7 @@ static gmr_status append_tracking(text *t, const gmr_tracking_adaptor *a) {
   if (count > capacity) count = capacity;
   append(t, ", \"owners\": {");
   for (size_t i = 0; i < count; ++i) {
-    gmr_tracking_owner_stats o = GMR_TRACKING_OWNER_STATS_INIT;
+    gmr_tracking_adaptor_owner_stats o = GMR_TRACKING_ADAPTOR_OWNER_STATS_INIT;
     if (gmr_tracking_adaptor_get_owner_stats(a, owners[i], &o) != GMR_OK) continue;
     append(t, "%s\"0x%" PRIx64 "\": {", i == 0 ? "" : ", ", owners[i]);
     append_count(t, "bytes", &o.bytes);
@@ -78,7 +78,7 @@ static gmr_status append_tracking(text *t, const gmr_tracking_adaptor *a) {
 }
 
 static gmr_status append_limiting(text *t, const gmr_limiting_adaptor *a) {
-  gmr_limiting_stats s = GMR_LIMITING_STATS_INIT;
+  gmr_limiting_adaptor_stats s = GMR_LIMITING_ADAPTOR_STATS_INIT;
   if (gmr_limiting_adaptor_get_stats(a, &s) != GMR_OK) return GMR_ERR_INTERNAL;
   if (s.limit_bytes == GMR_LIMIT_NONE) {
     append(t, ", \"limit_bytes\": null");
@@ -123,7 +123,7 @@ gmr_status gmr_resource_write_stats_json(gmr_resource *top, char *buffer, size_t
   gmr_status st = GMR_OK;
   for (gmr_resource *r = top; r != NULL && st == GMR_OK; r = gmr_resource_get_upstream(r)) {
     /* Type names are C identifiers (no characters JSON would escape). */
-    append(&t, "%s{\"type\": \"%s\"", r == top ? "" : ", ", gmr_resource_type_name(r));
+    append(&t, "%s{\"type\": \"%s\"", r == top ? "" : ", ", gmr_resource_get_type_name(r));
     const gmr_tracking_adaptor *tracking = gmr_tracking_adaptor_from_resource(r);
     const gmr_limiting_adaptor *limiting = gmr_limiting_adaptor_from_resource(r);
     if (tracking != NULL) st = append_tracking(&t, tracking);

@@ -1,4 +1,4 @@
-// The version-3 extend slot (gmr_extend: grow a live allocation in place)
+// The version-3 extend slot (gmr_resource_extend: grow a live allocation in place)
 // through every adaptor and the device guard: each forwards it to its
 // upstream with its own bookkeeping (tracking records the new size and
 // counts the bytes added, limiting charges the growth against its limits,
@@ -46,7 +46,7 @@ class ExtendTest : public gmr_test::SimTest {
   }
   void TearDown() override {
     for (auto it = owned_.rbegin(); it != owned_.rend(); ++it) {
-      EXPECT_EQ(GMR_OK, gmr_resource_destroy(*it)) << gmr_resource_type_name(*it);
+      EXPECT_EQ(GMR_OK, gmr_resource_destroy(*it)) << gmr_resource_get_type_name(*it);
     }
     if (up_ != nullptr) {
       EXPECT_EQ(GMR_OK, gmr_resource_destroy(up_)) << "the leaf holds memory";
@@ -72,7 +72,7 @@ class ExtendTest : public gmr_test::SimTest {
   }
   void *Alloc(gmr_resource *r, size_t bytes, gmr_stream stream = nullptr) {
     void *p = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_allocate(r, bytes, 0, stream, &p));
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate(r, bytes, 0, stream, &p));
     return p;
   }
 
@@ -109,12 +109,12 @@ class EveryAdaptor : public ExtendTest, public ::testing::WithParamInterface<Lay
 
 TEST_P(EveryAdaptor, GrowsTheAllocationBelowAndTheFreeTakesTheNewSize) {
   void *p = Alloc(top_, 1000);
-  gmr_failure f;
-  ASSERT_EQ(GMR_OK, gmr_extend(top_, p, 1000, 5000, 0, nullptr, &f)) << f.message;
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(top_, p, 1000, 5000, 0, nullptr, &f)) << f.message;
   EXPECT_EQ(5120u, gmr_extend_leaf_size_of(leaf_, p)) << "the leaf grew it in place";
   EXPECT_EQ(1u, gmr_extend_leaf_extend_count(leaf_));
   static_cast<char *>(p)[4999] = 1;  // the new bytes are the caller's
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, p, 5000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, 5000, 0, nullptr));
   EXPECT_EQ(0u, gmr_extend_leaf_live_count(leaf_));
 }
 
@@ -122,15 +122,15 @@ TEST_P(EveryAdaptor, ARefusedGrowthChangesNothing) {
   void *p = Alloc(top_, 1000);
   for (gmr_status refusal : {GMR_ERR_UNSUPPORTED, GMR_ERR_OUT_OF_MEMORY, GMR_ERR_CUDA}) {
     gmr_extend_leaf_refuse_extend(leaf_, refusal);
-    gmr_failure f;
-    EXPECT_EQ(refusal, gmr_extend(top_, p, 1000, 5000, 0, nullptr, &f));
+    gmr_failure f = GMR_FAILURE_INIT;
+    EXPECT_EQ(refusal, gmr_resource_extend(top_, p, 1000, 5000, 0, nullptr, &f));
     EXPECT_EQ(5000u, f.bytes) << "the failure names the size asked for";
-    EXPECT_STREQ("extend_leaf", gmr_resource_type_name(f.where)) << "the deepest layer failed";
+    EXPECT_STREQ("extend_leaf", gmr_resource_get_type_name(f.where)) << "the deepest layer failed";
   }
   gmr_extend_leaf_refuse_extend(leaf_, GMR_OK);
   EXPECT_EQ(1024u, gmr_extend_leaf_size_of(leaf_, p));
   // Still the old size everywhere: freed with it.
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, 1000, 0, nullptr));
 }
 
 TEST_P(EveryAdaptor, AnUpstreamWithoutTheSlotIsUnsupported) {
@@ -139,11 +139,11 @@ TEST_P(EveryAdaptor, AnUpstreamWithoutTheSlotIsUnsupported) {
   gmr_resource *host = gmr_host_resource_as_resource(h);
   gmr_resource *top = GetParam().make(host, log_);
   void *p = Alloc(top, 1000);
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_extend(top, p, 1000, 5000, 0, nullptr, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_extend(top, p, 1000, 5000, 0, nullptr, &f));
   EXPECT_NE(std::string::npos, std::string(f.message).find("host_resource")) << f.message;
   EXPECT_EQ(host, f.where);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top, p, 1000, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(top));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(host));
 }
@@ -200,8 +200,8 @@ INSTANTIATE_TEST_SUITE_P(Adaptors, EveryAdaptor, ::testing::ValuesIn(Layers()),
 
 // ---- tracking ---------------------------------------------------------------
 
-gmr_tracking_stats TrackingStats(gmr_resource *r) {
-  gmr_tracking_stats s = GMR_TRACKING_STATS_INIT;
+gmr_tracking_adaptor_stats TrackingStats(gmr_resource *r) {
+  gmr_tracking_adaptor_stats s = GMR_TRACKING_ADAPTOR_STATS_INIT;
   EXPECT_EQ(GMR_OK, gmr_tracking_adaptor_get_stats(gmr_tracking_adaptor_from_resource(r), &s));
   return s;
 }
@@ -210,8 +210,8 @@ TEST_F(ExtendTest, TrackingCountsTheBytesAddedAndKeepsOneAllocation) {
   gmr_resource *t = Tracking(up_);
   gmr_stream s = S(0x5000);
   void *p = Alloc(t, 1000, s);
-  ASSERT_EQ(GMR_OK, gmr_extend(t, p, 1000, 3000, 0, S(0x6000), nullptr));
-  gmr_tracking_stats st = TrackingStats(t);
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(t, p, 1000, 3000, 0, S(0x6000), nullptr));
+  gmr_tracking_adaptor_stats st = TrackingStats(t);
   EXPECT_EQ(3000, st.bytes.current);
   EXPECT_EQ(3000, st.bytes.peak);
   EXPECT_EQ(3000, st.bytes.total);
@@ -219,14 +219,14 @@ TEST_F(ExtendTest, TrackingCountsTheBytesAddedAndKeepsOneAllocation) {
   EXPECT_EQ(1, st.allocations.total);
   // The growth belongs to the allocation's owner (its stream), not the
   // stream the growth was ordered on.
-  gmr_tracking_owner_stats o = GMR_TRACKING_OWNER_STATS_INIT;
+  gmr_tracking_adaptor_owner_stats o = GMR_TRACKING_ADAPTOR_OWNER_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_get_owner_stats(gmr_tracking_adaptor_from_resource(t),
                                                          reinterpret_cast<uintptr_t>(s), &o));
   EXPECT_EQ(3000, o.bytes.current);
   EXPECT_EQ(1, o.allocations.current);
   // The books hold the new size: the old one is a mismatch now.
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(t, p, 1000, 0, s));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(t, p, 3000, 0, s));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(t, p, 1000, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(t, p, 3000, 0, s));
   st = TrackingStats(t);
   EXPECT_EQ(0, st.bytes.current);
   EXPECT_EQ(3000, st.bytes.peak);
@@ -235,16 +235,16 @@ TEST_F(ExtendTest, TrackingCountsTheBytesAddedAndKeepsOneAllocation) {
 TEST_F(ExtendTest, TrackingRefusesABadExtendBeforeTheUpstreamSeesIt) {
   gmr_resource *t = Tracking(up_);
   void *p = Alloc(t, 1000);
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_extend(t, p, 999, 3000, 0, nullptr, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_extend(t, p, 999, 3000, 0, nullptr, &f));
   EXPECT_EQ(t, f.where);
   EXPECT_STRNE("", f.message);
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_extend(t, p, 1000, 3000, 512, nullptr, &f));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_extend(t, p, 1000, 3000, 512, nullptr, &f));
   int local = 0;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_extend(t, &local, 1000, 3000, 0, nullptr, &f));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_extend(t, &local, 1000, 3000, 0, nullptr, &f));
   EXPECT_EQ(0u, gmr_extend_leaf_extend_count(leaf_)) << "the upstream never saw them";
   EXPECT_EQ(1000, TrackingStats(t).bytes.current);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(t, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(t, p, 1000, 0, nullptr));
 }
 
 TEST_F(ExtendTest, TrackingScopesCountTheGrowthAsBytesOnly) {
@@ -252,14 +252,14 @@ TEST_F(ExtendTest, TrackingScopesCountTheGrowthAsBytesOnly) {
   gmr_tracking_adaptor *a = gmr_tracking_adaptor_from_resource(t);
   void *p = Alloc(t, 1000);
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_push_scope(a));
-  ASSERT_EQ(GMR_OK, gmr_extend(t, p, 1000, 4000, 0, nullptr, nullptr));
-  gmr_tracking_stats scope = GMR_TRACKING_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(t, p, 1000, 4000, 0, nullptr, nullptr));
+  gmr_tracking_adaptor_stats scope = GMR_TRACKING_ADAPTOR_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_pop_scope(a, &scope));
   EXPECT_EQ(3000, scope.bytes.current);
   EXPECT_EQ(3000, scope.bytes.total);
   EXPECT_EQ(0, scope.allocations.current);
   EXPECT_EQ(0, scope.allocations.total);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(t, p, 4000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(t, p, 4000, 0, nullptr));
 }
 
 // ---- limiting ---------------------------------------------------------------
@@ -270,53 +270,53 @@ TEST_F(ExtendTest, LimitingCountingChargesTheDifferenceOfCharges) {
   gmr_resource *l = Limiting(up_, GMR_LIMIT_NONE);
   void *p = Alloc(l, 1000);  // charged 1024
   EXPECT_EQ(1024u, gmr_limiting_adaptor_get_used_bytes(L(l)));
-  ASSERT_EQ(GMR_OK, gmr_extend(l, p, 1000, 1020, 0, nullptr, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(l, p, 1000, 1020, 0, nullptr, nullptr));
   EXPECT_EQ(1024u, gmr_limiting_adaptor_get_used_bytes(L(l))) << "same charge: nothing added";
-  ASSERT_EQ(GMR_OK, gmr_extend(l, p, 1020, 3000, 0, nullptr, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(l, p, 1020, 3000, 0, nullptr, nullptr));
   EXPECT_EQ(3072u, gmr_limiting_adaptor_get_used_bytes(L(l)));
-  gmr_limiting_stats st = GMR_LIMITING_STATS_INIT;
+  gmr_limiting_adaptor_stats st = GMR_LIMITING_ADAPTOR_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(L(l), &st));
   EXPECT_EQ(1u, st.allocation_count);
   EXPECT_EQ(3072u, st.peak_used_bytes);
   // A limit arriving later finds the grown charge outstanding.
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_set_limit(L(l), 4096));
   EXPECT_EQ(3072u, gmr_limiting_adaptor_get_used_bytes(L(l)));
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_extend(l, p, 3000, 5000, 0, nullptr, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(l, p, 3000, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_extend(l, p, 3000, 5000, 0, nullptr, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(l, p, 3000, 0, nullptr));
   EXPECT_EQ(0u, gmr_limiting_adaptor_get_used_bytes(L(l)));
 }
 
 TEST_F(ExtendTest, LimitingRefusesAGrowthPastTheLimitBeforeTheUpstream) {
   gmr_resource *l = Limiting(up_, 4096);
   void *p = Alloc(l, 3000);
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_extend(l, p, 3000, 5000, 0, nullptr, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_extend(l, p, 3000, 5000, 0, nullptr, &f));
   EXPECT_EQ(l, f.where);
   EXPECT_NE(std::string::npos, std::string(f.message).find("4096")) << f.message;
   EXPECT_EQ(0u, gmr_extend_leaf_extend_count(leaf_));
   EXPECT_EQ(3072u, gmr_limiting_adaptor_get_used_bytes(L(l)));
-  gmr_limiting_stats st = GMR_LIMITING_STATS_INIT;
+  gmr_limiting_adaptor_stats st = GMR_LIMITING_ADAPTOR_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(L(l), &st));
   EXPECT_EQ(1u, st.refused_count);
   // Within the limit it grows; the peak follows.
-  ASSERT_EQ(GMR_OK, gmr_extend(l, p, 3000, 4000, 0, nullptr, &f));
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(l, p, 3000, 4000, 0, nullptr, &f));
   EXPECT_EQ(4096u, gmr_limiting_adaptor_get_used_bytes(L(l)));
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(L(l), &st));
   EXPECT_EQ(4096u, st.peak_used_bytes);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(l, p, 4000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(l, p, 4000, 0, nullptr));
 }
 
 TEST_F(ExtendTest, LimitingGivesTheChargeBackWhenTheUpstreamCannotGrow) {
   gmr_resource *l = Limiting(up_, MiB);
   void *p = Alloc(l, 1000);
   gmr_extend_leaf_refuse_extend(leaf_, GMR_ERR_OUT_OF_MEMORY);
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_extend(l, p, 1000, 300000, 0, nullptr, nullptr));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_extend(l, p, 1000, 300000, 0, nullptr, nullptr));
   EXPECT_EQ(1024u, gmr_limiting_adaptor_get_used_bytes(L(l)));
-  gmr_limiting_stats st = GMR_LIMITING_STATS_INIT;
+  gmr_limiting_adaptor_stats st = GMR_LIMITING_ADAPTOR_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(L(l), &st));
   EXPECT_EQ(1024u, st.peak_used_bytes) << "a growth that failed never reached the peak";
   gmr_extend_leaf_refuse_extend(leaf_, GMR_OK);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(l, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(l, p, 1000, 0, nullptr));
 }
 
 TEST_F(ExtendTest, LimitingPerStreamChargesTheAllocationsStream) {
@@ -325,18 +325,18 @@ TEST_F(ExtendTest, LimitingPerStreamChargesTheAllocationsStream) {
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_set_stream_limit(L(l), a, 4096));
   void *p = Alloc(l, 1000, a);
   // Ordered on b, charged to a (where the allocation lives), against a's limit.
-  ASSERT_EQ(GMR_OK, gmr_extend(l, p, 1000, 4000, 0, b, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(l, p, 1000, 4000, 0, b, nullptr));
   size_t used_a = 0, used_b = 0;
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stream_usage(L(l), a, &used_a, nullptr));
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stream_usage(L(l), b, &used_b, nullptr));
   EXPECT_EQ(4096u, used_a);
   EXPECT_EQ(0u, used_b);
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_extend(l, p, 4000, 5000, 0, b, nullptr))
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_extend(l, p, 4000, 5000, 0, b, nullptr))
       << "a's limit, not b's";
   EXPECT_EQ(4096u, gmr_limiting_adaptor_get_used_bytes(L(l))) << "the global charge went back";
   int local = 0;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_extend(l, &local, 1000, 4000, 0, a, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(l, p, 4000, 0, a));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_extend(l, &local, 1000, 4000, 0, a, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(l, p, 4000, 0, a));
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stream_usage(L(l), a, &used_a, nullptr));
   EXPECT_EQ(0u, used_a);
 }
@@ -356,12 +356,12 @@ TEST_F(ExtendTest, OomAdaptorPassesGrowthWithoutItsPolicy) {
   gmr_resource *r = Own(gmr_oom_adaptor_as_resource(o));
   void *p = Alloc(r, 1000);
   gmr_extend_leaf_refuse_extend(leaf_, GMR_ERR_OUT_OF_MEMORY);
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_extend(r, p, 1000, 5000, 0, nullptr, nullptr));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_extend(r, p, 1000, 5000, 0, nullptr, nullptr));
   EXPECT_EQ(0, decide_calls) << "the caller allocates elsewhere; that allocation runs the policy";
   gmr_extend_leaf_refuse_extend(leaf_, GMR_OK);
-  ASSERT_EQ(GMR_OK, gmr_extend(r, p, 1000, 5000, 0, nullptr, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(r, p, 1000, 5000, 0, nullptr, nullptr));
   EXPECT_EQ(1u, gmr_oom_adaptor_get_live_count(o));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 5000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 5000, 0, nullptr));
   EXPECT_EQ(0u, gmr_oom_adaptor_get_live_count(o));
 }
 
@@ -395,10 +395,10 @@ TEST_F(ExtendTest, LogWritesAGrowthAsAFreeAndAnAllocationAtTheSameAddress) {
   gmr_resource *r = gmr_log_adaptor_as_resource(log);
   void *p = Alloc(r, 1000);
   gmr_extend_leaf_refuse_extend(leaf_, GMR_ERR_UNSUPPORTED);
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_extend(r, p, 1000, 5000, 0, S(0x7f00), nullptr));
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_extend(r, p, 1000, 5000, 0, S(0x7f00), nullptr));
   gmr_extend_leaf_refuse_extend(leaf_, GMR_OK);
-  ASSERT_EQ(GMR_OK, gmr_extend(r, p, 1000, 5000, 0, S(0x7f00), nullptr));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 5000, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(r, p, 1000, 5000, 0, S(0x7f00), nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 5000, 0, nullptr));
   EXPECT_EQ(4u, gmr_log_adaptor_get_row_count(log)) << "no row for the refused growth";
   ASSERT_EQ(GMR_OK, gmr_resource_destroy(r));
   char ptr[32];
@@ -436,13 +436,13 @@ TEST_F(ExtendTest, APoolGrowsItsChunkInPlaceThroughTrackingAndLimiting) {
   EXPECT_EQ(1u, gmr_extend_leaf_extend_count(leaf_));
   gmr_footprint fp;
   ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
-  gmr_tracking_stats st = TrackingStats(t);
+  gmr_tracking_adaptor_stats st = TrackingStats(t);
   EXPECT_EQ(static_cast<int64_t>(fp.held_bytes), st.bytes.current)
       << "tracking counts what the pool holds";
   EXPECT_EQ(1, st.allocations.current);
   EXPECT_EQ(fp.held_bytes, gmr_limiting_adaptor_get_used_bytes(L(l)));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 3 * MiB, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 3 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 3 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 3 * MiB, 0, nullptr));
   size_t released = 0;
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
   EXPECT_EQ(fp.held_bytes, released);
@@ -457,7 +457,7 @@ TEST_F(ExtendTest, APoolOverVmmPoolGrowsInPlaceThroughLimitingAndTracking) {
   vc.small_pool = false;
   vc.va_chunk_bytes = size_t{1} << 30;
   gmr_vmm_pool_resource *vmm = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&vc, &vmm, &f)) << f.message;
   gmr_resource *v = gmr_vmm_pool_resource_as_resource(vmm);
   gmr_resource *t = Tracking(v);
@@ -474,14 +474,14 @@ TEST_F(ExtendTest, APoolOverVmmPoolGrowsInPlaceThroughLimitingAndTracking) {
   void *a = Alloc(r, 3 * MiB);
   void *b = Alloc(r, 3 * MiB);
   EXPECT_EQ(static_cast<char *>(a) + 3 * MiB, b);
-  gmr_pool_stats ps = GMR_POOL_STATS_INIT;
+  gmr_pool_resource_stats ps = GMR_POOL_RESOURCE_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_pool_resource_get_stats(pool, &ps));
   EXPECT_EQ(1u, ps.in_place_growth_count);
   std::memset(a, 0x5a, 6 * MiB);  // simulated device memory is host memory
   EXPECT_EQ(static_cast<int64_t>(ps.held_bytes), TrackingStats(t).bytes.current);
   EXPECT_EQ(ps.held_bytes, gmr_limiting_adaptor_get_used_bytes(L(l)));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 3 * MiB, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 3 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 3 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 3 * MiB, 0, nullptr));
   // gmr_resource_trim walks the whole stack and sums what every layer gave
   // back: the pool its grown chunk (to vmm_pool, through limiting and
   // tracking), then vmm_pool the same bytes of pages (to the driver). Seen
@@ -525,26 +525,26 @@ TEST_F(ExtendTest, ThreadsGrowingAndFreeingLeaveExactBooks) {
     threads.emplace_back([&] {
       for (int i = 0; i < kRounds; ++i) {
         void *p = nullptr;
-        if (gmr_allocate(t, 1000, 0, nullptr, &p) != GMR_OK) {
+        if (gmr_resource_allocate(t, 1000, 0, nullptr, &p) != GMR_OK) {
           wrong++;
           continue;
         }
         size_t bytes = 1000;
-        gmr_status st = gmr_extend(t, p, 1000, 3000, 0, nullptr, nullptr);
+        gmr_status st = gmr_resource_extend(t, p, 1000, 3000, 0, nullptr, nullptr);
         if (st == GMR_OK) {
           bytes = 3000;
           grown++;
         } else if (st != GMR_ERR_UNSUPPORTED) {
           wrong++;
         }
-        if (gmr_deallocate(t, p, bytes, 0, nullptr) != GMR_OK) wrong++;
+        if (gmr_resource_deallocate(t, p, bytes, 0, nullptr) != GMR_OK) wrong++;
       }
     });
   }
   for (auto &th : threads) th.join();
   EXPECT_EQ(0, wrong.load());
   EXPECT_EQ(static_cast<unsigned long>(grown.load()), gmr_extend_leaf_extend_count(leaf_));
-  gmr_tracking_stats st = TrackingStats(t);
+  gmr_tracking_adaptor_stats st = TrackingStats(t);
   EXPECT_EQ(0, st.bytes.current);
   EXPECT_EQ(0, st.allocations.current);
   EXPECT_EQ(int64_t{kThreads} * kRounds * 1000 + grown.load() * 2000, st.bytes.total);
@@ -559,26 +559,26 @@ class DeviceGuardExtend : public gmr_test::SimTest {
  protected:
   DeviceGuardExtend() { sim_config_.device_count = 2; }
   void TearDown() override {
-    EXPECT_EQ(GMR_OK, gmr_device_resources_release());
+    EXPECT_EQ(GMR_OK, gmr_device_resource_release_all());
     SimTest::TearDown();
   }
 };
 
 TEST_F(DeviceGuardExtend, ForwardsGrowthOnTheResourcesDeviceAndRestoresTheCallers) {
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec("vmm_pool(small_pool=false)", nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("vmm_pool(small_pool=false)", nullptr));
   gmr_resource *r = nullptr;
   gmr_spec_error error;
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(0, &r, &error)) << error.message;
-  ASSERT_STREQ("device_guard", gmr_resource_type_name(r));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &r, &error)) << error.message;
+  ASSERT_STREQ("device_guard", gmr_resource_get_type_name(r));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 2 * MiB, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 2 * MiB, 0, nullptr, &p));
   ASSERT_EQ(GMR_OK, gmr_device_set_current(1));
-  gmr_failure f;
-  ASSERT_EQ(GMR_OK, gmr_extend(r, p, 2 * MiB, 6 * MiB, 0, nullptr, &f)) << f.message;
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(r, p, 2 * MiB, 6 * MiB, 0, nullptr, &f)) << f.message;
   int current = -1;
   ASSERT_EQ(GMR_OK, gmr_device_get_current(&current));
   EXPECT_EQ(1, current) << "the caller's device is current again";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 6 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 6 * MiB, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_device_set_current(0));
 }
 

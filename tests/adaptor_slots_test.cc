@@ -142,7 +142,7 @@ std::vector<Adaptor> Adaptors() {
                  return gmr_tracking_adaptor_as_resource(t);
                },
                [](gmr_resource *top, size_t live) {
-                 gmr_tracking_stats s = GMR_TRACKING_STATS_INIT;
+                 gmr_tracking_adaptor_stats s = GMR_TRACKING_ADAPTOR_STATS_INIT;
                  ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_get_stats(
                                        gmr_tracking_adaptor_from_resource(top), &s));
                  EXPECT_EQ(static_cast<int64_t>(live), s.bytes.current);
@@ -229,46 +229,46 @@ class Slots : public ::testing::TestWithParam<Adaptor> {
 TEST_P(Slots, RecordStreamIsForwardedToTheUpstream) {
   Make(true);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, 1000, 0, S(1), &p));
-  EXPECT_EQ(GMR_OK, gmr_record_stream(top_, p, S(5)));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 1000, 0, S(1), &p));
+  EXPECT_EQ(GMR_OK, gmr_resource_record_stream(top_, p, S(5)));
   ASSERT_EQ(1u, probe_.recorded.size());
   EXPECT_EQ(p, probe_.recorded[0].first);
   EXPECT_EQ(S(5), probe_.recorded[0].second);
   int local = 0;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_record_stream(top_, &local, S(5)));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_record_stream(top_, &local, S(5)));
   // An adaptor that keeps books refuses before the upstream sees it.
   EXPECT_EQ(GetParam().checks_pointers ? 1 : 2, probe_.record_calls);
   EXPECT_EQ(1u, probe_.recorded.size());
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_record_stream(top_, nullptr, S(5)));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, p, 1000, 0, S(1)));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_record_stream(top_, nullptr, S(5)));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, 1000, 0, S(1)));
 }
 
 TEST_P(Slots, RecordStreamIsUnsupportedWhenTheUpstreamCannot) {
   Make(false);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, 1000, 0, S(1), &p));
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_record_stream(top_, p, S(5)));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, p, 1000, 0, S(1)));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 1000, 0, S(1), &p));
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_record_stream(top_, p, S(5)));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, 1000, 0, S(1)));
 }
 
 TEST_P(Slots, AllocateCapturingGoesToTheUpstreamsSlotWithTheAdaptorsBookkeeping) {
   Make(true);
   void *p = nullptr;
-  gmr_failure f;
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(top_, 1000, 0, S(2), &p, &f)) << f.message;
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(top_, 1000, 0, S(2), &p, &f)) << f.message;
   EXPECT_EQ(1, probe_.capturing_calls);
   EXPECT_EQ(0, probe_.plain_calls);
   GetParam().check_counted(top_, 1000);
   // Freed with the ordinary deallocate, through the adaptor's books.
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, p, 1000, 0, S(2)));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, 1000, 0, S(2)));
   GetParam().check_counted(top_, 0);
 }
 
 TEST_P(Slots, AllocateCapturingIsCaptureUnsafeWhenTheUpstreamCannotAndCountsNothing) {
   Make(false);
   void *p = reinterpret_cast<void *>(0x1);
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_capturing(top_, 1000, 0, S(2), &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_capturing(top_, 1000, 0, S(2), &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(&probe_.base, f.where);
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, f.status);
@@ -318,8 +318,8 @@ TEST_P(Slots, TheFailureRecordReachesAnOomPolicyAboveUnchanged) {
   gmr_resource *r = gmr_oom_adaptor_as_resource(oom);
   probe_.fail_next = true;
   void *p = nullptr;
-  gmr_failure f;
-  ASSERT_EQ(GMR_OK, gmr_allocate_ex(r, 5000, 0, S(3), &p, &f));  // the retry succeeds
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_ex(r, 5000, 0, S(3), &p, &f));  // the retry succeeds
   ASSERT_EQ(1u, seen.failures.size());
   const gmr_failure &got = seen.failures[0];
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, got.status);
@@ -331,7 +331,7 @@ TEST_P(Slots, TheFailureRecordReachesAnOomPolicyAboveUnchanged) {
   EXPECT_EQ(678u, got.largest_free_block_bytes);
   EXPECT_STREQ("probe: fragmented", got.message);
   EXPECT_EQ(0u, got.attempt);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 5000, 0, S(3)));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 5000, 0, S(3)));
 
   // Without a retry, the caller gets the same record.
   probe_.fail_next = true;
@@ -339,7 +339,7 @@ TEST_P(Slots, TheFailureRecordReachesAnOomPolicyAboveUnchanged) {
   gmr_oom_policy fail = gmr_oom_policy_fail();
   ASSERT_EQ(GMR_OK, gmr_oom_adaptor_create(top_, &fail, &oom));
   r = gmr_oom_adaptor_as_resource(oom);
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 5000, 0, S(3), &p, &f));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r, 5000, 0, S(3), &p, &f));
   EXPECT_EQ(&probe_.base, f.where);
   EXPECT_TRUE(f.free_info_known);
   EXPECT_EQ(678u, f.largest_free_block_bytes);

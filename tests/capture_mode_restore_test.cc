@@ -34,9 +34,9 @@ class CaptureModeRestore : public gmr_test::SimTest {
   // cudaMalloc), freed again.
   void AllocateCapturing() {
     void *p = nullptr;
-    gmr_failure f;
-    ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r_, 4096, 0, nullptr, &p, &f)) << f.message;
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r_, p, 4096, 0, nullptr));
+    gmr_failure f = GMR_FAILURE_INIT;
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r_, 4096, 0, nullptr, &p, &f)) << f.message;
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 4096, 0, nullptr));
   }
   void Fail(uint64_t skip, uint64_t count) {
     ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_THREAD_EXCHANGE_CAPTURE_MODE,
@@ -99,8 +99,8 @@ TEST_F(CaptureModeRestore, ARememberedModeBelongsToItsThread) {
 TEST_F(CaptureModeRestore, AFailedEnterChangesNothing) {
   Fail(0, 1);
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_capturing(r_, 4096, 0, nullptr, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_allocate_capturing(r_, 4096, 0, nullptr, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(kGlobal, gmr_cuda_sim_get_thread_capture_mode());
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));

@@ -57,14 +57,14 @@ TEST_P(CudaResourceKind, AllocatesUsableAlignedMemoryThroughItsCudaCall) {
   gmr_cuda_resource *cr = make(GetParam());
   ASSERT_NE(nullptr, cr);
   gmr_resource *r = gmr_cuda_resource_as_resource(cr);
-  EXPECT_STREQ("cuda_resource", gmr_resource_type_name(r));
+  EXPECT_STREQ("cuda_resource", gmr_resource_get_type_name(r));
   EXPECT_EQ(cr, gmr_cuda_resource_from_resource(r));
   EXPECT_EQ(GetParam(), gmr_cuda_resource_get_kind(cr));
 
   std::vector<std::pair<void *, size_t>> blocks;
   for (size_t bytes : {size_t{1}, size_t{255}, size_t{4096}, size_t{1} << 20}) {
     void *p = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(r, bytes, 0, nullptr, &p));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, bytes, 0, nullptr, &p));
     ASSERT_NE(nullptr, p);
     EXPECT_EQ(0u, reinterpret_cast<uintptr_t>(p) % 256);
     std::memset(p, 0xab, bytes);  // host-backed in the simulation
@@ -77,7 +77,8 @@ TEST_P(CudaResourceKind, AllocatesUsableAlignedMemoryThroughItsCudaCall) {
   EXPECT_GE(fp.held_bytes, size_t{1 + 255 + 4096 + (1 << 20)});
   EXPECT_GE(fp.peak_held_bytes, fp.held_bytes);
 
-  for (auto &b : blocks) EXPECT_EQ(GMR_OK, gmr_deallocate(r, b.first, b.second, 0, nullptr));
+  for (auto &b : blocks)
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b.first, b.second, 0, nullptr));
   EXPECT_EQ(4u, gmr_cuda_sim_get_call_count(free_call(GetParam())));
   EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
@@ -89,9 +90,9 @@ TEST_P(CudaResourceKind, OutOfMemoryKeepsTheCudaError) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(alloc_call(GetParam()), 1, 1,
                                                 cudaErrorMemoryAllocation));
   void *a = nullptr, *b = nullptr;
-  gmr_failure f;
-  ASSERT_EQ(GMR_OK, gmr_allocate_ex(r, 1000, 0, nullptr, &a, &f));
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 2000, 0, nullptr, &b, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_ex(r, 1000, 0, nullptr, &a, &f));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r, 2000, 0, nullptr, &b, &f));
   EXPECT_EQ(nullptr, b);
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, f.status);
   EXPECT_EQ(int{cudaErrorMemoryAllocation}, f.cuda_error);
@@ -99,7 +100,7 @@ TEST_P(CudaResourceKind, OutOfMemoryKeepsTheCudaError) {
   EXPECT_EQ(2000u, f.bytes);
   EXPECT_NE(nullptr, std::strstr(f.message, "cudaErrorMemoryAllocation")) << f.message;
   EXPECT_EQ(1u, gmr_cuda_resource_get_live_count(cr));  // the failure counted nothing
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 1000, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
@@ -109,8 +110,8 @@ TEST_P(CudaResourceKind, OtherCudaErrorsAreCudaErrorWithTheCode) {
   ASSERT_EQ(GMR_OK,
             gmr_cuda_sim_inject_failure(alloc_call(GetParam()), 0, 1, cudaErrorLaunchFailure));
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_ex(r, 64, 0, nullptr, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_allocate_ex(r, 64, 0, nullptr, &p, &f));
   EXPECT_EQ(int{cudaErrorLaunchFailure}, f.cuda_error);
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
@@ -120,12 +121,12 @@ TEST_P(CudaResourceKind, FailedFreeReleasesNothingAndCanBeRetried) {
   gmr_cuda_resource *cr = make(GetParam());
   gmr_resource *r = gmr_cuda_resource_as_resource(cr);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 64, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 64, 0, nullptr, &p));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(free_call(GetParam()), 0, 1, cudaErrorUnknown));
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_deallocate(r, p, 64, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_deallocate(r, p, 64, 0, nullptr));
   EXPECT_EQ(1u, gmr_cuda_resource_get_live_count(cr));
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 64, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 64, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
@@ -133,12 +134,12 @@ TEST_P(CudaResourceKind, AlignmentAbove256IsUnsupported) {
   gmr_cuda_resource *cr = make(GetParam());
   gmr_resource *r = gmr_cuda_resource_as_resource(cr);
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_allocate_ex(r, 64, 512, nullptr, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_allocate_ex(r, 64, 512, nullptr, &p, &f));
   EXPECT_STRNE("", f.message);
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(alloc_call(GetParam())));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 64, 128, nullptr, &p));  // below 256 is fine
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 64, 128, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 64, 128, nullptr, &p));  // below 256 is fine
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 64, 128, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
@@ -152,8 +153,8 @@ TEST_P(CudaResourceKind, ConcurrentThreadsKeepCountsExact) {
       for (int i = 0; i < 200; ++i) {
         void *p = nullptr;
         size_t bytes = 256 * (1 + (i + t) % 7);
-        if (gmr_allocate(r, bytes, 0, nullptr, &p) != GMR_OK) failures++;
-        if (gmr_deallocate(r, p, bytes, 0, nullptr) != GMR_OK) failures++;
+        if (gmr_resource_allocate(r, bytes, 0, nullptr, &p) != GMR_OK) failures++;
+        if (gmr_resource_deallocate(r, p, bytes, 0, nullptr) != GMR_OK) failures++;
       }
     });
   }
@@ -169,16 +170,17 @@ TEST_P(CudaResourceKind, BadFreesAreRefusedWithTheVocabularyAndReachNoCuda) {
   gmr_cuda_resource *cr = make(GetParam());
   gmr_resource *r = gmr_cuda_resource_as_resource(cr);
   void *p = nullptr, *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, nullptr, &p));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 3000, 128, nullptr, &q));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1000, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 3000, 128, nullptr, &q));
   std::memset(p, 0x5a, 1000);
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 999, 0, nullptr));   // size
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 4096, 0, nullptr));  // size, larger
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, q, 3000, 0, nullptr));  // alignment
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r, p, 999, 0, nullptr));  // size
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH,
+            gmr_resource_deallocate(r, p, 4096, 0, nullptr));  // size, larger
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r, q, 3000, 0, nullptr));  // alignment
   int local = 0;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, &local, 64, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
-            gmr_deallocate(r, static_cast<char *>(p) + 256, 256, 0, nullptr));  // inside a block
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r, &local, 64, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r, static_cast<char *>(p) + 256, 256,
+                                                             0, nullptr));  // inside a block
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(free_call(GetParam())));
   // Nothing changed: the bytes are intact and both blocks still count.
   EXPECT_EQ(0x5a, static_cast<unsigned char *>(p)[999]);
@@ -188,9 +190,9 @@ TEST_P(CudaResourceKind, BadFreesAreRefusedWithTheVocabularyAndReachNoCuda) {
   if (GetParam() != GMR_CUDA_KIND_ASYNC) {
     EXPECT_EQ(4000u, fp.held_bytes);
   }
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, p, 1000, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 3000, 128, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 3000, 128, nullptr));
   EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(free_call(GetParam())));
   EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
@@ -207,18 +209,20 @@ TEST_P(CudaResourceKind, ThreadsWithBadFreesKeepTheBooksExact) {
       for (int i = 0; i < 150; ++i) {
         size_t bytes = 256 * (1 + (i + t) % 5);
         void *p = nullptr;
-        if (gmr_allocate(r, bytes, 0, nullptr, &p) != GMR_OK) failures++;
+        if (gmr_resource_allocate(r, bytes, 0, nullptr, &p) != GMR_OK) failures++;
         mine.emplace_back(p, bytes);
         if (i % 3 == 0) {
           auto b = mine.back();
           mine.pop_back();
-          if (gmr_deallocate(r, b.first, b.second + 1, 0, nullptr) != GMR_ERR_FREE_MISMATCH) failures++;
-          if (gmr_deallocate(r, b.first, b.second, 0, nullptr) != GMR_OK) failures++;
-          if (gmr_deallocate(r, b.first, b.second, 0, nullptr) == GMR_OK) failures++;
+          if (gmr_resource_deallocate(r, b.first, b.second + 1, 0, nullptr) !=
+              GMR_ERR_FREE_MISMATCH)
+            failures++;
+          if (gmr_resource_deallocate(r, b.first, b.second, 0, nullptr) != GMR_OK) failures++;
+          if (gmr_resource_deallocate(r, b.first, b.second, 0, nullptr) == GMR_OK) failures++;
         }
       }
       for (auto &b : mine) {
-        if (gmr_deallocate(r, b.first, b.second, 0, nullptr) != GMR_OK) failures++;
+        if (gmr_resource_deallocate(r, b.first, b.second, 0, nullptr) != GMR_OK) failures++;
       }
     });
   }
@@ -265,7 +269,7 @@ TEST_F(CudaResource, CreateNamesTheDeviceAskedAndTheDeviceCount) {
   gmr_cuda_resource_config c = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
   c.device = 99;
   gmr_cuda_resource *r = reinterpret_cast<gmr_cuda_resource *>(0x1);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_resource_create_ex(&c, &r, &f));
   EXPECT_EQ(nullptr, r);
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, f.status);
@@ -311,9 +315,9 @@ TEST_F(CudaResource, AsyncTrimGivesCachedMemoryBackAndFootprintIsThePoolReserve)
   gmr_cuda_resource *cr = make(GMR_CUDA_KIND_ASYNC);
   gmr_resource *r = gmr_cuda_resource_as_resource(cr);
   void *p = nullptr, *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 3 << 20, 0, nullptr, &p));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1 << 20, 0, nullptr, &q));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 3 << 20, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 3 << 20, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1 << 20, 0, nullptr, &q));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 3 << 20, 0, nullptr));
   gmr_footprint fp;
   ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
   EXPECT_EQ(size_t{4} << 20, fp.held_bytes);  // the pool keeps the freed 3 MiB
@@ -324,7 +328,7 @@ TEST_F(CudaResource, AsyncTrimGivesCachedMemoryBackAndFootprintIsThePoolReserve)
   ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
   EXPECT_EQ(size_t{1} << 20, fp.held_bytes);
   EXPECT_EQ(size_t{4} << 20, fp.peak_held_bytes);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 1 << 20, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 1 << 20, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
@@ -332,9 +336,9 @@ TEST_F(CudaResource, DeviceKindFootprintCountsRequestedBytes) {
   gmr_cuda_resource *cr = make(GMR_CUDA_KIND_DEVICE);
   gmr_resource *r = gmr_cuda_resource_as_resource(cr);
   void *p = nullptr, *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, nullptr, &p));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 3000, 0, nullptr, &q));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1000, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 3000, 0, nullptr, &q));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 1000, 0, nullptr));
   gmr_footprint fp;
   ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
   EXPECT_EQ(3000u, fp.held_bytes);
@@ -342,7 +346,7 @@ TEST_F(CudaResource, DeviceKindFootprintCountsRequestedBytes) {
   size_t released = 99;
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
   EXPECT_EQ(0u, released);  // nothing cached
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 3000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 3000, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
@@ -354,24 +358,24 @@ TEST_F(CudaResource, CaptureUnsafeKindsRefuseOnACapturingStreamAndKeepTheCapture
   gmr_resource *d = gmr_cuda_resource_as_resource(dev);
   gmr_resource *a = gmr_cuda_resource_as_resource(async);
   void *before = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(d, 512, 0, s, &before));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(d, 512, 0, s, &before));
 
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(d, 512, 0, s, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(d, 512, 0, s, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "capturing")) << f.message;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_deallocate(d, before, 512, 0, s));
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_deallocate(d, before, 512, 0, s));
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_FREE));
   // Stream-ordered pool allocation is legal inside a capture.
   void *g = nullptr;
-  EXPECT_EQ(GMR_OK, gmr_allocate(a, 512, 0, s, &g));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(a, g, 512, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_allocate(a, 512, 0, s, &g));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(a, g, 512, 0, s));
   gmr_graph graph = nullptr;
   EXPECT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph));  // the capture survived
   EXPECT_EQ(GMR_OK, gmr_graph_destroy(graph));
 
-  EXPECT_EQ(GMR_OK, gmr_deallocate(d, before, 512, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(d, before, 512, 0, s));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(d));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(a));
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
@@ -384,8 +388,8 @@ TEST_F(CudaResource, CaptureOnAnotherStreamMakesCudaRefuseWithCaptureUnsafe) {
   gmr_resource *d = gmr_cuda_resource_as_resource(dev);
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(d, 512, 0, nullptr, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(d, 512, 0, nullptr, &p, &f));
   EXPECT_EQ(int{cudaErrorStreamCaptureUnsupported}, f.cuda_error);
   gmr_graph graph = nullptr;
   EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &graph));  // CUDA invalidated it
@@ -430,11 +434,11 @@ TEST_P(CudaCaptureKind, AllocatesDuringACaptureAndLeavesItValidAndTheThreadModeA
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   // The plain path refuses (it would break the capture) ...
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 4096, 0, s, &p, &f));
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(r, 4096, 0, s, &p, &f));
   // ... the capturing path allocates in relaxed mode.
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 4096, 0, s, &p, &f)) << f.message;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, 4096, 0, s, &p, &f)) << f.message;
   ASSERT_NE(nullptr, p);
   std::memset(p, 1, 4096);
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());  // back to global
@@ -443,25 +447,25 @@ TEST_P(CudaCaptureKind, AllocatesDuringACaptureAndLeavesItValidAndTheThreadModeA
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(alloc_call(GetParam()), 0, 1,
                                                 cudaErrorMemoryAllocation));
   void *q = nullptr;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_capturing(r, 4096, 0, s, &q, &f));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_capturing(r, 4096, 0, s, &q, &f));
   EXPECT_EQ(nullptr, q);
   EXPECT_EQ(r, f.where);
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
   // A failing mode switch: nothing allocated, the mode untouched.
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_THREAD_EXCHANGE_CAPTURE_MODE, 0, 1,
                                                 cudaErrorUnknown));
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_capturing(r, 4096, 0, s, &q, &f));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_allocate_capturing(r, 4096, 0, s, &q, &f));
   EXPECT_EQ(int{cudaErrorUnknown}, f.cuda_error);
   EXPECT_NE(nullptr, std::strstr(f.message, "cudaThreadExchangeStreamCaptureMode")) << f.message;
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
   EXPECT_EQ(1u, gmr_cuda_resource_get_live_count(cr));
   // Alignment is checked as for allocate.
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_allocate_capturing(r, 64, 512, s, &q, &f));
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_allocate_capturing(r, 64, 512, s, &q, &f));
 
   gmr_graph graph = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph));  // the capture stayed valid
   EXPECT_EQ(GMR_OK, gmr_graph_destroy(graph));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 4096, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4096, 0, s));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
 }
@@ -470,9 +474,9 @@ TEST_P(CudaCaptureKind, WorksWithoutACaptureToo) {
   gmr_cuda_resource *cr = make(GetParam());
   gmr_resource *r = gmr_cuda_resource_as_resource(cr);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 100, 0, nullptr, &p, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, 100, 0, nullptr, &p, nullptr));
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
@@ -494,8 +498,8 @@ TEST_F(CudaResource, AsyncAllocatesForACaptureOnItsOwnStreamAndAddsNoNodeToTheGr
   size_t streams_before = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_CREATE);
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
-  gmr_failure f;
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 4096, 0, s, &p, &f)) << f.message;
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, 4096, 0, s, &p, &f)) << f.message;
   ASSERT_NE(nullptr, p);
   std::memset(p, 1, 4096);
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
@@ -504,14 +508,14 @@ TEST_F(CudaResource, AsyncAllocatesForACaptureOnItsOwnStreamAndAddsNoNodeToTheGr
   EXPECT_EQ(streams_before + 1, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_CREATE));
   // A second one reuses the stream.
   void *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 8192, 0, s, &q, &f)) << f.message;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, 8192, 0, s, &q, &f)) << f.message;
   EXPECT_EQ(streams_before + 1, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_CREATE));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 8192, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 8192, 0, s));
   // A failed synchronise gives the block back: nothing live, the mode restored.
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_STREAM_SYNCHRONIZE, 0, 1,
                                                 cudaErrorLaunchFailure));
   q = nullptr;
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_capturing(r, 4096, 0, s, &q, &f));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_allocate_capturing(r, 4096, 0, s, &q, &f));
   EXPECT_EQ(nullptr, q);
   EXPECT_NE(nullptr, std::strstr(f.message, "cudaStreamSynchronize")) << f.message;
   EXPECT_EQ(1u, gmr_cuda_resource_get_live_count(cr));
@@ -519,12 +523,12 @@ TEST_F(CudaResource, AsyncAllocatesForACaptureOnItsOwnStreamAndAddsNoNodeToTheGr
   // A failed allocation: out of memory, nothing live.
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC, 0, 1,
                                                 cudaErrorMemoryAllocation));
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_capturing(r, 4096, 0, s, &q, &f));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_capturing(r, 4096, 0, s, &q, &f));
   EXPECT_EQ(1u, gmr_cuda_resource_get_live_count(cr));
   gmr_graph graph = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph));  // the capture stayed valid
   EXPECT_EQ(GMR_OK, gmr_graph_destroy(graph));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 4096, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4096, 0, s));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
 }
@@ -535,13 +539,13 @@ TEST_F(CudaResource, AsyncCaptureStreamThatCannotBeCreatedChangesNothing) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_STREAM_CREATE, 0, 1,
                                                 cudaErrorMemoryAllocation));
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_NE(GMR_OK, gmr_allocate_capturing(r, 4096, 0, nullptr, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_NE(GMR_OK, gmr_resource_allocate_capturing(r, 4096, 0, nullptr, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "cudaStreamCreate")) << f.message;
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC));
   EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cr));
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 4096, 0, nullptr, &p, &f)) << f.message;
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 4096, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, 4096, 0, nullptr, &p, &f)) << f.message;
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4096, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
@@ -554,25 +558,25 @@ TEST_F(CudaResource, AsyncFreeWaitsForEveryRecordedStream) {
   ASSERT_EQ(GMR_OK, gmr_stream_create(&b));
   ASSERT_EQ(GMR_OK, gmr_stream_create(&c));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 4096, 0, a, &p));
-  EXPECT_EQ(GMR_OK, gmr_record_stream(r, p, b));
-  EXPECT_EQ(GMR_OK, gmr_record_stream(r, p, c));
-  EXPECT_EQ(GMR_OK, gmr_record_stream(r, p, b));  // once per stream is enough
-  EXPECT_EQ(GMR_OK, gmr_record_stream(r, p, a));  // the freeing stream needs no wait
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 4096, 0, a, &p));
+  EXPECT_EQ(GMR_OK, gmr_resource_record_stream(r, p, b));
+  EXPECT_EQ(GMR_OK, gmr_resource_record_stream(r, p, c));
+  EXPECT_EQ(GMR_OK, gmr_resource_record_stream(r, p, b));  // once per stream is enough
+  EXPECT_EQ(GMR_OK, gmr_resource_record_stream(r, p, a));  // the freeing stream needs no wait
   int local = 0;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_record_stream(r, &local, b));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_record_stream(r, &local, b));
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD));  // nothing until the free
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 4096, 0, a));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4096, 0, a));
   EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD));
   EXPECT_EQ(2u, gmr_cuda_sim_get_stream_wait_count(a));  // a waits for b and for c
   EXPECT_EQ(0u, gmr_cuda_sim_get_stream_wait_count(b));
   // Events come from a cache: the second wait reused the first event.
   EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_CREATE));
   // A freed pointer can no longer be recorded.
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_record_stream(r, p, b));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_record_stream(r, p, b));
   // Without recorded streams a free makes no event call.
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 4096, 0, a, &p));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 4096, 0, a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 4096, 0, a, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4096, 0, a));
   EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));  // destroys the cached event
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(a));
@@ -587,23 +591,23 @@ TEST_F(CudaResource, AFailedWaitForARecordedStreamReleasesNothing) {
   ASSERT_EQ(GMR_OK, gmr_stream_create(&a));
   ASSERT_EQ(GMR_OK, gmr_stream_create(&b));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 4096, 0, a, &p));
-  ASSERT_EQ(GMR_OK, gmr_record_stream(r, p, b));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 4096, 0, a, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r, p, b));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_EVENT_RECORD, 0, 1, cudaErrorUnknown));
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_deallocate(r, p, 4096, 0, a));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_deallocate(r, p, 4096, 0, a));
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_FREE_ASYNC));
   EXPECT_EQ(1u, gmr_cuda_resource_get_live_count(cr));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_STREAM_WAIT_EVENT, 0, 1,
                                                 cudaErrorUnknown));
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_deallocate(r, p, 4096, 0, a));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_deallocate(r, p, 4096, 0, a));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_EVENT_CREATE, 0, 1,
                                                 cudaErrorMemoryAllocation));
   // The event cache holds one event now, so creation is not needed: free works,
   // and the recorded stream is still waited for.
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 4096, 0, a));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4096, 0, a));
   EXPECT_EQ(1u, gmr_cuda_sim_get_stream_wait_count(a));
   EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cr));
-  gmr_cuda_sim_clear_failures();
+  EXPECT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(a));
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(b));
@@ -616,11 +620,11 @@ TEST_F(CudaResource, SynchronousKindsHonourRecordStreamWithoutEvents) {
     gmr_stream b = nullptr;
     ASSERT_EQ(GMR_OK, gmr_stream_create(&b));
     void *p = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(r, 4096, 0, nullptr, &p));
-    EXPECT_EQ(GMR_OK, gmr_record_stream(r, p, b));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 4096, 0, nullptr, &p));
+    EXPECT_EQ(GMR_OK, gmr_resource_record_stream(r, p, b));
     int local = 0;
-    EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_record_stream(r, &local, b));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 4096, 0, nullptr));
+    EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_record_stream(r, &local, b));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4096, 0, nullptr));
     EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD));
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
     EXPECT_EQ(GMR_OK, gmr_stream_destroy(b));
@@ -632,8 +636,8 @@ TEST_F(CudaResource, MemoryInfoIsHeldEqualsLiveExceptForAsync) {
   gmr_cuda_resource *cr = make(GMR_CUDA_KIND_DEVICE);
   gmr_resource *r = gmr_cuda_resource_as_resource(cr);
   void *p = nullptr, *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, nullptr, &p));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 3000, 0, nullptr, &q));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1000, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 3000, 0, nullptr, &q));
   gmr_memory_info mi = GMR_MEMORY_INFO_INIT;
   ASSERT_EQ(GMR_OK, gmr_resource_get_memory_info(r, &mi));
   EXPECT_EQ(4000u, mi.held_bytes);
@@ -641,8 +645,8 @@ TEST_F(CudaResource, MemoryInfoIsHeldEqualsLiveExceptForAsync) {
   EXPECT_EQ(0u, mi.free_bytes);
   EXPECT_EQ(0u, mi.largest_free_block_bytes);
   EXPECT_EQ(0u, mi.free_block_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 3000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 3000, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 
   gmr_cuda_resource *ar = make(GMR_CUDA_KIND_ASYNC);
@@ -665,7 +669,7 @@ TEST_F(CudaResourceTwoDevices, AllocatesOnItsOwnDeviceAndRestoresTheCallers) {
   gmr_resource *r = gmr_cuda_resource_as_resource(cr);
 
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1 << 20, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1 << 20, 0, nullptr, &p));
   gmr_cuda_sim_usage u0, u1;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_device_usage(0, &u0));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_device_usage(1, &u1));
@@ -675,7 +679,7 @@ TEST_F(CudaResourceTwoDevices, AllocatesOnItsOwnDeviceAndRestoresTheCallers) {
   ASSERT_EQ(GMR_OK, gmr_device_get_current(&current));
   EXPECT_EQ(0, current);  // the caller's device is back
 
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 1 << 20, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 1 << 20, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_device_get_current(&current));
   EXPECT_EQ(0, current);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_device_usage(1, &u1));
@@ -687,14 +691,14 @@ TEST_F(CudaResourceTwoDevices, AsyncPoolLivesOnTheRequestedDevice) {
   gmr_cuda_resource *cr = make(GMR_CUDA_KIND_ASYNC, 1);
   gmr_resource *r = gmr_cuda_resource_as_resource(cr);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1 << 20, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1 << 20, 0, nullptr, &p));
   gmr_cuda_sim_usage u1;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_device_usage(1, &u1));
   EXPECT_EQ(size_t{1} << 20, u1.used_bytes);
   int current = -1;
   ASSERT_EQ(GMR_OK, gmr_device_get_current(&current));
   EXPECT_EQ(0, current);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 1 << 20, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 1 << 20, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
@@ -704,8 +708,8 @@ TEST_F(CudaResourceTwoDevices, FailingDeviceSwitchIsReportedAndChangesNothing) {
   ASSERT_EQ(GMR_OK,
             gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_SET_DEVICE, 0, 1, cudaErrorDevicesUnavailable));
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_ex(r, 64, 0, nullptr, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_allocate_ex(r, 64, 0, nullptr, &p, &f));
   EXPECT_EQ(int{cudaErrorDevicesUnavailable}, f.cuda_error);
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
   EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cr));

@@ -27,11 +27,11 @@ class DeviceResourceTest : public gmr_test::SimTest {
   void SetUp() override {
     SimTest::SetUp();
     unsetenv("GMR_STACK");
-    ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec(nullptr, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec(nullptr, nullptr));
   }
   void TearDown() override {
-    EXPECT_EQ(GMR_OK, gmr_device_resources_release());
-    EXPECT_EQ(GMR_OK, gmr_set_device_resource_spec(nullptr, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_device_resource_release_all());
+    EXPECT_EQ(GMR_OK, gmr_device_resource_set_spec(nullptr, nullptr));
     unsetenv("GMR_STACK");
     SimTest::TearDown();
   }
@@ -48,24 +48,24 @@ class DeviceResourceTest : public gmr_test::SimTest {
 };
 
 TEST_F(DeviceResourceTest, CreatedLazilyFromTheDefaultSpecOncePerDevice) {
-  EXPECT_EQ(nullptr, gmr_get_device_resource_spec(0));
+  EXPECT_EQ(nullptr, gmr_device_resource_get_spec(0));
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_POOL_CREATE));
   gmr_resource *a = nullptr;
   gmr_resource *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(0, &a, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(0, &b, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &a, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &b, nullptr));
   EXPECT_EQ(a, b);
-  EXPECT_STREQ("device_guard", gmr_resource_type_name(a));
-  EXPECT_STREQ("pool_resource", gmr_resource_type_name(gmr_resource_get_upstream(a)));
-  EXPECT_STREQ(GMR_DEVICE_RESOURCE_DEFAULT_SPEC, gmr_get_device_resource_spec(0));
+  EXPECT_STREQ("device_guard", gmr_resource_get_type_name(a));
+  EXPECT_STREQ("pool_resource", gmr_resource_get_type_name(gmr_resource_get_upstream(a)));
+  EXPECT_STREQ(GMR_DEVICE_RESOURCE_DEFAULT_SPEC, gmr_device_resource_get_spec(0));
   EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_POOL_CREATE));
   // The current device's resource is device 0's.
   gmr_resource *c = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_get_current_device_resource(&c, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get_current(&c, nullptr));
   EXPECT_EQ(a, c);
   // Device 1 gets its own.
   gmr_resource *d1 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(1, &d1, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(1, &d1, nullptr));
   EXPECT_NE(a, d1);
   EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_POOL_CREATE));
 }
@@ -73,96 +73,96 @@ TEST_F(DeviceResourceTest, CreatedLazilyFromTheDefaultSpecOncePerDevice) {
 TEST_F(DeviceResourceTest, ASetSpecWinsOverGmrStack) {
   setenv("GMR_STACK", "tracking > cuda(kind=device)", 1);
   gmr_resource *r = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(0, &r, nullptr));
-  EXPECT_STREQ("tracking_adaptor", gmr_resource_type_name(gmr_resource_get_upstream(r)));
-  EXPECT_STREQ("tracking > cuda(kind=device)", gmr_get_device_resource_spec(0));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &r, nullptr));
+  EXPECT_STREQ("tracking_adaptor", gmr_resource_get_type_name(gmr_resource_get_upstream(r)));
+  EXPECT_STREQ("tracking > cuda(kind=device)", gmr_device_resource_get_spec(0));
 
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec("limiting(limit=1MiB) > cuda", nullptr));
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(1, &r, nullptr));
-  EXPECT_STREQ("limiting_adaptor", gmr_resource_type_name(gmr_resource_get_upstream(r)));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("limiting(limit=1MiB) > cuda", nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(1, &r, nullptr));
+  EXPECT_STREQ("limiting_adaptor", gmr_resource_get_type_name(gmr_resource_get_upstream(r)));
   // Device 0 keeps the stack it was created with.
-  EXPECT_STREQ("tracking > cuda(kind=device)", gmr_get_device_resource_spec(0));
+  EXPECT_STREQ("tracking > cuda(kind=device)", gmr_device_resource_get_spec(0));
 }
 
 TEST_F(DeviceResourceTest, MalformedGmrStackFailsEachRequestWithTheSpecError) {
   setenv("GMR_STACK", "pool > cuda(kidn=async)", 1);
   gmr_resource *r = reinterpret_cast<gmr_resource *>(0x1);
   gmr_spec_error error;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_get_device_resource(0, &r, &error));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_device_resource_get(0, &r, &error));
   EXPECT_EQ(nullptr, r);
   EXPECT_NE(std::string::npos, std::string(error.message).find("GMR_STACK:1:"))
       << error.message;
   EXPECT_NE(std::string::npos, std::string(error.message).find("kidn")) << error.message;
-  EXPECT_EQ(nullptr, gmr_get_device_resource_spec(0));
+  EXPECT_EQ(nullptr, gmr_device_resource_get_spec(0));
   EXPECT_EQ(0u, used(0));
   // Fixed, the next request succeeds.
   setenv("GMR_STACK", "cuda(kind=device)", 1);
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(0, &r, &error));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &r, &error));
   EXPECT_NE(nullptr, r);
 }
 
 TEST_F(DeviceResourceTest, MalformedSetSpecIsRefusedAndThePreviousStays) {
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec("cuda(kind=device)", nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("cuda(kind=device)", nullptr));
   gmr_spec_error error;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_set_device_resource_spec("pool >", &error));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_device_resource_set_spec("pool >", &error));
   EXPECT_STRNE("", error.message);
   gmr_resource *r = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(0, &r, nullptr));
-  EXPECT_STREQ("cuda(kind=device)", gmr_get_device_resource_spec(0));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &r, nullptr));
+  EXPECT_STREQ("cuda(kind=device)", gmr_device_resource_get_spec(0));
 }
 
 TEST_F(DeviceResourceTest, BadDevicesAndArgumentsAreRefused) {
   gmr_resource *r = nullptr;
   gmr_spec_error error;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_get_device_resource(2, &r, &error));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_device_resource_get(2, &r, &error));
   EXPECT_NE(std::string::npos, std::string(error.message).find("device 2 does not exist"))
       << error.message;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_get_device_resource(-1, &r, &error));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_device_resource_get(-1, &r, &error));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
-            gmr_get_device_resource(GMR_DEVICE_RESOURCE_MAX_DEVICES, &r, &error));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_get_device_resource(0, nullptr, &error));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_get_current_device_resource(nullptr, nullptr));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_set_device_resource(5, nullptr, nullptr));
+            gmr_device_resource_get(GMR_DEVICE_RESOURCE_MAX_DEVICES, &r, &error));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_device_resource_get(0, nullptr, &error));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_device_resource_get_current(nullptr, nullptr));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_device_resource_set(5, nullptr, nullptr));
   gmr_resource bogus = {nullptr};
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_set_device_resource(0, &bogus, nullptr));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_device_resource_set(0, &bogus, nullptr));
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
 }
 
 TEST_F(DeviceResourceTest, FailedCreationChangesNothingAndIsRetried) {
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec("cuda(kind=async)", nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("cuda(kind=async)", nullptr));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_POOL_CREATE, 0, 1,
                                                 2 /* cudaErrorMemoryAllocation */));
   gmr_resource *r = nullptr;
   gmr_spec_error error;
-  EXPECT_NE(GMR_OK, gmr_get_device_resource(1, &r, &error));
+  EXPECT_NE(GMR_OK, gmr_device_resource_get(1, &r, &error));
   EXPECT_EQ(nullptr, r);
   EXPECT_STRNE("", error.message);
   EXPECT_EQ(0, current_device());
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(1, &r, &error)) << error.message;
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(1, &r, &error)) << error.message;
   EXPECT_EQ(0, current_device());
 }
 
 TEST_F(DeviceResourceTest, ResourceOfAnotherDeviceAllocatesThereAndRestoresTheCaller) {
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec("cuda(kind=device)", nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("cuda(kind=device)", nullptr));
   ASSERT_EQ(0, current_device());
   gmr_resource *r1 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(1, &r1, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(1, &r1, nullptr));
   EXPECT_EQ(0, current_device()) << "creation must restore the caller's device";
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r1, 4096, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r1, 4096, 0, nullptr, &p));
   EXPECT_EQ(0, current_device());
   EXPECT_EQ(0u, used(0));
   EXPECT_EQ(4096u, used(1));
   // Freed from device 1 being current goes to device 1 and restores too.
   ASSERT_EQ(GMR_OK, gmr_device_set_current(1));
   gmr_resource *r0 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(0, &r0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &r0, nullptr));
   void *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r0, 512, 0, nullptr, &q));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r0, 512, 0, nullptr, &q));
   EXPECT_EQ(512u, used(0));
   EXPECT_EQ(1, current_device());
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r1, p, 4096, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r0, q, 512, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r1, p, 4096, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r0, q, 512, 0, nullptr));
   EXPECT_EQ(1, current_device());
   EXPECT_EQ(0u, used(0));
   EXPECT_EQ(0u, used(1));
@@ -179,19 +179,19 @@ TEST_F(DeviceResourceTest, PoolOfAnotherDeviceWorksOnItsOwnStreams) {
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s1));
   ASSERT_EQ(GMR_OK, gmr_device_set_current(0));
   gmr_resource *r1 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(1, &r1, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(1, &r1, nullptr));
   for (int i = 0; i < 4; ++i) {
     void *p = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(r1, 1 << 20, 0, s1, &p));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r1, p, 1 << 20, 0, s1));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r1, 1 << 20, 0, s1, &p));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r1, p, 1 << 20, 0, s1));
     void *q = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(r1, 1 << 20, 0, nullptr, &q));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r1, q, 1 << 20, 0, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r1, 1 << 20, 0, nullptr, &q));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r1, q, 1 << 20, 0, nullptr));
   }
   EXPECT_EQ(0, current_device());
   EXPECT_EQ(0u, used(0));
   EXPECT_GT(used(1), 0u);
-  EXPECT_EQ(GMR_OK, gmr_device_resources_release());
+  EXPECT_EQ(GMR_OK, gmr_device_resource_release_all());
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(s1));
 }
 
@@ -245,10 +245,10 @@ TEST_F(DeviceResourceTest, GuardMakesItsDeviceCurrentAroundEachCall) {
   EXPECT_EQ(&probe.base, gmr_resource_get_upstream(g));
   EXPECT_EQ(1, gmr__device_guard_get_device(guard));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(g, 64, 0, nullptr, &p));
-  EXPECT_EQ(GMR_OK, gmr_record_stream(g, p, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(g, p, 64, 0, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(g, 64, 0, nullptr, &p, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(g, 64, 0, nullptr, &p));
+  EXPECT_EQ(GMR_OK, gmr_resource_record_stream(g, p, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(g, p, 64, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(g, 64, 0, nullptr, &p, nullptr));
   EXPECT_EQ(1, probe.allocate_device);
   EXPECT_EQ(1, probe.deallocate_device);
   EXPECT_EQ(1, probe.record_device);
@@ -258,8 +258,8 @@ TEST_F(DeviceResourceTest, GuardMakesItsDeviceCurrentAroundEachCall) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_SET_DEVICE, 0, 1,
                                                 101 /* cudaErrorInvalidDevice */));
   probe.allocate_device = -1;
-  gmr_failure failure;
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_ex(g, 64, 0, nullptr, &p, &failure));
+  gmr_failure failure = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_allocate_ex(g, 64, 0, nullptr, &p, &failure));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(101, failure.cuda_error);
   EXPECT_EQ(-1, probe.allocate_device);
@@ -270,7 +270,7 @@ TEST_F(DeviceResourceTest, GuardMakesItsDeviceCurrentAroundEachCall) {
 }
 
 TEST_F(DeviceResourceTest, ThreadsShareOneStackPerDeviceAndKeepTheirDevice) {
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec("tracking > cuda(kind=device)", nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("tracking > cuda(kind=device)", nullptr));
   constexpr int kThreads = 8;
   constexpr int kRounds = 200;
   std::vector<gmr_resource *> seen(kThreads * 2, nullptr);
@@ -283,16 +283,16 @@ TEST_F(DeviceResourceTest, ThreadsShareOneStackPerDeviceAndKeepTheirDevice) {
       if (gmr_device_set_current(mine) != GMR_OK) failures++;
       while (!go.load()) std::this_thread::yield();
       for (int d = 0; d < 2; ++d) {
-        if (gmr_get_device_resource(d, &seen[t * 2 + d], nullptr) != GMR_OK) failures++;
+        if (gmr_device_resource_get(d, &seen[t * 2 + d], nullptr) != GMR_OK) failures++;
       }
       for (int i = 0; i < kRounds; ++i) {
         gmr_resource *r = seen[t * 2 + (i % 2)];
         void *p = nullptr;
         size_t bytes = 256u * (1 + (i % 7));
-        if (gmr_allocate(r, bytes, 0, nullptr, &p) != GMR_OK) failures++;
+        if (gmr_resource_allocate(r, bytes, 0, nullptr, &p) != GMR_OK) failures++;
         int now = -1;
         if (gmr_device_get_current(&now) != GMR_OK || now != mine) failures++;
-        if (gmr_deallocate(r, p, bytes, 0, nullptr) != GMR_OK) failures++;
+        if (gmr_resource_deallocate(r, p, bytes, 0, nullptr) != GMR_OK) failures++;
       }
     });
   }
@@ -314,50 +314,50 @@ TEST_F(DeviceResourceTest, SetBorrowsAResourceAndNullGoesBackToTheRegistrys) {
   gmr_stack *mine = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stack_create("cuda(kind=device, device=1)", &mine, nullptr));
   gmr_resource *own = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(1, &own, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(1, &own, nullptr));
   gmr_resource *previous = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource(1, gmr_stack_as_resource(mine), &previous));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set(1, gmr_stack_as_resource(mine), &previous));
   EXPECT_EQ(own, previous);
   gmr_resource *now = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(1, &now, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(1, &now, nullptr));
   EXPECT_EQ(gmr_stack_as_resource(mine), now);
-  EXPECT_EQ(nullptr, gmr_get_device_resource_spec(1)) << "not the registry's stack";
+  EXPECT_EQ(nullptr, gmr_device_resource_get_spec(1)) << "not the registry's stack";
   // Back to the registry's own, which stayed alive.
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource(1, nullptr, &previous));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set(1, nullptr, &previous));
   EXPECT_EQ(gmr_stack_as_resource(mine), previous);
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(1, &now, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(1, &now, nullptr));
   EXPECT_EQ(own, now);
   // A set resource is forgotten at release, never destroyed.
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource(0, gmr_stack_as_resource(mine), nullptr));
-  EXPECT_EQ(GMR_OK, gmr_device_resources_release());
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set(0, gmr_stack_as_resource(mine), nullptr));
+  EXPECT_EQ(GMR_OK, gmr_device_resource_release_all());
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(gmr_stack_as_resource(mine), 256, 0, nullptr, &p));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(gmr_stack_as_resource(mine), p, 256, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(gmr_stack_as_resource(mine), 256, 0, nullptr, &p));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(gmr_stack_as_resource(mine), p, 256, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(mine));
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(0, &now, nullptr));
-  EXPECT_STREQ("device_guard", gmr_resource_type_name(now));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &now, nullptr));
+  EXPECT_STREQ("device_guard", gmr_resource_get_type_name(now));
 }
 
 TEST_F(DeviceResourceTest, ReleaseWithLiveAllocationsKeepsAWorkingResource) {
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec("tracking > cuda(kind=device)", nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("tracking > cuda(kind=device)", nullptr));
   gmr_resource *r0 = nullptr;
   gmr_resource *r1 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(0, &r0, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(1, &r1, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &r0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(1, &r1, nullptr));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r1, 1024, 0, nullptr, &p));
-  EXPECT_EQ(GMR_ERR_BUSY, gmr_device_resources_release());
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r1, 1024, 0, nullptr, &p));
+  EXPECT_EQ(GMR_ERR_BUSY, gmr_device_resource_release_all());
   // Device 0's stack is gone; device 1's survives whole (tracking refused
   // first) and still frees on device 1 from device 0.
-  EXPECT_EQ(nullptr, gmr_get_device_resource_spec(0));
-  EXPECT_STREQ("tracking > cuda(kind=device)", gmr_get_device_resource_spec(1));
+  EXPECT_EQ(nullptr, gmr_device_resource_get_spec(0));
+  EXPECT_STREQ("tracking > cuda(kind=device)", gmr_device_resource_get_spec(1));
   gmr_resource *again = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(1, &again, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(1, &again, nullptr));
   EXPECT_EQ(r1, again);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(again, p, 1024, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(again, p, 1024, 0, nullptr));
   EXPECT_EQ(0u, used(1));
-  EXPECT_EQ(GMR_OK, gmr_device_resources_release());
-  EXPECT_EQ(nullptr, gmr_get_device_resource_spec(1));
+  EXPECT_EQ(GMR_OK, gmr_device_resource_release_all());
+  EXPECT_EQ(nullptr, gmr_device_resource_get_spec(1));
 }
 
 // At exit the registry destroys what it created: run in a child process,
@@ -378,11 +378,11 @@ void create_and_exit() {
   atexit(check_released_at_exit);
   gmr_resource *r0 = nullptr;
   gmr_resource *r1 = nullptr;
-  if (gmr_get_device_resource(1, &r1, nullptr) != GMR_OK) _exit(4);
-  if (gmr_get_device_resource(0, &r0, nullptr) != GMR_OK) _exit(4);
+  if (gmr_device_resource_get(1, &r1, nullptr) != GMR_OK) _exit(4);
+  if (gmr_device_resource_get(0, &r0, nullptr) != GMR_OK) _exit(4);
   void *p = nullptr;
-  if (gmr_allocate(r0, 1 << 20, 0, nullptr, &p) != GMR_OK) _exit(5);
-  if (gmr_deallocate(r0, p, 1 << 20, 0, nullptr) != GMR_OK) _exit(5);
+  if (gmr_resource_allocate(r0, 1 << 20, 0, nullptr, &p) != GMR_OK) _exit(5);
+  if (gmr_resource_deallocate(r0, p, 1 << 20, 0, nullptr) != GMR_OK) _exit(5);
   exit(0);
 }
 

@@ -23,8 +23,8 @@ class Dispatch : public ::testing::Test {
 };
 
 TEST_F(Dispatch, NullOutPointerIsInvalidAndReachesNoResource) {
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_allocate_ex(r_, 64, 0, nullptr, nullptr, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_allocate_ex(r_, 64, 0, nullptr, nullptr, &f));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, f.status);
   EXPECT_STRNE("", f.message);
   EXPECT_EQ(0u, gmr_mock_resource_called_allocate(mock_));
@@ -32,60 +32,61 @@ TEST_F(Dispatch, NullOutPointerIsInvalidAndReachesNoResource) {
 
 TEST_F(Dispatch, NullResourceIsInvalidAndClearsOutPointer) {
   void *p = reinterpret_cast<void *>(0x1234);
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_allocate(nullptr, 64, 0, nullptr, &p));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_allocate(nullptr, 64, 0, nullptr, &p));
   EXPECT_EQ(nullptr, p);
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(nullptr, p, 64, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_deallocate(nullptr, p, 64, 0, nullptr));
 }
 
 TEST_F(Dispatch, AlignmentMustBeAPowerOfTwo) {
   for (size_t bad : {size_t{3}, size_t{24}, size_t{257}, size_t{1000}}) {
     void *p = reinterpret_cast<void *>(0x1234);
-    gmr_failure f;
-    EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_allocate_ex(r_, 64, bad, nullptr, &p, &f)) << bad;
+    gmr_failure f = GMR_FAILURE_INIT;
+    EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_allocate_ex(r_, 64, bad, nullptr, &p, &f))
+        << bad;
     EXPECT_EQ(nullptr, p);
     EXPECT_NE(nullptr, std::strstr(f.message, "power of two")) << f.message;
   }
   EXPECT_EQ(0u, gmr_mock_resource_called_allocate(mock_));
   int x = 0;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r_, &x, 64, 24, nullptr));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_deallocate(r_, &x, 64, 24, nullptr));
   EXPECT_EQ(0u, gmr_mock_resource_called_deallocate(mock_));
 }
 
 TEST_F(Dispatch, DefaultAlignmentIs256Bytes) {
   for (size_t bytes : {size_t{1}, size_t{100}, size_t{256}, size_t{1000}, size_t{65537}}) {
     void *p = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(r_, bytes, 0, nullptr, &p));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, bytes, 0, nullptr, &p));
     EXPECT_EQ(0u, reinterpret_cast<uintptr_t>(p) % 256) << bytes;
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, bytes, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, bytes, 0, nullptr));
   }
 }
 
 TEST_F(Dispatch, LargerAlignmentIsPassedThrough) {
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 10, 4096, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 10, 4096, nullptr, &p));
   EXPECT_EQ(0u, reinterpret_cast<uintptr_t>(p) % 4096);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 10, 4096, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 10, 4096, nullptr));
 }
 
 TEST_F(Dispatch, ZeroBytesGivesNullWithoutCallingTheResource) {
   void *p = reinterpret_cast<void *>(0x1234);
-  EXPECT_EQ(GMR_OK, gmr_allocate(r_, 0, 0, nullptr, &p));
+  EXPECT_EQ(GMR_OK, gmr_resource_allocate(r_, 0, 0, nullptr, &p));
   EXPECT_EQ(nullptr, p);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, nullptr, 0, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, nullptr, 0, 0, nullptr));
   EXPECT_EQ(0u, gmr_mock_resource_called_allocate(mock_));
   EXPECT_EQ(0u, gmr_mock_resource_called_deallocate(mock_));
 }
 
 TEST_F(Dispatch, FreeingNonNullWithZeroBytesIsInvalid) {
   int x = 0;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(r_, &x, 0, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_deallocate(r_, &x, 0, 0, nullptr));
   EXPECT_EQ(0u, gmr_mock_resource_called_deallocate(mock_));
 }
 
 TEST_F(Dispatch, HugeRequestsAreOutOfMemoryBeforeReachingTheResource) {
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r_, SIZE_MAX, 0, nullptr, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r_, SIZE_MAX, 0, nullptr, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(r_, f.where);
   EXPECT_EQ(0u, gmr_mock_resource_called_allocate(mock_));
@@ -99,9 +100,9 @@ TEST_F(Dispatch, FailureRecordNamesTheDeepestFailingResource) {
   gmr_stream stream = reinterpret_cast<gmr_stream>(&marker);
 
   void *a = nullptr, *b = nullptr;
-  gmr_failure f;
-  ASSERT_EQ(GMR_OK, gmr_allocate_ex(t, 512, 0, stream, &a, &f));
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(t, 1024, 512, stream, &b, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_ex(t, 512, 0, stream, &a, &f));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(t, 1024, 512, stream, &b, &f));
   EXPECT_EQ(nullptr, b);
   EXPECT_EQ(r_, f.where);  // the leaf failed, not the adaptor above it
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, f.status);
@@ -112,17 +113,17 @@ TEST_F(Dispatch, FailureRecordNamesTheDeepestFailingResource) {
   EXPECT_STREQ("mock_resource: planned failure", f.message);
 
   // The record is reset by the next call through the dispatch.
-  ASSERT_EQ(GMR_OK, gmr_allocate_ex(t, 1024, 0, stream, &b, &f));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(t, a, 512, 0, stream));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(t, b, 1024, 0, stream));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_ex(t, 1024, 0, stream, &b, &f));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(t, a, 512, 0, stream));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(t, b, 1024, 0, stream));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(t));
 }
 
 TEST_F(Dispatch, DestroyWithLiveAllocationsIsBusyAndChangesNothing) {
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 100, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 100, 0, nullptr, &p));
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 100, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 100, 0, nullptr));
 }
 
 TEST(DispatchNull, DestroyNullIsANoOp) { EXPECT_EQ(GMR_OK, gmr_resource_destroy(nullptr)); }
@@ -156,17 +157,17 @@ TEST(ResourceCheck, RejectsMissingRequiredSlotsAndVersionZero) {
   r.vtbl = &no_free;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_check(&r));
   int x = 0;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(&r, &x, 8, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_deallocate(&r, &x, 8, 0, nullptr));
 
   gmr_resource_vtbl no_name = good;
   no_name.type_name = nullptr;
   r.vtbl = &no_name;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_check(&r));
-  EXPECT_STREQ("invalid", gmr_resource_type_name(&r));
+  EXPECT_STREQ("invalid", gmr_resource_get_type_name(&r));
 
   r.vtbl = nullptr;
   void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_allocate(&r, 8, 0, nullptr, &p));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_allocate(&r, 8, 0, nullptr, &p));
 }
 
 TEST(ResourceCheck, NewerVtableVersionsAreAccepted) {
@@ -180,9 +181,9 @@ TEST(ResourceCheck, NewerVtableVersionsAreAccepted) {
   gmr_resource r = {&future.v1};
   EXPECT_EQ(GMR_OK, gmr_resource_check(&r));
   void *p = nullptr;
-  EXPECT_EQ(GMR_OK, gmr_allocate(&r, 8, 0, nullptr, &p));
+  EXPECT_EQ(GMR_OK, gmr_resource_allocate(&r, 8, 0, nullptr, &p));
   EXPECT_NE(nullptr, p);
-  EXPECT_STREQ("future", gmr_resource_type_name(&r));
+  EXPECT_STREQ("future", gmr_resource_get_type_name(&r));
   EXPECT_EQ(nullptr, gmr_resource_get_upstream(&r));
 }
 
@@ -279,22 +280,23 @@ TEST(OptionalSlots, MemoryInfoNeedsAHeaderAndSaysUnsupportedWhenNobodyKnows) {
 TEST(OptionalSlots, RecordStreamWithoutTheSlotIsUnsupportedAndNeverSkipsDown) {
   gmr_resource top = {&v2::silent_adaptor};
   int x = 0;
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_record_stream(&top, &x, nullptr));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_record_stream(&top, nullptr, nullptr));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_record_stream(nullptr, &x, nullptr));
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_record_stream(&top, &x, nullptr));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_record_stream(&top, nullptr, nullptr));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_record_stream(nullptr, &x, nullptr));
 }
 
 TEST(OptionalSlots, AllocationInCaptureWithoutTheSlotIsCaptureUnsafe) {
   gmr_resource top = {&v2::silent_adaptor};
   void *p = reinterpret_cast<void *>(0x1234);
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_capturing(&top, 64, 0, nullptr, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_capturing(&top, 64, 0, nullptr, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, f.status);
   EXPECT_EQ(&top, f.where);
   EXPECT_NE(nullptr, std::strstr(f.message, "silent")) << f.message;
   // The dispatch's ordinary checks come first.
-  EXPECT_EQ(GMR_OK, gmr_allocate_capturing(&top, 0, 0, nullptr, &p, &f));
+  EXPECT_EQ(GMR_OK, gmr_resource_allocate_capturing(&top, 0, 0, nullptr, &p, &f));
   EXPECT_EQ(nullptr, p);
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_allocate_capturing(&top, 64, 3, nullptr, &p, &f));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
+            gmr_resource_allocate_capturing(&top, 64, 3, nullptr, &p, &f));
 }

@@ -42,12 +42,12 @@ TEST_F(FixedBlockContract, AFailedUpstreamFreeAtAnyPositionLeavesAValidResourceT
     gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
     ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_FREE, k, 1, cudaErrorLaunchFailure));
     EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_destroy(r)) << "failure at free " << k;
-    gmr_fixed_block_stats s = Stats(f);
+    gmr_fixed_block_resource_stats s = Stats(f);
     EXPECT_EQ(3u - k, s.chunk_count) << k;
     EXPECT_EQ((3u - k) * 64 * KiB, s.held_bytes) << k;
     EXPECT_EQ(3u - k, gmr_cuda_resource_get_live_count(cuda_)) << k;
     void *p = Alloc(r, 100);  // still a working resource
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, nullptr));
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(r)) << k;
     EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cuda_)) << k;
   }
@@ -60,7 +60,7 @@ TEST_F(FixedBlockContract, AFailedEventDestroyIsReportedAndCountedAndTheRetryWor
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   gmr_stream s = Stream();
   void *p = Alloc(r, 100, s);  // the chunk grown on s records s's event
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s));
   ASSERT_GE(gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_CREATE), 1u);
   ASSERT_EQ(GMR_OK,
             gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_EVENT_DESTROY, 0, 1, cudaErrorLaunchFailure));
@@ -78,26 +78,27 @@ TEST_F(FixedBlockContract, BadFreesAreNamedByTheirStatus) {
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   void *p = Alloc(r, 300);
   int local = 0;
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 301, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 300, 512, nullptr));
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
-            gmr_deallocate(r, static_cast<char *>(p) + 256, 300, 0, nullptr));  // inside a block
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
-            gmr_deallocate(r, static_cast<char *>(p) + 64 * KiB, 300, 0, nullptr));  // never given
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, &local, 300, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r, p, 301, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r, p, 300, 512, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r, static_cast<char *>(p) + 256, 300,
+                                                             0, nullptr));  // inside a block
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r, static_cast<char *>(p) + 64 * KiB,
+                                                             300, 0, nullptr));  // never given
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r, &local, 300, 0, nullptr));
   EXPECT_EQ(1u, Stats(f).in_use_block_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 300, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, p, 300, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 300, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r, p, 300, 0, nullptr));
   EXPECT_EQ(0u, Stats(f).in_use_block_count);
   // Forwarded (oversize) allocations and block lists.
   void *big = Alloc(r, 3 * MiB);
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, big, 2 * MiB, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, big, 100, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, &local, 3 * MiB, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, big, 3 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r, big, 2 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r, big, 100, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r, &local, 3 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, big, 3 * MiB, 0, nullptr));
   gmr_block_list *list = nullptr;
   ASSERT_EQ(GMR_OK, gmr_fixed_block_resource_allocate_blocks(f, 100 * KiB, nullptr, &list));
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, list->blocks[0], 64 * KiB, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH,
+            gmr_resource_deallocate(r, list->blocks[0], 64 * KiB, 0, nullptr));
   gmr_block_list fake = *list;
   EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_fixed_block_resource_deallocate_blocks(f, &fake, nullptr));
   EXPECT_EQ(GMR_OK, gmr_fixed_block_resource_deallocate_blocks(f, list, nullptr));
@@ -109,8 +110,7 @@ TEST_F(FixedBlockContract, BadFreesAreNamedByTheirStatus) {
 std::string CreateMessage(gmr_resource *upstream, const gmr_fixed_block_resource_config &c,
                           gmr_status expect) {
   gmr_fixed_block_resource *f = reinterpret_cast<gmr_fixed_block_resource *>(0x1);
-  gmr_failure fl;
-  std::memset(&fl, 0, sizeof fl);
+  gmr_failure fl = GMR_FAILURE_INIT;
   EXPECT_EQ(expect, gmr_fixed_block_resource_create_ex(upstream, &c, &f, &fl));
   EXPECT_EQ(nullptr, f);
   EXPECT_EQ(expect, fl.status);
@@ -172,8 +172,8 @@ TEST_F(FixedBlockContract, ASlowGrowthHoldsUpNoAllocationFromFreeBlocks) {
   EXPECT_FALSE(grown.load()) << "an allocation from a free block waited for another's growth";
   grower.join();
   EXPECT_EQ(GMR_OK, gmr_fixed_block_resource_deallocate_blocks(f, list, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, first, 100, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, second, 100, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, first, 100, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, second, 100, 0, nullptr));
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ class FixedBlockTest : public gmr_test::SimTest {
 
   void TearDown() override {
     for (auto it = owned_.rbegin(); it != owned_.rend(); ++it) {
-      EXPECT_EQ(GMR_OK, gmr_resource_destroy(*it)) << gmr_resource_type_name(*it);
+      EXPECT_EQ(GMR_OK, gmr_resource_destroy(*it)) << gmr_resource_get_type_name(*it);
     }
     for (gmr_stream s : streams_) {
       EXPECT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s, false));
@@ -74,15 +74,15 @@ class FixedBlockTest : public gmr_test::SimTest {
     return s;
   }
 
-  static gmr_fixed_block_stats Stats(gmr_fixed_block_resource *f) {
-    gmr_fixed_block_stats s = GMR_FIXED_BLOCK_STATS_INIT;
+  static gmr_fixed_block_resource_stats Stats(gmr_fixed_block_resource *f) {
+    gmr_fixed_block_resource_stats s = GMR_FIXED_BLOCK_RESOURCE_STATS_INIT;
     EXPECT_EQ(GMR_OK, gmr_fixed_block_resource_get_stats(f, &s));
     return s;
   }
 
   static void *Alloc(gmr_resource *r, size_t bytes, gmr_stream s = nullptr) {
     void *p = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_allocate(r, bytes, 0, s, &p)) << bytes;
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate(r, bytes, 0, s, &p)) << bytes;
     return p;
   }
 
@@ -120,19 +120,19 @@ TEST_F(FixedBlockTest, CreateChecksEveryArgument) {
   ASSERT_EQ(GMR_OK, gmr_fixed_block_resource_create(cuda_, nullptr, &f));  // the defaults
   owned_.push_back(gmr_fixed_block_resource_as_resource(f));
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
-  EXPECT_STREQ("fixed_block_resource", gmr_resource_type_name(r));
+  EXPECT_STREQ("fixed_block_resource", gmr_resource_get_type_name(r));
   EXPECT_EQ(f, gmr_fixed_block_resource_from_resource(r));
   EXPECT_EQ(nullptr, gmr_fixed_block_resource_from_resource(cuda_));
   EXPECT_EQ(cuda_, gmr_resource_get_upstream(r));
   EXPECT_EQ(MiB, gmr_fixed_block_resource_get_block_bytes(f));
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
   void *p = Alloc(r, 10);
-  gmr_fixed_block_stats s = Stats(f);
+  gmr_fixed_block_resource_stats s = Stats(f);
   EXPECT_EQ(128 * MiB, s.held_bytes);  // one chunk of 128 blocks of 1 MiB
   EXPECT_EQ(128u, s.block_count);
   EXPECT_EQ(1u, s.in_use_block_count);
   EXPECT_EQ(127u, s.free_block_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 10, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 10, 0, nullptr));
 }
 
 TEST_F(FixedBlockTest, OneBlockPerRequestInAddressOrder) {
@@ -141,7 +141,7 @@ TEST_F(FixedBlockTest, OneBlockPerRequestInAddressOrder) {
   std::vector<void *> blocks;
   for (size_t bytes : {size_t{1}, size_t{100}, 64 * KiB, size_t{4097}}) blocks.push_back(Alloc(r, bytes));
   for (size_t i = 1; i < blocks.size(); ++i) EXPECT_EQ(U(blocks[0]) + i * 64 * KiB, U(blocks[i]));
-  gmr_fixed_block_stats s = Stats(f);
+  gmr_fixed_block_resource_stats s = Stats(f);
   EXPECT_EQ(1u, s.chunk_count);
   EXPECT_EQ(8u, s.block_count);
   EXPECT_EQ(4u, s.in_use_block_count);
@@ -150,12 +150,12 @@ TEST_F(FixedBlockTest, OneBlockPerRequestInAddressOrder) {
   EXPECT_EQ(1u, s.grow_count);
   std::vector<size_t> sizes = {1, 100, 64 * KiB, 4097};
   for (size_t i = 0; i < blocks.size(); ++i) {
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, blocks[i], sizes[i], 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, blocks[i], sizes[i], 0, nullptr));
   }
   EXPECT_EQ(0u, Stats(f).in_use_block_count);
   // The last block freed is the first one reused (a stack keeps it warm).
   EXPECT_EQ(blocks.back(), Alloc(r, 64));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, blocks.back(), 64, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, blocks.back(), 64, 0, nullptr));
 }
 
 TEST_F(FixedBlockTest, NewChunksWhenTheFreeListIsEmptyUpToTheMaximum) {
@@ -170,13 +170,13 @@ TEST_F(FixedBlockTest, NewChunksWhenTheFreeListIsEmptyUpToTheMaximum) {
   std::set<void *> distinct(blocks.begin(), blocks.end());
   EXPECT_EQ(8u, distinct.size());
   void *p = nullptr;
-  gmr_failure fl;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 1000, 0, nullptr, &p, &fl));
+  gmr_failure fl = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r, 1000, 0, nullptr, &p, &fl));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(r, fl.where);
   EXPECT_NE(nullptr, std::strstr(fl.message, "max_chunk_count")) << fl.message;
   EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
-  for (void *b : blocks) EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 1000, 0, nullptr));
+  for (void *b : blocks) EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 1000, 0, nullptr));
 }
 
 TEST_F(FixedBlockTest, InitialChunksAreTakenAtCreate) {
@@ -184,7 +184,7 @@ TEST_F(FixedBlockTest, InitialChunksAreTakenAtCreate) {
   c.initial_chunk_count = 3;
   gmr_fixed_block_resource *f = Make(c);
   EXPECT_EQ(3u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
-  gmr_fixed_block_stats s = Stats(f);
+  gmr_fixed_block_resource_stats s = Stats(f);
   EXPECT_EQ(3u, s.chunk_count);
   EXPECT_EQ(12u, s.free_block_count);
   EXPECT_EQ(768 * KiB, s.held_bytes);
@@ -212,7 +212,7 @@ TEST_F(FixedBlockTest, UpstreamOutOfMemoryRetriesSmallerChunks) {
   ASSERT_EQ(GMR_OK,
             gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, 2, cudaErrorMemoryAllocation));
   void *p = Alloc(r, 100);
-  gmr_fixed_block_stats s = Stats(f);
+  gmr_fixed_block_resource_stats s = Stats(f);
   EXPECT_EQ(2u, s.block_count);
   EXPECT_EQ(128 * KiB, s.held_bytes);
   EXPECT_EQ(3u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
@@ -221,15 +221,15 @@ TEST_F(FixedBlockTest, UpstreamOutOfMemoryRetriesSmallerChunks) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, UINT64_MAX,
                                                 cudaErrorMemoryAllocation));
   void *z = nullptr;
-  gmr_failure fl;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 100, 0, nullptr, &z, &fl));
+  gmr_failure fl = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r, 100, 0, nullptr, &z, &fl));
   EXPECT_EQ(cuda_, fl.where);
   EXPECT_EQ(int{cudaErrorMemoryAllocation}, fl.cuda_error);
   EXPECT_EQ(3u + 4u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));  // 8, 4, 2, 1
   EXPECT_EQ(2u, Stats(f).block_count);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 100, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 100, 0, nullptr));
 }
 
 TEST_F(FixedBlockTest, OtherUpstreamErrorsAreReportedAtOnce) {
@@ -237,8 +237,8 @@ TEST_F(FixedBlockTest, OtherUpstreamErrorsAreReportedAtOnce) {
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, 1, cudaErrorLaunchFailure));
   void *p = nullptr;
-  gmr_failure fl;
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_ex(r, 100, 0, nullptr, &p, &fl));
+  gmr_failure fl = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_allocate_ex(r, 100, 0, nullptr, &p, &fl));
   EXPECT_EQ(int{cudaErrorLaunchFailure}, fl.cuda_error);
   EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
   EXPECT_EQ(0u, Stats(f).held_bytes);
@@ -248,7 +248,7 @@ TEST_F(FixedBlockTest, LargerRequestsAreForwardedOrRefused) {
   gmr_fixed_block_resource *fwd = Make(config());
   gmr_resource *r = gmr_fixed_block_resource_as_resource(fwd);
   void *big = Alloc(r, 3 * MiB);
-  gmr_fixed_block_stats s = Stats(fwd);
+  gmr_fixed_block_resource_stats s = Stats(fwd);
   EXPECT_EQ(1u, s.forwarded_count);
   EXPECT_EQ(3 * MiB, s.forwarded_bytes);
   EXPECT_EQ(3 * MiB, s.held_bytes);
@@ -256,23 +256,23 @@ TEST_F(FixedBlockTest, LargerRequestsAreForwardedOrRefused) {
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r));
   int local = 0;
   // One vocabulary for bad frees (issue 9): gmr/resource.h.
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, big, 2 * MiB, 0, nullptr));  // size
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, &local, 3 * MiB, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, big, 3 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r, big, 2 * MiB, 0, nullptr));  // size
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r, &local, 3 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, big, 3 * MiB, 0, nullptr));
   s = Stats(fwd);
   EXPECT_EQ(0u, s.forwarded_count);
   EXPECT_EQ(0u, s.held_bytes);
   EXPECT_EQ(3 * MiB, s.peak_held_bytes);
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, big, 3 * MiB, 0, nullptr));  // twice: gone upstream
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
+            gmr_resource_deallocate(r, big, 3 * MiB, 0, nullptr));  // twice: gone upstream
 
   gmr_fixed_block_resource_config c = config();
   c.oversize = GMR_FIXED_BLOCK_OVERSIZE_REFUSE;
   gmr_fixed_block_resource *ref = Make(c);
   void *p = nullptr;
-  gmr_failure fl;
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED,
-            gmr_allocate_ex(gmr_fixed_block_resource_as_resource(ref), 64 * KiB + 1, 0, nullptr,
-                            &p, &fl));
+  gmr_failure fl = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_allocate_ex(gmr_fixed_block_resource_as_resource(ref),
+                                                          64 * KiB + 1, 0, nullptr, &p, &fl));
   EXPECT_NE(nullptr, std::strstr(fl.message, "allocate_blocks")) << fl.message;
   EXPECT_EQ(0u, Stats(ref).held_bytes);
 }
@@ -284,10 +284,10 @@ TEST_F(FixedBlockTest, FailedForwardedFreeKeepsItTracked) {
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   void *big = Alloc(r, 2 * MiB);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_FREE, 0, 1, cudaErrorLaunchFailure));
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_deallocate(r, big, 2 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_deallocate(r, big, 2 * MiB, 0, nullptr));
   EXPECT_EQ(1u, Stats(f).forwarded_count);
   EXPECT_EQ(2 * MiB, Stats(f).held_bytes);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, big, 2 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, big, 2 * MiB, 0, nullptr));
   EXPECT_EQ(0u, Stats(f).forwarded_count);
 }
 
@@ -295,8 +295,8 @@ TEST_F(FixedBlockTest, AlignmentAbove256IsUnsupported) {
   gmr_fixed_block_resource *f = Make(config());
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   void *p = nullptr;
-  gmr_failure fl;
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_allocate_ex(r, 100, 512, nullptr, &p, &fl));
+  gmr_failure fl = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_allocate_ex(r, 100, 512, nullptr, &p, &fl));
   EXPECT_STRNE("", fl.message);
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
 }
@@ -307,16 +307,16 @@ TEST_F(FixedBlockTest, BadFreesChangeNothing) {
   void *p = Alloc(r, 300);
   int local = 0;
   // One vocabulary for bad frees (issue 9): gmr/resource.h.
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 301, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 300, 512, nullptr));
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
-            gmr_deallocate(r, static_cast<char *>(p) + 256, 300, 0, nullptr));  // inside a block
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
-            gmr_deallocate(r, static_cast<char *>(p) + 64 * KiB, 300, 0, nullptr));  // a free block
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, &local, 300, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r, p, 301, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r, p, 300, 512, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r, static_cast<char *>(p) + 256, 300,
+                                                             0, nullptr));  // inside a block
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r, static_cast<char *>(p) + 64 * KiB,
+                                                             300, 0, nullptr));  // a free block
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r, &local, 300, 0, nullptr));
   EXPECT_EQ(1u, Stats(f).in_use_block_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 300, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, p, 300, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 300, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r, p, 300, 0, nullptr));
   EXPECT_EQ(0u, Stats(f).in_use_block_count);
 }
 
@@ -344,7 +344,8 @@ TEST_F(FixedBlockTest, BlockListsAreAllOrNothingAndFreedAsOne) {
   EXPECT_EQ(3u, Stats(f).chunk_count);
   EXPECT_EQ(11u, Stats(f).in_use_block_count);
   // A block of a list cannot be freed on its own.
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, list->blocks[0], 64 * KiB, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH,
+            gmr_resource_deallocate(r, list->blocks[0], 64 * KiB, 0, nullptr));
   // Two more blocks do not exist: nothing is taken.
   gmr_block_list *more = nullptr;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_fixed_block_resource_allocate_blocks(f, 2 * 64 * KiB, nullptr, &more));
@@ -375,12 +376,12 @@ TEST_F(FixedBlockTest, TheDefaultStreamReusesAtOnceWithoutEvents) {
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   void *p = Alloc(r, 100, nullptr);
   for (int i = 0; i < 50; ++i) {
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, nullptr));
     EXPECT_EQ(p, Alloc(r, 100, nullptr));
   }
   EXPECT_EQ(0u, EventCalls());
   EXPECT_EQ(1u, Stats(f).chunk_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, nullptr));
 }
 
 // A stream the program created may be destroyed right after the call that
@@ -397,15 +398,15 @@ TEST_F(FixedBlockTest, ACreatedStreamIsNeverTouchedAfterTheCallThatNamedIt) {
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
   void *p = Alloc(r, 100, s);
   for (int i = 0; i < 5; ++i) {
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s));
     EXPECT_EQ(p, Alloc(r, 100, s));
   }
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s));
   EXPECT_EQ(7u, Stats(f).event_record_count);  // the chunk and each of the 6 frees
   ASSERT_EQ(GMR_OK, gmr_stream_destroy(s));
   uint64_t stale = gmr_cuda_sim_get_stale_handle_count();
   EXPECT_EQ(p, Alloc(r, 100, nullptr));  // s's block, through its event alone
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, nullptr));
   size_t released = 0;
   EXPECT_EQ(GMR_OK, gmr_resource_trim(r, &released));
   EXPECT_EQ(64u * KiB, released);
@@ -417,16 +418,16 @@ TEST_F(FixedBlockTest, AnotherStreamTakesABlockOnceTheEventCompleted) {
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   gmr_stream s1 = Stream(), s2 = Stream();
   void *p = Alloc(r, 100, s1);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s1));
   EXPECT_EQ(2u, Stats(f).event_record_count);  // the chunk's and the free's, on s1
   EXPECT_EQ(p, Alloc(r, 100, s2));
-  gmr_fixed_block_stats s = Stats(f);
+  gmr_fixed_block_resource_stats s = Stats(f);
   EXPECT_EQ(2u, s.event_record_count);  // s2 needed no new record
   EXPECT_EQ(1u, s.event_query_count);
   EXPECT_EQ(0u, s.stream_wait_count);
   EXPECT_EQ(1u, s.chunk_count);
   EXPECT_EQ(0u, gmr_cuda_sim_get_stream_wait_count(s2));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s2));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s2));
 }
 
 TEST_F(FixedBlockTest, AnotherStreamWaitsForPendingWork) {
@@ -435,7 +436,7 @@ TEST_F(FixedBlockTest, AnotherStreamWaitsForPendingWork) {
   gmr_stream s1 = Stream(), s2 = Stream();
   void *p = Alloc(r, 100, s1);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s1, true));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s1));
   EXPECT_EQ(p, Alloc(r, 100, s2));
   EXPECT_EQ(1u, gmr_cuda_sim_get_stream_wait_count(s2));
   EXPECT_EQ(1u, Stats(f).stream_wait_count);
@@ -443,10 +444,10 @@ TEST_F(FixedBlockTest, AnotherStreamWaitsForPendingWork) {
   // s2 now orders that block: a third stream needs s2's event, not s1's.
   gmr_stream s3 = Stream();
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s2, true));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s2));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s2));
   EXPECT_EQ(p, Alloc(r, 100, s3));
   EXPECT_EQ(1u, gmr_cuda_sim_get_stream_wait_count(s3));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s3));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s3));
 }
 
 TEST_F(FixedBlockTest, DuringCaptureOnlyTheStreamsOwnBlocksAreUsed) {
@@ -454,29 +455,29 @@ TEST_F(FixedBlockTest, DuringCaptureOnlyTheStreamsOwnBlocksAreUsed) {
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   gmr_stream s = Stream(), other = Stream();
   void *p = Alloc(r, 100, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s));
   void *o = Alloc(r, 100, other);   // takes s's block (its event is done) ...
   void *o2 = Alloc(r, 100, other);  // ... and a new chunk
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, o, 100, 0, other));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, o, 100, 0, other));
   void *mine = Alloc(r, 100, s);  // back to s, through other's event
   EXPECT_EQ(p, mine);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, mine, 100, 0, s));  // s owns exactly one free block
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, mine, 100, 0, s));  // s owns exactly one free block
   uint64_t mallocs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC);
   uint64_t events = EventCalls();
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *q = Alloc(r, 100, s);
   EXPECT_EQ(mine, q);
   void *z = nullptr;
-  gmr_failure fl;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 100, 0, s, &z, &fl));
+  gmr_failure fl = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(r, 100, 0, s, &z, &fl));
   EXPECT_NE(nullptr, std::strstr(fl.message, "capture")) << fl.message;
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 100, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 100, 0, s));
   gmr_graph g = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
   EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
   EXPECT_EQ(mallocs, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
   EXPECT_EQ(events, EventCalls());
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, o2, 100, 0, other));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, o2, 100, 0, other));
 }
 
 // ---- trim, upstreams, threads ---------------------------------------------------
@@ -488,11 +489,11 @@ TEST_F(FixedBlockTest, TrimGivesBackChunksWhoseBlocksAreAllFree) {
   std::vector<void *> b;
   for (int i = 0; i < 6; ++i) b.push_back(Alloc(r, 100, s));  // 3 chunks
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s, true));
-  for (int i : {0, 1, 2, 4}) ASSERT_EQ(GMR_OK, gmr_deallocate(r, b[i], 100, 0, s));
+  for (int i : {0, 1, 2, 4}) ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b[i], 100, 0, s));
   size_t released = 0;
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
   EXPECT_EQ(128 * KiB, released);  // only the first chunk has both blocks free
-  gmr_fixed_block_stats st = Stats(f);
+  gmr_fixed_block_resource_stats st = Stats(f);
   EXPECT_EQ(2u, st.chunk_count);
   EXPECT_EQ(4u, st.block_count);
   EXPECT_EQ(2u, st.free_block_count);
@@ -500,7 +501,7 @@ TEST_F(FixedBlockTest, TrimGivesBackChunksWhoseBlocksAreAllFree) {
   EXPECT_EQ(1u, st.event_synchronize_count);
   EXPECT_EQ(256 * KiB, st.held_bytes);
   EXPECT_EQ(384 * KiB, st.peak_held_bytes);
-  for (int i : {3, 5}) ASSERT_EQ(GMR_OK, gmr_deallocate(r, b[i], 100, 0, s));
+  for (int i : {3, 5}) ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b[i], 100, 0, s));
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
   EXPECT_EQ(256 * KiB, released);
   EXPECT_EQ(0u, Stats(f).held_bytes);
@@ -508,7 +509,7 @@ TEST_F(FixedBlockTest, TrimGivesBackChunksWhoseBlocksAreAllFree) {
   // It grows again after a trim.
   void *p = Alloc(r, 100, s);
   EXPECT_EQ(1u, Stats(f).chunk_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s));
 }
 
 TEST_F(FixedBlockTest, WorksOverPinnedAndHostUpstreams) {
@@ -525,9 +526,9 @@ TEST_F(FixedBlockTest, WorksOverPinnedAndHostUpstreams) {
     gmr_stream s1 = Stream(), s2 = Stream();
     void *p = Alloc(r, 1000, s1);
     std::memset(p, 0x5a, 64 * KiB);  // host-accessible in both cases
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, s1));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 1000, 0, s1));
     EXPECT_EQ(p, Alloc(r, 1000, s2));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, s2));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 1000, 0, s2));
   }
   EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_HOST_ALLOC));
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
@@ -551,7 +552,7 @@ TEST_F(FixedBlockTest, ThreadsNeverShareABlock) {
       for (int i = 0; i < 2000; ++i) {
         if (mine.size() < 8 && (i % 3 != 2 || mine.empty())) {
           void *p = nullptr;
-          if (gmr_allocate(r, 4 * KiB, 0, streams[t], &p) != GMR_OK) {
+          if (gmr_resource_allocate(r, 4 * KiB, 0, streams[t], &p) != GMR_OK) {
             failures++;
             continue;
           }
@@ -561,7 +562,7 @@ TEST_F(FixedBlockTest, ThreadsNeverShareABlock) {
           unsigned char *p = mine.back();
           mine.pop_back();
           if (p[0] != t + 1 || p[4 * KiB - 1] != t + 1) failures++;
-          if (gmr_deallocate(r, p, 4 * KiB, 0, streams[t]) != GMR_OK) failures++;
+          if (gmr_resource_deallocate(r, p, 4 * KiB, 0, streams[t]) != GMR_OK) failures++;
         }
         if (i % 500 == 0) {
           gmr_block_list *list = nullptr;
@@ -572,13 +573,13 @@ TEST_F(FixedBlockTest, ThreadsNeverShareABlock) {
         }
       }
       for (unsigned char *p : mine) {
-        if (gmr_deallocate(r, p, 4 * KiB, 0, streams[t]) != GMR_OK) failures++;
+        if (gmr_resource_deallocate(r, p, 4 * KiB, 0, streams[t]) != GMR_OK) failures++;
       }
     });
   }
   for (auto &th : threads) th.join();
   EXPECT_EQ(0, failures.load());
-  gmr_fixed_block_stats s = Stats(f);
+  gmr_fixed_block_resource_stats s = Stats(f);
   EXPECT_EQ(0u, s.in_use_block_count);
   EXPECT_EQ(s.block_count, s.free_block_count);
 }
@@ -589,18 +590,18 @@ TEST_F(FixedBlockTest, StatsHonourTheSizeVersionHeader) {
   gmr_fixed_block_resource_config c = config(64 * KiB, 4);
   gmr_fixed_block_resource *f = Make(c);
   ASSERT_NE(nullptr, f);
-  gmr_fixed_block_stats s = GMR_FIXED_BLOCK_STATS_INIT;
+  gmr_fixed_block_resource_stats s = GMR_FIXED_BLOCK_RESOURCE_STATS_INIT;
   s.size = sizeof(size_t);  // shorter than the header
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_fixed_block_resource_get_stats(f, &s));
-  s = GMR_FIXED_BLOCK_STATS_INIT;
+  s = GMR_FIXED_BLOCK_RESOURCE_STATS_INIT;
   s.version = 0;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_fixed_block_resource_get_stats(f, &s));
   EXPECT_EQ(0u, s.block_bytes);
-  s = GMR_FIXED_BLOCK_STATS_INIT;
-  s.size = offsetof(gmr_fixed_block_stats, chunk_count);  // an older, shorter struct
+  s = GMR_FIXED_BLOCK_RESOURCE_STATS_INIT;
+  s.size = offsetof(gmr_fixed_block_resource_stats, chunk_count);  // an older, shorter struct
   s.chunk_count = 77;
   ASSERT_EQ(GMR_OK, gmr_fixed_block_resource_get_stats(f, &s));
   EXPECT_EQ(64 * KiB, s.block_bytes);
   EXPECT_EQ(77u, s.chunk_count);
-  EXPECT_EQ(GMR_FIXED_BLOCK_STATS_VERSION, s.version);
+  EXPECT_EQ(GMR_FIXED_BLOCK_RESOURCE_STATS_VERSION, s.version);
 }

@@ -38,10 +38,10 @@ TEST_F(FixedBlockStreams, FreesOnAKnownStreamRecordNoEvent) {
   gmr_stream s = Stream();
   void *p = Alloc(r, 100, s);
   for (int i = 0; i < 100; ++i) {
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s));
     ASSERT_EQ(p, Alloc(r, 100, s));
   }
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s));
   EXPECT_LE(Stats(f).event_record_count, 6u);  // the growth and the first few frees
 }
 
@@ -57,11 +57,11 @@ TEST_F(FixedBlockStreams, ANewStreamWithADeadStreamsHandleNeverTakesItsBlockUnor
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s1));
   void *p = Alloc(r, 100, s1);
   for (int i = 0; i < 8; ++i) {  // past the first frees: the last one is not recorded
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s1));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s1));
     ASSERT_EQ(p, Alloc(r, 100, s1));
   }
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold_beyond_destroy(s1));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s1));
   ASSERT_EQ(GMR_OK, gmr_stream_destroy(s1));
   gmr_stream s2 = StreamWithHandle(s1);
   ASSERT_NE(nullptr, s2) << "the simulation gave no new stream the destroyed one's handle";
@@ -70,7 +70,7 @@ TEST_F(FixedBlockStreams, ANewStreamWithADeadStreamsHandleNeverTakesItsBlockUnor
   bool ordered = gmr_cuda_sim_get_stream_wait_count(s2) > 0 ||
                  gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE) > syncs;
   EXPECT_TRUE(q != p || ordered) << "the dead stream's pending block went to the new stream";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 100, 0, s2));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 100, 0, s2));
 }
 
 // By handle (the default, as RMM), a warm pair makes no CUDA call at all.
@@ -78,12 +78,14 @@ TEST_F(FixedBlockStreams, WarmPairsByHandleMakeNoCudaCall) {
   gmr_fixed_block_resource *f = Make(Config());
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   gmr_stream s = Stream();
-  for (int i = 0; i < 8; ++i) ASSERT_EQ(GMR_OK, gmr_deallocate(r, Alloc(r, 100, s), 100, 0, s));
+  for (int i = 0; i < 8; ++i)
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, Alloc(r, 100, s), 100, 0, s));
   uint64_t calls = 0;
   for (int call = 0; call < GMR_CUDA_CALL_COUNT; ++call) {
     calls += gmr_cuda_sim_get_call_count(static_cast<gmr_cuda_call>(call));
   }
-  for (int i = 0; i < 100; ++i) ASSERT_EQ(GMR_OK, gmr_deallocate(r, Alloc(r, 100, s), 100, 0, s));
+  for (int i = 0; i < 100; ++i)
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, Alloc(r, 100, s), 100, 0, s));
   uint64_t after = 0;
   for (int call = 0; call < GMR_CUDA_CALL_COUNT; ++call) {
     after += gmr_cuda_sim_get_call_count(static_cast<gmr_cuda_call>(call));
@@ -99,12 +101,13 @@ TEST_F(FixedBlockStreams, WarmPairsAskTheIdOnlyAtAllocations) {
   gmr_fixed_block_resource *f = Make(c);
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   gmr_stream s = Stream();
-  for (int i = 0; i < 8; ++i) ASSERT_EQ(GMR_OK, gmr_deallocate(r, Alloc(r, 100, s), 100, 0, s));
+  for (int i = 0; i < 8; ++i)
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, Alloc(r, 100, s), 100, 0, s));
   uint64_t ids = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID);
   for (int i = 0; i < 100; ++i) {
     void *p = Alloc(r, 100, s);
     uint64_t at_free = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID);
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s));
     EXPECT_EQ(at_free, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID));
   }
   EXPECT_LE(gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID), ids + 100);
@@ -120,10 +123,10 @@ TEST_F(FixedBlockStreams, CapturingStreamsAreIdentifiedWithoutBreakingTheCapture
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   gmr_stream own = Stream();
   void *p = Alloc(r, 100, own);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, own));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, own));
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(own));
   EXPECT_EQ(p, Alloc(r, 100, own));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, own));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, own));
   gmr_graph g = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_end_capture(own, &g));
   EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
@@ -138,17 +141,17 @@ TEST_F(FixedBlockStreams, CapturingStreamsAreIdentifiedWithoutBreakingTheCapture
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s1));
   void *q = Alloc(r, 100, s1);
   for (int i = 0; i < 8; ++i) {
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, 100, 0, s1));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 100, 0, s1));
     q = Alloc(r, 100, s1);
   }
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold_beyond_destroy(s1));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, 100, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 100, 0, s1));
   ASSERT_EQ(GMR_OK, gmr_stream_destroy(s1));
   gmr_stream s2 = StreamWithHandle(s1);
   ASSERT_NE(nullptr, s2);
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s2));
   void *x = nullptr;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate(r, 100, 0, s2, &x));
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate(r, 100, 0, s2, &x));
   ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s2, &g));
   EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
 }
@@ -163,25 +166,26 @@ TEST_F(FixedBlockStreams, AnotherThreadsCallsLeaveAGlobalCaptureValid) {
   void *x = Alloc(r, 100, t);
   void *y = Alloc(r, 100, other);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(other, true));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, y, 100, 0, other));  // recorded, pending
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, x, 100, 0, t));
-  for (int i = 0; i < 8; ++i) ASSERT_EQ(GMR_OK, gmr_deallocate(r, Alloc(r, 100, t), 100, 0, t));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, y, 100, 0, other));  // recorded, pending
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, x, 100, 0, t));
+  for (int i = 0; i < 8; ++i)
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, Alloc(r, 100, t), 100, 0, t));
   uint64_t queries = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_QUERY);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(other, false));  // done, but nobody knows yet
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(c));
   std::thread([&] {
     for (int i = 0; i < 100; ++i) {
       void *p = nullptr;
-      ASSERT_EQ(GMR_OK, gmr_allocate(r, 100, 0, t, &p));
-      ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, t));
+      ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 100, 0, t, &p));
+      ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, t));
     }
     void *a = nullptr, *b = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(r, 100, 0, t, &a));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 100, 0, t, &a));
     EXPECT_EQ(x, a);
-    ASSERT_EQ(GMR_OK, gmr_allocate(r, 100, 0, t, &b));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 100, 0, t, &b));
     EXPECT_EQ(y, b);  // other's, found done by an event query
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 100, 0, t));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 100, 0, t));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 100, 0, t));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 100, 0, t));
   }).join();
   gmr_graph g = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_end_capture(c, &g));
@@ -196,10 +200,10 @@ TEST_F(FixedBlockStreams, RecordStreamKeepsTheBlockUntilTheRecordedStreamsWorkIs
   gmr_stream s = Stream(), side = Stream();
   void *p = Alloc(r, 100, s);
   int local = 0;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_record_stream(r, &local, side));
-  ASSERT_EQ(GMR_OK, gmr_record_stream(r, p, side));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_record_stream(r, &local, side));
+  ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r, p, side));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(side, true));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s));
   EXPECT_EQ(1u, Stats(f).deferred_block_count);
   void *q = Alloc(r, 100, s);
   EXPECT_NE(p, q) << "reused while the recorded stream's work was pending";
@@ -209,9 +213,10 @@ TEST_F(FixedBlockStreams, RecordStreamKeepsTheBlockUntilTheRecordedStreamsWorkIs
   for (int i = 0; i < 3; ++i) more.push_back(Alloc(r, 100, s));  // the chunk's other blocks, and p
   got.insert(more.begin(), more.end());
   EXPECT_EQ(1u, got.count(p)) << "free once the recorded stream's work is done";
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_record_stream(r, static_cast<char *>(q) + 256, side));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 100, 0, s));
-  for (void *m : more) EXPECT_EQ(GMR_OK, gmr_deallocate(r, m, 100, 0, s));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
+            gmr_resource_record_stream(r, static_cast<char *>(q) + 256, side));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 100, 0, s));
+  for (void *m : more) EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, m, 100, 0, s));
   EXPECT_EQ(0u, Stats(f).deferred_block_count);
 }
 
@@ -231,7 +236,8 @@ TEST_F(FixedBlockStreams, ThreadsOnStreamsOfTheirOwnGetShardsOfTheirOwn) {
   EXPECT_EQ(4u, Stats(f).chunk_count);
   // A free from another thread finds the block's shard.
   std::thread([&] {
-    for (int t = 0; t < 4; ++t) EXPECT_EQ(GMR_OK, gmr_deallocate(r, first[t], 100, 0, streams[t]));
+    for (int t = 0; t < 4; ++t)
+      EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, first[t], 100, 0, streams[t]));
   }).join();
   EXPECT_EQ(0u, Stats(f).in_use_block_count);
 }
@@ -245,7 +251,7 @@ TEST_F(FixedBlockStreams, ThreadsTakingTurnsOnOneStreamShareOneShardsMemory) {
     std::thread([&] {
       std::vector<void *> live;
       for (int i = 0; i < 6; ++i) live.push_back(Alloc(r, 100));
-      for (void *p : live) EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, nullptr));
+      for (void *p : live) EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, nullptr));
     }).join();
   }
   EXPECT_EQ(2u, Stats(f).chunk_count) << "each thread's shard grew its own chunks";
@@ -265,14 +271,15 @@ TEST_F(FixedBlockStreams, MemoryInfoAndTheFailureRecordAreExact) {
   EXPECT_EQ(64 * KiB, m.largest_free_block_bytes);
   EXPECT_EQ(2u, m.free_block_count);
   void *x = Alloc(r, 10), *y = Alloc(r, 10), *z = nullptr;
-  gmr_failure fl;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 10, 0, nullptr, &z, &fl));
+  gmr_failure fl = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r, 10, 0, nullptr, &z, &fl));
   EXPECT_TRUE(fl.free_info_known);
   EXPECT_EQ(0u, fl.free_bytes);
   EXPECT_EQ(0u, fl.largest_free_block_bytes);
-  for (void *p : {a, x, y}) EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, p == a ? 100 : 10, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 64 * KiB, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, big, 200 * KiB, 0, nullptr));
+  for (void *p : {a, x, y})
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, p == a ? 100 : 10, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 64 * KiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, big, 200 * KiB, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_resource_get_memory_info(r, &m));
   EXPECT_EQ(256 * KiB, m.free_bytes);
   EXPECT_EQ(4u, m.free_block_count);
@@ -305,23 +312,25 @@ TEST_F(FixedBlockStreams, EverythingAtOnceOverThreads) {
         unsigned op = rng() % 20;
         if (op < 9 || mine.empty()) {
           void *p = nullptr;
-          if (gmr_allocate(r, 1000, 0, streams[t], &p) != GMR_OK) {
+          if (gmr_resource_allocate(r, 1000, 0, streams[t], &p) != GMR_OK) {
             failures++;
             continue;
           }
-          if (rng() % 8 == 0 && gmr_record_stream(r, p, streams[(t + 1) % kThreads]) != GMR_OK) {
+          if (rng() % 8 == 0 &&
+              gmr_resource_record_stream(r, p, streams[(t + 1) % kThreads]) != GMR_OK) {
             failures++;
           }
           mine.push_back(p);
         } else if (op < 15) {
-          if (gmr_deallocate(r, mine.back(), 1000, 0, streams[t]) != GMR_OK) failures++;
+          if (gmr_resource_deallocate(r, mine.back(), 1000, 0, streams[t]) != GMR_OK) failures++;
           mine.pop_back();
         } else if (op < 18) {
           std::lock_guard<std::mutex> g(m);
           exchange.push_back(mine.back());
           mine.pop_back();
           if (exchange.size() > 6) {
-            if (gmr_deallocate(r, exchange.front(), 1000, 0, streams[t]) != GMR_OK) failures++;
+            if (gmr_resource_deallocate(r, exchange.front(), 1000, 0, streams[t]) != GMR_OK)
+              failures++;
             exchange.erase(exchange.begin());
           }
         } else if (op == 18) {
@@ -336,14 +345,14 @@ TEST_F(FixedBlockStreams, EverythingAtOnceOverThreads) {
         }
       }
       for (void *p : mine) {
-        if (gmr_deallocate(r, p, 1000, 0, streams[t]) != GMR_OK) failures++;
+        if (gmr_resource_deallocate(r, p, 1000, 0, streams[t]) != GMR_OK) failures++;
       }
     });
   }
   for (auto &th : threads) th.join();
-  for (void *p : exchange) EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, nullptr));
+  for (void *p : exchange) EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 1000, 0, nullptr));
   EXPECT_EQ(0, failures.load());
-  gmr_fixed_block_stats s = Stats(f);
+  gmr_fixed_block_resource_stats s = Stats(f);
   EXPECT_EQ(0u, s.in_use_block_count);
   EXPECT_EQ(s.block_count, s.free_block_count);
   size_t released = 0;
@@ -364,9 +373,9 @@ TEST_F(FixedBlockStreams, DestroyWithABlockStillWaitingLeaksNothing) {
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   gmr_stream s = Stream(), side = Stream();
   void *p = Alloc(r, 100, s);
-  ASSERT_EQ(GMR_OK, gmr_record_stream(r, p, side));
+  ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r, p, side));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(side, true));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s));
   EXPECT_EQ(1u, Stats(f).deferred_block_count);
   for (gmr_cuda_call call : {GMR_CUDA_CALL_EVENT_QUERY, GMR_CUDA_CALL_DEVICE_SYNCHRONIZE,
                              GMR_CUDA_CALL_EVENT_SYNCHRONIZE}) {

@@ -50,7 +50,7 @@ TEST_F(ArenaCapture, GrowsDuringCaptureWithNothingReservedThroughAllocateCapturi
   EXPECT_EQ(0u, gmr_capture_leaf_allocate_calls(leaf)) << "never the plain slot in capture";
   EXPECT_EQ(2u, gmr_capture_leaf_capturing_calls(leaf));
   EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
-  gmr_graph_arena_stats st = Stats(a);
+  gmr_graph_arena_resource_stats st = Stats(a);
   EXPECT_EQ(3 * MiB, st.held_bytes);
   EXPECT_EQ(2u, st.chunk_count);
   EXPECT_EQ(2u, st.capture_growth_count);
@@ -63,7 +63,7 @@ TEST_F(ArenaCapture, GrowsDuringCaptureWithNothingReservedThroughAllocateCapturi
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_get_graph_memory_info(a, m, &info));
   EXPECT_EQ(900 * KiB + 2 * MiB, info.held_bytes);
   for (auto [p, n] : {std::pair{p0, 300 * KiB}, {p1, 600 * KiB}, {p2, 2 * MiB}}) {
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, n, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, n, 0, s));
   }
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
@@ -80,7 +80,7 @@ TEST_F(ArenaCapture, AnUndeclaredCaptureGrowsTooWithAutomaticDetection) {
   EXPECT_EQ(1u, Stats(a).capture_allocation_count);
   EXPECT_EQ(1u, gmr_capture_leaf_capturing_calls(leaf));
   gmr_graph_memory *m = EndCapture(a, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 4 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4 * KiB, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
@@ -99,8 +99,8 @@ TEST_F(ArenaCapture, ReservingInAdvanceStillMakesNoUpstreamCallInTheCapture) {
   EXPECT_EQ(0u, gmr_capture_leaf_capturing_calls(leaf));
   EXPECT_EQ(0u, Stats(a).upstream_call_during_capture_count);
   EXPECT_EQ(0u, Stats(a).capture_growth_count);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p0, 900 * KiB, 0, s));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p1, 2 * MiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p0, 900 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p1, 2 * MiB, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
@@ -113,8 +113,8 @@ TEST_F(ArenaCapture, AHostUpstreamWithoutTheSlotIsRefusedWithTheFigureToReserve)
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 1000, 0, s, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(r, 1000, 0, s, &p, &f));
   EXPECT_EQ(r, f.where) << "the arena refused, not the mock";
   EXPECT_STREQ(
       "graph_arena: capture needs 1.0 KiB more and mock_resource cannot allocate during capture: "
@@ -122,7 +122,7 @@ TEST_F(ArenaCapture, AHostUpstreamWithoutTheSlotIsRefusedWithTheFigureToReserve)
       f.message);
   EXPECT_EQ(0u, gmr_mock_resource_called_allocate(mock)) << "the dispatch was not even tried";
   // Asked once per capture: the second request does not ask again either.
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 1000, 0, s, &p, &f));
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(r, 1000, 0, s, &p, &f));
   EXPECT_EQ(0u, Stats(a).upstream_call_count);
   gmr_graph_memory *m = EndCapture(a, s);
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
@@ -139,8 +139,8 @@ TEST_F(ArenaCapture, GrowthOffStillRefusesInCaptureEvenWhenTheUpstreamCould) {
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 2 * MiB, 0, s, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(r, 2 * MiB, 0, s, &p, &f));
   EXPECT_STREQ(
       "graph_arena: capture needs 2.0 MiB more; create the arena with initial_capacity_bytes >= "
       "3145728 or call gmr_graph_arena_resource_reserve(arena, 3145728) before capture",
@@ -162,16 +162,16 @@ TEST_F(ArenaCapture, MaximumCapacityBoundsGrowthInCapture) {
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p0 = Alloc(r, 1536 * KiB, s);  // a 1.5 MiB chunk
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, MiB, 0, s, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r, MiB, 0, s, &p, &f));
   EXPECT_STREQ("graph_arena: 1.0 MiB does not fit under max_capacity_bytes (2097152)", f.message);
   EXPECT_TRUE(f.free_info_known);
   EXPECT_EQ(0u, f.free_bytes);
   void *p1 = Alloc(r, 512 * KiB, s);  // the last half MiB
   EXPECT_EQ(2 * MiB, Stats(a).held_bytes);
   gmr_graph_memory *m = EndCapture(a, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p0, 1536 * KiB, 0, s));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p1, 512 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p0, 1536 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p1, 512 * KiB, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
@@ -211,12 +211,12 @@ TEST_F(ArenaCapture, AFailedGrowthKeepsTheCaptureAndTheCaptureModeWhateverCallFa
     ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
     ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(k.call, 0, 1, k.error));
     void *p = nullptr;
-    gmr_failure f;
-    EXPECT_EQ(k.expect, gmr_allocate_ex(r, 4 * KiB, 0, s, &p, &f));
+    gmr_failure f = GMR_FAILURE_INIT;
+    EXPECT_EQ(k.expect, gmr_resource_allocate_ex(r, 4 * KiB, 0, s, &p, &f));
     EXPECT_EQ(nullptr, p);
     EXPECT_EQ(int{k.error}, f.cuda_error);
     EXPECT_EQ(kGlobalMode, gmr_cuda_sim_get_thread_capture_mode());
-    gmr_graph_arena_stats st = Stats(a);
+    gmr_graph_arena_resource_stats st = Stats(a);
     EXPECT_EQ(0u, st.held_bytes);
     EXPECT_EQ(0u, st.live_count);
     EXPECT_EQ(0u, st.capture_growth_count) << "a failed growth is no growth";
@@ -226,7 +226,7 @@ TEST_F(ArenaCapture, AFailedGrowthKeepsTheCaptureAndTheCaptureModeWhateverCallFa
     EXPECT_EQ(MiB, Stats(a).held_bytes);
     EXPECT_EQ(kGlobalMode, gmr_cuda_sim_get_thread_capture_mode());
     gmr_graph_memory *m = EndCapture(a, s);
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 4 * KiB, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4 * KiB, 0, s));
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   }
@@ -246,19 +246,19 @@ TEST_F(ArenaCapture, AnotherStreamGrowsTheArenaWithoutBreakingTheCapture) {
   void *out = Alloc(r, 768 * KiB, other);  // uncaptured, does not fit: grows
   EXPECT_EQ(1u, gmr_capture_leaf_capturing_calls(leaf));
   EXPECT_EQ(1u, gmr_capture_leaf_allocate_calls(leaf)) << "the initial chunk only";
-  gmr_graph_arena_stats st = Stats(a);
+  gmr_graph_arena_resource_stats st = Stats(a);
   EXPECT_EQ(1u, st.capture_growth_count);
   EXPECT_EQ(0u, st.upstream_call_in_session_count) << "not for the capturing stream";
   EXPECT_EQ(1u, st.upstream_call_during_capture_count);
   gmr_graph_memory *m = EndCapture(a, capturing);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, in, 512 * KiB, 0, capturing));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, out, 768 * KiB, 0, other));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, in, 512 * KiB, 0, capturing));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, out, 768 * KiB, 0, other));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
 TEST_F(ArenaCapture, TheArenasOwnAllocateCapturingSlot) {
-  // Something above calls gmr_allocate_capturing() on the arena: requests
+  // Something above calls gmr_resource_allocate_capturing() on the arena: requests
   // outside sessions then reach the upstream through its capture-safe slot.
   gmr_capture_leaf *capable = Leaf(true), *plain = Leaf(false);
   gmr_stream s = NewStream();
@@ -272,16 +272,16 @@ TEST_F(ArenaCapture, TheArenasOwnAllocateCapturingSlot) {
     gmr_graph_arena_resource *a = Make(c, R(capable));
     unsigned long before = gmr_capture_leaf_capturing_calls(capable);
     void *p = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate_capturing(gmr_graph_arena_resource_as_resource(a), 8 * KiB,
-                                             0, s, &p, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(gmr_graph_arena_resource_as_resource(a),
+                                                      8 * KiB, 0, s, &p, nullptr));
     EXPECT_EQ(before + 1, gmr_capture_leaf_capturing_calls(capable));
     EXPECT_EQ(0u, gmr_capture_leaf_allocate_calls(capable));
     got.push_back({a, p});
 
     gmr_graph_arena_resource *b = Make(c, R(plain));
     gmr_resource *rb = gmr_graph_arena_resource_as_resource(b);
-    gmr_failure f;
-    EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_capturing(rb, 8 * KiB, 0, s, &p, &f));
+    gmr_failure f = GMR_FAILURE_INIT;
+    EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_capturing(rb, 8 * KiB, 0, s, &p, &f));
     EXPECT_EQ(0u, gmr_capture_leaf_allocate_calls(plain));
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(rb));
   }
@@ -291,7 +291,7 @@ TEST_F(ArenaCapture, TheArenasOwnAllocateCapturingSlot) {
   // cudaFree is not capture-safe: the blocks go back after the capture.
   for (auto [a, p] : got) {
     gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 8 * KiB, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 8 * KiB, 0, s));
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_reset(a, nullptr));
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   }
@@ -316,13 +316,13 @@ TEST_F(ArenaCapture, ACaptureThatEndsWithLiveBlocksKeepsThemForTheGraph) {
     EXPECT_EQ(100 * KiB, info.live_bytes);
     // Freed after the capture: the bytes stay with the graph memory until
     // its release (the graph writes them at every replay).
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, live, 100 * KiB, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, live, 100 * KiB, 0, s));
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_get_graph_memory_info(a, m, &info));
     EXPECT_EQ(0u, info.live_count);
     EXPECT_EQ(100 * KiB, info.held_bytes);
     void *outside = Alloc(r, 100 * KiB, s);  // uncaptured: never those bytes
     EXPECT_EQ(addr(live) + 100 * KiB, addr(outside));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, outside, 100 * KiB, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, outside, 100 * KiB, 0, s));
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_reset(a, nullptr));
     EXPECT_EQ(0u, Stats(a).in_use_bytes);
@@ -340,18 +340,18 @@ TEST_F(ArenaCapture, AFreeOfGraphMemoryOnAnotherStreamIsNeverReusedByThisCapture
   void *x = Alloc(r, 64 * KiB, s);
   // Accepted (stream-ordered semantics allow a free on any stream) but the
   // bytes are tagged with `other`: only a later capture on `other` reuses them.
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, x, 64 * KiB, 0, other));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, x, 64 * KiB, 0, other));
   void *y = Alloc(r, 64 * KiB, s);
   EXPECT_EQ(addr(x) + 64 * KiB, addr(y)) << "not x's bytes";
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, x, 64 * KiB, 0, s));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r, x, 64 * KiB, 0, s));
   gmr_graph_memory *m = EndCapture(a, s);
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, other, m));
   void *z = Alloc(r, 64 * KiB, other);
   EXPECT_EQ(x, z) << "a capture on `other` into the same memory gets them";
   gmr_graph_memory *m2 = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, other, &m2));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, y, 64 * KiB, 0, s));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, z, 64 * KiB, 0, other));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, y, 64 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, z, 64 * KiB, 0, other));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m2));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
@@ -368,7 +368,7 @@ TEST_F(ArenaCapture, ReleasedMemoryIsHandedOutAtOnceSoReleaseAfterTheGraphIsDone
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = Alloc(r, 64 * KiB, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 64 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 64 * KiB, 0, s));
   gmr_graph_memory *m = EndCapture(a, s);
   void *before = Alloc(r, 64 * KiB, s);
   EXPECT_NE(p, before) << "held for the graph";
@@ -378,7 +378,7 @@ TEST_F(ArenaCapture, ReleasedMemoryIsHandedOutAtOnceSoReleaseAfterTheGraphIsDone
   EXPECT_EQ(p, after) << "released: the next request gets the graph's bytes";
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_graph_arena_resource_release_graph_memory(a, m))
       << "a released memory is gone";
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, after, 64 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, after, 64 * KiB, 0, s));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
@@ -398,7 +398,7 @@ TEST_F(ArenaCapture, HintedDetectionAsksOnlyWhileASessionOrAHintIsUp) {
   uint64_t q0 = queries();
   for (int i = 0; i < 10; ++i) {
     void *p = Alloc(r, 4 * KiB, s);
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 4 * KiB, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4 * KiB, 0, s));
   }
   EXPECT_EQ(q0, queries());
   EXPECT_EQ(10u, Stats(a).forwarded_allocation_count);
@@ -412,8 +412,8 @@ TEST_F(ArenaCapture, HintedDetectionAsksOnlyWhileASessionOrAHintIsUp) {
   EXPECT_EQ(q0 + 1, queries());
   EXPECT_EQ(1u, Stats(a).capture_allocation_count) << "side does not capture: forwarded";
   gmr_graph_memory *m = EndCapture(a, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, elsewhere, 4 * KiB, 0, side));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, in, 4 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, elsewhere, 4 * KiB, 0, side));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, in, 4 * KiB, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   // An undeclared capture without a hint is not seen (the mode's contract):
   // the request is forwarded as if uncaptured...
@@ -431,8 +431,8 @@ TEST_F(ArenaCapture, HintedDetectionAsksOnlyWhileASessionOrAHintIsUp) {
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_graph_arena_resource_thread_hint_leave())
       << "no hint is up";
   gmr_graph_memory *hm = EndCapture(a, side);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, hinted, 4 * KiB, 0, side));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, missed, 4 * KiB, 0, side));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, hinted, 4 * KiB, 0, side));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, missed, 4 * KiB, 0, side));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, hm));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_mock_resource_as_resource(mock)));
@@ -448,14 +448,14 @@ TEST_F(ArenaCapture, AutomaticDetectionAsksOncePerForwardedCallAndNotForArenaBlo
   auto queries = [] { return gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_CAPTURE_INFO); };
   uint64_t q0 = queries();
   void *p = Alloc(r, 4 * KiB, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 4 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4 * KiB, 0, s));
   EXPECT_EQ(q0 + 2, queries()) << "one per allocate, one per forwarded free";
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
   void *in = Alloc(r, 4 * KiB, s);
   gmr_graph_memory *m = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &m));
   uint64_t q1 = queries();
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, in, 4 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, in, 4 * KiB, 0, s));
   EXPECT_EQ(q1, queries()) << "a block of the arena is found without asking CUDA";
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
@@ -490,15 +490,15 @@ TEST_F(ArenaCapture, ThreadsForwardWhileAnotherCapturesAndGrows) {
     ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
     void *x = Alloc(r, 200 * KiB, s);
     void *y = Alloc(r, 100 * KiB, s);
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, x, 200 * KiB, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, x, 200 * KiB, 0, s));
     gmr_graph_memory *m = EndCapture(a, s);
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, y, 100 * KiB, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, y, 100 * KiB, 0, s));
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   }
   done = true;
   for (std::thread &t : threads) t.join();
   EXPECT_EQ(0, failures.load());
-  gmr_graph_arena_stats st = Stats(a);
+  gmr_graph_arena_resource_stats st = Stats(a);
   EXPECT_EQ(0u, st.forwarded_live_count);
   EXPECT_EQ(2u * kRounds, st.capture_allocation_count);
   EXPECT_EQ(0u, st.live_count);
@@ -525,15 +525,16 @@ TEST_F(ArenaCapture, AGrowthThatMovesTheChunkTableAndFailsLeavesSessionsValid) {
   void *first = Alloc(r, 64 * KiB, s);  // chunk 8: the table is full
   void *second = Alloc(r, 64 * KiB, s);  // the session's fast path, its chunk remembered
   EXPECT_EQ(addr(first) + 64 * KiB, addr(second));
-  gmr_graph_arena_stats before = Stats(a);
+  gmr_graph_arena_resource_stats before = Stats(a);
   ASSERT_EQ(8u, before.chunk_count);
   // The table grows (and may move), then the chunk's block table cannot be made.
   void *huge = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, size_t{1} << 50, 0, nullptr, &huge, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY,
+            gmr_resource_allocate_ex(r, size_t{1} << 50, 0, nullptr, &huge, &f));
   EXPECT_EQ(nullptr, huge);
   EXPECT_NE(nullptr, std::strstr(f.message, "needs a block table")) << f.message;
-  gmr_graph_arena_stats after = Stats(a);
+  gmr_graph_arena_resource_stats after = Stats(a);
   EXPECT_EQ(before.chunk_count, after.chunk_count);
   EXPECT_EQ(before.held_bytes, after.held_bytes);
   EXPECT_EQ(before.live_bytes, after.live_bytes);
@@ -542,8 +543,9 @@ TEST_F(ArenaCapture, AGrowthThatMovesTheChunkTableAndFailsLeavesSessionsValid) {
   gmr_graph_memory *m = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &m));
   ASSERT_NE(nullptr, m);
-  for (void *p : {first, second, third}) EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 64 * KiB, 0, s));
-  for (void *p : uncaptured) EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, nullptr));
+  for (void *p : {first, second, third})
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 64 * KiB, 0, s));
+  for (void *p : uncaptured) EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(0u, gmr_capture_leaf_live_bytes(leaf)) << "every chunk went back";
@@ -565,8 +567,8 @@ TEST_F(ArenaCapture, AHugeRequestInACaptureSaysWhatWasAsked) {
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   const size_t huge = size_t{1} << 52;  // 4 PiB: its table alone is 64 TiB
   void *p = nullptr;
-  gmr_failure failure;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, huge, 0, s, &p, &failure));
+  gmr_failure failure = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r, huge, 0, s, &p, &failure));
   EXPECT_EQ(nullptr, p);
   EXPECT_NE(nullptr, std::strstr(failure.message, std::to_string(huge).c_str())) << failure.message;
   EXPECT_EQ(nullptr, std::strstr(failure.message, "graph_arena: no host memory")) << failure.message;

@@ -36,11 +36,11 @@ struct Step {
 
 Step CaptureStep(gmr_resource *r, gmr_stream s, size_t batch) {
   Step t;
-  EXPECT_EQ(GMR_OK, gmr_allocate(r, batch * 64 * KiB, 0, s, &t.x));
-  EXPECT_EQ(GMR_OK, gmr_allocate(r, batch * 128 * KiB, 0, s, &t.h));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, t.x, batch * 64 * KiB, 0, s));
-  EXPECT_EQ(GMR_OK, gmr_allocate(r, batch * 64 * KiB, 0, s, &t.y));  // the output
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, t.h, batch * 128 * KiB, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_allocate(r, batch * 64 * KiB, 0, s, &t.x));
+  EXPECT_EQ(GMR_OK, gmr_resource_allocate(r, batch * 128 * KiB, 0, s, &t.h));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, t.x, batch * 64 * KiB, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_allocate(r, batch * 64 * KiB, 0, s, &t.y));  // the output
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, t.h, batch * 128 * KiB, 0, s));
   return t;
 }
 
@@ -70,7 +70,7 @@ TEST_F(ArenaCapture, OrderedReuseLetsALaterCaptureReuseWhatAnEarlierOneFreed) {
   EXPECT_EQ(base + 256 * KiB, addr(g2.y));
   // Graph 1's output is freed between captures (its consumer is done): graph 3
   // (batch 1) gets it back, PyTorch's rule for a shared private pool.
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, g4.y, 256 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, g4.y, 256 * KiB, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, pool));
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   Step g1 = CaptureStep(r, s, 1);  // x 64K, h 128K, y 64K
@@ -86,8 +86,8 @@ TEST_F(ArenaCapture, OrderedReuseLetsALaterCaptureReuseWhatAnEarlierOneFreed) {
   EXPECT_EQ(3u, info.reference_count);
   EXPECT_EQ(2u, info.live_count);  // the outputs of graphs 2 and 3
   EXPECT_EQ(768 * KiB, Stats(a).peak_in_use_bytes);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, g2.y, 128 * KiB, 0, s));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, g1.y, 64 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, g2.y, 128 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, g1.y, 64 * KiB, 0, s));
   for (int i = 0; i < 3; ++i) {
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, pool));
   }
@@ -119,7 +119,7 @@ TEST_F(ArenaCapture, MonotoneNeverOverlapsAnythingOfOneGraphMemory) {
     blocks.push_back({addr(t.h), batch * 128 * KiB});
     blocks.push_back({addr(t.y), batch * 64 * KiB});
     if (batch < 4) {
-      ASSERT_EQ(GMR_OK, gmr_deallocate(r, t.y, batch * 64 * KiB, 0, s));
+      ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, t.y, batch * 64 * KiB, 0, s));
     }
   }
   EXPECT_EQ(base + 1024 * KiB, blocks[3].first) << "graph 2 starts after graph 1";
@@ -131,7 +131,8 @@ TEST_F(ArenaCapture, MonotoneNeverOverlapsAnythingOfOneGraphMemory) {
   gmr_graph_memory_info info;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_get_graph_memory_info(a, pool, &info));
   EXPECT_EQ(1792 * KiB, info.held_bytes) << "the sum of everything allocated";
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, reinterpret_cast<void *>(base + 768 * KiB), 256 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, reinterpret_cast<void *>(base + 768 * KiB),
+                                            256 * KiB, 0, s));
   for (int i = 0; i < 3; ++i) {
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, pool));
   }
@@ -160,7 +161,7 @@ TEST_F(ArenaCapture, LlmServerPatternGrowsOnceUnderOrderedReuse) {
       total += batch * 256 * KiB;
       EXPECT_EQ(kGlobalMode, gmr_cuda_sim_get_thread_capture_mode());
     }
-    gmr_graph_arena_stats st = Stats(a);
+    gmr_graph_arena_resource_stats st = Stats(a);
     EXPECT_EQ(0u, st.capture_refusal_count);
     if (policy == GMR_GRAPH_ARENA_ORDERED_REUSE) {
       EXPECT_EQ(1u, st.capture_growth_count) << "only the largest graph grew it";
@@ -169,7 +170,7 @@ TEST_F(ArenaCapture, LlmServerPatternGrowsOnceUnderOrderedReuse) {
       EXPECT_EQ(total, st.in_use_bytes) << "monotone keeps the sum";
       EXPECT_LE(total, st.held_bytes);
     }
-    for (auto &[p, n] : outputs) ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, n, 0, s));
+    for (auto &[p, n] : outputs) ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, n, 0, s));
     for (int i = 0; i < 5; ++i) {
       ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, pool));
     }
@@ -200,7 +201,7 @@ TEST_F(ArenaCapture, MemoryInfoIsExact) {
   gmr_graph_memory *m = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &m));
   void *last = Alloc(r, 300 * KiB, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, c0, 64 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, c0, 64 * KiB, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   ASSERT_EQ(GMR_OK, gmr_resource_get_memory_info(r, &info));
   const size_t live = 256 + KiB + 300 * KiB;
@@ -215,7 +216,7 @@ TEST_F(ArenaCapture, MemoryInfoIsExact) {
   ASSERT_EQ(GMR_OK, gmr_resource_get_memory_info(r, &small));
   EXPECT_EQ(2u, small.free_block_count);
   for (auto [p, n] : {std::pair{first, size_t{100}}, {c1, size_t{1000}}, {last, 300 * KiB}}) {
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, n, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, n, 0, s));
   }
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
@@ -252,8 +253,8 @@ TEST_F(ArenaCapture, AnArenaFailureCarriesItsFreeFigures) {
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   void *p = Alloc(r, 700 * KiB, nullptr);
   void *q = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 500 * KiB, 0, nullptr, &q, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r, 500 * KiB, 0, nullptr, &q, &f));
   EXPECT_EQ(r, f.where);
   EXPECT_TRUE(f.free_info_known);
   EXPECT_EQ(324 * KiB, f.free_bytes);
@@ -262,12 +263,12 @@ TEST_F(ArenaCapture, AnArenaFailureCarriesItsFreeFigures) {
   gmr_graph_arena_resource *g = Make(Config(0, MiB), R(leaf));
   ASSERT_EQ(GMR_OK,
             gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, 1, cudaErrorMemoryAllocation));
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY,
-            gmr_allocate_ex(gmr_graph_arena_resource_as_resource(g), 10, 0, nullptr, &q, &f));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(gmr_graph_arena_resource_as_resource(g),
+                                                            10, 0, nullptr, &q, &f));
   EXPECT_EQ(R(leaf), f.where);
   EXPECT_FALSE(f.free_info_known);
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_graph_arena_resource_as_resource(g)));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 700 * KiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 700 * KiB, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 

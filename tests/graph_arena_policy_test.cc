@@ -40,7 +40,7 @@ TEST_P(GraphArenaPolicy, AFreeDuringCaptureIsReusedOnlyUnderOrderedReuse) {
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
   void *x = Alloc(r, 2 * KiB, s);
   void *y = Alloc(r, 2 * KiB, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, x, 2 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, x, 2 * KiB, 0, s));
   void *z = Alloc(r, KiB, s);  // fits in x's bytes
   if (reuse()) {
     EXPECT_EQ(x, z);
@@ -48,7 +48,7 @@ TEST_P(GraphArenaPolicy, AFreeDuringCaptureIsReusedOnlyUnderOrderedReuse) {
     EXPECT_EQ(addr(y) + 2 * KiB, addr(z));
   }
   // Freed on another stream: never reused in the capture (no ordering known).
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, y, 2 * KiB, 0, other));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, y, 2 * KiB, 0, other));
   void *w = Alloc(r, 2 * KiB, s);
   EXPECT_NE(y, w);
   EXPECT_GT(addr(w), addr(y));
@@ -58,8 +58,8 @@ TEST_P(GraphArenaPolicy, AFreeDuringCaptureIsReusedOnlyUnderOrderedReuse) {
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_get_graph_memory_info(a, mem, &info));
   EXPECT_EQ(reuse() ? 6 * KiB : 7 * KiB, info.held_bytes);
   EXPECT_EQ(3 * KiB, info.live_bytes);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, z, KiB, 0, s));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, w, 2 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, z, KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, w, 2 * KiB, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, mem));
   EXPECT_EQ(0u, Stats(a).in_use_bytes);
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
@@ -80,7 +80,7 @@ TEST_P(GraphArenaPolicy, RepeatedSessionsGetTheSameAddresses) {
     for (size_t i = 0; i < sizes.size(); ++i) {
       got.push_back(Alloc(r, sizes[i], s));
       if (i % 4 == 3) {  // free some in the capture: policies differ here
-        ASSERT_EQ(GMR_OK, gmr_deallocate(r, got[i - 2], sizes[i - 2], 0, s));
+        ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, got[i - 2], sizes[i - 2], 0, s));
       }
     }
     gmr_graph graph = nullptr;
@@ -90,7 +90,7 @@ TEST_P(GraphArenaPolicy, RepeatedSessionsGetTheSameAddresses) {
     ASSERT_EQ(GMR_OK, gmr_graph_destroy(graph));
     for (size_t i = 0; i < sizes.size(); ++i) {
       if (i % 4 != 1) {
-        ASSERT_EQ(GMR_OK, gmr_deallocate(r, got[i], sizes[i], 0, s));
+        ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, got[i], sizes[i], 0, s));
       }
     }
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, mem));
@@ -120,8 +120,8 @@ TEST_P(GraphArenaPolicy, NoTwoLiveBlocksOfACaptureOverlap) {
   for (int i = 0; i < 2000; ++i) {
     if (!live.empty() && rng() % 3 == 0) {
       size_t k = rng() % live.size();
-      ASSERT_EQ(GMR_OK, gmr_deallocate(r, reinterpret_cast<void *>(live[k].begin),
-                                       live[k].bytes, 0, s));
+      ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, reinterpret_cast<void *>(live[k].begin),
+                                                live[k].bytes, 0, s));
       live.erase(live.begin() + static_cast<long>(k));
       continue;
     }
@@ -148,7 +148,7 @@ TEST_P(GraphArenaPolicy, NoTwoLiveBlocksOfACaptureOverlap) {
     EXPECT_EQ(total, info.held_bytes);
   }
   for (const Live &l : live) {
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, reinterpret_cast<void *>(l.begin), l.bytes, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, reinterpret_cast<void *>(l.begin), l.bytes, 0, s));
   }
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, mem));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
@@ -164,11 +164,11 @@ TEST_P(GraphArenaPolicy, RewindInCaptureFollowsThePolicy) {
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_checkpoint(a, s, &mark));
   void *t0 = Alloc(r, KiB, s);
   void *t1 = Alloc(r, KiB, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, t1, KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, t1, KiB, 0, s));
   size_t released = 0;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_rewind(a, s, mark, &released));
   EXPECT_EQ(1u, released);
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, t0, KiB, 0, s));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r, t0, KiB, 0, s));
   void *next = Alloc(r, KiB, s);
   if (reuse()) {
     EXPECT_EQ(t0, next);
@@ -184,8 +184,8 @@ TEST_P(GraphArenaPolicy, RewindInCaptureFollowsThePolicy) {
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &mem));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_graph_arena_resource_rewind(a, s, mark, nullptr))
       << "the session's marks end with it";
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, keep, KiB, 0, s));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, next, KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, keep, KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, next, KiB, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, mem));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
@@ -196,7 +196,7 @@ TEST_P(GraphArenaPolicy, GraphsShareOneMemory) {
   gmr_stream s = NewStream(), s2 = NewStream();
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
   void *x = Alloc(r, 4 * KiB, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, x, 4 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, x, 4 * KiB, 0, s));
   gmr_graph_memory *mem = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &mem));
   // A second graph appends to the same memory.
@@ -217,7 +217,7 @@ TEST_P(GraphArenaPolicy, GraphsShareOneMemory) {
   EXPECT_EQ(2u, info.reference_count);
   EXPECT_EQ(2u, info.session_count);
   EXPECT_EQ(reuse() ? 4 * KiB : 8 * KiB, info.held_bytes);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, y, 4 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, y, 4 * KiB, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, mem));
   EXPECT_EQ(reuse() ? 4 * KiB : 8 * KiB, Stats(a).in_use_bytes) << "one reference left";
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, mem));
@@ -256,7 +256,7 @@ TEST_P(GraphArenaPolicy, ConcurrentSessionsOnTheirOwnStreamsNeverOverlap) {
       for (int i = 0; i < 300; ++i) {
         size_t bytes = 1 + rng() % (16 * KiB);
         void *p = nullptr;
-        if (gmr_allocate(r, bytes, 0, s, &p) != GMR_OK) {
+        if (gmr_resource_allocate(r, bytes, 0, s, &p) != GMR_OK) {
           failures++;
           continue;
         }
@@ -265,7 +265,7 @@ TEST_P(GraphArenaPolicy, ConcurrentSessionsOnTheirOwnStreamsNeverOverlap) {
         held[t * kRounds + round].emplace_back(addr(p), addr(p) + bytes);
         if (i % 5 == 4) {
           auto [q, n] = live[live.size() / 2];
-          if (gmr_deallocate(r, q, n, 0, s) != GMR_OK) failures++;
+          if (gmr_resource_deallocate(r, q, n, 0, s) != GMR_OK) failures++;
           live.erase(live.begin() + static_cast<long>(live.size() / 2));
         }
       }
@@ -284,7 +284,7 @@ TEST_P(GraphArenaPolicy, ConcurrentSessionsOnTheirOwnStreamsNeverOverlap) {
       gmr_graph_memory *mem = nullptr;
       if (gmr_graph_arena_resource_end_capture(a, s, &mem) != GMR_OK) failures++;
       for (auto &[p, n] : live) {
-        if (gmr_deallocate(r, p, n, 0, s) != GMR_OK) failures++;
+        if (gmr_resource_deallocate(r, p, n, 0, s) != GMR_OK) failures++;
       }
       // Keep the memory of odd rounds until the end: still no overlap.
       if (round % 2 == 0) {
@@ -301,7 +301,7 @@ TEST_P(GraphArenaPolicy, ConcurrentSessionsOnTheirOwnStreamsNeverOverlap) {
   for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, t);
   for (auto &th : threads) th.join();
   EXPECT_EQ(0, failures.load());
-  gmr_graph_arena_stats st = Stats(a);
+  gmr_graph_arena_resource_stats st = Stats(a);
   EXPECT_EQ(0u, st.open_session_count);
   EXPECT_EQ(0u, st.graph_memory_count);
   EXPECT_EQ(0u, st.live_count);

@@ -44,7 +44,7 @@ TEST_F(GraphArena, ExplicitSessionServesACaptureWithoutAnyCudaCall) {
   uint64_t mallocs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC);
   void *p0 = Alloc(r, 1000, s);
   void *p1 = Alloc(r, 3000, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p0, 1000, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p0, 1000, 0, s));
   void *p2 = Alloc(r, 1000, s);
   EXPECT_EQ(base, addr(p0));
   EXPECT_EQ(base + 1024, addr(p1));
@@ -65,7 +65,7 @@ TEST_F(GraphArena, ExplicitSessionServesACaptureWithoutAnyCudaCall) {
   EXPECT_EQ(1u, info.session_count);
   EXPECT_EQ(1u, info.reference_count);
   EXPECT_FALSE(info.capturing);
-  gmr_graph_arena_stats st = Stats(a);
+  gmr_graph_arena_resource_stats st = Stats(a);
   EXPECT_EQ(3u, st.capture_allocation_count);
   EXPECT_EQ(0u, st.upstream_call_during_capture_count);
   EXPECT_EQ(1u, st.graph_memory_count);
@@ -82,10 +82,10 @@ TEST_F(GraphArena, ExplicitSessionServesACaptureWithoutAnyCudaCall) {
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_find_block(a, p1, &bi));
   EXPECT_EQ(nullptr, bi.memory);
   EXPECT_TRUE(bi.captured);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p1, 3000, 0, s));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p2, 1000, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p1, 3000, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p2, 1000, 0, s));
   EXPECT_EQ(256u, Stats(a).in_use_bytes);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, after, 256, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, after, 256, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
@@ -97,10 +97,10 @@ TEST_F(GraphArena, CaptureTimeExhaustionRefusesChangesNothingAndKeepsTheCapture)
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p0 = Alloc(r, 768 * KiB, s);
-  gmr_graph_arena_stats before = Stats(a);
+  gmr_graph_arena_resource_stats before = Stats(a);
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 512 * KiB, 0, s, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(r, 512 * KiB, 0, s, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(r, f.where);
   EXPECT_STREQ(
@@ -112,13 +112,13 @@ TEST_F(GraphArena, CaptureTimeExhaustionRefusesChangesNothingAndKeepsTheCapture)
   EXPECT_EQ(256 * KiB, f.largest_free_block_bytes);
   // A later request that fits still succeeds; the advice grows with it.
   void *p1 = Alloc(r, 128 * KiB, s);
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 256 * KiB, 0, s, &p, &f));
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(r, 256 * KiB, 0, s, &p, &f));
   EXPECT_STREQ(
       "graph_arena: capture needs 896.0 KiB more and plain_leaf cannot allocate during capture: "
       "call gmr_graph_arena_resource_reserve(arena, 1966080) before it",
       f.message);
   EXPECT_EQ(128 * KiB, f.free_bytes);
-  gmr_graph_arena_stats after = Stats(a);
+  gmr_graph_arena_resource_stats after = Stats(a);
   EXPECT_EQ(before.held_bytes, after.held_bytes);
   EXPECT_EQ(before.live_count + 1, after.live_count);
   EXPECT_EQ(2u, after.capture_refusal_count);
@@ -131,8 +131,8 @@ TEST_F(GraphArena, CaptureTimeExhaustionRefusesChangesNothingAndKeepsTheCapture)
   ASSERT_EQ(GMR_OK, gmr_graph_destroy(graph));
   gmr_graph_memory *mem = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &mem));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p0, 768 * KiB, 0, s));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p1, 128 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p0, 768 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p1, 128 * KiB, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, mem));
 
   // Follow the advice, then the same capture fits.
@@ -147,7 +147,7 @@ TEST_F(GraphArena, CaptureTimeExhaustionRefusesChangesNothingAndKeepsTheCapture)
   ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph));
   ASSERT_EQ(GMR_OK, gmr_graph_destroy(graph));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &mem));
-  for (auto &[q, n] : got) ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, n, 0, s));
+  for (auto &[q, n] : got) ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, n, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, mem));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
@@ -182,8 +182,8 @@ TEST_F(GraphArena, ArenaDoesNotGrowForAnotherStreamWhileACaptureIsOpen) {
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(capturing));
   void *fits = Alloc(r, 512 * KiB, other);  // uncaptured, from the free space
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 768 * KiB, 0, other, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(r, 768 * KiB, 0, other, &p, &f));
   EXPECT_STREQ(
       "graph_arena: cannot grow by 768.0 KiB while a capture is open (plain_leaf cannot "
       "allocate during capture); call gmr_graph_arena_resource_reserve() before capture",
@@ -204,8 +204,8 @@ TEST_F(GraphArena, ArenaDoesNotGrowForAnotherStreamWhileACaptureIsOpen) {
   p = Alloc(r, 768 * KiB, other);  // now it grows
   EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
   EXPECT_EQ(0u, Stats(a).upstream_call_during_capture_count);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, fits, 512 * KiB, 0, other));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 768 * KiB, 0, other));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, fits, 512 * KiB, 0, other));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 768 * KiB, 0, other));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
@@ -217,8 +217,8 @@ TEST_F(GraphArena, CudaResourceRefusesInCaptureWhereTheArenaServes) {
   gmr_stream s = NewStream();
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(up_, 4096, 0, s, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(up_, 4096, 0, s, &p, &f));
   EXPECT_EQ(nullptr, p);
   void *q = Alloc(r, 4096, s);  // detected: served in an automatic session
   EXPECT_EQ(1u, Stats(a).capture_allocation_count);
@@ -227,7 +227,7 @@ TEST_F(GraphArena, CudaResourceRefusesInCaptureWhereTheArenaServes) {
   ASSERT_EQ(GMR_OK, gmr_graph_destroy(graph));
   gmr_graph_memory *mem = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &mem));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, 4096, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 4096, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, mem));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
@@ -251,7 +251,7 @@ TEST_F(GraphArena, AutomaticDetectionOpensAndEndsSessionsFromCaptureIds) {
   // A second capture on the same stream: a new id, a new session and memory.
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *d1 = Alloc(r, 256, s);
-  gmr_graph_arena_stats st = Stats(a);
+  gmr_graph_arena_resource_stats st = Stats(a);
   EXPECT_EQ(3u, st.capture_allocation_count);
   EXPECT_EQ(1u, st.open_session_count);
   EXPECT_EQ(2u, st.graph_memory_count);
@@ -279,7 +279,8 @@ TEST_F(GraphArena, AutomaticDetectionOpensAndEndsSessionsFromCaptureIds) {
   EXPECT_EQ(1u, info.allocation_count);
   EXPECT_EQ(GMR_OK, gmr_graph_destroy(g1));
   EXPECT_EQ(GMR_OK, gmr_graph_destroy(g2));
-  for (void *p : {pre, c1, c2, d1, post}) ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 256, 0, s));
+  for (void *p : {pre, c1, c2, d1, post})
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 256, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m1));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m2));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
@@ -304,8 +305,8 @@ TEST_F(GraphArena, AnAutomaticSessionCanBeDeclaredAndEndedExplicitly) {
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_get_graph_memory_info(a, mem, &info));
   EXPECT_EQ(2u, info.allocation_count) << "one memory for the whole capture";
   ASSERT_EQ(GMR_OK, gmr_graph_destroy(g));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p0, 256, 0, s));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p1, 256, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p0, 256, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p1, 256, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, mem));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
@@ -325,7 +326,7 @@ TEST_F(GraphArena, ExplicitDetectionNeverAsksCuda) {
   void *p2 = Alloc(r, 256, s);
   EXPECT_EQ(q, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_CAPTURE_INFO));
   EXPECT_EQ(1u, Stats(a).capture_allocation_count);
-  for (void *p : {p0, p1, p2}) ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 256, 0, s));
+  for (void *p : {p0, p1, p2}) ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 256, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, mem));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
@@ -336,8 +337,8 @@ TEST_F(GraphArena, CaptureQueryFailureIsReportedAndChangesNothing) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_STREAM_GET_CAPTURE_INFO, 0, 1,
                                                 cudaErrorInvalidResourceHandle));
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_ex(r, 256, 0, nullptr, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_allocate_ex(r, 256, 0, nullptr, &p, &f));
   EXPECT_EQ(int{cudaErrorInvalidResourceHandle}, f.cuda_error);
   EXPECT_EQ(0u, Stats(a).allocation_count);
   uint64_t mark = 0;
@@ -391,7 +392,7 @@ TEST_F(GraphArena, DestroyIsBusyWhileAnythingIsLiveAndThenFreesEveryChunk) {
   gmr_stream s = NewStream();
   void *p = Alloc(r, 2 * MiB);  // a second chunk
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r)) << "a live allocation";
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 2 * MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 2 * MiB, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r)) << "an open session";
   gmr_graph_memory *mem = nullptr;
@@ -405,13 +406,13 @@ TEST_F(GraphArena, DestroyIsBusyWhileAnythingIsLiveAndThenFreesEveryChunk) {
   gmr_graph g = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
   ASSERT_EQ(GMR_OK, gmr_graph_destroy(g));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, 256, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 256, 0, s));
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r)) << "an open automatic session";
   EXPECT_EQ(GMR_ERR_BUSY, gmr_graph_arena_resource_reset(a, nullptr));
   // Seen to end (a request outside capture on its stream): unclaimed memory,
   // still BUSY until a reset releases it.
   void *outside = Alloc(r, 256, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, outside, 256, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, outside, 256, 0, s));
   EXPECT_EQ(0u, Stats(a).open_session_count);
   EXPECT_EQ(1u, Stats(a).graph_memory_count);
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r)) << "its graph may still be alive";
@@ -432,15 +433,15 @@ TEST_F(GraphArena, DestroyThatCannotFreeAChunkKeepsTheArenaUsable) {
   gmr_graph_arena_resource *a = Make(Config(MiB, MiB));
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   void *p = Alloc(r, 2 * MiB);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 2 * MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 2 * MiB, 0, nullptr));
   // The second cudaFree fails: one chunk is gone, one stays.
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_FREE, 1, 1, cudaErrorLaunchFailure));
   EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_destroy(r));
-  gmr_graph_arena_stats st = Stats(a);
+  gmr_graph_arena_resource_stats st = Stats(a);
   EXPECT_EQ(1u, st.chunk_count);
   EXPECT_EQ(0u, st.in_use_bytes);
   void *q = Alloc(r, 100);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, 100, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 100, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
@@ -451,7 +452,7 @@ TEST_F(GraphArena, BlocksHaveIdsThatFindAndReturnThem) {
   gmr_stream s = NewStream();
   void *p = nullptr;
   uint64_t id = 0;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_allocate(a, 300, 0, s, &p, &id, &f));
   EXPECT_NE(0u, id);
   gmr_graph_arena_block_info bi;
@@ -544,10 +545,10 @@ TEST_F(GraphArena, ForwardModeSendsUncapturedRequestsUpstreamAndCapturesToTheAre
   EXPECT_EQ(2u, gmr_mock_resource_called_allocate(mock));
   void *f2 = Alloc(r, 100, other);  // another stream: forwarded, counted
   EXPECT_EQ(3u, gmr_mock_resource_called_allocate(mock));
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_deallocate(r, f1, 5000, 0, s))
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_deallocate(r, f1, 5000, 0, s))
       << "never an upstream call for a capturing stream";
   EXPECT_EQ(0u, gmr_mock_resource_called_deallocate(mock));
-  gmr_graph_arena_stats st = Stats(a);
+  gmr_graph_arena_resource_stats st = Stats(a);
   EXPECT_EQ(1u, st.capture_allocation_count);
   EXPECT_EQ(2u, st.forwarded_allocation_count);
   EXPECT_EQ(2u, st.forwarded_live_count);
@@ -559,15 +560,16 @@ TEST_F(GraphArena, ForwardModeSendsUncapturedRequestsUpstreamAndCapturesToTheAre
   gmr_graph_memory *mem = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &mem));
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, f1, 5000, 0, s));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, f2, 100, 0, other));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, f1, 5000, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, f2, 100, 0, other));
   EXPECT_EQ(2u, gmr_mock_resource_called_deallocate(mock));
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, f2, 100, 0, other))
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r, f2, 100, 0, other))
       << "nothing of the arena's is upstream any more: not its pointer";
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, static_cast<char *>(cap) + 256, 10, 0, s))
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
+            gmr_resource_deallocate(r, static_cast<char *>(cap) + 256, 10, 0, s))
       << "inside a chunk but not a block";
   EXPECT_EQ(0u, Stats(a).forwarded_live_count);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, cap, 5000, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, cap, 5000, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, mem));
   gmr_footprint fp;  // the mock reports no footprint: the arena's own chunks
   ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
@@ -587,7 +589,7 @@ TEST_F(GraphArena, ForwardModeReportsTheUpstreamsFootprint) {
   gmr_footprint fp;
   ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
   EXPECT_EQ(4 * MiB, fp.held_bytes) << "the arena's chunk and the forwarded block";
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 3 * MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 3 * MiB, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
   EXPECT_EQ(MiB, fp.held_bytes);
   EXPECT_EQ(4 * MiB, fp.peak_held_bytes);

@@ -53,24 +53,24 @@ TEST_F(ArenaCapture, OrderedReuseJoinsFreedBytesWithTheFreeSpaceTheyTouch) {
   void *z = Alloc(r, 256 * KiB, s);
   EXPECT_EQ(base + 128 * KiB, addr(y));
   EXPECT_EQ(base + 256 * KiB, addr(z));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, x, 128 * KiB, 0, s));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, z, 256 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, x, 128 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, z, 256 * KiB, 0, s));
   // Free ranges of the capture: x's [0,128K) alone, and z's [256K,512K)
   // touching the free space [512K,1M): one range of 768 KiB.
   void *u = Alloc(r, 128 * KiB, s);
   EXPECT_EQ(base, addr(u)) << "best fit: x's bytes, the smaller range";
   void *v = Alloc(r, 640 * KiB, s);
   EXPECT_EQ(base + 256 * KiB, addr(v)) << "z's bytes and the free space after them";
-  gmr_graph_arena_stats st = Stats(a);
+  gmr_graph_arena_resource_stats st = Stats(a);
   EXPECT_EQ(0u, st.capture_refusal_count);
   EXPECT_EQ(896 * KiB, st.in_use_bytes);
   // 128 KiB are left, so 256 KiB do not fit (growth is off).
   void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate(r, 256 * KiB, 0, s, &p));
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate(r, 256 * KiB, 0, s, &p));
   gmr_graph_memory *m = EndCapture(a, s);
   EXPECT_EQ(896 * KiB, MemoryInfo(a, m).held_bytes) << "512 KiB carved, then 384 KiB more";
   for (auto [q, n] : {std::pair{u, 128 * KiB}, {y, 128 * KiB}, {v, 640 * KiB}}) {
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, n, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, n, 0, s));
   }
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   EXPECT_EQ(0u, Stats(a).in_use_bytes);
@@ -88,13 +88,13 @@ TEST_F(ArenaCapture, BytesFreedOnAnotherStreamAreNotJoinedForThisOne) {
   const uintptr_t base = addr(w);
   // Freed on `other`: reusable only by `other`, though it touches the free
   // space [768K,1M).
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, w, 768 * KiB, 0, other));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, w, 768 * KiB, 0, other));
   void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate(r, 512 * KiB, 0, s, &p));
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate(r, 512 * KiB, 0, s, &p));
   void *q = Alloc(r, 256 * KiB, s);
   EXPECT_EQ(base + 768 * KiB, addr(q)) << "the free space alone";
   gmr_graph_memory *m = EndCapture(a, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, 256 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 256 * KiB, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
@@ -113,9 +113,9 @@ TEST_F(ArenaCapture, WithNvtxAnnotationFreedBytesAndFreeSpaceStayApart) {
   void *x = Alloc(r, 256 * KiB, s);
   const uintptr_t base = addr(x);
   void *z = Alloc(r, 256 * KiB, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, z, 256 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, z, 256 * KiB, 0, s));
   void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate(r, 640 * KiB, 0, s, &p))
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate(r, 640 * KiB, 0, s, &p))
       << "z's 256 KiB and the free 512 KiB are not one range here";
   void *v = Alloc(r, 512 * KiB, s);
   EXPECT_EQ(base + 512 * KiB, addr(v));
@@ -123,7 +123,7 @@ TEST_F(ArenaCapture, WithNvtxAnnotationFreedBytesAndFreeSpaceStayApart) {
   EXPECT_EQ(base + 256 * KiB, addr(u)) << "z's bytes, whole";
   gmr_graph_memory *m = EndCapture(a, s);
   for (auto [q, n] : {std::pair{x, 256 * KiB}, {v, 512 * KiB}, {u, 256 * KiB}}) {
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, n, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, n, 0, s));
   }
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
@@ -182,8 +182,8 @@ class SharedPool : public ArenaCapture {
   std::pair<void *, void *> WarmUp(gmr_stream w, size_t a, size_t b) {
     void *p = Alloc(pool_, a, w);
     void *q = Alloc(pool_, b, w);
-    EXPECT_EQ(GMR_OK, gmr_deallocate(pool_, p, a, 0, w));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(pool_, q, b, 0, w));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(pool_, p, a, 0, w));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(pool_, q, b, 0, w));
     return {p, q};
   }
 };
@@ -195,7 +195,7 @@ TEST_F(SharedPool, TheCaptureUsesThePoolsFreeBlocksAndGivesBackWhatItDidNotUse) 
   ASSERT_EQ(40 * MiB, PoolHeld());
   ASSERT_EQ(40 * MiB, PoolFree());
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(arena_, s, nullptr));
-  gmr_graph_arena_stats st = Stats(arena_);
+  gmr_graph_arena_resource_stats st = Stats(arena_);
   EXPECT_EQ(2u, st.adopted_chunk_count) << "32 MiB, then 8 MiB";
   EXPECT_EQ(40 * MiB, st.adopted_bytes);
   EXPECT_EQ(40 * MiB, st.held_bytes);
@@ -216,9 +216,9 @@ TEST_F(SharedPool, TheCaptureUsesThePoolsFreeBlocksAndGivesBackWhatItDidNotUse) 
   void *q = Alloc(top_, 32 * MiB, w);
   EXPECT_EQ(addr(p32), addr(q));
   EXPECT_EQ(40 * MiB, PoolPeak());
-  ASSERT_EQ(GMR_OK, gmr_deallocate(top_, q, 32 * MiB, 0, w));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top_, q, 32 * MiB, 0, w));
   // Released, the memory's chunk goes back too.
-  ASSERT_EQ(GMR_OK, gmr_deallocate(top_, c, 4 * MiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top_, c, 4 * MiB, 0, s));
   EXPECT_EQ(8 * MiB, Stats(arena_).held_bytes) << "the memory keeps its freed bytes";
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena_, m));
   st = Stats(arena_);
@@ -240,14 +240,14 @@ TEST_F(SharedPool, ACaptureThatNeedsMoreGrowsAndItsChunkGoesBackAtRelease) {
   void *c = Alloc(top_, 2 * MiB, s);  // nothing left: grows, capture-safe
   EXPECT_EQ(addr(p4), addr(a));
   EXPECT_EQ(addr(p2), addr(b));
-  gmr_graph_arena_stats st = Stats(arena_);
+  gmr_graph_arena_resource_stats st = Stats(arena_);
   EXPECT_EQ(1u, st.capture_growth_count);
   EXPECT_EQ(8 * MiB, st.held_bytes);
   EXPECT_EQ(8 * MiB, PoolHeld());
   gmr_graph_memory *m = EndCapture(arena_, s);
   EXPECT_EQ(0u, Stats(arena_).returned_chunk_count) << "every chunk holds a block";
   for (auto [p, n] : {std::pair{a, 4 * MiB}, {b, 2 * MiB}, {c, 2 * MiB}}) {
-    ASSERT_EQ(GMR_OK, gmr_deallocate(top_, p, n, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, n, 0, s));
   }
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena_, m));
   st = Stats(arena_);
@@ -267,9 +267,9 @@ TEST_F(SharedPool, InitialAndReservedChunksStay) {
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *big = Alloc(top_, 8 * MiB, s);  // more than initial + reserve: grows
   gmr_graph_memory *m = EndCapture(arena_, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(top_, big, 8 * MiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top_, big, 8 * MiB, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena_, m));
-  gmr_graph_arena_stats st = Stats(arena_);
+  gmr_graph_arena_resource_stats st = Stats(arena_);
   EXPECT_EQ(1u, st.capture_growth_count);
   EXPECT_EQ(1u, st.returned_chunk_count) << "only the grown chunk";
   EXPECT_EQ(8 * MiB, st.returned_bytes);
@@ -324,7 +324,7 @@ TEST_F(SharedPool, SmallFreeBlocksAreNotTakenAndNotEvenAskedAbout) {
   // Below 2 MiB: a pool chunk of 2 MiB in one 1 MiB and one 1 MiB-less block.
   void *p = Alloc(top_, MiB, w);
   void *q = Alloc(top_, MiB, w);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(top_, p, MiB, 0, w));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, MiB, 0, w));
   uint64_t queries = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_CAPTURE_INFO);
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(arena_, s, nullptr));
   EXPECT_EQ(0u, Stats(arena_).adopted_chunk_count);
@@ -334,7 +334,7 @@ TEST_F(SharedPool, SmallFreeBlocksAreNotTakenAndNotEvenAskedAbout) {
   EXPECT_EQ(queries, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_CAPTURE_INFO))
       << "nothing to give back: no query";
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena_, m));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(top_, q, MiB, 0, w));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top_, q, MiB, 0, w));
 }
 
 // ---- failures ------------------------------------------------------------------------------
@@ -348,17 +348,18 @@ struct Boaster {
 
 gmr_status BoasterAllocate(gmr_resource *self, size_t bytes, size_t alignment, gmr_stream stream,
                            void **out, gmr_failure *failure) {
-  return gmr_allocate_ex(reinterpret_cast<Boaster *>(self)->leaf, bytes, alignment, stream, out,
-                         failure);
+  return gmr_resource_allocate_ex(reinterpret_cast<Boaster *>(self)->leaf, bytes, alignment, stream,
+                                  out, failure);
 }
 gmr_status BoasterAllocateCapturing(gmr_resource *self, size_t bytes, size_t alignment,
                                     gmr_stream stream, void **out, gmr_failure *failure) {
-  return gmr_allocate_capturing(reinterpret_cast<Boaster *>(self)->leaf, bytes, alignment, stream,
-                                out, failure);
+  return gmr_resource_allocate_capturing(reinterpret_cast<Boaster *>(self)->leaf, bytes, alignment,
+                                         stream, out, failure);
 }
 gmr_status BoasterDeallocate(gmr_resource *self, void *p, size_t bytes, size_t alignment,
                              gmr_stream stream) {
-  return gmr_deallocate(reinterpret_cast<Boaster *>(self)->leaf, p, bytes, alignment, stream);
+  return gmr_resource_deallocate(reinterpret_cast<Boaster *>(self)->leaf, p, bytes, alignment,
+                                 stream);
 }
 gmr_status BoasterDestroy(gmr_resource *) { return GMR_OK; }
 gmr_status BoasterFootprint(const gmr_resource *self, gmr_footprint *out) {
@@ -398,7 +399,7 @@ TEST_F(ArenaCapture, TakingNeverMakesTheUpstreamGrow) {
   gmr_stream s = NewStream();
   unsigned long calls = gmr_capture_leaf_allocate_calls(leaf);
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-  gmr_graph_arena_stats st = Stats(a);
+  gmr_graph_arena_resource_stats st = Stats(a);
   EXPECT_EQ(0u, st.adopted_chunk_count);
   EXPECT_EQ(0u, st.held_bytes);
   EXPECT_EQ(calls + 1, gmr_capture_leaf_allocate_calls(leaf)) << "tried once, then stopped";
@@ -409,7 +410,7 @@ TEST_F(ArenaCapture, TakingNeverMakesTheUpstreamGrow) {
   void *p = Alloc(r, 64 * KiB, s);
   EXPECT_EQ(1u, Stats(a).capture_growth_count);
   gmr_graph_memory *m = EndCapture(a, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 64 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 64 * KiB, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   EXPECT_EQ(1u, Stats(a).returned_chunk_count);
   EXPECT_EQ(0u, gmr_capture_leaf_live_bytes(leaf));
@@ -449,14 +450,14 @@ TEST_F(ArenaCapture, AFailedGiveBackKeepsTheChunkFreeAndUsable) {
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = Alloc(r, 64 * KiB, s);  // grows by 1 MiB
   const uintptr_t at = addr(p);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 64 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 64 * KiB, 0, s));
   gmr_graph_memory *m = EndCapture(a, s);
   ASSERT_EQ(MiB, Stats(a).held_bytes) << "the memory keeps the freed block";
   // The release's cudaFree fails: the chunk stays, wholly free.
   ASSERT_EQ(GMR_OK,
             gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_FREE, 0, 1, cudaErrorInvalidValue));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
-  gmr_graph_arena_stats st = Stats(a);
+  gmr_graph_arena_resource_stats st = Stats(a);
   EXPECT_EQ(MiB, st.held_bytes);
   EXPECT_EQ(0u, st.returned_chunk_count);
   EXPECT_EQ(0u, st.graph_memory_count) << "the release itself succeeded";
@@ -467,7 +468,7 @@ TEST_F(ArenaCapture, AFailedGiveBackKeepsTheChunkFreeAndUsable) {
   void *q = Alloc(r, 64 * KiB, s);
   EXPECT_EQ(at, addr(q));
   EXPECT_EQ(1u, Stats(a).capture_growth_count);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, 64 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 64 * KiB, 0, s));
   m = EndCapture(a, s);
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   st = Stats(a);
@@ -511,15 +512,15 @@ TEST_F(ArenaCapture, ThreadsUseThePoolWhileCapturesTakeAndGiveBackItsBlocks) {
     void *x = Alloc(r, 3 * MiB, s);
     void *y = Alloc(r, 100 * KiB, s);
     std::memset(x, 0x5a, 3 * MiB);  // host memory: nobody else may touch it
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, x, 3 * MiB, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, x, 3 * MiB, 0, s));
     gmr_graph_memory *m = EndCapture(a, s);
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, y, 100 * KiB, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, y, 100 * KiB, 0, s));
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   }
   done = true;
   for (std::thread &t : threads) t.join();
   EXPECT_EQ(0, failures.load());
-  gmr_graph_arena_stats st = Stats(a);
+  gmr_graph_arena_resource_stats st = Stats(a);
   EXPECT_EQ(0u, st.forwarded_live_count);
   EXPECT_EQ(2u * kRounds, st.capture_allocation_count);
   EXPECT_EQ(0u, st.live_count);

@@ -68,9 +68,9 @@ TEST_F(ArenaUncaptured, GrowthTakesTheChunkOnTheRequestingStream) {
   ASSERT_EQ(4u, Count(kAlloc));
   EXPECT_EQ(nullptr, Stream(kAlloc, 3)) << "reserve names no stream";
   EXPECT_EQ(0u, Count(kCapturing));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, small, 4 * KiB, 0, s1));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, big1, 512 * KiB, 0, s1));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, big2, 768 * KiB, 0, s2));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, small, 4 * KiB, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, big1, 512 * KiB, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, big2, 768 * KiB, 0, s2));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_reset(a, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(4u, Count(kFree)) << "every chunk went back";
@@ -93,7 +93,7 @@ TEST_F(ArenaUncaptured, GrowthWhileAnotherStreamCapturesUsesTheRequestsStreamToo
   gmr_graph_memory *mem = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, capturing, &mem));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, mem));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 512 * KiB, 0, other));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 512 * KiB, 0, other));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_reset(a, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
@@ -111,19 +111,19 @@ TEST_F(ArenaUncaptured, RewindUncapturedFreesTheBlocksOfEveryStream) {
   void *a1 = Alloc(r, 1000, s1);
   void *a2 = Alloc(r, 5000, s2);
   void *a3 = Alloc(r, 700, nullptr);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, a3, 700, 0, nullptr));  // freed already: not counted
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, a3, 700, 0, nullptr));  // freed already: not counted
   size_t released = 0;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_rewind_uncaptured(a, mark, &released));
   EXPECT_EQ(2u, released);
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, a1, 1000, 0, s1));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, a2, 5000, 0, s2));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r, a1, 1000, 0, s1));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r, a2, 5000, 0, s2));
   EXPECT_EQ(1u, Stats(a).live_count);
   // The same requests get the same addresses, whatever their streams now.
   EXPECT_EQ(a1, Alloc(r, 1000, s2));
   EXPECT_EQ(a2, Alloc(r, 5000, s1));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_graph_arena_resource_rewind_uncaptured(a, mark, nullptr))
       << "a mark is used once";
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, kept, 300, 0, s2));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, kept, 300, 0, s2));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_reset(a, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
@@ -142,13 +142,13 @@ TEST_F(ArenaUncaptured, MarksOfBothKindsAreTheSameAndNestLifo) {
   // blocks after it).
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_rewind(a, s1, inner, &released));
   EXPECT_EQ(1u, released);
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, c, 256, 0, s1));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r, c, 256, 0, s1));
   // A mark the other call set: rewound here without the stream check.
   EXPECT_EQ(GMR_ERR_BUSY, gmr_graph_arena_resource_rewind(a, s1, outer, &released))
       << "s2's block: the checked rewind refuses";
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_rewind_uncaptured(a, outer, &released));
   EXPECT_EQ(1u, released);
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, b, 256, 0, s2));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r, b, 256, 0, s2));
   EXPECT_EQ(0u, Stats(a).in_use_bytes);
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
@@ -177,7 +177,7 @@ TEST_F(ArenaUncaptured, AnOpenSessionIsNotTheUncapturedScope) {
   EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_find_block(a, in_capture, &info));
   EXPECT_TRUE(info.captured);
   EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_graph_arena_resource_find_block(a, outside, &info));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, in_capture, 4096, 0, cap));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, in_capture, 4096, 0, cap));
   gmr_graph_memory *mem = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, cap, &mem));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, mem));
@@ -202,7 +202,7 @@ TEST_F(ArenaUncaptured, BadCallsChangeNothing) {
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
             gmr_graph_arena_resource_rewind_uncaptured(a, mark + 1000, nullptr));
   EXPECT_EQ(1u, Stats(a).live_count) << "nothing changed";
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 512, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 512, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_rewind_uncaptured(a, mark, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 

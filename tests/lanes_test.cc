@@ -59,7 +59,7 @@ TEST(Lanes, OneThreadIsExactAcrossFlushes) {
   EXPECT_EQ(0, count);
 }
 
-// Growth in place (gmr_extend): bytes, their total and their peak move, the
+// Growth in place (gmr_resource_extend): bytes, their total and their peak move, the
 // count of allocations does not; on a lane and on the shared path alike.
 TEST(Lanes, GrowthMovesBytesButNotTheCount) {
   for (size_t lane : {lanes_probe_thread_lane(), kLanes}) {

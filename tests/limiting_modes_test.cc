@@ -41,14 +41,14 @@ TEST_F(Limiting, IncreaseGrowsTheLimitByThePaddingFactorTimesTheExcess) {
   c.on_limit = gmr_limit_policy_increase(1.25, 0);
   Make(c);
   void *a = nullptr, *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 23040, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 23040, 0, nullptr, &a));
   EXPECT_EQ(25600u, gmr_limiting_adaptor_get_limit(lim_));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 12800, 0, nullptr, &b));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 12800, 0, nullptr, &b));
   EXPECT_EQ(38400u, gmr_limiting_adaptor_get_limit(lim_));
   EXPECT_EQ(35840u, gmr_limiting_adaptor_get_used_bytes(lim_));
   EXPECT_EQ(1u, Stats().raise_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), b, 12800, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a, 23040, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r(), b, 12800, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r(), a, 23040, 0, nullptr));
 }
 
 TEST_F(Limiting, IncreaseFallsBackToTheExcessWhenThePaddingWouldPassTheCap) {
@@ -57,13 +57,13 @@ TEST_F(Limiting, IncreaseFallsBackToTheExcessWhenThePaddingWouldPassTheCap) {
   Make(c);
   void *a = nullptr, *b = nullptr;
   // Excess 1048: padded to 1310 (limit 2310 > cap), so grown by exactly 1048.
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 2048, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 2048, 0, nullptr, &a));
   EXPECT_EQ(2048u, gmr_limiting_adaptor_get_limit(lim_));
   // Excess 256: even 2304 passes the cap of 2100: refused, nothing moved.
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(r(), 256, 0, nullptr, &b));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate(r(), 256, 0, nullptr, &b));
   EXPECT_EQ(2048u, gmr_limiting_adaptor_get_limit(lim_));
   EXPECT_EQ(2048u, gmr_limiting_adaptor_get_used_bytes(lim_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a, 2048, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r(), a, 2048, 0, nullptr));
 }
 
 TEST_F(Limiting, IncreaseAppliesToStreamLimitsToo) {
@@ -73,12 +73,12 @@ TEST_F(Limiting, IncreaseAppliesToStreamLimitsToo) {
   c.on_limit = gmr_limit_policy_increase(2.0, 0);
   Make(c);
   void *a = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1536, 0, S(3), &a));  // excess 512, grown by 1024
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 1536, 0, S(3), &a));  // excess 512, grown by 1024
   size_t used = 0, limit = 0;
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stream_usage(lim_, S(3), &used, &limit));
   EXPECT_EQ(1536u, used);
   EXPECT_EQ(2048u, limit);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a, 1536, 0, S(3)));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r(), a, 1536, 0, S(3)));
 }
 
 // Issue 13 §5: a failed upstream allocation gives its charge back, and must
@@ -88,32 +88,32 @@ TEST_F(Limiting, AFailedUpstreamAllocationDoesNotRaiseThePeak) {
   c.per_stream = true;
   Make(c);
   void *a = nullptr, *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1000, 0, S(1), &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 1000, 0, S(1), &a));
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate(r(), 50000, 0, S(1), &b));
-  gmr_limiting_stats s = Stats();
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate(r(), 50000, 0, S(1), &b));
+  gmr_limiting_adaptor_stats s = Stats();
   EXPECT_EQ(1024u, s.used_bytes);
   EXPECT_EQ(1024u, s.peak_used_bytes);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r(), a, 1000, 0, S(1)));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r(), a, 1000, 0, S(1)));
   EXPECT_EQ(1024u, Stats().peak_used_bytes);
 }
 
 TEST_F(Limiting, WithoutALimitItCountsPerThreadAndTrustsTheSize) {
   Make(Config(GMR_LIMIT_NONE));
   void *a = nullptr, *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 256, 0, nullptr, &a));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1000, 0, nullptr, &b));
-  gmr_limiting_stats s = Stats();
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 256, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 1000, 0, nullptr, &b));
+  gmr_limiting_adaptor_stats s = Stats();
   EXPECT_EQ(1280u, s.used_bytes);
   EXPECT_EQ(1280u, s.peak_used_bytes);
   EXPECT_EQ(2u, s.allocation_count);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), a, 256, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), a, 256, 0, nullptr));
   s = Stats();
   EXPECT_EQ(1024u, s.used_bytes);
   EXPECT_EQ(1280u, s.peak_used_bytes);
   EXPECT_EQ(1u, s.deallocation_count);
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r()));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), b, 1000, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), b, 1000, 0, nullptr));
   EXPECT_EQ(0u, Stats().used_bytes);
   EXPECT_EQ(2u, Stats().deallocation_count);
 }
@@ -123,25 +123,26 @@ TEST_F(Limiting, WithoutALimitItCountsPerThreadAndTrustsTheSize) {
 TEST_F(Limiting, ALimitSetLaterTakesOverWhatWasCounted) {
   Make(Config(GMR_LIMIT_NONE));
   void *a = nullptr, *b = nullptr, *c = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 3000, 0, nullptr, &a));  // charged 3072
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 3000, 0, nullptr, &a));  // charged 3072
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_set_limit(lim_, 4096));
   EXPECT_EQ(3072u, gmr_limiting_adaptor_get_used_bytes(lim_));
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(r(), 2000, 0, nullptr, &b));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1000, 0, nullptr, &c));
-  gmr_limiting_stats s = Stats();
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate(r(), 2000, 0, nullptr, &b));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 1000, 0, nullptr, &c));
+  gmr_limiting_adaptor_stats s = Stats();
   EXPECT_EQ(4096u, s.used_bytes);
   EXPECT_EQ(4096u, s.peak_used_bytes);
   EXPECT_EQ(2u, s.allocation_count);
   EXPECT_EQ(1u, s.refused_count);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), a, 3000, 0, nullptr));  // counted before, freed after
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), c, 1000, 0, nullptr));
+  ASSERT_EQ(GMR_OK,
+            gmr_resource_deallocate(r(), a, 3000, 0, nullptr));  // counted before, freed after
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), c, 1000, 0, nullptr));
   s = Stats();
   EXPECT_EQ(0u, s.used_bytes);
   EXPECT_EQ(2u, s.deallocation_count);
   // Taking the limit away again keeps the exact counters (the switch is one way).
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_set_limit(lim_, GMR_LIMIT_NONE));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 100000, 0, nullptr, &a));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), a, 100000, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 100000, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), a, 100000, 0, nullptr));
   EXPECT_EQ(0u, gmr_limiting_adaptor_get_used_bytes(lim_));
 }
 
@@ -169,7 +170,7 @@ TEST(LimitingThreads, CountingIsExactAfterJoinAndALimitCanArriveMidway) {
         if (mine.size() < 30 && rng() % 3 != 0) {
           size_t n = 1 + rng() % 100000;
           void *p = nullptr;
-          if (gmr_allocate(r, n, 0, nullptr, &p) != GMR_OK) {
+          if (gmr_resource_allocate(r, n, 0, nullptr, &p) != GMR_OK) {
             failures++;
             continue;
           }
@@ -178,12 +179,12 @@ TEST(LimitingThreads, CountingIsExactAfterJoinAndALimitCanArriveMidway) {
         } else if (!mine.empty()) {
           auto b = mine.back();
           mine.pop_back();
-          if (gmr_deallocate(r, b.first, b.second, 0, nullptr) != GMR_OK) failures++;
+          if (gmr_resource_deallocate(r, b.first, b.second, 0, nullptr) != GMR_OK) failures++;
         }
         if (limited.load() && gmr_limiting_adaptor_get_used_bytes(lim) > kLimit) failures++;
       }
       for (auto &b : mine) {
-        if (gmr_deallocate(r, b.first, b.second, 0, nullptr) != GMR_OK) failures++;
+        if (gmr_resource_deallocate(r, b.first, b.second, 0, nullptr) != GMR_OK) failures++;
       }
     });
   }
@@ -192,7 +193,7 @@ TEST(LimitingThreads, CountingIsExactAfterJoinAndALimitCanArriveMidway) {
   limited = true;
   for (auto &th : threads) th.join();
   EXPECT_EQ(0, failures.load());
-  gmr_limiting_stats s = GMR_LIMITING_STATS_INIT;
+  gmr_limiting_adaptor_stats s = GMR_LIMITING_ADAPTOR_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(lim, &s));
   EXPECT_EQ(0u, s.used_bytes);
   EXPECT_EQ(allocations.load(), s.allocation_count);
@@ -215,18 +216,18 @@ TEST(LimitingThreads, CountingWithoutALimitIsExactAfterJoin) {
   for (int round = 0; round < 40; ++round) {
     std::thread producer([&] {
       for (size_t i = 0; i < 100; ++i) {
-        ASSERT_EQ(GMR_OK, gmr_allocate(r, 5000, 0, nullptr, &handoff[round * 100 + i]));
+        ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 5000, 0, nullptr, &handoff[round * 100 + i]));
       }
     });
     producer.join();
     std::thread consumer([&] {
       for (size_t i = 0; i < 100; ++i) {
-        ASSERT_EQ(GMR_OK, gmr_deallocate(r, handoff[round * 100 + i], 5000, 0, nullptr));
+        ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, handoff[round * 100 + i], 5000, 0, nullptr));
       }
     });
     consumer.join();
   }
-  gmr_limiting_stats s = GMR_LIMITING_STATS_INIT;
+  gmr_limiting_adaptor_stats s = GMR_LIMITING_ADAPTOR_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(lim, &s));
   EXPECT_EQ(0u, s.used_bytes);
   EXPECT_EQ(4000u, s.allocation_count);

@@ -141,12 +141,12 @@ TEST_F(LogAdaptorTest, WritesRmmRowsForAllocateFailureAndFree) {
   const gmr_stream s = reinterpret_cast<gmr_stream>(uintptr_t{0x7f3c2c000b40});
 
   void *a = nullptr, *b = nullptr, *c = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1 << 20, 0, nullptr, &a));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 256, 0, s, &b));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1 << 20, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 256, 0, s, &b));
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate(r, 12345, 0, s, &c));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 256, 0, s));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 1 << 20, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate(r, 12345, 0, s, &c));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 256, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 1 << 20, 0, nullptr));
   EXPECT_EQ(5u, gmr_log_adaptor_get_row_count(log));
   EXPECT_EQ(0u, gmr_log_adaptor_get_write_error_count(log));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
@@ -192,11 +192,11 @@ TEST_F(LogAdaptorTest, RefusedFreeWritesNoRowAndTheRetryDoes) {
                                       gmr_gate_resource_as_resource(gate));
   gmr_resource *r = gmr_log_adaptor_as_resource(log);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 640, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 640, 0, nullptr, &p));
   gmr_gate_resource_refuse_frees(gate, 1, GMR_ERR_CAPTURE_UNSAFE);
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_deallocate(r, p, 640, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_deallocate(r, p, 640, 0, nullptr));
   EXPECT_EQ(1u, gmr_log_adaptor_get_row_count(log));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 640, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 640, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_gate_resource_as_resource(gate)));
 
@@ -211,10 +211,10 @@ TEST_F(LogAdaptorTest, EveryRowModeHandsEachRowToTheSystemBeforeReturning) {
   gmr_log_adaptor *log = make_to_path(path, GMR_LOG_FLUSH_EVERY_ROW);
   gmr_resource *r = gmr_log_adaptor_as_resource(log);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 64, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 64, 0, nullptr, &p));
   // Read through another FILE while the adaptor's is open.
   EXPECT_EQ(2u, read_lines(path).size());
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 64, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 64, 0, nullptr));
   EXPECT_EQ(3u, read_lines(path).size());
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
@@ -225,11 +225,11 @@ TEST_F(LogAdaptorTest, BufferedModeHoldsRowsUntilFlushOrDestroy) {
   gmr_resource *r = gmr_log_adaptor_as_resource(log);
   EXPECT_EQ(1u, read_lines(path).size()) << "the header is flushed at create";
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 64, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 64, 0, nullptr, &p));
   EXPECT_EQ(1u, read_lines(path).size()) << "one short row stays in the stdio buffer";
   EXPECT_EQ(GMR_OK, gmr_log_adaptor_flush(log));
   EXPECT_EQ(2u, read_lines(path).size());
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 64, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 64, 0, nullptr));
   EXPECT_EQ(2u, read_lines(path).size());
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(3u, read_lines(path).size()) << "destroy flushes";
@@ -245,8 +245,8 @@ TEST_F(LogAdaptorTest, BorrowedFileIsWrittenButNotClosed) {
             gmr_log_adaptor_create(gmr_mock_resource_as_resource(mock_), &config, &log));
   gmr_resource *r = gmr_log_adaptor_as_resource(log);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 100, 0, nullptr, &p));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 100, 0, nullptr, &p));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   // Still open: we can write and read it.
   EXPECT_GE(std::fputs("end\n", file), 0);
@@ -272,8 +272,8 @@ TEST_F(LogAdaptorTest, WriteErrorsAreCountedAndNeverFailTheAllocation) {
   EXPECT_EQ(1u, gmr_log_adaptor_get_write_error_count(log)) << "the header could not be written";
   gmr_resource *r = gmr_log_adaptor_as_resource(log);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 100, 0, nullptr, &p));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 100, 0, nullptr, &p));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, nullptr));
   EXPECT_EQ(3u, gmr_log_adaptor_get_write_error_count(log));
   EXPECT_EQ(0u, gmr_log_adaptor_get_row_count(log));
   EXPECT_EQ(0u, gmr_mock_resource_live_bytes(mock_));
@@ -320,7 +320,7 @@ TEST_F(LogAdaptorTest, BadArgumentsAreRefusedAndCreateNothing) {
 TEST_F(LogAdaptorTest, IsAStackableResourceThatForwardsTrim) {
   gmr_log_adaptor *log = make_to_path(temp_path("stack.csv"));
   gmr_resource *r = gmr_log_adaptor_as_resource(log);
-  EXPECT_STREQ("log_adaptor", gmr_resource_type_name(r));
+  EXPECT_STREQ("log_adaptor", gmr_resource_get_type_name(r));
   EXPECT_EQ(log, gmr_log_adaptor_from_resource(r));
   EXPECT_EQ(nullptr, gmr_log_adaptor_from_resource(gmr_mock_resource_as_resource(mock_)));
   EXPECT_EQ(gmr_mock_resource_as_resource(mock_), gmr_resource_get_upstream(r));
@@ -405,12 +405,14 @@ TEST_F(LogAdaptorTest, ThreadsNeverSeeAnAddressReusedBeforeItsFreeRow) {
           }
         }
         if (victim.first != nullptr) {
-          if (gmr_deallocate(r, victim.first, victim.second, 0, nullptr) != GMR_OK) failures++;
+          if (gmr_resource_deallocate(r, victim.first, victim.second, 0, nullptr) != GMR_OK)
+            failures++;
           continue;
         }
         size_t bytes = 1 + rng() % LifoLeaf::kBlockBytes;
         void *p = nullptr;
-        if (gmr_allocate(r, bytes, 0, nullptr, &p) != GMR_OK) continue;  // leaf empty: fine
+        if (gmr_resource_allocate(r, bytes, 0, nullptr, &p) != GMR_OK)
+          continue;  // leaf empty: fine
         std::lock_guard<std::mutex> lock(shared_mutex);
         shared.emplace_back(p, bytes);
       }
@@ -418,7 +420,8 @@ TEST_F(LogAdaptorTest, ThreadsNeverSeeAnAddressReusedBeforeItsFreeRow) {
   }
   for (auto &th : threads) th.join();
   EXPECT_EQ(0, failures.load());
-  for (auto &b : shared) EXPECT_EQ(GMR_OK, gmr_deallocate(r, b.first, b.second, 0, nullptr));
+  for (auto &b : shared)
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b.first, b.second, 0, nullptr));
   const uint64_t rows = gmr_log_adaptor_get_row_count(log);
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 

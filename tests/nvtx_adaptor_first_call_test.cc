@@ -38,7 +38,8 @@ TEST(NvtxAdaptorFirstCall, AdaptorsCreatedInRacingThreadsEachRegisterOnce) {
       }
       gmr_resource *r = gmr_nvtx_logging_adaptor_as_resource(adaptors[t]);
       void *p = nullptr;
-      if (gmr_allocate(r, 64, 0, nullptr, &p) == GMR_OK) (void)gmr_deallocate(r, p, 64, 0, nullptr);
+      if (gmr_resource_allocate(r, 64, 0, nullptr, &p) == GMR_OK)
+        (void)gmr_resource_deallocate(r, p, 64, 0, nullptr);
     });
   }
   for (auto &th : threads) th.join();

@@ -67,7 +67,7 @@ std::string region_gone(const void *p) { return "region_unregister gmr " + hex(p
 
 void *Alloc(gmr_resource *r, size_t bytes, gmr_stream s = nullptr, size_t align = 0) {
   void *p = nullptr;
-  EXPECT_EQ(GMR_OK, gmr_allocate(r, bytes, align, s, &p)) << bytes;
+  EXPECT_EQ(GMR_OK, gmr_resource_allocate(r, bytes, align, s, &p)) << bytes;
   return p;
 }
 
@@ -143,13 +143,13 @@ PoolScript RunPoolScript(gmr_resource *r) {
   s.a = Alloc(r, 1000);
   s.b = Alloc(r, 4096);
   s.c = Alloc(r, 300, nullptr, 4 * KiB);  // padding in front stays free
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, s.a, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, s.a, 1000, 0, nullptr));
   s.d = Alloc(r, 100);        // a's place, smaller
   s.e = Alloc(r, 2 * MiB);    // a chunk of its own
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, s.b, 4096, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, s.c, 300, 4 * KiB, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, s.d, 100, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, s.e, 2 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, s.b, 4096, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, s.c, 300, 4 * KiB, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, s.d, 100, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, s.e, 2 * MiB, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_trim(r, &s.trimmed));
   return s;
 }
@@ -186,7 +186,7 @@ TEST_F(NvtxAnnotation, PoolRegistersChunksAndTheBytesAskedForOfEachBlock) {
   // A chunk still held at destroy: its heap goes before the chunk does.
   NvtxRecorder::clear();
   void *f = Alloc(r, 512);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, f, 512, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, f, 512, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   want = {heap(1, f, MiB, kPool), region(1, f, 512), region_gone(f), heap_gone(1)};
   EXPECT_EQ(want, recorded());
@@ -200,7 +200,7 @@ TEST_F(NvtxAnnotation, PoolWithoutAnnotationMakesNoNvtxCall) {
   PoolScript s = RunPoolScript(r);
   EXPECT_EQ(3 * MiB, s.trimmed);
   void *f = Alloc(r, 512);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, f, 512, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, f, 512, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(Lines{}, recorded());
 }
@@ -213,11 +213,11 @@ TEST_F(NvtxAnnotation, PoolUnregistersHeapsBeforeReleasingChunksToGrow) {
   gmr_resource *r = gmr_pool_resource_as_resource(pool);
   void *x1 = Alloc(r, MiB);  // two full chunks of 1 MiB
   void *x2 = Alloc(r, MiB);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, x1, MiB, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, x2, MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, x1, MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, x2, MiB, 0, nullptr));
   // 1.5 MiB fits in neither: both free chunks go back, then a 2 MiB chunk.
   void *y = Alloc(r, MiB + MiB / 2);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, y, MiB + MiB / 2, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, y, MiB + MiB / 2, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   Lines want = {
       heap(1, x1, MiB, kPool),      region(1, x1, MiB),
@@ -239,7 +239,7 @@ TEST_F(NvtxAnnotation, PoolChunkTheUpstreamRefusesToTakeBackIsDescribedAgain) {
             gmr_pool_resource_create(gmr_gate_resource_as_resource(gate), &config, &pool));
   gmr_resource *r = gmr_pool_resource_as_resource(pool);
   void *x = Alloc(r, 1000);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, x, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, x, 1000, 0, nullptr));
   gmr_gate_resource_refuse_frees(gate, 1, GMR_ERR_CAPTURE_UNSAFE);
   size_t released = 0;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_trim(r, &released));
@@ -247,7 +247,7 @@ TEST_F(NvtxAnnotation, PoolChunkTheUpstreamRefusesToTakeBackIsDescribedAgain) {
   // Still usable, and described: a block in it is a region of the new heap.
   void *y = Alloc(r, 200);
   EXPECT_EQ(x, y);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, y, 200, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, y, 200, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_gate_resource_as_resource(gate)));
   Lines want = {
@@ -274,7 +274,7 @@ TEST_F(NvtxAnnotation, PoolFreedByOtherThreadsAndArenasBalancesEveryRegistration
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kBlocks; ++i) {
-        if (gmr_allocate(r, 100 + i, 0, nullptr, &made[t][i]) != GMR_OK) failures++;
+        if (gmr_resource_allocate(r, 100 + i, 0, nullptr, &made[t][i]) != GMR_OK) failures++;
       }
     });
   }
@@ -285,7 +285,7 @@ TEST_F(NvtxAnnotation, PoolFreedByOtherThreadsAndArenasBalancesEveryRegistration
     threads.emplace_back([&, t] {
       const std::vector<void *> &theirs = made[(t + 1) % kThreads];
       for (int i = 0; i < kBlocks; ++i) {
-        if (gmr_deallocate(r, theirs[i], 100 + i, 0, nullptr) != GMR_OK) failures++;
+        if (gmr_resource_deallocate(r, theirs[i], 100 + i, 0, nullptr) != GMR_OK) failures++;
       }
     });
   }
@@ -323,7 +323,7 @@ FixedScript RunFixedScript(gmr_fixed_block_resource *fb) {
   FixedScript s{};
   s.a = Alloc(r, 1000);
   s.b = Alloc(r, 10);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, s.a, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, s.a, 1000, 0, nullptr));
   gmr_block_list *list = nullptr;
   EXPECT_EQ(GMR_OK, gmr_fixed_block_resource_allocate_blocks(fb, 2500, nullptr, &list));
   if (list != nullptr) {
@@ -331,9 +331,9 @@ FixedScript RunFixedScript(gmr_fixed_block_resource *fb) {
     for (size_t i = 0; i < 3 && i < list->block_count; ++i) s.blocks[i] = list->blocks[i];
   }
   s.big = Alloc(r, 8 * KiB);  // forwarded: the upstream's own allocation
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, s.big, 8 * KiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, s.big, 8 * KiB, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_fixed_block_resource_deallocate_blocks(fb, list, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, s.b, 10, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, s.b, 10, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_trim(r, &s.trimmed));
   return s;
 }
@@ -368,7 +368,7 @@ TEST_F(NvtxAnnotation, FixedBlockRegistersChunksBlocksAndListBlocks) {
   NvtxRecorder::clear();
   gmr_resource *r = gmr_fixed_block_resource_as_resource(fb);
   void *c = Alloc(r, 256);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, c, 256, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, c, 256, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   want = {heap(1, c, 4 * KiB, kFixed), region(1, c, 256), region_gone(c), heap_gone(1)};
   EXPECT_EQ(want, recorded());
@@ -395,7 +395,7 @@ TEST_F(NvtxAnnotation, FixedBlockInitialChunksAndARefusedReleaseKeepHeapsRight) 
             gmr_fixed_block_resource_create(gmr_gate_resource_as_resource(gate), &config, &fb));
   gmr_resource *r = gmr_fixed_block_resource_as_resource(fb);
   void *a = Alloc(r, 512);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 512, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 512, 0, nullptr));
   gmr_gate_resource_refuse_frees(gate, 1, GMR_ERR_CAPTURE_UNSAFE);
   size_t released = 0;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_trim(r, &released));
@@ -437,19 +437,20 @@ ArenaScript RunArenaScript(gmr_graph_arena_resource *a, gmr_stream s) {
   ArenaScript k{};
   k.u = Alloc(r, 1000);
   k.w = Alloc(r, 2000);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, k.u, 1000, 0, nullptr));  // outside any capture
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, k.u, 1000, 0, nullptr));  // outside any capture
   EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
   k.x = Alloc(r, 500, s);
   k.y = Alloc(r, 300, s);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, k.x, 500, 0, s));   // in the capture: bookkeeping
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, k.w, 2000, 0, s));  // uncaptured, freed in the capture
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, k.x, 500, 0, s));  // in the capture: bookkeeping
+  EXPECT_EQ(GMR_OK,
+            gmr_resource_deallocate(r, k.w, 2000, 0, s));  // uncaptured, freed in the capture
   gmr_graph_memory *m = nullptr;
   EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &m));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, k.y, 300, 0, s));  // after it, the memory still held
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, k.y, 300, 0, s));  // after it, the memory still held
   EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_reset(a, nullptr));
   k.big = Alloc(r, 3 * MiB);  // grows by a chunk of its own
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, k.big, 3 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, k.big, 3 * MiB, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_reset(a, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_trim(r, &k.trimmed));
   return k;
@@ -509,7 +510,7 @@ TEST_F(NvtxAnnotation, GraphArenaLiveBlocksOutliveTheirMemoryAndRewindsGiveBytes
   gmr_graph_memory *m = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &m));
   EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, x, 1000, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, x, 1000, 0, s));
 
   // Outside sessions a rewind gives the bytes back: their regions go.
   uint64_t mark = 0;
@@ -553,7 +554,7 @@ TEST_F(NvtxAnnotation, GraphArenaOrderedReuseWidensFreedRegionsAndNeverOverlapsT
 
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
   void *x = Alloc(r, 1000, s);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, x, 1000, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, x, 1000, 0, s));
   void *y = Alloc(r, 512, s);  // reuses x's bytes later in the capture
   EXPECT_EQ(x, y);
   gmr_graph_memory *m = nullptr;
@@ -561,7 +562,7 @@ TEST_F(NvtxAnnotation, GraphArenaOrderedReuseWidensFreedRegionsAndNeverOverlapsT
   Lines in_capture = recorded();
   EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));  // y still live
   Lines at_release = recorded();
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, y, 512, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, y, 512, 0, s));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 
   Lines want = {
@@ -588,7 +589,7 @@ TEST_F(NvtxAnnotation, GraphArenaChunkTheUpstreamRefusesToTakeBackIsDescribedAga
             gmr_graph_arena_resource_create(gmr_gate_resource_as_resource(gate), &config, &a));
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   void *p = Alloc(r, 256);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 256, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 256, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_reset(a, nullptr));
   gmr_gate_resource_refuse_frees(gate, 1, GMR_ERR_CAPTURE_UNSAFE);
   size_t released = 0;
@@ -629,7 +630,7 @@ TEST_F(NvtxAnnotation, SpecOptionReachesEachResource) {
     ASSERT_EQ(GMR_OK, gmr_stack_create(c.spec, &stack, &e)) << e.message;
     gmr_resource *r = gmr_stack_as_resource(stack);
     void *p = Alloc(r, 100);
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, nullptr));
     EXPECT_EQ(GMR_OK, gmr_stack_destroy(stack));
     Lines want = {heap(1, p, c.chunk_bytes, c.heap_name), region(1, p, 100), region_gone(p),
                   heap_gone(1)};
@@ -644,7 +645,7 @@ TEST_F(NvtxAnnotation, SpecOptionReachesEachResource) {
     ASSERT_EQ(GMR_OK, gmr_stack_create(spec, &stack, &e)) << e.message;
     gmr_resource *r = gmr_stack_as_resource(stack);
     void *p = Alloc(r, 100);
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, nullptr));
     EXPECT_EQ(GMR_OK, gmr_stack_destroy(stack));
     EXPECT_EQ(Lines{}, recorded()) << spec;
   }

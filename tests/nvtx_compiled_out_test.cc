@@ -57,9 +57,9 @@ TEST(NvtxCompiledOut, AdaptorForwardsAndNoNvtxCallIsEverMade) {
   gmr_resource *r = gmr_nvtx_logging_adaptor_as_resource(nvtx);
 
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1000, 0, nullptr, &p));
   EXPECT_EQ(1000u, leaf.live_bytes);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 1000, 0, nullptr));
   EXPECT_EQ(0u, leaf.live_bytes);
 
   std::vector<char> chunk(4096);

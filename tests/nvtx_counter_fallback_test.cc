@@ -26,8 +26,8 @@ TEST(NvtxCounterFallback, BytesInUseBecomeMarksWhenTheToolHasNoCounters) {
   ASSERT_TRUE(NvtxRecorder::loaded());
   gmr_resource *r = gmr_nvtx_logging_adaptor_as_resource(nvtx);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 2048, 0, nullptr, &p));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 2048, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 2048, 0, nullptr, &p));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 2048, 0, nullptr));
 
   Lines want = {
       "domain_create gmr",

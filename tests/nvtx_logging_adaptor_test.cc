@@ -29,12 +29,12 @@ TEST_F(NvtxLoggingAdaptorTest, ScriptedSequenceGivesExactRangesPayloadsAndCounte
   const gmr_stream s = fake_stream(0x5000);
 
   void *a = nullptr, *b = nullptr, *c = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 4096, 0, nullptr, &a));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 256, 0, s, &b));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, nullptr, &c));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 256, 0, s));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 4096, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, c, 1000, 0, s));  // freed on another stream
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 4096, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 256, 0, s, &b));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1000, 0, nullptr, &c));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 256, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 4096, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, c, 1000, 0, s));  // freed on another stream
 
   Lines want = create_lines("gmr");
   append(want, stream_strings("gmr", "default stream"));
@@ -65,8 +65,8 @@ TEST_F(NvtxLoggingAdaptorTest, FailedAllocationIsAMarkInsideItsRangeWithStatusAn
   gmr_resource *r = make();
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
   void *p = reinterpret_cast<void *>(0x1);
-  gmr_failure failure;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 1 << 20, 0, nullptr, &p, &failure));
+  gmr_failure failure = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r, 1 << 20, 0, nullptr, &p, &failure));
   EXPECT_EQ(nullptr, p);
   // The record still describes the failure of the resource below.
   EXPECT_EQ(gmr_mock_resource_as_resource(mock_), failure.where);
@@ -87,7 +87,7 @@ TEST_F(NvtxLoggingAdaptorTest, LimitRefusalIsAMarkInTheLimitCategory) {
   gmr_resource *r = make();
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_LIMIT_EXCEEDED, 0);
   void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(r, 512, 0, fake_stream(0x7000), &p));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate(r, 512, 0, fake_stream(0x7000), &p));
 
   Lines want = create_lines("gmr");
   append(want, stream_strings("gmr", "stream 0x7000"));
@@ -105,11 +105,11 @@ TEST_F(NvtxLoggingAdaptorTest, RefusedFreeIsAMarkAndLeavesTheCounterAlone) {
   ASSERT_NE(nullptr, gate);
   gmr_resource *r = make("gmr", true, gmr_gate_resource_as_resource(gate));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 768, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 768, 0, nullptr, &p));
   gmr_gate_resource_refuse_frees(gate, 1, GMR_ERR_CAPTURE_UNSAFE);
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_deallocate(r, p, 768, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_deallocate(r, p, 768, 0, nullptr));
   EXPECT_EQ(768u, gmr_mock_resource_live_bytes(mock_));  // nothing was released
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 768, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 768, 0, nullptr));
 
   Lines want = create_lines("gmr");
   append(want, stream_strings("gmr", "default stream"));
@@ -136,11 +136,12 @@ TEST_F(NvtxLoggingAdaptorTest, GrowthInPlaceIsARangeOfTheBytesAddedAndMovesTheCo
   ASSERT_NE(nullptr, leaf);
   gmr_resource *r = make("gmr", true, gmr_extend_leaf_as_resource(leaf));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, nullptr, &p));
-  ASSERT_EQ(GMR_OK, gmr_extend(r, p, 1000, 5000, 0, nullptr, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1000, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(r, p, 1000, 5000, 0, nullptr, nullptr));
   gmr_extend_leaf_refuse_extend(leaf, GMR_ERR_UNSUPPORTED);
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_extend(r, p, 5000, 9000, 0, fake_stream(0x9000), nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 5000, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED,
+            gmr_resource_extend(r, p, 5000, 9000, 0, fake_stream(0x9000), nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 5000, 0, nullptr));
 
   Lines want = create_lines("gmr");
   append(want, stream_strings("gmr", "default stream"));
@@ -171,17 +172,17 @@ TEST_F(NvtxLoggingAdaptorTest, SwitchedOffEmitsNothingAndTheCounterStaysTrue) {
   NvtxRecorder::clear();  // create's registrations are not emission
 
   void *a = nullptr, *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 100, 0, nullptr, &a));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 200, 0, nullptr, &b));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 100, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 200, 0, nullptr, &b));
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
   void *c = nullptr;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate(r, 300, 0, nullptr, &c));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 100, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate(r, 300, 0, nullptr, &c));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 100, 0, nullptr));
   EXPECT_EQ(Lines{}, NvtxRecorder::lines()) << "switched off, nothing may be emitted";
 
   gmr_nvtx_logging_adaptor_set_enabled(nvtx_, true);
   EXPECT_TRUE(gmr_nvtx_logging_adaptor_is_enabled(nvtx_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 200, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 200, 0, nullptr));
   Lines want = stream_strings("gmr", "default stream");
   want.push_back(push_free("gmr", 200, "default stream"));
   want.push_back(counter("gmr", 0));  // 100 + 200 - 100 - 200, counted while off
@@ -190,8 +191,8 @@ TEST_F(NvtxLoggingAdaptorTest, SwitchedOffEmitsNothingAndTheCounterStaysTrue) {
 
   NvtxRecorder::clear();
   gmr_nvtx_logging_adaptor_set_enabled(nvtx_, false);
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 64, 0, nullptr, &a));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 64, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 64, 0, nullptr, &a));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 64, 0, nullptr));
   EXPECT_EQ(Lines{}, NvtxRecorder::lines());
 }
 
@@ -201,8 +202,8 @@ TEST_F(NvtxLoggingAdaptorTest, DomainNameComesFromTheConfigAndIsCopied) {
   name.assign("overwritten");
   EXPECT_STREQ("my.app/memory", gmr_nvtx_logging_adaptor_get_domain_name(nvtx_));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 8, 0, nullptr, &p));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 8, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 8, 0, nullptr, &p));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 8, 0, nullptr));
   Lines want = create_lines("my.app/memory");
   append(want, stream_strings("my.app/memory", "default stream"));
   want.push_back(push_alloc("my.app/memory", 8, "default stream"));
@@ -266,7 +267,7 @@ TEST_F(NvtxLoggingAdaptorTest, BadArgumentsAreRefusedAndCreateNothing) {
 
 TEST_F(NvtxLoggingAdaptorTest, IsAStackableResourceThatForwardsTrimAndFootprint) {
   gmr_resource *r = make();
-  EXPECT_STREQ("nvtx_logging_adaptor", gmr_resource_type_name(r));
+  EXPECT_STREQ("nvtx_logging_adaptor", gmr_resource_get_type_name(r));
   EXPECT_EQ(nvtx_, gmr_nvtx_logging_adaptor_from_resource(r));
   EXPECT_EQ(nullptr, gmr_nvtx_logging_adaptor_from_resource(gmr_mock_resource_as_resource(mock_)));
   EXPECT_EQ(nullptr, gmr_nvtx_logging_adaptor_from_resource(nullptr));
@@ -289,8 +290,8 @@ TEST_F(NvtxLoggingAdaptorTest, StreamsBeyondTheRegisteredSlotsGetAsciiNames) {
   // 32 streams get registered names; the 33rd is formatted per call.
   for (uintptr_t i = 0; i < 33; ++i) {
     void *p = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(r, 16, 0, fake_stream(0x1000 + i), &p));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 16, 0, fake_stream(0x1000 + i)));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 16, 0, fake_stream(0x1000 + i), &p));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 16, 0, fake_stream(0x1000 + i)));
   }
   Lines got = NvtxRecorder::lines();
   size_t registered = 0;
@@ -322,8 +323,8 @@ TEST_F(NvtxLoggingAdaptorTest, ThreadsGetBalancedRangesAndTheCounterEndsAtZero) 
       for (int i = 0; i < kIterations; ++i) {
         void *p = nullptr;
         size_t bytes = 64 + static_cast<size_t>(t);
-        if (gmr_allocate(r, bytes, 0, s, &p) != GMR_OK) failures++;
-        if (gmr_deallocate(r, p, bytes, 0, s) != GMR_OK) failures++;
+        if (gmr_resource_allocate(r, bytes, 0, s, &p) != GMR_OK) failures++;
+        if (gmr_resource_deallocate(r, p, bytes, 0, s) != GMR_OK) failures++;
       }
     });
   }
@@ -345,8 +346,8 @@ TEST_F(NvtxLoggingAdaptorTest, ThreadsGetBalancedRangesAndTheCounterEndsAtZero) 
   // single-threaded pair shows the count is exact.
   NvtxRecorder::clear();
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1, 0, nullptr, &p));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 1, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1, 0, nullptr, &p));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 1, 0, nullptr));
   Lines got = NvtxRecorder::lines();
   ASSERT_FALSE(got.empty());
   EXPECT_EQ(counter("gmr", 1), got[got.size() - 5]);
@@ -366,8 +367,8 @@ TEST_F(NvtxLoggingAdaptorTest, SwitchFlippedByAnotherThreadNeverUnbalancesRanges
   });
   for (int i = 0; i < 2000; ++i) {
     void *p = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(r, 32, 0, nullptr, &p));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 32, 0, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 32, 0, nullptr, &p));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 32, 0, nullptr));
   }
   stop = true;
   flipper.join();

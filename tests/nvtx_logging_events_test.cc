@@ -45,8 +45,8 @@ TEST_F(NvtxLoggingAdaptorTest, LimitRaisedBelowIsAMarkInsideTheAllocateRange) {
   ASSERT_NE(nullptr, s);
   gmr_resource *r = gmr_stack_as_resource(s);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 2048, 0, nullptr, &p));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 2048, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 2048, 0, nullptr, &p));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 2048, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
 
   Lines want = create_lines("gmr");
@@ -68,9 +68,9 @@ TEST_F(NvtxLoggingAdaptorTest, LimitRefusalBelowIsMarkedOnceFromItsEvent) {
   ASSERT_NE(nullptr, s);
   gmr_resource *r = gmr_stack_as_resource(s);
   void *p = nullptr, *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 512, 0, nullptr, &p));
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(r, 2048, 0, nullptr, &q));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 512, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 512, 0, nullptr, &p));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate(r, 2048, 0, nullptr, &q));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 512, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
 
   Lines want = create_lines("gmr");
@@ -97,9 +97,9 @@ TEST_F(NvtxLoggingAdaptorTest, LimitOverageAndStreamLimitsAreMarkedWithTheirScop
   gmr_resource *r = gmr_stack_as_resource(s);
   const gmr_stream st = fake_stream(0x7000);
   void *p = nullptr, *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 2048, 0, st, &p));
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(r, 3000, 0, st, &q));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 2048, 0, st));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 2048, 0, st, &p));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate(r, 3000, 0, st, &q));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 2048, 0, st));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
 
   Lines want = create_lines("gmr");
@@ -133,13 +133,13 @@ TEST_F(NvtxLoggingAdaptorTest, OomPolicyActionsBelowAreMarksInTheOomCategory) {
   gmr_mock_resource_set_trim_release(mock_, 4096);
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1000, 0, nullptr, &p));
   // Trim releases nothing: the policy gives up.
   gmr_mock_resource_set_trim_release(mock_, 0);
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
   void *q = nullptr;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate(r, 700, 0, nullptr, &q));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate(r, 700, 0, nullptr, &q));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 1000, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   nvtx_ = nullptr;
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_oom_adaptor_as_resource(oom)));
@@ -181,13 +181,14 @@ TEST_F(NvtxLoggingAdaptorTest, EventsOfLayersNotBelowTheAdaptorAreNotItsBusiness
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(gmr_mock_resource_as_resource(other), &lc,
                                                 &elsewhere));
   void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED,
-            gmr_allocate(gmr_limiting_adaptor_as_resource(elsewhere), 4096, 0, nullptr, &p));
+  EXPECT_EQ(
+      GMR_ERR_LIMIT_EXCEEDED,
+      gmr_resource_allocate(gmr_limiting_adaptor_as_resource(elsewhere), 4096, 0, nullptr, &p));
   // A limit ABOVE the adaptor refuses before the request reaches it.
   gmr_limiting_adaptor *above = nullptr;
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(r, &lc, &above));
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED,
-            gmr_allocate(gmr_limiting_adaptor_as_resource(above), 4096, 0, nullptr, &p));
+            gmr_resource_allocate(gmr_limiting_adaptor_as_resource(above), 4096, 0, nullptr, &p));
   EXPECT_EQ(Lines{}, NvtxRecorder::lines());
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_limiting_adaptor_as_resource(above)));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_limiting_adaptor_as_resource(elsewhere)));
@@ -200,11 +201,11 @@ TEST_F(NvtxLoggingAdaptorTest, SwitchedOffAdaptorMarksNoPolicyEvent) {
   NvtxRecorder::clear();
   gmr_resource *r = gmr_stack_as_resource(s);
   void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(r, 2048, 0, nullptr, &p));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate(r, 2048, 0, nullptr, &p));
   EXPECT_EQ(Lines{}, NvtxRecorder::lines());
   // Switched on, the same refusal is marked.
   gmr_nvtx_logging_adaptor_set_enabled(gmr_nvtx_logging_adaptor_from_resource(r), true);
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(r, 2048, 0, nullptr, &p));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate(r, 2048, 0, nullptr, &p));
   Lines want = stream_strings("gmr", "default stream");
   want.push_back(push_alloc("gmr", 2048, "default stream"));
   want.push_back(limit_mark(2048, "limit refused (policy fail): 2048 bytes charged, 0 of 1024 "
@@ -254,7 +255,7 @@ TEST_F(NvtxLoggingAdaptorTest, EachAdaptorListensToItsOwnStackOnly) {
   // A refusal in the other stack is no mark of these adaptors.
   NvtxRecorder::clear();
   void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(elsewhere, 4096, 0, nullptr, &p));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate(elsewhere, 4096, 0, nullptr, &p));
   EXPECT_EQ(Lines{}, NvtxRecorder::lines());
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_nvtx_logging_adaptor_as_resource(second)));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_nvtx_logging_adaptor_as_resource(first)));
@@ -316,7 +317,7 @@ TEST_F(NvtxLoggingAdaptorTest, AdaptorsComingAndGoingWhileOthersRefuseLoseAndDup
     threads.emplace_back([&] {
       for (int i = 0; i < kIterations; ++i) {
         void *p = nullptr;
-        if (gmr_allocate(r, 4096, 0, nullptr, &p) != GMR_ERR_LIMIT_EXCEEDED) wrong++;
+        if (gmr_resource_allocate(r, 4096, 0, nullptr, &p) != GMR_ERR_LIMIT_EXCEEDED) wrong++;
       }
     });
   }

@@ -24,14 +24,14 @@ TEST(NvtxNoTool, AdaptorForwardsAndReportsNoTool) {
   gmr_resource *r = gmr_nvtx_logging_adaptor_as_resource(nvtx);
 
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 4096, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 4096, 0, nullptr, &p));
   EXPECT_EQ(4096u, gmr_mock_resource_live_bytes(mock));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 4096, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4096, 0, nullptr));
   EXPECT_EQ(0u, gmr_mock_resource_live_bytes(mock));
 
   gmr_mock_resource_try_fail(mock, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
-  gmr_failure failure;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 64, 0, nullptr, &p, &failure));
+  gmr_failure failure = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r, 64, 0, nullptr, &p, &failure));
   EXPECT_EQ(gmr_mock_resource_as_resource(mock), failure.where);
   EXPECT_EQ(2u, gmr_mock_resource_called_allocate(mock));
   EXPECT_EQ(1u, gmr_mock_resource_did_allocate(mock));

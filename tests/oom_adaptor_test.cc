@@ -96,15 +96,15 @@ TEST_F(StackEvents, AListenerHearsOnlyTheStackItRegisteredOn) {
   Recorder rec;
   ASSERT_EQ(GMR_OK, gmr_resource_add_event_listener(a, Recorder::Listen, &rec));
   void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(b, 1000, 0, nullptr, &p));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate(b, 1000, 0, nullptr, &p));
   EXPECT_TRUE(rec.Take().empty()) << "another stack's refusal";
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(a, 1000, 0, nullptr, &p));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate(a, 1000, 0, nullptr, &p));
   auto ev = rec.Take();
   ASSERT_EQ(1u, ev.size());
   EXPECT_EQ(GMR_EVENT_LIMIT_REFUSED, ev[0].kind);
   EXPECT_EQ(a, ev[0].source);
   EXPECT_EQ(GMR_OK, gmr_resource_remove_event_listener(a, Recorder::Listen, &rec));
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(a, 1000, 0, nullptr, &p));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate(a, 1000, 0, nullptr, &p));
   EXPECT_TRUE(rec.Take().empty()) << "removed";
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(a));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(b));
@@ -120,7 +120,7 @@ TEST_F(StackEvents, ARegistrationCoversEveryReportingLayerBelow) {
   ASSERT_EQ(GMR_OK, gmr_resource_add_event_listener(top, Recorder::Listen, &all));
   ASSERT_EQ(GMR_OK, gmr_resource_add_event_listener(lim, Recorder::Listen, &low));
   void *q = nullptr;
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(top, 1000, 0, nullptr, &q));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate(top, 1000, 0, nullptr, &q));
   bool from_limit = false, from_oom = false;
   for (const gmr_event &e : all.Take()) {
     from_limit |= e.source == lim;
@@ -130,7 +130,7 @@ TEST_F(StackEvents, ARegistrationCoversEveryReportingLayerBelow) {
   for (const gmr_event &e : low.Take()) EXPECT_EQ(lim, e.source) << "only the layer it is on";
   // A pair missing from one layer: remove refuses and changes nothing.
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_remove_event_listener(top, Recorder::Listen, &low));
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(top, 1000, 0, nullptr, &q));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate(top, 1000, 0, nullptr, &q));
   EXPECT_FALSE(low.Take().empty()) << "still registered on the limit";
   EXPECT_EQ(GMR_OK, gmr_resource_remove_event_listener(lim, Recorder::Listen, &low));
   EXPECT_EQ(GMR_OK, gmr_resource_remove_event_listener(top, Recorder::Listen, &all));
@@ -173,9 +173,9 @@ TEST_F(Events, LimitEventsCarryTheLimitAndTheRequest) {
   gmr_resource *r = gmr_limiting_adaptor_as_resource(lim);
   gmr_stream s = reinterpret_cast<gmr_stream>(0x5);
   void *a = nullptr, *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, s, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1000, 0, s, &a));
   EXPECT_TRUE(rec_.Take().empty());  // nothing happened worth an event
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, s, &b));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1000, 0, s, &b));
   auto ev = rec_.Take();
   ASSERT_EQ(1u, ev.size());
   EXPECT_EQ(GMR_EVENT_LIMIT_RAISED, ev[0].kind);
@@ -187,26 +187,26 @@ TEST_F(Events, LimitEventsCarryTheLimitAndTheRequest) {
   EXPECT_EQ(1024u, ev[0].used_bytes);
   EXPECT_EQ(2560u, ev[0].value_bytes);  // 1024 + (2048 - 1024) * 1.5 (cuCascade's formula)
   EXPECT_EQ(0, ev[0].scope_stream);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 1000, 0, s));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 1000, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 1000, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 1000, 0, s));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 
   c.limit_bytes = 256;
   c.on_limit = gmr_limit_policy_ignore();
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(up_, &c, &lim));
   r = gmr_limiting_adaptor_as_resource(lim);
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, s, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1000, 0, s, &a));
   ev = rec_.Take();
   ASSERT_EQ(1u, ev.size());
   EXPECT_EQ(GMR_EVENT_LIMIT_OVERAGE, ev[0].kind);
   EXPECT_EQ(768u, ev[0].value_bytes);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 1000, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 1000, 0, s));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 
   c.on_limit = gmr_limit_policy_fail();
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(up_, &c, &lim));
   r = gmr_limiting_adaptor_as_resource(lim);
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(r, 1000, 0, s, &a));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate(r, 1000, 0, s, &a));
   ev = rec_.Take();
   ASSERT_EQ(1u, ev.size());
   EXPECT_EQ(GMR_EVENT_LIMIT_REFUSED, ev[0].kind);
@@ -220,14 +220,14 @@ TEST_F(Events, OomEventsTellRetryTrimAndGivingUp) {
   gmr_oom_adaptor *a = nullptr;
   ASSERT_EQ(GMR_OK, gmr_oom_adaptor_create(up_, &p, &a));
   gmr_resource *r = gmr_oom_adaptor_as_resource(a);
-  EXPECT_STREQ("oom_adaptor", gmr_resource_type_name(r));
+  EXPECT_STREQ("oom_adaptor", gmr_resource_get_type_name(r));
   EXPECT_EQ(a, gmr_oom_adaptor_from_resource(r));
   EXPECT_EQ(up_, gmr_resource_get_upstream(r));
   gmr_mock_resource_set_trim_release(mock_, 2048);
   gmr_mock_resource_try_fail(mock_, 0, 2, GMR_ERR_OUT_OF_MEMORY, 2);
   void *q = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 100, 0, nullptr, &q, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r, 100, 0, nullptr, &q, &f));
   EXPECT_EQ(1u, f.attempt);
   auto ev = rec_.Take();
   ASSERT_EQ(3u, ev.size());
@@ -261,17 +261,17 @@ TEST_F(Events, WaitAboveALimitBlocksUntilAFreeMakesRoom) {
   ASSERT_EQ(GMR_OK, gmr_oom_adaptor_create(gmr_limiting_adaptor_as_resource(lim), &p, &a));
   gmr_resource *r = gmr_oom_adaptor_as_resource(a);
   void *held = nullptr, *got = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1024, 0, nullptr, &held));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1024, 0, nullptr, &held));
   EXPECT_EQ(1u, gmr_oom_adaptor_get_live_count(a));
   gmr_status st = GMR_ERR_INTERNAL;
-  std::thread waiter([&] { st = gmr_allocate(r, 512, 0, nullptr, &got); });
+  std::thread waiter([&] { st = gmr_resource_allocate(r, 512, 0, nullptr, &got); });
   // Wait until the waiter has been refused by the limit at least once.
-  gmr_limiting_stats ls = GMR_LIMITING_STATS_INIT;
+  gmr_limiting_adaptor_stats ls = GMR_LIMITING_ADAPTOR_STATS_INIT;
   do {
     std::this_thread::yield();
     ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(lim, &ls));
   } while (ls.refused_count == 0);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, held, 1024, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, held, 1024, 0, nullptr));
   waiter.join();
   ASSERT_EQ(GMR_OK, st);
   EXPECT_EQ(512u, gmr_limiting_adaptor_get_used_bytes(lim));
@@ -279,7 +279,7 @@ TEST_F(Events, WaitAboveALimitBlocksUntilAFreeMakesRoom) {
   for (const auto &e : rec_.Take()) saw_wait |= e.kind == GMR_EVENT_OOM_WAIT && e.value_bytes == 1;
   EXPECT_TRUE(saw_wait);
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, got, 512, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, got, 512, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_limiting_adaptor_as_resource(lim)));
 }
@@ -290,7 +290,7 @@ TEST_F(Events, FailPolicyAdaptorJustForwards) {
   gmr_resource *r = gmr_oom_adaptor_as_resource(a);
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
   void *q = nullptr;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate(r, 100, 0, nullptr, &q));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate(r, 100, 0, nullptr, &q));
   EXPECT_TRUE(rec_.Take().empty());
   EXPECT_EQ(1u, gmr_mock_resource_called_allocate(mock_));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
@@ -327,7 +327,7 @@ TEST_F(Events, UserPolicyUsesTheServices) {
   gmr_resource *r = gmr_oom_adaptor_as_resource(a);
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_LIMIT_EXCEEDED, 0);
   void *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 100, 0, nullptr, &q));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 100, 0, nullptr, &q));
   EXPECT_EQ(1, calls);
   EXPECT_EQ(2u, gmr_mock_resource_called_trim(mock_));
   gmr_oom_counts counts;
@@ -335,7 +335,7 @@ TEST_F(Events, UserPolicyUsesTheServices) {
   EXPECT_EQ(1u, counts.wait_count);
   EXPECT_EQ(1u, counts.wait_timeout_count);
   EXPECT_EQ(1u, counts.recovered_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 100, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 100, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
@@ -395,7 +395,7 @@ TEST(EventHookThreads, ListenersSeeEveryEventFromManyThreads) {
       for (int i = 0; i < 500; ++i) {
         void *p = nullptr;
         EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED,
-                  gmr_allocate(gmr_limiting_adaptor_as_resource(lim), 8, 0, nullptr, &p));
+                  gmr_resource_allocate(gmr_limiting_adaptor_as_resource(lim), 8, 0, nullptr, &p));
       }
     });
   }

@@ -49,7 +49,7 @@ TEST_F(PoolTest, ThreadsOnTheirOwnStreamsKeepEveryInvariant) {
         if (op < 5 || mine.empty()) {
           size_t bytes = 1 + rng() % (rng() % 10 == 0 ? 2 * MiB : 32 * KiB);
           void *p = nullptr;
-          if (gmr_allocate(r, bytes, 0, streams[t], &p) != GMR_OK) {
+          if (gmr_resource_allocate(r, bytes, 0, streams[t], &p) != GMR_OK) {
             failures++;
             continue;
           }
@@ -58,7 +58,7 @@ TEST_F(PoolTest, ThreadsOnTheirOwnStreamsKeepEveryInvariant) {
         } else if (op < 8) {
           auto b = mine.back();
           mine.pop_back();
-          if (gmr_deallocate(r, b.first, b.second, 0, streams[t]) != GMR_OK) failures++;
+          if (gmr_resource_deallocate(r, b.first, b.second, 0, streams[t]) != GMR_OK) failures++;
         } else {
           std::lock_guard<std::mutex> g(m);
           exchange.push_back(mine.back());
@@ -66,19 +66,20 @@ TEST_F(PoolTest, ThreadsOnTheirOwnStreamsKeepEveryInvariant) {
           if (exchange.size() > 4) {
             auto b = exchange.front();
             exchange.erase(exchange.begin());
-            if (gmr_deallocate(r, b.first, b.second, 0, streams[t]) != GMR_OK) failures++;
+            if (gmr_resource_deallocate(r, b.first, b.second, 0, streams[t]) != GMR_OK) failures++;
           }
         }
       }
       for (auto &b : mine) {
-        if (gmr_deallocate(r, b.first, b.second, 0, streams[t]) != GMR_OK) failures++;
+        if (gmr_resource_deallocate(r, b.first, b.second, 0, streams[t]) != GMR_OK) failures++;
       }
     });
   }
   for (auto &th : threads) th.join();
-  for (auto &b : exchange) EXPECT_EQ(GMR_OK, gmr_deallocate(r, b.first, b.second, 0, nullptr));
+  for (auto &b : exchange)
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b.first, b.second, 0, nullptr));
   EXPECT_EQ(0, failures.load());
-  gmr_pool_stats s = Stats(r);
+  gmr_pool_resource_stats s = Stats(r);
   EXPECT_EQ(0u, s.in_use_count);
   EXPECT_EQ(0u, s.in_use_bytes);
   EXPECT_EQ(4u, s.arena_count);
@@ -105,14 +106,14 @@ TEST_F(PoolTest, AnArenaThatCannotGrowUsesAnotherArenasFreeMemory) {
   void *a = nullptr, *b = nullptr;
   OnNewThread([&] {
     a = Alloc(r, MiB);
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, MiB, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, MiB, 0, nullptr));
   });
   OnNewThread([&] { b = Alloc(r, MiB); });  // its own arena is empty and may not grow
   EXPECT_EQ(a, b);
-  gmr_pool_stats s = Stats(r);
+  gmr_pool_resource_stats s = Stats(r);
   EXPECT_EQ(1u, s.chunk_count);
   EXPECT_EQ(4 * MiB, s.held_bytes);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, MiB, 0, nullptr));  // from this thread
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, MiB, 0, nullptr));  // from this thread
   ExpectInvariants(r);
 }
 
@@ -123,16 +124,16 @@ TEST_F(PoolTest, AnArenaThatCannotGrowMakesOthersGiveBackFreeChunks) {
   gmr_resource *r = Make(c);
   OnNewThread([&] {
     void *a = Alloc(r, 3 * MiB);  // arena x: a 4 MiB chunk, then free
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 3 * MiB, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 3 * MiB, 0, nullptr));
   });
   void *b = nullptr;
   OnNewThread([&] { b = Alloc(r, 5 * MiB); });  // arena y needs 6 MiB: 4 + 6 > 8
   ASSERT_NE(nullptr, b);
-  gmr_pool_stats s = Stats(r);
+  gmr_pool_resource_stats s = Stats(r);
   EXPECT_EQ(6 * MiB, s.held_bytes);
   EXPECT_EQ(1u, s.chunk_count);
   EXPECT_EQ(1u, s.release_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 5 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 5 * MiB, 0, nullptr));
   ExpectInvariants(r);
 }
 
@@ -156,9 +157,9 @@ TEST_F(PoolTest, FreesFromAnotherArenasThreadFindTheirArena) {
   }
   EXPECT_EQ(3u, Stats(r).chunk_count);  // one per arena
   OnNewThread([&] {
-    for (auto &b : blocks) EXPECT_EQ(GMR_OK, gmr_deallocate(r, b.p, b.bytes, 0, b.s));
+    for (auto &b : blocks) EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b.p, b.bytes, 0, b.s));
   });
-  gmr_pool_stats s = Stats(r);
+  gmr_pool_resource_stats s = Stats(r);
   EXPECT_EQ(0u, s.in_use_count);
   EXPECT_EQ(3u, s.free_block_count);
   ExpectInvariants(r);

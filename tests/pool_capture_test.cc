@@ -30,14 +30,14 @@ struct CaptureUpstream {
 
 gmr_status cu_allocate(gmr_resource *self, size_t bytes, size_t alignment, gmr_stream stream,
                        void **out, gmr_failure *failure) {
-  return gmr_allocate_ex(reinterpret_cast<CaptureUpstream *>(self)->inner, bytes, alignment,
-                         stream, out, failure);
+  return gmr_resource_allocate_ex(reinterpret_cast<CaptureUpstream *>(self)->inner, bytes,
+                                  alignment, stream, out, failure);
 }
 
 gmr_status cu_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                          gmr_stream stream) {
-  return gmr_deallocate(reinterpret_cast<CaptureUpstream *>(self)->inner, ptr, bytes, alignment,
-                        stream);
+  return gmr_resource_deallocate(reinterpret_cast<CaptureUpstream *>(self)->inner, ptr, bytes,
+                                 alignment, stream);
 }
 
 gmr_status cu_destroy(gmr_resource *self) {
@@ -57,8 +57,8 @@ gmr_status cu_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignm
   cudaError_t err = gmr__cuda_capture_relaxed_enter(cuda, &saved);
   if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaThreadExchangeStreamCaptureMode", err);
   // Not stream-ordered: on no stream at all.
-  gmr_status st = gmr_allocate_ex(reinterpret_cast<CaptureUpstream *>(self)->inner, bytes,
-                                  alignment, nullptr, out, failure);
+  gmr_status st = gmr_resource_allocate_ex(reinterpret_cast<CaptureUpstream *>(self)->inner, bytes,
+                                           alignment, nullptr, out, failure);
   gmr__cuda_capture_relaxed_leave(cuda, saved);
   return st;
 }
@@ -103,22 +103,22 @@ TEST_F(PoolCaptureTest, ServesFreeMemoryWithoutAnyCallThatJoinsOrBreaksTheCaptur
   gmr_resource *r = Make(small_config(), capturing_upstream_);
   gmr_stream s = Stream();
   void *p = Alloc(r, MiB, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
   uint64_t mallocs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC);
   uint64_t events = EventCalls();
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));  // global mode
   void *q = nullptr;
-  gmr_failure f;
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, MiB, 0, s, &q, &f)) << f.message;
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, MiB, 0, s, &q, &f)) << f.message;
   EXPECT_EQ(p, q);
   void *q2 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, MiB, 0, s, &q2, &f)) << f.message;  // split
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, MiB, 0, s, &q2, &f)) << f.message;  // split
   EXPECT_EQ(GMR_OK, EndCapture(s));
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
   EXPECT_EQ(mallocs, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
   EXPECT_EQ(events, EventCalls());
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, s));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q2, MiB, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, MiB, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q2, MiB, 0, s));
   ExpectInvariants(r);
 }
 
@@ -128,22 +128,22 @@ TEST_F(PoolCaptureTest, GrowsThroughTheUpstreamAndTheCaptureStaysValid) {
   uint64_t mallocs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC);
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr, *q = nullptr;
-  gmr_failure f;
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, MiB, 0, s, &p, &f)) << f.message;
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 5 * MiB, 0, s, &q, &f)) << f.message;
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, MiB, 0, s, &p, &f)) << f.message;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, 5 * MiB, 0, s, &q, &f)) << f.message;
   EXPECT_EQ(GMR_OK, EndCapture(s));
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
   EXPECT_EQ(mallocs + 2, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
-  gmr_pool_stats st = Stats(r);
+  gmr_pool_resource_stats st = Stats(r);
   EXPECT_EQ(2u, st.chunk_count);
   EXPECT_EQ(4 * MiB + 6 * MiB, st.held_bytes);
   // The new chunk's rest is free for any stream (cudaMalloc is not ordered).
   gmr_stream other = Stream();
   void *o = Alloc(r, 2 * MiB, other);
   EXPECT_EQ(2u, Stats(r).chunk_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, o, 2 * MiB, 0, other));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 5 * MiB, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, o, 2 * MiB, 0, other));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 5 * MiB, 0, s));
   ExpectInvariants(r);
 }
 
@@ -161,13 +161,13 @@ TEST_F(PoolCaptureTest, GrowsOverAsyncDuringACapture) {
   gmr_stream s = Stream();
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
-  gmr_failure f;
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, MiB, 0, s, &p, &f)) << f.message;
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, MiB, 0, s, &p, &f)) << f.message;
   EXPECT_NE(nullptr, p);
   EXPECT_EQ(GMR_OK, EndCapture(s));
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
   EXPECT_GE(Stats(r).held_bytes, MiB);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_cuda_resource_as_resource(async)));
 }
@@ -181,29 +181,29 @@ TEST_F(PoolCaptureTest, InjectedFailuresRestoreTheModeAndKeepTheCapture) {
   // which needs relaxed mode. (A lazy stream's memory is not reachable during
   // a capture: recording on it would be a stream-ordered call.)
   void *o = Alloc(r, MiB, other);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, o, MiB, 0, other));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, o, MiB, 0, other));
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   // The switch to relaxed mode fails: nothing is asked of CUDA or upstream.
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_THREAD_EXCHANGE_CAPTURE_MODE, 0, 1,
                                                 cudaErrorUnknown));
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_capturing(r, 8 * MiB, 0, s, &p, &f));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_allocate_capturing(r, 8 * MiB, 0, s, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
   // The upstream has no memory: the mode is restored all the same.
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, UINT64_MAX,
                                                 cudaErrorMemoryAllocation));
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_capturing(r, 8 * MiB, 0, s, &p, &f));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_capturing(r, 8 * MiB, 0, s, &p, &f));
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
   EXPECT_TRUE(f.free_info_known);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
   // Free memory of the other stream, through a query in relaxed mode.
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 3 * MiB, 0, s, &p, &f)) << f.message;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, 3 * MiB, 0, s, &p, &f)) << f.message;
   EXPECT_EQ(o, p);
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
   EXPECT_EQ(GMR_OK, EndCapture(s));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 3 * MiB, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 3 * MiB, 0, s));
   ExpectInvariants(r);
 }
 
@@ -223,21 +223,21 @@ TEST_F(PoolCaptureTest, ACapturingStreamIsIdentifiedWithoutBreakingTheCapture) {
   gmr_resource *r = Make(identified_config(), capturing_upstream_);
   gmr_stream s = Stream();
   void *p = Alloc(r, MiB, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));  // global mode
   void *q = nullptr;
-  gmr_failure f;
-  ASSERT_EQ(GMR_OK, gmr_allocate_ex(r, MiB, 0, s, &q, &f)) << f.message;
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_ex(r, MiB, 0, s, &q, &f)) << f.message;
   EXPECT_EQ(p, q);  // the stream's own block
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, s));
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, MiB, 0, s, &q, &f)) << f.message;
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, MiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, MiB, 0, s, &q, &f)) << f.message;
   EXPECT_EQ(p, q);
   void *big = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 8 * MiB, 0, s, &big, &f)) << f.message;
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, big, 8 * MiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, 8 * MiB, 0, s, &big, &f)) << f.message;
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, big, 8 * MiB, 0, s));
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
   EXPECT_EQ(GMR_OK, EndCapture(s));  // still valid
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, MiB, 0, s));
   ExpectInvariants(r);
 }
 
@@ -253,22 +253,22 @@ TEST_F(PoolCaptureTest, ANewStreamWithAReusedHandleCapturesWithoutTheOldStreamsB
   ASSERT_EQ(GMR_OK, gmr_stream_create(&old));
   void *p = Alloc(r, MiB, old);
   for (int i = 0; i < 8; ++i) {  // past the first frees, which record at once
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, old));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, old));
     p = Alloc(r, MiB, old);
   }
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold_beyond_destroy(old));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, old));  // pending, unrecorded
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, old));  // pending, unrecorded
   ASSERT_EQ(GMR_OK, gmr_stream_destroy(old));
   gmr_stream fresh = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&fresh));
   ASSERT_EQ(old, fresh);  // the handle is reused
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(fresh));
   void *q = nullptr;
-  gmr_failure f;
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, MiB, 0, fresh, &q, &f)) << f.message;
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, MiB, 0, fresh, &q, &f)) << f.message;
   EXPECT_NE(p, q);
   EXPECT_EQ(GMR_OK, EndCapture(fresh));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, fresh));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, MiB, 0, fresh));
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(fresh));
   ExpectInvariants(r);
 }
@@ -282,11 +282,12 @@ TEST_F(PoolCaptureTest, AnotherThreadsCallsLeaveAGlobalCaptureValid) {
   void *x = Alloc(r, 4 * MiB, t);      // chunk A, t's
   void *y = Alloc(r, 4 * MiB, other);  // chunk B, other's
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(other, true));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, y, 4 * MiB, 0, other));  // recorded (a new stream's free)
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, x, 4 * MiB, 0, t));
+  ASSERT_EQ(GMR_OK,
+            gmr_resource_deallocate(r, y, 4 * MiB, 0, other));  // recorded (a new stream's free)
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, x, 4 * MiB, 0, t));
   for (int i = 0; i < 8; ++i) {  // past t's first frees, which record
     void *p = Alloc(r, MiB, t);
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, t));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, t));
   }
   uint64_t queries = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_QUERY);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(other, false));  // done, but nobody knows yet
@@ -294,16 +295,16 @@ TEST_F(PoolCaptureTest, AnotherThreadsCallsLeaveAGlobalCaptureValid) {
   std::thread([&] {
     for (int i = 0; i < 100; ++i) {
       void *p = nullptr;
-      ASSERT_EQ(GMR_OK, gmr_allocate(r, MiB, 0, t, &p));
-      ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, t));
+      ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, MiB, 0, t, &p));
+      ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, t));
     }
     void *a = nullptr, *b = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(r, 4 * MiB, 0, t, &a));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 4 * MiB, 0, t, &a));
     EXPECT_EQ(x, a);  // t's own
-    ASSERT_EQ(GMR_OK, gmr_allocate(r, 4 * MiB, 0, t, &b));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 4 * MiB, 0, t, &b));
     EXPECT_EQ(y, b);  // other's, found done by an event query
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 4 * MiB, 0, t));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 4 * MiB, 0, t));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 4 * MiB, 0, t));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 4 * MiB, 0, t));
   }).join();
   EXPECT_EQ(GMR_OK, EndCapture(c));
   EXPECT_LT(queries, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_QUERY));
@@ -320,14 +321,14 @@ TEST_F(PoolCaptureTest, WarmPairsOnACreatedStreamAskTheIdOnlyAtAllocations) {
   gmr_stream s = Stream();
   for (int i = 0; i < 8; ++i) {
     void *p = Alloc(r, MiB, s);
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
   }
   uint64_t ids = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID);
   uint64_t events = EventCalls();
   for (int i = 0; i < 100; ++i) {
     void *p = Alloc(r, MiB, s);
     uint64_t at_free = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID);
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
     EXPECT_EQ(at_free, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID));
   }
   EXPECT_LE(gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID), ids + 100);
@@ -342,14 +343,14 @@ TEST_F(PoolCaptureTest, WarmPairsByHandleMakeNoCudaCall) {
   gmr_stream s = Stream();
   for (int i = 0; i < 8; ++i) {
     void *p = Alloc(r, MiB, s);
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
   }
   uint64_t ids = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID);
   uint64_t infos = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_CAPTURE_INFO);
   uint64_t events = EventCalls();
   for (int i = 0; i < 100; ++i) {
     void *p = Alloc(r, MiB, s);
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
   }
   EXPECT_EQ(ids, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID));
   EXPECT_EQ(infos, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_CAPTURE_INFO));

@@ -35,9 +35,9 @@ class PoolDestroyTest : public PoolTest {
     gmr_resource *r = gmr_pool_resource_as_resource(p);
     void *a = Alloc(r, 3 * MiB), *b = Alloc(r, 3 * MiB), *d = Alloc(r, 3 * MiB);
     EXPECT_EQ(3u, Stats(r).chunk_count);
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 3 * MiB, 0, nullptr));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 3 * MiB, 0, nullptr));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, d, 3 * MiB, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 3 * MiB, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 3 * MiB, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, d, 3 * MiB, 0, nullptr));
     return p;
   }
 };
@@ -50,12 +50,12 @@ TEST_F(PoolDestroyTest, AFailedUpstreamFreeAtAnyPositionLeavesAValidPoolToRetry)
     EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_destroy(r)) << "failure at free " << k;
     // Still a pool: what it could not give back is still its own, usable.
     ExpectInvariants(r);
-    gmr_pool_stats s = Stats(r);
+    gmr_pool_resource_stats s = Stats(r);
     EXPECT_EQ(3u - k, s.chunk_count) << k;
     EXPECT_EQ((3u - k) * 4 * MiB, s.held_bytes) << k;
     EXPECT_EQ(3u - k, gmr_cuda_resource_get_live_count(cuda_)) << k;
     void *q = Alloc(r, MiB);
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, MiB, 0, nullptr));
     // Once the fault is gone, a retry gives everything back.
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(r)) << k;
     EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cuda_)) << k;
@@ -73,7 +73,7 @@ TEST_F(PoolDestroyTest, AFailedUpstreamFreeWithSeveralArenasLeavesAValidPool) {
     gmr_stream s = Stream();
     std::thread([&] {
       void *a = Alloc(r, MiB, s);
-      EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, MiB, 0, s));
+      EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, MiB, 0, s));
     }).join();
   }
   ASSERT_EQ(3u, Stats(r).chunk_count);
@@ -93,15 +93,15 @@ TEST_F(PoolDestroyTest, AFailedEventDestroyIsReportedAndCountedAndTheRetryWorks)
   gmr_resource *r = gmr_pool_resource_as_resource(p);
   gmr_stream s1 = Stream(), s2 = Stream();
   void *a = Alloc(r, MiB, s1);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, MiB, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, a, MiB, 0, s1));
   void *b = Alloc(r, MiB, s2);  // takes s1's memory through s1's event
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, MiB, 0, s2));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b, MiB, 0, s2));
   ASSERT_GE(gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_CREATE), 1u);
   ASSERT_EQ(GMR_OK,
             gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_EVENT_DESTROY, 0, 1, cudaErrorLaunchFailure));
   EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_destroy(r));
   ExpectInvariants(r);
-  gmr_pool_stats s = Stats(r);
+  gmr_pool_resource_stats s = Stats(r);
   EXPECT_EQ(1u, s.event_destroy_failure_count);
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cuda_));
@@ -115,22 +115,24 @@ TEST_F(PoolTest, BadFreesAreNamedByTheirStatus) {
     c.arena_count = arenas;
     gmr_resource *r = Make(c);
     void *p = Alloc(r, 5000), *q = Alloc(r, 5000);
-    gmr_pool_stats before = Stats(r);
+    gmr_pool_resource_stats before = Stats(r);
     int local = 0;
-    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 4999, 0, nullptr)) << arenas;
-    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 5000, 512, nullptr)) << arenas;
-    EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
-              gmr_deallocate(r, static_cast<char *>(p) + 256, 256, 0, nullptr))  // interior
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r, p, 4999, 0, nullptr)) << arenas;
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r, p, 5000, 512, nullptr)) << arenas;
+    EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r, static_cast<char *>(p) + 256, 256,
+                                                               0, nullptr))  // interior
         << arenas;
-    EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, &local, 5000, 0, nullptr)) << arenas;
-    gmr_pool_stats after = Stats(r);
+    EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r, &local, 5000, 0, nullptr))
+        << arenas;
+    gmr_pool_resource_stats after = Stats(r);
     EXPECT_EQ(before.in_use_bytes, after.in_use_bytes);
     EXPECT_EQ(before.free_block_count, after.free_block_count);
     ExpectInvariants(r);
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 5000, 0, nullptr));
-    EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, p, 5000, 0, nullptr)) << arenas;
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 5000, 0, nullptr));
-    EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, q, 5000, 0, nullptr)) << arenas;  // merged
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 5000, 0, nullptr));
+    EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r, p, 5000, 0, nullptr)) << arenas;
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 5000, 0, nullptr));
+    EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r, q, 5000, 0, nullptr))
+        << arenas;  // merged
     ExpectInvariants(r);
   }
 }
@@ -140,8 +142,7 @@ TEST_F(PoolTest, BadFreesAreNamedByTheirStatus) {
 std::string CreateMessage(gmr_resource *upstream, const gmr_pool_resource_config &c,
                           gmr_status expect) {
   gmr_pool_resource *p = reinterpret_cast<gmr_pool_resource *>(0x1);
-  gmr_failure f;
-  std::memset(&f, 0, sizeof f);
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(expect, gmr_pool_resource_create_ex(upstream, &c, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(expect, f.status);
@@ -217,10 +218,10 @@ TEST_F(PoolTest, ASlowGrowthHoldsUpNoAllocationFromFreeMemory) {
   while (gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC) == mallocs) std::this_thread::yield();
   void *small = Alloc(r, MiB);  // from the initial chunk
   EXPECT_FALSE(grown.load()) << "an allocation from free memory waited for another's growth";
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, small, MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, small, MiB, 0, nullptr));
   grower.join();
   ASSERT_NE(nullptr, big);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, big, 8 * MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, big, 8 * MiB, 0, nullptr));
   ExpectInvariants(r);
 }
 

@@ -47,7 +47,7 @@ TEST_F(PoolExtendTest, AChunkGrowsInPlaceMergedWithItsFreeTail) {
   void *a = Alloc(r, 3 * MiB);  // a chunk of 4 MiB: 1 MiB of free tail
   void *b = Alloc(r, 3 * MiB);  // no block of 3 MiB: the chunk grows
   EXPECT_EQ(U(a) + 3 * MiB, U(b));
-  gmr_pool_stats s = Stats(r);
+  gmr_pool_resource_stats s = Stats(r);
   EXPECT_EQ(1u, s.chunk_count);
   EXPECT_EQ(1u, s.grow_count);
   EXPECT_EQ(1u, s.in_place_growth_count);
@@ -58,8 +58,8 @@ TEST_F(PoolExtendTest, AChunkGrowsInPlaceMergedWithItsFreeTail) {
   EXPECT_EQ(1u, gmr_extend_leaf_allocate_count(leaf_));
   EXPECT_EQ(1u, gmr_extend_leaf_extend_count(leaf_));
   ExpectInvariants(r);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 3 * MiB, 0, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, 3 * MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 3 * MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 3 * MiB, 0, nullptr));
   EXPECT_EQ(1u, Stats(r).free_block_count);  // one block over the whole grown chunk
   size_t released = 0;
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
@@ -75,13 +75,13 @@ TEST_F(PoolExtendTest, ARefusedExtensionMeansANewChunk) {
     ASSERT_EQ(GMR_OK, gmr_pool_resource_create(up_, &c, &p));
     gmr_resource *r = gmr_pool_resource_as_resource(p);
     void *a = Alloc(r, 3 * MiB), *b = Alloc(r, 3 * MiB);
-    gmr_pool_stats s = Stats(r);
+    gmr_pool_resource_stats s = Stats(r);
     EXPECT_EQ(2u, s.chunk_count) << gmr_status_name(refusal);
     EXPECT_EQ(0u, s.in_place_growth_count);
     EXPECT_EQ(8 * MiB, s.held_bytes);
     ExpectInvariants(r);
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 3 * MiB, 0, nullptr));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, 3 * MiB, 0, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 3 * MiB, 0, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 3 * MiB, 0, nullptr));
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   }
 }
@@ -101,8 +101,8 @@ TEST_F(PoolExtendTest, AFreeFromAnotherArenaFindsTheGrownPart) {
   // thread's) does not hold them: found through the table of chunks, which
   // knows the grown size.
   std::thread([&] {
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 3 * MiB, 0, nullptr));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 3 * MiB, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 3 * MiB, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 3 * MiB, 0, nullptr));
   }).join();
   EXPECT_EQ(0u, Stats(r).in_use_count);
   ExpectInvariants(r);

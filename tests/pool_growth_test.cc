@@ -48,8 +48,8 @@ TEST_F(PoolTest, GeometricGrowthFollowsThePolicy) {
   // A request larger than the step gets a chunk of its own size.
   void *big = Alloc(r, 21 * MiB);
   EXPECT_EQ(40 * MiB + 22 * MiB, Stats(r).held_bytes);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, big, 21 * MiB, 0, nullptr));
-  for (void *p : live) EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, big, 21 * MiB, 0, nullptr));
+  for (void *p : live) EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, nullptr));
   ExpectInvariants(r);
 }
 
@@ -60,17 +60,17 @@ TEST_F(PoolTest, MaximumPoolBytesIsNeverPassed) {
   void *a = Alloc(r, 3 * MiB);
   EXPECT_EQ(4 * MiB, Stats(r).held_bytes);
   void *b = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 3 * MiB, 0, nullptr, &b, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r, 3 * MiB, 0, nullptr, &b, &f));
   EXPECT_EQ(nullptr, b);
   EXPECT_EQ(r, f.where);
   EXPECT_NE(nullptr, std::strstr(f.message, "maximum_pool_bytes")) << f.message;
   void *d = Alloc(r, 2 * MiB);  // what is left below the maximum serves it
-  gmr_pool_stats s = Stats(r);
+  gmr_pool_resource_stats s = Stats(r);
   EXPECT_EQ(6 * MiB, s.held_bytes);
   EXPECT_EQ(2u, s.chunk_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 3 * MiB, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, d, 2 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 3 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, d, 2 * MiB, 0, nullptr));
   ExpectInvariants(r);
 }
 
@@ -81,11 +81,11 @@ TEST_F(PoolTest, UpstreamOutOfMemoryRetriesSmallerChunks) {
   ASSERT_EQ(GMR_OK,
             gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, 1, cudaErrorMemoryAllocation));
   void *p = Alloc(r, MiB);
-  gmr_pool_stats s = Stats(r);
+  gmr_pool_resource_stats s = Stats(r);
   EXPECT_EQ(MiB, s.held_bytes);  // 64 MiB failed, exactly the request did not
   EXPECT_EQ(1u, s.upstream_failure_count);
   EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, nullptr));
   ExpectInvariants(r);
 }
 
@@ -97,19 +97,19 @@ TEST_F(PoolTest, UpstreamOutOfMemoryRetriesDownToTheRequestThenFailsCleanly) {
   void *p = Alloc(r, MiB);
   EXPECT_EQ(MiB, Stats(r).held_bytes);
   EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, nullptr));
 
   // Everything fails: the request fails with the upstream's record, and the
   // pool holds what it held before (the 1 MiB chunk, free: too small).
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, UINT64_MAX,
                                                 cudaErrorMemoryAllocation));
   void *q = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 3 * MiB, 0, nullptr, &q, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r, 3 * MiB, 0, nullptr, &q, &f));
   EXPECT_EQ(nullptr, q);
   EXPECT_EQ(upstream_, f.where);
   EXPECT_EQ(int{cudaErrorMemoryAllocation}, f.cuda_error);
-  gmr_pool_stats s = Stats(r);
+  gmr_pool_resource_stats s = Stats(r);
   // Before giving up, the wholly free 1 MiB chunk went back (PyTorch's "free
   // cached blocks and retry").
   EXPECT_EQ(0u, s.held_bytes);
@@ -124,8 +124,8 @@ TEST_F(PoolTest, OtherUpstreamErrorsAreNotRetried) {
   gmr_resource *r = Make(small_config(64 * MiB));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, 1, cudaErrorLaunchFailure));
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_ex(r, MiB, 0, nullptr, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_allocate_ex(r, MiB, 0, nullptr, &p, &f));
   EXPECT_EQ(int{cudaErrorLaunchFailure}, f.cuda_error);
   EXPECT_EQ(upstream_, f.where);
   EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
@@ -135,18 +135,18 @@ TEST_F(PoolTest, OtherUpstreamErrorsAreNotRetried) {
 TEST_F(PoolTest, OutOfMemoryGivesBackFreeChunksAndRetries) {
   gmr_resource *r = Make(small_config(2 * MiB));
   void *a = Alloc(r, 2 * MiB), *b = Alloc(r, 2 * MiB);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 2 * MiB, 0, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, 2 * MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 2 * MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 2 * MiB, 0, nullptr));
   EXPECT_EQ(4 * MiB, Stats(r).held_bytes);
   // 4 MiB and 3 MiB fail; after the two free chunks went back, 3 MiB works.
   ASSERT_EQ(GMR_OK,
             gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC, 0, 2, cudaErrorMemoryAllocation));
   void *c = Alloc(r, 3 * MiB);
-  gmr_pool_stats s = Stats(r);
+  gmr_pool_resource_stats s = Stats(r);
   EXPECT_EQ(3 * MiB, s.held_bytes);
   EXPECT_EQ(2u, s.release_count);
   EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_FREE));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, c, 3 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, c, 3 * MiB, 0, nullptr));
   ExpectInvariants(r);
 }
 
@@ -156,14 +156,14 @@ TEST_F(PoolTest, ReleaseOnGrowthKeepsThePeakDown) {
     c.release_on_growth = release;
     gmr_resource *r = Make(c);
     void *a = Alloc(r, 2 * MiB), *b = Alloc(r, 2 * MiB);
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 2 * MiB, 0, nullptr));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, 2 * MiB, 0, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 2 * MiB, 0, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 2 * MiB, 0, nullptr));
     void *d = Alloc(r, 4 * MiB);  // no 4 MiB block: two free 2 MiB chunks
-    gmr_pool_stats s = Stats(r);
+    gmr_pool_resource_stats s = Stats(r);
     EXPECT_EQ(release ? 4 * MiB : 8 * MiB, s.held_bytes) << release;
     EXPECT_EQ(release ? 4 * MiB : 8 * MiB, s.peak_held_bytes) << release;
     EXPECT_EQ(release ? 2u : 0u, s.release_count) << release;
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, d, 4 * MiB, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, d, 4 * MiB, 0, nullptr));
     ExpectInvariants(r);
   }
 }
@@ -175,13 +175,13 @@ TEST_F(PoolTest, ReleaseOnGrowthLeavesChunksOfStreamsStillAtWork) {
   gmr_stream s1 = Stream(), s2 = Stream();
   void *a = Alloc(r, 2 * MiB, s1), *b = Alloc(r, 2 * MiB, s1);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s1, true));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 2 * MiB, 0, s1));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, 2 * MiB, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 2 * MiB, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 2 * MiB, 0, s1));
   void *d = Alloc(r, 6 * MiB, s2);  // s1's chunks are pending: not given back
-  gmr_pool_stats s = Stats(r);
+  gmr_pool_resource_stats s = Stats(r);
   EXPECT_EQ(10 * MiB, s.held_bytes);
   EXPECT_EQ(0u, s.release_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, d, 6 * MiB, 0, s2));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, d, 6 * MiB, 0, s2));
   ExpectInvariants(r);
 }
 
@@ -192,13 +192,13 @@ TEST_F(PoolTest, TrimGivesBackWhollyFreeChunksOnly) {
   gmr_stream s = Stream();
   void *a = Alloc(r, 3 * MiB, s), *b = Alloc(r, 3 * MiB, s), *c = Alloc(r, 3 * MiB, s);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s, true));  // the frees stay pending
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 3 * MiB, 0, s));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, c, 3 * MiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 3 * MiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, c, 3 * MiB, 0, s));
   EXPECT_EQ(12 * MiB, Stats(r).held_bytes);
   size_t released = 0;
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
   EXPECT_EQ(8 * MiB, released);  // a's and c's chunks; b's stays
-  gmr_pool_stats st = Stats(r);
+  gmr_pool_resource_stats st = Stats(r);
   EXPECT_EQ(4 * MiB, st.held_bytes);
   EXPECT_EQ(12 * MiB, st.peak_held_bytes);
   EXPECT_EQ(1u, st.chunk_count);
@@ -208,7 +208,7 @@ TEST_F(PoolTest, TrimGivesBackWhollyFreeChunksOnly) {
   ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
   EXPECT_EQ(4 * MiB, fp.held_bytes);
   EXPECT_EQ(12 * MiB, fp.peak_held_bytes);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 3 * MiB, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 3 * MiB, 0, s));
   ExpectInvariants(r);
 }
 
@@ -221,8 +221,8 @@ TEST_F(PoolTest, DestroyIsBusyWithLiveBlocksAndGivesEverythingBack) {
   void *p = Alloc(r, 100, s), *q = Alloc(r, 5 * MiB, s);
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s, true));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 100, 0, s));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 5 * MiB, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 5 * MiB, 0, s));
   EXPECT_EQ(2u, gmr_cuda_resource_get_live_count(cuda_));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cuda_));

@@ -43,15 +43,15 @@ TEST_F(PoolTest, MemoryInfoIsExact) {
   EXPECT_EQ(2 * MiB - 1024, m.free_bytes);
   EXPECT_EQ(2 * MiB - 1024, m.largest_free_block_bytes);
   EXPECT_EQ(1u, m.free_block_count);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, 1000, 0, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 1000, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, a, MiB, 0, nullptr));
   m = Info(r);
   EXPECT_EQ(MiB, m.live_bytes);
   EXPECT_EQ(3 * MiB, m.free_bytes);
   EXPECT_EQ(2 * MiB - 1024, m.largest_free_block_bytes);
   EXPECT_EQ(2u, m.free_block_count);  // a+b merged, and the tail
   EXPECT_EQ(m.held_bytes, m.live_bytes + m.free_bytes);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, c, MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, c, MiB, 0, nullptr));
   m = Info(r);
   EXPECT_EQ(4 * MiB, m.largest_free_block_bytes);
   EXPECT_EQ(1u, m.free_block_count);
@@ -75,8 +75,8 @@ TEST_F(PoolTest, MemoryInfoIsExact) {
   v1.size = offsetof(gmr_memory_info, free_block_count) + sizeof(size_t);
   ASSERT_EQ(GMR_OK, gmr_resource_get_memory_info(r2, &v1));
   EXPECT_EQ(2u, v1.free_block_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r2, x, MiB, 0, s1));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r2, y, 3 * MiB, 0, s2));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r2, x, MiB, 0, s1));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r2, y, 3 * MiB, 0, s2));
 }
 
 TEST_F(PoolTest, AFailureSaysHowMuchWasFreeAndTheLargestBlock) {
@@ -84,15 +84,15 @@ TEST_F(PoolTest, AFailureSaysHowMuchWasFreeAndTheLargestBlock) {
   c.maximum_pool_bytes = 4 * MiB;
   gmr_resource *r = Make(c);
   void *a = Alloc(r, MiB), *b = Alloc(r, MiB), *d = Alloc(r, MiB);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, MiB, 0, nullptr));  // 2 MiB free in two pieces
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b, MiB, 0, nullptr));  // 2 MiB free in two pieces
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, 2 * MiB, 0, nullptr, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r, 2 * MiB, 0, nullptr, &p, &f));
   EXPECT_TRUE(f.free_info_known);
   EXPECT_EQ(2 * MiB, f.free_bytes);
   EXPECT_EQ(MiB, f.largest_free_block_bytes);  // fragmentation, not exhaustion
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, MiB, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, d, MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, d, MiB, 0, nullptr));
 }
 
 // ---- growth over a tight upstream (issue 13) -------------------------------------
@@ -111,12 +111,13 @@ TEST_F(PoolTest, OverATightLimitGrowthFallsBackToExactlyTheRequest) {
   std::vector<void *> live;
   for (int i = 0; i < 10; ++i) {  // 10 x 1 KiB under a 10 KiB limit: all fit
     void *p = nullptr;
-    gmr_failure f;
-    ASSERT_EQ(GMR_OK, gmr_allocate_ex(r, KiB, 0, nullptr, &p, &f)) << i << ": " << f.message;
+    gmr_failure f = GMR_FAILURE_INIT;
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate_ex(r, KiB, 0, nullptr, &p, &f))
+        << i << ": " << f.message;
     live.push_back(p);
   }
   EXPECT_EQ(10 * KiB, gmr_limiting_adaptor_get_used_bytes(limit));
-  for (void *p : live) EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, KiB, 0, nullptr));
+  for (void *p : live) EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, KiB, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(l));
 }
@@ -132,11 +133,11 @@ TEST_F(PoolTest, CompletedMemoryOfAnotherStreamIsTakenBeforeSplittingNewSpace) {
   gmr_stream s = Stream(), t = Stream();
   void *keep = Alloc(r, MiB, t);  // t's chunk: [keep][7 MiB of new space]
   void *sp = Alloc(r, MiB, s);    // s's chunk
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, sp, MiB, 0, s));  // recorded; s's work is done
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, sp, MiB, 0, s));  // recorded; s's work is done
   void *q = Alloc(r, MiB, t);
   EXPECT_EQ(sp, q) << "split t's new space instead of reusing s's completed block";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, t));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, keep, MiB, 0, t));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, MiB, 0, t));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, keep, MiB, 0, t));
   ExpectInvariants(r);
 }
 
@@ -151,11 +152,11 @@ TEST_F(PoolTest, TheInitialChunkServesTheDefaultStreamWhateverTheArenas) {
   gmr_resource *r = Make(c);
   void *p = Alloc(r, MiB), *q = nullptr;
   std::thread([&] { q = Alloc(r, MiB); }).join();
-  gmr_pool_stats st = Stats(r);
+  gmr_pool_resource_stats st = Stats(r);
   EXPECT_EQ(1u, st.grow_count);
   EXPECT_EQ(8 * MiB, st.held_bytes);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, MiB, 0, nullptr));
 }
 
 // Two threads alternate phases on one stream (PyTorch's forward thread and its
@@ -166,14 +167,16 @@ TEST_F(PoolTest, TwoThreadsTakingTurnsReachTheSamePeakAsOne) {
     for (int i = 0; i < 40; ++i) {
       size_t bytes = (size_t{1} + static_cast<size_t>((i * 7 + round * 3) % 13)) * 512 * KiB;
       void *p = nullptr;
-      EXPECT_EQ(GMR_OK, gmr_allocate(r, bytes, 0, nullptr, &p));
+      EXPECT_EQ(GMR_OK, gmr_resource_allocate(r, bytes, 0, nullptr, &p));
       live.emplace_back(p, bytes);
       if (i % 3 == 2) {  // some frees inside the phase
-        EXPECT_EQ(GMR_OK, gmr_deallocate(r, live.front().first, live.front().second, 0, nullptr));
+        EXPECT_EQ(GMR_OK,
+                  gmr_resource_deallocate(r, live.front().first, live.front().second, 0, nullptr));
         live.erase(live.begin());
       }
     }
-    for (auto &b : live) EXPECT_EQ(GMR_OK, gmr_deallocate(r, b.first, b.second, 0, nullptr));
+    for (auto &b : live)
+      EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b.first, b.second, 0, nullptr));
   };
   gmr_pool_resource_config c = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
   c.arena_count = 2;

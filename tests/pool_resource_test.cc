@@ -56,7 +56,7 @@ TEST_F(PoolTest, CreateChecksEveryArgument) {
   ASSERT_EQ(GMR_OK, gmr_pool_resource_create(upstream_, nullptr, &p));
   pools_.push_back(p);
   gmr_resource *r = gmr_pool_resource_as_resource(p);
-  EXPECT_STREQ("pool_resource", gmr_resource_type_name(r));
+  EXPECT_STREQ("pool_resource", gmr_resource_get_type_name(r));
   EXPECT_EQ(p, gmr_pool_resource_from_resource(r));
   EXPECT_EQ(nullptr, gmr_pool_resource_from_resource(upstream_));
   EXPECT_EQ(upstream_, gmr_resource_get_upstream(r));
@@ -72,7 +72,7 @@ TEST_F(PoolTest, InitialChunkAndExactStatistics) {
   c.initial_pool_bytes = 8 * MiB;
   gmr_resource *r = Make(c);
   EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
-  gmr_pool_stats s = Stats(r);
+  gmr_pool_resource_stats s = Stats(r);
   EXPECT_EQ(8 * MiB, s.held_bytes);
   EXPECT_EQ(8 * MiB, s.peak_held_bytes);
   EXPECT_EQ(1u, s.chunk_count);
@@ -95,7 +95,7 @@ TEST_F(PoolTest, InitialChunkAndExactStatistics) {
   EXPECT_EQ(8 * MiB, fp.peak_held_bytes);
   ExpectInvariants(r);
 
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 1000, 0, nullptr));
   s = Stats(r);
   EXPECT_EQ(0u, s.in_use_bytes);
   EXPECT_EQ(0u, s.in_use_count);
@@ -122,15 +122,15 @@ TEST_F(PoolTest, SplitsFromTheFrontAndMergesNeighboursInAnyOrder) {
   EXPECT_EQ(U(b) + 256 * KiB, U(c));
   EXPECT_EQ(1u, Stats(r).free_block_count);  // the tail
   ExpectInvariants(r);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, 256 * KiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 256 * KiB, 0, nullptr));
   EXPECT_EQ(2u, Stats(r).free_block_count);  // the hole and the tail
   ExpectInvariants(r);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 256 * KiB, 0, nullptr));
-  gmr_pool_stats s = Stats(r);
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 256 * KiB, 0, nullptr));
+  gmr_pool_resource_stats s = Stats(r);
   EXPECT_EQ(2u, s.free_block_count);  // a merged with b
   EXPECT_EQ(4 * MiB - 768 * KiB, s.largest_free_block_bytes);
   ExpectInvariants(r);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, c, 256 * KiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, c, 256 * KiB, 0, nullptr));
   s = Stats(r);
   EXPECT_EQ(1u, s.free_block_count);  // everything merged: the whole chunk
   EXPECT_EQ(4 * MiB, s.largest_free_block_bytes);
@@ -142,9 +142,9 @@ TEST_F(PoolTest, BestFitTakesTheSmallestHoleThatFits) {
   // [1 MiB][x][3 MiB][x][2 MiB][x][tail]
   void *h1 = Alloc(r, 1 * MiB), *x1 = Alloc(r, 4096), *h3 = Alloc(r, 3 * MiB),
        *x2 = Alloc(r, 4096), *h2 = Alloc(r, 2 * MiB), *x3 = Alloc(r, 4096);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, h1, 1 * MiB, 0, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, h3, 3 * MiB, 0, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, h2, 2 * MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, h1, 1 * MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, h3, 3 * MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, h2, 2 * MiB, 0, nullptr));
   EXPECT_EQ(4u, Stats(r).free_block_count);
   void *p2 = Alloc(r, 2 * MiB);
   EXPECT_EQ(h2, p2);  // exact fit
@@ -159,7 +159,7 @@ TEST_F(PoolTest, BestFitTakesTheSmallestHoleThatFits) {
                                                             {x1, 4096},
                                                             {x2, 4096},
                                                             {x3, 4096}}) {
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, n, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, n, 0, nullptr));
   }
   EXPECT_EQ(1u, Stats(r).free_block_count);
   ExpectInvariants(r);
@@ -190,12 +190,12 @@ TEST_P(PoolRandomTest, RandomSequencesKeepEveryInvariant) {
       size_t bytes = 1 + rng() % (rng() % 8 == 0 ? 6 * MiB : 64 * KiB);
       size_t align = size_t{1} << (rng() % 16);  // 1 B .. 32 KiB
       void *p = nullptr;
-      ASSERT_EQ(GMR_OK, gmr_allocate(r, bytes, align, s, &p));
+      ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, bytes, align, s, &p));
       ASSERT_EQ(0u, U(p) % std::max<size_t>(align, 256));
       live.push_back({p, bytes, align});
     } else {
       size_t k = rng() % live.size();
-      ASSERT_EQ(GMR_OK, gmr_deallocate(r, live[k].p, live[k].bytes, live[k].align, s));
+      ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, live[k].p, live[k].bytes, live[k].align, s));
       live[k] = live.back();
       live.pop_back();
     }
@@ -204,11 +204,12 @@ TEST_P(PoolRandomTest, RandomSequencesKeepEveryInvariant) {
                                                          sizeof err))
         << "after call " << i << ": " << err;
   }
-  for (auto &l : live) ASSERT_EQ(GMR_OK, gmr_deallocate(r, l.p, l.bytes, l.align, streams[0]));
+  for (auto &l : live)
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, l.p, l.bytes, l.align, streams[0]));
   // All on one stream now? Not necessarily: blocks freed on the second stream
   // stay apart until settled. Trim settles everything and gives it all back.
   size_t released = 0;
-  gmr_pool_stats before = Stats(r);
+  gmr_pool_resource_stats before = Stats(r);
   EXPECT_EQ(0u, before.in_use_count);
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
   EXPECT_EQ(before.held_bytes, released);
@@ -225,16 +226,16 @@ TEST_F(PoolTest, RecentFreesAreReusedUnmergedUntilSpaceIsNeeded) {
   c.recent_free_max_bytes = 256 * KiB;
   gmr_resource *r = Make(c);
   void *a = Alloc(r, 256 * KiB), *b = Alloc(r, 256 * KiB), *d = Alloc(r, 256 * KiB);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, 256 * KiB, 0, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 256 * KiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 256 * KiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 256 * KiB, 0, nullptr));
   EXPECT_EQ(3u, Stats(r).free_block_count);  // the tail, and a and b unmerged
   ExpectInvariants(r);
   EXPECT_EQ(a, Alloc(r, 256 * KiB));  // the most recent free of that size
   EXPECT_EQ(b, Alloc(r, 256 * KiB));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, 256 * KiB, 0, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 256 * KiB, 0, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, d, 256 * KiB, 0, nullptr));  // full: b is merged
-  gmr_pool_stats s = Stats(r);
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 256 * KiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 256 * KiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, d, 256 * KiB, 0, nullptr));  // full: b is merged
+  gmr_pool_resource_stats s = Stats(r);
   EXPECT_EQ(4u, s.free_block_count);  // b, a, d apart, and the tail
   EXPECT_EQ(4 * MiB - 768 * KiB, s.largest_free_block_bytes);
   ExpectInvariants(r);
@@ -245,7 +246,7 @@ TEST_F(PoolTest, RecentFreesAreReusedUnmergedUntilSpaceIsNeeded) {
   EXPECT_EQ(1u, s.grow_count);
   EXPECT_EQ(1u, s.free_block_count);
   ExpectInvariants(r);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, big, 3 * MiB + 512 * KiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, big, 3 * MiB + 512 * KiB, 0, nullptr));
   size_t released = 0;
   EXPECT_EQ(GMR_OK, gmr_resource_trim(r, &released));  // trim merges and gives back
   EXPECT_EQ(4 * MiB, released);
@@ -261,8 +262,8 @@ TEST_F(PoolTest, FreeSpaceOfOneStreamIsFullyMerged) {
     live.emplace_back(Alloc(r, bytes), bytes);
   }
   std::shuffle(live.begin(), live.end(), rng);
-  for (auto &l : live) ASSERT_EQ(GMR_OK, gmr_deallocate(r, l.first, l.second, 0, nullptr));
-  gmr_pool_stats s = Stats(r);
+  for (auto &l : live) ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, l.first, l.second, 0, nullptr));
+  gmr_pool_resource_stats s = Stats(r);
   EXPECT_EQ(s.chunk_count, s.free_block_count);  // one free block per chunk
   EXPECT_EQ(s.held_bytes, s.free_bytes);
   ExpectInvariants(r);
@@ -275,13 +276,13 @@ TEST_F(PoolTest, LargeAlignmentsLeaveTheirPaddingFree) {
     void *p = Alloc(r, 1000, nullptr, align);
     EXPECT_EQ(0u, U(p) % align);
     ExpectInvariants(r);
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, align, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 1000, align, nullptr));
   }
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_allocate_ex(r, 1000, 2 * MiB, nullptr, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_allocate_ex(r, 1000, 2 * MiB, nullptr, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "alignment")) << f.message;
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, first, 256, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, first, 256, 0, nullptr));
   EXPECT_EQ(1u, Stats(r).free_block_count);
   ExpectInvariants(r);
 }
@@ -289,20 +290,21 @@ TEST_F(PoolTest, LargeAlignmentsLeaveTheirPaddingFree) {
 TEST_F(PoolTest, BadFreesChangeNothing) {
   gmr_resource *r = Make(small_config());
   void *p = Alloc(r, 5000);
-  gmr_pool_stats before = Stats(r);
+  gmr_pool_resource_stats before = Stats(r);
   int local = 0;
   // One vocabulary for bad frees in every layer (issue 9): gmr/resource.h.
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 4999, 0, nullptr));    // size
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r, p, 5000, 512, nullptr));  // alignment
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r, p, 4999, 0, nullptr));    // size
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r, p, 5000, 512, nullptr));  // alignment
   EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
-            gmr_deallocate(r, static_cast<char *>(p) + 256, 256, 0, nullptr));  // interior
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r, &local, 5000, 0, nullptr)); // foreign
-  gmr_pool_stats after = Stats(r);
+            gmr_resource_deallocate(r, static_cast<char *>(p) + 256, 256, 0, nullptr));  // interior
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
+            gmr_resource_deallocate(r, &local, 5000, 0, nullptr));  // foreign
+  gmr_pool_resource_stats after = Stats(r);
   EXPECT_EQ(before.in_use_bytes, after.in_use_bytes);
   EXPECT_EQ(before.free_block_count, after.free_block_count);
   ExpectInvariants(r);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 5000, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, p, 5000, 0, nullptr));  // twice
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 5000, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r, p, 5000, 0, nullptr));  // twice
   ExpectInvariants(r);
 }
 
@@ -313,7 +315,7 @@ TEST_F(PoolTest, SizesAreRoundedUpTo256AndReportedAsUsed) {
   c.initial_pool_bytes = 1000;
   c.maximum_pool_bytes = 8 * MiB + 1;
   gmr_resource *r = Make(c);
-  gmr_pool_stats s = Stats(r);
+  gmr_pool_resource_stats s = Stats(r);
   EXPECT_EQ(1024u, s.initial_pool_bytes);
   EXPECT_EQ(8 * MiB + 256, s.maximum_pool_bytes);
   EXPECT_EQ(1024u, s.held_bytes) << "the initial chunk is the rounded size";
@@ -329,20 +331,20 @@ TEST_F(PoolTest, StatsHonourTheSizeVersionHeader) {
   c.initial_pool_bytes = MiB;
   gmr_pool_resource *p = gmr_pool_resource_from_resource(Make(c));
   ASSERT_NE(nullptr, p);
-  gmr_pool_stats s = GMR_POOL_STATS_INIT;
+  gmr_pool_resource_stats s = GMR_POOL_RESOURCE_STATS_INIT;
   s.size = sizeof(size_t);  // shorter than the header
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_pool_resource_get_stats(p, &s));
-  s = GMR_POOL_STATS_INIT;
+  s = GMR_POOL_RESOURCE_STATS_INIT;
   s.version = 0;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_pool_resource_get_stats(p, &s));
   EXPECT_EQ(0u, s.held_bytes);
-  s = GMR_POOL_STATS_INIT;
-  s.size = offsetof(gmr_pool_stats, peak_held_bytes);  // an older, shorter struct
+  s = GMR_POOL_RESOURCE_STATS_INIT;
+  s.size = offsetof(gmr_pool_resource_stats, peak_held_bytes);  // an older, shorter struct
   s.peak_held_bytes = 77;
   ASSERT_EQ(GMR_OK, gmr_pool_resource_get_stats(p, &s));
   EXPECT_EQ(MiB, s.held_bytes);
   EXPECT_EQ(77u, s.peak_held_bytes);
-  EXPECT_EQ(GMR_POOL_STATS_VERSION, s.version);
+  EXPECT_EQ(GMR_POOL_RESOURCE_STATS_VERSION, s.version);
 }
 
 }  // namespace

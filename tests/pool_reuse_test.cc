@@ -42,10 +42,10 @@ TEST_F(PoolTest, ByDefaultAFreeOnACreatedStreamRecordsItsEventAtOnce) {
   void *p = Alloc(r, MiB, s);
   size_t records = Stats(r).event_record_count;  // the new chunk's
   for (int i = 0; i < 10; ++i) {
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
     EXPECT_EQ(p, Alloc(r, MiB, s));
   }
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
   EXPECT_EQ(records + 11, Stats(r).event_record_count);
   ASSERT_EQ(GMR_OK, gmr_stream_destroy(s));
   // Another stream takes s's memory through the recorded event alone, and
@@ -53,15 +53,15 @@ TEST_F(PoolTest, ByDefaultAFreeOnACreatedStreamRecordsItsEventAtOnce) {
   // CUDA call names the destroyed stream.
   gmr_stream other = Stream();
   EXPECT_EQ(p, Alloc(r, MiB, other));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, other));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, other));
   void *d = Alloc(r, MiB, nullptr);
   size_t before = Stats(r).event_record_count;
   for (int i = 0; i < 10; ++i) {
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, d, MiB, 0, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, d, MiB, 0, nullptr));
     EXPECT_EQ(d, Alloc(r, MiB, nullptr));
   }
   EXPECT_EQ(before, Stats(r).event_record_count);  // the default stream stays lazy
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, d, MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, d, MiB, 0, nullptr));
   size_t released = 0;
   EXPECT_EQ(GMR_OK, gmr_resource_trim(r, &released));
   EXPECT_EQ(4 * MiB, released);
@@ -71,7 +71,7 @@ TEST_F(PoolTest, SameStreamReuseMakesNoCudaCallAtAll) {
   gmr_resource *r = Make(small_config());
   gmr_stream s = Stream();
   void *p = Alloc(r, MiB, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
   uint64_t calls_before = 0;
   for (int c = 0; c < GMR_CUDA_CALL_COUNT; ++c) {
     calls_before += gmr_cuda_sim_get_call_count(static_cast<gmr_cuda_call>(c));
@@ -79,7 +79,7 @@ TEST_F(PoolTest, SameStreamReuseMakesNoCudaCallAtAll) {
   for (int i = 0; i < 100; ++i) {
     void *q = Alloc(r, MiB, s);
     EXPECT_EQ(p, q);
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, MiB, 0, s));
   }
   uint64_t calls_after = 0;
   for (int c = 0; c < GMR_CUDA_CALL_COUNT; ++c) {
@@ -93,11 +93,11 @@ TEST_F(PoolTest, AnotherStreamReusesMemoryOnceItsEventCompleted) {
   gmr_resource *r = Make(small_config());
   gmr_stream s1 = Stream(), s2 = Stream();
   void *p = Alloc(r, MiB, s1);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s1));
   EXPECT_EQ(0u, EventCalls());  // a free records nothing
   void *q = Alloc(r, MiB, s2);
   EXPECT_EQ(p, q);  // s1's work is done (the simulation completes it at once)
-  gmr_pool_stats s = Stats(r);
+  gmr_pool_resource_stats s = Stats(r);
   EXPECT_EQ(1u, s.event_record_count);
   EXPECT_EQ(1u, s.event_query_count);
   EXPECT_EQ(0u, s.stream_wait_count);
@@ -109,8 +109,8 @@ TEST_F(PoolTest, AnotherStreamReusesMemoryOnceItsEventCompleted) {
   gmr_stream s3 = Stream();
   void *t = Alloc(r, MiB, s3);
   EXPECT_EQ(1u, Stats(r).event_record_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, t, MiB, 0, s3));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, s2));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, t, MiB, 0, s3));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, MiB, 0, s2));
   ExpectInvariants(r);
 }
 
@@ -119,17 +119,17 @@ TEST_F(PoolTest, AnotherStreamWaitsForPendingWorkBeforeReuse) {
   gmr_stream s1 = Stream(), s2 = Stream();
   void *p = Alloc(r, MiB, s1);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s1, true));  // s1's work stays pending
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s1));
   void *q = Alloc(r, MiB, s2);
   EXPECT_EQ(p, q);  // reused, but only after s2 waits for s1
   EXPECT_EQ(1u, gmr_cuda_sim_get_stream_wait_count(s2));
   EXPECT_EQ(0u, gmr_cuda_sim_get_stream_wait_count(s1));
-  gmr_pool_stats s = Stats(r);
+  gmr_pool_resource_stats s = Stats(r);
   EXPECT_EQ(1u, s.event_record_count);
   EXPECT_EQ(1u, s.event_query_count);
   EXPECT_EQ(1u, s.stream_wait_count);
   EXPECT_EQ(1u, s.grow_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, s2));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, MiB, 0, s2));
   ExpectInvariants(r);
 }
 
@@ -138,11 +138,11 @@ TEST_F(PoolTest, PendingMemoryTooSmallMeansGrowthNotWaiting) {
   gmr_stream s1 = Stream(), s2 = Stream();
   void *p = Alloc(r, MiB, s1);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s1, true));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s1));  // s1 holds 2 MiB free, pending
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s1));  // s1 holds 2 MiB free, pending
   void *q = Alloc(r, 3 * MiB, s2);
   EXPECT_EQ(0u, gmr_cuda_sim_get_stream_wait_count(s2));
   EXPECT_EQ(2u, Stats(r).grow_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 3 * MiB, 0, s2));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 3 * MiB, 0, s2));
   ExpectInvariants(r);
 }
 
@@ -154,14 +154,14 @@ TEST_F(PoolTest, WaitsForEveryStreamWhenOnlyTheirBlocksTogetherFit) {
   ASSERT_EQ(U(a) + 2 * MiB, U(b));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s1, true));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s3, true));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 2 * MiB, 0, s1));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, 2 * MiB, 0, s3));  // touching, other stream
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 2 * MiB, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 2 * MiB, 0, s3));  // touching, other stream
   EXPECT_EQ(2u, Stats(r).free_block_count);
   void *c = Alloc(r, 4 * MiB, s2);  // neither stream alone has 4 MiB
   EXPECT_EQ(a, c);
   EXPECT_EQ(2u, gmr_cuda_sim_get_stream_wait_count(s2));
   EXPECT_EQ(1u, Stats(r).grow_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, c, 4 * MiB, 0, s2));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, c, 4 * MiB, 0, s2));
   ExpectInvariants(r);
 }
 
@@ -169,9 +169,10 @@ TEST_F(PoolTest, DuringCaptureOnlyTheStreamsOwnBlocksAreUsed) {
   gmr_resource *r = Make(small_config());
   gmr_stream s = Stream(), other = Stream();
   void *p = Alloc(r, MiB, s);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
   void *o = Alloc(r, 8 * MiB, other);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, o, 8 * MiB, 0, other));  // other stream's free memory
+  ASSERT_EQ(GMR_OK,
+            gmr_resource_deallocate(r, o, 8 * MiB, 0, other));  // other stream's free memory
   uint64_t mallocs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC);
   uint64_t events = EventCalls();
 
@@ -179,11 +180,11 @@ TEST_F(PoolTest, DuringCaptureOnlyTheStreamsOwnBlocksAreUsed) {
   void *q = Alloc(r, MiB, s);  // its own block: fine inside the capture
   EXPECT_EQ(p, q);
   void *big = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 6 * MiB, 0, s, &big, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(r, 6 * MiB, 0, s, &big, &f));
   EXPECT_EQ(nullptr, big);
   EXPECT_NE(nullptr, std::strstr(f.message, "capture")) << f.message;
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, MiB, 0, s));
   gmr_graph graph = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph));  // the capture survived
   EXPECT_EQ(GMR_OK, gmr_graph_destroy(graph));
@@ -208,10 +209,10 @@ TEST_F(PoolTest, WithoutStreamOrderingNoCudaCallIsMade) {
     before += gmr_cuda_sim_get_call_count(static_cast<gmr_cuda_call>(k));
   }
   void *p = Alloc(r, MiB, s1);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s1));
   void *q = Alloc(r, MiB, s2);
   EXPECT_EQ(p, q);  // reused at once by another stream
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, s2));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, MiB, 0, s2));
   size_t released = 0;
   EXPECT_EQ(GMR_OK, gmr_resource_trim(r, &released));
   EXPECT_EQ(4 * MiB, released);

@@ -49,11 +49,11 @@ TEST_F(PoolStreamsTest, FreesOnAKnownStreamRecordNoEvent) {
   gmr_stream s = Stream();
   void *p = Alloc(r, MiB, s);
   for (int i = 0; i < 100; ++i) {
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
     ASSERT_EQ(p, Alloc(r, MiB, s));
   }
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
-  gmr_pool_stats st = Stats(r);
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
+  gmr_pool_resource_stats st = Stats(r);
   // The growth and the stream's first few frees; none after.
   EXPECT_LE(st.event_record_count, 6u);
   EXPECT_EQ(0u, st.stream_wait_count);
@@ -76,11 +76,11 @@ TEST_F(PoolStreamsTest, ANewStreamWithADeadStreamsHandleNeverTakesItsMemoryUnord
     ASSERT_EQ(GMR_OK, gmr_stream_create(&s1));
     void *p = Alloc(r, MiB, s1);
     for (int i = 1; i < frees; ++i) {
-      ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s1));
+      ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s1));
       ASSERT_EQ(p, Alloc(r, MiB, s1));
     }
     ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold_beyond_destroy(s1));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s1));  // a kernel may still use p
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s1));  // a kernel may still use p
     ASSERT_EQ(GMR_OK, gmr_stream_destroy(s1));
     gmr_stream s2 = StreamWithHandle(s1);
     ASSERT_NE(nullptr, s2) << "the simulation gave no new stream the destroyed one's handle";
@@ -91,7 +91,7 @@ TEST_F(PoolStreamsTest, ANewStreamWithADeadStreamsHandleNeverTakesItsMemoryUnord
     EXPECT_TRUE(q != p || ordered) << "frees=" << frees
                                    << ": the dead stream's pending block went to the new stream "
                                       "that got its handle, unordered";
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, s2));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, MiB, 0, s2));
     ExpectInvariants(r);
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   }
@@ -105,7 +105,7 @@ TEST_F(PoolStreamsTest, PerThreadDefaultStreamsAreToldApart) {
   void *p = nullptr;
   std::thread([&] {
     p = Alloc(r, MiB, pt);
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, pt));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, pt));
   }).join();
   uint64_t ordering_calls = EventCalls() + gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE);
   void *q = nullptr;
@@ -115,7 +115,7 @@ TEST_F(PoolStreamsTest, PerThreadDefaultStreamsAreToldApart) {
       << "another thread's per-thread stream reused the block with no ordering";
   // Told apart by thread, without asking the driver (core/stream_event.h).
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, MiB, 0, nullptr));
   ExpectInvariants(r);
 }
 
@@ -126,17 +126,17 @@ TEST_F(PoolStreamsTest, AStreamRecordsOnDemandSoAnotherReusesItsMemory) {
   gmr_stream s1 = Stream(), s2 = Stream();
   for (int i = 0; i < 10; ++i) {  // past s1's first frees
     void *p = Alloc(r, MiB, s1);
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s1));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s1));
   }
   size_t records = Stats(r).event_record_count;
   uint64_t syncs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE);
   for (int i = 0; i < 20; ++i) {
     void *p = Alloc(r, 6 * MiB, s1);
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 6 * MiB, 0, s1));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 6 * MiB, 0, s1));
     void *q = Alloc(r, 6 * MiB, s2);
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, 6 * MiB, 0, s2));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 6 * MiB, 0, s2));
   }
-  gmr_pool_stats st = Stats(r);
+  gmr_pool_resource_stats st = Stats(r);
   EXPECT_EQ(1u, st.chunk_count) << "the consumer grew instead of reusing";
   EXPECT_GT(st.event_record_count, records);  // recorded because s2 asked
   EXPECT_LE(gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE), syncs + 1);
@@ -149,17 +149,17 @@ TEST_F(PoolStreamsTest, RecordStreamKeepsTheBlockUntilTheRecordedStreamsWorkIsDo
   gmr_resource *r = Make(default_events_config());
   gmr_stream s1 = Stream(), side = Stream();
   void *p = Alloc(r, MiB, s1);
-  ASSERT_EQ(GMR_OK, gmr_record_stream(r, p, side));
-  ASSERT_EQ(GMR_OK, gmr_record_stream(r, p, side));  // twice is once
+  ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r, p, side));
+  ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r, p, side));  // twice is once
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(side, true));  // the side stream still reads p
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s1));
   void *q = Alloc(r, MiB, s1);
   EXPECT_NE(p, q) << "reused while the recorded stream's work was pending";
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(side, false));
   void *t = Alloc(r, MiB, s1);
   EXPECT_EQ(p, t) << "free once the recorded stream's work is done";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, s1));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, t, MiB, 0, s1));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, MiB, 0, s1));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, t, MiB, 0, s1));
   ExpectInvariants(r);
 }
 
@@ -168,11 +168,12 @@ TEST_F(PoolStreamsTest, RecordStreamRefusesWhatIsNotALiveAllocation) {
   gmr_stream side = Stream();
   void *p = Alloc(r, 5000);
   int local = 0;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_record_stream(r, &local, side));
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_record_stream(r, static_cast<char *>(p) + 256, side));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_record_stream(r, nullptr, side));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 5000, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_record_stream(r, p, side));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_record_stream(r, &local, side));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
+            gmr_resource_record_stream(r, static_cast<char *>(p) + 256, side));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_record_stream(r, nullptr, side));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 5000, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_record_stream(r, p, side));
   ExpectInvariants(r);
 }
 
@@ -180,11 +181,11 @@ TEST_F(PoolStreamsTest, RecordStreamOnTheFreeingStreamCostsNothing) {
   gmr_resource *r = Make(default_events_config());
   gmr_stream s = Stream();
   void *p = Alloc(r, MiB, s);
-  ASSERT_EQ(GMR_OK, gmr_record_stream(r, p, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r, p, s));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s, true));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
   EXPECT_EQ(p, Alloc(r, MiB, s));  // same stream: ordered anyway
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
 }
 
 TEST_F(PoolStreamsTest, TrimAndDestroyWaitForRecordedStreams) {
@@ -194,15 +195,15 @@ TEST_F(PoolStreamsTest, TrimAndDestroyWaitForRecordedStreams) {
   gmr_resource *r = gmr_pool_resource_as_resource(pool);
   gmr_stream s1 = Stream(), side = Stream();
   void *p = Alloc(r, MiB, s1);
-  ASSERT_EQ(GMR_OK, gmr_record_stream(r, p, side));
+  ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r, p, side));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(side, true));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s1));
   size_t released = 0;
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
   EXPECT_EQ(4 * MiB, released);  // waited for the side stream, then gave the chunk back
   void *q = Alloc(r, MiB, s1);
-  ASSERT_EQ(GMR_OK, gmr_record_stream(r, q, side));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, MiB, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r, q, side));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, MiB, 0, s1));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cuda_));
 }
@@ -237,18 +238,19 @@ TEST_F(PoolStreamsTest, EverythingAtOnceOverThreads) {
         if (op < 9 || mine.empty()) {
           size_t bytes = 1 + rng() % (rng() % 8 == 0 ? 3 * MiB : 48 * KiB);
           void *p = nullptr;
-          if (gmr_allocate(r, bytes, 0, streams[t], &p) != GMR_OK) {
+          if (gmr_resource_allocate(r, bytes, 0, streams[t], &p) != GMR_OK) {
             failures++;
             continue;
           }
-          if (rng() % 8 == 0 && gmr_record_stream(r, p, streams[(t + 1) % kThreads]) != GMR_OK) {
+          if (rng() % 8 == 0 &&
+              gmr_resource_record_stream(r, p, streams[(t + 1) % kThreads]) != GMR_OK) {
             failures++;
           }
           mine.emplace_back(p, bytes);
         } else if (op < 16) {
           auto b = mine.back();
           mine.pop_back();
-          if (gmr_deallocate(r, b.first, b.second, 0, streams[t]) != GMR_OK) failures++;
+          if (gmr_resource_deallocate(r, b.first, b.second, 0, streams[t]) != GMR_OK) failures++;
         } else if (op < 19) {
           std::lock_guard<std::mutex> g(m);
           exchange.push_back(mine.back());
@@ -256,7 +258,7 @@ TEST_F(PoolStreamsTest, EverythingAtOnceOverThreads) {
           if (exchange.size() > 6) {
             auto b = exchange.front();
             exchange.erase(exchange.begin());
-            if (gmr_deallocate(r, b.first, b.second, 0, streams[t]) != GMR_OK) failures++;
+            if (gmr_resource_deallocate(r, b.first, b.second, 0, streams[t]) != GMR_OK) failures++;
           }
         } else if (t == 0) {
           size_t released = 0;
@@ -264,12 +266,13 @@ TEST_F(PoolStreamsTest, EverythingAtOnceOverThreads) {
         }
       }
       for (auto &b : mine) {
-        if (gmr_deallocate(r, b.first, b.second, 0, streams[t]) != GMR_OK) failures++;
+        if (gmr_resource_deallocate(r, b.first, b.second, 0, streams[t]) != GMR_OK) failures++;
       }
     });
   }
   for (auto &th : threads) th.join();
-  for (auto &b : exchange) EXPECT_EQ(GMR_OK, gmr_deallocate(r, b.first, b.second, 0, nullptr));
+  for (auto &b : exchange)
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b.first, b.second, 0, nullptr));
   EXPECT_EQ(0, failures.load());
   EXPECT_EQ(0u, Stats(r).in_use_count);
   ExpectInvariants(r);
@@ -292,9 +295,9 @@ TEST_F(PoolStreamsTest, DestroyWithABlockStillWaitingLeaksNothing) {
   gmr_resource *r = gmr_pool_resource_as_resource(pool);
   gmr_stream s1 = Stream(), side = Stream();
   void *p = Alloc(r, MiB, s1);
-  ASSERT_EQ(GMR_OK, gmr_record_stream(r, p, side));
+  ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r, p, side));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(side, true));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, MiB, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s1));
   EXPECT_EQ(1u, Stats(r).deferred_block_count);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_EVENT_QUERY, 0, UINT64_MAX,
                                                 cudaErrorLaunchFailure));

@@ -74,8 +74,8 @@ class PoolTest : public gmr_test::SimTest {
     return s;
   }
 
-  static gmr_pool_stats Stats(gmr_resource *r) {
-    gmr_pool_stats s = GMR_POOL_STATS_INIT;
+  static gmr_pool_resource_stats Stats(gmr_resource *r) {
+    gmr_pool_resource_stats s = GMR_POOL_RESOURCE_STATS_INIT;
     EXPECT_EQ(GMR_OK, gmr_pool_resource_get_stats(gmr_pool_resource_from_resource(r), &s));
     return s;
   }
@@ -89,7 +89,7 @@ class PoolTest : public gmr_test::SimTest {
 
   static void *Alloc(gmr_resource *r, size_t bytes, gmr_stream s = nullptr, size_t align = 0) {
     void *p = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_allocate(r, bytes, align, s, &p)) << bytes;
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate(r, bytes, align, s, &p)) << bytes;
     return p;
   }
 

@@ -59,8 +59,8 @@ class RecordStreamReuse : public gmr_test::SimTest,
   }
   void *Alloc(gmr_stream s) {
     void *p = nullptr;
-    gmr_failure f;
-    EXPECT_EQ(GMR_OK, gmr_allocate_ex(r_, GetParam().bytes, 0, s, &p, &f)) << f.message;
+    gmr_failure f = GMR_FAILURE_INIT;
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate_ex(r_, GetParam().bytes, 0, s, &p, &f)) << f.message;
     return p;
   }
   size_t Held() {
@@ -80,15 +80,15 @@ TEST_P(RecordStreamReuse, TheBlockComesBackOnceTheRecordedUseCompleted) {
   size_t held = 0;
   for (int i = 0; i < 100; ++i) {
     SCOPED_TRACE("iteration " + std::to_string(i));
-    ASSERT_EQ(GMR_OK, gmr_record_stream(r_, p, b_));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r_, p, n, 0, a_));
+    ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r_, p, b_));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, n, 0, a_));
     ASSERT_EQ(GMR_OK, gmr_stream_synchronize(b_));  // the recorded use completed
     void *q = Alloc(a_);
     ASSERT_EQ(p, q) << "a block whose recorded use completed was not reused";
     if (i == 0) held = Held();
     ASSERT_EQ(held, Held()) << "memory held grew under a record_stream loop";
   }
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, n, 0, a_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, n, 0, a_));
 }
 
 // The other half of the contract: while the recorded use is pending, the
@@ -97,15 +97,15 @@ TEST_P(RecordStreamReuse, TheBlockStaysBackWhileTheRecordedUseIsPending) {
   const size_t n = GetParam().bytes;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(b_, true));
   void *p = Alloc(a_);
-  ASSERT_EQ(GMR_OK, gmr_record_stream(r_, p, b_));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r_, p, n, 0, a_));
+  ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r_, p, b_));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, n, 0, a_));
   void *q = Alloc(a_);
   EXPECT_NE(p, q) << "reused while B may still read it";
   ASSERT_EQ(GMR_OK, gmr_stream_synchronize(b_));
   void *t = Alloc(a_);
   EXPECT_EQ(p, t) << "B is done: the block is free again";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, q, n, 0, a_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, t, n, 0, a_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, n, 0, a_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, t, n, 0, a_));
 }
 
 INSTANTIATE_TEST_SUITE_P(Resources, RecordStreamReuse, ::testing::ValuesIn(kCases),

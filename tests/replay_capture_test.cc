@@ -325,10 +325,10 @@ bool CanAllocateInCapture(const char *spec) {
   bool ok = false;
   if (gmr_stream_create(&s) == GMR_OK && gmr_stream_begin_capture(s) == GMR_OK) {
     void *p = nullptr;
-    ok = gmr_allocate_capturing(top, 1 << 20, 0, s, &p, nullptr) == GMR_OK;
+    ok = gmr_resource_allocate_capturing(top, 1 << 20, 0, s, &p, nullptr) == GMR_OK;
     gmr_graph g = nullptr;
     if (gmr_stream_end_capture(s, &g) == GMR_OK) (void)gmr_graph_destroy(g);
-    if (ok) (void)gmr_deallocate(top, p, 1 << 20, 0, s);
+    if (ok) (void)gmr_resource_deallocate(top, p, 1 << 20, 0, s);
   }
   (void)gmr_stream_destroy(s);
   (void)gmr_stack_destroy(stack);

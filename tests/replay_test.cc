@@ -327,8 +327,8 @@ TEST_F(ReplayTest, EveryKnownStackCanBeCreated) {
     EXPECT_STREQ(name, replay_stack_name(stack));
     gmr_resource *top = replay_stack_top(stack);
     void *p = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(top, 4096, 0, nullptr, &p));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(top, p, 4096, 0, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(top, 4096, 0, nullptr, &p));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top, p, 4096, 0, nullptr));
     EXPECT_EQ(GMR_OK, replay_stack_destroy(stack));
   }
 }
@@ -338,10 +338,10 @@ TEST_F(ReplayTest, DestroyWhileBusyIsAFailure) {
   char err[256];
   ASSERT_EQ(GMR_OK, replay_stack_create("host", &stack, err, sizeof err)) << err;
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(replay_stack_top(stack), 64, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(replay_stack_top(stack), 64, 0, nullptr, &p));
   EXPECT_EQ(GMR_ERR_BUSY, replay_stack_destroy(stack));
   // Nothing was destroyed: the stack still works.
-  EXPECT_EQ(GMR_OK, gmr_deallocate(replay_stack_top(stack), p, 64, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(replay_stack_top(stack), p, 64, 0, nullptr));
   EXPECT_EQ(GMR_OK, replay_stack_destroy(stack));
 
   replay_result r = {};

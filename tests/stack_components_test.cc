@@ -45,14 +45,14 @@ TEST_F(StackComponents, PoolOptionsReachThePool) {
   gmr_pool_resource *pool = gmr_pool_resource_from_resource(gmr_stack_find(s, "pool_resource"));
   ASSERT_NE(nullptr, pool);
   EXPECT_EQ(2u, gmr_pool_resource_get_arena_count(pool));
-  gmr_pool_stats st = GMR_POOL_STATS_INIT;
+  gmr_pool_resource_stats st = GMR_POOL_RESOURCE_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_pool_resource_get_stats(pool, &st));
   EXPECT_EQ(size_t{64} << 20, st.held_bytes);  // initial= was taken at create
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(gmr_stack_as_resource(s), 1 << 20, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(gmr_stack_as_resource(s), 1 << 20, 0, nullptr, &p));
   ASSERT_EQ(GMR_OK, gmr_pool_resource_get_stats(pool, &st));
   EXPECT_EQ(size_t{64} << 20, st.held_bytes);  // served from the initial chunk
-  EXPECT_EQ(GMR_OK, gmr_deallocate(gmr_stack_as_resource(s), p, 1 << 20, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(gmr_stack_as_resource(s), p, 1 << 20, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
 }
 
@@ -66,11 +66,11 @@ TEST_F(StackComponents, StreamsOutliveMakesFreesRecordNothing) {
     gmr_stream stream = nullptr;
     ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
     void *p = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(gmr_stack_as_resource(s), 4096, 0, stream, &p));
-    gmr_pool_stats before = GMR_POOL_STATS_INIT;
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(gmr_stack_as_resource(s), 4096, 0, stream, &p));
+    gmr_pool_resource_stats before = GMR_POOL_RESOURCE_STATS_INIT;
     ASSERT_EQ(GMR_OK, gmr_pool_resource_get_stats(pool, &before));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(gmr_stack_as_resource(s), p, 4096, 0, stream));
-    gmr_pool_stats after = GMR_POOL_STATS_INIT;
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(gmr_stack_as_resource(s), p, 4096, 0, stream));
+    gmr_pool_resource_stats after = GMR_POOL_RESOURCE_STATS_INIT;
     ASSERT_EQ(GMR_OK, gmr_pool_resource_get_stats(pool, &after));
     EXPECT_EQ(before.event_record_count + (outlive ? 0u : 1u), after.event_record_count);
     EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));  // before the stream, as promised
@@ -88,10 +88,10 @@ TEST_F(StackComponents, FixedBlockOptionsReachTheResource) {
   EXPECT_EQ(size_t{64} << 10, gmr_fixed_block_resource_get_block_bytes(fb));
   void *p = nullptr;
   EXPECT_EQ(GMR_ERR_UNSUPPORTED,
-            gmr_allocate(gmr_stack_as_resource(s), (64 << 10) + 1, 0, nullptr, &p));
-  ASSERT_EQ(GMR_OK, gmr_allocate(gmr_stack_as_resource(s), 1000, 0, nullptr, &p));
+            gmr_resource_allocate(gmr_stack_as_resource(s), (64 << 10) + 1, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(gmr_stack_as_resource(s), 1000, 0, nullptr, &p));
   EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));  // one chunk of 4 blocks
-  EXPECT_EQ(GMR_OK, gmr_deallocate(gmr_stack_as_resource(s), p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(gmr_stack_as_resource(s), p, 1000, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
 }
 
@@ -113,9 +113,9 @@ TEST_F(StackComponents, TheGraphPoolStackBuildsAndServesACapture) {
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(stream));
   uint64_t mallocs_before = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(gmr_stack_as_resource(s), 1 << 20, 0, stream, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(gmr_stack_as_resource(s), 1 << 20, 0, stream, &p));
   EXPECT_EQ(mallocs_before, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(gmr_stack_as_resource(s), p, 1 << 20, 0, stream));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(gmr_stack_as_resource(s), p, 1 << 20, 0, stream));
   gmr_graph graph = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_end_capture(stream, &graph));  // nothing broke the capture
   EXPECT_EQ(GMR_OK, gmr_graph_destroy(graph));
@@ -125,7 +125,7 @@ TEST_F(StackComponents, TheGraphPoolStackBuildsAndServesACapture) {
   gmr_graph_memory *memory = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(arena, stream, &memory));
   ASSERT_NE(nullptr, memory);
-  gmr_graph_arena_stats as = GMR_GRAPH_ARENA_STATS_INIT;
+  gmr_graph_arena_resource_stats as = GMR_GRAPH_ARENA_RESOURCE_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_get_stats(arena, &as));
   EXPECT_EQ(1u, as.capture_allocation_count);
   EXPECT_EQ(0u, as.upstream_call_during_capture_count);
@@ -182,10 +182,10 @@ TEST_F(StackComponents, NvtxLoggingOverLogOverAnAnnotatedPoolBuildsAndLogsEveryC
 
   gmr_resource *r = gmr_stack_as_resource(s);
   void *a = nullptr, *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, nullptr, &a));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1 << 20, 0, nullptr, &b));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, a, 1000, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, b, 1 << 20, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1000, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1 << 20, 0, nullptr, &b));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 1 << 20, 0, nullptr));
   EXPECT_EQ(4u, gmr_log_adaptor_get_row_count(log));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
 
@@ -218,8 +218,8 @@ TEST_F(StackComponents, NvtxLoggingAndLogOptionsReachTheAdaptors) {
   EXPECT_FALSE(gmr_nvtx_logging_adaptor_is_enabled(nvtx));
   gmr_resource *r = gmr_stack_as_resource(s);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 64, 0, nullptr, &p));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 64, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 64, 0, nullptr, &p));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 64, 0, nullptr));
   // Buffered: the rows reach the file at the latest when the stack goes.
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
   std::vector<std::string> lines = ReadLines(path);

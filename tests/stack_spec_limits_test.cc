@@ -80,8 +80,8 @@ TEST_F(SpecLimits, ASpecHasAtMost64Layers) {
   ASSERT_NE(nullptr, s);
   EXPECT_EQ(size_t{GMR_STACK_MAX_DEPTH}, gmr_stack_get_depth(s));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(gmr_stack_as_resource(s), 64, 0, nullptr, &p));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(gmr_stack_as_resource(s), p, 64, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(gmr_stack_as_resource(s), 64, 0, nullptr, &p));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(gmr_stack_as_resource(s), p, 64, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
   // Layer 65 starts at byte 64 * 11 ("tracking > " is 11 bytes).
   EXPECT_EQ("spec:1:705: too many layers: a spec may have at most 64 (GMR_STACK_MAX_DEPTH); "

@@ -57,9 +57,9 @@ TEST_F(Stack, BuildsTheIssuesExampleTopFirst) {
   gmr_stack *s = Build(spec);
   ASSERT_NE(nullptr, s);
   EXPECT_EQ(3u, gmr_stack_get_depth(s));
-  EXPECT_STREQ("tracking_adaptor", gmr_resource_type_name(gmr_stack_get_layer(s, 0)));
-  EXPECT_STREQ("limiting_adaptor", gmr_resource_type_name(gmr_stack_get_layer(s, 1)));
-  EXPECT_STREQ("cuda_resource", gmr_resource_type_name(gmr_stack_get_layer(s, 2)));
+  EXPECT_STREQ("tracking_adaptor", gmr_resource_get_type_name(gmr_stack_get_layer(s, 0)));
+  EXPECT_STREQ("limiting_adaptor", gmr_resource_get_type_name(gmr_stack_get_layer(s, 1)));
+  EXPECT_STREQ("cuda_resource", gmr_resource_get_type_name(gmr_stack_get_layer(s, 2)));
   EXPECT_EQ(nullptr, gmr_stack_get_layer(s, 3));
   EXPECT_EQ(gmr_stack_get_layer(s, 0), gmr_stack_as_resource(s));
   EXPECT_EQ(gmr_stack_get_layer(s, 1), gmr_resource_get_upstream(gmr_stack_get_layer(s, 0)));
@@ -73,11 +73,11 @@ TEST_F(Stack, BuildsTheIssuesExampleTopFirst) {
   ASSERT_NE(nullptr, cuda);
   EXPECT_EQ(GMR_CUDA_KIND_ASYNC, gmr_cuda_resource_get_kind(cuda));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(gmr_stack_as_resource(s), 1000, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(gmr_stack_as_resource(s), 1000, 0, nullptr, &p));
   EXPECT_EQ(1024u, gmr_limiting_adaptor_get_used_bytes(lim));
   EXPECT_EQ(GMR_ERR_BUSY, gmr_stack_destroy(s));  // tracking refuses: nothing destroyed
   EXPECT_EQ(3u, gmr_stack_get_depth(s));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(gmr_stack_as_resource(s), p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(gmr_stack_as_resource(s), p, 1000, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
 }
 
@@ -85,7 +85,7 @@ TEST_F(Stack, AcceptsWhitespaceNewlinesEmptyParenthesesAndQuotes) {
   gmr_stack *s = Build("\n  oom( policy = \"wait\" , attempts=2,wait_timeout_ms=5 )\n>\thost()  ");
   ASSERT_NE(nullptr, s);
   EXPECT_EQ(2u, gmr_stack_get_depth(s));
-  EXPECT_STREQ("oom_adaptor", gmr_resource_type_name(gmr_stack_as_resource(s)));
+  EXPECT_STREQ("oom_adaptor", gmr_resource_get_type_name(gmr_stack_as_resource(s)));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
   s = Build("tracking(per=thread, check_stream=off, max_owners=16, recent_frees=64) > cuda");
   ASSERT_NE(nullptr, s);
@@ -248,24 +248,25 @@ TEST_F(Stack, LimitPoliciesAndTheirOptionsComeThroughTheSpec) {
   gmr_resource *top = gmr_stack_as_resource(s);
   gmr_limiting_adaptor *lim = gmr_limiting_adaptor_from_resource(top);
   void *a = nullptr, *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top, 1536, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top, 1536, 0, nullptr, &a));
   EXPECT_EQ(2048u, gmr_limiting_adaptor_get_limit(lim));  // 1024 + (1536 - 1024) * 2
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(top, 3000, 0, nullptr, &b));  // past the cap
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top, a, 1536, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED,
+            gmr_resource_allocate(top, 3000, 0, nullptr, &b));  // past the cap
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top, a, 1536, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
 
   s = Build("limiting(limit=0, per_stream=true, stream_limit=1K, on_limit=ignore) > host");
   ASSERT_NE(nullptr, s);
   top = gmr_stack_as_resource(s);
-  ASSERT_EQ(GMR_OK, gmr_allocate(top, 2048, 0, nullptr, &a));
-  gmr_limiting_stats st = GMR_LIMITING_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top, 2048, 0, nullptr, &a));
+  gmr_limiting_adaptor_stats st = GMR_LIMITING_ADAPTOR_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(gmr_limiting_adaptor_from_resource(top), &st));
   EXPECT_EQ(2u, st.overage_count);  // past the global limit and the stream's
   size_t limit = 0;
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stream_usage(gmr_limiting_adaptor_from_resource(top),
                                                          nullptr, nullptr, &limit));
   EXPECT_EQ(1024u, limit);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top, a, 2048, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top, a, 2048, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
 }
 
@@ -275,18 +276,18 @@ TEST_F(Stack, OomPoliciesComeThroughTheSpec) {
   gmr_resource *top = gmr_stack_as_resource(s);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC, 0, 2, 2));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top, 4096, 0, nullptr, &p));  // third try succeeds
-  gmr_limiting_stats st = GMR_LIMITING_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top, 4096, 0, nullptr, &p));  // third try succeeds
+  gmr_limiting_adaptor_stats st = GMR_LIMITING_ADAPTOR_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(gmr_limiting_adaptor_from_resource(top), &st));
   EXPECT_EQ(2u, st.oom.retry_count);
   EXPECT_EQ(1u, st.oom.recovered_count);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC, 0, 3, 2));
   void *q = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(top, 4096, 0, nullptr, &q, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(top, 4096, 0, nullptr, &q, &f));
   EXPECT_EQ(2u, f.attempt);
   EXPECT_EQ(2, f.cuda_error);  // cudaErrorMemoryAllocation, from the bottom of the stack
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top, p, 4096, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top, p, 4096, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
 }
 
@@ -305,9 +306,9 @@ TEST_F(Stack, RegisteredPoliciesAreNamedInSpecs) {
   ASSERT_NE(nullptr, s);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC, 0, 1, 2));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(gmr_stack_as_resource(s), 100, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(gmr_stack_as_resource(s), 100, 0, nullptr, &p));
   EXPECT_EQ(1, spills);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(gmr_stack_as_resource(s), p, 100, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(gmr_stack_as_resource(s), p, 100, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
   EXPECT_EQ(GMR_OK, gmr_oom_policy_unregister("spill"));
   EXPECT_NE(std::string::npos, Error("oom(policy=spill) > host").find("unknown OOM policy 'spill'"));
@@ -329,19 +330,20 @@ TEST_F(Stack, PoliciesLoadFromASharedLibraryNamedInTheSpec) {
   gmr_resource *top = gmr_stack_as_resource(s);
   gmr_limiting_adaptor *lim = gmr_limiting_adaptor_from_resource(top);
   void *a = nullptr, *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top, 4096, 0, nullptr, &a));  // the plugin allows <= 4 KiB
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(top, 8192, 0, nullptr, &b));
+  ASSERT_EQ(GMR_OK,
+            gmr_resource_allocate(top, 4096, 0, nullptr, &a));  // the plugin allows <= 4 KiB
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate(top, 8192, 0, nullptr, &b));
   // The OOM plugin trims and retries, twice at most.
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC, 0, 2, 2));
-  ASSERT_EQ(GMR_OK, gmr_allocate(top, 100, 0, nullptr, &b));
-  gmr_limiting_stats st = GMR_LIMITING_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top, 100, 0, nullptr, &b));
+  gmr_limiting_adaptor_stats st = GMR_LIMITING_ADAPTOR_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(lim, &st));
   EXPECT_EQ(2u, st.overage_count);
   EXPECT_EQ(1u, st.refused_count);
   EXPECT_EQ(2u, st.oom.retry_count);
   EXPECT_EQ(2u, st.oom.trim_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top, a, 4096, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top, b, 100, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top, a, 4096, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top, b, 100, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));  // releases the plugin's context, then unloads it
 }
 
@@ -413,11 +415,11 @@ TEST_F(Stack, ComposedByHandWithPushAndTornDownTopFirst) {
   // Memory taken from the bottom directly: the top goes, the bottom refuses
   // and stays, still usable; a second destroy finishes the job.
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(h, 64, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(h, 64, 0, nullptr, &p));
   EXPECT_EQ(GMR_ERR_BUSY, gmr_stack_destroy(s));
   EXPECT_EQ(1u, gmr_stack_get_depth(s));
   EXPECT_EQ(h, gmr_stack_as_resource(s));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(h, p, 64, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(h, p, 64, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
 }
 
@@ -441,7 +443,7 @@ TEST_F(Stack, PrintsEveryComponentWithItsOptions) {
 }
 
 // The "done when" of the issue: a program that only calls
-// gmr_stack_create_from_env and gmr_allocate changes policy with GMR_STACK.
+// gmr_stack_create_from_env and gmr_resource_allocate changes policy with GMR_STACK.
 gmr_status AllocateLikeAProgram(size_t bytes, std::string *error) {
   gmr_stack *s = nullptr;
   gmr_spec_error e;
@@ -451,8 +453,8 @@ gmr_status AllocateLikeAProgram(size_t bytes, std::string *error) {
     return st;
   }
   void *p = nullptr;
-  st = gmr_allocate(gmr_stack_as_resource(s), bytes, 0, nullptr, &p);
-  if (st == GMR_OK) (void)gmr_deallocate(gmr_stack_as_resource(s), p, bytes, 0, nullptr);
+  st = gmr_resource_allocate(gmr_stack_as_resource(s), bytes, 0, nullptr, &p);
+  if (st == GMR_OK) (void)gmr_resource_deallocate(gmr_stack_as_resource(s), p, bytes, 0, nullptr);
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
   return st;
 }
@@ -504,14 +506,14 @@ TEST_F(Stack, StreamIdsOptionReachesThePools) {
       ASSERT_EQ(GMR_OK, gmr_stream_create(&st));
       for (int i = 0; i < 10; ++i) {
         void *p = nullptr;
-        ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, st, &p));
-        ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, st));
+        ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1000, 0, st, &p));
+        ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 1000, 0, st));
       }
       uint64_t before = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID);
       for (int i = 0; i < 10; ++i) {
         void *p = nullptr;
-        ASSERT_EQ(GMR_OK, gmr_allocate(r, 1000, 0, st, &p));
-        ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 1000, 0, st));
+        ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1000, 0, st, &p));
+        ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 1000, 0, st));
       }
       uint64_t asked = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID) - before;
       if (ids) {

@@ -31,8 +31,8 @@ TEST_F(StatsJsonTest, DescribesEveryLayerTopFirstWithTrackingOwnersAndTheLimit) 
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
   void *a = nullptr;
   void *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top, 1000, 0, nullptr, &a));
-  ASSERT_EQ(GMR_OK, gmr_allocate(top, 3000, 0, s, &b));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top, 1000, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top, 3000, 0, s, &b));
   std::string json = write_json(top);
   EXPECT_EQ(0u, json.find("{\"held_bytes\": ")) << json;
   EXPECT_NE(std::string::npos, json.find("\"layers\": [{\"type\": \"tracking_adaptor\", "
@@ -55,8 +55,8 @@ TEST_F(StatsJsonTest, DescribesEveryLayerTopFirstWithTrackingOwnersAndTheLimit) 
       << json;
   // An object once the pool reports gmr_memory_info, null before.
   EXPECT_NE(std::string::npos, json.find("\"memory\": ")) << json;
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top, a, 1000, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top, b, 3000, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top, a, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top, b, 3000, 0, s));
   json = write_json(top);
   EXPECT_NE(std::string::npos,
             json.find("\"bytes\": {\"current\": 0, \"peak\": 4000, \"total\": 4000}"))

@@ -78,7 +78,7 @@ TEST_F(TorchShimTest, FreesGmrDidNotGiveAreRefusedAndNeverReachCuda) {
 }
 
 TEST_F(TorchShimTest, MalformedGmrStackFailsTheFirstAllocationWithTheSpecError) {
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec(nullptr, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec(nullptr, nullptr));
   setenv("GMR_STACK", "pool > cuda(kidn=async)", 1);
   try {
     (void)gmr_torch_alloc(4096, 0, nullptr);
@@ -133,7 +133,7 @@ TEST_F(TorchShimTest, MempoolModeAllocatesAndFreesSegments) {
 TEST_F(TorchShimTest, RecordStreamTheStackCannotHonourMakesTheFreeWait) {
   gmr_mock_resource *mock = gmr_mock_resource_create(nullptr);
   ASSERT_NE(nullptr, mock);
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource(0, gmr_mock_resource_as_resource(mock), nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set(0, gmr_mock_resource_as_resource(mock), nullptr));
   gmr_stream alloc_stream = nullptr;
   gmr_stream side = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&alloc_stream));
@@ -155,7 +155,7 @@ TEST_F(TorchShimTest, RecordStreamTheStackCannotHonourMakesTheFreeWait) {
   gmr_torch_record_stream(reinterpret_cast<void *>(0x2000), side);
   EXPECT_TRUE(contains(last_error(), "record_stream(0x2000")) << last_error();
   EXPECT_EQ(after.record_stream_count, counters().record_stream_count);
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource(0, nullptr, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set(0, nullptr, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_mock_resource_as_resource(mock)));
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(alloc_stream));
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(side));
@@ -191,7 +191,7 @@ const gmr_resource_vtbl recorder_vtbl = {
 TEST_F(TorchShimTest, RecordStreamTheStackHonoursIsPassedOn) {
   StreamRecorder recorder;
   recorder.base.vtbl = &recorder_vtbl;
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource(1, &recorder.base, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set(1, &recorder.base, nullptr));
   gmr_stream side = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&side));
   uint64_t fallbacks = counters().record_stream_fallback_count;
@@ -203,7 +203,7 @@ TEST_F(TorchShimTest, RecordStreamTheStackHonoursIsPassedOn) {
   uint64_t waits = gmr_cuda_sim_get_stream_wait_count(side);
   gmr_torch_free(p, 1024, 1, nullptr);
   EXPECT_EQ(waits, gmr_cuda_sim_get_stream_wait_count(side));
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource(1, nullptr, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set(1, nullptr, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(side));
 }
 
@@ -225,7 +225,7 @@ TEST_F(TorchShimTest, MemoryFractionSetsTheLimitOfTheLimitingLayer) {
   use_spec("tracking > limiting > cuda(kind=device)");
   gmr_torch_set_memory_fraction(0.25, 1);
   gmr_resource *r = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(1, &r, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(1, &r, nullptr));
   gmr_limiting_adaptor *limiting = nullptr;
   for (gmr_resource *x = r; x != nullptr && limiting == nullptr; x = gmr_resource_get_upstream(x)) {
     limiting = gmr_limiting_adaptor_from_resource(x);

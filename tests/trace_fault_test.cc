@@ -31,7 +31,7 @@ struct Outcome {
   size_t failures = 0;
   size_t refused = 0;
   size_t failed_frees = 0;
-  gmr_limiting_stats limiting = GMR_LIMITING_STATS_INIT;
+  gmr_limiting_adaptor_stats limiting = GMR_LIMITING_ADAPTOR_STATS_INIT;
 };
 
 class TraceFault : public gmr_test::SimTest {
@@ -70,7 +70,7 @@ class TraceFault : public gmr_test::SimTest {
     int64_t live_bytes = 0;
     size_t charged = 0;
     auto check = [&](size_t i) {
-      gmr_tracking_stats ts = GMR_TRACKING_STATS_INIT;
+      gmr_tracking_adaptor_stats ts = GMR_TRACKING_ADAPTOR_STATS_INIT;
       ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_get_stats(trk, &ts));
       ASSERT_EQ(live_bytes, ts.bytes.current) << "event " << i;
       ASSERT_EQ(static_cast<int64_t>(live.size() + retry_later.size()), ts.allocations.current)
@@ -82,7 +82,7 @@ class TraceFault : public gmr_test::SimTest {
       gmr_stream stream = streams_[e.stream];
       if (!e.is_free) {
         void *p = nullptr;
-        gmr_status st = gmr_allocate(top, e.size, 0, stream, &p);
+        gmr_status st = gmr_resource_allocate(top, e.size, 0, stream, &p);
         if (st == GMR_OK) {
           live[e.addr] = Live{p, e.size, stream};
           live_bytes += static_cast<int64_t>(e.size);
@@ -98,7 +98,7 @@ class TraceFault : public gmr_test::SimTest {
         if (it == live.end()) continue;  // its allocation failed
         Live b = it->second;
         live.erase(it);
-        gmr_status st = gmr_deallocate(top, b.ptr, b.size, 0, b.stream);
+        gmr_status st = gmr_resource_deallocate(top, b.ptr, b.size, 0, b.stream);
         if (st == GMR_OK) {
           live_bytes -= static_cast<int64_t>(b.size);
           charged -= (b.size + 255) / 256 * 256;
@@ -111,12 +111,14 @@ class TraceFault : public gmr_test::SimTest {
       check(i);
       if (HasFatalFailure()) break;
     }
-    gmr_cuda_sim_clear_failures();
-    for (auto &b : retry_later) EXPECT_EQ(GMR_OK, gmr_deallocate(top, b.ptr, b.size, 0, b.stream));
+    EXPECT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
+    for (auto &b : retry_later)
+      EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top, b.ptr, b.size, 0, b.stream));
     for (auto &kv : live) {
-      EXPECT_EQ(GMR_OK, gmr_deallocate(top, kv.second.ptr, kv.second.size, 0, kv.second.stream));
+      EXPECT_EQ(GMR_OK,
+                gmr_resource_deallocate(top, kv.second.ptr, kv.second.size, 0, kv.second.stream));
     }
-    gmr_tracking_stats ts = GMR_TRACKING_STATS_INIT;
+    gmr_tracking_adaptor_stats ts = GMR_TRACKING_ADAPTOR_STATS_INIT;
     EXPECT_EQ(GMR_OK, gmr_tracking_adaptor_get_stats(trk, &ts));
     EXPECT_EQ(0, ts.bytes.current);
     EXPECT_EQ(0, ts.allocations.current);

@@ -40,13 +40,13 @@ class Tracking : public ::testing::Test {
     ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_create(up_, c, &trk_));
   }
   gmr_resource *r() { return gmr_tracking_adaptor_as_resource(trk_); }
-  gmr_tracking_stats Stats() {
-    gmr_tracking_stats s = GMR_TRACKING_STATS_INIT;
+  gmr_tracking_adaptor_stats Stats() {
+    gmr_tracking_adaptor_stats s = GMR_TRACKING_ADAPTOR_STATS_INIT;
     EXPECT_EQ(GMR_OK, gmr_tracking_adaptor_get_stats(trk_, &s));
     return s;
   }
-  gmr_tracking_owner_stats Owner(uint64_t key) {
-    gmr_tracking_owner_stats s = GMR_TRACKING_OWNER_STATS_INIT;
+  gmr_tracking_adaptor_owner_stats Owner(uint64_t key) {
+    gmr_tracking_adaptor_owner_stats s = GMR_TRACKING_ADAPTOR_OWNER_STATS_INIT;
     EXPECT_EQ(GMR_OK, gmr_tracking_adaptor_get_owner_stats(trk_, key, &s));
     return s;
   }
@@ -58,18 +58,18 @@ class Tracking : public ::testing::Test {
 
 TEST_F(Tracking, CountsExactBytesAndAllocations) {
   Make();
-  EXPECT_STREQ("tracking_adaptor", gmr_resource_type_name(r()));
+  EXPECT_STREQ("tracking_adaptor", gmr_resource_get_type_name(r()));
   EXPECT_EQ(trk_, gmr_tracking_adaptor_from_resource(r()));
   EXPECT_EQ(nullptr, gmr_tracking_adaptor_from_resource(up_));
   void *a = nullptr, *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 100, 0, nullptr, &a));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 200, 0, nullptr, &b));
-  gmr_tracking_stats s = Stats();
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 100, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 200, 0, nullptr, &b));
+  gmr_tracking_adaptor_stats s = Stats();
   EXPECT_EQ(300, s.bytes.current);
   EXPECT_EQ(300, s.bytes.peak);
   EXPECT_EQ(300, s.bytes.total);
   EXPECT_EQ(2, s.allocations.current);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), a, 100, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), a, 100, 0, nullptr));
   s = Stats();
   EXPECT_EQ(200, s.bytes.current);
   EXPECT_EQ(300, s.bytes.peak);
@@ -78,7 +78,7 @@ TEST_F(Tracking, CountsExactBytesAndAllocations) {
   EXPECT_EQ(2, s.allocations.peak);
   EXPECT_EQ(2, s.allocations.total);
   EXPECT_EQ(1u, s.deallocation_count);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), b, 200, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), b, 200, 0, nullptr));
   EXPECT_EQ(0, Stats().bytes.current);
 }
 
@@ -86,8 +86,8 @@ TEST_F(Tracking, UpstreamFailureIsCountedAndRecordsNothing) {
   Make();
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
   void *a = nullptr;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate(r(), 100, 0, nullptr, &a));
-  gmr_tracking_stats s = Stats();
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate(r(), 100, 0, nullptr, &a));
+  gmr_tracking_adaptor_stats s = Stats();
   EXPECT_EQ(1u, s.upstream_failure_count);
   EXPECT_EQ(0, s.allocations.total);
   EXPECT_EQ(0, s.bytes.current);
@@ -96,9 +96,9 @@ TEST_F(Tracking, UpstreamFailureIsCountedAndRecordsNothing) {
 TEST_F(Tracking, PerStreamOwnersGetTheirOwnCounters) {
   Make();
   void *a = nullptr, *b = nullptr, *c = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1000, 0, S(1), &a));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 3000, 0, S(2), &b));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 500, 0, S(2), &c));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 1000, 0, S(1), &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 3000, 0, S(2), &b));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 500, 0, S(2), &c));
   EXPECT_EQ(1000, Owner(1).bytes.current);
   EXPECT_EQ(3500, Owner(2).bytes.current);
   EXPECT_EQ(2, Owner(2).allocations.current);
@@ -110,17 +110,17 @@ TEST_F(Tracking, PerStreamOwnersGetTheirOwnCounters) {
   EXPECT_EQ(3u, owners[0] + owners[1]);
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_list_owners(trk_, nullptr, 0, &n));
   EXPECT_EQ(2u, n);
-  gmr_tracking_owner_stats none = GMR_TRACKING_OWNER_STATS_INIT;
+  gmr_tracking_adaptor_owner_stats none = GMR_TRACKING_ADAPTOR_OWNER_STATS_INIT;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_tracking_adaptor_get_owner_stats(trk_, 77, &none));
   EXPECT_EQ(77u, none.owner);
   EXPECT_EQ(0, none.bytes.current);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), b, 3000, 0, S(2)));
-  gmr_tracking_owner_stats two = Owner(2);
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), b, 3000, 0, S(2)));
+  gmr_tracking_adaptor_owner_stats two = Owner(2);
   EXPECT_EQ(500, two.bytes.current);
   EXPECT_EQ(3500, two.bytes.peak);
   EXPECT_EQ(3500, two.bytes.total);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), a, 1000, 0, S(1)));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), c, 500, 0, S(2)));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), a, 1000, 0, S(1)));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), c, 500, 0, S(2)));
 }
 
 TEST_F(Tracking, PerThreadOwnersAreChargedBackWhoeverFrees) {
@@ -131,12 +131,12 @@ TEST_F(Tracking, PerThreadOwnersAreChargedBackWhoeverFrees) {
   uint64_t id1 = 0, id2 = 0;
   std::thread t1([&] {
     id1 = gmr_tracking_thread_id();
-    EXPECT_EQ(GMR_OK, gmr_allocate(r(), 111, 0, nullptr, &p1));
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate(r(), 111, 0, nullptr, &p1));
   });
   t1.join();
   std::thread t2([&] {
     id2 = gmr_tracking_thread_id();
-    EXPECT_EQ(GMR_OK, gmr_allocate(r(), 222, 0, nullptr, &p2));
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate(r(), 222, 0, nullptr, &p2));
   });
   t2.join();
   EXPECT_NE(id1, id2);
@@ -145,8 +145,8 @@ TEST_F(Tracking, PerThreadOwnersAreChargedBackWhoeverFrees) {
   EXPECT_EQ(111, Owner(id1).bytes.current);
   EXPECT_EQ(222, Owner(id2).bytes.current);
   // The main thread frees both; each owner's count goes back to zero.
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), p1, 111, 0, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), p2, 222, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), p1, 111, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), p2, 222, 0, nullptr));
   EXPECT_EQ(0, Owner(id1).bytes.current);
   EXPECT_EQ(111, Owner(id1).bytes.peak);
   EXPECT_EQ(0, Owner(id2).allocations.current);
@@ -155,24 +155,25 @@ TEST_F(Tracking, PerThreadOwnersAreChargedBackWhoeverFrees) {
 TEST_F(Tracking, EveryKindOfBadFreeIsRefusedCountedAndNotForwarded) {
   Make();
   void *a = nullptr, *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 100, 0, S(1), &a));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 100, 512, S(1), &b));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 100, 0, S(1), &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 100, 512, S(1), &b));
   int local = 0;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r(), &local, 100, 0, S(1)));
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r(), a, 99, 0, S(1)));     // size
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r(), b, 100, 0, S(1)));    // alignment 256 != 512
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r(), a, 100, 0, S(2)));    // stream
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r(), &local, 100, 0, S(1)));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r(), a, 99, 0, S(1)));  // size
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH,
+            gmr_resource_deallocate(r(), b, 100, 0, S(1)));  // alignment 256 != 512
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r(), a, 100, 0, S(2)));  // stream
   EXPECT_EQ(0u, gmr_mock_resource_called_deallocate(mock_));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), a, 100, 0, S(1)));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r(), a, 100, 0, S(1)));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), a, 100, 0, S(1)));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r(), a, 100, 0, S(1)));
   EXPECT_EQ(1u, gmr_mock_resource_called_deallocate(mock_));
-  gmr_tracking_stats s = Stats();
+  gmr_tracking_adaptor_stats s = Stats();
   EXPECT_EQ(1u, s.unknown_pointer_count);
   EXPECT_EQ(2u, s.size_mismatch_count);
   EXPECT_EQ(1u, s.stream_mismatch_count);
   EXPECT_EQ(1u, s.double_free_count);
   EXPECT_EQ(100, s.bytes.current);  // b is still live, untouched by the bad frees
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), b, 100, 512, S(1)));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), b, 100, 512, S(1)));
 }
 
 TEST_F(Tracking, StreamCheckCanBeTurnedOff) {
@@ -180,8 +181,8 @@ TEST_F(Tracking, StreamCheckCanBeTurnedOff) {
   c.check_stream = false;
   Make(&c);
   void *a = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 100, 0, S(1), &a));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), a, 100, 0, S(2)));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 100, 0, S(1), &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), a, 100, 0, S(2)));
   EXPECT_EQ(0, Owner(1).bytes.current);  // charged back to the allocation's stream
 }
 
@@ -190,10 +191,10 @@ TEST_F(Tracking, OldDoubleFreesAgeOutToUnknownPointer) {
   c.recent_free_count = 16;  // one per shard
   Make(&c);
   std::vector<void *> ps(1000);
-  for (auto &p : ps) ASSERT_EQ(GMR_OK, gmr_allocate(r(), 256, 0, nullptr, &p));
-  for (auto p : ps) ASSERT_EQ(GMR_OK, gmr_deallocate(r(), p, 256, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r(), ps[0], 256, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r(), ps.back(), 256, 0, nullptr));
+  for (auto &p : ps) ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 256, 0, nullptr, &p));
+  for (auto p : ps) ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), p, 256, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r(), ps[0], 256, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r(), ps.back(), 256, 0, nullptr));
 }
 
 TEST(TrackingArena, AReusedAddressIsLiveAgainNotAFreedOne) {
@@ -206,12 +207,12 @@ TEST(TrackingArena, AReusedAddressIsLiveAgainNotAFreedOne) {
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_create(user_arena_resource(arena), nullptr, &trk));
   gmr_resource *r = gmr_tracking_adaptor_as_resource(trk);
   void *p = nullptr, *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 64, 0, nullptr, &p));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 64, 0, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 64, 0, nullptr, &q));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 64, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 64, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 64, 0, nullptr, &q));
   ASSERT_EQ(p, q);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, q, 64, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r, q, 64, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 64, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r, q, 64, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(user_arena_resource(arena)));
 }
@@ -228,16 +229,16 @@ TEST_F(TrackingSim, FreeRefusedUpstreamLeavesTheAllocationLiveInTheBooks) {
             gmr_tracking_adaptor_create(gmr_cuda_resource_as_resource(cuda), nullptr, &trk));
   gmr_resource *r = gmr_tracking_adaptor_as_resource(trk);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 4096, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 4096, 0, nullptr, &p));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_FREE_ASYNC, 0, 1, 700));
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_deallocate(r, p, 4096, 0, nullptr));
-  gmr_tracking_stats s = GMR_TRACKING_STATS_INIT;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_deallocate(r, p, 4096, 0, nullptr));
+  gmr_tracking_adaptor_stats s = GMR_TRACKING_ADAPTOR_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_get_stats(trk, &s));
   EXPECT_EQ(4096, s.bytes.current);
   EXPECT_EQ(1, s.allocations.current);
   EXPECT_EQ(0u, s.deallocation_count);
   // Not a double free: the allocation is live again, and the free works now.
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 4096, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4096, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_get_stats(trk, &s));
   EXPECT_EQ(0, s.bytes.current);
   EXPECT_EQ(0u, s.double_free_count);
@@ -252,13 +253,13 @@ TEST_F(TrackingSim, FreeRefusedUpstreamLeavesTheAllocationLiveInTheBooks) {
 TEST_F(Tracking, ScopesCountWhatHappensInsideThemAsRmmDoes) {
   Make();
   void *a = nullptr, *b = nullptr, *c = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 5000, 0, nullptr, &a));  // before any scope
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 5000, 0, nullptr, &a));  // before any scope
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_push_scope(trk_));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 100, 0, nullptr, &b));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), a, 5000, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 100, 0, nullptr, &b));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), a, 5000, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_push_scope(trk_));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 300, 0, nullptr, &c));
-  gmr_tracking_stats inner = GMR_TRACKING_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 300, 0, nullptr, &c));
+  gmr_tracking_adaptor_stats inner = GMR_TRACKING_ADAPTOR_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_pop_scope(trk_, &inner));
   EXPECT_EQ(300, inner.bytes.current);
   EXPECT_EQ(300, inner.bytes.peak);
@@ -266,8 +267,8 @@ TEST_F(Tracking, ScopesCountWhatHappensInsideThemAsRmmDoes) {
   EXPECT_EQ(1, inner.allocations.current);
   EXPECT_EQ(1, inner.allocations.peak);
   EXPECT_EQ(1, inner.allocations.total);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), c, 300, 0, nullptr));
-  gmr_tracking_stats outer = GMR_TRACKING_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), c, 300, 0, nullptr));
+  gmr_tracking_adaptor_stats outer = GMR_TRACKING_ADAPTOR_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_pop_scope(trk_, &outer));
   EXPECT_EQ(-4900, outer.bytes.current);  // +100 +300 -5000 -300
   EXPECT_EQ(100, outer.bytes.peak);       // the inner peak came at -4900 + 300
@@ -276,9 +277,9 @@ TEST_F(Tracking, ScopesCountWhatHappensInsideThemAsRmmDoes) {
   EXPECT_EQ(1, outer.allocations.peak);
   EXPECT_EQ(2, outer.allocations.total);
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_tracking_adaptor_pop_scope(trk_, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), b, 100, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), b, 100, 0, nullptr));
   // Overall counters are unaffected by scopes.
-  gmr_tracking_stats all = Stats();
+  gmr_tracking_adaptor_stats all = Stats();
   EXPECT_EQ(5400, all.bytes.total);
   EXPECT_EQ(5100, all.bytes.peak);
   EXPECT_EQ(0, all.bytes.current);
@@ -288,24 +289,24 @@ TEST_F(Tracking, AnInnerPeakAboveTheOuterOneRaisesIt) {
   Make();
   void *a = nullptr, *b = nullptr, *c = nullptr;
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_push_scope(trk_));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1000, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 1000, 0, nullptr, &a));
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_push_scope(trk_));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 2000, 0, nullptr, &b));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), b, 2000, 0, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 500, 0, nullptr, &c));
-  gmr_tracking_stats inner = GMR_TRACKING_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 2000, 0, nullptr, &b));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), b, 2000, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 500, 0, nullptr, &c));
+  gmr_tracking_adaptor_stats inner = GMR_TRACKING_ADAPTOR_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_pop_scope(trk_, &inner));
   EXPECT_EQ(500, inner.bytes.current);
   EXPECT_EQ(2000, inner.bytes.peak);
   EXPECT_EQ(2500, inner.bytes.total);
-  gmr_tracking_stats outer = GMR_TRACKING_STATS_INIT;
+  gmr_tracking_adaptor_stats outer = GMR_TRACKING_ADAPTOR_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_pop_scope(trk_, &outer));
   EXPECT_EQ(1500, outer.bytes.current);
   EXPECT_EQ(3000, outer.bytes.peak);  // 1000 + the inner scope's 2000
   EXPECT_EQ(3500, outer.bytes.total);
   EXPECT_EQ(2, outer.allocations.peak);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), a, 1000, 0, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), c, 500, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), a, 1000, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), c, 500, 0, nullptr));
 }
 
 TEST_F(Tracking, ScopesNestToALimit) {
@@ -340,11 +341,11 @@ std::string Hex(const void *p) {
 TEST_F(Tracking, LeakReportListsLiveAllocationsOwnerByOwnerOldestFirst) {
   Make();
   void *a = nullptr, *b = nullptr, *c = nullptr, *d = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 512, 0, S(0x10), &a));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 64, 0, nullptr, &b));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 1024, 1024, S(0x20), &c));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 32, 0, S(0x10), &d));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), b, 64, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 512, 0, S(0x10), &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 64, 0, nullptr, &b));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 1024, 1024, S(0x20), &c));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 32, 0, S(0x10), &d));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), b, 64, 0, nullptr));
   FILE *f = tmpfile();
   ASSERT_NE(nullptr, f);
   size_t n = 0;
@@ -357,16 +358,16 @@ TEST_F(Tracking, LeakReportListsLiveAllocationsOwnerByOwnerOldestFirst) {
   EXPECT_EQ(expected, ReadAll(f));
   fclose(f);
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_tracking_adaptor_report_leaks(trk_, nullptr, &n));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), a, 512, 0, S(0x10)));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), d, 32, 0, S(0x10)));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), c, 1024, 1024, S(0x20)));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), a, 512, 0, S(0x10)));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), d, 32, 0, S(0x10)));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), c, 1024, 1024, S(0x20)));
 }
 
 TEST_F(Tracking, DestroyIsBusyWithLiveAllocationsUnlessForced) {
   Make();
   void *a = nullptr, *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 100, 0, nullptr, &a));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 200, 0, S(4), &b));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 100, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 200, 0, S(4), &b));
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r()));
   FILE *f = tmpfile();
   ASSERT_NE(nullptr, f);
@@ -380,7 +381,7 @@ TEST_F(Tracking, DestroyIsBusyWithLiveAllocationsUnlessForced) {
 
 TEST_F(Tracking, StatsArgumentsAreChecked) {
   Make();
-  gmr_tracking_stats s = GMR_TRACKING_STATS_INIT;
+  gmr_tracking_adaptor_stats s = GMR_TRACKING_ADAPTOR_STATS_INIT;
   s.version = 0;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_tracking_adaptor_get_stats(trk_, &s));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_tracking_adaptor_get_stats(nullptr, &s));
@@ -398,11 +399,12 @@ TEST_F(Tracking, StatsArgumentsAreChecked) {
   out.old.version = 1;
   out.canary = 42;
   void *a = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r(), 10, 0, nullptr, &a));
-  ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_get_stats(trk_, reinterpret_cast<gmr_tracking_stats *>(&out)));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 10, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_get_stats(
+                        trk_, reinterpret_cast<gmr_tracking_adaptor_stats *>(&out)));
   EXPECT_EQ(10, out.old.bytes.current);
   EXPECT_EQ(42, out.canary);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r(), a, 10, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), a, 10, 0, nullptr));
   gmr_tracking_adaptor *t = nullptr;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_tracking_adaptor_create(nullptr, nullptr, &t));
   gmr_tracking_adaptor_config bad = GMR_TRACKING_ADAPTOR_CONFIG_DEFAULT;
@@ -432,27 +434,28 @@ TEST(TrackingThreads, CountersStayExactUnderConcurrentUse) {
         if (mine.size() < 20 && rng() % 2 == 0) {
           size_t n = 1 + rng() % 5000;
           void *p = nullptr;
-          ASSERT_EQ(GMR_OK, gmr_allocate(r, n, 0, nullptr, &p));
+          ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, n, 0, nullptr, &p));
           mine.emplace_back(p, n);
           bytes_by_thread[t] += static_cast<int64_t>(n);
           count_by_thread[t]++;
         } else if (!mine.empty()) {
           auto b = mine.front();
           mine.erase(mine.begin());
-          ASSERT_EQ(GMR_OK, gmr_deallocate(r, b.first, b.second, 0, nullptr));
+          ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b.first, b.second, 0, nullptr));
         }
       }
-      for (auto &b : mine) ASSERT_EQ(GMR_OK, gmr_deallocate(r, b.first, b.second, 0, nullptr));
+      for (auto &b : mine)
+        ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b.first, b.second, 0, nullptr));
     });
   }
   for (auto &th : threads) th.join();
-  gmr_tracking_stats s = GMR_TRACKING_STATS_INIT;
+  gmr_tracking_adaptor_stats s = GMR_TRACKING_ADAPTOR_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_get_stats(trk, &s));
   int64_t all_bytes = 0, all_count = 0;
   for (int t = 0; t < kThreads; ++t) {
     all_bytes += bytes_by_thread[t];
     all_count += count_by_thread[t];
-    gmr_tracking_owner_stats o = GMR_TRACKING_OWNER_STATS_INIT;
+    gmr_tracking_adaptor_owner_stats o = GMR_TRACKING_ADAPTOR_OWNER_STATS_INIT;
     ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_get_owner_stats(trk, ids[t], &o));
     EXPECT_EQ(bytes_by_thread[t], o.bytes.total);
     EXPECT_EQ(count_by_thread[t], o.allocations.total);

@@ -139,7 +139,7 @@ static gmr_status build_host(gmr_memory_space *s, gmr_failure *failure) {
   gmr_status st = gmr_numa_host_resource_create(&nc, &s->numa);
   if (st != GMR_OK) {
     int nodes = 1, max = 0;
-    (void)gmr_numa_host_resource_get_node_count(&nodes, &max);
+    GMR_IGNORE_STATUS(gmr_numa_host_resource_get_node_count(&nodes, &max));
     return gmr__tier_fail(failure, st, 0,
                           "HOST space %d: no NUMA node %d (%d online, highest %d)", c->id.index,
                           c->numa_node, nodes, max);
@@ -260,11 +260,11 @@ static gmr_status build_streams(gmr_memory_space *s, gmr_failure *failure) {
 
 /* Undo a partly built space (never the manager's books). */
 static void teardown(gmr_memory_space *s) {
-  if (s->streams != NULL) (void)gmr_stream_pool_destroy(s->streams);
-  if (s->limiter != NULL) (void)gmr_resource_destroy(s->limiter_resource);
-  if (s->blocks != NULL) (void)gmr_resource_destroy(gmr_fixed_block_resource_as_resource(s->blocks));
-  if (s->numa != NULL) (void)gmr_resource_destroy(gmr_numa_host_resource_as_resource(s->numa));
-  if (s->stack != NULL) (void)gmr_stack_destroy(s->stack);
+  if (s->streams != NULL) GMR_IGNORE_STATUS(gmr_stream_pool_destroy(s->streams));
+  if (s->limiter != NULL) GMR_IGNORE_STATUS(gmr_resource_destroy(s->limiter_resource));
+  if (s->blocks != NULL) GMR_IGNORE_STATUS(gmr_resource_destroy(gmr_fixed_block_resource_as_resource(s->blocks)));
+  if (s->numa != NULL) GMR_IGNORE_STATUS(gmr_resource_destroy(gmr_numa_host_resource_as_resource(s->numa)));
+  if (s->stack != NULL) GMR_IGNORE_STATUS(gmr_stack_destroy(s->stack));
   if (!s->oom_policy_owned && s->config.on_oom.release != NULL) {
     s->config.on_oom.release(s->config.on_oom.ctx);
   }
@@ -356,7 +356,7 @@ void gmr__space_destroy(gmr_memory_space *s) {
 size_t gmr__stream_held_bytes(const gmr_memory_space *s, gmr_stream stream) {
   size_t used = 0;
   if (s->limiter != NULL) {
-    (void)gmr_limiting_adaptor_get_stream_usage(s->limiter, stream, &used, NULL);
+    GMR_IGNORE_STATUS(gmr_limiting_adaptor_get_stream_usage(s->limiter, stream, &used, NULL));
   }
   return used;
 }
@@ -481,7 +481,7 @@ gmr_status gmr_memory_space_get_stats(gmr_memory_space *s, gmr_memory_space_stat
   pthread_mutex_unlock(&s->manager->mutex);
   st.allocated_bytes = u.allocated_bytes;
   if (s->limiter != NULL) {
-    gmr_limiting_stats ls = GMR_LIMITING_STATS_INIT;
+    gmr_limiting_adaptor_stats ls = GMR_LIMITING_ADAPTOR_STATS_INIT;
     if (gmr_limiting_adaptor_get_stats(s->limiter, &ls) == GMR_OK) {
       st.peak_allocated_bytes = ls.peak_used_bytes;
     }

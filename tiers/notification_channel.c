@@ -158,5 +158,5 @@ void gmr__notification_channel_watch_end(gmr_notification_channel *c) {
 void gmr__notification_channel_notify_if_watched(gmr_notification_channel *c) {
   atomic_thread_fence(memory_order_seq_cst);
   if (atomic_load(&c->watcher_count) == 0 && atomic_load(&c->waiter_count) == 0) return;
-  (void)gmr_notification_channel_notify(c);
+  GMR_IGNORE_STATUS(gmr_notification_channel_notify(c));
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "tiers/tiers_internal.h"
+#include "core/failure.h"
 #include "core/stats.h"
 #include "tiers/tiers_util.h"
 
@@ -94,7 +95,7 @@ void gmr__reservation_unbind_locked(gmr__tier_reservation *r) {
   if (!r->bound) return;
   gmr_memory_space *s = r->space;
   /* Requests on the stream are untracked from now on. */
-  (void)gmr_limiting_adaptor_set_stream_limit(s->limiter, r->stream, GMR_LIMIT_NONE);
+  GMR_IGNORE_STATUS(gmr_limiting_adaptor_set_stream_limit(s->limiter, r->stream, GMR_LIMIT_NONE));
   set_bound_id(s, r->stream, 0);
   size_t last = --s->bound_count;
   s->bound[r->bound_index] = s->bound[last];
@@ -115,8 +116,8 @@ static gmr__tier_reservation *bound_to(const gmr_memory_space *s, gmr_stream str
 
 /* ---- operations ------------------------------------------------------------------- */
 
-gmr_status gmr_reservation_release(gmr_tier_manager *m, gmr_reservation_id id,
-                                   gmr_failure *failure) {
+static gmr_status reservation_release_impl(gmr_tier_manager *m, gmr_reservation_id id,
+                                           gmr_failure *failure) {
   if (m == NULL) return gmr__tier_fail(failure, GMR_ERR_INVALID_ARGUMENT, 0, "manager is NULL");
   pthread_mutex_lock(&m->mutex);
   gmr__tier_reservation *r = NULL;
@@ -129,7 +130,7 @@ gmr_status gmr_reservation_release(gmr_tier_manager *m, gmr_reservation_id id,
     (void)gmr__u64_map_remove(&m->reservations, id, NULL);
     m->release_count++;
     free(r);
-    (void)gmr_notification_channel_notify(m->channel);
+    GMR_IGNORE_STATUS(gmr_notification_channel_notify(m->channel));
   }
   pthread_mutex_unlock(&m->mutex);
   if (st == GMR_ERR_DOUBLE_FREE) {
@@ -141,6 +142,13 @@ gmr_status gmr_reservation_release(gmr_tier_manager *m, gmr_reservation_id id,
                           (unsigned long long)id);
   }
   return GMR_OK;
+}
+
+gmr_status gmr_reservation_release(gmr_tier_manager *m, gmr_reservation_id id,
+                                   gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, reservation_release_impl(m, id, f));
 }
 
 /* Would `r` at `new_bytes` still fit its space? (M held) A reservation
@@ -162,13 +170,13 @@ static void set_size(gmr__tier_reservation *r, size_t new_bytes) {
   if (s->reserved_bytes > s->peak_reserved_bytes) s->peak_reserved_bytes = s->reserved_bytes;
   r->bytes = new_bytes;
   if (r->bound) {
-    (void)gmr_limiting_adaptor_set_stream_limit(s->limiter, r->stream,
-                                                r->baseline_bytes + new_bytes);
+    GMR_IGNORE_STATUS(gmr_limiting_adaptor_set_stream_limit(s->limiter, r->stream,
+                                                r->baseline_bytes + new_bytes));
   }
 }
 
-gmr_status gmr_reservation_grow(gmr_tier_manager *m, gmr_reservation_id id, size_t bytes,
-                                gmr_failure *failure) {
+static gmr_status reservation_grow_impl(gmr_tier_manager *m, gmr_reservation_id id, size_t bytes,
+                                        gmr_failure *failure) {
   if (m == NULL) return gmr__tier_fail(failure, GMR_ERR_INVALID_ARGUMENT, 0, "manager is NULL");
   if (bytes == 0) {
     return gmr__tier_fail(failure, GMR_ERR_INVALID_ARGUMENT, 0, "grow by 0 bytes");
@@ -197,8 +205,15 @@ gmr_status gmr_reservation_grow(gmr_tier_manager *m, gmr_reservation_id id, size
   return st;
 }
 
-gmr_status gmr_reservation_shrink(gmr_tier_manager *m, gmr_reservation_id id, size_t new_bytes,
-                                  gmr_failure *failure) {
+gmr_status gmr_reservation_grow(gmr_tier_manager *m, gmr_reservation_id id, size_t bytes,
+                                gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, reservation_grow_impl(m, id, bytes, f));
+}
+
+static gmr_status reservation_shrink_impl(gmr_tier_manager *m, gmr_reservation_id id,
+                                          size_t new_bytes, gmr_failure *failure) {
   if (m == NULL) return gmr__tier_fail(failure, GMR_ERR_INVALID_ARGUMENT, 0, "manager is NULL");
   pthread_mutex_lock(&m->mutex);
   gmr__tier_reservation *r = NULL;
@@ -222,10 +237,17 @@ gmr_status gmr_reservation_shrink(gmr_tier_manager *m, gmr_reservation_id id, si
                         (unsigned long long)id, new_bytes, allocated);
   } else {
     set_size(r, new_bytes);
-    (void)gmr_notification_channel_notify(m->channel);
+    GMR_IGNORE_STATUS(gmr_notification_channel_notify(m->channel));
   }
   pthread_mutex_unlock(&m->mutex);
   return st;
+}
+
+gmr_status gmr_reservation_shrink(gmr_tier_manager *m, gmr_reservation_id id, size_t new_bytes,
+                                  gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, reservation_shrink_impl(m, id, new_bytes, f));
 }
 
 static bool bound_reserve(gmr_memory_space *s) {
@@ -238,9 +260,9 @@ static bool bound_reserve(gmr_memory_space *s) {
   return true;
 }
 
-gmr_status gmr_reservation_bind_stream(gmr_tier_manager *m, gmr_reservation_id id,
-                                       gmr_stream stream, const gmr_limit_policy *on_limit,
-                                       gmr_failure *failure) {
+static gmr_status reservation_bind_stream_impl(gmr_tier_manager *m, gmr_reservation_id id,
+                                               gmr_stream stream, const gmr_limit_policy *on_limit,
+                                               gmr_failure *failure) {
   if (m == NULL) return gmr__tier_fail(failure, GMR_ERR_INVALID_ARGUMENT, 0, "manager is NULL");
   if (on_limit != NULL && gmr_limit_policy_check(on_limit) != GMR_OK) {
     return gmr__tier_fail(failure, GMR_ERR_INVALID_ARGUMENT, 0,
@@ -253,7 +275,7 @@ gmr_status gmr_reservation_bind_stream(gmr_tier_manager *m, gmr_reservation_id i
   gmr__tier_reservation *other = s != NULL && s->limiter != NULL ? bound_to(s, stream) : NULL;
   size_t held = 0;
   if (st == GMR_OK && s->limiter != NULL) {
-    (void)gmr_limiting_adaptor_get_stream_usage(s->limiter, stream, &held, NULL);
+    GMR_IGNORE_STATUS(gmr_limiting_adaptor_get_stream_usage(s->limiter, stream, &held, NULL));
   }
   if (st != GMR_OK) {
     /* failure filled */
@@ -294,6 +316,14 @@ gmr_status gmr_reservation_bind_stream(gmr_tier_manager *m, gmr_reservation_id i
   }
   pthread_mutex_unlock(&m->mutex);
   return st;
+}
+
+gmr_status gmr_reservation_bind_stream(gmr_tier_manager *m, gmr_reservation_id id,
+                                       gmr_stream stream, const gmr_limit_policy *on_limit,
+                                       gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, reservation_bind_stream_impl(m, id, stream, on_limit, f));
 }
 
 gmr_status gmr_reservation_unbind_stream(gmr_tier_manager *m, gmr_reservation_id id) {

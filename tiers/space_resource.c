@@ -124,7 +124,8 @@ static gmr_status below_allocate(gmr_memory_space *s, size_t bytes, size_t align
 static gmr_status below_allocate_capturing(gmr_memory_space *s, size_t bytes, size_t alignment,
                                            gmr_stream stream, void **out_ptr,
                                            gmr_failure *failure) {
-  return gmr_allocate_capturing(s->limiter_resource, bytes, alignment, stream, out_ptr, failure);
+  return gmr_resource_allocate_capturing(s->limiter_resource, bytes, alignment, stream, out_ptr,
+                                         failure);
 }
 
 static gmr_status allocate_with(gmr_memory_space *s, allocate_below_fn *below, size_t bytes,
@@ -170,8 +171,8 @@ static bool adjust_baseline(gmr_memory_space *s, uint64_t binding, size_t charge
     gmr__tier_reservation *r = s->bound[i];
     if (r->binding != binding || (sign < 0 && r->baseline_bytes < charge)) continue;
     r->baseline_bytes = sign > 0 ? r->baseline_bytes + charge : r->baseline_bytes - charge;
-    (void)gmr_limiting_adaptor_set_stream_limit(s->limiter, r->stream,
-                                                r->baseline_bytes + r->bytes);
+    GMR_IGNORE_STATUS(gmr_limiting_adaptor_set_stream_limit(s->limiter, r->stream,
+                                                r->baseline_bytes + r->bytes));
     adjusted = true;
   }
   pthread_mutex_unlock(&m->mutex);
@@ -213,7 +214,7 @@ static gmr_status space_deallocate(gmr_resource *self, void *ptr, size_t bytes, 
 static gmr_status space_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
   gmr_memory_space *s = (gmr_memory_space *)self;
   if (s->limiter == NULL) return GMR_ERR_UNKNOWN_POINTER;
-  return gmr_record_stream(s->limiter_resource, ptr, stream);
+  return gmr_resource_record_stream(s->limiter_resource, ptr, stream);
 }
 
 /* The manager owns its spaces. */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "tiers/tiers_internal.h"
+#include "core/failure.h"
 #include "core/stats.h"
 #include "tiers/tiers_util.h"
 
@@ -306,23 +307,34 @@ static gmr_status reserve_impl(gmr_tier_manager *m, const gmr_reservation_strate
   return st;
 }
 
+/* The three public ways to reserve; each works in a whole failure record
+ * (gmr__failure_begin) and copies out what the caller's record holds. */
 gmr_status gmr_tier_manager_reserve(gmr_tier_manager *m, const gmr_reservation_strategy *strategy,
                                     size_t bytes, uint64_t timeout_ns, gmr_reservation_id *out_id,
                                     gmr_failure *failure) {
-  return reserve_impl(m, strategy, bytes, MODE_BLOCK, timeout_ns, out_id, NULL, failure);
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  gmr_status st = reserve_impl(m, strategy, bytes, MODE_BLOCK, timeout_ns, out_id, NULL, f);
+  return gmr__failure_end(failure, f, st);
 }
 
 gmr_status gmr_tier_manager_try_reserve(gmr_tier_manager *m,
                                         const gmr_reservation_strategy *strategy, size_t bytes,
                                         gmr_reservation_id *out_id, gmr_failure *failure) {
-  return reserve_impl(m, strategy, bytes, MODE_TRY, 0, out_id, NULL, failure);
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  gmr_status st = reserve_impl(m, strategy, bytes, MODE_TRY, 0, out_id, NULL, f);
+  return gmr__failure_end(failure, f, st);
 }
 
 gmr_status gmr_tier_manager_reserve_up_to(gmr_tier_manager *m,
                                           const gmr_reservation_strategy *strategy, size_t bytes,
                                           gmr_reservation_id *out_id, size_t *out_bytes,
                                           gmr_failure *failure) {
-  return reserve_impl(m, strategy, bytes, MODE_UP_TO, 0, out_id, out_bytes, failure);
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  gmr_status st = reserve_impl(m, strategy, bytes, MODE_UP_TO, 0, out_id, out_bytes, f);
+  return gmr__failure_end(failure, f, st);
 }
 
 /* ---- life -------------------------------------------------------------------------- */
@@ -335,14 +347,14 @@ static void release_policies(const gmr_memory_space_config *configs, size_t from
 
 static void free_manager(gmr_tier_manager *m) {
   for (size_t i = 0; i < m->space_count; ++i) gmr__space_destroy(m->spaces[i]);
-  if (m->channel != NULL) (void)gmr_notification_channel_destroy(m->channel);
+  if (m->channel != NULL) GMR_IGNORE_STATUS(gmr_notification_channel_destroy(m->channel));
   gmr__u64_map_clear(&m->reservations);
   pthread_mutex_destroy(&m->mutex);
   free(m);
 }
 
-gmr_status gmr_tier_manager_create(const gmr_memory_space_config *configs, size_t count,
-                                   gmr_tier_manager **out, gmr_failure *failure) {
+static gmr_status tier_manager_create_impl(const gmr_memory_space_config *configs, size_t count,
+                                           gmr_tier_manager **out, gmr_failure *failure) {
   if (out != NULL) *out = NULL;
   if (out == NULL || configs == NULL || count == 0 || count > GMR_TIER_MANAGER_MAX_SPACES) {
     if (configs != NULL) release_policies(configs, 0, count);
@@ -388,6 +400,13 @@ gmr_status gmr_tier_manager_create(const gmr_memory_space_config *configs, size_
   return GMR_OK;
 }
 
+gmr_status gmr_tier_manager_create(const gmr_memory_space_config *configs, size_t count,
+                                   gmr_tier_manager **out, gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, tier_manager_create_impl(configs, count, out, f));
+}
+
 gmr_status gmr_tier_manager_destroy(gmr_tier_manager *m) {
   if (m == NULL) return GMR_OK;
   pthread_mutex_lock(&m->mutex);
@@ -416,9 +435,9 @@ gmr_status gmr_tier_manager_shutdown(gmr_tier_manager *m) {
   pthread_mutex_lock(&m->mutex);
   m->shut_down = true;
   pthread_mutex_unlock(&m->mutex);
-  (void)gmr_notification_channel_shutdown(m->channel);
+  GMR_IGNORE_STATUS(gmr_notification_channel_shutdown(m->channel));
   for (size_t i = 0; i < m->space_count; ++i) {
-    if (m->spaces[i]->streams != NULL) (void)gmr_stream_pool_shutdown(m->spaces[i]->streams);
+    if (m->spaces[i]->streams != NULL) GMR_IGNORE_STATUS(gmr_stream_pool_shutdown(m->spaces[i]->streams));
   }
   return GMR_OK;
 }

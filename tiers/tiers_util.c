@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/failure.h"
+
 bool gmr__cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t deadline_ns) {
   if (deadline_ns == UINT64_MAX) {
     pthread_cond_wait(cond, mutex);
@@ -33,7 +35,9 @@ uint64_t gmr__deadline_after(uint64_t timeout_ns) {
 gmr_status gmr__tier_fail(gmr_failure *failure, gmr_status status, size_t bytes, const char *fmt,
                           ...) {
   if (failure == NULL) return status;
-  memset(failure, 0, sizeof *failure);
+  /* Everything after the header, which is the caller's (gmr/resource.h). */
+  memset((char *)failure + GMR__FAILURE_HEADER_BYTES, 0,
+         sizeof *failure - GMR__FAILURE_HEADER_BYTES);
   failure->status = status;
   failure->bytes = bytes;
   va_list ap;

@@ -26,7 +26,7 @@
  *
  * Errors: cudaErrorMemoryAllocation -> GMR_ERR_OUT_OF_MEMORY; capture errors
  * (900-908) -> GMR_ERR_CAPTURE_UNSAFE; anything else -> GMR_ERR_CUDA. The
- * cudaError_t value is kept in gmr_failure::cuda_error (gmr_allocate_ex).
+ * cudaError_t value is kept in gmr_failure::cuda_error (gmr_resource_allocate_ex).
  *
  * Alignment: CUDA gives 256 bytes; a request for more returns
  * GMR_ERR_UNSUPPORTED.
@@ -43,7 +43,7 @@
  * CUDA refuses (GMR_ERR_CUDA) leaves the allocation live in the books.
  *
  * Optional slots:
- *  - allocate_capturing (gmr_allocate_capturing): device, managed and pinned
+ *  - allocate_capturing (gmr_resource_allocate_capturing): device, managed and pinned
  *    call cudaMalloc / cudaMallocManaged / cudaHostAlloc with the calling
  *    thread switched to relaxed capture mode and switched back on every path
  *    (PyTorch's cudaMallocMaybeCapturing), so a capture in progress on any
@@ -54,7 +54,7 @@
  *    block at once; a failed synchronise gives the block back (GMR_ERR_CUDA).
  *    (Plain allocate on a capturing stream still refuses for the three
  *    other kinds, as described above.)
- *  - record_stream (gmr_record_stream): async remembers the stream with the
+ *  - record_stream (gmr_resource_record_stream): async remembers the stream with the
  *    allocation; at the free on stream S it records an event on each such
  *    stream (events from a small cache) and makes S wait for it
  *    (cudaStreamWaitEvent) before cudaFreeAsync, so the memory is reused

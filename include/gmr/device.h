@@ -56,7 +56,7 @@ GMR_API const char *gmr_cuda_error_name(int cuda_error);
  *   GMR_ERR_CUDA              any other CUDA failure.
  * On failure *out_count is 0 (when out_count is not NULL).
  */
-GMR_API gmr_status gmr_device_get_count(int *out_count);
+GMR_API GMR_NODISCARD gmr_status gmr_device_get_count(int *out_count);
 
 /**
  * Read the calling thread's current device (cudaGetDevice) into *out_device.
@@ -65,7 +65,7 @@ GMR_API gmr_status gmr_device_get_count(int *out_count);
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (out_device NULL); GMR_ERR_CUDA
  * (the runtime failed). On failure *out_device is unchanged.
  */
-GMR_API gmr_status gmr_device_get_current(int *out_device);
+GMR_API GMR_NODISCARD gmr_status gmr_device_get_current(int *out_device);
 
 /**
  * Make `device` the calling thread's current device (cudaSetDevice).
@@ -74,7 +74,7 @@ GMR_API gmr_status gmr_device_get_current(int *out_device);
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (no such device); GMR_ERR_CUDA (any
  * other failure). On failure the current device is unchanged.
  */
-GMR_API gmr_status gmr_device_set_current(int device);
+GMR_API GMR_NODISCARD gmr_status gmr_device_set_current(int device);
 
 /**
  * Free and total memory of the current device in bytes (cudaMemGetInfo).
@@ -82,7 +82,8 @@ GMR_API gmr_status gmr_device_set_current(int device);
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL argument); GMR_ERR_CUDA.
  * On failure the outputs are unspecified.
  */
-GMR_API gmr_status gmr_device_get_memory_info(size_t *free_bytes, size_t *total_bytes);
+GMR_API GMR_NODISCARD gmr_status gmr_device_get_memory_info(size_t *free_bytes,
+                                                            size_t *total_bytes);
 
 /**
  * Wait for all work on the current device (cudaDeviceSynchronize).
@@ -92,7 +93,7 @@ GMR_API gmr_status gmr_device_get_memory_info(size_t *free_bytes, size_t *total_
  * asynchronous error, or any other failure). Changes nothing on failure but
  * what CUDA itself did.
  */
-GMR_API gmr_status gmr_device_synchronize(void);
+GMR_API GMR_NODISCARD gmr_status gmr_device_synchronize(void);
 
 /**
  * Create a stream on the current device that does not synchronise with the
@@ -113,7 +114,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_stream_create(gmr_stream *out_stream);
  * Returns GMR_OK; GMR_ERR_CUDA (an unknown stream, or another failure: the
  * stream is then as it was).
  */
-GMR_API gmr_status gmr_stream_destroy(gmr_stream stream);
+GMR_API GMR_NODISCARD gmr_status gmr_stream_destroy(gmr_stream stream);
 
 /**
  * Wait until all work queued on `stream` is done (cudaStreamSynchronize).
@@ -122,7 +123,7 @@ GMR_API gmr_status gmr_stream_destroy(gmr_stream stream);
  * capture is invalidated, as CUDA does); GMR_ERR_CUDA (an unknown stream, or
  * an asynchronous error of its work). Nothing else changes on failure.
  */
-GMR_API gmr_status gmr_stream_synchronize(gmr_stream stream);
+GMR_API GMR_NODISCARD gmr_status gmr_stream_synchronize(gmr_stream stream);
 
 /**
  * Copy `bytes` bytes from `src` to `dst`, stream-ordered on `stream`
@@ -141,7 +142,8 @@ GMR_API gmr_status gmr_stream_synchronize(gmr_stream stream);
  * nothing was enqueued.
  * Source: cudaMemcpyAsync (cuda_runtime_api.h).
  */
-GMR_API gmr_status gmr_memcpy_async(void *dst, const void *src, size_t bytes, gmr_stream stream);
+GMR_API GMR_NODISCARD gmr_status gmr_memcpy_async(void *dst, const void *src, size_t bytes,
+                                                  gmr_stream stream);
 
 /**
  * Make work enqueued on `waiter` from now on wait for the work enqueued on
@@ -156,7 +158,7 @@ GMR_API gmr_status gmr_memcpy_async(void *dst, const void *src, size_t bytes, gm
  * GMR_ERR_CAPTURE_UNSAFE for a failed CUDA call; GMR_ERR_OUT_OF_MEMORY when
  * no event could be created. On failure no wait was added.
  */
-GMR_API gmr_status gmr_stream_wait_stream(gmr_stream waiter, gmr_stream waited);
+GMR_API GMR_NODISCARD gmr_status gmr_stream_wait_stream(gmr_stream waiter, gmr_stream waited);
 
 /**
  * Start capturing `stream` into a CUDA graph (cudaStreamBeginCapture, mode
@@ -167,7 +169,7 @@ GMR_API gmr_status gmr_stream_wait_stream(gmr_stream waiter, gmr_stream waited);
  * already, or another failure; then nothing started).
  * Source: cudaStreamBeginCapture (cuda_runtime_api.h).
  */
-GMR_API gmr_status gmr_stream_begin_capture(gmr_stream stream);
+GMR_API GMR_NODISCARD gmr_status gmr_stream_begin_capture(gmr_stream stream);
 
 /**
  * End the capture of `stream` (cudaStreamEndCapture) and give the graph to
@@ -180,7 +182,7 @@ GMR_API gmr_status gmr_stream_begin_capture(gmr_stream stream);
  * capture-unsafe call: the capture has ended and no graph was made). On
  * failure *out_graph is NULL.
  */
-GMR_API gmr_status gmr_stream_end_capture(gmr_stream stream, gmr_graph *out_graph);
+GMR_API GMR_NODISCARD gmr_status gmr_stream_end_capture(gmr_stream stream, gmr_graph *out_graph);
 
 /**
  * Destroy a graph from gmr_stream_end_capture() (cudaGraphDestroy). NULL is a
@@ -189,7 +191,7 @@ GMR_API gmr_status gmr_stream_end_capture(gmr_stream stream, gmr_graph *out_grap
  *   thread may use the graph. Stream/device: no synchronisation.
  * Returns GMR_OK; GMR_ERR_CUDA (an unknown graph; nothing changed).
  */
-GMR_API gmr_status gmr_graph_destroy(gmr_graph graph);
+GMR_API GMR_NODISCARD gmr_status gmr_graph_destroy(gmr_graph graph);
 
 /**
  * Whether `stream` is capturing now and the id of that capture
@@ -199,8 +201,8 @@ GMR_API gmr_status gmr_graph_destroy(gmr_graph graph);
  * Returns GMR_OK; GMR_ERR_CUDA (an unknown stream, or another failure); on
  * failure *out_capturing is false and *out_capture_id 0.
  */
-GMR_API gmr_status gmr_stream_get_capture_info(gmr_stream stream, bool *out_capturing,
-                                               uint64_t *out_capture_id);
+GMR_API GMR_NODISCARD gmr_status gmr_stream_get_capture_info(gmr_stream stream, bool *out_capturing,
+                                                             uint64_t *out_capture_id);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,7 @@
  *
  * Each device's resource is created lazily, at the first request for that
  * device, with that device current, from the first of:
- *   1. the spec given to gmr_set_device_resource_spec();
+ *   1. the spec given to gmr_device_resource_set_spec();
  *   2. the environment variable GMR_STACK (read at that moment);
  *   3. GMR_DEVICE_RESOURCE_DEFAULT_SPEC.
  * The registry puts a thin adaptor (type name "device_guard") on top of each
@@ -20,11 +20,11 @@
  * Lifetime: the stacks the registry created are destroyed at process exit
  * (atexit, in reverse order of creation; a stack that still has live
  * allocations is left as it is, so memory still referenced at exit is never
- * freed under its user), or earlier by gmr_device_resources_release().
- * A resource given to gmr_set_device_resource() is borrowed, never destroyed.
+ * freed under its user), or earlier by gmr_device_resource_release_all().
+ * A resource given to gmr_device_resource_set() is borrowed, never destroyed.
  *
  * Thread-safe: yes for the getters and setters (an internal mutex; the getters'
- * fast path is one atomic load). gmr_device_resources_release() is not
+ * fast path is one atomic load). gmr_device_resource_release_all() is not
  * thread-safe with any other use of the registry or its resources.
  */
 #ifndef GMR_DEVICE_RESOURCE_H_
@@ -52,7 +52,7 @@ extern "C" {
  *
  * Units: `device` is a CUDA device ordinal.
  * Ownership: *out is borrowed from the registry: valid until
- *   gmr_device_resources_release() or process exit (or, for a resource the
+ *   gmr_device_resource_release_all() or process exit (or, for a resource the
  *   program set, as long as the program keeps it). `error` (may be NULL)
  *   receives the reason when creation fails.
  * Thread-safe: yes; concurrent first requests for one device create one stack.
@@ -71,17 +71,17 @@ extern "C" {
  * On failure *out is NULL and nothing was created; the next request tries again.
  * Source: RMM's get_per_device_resource (rmm/mr/per_device_resource.hpp).
  */
-GMR_API GMR_NODISCARD gmr_status gmr_get_device_resource(int device, gmr_resource **out,
+GMR_API GMR_NODISCARD gmr_status gmr_device_resource_get(int device, gmr_resource **out,
                                                          gmr_spec_error *error);
 
 /**
- * gmr_get_device_resource() for the calling thread's current device
- * (cudaGetDevice). Thread-safe: yes, as gmr_get_device_resource().
- * Returns as gmr_get_device_resource(), and GMR_ERR_CUDA
+ * gmr_device_resource_get() for the calling thread's current device
+ * (cudaGetDevice). Thread-safe: yes, as gmr_device_resource_get().
+ * Returns as gmr_device_resource_get(), and GMR_ERR_CUDA
  * when the current device cannot be read (no driver); then error->message
  * says so. Source: RMM's get_current_device_resource.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_get_current_device_resource(gmr_resource **out,
+GMR_API GMR_NODISCARD gmr_status gmr_device_resource_get_current(gmr_resource **out,
                                                                  gmr_spec_error *error);
 
 /**
@@ -102,7 +102,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_get_current_device_resource(gmr_resource **
  * count cannot be read). On failure nothing changed.
  * Source: RMM's set_per_device_resource.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_set_device_resource(int device, gmr_resource *resource,
+GMR_API GMR_NODISCARD gmr_status gmr_device_resource_set(int device, gmr_resource *resource,
                                                          gmr_resource **out_previous);
 
 /**
@@ -117,7 +117,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_set_device_resource(int device, gmr_resourc
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (malformed spec: error->message
  * says where); GMR_ERR_OUT_OF_MEMORY. On failure the previous spec stays.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_set_device_resource_spec(const char *spec,
+GMR_API GMR_NODISCARD gmr_status gmr_device_resource_set_spec(const char *spec,
                                                               gmr_spec_error *error);
 
 /**
@@ -125,7 +125,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_set_device_resource_spec(const char *spec,
  * registry created none for it (never asked, or released). Ownership: owned by
  * the registry, valid until that resource is released. Thread-safe: yes.
  */
-GMR_API const char *gmr_get_device_resource_spec(int device);
+GMR_API const char *gmr_device_resource_get_spec(int device);
 
 /**
  * Destroy the stacks the registry created, newest first, as process exit
@@ -138,7 +138,56 @@ GMR_API const char *gmr_get_device_resource_spec(int device);
  * Returns GMR_OK when every stack is gone, else the first failure
  * (GMR_ERR_BUSY) of a stack's destroy.
  */
-GMR_API gmr_status gmr_device_resources_release(void);
+GMR_API GMR_NODISCARD gmr_status gmr_device_resource_release_all(void);
+
+/* ---- deprecated names ---------------------------------------------------- */
+/* Renamed in 0.2.0 to the gmr_<object>_<verb> scheme; removed in 0.3.0. Each
+ * is the same function under its old name, still exported from libgmr.so. */
+
+/**
+ * Deprecated name of gmr_device_resource_get(). Thread-safe, stream/device
+ * semantics: as gmr_device_resource_get(). Returns as gmr_device_resource_get().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_device_resource_get") gmr_status
+gmr_get_device_resource(int device, gmr_resource **out, gmr_spec_error *error);
+
+/**
+ * Deprecated name of gmr_device_resource_get_current(). Thread-safe,
+ * stream/device semantics: as gmr_device_resource_get_current().
+ * Returns as gmr_device_resource_get_current().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_device_resource_get_current") gmr_status
+gmr_get_current_device_resource(gmr_resource **out, gmr_spec_error *error);
+
+/**
+ * Deprecated name of gmr_device_resource_set(). Thread-safe, stream/device
+ * semantics: as gmr_device_resource_set(). Returns as gmr_device_resource_set().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_device_resource_set") gmr_status
+gmr_set_device_resource(int device, gmr_resource *resource, gmr_resource **out_previous);
+
+/**
+ * Deprecated name of gmr_device_resource_set_spec(). Thread-safe, stream/device
+ * semantics: as gmr_device_resource_set_spec().
+ * Returns as gmr_device_resource_set_spec().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_device_resource_set_spec") gmr_status
+gmr_set_device_resource_spec(const char *spec, gmr_spec_error *error);
+
+/**
+ * Deprecated name of gmr_device_resource_get_spec(): the same string.
+ * Thread-safe: yes.
+ */
+GMR_API GMR_DEPRECATED("use gmr_device_resource_get_spec") const char *
+gmr_get_device_resource_spec(int device);
+
+/**
+ * Deprecated name of gmr_device_resource_release_all(). Thread-safe,
+ * stream/device semantics: as gmr_device_resource_release_all().
+ * Returns as gmr_device_resource_release_all().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_device_resource_release_all") gmr_status
+gmr_device_resources_release(void);
 
 #ifdef __cplusplus
 }

@@ -146,7 +146,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_event_listener_add(gmr_event_listener_fn *f
  * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT if the pair is not registered
  * (nothing changes).
  */
-GMR_API gmr_status gmr_event_listener_remove(gmr_event_listener_fn *fn, void *ctx);
+GMR_API GMR_NODISCARD gmr_status gmr_event_listener_remove(gmr_event_listener_fn *fn, void *ctx);
 
 /** "limit_refused", ..., or "unknown". Static string. Thread-safe: yes. */
 GMR_API const char *gmr_event_kind_name(gmr_event_kind kind);

@@ -81,7 +81,7 @@
  * shard (found through a read-locked table of chunks). A list's blocks all
  * come from one shard. shard_count = 1 is the single-lock resource.
  *
- * Statuses of gmr_deallocate(), the vocabulary of gmr/resource.h:
+ * Statuses of gmr_resource_deallocate(), the vocabulary of gmr/resource.h:
  * GMR_ERR_UNKNOWN_POINTER (not a block start nor a forwarded allocation of
  * this resource, or a block never given out), GMR_ERR_DOUBLE_FREE (a block
  * given out before and free now), GMR_ERR_FREE_MISMATCH (bytes or alignment
@@ -176,7 +176,7 @@ typedef struct gmr_fixed_block_resource_config {
  *                             (when set), or shard_count > 64;
  *                             gmr_fixed_block_resource_create_ex() says which.
  *   GMR_ERR_OUT_OF_MEMORY     host allocation failed, or the upstream's status
- *                             for an initial chunk (any gmr_allocate() status).
+ *                             for an initial chunk (any gmr_resource_allocate() status).
  * On failure *out is NULL and every initial chunk was given back.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_create(
@@ -228,7 +228,7 @@ typedef struct gmr_block_list {
  * Ownership: *out belongs to the resource; give it back with
  *   gmr_fixed_block_resource_deallocate_blocks() (never free() it).
  * Thread-safe: yes.
- * Stream/device: as gmr_allocate() on this resource (may grow by chunks).
+ * Stream/device: as gmr_resource_allocate() on this resource (may grow by chunks).
  * Returns:
  *   GMR_OK                    *out is set (NULL when bytes == 0).
  *   GMR_ERR_INVALID_ARGUMENT  r or out is NULL.
@@ -254,15 +254,14 @@ GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_allocate_blocks(
  * GMR_ERR_OUT_OF_MEMORY (host memory for a new stream's free list ran out;
  * nothing changes, the caller still owns the list).
  */
-GMR_API gmr_status gmr_fixed_block_resource_deallocate_blocks(gmr_fixed_block_resource *r,
-                                                              gmr_block_list *list,
-                                                              gmr_stream stream);
+GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_deallocate_blocks(
+    gmr_fixed_block_resource *r, gmr_block_list *list, gmr_stream stream);
 
 /* A snapshot of the resource. The caller sets `size` and `version`
- * (GMR_FIXED_BLOCK_STATS_INIT); the resource fills what both versions know. */
-typedef struct gmr_fixed_block_stats {
+ * (GMR_FIXED_BLOCK_RESOURCE_STATS_INIT); the resource fills what both versions know. */
+typedef struct gmr_fixed_block_resource_stats {
   size_t size;      /* sizeof the caller's struct */
-  uint32_t version; /* GMR_FIXED_BLOCK_STATS_VERSION of the caller */
+  uint32_t version; /* GMR_FIXED_BLOCK_RESOURCE_STATS_VERSION of the caller */
   size_t block_bytes;
   size_t chunk_count;            /* chunks held now */
   size_t block_count;            /* blocks in those chunks */
@@ -284,15 +283,19 @@ typedef struct gmr_fixed_block_stats {
   size_t device_synchronize_count;    /* cudaDeviceSynchronize calls */
   size_t deferred_block_count;        /* freed blocks waiting for record_stream events */
   uint32_t shard_count;
-} gmr_fixed_block_stats;
+} gmr_fixed_block_resource_stats;
 
-#define GMR_FIXED_BLOCK_STATS_VERSION 2u
+#define GMR_FIXED_BLOCK_RESOURCE_STATS_VERSION 2u
 /* Every field spelled out: C++ warns about partial initialisers. */
-#define GMR_FIXED_BLOCK_STATS_INIT                                                                 \
-  {                                                                                                \
-    sizeof(gmr_fixed_block_stats), GMR_FIXED_BLOCK_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-        0, 0, 0, 0, 0, 0, 0, 0, 0                                                                  \
-  }
+#define GMR_FIXED_BLOCK_RESOURCE_STATS_INIT                                                        \
+  {sizeof(gmr_fixed_block_resource_stats), GMR_FIXED_BLOCK_RESOURCE_STATS_VERSION, 0, 0, 0, 0, 0,  \
+   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/* Deprecated names, renamed in 0.2.0 (gmr_<object>_stats); removed in 0.3.0. */
+typedef gmr_fixed_block_resource_stats gmr_fixed_block_stats
+    GMR_DEPRECATED("use gmr_fixed_block_resource_stats");
+#define GMR_FIXED_BLOCK_STATS_VERSION GMR_FIXED_BLOCK_RESOURCE_STATS_VERSION
+#define GMR_FIXED_BLOCK_STATS_INIT GMR_FIXED_BLOCK_RESOURCE_STATS_INIT
 
 /**
  * Fill *out with a snapshot (taken under the lock).
@@ -300,8 +303,8 @@ typedef struct gmr_fixed_block_stats {
  * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (a NULL argument, or out->size
  * smaller than the size+version header, or out->version 0; *out unchanged).
  */
-GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_get_stats(gmr_fixed_block_resource *r,
-                                                                    gmr_fixed_block_stats *out);
+GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_get_stats(
+    gmr_fixed_block_resource *r, gmr_fixed_block_resource_stats *out);
 
 #ifdef __cplusplus
 }

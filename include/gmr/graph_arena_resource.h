@@ -12,7 +12,7 @@
  * it succeeds and the capture stays valid, which is how PyTorch's private
  * pools grow during capture (cudaMallocMaybeCapturing). The arena hands out
  * pieces of memory it holds without any CUDA call, grows during a capture only
- * through its upstream's capture-safe slot (gmr_allocate_capturing), and keeps
+ * through its upstream's capture-safe slot (gmr_resource_allocate_capturing), and keeps
  * the pieces a graph uses for that graph until the caller releases them (after
  * destroying the graph). Sources: a C# CUDA graph memory pool specification
  * (CUDAGraphMemoryPool: fixed addresses, Reset, block ids), numr's monotone
@@ -36,7 +36,7 @@
  * free space and belongs to the session's *graph memory*. The arena itself
  * makes no CUDA call during a session (no cudaMalloc, no event query, no
  * synchronisation, nothing stream-ordered). When the free space cannot serve
- * a request, the arena grows by a chunk through gmr_allocate_capturing() on
+ * a request, the arena grows by a chunk through gmr_resource_allocate_capturing() on
  * its upstream (for example `pool > cuda(kind=device)`: free pool memory, or
  * cudaMalloc with the thread in relaxed capture mode): the capture stays
  * valid and the graph keeps the new address. Only when nothing below can
@@ -197,7 +197,7 @@
  * allocation's is accepted (stream-ordered semantics); under ORDERED_REUSE
  * its bytes are reused only on that stream.
  *
- * record_stream (gmr_record_stream; PyTorch's Tensor.record_stream): a block
+ * record_stream (gmr_resource_record_stream; PyTorch's Tensor.record_stream): a block
  * of a graph memory that another stream also uses is not reused while that
  * stream may still run: freed while a session appends to its memory, its
  * bytes wait for that session's end (gmr_graph_arena_resource_end_capture,
@@ -455,7 +455,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_begin_capture(
  * Source: PyTorch's allocator asks CUDA about capture only while a capture it
  * was told of is under way (beginAllocateToPool).
  */
-GMR_API gmr_status gmr_graph_arena_resource_thread_hint_enter(void);
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_thread_hint_enter(void);
 
 /**
  * Take down the calling thread's innermost hint raised by
@@ -465,7 +465,7 @@ GMR_API gmr_status gmr_graph_arena_resource_thread_hint_enter(void);
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT when no hint is up (nothing
  * changed).
  */
-GMR_API gmr_status gmr_graph_arena_resource_thread_hint_leave(void);
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_thread_hint_leave(void);
 
 /**
  * Close the session on `stream` (explicit or automatic) and give the caller
@@ -510,8 +510,8 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_end_capture(
  * a graph memory of this arena, or no reference is held: an automatic
  * session's unclaimed memory must be claimed first). On failure nothing changed.
  */
-GMR_API gmr_status gmr_graph_arena_resource_release_graph_memory(gmr_graph_arena_resource *arena,
-                                                                 gmr_graph_memory *memory);
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_release_graph_memory(
+    gmr_graph_arena_resource *arena, gmr_graph_memory *memory);
 
 /** What a graph memory holds now. */
 typedef struct gmr_graph_memory_info {
@@ -529,9 +529,8 @@ typedef struct gmr_graph_memory_info {
  * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (a NULL argument, or `memory`
  * is not a graph memory of this arena); on failure *out is zeroed.
  */
-GMR_API gmr_status gmr_graph_arena_resource_get_graph_memory_info(gmr_graph_arena_resource *arena,
-                                                                  const gmr_graph_memory *memory,
-                                                                  gmr_graph_memory_info *out);
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_get_graph_memory_info(
+    gmr_graph_arena_resource *arena, const gmr_graph_memory *memory, gmr_graph_memory_info *out);
 
 /**
  * Allocate exactly [ptr, ptr + bytes) as a block of `memory` used on
@@ -544,7 +543,7 @@ GMR_API gmr_status gmr_graph_arena_resource_get_graph_memory_info(gmr_graph_aren
  * it is released, so a block that was live in it at the checkpoint is free
  * again once the memory's later blocks are freed. The block is like one
  * carved in a session of `memory` (ordered reuse, record_stream, release) and
- * is freed with gmr_deallocate(arena, ptr, bytes, 0, stream). With
+ * is freed with gmr_resource_deallocate(arena, ptr, bytes, 0, stream). With
  * nvtx_annotate, a block restored over freed bytes gets no region of its own
  * (it lies in their widened regions), nor does one over freed bytes and free
  * space together.
@@ -590,8 +589,8 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_allocate_at(
  * session is open, automatic ones included; nothing changed);
  * GMR_ERR_OUT_OF_MEMORY (host memory for the bookkeeping; nothing changed).
  */
-GMR_API gmr_status gmr_graph_arena_resource_reset(gmr_graph_arena_resource *arena,
-                                                  size_t *out_released_count);
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_reset(gmr_graph_arena_resource *arena,
+                                                                size_t *out_released_count);
 
 /**
  * Set a rewind mark (AdaptiveArrayPools' checkpoint!) in the scope of
@@ -631,9 +630,9 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_checkpoint(
  * memory); GMR_ERR_CUDA (the capture query failed). On failure nothing
  * changed.
  */
-GMR_API gmr_status gmr_graph_arena_resource_rewind(gmr_graph_arena_resource *arena,
-                                                   gmr_stream stream, uint64_t mark,
-                                                   size_t *out_released_count);
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_rewind(gmr_graph_arena_resource *arena,
+                                                                 gmr_stream stream, uint64_t mark,
+                                                                 size_t *out_released_count);
 
 /**
  * Checkpoint and rewind of the uncaptured scope alone, for a caller that owns
@@ -676,18 +675,17 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_checkpoint_uncaptured(
  * bookkeeping). On failure nothing changed.
  * Source: AdaptiveArrayPools.jl's rewind! of a task's own pool.
  */
-GMR_API gmr_status gmr_graph_arena_resource_rewind_uncaptured(gmr_graph_arena_resource *arena,
-                                                              uint64_t mark,
-                                                              size_t *out_released_count);
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_rewind_uncaptured(
+    gmr_graph_arena_resource *arena, uint64_t mark, size_t *out_released_count);
 
 /**
- * gmr_allocate() on the arena that also returns the block's 64-bit id (the
+ * gmr_resource_allocate() on the arena that also returns the block's 64-bit id (the
  * BlockId of the C# CUDA graph memory pool spec; never 0, never reused in the arena's life). Zero
  * bytes gives *out_ptr NULL and *out_id 0, and so does nothing else: a request forwarded to the
  * upstream (UNCAPTURED_FORWARD, outside sessions) has no id (*out_id 0). `failure` may be NULL.
  *
  * Thread-safe: yes. Stream/device, Returns and state after failure: as
- *   gmr_allocate_ex() on the arena; on failure *out_id is 0.
+ *   gmr_resource_allocate_ex() on the arena; on failure *out_id is 0.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_allocate(gmr_graph_arena_resource *arena,
                                                                    size_t bytes, size_t alignment,
@@ -715,8 +713,8 @@ typedef struct gmr_graph_arena_block_info {
  * GMR_ERR_UNKNOWN_POINTER (no live block has that id: never allocated,
  * freed, reset or rewound). On failure *out is zeroed.
  */
-GMR_API gmr_status gmr_graph_arena_resource_get_block(gmr_graph_arena_resource *arena, uint64_t id,
-                                                      gmr_graph_arena_block_info *out);
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_get_block(
+    gmr_graph_arena_resource *arena, uint64_t id, gmr_graph_arena_block_info *out);
 
 /**
  * Look up the live block that starts at `ptr`.
@@ -726,13 +724,12 @@ GMR_API gmr_status gmr_graph_arena_resource_get_block(gmr_graph_arena_resource *
  * allocated, freed, reset, rewound, or forwarded to the upstream). On failure
  * *out is zeroed.
  */
-GMR_API gmr_status gmr_graph_arena_resource_find_block(gmr_graph_arena_resource *arena,
-                                                       const void *ptr,
-                                                       gmr_graph_arena_block_info *out);
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_find_block(
+    gmr_graph_arena_resource *arena, const void *ptr, gmr_graph_arena_block_info *out);
 
 /**
  * Deallocate a live block by id on `stream` (ReturnBlock of the C# CUDA graph
- * memory pool spec), with the same meaning as gmr_deallocate() of its pointer
+ * memory pool spec), with the same meaning as gmr_resource_deallocate() of its pointer
  * and size.
  * Thread-safe: yes. Stream/device: as deallocate (no CUDA call).
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (arena NULL); GMR_ERR_DOUBLE_FREE
@@ -740,14 +737,14 @@ GMR_API gmr_status gmr_graph_arena_resource_find_block(gmr_graph_arena_resource 
  * rewound); GMR_ERR_UNKNOWN_POINTER (an id the arena never gave out). On
  * failure nothing changed.
  */
-GMR_API gmr_status gmr_graph_arena_resource_return_block(gmr_graph_arena_resource *arena,
-                                                         uint64_t id, gmr_stream stream);
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_return_block(
+    gmr_graph_arena_resource *arena, uint64_t id, gmr_stream stream);
 
 /** Counters of one arena. The caller sets `size` and `version`
- * (GMR_GRAPH_ARENA_STATS_INIT); the arena fills what both versions know. */
-typedef struct gmr_graph_arena_stats {
+ * (GMR_GRAPH_ARENA_RESOURCE_STATS_INIT); the arena fills what both versions know. */
+typedef struct gmr_graph_arena_resource_stats {
   size_t size;            /* sizeof the caller's struct */
-  uint32_t version;       /* GMR_GRAPH_ARENA_STATS_VERSION of the caller */
+  uint32_t version;       /* GMR_GRAPH_ARENA_RESOURCE_STATS_VERSION of the caller */
   size_t held_bytes;      /* all chunks held from the upstream now */
   size_t peak_held_bytes; /* high-water mark of held_bytes */
   size_t chunk_count;
@@ -783,15 +780,19 @@ typedef struct gmr_graph_arena_stats {
   uint64_t returned_chunk_count;      /* wholly free chunks given back when a
                                          capture ended or a memory was released */
   size_t returned_bytes;              /* their bytes, in all */
-} gmr_graph_arena_stats;
+} gmr_graph_arena_resource_stats;
 
-#define GMR_GRAPH_ARENA_STATS_VERSION 3u
+#define GMR_GRAPH_ARENA_RESOURCE_STATS_VERSION 3u
 /* Every field spelled out: C++ warns about partial initialisers. */
-#define GMR_GRAPH_ARENA_STATS_INIT                                                                 \
-  {                                                                                                \
-    sizeof(gmr_graph_arena_stats), GMR_GRAPH_ARENA_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0                                                      \
-  }
+#define GMR_GRAPH_ARENA_RESOURCE_STATS_INIT                                                        \
+  {sizeof(gmr_graph_arena_resource_stats), GMR_GRAPH_ARENA_RESOURCE_STATS_VERSION, 0, 0, 0, 0, 0,  \
+   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/* Deprecated names, renamed in 0.2.0 (gmr_<object>_stats); removed in 0.3.0. */
+typedef gmr_graph_arena_resource_stats gmr_graph_arena_stats
+    GMR_DEPRECATED("use gmr_graph_arena_resource_stats");
+#define GMR_GRAPH_ARENA_STATS_VERSION GMR_GRAPH_ARENA_RESOURCE_STATS_VERSION
+#define GMR_GRAPH_ARENA_STATS_INIT GMR_GRAPH_ARENA_RESOURCE_STATS_INIT
 
 /**
  * Read the arena's counters. Thread-safe: yes (a consistent snapshot under the
@@ -799,8 +800,8 @@ typedef struct gmr_graph_arena_stats {
  * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (a NULL argument, or out->size
  * smaller than the size+version header, or out->version 0; *out unchanged).
  */
-GMR_API gmr_status gmr_graph_arena_resource_get_stats(gmr_graph_arena_resource *arena,
-                                                      gmr_graph_arena_stats *out);
+GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_get_stats(
+    gmr_graph_arena_resource *arena, gmr_graph_arena_resource_stats *out);
 
 /** The configuration the arena was created with (sizes rounded as used).
  * pre: arena is not NULL. Thread-safe: yes. */

@@ -61,7 +61,7 @@
  * for it (trim or wait could synchronise or stall the capture), the upstream's
  * failure is returned as is. record_stream is forwarded to the upstream;
  * get_memory_info, trim and the footprint are answered from below. extend
- * (gmr_extend, growth in place) is charged the difference between the
+ * (gmr_resource_extend, growth in place) is charged the difference between the
  * charges of the new and the old size, against the global limit and, with
  * per_stream, the limit of the stream the allocation is charged to (whatever
  * stream the growth is ordered on; a pointer that is not live there is
@@ -165,7 +165,8 @@ GMR_API size_t gmr_limiting_adaptor_get_limit(const gmr_limiting_adaptor *a);
  * Stream/device: no CUDA call.
  * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (a is NULL; nothing changes).
  */
-GMR_API gmr_status gmr_limiting_adaptor_set_limit(gmr_limiting_adaptor *a, size_t limit_bytes);
+GMR_API GMR_NODISCARD gmr_status gmr_limiting_adaptor_set_limit(gmr_limiting_adaptor *a,
+                                                                size_t limit_bytes);
 
 /**
  * Charged bytes outstanding now. pre: a is not NULL.
@@ -181,8 +182,9 @@ GMR_API size_t gmr_limiting_adaptor_get_used_bytes(const gmr_limiting_adaptor *a
  * counters of their own: this one shares the overflow counters, whose limit
  * is not changed). Nothing changes on failure.
  */
-GMR_API gmr_status gmr_limiting_adaptor_set_stream_limit(gmr_limiting_adaptor *a,
-                                                         gmr_stream stream, size_t limit_bytes);
+GMR_API GMR_NODISCARD gmr_status gmr_limiting_adaptor_set_stream_limit(gmr_limiting_adaptor *a,
+                                                                       gmr_stream stream,
+                                                                       size_t limit_bytes);
 
 /**
  * Charged bytes outstanding on `stream` and its limit (per-stream mode).
@@ -192,15 +194,14 @@ GMR_API gmr_status gmr_limiting_adaptor_set_stream_limit(gmr_limiting_adaptor *a
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL); GMR_ERR_UNSUPPORTED (not
  * in per-stream mode). On failure the outputs are unchanged.
  */
-GMR_API gmr_status gmr_limiting_adaptor_get_stream_usage(const gmr_limiting_adaptor *a,
-                                                         gmr_stream stream, size_t *used_bytes,
-                                                         size_t *limit_bytes);
+GMR_API GMR_NODISCARD gmr_status gmr_limiting_adaptor_get_stream_usage(
+    const gmr_limiting_adaptor *a, gmr_stream stream, size_t *used_bytes, size_t *limit_bytes);
 
 /* Counters of a limiting adaptor. The caller sets `size` and `version`
- * (GMR_LIMITING_STATS_INIT); the adaptor fills what both versions know. */
-typedef struct gmr_limiting_stats {
+ * (GMR_LIMITING_ADAPTOR_STATS_INIT); the adaptor fills what both versions know. */
+typedef struct gmr_limiting_adaptor_stats {
   size_t size;                     /* sizeof the caller's struct */
-  uint32_t version;                /* GMR_LIMITING_STATS_VERSION of the caller */
+  uint32_t version;                /* GMR_LIMITING_ADAPTOR_STATS_VERSION of the caller */
   size_t limit_bytes;              /* the global limit now */
   size_t used_bytes;               /* charged bytes outstanding */
   size_t peak_used_bytes;          /* high-water mark of used_bytes */
@@ -213,13 +214,19 @@ typedef struct gmr_limiting_stats {
   uint64_t raise_count;            /* times the limit policy raised a limit */
   uint64_t bad_free_count;         /* frees refused (more bytes than outstanding, unknown pointer) */
   gmr_oom_counts oom;              /* what the OOM policy did */
-} gmr_limiting_stats;
+} gmr_limiting_adaptor_stats;
 
-#define GMR_LIMITING_STATS_VERSION 1u
+#define GMR_LIMITING_ADAPTOR_STATS_VERSION 1u
 /* Every field spelled out: C++ warns about partial initialisers. */
-#define GMR_LIMITING_STATS_INIT                                                              \
-  {sizeof(gmr_limiting_stats), GMR_LIMITING_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-   GMR_OOM_COUNTS_ZERO}
+#define GMR_LIMITING_ADAPTOR_STATS_INIT                                                            \
+  {sizeof(gmr_limiting_adaptor_stats), GMR_LIMITING_ADAPTOR_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, \
+   0, 0, 0, GMR_OOM_COUNTS_ZERO}
+
+/* Deprecated names, renamed in 0.2.0 (gmr_<object>_stats); removed in 0.3.0. */
+typedef gmr_limiting_adaptor_stats gmr_limiting_stats
+    GMR_DEPRECATED("use gmr_limiting_adaptor_stats");
+#define GMR_LIMITING_STATS_VERSION GMR_LIMITING_ADAPTOR_STATS_VERSION
+#define GMR_LIMITING_STATS_INIT GMR_LIMITING_ADAPTOR_STATS_INIT
 
 /**
  * Snapshot the counters into `*out` (size and version set by the caller).
@@ -228,8 +235,8 @@ typedef struct gmr_limiting_stats {
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, or size smaller than the
  * size+version header, or version 0). On failure *out is unchanged.
  */
-GMR_API gmr_status gmr_limiting_adaptor_get_stats(const gmr_limiting_adaptor *a,
-                                                  gmr_limiting_stats *out);
+GMR_API GMR_NODISCARD gmr_status gmr_limiting_adaptor_get_stats(const gmr_limiting_adaptor *a,
+                                                                gmr_limiting_adaptor_stats *out);
 
 #ifdef __cplusplus
 }

@@ -42,7 +42,7 @@
  * to the upstream's) is logged as "allocate" or "allocate failure", like any
  * other; record_stream is forwarded and writes no row (the format has no
  * action for it); get_memory_info is answered from below. A successful
- * growth in place (gmr_extend, forwarded to the upstream's extend) is written
+ * growth in place (gmr_resource_extend, forwarded to the upstream's extend) is written
  * as two rows under one hold of the lock, "free" of the old size and
  * "allocate" of the new size at the same pointer: the format has no action
  * for growth, and these two replay it faithfully in RMM's replay and in
@@ -126,7 +126,7 @@ GMR_API gmr_log_adaptor *gmr_log_adaptor_from_resource(gmr_resource *r);
  * Returns GMR_OK (a failure to write is counted, not returned: see
  * gmr_log_adaptor_get_write_error_count), or GMR_ERR_INVALID_ARGUMENT for NULL.
  */
-GMR_API gmr_status gmr_log_adaptor_flush(gmr_log_adaptor *a);
+GMR_API GMR_NODISCARD gmr_status gmr_log_adaptor_flush(gmr_log_adaptor *a);
 
 /**
  * Rows written so far, the header not included (0 for NULL). Thread-safe:

@@ -58,7 +58,7 @@
  * Optional slots: an allocation for a capture (allocate_capturing, forwarded
  * to the upstream's) gets the same range, counter sample and failure marks as
  * an allocation; record_stream is forwarded (no range); get_memory_info is
- * answered from below. A growth in place (gmr_extend, forwarded to the
+ * answered from below. A growth in place (gmr_resource_extend, forwarded to the
  * upstream's extend) gets a range "extend (stream ..)" in the allocate
  * category with the bytes added as payload, a counter sample after success
  * (the bytes added count as in use), and a mark "extend failed: ..." in the

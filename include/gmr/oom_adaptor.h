@@ -15,7 +15,7 @@
  * allocate_capturing is forwarded to the upstream's allocate_capturing
  * without running the policy (a trim or a wait could synchronise or stall
  * the capture; the failure is returned as is); get_memory_info, trim and the
- * footprint are answered from below. extend (gmr_extend, growth in place) is
+ * footprint are answered from below. extend (gmr_resource_extend, growth in place) is
  * forwarded to the upstream's without the policy: a caller whose extend fails
  * allocates elsewhere, and that allocation runs it; the live count does not
  * change. With the `fail` policy the adaptor calls
@@ -71,7 +71,8 @@ GMR_API gmr_oom_adaptor *gmr_oom_adaptor_from_resource(gmr_resource *r);
  * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (a NULL argument; on failure
  * *out is unchanged).
  */
-GMR_API gmr_status gmr_oom_adaptor_get_counts(const gmr_oom_adaptor *a, gmr_oom_counts *out);
+GMR_API GMR_NODISCARD gmr_status gmr_oom_adaptor_get_counts(const gmr_oom_adaptor *a,
+                                                            gmr_oom_counts *out);
 
 /**
  * Live allocations made through the adaptor (destroy returns GMR_ERR_BUSY

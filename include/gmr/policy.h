@@ -216,7 +216,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_oom_policy_register(const char *name,
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, a built-in name, or a name
  * not registered: nothing changes).
  */
-GMR_API gmr_status gmr_oom_policy_unregister(const char *name);
+GMR_API GMR_NODISCARD gmr_status gmr_oom_policy_unregister(const char *name);
 
 /**
  * The policy named `name`: a built-in (`fail`, `retry`, `trim_retry`, `wait`,
@@ -279,7 +279,7 @@ GMR_API gmr_limit_policy gmr_limit_policy_fail(void);
 
 /**
  * `ignore`: let a request past the limit through; the adaptor counts the
- * overage and how often it happened (gmr_limiting_stats).
+ * overage and how often it happened (gmr_limiting_adaptor_stats).
  * Thread-safe: yes (a pure constructor).
  * Source: cuCascade's ignore_reservation_limit_policy.
  */
@@ -344,7 +344,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_limit_policy_register(const char *name,
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, a built-in name, or a name
  * not registered: nothing changes).
  */
-GMR_API gmr_status gmr_limit_policy_unregister(const char *name);
+GMR_API GMR_NODISCARD gmr_status gmr_limit_policy_unregister(const char *name);
 
 /**
  * The limit policy named `name`: a built-in (`fail`, `ignore`, `increase`
@@ -410,7 +410,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_policy_plugin_load(const char *path, const 
  * Returns GMR_OK; it never fails (a dlclose error leaves the library loaded,
  * which is harmless).
  */
-GMR_API gmr_status gmr_policy_plugin_unload(gmr_policy_plugin *handle);
+GMR_API GMR_NODISCARD gmr_status gmr_policy_plugin_unload(gmr_policy_plugin *handle);
 
 #ifdef __cplusplus
 }

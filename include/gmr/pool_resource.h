@@ -109,7 +109,7 @@
  * a free; a stream is recorded on when another stream first needs its memory
  * (the legacy default stream is always treated so).
  *
- * record_stream (gmr_record_stream, PyTorch's Tensor.record_stream): the
+ * record_stream (gmr_resource_record_stream, PyTorch's Tensor.record_stream): the
  * block is also used on another stream. At its free an event is recorded on
  * each such stream, and the block waits, merged with nothing, until they are
  * done (queried on the slow paths, waited for by trim and destroy); then it is
@@ -135,7 +135,7 @@
  *
  * Alignment: any power of two up to GMR_POOL_MAX_ALIGNMENT.
  *
- * Statuses of gmr_allocate() on a pool: GMR_ERR_OUT_OF_MEMORY (the upstream
+ * Statuses of gmr_resource_allocate() on a pool: GMR_ERR_OUT_OF_MEMORY (the upstream
  * had none, after the retries above, or maximum_pool_bytes would be passed, or
  * host memory for the bookkeeping ran out; the message says which);
  * GMR_ERR_CAPTURE_UNSAFE (see Capture); GMR_ERR_UNSUPPORTED (alignment above
@@ -146,7 +146,7 @@
  * resource that keeps free memory filled them), so an OOM policy can tell
  * fragmentation from exhaustion. The pool is unchanged after a failure,
  * except that chunks it gave back on the way stay given back.
- * Statuses of gmr_deallocate(), the vocabulary of gmr/resource.h:
+ * Statuses of gmr_resource_deallocate(), the vocabulary of gmr/resource.h:
  * GMR_ERR_UNKNOWN_POINTER (not the start of a live allocation of this pool),
  * GMR_ERR_DOUBLE_FREE (this pool freed that address recently and it is not
  * live), GMR_ERR_FREE_MISMATCH (bytes or alignment differ from the
@@ -158,7 +158,7 @@
  *
  * Stream semantics: RMM's (gmr/resource.h). A pointer may also be freed on a
  * stream other than its allocation stream; it is then reusable by that stream.
- * Capture: gmr_allocate() never calls the upstream or records, queries or
+ * Capture: gmr_resource_allocate() never calls the upstream or records, queries or
  * waits for events on a stream that is capturing a CUDA graph; a request that
  * free memory of that stream cannot satisfy fails with GMR_ERR_CAPTURE_UNSAFE.
  * The pool's own potentially unsafe calls (cudaStreamGetId, cudaEventQuery,
@@ -167,7 +167,7 @@
  * stream in any thread, breaks a capture in progress. Not so a device
  * synchronisation (made only when it spares a growth, at trim and destroy):
  * CUDA refuses it in every mode while any stream captures.
- * gmr_allocate_capturing() goes further without breaking the capture: free
+ * gmr_resource_allocate_capturing() goes further without breaking the capture: free
  * memory of the stream and shared memory (no CUDA call), blocks other arenas
  * hold for it, then, with the calling thread switched to relaxed capture mode
  * (restored on every path), other streams' memory whose recorded events are
@@ -240,7 +240,7 @@ typedef struct gmr_pool_resource_config {
   /* Bytes taken from upstream at create, on the default stream, into the
    * first arena; 0: nothing until the first request. Rounded up to 256
    * bytes (RMM's pool refuses sizes that are not multiples of 256; the pool
-   * rounds instead and reports the size it uses in gmr_pool_stats). */
+   * rounds instead and reports the size it uses in gmr_pool_resource_stats). */
   size_t initial_pool_bytes;
   /* Most bytes the pool holds from upstream at once, all arenas together;
    * 0: no maximum. Rounded up to 256 bytes, as initial_pool_bytes. */
@@ -329,7 +329,7 @@ typedef struct gmr_pool_resource_config {
  *                             gmr_pool_resource_create_ex() says which.
  *   GMR_ERR_OUT_OF_MEMORY     the host allocation for the pool failed, or the
  *                             initial chunk: the upstream's status otherwise
- *                             (any status gmr_allocate() returns).
+ *                             (any status gmr_resource_allocate() returns).
  * On failure *out is NULL and nothing is left allocated anywhere.
  *
  * Destroy (gmr_resource_destroy): GMR_ERR_BUSY while allocations are live;
@@ -377,10 +377,10 @@ GMR_API uint32_t gmr_pool_resource_get_arena_count(const gmr_pool_resource *pool
 /* A snapshot of the pool, all arenas together (gmr_resource_get_memory_info
  * gives held, live and free bytes, the largest free block and the number of
  * free blocks the same way). The caller sets `size` and
- * `version` (GMR_POOL_STATS_INIT); the pool fills what both versions know. */
-typedef struct gmr_pool_stats {
+ * `version` (GMR_POOL_RESOURCE_STATS_INIT); the pool fills what both versions know. */
+typedef struct gmr_pool_resource_stats {
   size_t size;                     /* sizeof the caller's struct */
-  uint32_t version;                /* GMR_POOL_STATS_VERSION of the caller */
+  uint32_t version;                /* GMR_POOL_RESOURCE_STATS_VERSION of the caller */
   size_t held_bytes;               /* held from upstream now (all chunks) */
   size_t peak_held_bytes;          /* high-water mark of held_bytes */
   size_t chunk_count;              /* chunks held now */
@@ -407,15 +407,19 @@ typedef struct gmr_pool_stats {
   /* ---- version 3 ---- */
   size_t initial_pool_bytes;          /* as used: the config's, rounded up to 256 bytes */
   size_t maximum_pool_bytes;          /* as used (0: no maximum), rounded up to 256 bytes */
-} gmr_pool_stats;
+} gmr_pool_resource_stats;
 
-#define GMR_POOL_STATS_VERSION 3u
+#define GMR_POOL_RESOURCE_STATS_VERSION 3u
 /* Every field spelled out: C++ warns about partial initialisers. */
-#define GMR_POOL_STATS_INIT                                                                      \
-  {                                                                                              \
-    sizeof(gmr_pool_stats), GMR_POOL_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-        0, 0, 0, 0, 0, 0, 0, 0, 0                                                                \
-  }
+#define GMR_POOL_RESOURCE_STATS_INIT                                                               \
+  {sizeof(gmr_pool_resource_stats), GMR_POOL_RESOURCE_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/* Deprecated names, renamed in 0.2.0 (gmr_<object>_stats); removed in 0.3.0. */
+typedef gmr_pool_resource_stats gmr_pool_stats
+    GMR_DEPRECATED("use gmr_pool_resource_stats");
+#define GMR_POOL_STATS_VERSION GMR_POOL_RESOURCE_STATS_VERSION
+#define GMR_POOL_STATS_INIT GMR_POOL_RESOURCE_STATS_INIT
 
 /**
  * Fill *out with the pool's statistics.
@@ -426,7 +430,7 @@ typedef struct gmr_pool_stats {
  * smaller than the size+version header, or out->version 0; *out unchanged).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_get_stats(gmr_pool_resource *pool,
-                                                             gmr_pool_stats *out);
+                                                             gmr_pool_resource_stats *out);
 
 /**
  * Walk every chunk and index and check the pool's invariants: the blocks of

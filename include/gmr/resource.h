@@ -8,8 +8,8 @@
  * an upstream resource; adaptors forward to an upstream and add a behaviour
  * (limits, tracking, logging). A whole allocator is one stack of them.
  *
- * Callers never call vtable slots directly: they call gmr_allocate(),
- * gmr_deallocate() and the other dispatch functions below, which check
+ * Callers never call vtable slots directly: they call gmr_resource_allocate(),
+ * gmr_resource_deallocate() and the other dispatch functions below, which check
  * arguments once for every resource (RMM's non-virtual interface, jemalloc's
  * ehooks).
  *
@@ -80,10 +80,28 @@ typedef struct gmr_resource_vtbl gmr_resource_vtbl;
 /* Length of gmr_failure::message, terminating NUL included. */
 #define GMR_FAILURE_MESSAGE_BYTES 192
 
+/* Version of gmr_failure; callers set it with `size` (GMR_FAILURE_INIT).
+ * Version 1 ends at `message`; version 2 adds free_info_known, free_bytes and
+ * largest_free_block_bytes. */
+#define GMR_FAILURE_VERSION 2u
+
 /**
  * What went wrong in a failed allocation, filled by the dispatch and by the
  * resources below it; given to OOM policies and loggers, and to callers of
- * gmr_allocate_ex().
+ * gmr_resource_allocate_ex() and every other function that takes one.
+ *
+ * The record is the caller's and the caller sets its header first, as for
+ * the stats structs: `size` = sizeof(gmr_failure) and `version` =
+ * GMR_FAILURE_VERSION as the caller's headers know them (GMR_FAILURE_INIT).
+ * The library never writes past `size` bytes of it, and never writes the
+ * header: a caller built against an older, smaller gmr_failure gets the
+ * fields its struct has, and the rest is not written. A record whose `size`
+ * is smaller than the header (0 from a zeroed or forgotten record) gets
+ * nothing at all, and the call still returns its status. Fields of a newer
+ * version than the library's, past sizeof(gmr_failure) in the caller's
+ * struct, are left as the caller set them. Resources (vtable slots, chunk
+ * listeners, OOM policies) always receive a whole record of the library's
+ * version, never the caller's smaller one.
  *
  * `where` is the deepest resource that failed: the first dispatch on the way
  * back up whose resource left `where` NULL fills in status, bytes, alignment,
@@ -92,6 +110,8 @@ typedef struct gmr_resource_vtbl gmr_resource_vtbl;
  * `message`. The record is meaningful only when the call returned a failure.
  */
 typedef struct gmr_failure {
+  size_t size;                  /* sizeof(gmr_failure) as the caller knows it */
+  uint32_t version;             /* GMR_FAILURE_VERSION as the caller knows it */
   gmr_status status;            /* the status the failing resource returned */
   int cuda_error;               /* cudaError_t of the failing CUDA call, 0 if none */
   size_t bytes;                 /* bytes requested from the failing resource */
@@ -100,6 +120,7 @@ typedef struct gmr_failure {
   const gmr_resource *where;    /* the resource that failed; borrowed */
   uint32_t attempt;             /* 0 for a first try; OOM policies count retries here */
   char message[GMR_FAILURE_MESSAGE_BYTES]; /* NUL-terminated, may be empty */
+  /* ---- end of version 1 ---- */
   /* What the failing resource still held free when it failed, so a policy can
    * tell fragmentation (much free, no block large enough) from exhaustion.
    * Meaningful only when free_info_known is true; a resource that keeps no
@@ -107,7 +128,15 @@ typedef struct gmr_failure {
   bool free_info_known;
   size_t free_bytes;               /* free bytes the resource held */
   size_t largest_free_block_bytes; /* the largest request it could have served */
+  /* ---- end of version 2 ---- */
 } gmr_failure;
+
+/* A fresh record: `gmr_failure f = GMR_FAILURE_INIT;` (C and C++; in C, a
+ * record reused after a memset can be reset with
+ * `f = (gmr_failure)GMR_FAILURE_INIT;`). Every field spelled out: C++ warns
+ * about partial initialisers. */
+#define GMR_FAILURE_INIT \
+  {sizeof(gmr_failure), GMR_FAILURE_VERSION, GMR_OK, 0, 0, 0, NULL, NULL, 0, {0}, false, 0, 0}
 
 /**
  * How much memory a resource holds from the memory below it (its upstream, or
@@ -280,7 +309,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_resource_check(const gmr_resource *r);
  *
  * Units: bytes; alignment in bytes, a power of two or 0.
  * Ownership: the returned memory belongs to the caller until it is given to
- *   gmr_deallocate() on the same resource with the same bytes and alignment.
+ *   gmr_resource_deallocate() on the same resource with the same bytes and alignment.
  * Thread-safe: as the resource's header says.
  * Stream/device: stream-ordered as described at the top of this header. Whether
  *   it may synchronise or call cudaMalloc depends on the resource.
@@ -294,20 +323,22 @@ GMR_API GMR_NODISCARD gmr_status gmr_resource_check(const gmr_resource *r);
  * After failure: *out_ptr is NULL (when out_ptr is not NULL) and the resource
  *   is as it was before the call.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_allocate(gmr_resource *r, size_t bytes, size_t alignment,
-                                              gmr_stream stream, void **out_ptr);
+GMR_API GMR_NODISCARD gmr_status gmr_resource_allocate(gmr_resource *r, size_t bytes,
+                                                       size_t alignment, gmr_stream stream,
+                                                       void **out_ptr);
 
 /**
- * gmr_allocate() that also describes a failure in `*failure` (may be NULL,
- * then it is exactly gmr_allocate()). On success the record's content is
+ * gmr_resource_allocate() that also describes a failure in `*failure` (may be NULL,
+ * then it is exactly gmr_resource_allocate()). On success the record's content is
  * unspecified. Adaptors pass their own `failure` argument here when they call
  * their upstream, so the record travels up the stack.
- * Ownership: *failure is the caller's. Thread-safe, stream/device semantics,
- * Returns and state after failure: as gmr_allocate().
+ * Ownership: *failure is the caller's, its header set (GMR_FAILURE_INIT); the
+ * call writes at most failure->size bytes of it (see gmr_failure). Thread-safe,
+ * stream/device semantics, Returns and state after failure: as gmr_resource_allocate().
  */
-GMR_API GMR_NODISCARD gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment,
-                                                 gmr_stream stream, void **out_ptr,
-                                                 gmr_failure *failure);
+GMR_API GMR_NODISCARD gmr_status gmr_resource_allocate_ex(gmr_resource *r, size_t bytes,
+                                                          size_t alignment, gmr_stream stream,
+                                                          void **out_ptr, gmr_failure *failure);
 
 /**
  * Give `ptr` back to `r`, stream-ordered on `stream`. `bytes` and `alignment`
@@ -343,8 +374,8 @@ GMR_API GMR_NODISCARD gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, 
  *                             pass on a CUDA failure).
  * After failure: nothing was released; the caller still owns ptr.
  */
-GMR_API gmr_status gmr_deallocate(gmr_resource *r, void *ptr, size_t bytes, size_t alignment,
-                                  gmr_stream stream);
+GMR_API GMR_NODISCARD gmr_status gmr_resource_deallocate(gmr_resource *r, void *ptr, size_t bytes,
+                                                         size_t alignment, gmr_stream stream);
 
 /**
  * Destroy `r` (never its upstream). NULL is a no-op returning GMR_OK.
@@ -356,7 +387,7 @@ GMR_API gmr_status gmr_deallocate(gmr_resource *r, void *ptr, size_t bytes, size
  * nothing is destroyed: `r` stays valid, and a retry once the cause is gone
  * works.
  */
-GMR_API gmr_status gmr_resource_destroy(gmr_resource *r);
+GMR_API GMR_NODISCARD gmr_status gmr_resource_destroy(gmr_resource *r);
 
 /**
  * The upstream `r` forwards to, or NULL for a leaf resource, NULL `r`, or a
@@ -368,7 +399,7 @@ GMR_API gmr_resource *gmr_resource_get_upstream(const gmr_resource *r);
  * The vtable's type name ("cuda_resource"), or "invalid" for NULL / no vtable.
  * Ownership: static string. Thread-safe: yes.
  */
-GMR_API const char *gmr_resource_type_name(const gmr_resource *r);
+GMR_API const char *gmr_resource_get_type_name(const gmr_resource *r);
 
 /**
  * Ask `r` and everything below it to give cached free memory back to its
@@ -382,7 +413,7 @@ GMR_API const char *gmr_resource_type_name(const gmr_resource *r);
  * Returns GMR_OK, GMR_ERR_INVALID_ARGUMENT for an invalid `r`, or the first
  * failure of a resource's trim (memory given back before it stays given back).
  */
-GMR_API gmr_status gmr_resource_trim(gmr_resource *r, size_t *released_bytes);
+GMR_API GMR_NODISCARD gmr_status gmr_resource_trim(gmr_resource *r, size_t *released_bytes);
 
 /**
  * Report the memory the stack headed by `r` holds from below: the first
@@ -396,7 +427,8 @@ GMR_API gmr_status gmr_resource_trim(gmr_resource *r, size_t *released_bytes);
  * GMR_ERR_UNSUPPORTED when no resource in the stack reports a footprint.
  * On failure *out is zeroed (when out is not NULL).
  */
-GMR_API gmr_status gmr_resource_get_footprint(const gmr_resource *r, gmr_footprint *out);
+GMR_API GMR_NODISCARD gmr_status gmr_resource_get_footprint(const gmr_resource *r,
+                                                            gmr_footprint *out);
 
 /**
  * Report held, live and free bytes and the largest free block of the stack
@@ -430,23 +462,25 @@ GMR_API GMR_NODISCARD gmr_status gmr_resource_get_memory_info(const gmr_resource
  *   was recorded); GMR_ERR_OUT_OF_MEMORY (host memory for the record).
  * After failure nothing was recorded.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_record_stream(gmr_resource *r, void *ptr, gmr_stream stream);
+GMR_API GMR_NODISCARD gmr_status gmr_resource_record_stream(gmr_resource *r, void *ptr,
+                                                            gmr_stream stream);
 
 /**
- * gmr_allocate_ex() for a request made while `stream` captures a CUDA graph,
+ * gmr_resource_allocate_ex() for a request made while `stream` captures a CUDA graph,
  * served without breaking the capture (see gmr_resource_allocate_capturing_fn):
  * the resource may switch the calling thread to relaxed capture mode around
  * calls such as cudaMalloc or page mapping, and restores it. Zero bytes,
- * alignment and argument checks are as in gmr_allocate_ex().
+ * alignment and argument checks are as in gmr_resource_allocate_ex().
  *
  * Thread-safe: as the resource's header says.
- * Returns as gmr_allocate_ex(), and GMR_ERR_CAPTURE_UNSAFE when a resource of
+ * Returns as gmr_resource_allocate_ex(), and GMR_ERR_CAPTURE_UNSAFE when a resource of
  * the stack cannot allocate during capture (cudaMallocAsync would add a
  * memory node to the graph); the capture is then untouched.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_allocate_capturing(gmr_resource *r, size_t bytes,
-                                                        size_t alignment, gmr_stream stream,
-                                                        void **out_ptr, gmr_failure *failure);
+GMR_API GMR_NODISCARD gmr_status gmr_resource_allocate_capturing(gmr_resource *r, size_t bytes,
+                                                                 size_t alignment,
+                                                                 gmr_stream stream, void **out_ptr,
+                                                                 gmr_failure *failure);
 
 /**
  * Grow the live allocation at `ptr` from `bytes` to `new_bytes` without
@@ -457,7 +491,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_allocate_capturing(gmr_resource *r, size_t 
  *
  * Units: bytes; alignment as given at allocation (0 = 256).
  * Ownership: on GMR_OK the caller owns [ptr, ptr + new_bytes) and later frees
- *   it with gmr_deallocate(r, ptr, new_bytes, alignment, ...).
+ *   it with gmr_resource_deallocate(r, ptr, new_bytes, alignment, ...).
  * Thread-safe: as the resource's header says.
  * Stream/device: the added bytes are valid for work ordered after the call on
  *   `stream`. Whether it may map pages, synchronise or run while `stream`
@@ -475,13 +509,71 @@ GMR_API GMR_NODISCARD gmr_status gmr_allocate_capturing(gmr_resource *r, size_t 
  *   GMR_ERR_UNKNOWN_POINTER, GMR_ERR_FREE_MISMATCH (ptr is not a live
  *   allocation of r, or bytes is not its size), GMR_ERR_CUDA, GMR_ERR_BUSY
  *                             as the resource documents.
- * `failure` (may be NULL) is filled as by gmr_allocate_ex() on failure, with
+ * `failure` (may be NULL) is filled as by gmr_resource_allocate_ex() on failure, with
  *   bytes = new_bytes.
  * After failure: nothing changed; the allocation is still `bytes` long.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_extend(gmr_resource *r, void *ptr, size_t bytes,
-                                            size_t new_bytes, size_t alignment, gmr_stream stream,
-                                            gmr_failure *failure);
+GMR_API GMR_NODISCARD gmr_status gmr_resource_extend(gmr_resource *r, void *ptr, size_t bytes,
+                                                     size_t new_bytes, size_t alignment,
+                                                     gmr_stream stream, gmr_failure *failure);
+
+/* ---- deprecated names ---------------------------------------------------- */
+/* Renamed in 0.2.0 to the gmr_<object>_<verb> scheme; removed in 0.3.0. Each
+ * is the same function under its old name, still exported from libgmr.so. */
+
+/**
+ * Deprecated name of gmr_resource_allocate(). Thread-safe, stream/device
+ * semantics: as gmr_resource_allocate(). Returns as gmr_resource_allocate().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_allocate") gmr_status
+gmr_allocate(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream, void **out_ptr);
+
+/**
+ * Deprecated name of gmr_resource_allocate_ex(). Thread-safe, stream/device
+ * semantics: as gmr_resource_allocate_ex(). Returns as gmr_resource_allocate_ex().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_allocate_ex") gmr_status
+gmr_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
+                void **out_ptr, gmr_failure *failure);
+
+/**
+ * Deprecated name of gmr_resource_deallocate(). Thread-safe, stream/device
+ * semantics: as gmr_resource_deallocate(). Returns as gmr_resource_deallocate().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_deallocate") gmr_status
+gmr_deallocate(gmr_resource *r, void *ptr, size_t bytes, size_t alignment, gmr_stream stream);
+
+/**
+ * Deprecated name of gmr_resource_allocate_capturing(). Thread-safe,
+ * stream/device semantics: as gmr_resource_allocate_capturing().
+ * Returns as gmr_resource_allocate_capturing().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_allocate_capturing") gmr_status
+gmr_allocate_capturing(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
+                       void **out_ptr, gmr_failure *failure);
+
+/**
+ * Deprecated name of gmr_resource_record_stream(). Thread-safe, stream/device
+ * semantics: as gmr_resource_record_stream().
+ * Returns as gmr_resource_record_stream().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_record_stream") gmr_status
+gmr_record_stream(gmr_resource *r, void *ptr, gmr_stream stream);
+
+/**
+ * Deprecated name of gmr_resource_extend(). Thread-safe, stream/device
+ * semantics: as gmr_resource_extend(). Returns as gmr_resource_extend().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_extend") gmr_status
+gmr_extend(gmr_resource *r, void *ptr, size_t bytes, size_t new_bytes, size_t alignment,
+           gmr_stream stream, gmr_failure *failure);
+
+/**
+ * Deprecated name of gmr_resource_get_type_name(): the same string.
+ * Thread-safe: yes.
+ */
+GMR_API GMR_DEPRECATED("use gmr_resource_get_type_name") const char *
+gmr_resource_type_name(const gmr_resource *r);
 
 #ifdef __cplusplus
 }

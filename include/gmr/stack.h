@@ -206,7 +206,7 @@ GMR_API const char *gmr_stack_get_spec(const gmr_stack *stack);
  * top is now the layer that refused), so the caller can free what is live
  * and call gmr_stack_destroy() again.
  */
-GMR_API gmr_status gmr_stack_destroy(gmr_stack *stack);
+GMR_API GMR_NODISCARD gmr_status gmr_stack_destroy(gmr_stack *stack);
 
 /**
  * Print every component a spec can name, with its options (type, default,
@@ -216,7 +216,7 @@ GMR_API gmr_status gmr_stack_destroy(gmr_stack *stack);
  * Returns GMR_OK (write errors of `out` are not reported: check ferror);
  * GMR_ERR_INVALID_ARGUMENT (out NULL). On failure nothing is written.
  */
-GMR_API gmr_status gmr_stack_print_components(FILE *out);
+GMR_API GMR_NODISCARD gmr_status gmr_stack_print_components(FILE *out);
 
 #ifdef __cplusplus
 }

@@ -53,8 +53,8 @@ extern "C" {
  * is 0). GMR_ERR_INVALID_ARGUMENT when `top` is not a valid resource or
  * out_bytes is NULL (nothing written); GMR_ERR_OUT_OF_MEMORY when host memory
  * for listing a tracking layer's owners ran out.
- * Source: this library's stats structs (gmr_tracking_stats,
- *   gmr_limiting_stats, gmr_memory_info) in one document.
+ * Source: this library's stats structs (gmr_tracking_adaptor_stats,
+ *   gmr_limiting_adaptor_stats, gmr_memory_info) in one document.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_resource_write_stats_json(gmr_resource *top, char *buffer,
                                                                size_t buffer_bytes,

@@ -34,7 +34,7 @@
  * the ordinary deallocate). record_stream refuses a pointer that is not live
  * here with GMR_ERR_UNKNOWN_POINTER (the upstream never sees it) and forwards
  * the others. get_memory_info, trim and the footprint are answered from
- * below. extend (gmr_extend) checks the live entry first (not live:
+ * below. extend (gmr_resource_extend) checks the live entry first (not live:
  * GMR_ERR_UNKNOWN_POINTER; another size or alignment: GMR_ERR_FREE_MISMATCH;
  * the upstream never sees either), forwards to the upstream's extend, and on
  * success records the new size (the free must then give it) and counts the
@@ -94,8 +94,8 @@ typedef struct gmr_stat_count {
 } gmr_stat_count;
 
 /* Counters of a tracking adaptor, or of one scope. The caller sets `size` and
- * `version` (GMR_TRACKING_STATS_INIT); the adaptor fills what both know. */
-typedef struct gmr_tracking_stats {
+ * `version` (GMR_TRACKING_ADAPTOR_STATS_INIT); the adaptor fills what both know. */
+typedef struct gmr_tracking_adaptor_stats {
   size_t size;
   uint32_t version;
   gmr_stat_count bytes;        /* bytes live / high-water mark / allocated in all */
@@ -107,26 +107,39 @@ typedef struct gmr_tracking_stats {
   uint64_t size_mismatch_count;         /* ... GMR_ERR_FREE_MISMATCH for bytes/alignment */
   uint64_t stream_mismatch_count;       /* ... GMR_ERR_FREE_MISMATCH for the stream */
   uint64_t owner_count;                 /* streams or threads seen */
-} gmr_tracking_stats;
+} gmr_tracking_adaptor_stats;
 
-#define GMR_TRACKING_STATS_VERSION 1u
+#define GMR_TRACKING_ADAPTOR_STATS_VERSION 1u
 /* Every field spelled out: C++ warns about partial initialisers. */
-#define GMR_TRACKING_STATS_INIT                                                                \
-  {sizeof(gmr_tracking_stats), GMR_TRACKING_STATS_VERSION, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0, \
-   0, 0}
+#define GMR_TRACKING_ADAPTOR_STATS_INIT                                                            \
+  {sizeof(gmr_tracking_adaptor_stats), GMR_TRACKING_ADAPTOR_STATS_VERSION, {0, 0, 0}, {0, 0, 0},   \
+   0, 0, 0, 0, 0, 0, 0}
+
+/* Deprecated names, renamed in 0.2.0 (gmr_<object>_stats); removed in 0.3.0. */
+typedef gmr_tracking_adaptor_stats gmr_tracking_stats
+    GMR_DEPRECATED("use gmr_tracking_adaptor_stats");
+#define GMR_TRACKING_STATS_VERSION GMR_TRACKING_ADAPTOR_STATS_VERSION
+#define GMR_TRACKING_STATS_INIT GMR_TRACKING_ADAPTOR_STATS_INIT
 
 /* Counters of one owner (a stream or a thread). */
-typedef struct gmr_tracking_owner_stats {
+typedef struct gmr_tracking_adaptor_owner_stats {
   size_t size;
   uint32_t version;
   uint64_t owner;             /* the stream's value, or the thread's gmr_tracking_thread_id() */
   gmr_stat_count bytes;
   gmr_stat_count allocations;
-} gmr_tracking_owner_stats;
+} gmr_tracking_adaptor_owner_stats;
 
-#define GMR_TRACKING_OWNER_STATS_VERSION 1u
-#define GMR_TRACKING_OWNER_STATS_INIT \
-  {sizeof(gmr_tracking_owner_stats), GMR_TRACKING_OWNER_STATS_VERSION, 0, {0, 0, 0}, {0, 0, 0}}
+#define GMR_TRACKING_ADAPTOR_OWNER_STATS_VERSION 1u
+#define GMR_TRACKING_ADAPTOR_OWNER_STATS_INIT                                                      \
+  {sizeof(gmr_tracking_adaptor_owner_stats), GMR_TRACKING_ADAPTOR_OWNER_STATS_VERSION, 0,          \
+   {0, 0, 0}, {0, 0, 0}}
+
+/* Deprecated names, renamed in 0.2.0 (gmr_<object>_stats); removed in 0.3.0. */
+typedef gmr_tracking_adaptor_owner_stats gmr_tracking_owner_stats
+    GMR_DEPRECATED("use gmr_tracking_adaptor_owner_stats");
+#define GMR_TRACKING_OWNER_STATS_VERSION GMR_TRACKING_ADAPTOR_OWNER_STATS_VERSION
+#define GMR_TRACKING_OWNER_STATS_INIT GMR_TRACKING_ADAPTOR_OWNER_STATS_INIT
 
 /**
  * Create a tracking adaptor over `upstream`.
@@ -164,8 +177,8 @@ GMR_API gmr_tracking_adaptor *gmr_tracking_adaptor_from_resource(gmr_resource *r
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, size below the header,
  * version 0; on failure *out is unchanged).
  */
-GMR_API gmr_status gmr_tracking_adaptor_get_stats(const gmr_tracking_adaptor *a,
-                                                  gmr_tracking_stats *out);
+GMR_API GMR_NODISCARD gmr_status gmr_tracking_adaptor_get_stats(const gmr_tracking_adaptor *a,
+                                                                gmr_tracking_adaptor_stats *out);
 
 /**
  * The id gmr gives the calling thread (unique in the process, never reused,
@@ -181,9 +194,8 @@ GMR_API uint64_t gmr_tracking_thread_id(void);
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, bad header, or an owner
  * never seen: on that failure *out holds zeros and the owner).
  */
-GMR_API gmr_status gmr_tracking_adaptor_get_owner_stats(const gmr_tracking_adaptor *a,
-                                                        uint64_t owner,
-                                                        gmr_tracking_owner_stats *out);
+GMR_API GMR_NODISCARD gmr_status gmr_tracking_adaptor_get_owner_stats(
+    const gmr_tracking_adaptor *a, uint64_t owner, gmr_tracking_adaptor_owner_stats *out);
 
 /**
  * The owners seen so far, in no particular order: up to `capacity` keys in
@@ -193,9 +205,9 @@ GMR_API gmr_status gmr_tracking_adaptor_get_owner_stats(const gmr_tracking_adapt
  * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (NULL a or count, or NULL owners
  * with capacity > 0; on failure nothing is written).
  */
-GMR_API gmr_status gmr_tracking_adaptor_list_owners(const gmr_tracking_adaptor *a,
-                                                    uint64_t *owners, size_t capacity,
-                                                    size_t *count);
+GMR_API GMR_NODISCARD gmr_status gmr_tracking_adaptor_list_owners(const gmr_tracking_adaptor *a,
+                                                                  uint64_t *owners, size_t capacity,
+                                                                  size_t *count);
 
 /* Scopes nest at most this deep. */
 #define GMR_TRACKING_MAX_SCOPE_DEPTH 64
@@ -213,7 +225,7 @@ GMR_API gmr_status gmr_tracking_adaptor_list_owners(const gmr_tracking_adaptor *
  * (GMR_TRACKING_MAX_SCOPE_DEPTH scopes are open). On failure no scope is
  * opened.
  */
-GMR_API gmr_status gmr_tracking_adaptor_push_scope(gmr_tracking_adaptor *a);
+GMR_API GMR_NODISCARD gmr_status gmr_tracking_adaptor_push_scope(gmr_tracking_adaptor *a);
 
 /**
  * Close the innermost scope and report it in `out` (may be NULL), relative to
@@ -231,8 +243,8 @@ GMR_API gmr_status gmr_tracking_adaptor_push_scope(gmr_tracking_adaptor *a);
  * GMR_ERR_UNSUPPORTED (no scope is open). On failure no scope is closed and
  * *out is unchanged.
  */
-GMR_API gmr_status gmr_tracking_adaptor_pop_scope(gmr_tracking_adaptor *a,
-                                                  gmr_tracking_stats *out);
+GMR_API GMR_NODISCARD gmr_status gmr_tracking_adaptor_pop_scope(gmr_tracking_adaptor *a,
+                                                                gmr_tracking_adaptor_stats *out);
 
 /**
  * Write every live allocation to `out`, one per line, owner by owner
@@ -250,8 +262,8 @@ GMR_API gmr_status gmr_tracking_adaptor_pop_scope(gmr_tracking_adaptor *a,
  * GMR_ERR_OUT_OF_MEMORY (no host memory for the copy). On failure nothing is
  * written and *out_count (when not NULL) is 0.
  */
-GMR_API gmr_status gmr_tracking_adaptor_report_leaks(const gmr_tracking_adaptor *a, FILE *out,
-                                                     size_t *out_count);
+GMR_API GMR_NODISCARD gmr_status gmr_tracking_adaptor_report_leaks(const gmr_tracking_adaptor *a,
+                                                                   FILE *out, size_t *out_count);
 
 /**
  * Destroy the adaptor even with live allocations: report them to `report`
@@ -262,7 +274,8 @@ GMR_API gmr_status gmr_tracking_adaptor_report_leaks(const gmr_tracking_adaptor 
  * failure of an upstream deallocate: then the adaptor is not destroyed and
  * keeps the allocations not yet given back.
  */
-GMR_API gmr_status gmr_tracking_adaptor_destroy_force(gmr_tracking_adaptor *a, FILE *report);
+GMR_API GMR_NODISCARD gmr_status gmr_tracking_adaptor_destroy_force(gmr_tracking_adaptor *a,
+                                                                    FILE *report);
 
 #ifdef __cplusplus
 }

@@ -122,7 +122,7 @@
  * defrag_count the slow paths that moved handles and remapped_page_count the
  * pages they moved; small_live_* and zombie_* stay 0.
 
- * Growth in place (gmr_extend, the vtable's extend slot): a live allocation
+ * Growth in place (gmr_resource_extend, the vtable's extend slot): a live allocation
  * of whole pages grows without moving when the addresses after it are a
  * hole (new pages are mapped there) or a free region usable on `stream`
  * (taken, with a GPU-side wait if it is another stream's and pending), or a
@@ -132,7 +132,7 @@
  * fragmentation.
  *
  * Capture: allocation and extend are capture-safe (the vtable's
- * allocate_capturing slot, gmr_allocate_capturing(); a plain gmr_allocate()
+ * allocate_capturing slot, gmr_resource_allocate_capturing(); a plain gmr_resource_allocate()
  * on a capturing stream takes the same path): the calling thread is switched
  * to relaxed capture mode around page mapping and event queries, and no
  * stream-ordered call is made (no event record, no stream wait), so
@@ -170,13 +170,13 @@
  * so NCCL can register (cuMemRetainAllocationHandle) and export the memory.
  * The pool never calls cuMulticast*.
  *
- * Statuses of gmr_allocate(): GMR_ERR_OUT_OF_MEMORY (cuMemCreate said so,
+ * Statuses of gmr_resource_allocate(): GMR_ERR_OUT_OF_MEMORY (cuMemCreate said so,
  * with the driver's code in the failure record, or host memory ran out; the
  * record also carries the pool's free bytes); GMR_ERR_CUDA (any other driver
  * failure, with its CUresult and name); GMR_ERR_UNSUPPORTED (alignment above
  * the page); GMR_ERR_BUSY (asleep); GMR_ERR_CAPTURE_UNSAFE. On any failure
  * the pool's regions, pages and reservations are exactly as before.
- * gmr_deallocate(): GMR_ERR_UNKNOWN_POINTER (not the start of a live
+ * gmr_resource_deallocate(): GMR_ERR_UNKNOWN_POINTER (not the start of a live
  * allocation), GMR_ERR_DOUBLE_FREE (an allocation start already freed),
  * GMR_ERR_FREE_MISMATCH (bytes or alignment other than those asked for at
  * allocation: the pool keeps both per allocation, so 999 bytes for a
@@ -412,12 +412,12 @@ GMR_API gmr_vmm_pool_resource *gmr_vmm_pool_resource_from_resource(gmr_resource 
 
 /* ---- observability ---------------------------------------------------- */
 
-#define GMR_VMM_POOL_STATS_VERSION 1u
+#define GMR_VMM_POOL_RESOURCE_STATS_VERSION 1u
 
 /* A snapshot, in bytes unless named _count. */
 typedef struct gmr_vmm_pool_resource_stats {
   size_t size;      /* sizeof as the caller knows it */
-  uint32_t version; /* GMR_VMM_POOL_STATS_VERSION as the caller knows it */
+  uint32_t version; /* GMR_VMM_POOL_RESOURCE_STATS_VERSION as the caller knows it */
   size_t page_bytes;
   size_t granularity_bytes;
   size_t mapped_bytes;       /* physical pages held (VPMM: active_pages * page) */
@@ -452,9 +452,12 @@ typedef struct gmr_vmm_pool_resource_stats {
   uint64_t wake_count;
 } gmr_vmm_pool_resource_stats;
 
-#define GMR_VMM_POOL_RESOURCE_STATS_INIT \
-  {sizeof(gmr_vmm_pool_resource_stats), GMR_VMM_POOL_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+#define GMR_VMM_POOL_RESOURCE_STATS_INIT                                                           \
+  {sizeof(gmr_vmm_pool_resource_stats), GMR_VMM_POOL_RESOURCE_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0,  \
+   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/* Deprecated name, renamed in 0.2.0 (GMR_<OBJECT>_STATS_*); removed in 0.3.0. */
+#define GMR_VMM_POOL_STATS_VERSION GMR_VMM_POOL_RESOURCE_STATS_VERSION
 
 /**
  * Fill *out with a snapshot of the pool's statistics (the caller set size

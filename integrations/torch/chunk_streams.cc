@@ -34,7 +34,7 @@ gmr_status remember(chunk_streams *c, size_t bytes, gmr_stream stream, void *ptr
     c->streams[ptr] = stream;
     return GMR_OK;
   } catch (const std::bad_alloc &) {
-    (void)gmr_deallocate(c->upstream, ptr, bytes, 0, stream);
+    (void)gmr_resource_deallocate(c->upstream, ptr, bytes, 0, stream);
     std::snprintf(failure->message, sizeof failure->message, "gmr.torch: no host memory");
     return GMR_ERR_OUT_OF_MEMORY;
   }
@@ -43,14 +43,15 @@ gmr_status remember(chunk_streams *c, size_t bytes, gmr_stream stream, void *ptr
 gmr_status cs_allocate(gmr_resource *self, size_t bytes, size_t alignment, gmr_stream stream,
                        void **out, gmr_failure *failure) {
   chunk_streams *c = self_of(self);
-  gmr_status st = gmr_allocate_ex(c->upstream, bytes, alignment, stream, out, failure);
+  gmr_status st = gmr_resource_allocate_ex(c->upstream, bytes, alignment, stream, out, failure);
   return st == GMR_OK ? remember(c, bytes, stream, *out, failure) : st;
 }
 
 gmr_status cs_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
                                  gmr_stream stream, void **out, gmr_failure *failure) {
   chunk_streams *c = self_of(self);
-  gmr_status st = gmr_allocate_capturing(c->upstream, bytes, alignment, stream, out, failure);
+  gmr_status st =
+      gmr_resource_allocate_capturing(c->upstream, bytes, alignment, stream, out, failure);
   return st == GMR_OK ? remember(c, bytes, stream, *out, failure) : st;
 }
 
@@ -63,7 +64,7 @@ gmr_status cs_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t ali
     if (it == c->streams.end()) return GMR_ERR_UNKNOWN_POINTER;
     stream = it->second;
   }
-  gmr_status st = gmr_deallocate(c->upstream, ptr, bytes, alignment, stream);
+  gmr_status st = gmr_resource_deallocate(c->upstream, ptr, bytes, alignment, stream);
   if (st == GMR_OK) {
     std::lock_guard<std::mutex> lock(c->mutex);
     c->streams.erase(ptr);

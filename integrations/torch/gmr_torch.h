@@ -6,7 +6,7 @@
  * mode to pick and what works in each.
  *
  * Each device's memory comes from its resource in gmr's per-device registry
- * (gmr/device_resource.h): the spec set with gmr_set_device_resource_spec(),
+ * (gmr/device_resource.h): the spec set with gmr_device_resource_set_spec(),
  * or GMR_STACK, or the default, created at the device's first allocation
  * with that device current.
  *
@@ -27,7 +27,7 @@
  *    segments and turns a NULL into torch.cuda.OutOfMemoryError itself, so
  *    failures return NULL (the message: gmr_torch_get_last_error()).
  *    A segment asked for while its stream captures a CUDA graph comes from
- *    gmr_allocate_capturing().
+ *    gmr_resource_allocate_capturing().
  *
  * CUDA graphs in direct mode (the graph pool hooks below): PyTorch's private
  * pools, whatever the stack. Each device gets a graph arena of the shim's own
@@ -128,7 +128,7 @@ GMR_TORCH_API void gmr_torch_set_memory_fraction(double fraction, int device);
 
 /**
  * record_stream hook (set_record_stream_fn, Tensor.record_stream): `ptr`, a
- * live allocation, is also used on `stream`. Passed to gmr_record_stream();
+ * live allocation, is also used on `stream`. Passed to gmr_resource_record_stream();
  * when the stack answers GMR_ERR_UNSUPPORTED the shim remembers the stream
  * and makes the free's stream wait for it at the free (as PyTorch's
  * cudaMallocAsync backend does). An unknown pointer is refused and logged.

@@ -114,7 +114,7 @@ bool drop_arena(device_pools &d) {
 gmr_status arena_for(int device, device_pools &d, gmr_resource *stack, gmr_failure *failure) {
   if (d.arena != nullptr) {
     if (gmr_resource_get_upstream(d.chunks) == stack) return GMR_OK;
-    // The device's stack was replaced (gmr_set_device_resource): an idle
+    // The device's stack was replaced (gmr_device_resource_set): an idle
     // arena follows it; one that still holds pool memory cannot.
     if (!drop_arena(d)) {
       std::snprintf(failure->message, sizeof failure->message,
@@ -245,7 +245,7 @@ void flush_deferred(device_pools &d) {
       log_message(log_kind::failed_free, m);
       continue;
     }
-    st = gmr_deallocate(f.resource, f.ptr, f.size, 0, f.stream);
+    st = gmr_resource_deallocate(f.resource, f.ptr, f.size, 0, f.stream);
     if (st != GMR_OK) {
       std::string m = "a free deferred to the end of a capture failed: " +
                       std::string(gmr_status_name(st));
@@ -325,15 +325,15 @@ bool allocate_for_graph_pool(int device, gmr_resource *stack, size_t size, gmr_s
   *status = arena_for(device, d, stack, failure);
   if (*status == GMR_OK) *status = session_for(d, device, *p, stream, failure);
   if (*status == GMR_OK) {
-    *status = gmr_allocate_ex(gmr_graph_arena_resource_as_resource(d.arena), size, 0, stream,
-                              &out->ptr, failure);
+    *status = gmr_resource_allocate_ex(gmr_graph_arena_resource_as_resource(d.arena), size, 0,
+                                       stream, &out->ptr, failure);
   }
   if (*status == GMR_OK) {
     try {
       p->live.insert(out->ptr);
     } catch (const std::bad_alloc &) {
-      (void)gmr_deallocate(gmr_graph_arena_resource_as_resource(d.arena), out->ptr, size, 0,
-                           stream);
+      (void)gmr_resource_deallocate(gmr_graph_arena_resource_as_resource(d.arena), out->ptr, size,
+                                    0, stream);
       out->ptr = nullptr;
       *status = GMR_ERR_OUT_OF_MEMORY;
       std::snprintf(failure->message, sizeof failure->message, "gmr.torch: no host memory");
@@ -379,7 +379,8 @@ bool allocate_at_expected(int device, size_t size, gmr_stream stream, pool_block
   try {
     p->live.insert(want);
   } catch (const std::bad_alloc &) {
-    (void)gmr_deallocate(gmr_graph_arena_resource_as_resource(d.arena), want, size, 0, stream);
+    (void)gmr_resource_deallocate(gmr_graph_arena_resource_as_resource(d.arena), want, size, 0,
+                                  stream);
     *status = GMR_ERR_OUT_OF_MEMORY;
     return true;
   }
@@ -573,7 +574,7 @@ extern "C" gmr_status gmr_torch_get_graph_pool_info(int device, gmr_torch_graph_
   out->deferred_free_count = d.deferred.size();
   out->arena_held_bytes = 0;
   if (d.arena != nullptr) {
-    gmr_graph_arena_stats s = GMR_GRAPH_ARENA_STATS_INIT;
+    gmr_graph_arena_resource_stats s = GMR_GRAPH_ARENA_RESOURCE_STATS_INIT;
     if (gmr_graph_arena_resource_get_stats(d.arena, &s) == GMR_OK) {
       out->arena_held_bytes = s.held_bytes;
     }

@@ -163,9 +163,9 @@ gmr_status allocate_once(gmr_resource *stack, size_t size, int device, gmr_strea
   if (mempool) (void)gmr_stream_get_capture_info(stream, &capturing, nullptr);
   if (capturing) {
     capture_allocation_count.fetch_add(1, std::memory_order_relaxed);
-    return gmr_allocate_capturing(stack, size, 0, stream, &out->ptr, failure);
+    return gmr_resource_allocate_capturing(stack, size, 0, stream, &out->ptr, failure);
   }
-  return gmr_allocate_ex(stack, size, 0, stream, &out->ptr, failure);
+  return gmr_resource_allocate_ex(stack, size, 0, stream, &out->ptr, failure);
 }
 
 gmr_status allocate(size_t size, int device, gmr_stream stream, bool mempool, void **out,
@@ -178,14 +178,14 @@ gmr_status allocate(size_t size, int device, gmr_stream stream, bool mempool, vo
   }
   gmr_resource *resource = nullptr;
   gmr_spec_error error;
-  gmr_status st = gmr_get_device_resource(device, &resource, &error);
+  gmr_status st = gmr_device_resource_get(device, &resource, &error);
   if (st != GMR_OK) {
     add(device, kFailures, 1);
     *message = "gmr: cannot create the memory resource of device " + std::to_string(device) +
                " (" + gmr_status_name(st) + "): " + error.message;
     return st;
   }
-  gmr_failure failure{};  // the shim's own refusals fill only the message
+  gmr_failure failure = GMR_FAILURE_INIT;  // the shim's own refusals fill only the message
   pool_block block;
   st = allocate_once(resource, size, device, stream, mempool, &block, &failure);
   if (st == GMR_ERR_OUT_OF_MEMORY && graph_pools_have_pending(device)) {
@@ -196,7 +196,7 @@ gmr_status allocate(size_t size, int device, gmr_stream stream, bool mempool, vo
     });
     add(device, kRetries, 1);
     block = pool_block();
-    failure = gmr_failure{};
+    failure = GMR_FAILURE_INIT;
     st = allocate_once(resource, size, device, stream, mempool, &block, &failure);
   }
   if (st != GMR_OK) {
@@ -213,7 +213,7 @@ gmr_status allocate(size_t size, int device, gmr_stream stream, bool mempool, vo
                    allocation{block.resource, size, stream, device, mempool, pooled, block.pool, {}});
   } catch (const std::bad_alloc &) {
     if (pooled) note_pool_free(device, block.pool, *out);
-    (void)gmr_deallocate(block.resource, *out, size, 0, stream);
+    (void)gmr_resource_deallocate(block.resource, *out, size, 0, stream);
     *out = nullptr;
     add(device, kFailures, 1);
     *message = "gmr: no host memory to record an allocation of " + bytes_text(size);
@@ -279,7 +279,7 @@ void release(void *ptr, size_t size, int device, gmr_stream stream, bool mempool
       return;
     }
   }
-  gmr_status st = gmr_deallocate(a.resource, ptr, a.size, 0, a.stream);
+  gmr_status st = gmr_resource_deallocate(a.resource, ptr, a.size, 0, a.stream);
   if (st != GMR_OK) {
     failed_free_count.fetch_add(1, std::memory_order_relaxed);
     std::string m = "the stack of device " + std::to_string(a.device) + " refused to free " +
@@ -323,7 +323,7 @@ std::string describe_failure(gmr_status status, const gmr_failure &failure, size
                   " on device " + std::to_string(device) + ", stream " + pointer_text(stream);
   if (failure.where != nullptr) {
     m += "; refused by ";
-    m += gmr_resource_type_name(failure.where);
+    m += gmr_resource_get_type_name(failure.where);
   }
   if (failure.message[0] != '\0') {
     m += ": ";
@@ -333,7 +333,7 @@ std::string describe_failure(gmr_status status, const gmr_failure &failure, size
     m += "; it held " + bytes_text(failure.free_bytes) + " free, the largest free block " +
          bytes_text(failure.largest_free_block_bytes);
   }
-  const char *spec = gmr_get_device_resource_spec(device);
+  const char *spec = gmr_device_resource_get_spec(device);
   if (spec != nullptr) {
     m += "; stack: ";
     m += spec;
@@ -387,7 +387,7 @@ extern "C" void gmr_torch_reset(void) {
   for (int d = 0; d < kMaxDevices; ++d) {
     if ((used & (uint64_t{1} << d)) == 0) continue;
     gmr_resource *r = nullptr;
-    if (gmr_get_device_resource(d, &r, nullptr) != GMR_OK) continue;
+    if (gmr_device_resource_get(d, &r, nullptr) != GMR_OK) continue;
     size_t released = 0;
     gmr_status st = with_device(d, [&] {
       release_graph_pools(d);
@@ -418,14 +418,14 @@ extern "C" void gmr_torch_set_memory_fraction(double fraction, int device) {
   }
   gmr_resource *r = nullptr;
   gmr_spec_error error;
-  gmr_status st = gmr_get_device_resource(device, &r, &error);
+  gmr_status st = gmr_device_resource_get(device, &r, &error);
   if (st != GMR_OK) throw_error(st, "gmr: " + call + ": " + error.message);
   gmr_limiting_adaptor *limiting = nullptr;
   for (gmr_resource *x = r; x != nullptr && limiting == nullptr; x = gmr_resource_get_upstream(x)) {
     limiting = gmr_limiting_adaptor_from_resource(x);
   }
   if (limiting == nullptr) {
-    const char *spec = gmr_get_device_resource_spec(device);
+    const char *spec = gmr_device_resource_get_spec(device);
     throw_error(GMR_ERR_UNSUPPORTED,
                 "gmr: " + call + ": the stack of device " + std::to_string(device) + " (" +
                     (spec != nullptr ? spec : "set by the program") +
@@ -463,7 +463,7 @@ extern "C" void gmr_torch_record_stream(void *ptr, gmr_stream stream) {
   }
   record_stream_count.fetch_add(1, std::memory_order_relaxed);
   if (stream == allocation_stream) return;  // the free is ordered on it anyway
-  gmr_status st = gmr_record_stream(resource, ptr, stream);
+  gmr_status st = gmr_resource_record_stream(resource, ptr, stream);
   if (st == GMR_OK) return;
   if (st == GMR_ERR_UNSUPPORTED) {
     shard &s = shard_of(ptr);

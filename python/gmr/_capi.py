@@ -50,10 +50,19 @@ class SpecErrorStruct(ctypes.Structure):
     ]
 
 
+FAILURE_VERSION = 2  # GMR_FAILURE_VERSION
+
+
 class FailureStruct(ctypes.Structure):
-    """gmr_failure (gmr/resource.h): what went wrong in a failed call."""
+    """gmr_failure (gmr/resource.h): what went wrong in a failed call.
+
+    A new record carries its size and version (as GMR_FAILURE_INIT does in C),
+    so the library writes no more than this mirror holds.
+    """
 
     _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("version", ctypes.c_uint32),
         ("status", ctypes.c_int),
         ("cuda_error", ctypes.c_int),
         ("bytes", ctypes.c_size_t),
@@ -66,6 +75,12 @@ class FailureStruct(ctypes.Structure):
         ("free_bytes", ctypes.c_size_t),
         ("largest_free_block_bytes", ctypes.c_size_t),
     ]
+
+    def __init__(self) -> None:
+        """An empty record with its size and version set."""
+        super().__init__()
+        self.size = ctypes.sizeof(self)
+        self.version = FAILURE_VERSION
 
 
 class FootprintStruct(ctypes.Structure):

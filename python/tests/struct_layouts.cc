@@ -36,6 +36,8 @@ void end() { std::printf("}}"); }
 
 int main() {
   BEGIN(gmr_failure);
+  FIELD(gmr_failure, size);
+  FIELD(gmr_failure, version);
   FIELD(gmr_failure, status);
   FIELD(gmr_failure, cuda_error);
   FIELD(gmr_failure, bytes);

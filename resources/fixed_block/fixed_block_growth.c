@@ -237,8 +237,8 @@ gmr_status gmr__fb_grow(gmr__fb_shard *s, gmr__stream_key key, size_t count, gmr
     if (max == 0) atomic_fetch_add(&r->chunk_count, 1);
     void *ptr = NULL;
     bool reserved = registry_reserve(r);
-    gmr_status st = reserved ? gmr_allocate_ex(r->upstream, blocks * r->config.block_bytes,
-                                               GMR__FB_UNIT, stream, &ptr, failure)
+    gmr_status st = reserved ? gmr_resource_allocate_ex(r->upstream, blocks * r->config.block_bytes,
+                                                        GMR__FB_UNIT, stream, &ptr, failure)
                              : gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
                                                 "fixed_block_resource: no host memory for a "
                                                 "chunk's records");
@@ -251,7 +251,8 @@ gmr_status gmr__fb_grow(gmr__fb_shard *s, gmr__stream_key key, size_t count, gmr
       gmr__spin_lock_release(&s->lock);
       if (done) return GMR_OK;
       if (added) continue;
-      (void)gmr_deallocate(r->upstream, ptr, blocks * r->config.block_bytes, GMR__FB_UNIT, stream);
+      GMR_IGNORE_STATUS(gmr_resource_deallocate(r->upstream, ptr, blocks * r->config.block_bytes, GMR__FB_UNIT,
+                                    stream));
       st = gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
                             "fixed_block_resource: no host memory for a chunk's records");
     }
@@ -323,7 +324,8 @@ gmr_status gmr__fb_release_chunks(gmr__fb_shard *s, bool all, size_t *released_b
     gmr__spin_lock_release(&s->lock);
     /* The default stream: the streams that used the chunk are done. */
     size_t bytes = gmr__fb_chunk_bytes(r, c);
-    gmr_status st = gmr_deallocate(r->upstream, (void *)c->base, bytes, GMR__FB_UNIT, NULL);
+    gmr_status st =
+        gmr_resource_deallocate(r->upstream, (void *)c->base, bytes, GMR__FB_UNIT, NULL);
     gmr__spin_lock_acquire(&s->lock);
     if (st != GMR_OK) {
       reattach_chunk(s, c);

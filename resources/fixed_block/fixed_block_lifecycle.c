@@ -56,9 +56,9 @@ gmr_status gmr__fb_get_memory_info(const gmr_resource *self, gmr_memory_info *ou
 }
 
 gmr_status gmr_fixed_block_resource_get_stats(gmr_fixed_block_resource *r,
-                                              gmr_fixed_block_stats *out) {
+                                              gmr_fixed_block_resource_stats *out) {
   if (r == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
-  gmr_fixed_block_stats s;
+  gmr_fixed_block_resource_stats s;
   memset(&s, 0, sizeof s);
   s.block_bytes = r->config.block_bytes;
   for (uint32_t i = 0; i < r->shard_count; ++i) {
@@ -215,7 +215,7 @@ static gmr_status take_initial(gmr_fixed_block_resource *r, gmr_failure *f) {
     snprintf(text, sizeof text,
              "fixed_block_resource: initial chunk %zu of initial_chunk_count (%zu), %zu bytes, "
              "refused by %s (%s); lower initial_chunk_count, blocks_per_chunk or block_bytes%s%s",
-             i + 1, c->initial_chunk_count, bytes, gmr_resource_type_name(r->upstream),
+             i + 1, c->initial_chunk_count, bytes, gmr_resource_get_type_name(r->upstream),
              gmr_status_name(st), f->message[0] != '\0' ? ": " : "", f->message);
     size_t n = strlen(text);
     if (n >= sizeof f->message) n = sizeof f->message - 1;
@@ -230,12 +230,10 @@ static gmr_status take_initial(gmr_fixed_block_resource *r, gmr_failure *f) {
   return GMR_OK;
 }
 
-gmr_status gmr_fixed_block_resource_create_ex(gmr_resource *upstream,
-                                              const gmr_fixed_block_resource_config *config,
-                                              gmr_fixed_block_resource **out,
-                                              gmr_failure *failure) {
-  gmr_failure local;
-  gmr_failure *f = failure != NULL ? failure : &local;
+static gmr_status fixed_block_resource_create_ex_impl(gmr_resource *upstream,
+                                                      const gmr_fixed_block_resource_config *config,
+                                                      gmr_fixed_block_resource **out,
+                                                      gmr_failure *f) {
   gmr__failure_reset(f);
   f->status = GMR_OK;
   if (out == NULL) {
@@ -290,6 +288,16 @@ gmr_status gmr_fixed_block_resource_create_ex(gmr_resource *upstream,
   }
   *out = r;
   return GMR_OK;
+}
+
+gmr_status gmr_fixed_block_resource_create_ex(gmr_resource *upstream,
+                                              const gmr_fixed_block_resource_config *config,
+                                              gmr_fixed_block_resource **out,
+                                              gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  gmr_status st = fixed_block_resource_create_ex_impl(upstream, config, out, f);
+  return gmr__failure_end(failure, f, st);
 }
 
 gmr_status gmr_fixed_block_resource_create(gmr_resource *upstream,

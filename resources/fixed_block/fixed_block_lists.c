@@ -101,7 +101,7 @@ gmr_status gmr_fixed_block_resource_allocate_blocks(gmr_fixed_block_resource *r,
     } else {
       /* The growth takes the list's blocks under the same hold of the spin
        * lock that adds the last chunk, so no other thread takes them first. */
-      gmr_failure failure;
+      gmr_failure failure = GMR_FAILURE_INIT;
       gmr__failure_reset(&failure);
       pthread_mutex_lock(&s->grow_lock);
       st = gmr__fb_grow(s, key, count, stream, true, pop_list, list, &failure);

@@ -53,13 +53,13 @@ static gmr_status forward_allocate(gmr_fixed_block_resource *r, size_t bytes, si
     return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
                             "fixed_block_resource: no host memory to track a forwarded allocation");
   }
-  gmr_status st = gmr_allocate_ex(r->upstream, bytes, alignment, stream, out_ptr, failure);
+  gmr_status st = gmr_resource_allocate_ex(r->upstream, bytes, alignment, stream, out_ptr, failure);
   if (st != GMR_OK) return st;
   gmr__spin_lock_acquire(&r->books);
   /* Another thread may have used the room reserved above: reserve again. */
   if (!gmr__u64_map_put(&r->forwarded, (uint64_t)(uintptr_t)*out_ptr, bytes)) {
     gmr__spin_lock_release(&r->books);
-    (void)gmr_deallocate(r->upstream, *out_ptr, bytes, alignment, stream);
+    GMR_IGNORE_STATUS(gmr_resource_deallocate(r->upstream, *out_ptr, bytes, alignment, stream));
     *out_ptr = NULL;
     return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
                             "fixed_block_resource: no host memory to track a forwarded allocation");
@@ -90,7 +90,7 @@ static gmr_status forward_deallocate(gmr_fixed_block_resource *r, void *ptr, siz
   r->forwarded_count--;
   r->forwarded_bytes -= bytes;
   gmr__spin_lock_release(&r->books);
-  gmr_status st = gmr_deallocate(r->upstream, ptr, bytes, alignment, stream);
+  gmr_status st = gmr_resource_deallocate(r->upstream, ptr, bytes, alignment, stream);
   gmr__spin_lock_acquire(&r->books);
   if (st != GMR_OK) {
     /* Not released: it is still ours. Removal left room for it. */

@@ -158,7 +158,8 @@ static gmr_status grow_in_capture(gmr_graph_arena_resource *a, gmr__ga_session *
   if (st == GMR_ERR_CAPTURE_UNSAFE) {
     /* Name the resource that could not: the deepest one the record names. */
     s->upstream_cannot = true;
-    s->cannot_name = gmr_resource_type_name(failure->where != NULL ? failure->where : a->upstream);
+    s->cannot_name =
+        gmr_resource_get_type_name(failure->where != NULL ? failure->where : a->upstream);
     *out_below = s->cannot_name;
   }
   return st;
@@ -341,7 +342,7 @@ gmr_status gmr__ga_serve_uncaptured(gmr_graph_arena_resource *a, const gmr__ga_c
         gmr__ga_add_chunk(a, chunk, GMR__GA_CHUNK_GROWN, growth, rq->stream, failure);
     if (st == GMR_ERR_CAPTURE_UNSAFE && growth == GMR__GA_GROW_CAPTURING) {
       const char *below =
-          gmr_resource_type_name(failure->where != NULL ? failure->where : a->upstream);
+          gmr_resource_get_type_name(failure->where != NULL ? failure->where : a->upstream);
       a->capture_refusal_count++;
       gmr__failure_reset(failure);
       snprintf(failure->message, sizeof failure->message,

@@ -92,9 +92,9 @@ gmr_status gmr__ga_add_chunk(gmr_graph_arena_resource *a, size_t bytes, uint8_t 
   gmr_status st;
   if (growth == GMR__GA_GROW_CAPTURING) {
     if (gmr__ga_find_session(a, stream) != NULL) a->chunk_call_in_session_count++;
-    st = gmr_allocate_capturing(a->upstream, bytes, 0, stream, &p, failure);
+    st = gmr_resource_allocate_capturing(a->upstream, bytes, 0, stream, &p, failure);
   } else {
-    st = gmr_allocate_ex(a->upstream, bytes, 0, stream, &p, failure);
+    st = gmr_resource_allocate_ex(a->upstream, bytes, 0, stream, &p, failure);
   }
   if (st != GMR_OK) {
     free(block_at);
@@ -150,7 +150,7 @@ gmr_status gmr__ga_release_chunk(gmr_graph_arena_resource *a, size_t index, gmr_
   /* The heap goes before the memory: whoever gets the range next may
    * register it. A wholly free chunk has no region to keep. */
   if (a->cfg.nvtx_annotate) gmr__nvtx_mem_heap_unregister(c.nvtx_heap);
-  gmr_status st = gmr_deallocate(a->upstream, (void *)c.base, c.bytes, 0, stream);
+  gmr_status st = gmr_resource_deallocate(a->upstream, (void *)c.base, c.bytes, 0, stream);
   if (st != GMR_OK) {
     /* It stays ours, still free, and is described again. */
     if (a->cfg.nvtx_annotate) {

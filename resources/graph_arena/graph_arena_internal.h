@@ -299,8 +299,8 @@ static inline void gmr__ga_count_upstream_call(gmr_graph_arena_resource *a) {
 }
 /* How a chunk is taken from the upstream. */
 typedef enum gmr__ga_growth {
-  GMR__GA_GROW_PLAIN = 0,     /* gmr_allocate_ex: no capture of ours is open */
-  GMR__GA_GROW_CAPTURING = 1, /* gmr_allocate_capturing: a capture is open */
+  GMR__GA_GROW_PLAIN = 0,     /* gmr_resource_allocate_ex: no capture of ours is open */
+  GMR__GA_GROW_CAPTURING = 1, /* gmr_resource_allocate_capturing: a capture is open */
 } gmr__ga_growth;
 /* Take a chunk of `bytes` from the upstream for use on `stream` and add it to
  * the free space, with `origin` (GMR__GA_CHUNK_*). Lock held. The caller

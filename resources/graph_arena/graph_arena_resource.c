@@ -41,10 +41,10 @@ static gmr_status forward_allocate(gmr_graph_arena_resource *a, size_t bytes, si
                                    gmr_failure *failure) {
   gmr__ga_count_upstream_call(a);
   /* The dispatch checked the request: call the upstream's slot directly. */
-  gmr_status st = capturing ? gmr_allocate_capturing(a->upstream, bytes, alignment, stream,
-                                                     out_ptr, failure)
-                            : gmr__forward_allocate(a->upstream, bytes, alignment, stream,
-                                                    out_ptr, failure);
+  gmr_status st =
+      capturing
+          ? gmr_resource_allocate_capturing(a->upstream, bytes, alignment, stream, out_ptr, failure)
+          : gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
   if (st == GMR_OK) {
     atomic_fetch_add_explicit(&a->forwarded_allocation_count, 1, memory_order_relaxed);
   } else {
@@ -419,8 +419,7 @@ gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
   a->free_slot = GMR__GA_NO_SLOT;
   a->next_mark_id = 1;
   if (cfg.initial_capacity_bytes > 0) {
-    gmr_failure failure;
-    memset(&failure, 0, sizeof failure);
+    gmr_failure failure = GMR_FAILURE_INIT;
     gmr_status st = gmr__extent_set_reserve(&a->free, 1)
                         ? gmr__ga_add_chunk(a, cfg.initial_capacity_bytes, GMR__GA_CHUNK_INITIAL,
                                             GMR__GA_GROW_PLAIN, NULL, &failure)
@@ -462,8 +461,7 @@ gmr_status gmr_graph_arena_resource_reserve(gmr_graph_arena_resource *a, size_t 
     st = GMR_ERR_CAPTURE_UNSAFE;
   } else if (capacity_bytes > a->held_bytes) {
     size_t grow = gmr__align_up(capacity_bytes - a->held_bytes, GMR_DEFAULT_ALIGNMENT);
-    gmr_failure failure;
-    memset(&failure, 0, sizeof failure);
+    gmr_failure failure = GMR_FAILURE_INIT;
     if (grow > a->cfg.max_capacity_bytes - a->held_bytes || !gmr__extent_set_reserve(&a->free, 1)) {
       st = GMR_ERR_OUT_OF_MEMORY;
     } else {
@@ -474,13 +472,12 @@ gmr_status gmr_graph_arena_resource_reserve(gmr_graph_arena_resource *a, size_t 
   return st;
 }
 
-gmr_status gmr_graph_arena_resource_allocate(gmr_graph_arena_resource *a, size_t bytes,
-                                             size_t alignment, gmr_stream stream, void **out_ptr,
-                                             uint64_t *out_id, gmr_failure *failure) {
+static gmr_status graph_arena_resource_allocate_impl(gmr_graph_arena_resource *a, size_t bytes,
+                                                     size_t alignment, gmr_stream stream,
+                                                     void **out_ptr, uint64_t *out_id,
+                                                     gmr_failure *failure) {
   /* The dispatch's checks and failure record, for the entry point that also
    * returns an id (the vtable slot has no room for one). */
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
   gmr__failure_reset(failure);
   if (out_id != NULL) *out_id = 0;
   if (out_ptr != NULL) *out_ptr = NULL;
@@ -501,10 +498,20 @@ gmr_status gmr_graph_arena_resource_allocate(gmr_graph_arena_resource *a, size_t
   return GMR_OK;
 }
 
+gmr_status gmr_graph_arena_resource_allocate(gmr_graph_arena_resource *a, size_t bytes,
+                                             size_t alignment, gmr_stream stream, void **out_ptr,
+                                             uint64_t *out_id, gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  gmr_status st =
+      graph_arena_resource_allocate_impl(a, bytes, alignment, stream, out_ptr, out_id, f);
+  return gmr__failure_end(failure, f, st);
+}
+
 gmr_status gmr_graph_arena_resource_get_stats(gmr_graph_arena_resource *a,
-                                              gmr_graph_arena_stats *out) {
+                                              gmr_graph_arena_resource_stats *out) {
   if (a == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
-  gmr_graph_arena_stats s;
+  gmr_graph_arena_resource_stats s;
   memset(&s, 0, sizeof s);
   gmr__ga_lock(a);
   s.held_bytes = a->held_bytes;

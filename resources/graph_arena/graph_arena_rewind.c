@@ -79,7 +79,7 @@ gmr_status gmr_graph_arena_resource_checkpoint(gmr_graph_arena_resource *a, gmr_
   if (out_mark != NULL) *out_mark = 0;
   if (a == NULL || out_mark == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr__ga_session *s = NULL;
-  gmr_failure failure;
+  gmr_failure failure = GMR_FAILURE_INIT;
   gmr_status st = gmr__ga_resolve_locked(a, stream, &s, &failure);
   if (st != GMR_OK) return st;
   st = set_mark(a, s, out_mark);
@@ -172,7 +172,7 @@ gmr_status gmr_graph_arena_resource_rewind(gmr_graph_arena_resource *a, gmr_stre
   if (out_released_count != NULL) *out_released_count = 0;
   if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr__ga_session *s = NULL;
-  gmr_failure failure;
+  gmr_failure failure = GMR_FAILURE_INIT;
   gmr_status st = gmr__ga_resolve_locked(a, stream, &s, &failure);
   if (st != GMR_OK) return st;
   size_t released = 0;

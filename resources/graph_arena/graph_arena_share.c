@@ -70,8 +70,7 @@ size_t gmr__ga_adopt_upstream_free(gmr_graph_arena_resource *a, gmr_stream strea
   if (bytes == 0 || stream_captures(a, stream)) return 0;
   size_t taken = 0;
   while (bytes > 0 && taken < GMR__GA_ADOPT_MAX_COUNT && gmr__extent_set_reserve(&a->free, 1)) {
-    gmr_failure failure;
-    memset(&failure, 0, sizeof failure);
+    gmr_failure failure = GMR_FAILURE_INIT;
     /* Not being able to take it is no error: the capture grows as needed. */
     if (gmr__ga_add_chunk(a, bytes, GMR__GA_CHUNK_ADOPTED, GMR__GA_GROW_PLAIN, stream, &failure) !=
         GMR_OK) {

@@ -48,7 +48,7 @@ bool gmr__pool_take_from_other_arenas(gmr_pool_resource *pool, gmr__pool_arena *
 gmr_status gmr__pool_allocate_elsewhere(gmr_pool_resource *pool, gmr__pool_arena *home,
                                         const gmr__pool_request *r, void **out_ptr,
                                         gmr_failure *failure) {
-  gmr_failure scratch;
+  gmr_failure scratch = GMR_FAILURE_INIT;
   for (uint32_t i = 0; i < pool->arena_count; ++i) {
     gmr__pool_arena *a = pool->arenas[i];
     if (a == home) continue;

@@ -37,7 +37,7 @@ bool gmr__pool_grow_in_place(gmr__pool_arena *a, const gmr__pool_request *r, siz
   if (r->capturing || pool->config.nvtx_annotate || v->version < 3u || v->extend == NULL) {
     return false;
   }
-  gmr_failure scratch;
+  gmr_failure scratch = GMR_FAILURE_INIT;
   gmr__spin_lock_acquire(&a->lock);
   uint32_t si = 0;
   if (a->chunks == NULL || gmr__pool_prepare(a, r, &si, &scratch) != GMR_OK ||
@@ -68,8 +68,8 @@ bool gmr__pool_grow_in_place(gmr__pool_arena *a, const gmr__pool_request *r, siz
     return false;
   }
   /* The grow mutex is held: no chunk of this arena goes back meanwhile. */
-  gmr_status st = gmr_extend(pool->upstream, (void *)base, old, old + add, GMR__POOL_UNIT,
-                             r->stream, &scratch);
+  gmr_status st = gmr_resource_extend(pool->upstream, (void *)base, old, old + add, GMR__POOL_UNIT,
+                                      r->stream, &scratch);
   gmr__spin_lock_acquire(&a->lock);
   if (st != GMR_OK) {
     gmr__pool_header_give(a, nb);

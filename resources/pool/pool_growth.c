@@ -146,8 +146,8 @@ static gmr_status give_back(gmr__pool_arena *a, gmr__pool_chunk *detached, uint3
   gmr__pool_chunk *next = NULL;
   for (gmr__pool_chunk *c = detached; c != NULL; c = next) {
     next = c->next;
-    gmr_status st = result == GMR_OK ? gmr_deallocate(pool->upstream, (void *)c->base, c->size,
-                                                      GMR__POOL_UNIT, stream)
+    gmr_status st = result == GMR_OK ? gmr_resource_deallocate(pool->upstream, (void *)c->base,
+                                                               c->size, GMR__POOL_UNIT, stream)
                                      : result;
     gmr__spin_lock_acquire(&a->lock);
     if (st == GMR_OK) {
@@ -282,8 +282,8 @@ static gmr_status attach_and_take(gmr__pool_arena *a, const gmr__pool_request *r
   gmr__spin_lock_release(&a->lock);
   if (st != GMR_OK) {
     /* During capture the memory is on no stream (and the thread is relaxed). */
-    (void)gmr_deallocate(pool->upstream, ptr, bytes, GMR__POOL_UNIT,
-                         r->capturing ? NULL : r->stream);
+    GMR_IGNORE_STATUS(gmr_resource_deallocate(pool->upstream, ptr, bytes, GMR__POOL_UNIT,
+                                  r->capturing ? NULL : r->stream));
     gmr__pool_held_release(pool, bytes);
   }
   return st;
@@ -342,10 +342,10 @@ static gmr_status grow_locked(gmr__pool_arena *a, const gmr__pool_request *r, vo
                               want, r->bytes, max, held);
     }
     void *ptr = NULL;
-    st = r->capturing
-             ? gmr_allocate_capturing(pool->upstream, want, GMR__POOL_UNIT, r->stream, &ptr,
-                                      failure)
-             : gmr_allocate_ex(pool->upstream, want, GMR__POOL_UNIT, r->stream, &ptr, failure);
+    st = r->capturing ? gmr_resource_allocate_capturing(pool->upstream, want, GMR__POOL_UNIT,
+                                                        r->stream, &ptr, failure)
+                      : gmr_resource_allocate_ex(pool->upstream, want, GMR__POOL_UNIT, r->stream,
+                                                 &ptr, failure);
     if (st == GMR_OK) return attach_and_take(a, r, ptr, want, out_ptr, failure);
     gmr__pool_held_release(pool, want);
     atomic_fetch_add_explicit(&pool->upstream_failure_count, 1, memory_order_relaxed);

@@ -113,9 +113,9 @@ uint32_t gmr_pool_resource_get_arena_count(const gmr_pool_resource *pool) {
   return pool == NULL ? 0 : pool->arena_count;
 }
 
-gmr_status gmr_pool_resource_get_stats(gmr_pool_resource *pool, gmr_pool_stats *out) {
+gmr_status gmr_pool_resource_get_stats(gmr_pool_resource *pool, gmr_pool_resource_stats *out) {
   if (pool == NULL || !gmr__stats_header_ok(out)) return GMR_ERR_INVALID_ARGUMENT;
-  gmr_pool_stats s;
+  gmr_pool_resource_stats s;
   memset(&s, 0, sizeof s);
   free_figures f;
   memset(&f, 0, sizeof f);

@@ -166,9 +166,9 @@ static gmr_status take_initial(gmr_pool_resource *pool, gmr_failure *f) {
   }
   (void)gmr__pool_held_reserve(pool, bytes); /* under the maximum: checked above */
   void *ptr = NULL;
-  gmr_status st = gmr_allocate_ex(pool->upstream, bytes, GMR__POOL_UNIT, NULL, &ptr, f);
+  gmr_status st = gmr_resource_allocate_ex(pool->upstream, bytes, GMR__POOL_UNIT, NULL, &ptr, f);
   if (st == GMR_OK && !gmr__pool_add_chunk(a, si, ptr, bytes)) {
-    (void)gmr_deallocate(pool->upstream, ptr, bytes, GMR__POOL_UNIT, NULL);
+    GMR_IGNORE_STATUS(gmr_resource_deallocate(pool->upstream, ptr, bytes, GMR__POOL_UNIT, NULL));
     st = gmr__failure_set(f, GMR_ERR_OUT_OF_MEMORY,
                           "pool_resource: no host memory to keep track of the initial chunk");
   } else if (st != GMR_OK) {
@@ -177,7 +177,7 @@ static gmr_status take_initial(gmr_pool_resource *pool, gmr_failure *f) {
     snprintf(text, sizeof text,
              "pool_resource: initial_pool_bytes = %zu bytes refused by %s (%s); lower "
              "initial_pool_bytes (spec option 'initial')%s%s",
-             bytes, gmr_resource_type_name(pool->upstream), gmr_status_name(st),
+             bytes, gmr_resource_get_type_name(pool->upstream), gmr_status_name(st),
              f->message[0] != '\0' ? ": " : "", f->message);
     size_t n = strlen(text);
     if (n >= sizeof f->message) n = sizeof f->message - 1;
@@ -188,11 +188,9 @@ static gmr_status take_initial(gmr_pool_resource *pool, gmr_failure *f) {
   return st;
 }
 
-gmr_status gmr_pool_resource_create_ex(gmr_resource *upstream,
-                                       const gmr_pool_resource_config *config,
-                                       gmr_pool_resource **out, gmr_failure *failure) {
-  gmr_failure local;
-  gmr_failure *f = failure != NULL ? failure : &local;
+static gmr_status pool_resource_create_ex_impl(gmr_resource *upstream,
+                                               const gmr_pool_resource_config *config,
+                                               gmr_pool_resource **out, gmr_failure *f) {
   gmr__failure_reset(f);
   f->status = GMR_OK;
   if (out == NULL) {
@@ -246,6 +244,14 @@ gmr_status gmr_pool_resource_create_ex(gmr_resource *upstream,
   }
   *out = pool;
   return GMR_OK;
+}
+
+gmr_status gmr_pool_resource_create_ex(gmr_resource *upstream,
+                                       const gmr_pool_resource_config *config,
+                                       gmr_pool_resource **out, gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, pool_resource_create_ex_impl(upstream, config, out, f));
 }
 
 gmr_status gmr_pool_resource_create(gmr_resource *upstream, const gmr_pool_resource_config *config,

@@ -239,12 +239,13 @@ static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignme
     return GMR_OK;
   }
   if (capturing) {
-    st = gmr__failure_set(failure, GMR_ERR_CAPTURE_UNSAFE,
-                          "pool_resource: no free block of %zu bytes for this stream, and the "
-                          "pool cannot grow or wait for other streams while the stream captures "
-                          "a CUDA graph; use gmr_allocate_capturing, allocate before the capture, "
-                          "or use a graph_arena_resource",
-                          r.need);
+    st = gmr__failure_set(
+        failure, GMR_ERR_CAPTURE_UNSAFE,
+        "pool_resource: no free block of %zu bytes for this stream, and the "
+        "pool cannot grow or wait for other streams while the stream captures "
+        "a CUDA graph; use gmr_resource_allocate_capturing, allocate before the capture, "
+        "or use a graph_arena_resource",
+        r.need);
     return gmr__pool_note_free_info(pool, failure, st);
   }
   st = gmr__pool_grow(a, &r, out_ptr, failure);

@@ -4,7 +4,7 @@
  * streams, so its free must not let the memory be reused before the work
  * those streams had queued at the free is done.
  *
- * gmr_record_stream adds the stream to the allocated block's uses (no CUDA
+ * gmr_resource_record_stream adds the stream to the allocated block's uses (no CUDA
  * call). At the free, an event is recorded on each recorded stream other
  * than the freeing one, and the block waits in its arena's deferred list,
  * merged with nothing, until every event is done (queried on the slow paths,

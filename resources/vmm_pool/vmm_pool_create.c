@@ -263,10 +263,8 @@ gmr_status gmr__vmm_fine_create(gmr_vmm_pool_resource *p, gmr_failure *failure) 
   return GMR_OK;
 }
 
-gmr_status gmr_vmm_pool_resource_create(const gmr_vmm_pool_resource_config *config,
-                                        gmr_vmm_pool_resource **out, gmr_failure *failure) {
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
+static gmr_status vmm_pool_resource_create_impl(const gmr_vmm_pool_resource_config *config,
+                                                gmr_vmm_pool_resource **out, gmr_failure *failure) {
   gmr__failure_reset(failure);
   if (out == NULL) return create_fail(failure, GMR_ERR_INVALID_ARGUMENT, "vmm_pool: out is NULL");
   *out = NULL;
@@ -347,3 +345,9 @@ gmr_status gmr_vmm_pool_resource_create(const gmr_vmm_pool_resource_config *conf
   return GMR_OK;
 }
 
+gmr_status gmr_vmm_pool_resource_create(const gmr_vmm_pool_resource_config *config,
+                                        gmr_vmm_pool_resource **out, gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, vmm_pool_resource_create_impl(config, out, f));
+}

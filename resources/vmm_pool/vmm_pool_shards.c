@@ -47,7 +47,7 @@ static vmf_engine *shard_of(gmr_vmm_pool_resource *p, gmr_stream stream, bool cr
   pthread_mutex_lock(&p->lock);
   e = gmr__vmm_shard(p, i);
   if (e == NULL) {
-    gmr_failure ignored;
+    gmr_failure ignored = GMR_FAILURE_INIT;
     gmr__failure_reset(&ignored);
     if (gmr__vmm_shard_new(p, false, &e, &ignored) == GMR_OK) {
       atomic_store_explicit(&p->shards[i], e, memory_order_release);
@@ -99,7 +99,7 @@ gmr_status gmr__vmm_shards_allocate(gmr_vmm_pool_resource *p, size_t bytes, size
   }
   /* The device is out of memory for this shard: the others serve it, or
    * give back what is wholly free, and the growth is tried once more. */
-  gmr_failure scratch;
+  gmr_failure scratch = GMR_FAILURE_INIT;
   for (uint32_t i = 0; i < p->shard_count; ++i) {
     vmf_engine *e = gmr__vmm_shard(p, i);
     if (e == NULL || e == home) continue;
@@ -317,7 +317,7 @@ gmr_status gmr__vmm_shards_sleep(gmr_vmm_pool_resource *p, const gmr_vmm_pool_sl
   if (st != GMR_OK) {
     /* Roll back: the shards that slept wake with their contents. */
     gmr_vmm_pool_wake_options all = GMR_VMM_POOL_WAKE_OPTIONS_INIT;
-    gmr_failure ignored;
+    gmr_failure ignored = GMR_FAILURE_INIT;
     for (uint32_t i = 0; i < done; ++i) {
       vmf_engine *e = gmr__vmm_shard(p, i);
       if (e != NULL) (void)gmr__vmf_wake(e, &all, &ignored);

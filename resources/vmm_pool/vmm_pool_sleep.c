@@ -141,11 +141,9 @@ static gmr_status unmap_keeping_pages(gmr_vmm_pool_resource *p, vmm_region **reg
   return GMR_OK;
 }
 
-gmr_status gmr_vmm_pool_resource_sleep(gmr_vmm_pool_resource *pool,
-                                       const gmr_vmm_pool_sleep_options *options,
-                                       gmr_failure *failure) {
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
+static gmr_status vmm_pool_resource_sleep_impl(gmr_vmm_pool_resource *pool,
+                                               const gmr_vmm_pool_sleep_options *options,
+                                               gmr_failure *failure) {
   gmr__failure_reset(failure);
   gmr_vmm_pool_sleep_options o = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
   if (pool == NULL) return null_pool(failure, "sleep");
@@ -214,13 +212,19 @@ gmr_status gmr_vmm_pool_resource_sleep(gmr_vmm_pool_resource *pool,
   return st;
 }
 
+gmr_status gmr_vmm_pool_resource_sleep(gmr_vmm_pool_resource *pool,
+                                       const gmr_vmm_pool_sleep_options *options,
+                                       gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, vmm_pool_resource_sleep_impl(pool, options, f));
+}
+
 /* ---- wake --------------------------------------------------------------- */
 
-gmr_status gmr_vmm_pool_resource_wake(gmr_vmm_pool_resource *pool,
-                                      const gmr_vmm_pool_wake_options *options,
-                                      gmr_failure *failure) {
-  gmr_failure local;
-  if (failure == NULL) failure = &local;
+static gmr_status vmm_pool_resource_wake_impl(gmr_vmm_pool_resource *pool,
+                                              const gmr_vmm_pool_wake_options *options,
+                                              gmr_failure *failure) {
   gmr__failure_reset(failure);
   gmr_vmm_pool_wake_options o = GMR_VMM_POOL_WAKE_OPTIONS_INIT;
   if (pool == NULL) return null_pool(failure, "wake");
@@ -292,4 +296,12 @@ gmr_status gmr_vmm_pool_resource_wake(gmr_vmm_pool_resource *pool,
   free(regions);
   pthread_mutex_unlock(&p->lock);
   return st;
+}
+
+gmr_status gmr_vmm_pool_resource_wake(gmr_vmm_pool_resource *pool,
+                                      const gmr_vmm_pool_wake_options *options,
+                                      gmr_failure *failure) {
+  gmr_failure local;
+  gmr_failure *f = gmr__failure_begin(failure, &local);
+  return gmr__failure_end(failure, f, vmm_pool_resource_wake_impl(pool, options, f));
 }

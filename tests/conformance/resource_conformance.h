@@ -104,7 +104,7 @@ class Conformance : public gmr_test::SimTest, public ::testing::WithParamInterfa
         cleanups.pop_back();
       } else {
         EXPECT_EQ(GMR_OK, gmr_resource_destroy(owned_.back()))
-            << gmr_resource_type_name(owned_.back());
+            << gmr_resource_get_type_name(owned_.back());
         owned_.pop_back();
       }
     }
@@ -151,10 +151,10 @@ class LiveSet {
 
 TEST_P(Conformance, ZeroBytesGivesNullAndFreeingNullIsANoOp) {
   void *p = reinterpret_cast<void *>(0x100);
-  EXPECT_EQ(GMR_OK, gmr_allocate(top_, 0, 0, nullptr, &p));
+  EXPECT_EQ(GMR_OK, gmr_resource_allocate(top_, 0, 0, nullptr, &p));
   EXPECT_EQ(nullptr, p);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, nullptr, 0, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, nullptr, 64, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, nullptr, 0, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, nullptr, 64, 0, nullptr));
 }
 
 TEST_P(Conformance, ManySizesAreWritableAlignedAndDisjoint) {
@@ -167,7 +167,7 @@ TEST_P(Conformance, ManySizesAreWritableAlignedAndDisjoint) {
   for (int round = 0; round < 3; ++round) {
     for (size_t bytes : sizes) {
       void *p = nullptr;
-      ASSERT_EQ(GMR_OK, gmr_allocate(top_, bytes, 0, nullptr, &p)) << bytes;
+      ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, bytes, 0, nullptr, &p)) << bytes;
       ASSERT_NE(nullptr, p);
       EXPECT_EQ(0u, reinterpret_cast<uintptr_t>(p) % 256) << bytes;
       ASSERT_NO_FATAL_FAILURE(set.Add(p, bytes));
@@ -183,33 +183,34 @@ TEST_P(Conformance, ManySizesAreWritableAlignedAndDisjoint) {
     EXPECT_EQ(pattern, c[b.second - 1]);
     pattern++;
   }
-  for (auto &b : live) EXPECT_EQ(GMR_OK, gmr_deallocate(top_, b.first, b.second, 0, nullptr));
+  for (auto &b : live)
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, b.first, b.second, 0, nullptr));
 }
 
 TEST_P(Conformance, HonoursEveryAlignmentItSupportsAndRefusesLarger) {
   const Stack &s = GetParam();
   for (size_t align = 1; align <= s.max_alignment; align *= 2) {
     void *p = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(top_, 3000, align, nullptr, &p)) << align;
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 3000, align, nullptr, &p)) << align;
     EXPECT_EQ(0u, reinterpret_cast<uintptr_t>(p) % align) << align;
-    EXPECT_EQ(GMR_OK, gmr_deallocate(top_, p, 3000, align, nullptr)) << align;
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, 3000, align, nullptr)) << align;
   }
   if (s.max_alignment < (size_t{1} << 30)) {
     void *p = nullptr;
-    gmr_failure f;
-    gmr_status st = gmr_allocate_ex(top_, 3000, s.max_alignment * 2, nullptr, &p, &f);
+    gmr_failure f = GMR_FAILURE_INIT;
+    gmr_status st = gmr_resource_allocate_ex(top_, 3000, s.max_alignment * 2, nullptr, &p, &f);
     EXPECT_EQ(GMR_ERR_UNSUPPORTED, st) << "alignment " << s.max_alignment * 2;
     if (st == GMR_OK) {
       // It honours more than the stack says: give the block back, so that
       // tear-down still finds nothing live.
-      EXPECT_EQ(GMR_OK, gmr_deallocate(top_, p, 3000, s.max_alignment * 2, nullptr));
+      EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, 3000, s.max_alignment * 2, nullptr));
     } else {
       EXPECT_EQ(nullptr, p);
       EXPECT_STRNE("", f.message);
     }
   }
   void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_allocate(top_, 64, 3, nullptr, &p));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_allocate(top_, 64, 3, nullptr, &p));
 }
 
 TEST_P(Conformance, RandomAllocationsNeverOverlap) {
@@ -223,24 +224,25 @@ TEST_P(Conformance, RandomAllocationsNeverOverlap) {
     if (live.empty() || std::bernoulli_distribution(0.73)(rng)) {
       size_t bytes = size_dist(rng);
       void *p = nullptr;
-      ASSERT_EQ(GMR_OK, gmr_allocate(top_, bytes, 0, nullptr, &p)) << i;
+      ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, bytes, 0, nullptr, &p)) << i;
       ASSERT_NO_FATAL_FAILURE(set.Add(p, bytes));
       live.emplace_back(p, bytes);
     } else {
       size_t k = std::uniform_int_distribution<size_t>(0, live.size() - 1)(rng);
-      ASSERT_EQ(GMR_OK, gmr_deallocate(top_, live[k].first, live[k].second, 0, nullptr));
+      ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top_, live[k].first, live[k].second, 0, nullptr));
       set.Remove(live[k].first);
       live[k] = live.back();
       live.pop_back();
     }
     if (live.size() > 200) {  // keep the simulated device's use bounded
-      ASSERT_EQ(GMR_OK, gmr_deallocate(top_, live[0].first, live[0].second, 0, nullptr));
+      ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top_, live[0].first, live[0].second, 0, nullptr));
       set.Remove(live[0].first);
       live[0] = live.back();
       live.pop_back();
     }
   }
-  for (auto &b : live) EXPECT_EQ(GMR_OK, gmr_deallocate(top_, b.first, b.second, 0, nullptr));
+  for (auto &b : live)
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, b.first, b.second, 0, nullptr));
 }
 
 TEST_P(Conformance, AllocateOnOneStreamFreeOnAnother) {
@@ -249,11 +251,11 @@ TEST_P(Conformance, AllocateOnOneStreamFreeOnAnother) {
   ASSERT_EQ(GMR_OK, gmr_stream_create(&b));
   for (int i = 0; i < 50; ++i) {
     void *p = nullptr, *q = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(top_, 4096 * (1 + i % 5), 0, a, &p));
-    ASSERT_EQ(GMR_OK, gmr_allocate(top_, 100000, 0, b, &q));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 4096 * (1 + i % 5), 0, a, &p));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 100000, 0, b, &q));
     EXPECT_NE(p, q);
-    EXPECT_EQ(GMR_OK, gmr_deallocate(top_, p, 4096 * (1 + i % 5), 0, b));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(top_, q, 100000, 0, a));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, 4096 * (1 + i % 5), 0, b));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, q, 100000, 0, a));
   }
   EXPECT_EQ(GMR_OK, gmr_stream_synchronize(a));
   EXPECT_EQ(GMR_OK, gmr_stream_synchronize(b));
@@ -266,7 +268,7 @@ TEST_P(Conformance, AllocateOnOneStreamFreeOnAnother) {
 
 TEST_P(Conformance, FootprintIsConsistent) {
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, 5000, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 5000, 0, nullptr, &p));
   gmr_footprint fp;
   gmr_status st = gmr_resource_get_footprint(top_, &fp);
   if (st == GMR_OK) {
@@ -275,7 +277,7 @@ TEST_P(Conformance, FootprintIsConsistent) {
   } else {
     EXPECT_EQ(GMR_ERR_UNSUPPORTED, st);
   }
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, p, 5000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, 5000, 0, nullptr));
   size_t released = 12345;
   EXPECT_EQ(GMR_OK, gmr_resource_trim(top_, &released));
   EXPECT_NE(12345u, released);
@@ -285,9 +287,9 @@ TEST_P(Conformance, DestroyWithALiveAllocationIsBusy) {
   const Stack &s = GetParam();
   if (!s.live_count_skip.empty()) GTEST_SKIP() << s.name << ": " << s.live_count_skip;
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, 777, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 777, 0, nullptr, &p));
   if (!ExpectBusy()) return;
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, p, 777, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, 777, 0, nullptr));
 }
 
 // What a stack tells about its memory, to check that a refused call changed
@@ -321,26 +323,29 @@ TEST_P(Conformance, BadFreesAreNamedAndChangeNothing) {
   const Stack &s = GetParam();
   if (!s.bad_free_skip.empty()) GTEST_SKIP() << s.name << ": " << s.bad_free_skip;
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, 1000, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 1000, 0, nullptr, &p));
   unsigned char *bytes = static_cast<unsigned char *>(p);
   std::memset(p, 0x3c, 1000);
   Books before = Books::Of(top_);
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(top_, p, 999, 0, nullptr)) << "smaller size";
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(top_, p, 4000, 0, nullptr)) << "larger size";
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(top_, p, 1000, 512, nullptr)) << "alignment";
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(top_, p, 999, 0, nullptr))
+      << "smaller size";
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(top_, p, 4000, 0, nullptr))
+      << "larger size";
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(top_, p, 1000, 512, nullptr))
+      << "alignment";
   int local = 0;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(top_, &local, 1000, 0, nullptr))
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(top_, &local, 1000, 0, nullptr))
       << "a pointer it never gave";
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(top_, bytes + 256, 512, 0, nullptr))
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(top_, bytes + 256, 512, 0, nullptr))
       << "a pointer inside a live block";
   // Malformed arguments keep their own status.
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(top_, p, 1000, 3, nullptr));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_deallocate(top_, p, 0, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_deallocate(top_, p, 1000, 3, nullptr));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_deallocate(top_, p, 0, 0, nullptr));
   EXPECT_EQ(0x3c, bytes[0]);
   EXPECT_EQ(0x3c, bytes[999]);
   ExpectSameBooks(before, Books::Of(top_));
   if (s.live_count_skip.empty() && !ExpectBusy()) return;
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, 1000, 0, nullptr));
 }
 
 TEST_P(Conformance, DoubleFreeIsNamedAndChangesNothing) {
@@ -348,15 +353,15 @@ TEST_P(Conformance, DoubleFreeIsNamedAndChangesNothing) {
   if (!s.bad_free_skip.empty()) GTEST_SKIP() << s.name << ": " << s.bad_free_skip;
   if (!s.double_free_skip.empty()) GTEST_SKIP() << s.name << ": " << s.double_free_skip;
   void *p = nullptr, *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, 1000, 0, nullptr, &p));
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, 3000, 0, nullptr, &q));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, p, 1000, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 1000, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 3000, 0, nullptr, &q));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, 1000, 0, nullptr));
   Books before = Books::Of(top_);
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(top_, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(top_, p, 1000, 0, nullptr));
   ExpectSameBooks(before, Books::Of(top_));
   // The other block is untouched: it frees once, and only once.
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, q, 3000, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(top_, q, 3000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, q, 3000, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(top_, q, 3000, 0, nullptr));
   // TearDown's destroy (GMR_OK expected) shows that nothing stayed live.
 }
 
@@ -376,7 +381,7 @@ TEST_P(Conformance, ThreadsGetDisjointBlocks) {
         if (mine.size() < 16 && (mine.empty() || rng() % 4 != 0)) {
           size_t bytes = 1 + rng() % 300000;
           void *p = nullptr;
-          if (gmr_allocate(top_, bytes, 0, nullptr, &p) != GMR_OK) {
+          if (gmr_resource_allocate(top_, bytes, 0, nullptr, &p) != GMR_OK) {
             failures++;
             continue;
           }
@@ -389,13 +394,13 @@ TEST_P(Conformance, ThreadsGetDisjointBlocks) {
             if (b.first[j] != t + 1) failures++;
           }
           if (b.first[b.second - 1] != t + 1) failures++;
-          if (gmr_deallocate(top_, b.first, b.second, 0, nullptr) != GMR_OK) failures++;
+          if (gmr_resource_deallocate(top_, b.first, b.second, 0, nullptr) != GMR_OK) failures++;
           mine[k] = mine.back();
           mine.pop_back();
         }
       }
       for (auto &b : mine) {
-        if (gmr_deallocate(top_, b.first, b.second, 0, nullptr) != GMR_OK) failures++;
+        if (gmr_resource_deallocate(top_, b.first, b.second, 0, nullptr) != GMR_OK) failures++;
       }
     });
   }
@@ -410,12 +415,14 @@ TEST_P(Conformance, MemoryFreedByAnotherThreadIsAccepted) {
   std::thread producer([&] {
     for (size_t i = 0; i < blocks.size(); ++i) {
       blocks[i].second = 1000 + i * 512;
-      EXPECT_EQ(GMR_OK, gmr_allocate(top_, blocks[i].second, 0, nullptr, &blocks[i].first));
+      EXPECT_EQ(GMR_OK,
+                gmr_resource_allocate(top_, blocks[i].second, 0, nullptr, &blocks[i].first));
     }
   });
   producer.join();
   std::thread consumer([&] {
-    for (auto &b : blocks) EXPECT_EQ(GMR_OK, gmr_deallocate(top_, b.first, b.second, 0, nullptr));
+    for (auto &b : blocks)
+      EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, b.first, b.second, 0, nullptr));
   });
   consumer.join();
 }

@@ -26,7 +26,7 @@ gmr_resource *GpuSpace(Owned &owned, const char *stack_spec) {
   c.stream_count = 0;
   snprintf(c.stack_spec, sizeof c.stack_spec, "%s", stack_spec);
   gmr_tier_manager *m = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   if (gmr_tier_manager_create(&c, 1, &m, &f) != GMR_OK) {
     ADD_FAILURE() << f.message;
     return nullptr;
@@ -57,13 +57,13 @@ gmr_resource *NumaHost(Owned &owned) {
 // The registry's resource of device 0, built from `spec` and released again.
 gmr_resource *DeviceResource(Owned &owned, const char *spec) {
   gmr_spec_error error;
-  if (gmr_set_device_resource_spec(spec, &error) != GMR_OK) {
+  if (gmr_device_resource_set_spec(spec, &error) != GMR_OK) {
     ADD_FAILURE() << error.message;
     return nullptr;
   }
-  AtTearDown(owned, [] { return gmr_device_resources_release(); });
+  AtTearDown(owned, [] { return gmr_device_resource_release_all(); });
   gmr_resource *r = nullptr;
-  if (gmr_get_device_resource(0, &r, &error) != GMR_OK) {
+  if (gmr_device_resource_get(0, &r, &error) != GMR_OK) {
     ADD_FAILURE() << error.message;
     return nullptr;
   }
@@ -77,7 +77,7 @@ constexpr const char *kSpaceBooks =
     "a space keeps a table of live allocations only (no ring of recent frees): a second "
     "free is not live there, hence GMR_ERR_UNKNOWN_POINTER";
 constexpr const char *kRegistryOwned =
-    "the registry owns the device's stack: gmr_device_resources_release() leaves a stack "
+    "the registry owns the device's stack: gmr_device_resource_release_all() leaves a stack "
     "with live memory in place instead of refusing";
 
 GMR_CONFORMANCE_INSTANTIATE(

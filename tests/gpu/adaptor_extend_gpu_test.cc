@@ -25,7 +25,7 @@ TEST_F(AdaptorExtendGpu, APoolChunkGrowsInPlaceThroughLimitingAndTracking) {
   gmr_vmm_pool_resource_config vc = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
   vc.small_pool = false;
   gmr_vmm_pool_resource *vmm = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&vc, &vmm, &f)) << f.message;
   gmr_tracking_adaptor *tracking = nullptr;
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_create(gmr_vmm_pool_resource_as_resource(vmm), nullptr,
@@ -47,10 +47,10 @@ TEST_F(AdaptorExtendGpu, APoolChunkGrowsInPlaceThroughLimitingAndTracking) {
   gmr_resource *r = gmr_pool_resource_as_resource(pool);
 
   void *a = nullptr, *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 3 * MiB, 0, nullptr, &a));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 3 * MiB, 0, nullptr, &b));  // the chunk grows
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 3 * MiB, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 3 * MiB, 0, nullptr, &b));  // the chunk grows
   EXPECT_EQ(reinterpret_cast<char *>(a) + 3 * MiB, b) << "the second block follows the first";
-  gmr_pool_stats ps = GMR_POOL_STATS_INIT;
+  gmr_pool_resource_stats ps = GMR_POOL_RESOURCE_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_pool_resource_get_stats(pool, &ps));
   EXPECT_EQ(1u, ps.in_place_growth_count);
   EXPECT_EQ(1u, ps.chunk_count);
@@ -63,14 +63,14 @@ TEST_F(AdaptorExtendGpu, APoolChunkGrowsInPlaceThroughLimitingAndTracking) {
   for (unsigned char c : host) wrong += c != 0x5a;
   EXPECT_EQ(0u, wrong);
 
-  gmr_tracking_stats ts = GMR_TRACKING_STATS_INIT;
+  gmr_tracking_adaptor_stats ts = GMR_TRACKING_ADAPTOR_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_get_stats(tracking, &ts));
   EXPECT_EQ(static_cast<int64_t>(ps.held_bytes), ts.bytes.current) << "tracking counts the growth";
   EXPECT_EQ(1, ts.allocations.current) << "one chunk, grown";
   EXPECT_EQ(ps.held_bytes, gmr_limiting_adaptor_get_used_bytes(limiting)) << "limiting charged it";
 
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, a, 3 * MiB, 0, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, 3 * MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 3 * MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 3 * MiB, 0, nullptr));
   // gmr_resource_trim walks the whole stack and sums what every layer gave
   // back: the pool its grown chunk (through limiting and tracking), then
   // vmm_pool the same bytes of pages. (GPU run 7 expected the pool's alone:

@@ -52,8 +52,8 @@ TEST_P(CaptureGpu, AllocatesDuringAGlobalCaptureAndTheGraphUsesTheMemoryOnEveryR
   const size_t bytes = size_t{8} << 20;
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   void *p = nullptr;
-  gmr_failure f;
-  gmr_status st = gmr_allocate_capturing(r, bytes, 0, stream, &p, &f);
+  gmr_failure f = GMR_FAILURE_INIT;
+  gmr_status st = gmr_resource_allocate_capturing(r, bytes, 0, stream, &p, &f);
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   ASSERT_EQ(cudaSuccess, cudaThreadExchangeStreamCaptureMode(&mode));
   EXPECT_EQ(cudaStreamCaptureModeGlobal, mode) << "the thread's mode was not restored";
@@ -74,7 +74,7 @@ TEST_P(CaptureGpu, AllocatesDuringAGlobalCaptureAndTheGraphUsesTheMemoryOnEveryR
   EXPECT_TRUE(AllBytesAre(p, bytes, 0x5a));
   EXPECT_EQ(cudaSuccess, cudaGraphExecDestroy(exec));
   EXPECT_EQ(cudaSuccess, cudaGraphDestroy(graph));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, bytes, 0, stream));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, bytes, 0, stream));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(cudaSuccess, cudaStreamDestroy(s));
 }
@@ -106,17 +106,17 @@ TEST_F(CudaSlotsGpu, AsyncFreeWaitsForARecordedStreamBeforeTheMemoryIsReused) {
   int reused = 0;
   for (int round = 0; round < 5; ++round) {
     void *p = nullptr, *q = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(r, bytes, 0, sa, &p));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, bytes, 0, sa, &p));
     ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(a));  // b may use it now
     for (int i = 0; i < 200; ++i) ASSERT_EQ(cudaSuccess, fill.fill(p, bytes, 0xab, b));
-    ASSERT_EQ(GMR_OK, gmr_record_stream(r, p, sb));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, bytes, 0, sa));
-    ASSERT_EQ(GMR_OK, gmr_allocate(r, bytes, 0, sa, &q));
+    ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r, p, sb));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, bytes, 0, sa));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, bytes, 0, sa, &q));
     if (q == p) reused++;
     ASSERT_EQ(cudaSuccess, cudaMemsetAsync(q, 0, bytes, a));
     ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
     EXPECT_TRUE(AllBytesAre(q, bytes, 0)) << "round " << round << ": b's writes came after a's clear";
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, bytes, 0, sa));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, bytes, 0, sa));
   }
   // The check means something only if the pool handed the block out again.
   EXPECT_GT(reused, 0) << "the pool never reused the block: nothing was tested";

@@ -38,7 +38,7 @@ TEST_P(CudaResourceGpu, DeviceWritesEveryByteAndHostReadsThemBack) {
   int value = 0x11;
   for (size_t bytes : sizes) {
     void *p = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(r, bytes, 0, stream, &p)) << bytes;
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, bytes, 0, stream, &p)) << bytes;
     ASSERT_EQ(0u, reinterpret_cast<uintptr_t>(p) % 256);
     ASSERT_EQ(cudaSuccess, cudaMemsetAsync(p, value++, bytes, s));
     ptrs.push_back(p);
@@ -60,7 +60,7 @@ TEST_P(CudaResourceGpu, DeviceWritesEveryByteAndHostReadsThemBack) {
   EXPECT_GE(fp.peak_held_bytes, total);
 
   for (size_t i = 0; i < ptrs.size(); ++i) {
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, ptrs[i], sizes[i], 0, stream));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, ptrs[i], sizes[i], 0, stream));
   }
   EXPECT_EQ(GMR_OK, gmr_stream_synchronize(stream));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
@@ -78,8 +78,9 @@ TEST_P(CudaResourceGpu, ImpossibleRequestIsOutOfMemoryWithTheCudaError) {
   size_t free_bytes = 0, total_bytes = 0;
   ASSERT_EQ(GMR_OK, gmr_device_get_memory_info(&free_bytes, &total_bytes));
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r, total_bytes * 2, 0, nullptr, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY,
+            gmr_resource_allocate_ex(r, total_bytes * 2, 0, nullptr, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(int{cudaErrorMemoryAllocation}, f.cuda_error) << f.message;
   (void)cudaGetLastError();  // clear the sticky-free last error
@@ -104,19 +105,19 @@ TEST_F(CudaResourceGpuCapture, DeviceKindRefusesInsideCaptureAndTheGraphStillWor
   ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
   void *out = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(d, 4096, 0, stream, &out));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(d, 4096, 0, stream, &out));
 
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(d, 4096, 0, stream, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(d, 4096, 0, stream, &p, &f));
   EXPECT_EQ(nullptr, p);
   // Stream-ordered allocation inside the capture becomes a graph memory node.
   void *tmp = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(a, 4096, 0, stream, &tmp));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(a, 4096, 0, stream, &tmp));
   ASSERT_EQ(cudaSuccess, cudaMemsetAsync(tmp, 0x5a, 4096, s));
   ASSERT_EQ(cudaSuccess, cudaMemcpyAsync(out, tmp, 4096, cudaMemcpyDeviceToDevice, s));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(a, tmp, 4096, 0, stream));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(a, tmp, 4096, 0, stream));
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaSuccess, cudaStreamEndCapture(s, &graph)) << "the refused call must not "
                                                              "invalidate the capture";
@@ -130,7 +131,7 @@ TEST_F(CudaResourceGpuCapture, DeviceKindRefusesInsideCaptureAndTheGraphStillWor
   EXPECT_EQ(cudaSuccess, cudaGraphExecDestroy(exec));
   EXPECT_EQ(cudaSuccess, cudaGraphDestroy(graph));
 
-  EXPECT_EQ(GMR_OK, gmr_deallocate(d, out, 4096, 0, stream));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(d, out, 4096, 0, stream));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(d));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(a));
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
@@ -145,14 +146,14 @@ TEST_F(CudaResourceGpuCapture, EveryDeviceGetsItsOwnResourceAndTheCallersDeviceI
   gmr_cuda_resource *cr = make(GMR_CUDA_KIND_DEVICE, 1);
   gmr_resource *r = gmr_cuda_resource_as_resource(cr);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1 << 20, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1 << 20, 0, nullptr, &p));
   cudaPointerAttributes attr;
   ASSERT_EQ(cudaSuccess, cudaPointerGetAttributes(&attr, p));
   EXPECT_EQ(1, attr.device);
   int current = -1;
   ASSERT_EQ(cudaSuccess, cudaGetDevice(&current));
   EXPECT_EQ(0, current);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 1 << 20, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 1 << 20, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 

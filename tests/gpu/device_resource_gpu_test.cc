@@ -23,13 +23,13 @@ class DeviceResourceGpuTest : public gmr_test::GpuTest {
     GpuTest::SetUp();
     if (IsSkipped()) return;
     unsetenv("GMR_STACK");
-    ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec(nullptr, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec(nullptr, nullptr));
     ASSERT_EQ(cudaSuccess, cudaSetDevice(0));
   }
   void TearDown() override {
     if (device_count_ == 0) return;
-    EXPECT_EQ(GMR_OK, gmr_device_resources_release());
-    EXPECT_EQ(GMR_OK, gmr_set_device_resource_spec(nullptr, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_device_resource_release_all());
+    EXPECT_EQ(GMR_OK, gmr_device_resource_set_spec(nullptr, nullptr));
   }
   static int current() {
     int d = -1;
@@ -46,15 +46,15 @@ class DeviceResourceGpuTest : public gmr_test::GpuTest {
 TEST_F(DeviceResourceGpuTest, DefaultStackServesTheCurrentDevice) {
   gmr_resource *r = nullptr;
   gmr_spec_error error;
-  ASSERT_EQ(GMR_OK, gmr_get_current_device_resource(&r, &error)) << error.message;
-  EXPECT_STREQ(GMR_DEVICE_RESOURCE_DEFAULT_SPEC, gmr_get_device_resource_spec(0));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get_current(&r, &error)) << error.message;
+  EXPECT_STREQ(GMR_DEVICE_RESOURCE_DEFAULT_SPEC, gmr_device_resource_get_spec(0));
   cudaStream_t s = nullptr;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1 << 20, 0, s, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1 << 20, 0, s, &p));
   EXPECT_EQ(0, device_of(p));
   EXPECT_EQ(cudaSuccess, cudaMemsetAsync(p, 7, 1 << 20, s));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 1 << 20, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 1 << 20, 0, s));
   EXPECT_EQ(cudaSuccess, cudaStreamSynchronize(s));
   EXPECT_EQ(cudaSuccess, cudaStreamDestroy(s));
 }
@@ -72,17 +72,17 @@ TEST_F(DeviceResourceGpuTest, EachDeviceAllocatesOnItselfFromTheOtherDevice) {
     ASSERT_EQ(cudaSuccess, cudaSetDevice(other));
     gmr_resource *r = nullptr;
     gmr_spec_error error;
-    ASSERT_EQ(GMR_OK, gmr_get_device_resource(d, &r, &error)) << error.message;
+    ASSERT_EQ(GMR_OK, gmr_device_resource_get(d, &r, &error)) << error.message;
     EXPECT_EQ(other, current());
     for (int i = 0; i < 8; ++i) {
       void *p = nullptr;
-      ASSERT_EQ(GMR_OK, gmr_allocate(r, size_t{4} << 20, 0, s, &p));
+      ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, size_t{4} << 20, 0, s, &p));
       EXPECT_EQ(d, device_of(p));
       EXPECT_EQ(other, current());
       ASSERT_EQ(cudaSuccess, cudaSetDevice(d));
       EXPECT_EQ(cudaSuccess, cudaMemsetAsync(p, i, size_t{4} << 20, s));
       ASSERT_EQ(cudaSuccess, cudaSetDevice(other));
-      EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, size_t{4} << 20, 0, s));  // pool: event on s
+      EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, size_t{4} << 20, 0, s));  // pool: event on s
       EXPECT_EQ(other, current());
     }
     ASSERT_EQ(cudaSuccess, cudaSetDevice(d));
@@ -97,7 +97,7 @@ TEST_F(DeviceResourceGpuTest, ThreadsOnBothDevicesShareOneStackEach) {
     GTEST_SKIP() << "needs two CUDA devices (found " << device_count_
                  << "); run on nvidia-h200-x2";
   }
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec("tracking > pool > cuda(kind=async)", nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("tracking > pool > cuda(kind=async)", nullptr));
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
@@ -107,14 +107,15 @@ TEST_F(DeviceResourceGpuTest, ThreadsOnBothDevicesShareOneStackEach) {
       for (int i = 0; i < 200; ++i) {
         int d = (i + t) % 2;
         gmr_resource *r = nullptr;
-        if (gmr_get_device_resource(d, &r, nullptr) != GMR_OK) {
+        if (gmr_device_resource_get(d, &r, nullptr) != GMR_OK) {
           failures++;
           continue;
         }
         void *p = nullptr;
         size_t bytes = size_t{256} << (i % 12);
-        if (gmr_allocate(r, bytes, 0, nullptr, &p) != GMR_OK || device_of(p) != d) failures++;
-        if (gmr_deallocate(r, p, bytes, 0, nullptr) != GMR_OK) failures++;
+        if (gmr_resource_allocate(r, bytes, 0, nullptr, &p) != GMR_OK || device_of(p) != d)
+          failures++;
+        if (gmr_resource_deallocate(r, p, bytes, 0, nullptr) != GMR_OK) failures++;
         int now = -1;
         if (cudaGetDevice(&now) != cudaSuccess || now != mine) failures++;
       }

@@ -84,19 +84,19 @@ TEST_P(GraphArenaGpuPolicy, CapturedGraphUsesArenaMemoryAndReplays1000Times) {
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(arena, stream, nullptr));
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   void *A = nullptr, *B = nullptr, *C = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, a_bytes, 0, stream, &A));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, a_bytes, 0, stream, &A));
   ASSERT_EQ(cudaSuccess, cudaMemsetAsync(A, 0x11, a_bytes, s));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, b_bytes, 0, stream, &B));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, b_bytes, 0, stream, &B));
   ASSERT_EQ(cudaSuccess, cudaMemsetAsync(B, 0x22, b_bytes, s));
   ASSERT_EQ(cudaSuccess, cudaMemcpyAsync(B, A, b_bytes / 2, cudaMemcpyDeviceToDevice, s));
   ASSERT_EQ(cudaSuccess, cudaMemcpyAsync(out, A, a_bytes, cudaMemcpyDeviceToDevice, s));
   ASSERT_EQ(cudaSuccess, cudaMemcpyAsync(out + a_bytes, B, b_bytes, cudaMemcpyDeviceToDevice, s));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, A, a_bytes, 0, stream));  // freed inside the capture
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, a_bytes, 0, stream, &C));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, A, a_bytes, 0, stream));  // freed inside the capture
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, a_bytes, 0, stream, &C));
   ASSERT_EQ(cudaSuccess, cudaMemsetAsync(C, 0x33, a_bytes, s));
   ASSERT_EQ(cudaSuccess,
             cudaMemcpyAsync(out + a_bytes + b_bytes, C, a_bytes, cudaMemcpyDeviceToDevice, s));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, B, b_bytes, 0, stream));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, B, b_bytes, 0, stream));
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaSuccess, cudaStreamEndCapture(s, &graph));
   gmr_graph_memory *mem = nullptr;
@@ -106,7 +106,7 @@ TEST_P(GraphArenaGpuPolicy, CapturedGraphUsesArenaMemoryAndReplays1000Times) {
   } else {
     EXPECT_NE(A, C) << "monotone: no two blocks of the graph share bytes";
   }
-  gmr_graph_arena_stats st = GMR_GRAPH_ARENA_STATS_INIT;
+  gmr_graph_arena_resource_stats st = GMR_GRAPH_ARENA_RESOURCE_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_get_stats(arena, &st));
   EXPECT_EQ(3u, st.capture_allocation_count);
   EXPECT_EQ(0u, st.upstream_call_during_capture_count);
@@ -126,7 +126,7 @@ TEST_P(GraphArenaGpuPolicy, CapturedGraphUsesArenaMemoryAndReplays1000Times) {
   }
   ASSERT_EQ(cudaSuccess, cudaGraphExecDestroy(exec));
   ASSERT_EQ(cudaSuccess, cudaGraphDestroy(graph));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, C, a_bytes, 0, stream));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, C, a_bytes, 0, stream));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena, mem));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_get_stats(arena, &st));
   EXPECT_EQ(0u, st.in_use_bytes);
@@ -149,17 +149,17 @@ TEST_F(GraphArenaGpu, AutomaticDetectionSeesARealCapture) {
   ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
   void *before = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 4096, 0, stream, &before));  // uncaptured
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 4096, 0, stream, &before));  // uncaptured
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 64 * KiB, 0, stream, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 64 * KiB, 0, stream, &p));
   ASSERT_EQ(cudaSuccess, cudaMemsetAsync(p, 0x5a, 64 * KiB, s));
   ASSERT_EQ(cudaSuccess, cudaMemcpyAsync(before, p, 4096, cudaMemcpyDeviceToDevice, s));
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaSuccess, cudaStreamEndCapture(s, &graph)) << "cudaStreamGetCaptureInfo is safe";
   gmr_graph_memory *mem = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(arena, stream, &mem));
-  gmr_graph_arena_stats st = GMR_GRAPH_ARENA_STATS_INIT;
+  gmr_graph_arena_resource_stats st = GMR_GRAPH_ARENA_RESOURCE_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_get_stats(arena, &st));
   EXPECT_EQ(1u, st.capture_allocation_count);
   EXPECT_EQ(2u, st.allocation_count);
@@ -176,8 +176,8 @@ TEST_F(GraphArenaGpu, AutomaticDetectionSeesARealCapture) {
   for (unsigned char c : host) ASSERT_EQ(0x5a, c);
   ASSERT_EQ(cudaSuccess, cudaGraphExecDestroy(exec));
   ASSERT_EQ(cudaSuccess, cudaGraphDestroy(graph));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 64 * KiB, 0, stream));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, before, 4096, 0, stream));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 64 * KiB, 0, stream));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, before, 4096, 0, stream));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena, mem));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_reset(arena, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
@@ -193,10 +193,10 @@ TEST_F(GraphArenaGpu, ExhaustionInCaptureRefusesAndTheCaptureStaysValid) {
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   void *p = nullptr, *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 768 * KiB, 0, stream, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 768 * KiB, 0, stream, &p));
   ASSERT_EQ(cudaSuccess, cudaMemsetAsync(p, 1, 768 * KiB, s));
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(r, 512 * KiB, 0, stream, &q, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(r, 512 * KiB, 0, stream, &q, &f));
   EXPECT_EQ(nullptr, q);
   EXPECT_STREQ(
       "graph_arena: capture needs 512.0 KiB more; create the arena with "
@@ -214,19 +214,19 @@ TEST_F(GraphArenaGpu, ExhaustionInCaptureRefusesAndTheCaptureStaysValid) {
   ASSERT_EQ(cudaSuccess, cudaGraphDestroy(graph));
   gmr_graph_memory *mem = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(arena, stream, &mem));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 768 * KiB, 0, stream));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 768 * KiB, 0, stream));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena, mem));
   // The advice works: grow to the figure, capture again, both fit.
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_reserve(arena, 1572864));
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 768 * KiB, 0, stream, &p));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 512 * KiB, 0, stream, &q));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 768 * KiB, 0, stream, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 512 * KiB, 0, stream, &q));
   ASSERT_EQ(cudaSuccess, cudaMemsetAsync(q, 2, 512 * KiB, s));
   ASSERT_EQ(cudaSuccess, cudaStreamEndCapture(s, &graph));
   ASSERT_EQ(cudaSuccess, cudaGraphDestroy(graph));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(arena, stream, &mem));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 768 * KiB, 0, stream));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, 512 * KiB, 0, stream));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 768 * KiB, 0, stream));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 512 * KiB, 0, stream));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena, mem));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
@@ -243,12 +243,12 @@ TEST_F(GraphArenaGpu, CudaMallocInCaptureFailsAsDocumented) {
   // capture survives and the rest of the graph works.
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(up_, 4096, 0, stream, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(up_, 4096, 0, stream, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_STREQ(
       "cudaMalloc is not allowed while the stream is capturing a CUDA graph; allocate before "
-      "capture, call gmr_allocate_capturing, or use a graph_arena_resource",
+      "capture, call gmr_resource_allocate_capturing, or use a graph_arena_resource",
       f.message);
   ASSERT_EQ(cudaSuccess, cudaMemsetAsync(out, 0x7e, 4096, s));
   cudaGraph_t graph = nullptr;
@@ -297,7 +297,7 @@ TEST_F(GraphArenaGpu, TwoThreadsCaptureAtTheSameTimeEachWithItsOwnSession) {
     bool ok = gmr_graph_arena_resource_begin_capture(arena, streams[t], nullptr) == GMR_OK &&
               cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess;
     for (int i = 0; ok && i < 2; ++i) {
-      ok = gmr_allocate(r, kBytes, 0, streams[t], &blocks[t][i]) == GMR_OK &&
+      ok = gmr_resource_allocate(r, kBytes, 0, streams[t], &blocks[t][i]) == GMR_OK &&
            cudaMemsetAsync(blocks[t][i], value + 2 * i, kBytes, s) == cudaSuccess &&
            cudaMemcpyAsync(outs[t] + i * kBytes, blocks[t][i], kBytes, cudaMemcpyDeviceToDevice,
                            s) == cudaSuccess;
@@ -346,7 +346,8 @@ TEST_F(GraphArenaGpu, TwoThreadsCaptureAtTheSameTimeEachWithItsOwnSession) {
   for (int t = 0; t < kThreads; ++t) {
     ASSERT_EQ(cudaSuccess, cudaGraphExecDestroy(execs[t]));
     ASSERT_EQ(cudaSuccess, cudaGraphDestroy(graphs[t]));
-    for (void *b : blocks[t]) ASSERT_EQ(GMR_OK, gmr_deallocate(r, b, kBytes, 0, streams[t]));
+    for (void *b : blocks[t])
+      ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b, kBytes, 0, streams[t]));
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena, mems[t]));
     EXPECT_EQ(cudaSuccess, cudaFree(outs[t]));
     EXPECT_EQ(GMR_OK, gmr_stream_destroy(streams[t]));

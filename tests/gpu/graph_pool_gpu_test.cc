@@ -71,8 +71,8 @@ class GraphPoolGpu : public GpuTest {
     ASSERT_NE(nullptr, arena_);
   }
 
-  gmr_graph_arena_stats Stats() {
-    gmr_graph_arena_stats st = GMR_GRAPH_ARENA_STATS_INIT;
+  gmr_graph_arena_resource_stats Stats() {
+    gmr_graph_arena_resource_stats st = GMR_GRAPH_ARENA_RESOURCE_STATS_INIT;
     EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_get_stats(arena_, &st));
     return st;
   }
@@ -102,25 +102,25 @@ TEST_F(GraphPoolGpu, TheArenaGrowsMidCaptureAndTheGraphReplays1000Times) {
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(arena_, stream_, nullptr));
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s_, cudaStreamCaptureModeGlobal));
   void *A = nullptr, *B = nullptr, *C = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, a_bytes, 0, stream_, &A));  // growth 1
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, a_bytes, 0, stream_, &A));  // growth 1
   ASSERT_EQ(cudaSuccess, fill_.fill(A, a_bytes, 0x11, s_));
   ASSERT_EQ(cudaSuccess, cudaMemcpyAsync(out, A, a_bytes, cudaMemcpyDeviceToDevice, s_));
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, b_bytes, 0, stream_, &B));  // growth 2, mid-capture
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, b_bytes, 0, stream_, &B));  // growth 2, mid-capture
   ASSERT_EQ(cudaSuccess, fill_.fill(B, b_bytes, 0x22, s_));
   ASSERT_EQ(cudaSuccess, cudaMemcpyAsync(out + a_bytes, B, b_bytes, cudaMemcpyDeviceToDevice, s_));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(top_, A, a_bytes, 0, stream_));
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, c_bytes, 0, stream_, &C));  // A's bytes again
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top_, A, a_bytes, 0, stream_));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, c_bytes, 0, stream_, &C));  // A's bytes again
   ASSERT_EQ(cudaSuccess, fill_.fill(C, c_bytes, 0x33, s_));
   ASSERT_EQ(cudaSuccess,
             cudaMemcpyAsync(out + a_bytes + b_bytes, C, c_bytes, cudaMemcpyDeviceToDevice, s_));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(top_, B, b_bytes, 0, stream_));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top_, B, b_bytes, 0, stream_));
   EXPECT_EQ(cudaStreamCaptureModeGlobal, ThreadMode()) << "relaxed mode was restored";
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaSuccess, cudaStreamEndCapture(s_, &graph)) << "the growth broke the capture";
   gmr_graph_memory *mem = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(arena_, stream_, &mem));
   EXPECT_EQ(A, C) << "ordered reuse";
-  gmr_graph_arena_stats st = Stats();
+  gmr_graph_arena_resource_stats st = Stats();
   EXPECT_EQ(3u, st.capture_allocation_count);
   EXPECT_EQ(2u, st.capture_growth_count);
   EXPECT_EQ(0u, st.capture_refusal_count);
@@ -142,7 +142,7 @@ TEST_F(GraphPoolGpu, TheArenaGrowsMidCaptureAndTheGraphReplays1000Times) {
   ASSERT_EQ(cudaSuccess, cudaGraphExecDestroy(exec));
   ASSERT_EQ(cudaSuccess, cudaGraphDestroy(graph));
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(s_));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(top_, C, c_bytes, 0, stream_));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top_, C, c_bytes, 0, stream_));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena_, mem));
   EXPECT_EQ(cudaSuccess, cudaFree(out));
 }
@@ -175,18 +175,18 @@ TEST_P(GraphPoolGpuPolicy, GraphsSharingOneMemoryReplayInCaptureOrder) {
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(arena_, stream_, pool));
     ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s_, cudaStreamCaptureModeGlobal));
     void *x = nullptr, *h = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(top_, n, 0, stream_, &x));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, n, 0, stream_, &x));
     ASSERT_EQ(cudaSuccess, fill_.fill(x, n, v + 1, s_));
-    ASSERT_EQ(GMR_OK, gmr_allocate(top_, 2 * n, 0, stream_, &h));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 2 * n, 0, stream_, &h));
     ASSERT_EQ(cudaSuccess, fill_.fill(h, 2 * n, v + 2, s_));
     ASSERT_EQ(cudaSuccess, cudaMemcpyAsync(h, x, n, cudaMemcpyDeviceToDevice, s_));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(top_, x, n, 0, stream_));
-    ASSERT_EQ(GMR_OK, gmr_allocate(top_, n, 0, stream_, &outputs[g]));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top_, x, n, 0, stream_));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, n, 0, stream_, &outputs[g]));
     ASSERT_EQ(cudaSuccess, fill_.fill(outputs[g], n, v + 3, s_));
     ASSERT_EQ(cudaSuccess, cudaMemcpyAsync(outs[g], h, 2 * n, cudaMemcpyDeviceToDevice, s_));
     ASSERT_EQ(cudaSuccess,
               cudaMemcpyAsync(outs[g] + 2 * n, outputs[g], n, cudaMemcpyDeviceToDevice, s_));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(top_, h, 2 * n, 0, stream_));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top_, h, 2 * n, 0, stream_));
     ASSERT_EQ(cudaSuccess, cudaStreamEndCapture(s_, &graphs[g])) << "graph " << g;
     gmr_graph_memory *m = nullptr;
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(arena_, stream_, &m));
@@ -197,7 +197,7 @@ TEST_P(GraphPoolGpuPolicy, GraphsSharingOneMemoryReplayInCaptureOrder) {
     EXPECT_EQ(pool, m) << "one memory for every graph";
     ASSERT_EQ(cudaSuccess, cudaGraphInstantiate(&execs[g], graphs[g], 0));
   }
-  gmr_graph_arena_stats st = Stats();
+  gmr_graph_arena_resource_stats st = Stats();
   EXPECT_EQ(0u, st.capture_refusal_count);
   EXPECT_GE(growths_after_first, 1u) << "nothing was reserved: the first capture grew";
   if (GetParam() == GMR_GRAPH_ARENA_ORDERED_REUSE) {
@@ -230,7 +230,7 @@ TEST_P(GraphPoolGpuPolicy, GraphsSharingOneMemoryReplayInCaptureOrder) {
   }
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(s_));
   for (int g = 0; g < kGraphs; ++g) {
-    ASSERT_EQ(GMR_OK, gmr_deallocate(top_, outputs[g], unit * batches[g], 0, stream_));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top_, outputs[g], unit * batches[g], 0, stream_));
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena_, pool));
     EXPECT_EQ(cudaSuccess, cudaFree(outs[g]));
   }
@@ -255,7 +255,7 @@ TEST_F(GraphPoolGpu, AGrowthThatFailsInCaptureLeavesAGraphThatReplays) {
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(arena_, stream_, nullptr));
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s_, cudaStreamCaptureModeGlobal));
   void *a = nullptr;
-  gmr_status first = gmr_allocate(top_, 256 * KiB, 0, stream_, &a);
+  gmr_status first = gmr_resource_allocate(top_, 256 * KiB, 0, stream_, &a);
   if (first == GMR_OK) {
     ASSERT_EQ(cudaSuccess, fill_.fill(a, 256 * KiB, 0x5c, s_));
     ASSERT_EQ(cudaSuccess, cudaMemcpyAsync(out, a, 256 * KiB, cudaMemcpyDeviceToDevice, s_));
@@ -263,8 +263,8 @@ TEST_F(GraphPoolGpu, AGrowthThatFailsInCaptureLeavesAGraphThatReplays) {
     ASSERT_EQ(cudaSuccess, fill_.fill(out, 256 * KiB, 0x5c, s_));
   }
   void *big = nullptr;
-  gmr_failure f;
-  EXPECT_NE(GMR_OK, gmr_allocate_ex(top_, 2 * MiB, 0, stream_, &big, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_NE(GMR_OK, gmr_resource_allocate_ex(top_, 2 * MiB, 0, stream_, &big, &f));
   EXPECT_EQ(nullptr, big);
   EXPECT_EQ(cudaStreamCaptureModeGlobal, ThreadMode());
   cudaGraph_t graph = nullptr;
@@ -285,7 +285,7 @@ TEST_F(GraphPoolGpu, AGrowthThatFailsInCaptureLeavesAGraphThatReplays) {
   ASSERT_EQ(cudaSuccess, cudaGraphDestroy(graph));
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(s_));
   if (first == GMR_OK) {
-    ASSERT_EQ(GMR_OK, gmr_deallocate(top_, a, 256 * KiB, 0, stream_));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top_, a, 256 * KiB, 0, stream_));
   }
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena_, mem));
   EXPECT_EQ(cudaSuccess, cudaFree(out));
@@ -305,9 +305,9 @@ TEST_F(GraphPoolGpu, ACaptureTakesThePoolsFreeBlockAfterTheStreamThatUsedIt) {
   cudaStream_t w = reinterpret_cast<cudaStream_t>(side);
   const size_t n = 16 * MiB;
   void *warm = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, n, 0, side, &warm));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, n, 0, side, &warm));
   for (int i = 0; i < 200; ++i) ASSERT_EQ(cudaSuccess, fill_.fill(warm, n, 0xaa, w));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(top_, warm, n, 0, side));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top_, warm, n, 0, side));
   gmr_footprint before;
   ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(top_, &before));
   unsigned char *out = nullptr;
@@ -317,16 +317,16 @@ TEST_F(GraphPoolGpu, ACaptureTakesThePoolsFreeBlockAfterTheStreamThatUsedIt) {
   EXPECT_GE(Stats().adopted_chunk_count, 1u) << "the pool's free block was taken";
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s_, cudaStreamCaptureModeGlobal));
   void *a = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, n, 0, stream_, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, n, 0, stream_, &a));
   EXPECT_EQ(warm, a) << "the side stream's block";
   ASSERT_EQ(cudaSuccess, fill_.fill(a, n, 0x77, s_));
   ASSERT_EQ(cudaSuccess, cudaMemcpyAsync(out, a, n, cudaMemcpyDeviceToDevice, s_));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(top_, a, n, 0, stream_));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top_, a, n, 0, stream_));
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaSuccess, cudaStreamEndCapture(s_, &graph));
   gmr_graph_memory *mem = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(arena_, stream_, &mem));
-  gmr_graph_arena_stats st = Stats();
+  gmr_graph_arena_resource_stats st = Stats();
   EXPECT_EQ(0u, st.capture_growth_count);
   EXPECT_EQ(0u, st.upstream_call_in_session_count);
   gmr_footprint after;

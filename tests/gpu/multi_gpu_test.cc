@@ -44,8 +44,8 @@ class MultiGpu : public gmr_test::GpuTest {
   }
   void TearDown() override {
     if (device_count_ < 2) return;
-    EXPECT_EQ(GMR_OK, gmr_device_resources_release());
-    EXPECT_EQ(GMR_OK, gmr_set_device_resource_spec(nullptr, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_device_resource_release_all());
+    EXPECT_EQ(GMR_OK, gmr_device_resource_set_spec(nullptr, nullptr));
     (void)cudaSetDevice(0);
   }
   static int Current() {
@@ -74,7 +74,7 @@ TEST_F(MultiGpu, EachDevicesVmmMemoryIsReadByAKernelOnTheOther) {
   for (const char *spec : {"pool > vmm_pool(peer_access=all)",
                            "pool > chunk_listener > cumem(nccl_ready=true, peer_access=all)"}) {
     SCOPED_TRACE(spec);
-    ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec(spec, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec(spec, nullptr));
     for (int d = 0; d < 2; ++d) {
       const int other = 1 - d;
       const size_t bytes = 5 * kMiB + 300;
@@ -85,9 +85,9 @@ TEST_F(MultiGpu, EachDevicesVmmMemoryIsReadByAKernelOnTheOther) {
       ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&so, cudaStreamNonBlocking));
       gmr_resource *r = nullptr;
       gmr_spec_error e;
-      ASSERT_EQ(GMR_OK, gmr_get_device_resource(d, &r, &e)) << e.message;
+      ASSERT_EQ(GMR_OK, gmr_device_resource_get(d, &r, &e)) << e.message;
       void *p = nullptr;
-      ASSERT_EQ(GMR_OK, gmr_allocate(r, bytes, 0, sd, &p));  // from the other device
+      ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, bytes, 0, sd, &p));  // from the other device
       EXPECT_EQ(other, Current()) << "allocate restored the caller's device";
       EXPECT_EQ(d, DeviceOf(p));
       ASSERT_EQ(cudaSuccess, cudaSetDevice(d));
@@ -99,7 +99,7 @@ TEST_F(MultiGpu, EachDevicesVmmMemoryIsReadByAKernelOnTheOther) {
       ASSERT_EQ(cudaSuccess, kernels_.copy(dst, p, bytes, so));  // peer reads
       ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(so));
       ExpectPattern(dst, bytes, 30u + unsigned(d));
-      EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, bytes, 0, sd));
+      EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, bytes, 0, sd));
       EXPECT_EQ(other, Current()) << "deallocate restored the caller's device";
       EXPECT_EQ(cudaSuccess, cudaFree(dst));
       EXPECT_EQ(cudaSuccess, cudaStreamDestroy(so));
@@ -108,7 +108,7 @@ TEST_F(MultiGpu, EachDevicesVmmMemoryIsReadByAKernelOnTheOther) {
       EXPECT_EQ(cudaSuccess, cudaStreamDestroy(sd));
     }
     ASSERT_EQ(cudaSuccess, cudaSetDevice(0));
-    ASSERT_EQ(GMR_OK, gmr_device_resources_release());
+    ASSERT_EQ(GMR_OK, gmr_device_resource_release_all());
   }
   EXPECT_EQ(cudaSuccess, cudaGetLastError());
 }
@@ -116,7 +116,7 @@ TEST_F(MultiGpu, EachDevicesVmmMemoryIsReadByAKernelOnTheOther) {
 // Threads switch their current device before every allocation and free the
 // block with the other device current.
 TEST_F(MultiGpu, ThreadsThatSwitchDevicesAllocateOnTheCurrentOne) {
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec(
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec(
                         "tracking > pool > chunk_listener > cumem(peer_access=all)", nullptr));
   std::atomic<int> wrong{0}, failures{0};
   std::vector<std::thread> threads;
@@ -126,13 +126,13 @@ TEST_F(MultiGpu, ThreadsThatSwitchDevicesAllocateOnTheCurrentOne) {
         const int d = (i + t) % 2;
         if (cudaSetDevice(d) != cudaSuccess) failures++;
         gmr_resource *r = nullptr;
-        if (gmr_get_current_device_resource(&r, nullptr) != GMR_OK) {
+        if (gmr_device_resource_get_current(&r, nullptr) != GMR_OK) {
           failures++;
           continue;
         }
         size_t bytes = size_t{4096} << (i % 11);
         void *p = nullptr;
-        if (gmr_allocate(r, bytes, 0, nullptr, &p) != GMR_OK) {
+        if (gmr_resource_allocate(r, bytes, 0, nullptr, &p) != GMR_OK) {
           failures++;
           continue;
         }
@@ -140,7 +140,7 @@ TEST_F(MultiGpu, ThreadsThatSwitchDevicesAllocateOnTheCurrentOne) {
         if (cudaPointerGetAttributes(&a, p) != cudaSuccess || a.device != d) wrong++;
         if (cudaMemset(p, i & 0xff, bytes) != cudaSuccess) failures++;
         if (cudaSetDevice(1 - d) != cudaSuccess) failures++;
-        if (gmr_deallocate(r, p, bytes, 0, nullptr) != GMR_OK) failures++;
+        if (gmr_resource_deallocate(r, p, bytes, 0, nullptr) != GMR_OK) failures++;
         int now = -1;
         if (cudaGetDevice(&now) != cudaSuccess || now != 1 - d) wrong++;
       }
@@ -159,24 +159,24 @@ TEST_F(MultiGpu, ThreadsThatSwitchDevicesAllocateOnTheCurrentOne) {
 // 0 current: allocate, record_stream, allocate_capturing in a real capture,
 // memory info, deallocate, trim.
 TEST_F(MultiGpu, TheCallersDeviceIsRestoredAfterEveryCall) {
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec("vmm_pool", nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("vmm_pool", nullptr));
   ASSERT_EQ(cudaSuccess, cudaSetDevice(1));
   cudaStream_t s1 = nullptr;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
   ASSERT_EQ(cudaSuccess, cudaSetDevice(0));
   gmr_resource *r = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(1, &r, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(1, &r, nullptr));
   void *p = nullptr, *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 4 * kMiB, 0, s1, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 4 * kMiB, 0, s1, &p));
   EXPECT_EQ(0, Current()) << "allocate";
   EXPECT_EQ(1, DeviceOf(p));
-  ASSERT_EQ(GMR_OK, gmr_record_stream(r, p, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r, p, s1));
   EXPECT_EQ(0, Current()) << "record_stream";
   ASSERT_EQ(cudaSuccess, cudaSetDevice(1));
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s1, cudaStreamCaptureModeRelaxed));
   ASSERT_EQ(cudaSuccess, cudaSetDevice(0));
-  gmr_failure f;
-  EXPECT_EQ(GMR_OK, gmr_allocate_capturing(r, 6 * kMiB, 0, s1, &q, &f)) << f.message;
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, 6 * kMiB, 0, s1, &q, &f)) << f.message;
   EXPECT_EQ(0, Current()) << "allocate_capturing";
   ASSERT_EQ(cudaSuccess, cudaSetDevice(1));
   cudaGraph_t g = nullptr;
@@ -188,9 +188,9 @@ TEST_F(MultiGpu, TheCallersDeviceIsRestoredAfterEveryCall) {
   gmr_memory_info info = GMR_MEMORY_INFO_INIT;
   ASSERT_EQ(GMR_OK, gmr_resource_get_memory_info(r, &info));
   EXPECT_EQ(0, Current()) << "memory info";
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 4 * kMiB, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4 * kMiB, 0, s1));
   if (q != nullptr) {
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, 6 * kMiB, 0, s1));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 6 * kMiB, 0, s1));
   }
   EXPECT_EQ(0, Current()) << "deallocate";
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r, nullptr));

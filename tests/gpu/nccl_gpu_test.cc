@@ -48,7 +48,7 @@ class NcclGpu : public gmr_test::GpuTest {
       GTEST_SKIP() << "needs two GPUs (nvidia-h200-x2); this machine has " << device_count_;
     }
     setenv("NCCL_NVLS_ENABLE", "0", 1);  // before NCCL reads its environment
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     if (gmr_nccl_library_open(std::getenv("GMR_TEST_NCCL_LIBRARY"), &lib_, &f) != GMR_OK) {
       GTEST_SKIP() << "no NCCL: " << f.message;
     }
@@ -69,7 +69,7 @@ class NcclGpu : public gmr_test::GpuTest {
         EXPECT_EQ(cudaSuccess, cudaSetDevice(d));
         EXPECT_EQ(cudaSuccess, cudaStreamDestroy(streams_[d]));
       }
-      gmr_failure f;
+      gmr_failure f = GMR_FAILURE_INIT;
       if (comms_[d] != nullptr) {
         EXPECT_EQ(GMR_OK, gmr_nccl_comm_destroy(comms_[d], &f)) << f.message;
       }
@@ -94,13 +94,13 @@ class NcclGpu : public gmr_test::GpuTest {
   void *Alloc(int d, gmr_resource *r, size_t bytes) {
     EXPECT_EQ(cudaSuccess, cudaSetDevice(d));
     void *p = nullptr;
-    gmr_failure f;
-    EXPECT_EQ(GMR_OK, gmr_allocate_ex(r, bytes, 0, streams_[d], &p, &f)) << f.message;
+    gmr_failure f = GMR_FAILURE_INIT;
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate_ex(r, bytes, 0, streams_[d], &p, &f)) << f.message;
     return p;
   }
   void Free(int d, gmr_resource *r, void *p, size_t bytes) {
     EXPECT_EQ(cudaSuccess, cudaSetDevice(d));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, bytes, 0, streams_[d]));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, bytes, 0, streams_[d]));
   }
   // send[d] gets rank d's pattern, recv[d] is poisoned; one all-reduce;
   // every element of both results must be the sum.
@@ -115,7 +115,7 @@ class NcclGpu : public gmr_test::GpuTest {
       // before its DMA lands: the collective's streams do not wait for them.
       ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
     }
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     ASSERT_EQ(GMR_OK, gmr_nccl_group_start(lib_, &f)) << f.message;
     for (int d = 0; d < 2; ++d) {
       ASSERT_EQ(GMR_OK, gmr_nccl_all_reduce(comms_[d], send[d], recv[d], count, GMR_NCCL_INT32,
@@ -147,7 +147,7 @@ TEST_F(NcclGpu, AnAllReduceOnRegisteredGmrPoolsGivesTheSum) {
   Stacks("pool > chunk_listener > cumem(device=%d, nccl_ready=true, peer_access=all)", pool);
   gmr_nccl_registration *reg[2];
   for (int d = 0; d < 2; ++d) {
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     ASSERT_EQ(GMR_OK, gmr_nccl_register_pool(comms_[d], pool[d], &reg[d], &f)) << f.message;
   }
   for (size_t count : {size_t{1}, size_t{1000}, 3 * kMiB / 4 + 7, 64 * kMiB / 4}) {
@@ -185,7 +185,7 @@ TEST_F(NcclGpu, AnAllReduceOnRegisteredGmrPoolsGivesTheSum) {
     Free(d, pool[d], send[d], 32 * kMiB);
     Free(d, pool[d], recv[d], 32 * kMiB);
     ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(streams_[d]));
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     EXPECT_EQ(GMR_OK, gmr_nccl_deregister(reg[d], &f)) << f.message;
   }
 }
@@ -265,7 +265,7 @@ TEST_F(NcclGpu, BadInputGetsAClearStatusFromTheRealLibrary) {
   void *p = Alloc(0, leaf[0], 4 * kMiB);
   Free(0, leaf[0], p, 4 * kMiB);
   gmr_nccl_registration *reg = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_nccl_register_buffer(comms_[0], p, 4 * kMiB, &reg, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "freed")) << f.message;
   gmr_resource *pool[2];

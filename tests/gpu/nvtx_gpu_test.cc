@@ -58,7 +58,7 @@ TEST_F(NvtxGpuTest, LoggingAdaptorOverCudaAsyncGivesWritableMemoryOnEveryStream)
   for (gmr_stream s : streams) {
     for (size_t bytes : sizes) {
       void *p = nullptr;
-      ASSERT_EQ(GMR_OK, gmr_allocate(r, bytes, 0, s, &p)) << bytes;
+      ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, bytes, 0, s, &p)) << bytes;
       ASSERT_EQ(cudaSuccess,
                 cudaMemsetAsync(p, value, bytes, reinterpret_cast<cudaStream_t>(s)));
       blocks.push_back({p, bytes, s, value++});
@@ -72,7 +72,7 @@ TEST_F(NvtxGpuTest, LoggingAdaptorOverCudaAsyncGivesWritableMemoryOnEveryStream)
       ASSERT_EQ(static_cast<unsigned char>(b.value), host[i]) << "byte " << i;
     }
   }
-  for (const Block &b : blocks) EXPECT_EQ(GMR_OK, gmr_deallocate(r, b.p, b.bytes, 0, b.s));
+  for (const Block &b : blocks) EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b.p, b.bytes, 0, b.s));
   for (gmr_stream s : streams) {
     EXPECT_EQ(GMR_OK, gmr_stream_synchronize(s));
     EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
@@ -147,7 +147,7 @@ void AllocateAndWrite(gmr_resource *r, const gmr_test::FillKernel &k,
   for (gmr_stream s : streams) {
     for (size_t bytes : sizes) {
       void *p = nullptr;
-      ASSERT_EQ(GMR_OK, gmr_allocate(r, bytes, 0, s, &p)) << bytes;
+      ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, bytes, 0, s, &p)) << bytes;
       ASSERT_EQ(cudaSuccess, k.fill(p, bytes, value, reinterpret_cast<cudaStream_t>(s)));
       out->push_back({p, bytes, value++, s});
     }
@@ -158,7 +158,8 @@ void AllocateAndWrite(gmr_resource *r, const gmr_test::FillKernel &k,
 
 // Free them (their work is done: the host unregisters a region at once).
 void FreeAll(gmr_resource *r, std::vector<Written> *blocks) {
-  for (const Written &w : *blocks) EXPECT_EQ(GMR_OK, gmr_deallocate(r, w.p, w.bytes, 0, w.stream));
+  for (const Written &w : *blocks)
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, w.p, w.bytes, 0, w.stream));
   blocks->clear();
 }
 
@@ -295,28 +296,30 @@ TEST_F(NvtxAnnotatedGpuTest, GraphReplaysTouchingBlocksFreedDuringCaptureAreClea
     unsigned char *out = nullptr;  // a plain cudaMalloc, outside the arena
     ASSERT_EQ(cudaSuccess, cudaMalloc(reinterpret_cast<void **>(&out), out_bytes));
     void *W = nullptr;  // uncaptured, from before the capture
-    ASSERT_EQ(GMR_OK, gmr_allocate(r, w_bytes, 0, nullptr, &W));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, w_bytes, 0, nullptr, &W));
 
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(arena, stream, nullptr));
     ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     void *A = nullptr, *B = nullptr, *C = nullptr;
     ASSERT_EQ(cudaSuccess, kernel_.fill(W, w_bytes, 0x44, s));
     ASSERT_EQ(cudaSuccess, cudaMemcpyAsync(out, W, w_bytes, cudaMemcpyDeviceToDevice, s));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, W, w_bytes, 0, stream));  // uncaptured, freed in capture
-    ASSERT_EQ(GMR_OK, gmr_allocate(r, a_bytes, 0, stream, &A));
+    ASSERT_EQ(GMR_OK,
+              gmr_resource_deallocate(r, W, w_bytes, 0, stream));  // uncaptured, freed in capture
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, a_bytes, 0, stream, &A));
     ASSERT_EQ(cudaSuccess, kernel_.fill(A, a_bytes, 0x11, s));
-    ASSERT_EQ(GMR_OK, gmr_allocate(r, b_bytes, 0, stream, &B));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, b_bytes, 0, stream, &B));
     ASSERT_EQ(cudaSuccess, kernel_.fill(B, b_bytes, 0x22, s));
     ASSERT_EQ(cudaSuccess,
               cudaMemcpyAsync(out + w_bytes, A, a_bytes, cudaMemcpyDeviceToDevice, s));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, A, a_bytes, 0, stream));  // freed in the capture
-    ASSERT_EQ(GMR_OK, gmr_allocate(r, a_bytes, 0, stream, &C));  // ordered reuse: A's bytes
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, A, a_bytes, 0, stream));  // freed in the capture
+    ASSERT_EQ(GMR_OK,
+              gmr_resource_allocate(r, a_bytes, 0, stream, &C));  // ordered reuse: A's bytes
     ASSERT_EQ(cudaSuccess, kernel_.fill(C, a_bytes, 0x33, s));
     ASSERT_EQ(cudaSuccess,
               cudaMemcpyAsync(out + w_bytes + a_bytes, C, a_bytes, cudaMemcpyDeviceToDevice, s));
     ASSERT_EQ(cudaSuccess, cudaMemcpyAsync(out + w_bytes + 2 * a_bytes, B, b_bytes,
                                            cudaMemcpyDeviceToDevice, s));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r, B, b_bytes, 0, stream));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, B, b_bytes, 0, stream));
     cudaGraph_t graph = nullptr;
     ASSERT_EQ(cudaSuccess, cudaStreamEndCapture(s, &graph));
     gmr_graph_memory *memory = nullptr;
@@ -345,7 +348,7 @@ TEST_F(NvtxAnnotatedGpuTest, GraphReplaysTouchingBlocksFreedDuringCaptureAreClea
     }
     ASSERT_EQ(cudaSuccess, cudaGraphExecDestroy(exec));
     ASSERT_EQ(cudaSuccess, cudaGraphDestroy(graph));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r, C, a_bytes, 0, stream));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, C, a_bytes, 0, stream));
     EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena, memory));
     EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_reset(arena, nullptr));
     EXPECT_EQ(cudaSuccess, cudaFree(out));

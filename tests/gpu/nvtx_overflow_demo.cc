@@ -108,7 +108,8 @@ struct RealPool {
 
   unsigned char *allocate(size_t bytes) {
     void *p = nullptr;
-    gmr_status st = gmr_allocate(gmr_pool_resource_as_resource(pool), bytes, 0, nullptr, &p);
+    gmr_status st =
+        gmr_resource_allocate(gmr_pool_resource_as_resource(pool), bytes, 0, nullptr, &p);
     if (st != GMR_OK) {
       std::fprintf(stderr, "nvtx_overflow_demo: pool allocate failed: %s\n", gmr_status_name(st));
     }
@@ -116,7 +117,7 @@ struct RealPool {
   }
 
   void free_block(unsigned char *p, size_t bytes) {
-    (void)gmr_deallocate(gmr_pool_resource_as_resource(pool), p, bytes, 0, nullptr);
+    (void)gmr_resource_deallocate(gmr_pool_resource_as_resource(pool), p, bytes, 0, nullptr);
   }
 
   void destroy() {

@@ -82,7 +82,8 @@ GpuStack MakeFixed(gmr_cuda_kind kind, bool stream_ids) {
 
 void Destroy(GpuStack &s) {
   for (auto it = s.owned.rbegin(); it != s.owned.rend(); ++it) {
-    EXPECT_EQ(GMR_OK, gmr_resource_destroy(*it)) << s.name << ": " << gmr_resource_type_name(*it);
+    EXPECT_EQ(GMR_OK, gmr_resource_destroy(*it))
+        << s.name << ": " << gmr_resource_get_type_name(*it);
   }
   s.owned.clear();
 }
@@ -140,15 +141,16 @@ TEST_P(PoolsOnGpu, TwoStreamsWriteEveryByteOfDisjointBlocks) {
       Block b;
       b.stream = i % 2;
       b.bytes = 1 + rng() % s.max_bytes;
-      ASSERT_EQ(GMR_OK, gmr_allocate(s.top, b.bytes, 0, streams[b.stream], &b.ptr)) << s.name;
+      ASSERT_EQ(GMR_OK, gmr_resource_allocate(s.top, b.bytes, 0, streams[b.stream], &b.ptr))
+          << s.name;
       ASSERT_EQ(0u, reinterpret_cast<uintptr_t>(b.ptr) % 256);
       ASSERT_NO_FATAL_FAILURE(fill(b));
       live.push_back(b);
     }
     for (size_t k = 0; k < live.size() / 3; ++k) {
       size_t j = rng() % live.size();
-      ASSERT_EQ(GMR_OK, gmr_deallocate(s.top, live[j].ptr, live[j].bytes, 0,
-                                       streams[live[j].stream]));
+      ASSERT_EQ(GMR_OK, gmr_resource_deallocate(s.top, live[j].ptr, live[j].bytes, 0,
+                                                streams[live[j].stream]));
       live[j] = live.back();
       live.pop_back();
     }
@@ -157,7 +159,7 @@ TEST_P(PoolsOnGpu, TwoStreamsWriteEveryByteOfDisjointBlocks) {
   ASSERT_EQ(GMR_OK, gmr_stream_synchronize(streams[1]));
   for (const Block &b : live) ASSERT_NO_FATAL_FAILURE(ExpectFilled(b, s.name));
   for (const Block &b : live) {
-    EXPECT_EQ(GMR_OK, gmr_deallocate(s.top, b.ptr, b.bytes, 0, streams[b.stream]));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(s.top, b.ptr, b.bytes, 0, streams[b.stream]));
   }
   size_t released = 0;
   EXPECT_EQ(GMR_OK, gmr_resource_trim(s.top, &released));
@@ -180,24 +182,24 @@ TEST_P(PoolsOnGpu, ABlockFreedWhileItsStreamIsBusyIsReusedInOrder) {
   for (int i = 0; i < 8; ++i) {
     Block blk;
     blk.bytes = bytes;
-    ASSERT_EQ(GMR_OK, gmr_allocate(s.top, bytes, 0, a, &blk.ptr));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(s.top, bytes, 0, a, &blk.ptr));
     for (int k = 0; k < 8; ++k) {
       ASSERT_EQ(cudaSuccess, cudaMemsetAsync(scratch, k, scratch_bytes, reinterpret_cast<cudaStream_t>(a)));
     }
     // The last write of stream a to the block, queued behind the busy work.
     ASSERT_EQ(cudaSuccess, cudaMemsetAsync(blk.ptr, 0xAA, bytes, reinterpret_cast<cudaStream_t>(a)));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(s.top, blk.ptr, bytes, 0, a));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(s.top, blk.ptr, bytes, 0, a));
     // Stream b asks for the same size: if it gets the same block, the pool
     // must have ordered b after a's pending work, so b's byte wins.
     Block mine;
     mine.bytes = bytes;
     mine.value = 0x55;
-    ASSERT_EQ(GMR_OK, gmr_allocate(s.top, bytes, 0, b, &mine.ptr));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(s.top, bytes, 0, b, &mine.ptr));
     ASSERT_EQ(cudaSuccess, cudaMemsetAsync(mine.ptr, mine.value, bytes, reinterpret_cast<cudaStream_t>(b)));
     ASSERT_EQ(GMR_OK, gmr_stream_synchronize(a));
     ASSERT_EQ(GMR_OK, gmr_stream_synchronize(b));
     ASSERT_NO_FATAL_FAILURE(ExpectFilled(mine, s.name + " (reuse across streams)"));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(s.top, mine.ptr, bytes, 0, b));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(s.top, mine.ptr, bytes, 0, b));
   }
   ASSERT_EQ(cudaSuccess, cudaFree(scratch));
   Destroy(s);
@@ -223,28 +225,28 @@ TEST_P(PoolsOnGpu, ADestroyedStreamsPendingBlockIsNeverReusedUnordered) {
     ASSERT_EQ(GMR_OK, gmr_stream_create(&a));
     void *p = nullptr;
     for (int k = 0; k < 10; ++k) {  // past the pool's first frees on a
-      ASSERT_EQ(GMR_OK, gmr_allocate(s.top, bytes, 0, a, &p));
-      ASSERT_EQ(GMR_OK, gmr_deallocate(s.top, p, bytes, 0, a));
+      ASSERT_EQ(GMR_OK, gmr_resource_allocate(s.top, bytes, 0, a, &p));
+      ASSERT_EQ(GMR_OK, gmr_resource_deallocate(s.top, p, bytes, 0, a));
     }
-    ASSERT_EQ(GMR_OK, gmr_allocate(s.top, bytes, 0, a, &p));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(s.top, bytes, 0, a, &p));
     for (int k = 0; k < 8; ++k) {
       ASSERT_EQ(cudaSuccess,
                 cudaMemsetAsync(scratch, k, scratch_bytes, reinterpret_cast<cudaStream_t>(a)));
     }
     ASSERT_EQ(cudaSuccess, cudaMemsetAsync(p, 0xAA, bytes, reinterpret_cast<cudaStream_t>(a)));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(s.top, p, bytes, 0, a));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(s.top, p, bytes, 0, a));
     ASSERT_EQ(GMR_OK, gmr_stream_destroy(a));  // legal with work pending
     ASSERT_EQ(GMR_OK, gmr_stream_create(&b));
     same_handle += a == b;
     Block mine;
     mine.bytes = bytes;
     mine.value = 0x55;
-    ASSERT_EQ(GMR_OK, gmr_allocate(s.top, bytes, 0, b, &mine.ptr));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(s.top, bytes, 0, b, &mine.ptr));
     ASSERT_EQ(cudaSuccess,
               cudaMemsetAsync(mine.ptr, mine.value, bytes, reinterpret_cast<cudaStream_t>(b)));
     ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
     ASSERT_NO_FATAL_FAILURE(ExpectFilled(mine, s.name + " (a new stream after a destroyed one)"));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(s.top, mine.ptr, bytes, 0, b));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(s.top, mine.ptr, bytes, 0, b));
     ASSERT_EQ(GMR_OK, gmr_stream_destroy(b));
   }
   RecordProperty("same_handle_count", same_handle);
@@ -266,23 +268,23 @@ TEST_P(PoolsOnGpu, RecordStreamKeepsABlockUntilTheSideStreamIsDone) {
   size_t bytes = s.max_bytes / 2;
   for (int i = 0; i < 8; ++i) {
     void *p = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(s.top, bytes, 0, m, &p));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(s.top, bytes, 0, m, &p));
     for (int k = 0; k < 8; ++k) {
       ASSERT_EQ(cudaSuccess,
                 cudaMemsetAsync(scratch, k, scratch_bytes, reinterpret_cast<cudaStream_t>(side)));
     }
     ASSERT_EQ(cudaSuccess, cudaMemsetAsync(p, 0xAA, bytes, reinterpret_cast<cudaStream_t>(side)));
-    ASSERT_EQ(GMR_OK, gmr_record_stream(s.top, p, side));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(s.top, p, bytes, 0, m));
+    ASSERT_EQ(GMR_OK, gmr_resource_record_stream(s.top, p, side));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(s.top, p, bytes, 0, m));
     Block mine;
     mine.bytes = bytes;
     mine.value = 0x55;
-    ASSERT_EQ(GMR_OK, gmr_allocate(s.top, bytes, 0, m, &mine.ptr));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(s.top, bytes, 0, m, &mine.ptr));
     ASSERT_EQ(cudaSuccess,
               cudaMemsetAsync(mine.ptr, mine.value, bytes, reinterpret_cast<cudaStream_t>(m)));
     ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
     ASSERT_NO_FATAL_FAILURE(ExpectFilled(mine, s.name + " (record_stream)"));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(s.top, mine.ptr, bytes, 0, m));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(s.top, mine.ptr, bytes, 0, m));
   }
   ASSERT_EQ(cudaSuccess, cudaFree(scratch));
   Destroy(s);
@@ -321,7 +323,7 @@ TEST_F(FixedBlockListOnGpu, EveryBlockOfAListIsWritableAndDistinct) {
   ASSERT_EQ(GMR_OK, gmr_stream_synchronize(stream));
   for (const Block &b : blocks) ASSERT_NO_FATAL_FAILURE(ExpectFilled(b, "block list"));
   EXPECT_EQ(GMR_OK, gmr_fixed_block_resource_deallocate_blocks(f, list, stream));
-  gmr_fixed_block_stats st = GMR_FIXED_BLOCK_STATS_INIT;
+  gmr_fixed_block_resource_stats st = GMR_FIXED_BLOCK_RESOURCE_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_fixed_block_resource_get_stats(f, &st));
   EXPECT_EQ(0u, st.in_use_block_count);
   Destroy(s);
@@ -336,20 +338,20 @@ TEST_F(PoolCaptureOnGpu, CaptureUsesOnlyTheStreamsOwnBlocksAndSurvives) {
   ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
   cudaStream_t cs = reinterpret_cast<cudaStream_t>(stream);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(s.top, MiB, 0, stream, &p));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(s.top, p, MiB, 0, stream));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(s.top, MiB, 0, stream, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(s.top, p, MiB, 0, stream));
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
   void *q = nullptr;
-  EXPECT_EQ(GMR_OK, gmr_allocate(s.top, MiB, 0, stream, &q));
+  EXPECT_EQ(GMR_OK, gmr_resource_allocate(s.top, MiB, 0, stream, &q));
   EXPECT_EQ(p, q);
   void *big = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate_ex(s.top, 64 * MiB, 0, stream, &big, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(s.top, 64 * MiB, 0, stream, &big, &f));
   EXPECT_EQ(cudaSuccess, cudaMemsetAsync(q, 1, MiB, cs));
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaSuccess, cudaStreamEndCapture(cs, &graph));  // not invalidated
   EXPECT_EQ(cudaSuccess, cudaGraphDestroy(graph));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(s.top, q, MiB, 0, stream));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(s.top, q, MiB, 0, stream));
   Destroy(s);
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
 }
@@ -365,13 +367,13 @@ TEST_F(PoolCaptureOnGpu, AllocateCapturingKeepsTheCaptureValid) {
   ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
   cudaStream_t cs = reinterpret_cast<cudaStream_t>(stream);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(s.top, MiB, 0, stream, &p));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(s.top, p, MiB, 0, stream));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(s.top, MiB, 0, stream, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(s.top, p, MiB, 0, stream));
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
   void *q = nullptr, *big = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_OK, gmr_allocate_capturing(s.top, MiB, 0, stream, &q, &f)) << f.message;
-  gmr_status grown = gmr_allocate_capturing(s.top, 64 * MiB, 0, stream, &big, &f);
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_OK, gmr_resource_allocate_capturing(s.top, MiB, 0, stream, &q, &f)) << f.message;
+  gmr_status grown = gmr_resource_allocate_capturing(s.top, 64 * MiB, 0, stream, &big, &f);
   EXPECT_TRUE(grown == GMR_OK || grown == GMR_ERR_CAPTURE_UNSAFE) << gmr_status_name(grown);
   EXPECT_EQ(cudaSuccess, cudaMemsetAsync(q, 7, MiB, cs));
   if (big != nullptr) {
@@ -397,9 +399,9 @@ TEST_F(PoolCaptureOnGpu, AllocateCapturingKeepsTheCaptureValid) {
   RecordProperty("grew_during_capture", grown == GMR_OK ? 1 : 0);
   EXPECT_EQ(cudaSuccess, cudaGraphExecDestroy(exec));
   EXPECT_EQ(cudaSuccess, cudaGraphDestroy(graph));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(s.top, q, MiB, 0, stream));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(s.top, q, MiB, 0, stream));
   if (big != nullptr) {
-    EXPECT_EQ(GMR_OK, gmr_deallocate(s.top, big, 64 * MiB, 0, stream));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(s.top, big, 64 * MiB, 0, stream));
   }
   Destroy(s);
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));

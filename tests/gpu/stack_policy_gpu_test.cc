@@ -55,8 +55,8 @@ class StackPolicyGpuTest : public ::testing::Test {
 
   struct Run {
     replay_result result{};
-    gmr_limiting_stats limiting = GMR_LIMITING_STATS_INIT;
-    gmr_tracking_stats tracking = GMR_TRACKING_STATS_INIT;
+    gmr_limiting_adaptor_stats limiting = GMR_LIMITING_ADAPTOR_STATS_INIT;
+    gmr_tracking_adaptor_stats tracking = GMR_TRACKING_ADAPTOR_STATS_INIT;
   };
 
   // Replay the trace through `spec`; the books must balance at the end.
@@ -168,15 +168,15 @@ TEST_F(StackPolicyGpuTest, TrimRetryGivesThePoolsCachedMemoryBackForALargerReque
     gmr_resource *top = gmr_stack_as_resource(stack);
     const size_t cached = 2048 * kMiB;
     void *p = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(top, cached, 0, nullptr, &p));
-    ASSERT_EQ(GMR_OK, gmr_deallocate(top, p, cached, 0, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(top, cached, 0, nullptr, &p));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top, p, cached, 0, nullptr));
     ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
     HogAllBut(512 * kMiB);
     if (HasFatalFailure()) return;
     void *q = nullptr;
-    gmr_failure f;
-    gmr_status st = gmr_allocate_ex(top, cached + 256 * kMiB, 0, nullptr, &q, &f);
-    gmr_limiting_stats s = GMR_LIMITING_STATS_INIT;
+    gmr_failure f = GMR_FAILURE_INIT;
+    gmr_status st = gmr_resource_allocate_ex(top, cached + 256 * kMiB, 0, nullptr, &q, &f);
+    gmr_limiting_adaptor_stats s = GMR_LIMITING_ADAPTOR_STATS_INIT;
     ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(gmr_limiting_adaptor_from_resource(top), &s));
     std::printf("GPU policy summary: cached %zu MiB in the pool, 512 MiB free, request %zu MiB, "
                 "on_oom=%s: %s, trims=%llu trimmed=%.1f MiB retries=%llu\n",
@@ -187,7 +187,7 @@ TEST_F(StackPolicyGpuTest, TrimRetryGivesThePoolsCachedMemoryBackForALargerReque
       EXPECT_EQ(GMR_OK, st) << f.message;
     }
     if (st == GMR_OK) {
-      EXPECT_EQ(GMR_OK, gmr_deallocate(top, q, cached + 256 * kMiB, 0, nullptr));
+      EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top, q, cached + 256 * kMiB, 0, nullptr));
     }
     EXPECT_EQ(cudaSuccess, cudaFree(hog_));
     hog_ = nullptr;

@@ -53,7 +53,7 @@ class VmmFineGpu : public gmr_test::GpuTest {
     c.growth_percent = growth_percent;
     c.handle_divisor = handle_divisor;
     c.remap_permille = remap_permille;
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     gmr_status st = gmr_vmm_pool_resource_create(&c, &pool_, &f);
     if (st == GMR_ERR_UNSUPPORTED) GTEST_SKIP() << f.message;
     ASSERT_EQ(GMR_OK, st) << f.message;
@@ -61,11 +61,13 @@ class VmmFineGpu : public gmr_test::GpuTest {
   }
   void *Alloc(size_t bytes) {
     void *p = nullptr;
-    gmr_failure f;
-    EXPECT_EQ(GMR_OK, gmr_allocate_ex(r_, bytes, 0, s_, &p, &f)) << f.message;
+    gmr_failure f = GMR_FAILURE_INIT;
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate_ex(r_, bytes, 0, s_, &p, &f)) << f.message;
     return p;
   }
-  void Free(void *p, size_t bytes) { EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, bytes, 0, s_)); }
+  void Free(void *p, size_t bytes) {
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, bytes, 0, s_));
+  }
   gmr_vmm_pool_resource_stats Stats() {
     gmr_vmm_pool_resource_stats s = GMR_VMM_POOL_RESOURCE_STATS_INIT;
     EXPECT_EQ(GMR_OK, gmr_vmm_pool_resource_get_stats(pool_, &s));
@@ -144,8 +146,8 @@ TEST_F(VmmFineGpu, GrowthDuringARealCaptureKeepsTheCaptureValid) {
   void *before = Alloc(1000);
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s_, cudaStreamCaptureModeGlobal));
   void *p = nullptr;
-  gmr_failure f;
-  gmr_status st = gmr_allocate_capturing(r_, 4 * kPage + 300, 0, s_, &p, &f);
+  gmr_failure f = GMR_FAILURE_INIT;
+  gmr_status st = gmr_resource_allocate_capturing(r_, 4 * kPage + 300, 0, s_, &p, &f);
   EXPECT_EQ(GMR_OK, st) << f.message;
   if (st == GMR_OK) {
     EXPECT_EQ(cudaSuccess, kernels_.fill(p, 4 * kPage + 300, 7, s_));
@@ -210,7 +212,7 @@ TEST_F(VmmFineGpu, SleepGivesTheMemoryBackAndWakeRestoresItBitForBit) {
   ASSERT_EQ(cudaSuccess, cudaMemGetInfo(&free_awake, &total));
   gmr_vmm_pool_sleep_options o = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
   o.save_tag_mask = 1u << 1;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_sleep(pool_, &o, &f)) << f.message;
   size_t free_asleep = 0;
   ASSERT_EQ(cudaSuccess, cudaMemGetInfo(&free_asleep, &total));

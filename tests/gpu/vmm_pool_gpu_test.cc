@@ -53,7 +53,7 @@ class VmmPoolGpu : public gmr_test::GpuTest {
   }
   // A pool on device 0; skips the test when the device has no VMM support.
   void Make(gmr_vmm_pool_resource_config c = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT) {
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     gmr_status st = gmr_vmm_pool_resource_create(&c, &pool_, &f);
     if (st == GMR_ERR_UNSUPPORTED) GTEST_SKIP() << f.message;
     ASSERT_EQ(GMR_OK, st) << f.message;
@@ -61,8 +61,8 @@ class VmmPoolGpu : public gmr_test::GpuTest {
   }
   void *Alloc(size_t bytes, cudaStream_t s) {
     void *p = nullptr;
-    gmr_failure f;
-    EXPECT_EQ(GMR_OK, gmr_allocate_ex(r_, bytes, 0, s, &p, &f)) << f.message;
+    gmr_failure f = GMR_FAILURE_INIT;
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate_ex(r_, bytes, 0, s, &p, &f)) << f.message;
     return p;
   }
   gmr_vmm_pool_resource_stats Stats() {
@@ -96,8 +96,8 @@ TEST_F(VmmPoolGpu, KernelsWriteMappedPagesAndSmallBlocks) {
   gmr_vmm_pool_resource_stats st = Stats();
   EXPECT_EQ(5 * kPage, st.mapped_bytes) << "4 pages for the big block, 1 for the small pool";
   EXPECT_EQ(1000u + 24u, st.small_live_bytes);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, small, 1000, 0, s_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, big, 3 * kPage + 100, 0, s_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, small, 1000, 0, s_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, big, 3 * kPage + 100, 0, s_));
 }
 
 TEST_F(VmmPoolGpu, DefragmentationKeepsTheDataOfTheBlocksThatStay) {
@@ -111,8 +111,8 @@ TEST_F(VmmPoolGpu, DefragmentationKeepsTheDataOfTheBlocksThatStay) {
   ASSERT_EQ(cudaSuccess, kernels_.fill(b, kPage, 2, s_));
   ASSERT_EQ(cudaSuccess, kernels_.fill(c, 2 * kPage, 3, s_));
   ASSERT_EQ(cudaSuccess, kernels_.fill(d, kPage, 4, s_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, a, 2 * kPage, 0, s_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, c, 2 * kPage, 0, s_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, a, 2 * kPage, 0, s_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, c, 2 * kPage, 0, s_));
   const size_t mapped = Stats().mapped_bytes;
   // 4 pages: no free region is that large, so A's and C's pages are mapped
   // again side by side, and written there by a kernel.
@@ -126,9 +126,9 @@ TEST_F(VmmPoolGpu, DefragmentationKeepsTheDataOfTheBlocksThatStay) {
   ExpectPattern(b, kPage, 2);
   ExpectPattern(d, kPage, 4);
   ExpectPattern(e, 4 * kPage, 5);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, b, kPage, 0, s_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, d, kPage, 0, s_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, e, 4 * kPage, 0, s_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, b, kPage, 0, s_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, d, kPage, 0, s_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, e, 4 * kPage, 0, s_));
 }
 
 TEST_F(VmmPoolGpu, ZombiesAreUnmappedOnlyAfterTheirEvent) {
@@ -145,7 +145,7 @@ TEST_F(VmmPoolGpu, ZombiesAreUnmappedOnlyAfterTheirEvent) {
   // s2 holds until the host sets the flag (at most ~20 s, so a bug cannot
   // hang the run): A's free is pending on it.
   ASSERT_EQ(cudaSuccess, kernels_.wait_flag(flag, static_cast<long long>(clock_khz) * 20000, s2_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, a, 2 * kPage, 0, s2_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, a, 2 * kPage, 0, s2_));
   void *b = Alloc(2 * kPage, s_);  // A's pages, mapped again after the fence; s waits for s2
   EXPECT_EQ(1u, Stats().zombie_count);
   const uint64_t unmaps = Stats().unmap_count;
@@ -160,8 +160,8 @@ TEST_F(VmmPoolGpu, ZombiesAreUnmappedOnlyAfterTheirEvent) {
   // The pages behind b still hold what the kernel wrote through A.
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(s_));
   ExpectPattern(b, 2 * kPage, 6);
-  for (void *p : {fence, c, d}) EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, kPage, 0, s_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, b, 2 * kPage, 0, s_));
+  for (void *p : {fence, c, d}) EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, kPage, 0, s_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, b, 2 * kPage, 0, s_));
   EXPECT_EQ(cudaSuccess, cudaFreeHost(flag));
 }
 
@@ -169,8 +169,8 @@ TEST_F(VmmPoolGpu, GrowthDuringARealCaptureKeepsTheCaptureValid) {
   Make();
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s_, cudaStreamCaptureModeGlobal));
   void *p = nullptr;
-  gmr_failure f;
-  gmr_status st = gmr_allocate_capturing(r_, 4 * kPage, 0, s_, &p, &f);
+  gmr_failure f = GMR_FAILURE_INIT;
+  gmr_status st = gmr_resource_allocate_capturing(r_, 4 * kPage, 0, s_, &p, &f);
   EXPECT_EQ(GMR_OK, st) << f.message;
   if (st == GMR_OK) {
     EXPECT_EQ(cudaSuccess, kernels_.fill(p, 4 * kPage, 7, s_));
@@ -188,7 +188,7 @@ TEST_F(VmmPoolGpu, GrowthDuringARealCaptureKeepsTheCaptureValid) {
   ExpectPattern(p, 4 * kPage, 7);
   EXPECT_EQ(cudaSuccess, cudaGraphExecDestroy(exec));
   EXPECT_EQ(cudaSuccess, cudaGraphDestroy(graph));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 4 * kPage, 0, s_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 4 * kPage, 0, s_));
 }
 
 TEST_F(VmmPoolGpu, SleepGivesTheMemoryBackAndWakeRestoresItBitForBit) {
@@ -207,14 +207,14 @@ TEST_F(VmmPoolGpu, SleepGivesTheMemoryBackAndWakeRestoresItBitForBit) {
 
   gmr_vmm_pool_sleep_options o = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
   o.save_tag_mask = 1u << 1;  // weights (and the small pool's page): the cache is discarded
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_sleep(pool_, &o, &f)) << f.message;
   size_t free_asleep = 0;
   ASSERT_EQ(cudaSuccess, cudaMemGetInfo(&free_asleep, &total));
   EXPECT_GE(free_asleep, free_awake + 320 * kMiB) << "the device has the pages back";
   EXPECT_EQ(0u, Stats().mapped_bytes);
   void *refused = nullptr;
-  EXPECT_EQ(GMR_ERR_BUSY, gmr_allocate(r_, kPage, 0, s_, &refused));
+  EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_allocate(r_, kPage, 0, s_, &refused));
 
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_wake(pool_, nullptr, &f)) << f.message;
   ExpectPattern(weights, 256 * kMiB, 21);
@@ -223,16 +223,16 @@ TEST_F(VmmPoolGpu, SleepGivesTheMemoryBackAndWakeRestoresItBitForBit) {
   ASSERT_EQ(cudaSuccess, kernels_.fill(cache, 64 * kMiB, 24, s_));
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(s_));
   ExpectPattern(cache, 64 * kMiB, 24);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, weights, 256 * kMiB, 0, s_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, small, 4096, 0, s_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, cache, 64 * kMiB, 0, s_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, weights, 256 * kMiB, 0, s_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, small, 4096, 0, s_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, cache, 64 * kMiB, 0, s_));
 }
 
 TEST_F(VmmPoolGpu, TrimGivesFreePagesBackToTheDevice) {
   Make();
   void *p = Alloc(128 * kMiB, s_);
   ASSERT_EQ(cudaSuccess, kernels_.fill(p, 128 * kMiB, 31, s_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 128 * kMiB, 0, s_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 128 * kMiB, 0, s_));
   size_t before = 0, after = 0, total = 0;
   ASSERT_EQ(cudaSuccess, cudaMemGetInfo(&before, &total));
   size_t released = 0;
@@ -267,7 +267,7 @@ TEST_F(VmmPoolGpu, AKernelOnASecondGpuReadsWhatTheFirstWrote) {
   EXPECT_EQ(cudaSuccess, cudaStreamDestroy(s1));
   EXPECT_EQ(cudaSuccess, cudaFree(dst));
   ASSERT_EQ(cudaSuccess, cudaSetDevice(0));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 3 * kPage, 0, s_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 3 * kPage, 0, s_));
 }
 
 }  // namespace

@@ -109,8 +109,8 @@ class ChunkListener : public gmr_test::SimTest {
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_cuda_resource_as_resource(cuda_)));
     SimTest::TearDown();
   }
-  gmr_chunk_listener_stats Stats() {
-    gmr_chunk_listener_stats s = GMR_CHUNK_LISTENER_STATS_INIT;
+  gmr_chunk_listener_adaptor_stats Stats() {
+    gmr_chunk_listener_adaptor_stats s = GMR_CHUNK_LISTENER_ADAPTOR_STATS_INIT;
     EXPECT_EQ(GMR_OK, gmr_chunk_listener_adaptor_get_stats(adaptor_, &s));
     return s;
   }
@@ -129,14 +129,14 @@ TEST_F(ChunkListener, ListenersHearEveryChunkOfThePoolInPairs) {
   uint32_t id = 0;
   ASSERT_EQ(GMR_OK, gmr_chunk_listener_adaptor_add_listener(adaptor_, &l, &id, nullptr));
   void *small = nullptr, *big = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, 1024, 0, nullptr, &small));
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, 10 * kMiB, 0, nullptr, &big));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 1024, 0, nullptr, &small));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 10 * kMiB, 0, nullptr, &big));
   EXPECT_EQ((std::vector<std::string>{"+4", "+10"}), rec.log) << "one growth step, one chunk of its own";
   std::vector<gmr_chunk> chunks = Chunks();
   ASSERT_EQ(2u, chunks.size());
   EXPECT_LT(chunks[0].addr, chunks[1].addr) << "address order";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, small, 1024, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, big, 10 * kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, small, 1024, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, big, 10 * kMiB, 0, nullptr));
   EXPECT_EQ(2, rec.acquired);
   EXPECT_EQ(0, rec.released) << "the pool keeps its chunks until trim";
   size_t released = 0;
@@ -145,7 +145,7 @@ TEST_F(ChunkListener, ListenersHearEveryChunkOfThePoolInPairs) {
   EXPECT_EQ(2, rec.released);
   EXPECT_TRUE(rec.live.empty());
   EXPECT_FALSE(rec.broken);
-  gmr_chunk_listener_stats s = Stats();
+  gmr_chunk_listener_adaptor_stats s = Stats();
   EXPECT_EQ(0u, s.chunk_count);
   EXPECT_EQ(2u, s.acquired_count);
   EXPECT_EQ(2u, s.released_count);
@@ -154,8 +154,8 @@ TEST_F(ChunkListener, ListenersHearEveryChunkOfThePoolInPairs) {
 
 TEST_F(ChunkListener, ALateListenerHearsTheLiveChunksAndARemovedOneHearsThemGo) {
   void *p = nullptr, *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, 3 * kMiB, 0, nullptr, &p));
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, 6 * kMiB, 0, nullptr, &q));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 3 * kMiB, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 6 * kMiB, 0, nullptr, &q));
   Recorder rec;
   gmr_chunk_listener l = rec.Listener();
   uint32_t id = 0;
@@ -170,8 +170,8 @@ TEST_F(ChunkListener, ALateListenerHearsTheLiveChunksAndARemovedOneHearsThemGo) 
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
             gmr_chunk_listener_adaptor_remove_listener(adaptor_, id, nullptr))
       << "removed already";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, p, 3 * kMiB, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, q, 6 * kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, 3 * kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, q, 6 * kMiB, 0, nullptr));
   EXPECT_FALSE(rec.broken);
 }
 
@@ -182,8 +182,8 @@ TEST_F(ChunkListener, ARefusedChunkGoesBackAndTheAllocationFailsWithTheReason) {
   ASSERT_EQ(GMR_OK, gmr_chunk_listener_adaptor_add_listener(adaptor_, &l2, &ids_[1], nullptr));
   second.refuse_acquire = 1;
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_allocate_ex(top_, kMiB, 0, nullptr, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_allocate_ex(top_, kMiB, 0, nullptr, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_NE(nullptr, std::strstr(f.message, "recorder refuses")) << f.message;
   EXPECT_EQ(a_, f.where) << "the failure names the layer whose listener refused";
@@ -195,8 +195,8 @@ TEST_F(ChunkListener, ARefusedChunkGoesBackAndTheAllocationFailsWithTheReason) {
   EXPECT_EQ(0u, u.used_bytes) << "the chunk went back to the device";
   EXPECT_EQ(1u, Stats().refused_acquire_count);
   // Accepted the next time.
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, kMiB, 0, nullptr, &p));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, p, kMiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, kMiB, 0, nullptr, &p));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, kMiB, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_resource_trim(top_, nullptr));
   EXPECT_FALSE(first.broken || second.broken);
   EXPECT_TRUE(second.live.empty());
@@ -209,8 +209,8 @@ TEST_F(ChunkListener, ARefusedReleaseKeepsTheChunkAndTrimSaysSo) {
   ASSERT_EQ(GMR_OK, gmr_chunk_listener_adaptor_add_listener(adaptor_, &l1, &ids_[0], nullptr));
   ASSERT_EQ(GMR_OK, gmr_chunk_listener_adaptor_add_listener(adaptor_, &l2, &ids_[1], nullptr));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, kMiB, 0, nullptr, &p));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(top_, p, kMiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, kMiB, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, kMiB, 0, nullptr));
   second.refuse_release = 1;
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_trim(top_, nullptr));
   EXPECT_EQ(1u, Stats().chunk_count) << "the chunk stayed";
@@ -229,8 +229,8 @@ TEST_F(ChunkListener, ARefusedReleaseKeepsTheChunkAndTrimSaysSo) {
 
 TEST_F(ChunkListener, AListenerThatRefusesALiveChunkIsNotAdded) {
   void *p = nullptr, *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, 5 * kMiB, 0, nullptr, &p));
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, 6 * kMiB, 0, nullptr, &q));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 5 * kMiB, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 6 * kMiB, 0, nullptr, &q));
   Recorder rec;
   gmr_chunk_listener l = rec.Listener();
   // Accepts the first live chunk, refuses the second: the first is undone.
@@ -245,7 +245,7 @@ TEST_F(ChunkListener, AListenerThatRefusesALiveChunkIsNotAdded) {
     }
   };
   l.on_acquired = Once::Acquire;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY,
             gmr_chunk_listener_adaptor_add_listener(adaptor_, &l, nullptr, &f));
   EXPECT_STREQ("second refused", f.message);
@@ -255,14 +255,14 @@ TEST_F(ChunkListener, AListenerThatRefusesALiveChunkIsNotAdded) {
   l.version = 0;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
             gmr_chunk_listener_adaptor_add_listener(adaptor_, &l, nullptr, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, p, 5 * kMiB, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, q, 6 * kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, 5 * kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, q, 6 * kMiB, 0, nullptr));
 }
 
 TEST_F(ChunkListener, ARemovalARefusalInterruptsIsUndone) {
   void *p = nullptr, *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, 5 * kMiB, 0, nullptr, &p));
-  ASSERT_EQ(GMR_OK, gmr_allocate(top_, 6 * kMiB, 0, nullptr, &q));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 5 * kMiB, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 6 * kMiB, 0, nullptr, &q));
   Recorder rec;
   gmr_chunk_listener l = rec.Listener();
   uint32_t id = 0;
@@ -287,18 +287,18 @@ TEST_F(ChunkListener, ARemovalARefusalInterruptsIsUndone) {
   rec.released = 5;  // let it go now
   EXPECT_EQ(GMR_OK, gmr_chunk_listener_adaptor_remove_listener(adaptor_, id, nullptr));
   EXPECT_TRUE(rec.live.empty());
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, p, 5 * kMiB, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top_, q, 6 * kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, 5 * kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, q, 6 * kMiB, 0, nullptr));
 }
 
 TEST_F(ChunkListener, BadFreesAreRefusedWithoutForwarding) {
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(a_, 2 * kMiB, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(a_, 2 * kMiB, 0, nullptr, &p));
   int local = 0;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(a_, &local, 4, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(a_, p, kMiB, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(a_, p, 2 * kMiB, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(a_, p, 2 * kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(a_, &local, 4, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(a_, p, kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(a_, p, 2 * kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(a_, p, 2 * kMiB, 0, nullptr));
   gmr_resource *extendable = a_;
   EXPECT_EQ(nullptr, extendable->vtbl->extend) << "chunks never grow in place";
 }
@@ -310,15 +310,15 @@ TEST_F(ChunkListener, AFreeWithAnotherAlignmentReachesNoListener) {
   gmr_chunk_listener l = rec.Listener();
   ASSERT_EQ(GMR_OK, gmr_chunk_listener_adaptor_add_listener(adaptor_, &l, &ids_[0], nullptr));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(a_, 2 * kMiB, 128, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(a_, 2 * kMiB, 128, nullptr, &p));
   EXPECT_EQ(1, rec.acquired);
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(a_, p, 2 * kMiB, 0, nullptr))
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(a_, p, 2 * kMiB, 0, nullptr))
       << "256, not the 128 asked for";
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(a_, p, 2 * kMiB, 512, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(a_, p, 2 * kMiB, 512, nullptr));
   EXPECT_EQ(0, rec.released);
   EXPECT_EQ(1, rec.acquired) << "nobody was told the chunk went and came back";
   EXPECT_EQ(1u, Stats().chunk_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(a_, p, 2 * kMiB, 128, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(a_, p, 2 * kMiB, 128, nullptr));
   EXPECT_EQ(1, rec.released);
   EXPECT_FALSE(rec.broken);
   RemoveListeners();
@@ -363,11 +363,11 @@ TEST_F(ChunkListener, ThreadsAllocateWhileListenersComeAndGo) {
       for (int i = 0; i < 200; ++i) {
         void *p = nullptr;
         size_t bytes = size_t(1 + (i * 7 + t) % 9) * kMiB;
-        if (gmr_allocate(a_, bytes, 0, nullptr, &p) != GMR_OK) {
+        if (gmr_resource_allocate(a_, bytes, 0, nullptr, &p) != GMR_OK) {
           failures++;
           continue;
         }
-        if (gmr_deallocate(a_, p, bytes, 0, nullptr) != GMR_OK) failures++;
+        if (gmr_resource_deallocate(a_, p, bytes, 0, nullptr) != GMR_OK) failures++;
       }
     });
   }
@@ -402,13 +402,13 @@ TEST_F(ChunkListener, SpecsPutItBelowAPool) {
   gmr_chunk_listener_adaptor *found = gmr_chunk_listener_adaptor_find(top);
   ASSERT_NE(nullptr, found);
   EXPECT_STREQ("chunk_listener_adaptor",
-               gmr_resource_type_name(gmr_chunk_listener_adaptor_as_resource(found)));
+               gmr_resource_get_type_name(gmr_chunk_listener_adaptor_as_resource(found)));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top, 100, 0, nullptr, &p));
-  gmr_chunk_listener_stats s = GMR_CHUNK_LISTENER_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top, 100, 0, nullptr, &p));
+  gmr_chunk_listener_adaptor_stats s = GMR_CHUNK_LISTENER_ADAPTOR_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_chunk_listener_adaptor_get_stats(found, &s));
   EXPECT_EQ(1u, s.chunk_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top, p, 100, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top, p, 100, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(stack));
 }
 

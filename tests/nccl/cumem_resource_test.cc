@@ -34,7 +34,7 @@ class Cumem : public gmr_test::SimTest {
   gmr_resource *r_ = nullptr;
 
   void Make(gmr_cumem_resource_config c = GMR_CUMEM_RESOURCE_CONFIG_DEFAULT) {
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     ASSERT_EQ(GMR_OK, gmr_cumem_resource_create(&c, &cumem_, &f)) << f.message;
     r_ = gmr_cumem_resource_as_resource(cumem_);
   }
@@ -57,8 +57,8 @@ class Cumem : public gmr_test::SimTest {
 TEST_F(Cumem, EachAllocationIsOnePhysicalAllocationRoundedToTheGranularity) {
   Make();
   void *a = nullptr, *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 1, 0, nullptr, &a));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 5 * kMiB, 0, nullptr, &b));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 1, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 5 * kMiB, 0, nullptr, &b));
   gmr_cuda_sim_vmm_mapping ma, mb;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_vmm_query(a, &ma));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_vmm_query(b, &mb));
@@ -81,8 +81,8 @@ TEST_F(Cumem, EachAllocationIsOnePhysicalAllocationRoundedToTheGranularity) {
   gmr_footprint fp;
   ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r_, &fp));
   EXPECT_EQ(8 * kMiB, fp.held_bytes);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, a, 1, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, b, 5 * kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, a, 1, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, b, 5 * kMiB, 0, nullptr));
   EXPECT_EQ(2u, Stats().release_count);
   EXPECT_EQ(0u, VmmUsage().physical_count);
   EXPECT_EQ(0u, VmmUsage().reservation_count);
@@ -101,14 +101,14 @@ TEST_F(Cumem, NcclReadyAsksForExportableHandlesAndTheRecommendedGranularity) {
   EXPECT_EQ(4 * kMiB, s.granularity_bytes);
   EXPECT_TRUE(s.gpu_direct_rdma);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, kMiB, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, kMiB, 0, nullptr, &p));
   gmr_cuda_sim_vmm_mapping m;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_vmm_query(p, &m));
   EXPECT_EQ(4 * kMiB, m.bytes);
   EXPECT_EQ(unsigned{CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC},
             m.handle_types);
   EXPECT_EQ(0u, reinterpret_cast<uintptr_t>(p) % (4 * kMiB));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, kMiB, 0, nullptr));
 }
 
 TEST_F(Cumem, ADriverThatRefusesFabricHandlesIsAskedAgainWithoutThem) {
@@ -122,13 +122,13 @@ TEST_F(Cumem, ADriverThatRefusesFabricHandlesIsAskedAgainWithoutThem) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_CREATE, 0, 1,
                                                 CUDA_ERROR_NOT_PERMITTED));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, kMiB, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, kMiB, 0, nullptr, &p));
   gmr_cuda_sim_vmm_mapping m;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_vmm_query(p, &m));
   EXPECT_EQ(unsigned{CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}, m.handle_types);
   EXPECT_EQ(unsigned{CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}, Stats().handle_types)
       << "fabric is not asked for again";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, kMiB, 0, nullptr));
 }
 
 TEST_F(Cumem, PeersGetAccessAndTheCallersDeviceIsRestored) {
@@ -139,7 +139,7 @@ TEST_F(Cumem, PeersGetAccessAndTheCallersDeviceIsRestored) {
   EXPECT_EQ(2u, Stats().access_device_count);
   ASSERT_EQ(GMR_OK, gmr_device_set_current(0));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, kMiB, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, kMiB, 0, nullptr, &p));
   int now = -1;
   ASSERT_EQ(GMR_OK, gmr_device_get_current(&now));
   EXPECT_EQ(0, now) << "allocate restores the caller's device";
@@ -147,14 +147,14 @@ TEST_F(Cumem, PeersGetAccessAndTheCallersDeviceIsRestored) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_vmm_query(p, &m));
   EXPECT_EQ(1, m.device) << "memory of the resource's device";
   EXPECT_EQ(3u, m.access_device_mask) << "device 1 and its peer 0";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, kMiB, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_device_get_current(&now));
   EXPECT_EQ(0, now) << "deallocate restores the caller's device";
 }
 
 TEST_F(Cumem, BadConfigsAreRefusedWithAReason) {
   gmr_cumem_resource *r = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   gmr_cumem_resource_config c = GMR_CUMEM_RESOURCE_CONFIG_DEFAULT;
   c.device = 7;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cumem_resource_create(&c, &r, &f));
@@ -187,20 +187,20 @@ TEST_F(Cumem, BadConfigsAreRefusedWithAReason) {
 TEST_F(Cumem, BadFreesChangeNothing) {
   Make();
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 3 * kMiB, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 3 * kMiB, 0, nullptr, &p));
   int local = 0;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r_, &local, 4, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 5 * kMiB, 0, nullptr))
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r_, &local, 4, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 5 * kMiB, 0, nullptr))
       << "5 MiB rounds to 6, the allocation has 4";
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r_));
   EXPECT_EQ(1u, VmmUsage().physical_count);
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 4 * kMiB, 0, nullptr))
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 4 * kMiB, 0, nullptr))
       << "the same rounded size is not the size asked for";
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 3 * kMiB, 4096, nullptr))
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 3 * kMiB, 4096, nullptr))
       << "another alignment";
   EXPECT_EQ(1u, VmmUsage().physical_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 3 * kMiB, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, p, 3 * kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 3 * kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r_, p, 3 * kMiB, 0, nullptr));
 }
 
 // The size and alignment asked for name an allocation, not the granule they
@@ -209,15 +209,15 @@ TEST_F(Cumem, BadFreesChangeNothing) {
 TEST_F(Cumem, AFreeMustNameTheSizeAndAlignmentAskedFor) {
   Make();
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 1000, 512, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 1000, 512, nullptr, &p));
   const gmr_cumem_resource_stats before = Stats();
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 999, 512, nullptr));
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 1001, 512, nullptr));
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 2 * kMiB, 512, nullptr))
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 999, 512, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 1001, 512, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 2 * kMiB, 512, nullptr))
       << "the granule it rounds to";
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 1000, 0, nullptr))
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 1000, 0, nullptr))
       << "256 bytes, not the 512 asked for";
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 1000, 1024, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 1000, 1024, nullptr));
   const gmr_cumem_resource_stats after = Stats();
   EXPECT_EQ(before.live_count, after.live_count);
   EXPECT_EQ(before.live_bytes, after.live_bytes);
@@ -225,9 +225,9 @@ TEST_F(Cumem, AFreeMustNameTheSizeAndAlignmentAskedFor) {
   gmr_cuda_sim_vmm_mapping m;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_vmm_query(p, &m));
   EXPECT_TRUE(m.mapped);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 1000, 512, nullptr));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, p, 1000, 512, nullptr));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, p, 999, 0, nullptr))
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 1000, 512, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r_, p, 1000, 512, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r_, p, 999, 0, nullptr))
       << "freed: whatever the size";
   EXPECT_EQ(0u, VmmUsage().physical_count);
 }
@@ -240,12 +240,12 @@ TEST_F(Cumem, RacingFreesOfOneBlockFreeItOnceAndTheRestAreDoubleFrees) {
   constexpr int kThreads = 4;
   for (int round = 0; round < 25; ++round) {
     void *p = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(r_, kMiB, 0, nullptr, &p));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, kMiB, 0, nullptr, &p));
     std::atomic<int> ok{0}, double_free{0}, other{0};
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&] {
-        gmr_status st = gmr_deallocate(r_, p, kMiB, 0, nullptr);
+        gmr_status st = gmr_resource_deallocate(r_, p, kMiB, 0, nullptr);
         (st == GMR_OK ? ok : st == GMR_ERR_DOUBLE_FREE ? double_free : other)++;
       });
     }
@@ -274,8 +274,8 @@ TEST_F(Cumem, EveryDriverFailureIsRolledBack) {
     SCOPED_TRACE(gmr_cuda_call_name(c.call));
     ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(c.call, 0, 1, c.error));
     void *p = nullptr;
-    gmr_failure f;
-    EXPECT_EQ(c.status, gmr_allocate_ex(r_, kMiB, 0, nullptr, &p, &f));
+    gmr_failure f = GMR_FAILURE_INIT;
+    EXPECT_EQ(c.status, gmr_resource_allocate_ex(r_, kMiB, 0, nullptr, &p, &f));
     EXPECT_EQ(nullptr, p);
     EXPECT_EQ(c.error, f.cuda_error);
     EXPECT_NE(nullptr, std::strstr(f.message, gmr_cuda_call_name(c.call))) << f.message;
@@ -286,35 +286,35 @@ TEST_F(Cumem, EveryDriverFailureIsRolledBack) {
   }
   // A refused unmap or release keeps the allocation live and usable.
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, kMiB, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, kMiB, 0, nullptr, &p));
   for (gmr_cuda_call call : {GMR_CUDA_CALL_MEM_UNMAP, GMR_CUDA_CALL_MEM_RELEASE}) {
     SCOPED_TRACE(gmr_cuda_call_name(call));
     ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(call, 0, 1, CUDA_ERROR_INVALID_VALUE));
-    EXPECT_EQ(GMR_ERR_CUDA, gmr_deallocate(r_, p, kMiB, 0, nullptr));
+    EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_deallocate(r_, p, kMiB, 0, nullptr));
     gmr_cuda_sim_vmm_mapping m;
     ASSERT_EQ(GMR_OK, gmr_cuda_sim_vmm_query(p, &m));
     EXPECT_TRUE(m.mapped);
     static_cast<char *>(p)[kMiB - 1] = 1;  // still writable
     EXPECT_EQ(1u, Stats().live_count);
-    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, kMiB - 1, 0, nullptr))
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, kMiB - 1, 0, nullptr))
         << "live again, not remembered as freed";
   }
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, kMiB, 0, nullptr));
 }
 
 TEST_F(Cumem, TheDeviceRunningOutIsOutOfMemory) {
-  gmr_cuda_sim_disable();
+  EXPECT_EQ(GMR_OK, gmr_cuda_sim_disable());
   gmr_cuda_sim_config small = GMR_CUDA_SIM_CONFIG_DEFAULT;
   small.device_memory_bytes = 8 * kMiB;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_enable(&small));
   Make();
   void *a = nullptr, *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 6 * kMiB, 0, nullptr, &a));
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r_, 4 * kMiB, 0, nullptr, &b, &f));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 6 * kMiB, 0, nullptr, &a));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r_, 4 * kMiB, 0, nullptr, &b, &f));
   EXPECT_EQ(CUDA_ERROR_OUT_OF_MEMORY, f.cuda_error);
   EXPECT_EQ(1u, VmmUsage().reservation_count) << "the failed request's addresses went back";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, a, 6 * kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, a, 6 * kMiB, 0, nullptr));
 }
 
 TEST_F(Cumem, ACapturingStreamIsRefusedWithoutBreakingTheCapture) {
@@ -322,15 +322,15 @@ TEST_F(Cumem, ACapturingStreamIsRefusedWithoutBreakingTheCapture) {
   gmr_stream s = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, kMiB, 0, s, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, kMiB, 0, s, &p));
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
   void *q = nullptr;
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_allocate(r_, kMiB, 0, s, &q));
-  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_deallocate(r_, p, kMiB, 0, s));
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate(r_, kMiB, 0, s, &q));
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_deallocate(r_, p, kMiB, 0, s));
   gmr_graph g = nullptr;
   EXPECT_EQ(GMR_OK, gmr_stream_end_capture(s, &g)) << "the capture is still valid";
   EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, kMiB, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, kMiB, 0, s));
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
 }
 
@@ -343,13 +343,13 @@ TEST_F(Cumem, ThreadsAllocateAndFreeDisjointMemory) {
       for (int i = 0; i < 50; ++i) {
         void *p = nullptr;
         size_t bytes = size_t(1 + (i + t) % 3) * kMiB;
-        if (gmr_allocate(r_, bytes, 0, nullptr, &p) != GMR_OK) {
+        if (gmr_resource_allocate(r_, bytes, 0, nullptr, &p) != GMR_OK) {
           failures++;
           continue;
         }
         std::memset(p, t, bytes);
         if (static_cast<unsigned char *>(p)[bytes - 1] != t) failures++;
-        if (gmr_deallocate(r_, p, bytes, 0, nullptr) != GMR_OK) failures++;
+        if (gmr_resource_deallocate(r_, p, bytes, 0, nullptr) != GMR_OK) failures++;
       }
     });
   }
@@ -374,8 +374,8 @@ TEST_F(Cumem, SpecsBuildItWithItsOptions) {
   EXPECT_EQ(2u, s.access_device_count);
   EXPECT_EQ(unsigned{CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}, s.handle_types);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(top, 4096, 0, nullptr, &p));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(top, p, 4096, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top, 4096, 0, nullptr, &p));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top, p, 4096, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(stack));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
             gmr_stack_create("cumem(peer_access=zero)", &stack, &e));

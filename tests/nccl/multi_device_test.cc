@@ -29,8 +29,8 @@ class MultiDevice : public gmr_test::SimTest {
     unsetenv("GMR_STACK");
   }
   void TearDown() override {
-    EXPECT_EQ(GMR_OK, gmr_device_resources_release());
-    EXPECT_EQ(GMR_OK, gmr_set_device_resource_spec(nullptr, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_device_resource_release_all());
+    EXPECT_EQ(GMR_OK, gmr_device_resource_set_spec(nullptr, nullptr));
     SimTest::TearDown();
   }
   static int Current() {
@@ -52,16 +52,16 @@ TEST_F(MultiDevice, PerDeviceStacksOverVmmMemoryAreOpenToThePeer) {
   for (const char *spec : {"pool > vmm_pool(peer_access=all, va_chunk=1GiB)",
                            "pool > chunk_listener > cumem(nccl_ready=true, peer_access=all)"}) {
     SCOPED_TRACE(spec);
-    ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec(spec, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec(spec, nullptr));
     for (int d = 0; d < 2; ++d) {
       const int other = 1 - d;
       ASSERT_EQ(GMR_OK, gmr_device_set_current(other));
       gmr_resource *r = nullptr;
       gmr_spec_error e;
-      ASSERT_EQ(GMR_OK, gmr_get_device_resource(d, &r, &e)) << e.message;
+      ASSERT_EQ(GMR_OK, gmr_device_resource_get(d, &r, &e)) << e.message;
       EXPECT_EQ(other, Current()) << "creating the stack restores the caller's device";
       void *p = nullptr;
-      ASSERT_EQ(GMR_OK, gmr_allocate(r, 3 * kMiB, 0, nullptr, &p));
+      ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 3 * kMiB, 0, nullptr, &p));
       EXPECT_EQ(other, Current());
       gmr_cuda_sim_vmm_mapping m = Mapping(p);
       EXPECT_TRUE(m.mapped);
@@ -70,18 +70,18 @@ TEST_F(MultiDevice, PerDeviceStacksOverVmmMemoryAreOpenToThePeer) {
       // "The other device reads it": a copy issued with the other device current.
       std::vector<unsigned char> host(3 * kMiB, 0);
       EXPECT_EQ(GMR_OK, gmr_memcpy_async(host.data(), p, host.size(), nullptr));
-      EXPECT_EQ(GMR_OK, gmr_deallocate(r, p, 3 * kMiB, 0, nullptr));
+      EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 3 * kMiB, 0, nullptr));
       EXPECT_EQ(other, Current());
     }
     ASSERT_EQ(GMR_OK, gmr_device_set_current(0));
-    ASSERT_EQ(GMR_OK, gmr_device_resources_release());
+    ASSERT_EQ(GMR_OK, gmr_device_resource_release_all());
   }
 }
 
 // Threads change their current device between calls and allocate from the
 // current device's stack: every block is on the device that was current.
 TEST_F(MultiDevice, ThreadsThatSwitchDevicesAllocateOnTheCurrentOne) {
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec(
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec(
                         "tracking > pool > chunk_listener > cumem(peer_access=all)", nullptr));
   std::atomic<int> wrong{0}, failures{0};
   std::vector<std::thread> threads;
@@ -91,13 +91,13 @@ TEST_F(MultiDevice, ThreadsThatSwitchDevicesAllocateOnTheCurrentOne) {
         const int d = (i + t) % 2;
         if (gmr_device_set_current(d) != GMR_OK) failures++;
         gmr_resource *r = nullptr;
-        if (gmr_get_current_device_resource(&r, nullptr) != GMR_OK) {
+        if (gmr_device_resource_get_current(&r, nullptr) != GMR_OK) {
           failures++;
           continue;
         }
         size_t bytes = size_t{4096} << (i % 10);
         void *p = nullptr;
-        if (gmr_allocate(r, bytes, 0, nullptr, &p) != GMR_OK) {
+        if (gmr_resource_allocate(r, bytes, 0, nullptr, &p) != GMR_OK) {
           failures++;
           continue;
         }
@@ -105,7 +105,7 @@ TEST_F(MultiDevice, ThreadsThatSwitchDevicesAllocateOnTheCurrentOne) {
         if (gmr_cuda_sim_vmm_query(p, &m) != GMR_OK || m.device != d) wrong++;
         // Free it from the other device: the stack still frees on its own.
         if (gmr_device_set_current(1 - d) != GMR_OK) failures++;
-        if (gmr_deallocate(r, p, bytes, 0, nullptr) != GMR_OK) failures++;
+        if (gmr_resource_deallocate(r, p, bytes, 0, nullptr) != GMR_OK) failures++;
         int now = -1;
         if (gmr_device_get_current(&now) != GMR_OK || now != 1 - d) wrong++;
       }
@@ -119,23 +119,23 @@ TEST_F(MultiDevice, ThreadsThatSwitchDevicesAllocateOnTheCurrentOne) {
 // Every call on the stack of device 1 leaves device 0 current.
 TEST_F(MultiDevice, TheCallersDeviceIsRestoredAfterEveryCall) {
   // vmm_pool answers every slot (record_stream, allocate_capturing, trim).
-  ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec("vmm_pool(va_chunk=1GiB)", nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("vmm_pool(va_chunk=1GiB)", nullptr));
   ASSERT_EQ(GMR_OK, gmr_device_set_current(1));
   gmr_stream s1 = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s1));
   ASSERT_EQ(GMR_OK, gmr_device_set_current(0));
   gmr_resource *r = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_get_device_resource(1, &r, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(1, &r, nullptr));
   EXPECT_EQ(0, Current());
   void *p = nullptr, *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 4 * kMiB, 0, s1, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 4 * kMiB, 0, s1, &p));
   EXPECT_EQ(0, Current()) << "allocate";
   EXPECT_EQ(1, Mapping(p).device);
-  ASSERT_EQ(GMR_OK, gmr_record_stream(r, p, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r, p, s1));
   EXPECT_EQ(0, Current()) << "record_stream";
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s1));
-  gmr_failure f;
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r, 5 * kMiB, 0, s1, &q, &f)) << f.message;
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, 5 * kMiB, 0, s1, &q, &f)) << f.message;
   EXPECT_EQ(0, Current()) << "allocate_capturing";
   gmr_graph g = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s1, &g));
@@ -146,8 +146,8 @@ TEST_F(MultiDevice, TheCallersDeviceIsRestoredAfterEveryCall) {
   gmr_footprint fp;
   ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
   EXPECT_EQ(0, Current()) << "footprint";
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p, 4 * kMiB, 0, s1));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, q, 5 * kMiB, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4 * kMiB, 0, s1));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 5 * kMiB, 0, s1));
   EXPECT_EQ(0, Current()) << "deallocate";
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r, nullptr));
   EXPECT_EQ(0, Current()) << "trim";

@@ -27,7 +27,7 @@ TEST(NcclLibrary, EveryEntryPointOfTheFileIsFoundAndReached) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_enable(&sim));
   std::string path = Stub("ok");
   gmr_nccl_library *lib = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_nccl_library_open(path.c_str(), &lib, &f)) << f.message;
   EXPECT_EQ(22803, gmr_nccl_library_get_version(lib));
   const gmr_nccl_api *api = gmr_nccl_library_get_api(lib);
@@ -64,7 +64,7 @@ TEST(NcclLibrary, EveryEntryPointOfTheFileIsFoundAndReached) {
 
 TEST(NcclLibrary, AFileThatIsNotThereIsNamed) {
   gmr_nccl_library *lib = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_NCCL, gmr_nccl_library_open("/nonexistent/libnccl.so.2", &lib, &f));
   EXPECT_EQ(nullptr, lib);
   EXPECT_NE(nullptr, std::strstr(f.message, "dlopen(/nonexistent/libnccl.so.2)")) << f.message;
@@ -74,7 +74,7 @@ TEST(NcclLibrary, AFileThatIsNotThereIsNamed) {
 
 TEST(NcclLibrary, ALibraryWithoutRegistrationIsRefused) {
   gmr_nccl_library *lib = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_NCCL, gmr_nccl_library_open(Stub("noreg").c_str(), &lib, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "ncclCommRegister")) << f.message;
   EXPECT_EQ(GMR_ERR_NCCL, gmr_nccl_library_open(Stub("old").c_str(), &lib, &f));

@@ -43,7 +43,7 @@ class Nccl : public gmr_test::SimTest {
   void SetUp() override {
     SimTest::SetUp();
     gmr_test_fake_nccl_reset();
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     ASSERT_EQ(GMR_OK, gmr_nccl_library_open_api(gmr_test_fake_nccl_api(), &lib_, &f)) << f.message;
     const int devices[2] = {0, 1};
     ASSERT_EQ(GMR_OK, gmr_nccl_comm_init_all(lib_, 2, devices, comms_, &f)) << f.message;
@@ -110,15 +110,16 @@ TEST_F(Nccl, APoolIsRegisteredChunkByChunkAsItGrowsAndShrinks) {
       "pool(min_growth=8MiB, max_growth=8MiB) > chunk_listener > cumem(device=0, nccl_ready=true, "
       "peer_access=all)");
   void *a = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(pool, kMiB, 0, nullptr, &a));  // a chunk before registration
+  ASSERT_EQ(GMR_OK,
+            gmr_resource_allocate(pool, kMiB, 0, nullptr, &a));  // a chunk before registration
   gmr_nccl_registration *reg = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_nccl_register_pool(comms_[0], pool, &reg, &f)) << f.message;
   EXPECT_EQ(1u, Stats(reg).chunk_count) << "the live chunk is registered at once";
   EXPECT_EQ(1u, Stats(reg).segment_count) << "a cumem chunk is one physical allocation";
   EXPECT_TRUE(gmr_nccl_registration_covers(reg, a, kMiB));
   void *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(pool, 20 * kMiB, 0, nullptr, &b));  // a new chunk
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(pool, 20 * kMiB, 0, nullptr, &b));  // a new chunk
   EXPECT_EQ(2u, Stats(reg).chunk_count);
   EXPECT_TRUE(gmr_test_fake_nccl_is_registered(gmr_nccl_comm_get_handle(comms_[0]), b, 20 * kMiB));
   EXPECT_TRUE(gmr_nccl_registration_covers(reg, b, 20 * kMiB)) << "zero-copy for the whole block";
@@ -126,14 +127,14 @@ TEST_F(Nccl, APoolIsRegisteredChunkByChunkAsItGrowsAndShrinks) {
   EXPECT_FALSE(gmr_nccl_registration_covers(reg, &local, 4));
   EXPECT_EQ(28 * kMiB, Stats(reg).registered_bytes);
   // A pool trimmed while registered: each chunk is deregistered first.
-  ASSERT_EQ(GMR_OK, gmr_deallocate(pool, b, 20 * kMiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(pool, b, 20 * kMiB, 0, nullptr));
   size_t released = 0;
   ASSERT_EQ(GMR_OK, gmr_resource_trim(pool, &released));
   EXPECT_EQ(20 * kMiB, released);
   EXPECT_EQ(1u, Stats(reg).chunk_count);
   EXPECT_EQ(1u, Counts().deregister_count);
   EXPECT_EQ(0u, Counts().violation_count) << "deregistered while still mapped";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(pool, a, kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(pool, a, kMiB, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_nccl_deregister(reg, &f)) << f.message;
   EXPECT_EQ(0u, Counts().live_registration_count);
   EXPECT_EQ(2u, Counts().deregister_count);
@@ -144,7 +145,7 @@ TEST_F(Nccl, VmmPoolChunksAreRegisteredPageByPage) {
       "pool(min_growth=8MiB, max_growth=8MiB) > chunk_listener > vmm_pool(device=0, "
       "va_chunk=256MiB, nccl_ready=true)");
   void *a = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(pool, 3 * kMiB, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(pool, 3 * kMiB, 0, nullptr, &a));
   gmr_nccl_registration *reg = nullptr;
   ASSERT_EQ(GMR_OK, gmr_nccl_register_pool(comms_[0], pool, &reg, nullptr));
   gmr_nccl_registration_stats s = Stats(reg);
@@ -154,7 +155,7 @@ TEST_F(Nccl, VmmPoolChunksAreRegisteredPageByPage) {
   EXPECT_TRUE(gmr_nccl_registration_covers(reg, base, kMiB));
   EXPECT_FALSE(gmr_nccl_registration_covers(reg, base, 3 * kMiB))
       << "a buffer over two pages is not zero-copy (NCCL < 2.29 maps one on its peers)";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(pool, a, 3 * kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(pool, a, 3 * kMiB, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_resource_trim(pool, nullptr));
   EXPECT_EQ(0u, Stats(reg).segment_count);
   EXPECT_EQ(GMR_OK, gmr_nccl_deregister(reg, nullptr));
@@ -166,21 +167,21 @@ TEST_F(Nccl, TheFakeCatchesRegistrationsGmrAvoids) {
   gmr_nccl_comm_handle c0 = gmr_nccl_comm_get_handle(comms_[0]);
   gmr_resource *pages = Stack("vmm_pool(device=0, va_chunk=64MiB, small_pool=false)");
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(pages, 4 * kMiB, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(pages, 4 * kMiB, 0, nullptr, &p));
   void *h = nullptr;
   EXPECT_EQ(GMR_NCCL_INVALID_ARGUMENT, api->comm_register(c0, p, 4 * kMiB, &h))
       << "two pages are two physical allocations";
   gmr_resource *one = Stack("cumem(device=1)");
   void *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(one, kMiB, 0, nullptr, &q));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(one, kMiB, 0, nullptr, &q));
   EXPECT_EQ(GMR_NCCL_INVALID_ARGUMENT, api->comm_register(c0, q, kMiB, &h))
       << "device 1 memory with the communicator of device 0";
   ASSERT_EQ(GMR_NCCL_SUCCESS, api->comm_register(c0, p, 2 * kMiB, &h));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(pages, p, 4 * kMiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(pages, p, 4 * kMiB, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_resource_trim(pages, nullptr));  // the pages go back, still registered
   EXPECT_EQ(1u, gmr_test_fake_nccl_verify());
   EXPECT_EQ(GMR_NCCL_SUCCESS, api->comm_deregister(c0, h));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(one, q, kMiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(one, q, kMiB, 0, nullptr));
   EXPECT_EQ(4u, Counts().violation_count);
   EXPECT_NE(nullptr, std::strstr(gmr_test_fake_nccl_violation(0), "crosses the end"));
   EXPECT_NE(nullptr, std::strstr(gmr_test_fake_nccl_violation(1), "device 1 memory"));
@@ -202,10 +203,10 @@ TEST_F(Nccl, SymmetricBuffersHaveTheSameOffsetInTheirRegistrationOnBothRanks) {
   for (int d = 0; d < 2; ++d) {
     ASSERT_EQ(GMR_OK, gmr_device_set_current(d));
     for (int i = 0; i < 5; ++i) {
-      ASSERT_EQ(GMR_OK, gmr_allocate(sym[d], sizes[i], 0, nullptr, &p[d][i]));
+      ASSERT_EQ(GMR_OK, gmr_resource_allocate(sym[d], sizes[i], 0, nullptr, &p[d][i]));
     }
-    ASSERT_EQ(GMR_OK, gmr_deallocate(sym[d], p[d][2], sizes[2], 0, nullptr));
-    ASSERT_EQ(GMR_OK, gmr_allocate(sym[d], 2 * kMiB, 0, nullptr, &p[d][2]));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(sym[d], p[d][2], sizes[2], 0, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(sym[d], 2 * kMiB, 0, nullptr, &p[d][2]));
   }
   ASSERT_EQ(GMR_OK, gmr_device_set_current(0));
   gmr_symmetric_resource *s0 = gmr_symmetric_resource_from_resource(sym[0]);
@@ -230,7 +231,8 @@ TEST_F(Nccl, SymmetricBuffersHaveTheSameOffsetInTheirRegistrationOnBothRanks) {
   for (int d = 0; d < 2; ++d) {
     ASSERT_EQ(GMR_OK, gmr_device_set_current(d));
     for (int i = 0; i < 5; ++i) {
-      EXPECT_EQ(GMR_OK, gmr_deallocate(sym[d], p[d][i], i == 2 ? 2 * kMiB : sizes[i], 0, nullptr));
+      EXPECT_EQ(GMR_OK,
+                gmr_resource_deallocate(sym[d], p[d][i], i == 2 ? 2 * kMiB : sizes[i], 0, nullptr));
     }
     EXPECT_EQ(GMR_OK, gmr_nccl_deregister(reg[d], nullptr));
   }
@@ -239,7 +241,7 @@ TEST_F(Nccl, SymmetricBuffersHaveTheSameOffsetInTheirRegistrationOnBothRanks) {
 
 TEST_F(Nccl, NcclMissingNamesTheLibrary) {
   gmr_nccl_library *lib = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_NCCL, gmr_nccl_library_open("libnccl-not-here.so.2", &lib, &f));
   EXPECT_EQ(nullptr, lib);
   EXPECT_NE(nullptr, std::strstr(f.message, "dlopen(libnccl-not-here.so.2)")) << f.message;
@@ -265,37 +267,37 @@ TEST_F(Nccl, NcclMissingNamesTheLibrary) {
 TEST_F(Nccl, RegisteringFreedMemoryIsAnUnknownPointer) {
   gmr_resource *leaf = Stack("cumem(device=0, nccl_ready=true)");
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(leaf, 4 * kMiB, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(leaf, 4 * kMiB, 0, nullptr, &p));
   gmr_nccl_registration *reg = nullptr;
   ASSERT_EQ(GMR_OK, gmr_nccl_register_buffer(comms_[0], p, 4 * kMiB, &reg, nullptr));
   EXPECT_TRUE(gmr_nccl_registration_covers(reg, p, 4 * kMiB));
   ASSERT_EQ(GMR_OK, gmr_nccl_deregister(reg, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(leaf, p, 4 * kMiB, 0, nullptr));
-  gmr_failure f;
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(leaf, p, 4 * kMiB, 0, nullptr));
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_nccl_register_buffer(comms_[0], p, 4 * kMiB, &reg, &f));
   EXPECT_EQ(nullptr, reg);
   EXPECT_NE(nullptr, std::strstr(f.message, "freed")) << f.message;
   EXPECT_NE(nullptr, std::strstr(f.message, "CUDA_ERROR_NOT_FOUND")) << f.message;
   EXPECT_EQ(0u, Counts().live_registration_count);
   // Half live, half beyond the allocation's end: nothing stays registered.
-  ASSERT_EQ(GMR_OK, gmr_allocate(leaf, 2 * kMiB, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(leaf, 2 * kMiB, 0, nullptr, &p));
   EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_nccl_register_buffer(comms_[0], p, 64 * kMiB, &reg, &f));
   EXPECT_EQ(2u, Counts().register_count) << "the first part was registered";
   EXPECT_EQ(2u, Counts().deregister_count) << "and undone";
   EXPECT_EQ(0u, Counts().live_registration_count);
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_nccl_register_buffer(comms_[0], p, 0, &reg, &f));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(leaf, p, 2 * kMiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(leaf, p, 2 * kMiB, 0, nullptr));
 }
 
 TEST_F(Nccl, ACommunicatorWithRegistrationsIsNotDestroyed) {
   gmr_resource *pool = Stack("pool > chunk_listener > cumem(device=1, nccl_ready=true)");
   ASSERT_EQ(GMR_OK, gmr_device_set_current(1));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(pool, kMiB, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(pool, kMiB, 0, nullptr, &p));
   ASSERT_EQ(GMR_OK, gmr_device_set_current(0));
   gmr_nccl_registration *reg = nullptr;
   ASSERT_EQ(GMR_OK, gmr_nccl_register_pool(comms_[1], pool, &reg, nullptr));
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_BUSY, gmr_nccl_comm_destroy(comms_[1], &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "1 registration")) << f.message;
   EXPECT_EQ(2u, Counts().live_comm_count) << "nothing was destroyed";
@@ -307,17 +309,17 @@ TEST_F(Nccl, ACommunicatorWithRegistrationsIsNotDestroyed) {
   EXPECT_EQ(GMR_OK, gmr_nccl_comm_destroy(comms_[1], &f)) << f.message;
   comms_[1] = nullptr;
   ASSERT_EQ(GMR_OK, gmr_device_set_current(1));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(pool, p, kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(pool, p, kMiB, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_device_set_current(0));
 }
 
 TEST_F(Nccl, ADeregistrationNcclRefusesKeepsTheMemoryUntilItSucceeds) {
   gmr_resource *pool = Stack("pool > chunk_listener > cumem(device=0, nccl_ready=true)");
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(pool, kMiB, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(pool, kMiB, 0, nullptr, &p));
   gmr_nccl_registration *reg = nullptr;
   ASSERT_EQ(GMR_OK, gmr_nccl_register_pool(comms_[0], pool, &reg, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(pool, p, kMiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(pool, p, kMiB, 0, nullptr));
   gmr_test_fake_nccl_fail(GMR_TEST_FAKE_NCCL_DEREGISTER, 0, 1, GMR_NCCL_INTERNAL_ERROR);
   EXPECT_EQ(GMR_ERR_NCCL, gmr_resource_trim(pool, nullptr));
   gmr_footprint fp;
@@ -328,7 +330,7 @@ TEST_F(Nccl, ADeregistrationNcclRefusesKeepsTheMemoryUntilItSucceeds) {
   EXPECT_EQ(0u, gmr_test_fake_nccl_verify());
   // The same through gmr_nccl_deregister: it stays valid and can be retried.
   gmr_test_fake_nccl_fail(GMR_TEST_FAKE_NCCL_DEREGISTER, 0, 1, GMR_NCCL_INTERNAL_ERROR);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_NCCL, gmr_nccl_deregister(reg, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "ncclCommDeregister")) << f.message;
   EXPECT_NE(nullptr, std::strstr(f.message, "ncclInternalError")) << f.message;
@@ -344,35 +346,35 @@ TEST_F(Nccl, ARegistrationNcclRefusesFailsTheAllocationAndLeaksNothing) {
   ASSERT_EQ(GMR_OK, gmr_nccl_register_pool(comms_[0], pool, &reg, nullptr));
   gmr_test_fake_nccl_fail(GMR_TEST_FAKE_NCCL_REGISTER, 0, 1, GMR_NCCL_SYSTEM_ERROR);
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_NCCL, gmr_allocate_ex(pool, kMiB, 0, nullptr, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_NCCL, gmr_resource_allocate_ex(pool, kMiB, 0, nullptr, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "ncclCommRegister")) << f.message;
   EXPECT_NE(nullptr, std::strstr(f.message, "ncclSystemError")) << f.message;
   gmr_cuda_sim_vmm_usage u;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_vmm_usage(&u));
   EXPECT_EQ(0u, u.physical_count) << "the chunk went back to the driver";
   EXPECT_EQ(0u, Stats(reg).chunk_count);
-  ASSERT_EQ(GMR_OK, gmr_allocate(pool, kMiB, 0, nullptr, &p)) << "and the next one works";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(pool, p, kMiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(pool, kMiB, 0, nullptr, &p)) << "and the next one works";
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(pool, p, kMiB, 0, nullptr));
   // register_pool itself refused: nothing stays attached or registered.
   gmr_resource *other = Stack("pool > chunk_listener > cumem(device=0)");
-  ASSERT_EQ(GMR_OK, gmr_allocate(other, kMiB, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(other, kMiB, 0, nullptr, &p));
   gmr_test_fake_nccl_fail(GMR_TEST_FAKE_NCCL_REGISTER, 0, 1, GMR_NCCL_INVALID_ARGUMENT);
   gmr_nccl_registration *r2 = nullptr;
   EXPECT_EQ(GMR_ERR_NCCL, gmr_nccl_register_pool(comms_[0], other, &r2, &f));
   EXPECT_EQ(nullptr, r2);
-  gmr_chunk_listener_stats cs = GMR_CHUNK_LISTENER_STATS_INIT;
+  gmr_chunk_listener_adaptor_stats cs = GMR_CHUNK_LISTENER_ADAPTOR_STATS_INIT;
   ASSERT_EQ(GMR_OK,
             gmr_chunk_listener_adaptor_get_stats(gmr_chunk_listener_adaptor_find(other), &cs));
   EXPECT_EQ(0u, cs.listener_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(other, p, kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(other, p, kMiB, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_nccl_deregister(reg, nullptr));
 }
 
 TEST_F(Nccl, MisusedRegistrationsAreRefusedWithAReason) {
   gmr_resource *plain = Stack("pool > cumem(device=0)");
   gmr_nccl_registration *reg = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_nccl_register_pool(comms_[0], plain, &reg, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "chunk_listener")) << f.message;
   gmr_resource *pool = Stack("pool > chunk_listener > cumem(device=0)");
@@ -401,7 +403,7 @@ TEST_F(Nccl, AWrappedCommunicatorIsLeftToItsOwner) {
   EXPECT_EQ(GMR_OK, gmr_nccl_comm_destroy(w, nullptr));
   EXPECT_EQ(3u, Counts().live_comm_count) << "the wrapper went, the communicator stayed";
   EXPECT_EQ(GMR_NCCL_SUCCESS, gmr_test_fake_nccl_api()->comm_destroy(raw));
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_NCCL, gmr_nccl_comm_wrap(lib_, raw, &w, &f)) << "a destroyed communicator";
   EXPECT_EQ(nullptr, w);
   EXPECT_NE(nullptr, std::strstr(f.message, "ncclCommCuDevice")) << f.message;
@@ -428,12 +430,12 @@ TEST_F(Nccl, ThreadsAllocateOnBothRanksWhileRegistered) {
       for (int i = 0; i < 150; ++i) {
         size_t bytes = size_t(1 + (i * 5 + t) % 7) * kMiB;
         void *p = nullptr;
-        if (gmr_allocate(pool[d], bytes, 0, nullptr, &p) != GMR_OK) {
+        if (gmr_resource_allocate(pool[d], bytes, 0, nullptr, &p) != GMR_OK) {
           failures++;
           continue;
         }
         if (!gmr_nccl_registration_covers(reg[d], p, bytes)) failures++;
-        if (gmr_deallocate(pool[d], p, bytes, 0, nullptr) != GMR_OK) failures++;
+        if (gmr_resource_deallocate(pool[d], p, bytes, 0, nullptr) != GMR_OK) failures++;
         if (i % 25 == 0 && gmr_resource_trim(pool[d], nullptr) != GMR_OK) failures++;
       }
     });

@@ -2,7 +2,7 @@
  * tests/support/capture_leaf.h: a leaf resource over the CUDA layer
  * (cudaMalloc / cudaFree, real or simulated) whose vtable has the
  * allocate_capturing slot or not, for tests of resources that grow during a
- * capture through their upstream (gmr_allocate_capturing) without depending
+ * capture through their upstream (gmr_resource_allocate_capturing) without depending
  * on which library resource implements the slot.
  *
  * allocate: a plain cudaMalloc, as a naive upstream makes it (during a

@@ -68,15 +68,15 @@ class FixedBlockTest : public SimTest {
     return s == dead ? s : nullptr;
   }
 
-  static gmr_fixed_block_stats Stats(gmr_fixed_block_resource *f) {
-    gmr_fixed_block_stats s = GMR_FIXED_BLOCK_STATS_INIT;
+  static gmr_fixed_block_resource_stats Stats(gmr_fixed_block_resource *f) {
+    gmr_fixed_block_resource_stats s = GMR_FIXED_BLOCK_RESOURCE_STATS_INIT;
     EXPECT_EQ(GMR_OK, gmr_fixed_block_resource_get_stats(f, &s));
     return s;
   }
 
   static void *Alloc(gmr_resource *r, size_t bytes, gmr_stream s = nullptr) {
     void *p = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_allocate(r, bytes, 0, s, &p)) << bytes;
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate(r, bytes, 0, s, &p)) << bytes;
     return p;
   }
 

@@ -16,7 +16,7 @@ struct gmr_gate_resource {
 static gmr_status gate_allocate(gmr_resource *self, size_t bytes, size_t alignment,
                                 gmr_stream stream, void **out_ptr, gmr_failure *failure) {
   gmr_gate_resource *g = (gmr_gate_resource *)self;
-  return gmr_allocate_ex(g->upstream, bytes, alignment, stream, out_ptr, failure);
+  return gmr_resource_allocate_ex(g->upstream, bytes, alignment, stream, out_ptr, failure);
 }
 
 static gmr_status gate_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
@@ -28,7 +28,7 @@ static gmr_status gate_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
       return (gmr_status)atomic_load(&g->refuse_status);
     }
   }
-  return gmr_deallocate(g->upstream, ptr, bytes, alignment, stream);
+  return gmr_resource_deallocate(g->upstream, ptr, bytes, alignment, stream);
 }
 
 static gmr_status gate_destroy(gmr_resource *self) {

@@ -38,7 +38,7 @@ inline std::thread ForwardingThread(gmr_resource *r, gmr_stream stream, int t, s
     for (unsigned i = 0; !done.load() || i < 100; ++i) {
       size_t n = base + step * ((i * 7 + static_cast<unsigned>(t)) % classes);
       void *p = nullptr;
-      if (gmr_allocate(r, n, 0, stream, &p) != GMR_OK) {
+      if (gmr_resource_allocate(r, n, 0, stream, &p) != GMR_OK) {
         failures++;
         continue;
       }
@@ -48,11 +48,11 @@ inline std::thread ForwardingThread(gmr_resource *r, gmr_stream stream, int t, s
         auto [q, m] = live.front();
         live.erase(live.begin());
         if (q[0] != t || q[m - 1] != t) failures++;
-        if (gmr_deallocate(r, q, m, 0, stream) != GMR_OK) failures++;
+        if (gmr_resource_deallocate(r, q, m, 0, stream) != GMR_OK) failures++;
       }
     }
     for (auto [q, m] : live) {
-      if (gmr_deallocate(r, q, m, 0, stream) != GMR_OK) failures++;
+      if (gmr_resource_deallocate(r, q, m, 0, stream) != GMR_OK) failures++;
     }
   });
 }
@@ -121,15 +121,15 @@ class GraphArena : public SimTest {
     return a;
   }
 
-  static gmr_graph_arena_stats Stats(gmr_graph_arena_resource *a) {
-    gmr_graph_arena_stats st = GMR_GRAPH_ARENA_STATS_INIT;
+  static gmr_graph_arena_resource_stats Stats(gmr_graph_arena_resource *a) {
+    gmr_graph_arena_resource_stats st = GMR_GRAPH_ARENA_RESOURCE_STATS_INIT;
     EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_get_stats(a, &st));
     return st;
   }
 
   static void *Alloc(gmr_resource *r, size_t bytes, gmr_stream s = nullptr) {
     void *p = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_allocate(r, bytes, 0, s, &p)) << bytes;
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate(r, bytes, 0, s, &p)) << bytes;
     return p;
   }
 
@@ -196,15 +196,15 @@ class ArenaCapture : public gmr_test::SimTest {
     return a;
   }
 
-  static gmr_graph_arena_stats Stats(gmr_graph_arena_resource *a) {
-    gmr_graph_arena_stats st = GMR_GRAPH_ARENA_STATS_INIT;
+  static gmr_graph_arena_resource_stats Stats(gmr_graph_arena_resource *a) {
+    gmr_graph_arena_resource_stats st = GMR_GRAPH_ARENA_RESOURCE_STATS_INIT;
     EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_get_stats(a, &st));
     return st;
   }
 
   static void *Alloc(gmr_resource *r, size_t bytes, gmr_stream s) {
     void *p = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_allocate(r, bytes, 0, s, &p)) << bytes;
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate(r, bytes, 0, s, &p)) << bytes;
     return p;
   }
 

@@ -28,8 +28,8 @@ class LimitingTest : public ::testing::Test {
     ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(up_, &c, &lim_));
   }
   gmr_resource *r() { return gmr_limiting_adaptor_as_resource(lim_); }
-  gmr_limiting_stats Stats() {
-    gmr_limiting_stats s = GMR_LIMITING_STATS_INIT;
+  gmr_limiting_adaptor_stats Stats() {
+    gmr_limiting_adaptor_stats s = GMR_LIMITING_ADAPTOR_STATS_INIT;
     EXPECT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(lim_, &s));
     return s;
   }

@@ -46,7 +46,7 @@ static gmr_status mock_allocate(gmr_resource *self, size_t bytes, size_t alignme
   }
   gmr_status st;
   if (m->upstream != NULL) {
-    st = gmr_allocate_ex(m->upstream, bytes, alignment, stream, out_ptr, failure);
+    st = gmr_resource_allocate_ex(m->upstream, bytes, alignment, stream, out_ptr, failure);
   } else {
     size_t rounded = (bytes + alignment - 1) & ~(alignment - 1);
     *out_ptr = aligned_alloc(alignment < sizeof(void *) ? sizeof(void *) : alignment, rounded);
@@ -65,7 +65,7 @@ static gmr_status mock_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
   atomic_fetch_add(&m->called_deallocate, 1);
   gmr_status st = GMR_OK;
   if (m->upstream != NULL) {
-    st = gmr_deallocate(m->upstream, ptr, bytes, alignment, stream);
+    st = gmr_resource_deallocate(m->upstream, ptr, bytes, alignment, stream);
   } else {
     free(ptr);
   }

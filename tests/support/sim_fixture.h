@@ -29,7 +29,7 @@ class SimTest : public ::testing::Test {
           << "a CUDA call named a destroyed or unknown stream/event/pool/graph (real CUDA may "
              "crash on it)";
     }
-    gmr_cuda_sim_clear_failures();
+    EXPECT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
     EXPECT_EQ(GMR_OK, gmr_cuda_sim_disable())
         << "the test left simulated CUDA objects alive (a leak)";
   }

@@ -27,7 +27,7 @@ static gmr_status rec_allocate(gmr_resource *self, size_t bytes, size_t alignmen
                                gmr_stream stream, void **out_ptr, gmr_failure *failure) {
   gmr_stream_recorder *r = (gmr_stream_recorder *)self;
   note(r, GMR_STREAM_RECORDER_ALLOCATE, stream);
-  return gmr_allocate_ex(r->upstream, bytes, alignment, stream, out_ptr, failure);
+  return gmr_resource_allocate_ex(r->upstream, bytes, alignment, stream, out_ptr, failure);
 }
 
 static gmr_status rec_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
@@ -35,14 +35,14 @@ static gmr_status rec_allocate_capturing(gmr_resource *self, size_t bytes, size_
                                          gmr_failure *failure) {
   gmr_stream_recorder *r = (gmr_stream_recorder *)self;
   note(r, GMR_STREAM_RECORDER_ALLOCATE_CAPTURING, stream);
-  return gmr_allocate_ex(r->upstream, bytes, alignment, stream, out_ptr, failure);
+  return gmr_resource_allocate_ex(r->upstream, bytes, alignment, stream, out_ptr, failure);
 }
 
 static gmr_status rec_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                  gmr_stream stream) {
   gmr_stream_recorder *r = (gmr_stream_recorder *)self;
   note(r, GMR_STREAM_RECORDER_DEALLOCATE, stream);
-  return gmr_deallocate(r->upstream, ptr, bytes, alignment, stream);
+  return gmr_resource_deallocate(r->upstream, ptr, bytes, alignment, stream);
 }
 
 static gmr_status rec_destroy(gmr_resource *self) {

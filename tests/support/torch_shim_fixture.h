@@ -56,7 +56,7 @@ class TorchShimTest : public SimTest {
   void SetUp() override {
     SimTest::SetUp();
     unsetenv("GMR_STACK");
-    ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec("tracking > cuda(kind=device)", nullptr));
+    ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("tracking > cuda(kind=device)", nullptr));
   }
   void TearDown() override {
     EXPECT_EQ(0u, torch_counters().live_count) << "a test left allocations live";
@@ -68,15 +68,15 @@ class TorchShimTest : public SimTest {
       EXPECT_EQ(0u, info.pending_memory_count) << "device " << d;
       EXPECT_EQ(0u, info.arena_held_bytes) << "device " << d;
     }
-    EXPECT_EQ(GMR_OK, gmr_device_resources_release());
-    EXPECT_EQ(GMR_OK, gmr_set_device_resource_spec(nullptr, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_device_resource_release_all());
+    EXPECT_EQ(GMR_OK, gmr_device_resource_set_spec(nullptr, nullptr));
     unsetenv("GMR_STACK");
     SimTest::TearDown();
   }
   static void use_spec(const char *spec) {
     gmr_torch_reset();
-    ASSERT_EQ(GMR_OK, gmr_device_resources_release());
-    ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec(spec, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_device_resource_release_all());
+    ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec(spec, nullptr));
   }
   static size_t used(int device) {
     gmr_cuda_sim_usage u;

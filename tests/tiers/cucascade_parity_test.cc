@@ -39,7 +39,7 @@ class Parity : public gmr_test::StreamsTierTest {
   Parity() : StreamsTierTest(3) {}
   gmr_status Refused(size_t bytes, gmr_stream s, gmr_failure *f) {
     void *p = nullptr;
-    gmr_status st = gmr_allocate_ex(Gpu(), bytes, 0, s, &p, f);
+    gmr_status st = gmr_resource_allocate_ex(Gpu(), bytes, 0, s, &p, f);
     EXPECT_EQ(nullptr, p);
     return st;
   }
@@ -52,7 +52,7 @@ TEST_F(Parity, ReserveUpToWithNothingAvailableGivesAZeroByteReservationThatGrows
   gmr_reservation_strategy gpu = gmr_reservation_strategy_space(Id(GMR_TIER_GPU, 0));
   gmr_reservation_id zero = 0;
   size_t got = 7;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_tier_manager_reserve_up_to(m_, &gpu, 100 * KiB, &zero, &got, &f))
       << f.message;
   EXPECT_NE(0u, zero);
@@ -99,7 +99,7 @@ TEST_F(Parity, AZeroByteReservationIsNeverADiskOne) {
   // Only DISK: refused, nothing reserved.
   gmr_reservation_strategy disk = gmr_reservation_strategy_tier(GMR_TIER_DISK);
   gmr_reservation_id none = 5;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED,
             gmr_tier_manager_reserve_up_to(m_, &disk, 1 * KiB, &none, &got, &f));
   EXPECT_EQ(0u, none);
@@ -114,7 +114,7 @@ TEST_F(Parity, IncreaseGrowsTheReservationAsFarAsTheSpaceAllowsBeforeTheCapacity
   gmr_reservation_id r = Bound(128 * KiB, streams_[0], gmr_limit_policy_increase(1.25, 0));
   void *untracked = Alloc(768 * KiB, streams_[1]);  // used: 896 KiB; 128 KiB available
   // 512 KiB pass both the reservation (128 KiB) and the capacity (768 + 512 > 1024 KiB).
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, Refused(512 * KiB, streams_[0], &f));
   // The policy was asked first: the reservation grew by all the space had.
   gmr_reservation_info i = Info(r);
@@ -150,7 +150,7 @@ TEST_F(Parity, AtTheCapacityOtherPoliciesAreAskedFirstToo) {
   gmr_reservation_id lenient = Bound(64 * KiB, streams_[0], gmr_limit_policy_ignore());
   gmr_reservation_id strict = Bound(64 * KiB, streams_[1], gmr_limit_policy_fail());
   void *untracked = Alloc(1000 * KiB, streams_[2]);  // 24 KiB left of the capacity
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   // ignore would let it past its reservation; the capacity refuses: no overage.
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, Refused(128 * KiB, streams_[0], &f));
   EXPECT_TRUE(Has(f.message, "policy ignore would let it pass its 65536 bytes")) << f.message;
@@ -179,7 +179,7 @@ TEST_F(Parity, IncreaseKeepsAPartialGrowthBelowTheCapacityToo) {
   Make({c});
   gmr_reservation_id r = Bound(128 * KiB, streams_[0], gmr_limit_policy_increase(1.25, 0));
   void *untracked = Alloc(256 * KiB, streams_[1]);  // used 384 KiB of 512
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, Refused(512 * KiB, streams_[0], &f));  // capacity fine
   EXPECT_EQ(256 * KiB, Info(r).bytes);
   EXPECT_TRUE(Has(f.message, "reservation " + std::to_string(r) +
@@ -200,7 +200,7 @@ TEST_F(Parity, CapacitiesThatCannotBeRealAreRefused) {
   auto refuse = [&](gmr_memory_space_config c, size_t capacity) {
     c.capacity_bytes = capacity;
     gmr_tier_manager *m = reinterpret_cast<gmr_tier_manager *>(1);
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_tier_manager_create(&c, 1, &m, &f));
     EXPECT_EQ(nullptr, m);
     EXPECT_TRUE(Has(f.message, "capacity_bytes " + std::to_string(capacity))) << f.message;
@@ -226,7 +226,7 @@ TEST_F(Parity, TheDefaultLimitPolicyIsFail) {
   c.stream_count = 0;
   Make({c});
   gmr_reservation_id r = ReserveIn(GMR_TIER_GPU, 0, 64 * KiB);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_reservation_bind_stream(m_, r, streams_[0], nullptr, &f));
   void *p = Alloc(64 * KiB, streams_[0]);
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, Refused(256, streams_[0], &f));  // refused at the cause
@@ -250,7 +250,7 @@ TEST_F(Parity, TheDefaultLimitPolicyIsFail) {
 TEST_F(Parity, DestroyRefusesWhileAReservationLivesAndChangesNothing) {
   Make({GpuConfig(0, 1 * MiB)});
   gmr_reservation_id r = ReserveIn(GMR_TIER_GPU, 0, 64 * KiB);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_reservation_bind_stream(m_, r, streams_[0], nullptr, &f));
   EXPECT_EQ(GMR_ERR_BUSY, gmr_tier_manager_destroy(m_));
   EXPECT_EQ(GMR_ERR_BUSY, gmr_tier_manager_destroy(m_));  // as often as asked
@@ -278,7 +278,7 @@ TEST_F(SmallDevice, AGpuCapacityAboveTheDevicesMemoryIsRefused) {
   const size_t pib = size_t{1} << 50, device = size_t{4} << 30;
   gmr_memory_space_config c = GpuConfig(0, pib);
   gmr_tier_manager *m = reinterpret_cast<gmr_tier_manager *>(1);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_tier_manager_create(&c, 1, &m, &f));
   EXPECT_EQ(nullptr, m);
   EXPECT_TRUE(Has(f.message, "GPU space 0: capacity_bytes " + std::to_string(pib))) << f.message;

@@ -165,7 +165,7 @@ class DowngradeWorkload {
     host.initial_chunk_count = c_.host_initial_chunks;
     host.stream_count = 2;
     gmr_memory_space_config configs[] = {gpu, host};
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     if (gmr_tier_manager_create(configs, 2, &m_, &f) != GMR_OK) {
       *error = f.message;
       return false;
@@ -198,7 +198,7 @@ class DowngradeWorkload {
     }
     const gmr_reservation_strategy *where = to_host ? &down_ : &on_gpu_;
     gmr_reservation_id r = 0;
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     gmr_status st = wait ? gmr_tier_manager_reserve(m_, where, c_.buffer_bytes, 30 * kSecond, &r, &f)
                          : gmr_tier_manager_try_reserve(m_, where, c_.buffer_bytes, &r, &f);
     if (st != GMR_OK) {
@@ -218,12 +218,13 @@ class DowngradeWorkload {
     if (ok && to_host) {
       for (size_t k = 0; k < BlockCount() && ok; ++k) {
         void *blk = nullptr;
-        ok = Check(gmr_allocate(target, BlockSize(k), 0, s, &blk), "allocate a host block");
+        ok =
+            Check(gmr_resource_allocate(target, BlockSize(k), 0, s, &blk), "allocate a host block");
         if (ok) dst_blocks.push_back(blk);
       }
       host_alloc_ns_ += NsSince(t_alloc);
     } else if (ok) {
-      ok = Check(gmr_allocate(target, c_.buffer_bytes, 0, s, &dst), "allocate on the GPU");
+      ok = Check(gmr_resource_allocate(target, c_.buffer_bytes, 0, s, &dst), "allocate on the GPU");
       gpu_alloc_ns_ += NsSince(t_alloc);
     }
     if (ok) {
@@ -238,10 +239,12 @@ class DowngradeWorkload {
       ok = ok && Check(gmr_stream_synchronize(s), "synchronise the copy");
       copy_ns_ += static_cast<uint64_t>(MsSince(t0) * 1e6);
       if (ok && to_host) {
-        ok = Check(gmr_deallocate(source, b.ptr, c_.buffer_bytes, 0, s), "free the GPU buffer");
+        ok = Check(gmr_resource_deallocate(source, b.ptr, c_.buffer_bytes, 0, s),
+                   "free the GPU buffer");
       } else if (ok) {
         for (size_t k = 0; k < b.blocks.size() && ok; ++k) {
-          ok = Check(gmr_deallocate(source, b.blocks[k], BlockSize(k), 0, s), "free a host block");
+          ok = Check(gmr_resource_deallocate(source, b.blocks[k], BlockSize(k), 0, s),
+                     "free a host block");
         }
       }
       if (ok) {
@@ -307,7 +310,7 @@ class DowngradeWorkload {
         break;
       }
       gmr_reservation_id r = 0;
-      gmr_failure f;
+      gmr_failure f = GMR_FAILURE_INIT;
       if (!Check(gmr_tier_manager_reserve(m_, &on_gpu_, c_.buffer_bytes, 30 * kSecond, &r, &f),
                  "producer reserve", &f)) {
         (void)gmr_stream_pool_release(pool, s);
@@ -317,7 +320,7 @@ class DowngradeWorkload {
       unsigned char value = static_cast<unsigned char>(17 + i);
       bool ok = Check(gmr_reservation_bind_stream(m_, r, s, nullptr, &f), "producer bind", &f);
       auto t_alloc = Clock::now();
-      ok = ok && Check(gmr_allocate(gr, c_.buffer_bytes, 0, s, &p), "producer allocate");
+      ok = ok && Check(gmr_resource_allocate(gr, c_.buffer_bytes, 0, s, &p), "producer allocate");
       gpu_alloc_ns_ += NsSince(t_alloc);
       auto t_fill = Clock::now();
       ok = ok &&
@@ -364,7 +367,7 @@ class DowngradeWorkload {
       }
       if (b.ptr == nullptr) continue; /* never produced (the producer failed) */
       Verify(b);
-      Check(gmr_deallocate(gr, b.ptr, c_.buffer_bytes, 0, nullptr), "consume");
+      Check(gmr_resource_deallocate(gr, b.ptr, c_.buffer_bytes, 0, nullptr), "consume");
       b.ptr = nullptr;
     }
     // The GPU is free again: every HOST buffer comes back up, then goes.
@@ -372,7 +375,7 @@ class DowngradeWorkload {
       if (!Move(i, false, true)) break;
       Buffer &b = buffers_[static_cast<size_t>(i)];
       Verify(b);
-      Check(gmr_deallocate(gr, b.ptr, c_.buffer_bytes, 0, nullptr), "consume moved");
+      Check(gmr_resource_deallocate(gr, b.ptr, c_.buffer_bytes, 0, nullptr), "consume moved");
       b.ptr = nullptr;
     }
   }

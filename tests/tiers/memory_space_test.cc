@@ -84,7 +84,7 @@ TEST_F(SpaceTest, UntrackedAllocationsCountTowardsUseAndBlockReservations) {
   gmr_stream s = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(Res(GMR_TIER_GPU, 0), 700 * KiB, 0, s, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(Res(GMR_TIER_GPU, 0), 700 * KiB, 0, s, &p));
   gmr_memory_space_stats st = SpaceStats(GMR_TIER_GPU, 0);
   EXPECT_EQ(700 * KiB, st.untracked_bytes);
   EXPECT_EQ(700 * KiB, st.used_bytes);
@@ -93,7 +93,7 @@ TEST_F(SpaceTest, UntrackedAllocationsCountTowardsUseAndBlockReservations) {
   gmr_reservation_strategy where = gmr_reservation_strategy_space(gmr_test::Id(GMR_TIER_GPU, 0));
   gmr_reservation_id r = 0;
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_tier_manager_try_reserve(m_, &where, 400 * KiB, &r, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(Res(GMR_TIER_GPU, 0), p, 700 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(Res(GMR_TIER_GPU, 0), p, 700 * KiB, 0, s));
   EXPECT_EQ(1 * MiB, gmr_memory_space_get_available_bytes(s_));
   EXPECT_GE(SpaceStats(GMR_TIER_GPU, 0).peak_allocated_bytes, 700 * KiB);
   ASSERT_EQ(GMR_OK, gmr_stream_destroy(s));

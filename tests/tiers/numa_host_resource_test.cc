@@ -71,9 +71,9 @@ TEST_F(NumaHost, AllocationIsPinnedWholePagesAndFreedAgain) {
   c.numa_node = 0;
   ASSERT_EQ(GMR_OK, gmr_numa_host_resource_create(&c, &r_));
   EXPECT_EQ(r_, gmr_numa_host_resource_from_resource(R()));
-  EXPECT_STREQ("numa_host_resource", gmr_resource_type_name(R()));
+  EXPECT_STREQ("numa_host_resource", gmr_resource_get_type_name(R()));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(R(), 10000, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(R(), 10000, 0, nullptr, &p));
   std::memset(p, 0x5a, 10000);  // host memory the test can touch
   gmr_cuda_sim_usage host;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_host_usage(&host));
@@ -91,7 +91,7 @@ TEST_F(NumaHost, AllocationIsPinnedWholePagesAndFreedAgain) {
   }
   // Destroy refuses while the allocation lives.
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(R()));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(R(), p, 10000, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(R(), p, 10000, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_host_usage(&host));
   EXPECT_EQ(0u, host.used_bytes);
   EXPECT_EQ(0u, Stats().live_count);
@@ -101,8 +101,8 @@ TEST_F(NumaHost, FailedRegistrationLeavesNothingBehind) {
   ASSERT_EQ(GMR_OK, gmr_numa_host_resource_create(nullptr, &r_));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_HOST_REGISTER, 0, 1, 2));
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(R(), 4096, 0, nullptr, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(R(), 4096, 0, nullptr, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_EQ(2, f.cuda_error);
   EXPECT_EQ(0u, Stats().held_bytes);
@@ -113,8 +113,8 @@ TEST_F(NumaHost, UnpinnedMemoryMakesNoCudaCall) {
   c.pin = false;
   ASSERT_EQ(GMR_OK, gmr_numa_host_resource_create(&c, &r_));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(R(), 1, 0, nullptr, &p));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(R(), p, 1, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(R(), 1, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(R(), p, 1, 0, nullptr));
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_HOST_REGISTER));
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_HOST_UNREGISTER));
 }
@@ -131,7 +131,8 @@ TEST_F(NumaHost, BadInput) {
   EXPECT_EQ(nullptr, r_);
   ASSERT_EQ(GMR_OK, gmr_numa_host_resource_create(nullptr, &r_));
   void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_allocate(R(), 64, size_t{1} << 20, nullptr, &p));  // > page
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED,
+            gmr_resource_allocate(R(), 64, size_t{1} << 20, nullptr, &p));  // > page
   EXPECT_EQ(nullptr, gmr_numa_host_resource_from_resource(nullptr));
   EXPECT_EQ(0u, gmr_numa_host_resource_get_node_memory_bytes(-1));
 }
@@ -152,17 +153,17 @@ TEST_F(NumaHost, SimulatedRegistrationRefusesOverlapsUnknownRangesAndLeaks) {
 TEST_F(NumaHost, CopiesBetweenPinnedBlocksThroughTheLayer) {
   ASSERT_EQ(GMR_OK, gmr_numa_host_resource_create(nullptr, &r_));
   void *a = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(R(), 4096, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(R(), 4096, 0, nullptr, &a));
   // A copy between two pinned blocks through the layer: stream-ordered memmove.
   void *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(R(), 4096, 0, nullptr, &b));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(R(), 4096, 0, nullptr, &b));
   std::memset(a, 7, 4096);
   ASSERT_EQ(GMR_OK, gmr_memcpy_async(b, a, 4096, nullptr));
   EXPECT_EQ(7, static_cast<unsigned char *>(b)[4095]);
   EXPECT_EQ(GMR_OK, gmr_memcpy_async(b, nullptr, 0, nullptr));  // nothing to copy
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_memcpy_async(nullptr, a, 16, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(R(), a, 4096, 0, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(R(), b, 4096, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(R(), a, 4096, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(R(), b, 4096, 0, nullptr));
   EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_HOST_UNREGISTER));
   EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEMCPY_ASYNC));
   EXPECT_STREQ("cudaHostRegister", gmr_cuda_call_name(GMR_CUDA_CALL_HOST_REGISTER));

@@ -46,9 +46,9 @@ TEST_F(Reservations, FailPolicyRefusesPastTheReservation) {
   void *a = Alloc(48 * KiB, S(1));
   void *b = Alloc(16 * KiB, S(1));
   EXPECT_EQ(64 * KiB, Info(r).allocated_bytes);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   void *c = nullptr;
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate_ex(Gpu(), 256, 0, S(1), &c, &f));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate_ex(Gpu(), 256, 0, S(1), &c, &f));
   EXPECT_EQ(nullptr, c);
   EXPECT_NE(nullptr, std::strstr(f.message, "stream's limit of 65536")) << f.message;
   EXPECT_EQ(1u, Info(r).refusal_count);
@@ -80,7 +80,7 @@ TEST_F(Reservations, IgnorePolicyAllowsAndCountsTheOverage) {
   EXPECT_EQ(100 * KiB, st.used_bytes);  // what passed the reservation counts too
   EXPECT_EQ(1u, st.reservation_overage_count);
   // Shrinking below what the stream holds is refused, nothing changed.
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_BUSY, gmr_reservation_shrink(m_, r, 32 * KiB, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "holds 102400 bytes")) << f.message;
   EXPECT_EQ(64 * KiB, Info(r).bytes);
@@ -183,7 +183,7 @@ TEST_F(Reservations, ReleasedAllocationsBecomeUntrackedAndTheStreamCanBeBoundAga
   EXPECT_EQ(0u, SpaceStats(GMR_TIER_GPU, 0).untracked_bytes);
   Free(c, 64 * KiB, S(1));
   // Unbind keeps the reservation; binding it elsewhere works.
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_reservation_unbind_stream(m_, again));
   ASSERT_EQ(GMR_OK, gmr_reservation_unbind_stream(m_, again));  // no-op
   ASSERT_EQ(GMR_OK, gmr_reservation_bind_stream(m_, again, S(2), nullptr, &f)) << f.message;
@@ -212,12 +212,12 @@ TEST_F(Reservations, FreesOfUnknownPointersAndMismatchedSizesChangeNothing) {
   gmr_reservation_id r = Bound(64 * KiB, S(1));
   void *a = Alloc(8 * KiB, S(1));
   int local = 0;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(Gpu(), &local, 256, 0, S(1)));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(Gpu(), &local, 256, 0, S(1)));
   // The limiting adaptor refuses a free of more bytes than are outstanding.
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(Gpu(), a, 1 * MiB, 0, S(1)));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(Gpu(), a, 1 * MiB, 0, S(1)));
   EXPECT_EQ(8 * KiB, Info(r).allocated_bytes);
   Free(a, 8 * KiB, S(1));  // still known: the refused free put the books back
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(Gpu(), a, 8 * KiB, 0, S(1)));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(Gpu(), a, 8 * KiB, 0, S(1)));
   Release(r);
 }
 
@@ -225,7 +225,7 @@ TEST_F(Reservations, BindingRules) {
   MakeGpu(gmr_limit_policy_fail());
   gmr_reservation_id a = Bound(8 * KiB, S(1));
   gmr_reservation_id b = ReserveIn(GMR_TIER_GPU, 0, 8 * KiB);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_BUSY, gmr_reservation_bind_stream(m_, b, S(1), nullptr, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "already bound to reservation")) << f.message;
   EXPECT_EQ(GMR_ERR_BUSY, gmr_reservation_bind_stream(m_, a, S(2), nullptr, &f));
@@ -242,7 +242,7 @@ TEST_F(Reservations, TheSpacesStreamSlotsRunOut) {
   std::vector<void *> ps;
   for (uintptr_t s = 1; s <= 8; ++s) ps.push_back(Alloc(256, S(s)));  // 8 streams seen
   gmr_reservation_id r = ReserveIn(GMR_TIER_GPU, 0, 1 * KiB);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_BUSY, gmr_reservation_bind_stream(m_, r, S(10), nullptr, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "max_stream_slots")) << f.message;
   EXPECT_FALSE(Info(r).bound);
@@ -255,8 +255,8 @@ TEST_F(Reservations, TheSpacesStreamSlotsRunOut) {
 TEST_F(Reservations, ASpaceThatRequiresReservationsRefusesOtherStreams) {
   MakeGpu(gmr_limit_policy_fail(), /*require=*/true);
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_NO_RESERVATION, gmr_allocate_ex(Gpu(), 1024, 0, S(1), &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_NO_RESERVATION, gmr_resource_allocate_ex(Gpu(), 1024, 0, S(1), &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_NE(nullptr, std::strstr(f.message, "requires a reservation")) << f.message;
   EXPECT_EQ(f.where, Gpu());
@@ -264,25 +264,25 @@ TEST_F(Reservations, ASpaceThatRequiresReservationsRefusesOtherStreams) {
   gmr_reservation_id r = Bound(4 * KiB, S(1));
   p = Alloc(1024, S(1));
   void *refused = nullptr;
-  EXPECT_EQ(GMR_ERR_NO_RESERVATION, gmr_allocate_ex(Gpu(), 1024, 0, S(2), &refused, &f));
+  EXPECT_EQ(GMR_ERR_NO_RESERVATION, gmr_resource_allocate_ex(Gpu(), 1024, 0, S(2), &refused, &f));
   EXPECT_EQ(2u, SpaceStats(GMR_TIER_GPU, 0).no_reservation_count);
   Free(Alloc(0, S(1)), 0, S(1));  // zero bytes: nothing asked, nothing refused
   void *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(Gpu(), 1024, 0, S(1), &q));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(Gpu(), 1024, 0, S(1), &q));
   Free(q, 1024, S(1));
   // After the release the stream has no reservation any more.
-  EXPECT_EQ(GMR_OK, gmr_deallocate(Gpu(), p, 1024, 0, S(1)));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(Gpu(), p, 1024, 0, S(1)));
   Release(r);
-  EXPECT_EQ(GMR_ERR_NO_RESERVATION, gmr_allocate_ex(Gpu(), 1024, 0, S(1), &q, &f));
+  EXPECT_EQ(GMR_ERR_NO_RESERVATION, gmr_resource_allocate_ex(Gpu(), 1024, 0, S(1), &q, &f));
 }
 
 TEST_F(Reservations, TheCapacityIsAHardLimitForEveryone) {
   MakeGpu(gmr_limit_policy_ignore(), false, 256 * KiB);
   gmr_reservation_id r = Bound(128 * KiB, S(1));
   void *a = Alloc(200 * KiB, S(1));  // past the reservation (ignored), within capacity
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   void *b = nullptr;
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate_ex(Gpu(), 100 * KiB, 0, S(2), &b, &f));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate_ex(Gpu(), 100 * KiB, 0, S(2), &b, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "limit of 262144")) << f.message;
   Free(a, 200 * KiB, S(1));
   Release(r);
@@ -328,13 +328,13 @@ TEST_F(Reservations, HostSpacesChargeWholeBlocks) {
   ASSERT_EQ(GMR_OK, gmr_reservation_bind_stream(m_, r, S(1), nullptr, nullptr));
   gmr_resource *host = Res(GMR_TIER_HOST, 0);
   void *a = nullptr, *b = nullptr, *c = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(host, 100, 0, S(1), &a));
-  ASSERT_EQ(GMR_OK, gmr_allocate(host, 100, 0, S(1), &b));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(host, 100, 0, S(1), &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(host, 100, 0, S(1), &b));
   EXPECT_EQ(128 * KiB, Info(r).allocated_bytes);  // two 64 KiB blocks
-  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_allocate(host, 100, 0, S(1), &c));
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate(host, 100, 0, S(1), &c));
   std::memset(a, 1, 100);  // pinned host memory the test can touch
-  ASSERT_EQ(GMR_OK, gmr_deallocate(host, a, 100, 0, S(1)));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(host, b, 100, 0, S(1)));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(host, a, 100, 0, S(1)));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(host, b, 100, 0, S(1)));
   Release(r);
 }
 

@@ -64,8 +64,9 @@ class Scoped : public gmr_test::SimTest {
   }
   void *Alloc(gmr_scoped_pool *p, size_t bytes, gmr_stream stream = nullptr) {
     void *ptr = nullptr;
-    gmr_failure f;
-    EXPECT_EQ(GMR_OK, gmr_allocate_ex(gmr_scoped_pool_as_resource(p), bytes, 0, stream, &ptr, &f))
+    gmr_failure f = GMR_FAILURE_INIT;
+    EXPECT_EQ(GMR_OK,
+              gmr_resource_allocate_ex(gmr_scoped_pool_as_resource(p), bytes, 0, stream, &ptr, &f))
         << f.message;
     return ptr;
   }
@@ -97,7 +98,7 @@ TEST_F(Scoped, OnePoolPerThreadAndDeviceMadeOnFirstUse) {
   gmr_scoped_pool *a = Pool();
   EXPECT_EQ(a, Pool());  // the same pool again
   EXPECT_EQ(0, gmr_scoped_pool_get_device(a));
-  EXPECT_STREQ("scoped_pool", gmr_resource_type_name(gmr_scoped_pool_as_resource(a)));
+  EXPECT_STREQ("scoped_pool", gmr_resource_get_type_name(gmr_scoped_pool_as_resource(a)));
   EXPECT_EQ(up_[0], gmr_resource_get_upstream(gmr_scoped_pool_as_resource(a)));
   gmr_scoped_pool *other = nullptr;
   std::thread t([&] { ASSERT_EQ(GMR_OK, gmr_scope_registry_get_pool(reg_, &other)); });
@@ -157,7 +158,8 @@ TEST_F(Scoped, NestedScopesGiveBackOnlyTheirOwnBlocks) {
   Alloc(p, 1 * KiB);
   EXPECT_EQ(1u, Exit(s));
   EXPECT_EQ(1u, PoolStats(p).live_count);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(gmr_scoped_pool_as_resource(p), kept, 1 * KiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK,
+            gmr_resource_deallocate(gmr_scoped_pool_as_resource(p), kept, 1 * KiB, 0, nullptr));
   size_t released = 0;
   ASSERT_EQ(GMR_OK, gmr_scoped_pool_reset(p, &released));
   EXPECT_EQ(0u, released);  // freed already
@@ -218,7 +220,7 @@ TEST_F(Scoped, AnExitGivesBackTheBlocksOfEveryStreamOfTheThread) {
     gmr_stream a = iteration == 0 ? s1 : s2, b = iteration == 0 ? s2 : s1;
     std::vector<void *> got = {Alloc(p, 1000, a), Alloc(p, 5000, b), Alloc(p, 300, nullptr)};
     // A block freed on another stream than its own: accepted.
-    ASSERT_EQ(GMR_OK, gmr_deallocate(gmr_scoped_pool_as_resource(p), got[2], 300, 0, a));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(gmr_scoped_pool_as_resource(p), got[2], 300, 0, a));
     EXPECT_EQ(2u, Exit(s)) << "both streams' live blocks";
     if (iteration == 0) {
       first = got;
@@ -228,7 +230,7 @@ TEST_F(Scoped, AnExitGivesBackTheBlocksOfEveryStreamOfTheThread) {
   }
   EXPECT_EQ(0u, PoolStats(p).live_count);
   EXPECT_EQ(GMR_ERR_DOUBLE_FREE,
-            gmr_deallocate(gmr_scoped_pool_as_resource(p), first[0], 1000, 0, s2));
+            gmr_resource_deallocate(gmr_scoped_pool_as_resource(p), first[0], 1000, 0, s2));
 }
 
 // A chunk a pool takes for a request is taken on that request's stream, so a
@@ -272,7 +274,8 @@ TEST_F(Scoped, AScopeThatNeverTouchesAPoolLeavesItAlone) {
   EXPECT_EQ(0u, Exit(s));
   EXPECT_EQ(0u, PoolStats(p).rewind_count);
   EXPECT_EQ(1u, PoolStats(p).live_count);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(gmr_scoped_pool_as_resource(p), kept, 1 * KiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK,
+            gmr_resource_deallocate(gmr_scoped_pool_as_resource(p), kept, 1 * KiB, 0, nullptr));
 }
 
 TEST_F(Scoped, ResetKeepsTheMemoryEmptyGivesItBack) {
@@ -308,9 +311,9 @@ TEST_F(Scoped, APoolRefusesUseFromAnotherDevice) {
   gmr_scoped_pool *p0 = Pool();
   ASSERT_EQ(GMR_OK, gmr_device_set_current(1));
   void *ptr = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_WRONG_DEVICE,
-            gmr_allocate_ex(gmr_scoped_pool_as_resource(p0), 1 * KiB, 0, nullptr, &ptr, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_WRONG_DEVICE, gmr_resource_allocate_ex(gmr_scoped_pool_as_resource(p0), 1 * KiB,
+                                                           0, nullptr, &ptr, &f));
   EXPECT_EQ(nullptr, ptr);
   EXPECT_NE(nullptr, std::strstr(f.message, "pool of device 0")) << f.message;
   EXPECT_NE(nullptr, std::strstr(f.message, "device 1 is current")) << f.message;
@@ -323,7 +326,8 @@ TEST_F(Scoped, APoolRefusesUseFromAnotherDevice) {
   gmr_cuda_sim_usage u;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_device_usage(1, &u));
   EXPECT_GT(u.used_bytes, 0u);  // from device 1's upstream
-  ASSERT_EQ(GMR_OK, gmr_deallocate(gmr_scoped_pool_as_resource(p1), q, 1 * KiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK,
+            gmr_resource_deallocate(gmr_scoped_pool_as_resource(p1), q, 1 * KiB, 0, nullptr));
   gmr_scoped_pool *by_device = nullptr;
   ASSERT_EQ(GMR_OK, gmr_scope_registry_get_pool_for_device(reg_, 0, &by_device));
   EXPECT_EQ(p0, by_device);
@@ -337,9 +341,9 @@ TEST_F(Scoped, AnotherThreadMayFreeButNotAllocateOrReset) {
   void *mine = Alloc(p, 1 * KiB);
   std::thread t([&] {
     void *ptr = nullptr;
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
-              gmr_allocate_ex(gmr_scoped_pool_as_resource(p), 64, 0, nullptr, &ptr, &f));
+              gmr_resource_allocate_ex(gmr_scoped_pool_as_resource(p), 64, 0, nullptr, &ptr, &f));
     EXPECT_NE(nullptr, std::strstr(f.message, "another thread")) << f.message;
     EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_scoped_pool_reset(p, nullptr));
     EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_scoped_pool_empty(p, nullptr));
@@ -347,7 +351,8 @@ TEST_F(Scoped, AnotherThreadMayFreeButNotAllocateOrReset) {
     gmr_scope s{};
     ASSERT_EQ(GMR_OK, gmr_scope_enter(reg_, &s));
     EXPECT_EQ(GMR_OK, gmr_scope_exit(reg_, s, nullptr));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(gmr_scoped_pool_as_resource(p), mine, 1 * KiB, 0, nullptr));
+    EXPECT_EQ(GMR_OK,
+              gmr_resource_deallocate(gmr_scoped_pool_as_resource(p), mine, 1 * KiB, 0, nullptr));
   });
   t.join();
   EXPECT_EQ(0u, PoolStats(p).live_count);
@@ -364,7 +369,8 @@ TEST_F(Scoped, DestroyRefusesWhileScopesAreOpenOrBlocksLive) {
   Exit(s);
   void *kept = Alloc(p, 1 * KiB);
   EXPECT_EQ(GMR_ERR_BUSY, gmr_scope_registry_destroy(reg_));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(gmr_scoped_pool_as_resource(p), kept, 1 * KiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK,
+            gmr_resource_deallocate(gmr_scoped_pool_as_resource(p), kept, 1 * KiB, 0, nullptr));
   // Destroy gives the pools' memory back to the upstreams (the fixture checks
   // the simulation for leaks after destroying the upstreams).
 }
@@ -407,7 +413,7 @@ TEST_F(Scoped, BadInput) {
   ASSERT_EQ(GMR_OK, gmr_scope_registry_get_pool(r, &p));
   void *ptr = nullptr;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY,
-            gmr_allocate(gmr_scoped_pool_as_resource(p), 128 * KiB, 0, nullptr, &ptr));
+            gmr_resource_allocate(gmr_scoped_pool_as_resource(p), 128 * KiB, 0, nullptr, &ptr));
   EXPECT_EQ(GMR_OK, gmr_scope_registry_destroy(r));
 }
 
@@ -424,9 +430,9 @@ TEST_F(Scoped, OverItsCapacityTheFailureNamesThePoolAndItsOption) {
   ASSERT_EQ(GMR_OK, gmr_scope_registry_get_pool(r, &p));
   gmr_resource *pool = gmr_scoped_pool_as_resource(p);
   void *a = nullptr, *ptr = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(pool, 48 * KiB, 0, nullptr, &a));
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(pool, 64 * KiB, 0, nullptr, &ptr, &f));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(pool, 48 * KiB, 0, nullptr, &a));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(pool, 64 * KiB, 0, nullptr, &ptr, &f));
   EXPECT_EQ(nullptr, ptr);
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, f.status);
   EXPECT_EQ(pool, f.where);
@@ -440,16 +446,17 @@ TEST_F(Scoped, OverItsCapacityTheFailureNamesThePoolAndItsOption) {
   EXPECT_EQ(nullptr, std::strstr(f.message, "graph_arena")) << f.message;
   EXPECT_EQ(65536u, PoolStats(p).held_bytes);  // nothing more taken
   // Larger than the capacity itself: the same words.
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(pool, 1 * MiB, 0, nullptr, &ptr, &f));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(pool, 1 * MiB, 0, nullptr, &ptr, &f));
   EXPECT_EQ(pool, f.where);
   EXPECT_NE(nullptr, std::strstr(f.message, "max_capacity_bytes")) << f.message;
-  ASSERT_EQ(GMR_OK, gmr_deallocate(pool, a, 48 * KiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(pool, a, 48 * KiB, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_scope_registry_destroy(r));
   // Without a capacity, the device's refusal is recorded as the upstream's.
   ASSERT_EQ(GMR_OK, gmr_scope_registry_create(up_, 2, nullptr, &r));
   ASSERT_EQ(GMR_OK, gmr_scope_registry_get_pool(r, &p));
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(gmr_scoped_pool_as_resource(p),
-                                                   size_t{100} << 30, 0, nullptr, &ptr, &f));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY,
+            gmr_resource_allocate_ex(gmr_scoped_pool_as_resource(p), size_t{100} << 30, 0, nullptr,
+                                     &ptr, &f));
   EXPECT_EQ(up_[0], f.where);
   EXPECT_EQ(GMR_OK, gmr_scope_registry_destroy(r));
 }
@@ -464,8 +471,8 @@ TEST_F(Scoped, ARegistryFromASpecBuildsOneStackPerDevice) {
   EXPECT_EQ(2u, st.device_count);
   gmr_scoped_pool *p = nullptr;
   ASSERT_EQ(GMR_OK, gmr_scope_registry_get_pool_for_device(r, 1, &p));
-  EXPECT_STREQ("pool_resource", gmr_resource_type_name(gmr_resource_get_upstream(
-                                    gmr_scoped_pool_as_resource(p))));
+  EXPECT_STREQ("pool_resource", gmr_resource_get_type_name(
+                                    gmr_resource_get_upstream(gmr_scoped_pool_as_resource(p))));
   EXPECT_EQ(GMR_OK, gmr_scope_registry_destroy(r));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
             gmr_scope_registry_create_from_spec("pool > cuda(kind=wrong)", nullptr, &r, &e));
@@ -497,7 +504,8 @@ TEST_F(Scoped, DestroyWhileThreadsExitOrStillRun) {
         gmr_scope s{};
         void *ptr = nullptr;
         if (gmr_scope_registry_get_pool(r, &p) != GMR_OK || gmr_scope_enter(r, &s) != GMR_OK ||
-            gmr_allocate(gmr_scoped_pool_as_resource(p), 4 * KiB, 0, nullptr, &ptr) != GMR_OK ||
+            gmr_resource_allocate(gmr_scoped_pool_as_resource(p), 4 * KiB, 0, nullptr, &ptr) !=
+                GMR_OK ||
             gmr_scope_exit(r, s, nullptr) != GMR_OK) {
           failures++;
         }
@@ -546,7 +554,8 @@ TEST_F(Scoped, ManyThreadsEachWithItsOwnPool) {
         std::vector<void *> got;
         for (size_t bytes = 256; bytes <= 8192; bytes *= 2) {
           void *ptr = nullptr;
-          if (gmr_allocate(gmr_scoped_pool_as_resource(p), bytes + i, 0, nullptr, &ptr) != GMR_OK) {
+          if (gmr_resource_allocate(gmr_scoped_pool_as_resource(p), bytes + i, 0, nullptr, &ptr) !=
+              GMR_OK) {
             failures++;
           }
           std::memset(ptr, i, bytes + i);  // would corrupt another thread's block
@@ -555,7 +564,8 @@ TEST_F(Scoped, ManyThreadsEachWithItsOwnPool) {
         gmr_scope nested{};
         if (gmr_scope_enter(reg_, &nested) != GMR_OK) failures++;
         void *tmp = nullptr;
-        if (gmr_allocate(gmr_scoped_pool_as_resource(p), 4096, 0, nullptr, &tmp) != GMR_OK) failures++;
+        if (gmr_resource_allocate(gmr_scoped_pool_as_resource(p), 4096, 0, nullptr, &tmp) != GMR_OK)
+          failures++;
         if (k % 2 == 0 && gmr_scope_exit(reg_, nested, nullptr) != GMR_OK) failures++;
         for (size_t j = 0; j < got.size(); ++j) {
           const unsigned char *b = static_cast<const unsigned char *>(got[j]);

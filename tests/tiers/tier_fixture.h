@@ -76,7 +76,7 @@ class TierTest : public SimTest {
     SimTest::TearDown();
   }
   void Make(std::vector<gmr_memory_space_config> configs) {
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     ASSERT_EQ(GMR_OK, gmr_tier_manager_create(configs.data(), configs.size(), &m_, &f))
         << f.message;
   }
@@ -103,7 +103,7 @@ class TierTest : public SimTest {
   }
   gmr_reservation_id Reserve(const gmr_reservation_strategy &s, size_t bytes) {
     gmr_reservation_id id = 0;
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     EXPECT_EQ(GMR_OK, gmr_tier_manager_try_reserve(m_, &s, bytes, &id, &f)) << f.message;
     return id;
   }
@@ -111,7 +111,7 @@ class TierTest : public SimTest {
     return Reserve(gmr_reservation_strategy_space(Id(tier, index)), bytes);
   }
   void Release(gmr_reservation_id id) {
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     EXPECT_EQ(GMR_OK, gmr_reservation_release(m_, id, &f)) << f.message;
   }
 
@@ -140,7 +140,7 @@ class StreamsTierTest : public TierTest {
   // A reservation of `bytes` in it, bound to `s` with policy `p` (NULL: the space's).
   gmr_reservation_id Bound(size_t bytes, gmr_stream s, const gmr_limit_policy *p = nullptr) {
     gmr_reservation_id r = ReserveIn(GMR_TIER_GPU, 0, bytes);
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     EXPECT_EQ(GMR_OK, gmr_reservation_bind_stream(m_, r, s, p, &f)) << f.message;
     return r;
   }
@@ -149,12 +149,12 @@ class StreamsTierTest : public TierTest {
   }
   void *Alloc(size_t bytes, gmr_stream s, gmr_status want = GMR_OK) {
     void *p = nullptr;
-    gmr_failure f;
-    EXPECT_EQ(want, gmr_allocate_ex(Gpu(), bytes, 0, s, &p, &f)) << f.message;
+    gmr_failure f = GMR_FAILURE_INIT;
+    EXPECT_EQ(want, gmr_resource_allocate_ex(Gpu(), bytes, 0, s, &p, &f)) << f.message;
     return p;
   }
   void Free(void *p, size_t bytes, gmr_stream s) {
-    EXPECT_EQ(GMR_OK, gmr_deallocate(Gpu(), p, bytes, 0, s));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(Gpu(), p, bytes, 0, s));
   }
   std::vector<gmr_stream> streams_;
 };

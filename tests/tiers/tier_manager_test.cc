@@ -35,15 +35,15 @@ TEST_F(Manager, BuildsEverySpaceWithItsStackAndStreams) {
   EXPECT_EQ(1, gmr_memory_space_get_id(gpu1).index);
   EXPECT_EQ(4 * MiB, gmr_memory_space_get_capacity_bytes(gpu1));
   EXPECT_EQ(gpu1, gmr_memory_space_from_resource(gmr_memory_space_as_resource(gpu1)));
-  EXPECT_STREQ("memory_space", gmr_resource_type_name(Res(GMR_TIER_GPU, 1)));
+  EXPECT_STREQ("memory_space", gmr_resource_get_type_name(Res(GMR_TIER_GPU, 1)));
   // GPU: memory_space > limiting > cuda(kind=async) on its device.
   gmr_resource *below = gmr_resource_get_upstream(Res(GMR_TIER_GPU, 1));
-  EXPECT_STREQ("limiting_adaptor", gmr_resource_type_name(below));
-  EXPECT_STREQ("cuda_resource", gmr_resource_type_name(gmr_resource_get_upstream(below)));
+  EXPECT_STREQ("limiting_adaptor", gmr_resource_get_type_name(below));
+  EXPECT_STREQ("cuda_resource", gmr_resource_get_type_name(gmr_resource_get_upstream(below)));
   // HOST: memory_space > limiting > fixed_block > numa_host.
   gmr_resource *hb = gmr_resource_get_upstream(gmr_resource_get_upstream(Res(GMR_TIER_HOST, 0)));
-  EXPECT_STREQ("fixed_block_resource", gmr_resource_type_name(hb));
-  EXPECT_STREQ("numa_host_resource", gmr_resource_type_name(gmr_resource_get_upstream(hb)));
+  EXPECT_STREQ("fixed_block_resource", gmr_resource_get_type_name(hb));
+  EXPECT_STREQ("numa_host_resource", gmr_resource_get_type_name(gmr_resource_get_upstream(hb)));
   // DISK: nothing below.
   EXPECT_EQ(nullptr, gmr_resource_get_upstream(Res(GMR_TIER_DISK, 0)));
   EXPECT_EQ(nullptr, gmr_memory_space_get_limiting_adaptor(Space(GMR_TIER_DISK, 0)));
@@ -142,7 +142,7 @@ TEST_F(Manager, DowngradeStrategyPrefersTheGpusNumaNodeThenTheMostAvailable) {
   EXPECT_EQ(GMR_TIER_DISK, Info(d).space.tier);
   // Not slower: refused with a message.
   gmr_reservation_id bad = 7;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   gmr_reservation_strategy up = gmr_reservation_strategy_downgrade(Id(GMR_TIER_HOST, 0), GMR_TIER_GPU);
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_tier_manager_try_reserve(m_, &up, 1, &bad, &f));
   EXPECT_EQ(0u, bad);
@@ -161,7 +161,7 @@ TEST_F(Manager, ReserveUpToTakesWhatIsAvailable) {
   EXPECT_EQ(124 * KiB, Info(r).bytes);
   // Nothing left: a reservation of 0 bytes (cuCascade's; cucascade_parity_test).
   gmr_reservation_id zero = 0;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_tier_manager_reserve_up_to(m_, &s, 1, &zero, &got, &f)) << f.message;
   EXPECT_EQ(0u, got);
   EXPECT_NE(0u, zero);
@@ -180,7 +180,7 @@ TEST_F(Manager, TryReserveSaysWhatIsAvailable) {
   gmr_reservation_id a = ReserveIn(GMR_TIER_GPU, 0, 1000 * KiB);
   gmr_reservation_strategy s = gmr_reservation_strategy_space(Id(GMR_TIER_GPU, 0));
   gmr_reservation_id b = 0;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_tier_manager_try_reserve(m_, &s, 100 * KiB, &b, &f));
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, f.status);
   EXPECT_EQ(100 * KiB, f.bytes);
@@ -197,7 +197,7 @@ TEST_F(Manager, ReservationLimitFractionCapsReservations) {
   EXPECT_EQ(512 * KiB, s.reservation_limit_bytes);
   gmr_reservation_strategy where = gmr_reservation_strategy_space(Id(GMR_TIER_GPU, 0));
   gmr_reservation_id r = 0;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   // Above the limit, though below the capacity: it could never fit.
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED,
             gmr_tier_manager_reserve(m_, &where, 600 * KiB, GMR_WAIT_FOREVER, &r, &f));
@@ -208,7 +208,7 @@ TEST_F(Manager, ReservationLimitFractionCapsReservations) {
 TEST_F(Manager, GrowAndShrink) {
   Make({GpuConfig(0, 1 * MiB)});
   gmr_reservation_id r = ReserveIn(GMR_TIER_GPU, 0, 256 * KiB);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_reservation_grow(m_, r, 256 * KiB, &f));
   EXPECT_EQ(512 * KiB, Info(r).bytes);
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_reservation_grow(m_, r, 600 * KiB, &f));
@@ -232,17 +232,19 @@ TEST_F(Manager, DiskReservationsAreAccountedAndCarryAPath) {
   std::string path = i.path;
   EXPECT_EQ(0u, path.find(gmr_test::TempDir() + "/gmr-")) << path;
   EXPECT_NE(std::string::npos, path.find("-" + std::to_string(r) + ".bin")) << path;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_reservation_grow(m_, r, 1, &f));
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_reservation_shrink(m_, r, 1, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "fixed size")) << f.message;
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_reservation_bind_stream(m_, r, nullptr, nullptr, &f));
   // A DISK space asked for memory: a clear refusal.
   void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_allocate_ex(Res(GMR_TIER_DISK, 0), 4096, 0, nullptr, &p, &f));
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED,
+            gmr_resource_allocate_ex(Res(GMR_TIER_DISK, 0), 4096, 0, nullptr, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_NE(nullptr, std::strstr(f.message, "DISK space")) << f.message;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(Res(GMR_TIER_DISK, 0), &f, 16, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
+            gmr_resource_deallocate(Res(GMR_TIER_DISK, 0), &f, 16, 0, nullptr));
   EXPECT_EQ(4 * MiB, SpaceStats(GMR_TIER_DISK, 0).reserved_bytes);
   Release(r);
 }
@@ -251,7 +253,7 @@ TEST_F(Manager, BadReservationsChangeNothing) {
   Make({GpuConfig(0, 1 * MiB), HostConfig(0, 1 * MiB)});
   gmr_reservation_strategy gpu = gmr_reservation_strategy_space(Id(GMR_TIER_GPU, 0));
   gmr_reservation_id r = 5;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   // More than the capacity.
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_tier_manager_try_reserve(m_, &gpu, 2 * MiB, &r, &f));
   EXPECT_EQ(0u, r);
@@ -297,7 +299,7 @@ TEST_F(Manager, BadReservationsChangeNothing) {
 }
 
 TEST_F(Manager, BadConfigsAreRefusedWithAReason) {
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   auto refuse = [&](std::vector<gmr_memory_space_config> cs, const char *words) {
     gmr_tier_manager *m = reinterpret_cast<gmr_tier_manager *>(1);
     EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_tier_manager_create(cs.data(), cs.size(), &m, &f))
@@ -366,7 +368,7 @@ TEST_F(Manager, ShutdownWithReservationsOutstandingAndStreamsLent) {
   EXPECT_TRUE(Stats().shut_down);
   gmr_reservation_strategy where = gmr_reservation_strategy_space(Id(GMR_TIER_GPU, 0));
   gmr_reservation_id again = 0;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_SHUTDOWN, gmr_tier_manager_reserve(m_, &where, 1, GMR_WAIT_FOREVER, &again, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "shut down")) << f.message;
   EXPECT_EQ(GMR_ERR_SHUTDOWN, gmr_tier_manager_try_reserve(m_, &where, 1, &again, &f));
@@ -385,9 +387,9 @@ TEST_F(Manager, ShutdownWithReservationsOutstandingAndStreamsLent) {
 TEST_F(Manager, DestroyRefusesWhileMemoryIsLive) {
   Make({GpuConfig(0, 1 * MiB)});
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(Res(GMR_TIER_GPU, 0), 4096, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(Res(GMR_TIER_GPU, 0), 4096, 0, nullptr, &p));
   EXPECT_EQ(GMR_ERR_BUSY, gmr_tier_manager_destroy(m_));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(Res(GMR_TIER_GPU, 0), p, 4096, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(Res(GMR_TIER_GPU, 0), p, 4096, 0, nullptr));
 }
 
 TEST_F(Manager, DestroyThatCannotSynchroniseChangesNothing) {

@@ -91,14 +91,14 @@ TEST_F(Waiting, AFreeOfUntrackedMemoryWakesAWaiter) {
   gmr_stream s = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(Res(GMR_TIER_GPU, 0), 900 * KiB, 0, s, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(Res(GMR_TIER_GPU, 0), 900 * KiB, 0, s, &p));
   gmr_reservation_id got = 0;
   gmr_status st = GMR_ERR_INTERNAL;
   std::thread t([&] {
     st = gmr_tier_manager_reserve(m_, &where_, 500 * KiB, GMR_WAIT_FOREVER, &got, nullptr);
   });
   WaitForWaiters(1);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(Res(GMR_TIER_GPU, 0), p, 900 * KiB, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(Res(GMR_TIER_GPU, 0), p, 900 * KiB, 0, s));
   t.join();
   ASSERT_EQ(GMR_OK, st);
   Release(got);
@@ -108,7 +108,7 @@ TEST_F(Waiting, AFreeOfUntrackedMemoryWakesAWaiter) {
 TEST_F(Waiting, TimeoutSaysWhatWasAvailable) {
   gmr_reservation_id big = ReserveIn(GMR_TIER_GPU, 0, 1 * MiB);
   gmr_reservation_id got = 9;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_TIMEOUT, gmr_tier_manager_reserve(m_, &where_, 1 * KiB, 2 * kMs, &got, &f));
   EXPECT_EQ(0u, got);
   EXPECT_NE(nullptr, std::strstr(f.message, "0 bytes available")) << f.message;
@@ -126,7 +126,7 @@ TEST_F(Waiting, ShutdownWakesEveryWaiterWithADistinctStatus) {
   for (int i = 0; i < kThreads; ++i) {
     ts.emplace_back([&] {
       gmr_reservation_id r = 0;
-      gmr_failure f;
+      gmr_failure f = GMR_FAILURE_INIT;
       gmr_status st = gmr_tier_manager_reserve(m_, &where_, 1 * KiB, GMR_WAIT_FOREVER, &r, &f);
       if (st == GMR_ERR_SHUTDOWN && r == 0) shut++;
     });
@@ -183,7 +183,7 @@ TEST(TierThreads, ManyThreadsReserveAllocateAndRelease) {
         size_t blocks = 1 + rng() % 8;  // 64 KiB each (HOST blocks)
         size_t bytes = blocks * 64 * KiB;
         gmr_reservation_id r = 0;
-        gmr_failure f;
+        gmr_failure f = GMR_FAILURE_INIT;
         if (gmr_tier_manager_reserve(m, &where, bytes, 10000 * kMs, &r, &f) != GMR_OK ||
             gmr_reservation_bind_stream(m, r, s, nullptr, &f) != GMR_OK) {
           failures++;
@@ -197,17 +197,17 @@ TEST(TierThreads, ManyThreadsReserveAllocateAndRelease) {
         std::vector<void *> ps;
         for (size_t b = 0; b < blocks; ++b) {
           void *p = nullptr;
-          if (gmr_allocate(res, 64 * KiB, 0, s, &p) != GMR_OK) failures++;
+          if (gmr_resource_allocate(res, 64 * KiB, 0, s, &p) != GMR_OK) failures++;
           ps.push_back(p);
         }
         void *extra = nullptr;  // one past the reservation: refused (fail policy)
-        if (gmr_allocate(res, 64 * KiB, 0, s, &extra) == GMR_ERR_LIMIT_EXCEEDED) {
+        if (gmr_resource_allocate(res, 64 * KiB, 0, s, &extra) == GMR_ERR_LIMIT_EXCEEDED) {
           refused_as_expected++;
         } else {
           failures++;
         }
         for (void *p : ps) {
-          if (p != nullptr && gmr_deallocate(res, p, 64 * KiB, 0, s) != GMR_OK) failures++;
+          if (p != nullptr && gmr_resource_deallocate(res, p, 64 * KiB, 0, s) != GMR_OK) failures++;
         }
         if (gmr_reservation_release(m, r, &f) != GMR_OK) failures++;
         if (gmr_stream_pool_release(pool, s) != GMR_OK) failures++;

@@ -107,7 +107,8 @@ TEST_F(TiersGpu, ScopedPoolsOnGpu) {
         std::vector<void *> got;
         for (size_t bytes = 4096; bytes <= 4 * MiB; bytes *= 4) {
           void *ptr = nullptr;
-          if (gmr_allocate(gmr_scoped_pool_as_resource(p), bytes, 0, s, &ptr) != GMR_OK) errors++;
+          if (gmr_resource_allocate(gmr_scoped_pool_as_resource(p), bytes, 0, s, &ptr) != GMR_OK)
+            errors++;
           allocations++;
           unsigned char v = static_cast<unsigned char>(t * 31 + k + bytes);
           if (cudaMemsetAsync(ptr, v, bytes, s) != cudaSuccess) errors++;
@@ -150,7 +151,8 @@ TEST_F(TiersGpu, ScopedPoolsOnGpu) {
     ASSERT_EQ(GMR_OK, gmr_scope_registry_get_pool_for_device(reg, 0, &p0));
     ASSERT_EQ(cudaSuccess, cudaSetDevice(1));
     void *ptr = nullptr;
-    EXPECT_EQ(GMR_ERR_WRONG_DEVICE, gmr_allocate(gmr_scoped_pool_as_resource(p0), 256, 0, nullptr, &ptr));
+    EXPECT_EQ(GMR_ERR_WRONG_DEVICE,
+              gmr_resource_allocate(gmr_scoped_pool_as_resource(p0), 256, 0, nullptr, &ptr));
     ASSERT_EQ(cudaSuccess, cudaSetDevice(0));
   }
   EXPECT_EQ(GMR_OK, gmr_scope_registry_destroy(reg));

@@ -1,4 +1,4 @@
-// gmr_extend(): the dispatch of the version-3 `extend` slot (grow an
+// gmr_resource_extend(): the dispatch of the version-3 `extend` slot (grow an
 // allocation in place): argument checks, version gating, the failure record.
 #include <gtest/gtest.h>
 
@@ -59,18 +59,18 @@ class ExtendDispatch : public ::testing::Test {
 TEST_F(ExtendDispatch, ForwardsAGrowthToTheSlotWithTheDefaultAlignmentFilledIn) {
   gmr_resource_vtbl v = Vtbl(GMR_RESOURCE_VTBL_VERSION, fake_extend);
   gmr_resource r = {&v};
-  gmr_failure f;
-  ASSERT_EQ(GMR_OK, gmr_extend(&r, ptr_, 100, 300, 0, stream_, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(&r, ptr_, 100, 300, 0, stream_, &f));
   EXPECT_EQ(1, g_call.count);
   EXPECT_EQ(ptr_, g_call.ptr);
   EXPECT_EQ(100u, g_call.bytes);
   EXPECT_EQ(300u, g_call.new_bytes);
   EXPECT_EQ(256u, g_call.alignment);
   EXPECT_EQ(stream_, g_call.stream);
-  ASSERT_EQ(GMR_OK, gmr_extend(&r, ptr_, 100, 300, 4096, stream_, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(&r, ptr_, 100, 300, 4096, stream_, nullptr));
   EXPECT_EQ(4096u, g_call.alignment);
   // Same size: nothing to do, the resource is not asked.
-  ASSERT_EQ(GMR_OK, gmr_extend(&r, ptr_, 300, 300, 0, stream_, &f));
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(&r, ptr_, 300, 300, 0, stream_, &f));
   EXPECT_EQ(2, g_call.count);
 }
 
@@ -78,8 +78,8 @@ TEST_F(ExtendDispatch, AFailureOfTheSlotIsRecordedWithTheNewSize) {
   gmr_resource_vtbl v = Vtbl(GMR_RESOURCE_VTBL_VERSION, fake_extend);
   gmr_resource r = {&v};
   g_answer = GMR_ERR_OUT_OF_MEMORY;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_extend(&r, ptr_, 100, 300, 0, stream_, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_extend(&r, ptr_, 100, 300, 0, stream_, &f));
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, f.status);
   EXPECT_EQ(&r, f.where);
   EXPECT_EQ(300u, f.bytes);
@@ -92,30 +92,30 @@ TEST_F(ExtendDispatch, AFailureOfTheSlotIsRecordedWithTheNewSize) {
 TEST_F(ExtendDispatch, WithoutTheSlotOrBelowVersion3ItIsUnsupported) {
   gmr_resource_vtbl none = Vtbl(GMR_RESOURCE_VTBL_VERSION, nullptr);
   gmr_resource r = {&none};
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_extend(&r, ptr_, 100, 300, 0, stream_, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_extend(&r, ptr_, 100, 300, 0, stream_, &f));
   EXPECT_EQ(&r, f.where);
   EXPECT_NE(nullptr, std::strstr(f.message, "growing cannot grow an allocation in place"))
       << f.message;
   // A version-2 vtable has no extend slot, whatever memory follows it.
   gmr_resource_vtbl v2 = Vtbl(2, fake_extend);
   gmr_resource old = {&v2};
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_extend(&old, ptr_, 100, 300, 0, stream_, &f));
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_extend(&old, ptr_, 100, 300, 0, stream_, &f));
   EXPECT_EQ(0, g_call.count);
 }
 
 TEST_F(ExtendDispatch, MalformedRequestsAreRefusedBeforeTheResourceSeesThem) {
   gmr_resource_vtbl v = Vtbl(GMR_RESOURCE_VTBL_VERSION, fake_extend);
   gmr_resource r = {&v};
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_extend(nullptr, ptr_, 100, 300, 0, stream_, &f));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_extend(&r, nullptr, 100, 300, 0, stream_, &f));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_extend(&r, ptr_, 0, 300, 0, stream_, &f));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_extend(&r, ptr_, 300, 100, 0, stream_, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_extend(nullptr, ptr_, 100, 300, 0, stream_, &f));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_extend(&r, nullptr, 100, 300, 0, stream_, &f));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_extend(&r, ptr_, 0, 300, 0, stream_, &f));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_extend(&r, ptr_, 300, 100, 0, stream_, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "only growth")) << f.message;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_extend(&r, ptr_, 100, 300, 48, stream_, &f));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_extend(&r, ptr_, 100, 300, 48, stream_, &f));
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY,
-            gmr_extend(&r, ptr_, 100, GMR_MAX_ALLOCATION_BYTES + 1, 0, stream_, &f));
+            gmr_resource_extend(&r, ptr_, 100, GMR_MAX_ALLOCATION_BYTES + 1, 0, stream_, &f));
   EXPECT_EQ(GMR_MAX_ALLOCATION_BYTES + 1, f.bytes);
   EXPECT_EQ(0, g_call.count);
 }

@@ -23,24 +23,25 @@ class VmmFineFeatures : public gmr_test::FineTest {};
 TEST_F(VmmFineFeatures, ExtendGrowsIntoFreeBytesThenIntoAHole) {
   Make();
   void *p = Alloc(3000);
-  gmr_failure f;
-  ASSERT_EQ(GMR_OK, gmr_extend(r_, p, 3000, kPage - 1024, 0, nullptr, &f)) << f.message;
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(r_, p, 3000, kPage - 1024, 0, nullptr, &f)) << f.message;
   EXPECT_EQ(kPage, Held()) << "the rest of its page";
-  ASSERT_EQ(GMR_OK, gmr_extend(r_, p, kPage - 1024, 3 * kPage, 0, nullptr, &f)) << f.message;
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(r_, p, kPage - 1024, 3 * kPage, 0, nullptr, &f))
+      << f.message;
   EXPECT_EQ(3 * kPage, Held()) << "two pages mapped after it";
   std::memset(p, 5, 3 * kPage);
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_extend(r_, p, 3000, 4 * kPage, 0, nullptr, &f));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_extend(r_, p, 3000, 4 * kPage, 0, nullptr, &f));
   void *next = Alloc(256);
   EXPECT_EQ(static_cast<char *>(p) + 3 * kPage, next);
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_extend(r_, p, 3 * kPage, 4 * kPage, 0, nullptr, &f));
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_extend(r_, p, 3 * kPage, 4 * kPage, 0, nullptr, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "in place")) << f.message;
   EXPECT_EQ(2u, Stats(pool_).live_count) << "p and next";
   EXPECT_EQ(2u, Stats(pool_).extend_count);
   Free(next, 256);
   Free(p, 3 * kPage);
   int outside = 0;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_extend(r_, &outside, 256, 512, 0, nullptr, &f));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_extend(r_, p, 3 * kPage, 4 * kPage, 0, nullptr, &f));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_extend(r_, &outside, 256, 512, 0, nullptr, &f));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_extend(r_, p, 3 * kPage, 4 * kPage, 0, nullptr, &f));
 }
 
 TEST_F(VmmFineFeatures, TrimGivesBackWhatIsWhollyFreeAndKeepsLiveBytes) {
@@ -76,14 +77,14 @@ TEST_F(VmmFineFeatures, SleepGivesEverythingBackAndWakeRestoresSavedContents) {
   const size_t used = Device().used_bytes;
   gmr_vmm_pool_sleep_options so = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
   so.save_tag_mask = 1u << 1;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_sleep(pool_, &so, &f)) << f.message;
   EXPECT_TRUE(gmr_vmm_pool_resource_is_asleep(pool_));
   EXPECT_EQ(0u, Device().used_bytes) << "every page went back (was " << used << ")";
   EXPECT_EQ(0u, Held());
   gmr_test::ExpectInvariants(pool_);
   void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_BUSY, gmr_allocate_ex(r_, 100, 0, nullptr, &p, &f));
+  EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_allocate_ex(r_, 100, 0, nullptr, &p, &f));
   Free(cache, 5000);  // freeing while asleep is allowed
   gmr_vmm_pool_wake_options wo = GMR_VMM_POOL_WAKE_OPTIONS_INIT;
   wo.wake_all = false;
@@ -109,7 +110,7 @@ TEST_F(VmmFineFeatures, SleepGivesEverythingBackAndWakeRestoresSavedContents) {
 TEST_F(VmmFineFeatures, AWakeTheDeviceCannotServeChangesNothing) {
   Make();
   void *a = Alloc(3 * kPage);
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_sleep(pool_, nullptr, &f)) << f.message;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_CREATE, 0, 1,
                                                 cudaError_t(CUDA_ERROR_OUT_OF_MEMORY)));
@@ -139,9 +140,9 @@ TEST_F(VmmFineFeatures, EveryFailedCallOfAGrowthLeavesThePoolAsItWas) {
                                                          : cudaErrorInvalidValue;
       ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(call, skip, UINT64_MAX, err));
       void *p = nullptr;
-      gmr_failure f;
-      gmr_status st = gmr_allocate_ex(r_, 5 * kPage, 0, nullptr, &p, &f);
-      gmr_cuda_sim_clear_failures();
+      gmr_failure f = GMR_FAILURE_INIT;
+      gmr_status st = gmr_resource_allocate_ex(r_, 5 * kPage, 0, nullptr, &p, &f);
+      EXPECT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
       if (st == GMR_OK) {  // fewer calls than `skip`: it succeeded
         Free(p, 5 * kPage);
         continue;
@@ -172,9 +173,9 @@ TEST_F(VmmFineFeatures, AFailedMoveGivesBackWhatItMovedAndBreaksNothing) {
   ASSERT_EQ(GMR_OK,
             gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_MAP, 1, 1, cudaErrorInvalidValue));
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_ex(r_, 6 * kPage, 0, nullptr, &p, &f));
-  gmr_cuda_sim_clear_failures();
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_allocate_ex(r_, 6 * kPage, 0, nullptr, &p, &f));
+  EXPECT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
   gmr_test::ExpectInvariants(pool_);
   EXPECT_LE(Held(), 8 * kPage);
   EXPECT_EQ(4, static_cast<char *>(b)[100]);
@@ -191,8 +192,8 @@ TEST_F(VmmFineFeatures, ARefusedVaReservationIsReported) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_ADDRESS_RESERVE, 0, 1,
                                                 cudaErrorMemoryAllocation));
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r_, 4 * kPage, 0, nullptr, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r_, 4 * kPage, 0, nullptr, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "cuMemAddressReserve")) << f.message;
   EXPECT_EQ(1u, Stats(pool_).va_chunk_count);
   void *q = Alloc(4 * kPage);
@@ -230,8 +231,8 @@ TEST_F(VmmFineFeatures, RandomWorkKeepsEveryBlockAndTheInvariants) {
       size_t bytes = 1 + next() % (next() % 4 == 0 ? 5 * kPage : 64 * 1024);
       gmr_stream s = streams[next() % 2];
       void *p = nullptr;
-      gmr_failure f;
-      ASSERT_EQ(GMR_OK, gmr_allocate_ex(r_, bytes, 0, s, &p, &f)) << f.message;
+      gmr_failure f = GMR_FAILURE_INIT;
+      ASSERT_EQ(GMR_OK, gmr_resource_allocate_ex(r_, bytes, 0, s, &p, &f)) << f.message;
       unsigned char fill = static_cast<unsigned char>(next());
       std::memset(p, fill, bytes);
       live.push_back({static_cast<unsigned char *>(p), bytes, fill, s});
@@ -240,13 +241,13 @@ TEST_F(VmmFineFeatures, RandomWorkKeepsEveryBlockAndTheInvariants) {
       Block b = live[k];
       for (size_t j = 0; j < b.bytes; j += 1 + b.bytes / 7) ASSERT_EQ(b.fill, b.p[j]) << i;
       ASSERT_EQ(b.fill, b.p[b.bytes - 1]) << i;
-      ASSERT_EQ(GMR_OK, gmr_deallocate(r_, b.p, b.bytes, 0, b.s));
+      ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r_, b.p, b.bytes, 0, b.s));
       live.erase(live.begin() + static_cast<long>(k));
     } else if (next() % 2 == 0) {
       Block &b = live[next() % live.size()];
       size_t more = b.bytes + 1 + next() % kPage;
-      gmr_failure f;
-      gmr_status st = gmr_extend(r_, b.p, b.bytes, more, 0, b.s, &f);
+      gmr_failure f = GMR_FAILURE_INIT;
+      gmr_status st = gmr_resource_extend(r_, b.p, b.bytes, more, 0, b.s, &f);
       ASSERT_TRUE(st == GMR_OK || st == GMR_ERR_UNSUPPORTED) << gmr_status_name(st) << f.message;
       if (st == GMR_OK) {
         std::memset(b.p + b.bytes, b.fill, more - b.bytes);
@@ -260,7 +261,7 @@ TEST_F(VmmFineFeatures, RandomWorkKeepsEveryBlockAndTheInvariants) {
   }
   for (Block &b : live) {
     ASSERT_EQ(b.fill, b.p[0]);
-    ASSERT_EQ(GMR_OK, gmr_deallocate(r_, b.p, b.bytes, 0, b.s));
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r_, b.p, b.bytes, 0, b.s));
   }
   EXPECT_GT(Stats(pool_).remapped_page_count, 0u) << "memory moved on the way";
   gmr_test::ExpectInvariants(pool_);

@@ -47,7 +47,7 @@ class FineTest : public SimTest {
   gmr_resource *r_ = nullptr;
 
   void Make(gmr_vmm_pool_resource_config c = FineConfig()) {
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool_, &f)) << f.message;
     r_ = gmr_vmm_pool_resource_as_resource(pool_);
   }
@@ -60,12 +60,12 @@ class FineTest : public SimTest {
   }
   void *Alloc(size_t bytes, gmr_stream s = nullptr, size_t alignment = 0) {
     void *p = nullptr;
-    gmr_failure f;
-    EXPECT_EQ(GMR_OK, gmr_allocate_ex(r_, bytes, alignment, s, &p, &f)) << f.message;
+    gmr_failure f = GMR_FAILURE_INIT;
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate_ex(r_, bytes, alignment, s, &p, &f)) << f.message;
     return p;
   }
   void Free(void *p, size_t bytes, gmr_stream s = nullptr) {
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, bytes, 0, s));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, bytes, 0, s));
   }
   size_t Held() { return Stats(pool_).mapped_bytes; }
   gmr_cuda_sim_usage Device() {

@@ -85,8 +85,8 @@ TEST_F(VmmFineStreams, RecordStreamHoldsMemoryUntilTheOtherStreamIsDone) {
   Make();
   void *p = Alloc(5000, a_);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(b_, true));
-  EXPECT_EQ(GMR_OK, gmr_record_stream(r_, p, b_));
-  EXPECT_EQ(GMR_OK, gmr_record_stream(r_, p, b_)) << "twice is once";
+  EXPECT_EQ(GMR_OK, gmr_resource_record_stream(r_, p, b_));
+  EXPECT_EQ(GMR_OK, gmr_resource_record_stream(r_, p, b_)) << "twice is once";
   Free(p, 5000, a_);
   void *q = Alloc(5000, a_);
   EXPECT_NE(p, q) << "B may still use it";
@@ -98,8 +98,8 @@ TEST_F(VmmFineStreams, RecordStreamHoldsMemoryUntilTheOtherStreamIsDone) {
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r_, &released));
   EXPECT_EQ(kPage, released) << "B done: the block was free again and its page went back";
   int outside = 0;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_record_stream(r_, &outside, b_));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_record_stream(r_, p, b_));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_record_stream(r_, &outside, b_));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_record_stream(r_, p, b_));
 }
 
 TEST_F(VmmFineStreams, StreamsThatOutliveThePoolRecordOnlyWhenAnotherStreamNeedsTheMemory) {
@@ -123,14 +123,14 @@ TEST_F(VmmFineStreams, GrowthDuringACaptureMapsInRelaxedModeAndTouchesNoStream) 
   const uint64_t records = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD);
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(b_));
   void *p = nullptr;
-  gmr_failure f;
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r_, 3 * kPage, 0, b_, &p, &f)) << f.message;
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r_, 3 * kPage, 0, b_, &p, &f)) << f.message;
   void *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 100, 0, b_, &q)) << "a plain allocate is served too";
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 100, 0, b_, &q)) << "a plain allocate is served too";
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode()) << "global mode restored";
   EXPECT_EQ(0u, gmr_cuda_sim_get_stream_wait_count(b_));
   EXPECT_NE(pending, p) << "A's pending memory was left alone";
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r_, q, 100, 0, b_));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, 100, 0, b_));
   EXPECT_EQ(records, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD))
       << "nothing recorded during the capture";
   gmr_graph g = nullptr;
@@ -150,8 +150,8 @@ TEST_F(VmmFineStreams, AFailedSwitchToRelaxedModeChangesNothing) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_THREAD_EXCHANGE_CAPTURE_MODE, 0, 1,
                                                 cudaErrorUnknown));
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_capturing(r_, kPage, 0, b_, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_allocate_capturing(r_, kPage, 0, b_, &p, &f));
   EXPECT_EQ(calls, VmmCalls());
   EXPECT_EQ(0u, Held());
   gmr_graph g = nullptr;
@@ -177,7 +177,7 @@ TEST_F(VmmFineStreams, ThreadsAllocateAndFreeConcurrently) {
         if (mine.size() < 8 && (mine.empty() || x % 3 != 0)) {
           size_t bytes = 256 + (x >> 7) % (2 * kPage);
           void *p = nullptr;
-          if (gmr_allocate(r_, bytes, 0, s, &p) != GMR_OK) {
+          if (gmr_resource_allocate(r_, bytes, 0, s, &p) != GMR_OK) {
             failures++;
             continue;
           }
@@ -189,11 +189,11 @@ TEST_F(VmmFineStreams, ThreadsAllocateAndFreeConcurrently) {
           for (size_t k = 0; k < bytes; k += 4093) {
             if (p[k] != t + 1) failures++;
           }
-          if (gmr_deallocate(r_, p, bytes, 0, s) != GMR_OK) failures++;
+          if (gmr_resource_deallocate(r_, p, bytes, 0, s) != GMR_OK) failures++;
         }
       }
       for (auto [p, bytes] : mine) {
-        if (gmr_deallocate(r_, p, bytes, 0, s) != GMR_OK) failures++;
+        if (gmr_resource_deallocate(r_, p, bytes, 0, s) != GMR_OK) failures++;
       }
     });
   }

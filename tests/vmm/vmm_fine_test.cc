@@ -47,13 +47,13 @@ TEST_F(VmmFine, AlignmentUpToThePageIsHonouredAndAboveIsRefused) {
   for (size_t align : {size_t{512}, size_t{4096}, size_t{1} << 20, kPage}) {
     void *p = Alloc(1000, nullptr, align);
     EXPECT_EQ(0u, reinterpret_cast<uintptr_t>(p) % align) << align;
-    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 1000, 0, nullptr))
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 1000, 0, nullptr))
         << "freed with another alignment";
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 1000, align, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 1000, align, nullptr));
   }
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_allocate_ex(r_, 1000, 2 * kPage, nullptr, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_allocate_ex(r_, 1000, 2 * kPage, nullptr, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "at most its page")) << f.message;
   Free(pad, 256);
 }
@@ -64,26 +64,26 @@ TEST_F(VmmFine, BadFreesUseTheVocabularyAndChangeNothing) {
   void *q = Alloc(3 * kPage);
   const gmr_vmm_pool_resource_stats before = Stats(pool_);
   int outside = 0;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r_, &outside, 5000, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r_, &outside, 5000, 0, nullptr));
   EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
-            gmr_deallocate(r_, static_cast<char *>(p) + 256, 256, 0, nullptr))
+            gmr_resource_deallocate(r_, static_cast<char *>(p) + 256, 256, 0, nullptr))
       << "inside an allocation";
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 6000, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 5100, 0, nullptr))
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 6000, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 5100, 0, nullptr))
       << "the same 256-byte rounding is not the same size";
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 4999, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 5000, 128, nullptr))
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 4999, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 5000, 128, nullptr))
       << "an alignment below the unit is still another alignment";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 5000, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, p, 5000, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, q, kPage, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, q, 3 * kPage, 4096, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 5000, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r_, p, 5000, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, q, kPage, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, q, 3 * kPage, 4096, nullptr));
   gmr_vmm_pool_resource_stats after = Stats(pool_);
   EXPECT_EQ(before.live_count - 1, after.live_count);
   EXPECT_EQ(before.mapped_bytes, after.mapped_bytes);
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r_)) << "q is live";
   Free(q, 3 * kPage);
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, q, 3 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r_, q, 3 * kPage, 0, nullptr));
 }
 
 // Fine placement keeps the size and alignment asked for per allocation (the
@@ -92,23 +92,23 @@ TEST_F(VmmFine, BadFreesUseTheVocabularyAndChangeNothing) {
 TEST_F(VmmFine, AFreeMustNameTheSizeAndAlignmentAskedFor) {
   Make();
   void *p = nullptr, *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 1000, 0, nullptr, &p));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 1000, 64, nullptr, &q));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 1000, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 1000, 64, nullptr, &q));
   const gmr_vmm_pool_resource_stats before = Stats(pool_);
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 999, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 1024, 0, nullptr))
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 999, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 1024, 0, nullptr))
       << "the 256-byte units it rounds to";
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, q, 1000, 0, nullptr))
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, q, 1000, 0, nullptr))
       << "256, not the 64 asked for";
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_extend(r_, p, 999, 5000, 0, nullptr, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_extend(r_, p, 999, 5000, 0, nullptr, nullptr));
   const gmr_vmm_pool_resource_stats after = Stats(pool_);
   EXPECT_EQ(before.live_count, after.live_count);
   EXPECT_EQ(before.live_bytes, after.live_bytes);
   EXPECT_EQ(before.extend_count, after.extend_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 1000, 256, nullptr)) << "0 asked means 256";
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, p, 1000, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, q, 1000, 64, nullptr));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, q, 999, 64, nullptr))
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 1000, 256, nullptr)) << "0 asked means 256";
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r_, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, 1000, 64, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r_, q, 999, 64, nullptr))
       << "freed: whatever the size";
 }
 
@@ -119,9 +119,10 @@ TEST_F(VmmFine, AddressesFreedLongAgoStillReadAsUnknownOrDoubleFrees) {
   std::vector<void *> v;
   for (int i = 0; i < 6000; ++i) v.push_back(Alloc(256 * (1 + i % 7)));
   for (int i = 0; i < 6000; ++i) Free(v[i], 256 * (1 + i % 7));
-  gmr_status st = gmr_deallocate(r_, v[0], 256, 0, nullptr);
+  gmr_status st = gmr_resource_deallocate(r_, v[0], 256, 0, nullptr);
   EXPECT_TRUE(st == GMR_ERR_DOUBLE_FREE || st == GMR_ERR_UNKNOWN_POINTER) << gmr_status_name(st);
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, v[5999], 256 * (1 + 5999 % 7), 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE,
+            gmr_resource_deallocate(r_, v[5999], 256 * (1 + 5999 % 7), 0, nullptr));
 }
 
 TEST_F(VmmFine, GrowthMapsATailOfTheGivenShareAndRepeatsNoCall) {
@@ -301,7 +302,7 @@ TEST_F(VmmFine, ConfigOutsideItsRangeIsRefusedWithTheLimit) {
   gmr_vmm_pool_resource_config c = FineConfig();
   c.growth_percent = 1001;
   gmr_vmm_pool_resource *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_create(&c, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "at most 1000")) << f.message;
   EXPECT_EQ(nullptr, p);

@@ -56,18 +56,18 @@ unsigned Churn(gmr_resource *r, gmr_stream s, unsigned seed, int calls) {
     if (live.empty() || (live.size() < 16 && (x >> 16) % 4 != 0)) {
       size_t bytes = 1 + (x >> 4) % (64 * kKiB);
       void *p = nullptr;
-      if (gmr_allocate(r, bytes, 0, s, &p) != GMR_OK) {
+      if (gmr_resource_allocate(r, bytes, 0, s, &p) != GMR_OK) {
         failed++;
       } else {
         live.emplace_back(p, bytes);
       }
     } else {
       size_t k = (x >> 8) % live.size();
-      if (gmr_deallocate(r, live[k].first, live[k].second, 0, s) != GMR_OK) failed++;
+      if (gmr_resource_deallocate(r, live[k].first, live[k].second, 0, s) != GMR_OK) failed++;
       live.erase(live.begin() + static_cast<long>(k));
     }
   }
-  for (auto &p : live) failed += gmr_deallocate(r, p.first, p.second, 0, s) != GMR_OK;
+  for (auto &p : live) failed += gmr_resource_deallocate(r, p.first, p.second, 0, s) != GMR_OK;
   return failed;
 }
 
@@ -135,11 +135,11 @@ TEST_F(FineThreads, SharedStreamsAndCrossStreamFreesKeepExactStatistics) {
         x = x * 1103515245u + 12345u;
         size_t bytes = 256 + (x >> 6) % (96 * kKiB);
         void *p = nullptr;
-        if (gmr_allocate(r_, bytes, 0, s, &p) != GMR_OK) {
+        if (gmr_resource_allocate(r_, bytes, 0, s, &p) != GMR_OK) {
           failed++;
           continue;
         }
-        if (k % 3 == 0 && gmr_record_stream(r_, p, own2) != GMR_OK) failed++;
+        if (k % 3 == 0 && gmr_resource_record_stream(r_, p, own2) != GMR_OK) failed++;
         mine.emplace_back(p, bytes);
       }
       {
@@ -147,14 +147,15 @@ TEST_F(FineThreads, SharedStreamsAndCrossStreamFreesKeepExactStatistics) {
         for (size_t k = 0; k < mine.size(); k += 2) inbox[(i + 1) % 4].push_back(mine[k]);
       }
       for (size_t k = 1; k < mine.size(); k += 2) {
-        failed += gmr_deallocate(r_, mine[k].first, mine[k].second, 0, s) != GMR_OK;
+        failed += gmr_resource_deallocate(r_, mine[k].first, mine[k].second, 0, s) != GMR_OK;
       }
       std::vector<std::pair<void *, size_t>> given;
       {
         std::lock_guard<std::mutex> g(m);
         given.swap(inbox[i]);
       }
-      for (auto &p : given) failed += gmr_deallocate(r_, p.first, p.second, 0, s) != GMR_OK;
+      for (auto &p : given)
+        failed += gmr_resource_deallocate(r_, p.first, p.second, 0, s) != GMR_OK;
     }
     done++;
   };
@@ -164,7 +165,7 @@ TEST_F(FineThreads, SharedStreamsAndCrossStreamFreesKeepExactStatistics) {
   // What was handed over after its receiver finished.
   for (unsigned i = 0; i < 4; ++i) {
     for (auto &p : inbox[i]) {
-      failed += gmr_deallocate(r_, p.first, p.second, 0, stream_of[i]) != GMR_OK;
+      failed += gmr_resource_deallocate(r_, p.first, p.second, 0, stream_of[i]) != GMR_OK;
     }
   }
   EXPECT_EQ(0u, failed.load());
@@ -236,12 +237,12 @@ TEST_F(FineThreads, BadFreesGetTheirStatusFromWhicheverShardOwnsThePointer) {
     if (i == 1) q = Alloc(3000, s2);
   });
   // Named with the other shard's stream: the owner answers.
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 999, 0, s2));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 999, 0, s2));
   EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
-            gmr_deallocate(r_, static_cast<char *>(p) + 256, 744, 0, s2));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 1000, 0, s2));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, p, 1000, 0, s1));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_record_stream(r_, p, s1));
+            gmr_resource_deallocate(r_, static_cast<char *>(p) + 256, 744, 0, s2));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 1000, 0, s2));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r_, p, 1000, 0, s1));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_record_stream(r_, p, s1));
   EXPECT_EQ(GMR_OK, gmr_vmm_pool_resource_set_tag(pool_, q, 5));
   EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_vmm_pool_resource_set_tag(pool_, p, 5));
   EXPECT_EQ(1u, Stats(pool_).live_count);
@@ -271,7 +272,7 @@ TEST_F(FineThreads, SleepAndWakeActOnEveryShard) {
   // Refused from any thread, on any stream, while asleep.
   OneByOne(2, [&](unsigned i) {
     void *x = nullptr;
-    EXPECT_EQ(GMR_ERR_BUSY, gmr_allocate(r_, 100, 0, i == 0 ? s1 : s2, &x));
+    EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_allocate(r_, 100, 0, i == 0 ? s1 : s2, &x));
   });
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_wake(pool_, nullptr, nullptr));
   EXPECT_FALSE(gmr_vmm_pool_resource_is_asleep(pool_));
@@ -319,7 +320,7 @@ TEST_F(FineThreadsSmallDevice, WhenTheDeviceIsFullAnotherShardServesTheRequest) 
 TEST_F(FineThreads, TooManyShardsIsRefusedWithTheLimit) {
   gmr_vmm_pool_resource_config c = Sharded(GMR_VMM_POOL_MAX_SHARDS + 1);
   gmr_vmm_pool_resource *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_create(&c, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_NE(nullptr, std::strstr(f.message, "shard_count")) << f.message;

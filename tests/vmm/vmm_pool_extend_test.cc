@@ -1,4 +1,4 @@
-// In-place growth (gmr_extend) of vmm_pool allocations, and a small client:
+// In-place growth (gmr_resource_extend) of vmm_pool allocations, and a small client:
 // a bump sub-allocator that grows its chunk in place the way gmr's pool is
 // meant to grow its newest chunk over vmm_pool.
 #include <gtest/gtest.h>
@@ -37,7 +37,7 @@ class VmmPoolExtend : public gmr_test::SimTest {
   }
   void *Alloc(size_t pages, gmr_stream s = nullptr) {
     void *p = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_allocate(r_, pages * kPage, 0, s, &p));
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate(r_, pages * kPage, 0, s, &p));
     return p;
   }
 };
@@ -45,7 +45,7 @@ class VmmPoolExtend : public gmr_test::SimTest {
 TEST_F(VmmPoolExtend, GrowsIntoTheHoleAfterIt) {
   void *p = Alloc(2);
   static_cast<char *>(p)[0] = 42;
-  ASSERT_EQ(GMR_OK, gmr_extend(r_, p, 2 * kPage, 5 * kPage, 0, nullptr, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(r_, p, 2 * kPage, 5 * kPage, 0, nullptr, nullptr));
   EXPECT_EQ("[5]", Layout(pool_));
   EXPECT_EQ(42, static_cast<char *>(p)[0]);
   std::memset(static_cast<char *>(p) + 2 * kPage, 7, 3 * kPage);  // the new pages are usable
@@ -53,23 +53,23 @@ TEST_F(VmmPoolExtend, GrowsIntoTheHoleAfterIt) {
   EXPECT_EQ(1u, s.extend_count);
   EXPECT_EQ(5 * kPage, s.live_bytes);
   EXPECT_EQ(5 * kPage, s.mapped_bytes);
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 2 * kPage, 0, nullptr))
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 2 * kPage, 0, nullptr))
       << "the allocation now has the new size";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 5 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 5 * kPage, 0, nullptr));
 }
 
 TEST_F(VmmPoolExtend, TakesAFreeRegionAfterIt) {
   void *p = Alloc(2);
   void *q = Alloc(3);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r_, q, 3 * kPage, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, 3 * kPage, 0, nullptr));
   const uint64_t created = Stats(pool_).page_create_count;
-  ASSERT_EQ(GMR_OK, gmr_extend(r_, p, 2 * kPage, 4 * kPage, 0, nullptr, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(r_, p, 2 * kPage, 4 * kPage, 0, nullptr, nullptr));
   EXPECT_EQ("[4][-1]", Layout(pool_));
   EXPECT_EQ(created, Stats(pool_).page_create_count) << "free pages, no new ones";
-  ASSERT_EQ(GMR_OK, gmr_extend(r_, p, 4 * kPage, 7 * kPage, 0, nullptr, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(r_, p, 4 * kPage, 7 * kPage, 0, nullptr, nullptr));
   EXPECT_EQ("[7]", Layout(pool_)) << "the free page, then two new ones";
   EXPECT_EQ(created + 2, Stats(pool_).page_create_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 7 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 7 * kPage, 0, nullptr));
 }
 
 TEST_F(VmmPoolExtend, AnotherStreamsPendingFreeRegionIsTakenAfterAGpuWait) {
@@ -79,11 +79,11 @@ TEST_F(VmmPoolExtend, AnotherStreamsPendingFreeRegionIsTakenAfterAGpuWait) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(a, true));
   void *p = Alloc(1, b);
   void *q = Alloc(2, a);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r_, q, 2 * kPage, 0, a));
-  ASSERT_EQ(GMR_OK, gmr_extend(r_, p, kPage, 3 * kPage, 0, b, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, 2 * kPage, 0, a));
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(r_, p, kPage, 3 * kPage, 0, b, nullptr));
   EXPECT_EQ("[3]", Layout(pool_));
   EXPECT_EQ(1u, gmr_cuda_sim_get_stream_wait_count(b));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 3 * kPage, 0, b));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 3 * kPage, 0, b));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(a, false));
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(a));
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(b));
@@ -92,35 +92,38 @@ TEST_F(VmmPoolExtend, AnotherStreamsPendingFreeRegionIsTakenAfterAGpuWait) {
 TEST_F(VmmPoolExtend, RefusesWhenTheAddressesAfterItAreTakenAndChangesNothing) {
   void *p = Alloc(2);
   void *wall = Alloc(1);
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_extend(r_, p, 2 * kPage, 3 * kPage, 0, nullptr, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_extend(r_, p, 2 * kPage, 3 * kPage, 0, nullptr, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "not free")) << f.message;
   EXPECT_EQ(r_, f.where);
   EXPECT_EQ("[2][1]", Layout(pool_));
   // The size asked for, not the pages it rounds to, names the allocation.
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_extend(r_, p, 2 * kPage - 100, 2 * kPage, 0, nullptr, &f));
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_extend(r_, p, 2 * kPage, 3 * kPage, 512, nullptr, &f))
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH,
+            gmr_resource_extend(r_, p, 2 * kPage - 100, 2 * kPage, 0, nullptr, &f));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH,
+            gmr_resource_extend(r_, p, 2 * kPage, 3 * kPage, 512, nullptr, &f))
       << "another alignment";
   EXPECT_EQ("[2][1]", Layout(pool_));
   int x = 0;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_extend(r_, &x, kPage, 2 * kPage, 0, nullptr, &f));
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_extend(r_, p, 5 * kPage, 6 * kPage, 0, nullptr, &f));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_extend(r_, &x, kPage, 2 * kPage, 0, nullptr, &f));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH,
+            gmr_resource_extend(r_, p, 5 * kPage, 6 * kPage, 0, nullptr, &f));
   void *small = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 64, 0, nullptr, &small));
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_extend(r_, small, 64, 128, 0, nullptr, &f));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, small, 64, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, wall, kPage, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 2 * kPage, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_extend(r_, p, 2 * kPage, 3 * kPage, 0, nullptr, &f));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 64, 0, nullptr, &small));
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_extend(r_, small, 64, 128, 0, nullptr, &f));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, small, 64, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, wall, kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 2 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_extend(r_, p, 2 * kPage, 3 * kPage, 0, nullptr, &f));
   // Within the pages it already has: no change, just the new size.
   void *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 2 * kPage - 100, 0, nullptr, &q));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 2 * kPage - 100, 0, nullptr, &q));
   const gmr_vmm_pool_resource_stats before = Stats(pool_);
-  ASSERT_EQ(GMR_OK, gmr_extend(r_, q, 2 * kPage - 100, 2 * kPage, 0, nullptr, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(r_, q, 2 * kPage - 100, 2 * kPage, 0, nullptr, nullptr));
   EXPECT_EQ(before.live_bytes, Stats(pool_).live_bytes);
   EXPECT_EQ(before.mapped_bytes, Stats(pool_).mapped_bytes);
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, q, 2 * kPage - 100, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, q, 2 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, q, 2 * kPage - 100, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, 2 * kPage, 0, nullptr));
 }
 
 TEST_F(VmmPoolExtend, GrowthDuringCaptureMapsPagesWithoutBreakingIt) {
@@ -128,13 +131,13 @@ TEST_F(VmmPoolExtend, GrowthDuringCaptureMapsPagesWithoutBreakingIt) {
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
   void *p = Alloc(1, s);
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
-  ASSERT_EQ(GMR_OK, gmr_extend(r_, p, kPage, 4 * kPage, 0, s, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_extend(r_, p, kPage, 4 * kPage, 0, s, nullptr));
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
   gmr_graph g = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
   ASSERT_EQ(GMR_OK, gmr_graph_destroy(g));
   EXPECT_EQ("[4]", Layout(pool_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 4 * kPage, 0, s));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 4 * kPage, 0, s));
   EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
 }
 
@@ -146,7 +149,7 @@ class GrowingArena {
   explicit GrowingArena(gmr_resource *upstream) : upstream_(upstream) {}
   ~GrowingArena() {
     for (const Chunk &c : chunks_) {
-      EXPECT_EQ(GMR_OK, gmr_deallocate(upstream_, c.base, c.bytes, 0, nullptr));
+      EXPECT_EQ(GMR_OK, gmr_resource_deallocate(upstream_, c.base, c.bytes, 0, nullptr));
     }
   }
   void *Allocate(size_t bytes) {
@@ -155,7 +158,7 @@ class GrowingArena {
       Chunk &c = chunks_.back();
       if (c.used + bytes > c.bytes) {
         size_t grown = c.used + bytes > 2 * c.bytes ? c.used + bytes : 2 * c.bytes;
-        gmr_status st = gmr_extend(upstream_, c.base, c.bytes, grown, 0, nullptr, nullptr);
+        gmr_status st = gmr_resource_extend(upstream_, c.base, c.bytes, grown, 0, nullptr, nullptr);
         if (st == GMR_OK) {
           c.bytes = grown;
           extended_++;
@@ -171,7 +174,7 @@ class GrowingArena {
     }
     Chunk c;
     c.bytes = bytes > kPage ? bytes : kPage;
-    EXPECT_EQ(GMR_OK, gmr_allocate(upstream_, c.bytes, 0, nullptr, &c.base));
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate(upstream_, c.bytes, 0, nullptr, &c.base));
     c.used = bytes;
     chunks_.push_back(c);
     return c.base;
@@ -207,7 +210,7 @@ TEST_F(VmmPoolExtend, AClientGrowsItsChunkInPlaceAndFallsBackToANewChunk) {
     for (int i = 0; i < 20; ++i) arena.Allocate(300 * 1024);
     EXPECT_EQ(2u, arena.chunk_count());
     EXPECT_EQ("[8][1][1]", Layout(pool_));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r_, wall, kPage, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, wall, kPage, 0, nullptr));
   }
   EXPECT_EQ(0u, Stats(pool_).live_count);
 }

@@ -65,8 +65,7 @@ int FailEachCall(gmr_vmm_pool_resource *pool, gmr_cuda_call call, int error, con
     SCOPED_TRACE("failing call " + std::to_string(k + 1));
     const Snapshot before = Take(pool);
     EXPECT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(call, static_cast<uint64_t>(k), 1, error));
-    gmr_failure f;
-    std::memset(&f, 0, sizeof f);
+    gmr_failure f = GMR_FAILURE_INIT;
     gmr_status st = op(&f);
     EXPECT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
     if (st == GMR_OK) return k;
@@ -105,7 +104,7 @@ class VmmPoolFaults : public gmr_test::SimTest {
   }
   void *Alloc(size_t pages, gmr_stream s) {
     void *p = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_allocate(r_, pages * kPage, 0, s, &p));
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate(r_, pages * kPage, 0, s, &p));
     return p;
   }
 };
@@ -113,9 +112,11 @@ class VmmPoolFaults : public gmr_test::SimTest {
 TEST_F(VmmPoolFaults, EveryCallOfAnAllocationThatMapsNewPages) {
   void *first = Alloc(1, nullptr);
   void *p = nullptr;
-  Op op = [&](gmr_failure *f) { return gmr_allocate_ex(r_, 3 * kPage, 0, nullptr, &p, f); };
+  Op op = [&](gmr_failure *f) {
+    return gmr_resource_allocate_ex(r_, 3 * kPage, 0, nullptr, &p, f);
+  };
   auto undo = [&] {
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 3 * kPage, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 3 * kPage, 0, nullptr));
     EXPECT_EQ(GMR_OK, gmr_resource_trim(r_, nullptr)); /* so the next try maps pages again */
   };
   EXPECT_EQ(3, FailEachCall(pool_, GMR_CUDA_CALL_MEM_CREATE, CUDA_ERROR_OUT_OF_MEMORY, op,
@@ -128,11 +129,13 @@ TEST_F(VmmPoolFaults, EveryCallOfAnAllocationThatMapsNewPages) {
                             "cuMemSetAccess failed"));
   undo();
   // A request larger than the VA chunk also reserves addresses.
-  Op big = [&](gmr_failure *f) { return gmr_allocate_ex(r_, 20 * kPage, 0, nullptr, &p, f); };
+  Op big = [&](gmr_failure *f) {
+    return gmr_resource_allocate_ex(r_, 20 * kPage, 0, nullptr, &p, f);
+  };
   EXPECT_EQ(1, FailEachCall(pool_, GMR_CUDA_CALL_MEM_ADDRESS_RESERVE, CUDA_ERROR_OUT_OF_MEMORY,
                             big, "cuMemAddressReserve failed"));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 20 * kPage, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, first, kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 20 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, first, kPage, 0, nullptr));
 }
 
 TEST_F(VmmPoolFaults, EveryCallOfADefragmentation) {
@@ -143,11 +146,11 @@ TEST_F(VmmPoolFaults, EveryCallOfADefragmentation) {
   void *l1 = Alloc(1, a_);
   void *f2 = Alloc(2, a_);
   void *l2 = Alloc(1, a_);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, f1, 2 * kPage, 0, a_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, f2, 2 * kPage, 0, a_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, f1, 2 * kPage, 0, a_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, f2, 2 * kPage, 0, a_));
   ASSERT_EQ("[-2][1][-2][1]", Layout(pool_));
   void *p = nullptr;
-  Op op = [&](gmr_failure *f) { return gmr_allocate_ex(r_, 6 * kPage, 0, b_, &p, f); };
+  Op op = [&](gmr_failure *f) { return gmr_resource_allocate_ex(r_, 6 * kPage, 0, b_, &p, f); };
   const int maps = FailEachCall(pool_, GMR_CUDA_CALL_MEM_MAP, CUDA_ERROR_OUT_OF_MEMORY, op,
                                 "cuMemMap failed: CUDA_ERROR_OUT_OF_MEMORY");
   EXPECT_EQ(6, maps) << "4 second mappings and 2 new pages";
@@ -168,9 +171,9 @@ TEST_F(VmmPoolFaults, EveryCallOfADefragmentation) {
   for (const auto &c : calls) {
     // Back to the fragmented state: free the 6, release A so its zombies go,
     // trim, and rebuild the same layout.
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 6 * kPage, 0, b_));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r_, l1, kPage, 0, a_));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r_, l2, kPage, 0, a_));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 6 * kPage, 0, b_));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, l1, kPage, 0, a_));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, l2, kPage, 0, a_));
     EXPECT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(a_, false));
     EXPECT_EQ(GMR_OK, gmr_resource_trim(r_, nullptr));
     ASSERT_EQ("", Layout(pool_));
@@ -179,15 +182,15 @@ TEST_F(VmmPoolFaults, EveryCallOfADefragmentation) {
     l1 = Alloc(1, a_);
     f2 = Alloc(2, a_);
     l2 = Alloc(1, a_);
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r_, f1, 2 * kPage, 0, a_));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r_, f2, 2 * kPage, 0, a_));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, f1, 2 * kPage, 0, a_));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, f2, 2 * kPage, 0, a_));
     ASSERT_EQ("[-2][1][-2][1]", Layout(pool_));
     EXPECT_EQ(c.count, FailEachCall(pool_, c.call, c.error, op, c.name));
     EXPECT_EQ("[~2][1][~2][1][+6]", Layout(pool_, p));
   }
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 6 * kPage, 0, b_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, l1, kPage, 0, a_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, l2, kPage, 0, a_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 6 * kPage, 0, b_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, l1, kPage, 0, a_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, l2, kPage, 0, a_));
 }
 
 TEST_F(VmmPoolFaults, EveryCallOfSleepAndWake) {
@@ -239,26 +242,28 @@ TEST_F(VmmPoolFaults, EveryCallOfSleepAndWake) {
     EXPECT_EQ(0xa1, static_cast<unsigned char *>(a)[0]);
     EXPECT_EQ(0xb2, static_cast<unsigned char *>(b)[kPage - 1]);
   }
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, a, 2 * kPage, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, b, kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, a, 2 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, b, kPage, 0, nullptr));
 }
 
 TEST_F(VmmPoolFaults, EveryCallOfAnExtension) {
   void *p = Alloc(2, nullptr);
-  Op op = [&](gmr_failure *f) { return gmr_extend(r_, p, 2 * kPage, 5 * kPage, 0, nullptr, f); };
+  Op op = [&](gmr_failure *f) {
+    return gmr_resource_extend(r_, p, 2 * kPage, 5 * kPage, 0, nullptr, f);
+  };
   EXPECT_EQ(3, FailEachCall(pool_, GMR_CUDA_CALL_MEM_CREATE, CUDA_ERROR_OUT_OF_MEMORY, op,
                             "cuMemCreate"));
   EXPECT_EQ("[5]", Layout(pool_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 5 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 5 * kPage, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_trim(r_, nullptr));
   p = Alloc(2, nullptr);
   EXPECT_EQ(3, FailEachCall(pool_, GMR_CUDA_CALL_MEM_MAP, CUDA_ERROR_INVALID_VALUE, op, "cuMemMap"));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 5 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 5 * kPage, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_trim(r_, nullptr));
   p = Alloc(2, nullptr);
   EXPECT_EQ(1, FailEachCall(pool_, GMR_CUDA_CALL_MEM_SET_ACCESS, CUDA_ERROR_INVALID_VALUE, op,
                             "cuMemSetAccess"));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 5 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 5 * kPage, 0, nullptr));
 }
 
 // A free that cannot record its event: vmm_pool_free_faults_test.cc.
@@ -266,7 +271,7 @@ TEST_F(VmmPoolFaults, EveryCallOfAnExtension) {
 TEST_F(VmmPoolFaults, ARefusedUnmapStopsTrimWithWhatWentBackStillGone) {
   void *p = Alloc(4, nullptr);
   void *wall = Alloc(1, nullptr);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 4 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 4 * kPage, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_UNMAP, 2, 1,
                                                 CUDA_ERROR_INVALID_VALUE));
   size_t released = 0;
@@ -277,12 +282,12 @@ TEST_F(VmmPoolFaults, ARefusedUnmapStopsTrimWithWhatWentBackStillGone) {
   EXPECT_EQ(GMR_OK, gmr_resource_trim(r_, &released));
   EXPECT_EQ(2 * kPage, released);
   EXPECT_EQ("[*4][1]", Layout(pool_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, wall, kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, wall, kPage, 0, nullptr));
 }
 
 TEST_F(VmmPoolFaults, DestroyThatCannotSynchronizeChangesNothing) {
   void *p = Alloc(1, nullptr);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, kPage, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE, 0, 1,
                                                 cudaErrorLaunchFailure));
   EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_destroy(r_));

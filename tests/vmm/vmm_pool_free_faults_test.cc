@@ -40,7 +40,7 @@ class VmmPoolFreeFaults : public gmr_test::SimTest {
     gmr_vmm_pool_resource_config c = gmr_test::TestConfig(16);
     c.placement = placement;
     c.growth_percent = 0;
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool_, &f)) << f.message;
     r_ = gmr_vmm_pool_resource_as_resource(pool_);
   }
@@ -63,8 +63,8 @@ class VmmPoolFreeFaults : public gmr_test::SimTest {
   }
   void *Alloc(size_t bytes, gmr_stream s) {
     void *p = nullptr;
-    gmr_failure f;
-    EXPECT_EQ(GMR_OK, gmr_allocate_ex(r_, bytes, 0, s, &p, &f)) << f.message;
+    gmr_failure f = GMR_FAILURE_INIT;
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate_ex(r_, bytes, 0, s, &p, &f)) << f.message;
     return p;
   }
   void Fail(gmr_cuda_call call, uint64_t skip, uint64_t count, int error) {
@@ -94,7 +94,7 @@ TEST_F(VmmPoolFreeFaults, EachFaultAtAFreeIsAbsorbedWithTheStreamWaitedFor) {
     const uint64_t waits = HostWaits();
     const uint64_t calls = gmr_cuda_sim_get_call_count(fault.call);
     Fail(fault.call, 0, 1, fault.error);
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 2 * kPage, 0, a_));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 2 * kPage, 0, a_));
     EXPECT_LT(calls, gmr_cuda_sim_get_call_count(fault.call)) << "the free met the fault";
     EXPECT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
     // Exact books: released, free, still mapped; a second free is a double free.
@@ -104,7 +104,7 @@ TEST_F(VmmPoolFreeFaults, EachFaultAtAFreeIsAbsorbedWithTheStreamWaitedFor) {
     EXPECT_EQ(2 * kPage, st.free_bytes);
     EXPECT_EQ(2 * kPage, st.mapped_bytes);
     EXPECT_EQ("[-2]", Layout(pool_));
-    EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, p, 2 * kPage, 0, a_));
+    EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r_, p, 2 * kPage, 0, a_));
     gmr_test::ExpectInvariants(pool_);
     // Instead of an event, the free waited for A: nothing is pending.
     EXPECT_EQ(waits + 1, HostWaits());
@@ -113,7 +113,7 @@ TEST_F(VmmPoolFreeFaults, EachFaultAtAFreeIsAbsorbedWithTheStreamWaitedFor) {
     EXPECT_EQ(p, q) << "A's work up to the free is done: B takes the memory, no new page";
     EXPECT_EQ(2 * kPage, Stats(pool_).mapped_bytes);
     EXPECT_EQ(0u, gmr_cuda_sim_get_stream_wait_count(b_));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r_, q, 2 * kPage, 0, b_));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, 2 * kPage, 0, b_));
     EXPECT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(a_, false));
     gmr_test::ExpectInvariants(pool_);
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(r_));
@@ -130,7 +130,7 @@ TEST_F(VmmPoolFreeFaults, AFreeThatCanNeitherRecordNorWaitKeepsTheMemoryForItsSt
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(a_, true));
   Fail(GMR_CUDA_CALL_EVENT_RECORD, 0, 1, cudaErrorLaunchFailure);
   Fail(GMR_CUDA_CALL_STREAM_SYNCHRONIZE, 0, 1, cudaErrorLaunchFailure);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 2 * kPage, 0, a_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 2 * kPage, 0, a_));
   EXPECT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
   EXPECT_EQ("[-2]", Layout(pool_));
   EXPECT_EQ(0u, Stats(pool_).live_bytes);
@@ -140,8 +140,8 @@ TEST_F(VmmPoolFreeFaults, AFreeThatCanNeitherRecordNorWaitKeepsTheMemoryForItsSt
   EXPECT_EQ("[-2][+2]", Layout(pool_, q));
   void *t = Alloc(2 * kPage, a_);
   EXPECT_EQ(p, t) << "A's own later work is ordered after the free: A reuses it";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, q, 2 * kPage, 0, b_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, t, 2 * kPage, 0, a_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, 2 * kPage, 0, b_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, t, 2 * kPage, 0, a_));
 }
 
 // record_stream: the event on the used stream B cannot be recorded, so the
@@ -150,25 +150,25 @@ TEST_F(VmmPoolFreeFaults, AFreeThatCanNeitherRecordNorWaitKeepsTheMemoryForItsSt
 TEST_F(VmmPoolFreeFaults, AUsedStreamThatCannotBeRecordedOnIsWaitedFor) {
   Make();
   void *p = Alloc(2 * kPage, a_);
-  ASSERT_EQ(GMR_OK, gmr_record_stream(r_, p, b_));
+  ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r_, p, b_));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(b_, true));  // B still reads p
   // The free records A's event first, then B's.
   Fail(GMR_CUDA_CALL_EVENT_RECORD, 1, 1, cudaErrorLaunchFailure);
   Fail(GMR_CUDA_CALL_STREAM_SYNCHRONIZE, 0, 1, cudaErrorLaunchFailure);
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_deallocate(r_, p, 2 * kPage, 0, a_));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_deallocate(r_, p, 2 * kPage, 0, a_));
   EXPECT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
   EXPECT_EQ("[2]", Layout(pool_)) << "nothing released";
   EXPECT_EQ(2 * kPage, Stats(pool_).live_bytes);
   gmr_test::ExpectInvariants(pool_);
   const uint64_t waits = HostWaits();
   Fail(GMR_CUDA_CALL_EVENT_RECORD, 1, 1, cudaErrorLaunchFailure);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 2 * kPage, 0, a_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 2 * kPage, 0, a_));
   EXPECT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
   EXPECT_EQ(waits + 1, HostWaits()) << "B's use was waited for";
   EXPECT_EQ("[-2]", Layout(pool_));
   void *q = Alloc(2 * kPage, a_);
   EXPECT_EQ(p, q) << "B's use is over: the memory is free again";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, q, 2 * kPage, 0, a_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, 2 * kPage, 0, a_));
 }
 
 // Small blocks (the small path of page placement) and fine placement
@@ -181,18 +181,18 @@ TEST_F(VmmPoolFreeFaults, SmallBlocksAndFinePlacementAbsorbTheSameFaults) {
                    (placement == GMR_VMM_POOL_PLACEMENT_FINE ? " fine" : " small path"));
       Make(placement);
       void *p = Alloc(5000, a_);
-      ASSERT_EQ(GMR_OK, gmr_record_stream(r_, p, b_));
+      ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r_, p, b_));
       ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(b_, true));
       const uint64_t waits = HostWaits();
       Fail(fault.call, 0, UINT64_MAX, fault.error);  // every such call of the free
-      EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 5000, 0, a_));
+      EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 5000, 0, a_));
       EXPECT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
       EXPECT_EQ(waits + 1, HostWaits()) << "B's use was waited for on the host";
-      EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, p, 5000, 0, a_));
+      EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r_, p, 5000, 0, a_));
       gmr_test::ExpectInvariants(pool_);
       void *q = Alloc(5000, a_);
       EXPECT_EQ(p, q) << "B's use is over: the block is free again";
-      EXPECT_EQ(GMR_OK, gmr_deallocate(r_, q, 5000, 0, a_));
+      EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, 5000, 0, a_));
       EXPECT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(b_, false));
       gmr_test::ExpectInvariants(pool_);
       EXPECT_EQ(GMR_OK, gmr_resource_destroy(r_));

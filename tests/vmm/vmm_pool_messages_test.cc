@@ -33,7 +33,7 @@ TEST_F(VmmPoolMessages, InitialPagesMoreThanTheDeviceHoldsNamesTheOptionAndTheLi
     gmr_vmm_pool_resource_config c = gmr_test::TestConfig(16, 40);
     c.placement = placement;
     gmr_vmm_pool_resource *pool = nullptr;
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_vmm_pool_resource_create(&c, &pool, &f));
     EXPECT_EQ(nullptr, pool);
     EXPECT_TRUE(Has(f.message, "initial_pages=40")) << f.message;
@@ -47,7 +47,7 @@ TEST_F(VmmPoolMessages, InitialPagesMoreThanTheDeviceHoldsNamesTheOptionAndTheLi
   // Past what any size can express: the limit is the device's room too.
   gmr_vmm_pool_resource_config c = gmr_test::TestConfig(16, SIZE_MAX / 2);
   gmr_vmm_pool_resource *pool = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_vmm_pool_resource_create(&c, &pool, &f));
   EXPECT_TRUE(Has(f.message, "initial_pages=" + std::to_string(SIZE_MAX / 2))) << f.message;
   EXPECT_TRUE(Has(f.message, "room for 32")) << f.message;
@@ -65,11 +65,10 @@ TEST_F(VmmPoolMessages, InitialPagesInASpecNamesTheOptionAndTheLimit) {
 }
 
 TEST_F(VmmPoolMessages, SleepAndWakeSayWhatIsWrongWithTheirArguments) {
-  gmr_failure f;
-  std::memset(&f, 0, sizeof f);
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_sleep(nullptr, nullptr, &f));
   EXPECT_TRUE(Has(f.message, "gmr_vmm_pool_resource_sleep: pool is NULL")) << f.message;
-  std::memset(&f, 0, sizeof f);
+  f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_wake(nullptr, nullptr, &f));
   EXPECT_TRUE(Has(f.message, "gmr_vmm_pool_resource_wake: pool is NULL")) << f.message;
   // NULL failure record: the status alone.

@@ -31,7 +31,7 @@ class VmmPool : public gmr_test::SimTest {
   gmr_resource *r_ = nullptr;
 
   void Make(gmr_vmm_pool_resource_config c = gmr_test::TestConfig()) {
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool_, &f)) << f.message;
     r_ = gmr_vmm_pool_resource_as_resource(pool_);
   }
@@ -52,7 +52,8 @@ TEST_F(VmmPool, DefaultsFollowTheDevice) {
   EXPECT_EQ(kPage, s.granularity_bytes);
   EXPECT_EQ(size_t{80} << 30, s.reserved_bytes) << "one VA chunk the size of the device";
   EXPECT_EQ(0u, s.mapped_bytes) << "nothing mapped until asked";
-  EXPECT_STREQ("vmm_pool_resource", gmr_resource_type_name(gmr_vmm_pool_resource_as_resource(p)));
+  EXPECT_STREQ("vmm_pool_resource",
+               gmr_resource_get_type_name(gmr_vmm_pool_resource_as_resource(p)));
   EXPECT_EQ(p, gmr_vmm_pool_resource_from_resource(gmr_vmm_pool_resource_as_resource(p)));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_vmm_pool_resource_as_resource(p)));
   gmr_cuda_sim_vmm_usage u;
@@ -61,7 +62,7 @@ TEST_F(VmmPool, DefaultsFollowTheDevice) {
 }
 
 TEST_F(VmmPool, CreateRefusesBadConfigsWithAMessageAndLeavesNothing) {
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   gmr_vmm_pool_resource *p = reinterpret_cast<gmr_vmm_pool_resource *>(0x1);
   gmr_vmm_pool_resource_config c = gmr_test::TestConfig();
   c.device = 3;
@@ -100,7 +101,7 @@ TEST_F(VmmPool, CreateRefusesBadConfigsWithAMessageAndLeavesNothing) {
 TEST_F(VmmPool, DriverFailuresAtCreateGiveTheDriverCodeAndLeaveNothing) {
   gmr_vmm_pool_resource_config c = gmr_test::TestConfig(64, 4);
   gmr_vmm_pool_resource *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_ADDRESS_RESERVE, 0, 1,
                                                 CUDA_ERROR_OUT_OF_MEMORY));
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_vmm_pool_resource_create(&c, &p, &f));
@@ -125,7 +126,7 @@ TEST_F(VmmPool, DriverFailuresAtCreateGiveTheDriverCodeAndLeaveNothing) {
 TEST_F(VmmPool, LargeRequestsAreWholePagesAndWritable) {
   Make();
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 3 * kPage + 1, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 3 * kPage + 1, 0, nullptr, &p));
   EXPECT_EQ(0u, reinterpret_cast<uintptr_t>(p) % kPage);
   gmr_vmm_pool_resource_stats s = Stats(pool_);
   EXPECT_EQ(4 * kPage, s.live_bytes);
@@ -136,11 +137,11 @@ TEST_F(VmmPool, LargeRequestsAreWholePagesAndWritable) {
   ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r_, &fp));
   EXPECT_EQ(4 * kPage, fp.held_bytes);
   void *q = nullptr;
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_allocate(r_, kPage, 4 * kPage, nullptr, &q))
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_allocate(r_, kPage, 4 * kPage, nullptr, &q))
       << "alignment above the page";
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, kPage, kPage, nullptr, &q));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, q, kPage, kPage, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 3 * kPage + 1, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, kPage, kPage, nullptr, &q));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, kPage, kPage, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 3 * kPage + 1, 0, nullptr));
   EXPECT_EQ("[-5]", Layout(pool_));
   ASSERT_EQ(GMR_OK, gmr_resource_get_footprint(r_, &fp));
   EXPECT_EQ(5 * kPage, fp.peak_held_bytes);
@@ -149,7 +150,7 @@ TEST_F(VmmPool, LargeRequestsAreWholePagesAndWritable) {
 TEST_F(VmmPool, SmallRequestsAreNotRoundedUpToAPage) {
   Make();
   std::vector<void *> ptrs(64);
-  for (void *&p : ptrs) ASSERT_EQ(GMR_OK, gmr_allocate(r_, 1000, 0, nullptr, &p));
+  for (void *&p : ptrs) ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 1000, 0, nullptr, &p));
   gmr_vmm_pool_resource_stats s = Stats(pool_);
   EXPECT_EQ(64u, s.small_live_count);
   EXPECT_EQ(64u * 1024, s.small_live_bytes) << "256-byte rounding, not a page each";
@@ -161,7 +162,7 @@ TEST_F(VmmPool, SmallRequestsAreNotRoundedUpToAPage) {
   EXPECT_EQ(64u * 1024, info.live_bytes);
   EXPECT_EQ(kPage - 64u * 1024, info.free_bytes);
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r_)) << "small allocations are live";
-  for (void *p : ptrs) EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 1000, 0, nullptr));
+  for (void *p : ptrs) EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 1000, 0, nullptr));
   EXPECT_EQ(0u, Stats(pool_).small_live_count);
 }
 
@@ -170,31 +171,32 @@ TEST_F(VmmPool, WithoutTheSmallPoolSmallRequestsTakeAPage) {
   c.small_pool = false;
   Make(c);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 1000, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 1000, 0, nullptr, &p));
   EXPECT_EQ(kPage, Stats(pool_).live_bytes);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 1000, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 1000, 0, nullptr));
 }
 
 TEST_F(VmmPool, BadFreesUseTheVocabularyAndChangeNothing) {
   Make();
   void *p = nullptr, *small = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 2 * kPage, 0, nullptr, &p));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 512, 0, nullptr, &small));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 2 * kPage, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 512, 0, nullptr, &small));
   const std::string before = Layout(pool_);
   int outside = 0;
   char *inner = static_cast<char *>(p) + kPage;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r_, &outside, 2 * kPage, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r_, inner, kPage, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_deallocate(r_, &outside, 64, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 3 * kPage, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 64, 0, nullptr)) << "large freed as small";
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, p, 2 * kPage, 4 * kPage, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r_, &outside, 2 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r_, inner, kPage, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_deallocate(r_, &outside, 64, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 3 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 64, 0, nullptr))
+      << "large freed as small";
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, p, 2 * kPage, 4 * kPage, nullptr));
   EXPECT_EQ(before, Layout(pool_));
   EXPECT_EQ(2 * kPage, Stats(pool_).live_bytes - kPage) << "the small chunk is one page";
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r_));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 2 * kPage, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, p, 2 * kPage, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, small, 512, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 2 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r_, p, 2 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, small, 512, 0, nullptr));
   gmr_test::ExpectInvariants(pool_);
 }
 
@@ -202,20 +204,21 @@ TEST_F(VmmPool, BadFreesUseTheVocabularyAndChangeNothing) {
 TEST_F(VmmPool, SmallBlocksUseTheBadFreeVocabularyAndChangeNothing) {
   Make();
   void *small = nullptr, *other = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 700, 0, nullptr, &small));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 300, 0, nullptr, &other));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 700, 0, nullptr, &small));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 300, 0, nullptr, &other));
   const gmr_vmm_pool_resource_stats before = Stats(pool_);
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, small, 2000, 0, nullptr)) << "wrong size";
-  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, small, 700, 4096, nullptr))
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, small, 2000, 0, nullptr))
+      << "wrong size";
+  EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, small, 700, 4096, nullptr))
       << "wrong alignment";
   EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER,
-            gmr_deallocate(r_, static_cast<char *>(small) + 256, 300, 0, nullptr))
+            gmr_resource_deallocate(r_, static_cast<char *>(small) + 256, 300, 0, nullptr))
       << "inside a block";
   EXPECT_EQ(before.small_live_count, Stats(pool_).small_live_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, small, 700, 0, nullptr));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, small, 700, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, small, 700, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r_, small, 700, 0, nullptr));
   EXPECT_EQ(1u, Stats(pool_).small_live_count);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, other, 300, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, other, 300, 0, nullptr));
   gmr_test::ExpectInvariants(pool_);
 }
 
@@ -231,22 +234,24 @@ TEST_F(VmmPool, AFreeMustNameTheSizeAndAlignmentAskedFor) {
     c.small_pool = small_pool;
     Make(c);
     void *big = nullptr, *small = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(r_, 2 * kPage - 1000, 0, nullptr, &big));
-    ASSERT_EQ(GMR_OK, gmr_allocate(r_, 1000, 128, nullptr, &small));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 2 * kPage - 1000, 0, nullptr, &big));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 1000, 128, nullptr, &small));
     const std::string layout = Layout(pool_);
     const gmr_vmm_pool_resource_stats before = Stats(pool_);
-    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, big, 2 * kPage - 999, 0, nullptr));
-    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, big, 2 * kPage, 0, nullptr))
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, big, 2 * kPage - 999, 0, nullptr));
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, big, 2 * kPage, 0, nullptr))
         << "the pages it rounds to";
-    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, big, 2 * kPage - 1000, 512, nullptr));
-    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, small, 999, 128, nullptr));
-    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, small, 1024, 128, nullptr))
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH,
+              gmr_resource_deallocate(r_, big, 2 * kPage - 1000, 512, nullptr));
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, small, 999, 128, nullptr));
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, small, 1024, 128, nullptr))
         << "the 256-byte units it rounds to";
-    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, small, 1000, 0, nullptr))
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, small, 1000, 0, nullptr))
         << "256, not the 128 asked for";
-    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_deallocate(r_, small, kPage, 128, nullptr))
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_resource_deallocate(r_, small, kPage, 128, nullptr))
         << "a page or more: the page path asks the small path";
-    EXPECT_EQ(GMR_ERR_FREE_MISMATCH, gmr_extend(r_, small, kPage, 2 * kPage, 128, nullptr, nullptr))
+    EXPECT_EQ(GMR_ERR_FREE_MISMATCH,
+              gmr_resource_extend(r_, small, kPage, 2 * kPage, 128, nullptr, nullptr))
         << "extend names a block the same way";
     EXPECT_EQ(layout, Layout(pool_));
     const gmr_vmm_pool_resource_stats after = Stats(pool_);
@@ -254,13 +259,14 @@ TEST_F(VmmPool, AFreeMustNameTheSizeAndAlignmentAskedFor) {
     EXPECT_EQ(before.live_bytes, after.live_bytes);
     EXPECT_EQ(before.small_live_count, after.small_live_count);
     EXPECT_EQ(before.mapped_bytes, after.mapped_bytes);
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r_, big, 2 * kPage - 1000, 0, nullptr));
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r_, small, 1000, 128, nullptr));
-    EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, big, 2 * kPage - 1000, 0, nullptr));
-    EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, small, 1000, 128, nullptr));
-    EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, small, kPage, 128, nullptr))
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, big, 2 * kPage - 1000, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, small, 1000, 128, nullptr));
+    EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r_, big, 2 * kPage - 1000, 0, nullptr));
+    EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r_, small, 1000, 128, nullptr));
+    EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r_, small, kPage, 128, nullptr))
         << "freed, whatever path the size points to";
-    EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_extend(r_, small, kPage, 2 * kPage, 128, nullptr, nullptr));
+    EXPECT_EQ(GMR_ERR_DOUBLE_FREE,
+              gmr_resource_extend(r_, small, kPage, 2 * kPage, 128, nullptr, nullptr));
     gmr_test::ExpectInvariants(pool_);
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(r_));
     pool_ = nullptr;
@@ -270,16 +276,16 @@ TEST_F(VmmPool, AFreeMustNameTheSizeAndAlignmentAskedFor) {
 TEST_F(VmmPool, RequestsLargerThanAVaChunkReserveAnotherChunk) {
   Make(gmr_test::TestConfig(4));
   void *a = nullptr, *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 3 * kPage, 0, nullptr, &a));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 10 * kPage, 0, nullptr, &b));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 3 * kPage, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 10 * kPage, 0, nullptr, &b));
   gmr_vmm_pool_resource_stats s = Stats(pool_);
   EXPECT_EQ(2u, s.va_chunk_count);
   EXPECT_EQ(14 * kPage, s.reserved_bytes) << "4 pages, then the 10 of the request";
   std::vector<gmr_vmm_pool_region> regions = gmr_test::Regions(pool_);
   ASSERT_EQ(3u, regions.size());
   EXPECT_EQ(1u, regions[2].va_chunk_index);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, a, 3 * kPage, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, b, 10 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, a, 3 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, b, 10 * kPage, 0, nullptr));
 }
 
 class VmmPoolSmallDevice : public VmmPool {
@@ -290,13 +296,13 @@ class VmmPoolSmallDevice : public VmmPool {
 TEST_F(VmmPoolSmallDevice, OutOfDeviceMemoryCarriesTheDriverCodeAndTheFreeBytes) {
   Make();
   void *a = nullptr, *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 6 * kPage, 0, nullptr, &a));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 1 * kPage, 0, nullptr, &b));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r_, b, kPage, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 6 * kPage, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 1 * kPage, 0, nullptr, &b));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r_, b, kPage, 0, nullptr));
   const std::string before = Layout(pool_);
   void *c = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_allocate_ex(r_, 4 * kPage, 0, nullptr, &c, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r_, 4 * kPage, 0, nullptr, &c, &f));
   EXPECT_EQ(nullptr, c);
   EXPECT_EQ(CUDA_ERROR_OUT_OF_MEMORY, f.cuda_error);
   EXPECT_EQ(r_, f.where);
@@ -307,16 +313,16 @@ TEST_F(VmmPoolSmallDevice, OutOfDeviceMemoryCarriesTheDriverCodeAndTheFreeBytes)
   EXPECT_EQ(before, Layout(pool_));
   EXPECT_EQ(7 * kPage, Stats(pool_).mapped_bytes);
   // What fits after the free page is reused: 1 free + 1 new.
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 2 * kPage, 0, nullptr, &c));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 2 * kPage, 0, nullptr, &c));
   EXPECT_EQ(8 * kPage, Stats(pool_).mapped_bytes);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, a, 6 * kPage, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, c, 2 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, a, 6 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, c, 2 * kPage, 0, nullptr));
 }
 
 TEST_F(VmmPool, TheDumpListsMetricsAndEveryRegionInAddressOrder) {
   Make(gmr_test::TestConfig(16, 3));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, kPage, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, kPage, 0, nullptr, &p));
   size_t needed = 0;
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_dump(pool_, nullptr, 0, &needed));
   std::string text(needed, '\0');
@@ -336,7 +342,7 @@ TEST_F(VmmPool, TheDumpListsMetricsAndEveryRegionInAddressOrder) {
   gmr_vmm_pool_resource_stats bad = GMR_VMM_POOL_RESOURCE_STATS_INIT;
   bad.version = 0;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_get_stats(pool_, &bad));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, kPage, 0, nullptr));
 }
 
 TEST_F(VmmPool, ThreadsAllocateAndFreeConcurrently) {
@@ -348,17 +354,18 @@ TEST_F(VmmPool, ThreadsAllocateAndFreeConcurrently) {
       for (int i = 0; i < 200; ++i) {
         size_t bytes = (i % 3 == 0) ? 700 + 64 * t : size_t(1 + (i + t) % 3) * kPage;
         void *p = nullptr;
-        ASSERT_EQ(GMR_OK, gmr_allocate(r_, bytes, 0, nullptr, &p));
+        ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, bytes, 0, nullptr, &p));
         static_cast<unsigned char *>(p)[0] = static_cast<unsigned char>(t);
         live.emplace_back(p, bytes);
         if (live.size() > 4) {
           EXPECT_EQ(t, static_cast<unsigned char *>(live.front().first)[0]);
-          EXPECT_EQ(GMR_OK, gmr_deallocate(r_, live.front().first, live.front().second, 0,
-                                           nullptr));
+          EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, live.front().first, live.front().second, 0,
+                                                    nullptr));
           live.erase(live.begin());
         }
       }
-      for (auto &[p, bytes] : live) EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, bytes, 0, nullptr));
+      for (auto &[p, bytes] : live)
+        EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, bytes, 0, nullptr));
     });
   }
   for (auto &th : threads) th.join();
@@ -377,11 +384,11 @@ TEST_F(VmmPoolTwoDevices, PeerAccessGivesEveryPeerEveryMappedPage) {
   c.peer_access = GMR_VMM_POOL_PEERS_ALL;
   Make(c);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 2 * kPage, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 2 * kPage, 0, nullptr, &p));
   gmr_cuda_sim_vmm_mapping m;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_vmm_query(static_cast<char *>(p) + kPage, &m));
   EXPECT_EQ(3u, m.access_device_mask) << "devices 0 and 1";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 2 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 2 * kPage, 0, nullptr));
 
   gmr_vmm_pool_resource_config list = gmr_test::TestConfig();
   list.peer_access = GMR_VMM_POOL_PEERS_LIST;
@@ -390,10 +397,10 @@ TEST_F(VmmPoolTwoDevices, PeerAccessGivesEveryPeerEveryMappedPage) {
   gmr_vmm_pool_resource *second = nullptr;
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&list, &second, nullptr));
   gmr_resource *r2 = gmr_vmm_pool_resource_as_resource(second);
-  ASSERT_EQ(GMR_OK, gmr_allocate(r2, kPage, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r2, kPage, 0, nullptr, &p));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_vmm_query(p, &m));
   EXPECT_EQ(3u, m.access_device_mask);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r2, p, kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r2, p, kPage, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r2));
 }
 
@@ -402,7 +409,7 @@ TEST_F(VmmPoolTwoDevices, APoolOnAnotherDeviceMapsThereAndRestoresTheCallersDevi
   c.device = 1;
   Make(c);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, kPage, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, kPage, 0, nullptr, &p));
   gmr_cuda_sim_vmm_mapping m;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_vmm_query(p, &m));
   EXPECT_EQ(1, m.device);
@@ -413,7 +420,7 @@ TEST_F(VmmPoolTwoDevices, APoolOnAnotherDeviceMapsThereAndRestoresTheCallersDevi
   gmr_cuda_sim_usage u;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_device_usage(1, &u));
   EXPECT_EQ(kPage, u.used_bytes);
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, kPage, 0, nullptr));
 }
 
 TEST_F(VmmPoolTwoDevices, PeersThatCannotAccessTheDeviceAreRefusedOrLeftOut) {
@@ -425,17 +432,17 @@ TEST_F(VmmPoolTwoDevices, PeersThatCannotAccessTheDeviceAreRefusedOrLeftOut) {
   c.peers[0] = 1;
   c.peer_count = 1;
   gmr_vmm_pool_resource *p = nullptr;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_vmm_pool_resource_create(&c, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "device 1 cannot access device 0")) << f.message;
   c.peer_access = GMR_VMM_POOL_PEERS_ALL;
   Make(c);
   void *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, kPage, 0, nullptr, &q));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, kPage, 0, nullptr, &q));
   gmr_cuda_sim_vmm_mapping m;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_vmm_query(q, &m));
   EXPECT_EQ(1u, m.access_device_mask) << "no peer can: only the device itself";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, q, kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, kPage, 0, nullptr));
 }
 
 TEST_F(VmmPool, NcclReadyPagesUseTheRecommendedGranularityAndDropFabricWhenRefused) {
@@ -452,9 +459,9 @@ TEST_F(VmmPool, NcclReadyPagesUseTheRecommendedGranularityAndDropFabricWhenRefus
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_CREATE, 0, 1,
                                                 CUDA_ERROR_NOT_PERMITTED));
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 8 * kMiB, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 8 * kMiB, 0, nullptr, &p));
   EXPECT_EQ(3u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_CREATE)) << "1 refused, 2 pages";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 8 * kMiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 8 * kMiB, 0, nullptr));
 }
 
 }  // namespace

@@ -38,7 +38,7 @@ class VmmPoolSleep : public gmr_test::SimTest {
   }
   void *Alloc(size_t bytes) {
     void *p = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_allocate(r_, bytes, 0, nullptr, &p));
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate(r_, bytes, 0, nullptr, &p));
     return p;
   }
   static void Fill(void *p, size_t bytes, unsigned seed) {
@@ -66,7 +66,7 @@ TEST_F(VmmPoolSleep, EveryPageGoesBackAndSavedContentsReturnBitForBit) {
   void *freed = Alloc(kPage);
   Fill(weights, 3 * kPage, 1);
   Fill(cache, 2 * kPage, 2);
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r_, freed, kPage, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r_, freed, kPage, 0, nullptr));
   EXPECT_EQ(6 * kPage, DeviceUsed());
 
   gmr_vmm_pool_sleep_options o = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
@@ -100,8 +100,8 @@ TEST_F(VmmPoolSleep, EveryPageGoesBackAndSavedContentsReturnBitForBit) {
   gmr_cuda_sim_usage host;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_host_usage(&host));
   EXPECT_EQ(0u, host.used_bytes) << "the pinned copies were freed";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, weights, 3 * kPage, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, cache, 2 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, weights, 3 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, cache, 2 * kPage, 0, nullptr));
 }
 
 TEST_F(VmmPoolSleep, TagsChooseWhatIsSavedAndWhatWakes) {
@@ -118,11 +118,12 @@ TEST_F(VmmPoolSleep, TagsChooseWhatIsSavedAndWhatWakes) {
   EXPECT_EQ(2 * kPage, Stats(pool_).saved_bytes);
 
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_BUSY, gmr_allocate_ex(r_, kPage, 0, nullptr, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_allocate_ex(r_, kPage, 0, nullptr, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "asleep")) << f.message;
-  EXPECT_EQ(GMR_ERR_BUSY, gmr_allocate(r_, 10, 0, nullptr, &p));
-  EXPECT_EQ(GMR_ERR_BUSY, gmr_extend(r_, weights, 2 * kPage, 3 * kPage, 0, nullptr, nullptr));
+  EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_allocate(r_, 10, 0, nullptr, &p));
+  EXPECT_EQ(GMR_ERR_BUSY,
+            gmr_resource_extend(r_, weights, 2 * kPage, 3 * kPage, 0, nullptr, nullptr));
 
   gmr_vmm_pool_wake_options w = GMR_VMM_POOL_WAKE_OPTIONS_INIT;
   w.wake_all = false;
@@ -136,9 +137,9 @@ TEST_F(VmmPoolSleep, TagsChooseWhatIsSavedAndWhatWakes) {
   // The KV cache woke with fresh pages: writable, contents undefined.
   Fill(kv, 2 * kPage, 9);
   EXPECT_TRUE(Same(kv, 2 * kPage, 9));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, small, 100, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, weights, 2 * kPage, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, kv, 2 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, small, 100, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, weights, 2 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, kv, 2 * kPage, 0, nullptr));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_set_default_tag(pool_, 64));
   int x = 0;
   EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_vmm_pool_resource_set_tag(pool_, &x, 1));
@@ -153,13 +154,13 @@ TEST_F(VmmPoolSleep, FreeingAnAsleepAllocationDropsItsCopyAndAddresses) {
   o.save_all = true;
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_sleep(pool_, &o, nullptr));
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r_)) << "asleep allocations are live";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, a, 2 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, a, 2 * kPage, 0, nullptr));
   EXPECT_EQ("[*2][z1]", Layout(pool_));
   EXPECT_EQ(kPage, Stats(pool_).saved_bytes);
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_deallocate(r_, a, 2 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r_, a, 2 * kPage, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_wake(pool_, nullptr, nullptr));
   EXPECT_TRUE(Same(b, kPage, 3));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, b, kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, b, kPage, 0, nullptr));
 }
 
 TEST_F(VmmPoolSleep, SleepingWithNothingLiveAndBadOptions) {
@@ -168,7 +169,7 @@ TEST_F(VmmPoolSleep, SleepingWithNothingLiveAndBadOptions) {
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_wake(pool_, nullptr, nullptr));
   gmr_vmm_pool_sleep_options bad = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
   bad.version = 0;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_sleep(pool_, &bad, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "GMR_VMM_POOL_SLEEP_OPTIONS_INIT")) << f.message;
   gmr_vmm_pool_wake_options wbad = GMR_VMM_POOL_WAKE_OPTIONS_INIT;
@@ -197,20 +198,20 @@ TEST_F(VmmPoolSleepSmallDevice, WakeRollsBackWhenTheDeviceCannotGiveThePagesBack
   gmr_vmm_pool_resource_config c = gmr_test::TestConfig(8);
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &thief, nullptr));
   gmr_resource *t = gmr_vmm_pool_resource_as_resource(thief);
-  ASSERT_EQ(GMR_OK, gmr_allocate(t, 2 * kPage, 0, nullptr, &other));
-  gmr_failure f;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(t, 2 * kPage, 0, nullptr, &other));
+  gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_vmm_pool_resource_wake(pool_, nullptr, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "cuMemCreate")) << f.message;
   EXPECT_EQ("[z2][z3]", Layout(pool_)) << "rolled back: still asleep";
   EXPECT_EQ(5 * kPage, Stats(pool_).saved_bytes);
   EXPECT_EQ(2 * kPage, DeviceUsed()) << "no page of the failed wake stays";
-  ASSERT_EQ(GMR_OK, gmr_deallocate(t, other, 2 * kPage, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(t, other, 2 * kPage, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_resource_destroy(t));
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_wake(pool_, nullptr, nullptr));
   EXPECT_TRUE(Same(a, 2 * kPage, 4));
   EXPECT_TRUE(Same(b, 3 * kPage, 5));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, a, 2 * kPage, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, b, 3 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, a, 2 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, b, 3 * kPage, 0, nullptr));
 }
 
 }  // namespace

@@ -51,9 +51,9 @@ TEST_F(VmmPoolStack, OptionsReachThePool) {
   EXPECT_EQ(64 * kMiB, st.reserved_bytes);
   EXPECT_EQ(8 * kMiB, st.free_bytes);
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(gmr_stack_as_resource(s), 100, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(gmr_stack_as_resource(s), 100, 0, nullptr, &p));
   EXPECT_EQ(4 * kMiB, Stats(pool).live_bytes) << "small_pool=false: a page";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(gmr_stack_as_resource(s), p, 100, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(gmr_stack_as_resource(s), p, 100, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
 }
 
@@ -76,7 +76,7 @@ TEST_F(VmmPoolStack, TheVmmAliasAndComponentAreFinePlacement) {
   ASSERT_EQ(GMR_OK, replay_stack_create("vmm", &stack, err, sizeof err)) << err;
   gmr_stack *s = replay_stack_get(stack);
   ASSERT_EQ(1u, gmr_stack_get_depth(s));
-  EXPECT_STREQ("vmm_pool_resource", gmr_resource_type_name(gmr_stack_get_layer(s, 0)));
+  EXPECT_STREQ("vmm_pool_resource", gmr_resource_get_type_name(gmr_stack_get_layer(s, 0)));
   bool found = false;
   for (size_t i = 0; i < replay_stack_known_count(); ++i) {
     if (std::string("vmm") == replay_stack_known_name(i)) {
@@ -98,10 +98,10 @@ TEST_F(VmmPoolStack, TheVmmAliasAndComponentAreFinePlacement) {
         gmr_vmm_pool_resource_from_resource(gmr_stack_find(g, "vmm_pool_resource"));
     ASSERT_NE(nullptr, pool);
     void *p = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_allocate(gmr_stack_as_resource(g), 1000, 0, nullptr, &p));
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(gmr_stack_as_resource(g), 1000, 0, nullptr, &p));
     EXPECT_EQ(1024u, Stats(pool).live_bytes);
     EXPECT_EQ(0u, Stats(pool).small_live_count);
-    EXPECT_EQ(GMR_OK, gmr_deallocate(gmr_stack_as_resource(g), p, 1000, 0, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(gmr_stack_as_resource(g), p, 1000, 0, nullptr));
     EXPECT_EQ(GMR_OK, gmr_stack_destroy(g));
   }
   EXPECT_NE(std::string::npos, Error("vmm(placement=wide)").find("placement")) << "bad choice";

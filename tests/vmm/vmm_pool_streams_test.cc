@@ -46,11 +46,11 @@ class VmmPoolStreams : public gmr_test::SimTest {
   }
   void *Alloc(size_t pages, gmr_stream s) {
     void *p = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_allocate(r_, pages * kPage, 0, s, &p));
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate(r_, pages * kPage, 0, s, &p));
     return p;
   }
   void Free(void *p, size_t pages, gmr_stream s) {
-    EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, pages * kPage, 0, s));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, pages * kPage, 0, s));
   }
 };
 
@@ -160,8 +160,8 @@ TEST_F(VmmPoolStreams, RecordStreamHoldsMemoryBackUntilTheOtherStreamIsDone) {
   gmr_stream u = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&u));
   void *p = Alloc(2, a_);
-  ASSERT_EQ(GMR_OK, gmr_record_stream(r_, p, u));
-  ASSERT_EQ(GMR_OK, gmr_record_stream(r_, p, u)) << "twice is once";
+  ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r_, p, u));
+  ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r_, p, u)) << "twice is once";
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(u, true));
   Free(p, 2, a_);
   // A's own next request must not get the block while U may still use it.
@@ -175,18 +175,18 @@ TEST_F(VmmPoolStreams, RecordStreamHoldsMemoryBackUntilTheOtherStreamIsDone) {
   EXPECT_EQ(p, again) << "U done: the two free regions merged and serve 4 pages";
   Free(again, 4, a_);
   int x = 0;
-  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_record_stream(r_, &x, u));
+  EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_resource_record_stream(r_, &x, u));
   // Small blocks (the small path) honour record_stream the same way.
   void *small = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 100, 0, a_, &small));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 100, 0, a_, &small));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(u, true));
-  EXPECT_EQ(GMR_OK, gmr_record_stream(r_, small, u));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, small, 100, 0, a_));
-  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_record_stream(r_, small, u));
+  EXPECT_EQ(GMR_OK, gmr_resource_record_stream(r_, small, u));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, small, 100, 0, a_));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_record_stream(r_, small, u));
   void *small2 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 100, 0, a_, &small2));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 100, 0, a_, &small2));
   EXPECT_NE(small, small2) << "U may still use the small block";
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, small2, 100, 0, a_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, small2, 100, 0, a_));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(u, false));
   size_t released = 0;
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r_, &released));
@@ -205,16 +205,17 @@ TEST_F(VmmPoolStreams, GrowthDuringCaptureMapsPagesInRelaxedModeAndTouchesNoStre
 
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(b_));
   void *p = nullptr;
-  gmr_failure f;
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r_, 3 * kPage, 0, b_, &p, &f)) << f.message;
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r_, 3 * kPage, 0, b_, &p, &f)) << f.message;
   void *q = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, kPage, 0, b_, &q)) << "a plain allocate takes the same path";
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, kPage, 0, b_, &q))
+      << "a plain allocate takes the same path";
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode()) << "global mode restored";
   EXPECT_EQ(records, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD));
   EXPECT_EQ(0u, gmr_cuda_sim_get_stream_wait_count(b_));
   EXPECT_EQ("[-2][1][+3][1]", Layout(pool_, p)) << "A's pending pages were left alone";
   // A free during the capture records nothing: reusable by B only.
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r_, q, kPage, 0, b_));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, kPage, 0, b_));
   EXPECT_EQ(records, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD));
   gmr_graph g = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_end_capture(b_, &g)) << "the capture was not invalidated";
@@ -237,18 +238,19 @@ TEST_F(VmmPoolStreams, SmallRequestsGrowDuringACapture) {
   const uint64_t records = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD);
   ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(b_));
   void *p = nullptr, *q = nullptr;
-  gmr_failure f;
-  ASSERT_EQ(GMR_OK, gmr_allocate_capturing(r_, 300, 0, b_, &p, &f)) << f.message;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 5000, 0, b_, &q)) << "a plain allocate takes the same path";
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r_, 300, 0, b_, &p, &f)) << f.message;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 5000, 0, b_, &q))
+      << "a plain allocate takes the same path";
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode()) << "global mode restored";
   EXPECT_EQ(2u, Stats(pool_).small_live_count);
   EXPECT_EQ(1u, Stats(pool_).live_count) << "one chunk of the small path";
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r_, q, 5000, 0, b_));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, 5000, 0, b_));
   EXPECT_EQ(records, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD));
   gmr_graph g = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_end_capture(b_, &g)) << "the capture was not invalidated";
   ASSERT_EQ(GMR_OK, gmr_graph_destroy(g));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r_, p, 300, 0, b_));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 300, 0, b_));
 }
 
 TEST_F(VmmPoolStreams, AFailedSwitchToRelaxedModeChangesNothing) {
@@ -256,8 +258,8 @@ TEST_F(VmmPoolStreams, AFailedSwitchToRelaxedModeChangesNothing) {
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_THREAD_EXCHANGE_CAPTURE_MODE, 0, 1,
                                                 cudaErrorUnknown));
   void *p = nullptr;
-  gmr_failure f;
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_allocate_capturing(r_, kPage, 0, b_, &p, &f));
+  gmr_failure f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_resource_allocate_capturing(r_, kPage, 0, b_, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "cudaThreadExchangeStreamCaptureMode")) << f.message;
   EXPECT_EQ("", Layout(pool_));
   gmr_graph g = nullptr;

@@ -68,20 +68,20 @@ TEST_P(VpmmWalkthrough, ReproducesTheRegionLayoutsOfEveryStep) {
   EXPECT_EQ(pages, created_at_start);
 
   void *p10 = nullptr, *p1 = nullptr, *p4 = nullptr, *p11 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 10 * kPage, 0, nullptr, &p10));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 10 * kPage, 0, nullptr, &p10));
   EXPECT_EQ("[+10]" + (x + 1 > 0 ? Pages(x + 1, "-") : ""), Layout(pool, p10));
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 1 * kPage, 0, nullptr, &p1));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1 * kPage, 0, nullptr, &p1));
   EXPECT_EQ("[10][+1]" + (x > 0 ? Pages(x, "-") : ""), Layout(pool, p1));
-  ASSERT_EQ(GMR_OK, gmr_deallocate(r, p10, 10 * kPage, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p10, 10 * kPage, 0, nullptr));
   EXPECT_EQ("[-10][1]" + (x > 0 ? Pages(x, "-") : ""), Layout(pool));
 
   const Expected want = ExpectedFor(x);
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 4 * kPage, 0, nullptr, &p4));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 4 * kPage, 0, nullptr, &p4));
   EXPECT_EQ(want.after_plus4, Layout(pool, p4));
   gmr_test::ExpectInvariants(pool);
   EXPECT_EQ(0u, gmr_test::Stats(pool).defrag_count) << "steps 1-4 never defragment";
 
-  ASSERT_EQ(GMR_OK, gmr_allocate(r, 11 * kPage, 0, nullptr, &p11));
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 11 * kPage, 0, nullptr, &p11));
   EXPECT_EQ(want.after_plus11, Layout(pool, p11));
   gmr_test::ExpectInvariants(pool);
   gmr_vmm_pool_resource_stats s = gmr_test::Stats(pool);
@@ -99,9 +99,9 @@ TEST_P(VpmmWalkthrough, ReproducesTheRegionLayoutsOfEveryStep) {
   for (size_t i = 0; i < 11; ++i) q[i * kPage] = static_cast<unsigned char>(i + 1);
   for (size_t i = 0; i < 11; ++i) EXPECT_EQ(i + 1, q[i * kPage]);
 
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p1, kPage, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p4, 4 * kPage, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_deallocate(r, p11, 11 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p1, kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p4, 4 * kPage, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p11, 11 * kPage, 0, nullptr));
   gmr_test::ExpectInvariants(pool);
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }

@@ -3,7 +3,7 @@
 # callgrind on the host simulation (no GPU needed): what a change to the hot
 # path costs, independent of the machine's load. For every stack and
 # workload, bench runs alone under callgrind --collect-bus=yes; the cost of
-# the calls bench makes to gmr_allocate / gmr_deallocate (inclusive: every
+# the calls bench makes to gmr_resource_allocate / gmr_resource_deallocate (inclusive: every
 # layer below, and the simulation's CUDA calls where a layer makes them) is
 # divided by their number. Ir: instructions; Ge: global bus events, i.e.
 # locked (atomic read-modify-write) instructions.
@@ -32,7 +32,7 @@ for stack in "$@"; do
     if [ "$w" = threads ]; then args+=(--threads 1); fi
     valgrind --tool=callgrind --collect-bus=yes --callgrind-out-file="$out/cg" \
       "$bench" "${args[@]}" >/dev/null 2>&1 || { echo "$stack $w: bench failed" >&2; continue; }
-    # The caller lines of gmr_allocate_ex / gmr_deallocate that come from the
+    # The caller lines of gmr_resource_allocate_ex / gmr_resource_deallocate that come from the
     # bench or the replay: "Ir (..%) Ge (..%)  < file:caller (Nx) [obj]".
     callgrind_annotate --threshold=100 --tree=caller "$out/cg" 2>/dev/null |
       python3 -c '
@@ -47,10 +47,10 @@ for line in sys.stdin:
     if "< " in line and re.search(r"< \S*tools/(bench|replay)/\S*:", line) and re.search(r"\(([\d,]+)x\)", line):
         pending.append(line)
         continue
-    if re.search(r"\s\*\s", line) and not re.search(r"core/resource\.c:(gmr_allocate_ex|gmr_allocate|gmr_deallocate) ", line):
+    if re.search(r"\s\*\s", line) and not re.search(r"core/resource\.c:(gmr_resource_allocate_ex|gmr_resource_allocate|gmr_resource_deallocate) ", line):
         pending = []
         continue
-    if re.search(r"\*\s+\S*core/resource\.c:(gmr_allocate_ex|gmr_allocate|gmr_deallocate) ", line):
+    if re.search(r"\*\s+\S*core/resource\.c:(gmr_resource_allocate_ex|gmr_resource_allocate|gmr_resource_deallocate) ", line):
         for p in pending:
             nums = re.findall(r"^\s*([\d,]+)\s+\([^)]*\)\s+(?:([\d,]+)\s+\([^)]*\)|\.)", p)
             if not nums:

@@ -271,7 +271,7 @@ static bool choose_device(bool force_sim) {
   int current = 0;
   if (gmr_device_get_current(&current) != GMR_OK) current = 0;
   size_t free_bytes = 0, total_bytes = 0;
-  (void)gmr_device_get_memory_info(&free_bytes, &total_bytes);
+  GMR_IGNORE_STATUS(gmr_device_get_memory_info(&free_bytes, &total_bytes));
   printf("gmr bench: real CUDA device %d of %d (%.1f GiB, %.1f GiB free)\n", current, count,
          (double)total_bytes / (1u << 30), (double)free_bytes / (1u << 30));
   return false;

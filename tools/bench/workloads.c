@@ -137,7 +137,7 @@ gmr_status bench_random(const bench_options *o, const char *stack, bench_row *ro
     if (allocate) {
       void *p = NULL;
       uint64_t a = replay_clock_now_ns();
-      gmr_status rs = gmr_allocate(r, bytes, 0, NULL, &p);
+      gmr_status rs = gmr_resource_allocate(r, bytes, 0, NULL, &p);
       uint64_t b = replay_clock_now_ns();
       uint64_t ns = replay_elapsed_ns(a, b, o->timer_overhead_ns);
       t.alloc_ns[t.alloc_count++] = ns;
@@ -154,7 +154,7 @@ gmr_status bench_random(const bench_options *o, const char *stack, bench_row *ro
     } else {
       size_t k = (size_t)(next_random(&rng) % live_count);
       uint64_t a = replay_clock_now_ns();
-      gmr_status rs = gmr_deallocate(r, live[k].ptr, live[k].bytes, 0, NULL);
+      gmr_status rs = gmr_resource_deallocate(r, live[k].ptr, live[k].bytes, 0, NULL);
       uint64_t b = replay_clock_now_ns();
       uint64_t ns = replay_elapsed_ns(a, b, o->timer_overhead_ns);
       t.free_ns[t.free_count++] = ns;
@@ -168,7 +168,7 @@ gmr_status bench_random(const bench_options *o, const char *stack, bench_row *ro
   gmr_footprint fp;
   if (gmr_resource_get_footprint(r, &fp) == GMR_OK) row->peak_held_bytes = fp.peak_held_bytes;
   for (size_t k = 0; k < live_count; ++k) {
-    (void)gmr_deallocate(r, live[k].ptr, live[k].bytes, 0, NULL);
+    GMR_IGNORE_STATUS(gmr_resource_deallocate(r, live[k].ptr, live[k].bytes, 0, NULL));
   }
   free(live);
   call_times_free(&t);
@@ -193,8 +193,8 @@ gmr_status bench_fixed(const bench_options *o, const char *stack, bench_row *row
   }
   /* One pair first, untimed: it may grow the stack from upstream. */
   void *warm = NULL;
-  if (gmr_allocate(r, o->fixed_bytes, 0, NULL, &warm) == GMR_OK) {
-    (void)gmr_deallocate(r, warm, o->fixed_bytes, 0, NULL);
+  if (gmr_resource_allocate(r, o->fixed_bytes, 0, NULL, &warm) == GMR_OK) {
+    GMR_IGNORE_STATUS(gmr_resource_deallocate(r, warm, o->fixed_bytes, 0, NULL));
   }
   size_t done = 0;
   uint64_t total = 0;
@@ -204,12 +204,12 @@ gmr_status bench_fixed(const bench_options *o, const char *stack, bench_row *row
     if (a > deadline) break;
     for (unsigned i = 0; i < FIXED_BATCH_PAIRS; ++i) {
       void *p = NULL;
-      gmr_status rs = gmr_allocate(r, o->fixed_bytes, 0, NULL, &p);
+      gmr_status rs = gmr_resource_allocate(r, o->fixed_bytes, 0, NULL, &p);
       if (rs != GMR_OK) {
         note_failure(row, "allocate", o->fixed_bytes, rs);
         continue;
       }
-      rs = gmr_deallocate(r, p, o->fixed_bytes, 0, NULL);
+      rs = gmr_resource_deallocate(r, p, o->fixed_bytes, 0, NULL);
       if (rs != GMR_OK) note_failure(row, "deallocate", o->fixed_bytes, rs);
     }
     uint64_t b = replay_clock_now_ns();
@@ -258,7 +258,7 @@ static void *thread_main(void *arg) {
     if (live_count == 0 || (live_count < THREAD_MAX_LIVE && coin_73(&rng))) {
       size_t bytes = 1 + (size_t)(next_random(&rng) % j->max_bytes);
       void *p = NULL;
-      if (gmr_allocate(j->r, bytes, 0, j->stream, &p) != GMR_OK) {
+      if (gmr_resource_allocate(j->r, bytes, 0, j->stream, &p) != GMR_OK) {
         j->failures++;
       } else {
         live[live_count].ptr = p;
@@ -267,14 +267,16 @@ static void *thread_main(void *arg) {
       }
     } else {
       size_t k = (size_t)(next_random(&rng) % live_count);
-      if (gmr_deallocate(j->r, live[k].ptr, live[k].bytes, 0, j->stream) != GMR_OK) j->failures++;
+      if (gmr_resource_deallocate(j->r, live[k].ptr, live[k].bytes, 0, j->stream) != GMR_OK)
+        j->failures++;
       live[k] = live[--live_count];
     }
     j->calls++;
   }
   j->elapsed_ns = replay_clock_now_ns() - start;
   for (size_t k = 0; k < live_count; ++k) {
-    if (gmr_deallocate(j->r, live[k].ptr, live[k].bytes, 0, j->stream) != GMR_OK) j->failures++;
+    if (gmr_resource_deallocate(j->r, live[k].ptr, live[k].bytes, 0, j->stream) != GMR_OK)
+      j->failures++;
   }
   return NULL;
 }
@@ -316,7 +318,7 @@ gmr_status bench_threads(const bench_options *o, const char *stack, unsigned thr
     if (pthread_create(&ids[i], NULL, thread_main, &jobs[i]) != 0) {
       snprintf(row->error, sizeof row->error, "creating thread %u failed", i);
       st = GMR_ERR_INTERNAL;
-      (void)gmr_stream_destroy(jobs[i].stream);
+      GMR_IGNORE_STATUS(gmr_stream_destroy(jobs[i].stream));
       break;
     }
     started++;
@@ -339,8 +341,8 @@ gmr_status bench_threads(const bench_options *o, const char *stack, unsigned thr
       row->calls == 0 ? 0.0 : (double)slowest * (double)started / (double)row->calls;
   gmr_status cs = close_stack(&s, row);
   for (unsigned i = 0; i < started; ++i) {
-    (void)gmr_stream_synchronize(jobs[i].stream);
-    (void)gmr_stream_destroy(jobs[i].stream);
+    GMR_IGNORE_STATUS(gmr_stream_synchronize(jobs[i].stream));
+    GMR_IGNORE_STATUS(gmr_stream_destroy(jobs[i].stream));
   }
   free(jobs);
   free(ids);

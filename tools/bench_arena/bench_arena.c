@@ -85,7 +85,8 @@ static bool run_mode(gmr_resource *upstream, const options *o, gmr_graph_arena_p
     size_t made = 0;
     uint64_t t0 = replay_clock_now_ns();
     for (; made < o->allocs; ++made) {
-      if (gmr_allocate(r, sizes[made % SIZE_COUNT], 0, stream, &ptrs[made]) != GMR_OK) break;
+      if (gmr_resource_allocate(r, sizes[made % SIZE_COUNT], 0, stream, &ptrs[made]) != GMR_OK)
+        break;
     }
     uint64_t t1 = replay_clock_now_ns();
     if (made < o->allocs) {
@@ -93,12 +94,13 @@ static bool run_mode(gmr_resource *upstream, const options *o, gmr_graph_arena_p
       ok = false;
     }
     for (size_t i = 0; i < made; ++i) {
-      if (gmr_deallocate(r, ptrs[i], sizes[i % SIZE_COUNT], 0, stream) != GMR_OK) ok = false;
+      if (gmr_resource_deallocate(r, ptrs[i], sizes[i % SIZE_COUNT], 0, stream) != GMR_OK)
+        ok = false;
     }
     uint64_t t2 = replay_clock_now_ns();
     gmr_graph graph = NULL;
     ok = check(gmr_stream_end_capture(stream, &graph), "capture (it must stay valid)") && ok;
-    (void)gmr_graph_destroy(graph);
+    GMR_IGNORE_STATUS(gmr_graph_destroy(graph));
     gmr_graph_memory *memory = NULL;
     ok = check(gmr_graph_arena_resource_end_capture(arena, stream, &memory), "end session") && ok;
     ok =
@@ -106,7 +108,7 @@ static bool run_mode(gmr_resource *upstream, const options *o, gmr_graph_arena_p
     alloc_ns[round] = (double)(t1 - t0) / (double)o->allocs;
     free_ns[round] = (double)(t2 - t1) / (double)o->allocs;
   }
-  gmr_graph_arena_stats stats = GMR_GRAPH_ARENA_STATS_INIT;
+  gmr_graph_arena_resource_stats stats = GMR_GRAPH_ARENA_RESOURCE_STATS_INIT;
   if (ok && gmr_graph_arena_resource_get_stats(arena, &stats) == GMR_OK &&
       (stats.upstream_call_during_capture_count != 0 || stats.chunk_count != 1)) {
     fprintf(stderr, "bench_arena: the arena called its upstream during capture\n");
@@ -122,12 +124,12 @@ static bool run_mode(gmr_resource *upstream, const options *o, gmr_graph_arena_p
   free(alloc_ns);
   free(free_ns);
   ok = check(gmr_resource_destroy(r), "destroy arena") && ok;
-  (void)gmr_stream_destroy(stream);
+  GMR_IGNORE_STATUS(gmr_stream_destroy(stream));
   return ok;
 }
 
 /* The floor: a resource whose allocate is one pointer bump, called through
- * the same dispatch (gmr_allocate), so the arena's figure can be read against
+ * the same dispatch (gmr_resource_allocate), so the arena's figure can be read against
  * what any resource costs on this machine. */
 typedef struct bump_resource {
   gmr_resource base;
@@ -171,7 +173,7 @@ static double dispatch_floor_ns(const options *o, const size_t *sizes, void **pt
     bump_resource b = {{&bump_vtbl}, 4096};
     uint64_t t0 = replay_clock_now_ns();
     for (size_t i = 0; i < o->allocs; ++i) {
-      if (gmr_allocate(&b.base, sizes[i % SIZE_COUNT], 0, NULL, &ptrs[i]) != GMR_OK) break;
+      if (gmr_resource_allocate(&b.base, sizes[i % SIZE_COUNT], 0, NULL, &ptrs[i]) != GMR_OK) break;
     }
     ns[round] = (double)(replay_clock_now_ns() - t0) / (double)o->allocs;
   }
@@ -234,7 +236,7 @@ int main(int argc, char **argv) {
   void **ptrs = calloc(o.allocs, sizeof *ptrs);
   if (ptrs == NULL) return 1;
 
-  printf("  floor: a one-line bump resource through gmr_allocate: %.1f ns/call\n",
+  printf("  floor: a one-line bump resource through gmr_resource_allocate: %.1f ns/call\n",
          dispatch_floor_ns(&o, sizes, ptrs));
   bool ok = true, over = false;
   const gmr_graph_arena_policy policies[] = {GMR_GRAPH_ARENA_MONOTONE,

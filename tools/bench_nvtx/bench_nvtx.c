@@ -79,13 +79,13 @@ static gmr_resource null_leaf = {&null_vtbl};
 static gmr_status pass_allocate(gmr_resource *self, size_t bytes, size_t alignment,
                                 gmr_stream stream, void **out_ptr, gmr_failure *failure) {
   (void)self;
-  return gmr_allocate_ex(&null_leaf, bytes, alignment, stream, out_ptr, failure);
+  return gmr_resource_allocate_ex(&null_leaf, bytes, alignment, stream, out_ptr, failure);
 }
 
 static gmr_status pass_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                   gmr_stream stream) {
   (void)self;
-  return gmr_deallocate(&null_leaf, ptr, bytes, alignment, stream);
+  return gmr_resource_deallocate(&null_leaf, ptr, bytes, alignment, stream);
 }
 
 static const gmr_resource_vtbl pass_vtbl = {
@@ -108,8 +108,8 @@ static double time_pairs(gmr_resource *top, uint64_t pairs) {
   for (uint64_t i = 0; i < pairs; ++i) {
     void *p = NULL;
     size_t bytes = 256 + (size_t)(i & 255); /* the size varies, as it would */
-    if (gmr_allocate(top, bytes, 0, NULL, &p) != GMR_OK) failures++;
-    if (gmr_deallocate(top, p, bytes, 0, NULL) != GMR_OK) failures++;
+    if (gmr_resource_allocate(top, bytes, 0, NULL, &p) != GMR_OK) failures++;
+    if (gmr_resource_deallocate(top, p, bytes, 0, NULL) != GMR_OK) failures++;
   }
   return (double)(replay_clock_now_ns() - start) / (double)pairs;
 }

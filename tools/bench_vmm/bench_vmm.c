@@ -94,7 +94,7 @@ static gmr_vmm_pool_resource_stats stats_of(gmr_vmm_pool_resource *pool) {
 static bool run_round(const options *o, double *ns) {
   gmr_vmm_pool_resource_config c = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
   gmr_vmm_pool_resource *pool = NULL;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   if (!ok(gmr_vmm_pool_resource_create(&c, &pool, &f), "create", &f)) return false;
   gmr_resource *r = gmr_vmm_pool_resource_as_resource(pool);
   size_t page = stats_of(pool).page_bytes;
@@ -106,13 +106,13 @@ static bool run_round(const options *o, double *ns) {
 
   /* map, hit, unmap */
   t0 = now_ns();
-  good = good && ok(gmr_allocate_ex(r, n * page, 0, NULL, &p, &f), "allocate N pages", &f);
+  good = good && ok(gmr_resource_allocate_ex(r, n * page, 0, NULL, &p, &f), "allocate N pages", &f);
   ns[STEP_MAP] = (double)(now_ns() - t0);
-  good = good && ok(gmr_deallocate(r, p, n * page, 0, NULL), "free N pages", NULL);
+  good = good && ok(gmr_resource_deallocate(r, p, n * page, 0, NULL), "free N pages", NULL);
   t0 = now_ns();
   void *q = NULL;
-  good = good && ok(gmr_allocate_ex(r, page, 0, NULL, &q, &f), "allocate 1 page", &f);
-  good = good && ok(gmr_deallocate(r, q, page, 0, NULL), "free 1 page", NULL);
+  good = good && ok(gmr_resource_allocate_ex(r, page, 0, NULL, &q, &f), "allocate 1 page", &f);
+  good = good && ok(gmr_resource_deallocate(r, q, page, 0, NULL), "free 1 page", NULL);
   ns[STEP_HIT] = (double)(now_ns() - t0);
   good = good && expect(stats_of(pool).page_create_count == n, "the hit mapped new pages");
   good = good && ok(gmr_device_synchronize(), "synchronize", NULL);
@@ -124,25 +124,27 @@ static bool run_round(const options *o, double *ns) {
 
   /* defrag, zombies: 2N single pages, every other one freed, then N pages. */
   for (size_t i = 0; good && i < 2 * n; ++i) {
-    good = ok(gmr_allocate_ex(r, page, 0, NULL, &ptrs[i], &f), "allocate a page", &f);
+    good = ok(gmr_resource_allocate_ex(r, page, 0, NULL, &ptrs[i], &f), "allocate a page", &f);
   }
   for (size_t i = 0; good && i < 2 * n; i += 2) {
-    good = ok(gmr_deallocate(r, ptrs[i], page, 0, NULL), "free a page", NULL);
+    good = ok(gmr_resource_deallocate(r, ptrs[i], page, 0, NULL), "free a page", NULL);
   }
   good = good && ok(gmr_device_synchronize(), "synchronize", NULL);
   gmr_vmm_pool_resource_stats before = stats_of(pool);
   t0 = now_ns();
-  good = good && ok(gmr_allocate_ex(r, n * page, 0, NULL, &p, &f), "defragmenting allocate", &f);
+  good = good &&
+         ok(gmr_resource_allocate_ex(r, n * page, 0, NULL, &p, &f), "defragmenting allocate", &f);
   ns[STEP_DEFRAG] = (double)(now_ns() - t0);
   gmr_vmm_pool_resource_stats after = stats_of(pool);
   good = good && expect(after.remapped_page_count - before.remapped_page_count == n &&
                             after.page_create_count == before.page_create_count,
                         "the request was not served by remapping N free pages");
   t0 = now_ns();
-  good = good && ok(gmr_allocate_ex(r, page, 0, NULL, &q, &f), "allocate after defrag", &f);
+  good =
+      good && ok(gmr_resource_allocate_ex(r, page, 0, NULL, &q, &f), "allocate after defrag", &f);
   ns[STEP_ZOMBIES] = (double)(now_ns() - t0);
   good = good && expect(stats_of(pool).zombie_count == 0, "zombies were left");
-  good = good && ok(gmr_deallocate(r, q, page, 0, NULL), "free", NULL);
+  good = good && ok(gmr_resource_deallocate(r, q, page, 0, NULL), "free", NULL);
 
   /* sleep / wake: the N remapped pages and the N single live pages. */
   gmr_vmm_pool_sleep_options so = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
@@ -160,8 +162,9 @@ static bool run_round(const options *o, double *ns) {
   good = good && ok(gmr_vmm_pool_resource_wake(pool, NULL, &f), "wake with copies", &f);
   ns[STEP_WAKE_RESTORE] = (double)(now_ns() - t0);
 
-  if (good) (void)gmr_deallocate(r, p, n * page, 0, NULL);
-  for (size_t i = 1; good && i < 2 * n; i += 2) (void)gmr_deallocate(r, ptrs[i], page, 0, NULL);
+  if (good) GMR_IGNORE_STATUS(gmr_resource_deallocate(r, p, n * page, 0, NULL));
+  for (size_t i = 1; good && i < 2 * n; i += 2)
+    GMR_IGNORE_STATUS(gmr_resource_deallocate(r, ptrs[i], page, 0, NULL));
   free(ptrs);
   good = ok(gmr_resource_destroy(r), "destroy", NULL) && good;
   return good;

@@ -70,9 +70,9 @@ static int run(const char *spec, const char *name, const replay_trace *t, size_t
     for (size_t i = 0; rc == 0 && i < t->event_count; ++i) {
       const replay_event *e = &t->events[i];
       if (e->op == REPLAY_OP_ALLOC) {
-        gmr_failure f;
-        gmr_status st = gmr_allocate_ex(top, (size_t)e->size_bytes, 0, streams[e->stream_index],
-                                        &ptrs[e->alloc_index], &f);
+        gmr_failure f = GMR_FAILURE_INIT;
+        gmr_status st = gmr_resource_allocate_ex(
+            top, (size_t)e->size_bytes, 0, streams[e->stream_index], &ptrs[e->alloc_index], &f);
         if (st != GMR_OK) {
           fprintf(stderr, "vmm_calls: %s line %" PRIu64 ": allocate %" PRIu64 ": %s: %s\n", name,
                   e->line, e->size_bytes, gmr_status_name(st), f.message);
@@ -90,8 +90,8 @@ static int run(const char *spec, const char *name, const replay_trace *t, size_t
           rc = 1;
         }
       } else if (e->op == REPLAY_OP_FREE && ptrs[e->alloc_index] != NULL) {
-        gmr_status st = gmr_deallocate(top, ptrs[e->alloc_index], (size_t)e->size_bytes, 0,
-                                       streams[e->stream_index]);
+        gmr_status st = gmr_resource_deallocate(top, ptrs[e->alloc_index], (size_t)e->size_bytes, 0,
+                                                streams[e->stream_index]);
         if (st != GMR_OK) {
           fprintf(stderr, "vmm_calls: %s line %" PRIu64 ": free: %s\n", name, e->line,
                   gmr_status_name(st));
@@ -105,13 +105,14 @@ static int run(const char *spec, const char *name, const replay_trace *t, size_t
     }
     for (size_t i = 0; i < t->summary.alloc_count; ++i) {
       if (ptrs[i] == NULL) continue;
-      if (gmr_deallocate(top, ptrs[i], sizes[i], 0, streams[alloc_stream[i]]) != GMR_OK) rc = 1;
+      if (gmr_resource_deallocate(top, ptrs[i], sizes[i], 0, streams[alloc_stream[i]]) != GMR_OK)
+        rc = 1;
       ptrs[i] = NULL;
     }
     for (size_t i = 0; i < t->stream_count; ++i) {
-      if (streams[i] != NULL) (void)gmr_stream_synchronize(streams[i]);
+      if (streams[i] != NULL) GMR_IGNORE_STATUS(gmr_stream_synchronize(streams[i]));
     }
-    (void)gmr_device_synchronize();
+    GMR_IGNORE_STATUS(gmr_device_synchronize());
     snapshot(after);
     uint64_t driver = 0;
     for (size_t i = 0; i < 7; ++i) driver += after[i] - before[i];
@@ -121,7 +122,7 @@ static int run(const char *spec, const char *name, const replay_trace *t, size_t
     printf("\n");
   }
   for (size_t i = 0; i < t->stream_count; ++i) {
-    if (streams[i] != NULL) (void)gmr_stream_destroy(streams[i]);
+    if (streams[i] != NULL) GMR_IGNORE_STATUS(gmr_stream_destroy(streams[i]));
   }
   if (gmr_stack_destroy(stack) != GMR_OK) {
     fprintf(stderr, "vmm_calls: destroying %s failed\n", spec);

@@ -160,7 +160,7 @@ static bool variant_begin(bench_ranks *b, bench_variant v, char *error, size_t e
     }
     r->resource = gmr_stack_as_resource(r->stack);
     if (variant_registers(v)) {
-      gmr_failure f;
+      gmr_failure f = GMR_FAILURE_INIT;
       if (!gmr_ok(gmr_nccl_register_pool(r->comm, r->resource, &r->pool_reg, &f),
                   "gmr_nccl_register_pool", &f, error, error_bytes)) {
         return false;
@@ -173,7 +173,7 @@ static bool variant_begin(bench_ranks *b, bench_variant v, char *error, size_t e
 static void variant_end(bench_ranks *b, char *error, size_t error_bytes) {
   for (int i = 0; i < b->rank_count; ++i) {
     local_rank *r = &b->ranks[i];
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     (void)cudaSetDevice(r->device); /* the pool's events and streams are this device's */
     if (r->pool_reg != NULL) {
       (void)gmr_ok(gmr_nccl_deregister(r->pool_reg, &f), "gmr_nccl_deregister", &f, error,
@@ -192,17 +192,17 @@ static bool buffers_get(bench_ranks *b, bench_variant v, size_t bytes, char *err
                         size_t error_bytes) {
   for (int i = 0; i < b->rank_count; ++i) {
     local_rank *r = &b->ranks[i];
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     if (!cuda_ok(cudaSetDevice(r->device), "cudaSetDevice", error, error_bytes)) return false;
     if (r->resource == NULL) {
       if (!cuda_ok(cudaMalloc(&r->send, bytes), "cudaMalloc", error, error_bytes) ||
           !cuda_ok(cudaMalloc(&r->recv, bytes), "cudaMalloc", error, error_bytes)) {
         return false;
       }
-    } else if (!gmr_ok(gmr_allocate_ex(r->resource, bytes, 0, r->stream, &r->send, &f),
-                       "gmr_allocate", &f, error, error_bytes) ||
-               !gmr_ok(gmr_allocate_ex(r->resource, bytes, 0, r->stream, &r->recv, &f),
-                       "gmr_allocate", &f, error, error_bytes)) {
+    } else if (!gmr_ok(gmr_resource_allocate_ex(r->resource, bytes, 0, r->stream, &r->send, &f),
+                       "gmr_resource_allocate", &f, error, error_bytes) ||
+               !gmr_ok(gmr_resource_allocate_ex(r->resource, bytes, 0, r->stream, &r->recv, &f),
+                       "gmr_resource_allocate", &f, error, error_bytes)) {
       return false;
     }
     if (v == VARIANT_CUDA_MALLOC_REG &&
@@ -220,7 +220,7 @@ static bool buffers_get(bench_ranks *b, bench_variant v, size_t bytes, char *err
 static void buffers_put(bench_ranks *b, size_t bytes, char *error, size_t error_bytes) {
   for (int i = 0; i < b->rank_count; ++i) {
     local_rank *r = &b->ranks[i];
-    gmr_failure f;
+    gmr_failure f = GMR_FAILURE_INIT;
     (void)cudaSetDevice(r->device);
     (void)cudaStreamSynchronize(r->stream);
     gmr_nccl_registration **regs[2] = {&r->send_reg, &r->recv_reg};
@@ -236,8 +236,8 @@ static void buffers_put(bench_ranks *b, size_t bytes, char *error, size_t error_
       if (r->resource == NULL) {
         (void)cudaFree(*bufs[k]);
       } else {
-        (void)gmr_ok(gmr_deallocate(r->resource, *bufs[k], bytes, 0, r->stream), "gmr_deallocate",
-                     NULL, error, error_bytes);
+        (void)gmr_ok(gmr_resource_deallocate(r->resource, *bufs[k], bytes, 0, r->stream),
+                     "gmr_resource_deallocate", NULL, error, error_bytes);
       }
       *bufs[k] = NULL;
     }
@@ -251,7 +251,7 @@ static void buffers_put(bench_ranks *b, size_t bytes, char *error, size_t error_
 /* One all-reduce on every local rank (one group), events around it when
  * `k` >= 0. */
 static bool all_reduce(bench_ranks *b, size_t count, int k, char *error, size_t error_bytes) {
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   for (int i = 0; k >= 0 && i < b->rank_count; ++i) {
     if (!cuda_ok(cudaEventRecord(b->ranks[i].start[k], b->ranks[i].stream), "cudaEventRecord",
                  error, error_bytes)) {

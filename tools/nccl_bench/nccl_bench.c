@@ -189,7 +189,7 @@ static int print_tables(const bench_options *o, const bench_table *t, const char
 
 static gmr_nccl_library *open_nccl(const bench_options *o) {
   gmr_nccl_library *lib = NULL;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   if (gmr_nccl_library_open(o->library, &lib, &f) != GMR_OK) {
     fprintf(stderr, "nccl_bench: SKIP: %s\n", f.message);
     return NULL;
@@ -216,7 +216,7 @@ static int run_single(const bench_options *o) {
   int devices[BENCH_MAX_RANKS];
   for (int i = 0; i < o->device_count; ++i) devices[i] = i;
   gmr_nccl_comm *comms[BENCH_MAX_RANKS] = {NULL};
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   if (gmr_nccl_comm_init_all(lib, o->device_count, devices, comms, &f) != GMR_OK) {
     printf("nccl_bench: FAIL ncclCommInitAll: %s\n", f.message);
     return 1;
@@ -247,7 +247,7 @@ static int run_rank(const bench_options *o, int rank, int id_read, int id_write)
   gmr_nccl_library *lib = open_nccl(o);
   if (lib == NULL) return 3;
   gmr_nccl_unique_id id;
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   if (rank == 0) {
     if (gmr_nccl_get_unique_id(lib, &id, &f) != GMR_OK) {
       printf("nccl_bench: FAIL ncclGetUniqueId: %s\n", f.message);
@@ -290,7 +290,7 @@ static int run_rank(const bench_options *o, int rank, int id_read, int id_write)
     bench_ranks_destroy(ranks);
   }
   if (gmr_nccl_comm_destroy(comm, &f) != GMR_OK) failures++;
-  (void)gmr_nccl_library_close(lib);
+  GMR_IGNORE_STATUS(gmr_nccl_library_close(lib));
   fflush(stdout);
   return failures == 0 ? 0 : 1;
 }

@@ -447,7 +447,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (opt.components) {
-    (void)gmr_stack_print_components(stdout);
+    GMR_IGNORE_STATUS(gmr_stack_print_components(stdout));
     return 0;
   }
   static stack_list stacks;

@@ -69,17 +69,17 @@ static gmr_status create_streams(const replay_trace *trace, replay_state *s, rep
 
 static void replay_alloc(const replay_trace *trace, const replay_event *e, size_t event_index,
                          gmr_resource *top, bool timed, replay_state *s, replay_result *r) {
-  gmr_failure failure;
+  gmr_failure failure = GMR_FAILURE_INIT;
   void *ptr = NULL;
   gmr_stream stream = s->streams[e->stream_index];
   gmr_status st;
   if (timed) {
     uint64_t start = replay_clock_now_ns();
-    st = gmr_allocate_ex(top, (size_t)e->size_bytes, 0, stream, &ptr, &failure);
+    st = gmr_resource_allocate_ex(top, (size_t)e->size_bytes, 0, stream, &ptr, &failure);
     uint64_t end = replay_clock_now_ns();
     r->alloc_ns[r->alloc_count] = replay_elapsed_ns(start, end, r->timer_overhead_ns);
   } else {
-    st = gmr_allocate_ex(top, (size_t)e->size_bytes, 0, stream, &ptr, &failure);
+    st = gmr_resource_allocate_ex(top, (size_t)e->size_bytes, 0, stream, &ptr, &failure);
   }
   r->alloc_count++;
   s->alloc_event[e->alloc_index] = event_index;
@@ -113,11 +113,11 @@ static void replay_free(const replay_trace *trace, const replay_event *e, gmr_re
   gmr_status st;
   if (timed) {
     uint64_t start = replay_clock_now_ns();
-    st = gmr_deallocate(top, ptr, (size_t)e->size_bytes, 0, stream);
+    st = gmr_resource_deallocate(top, ptr, (size_t)e->size_bytes, 0, stream);
     uint64_t end = replay_clock_now_ns();
     r->free_ns[r->free_count] = replay_elapsed_ns(start, end, r->timer_overhead_ns);
   } else {
-    st = gmr_deallocate(top, ptr, (size_t)e->size_bytes, 0, stream);
+    st = gmr_resource_deallocate(top, ptr, (size_t)e->size_bytes, 0, stream);
   }
   r->free_count++;
   if (st == GMR_OK) {
@@ -142,8 +142,8 @@ static void free_live(const replay_trace *trace, gmr_resource *top, replay_state
     const replay_event *a = &trace->events[s->alloc_event[i]];
     r->live_at_end_count++;
     pass->live_at_end_count++;
-    gmr_status st =
-        gmr_deallocate(top, s->ptrs[i], (size_t)a->size_bytes, 0, s->streams[a->stream_index]);
+    gmr_status st = gmr_resource_deallocate(top, s->ptrs[i], (size_t)a->size_bytes, 0,
+                                            s->streams[a->stream_index]);
     if (st != GMR_OK) {
       r->failed_free_count++;
       replay__note_failure(
@@ -398,8 +398,8 @@ static gmr_status run(const replay_trace *trace, gmr_resource *top, uint64_t tim
     run_pass(trace, top, &s, out, &out->passes[k], k + 1 == options->pass_count);
   }
   if (out->has_graph_arena) {
-    out->arena = (gmr_graph_arena_stats)GMR_GRAPH_ARENA_STATS_INIT;
-    (void)gmr_graph_arena_resource_get_stats(gmr_graph_arena_resource_find_in_stack(top), &out->arena);
+    out->arena = (gmr_graph_arena_resource_stats)GMR_GRAPH_ARENA_RESOURCE_STATS_INIT;
+    GMR_IGNORE_STATUS(gmr_graph_arena_resource_get_stats(gmr_graph_arena_resource_find_in_stack(top), &out->arena));
   }
   destroy_streams(trace, &s, out);
   free_state(&s);

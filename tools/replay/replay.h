@@ -170,12 +170,12 @@ typedef struct replay_result {
   size_t capture_alloc_count;    /* allocate calls on a stream while it captured */
   size_t capture_alloc_ok_count; /* of those, the ones that succeeded */
   bool has_graph_arena;          /* the stack has a graph_arena_resource */
-  gmr_graph_arena_stats arena;   /* its counters after the run (has_graph_arena):
-                                    capture_allocation_count = served inside
-                                    captures; upstream_call_during_capture_count
-                                    counts only capture-safe growths
-                                    (capture_growth_count) when the capturing
-                                    stream is the only one with traffic */
+  gmr_graph_arena_resource_stats arena; /* its counters after the run (has_graph_arena):
+                                  capture_allocation_count = served inside
+                                  captures; upstream_call_during_capture_count
+                                  counts only capture-safe growths
+                                  (capture_growth_count) when the capturing
+                                  stream is the only one with traffic */
 } replay_result;
 
 /**

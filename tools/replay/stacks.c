@@ -167,7 +167,7 @@ void replay_stack_describe(replay_stack *stack, char *out, size_t out_bytes) {
     gmr_tracking_adaptor *trk = gmr_tracking_adaptor_from_resource(layer);
     gmr_oom_adaptor *oom = gmr_oom_adaptor_from_resource(layer);
     if (lim != NULL) {
-      gmr_limiting_stats st = GMR_LIMITING_STATS_INIT;
+      gmr_limiting_adaptor_stats st = GMR_LIMITING_ADAPTOR_STATS_INIT;
       if (gmr_limiting_adaptor_get_stats(lim, &st) != GMR_OK) continue;
       append(out, out_bytes, &used, "%slimiting: limit ", sep);
       if (st.limit_bytes == GMR_LIMIT_NONE) {
@@ -182,7 +182,7 @@ void replay_stack_describe(replay_stack *stack, char *out, size_t out_bytes) {
              st.max_overage_bytes);
       describe_oom(out, out_bytes, &used, &st.oom);
     } else if (trk != NULL) {
-      gmr_tracking_stats st = GMR_TRACKING_STATS_INIT;
+      gmr_tracking_adaptor_stats st = GMR_TRACKING_ADAPTOR_STATS_INIT;
       if (gmr_tracking_adaptor_get_stats(trk, &st) != GMR_OK) continue;
       append(out, out_bytes, &used,
              "%stracking: peak %lld bytes in %lld allocations, %llu owners, %llu bad frees", sep,

@@ -74,7 +74,7 @@ static size_t block_size(const ctx *c, uint64_t bytes, uint32_t k) {
 
 static void host_give(ctx *c, void **blocks, uint32_t count, uint64_t bytes) {
   for (uint32_t k = 0; k < count; ++k) {
-    (void)gmr_deallocate(c->host, blocks[k], block_size(c, bytes, k), 0, c->stream);
+    GMR_IGNORE_STATUS(gmr_resource_deallocate(c->host, blocks[k], block_size(c, bytes, k), 0, c->stream));
   }
   free(blocks);
 }
@@ -88,7 +88,7 @@ static gmr_status host_take(ctx *c, uint64_t bytes, void ***out, uint32_t *out_c
   void **blocks = calloc(n == 0 ? 1 : n, sizeof *blocks);
   gmr_status st = blocks == NULL ? GMR_ERR_OUT_OF_MEMORY : GMR_OK;
   for (uint32_t k = 0; k < n && st == GMR_OK; ++k) {
-    st = gmr_allocate_ex(c->host, block_size(c, bytes, k), 0, c->stream, &blocks[k], f);
+    st = gmr_resource_allocate_ex(c->host, block_size(c, bytes, k), 0, c->stream, &blocks[k], f);
     if (st != GMR_OK) host_give(c, blocks, k, bytes);
   }
   c->r->host_alloc_ns += replay_clock_now_ns() - t0;
@@ -180,7 +180,7 @@ static gmr_status downgrade(ctx *c, size_t need, bool force, bool *moved_any) {
     /* Every victim's blocks first, then the copies, timed alone. */
     for (size_t k = 0; k < n; ++k) {
       buf *b = &c->bufs[victims[k]];
-      gmr_failure f;
+      gmr_failure f = GMR_FAILURE_INIT;
       gmr_status st = host_take(c, b->bytes, &dst[k], &dst_count[k], &f);
       if (st != GMR_OK) {
         /* Give back what this batch took; the victims stay on the GPU. */
@@ -205,7 +205,7 @@ static gmr_status downgrade(ctx *c, size_t need, bool force, bool *moved_any) {
     }
     for (size_t k = 0; k < n; ++k) {
       buf *b = &c->bufs[victims[k]];
-      gmr_status st = gmr_deallocate(c->gpu, b->ptr, b->bytes, 0, c->stream);
+      gmr_status st = gmr_resource_deallocate(c->gpu, b->ptr, b->bytes, 0, c->stream);
       if (st != GMR_OK) return fail(c, st, "freeing a downgraded GPU buffer failed");
       b->ptr = NULL;
       b->blocks = dst[k];
@@ -231,7 +231,7 @@ static gmr_status upgrade(ctx *c) {
     size_t ch = charge(b->bytes);
     void *p = NULL;
     if (c->used + ch > c->stop_bytes ||
-        gmr_allocate(c->gpu, b->bytes, 0, c->stream, &p) != GMR_OK) {
+        gmr_resource_allocate(c->gpu, b->bytes, 0, c->stream, &p) != GMR_OK) {
       (void)push(&c->on_host, i, b->seq); /* put it back: it stays on HOST */
       break;
     }
@@ -261,7 +261,7 @@ static gmr_status upgrade(ctx *c) {
 
 static gmr_status serve_from_host(ctx *c, size_t index, uint64_t bytes) {
   buf *b = &c->bufs[index];
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   gmr_status st = host_take(c, bytes, &b->blocks, &b->block_count, &f);
   if (st != GMR_OK) {
     return fail(c, st, "%llu bytes fit neither the GPU reservation nor HOST: %s",
@@ -287,8 +287,8 @@ static gmr_status do_alloc(ctx *c, size_t index, uint64_t bytes) {
   }
   for (;;) {
     buf *b = &c->bufs[index];
-    gmr_failure f;
-    gmr_status st = gmr_allocate_ex(c->gpu, bytes, 0, c->stream, &b->ptr, &f);
+    gmr_failure f = GMR_FAILURE_INIT;
+    gmr_status st = gmr_resource_allocate_ex(c->gpu, bytes, 0, c->stream, &b->ptr, &f);
     if (st == GMR_OK) {
       b->bytes = bytes;
       b->where = WHERE_GPU;
@@ -315,7 +315,7 @@ static gmr_status do_free(ctx *c, size_t index) {
   c->r->free_count++;
   gmr_status st = GMR_OK;
   if (b->where == WHERE_GPU) {
-    st = gmr_deallocate(c->gpu, b->ptr, b->bytes, 0, c->stream);
+    st = gmr_resource_deallocate(c->gpu, b->ptr, b->bytes, 0, c->stream);
     c->used -= charge(b->bytes);
   } else if (b->where == WHERE_HOST) {
     host_give(c, b->blocks, b->block_count, b->bytes);
@@ -348,7 +348,7 @@ static gmr_status build(ctx *c, const replay_trace *trace) {
       o->host_prepin ? host.capacity_bytes / (c->block_bytes * HOST_BLOCKS_PER_CHUNK) : 0;
   host.stream_count = 0;
   gmr_memory_space_config configs[] = {gpu, host};
-  gmr_failure f;
+  gmr_failure f = GMR_FAILURE_INIT;
   gmr_status st = gmr_tier_manager_create(configs, 2, &c->m, &f);
   if (st != GMR_OK) return fail(c, st, "tier manager: %s", f.message);
   gmr_memory_space *gs = gmr_tier_manager_get_space_at(c->m, 0);
@@ -386,7 +386,8 @@ static void teardown(ctx *c, size_t alloc_count) {
   if (c->host != NULL) note_host_chunks(c);
   for (size_t i = 0; i < alloc_count; ++i) {
     buf *b = &c->bufs[i];
-    if (b->where == WHERE_GPU) (void)gmr_deallocate(c->gpu, b->ptr, b->bytes, 0, c->stream);
+    if (b->where == WHERE_GPU)
+      GMR_IGNORE_STATUS(gmr_resource_deallocate(c->gpu, b->ptr, b->bytes, 0, c->stream));
     if (b->where == WHERE_HOST) host_give(c, b->blocks, b->block_count, b->bytes);
     b->where = WHERE_NONE;
   }
@@ -395,11 +396,11 @@ static void teardown(ctx *c, size_t alloc_count) {
     if (gmr_memory_space_get_stats(gmr_tier_manager_get_space_at(c->m, 1), &hs) == GMR_OK) {
       c->r->peak_host_bytes = hs.peak_allocated_bytes;
     }
-    if (c->gpu_res != 0) (void)gmr_reservation_release(c->m, c->gpu_res, NULL);
-    if (c->host_res != 0) (void)gmr_reservation_release(c->m, c->host_res, NULL);
-    if (c->stream != NULL) (void)gmr_stream_synchronize(c->stream);
-    if (c->stream != NULL) (void)gmr_stream_pool_release(c->pool, c->stream);
-    (void)gmr_tier_manager_destroy(c->m);
+    if (c->gpu_res != 0) GMR_IGNORE_STATUS(gmr_reservation_release(c->m, c->gpu_res, NULL));
+    if (c->host_res != 0) GMR_IGNORE_STATUS(gmr_reservation_release(c->m, c->host_res, NULL));
+    if (c->stream != NULL) GMR_IGNORE_STATUS(gmr_stream_synchronize(c->stream));
+    if (c->stream != NULL) GMR_IGNORE_STATUS(gmr_stream_pool_release(c->pool, c->stream));
+    GMR_IGNORE_STATUS(gmr_tier_manager_destroy(c->m));
   }
   free(c->bufs);
   free(c->on_gpu.items);

@@ -201,11 +201,11 @@ typedef struct gmr_chunk {
 GMR_API GMR_NODISCARD gmr_status gmr_chunk_listener_adaptor_get_chunks(
     gmr_chunk_listener_adaptor *a, gmr_chunk *out, size_t capacity, size_t *count);
 
-#define GMR_CHUNK_LISTENER_STATS_VERSION 1u
+#define GMR_CHUNK_LISTENER_ADAPTOR_STATS_VERSION 1u
 
-typedef struct gmr_chunk_listener_stats {
+typedef struct gmr_chunk_listener_adaptor_stats {
   size_t size;      /* sizeof as the caller knows it */
-  uint32_t version; /* GMR_CHUNK_LISTENER_STATS_VERSION */
+  uint32_t version; /* GMR_CHUNK_LISTENER_ADAPTOR_STATS_VERSION */
   size_t chunk_count;            /* live chunks */
   size_t chunk_bytes;            /* their bytes */
   size_t listener_count;
@@ -213,14 +213,21 @@ typedef struct gmr_chunk_listener_stats {
   uint64_t released_count;       /* chunks given back upstream */
   uint64_t refused_acquire_count; /* allocations a listener refused */
   uint64_t refused_release_count; /* deallocations a listener refused */
-} gmr_chunk_listener_stats;
+} gmr_chunk_listener_adaptor_stats;
 
-#define GMR_CHUNK_LISTENER_STATS_INIT \
-  {sizeof(gmr_chunk_listener_stats), GMR_CHUNK_LISTENER_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0}
+#define GMR_CHUNK_LISTENER_ADAPTOR_STATS_INIT                                                      \
+  {sizeof(gmr_chunk_listener_adaptor_stats), GMR_CHUNK_LISTENER_ADAPTOR_STATS_VERSION, 0, 0, 0, 0, \
+   0, 0, 0}
+
+/* Deprecated names, renamed in 0.2.0 (gmr_<object>_stats); removed in 0.3.0. */
+typedef gmr_chunk_listener_adaptor_stats gmr_chunk_listener_stats
+    GMR_DEPRECATED("use gmr_chunk_listener_adaptor_stats");
+#define GMR_CHUNK_LISTENER_STATS_VERSION GMR_CHUNK_LISTENER_ADAPTOR_STATS_VERSION
+#define GMR_CHUNK_LISTENER_STATS_INIT GMR_CHUNK_LISTENER_ADAPTOR_STATS_INIT
 
 /**
  * Fill *out with a snapshot of the adaptor's counters (the caller set size
- * and version: GMR_CHUNK_LISTENER_STATS_INIT; fields past `size` are left
+ * and version: GMR_CHUNK_LISTENER_ADAPTOR_STATS_INIT; fields past `size` are left
  * alone).
  * Units: bytes, unless a field is named _count. Ownership: *out is the
  *   caller's.
@@ -233,7 +240,7 @@ typedef struct gmr_chunk_listener_stats {
  * On failure *out is unchanged.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_chunk_listener_adaptor_get_stats(
-    gmr_chunk_listener_adaptor *a, gmr_chunk_listener_stats *out);
+    gmr_chunk_listener_adaptor *a, gmr_chunk_listener_adaptor_stats *out);
 
 #ifdef __cplusplus
 }

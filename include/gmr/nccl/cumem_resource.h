@@ -27,11 +27,11 @@
  * RDMA where the device supports it with VMM, and the RECOMMENDED
  * granularity. Never cuMulticast*.
  *
- * Statuses of gmr_allocate(): GMR_ERR_OUT_OF_MEMORY (cuMemCreate or
+ * Statuses of gmr_resource_allocate(): GMR_ERR_OUT_OF_MEMORY (cuMemCreate or
  * cuMemAddressReserve said so; the driver's code is in the failure record),
  * GMR_ERR_CUDA (another driver failure), GMR_ERR_CAPTURE_UNSAFE (the stream
  * is capturing: the driver calls and the free's wait would break the
- * capture). gmr_deallocate(): GMR_ERR_UNKNOWN_POINTER (not an allocation of
+ * capture). gmr_resource_deallocate(): GMR_ERR_UNKNOWN_POINTER (not an allocation of
  * this resource), GMR_ERR_DOUBLE_FREE (an allocation already freed; the
  * latest 65,536 freed addresses are remembered, older ones read as unknown),
  * GMR_ERR_FREE_MISMATCH (bytes or alignment other than those asked for at
@@ -138,12 +138,12 @@ GMR_API gmr_resource *gmr_cumem_resource_as_resource(gmr_cumem_resource *r);
  */
 GMR_API gmr_cumem_resource *gmr_cumem_resource_from_resource(gmr_resource *r);
 
-#define GMR_CUMEM_STATS_VERSION 1u
+#define GMR_CUMEM_RESOURCE_STATS_VERSION 1u
 
 /* A snapshot, in bytes unless named _count. */
 typedef struct gmr_cumem_resource_stats {
   size_t size;      /* sizeof as the caller knows it */
-  uint32_t version; /* GMR_CUMEM_STATS_VERSION as the caller knows it */
+  uint32_t version; /* GMR_CUMEM_RESOURCE_STATS_VERSION as the caller knows it */
   int device;
   size_t granularity_bytes;   /* what sizes round up to */
   unsigned handle_types;      /* CUmemAllocationHandleType bits asked of cuMemCreate now */
@@ -156,8 +156,12 @@ typedef struct gmr_cumem_resource_stats {
   uint64_t release_count;     /* physical allocations given back (cuMemRelease) */
 } gmr_cumem_resource_stats;
 
-#define GMR_CUMEM_RESOURCE_STATS_INIT \
-  {sizeof(gmr_cumem_resource_stats), GMR_CUMEM_STATS_VERSION, 0, 0, 0, false, 0, 0, 0, 0, 0, 0}
+#define GMR_CUMEM_RESOURCE_STATS_INIT                                                              \
+  {sizeof(gmr_cumem_resource_stats), GMR_CUMEM_RESOURCE_STATS_VERSION, 0, 0, 0, false, 0, 0, 0, 0, \
+   0, 0}
+
+/* Deprecated name, renamed in 0.2.0 (GMR_<OBJECT>_STATS_*); removed in 0.3.0. */
+#define GMR_CUMEM_STATS_VERSION GMR_CUMEM_RESOURCE_STATS_VERSION
 
 /**
  * Fill *out with a snapshot of the resource's statistics (the caller set

@@ -211,7 +211,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_nccl_library_open_api(const gmr_nccl_api *a
  *   GMR_ERR_BUSY              communicators made or wrapped with it exist.
  * On failure nothing changed: the library stays loaded and usable.
  */
-GMR_API gmr_status gmr_nccl_library_close(gmr_nccl_library *lib);
+GMR_API GMR_NODISCARD gmr_status gmr_nccl_library_close(gmr_nccl_library *lib);
 
 /**
  * NCCL's version code (ncclGetVersion at open: 22803 for 2.28.3); 0 for
@@ -355,7 +355,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_nccl_comm_wrap(gmr_nccl_library *lib,
  *   GMR_ERR_NCCL              ncclCommDestroy failed.
  * On failure nothing changed: the wrapper stays, so the call can be retried.
  */
-GMR_API gmr_status gmr_nccl_comm_destroy(gmr_nccl_comm *comm, gmr_failure *failure);
+GMR_API GMR_NODISCARD gmr_status gmr_nccl_comm_destroy(gmr_nccl_comm *comm, gmr_failure *failure);
 
 /**
  * The NCCL communicator, for NCCL calls gmr does not wrap; NULL for NULL.
@@ -481,7 +481,8 @@ GMR_API GMR_NODISCARD gmr_status gmr_nccl_register_buffer(gmr_nccl_comm *comm, v
  * registered again and the pool stays followed; for a buffer, the segments
  * deregistered before the failure stay deregistered.
  */
-GMR_API gmr_status gmr_nccl_deregister(gmr_nccl_registration *reg, gmr_failure *failure);
+GMR_API GMR_NODISCARD gmr_status gmr_nccl_deregister(gmr_nccl_registration *reg,
+                                                     gmr_failure *failure);
 
 /**
  * True when [ptr, ptr + bytes) lies inside one registered segment of `reg`:

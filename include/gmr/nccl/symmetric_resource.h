@@ -46,10 +46,10 @@
  * capture). Alignment: at most alignment_bytes (more is GMR_ERR_UNSUPPORTED:
  * raise alignment_bytes, which every rank must then share).
  *
- * Statuses of gmr_allocate(): the upstream's (GMR_ERR_OUT_OF_MEMORY ...),
+ * Statuses of gmr_resource_allocate(): the upstream's (GMR_ERR_OUT_OF_MEMORY ...),
  * GMR_ERR_OUT_OF_MEMORY also when max_region_count regions are held,
  * GMR_ERR_UNSUPPORTED, GMR_ERR_CAPTURE_UNSAFE, GMR_ERR_CUDA (a stream wait
- * failed). gmr_deallocate(): GMR_ERR_UNKNOWN_POINTER, GMR_ERR_DOUBLE_FREE,
+ * failed). gmr_resource_deallocate(): GMR_ERR_UNKNOWN_POINTER, GMR_ERR_DOUBLE_FREE,
  * GMR_ERR_FREE_MISMATCH (bytes or alignment other than those asked for at
  * allocation: both are kept per allocation, so 999 bytes for a 1,000-byte
  * allocation is refused although both round to one block),
@@ -179,11 +179,11 @@ GMR_API GMR_NODISCARD gmr_status gmr_symmetric_resource_get_region(gmr_symmetric
                                                                    size_t region_index,
                                                                    void **base, size_t *bytes);
 
-#define GMR_SYMMETRIC_STATS_VERSION 1u
+#define GMR_SYMMETRIC_RESOURCE_STATS_VERSION 1u
 
 typedef struct gmr_symmetric_resource_stats {
   size_t size;      /* sizeof as the caller knows it */
-  uint32_t version; /* GMR_SYMMETRIC_STATS_VERSION */
+  uint32_t version; /* GMR_SYMMETRIC_RESOURCE_STATS_VERSION */
   size_t region_count;
   size_t held_bytes;        /* regions */
   size_t peak_held_bytes;
@@ -195,8 +195,12 @@ typedef struct gmr_symmetric_resource_stats {
   uint64_t stream_wait_count;
 } gmr_symmetric_resource_stats;
 
-#define GMR_SYMMETRIC_RESOURCE_STATS_INIT \
-  {sizeof(gmr_symmetric_resource_stats), GMR_SYMMETRIC_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+#define GMR_SYMMETRIC_RESOURCE_STATS_INIT                                                          \
+  {sizeof(gmr_symmetric_resource_stats), GMR_SYMMETRIC_RESOURCE_STATS_VERSION, 0, 0, 0, 0, 0, 0,   \
+   0, 0, 0}
+
+/* Deprecated name, renamed in 0.2.0 (GMR_<OBJECT>_STATS_*); removed in 0.3.0. */
+#define GMR_SYMMETRIC_STATS_VERSION GMR_SYMMETRIC_RESOURCE_STATS_VERSION
 
 /**
  * Fill *out with a snapshot of the resource's statistics (the caller set

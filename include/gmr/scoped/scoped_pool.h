@@ -165,7 +165,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_scope_registry_create_from_spec(
  *                             pools first.
  * On failure nothing changed: the registry is still valid.
  */
-GMR_API gmr_status gmr_scope_registry_destroy(gmr_scope_registry *registry);
+GMR_API GMR_NODISCARD gmr_status gmr_scope_registry_destroy(gmr_scope_registry *registry);
 
 /**
  * The calling thread's pool for the device current in this thread, created
@@ -231,8 +231,8 @@ GMR_API GMR_NODISCARD gmr_status gmr_scope_enter(gmr_scope_registry *registry,
  * is unchanged, but pools of lower device numbers may already be rewound:
  * calling exit again finishes the job.
  */
-GMR_API gmr_status gmr_scope_exit(gmr_scope_registry *registry, gmr_scope scope,
-                                  size_t *out_released_count);
+GMR_API GMR_NODISCARD gmr_status gmr_scope_exit(gmr_scope_registry *registry, gmr_scope scope,
+                                                size_t *out_released_count);
 
 /**
  * Depth of the calling thread's innermost open scope (0: none, or registry
@@ -278,7 +278,8 @@ GMR_API int gmr_scoped_pool_get_device(const gmr_scoped_pool *pool);
  *   GMR_ERR_OUT_OF_MEMORY     host memory for the arena's bookkeeping.
  * On failure nothing changed.
  */
-GMR_API gmr_status gmr_scoped_pool_reset(gmr_scoped_pool *pool, size_t *out_released_count);
+GMR_API GMR_NODISCARD gmr_status gmr_scoped_pool_reset(gmr_scoped_pool *pool,
+                                                       size_t *out_released_count);
 
 /**
  * gmr_scoped_pool_reset(), then give the pool's memory back to its upstream
@@ -292,7 +293,8 @@ GMR_API gmr_status gmr_scoped_pool_reset(gmr_scoped_pool *pool, size_t *out_rele
  * pool is reset, the chunks given back before it are gone (counted in
  * *out_released_bytes) and the others stay in the pool.
  */
-GMR_API gmr_status gmr_scoped_pool_empty(gmr_scoped_pool *pool, size_t *out_released_bytes);
+GMR_API GMR_NODISCARD gmr_status gmr_scoped_pool_empty(gmr_scoped_pool *pool,
+                                                       size_t *out_released_bytes);
 
 /* Counters of a pool; the caller sets size and version. */
 typedef struct gmr_scoped_pool_stats {
@@ -331,7 +333,8 @@ typedef struct gmr_scoped_pool_stats {
  *                             the size+version header, or out->version is 0.
  * On failure *out is unchanged.
  */
-GMR_API gmr_status gmr_scoped_pool_get_stats(gmr_scoped_pool *pool, gmr_scoped_pool_stats *out);
+GMR_API GMR_NODISCARD gmr_status gmr_scoped_pool_get_stats(gmr_scoped_pool *pool,
+                                                           gmr_scoped_pool_stats *out);
 
 /* Counters of a registry; the caller sets size and version. */
 typedef struct gmr_scope_registry_stats {
@@ -362,8 +365,8 @@ typedef struct gmr_scope_registry_stats {
  *                             out->version is 0.
  * On failure *out is unchanged.
  */
-GMR_API gmr_status gmr_scope_registry_get_stats(gmr_scope_registry *registry,
-                                                gmr_scope_registry_stats *out);
+GMR_API GMR_NODISCARD gmr_status gmr_scope_registry_get_stats(gmr_scope_registry *registry,
+                                                              gmr_scope_registry_stats *out);
 
 #ifdef __cplusplus
 }

@@ -152,7 +152,7 @@ typedef struct gmr_cuda_sim_config {
  * zero capacity; GMR_ERR_BUSY if the simulation is already enabled and still
  * has live allocations, streams, events, pools or graphs (nothing changes).
  */
-GMR_API gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config);
+GMR_API GMR_NODISCARD gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config);
 
 /**
  * The calling thread's simulated capture interaction mode, as the
@@ -171,7 +171,7 @@ GMR_API int gmr_cuda_sim_get_thread_capture_mode(void);
  * pools or graphs are still live: then the simulation stays on, unchanged (a
  * test that disables it at its end so finds leaks).
  */
-GMR_API gmr_status gmr_cuda_sim_disable(void);
+GMR_API GMR_NODISCARD gmr_status gmr_cuda_sim_disable(void);
 
 /**
  * Make calls of kind `call` fail: after `skip_count` more calls succeed, the
@@ -190,8 +190,9 @@ GMR_API gmr_status gmr_cuda_sim_disable(void);
  * GMR_ERR_UNSUPPORTED if the simulation is not enabled. On failure no rule
  * changes.
  */
-GMR_API gmr_status gmr_cuda_sim_inject_failure(gmr_cuda_call call, uint64_t skip_count,
-                                               uint64_t fail_count, int cuda_error);
+GMR_API GMR_NODISCARD gmr_status gmr_cuda_sim_inject_failure(gmr_cuda_call call,
+                                                             uint64_t skip_count,
+                                                             uint64_t fail_count, int cuda_error);
 
 /**
  * Make every call of kind `call` take `delay_ns` nanoseconds longer (0: no
@@ -206,7 +207,7 @@ GMR_API gmr_status gmr_cuda_sim_inject_failure(gmr_cuda_call call, uint64_t skip
  * GMR_ERR_UNSUPPORTED if the simulation is not enabled. On failure no delay
  * changes.
  */
-GMR_API gmr_status gmr_cuda_sim_inject_delay(gmr_cuda_call call, uint64_t delay_ns);
+GMR_API GMR_NODISCARD gmr_status gmr_cuda_sim_inject_delay(gmr_cuda_call call, uint64_t delay_ns);
 
 /**
  * Remove every injected failure and delay.
@@ -214,7 +215,7 @@ GMR_API gmr_status gmr_cuda_sim_inject_delay(gmr_cuda_call call, uint64_t delay_
  * Returns GMR_OK, also when the simulation is not enabled (nothing to
  * remove): it never fails.
  */
-GMR_API gmr_status gmr_cuda_sim_clear_failures(void);
+GMR_API GMR_NODISCARD gmr_status gmr_cuda_sim_clear_failures(void);
 
 /**
  * Number of calls of kind `call` since enable, successful or not (0 when the
@@ -238,7 +239,7 @@ typedef struct gmr_cuda_sim_usage {
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL out or no such device);
  * GMR_ERR_UNSUPPORTED (simulation off). On failure *out is unchanged.
  */
-GMR_API gmr_status gmr_cuda_sim_get_device_usage(int device, gmr_cuda_sim_usage *out);
+GMR_API GMR_NODISCARD gmr_status gmr_cuda_sim_get_device_usage(int device, gmr_cuda_sim_usage *out);
 
 /**
  * Pinned host memory (cudaHostAlloc) in use, in bytes.
@@ -246,7 +247,7 @@ GMR_API gmr_status gmr_cuda_sim_get_device_usage(int device, gmr_cuda_sim_usage 
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL out); GMR_ERR_UNSUPPORTED
  * (simulation off). On failure *out is unchanged.
  */
-GMR_API gmr_status gmr_cuda_sim_get_host_usage(gmr_cuda_sim_usage *out);
+GMR_API GMR_NODISCARD gmr_status gmr_cuda_sim_get_host_usage(gmr_cuda_sim_usage *out);
 
 /**
  * Hold or release `stream` (not NULL): while held, work "enqueued" on it does
@@ -258,7 +259,7 @@ GMR_API gmr_status gmr_cuda_sim_get_host_usage(gmr_cuda_sim_usage *out);
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT for NULL or an unknown stream;
  * GMR_ERR_UNSUPPORTED (simulation off). On failure nothing changes.
  */
-GMR_API gmr_status gmr_cuda_sim_stream_hold(gmr_stream stream, bool hold);
+GMR_API GMR_NODISCARD gmr_status gmr_cuda_sim_stream_hold(gmr_stream stream, bool hold);
 
 /**
  * Hold `stream` as gmr_cuda_sim_stream_hold(stream, true) does, and keep its
@@ -270,7 +271,7 @@ GMR_API gmr_status gmr_cuda_sim_stream_hold(gmr_stream stream, bool hold);
  * hands a destroyed stream's pending memory to a new stream that got the
  * same handle. Thread-safe: yes. Returns as gmr_cuda_sim_stream_hold().
  */
-GMR_API gmr_status gmr_cuda_sim_stream_hold_beyond_destroy(gmr_stream stream);
+GMR_API GMR_NODISCARD gmr_status gmr_cuda_sim_stream_hold_beyond_destroy(gmr_stream stream);
 
 /**
  * With `reuse` true, the next stream created gets the handle of the stream
@@ -280,7 +281,7 @@ GMR_API gmr_status gmr_cuda_sim_stream_hold_beyond_destroy(gmr_stream stream);
  * Thread-safe: yes. Stream/device: no CUDA call.
  * Returns GMR_OK, or GMR_ERR_UNSUPPORTED (simulation off; nothing changes).
  */
-GMR_API gmr_status gmr_cuda_sim_reuse_stream_handles(bool reuse);
+GMR_API GMR_NODISCARD gmr_status gmr_cuda_sim_reuse_stream_handles(bool reuse);
 
 /**
  * Number of cudaStreamWaitEvent calls that made `stream` wait (0 for unknown
@@ -347,7 +348,7 @@ typedef struct gmr_cuda_sim_vmm_config {
  * reservations or physical allocations are live; GMR_ERR_UNSUPPORTED
  * (simulation off). On failure nothing changes. Stream/device: no CUDA call.
  */
-GMR_API gmr_status gmr_cuda_sim_configure_vmm(const gmr_cuda_sim_vmm_config *config);
+GMR_API GMR_NODISCARD gmr_status gmr_cuda_sim_configure_vmm(const gmr_cuda_sim_vmm_config *config);
 
 /** What the simulation knows about one address. */
 typedef struct gmr_cuda_sim_vmm_mapping {
@@ -369,7 +370,8 @@ typedef struct gmr_cuda_sim_vmm_mapping {
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL out); GMR_ERR_UNSUPPORTED
  * (simulation off). On failure *out is zeroed.
  */
-GMR_API gmr_status gmr_cuda_sim_vmm_query(const void *ptr, gmr_cuda_sim_vmm_mapping *out);
+GMR_API GMR_NODISCARD gmr_status gmr_cuda_sim_vmm_query(const void *ptr,
+                                                        gmr_cuda_sim_vmm_mapping *out);
 
 /** Totals of the simulated VMM objects, all devices. */
 typedef struct gmr_cuda_sim_vmm_usage {
@@ -387,7 +389,7 @@ typedef struct gmr_cuda_sim_vmm_usage {
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL out); GMR_ERR_UNSUPPORTED
  * (simulation off). On failure *out is zeroed.
  */
-GMR_API gmr_status gmr_cuda_sim_get_vmm_usage(gmr_cuda_sim_vmm_usage *out);
+GMR_API GMR_NODISCARD gmr_status gmr_cuda_sim_get_vmm_usage(gmr_cuda_sim_vmm_usage *out);
 
 #ifdef __cplusplus
 }

@@ -289,8 +289,9 @@ GMR_API size_t gmr_memory_space_get_amount_to_downgrade(gmr_memory_space *space)
  *   GMR_ERR_INVALID_ARGUMENT  space or out_downgrading is NULL.
  * On failure the state is unchanged and *out_amount (when given) is 0.
  */
-GMR_API gmr_status gmr_memory_space_poll_downgrade(gmr_memory_space *space,
-                                                   bool *out_downgrading, size_t *out_amount);
+GMR_API GMR_NODISCARD gmr_status gmr_memory_space_poll_downgrade(gmr_memory_space *space,
+                                                                 bool *out_downgrading,
+                                                                 size_t *out_amount);
 
 /* Counters and accounting of a space; the caller sets size and version. */
 typedef struct gmr_memory_space_stats {
@@ -338,8 +339,8 @@ typedef struct gmr_memory_space_stats {
  *                             out->version is 0.
  * On failure *out is unchanged.
  */
-GMR_API gmr_status gmr_memory_space_get_stats(gmr_memory_space *space,
-                                              gmr_memory_space_stats *out);
+GMR_API GMR_NODISCARD gmr_status gmr_memory_space_get_stats(gmr_memory_space *space,
+                                                            gmr_memory_space_stats *out);
 
 #ifdef __cplusplus
 }

@@ -75,7 +75,8 @@ GMR_API GMR_NODISCARD gmr_status gmr_notification_channel_create(gmr_notificatio
  *                             destroy).
  * On failure nothing changed: the channel is still valid.
  */
-GMR_API gmr_status gmr_notification_channel_destroy(gmr_notification_channel *channel);
+GMR_API GMR_NODISCARD gmr_status gmr_notification_channel_destroy(
+    gmr_notification_channel *channel);
 
 /**
  * The generation now: read it before checking the condition you may wait
@@ -95,7 +96,7 @@ GMR_API uint64_t gmr_notification_channel_get_generation(const gmr_notification_
  *   GMR_OK                    notified.
  *   GMR_ERR_INVALID_ARGUMENT  channel is NULL (nothing changed).
  */
-GMR_API gmr_status gmr_notification_channel_notify(gmr_notification_channel *channel);
+GMR_API GMR_NODISCARD gmr_status gmr_notification_channel_notify(gmr_notification_channel *channel);
 
 /**
  * Wait until the generation differs from `seen_generation`, the channel
@@ -128,7 +129,8 @@ GMR_API GMR_NODISCARD gmr_status gmr_notification_channel_wait(gmr_notification_
  *   GMR_OK                    shut down (also when it already was).
  *   GMR_ERR_INVALID_ARGUMENT  channel is NULL (nothing changed).
  */
-GMR_API gmr_status gmr_notification_channel_shutdown(gmr_notification_channel *channel);
+GMR_API GMR_NODISCARD gmr_status gmr_notification_channel_shutdown(
+    gmr_notification_channel *channel);
 
 /**
  * True once gmr_notification_channel_shutdown() was called; false for NULL.
@@ -169,8 +171,8 @@ typedef struct gmr_notification_channel_stats {
  *                             out->version is 0.
  * On failure *out is unchanged.
  */
-GMR_API gmr_status gmr_notification_channel_get_stats(const gmr_notification_channel *channel,
-                                                      gmr_notification_channel_stats *out);
+GMR_API GMR_NODISCARD gmr_status gmr_notification_channel_get_stats(
+    const gmr_notification_channel *channel, gmr_notification_channel_stats *out);
 
 #ifdef __cplusplus
 }

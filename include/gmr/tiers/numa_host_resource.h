@@ -112,7 +112,8 @@ GMR_API gmr_numa_host_resource *gmr_numa_host_resource_from_resource(gmr_resourc
  * Returns GMR_OK: it never fails (an unreadable file means one node, 0), so
  * there is no failure state.
  */
-GMR_API gmr_status gmr_numa_host_resource_get_node_count(int *out_count, int *out_max_node);
+GMR_API GMR_NODISCARD gmr_status gmr_numa_host_resource_get_node_count(int *out_count,
+                                                                       int *out_max_node);
 
 /**
  * MemTotal of NUMA node `node` in bytes (its
@@ -153,8 +154,8 @@ typedef struct gmr_numa_host_resource_stats {
  *                             the size+version header, or out->version is 0.
  * On failure *out is unchanged.
  */
-GMR_API gmr_status gmr_numa_host_resource_get_stats(const gmr_numa_host_resource *r,
-                                                    gmr_numa_host_resource_stats *out);
+GMR_API GMR_NODISCARD gmr_status gmr_numa_host_resource_get_stats(
+    const gmr_numa_host_resource *r, gmr_numa_host_resource_stats *out);
 
 #ifdef __cplusplus
 }

@@ -153,8 +153,9 @@ GMR_API gmr_reservation_strategy gmr_reservation_strategy_downgrade(gmr_memory_s
  *   GMR_ERR_DOUBLE_FREE       id was released already.
  * On failure nothing changed; `failure` (may be NULL) receives a message.
  */
-GMR_API gmr_status gmr_reservation_release(gmr_tier_manager *manager, gmr_reservation_id id,
-                                           gmr_failure *failure);
+GMR_API GMR_NODISCARD gmr_status gmr_reservation_release(gmr_tier_manager *manager,
+                                                         gmr_reservation_id id,
+                                                         gmr_failure *failure);
 
 /**
  * Grow reservation `id` by `bytes`, without waiting: it must fit now (used +
@@ -176,8 +177,9 @@ GMR_API gmr_status gmr_reservation_release(gmr_tier_manager *manager, gmr_reserv
  *   GMR_ERR_SHUTDOWN          the manager is shut down.
  * On failure nothing changed; `failure` (may be NULL) receives a message.
  */
-GMR_API gmr_status gmr_reservation_grow(gmr_tier_manager *manager, gmr_reservation_id id,
-                                        size_t bytes, gmr_failure *failure);
+GMR_API GMR_NODISCARD gmr_status gmr_reservation_grow(gmr_tier_manager *manager,
+                                                      gmr_reservation_id id, size_t bytes,
+                                                      gmr_failure *failure);
 
 /**
  * Shrink reservation `id` to `new_bytes` (1 ..its size), giving the rest back
@@ -197,8 +199,9 @@ GMR_API gmr_status gmr_reservation_grow(gmr_tier_manager *manager, gmr_reservati
  *                             bound stream (free them first).
  * On failure nothing changed; `failure` (may be NULL) receives a message.
  */
-GMR_API gmr_status gmr_reservation_shrink(gmr_tier_manager *manager, gmr_reservation_id id,
-                                          size_t new_bytes, gmr_failure *failure);
+GMR_API GMR_NODISCARD gmr_status gmr_reservation_shrink(gmr_tier_manager *manager,
+                                                        gmr_reservation_id id, size_t new_bytes,
+                                                        gmr_failure *failure);
 
 /**
  * Bind reservation `id` to `stream`: from now on every allocation on
@@ -224,9 +227,11 @@ GMR_API gmr_status gmr_reservation_shrink(gmr_tier_manager *manager, gmr_reserva
  *   GMR_ERR_OUT_OF_MEMORY     host memory for the binding.
  * Nothing changes on failure; `failure` (may be NULL) says which.
  */
-GMR_API gmr_status gmr_reservation_bind_stream(gmr_tier_manager *manager, gmr_reservation_id id,
-                                               gmr_stream stream, const gmr_limit_policy *on_limit,
-                                               gmr_failure *failure);
+GMR_API GMR_NODISCARD gmr_status gmr_reservation_bind_stream(gmr_tier_manager *manager,
+                                                             gmr_reservation_id id,
+                                                             gmr_stream stream,
+                                                             const gmr_limit_policy *on_limit,
+                                                             gmr_failure *failure);
 
 /**
  * End the binding of reservation `id` (allocations still live on its stream
@@ -239,8 +244,8 @@ GMR_API gmr_status gmr_reservation_bind_stream(gmr_tier_manager *manager, gmr_re
  *   GMR_ERR_INVALID_ARGUMENT  manager is NULL, or id unknown or released.
  * On failure nothing changed.
  */
-GMR_API gmr_status gmr_reservation_unbind_stream(gmr_tier_manager *manager,
-                                                 gmr_reservation_id id);
+GMR_API GMR_NODISCARD gmr_status gmr_reservation_unbind_stream(gmr_tier_manager *manager,
+                                                               gmr_reservation_id id);
 
 /* Longest DISK reservation path, terminating NUL included. */
 #define GMR_RESERVATION_PATH_BYTES 320
@@ -280,8 +285,9 @@ typedef struct gmr_reservation_info {
  *                             0, or id is unknown or released.
  * On failure *out is unchanged.
  */
-GMR_API gmr_status gmr_reservation_get_info(gmr_tier_manager *manager, gmr_reservation_id id,
-                                            gmr_reservation_info *out);
+GMR_API GMR_NODISCARD gmr_status gmr_reservation_get_info(gmr_tier_manager *manager,
+                                                          gmr_reservation_id id,
+                                                          gmr_reservation_info *out);
 
 #ifdef __cplusplus
 }

@@ -95,7 +95,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_stream_pool_create(const gmr_stream_pool_co
  * On failure nothing was destroyed: the pool is still valid and destroy
  * may be tried again.
  */
-GMR_API gmr_status gmr_stream_pool_destroy(gmr_stream_pool *pool);
+GMR_API GMR_NODISCARD gmr_status gmr_stream_pool_destroy(gmr_stream_pool *pool);
 
 /**
  * Lend a stream to the caller, who must give it back with
@@ -135,7 +135,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_stream_pool_acquire(gmr_stream_pool *pool,
  *                             (returned twice).
  * On failure nothing changed.
  */
-GMR_API gmr_status gmr_stream_pool_release(gmr_stream_pool *pool, gmr_stream stream);
+GMR_API GMR_NODISCARD gmr_status gmr_stream_pool_release(gmr_stream_pool *pool, gmr_stream stream);
 
 /**
  * Refuse further acquires and wake every waiter with GMR_ERR_SHUTDOWN;
@@ -146,7 +146,7 @@ GMR_API gmr_status gmr_stream_pool_release(gmr_stream_pool *pool, gmr_stream str
  *   GMR_OK                    shut down (also when it already was).
  *   GMR_ERR_INVALID_ARGUMENT  pool is NULL (nothing changed).
  */
-GMR_API gmr_status gmr_stream_pool_shutdown(gmr_stream_pool *pool);
+GMR_API GMR_NODISCARD gmr_status gmr_stream_pool_shutdown(gmr_stream_pool *pool);
 
 /**
  * The pool's device ordinal (resolved at create); -1 for NULL.
@@ -186,7 +186,8 @@ typedef struct gmr_stream_pool_stats {
  *                             the size+version header, or out->version is 0.
  * On failure *out is unchanged.
  */
-GMR_API gmr_status gmr_stream_pool_get_stats(gmr_stream_pool *pool, gmr_stream_pool_stats *out);
+GMR_API GMR_NODISCARD gmr_status gmr_stream_pool_get_stats(gmr_stream_pool *pool,
+                                                           gmr_stream_pool_stats *out);
 
 #ifdef __cplusplus
 }

@@ -10,7 +10,7 @@
  *   gmr_reservation_id r = 0;
  *   st = gmr_tier_manager_reserve(m, &where, task_bytes, timeout_ns, &r, &failure);
  *   gmr_reservation_bind_stream(m, r, stream, NULL, &failure);
- *   ... gmr_allocate(gmr_memory_space_as_resource(space), ..., stream, &p) ...
+ *   ... gmr_resource_allocate(gmr_memory_space_as_resource(space), ..., stream, &p) ...
  *   gmr_reservation_release(m, r, NULL);
  *
  * and, elsewhere, a mover that polls gmr_memory_space_poll_downgrade() and
@@ -145,7 +145,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_tier_manager_create(const gmr_memory_space_
  * On failure nothing changed: the manager is still valid and destroy may
  * be tried again.
  */
-GMR_API gmr_status gmr_tier_manager_destroy(gmr_tier_manager *manager);
+GMR_API GMR_NODISCARD gmr_status gmr_tier_manager_destroy(gmr_tier_manager *manager);
 
 /**
  * Shut down: wake every waiter (reserve and stream pools) with
@@ -158,7 +158,7 @@ GMR_API gmr_status gmr_tier_manager_destroy(gmr_tier_manager *manager);
  *   GMR_OK                    shut down (also when it already was).
  *   GMR_ERR_INVALID_ARGUMENT  manager is NULL (nothing changed).
  */
-GMR_API gmr_status gmr_tier_manager_shutdown(gmr_tier_manager *manager);
+GMR_API GMR_NODISCARD gmr_status gmr_tier_manager_shutdown(gmr_tier_manager *manager);
 
 /**
  * The number of spaces (fixed at create); 0 for NULL.
@@ -316,8 +316,8 @@ typedef struct gmr_tier_manager_stats {
  *                             out->version is 0.
  * On failure *out is unchanged.
  */
-GMR_API gmr_status gmr_tier_manager_get_stats(gmr_tier_manager *manager,
-                                              gmr_tier_manager_stats *out);
+GMR_API GMR_NODISCARD gmr_status gmr_tier_manager_get_stats(gmr_tier_manager *manager,
+                                                            gmr_tier_manager_stats *out);
 
 #ifdef __cplusplus
 }

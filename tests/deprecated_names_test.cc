@@ -1,0 +1,126 @@
+// The names renamed in 0.2.0 (CHANGELOG.md) still work until 0.3.0: each old
+// function is the new one under its old name (python/gmr's ctypes bindings
+// call some of them), and the old stats type names and macros are the new
+// ones. tests/install_test.sh checks that libgmr.so exports them.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <type_traits>
+
+#include "gmr/gmr.h"
+#include "gmr/nccl/chunk_listener_adaptor.h"
+#include "gmr/nccl/cumem_resource.h"
+#include "gmr/nccl/nccl.h"
+#include "gmr/nccl/symmetric_resource.h"
+#include "gmr/scoped/scoped_pool.h"
+#include "gmr/tiers/tier_manager.h"
+#include "tests/support/sim_fixture.h"
+
+// This file uses the deprecated names on purpose.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+namespace {
+
+class DeprecatedNames : public gmr_test::SimTest {
+ protected:
+  void SetUp() override {
+    SimTest::SetUp();
+    unsetenv("GMR_STACK");
+    ASSERT_EQ(GMR_OK, gmr_host_resource_create(&host_));
+    r_ = gmr_host_resource_as_resource(host_);
+  }
+  void TearDown() override {
+    EXPECT_EQ(GMR_OK, gmr_resource_destroy(r_));
+    EXPECT_EQ(GMR_OK, gmr_device_resource_release_all());
+    EXPECT_EQ(GMR_OK, gmr_device_resource_set_spec(nullptr, nullptr));
+    SimTest::TearDown();
+  }
+  gmr_host_resource *host_ = nullptr;
+  gmr_resource *r_ = nullptr;
+};
+
+TEST_F(DeprecatedNames, TheDispatchFunctionsAnswerAsTheirNewNames) {
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 512, 0, nullptr, &p));
+  EXPECT_EQ(1u, gmr_host_resource_get_live_count(host_));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 512, 0, nullptr));
+  EXPECT_EQ(0u, gmr_host_resource_get_live_count(host_));
+
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_ex(r_, 512, 0, nullptr, &p, &f));
+  EXPECT_EQ(gmr_resource_record_stream(r_, p, nullptr), gmr_resource_record_stream(r_, p, nullptr));
+  gmr_failure a = GMR_FAILURE_INIT;
+  gmr_failure b = GMR_FAILURE_INIT;
+  EXPECT_EQ(gmr_resource_extend(r_, p, 512, 1024, 0, nullptr, &a),
+            gmr_resource_extend(r_, p, 512, 1024, 0, nullptr, &b));
+  EXPECT_STREQ(a.message, b.message);
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 512, 0, nullptr));
+
+  void *q = nullptr;
+  a = GMR_FAILURE_INIT;
+  b = GMR_FAILURE_INIT;
+  const gmr_status want = gmr_resource_allocate_capturing(r_, 64, 0, nullptr, &q, &a);
+  if (want == GMR_OK) {
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, 64, 0, nullptr));
+  }
+  EXPECT_EQ(want, gmr_resource_allocate_capturing(r_, 64, 0, nullptr, &q, &b));
+  if (want == GMR_OK) {
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, 64, 0, nullptr));
+  }
+  EXPECT_STREQ(a.message, b.message);
+
+  f = GMR_FAILURE_INIT;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_allocate_ex(nullptr, 64, 0, nullptr, &p, &f));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, f.status);
+  EXPECT_STREQ(gmr_resource_get_type_name(r_), gmr_resource_get_type_name(r_));
+}
+
+TEST_F(DeprecatedNames, TheDeviceRegistryAnswersAsItsNewNames) {
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("host", nullptr));
+  gmr_resource *a = nullptr;
+  gmr_resource *b = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &a, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &b, nullptr));
+  EXPECT_EQ(a, b);
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get_current(&b, nullptr));
+  EXPECT_EQ(a, b);
+  EXPECT_STREQ("host", gmr_device_resource_get_spec(0));
+  gmr_resource *previous = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set(0, r_, &previous));
+  EXPECT_EQ(a, previous);
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &b, nullptr));
+  EXPECT_EQ(r_, b);
+  EXPECT_EQ(GMR_OK, gmr_device_resource_release_all());
+  EXPECT_EQ(nullptr, gmr_device_resource_get_spec(0));
+}
+
+TEST_F(DeprecatedNames, TheOldStatsNamesAreTheNewTypesAndMacros) {
+  static_assert(std::is_same<gmr_pool_stats, gmr_pool_resource_stats>::value, "");
+  static_assert(std::is_same<gmr_fixed_block_stats, gmr_fixed_block_resource_stats>::value, "");
+  static_assert(std::is_same<gmr_graph_arena_stats, gmr_graph_arena_resource_stats>::value, "");
+  static_assert(std::is_same<gmr_limiting_stats, gmr_limiting_adaptor_stats>::value, "");
+  static_assert(
+      std::is_same<gmr_chunk_listener_stats, gmr_chunk_listener_adaptor_stats>::value, "");
+  static_assert(std::is_same<gmr_tracking_stats, gmr_tracking_adaptor_stats>::value, "");
+  static_assert(
+      std::is_same<gmr_tracking_owner_stats, gmr_tracking_adaptor_owner_stats>::value, "");
+  static_assert(GMR_POOL_STATS_VERSION == GMR_POOL_RESOURCE_STATS_VERSION, "");
+  static_assert(GMR_FIXED_BLOCK_STATS_VERSION == GMR_FIXED_BLOCK_RESOURCE_STATS_VERSION, "");
+  static_assert(GMR_GRAPH_ARENA_STATS_VERSION == GMR_GRAPH_ARENA_RESOURCE_STATS_VERSION, "");
+  static_assert(GMR_LIMITING_STATS_VERSION == GMR_LIMITING_ADAPTOR_STATS_VERSION, "");
+  static_assert(GMR_CHUNK_LISTENER_STATS_VERSION == GMR_CHUNK_LISTENER_ADAPTOR_STATS_VERSION, "");
+  static_assert(GMR_TRACKING_STATS_VERSION == GMR_TRACKING_ADAPTOR_STATS_VERSION, "");
+  static_assert(GMR_TRACKING_OWNER_STATS_VERSION == GMR_TRACKING_ADAPTOR_OWNER_STATS_VERSION, "");
+  static_assert(GMR_CUMEM_STATS_VERSION == GMR_CUMEM_RESOURCE_STATS_VERSION, "");
+  static_assert(GMR_SYMMETRIC_STATS_VERSION == GMR_SYMMETRIC_RESOURCE_STATS_VERSION, "");
+  static_assert(GMR_VMM_POOL_STATS_VERSION == GMR_VMM_POOL_RESOURCE_STATS_VERSION, "");
+  // Code written for 0.1 still fills its stats with the old names.
+  gmr_pool_resource *pool = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_pool_resource_create(r_, nullptr, &pool));
+  gmr_pool_stats s = GMR_POOL_STATS_INIT;
+  EXPECT_EQ(GMR_OK, gmr_pool_resource_get_stats(pool, &s));
+  EXPECT_EQ(GMR_POOL_RESOURCE_STATS_VERSION, s.version);
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_pool_resource_as_resource(pool)));
+}
+
+}  // namespace
