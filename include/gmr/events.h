@@ -134,7 +134,8 @@ GMR_API gmr_status gmr_resource_remove_event_listener(gmr_resource *r, gmr_event
  * registered); GMR_ERR_BUSY (GMR_EVENT_MAX_LISTENERS are registered).
  * Nothing changes on failure. Source: gmr's own (RMM has no event hook).
  */
-GMR_API GMR_NODISCARD gmr_status gmr_event_listener_add(gmr_event_listener_fn *fn, void *ctx);
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_add_event_listener") gmr_status
+gmr_event_listener_add(gmr_event_listener_fn *fn, void *ctx);
 
 /**
  * Deprecated (kept for one minor release): the counterpart of
@@ -146,7 +147,8 @@ GMR_API GMR_NODISCARD gmr_status gmr_event_listener_add(gmr_event_listener_fn *f
  * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT if the pair is not registered
  * (nothing changes).
  */
-GMR_API GMR_NODISCARD gmr_status gmr_event_listener_remove(gmr_event_listener_fn *fn, void *ctx);
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_remove_event_listener") gmr_status
+gmr_event_listener_remove(gmr_event_listener_fn *fn, void *ctx);
 
 /** "limit_refused", ..., or "unknown". Static string. Thread-safe: yes. */
 GMR_API const char *gmr_event_kind_name(gmr_event_kind kind);
