@@ -14,6 +14,9 @@
  * registry; registration and lookup take a mutex, entries are never removed
  * (a library that registered stays loaded: dlclose of it is not supported).
  */
+/* dladdr is a GNU extension. */
+#define _GNU_SOURCE
+
 #include "stack/registry.h"
 
 #include <dlfcn.h>
@@ -113,13 +116,31 @@ const char *gmr__component_library(const char *name) {
   return NULL;
 }
 
+/* Load an optional library by SONAME: first from the folder this library
+ * (libgmr) was loaded from, then the loader's path. The folder is looked up
+ * with dladdr, not left to RUNPATH: a dlopen interposed by a sanitizer runtime
+ * would search that runtime's RUNPATH instead of libgmr's. */
+static void load_optional(const char *library) {
+  char file[64];
+  snprintf(file, sizeof file, "%s.so.%d", library, GMR_VERSION_MAJOR);
+  Dl_info self;
+  if (dladdr((const void *)builtin, &self) != 0 && self.dli_fname != NULL) {
+    const char *slash = strrchr(self.dli_fname, '/');
+    if (slash != NULL) {
+      char path[4096];
+      int n = snprintf(path, sizeof path, "%.*s/%s", (int)(slash - self.dli_fname),
+                       self.dli_fname, file);
+      if (n > 0 && (size_t)n < sizeof path && dlopen(path, RTLD_NOW | RTLD_GLOBAL) != NULL) return;
+    }
+  }
+  (void)dlopen(file, RTLD_NOW | RTLD_GLOBAL);
+}
+
 const gmr__component *gmr__component_find(const char *name) {
   const gmr__component *c = find_loaded(name);
   const char *library = c == NULL ? gmr__component_library(name) : NULL;
   if (library == NULL) return c;
   /* Its library registers its components when loaded; it stays loaded. */
-  char file[64];
-  snprintf(file, sizeof file, "%s.so.%d", library, GMR_VERSION_MAJOR);
-  (void)dlopen(file, RTLD_NOW | RTLD_GLOBAL);
+  load_optional(library);
   return find_loaded(name);
 }
