@@ -183,7 +183,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
   }
   if (gmr_cuda_sim_get_stale_handle_count() != 0) fail("a dead CUDA handle was used", text, "");
-  gmr_cuda_sim_clear_failures();
+  GMR_IGNORE_STATUS(gmr_cuda_sim_clear_failures());
   if (gmr_cuda_sim_disable() != GMR_OK) fail("simulated CUDA objects leaked", text, "");
   free(text);
   return 0;
