@@ -107,7 +107,6 @@ gmr_status gmr__oom_handler_init(gmr__oom_handler *h, const gmr_oom_policy *poli
     h->sync_ready = false;
     return GMR_ERR_OUT_OF_MEMORY;
   }
-  h->events_ready = true;
   return GMR_OK;
 }
 
@@ -119,10 +118,7 @@ void gmr__oom_handler_deinit(gmr__oom_handler *h) {
     pthread_mutex_destroy(&h->mutex);
     h->sync_ready = false;
   }
-  if (h->events_ready) {
-    gmr__event_listeners_deinit(&h->events);
-    h->events_ready = false;
-  }
+  if (h->events.lock != NULL) gmr__event_listeners_deinit(&h->events);
 }
 
 static bool is_lack_of_memory(gmr_status st) {

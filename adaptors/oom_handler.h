@@ -46,8 +46,7 @@ typedef struct gmr__oom_handler {
   _Atomic uint64_t wait_timeout_count;
   /* Listeners registered on the adaptor or a layer above it: its limit and
    * OOM events go to them (gmr_resource_add_event_listener). */
-  gmr__event_listeners events;
-  bool events_ready;
+  gmr__event_listeners events; /* events.lock is NULL until initialised */
 } gmr__oom_handler;
 
 /* `policy` NULL means fail. The policy is copied; its release runs at deinit.

@@ -15,7 +15,7 @@
 static pthread_rwlock_t global_lock = PTHREAD_RWLOCK_INITIALIZER;
 gmr__event_listeners gmr__global_event_listeners = {0, &global_lock, {{0}}};
 
-#define LOCK(l) ((pthread_rwlock_t *)(l)->lock)
+static pthread_rwlock_t *lock_of(const gmr__event_listeners *l) { return l->lock; }
 
 bool gmr__event_listeners_init(gmr__event_listeners *l) {
   memset(l->items, 0, sizeof l->items);
@@ -31,17 +31,17 @@ bool gmr__event_listeners_init(gmr__event_listeners *l) {
 }
 
 void gmr__event_listeners_deinit(gmr__event_listeners *l) {
-  pthread_rwlock_destroy(LOCK(l));
+  pthread_rwlock_destroy(lock_of(l));
   free(l->lock);
   l->lock = NULL;
 }
 
 bool gmr__event_listeners_has(gmr__event_listeners *l, gmr_event_listener_fn *fn, void *ctx) {
-  pthread_rwlock_rdlock(LOCK(l));
+  pthread_rwlock_rdlock(lock_of(l));
   size_t used = atomic_load_explicit(&l->count, memory_order_relaxed);
   bool there = false;
   for (size_t i = 0; i < used; ++i) there |= l->items[i].fn == fn && l->items[i].ctx == ctx;
-  pthread_rwlock_unlock(LOCK(l));
+  pthread_rwlock_unlock(lock_of(l));
   return there;
 }
 
@@ -57,7 +57,7 @@ gmr_status gmr__event_listeners_add(gmr__event_listeners *l, gmr_event_listener_
                                     void *ctx) {
   if (fn == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr_status st = GMR_OK;
-  pthread_rwlock_wrlock(LOCK(l));
+  pthread_rwlock_wrlock(lock_of(l));
   size_t used = atomic_load_explicit(&l->count, memory_order_relaxed);
   if (find(l, used, fn, ctx) != used) {
     st = GMR_ERR_INVALID_ARGUMENT;
@@ -68,14 +68,14 @@ gmr_status gmr__event_listeners_add(gmr__event_listeners *l, gmr_event_listener_
     l->items[used].ctx = ctx;
     atomic_store_explicit(&l->count, (unsigned)(used + 1), memory_order_relaxed);
   }
-  pthread_rwlock_unlock(LOCK(l));
+  pthread_rwlock_unlock(lock_of(l));
   return st;
 }
 
 gmr_status gmr__event_listeners_remove(gmr__event_listeners *l, gmr_event_listener_fn *fn,
                                        void *ctx) {
   gmr_status st = GMR_OK;
-  pthread_rwlock_wrlock(LOCK(l));
+  pthread_rwlock_wrlock(lock_of(l));
   size_t used = atomic_load_explicit(&l->count, memory_order_relaxed);
   size_t i = find(l, used, fn, ctx);
   if (fn == NULL || i == used) {
@@ -84,16 +84,16 @@ gmr_status gmr__event_listeners_remove(gmr__event_listeners *l, gmr_event_listen
     l->items[i] = l->items[used - 1];
     atomic_store_explicit(&l->count, (unsigned)(used - 1), memory_order_relaxed);
   }
-  pthread_rwlock_unlock(LOCK(l));
+  pthread_rwlock_unlock(lock_of(l));
   return st;
 }
 
 static void deliver(gmr__event_listeners *l, const gmr_event *event) {
   if (atomic_load_explicit(&l->count, memory_order_relaxed) == 0) return;
-  pthread_rwlock_rdlock(LOCK(l));
+  pthread_rwlock_rdlock(lock_of(l));
   size_t used = atomic_load_explicit(&l->count, memory_order_relaxed);
   for (size_t i = 0; i < used; ++i) l->items[i].fn(l->items[i].ctx, event);
-  pthread_rwlock_unlock(LOCK(l));
+  pthread_rwlock_unlock(lock_of(l));
 }
 
 void gmr__event_emit(gmr__event_listeners *l, const gmr_event *event) {

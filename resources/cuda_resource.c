@@ -135,6 +135,9 @@ static gmr_status cuda_allocate(gmr_resource *self, size_t bytes, size_t alignme
   return allocate_now(r, bytes, alignment, stream, out_ptr, failure);
 }
 
+static gmr_status cuda_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
+                                  gmr_stream stream);
+
 /* async during a capture: cudaMallocFromPoolAsync on the capturing stream
  * would add a memory node to the graph (memory the graph owns). Instead the
  * block comes from the pool on the resource's own non-blocking stream, which
@@ -160,10 +163,8 @@ static gmr_status allocate_async_outside(gmr_cuda_resource *r, size_t bytes, siz
   if (st != GMR_OK) return st;
   err = r->cuda->stream_synchronize(side);
   if (err != cudaSuccess) {
-    gmr__book_entry entry;
-    (void)gmr__books_take(&r->books, ptr, bytes, alignment, NULL, &entry);
-    (void)r->cuda->free_async(ptr, side);
-    gmr__counter_sub(&r->held, bytes);
+    /* Give the block back as any free would (books, device, counters). */
+    (void)cuda_deallocate(&r->base, ptr, bytes, alignment, (gmr_stream)side);
     return gmr__cuda_fail(failure, "cudaStreamSynchronize (the allocation stream for captures)",
                           err);
   }

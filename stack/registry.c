@@ -100,11 +100,14 @@ const gmr__component *gmr__component_at(size_t index) {
 }
 
 static const gmr__component *find_loaded(const char *name) {
-  for (size_t i = 0; i < gmr__component_count(); ++i) {
-    const gmr__component *c = gmr__component_at(i);
-    if (c != NULL && strcmp(c->name, name) == 0) return c;
+  const gmr__component *found = NULL;
+  pthread_mutex_lock(&lock);
+  load_builtin();
+  for (size_t i = 0; i < all_count && found == NULL; ++i) {
+    if (strcmp(all[i]->name, name) == 0) found = all[i];
   }
-  return NULL;
+  pthread_mutex_unlock(&lock);
+  return found;
 }
 
 const char *gmr__component_library(const char *name) {
