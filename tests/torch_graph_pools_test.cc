@@ -235,15 +235,32 @@ TEST_P(GraphPools, AnOrdinaryBlockFreedDuringACaptureIsFreedAfterIt) {
   // A tensor made before the capture and dropped inside it: the stack sees
   // the free only when the capture is over (its graph may still use it, and
   // a cudaFree or an event record would break or join the capture).
+  // The history says so too: free_requested in the capture, free_completed
+  // after it.
+  auto completions = [&] {
+    std::vector<gmr_torch_history_entry> all(64);
+    size_t n = 0;
+    EXPECT_EQ(GMR_OK, gmr_torch_get_history(all.data(), all.size(), &n, nullptr));
+    all.resize(std::min(n, all.size()));
+    return std::count_if(all.begin(), all.end(), [&](const gmr_torch_history_entry &e) {
+      return e.action == GMR_TORCH_HISTORY_FREE_COMPLETED && e.size == kMiB;
+    });
+  };
+  ASSERT_EQ(GMR_OK, gmr_torch_clear_history());
+  ASSERT_EQ(GMR_OK, gmr_torch_record_history(1, 64, nullptr));
   void *before = gmr_torch_alloc(kMiB, 0, s_);
   const gmr_torch_mempool_id pool{6, 0};
   capture(pool, [&] {
     void *inside = gmr_torch_alloc(4096, 0, s_);
     gmr_torch_free(before, kMiB, 0, s_);
     EXPECT_EQ(1u, graph_pool_info(0).deferred_free_count);
+    EXPECT_EQ(0, completions());
     gmr_torch_free(inside, 4096, 0, s_);
   });
   EXPECT_EQ(0u, graph_pool_info(0).deferred_free_count);
+  EXPECT_EQ(1, completions());
+  ASSERT_EQ(GMR_OK, gmr_torch_record_history(0, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_torch_clear_history());
   gmr_torch_release_pool(0, pool);
 }
 

@@ -313,6 +313,105 @@ GMR_TORCH_API size_t gmr_torch_get_last_error(char *buffer, size_t buffer_bytes)
 /** True when this build throws PyTorch's own exception types (GMR_TORCH_WITH_C10). */
 GMR_TORCH_API bool gmr_torch_raises_torch_errors(void);
 
+/* ---- allocation history (history.cc) ------------------------------------
+ * What PyTorch's torch.cuda.memory._record_memory_history() keeps, for the
+ * allocations that reach the shim (both modes, every device):
+ * gmr.torch.record_memory_history() and gmr.torch.dump_snapshot()
+ * (python/gmr/memory_viz.py) turn it into PyTorch's snapshot layout. Off
+ * by default: then each alloc and free pays one relaxed atomic load. */
+
+/* What an entry records; the names are PyTorch's TraceEntry actions
+ * (c10/cuda/CUDACachingAllocator.h). */
+typedef enum gmr_torch_history_action {
+  GMR_TORCH_HISTORY_ALLOC = 0,          /* "alloc": a pointer handed to PyTorch */
+  GMR_TORCH_HISTORY_FREE_REQUESTED = 1, /* "free_requested": PyTorch freed it */
+  GMR_TORCH_HISTORY_FREE_COMPLETED = 2, /* "free_completed": the stack has it back */
+  GMR_TORCH_HISTORY_OOM = 3             /* "oom": an allocation failed */
+} gmr_torch_history_action;
+
+/* One entry; every field 64 bits or 32 so that the layout has no padding. */
+typedef struct gmr_torch_history_entry {
+  uint64_t time_us;     /* wall clock when it was recorded: microseconds since the Unix epoch */
+  uint64_t addr;        /* the pointer; 0 for OOM */
+  uint64_t size;        /* bytes as PyTorch asked for them */
+  uint64_t stream;      /* the allocation's cudaStream_t, as an integer (0: default stream) */
+  uint64_t context;     /* what the context function returned at the allocation (0: none) */
+  uint64_t device_free; /* OOM: the device's free bytes then (cudaMemGetInfo), else 0 */
+  int32_t device;
+  int32_t action;       /* a gmr_torch_history_action */
+} gmr_torch_history_entry;
+
+/* Called at each allocation while recording with a context function; what
+ * it returns is kept in the allocation's entries (gmr.torch keeps Python
+ * frames under that number). It runs on the allocating thread, with no lock
+ * of the shim or the stack held; it may allocate and free through the shim. */
+typedef uint64_t (*gmr_torch_context_fn)(void);
+
+/**
+ * Start or stop recording the allocation history.
+ * enabled != 0: record from now on into a ring of the `max_entries` most
+ * recent entries (older ones are dropped and counted), calling `context`
+ * (may be NULL) at each allocation. Called while recording, it changes the
+ * ring's size (keeping the newest entries) and the context function.
+ * enabled == 0: stop recording (max_entries and context are ignored); the
+ * entries stay for gmr_torch_get_history() until cleared.
+ * Units: max_entries in entries (GMR_TORCH_HISTORY_MAX_ENTRIES at most;
+ *   entries take sizeof(gmr_torch_history_entry) = 56 bytes each, grown as
+ *   needed).
+ * Ownership: `context` must stay callable for as long as the shim may
+ *   allocate, also after another function replaced it or recording stopped:
+ *   a thread that read it just before may still call it once (gmr.torch
+ *   keeps every function it passes).
+ * Thread-safe: yes (the ring's mutex). No CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (enabled with max_entries 0 or
+ * above GMR_TORCH_HISTORY_MAX_ENTRIES: nothing changed).
+ * Source: PyTorch's torch.cuda.memory._record_memory_history(enabled,
+ *   context, max_entries) (c10/cuda/CUDACachingAllocator.cpp recordHistory).
+ */
+GMR_TORCH_API gmr_status gmr_torch_record_history(int enabled, size_t max_entries,
+                                                  gmr_torch_context_fn context);
+
+/* The most entries a history ring may keep (2^26: 3.5 GiB of host memory). */
+#define GMR_TORCH_HISTORY_MAX_ENTRIES ((size_t)1 << 26)
+
+/**
+ * Copy the history, oldest first: up to `capacity` entries into `out` (may
+ * be NULL with capacity 0), the number held into *out_count (may exceed
+ * capacity: call again with a larger array), and into *out_dropped (may be
+ * NULL) the entries dropped since the last clear because the ring was full.
+ * Thread-safe: yes (a consistent copy under the ring's mutex). No CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL out_count, or NULL out
+ * with capacity > 0; nothing written).
+ */
+GMR_TORCH_API gmr_status gmr_torch_get_history(gmr_torch_history_entry *out, size_t capacity,
+                                               size_t *out_count, uint64_t *out_dropped);
+
+/**
+ * Forget every entry and the dropped count (recording goes on if it was on).
+ * Thread-safe: yes. No CUDA call. Always GMR_OK.
+ * Source: PyTorch's _record_memory_history(clear_history=True).
+ */
+GMR_TORCH_API gmr_status gmr_torch_clear_history(void);
+
+/**
+ * The allocations of `device` that PyTorch holds now, by address: ptrs[i],
+ * sizes[i] (bytes as asked), streams[i] and contexts[i] (the context
+ * function's number at the allocation, 0 when none) for i < min(capacity,
+ * *out_count); *out_count is their number (call with capacity 0 to size the
+ * arrays). Both modes; blocks of graph pools included. The blocks of
+ * gmr.torch.snapshot()'s segments.
+ * Thread-safe: yes (each shard of the table is copied under its mutex, so
+ *   allocations made or freed meanwhile by other threads may be missed).
+ * No CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (device outside [0, 64), NULL
+ * out_count, a NULL array with capacity > 0; nothing written);
+ * GMR_ERR_OUT_OF_MEMORY (host memory for sorting; nothing written).
+ */
+GMR_TORCH_API gmr_status gmr_torch_get_live_allocations(int device, uintptr_t *ptrs,
+                                                        size_t *sizes, uintptr_t *streams,
+                                                        uint64_t *contexts, size_t capacity,
+                                                        size_t *out_count);
+
 #ifdef __cplusplus
 }  /* extern "C" */
 

@@ -246,7 +246,9 @@ void flush_deferred(device_pools &d) {
       continue;
     }
     st = gmr_resource_deallocate(f.resource, f.ptr, f.size, 0, f.stream);
-    if (st != GMR_OK) {
+    if (st == GMR_OK) {
+      history_note(GMR_TORCH_HISTORY_FREE_COMPLETED, f.device, f.ptr, f.size, f.stream, 0, 0);
+    } else {
       std::string m = "a free deferred to the end of a capture failed: " +
                       std::string(gmr_status_name(st));
       set_last_error(m);

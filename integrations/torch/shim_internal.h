@@ -89,6 +89,21 @@ bool graph_pools_have_pending(int device);
 // Destroyed with gmr_resource_destroy (GMR_ERR_BUSY while allocations live).
 gmr_resource *chunk_streams_create(gmr_resource *upstream);
 
+// history.cc ----------------------------------------------------------------
+
+// True while the allocation history records (one relaxed atomic load).
+bool history_on();
+
+// The context function's number for an allocation being made now (0 when
+// not recording or there is none). Call it with no lock held: it may run
+// Python and free through the shim.
+uint64_t history_context();
+
+// Append an entry to the history when it records (nothing otherwise);
+// never throws.
+void history_note(gmr_torch_history_action action, int device, const void *addr, size_t size,
+                  gmr_stream stream, uint64_t context, size_t device_free);
+
 // torch_allocator.cc --------------------------------------------------------
 
 extern std::atomic<uint64_t> capture_allocation_count;

@@ -1,6 +1,7 @@
 // integrations/torch/torch_allocator.cc: the alloc/free entry points of both
-// modes, the table of live pointers, and the init, reset, memory-fraction and
-// record_stream hooks (gmr_torch.h).
+// modes, the table of live pointers (and its listing for snapshots), and the
+// init, reset, memory-fraction and record_stream hooks (gmr_torch.h). Calls
+// and failures go into the allocation history (history.cc) while it records.
 //
 // C++ (not C) because direct-mode failures must be thrown to PyTorch, from
 // the outermost frame, after gmr's C code has returned and released its locks.
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <algorithm>
 #include <new>
 #include <string>
 #include <unordered_map>
@@ -35,6 +37,7 @@ struct allocation {
   bool pooled;             // served from a graph pool (graph_pools.cc)
   gmr_torch_mempool_id pool;
   std::vector<gmr_stream> waits;  // recorded streams the resource could not honour
+  uint64_t context;               // the history's context number at the allocation (0: none)
 };
 
 // Sharded by pointer: each alloc and free takes one shard's mutex briefly.
@@ -168,6 +171,19 @@ gmr_status allocate_once(gmr_resource *stack, size_t size, int device, gmr_strea
   return gmr_resource_allocate_ex(stack, size, 0, stream, &out->ptr, failure);
 }
 
+// The device's free bytes for the history's OOM entry (0 when unknown).
+size_t device_free_bytes(int device) {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  gmr_status st =
+      with_device(device, [&] { return gmr_device_get_memory_info(&free_bytes, &total_bytes); });
+  return st == GMR_OK ? free_bytes : 0;
+}
+
+gmr_status allocate_recorded(size_t size, int device, gmr_stream stream, bool mempool, void **out,
+                             std::string *message, uint64_t context);
+
+// One request, and its entry in the history when that records.
 gmr_status allocate(size_t size, int device, gmr_stream stream, bool mempool, void **out,
                     std::string *message) {
   *out = nullptr;
@@ -176,6 +192,21 @@ gmr_status allocate(size_t size, int device, gmr_stream stream, bool mempool, vo
     *message = "gmr: device " + std::to_string(device) + " is out of range";
     return GMR_ERR_INVALID_ARGUMENT;
   }
+  uint64_t context = history_on() ? history_context() : 0;
+  gmr_status st = allocate_recorded(size, device, stream, mempool, out, message, context);
+  if (history_on()) {
+    if (st == GMR_OK) {
+      history_note(GMR_TORCH_HISTORY_ALLOC, device, *out, size, stream, context, 0);
+    } else {
+      history_note(GMR_TORCH_HISTORY_OOM, device, nullptr, size, stream, context,
+                   device_free_bytes(device));
+    }
+  }
+  return st;
+}
+
+gmr_status allocate_recorded(size_t size, int device, gmr_stream stream, bool mempool, void **out,
+                             std::string *message, uint64_t context) {
   gmr_resource *resource = nullptr;
   gmr_spec_error error;
   gmr_status st = gmr_device_resource_get(device, &resource, &error);
@@ -209,8 +240,8 @@ gmr_status allocate(size_t size, int device, gmr_stream stream, bool mempool, vo
   try {
     shard &s = shard_of(*out);
     std::lock_guard<std::mutex> lock(s.mutex);
-    s.live.emplace(*out,
-                   allocation{block.resource, size, stream, device, mempool, pooled, block.pool, {}});
+    s.live.emplace(*out, allocation{block.resource, size, stream, device, mempool, pooled,
+                                    block.pool, {}, context});
   } catch (const std::bad_alloc &) {
     if (pooled) note_pool_free(device, block.pool, *out);
     (void)gmr_resource_deallocate(block.resource, *out, size, 0, stream);
@@ -258,10 +289,11 @@ void release(void *ptr, size_t size, int device, gmr_stream stream, bool mempool
   }
   (void)stream;  // PyTorch passes the allocation's stream; the record has it
   count_free(a.device, a.size);
+  history_note(GMR_TORCH_HISTORY_FREE_REQUESTED, a.device, ptr, a.size, a.stream, a.context, 0);
   if (a.pooled) {
     note_pool_free(a.device, a.pool, ptr);
   } else if (defer_free_in_capture(a.device, ptr, a.size, a.resource, a.stream, a.waits)) {
-    return;  // made when the capture has ended
+    return;  // made when the capture has ended (graph_pools.cc records its completion)
   }
   if (!a.waits.empty()) {
     // The memory may be reused by work ordered after the allocation stream:
@@ -280,7 +312,9 @@ void release(void *ptr, size_t size, int device, gmr_stream stream, bool mempool
     }
   }
   gmr_status st = gmr_resource_deallocate(a.resource, ptr, a.size, 0, a.stream);
-  if (st != GMR_OK) {
+  if (st == GMR_OK) {
+    history_note(GMR_TORCH_HISTORY_FREE_COMPLETED, a.device, ptr, a.size, a.stream, a.context, 0);
+  } else {
     failed_free_count.fetch_add(1, std::memory_order_relaxed);
     std::string m = "the stack of device " + std::to_string(a.device) + " refused to free " +
                     pointer_text(ptr) + " (" + bytes_text(a.size) + "): " +
@@ -540,5 +574,43 @@ extern "C" gmr_status gmr_torch_reset_accumulated_stats(int device) {
   for (int k = 0; k < kAccumulatedCount; ++k) {
     c.base[k].store(c.total[k].load(std::memory_order_relaxed), std::memory_order_relaxed);
   }
+  return GMR_OK;
+}
+
+extern "C" gmr_status gmr_torch_get_live_allocations(int device, uintptr_t *ptrs, size_t *sizes,
+                                                    uintptr_t *streams, uint64_t *contexts,
+                                                    size_t capacity, size_t *out_count) {
+  if (device < 0 || device >= kMaxDevices || out_count == nullptr ||
+      (capacity > 0 && (ptrs == nullptr || sizes == nullptr || streams == nullptr ||
+                        contexts == nullptr))) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  struct row {
+    uintptr_t ptr;
+    size_t size;
+    uintptr_t stream;
+    uint64_t context;
+  };
+  std::vector<row> rows;
+  try {
+    for (shard &s : shards) {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      for (const auto &[ptr, a] : s.live) {
+        if (a.device != device) continue;
+        rows.push_back(row{reinterpret_cast<uintptr_t>(ptr), a.size,
+                           reinterpret_cast<uintptr_t>(a.stream), a.context});
+      }
+    }
+  } catch (const std::bad_alloc &) {
+    return GMR_ERR_OUT_OF_MEMORY;
+  }
+  std::sort(rows.begin(), rows.end(), [](const row &x, const row &y) { return x.ptr < y.ptr; });
+  for (size_t i = 0; i < rows.size() && i < capacity; ++i) {
+    ptrs[i] = rows[i].ptr;
+    sizes[i] = rows[i].size;
+    streams[i] = rows[i].stream;
+    contexts[i] = rows[i].context;
+  }
+  *out_count = rows.size();
   return GMR_OK;
 }

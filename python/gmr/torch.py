@@ -57,7 +57,7 @@ _HOOKS = (
 # name torch.utils.cpp_extension builds it under (it writes NAME.so).
 _C10_SHIM = "libgmr_torch_c10.so"
 _C10_SHIM_NAME = "libgmr_torch_c10"
-_SHIM_SOURCES = ("chunk_streams.cc", "errors.cc", "graph_pools.cc", "storages.cc",
+_SHIM_SOURCES = ("chunk_streams.cc", "errors.cc", "graph_pools.cc", "history.cc", "storages.cc",
                  "torch_allocator.cc")
 
 # Objects PyTorch must not outlive (its allocator keeps raw function pointers

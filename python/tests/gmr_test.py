@@ -510,7 +510,8 @@ class BuildShimTest(StandInTorchTest):
         root, include = gmr.torch._source_root()
         self.assertEqual([os.path.join(root, "integrations", "torch", f)
                           for f in ("chunk_streams.cc", "errors.cc", "graph_pools.cc",
-                                    "storages.cc", "torch_allocator.cc")], call["sources"])
+                                    "history.cc", "storages.cc", "torch_allocator.cc")],
+                         call["sources"])
         for source in call["sources"]:
             self.assertTrue(os.path.exists(source), source)
         self.assertEqual([root, include], call["extra_include_paths"][:2])
