@@ -1,11 +1,13 @@
 // pool_resource's memory: what get_memory_info and the failure record say
-// (exact), growth over a tight upstream, which free block a request takes
-// (completed memory of another stream before splitting new space), and the
-// footprint of arenas when two threads take turns.
+// (exact), the list of its blocks (gmr_pool_resource_get_blocks), growth
+// over a tight upstream, which free block a request takes (completed memory
+// of another stream before splitting new space), and the footprint of
+// arenas when two threads take turns.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -197,6 +199,105 @@ TEST_F(PoolTest, TwoThreadsTakingTurnsReachTheSamePeakAsOne) {
   ExpectInvariants(one);
   ExpectInvariants(two);
   EXPECT_EQ(peak[0], peak[1]) << "taking turns over two arenas cost footprint";
+}
+
+// ---- the list of blocks (memory snapshots) ------------------------------------
+
+std::vector<gmr_pool_block_info> Blocks(gmr_resource *r) {
+  gmr_pool_resource *pool = gmr_pool_resource_from_resource(r);
+  size_t n = 0;
+  EXPECT_EQ(GMR_OK, gmr_pool_resource_get_blocks(pool, nullptr, 0, &n));
+  std::vector<gmr_pool_block_info> out(n);
+  size_t again = 0;
+  EXPECT_EQ(GMR_OK, gmr_pool_resource_get_blocks(pool, out.data(), out.size(), &again));
+  EXPECT_EQ(n, again);
+  return out;
+}
+
+TEST_F(PoolTest, BlocksTileEveryChunkInAddressOrder) {
+  gmr_resource *r = Make(small_config(4 * MiB));
+  EXPECT_TRUE(Blocks(r).empty());
+  // Chunk 1: [a 1 MiB][b 1000 B -> 1024, freed][c 1 MiB][free tail].
+  // Chunk 2: [d 6 MiB] (a request above the growth step gets its own chunk).
+  void *a = Alloc(r, MiB), *b = Alloc(r, 1000), *c = Alloc(r, MiB), *d = Alloc(r, 6 * MiB);
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 1000, 0, nullptr));
+  std::vector<gmr_pool_block_info> blocks = Blocks(r);
+  ASSERT_EQ(5u, blocks.size());
+  const std::vector<gmr_pool_block_info> listed = blocks;
+  // Chunks come in the arena's order: put a's first to compare.
+  std::stable_sort(blocks.begin(), blocks.end(),
+                   [&](const gmr_pool_block_info &x, const gmr_pool_block_info &y) {
+                     return (x.chunk == a) > (y.chunk == a);
+                   });
+  const struct {
+    void *addr;
+    size_t bytes, requested;
+    gmr_pool_block_state state;
+  } want[] = {
+      {a, MiB, MiB, GMR_POOL_BLOCK_ALLOCATED},
+      {b, 1024, 0, GMR_POOL_BLOCK_FREE},
+      {c, MiB, MiB, GMR_POOL_BLOCK_ALLOCATED},
+      {static_cast<char *>(c) + MiB, 2 * MiB - 1024, 0, GMR_POOL_BLOCK_FREE},
+      {d, 6 * MiB, 6 * MiB, GMR_POOL_BLOCK_ALLOCATED},
+  };
+  size_t chunk_total = 0;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(want[i].addr, blocks[i].addr);
+    EXPECT_EQ(want[i].bytes, blocks[i].bytes);
+    EXPECT_EQ(want[i].requested, blocks[i].requested_bytes);
+    EXPECT_EQ(want[i].state, blocks[i].state);
+    EXPECT_EQ(0u, blocks[i].arena);
+    EXPECT_EQ(i < 4 ? a : d, blocks[i].chunk);
+    EXPECT_EQ(i < 4 ? 4 * MiB : 6 * MiB, blocks[i].chunk_bytes);
+    if (i == 0 || blocks[i].chunk != blocks[i - 1].chunk) {
+      chunk_total += blocks[i].chunk_bytes;
+    } else {
+      EXPECT_EQ(U(blocks[i - 1].addr) + blocks[i - 1].bytes, U(blocks[i].addr));
+    }
+  }
+  EXPECT_EQ(Stats(r).held_bytes, chunk_total);
+  // Only part of the list: the count says how many there are.
+  gmr_pool_block_info two[2];
+  size_t n = 0;
+  ASSERT_EQ(GMR_OK, gmr_pool_resource_get_blocks(gmr_pool_resource_from_resource(r), two, 2, &n));
+  EXPECT_EQ(5u, n);
+  EXPECT_EQ(listed[0].addr, two[0].addr);
+  EXPECT_EQ(listed[1].addr, two[1].addr);
+  for (void *p : {a, c}) ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, d, 6 * MiB, 0, nullptr));
+  blocks = Blocks(r);
+  ASSERT_EQ(2u, blocks.size());  // each chunk one free block
+  for (const gmr_pool_block_info &info : blocks) EXPECT_EQ(GMR_POOL_BLOCK_FREE, info.state);
+}
+
+TEST_F(PoolTest, ABlockWaitingForARecordedStreamIsListedAsDeferred) {
+  gmr_pool_resource_config config = small_config(4 * MiB);
+  config.streams_outlive_resource = false;
+  gmr_resource *r = Make(config);
+  gmr_stream s = Stream(), side = Stream();
+  void *p = Alloc(r, MiB, s);
+  ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r, p, side));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(side, true));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
+  std::vector<gmr_pool_block_info> blocks = Blocks(r);
+  ASSERT_EQ(2u, blocks.size());
+  EXPECT_EQ(p, blocks[0].addr);
+  EXPECT_EQ(GMR_POOL_BLOCK_DEFERRED, blocks[0].state);
+  EXPECT_EQ(0u, blocks[0].requested_bytes);
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(side, false));
+  ExpectInvariants(r);
+}
+
+TEST_F(PoolTest, ListingBlocksRefusesBadArgumentsAndWritesNothing) {
+  gmr_resource *r = Make(small_config(4 * MiB));
+  gmr_pool_resource *pool = gmr_pool_resource_from_resource(r);
+  gmr_pool_block_info info;
+  size_t n = 7;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_pool_resource_get_blocks(nullptr, &info, 1, &n));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_pool_resource_get_blocks(pool, &info, 1, nullptr));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_pool_resource_get_blocks(pool, nullptr, 1, &n));
+  EXPECT_EQ(7u, n);
 }
 
 }  // namespace

@@ -432,6 +432,50 @@ typedef gmr_pool_resource_stats gmr_pool_stats
 GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_get_stats(gmr_pool_resource *pool,
                                                              gmr_pool_resource_stats *out);
 
+/* What a block of a chunk is, as gmr_pool_resource_get_blocks() lists it. */
+typedef enum gmr_pool_block_state {
+  GMR_POOL_BLOCK_ALLOCATED = 0, /* handed out and not freed */
+  GMR_POOL_BLOCK_FREE = 1,      /* free: the arena may hand it out (on its stream's terms) */
+  GMR_POOL_BLOCK_DEFERRED = 2   /* freed, waiting for the events of the streams recorded on
+                                   it (gmr_resource_record_stream) before it is free */
+} gmr_pool_block_state;
+
+/* One block of one chunk. */
+typedef struct gmr_pool_block_info {
+  void *chunk;               /* base address of the chunk the block is in */
+  size_t chunk_bytes;        /* the chunk's size */
+  void *addr;                /* the block's address (256-byte aligned) */
+  size_t bytes;              /* the block's size (a multiple of 256) */
+  size_t requested_bytes;    /* ALLOCATED: the bytes asked for (<= bytes); else 0 */
+  gmr_pool_block_state state;
+  uint32_t arena;            /* index of the arena that holds the chunk */
+} gmr_pool_block_info;
+
+/**
+ * List every block of every chunk the pool holds: arena by arena, chunk by
+ * chunk, the blocks of a chunk in address order (they tile it exactly), up
+ * to `capacity` of them into `out` (may be NULL with capacity 0), and their
+ * number into *count (call with capacity 0 to size the array; blocks made
+ * or merged between two calls change it). O(blocks); for debugging and
+ * memory snapshots (gmr.torch.snapshot() draws PyTorch's segments from it).
+ * Ownership: `out` is the caller's; the addresses stay the pool's.
+ * Thread-safe: yes; each arena is listed under its lock, in turn, so the
+ *   list is consistent per arena, not across arenas while other threads
+ *   allocate.
+ * Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *count is set (also when capacity was too
+ *                             small: the first `capacity` blocks are in out).
+ *   GMR_ERR_INVALID_ARGUMENT  pool or count is NULL, or out is NULL with
+ *                             capacity > 0.
+ * On failure *count and out are unchanged.
+ * Source: PyTorch's CUDACachingAllocator snapshot() (segments tiled by
+ *   blocks); gmr_vmm_pool_resource_get_regions() for the VMM pool.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_get_blocks(gmr_pool_resource *pool,
+                                                              gmr_pool_block_info *out,
+                                                              size_t capacity, size_t *count);
+
 /**
  * Walk every chunk and index and check the pool's invariants: the blocks of
  * each chunk tile it exactly in address order with consistent links; every

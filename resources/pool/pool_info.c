@@ -1,7 +1,8 @@
 /*
  * resources/pool/pool_info.c (internal): what the pool says about itself:
  * statistics, get_memory_info, the free figures of a failure record, the
- * verdict on a bad free, and the public getters. See gmr/pool_resource.h.
+ * verdict on a bad free, the list of its blocks, and the public getters.
+ * See gmr/pool_resource.h.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -150,5 +151,35 @@ gmr_status gmr_pool_resource_get_stats(gmr_pool_resource *pool, gmr_pool_resourc
   s.initial_pool_bytes = pool->config.initial_pool_bytes;
   s.maximum_pool_bytes = pool->config.maximum_pool_bytes;
   gmr__stats_copy_out(out, &s, sizeof s);
+  return GMR_OK;
+}
+
+gmr_status gmr_pool_resource_get_blocks(gmr_pool_resource *pool, gmr_pool_block_info *out,
+                                        size_t capacity, size_t *count) {
+  if (pool == NULL || count == NULL || (out == NULL && capacity > 0)) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  size_t n = 0;
+  for (uint32_t i = 0; i < pool->arena_count; ++i) {
+    gmr__pool_arena *a = pool->arenas[i];
+    gmr__spin_lock_acquire(&a->lock);
+    for (const gmr__pool_chunk *c = a->chunks; c != NULL; c = c->next) {
+      for (const gmr__pool_block *b = c->first; b != NULL; b = b->phys_next, ++n) {
+        if (n >= capacity) continue;
+        gmr_pool_block_info *info = &out[n];
+        info->chunk = (void *)c->base;
+        info->chunk_bytes = c->size;
+        info->addr = (void *)b->addr;
+        info->bytes = b->size;
+        info->requested_bytes = b->is_free ? 0 : b->request_bytes;
+        info->state = !b->is_free   ? GMR_POOL_BLOCK_ALLOCATED
+                      : b->deferred ? GMR_POOL_BLOCK_DEFERRED
+                                    : GMR_POOL_BLOCK_FREE;
+        info->arena = i;
+      }
+    }
+    gmr__spin_lock_release(&a->lock);
+  }
+  *count = n;
   return GMR_OK;
 }
