@@ -319,6 +319,19 @@ TEST(ReplaySnapshotTest, SeveralDevicesNeedAChoice) {
       << err;
 }
 
+TEST(ReplaySnapshotTest, AnOomEntryHasNoAddressAndIsNotReplayed) {
+  // PyTorch writes 'device_free' where other entries have 'addr'.
+  Trace t;
+  std::string err;
+  ASSERT_EQ(GMR_OK, Read(TestData("with_oom.pickle"), &t, &err)) << err;
+  EXPECT_EQ(4u, t.trace->summary.line_count);
+  EXPECT_EQ(1u, t.trace->summary.alloc_count);
+  EXPECT_EQ(1u, t.trace->summary.free_count);
+  EXPECT_EQ(2u, t.trace->event_count);
+  EXPECT_EQ(4096u, t.trace->summary.peak_live_bytes);
+  EXPECT_EQ(4096u, t.trace->summary.max_size_bytes);  // the failed request is not one
+}
+
 TEST(ReplaySnapshotTest, WhatIsNotASnapshotIsRefusedSayingWhy) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"bad_not_a_dict.pickle",

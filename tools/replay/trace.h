@@ -128,7 +128,8 @@ typedef struct replay_trace_options {
  * opcode outside the reader's subset (the message names it) or is not a
  * snapshot fails the read whatever the options; an entry that is not a dict,
  * lacks 'action', 'addr', 'size' or 'stream', or has a wrong type there is a
- * malformed line.
+ * malformed line ('oom' entries need no 'addr': PyTorch writes 'device_free'
+ * there).
  *
  * Units: sizes in bytes; lines counted from 1 (the header).
  * Ownership: `options` (NULL: REPLAY_TRACE_OPTIONS_DEFAULT) is read during the

@@ -28,7 +28,9 @@ static const char *a_type(replay_pickle_type type) {
 
 static const char *const required_fields[] = {"action", "addr", "size", "stream"};
 
-/* One entry into a row; LINE_MALFORMED with b->reason set. */
+/* One entry into a row; LINE_MALFORMED with b->reason set. An 'oom' entry
+ * has 'device_free' where the others have 'addr' (PyTorch's
+ * memory_snapshot.cpp), so its address is not required. */
 static line_result entry_row(trace_builder *b, const replay_pickle *doc, replay_pickle_value entry,
                              row *out) {
   if (replay_pickle_type_of(doc, entry) != REPLAY_PICKLE_DICT) {
@@ -36,10 +38,8 @@ static line_result entry_row(trace_builder *b, const replay_pickle *doc, replay_
                                  a_type(replay_pickle_type_of(doc, entry)));
   }
   replay_pickle_value fields[4];
-  for (size_t i = 0; i < 4; ++i) {
-    if (!replay_pickle_dict_get(doc, entry, required_fields[i], &fields[i])) {
-      return trace_build_malformed(b, "no '%s'", required_fields[i]);
-    }
+  if (!replay_pickle_dict_get(doc, entry, required_fields[0], &fields[0])) {
+    return trace_build_malformed(b, "no '%s'", required_fields[0]);
   }
   const char *action = NULL;
   size_t length = 0;
@@ -53,8 +53,16 @@ static line_result entry_row(trace_builder *b, const replay_pickle *doc, replay_
     return trace_build_malformed(b, "unknown action \"%s\"",
                                  trace_build_printable(action, length, shown, sizeof shown));
   }
+  bool oom = length == 3 && memcmp(action, "oom", 3) == 0;
+  for (size_t i = 1; i < 4; ++i) {
+    if (!replay_pickle_dict_get(doc, entry, required_fields[i], &fields[i])) {
+      if (i == 1 && oom) continue;
+      return trace_build_malformed(b, "no '%s'", required_fields[i]);
+    }
+  }
   uint64_t *numbers[3] = {&out->addr, &out->size_bytes, &out->stream};
   for (size_t i = 1; i < 4; ++i) {
+    if (i == 1 && oom) continue; /* ignored row: the address does not matter */
     if (replay_pickle_type_of(doc, fields[i]) != REPLAY_PICKLE_INT ||
         !replay_pickle_get_u64(doc, fields[i], numbers[i - 1])) {
       replay_pickle_type type = replay_pickle_type_of(doc, fields[i]);

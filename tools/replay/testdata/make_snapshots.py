@@ -137,6 +137,14 @@ def main():
     multistream = os.path.join(ROOT, "tools", "traces", "multistream.csv.gz")
     write("multistream.pickle.gz", pickle.dumps(snapshot([[], csv_trace(multistream)]),
                                                 protocol=4), compress=True)
+    # A failed allocation between two calls: PyTorch's 'oom' entry carries
+    # 'device_free' where the others carry 'addr'.
+    oom = {"action": "oom", "device_free": 3_145_728, "size": 1 << 40, "stream": 0,
+           "time_us": T0 + 1, "frames": FRAMES}
+    write("with_oom.pickle", pickle.dumps(snapshot([[
+        entry("alloc", BASE, 4096, 0, T0, FRAMES), oom,
+        entry("free_requested", BASE, 4096, 0, T0 + 2, FRAMES),
+        entry("free_completed", BASE, 4096, 0, T0 + 3, FRAMES)]]), protocol=4))
     for name, value in bad_snapshots().items():
         write(name, pickle.dumps(value, protocol=4))
 
