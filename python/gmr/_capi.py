@@ -14,8 +14,9 @@ import ctypes
 from typing import Any, Dict, List, Tuple
 
 __all__ = [
-    "FailureStruct", "SpecErrorStruct", "FootprintStruct", "TorchCounters", "TorchDeviceStats",
-    "TorchGraphPoolInfo", "ScopeRegistryConfig", "ScopeStruct", "ScopedPoolStats",
+    "FailureStruct", "SpecErrorStruct", "FootprintStruct", "PoolBlockInfo", "VmmPoolRegion",
+    "TorchCounters", "TorchDeviceStats", "TorchGraphPoolInfo", "TorchHistoryEntry",
+    "TORCH_CONTEXT_FN", "ScopeRegistryConfig", "ScopeStruct", "ScopedPoolStats",
     "ScopeRegistryStats", "MemorySpaceId", "LimitPolicy", "OomPolicy", "MemorySpaceConfig",
     "ReservationStrategy", "TierManagerStats", "MemorySpaceStats", "ReservationInfo", "MIRRORS",
     "PROTOTYPES", "LIBRARIES", "declare",
@@ -89,6 +90,46 @@ class FootprintStruct(ctypes.Structure):
     _fields_ = [("held_bytes", ctypes.c_size_t), ("peak_held_bytes", ctypes.c_size_t)]
 
 
+# gmr/pool_resource.h, gmr/vmm_pool_resource.h: how a pool lays out its memory
+
+
+class PoolBlockInfo(ctypes.Structure):
+    """gmr_pool_block_info (gmr/pool_resource.h): one block of a pool's chunk."""
+
+    _fields_ = [
+        ("chunk", ctypes.c_void_p),
+        ("chunk_bytes", ctypes.c_size_t),
+        ("addr", ctypes.c_void_p),
+        ("bytes", ctypes.c_size_t),
+        ("requested_bytes", ctypes.c_size_t),
+        ("state", ctypes.c_int),
+        ("arena", ctypes.c_uint32),
+    ]
+
+
+# gmr_pool_block_state
+POOL_BLOCK_ALLOCATED, POOL_BLOCK_FREE, POOL_BLOCK_DEFERRED = 0, 1, 2
+
+
+class VmmPoolRegion(ctypes.Structure):
+    """gmr_vmm_pool_region (gmr/vmm_pool_resource.h): one region of a VMM pool's address space."""
+
+    _fields_ = [
+        ("addr", ctypes.c_void_p),
+        ("bytes", ctypes.c_size_t),
+        ("kind", ctypes.c_int),
+        ("stream", ctypes.c_void_p),
+        ("pending", ctypes.c_bool),
+        ("internal", ctypes.c_bool),
+        ("tag", ctypes.c_uint32),
+        ("va_chunk_index", ctypes.c_size_t),
+    ]
+
+
+# gmr_vmm_pool_region_kind
+VMM_REGION_HOLE, VMM_REGION_FREE, VMM_REGION_LIVE, VMM_REGION_ZOMBIE, VMM_REGION_ASLEEP = range(5)
+
+
 # integrations/torch/gmr_torch.h
 
 
@@ -142,6 +183,29 @@ class TorchGraphPoolInfo(ctypes.Structure):
         ("deferred_free_count", ctypes.c_size_t),
         ("arena_held_bytes", ctypes.c_size_t),
     ]
+
+
+class TorchHistoryEntry(ctypes.Structure):
+    """gmr_torch_history_entry (integrations/torch/gmr_torch.h): one entry of the shim's history."""
+
+    _fields_ = [
+        ("time_us", ctypes.c_uint64),
+        ("addr", ctypes.c_uint64),
+        ("size", ctypes.c_uint64),
+        ("stream", ctypes.c_uint64),
+        ("context", ctypes.c_uint64),
+        ("device_free", ctypes.c_uint64),
+        ("device", ctypes.c_int32),
+        ("action", ctypes.c_int32),
+    ]
+
+
+# gmr_torch_history_action, by value: PyTorch's names for them.
+TORCH_HISTORY_ACTIONS = ("alloc", "free_requested", "free_completed", "oom")
+TORCH_HISTORY_MAX_ENTRIES = 1 << 26  # GMR_TORCH_HISTORY_MAX_ENTRIES
+
+# gmr_torch_context_fn: uint64_t (*)(void).
+TORCH_CONTEXT_FN = ctypes.CFUNCTYPE(ctypes.c_uint64)
 
 
 # gmr/scoped_pool.h
@@ -357,9 +421,12 @@ MIRRORS: Dict[type, str] = {
     FailureStruct: "gmr_failure",
     SpecErrorStruct: "gmr_spec_error",
     FootprintStruct: "gmr_footprint",
+    PoolBlockInfo: "gmr_pool_block_info",
+    VmmPoolRegion: "gmr_vmm_pool_region",
     TorchCounters: "gmr_torch_counters",
     TorchDeviceStats: "gmr_torch_device_stats",
     TorchGraphPoolInfo: "gmr_torch_graph_pool_info",
+    TorchHistoryEntry: "gmr_torch_history_entry",
     ScopeRegistryConfig: "gmr_scope_registry_config",
     ScopeStruct: "gmr_scope",
     ScopedPoolStats: "gmr_scoped_pool_stats",
@@ -415,6 +482,12 @@ PROTOTYPES: Dict[str, Prototype] = {
     "gmr_resource_write_stats_json": (GMR, _i, [_vp, _str, _sz, _P(_sz)]),
     "gmr_resource_get_footprint": (GMR, _i, [_vp, _P(FootprintStruct)]),
     "gmr_stream_wait_stream": (GMR, _i, [_vp, _vp]),
+    "gmr_resource_get_upstream": (GMR, _vp, [_vp]),
+    # gmr/pool_resource.h, gmr/vmm_pool_resource.h
+    "gmr_pool_resource_from_resource": (GMR, _vp, [_vp]),
+    "gmr_pool_resource_get_blocks": (GMR, _i, [_vp, _P(PoolBlockInfo), _sz, _P(_sz)]),
+    "gmr_vmm_pool_resource_from_resource": (GMR, _vp, [_vp]),
+    "gmr_vmm_pool_resource_get_regions": (GMR, _i, [_vp, _P(VmmPoolRegion), _sz, _P(_sz)]),
     # gmr/scoped/scoped_pool.h (libgmr_scoped)
     "gmr_scope_registry_create": (SCOPED, _i, [_P(_vp), _sz, _P(ScopeRegistryConfig), _P(_vp)]),
     "gmr_scope_registry_create_from_spec": (SCOPED, _i, [_str, _P(ScopeRegistryConfig), _P(_vp),
@@ -487,6 +560,12 @@ PROTOTYPES: Dict[str, Prototype] = {
                                                 _P(_sz)]),
     "gmr_torch_storage_adopt": (TORCH, _i, [_c.c_int64]),
     "gmr_torch_storage_disown": (TORCH, _i, [_c.c_int64]),
+    # The context function goes as its address (ctypes.cast(f, c_void_p)), so None is NULL.
+    "gmr_torch_record_history": (TORCH, _i, [_i, _sz, _vp]),
+    "gmr_torch_get_history": (TORCH, _i, [_P(TorchHistoryEntry), _sz, _P(_sz), _P(_u64)]),
+    "gmr_torch_clear_history": (TORCH, _i, []),
+    "gmr_torch_get_live_allocations": (TORCH, _i, [_i, _P(_sz), _P(_sz), _P(_sz), _P(_u64), _sz,
+                                                   _P(_sz)]),
 }
 
 

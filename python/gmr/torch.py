@@ -38,9 +38,16 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import gmr
 from gmr import _capi, _lib
 from gmr import _torch_allocator_api
+from gmr import memory_viz
 
 __all__ = ["use", "mempool", "stats", "counters", "last_error", "build_shim", "mode",
-           "graph_pool_info"]
+           "graph_pool_info", "record_memory_history", "snapshot", "dump_snapshot"]
+
+# torch.cuda.memory's _record_memory_history, _snapshot and _dump_snapshot
+# for gmr (which PyTorch refuses under a pluggable allocator): gmr.memory_viz.
+record_memory_history = memory_viz.record_memory_history
+snapshot = memory_viz.snapshot
+dump_snapshot = memory_viz.dump_snapshot
 
 # Hook setters of PyTorch's _CUDAAllocator object and gmr's functions for them.
 _HOOKS = (

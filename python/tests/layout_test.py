@@ -24,8 +24,8 @@ from gmr import _capi, _lib
 
 # Python mirror -> the C struct it mirrors: the one table in gmr._capi.
 MIRRORS = _capi.MIRRORS
-PACKAGE_MODULES = ("gmr", "gmr._capi", "gmr._lib", "gmr._torch_allocator_api", "gmr.cupy",
-                   "gmr.scoped", "gmr.tiers", "gmr.torch")
+PACKAGE_MODULES = ("gmr", "gmr._capi", "gmr._lib", "gmr._segments", "gmr._torch_allocator_api",
+                   "gmr.cupy", "gmr.memory_viz", "gmr.scoped", "gmr.tiers", "gmr.torch")
 
 
 def c_layouts():
