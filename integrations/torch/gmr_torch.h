@@ -326,7 +326,8 @@ typedef enum gmr_torch_history_action {
   GMR_TORCH_HISTORY_ALLOC = 0,          /* "alloc": a pointer handed to PyTorch */
   GMR_TORCH_HISTORY_FREE_REQUESTED = 1, /* "free_requested": PyTorch freed it */
   GMR_TORCH_HISTORY_FREE_COMPLETED = 2, /* "free_completed": the stack has it back */
-  GMR_TORCH_HISTORY_OOM = 3             /* "oom": an allocation failed */
+  GMR_TORCH_HISTORY_OOM = 3             /* "oom": an allocation found no memory or passed a
+                                           limit (other failures are not recorded) */
 } gmr_torch_history_action;
 
 /* One entry; every field 64 bits or 32 so that the layout has no padding. */

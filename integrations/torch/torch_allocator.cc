@@ -5,12 +5,12 @@
 //
 // C++ (not C) because direct-mode failures must be thrown to PyTorch, from
 // the outermost frame, after gmr's C code has returned and released its locks.
+#include <algorithm>
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
-#include <algorithm>
 #include <new>
 #include <string>
 #include <unordered_map>
@@ -197,7 +197,7 @@ gmr_status allocate(size_t size, int device, gmr_stream stream, bool mempool, vo
   if (history_on()) {
     if (st == GMR_OK) {
       history_note(GMR_TORCH_HISTORY_ALLOC, device, *out, size, stream, context, 0);
-    } else {
+    } else if (st == GMR_ERR_OUT_OF_MEMORY || st == GMR_ERR_LIMIT_EXCEEDED) {
       history_note(GMR_TORCH_HISTORY_OOM, device, nullptr, size, stream, context,
                    device_free_bytes(device));
     }
