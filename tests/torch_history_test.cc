@@ -6,6 +6,7 @@
 // the ring keeping the newest entries; stopping, resizing and clearing; a
 // context function that frees through the shim; bad input.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <atomic>
 #include <vector>
@@ -110,6 +111,11 @@ TEST_F(TorchHistoryTest, AFailedAllocationIsAnOomEntryWithTheDevicesFreeBytes) {
   EXPECT_EQ(0u, h[0].context);  // no context function
   EXPECT_GT(h[0].device_free, 0u);
   EXPECT_LE(h[0].device_free, kDeviceBytes);
+  // Other failures (here a stack that cannot be built) are not "oom".
+  use_spec(nullptr);
+  setenv("GMR_STACK", "pool > cuda(kidn=async)", 1);
+  EXPECT_EQ(nullptr, gmr_torch_mempool_alloc(4096, 0, nullptr));
+  EXPECT_EQ(1u, history().size());
 }
 
 TEST_F(TorchHistoryTest, AFullRingKeepsTheNewestEntriesAndCountsTheRest) {
