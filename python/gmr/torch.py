@@ -215,7 +215,7 @@ def use(spec: Optional[str] = None) -> None:
     """
     global _mode, _missing_hooks
     torch = _import_torch()
-    chosen = gmr._framework_spec(spec)
+    chosen = spec
     if chosen is not None and "graph_arena" in chosen:
         raise gmr.SpecError("GMR_ERR_INVALID_ARGUMENT",
                             "gmr.torch.use(%r): CUDA graphs get private pools of gmr.torch's own "
