@@ -66,6 +66,22 @@ build() {
 step build build
 wheel=$(ls "$work"/dist/gmr-*.whl 2>/dev/null | head -n 1)
 
+# What is missing is named, and no wheel is left behind.
+refuses() {  # refuses EXPECTED-TEXT make_wheel-arguments...
+  local expected=$1
+  shift
+  local text
+  if text=$(python3 "$root/tools/wheel/make_wheel.py" --out "$work/refused" "$@" 2>&1); then
+    echo "make_wheel $* succeeded"; return 1
+  fi
+  echo "$text"
+  grep -qF "$expected" <<<"$text" || { echo "no '$expected' in the message"; return 1; }
+  [ -z "$(ls "$work/refused" 2>/dev/null)" ] || { echo "left: $(ls "$work/refused")"; return 1; }
+}
+mkdir -p "$work/empty"
+step refuses_missing_libraries refuses "missing: $work/empty/dist/libgmr.so" --prebuilt "$work/empty"
+step refuses_missing_version refuses "no version header" --prebuilt "$root" --root "$work/empty"
+
 fresh_venv() {
   python3 -m venv "$venv" ||
     { echo "python3 -m venv failed: install python3-venv (tools/setup.sh does)"; return 1; }
