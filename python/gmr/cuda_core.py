@@ -66,7 +66,7 @@ def _stream_handle(stream: Any) -> int:
     if protocol is not None:
         value = protocol() if callable(protocol) else protocol
         return int(value[1])
-    for attribute in ("handle", "stream", "ptr"):
+    for attribute in ("stream", "handle", "ptr"):
         inner = getattr(stream, attribute, None)
         if inner is not None and inner is not stream:
             return _stream_handle(inner) if attribute == "stream" else int(inner)
@@ -90,9 +90,9 @@ def _core_stream(core: Any, stream: Any, device: int) -> Any:
     over its handle (not owning it)."""
     if stream is None:
         return core.Device(device).default_stream
-    graph_builder = getattr(core, "GraphBuilder", None)
-    if isinstance(stream, core.Stream) or (graph_builder is not None and
-                                            isinstance(stream, graph_builder)):
+    # A GraphBuilder (cuda.core.GraphBuilder, later cuda.core.graph's) is
+    # taken as it is: allocation during its capture is stream-ordered too.
+    if isinstance(stream, core.Stream) or hasattr(stream, "begin_building"):
         return stream
     handle = _stream_handle(stream)
     from_handle = getattr(core.Stream, "from_handle", None)

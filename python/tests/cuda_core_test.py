@@ -70,6 +70,8 @@ class CudaCoreTest(FrameworkTest):
         for form in (s, Protocol(), core.GraphBuilder(core.Stream(s))):
             with self.subTest(form=type(form).__name__):
                 buf = mr.allocate(256, stream=form)
+                if isinstance(form, core.GraphBuilder):   # handed to cuda.core as it is
+                    self.assertIs(form, buf._stream)
                 owners = gmr.stack_stats(0)["layers"][1]["owners"]
                 self.assertEqual(256, owners["%#x" % s]["bytes"]["current"])
                 buf.close()

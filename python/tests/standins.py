@@ -168,6 +168,8 @@ _FAKE_CORE = textwrap.dedent("""\
     class GraphBuilder:
         def __init__(self, stream):
             self.stream = stream
+        def begin_building(self, mode="relaxed"):
+            return self
 
     class Device:
         current = 0

@@ -41,9 +41,13 @@ export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
 # The torch shim is built at first use into this empty cache (not an older one).
 export GMR_TORCH_CACHE_DIR="$work/torch_cache"
 
+# Without python3-venv's ensurepip the environment is made without pip, and
+# the machine's pip (visible through --system-site-packages) installs into it.
 {
   echo "=== wheel $(basename "$wheel") into a fresh venv ($(python3 --version))"
-  python3 -m venv --system-site-packages "$venv" && "$venv/bin/pip" install --no-index "$wheel"
+  { python3 -m venv --system-site-packages "$venv" ||
+      { rm -rf "$venv" && python3 -m venv --system-site-packages --without-pip "$venv"; }; } &&
+    "$venv/bin/python" -m pip install --no-index "$wheel"
 } >>"$log" 2>&1 || { echo "FAIL install: see $log"; tail -n 20 "$log"; exit 1; }
 
 passed=0
