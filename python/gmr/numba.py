@@ -154,15 +154,14 @@ class DeviceMemoryManager:
 
         Numba calls it before the first allocation of the context, maybe
         more than once; later calls change nothing. Without a spec chosen
-        (use(), gmr.set_device_spec() or GMR_STACK) the device gets
-        gmr.FRAMEWORK_DEFAULT_SPEC, as gmr.torch and gmr.cupy do.
+        (use(), gmr.set_device_spec() or GMR_STACK) the device gets the
+        library's default, gmr.FRAMEWORK_DEFAULT_SPEC, as everywhere.
 
         Raises:
             gmr.SpecError: the spec is malformed.
             gmr.GmrError: the stack cannot be created (e.g. no such device).
             RuntimeError: the manager has no context.
         """
-        gmr._use_framework_spec(None)
         gmr.device_resource(self._device())
 
     def memalloc(self, size: int) -> Any:

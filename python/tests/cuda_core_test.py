@@ -104,8 +104,9 @@ class CudaCoreTest(FrameworkTest):
         gmr.set_device_spec(None)
         with self.assertRaises(gmr.SpecError):
             gmr.cuda_core.memory_resource(0, "pool > cuda(kidn=async)")
-        self.assertFalse(gmr._spec_chosen)
         self.assertIsNone(gmr.device_spec(0))
+        gmr.device_resource(0)   # the registry's spec stayed the default
+        self.assertEqual(gmr.FRAMEWORK_DEFAULT_SPEC, gmr.device_spec(0))
 
     def test_a_device_that_does_not_exist(self):
         with self.assertRaises(gmr.GmrError) as cm:

@@ -75,7 +75,7 @@ class NumbaTest(FrameworkTest):
         os.environ["NUMBA_CUDA_MEMORY_MANAGER"] = "gmr.numba"
         ctx = self.context(0)
         self.assertIs(gmr.numba.memory_manager(), type(ctx.memory_manager))
-        # No spec chosen: initialize() gave the device the frameworks' default.
+        # No spec chosen: initialize() created the stack with the library's default.
         self.assertEqual(gmr.FRAMEWORK_DEFAULT_SPEC, gmr.device_spec(0))
         pointer = ctx.memory_manager.memalloc(4096)
         self.assertNotEqual(0, pointer.device_pointer_value)
@@ -185,7 +185,9 @@ class NumbaTest(FrameworkTest):
             gmr.numba.use("pool > cuda(kidn=async)")
         self.assertIn("kidn", str(cm.exception))
         self.assertIsNone(driver._memory_manager)
-        self.assertFalse(gmr._spec_chosen)
+        self.assertIsNone(gmr.device_spec(0))
+        gmr.device_resource(0)   # the registry's spec stayed the default
+        self.assertEqual(gmr.FRAMEWORK_DEFAULT_SPEC, gmr.device_spec(0))
 
     def test_a_malformed_gmr_stack_fails_at_initialize(self):
         os.environ["GMR_STACK"] = "pool > cuda(kidn=async)"
