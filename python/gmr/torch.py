@@ -422,6 +422,9 @@ def _source_root() -> Tuple[str, str]:
     here = os.path.dirname(os.path.abspath(__file__))
     installed = os.path.join(here, "torch_shim")   # PREFIX/lib/python/gmr/torch_shim
     if os.path.exists(os.path.join(installed, "integrations", "torch", "torch_allocator.cc")):
+        bundled = os.path.join(installed, "include")   # the wheel carries the headers there
+        if os.path.exists(os.path.join(bundled, "gmr", "resource.h")):
+            return installed, bundled
         return installed, os.path.normpath(os.path.join(here, "..", "..", "..", "include"))
     repo = os.path.normpath(os.path.join(here, "..", ".."))
     if os.path.exists(os.path.join(repo, "integrations", "torch", "torch_allocator.cc")):
