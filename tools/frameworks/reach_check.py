@@ -134,9 +134,21 @@ def item_numba_use():
     gmr.numba.use("tracking > pool > cuda(kind=device)")
     a, b, manager = numba_kernels(cuda, np, gmr)
     handle = a.get_ipc_handle()   # cudaMalloc memory under the pool: IPC works
-    check(handle.size == a.nbytes, "IPC handle size %d" % handle.size)
-    return "set_memory_manager via gmr.numba.use; kernels ok; IPC handle of %d bytes at offset %d" % (
-        handle.size, handle.offset)
+    # Another process opens the handle and reads what the kernels wrote.
+    import multiprocessing
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as workers:
+        seen = workers.apply(_ipc_read, (handle,))
+    expected = a.copy_to_host()
+    check(np.array_equal(seen, expected), "the other process read other values through IPC")
+    return "set_memory_manager via gmr.numba.use; kernels ok; another process read %d bytes " \
+        "through the IPC handle" % expected.nbytes
+
+
+def _ipc_read(handle):
+    """Open a numba IPC handle in this (child) process and copy its array out."""
+    with handle as array:
+        return array.copy_to_host()
 
 
 def import_core():

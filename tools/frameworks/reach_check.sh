@@ -47,6 +47,18 @@ export GMR_TORCH_CACHE_DIR="$work/torch_cache"
   echo "=== wheel $(basename "$wheel") into a fresh venv ($(python3 --version))"
   { python3 -m venv --system-site-packages "$venv" ||
       { rm -rf "$venv" && python3 -m venv --system-site-packages --without-pip "$venv"; }; } &&
+    # When python3 is itself a virtual environment (the GPU machine's is
+    # /opt/torch/.venv), --system-site-packages reaches only the base
+    # interpreter's packages: a .pth file adds the frameworks' site-packages.
+    python3 - "$venv" <<'PY' &&
+import site, sys, sysconfig, pathlib
+if sys.prefix != sys.base_prefix:
+    venv = pathlib.Path(sys.argv[1])
+    purelib = sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)})
+    pathlib.Path(purelib, "_gmr_reach_parent.pth").write_text(
+        "\n".join(site.getsitepackages()) + "\n")
+    print("parent environment's packages visible:", *site.getsitepackages())
+PY
     "$venv/bin/python" -m pip install --no-index "$wheel"
 } >>"$log" 2>&1 || { echo "FAIL install: see $log"; tail -n 20 "$log"; exit 1; }
 
