@@ -73,6 +73,7 @@ void gmr__stream_event_init(gmr__stream_event *e, gmr__stream_key key,
   e->every_free = mode == GMR__STREAM_EVENTS_EVERY_FREE;
   e->eager_left = mode == GMR__STREAM_EVENTS_ON_DEMAND ? GMR__STREAM_EVENT_EAGER_FREES : 0u;
   e->demand = false;
+  e->demand_count = 0;
   e->free_seq = 0;
   e->covered_seq = 0;
   e->complete = true;
@@ -128,7 +129,7 @@ cudaError_t gmr__stream_event_settle(const gmr__cuda_ops *cuda, gmr__stream_even
                                      gmr__stream_event_counts *counts) {
   if (!gmr__stream_event_fresh(e)) return cudaSuccess;
   if (!e->lazy) {
-    e->demand = true; /* it records at its next call, while it surely exists */
+    gmr__stream_event_demand(e); /* it records at its next call, while it surely exists */
     return cudaErrorNotReady;
   }
   if (gmr__cuda_stream_is_capturing(cuda, (cudaStream_t)e->key.stream)) {

@@ -82,6 +82,12 @@ static gmr_status create_locked(int device, gmr_spec_error *error) {
   gmr_status st = configured_spec != NULL
                       ? gmr_stack_create(configured_spec, &stack, error)
                       : gmr_stack_create_from_env(GMR_DEVICE_RESOURCE_DEFAULT_SPEC, &stack, error);
+  const char *env = getenv("GMR_STACK");
+  if (st == GMR_ERR_UNSUPPORTED && configured_spec == NULL && (env == NULL || env[0] == '\0')) {
+    /* The default needs virtual memory management, which this device's
+     * driver lacks (vGPU, WSL, old drivers): the stream-ordered pool. */
+    st = gmr_stack_create(GMR_DEVICE_RESOURCE_FALLBACK_SPEC, &stack, error);
+  }
   gmr__device_guard *guard = NULL;
   if (st == GMR_OK) {
     st = gmr__device_guard_create(gmr_stack_as_resource(stack), device, &guard);

@@ -4,6 +4,8 @@
 // requests build one stack; set/reset; release with live allocations; and the
 // release at process exit.
 #include <gtest/gtest.h>
+
+#include <cstring>
 #include <stdlib.h>
 
 #include <atomic>
@@ -49,16 +51,21 @@ class DeviceResourceTest : public gmr_test::SimTest {
 
 TEST_F(DeviceResourceTest, CreatedLazilyFromTheDefaultSpecOncePerDevice) {
   EXPECT_EQ(nullptr, gmr_device_resource_get_spec(0));
-  EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_POOL_CREATE));
+  EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_ADDRESS_RESERVE));
   gmr_resource *a = nullptr;
   gmr_resource *b = nullptr;
   ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &a, nullptr));
   ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &b, nullptr));
   EXPECT_EQ(a, b);
   EXPECT_STREQ("device_guard", gmr_resource_get_type_name(a));
-  EXPECT_STREQ("pool_resource", gmr_resource_get_type_name(gmr_resource_get_upstream(a)));
+  EXPECT_STREQ("vmm_pool_resource", gmr_resource_get_type_name(gmr_resource_get_upstream(a)));
+  EXPECT_STREQ("vmm", GMR_DEVICE_RESOURCE_DEFAULT_SPEC) << "the frameworks' default too";
   EXPECT_STREQ(GMR_DEVICE_RESOURCE_DEFAULT_SPEC, gmr_device_resource_get_spec(0));
-  EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_POOL_CREATE));
+  // One memory allocation of the process's device, made current for it.
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(a, 1000, 0, nullptr, &p));
+  EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_ADDRESS_RESERVE));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(a, p, 1000, 0, nullptr));
   // The current device's resource is device 0's.
   gmr_resource *c = nullptr;
   ASSERT_EQ(GMR_OK, gmr_device_resource_get_current(&c, nullptr));
@@ -67,7 +74,25 @@ TEST_F(DeviceResourceTest, CreatedLazilyFromTheDefaultSpecOncePerDevice) {
   gmr_resource *d1 = nullptr;
   ASSERT_EQ(GMR_OK, gmr_device_resource_get(1, &d1, nullptr));
   EXPECT_NE(a, d1);
-  EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_POOL_CREATE));
+}
+
+// A device whose driver has no virtual memory management gets the
+// stream-ordered pool instead of failing, unless the program named a stack.
+TEST_F(DeviceResourceTest, WithoutVirtualMemoryTheDefaultFallsBackToThePool) {
+  gmr_cuda_sim_vmm_config v = GMR_CUDA_SIM_VMM_CONFIG_DEFAULT;
+  v.supported = false;
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_configure_vmm(&v));
+  gmr_resource *a = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &a, nullptr));
+  EXPECT_STREQ("pool_resource", gmr_resource_get_type_name(gmr_resource_get_upstream(a)));
+  EXPECT_STREQ(GMR_DEVICE_RESOURCE_FALLBACK_SPEC, gmr_device_resource_get_spec(0));
+  EXPECT_EQ(GMR_OK, gmr_device_resource_release_all());
+  // A stack the program named is never replaced: its error comes back.
+  setenv("GMR_STACK", "vmm", 1);
+  gmr_spec_error err = {};
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_device_resource_get(0, &a, &err));
+  EXPECT_NE(nullptr, std::strstr(err.message, "virtual memory management")) << err.message;
+  unsetenv("GMR_STACK");
 }
 
 TEST_F(DeviceResourceTest, ASetSpecWinsOverGmrStack) {
@@ -362,13 +387,16 @@ TEST_F(DeviceResourceTest, ReleaseWithLiveAllocationsKeepsAWorkingResource) {
 
 // At exit the registry destroys what it created: run in a child process,
 // whose own atexit handler (registered first, so it runs last) checks that
-// both devices' pools were destroyed and their memory given back.
+// both devices' stacks were destroyed: their memory given back and every
+// virtual address range they reserved freed.
 void check_released_at_exit() {
   gmr_cuda_sim_usage u0, u1;
   bool ok = gmr_cuda_sim_get_device_usage(0, &u0) == GMR_OK &&
             gmr_cuda_sim_get_device_usage(1, &u1) == GMR_OK && u0.used_bytes == 0 &&
             u1.used_bytes == 0 &&
-            gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_POOL_DESTROY) == 2;
+            gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_ADDRESS_RESERVE) >= 1 &&
+            gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_ADDRESS_FREE) ==
+                gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_ADDRESS_RESERVE);
   fprintf(stderr, ok ? "released at exit\n" : "NOT released at exit\n");
   fflush(stderr);
   _exit(ok ? 0 : 3);

@@ -2,15 +2,15 @@
 # Installs what gmr's build needs on Debian 12, and nothing when it is all
 # there already (safe to run before every build).
 #   Bazel 4.2.3 (bazel-bootstrap), GoogleTest (libgtest-dev), zlib (zlib1g-dev),
-#   a C/C++ compiler (g++), pkg-config and python3 (the install and Python tests;
-#   CMake, when installed, is used by the install test too).
+#   a C/C++ compiler (g++), pkg-config and python3 with venv (the install,
+#   wheel and Python tests; CMake, when installed, is used by the install test too).
 #   With --fuzz also clang and libFuzzer (clang, libclang-rt-14-dev), for
 #   fuzz/run.sh and the fuzzing stage of .ci/run.
 # The CUDA toolkit is not a Debian package: it must be at /usr/local/cuda, or
 # at $CUDA_PATH.
 set -euo pipefail
 
-packages=(bazel-bootstrap libgtest-dev zlib1g-dev g++ pkg-config python3)
+packages=(bazel-bootstrap libgtest-dev zlib1g-dev g++ pkg-config python3 python3-venv)
 for arg in "$@"; do
   case "$arg" in
     --fuzz) packages+=(clang libclang-rt-14-dev) ;;

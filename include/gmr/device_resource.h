@@ -10,7 +10,9 @@
  * device, with that device current, from the first of:
  *   1. the spec given to gmr_device_resource_set_spec();
  *   2. the environment variable GMR_STACK (read at that moment);
- *   3. GMR_DEVICE_RESOURCE_DEFAULT_SPEC.
+ *   3. GMR_DEVICE_RESOURCE_DEFAULT_SPEC ("vmm"), or, on a device whose driver
+ *      offers no virtual memory management (the spec's vmm_pool reports
+ *      GMR_ERR_UNSUPPORTED), GMR_DEVICE_RESOURCE_FALLBACK_SPEC.
  * The registry puts a thin adaptor (type name "device_guard") on top of each
  * stack it creates: every call that may reach CUDA makes the resource's
  * device current and restores the caller's device afterwards, so a resource
@@ -41,8 +43,14 @@
 extern "C" {
 #endif
 
-/* The stack a device gets when neither a spec was set nor GMR_STACK is. */
-#define GMR_DEVICE_RESOURCE_DEFAULT_SPEC "pool > cuda(kind=async)"
+/* The stack a device gets when neither a spec was set nor GMR_STACK is: the
+ * same default as gmr.torch and gmr.cupy. It held the least of every stack
+ * on the bundled traces and is as fast as `pool` once warm
+ * (BENCHMARKS.md, "One default"). Until 0.2.0 it was "pool > cuda(kind=async)". */
+#define GMR_DEVICE_RESOURCE_DEFAULT_SPEC "vmm"
+
+/* The default on a device without virtual memory management. */
+#define GMR_DEVICE_RESOURCE_FALLBACK_SPEC "pool > cuda(kind=async)"
 
 /* Devices 0 .. GMR_DEVICE_RESOURCE_MAX_DEVICES - 1 can have a resource. */
 #define GMR_DEVICE_RESOURCE_MAX_DEVICES 64

@@ -8,8 +8,9 @@ Standard library only. Frameworks have their own modules:
 
 Each device's stack comes from gmr's per-device registry: the spec given to
 set_device_spec() (or gmr.torch.use / gmr.cupy.use), else GMR_STACK, else
-"pool > cuda(kind=async)" (gmr.torch and gmr.cupy: "vmm",
-FRAMEWORK_DEFAULT_SPEC); it is created at the device's first use. Without a
+the library's one default, "vmm" (FRAMEWORK_DEFAULT_SPEC; "pool >
+cuda(kind=async)" on a device without virtual memory management); it is
+created at the device's first use. Without a
 GPU, GMR_LIBRARY=/path/to/libgmr_testing.so (the test build, which holds gmr's
 host simulation) and GMR_CUDA_SIM=1, both set before the first call, run
 everything on the simulation; the installed libgmr.so ignores GMR_CUDA_SIM.
@@ -91,12 +92,12 @@ def check_spec(spec: str) -> None:
         _lib.raise_for(st, err.message.decode(errors="replace"), spec_error=True)
 
 
-# The stack gmr.torch and gmr.cupy use when neither the program (spec, or
-# set_device_spec) nor GMR_STACK names one: the VMM allocator, which serves
-# CUDA graph captures and held the least of gmr's stacks under PyTorch on an
-# H100 (BENCHMARKS.md, "Real clients").
+# The stack every device gets when neither the program (spec, or
+# set_device_spec) nor GMR_STACK names one: libgmr's default
+# (GMR_DEVICE_RESOURCE_DEFAULT_SPEC), the same for C, gmr.torch and
+# gmr.cupy; on a device without virtual memory management libgmr falls back
+# to "pool > cuda(kind=async)" (BENCHMARKS.md, "One default").
 FRAMEWORK_DEFAULT_SPEC = "vmm"
-_spec_chosen = False
 
 
 def set_device_spec(spec: Optional[str]) -> None:
@@ -111,28 +112,16 @@ def set_device_spec(spec: Optional[str]) -> None:
         SpecError: `spec` is malformed (the previous spec stays).
         OSError: libgmr.so cannot be loaded.
     """
-    global _spec_chosen
     err = _capi.SpecErrorStruct()
     st = _lib.lib().gmr_set_device_resource_spec(
         None if spec is None else spec.encode(), ctypes.byref(err))
     if st != 0:
         _lib.raise_for(st, err.message.decode(errors="replace"), spec_error=True)
-    _spec_chosen = spec is not None
-
-
-def _framework_spec(spec: Optional[str]) -> Optional[str]:
-    """The spec a framework module uses: `spec`, else none (the registry's:
-    set_device_spec's or GMR_STACK) when the program chose one, else
-    FRAMEWORK_DEFAULT_SPEC."""
-    if spec is not None or _spec_chosen or os.environ.get("GMR_STACK"):
-        return spec
-    return FRAMEWORK_DEFAULT_SPEC
 
 
 def _use_framework_spec(spec: Optional[str]) -> None:
-    """set_device_spec(_framework_spec(spec)) when that names one: what
+    """set_device_spec(spec) when `spec` names one: what
     gmr.torch and gmr.cupy do with the spec they are given. Raises SpecError."""
-    spec = _framework_spec(spec)
     if spec is not None:
         set_device_spec(spec)
 

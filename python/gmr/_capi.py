@@ -467,6 +467,7 @@ PROTOTYPES: Dict[str, Prototype] = {
     "gmr_status_string": (GMR, _str, [_i]),
     "gmr_cuda_is_simulated": (GMR, _b, []),
     "gmr_device_get_count": (GMR, _i, [_P(_i)]),
+    "gmr_device_get_memory_info": (GMR, _i, [_P(_sz), _P(_sz)]),
     # gmr/stack.h, gmr/device_resource.h
     "gmr_stack_check": (GMR, _i, [_str, _ep]),
     "gmr_set_device_resource_spec": (GMR, _i, [_str, _ep]),

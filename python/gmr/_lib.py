@@ -5,11 +5,13 @@ Where the libraries are looked for, first match wins:
      build libgmr_testing.so, which also holds the optional libraries and
      the CUDA simulation);
   1. GMR_LIBRARY_DIR (a folder holding libgmr.so);
-  2. the installed layout: this package at PREFIX/lib/python/gmr, the
+  2. the wheel's layout: this package's own lib/ folder (gmr/lib, which
+     tools/wheel/make_wheel.py fills; absent in the source tree);
+  3. the installed layout: this package at PREFIX/lib/python/gmr, the
      libraries in PREFIX/lib (tools/install.sh);
-  3. the source tree: bazel-bin/dist and bazel-bin/integrations/torch next to
+  4. the source tree: bazel-bin/dist and bazel-bin/integrations/torch next to
      python/ (after `bazel build //dist:libgmr //integrations/torch:libgmr_torch`);
-  4. the dynamic loader's search path (LD_LIBRARY_PATH, ldconfig): libgmr.so.0.
+  5. the dynamic loader's search path (LD_LIBRARY_PATH, ldconfig): libgmr.so.0.
 libgmr_torch.so: GMR_TORCH_LIBRARY (a file) first, then the same folders,
 preferring libgmr_torch_c10.so (the build against PyTorch's headers, which
 raises torch.cuda.OutOfMemoryError; gmr.torch.build_shim()) over
@@ -71,6 +73,8 @@ def _candidate_dirs():
     env = os.environ.get("GMR_LIBRARY_DIR")
     if env:
         dirs.append(env)
+    # The wheel's own libraries (gmr/lib), before any other installation's.
+    dirs.append(os.path.join(_here, "lib"))
     # Two folders up: PREFIX/lib when installed, the repository in the tree.
     up = os.path.normpath(os.path.join(_here, "..", ".."))
     dirs.append(up)

@@ -222,7 +222,7 @@ def use(spec: Optional[str] = None) -> None:
     """
     global _mode, _missing_hooks
     torch = _import_torch()
-    chosen = gmr._framework_spec(spec)
+    chosen = spec
     if chosen is not None and "graph_arena" in chosen:
         raise gmr.SpecError("GMR_ERR_INVALID_ARGUMENT",
                             "gmr.torch.use(%r): CUDA graphs get private pools of gmr.torch's own "
@@ -429,6 +429,9 @@ def _source_root() -> Tuple[str, str]:
     here = os.path.dirname(os.path.abspath(__file__))
     installed = os.path.join(here, "torch_shim")   # PREFIX/lib/python/gmr/torch_shim
     if os.path.exists(os.path.join(installed, "integrations", "torch", "torch_allocator.cc")):
+        bundled = os.path.join(installed, "include")   # the wheel carries the headers there
+        if os.path.exists(os.path.join(bundled, "gmr", "resource.h")):
+            return installed, bundled
         return installed, os.path.normpath(os.path.join(here, "..", "..", "..", "include"))
     repo = os.path.normpath(os.path.join(here, "..", ".."))
     if os.path.exists(os.path.join(repo, "integrations", "torch", "torch_allocator.cc")):

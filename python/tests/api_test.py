@@ -20,7 +20,8 @@ import junit_runner
 import gmr
 
 MODULES = ("gmr", "gmr._capi", "gmr._lib", "gmr._segments", "gmr._torch_allocator_api", "gmr.cupy",
-           "gmr.memory_viz", "gmr.scoped", "gmr.tiers", "gmr.torch")
+           "gmr.cuda_core", "gmr.memory_viz", "gmr.numba", "gmr.scoped", "gmr.tiers",
+           "gmr.torch")
 
 # _lib's loader, left as it is while the library layout it searches changes
 # (its own docstrings say what it does; hints come with that change).
@@ -29,7 +30,8 @@ LOADER = {"gmr._lib." + name for name in ("library_dirs", "lib", "lib_path", "pr
 # Functions that cannot raise (no C call, no check): no Raises section.
 NEVER_RAISE = {"gmr.torch.mode", "gmr._torch_allocator_api.install",
                "gmr._torch_allocator_api.uninstall", "gmr._torch_allocator_api.installed",
-               "gmr._segments.place_allocations", "gmr._segments.segments_from_regions"}
+               "gmr._segments.place_allocations", "gmr._segments.segments_from_regions",
+               "gmr.numba.DeviceMemoryManager.live_allocations"}
 
 
 def sections(doc):
@@ -90,6 +92,8 @@ class ApiTest(unittest.TestCase):
         for expected in ("gmr.allocate", "gmr.torch.use", "gmr.torch.build_shim",
                          "gmr.cupy.allocator", "gmr.scoped.Registry.pool",
                          "gmr.tiers.Manager.reserve", "gmr.tiers.Space.capacity_bytes",
+                         "gmr.numba.use", "gmr.numba.DeviceMemoryManager.memalloc",
+                         "gmr.cuda_core.memory_resource", "gmr.cuda_core.ResourceMethods.allocate",
                          "gmr._capi.declare", "gmr._lib.GmrError"):
             self.assertIn(expected, names)
 

@@ -442,7 +442,7 @@ class TorchUseWithAStandInTest(StandInTorchTest):
         gmr._torch_allocator_api.uninstall(torch)
         self.assertIs(refusing, torch._C._cuda_memoryStats)
 
-    def test_use_without_a_spec_takes_the_framework_default_unless_one_was_chosen(self):
+    def test_use_without_a_spec_takes_the_library_default(self):
         if not self.real_torch_missing:
             self.skipTest("PyTorch is installed here: the stand-in would not be imported")
         sys.path.insert(0, self.tmp.name)
@@ -451,17 +451,6 @@ class TorchUseWithAStandInTest(StandInTorchTest):
             gmr.torch.use()
         self.assertEqual(gmr.FRAMEWORK_DEFAULT_SPEC, "vmm")
         self.assertEqual("vmm", gmr.torch.stats(0)["spec"])
-        # A spec the program chose, or GMR_STACK, wins over the default.
-        gmr.set_device_spec("pool > cuda(kind=async)")
-        self.assertIsNone(gmr._framework_spec(None))
-        gmr.set_device_spec(None)
-        os.environ["GMR_STACK"] = "pool > cuda(kind=device)"
-        try:
-            self.assertIsNone(gmr._framework_spec(None))
-        finally:
-            del os.environ["GMR_STACK"]
-        self.assertEqual("vmm", gmr._framework_spec(None))
-        self.assertEqual("pool", gmr._framework_spec("pool"))
 
     def test_use_checks_the_spec_before_touching_pytorch(self):
         if not self.real_torch_missing:

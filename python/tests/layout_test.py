@@ -16,7 +16,9 @@ import unittest
 import junit_runner
 
 import gmr
+import gmr.cuda_core
 import gmr.cupy
+import gmr.numba
 import gmr.scoped
 import gmr.tiers
 import gmr.torch
@@ -25,7 +27,8 @@ from gmr import _capi, _lib
 # Python mirror -> the C struct it mirrors: the one table in gmr._capi.
 MIRRORS = _capi.MIRRORS
 PACKAGE_MODULES = ("gmr", "gmr._capi", "gmr._lib", "gmr._segments", "gmr._torch_allocator_api",
-                   "gmr.cupy", "gmr.memory_viz", "gmr.scoped", "gmr.tiers", "gmr.torch")
+                   "gmr.cupy", "gmr.cuda_core", "gmr.memory_viz", "gmr.numba", "gmr.scoped",
+                   "gmr.tiers", "gmr.torch")
 
 
 def c_layouts():

@@ -320,7 +320,7 @@ void gmr__fb_from_other_streams(gmr__fb_shard *s, uint32_t si, size_t count, gmr
     if (gmr__stream_event_settle(r->cuda, &o->ev, &r->events) != cudaSuccess) continue;
     if (gmr__stream_event_query(r->cuda, &o->ev, &r->events)) {
       move_all(s, i, si);
-      o->ev.demand = true;
+      gmr__stream_event_demand(&o->ev);
     } else {
       pending = true;
     }
@@ -330,7 +330,7 @@ void gmr__fb_from_other_streams(gmr__fb_shard *s, uint32_t si, size_t count, gmr
     if (i == si || o->count == 0 || gmr__stream_event_fresh(&o->ev)) continue;
     if (gmr__stream_event_wait(r->cuda, &o->ev, stream, &r->events) != cudaSuccess) continue;
     move_all(s, i, si);
-    o->ev.demand = true;
+    gmr__stream_event_demand(&o->ev);
     /* Reachable for others only through t now: t's newest frees. */
     gmr__stream_event_mark_freed(r->cuda, &t->ev, false, &r->events);
   }

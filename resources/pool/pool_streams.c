@@ -27,7 +27,7 @@ gmr__pool_block *gmr__pool_from_other_streams(gmr__pool_arena *a, uint32_t ti, s
     if (gmr__stream_event_settle(cuda, &s->ev, &pool->events) != cudaSuccess) continue;
     if (gmr__stream_event_query(cuda, &s->ev, &pool->events)) {
       gmr__pool_move_all(a, i, GMR__POOL_SHARED_SLOT);
-      s->ev.demand = true; /* its memory is wanted: its next free records */
+      gmr__stream_event_demand(&s->ev); /* its memory is wanted: its next free records */
     } else {
       pending = true;
     }
@@ -45,7 +45,7 @@ gmr__pool_block *gmr__pool_from_other_streams(gmr__pool_arena *a, uint32_t ti, s
       continue;
     }
     gmr__pool_move_all(a, i, ti);
-    s->ev.demand = true;
+    gmr__stream_event_demand(&s->ev);
     /* Others reach these only through t now: they are t's newest frees. */
     gmr__stream_event_mark_freed(cuda, &t->ev, false, &pool->events);
     return gmr__pool_find_fit(a, ti, need);
@@ -60,7 +60,7 @@ gmr__pool_block *gmr__pool_from_other_streams(gmr__pool_arena *a, uint32_t ti, s
       continue;
     }
     gmr__pool_move_all(a, i, ti);
-    s->ev.demand = true;
+    gmr__stream_event_demand(&s->ev);
     gmr__stream_event_mark_freed(cuda, &t->ev, false, &pool->events);
   }
   return gmr__pool_find_fit(a, ti, need);
@@ -87,7 +87,7 @@ bool gmr__pool_collect_completed(gmr__pool_arena *a, uint32_t ti) {
     if (i == ti || !completion_unknown(s)) continue;
     if (gmr__stream_event_query(pool->cuda, &s->ev, &pool->events)) {
       gmr__pool_move_all(a, i, GMR__POOL_SHARED_SLOT);
-      s->ev.demand = true;
+      gmr__stream_event_demand(&s->ev);
       moved = true;
     } else {
       s->pending_query_seq = s->ev.covered_seq; /* not asked again until it records */

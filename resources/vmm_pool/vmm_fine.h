@@ -72,6 +72,11 @@ typedef enum vmf_state {
   VMF_ASLEEP = GMR_VMM_POOL_REGION_ASLEEP
 } vmf_state;
 
+/* Moves made with no new live peak before the steady-state slack doubles
+ * (vmm_fine_native.c): 8 keeps llm_multigraph's few cold-pass moves from
+ * raising its footprint, and lets multistream settle within three passes. */
+#define VMF_STEADY_MOVES 8u
+
 typedef struct vmf_arena vmf_arena;
 typedef struct vmf_region vmf_region;
 typedef struct vmf_handle vmf_handle;
@@ -191,12 +196,14 @@ struct vmf_engine {
   uint32_t
       remap_permille; /* native: remap free handles before holding more than this above peak live */
   uint32_t steady_percent; /* native: what repeated moves may add instead, above peak live */
+  uint32_t max_steady_percent; /* native: steady_percent doubles per repeated move up to this */
   size_t min_growth_bytes;
   size_t max_growth_bytes;
   vmf_total *total;            /* native: the pool's, shared by its shards; NULL in chunk mode */
   vmf_chunk_source source;     /* chunk mode */
   size_t steady_extra_bytes;   /* held allowed above the remap threshold (steady state) */
   size_t peak_live_at_harvest; /* the live peak when memory last moved */
+  uint32_t steady_harvest_count; /* moves since the live peak last grew (since the last doubling) */
 
   vmf_arena *arenas, *last_arena;
   size_t arena_count;

@@ -17,7 +17,8 @@
  *    is held as a free tail after the request (fewer, larger growths), never
  *    past the remap threshold; when the live peak has not grown since memory
  *    last moved, up to steady_percent more may be held instead of moving
- *    again (a repeating program settles).
+ *    again, and moves made all the same raise steady_percent (a repeating
+ *    program settles).
  * One cuMemMap per handle and one cuMemSetAccess per hole. A failure gives
  * back what this call created or moved (unmapped and released) and leaves
  * every region as it was, except that moved handles' old places are holes.
@@ -338,6 +339,20 @@ static gmr_status fill_window(vmf_engine *e, vmf_region *first, size_t bytes, ui
     CUresult cu = harvest(e, &p, cands, count, first->addr, covered, target);
     free(cands);
     if (e->counts.harvested_pages != before) {
+      /* Moving again and again with no new live peak: the program repeats,
+       * and would pay for moves every time it does. Every VMF_STEADY_MOVES
+       * such moves double the slack it may hold instead (up to
+       * max_steady_percent), so it settles at the slack its pattern needs;
+       * a few moves (a program finding its steady state) change nothing. */
+      bool steady = e->counts.harvest > 0 && e->peak_live_bytes <= e->peak_live_at_harvest;
+      e->steady_harvest_count = steady ? e->steady_harvest_count + 1 : 0;
+      if (e->steady_harvest_count >= VMF_STEADY_MOVES &&
+          e->steady_percent < e->max_steady_percent) {
+        e->steady_harvest_count = 0;
+        e->steady_percent = e->steady_percent * 2 > e->max_steady_percent
+                                ? e->max_steady_percent
+                                : e->steady_percent * 2;
+      }
       e->counts.harvest++;
       e->peak_live_at_harvest = e->peak_live_bytes;
     }

@@ -187,6 +187,7 @@ constexpr const char *kEnforcingLimitDoubleFree =
     "bytes than are outstanding is GMR_ERR_FREE_MISMATCH whatever its cause";
 
 constexpr size_t kPoolAlignment = size_t{1} << 20;  // pool honours up to 1 MiB
+constexpr size_t kVmmAlignment = size_t{2} << 20;   // vmm honours up to its 2 MiB page
 constexpr size_t kHostAlignment = size_t{1} << 30;  // host honours any it is asked
 
 }  // namespace gmr_conformance

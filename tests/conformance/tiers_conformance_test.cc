@@ -118,7 +118,7 @@ GMR_CONFORMANCE_INSTANTIATE(
     DeviceRegistry,
     NoLiveCount(Make("device_resource_default",
                      [](Owned &o) { return DeviceResource(o, GMR_DEVICE_RESOURCE_DEFAULT_SPEC); },
-                     kPoolAlignment),
+                     kVmmAlignment),
                 kRegistryOwned));
 
 }  // namespace

@@ -29,6 +29,7 @@ workload runs with CuPy's pool (cupy) and gmr (gmr.cupy.use(stack)).
 Usage (repository root, on the GPU machine; see tools/frameworks/run_all.sh):
   PYTHONPATH=python python3 tools/frameworks/bench.py [--stack SPEC ...]
       [--workloads gpt2_train,...] [--allocators torch,gmr-direct,...] [--json FILE]
+      [--repeats N]   (N processes per configuration, interleaved; median and spread)
 Steps: GPT-2 and ResNet-50 5 warm-up + 20 timed; BERT 5 + 40 random shapes;
 side stream 5 + 395 iterations; graph 1 capture + 1,000 replays; CuPy 5 + 300.
 """
@@ -44,7 +45,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-DEFAULT_STACK = "pool > cuda(kind=async)"
+DEFAULT_STACK = "vmm"  # the library default (GMR_DEVICE_RESOURCE_DEFAULT_SPEC)
 TORCH_ALLOCATORS = ["torch", "torch-expandable", "gmr-direct", "gmr-mempool"]
 CUPY_ALLOCATORS = ["cupy", "gmr"]
 WORKLOADS = ["gpt2_train", "resnet50_train", "bert_infer", "side_stream", "graph_replay",
@@ -209,6 +210,33 @@ def print_row(row, out=sys.stdout):
         " ".join(notes)), file=out, flush=True)
 
 
+def print_spread(rows, configs, workloads, out=sys.stdout):
+    """Median and spread (min..max) of step time and device memory in use per
+    configuration over its processes; a difference between two allocators is
+    real only where their spreads do not overlap."""
+    print("%-15s %-44s %3s %22s %24s" % ("workload", "allocator", "n", "step ms median [min..max]",
+                                         "used MiB median [min..max]"), file=out)
+    for w in workloads:
+        for cw, a, s in configs:
+            if cw != w:
+                continue
+            mine = [r for r in rows if r.get("ok") and r["workload"] == w and
+                    r["allocator"] == a and r.get("stack", "") == s]
+            if not mine:
+                print("%-15s %-44s   0 (every process failed)" % (w, a + (" " + s if s else "")),
+                      file=out)
+                continue
+            steps = sorted(r["step_ms"] for r in mine if r.get("step_ms") is not None)
+            used = sorted(r["used_mib"] for r in mine if r.get("used_mib") is not None)
+
+            def cell(v, f):
+                if not v:
+                    return "-"
+                return ("%" + f + " [%" + f + "..%" + f + "]") % (statistics.median(v), v[0], v[-1])
+            print("%-15s %-44s %3d %22s %24s" % (w, label(mine[0]), len(mine), cell(steps, ".2f"),
+                                                 cell(used, ".0f")), file=out)
+
+
 def header(out=sys.stdout):
     print("%-15s %-44s %9s %9s %8s  %s" % ("workload", "allocator", "peak MiB", "used MiB",
                                           "step ms", "loss first -> last  notes"), file=out)
@@ -224,6 +252,9 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--timeout", type=int, default=150, help="seconds per configuration")
     p.add_argument("--json", help="write all rows to this file")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="processes per configuration, interleaved (every configuration once, "
+                        "then again): the table gives the median and the spread")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--workload", help=argparse.SUPPRESS)
     p.add_argument("--allocator", help=argparse.SUPPRESS)
@@ -246,7 +277,9 @@ def main():
     rows = []
     started = time.time()
     header()
-    for w, a, s in configs:
+    # Round-robin over the configurations, so that a slow minute of a shared
+    # GPU lands on every allocator alike.
+    for w, a, s in configs * max(1, args.repeats):
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--workload", w,
                "--allocator", a, "--warmup", str(args.warmup), "--steps", str(args.steps)]
         if s:
@@ -266,6 +299,9 @@ def main():
         rows.append(row)
         print_row(row)
     print("\n%d configurations in %.0f s\n" % (len(rows), time.time() - started))
+    if args.repeats > 1:
+        print_spread(rows, configs, args.workloads.split(","))
+        print()
     header()
     for w in args.workloads.split(","):
         for row in rows:

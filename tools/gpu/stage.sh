@@ -4,6 +4,8 @@
 #   tools/gpu/stage.sh            # build + copy
 #   (on the GPU machine) tools/gpu/run.sh   # run everything, summary last
 #   (on the GPU machine) tools/frameworks/run_all.sh   # PyTorch/CuPy on gmr (.gpu/lib)
+#   (on the GPU machine) tools/frameworks/reach_check.sh  # the wheel (.gpu/wheel) and the
+#                                                      # README's framework examples
 # The binaries link the CUDA runtime statically; they need only the driver.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,6 +41,9 @@ mkdir -p .gpu/lib
 cp bazel-bin/dist/libgmr.so bazel-bin/dist/libgmr_tiers.so bazel-bin/dist/libgmr_scoped.so bazel-bin/dist/libgmr_nccl.so \
   bazel-bin/integrations/torch/libgmr_torch.so .gpu/lib/
 chmod u+w .gpu/lib/*
+# The wheel of the same libraries (tools/frameworks/reach_check.sh installs it
+# into a fresh virtual environment there).
+python3 tools/wheel/make_wheel.py --prebuilt bazel-bin --out .gpu/wheel
 cp tools/traces/*.csv.gz .gpu/traces/
 # RMM's and cudaMallocAsync's replayers, when the project's shared folder has
 # them, so full_run.sh measures the anchors in the same run.
