@@ -85,7 +85,7 @@ typedef enum gmr__stream_events_mode {
 /* Demands after which an on-demand stream records at every free: streams
  * that trade memory all the time (four streams passing buffers around) would
  * otherwise make every taker ask, query and wait for a record at the owner's
- * next call (pool on multistream, GPU run 23: 1,050-1,130 ns per call
+ * next call (pool on multistream, GPU run 24: 1,050-1,130 ns per call
  * against 670-760 recording at every free); streams that trade now and then
  * (a side stream's warm-up, a capture stream) never get there and keep their
  * frees free of driver calls. */
