@@ -10,17 +10,8 @@ static inline unsigned lsb64(uint64_t x) { return (unsigned)__builtin_ctzll(x); 
 static inline unsigned msb32(uint32_t x) { return 31u - (unsigned)__builtin_clz(x); }
 static inline unsigned lsb32(uint32_t x) { return (unsigned)__builtin_ctz(x); }
 
-/* The class of a size: exact below 32 units, then 32 classes per power of two. */
 static inline void mapping(size_t bytes, unsigned *fl, unsigned *sl) {
-  uint64_t units = (uint64_t)bytes >> GMR__FREE_INDEX_UNIT_LOG2;
-  if (units < GMR__FREE_INDEX_SL_COUNT) {
-    *fl = 0;
-    *sl = (unsigned)units;
-  } else {
-    unsigned f = msb64(units);
-    *fl = f - (GMR__FREE_INDEX_SL_LOG2 - 1u);
-    *sl = (unsigned)(units >> (f - GMR__FREE_INDEX_SL_LOG2)) - GMR__FREE_INDEX_SL_COUNT;
-  }
+  gmr__free_index_class(bytes, fl, sl);
 }
 
 void gmr__free_index_init(gmr__free_index *index) { memset(index, 0, sizeof *index); }
@@ -92,7 +83,8 @@ static inline bool better(const gmr__free_node *a, const gmr__free_node *best) {
 
 /* The best fitting node among the first GMR__FREE_INDEX_SCAN_LIMIT of a
  * class; an exact fit (no alignment to make) ends the scan. */
-static gmr__free_node *scan(gmr__free_node *head, size_t bytes, size_t alignment) {
+__attribute__((always_inline)) static inline gmr__free_node *scan(gmr__free_node *head,
+                                                                  size_t bytes, size_t alignment) {
   gmr__free_node *best = NULL;
   unsigned seen = 0;
   for (gmr__free_node *n = head; n != NULL && seen < GMR__FREE_INDEX_SCAN_LIMIT;
@@ -104,7 +96,8 @@ static gmr__free_node *scan(gmr__free_node *head, size_t bytes, size_t alignment
   return best;
 }
 
-gmr__free_node *gmr__free_index_find(const gmr__free_index *index, size_t bytes, size_t alignment) {
+__attribute__((always_inline)) static inline gmr__free_node *find(const gmr__free_index *index,
+                                                                  size_t bytes, size_t alignment) {
   if (index->fl_bitmap == 0) return NULL;
   unsigned fl, sl;
   mapping(bytes, &fl, &sl);
@@ -124,28 +117,27 @@ gmr__free_node *gmr__free_index_find(const gmr__free_index *index, size_t bytes,
     }
     sl = lsb32(sl_map);
     best = scan(index->heads[fl][sl], bytes, alignment);
-    if (best != NULL) return best;
+    /* Without an alignment to make, the class's first node fits. */
+    if (best != NULL || alignment <= GMR__FREE_INDEX_UNIT) return best;
   }
+}
+
+/* The search with an alignment to make, apart, so that the common one below
+ * compiles to a leaf function without the alignment arithmetic. */
+__attribute__((noinline)) static gmr__free_node *find_aligned(const gmr__free_index *index,
+                                                              size_t bytes, size_t alignment) {
+  return find(index, bytes, alignment);
+}
+
+gmr__free_node *gmr__free_index_find(const gmr__free_index *index, size_t bytes, size_t alignment) {
+  if (alignment > GMR__FREE_INDEX_UNIT) return find_aligned(index, bytes, alignment);
+  return find(index, bytes, GMR__FREE_INDEX_UNIT);
 }
 
 gmr__free_node *gmr__free_index_any(const gmr__free_index *index) {
   if (index->fl_bitmap == 0) return NULL;
   unsigned fl = lsb64(index->fl_bitmap);
   return index->heads[fl][lsb32(index->sl_bitmap[fl])];
-}
-
-gmr__free_node *gmr__free_index_next(const gmr__free_index *index, const gmr__free_node *n) {
-  unsigned fl = 0, sl = 0;
-  if (n != NULL) {
-    if (n->free_next != NULL) return n->free_next;
-    mapping(n->bytes, &fl, &sl);
-    sl++; /* the classes after n's */
-  }
-  for (; fl < GMR__FREE_INDEX_FL_COUNT; ++fl, sl = 0) {
-    uint32_t sl_map = sl < GMR__FREE_INDEX_SL_COUNT ? index->sl_bitmap[fl] & (~0u << sl) : 0u;
-    if (sl_map != 0) return index->heads[fl][lsb32(sl_map)];
-  }
-  return NULL;
 }
 
 size_t gmr__free_index_largest(const gmr__free_index *index) {

@@ -37,6 +37,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Every size and address in an index is a multiple of this. */
 #define GMR__FREE_INDEX_UNIT ((size_t)256)
 #define GMR__FREE_INDEX_UNIT_LOG2 8u
@@ -88,10 +92,40 @@ gmr__free_node *gmr__free_index_find(const gmr__free_index *index, size_t bytes,
 /* Any node of the index (NULL when empty): for draining it. */
 gmr__free_node *gmr__free_index_any(const gmr__free_index *index);
 
+/* The class of a size: exact below 32 units, then 32 classes per power of two. */
+static inline void gmr__free_index_class(size_t bytes, unsigned *fl, unsigned *sl) {
+  uint64_t units = (uint64_t)bytes >> GMR__FREE_INDEX_UNIT_LOG2;
+  if (units < GMR__FREE_INDEX_SL_COUNT) {
+    *fl = 0;
+    *sl = (unsigned)units;
+  } else {
+    unsigned f = 63u - (unsigned)__builtin_clzll(units);
+    *fl = f - (GMR__FREE_INDEX_SL_LOG2 - 1u);
+    *sl = (unsigned)(units >> (f - GMR__FREE_INDEX_SL_LOG2)) - GMR__FREE_INDEX_SL_COUNT;
+  }
+}
+
 /* Every node in turn: the first for `n` NULL, then the one after `n`; NULL
  * at the end. Classes in increasing size, each list in its order. The index
- * must not change during a walk. */
-gmr__free_node *gmr__free_index_next(const gmr__free_index *index, const gmr__free_node *n);
+ * must not change during a walk. Inline: slow paths walk large indexes. */
+static inline gmr__free_node *gmr__free_index_next(const gmr__free_index *index,
+                                                   const gmr__free_node *n) {
+  unsigned fl = 0, sl = 0;
+  if (n != NULL) {
+    if (n->free_next != NULL) return n->free_next;
+    gmr__free_index_class(n->bytes, &fl, &sl);
+    sl++; /* the classes after n's */
+  }
+  uint32_t sl_map = sl < GMR__FREE_INDEX_SL_COUNT ? index->sl_bitmap[fl] & (~0u << sl) : 0u;
+  if (sl_map == 0) {
+    /* Nothing left in first level fl: the first class of the next non-empty one. */
+    uint64_t fl_map = fl + 1u < 64u ? index->fl_bitmap & (~(uint64_t)0 << (fl + 1u)) : 0u;
+    if (fl_map == 0) return NULL;
+    fl = (unsigned)__builtin_ctzll(fl_map);
+    sl_map = index->sl_bitmap[fl];
+  }
+  return index->heads[fl][__builtin_ctz(sl_map)];
+}
 
 /* The size of the largest node, 0 when empty. O(nodes of the top class). */
 size_t gmr__free_index_largest(const gmr__free_index *index);
@@ -101,5 +135,9 @@ size_t gmr__free_index_largest(const gmr__free_index *index);
  * first inconsistency or when `visit` does. */
 bool gmr__free_index_check(const gmr__free_index *index,
                            bool (*visit)(void *ctx, const gmr__free_node *n), void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* GMR_CORE_FREE_INDEX_H_ */

@@ -35,6 +35,10 @@
 
 #include "core/stream_event.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* No slot (a lookup that found none, or no host memory). */
 #define GMR__STREAM_SLOT_NONE UINT32_MAX
 /* The shared slot's index, in a table that has one. */
@@ -124,5 +128,9 @@ static inline uint32_t gmr__stream_slots_for_handle(gmr__stream_slots *t, gmr_st
   }
   return gmr__stream_slots_for_handle_slow(t, stream);
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* GMR_CORE_STREAM_SLOTS_H_ */

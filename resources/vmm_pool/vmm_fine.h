@@ -287,8 +287,14 @@ bool gmr__vmf_find_slot(vmf_engine *e, gmr_stream stream, uint32_t *slot);
 bool gmr__vmf_slot_check(vmf_engine *e, gmr_stream stream, uint32_t *slot);
 
 /* Filing of FREE regions in their slot's index (core/free_index.h). */
-void gmr__vmf_bin_insert(vmf_engine *e, vmf_region *r);
-void gmr__vmf_bin_remove(vmf_engine *e, vmf_region *r);
+static inline void gmr__vmf_bin_insert(vmf_engine *e, vmf_region *r) {
+  gmr__free_index_insert(&gmr__vmf_slot(e, r->slot)->index, &r->node);
+  r->binned = true;
+}
+static inline void gmr__vmf_bin_remove(vmf_engine *e, vmf_region *r) {
+  gmr__free_index_remove(&gmr__vmf_slot(e, r->slot)->index, &r->node);
+  r->binned = false;
+}
 /* The best fitting region of `slot` for `bytes` (with `alignment`), or NULL. */
 static inline vmf_region *gmr__vmf_bin_find(vmf_engine *e, uint32_t slot, size_t bytes,
                                             size_t alignment) {

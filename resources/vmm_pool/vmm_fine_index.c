@@ -219,18 +219,6 @@ bool gmr__vmf_slot_check(vmf_engine *e, gmr_stream stream, uint32_t *slot) {
   return true;
 }
 
-/* ---- the slots' indexes ------------------------------------------------------ */
-
-void gmr__vmf_bin_insert(vmf_engine *e, vmf_region *r) {
-  gmr__free_index_insert(&gmr__vmf_slot(e, r->slot)->index, &r->node);
-  r->binned = true;
-}
-
-void gmr__vmf_bin_remove(vmf_engine *e, vmf_region *r) {
-  gmr__free_index_remove(&gmr__vmf_slot(e, r->slot)->index, &r->node);
-  r->binned = false;
-}
-
 /* ---- filing and merging ------------------------------------------------------- */
 
 /* May the FREE neighbour n merge into a region of `slot`? */
