@@ -156,6 +156,40 @@ TEST_F(FixedBlockStreams, CapturingStreamsAreIdentifiedWithoutBreakingTheCapture
   EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
 }
 
+// With stream_ids, a stream that captured comes back to its own blocks once
+// the capture is over (the stream-slot table's slot_return,
+// core/stream_slots.h, which fixed_block shares with pool since the table
+// was unified): its pending block, retired when the capture keyed the
+// handle, is its own again, in stream order: no device synchronisation, no
+// new chunk.
+TEST_F(FixedBlockStreams, AStreamGetsItsOwnBlocksBackAfterItsCapture) {
+  gmr_fixed_block_resource_config c = Config(1);
+  c.stream_ids = true;
+  c.shard_count = 1;
+  gmr_fixed_block_resource *f = Make(c);
+  gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
+  gmr_stream s = Stream();
+  void *p = Alloc(r, 100, s);
+  for (int i = 0; i < 8; ++i) {  // past the first frees: the last one is not recorded
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s));
+    ASSERT_EQ(p, Alloc(r, 100, s));
+  }
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  void *x = nullptr;
+  // Keyed by its capture, the stream cannot take the block (stream_ids).
+  EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate(r, 100, 0, s, &x));
+  gmr_graph g = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  uint64_t syncs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE);
+  size_t chunks = Stats(f).chunk_count;
+  EXPECT_EQ(p, Alloc(r, 100, s));
+  EXPECT_EQ(syncs, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE));
+  EXPECT_EQ(chunks, Stats(f).chunk_count);
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s));
+}
+
 // While one thread captures in global mode, another thread's calls on its own
 // stream, one of them finding another stream's block done through an event
 // query, make no call that breaks the capture.

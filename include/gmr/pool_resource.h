@@ -12,10 +12,11 @@
  *    the shared slot once that stream's work is known done (reusable by any
  *    stream). Each has an index of free blocks by size, a two-level segregated
  *    fit (TLSF): a good fit in O(1) whatever the number of free blocks, exact
- *    below 8 KiB and within 3% above, refined by a short best-fit scan of the
- *    request's own size class. The most recent small frees of a stream wait
- *    unmerged in a short list first (recent_free_count, recent_free_max_bytes):
- *    a request of exactly their size takes one back without touching the index.
+ *    below 8 KiB and within 3% above, refined by a best-fit scan of at most
+ *    32 blocks of the request's own size class. The most recent small frees
+ *    of a stream wait unmerged in a short list first (recent_free_count,
+ *    recent_free_max_bytes): a request of exactly their size takes one back
+ *    without touching the index.
  *  - allocate(stream T) takes, in this order (RMM's pool, without its linear
  *    scans and its event per free):
  *      1. a recent free of T of exactly the size; else the best fit among the

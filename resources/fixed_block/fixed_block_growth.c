@@ -157,10 +157,10 @@ static bool reserve_for_chunk(gmr__fb_shard *s, size_t blocks) {
   size_t need = s->total_blocks + blocks;
   if (need <= s->stack_capacity) return true;
   size_t capacity = s->stack_capacity * 2 > need ? s->stack_capacity * 2 : need;
-  for (uint32_t i = 0; i < s->slot_count; ++i) {
-    gmr__fb_block **stack = realloc(s->slots[i]->stack, capacity * sizeof *stack);
+  for (uint32_t i = 0; i < s->slots.count; ++i) {
+    gmr__fb_block **stack = realloc(gmr__fb_slot_at(s, i)->stack, capacity * sizeof *stack);
     if (stack == NULL) return false; /* the slots grown so far just have spare room */
-    s->slots[i]->stack = stack;
+    gmr__fb_slot_at(s, i)->stack = stack;
   }
   s->stack_capacity = capacity;
   return true;
@@ -203,7 +203,7 @@ bool gmr__fb_add_chunk(gmr__fb_shard *s, uint32_t si, void *ptr, size_t blocks) 
   /* Upstream memory is ordered on the stream it was taken on (recorded now,
    * while that stream surely exists). */
   if (r->config.stream_ordered) {
-    gmr__stream_event_mark_freed(r->cuda, &s->slots[si]->ev, true, &r->events);
+    gmr__stream_event_mark_freed(r->cuda, &gmr__fb_slot_at(s, si)->base.ev, true, &r->events);
   }
   return true;
 }
@@ -217,7 +217,7 @@ gmr_status gmr__fb_grow(gmr__fb_shard *s, gmr__stream_key key, size_t count, gmr
   for (;;) {
     gmr__spin_lock_acquire(&s->lock);
     uint32_t si = gmr__fb_slot_of(s, key);
-    size_t have = si == UINT32_MAX ? 0 : s->slots[si]->count;
+    size_t have = si == UINT32_MAX ? 0 : gmr__fb_slot_at(s, si)->count;
     /* Enough (blocks came back, or the last chunk added): taken now. */
     if (si != UINT32_MAX && have >= count && take != NULL) take(s, si, ctx);
     gmr__spin_lock_release(&s->lock);
@@ -246,7 +246,7 @@ gmr_status gmr__fb_grow(gmr__fb_shard *s, gmr__stream_key key, size_t count, gmr
       gmr__spin_lock_acquire(&s->lock);
       si = gmr__fb_slot_of(s, key);
       bool added = si != UINT32_MAX && gmr__fb_add_chunk(s, si, ptr, blocks);
-      bool done = added && s->slots[si]->count >= count;
+      bool done = added && gmr__fb_slot_at(s, si)->count >= count;
       if (done && take != NULL) take(s, si, ctx);
       gmr__spin_lock_release(&s->lock);
       if (done) return GMR_OK;
@@ -273,7 +273,8 @@ static bool chunk_settled(const gmr__fb_shard *s, const gmr__fb_chunk *c) {
   for (size_t i = 0; i < c->block_count; ++i) {
     const gmr__fb_block *b = &c->blocks[i];
     if (b->deferred) return false;
-    if (s->r->config.stream_ordered && !gmr__stream_event_settled(&s->slots[b->slot]->ev)) {
+    if (s->r->config.stream_ordered &&
+        !gmr__stream_event_settled(&gmr__fb_slot_at(s, b->slot)->base.ev)) {
       return false;
     }
   }
@@ -286,8 +287,8 @@ static void detach_chunk(gmr__fb_shard *s, size_t pos) {
   gmr__fb_chunk *c = s->chunks[pos];
   memmove(&s->chunks[pos], &s->chunks[pos + 1], (s->chunk_count - pos - 1) * sizeof *s->chunks);
   s->chunk_count--;
-  for (uint32_t i = 0; i < s->slot_count; ++i) {
-    gmr__fb_slot *slot = s->slots[i];
+  for (uint32_t i = 0; i < s->slots.count; ++i) {
+    gmr__fb_slot *slot = gmr__fb_slot_at(s, i);
     size_t kept = 0;
     for (size_t j = 0; j < slot->count; ++j) {
       if (slot->stack[j]->chunk != c) slot->stack[kept++] = slot->stack[j];

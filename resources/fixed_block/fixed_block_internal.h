@@ -3,8 +3,9 @@
  * fixed_block_resource and the functions its files share:
  *   fixed_block_resource.c   allocate and deallocate (blocks and forwarded
  *                            requests), record_stream, the vtable
- *   fixed_block_shard.c      stream slots, taking and giving blocks, other
- *                            streams' blocks (events), other shards' blocks,
+ *   fixed_block_shard.c      what stream slots hold beyond the table of
+ *                            core/stream_slots.h, taking and giving blocks,
+ *                            other streams' blocks (events), other shards' blocks,
  *                            blocks waiting for record_stream events,
  *                            settling before trim and destroy
  *   fixed_block_growth.c     chunks: the registry, adding them outside the
@@ -45,13 +46,12 @@
 #include "core/spin_lock.h"
 #include "core/stream_event.h"
 #include "core/stream_home.h"
+#include "core/stream_slots.h"
 #include "core/u64_map.h"
 #include "gmr/fixed_block_resource.h"
 
 #define GMR__FB_UNIT ((size_t)256)
 #define GMR__FB_MAX_SHARDS 64u
-/* Empty slots a shard keeps before it reuses one for a new stream. */
-#define GMR__FB_SLOT_REUSE_AT 32u
 
 typedef struct gmr__fb_chunk gmr__fb_chunk;
 typedef struct gmr__fb_shard gmr__fb_shard;
@@ -81,11 +81,10 @@ struct gmr__fb_chunk {
 
 /* The free blocks of one stream, and that stream's event. */
 typedef struct gmr__fb_slot {
-  gmr__stream_event ev;
+  gmr__stream_slot base; /* first: its stream's key and event, retired (core/stream_slots.h) */
   gmr__fb_block **stack; /* capacity: the shard's stack_capacity */
   size_t count;
   size_t deferred_count;
-  bool retired; /* its stream is known destroyed: its handle names another stream now */
   /* Scratch of the waits made with the spin lock released, under the grow mutex. */
   gmr__stream_key snapshot_key;
   uint64_t snapshot_seq;
@@ -97,10 +96,7 @@ struct gmr__fb_shard {
   gmr__spin_lock lock;
   pthread_mutex_t grow_lock;
   gmr_fixed_block_resource *r;
-  gmr__fb_slot **slots;
-  uint32_t slot_count;
-  uint32_t slot_capacity;
-  uint32_t cached_slot;
+  gmr__stream_slots slots; /* of gmr__fb_slot; no shared slot */
   gmr__fb_chunk **chunks; /* sorted by base */
   size_t chunk_count;
   size_t chunk_capacity;
@@ -145,16 +141,36 @@ struct gmr_fixed_block_resource {
 
 extern const gmr_resource_vtbl gmr__fb_vtbl;
 
+/* Slot `si` of shard `s`. */
+static inline gmr__fb_slot *gmr__fb_slot_at(const gmr__fb_shard *s, uint32_t si) {
+  return (gmr__fb_slot *)(void *)s->slots.items[si];
+}
+
+/* ---- stream slots (core/stream_slots.h; pre: the shard's lock held) ---- */
+/* Without stream ordering every stream shares one slot, keyed by no stream. */
+static inline gmr__stream_key gmr__fb_effective_key(const gmr__fb_shard *s, gmr__stream_key key) {
+  if (s->r->config.stream_ordered) return key;
+  gmr__stream_key none = {NULL, 0};
+  return none;
+}
+/* The slot of `key`, created on first use; UINT32_MAX without host memory. */
+static inline uint32_t gmr__fb_slot_of(gmr__fb_shard *s, gmr__stream_key key) {
+  return gmr__stream_slots_of(&s->slots, gmr__fb_effective_key(s, key));
+}
+/* The slot of `key` if the shard has one; UINT32_MAX if not. */
+static inline uint32_t gmr__fb_find_slot(const gmr__fb_shard *s, gmr__stream_key key) {
+  return gmr__stream_slots_find(&s->slots, gmr__fb_effective_key(s, key));
+}
+/* The slot of the stream that last had handle `stream`, for a call that does
+ * not know its stream's id (core/stream_event.h); UINT32_MAX if none. */
+static inline uint32_t gmr__fb_slot_for_handle(gmr__fb_shard *s, gmr_stream stream) {
+  gmr__stream_key key = {stream, 0};
+  return gmr__stream_slots_for_handle(&s->slots, gmr__fb_effective_key(s, key).stream);
+}
+
 /* ---- fixed_block_shard.c (pre: the shard's lock held unless said) ---- */
 /* The shard a call naming the stream of `key` starts in. Pre: no lock. */
 gmr__fb_shard *gmr__fb_shard_for(gmr_fixed_block_resource *r, gmr__stream_key key);
-/* The slot of `key`, created on first use; UINT32_MAX without host memory. */
-uint32_t gmr__fb_slot_of(gmr__fb_shard *s, gmr__stream_key key);
-/* The slot of `key` if the shard has one; UINT32_MAX if not. */
-uint32_t gmr__fb_find_slot(const gmr__fb_shard *s, gmr__stream_key key);
-/* The slot of the stream that last had handle `stream`, for a call that does
- * not know its stream's id (core/stream_event.h); UINT32_MAX if none. */
-uint32_t gmr__fb_slot_for_handle(gmr__fb_shard *s, gmr_stream stream);
 void gmr__fb_push_free(gmr__fb_shard *s, uint32_t si, gmr__fb_block *b);
 /* Take the top free block of slot `si` for a request of `bytes`. */
 gmr__fb_block *gmr__fb_pop_free(gmr__fb_shard *s, uint32_t si, size_t bytes);

@@ -67,7 +67,7 @@ gmr_status gmr_fixed_block_resource_get_stats(gmr_fixed_block_resource *r,
     s.chunk_count += sh->chunk_count;
     s.block_count += sh->total_blocks;
     s.in_use_block_count += sh->in_use_blocks;
-    s.stream_count += sh->slot_count;
+    s.stream_count += sh->slots.count;
     s.deferred_block_count += sh->deferred_count;
     gmr__spin_lock_release(&sh->lock);
   }

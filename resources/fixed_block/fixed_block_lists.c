@@ -42,16 +42,16 @@ static bool take_blocks(gmr__fb_shard *s, gmr__stream_key key, gmr_stream stream
     /* The stream's own blocks whose record_stream uses are done come back
      * first (as in fb_allocate's take). */
     bool processed = false;
-    if (s->slots[si]->deferred_count > 0 && r->config.stream_ordered) {
+    if (gmr__fb_slot_at(s, si)->deferred_count > 0 && r->config.stream_ordered) {
       gmr__fb_process_deferred(s);
       processed = true;
     }
-    if (s->slots[si]->count < count && r->config.stream_ordered &&
+    if (gmr__fb_slot_at(s, si)->count < count && r->config.stream_ordered &&
         !gmr__cuda_stream_is_capturing(r->cuda, (cudaStream_t)stream)) {
       if (s->deferred_count > 0 && !processed) gmr__fb_process_deferred(s);
       gmr__fb_from_other_streams(s, si, count, stream);
     }
-    if (s->slots[si]->count >= count) {
+    if (gmr__fb_slot_at(s, si)->count >= count) {
       pop_list(s, si, l);
       taken = true;
     }
@@ -149,7 +149,7 @@ gmr_status gmr_fixed_block_resource_deallocate_blocks(gmr_fixed_block_resource *
   gmr__spin_lock_release(&r->books);
   for (size_t i = 0; i < l->pub.block_count; ++i) gmr__fb_give_back(s, si, l->records[i]);
   if (r->config.stream_ordered) {
-    gmr__stream_event_mark_freed(r->cuda, &s->slots[si]->ev, false, &r->events);
+    gmr__stream_event_mark_freed(r->cuda, &gmr__fb_slot_at(s, si)->base.ev, false, &r->events);
   }
   gmr__spin_lock_release(&s->lock);
   free(l->pub.blocks);

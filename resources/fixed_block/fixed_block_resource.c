@@ -139,13 +139,13 @@ static gmr__fb_block *take(gmr__fb_shard *s, gmr__stream_key key, bool known, si
   *st = known && si == UINT32_MAX ? GMR_ERR_OUT_OF_MEMORY : GMR_OK;
   *id_matters = false;
   if (si != UINT32_MAX) {
-    gmr__fb_slot *slot = s->slots[si];
+    gmr__fb_slot *slot = gmr__fb_slot_at(s, si);
     /* By handle (the default) the handle's slot is the stream's own. */
     *id_matters = r->stream_ids && r->config.stream_ordered && slot->count > 0 &&
-                  !gmr__stream_event_settled(&slot->ev);
+                  !gmr__stream_event_settled(&slot->base.ev);
     if (known || !*id_matters) {
       if (known && r->config.stream_ordered) {
-        gmr__stream_event_note_call(r->cuda, &slot->ev, &r->events);
+        gmr__stream_event_note_call(r->cuda, &slot->base.ev, &r->events);
       }
       /* PyTorch's record_stream reuse: blocks this stream freed whose
        * recorded uses are done go back on its stack before one is taken, so
@@ -312,7 +312,7 @@ static gmr_status fb_deallocate(gmr_resource *self, void *ptr, size_t bytes, siz
     if (verdict == GMR_OK && !known) {
       /* Filed by handle unless there is no slot for it or a record is due. */
       si = gmr__fb_slot_for_handle(s, stream);
-      if (si == UINT32_MAX || gmr__stream_event_record_due(&s->slots[si]->ev)) {
+      if (si == UINT32_MAX || gmr__stream_event_record_due(&gmr__fb_slot_at(s, si)->base.ev)) {
         gmr__spin_lock_release(&s->lock);
         st = key_of(r, stream, &key);
         if (st != GMR_OK) return st; /* nothing released */
@@ -326,7 +326,7 @@ static gmr_status fb_deallocate(gmr_resource *self, void *ptr, size_t bytes, siz
     if (verdict == GMR_OK) {
       gmr__fb_give_back(s, si, b);
       if (r->config.stream_ordered) {
-        gmr__stream_event_mark_freed(r->cuda, &s->slots[si]->ev, false, &r->events);
+        gmr__stream_event_mark_freed(r->cuda, &gmr__fb_slot_at(s, si)->base.ev, false, &r->events);
       }
     }
     gmr__spin_lock_release(&s->lock);

@@ -1,9 +1,9 @@
 /*
- * resources/fixed_block/fixed_block_shard.c (internal): one shard: its
- * stream slots (keyed by handle and id, core/stream_event.h), the stacks of
- * free blocks, blocks of other streams (events) and of other shards, blocks
- * waiting for record_stream events, and settling before trim and destroy.
- * See fixed_block_internal.h.
+ * resources/fixed_block/fixed_block_shard.c (internal): one shard: what
+ * its stream slots hold (the table is core/stream_slots.h, keyed by handle
+ * and id, core/stream_event.h), the stacks of free blocks, blocks of other
+ * streams (events) and of other shards, blocks waiting for record_stream
+ * events, and settling before trim and destroy. See fixed_block_internal.h.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -13,7 +13,7 @@
 #include "core/nvtx_mem.h"
 #include "resources/fixed_block/fixed_block_internal.h"
 
-/* ---- shards and slots ------------------------------------------------------ */
+/* ---- shards ---------------------------------------------------------------- */
 
 gmr__fb_shard *gmr__fb_shard_for(gmr_fixed_block_resource *r, gmr__stream_key key) {
   if (r->shard_count == 1) return r->shards[0];
@@ -21,7 +21,10 @@ gmr__fb_shard *gmr__fb_shard_for(gmr_fixed_block_resource *r, gmr__stream_key ke
   return r->shards[gmr__stream_home_of(&r->stream_home, key, r->shard_count)];
 }
 
-static gmr__fb_slot *slot_new(gmr__fb_shard *s, gmr__stream_key key) {
+/* ---- stream slots (the table is core/stream_slots.h) ------------------------ */
+
+static gmr__stream_slot *slot_create(void *ctx) {
+  gmr__fb_shard *s = ctx;
   gmr__fb_slot *slot = calloc(1, sizeof *slot); /* event NULL: created on first record */
   if (slot == NULL) return NULL;
   if (s->stack_capacity > 0) {
@@ -31,105 +34,44 @@ static gmr__fb_slot *slot_new(gmr__fb_shard *s, gmr__stream_key key) {
       return NULL;
     }
   }
-  gmr__stream_event_init(&slot->ev, key, s->r->events_mode);
-  return slot;
+  return &slot->base;
 }
 
-static bool slot_empty(const gmr__fb_slot *slot) {
+static void slot_destroy(void *ctx, gmr__stream_slot *base) {
+  (void)ctx;
+  gmr__fb_slot *slot = (gmr__fb_slot *)(void *)base;
+  free(slot->stack);
+  free(slot);
+}
+
+static bool slot_empty(void *ctx, uint32_t si) {
+  const gmr__fb_slot *slot = gmr__fb_slot_at((gmr__fb_shard *)ctx, si);
   return slot->count == 0 && slot->deferred_count == 0;
 }
 
-/* Give empty `slot` to the stream of `key`; its CUDA event is kept. */
-static void slot_reuse(gmr__fb_shard *s, gmr__fb_slot *slot, gmr__stream_key key) {
-  gmr__stream_event_init(&slot->ev, key, s->r->events_mode);
-  slot->retired = false;
+static void move_all(gmr__fb_shard *s, uint32_t from, uint32_t to);
+
+/* The table's slot_return: the free blocks of `from` go to `to`; deferred
+ * blocks stay with `from`. */
+static bool slot_move_all(void *ctx, uint32_t from, uint32_t to) {
+  gmr__fb_shard *s = ctx;
+  if (gmr__fb_slot_at(s, from)->count == 0) return false;
+  move_all(s, from, to);
+  return true;
 }
 
-/* Without stream ordering every stream shares one slot. */
-static gmr__stream_key effective_key(const gmr__fb_shard *s, gmr__stream_key key) {
-  if (s->r->config.stream_ordered) return key;
-  gmr__stream_key none = {NULL, 0};
-  return none;
-}
-
-uint32_t gmr__fb_find_slot(const gmr__fb_shard *s, gmr__stream_key key) {
-  key = effective_key(s, key);
-  for (uint32_t i = 0; i < s->slot_count; ++i) {
-    const gmr__fb_slot *slot = s->slots[i];
-    if (!slot->retired && gmr__stream_key_equal(slot->ev.key, key)) return i;
-  }
-  return UINT32_MAX;
-}
-
-uint32_t gmr__fb_slot_for_handle(gmr__fb_shard *s, gmr_stream stream) {
-  gmr__stream_key key = effective_key(s, (gmr__stream_key){stream, 0});
-  if (s->slot_count > 0) {
-    const gmr__fb_slot *cached = s->slots[s->cached_slot];
-    if (!cached->retired && cached->ev.key.stream == key.stream) return s->cached_slot;
-  }
-  /* One slot at most per handle is not retired (gmr__fb_slot_of). */
-  for (uint32_t i = 0; i < s->slot_count; ++i) {
-    const gmr__fb_slot *slot = s->slots[i];
-    if (!slot->retired && slot->ev.key.stream == key.stream) {
-      s->cached_slot = i;
-      return i;
-    }
-  }
-  return UINT32_MAX;
-}
-
-uint32_t gmr__fb_slot_of(gmr__fb_shard *s, gmr__stream_key key) {
-  key = effective_key(s, key);
-  if (s->slot_count > 0) {
-    gmr__fb_slot *cached = s->slots[s->cached_slot];
-    if (!cached->retired && gmr__stream_key_equal(cached->ev.key, key)) return s->cached_slot;
-  }
-  for (uint32_t i = 0; i < s->slot_count; ++i) {
-    gmr__fb_slot *slot = s->slots[i];
-    if (slot->retired || slot->ev.key.stream != key.stream) continue;
-    gmr__stream_key_match m = gmr__stream_key_compare(s->r->stream_ids, slot->ev.key, key);
-    if (m != GMR__STREAM_KEY_OTHER) {
-      /* The slot's stream, seen through a capture of it or now by its id. */
-      if (m == GMR__STREAM_KEY_ADOPT) slot->ev.key.id = key.id;
-      s->cached_slot = i;
-      return i;
-    }
-    /* Two stream ids: the stream it named was destroyed; what it freed is
-     * not the new stream's to reuse in stream order. */
-    if (slot_empty(slot)) {
-      slot_reuse(s, slot, key);
-      s->cached_slot = i;
-      return i;
-    }
-    slot->retired = true;
-    break;
-  }
-  for (uint32_t i = 0; i < s->slot_count; ++i) {
-    gmr__fb_slot *slot = s->slots[i];
-    if (slot_empty(slot) && (slot->retired || s->slot_count >= GMR__FB_SLOT_REUSE_AT)) {
-      slot_reuse(s, slot, key);
-      s->cached_slot = i;
-      return i;
-    }
-  }
-  if (s->slot_count == s->slot_capacity) {
-    uint32_t capacity = s->slot_capacity == 0 ? 4u : s->slot_capacity * 2u;
-    gmr__fb_slot **slots = realloc(s->slots, capacity * sizeof *slots);
-    if (slots == NULL) return UINT32_MAX;
-    s->slots = slots;
-    s->slot_capacity = capacity;
-  }
-  gmr__fb_slot *slot = slot_new(s, key);
-  if (slot == NULL) return UINT32_MAX;
-  s->slots[s->slot_count] = slot;
-  s->cached_slot = s->slot_count;
-  return s->slot_count++;
-}
+static const gmr__stream_slots_ops slot_ops = {
+    .create = slot_create,
+    .destroy = slot_destroy,
+    .empty = slot_empty,
+    .move_all = slot_move_all,
+    .started = NULL,
+};
 
 /* ---- blocks ---------------------------------------------------------------- */
 
 void gmr__fb_push_free(gmr__fb_shard *s, uint32_t si, gmr__fb_block *b) {
-  gmr__fb_slot *slot = s->slots[si];
+  gmr__fb_slot *slot = gmr__fb_slot_at(s, si);
   b->slot = si;
   b->request_bytes = 0;
   b->in_list = false;
@@ -137,7 +79,7 @@ void gmr__fb_push_free(gmr__fb_shard *s, uint32_t si, gmr__fb_block *b) {
 }
 
 gmr__fb_block *gmr__fb_pop_free(gmr__fb_shard *s, uint32_t si, size_t bytes) {
-  gmr__fb_slot *slot = s->slots[si];
+  gmr__fb_slot *slot = gmr__fb_slot_at(s, si);
   gmr__fb_block *b = slot->stack[--slot->count];
   b->chunk->live_count++;
   s->in_use_blocks++;
@@ -152,7 +94,7 @@ gmr__fb_block *gmr__fb_pop_free(gmr__fb_shard *s, uint32_t si, size_t bytes) {
 /* Move every free block of slot `from` onto slot `to`, keeping their order,
  * so the most recently freed block is still the next one handed out. */
 static void move_all(gmr__fb_shard *s, uint32_t from, uint32_t to) {
-  gmr__fb_slot *src = s->slots[from];
+  gmr__fb_slot *src = gmr__fb_slot_at(s, from);
   for (size_t i = 0; i < src->count; ++i) gmr__fb_push_free(s, to, src->stack[i]);
   src->count = 0;
 }
@@ -217,9 +159,10 @@ gmr_status gmr__fb_add_use(gmr__fb_block *b, gmr__stream_key key) {
 static bool defer(gmr__fb_shard *s, uint32_t si, gmr__fb_block *b) {
   const gmr__cuda_ops *cuda = s->r->cuda;
   gmr__fb_uses *u = b->uses;
+  gmr__stream_key freeing = gmr__fb_slot_at(s, si)->base.ev.key;
   uint32_t kept = 0;
   for (uint32_t i = 0; i < u->count; ++i) {
-    if (!gmr__stream_key_equal(u->items[i].key, s->slots[si]->ev.key)) u->items[kept++] = u->items[i];
+    if (!gmr__stream_key_equal(u->items[i].key, freeing)) u->items[kept++] = u->items[i];
   }
   u->count = kept;
   if (kept == 0) {
@@ -254,7 +197,7 @@ static bool defer(gmr__fb_shard *s, uint32_t si, gmr__fb_block *b) {
   if (s->deferred != NULL) s->deferred->prev_deferred = b;
   s->deferred = b;
   s->deferred_count++;
-  s->slots[si]->deferred_count++;
+  gmr__fb_slot_at(s, si)->deferred_count++;
   return true;
 }
 
@@ -276,7 +219,7 @@ static void undefer(gmr__fb_shard *s, gmr__fb_block *b) {
   if (b->next_deferred != NULL) b->next_deferred->prev_deferred = b->prev_deferred;
   b->next_deferred = b->prev_deferred = NULL;
   s->deferred_count--;
-  s->slots[b->slot]->deferred_count--;
+  gmr__fb_slot_at(s, b->slot)->deferred_count--;
   b->deferred = false;
   gmr__fb_uses_free(s, b);
   gmr__fb_push_free(s, b->slot, b);
@@ -311,48 +254,48 @@ void gmr__fb_process_deferred(gmr__fb_shard *s) {
 
 void gmr__fb_from_other_streams(gmr__fb_shard *s, uint32_t si, size_t count, gmr_stream stream) {
   gmr_fixed_block_resource *r = s->r;
-  gmr__fb_slot *t = s->slots[si];
+  gmr__fb_slot *t = gmr__fb_slot_at(s, si);
   bool pending = false;
-  for (uint32_t i = 0; i < s->slot_count && t->count < count; ++i) {
-    gmr__fb_slot *o = s->slots[i];
+  for (uint32_t i = 0; i < s->slots.count && t->count < count; ++i) {
+    gmr__fb_slot *o = gmr__fb_slot_at(s, i);
     if (i == si || o->count == 0) continue;
     /* A fresh stream that may be gone is asked to record at its next call. */
-    if (gmr__stream_event_settle(r->cuda, &o->ev, &r->events) != cudaSuccess) continue;
-    if (gmr__stream_event_query(r->cuda, &o->ev, &r->events)) {
+    if (gmr__stream_event_settle(r->cuda, &o->base.ev, &r->events) != cudaSuccess) continue;
+    if (gmr__stream_event_query(r->cuda, &o->base.ev, &r->events)) {
       move_all(s, i, si);
-      gmr__stream_event_demand(&o->ev);
+      gmr__stream_event_demand(&o->base.ev);
     } else {
       pending = true;
     }
   }
-  for (uint32_t i = 0; pending && t->count < count && i < s->slot_count; ++i) {
-    gmr__fb_slot *o = s->slots[i];
-    if (i == si || o->count == 0 || gmr__stream_event_fresh(&o->ev)) continue;
-    if (gmr__stream_event_wait(r->cuda, &o->ev, stream, &r->events) != cudaSuccess) continue;
+  for (uint32_t i = 0; pending && t->count < count && i < s->slots.count; ++i) {
+    gmr__fb_slot *o = gmr__fb_slot_at(s, i);
+    if (i == si || o->count == 0 || gmr__stream_event_fresh(&o->base.ev)) continue;
+    if (gmr__stream_event_wait(r->cuda, &o->base.ev, stream, &r->events) != cudaSuccess) continue;
     move_all(s, i, si);
-    gmr__stream_event_demand(&o->ev);
+    gmr__stream_event_demand(&o->base.ev);
     /* Reachable for others only through t now: t's newest frees. */
-    gmr__stream_event_mark_freed(r->cuda, &t->ev, false, &r->events);
+    gmr__stream_event_mark_freed(r->cuda, &t->base.ev, false, &r->events);
   }
 }
 
 bool gmr__fb_sync_would_help(const gmr__fb_shard *s, uint32_t si, size_t count) {
-  size_t have = s->slots[si]->count + s->deferred_count;
-  for (uint32_t i = 0; i < s->slot_count && have < count; ++i) {
-    const gmr__fb_slot *o = s->slots[i];
-    if (i == si || o->ev.lazy || !gmr__stream_event_fresh(&o->ev)) continue;
+  size_t have = gmr__fb_slot_at(s, si)->count + s->deferred_count;
+  for (uint32_t i = 0; i < s->slots.count && have < count; ++i) {
+    const gmr__fb_slot *o = gmr__fb_slot_at(s, i);
+    if (i == si || o->base.ev.lazy || !gmr__stream_event_fresh(&o->base.ev)) continue;
     have += o->count;
   }
-  return have >= count && have > s->slots[si]->count;
+  return have >= count && have > gmr__fb_slot_at(s, si)->count;
 }
 
 cudaError_t gmr__fb_device_synchronize(gmr__fb_shard *s) {
   gmr_fixed_block_resource *r = s->r;
   gmr__spin_lock_acquire(&s->lock);
-  uint32_t count = s->slot_count;
+  uint32_t count = s->slots.count;
   for (uint32_t i = 0; i < count; ++i) {
-    s->slots[i]->snapshot_key = s->slots[i]->ev.key;
-    s->slots[i]->snapshot_seq = s->slots[i]->ev.free_seq;
+    gmr__fb_slot_at(s, i)->snapshot_key = gmr__fb_slot_at(s, i)->base.ev.key;
+    gmr__fb_slot_at(s, i)->snapshot_seq = gmr__fb_slot_at(s, i)->base.ev.free_seq;
   }
   uint64_t epoch = ++s->sync_epoch;
   gmr__spin_lock_release(&s->lock);
@@ -361,10 +304,10 @@ cudaError_t gmr__fb_device_synchronize(gmr__fb_shard *s) {
   cudaError_t err = r->cuda->device_synchronize();
   if (err != cudaSuccess) return err;
   gmr__spin_lock_acquire(&s->lock);
-  for (uint32_t i = 0; i < count && i < s->slot_count; ++i) {
-    gmr__fb_slot *slot = s->slots[i];
-    if (gmr__stream_key_equal(slot->ev.key, slot->snapshot_key)) {
-      gmr__stream_event_device_synchronized(&slot->ev, slot->snapshot_seq);
+  for (uint32_t i = 0; i < count && i < s->slots.count; ++i) {
+    gmr__fb_slot *slot = gmr__fb_slot_at(s, i);
+    if (gmr__stream_key_equal(slot->base.ev.key, slot->snapshot_key)) {
+      gmr__stream_event_device_synchronized(&slot->base.ev, slot->snapshot_seq);
     }
   }
   gmr__fb_block *next = NULL;
@@ -382,19 +325,19 @@ void gmr__fb_settle_everything(gmr__fb_shard *s) {
   gmr__spin_lock_acquire(&s->lock);
   gmr__fb_process_deferred(s);
   bool need_sync = s->deferred_count > 0;
-  for (uint32_t i = 0; i < s->slot_count; ++i) {
-    gmr__fb_slot *slot = s->slots[i];
+  for (uint32_t i = 0; i < s->slots.count; ++i) {
+    gmr__fb_slot *slot = gmr__fb_slot_at(s, i);
     slot->snapshot_waiting = false;
-    if (slot->count == 0 || gmr__stream_event_settled(&slot->ev)) continue;
-    if (gmr__stream_event_settle(r->cuda, &slot->ev, &r->events) != cudaSuccess) {
+    if (slot->count == 0 || gmr__stream_event_settled(&slot->base.ev)) continue;
+    if (gmr__stream_event_settle(r->cuda, &slot->base.ev, &r->events) != cudaSuccess) {
       need_sync = true;
       continue;
     }
-    if (gmr__stream_event_query(r->cuda, &slot->ev, &r->events)) continue;
+    if (gmr__stream_event_query(r->cuda, &slot->base.ev, &r->events)) continue;
     slot->snapshot_waiting = true;
-    slot->snapshot_key = slot->ev.key;
-    slot->snapshot_seq = slot->ev.covered_seq;
-    slot->snapshot_event = slot->ev.event;
+    slot->snapshot_key = slot->base.ev.key;
+    slot->snapshot_seq = slot->base.ev.covered_seq;
+    slot->snapshot_event = slot->base.ev.event;
   }
   gmr__spin_lock_release(&s->lock);
   if (need_sync) {
@@ -403,11 +346,11 @@ void gmr__fb_settle_everything(gmr__fb_shard *s) {
   }
   for (uint32_t i = 0;; ++i) {
     gmr__spin_lock_acquire(&s->lock);
-    if (i >= s->slot_count) {
+    if (i >= s->slots.count) {
       gmr__spin_lock_release(&s->lock);
       break;
     }
-    gmr__fb_slot *slot = s->slots[i];
+    gmr__fb_slot *slot = gmr__fb_slot_at(s, i);
     bool wait = slot->snapshot_waiting;
     cudaEvent_t event = slot->snapshot_event;
     gmr__spin_lock_release(&s->lock);
@@ -415,9 +358,9 @@ void gmr__fb_settle_everything(gmr__fb_shard *s) {
     atomic_fetch_add_explicit(&r->events.synchronize_count, 1, memory_order_relaxed);
     cudaError_t err = gmr__event_synchronize_relaxed(r->cuda, event);
     gmr__spin_lock_acquire(&s->lock);
-    if (err == cudaSuccess && gmr__stream_key_equal(slot->ev.key, slot->snapshot_key) &&
-        slot->ev.covered_seq == slot->snapshot_seq) {
-      slot->ev.complete = true;
+    if (err == cudaSuccess && gmr__stream_key_equal(slot->base.ev.key, slot->snapshot_key) &&
+        slot->base.ev.covered_seq == slot->snapshot_seq) {
+      slot->base.ev.complete = true;
     }
     slot->snapshot_waiting = false;
     gmr__spin_lock_release(&s->lock);
@@ -434,7 +377,7 @@ gmr__fb_block *gmr__fb_take_from_other_shards(gmr_fixed_block_resource *r, gmr__
     gmr__spin_lock_acquire(&s->lock);
     uint32_t si = gmr__fb_find_slot(s, key);
     gmr__fb_block *b = NULL;
-    if (si != UINT32_MAX && s->slots[si]->count > 0) b = gmr__fb_pop_free(s, si, bytes);
+    if (si != UINT32_MAX && gmr__fb_slot_at(s, si)->count > 0) b = gmr__fb_pop_free(s, si, bytes);
     gmr__spin_lock_release(&s->lock);
     if (b != NULL) return b;
   }
@@ -445,8 +388,9 @@ gmr__fb_block *gmr__fb_take_from_other_shards(gmr_fixed_block_resource *r, gmr__
 
 cudaError_t gmr__fb_shard_destroy_events(gmr__fb_shard *s) {
   gmr_fixed_block_resource *r = s->r;
-  for (uint32_t i = 0; i < s->slot_count; ++i) {
-    cudaError_t err = gmr__stream_event_deinit(r->cuda, &s->slots[i]->ev, &r->events);
+  for (uint32_t i = 0; i < s->slots.count; ++i) {
+    cudaError_t err =
+        gmr__stream_event_deinit(r->cuda, &gmr__fb_slot_at(s, i)->base.ev, &r->events);
     if (err != cudaSuccess) return err;
   }
   cudaError_t err = gmr__event_cache_clear(&s->spare_events, r->cuda);
@@ -459,6 +403,9 @@ cudaError_t gmr__fb_shard_destroy_events(gmr__fb_shard *s) {
 gmr__fb_shard *gmr__fb_shard_new(gmr_fixed_block_resource *r) {
   gmr__fb_shard *s = calloc(1, sizeof *s);
   if (s == NULL) return NULL;
+  /* Cannot fail: no shared slot to make. */
+  (void)gmr__stream_slots_init(&s->slots, &slot_ops, s, false, r->events_mode, r->stream_ids,
+                               GMR__STREAM_SLOTS_REUSE_AT);
   if (pthread_mutex_init(&s->grow_lock, NULL) != 0) {
     free(s);
     return NULL;
@@ -475,11 +422,7 @@ void gmr__fb_shard_free(gmr__fb_shard *s) {
     free(b->uses); /* events were destroyed with the shard's spare events, or leak-free NULL */
     b->uses = NULL;
   }
-  for (uint32_t i = 0; i < s->slot_count; ++i) {
-    free(s->slots[i]->stack);
-    free(s->slots[i]);
-  }
-  free(s->slots);
+  gmr__stream_slots_deinit(&s->slots);
   for (size_t i = 0; i < s->chunk_count; ++i) {
     gmr__fb_chunk *c = s->chunks[i];
     for (size_t k = 0; k < c->block_count; ++k) free(c->blocks[k].uses);

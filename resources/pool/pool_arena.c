@@ -1,7 +1,8 @@
 /*
  * resources/pool/pool_arena.c (internal): an arena's host-side parts: the
- * headers of its blocks (from slabs, so a split never allocates), its stream
- * slots, and the arena itself. See pool_internal.h.
+ * headers of its blocks (from slabs, so a split never allocates), what its
+ * stream slots hold beyond the table of core/stream_slots.h, and the arena
+ * itself. See pool_internal.h.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -19,7 +20,6 @@ struct gmr__header_slab {
 
 /* ---- headers ------------------------------------------------------------ */
 
-
 /* Make sure `count` headers can be taken without a host allocation, so a
  * split never fails half-way. */
 bool gmr__pool_reserve_headers(gmr__pool_arena *a, size_t count) {
@@ -29,7 +29,7 @@ bool gmr__pool_reserve_headers(gmr__pool_arena *a, size_t count) {
     slab->next = a->slabs;
     a->slabs = slab;
     for (unsigned i = 0; i < HEADERS_PER_SLAB; ++i) {
-      slab->headers[i].free_next = a->spare_headers;
+      slab->headers[i].node.free_next = gmr__pool_block_node(a->spare_headers);
       a->spare_headers = &slab->headers[i];
     }
     a->spare_count += HEADERS_PER_SLAB;
@@ -39,172 +39,77 @@ bool gmr__pool_reserve_headers(gmr__pool_arena *a, size_t count) {
 
 gmr__pool_block *gmr__pool_header_take(gmr__pool_arena *a) {
   gmr__pool_block *b = a->spare_headers;
-  a->spare_headers = b->free_next;
+  a->spare_headers = gmr__pool_block_of(b->node.free_next);
   a->spare_count--;
   memset(b, 0, sizeof *b);
   return b;
 }
 
 void gmr__pool_header_give(gmr__pool_arena *a, gmr__pool_block *b) {
-  b->free_next = a->spare_headers;
+  b->node.free_next = gmr__pool_block_node(a->spare_headers);
   a->spare_headers = b;
   a->spare_count++;
 }
 
-/* ---- slots -------------------------------------------------------------- */
+/* ---- slots (the table is core/stream_slots.h) --------------------------- */
 
-static gmr__pool_slot *slot_new(gmr__stream_key key, gmr__stream_events_mode mode) {
+static gmr__stream_slot *slot_create(void *ctx) {
+  (void)ctx;
   gmr__pool_slot *s = calloc(1, sizeof *s); /* event NULL: created on first record */
   if (s == NULL) return NULL;
-  gmr__stream_event_init(&s->ev, key, mode);
   gmr__free_index_init(&s->index);
   s->pending_query_seq = UINT64_MAX;
-  return s;
+  return &s->base;
 }
 
-/* Give empty slot `s` to the stream of `key`; its CUDA event is kept for reuse. */
-static void slot_reuse(gmr__pool_slot *s, gmr__stream_key key, gmr__stream_events_mode mode) {
-  gmr__stream_event_init(&s->ev, key, mode);
-  s->pending_query_seq = UINT64_MAX;
-  s->retired = false;
+static void slot_destroy(void *ctx, gmr__stream_slot *slot) {
+  (void)ctx;
+  free(slot);
 }
 
 bool gmr__pool_slot_empty(const gmr__pool_slot *s) {
   return s->index.block_count == 0 && s->cache_count == 0 && s->deferred_count == 0;
 }
 
-uint32_t gmr__pool_find_slot(const gmr__pool_arena *a, gmr__stream_key key) {
-  if (!a->pool->config.stream_ordered) return GMR__POOL_SHARED_SLOT;
-  for (uint32_t i = 1; i < a->slot_count; ++i) {
-    const gmr__pool_slot *s = a->slots[i];
-    if (!s->retired && gmr__stream_key_equal(s->ev.key, key)) return i;
-  }
-  return UINT32_MAX;
+static bool slot_empty(void *ctx, uint32_t si) {
+  return gmr__pool_slot_empty(gmr__pool_slot_at((gmr__pool_arena *)ctx, si));
 }
 
-uint32_t gmr__pool_slot_for_handle(gmr__pool_arena *a, gmr_stream stream) {
-  if (!a->pool->config.stream_ordered) return GMR__POOL_SHARED_SLOT;
-  const gmr__pool_slot *cached = a->slots[a->cached_slot];
-  if (a->cached_slot != GMR__POOL_SHARED_SLOT && !cached->retired &&
-      cached->ev.key.stream == stream) {
-    return a->cached_slot;
-  }
-  /* One slot at most per handle is not retired (gmr__pool_slot_of). */
-  for (uint32_t i = 1; i < a->slot_count; ++i) {
-    const gmr__pool_slot *s = a->slots[i];
-    if (!s->retired && s->ev.key.stream == stream) {
-      a->cached_slot = i;
-      return i;
-    }
-  }
-  return UINT32_MAX;
+/* The table's slot_return: the free blocks (index and cache) of `from` go to
+ * `to`; deferred blocks stay with `from`. Pre: lock held. */
+static bool slot_move_all(void *ctx, uint32_t from, uint32_t to) {
+  gmr__pool_arena *a = ctx;
+  const gmr__pool_slot *c = gmr__pool_slot_at(a, from);
+  if (c->index.block_count == 0 && c->cache_count == 0) return false;
+  gmr__pool_flush_caches(a);
+  gmr__pool_move_all(a, from, to);
+  return true;
 }
 
-/* The stream of `key` lived from the call that keyed retired slot `back`
- * until now (stream ids are never reused, a stream's life is one interval),
- * owning the handle throughout: slot `cur`, keyed meanwhile by a capture of
- * that handle, was its too. Its memory goes back to `back`, which serves the
- * stream again; `cur` is left empty (retired, reusable), or retired with its
- * deferred blocks. Pre: lock held. */
-static uint32_t slot_return(gmr__pool_arena *a, uint32_t back, uint32_t cur) {
-  gmr__pool_slot *b = a->slots[back];
-  b->retired = false;
-  if (cur != UINT32_MAX) {
-    gmr__pool_slot *c = a->slots[cur];
-    if (c->index.block_count > 0 || c->cache_count > 0) {
-      gmr__pool_flush_caches(a);
-      gmr__pool_move_all(a, cur, back);
-      b->ev.free_seq++; /* not covered by back's event */
-    }
-    c->retired = true;
-  }
-  a->cached_slot = back;
-  return back;
+/* A slot starts serving a stream: no query found its work pending yet. */
+static void slot_started(void *ctx, uint32_t si) {
+  gmr__pool_slot_at((gmr__pool_arena *)ctx, si)->pending_query_seq = UINT64_MAX;
 }
 
-uint32_t gmr__pool_slot_of(gmr__pool_arena *a, gmr__stream_key key) {
-  gmr_pool_resource *pool = a->pool;
-  if (!pool->config.stream_ordered) return GMR__POOL_SHARED_SLOT;
-  gmr__pool_slot *cached = a->slots[a->cached_slot];
-  if (a->cached_slot != GMR__POOL_SHARED_SLOT && !cached->retired &&
-      gmr__stream_key_equal(cached->ev.key, key)) {
-    return a->cached_slot;
-  }
-  /* The handle's slot (one at most is not retired), and a retired one of
-   * exactly this stream (it was retired for a capture key: stream_ids). */
-  uint32_t cur = UINT32_MAX, back = UINT32_MAX;
-  for (uint32_t i = 1; i < a->slot_count; ++i) {
-    const gmr__pool_slot *s = a->slots[i];
-    if (s->ev.key.stream != key.stream) continue;
-    if (!s->retired) {
-      cur = i;
-    } else if (gmr__stream_id_is_stream(key.id) && s->ev.key.id == key.id) {
-      back = i;
-    }
-  }
-  if (cur != UINT32_MAX) {
-    gmr__pool_slot *s = a->slots[cur];
-    switch (gmr__stream_key_compare(pool->stream_ids, s->ev.key, key)) {
-      case GMR__STREAM_KEY_SAME:
-        a->cached_slot = cur;
-        return cur;
-      case GMR__STREAM_KEY_ADOPT:
-        s->ev.key.id = key.id;
-        a->cached_slot = cur;
-        return cur;
-      case GMR__STREAM_KEY_OTHER:
-        break;
-    }
-    if (back != UINT32_MAX && !gmr__stream_id_is_stream(s->ev.key.id)) {
-      return slot_return(a, back, cur);
-    }
-    /* Another stream had the handle (or, with stream_ids, may have had it).
-     * What that stream freed is not the caller's to reuse in stream order:
-     * its slot is retired (its blocks go to others only through its event
-     * or a device synchronisation); an empty one simply changes hands. */
-    if (gmr__pool_slot_empty(s)) {
-      slot_reuse(s, key, pool->events_mode);
-      a->cached_slot = cur;
-      return cur;
-    }
-    s->retired = true;
-  } else if (back != UINT32_MAX) {
-    return slot_return(a, back, UINT32_MAX);
-  }
-  /* A slot nobody needs any more: one of a destroyed stream, or, once there
-   * are many, any empty one (its stream gets a new slot if it comes back). */
-  for (uint32_t i = 1; i < a->slot_count; ++i) {
-    gmr__pool_slot *s = a->slots[i];
-    if (gmr__pool_slot_empty(s) && (s->retired || a->slot_count >= GMR__POOL_SLOT_REUSE_AT)) {
-      slot_reuse(s, key, pool->events_mode);
-      a->cached_slot = i;
-      return i;
-    }
-  }
-  if (a->slot_count == a->slot_capacity) {
-    uint32_t capacity = a->slot_capacity * 2u;
-    gmr__pool_slot **slots = realloc(a->slots, capacity * sizeof *slots);
-    if (slots == NULL) return UINT32_MAX;
-    a->slots = slots;
-    a->slot_capacity = capacity;
-  }
-  gmr__pool_slot *s = slot_new(key, pool->events_mode);
-  if (s == NULL) return UINT32_MAX;
-  a->slots[a->slot_count] = s;
-  a->cached_slot = a->slot_count;
-  return a->slot_count++;
-}
+static const gmr__stream_slots_ops slot_ops = {
+    .create = slot_create,
+    .destroy = slot_destroy,
+    .empty = slot_empty,
+    .move_all = slot_move_all,
+    .started = slot_started,
+};
 
 bool gmr__pool_slot_settled(const gmr__pool_arena *a, uint32_t si) {
-  return si == GMR__POOL_SHARED_SLOT || gmr__stream_event_settled(&a->slots[si]->ev);
+  return si == GMR__POOL_SHARED_SLOT ||
+         gmr__stream_event_settled(&gmr__pool_slot_at(a, si)->base.ev);
 }
 
 /* ---- arenas ------------------------------------------------------------- */
 
 cudaError_t gmr__pool_arena_destroy_events(const gmr_pool_resource *pool, gmr__pool_arena *a) {
   gmr__stream_event_counts *counts = (gmr__stream_event_counts *)&pool->events;
-  for (uint32_t i = 0; i < a->slot_count; ++i) {
-    cudaError_t err = gmr__stream_event_deinit(pool->cuda, &a->slots[i]->ev, counts);
+  for (uint32_t i = 0; i < a->slots.count; ++i) {
+    cudaError_t err = gmr__stream_event_deinit(pool->cuda, &a->slots.items[i]->ev, counts);
     if (err != cudaSuccess) return err;
   }
   cudaError_t err = gmr__event_cache_clear(&a->spare_events, pool->cuda);
@@ -216,11 +121,10 @@ cudaError_t gmr__pool_arena_destroy_events(const gmr_pool_resource *pool, gmr__p
 
 void gmr__pool_arena_free(gmr__pool_arena *a) {
   if (a == NULL) return;
-  for (uint32_t i = 0; i < a->slot_count; ++i) free(a->slots[i]);
-  free(a->slots);
+  gmr__stream_slots_deinit(&a->slots);
   gmr__pool_block *dnext = NULL;
   for (gmr__pool_block *b = a->deferred; b != NULL; b = dnext) {
-    dnext = b->free_next;
+    dnext = gmr__pool_block_of(b->node.free_next);
     gmr__pool_uses_free(b);
   }
   gmr__pool_chunk *next = NULL;
@@ -245,24 +149,20 @@ void gmr__pool_arena_free(gmr__pool_arena *a) {
 gmr__pool_arena *gmr__pool_arena_new(gmr_pool_resource *pool) {
   size_t bytes = (sizeof(gmr__pool_arena) + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
   gmr__pool_arena *a = aligned_alloc(CACHE_LINE, bytes);
-  if (a != NULL) memset(a, 0, bytes);
-  gmr__pool_slot **slots = malloc(4 * sizeof *slots);
-  gmr__stream_key none = {NULL, 0};
-  gmr__pool_slot *shared = slot_new(none, GMR__STREAM_EVENTS_LAZY);
-  if (a == NULL || slots == NULL || shared == NULL ||
-      pthread_mutex_init(&a->grow_lock, NULL) != 0) {
+  if (a == NULL) return NULL;
+  memset(a, 0, bytes);
+  if (!gmr__stream_slots_init(&a->slots, &slot_ops, a, true, pool->events_mode, pool->stream_ids,
+                              GMR__STREAM_SLOTS_REUSE_AT)) {
     free(a);
-    free(slots);
-    free(shared);
+    return NULL;
+  }
+  if (pthread_mutex_init(&a->grow_lock, NULL) != 0) {
+    gmr__stream_slots_deinit(&a->slots);
+    free(a);
     return NULL;
   }
   atomic_init(&a->lock.locked, 0);
   a->pool = pool;
-  a->slots = slots;
-  a->slots[GMR__POOL_SHARED_SLOT] = shared;
-  a->slot_count = 1;
-  a->slot_capacity = 4;
-  a->cached_slot = GMR__POOL_SHARED_SLOT;
   a->spare_events = (gmr__event_cache)GMR__EVENT_CACHE_INIT(SIZE_MAX);
   return a;
 }

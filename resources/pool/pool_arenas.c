@@ -27,10 +27,11 @@ bool gmr__pool_take_from_other_arenas(gmr_pool_resource *pool, gmr__pool_arena *
     if (gmr__pool_reserve_headers(a, 2) && gmr__block_map_reserve_one(&a->live)) {
       uint32_t si = gmr__pool_find_slot(a, r->key);
       if (si != UINT32_MAX && r->alignment <= GMR__POOL_UNIT) {
-        b = gmr__pool_cache_take(a->slots[si], r->size);
+        b = gmr__pool_cache_take(gmr__pool_slot_at(a, si), r->size);
         cached = b != NULL;
       }
-      if (b == NULL) b = gmr__pool_find_fit(a, si == UINT32_MAX ? GMR__POOL_SHARED_SLOT : si, r->need);
+      if (b == NULL)
+        b = gmr__pool_find_fit(a, si == UINT32_MAX ? GMR__POOL_SHARED_SLOT : si, r->need);
     }
     if (b != NULL) {
       if (cached) {
@@ -59,7 +60,8 @@ gmr_status gmr__pool_allocate_elsewhere(gmr_pool_resource *pool, gmr__pool_arena
       gmr__pool_flush_caches(a);
       (void)gmr__pool_process_deferred(a);
       b = gmr__pool_find_fit(a, si, r->need);
-      if (b == NULL && si != GMR__POOL_SHARED_SLOT) b = gmr__pool_from_other_streams(a, si, r->need);
+      if (b == NULL && si != GMR__POOL_SHARED_SLOT)
+        b = gmr__pool_from_other_streams(a, si, r->need);
       if (b != NULL) gmr__pool_hand_out(a, b, r, out_ptr);
     }
     gmr__spin_lock_release(&a->lock);

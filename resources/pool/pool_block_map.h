@@ -28,7 +28,7 @@ static inline bool gmr__block_map_reserve_one(gmr__block_map *map) {
 /* Insert; pre: reserve_one succeeded since the last insertion (so it cannot
  * fail), and the address is not in the map. */
 static inline void gmr__block_map_insert(gmr__block_map *map, gmr__pool_block *b) {
-  (void)gmr__u64_map_put(map, (uint64_t)b->addr, (uint64_t)(uintptr_t)b);
+  (void)gmr__u64_map_put(map, (uint64_t)b->node.addr, (uint64_t)(uintptr_t)b);
 }
 
 /* The block at `addr`, or NULL. */

@@ -11,7 +11,6 @@
 #include "core/failure.h"
 #include "resources/pool/pool_internal.h"
 
-
 /* ---- free blocks -------------------------------------------------------- */
 
 /* Whether a free neighbour filed under `other` may merge into a block being
@@ -35,18 +34,18 @@ void gmr__pool_file_free(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
   /* Fast paths, the common case: one neighbour, free in this very slot,
    * grows over b in place (no index work unless its size class changes). */
   if (merge_before && !merge_after && before->slot == si && !mergeable(si, before->phys_prev)) {
-    size_t old = before->size;
-    before->size += b->size;
+    size_t old = before->node.bytes;
+    before->node.bytes += b->node.bytes;
     before->phys_next = after;
     if (after != NULL) after->phys_prev = before;
     gmr__pool_header_give(a, b);
-    gmr__free_index_resized(&a->slots[si]->index, before, old);
+    gmr__free_index_resized(&gmr__pool_slot_at(a, si)->index, &before->node, old);
     return;
   }
   if (merge_after && !merge_before && after->slot == si && !mergeable(si, after->phys_next)) {
-    size_t old = after->size;
-    after->addr = b->addr;
-    after->size += b->size;
+    size_t old = after->node.bytes;
+    after->node.addr = b->node.addr;
+    after->node.bytes += b->node.bytes;
     after->phys_prev = before;
     if (before != NULL) {
       before->phys_next = after;
@@ -54,15 +53,15 @@ void gmr__pool_file_free(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
       b->chunk->first = after;
     }
     gmr__pool_header_give(a, b);
-    gmr__free_index_resized(&a->slots[si]->index, after, old);
+    gmr__free_index_resized(&gmr__pool_slot_at(a, si)->index, &after->node, old);
     return;
   }
   b->is_free = true;
   b->slot = si;
   gmr__pool_block *prev;
   while (mergeable(si, prev = b->phys_prev)) {
-    gmr__free_index_remove(&a->slots[prev->slot]->index, prev);
-    prev->size += b->size;
+    gmr__free_index_remove(&gmr__pool_slot_at(a, prev->slot)->index, &prev->node);
+    prev->node.bytes += b->node.bytes;
     prev->phys_next = b->phys_next;
     if (b->phys_next != NULL) b->phys_next->phys_prev = prev;
     prev->slot = si;
@@ -71,21 +70,21 @@ void gmr__pool_file_free(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
   }
   gmr__pool_block *next;
   while (mergeable(si, next = b->phys_next)) {
-    gmr__free_index_remove(&a->slots[next->slot]->index, next);
-    b->size += next->size;
+    gmr__free_index_remove(&gmr__pool_slot_at(a, next->slot)->index, &next->node);
+    b->node.bytes += next->node.bytes;
     b->phys_next = next->phys_next;
     if (next->phys_next != NULL) next->phys_next->phys_prev = b;
     gmr__pool_header_give(a, next);
   }
-  gmr__free_index_insert(&a->slots[si]->index, b);
+  gmr__free_index_insert(&gmr__pool_slot_at(a, si)->index, &b->node);
 }
 
 /* Give every free block of slot `from` to slot `to`, merging as they land. */
 void gmr__pool_move_all(gmr__pool_arena *a, uint32_t from, uint32_t to) {
-  gmr__free_index *src = &a->slots[from]->index;
+  gmr__free_index *src = &gmr__pool_slot_at(a, from)->index;
   gmr__pool_block *b;
-  while ((b = gmr__free_index_any(src)) != NULL) {
-    gmr__free_index_remove(src, b);
+  while ((b = gmr__pool_block_of(gmr__free_index_any(src))) != NULL) {
+    gmr__free_index_remove(src, &b->node);
     gmr__pool_file_free(a, to, b);
   }
 }
@@ -102,9 +101,9 @@ static void cache_remove_at(gmr__pool_slot *s, uint32_t i) {
  * then skips the size index, the split and the merge. The oldest entry goes
  * to the index when the cache is full. */
 void gmr__pool_cache_put(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
-  gmr__pool_slot *s = a->slots[si];
+  gmr__pool_slot *s = gmr__pool_slot_at(a, si);
   uint32_t capacity = a->pool->config.recent_free_count;
-  if (capacity == 0 || b->size > a->pool->config.recent_free_max_bytes) {
+  if (capacity == 0 || b->node.bytes > a->pool->config.recent_free_max_bytes) {
     gmr__pool_file_free(a, si, b);
     return;
   }
@@ -127,7 +126,7 @@ void gmr__pool_cache_put(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
 gmr__pool_block *gmr__pool_cache_take(gmr__pool_slot *s, size_t size) {
   for (uint32_t i = s->cache_count; i-- > 0;) {
     gmr__pool_block *b = s->cache[i];
-    if (b->size == size) {
+    if (b->node.bytes == size) {
       cache_remove_at(s, i);
       b->cached = false;
       return b;
@@ -138,8 +137,8 @@ gmr__pool_block *gmr__pool_cache_take(gmr__pool_slot *s, size_t size) {
 
 /* Merge every cached block of the arena into its slot's index. */
 void gmr__pool_flush_caches(gmr__pool_arena *a) {
-  for (uint32_t i = 0; i < a->slot_count; ++i) {
-    gmr__pool_slot *s = a->slots[i];
+  for (uint32_t i = 0; i < a->slots.count; ++i) {
+    gmr__pool_slot *s = gmr__pool_slot_at(a, i);
     while (s->cache_count > 0) {
       gmr__pool_block *b = s->cache[--s->cache_count];
       b->cached = false;
@@ -155,9 +154,9 @@ void gmr__pool_unfile(gmr__pool_arena *a, gmr__pool_block *b) {
     gmr__pool_deferred_drop(a, b);
     return;
   }
-  gmr__pool_slot *s = a->slots[b->slot];
+  gmr__pool_slot *s = gmr__pool_slot_at(a, b->slot);
   if (!b->cached) {
-    gmr__free_index_remove(&s->index, b);
+    gmr__free_index_remove(&s->index, &b->node);
     return;
   }
   for (uint32_t i = 0; i < s->cache_count; ++i) {
@@ -171,28 +170,31 @@ void gmr__pool_unfile(gmr__pool_arena *a, gmr__pool_block *b) {
 
 /* The better of the best fits of slot `si` and the shared slot. */
 gmr__pool_block *gmr__pool_find_fit(const gmr__pool_arena *a, uint32_t si, size_t need) {
-  gmr__pool_block *own = gmr__free_index_find(&a->slots[si]->index, need);
-  if (si == GMR__POOL_SHARED_SLOT || (own != NULL && own->size == need) ||
-      a->slots[GMR__POOL_SHARED_SLOT]->index.block_count == 0) {
+  const gmr__free_index *shared_index = &gmr__pool_slot_at(a, GMR__POOL_SHARED_SLOT)->index;
+  gmr__pool_block *own = gmr__pool_block_of(
+      gmr__free_index_find(&gmr__pool_slot_at(a, si)->index, need, GMR__POOL_UNIT));
+  if (si == GMR__POOL_SHARED_SLOT || (own != NULL && own->node.bytes == need) ||
+      shared_index->block_count == 0) {
     return own;
   }
-  gmr__pool_block *shared = gmr__free_index_find(&a->slots[GMR__POOL_SHARED_SLOT]->index, need);
+  gmr__pool_block *shared =
+      gmr__pool_block_of(gmr__free_index_find(shared_index, need, GMR__POOL_UNIT));
   if (own == NULL) return shared;
-  return shared != NULL && shared->size < own->size ? shared : own;
+  return shared != NULL && shared->node.bytes < own->node.bytes ? shared : own;
 }
 
 /* Split `b` after its first `size` bytes: b keeps them, and a new header,
- * returned, takes the rest. Pre: a header is reserved, size < b->size. */
+ * returned, takes the rest. Pre: a header is reserved, size < b->node.bytes. */
 static gmr__pool_block *split_after(gmr__pool_arena *a, gmr__pool_block *b, size_t size) {
   gmr__pool_block *rest = gmr__pool_header_take(a);
-  rest->addr = b->addr + size;
-  rest->size = b->size - size;
+  rest->node.addr = b->node.addr + size;
+  rest->node.bytes = b->node.bytes - size;
   rest->chunk = b->chunk;
   rest->phys_prev = b;
   rest->phys_next = b->phys_next;
   if (b->phys_next != NULL) b->phys_next->phys_prev = rest;
   b->phys_next = rest;
-  b->size = size;
+  b->node.bytes = size;
   return rest;
 }
 
@@ -205,18 +207,19 @@ static gmr__pool_block *split_after(gmr__pool_arena *a, gmr__pool_block *b, size
 gmr__pool_block *gmr__pool_take(gmr__pool_arena *a, gmr__pool_block *b, size_t size,
                                 size_t alignment) {
   uint32_t si = b->slot;
-  gmr__free_index *index = &a->slots[si]->index;
-  size_t pad = alignment > GMR__POOL_UNIT ? gmr__align_up(b->addr, alignment) - b->addr : 0;
+  gmr__free_index *index = &gmr__pool_slot_at(a, si)->index;
+  size_t pad =
+      alignment > GMR__POOL_UNIT ? gmr__align_up(b->node.addr, alignment) - b->node.addr : 0;
   if (pad == 0) {
-    if (b->size == size) {
-      gmr__free_index_remove(index, b);
+    if (b->node.bytes == size) {
+      gmr__free_index_remove(index, &b->node);
       b->is_free = false;
       return b;
     }
     /* A new header in front of b for the allocation; b keeps the rest. */
     gmr__pool_block *x = gmr__pool_header_take(a);
-    x->addr = b->addr;
-    x->size = size;
+    x->node.addr = b->node.addr;
+    x->node.bytes = size;
     x->chunk = b->chunk;
     x->phys_prev = b->phys_prev;
     x->phys_next = b;
@@ -226,21 +229,21 @@ gmr__pool_block *gmr__pool_take(gmr__pool_arena *a, gmr__pool_block *b, size_t s
       b->chunk->first = x;
     }
     b->phys_prev = x;
-    size_t old = b->size;
-    b->addr += size;
-    b->size -= size;
-    gmr__free_index_resized(index, b, old);
+    size_t old = b->node.bytes;
+    b->node.addr += size;
+    b->node.bytes -= size;
+    gmr__free_index_resized(index, &b->node, old);
     return x;
   }
   /* b keeps the padding; the allocation and the rest get new headers. */
-  size_t old = b->size;
+  size_t old = b->node.bytes;
   gmr__pool_block *x = split_after(a, b, pad);
-  gmr__free_index_resized(index, b, old);
-  if (x->size > size) {
+  gmr__free_index_resized(index, &b->node, old);
+  if (x->node.bytes > size) {
     gmr__pool_block *rest = split_after(a, x, size);
     rest->is_free = true;
     rest->slot = si;
-    gmr__free_index_insert(index, rest);
+    gmr__free_index_insert(index, &rest->node);
   }
   return x;
 }

@@ -22,14 +22,14 @@
 
 /* Free memory of the home arena, with no CUDA call other than relaxed-mode
  * queries (when `queries`). Pre: no lock held. */
-static bool take_free(gmr__pool_arena *a, const gmr__pool_request *r, bool queries,
-                      void **out_ptr, gmr_failure *failure, gmr_status *st) {
+static bool take_free(gmr__pool_arena *a, const gmr__pool_request *r, bool queries, void **out_ptr,
+                      gmr_failure *failure, gmr_status *st) {
   gmr__spin_lock_acquire(&a->lock);
   uint32_t si = 0;
   *st = gmr__pool_prepare(a, r, &si, failure);
   gmr__pool_block *b = NULL;
   if (*st == GMR_OK) {
-    gmr__pool_slot *slot = a->slots[si];
+    gmr__pool_slot *slot = gmr__pool_slot_at(a, si);
     if (r->alignment <= GMR__POOL_UNIT && (b = gmr__pool_cache_take(slot, r->size)) != NULL) {
       gmr__pool_hand_out_cached(a, b, r, out_ptr);
       gmr__spin_lock_release(&a->lock);

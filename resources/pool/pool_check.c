@@ -31,10 +31,12 @@ typedef struct index_visit {
   size_t count;
 } index_visit;
 
-static bool visit_free_block(void *ctx, const gmr__pool_block *b) {
+static bool visit_free_block(void *ctx, const gmr__free_node *n) {
   index_visit *v = ctx;
+  const gmr__pool_block *b = (const gmr__pool_block *)(const void *)n; /* its first member */
   v->count++;
-  return !b->cached && b->slot == v->slot && b->chunk != NULL && b->chunk->arena == v->arena;
+  return b->is_free && !b->cached && !b->deferred && b->slot == v->slot && b->chunk != NULL &&
+         b->chunk->arena == v->arena;
 }
 
 /* A free block may touch a free block of another slot, but never one of the
@@ -46,7 +48,8 @@ static bool touching_allowed(const gmr__pool_block *a, const gmr__pool_block *b)
 }
 
 static bool in_deferred(const gmr__pool_arena *a, const gmr__pool_block *b) {
-  for (const gmr__pool_block *d = a->deferred; d != NULL; d = d->free_next) {
+  for (const gmr__pool_block *d = a->deferred; d != NULL;
+       d = gmr__pool_block_of(d->node.free_next)) {
     if (d == b) return true;
   }
   return false;
@@ -69,44 +72,45 @@ static bool check_chunk(const gmr__pool_arena *a, uint32_t ai, const gmr__pool_c
   uintptr_t expect = c->base;
   const gmr__pool_block *prev = NULL;
   for (const gmr__pool_block *b = c->first; b != NULL; b = b->phys_next) {
-    if (b->addr != expect || b->chunk != c || b->phys_prev != prev || b->size == 0 ||
-        b->size % GMR__POOL_UNIT != 0) {
+    if (b->node.addr != expect || b->chunk != c || b->phys_prev != prev || b->node.bytes == 0 ||
+        b->node.bytes % GMR__POOL_UNIT != 0) {
       return violated(cs, "arena %u: block %#zx breaks the tiling of chunk %#zx", ai,
-                      (size_t)b->addr, (size_t)c->base);
+                      (size_t)b->node.addr, (size_t)c->base);
     }
     if (prev != NULL && !touching_allowed(prev, b)) {
       return violated(cs, "arena %u: free blocks %#zx (slot %u) and %#zx (slot %u) were not merged",
-                      ai, (size_t)prev->addr, prev->slot, (size_t)b->addr, b->slot);
+                      ai, (size_t)prev->node.addr, prev->slot, (size_t)b->node.addr, b->slot);
     }
-    bool mapped = gmr__block_map_find(&a->live, b->addr) == b;
+    bool mapped = gmr__block_map_find(&a->live, b->node.addr) == b;
     if (b->is_free) {
-      if (b->slot >= a->slot_count) return violated(cs, "arena %u: free block in no slot", ai);
+      if (b->slot >= a->slots.count) return violated(cs, "arena %u: free block in no slot", ai);
       if (b->deferred) {
         if (b->cached || b->uses == NULL || !in_deferred(a, b)) {
           return violated(cs, "arena %u: deferred block %#zx is not in the deferred list", ai,
-                          (size_t)b->addr);
+                          (size_t)b->node.addr);
         }
       } else if (b->cached) {
-        if (!in_cache(a->slots[b->slot], b)) {
+        if (!in_cache(gmr__pool_slot_at(a, b->slot), b)) {
           return violated(cs, "arena %u: cached block %#zx is not in its slot's cache", ai,
-                          (size_t)b->addr);
+                          (size_t)b->node.addr);
         }
       } else {
         ++*free_blocks;
       }
       if (mapped) {
-        return violated(cs, "arena %u: free block %#zx is in the live map", ai, (size_t)b->addr);
+        return violated(cs, "arena %u: free block %#zx is in the live map", ai,
+                        (size_t)b->node.addr);
       }
     } else {
       ++*live;
-      *in_use += b->size;
+      *in_use += b->node.bytes;
       *requested += b->request_bytes;
-      if (b->request_bytes == 0 || b->request_bytes > b->size || !mapped) {
+      if (b->request_bytes == 0 || b->request_bytes > b->node.bytes || !mapped) {
         return violated(cs, "arena %u: allocated block %#zx is not mapped or has no request", ai,
-                        (size_t)b->addr);
+                        (size_t)b->node.addr);
       }
     }
-    expect = b->addr + b->size;
+    expect = b->node.addr + b->node.bytes;
     prev = b;
   }
   if (expect != c->base + c->size) {
@@ -125,25 +129,26 @@ bool gmr__pool_check_arena(const gmr__pool_arena *a, uint32_t ai, char *err, siz
     if (!check_chunk(a, ai, c, &live, &in_use, &requested, &free_blocks, &cs)) return false;
   }
   size_t indexed = 0, deferred = 0, deferred_bytes = 0;
-  for (const gmr__pool_block *d = a->deferred; d != NULL; d = d->free_next) {
-    if (!d->deferred || !d->is_free || d->slot >= a->slot_count) {
+  for (const gmr__pool_block *d = a->deferred; d != NULL;
+       d = gmr__pool_block_of(d->node.free_next)) {
+    if (!d->deferred || !d->is_free || d->slot >= a->slots.count) {
       return violated(&cs, "arena %u: the deferred list holds a block that is not deferred", ai);
     }
     deferred++;
-    deferred_bytes += d->size;
+    deferred_bytes += d->node.bytes;
   }
   if (deferred != a->deferred_count || deferred_bytes != a->deferred_bytes) {
     return violated(&cs, "arena %u: %zu deferred blocks of %zu bytes, %zu counted", ai, deferred,
                     deferred_bytes, a->deferred_count);
   }
   size_t per_slot = 0;
-  for (uint32_t i = 0; i < a->slot_count; ++i) per_slot += a->slots[i]->deferred_count;
+  for (uint32_t i = 0; i < a->slots.count; ++i) per_slot += gmr__pool_slot_at(a, i)->deferred_count;
   if (per_slot != deferred) {
     return violated(&cs, "arena %u: the slots count %zu deferred blocks, the list %zu", ai,
                     per_slot, deferred);
   }
-  for (uint32_t i = 0; i < a->slot_count; ++i) {
-    const gmr__pool_slot *s = a->slots[i];
+  for (uint32_t i = 0; i < a->slots.count; ++i) {
+    const gmr__pool_slot *s = gmr__pool_slot_at(a, i);
     for (uint32_t k = 0; k < s->cache_count; ++k) {
       const gmr__pool_block *b = s->cache[k];
       if (!b->is_free || !b->cached || b->slot != i || b->chunk == NULL || b->chunk->arena != a) {
@@ -152,7 +157,7 @@ bool gmr__pool_check_arena(const gmr__pool_arena *a, uint32_t ai, char *err, siz
       }
     }
     index_visit v = {a, i, 0};
-    if (!gmr__free_index_check(&a->slots[i]->index, visit_free_block, &v)) {
+    if (!gmr__free_index_check(&gmr__pool_slot_at(a, i)->index, visit_free_block, &v)) {
       return violated(&cs, "arena %u: the free index of slot %u is inconsistent", ai, i);
     }
     indexed += v.count;

@@ -27,7 +27,7 @@ static size_t free_tail(const gmr__pool_chunk *c, uint32_t si) {
   const gmr__pool_block *b = last_block((gmr__pool_chunk *)c);
   bool mergeable = b->is_free && !b->cached && !b->deferred &&
                    (b->slot == si || b->slot == GMR__POOL_SHARED_SLOT);
-  return mergeable ? b->size : 0;
+  return mergeable ? b->node.bytes : 0;
 }
 
 bool gmr__pool_grow_in_place(gmr__pool_arena *a, const gmr__pool_request *r, size_t want,
@@ -56,7 +56,8 @@ bool gmr__pool_grow_in_place(gmr__pool_arena *a, const gmr__pool_request *r, siz
     }
   }
   size_t target = r->need > want ? r->need : want;
-  size_t add = gmr__align_up(target - (tail < target ? tail : 0), pool->config.chunk_granularity_bytes);
+  size_t add =
+      gmr__align_up(target - (tail < target ? tail : 0), pool->config.chunk_granularity_bytes);
   uintptr_t base = c->base;
   size_t old = c->size;
   gmr__pool_block *nb = gmr__pool_header_take(a); /* kept for the new bytes */
@@ -83,8 +84,8 @@ bool gmr__pool_grow_in_place(gmr__pool_arena *a, const gmr__pool_request *r, siz
   gmr__raise_peak(&pool->peak_held_bytes,
                   atomic_load_explicit(&pool->held_bytes, memory_order_relaxed));
   gmr__pool_block *last = last_block(c);
-  nb->addr = base + old;
-  nb->size = add;
+  nb->node.addr = base + old;
+  nb->node.bytes = add;
   nb->chunk = c;
   nb->phys_prev = last;
   nb->phys_next = NULL;
@@ -96,7 +97,8 @@ bool gmr__pool_grow_in_place(gmr__pool_arena *a, const gmr__pool_request *r, siz
     gmr__pool_file_free(a, si, nb); /* merged with the free tail */
     if (si != GMR__POOL_SHARED_SLOT) {
       /* Ordered on the stream the upstream extended on, as a new chunk is. */
-      gmr__stream_event_mark_freed(pool->cuda, &a->slots[si]->ev, true, &pool->events);
+      gmr__stream_event_mark_freed(pool->cuda, &gmr__pool_slot_at(a, si)->base.ev, true,
+                                   &pool->events);
     }
     gmr__pool_hand_out(a, gmr__pool_find_fit(a, si, r->need), r, out_ptr);
   } else {

@@ -53,8 +53,8 @@ static void attach_chunk(gmr__pool_arena *a, gmr__pool_chunk *c, uint32_t si) {
   }
   if (pool->arena_count > 1) gmr__pool_registry_insert(&pool->registry, c);
   gmr__pool_block *b = c->first;
-  b->addr = c->base;
-  b->size = c->size;
+  b->node.addr = c->base;
+  b->node.bytes = c->size;
   b->chunk = c;
   b->phys_prev = NULL;
   b->phys_next = NULL;
@@ -90,7 +90,8 @@ bool gmr__pool_add_chunk(gmr__pool_arena *a, uint32_t si, void *ptr, size_t byte
    * (cudaMallocAsync): the chunk is that stream's until an event covers it,
    * recorded now, while the stream surely exists. */
   if (si != GMR__POOL_SHARED_SLOT) {
-    gmr__stream_event_mark_freed(pool->cuda, &a->slots[si]->ev, true, &pool->events);
+    gmr__stream_event_mark_freed(pool->cuda, &gmr__pool_slot_at(a, si)->base.ev, true,
+                                 &pool->events);
   }
   return true;
 }
@@ -198,7 +199,7 @@ static gmr__pool_chunk *detach_free_for(gmr__pool_arena *a, uint32_t si, size_t 
 static size_t release_free_for(gmr__pool_arena *a, uint32_t si, size_t goal, bool only_if_enough) {
   gmr__spin_lock_acquire(&a->lock);
   gmr__pool_chunk *detached = detach_free_for(a, si, goal, only_if_enough);
-  gmr_stream stream = a->slots[si]->ev.key.stream;
+  gmr_stream stream = gmr__pool_slot_at(a, si)->base.ev.key.stream;
   gmr__spin_lock_release(&a->lock);
   size_t released = 0;
   (void)give_back(a, detached, si, stream, &released);
@@ -246,15 +247,15 @@ static size_t growth_bytes(const gmr_pool_resource *pool, const gmr__pool_arena 
 
 /* Serve the request from what `a` has now, events of other streams
  * included (never during capture). Pre: lock not held. */
-static bool take_now(gmr__pool_arena *a, const gmr__pool_request *r, void **out_ptr,
-                     size_t *want, gmr_failure *failure, gmr_status *st) {
+static bool take_now(gmr__pool_arena *a, const gmr__pool_request *r, void **out_ptr, size_t *want,
+                     gmr_failure *failure, gmr_status *st) {
   gmr__spin_lock_acquire(&a->lock);
   uint32_t si = 0;
   *st = gmr__pool_prepare(a, r, &si, failure);
   gmr__pool_block *b = NULL;
   if (*st == GMR_OK) {
     b = gmr__pool_find_fit(a, si, r->need);
-    if (b == NULL && !r->capturing && si != GMR__POOL_SHARED_SLOT && a->slot_count > 2) {
+    if (b == NULL && !r->capturing && si != GMR__POOL_SHARED_SLOT && a->slots.count > 2) {
       b = gmr__pool_from_other_streams(a, si, r->need);
     }
     if (b != NULL) gmr__pool_hand_out(a, b, r, out_ptr);
@@ -283,7 +284,7 @@ static gmr_status attach_and_take(gmr__pool_arena *a, const gmr__pool_request *r
   if (st != GMR_OK) {
     /* During capture the memory is on no stream (and the thread is relaxed). */
     GMR_IGNORE_STATUS(gmr_resource_deallocate(pool->upstream, ptr, bytes, GMR__POOL_UNIT,
-                                  r->capturing ? NULL : r->stream));
+                                              r->capturing ? NULL : r->stream));
     gmr__pool_held_release(pool, bytes);
   }
   return st;

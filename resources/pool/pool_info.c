@@ -24,18 +24,19 @@ static void arena_figures(const gmr__pool_arena *a, free_figures *f) {
   f->held_bytes += a->held_bytes;
   f->live_bytes += a->in_use_bytes;
   f->free_bytes += a->held_bytes - a->in_use_bytes;
-  for (uint32_t j = 0; j < a->slot_count; ++j) {
-    const gmr__pool_slot *slot = a->slots[j];
+  for (uint32_t j = 0; j < a->slots.count; ++j) {
+    const gmr__pool_slot *slot = gmr__pool_slot_at(a, j);
     f->block_count += slot->index.block_count + slot->cache_count;
     size_t largest = gmr__free_index_largest(&slot->index);
     for (uint32_t k = 0; k < slot->cache_count; ++k) {
-      if (slot->cache[k]->size > largest) largest = slot->cache[k]->size;
+      if (slot->cache[k]->node.bytes > largest) largest = slot->cache[k]->node.bytes;
     }
     if (largest > f->largest_bytes) f->largest_bytes = largest;
   }
   f->block_count += a->deferred_count;
-  for (const gmr__pool_block *b = a->deferred; b != NULL; b = b->free_next) {
-    if (b->size > f->largest_bytes) f->largest_bytes = b->size;
+  for (const gmr__pool_block *b = a->deferred; b != NULL;
+       b = gmr__pool_block_of(b->node.free_next)) {
+    if (b->node.bytes > f->largest_bytes) f->largest_bytes = b->node.bytes;
   }
 }
 
@@ -128,7 +129,7 @@ gmr_status gmr_pool_resource_get_stats(gmr_pool_resource *pool, gmr_pool_resourc
     s.in_use_bytes += a->in_use_bytes;
     s.requested_bytes += a->requested_bytes;
     s.in_use_count += a->in_use_count;
-    s.stream_count += a->slot_count - 1u;
+    s.stream_count += a->slots.count - 1u;
     s.deferred_block_count += a->deferred_count;
     gmr__spin_lock_release(&a->lock);
   }
@@ -169,8 +170,8 @@ gmr_status gmr_pool_resource_get_blocks(gmr_pool_resource *pool, gmr_pool_block_
         gmr_pool_block_info *info = &out[n];
         info->chunk = (void *)c->base;
         info->chunk_bytes = c->size;
-        info->addr = (void *)b->addr;
-        info->bytes = b->size;
+        info->addr = (void *)b->node.addr;
+        info->bytes = b->node.bytes;
         info->requested_bytes = b->is_free ? 0 : b->request_bytes;
         info->state = !b->is_free   ? GMR_POOL_BLOCK_ALLOCATED
                       : b->deferred ? GMR_POOL_BLOCK_DEFERRED

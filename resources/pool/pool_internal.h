@@ -5,7 +5,8 @@
  *   pool_lifecycle.c create (with messages), trim, destroy
  *   pool_info.c      statistics, get_memory_info, the failure record's free
  *                    figures, and the verdict on a bad free
- *   pool_arena.c     block headers, stream slots, arenas
+ *   pool_arena.c     block headers, the stream slots' parts that are the
+ *                    pool's (core/stream_slots.h has the table), arenas
  *   pool_blocks.c    filing free blocks (merging), the cache of recent frees,
  *                    best fit, carving an allocation
  *   pool_growth.c    held bytes, chunks in and out, the growth policy, growing
@@ -18,7 +19,8 @@
  *   pool_capture.c   allocate_capturing
  *   pool_registry.c  chunks by address, for frees from another arena
  *   pool_check.c     the invariant walk
- *   pool_free_index.c, pool_block_map.c: see their headers.
+ *   pool_block_map.h: see its banner. The free index of a slot is
+ *   core/free_index.h, its stream slots core/stream_slots.h.
  *
  * An arena owns chunks; a chunk is tiled by blocks (pool_block.h) in address
  * order; every free block sits in exactly one slot's free index or cache, or
@@ -26,7 +28,8 @@
  * arena's live map. Slot 0 of an arena is the shared slot: blocks whose last
  * user is known to be done, free for any stream (with stream ordering off, it
  * is the only slot). Slots 1.. belong to one stream each (its key: handle and
- * id, core/stream_event.h) and hold what was freed on that stream.
+ * id, core/stream_event.h) and hold what was freed on that stream; the
+ * arena's table of them (core/stream_slots.h) finds a stream's slot.
  *
  * Locks: each arena has a spin lock for its bookkeeping (held for tens of
  * nanoseconds, and around the rare event calls) and a mutex that serialises
@@ -49,24 +52,23 @@
 
 #include "core/cuda_layer.h"
 #include "core/event_cache.h"
+#include "core/free_index.h"
 #include "core/spin_lock.h"
 #include "core/stream_event.h"
 #include "core/stream_home.h"
+#include "core/stream_slots.h"
 #include "gmr/pool_resource.h"
 #include "resources/pool/pool_block.h"
 #include "resources/pool/pool_block_map.h"
-#include "resources/pool/pool_free_index.h"
 
 #define GMR__POOL_UNIT ((size_t)256)
-#define GMR__POOL_SHARED_SLOT 0u
+#define GMR__POOL_SHARED_SLOT GMR__STREAM_SLOT_SHARED
 #define GMR__POOL_MAX_ARENAS 64u
 /* Most recently freed blocks a slot can keep unmerged (config.recent_free_count). */
 #define GMR__POOL_CACHE_ENTRIES 32u
 /* Addresses an arena remembers as freed, to tell a double free from a
  * pointer that was never allocated (the bad-free path only). */
 #define GMR__POOL_RECENT_FREED 64u
-/* Empty stream slots an arena keeps before it reuses one for a new stream. */
-#define GMR__POOL_SLOT_REUSE_AT 32u
 
 typedef struct gmr__pool_arena gmr__pool_arena;
 
@@ -74,9 +76,9 @@ typedef struct gmr__pool_chunk {
   uintptr_t base;
   size_t size;
   gmr__pool_arena *arena;
-  gmr__pool_block *first;                /* the block at `base` */
-  void *nvtx_heap; /* config.nvtx_annotate: the chunk's NVTX heap (may be NULL) */
-  struct gmr__pool_chunk *prev, *next;   /* the arena's chunk list */
+  gmr__pool_block *first; /* the block at `base` */
+  void *nvtx_heap;        /* config.nvtx_annotate: the chunk's NVTX heap (may be NULL) */
+  struct gmr__pool_chunk *prev, *next; /* the arena's chunk list */
 } gmr__pool_chunk;
 
 /* The free blocks of one stream (or of the shared slot) and its event. The
@@ -84,11 +86,10 @@ typedef struct gmr__pool_chunk {
  * of exactly their size takes one back, the cache overflows, or a slow path
  * needs merged free space; every other free block is in `index`. */
 typedef struct gmr__pool_slot {
-  gmr__stream_event ev;
+  gmr__stream_slot base; /* first: its stream's key and event, retired (core/stream_slots.h) */
   gmr__free_index index;
-  size_t deferred_count; /* blocks freed on this stream waiting in the deferred list */
+  size_t deferred_count;      /* blocks freed on this stream waiting in the deferred list */
   uint64_t pending_query_seq; /* covered_seq of the last query that found work pending */
-  bool retired; /* its stream is known destroyed: its handle now names another stream */
   /* Scratch of the waits made with the spin lock released (pool_streams.c),
    * under the grow mutex: the key, coverage and event as they were. */
   gmr__stream_key snapshot_key;
@@ -105,25 +106,22 @@ struct gmr__pool_arena {
   gmr__spin_lock lock;
   pthread_mutex_t grow_lock;
   gmr_pool_resource *pool;
-  gmr__block_map live; /* allocated blocks by address */
-  gmr__pool_slot **slots; /* [0] is the shared slot */
-  uint32_t slot_count;
-  uint32_t slot_capacity;
-  uint32_t cached_slot; /* the slot of the last stream looked up (>= 1) */
+  gmr__block_map live;     /* allocated blocks by address */
+  gmr__stream_slots slots; /* of gmr__pool_slot; [0] is the shared slot */
   gmr__pool_chunk *chunks;
   size_t chunk_count;
   size_t held_bytes;
-  gmr__pool_block *spare_headers; /* recycled headers, linked by free_next */
+  gmr__pool_block *spare_headers; /* recycled headers, linked by node.free_next */
   size_t spare_count;
   gmr__header_slab *slabs;
   size_t in_use_bytes;
   size_t requested_bytes;
   size_t in_use_count;
   /* record_stream: freed blocks waiting for their streams' events. */
-  gmr__pool_block *deferred; /* linked by free_next / free_prev */
+  gmr__pool_block *deferred; /* linked by node.free_next / free_prev */
   size_t deferred_count;
   size_t deferred_bytes;
-  uint64_t sync_epoch; /* device synchronisations begun; deferred blocks remember it */
+  uint64_t sync_epoch;           /* device synchronisations begun; deferred blocks remember it */
   gmr__event_cache spare_events; /* events for record_stream, reused */
   uintptr_t recent_freed[GMR__POOL_RECENT_FREED];
   uint32_t recent_freed_next;
@@ -161,15 +159,20 @@ struct gmr_pool_resource {
 
 /* One request on its way through the steps of gmr/pool_resource.h. */
 typedef struct gmr__pool_request {
-  size_t bytes;       /* asked for */
-  size_t size;        /* rounded up to 256 bytes: the block's size */
-  size_t need;        /* size plus room to align it */
+  size_t bytes; /* asked for */
+  size_t size;  /* rounded up to 256 bytes: the block's size */
+  size_t need;  /* size plus room to align it */
   size_t alignment;
   gmr_stream stream;
   gmr__stream_key key;
-  bool key_known;     /* key.id learned in this call, or none needed (stream_event.h) */
-  bool capturing;     /* allocate_capturing: no stream-ordered call, relaxed mode */
+  bool key_known; /* key.id learned in this call, or none needed (stream_event.h) */
+  bool capturing; /* allocate_capturing: no stream-ordered call, relaxed mode */
 } gmr__pool_request;
+
+/* Slot `si` of arena `a`. */
+static inline gmr__pool_slot *gmr__pool_slot_at(const gmr__pool_arena *a, uint32_t si) {
+  return (gmr__pool_slot *)(void *)a->slots.items[si];
+}
 
 /* ---- pool_arena.c ---- */
 /* Make sure `count` headers can be taken without a host allocation. */
@@ -177,17 +180,26 @@ bool gmr__pool_reserve_headers(gmr__pool_arena *a, size_t count);
 /* A zeroed header; pre: one is reserved. */
 gmr__pool_block *gmr__pool_header_take(gmr__pool_arena *a);
 void gmr__pool_header_give(gmr__pool_arena *a, gmr__pool_block *b);
-/* The slot of the stream of `key` in `a`, created on first use; UINT32_MAX
- * without host memory; GMR__POOL_SHARED_SLOT with stream ordering off. A
- * slot of the same handle with another id belonged to a destroyed stream:
- * it is retired. */
-uint32_t gmr__pool_slot_of(gmr__pool_arena *a, gmr__stream_key key);
+/* The slot of the stream of `key` in `a`, created on first use
+ * (core/stream_slots.h: a slot of the same handle with another id belonged
+ * to a destroyed stream and is retired); UINT32_MAX without host memory;
+ * GMR__POOL_SHARED_SLOT with stream ordering off. Pre: lock held. */
+static inline uint32_t gmr__pool_slot_of(gmr__pool_arena *a, gmr__stream_key key) {
+  if (!a->pool->config.stream_ordered) return GMR__POOL_SHARED_SLOT;
+  return gmr__stream_slots_of(&a->slots, key);
+}
 /* The slot of `key` if `a` has one (never creates); UINT32_MAX if not. */
-uint32_t gmr__pool_find_slot(const gmr__pool_arena *a, gmr__stream_key key);
+static inline uint32_t gmr__pool_find_slot(const gmr__pool_arena *a, gmr__stream_key key) {
+  if (!a->pool->config.stream_ordered) return GMR__POOL_SHARED_SLOT;
+  return gmr__stream_slots_find(&a->slots, key);
+}
 /* The slot of the stream that last had handle `stream` (never creates; for a
  * call that does not know its stream's id, core/stream_event.h); UINT32_MAX
  * if none. With stream ordering off, the shared slot. */
-uint32_t gmr__pool_slot_for_handle(gmr__pool_arena *a, gmr_stream stream);
+static inline uint32_t gmr__pool_slot_for_handle(gmr__pool_arena *a, gmr_stream stream) {
+  if (!a->pool->config.stream_ordered) return GMR__POOL_SHARED_SLOT;
+  return gmr__stream_slots_for_handle(&a->slots, stream);
+}
 /* Whether a free block filed under slot `si` is free for anyone. */
 bool gmr__pool_slot_settled(const gmr__pool_arena *a, uint32_t si);
 /* Whether slot `si` holds no free block at all. */
@@ -221,8 +233,8 @@ gmr_status gmr__pool_prepare(gmr__pool_arena *a, const gmr__pool_request *r, uin
 void gmr__pool_hand_out(gmr__pool_arena *a, gmr__pool_block *b, const gmr__pool_request *r,
                         void **out_ptr);
 /* The same for a block of exactly the request's size taken out of a cache. */
-void gmr__pool_hand_out_cached(gmr__pool_arena *a, gmr__pool_block *b,
-                               const gmr__pool_request *r, void **out_ptr);
+void gmr__pool_hand_out_cached(gmr__pool_arena *a, gmr__pool_block *b, const gmr__pool_request *r,
+                               void **out_ptr);
 
 /* ---- pool_registry.c ---- */
 /* Promise a place to one chunk (false without host memory). */

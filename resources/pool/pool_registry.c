@@ -10,7 +10,6 @@
 
 #include "resources/pool/pool_internal.h"
 
-
 /* ---- registry ----------------------------------------------------------- */
 
 static size_t registry_position(const gmr__pool_registry *r, uintptr_t addr) {

@@ -15,8 +15,8 @@
 
 #include "core/failure.h"
 #include "core/nvtx_mem.h"
-#include "resources/pool/pool_internal.h"
 #include "core/thread_home.h"
+#include "resources/pool/pool_internal.h"
 
 static unsigned log2_of(size_t power_of_two) {
   return (unsigned)__builtin_ctzll((unsigned long long)power_of_two);
@@ -84,20 +84,20 @@ gmr_status gmr__pool_prepare(gmr__pool_arena *a, const gmr__pool_request *r, uin
   return GMR_OK;
 }
 
-void gmr__pool_hand_out_cached(gmr__pool_arena *a, gmr__pool_block *b,
-                               const gmr__pool_request *r, void **out_ptr) {
+void gmr__pool_hand_out_cached(gmr__pool_arena *a, gmr__pool_block *b, const gmr__pool_request *r,
+                               void **out_ptr) {
   b->is_free = false;
   b->request_bytes = r->bytes;
   b->request_alignment_log2 = log2_of(r->alignment);
   gmr__block_map_insert(&a->live, b);
-  a->in_use_bytes += b->size;
+  a->in_use_bytes += b->node.bytes;
   a->requested_bytes += r->bytes;
   a->in_use_count++;
-  /* The bytes asked for, not b->size: a write into the rounding is caught. */
+  /* The bytes asked for, not b->node.bytes: a write into the rounding is caught. */
   if (a->pool->config.nvtx_annotate) {
-    gmr__nvtx_mem_region_register(b->chunk->nvtx_heap, (void *)b->addr, r->bytes);
+    gmr__nvtx_mem_region_register(b->chunk->nvtx_heap, (void *)b->node.addr, r->bytes);
   }
-  *out_ptr = (void *)b->addr;
+  *out_ptr = (void *)b->node.addr;
 }
 
 void gmr__pool_hand_out(gmr__pool_arena *a, gmr__pool_block *b, const gmr__pool_request *r,
@@ -130,13 +130,13 @@ static step_result step_one_slot(gmr__pool_arena *a, const gmr__pool_request *r,
     *si = GMR__POOL_SHARED_SLOT;
     return SERVED;
   }
-  const gmr__pool_slot *slot = a->slots[*si];
+  const gmr__pool_slot *slot = gmr__pool_slot_at(a, *si);
   bool holds = slot->index.block_count > 0 || slot->cache_count > 0;
   /* By handle (the default) the handle's slot is the stream's own; with
    * stream_ids, its memory not known done is the stream's only once the id
    * says the slot's stream is still the one with the handle. */
   *id_matters = a->pool->stream_ids && *si != GMR__POOL_SHARED_SLOT && holds &&
-                !gmr__stream_event_settled(&slot->ev);
+                !gmr__stream_event_settled(&slot->base.ev);
   return *id_matters && !r->key_known ? NEED_ID : SERVED;
 }
 
@@ -155,9 +155,9 @@ static step_result step_one(gmr__pool_arena *a, const gmr__pool_request *r, void
     gmr__spin_lock_release(&a->lock);
     return res;
   }
-  gmr__pool_slot *slot = a->slots[si];
+  gmr__pool_slot *slot = gmr__pool_slot_at(a, si);
   if (si != GMR__POOL_SHARED_SLOT && r->key_known) {
-    gmr__stream_event_note_call(pool->cuda, &slot->ev, &pool->events);
+    gmr__stream_event_note_call(pool->cuda, &slot->base.ev, &pool->events);
   }
   gmr__pool_block *b = NULL;
   if (r->alignment <= GMR__POOL_UNIT && (b = gmr__pool_cache_take(slot, r->size)) != NULL) {
@@ -170,7 +170,7 @@ static step_result step_one(gmr__pool_arena *a, const gmr__pool_request *r, void
     gmr__pool_flush_caches(a); /* merged, the recent frees may hold a block large enough */
     b = gmr__pool_find_fit(a, si, r->need);
   }
-  if (b != NULL && b->size > r->need &&
+  if (b != NULL && b->node.bytes > r->need &&
       (a->deferred_count > 0 || gmr__pool_completion_unknown(a, si))) {
     b = NULL;
   }
@@ -193,7 +193,7 @@ static bool slow_steps(gmr__pool_arena *a, const gmr__pool_request *r, void **ou
     if (a->deferred_count > 0) (void)gmr__pool_process_deferred(a);
     if (si != GMR__POOL_SHARED_SLOT) (void)gmr__pool_collect_completed(a, si);
     b = gmr__pool_find_fit(a, si, r->need);
-    if (b == NULL && si != GMR__POOL_SHARED_SLOT && a->slot_count > 2) {
+    if (b == NULL && si != GMR__POOL_SHARED_SLOT && a->slots.count > 2) {
       b = gmr__pool_from_other_streams(a, si, r->need);
     }
     if (b != NULL) gmr__pool_hand_out(a, b, r, out_ptr);
@@ -231,8 +231,8 @@ static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignme
   st = gmr__pool_request_identify(pool, &r, failure);
   if (st != GMR_OK) return st;
   /* The slow path: nothing of it may touch a stream that captures a graph. */
-  bool capturing =
-      pool->config.stream_ordered && gmr__cuda_stream_is_capturing(pool->cuda, (cudaStream_t)stream);
+  bool capturing = pool->config.stream_ordered &&
+                   gmr__cuda_stream_is_capturing(pool->cuda, (cudaStream_t)stream);
   if (!capturing && slow_steps(a, &r, out_ptr, failure, &st)) return GMR_OK;
   if (st != GMR_OK) return gmr__pool_note_free_info(pool, failure, st);
   if (pool->arena_count > 1 && gmr__pool_take_from_other_arenas(pool, a, &r, out_ptr)) {
@@ -268,8 +268,8 @@ static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignme
 static uint32_t free_slot(gmr__pool_arena *a, gmr__stream_key key, bool known) {
   if (known) return gmr__pool_slot_of(a, key);
   uint32_t si = gmr__pool_slot_for_handle(a, key.stream);
-  if (si == UINT32_MAX ||
-      (si != GMR__POOL_SHARED_SLOT && gmr__stream_event_record_due(&a->slots[si]->ev))) {
+  if (si == UINT32_MAX || (si != GMR__POOL_SHARED_SLOT &&
+                           gmr__stream_event_record_due(&gmr__pool_slot_at(a, si)->base.ev))) {
     gmr__spin_lock_release(&a->lock);
     return NEED_ID_SLOT;
   }
@@ -321,13 +321,14 @@ static gmr_status pool_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
     gmr__block_map_remove(&a->live, addr);
     /* Before the block can merge or be handed out again. */
     if (pool->config.nvtx_annotate) gmr__nvtx_mem_region_unregister(ptr);
-    a->in_use_bytes -= b->size;
+    a->in_use_bytes -= b->node.bytes;
     a->requested_bytes -= bytes;
     a->in_use_count--;
     a->recent_freed[a->recent_freed_next++ % GMR__POOL_RECENT_FREED] = addr;
     if (b->uses == NULL || !gmr__pool_defer_free(a, si, b)) gmr__pool_cache_put(a, si, b);
     if (si != GMR__POOL_SHARED_SLOT) {
-      gmr__stream_event_mark_freed(pool->cuda, &a->slots[si]->ev, false, &pool->events);
+      gmr__stream_event_mark_freed(pool->cuda, &gmr__pool_slot_at(a, si)->base.ev, false,
+                                   &pool->events);
     }
     gmr__spin_lock_release(&a->lock);
     return GMR_OK;

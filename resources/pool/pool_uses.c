@@ -59,7 +59,7 @@ static void event_give(gmr__pool_arena *a, cudaEvent_t e) {
 bool gmr__pool_defer_free(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
   gmr_pool_resource *pool = a->pool;
   gmr__pool_uses *u = b->uses;
-  gmr__stream_key freeing = a->slots[si]->ev.key;
+  gmr__stream_key freeing = gmr__pool_slot_at(a, si)->base.ev.key;
   uint32_t kept = 0;
   for (uint32_t i = 0; i < u->count; ++i) {
     /* The freeing stream orders its own work already. */
@@ -95,29 +95,30 @@ bool gmr__pool_defer_free(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
   b->slot = si;
   b->request_bytes = 0;
   b->request_alignment_log2 = 0;
-  b->free_prev = NULL;
-  b->free_next = a->deferred;
-  if (a->deferred != NULL) a->deferred->free_prev = b;
+  b->node.free_prev = NULL;
+  b->node.free_next = gmr__pool_block_node(a->deferred);
+  if (a->deferred != NULL) a->deferred->node.free_prev = &b->node;
   a->deferred = b;
   a->deferred_count++;
-  a->deferred_bytes += b->size;
-  a->slots[si]->deferred_count++;
+  a->deferred_bytes += b->node.bytes;
+  gmr__pool_slot_at(a, si)->deferred_count++;
   return true;
 }
 
 /* Take deferred block `b` out of the list. */
 static void unlink_deferred(gmr__pool_arena *a, gmr__pool_block *b) {
-  if (b->free_prev != NULL) {
-    b->free_prev->free_next = b->free_next;
+  gmr__free_node *n = &b->node;
+  if (n->free_prev != NULL) {
+    n->free_prev->free_next = n->free_next;
   } else {
-    a->deferred = b->free_next;
+    a->deferred = gmr__pool_block_of(n->free_next);
   }
-  if (b->free_next != NULL) b->free_next->free_prev = b->free_prev;
-  b->free_prev = NULL;
-  b->free_next = NULL;
+  if (n->free_next != NULL) n->free_next->free_prev = n->free_prev;
+  n->free_prev = NULL;
+  n->free_next = NULL;
   a->deferred_count--;
-  a->deferred_bytes -= b->size;
-  a->slots[b->slot]->deferred_count--;
+  a->deferred_bytes -= b->node.bytes;
+  gmr__pool_slot_at(a, b->slot)->deferred_count--;
   b->deferred = false;
 }
 
@@ -144,7 +145,7 @@ bool gmr__pool_process_deferred(gmr__pool_arena *a) {
   bool filed = false;
   gmr__pool_block *next = NULL;
   for (gmr__pool_block *b = a->deferred; b != NULL; b = next) {
-    next = b->free_next;
+    next = gmr__pool_block_of(b->node.free_next);
     gmr__pool_uses *u = b->uses;
     bool done = !u->needs_device_sync;
     for (uint32_t i = 0; i < u->count && done; ++i) {
@@ -168,7 +169,7 @@ bool gmr__pool_process_deferred(gmr__pool_arena *a) {
 void gmr__pool_deferred_synchronized(gmr__pool_arena *a, uint64_t epoch) {
   gmr__pool_block *next = NULL;
   for (gmr__pool_block *b = a->deferred; b != NULL; b = next) {
-    next = b->free_next;
+    next = gmr__pool_block_of(b->node.free_next);
     if (b->uses->epoch < epoch) file_deferred(a, b);
   }
 }
@@ -199,8 +200,7 @@ gmr_status gmr__pool_record_stream(gmr_resource *self, void *ptr, gmr_stream str
   gmr_pool_resource *pool = (gmr_pool_resource *)self;
   gmr__stream_key key = {stream, 0};
   if (pool->config.stream_ordered) {
-    cudaError_t err =
-        gmr__stream_key_of(pool->cuda, pool->events_mode, stream, &key);
+    cudaError_t err = gmr__stream_key_of(pool->cuda, pool->events_mode, stream, &key);
     if (err != cudaSuccess) return gmr__status_from_cuda(err);
   }
   gmr__pool_arena *a = NULL;

@@ -10,13 +10,15 @@
  *   FREE    free bytes whose pages are all mapped, filed under a stream slot
  *           (reusable at once by that stream) or the shared slot (its
  *           stream's work is known done: reusable by any stream), in that
- *           slot's two-level segregated-fit (TLSF) index;
+ *           slot's two-level segregated-fit (TLSF) index (core/free_index.h);
  *   HOLE    (native only) reserved VA with no page mapped; page-aligned;
  *   ASLEEP  (native only) a live allocation whose pages sleep gave back.
  * A FREE region waiting for record_stream events is "blocked": in no index.
  *
  * Files:
- *   vmm_fine_index.c   regions, the TLSF index, stream slots, merging
+ *   vmm_fine_index.c   regions, filing them in the slots' indexes, what stream
+ *                      slots hold beyond the table of core/stream_slots.h,
+ *                      merging
  *   vmm_fine_alloc.c   allocate (fast path, other streams), free, bad frees,
  *                      record_stream, extend, the live map
  *   vmm_fine_native.c  native mode's slow path: windows of free and
@@ -51,19 +53,17 @@
 
 #include "core/cuda_layer.h"
 #include "core/cuda_vmm.h"
+#include "core/free_index.h"
 #include "core/spin_lock.h"
 #include "core/stream_event.h"
+#include "core/stream_slots.h"
 #include "core/u64_map.h"
 #include "gmr/vmm_pool_resource.h"
 
 /* Placement granularity: every region starts and ends on it. */
-#define VMF_UNIT ((size_t)256)
-/* TLSF: second-level bins per power of two (about 3% apart). */
-#define VMF_SL_BITS 5u
-#define VMF_SL_COUNT (1u << VMF_SL_BITS)
-#define VMF_FL_COUNT 58u
+#define VMF_UNIT GMR__FREE_INDEX_UNIT
 /* The shared slot: free regions any stream may take. */
-#define VMF_SHARED 0u
+#define VMF_SHARED GMR__STREAM_SLOT_SHARED
 
 typedef enum vmf_state {
   VMF_HOLE = GMR_VMM_POOL_REGION_HOLE,
@@ -91,10 +91,10 @@ typedef struct vmf_extra {
 } vmf_extra;
 
 struct vmf_region {
-  uintptr_t addr;
-  size_t bytes;
-  vmf_region *prev, *next;         /* address order within the arena */
-  vmf_region *bin_prev, *bin_next; /* FREE: its TLSF bin or the blocked list */
+  /* First: addr and bytes (unit multiples) and, while FREE, the links of its
+   * slot's index (core/free_index.h) or of the blocked list. */
+  gmr__free_node node;
+  vmf_region *prev, *next; /* address order within the arena */
   vmf_arena *arena;
   gmr_stream stream;      /* LIVE/ASLEEP: the allocating stream */
   size_t requested_bytes; /* LIVE/ASLEEP: as asked; a free must name it exactly */
@@ -127,17 +127,16 @@ struct vmf_arena {
 
 /* The free regions filed under one stream (or the shared slot). */
 typedef struct vmf_slot {
-  gmr__stream_event ev; /* unused for the shared slot */
-  /* Its handle went to another stream (a call learned another id): no call
-   * finds it any more; its memory goes to others through its event or a
-   * device synchronisation, then the empty slot serves a new stream. */
-  bool retired;
-  uint64_t fl_bitmap;
-  uint32_t sl_bitmap[VMF_FL_COUNT];
-  vmf_region *bins[VMF_FL_COUNT][VMF_SL_COUNT];
-  size_t free_bytes;
-  size_t free_count;
+  /* First: its stream's key and event (unused for the shared slot), and
+   * retired: its handle went to another stream (a call learned another id),
+   * core/stream_slots.h. */
+  gmr__stream_slot base;
+  gmr__free_index index; /* its FREE regions, not blocked */
 } vmf_slot;
+
+/* The region whose node `n` is (NULL for NULL), and back. */
+static inline vmf_region *gmr__vmf_region_of(gmr__free_node *n) { return (vmf_region *)(void *)n; }
+static inline gmr__free_node *gmr__vmf_node(vmf_region *r) { return r != NULL ? &r->node : NULL; }
 
 /* Counters for gmr_vmm_pool_resource_stats. */
 typedef struct vmf_counts {
@@ -208,11 +207,9 @@ struct vmf_engine {
   vmf_arena *arenas, *last_arena;
   size_t arena_count;
   size_t next_arena_index;
-  vmf_slot **slots;
-  gmr_stream *slot_streams; /* slot i serves slot_streams[i] ([0]: shared, unused) */
-  size_t slot_count, slot_capacity;
-  size_t last_slot; /* cache of the last lookup */
-  size_t stream_slot_count; /* slots serving a stream (not retired; the shared one not counted) */
+  /* Of vmf_slot, keyed by handle; [0] is the shared slot; slots.active:
+   * those serving a stream (the second one turns recording at every free on). */
+  gmr__stream_slots slots;
   /* address -> region (LIVE, ASLEEP), or VMF_FREED (an address freed and
    * not handed out since: the other live.count - live_count - asleep_count) */
   gmr__u64_map live;
@@ -235,6 +232,11 @@ struct vmf_engine {
   vmf_counts counts;
   gmr__stream_event_counts events;
 };
+
+/* Slot `i` of engine `e`. */
+static inline vmf_slot *gmr__vmf_slot(const vmf_engine *e, uint32_t i) {
+  return (vmf_slot *)(void *)e->slots.items[i];
+}
 
 /* The live map's value for an address freed and not handed out since. */
 #define VMF_FREED ((uint64_t)1)
@@ -276,6 +278,9 @@ void gmr__vmf_split(vmf_engine *e, vmf_region *r, size_t bytes, vmf_region *tail
 /* Remove r->next and add its bytes to r; the caller has unfiled both. */
 void gmr__vmf_absorb_next(vmf_engine *e, vmf_region *r);
 
+/* The engine's table of stream slots with its shared slot (gmr__vmf_init);
+ * false when host memory ran out (nothing to free then). */
+bool gmr__vmf_slots_init(vmf_engine *e);
 /* The slot serving `stream`; creates it. VMF_SHARED never. Returns false
  * when host memory ran out. */
 bool gmr__vmf_slot_of(vmf_engine *e, gmr_stream stream, uint32_t *slot);
@@ -288,13 +293,24 @@ bool gmr__vmf_find_slot(vmf_engine *e, gmr_stream stream, uint32_t *slot);
  * false: the id could not be learned or no slot made (record nothing). */
 bool gmr__vmf_slot_check(vmf_engine *e, gmr_stream stream, uint32_t *slot);
 
-/* TLSF filing of FREE regions. */
-void gmr__vmf_bin_insert(vmf_engine *e, vmf_region *r);
-void gmr__vmf_bin_remove(vmf_engine *e, vmf_region *r);
+/* Filing of FREE regions in their slot's index (core/free_index.h). */
+static inline void gmr__vmf_bin_insert(vmf_engine *e, vmf_region *r) {
+  gmr__free_index_insert(&gmr__vmf_slot(e, r->slot)->index, &r->node);
+  r->binned = true;
+}
+static inline void gmr__vmf_bin_remove(vmf_engine *e, vmf_region *r) {
+  gmr__free_index_remove(&gmr__vmf_slot(e, r->slot)->index, &r->node);
+  r->binned = false;
+}
 /* The best fitting region of `slot` for `bytes` (with `alignment`), or NULL. */
-vmf_region *gmr__vmf_bin_find(vmf_engine *e, uint32_t slot, size_t bytes, size_t alignment);
+static inline vmf_region *gmr__vmf_bin_find(vmf_engine *e, uint32_t slot, size_t bytes,
+                                            size_t alignment) {
+  return gmr__vmf_region_of(gmr__free_index_find(&gmr__vmf_slot(e, slot)->index, bytes, alignment));
+}
 /* Any region of `slot`, or NULL (for draining a slot). */
-vmf_region *gmr__vmf_bin_any(vmf_engine *e, uint32_t slot);
+static inline vmf_region *gmr__vmf_bin_any(vmf_engine *e, uint32_t slot) {
+  return gmr__vmf_region_of(gmr__free_index_any(&gmr__vmf_slot(e, slot)->index));
+}
 
 /* r (FREE, unfiled, not blocked) joins slot `slot`: merged with its FREE
  * neighbours of that slot or the shared one, then filed. Returns the merged

@@ -77,15 +77,15 @@ gmr_status gmr__vmf_verdict(vmf_engine *e, const void *ptr) {
 vmf_region *gmr__vmf_take(vmf_engine *e, vmf_region *r, size_t bytes, size_t alignment,
                           gmr_stream stream) {
   if (alignment > VMF_UNIT) {
-    uintptr_t start = (r->addr + alignment - 1) & ~(uintptr_t)(alignment - 1);
-    if (start > r->addr) {
+    uintptr_t start = (r->node.addr + alignment - 1) & ~(uintptr_t)(alignment - 1);
+    if (start > r->node.addr) {
       vmf_region *tail = gmr__vmf_region_new(e); /* reserved by the caller */
-      gmr__vmf_split(e, r, start - r->addr, tail);
+      gmr__vmf_split(e, r, start - r->node.addr, tail);
       gmr__vmf_bin_insert(e, r); /* the bytes before stay free */
       r = tail;
     }
   }
-  if (r->bytes > bytes) {
+  if (r->node.bytes > bytes) {
     vmf_region *tail = gmr__vmf_region_new(e);
     gmr__vmf_split(e, r, bytes, tail);
     gmr__vmf_bin_insert(e, tail); /* the rest stays free, in r's slot */
@@ -93,8 +93,8 @@ vmf_region *gmr__vmf_take(vmf_engine *e, vmf_region *r, size_t bytes, size_t ali
   gmr__vmf_set_state(e, r, VMF_LIVE);
   r->stream = stream;
   r->tag = e->default_tag;
-  (void)gmr__u64_map_put(&e->live, (uint64_t)r->addr, (uint64_t)(uintptr_t)r); /* reserved */
-  e->live_bytes += r->bytes;
+  (void)gmr__u64_map_put(&e->live, (uint64_t)r->node.addr, (uint64_t)(uintptr_t)r); /* reserved */
+  e->live_bytes += r->node.bytes;
   e->live_count++;
   if (e->live_bytes > e->peak_live_bytes) e->peak_live_bytes = e->live_bytes;
   return r;
@@ -106,12 +106,12 @@ vmf_region *gmr__vmf_take(vmf_engine *e, vmf_region *r, size_t bytes, size_t ali
  * during a capture: the legacy stream would join it); else query only the
  * events already recorded. */
 static void settle_except(vmf_engine *e, uint32_t except, bool record) {
-  for (size_t i = 1; i < e->slot_count; ++i) {
-    vmf_slot *s = e->slots[i];
-    if (i == except || s->free_count == 0) continue;
-    if (!record && gmr__stream_event_fresh(&s->ev)) continue;
-    if (gmr__stream_event_settle(e->cuda, &s->ev, &e->events) != cudaSuccess) continue;
-    if (gmr__stream_event_query(e->cuda, &s->ev, &e->events)) {
+  for (size_t i = 1; i < e->slots.count; ++i) {
+    vmf_slot *s = gmr__vmf_slot(e, i);
+    if (i == except || s->index.block_count == 0) continue;
+    if (!record && gmr__stream_event_fresh(&s->base.ev)) continue;
+    if (gmr__stream_event_settle(e->cuda, &s->base.ev, &e->events) != cudaSuccess) continue;
+    if (gmr__stream_event_query(e->cuda, &s->base.ev, &e->events)) {
       gmr__vmf_move_slot(e, (uint32_t)i, VMF_SHARED);
     }
   }
@@ -121,10 +121,10 @@ void gmr__vmf_settle_all(vmf_engine *e, bool record) { settle_except(e, VMF_SHAR
 
 size_t gmr__vmf_fresh_bytes(const vmf_engine *e, uint32_t except) {
   size_t bytes = 0;
-  for (size_t i = 1; i < e->slot_count; ++i) {
-    const vmf_slot *s = e->slots[i];
-    if (i == except || s->ev.lazy || !gmr__stream_event_fresh(&s->ev)) continue;
-    bytes += s->free_bytes;
+  for (size_t i = 1; i < e->slots.count; ++i) {
+    const vmf_slot *s = gmr__vmf_slot(e, i);
+    if (i == except || s->base.ev.lazy || !gmr__stream_event_fresh(&s->base.ev)) continue;
+    bytes += s->index.bytes;
   }
   return bytes;
 }
@@ -132,9 +132,10 @@ size_t gmr__vmf_fresh_bytes(const vmf_engine *e, uint32_t except) {
 /* Whether a stream (but `except`) whose frees no record covers holds a
  * region that fits: only then is a device synchronisation worth making. */
 static bool fresh_fit(vmf_engine *e, uint32_t except, size_t bytes, size_t alignment) {
-  for (size_t i = 1; i < e->slot_count; ++i) {
-    const vmf_slot *s = e->slots[i];
-    if (i == except || s->ev.lazy || s->free_count == 0 || !gmr__stream_event_fresh(&s->ev)) {
+  for (size_t i = 1; i < e->slots.count; ++i) {
+    const vmf_slot *s = gmr__vmf_slot(e, i);
+    if (i == except || s->base.ev.lazy || s->index.block_count == 0 ||
+        !gmr__stream_event_fresh(&s->base.ev)) {
       continue;
     }
     if (gmr__vmf_bin_find(e, (uint32_t)i, bytes, alignment) != NULL) return true;
@@ -143,16 +144,16 @@ static bool fresh_fit(vmf_engine *e, uint32_t except, size_t bytes, size_t align
 }
 
 cudaError_t gmr__vmf_synchronize_fresh(vmf_engine *e) {
-  uint64_t *seq = calloc(e->slot_count, sizeof *seq);
+  uint64_t *seq = calloc(e->slots.count, sizeof *seq);
   if (seq == NULL) return cudaErrorMemoryAllocation;
-  for (size_t i = 1; i < e->slot_count; ++i) seq[i] = e->slots[i]->ev.free_seq;
+  for (size_t i = 1; i < e->slots.count; ++i) seq[i] = gmr__vmf_slot(e, i)->base.ev.free_seq;
   atomic_fetch_add_explicit(&e->events.device_synchronize_count, 1, memory_order_relaxed);
   cudaError_t err = e->cuda->device_synchronize();
   if (err == cudaSuccess) {
-    for (size_t i = 1; i < e->slot_count; ++i) {
-      vmf_slot *s = e->slots[i];
-      gmr__stream_event_device_synchronized(&s->ev, seq[i]);
-      if (s->free_count > 0 && gmr__stream_event_settled(&s->ev)) {
+    for (size_t i = 1; i < e->slots.count; ++i) {
+      vmf_slot *s = gmr__vmf_slot(e, i);
+      gmr__stream_event_device_synchronized(&s->base.ev, seq[i]);
+      if (s->index.block_count > 0 && gmr__stream_event_settled(&s->base.ev)) {
         gmr__vmf_move_slot(e, (uint32_t)i, VMF_SHARED);
       }
     }
@@ -165,12 +166,12 @@ cudaError_t gmr__vmf_synchronize_fresh(vmf_engine *e) {
  * that stream's regions. Returns the region found, or NULL. */
 static vmf_region *wait_for_other(vmf_engine *e, uint32_t slot, gmr_stream stream, size_t bytes,
                                   size_t alignment) {
-  for (size_t i = 1; i < e->slot_count; ++i) {
-    vmf_slot *s = e->slots[i];
-    if (i == slot || s->free_count == 0) continue;
+  for (size_t i = 1; i < e->slots.count; ++i) {
+    vmf_slot *s = gmr__vmf_slot(e, i);
+    if (i == slot || s->index.block_count == 0) continue;
     if (gmr__vmf_bin_find(e, (uint32_t)i, bytes, alignment) == NULL) continue;
-    if (gmr__stream_event_settle(e->cuda, &s->ev, &e->events) != cudaSuccess) continue;
-    if (gmr__stream_event_wait(e->cuda, &s->ev, stream, &e->events) != cudaSuccess) continue;
+    if (gmr__stream_event_settle(e->cuda, &s->base.ev, &e->events) != cudaSuccess) continue;
+    if (gmr__stream_event_wait(e->cuda, &s->base.ev, stream, &e->events) != cudaSuccess) continue;
     gmr__vmf_move_slot(e, (uint32_t)i, slot);
     return gmr__vmf_bin_find(e, slot, bytes, alignment);
   }
@@ -193,20 +194,21 @@ static bool blockers_done(vmf_engine *e, vmf_extra *x, bool host_wait) {
 }
 
 static void blocked_remove(vmf_engine *e, vmf_region *r) {
-  if (r->bin_prev != NULL) {
-    r->bin_prev->bin_next = r->bin_next;
+  gmr__free_node *n = &r->node;
+  if (n->free_prev != NULL) {
+    n->free_prev->free_next = n->free_next;
   } else {
-    e->blocked = r->bin_next;
+    e->blocked = gmr__vmf_region_of(n->free_next);
   }
-  if (r->bin_next != NULL) r->bin_next->bin_prev = r->bin_prev;
-  r->bin_prev = r->bin_next = NULL;
+  if (n->free_next != NULL) n->free_next->free_prev = n->free_prev;
+  n->free_prev = n->free_next = NULL;
   r->blocked = false;
 }
 
 void gmr__vmf_unblock(vmf_engine *e, bool host_wait) {
   vmf_region *next = NULL;
   for (vmf_region *r = e->blocked; r != NULL; r = next) {
-    next = r->bin_next;
+    next = gmr__vmf_region_of(r->node.free_next);
     if (!blockers_done(e, r->extra, host_wait)) continue;
     blocked_remove(e, r);
     gmr__vmf_free_extra(e, r);
@@ -270,7 +272,7 @@ static vmf_region *find_usable(vmf_engine *e, uint32_t slot, size_t bytes, size_
   vmf_region *shared = gmr__vmf_bin_find(e, VMF_SHARED, bytes, alignment);
   if (own == NULL) return shared;
   if (shared == NULL) return own;
-  return shared->bytes < own->bytes ? shared : own;
+  return shared->node.bytes < own->node.bytes ? shared : own;
 }
 
 /* Steps 2-4, with CUDA calls: the device current, relaxed capture mode
@@ -294,9 +296,9 @@ static gmr_status allocate_slow(vmf_engine *e, size_t bytes, size_t alignment, g
       /* Frees during a capture could not record this stream's event; the
        * stream is named now, so it exists: record it, so that its memory can
        * go to other streams once done. */
-      if (gmr__stream_event_fresh(&e->slots[slot]->ev) && !e->slots[slot]->ev.lazy &&
-          gmr__vmf_slot_check(e, stream, &slot)) {
-        gmr__stream_event_mark_freed(e->cuda, &e->slots[slot]->ev, true, &e->events);
+      if (gmr__stream_event_fresh(&gmr__vmf_slot(e, slot)->base.ev) &&
+          !gmr__vmf_slot(e, slot)->base.ev.lazy && gmr__vmf_slot_check(e, stream, &slot)) {
+        gmr__stream_event_mark_freed(e->cuda, &gmr__vmf_slot(e, slot)->base.ev, true, &e->events);
       }
       settle_except(e, slot, true);
       r = find_usable(e, slot, bytes, alignment);
@@ -355,7 +357,7 @@ bool gmr__vmf_take_cached(vmf_engine *e, size_t bytes, size_t alignment, gmr_str
     r = gmr__vmf_take(e, r, n, align, stream);
     r->requested_bytes = bytes;
     r->alignment = alignment;
-    *out_ptr = (void *)r->addr;
+    *out_ptr = (void *)r->node.addr;
   }
   gmr__vmf_unlock(e);
   return r != NULL;
@@ -392,10 +394,10 @@ gmr_status gmr__vmf_allocate_ex(vmf_engine *e, size_t bytes, size_t alignment, g
   gmr_status st = GMR_OK;
   /* Another stream asked for this stream's fresh memory: record now (the
    * stream surely exists during this call), its id checked first. */
-  vmf_slot *own = e->slots[slot];
-  if (own->ev.demand && gmr__stream_event_fresh(&own->ev) && !own->ev.lazy &&
+  vmf_slot *own = gmr__vmf_slot(e, slot);
+  if (own->base.ev.demand && gmr__stream_event_fresh(&own->base.ev) && !own->base.ev.lazy &&
       gmr__vmf_slot_check(e, stream, &slot)) {
-    gmr__stream_event_note_call(e->cuda, &e->slots[slot]->ev, &e->events);
+    gmr__stream_event_note_call(e->cuda, &gmr__vmf_slot(e, slot)->base.ev, &e->events);
   }
   /* PyTorch's record_stream reuse (as gmr's pool): regions whose recorded
    * uses are done are filed again before the search, so the freeing
@@ -412,7 +414,7 @@ gmr_status gmr__vmf_allocate_ex(vmf_engine *e, size_t bytes, size_t alignment, g
     r = gmr__vmf_take(e, r, n, align, stream);
     r->requested_bytes = bytes;
     r->alignment = alignment; /* as asked: a free must name the same */
-    *out_ptr = (void *)r->addr;
+    *out_ptr = (void *)r->node.addr;
   } else if (!*would_grow) {
     gmr__vmf_fill_free_info(e, failure);
   }
@@ -437,7 +439,7 @@ static gmr_status check_free(vmf_engine *e, const void *ptr, size_t bytes, size_
 }
 
 static void forget_live(vmf_engine *e, vmf_region *r) {
-  (void)gmr__u64_map_put(&e->live, (uint64_t)r->addr, VMF_FREED); /* replaces: no growth */
+  (void)gmr__u64_map_put(&e->live, (uint64_t)r->node.addr, VMF_FREED); /* replaces: no growth */
   r->requested_bytes = 0;
   r->stream = NULL;
 }
@@ -445,9 +447,9 @@ static void forget_live(vmf_engine *e, vmf_region *r) {
 /* An asleep allocation has no pages to free: it becomes free memory that
  * wake makes whole again. */
 static void free_asleep(vmf_engine *e, vmf_region *r, uint32_t slot) {
-  if (r->extra != NULL && r->extra->saved != NULL) e->saved_bytes -= r->bytes;
+  if (r->extra != NULL && r->extra->saved != NULL) e->saved_bytes -= r->node.bytes;
   gmr__vmf_free_extra(e, r);
-  e->asleep_bytes -= r->bytes;
+  e->asleep_bytes -= r->node.bytes;
   e->asleep_count--;
   forget_live(e, r);
   gmr__vmf_set_state(e, r, VMF_FREE);
@@ -469,8 +471,8 @@ gmr_status gmr__vmf_deallocate(vmf_engine *e, void *ptr, size_t bytes, size_t al
    * stays this stream's, reached by others through a device
    * synchronisation). */
   bool record_ok = true;
-  if (st == GMR_OK && !e->slots[slot]->ev.lazy) {
-    const gmr__stream_event *ev = &e->slots[slot]->ev;
+  if (st == GMR_OK && !gmr__vmf_slot(e, slot)->base.ev.lazy) {
+    const gmr__stream_event *ev = &gmr__vmf_slot(e, slot)->base.ev;
     bool due = gmr__stream_event_record_due(ev);
     bool fresh = gmr__stream_event_fresh(ev);
     if (due == fresh) record_ok = gmr__vmf_slot_check(e, stream, &slot);
@@ -493,12 +495,12 @@ gmr_status gmr__vmf_deallocate(vmf_engine *e, void *ptr, size_t bytes, size_t al
   /* Reuse by other streams waits for this stream's work (recorded now on a
    * created stream, lazily on a default one). */
   if (record_ok) {
-    gmr__stream_event_mark_freed(e->cuda, &e->slots[slot]->ev, false, &e->events);
+    gmr__stream_event_mark_freed(e->cuda, &gmr__vmf_slot(e, slot)->base.ev, false, &e->events);
   } else {
-    e->slots[slot]->ev.free_seq++; /* fresh: not covered by a record */
+    gmr__vmf_slot(e, slot)->base.ev.free_seq++; /* fresh: not covered by a record */
   }
   forget_live(e, r);
-  e->live_bytes -= r->bytes;
+  e->live_bytes -= r->node.bytes;
   e->live_count--;
   gmr__vmf_free_extra(e, r);
   gmr__vmf_set_state(e, r, VMF_FREE);
@@ -509,9 +511,9 @@ gmr_status gmr__vmf_deallocate(vmf_engine *e, void *ptr, size_t bytes, size_t al
       x->blocker_count = blocker_count;
       r->slot = slot;
       r->blocked = true;
-      r->bin_prev = NULL;
-      r->bin_next = e->blocked;
-      if (e->blocked != NULL) e->blocked->bin_prev = r;
+      r->node.free_prev = NULL;
+      r->node.free_next = gmr__vmf_node(e->blocked);
+      if (e->blocked != NULL) e->blocked->node.free_prev = &r->node;
       e->blocked = r;
       blockers = NULL;
     }
@@ -561,7 +563,7 @@ gmr_status gmr__vmf_set_tag(vmf_engine *e, void *ptr, uint32_t tag) {
 
 void gmr__vmf_grow_into_next(vmf_engine *e, vmf_region *r, size_t grow_bytes) {
   vmf_region *n = r->next;
-  if (n->bytes > grow_bytes) {
+  if (n->node.bytes > grow_bytes) {
     vmf_region *tail = gmr__vmf_region_new(e); /* reserved by the caller */
     gmr__vmf_split(e, n, grow_bytes, tail);
     gmr__vmf_bin_insert(e, tail); /* the rest stays free, in n's slot */
@@ -585,7 +587,7 @@ gmr_status gmr__vmf_extend(vmf_engine *e, void *ptr, size_t bytes, size_t new_by
     return busy_asleep(failure);
   }
   size_t want = gmr__align_up(new_bytes, VMF_UNIT);
-  size_t grow = want > r->bytes ? want - r->bytes : 0;
+  size_t grow = want > r->node.bytes ? want - r->node.bytes : 0;
   uint32_t slot = 0;
   if (grow > 0 && (!gmr__vmf_slot_of(e, stream, &slot) || !gmr__vmf_reserve_regions(e, 4))) {
     gmr__vmf_unlock(e);
@@ -597,7 +599,7 @@ gmr_status gmr__vmf_extend(vmf_engine *e, void *ptr, size_t bytes, size_t new_by
                 (n->slot == slot || n->slot == VMF_SHARED);
   if (grow == 0) {
     st = GMR_OK;
-  } else if (usable && n->bytes >= grow) {
+  } else if (usable && n->node.bytes >= grow) {
     gmr__vmf_bin_remove(e, n);
     gmr__vmf_grow_into_next(e, r, grow);
   } else if (e->chunked) {

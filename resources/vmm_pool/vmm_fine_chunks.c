@@ -59,7 +59,7 @@ gmr_status gmr__vmf_chunk_trim(vmf_engine *e, size_t *released_bytes) {
     }
     gmr__vmf_bin_remove(e, r);
     gmr__vmf_set_state(e, r, VMF_HOLE);
-    e->hole_bytes -= r->bytes;
+    e->hole_bytes -= r->node.bytes;
     e->hole_count--;
     gmr__vmf_region_put(e, r);
     gmr__vmf_arena_unlink(e, a);

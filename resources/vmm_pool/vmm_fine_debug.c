@@ -18,22 +18,19 @@ static size_t free_total(const vmf_engine *e) {
 
 static size_t free_count(const vmf_engine *e) {
   size_t n = 0;
-  for (size_t i = 0; i < e->slot_count; ++i) n += e->slots[i]->free_count;
-  for (const vmf_region *r = e->blocked; r != NULL; r = r->bin_next) n++;
+  for (uint32_t i = 0; i < e->slots.count; ++i) n += gmr__vmf_slot(e, i)->index.block_count;
+  for (const vmf_region *r = e->blocked; r != NULL; r = gmr__vmf_region_of(r->node.free_next)) {
+    n++;
+  }
   return n;
 }
 
-/* The largest free region: the largest bin's largest member, per slot. */
+/* The largest free region: the largest of each slot's index. */
 static size_t largest_free(const vmf_engine *e) {
   size_t best = 0;
-  for (size_t i = 0; i < e->slot_count; ++i) {
-    const vmf_slot *s = e->slots[i];
-    if (s->fl_bitmap == 0) continue;
-    unsigned fl = 63u - (unsigned)__builtin_clzll(s->fl_bitmap);
-    unsigned sl = 31u - (unsigned)__builtin_clz(s->sl_bitmap[fl]);
-    for (const vmf_region *r = s->bins[fl][sl]; r != NULL; r = r->bin_next) {
-      if (r->bytes > best) best = r->bytes;
-    }
+  for (uint32_t i = 0; i < e->slots.count; ++i) {
+    size_t largest = gmr__free_index_largest(&gmr__vmf_slot(e, i)->index);
+    if (largest > best) best = largest;
   }
   return best;
 }
@@ -93,10 +90,11 @@ void gmr__vmf_memory_info(vmf_engine *e, gmr_memory_info *info) {
 }
 
 static void describe(const vmf_engine *e, const vmf_region *r, gmr_vmm_pool_region *out) {
-  out->addr = (void *)r->addr;
-  out->bytes = r->bytes;
+  out->addr = (void *)r->node.addr;
+  out->bytes = r->node.bytes;
   out->kind = (gmr_vmm_pool_region_kind)r->state;
-  out->stream = r->state == VMF_FREE   ? (r->slot == VMF_SHARED ? NULL : e->slot_streams[r->slot])
+  out->stream = r->state == VMF_FREE
+                    ? (r->slot == VMF_SHARED ? NULL : e->slots.items[r->slot]->ev.key.stream)
                 : r->state == VMF_LIVE ? r->stream
                                        : NULL;
   out->pending = r->state == VMF_FREE && (r->slot != VMF_SHARED || r->blocked);
@@ -141,17 +139,17 @@ typedef struct sums {
 static gmr_status check_pages(const vmf_engine *e, const vmf_arena *a, const vmf_region *r,
                               char *err, size_t err_bytes) {
   if (e->chunked) return GMR_OK;
-  uintptr_t first = r->addr / e->page_bytes * e->page_bytes;
-  for (uintptr_t p = first; p < r->addr + r->bytes; p += e->page_bytes) {
+  uintptr_t first = r->node.addr / e->page_bytes * e->page_bytes;
+  for (uintptr_t p = first; p < r->node.addr + r->node.bytes; p += e->page_bytes) {
     const vmf_handle *h = a->pages[(p - a->base) / e->page_bytes];
     bool must = r->state == VMF_LIVE || (r->state == VMF_FREE && e->asleep_count == 0);
     if (r->state == VMF_HOLE && h != NULL) {
       return gmr__vmm_violation(err, err_bytes, "hole at %#zx has a page mapped at %#zx",
-                                (size_t)r->addr, (size_t)p);
+                                (size_t)r->node.addr, (size_t)p);
     }
     if (must && h == NULL) {
       return gmr__vmm_violation(err, err_bytes, "%s region at %#zx lacks a page at %#zx",
-                                state_names[r->state], (size_t)r->addr, (size_t)p);
+                                state_names[r->state], (size_t)r->node.addr, (size_t)p);
     }
     if (h != NULL && (h->va > p || h->va + h->bytes <= p)) {
       return gmr__vmm_violation(err, err_bytes, "page at %#zx points at a handle mapped elsewhere",
@@ -164,56 +162,68 @@ static gmr_status check_pages(const vmf_engine *e, const vmf_arena *a, const vmf
 static gmr_status check_region(const vmf_engine *e, const vmf_arena *a, const vmf_region *prev,
                                const vmf_region *r, uintptr_t at, sums *s, char *err,
                                size_t err_bytes) {
-  if (r->arena != a || r->prev != prev || r->addr != at || r->bytes == 0 ||
-      r->bytes % VMF_UNIT != 0) {
+  if (r->arena != a || r->prev != prev || r->node.addr != at || r->node.bytes == 0 ||
+      r->node.bytes % VMF_UNIT != 0) {
     return gmr__vmm_violation(err, err_bytes, "region at %#zx breaks the tiling of arena %zu",
-                              (size_t)r->addr, a->index);
+                              (size_t)r->node.addr, a->index);
   }
   if (r->state == VMF_HOLE &&
-      (r->addr % e->page_bytes != 0 || r->bytes % e->page_bytes != 0 || e->chunked)) {
-    return gmr__vmm_violation(err, err_bytes, "hole at %#zx is not whole pages", (size_t)r->addr);
+      (r->node.addr % e->page_bytes != 0 || r->node.bytes % e->page_bytes != 0 || e->chunked)) {
+    return gmr__vmm_violation(err, err_bytes, "hole at %#zx is not whole pages",
+                              (size_t)r->node.addr);
   }
   if (prev != NULL && prev->state == VMF_HOLE && r->state == VMF_HOLE) {
-    return gmr__vmm_violation(err, err_bytes, "two holes touch at %#zx", (size_t)r->addr);
+    return gmr__vmm_violation(err, err_bytes, "two holes touch at %#zx", (size_t)r->node.addr);
   }
   if (prev != NULL && prev->state == VMF_FREE && r->state == VMF_FREE && !prev->blocked &&
       !r->blocked && prev->slot == r->slot) {
     return gmr__vmm_violation(err, err_bytes, "free regions of one slot touch unmerged at %#zx",
-                              (size_t)r->addr);
+                              (size_t)r->node.addr);
   }
   if (r->state == VMF_FREE) {
-    if (r->binned == r->blocked || r->slot >= e->slot_count) {
-      return gmr__vmm_violation(err, err_bytes, "free region at %#zx is %s", (size_t)r->addr,
+    if (r->binned == r->blocked || r->slot >= e->slots.count) {
+      return gmr__vmm_violation(err, err_bytes, "free region at %#zx is %s", (size_t)r->node.addr,
                                 r->blocked ? "blocked and filed" : "neither filed nor blocked");
     }
     if (r->binned && r->slot < 64) {
-      s->slot_bytes[r->slot] += r->bytes;
+      s->slot_bytes[r->slot] += r->node.bytes;
       s->slot_count[r->slot]++;
     }
   } else if (r->binned || r->blocked) {
     return gmr__vmm_violation(err, err_bytes, "%s region at %#zx is filed as free",
-                              state_names[r->state], (size_t)r->addr);
+                              state_names[r->state], (size_t)r->node.addr);
   }
   if (r->state == VMF_LIVE || r->state == VMF_ASLEEP) {
     uint64_t v = 0;
-    if (!gmr__u64_map_get(&e->live, (uint64_t)r->addr, &v) || v != (uint64_t)(uintptr_t)r) {
+    if (!gmr__u64_map_get(&e->live, (uint64_t)r->node.addr, &v) || v != (uint64_t)(uintptr_t)r) {
       return gmr__vmm_violation(err, err_bytes, "live region at %#zx is not in the live map",
-                                (size_t)r->addr);
+                                (size_t)r->node.addr);
     }
     s->live_entries++;
     if (r->state == VMF_LIVE) {
-      s->live_bytes += r->bytes;
+      s->live_bytes += r->node.bytes;
       s->live_count++;
     } else {
-      s->asleep_bytes += r->bytes;
+      s->asleep_bytes += r->node.bytes;
       s->asleep_count++;
     }
   }
   if (r->state == VMF_HOLE) {
-    s->hole_bytes += r->bytes;
+    s->hole_bytes += r->node.bytes;
     s->hole_count++;
   }
   return check_pages(e, a, r, err, err_bytes);
+}
+
+typedef struct index_visit {
+  uint32_t slot;
+} index_visit;
+
+/* A node of slot v->slot's index: a FREE region filed there. */
+static bool visit_free_region(void *ctx, const gmr__free_node *n) {
+  const index_visit *v = ctx;
+  const vmf_region *r = (const vmf_region *)(const void *)n; /* its first member */
+  return r->state == VMF_FREE && r->binned && !r->blocked && r->slot == v->slot;
 }
 
 static gmr_status check_handles(const vmf_engine *e, char *err, size_t err_bytes) {
@@ -255,8 +265,8 @@ gmr_status gmr__vmf_check(vmf_engine *e, char *err, size_t err_bytes) {
     const vmf_region *prev = NULL;
     for (const vmf_region *r = a->first; r != NULL && st == GMR_OK; prev = r, r = r->next) {
       st = check_region(e, a, prev, r, at, &s, err, err_bytes);
-      if (r->state == VMF_FREE) free_bytes += r->bytes;
-      at += r->bytes;
+      if (r->state == VMF_FREE) free_bytes += r->node.bytes;
+      at += r->node.bytes;
     }
     if (st == GMR_OK && at != a->base + a->bytes) {
       st = gmr__vmm_violation(err, err_bytes, "arena %zu is not tiled to its end", a->index);
@@ -269,9 +279,12 @@ gmr_status gmr__vmf_check(vmf_engine *e, char *err, size_t err_bytes) {
   if (st == GMR_OK && arenas != e->arena_count) {
     st = gmr__vmm_violation(err, err_bytes, "arena count");
   }
-  for (size_t i = 0; st == GMR_OK && i < e->slot_count && i < 64; ++i) {
-    if (s.slot_bytes[i] != e->slots[i]->free_bytes || s.slot_count[i] != e->slots[i]->free_count) {
-      st = gmr__vmm_violation(err, err_bytes, "slot %zu's index disagrees with its regions", i);
+  for (uint32_t i = 0; st == GMR_OK && i < e->slots.count; ++i) {
+    const gmr__free_index *index = &gmr__vmf_slot(e, i)->index;
+    index_visit v = {i};
+    if (!gmr__free_index_check(index, visit_free_region, &v) ||
+        (i < 64 && (s.slot_bytes[i] != index->bytes || s.slot_count[i] != index->block_count))) {
+      st = gmr__vmm_violation(err, err_bytes, "slot %u's index disagrees with its regions", i);
     }
   }
   if (st == GMR_OK && (s.live_bytes != e->live_bytes || s.live_count != e->live_count ||

@@ -12,35 +12,14 @@ bool gmr__vmf_init(vmf_engine *e) {
   atomic_init(&e->lock.locked, 0);
   e->live = (gmr__u64_map)GMR__U64_MAP_INIT;
   e->next_arena_index = 0;
-  /* Slot 0: the shared one. */
-  e->slots = calloc(8, sizeof *e->slots);
-  e->slot_streams = calloc(8, sizeof *e->slot_streams);
-  vmf_slot *shared = calloc(1, sizeof *shared);
-  if (e->slots == NULL || e->slot_streams == NULL || shared == NULL) {
-    free(e->slots);
-    free(e->slot_streams);
-    free(shared);
-    e->slots = NULL;
-    e->slot_streams = NULL;
-    return false;
-  }
-  gmr__stream_event_init(&shared->ev, (gmr__stream_key){NULL, 0}, GMR__STREAM_EVENTS_LAZY);
-  e->slots[0] = shared;
-  e->slot_count = 1;
-  e->slot_capacity = 8;
-  return true;
+  return gmr__vmf_slots_init(e); /* slot 0: the shared one */
 }
 
 void gmr__vmf_free_host(vmf_engine *e) {
-  for (size_t i = 0; i < e->slot_count; ++i) {
-    (void)gmr__stream_event_deinit(e->cuda, &e->slots[i]->ev, &e->events);
-    free(e->slots[i]);
+  for (uint32_t i = 0; i < e->slots.count; ++i) {
+    (void)gmr__stream_event_deinit(e->cuda, &e->slots.items[i]->ev, &e->events);
   }
-  free(e->slots);
-  free(e->slot_streams);
-  e->slots = NULL;
-  e->slot_streams = NULL;
-  e->slot_count = e->slot_capacity = 0;
+  gmr__stream_slots_deinit(&e->slots);
   while (e->spare_regions != NULL) {
     vmf_region *r = e->spare_regions;
     e->spare_regions = r->next;
@@ -56,12 +35,12 @@ void gmr__vmf_free_host(vmf_engine *e) {
 static gmr_status synchronize_slots(vmf_engine *e, gmr_failure *failure) {
   gmr__vmf_unblock(e, true);
   if (gmr__vmf_fresh_bytes(e, VMF_SHARED) > 0) (void)gmr__vmf_synchronize_fresh(e);
-  for (size_t i = 1; i < e->slot_count; ++i) {
-    vmf_slot *s = e->slots[i];
-    if (s->free_count == 0) continue;
+  for (uint32_t i = 1; i < e->slots.count; ++i) {
+    vmf_slot *s = gmr__vmf_slot(e, i);
+    if (s->index.block_count == 0) continue;
     /* A stream that captures, or whose event cannot be recorded, keeps its
      * memory until a later trim. */
-    if (gmr__stream_event_synchronize(e->cuda, &s->ev, &e->events) != cudaSuccess) continue;
+    if (gmr__stream_event_synchronize(e->cuda, &s->base.ev, &e->events) != cudaSuccess) continue;
     gmr__vmf_move_slot(e, (uint32_t)i, VMF_SHARED);
   }
   (void)failure;
@@ -103,7 +82,7 @@ gmr_status gmr__vmf_destroy(vmf_engine *e) {
   /* The caller synchronised the device: every event has completed, also
    * those a capture kept from being recorded. */
   gmr__vmf_unblock(e, true);
-  for (size_t i = 1; i < e->slot_count; ++i) gmr__vmf_move_slot(e, (uint32_t)i, VMF_SHARED);
+  for (uint32_t i = 1; i < e->slots.count; ++i) gmr__vmf_move_slot(e, i, VMF_SHARED);
   gmr_status st = GMR_OK;
   if (e->chunked) {
     size_t released = 0;

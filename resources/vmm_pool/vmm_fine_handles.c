@@ -45,8 +45,8 @@ void gmr__vmf_arena_start(vmf_engine *e, vmf_arena *a, uintptr_t base, size_t by
   a->bytes = bytes;
   a->index = e->next_arena_index++;
   a->first = hole;
-  hole->addr = base;
-  hole->bytes = bytes;
+  hole->node.addr = base;
+  hole->node.bytes = bytes;
   hole->arena = a;
   hole->state = VMF_HOLE;
   e->hole_bytes += bytes;
@@ -197,13 +197,13 @@ CUresult gmr__vmf_carve(vmf_engine *e, vmf_region *r, vmf_handle *h) {
   if (cu != CUDA_SUCCESS) return cu;
   uint32_t slot = r->slot;
   if (r->binned) gmr__vmf_bin_remove(e, r);
-  if (va > r->addr) {
+  if (va > r->node.addr) {
     vmf_region *t = gmr__vmf_region_new(e);
-    gmr__vmf_split(e, r, va - r->addr, t);
+    gmr__vmf_split(e, r, va - r->node.addr, t);
     gmr__vmf_bin_insert(e, r);
     r = t;
   }
-  if (r->bytes > h->bytes) {
+  if (r->node.bytes > h->bytes) {
     vmf_region *t = gmr__vmf_region_new(e);
     gmr__vmf_split(e, r, h->bytes, t);
     t->slot = slot;
@@ -218,7 +218,7 @@ vmf_region *gmr__vmf_region_at(vmf_engine *e, uintptr_t addr) {
   vmf_arena *a = gmr__vmf_arena_of(e, addr);
   if (a == NULL) return NULL;
   for (vmf_region *r = a->first; r != NULL; r = r->next) {
-    if (addr < r->addr + r->bytes) return r;
+    if (addr < r->node.addr + r->node.bytes) return r;
   }
   return NULL;
 }
@@ -232,7 +232,7 @@ bool gmr__vmf_movable(vmf_engine *e, const vmf_handle *h, uintptr_t avoid, size_
   vmf_region *r = gmr__vmf_region_at(e, h->va);
   *region = r;
   return r != NULL && r->state == VMF_FREE && r->slot == VMF_SHARED && !r->blocked &&
-         h->va >= r->addr && h->va + h->bytes <= r->addr + r->bytes;
+         h->va >= r->node.addr && h->va + h->bytes <= r->node.addr + r->node.bytes;
 }
 
 /* ---- trim and destroy ---------------------------------------------------------------- */
@@ -318,7 +318,7 @@ gmr_status gmr__vmf_map_fresh(vmf_engine *e, vmf_arena *a, uintptr_t addr, size_
 gmr_status gmr__vmf_native_prefill(vmf_engine *e, size_t bytes, gmr_failure *failure) {
   if (bytes == 0) return GMR_OK;
   vmf_arena *a = e->arenas;
-  if (a == NULL || a->first->state != VMF_HOLE || a->first->bytes < bytes) {
+  if (a == NULL || a->first->state != VMF_HOLE || a->first->node.bytes < bytes) {
     CUresult cu = gmr__vmf_arena_add(e, bytes > e->va_chunk_bytes ? bytes : e->va_chunk_bytes, &a);
     if (cu != CUDA_SUCCESS) return gmr__cu_fail(e->vmm, failure, "cuMemAddressReserve", cu, NULL);
   }
@@ -326,9 +326,9 @@ gmr_status gmr__vmf_native_prefill(vmf_engine *e, size_t bytes, gmr_failure *fai
     return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory ran out");
   }
   vmf_region *r = a->first;
-  gmr_status st = gmr__vmf_map_fresh(e, a, r->addr, bytes, bytes, failure);
+  gmr_status st = gmr__vmf_map_fresh(e, a, r->node.addr, bytes, bytes, failure);
   if (st != GMR_OK) return st;
-  if (bytes < r->bytes) {
+  if (bytes < r->node.bytes) {
     vmf_region *t = gmr__vmf_region_new(e);
     gmr__vmf_split(e, r, bytes, t);
   }

@@ -93,33 +93,30 @@ static size_t cap_bytes(const vmf_engine *e, size_t more_live) {
 /* Handles wholly inside shared free regions, largest first. */
 static vmf_handle **movable_handles(vmf_engine *e, size_t *count) {
   *count = 0;
-  vmf_slot *s = e->slots[VMF_SHARED];
+  const gmr__free_index *shared = &gmr__vmf_slot(e, VMF_SHARED)->index;
   size_t cap = 0;
   vmf_handle **out = NULL;
-  for (unsigned fl = 0; fl < VMF_FL_COUNT; ++fl) {
-    if (((s->fl_bitmap >> fl) & 1u) == 0) continue;
-    for (unsigned sl = 0; sl < VMF_SL_COUNT; ++sl) {
-      for (vmf_region *r = s->bins[fl][sl]; r != NULL; r = r->bin_next) {
-        vmf_arena *a = r->arena;
-        uintptr_t at = gmr__align_up(r->addr, e->page_bytes);
-        while (at + e->page_bytes <= r->addr + r->bytes) {
-          vmf_handle *h = a->pages[(at - a->base) / e->page_bytes];
-          if (h == NULL || h->va != at) {
-            at += e->page_bytes;
-            continue;
-          }
-          if (h->va + h->bytes <= r->addr + r->bytes) {
-            if (*count == cap) {
-              cap = cap == 0 ? 64 : cap * 2;
-              vmf_handle **n = realloc(out, cap * sizeof *n);
-              if (n == NULL) return out; /* fewer candidates: still correct */
-              out = n;
-            }
-            out[(*count)++] = h;
-          }
-          at += h->bytes;
-        }
+  for (gmr__free_node *n = gmr__free_index_next(shared, NULL); n != NULL;
+       n = gmr__free_index_next(shared, n)) {
+    const vmf_region *r = gmr__vmf_region_of(n);
+    vmf_arena *a = r->arena;
+    uintptr_t at = gmr__align_up(r->node.addr, e->page_bytes);
+    while (at + e->page_bytes <= r->node.addr + r->node.bytes) {
+      vmf_handle *h = a->pages[(at - a->base) / e->page_bytes];
+      if (h == NULL || h->va != at) {
+        at += e->page_bytes;
+        continue;
       }
+      if (h->va + h->bytes <= r->node.addr + r->node.bytes) {
+        if (*count == cap) {
+          cap = cap == 0 ? 64 : cap * 2;
+          vmf_handle **grown = realloc(out, cap * sizeof *grown);
+          if (grown == NULL) return out; /* fewer candidates: still correct */
+          out = grown;
+        }
+        out[(*count)++] = h;
+      }
+      at += h->bytes;
     }
   }
   /* Largest first (insertion sort: candidates are few). */
@@ -263,7 +260,7 @@ static vmf_region *commit(vmf_engine *e, plan *p, vmf_region *first, uint32_t sl
   for (size_t f = 0; f < p->fill_count; ++f) {
     fill *x = &p->fills[f];
     vmf_region *h = x->hole;
-    if (x->mapped_bytes < h->bytes) {
+    if (x->mapped_bytes < h->node.bytes) {
       vmf_region *t = gmr__vmf_region_new(e);
       gmr__vmf_split(e, h, x->mapped_bytes, t);
     }
@@ -289,7 +286,7 @@ static gmr_status fill_window(vmf_engine *e, vmf_region *first, size_t bytes, ui
   size_t covered = 0, holes = 0;
   for (vmf_region *r = first; r != NULL && covered < bytes; r = r->next) {
     holes += r->state == VMF_HOLE;
-    covered += r->bytes;
+    covered += r->node.bytes;
   }
   p.fills = calloc(holes > 0 ? holes : 1, sizeof *p.fills);
   if (p.fills == NULL || !gmr__vmf_reserve_regions(e, 2 * holes + 4)) {
@@ -304,12 +301,12 @@ static gmr_status fill_window(vmf_engine *e, vmf_region *first, size_t bytes, ui
       fill *x = &p.fills[p.fill_count++];
       size_t left = bytes - covered;
       x->hole = r;
-      x->addr = r->addr;
-      x->room_bytes = r->bytes;
-      x->need_bytes = gmr__align_up(left < r->bytes ? left : r->bytes, e->page_bytes);
+      x->addr = r->node.addr;
+      x->room_bytes = r->node.bytes;
+      x->need_bytes = gmr__align_up(left < r->node.bytes ? left : r->node.bytes, e->page_bytes);
       need_total += x->need_bytes;
     }
-    covered += r->bytes;
+    covered += r->node.bytes;
   }
   size_t cap = cap_bytes(e, bytes);
   if (cap != SIZE_MAX) cap += e->steady_extra_bytes;
@@ -330,13 +327,13 @@ static gmr_status fill_window(vmf_engine *e, vmf_region *first, size_t bytes, ui
     size_t target = force_move ? need_total : e->held_bytes + need_total - cap;
     size_t count = 0;
     vmf_handle **cands = movable_handles(e, &count);
-    if (try_elsewhere && !harvest_fits(e, &p, cands, count, first->addr, covered, target)) {
+    if (try_elsewhere && !harvest_fits(e, &p, cands, count, first->node.addr, covered, target)) {
       free(cands);
       plan_free(&p);
       return FILL_ELSEWHERE;
     }
     size_t before = e->counts.harvested_pages;
-    CUresult cu = harvest(e, &p, cands, count, first->addr, covered, target);
+    CUresult cu = harvest(e, &p, cands, count, first->node.addr, covered, target);
     free(cands);
     if (e->counts.harvested_pages != before) {
       /* Moving again and again with no new live peak: the program repeats,
@@ -400,9 +397,9 @@ static bool window_cost(const vmf_engine *e, vmf_region *first, size_t bytes, ui
   for (; r != NULL && usable(r, slot) && covered < bytes; r = r->next) {
     if (r->state == VMF_HOLE) {
       size_t left = bytes - covered;
-      cost += gmr__align_up(left < r->bytes ? left : r->bytes, e->page_bytes);
+      cost += gmr__align_up(left < r->node.bytes ? left : r->node.bytes, e->page_bytes);
     }
-    covered += r->bytes;
+    covered += r->node.bytes;
   }
   if (covered < bytes) return false;
   w->first = first;
@@ -416,7 +413,7 @@ static bool window_better(const window *a, const window *b) {
   if (a->cost_bytes != b->cost_bytes) return a->cost_bytes < b->cost_bytes;
   if (a->span_bytes != b->span_bytes) return a->span_bytes < b->span_bytes;
   if (a->first->arena != b->first->arena) return a->first->arena->index < b->first->arena->index;
-  return a->first->addr < b->first->addr;
+  return a->first->node.addr < b->first->node.addr;
 }
 
 static window choose_window(vmf_engine *e, size_t bytes, uint32_t slot) {
@@ -491,7 +488,7 @@ gmr_status gmr__vmf_native_extend(vmf_engine *e, vmf_region *r, size_t grow_byte
     return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
                             "vmm_pool: the %zu bytes after the allocation at %#zx are not free "
                             "(extend grows in place only)",
-                            grow_bytes, (size_t)r->addr);
+                            grow_bytes, (size_t)r->node.addr);
   }
   vmf_region *f = NULL;
   gmr_status st = fill_window(e, n, grow_bytes, slot, false, false, &f, failure);

@@ -36,23 +36,23 @@ static vmf_region **select_regions(vmf_engine *e, vmf_state state, bool all, uin
  * Returns whether it found one. */
 static bool free_pages_to_hole(vmf_engine *e, vmf_region *r) {
   vmf_arena *a = r->arena;
-  uintptr_t lo = gmr__align_up(r->addr, e->page_bytes);
-  uintptr_t end = (r->addr + r->bytes) / e->page_bytes * e->page_bytes;
+  uintptr_t lo = gmr__align_up(r->node.addr, e->page_bytes);
+  uintptr_t end = (r->node.addr + r->node.bytes) / e->page_bytes * e->page_bytes;
   while (lo < end && a->pages[(lo - a->base) / e->page_bytes] != NULL) lo += e->page_bytes;
   uintptr_t hi = lo;
   while (hi < end && a->pages[(hi - a->base) / e->page_bytes] == NULL) hi += e->page_bytes;
   if (hi <= lo) return false;
   if (r->binned) gmr__vmf_bin_remove(e, r);
   r->slot = VMF_SHARED;
-  if (lo > r->addr) {
+  if (lo > r->node.addr) {
     vmf_region *t = gmr__vmf_region_new(e);
-    gmr__vmf_split(e, r, lo - r->addr, t);
+    gmr__vmf_split(e, r, lo - r->node.addr, t);
     gmr__vmf_bin_insert(e, r);
     r = t;
   }
-  if (r->addr + r->bytes > hi) {
+  if (r->node.addr + r->node.bytes > hi) {
     vmf_region *t = gmr__vmf_region_new(e);
-    gmr__vmf_split(e, r, hi - r->addr, t);
+    gmr__vmf_split(e, r, hi - r->node.addr, t);
     gmr__vmf_bin_insert(e, t);
   }
   (void)gmr__vmf_make_hole(e, r);
@@ -77,8 +77,8 @@ static gmr_status tidy_free(vmf_engine *e, bool map_partial, gmr_failure *failur
     if (!map_partial) continue;
     for (vmf_region *r = a->first; r != NULL; r = r->next) {
       if (r->state != VMF_FREE) continue;
-      uintptr_t first = r->addr / e->page_bytes * e->page_bytes;
-      for (uintptr_t p = first; p < r->addr + r->bytes; p += e->page_bytes) {
+      uintptr_t first = r->node.addr / e->page_bytes * e->page_bytes;
+      for (uintptr_t p = first; p < r->node.addr + r->node.bytes; p += e->page_bytes) {
         if (a->pages[(p - a->base) / e->page_bytes] != NULL) continue;
         gmr_status st = gmr__vmf_map_fresh(e, a, p, e->page_bytes, e->page_bytes, failure);
         if (st != GMR_OK) return st;
@@ -117,7 +117,7 @@ gmr_status gmr__vmf_sleep(vmf_engine *e, const gmr_vmm_pool_sleep_options *o,
   if (st == GMR_OK) {
     /* Everything ran: every stream's free memory is free for anyone. */
     gmr__vmf_unblock(e, true);
-    for (size_t i = 1; i < e->slot_count; ++i) gmr__vmf_move_slot(e, (uint32_t)i, VMF_SHARED);
+    for (size_t i = 1; i < e->slots.count; ++i) gmr__vmf_move_slot(e, (uint32_t)i, VMF_SHARED);
     size_t released = 0;
     st = gmr__vmf_native_trim(e, &released, failure);
   }
@@ -133,7 +133,7 @@ gmr_status gmr__vmf_sleep(vmf_engine *e, const gmr_vmm_pool_sleep_options *o,
   }
   for (size_t i = 0; st == GMR_OK && i < count; ++i) {
     bool save = gmr__vmm_sleep_saves(o, regions[i]->tag);
-    copies[i] = (gmr__vmm_copy){regions[i]->addr, save ? regions[i]->bytes : 0, NULL};
+    copies[i] = (gmr__vmm_copy){regions[i]->node.addr, save ? regions[i]->node.bytes : 0, NULL};
   }
   if (st == GMR_OK) st = gmr__vmm_copies_save(e->cuda, copies, count, failure);
   if (st == GMR_OK) {
@@ -159,13 +159,13 @@ gmr_status gmr__vmf_sleep(vmf_engine *e, const gmr_vmm_pool_sleep_options *o,
           (void)e->cuda->free_host(copies[i].host); /* no room to keep it: wakes undefined */
         } else {
           x->saved = copies[i].host;
-          e->saved_bytes += r->bytes;
+          e->saved_bytes += r->node.bytes;
         }
       }
       gmr__vmf_set_state(e, r, VMF_ASLEEP);
-      e->live_bytes -= r->bytes;
+      e->live_bytes -= r->node.bytes;
       e->live_count--;
-      e->asleep_bytes += r->bytes;
+      e->asleep_bytes += r->node.bytes;
       e->asleep_count++;
     }
     st = tidy_free(e, false, failure);
@@ -189,8 +189,8 @@ static gmr_status map_regions(vmf_engine *e, vmf_region **regions, size_t count,
   for (; i < count && st == GMR_OK; ++i) {
     vmf_region *r = regions[i];
     vmf_arena *a = r->arena;
-    uintptr_t p = r->addr / e->page_bytes * e->page_bytes;
-    uintptr_t end = gmr__align_up(r->addr + r->bytes, e->page_bytes);
+    uintptr_t p = r->node.addr / e->page_bytes * e->page_bytes;
+    uintptr_t end = gmr__align_up(r->node.addr + r->node.bytes, e->page_bytes);
     while (p < end && st == GMR_OK) {
       if (a->pages[(p - a->base) / e->page_bytes] != NULL) {
         p += e->page_bytes;
@@ -208,7 +208,8 @@ static gmr_status map_regions(vmf_engine *e, vmf_region **regions, size_t count,
   for (size_t j = 0; j < i; ++j) {
     vmf_region *r = regions[j];
     vmf_arena *a = r->arena;
-    for (uintptr_t p = r->addr / e->page_bytes * e->page_bytes; p < r->addr + r->bytes;) {
+    for (uintptr_t p = r->node.addr / e->page_bytes * e->page_bytes;
+         p < r->node.addr + r->node.bytes;) {
       vmf_handle *h = a->pages[(p - a->base) / e->page_bytes];
       if (h == NULL) {
         p += e->page_bytes;
@@ -216,10 +217,11 @@ static gmr_status map_regions(vmf_engine *e, vmf_region **regions, size_t count,
       }
       p = h->va + h->bytes;
       bool shared_with_live = false;
-      for (vmf_region *q = r->prev; q != NULL && q->addr + q->bytes > h->va; q = q->prev) {
+      for (vmf_region *q = r->prev; q != NULL && q->node.addr + q->node.bytes > h->va;
+           q = q->prev) {
         shared_with_live = shared_with_live || q->state == VMF_LIVE;
       }
-      for (vmf_region *q = r->next; q != NULL && q->addr < h->va + h->bytes; q = q->next) {
+      for (vmf_region *q = r->next; q != NULL && q->node.addr < h->va + h->bytes; q = q->next) {
         shared_with_live = shared_with_live || q->state == VMF_LIVE;
       }
       if (!shared_with_live) (void)gmr__vmf_drop_handle(e, h);
@@ -254,7 +256,8 @@ gmr_status gmr__vmf_wake(vmf_engine *e, const gmr_vmm_pool_wake_options *o, gmr_
     }
     for (size_t i = 0; st == GMR_OK && i < count; ++i) {
       vmf_region *r = regions[i];
-      copies[i] = (gmr__vmm_copy){r->addr, r->bytes, r->extra != NULL ? r->extra->saved : NULL};
+      copies[i] =
+          (gmr__vmm_copy){r->node.addr, r->node.bytes, r->extra != NULL ? r->extra->saved : NULL};
     }
     if (st == GMR_OK) st = gmr__vmm_copies_restore(e->cuda, copies, count, failure);
     free(copies);
@@ -265,12 +268,12 @@ gmr_status gmr__vmf_wake(vmf_engine *e, const gmr_vmm_pool_wake_options *o, gmr_
       if (r->extra != NULL && r->extra->saved != NULL) {
         (void)e->cuda->free_host(r->extra->saved);
         r->extra->saved = NULL;
-        e->saved_bytes -= r->bytes;
+        e->saved_bytes -= r->node.bytes;
       }
       gmr__vmf_set_state(e, r, VMF_LIVE);
-      e->asleep_bytes -= r->bytes;
+      e->asleep_bytes -= r->node.bytes;
       e->asleep_count--;
-      e->live_bytes += r->bytes;
+      e->live_bytes += r->node.bytes;
       e->live_count++;
     }
     if (e->asleep_count == 0) st = tidy_free(e, true, failure);

@@ -1,0 +1,136 @@
+/*
+ * core/stream_slots.h (internal): the table of stream slots of a
+ * stream-ordered sub-allocator: which slot holds the memory freed on which
+ * stream. pool_resource has one per arena, fixed_block_resource one per
+ * shard, vmm_pool's fine placement one per engine (RMM keeps the same
+ * machinery once, for its pool and fixed-size resources, in
+ * detail/stream_ordered_memory_resource.hpp).
+ *
+ * A slot is a stream's key and event state (core/stream_event.h), a retired
+ * flag, and the resource's free list (pool: a free index and a cache of
+ * recent frees; fixed_block: a stack of blocks; vmm: a free index). The
+ * resource's slot struct embeds a gmr__stream_slot as its first member; the
+ * table holds pointers to those and knows the rest only through the
+ * resource's functions (gmr__stream_slots_ops).
+ *
+ * Slot 0 may be a shared slot (pool, vmm: memory whose work is known done,
+ * free for any stream); it is never looked up by stream. A lookup by key
+ * (gmr__stream_slots_of) finds the one slot of the stream's handle that is
+ * not retired and compares keys (gmr__stream_key_compare): the same stream
+ * uses it (learning its id if the slot lacked one); another stream retires
+ * it, or takes it over when it is empty. A slot retired for a capture of a
+ * stream that is still alive comes back to that stream (slot_return below).
+ * A new stream takes a retired empty slot, or once the table has `reuse_at`
+ * slots any empty one (its stream gets a new slot if it comes back), before
+ * the table grows. The slot of the last lookup is cached: a call on the same
+ * stream as the last one costs one comparison (the inline fast paths).
+ *
+ * Thread-safe: no; the owning resource holds its lock around every call.
+ */
+#ifndef GMR_CORE_STREAM_SLOTS_H_
+#define GMR_CORE_STREAM_SLOTS_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/stream_event.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* No slot (a lookup that found none, or no host memory). */
+#define GMR__STREAM_SLOT_NONE UINT32_MAX
+/* The shared slot's index, in a table that has one. */
+#define GMR__STREAM_SLOT_SHARED 0u
+/* Empty slots pool_resource and fixed_block_resource keep before they give
+ * one to a new stream. */
+#define GMR__STREAM_SLOTS_REUSE_AT 32u
+/* reuse_at for a table that gives only retired slots to new streams. */
+#define GMR__STREAM_SLOTS_REUSE_NEVER UINT32_MAX
+
+/* The part of a slot the table manages: first member of the resource's slot. */
+typedef struct gmr__stream_slot {
+  gmr__stream_event ev; /* its stream's key and event state */
+  /* Its stream is known destroyed (its handle names another stream now), or
+   * it was keyed by a capture the stream left: no lookup finds it; its
+   * memory goes to others through its event or a device synchronisation,
+   * then the empty slot serves a new stream. */
+  bool retired;
+} gmr__stream_slot;
+
+/* What the table asks of the resource; `ctx` is the table's. */
+typedef struct gmr__stream_slots_ops {
+  /* A new slot of the resource with its free list empty and everything but
+   * the gmr__stream_slot zero; NULL when host memory ran out. */
+  gmr__stream_slot *(*create)(void *ctx);
+  /* Free a slot create() made (its CUDA event already destroyed or
+   * abandoned by the resource). */
+  void (*destroy)(void *ctx, gmr__stream_slot *slot);
+  /* Whether slot `i` holds no memory at all (free or waiting for events). */
+  bool (*empty)(void *ctx, uint32_t i);
+  /* Move every free block of slot `from` that its stream could take at once
+   * to slot `to`; true if any moved. */
+  bool (*move_all)(void *ctx, uint32_t from, uint32_t to);
+  /* Slot `i` now serves the stream of its key (new, or reused with its event
+   * state reset); may be NULL. */
+  void (*started)(void *ctx, uint32_t i);
+} gmr__stream_slots_ops;
+
+typedef struct gmr__stream_slots {
+  gmr__stream_slot **items;
+  uint32_t count;
+  uint32_t capacity;
+  uint32_t cached;   /* the slot of the last lookup (>= first), or GMR__STREAM_SLOT_NONE */
+  uint32_t first;    /* 1 with a shared slot 0, else 0 */
+  uint32_t reuse_at; /* from this many slots on, any empty one goes to a new stream */
+  uint32_t active;   /* slots (but the shared one) that are not retired */
+  gmr__stream_events_mode mode; /* the event mode a stream's slot starts in */
+  bool ids;                     /* stream_ids: gmr__stream_key_compare's `ids` */
+  const gmr__stream_slots_ops *ops;
+  void *ctx;
+} gmr__stream_slots;
+
+/* An empty table; with `shared`, slot 0 is made now (keyed by no stream,
+ * lazy). false when host memory ran out (nothing to free then). */
+bool gmr__stream_slots_init(gmr__stream_slots *t, const gmr__stream_slots_ops *ops, void *ctx,
+                            bool shared, gmr__stream_events_mode mode, bool ids, uint32_t reuse_at);
+
+/* Free every slot (ops->destroy) and the table's array. */
+void gmr__stream_slots_deinit(gmr__stream_slots *t);
+
+/* The slot of `key`'s stream, created or reused on first use (the rules of
+ * the banner); GMR__STREAM_SLOT_NONE when host memory ran out (a slot of
+ * another stream on the handle may have been retired). The fast path: */
+uint32_t gmr__stream_slots_of_slow(gmr__stream_slots *t, gmr__stream_key key);
+static inline uint32_t gmr__stream_slots_of(gmr__stream_slots *t, gmr__stream_key key) {
+  uint32_t c = t->cached;
+  if (c < t->count) {
+    const gmr__stream_slot *s = t->items[c];
+    if (!s->retired && gmr__stream_key_equal(s->ev.key, key)) return c;
+  }
+  return gmr__stream_slots_of_slow(t, key);
+}
+
+/* The slot of `key` if the table has one (never creates, changes nothing);
+ * GMR__STREAM_SLOT_NONE if not. */
+uint32_t gmr__stream_slots_find(const gmr__stream_slots *t, gmr__stream_key key);
+
+/* The slot of the stream that last had handle `stream` (never creates; for a
+ * call that does not know its stream's id, core/stream_event.h);
+ * GMR__STREAM_SLOT_NONE if none. The fast path: */
+uint32_t gmr__stream_slots_for_handle_slow(gmr__stream_slots *t, gmr_stream stream);
+static inline uint32_t gmr__stream_slots_for_handle(gmr__stream_slots *t, gmr_stream stream) {
+  uint32_t c = t->cached;
+  if (c < t->count) {
+    const gmr__stream_slot *s = t->items[c];
+    if (!s->retired && s->ev.key.stream == stream) return c;
+  }
+  return gmr__stream_slots_for_handle_slow(t, stream);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GMR_CORE_STREAM_SLOTS_H_ */
