@@ -20,14 +20,14 @@ import junit_runner
 import gmr
 
 MODULES = ("gmr", "gmr._capi", "gmr._lib", "gmr._torch_allocator_api", "gmr.cupy", "gmr.scoped",
-           "gmr.tiers", "gmr.torch")
+           "gmr.serving", "gmr.tiers", "gmr.torch")
 
 # _lib's loader, left as it is while the library layout it searches changes
 # (its own docstrings say what it does; hints come with that change).
 LOADER = {"gmr._lib." + name for name in ("library_dirs", "lib", "lib_path", "prefer_torch_lib",
                                           "torch_lib_path", "torch_lib", "loaded_torch_lib_path")}
 # Functions that cannot raise (no C call, no check): no Raises section.
-NEVER_RAISE = {"gmr.torch.mode", "gmr._torch_allocator_api.install",
+NEVER_RAISE = {"gmr.torch.mode", "gmr.serving.tags", "gmr._torch_allocator_api.install",
                "gmr._torch_allocator_api.uninstall", "gmr._torch_allocator_api.installed"}
 
 
