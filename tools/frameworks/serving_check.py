@@ -450,6 +450,11 @@ def run_child(part, args):
         elif line.strip():
             print("   %s: %s" % (part, line), flush=True)
     if result is not None:
+        # The process must also end cleanly (nothing asleep or leaked makes
+        # its exit crash or hang).
+        result["checks"].append({"check": "the process exits cleanly",
+                                 "ok": proc.returncode == 0,
+                                 "detail": "exit status %d" % proc.returncode})
         return result
     return {"checks": [{"check": part, "ok": False,
                         "detail": "the process ended (%d) without a result: %s"
