@@ -197,7 +197,8 @@ def part_model(args):
         g.wake()
         t_wake = time.perf_counter() - t0
         after = _snapshot(torch, model, inputs, graphs, outs)
-        check("eager outputs bit-identical", _same(before[0], after[0]), "batch sizes %s" % (BATCHES,))
+        check("eager outputs bit-identical", _same(before[0], after[0]),
+              "batch sizes %s" % (BATCHES,))
         check("graph outputs bit-identical", _same(before[1], after[1]),
               "%d graphs, replayed after wake" % len(graphs))
         check("generate bit-identical", _same(before[2], after[2]),
@@ -270,7 +271,8 @@ def part_cycles(args):
         asleep = {r[0] for r in rows}
         awake = {r[1] for r in rows}
         checks.append({"check": "%d cycles: memory constant" % args.cycles,
-                       "ok": len(asleep) == 1 and len(awake) == 1 and all(w[1] == 0 for _, w in rows),
+                       "ok": (len(asleep) == 1 and len(awake) == 1 and
+                              all(w[1] == 0 for _, w in rows)),
                        "detail": "asleep (device in use, host copies): %s; awake: %s"
                                  % (sorted(asleep)[:3], sorted(awake)[:3])})
         checks.append({"check": "%d cycles: outputs bit-identical" % args.cycles,
@@ -497,7 +499,8 @@ def main():
             print("| %s | %d | %.4f | %s | %s | %s |" % (
                 t["what"], t["bytes"], t["sleep_s"], rate(t["sleep_s"]),
                 "%.4f" % t["wake_s"] if t["wake_s"] == t["wake_s"] else "-", rate(t["wake_s"])))
-        print("(plain copy rows: the sleep column is device-to-host, the wake column host-to-device)")
+        print("(plain copy rows: the sleep column is device-to-host, the wake column "
+              "host-to-device)")
     passed = sum(c["ok"] for c in all_checks)
     print("\n%d passed, %d failed" % (passed, len(all_checks) - passed))
     if args.json:
