@@ -234,13 +234,13 @@ def tag_tensor(obj: Union[int, Any], tag: str, device: Optional[int] = None) -> 
                        % (ptr, tag, dev, _lib.status_name(st)))
 
 
-def _check_not_capturing() -> None:
+def _check_not_capturing(verb: str) -> None:
     torch = sys.modules.get("torch")
     if torch is None or not torch.cuda.is_initialized():
         return
     if torch.cuda.is_current_stream_capturing():
-        raise RuntimeError("gmr.serving.sleep: the current stream is capturing a CUDA graph; "
-                           "end the capture (leave torch.cuda.graph) before sleeping")
+        raise RuntimeError("gmr.serving.%s: the current stream is capturing a CUDA graph; end "
+                           "the capture (leave torch.cuda.graph) first" % verb)
 
 
 def _raise_failure(st: int, what: str, failure: _capi.FailureStruct) -> None:
@@ -285,7 +285,7 @@ def sleep(backup: Iterable[str] = (UNTAGGED,), keep: Iterable[str] = (), host: s
                          % ", ".join(names))
     if host not in HOST_KINDS:
         raise ValueError("gmr.serving.sleep: host=%r is none of %s" % (host, ", ".join(HOST_KINDS)))
-    _check_not_capturing()
+    _check_not_capturing("sleep")
     dev = _current_device(device)
     pool = _pool(dev)
     o = _capi.VmmSleepOptions()
@@ -308,6 +308,7 @@ def wake(tags: Optional[Iterable[str]] = None, device: Optional[int] = None) -> 
 
     Raises:
         ValueError: an unknown tag name, or a str instead of a list.
+        RuntimeError: the current stream is capturing a CUDA graph.
         gmr.OutOfMemoryError: the device has no room for the memory (nothing
             changed: free device memory and call wake again).
         gmr.GmrError: GMR_ERR_INVALID_ARGUMENT, the device is not asleep;
@@ -319,6 +320,7 @@ def wake(tags: Optional[Iterable[str]] = None, device: Optional[int] = None) -> 
     if tags is not None:
         o.wake_all = False
         o.wake_tag_mask = _mask(_known(tags, "wake"))
+    _check_not_capturing("wake")
     dev = _current_device(device)
     pool = _pool(dev)
     failure = _capi.FailureStruct()

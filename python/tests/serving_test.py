@@ -217,6 +217,17 @@ class ServingTest(unittest.TestCase):
             with self.assertRaises(RuntimeError) as cm:
                 serving.sleep(backup=["weights"])
             self.assertIn("capturing", str(cm.exception))
+            self.assertFalse(serving.is_asleep())
+            fake.cuda.is_current_stream_capturing = lambda: False
+            serving.sleep(backup=["weights"])
+            fake.cuda.is_current_stream_capturing = lambda: True
+            with self.assertRaises(RuntimeError) as cm:
+                serving.wake()
+            self.assertIn("gmr.serving.wake", str(cm.exception))
+            self.assertTrue(serving.is_asleep())
+            fake.cuda.is_current_stream_capturing = lambda: False
+            serving.wake()
+            self.assertTrue(same(weights, MIB, 9))
         finally:
             if saved is None:
                 del sys.modules["torch"]
