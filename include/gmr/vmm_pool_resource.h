@@ -152,17 +152,12 @@
  * cudaEventQuery invalidates it: relaxed mode is for the queries, and costs
  * two calls per slow path, only during a capture.)
  *
- * Sleep and wake (what inference servers do between workloads; vLLM's
- * sleep mode): gmr_vmm_pool_resource_sleep() synchronises the device, gives
- * every free page and zombie back (as trim), optionally copies live
- * allocations (all, or those whose tag is selected) to pinned host memory,
- * then unmaps and releases the pages of every live allocation, keeping its
- * addresses. gmr_vmm_pool_resource_wake() maps fresh pages at the same
- * addresses and copies saved contents back; allocations that were not saved
- * wake with undefined contents. Each rolls back to the state before the call
- * if a CUDA call fails. While any allocation is asleep, allocate and extend
- * fail with GMR_ERR_BUSY (the pool is asleep: wake it first); freeing an
- * asleep allocation is allowed (its saved copy is dropped).
+ * Sleep and wake (what inference servers do between workloads: vLLM's
+ * sleep mode, torch_memory_saver): tags, gmr_vmm_pool_resource_sleep() and
+ * gmr_vmm_pool_resource_wake() give the physical memory of live
+ * allocations back while keeping their addresses, and map it again, in
+ * both placements; gmr/vmm_pool_sleep.h (included below) declares them
+ * and says what happens to each kind of memory.
  *
  * Peers: peer_access gives other devices read-write access to every mapped
  * page (cuMemSetAccess per mapping; cudaDeviceEnablePeerAccess does not cover
@@ -559,130 +554,12 @@ GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_dump(gmr_vmm_pool_resourc
 GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_check_invariants(
     gmr_vmm_pool_resource *pool, char *err, size_t err_bytes);
 
-/* ---- tags, sleep and wake ---------------------------------------------- */
-
-/* Tags are 0..63; they select allocations for sleep's copies and wake. */
-#define GMR_VMM_POOL_MAX_TAG 63u
-
-/**
- * Give allocations made from now on tag `tag` (0 at create): e.g. set 1
- * before loading weights and 2 before the KV cache, then save only tag 1 at
- * sleep. Chunks of the internal small pool get the tag in force when they
- * are made.
- * Units: a tag number, 0..GMR_VMM_POOL_MAX_TAG.
- * Thread-safe: yes (under the pool's or the engine's lock; an allocation
- *   made by another thread during the call gets either tag).
- * Stream/device: no CUDA call.
- * Returns:
- *   GMR_OK                    set.
- *   GMR_ERR_INVALID_ARGUMENT  pool is NULL, or tag is above 63.
- * On failure nothing changed.
- */
-GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_set_default_tag(
-    gmr_vmm_pool_resource *pool, uint32_t tag);
-
-/**
- * Tag the live (or asleep) allocation starting at `ptr`. PAGES placement:
- * an allocation of whole pages (a small block lives in a chunk that has the
- * chunk's tag); FINE placement: any allocation.
- * Units: a tag number, 0..GMR_VMM_POOL_MAX_TAG.
- * Thread-safe: yes (under the pool's or the engine's lock).
- * Stream/device: no CUDA call.
- * Returns:
- *   GMR_OK                    tagged.
- *   GMR_ERR_INVALID_ARGUMENT  pool is NULL, or tag is above 63.
- *   GMR_ERR_UNKNOWN_POINTER   ptr is not the start of a live or asleep
- *                             allocation that can be tagged (see above).
- * On failure nothing changed.
- */
-GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_set_tag(gmr_vmm_pool_resource *pool,
-                                                               void *ptr, uint32_t tag);
-
-#define GMR_VMM_POOL_SLEEP_OPTIONS_VERSION 1u
-
-typedef struct gmr_vmm_pool_sleep_options {
-  size_t size;            /* sizeof as the caller knows it */
-  uint32_t version;       /* GMR_VMM_POOL_SLEEP_OPTIONS_VERSION */
-  bool save_all;          /* copy every live allocation to pinned host memory */
-  uint64_t save_tag_mask; /* else: bit t copies the allocations of tag t */
-} gmr_vmm_pool_sleep_options;
-
-#define GMR_VMM_POOL_SLEEP_OPTIONS_INIT \
-  {sizeof(gmr_vmm_pool_sleep_options), GMR_VMM_POOL_SLEEP_OPTIONS_VERSION, false, 0}
-
-/**
- * Give every physical page of the pool back to the device while keeping
- * every live allocation's addresses (see the banner).
- *
- * Units: bytes. Ownership: `options` is read during the call only (NULL:
- *   save nothing); the host copies are the pool's until wake or until the
- *   allocation is freed. `failure` (may be NULL) receives the reason of a
- *   failure.
- * Source: vLLM's sleep mode and torch_memory_saver.
- * Thread-safe: yes, but no work may use the pool's memory during the call
- *   and until wake (the pages are gone: an access is an illegal address).
- * Stream/device: synchronises the device (cudaDeviceSynchronize), copies on
- *   the default stream (cudaMemcpyAsync to cudaHostAlloc memory, then
- *   cudaStreamSynchronize), unmaps and releases pages. Not during a capture.
- * Returns:
- *   GMR_OK                    asleep (also when nothing was live).
- *   GMR_ERR_INVALID_ARGUMENT  NULL pool; options given with a bad header
- *                             (the message says which, the size and version
- *                             given and needed).
- *   GMR_ERR_OUT_OF_MEMORY     pinned host memory for a copy ran out.
- *   GMR_ERR_CUDA              a CUDA call failed (the message names it).
- * After failure the live allocations are mapped and intact and no copy is
- * kept; free pages given back before the failure stay given back (as trim).
- */
-GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_sleep(
-    gmr_vmm_pool_resource *pool, const gmr_vmm_pool_sleep_options *options, gmr_failure *failure);
-
-#define GMR_VMM_POOL_WAKE_OPTIONS_VERSION 1u
-
-typedef struct gmr_vmm_pool_wake_options {
-  size_t size;
-  uint32_t version;       /* GMR_VMM_POOL_WAKE_OPTIONS_VERSION */
-  bool wake_all;          /* wake every asleep allocation (NULL options: the same) */
-  uint64_t wake_tag_mask; /* else: bit t wakes the allocations of tag t */
-} gmr_vmm_pool_wake_options;
-
-#define GMR_VMM_POOL_WAKE_OPTIONS_INIT \
-  {sizeof(gmr_vmm_pool_wake_options), GMR_VMM_POOL_WAKE_OPTIONS_VERSION, true, 0}
-
-/**
- * Map fresh pages at the addresses of the asleep allocations selected by
- * `options` (NULL: all) and copy back the contents that sleep saved.
- * Units: bytes. Ownership: `options` is read during the call only; the
- *   saved host copies of the woken allocations are freed. `failure` (may be
- *   NULL) receives the reason of a failure.
- * Thread-safe: yes (under the pool's lock).
- * Stream/device: maps pages, copies on the default stream and waits for
- *   the copies (cudaStreamSynchronize); not during a capture (the
- *   synchronisation fails there: GMR_ERR_CUDA).
- * Source: vLLM's sleep mode and torch_memory_saver.
- * Returns:
- *   GMR_OK                    awake (also when nothing was asleep).
- *   GMR_ERR_INVALID_ARGUMENT  NULL pool; options with a bad header (the
- *                             message says which, as for sleep).
- *   GMR_ERR_OUT_OF_MEMORY     the device could not give the pages back
- *                             (cuMemCreate), or host memory ran out.
- *   GMR_ERR_CUDA              another CUDA failure.
- * After failure every selected allocation is still asleep with its saved
- * copy, and no page of this call stays mapped or allocated.
- */
-GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_wake(
-    gmr_vmm_pool_resource *pool, const gmr_vmm_pool_wake_options *options, gmr_failure *failure);
-
-/**
- * True while any allocation is asleep (allocate and extend then return
- * GMR_ERR_BUSY); false for NULL.
- * Thread-safe: yes (under the pool's lock; another thread's sleep or wake
- *   may change the answer right after). Stream/device: no CUDA call.
- */
-GMR_API bool gmr_vmm_pool_resource_is_asleep(gmr_vmm_pool_resource *pool);
-
 #ifdef __cplusplus
 }
 #endif
+
+/* Tags, sleep and wake (declared there; included here so that code written
+ * before they moved compiles unchanged). */
+#include "gmr/vmm_pool_sleep.h"
 
 #endif /* GMR_VMM_POOL_RESOURCE_H_ */

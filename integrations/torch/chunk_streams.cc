@@ -7,12 +7,19 @@
 // check that a free names the allocation's stream (tracking's check_stream)
 // and refuse it otherwise. PyTorch's streams are never destroyed, so the
 // stream a chunk was taken on is still there when it goes back.
+//
+// When a vmm pool serves the stack (gmr_vmm_pool_resource_find), each chunk
+// gets the tag GMR_TORCH_GRAPH_POOL_TAG, so that sleep can treat the memory
+// of CUDA graphs apart from the rest (gmr.serving: the tag "graphs"). A
+// stack that sub-allocates above the pool (pool > vmm_pool) hands out no
+// pool allocation to tag: its chunks keep the pool's tag.
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <new>
 #include <unordered_map>
 
+#include "gmr/vmm_pool_sleep.h"
 #include "integrations/torch/shim_internal.h"
 
 namespace gmr_torch {
@@ -21,6 +28,7 @@ namespace {
 struct chunk_streams {
   gmr_resource base;  // first: usable as a gmr_resource
   gmr_resource *upstream;
+  gmr_vmm_pool_resource *vmm;  // the vmm pool under upstream, or nullptr
   std::mutex mutex;
   std::unordered_map<void *, gmr_stream> streams;
 };
@@ -29,6 +37,11 @@ chunk_streams *self_of(gmr_resource *r) { return reinterpret_cast<chunk_streams 
 
 gmr_status remember(chunk_streams *c, size_t bytes, gmr_stream stream, void *ptr,
                     gmr_failure *failure) {
+  // No CUDA call: safe during a capture. A chunk the pool did not hand out
+  // itself (a sub-allocator above it) is not its to tag.
+  if (c->vmm != nullptr) {
+    (void)gmr_vmm_pool_resource_set_tag(c->vmm, ptr, GMR_TORCH_GRAPH_POOL_TAG);
+  }
   try {
     std::lock_guard<std::mutex> lock(c->mutex);
     c->streams[ptr] = stream;
@@ -117,6 +130,7 @@ gmr_resource *chunk_streams_create(gmr_resource *upstream) {
   if (c == nullptr) return nullptr;
   c->base.vtbl = &vtbl;
   c->upstream = upstream;
+  c->vmm = gmr_vmm_pool_resource_find(upstream);
   return &c->base;
 }
 

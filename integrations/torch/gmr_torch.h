@@ -42,6 +42,9 @@
  * cuda(kind=device)); a stack that cannot (cuda(kind=async) at the bottom
  * with no free memory) fails the request with GMR_ERR_CAPTURE_UNSAFE and a
  * message that names the stack and what to use, leaving the capture valid.
+ * Over a vmm pool (the default stack `vmm`), the arena's chunks carry the
+ * tag GMR_TORCH_GRAPH_POOL_TAG (gmr/vmm_pool_sleep.h), so that sleep can
+ * keep, save or discard the memory of CUDA graphs on its own.
  *
  * Every pointer handed out is recorded (pointer -> device, bytes, stream,
  * resource), so a free of a pointer gmr never gave, or with another size or
@@ -69,6 +72,10 @@
 #include <stdint.h>
 
 #include "gmr/resource.h"
+
+/* The vmm pool tag of the graph pool arena's chunks (see the banner); the
+ * Python name "graphs" (python/gmr/serving.py). */
+#define GMR_TORCH_GRAPH_POOL_TAG 63u
 
 #if defined(__GNUC__)
 #define GMR_TORCH_API __attribute__((visibility("default")))

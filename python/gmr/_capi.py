@@ -18,8 +18,9 @@ __all__ = [
     "TorchCounters", "TorchDeviceStats", "TorchGraphPoolInfo", "TorchHistoryEntry",
     "TORCH_CONTEXT_FN", "ScopeRegistryConfig", "ScopeStruct", "ScopedPoolStats",
     "ScopeRegistryStats", "MemorySpaceId", "LimitPolicy", "OomPolicy", "MemorySpaceConfig",
-    "ReservationStrategy", "TierManagerStats", "MemorySpaceStats", "ReservationInfo", "MIRRORS",
-    "PROTOTYPES", "LIBRARIES", "declare",
+    "ReservationStrategy", "TierManagerStats", "MemorySpaceStats", "ReservationInfo",
+    "VmmSleepOptions", "VmmWakeOptions", "VmmTagStats", "MIRRORS", "PROTOTYPES", "LIBRARIES",
+    "declare",
 ]
 
 # Array lengths and struct versions of the headers (the C names in comments).
@@ -36,6 +37,13 @@ SCOPE_REGISTRY_STATS_VERSION = 1
 TIER_MANAGER_STATS_VERSION = 2
 MEMORY_SPACE_STATS_VERSION = 1
 RESERVATION_INFO_VERSION = 1
+VMM_SLEEP_OPTIONS_VERSION = 2      # GMR_VMM_POOL_SLEEP_OPTIONS_VERSION (gmr/vmm_pool_sleep.h)
+VMM_WAKE_OPTIONS_VERSION = 1       # GMR_VMM_POOL_WAKE_OPTIONS_VERSION
+VMM_TAG_STATS_VERSION = 1          # GMR_VMM_POOL_TAG_STATS_VERSION
+VMM_MAX_TAG = 63                   # GMR_VMM_POOL_MAX_TAG
+VMM_HOST_PINNED = 0                # GMR_VMM_POOL_HOST_PINNED
+VMM_HOST_PAGEABLE = 1              # GMR_VMM_POOL_HOST_PAGEABLE
+TORCH_GRAPH_POOL_TAG = 63          # GMR_TORCH_GRAPH_POOL_TAG (integrations/torch/gmr_torch.h)
 
 
 # gmr/resource.h, gmr/stack.h
@@ -128,6 +136,68 @@ class VmmPoolRegion(ctypes.Structure):
 
 # gmr_vmm_pool_region_kind
 VMM_REGION_HOLE, VMM_REGION_FREE, VMM_REGION_LIVE, VMM_REGION_ZOMBIE, VMM_REGION_ASLEEP = range(5)
+
+
+# gmr/vmm_pool_sleep.h
+
+
+class VmmSleepOptions(ctypes.Structure):
+    """gmr_vmm_pool_sleep_options (gmr/vmm_pool_sleep.h, version 2)."""
+
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("version", ctypes.c_uint32),
+        ("save_all", ctypes.c_bool),
+        ("save_tag_mask", ctypes.c_uint64),
+        ("keep_tag_mask", ctypes.c_uint64),
+        ("host", ctypes.c_int),
+    ]
+
+    def __init__(self) -> None:
+        """GMR_VMM_POOL_SLEEP_OPTIONS_INIT: save nothing, keep nothing, pinned copies."""
+        super().__init__()
+        self.size = ctypes.sizeof(self)
+        self.version = VMM_SLEEP_OPTIONS_VERSION
+
+
+class VmmWakeOptions(ctypes.Structure):
+    """gmr_vmm_pool_wake_options (gmr/vmm_pool_sleep.h, version 1)."""
+
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("version", ctypes.c_uint32),
+        ("wake_all", ctypes.c_bool),
+        ("wake_tag_mask", ctypes.c_uint64),
+    ]
+
+    def __init__(self) -> None:
+        """GMR_VMM_POOL_WAKE_OPTIONS_INIT: wake every asleep allocation."""
+        super().__init__()
+        self.size = ctypes.sizeof(self)
+        self.version = VMM_WAKE_OPTIONS_VERSION
+        self.wake_all = True
+
+
+class VmmTagStats(ctypes.Structure):
+    """gmr_vmm_pool_tag_stats (gmr/vmm_pool_sleep.h, version 1)."""
+
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("version", ctypes.c_uint32),
+        ("live_bytes", ctypes.c_size_t),
+        ("live_count", ctypes.c_size_t),
+        ("asleep_bytes", ctypes.c_size_t),
+        ("asleep_count", ctypes.c_size_t),
+        ("saved_bytes", ctypes.c_size_t),
+        ("saved_count", ctypes.c_size_t),
+        ("saved_pinned", ctypes.c_bool),
+    ]
+
+    def __init__(self) -> None:
+        """GMR_VMM_POOL_TAG_STATS_INIT."""
+        super().__init__()
+        self.size = ctypes.sizeof(self)
+        self.version = VMM_TAG_STATS_VERSION
 
 
 # integrations/torch/gmr_torch.h
@@ -439,6 +509,9 @@ MIRRORS: Dict[type, str] = {
     TierManagerStats: "gmr_tier_manager_stats",
     MemorySpaceStats: "gmr_memory_space_stats",
     ReservationInfo: "gmr_reservation_info",
+    VmmSleepOptions: "gmr_vmm_pool_sleep_options",
+    VmmWakeOptions: "gmr_vmm_pool_wake_options",
+    VmmTagStats: "gmr_vmm_pool_tag_stats",
 }
 
 # The two libraries the table names: libgmr.so and the torch shim.
@@ -489,6 +562,17 @@ PROTOTYPES: Dict[str, Prototype] = {
     "gmr_pool_resource_get_blocks": (GMR, _i, [_vp, _P(PoolBlockInfo), _sz, _P(_sz)]),
     "gmr_vmm_pool_resource_from_resource": (GMR, _vp, [_vp]),
     "gmr_vmm_pool_resource_get_regions": (GMR, _i, [_vp, _P(VmmPoolRegion), _sz, _P(_sz)]),
+
+
+    # gmr/vmm_pool_sleep.h
+    "gmr_vmm_pool_resource_find": (GMR, _vp, [_vp]),
+    "gmr_vmm_pool_resource_as_resource": (GMR, _vp, [_vp]),
+    "gmr_vmm_pool_resource_set_default_tag": (GMR, _i, [_vp, _c.c_uint32]),
+    "gmr_vmm_pool_resource_set_tag": (GMR, _i, [_vp, _vp, _c.c_uint32]),
+    "gmr_vmm_pool_resource_sleep": (GMR, _i, [_vp, _P(VmmSleepOptions), _fp]),
+    "gmr_vmm_pool_resource_wake": (GMR, _i, [_vp, _P(VmmWakeOptions), _fp]),
+    "gmr_vmm_pool_resource_is_asleep": (GMR, _b, [_vp]),
+    "gmr_vmm_pool_resource_get_tag_stats": (GMR, _i, [_vp, _u64, _P(VmmTagStats)]),
     # gmr/scoped/scoped_pool.h (libgmr_scoped)
     "gmr_scope_registry_create": (SCOPED, _i, [_P(_vp), _sz, _P(ScopeRegistryConfig), _P(_vp)]),
     "gmr_scope_registry_create_from_spec": (SCOPED, _i, [_str, _P(ScopeRegistryConfig), _P(_vp),

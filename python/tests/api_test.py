@@ -20,7 +20,7 @@ import junit_runner
 import gmr
 
 MODULES = ("gmr", "gmr._capi", "gmr._lib", "gmr._segments", "gmr._torch_allocator_api", "gmr.cupy",
-           "gmr.cuda_core", "gmr.memory_viz", "gmr.numba", "gmr.scoped", "gmr.tiers",
+           "gmr.cuda_core", "gmr.memory_viz", "gmr.numba", "gmr.scoped", "gmr.serving", "gmr.tiers",
            "gmr.torch")
 
 # _lib's loader, left as it is while the library layout it searches changes
@@ -28,7 +28,7 @@ MODULES = ("gmr", "gmr._capi", "gmr._lib", "gmr._segments", "gmr._torch_allocato
 LOADER = {"gmr._lib." + name for name in ("library_dirs", "lib", "lib_path", "prefer_torch_lib",
                                           "torch_lib_path", "torch_lib", "loaded_torch_lib_path")}
 # Functions that cannot raise (no C call, no check): no Raises section.
-NEVER_RAISE = {"gmr.torch.mode", "gmr._torch_allocator_api.install",
+NEVER_RAISE = {"gmr.torch.mode", "gmr.serving.tags", "gmr._torch_allocator_api.install",
                "gmr._torch_allocator_api.uninstall", "gmr._torch_allocator_api.installed",
                "gmr._segments.place_allocations", "gmr._segments.segments_from_regions",
                "gmr.numba.DeviceMemoryManager.live_allocations"}

@@ -59,6 +59,7 @@
 #include "core/stream_slots.h"
 #include "core/u64_map.h"
 #include "gmr/vmm_pool_resource.h"
+#include "resources/vmm_pool/vmm_sleep_common.h"
 
 /* Placement granularity: every region starts and ends on it. */
 #define VMF_UNIT GMR__FREE_INDEX_UNIT
@@ -87,7 +88,7 @@ typedef struct vmf_extra {
   uint32_t used_count;
   cudaEvent_t *blockers; /* FREE, blocked: events recorded on used streams at the free */
   uint32_t blocker_count;
-  void *saved; /* ASLEEP: pinned host copy, or NULL */
+  void *saved; /* ASLEEP: host copy (of the engine's saved_host kind), or NULL */
 } vmf_extra;
 
 struct vmf_region {
@@ -228,6 +229,10 @@ struct vmf_engine {
   size_t asleep_bytes;
   size_t asleep_count;
   size_t saved_bytes;
+  gmr_vmm_pool_host_kind saved_host; /* the kind of the host copies of the last sleep */
+  /* From a sleep until a wake leaves nothing asleep here: FREE regions may
+   * lie on unmapped pages (the statistics count only their mapped bytes). */
+  bool slept;
   uint32_t default_tag;
   vmf_counts counts;
   gmr__stream_event_counts events;
@@ -477,7 +482,22 @@ void gmr__vmf_fill_free_info(vmf_engine *e, gmr_failure *failure);
 
 /* ---- vmm_fine_sleep.c ------------------------------------------------------- */
 
-gmr_status gmr__vmf_sleep(vmf_engine *e, const gmr_vmm_pool_sleep_options *o, gmr_failure *failure);
-gmr_status gmr__vmf_wake(vmf_engine *e, const gmr_vmm_pool_wake_options *o, gmr_failure *failure);
+/* One native engine as a participant of sleep or wake (vmm_sleep_common.h);
+ * its lock held for the whole call. */
+typedef struct vmf_sleep_ctx {
+  vmf_engine *e;
+  uint64_t keep_tag_mask;   /* sleep: a handle under a LIVE allocation of these tags stays */
+  vmf_handle **unmapped;    /* sleep: handles unmapped, still in the page table */
+  size_t unmapped_count;
+  vmf_handle *first_before; /* wake: the newest handle before the call (handles made since
+                             * precede it in e->handles) */
+} vmf_sleep_ctx;
+
+extern const gmr__vmm_sleep_ops gmr__vmf_sleep_ops;
+
+/* Free the sleep context's own memory. */
+void gmr__vmf_sleep_ctx_free(vmf_sleep_ctx *c);
+/* Add the figures of the allocations of tag_mask to *s. Takes the lock. */
+void gmr__vmf_tag_stats(vmf_engine *e, uint64_t tag_mask, gmr_vmm_pool_tag_stats *s);
 
 #endif /* GMR_RESOURCES_VMM_POOL_VMM_FINE_H_ */

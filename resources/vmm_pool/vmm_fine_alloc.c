@@ -447,7 +447,11 @@ static void forget_live(vmf_engine *e, vmf_region *r) {
 /* An asleep allocation has no pages to free: it becomes free memory that
  * wake makes whole again. */
 static void free_asleep(vmf_engine *e, vmf_region *r, uint32_t slot) {
-  if (r->extra != NULL && r->extra->saved != NULL) e->saved_bytes -= r->node.bytes;
+  if (r->extra != NULL && r->extra->saved != NULL) {
+    e->saved_bytes -= r->node.bytes;
+    gmr__vmm_host_free(e->cuda, e->saved_host, r->extra->saved, r->node.bytes);
+    r->extra->saved = NULL;
+  }
   gmr__vmf_free_extra(e, r);
   e->asleep_bytes -= r->node.bytes;
   e->asleep_count--;

@@ -10,9 +10,33 @@
 #include "core/failure.h"
 #include "resources/vmm_pool/vmm_fine.h"
 
+/* The bytes of the free region r that lie on mapped pages. */
+static size_t mapped_part(const vmf_engine *e, const vmf_region *r) {
+  const vmf_arena *a = r->arena;
+  size_t n = 0;
+  uintptr_t addr = r->node.addr, end = r->node.addr + r->node.bytes;
+  for (uintptr_t p = addr / e->page_bytes * e->page_bytes; p < end; p += e->page_bytes) {
+    if (a->pages[(p - a->base) / e->page_bytes] == NULL) continue;
+    uintptr_t lo = p < addr ? addr : p;
+    uintptr_t hi = p + e->page_bytes < end ? p + e->page_bytes : end;
+    n += hi - lo;
+  }
+  return n;
+}
+
 static size_t free_total(const vmf_engine *e) {
   size_t n = 0;
-  for (const vmf_arena *a = e->arenas; a != NULL; a = a->next) n += a->free_bytes;
+  for (const vmf_arena *a = e->arenas; a != NULL; a = a->next) {
+    /* After a sleep (until a wake leaves nothing asleep) free regions may
+     * lie on pages given back: only their mapped bytes count. */
+    if (!e->slept || e->chunked) {
+      n += a->free_bytes;
+      continue;
+    }
+    for (const vmf_region *r = a->first; r != NULL; r = r->next) {
+      if (r->state == VMF_FREE) n += mapped_part(e, r);
+    }
+  }
   return n;
 }
 
@@ -25,9 +49,19 @@ static size_t free_count(const vmf_engine *e) {
   return n;
 }
 
-/* The largest free region: the largest of each slot's index. */
+/* The largest free region: the largest of each slot's index (after a
+ * sleep: the most mapped bytes of one free region). */
 static size_t largest_free(const vmf_engine *e) {
   size_t best = 0;
+  if (e->slept && !e->chunked) {
+    for (const vmf_arena *a = e->arenas; a != NULL; a = a->next) {
+      for (const vmf_region *r = a->first; r != NULL; r = r->next) {
+        size_t n = r->state == VMF_FREE ? mapped_part(e, r) : 0;
+        if (n > best) best = n;
+      }
+    }
+    return best;
+  }
   for (uint32_t i = 0; i < e->slots.count; ++i) {
     size_t largest = gmr__free_index_largest(&gmr__vmf_slot(e, i)->index);
     if (largest > best) best = largest;
@@ -142,7 +176,7 @@ static gmr_status check_pages(const vmf_engine *e, const vmf_arena *a, const vmf
   uintptr_t first = r->node.addr / e->page_bytes * e->page_bytes;
   for (uintptr_t p = first; p < r->node.addr + r->node.bytes; p += e->page_bytes) {
     const vmf_handle *h = a->pages[(p - a->base) / e->page_bytes];
-    bool must = r->state == VMF_LIVE || (r->state == VMF_FREE && e->asleep_count == 0);
+    bool must = r->state == VMF_LIVE || (r->state == VMF_FREE && !e->slept);
     if (r->state == VMF_HOLE && h != NULL) {
       return gmr__vmm_violation(err, err_bytes, "hole at %#zx has a page mapped at %#zx",
                                 (size_t)r->node.addr, (size_t)p);

@@ -259,7 +259,7 @@ gmr_status gmr__vmm_fine_create(gmr_vmm_pool_resource *p, gmr_failure *failure) 
   p->shard_count = shards;
   atomic_init(&p->total.held_bytes, 0);
   atomic_init(&p->total.peak_held_bytes, 0);
-  atomic_init(&p->fine_asleep, false);
+  atomic_init(&p->sleeping, false);
   atomic_init(&p->shards_made, 1u);
   for (uint32_t i = 0; i < GMR_VMM_POOL_MAX_SHARDS; ++i) atomic_init(&p->shards[i], NULL);
   vmf_engine *e = NULL;

@@ -15,9 +15,10 @@
  *   vmm_pool_regions.c   regions, lists, VA chunks, events
  *   vmm_pool_pages.c     driver calls on runs of pages, each with its undo
  *   vmm_pool_alloc.c     phases 0-2 of an allocation, and extend
- *   vmm_pool_sleep.c     trim, sleep and wake
- *   vmm_sleep_common.c   what both placements' sleep and wake share: the
- *                        first step, the contents saved and restored
+ *   vmm_pool_sleep.c     trim; PAGES placement's steps of sleep and wake;
+ *                        the public sleep, wake and tag functions
+ *   vmm_sleep_common.c   sleep and wake written once: the sequence, host
+ *                        copies, rollbacks (each placement gives its steps)
  *   vmm_pool_debug.c     statistics, region lists, dump, invariants
  *   vmm_fine*.c          FINE placement (vmm_fine.h), also the small path
  *
@@ -91,7 +92,7 @@ struct vmm_region {
   bool internal;          /* a chunk of the internal small pool */
   gmr_stream *used_streams; /* record_stream */
   uint32_t used_count;
-  void *saved;            /* ASLEEP: pinned host copy, or NULL */
+  void *saved;            /* ASLEEP: host copy (of the pool's saved_host kind), or NULL */
 };
 
 struct vmm_root {
@@ -164,6 +165,7 @@ typedef struct gmr_vmm_pool_resource {
   size_t asleep_bytes;
   size_t asleep_count;
   size_t saved_bytes;
+  gmr_vmm_pool_host_kind saved_host; /* the kind of the host copies of the last sleep */
   uint32_t default_tag;
   vmm_counts counts;
 
@@ -183,7 +185,9 @@ typedef struct gmr_vmm_pool_resource {
   atomic_uint shards_made; /* shards made so far (written under the lock) */
   gmr__stream_home home;  /* stream -> shard */
   vmf_total total;        /* held by every shard together */
-  atomic_bool fine_asleep; /* a sleep left something asleep in some shard */
+  /* Both placements: from a successful sleep until a wake leaves nothing
+   * asleep (written under the lock; read without it on FINE's fast path). */
+  atomic_bool sleeping;
 } gmr_vmm_pool_resource;
 
 /* ---- vmm_pool_resource.c ----------------------------------------------- */
@@ -223,6 +227,10 @@ gmr_status gmr__vmm_small_deallocate(gmr_vmm_pool_resource *p, void *ptr, size_t
  * was not small), GMR_ERR_DOUBLE_FREE or GMR_ERR_UNKNOWN_POINTER. Takes the
  * engine's lock; call it without the pool's. */
 gmr_status gmr__vmm_small_verdict(gmr_vmm_pool_resource *p, const void *ptr);
+/* The small path's free bytes in chunks that are mapped (LIVE: a sleep
+ * gave the others' pages back); *largest_chunk: the most of one chunk.
+ * Takes the engine's lock, then the pool's mutex: call it with neither. */
+size_t gmr__vmm_small_free_mapped(gmr_vmm_pool_resource *p, size_t *largest_chunk);
 /* Destroy the small path (GMR_ERR_BUSY while a small block is live). */
 gmr_status gmr__vmm_small_destroy(gmr_vmm_pool_resource *p);
 
@@ -252,15 +260,20 @@ gmr_status gmr__vmm_shards_extend(gmr_vmm_pool_resource *p, void *ptr, size_t by
                                   gmr_failure *failure);
 gmr_status gmr__vmm_shards_set_tag(gmr_vmm_pool_resource *p, void *ptr, uint32_t tag);
 void gmr__vmm_shards_set_default_tag(gmr_vmm_pool_resource *p, uint32_t tag);
-bool gmr__vmm_shards_asleep(gmr_vmm_pool_resource *p);
 void gmr__vmm_shards_memory_info(gmr_vmm_pool_resource *p, gmr_memory_info *info);
 void gmr__vmm_shards_footprint(gmr_vmm_pool_resource *p, gmr_footprint *out);
 void gmr__vmm_shards_stats(gmr_vmm_pool_resource *p, gmr_vmm_pool_resource_stats *s);
 gmr_status gmr__vmm_shards_trim(gmr_vmm_pool_resource *p, size_t *released_bytes);
+/* Sleep and wake every shard at once (vmm_sleep_common.h: a failure in one
+ * rolls all back); the pool's mutex held. *still_asleep: whether a shard
+ * still has something asleep (or free memory to tidy) after the wake. */
 gmr_status gmr__vmm_shards_sleep(gmr_vmm_pool_resource *p, const gmr_vmm_pool_sleep_options *o,
                                  gmr_failure *failure);
 gmr_status gmr__vmm_shards_wake(gmr_vmm_pool_resource *p, const gmr_vmm_pool_wake_options *o,
-                                gmr_failure *failure);
+                                gmr_failure *failure, bool *still_asleep);
+/* Add the shards' figures for the tags of tag_mask to *s. */
+void gmr__vmm_shards_tag_stats(gmr_vmm_pool_resource *p, uint64_t tag_mask,
+                               gmr_vmm_pool_tag_stats *s);
 size_t gmr__vmm_shards_regions(gmr_vmm_pool_resource *p, gmr_vmm_pool_region *out,
                                size_t capacity);
 gmr_status gmr__vmm_shards_check(gmr_vmm_pool_resource *p, char *err, size_t err_bytes);

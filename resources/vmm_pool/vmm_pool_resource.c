@@ -19,6 +19,7 @@
 
 #include "core/failure.h"
 #include "resources/vmm_pool/vmm_pool_internal.h"
+#include "resources/vmm_pool/vmm_sleep_common.h"
 
 
 static void lock(gmr_vmm_pool_resource *p) { pthread_mutex_lock(&p->lock); }
@@ -47,7 +48,7 @@ gmr_status gmr__vmm_allocate_pages_locking(gmr_vmm_pool_resource *p, size_t byte
                                            void **out_ptr, gmr_failure *failure) {
   size_t rounded = gmr__align_up(bytes, p->page_bytes);
   lock(p);
-  if (p->asleep_count > 0) {
+  if (atomic_load_explicit(&p->sleeping, memory_order_relaxed)) {
     unlock(p);
     return busy_asleep(failure);
   }
@@ -94,7 +95,7 @@ static gmr_status allocate_common(gmr_vmm_pool_resource *p, size_t bytes, size_t
   }
   if (bytes < p->page_bytes && p->small_pool_enabled) {
     lock(p);
-    bool asleep = p->asleep_count > 0;
+    bool asleep = atomic_load_explicit(&p->sleeping, memory_order_relaxed);
     unlock(p);
     if (asleep) return busy_asleep(failure);
     return gmr__vmm_small_allocate(p, bytes, alignment, stream, capturing_api, out_ptr, failure);
@@ -141,7 +142,7 @@ static void forget_live(gmr_vmm_pool_resource *p, vmm_region *r) {
 /* Free an asleep allocation: it has no pages, only addresses and a copy. */
 static void free_asleep(gmr_vmm_pool_resource *p, vmm_region *r) {
   if (r->saved != NULL) {
-    (void)p->cuda->free_host(r->saved);
+    gmr__vmm_host_free(p->cuda, p->saved_host, r->saved, r->bytes);
     p->saved_bytes -= r->bytes;
     r->saved = NULL;
   }
@@ -311,7 +312,7 @@ static gmr_status vmm_extend(gmr_resource *self, void *ptr, size_t bytes, size_t
   lock(p);
   vmm_region *r = live_region(p, ptr);
   gmr_status st = GMR_OK;
-  if (p->asleep_count > 0) {
+  if (atomic_load_explicit(&p->sleeping, memory_order_relaxed)) {
     st = busy_asleep(failure);
   } else if (r == NULL || r->internal) {
     st = gmr__failure_set(failure, bad_free(p, ptr) == GMR_ERR_DOUBLE_FREE
@@ -367,6 +368,14 @@ static gmr_status vmm_get_memory_info(const gmr_resource *self, gmr_memory_info 
     gmr_memory_info small = GMR_MEMORY_INFO_INIT;
     vmf_engine *sp = gmr__vmm_small(p, false);
     if (sp != NULL) gmr__vmf_memory_info(sp, &small);
+    if (sp != NULL && atomic_load_explicit(&p->sleeping, memory_order_relaxed)) {
+      /* Free bytes of the small path's asleep chunks lie on no memory. */
+      size_t largest_chunk = 0;
+      small.free_bytes = gmr__vmm_small_free_mapped(p, &largest_chunk);
+      if (small.largest_free_block_bytes > largest_chunk) {
+        small.largest_free_block_bytes = largest_chunk;
+      }
+    }
     lock(p);
     info.held_bytes = p->mapped_pages * p->page_bytes;
     size_t internal_bytes = small.held_bytes; /* the small path's chunks are our live pages */
@@ -543,13 +552,4 @@ gmr_status gmr_vmm_pool_resource_set_tag(gmr_vmm_pool_resource *pool, void *ptr,
   if (st == GMR_OK) r->tag = tag;
   unlock(pool);
   return st;
-}
-
-bool gmr_vmm_pool_resource_is_asleep(gmr_vmm_pool_resource *pool) {
-  if (pool == NULL) return false;
-  if (pool->fine != NULL) return gmr__vmm_shards_asleep(pool);
-  lock(pool);
-  bool asleep = pool->asleep_count > 0;
-  unlock(pool);
-  return asleep;
 }

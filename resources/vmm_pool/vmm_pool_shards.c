@@ -60,13 +60,10 @@ static vmf_engine *shard_of(gmr_vmm_pool_resource *p, gmr_stream stream, bool cr
   return e;
 }
 
-/* Whether a sleep left something asleep: allocations are refused until
- * wake (or until everything asleep was freed). */
+/* Whether the pool is asleep: allocations are refused from a sleep until a
+ * wake leaves nothing asleep (gmr/vmm_pool_sleep.h). */
 static bool still_asleep(gmr_vmm_pool_resource *p) {
-  if (!atomic_load_explicit(&p->fine_asleep, memory_order_relaxed)) return false;
-  if (gmr__vmm_shards_asleep(p)) return true;
-  atomic_store_explicit(&p->fine_asleep, false, memory_order_relaxed);
-  return false;
+  return atomic_load_explicit(&p->sleeping, memory_order_relaxed);
 }
 
 /* ---- requests --------------------------------------------------------------- */
@@ -187,6 +184,11 @@ gmr_status gmr__vmm_shards_record_stream(gmr_vmm_pool_resource *p, void *ptr, gm
 gmr_status gmr__vmm_shards_extend(gmr_vmm_pool_resource *p, void *ptr, size_t bytes,
                                   size_t new_bytes, size_t alignment, gmr_stream stream,
                                   gmr_failure *failure) {
+  if (still_asleep(p)) {
+    return gmr__failure_set(failure, GMR_ERR_BUSY,
+                            "vmm_pool is asleep (gmr_vmm_pool_resource_sleep): wake it before "
+                            "extending");
+  }
   ask a = {ASK_EXTEND, ptr, bytes, new_bytes, alignment, stream, 0, failure};
   return ask_shards(p, shard_of(p, stream, false), &a);
 }
@@ -209,18 +211,6 @@ void gmr__vmm_shards_set_default_tag(gmr_vmm_pool_resource *p, uint32_t tag) {
     gmr__vmf_unlock(e);
   }
   pthread_mutex_unlock(&p->lock);
-}
-
-bool gmr__vmm_shards_asleep(gmr_vmm_pool_resource *p) {
-  for (uint32_t i = 0; i < p->shard_count; ++i) {
-    vmf_engine *e = gmr__vmm_shard(p, i);
-    if (e == NULL) continue;
-    gmr__vmf_lock(e);
-    bool asleep = e->asleep_count > 0;
-    gmr__vmf_unlock(e);
-    if (asleep) return true;
-  }
-  return false;
 }
 
 void gmr__vmm_shards_memory_info(gmr_vmm_pool_resource *p, gmr_memory_info *info) {
@@ -303,40 +293,74 @@ gmr_status gmr__vmm_shards_trim(gmr_vmm_pool_resource *p, size_t *released_bytes
   return st;
 }
 
+/* Every shard made so far, locked (the pool's mutex held): the participants
+ * of one sleep or wake, each with its context. */
+typedef struct shard_set {
+  vmf_engine *engines[GMR_VMM_POOL_MAX_SHARDS];
+  vmf_sleep_ctx ctx[GMR_VMM_POOL_MAX_SHARDS];
+  gmr__vmm_sleeper parts[GMR_VMM_POOL_MAX_SHARDS];
+  size_t count;
+} shard_set;
+
+static void shards_lock(gmr_vmm_pool_resource *p, shard_set *set, uint64_t keep_tag_mask) {
+  set->count = 0;
+  /* Shard 0 first: it always exists, and its counts are the pool's. */
+  for (uint32_t i = 0; i < p->shard_count; ++i) {
+    vmf_engine *e = gmr__vmm_shard(p, i);
+    if (e == NULL) continue;
+    gmr__vmf_lock(e);
+    size_t k = set->count++;
+    set->engines[k] = e;
+    set->ctx[k] = (vmf_sleep_ctx){e, keep_tag_mask, NULL, 0, NULL};
+    set->parts[k] = (gmr__vmm_sleeper){&gmr__vmf_sleep_ops, &set->ctx[k]};
+  }
+}
+
+static void shards_unlock(shard_set *set) {
+  for (size_t k = set->count; k-- > 0;) {
+    gmr__vmf_sleep_ctx_free(&set->ctx[k]);
+    gmr__vmf_unlock(set->engines[k]);
+  }
+}
+
 gmr_status gmr__vmm_shards_sleep(gmr_vmm_pool_resource *p, const gmr_vmm_pool_sleep_options *o,
                                  gmr_failure *failure) {
-  /* Shard 0 first: it always exists, and its counts are the pool's. */
-  uint32_t done = 0;
-  gmr_status st = GMR_OK;
-  for (; done < p->shard_count; ++done) {
-    vmf_engine *e = gmr__vmm_shard(p, done);
-    if (e == NULL) continue;
-    st = gmr__vmf_sleep(e, o, failure);
-    if (st != GMR_OK) break;
+  shard_set *set = malloc(sizeof *set);
+  if (set == NULL) {
+    return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory ran out");
   }
-  if (st != GMR_OK) {
-    /* Roll back: the shards that slept wake with their contents. */
-    gmr_vmm_pool_wake_options all = GMR_VMM_POOL_WAKE_OPTIONS_INIT;
-    gmr_failure ignored = GMR_FAILURE_INIT;
-    for (uint32_t i = 0; i < done; ++i) {
-      vmf_engine *e = gmr__vmm_shard(p, i);
-      if (e != NULL) (void)gmr__vmf_wake(e, &all, &ignored);
-    }
-    return st;
-  }
-  atomic_store_explicit(&p->fine_asleep, true, memory_order_relaxed);
-  return GMR_OK;
+  shards_lock(p, set, o->keep_tag_mask);
+  gmr_status st = gmr__vmm_sleep_run(set->parts, set->count, p->cuda, p->device, o, failure);
+  shards_unlock(set);
+  free(set);
+  return st;
 }
 
 gmr_status gmr__vmm_shards_wake(gmr_vmm_pool_resource *p, const gmr_vmm_pool_wake_options *o,
-                                gmr_failure *failure) {
-  gmr_status st = GMR_OK;
-  for (uint32_t i = 0; i < p->shard_count && st == GMR_OK; ++i) {
-    vmf_engine *e = gmr__vmm_shard(p, i);
-    if (e != NULL) st = gmr__vmf_wake(e, o, failure);
+                                gmr_failure *failure, bool *still_asleep) {
+  shard_set *set = malloc(sizeof *set);
+  if (set == NULL) {
+    return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory ran out");
   }
-  if (!gmr__vmm_shards_asleep(p)) atomic_store_explicit(&p->fine_asleep, false, memory_order_relaxed);
+  shards_lock(p, set, 0);
+  gmr_vmm_pool_host_kind host = set->engines[0]->saved_host;
+  gmr_status st = gmr__vmm_wake_run(set->parts, set->count, p->cuda, p->device, host, o, failure);
+  *still_asleep = false;
+  for (size_t k = 0; k < set->count; ++k) {
+    vmf_engine *e = set->engines[k];
+    if (e->asleep_count > 0 || e->slept) *still_asleep = true;
+  }
+  shards_unlock(set);
+  free(set);
   return st;
+}
+
+void gmr__vmm_shards_tag_stats(gmr_vmm_pool_resource *p, uint64_t tag_mask,
+                               gmr_vmm_pool_tag_stats *s) {
+  for (uint32_t i = 0; i < p->shard_count; ++i) {
+    vmf_engine *e = gmr__vmm_shard(p, i);
+    if (e != NULL) gmr__vmf_tag_stats(e, tag_mask, s);
+  }
 }
 
 size_t gmr__vmm_shards_regions(gmr_vmm_pool_resource *p, gmr_vmm_pool_region *out,

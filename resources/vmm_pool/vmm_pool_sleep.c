@@ -1,7 +1,8 @@
 /*
  * resources/vmm_pool/vmm_pool_sleep.c: trim (give free pages back to the
- * device), and sleep and wake (give every page back while keeping the
- * addresses of live allocations; map fresh pages there again).
+ * device); PAGES placement's steps of sleep and wake (vmm_sleep_common.h:
+ * the sequence and its rollbacks are written once there); and the public
+ * entry points of gmr/vmm_pool_sleep.h for both placements.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,53 +70,64 @@ gmr_status gmr__vmm_trim_locked(gmr_vmm_pool_resource *p, size_t *released_bytes
   return GMR_OK;
 }
 
-/* ---- sleep -------------------------------------------------------------- */
+/* ---- PAGES placement's steps of sleep and wake ------------------------------- */
 
-static bool options_ok(size_t size, uint32_t version, size_t v1_bytes) {
-  return size >= v1_bytes && version >= 1;
+typedef struct pages_ctx {
+  gmr_vmm_pool_resource *p;
+} pages_ctx;
+
+static gmr_status pages_trim(void *ctx, gmr_failure *failure) {
+  gmr_vmm_pool_resource *p = ((pages_ctx *)ctx)->p;
+  /* Everything ran: regions freed during a capture have nothing pending. */
+  for (vmm_region *r = p->free_list.head; r != NULL; r = r->list_next) r->unordered = false;
+  size_t released = 0;
+  return gmr__vmm_trim_locked(p, &released, failure);
 }
 
-/* The messages of the argument checks say what was given, what is needed
- * and how to get it (an empty message left callers guessing). */
-static gmr_status null_pool(gmr_failure *failure, const char *verb) {
-  return gmr__failure_set(failure, GMR_ERR_INVALID_ARGUMENT,
-                          "gmr_vmm_pool_resource_%s: pool is NULL; pass the pool that "
-                          "gmr_vmm_pool_resource_create made",
-                          verb);
-}
-
-static gmr_status bad_header(gmr_failure *failure, const char *verb, size_t size,
-                             uint32_t version, size_t v1_bytes) {
-  return gmr__failure_set(failure, GMR_ERR_INVALID_ARGUMENT,
-                          "gmr_vmm_pool_resource_%s: options have size %zu and version %u; "
-                          "needed: size >= %zu, version >= 1 (start from "
-                          "GMR_VMM_POOL_%s_OPTIONS_INIT)",
-                          verb, size, (unsigned)version, v1_bytes,
-                          verb[0] == 's' ? "SLEEP" : "WAKE");
-}
-
-/* The LIVE regions (sleep) or the ASLEEP regions of the selected tags
- * (wake), in a new array. */
-static vmm_region **select_regions(gmr_vmm_pool_resource *p, vmm_state state, bool all,
-                                   uint64_t tag_mask, size_t *count) {
+static gmr_status pages_select(void *ctx, bool asleep, uint64_t tag_mask,
+                               gmr__vmm_sleep_item **items, size_t *count) {
+  gmr_vmm_pool_resource *p = ((pages_ctx *)ctx)->p;
   *count = 0;
-  vmm_region **list = malloc((p->live.count + 1) * sizeof *list);
-  if (list == NULL) return NULL;
+  gmr__vmm_sleep_item *list = malloc((p->live.count + 1) * sizeof *list);
+  *items = list;
+  if (list == NULL) return GMR_ERR_OUT_OF_MEMORY;
+  vmm_state want = asleep ? VMM_ASLEEP : VMM_LIVE;
   size_t cursor = 0;
   uint64_t key = 0, value = 0;
   while (gmr__u64_map_next(&p->live, &cursor, &key, &value)) {
     vmm_region *r = (vmm_region *)(uintptr_t)value;
-    if (r->state == state && (all || (tag_mask >> r->tag & 1u) != 0)) list[(*count)++] = r;
+    if (r->state != want || ((tag_mask >> r->tag) & 1u) == 0) continue;
+    list[(*count)++] = (gmr__vmm_sleep_item){r, r->addr, r->bytes, r->tag, false, r->saved};
   }
-  return list;
+  return GMR_OK;
 }
 
-/* Unmap every page of the regions, keeping the handles in the page table; on
- * a refusal map back what was unmapped. */
-static gmr_status unmap_keeping_pages(gmr_vmm_pool_resource *p, vmm_region **regions,
-                                      size_t count, gmr_failure *failure) {
+/* Map back the pages of items[0..count) that are not kept, up to `stop`
+ * within items[count - 1] (0: whole), and give access. */
+static void map_back(gmr_vmm_pool_resource *p, gmr__vmm_sleep_item *items, size_t count,
+                     uintptr_t stop) {
+  for (size_t j = count; j-- > 0;) {
+    if (items[j].keep) continue;
+    vmm_region *q = items[j].region;
+    uintptr_t end = j + 1 == count && stop != 0 ? stop : q->addr + q->bytes;
+    for (uintptr_t b = q->addr; b < end; b += p->page_bytes) {
+      if (p->vmm->map((CUdeviceptr)b, p->page_bytes, *gmr__vmm_page_slot(q->root, b)) ==
+          CUDA_SUCCESS) {
+        p->counts.map++;
+      }
+    }
+    if (end > q->addr) (void)gmr__vmm_set_access(p, q->addr, end - q->addr, NULL);
+  }
+}
+
+/* Unmap every page of the items not kept, keeping the handles in the page
+ * table; on a refusal map back what was unmapped. */
+static gmr_status pages_unmap(void *ctx, gmr__vmm_sleep_item *items, size_t count,
+                              gmr_failure *failure) {
+  gmr_vmm_pool_resource *p = ((pages_ctx *)ctx)->p;
   for (size_t i = 0; i < count; ++i) {
-    vmm_region *r = regions[i];
+    if (items[i].keep) continue;
+    vmm_region *r = items[i].region;
     for (uintptr_t a = r->addr; a < r->addr + r->bytes; a += p->page_bytes) {
       CUresult cu = p->vmm->unmap((CUdeviceptr)a, p->page_bytes);
       if (cu == CUDA_SUCCESS) {
@@ -123,17 +135,11 @@ static gmr_status unmap_keeping_pages(gmr_vmm_pool_resource *p, vmm_region **reg
         continue;
       }
       gmr_status st = gmr__cu_fail(p->vmm, failure, "cuMemUnmap", cu, "while going to sleep");
-      /* Roll back: region i up to `a`, then regions 0..i-1 whole. */
-      for (size_t j = i + 1; j-- > 0;) {
-        vmm_region *q = regions[j];
-        uintptr_t end = j == i ? a : q->addr + q->bytes;
-        for (uintptr_t b = q->addr; b < end; b += p->page_bytes) {
-          if (p->vmm->map((CUdeviceptr)b, p->page_bytes, *gmr__vmm_page_slot(q->root, b)) ==
-              CUDA_SUCCESS) {
-            p->counts.map++;
-          }
-        }
-        if (end > q->addr) (void)gmr__vmm_set_access(p, q->addr, end - q->addr, NULL);
+      /* Roll back: items[i] up to `a`, and the items before it whole. */
+      if (a > r->addr) {
+        map_back(p, items, i + 1, a);
+      } else {
+        map_back(p, items, i, 0);
       }
       return st;
     }
@@ -141,73 +147,147 @@ static gmr_status unmap_keeping_pages(gmr_vmm_pool_resource *p, vmm_region **reg
   return GMR_OK;
 }
 
-static gmr_status vmm_pool_resource_sleep_impl(gmr_vmm_pool_resource *pool,
+static void pages_remap(void *ctx, gmr__vmm_sleep_item *items, size_t count) {
+  map_back(((pages_ctx *)ctx)->p, items, count, 0);
+}
+
+static void pages_release(void *ctx, gmr__vmm_sleep_item *items, size_t count,
+                          gmr_vmm_pool_host_kind host) {
+  gmr_vmm_pool_resource *p = ((pages_ctx *)ctx)->p;
+  for (size_t i = 0; i < count; ++i) {
+    if (items[i].keep) continue;
+    vmm_region *r = items[i].region;
+    /* A refused release leaves the driver holding the page, which nothing
+     * here can undo: the pool forgets it either way. */
+    for (uintptr_t a = r->addr; a < r->addr + r->bytes; a += p->page_bytes) {
+      CUmemGenericAllocationHandle *slot = gmr__vmm_page_slot(r->root, a);
+      if (p->vmm->release(*slot) == CUDA_SUCCESS) p->counts.page_release++;
+      *slot = 0;
+      p->mapped_pages--;
+    }
+    r->saved = items[i].host;
+    if (r->saved != NULL) p->saved_bytes += r->bytes;
+    r->state = VMM_ASLEEP;
+    p->live_bytes -= r->bytes;
+    p->live_count--;
+    p->asleep_bytes += r->bytes;
+    p->asleep_count++;
+  }
+  p->saved_host = host;
+  p->counts.sleep++;
+}
+
+static gmr_status pages_map(void *ctx, gmr__vmm_sleep_item *items, size_t count,
+                            gmr_failure *failure) {
+  gmr_vmm_pool_resource *p = ((pages_ctx *)ctx)->p;
+  size_t mapped = 0; /* items[0..mapped) have pages */
+  gmr_status st = GMR_OK;
+  while (st == GMR_OK && mapped < count) {
+    vmm_region *r = items[mapped].region;
+    st = gmr__vmm_map_new_pages(p, r->root, r->addr, r->bytes / p->page_bytes, failure);
+    if (st == GMR_OK) mapped++;
+  }
+  if (st == GMR_OK) return GMR_OK;
+  if (st == GMR_ERR_OUT_OF_MEMORY) gmr__vmm_fill_free_info(p, failure);
+  for (size_t i = mapped; i-- > 0;) {
+    vmm_region *r = items[i].region;
+    gmr__vmm_undo_map(p, r->root, r->addr, r->bytes, true);
+  }
+  return st;
+}
+
+static void pages_unmap_fresh(void *ctx, gmr__vmm_sleep_item *items, size_t count) {
+  gmr_vmm_pool_resource *p = ((pages_ctx *)ctx)->p;
+  for (size_t i = count; i-- > 0;) {
+    vmm_region *r = items[i].region;
+    gmr__vmm_undo_map(p, r->root, r->addr, r->bytes, true);
+  }
+}
+
+static void pages_woken(void *ctx, gmr__vmm_sleep_item *items, size_t count) {
+  gmr_vmm_pool_resource *p = ((pages_ctx *)ctx)->p;
+  for (size_t i = 0; i < count; ++i) {
+    vmm_region *r = items[i].region;
+    if (r->saved != NULL) p->saved_bytes -= r->bytes;
+    r->saved = NULL; /* the driver frees the copy */
+    r->state = VMM_LIVE;
+    p->asleep_bytes -= r->bytes;
+    p->asleep_count--;
+    p->live_bytes += r->bytes;
+    p->live_count++;
+  }
+  p->counts.wake++;
+}
+
+static const gmr__vmm_sleep_ops pages_ops = {
+    .trim = pages_trim,
+    .select = pages_select,
+    .unmap = pages_unmap,
+    .remap = pages_remap,
+    .release = pages_release,
+    .map = pages_map,
+    .unmap_fresh = pages_unmap_fresh,
+    .woken = pages_woken,
+};
+
+/* ---- the public entry points (both placements) ----------------------------- */
+
+/* What the allocations of `tag_mask` hold (PAGES placement; lock held). */
+static void pages_tag_stats(gmr_vmm_pool_resource *p, uint64_t tag_mask,
+                            gmr_vmm_pool_tag_stats *s) {
+  size_t cursor = 0;
+  uint64_t key = 0, value = 0;
+  while (gmr__u64_map_next(&p->live, &cursor, &key, &value)) {
+    const vmm_region *r = (const vmm_region *)(uintptr_t)value;
+    if (((tag_mask >> r->tag) & 1u) == 0) continue;
+    if (r->state == VMM_LIVE) {
+      s->live_bytes += r->bytes;
+      s->live_count++;
+    } else if (r->state == VMM_ASLEEP) {
+      s->asleep_bytes += r->bytes;
+      s->asleep_count++;
+      if (r->saved != NULL) {
+        s->saved_bytes += r->bytes;
+        s->saved_count++;
+        s->saved_pinned = p->saved_host == GMR_VMM_POOL_HOST_PINNED;
+      }
+    }
+  }
+}
+
+/* Both placements' figures; the pool's mutex held. */
+static void tag_stats_locked(gmr_vmm_pool_resource *p, uint64_t tag_mask,
+                             gmr_vmm_pool_tag_stats *s) {
+  if (p->fine != NULL) {
+    gmr__vmm_shards_tag_stats(p, tag_mask, s);
+  } else {
+    pages_tag_stats(p, tag_mask, s);
+  }
+}
+
+static gmr_status vmm_pool_resource_sleep_impl(gmr_vmm_pool_resource *p,
                                                const gmr_vmm_pool_sleep_options *options,
                                                gmr_failure *failure) {
   gmr__failure_reset(failure);
-  gmr_vmm_pool_sleep_options o = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
-  if (pool == NULL) return null_pool(failure, "sleep");
-  if (options != NULL) {
-    if (!options_ok(options->size, options->version, sizeof o)) {
-      return bad_header(failure, "sleep", options->size, options->version, sizeof o);
-    }
-    o = *options;
-  }
-  gmr_vmm_pool_resource *p = pool;
-  if (p->fine != NULL) return gmr__vmm_shards_sleep(p, &o, failure);
+  if (p == NULL) return gmr__vmm_null_pool(failure, "sleep");
+  gmr_vmm_pool_sleep_options o;
+  gmr_status st = gmr__vmm_sleep_options_read(options, &o, failure);
+  if (st != GMR_OK) return st;
   pthread_mutex_lock(&p->lock);
-  int saved_device = -1;
-  bool entered = false;
-  gmr_status st = gmr__vmm_sleep_synchronize(p->cuda, p->device, &saved_device, &entered, failure);
-  if (st == GMR_OK) {
-    /* Everything ran: regions freed during a capture have nothing pending. */
-    for (vmm_region *r = p->free_list.head; r != NULL; r = r->list_next) r->unordered = false;
-    size_t released = 0;
-    st = gmr__vmm_trim_locked(p, &released, failure);
+  if (atomic_load_explicit(&p->sleeping, memory_order_relaxed)) {
+    gmr_vmm_pool_tag_stats s = GMR_VMM_POOL_TAG_STATS_INIT;
+    tag_stats_locked(p, UINT64_MAX, &s);
+    pthread_mutex_unlock(&p->lock);
+    return gmr__vmm_sleep_busy(failure, s.asleep_count, s.asleep_bytes, s.saved_bytes);
   }
-  size_t count = 0;
-  vmm_region **regions = NULL;
-  gmr__vmm_copy *copies = NULL;
-  if (st == GMR_OK) {
-    regions = select_regions(p, VMM_LIVE, true, 0, &count);
-    copies = calloc(count + 1, sizeof *copies);
-    if (regions == NULL || copies == NULL) {
-      st = gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory ran out");
-    }
+  if (p->fine != NULL) {
+    st = gmr__vmm_shards_sleep(p, &o, failure);
+  } else {
+    pages_ctx ctx = {p};
+    gmr__vmm_sleeper part = {&pages_ops, &ctx};
+    st = gmr__vmm_sleep_run(&part, 1, p->cuda, p->device, &o, failure);
   }
-  for (size_t i = 0; st == GMR_OK && i < count; ++i) {
-    bool save = gmr__vmm_sleep_saves(&o, regions[i]->tag);
-    copies[i] = (gmr__vmm_copy){regions[i]->addr, save ? regions[i]->bytes : 0, NULL};
-  }
-  if (st == GMR_OK) st = gmr__vmm_copies_save(p->cuda, copies, count, failure);
-  if (st == GMR_OK) {
-    st = unmap_keeping_pages(p, regions, count, failure);
-    if (st != GMR_OK) gmr__vmm_copies_drop(p->cuda, copies, count);
-  }
-  if (st == GMR_OK) {
-    /* Past the point of return: release the pages; a refused release leaves
-     * the driver holding the page, which nothing here can undo. */
-    for (size_t i = 0; i < count; ++i) {
-      vmm_region *r = regions[i];
-      for (uintptr_t a = r->addr; a < r->addr + r->bytes; a += p->page_bytes) {
-        CUmemGenericAllocationHandle *slot = gmr__vmm_page_slot(r->root, a);
-        if (p->vmm->release(*slot) == CUDA_SUCCESS) p->counts.page_release++;
-        *slot = 0;
-        p->mapped_pages--;
-      }
-      r->saved = copies[i].host;
-      if (r->saved != NULL) p->saved_bytes += r->bytes;
-      r->state = VMM_ASLEEP;
-      p->live_bytes -= r->bytes;
-      p->live_count--;
-      p->asleep_bytes += r->bytes;
-      p->asleep_count++;
-    }
-    p->counts.sleep++;
-  }
-  free(regions);
-  free(copies);
-  if (entered) gmr__cuda_device_leave(p->cuda, saved_device);
+  if (st == GMR_OK) atomic_store_explicit(&p->sleeping, true, memory_order_relaxed);
   pthread_mutex_unlock(&p->lock);
   return st;
 }
@@ -220,80 +300,31 @@ gmr_status gmr_vmm_pool_resource_sleep(gmr_vmm_pool_resource *pool,
   return gmr__failure_end(failure, f, vmm_pool_resource_sleep_impl(pool, options, f));
 }
 
-/* ---- wake --------------------------------------------------------------- */
-
-static gmr_status vmm_pool_resource_wake_impl(gmr_vmm_pool_resource *pool,
+static gmr_status vmm_pool_resource_wake_impl(gmr_vmm_pool_resource *p,
                                               const gmr_vmm_pool_wake_options *options,
                                               gmr_failure *failure) {
   gmr__failure_reset(failure);
-  gmr_vmm_pool_wake_options o = GMR_VMM_POOL_WAKE_OPTIONS_INIT;
-  if (pool == NULL) return null_pool(failure, "wake");
-  if (options != NULL) {
-    if (!options_ok(options->size, options->version, sizeof o)) {
-      return bad_header(failure, "wake", options->size, options->version, sizeof o);
-    }
-    o = *options;
-  }
-  gmr_vmm_pool_resource *p = pool;
-  if (p->fine != NULL) return gmr__vmm_shards_wake(p, &o, failure);
+  if (p == NULL) return gmr__vmm_null_pool(failure, "wake");
+  gmr_vmm_pool_wake_options o;
+  gmr_status st = gmr__vmm_wake_options_read(options, &o, failure);
+  if (st != GMR_OK) return st;
   pthread_mutex_lock(&p->lock);
-  size_t count = 0;
-  vmm_region **regions = select_regions(p, VMM_ASLEEP, o.wake_all, o.wake_tag_mask, &count);
-  gmr_status st = GMR_OK;
-  if (regions == NULL) {
-    st = gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory ran out");
+  if (!atomic_load_explicit(&p->sleeping, memory_order_relaxed)) {
+    pthread_mutex_unlock(&p->lock);
+    return gmr__vmm_wake_not_asleep(failure);
   }
-  int saved_device = -1;
-  bool entered = false;
-  if (st == GMR_OK) {
-    cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved_device);
-    if (err != cudaSuccess) {
-      st = gmr__cuda_fail(failure, "cudaSetDevice", err);
-    } else {
-      entered = true;
-    }
-  }
-  size_t mapped = 0; /* regions[0..mapped) have pages */
-  while (st == GMR_OK && mapped < count) {
-    vmm_region *r = regions[mapped];
-    st = gmr__vmm_map_new_pages(p, r->root, r->addr, r->bytes / p->page_bytes, failure);
-    if (st == GMR_OK) mapped++;
-  }
-  if (st == GMR_OK) {
-    gmr__vmm_copy *copies = calloc(count + 1, sizeof *copies);
-    if (copies == NULL) {
-      st = gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory ran out");
-    }
-    for (size_t i = 0; st == GMR_OK && i < count; ++i) {
-      copies[i] = (gmr__vmm_copy){regions[i]->addr, regions[i]->bytes, regions[i]->saved};
-    }
-    if (st == GMR_OK) st = gmr__vmm_copies_restore(p->cuda, copies, count, failure);
-    free(copies);
-  }
-  if (st != GMR_OK) {
-    if (st == GMR_ERR_OUT_OF_MEMORY) gmr__vmm_fill_free_info(p, failure);
-    /* Roll back: every page this call mapped goes again; copies are kept. */
-    for (size_t i = mapped; i-- > 0;) {
-      gmr__vmm_undo_map(p, regions[i]->root, regions[i]->addr, regions[i]->bytes, true);
-    }
+  bool still_asleep = true;
+  if (p->fine != NULL) {
+    st = gmr__vmm_shards_wake(p, &o, failure, &still_asleep);
   } else {
-    for (size_t i = 0; i < count; ++i) {
-      vmm_region *r = regions[i];
-      if (r->saved != NULL) {
-        (void)p->cuda->free_host(r->saved);
-        p->saved_bytes -= r->bytes;
-        r->saved = NULL;
-      }
-      r->state = VMM_LIVE;
-      p->asleep_bytes -= r->bytes;
-      p->asleep_count--;
-      p->live_bytes += r->bytes;
-      p->live_count++;
-    }
-    p->counts.wake++;
+    pages_ctx ctx = {p};
+    gmr__vmm_sleeper part = {&pages_ops, &ctx};
+    st = gmr__vmm_wake_run(&part, 1, p->cuda, p->device, p->saved_host, &o, failure);
+    still_asleep = p->asleep_count > 0;
   }
-  if (entered) gmr__cuda_device_leave(p->cuda, saved_device);
-  free(regions);
+  if (st == GMR_OK && !still_asleep) {
+    atomic_store_explicit(&p->sleeping, false, memory_order_relaxed);
+  }
   pthread_mutex_unlock(&p->lock);
   return st;
 }
@@ -304,4 +335,34 @@ gmr_status gmr_vmm_pool_resource_wake(gmr_vmm_pool_resource *pool,
   gmr_failure local;
   gmr_failure *f = gmr__failure_begin(failure, &local);
   return gmr__failure_end(failure, f, vmm_pool_resource_wake_impl(pool, options, f));
+}
+
+bool gmr_vmm_pool_resource_is_asleep(gmr_vmm_pool_resource *pool) {
+  return pool != NULL && atomic_load_explicit(&pool->sleeping, memory_order_relaxed);
+}
+
+/* The version-1 tag stats struct: every field up to saved_pinned. */
+#define TAG_STATS_V1_BYTES (offsetof(gmr_vmm_pool_tag_stats, saved_pinned) + sizeof(bool))
+
+gmr_status gmr_vmm_pool_resource_get_tag_stats(gmr_vmm_pool_resource *pool, uint64_t tag_mask,
+                                               gmr_vmm_pool_tag_stats *out) {
+  if (pool == NULL || out == NULL || out->size < TAG_STATS_V1_BYTES || out->version == 0) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  gmr_vmm_pool_tag_stats s = GMR_VMM_POOL_TAG_STATS_INIT;
+  pthread_mutex_lock(&pool->lock);
+  tag_stats_locked(pool, tag_mask, &s);
+  pthread_mutex_unlock(&pool->lock);
+  size_t n = out->size < sizeof s ? out->size : sizeof s;
+  size_t header = offsetof(gmr_vmm_pool_tag_stats, live_bytes);
+  memcpy((char *)out + header, (const char *)&s + header, n - header);
+  return GMR_OK;
+}
+
+gmr_vmm_pool_resource *gmr_vmm_pool_resource_find(gmr_resource *r) {
+  for (; r != NULL; r = gmr_resource_get_upstream(r)) {
+    gmr_vmm_pool_resource *p = gmr_vmm_pool_resource_from_resource(r);
+    if (p != NULL) return p;
+  }
+  return NULL;
 }

@@ -101,3 +101,21 @@ gmr_status gmr__vmm_small_destroy(gmr_vmm_pool_resource *p) {
   free(e);
   return GMR_OK;
 }
+
+size_t gmr__vmm_small_free_mapped(gmr_vmm_pool_resource *p, size_t *largest_chunk) {
+  *largest_chunk = 0;
+  vmf_engine *e = gmr__vmm_small(p, false);
+  if (e == NULL) return 0;
+  size_t n = 0;
+  gmr__vmf_lock(e); /* the engine's lock, then the pool's mutex */
+  pthread_mutex_lock(&p->lock);
+  for (const vmf_arena *a = e->arenas; a != NULL; a = a->next) {
+    const vmm_region *r = gmr__vmm_live_region(p, (const void *)a->base);
+    if (r == NULL || r->state != VMM_LIVE) continue; /* asleep: no memory under it */
+    n += a->free_bytes;
+    if (a->free_bytes > *largest_chunk) *largest_chunk = a->free_bytes;
+  }
+  pthread_mutex_unlock(&p->lock);
+  gmr__vmf_unlock(e);
+  return n;
+}

@@ -1,69 +1,343 @@
 /*
- * resources/vmm_pool/vmm_sleep_common.c (internal): what both placements'
- * sleep and wake share (vmm_sleep_common.h).
+ * resources/vmm_pool/vmm_sleep_common.c (internal): sleep and wake, the
+ * sequence and its rollbacks, for both placements (vmm_sleep_common.h).
  */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
+
 #include "resources/vmm_pool/vmm_sleep_common.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
 #include "core/failure.h"
+#include "gmr/device.h"
 
-gmr_status gmr__vmm_sleep_synchronize(const gmr__cuda_ops *cuda, int device, int *saved_device,
-                                      bool *entered, gmr_failure *failure) {
-  cudaError_t err = gmr__cuda_device_enter(cuda, device, saved_device);
-  *entered = err == cudaSuccess;
-  if (!*entered) return gmr__cuda_fail(failure, "cudaSetDevice", err);
-  err = cuda->device_synchronize();
-  return err == cudaSuccess ? GMR_OK : gmr__cuda_fail(failure, "cudaDeviceSynchronize", err);
+/* ---- options ------------------------------------------------------------------ */
+
+/* Version 1 of the sleep options ended with save_tag_mask. */
+#define SLEEP_OPTIONS_V1_BYTES \
+  (offsetof(gmr_vmm_pool_sleep_options, save_tag_mask) + sizeof(uint64_t))
+
+gmr_status gmr__vmm_null_pool(gmr_failure *failure, const char *verb) {
+  return gmr__failure_set(failure, GMR_ERR_INVALID_ARGUMENT,
+                          "gmr_vmm_pool_resource_%s: pool is NULL; pass the pool that "
+                          "gmr_vmm_pool_resource_create made",
+                          verb);
 }
 
-bool gmr__vmm_sleep_saves(const gmr_vmm_pool_sleep_options *o, uint32_t tag) {
-  return o->save_all || ((o->save_tag_mask >> tag) & 1u) != 0;
+/* The messages of the argument checks say what was given, what is needed
+ * and how to get it. */
+static gmr_status bad_header(gmr_failure *failure, const char *verb, size_t size,
+                             uint32_t version, size_t v1_bytes) {
+  return gmr__failure_set(failure, GMR_ERR_INVALID_ARGUMENT,
+                          "gmr_vmm_pool_resource_%s: options have size %zu and version %u; "
+                          "needed: size >= %zu, version >= 1 (start from "
+                          "GMR_VMM_POOL_%s_OPTIONS_INIT)",
+                          verb, size, (unsigned)version, v1_bytes,
+                          verb[0] == 's' ? "SLEEP" : "WAKE");
 }
 
-void gmr__vmm_copies_drop(const gmr__cuda_ops *cuda, gmr__vmm_copy *copies, size_t count) {
-  for (size_t i = 0; i < count; ++i) {
-    if (copies[i].host != NULL) (void)cuda->free_host(copies[i].host);
-    copies[i].host = NULL;
-  }
-}
-
-/* Wait for the copies queued on the default stream, if any were. */
-static gmr_status wait_copies(const gmr__cuda_ops *cuda, bool any, gmr_failure *failure) {
-  if (!any) return GMR_OK;
-  cudaError_t err = cuda->stream_synchronize(NULL);
-  return err == cudaSuccess ? GMR_OK : gmr__cuda_fail(failure, "cudaStreamSynchronize", err);
-}
-
-gmr_status gmr__vmm_copies_save(const gmr__cuda_ops *cuda, gmr__vmm_copy *copies, size_t count,
-                                gmr_failure *failure) {
-  bool any = false;
-  gmr_status st = GMR_OK;
-  for (size_t i = 0; i < count && st == GMR_OK; ++i) {
-    gmr__vmm_copy *c = &copies[i];
-    if (c->bytes == 0) continue;
-    cudaError_t err = cuda->host_alloc(&c->host, c->bytes);
-    if (err != cudaSuccess) {
-      c->host = NULL;
-      st = gmr__cuda_fail(failure, "cudaHostAlloc", err);
-      break;
+gmr_status gmr__vmm_sleep_options_read(const gmr_vmm_pool_sleep_options *in,
+                                       gmr_vmm_pool_sleep_options *out, gmr_failure *failure) {
+  gmr_vmm_pool_sleep_options o = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
+  if (in != NULL) {
+    if (in->size < SLEEP_OPTIONS_V1_BYTES || in->version < 1) {
+      return bad_header(failure, "sleep", in->size, in->version, SLEEP_OPTIONS_V1_BYTES);
     }
-    any = true;
-    err = cuda->memcpy_async(c->host, (const void *)c->addr, c->bytes, NULL);
-    if (err != cudaSuccess) st = gmr__cuda_fail(failure, "cudaMemcpyAsync", err);
+    /* Read no more than the caller's struct holds, and no field of a later
+     * version than it says. */
+    size_t n = in->size < sizeof o ? in->size : sizeof o;
+    if (in->version < 2 && n > SLEEP_OPTIONS_V1_BYTES) n = SLEEP_OPTIONS_V1_BYTES;
+    memcpy(&o, in, n);
+    o.size = sizeof o;
+    o.version = GMR_VMM_POOL_SLEEP_OPTIONS_VERSION;
+    if (o.host != GMR_VMM_POOL_HOST_PINNED && o.host != GMR_VMM_POOL_HOST_PAGEABLE) {
+      return gmr__failure_set(failure, GMR_ERR_INVALID_ARGUMENT,
+                              "gmr_vmm_pool_resource_sleep: host kind %d is none of "
+                              "GMR_VMM_POOL_HOST_PINNED (0) and GMR_VMM_POOL_HOST_PAGEABLE (1)",
+                              (int)o.host);
+    }
   }
-  if (st == GMR_OK) st = wait_copies(cuda, any, failure);
-  if (st != GMR_OK) gmr__vmm_copies_drop(cuda, copies, count);
+  *out = o;
+  return GMR_OK;
+}
+
+gmr_status gmr__vmm_wake_options_read(const gmr_vmm_pool_wake_options *in,
+                                      gmr_vmm_pool_wake_options *out, gmr_failure *failure) {
+  gmr_vmm_pool_wake_options o = GMR_VMM_POOL_WAKE_OPTIONS_INIT;
+  if (in != NULL) {
+    if (in->size < sizeof o || in->version < 1) {
+      return bad_header(failure, "wake", in->size, in->version, sizeof o);
+    }
+    o = *in;
+  }
+  *out = o;
+  return GMR_OK;
+}
+
+gmr_status gmr__vmm_sleep_busy(gmr_failure *failure, size_t asleep_count, size_t asleep_bytes,
+                               size_t saved_bytes) {
+  return gmr__failure_set(failure, GMR_ERR_BUSY,
+                          "vmm_pool is asleep already (%zu allocations, %zu bytes asleep, %zu "
+                          "saved on the host): wake it before sleeping again",
+                          asleep_count, asleep_bytes, saved_bytes);
+}
+
+gmr_status gmr__vmm_wake_not_asleep(gmr_failure *failure) {
+  return gmr__failure_set(failure, GMR_ERR_INVALID_ARGUMENT,
+                          "gmr_vmm_pool_resource_wake: the pool is not asleep (never slept, or "
+                          "woken already); nothing to wake");
+}
+
+/* ---- host copies -------------------------------------------------------------- */
+
+/* Pageable copies this large come from mmap (given back to the system at
+ * once when freed), smaller ones from malloc. */
+#define PAGEABLE_MMAP_BYTES ((size_t)64 << 10)
+
+static bool host_alloc(const gmr__cuda_ops *cuda, gmr_vmm_pool_host_kind kind, size_t bytes,
+                       void **out, cudaError_t *err) {
+  *out = NULL;
+  *err = cudaSuccess;
+  if (kind == GMR_VMM_POOL_HOST_PINNED) {
+    *err = cuda->host_alloc(out, bytes);
+    if (*err != cudaSuccess) *out = NULL;
+    return *err == cudaSuccess;
+  }
+  if (bytes >= PAGEABLE_MMAP_BYTES) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    *out = p == MAP_FAILED ? NULL : p;
+  } else {
+    *out = malloc(bytes);
+  }
+  if (*out == NULL) *err = cudaErrorMemoryAllocation;
+  return *out != NULL;
+}
+
+void gmr__vmm_host_free(const gmr__cuda_ops *cuda, gmr_vmm_pool_host_kind kind, void *host,
+                        size_t bytes) {
+  if (host == NULL) return;
+  if (kind == GMR_VMM_POOL_HOST_PINNED) {
+    (void)cuda->free_host(host);
+  } else if (bytes >= PAGEABLE_MMAP_BYTES) {
+    (void)munmap(host, bytes);
+  } else {
+    free(host);
+  }
+}
+
+/* The items of one participant. */
+typedef struct item_set {
+  gmr__vmm_sleep_item *items;
+  size_t count;
+} item_set;
+
+static void drop_copies(const gmr__cuda_ops *cuda, gmr_vmm_pool_host_kind kind, item_set *sets,
+                        size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < sets[i].count; ++j) {
+      gmr__vmm_host_free(cuda, kind, sets[i].items[j].host, sets[i].items[j].bytes);
+      sets[i].items[j].host = NULL;
+    }
+  }
+}
+
+static void free_sets(item_set *sets, size_t n) {
+  for (size_t i = 0; i < n; ++i) free(sets[i].items);
+  free(sets);
+}
+
+/* Wait for the copies queued on the default stream. */
+static gmr_status wait_copies(const gmr__cuda_ops *cuda, const char *verb, gmr_failure *failure) {
+  cudaError_t err = cuda->stream_synchronize(NULL);
+  if (err == cudaSuccess) return GMR_OK;
+  gmr_status st = gmr__cuda_fail(failure, "cudaStreamSynchronize", err);
+  if (st == GMR_ERR_CAPTURE_UNSAFE) {
+    (void)gmr__failure_set(failure, st,
+                           "%s during a CUDA graph capture: cudaStreamSynchronize refused (%s); "
+                           "end the capture first",
+                           verb, gmr_cuda_error_name((int)err));
+    if (failure != NULL) failure->cuda_error = (int)err;
+  }
   return st;
 }
 
-gmr_status gmr__vmm_copies_restore(const gmr__cuda_ops *cuda, const gmr__vmm_copy *copies,
-                                   size_t count, gmr_failure *failure) {
+/* Copy the items selected for saving (not kept, of a saved tag) to new
+ * host memory of kind o->host. On failure no copy is kept. */
+static gmr_status save_copies(const gmr__cuda_ops *cuda, const gmr_vmm_pool_sleep_options *o,
+                              item_set *sets, size_t n, gmr_failure *failure) {
   bool any = false;
-  for (size_t i = 0; i < count; ++i) {
-    if (copies[i].host == NULL) continue;
-    any = true;
-    cudaError_t err =
-        cuda->memcpy_async((void *)copies[i].addr, copies[i].host, copies[i].bytes, NULL);
-    if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaMemcpyAsync", err);
+  gmr_status st = GMR_OK;
+  for (size_t i = 0; i < n && st == GMR_OK; ++i) {
+    for (size_t j = 0; j < sets[i].count && st == GMR_OK; ++j) {
+      gmr__vmm_sleep_item *it = &sets[i].items[j];
+      bool save = o->save_all || ((o->save_tag_mask >> it->tag) & 1u) != 0;
+      if (it->keep || !save || it->bytes == 0) continue;
+      cudaError_t err = cudaSuccess;
+      if (!host_alloc(cuda, o->host, it->bytes, &it->host, &err)) {
+        const char *call = o->host == GMR_VMM_POOL_HOST_PINNED ? "cudaHostAlloc" : "mmap/malloc";
+        st = gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
+                              "sleep: %s of %zu bytes for the copy of %#zx failed (%s); save "
+                              "fewer tags%s",
+                              call, it->bytes, (size_t)it->addr, gmr_cuda_error_name((int)err),
+                              o->host == GMR_VMM_POOL_HOST_PINNED ? " or ask for pageable copies"
+                                                                  : "");
+        if (failure != NULL) failure->cuda_error = (int)err;
+        break;
+      }
+      any = true;
+      err = cuda->memcpy_async(it->host, (const void *)it->addr, it->bytes, NULL);
+      if (err != cudaSuccess) st = gmr__cuda_fail(failure, "cudaMemcpyAsync", err);
+    }
   }
-  return wait_copies(cuda, any, failure);
+  if (st == GMR_OK && any) st = wait_copies(cuda, "sleep", failure);
+  if (st != GMR_OK) drop_copies(cuda, o->host, sets, n);
+  return st;
+}
+
+/* Copy every item's host copy back to its device address. */
+static gmr_status restore_copies(const gmr__cuda_ops *cuda, const item_set *sets, size_t n,
+                                 gmr_failure *failure) {
+  bool any = false;
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < sets[i].count; ++j) {
+      const gmr__vmm_sleep_item *it = &sets[i].items[j];
+      if (it->host == NULL) continue;
+      any = true;
+      cudaError_t err = cuda->memcpy_async((void *)it->addr, it->host, it->bytes, NULL);
+      if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaMemcpyAsync", err);
+    }
+  }
+  return any ? wait_copies(cuda, "wake", failure) : GMR_OK;
+}
+
+/* Every participant's items: LIVE ones (sleep) or ASLEEP ones of tag_mask. */
+static gmr_status select_all(const gmr__vmm_sleeper *parts, size_t n, bool asleep,
+                             uint64_t tag_mask, item_set **out, gmr_failure *failure) {
+  item_set *sets = calloc(n + 1, sizeof *sets);
+  gmr_status st = sets == NULL ? GMR_ERR_OUT_OF_MEMORY : GMR_OK;
+  for (size_t i = 0; i < n && st == GMR_OK; ++i) {
+    st = parts[i].ops->select(parts[i].ctx, asleep, tag_mask, &sets[i].items, &sets[i].count);
+  }
+  if (st != GMR_OK) {
+    if (sets != NULL) free_sets(sets, n);
+    *out = NULL;
+    return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
+                            "vmm_pool: host memory for the list of allocations ran out");
+  }
+  *out = sets;
+  return GMR_OK;
+}
+
+/* ---- sleep -------------------------------------------------------------------- */
+
+static gmr_status synchronize(const gmr__cuda_ops *cuda, gmr_failure *failure) {
+  cudaError_t err = cuda->device_synchronize();
+  if (err == cudaSuccess) return GMR_OK;
+  gmr_status st = gmr__cuda_fail(failure, "cudaDeviceSynchronize", err);
+  if (st == GMR_ERR_CAPTURE_UNSAFE) {
+    (void)gmr__failure_set(failure, st,
+                           "sleep during a CUDA graph capture: cudaDeviceSynchronize refused "
+                           "(%s); end the capture, then sleep",
+                           gmr_cuda_error_name((int)err));
+    if (failure != NULL) failure->cuda_error = (int)err;
+  }
+  return st;
+}
+
+gmr_status gmr__vmm_sleep_run(const gmr__vmm_sleeper *parts, size_t part_count,
+                              const gmr__cuda_ops *cuda, int device,
+                              const gmr_vmm_pool_sleep_options *o, gmr_failure *failure) {
+  int saved_device = -1;
+  cudaError_t err = gmr__cuda_device_enter(cuda, device, &saved_device);
+  if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaSetDevice", err);
+  gmr_status st = synchronize(cuda, failure);
+  for (size_t i = 0; i < part_count && st == GMR_OK; ++i) {
+    st = parts[i].ops->trim(parts[i].ctx, failure);
+  }
+  item_set *sets = NULL;
+  if (st == GMR_OK) st = select_all(parts, part_count, false, UINT64_MAX, &sets, failure);
+  for (size_t i = 0; st == GMR_OK && i < part_count; ++i) {
+    for (size_t j = 0; j < sets[i].count; ++j) {
+      sets[i].items[j].keep = ((o->keep_tag_mask >> sets[i].items[j].tag) & 1u) != 0;
+      sets[i].items[j].host = NULL;
+    }
+  }
+  if (st == GMR_OK) st = save_copies(cuda, o, sets, part_count, failure);
+  size_t unmapped = 0; /* parts[0..unmapped) unmapped */
+  while (st == GMR_OK && unmapped < part_count) {
+    const gmr__vmm_sleeper *q = &parts[unmapped];
+    st = q->ops->unmap(q->ctx, sets[unmapped].items, sets[unmapped].count, failure);
+    if (st == GMR_OK) unmapped++;
+  }
+  if (st != GMR_OK && sets != NULL) {
+    for (size_t i = unmapped; i-- > 0;) {
+      parts[i].ops->remap(parts[i].ctx, sets[i].items, sets[i].count);
+    }
+    drop_copies(cuda, o->host, sets, part_count);
+  } else if (st == GMR_OK) {
+    /* Past the point of return. */
+    for (size_t i = 0; i < part_count; ++i) {
+      parts[i].ops->release(parts[i].ctx, sets[i].items, sets[i].count, o->host);
+    }
+  }
+  if (sets != NULL) free_sets(sets, part_count);
+  gmr__cuda_device_leave(cuda, saved_device);
+  return st;
+}
+
+/* ---- wake --------------------------------------------------------------------- */
+
+/* Say, after the device refused memory, how much this wake needs. */
+static void add_need(gmr_failure *failure, const item_set *sets, size_t n) {
+  if (failure == NULL) return;
+  size_t need = 0;
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < sets[i].count; ++j) need += sets[i].items[j].bytes;
+  }
+  size_t used = strlen(failure->message);
+  if (used + 1 < sizeof failure->message) {
+    snprintf(failure->message + used, sizeof failure->message - used,
+             "; the allocations to wake take %zu bytes: free device memory, then wake again",
+             need);
+  }
+}
+
+gmr_status gmr__vmm_wake_run(const gmr__vmm_sleeper *parts, size_t part_count,
+                             const gmr__cuda_ops *cuda, int device, gmr_vmm_pool_host_kind host,
+                             const gmr_vmm_pool_wake_options *o, gmr_failure *failure) {
+  uint64_t mask = o->wake_all ? UINT64_MAX : o->wake_tag_mask;
+  item_set *sets = NULL;
+  gmr_status st = select_all(parts, part_count, true, mask, &sets, failure);
+  if (st != GMR_OK) return st;
+  int saved_device = -1;
+  cudaError_t err = gmr__cuda_device_enter(cuda, device, &saved_device);
+  if (err != cudaSuccess) {
+    free_sets(sets, part_count);
+    return gmr__cuda_fail(failure, "cudaSetDevice", err);
+  }
+  size_t mapped = 0; /* parts[0..mapped) mapped */
+  while (st == GMR_OK && mapped < part_count) {
+    const gmr__vmm_sleeper *q = &parts[mapped];
+    st = q->ops->map(q->ctx, sets[mapped].items, sets[mapped].count, failure);
+    if (st == GMR_OK) mapped++;
+  }
+  if (st == GMR_ERR_OUT_OF_MEMORY) add_need(failure, sets, part_count);
+  if (st == GMR_OK) st = restore_copies(cuda, sets, part_count, failure);
+  if (st != GMR_OK) {
+    /* Nothing of this call stays mapped; every host copy stays. */
+    for (size_t i = mapped; i-- > 0;) {
+      parts[i].ops->unmap_fresh(parts[i].ctx, sets[i].items, sets[i].count);
+    }
+  } else {
+    for (size_t i = 0; i < part_count; ++i) {
+      parts[i].ops->woken(parts[i].ctx, sets[i].items, sets[i].count);
+    }
+    drop_copies(cuda, host, sets, part_count);
+  }
+  free_sets(sets, part_count);
+  gmr__cuda_device_leave(cuda, saved_device);
+  return st;
 }

@@ -1,15 +1,39 @@
 /*
- * resources/vmm_pool/vmm_sleep_common.h (internal): what sleep and wake do
- * the same way in both placements of gmr_vmm_pool_resource
- * (vmm_pool_sleep.c, vmm_fine_sleep.c): the first step of sleep, and the
- * contents sleep saves to pinned host memory and wake copies back.
+ * resources/vmm_pool/vmm_sleep_common.h (internal): sleep and wake of
+ * gmr_vmm_pool_resource (gmr/vmm_pool_sleep.h), written once for both
+ * placements.
  *
- * Every copy runs on the default stream and is waited for with
- * cudaStreamSynchronize before the call returns (the pages go right after
- * a save; a woken allocation is used right after a restore).
+ * The sequence and its rollbacks live here (vmm_sleep_common.c); each
+ * placement supplies the steps that touch its own books, as a table of
+ * gmr__vmm_sleep_ops over a context of its own (vmm_pool_sleep.c for PAGES
+ * placement, vmm_fine_sleep.c for each engine of FINE placement). One call
+ * acts on several participants at once (the shards of FINE placement), so
+ * that a failure in any of them rolls every one of them back.
  *
- * Thread-safe: the functions touch only the caller's array; the caller
- * holds its pool's or engine's lock.
+ * Sleep:
+ *   1. make the device current; cudaDeviceSynchronize (work still running on
+ *      the memory finishes first; refused during a capture);
+ *   2. each participant gives back its free memory (trim);
+ *   3. each lists its LIVE allocations (select); the driver marks those of
+ *      a kept tag, and the others of a saved tag get host copies (save);
+ *   4. each unmaps the physical memory of what is not kept (unmap): all or
+ *      nothing; a later participant's refusal maps the earlier ones back
+ *      (remap) and the copies go;
+ *   5. past the point of return, each releases that memory and records its
+ *      allocations ASLEEP with their copies (release).
+ * Wake:
+ *   1. each lists its ASLEEP allocations of the selected tags (select);
+ *   2. make the device current; each maps fresh memory under them (map): all
+ *      or nothing; a later refusal unmaps the earlier ones (unmap_fresh);
+ *   3. the saved contents are copied back; a refused copy unmaps every
+ *      participant's fresh memory (unmap_fresh): nothing stays mapped;
+ *   4. each records its allocations LIVE (woken); the driver frees the host
+ *      copies.
+ * Every copy runs on the default stream and is waited for
+ * (cudaStreamSynchronize) before the step ends.
+ *
+ * Thread-safe: the caller holds every participant's locks for the whole
+ * call; the functions here touch only the caller's arrays and host copies.
  */
 #ifndef GMR_RESOURCES_VMM_POOL_VMM_SLEEP_COMMON_H_
 #define GMR_RESOURCES_VMM_POOL_VMM_SLEEP_COMMON_H_
@@ -21,33 +45,85 @@
 #include "core/cuda_layer.h"
 #include "gmr/vmm_pool_resource.h"
 
-/* Sleep's first step: make `device` current (*saved_device keeps the
- * caller's for gmr__cuda_device_leave(); *entered says whether it was
- * made current) and wait for all its work (cudaDeviceSynchronize). */
-gmr_status gmr__vmm_sleep_synchronize(const gmr__cuda_ops *cuda, int device, int *saved_device,
-                                      bool *entered, gmr_failure *failure);
-
-/* One allocation's contents. bytes == 0: nothing to copy for it. */
-typedef struct gmr__vmm_copy {
+/* One allocation that sleeps or wakes. */
+typedef struct gmr__vmm_sleep_item {
+  void *region;   /* the placement's region */
   uintptr_t addr; /* device address */
-  size_t bytes;
-  void *host; /* the pinned host copy, or NULL */
-} gmr__vmm_copy;
+  size_t bytes;   /* as placed */
+  uint32_t tag;
+  bool keep;      /* sleep: of a kept tag (stays LIVE and mapped) */
+  void *host;     /* the host copy: made by sleep, the region's at wake; or NULL */
+} gmr__vmm_sleep_item;
 
-/* Whether sleep's options select an allocation of `tag` to be saved. */
-bool gmr__vmm_sleep_saves(const gmr_vmm_pool_sleep_options *o, uint32_t tag);
+/* A placement's steps (see the banner); `ctx` is the participant's. */
+typedef struct gmr__vmm_sleep_ops {
+  /* Sleep, device synchronised: give back free memory (as trim). */
+  gmr_status (*trim)(void *ctx, gmr_failure *failure);
+  /* A new array (malloc; the driver frees it) of the LIVE allocations
+   * (`asleep` false) or of the ASLEEP ones whose tag is in `tag_mask`
+   * (`asleep` true), with region, addr, bytes, tag and (ASLEEP) host set.
+   * GMR_ERR_OUT_OF_MEMORY when host memory ran out. */
+  gmr_status (*select)(void *ctx, bool asleep, uint64_t tag_mask, gmr__vmm_sleep_item **items,
+                       size_t *count);
+  /* Sleep: unmap the physical memory of the items not kept (FINE: all of
+   * it but what a kept item touches), keeping what is needed to map it
+   * back; on a refusal map back what was unmapped and describe it. */
+  gmr_status (*unmap)(void *ctx, gmr__vmm_sleep_item *items, size_t count, gmr_failure *failure);
+  /* Sleep, undo a successful unmap (best effort, as any rollback). */
+  void (*remap)(void *ctx, gmr__vmm_sleep_item *items, size_t count);
+  /* Sleep, past the point of return: release the unmapped memory; items
+   * not kept become ASLEEP holding item.host; `host` is the copies' kind. */
+  void (*release)(void *ctx, gmr__vmm_sleep_item *items, size_t count,
+                  gmr_vmm_pool_host_kind host);
+  /* Wake: map fresh memory under the items (and what the placement needs
+   * mapped once nothing sleeps); on a refusal unmap what this call mapped
+   * and describe it. */
+  gmr_status (*map)(void *ctx, gmr__vmm_sleep_item *items, size_t count, gmr_failure *failure);
+  /* Wake, undo a successful map: unmap and release what it made. */
+  void (*unmap_fresh)(void *ctx, gmr__vmm_sleep_item *items, size_t count);
+  /* Wake, contents restored: the items become LIVE and drop their host
+   * copies (the driver frees them) from the books. */
+  void (*woken)(void *ctx, gmr__vmm_sleep_item *items, size_t count);
+} gmr__vmm_sleep_ops;
 
-/* Copy every copies[i] with bytes > 0 to new pinned host memory (.host).
- * On failure every host copy is freed again (all .host NULL). */
-gmr_status gmr__vmm_copies_save(const gmr__cuda_ops *cuda, gmr__vmm_copy *copies, size_t count,
-                                gmr_failure *failure);
+/* One participant: a placement's steps and its context. */
+typedef struct gmr__vmm_sleeper {
+  const gmr__vmm_sleep_ops *ops;
+  void *ctx;
+} gmr__vmm_sleeper;
 
-/* Copy every copies[i] with a host copy back to its device address. The
- * host copies stay (the caller frees them once it keeps the result). */
-gmr_status gmr__vmm_copies_restore(const gmr__cuda_ops *cuda, const gmr__vmm_copy *copies,
-                                   size_t count, gmr_failure *failure);
+/* Options of sleep (or wake) as the caller gave them, checked and widened
+ * to this version (NULL: the defaults). GMR_ERR_INVALID_ARGUMENT with the
+ * message: a bad header, or (sleep) an unknown host kind. */
+gmr_status gmr__vmm_sleep_options_read(const gmr_vmm_pool_sleep_options *in,
+                                       gmr_vmm_pool_sleep_options *out, gmr_failure *failure);
+gmr_status gmr__vmm_wake_options_read(const gmr_vmm_pool_wake_options *in,
+                                      gmr_vmm_pool_wake_options *out, gmr_failure *failure);
 
-/* Free every host copy (all .host NULL afterwards). */
-void gmr__vmm_copies_drop(const gmr__cuda_ops *cuda, gmr__vmm_copy *copies, size_t count);
+/* Put the participants to sleep (see the banner); `o` is checked. The
+ * participants' locks are held by the caller. On failure every participant
+ * is as before (but for trimmed free memory) and no host copy is kept. */
+gmr_status gmr__vmm_sleep_run(const gmr__vmm_sleeper *parts, size_t part_count,
+                              const gmr__cuda_ops *cuda, int device,
+                              const gmr_vmm_pool_sleep_options *o, gmr_failure *failure);
+
+/* Wake the participants' asleep allocations of the tags `o` selects, whose
+ * host copies are of kind `host`. On failure every participant is as
+ * before: nothing of this call stays mapped, every copy stays. */
+gmr_status gmr__vmm_wake_run(const gmr__vmm_sleeper *parts, size_t part_count,
+                             const gmr__cuda_ops *cuda, int device, gmr_vmm_pool_host_kind host,
+                             const gmr_vmm_pool_wake_options *o, gmr_failure *failure);
+
+/* Free one host copy of `bytes` made by sleep as `kind` (NULL: nothing). */
+void gmr__vmm_host_free(const gmr__cuda_ops *cuda, gmr_vmm_pool_host_kind kind, void *host,
+                        size_t bytes);
+
+/* The message of a second sleep: how much sleeps, and what to do. */
+gmr_status gmr__vmm_sleep_busy(gmr_failure *failure, size_t asleep_count, size_t asleep_bytes,
+                               size_t saved_bytes);
+/* The message of a wake of a pool that is not asleep. */
+gmr_status gmr__vmm_wake_not_asleep(gmr_failure *failure);
+/* The message of a NULL pool given to gmr_vmm_pool_resource_<verb>. */
+gmr_status gmr__vmm_null_pool(gmr_failure *failure, const char *verb);
 
 #endif /* GMR_RESOURCES_VMM_POOL_VMM_SLEEP_COMMON_H_ */

@@ -4,6 +4,8 @@
 // given a NULL pool or options without their header.
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -81,8 +83,15 @@ TEST_F(VmmPoolMessages, SleepAndWakeSayWhatIsWrongWithTheirArguments) {
   so.size = 4;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_sleep(pool, &so, &f));
   EXPECT_TRUE(Has(f.message, "size 4")) << f.message;
-  EXPECT_TRUE(Has(f.message, "size >= " + std::to_string(sizeof so))) << f.message;
+  // Version 1's struct is enough (a program built before version 2 still works).
+  const size_t v1 = offsetof(gmr_vmm_pool_sleep_options, save_tag_mask) + sizeof(uint64_t);
+  EXPECT_TRUE(Has(f.message, "size >= " + std::to_string(v1))) << f.message;
   EXPECT_TRUE(Has(f.message, "GMR_VMM_POOL_SLEEP_OPTIONS_INIT")) << f.message;
+  so = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
+  so.host = static_cast<gmr_vmm_pool_host_kind>(7);
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_sleep(pool, &so, &f));
+  EXPECT_TRUE(Has(f.message, "host kind 7")) << f.message;
+  EXPECT_TRUE(Has(f.message, "GMR_VMM_POOL_HOST_PAGEABLE")) << f.message;
   gmr_vmm_pool_wake_options wo = GMR_VMM_POOL_WAKE_OPTIONS_INIT;
   wo.version = 0;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_wake(pool, &wo, &f));

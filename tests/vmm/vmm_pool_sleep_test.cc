@@ -164,9 +164,13 @@ TEST_F(VmmPoolSleep, FreeingAnAsleepAllocationDropsItsCopyAndAddresses) {
 }
 
 TEST_F(VmmPoolSleep, SleepingWithNothingLiveAndBadOptions) {
+  // Asleep with nothing to wake: asleep all the same, until a wake.
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_sleep(pool_, nullptr, nullptr));
-  EXPECT_FALSE(gmr_vmm_pool_resource_is_asleep(pool_));
+  EXPECT_TRUE(gmr_vmm_pool_resource_is_asleep(pool_));
+  void *p = nullptr;
+  EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_allocate(r_, kPage, 0, nullptr, &p));
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_wake(pool_, nullptr, nullptr));
+  EXPECT_FALSE(gmr_vmm_pool_resource_is_asleep(pool_));
   gmr_vmm_pool_sleep_options bad = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
   bad.version = 0;
   gmr_failure f = GMR_FAILURE_INIT;

@@ -1,0 +1,289 @@
+/*
+ * gmr/vmm_pool_sleep.h: tags, sleep and wake of gmr_vmm_pool_resource
+ * (gmr/vmm_pool_resource.h, both placements): what LLM inference servers do
+ * between workloads (vLLM's sleep mode and its CuMemAllocator, SGLang's
+ * torch_memory_saver, NVIDIA Dynamo's GPU memory service). docs/serving.md
+ * maps their calls to these.
+ *
+ * Tags: every allocation carries a tag 0..63, the pool's default tag when it
+ * was made (gmr_vmm_pool_resource_set_default_tag) or one set on it later
+ * (gmr_vmm_pool_resource_set_tag). Tags choose, at sleep, which allocations
+ * are copied to host memory, which are discarded, and which stay as they
+ * are; at wake, which come back.
+ *
+ * Sleep: the device is synchronised (so work still running on the memory
+ * finishes first: the rule is "synchronise", never "refuse"), every free
+ * page (and, in PAGES placement, zombie) goes back to the device as trim
+ * gives it, the live allocations of the tags to save are copied to host
+ * memory (pinned with cudaHostAlloc, or pageable), then the physical memory
+ * of every live allocation not of a tag to keep is unmapped and released:
+ * its addresses stay reserved and the allocation is ASLEEP. Allocations of a
+ * tag to keep stay mapped, with their contents (in FINE placement the
+ * physical memory they share with others stays too: memory moves in whole
+ * handles). Wake maps fresh physical memory at the same addresses and copies
+ * the saved contents back, so pointers, and CUDA graphs captured before
+ * sleep, stay valid; allocations that were not saved wake with undefined
+ * contents.
+ *
+ * The pool is asleep from a successful sleep until a wake leaves nothing
+ * asleep (a wake of some tags leaves it asleep; freeing every asleep
+ * allocation does not wake it). While it is asleep:
+ *  - allocate and extend fail with GMR_ERR_BUSY, kept tags included;
+ *  - a free of an asleep allocation is allowed: its addresses and its host
+ *    copy go at once (a second free of it is GMR_ERR_DOUBLE_FREE); a free of
+ *    a kept allocation is an ordinary free;
+ *  - a second sleep is GMR_ERR_BUSY and changes nothing;
+ *  - destroy is GMR_ERR_BUSY while an allocation is asleep.
+ * A wake of a pool that is not asleep is GMR_ERR_INVALID_ARGUMENT.
+ * Every failed sleep or wake (a refused driver call at any point, host or
+ * device memory that ran out) leaves the pool as it was before the call
+ * (but for the free memory a sleep gave back first, as trim would):
+ * nothing mapped that the books do not know, no host copy leaked, the same
+ * statistics; the call may be repeated once the cause is gone.
+ *
+ * Host memory: a host copy is made at sleep and freed at the wake of its
+ * allocation, at its free, or when a failed sleep rolls back; nothing is
+ * cached between cycles, so a program that sleeps and wakes holds no more
+ * pinned memory after each cycle (vLLM issue 21336 is that leak).
+ *
+ * Thread-safe: yes (under the pool's mutex and every engine's lock), but no
+ * work may use the memory of a sleeping allocation until it is woken (an
+ * access is an illegal address), and no other thread should allocate while
+ * a sleep or wake runs.
+ * Source: vLLM's CuMemAllocator (sleep(offload_tags), wake_up(tags)) and
+ * torch_memory_saver (region, pause, resume); CUDA's driver VMM API.
+ */
+#ifndef GMR_VMM_POOL_SLEEP_H_
+#define GMR_VMM_POOL_SLEEP_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmr/config.h"
+#include "gmr/resource.h"
+#include "gmr/status.h"
+/* gmr_vmm_pool_resource (that header includes this one at its end). */
+#include "gmr/vmm_pool_resource.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Tags are 0..63. */
+#define GMR_VMM_POOL_MAX_TAG 63u
+
+/**
+ * Give allocations made from now on tag `tag` (0 at create): e.g. set 1
+ * before loading weights and 2 before the KV cache, then save only tag 1 at
+ * sleep. Chunks of the internal small pool (PAGES placement) get the tag in
+ * force when they are made: their small blocks share it.
+ * Units: a tag number, 0..GMR_VMM_POOL_MAX_TAG.
+ * Thread-safe: yes (under the pool's or the engine's lock). The tag is the
+ *   pool's, not the thread's: an allocation made by another thread meanwhile
+ *   gets it too.
+ * Stream/device: no CUDA call.
+ * Source: vLLM's CuMemAllocator.use_memory_pool(tag), torch_memory_saver's
+ *   region(tag).
+ * Returns:
+ *   GMR_OK                    set.
+ *   GMR_ERR_INVALID_ARGUMENT  pool is NULL, or tag is above 63.
+ * On failure nothing changed.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_set_default_tag(
+    gmr_vmm_pool_resource *pool, uint32_t tag);
+
+/**
+ * Tag the live (or asleep) allocation starting at `ptr`. PAGES placement:
+ * an allocation of whole pages (a small block lives in a chunk that has the
+ * chunk's tag); FINE placement: any allocation.
+ * Units: a tag number, 0..GMR_VMM_POOL_MAX_TAG.
+ * Thread-safe: yes (under the pool's or the engine's lock).
+ * Stream/device: no CUDA call; safe during a capture.
+ * Returns:
+ *   GMR_OK                    tagged.
+ *   GMR_ERR_INVALID_ARGUMENT  pool is NULL, or tag is above 63.
+ *   GMR_ERR_UNKNOWN_POINTER   ptr is not the start of a live or asleep
+ *                             allocation that can be tagged (see above).
+ * On failure nothing changed.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_set_tag(gmr_vmm_pool_resource *pool,
+                                                               void *ptr, uint32_t tag);
+
+/* Where sleep keeps the contents it saves. */
+typedef enum gmr_vmm_pool_host_kind {
+  /* Page-locked host memory (cudaHostAlloc): the fastest copies; the
+   * operating system cannot page it out. */
+  GMR_VMM_POOL_HOST_PINNED = 0,
+  /* Ordinary pageable memory (mmap for copies of 64 KiB or more, malloc
+   * below): no pinned memory is held while asleep; copies go through the
+   * driver's staging buffers, slower. */
+  GMR_VMM_POOL_HOST_PAGEABLE = 1
+} gmr_vmm_pool_host_kind;
+
+#define GMR_VMM_POOL_SLEEP_OPTIONS_VERSION 2u
+
+typedef struct gmr_vmm_pool_sleep_options {
+  size_t size;            /* sizeof as the caller knows it */
+  uint32_t version;       /* GMR_VMM_POOL_SLEEP_OPTIONS_VERSION as the caller knows it */
+  bool save_all;          /* copy every live allocation (not kept) to host memory */
+  uint64_t save_tag_mask; /* else: bit t copies the allocations of tag t */
+  /* Version 2: */
+  uint64_t keep_tag_mask;      /* bit t: allocations of tag t stay mapped and valid
+                                * (neither saved nor released); wins over saving */
+  gmr_vmm_pool_host_kind host; /* where the copies go */
+} gmr_vmm_pool_sleep_options;
+
+/* Save nothing, keep nothing (every allocation discarded), pinned copies. */
+#define GMR_VMM_POOL_SLEEP_OPTIONS_INIT                                                        \
+  {sizeof(gmr_vmm_pool_sleep_options), GMR_VMM_POOL_SLEEP_OPTIONS_VERSION, false, 0, 0,      \
+   GMR_VMM_POOL_HOST_PINNED}
+
+/**
+ * Give the physical memory of the pool back to the device while keeping
+ * every live allocation's addresses (see the banner): free memory as trim
+ * does, then the allocations of every tag not in keep_tag_mask, after
+ * copying those selected by save_all / save_tag_mask to host memory.
+ *
+ * Units: bytes. Ownership: `options` is read during the call only (NULL:
+ *   save nothing, keep nothing; a version-1 struct is read as such: keep
+ *   nothing, pinned); the host copies are the pool's until wake, the free of
+ *   their allocation, or destroy. `failure` (may be NULL) receives the
+ *   reason of a failure.
+ * Source: vLLM's CuMemAllocator.sleep(offload_tags) and torch_memory_saver's
+ *   pause().
+ * Thread-safe: yes (see the banner).
+ * Stream/device: synchronises the device (cudaDeviceSynchronize: work still
+ *   running on the memory finishes first), copies on the default stream
+ *   (cudaMemcpyAsync, then cudaStreamSynchronize), unmaps and releases
+ *   physical memory (cuMemUnmap, cuMemRelease). Not during a CUDA graph
+ *   capture: the driver refuses the synchronisation (and invalidates that
+ *   capture); nothing changes here.
+ * Returns:
+ *   GMR_OK                    asleep (also when nothing was live: then the
+ *                             pool is asleep with nothing to wake).
+ *   GMR_ERR_INVALID_ARGUMENT  NULL pool; options with a bad header (the
+ *                             message says which, the size and version
+ *                             given and needed), or an unknown host kind.
+ *   GMR_ERR_BUSY              the pool is asleep already (the message says
+ *                             how much): wake it first.
+ *   GMR_ERR_CAPTURE_UNSAFE    a CUDA graph capture is under way (the
+ *                             device synchronisation was refused).
+ *   GMR_ERR_OUT_OF_MEMORY     host memory for a copy ran out (the message
+ *                             says how much was asked, and of which kind).
+ *   GMR_ERR_CUDA              a CUDA call failed (the message names it).
+ * After failure the live allocations are mapped and intact, the pool is
+ * awake, and no host copy is kept; free memory given back before the
+ * failure stays given back (as trim).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_sleep(
+    gmr_vmm_pool_resource *pool, const gmr_vmm_pool_sleep_options *options, gmr_failure *failure);
+
+#define GMR_VMM_POOL_WAKE_OPTIONS_VERSION 1u
+
+typedef struct gmr_vmm_pool_wake_options {
+  size_t size;
+  uint32_t version;       /* GMR_VMM_POOL_WAKE_OPTIONS_VERSION */
+  bool wake_all;          /* wake every asleep allocation (NULL options: the same) */
+  uint64_t wake_tag_mask; /* else: bit t wakes the allocations of tag t */
+} gmr_vmm_pool_wake_options;
+
+#define GMR_VMM_POOL_WAKE_OPTIONS_INIT \
+  {sizeof(gmr_vmm_pool_wake_options), GMR_VMM_POOL_WAKE_OPTIONS_VERSION, true, 0}
+
+/**
+ * Map fresh physical memory at the addresses of the asleep allocations
+ * selected by `options` (NULL: all) and copy back the contents that sleep
+ * saved. The pool is awake again when nothing is left asleep.
+ * Units: bytes. Ownership: `options` is read during the call only; the
+ *   host copies of the woken allocations are freed. `failure` (may be NULL)
+ *   receives the reason of a failure.
+ * Thread-safe: yes (see the banner).
+ * Stream/device: creates and maps physical memory (cuMemCreate, cuMemMap,
+ *   cuMemSetAccess), copies on the default stream and waits for the copies
+ *   (cudaStreamSynchronize); not during a capture (the synchronisation is
+ *   refused there: GMR_ERR_CAPTURE_UNSAFE, nothing changed).
+ * Source: vLLM's CuMemAllocator.wake_up(tags) and torch_memory_saver's
+ *   resume().
+ * Returns:
+ *   GMR_OK                    woken (also when the selected tags had
+ *                             nothing asleep).
+ *   GMR_ERR_INVALID_ARGUMENT  NULL pool; options with a bad header (the
+ *                             message says which, as for sleep); the pool
+ *                             is not asleep (never slept, or woken
+ *                             already).
+ *   GMR_ERR_OUT_OF_MEMORY     the device has no room for the memory
+ *                             (cuMemCreate; the message says how much the
+ *                             wake needs), or host memory ran out. Free
+ *                             device memory and call wake again.
+ *   GMR_ERR_CAPTURE_UNSAFE    a capture refused the copies' synchronisation.
+ *   GMR_ERR_CUDA              another CUDA failure (the message names it).
+ * After failure every selected allocation is still asleep with its host
+ * copy, the pool is still asleep, and no memory this call mapped or created
+ * stays mapped or allocated.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_wake(
+    gmr_vmm_pool_resource *pool, const gmr_vmm_pool_wake_options *options, gmr_failure *failure);
+
+/**
+ * True while the pool is asleep: from a successful sleep until a wake leaves
+ * nothing asleep (allocate and extend return GMR_ERR_BUSY meanwhile); false
+ * for NULL.
+ * Thread-safe: yes (another thread's sleep or wake may change the answer
+ *   right after). Stream/device: no CUDA call.
+ */
+GMR_API bool gmr_vmm_pool_resource_is_asleep(gmr_vmm_pool_resource *pool);
+
+#define GMR_VMM_POOL_TAG_STATS_VERSION 1u
+
+/* What the allocations of some tags hold, in bytes unless named _count.
+ * Bytes are as placed: whole pages (PAGES placement; a small-pool chunk
+ * counts under its own tag), 256-byte units (FINE placement). */
+typedef struct gmr_vmm_pool_tag_stats {
+  size_t size;         /* sizeof as the caller knows it */
+  uint32_t version;    /* GMR_VMM_POOL_TAG_STATS_VERSION as the caller knows it */
+  size_t live_bytes;   /* awake allocations (LIVE) */
+  size_t live_count;
+  size_t asleep_bytes; /* allocations whose physical memory sleep gave back */
+  size_t asleep_count;
+  size_t saved_bytes;  /* host copies held for asleep allocations */
+  size_t saved_count;
+  bool saved_pinned;   /* the copies are pinned (cudaHostAlloc); false: pageable or none */
+} gmr_vmm_pool_tag_stats;
+
+#define GMR_VMM_POOL_TAG_STATS_INIT \
+  {sizeof(gmr_vmm_pool_tag_stats), GMR_VMM_POOL_TAG_STATS_VERSION, 0, 0, 0, 0, 0, 0, false}
+
+/**
+ * Sum what the allocations of the tags in `tag_mask` (bit t: tag t; all
+ * ones: every tag) hold, awake and asleep, and what their host copies take.
+ * O(allocations): for queries between phases, not for a hot path.
+ * Units: bytes, counts. Ownership: *out is the caller's (size and version
+ *   set: GMR_VMM_POOL_TAG_STATS_INIT; fields past `size` are left alone).
+ * Thread-safe: yes (each engine read under its lock; engines one after
+ *   another). Stream/device: no CUDA call.
+ * Returns:
+ *   GMR_OK                    *out is filled.
+ *   GMR_ERR_INVALID_ARGUMENT  pool or out is NULL, out->size is smaller
+ *                             than version 1's struct, or out->version is 0.
+ * On failure *out is unchanged.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_get_tag_stats(
+    gmr_vmm_pool_resource *pool, uint64_t tag_mask, gmr_vmm_pool_tag_stats *out);
+
+/**
+ * The vmm pool that serves `r`: `r` itself, or the first one down its chain
+ * of upstreams (gmr_resource_get_upstream), so that a program whose stack
+ * came from a spec ("tracking > vmm", a device resource of
+ * gmr/device_resource.h) reaches tags, sleep and wake. NULL when `r` is NULL
+ * or no layer of its chain is a vmm pool (e.g. pool > cuda).
+ * Ownership: borrowed, as `r`. Thread-safe: yes (reads the chain).
+ * Stream/device: no CUDA call.
+ */
+GMR_API gmr_vmm_pool_resource *gmr_vmm_pool_resource_find(gmr_resource *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GMR_VMM_POOL_SLEEP_H_ */

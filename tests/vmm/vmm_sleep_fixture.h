@@ -1,0 +1,159 @@
+// tests/vmm/vmm_sleep_fixture.h: a vmm pool on the simulation in either
+// placement (the test's parameter), with the helpers the sleep and wake
+// tests share: patterned contents, the simulated device's and pinned host
+// memory, and a snapshot of everything a failed call must leave unchanged.
+#ifndef GMR_TESTS_VMM_VMM_SLEEP_FIXTURE_H_
+#define GMR_TESTS_VMM_VMM_SLEEP_FIXTURE_H_
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+
+#include "gmr/resource.h"
+#include "gmr/sim/cuda_sim.h"
+#include "gmr/vmm_pool_resource.h"
+#include "tests/support/sim_fixture.h"
+#include "tests/vmm/vmm_test_util.h"
+
+namespace gmr_test {
+
+// Everything a failed sleep or wake must leave as it was.
+struct SleepSnapshot {
+  std::string layout;
+  gmr_vmm_pool_resource_stats stats;
+  gmr_cuda_sim_vmm_usage vmm;
+  gmr_cuda_sim_usage device, host;
+  bool asleep;
+
+  auto Key() const {
+    return std::make_tuple(layout, stats.mapped_bytes, stats.reserved_bytes, stats.live_bytes,
+                           stats.live_count, stats.free_bytes, stats.hole_bytes,
+                           stats.asleep_bytes, stats.asleep_count, stats.saved_bytes,
+                           vmm.reservation_count, vmm.physical_count, vmm.physical_bytes,
+                           vmm.mapping_count, vmm.mapped_bytes, device.used_bytes,
+                           host.used_bytes, asleep);
+  }
+};
+
+inline SleepSnapshot TakeSnapshot(gmr_vmm_pool_resource *pool) {
+  SleepSnapshot s;
+  s.layout = Layout(pool);
+  s.stats = Stats(pool);
+  EXPECT_EQ(GMR_OK, gmr_cuda_sim_get_vmm_usage(&s.vmm));
+  EXPECT_EQ(GMR_OK, gmr_cuda_sim_get_device_usage(0, &s.device));
+  EXPECT_EQ(GMR_OK, gmr_cuda_sim_get_host_usage(&s.host));
+  s.asleep = gmr_vmm_pool_resource_is_asleep(pool);
+  return s;
+}
+
+// The books agree with the (simulated) device: what the pool says it holds
+// is exactly what is created and mapped, and it never says more is free
+// than it holds.
+inline void ExpectBooksMatchDevice(gmr_vmm_pool_resource *pool) {
+  SleepSnapshot s = TakeSnapshot(pool);
+  EXPECT_EQ(s.stats.mapped_bytes, s.vmm.physical_bytes) << "physical memory the books do not know";
+  EXPECT_EQ(s.stats.mapped_bytes, s.vmm.mapped_bytes) << "mappings the books do not know";
+  EXPECT_LE(s.stats.free_bytes, s.stats.mapped_bytes) << "more free than mapped";
+  gmr_memory_info info = GMR_MEMORY_INFO_INIT;
+  EXPECT_EQ(GMR_OK, gmr_resource_get_memory_info(gmr_vmm_pool_resource_as_resource(pool), &info));
+  EXPECT_LE(info.free_bytes, info.held_bytes);
+  EXPECT_LE(info.largest_free_block_bytes, info.free_bytes);
+  ExpectInvariants(pool);
+}
+
+enum class Placement { kPages, kFine };
+
+inline std::string PlacementName(const ::testing::TestParamInfo<Placement> &info) {
+  return info.param == Placement::kPages ? "Pages" : "Fine";
+}
+
+class SleepTest : public SimTest, public ::testing::WithParamInterface<Placement> {
+ protected:
+  gmr_vmm_pool_resource *pool_ = nullptr;
+  gmr_resource *r_ = nullptr;
+
+  gmr_vmm_pool_resource_config Config() const {
+    gmr_vmm_pool_resource_config c = TestConfig(64);
+    if (GetParam() == Placement::kFine) {
+      c.placement = GMR_VMM_POOL_PLACEMENT_FINE;
+      c.growth_percent = 0;
+      c.handle_divisor = 4; /* several handles */
+      c.shard_count = 1;
+    }
+    return c;
+  }
+  void SetUp() override {
+    SimTest::SetUp();
+    gmr_vmm_pool_resource_config c = Config();
+    gmr_failure f = GMR_FAILURE_INIT;
+    ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool_, &f)) << f.message;
+    r_ = gmr_vmm_pool_resource_as_resource(pool_);
+  }
+  void TearDown() override {
+    if (pool_ != nullptr) {
+      if (gmr_vmm_pool_resource_is_asleep(pool_)) {
+        EXPECT_EQ(GMR_OK, gmr_vmm_pool_resource_wake(pool_, nullptr, nullptr));
+      }
+      ExpectInvariants(pool_);
+      EXPECT_EQ(GMR_OK, gmr_resource_destroy(r_));
+    }
+    SimTest::TearDown();
+  }
+  bool Fine() const { return GetParam() == Placement::kFine; }
+  void *Alloc(size_t bytes, uint32_t tag) {
+    EXPECT_EQ(GMR_OK, gmr_vmm_pool_resource_set_default_tag(pool_, tag));
+    void *p = nullptr;
+    gmr_failure f = GMR_FAILURE_INIT;
+    EXPECT_EQ(GMR_OK, gmr_resource_allocate_ex(r_, bytes, 0, nullptr, &p, &f)) << f.message;
+    return p;
+  }
+  void Free(void *p, size_t bytes) {
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, bytes, 0, nullptr));
+  }
+  static void Fill(void *p, size_t bytes, unsigned seed) {
+    auto *b = static_cast<unsigned char *>(p);
+    for (size_t i = 0; i < bytes; i += 997) b[i] = static_cast<unsigned char>(seed * 31 + i / 997);
+    b[bytes - 1] = static_cast<unsigned char>(seed ^ 0x5a);
+  }
+  static bool Same(const void *p, size_t bytes, unsigned seed) {
+    const auto *b = static_cast<const unsigned char *>(p);
+    for (size_t i = 0; i < bytes; i += 997) {
+      if (b[i] != static_cast<unsigned char>(seed * 31 + i / 997)) return false;
+    }
+    return b[bytes - 1] == static_cast<unsigned char>(seed ^ 0x5a);
+  }
+  static size_t DeviceUsed() {
+    gmr_cuda_sim_usage u;
+    EXPECT_EQ(GMR_OK, gmr_cuda_sim_get_device_usage(0, &u));
+    return u.used_bytes;
+  }
+  static size_t PinnedUsed() {
+    gmr_cuda_sim_usage u;
+    EXPECT_EQ(GMR_OK, gmr_cuda_sim_get_host_usage(&u));
+    return u.used_bytes;
+  }
+  static bool Mapped(const void *p) {
+    gmr_cuda_sim_vmm_mapping m;
+    EXPECT_EQ(GMR_OK, gmr_cuda_sim_vmm_query(p, &m));
+    return m.mapped;
+  }
+  gmr_vmm_pool_tag_stats TagStats(uint64_t mask) {
+    gmr_vmm_pool_tag_stats s = GMR_VMM_POOL_TAG_STATS_INIT;
+    EXPECT_EQ(GMR_OK, gmr_vmm_pool_resource_get_tag_stats(pool_, mask, &s));
+    return s;
+  }
+  static gmr_vmm_pool_sleep_options SaveTags(uint64_t save, uint64_t keep = 0,
+                                             gmr_vmm_pool_host_kind host =
+                                                 GMR_VMM_POOL_HOST_PINNED) {
+    gmr_vmm_pool_sleep_options o = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
+    o.save_tag_mask = save;
+    o.keep_tag_mask = keep;
+    o.host = host;
+    return o;
+  }
+};
+
+}  // namespace gmr_test
+
+#endif  // GMR_TESTS_VMM_VMM_SLEEP_FIXTURE_H_

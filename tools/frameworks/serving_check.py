@@ -1,0 +1,513 @@
+#!/usr/bin/env python3
+"""Sleep and wake of gmr.torch on a real GPU (issue 23): what an LLM server
+does between workloads, with a transformers Llama model built from a config
+(random fp16 weights, nothing downloaded), under gmr.torch direct mode and
+the default stack "vmm".
+
+  PYTHONPATH=python GMR_LIBRARY_DIR=.gpu/lib python3 tools/frameworks/serving_check.py \
+      [--parts model,cycles,bench,turns] [--cycles 100] [--json F]
+  (tools/frameworks/serving_check.sh sets the paths, builds the shim, and
+  writes $OUT/serving_check.txt)
+
+Each part runs in processes of its own (PyTorch swaps its allocator once per
+process):
+  model   generate; CUDA graphs of the forward for batch sizes 1, 2, 4, 8;
+          sleep with the weights, the graphs' static inputs and untagged
+          memory backed up (KV cache and graph pools discarded): gmr holds
+          at most 4 MiB, and device memory in use (cudaMemGetInfo) falls to
+          what it was before the model (the CUDA context, cuBLAS) plus at
+          most 32 MiB (the driver's CUDA graph executables; printed); wake;
+          generate, eager and graph outputs bit-identical
+          to before; bad input (double sleep, wake without sleep, allocation
+          while asleep, sleep during a capture) refused with the pool intact;
+          everything freed at the end.
+  cycles  N sleep/wake cycles of the same model: device memory in use after
+          each sleep and after each wake, and gmr's host (pinned) bytes, the
+          same every cycle; outputs still identical.
+  bench   sleep and wake of one tagged buffer of 64 MiB .. 4 GiB (pinned and
+          pageable copies) beside a plain copy of the same bytes (a tensor's
+          .copy_ to and from pinned memory, the pinned buffer made
+          beforehand, and made inside the timing); GB/s of the host copy.
+  turns   two processes on one GPU taking turns, each with a model and a KV
+          cache of 60% of the device (they cannot both be awake): one
+          sleeps, the other wakes and runs; a wake while the other is awake
+          fails with gmr.OutOfMemoryError and succeeds once it sleeps; both
+          outputs identical to their own before every sleep.
+Prints "PASS|FAIL part: check ..." lines, a markdown table for BENCHMARKS.md,
+and "N passed, M failed" last.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+
+MIB = 1 << 20
+GIB = 1 << 30
+BATCHES = (8, 4, 2, 1)  # captured largest first, one shared graph pool (vLLM's order)
+SEQ = 32
+
+
+# ---- helpers used in the child processes -------------------------------------------
+
+def _torch():
+    import gmr.torch  # noqa: PLC0415
+    gmr.torch.use()  # the default stack: vmm
+    import torch  # noqa: PLC0415
+    torch.manual_seed(0)
+    return torch, gmr.torch
+
+
+def _in_use(torch):
+    torch.cuda.synchronize()
+    free, total = torch.cuda.mem_get_info()
+    return total - free
+
+
+def _config(layers=8):
+    from transformers import LlamaConfig  # noqa: PLC0415
+    return LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=layers,
+                       num_attention_heads=16, num_key_value_heads=16, vocab_size=32000,
+                       max_position_embeddings=512, attn_implementation="eager")
+
+
+def _model(torch, g, seed=0, layers=8):
+    from transformers import LlamaForCausalLM  # noqa: PLC0415
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(_config(layers)).to(torch.float16).eval()
+    with g.region("weights"):
+        model = model.cuda()
+    return model
+
+
+def _inputs(torch, g, seed=1):
+    gen = torch.Generator().manual_seed(seed)
+    with g.region("inputs"):
+        return {b: torch.randint(1, 32000, (b, SEQ), generator=gen).cuda() for b in BATCHES}
+
+
+def _generate(model, ids):
+    out = model.generate(ids, max_new_tokens=16, do_sample=False, pad_token_id=0)
+    return out.cpu()
+
+
+def _capture(torch, model, inputs):
+    """One CUDA graph of the forward per batch size, in one shared pool."""
+    pool = torch.cuda.graph_pool_handle()
+    graphs, outs = {}, {}
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for b in BATCHES:
+            for _ in range(2):
+                model(inputs[b], use_cache=False)
+    torch.cuda.current_stream().wait_stream(side)
+    for b in BATCHES:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, pool=pool):
+            outs[b] = model(inputs[b], use_cache=False).logits
+        graphs[b] = g
+    return graphs, outs
+
+
+def _snapshot(torch, model, inputs, graphs, outs):
+    """Eager logits, graph logits (after a replay) and generated tokens, on the host."""
+    eager = {b: model(inputs[b], use_cache=False).logits.cpu() for b in BATCHES}
+    graph = {}
+    for b in BATCHES:  # as a server does: replay, read the output, next
+        graphs[b].replay()
+        graph[b] = outs[b].cpu()
+    tokens = _generate(model, inputs[1])
+    return eager, graph, tokens
+
+
+def _same(a, b):
+    """Bit-identical (dicts of) host tensors."""
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    import torch  # noqa: PLC0415
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+
+
+# ---- parts ------------------------------------------------------------------------------
+
+def part_model(args):
+    torch, g = _torch()
+    import gmr  # noqa: PLC0415
+    checks = []
+
+    def check(name, ok, detail):
+        checks.append({"check": name, "ok": bool(ok), "detail": detail})
+
+    torch.cuda.init()
+    print("device:", torch.cuda.get_device_name(0), "torch", torch.__version__, flush=True)
+    x = torch.ones(64, 64, device="cuda", dtype=torch.float16)
+    (x @ x).sum().item()  # cuBLAS up
+    del x
+    base = _in_use(torch)
+    with torch.inference_mode():
+        model = _model(torch, g)
+        inputs = _inputs(torch, g)
+        with g.region("kv_cache"):
+            kv = torch.empty(512 * MIB, dtype=torch.uint8, device="cuda")  # a server's cache
+        graphs, outs = _capture(torch, model, inputs)
+        before = _snapshot(torch, model, inputs, graphs, outs)
+        awake = _in_use(torch)
+        info = g.sleep_info()
+        tags = {k: v["live_bytes"] for k, v in info["tags"].items() if v["live_bytes"]}
+
+        t0 = time.perf_counter()
+        g.sleep(backup=["weights", "inputs", "untagged"])
+        t_sleep = time.perf_counter() - t0
+        asleep = _in_use(torch)
+        info_asleep = g.sleep_info()
+        # gmr's own: what the pool still holds. The rest above `base` is the
+        # driver's (the CUDA graphs' executables), reported.
+        check("sleep frees the device",
+              info_asleep["held_bytes"] <= 4 * MIB and asleep - base <= 32 * MIB,
+              "in use %.1f MiB awake, %.1f MiB asleep, %.1f MiB before the model (CUDA context, "
+              "cuBLAS): +%.2f MiB; gmr holds %.2f MiB; host copies %.1f MiB; live per tag %s"
+              % (awake / MIB, asleep / MIB, base / MIB, (asleep - base) / MIB,
+                 info_asleep["held_bytes"] / MIB, info_asleep["host_bytes"] / MIB,
+                 {k: "%.1f MiB" % (v / MIB) for k, v in tags.items()}))
+
+        # Bad input while asleep: each refused, nothing changed.
+        bad = []
+        try:
+            g.sleep(backup=["weights"])
+            bad.append("double sleep accepted")
+        except gmr.GmrError as e:
+            bad += [] if e.status == "GMR_ERR_BUSY" else ["double sleep: %s" % e.status]
+        try:
+            torch.empty(1 << 20, device="cuda")
+            bad.append("allocation while asleep accepted")
+        except RuntimeError as e:
+            bad += [] if "asleep" in str(e) else ["allocation while asleep: %s" % e]
+        bad += [] if g.sleep_info() == info_asleep else ["the books changed"]
+        bad += [] if _in_use(torch) == asleep else ["device memory changed"]
+        check("bad input while asleep", not bad, "; ".join(bad) or
+              "double sleep GMR_ERR_BUSY, torch.empty RuntimeError (asleep); nothing changed")
+
+        t0 = time.perf_counter()
+        g.wake()
+        t_wake = time.perf_counter() - t0
+        after = _snapshot(torch, model, inputs, graphs, outs)
+        check("eager outputs bit-identical", _same(before[0], after[0]),
+              "batch sizes %s" % (BATCHES,))
+        check("graph outputs bit-identical", _same(before[1], after[1]),
+              "%d graphs, replayed after wake" % len(graphs))
+        check("generate bit-identical", _same(before[2], after[2]),
+              "16 new tokens, greedy: %s" % after[2][0, -4:].tolist())
+        check("awake again", _in_use(torch) <= awake + 8 * MIB and
+              g.sleep_info()["host_bytes"] == 0,
+              "in use %.1f MiB (was %.1f), host copies %d bytes"
+              % (_in_use(torch) / MIB, awake / MIB, g.sleep_info()["host_bytes"]))
+
+        bad = []
+        try:
+            g.wake()
+            bad.append("wake without sleep accepted")
+        except gmr.GmrError as e:
+            bad += [] if e.status == "GMR_ERR_INVALID_ARGUMENT" else ["wake: %s" % e.status]
+        cg = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(cg):
+                y = model(inputs[1], use_cache=False).logits
+                try:
+                    g.sleep(backup=["weights"])
+                    bad.append("sleep during capture accepted")
+                except RuntimeError as e:
+                    bad += [] if "captur" in str(e) else ["capture: %s" % e]
+            cg.replay()
+            torch.cuda.synchronize()
+            worst = float((y.cpu().float() - before[0][1].float()).abs().max())
+            bad += [] if worst < 0.1 else ["the graph of the refused sleep's capture is off "
+                                           "eager by %g" % worst]
+            del y
+        except Exception as e:  # noqa: BLE001 (the capture itself must survive)
+            bad.append("the capture broke: %s" % e)
+        del cg
+        bad += [] if not g.is_asleep() else ["asleep after refusals"]
+        check("bad input while awake", not bad, "; ".join(bad) or
+              "wake without sleep GMR_ERR_INVALID_ARGUMENT, sleep in a capture RuntimeError")
+        saved = info_asleep["host_bytes"]
+        del graphs, outs, kv, model, inputs
+    import gc  # noqa: PLC0415
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    left = g.sleep_info()
+    live = {k: v["live_bytes"] for k, v in left["tags"].items() if v["live_bytes"]}
+    check("nothing left at the end", not any(k in live for k in ("weights", "kv_cache", "graphs",
+                                                                 "inputs")) and
+          left["host_bytes"] == 0, "live per tag %s, host copies %d" % (live, left["host_bytes"]))
+    return {"checks": checks, "times": [{"what": "Llama 8x1024 fp16, weights+inputs+untagged",
+                                         "bytes": saved, "sleep_s": t_sleep, "wake_s": t_wake}]}
+
+
+def part_cycles(args):
+    torch, g = _torch()
+    checks = []
+    with torch.inference_mode():
+        model = _model(torch, g)
+        inputs = _inputs(torch, g)
+        with g.region("kv_cache"):
+            kv = torch.empty(256 * MIB, dtype=torch.uint8, device="cuda")
+        graphs, outs = _capture(torch, model, inputs)
+        before = _snapshot(torch, model, inputs, graphs, outs)
+        rows = []
+        for cycle in range(args.cycles):
+            g.sleep(backup=["weights", "inputs", "untagged"])
+            a = (_in_use(torch), g.sleep_info()["host_bytes"])
+            g.wake()
+            w = (_in_use(torch), g.sleep_info()["host_bytes"])
+            rows.append((a, w))
+        after = _snapshot(torch, model, inputs, graphs, outs)
+        asleep = {r[0] for r in rows}
+        awake = {r[1] for r in rows}
+        checks.append({"check": "%d cycles: memory constant" % args.cycles,
+                       "ok": (len(asleep) == 1 and len(awake) == 1 and
+                              all(w[1] == 0 for _, w in rows)),
+                       "detail": "asleep (device in use, host copies): %s; awake: %s"
+                                 % (sorted(asleep)[:3], sorted(awake)[:3])})
+        checks.append({"check": "%d cycles: outputs bit-identical" % args.cycles,
+                       "ok": _same(before[0], after[0]) and _same(before[1], after[1]) and
+                       _same(before[2], after[2]), "detail": "eager, graphs, generate"})
+        del kv
+    return {"checks": checks}
+
+
+def _timed(torch, fn):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def part_bench(args):
+    torch, g = _torch()
+    times = []
+    checks = []
+    for size in (64 * MIB, 256 * MIB, GIB, 4 * GIB):
+        with g.region("bench"):
+            buf = torch.empty(size, dtype=torch.uint8, device="cuda")
+        buf.random_(0, 255)
+        ref = buf[:: 1 << 16].cpu()
+        for host in ("pinned", "pageable"):
+            t_sleep = _timed(torch, lambda: g.sleep(backup=["bench"], host=host))
+            saved = g.sleep_info()["host_bytes"]
+            t_wake = _timed(torch, lambda: g.wake())
+            ok = saved >= size and bool((buf[:: 1 << 16].cpu() == ref).all())
+            checks.append({"check": "bench %d MiB %s" % (size // MIB, host), "ok": ok,
+                           "detail": "%d bytes saved" % saved})
+            times.append({"what": "one buffer, %s" % host, "bytes": saved, "sleep_s": t_sleep,
+                          "wake_s": t_wake})
+        # A plain copy of the same bytes, with the pinned buffer made inside
+        # the timing (first: PyTorch's host allocator caches pinned blocks),
+        # then with it made before.
+        def alloc_and_copy():
+            p = torch.empty(size, dtype=torch.uint8, pin_memory=True)
+            p.copy_(buf, non_blocking=True)
+            torch.cuda.synchronize()
+            del p
+        d2h_alloc = _timed(torch, alloc_and_copy)
+        pinned = torch.empty(size, dtype=torch.uint8, pin_memory=True)
+        d2h = _timed(torch, lambda: pinned.copy_(buf, non_blocking=True))
+        h2d = _timed(torch, lambda: buf.copy_(pinned, non_blocking=True))
+        del pinned
+        times.append({"what": "plain copy (tensor.copy_, pinned made before)", "bytes": size,
+                      "sleep_s": d2h, "wake_s": h2d})
+        times.append({"what": "plain copy D2H with the pinned buffer made inside", "bytes": size,
+                      "sleep_s": d2h_alloc, "wake_s": float("nan")})
+        del buf
+        torch.cuda.empty_cache()
+    return {"checks": checks, "times": times}
+
+
+def _turn_child(role, fraction, pipe_in, pipe_out, rounds):
+    """One of two servers taking turns (runs in its own process). a builds
+    first and sleeps; b builds while a sleeps; a's wake while b is awake
+    must fail (no room: each cache takes `fraction` of the device); then
+    each wakes, runs and sleeps in turn, `rounds` times."""
+    torch, g = _torch()
+    import gmr  # noqa: PLC0415
+    out = {"role": role, "ok": True, "notes": []}
+
+    def wait(msg):
+        line = pipe_in.readline().strip()
+        if line != msg:
+            raise RuntimeError("%s expected %r, got %r" % (role, msg, line))
+
+    def say(msg):
+        pipe_out.write(msg + "\n")
+        pipe_out.flush()
+
+    def serve(r):
+        g.wake()
+        kv.fill_(r + 1)  # the server uses its cache
+        if not _same(ref, _generate(model, ids)):
+            out["ok"] = False
+            out["notes"].append("round %d: output differs" % r)
+        g.sleep(backup=["weights", "inputs", "untagged"])
+
+    try:
+        if role == "b":
+            wait("go")
+        with torch.inference_mode():
+            model = _model(torch, g, seed=10 if role == "a" else 20, layers=4)
+            ids = _inputs(torch, g, seed=3 if role == "a" else 4)[2]
+            free, total = torch.cuda.mem_get_info()
+            with g.region("kv_cache"):
+                kv = torch.zeros(int(total * fraction), dtype=torch.uint8, device="cuda")
+            ref = _generate(model, ids)
+            if role == "a":
+                g.sleep(backup=["weights", "inputs", "untagged"])
+                say("go")
+                wait("awake")
+                try:
+                    g.wake()
+                    out["ok"] = False
+                    out["notes"].append("a wake without room succeeded")
+                except gmr.OutOfMemoryError as e:
+                    out["notes"].append("wake without room: OutOfMemoryError, still asleep: %s"
+                                        % g.is_asleep())
+                    out["ok"] = out["ok"] and g.is_asleep()
+                say("tried")
+            else:
+                say("awake")
+                wait("tried")
+                g.sleep(backup=["weights", "inputs", "untagged"])
+                say("go")
+            for r in range(rounds):
+                wait("go")
+                serve(r)
+                say("go")
+            if role == "a":
+                wait("go")  # b's last turn
+            del kv
+    except Exception as e:  # noqa: BLE001
+        out["ok"] = False
+        out["notes"].append("%s: %s" % (type(e).__name__, e))
+        traceback.print_exc()
+    print("TURN " + json.dumps(out), flush=True)
+
+
+def part_turns(args):
+    """Run two children with pipes between them: a sleeps and says go; b
+    builds, runs, sleeps, says go; a wakes; ..."""
+    rounds = 3
+    # a -> b and b -> a pipes
+    ab_r, ab_w = os.pipe()
+    ba_r, ba_w = os.pipe()
+    env = dict(os.environ)
+    code = ("import sys, os; sys.path.insert(0, %r); import serving_check as s; "
+            "s._turn_child(sys.argv[1], float(sys.argv[2]), os.fdopen(int(sys.argv[3])), "
+            "os.fdopen(int(sys.argv[4]), 'w'), int(sys.argv[5]))"
+            % os.path.dirname(os.path.abspath(__file__)))
+    a = subprocess.Popen([sys.executable, "-c", code, "a", "0.6", str(ba_r), str(ab_w),
+                          str(rounds)], pass_fds=(ba_r, ab_w), env=env, stdout=subprocess.PIPE,
+                         text=True)
+    b = subprocess.Popen([sys.executable, "-c", code, "b", "0.6", str(ab_r), str(ba_w),
+                          str(rounds)], pass_fds=(ab_r, ba_w), env=env, stdout=subprocess.PIPE,
+                         text=True)
+    for fd in (ab_r, ab_w, ba_r, ba_w):
+        os.close(fd)
+    results = []
+    for p in (a, b):
+        try:
+            text, _ = p.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            text = "TURN " + json.dumps({"role": "?", "ok": False, "notes": ["timed out"]})
+        for line in text.splitlines():
+            if line.startswith("TURN "):
+                results.append(json.loads(line[5:]))
+    checks = [{"check": "two processes take turns (%s)" % r["role"], "ok": r["ok"],
+               "detail": "; ".join(r["notes"]) or "%d rounds, outputs identical" % rounds}
+              for r in results]
+    if len(results) < 2:
+        checks.append({"check": "two processes take turns", "ok": False,
+                       "detail": "a process died (see its traceback)"})
+    return {"checks": checks}
+
+
+PARTS = {"model": part_model, "cycles": part_cycles, "bench": part_bench, "turns": part_turns}
+
+
+def run_child(part, args):
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", part, "--cycles",
+           str(args.cycles)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    sys.stderr.write(proc.stderr[-4000:] if proc.returncode else "")
+    result = None
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            result = json.loads(line[7:])
+        elif line.strip():
+            print("   %s: %s" % (part, line), flush=True)
+    if result is not None:
+        # The process must also end cleanly (nothing asleep or leaked makes
+        # its exit crash or hang).
+        result["checks"].append({"check": "the process exits cleanly",
+                                 "ok": proc.returncode == 0,
+                                 "detail": "exit status %d" % proc.returncode})
+        return result
+    return {"checks": [{"check": part, "ok": False,
+                        "detail": "the process ended (%d) without a result: %s"
+                                  % (proc.returncode, proc.stderr.strip()[-300:])}]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--parts", default="model,cycles,bench,turns")
+    ap.add_argument("--cycles", type=int, default=100)
+    ap.add_argument("--json")
+    ap.add_argument("--child")
+    args = ap.parse_args()
+    if args.child:
+        try:
+            result = PARTS[args.child](args)
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            result = {"checks": [{"check": args.child, "ok": False,
+                                  "detail": "%s: %s" % (type(e).__name__, e)}]}
+        print("RESULT " + json.dumps(result), flush=True)
+        return 0
+    # The parent makes no CUDA context of its own (the parts measure memory).
+    all_checks, all_times = [], []
+    for part in args.parts.split(","):
+        start = time.time()
+        r = run_child(part, args)
+        for c in r["checks"]:
+            print("%s %s: %s: %s" % ("PASS" if c["ok"] else "FAIL", part, c["check"], c["detail"]),
+                  flush=True)
+        print("   (%s: %.0f s)" % (part, time.time() - start), flush=True)
+        all_checks += [dict(c, part=part) for c in r["checks"]]
+        all_times += r.get("times", [])
+    if all_times:
+        print("\n| what | bytes | sleep s | sleep GB/s | wake s | wake GB/s |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        for t in all_times:
+            def rate(s):
+                return "%.1f" % (t["bytes"] / s / 1e9) if s == s and s > 0 else "-"
+            print("| %s | %d | %.4f | %s | %s | %s |" % (
+                t["what"], t["bytes"], t["sleep_s"], rate(t["sleep_s"]),
+                "%.4f" % t["wake_s"] if t["wake_s"] == t["wake_s"] else "-", rate(t["wake_s"])))
+        print("(plain copy rows: the sleep column is device-to-host, the wake column "
+              "host-to-device)")
+    passed = sum(c["ok"] for c in all_checks)
+    print("\n%d passed, %d failed" % (passed, len(all_checks) - passed))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"checks": all_checks, "times": all_times}, f, indent=1)
+    return 0 if passed == len(all_checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
