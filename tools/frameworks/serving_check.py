@@ -94,6 +94,29 @@ def _generate(model, ids):
     return out.cpu()
 
 
+_MASKS = {}
+
+
+def _forward(model, ids):
+    """The model's forward with a causal mask and positions made on the device
+    beforehand (outside any capture): transformers otherwise builds the mask
+    with torch.tensor(..., device="cuda"), a copy from pageable host memory,
+    which CUDA graph capture refuses. Eager and graph calls take the same
+    path, so their outputs can be compared bit for bit."""
+    import torch  # noqa: PLC0415
+    b, t = ids.shape
+    key = (b, t, ids.device)
+    if key not in _MASKS:
+        dtype = next(model.parameters()).dtype
+        upper = torch.ones(t, t, dtype=torch.bool, device=ids.device).triu(1)
+        mask = torch.zeros(b, 1, t, t, dtype=dtype, device=ids.device)
+        mask.masked_fill_(upper, torch.finfo(dtype).min)
+        positions = torch.arange(t, device=ids.device).unsqueeze(0).expand(b, t).contiguous()
+        _MASKS[key] = (mask, positions)
+    mask, positions = _MASKS[key]
+    return model(ids, attention_mask=mask, position_ids=positions, use_cache=False)
+
+
 def _capture(torch, model, inputs):
     """One CUDA graph of the forward per batch size, in one shared pool."""
     pool = torch.cuda.graph_pool_handle()
@@ -103,19 +126,19 @@ def _capture(torch, model, inputs):
     with torch.cuda.stream(side):
         for b in BATCHES:
             for _ in range(2):
-                model(inputs[b], use_cache=False)
+                _forward(model, inputs[b])
     torch.cuda.current_stream().wait_stream(side)
     for b in BATCHES:
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g, pool=pool):
-            outs[b] = model(inputs[b], use_cache=False).logits
+            outs[b] = _forward(model, inputs[b]).logits
         graphs[b] = g
     return graphs, outs
 
 
 def _snapshot(torch, model, inputs, graphs, outs):
     """Eager logits, graph logits (after a replay) and generated tokens, on the host."""
-    eager = {b: model(inputs[b], use_cache=False).logits.cpu() for b in BATCHES}
+    eager = {b: _forward(model, inputs[b]).logits.cpu() for b in BATCHES}
     graph = {}
     for b in BATCHES:  # as a server does: replay, read the output, next
         graphs[b].replay()
@@ -166,14 +189,20 @@ def part_model(args):
         t_sleep = time.perf_counter() - t0
         asleep = _in_use(torch)
         info_asleep = g.sleep_info()
-        # gmr's own: what the pool still holds. The rest above `base` is the
-        # driver's (the CUDA graphs' executables), reported.
+        # gmr's own: what the pool still holds (at most a few MiB), and device
+        # memory in use fell by everything the pool held awake: what stays
+        # above `base` is not gmr's but the CUDA context's growth since (the
+        # graphs' executables, cuBLAS handles), reported.
+        released = awake - asleep
         check("sleep frees the device",
-              info_asleep["held_bytes"] <= 4 * MIB and asleep - base <= 32 * MIB,
-              "in use %.1f MiB awake, %.1f MiB asleep, %.1f MiB before the model (CUDA context, "
-              "cuBLAS): +%.2f MiB; gmr holds %.2f MiB; host copies %.1f MiB; live per tag %s"
-              % (awake / MIB, asleep / MIB, base / MIB, (asleep - base) / MIB,
-                 info_asleep["held_bytes"] / MIB, info_asleep["host_bytes"] / MIB,
+              info_asleep["held_bytes"] <= 4 * MIB and
+              released >= info["held_bytes"] - info_asleep["held_bytes"] - 4 * MIB,
+              "in use %.1f MiB awake, %.1f MiB asleep (fell %.1f MiB; the pool held %.1f MiB "
+              "awake, holds %.2f MiB asleep); the CUDA context grew %.1f MiB since %.1f MiB "
+              "before the model; host copies %.1f MiB; live per tag %s"
+              % (awake / MIB, asleep / MIB, released / MIB, info["held_bytes"] / MIB,
+                 info_asleep["held_bytes"] / MIB, (asleep - base) / MIB, base / MIB,
+                 info_asleep["host_bytes"] / MIB,
                  {k: "%.1f MiB" % (v / MIB) for k, v in tags.items()}))
 
         # Bad input while asleep: each refused, nothing changed.
@@ -203,10 +232,17 @@ def part_model(args):
               "%d graphs, replayed after wake" % len(graphs))
         check("generate bit-identical", _same(before[2], after[2]),
               "16 new tokens, greedy: %s" % after[2][0, -4:].tolist())
-        check("awake again", _in_use(torch) <= awake + 8 * MIB and
+        # After wake and the same work the pool may hold a little more than
+        # before sleep: sleep gave back its free memory, and the work's
+        # temporaries grow it again by its own rule (within 1.5% above the
+        # live peak, plus page rounding). The 100 cycles check that this
+        # does not grow from cycle to cycle.
+        held_again = g.sleep_info()["held_bytes"]
+        check("awake again", held_again <= info["held_bytes"] * 1.02 + 2 * MIB and
               g.sleep_info()["host_bytes"] == 0,
-              "in use %.1f MiB (was %.1f), host copies %d bytes"
-              % (_in_use(torch) / MIB, awake / MIB, g.sleep_info()["host_bytes"]))
+              "in use %.1f MiB (was %.1f); the pool holds %.1f MiB (was %.1f); host copies %d "
+              "bytes" % (_in_use(torch) / MIB, awake / MIB, held_again / MIB,
+                         info["held_bytes"] / MIB, g.sleep_info()["host_bytes"]))
 
         bad = []
         try:
@@ -217,7 +253,7 @@ def part_model(args):
         cg = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(cg):
-                y = model(inputs[1], use_cache=False).logits
+                y = _forward(model, inputs[1]).logits
                 try:
                     g.sleep(backup=["weights"])
                     bad.append("sleep during capture accepted")
@@ -238,8 +274,12 @@ def part_model(args):
         saved = info_asleep["host_bytes"]
         del graphs, outs, kv, model, inputs
     import gc  # noqa: PLC0415
+    _MASKS.clear()
     gc.collect()
     torch.cuda.synchronize()
+    # cuBLAS keeps a workspace per stream from the allocator (one made during
+    # a capture comes from the graph's pool): give them back too.
+    torch._C._cuda_clearCublasWorkspaces()
     torch.cuda.empty_cache()
     left = g.sleep_info()
     live = {k: v["live_bytes"] for k, v in left["tags"].items() if v["live_bytes"]}
