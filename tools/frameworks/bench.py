@@ -221,7 +221,7 @@ def print_spread(rows, configs, workloads, out=sys.stdout):
             if cw != w:
                 continue
             mine = [r for r in rows if r.get("ok") and r["workload"] == w and
-                    r["allocator"] == a and r.get("stack", "") == s]
+                    r["allocator"] == a and (not a.startswith("gmr") or r.get("stack") == s)]
             if not mine:
                 print("%-15s %-44s   0 (every process failed)" % (w, a + (" " + s if s else "")),
                       file=out)
