@@ -339,15 +339,14 @@ static gmr_status fill_window(vmf_engine *e, vmf_region *first, size_t bytes, ui
       /* Moving again and again with no new live peak: the program repeats,
        * and would pay for moves every time it does. Every VMF_STEADY_MOVES
        * such moves double the slack it may hold instead (up to
-       * max_steady_percent), so it settles at the slack its pattern needs;
+       * VMF_MAX_STEADY_PERCENT), so it settles at the slack its pattern needs;
        * a few moves (a program finding its steady state) change nothing. */
       bool steady = e->counts.harvest > 0 && e->peak_live_bytes <= e->peak_live_at_harvest;
       e->steady_harvest_count = steady ? e->steady_harvest_count + 1 : 0;
-      if (e->steady_harvest_count >= VMF_STEADY_MOVES &&
-          e->steady_percent < e->max_steady_percent) {
+      if (e->steady_harvest_count >= VMF_STEADY_MOVES) {
         e->steady_harvest_count = 0;
-        e->steady_percent = e->steady_percent * 2 > e->max_steady_percent
-                                ? e->max_steady_percent
+        e->steady_percent = e->steady_percent * 2 > VMF_MAX_STEADY_PERCENT
+                                ? VMF_MAX_STEADY_PERCENT
                                 : e->steady_percent * 2;
       }
       e->counts.harvest++;

@@ -18,12 +18,6 @@
  * may hold up to this much more (percent of the live peak) instead of
  * moving memory again, so that a repeating program settles without moves. */
 #define FINE_STEADY_PERCENT 1u
-/* ... and each move made although the live peak has not grown doubles that
- * allowance, up to this: a pattern that moves memory every time it repeats
- * (streams trading random-sized buffers) settles after a few moves; moving
- * costs the driver's synchronising cuMemUnmap, tens of microseconds per
- * handle (BENCHMARKS.md, "VMM page costs"). */
-#define FINE_MAX_STEADY_PERCENT 32u
 
 static gmr_status create_fail(gmr_failure *failure, gmr_status st, const char *message) {
   snprintf(failure->message, sizeof failure->message, "%s", message);
@@ -209,7 +203,6 @@ gmr_status gmr__vmm_shard_new(gmr_vmm_pool_resource *p, bool prefill, vmf_engine
   e->remap_permille = c->remap_permille;
   e->handle_divisor = c->handle_divisor;
   e->steady_percent = FINE_STEADY_PERCENT;
-  e->max_steady_percent = FINE_MAX_STEADY_PERCENT;
   e->max_growth_bytes = SIZE_MAX;
   e->total = &p->total;
   e->default_tag = p->default_tag;
