@@ -221,7 +221,7 @@ def print_spread(rows, configs, workloads, out=sys.stdout):
             if cw != w:
                 continue
             mine = [r for r in rows if r.get("ok") and r["workload"] == w and
-                    r["allocator"] == a and (not a.startswith("gmr") or r.get("stack") == s)]
+                    r["allocator"] == a and r["config_stack"] == s]
             if not mine:
                 print("%-15s %-44s   0 (every process failed)" % (w, a + (" " + s if s else "")),
                       file=out)
@@ -296,6 +296,7 @@ def main():
                 row["error"] = "exit %d after the result" % run.returncode
         except subprocess.TimeoutExpired:
             row["error"] = "timed out after %d s" % args.timeout
+        row["config_stack"] = s  # the configuration it ran for ("" for PyTorch's own)
         rows.append(row)
         print_row(row)
     print("\n%d configurations in %.0f s\n" % (len(rows), time.time() - started))
