@@ -343,6 +343,9 @@ static gmr_status fill_window(vmf_engine *e, vmf_region *first, size_t bytes, ui
        * a few moves (a program finding its steady state) change nothing. */
       bool steady = e->counts.harvest > 0 && e->peak_live_bytes <= e->peak_live_at_harvest;
       e->steady_harvest_count = steady ? e->steady_harvest_count + 1 : 0;
+      /* A new live peak is a new phase: the slack held for the last one is
+       * not carried over (it would add to every later phase's cap). */
+      if (!steady) e->steady_extra_bytes = 0;
       if (e->steady_harvest_count >= VMF_STEADY_MOVES) {
         e->steady_harvest_count = 0;
         e->steady_percent = e->steady_percent * 2 > VMF_MAX_STEADY_PERCENT

@@ -395,6 +395,7 @@ static gmr_status run(const replay_trace *trace, gmr_resource *top, uint64_t tim
     return st;
   }
   for (size_t k = 0; k < options->pass_count; ++k) {
+    if (options->before_pass != NULL) options->before_pass(options->before_pass_context, k);
     run_pass(trace, top, &s, out, &out->passes[k], k + 1 == options->pass_count);
   }
   if (out->has_graph_arena) {

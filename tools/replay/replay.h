@@ -86,9 +86,14 @@ typedef struct replay_options {
   size_t arena_reserve_bytes;
   size_t pass_count;    /* 1..REPLAY_MAX_PASSES replays of the trace on the stack */
   replay_timing timing;
+  /* Optional: called before each pass (0-based index) on the replaying
+   * thread, with the run's streams already made (a test reads a counter
+   * between passes of one run, its streams the same in every pass). */
+  void (*before_pass)(void *context, size_t pass_index);
+  void *before_pass_context;
 } replay_options;
 
-#define REPLAY_OPTIONS_DEFAULT {REPLAY_CAPTURE_REAL, 0, 1, REPLAY_TIMING_PER_CALL}
+#define REPLAY_OPTIONS_DEFAULT {REPLAY_CAPTURE_REAL, 0, 1, REPLAY_TIMING_PER_CALL, NULL, NULL}
 
 /* One pass of a run. */
 typedef struct replay_pass_result {
