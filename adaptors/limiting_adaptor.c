@@ -16,9 +16,9 @@
 #include <string.h>
 
 #include "adaptors/limiting_internal.h"
-#include "core/counters.h"
+#include "util/counters.h"
 #include "core/events.h"
-#include "core/fence.h"
+#include "util/fence.h"
 #include "core/forward.h"
 
 /* A thread's lane flushes its counts past these (limiting_internal.h). */
@@ -143,7 +143,7 @@ typedef enum lane_change { LANE_ALLOCATED, LANE_GREW, LANE_FREED, LANE_FREE_UNDO
  * counting (then nothing is counted and false is returned: the caller uses
  * the enforcing counters). The busy mark, then the flag: the hot side of a
  * Dekker handshake with gmr__limiting_stop_counting(), fenced by
- * core/fence.h (a compiler barrier where membarrier fences the other side;
+ * util/fence.h (a compiler barrier where membarrier fences the other side;
  * no locked instruction for a lane of its own). */
 __attribute__((always_inline)) static inline bool count_in_lane(gmr_limiting_adaptor *a,
                                                                 size_t charge,

@@ -9,15 +9,15 @@
 #include <string.h>
 
 #include "adaptors/limiting_internal.h"
-#include "core/counters.h"
-#include "core/fence.h"
+#include "util/counters.h"
+#include "util/fence.h"
 
 void gmr__limiting_stop_counting(gmr_limiting_adaptor *a) {
   if (!atomic_load_explicit(&a->counting, memory_order_acquire)) return;
   pthread_mutex_lock(&a->mode_mutex);
   if (atomic_load_explicit(&a->counting, memory_order_relaxed)) {
     atomic_store_explicit(&a->counting, false, memory_order_seq_cst);
-    /* Every thread's busy mark is visible after this (core/fence.h). A
+    /* Every thread's busy mark is visible after this (util/fence.h). A
      * thread that marked itself busy before the store may still update its
      * lane; one that marks itself after sees the flag cleared. */
     gmr__fence_heavy(a->asymmetric_fence);

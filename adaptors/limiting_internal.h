@@ -5,7 +5,7 @@
  *
  * Two ways of counting. While no limit can refuse anything (no global limit,
  * no per-stream limits: the default), the adaptor is *counting*: charges go
- * to per-thread lanes (core/lanes.h) after the upstream succeeded, so the
+ * to per-thread lanes (util/lanes.h) after the upstream succeeded, so the
  * common path writes no cache line another thread writes. Once a limit is
  * set (at create, or by gmr_limiting_adaptor_set_limit) it is *enforcing*:
  * each charge is reserved with a compare-and-swap on `used_bytes` before the
@@ -13,7 +13,7 @@
  * The switch happens once and is never undone: gmr__limiting_stop_counting()
  * clears `counting`, waits until no thread is inside a lane update (each
  * marks itself `busy` first and checks `counting` after: the two sides of a
- * Dekker handshake, asymmetric (core/fence.h): the switch pays a membarrier
+ * Dekker handshake, asymmetric (util/fence.h): the switch pays a membarrier
  * so that the calls pay no fence), then moves the lanes' totals into the
  * enforcing counters and sets `enforcing`. A call that finds
  * `counting` cleared waits for `enforcing` before it uses those counters (a
@@ -29,9 +29,9 @@
 #include <stdbool.h>
 
 #include "adaptors/oom_handler.h"
-#include "core/key_slots.h"
-#include "core/lanes.h"
-#include "core/u64_map.h"
+#include "util/key_slots.h"
+#include "util/lanes.h"
+#include "util/u64_map.h"
 #include "gmr/limiting_adaptor.h"
 
 #define SHARD_COUNT 16
@@ -72,7 +72,7 @@ struct gmr_limiting_adaptor {
   gmr__oom_handler oom;
   _Atomic bool counting;  /* read on every call; cleared once */
   _Atomic bool enforcing; /* the enforcing counters hold everything (set once) */
-  bool asymmetric_fence;  /* core/fence.h: membarrier fences the switch's side */
+  bool asymmetric_fence;  /* util/fence.h: membarrier fences the switch's side */
 
   char pad[64]; /* the counters below change on every call */
   _Atomic size_t used_bytes;

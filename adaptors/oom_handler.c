@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/clock.h"
+#include "util/clock.h"
 #include "core/events.h"
 #include "core/forward.h"
 

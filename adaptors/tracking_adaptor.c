@@ -6,7 +6,7 @@
  * An allocation: the upstream's slot (core/forward.h), one insert into the
  * books (a shard no other thread uses is biased to the thread: no lock), the
  * owner's counters and the overall counters, both kept in the calling
- * thread's lane (tracking_owners.c, core/lanes.h: no locked instruction). A
+ * thread's lane (tracking_owners.c, util/lanes.h: no locked instruction). A
  * free: one take from the books (which checks it), the counters, the
  * upstream.
  */
@@ -15,9 +15,9 @@
 #include <string.h>
 
 #include "adaptors/tracking_internal.h"
-#include "core/thread_home.h"
-#include "core/books_inline.h"
-#include "core/counters.h"
+#include "util/thread_home.h"
+#include "util/books_inline.h"
+#include "util/counters.h"
 #include "core/failure.h"
 #include "core/forward.h"
 

@@ -4,10 +4,10 @@
  * record_stream, create, destroy) and tracking_report.c (statistics, scopes,
  * the leak report, forced destroy).
  *
- * The books of live allocations are core/books.h (split by address region,
+ * The books of live allocations are util/books.h (split by address region,
  * spin-locked shards, biased to their one thread while they have one).
  * Each owner's counters are atomics on a cache line of their own; the
- * overall counters are per-thread lanes (core/lanes.h). So a thread that
+ * overall counters are per-thread lanes (util/lanes.h). So a thread that
  * allocates on a stream of its own, from memory of its own, writes no cache
  * line another thread writes. Scopes are counted under a
  * mutex, and only while one is open.
@@ -21,10 +21,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "core/books.h"
-#include "core/counters.h"
-#include "core/key_slots.h"
-#include "core/lanes.h"
+#include "util/books.h"
+#include "util/counters.h"
+#include "util/key_slots.h"
+#include "util/lanes.h"
 #include "gmr/tracking_adaptor.h"
 
 /* current / peak / total of bytes and of allocations, one cache line: what
@@ -38,7 +38,7 @@ typedef struct gmr__tracking_counters {
   _Atomic int64_t peak_count;
   _Atomic int64_t total_count;
   _Atomic uint64_t next_seq;
-  _Atomic uint64_t lanes_seen; /* core/lanes.h: a lane alone never flushes */
+  _Atomic uint64_t lanes_seen; /* util/lanes.h: a lane alone never flushes */
 } gmr__tracking_counters;
 
 /* Owners a lane keeps changes for at once (a thread on a few streams). */

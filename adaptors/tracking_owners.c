@@ -1,6 +1,6 @@
 /*
  * adaptors/tracking_owners.c: each owner's counters (a stream's, or a
- * thread's), kept per lane (core/lanes.h) so that a thread allocating and
+ * thread's), kept per lane (util/lanes.h) so that a thread allocating and
  * freeing on its own stream makes no locked instruction for them.
  *
  * A lane keeps, for the few owners its thread used last, what it added and
@@ -9,7 +9,7 @@
  * shared counters plus every lane's changes; its high-water marks are raised
  * at each allocation with the level as the calling lane sees it: exact while
  * no other lane holds unflushed changes for the owner (one thread per
- * owner), otherwise off by at most a batch per other lane, as core/lanes.h
+ * owner), otherwise off by at most a batch per other lane, as util/lanes.h
  * (whose rule that a lane alone never flushes applies per owner too).
  * Allocation numbers are reserved from the owner in batches, and a batch
  * not used up goes back when its owner leaves the lane if no other lane took

@@ -14,7 +14,7 @@
  *     fuzz/pickle_reader_fuzz.c tools/replay/pickle.c tools/replay/trace.c \
  *     tools/replay/trace_build.c tools/replay/trace_csv.c \
  *     tools/replay/trace_snapshot.c tools/replay/line_reader.c \
- *     core/u64_map.c -lz -o /tmp/pickle_reader_fuzz
+ *     util/u64_map.c -lz -o /tmp/pickle_reader_fuzz
  *   /tmp/pickle_reader_fuzz -max_len=65536 -max_total_time=60 \
  *     fuzz/corpus/pickle_reader
  * (Nothing else of gmr is linked: the reader uses gmr/status.h only.)

@@ -10,7 +10,7 @@
 
 #include "core/failure.h"
 #include "core/stats.h"
-#include "core/u64_map.h"
+#include "util/u64_map.h"
 
 typedef struct attached {
   uint32_t id;

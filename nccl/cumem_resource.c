@@ -14,7 +14,7 @@
 #include "core/cuda_vmm.h"
 #include "core/failure.h"
 #include "core/stats.h"
-#include "core/u64_map.h"
+#include "util/u64_map.h"
 
 #define MAX_ACCESS (1 + GMR_CUMEM_MAX_PEERS)
 /* How many freed addresses are remembered to name a double free. */

@@ -16,7 +16,7 @@
 #include "core/cuda_layer.h"
 #include "core/failure.h"
 #include "core/stats.h"
-#include "core/u64_map.h"
+#include "util/u64_map.h"
 
 #define DEFAULT_REGION_BYTES ((size_t)256 << 20)
 #define DEFAULT_ALIGNMENT_BYTES ((size_t)4096)

@@ -2,7 +2,7 @@
  * resources/cuda_resource.c: the leaf resource over the CUDA runtime's four
  * allocation kinds. See gmr/cuda_resource.h.
  *
- * Books (core/books.h) hold every live allocation, so a free is checked
+ * Books (util/books.h) hold every live allocation, so a free is checked
  * before CUDA sees it and the counters come from the books, not from the
  * caller. Streams given to record_stream hang off the allocation's entry
  * (`extra`), and are waited for when an async allocation is freed.
@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/books.h"
-#include "core/counters.h"
+#include "util/books.h"
+#include "util/counters.h"
 #include "core/cuda_layer.h"
-#include "core/event_cache.h"
+#include "stream_ordered/event_cache.h"
 #include "core/failure.h"
 
 #define SHARD_COUNT 16

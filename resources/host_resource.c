@@ -1,7 +1,7 @@
 /*
  * resources/host_resource.c: pageable host memory. See gmr/host_resource.h.
  *
- * The books (core/books.h) hold every live allocation, so a free is checked
+ * The books (util/books.h) hold every live allocation, so a free is checked
  * before libc sees it: libc's free() of a pointer it never gave aborts the
  * process, and one with the wrong size would corrupt the counters.
  */
@@ -9,8 +9,8 @@
 
 #include <stdlib.h>
 
-#include "core/books.h"
-#include "core/counters.h"
+#include "util/books.h"
+#include "util/counters.h"
 #include "core/failure.h"
 
 #define SHARD_COUNT 16

@@ -3,9 +3,9 @@
  */
 #include "tests/books_probe.h"
 
-#include "core/books_inline.h"
-#include "core/fence.h"
-#include "core/lanes.h"
+#include "util/books_inline.h"
+#include "util/fence.h"
+#include "util/lanes.h"
 
 books_probe_bias books_probe_bias_of(const gmr__books *b, const void *ptr) {
   size_t owner = atomic_load(&gmr__books_shard_of(b, ptr)->owner);

@@ -1,5 +1,5 @@
 /*
- * tests/books_probe.h: what core/books_inline.h keeps about a shard's bias,
+ * tests/books_probe.h: what util/books_inline.h keeps about a shard's bias,
  * behind plain functions for the C++ test (the inline header uses C11
  * atomics, which C++ cannot include).
  */
@@ -8,7 +8,7 @@
 
 #include <stdbool.h>
 
-#include "core/books.h"
+#include "util/books.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/books.h"
+#include "util/books.h"
 #include "tests/books_probe.h"
 
 namespace {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/cuda_layer.h"
-#include "core/event_cache.h"
+#include "stream_ordered/event_cache.h"
 #include "gmr/sim/cuda_sim.h"
 #include "tests/support/sim_fixture.h"
 

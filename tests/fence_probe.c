@@ -10,7 +10,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 
-#include "core/fence.h"
+#include "util/fence.h"
 
 typedef struct rounds {
   bool asymmetric;

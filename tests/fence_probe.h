@@ -1,5 +1,5 @@
 /*
- * tests/fence_probe.h: core/fence.h driven from C (its inline functions use
+ * tests/fence_probe.h: util/fence.h driven from C (its inline functions use
  * C11 atomics, which C++ cannot include), for tests/fence_test.cc.
  */
 #ifndef GMR_TESTS_FENCE_PROBE_H_

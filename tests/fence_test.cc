@@ -1,4 +1,4 @@
-// core/fence.h: the asymmetric Dekker handshake the limiting adaptor's switch
+// util/fence.h: the asymmetric Dekker handshake the limiting adaptor's switch
 // from counting to enforcing relies on (tests/fence_probe.c runs it from C).
 // Round after round, a hot side (store, light fence, load) and a cold side
 // (store, heavy fence, load) race; in no round may both miss the other's

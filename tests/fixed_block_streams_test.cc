@@ -158,7 +158,7 @@ TEST_F(FixedBlockStreams, CapturingStreamsAreIdentifiedWithoutBreakingTheCapture
 
 // With stream_ids, a stream that captured comes back to its own blocks once
 // the capture is over (the stream-slot table's slot_return,
-// core/stream_slots.h, which fixed_block shares with pool since the table
+// stream_ordered/stream_slots.h, which fixed_block shares with pool since the table
 // was unified): its pending block, retired when the capture keyed the
 // handle, is its own again, in stream order: no device synchronisation, no
 // new chunk.

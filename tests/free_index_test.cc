@@ -3,7 +3,7 @@
 // exact fit first, ties to the lower address, the first larger class,
 // alignment, the scan bound, resizing, walking, and check() finding what is
 // inconsistent.
-#include "core/free_index.h"
+#include "stream_ordered/free_index.h"
 
 #include <gtest/gtest.h>
 

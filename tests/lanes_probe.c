@@ -5,7 +5,7 @@
 
 #include <stdlib.h>
 
-#include "core/lanes.h"
+#include "util/lanes.h"
 
 struct lanes_probe {
   gmr__lane_counts counts;

@@ -1,5 +1,5 @@
 /*
- * tests/lanes_probe.h: core/lanes.h behind plain functions, for the C++ test
+ * tests/lanes_probe.h: util/lanes.h behind plain functions, for the C++ test
  * (the header's inline functions use C11 atomics, which C++ cannot include).
  */
 #ifndef GMR_TESTS_LANES_PROBE_H_

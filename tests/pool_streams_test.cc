@@ -113,7 +113,7 @@ TEST_F(PoolStreamsTest, PerThreadDefaultStreamsAreToldApart) {
   uint64_t after = EventCalls() + gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE);
   EXPECT_TRUE(q != p || after > ordering_calls)
       << "another thread's per-thread stream reused the block with no ordering";
-  // Told apart by thread, without asking the driver (core/stream_event.h).
+  // Told apart by thread, without asking the driver (stream_ordered/stream_event.h).
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_ID));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, MiB, 0, nullptr));
   ExpectInvariants(r);

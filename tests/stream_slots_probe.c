@@ -5,7 +5,7 @@
 
 #include <stdlib.h>
 
-#include "core/stream_slots.h"
+#include "stream_ordered/stream_slots.h"
 
 typedef struct fake_slot {
   gmr__stream_slot base; /* first */

@@ -1,5 +1,5 @@
 /*
- * tests/stream_slots_probe.h: core/stream_slots.h driven from C over a fake
+ * tests/stream_slots_probe.h: stream_ordered/stream_slots.h driven from C over a fake
  * resource (the table's event state uses C11 atomics, which C++ cannot
  * include), for tests/stream_slots_test.cc. A fake slot holds a number of
  * free blocks and of blocks waiting for events; it is empty when both are 0.

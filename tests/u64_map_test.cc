@@ -5,7 +5,7 @@
 #include <random>
 #include <unordered_map>
 
-#include "core/u64_map.h"
+#include "util/u64_map.h"
 
 namespace {
 

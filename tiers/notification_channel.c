@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/counters.h"
+#include "util/counters.h"
 #include "tiers/tiers_internal.h"
 #include "core/stats.h"
 #include "tiers/tiers_util.h"

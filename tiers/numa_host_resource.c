@@ -1,7 +1,7 @@
 /*
  * tiers/numa_host_resource.c: see gmr/tiers/numa_host_resource.h.
  *
- * The books (core/books.h) hold every live mapping, so a free is checked
+ * The books (util/books.h) hold every live mapping, so a free is checked
  * before munmap sees it: munmap of a foreign range, or of the wrong length,
  * would unmap memory someone else uses, and the counters would drift.
  */
@@ -16,8 +16,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "core/books.h"
-#include "core/counters.h"
+#include "util/books.h"
+#include "util/counters.h"
 #include "core/cuda_layer.h"
 #include "core/failure.h"
 #include "tiers/numa.h"

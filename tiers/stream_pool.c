@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "core/cuda_layer.h"
-#include "core/u64_map.h"
+#include "util/u64_map.h"
 #include "tiers/tiers_internal.h"
 #include "core/stats.h"
 #include "tiers/tiers_util.h"

@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/key_slots.h"
-#include "core/u64_map.h"
+#include "util/key_slots.h"
+#include "util/u64_map.h"
 #include "gmr/fixed_block_resource.h"
 #include "gmr/limiting_adaptor.h"
 #include "gmr/tiers/memory_space.h"

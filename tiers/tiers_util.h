@@ -1,7 +1,7 @@
 /*
  * tiers/tiers_util.h (internal): small helpers shared by the tier manager,
  * the stream pool and the notification channel: deadlines for condition
- * waits (monotonic time is core/clock.h), failure messages.
+ * waits (monotonic time is util/clock.h), failure messages.
  *
  * Thread-safe: yes (pure functions).
  */
@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/clock.h"
+#include "util/clock.h"
 #include "gmr/resource.h"
 #include "gmr/status.h"
 

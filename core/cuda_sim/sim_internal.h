@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #include "core/cuda_layer.h"
-#include "core/u64_map.h"
+#include "util/u64_map.h"
 #include "gmr/sim/cuda_sim.h"
 
 #define GMR__SIM_MAX_DEVICES 16

@@ -26,7 +26,7 @@
 
 #include "core/cuda_sim/sim_internal.h"
 #include "core/cuda_vmm.h"
-#include "core/u64_map.h"
+#include "util/u64_map.h"
 #include "gmr/sim/cuda_sim.h"
 
 #define SIM_MAX_DEVICES 16

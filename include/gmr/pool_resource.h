@@ -72,7 +72,7 @@
  *  multistream with the defaults. Those numbers move by several percent with
  *  the growth parameters; the defaults were chosen by a sweep over them.
  *
- * Streams (core/stream_event.h has the whole argument). A stream the program
+ * Streams (stream_ordered/stream_event.h has the whole argument). A stream the program
  * created may be destroyed as soon as the call that named it returns
  * (cudaStreamDestroy is legal with work pending), and a new stream may get
  * its handle. So, by default:

@@ -4,7 +4,7 @@
  *   fixed_block_resource.c   allocate and deallocate (blocks and forwarded
  *                            requests), record_stream, the vtable
  *   fixed_block_shard.c      what stream slots hold beyond the table of
- *                            core/stream_slots.h, taking and giving blocks,
+ *                            stream_ordered/stream_slots.h, taking and giving blocks,
  *                            other streams' blocks (events), other shards' blocks,
  *                            blocks waiting for record_stream events,
  *                            settling before trim and destroy
@@ -14,7 +14,7 @@
  *   fixed_block_lifecycle.c  create (with messages), destroy, statistics,
  *                            get_memory_info, getters
  *
- * The resource has `shard_count` shards (core/stream_home.h: a stream is
+ * The resource has `shard_count` shards (stream_ordered/stream_home.h: a stream is
  * served by the home shard of the first thread that used it). A shard owns
  * chunks; every block of a chunk is given out, on one stack of free blocks
  * of one stream slot of its shard, or in its shard's deferred list. Stacks
@@ -42,12 +42,12 @@
 #include <stdint.h>
 
 #include "core/cuda_layer.h"
-#include "core/event_cache.h"
-#include "core/spin_lock.h"
-#include "core/stream_event.h"
-#include "core/stream_home.h"
-#include "core/stream_slots.h"
-#include "core/u64_map.h"
+#include "stream_ordered/event_cache.h"
+#include "util/spin_lock.h"
+#include "stream_ordered/stream_event.h"
+#include "stream_ordered/stream_home.h"
+#include "stream_ordered/stream_slots.h"
+#include "util/u64_map.h"
 #include "gmr/fixed_block_resource.h"
 
 #define GMR__FB_UNIT ((size_t)256)
@@ -81,7 +81,7 @@ struct gmr__fb_chunk {
 
 /* The free blocks of one stream, and that stream's event. */
 typedef struct gmr__fb_slot {
-  gmr__stream_slot base; /* first: its stream's key and event, retired (core/stream_slots.h) */
+  gmr__stream_slot base; /* first: its stream's key and event, retired (stream_ordered/stream_slots.h) */
   gmr__fb_block **stack; /* capacity: the shard's stack_capacity */
   size_t count;
   size_t deferred_count;
@@ -115,7 +115,7 @@ struct gmr_fixed_block_resource {
   const gmr__cuda_ops *cuda;
   gmr_fixed_block_resource_config config;
   gmr__stream_events_mode events_mode;
-  bool stream_ids; /* config.stream_ids, and not lazy (core/stream_event.h) */
+  bool stream_ids; /* config.stream_ids, and not lazy (stream_ordered/stream_event.h) */
   uint32_t shard_count;
   gmr__fb_shard **shards;
   gmr__stream_home stream_home;
@@ -146,7 +146,7 @@ static inline gmr__fb_slot *gmr__fb_slot_at(const gmr__fb_shard *s, uint32_t si)
   return (gmr__fb_slot *)(void *)s->slots.items[si];
 }
 
-/* ---- stream slots (core/stream_slots.h; pre: the shard's lock held) ---- */
+/* ---- stream slots (stream_ordered/stream_slots.h; pre: the shard's lock held) ---- */
 /* Without stream ordering every stream shares one slot, keyed by no stream. */
 static inline gmr__stream_key gmr__fb_effective_key(const gmr__fb_shard *s, gmr__stream_key key) {
   if (s->r->config.stream_ordered) return key;
@@ -162,7 +162,7 @@ static inline uint32_t gmr__fb_find_slot(const gmr__fb_shard *s, gmr__stream_key
   return gmr__stream_slots_find(&s->slots, gmr__fb_effective_key(s, key));
 }
 /* The slot of the stream that last had handle `stream`, for a call that does
- * not know its stream's id (core/stream_event.h); UINT32_MAX if none. */
+ * not know its stream's id (stream_ordered/stream_event.h); UINT32_MAX if none. */
 static inline uint32_t gmr__fb_slot_for_handle(gmr__fb_shard *s, gmr_stream stream) {
   gmr__stream_key key = {stream, 0};
   return gmr__stream_slots_for_handle(&s->slots, gmr__fb_effective_key(s, key).stream);

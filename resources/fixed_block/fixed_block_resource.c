@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/counters.h"
+#include "util/counters.h"
 #include "core/failure.h"
 #include "resources/fixed_block/fixed_block_internal.h"
 
@@ -114,7 +114,7 @@ static gmr_status key_of(gmr_fixed_block_resource *r, gmr_stream stream, gmr__st
 }
 
 /* The key as far as known without asking a created stream's id
- * (core/stream_event.h). */
+ * (stream_ordered/stream_event.h). */
 static gmr_status key_begin(gmr_fixed_block_resource *r, gmr_stream stream, gmr__stream_key *key,
                             bool *known) {
   key->stream = stream;
@@ -168,7 +168,7 @@ static gmr__fb_block *take(gmr__fb_shard *s, gmr__stream_key key, bool known, si
 }
 
 /* take() with other streams' blocks (events queried in relaxed capture
- * mode: core/stream_event.h). Pre: the key known, the stream not capturing. */
+ * mode: stream_ordered/stream_event.h). Pre: the key known, the stream not capturing. */
 static gmr__fb_block *take_with_others(gmr__fb_shard *s, gmr__stream_key key, size_t bytes,
                                        gmr_stream stream, gmr_status *st) {
   bool id_matters = false;
@@ -290,7 +290,7 @@ static gmr_status fb_deallocate(gmr_resource *self, void *ptr, size_t bytes, siz
   uintptr_t addr = (uintptr_t)ptr;
   gmr__stream_key key;
   bool known = true;
-  /* A created stream's id only if the free needs it (core/stream_event.h). */
+  /* A created stream's id only if the free needs it (stream_ordered/stream_event.h). */
   gmr_status st = key_begin(r, stream, &key, &known);
   if (st != GMR_OK) return st; /* nothing released */
   for (;;) {

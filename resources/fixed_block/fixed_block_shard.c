@@ -1,7 +1,7 @@
 /*
  * resources/fixed_block/fixed_block_shard.c (internal): one shard: what
- * its stream slots hold (the table is core/stream_slots.h, keyed by handle
- * and id, core/stream_event.h), the stacks of free blocks, blocks of other
+ * its stream slots hold (the table is stream_ordered/stream_slots.h, keyed by handle
+ * and id, stream_ordered/stream_event.h), the stacks of free blocks, blocks of other
  * streams (events) and of other shards, blocks waiting for record_stream
  * events, and settling before trim and destroy. See fixed_block_internal.h.
  */
@@ -21,7 +21,7 @@ gmr__fb_shard *gmr__fb_shard_for(gmr_fixed_block_resource *r, gmr__stream_key ke
   return r->shards[gmr__stream_home_of(&r->stream_home, key, r->shard_count)];
 }
 
-/* ---- stream slots (the table is core/stream_slots.h) ------------------------ */
+/* ---- stream slots (the table is stream_ordered/stream_slots.h) ------------------------ */
 
 static gmr__stream_slot *slot_create(void *ctx) {
   gmr__fb_shard *s = ctx;

@@ -53,7 +53,7 @@
 #include <stdint.h>
 
 #include "core/cuda_layer.h"
-#include "core/spin_lock.h"
+#include "util/spin_lock.h"
 #include "gmr/graph_arena_resource.h"
 #include "resources/graph_arena/graph_arena_extents.h"
 

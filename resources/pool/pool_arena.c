@@ -1,7 +1,7 @@
 /*
  * resources/pool/pool_arena.c (internal): an arena's host-side parts: the
  * headers of its blocks (from slabs, so a split never allocates), what its
- * stream slots hold beyond the table of core/stream_slots.h, and the arena
+ * stream slots hold beyond the table of stream_ordered/stream_slots.h, and the arena
  * itself. See pool_internal.h.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -51,7 +51,7 @@ void gmr__pool_header_give(gmr__pool_arena *a, gmr__pool_block *b) {
   a->spare_count++;
 }
 
-/* ---- slots (the table is core/stream_slots.h) --------------------------- */
+/* ---- slots (the table is stream_ordered/stream_slots.h) --------------------------- */
 
 static gmr__stream_slot *slot_create(void *ctx) {
   (void)ctx;

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/free_index.h"
+#include "stream_ordered/free_index.h"
 
 struct gmr__pool_chunk;
 struct gmr__pool_uses;
@@ -26,7 +26,7 @@ typedef struct gmr__pool_block gmr__pool_block;
 struct gmr__pool_block {
   /* First: the device address (256-byte aligned) and size (a multiple of
    * 256) and, while free, the links of its slot's free index
-   * (core/free_index.h), of the deferred list, or of the spare headers. */
+   * (stream_ordered/free_index.h), of the deferred list, or of the spare headers. */
   gmr__free_node node;
   gmr__pool_block *phys_prev; /* address-ordered neighbours in the chunk; NULL at its ends */
   gmr__pool_block *phys_next;

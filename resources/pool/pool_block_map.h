@@ -1,7 +1,7 @@
 /*
  * resources/pool/pool_block_map.h (internal): the allocated blocks of a
  * pool_resource arena, by address, for deallocate: gmr's one hash map
- * (core/u64_map.h) from a block's address to the block.
+ * (util/u64_map.h) from a block's address to the block.
  *
  * Thread-safe: no; the arena's lock guards it.
  */
@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/u64_map.h"
+#include "util/u64_map.h"
 #include "resources/pool/pool_block.h"
 
 typedef gmr__u64_map gmr__block_map;

@@ -11,7 +11,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "core/counters.h"
+#include "util/counters.h"
 #include "core/failure.h"
 #include "resources/pool/pool_internal.h"
 

@@ -14,7 +14,7 @@
 
 #include <stdlib.h>
 
-#include "core/counters.h"
+#include "util/counters.h"
 #include "core/failure.h"
 #include "core/nvtx_mem.h"
 #include "resources/pool/pool_internal.h"

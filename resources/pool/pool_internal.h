@@ -6,7 +6,7 @@
  *   pool_info.c      statistics, get_memory_info, the failure record's free
  *                    figures, and the verdict on a bad free
  *   pool_arena.c     block headers, the stream slots' parts that are the
- *                    pool's (core/stream_slots.h has the table), arenas
+ *                    pool's (stream_ordered/stream_slots.h has the table), arenas
  *   pool_blocks.c    filing free blocks (merging), the cache of recent frees,
  *                    best fit, carving an allocation
  *   pool_growth.c    held bytes, chunks in and out, the growth policy, growing
@@ -20,7 +20,7 @@
  *   pool_registry.c  chunks by address, for frees from another arena
  *   pool_check.c     the invariant walk
  *   pool_block_map.h: see its banner. The free index of a slot is
- *   core/free_index.h, its stream slots core/stream_slots.h.
+ *   stream_ordered/free_index.h, its stream slots stream_ordered/stream_slots.h.
  *
  * An arena owns chunks; a chunk is tiled by blocks (pool_block.h) in address
  * order; every free block sits in exactly one slot's free index or cache, or
@@ -28,8 +28,8 @@
  * arena's live map. Slot 0 of an arena is the shared slot: blocks whose last
  * user is known to be done, free for any stream (with stream ordering off, it
  * is the only slot). Slots 1.. belong to one stream each (its key: handle and
- * id, core/stream_event.h) and hold what was freed on that stream; the
- * arena's table of them (core/stream_slots.h) finds a stream's slot.
+ * id, stream_ordered/stream_event.h) and hold what was freed on that stream; the
+ * arena's table of them (stream_ordered/stream_slots.h) finds a stream's slot.
  *
  * Locks: each arena has a spin lock for its bookkeeping (held for tens of
  * nanoseconds, and around the rare event calls) and a mutex that serialises
@@ -51,12 +51,12 @@
 #include <stdint.h>
 
 #include "core/cuda_layer.h"
-#include "core/event_cache.h"
-#include "core/free_index.h"
-#include "core/spin_lock.h"
-#include "core/stream_event.h"
-#include "core/stream_home.h"
-#include "core/stream_slots.h"
+#include "stream_ordered/event_cache.h"
+#include "stream_ordered/free_index.h"
+#include "util/spin_lock.h"
+#include "stream_ordered/stream_event.h"
+#include "stream_ordered/stream_home.h"
+#include "stream_ordered/stream_slots.h"
 #include "gmr/pool_resource.h"
 #include "resources/pool/pool_block.h"
 #include "resources/pool/pool_block_map.h"
@@ -86,7 +86,7 @@ typedef struct gmr__pool_chunk {
  * of exactly their size takes one back, the cache overflows, or a slow path
  * needs merged free space; every other free block is in `index`. */
 typedef struct gmr__pool_slot {
-  gmr__stream_slot base; /* first: its stream's key and event, retired (core/stream_slots.h) */
+  gmr__stream_slot base; /* first: its stream's key and event, retired (stream_ordered/stream_slots.h) */
   gmr__free_index index;
   size_t deferred_count;      /* blocks freed on this stream waiting in the deferred list */
   uint64_t pending_query_seq; /* covered_seq of the last query that found work pending */
@@ -143,10 +143,10 @@ struct gmr_pool_resource {
   const gmr__cuda_ops *cuda;
   gmr_pool_resource_config config;
   gmr__stream_events_mode events_mode;
-  bool stream_ids; /* config.stream_ids, and not lazy (core/stream_event.h) */
+  bool stream_ids; /* config.stream_ids, and not lazy (stream_ordered/stream_event.h) */
   uint32_t arena_count;
   gmr__pool_arena **arenas;
-  gmr__stream_home stream_home; /* which arena serves a stream (core/stream_home.h) */
+  gmr__stream_home stream_home; /* which arena serves a stream (stream_ordered/stream_home.h) */
   gmr__pool_registry registry;
   atomic_size_t held_bytes;
   atomic_size_t peak_held_bytes;
@@ -181,7 +181,7 @@ bool gmr__pool_reserve_headers(gmr__pool_arena *a, size_t count);
 gmr__pool_block *gmr__pool_header_take(gmr__pool_arena *a);
 void gmr__pool_header_give(gmr__pool_arena *a, gmr__pool_block *b);
 /* The slot of the stream of `key` in `a`, created on first use
- * (core/stream_slots.h: a slot of the same handle with another id belonged
+ * (stream_ordered/stream_slots.h: a slot of the same handle with another id belonged
  * to a destroyed stream and is retired); UINT32_MAX without host memory;
  * GMR__POOL_SHARED_SLOT with stream ordering off. Pre: lock held. */
 static inline uint32_t gmr__pool_slot_of(gmr__pool_arena *a, gmr__stream_key key) {
@@ -194,7 +194,7 @@ static inline uint32_t gmr__pool_find_slot(const gmr__pool_arena *a, gmr__stream
   return gmr__stream_slots_find(&a->slots, key);
 }
 /* The slot of the stream that last had handle `stream` (never creates; for a
- * call that does not know its stream's id, core/stream_event.h); UINT32_MAX
+ * call that does not know its stream's id, stream_ordered/stream_event.h); UINT32_MAX
  * if none. With stream ordering off, the shared slot. */
 static inline uint32_t gmr__pool_slot_for_handle(gmr__pool_arena *a, gmr_stream stream) {
   if (!a->pool->config.stream_ordered) return GMR__POOL_SHARED_SLOT;

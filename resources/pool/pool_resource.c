@@ -15,7 +15,7 @@
 
 #include "core/failure.h"
 #include "core/nvtx_mem.h"
-#include "core/thread_home.h"
+#include "util/thread_home.h"
 #include "resources/pool/pool_internal.h"
 
 static unsigned log2_of(size_t power_of_two) {
@@ -24,7 +24,7 @@ static unsigned log2_of(size_t power_of_two) {
 
 /* ---- the request -------------------------------------------------------- */
 
-/* Arenas follow streams (core/stream_home.h): the threads of one stream
+/* Arenas follow streams (stream_ordered/stream_home.h): the threads of one stream
  * share its arena, a thread with a stream of its own has an arena of its
  * own. With stream ordering off, the thread's home arena. */
 gmr__pool_arena *gmr__pool_arena_for(gmr_pool_resource *pool, gmr__stream_key key) {
@@ -181,7 +181,7 @@ static step_result step_one(gmr__pool_arena *a, const gmr__pool_request *r, void
 
 /* Steps 2 and 3 in the home arena: deferred blocks whose streams are done,
  * completed memory of other streams, then other streams' memory through
- * their events (queried in relaxed capture mode: core/stream_event.h). Pre:
+ * their events (queried in relaxed capture mode: stream_ordered/stream_event.h). Pre:
  * the stream is not capturing, its id known. */
 static bool slow_steps(gmr__pool_arena *a, const gmr__pool_request *r, void **out_ptr,
                        gmr_failure *failure, gmr_status *st) {
@@ -283,7 +283,7 @@ static gmr_status pool_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
   gmr__stream_key key = {stream, 0};
   bool known = true;
   if (pool->config.stream_ordered) {
-    /* A created stream's id only if the free needs it (core/stream_event.h). */
+    /* A created stream's id only if the free needs it (stream_ordered/stream_event.h). */
     cudaError_t err = gmr__stream_key_begin(pool->cuda, pool->events_mode, stream, &key, &known);
     if (err != cudaSuccess) return gmr__status_from_cuda(err); /* nothing released */
   }

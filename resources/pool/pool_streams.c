@@ -4,7 +4,7 @@
  * requesting stream wait for them (steps 2 and 3 of the algorithm in
  * gmr/pool_resource.h); completed memory found before new space is split;
  * device synchronisations for memory no event covers; settling every stream
- * before a trim or destroy. core/stream_event.h says when events are recorded
+ * before a trim or destroy. stream_ordered/stream_event.h says when events are recorded
  * and why a stream is touched only inside a call that names it.
  */
 #define _POSIX_C_SOURCE 200809L

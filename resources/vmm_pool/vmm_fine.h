@@ -10,14 +10,14 @@
  *   FREE    free bytes whose pages are all mapped, filed under a stream slot
  *           (reusable at once by that stream) or the shared slot (its
  *           stream's work is known done: reusable by any stream), in that
- *           slot's two-level segregated-fit (TLSF) index (core/free_index.h);
+ *           slot's two-level segregated-fit (TLSF) index (stream_ordered/free_index.h);
  *   HOLE    (native only) reserved VA with no page mapped; page-aligned;
  *   ASLEEP  (native only) a live allocation whose pages sleep gave back.
  * A FREE region waiting for record_stream events is "blocked": in no index.
  *
  * Files:
  *   vmm_fine_index.c   regions, filing them in the slots' indexes, what stream
- *                      slots hold beyond the table of core/stream_slots.h,
+ *                      slots hold beyond the table of stream_ordered/stream_slots.h,
  *                      merging
  *   vmm_fine_alloc.c   allocate (fast path, other streams), free, bad frees,
  *                      record_stream, extend, the live map
@@ -53,11 +53,11 @@
 
 #include "core/cuda_layer.h"
 #include "core/cuda_vmm.h"
-#include "core/free_index.h"
-#include "core/spin_lock.h"
-#include "core/stream_event.h"
-#include "core/stream_slots.h"
-#include "core/u64_map.h"
+#include "stream_ordered/free_index.h"
+#include "util/spin_lock.h"
+#include "stream_ordered/stream_event.h"
+#include "stream_ordered/stream_slots.h"
+#include "util/u64_map.h"
 #include "gmr/vmm_pool_resource.h"
 #include "resources/vmm_pool/vmm_sleep_common.h"
 
@@ -98,7 +98,7 @@ typedef struct vmf_extra {
 
 struct vmf_region {
   /* First: addr and bytes (unit multiples) and, while FREE, the links of its
-   * slot's index (core/free_index.h) or of the blocked list. */
+   * slot's index (stream_ordered/free_index.h) or of the blocked list. */
   gmr__free_node node;
   vmf_region *prev, *next; /* address order within the arena */
   vmf_arena *arena;
@@ -135,7 +135,7 @@ struct vmf_arena {
 typedef struct vmf_slot {
   /* First: its stream's key and event (unused for the shared slot), and
    * retired: its handle went to another stream (a call learned another id),
-   * core/stream_slots.h. */
+   * stream_ordered/stream_slots.h. */
   gmr__stream_slot base;
   gmr__free_index index; /* its FREE regions, not blocked */
 } vmf_slot;
@@ -302,7 +302,7 @@ bool gmr__vmf_find_slot(vmf_engine *e, gmr_stream stream, uint32_t *slot);
  * false: the id could not be learned or no slot made (record nothing). */
 bool gmr__vmf_slot_check(vmf_engine *e, gmr_stream stream, uint32_t *slot);
 
-/* Filing of FREE regions in their slot's index (core/free_index.h). */
+/* Filing of FREE regions in their slot's index (stream_ordered/free_index.h). */
 static inline void gmr__vmf_bin_insert(vmf_engine *e, vmf_region *r) {
   gmr__free_index_insert(&gmr__vmf_slot(e, r->slot)->index, &r->node);
   r->binned = true;

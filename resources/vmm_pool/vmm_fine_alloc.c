@@ -185,7 +185,7 @@ static bool blockers_done(vmf_engine *e, vmf_extra *x, bool host_wait) {
     atomic_fetch_add_explicit(host_wait ? &e->events.synchronize_count : &e->events.query_count, 1,
                               memory_order_relaxed);
     /* Queried on the fast path too, while any thread may capture: relaxed
-     * mode (core/stream_event.h). */
+     * mode (stream_ordered/stream_event.h). */
     cudaError_t err = host_wait ? e->cuda->event_synchronize(x->blockers[i])
                                 : gmr__event_query_relaxed(e->cuda, x->blockers[i]);
     if (err != cudaSuccess) return false;

@@ -1,7 +1,7 @@
 /*
  * resources/vmm_pool/vmm_fine_index.c (internal): regions, filing free
- * regions in their slot's index (core/free_index.h), what stream slots hold
- * beyond the table of core/stream_slots.h, and merging, for the fine
+ * regions in their slot's index (stream_ordered/free_index.h), what stream slots hold
+ * beyond the table of stream_ordered/stream_slots.h, and merging, for the fine
  * placement engine (vmm_fine.h).
  */
 #include <stdlib.h>
@@ -113,7 +113,7 @@ void gmr__vmf_absorb_next(vmf_engine *e, vmf_region *r) {
   gmr__vmf_region_put(e, n);
 }
 
-/* ---- stream slots (the table is core/stream_slots.h) ------------------------- */
+/* ---- stream slots (the table is stream_ordered/stream_slots.h) ------------------------- */
 
 static gmr__stream_slot *slot_create(void *ctx) {
   (void)ctx;
@@ -150,7 +150,7 @@ static bool slot_move_all(void *ctx, uint32_t from, uint32_t to) {
  * When a free records its stream's event. A record is of use only to
  * another stream of this engine (other shards take only memory of the same
  * stream or shared memory): while one stream is served here, on demand
- * (core/stream_event.h: a warm pair records nothing, so threads each on a
+ * (stream_ordered/stream_event.h: a warm pair records nothing, so threads each on a
  * stream and a shard of their own do not meet in the driver's lock, where
  * cudaEventRecord serialises them); from the second stream on, at every
  * free (RMM's rule), so that streams trading memory find it complete as

@@ -42,10 +42,10 @@
 #include <stdint.h>
 
 #include "core/cuda_layer.h"
-#include "core/event_cache.h"
+#include "stream_ordered/event_cache.h"
 #include "core/cuda_vmm.h"
-#include "core/stream_home.h"
-#include "core/u64_map.h"
+#include "stream_ordered/stream_home.h"
+#include "util/u64_map.h"
 #include "gmr/vmm_pool_resource.h"
 #include "resources/vmm_pool/vmm_fine.h"
 

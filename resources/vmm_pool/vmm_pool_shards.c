@@ -6,7 +6,7 @@
  * handles, stream slots and free lists). Shard 0 is made at create; the
  * others at their first use (a VA reservation, under the pool's mutex).
  * A stream is served by the home shard of the first thread that used it
- * (core/stream_home.h, as gmr's pool picks arenas): one thread's warm
+ * (stream_ordered/stream_home.h, as gmr's pool picks arenas): one thread's warm
  * allocate and free touch only its shard's lock and lines. Any shard is a
  * correct pool for any stream (each orders reuse between streams itself),
  * so the choice only decides whose memory is used:

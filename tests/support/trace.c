@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "core/u64_map.h"
+#include "util/u64_map.h"
 
 static int push(gmr_trace *t, size_t *cap, gmr_trace_event e) {
   if (t->count == *cap) {

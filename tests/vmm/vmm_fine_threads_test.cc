@@ -2,7 +2,7 @@
 // owning shard whatever the stream, stream order kept across shards, exact
 // statistics, and trim, sleep, wake and destroy acting on every shard.
 // Threads get their home shard round-robin in the order of their first call
-// (core/thread_home.h), so N threads started one after the other land on N
+// (util/thread_home.h), so N threads started one after the other land on N
 // different shards of a pool with N shards.
 #include <gtest/gtest.h>
 

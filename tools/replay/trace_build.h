@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "gmr/status.h"
-#include "core/u64_map.h"
+#include "util/u64_map.h"
 #include "tools/replay/trace.h"
 
 #define TRACE_REASON_BYTES 200

@@ -1,7 +1,7 @@
 /*
- * core/stream_slots.c (internal): see stream_slots.h.
+ * stream_ordered/stream_slots.c (internal): see stream_slots.h.
  */
-#include "core/stream_slots.h"
+#include "stream_ordered/stream_slots.h"
 
 #include <stdlib.h>
 

@@ -1,5 +1,5 @@
 /*
- * core/spin_lock.h (internal): a test-and-test-and-set lock for the short
+ * util/spin_lock.h (internal): a test-and-test-and-set lock for the short
  * critical sections of the pools (a few tens of nanoseconds of bookkeeping).
  *
  * Uncontended it costs one atomic exchange and one release store, about half

@@ -1,5 +1,5 @@
 /*
- * core/key_slots.h (internal): a fixed-capacity, insert-only, lock-free map
+ * util/key_slots.h (internal): a fixed-capacity, insert-only, lock-free map
  * from 64-bit keys (a stream, a thread id) to small slot indices.
  *
  * Adaptors that keep counters per stream or per thread put them in an array

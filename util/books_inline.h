@@ -1,11 +1,11 @@
 /*
- * core/books_inline.h (internal): the books' layout and their insert and
+ * util/books_inline.h (internal): the books' layout and their insert and
  * take as inline functions, for the hot paths written in C (the tracking
  * adaptor's allocate and free): a call less, and no saving of registers,
- * for every call of the stack. core/books.h has the interface (and is
+ * for every call of the stack. util/books.h has the interface (and is
  * included by C++ tests, which cannot include this: C11 atomics).
  *
- * Thread-safe: as core/books.h.
+ * Thread-safe: as util/books.h.
  */
 #ifndef GMR_CORE_BOOKS_INLINE_H_
 #define GMR_CORE_BOOKS_INLINE_H_
@@ -14,10 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/books.h"
-#include "core/fence.h"
-#include "core/lanes.h"
-#include "core/spin_lock.h"
+#include "util/books.h"
+#include "util/fence.h"
+#include "util/lanes.h"
+#include "util/spin_lock.h"
 
 /* ---- the layout (books.c has the functions not inlined) ------------------ */
 
@@ -43,7 +43,7 @@ struct gmr__books_shard {
   _Alignas(64) gmr__spin_lock lock;
   /* Biased to one thread's lane (1 + the lane) while only that thread has
    * used the shard: it enters by marking `busy`, with no locked
-   * instruction (core/fence.h, the hot side). The first other thread makes
+   * instruction (util/fence.h, the hot side). The first other thread makes
    * the shard locked for good (gmr__books_enter_slow). */
   _Atomic size_t owner;
   _Atomic unsigned busy;

@@ -1,5 +1,5 @@
 /*
- * core/u64_map.h (internal): a hash map from 64-bit keys to 64-bit values.
+ * util/u64_map.h (internal): a hash map from 64-bit keys to 64-bit values.
  *
  * Open addressing with linear probing over one array of {key, value} slots
  * (one cache line per probe), Fibonacci hashing (a multiply, the top bits:
@@ -8,7 +8,7 @@
  * stay short after many removals. gmr's one hash map from a 64-bit key:
  * the pool's blocks by address, the simulation, the replay tool's trace
  * reader, the tracking adaptor's owners. Every key is allowed, 0 included.
- * (The books of live allocations, core/books.h, keep a whole entry beside
+ * (The books of live allocations, util/books.h, keep a whole entry beside
  * each key instead: a table of their own.)
  *
  * Thread-safe: no; callers hold their own lock.

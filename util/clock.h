@@ -1,5 +1,5 @@
 /*
- * core/clock.h (internal): monotonic time for the parts of gmr that wait (the
+ * util/clock.h (internal): monotonic time for the parts of gmr that wait (the
  * OOM policy `wait`, the tier manager, stream pools, notification channels).
  *
  * Thread-safe: yes.

@@ -1,5 +1,5 @@
 /*
- * core/fence.h (internal): the two sides of an asymmetric Dekker handshake:
+ * util/fence.h (internal): the two sides of an asymmetric Dekker handshake:
  * a hot side that runs on every call, a cold side that runs once in a long
  * while (the limiting adaptor's one switch from counting to enforcing).
  *

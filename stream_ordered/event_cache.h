@@ -1,5 +1,5 @@
 /*
- * core/event_cache.h (internal): spare CUDA events kept for reuse, so a
+ * stream_ordered/event_cache.h (internal): spare CUDA events kept for reuse, so a
  * resource that records events on frees (record_stream, stream-ordered
  * reuse) does not create and destroy one each time. One cache for the
  * resources that need it: pool (per arena), fixed_block (per shard),

@@ -1,12 +1,12 @@
 /*
- * core/stream_slots.h (internal): the table of stream slots of a
+ * stream_ordered/stream_slots.h (internal): the table of stream slots of a
  * stream-ordered sub-allocator: which slot holds the memory freed on which
  * stream. pool_resource has one per arena, fixed_block_resource one per
  * shard, vmm_pool's fine placement one per engine (RMM keeps the same
  * machinery once, for its pool and fixed-size resources, in
  * detail/stream_ordered_memory_resource.hpp).
  *
- * A slot is a stream's key and event state (core/stream_event.h), a retired
+ * A slot is a stream's key and event state (stream_ordered/stream_event.h), a retired
  * flag, and the resource's free list (pool: a free index and a cache of
  * recent frees; fixed_block: a stack of blocks; vmm: a free index). The
  * resource's slot struct embeds a gmr__stream_slot as its first member; the
@@ -33,7 +33,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/stream_event.h"
+#include "stream_ordered/stream_event.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -117,7 +117,7 @@ static inline uint32_t gmr__stream_slots_of(gmr__stream_slots *t, gmr__stream_ke
 uint32_t gmr__stream_slots_find(const gmr__stream_slots *t, gmr__stream_key key);
 
 /* The slot of the stream that last had handle `stream` (never creates; for a
- * call that does not know its stream's id, core/stream_event.h);
+ * call that does not know its stream's id, stream_ordered/stream_event.h);
  * GMR__STREAM_SLOT_NONE if none. The fast path: */
 uint32_t gmr__stream_slots_for_handle_slow(gmr__stream_slots *t, gmr_stream stream);
 static inline uint32_t gmr__stream_slots_for_handle(gmr__stream_slots *t, gmr_stream stream) {

@@ -1,7 +1,7 @@
 /*
- * core/free_index.c (internal): see free_index.h.
+ * stream_ordered/free_index.c (internal): see free_index.h.
  */
-#include "core/free_index.h"
+#include "stream_ordered/free_index.h"
 
 #include <string.h>
 

@@ -1,9 +1,9 @@
 /*
- * core/stream_home.h (internal): which of a resource's shards (pool arenas,
+ * stream_ordered/stream_home.h (internal): which of a resource's shards (pool arenas,
  * fixed_block shards) serves a stream.
  *
  * A stream is served by the home shard of the first thread that used it
- * (core/thread_home.h), and every thread that uses it later goes there too.
+ * (util/thread_home.h), and every thread that uses it later goes there too.
  * Threads on one stream (PyTorch's forward thread and its autograd thread,
  * both on the default stream) then share one shard's memory: their work is
  * ordered on that stream anyway, and two shards would each hold memory for
@@ -16,7 +16,7 @@
  * correct for any stream, so two streams that collide simply overwrite each
  * other's entry, and a new stream that gets a destroyed one's handle starts
  * where that one was served. The handle, not the id, so that a call that
- * does not know its stream's id yet (core/stream_event.h) goes to the same
+ * does not know its stream's id yet (stream_ordered/stream_event.h) goes to the same
  * shard as one that does. Lock-free: one atomic load on a hit.
  *
  * Thread-safe: yes (atomics).
@@ -27,8 +27,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "core/stream_event.h"
-#include "core/thread_home.h"
+#include "stream_ordered/stream_event.h"
+#include "util/thread_home.h"
 
 #define GMR__STREAM_HOME_ENTRIES 256u
 

@@ -1,9 +1,9 @@
 /*
- * core/spin_lock.c (internal): the contended path of gmr__spin_lock.
+ * util/spin_lock.c (internal): the contended path of gmr__spin_lock.
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "core/spin_lock.h"
+#include "util/spin_lock.h"
 
 #include <sched.h>
 

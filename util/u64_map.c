@@ -1,7 +1,7 @@
 /*
- * core/u64_map.c (internal): see u64_map.h.
+ * util/u64_map.c (internal): see u64_map.h.
  */
-#include "core/u64_map.h"
+#include "util/u64_map.h"
 
 #include <stdlib.h>
 

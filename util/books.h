@@ -1,5 +1,5 @@
 /*
- * core/books.h (internal): the books of live allocations, pointer -> how it
+ * util/books.h (internal): the books of live allocations, pointer -> how it
  * was allocated, for every layer that checks a free exactly: the leaf
  * resources (cuda, host) and the tracking adaptor.
  *
@@ -18,7 +18,7 @@
  * entry beside its key (one cache line per probe, no tombstones), and a ring
  * of recently freed addresses, scanned only to name a bad free. While one
  * thread alone has used a shard, the shard is biased to it and that thread
- * takes no lock (no locked instruction: a flag and a check, core/fence.h);
+ * takes no lock (no locked instruction: a flag and a check, util/fence.h);
  * the first other thread, or a reader of every shard (count, collect), ends
  * the bias for good at the price of one membarrier (books.c).
  *
@@ -64,7 +64,7 @@ typedef struct gmr__books_shard gmr__books_shard;
 typedef struct gmr__books {
   gmr__books_shard *shards;
   size_t shard_mask; /* shard count - 1 (a power of two) */
-  bool asymmetric;   /* core/fence.h: shards may be biased to a thread */
+  bool asymmetric;   /* util/fence.h: shards may be biased to a thread */
 } gmr__books;
 
 /* Set up `shard_count` shards (rounded up to a power of two, at least 1) that
@@ -76,7 +76,7 @@ bool gmr__books_init(gmr__books *b, size_t shard_count, size_t recent_free_count
 void gmr__books_deinit(gmr__books *b);
 
 /* Record the live allocation `ptr` (not NULL, not live). false: no host
- * memory for the table; the books are unchanged. (core/books_inline.h has
+ * memory for the table; the books are unchanged. (util/books_inline.h has
  * the same inline, for hot paths in C.) */
 bool gmr__books_insert(gmr__books *b, const void *ptr, const gmr__book_entry *entry);
 

@@ -1,5 +1,5 @@
 /*
- * core/stream_event.h (internal): what a stream-ordered sub-allocator knows
+ * stream_ordered/stream_event.h (internal): what a stream-ordered sub-allocator knows
  * about the streams memory was freed on: who the stream is, and when memory
  * freed on it may go to another stream.
  *

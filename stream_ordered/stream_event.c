@@ -1,11 +1,11 @@
 /*
- * core/stream_event.c (internal): see stream_event.h.
+ * stream_ordered/stream_event.c (internal): see stream_event.h.
  */
-#include "core/stream_event.h"
+#include "stream_ordered/stream_event.h"
 
 #include <stddef.h>
 
-#include "core/thread_home.h"
+#include "util/thread_home.h"
 
 static cudaError_t per_thread_stream_id(const gmr__cuda_ops *cuda, uint64_t *id) {
   int device = -1;

@@ -1,8 +1,8 @@
 /*
- * core/key_slots.c: see key_slots.h. Open addressing with linear probing;
+ * util/key_slots.c: see key_slots.h. Open addressing with linear probing;
  * an insertion claims an empty slot with a compare-and-swap.
  */
-#include "core/key_slots.h"
+#include "util/key_slots.h"
 
 #include <stdlib.h>
 

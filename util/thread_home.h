@@ -1,14 +1,14 @@
 /*
- * core/thread_home.h (internal): gmr's one thread identity. Each thread gets
+ * util/thread_home.h (internal): gmr's one thread identity. Each thread gets
  * a serial number (1, 2, 3, ... in the order threads first ask; never 0,
  * never reused) at its first call:
  *  - the pools, fixed_block and vmm pick a thread's home arena or shard
  *    from it (gmr__thread_home() % count), so the threads of a program spread
  *    over the arenas of every pool the same way;
- *  - the stream key of cudaStreamPerThread (core/stream_event.c) is the
+ *  - the stream key of cudaStreamPerThread (stream_ordered/stream_event.c) is the
  *    serial with the device, as that stream lives as long as its thread;
  *  - tracking's per-thread owners are named by it (gmr_tracking_thread_id).
- * Two related things are not this: lanes (core/lanes.h) are slots a thread
+ * Two related things are not this: lanes (util/lanes.h) are slots a thread
  * gives back when it exits, so counters stay small; the log adaptor writes
  * the operating system's thread id (gettid), which profilers and debuggers
  * show.

@@ -1,5 +1,5 @@
 /*
- * core/free_index.h (internal): free ranges of device memory indexed by size
+ * stream_ordered/free_index.h (internal): free ranges of device memory indexed by size
  * for a good fit in O(1): the one two-level segregated-fit index (TLSF,
  * Masmano et al. 2004) of gmr, used by pool_resource (one per stream slot of
  * an arena, over its free blocks) and by vmm_pool's fine placement (one per

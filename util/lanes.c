@@ -1,9 +1,9 @@
 /*
- * core/lanes.c (internal): see lanes.h. Lanes are handed to threads at their
+ * util/lanes.c (internal): see lanes.h. Lanes are handed to threads at their
  * first call and handed back by a thread-exit destructor; the mutex orders a
  * dead thread's last updates before its lane's next owner's first.
  */
-#include "core/lanes.h"
+#include "util/lanes.h"
 
 #include <pthread.h>
 #include <string.h>

@@ -1,9 +1,9 @@
 /*
- * core/clock.c: see core/clock.h.
+ * util/clock.c: see util/clock.h.
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "core/clock.h"
+#include "util/clock.h"
 
 #include <time.h>
 

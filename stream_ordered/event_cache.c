@@ -1,7 +1,7 @@
 /*
- * core/event_cache.c (internal): see event_cache.h.
+ * stream_ordered/event_cache.c (internal): see event_cache.h.
  */
-#include "core/event_cache.h"
+#include "stream_ordered/event_cache.h"
 
 #include <stdlib.h>
 

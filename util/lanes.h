@@ -1,5 +1,5 @@
 /*
- * core/lanes.h (internal): counters that every thread updates on every call
+ * util/lanes.h (internal): counters that every thread updates on every call
  * (statistics of an adaptor), kept per thread so that an update writes only
  * a cache line its own thread writes.
  *
@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/counters.h"
+#include "util/counters.h"
 
 #define GMR__LANE_COUNT 64
 

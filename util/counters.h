@@ -1,5 +1,5 @@
 /*
- * core/counters.h (internal): lock-free byte counters with a high-water mark,
+ * util/counters.h (internal): lock-free byte counters with a high-water mark,
  * shared by every resource that reports a footprint.
  *
  * Thread-safe: yes (C11 atomics). A reader may see `current` and `peak` from

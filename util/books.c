@@ -1,5 +1,5 @@
 /*
- * core/books.c (internal): see books.h.
+ * util/books.c (internal): see books.h.
  *
  * Room for restores: a take removes its entry at once (so the common free
  * takes the lock once and makes no other atomic update), and a failed
@@ -11,25 +11,25 @@
  * Biased shards: a shard serves one thread while only that thread has used
  * it (a pool arena's chunks, a thread's own stream), so its operations need
  * no locked instruction: the thread marks `busy` and checks `owner` (the hot
- * side of an asymmetric Dekker handshake, core/fence.h). The first other
+ * side of an asymmetric Dekker handshake, util/fence.h). The first other
  * thread to come, or a reader of every shard (count, collect), ends the
  * bias for good: under the lock it sets `owner` to nobody, fences every
  * thread (membarrier) and waits until `busy` is clear; from then on every
  * thread takes the lock. So each shard pays at most one membarrier in its
  * life. Without membarrier no shard is ever biased.
  */
-#include "core/books.h"
+#include "util/books.h"
 
-#include "core/books_inline.h"
+#include "util/books_inline.h"
 
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fence.h"
-#include "core/lanes.h"
-#include "core/spin_lock.h"
+#include "util/fence.h"
+#include "util/lanes.h"
+#include "util/spin_lock.h"
 
 #define MIN_CAPACITY GMR__BOOKS_MIN_CAPACITY
 

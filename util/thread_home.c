@@ -1,7 +1,7 @@
 /*
- * core/thread_home.c (internal): see thread_home.h.
+ * util/thread_home.c (internal): see thread_home.h.
  */
-#include "core/thread_home.h"
+#include "util/thread_home.h"
 
 #include <stdatomic.h>
 

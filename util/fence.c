@@ -1,9 +1,9 @@
 /*
- * core/fence.c (internal): see fence.h.
+ * util/fence.c (internal): see fence.h.
  */
 #define _GNU_SOURCE
 
-#include "core/fence.h"
+#include "util/fence.h"
 
 #include <pthread.h>
 #include <stdbool.h>
