@@ -90,6 +90,22 @@ static size_t cap_bytes(const vmf_engine *e, size_t more_live) {
   return gmr__align_up(peak + peak / 1000 * pm + peak % 1000 * pm / 1000, e->page_bytes);
 }
 
+/* Whether mapping `bytes` more would pass the remap threshold (and the
+ * steady-state slack). */
+static bool past_cap(const vmf_engine *e, size_t bytes) {
+  size_t cap = cap_bytes(e, bytes);
+  if (cap == SIZE_MAX) return false;
+  return e->held_bytes + gmr__align_up(bytes, e->page_bytes) > cap + e->steady_extra_bytes;
+}
+
+/* Free bytes filed under streams (not shared): reusable by their own stream,
+ * movable only once their work is known done. */
+static size_t unsettled_free_bytes(vmf_engine *e) {
+  size_t bytes = 0;
+  for (size_t i = 1; i < e->slots.count; ++i) bytes += gmr__vmf_slot(e, (uint32_t)i)->index.bytes;
+  return bytes;
+}
+
 /* Handles wholly inside shared free regions, largest first. */
 static vmf_handle **movable_handles(vmf_engine *e, size_t *count) {
   *count = 0;
@@ -451,6 +467,16 @@ gmr_status gmr__vmf_native_grow(vmf_engine *e, size_t bytes, size_t alignment, g
    * that their handles may move (during a capture: no records). */
   gmr__vmf_settle_all(e, !capturing);
   size_t need = alignment > VMF_UNIT ? bytes + alignment - VMF_UNIT : bytes;
+  if (!capturing && past_cap(e, need) && unsettled_free_bytes(e) >= e->page_bytes) {
+    /* Moving memory needs its streams' work done, and a program's host code
+     * runs ahead of the GPU: what it freed is mostly still pending when a
+     * growth would pass the remap threshold, so nothing could move and the
+     * pool would grow instead. One device synchronisation makes all of it
+     * shared and movable (PyTorch's expandable segments synchronise before
+     * unmapping too); steady programs stay below the threshold and never
+     * come here. */
+    (void)gmr__vmf_synchronize_fresh(e);
+  }
   window w = choose_window(e, need, slot);
   if (w.first == NULL) {
     size_t va = gmr__align_up(need, e->page_bytes) + e->page_bytes;

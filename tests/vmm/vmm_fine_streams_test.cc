@@ -65,17 +65,39 @@ TEST_F(VmmFineStreams, PendingMemoryOfAnotherStreamIsTakenWithAGpuSideWait) {
   Free(q, 2 * kPage, b_);
 }
 
-TEST_F(VmmFineStreams, MemoryOfAPendingStreamDoesNotMove) {
+// B needs 4 pages side by side while A's 3 free pages may still be in use by
+// A's work. Without a wait they are neither moved nor handed to B in place;
+// a growth that would pass the remap threshold waits for the device once
+// (the host runs ahead of the GPU, so freed memory is mostly pending), and
+// only then moves them.
+TEST_F(VmmFineStreams, MemoryOfAPendingStreamMovesOnlyAfterTheDeviceIsDone) {
   Make();
   void *a = Alloc(3 * kPage, a_);
   void *fence = Alloc(kPage, b_);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(a_, true));
   Free(a, 3 * kPage, a_);
-  // B needs 4 pages side by side; A's 3 free pages may still be in use by
-  // A's work: they are neither moved nor handed to B in place.
+  const uint64_t syncs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE);
   void *big = Alloc(4 * kPage, b_);
+  EXPECT_EQ(syncs + 1, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE));
+  EXPECT_GT(Stats(pool_).unmap_count, 0u) << "A's pages, done after the wait, moved to B";
+  EXPECT_LE(Held(), 6 * kPage);
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(a_, false));
+  Free(big, 4 * kPage, b_);
+  Free(fence, kPage, b_);
+}
+
+TEST_F(VmmFineStreams, MemoryOfAPendingStreamDoesNotMoveWhenTheWaitFails) {
+  Make();
+  void *a = Alloc(3 * kPage, a_);
+  void *fence = Alloc(kPage, b_);
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(a_, true));
+  Free(a, 3 * kPage, a_);
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE, 0, 1,
+                                                cudaErrorUnknown));
+  void *big = Alloc(4 * kPage, b_);  // grows instead
   EXPECT_EQ(0u, Stats(pool_).unmap_count);
   EXPECT_NE(a, big);
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(a_, false));
   Free(big, 4 * kPage, b_);
   Free(fence, kPage, b_);
