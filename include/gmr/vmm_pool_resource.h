@@ -107,7 +107,10 @@
  * on-demand rule: a warm pair makes no CUDA call, so threads do not meet in
  * the driver's lock). Memory whose frees no record covers reaches other
  * streams through one cudaDeviceSynchronize, made only when it holds a
- * fitting region that would spare a growth, and at trim. Before a record
+ * fitting region that would spare a growth, before a growth (outside a
+ * capture) that would pass the remap threshold while streams hold free
+ * memory (so that memory the host freed ahead of the GPU can move instead),
+ * and at trim. Before a record
  * that covers such frees the stream's id is checked (cudaStreamGetId after
  * cudaStreamGetCaptureInfo, never on a capturing stream): a new stream that
  * got a destroyed stream's handle does not take the destroyed one's memory
