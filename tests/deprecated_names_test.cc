@@ -41,18 +41,18 @@ class DeprecatedNames : public gmr_test::SimTest {
 
 TEST_F(DeprecatedNames, TheDispatchFunctionsAnswerAsTheirNewNames) {
   void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, 512, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_allocate(r_, 512, 0, nullptr, &p));
   EXPECT_EQ(1u, gmr_host_resource_get_live_count(host_));
-  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 512, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_deallocate(r_, p, 512, 0, nullptr));
   EXPECT_EQ(0u, gmr_host_resource_get_live_count(host_));
 
   gmr_failure f = GMR_FAILURE_INIT;
-  ASSERT_EQ(GMR_OK, gmr_resource_allocate_ex(r_, 512, 0, nullptr, &p, &f));
-  EXPECT_EQ(gmr_resource_record_stream(r_, p, nullptr), gmr_resource_record_stream(r_, p, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_allocate_ex(r_, 512, 0, nullptr, &p, &f));
+  EXPECT_EQ(gmr_resource_record_stream(r_, p, nullptr), gmr_record_stream(r_, p, nullptr));
   gmr_failure a = GMR_FAILURE_INIT;
   gmr_failure b = GMR_FAILURE_INIT;
   EXPECT_EQ(gmr_resource_extend(r_, p, 512, 1024, 0, nullptr, &a),
-            gmr_resource_extend(r_, p, 512, 1024, 0, nullptr, &b));
+            gmr_extend(r_, p, 512, 1024, 0, nullptr, &b));
   EXPECT_STREQ(a.message, b.message);
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 512, 0, nullptr));
 
@@ -63,35 +63,35 @@ TEST_F(DeprecatedNames, TheDispatchFunctionsAnswerAsTheirNewNames) {
   if (want == GMR_OK) {
     EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, 64, 0, nullptr));
   }
-  EXPECT_EQ(want, gmr_resource_allocate_capturing(r_, 64, 0, nullptr, &q, &b));
+  EXPECT_EQ(want, gmr_allocate_capturing(r_, 64, 0, nullptr, &q, &b));
   if (want == GMR_OK) {
     EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, 64, 0, nullptr));
   }
   EXPECT_STREQ(a.message, b.message);
 
   f = GMR_FAILURE_INIT;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_allocate_ex(nullptr, 64, 0, nullptr, &p, &f));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_allocate_ex(nullptr, 64, 0, nullptr, &p, &f));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, f.status);
-  EXPECT_STREQ(gmr_resource_get_type_name(r_), gmr_resource_get_type_name(r_));
+  EXPECT_STREQ(gmr_resource_get_type_name(r_), gmr_resource_type_name(r_));
 }
 
 TEST_F(DeprecatedNames, TheDeviceRegistryAnswersAsItsNewNames) {
-  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("host", nullptr));
+  ASSERT_EQ(GMR_OK, gmr_set_device_resource_spec("host", nullptr));
   gmr_resource *a = nullptr;
   gmr_resource *b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &a, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_get_device_resource(0, &a, nullptr));
   ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &b, nullptr));
   EXPECT_EQ(a, b);
-  ASSERT_EQ(GMR_OK, gmr_device_resource_get_current(&b, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_get_current_device_resource(&b, nullptr));
   EXPECT_EQ(a, b);
-  EXPECT_STREQ("host", gmr_device_resource_get_spec(0));
+  EXPECT_STREQ("host", gmr_get_device_resource_spec(0));
   gmr_resource *previous = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_device_resource_set(0, r_, &previous));
+  ASSERT_EQ(GMR_OK, gmr_set_device_resource(0, r_, &previous));
   EXPECT_EQ(a, previous);
   ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &b, nullptr));
   EXPECT_EQ(r_, b);
-  EXPECT_EQ(GMR_OK, gmr_device_resource_release_all());
-  EXPECT_EQ(nullptr, gmr_device_resource_get_spec(0));
+  EXPECT_EQ(GMR_OK, gmr_device_resources_release());
+  EXPECT_EQ(nullptr, gmr_get_device_resource_spec(0));
 }
 
 TEST_F(DeprecatedNames, TheOldStatsNamesAreTheNewTypesAndMacros) {
