@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/forward.h"
+#include "core/resource_type.h"
 
 struct gmr_log_adaptor {
   gmr_resource base; /* first: the adaptor is usable as a gmr_resource */
@@ -177,6 +178,9 @@ static const gmr_resource_vtbl log_vtbl = {
     .extend = log_extend,
 };
 
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type log_type = {&log_vtbl, NULL};
+
 gmr_status gmr_log_adaptor_create(gmr_resource *upstream, const gmr_log_adaptor_config *config,
                                   gmr_log_adaptor **out) {
   if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
@@ -194,6 +198,7 @@ gmr_status gmr_log_adaptor_create(gmr_resource *upstream, const gmr_log_adaptor_
     return GMR_ERR_OUT_OF_MEMORY;
   }
   a->base.vtbl = &log_vtbl;
+  gmr__resource_type_register(&log_type);
   a->upstream = upstream;
   a->flush = config->flush;
   if (config->path != NULL) {
@@ -212,14 +217,6 @@ gmr_status gmr_log_adaptor_create(gmr_resource *upstream, const gmr_log_adaptor_
   }
   *out = a;
   return GMR_OK;
-}
-
-gmr_resource *gmr_log_adaptor_as_resource(gmr_log_adaptor *a) {
-  return a == NULL ? NULL : &a->base;
-}
-
-gmr_log_adaptor *gmr_log_adaptor_from_resource(gmr_resource *r) {
-  return (r != NULL && r->vtbl == &log_vtbl) ? (gmr_log_adaptor *)r : NULL;
 }
 
 gmr_status gmr_log_adaptor_flush(gmr_log_adaptor *a) {

@@ -8,6 +8,7 @@
 
 #include "adaptors/oom_handler.h"
 #include "core/forward.h"
+#include "core/resource_type.h"
 
 struct gmr_oom_adaptor {
   gmr_resource base; /* first */
@@ -89,6 +90,9 @@ static const gmr_resource_vtbl oom_vtbl = {
     .extend = oom_extend,
 };
 
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type oom_type = {&oom_vtbl, NULL};
+
 gmr_status gmr_oom_adaptor_create(gmr_resource *upstream, const gmr_oom_policy *policy,
                                   gmr_oom_adaptor **out) {
   if (out != NULL) *out = NULL;
@@ -104,6 +108,7 @@ gmr_status gmr_oom_adaptor_create(gmr_resource *upstream, const gmr_oom_policy *
     return GMR_ERR_OUT_OF_MEMORY;
   }
   a->base.vtbl = &oom_vtbl;
+  gmr__resource_type_register(&oom_type);
   a->upstream = upstream;
   gmr_status st = gmr__oom_handler_init(&a->oom, policy, &a->base, upstream);
   if (st != GMR_OK) {
@@ -115,15 +120,9 @@ gmr_status gmr_oom_adaptor_create(gmr_resource *upstream, const gmr_oom_policy *
   return GMR_OK;
 }
 
-gmr_resource *gmr_oom_adaptor_as_resource(gmr_oom_adaptor *a) { return a == NULL ? NULL : &a->base; }
-
-gmr_oom_adaptor *gmr_oom_adaptor_from_resource(gmr_resource *r) {
-  return (r != NULL && r->vtbl == &oom_vtbl) ? (gmr_oom_adaptor *)r : NULL;
-}
-
 gmr__oom_handler *gmr__oom_adaptor_handler(gmr_resource *r) {
-  gmr_oom_adaptor *a = gmr_oom_adaptor_from_resource(r);
-  return a != NULL ? &a->oom : NULL;
+  /* The vtable itself: this file owns it (no need for the table of types). */
+  return r != NULL && r->vtbl == &oom_vtbl ? &((gmr_oom_adaptor *)(void *)r)->oom : NULL;
 }
 
 gmr_status gmr_oom_adaptor_get_counts(const gmr_oom_adaptor *a, gmr_oom_counts *out) {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "adaptors/tracking_internal.h"
+#include "core/resource_type.h"
 #include "util/thread_home.h"
 #include "util/books_inline.h"
 #include "util/counters.h"
@@ -257,6 +258,9 @@ static const gmr_resource_vtbl tracking_vtbl = {
     .extend = tracking_extend,
 };
 
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type tracking_type = {&tracking_vtbl, NULL};
+
 /* Zeroed memory aligned for the cache-line counters inside. */
 static void *zalloc_aligned(size_t bytes) {
   size_t rounded = (bytes + 63) & ~(size_t)63;
@@ -286,6 +290,7 @@ gmr_status gmr_tracking_adaptor_create(gmr_resource *upstream,
     return GMR_ERR_OUT_OF_MEMORY;
   }
   a->base.vtbl = &tracking_vtbl;
+  gmr__resource_type_register(&tracking_type);
   a->upstream = upstream;
   a->per = cfg.per;
   a->check_stream = cfg.check_stream;
@@ -307,10 +312,3 @@ gmr_status gmr_tracking_adaptor_create(gmr_resource *upstream,
   return GMR_OK;
 }
 
-gmr_resource *gmr_tracking_adaptor_as_resource(gmr_tracking_adaptor *a) {
-  return a == NULL ? NULL : &a->base;
-}
-
-gmr_tracking_adaptor *gmr_tracking_adaptor_from_resource(gmr_resource *r) {
-  return (r != NULL && r->vtbl == &tracking_vtbl) ? (gmr_tracking_adaptor *)r : NULL;
-}

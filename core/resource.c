@@ -10,10 +10,12 @@
 #include <assert.h>
 #include <stddef.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/failure.h"
+#include "core/resource_type.h"
 
 /* Slots appended after version 1 will need `vtbl->version >= N` as well. */
 static bool has_v1_slots(const gmr_resource_vtbl *vtbl) { return vtbl->version >= 1u; }
@@ -148,6 +150,42 @@ gmr_resource *gmr_resource_get_upstream(const gmr_resource *r) {
 const char *gmr_resource_get_type_name(const gmr_resource *r) {
   if (r == NULL || r->vtbl == NULL || r->vtbl->type_name == NULL) return "invalid";
   return r->vtbl->type_name;
+}
+
+/* ---- gmr's own types (core/resource_type.h) ------------------------------ */
+
+/* Filled front to back and never emptied: a reader stops at the first NULL. */
+static _Atomic(const gmr__resource_type *) known_types[GMR__RESOURCE_TYPE_MAX];
+
+void gmr__resource_type_register(const gmr__resource_type *type) {
+  for (size_t i = 0; i < GMR__RESOURCE_TYPE_MAX; ++i) {
+    const gmr__resource_type *seen = atomic_load_explicit(&known_types[i], memory_order_acquire);
+    if (seen == NULL) {
+      const gmr__resource_type *expected = NULL;
+      if (atomic_compare_exchange_strong_explicit(&known_types[i], &expected, type,
+                                                  memory_order_acq_rel, memory_order_acquire)) {
+        return;
+      }
+      seen = expected; /* another thread took the slot: look at what it wrote */
+    }
+    if (seen == type || seen->vtbl == type->vtbl) return;
+  }
+  assert(!"more gmr resource types than GMR__RESOURCE_TYPE_MAX");
+}
+
+const gmr__resource_type *gmr__resource_type_of(const gmr_resource *r) {
+  if (r == NULL || r->vtbl == NULL) return NULL;
+  for (size_t i = 0; i < GMR__RESOURCE_TYPE_MAX; ++i) {
+    const gmr__resource_type *t = atomic_load_explicit(&known_types[i], memory_order_acquire);
+    if (t == NULL) return NULL;
+    if (t->vtbl == r->vtbl) return t;
+  }
+  return NULL;
+}
+
+void *gmr_resource_downcast(gmr_resource *r, const char *type_name) {
+  if (type_name == NULL || gmr__resource_type_of(r) == NULL) return NULL;
+  return strcmp(r->vtbl->type_name, type_name) == 0 ? r : NULL;
 }
 
 gmr_status gmr_resource_trim(gmr_resource *r, size_t *released_bytes) {

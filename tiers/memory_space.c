@@ -14,10 +14,14 @@
 
 #include "core/cuda_layer.h"
 #include "core/forward.h"
+#include "core/resource_type.h"
 #include "gmr/device.h"
 #include "tiers/tiers_internal.h"
 #include "core/stats.h"
 #include "tiers/tiers_util.h"
+
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type space_type = {&gmr__space_vtbl, NULL};
 
 static const char *const tier_names[GMR_TIER_COUNT] = {"GPU", "HOST", "DISK"};
 
@@ -284,6 +288,7 @@ gmr_status gmr__space_create(gmr_tier_manager *manager, const gmr_memory_space_c
     return gmr__tier_fail(failure, GMR_ERR_OUT_OF_MEMORY, 0, "no host memory for a space");
   }
   s->base.vtbl = &gmr__space_vtbl;
+  gmr__resource_type_register(&space_type);
   s->manager = manager;
   s->config = *config;
   s->capacity_bytes = config->capacity_bytes;
@@ -386,14 +391,6 @@ void gmr__space_usage_locked(const gmr_memory_space *s, gmr__space_usage *out) {
 }
 
 /* ---- public queries ---------------------------------------------------------------- */
-
-gmr_resource *gmr_memory_space_as_resource(gmr_memory_space *s) {
-  return s == NULL ? NULL : &s->base;
-}
-
-gmr_memory_space *gmr_memory_space_from_resource(gmr_resource *r) {
-  return (r != NULL && r->vtbl == &gmr__space_vtbl) ? (gmr_memory_space *)r : NULL;
-}
 
 gmr_memory_space_id gmr_memory_space_get_id(const gmr_memory_space *s) { return s->config.id; }
 

@@ -362,11 +362,25 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_create(
     gmr_resource *upstream, const gmr_graph_arena_resource_config *config,
     gmr_graph_arena_resource **out);
 
-/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
-GMR_API gmr_resource *gmr_graph_arena_resource_as_resource(gmr_graph_arena_resource *arena);
+/**
+ * The gmr_graph_arena_resource's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `arena`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
+static inline gmr_resource *gmr_graph_arena_resource_as_resource(gmr_graph_arena_resource *arena) {
+  return (gmr_resource *)(void *)arena;
+}
 
-/** The arena behind `r`, or NULL if `r` is not one (vtable identity). Thread-safe: yes. */
-GMR_API gmr_graph_arena_resource *gmr_graph_arena_resource_from_resource(gmr_resource *r);
+/**
+ * The gmr_graph_arena_resource behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "graph_arena_resource") (the vtable's identity decides);
+ * borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
+static inline gmr_graph_arena_resource *gmr_graph_arena_resource_from_resource(gmr_resource *r) {
+  return (gmr_graph_arena_resource *)gmr_resource_downcast(r, "graph_arena_resource");
+}
 
 /**
  * Walk down the stack headed by `top` (through gmr_resource_get_upstream) and

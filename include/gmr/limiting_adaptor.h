@@ -138,14 +138,25 @@ GMR_API GMR_NODISCARD gmr_status gmr_limiting_adaptor_create(
     gmr_resource *upstream, const gmr_limiting_adaptor_config *config,
     gmr_limiting_adaptor **out);
 
-/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
-GMR_API gmr_resource *gmr_limiting_adaptor_as_resource(gmr_limiting_adaptor *a);
+/**
+ * The gmr_limiting_adaptor's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `a`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
+static inline gmr_resource *gmr_limiting_adaptor_as_resource(gmr_limiting_adaptor *a) {
+  return (gmr_resource *)(void *)a;
+}
 
 /**
- * The limiting adaptor behind `r`, or NULL if `r` is not one (vtable
- * identity; NULL for NULL). Thread-safe: yes.
+ * The gmr_limiting_adaptor behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "limiting_adaptor") (the vtable's identity decides);
+ * borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_limiting_adaptor *gmr_limiting_adaptor_from_resource(gmr_resource *r);
+static inline gmr_limiting_adaptor *gmr_limiting_adaptor_from_resource(gmr_resource *r) {
+  return (gmr_limiting_adaptor *)gmr_resource_downcast(r, "limiting_adaptor");
+}
 
 /**
  * The global limit now, in bytes (GMR_LIMIT_NONE for none).

@@ -114,11 +114,25 @@ GMR_API GMR_NODISCARD gmr_status gmr_log_adaptor_create(gmr_resource *upstream,
                                                         const gmr_log_adaptor_config *config,
                                                         gmr_log_adaptor **out);
 
-/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
-GMR_API gmr_resource *gmr_log_adaptor_as_resource(gmr_log_adaptor *a);
+/**
+ * The gmr_log_adaptor's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `a`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
+static inline gmr_resource *gmr_log_adaptor_as_resource(gmr_log_adaptor *a) {
+  return (gmr_resource *)(void *)a;
+}
 
-/** The adaptor behind `r`, or NULL if `r` is not one. Thread-safe: yes. */
-GMR_API gmr_log_adaptor *gmr_log_adaptor_from_resource(gmr_resource *r);
+/**
+ * The gmr_log_adaptor behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "log_adaptor") (the vtable's identity decides);
+ * borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
+static inline gmr_log_adaptor *gmr_log_adaptor_from_resource(gmr_resource *r) {
+  return (gmr_log_adaptor *)gmr_resource_downcast(r, "log_adaptor");
+}
 
 /**
  * Hand buffered rows to the operating system (fflush).

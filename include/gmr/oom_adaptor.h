@@ -56,14 +56,25 @@ GMR_API GMR_NODISCARD gmr_status gmr_oom_adaptor_create(gmr_resource *upstream,
                                                         const gmr_oom_policy *policy,
                                                         gmr_oom_adaptor **out);
 
-/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
-GMR_API gmr_resource *gmr_oom_adaptor_as_resource(gmr_oom_adaptor *a);
+/**
+ * The gmr_oom_adaptor's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `a`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
+static inline gmr_resource *gmr_oom_adaptor_as_resource(gmr_oom_adaptor *a) {
+  return (gmr_resource *)(void *)a;
+}
 
 /**
- * The OOM adaptor behind `r`, or NULL if `r` is not one (vtable identity;
- * NULL for NULL). Thread-safe: yes.
+ * The gmr_oom_adaptor behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "oom_adaptor") (the vtable's identity decides);
+ * borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_oom_adaptor *gmr_oom_adaptor_from_resource(gmr_resource *r);
+static inline gmr_oom_adaptor *gmr_oom_adaptor_from_resource(gmr_resource *r) {
+  return (gmr_oom_adaptor *)gmr_resource_downcast(r, "oom_adaptor");
+}
 
 /**
  * Copy what the policy did so far into *out. Thread-safe: yes; counters are

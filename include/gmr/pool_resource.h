@@ -360,14 +360,25 @@ GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_create_ex(
     gmr_resource *upstream, const gmr_pool_resource_config *config, gmr_pool_resource **out,
     gmr_failure *failure);
 
-/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
-GMR_API gmr_resource *gmr_pool_resource_as_resource(gmr_pool_resource *pool);
+/**
+ * The gmr_pool_resource's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `pool`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
+static inline gmr_resource *gmr_pool_resource_as_resource(gmr_pool_resource *pool) {
+  return (gmr_resource *)(void *)pool;
+}
 
 /**
- * The gmr_pool_resource behind `r`, or NULL if `r` is not one (vtable
- * identity; NULL for NULL). Thread-safe: yes.
+ * The gmr_pool_resource behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "pool_resource") (the vtable's identity decides);
+ * borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_pool_resource *gmr_pool_resource_from_resource(gmr_resource *r);
+static inline gmr_pool_resource *gmr_pool_resource_from_resource(gmr_resource *r) {
+  return (gmr_pool_resource *)gmr_resource_downcast(r, "pool_resource");
+}
 
 /** The upstream given at create (NULL for NULL). Thread-safe: yes. */
 GMR_API gmr_resource *gmr_pool_resource_get_upstream(const gmr_pool_resource *pool);

@@ -402,6 +402,35 @@ GMR_API gmr_resource *gmr_resource_get_upstream(const gmr_resource *r);
 GMR_API const char *gmr_resource_get_type_name(const gmr_resource *r);
 
 /**
+ * The handle of gmr type `type_name` behind `r`: `r` itself when it is an
+ * instance of that gmr resource or adaptor, else NULL (also for a NULL `r`
+ * or `type_name`). The per-type functions of each header
+ * (gmr_pool_resource_from_resource(), ...) are this call with their type's
+ * name; the result is a `gmr_pool_resource *` and so on.
+ *
+ * Every handle of gmr (gmr_pool_resource, gmr_limiting_adaptor, ...) has its
+ * gmr_resource as its first member, so the handle and its resource are the
+ * same address: the per-type *_as_resource() functions are casts, and a
+ * downcast only has to check the type. It checks the vtable's identity, not
+ * the name alone: only resources created by gmr's own create functions are
+ * instances of gmr's types. A resource written by a user never downcasts to
+ * a gmr type, whatever its vtable's type_name says (its author casts it
+ * themselves).
+ *
+ * Type names are those gmr_resource_get_type_name() reports: "cuda_resource",
+ * "host_resource", "pool_resource", "vmm_pool_resource",
+ * "fixed_block_resource", "graph_arena_resource", "limiting_adaptor",
+ * "tracking_adaptor", "oom_adaptor", "log_adaptor", "nvtx_logging_adaptor";
+ * and those of the optional libraries ("memory_space", "numa_host_resource",
+ * "scoped_pool", "cumem_resource", "symmetric_resource",
+ * "chunk_listener_adaptor").
+ * Ownership: the result is `r`, borrowed as `r` is.
+ * Thread-safe: yes (reads the vtable and a lock-free table of gmr's types).
+ * Stream/device: no CUDA call.
+ */
+GMR_API void *gmr_resource_downcast(gmr_resource *r, const char *type_name);
+
+/**
  * Ask `r` and everything below it to give cached free memory back to its
  * upstream (e.g. wholly free pool chunks). A resource without a trim slot
  * forwards to its upstream; a leaf without one releases nothing.

@@ -395,18 +395,24 @@ GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_create(
     gmr_failure *failure);
 
 /**
- * The embedded gmr_resource, for the generic calls (NULL for NULL); it is
- * borrowed and lives as long as `pool`.
+ * The gmr_vmm_pool_resource's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `pool`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
  * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_resource *gmr_vmm_pool_resource_as_resource(gmr_vmm_pool_resource *pool);
+static inline gmr_resource *gmr_vmm_pool_resource_as_resource(gmr_vmm_pool_resource *pool) {
+  return (gmr_resource *)(void *)pool;
+}
 
 /**
- * The pool behind `r`, or NULL if `r` is NULL or not one (the vtable's
- * identity, SQLite vfstrace's check); borrowed like `r`.
+ * The gmr_vmm_pool_resource behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "vmm_pool_resource") (the vtable's identity decides);
+ * borrowed like `r`.
  * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_vmm_pool_resource *gmr_vmm_pool_resource_from_resource(gmr_resource *r);
+static inline gmr_vmm_pool_resource *gmr_vmm_pool_resource_from_resource(gmr_resource *r) {
+  return (gmr_vmm_pool_resource *)gmr_resource_downcast(r, "vmm_pool_resource");
+}
 
 /* ---- observability ---------------------------------------------------- */
 

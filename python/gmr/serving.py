@@ -377,8 +377,8 @@ def info(device: Optional[int] = None) -> Dict[str, Any]:
     pool = _pool(dev)
     lib = _lib.lib()
     footprint = _capi.FootprintStruct()
-    st = lib.gmr_resource_get_footprint(lib.gmr_vmm_pool_resource_as_resource(pool),
-                                        ctypes.byref(footprint))
+    # A handle is its gmr_resource (the resource is the handle's first member).
+    st = lib.gmr_resource_get_footprint(pool, ctypes.byref(footprint))
     if st != 0:
         _lib.raise_for(st, "gmr.serving: reading the footprint of device %d" % dev)
     known = tags()

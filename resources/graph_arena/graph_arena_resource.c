@@ -15,6 +15,7 @@
 #include "core/failure.h"
 #include "core/forward.h"
 #include "core/nvtx_mem.h"
+#include "core/resource_type.h"
 #include "core/stats.h"
 #include "resources/graph_arena/graph_arena_internal.h"
 
@@ -376,6 +377,9 @@ static const gmr_resource_vtbl graph_arena_vtbl = {
     .allocate_capturing = arena_allocate_capturing,
 };
 
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type graph_arena_type = {&graph_arena_vtbl, NULL};
+
 gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
                                            const gmr_graph_arena_resource_config *config,
                                            gmr_graph_arena_resource **out) {
@@ -413,6 +417,7 @@ gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
   atomic_init(&a->chunks_begin, UINTPTR_MAX);
   atomic_init(&a->chunks_end, 0);
   a->base.vtbl = &graph_arena_vtbl;
+  gmr__resource_type_register(&graph_arena_type);
   a->upstream = upstream;
   a->cuda = gmr__cuda();
   a->cfg = cfg;
@@ -433,14 +438,6 @@ gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
   }
   *out = a;
   return GMR_OK;
-}
-
-gmr_resource *gmr_graph_arena_resource_as_resource(gmr_graph_arena_resource *arena) {
-  return arena == NULL ? NULL : &arena->base;
-}
-
-gmr_graph_arena_resource *gmr_graph_arena_resource_from_resource(gmr_resource *r) {
-  return (r != NULL && r->vtbl == &graph_arena_vtbl) ? (gmr_graph_arena_resource *)r : NULL;
 }
 
 gmr_graph_arena_resource *gmr_graph_arena_resource_find_in_stack(gmr_resource *top) {

@@ -18,7 +18,11 @@
 #include <unistd.h>
 
 #include "core/failure.h"
+#include "core/resource_type.h"
 #include "resources/pool/pool_internal.h"
+
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type pool_type = {&gmr__pool_vtbl, NULL};
 
 /* ---- trim, destroy ------------------------------------------------------ */
 
@@ -218,6 +222,7 @@ static gmr_status pool_resource_create_ex_impl(gmr_resource *upstream,
                                         "pool_resource: no host memory for the pool");
   }
   pool->base.vtbl = &gmr__pool_vtbl;
+  gmr__resource_type_register(&pool_type);
   pool->upstream = upstream;
   pool->cuda = gmr__cuda();
   pool->config = cfg;
