@@ -188,6 +188,30 @@ void *gmr_resource_downcast(gmr_resource *r, const char *type_name) {
   return strcmp(r->vtbl->type_name, type_name) == 0 ? r : NULL;
 }
 
+/* Whether a registered (gmr) type has this name. */
+static bool is_gmr_type_name(const char *type_name) {
+  for (size_t i = 0; i < GMR__RESOURCE_TYPE_MAX; ++i) {
+    const gmr__resource_type *t = atomic_load_explicit(&known_types[i], memory_order_acquire);
+    if (t == NULL) return false;
+    if (strcmp(t->vtbl->type_name, type_name) == 0) return true;
+  }
+  return false;
+}
+
+gmr_resource *gmr_resource_find(gmr_resource *top, const char *type_name) {
+  if (type_name == NULL) return NULL;
+  /* A layer named after a gmr type but not one of gmr's (a user's vtable
+   * borrowing the name) is passed over, so the result always downcasts. */
+  bool gmr_type = is_gmr_type_name(type_name);
+  for (gmr_resource *r = top; r != NULL; r = gmr_resource_get_upstream(r)) {
+    if (strcmp(gmr_resource_get_type_name(r), type_name) == 0 &&
+        (!gmr_type || gmr__resource_type_of(r) != NULL)) {
+      return r;
+    }
+  }
+  return NULL;
+}
+
 gmr_status gmr_resource_trim(gmr_resource *r, size_t *released_bytes) {
   if (released_bytes != NULL) *released_bytes = 0;
   if (gmr_resource_check(r) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;

@@ -467,9 +467,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (gmr_stack_create(s.spec, &s.stack, &e) != GMR_OK) fail(&s, "create", e.message);
   s.top = gmr_stack_as_resource(s.stack);
   s.tracking = gmr_tracking_adaptor_from_resource(s.top);
-  s.limiting = gmr_limiting_adaptor_from_resource(gmr_stack_find(s.stack, "limiting_adaptor"));
-  s.pool = gmr_pool_resource_from_resource(gmr_stack_find(s.stack, "pool_resource"));
-  s.arena = gmr_graph_arena_resource_from_resource(gmr_stack_find(s.stack, "graph_arena_resource"));
+  s.limiting = gmr_limiting_adaptor_from_resource(
+      gmr_resource_find(gmr_stack_as_resource(s.stack), "limiting_adaptor"));
+  s.pool = gmr_pool_resource_from_resource(
+      gmr_resource_find(gmr_stack_as_resource(s.stack), "pool_resource"));
+  s.arena = gmr_graph_arena_resource_from_resource(
+      gmr_resource_find(gmr_stack_as_resource(s.stack), "graph_arena_resource"));
   for (int i = 1; i < STREAMS; ++i) {
     if (gmr_stream_create(&s.streams[i]) != GMR_OK) fail(&s, "start", "stream");
   }

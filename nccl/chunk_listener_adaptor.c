@@ -232,12 +232,9 @@ gmr_status gmr_chunk_listener_adaptor_create(gmr_resource *upstream,
   return GMR_OK;
 }
 
+/* Deprecated (gmr/nccl/chunk_listener_adaptor.h): the generic find. */
 gmr_chunk_listener_adaptor *gmr_chunk_listener_adaptor_find(gmr_resource *top) {
-  for (gmr_resource *r = top; r != NULL; r = gmr_resource_get_upstream(r)) {
-    gmr_chunk_listener_adaptor *a = gmr_chunk_listener_adaptor_from_resource(r);
-    if (a != NULL) return a;
-  }
-  return NULL;
+  return gmr_chunk_listener_adaptor_from_resource(gmr_resource_find(top, "chunk_listener_adaptor"));
 }
 
 static int by_address(const void *x, const void *y) {

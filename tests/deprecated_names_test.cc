@@ -94,6 +94,33 @@ TEST_F(DeprecatedNames, TheDeviceRegistryAnswersAsItsNewNames) {
   EXPECT_EQ(nullptr, gmr_get_device_resource_spec(0));
 }
 
+TEST_F(DeprecatedNames, TheFindsAnswerAsTheGenericFind) {
+  gmr_stack *stack = nullptr;
+  gmr_spec_error error;
+  ASSERT_EQ(GMR_OK, gmr_stack_create("tracking > graph_arena > pool > chunk_listener > vmm_pool",
+                                     &stack, &error))
+      << error.message;
+  gmr_resource *top = gmr_stack_as_resource(stack);
+  for (const char *name : {"tracking_adaptor", "graph_arena_resource", "pool_resource",
+                           "chunk_listener_adaptor", "vmm_pool_resource", "limiting_adaptor"}) {
+    EXPECT_EQ(gmr_resource_find(top, name), gmr_stack_find(stack, name)) << name;
+  }
+  EXPECT_NE(nullptr, gmr_stack_find(stack, "pool_resource"));
+  EXPECT_EQ(nullptr, gmr_stack_find(nullptr, "pool_resource"));
+  EXPECT_EQ(gmr_resource_find(top, "graph_arena_resource"),
+            gmr_graph_arena_resource_as_resource(gmr_graph_arena_resource_find_in_stack(top)));
+  EXPECT_NE(nullptr, gmr_graph_arena_resource_find_in_stack(top));
+  EXPECT_EQ(gmr_resource_find(top, "vmm_pool_resource"),
+            gmr_vmm_pool_resource_as_resource(gmr_vmm_pool_resource_find(top)));
+  EXPECT_NE(nullptr, gmr_vmm_pool_resource_find(top));
+  EXPECT_EQ(gmr_resource_find(top, "chunk_listener_adaptor"),
+            gmr_chunk_listener_adaptor_as_resource(gmr_chunk_listener_adaptor_find(top)));
+  EXPECT_NE(nullptr, gmr_chunk_listener_adaptor_find(top));
+  EXPECT_EQ(nullptr, gmr_vmm_pool_resource_find(r_));
+  EXPECT_EQ(nullptr, gmr_graph_arena_resource_find_in_stack(nullptr));
+  EXPECT_EQ(GMR_OK, gmr_stack_destroy(stack));
+}
+
 TEST_F(DeprecatedNames, TheOldStatsNamesAreTheNewTypesAndMacros) {
   static_assert(std::is_same<gmr_pool_stats, gmr_pool_resource_stats>::value, "");
   static_assert(std::is_same<gmr_fixed_block_stats, gmr_fixed_block_resource_stats>::value, "");

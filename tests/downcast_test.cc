@@ -3,6 +3,7 @@
 // right type, NULL for another type, a NULL resource or name, and a user's
 // resource whose vtable borrows a gmr type name; the per-type inline
 // functions and the 0.1 symbols libgmr keeps exporting answer the same.
+// gmr_resource_find: the one walk down a stack to a layer of a given type.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -172,6 +173,76 @@ TEST_F(Downcast, TheExported01SymbolsAnswerAsTheInlineFunctions) {
     ASSERT_TRUE(old_downcast("scoped_pool", layer, &from, &as));
     EXPECT_EQ(layer, as);
   }
+}
+
+TEST_F(Downcast, FindWalksDownToTheFirstLayerOfTheType) {
+  std::vector<gmr_resource *> layers =
+      Layers("tracking > limiting(limit=1GiB) > tracking > pool > cuda");
+  ASSERT_EQ(5u, layers.size());
+  gmr_resource *top = layers[0];
+  EXPECT_EQ(top, gmr_resource_find(top, "tracking_adaptor")) << "the top itself";
+  EXPECT_EQ(layers[2], gmr_resource_find(layers[1], "tracking_adaptor")) << "the first below";
+  EXPECT_EQ(layers[3], gmr_resource_find(top, "pool_resource"));
+  EXPECT_EQ(layers[4], gmr_resource_find(top, "cuda_resource"));
+  EXPECT_EQ(gmr_resource_downcast(layers[3], "pool_resource"),
+            gmr_pool_resource_from_resource(gmr_resource_find(top, "pool_resource")));
+  EXPECT_EQ(nullptr, gmr_resource_find(layers[3], "limiting_adaptor")) << "only downwards";
+  EXPECT_EQ(nullptr, gmr_resource_find(top, "vmm_pool_resource"));
+  EXPECT_EQ(nullptr, gmr_resource_find(top, ""));
+  EXPECT_EQ(nullptr, gmr_resource_find(top, nullptr));
+  EXPECT_EQ(nullptr, gmr_resource_find(nullptr, "pool_resource"));
+}
+
+TEST_F(Downcast, FindPassesOverAUserResourceThatBorrowsAGmrTypeName) {
+  gmr_host_resource *host = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_host_resource_create(&host));
+  gmr_pool_resource *pool = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_pool_resource_create(gmr_host_resource_as_resource(host), nullptr, &pool));
+  // A user's adaptor named "pool_resource" above the real pool.
+  struct named_adaptor {
+    gmr_resource base;
+    gmr_resource *upstream;
+  };
+  static named_adaptor *self = nullptr;
+  static const gmr_resource_vtbl vtbl = {
+      GMR_RESOURCE_VTBL_VERSION,
+      "pool_resource",
+      impostor_allocate,
+      impostor_deallocate,
+      impostor_destroy,
+      [](const gmr_resource *) -> gmr_resource * { return self->upstream; },
+      nullptr,
+      nullptr,
+      nullptr,
+      nullptr,
+      nullptr,
+      nullptr,
+  };
+  named_adaptor user = {{&vtbl}, gmr_pool_resource_as_resource(pool)};
+  self = &user;
+  EXPECT_EQ(gmr_pool_resource_as_resource(pool), gmr_resource_find(&user.base, "pool_resource"))
+      << "the gmr pool below, not the user's layer named like it";
+  // A name no gmr type has matches the user's type by its name.
+  static const gmr_resource_vtbl mine = {
+      GMR_RESOURCE_VTBL_VERSION,
+      "my_adaptor",
+      impostor_allocate,
+      impostor_deallocate,
+      impostor_destroy,
+      vtbl.get_upstream,
+      nullptr,
+      nullptr,
+      nullptr,
+      nullptr,
+      nullptr,
+      nullptr,
+  };
+  user.base.vtbl = &mine;
+  EXPECT_EQ(&user.base, gmr_resource_find(&user.base, "my_adaptor"));
+  EXPECT_EQ(gmr_host_resource_as_resource(host), gmr_resource_find(&user.base, "host_resource"));
+  self = nullptr;
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_pool_resource_as_resource(pool)));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_host_resource_as_resource(host)));
 }
 
 }  // namespace

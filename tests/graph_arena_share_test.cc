@@ -154,8 +154,9 @@ class SharedPool : public ArenaCapture {
     gmr_spec_error e;
     ASSERT_EQ(GMR_OK, gmr_stack_create(spec.c_str(), &stack_, &e)) << e.message;
     top_ = gmr_stack_as_resource(stack_);
-    arena_ = gmr_graph_arena_resource_find_in_stack(top_);
-    pool_ = gmr_stack_find(stack_, "pool_resource");
+    arena_ =
+        gmr_graph_arena_resource_from_resource(gmr_resource_find(top_, "graph_arena_resource"));
+    pool_ = gmr_resource_find(gmr_stack_as_resource(stack_), "pool_resource");
     ASSERT_NE(nullptr, arena_);
     ASSERT_NE(nullptr, pool_);
   }

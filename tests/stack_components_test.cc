@@ -42,7 +42,8 @@ class StackComponents : public gmr_test::SimTest {
 TEST_F(StackComponents, PoolOptionsReachThePool) {
   gmr_stack *s = Build("pool(initial=64MiB, arenas=2, min_growth=4MiB) > cuda(kind=async)");
   ASSERT_NE(nullptr, s);
-  gmr_pool_resource *pool = gmr_pool_resource_from_resource(gmr_stack_find(s, "pool_resource"));
+  gmr_pool_resource *pool =
+      gmr_pool_resource_from_resource(gmr_resource_find(gmr_stack_as_resource(s), "pool_resource"));
   ASSERT_NE(nullptr, pool);
   EXPECT_EQ(2u, gmr_pool_resource_get_arena_count(pool));
   gmr_pool_resource_stats st = GMR_POOL_RESOURCE_STATS_INIT;
@@ -61,8 +62,8 @@ TEST_F(StackComponents, StreamsOutliveMakesFreesRecordNothing) {
     gmr_stack *s = Build(std::string("pool(arenas=1, streams_outlive=") +
                          (outlive ? "true" : "false") + ") > cuda(kind=async)");
     ASSERT_NE(nullptr, s);
-    gmr_pool_resource *pool =
-        gmr_pool_resource_from_resource(gmr_stack_find(s, "pool_resource"));
+    gmr_pool_resource *pool = gmr_pool_resource_from_resource(
+        gmr_resource_find(gmr_stack_as_resource(s), "pool_resource"));
     gmr_stream stream = nullptr;
     ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
     void *p = nullptr;
@@ -82,8 +83,8 @@ TEST_F(StackComponents, FixedBlockOptionsReachTheResource) {
   gmr_stack *s = Build("fixed_block(block=64KiB, blocks_per_chunk=4, oversize=refuse) > "
                        "cuda(kind=device)");
   ASSERT_NE(nullptr, s);
-  gmr_fixed_block_resource *fb =
-      gmr_fixed_block_resource_from_resource(gmr_stack_find(s, "fixed_block_resource"));
+  gmr_fixed_block_resource *fb = gmr_fixed_block_resource_from_resource(
+      gmr_resource_find(gmr_stack_as_resource(s), "fixed_block_resource"));
   ASSERT_NE(nullptr, fb);
   EXPECT_EQ(size_t{64} << 10, gmr_fixed_block_resource_get_block_bytes(fb));
   void *p = nullptr;
@@ -102,8 +103,8 @@ TEST_F(StackComponents, TheGraphPoolStackBuildsAndServesACapture) {
       "cuda(kind=async)");
   ASSERT_NE(nullptr, s);
   EXPECT_EQ(5u, gmr_stack_get_depth(s));
-  gmr_graph_arena_resource *arena =
-      gmr_graph_arena_resource_from_resource(gmr_stack_find(s, "graph_arena_resource"));
+  gmr_graph_arena_resource *arena = gmr_graph_arena_resource_from_resource(
+      gmr_resource_find(gmr_stack_as_resource(s), "graph_arena_resource"));
   ASSERT_NE(nullptr, arena);
   EXPECT_EQ(GMR_GRAPH_ARENA_ORDERED_REUSE,
             gmr_graph_arena_resource_get_config(arena).capture_policy);
@@ -172,12 +173,13 @@ TEST_F(StackComponents, NvtxLoggingOverLogOverAnAnnotatedPoolBuildsAndLogsEveryC
                        "\") > pool(nvtx_annotate=true) > cuda(kind=async)");
   ASSERT_NE(nullptr, s);
   EXPECT_EQ(4u, gmr_stack_get_depth(s));
-  gmr_nvtx_logging_adaptor *nvtx =
-      gmr_nvtx_logging_adaptor_from_resource(gmr_stack_find(s, "nvtx_logging_adaptor"));
+  gmr_nvtx_logging_adaptor *nvtx = gmr_nvtx_logging_adaptor_from_resource(
+      gmr_resource_find(gmr_stack_as_resource(s), "nvtx_logging_adaptor"));
   ASSERT_NE(nullptr, nvtx);
   EXPECT_STREQ("x", gmr_nvtx_logging_adaptor_get_domain_name(nvtx));
   EXPECT_TRUE(gmr_nvtx_logging_adaptor_is_enabled(nvtx) || !gmr_nvtx_is_compiled_in());
-  gmr_log_adaptor *log = gmr_log_adaptor_from_resource(gmr_stack_find(s, "log_adaptor"));
+  gmr_log_adaptor *log =
+      gmr_log_adaptor_from_resource(gmr_resource_find(gmr_stack_as_resource(s), "log_adaptor"));
   ASSERT_NE(nullptr, log);
 
   gmr_resource *r = gmr_stack_as_resource(s);
@@ -211,8 +213,8 @@ TEST_F(StackComponents, NvtxLoggingAndLogOptionsReachTheAdaptors) {
   gmr_stack *s = Build("nvtx_logging(enabled=false) > log(file=" + path +
                        ", flush=buffered) > host");
   ASSERT_NE(nullptr, s);
-  gmr_nvtx_logging_adaptor *nvtx =
-      gmr_nvtx_logging_adaptor_from_resource(gmr_stack_find(s, "nvtx_logging_adaptor"));
+  gmr_nvtx_logging_adaptor *nvtx = gmr_nvtx_logging_adaptor_from_resource(
+      gmr_resource_find(gmr_stack_as_resource(s), "nvtx_logging_adaptor"));
   ASSERT_NE(nullptr, nvtx);
   EXPECT_STREQ("gmr", gmr_nvtx_logging_adaptor_get_domain_name(nvtx));  // the default
   EXPECT_FALSE(gmr_nvtx_logging_adaptor_is_enabled(nvtx));

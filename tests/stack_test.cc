@@ -42,8 +42,8 @@ class Stack : public gmr_test::SimTest {
   size_t LimitOf(const std::string &limit) {
     gmr_stack *s = Build("limiting(limit=" + limit + ") > host");
     if (s == nullptr) return 0;
-    size_t v = gmr_limiting_adaptor_get_limit(
-        gmr_limiting_adaptor_from_resource(gmr_stack_find(s, "limiting_adaptor")));
+    size_t v = gmr_limiting_adaptor_get_limit(gmr_limiting_adaptor_from_resource(
+        gmr_resource_find(gmr_stack_as_resource(s), "limiting_adaptor")));
     EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
     return v;
   }
@@ -65,11 +65,12 @@ TEST_F(Stack, BuildsTheIssuesExampleTopFirst) {
   EXPECT_EQ(gmr_stack_get_layer(s, 1), gmr_resource_get_upstream(gmr_stack_get_layer(s, 0)));
   EXPECT_EQ(gmr_stack_get_layer(s, 2), gmr_resource_get_upstream(gmr_stack_get_layer(s, 1)));
   EXPECT_STREQ(spec, gmr_stack_get_spec(s));
-  gmr_limiting_adaptor *lim =
-      gmr_limiting_adaptor_from_resource(gmr_stack_find(s, "limiting_adaptor"));
+  gmr_limiting_adaptor *lim = gmr_limiting_adaptor_from_resource(
+      gmr_resource_find(gmr_stack_as_resource(s), "limiting_adaptor"));
   ASSERT_NE(nullptr, lim);
   EXPECT_EQ(size_t{8} << 30, gmr_limiting_adaptor_get_limit(lim));
-  gmr_cuda_resource *cuda = gmr_cuda_resource_from_resource(gmr_stack_find(s, "cuda_resource"));
+  gmr_cuda_resource *cuda =
+      gmr_cuda_resource_from_resource(gmr_resource_find(gmr_stack_as_resource(s), "cuda_resource"));
   ASSERT_NE(nullptr, cuda);
   EXPECT_EQ(GMR_CUDA_KIND_ASYNC, gmr_cuda_resource_get_kind(cuda));
   void *p = nullptr;
@@ -409,8 +410,8 @@ TEST_F(Stack, ComposedByHandWithPushAndTornDownTopFirst) {
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_tracking_adaptor_as_resource(wrong)));
   EXPECT_EQ(2u, gmr_stack_get_depth(s));
   EXPECT_EQ(l, gmr_stack_as_resource(s));
-  EXPECT_EQ(h, gmr_stack_find(s, "host_resource"));
-  EXPECT_EQ(nullptr, gmr_stack_find(s, "pool_resource"));
+  EXPECT_EQ(h, gmr_resource_find(gmr_stack_as_resource(s), "host_resource"));
+  EXPECT_EQ(nullptr, gmr_resource_find(gmr_stack_as_resource(s), "pool_resource"));
 
   // Memory taken from the bottom directly: the top goes, the bottom refuses
   // and stays, still usable; a second destroy finishes the job.

@@ -35,7 +35,7 @@ class TorchSleep : public gmr_test::TorchShimTest {
   gmr_vmm_pool_resource *Pool() {
     gmr_resource *r = nullptr;
     EXPECT_EQ(GMR_OK, gmr_device_resource_get(0, &r, nullptr));
-    return gmr_vmm_pool_resource_find(r);
+    return gmr_vmm_pool_resource_from_resource(gmr_resource_find(r, "vmm_pool_resource"));
   }
   gmr_vmm_pool_tag_stats TagStats(uint64_t mask) {
     gmr_vmm_pool_tag_stats s = GMR_VMM_POOL_TAG_STATS_INIT;
@@ -119,7 +119,8 @@ TEST_F(TorchSleep, AStackWithoutAVmmPoolTagsNothing) {
   use_spec("pool > cuda(kind=device)");
   gmr_resource *r = nullptr;
   ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &r, nullptr));
-  EXPECT_EQ(nullptr, gmr_vmm_pool_resource_find(r));
+  EXPECT_EQ(nullptr,
+            gmr_vmm_pool_resource_from_resource(gmr_resource_find(r, "vmm_pool_resource")));
   gmr_stream s = nullptr;
   ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
   const gmr_torch_mempool_id id{8, 0};

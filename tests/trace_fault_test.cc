@@ -63,8 +63,8 @@ class TraceFault : public gmr_test::SimTest {
     if (stack == nullptr) return out;
     gmr_resource *top = gmr_stack_as_resource(stack);
     gmr_tracking_adaptor *trk = gmr_tracking_adaptor_from_resource(top);
-    gmr_limiting_adaptor *lim =
-        gmr_limiting_adaptor_from_resource(gmr_stack_find(stack, "limiting_adaptor"));
+    gmr_limiting_adaptor *lim = gmr_limiting_adaptor_from_resource(
+        gmr_resource_find(gmr_stack_as_resource(stack), "limiting_adaptor"));
     std::unordered_map<uint64_t, Live> live;
     std::vector<Live> retry_later;
     int64_t live_bytes = 0;

@@ -383,13 +383,6 @@ static inline gmr_graph_arena_resource *gmr_graph_arena_resource_from_resource(g
 }
 
 /**
- * Walk down the stack headed by `top` (through gmr_resource_get_upstream) and
- * return the first graph arena found, or NULL. Lets tools find the arena in a
- * stack built from a spec. Thread-safe: yes.
- */
-GMR_API gmr_graph_arena_resource *gmr_graph_arena_resource_find_in_stack(gmr_resource *top);
-
-/**
  * Grow the arena to at least `capacity_bytes` in all (like a vector's
  * reserve), taking one chunk of the difference from the upstream; nothing if
  * it holds that much already. Use it before a capture with the figure from a
@@ -836,6 +829,18 @@ GMR_API const char *gmr_graph_arena_resource_policy_name(gmr_graph_arena_policy 
  */
 GMR_API GMR_NODISCARD gmr_status
 gmr_graph_arena_resource_policy_from_name(const char *name, gmr_graph_arena_policy *out);
+
+/* ---- deprecated names ---------------------------------------------------- */
+/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
+ * compiles, with a warning naming its replacement, and is still exported. */
+
+/**
+ * Deprecated: gmr_graph_arena_resource_from_resource(gmr_resource_find(top,
+ * "graph_arena_resource")). The first graph arena in the stack headed by
+ * `top`, or NULL. Thread-safe: yes.
+ */
+GMR_API GMR_DEPRECATED("use gmr_resource_find") gmr_graph_arena_resource *
+gmr_graph_arena_resource_find_in_stack(gmr_resource *top);
 
 #ifdef __cplusplus
 }

@@ -431,6 +431,25 @@ GMR_API const char *gmr_resource_get_type_name(const gmr_resource *r);
 GMR_API void *gmr_resource_downcast(gmr_resource *r, const char *type_name);
 
 /**
+ * The first layer of type `type_name` in the stack headed by `top`: `top`
+ * itself, or the first one reached going down through
+ * gmr_resource_get_upstream(); NULL when there is none, or for a NULL `top`
+ * or `type_name`. This is how a program reaches a layer of a stack built
+ * from a spec (gmr/stack.h, gmr/device_resource.h): the pool under the
+ * adaptors for its tags and sleep, the graph arena for its sessions, the
+ * limiting adaptor for its limit. The result downcasts with the type's
+ * *_from_resource() (gmr_resource_downcast()).
+ *
+ * For the name of a gmr type (see gmr_resource_downcast()) only gmr's own
+ * instances match, so the result always downcasts; for any other name, the
+ * first layer whose vtable has that type_name (a user's type).
+ * Ownership: borrowed from the stack, as `top`.
+ * Thread-safe: yes (reads the layers' links, fixed at their create).
+ * Stream/device: no CUDA call.
+ */
+GMR_API gmr_resource *gmr_resource_find(gmr_resource *top, const char *type_name);
+
+/**
  * Ask `r` and everything below it to give cached free memory back to its
  * upstream (e.g. wholly free pool chunks). A resource without a trim slot
  * forwards to its upstream; a leaf without one releases nothing.

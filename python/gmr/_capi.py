@@ -558,13 +558,13 @@ PROTOTYPES: Dict[str, Prototype] = {
     "gmr_stream_wait_stream": (GMR, _i, [_vp, _vp]),
     "gmr_resource_get_upstream": (GMR, _vp, [_vp]),
     "gmr_resource_downcast": (GMR, _vp, [_vp, _str]),
+    "gmr_resource_find": (GMR, _vp, [_vp, _str]),
     # gmr/pool_resource.h, gmr/vmm_pool_resource.h
     "gmr_pool_resource_get_blocks": (GMR, _i, [_vp, _P(PoolBlockInfo), _sz, _P(_sz)]),
     "gmr_vmm_pool_resource_get_regions": (GMR, _i, [_vp, _P(VmmPoolRegion), _sz, _P(_sz)]),
 
 
     # gmr/vmm_pool_sleep.h
-    "gmr_vmm_pool_resource_find": (GMR, _vp, [_vp]),
     "gmr_vmm_pool_resource_set_default_tag": (GMR, _i, [_vp, _c.c_uint32]),
     "gmr_vmm_pool_resource_set_tag": (GMR, _i, [_vp, _vp, _c.c_uint32]),
     "gmr_vmm_pool_resource_sleep": (GMR, _i, [_vp, _P(VmmSleepOptions), _fp]),

@@ -147,7 +147,8 @@ def _mask(ids: Iterable[int]) -> int:
 def _pool(device: int) -> int:
     """The vmm pool under the device's stack (created now if needed)."""
     resource = gmr.device_resource(device)
-    pool = _lib.lib().gmr_vmm_pool_resource_find(resource)
+    # The layer is the pool's handle (a handle starts with its gmr_resource).
+    pool = _lib.lib().gmr_resource_find(resource, b"vmm_pool_resource")
     if not pool:
         raise gmr.GmrError("GMR_ERR_UNSUPPORTED",
                            "gmr.serving: the stack of device %d (%s) has no vmm pool; tags, sleep "

@@ -440,12 +440,9 @@ gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
   return GMR_OK;
 }
 
+/* Deprecated (gmr/graph_arena_resource.h): the generic find. */
 gmr_graph_arena_resource *gmr_graph_arena_resource_find_in_stack(gmr_resource *top) {
-  for (gmr_resource *r = top; r != NULL; r = gmr_resource_get_upstream(r)) {
-    gmr_graph_arena_resource *a = gmr_graph_arena_resource_from_resource(r);
-    if (a != NULL) return a;
-  }
-  return NULL;
+  return gmr_graph_arena_resource_from_resource(gmr_resource_find(top, "graph_arena_resource"));
 }
 
 gmr_status gmr_graph_arena_resource_reserve(gmr_graph_arena_resource *a, size_t capacity_bytes) {

@@ -67,7 +67,8 @@ class GraphPoolGpu : public GpuTest {
     gmr_spec_error e;
     ASSERT_EQ(GMR_OK, gmr_stack_create(spec, &stack_, &e)) << e.message;
     top_ = gmr_stack_as_resource(stack_);
-    arena_ = gmr_graph_arena_resource_find_in_stack(top_);
+    arena_ =
+        gmr_graph_arena_resource_from_resource(gmr_resource_find(top_, "graph_arena_resource"));
     ASSERT_NE(nullptr, arena_);
   }
 

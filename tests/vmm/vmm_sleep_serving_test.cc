@@ -362,9 +362,11 @@ TEST(VmmSleepFromASpec, FindReachesThePoolUnderAdaptors) {
   ASSERT_EQ(GMR_OK, gmr_stack_create("tracking > limiting(limit=1GiB) > vmm", &stack, &err))
       << err.message;
   gmr_resource *top = gmr_stack_as_resource(stack);
-  gmr_vmm_pool_resource *pool = gmr_vmm_pool_resource_find(top);
+  gmr_vmm_pool_resource *pool =
+      gmr_vmm_pool_resource_from_resource(gmr_resource_find(top, "vmm_pool_resource"));
   ASSERT_NE(nullptr, pool);
-  EXPECT_EQ(pool, gmr_vmm_pool_resource_find(gmr_vmm_pool_resource_as_resource(pool)));
+  EXPECT_EQ(pool, gmr_vmm_pool_resource_from_resource(gmr_resource_find(
+                      gmr_vmm_pool_resource_as_resource(pool), "vmm_pool_resource")));
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_set_default_tag(pool, kWeights));
   void *p = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(top, 5 * kMiB, 0, nullptr, &p));
@@ -381,9 +383,11 @@ TEST(VmmSleepFromASpec, FindReachesThePoolUnderAdaptors) {
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(stack));
 
   ASSERT_EQ(GMR_OK, gmr_stack_create("pool > cuda", &stack, &err)) << err.message;
-  EXPECT_EQ(nullptr, gmr_vmm_pool_resource_find(gmr_stack_as_resource(stack)));
+  EXPECT_EQ(nullptr, gmr_vmm_pool_resource_from_resource(
+                         gmr_resource_find(gmr_stack_as_resource(stack), "vmm_pool_resource")));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(stack));
-  EXPECT_EQ(nullptr, gmr_vmm_pool_resource_find(nullptr));
+  EXPECT_EQ(nullptr,
+            gmr_vmm_pool_resource_from_resource(gmr_resource_find(nullptr, "vmm_pool_resource")));
   EXPECT_EQ(GMR_OK, gmr_cuda_sim_disable());
 }
 

@@ -377,8 +377,12 @@ static gmr_status run(const replay_trace *trace, gmr_resource *top, uint64_t tim
   replay_state s;
   memset(&s, 0, sizeof s);
   s.options = *options;
-  s.arena = options->capture == REPLAY_CAPTURE_REAL ? gmr_graph_arena_resource_find_in_stack(top) : NULL;
-  out->has_graph_arena = gmr_graph_arena_resource_find_in_stack(top) != NULL;
+  s.arena =
+      options->capture == REPLAY_CAPTURE_REAL
+          ? gmr_graph_arena_resource_from_resource(gmr_resource_find(top, "graph_arena_resource"))
+          : NULL;
+  out->has_graph_arena = gmr_graph_arena_resource_from_resource(
+                             gmr_resource_find(top, "graph_arena_resource")) != NULL;
   if (!allocate_arrays(trace, &s, out, top)) {
     free_state(&s);
     replay_result_free(out);
@@ -400,7 +404,9 @@ static gmr_status run(const replay_trace *trace, gmr_resource *top, uint64_t tim
   }
   if (out->has_graph_arena) {
     out->arena = (gmr_graph_arena_resource_stats)GMR_GRAPH_ARENA_RESOURCE_STATS_INIT;
-    GMR_IGNORE_STATUS(gmr_graph_arena_resource_get_stats(gmr_graph_arena_resource_find_in_stack(top), &out->arena));
+    GMR_IGNORE_STATUS(gmr_graph_arena_resource_get_stats(
+        gmr_graph_arena_resource_from_resource(gmr_resource_find(top, "graph_arena_resource")),
+        &out->arena));
   }
   destroy_streams(trace, &s, out);
   free_state(&s);

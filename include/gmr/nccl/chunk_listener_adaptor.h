@@ -129,16 +129,6 @@ static inline gmr_chunk_listener_adaptor *gmr_chunk_listener_adaptor_from_resour
 }
 
 /**
- * The first chunk listener adaptor in the stack headed by `top`: `top`
- * itself, or the first one reached going down through get_upstream (how
- * gmr_nccl_register_pool() finds where to listen). NULL when `top` is NULL
- * or the stack has none. The result is borrowed from the stack.
- * Thread-safe: yes (reads the layers' links, fixed at their create).
- * Stream/device: no CUDA call.
- */
-GMR_API gmr_chunk_listener_adaptor *gmr_chunk_listener_adaptor_find(gmr_resource *top);
-
-/**
  * Attach `listener` (copied) and call its on_acquired for every live chunk,
  * in address order, before returning; from then on it hears of every chunk.
  *
@@ -248,6 +238,18 @@ typedef gmr_chunk_listener_adaptor_stats gmr_chunk_listener_stats
  */
 GMR_API GMR_NODISCARD gmr_status gmr_chunk_listener_adaptor_get_stats(
     gmr_chunk_listener_adaptor *a, gmr_chunk_listener_adaptor_stats *out);
+
+/* ---- deprecated names ---------------------------------------------------- */
+/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
+ * compiles, with a warning naming its replacement, and is still exported. */
+
+/**
+ * Deprecated: gmr_chunk_listener_adaptor_from_resource(gmr_resource_find(top,
+ * "chunk_listener_adaptor")). The first chunk listener adaptor in the stack
+ * headed by `top`, or NULL. Thread-safe: yes. Stream/device: no CUDA call.
+ */
+GMR_API GMR_DEPRECATED("use gmr_resource_find") gmr_chunk_listener_adaptor *
+gmr_chunk_listener_adaptor_find(gmr_resource *top);
 
 #ifdef __cplusplus
 }
