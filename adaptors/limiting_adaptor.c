@@ -530,7 +530,7 @@ gmr_status gmr_limiting_adaptor_create(gmr_resource *upstream,
   }
   /* From here on the policies are ours: every failure releases them. */
   size_t align = cfg.charge_alignment == 0 ? GMR_DEFAULT_ALIGNMENT : cfg.charge_alignment;
-  if (out == NULL || gmr_resource_check(upstream) != GMR_OK || (align & (align - 1)) != 0) {
+  if (out == NULL || gmr__resource_check_vtbl(upstream) != GMR_OK || (align & (align - 1)) != 0) {
     release_policies(&cfg);
     return GMR_ERR_INVALID_ARGUMENT;
   }

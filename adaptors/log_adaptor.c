@@ -185,7 +185,9 @@ gmr_status gmr_log_adaptor_create(gmr_resource *upstream, const gmr_log_adaptor_
                                   gmr_log_adaptor **out) {
   if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   *out = NULL;
-  if (config == NULL || gmr_resource_check(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  if (config == NULL || gmr__resource_check_vtbl(upstream) != GMR_OK) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
   if ((config->path == NULL) == (config->file == NULL)) return GMR_ERR_INVALID_ARGUMENT;
   if (config->flush != GMR_LOG_FLUSH_EVERY_ROW && config->flush != GMR_LOG_FLUSH_BUFFERED) {
     return GMR_ERR_INVALID_ARGUMENT;

@@ -523,7 +523,7 @@ gmr_status gmr_nvtx_logging_adaptor_create(gmr_resource *upstream,
                                            gmr_nvtx_logging_adaptor **out) {
   if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   *out = NULL;
-  if (gmr_resource_check(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
   gmr_nvtx_logging_adaptor_config cfg = GMR_NVTX_LOGGING_ADAPTOR_CONFIG_DEFAULT;
   if (config != NULL) cfg = *config;
   const char *name = cfg.domain_name != NULL ? cfg.domain_name : "gmr";

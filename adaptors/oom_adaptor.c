@@ -98,7 +98,7 @@ gmr_status gmr_oom_adaptor_create(gmr_resource *upstream, const gmr_oom_policy *
   if (out != NULL) *out = NULL;
   if (policy != NULL && gmr_oom_policy_check(policy) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
   /* From here on the policy is ours: every failure releases it. */
-  if (out == NULL || gmr_resource_check(upstream) != GMR_OK) {
+  if (out == NULL || gmr__resource_check_vtbl(upstream) != GMR_OK) {
     if (policy != NULL && policy->release != NULL) policy->release(policy->ctx);
     return GMR_ERR_INVALID_ARGUMENT;
   }

@@ -276,7 +276,7 @@ gmr_status gmr_tracking_adaptor_create(gmr_resource *upstream,
   *out = NULL;
   gmr_tracking_adaptor_config cfg = GMR_TRACKING_ADAPTOR_CONFIG_DEFAULT;
   if (config != NULL) cfg = *config;
-  if (gmr_resource_check(upstream) != GMR_OK ||
+  if (gmr__resource_check_vtbl(upstream) != GMR_OK ||
       (cfg.per != GMR_TRACKING_PER_STREAM && cfg.per != GMR_TRACKING_PER_THREAD)) {
     return GMR_ERR_INVALID_ARGUMENT;
   }

@@ -50,6 +50,17 @@ void gmr__resource_type_register(const gmr__resource_type *type);
  * invalid one, or NULL). */
 const gmr__resource_type *gmr__resource_type_of(const gmr_resource *r);
 
+/* GMR_OK when `r` can be called: non-NULL, a vtable of version >= 1 with a
+ * type name and the three required slots; else GMR_ERR_INVALID_ARGUMENT.
+ * O(1): what the dispatch and the create functions check (on `r` alone),
+ * where gmr_resource_check() also checks the books of the whole stack. */
+gmr_status gmr__resource_check_vtbl(const gmr_resource *r);
+
+/* gmr_resource_check() with the first violation written into err (err_bytes
+ * long, may be 0; "" when everything holds): the vtable of `r` and of every
+ * layer below it, and the books of each layer whose type has a check. */
+gmr_status gmr__resource_check_deep(const gmr_resource *r, char *err, size_t err_bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,7 +18,7 @@
  *     of the allocations the harness holds;
  *   - a limiting layer's used bytes equal the sum of their charges
  *     (256-byte units);
- *   - a pool's invariants hold (gmr_pool_resource_check_invariants);
+ *   - a pool's invariants hold (gmr_resource_check's walk, with its text);
  *   - a successful allocation is non-NULL (bytes > 0) and aligned; a failed
  *     one leaves NULL;
  *   - every bad call returns a status other than GMR_OK and changes nothing
@@ -37,12 +37,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gmr/sim/cuda_sim.h"
+#include "core/resource_type.h"
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
 #include "gmr/limiting_adaptor.h"
 #include "gmr/pool_resource.h"
 #include "gmr/resource.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/stack.h"
 #include "gmr/tracking_adaptor.h"
 
@@ -150,7 +151,8 @@ static void check(state *s, const char *after) {
   }
   if (s->pool != NULL) {
     char err[256];
-    if (gmr_pool_resource_check_invariants(s->pool, err, sizeof err) != GMR_OK) {
+    if (gmr__resource_check_deep(gmr_pool_resource_as_resource(s->pool), err, sizeof err) !=
+        GMR_OK) {
       fail(s, after, err);
     }
   }

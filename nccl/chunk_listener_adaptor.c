@@ -220,7 +220,7 @@ gmr_status gmr_chunk_listener_adaptor_create(gmr_resource *upstream,
                                              gmr_chunk_listener_adaptor **out) {
   if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   *out = NULL;
-  if (gmr_resource_check(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
   gmr_chunk_listener_adaptor *a = calloc(1, sizeof *a);
   if (a == NULL) return GMR_ERR_OUT_OF_MEMORY;
   a->base.vtbl = &listener_vtbl;

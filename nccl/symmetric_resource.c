@@ -428,7 +428,7 @@ static gmr_status symmetric_resource_create_impl(gmr_resource *upstream,
                                                  gmr_symmetric_resource **out,
                                                  gmr_failure *failure) {
   gmr__failure_reset(failure);
-  if (out == NULL || gmr_resource_check(upstream) != GMR_OK) {
+  if (out == NULL || gmr__resource_check_vtbl(upstream) != GMR_OK) {
     if (out != NULL) *out = NULL;
     return gmr__failure_set(failure, GMR_ERR_INVALID_ARGUMENT,
                             "symmetric: needs a valid upstream and an out pointer");

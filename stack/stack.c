@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/resource_type.h"
 #include "stack/stack_internal.h"
 
 gmr_status gmr_stack_create_empty(gmr_stack **out) {
@@ -29,7 +30,7 @@ gmr_status gmr__stack_append(gmr_stack *s, gmr_resource *layer) {
 }
 
 gmr_status gmr_stack_push(gmr_stack *stack, gmr_resource *layer) {
-  if (stack == NULL || gmr_resource_check(layer) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  if (stack == NULL || gmr__resource_check_vtbl(layer) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
   if (stack->count > 0 && gmr_resource_get_upstream(layer) != stack->layers[stack->count - 1]) {
     return GMR_ERR_INVALID_ARGUMENT;
   }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cstdio>
 #include <type_traits>
 
 #include "gmr/gmr.h"
@@ -118,6 +119,29 @@ TEST_F(DeprecatedNames, TheFindsAnswerAsTheGenericFind) {
   EXPECT_NE(nullptr, gmr_chunk_listener_adaptor_find(top));
   EXPECT_EQ(nullptr, gmr_vmm_pool_resource_find(r_));
   EXPECT_EQ(nullptr, gmr_graph_arena_resource_find_in_stack(nullptr));
+  EXPECT_EQ(GMR_OK, gmr_stack_destroy(stack));
+}
+
+TEST_F(DeprecatedNames, TheInvariantChecksAnswerAsGmrResourceCheck) {
+  gmr_pool_resource *pool = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_pool_resource_create(r_, nullptr, &pool));
+  char err[64] = "x";
+  EXPECT_EQ(gmr_resource_check(gmr_pool_resource_as_resource(pool)),
+            gmr_pool_resource_check_invariants(pool, err, sizeof err));
+  EXPECT_STREQ("", err);
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_pool_resource_check_invariants(nullptr, err, sizeof err));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_pool_resource_as_resource(pool)));
+  gmr_stack *stack = nullptr;
+  gmr_spec_error error;
+  ASSERT_EQ(GMR_OK, gmr_stack_create("vmm_pool", &stack, &error)) << error.message;
+  gmr_vmm_pool_resource *vmm = gmr_vmm_pool_resource_from_resource(gmr_stack_as_resource(stack));
+  ASSERT_NE(nullptr, vmm);
+  std::snprintf(err, sizeof err, "x");
+  EXPECT_EQ(gmr_resource_check(gmr_stack_as_resource(stack)),
+            gmr_vmm_pool_resource_check_invariants(vmm, err, sizeof err));
+  EXPECT_STREQ("", err);
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
+            gmr_vmm_pool_resource_check_invariants(nullptr, err, sizeof err));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(stack));
 }
 

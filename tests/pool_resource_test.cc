@@ -200,9 +200,7 @@ TEST_P(PoolRandomTest, RandomSequencesKeepEveryInvariant) {
       live.pop_back();
     }
     char err[256];
-    ASSERT_EQ(GMR_OK, gmr_pool_resource_check_invariants(gmr_pool_resource_from_resource(r), err,
-                                                         sizeof err))
-        << "after call " << i << ": " << err;
+    ASSERT_EQ(GMR_OK, check_stack(r, err, sizeof err)) << "after call " << i << ": " << err;
   }
   for (auto &l : live)
     ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, l.p, l.bytes, l.align, streams[0]));

@@ -15,6 +15,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/pool_resource.h"
+#include "tests/support/check_stack.h"
 #include "tests/support/sim_fixture.h"
 
 namespace pool_test {
@@ -82,8 +83,8 @@ class PoolTest : public gmr_test::SimTest {
 
   static void ExpectInvariants(gmr_resource *r) {
     char err[256];
-    EXPECT_EQ(GMR_OK, gmr_pool_resource_check_invariants(gmr_pool_resource_from_resource(r), err,
-                                                         sizeof err))
+    ASSERT_NE(nullptr, gmr_pool_resource_from_resource(r));
+    EXPECT_EQ(GMR_OK, check_stack(r, err, sizeof err))
         << err;
   }
 

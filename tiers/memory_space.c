@@ -114,7 +114,7 @@ static gmr_status build_gpu(gmr_memory_space *s, gmr_failure *failure) {
                           c->id.index, s->capacity_bytes, c->id.index, device_bytes);
   }
   if (c->upstream != NULL) {
-    if (gmr_resource_check(c->upstream) != GMR_OK) {
+    if (gmr__resource_check_vtbl(c->upstream) != GMR_OK) {
       return gmr__tier_fail(failure, GMR_ERR_INVALID_ARGUMENT, 0,
                             "GPU space %d: the upstream is not a valid resource", c->id.index);
     }

@@ -128,7 +128,7 @@ typedef struct gmr_limiting_adaptor gmr_limiting_adaptor;
  * Stream/device: no CUDA call.
  * Returns:
  *   GMR_OK                    *out is set.
- *   GMR_ERR_INVALID_ARGUMENT  upstream invalid (gmr_resource_check), out NULL,
+ *   GMR_ERR_INVALID_ARGUMENT  upstream invalid (no vtable with the required slots), out NULL,
  *                             charge_alignment not a power of two, or a policy
  *                             that fails gmr_*_policy_check().
  *   GMR_ERR_OUT_OF_MEMORY     the host allocation for the adaptor failed.

@@ -102,8 +102,8 @@ typedef struct gmr_log_adaptor gmr_log_adaptor;
  * Stream/device: no CUDA call. Writes the header (and flushes it).
  * Returns:
  *   GMR_OK                    *out is set.
- *   GMR_ERR_INVALID_ARGUMENT  upstream, config or out is NULL; upstream fails
- *                             gmr_resource_check(); both or neither of path and
+ *   GMR_ERR_INVALID_ARGUMENT  upstream, config or out is NULL; upstream has no
+ *                             vtable with the required slots; both or neither of path and
  *                             file are set; flush is not a gmr_log_flush; or the
  *                             file cannot be opened for writing (errno says why).
  *   GMR_ERR_OUT_OF_MEMORY     the host allocation for the adaptor failed.

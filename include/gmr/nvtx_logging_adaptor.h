@@ -129,8 +129,8 @@ typedef struct gmr_nvtx_logging_adaptor gmr_nvtx_logging_adaptor;
  *   and names its categories, and registers its counter.
  * Returns:
  *   GMR_OK                    *out is set.
- *   GMR_ERR_INVALID_ARGUMENT  upstream or out is NULL, upstream fails
- *                             gmr_resource_check(), or the domain name is empty
+ *   GMR_ERR_INVALID_ARGUMENT  upstream or out is NULL, upstream has no vtable
+ *                             with the required slots, or the domain name is empty
  *                             or longer than GMR_NVTX_DOMAIN_NAME_MAX_BYTES.
  *   GMR_ERR_OUT_OF_MEMORY     a host allocation for the adaptor failed.
  *   GMR_ERR_BUSY              a tool is attached and gmr's event listener

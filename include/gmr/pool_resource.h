@@ -488,22 +488,21 @@ GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_get_blocks(gmr_pool_resource 
                                                               gmr_pool_block_info *out,
                                                               size_t capacity, size_t *count);
 
+/* ---- deprecated names ---------------------------------------------------- */
+/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
+ * compiles, with a warning naming its replacement, and is still exported. */
+
 /**
- * Walk every chunk and index and check the pool's invariants: the blocks of
- * each chunk tile it exactly in address order with consistent links; every
- * allocated block is in its arena's map and nowhere else; every free block is
- * in the index of the stream it is filed under and nowhere else; no two free
- * blocks of the same stream touch (free space is fully merged); counts and
- * byte sums of chunks, indexes, map and statistics agree.
- * For tests and debugging: O(blocks).
- * Units: `err` receives err_bytes bytes at most (may be NULL/0): the first
- *   violation, or "".
- * Thread-safe: yes (takes each arena's lock in turn).
- * Returns GMR_OK; GMR_ERR_INTERNAL with `err` set when an invariant fails;
- * GMR_ERR_INVALID_ARGUMENT for a NULL pool.
+ * Deprecated: gmr_resource_check(gmr_pool_resource_as_resource(pool)) runs
+ * the same checks (and those of the layers below). Walk every chunk and
+ * index and check the pool's invariants; `err` (err_bytes long, may be
+ * NULL/0) receives the first violation, or "".
+ * Thread-safe: yes (takes each arena's lock in turn). Stream/device: no CUDA
+ * call. Returns GMR_OK; GMR_ERR_INTERNAL with `err` set when an invariant
+ * fails; GMR_ERR_INVALID_ARGUMENT for a NULL pool. It changes nothing.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_check_invariants(gmr_pool_resource *pool,
-                                                                    char *err, size_t err_bytes);
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_check") gmr_status
+gmr_pool_resource_check_invariants(gmr_pool_resource *pool, char *err, size_t err_bytes);
 
 #ifdef __cplusplus
 }

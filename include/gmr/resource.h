@@ -295,12 +295,22 @@ struct gmr_resource {
 /* ---- dispatch ----------------------------------------------------------- */
 
 /**
- * Check that `r` can be used: non-NULL, a vtable of version >= 1 with a type
- * name and the three required slots. Adaptors call it on their upstream at
- * create time; a user who writes a resource can call it in a test.
- * Thread-safe: yes (reads only). Stream/device: none.
- * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT naming nothing else. It changes
- * nothing, on failure or not.
+ * Check the stack headed by `r`: `r` and every layer below it (through
+ * gmr_resource_get_upstream) can be used (non-NULL, a vtable of version >= 1
+ * with a type name and the three required slots), and the layers that keep
+ * books of their memory hold to them: a pool_resource's blocks tile its
+ * chunks, every block is in the one index or map it belongs to and free
+ * blocks are merged, counts and sums agree
+ * (gmr/pool_resource.h); a vmm_pool_resource's regions, pages, lists and
+ * counters agree (gmr/vmm_pool_resource.h). For tests and debugging: a
+ * user who writes a resource calls it in a test, and a program that
+ * suspects corruption calls it on its stack.
+ * Units: O(layers), plus O(blocks) / O(regions + pages) for each pool.
+ * Thread-safe: yes (reads only; each pool's books under its own locks, one
+ *   at a time). Stream/device: no CUDA call, never synchronises.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT when `r` or a layer below it is
+ * not a valid resource; GMR_ERR_INTERNAL when a layer's books are broken.
+ * It changes nothing, on failure or not.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_resource_check(const gmr_resource *r);
 

@@ -245,7 +245,7 @@ static gmr_status fixed_block_resource_create_ex_impl(gmr_resource *upstream,
                                         "fixed_block_resource: out is NULL");
   }
   *out = NULL;
-  if (gmr_resource_check(upstream) != GMR_OK) {
+  if (gmr__resource_check_vtbl(upstream) != GMR_OK) {
     return f->status = gmr__failure_set(
                f, GMR_ERR_INVALID_ARGUMENT,
                "fixed_block_resource: upstream is NULL or not a valid resource");

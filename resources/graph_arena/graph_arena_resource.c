@@ -385,7 +385,7 @@ gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
                                            gmr_graph_arena_resource **out) {
   if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   *out = NULL;
-  if (gmr_resource_check(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
   gmr_graph_arena_resource_config cfg = GMR_GRAPH_ARENA_RESOURCE_CONFIG_DEFAULT;
   if (config != NULL) cfg = *config;
   if (!gmr__is_power_of_two(cfg.alignment) || cfg.alignment < GMR_DEFAULT_ALIGNMENT ||

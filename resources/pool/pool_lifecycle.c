@@ -21,8 +21,9 @@
 #include "core/resource_type.h"
 #include "resources/pool/pool_internal.h"
 
-/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
-static const gmr__resource_type pool_type = {&gmr__pool_vtbl, NULL};
+/* gmr_resource_downcast() knows the type by this, and gmr_resource_check()
+ * its books (core/resource_type.h). */
+static const gmr__resource_type pool_type = {&gmr__pool_vtbl, gmr__pool_check_books};
 
 /* ---- trim, destroy ------------------------------------------------------ */
 
@@ -201,7 +202,7 @@ static gmr_status pool_resource_create_ex_impl(gmr_resource *upstream,
     return f->status = gmr__failure_set(f, GMR_ERR_INVALID_ARGUMENT, "pool_resource: out is NULL");
   }
   *out = NULL;
-  if (gmr_resource_check(upstream) != GMR_OK) {
+  if (gmr__resource_check_vtbl(upstream) != GMR_OK) {
     return f->status = gmr__failure_set(f, GMR_ERR_INVALID_ARGUMENT,
                                         "pool_resource: upstream is NULL or not a valid resource");
   }

@@ -14,8 +14,9 @@
 #include "core/resource_type.h"
 #include "resources/vmm_pool/vmm_pool_internal.h"
 
-/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
-static const gmr__resource_type vmm_pool_type = {&gmr__vmm_pool_vtbl, NULL};
+/* gmr_resource_downcast() knows the type by this, and gmr_resource_check()
+ * its books (core/resource_type.h). */
+static const gmr__resource_type vmm_pool_type = {&gmr__vmm_pool_vtbl, gmr__vmm_pool_check_books};
 
 #define DEFAULT_PAGE_BYTES ((size_t)2 << 20)
 /* FINE: when the live peak has not grown since memory last moved, a request
