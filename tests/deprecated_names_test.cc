@@ -130,6 +130,10 @@ TEST_F(DeprecatedNames, TheInvariantChecksAnswerAsGmrResourceCheck) {
             gmr_pool_resource_check_invariants(pool, err, sizeof err));
   EXPECT_STREQ("", err);
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_pool_resource_check_invariants(nullptr, err, sizeof err));
+  EXPECT_EQ(gmr_resource_get_upstream(gmr_pool_resource_as_resource(pool)),
+            gmr_pool_resource_get_upstream(pool));
+  EXPECT_EQ(r_, gmr_pool_resource_get_upstream(pool));
+  EXPECT_EQ(nullptr, gmr_pool_resource_get_upstream(nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_pool_resource_as_resource(pool)));
   gmr_stack *stack = nullptr;
   gmr_spec_error error;

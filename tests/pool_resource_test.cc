@@ -60,7 +60,7 @@ TEST_F(PoolTest, CreateChecksEveryArgument) {
   EXPECT_EQ(p, gmr_pool_resource_from_resource(r));
   EXPECT_EQ(nullptr, gmr_pool_resource_from_resource(upstream_));
   EXPECT_EQ(upstream_, gmr_resource_get_upstream(r));
-  EXPECT_EQ(upstream_, gmr_pool_resource_get_upstream(p));
+  EXPECT_EQ(upstream_, gmr_resource_get_upstream(gmr_pool_resource_as_resource(p)));
   EXPECT_GE(gmr_pool_resource_get_arena_count(p), 1u);
   EXPECT_LE(gmr_pool_resource_get_arena_count(p), 64u);
   EXPECT_EQ(0u, Stats(r).held_bytes);

@@ -380,9 +380,6 @@ static inline gmr_pool_resource *gmr_pool_resource_from_resource(gmr_resource *r
   return (gmr_pool_resource *)gmr_resource_downcast(r, "pool_resource");
 }
 
-/** The upstream given at create (NULL for NULL). Thread-safe: yes. */
-GMR_API gmr_resource *gmr_pool_resource_get_upstream(const gmr_pool_resource *pool);
-
 /** The number of arenas (arena_count after resolving 0; 0 for NULL). Thread-safe: yes. */
 GMR_API uint32_t gmr_pool_resource_get_arena_count(const gmr_pool_resource *pool);
 
@@ -503,6 +500,14 @@ GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_get_blocks(gmr_pool_resource 
  */
 GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_check") gmr_status
 gmr_pool_resource_check_invariants(gmr_pool_resource *pool, char *err, size_t err_bytes);
+
+/**
+ * Deprecated: gmr_resource_get_upstream(gmr_pool_resource_as_resource(pool))
+ * answers the same. The upstream given at create (NULL for NULL).
+ * Thread-safe: yes.
+ */
+GMR_API GMR_DEPRECATED("use gmr_resource_get_upstream") gmr_resource *
+gmr_pool_resource_get_upstream(const gmr_pool_resource *pool);
 
 #ifdef __cplusplus
 }
