@@ -92,7 +92,7 @@ gmr_status gmr__oom_handler_init(gmr__oom_handler *h, const gmr_oom_policy *poli
                                  const gmr_resource *owner, gmr_resource *upstream) {
   memset(h, 0, sizeof *h);
   if (policy != NULL && gmr_oom_policy_check(policy) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
-  h->policy = policy != NULL ? *policy : gmr_oom_policy_fail();
+  h->policy = policy != NULL ? *policy : (gmr_oom_policy)GMR_OOM_POLICY_FAIL_INIT;
   h->owner = owner;
   h->upstream = upstream;
   if (!gmr__cond_init_monotonic(&h->cond)) return GMR_ERR_OUT_OF_MEMORY;

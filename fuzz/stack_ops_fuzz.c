@@ -38,12 +38,12 @@
 #include <string.h>
 
 #include "core/resource_type.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
 #include "gmr/limiting_adaptor.h"
 #include "gmr/pool_resource.h"
 #include "gmr/resource.h"
-#include "gmr/sim/cuda_sim.h"
 #include "gmr/stack.h"
 #include "gmr/tracking_adaptor.h"
 

@@ -28,6 +28,7 @@
 #include "gmr/tracking_adaptor.h"
 #include "gmr/vmm_pool_resource.h"
 #include "tests/support/extend_leaf.h"
+#include "tests/support/policies.h"
 #include "tests/support/sim_fixture.h"
 
 namespace {
@@ -173,7 +174,7 @@ std::vector<Layer> Layers() {
        }},
       {"oom",
        [](gmr_resource *up, FILE *) {
-         gmr_oom_policy p = gmr_oom_policy_trim_retry(2);
+         gmr_oom_policy p = gmr_test::TrimRetryPolicy(2);
          gmr_oom_adaptor *o = nullptr;
          EXPECT_EQ(GMR_OK, gmr_oom_adaptor_create(up, &p, &o));
          return gmr_oom_adaptor_as_resource(o);
@@ -345,7 +346,7 @@ TEST_F(ExtendTest, LimitingPerStreamChargesTheAllocationsStream) {
 
 TEST_F(ExtendTest, OomAdaptorPassesGrowthWithoutItsPolicy) {
   int decide_calls = 0;
-  gmr_oom_policy policy = gmr_oom_policy_retry(
+  gmr_oom_policy policy = gmr_test::RetryPolicy(
       [](void *ctx, const gmr_failure *) {
         ++*static_cast<int *>(ctx);
         return GMR_OOM_ACTION_RETRY;

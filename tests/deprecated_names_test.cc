@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <cstdio>
+#include <cstring>
 #include <type_traits>
 
 #include "gmr/gmr.h"
@@ -147,6 +148,63 @@ TEST_F(DeprecatedNames, TheInvariantChecksAnswerAsGmrResourceCheck) {
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
             gmr_vmm_pool_resource_check_invariants(nullptr, err, sizeof err));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(stack));
+}
+
+// The built-in policies' constructors give the named policy with the fields
+// set as their arguments say.
+TEST_F(DeprecatedNames, ThePolicyConstructorsAnswerAsFromName) {
+  static gmr_oom_action (*const callback)(void *, const gmr_failure *) =
+      [](void *, const gmr_failure *) { return GMR_OOM_ACTION_RETRY; };
+  int ctx = 0;
+  gmr_oom_policy want;
+  ASSERT_EQ(GMR_OK, gmr_oom_policy_from_name("fail", &want));
+  gmr_oom_policy got = gmr_oom_policy_fail();
+  EXPECT_STREQ(want.name, got.name);
+  EXPECT_EQ(want.decide, got.decide);
+  EXPECT_EQ(want.max_attempts, got.max_attempts);
+  ASSERT_EQ(GMR_OK, gmr_oom_policy_from_name("retry", &want));
+  got = gmr_oom_policy_retry(callback, &ctx, 5);
+  EXPECT_STREQ(want.name, got.name);
+  EXPECT_EQ(want.decide, got.decide);
+  EXPECT_EQ(callback, got.callback);
+  EXPECT_EQ(&ctx, got.callback_ctx);
+  EXPECT_EQ(5u, got.max_attempts);
+  EXPECT_EQ(GMR_OOM_MAX_ATTEMPTS, gmr_oom_policy_retry(nullptr, nullptr, 1000).max_attempts)
+      << "the constructors cap the attempts";
+  ASSERT_EQ(GMR_OK, gmr_oom_policy_from_name("trim_retry", &want));
+  got = gmr_oom_policy_trim_retry(2);
+  EXPECT_STREQ(want.name, got.name);
+  EXPECT_EQ(want.decide, got.decide);
+  EXPECT_EQ(2u, got.max_attempts);
+  ASSERT_EQ(GMR_OK, gmr_oom_policy_from_name("wait", &want));
+  got = gmr_oom_policy_wait(123, 4);
+  EXPECT_STREQ(want.name, got.name);
+  EXPECT_EQ(want.decide, got.decide);
+  EXPECT_EQ(123u, got.wait_timeout_ns);
+  EXPECT_EQ(4u, got.max_attempts);
+  EXPECT_EQ(GMR_OK, gmr_oom_policy_check(&got));
+
+  gmr_limit_policy lwant;
+  for (const char *name : {"fail", "ignore"}) {
+    ASSERT_EQ(GMR_OK, gmr_limit_policy_from_name(name, &lwant));
+    gmr_limit_policy lgot =
+        std::strcmp(name, "fail") == 0 ? gmr_limit_policy_fail() : gmr_limit_policy_ignore();
+    EXPECT_STREQ(lwant.name, lgot.name);
+    EXPECT_EQ(lwant.decide, lgot.decide);
+  }
+  ASSERT_EQ(GMR_OK, gmr_limit_policy_from_name("increase", &lwant));
+  gmr_limit_policy lgot = gmr_limit_policy_increase(2.0, 4096);
+  EXPECT_STREQ(lwant.name, lgot.name);
+  EXPECT_EQ(lwant.decide, lgot.decide);
+  EXPECT_DOUBLE_EQ(2.0, lgot.padding_factor);
+  EXPECT_EQ(4096u, lgot.cap_bytes);
+  EXPECT_DOUBLE_EQ(1.0, gmr_limit_policy_increase(0.1, 0).padding_factor) << "clamped to 1";
+  ASSERT_EQ(GMR_OK, gmr_limit_policy_from_name("increase_total", &lwant));
+  lgot = gmr_limit_policy_increase_total(1.5, 0);
+  EXPECT_STREQ(lwant.name, lgot.name);
+  EXPECT_EQ(lwant.decide, lgot.decide);
+  EXPECT_DOUBLE_EQ(1.5, lgot.padding_factor);
+  EXPECT_EQ(GMR_OK, gmr_limit_policy_check(&lgot));
 }
 
 TEST_F(DeprecatedNames, TheOldStatsNamesAreTheNewTypesAndMacros) {

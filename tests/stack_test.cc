@@ -16,6 +16,7 @@
 #include "gmr/policy.h"
 #include "gmr/stack.h"
 #include "gmr/tracking_adaptor.h"
+#include "tests/support/policies.h"
 #include "tests/support/sim_fixture.h"
 
 namespace {
@@ -300,7 +301,7 @@ gmr_oom_action Spill(void *ctx, const gmr_failure *f) {
 
 TEST_F(Stack, RegisteredPoliciesAreNamedInSpecs) {
   int spills = 0;
-  gmr_oom_policy spill = gmr_oom_policy_retry(Spill, &spills, 1);
+  gmr_oom_policy spill = gmr_test::RetryPolicy(Spill, &spills, 1);
   spill.name = "spill";
   ASSERT_EQ(GMR_OK, gmr_oom_policy_register("spill", &spill));
   gmr_stack *s = Build("oom(policy=spill) > cuda(kind=async)");

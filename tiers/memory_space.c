@@ -49,8 +49,8 @@ gmr_memory_space_config gmr_memory_space_config_default(gmr_tier tier, int index
   c.downgrade_trigger_fraction = 0.85;
   c.downgrade_stop_fraction = 0.65;
   c.max_stream_slots = 1024;
-  c.on_limit = gmr_limit_policy_fail();
-  c.on_oom = gmr_oom_policy_fail();
+  c.on_limit = (gmr_limit_policy)GMR_LIMIT_POLICY_FAIL_INIT;
+  c.on_oom = (gmr_oom_policy)GMR_OOM_POLICY_FAIL_INIT;
   c.stream_count = tier == GMR_TIER_DISK ? 0 : GMR_STREAM_POOL_DEFAULT_COUNT;
   c.stream_device = -1;
   c.downgrade_numa_node = -1;

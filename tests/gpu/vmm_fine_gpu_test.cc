@@ -4,8 +4,9 @@
 // real graph capture in global mode, a repeating loop that makes no driver
 // call once warm, sleep and wake with saved contents restored bit for bit,
 // trim. Clean under `compute-sanitizer --tool memcheck`.
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
 
 #include <vector>
 

@@ -6,8 +6,9 @@
 // memory back to the device and wake restores the saved contents bit for
 // bit; a kernel on a second GPU reads what the first wrote (peer access).
 // Clean under `compute-sanitizer --tool memcheck`.
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
 
 #include <cstring>
 #include <vector>

@@ -173,7 +173,8 @@ typedef struct gmr_memory_space_config {
  * reservation, far from the cause. With `fail` the request past the
  * reservation is refused on the stream that made it
  * (GMR_ERR_LIMIT_EXCEEDED, naming the reservation's limit). Set on_limit to
- * gmr_limit_policy_ignore() (or bind with it) for cuCascade's behaviour.
+ * `ignore` (gmr_limit_policy_from_name, or bind with it) for cuCascade's
+ * behaviour.
  *
  * Units: bytes. Ownership: returned by value; it holds no pointer to free.
  * Thread-safe: yes (pure). Stream/device: no CUDA call.
