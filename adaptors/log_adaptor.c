@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -228,6 +229,23 @@ gmr_status gmr_log_adaptor_flush(gmr_log_adaptor *a) {
   pthread_mutex_unlock(&a->mutex);
   return GMR_OK;
 }
+
+gmr_status gmr_log_adaptor_get_stats(const gmr_log_adaptor *a, gmr_log_adaptor_stats *out) {
+  const size_t header = offsetof(gmr_log_adaptor_stats, version) + sizeof out->version;
+  if (a == NULL || out == NULL || out->size < header || out->version == 0) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  gmr_log_adaptor_stats s;
+  memset(&s, 0, sizeof s);
+  s.row_count = atomic_load_explicit(&a->row_count, memory_order_relaxed);
+  s.write_error_count = atomic_load_explicit(&a->write_error_count, memory_order_relaxed);
+  /* The header stays the caller's; nothing past out->size is written. */
+  size_t n = out->size < sizeof s ? out->size : sizeof s;
+  if (n > header) memcpy((char *)out + header, (const char *)&s + header, n - header);
+  return GMR_OK;
+}
+
+/* ---- deprecated getters (gmr/log_adaptor.h), removed in 0.3.0 -------------- */
 
 uint64_t gmr_log_adaptor_get_row_count(const gmr_log_adaptor *a) {
   return a == NULL ? 0 : atomic_load_explicit(&a->row_count, memory_order_relaxed);

@@ -28,6 +28,7 @@
 #include "gmr/tracking_adaptor.h"
 #include "gmr/vmm_pool_resource.h"
 #include "tests/support/extend_leaf.h"
+#include "tests/support/log_stats.h"
 #include "tests/support/policies.h"
 #include "tests/support/sim_fixture.h"
 
@@ -400,7 +401,7 @@ TEST_F(ExtendTest, LogWritesAGrowthAsAFreeAndAnAllocationAtTheSameAddress) {
   gmr_extend_leaf_refuse_extend(leaf_, GMR_OK);
   ASSERT_EQ(GMR_OK, gmr_resource_extend(r, p, 1000, 5000, 0, S(0x7f00), nullptr));
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 5000, 0, nullptr));
-  EXPECT_EQ(4u, gmr_log_adaptor_get_row_count(log)) << "no row for the refused growth";
+  EXPECT_EQ(4u, gmr_test::LogStats(log).row_count) << "no row for the refused growth";
   ASSERT_EQ(GMR_OK, gmr_resource_destroy(r));
   char ptr[32];
   snprintf(ptr, sizeof ptr, "0x%llx",

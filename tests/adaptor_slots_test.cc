@@ -22,6 +22,7 @@
 #include "gmr/oom_adaptor.h"
 #include "gmr/policy.h"
 #include "gmr/tracking_adaptor.h"
+#include "tests/support/log_stats.h"
 #include "tests/support/policies.h"
 
 namespace {
@@ -195,7 +196,7 @@ std::vector<Adaptor> Adaptors() {
                },
                [](gmr_resource *top, size_t live) {
                  // a live block was logged
-                 uint64_t rows = gmr_log_adaptor_get_row_count(gmr_log_adaptor_from_resource(top));
+                 uint64_t rows = gmr_test::LogStats(gmr_log_adaptor_from_resource(top)).row_count;
                  if (live != 0) {
                    EXPECT_GE(rows, 1u);
                  }

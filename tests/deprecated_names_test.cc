@@ -207,6 +207,45 @@ TEST_F(DeprecatedNames, ThePolicyConstructorsAnswerAsFromName) {
   EXPECT_EQ(GMR_OK, gmr_limit_policy_check(&lgot));
 }
 
+TEST_F(DeprecatedNames, TheTrackingThreadIdIsTheOwnerOfTheCallingThread) {
+  gmr_tracking_adaptor_config c = GMR_TRACKING_ADAPTOR_CONFIG_DEFAULT;
+  c.per = GMR_TRACKING_PER_THREAD;
+  gmr_tracking_adaptor *trk = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_create(r_, &c, &trk));
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK,
+            gmr_resource_allocate(gmr_tracking_adaptor_as_resource(trk), 64, 0, nullptr, &p));
+  gmr_tracking_adaptor_owner_stats s = GMR_TRACKING_ADAPTOR_OWNER_STATS_INIT;
+  ASSERT_EQ(GMR_OK,
+            gmr_tracking_adaptor_get_owner_stats(trk, GMR_TRACKING_OWNER_CALLING_THREAD, &s));
+  EXPECT_EQ(gmr_tracking_thread_id(), s.owner);
+  EXPECT_EQ(64, s.bytes.current);
+  EXPECT_EQ(GMR_OK,
+            gmr_resource_deallocate(gmr_tracking_adaptor_as_resource(trk), p, 64, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_tracking_adaptor_as_resource(trk)));
+}
+
+TEST_F(DeprecatedNames, TheLogGettersAnswerAsTheStats) {
+  std::FILE *file = std::tmpfile();
+  ASSERT_NE(nullptr, file);
+  gmr_log_adaptor_config config = GMR_LOG_ADAPTOR_CONFIG_DEFAULT;
+  config.file = file;
+  gmr_log_adaptor *log = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_log_adaptor_create(r_, &config, &log));
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(gmr_log_adaptor_as_resource(log), 64, 0, nullptr, &p));
+  gmr_log_adaptor_stats s = GMR_LOG_ADAPTOR_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_log_adaptor_get_stats(log, &s));
+  EXPECT_EQ(1u, s.row_count);
+  EXPECT_EQ(s.row_count, gmr_log_adaptor_get_row_count(log));
+  EXPECT_EQ(s.write_error_count, gmr_log_adaptor_get_write_error_count(log));
+  EXPECT_EQ(0u, gmr_log_adaptor_get_row_count(nullptr));
+  EXPECT_EQ(0u, gmr_log_adaptor_get_write_error_count(nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(gmr_log_adaptor_as_resource(log), p, 64, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_log_adaptor_as_resource(log)));
+  std::fclose(file);
+}
+
 TEST_F(DeprecatedNames, TheOldStatsNamesAreTheNewTypesAndMacros) {
   static_assert(std::is_same<gmr_pool_stats, gmr_pool_resource_stats>::value, "");
   static_assert(std::is_same<gmr_fixed_block_stats, gmr_fixed_block_resource_stats>::value, "");

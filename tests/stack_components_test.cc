@@ -18,6 +18,7 @@
 #include "gmr/pool_resource.h"
 #include "gmr/device.h"
 #include "gmr/stack.h"
+#include "tests/support/log_stats.h"
 #include "tests/support/sim_fixture.h"
 
 namespace {
@@ -188,7 +189,7 @@ TEST_F(StackComponents, NvtxLoggingOverLogOverAnAnnotatedPoolBuildsAndLogsEveryC
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1 << 20, 0, nullptr, &b));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 1000, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 1 << 20, 0, nullptr));
-  EXPECT_EQ(4u, gmr_log_adaptor_get_row_count(log));
+  EXPECT_EQ(4u, gmr_test::LogStats(log).row_count);
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
 
   std::vector<std::string> lines = ReadLines(path);
