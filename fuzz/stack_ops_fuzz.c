@@ -44,6 +44,7 @@
 #include "gmr/limiting_adaptor.h"
 #include "gmr/pool_resource.h"
 #include "gmr/resource.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
 #include "gmr/tracking_adaptor.h"
 
@@ -305,7 +306,7 @@ static void op_stream(state *s) {
       s->held[i] = what % 2 == 0;
       break;
     case 2:
-      GMR_IGNORE_STATUS(gmr_stream_synchronize(s->streams[i]));
+      GMR_IGNORE_STATUS(gmr_cuda_stream_synchronize(s->streams[i]));
       break;
     default: { /* destroy and recreate, as a program may once a call returned */
       if (s->capturing[i]) return;
@@ -315,9 +316,9 @@ static void op_stream(state *s) {
       for (size_t k = 0; k < s->freed_count; ++k) {
         if (s->freed[k].stream == i) s->freed[k].ptr = NULL;
       }
-      if (gmr_stream_destroy(s->streams[i]) != GMR_OK) fail(s, "stream", "destroy failed");
+      if (gmr_cuda_stream_destroy(s->streams[i]) != GMR_OK) fail(s, "stream", "destroy failed");
       s->held[i] = false;
-      if (gmr_stream_create(&s->streams[i]) != GMR_OK) {
+      if (gmr_cuda_stream_create(&s->streams[i]) != GMR_OK) {
         s->streams[i] = NULL; /* an injected failure: use the default stream */
       }
       break;
@@ -362,9 +363,10 @@ static void claim_memories(state *s, int i) {
 
 static void end_capture(state *s, int i) {
   gmr_graph graph = NULL;
-  GMR_IGNORE_STATUS(gmr_stream_end_capture(s->streams[i], &graph)); /* fails if something invalidated it */
+  /* Fails if something invalidated the capture. */
+  GMR_IGNORE_STATUS(gmr_cuda_stream_end_capture(s->streams[i], &graph));
   s->capturing[i] = false;
-  if (graph != NULL && gmr_graph_destroy(graph) != GMR_OK) fail(s, "capture", "graph destroy");
+  if (graph != NULL && gmr_cuda_graph_destroy(graph) != GMR_OK) fail(s, "capture", "graph destroy");
   claim_memories(s, i);
 }
 
@@ -374,7 +376,7 @@ static void op_capture(state *s) {
   switch (what % 3) {
     case 0:
       if (s->capturing[i]) return;
-      if (gmr_stream_begin_capture(s->streams[i]) != GMR_OK) return;
+      if (gmr_cuda_stream_begin_capture(s->streams[i]) != GMR_OK) return;
       s->capturing[i] = true;
       /* An explicit session too, half of the time (the arena's fast path). */
       if (s->arena != NULL && what % 2 == 0) {
@@ -476,7 +478,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   s.arena = gmr_graph_arena_resource_from_resource(
       gmr_resource_find(gmr_stack_as_resource(s.stack), "graph_arena_resource"));
   for (int i = 1; i < STREAMS; ++i) {
-    if (gmr_stream_create(&s.streams[i]) != GMR_OK) fail(&s, "start", "stream");
+    if (gmr_cuda_stream_create(&s.streams[i]) != GMR_OK) fail(&s, "start", "stream");
   }
 
   run(&s);
@@ -507,7 +509,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   check(&s, "final frees");
   gmr_status st = gmr_stack_destroy(s.stack);
   if (st != GMR_OK) fail(&s, "destroy", gmr_status_name(st));
-  for (int i = 1; i < STREAMS; ++i) GMR_IGNORE_STATUS(gmr_stream_destroy(s.streams[i]));
+  for (int i = 1; i < STREAMS; ++i) GMR_IGNORE_STATUS(gmr_cuda_stream_destroy(s.streams[i]));
   if (gmr_cuda_sim_get_stale_handle_count() != 0) fail(&s, "end", "a dead CUDA handle was used");
   if (gmr_cuda_sim_disable() != GMR_OK) fail(&s, "end", "simulated CUDA objects leaked");
   return 0;

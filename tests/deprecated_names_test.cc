@@ -15,6 +15,7 @@
 #include "gmr/nccl/nccl.h"
 #include "gmr/nccl/symmetric_resource.h"
 #include "gmr/scoped/scoped_pool.h"
+#include "gmr/sim/streams.h"
 #include "gmr/tiers/tier_manager.h"
 #include "tests/support/sim_fixture.h"
 
@@ -244,6 +245,32 @@ TEST_F(DeprecatedNames, TheLogGettersAnswerAsTheStats) {
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(gmr_log_adaptor_as_resource(log), p, 64, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_log_adaptor_as_resource(log)));
   std::fclose(file);
+}
+
+// The stream, capture and copy functions moved to gmr/sim/streams.h answer
+// under their old names in libgmr.
+TEST_F(DeprecatedNames, TheStreamFunctionsAnswerAsTheirSimNames) {
+  gmr_stream s = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_NE(nullptr, s);
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_stream_create(nullptr));
+  EXPECT_EQ(gmr_cuda_stream_create(nullptr), gmr_stream_create(nullptr));
+  char src[64] = "copied through the deprecated name";
+  char dst[64] = {0};
+  EXPECT_EQ(GMR_OK, gmr_memcpy_async(dst, src, sizeof src, s));
+  EXPECT_EQ(GMR_OK, gmr_stream_synchronize(s));
+  EXPECT_STREQ(src, dst);
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_memcpy_async(nullptr, src, 1, s));
+  EXPECT_EQ(GMR_OK, gmr_memcpy_async(nullptr, nullptr, 0, s));
+  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  gmr_graph graph = nullptr;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_stream_end_capture(s, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph));
+  EXPECT_NE(nullptr, graph);
+  EXPECT_EQ(GMR_OK, gmr_graph_destroy(graph));
+  EXPECT_EQ(GMR_OK, gmr_graph_destroy(nullptr));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_stream_destroy(nullptr));
 }
 
 TEST_F(DeprecatedNames, TheOldStatsNamesAreTheNewTypesAndMacros) {

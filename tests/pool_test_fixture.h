@@ -15,6 +15,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/pool_resource.h"
+#include "gmr/sim/streams.h"
 #include "tests/support/check_stack.h"
 #include "tests/support/sim_fixture.h"
 
@@ -55,7 +56,7 @@ class PoolTest : public gmr_test::SimTest {
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(upstream_));
     for (gmr_stream s : streams_) {
       EXPECT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s, false));
-      EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+      EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
     }
     SimTest::TearDown();
   }
@@ -70,7 +71,7 @@ class PoolTest : public gmr_test::SimTest {
 
   gmr_stream Stream() {
     gmr_stream s = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_stream_create(&s));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
     streams_.push_back(s);
     return s;
   }

@@ -17,6 +17,7 @@
 #include "gmr/nvtx_logging_adaptor.h"
 #include "gmr/pool_resource.h"
 #include "gmr/device.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
 #include "tests/support/log_stats.h"
 #include "tests/support/sim_fixture.h"
@@ -66,7 +67,7 @@ TEST_F(StackComponents, StreamsOutliveMakesFreesRecordNothing) {
     gmr_pool_resource *pool = gmr_pool_resource_from_resource(
         gmr_resource_find(gmr_stack_as_resource(s), "pool_resource"));
     gmr_stream stream = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&stream));
     void *p = nullptr;
     ASSERT_EQ(GMR_OK, gmr_resource_allocate(gmr_stack_as_resource(s), 4096, 0, stream, &p));
     gmr_pool_resource_stats before = GMR_POOL_RESOURCE_STATS_INIT;
@@ -76,7 +77,7 @@ TEST_F(StackComponents, StreamsOutliveMakesFreesRecordNothing) {
     ASSERT_EQ(GMR_OK, gmr_pool_resource_get_stats(pool, &after));
     EXPECT_EQ(before.event_record_count + (outlive ? 0u : 1u), after.event_record_count);
     EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));  // before the stream, as promised
-    EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(stream));
   }
 }
 
@@ -111,16 +112,16 @@ TEST_F(StackComponents, TheGraphPoolStackBuildsAndServesACapture) {
             gmr_graph_arena_resource_get_config(arena).capture_policy);
 
   gmr_stream stream = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(stream));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&stream));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(stream));
   uint64_t mallocs_before = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC);
   void *p = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(gmr_stack_as_resource(s), 1 << 20, 0, stream, &p));
   EXPECT_EQ(mallocs_before, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC));
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(gmr_stack_as_resource(s), p, 1 << 20, 0, stream));
   gmr_graph graph = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(stream, &graph));  // nothing broke the capture
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(graph));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(stream, &graph));  // nothing broke the capture
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(graph));
   // The session was opened automatically (the arena saw the stream capture);
   // claiming it gives the graph's memory to the caller, who releases it once
   // the graph is gone.
@@ -135,7 +136,7 @@ TEST_F(StackComponents, TheGraphPoolStackBuildsAndServesACapture) {
   EXPECT_EQ(GMR_ERR_BUSY, gmr_stack_destroy(s));  // the graph memory is not released yet
   EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena, memory));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(stream));
 }
 
 TEST_F(StackComponents, BadOptionsAreExplained) {

@@ -14,6 +14,7 @@
 #include "gmr/limiting_adaptor.h"
 #include "gmr/oom_adaptor.h"
 #include "gmr/policy.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
 #include "gmr/tracking_adaptor.h"
 #include "tests/support/policies.h"
@@ -505,7 +506,7 @@ TEST_F(Stack, StreamIdsOptionReachesThePools) {
       ASSERT_NE(nullptr, s) << spec;
       gmr_resource *r = gmr_stack_as_resource(s);
       gmr_stream st = nullptr;
-      ASSERT_EQ(GMR_OK, gmr_stream_create(&st));
+      ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&st));
       for (int i = 0; i < 10; ++i) {
         void *p = nullptr;
         ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1000, 0, st, &p));
@@ -524,7 +525,7 @@ TEST_F(Stack, StreamIdsOptionReachesThePools) {
         EXPECT_EQ(0u, asked) << spec;
       }
       EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
-      EXPECT_EQ(GMR_OK, gmr_stream_destroy(st));
+      EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(st));
     }
   }
 }

@@ -14,6 +14,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/limiting_adaptor.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
 #include "gmr/tracking_adaptor.h"
 #include "tests/support/sim_fixture.h"
@@ -45,11 +46,13 @@ class TraceFault : public gmr_test::SimTest {
     ASSERT_EQ(800u, trace_.alloc_count);
     ASSERT_EQ(4u, trace_.stream_count);
     for (size_t i = 0; i < trace_.stream_count; ++i) {
-      ASSERT_EQ(GMR_OK, gmr_stream_create(&streams_[i]));
+      ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&streams_[i]));
     }
   }
   void TearDown() override {
-    for (size_t i = 0; i < trace_.stream_count; ++i) EXPECT_EQ(GMR_OK, gmr_stream_destroy(streams_[i]));
+    for (size_t i = 0; i < trace_.stream_count; ++i) {
+      EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(streams_[i]));
+    }
     gmr_trace_free(&trace_);
     SimTest::TearDown();
   }

@@ -413,7 +413,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_reserve(gmr_graph_aren
  * Open a capture session on `stream` explicitly: from now until
  * gmr_graph_arena_resource_end_capture(), allocations on `stream` are served from the
  * arena without any CUDA call. Call it just before cudaStreamBeginCapture (or
- * gmr_stream_begin_capture); declaring the session early is harmless.
+ * gmr_cuda_stream_begin_capture); declaring the session early is harmless.
  *
  * `share` (may be NULL): a graph memory the caller holds; the new session
  * appends to it instead of starting a new one, so several graphs keep one

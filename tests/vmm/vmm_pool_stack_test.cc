@@ -12,6 +12,7 @@
 #include "gmr/device.h"
 #include "gmr/pool_resource.h"
 #include "gmr/resource.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
 #include "gmr/vmm_pool_resource.h"
 #include "tests/support/sim_fixture.h"
@@ -202,13 +203,13 @@ TEST_P(VmmPoolTraces, VmmMeetsTheFootprintTargetsAndRepeatsWithoutDriverCalls) {
   // Streams made now take the addresses the run's streams had, so the next
   // run's streams are surely new ones.
   gmr_stream taken[8] = {};
-  for (auto &st : taken) ASSERT_EQ(GMR_OK, gmr_stream_create(&st));
+  for (auto &st : taken) ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&st));
   options.pass_count = 1;
   options.before_pass = nullptr;
   replay_result third;
   ASSERT_EQ(GMR_OK, replay_run_with(t.trace, replay_stack_top(stack), 0, &options, &third))
       << third.first_failure;
-  for (auto &st : taken) EXPECT_EQ(GMR_OK, gmr_stream_destroy(st));
+  for (auto &st : taken) EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(st));
   const double live = double(t.trace->summary.peak_live_bytes);
   // 1.03, and below the best of cudaMallocAsync, PyTorch (caching and
   // expandable segments), CuPy and RMM on the same trace (anchors.md).
