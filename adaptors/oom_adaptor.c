@@ -4,7 +4,9 @@
 #include "gmr/oom_adaptor.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "adaptors/oom_handler.h"
 #include "core/forward.h"
@@ -126,8 +128,15 @@ gmr__oom_handler *gmr__oom_adaptor_handler(gmr_resource *r) {
 }
 
 gmr_status gmr_oom_adaptor_get_counts(const gmr_oom_adaptor *a, gmr_oom_counts *out) {
-  if (a == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  gmr__oom_handler_get_counts(&a->oom, out);
+  const size_t header = offsetof(gmr_oom_counts, version) + sizeof out->version;
+  if (a == NULL || out == NULL || out->size < header || out->version == 0) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  gmr_oom_counts c = GMR_OOM_COUNTS_INIT;
+  gmr__oom_handler_get_counts(&a->oom, &c);
+  /* The header stays the caller's; nothing past out->size is written. */
+  size_t n = out->size < sizeof c ? out->size : sizeof c;
+  if (n > header) memcpy((char *)out + header, (const char *)&c + header, n - header);
   return GMR_OK;
 }
 

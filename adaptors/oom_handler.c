@@ -182,6 +182,8 @@ void gmr__oom_handler_wake_waiters(gmr__oom_handler *h) {
 }
 
 void gmr__oom_handler_get_counts(const gmr__oom_handler *h, gmr_oom_counts *out) {
+  out->size = sizeof *out;
+  out->version = GMR_OOM_COUNTS_VERSION;
   out->failure_count = atomic_load_explicit(&h->failure_count, memory_order_relaxed);
   out->retry_count = atomic_load_explicit(&h->retry_count, memory_order_relaxed);
   out->recovered_count = atomic_load_explicit(&h->recovered_count, memory_order_relaxed);

@@ -246,7 +246,7 @@ TEST_F(Events, OomEventsTellRetryTrimAndGivingUp) {
   EXPECT_EQ(GMR_EVENT_OOM_GAVE_UP, ev[2].kind);  // the cap of 1 retry was reached
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, ev[2].status);
   EXPECT_EQ(100u, ev[2].bytes);
-  gmr_oom_counts counts;
+  gmr_oom_counts counts = GMR_OOM_COUNTS_INIT;
   ASSERT_EQ(GMR_OK, gmr_oom_adaptor_get_counts(a, &counts));
   EXPECT_EQ(2u, counts.failure_count);
   EXPECT_EQ(1u, counts.retry_count);
@@ -335,7 +335,7 @@ TEST_F(Events, UserPolicyUsesTheServices) {
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 100, 0, nullptr, &q));
   EXPECT_EQ(1, calls);
   EXPECT_EQ(2u, gmr_mock_resource_called_trim(mock_));
-  gmr_oom_counts counts;
+  gmr_oom_counts counts = GMR_OOM_COUNTS_INIT;
   ASSERT_EQ(GMR_OK, gmr_oom_adaptor_get_counts(a, &counts));
   EXPECT_EQ(1u, counts.wait_count);
   EXPECT_EQ(1u, counts.wait_timeout_count);

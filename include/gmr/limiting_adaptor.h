@@ -224,14 +224,19 @@ typedef struct gmr_limiting_adaptor_stats {
   size_t max_overage_bytes;        /* largest excess of used over limit allowed */
   uint64_t raise_count;            /* times the limit policy raised a limit */
   uint64_t bad_free_count;         /* frees refused (more bytes than outstanding, unknown pointer) */
-  gmr_oom_counts oom;              /* what the OOM policy did */
+  /* What the OOM policy did. Version 2: a gmr_oom_counts with its own header
+   * (version 1 had the same counters without it); the adaptor fills that
+   * header with the size and version of the gmr_oom_counts it wrote. */
+  gmr_oom_counts oom;
 } gmr_limiting_adaptor_stats;
 
-#define GMR_LIMITING_ADAPTOR_STATS_VERSION 1u
+/* Version 1 (0.1): `oom` without its header; a version-1 caller still gets
+ * that layout. */
+#define GMR_LIMITING_ADAPTOR_STATS_VERSION 2u
 /* Every field spelled out: C++ warns about partial initialisers. */
 #define GMR_LIMITING_ADAPTOR_STATS_INIT                                                            \
   {sizeof(gmr_limiting_adaptor_stats), GMR_LIMITING_ADAPTOR_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, \
-   0, 0, 0, GMR_OOM_COUNTS_ZERO}
+   0, 0, 0, GMR_OOM_COUNTS_INIT}
 
 /* Deprecated names, renamed in 0.2.0 (gmr_<object>_stats); removed in 0.3.0. */
 typedef gmr_limiting_adaptor_stats gmr_limiting_stats

@@ -77,10 +77,13 @@ static inline gmr_oom_adaptor *gmr_oom_adaptor_from_resource(gmr_resource *r) {
 }
 
 /**
- * Copy what the policy did so far into *out. Thread-safe: yes; counters are
- * read one by one. Stream/device: no CUDA call.
- * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (a NULL argument; on failure
- * *out is unchanged).
+ * Copy what the policy did so far into *out, whose header the caller set
+ * (GMR_OOM_COUNTS_INIT): the fields that fit in out->size, never the header
+ * and nothing past out->size.
+ * Ownership: *out is the caller's.
+ * Thread-safe: yes; counters are read one by one. Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL argument, out->size
+ * smaller than the header, or out->version 0; on failure *out is unchanged).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_oom_adaptor_get_counts(const gmr_oom_adaptor *a,
                                                             gmr_oom_counts *out);

@@ -132,8 +132,19 @@ struct gmr_oom_policy {
   gmr_policy_release_fn *release;    /* optional: frees ctx when the holding adaptor is destroyed */
 };
 
-/* What an adaptor's OOM policy did, in a stats snapshot. */
+/* Version of gmr_oom_counts; callers set it with `size` (GMR_OOM_COUNTS_INIT). */
+#define GMR_OOM_COUNTS_VERSION 1u
+
+/* What an adaptor's OOM policy did, in a stats snapshot
+ * (gmr_oom_adaptor_get_counts, and the `oom` of gmr_limiting_adaptor_stats).
+ * Like every struct the caller allocates and gmr fills, it starts with `size`
+ * and `version`, which the caller sets (GMR_OOM_COUNTS_INIT): fields are only
+ * appended, with a new version, and gmr never writes past the caller's
+ * `size`, nor the header, so a program built against older headers keeps
+ * working. */
 typedef struct gmr_oom_counts {
+  size_t size;                 /* sizeof(gmr_oom_counts) as the caller knows it */
+  uint32_t version;            /* GMR_OOM_COUNTS_VERSION as the caller knows it */
   uint64_t failure_count;      /* out-of-memory failures seen from upstream (every attempt) */
   uint64_t retry_count;        /* retries the policy asked for */
   uint64_t recovered_count;    /* requests that failed, then succeeded on a retry */
@@ -143,9 +154,16 @@ typedef struct gmr_oom_counts {
   uint64_t trimmed_bytes;      /* bytes those trims released */
   uint64_t wait_count;         /* waits for a free */
   uint64_t wait_timeout_count; /* waits that ended with no free */
+  /* ---- end of version 1 ---- */
 } gmr_oom_counts;
 
-#define GMR_OOM_COUNTS_ZERO {0, 0, 0, 0, 0, 0, 0, 0, 0}
+/* Every field spelled out: C++ warns about partial initialisers. */
+#define GMR_OOM_COUNTS_INIT \
+  {sizeof(gmr_oom_counts), GMR_OOM_COUNTS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/* Deprecated name (0.1: a struct of zeros without a header); removed in
+ * 0.3.0. It now sets the header too. */
+#define GMR_OOM_COUNTS_ZERO GMR_OOM_COUNTS_INIT
 
 /* Static initialisers of the `fail` policies, for *_CONFIG_DEFAULT macros. */
 #define GMR_OOM_POLICY_FAIL_INIT {GMR_OOM_POLICY_VERSION, "fail", NULL, NULL, 0u, 0u, NULL, NULL, NULL}
