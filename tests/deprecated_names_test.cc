@@ -1,7 +1,11 @@
-// The names renamed in 0.2.0 (CHANGELOG.md) still work until 0.3.0: each old
-// function is the new one under its old name (python/gmr's ctypes bindings
-// call some of them), and the old stats type names and macros are the new
-// ones. tests/install_test.sh checks that libgmr.so exports them.
+// The names renamed or merged in 0.2.0 (CHANGELOG.md) still work until 0.3.0:
+// each old function answers as the one that replaces it (the same function
+// under its old name, or a thin call of the generic one: find, check, get
+// the upstream, policies by name, log stats, the stream functions now in
+// gmr/sim/streams.h), python/gmr's ctypes bindings call some of them, and the
+// old stats type names and macros are the new ones. tests/install_test.sh
+// checks that libgmr.so exports them; tests/downcast_test.cc calls the
+// exported 0.1 downcast symbols.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -293,6 +297,10 @@ TEST_F(DeprecatedNames, TheOldStatsNamesAreTheNewTypesAndMacros) {
   static_assert(GMR_CUMEM_STATS_VERSION == GMR_CUMEM_RESOURCE_STATS_VERSION, "");
   static_assert(GMR_SYMMETRIC_STATS_VERSION == GMR_SYMMETRIC_RESOURCE_STATS_VERSION, "");
   static_assert(GMR_VMM_POOL_STATS_VERSION == GMR_VMM_POOL_RESOURCE_STATS_VERSION, "");
+  gmr_oom_counts zero = GMR_OOM_COUNTS_ZERO;  // now with the header of GMR_OOM_COUNTS_INIT
+  EXPECT_EQ(sizeof(gmr_oom_counts), zero.size);
+  EXPECT_EQ(GMR_OOM_COUNTS_VERSION, zero.version);
+  EXPECT_EQ(0u, zero.failure_count);
   // Code written for 0.1 still fills its stats with the old names.
   gmr_pool_resource *pool = nullptr;
   ASSERT_EQ(GMR_OK, gmr_pool_resource_create(r_, nullptr, &pool));
