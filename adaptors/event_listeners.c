@@ -9,6 +9,7 @@
 
 #include "adaptors/oom_handler.h"
 #include "core/events.h"
+#include "core/resource_type.h"
 #include "gmr/events.h"
 
 static gmr__event_listeners *events_of(gmr_resource *r) {
@@ -19,7 +20,7 @@ static gmr__event_listeners *events_of(gmr_resource *r) {
 
 gmr_status gmr_resource_add_event_listener(gmr_resource *r, gmr_event_listener_fn *fn,
                                            void *ctx) {
-  if (gmr_resource_check(r) != GMR_OK || fn == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(r) != GMR_OK || fn == NULL) return GMR_ERR_INVALID_ARGUMENT;
   gmr_status st = GMR_OK;
   gmr_resource *cur = r;
   for (; cur != NULL && st == GMR_OK; cur = gmr_resource_get_upstream(cur)) {
@@ -38,7 +39,7 @@ gmr_status gmr_resource_add_event_listener(gmr_resource *r, gmr_event_listener_f
 
 gmr_status gmr_resource_remove_event_listener(gmr_resource *r, gmr_event_listener_fn *fn,
                                               void *ctx) {
-  if (gmr_resource_check(r) != GMR_OK || fn == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(r) != GMR_OK || fn == NULL) return GMR_ERR_INVALID_ARGUMENT;
   /* Check first, so a pair missing from any layer changes nothing. */
   for (gmr_resource *cur = r; cur != NULL; cur = gmr_resource_get_upstream(cur)) {
     gmr__event_listeners *l = events_of(cur);

@@ -85,15 +85,15 @@ static gmr_limit_policy base(const char *name) {
   return p;
 }
 
-gmr_limit_policy gmr_limit_policy_fail(void) { return base(builtin_names[BUILTIN_FAIL]); }
+static gmr_limit_policy make_fail(void) { return base(builtin_names[BUILTIN_FAIL]); }
 
-gmr_limit_policy gmr_limit_policy_ignore(void) {
+static gmr_limit_policy make_ignore(void) {
   gmr_limit_policy p = base(builtin_names[BUILTIN_IGNORE]);
   p.decide = ignore_decide;
   return p;
 }
 
-gmr_limit_policy gmr_limit_policy_increase(double padding_factor, size_t cap_bytes) {
+static gmr_limit_policy make_increase(double padding_factor, size_t cap_bytes) {
   gmr_limit_policy p = base(builtin_names[BUILTIN_INCREASE]);
   p.decide = gmr__limit_policy_increase_decide;
   p.padding_factor = padding_factor < 1.0 || isnan(padding_factor) ? 1.0 : padding_factor;
@@ -101,8 +101,8 @@ gmr_limit_policy gmr_limit_policy_increase(double padding_factor, size_t cap_byt
   return p;
 }
 
-gmr_limit_policy gmr_limit_policy_increase_total(double padding_factor, size_t cap_bytes) {
-  gmr_limit_policy p = gmr_limit_policy_increase(padding_factor, cap_bytes);
+static gmr_limit_policy make_increase_total(double padding_factor, size_t cap_bytes) {
+  gmr_limit_policy p = make_increase(padding_factor, cap_bytes);
   p.name = builtin_names[BUILTIN_INCREASE_TOTAL];
   p.decide = gmr__limit_policy_increase_total_decide;
   return p;
@@ -131,16 +131,16 @@ static bool builtin(const char *name, gmr_limit_policy *out) {
   while (i < BUILTIN_COUNT && strcmp(name, builtin_names[i]) != 0) i++;
   switch (i) {
     case BUILTIN_FAIL:
-      *out = gmr_limit_policy_fail();
+      *out = make_fail();
       return true;
     case BUILTIN_IGNORE:
-      *out = gmr_limit_policy_ignore();
+      *out = make_ignore();
       return true;
     case BUILTIN_INCREASE:
-      *out = gmr_limit_policy_increase(GMR_LIMIT_DEFAULT_PADDING_FACTOR, 0);
+      *out = make_increase(GMR_LIMIT_DEFAULT_PADDING_FACTOR, 0);
       return true;
     case BUILTIN_INCREASE_TOTAL:
-      *out = gmr_limit_policy_increase_total(GMR_LIMIT_DEFAULT_PADDING_FACTOR, 0);
+      *out = make_increase_total(GMR_LIMIT_DEFAULT_PADDING_FACTOR, 0);
       return true;
     default:
       return false;
@@ -171,4 +171,18 @@ gmr_status gmr_limit_policy_from_name(const char *name, gmr_limit_policy *out) {
   if (!gmr__policy_registry_get(&registry, name, &value)) return GMR_ERR_INVALID_ARGUMENT;
   *out = value.limit;
   return GMR_OK;
+}
+
+/* ---- deprecated constructors (gmr/policy.h), removed in 0.3.0 --------------- */
+
+gmr_limit_policy gmr_limit_policy_fail(void) { return make_fail(); }
+
+gmr_limit_policy gmr_limit_policy_ignore(void) { return make_ignore(); }
+
+gmr_limit_policy gmr_limit_policy_increase(double padding_factor, size_t cap_bytes) {
+  return make_increase(padding_factor, cap_bytes);
+}
+
+gmr_limit_policy gmr_limit_policy_increase_total(double padding_factor, size_t cap_bytes) {
+  return make_increase_total(padding_factor, cap_bytes);
 }

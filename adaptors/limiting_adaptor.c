@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "adaptors/limiting_internal.h"
+#include "core/resource_type.h"
 #include "util/counters.h"
 #include "core/events.h"
 #include "util/fence.h"
@@ -509,6 +510,9 @@ static const gmr_resource_vtbl limiting_vtbl = {
     .extend = limiting_extend,
 };
 
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type limiting_type = {&limiting_vtbl, NULL};
+
 static void release_policies(const gmr_limiting_adaptor_config *cfg) {
   if (cfg->on_limit.release != NULL) cfg->on_limit.release(cfg->on_limit.ctx);
   if (cfg->on_oom.release != NULL) cfg->on_oom.release(cfg->on_oom.ctx);
@@ -526,7 +530,7 @@ gmr_status gmr_limiting_adaptor_create(gmr_resource *upstream,
   }
   /* From here on the policies are ours: every failure releases them. */
   size_t align = cfg.charge_alignment == 0 ? GMR_DEFAULT_ALIGNMENT : cfg.charge_alignment;
-  if (out == NULL || gmr_resource_check(upstream) != GMR_OK || (align & (align - 1)) != 0) {
+  if (out == NULL || gmr__resource_check_vtbl(upstream) != GMR_OK || (align & (align - 1)) != 0) {
     release_policies(&cfg);
     return GMR_ERR_INVALID_ARGUMENT;
   }
@@ -546,6 +550,7 @@ gmr_status gmr_limiting_adaptor_create(gmr_resource *upstream,
   atomic_init(&a->enforcing, !counting);
   a->asymmetric_fence = gmr__fence_asymmetric();
   a->base.vtbl = &limiting_vtbl;
+  gmr__resource_type_register(&limiting_type);
   a->upstream = upstream;
   a->charge_mask = align - 1;
   a->on_limit = cfg.on_limit;
@@ -582,16 +587,8 @@ gmr_status gmr_limiting_adaptor_create(gmr_resource *upstream,
   return GMR_OK;
 }
 
-gmr_resource *gmr_limiting_adaptor_as_resource(gmr_limiting_adaptor *a) {
-  return a == NULL ? NULL : &a->base;
-}
-
-gmr_limiting_adaptor *gmr_limiting_adaptor_from_resource(gmr_resource *r) {
-  return (r != NULL && r->vtbl == &limiting_vtbl) ? (gmr_limiting_adaptor *)r : NULL;
-}
-
 gmr__oom_handler *gmr__limiting_oom_handler(gmr_resource *r) {
-  gmr_limiting_adaptor *a = gmr_limiting_adaptor_from_resource(r);
-  return a != NULL ? &a->oom : NULL;
+  /* The vtable itself: this file owns it (no need for the table of types). */
+  return r != NULL && r->vtbl == &limiting_vtbl ? &((gmr_limiting_adaptor *)(void *)r)->oom : NULL;
 }
 

@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <sched.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "adaptors/limiting_internal.h"
@@ -87,6 +88,42 @@ gmr_status gmr_limiting_adaptor_get_stream_usage(const gmr_limiting_adaptor *a, 
   return GMR_OK;
 }
 
+/* gmr_limiting_adaptor_stats as version 1 laid it out: the OOM counters
+ * without the header gmr_oom_counts has since version 2. */
+typedef struct limiting_stats_v1 {
+  size_t size;
+  uint32_t version;
+  size_t limit_bytes;
+  size_t used_bytes;
+  size_t peak_used_bytes;
+  uint64_t allocation_count;
+  uint64_t deallocation_count;
+  uint64_t refused_count;
+  uint64_t upstream_failure_count;
+  uint64_t overage_count;
+  size_t max_overage_bytes;
+  uint64_t raise_count;
+  uint64_t bad_free_count;
+  struct {
+    uint64_t failure_count, retry_count, recovered_count, gave_up_count, reentrant_count,
+        trim_count, trimmed_bytes, wait_count, wait_timeout_count;
+  } oom;
+} limiting_stats_v1;
+
+_Static_assert(offsetof(limiting_stats_v1, oom) == offsetof(gmr_limiting_adaptor_stats, oom),
+               "version 2 changed only the OOM counters");
+_Static_assert(sizeof(((limiting_stats_v1 *)0)->oom) ==
+                   sizeof(gmr_oom_counts) - offsetof(gmr_oom_counts, failure_count),
+               "the OOM counters of version 1 are those of gmr_oom_counts version 1");
+
+/* Copy `bytes` of `src` into the caller's stats, at most out->size and never
+ * the header (the caller's size and version stay). */
+static void copy_out(gmr_limiting_adaptor_stats *out, const void *src, size_t bytes) {
+  const size_t header = offsetof(gmr_limiting_adaptor_stats, version) + sizeof out->version;
+  size_t n = out->size < bytes ? out->size : bytes;
+  if (n > header) memcpy((char *)out + header, (const char *)src + header, n - header);
+}
+
 gmr_status gmr_limiting_adaptor_get_stats(const gmr_limiting_adaptor *a,
                                           gmr_limiting_adaptor_stats *out) {
   size_t header = offsetof(gmr_limiting_adaptor_stats, version) + sizeof out->version;
@@ -118,11 +155,14 @@ gmr_status gmr_limiting_adaptor_get_stats(const gmr_limiting_adaptor *a,
   s.raise_count = atomic_load_explicit(&a->raise_count, memory_order_relaxed);
   s.bad_free_count = atomic_load_explicit(&a->bad_free_count, memory_order_relaxed);
   gmr__oom_handler_get_counts(&a->oom, &s.oom);
-  size_t n = out->size < sizeof s ? out->size : sizeof s;
-  size_t caller_size = out->size;
-  uint32_t caller_version = out->version;
-  memcpy(out, &s, n);
-  out->size = caller_size;
-  out->version = caller_version;
+  if (out->version < 2u) {
+    /* A caller of version 1 (built against 0.1): `oom` without its header. */
+    limiting_stats_v1 v1;
+    memcpy(&v1, &s, offsetof(limiting_stats_v1, oom));
+    memcpy(&v1.oom, (const char *)&s.oom + offsetof(gmr_oom_counts, failure_count), sizeof v1.oom);
+    copy_out(out, &v1, sizeof v1);
+  } else {
+    copy_out(out, &s, sizeof s);
+  }
   return GMR_OK;
 }

@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/forward.h"
+#include "core/resource_type.h"
 
 struct gmr_log_adaptor {
   gmr_resource base; /* first: the adaptor is usable as a gmr_resource */
@@ -177,11 +179,16 @@ static const gmr_resource_vtbl log_vtbl = {
     .extend = log_extend,
 };
 
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type log_type = {&log_vtbl, NULL};
+
 gmr_status gmr_log_adaptor_create(gmr_resource *upstream, const gmr_log_adaptor_config *config,
                                   gmr_log_adaptor **out) {
   if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   *out = NULL;
-  if (config == NULL || gmr_resource_check(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  if (config == NULL || gmr__resource_check_vtbl(upstream) != GMR_OK) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
   if ((config->path == NULL) == (config->file == NULL)) return GMR_ERR_INVALID_ARGUMENT;
   if (config->flush != GMR_LOG_FLUSH_EVERY_ROW && config->flush != GMR_LOG_FLUSH_BUFFERED) {
     return GMR_ERR_INVALID_ARGUMENT;
@@ -194,6 +201,7 @@ gmr_status gmr_log_adaptor_create(gmr_resource *upstream, const gmr_log_adaptor_
     return GMR_ERR_OUT_OF_MEMORY;
   }
   a->base.vtbl = &log_vtbl;
+  gmr__resource_type_register(&log_type);
   a->upstream = upstream;
   a->flush = config->flush;
   if (config->path != NULL) {
@@ -214,14 +222,6 @@ gmr_status gmr_log_adaptor_create(gmr_resource *upstream, const gmr_log_adaptor_
   return GMR_OK;
 }
 
-gmr_resource *gmr_log_adaptor_as_resource(gmr_log_adaptor *a) {
-  return a == NULL ? NULL : &a->base;
-}
-
-gmr_log_adaptor *gmr_log_adaptor_from_resource(gmr_resource *r) {
-  return (r != NULL && r->vtbl == &log_vtbl) ? (gmr_log_adaptor *)r : NULL;
-}
-
 gmr_status gmr_log_adaptor_flush(gmr_log_adaptor *a) {
   if (a == NULL) return GMR_ERR_INVALID_ARGUMENT;
   pthread_mutex_lock(&a->mutex);
@@ -229,6 +229,23 @@ gmr_status gmr_log_adaptor_flush(gmr_log_adaptor *a) {
   pthread_mutex_unlock(&a->mutex);
   return GMR_OK;
 }
+
+gmr_status gmr_log_adaptor_get_stats(const gmr_log_adaptor *a, gmr_log_adaptor_stats *out) {
+  const size_t header = offsetof(gmr_log_adaptor_stats, version) + sizeof out->version;
+  if (a == NULL || out == NULL || out->size < header || out->version == 0) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  gmr_log_adaptor_stats s;
+  memset(&s, 0, sizeof s);
+  s.row_count = atomic_load_explicit(&a->row_count, memory_order_relaxed);
+  s.write_error_count = atomic_load_explicit(&a->write_error_count, memory_order_relaxed);
+  /* The header stays the caller's; nothing past out->size is written. */
+  size_t n = out->size < sizeof s ? out->size : sizeof s;
+  if (n > header) memcpy((char *)out + header, (const char *)&s + header, n - header);
+  return GMR_OK;
+}
+
+/* ---- deprecated getters (gmr/log_adaptor.h), removed in 0.3.0 -------------- */
 
 uint64_t gmr_log_adaptor_get_row_count(const gmr_log_adaptor *a) {
   return a == NULL ? 0 : atomic_load_explicit(&a->row_count, memory_order_relaxed);

@@ -17,6 +17,7 @@
 #include "core/forward.h"
 #include "core/nvtx_headers.h"
 #include "core/nvtx_mem.h"
+#include "core/resource_type.h"
 #ifndef GMR_DISABLE_NVTX
 #include "core/events.h"
 #endif
@@ -474,6 +475,9 @@ static const gmr_resource_vtbl nvtx_vtbl = {
     .extend = nvtx_extend,
 };
 
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type nvtx_type = {&nvtx_vtbl, NULL};
+
 #ifndef GMR_DISABLE_NVTX
 /* NVTX starts its counters extension lazily at the first counter call, and
  * that start is not safe to race (see core/nvtx_mem.c): adaptors created in
@@ -519,7 +523,7 @@ gmr_status gmr_nvtx_logging_adaptor_create(gmr_resource *upstream,
                                            gmr_nvtx_logging_adaptor **out) {
   if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   *out = NULL;
-  if (gmr_resource_check(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
   gmr_nvtx_logging_adaptor_config cfg = GMR_NVTX_LOGGING_ADAPTOR_CONFIG_DEFAULT;
   if (config != NULL) cfg = *config;
   const char *name = cfg.domain_name != NULL ? cfg.domain_name : "gmr";
@@ -531,6 +535,7 @@ gmr_status gmr_nvtx_logging_adaptor_create(gmr_resource *upstream,
   gmr_nvtx_logging_adaptor *a = calloc(1, sizeof *a);
   if (a == NULL) return GMR_ERR_OUT_OF_MEMORY;
   a->base.vtbl = &nvtx_vtbl;
+  gmr__resource_type_register(&nvtx_type);
   a->upstream = upstream;
   atomic_init(&a->enabled, cfg.enabled);
   memcpy(a->domain_name, name, name_bytes + 1);
@@ -558,14 +563,6 @@ gmr_status gmr_nvtx_logging_adaptor_create(gmr_resource *upstream,
 #endif
   *out = a;
   return GMR_OK;
-}
-
-gmr_resource *gmr_nvtx_logging_adaptor_as_resource(gmr_nvtx_logging_adaptor *a) {
-  return a == NULL ? NULL : &a->base;
-}
-
-gmr_nvtx_logging_adaptor *gmr_nvtx_logging_adaptor_from_resource(gmr_resource *r) {
-  return (r != NULL && r->vtbl == &nvtx_vtbl) ? (gmr_nvtx_logging_adaptor *)r : NULL;
 }
 
 void gmr_nvtx_logging_adaptor_set_enabled(gmr_nvtx_logging_adaptor *a, bool enabled) {

@@ -4,10 +4,13 @@
 #include "gmr/oom_adaptor.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "adaptors/oom_handler.h"
 #include "core/forward.h"
+#include "core/resource_type.h"
 
 struct gmr_oom_adaptor {
   gmr_resource base; /* first */
@@ -89,12 +92,15 @@ static const gmr_resource_vtbl oom_vtbl = {
     .extend = oom_extend,
 };
 
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type oom_type = {&oom_vtbl, NULL};
+
 gmr_status gmr_oom_adaptor_create(gmr_resource *upstream, const gmr_oom_policy *policy,
                                   gmr_oom_adaptor **out) {
   if (out != NULL) *out = NULL;
   if (policy != NULL && gmr_oom_policy_check(policy) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
   /* From here on the policy is ours: every failure releases it. */
-  if (out == NULL || gmr_resource_check(upstream) != GMR_OK) {
+  if (out == NULL || gmr__resource_check_vtbl(upstream) != GMR_OK) {
     if (policy != NULL && policy->release != NULL) policy->release(policy->ctx);
     return GMR_ERR_INVALID_ARGUMENT;
   }
@@ -104,6 +110,7 @@ gmr_status gmr_oom_adaptor_create(gmr_resource *upstream, const gmr_oom_policy *
     return GMR_ERR_OUT_OF_MEMORY;
   }
   a->base.vtbl = &oom_vtbl;
+  gmr__resource_type_register(&oom_type);
   a->upstream = upstream;
   gmr_status st = gmr__oom_handler_init(&a->oom, policy, &a->base, upstream);
   if (st != GMR_OK) {
@@ -115,20 +122,21 @@ gmr_status gmr_oom_adaptor_create(gmr_resource *upstream, const gmr_oom_policy *
   return GMR_OK;
 }
 
-gmr_resource *gmr_oom_adaptor_as_resource(gmr_oom_adaptor *a) { return a == NULL ? NULL : &a->base; }
-
-gmr_oom_adaptor *gmr_oom_adaptor_from_resource(gmr_resource *r) {
-  return (r != NULL && r->vtbl == &oom_vtbl) ? (gmr_oom_adaptor *)r : NULL;
-}
-
 gmr__oom_handler *gmr__oom_adaptor_handler(gmr_resource *r) {
-  gmr_oom_adaptor *a = gmr_oom_adaptor_from_resource(r);
-  return a != NULL ? &a->oom : NULL;
+  /* The vtable itself: this file owns it (no need for the table of types). */
+  return r != NULL && r->vtbl == &oom_vtbl ? &((gmr_oom_adaptor *)(void *)r)->oom : NULL;
 }
 
 gmr_status gmr_oom_adaptor_get_counts(const gmr_oom_adaptor *a, gmr_oom_counts *out) {
-  if (a == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  gmr__oom_handler_get_counts(&a->oom, out);
+  const size_t header = offsetof(gmr_oom_counts, version) + sizeof out->version;
+  if (a == NULL || out == NULL || out->size < header || out->version == 0) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  gmr_oom_counts c = GMR_OOM_COUNTS_INIT;
+  gmr__oom_handler_get_counts(&a->oom, &c);
+  /* The header stays the caller's; nothing past out->size is written. */
+  size_t n = out->size < sizeof c ? out->size : sizeof c;
+  if (n > header) memcpy((char *)out + header, (const char *)&c + header, n - header);
   return GMR_OK;
 }
 

@@ -92,7 +92,7 @@ gmr_status gmr__oom_handler_init(gmr__oom_handler *h, const gmr_oom_policy *poli
                                  const gmr_resource *owner, gmr_resource *upstream) {
   memset(h, 0, sizeof *h);
   if (policy != NULL && gmr_oom_policy_check(policy) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
-  h->policy = policy != NULL ? *policy : gmr_oom_policy_fail();
+  h->policy = policy != NULL ? *policy : (gmr_oom_policy)GMR_OOM_POLICY_FAIL_INIT;
   h->owner = owner;
   h->upstream = upstream;
   if (!gmr__cond_init_monotonic(&h->cond)) return GMR_ERR_OUT_OF_MEMORY;
@@ -182,6 +182,8 @@ void gmr__oom_handler_wake_waiters(gmr__oom_handler *h) {
 }
 
 void gmr__oom_handler_get_counts(const gmr__oom_handler *h, gmr_oom_counts *out) {
+  out->size = sizeof *out;
+  out->version = GMR_OOM_COUNTS_VERSION;
   out->failure_count = atomic_load_explicit(&h->failure_count, memory_order_relaxed);
   out->retry_count = atomic_load_explicit(&h->retry_count, memory_order_relaxed);
   out->recovered_count = atomic_load_explicit(&h->recovered_count, memory_order_relaxed);

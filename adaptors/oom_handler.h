@@ -93,6 +93,8 @@ static inline void gmr__oom_handler_note_free(gmr__oom_handler *h) {
   if (gmr__oom_handler_has_policy(h)) gmr__oom_handler_wake_waiters(h);
 }
 
+/* Fill the whole of *out (a gmr_oom_counts of this library's version, its
+ * header included). */
 void gmr__oom_handler_get_counts(const gmr__oom_handler *h, gmr_oom_counts *out);
 
 #ifdef __cplusplus

@@ -62,10 +62,10 @@ static gmr_oom_policy base(const char *name) {
 
 static uint32_t cap_attempts(uint32_t n) { return n > GMR_OOM_MAX_ATTEMPTS ? GMR_OOM_MAX_ATTEMPTS : n; }
 
-gmr_oom_policy gmr_oom_policy_fail(void) { return base(builtin_names[BUILTIN_FAIL]); }
+static gmr_oom_policy make_fail(void) { return base(builtin_names[BUILTIN_FAIL]); }
 
-gmr_oom_policy gmr_oom_policy_retry(gmr_oom_callback_fn *callback, void *callback_ctx,
-                                    uint32_t max_attempts) {
+static gmr_oom_policy make_retry(gmr_oom_callback_fn *callback, void *callback_ctx,
+                                 uint32_t max_attempts) {
   gmr_oom_policy p = base(builtin_names[BUILTIN_RETRY]);
   p.decide = retry_decide;
   p.callback = callback;
@@ -74,14 +74,14 @@ gmr_oom_policy gmr_oom_policy_retry(gmr_oom_callback_fn *callback, void *callbac
   return p;
 }
 
-gmr_oom_policy gmr_oom_policy_trim_retry(uint32_t max_attempts) {
+static gmr_oom_policy make_trim_retry(uint32_t max_attempts) {
   gmr_oom_policy p = base(builtin_names[BUILTIN_TRIM_RETRY]);
   p.decide = trim_retry_decide;
   p.max_attempts = cap_attempts(max_attempts);
   return p;
 }
 
-gmr_oom_policy gmr_oom_policy_wait(uint64_t timeout_ns, uint32_t max_attempts) {
+static gmr_oom_policy make_wait(uint64_t timeout_ns, uint32_t max_attempts) {
   gmr_oom_policy p = base(builtin_names[BUILTIN_WAIT]);
   p.decide = wait_decide;
   p.wait_timeout_ns = timeout_ns;
@@ -107,16 +107,16 @@ static bool builtin(const char *name, gmr_oom_policy *out) {
   while (i < BUILTIN_COUNT && strcmp(name, builtin_names[i]) != 0) i++;
   switch (i) {
     case BUILTIN_FAIL:
-      *out = gmr_oom_policy_fail();
+      *out = make_fail();
       return true;
     case BUILTIN_RETRY:
-      *out = gmr_oom_policy_retry(NULL, NULL, GMR_OOM_DEFAULT_ATTEMPTS);
+      *out = make_retry(NULL, NULL, GMR_OOM_DEFAULT_ATTEMPTS);
       return true;
     case BUILTIN_TRIM_RETRY:
-      *out = gmr_oom_policy_trim_retry(GMR_OOM_DEFAULT_ATTEMPTS);
+      *out = make_trim_retry(GMR_OOM_DEFAULT_ATTEMPTS);
       return true;
     case BUILTIN_WAIT:
-      *out = gmr_oom_policy_wait(GMR_OOM_DEFAULT_WAIT_TIMEOUT_NS, GMR_OOM_DEFAULT_ATTEMPTS);
+      *out = make_wait(GMR_OOM_DEFAULT_WAIT_TIMEOUT_NS, GMR_OOM_DEFAULT_ATTEMPTS);
       return true;
     default:
       return false;
@@ -147,4 +147,21 @@ gmr_status gmr_oom_policy_from_name(const char *name, gmr_oom_policy *out) {
   if (!gmr__policy_registry_get(&registry, name, &value)) return GMR_ERR_INVALID_ARGUMENT;
   *out = value.oom;
   return GMR_OK;
+}
+
+/* ---- deprecated constructors (gmr/policy.h), removed in 0.3.0 --------------- */
+
+gmr_oom_policy gmr_oom_policy_fail(void) { return make_fail(); }
+
+gmr_oom_policy gmr_oom_policy_retry(gmr_oom_callback_fn *callback, void *callback_ctx,
+                                    uint32_t max_attempts) {
+  return make_retry(callback, callback_ctx, max_attempts);
+}
+
+gmr_oom_policy gmr_oom_policy_trim_retry(uint32_t max_attempts) {
+  return make_trim_retry(max_attempts);
+}
+
+gmr_oom_policy gmr_oom_policy_wait(uint64_t timeout_ns, uint32_t max_attempts) {
+  return make_wait(timeout_ns, max_attempts);
 }

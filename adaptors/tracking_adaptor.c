@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "adaptors/tracking_internal.h"
+#include "core/resource_type.h"
 #include "util/thread_home.h"
 #include "util/books_inline.h"
 #include "util/counters.h"
@@ -31,11 +32,11 @@
 
 static const gmr_resource_vtbl tracking_vtbl;
 
+/* Deprecated (gmr/tracking_adaptor.h): the thread serial of util/thread_home.h. */
 uint64_t gmr_tracking_thread_id(void) { return gmr__thread_serial(); }
 
 static uint64_t owner_key(const gmr_tracking_adaptor *a, gmr_stream stream) {
-  return a->per == GMR_TRACKING_PER_THREAD ? gmr_tracking_thread_id()
-                                           : (uint64_t)(uintptr_t)stream;
+  return a->per == GMR_TRACKING_PER_THREAD ? gmr__thread_serial() : (uint64_t)(uintptr_t)stream;
 }
 
 static _Atomic uint64_t next_adaptor_id = 1;
@@ -257,6 +258,9 @@ static const gmr_resource_vtbl tracking_vtbl = {
     .extend = tracking_extend,
 };
 
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type tracking_type = {&tracking_vtbl, NULL};
+
 /* Zeroed memory aligned for the cache-line counters inside. */
 static void *zalloc_aligned(size_t bytes) {
   size_t rounded = (bytes + 63) & ~(size_t)63;
@@ -272,7 +276,7 @@ gmr_status gmr_tracking_adaptor_create(gmr_resource *upstream,
   *out = NULL;
   gmr_tracking_adaptor_config cfg = GMR_TRACKING_ADAPTOR_CONFIG_DEFAULT;
   if (config != NULL) cfg = *config;
-  if (gmr_resource_check(upstream) != GMR_OK ||
+  if (gmr__resource_check_vtbl(upstream) != GMR_OK ||
       (cfg.per != GMR_TRACKING_PER_STREAM && cfg.per != GMR_TRACKING_PER_THREAD)) {
     return GMR_ERR_INVALID_ARGUMENT;
   }
@@ -286,6 +290,7 @@ gmr_status gmr_tracking_adaptor_create(gmr_resource *upstream,
     return GMR_ERR_OUT_OF_MEMORY;
   }
   a->base.vtbl = &tracking_vtbl;
+  gmr__resource_type_register(&tracking_type);
   a->upstream = upstream;
   a->per = cfg.per;
   a->check_stream = cfg.check_stream;
@@ -307,10 +312,3 @@ gmr_status gmr_tracking_adaptor_create(gmr_resource *upstream,
   return GMR_OK;
 }
 
-gmr_resource *gmr_tracking_adaptor_as_resource(gmr_tracking_adaptor *a) {
-  return a == NULL ? NULL : &a->base;
-}
-
-gmr_tracking_adaptor *gmr_tracking_adaptor_from_resource(gmr_resource *r) {
-  return (r != NULL && r->vtbl == &tracking_vtbl) ? (gmr_tracking_adaptor *)r : NULL;
-}

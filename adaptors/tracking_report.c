@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "adaptors/tracking_internal.h"
+#include "util/thread_home.h"
 
 /* ---- statistics --------------------------------------------------------- */
 
@@ -65,6 +66,9 @@ gmr_status gmr_tracking_adaptor_get_owner_stats(const gmr_tracking_adaptor *a, u
                                                 gmr_tracking_adaptor_owner_stats *out) {
   if (a == NULL || out == NULL || !header_ok(out->size, out->version, stats_header)) {
     return GMR_ERR_INVALID_ARGUMENT;
+  }
+  if (owner == GMR_TRACKING_OWNER_CALLING_THREAD && a->per == GMR_TRACKING_PER_THREAD) {
+    owner = gmr__thread_serial();
   }
   gmr_tracking_adaptor_owner_stats s;
   memset(&s, 0, sizeof s);

@@ -184,7 +184,7 @@ gmr_status gmr_device_synchronize(void) {
   return gmr__status_from_cuda(gmr__cuda()->device_synchronize());
 }
 
-gmr_status gmr_stream_create(gmr_stream *out_stream) {
+gmr_status gmr__stream_create(gmr_stream *out_stream) {
   if (out_stream == NULL) return GMR_ERR_INVALID_ARGUMENT;
   cudaStream_t stream = NULL;
   cudaError_t err = gmr__cuda()->stream_create(&stream);
@@ -196,18 +196,18 @@ gmr_status gmr_stream_create(gmr_stream *out_stream) {
   return GMR_OK;
 }
 
-gmr_status gmr_stream_destroy(gmr_stream stream) {
+gmr_status gmr__stream_destroy(gmr_stream stream) {
   if (stream == NULL) return GMR_OK;
   return gmr__status_from_cuda(gmr__cuda()->stream_destroy(stream));
 }
 
-gmr_status gmr_memcpy_async(void *dst, const void *src, size_t bytes, gmr_stream stream) {
+gmr_status gmr__stream_memcpy_async(void *dst, const void *src, size_t bytes, gmr_stream stream) {
   if (bytes == 0) return GMR_OK;
   if (dst == NULL || src == NULL) return GMR_ERR_INVALID_ARGUMENT;
   return gmr__status_from_cuda(gmr__cuda()->memcpy_async(dst, src, bytes, stream));
 }
 
-gmr_status gmr_stream_synchronize(gmr_stream stream) {
+gmr_status gmr__stream_synchronize(gmr_stream stream) {
   return gmr__status_from_cuda(gmr__cuda()->stream_synchronize(stream));
 }
 
@@ -224,12 +224,12 @@ gmr_status gmr_stream_wait_stream(gmr_stream waiter, gmr_stream waited) {
   return gmr__status_from_cuda(err);
 }
 
-gmr_status gmr_stream_begin_capture(gmr_stream stream) {
+gmr_status gmr__stream_begin_capture(gmr_stream stream) {
   cudaError_t err = gmr__cuda()->stream_begin_capture(stream, cudaStreamCaptureModeGlobal);
   return err == cudaSuccess ? GMR_OK : GMR_ERR_CUDA;
 }
 
-gmr_status gmr_stream_end_capture(gmr_stream stream, gmr_graph *out_graph) {
+gmr_status gmr__stream_end_capture(gmr_stream stream, gmr_graph *out_graph) {
   if (out_graph == NULL) return GMR_ERR_INVALID_ARGUMENT;
   cudaGraph_t graph = NULL;
   cudaError_t err = gmr__cuda()->stream_end_capture(stream, &graph);
@@ -241,7 +241,7 @@ gmr_status gmr_stream_end_capture(gmr_stream stream, gmr_graph *out_graph) {
   return GMR_OK;
 }
 
-gmr_status gmr_graph_destroy(gmr_graph graph) {
+gmr_status gmr__graph_destroy(gmr_graph graph) {
   if (graph == NULL) return GMR_OK;
   return gmr__status_from_cuda(gmr__cuda()->graph_destroy(graph));
 }
@@ -256,3 +256,24 @@ gmr_status gmr_stream_get_capture_info(gmr_stream stream, bool *out_capturing,
   if (out_capture_id != NULL) *out_capture_id = capturing ? (uint64_t)id : 0;
   return err == cudaSuccess ? GMR_OK : GMR_ERR_CUDA;
 }
+
+/* ---- deprecated names (gmr/device.h), removed in 0.3.0 ------------------------ */
+/* For tests and tools: gmr/sim/streams.h (core/cuda_sim/sim_streams.c). */
+
+gmr_status gmr_stream_create(gmr_stream *out_stream) { return gmr__stream_create(out_stream); }
+
+gmr_status gmr_stream_destroy(gmr_stream stream) { return gmr__stream_destroy(stream); }
+
+gmr_status gmr_stream_synchronize(gmr_stream stream) { return gmr__stream_synchronize(stream); }
+
+gmr_status gmr_memcpy_async(void *dst, const void *src, size_t bytes, gmr_stream stream) {
+  return gmr__stream_memcpy_async(dst, src, bytes, stream);
+}
+
+gmr_status gmr_stream_begin_capture(gmr_stream stream) { return gmr__stream_begin_capture(stream); }
+
+gmr_status gmr_stream_end_capture(gmr_stream stream, gmr_graph *out_graph) {
+  return gmr__stream_end_capture(stream, out_graph);
+}
+
+gmr_status gmr_graph_destroy(gmr_graph graph) { return gmr__graph_destroy(graph); }

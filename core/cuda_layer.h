@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gmr/device.h"
 #include "gmr/resource.h"
 #include "gmr/status.h"
 
@@ -159,6 +160,17 @@ gmr_status gmr__status_from_cuda(cudaError_t err);
 /* Record a CUDA failure in `failure` (cuda_error and a message naming `call`).
  * Returns the mapped status. `failure` may be NULL. */
 gmr_status gmr__cuda_fail(gmr_failure *failure, const char *call, cudaError_t err);
+
+/* Streams, captures and copies for tests and tools: the bodies of
+ * gmr/sim/streams.h (core/cuda_sim/sim_streams.c) and of their deprecated
+ * names in gmr/device.h, which say what each does and returns. */
+gmr_status gmr__stream_create(gmr_stream *out_stream);
+gmr_status gmr__stream_destroy(gmr_stream stream);
+gmr_status gmr__stream_synchronize(gmr_stream stream);
+gmr_status gmr__stream_memcpy_async(void *dst, const void *src, size_t bytes, gmr_stream stream);
+gmr_status gmr__stream_begin_capture(gmr_stream stream);
+gmr_status gmr__stream_end_capture(gmr_stream stream, gmr_graph *out_graph);
+gmr_status gmr__graph_destroy(gmr_graph graph);
 
 #ifdef __cplusplus
 }

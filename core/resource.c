@@ -8,19 +8,22 @@
 #include "gmr/resource.h"
 
 #include <assert.h>
-#include <stddef.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/failure.h"
+#include "core/resource_type.h"
 
 /* Slots appended after version 1 will need `vtbl->version >= N` as well. */
 static bool has_v1_slots(const gmr_resource_vtbl *vtbl) { return vtbl->version >= 1u; }
 static bool has_v2_slots(const gmr_resource_vtbl *vtbl) { return vtbl->version >= 2u; }
 static bool has_v3_slots(const gmr_resource_vtbl *vtbl) { return vtbl->version >= 3u; }
 
-gmr_status gmr_resource_check(const gmr_resource *r) {
+gmr_status gmr__resource_check_vtbl(const gmr_resource *r) {
   if (r == NULL || r->vtbl == NULL) return GMR_ERR_INVALID_ARGUMENT;
   const gmr_resource_vtbl *v = r->vtbl;
   if (v->version < 1u || v->type_name == NULL || v->allocate == NULL || v->deallocate == NULL ||
@@ -134,7 +137,7 @@ gmr_status gmr_resource_deallocate(gmr_resource *r, void *ptr, size_t bytes, siz
 
 gmr_status gmr_resource_destroy(gmr_resource *r) {
   if (r == NULL) return GMR_OK;
-  if (gmr_resource_check(r) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(r) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
   return r->vtbl->destroy(r);
 }
 
@@ -150,9 +153,100 @@ const char *gmr_resource_get_type_name(const gmr_resource *r) {
   return r->vtbl->type_name;
 }
 
+/* ---- gmr's own types (core/resource_type.h) ------------------------------ */
+
+/* Filled front to back and never emptied: a reader stops at the first NULL. */
+static _Atomic(const gmr__resource_type *) known_types[GMR__RESOURCE_TYPE_MAX];
+
+void gmr__resource_type_register(const gmr__resource_type *type) {
+  for (size_t i = 0; i < GMR__RESOURCE_TYPE_MAX; ++i) {
+    const gmr__resource_type *seen = atomic_load_explicit(&known_types[i], memory_order_acquire);
+    if (seen == NULL) {
+      const gmr__resource_type *expected = NULL;
+      if (atomic_compare_exchange_strong_explicit(&known_types[i], &expected, type,
+                                                  memory_order_acq_rel, memory_order_acquire)) {
+        return;
+      }
+      seen = expected; /* another thread took the slot: look at what it wrote */
+    }
+    if (seen == type || seen->vtbl == type->vtbl) return;
+  }
+  assert(!"more gmr resource types than GMR__RESOURCE_TYPE_MAX");
+}
+
+const gmr__resource_type *gmr__resource_type_of(const gmr_resource *r) {
+  if (r == NULL || r->vtbl == NULL) return NULL;
+  for (size_t i = 0; i < GMR__RESOURCE_TYPE_MAX; ++i) {
+    const gmr__resource_type *t = atomic_load_explicit(&known_types[i], memory_order_acquire);
+    if (t == NULL) return NULL;
+    if (t->vtbl == r->vtbl) return t;
+  }
+  return NULL;
+}
+
+void *gmr_resource_downcast(gmr_resource *r, const char *type_name) {
+  if (type_name == NULL || gmr__resource_type_of(r) == NULL) return NULL;
+  return strcmp(r->vtbl->type_name, type_name) == 0 ? r : NULL;
+}
+
+/* Whether a registered (gmr) type has this name. */
+static bool is_gmr_type_name(const char *type_name) {
+  for (size_t i = 0; i < GMR__RESOURCE_TYPE_MAX; ++i) {
+    const gmr__resource_type *t = atomic_load_explicit(&known_types[i], memory_order_acquire);
+    if (t == NULL) return false;
+    if (strcmp(t->vtbl->type_name, type_name) == 0) return true;
+  }
+  return false;
+}
+
+gmr_resource *gmr_resource_find(gmr_resource *top, const char *type_name) {
+  if (type_name == NULL) return NULL;
+  /* A layer named after a gmr type but not one of gmr's (a user's vtable
+   * borrowing the name) is passed over, so the result always downcasts. */
+  bool gmr_type = is_gmr_type_name(type_name);
+  for (gmr_resource *r = top; r != NULL; r = gmr_resource_get_upstream(r)) {
+    if (strcmp(gmr_resource_get_type_name(r), type_name) == 0 &&
+        (!gmr_type || gmr__resource_type_of(r) != NULL)) {
+      return r;
+    }
+  }
+  return NULL;
+}
+
+gmr_status gmr__resource_check_deep(const gmr_resource *r, char *err, size_t err_bytes) {
+  if (err != NULL && err_bytes > 0) err[0] = '\0';
+  if (r == NULL) {
+    if (err != NULL && err_bytes > 0) snprintf(err, err_bytes, "the resource is NULL");
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  size_t depth = 0;
+  for (const gmr_resource *layer = r; layer != NULL; layer = gmr_resource_get_upstream(layer)) {
+    if (gmr__resource_check_vtbl(layer) != GMR_OK) {
+      if (err != NULL && err_bytes > 0) {
+        snprintf(err, err_bytes,
+                 "layer %zu (0: the top) has no vtable, or one without its required slots", depth);
+      }
+      return GMR_ERR_INVALID_ARGUMENT;
+    }
+    const gmr__resource_type *type = gmr__resource_type_of(layer);
+    if (type != NULL && type->check_books != NULL) {
+      /* The books are guarded by the resource's own locks, which the check
+       * takes: a const resource is only read. */
+      gmr_status st = type->check_books((gmr_resource *)(uintptr_t)layer, err, err_bytes);
+      if (st != GMR_OK) return st;
+    }
+    ++depth;
+  }
+  return GMR_OK;
+}
+
+gmr_status gmr_resource_check(const gmr_resource *r) {
+  return gmr__resource_check_deep(r, NULL, 0);
+}
+
 gmr_status gmr_resource_trim(gmr_resource *r, size_t *released_bytes) {
   if (released_bytes != NULL) *released_bytes = 0;
-  if (gmr_resource_check(r) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(r) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
   /* Walk down the whole stack: every layer that caches memory gives it back
    * to the layer below, top first, so the lower layers can pass it on. */
   for (gmr_resource *cur = r; cur != NULL; cur = gmr_resource_get_upstream(cur)) {
@@ -168,7 +262,7 @@ gmr_status gmr_resource_trim(gmr_resource *r, size_t *released_bytes) {
 gmr_status gmr_resource_get_footprint(const gmr_resource *r, gmr_footprint *out) {
   if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   memset(out, 0, sizeof *out);
-  if (gmr_resource_check(r) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(r) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
   for (const gmr_resource *cur = r; cur != NULL; cur = gmr_resource_get_upstream(cur)) {
     if (has_v1_slots(cur->vtbl) && cur->vtbl->get_footprint != NULL) {
       return cur->vtbl->get_footprint(cur, out);
@@ -188,7 +282,7 @@ gmr_status gmr_resource_get_memory_info(const gmr_resource *r, gmr_memory_info *
   size_t header = offsetof(gmr_memory_info, held_bytes);
   size_t known = out->size < sizeof *out ? out->size : sizeof *out;
   memset((char *)out + header, 0, known - header);
-  if (gmr_resource_check(r) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(r) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
   for (const gmr_resource *cur = r; cur != NULL; cur = gmr_resource_get_upstream(cur)) {
     if (has_v2_slots(cur->vtbl) && cur->vtbl->get_memory_info != NULL) {
       return cur->vtbl->get_memory_info(cur, out);
@@ -198,7 +292,7 @@ gmr_status gmr_resource_get_memory_info(const gmr_resource *r, gmr_memory_info *
 }
 
 gmr_status gmr_resource_record_stream(gmr_resource *r, void *ptr, gmr_stream stream) {
-  if (gmr_resource_check(r) != GMR_OK || ptr == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(r) != GMR_OK || ptr == NULL) return GMR_ERR_INVALID_ARGUMENT;
   if (!has_v2_slots(r->vtbl) || r->vtbl->record_stream == NULL) return GMR_ERR_UNSUPPORTED;
   return r->vtbl->record_stream(r, ptr, stream);
 }
@@ -207,7 +301,7 @@ static gmr_status allocate_capturing(gmr_resource *r, size_t bytes, size_t align
                                      gmr_stream stream, void **out_ptr, gmr_failure *failure) {
   gmr__failure_reset(failure);
   gmr_status done = GMR_OK;
-  if (out_ptr != NULL && gmr_resource_check(r) != GMR_OK) {
+  if (out_ptr != NULL && gmr__resource_check_vtbl(r) != GMR_OK) {
     *out_ptr = NULL;
     snprintf(failure->message, sizeof failure->message, "resource is NULL or has no vtable");
     return gmr__failure_record(failure, GMR_ERR_INVALID_ARGUMENT, r, bytes, alignment, stream);
@@ -242,7 +336,7 @@ static gmr_status extend(gmr_resource *r, void *ptr, size_t bytes, size_t new_by
   gmr__failure_reset(failure);
   if (alignment == 0) alignment = GMR_DEFAULT_ALIGNMENT;
   gmr_status st = GMR_ERR_INVALID_ARGUMENT;
-  if (gmr_resource_check(r) != GMR_OK) {
+  if (gmr__resource_check_vtbl(r) != GMR_OK) {
     snprintf(failure->message, sizeof failure->message, "resource is NULL or has no vtable");
   } else if (ptr == NULL) {
     snprintf(failure->message, sizeof failure->message, "ptr is NULL: nothing to extend");

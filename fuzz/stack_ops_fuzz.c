@@ -18,7 +18,7 @@
  *     of the allocations the harness holds;
  *   - a limiting layer's used bytes equal the sum of their charges
  *     (256-byte units);
- *   - a pool's invariants hold (gmr_pool_resource_check_invariants);
+ *   - a pool's invariants hold (gmr_resource_check's walk, with its text);
  *   - a successful allocation is non-NULL (bytes > 0) and aligned; a failed
  *     one leaves NULL;
  *   - every bad call returns a status other than GMR_OK and changes nothing
@@ -37,12 +37,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/resource_type.h"
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
 #include "gmr/limiting_adaptor.h"
 #include "gmr/pool_resource.h"
 #include "gmr/resource.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
 #include "gmr/tracking_adaptor.h"
 
@@ -150,7 +152,8 @@ static void check(state *s, const char *after) {
   }
   if (s->pool != NULL) {
     char err[256];
-    if (gmr_pool_resource_check_invariants(s->pool, err, sizeof err) != GMR_OK) {
+    if (gmr__resource_check_deep(gmr_pool_resource_as_resource(s->pool), err, sizeof err) !=
+        GMR_OK) {
       fail(s, after, err);
     }
   }
@@ -303,7 +306,7 @@ static void op_stream(state *s) {
       s->held[i] = what % 2 == 0;
       break;
     case 2:
-      GMR_IGNORE_STATUS(gmr_stream_synchronize(s->streams[i]));
+      GMR_IGNORE_STATUS(gmr_cuda_stream_synchronize(s->streams[i]));
       break;
     default: { /* destroy and recreate, as a program may once a call returned */
       if (s->capturing[i]) return;
@@ -313,9 +316,9 @@ static void op_stream(state *s) {
       for (size_t k = 0; k < s->freed_count; ++k) {
         if (s->freed[k].stream == i) s->freed[k].ptr = NULL;
       }
-      if (gmr_stream_destroy(s->streams[i]) != GMR_OK) fail(s, "stream", "destroy failed");
+      if (gmr_cuda_stream_destroy(s->streams[i]) != GMR_OK) fail(s, "stream", "destroy failed");
       s->held[i] = false;
-      if (gmr_stream_create(&s->streams[i]) != GMR_OK) {
+      if (gmr_cuda_stream_create(&s->streams[i]) != GMR_OK) {
         s->streams[i] = NULL; /* an injected failure: use the default stream */
       }
       break;
@@ -360,9 +363,10 @@ static void claim_memories(state *s, int i) {
 
 static void end_capture(state *s, int i) {
   gmr_graph graph = NULL;
-  GMR_IGNORE_STATUS(gmr_stream_end_capture(s->streams[i], &graph)); /* fails if something invalidated it */
+  /* Fails if something invalidated the capture. */
+  GMR_IGNORE_STATUS(gmr_cuda_stream_end_capture(s->streams[i], &graph));
   s->capturing[i] = false;
-  if (graph != NULL && gmr_graph_destroy(graph) != GMR_OK) fail(s, "capture", "graph destroy");
+  if (graph != NULL && gmr_cuda_graph_destroy(graph) != GMR_OK) fail(s, "capture", "graph destroy");
   claim_memories(s, i);
 }
 
@@ -372,7 +376,7 @@ static void op_capture(state *s) {
   switch (what % 3) {
     case 0:
       if (s->capturing[i]) return;
-      if (gmr_stream_begin_capture(s->streams[i]) != GMR_OK) return;
+      if (gmr_cuda_stream_begin_capture(s->streams[i]) != GMR_OK) return;
       s->capturing[i] = true;
       /* An explicit session too, half of the time (the arena's fast path). */
       if (s->arena != NULL && what % 2 == 0) {
@@ -467,11 +471,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (gmr_stack_create(s.spec, &s.stack, &e) != GMR_OK) fail(&s, "create", e.message);
   s.top = gmr_stack_as_resource(s.stack);
   s.tracking = gmr_tracking_adaptor_from_resource(s.top);
-  s.limiting = gmr_limiting_adaptor_from_resource(gmr_stack_find(s.stack, "limiting_adaptor"));
-  s.pool = gmr_pool_resource_from_resource(gmr_stack_find(s.stack, "pool_resource"));
-  s.arena = gmr_graph_arena_resource_from_resource(gmr_stack_find(s.stack, "graph_arena_resource"));
+  s.limiting = gmr_limiting_adaptor_from_resource(
+      gmr_resource_find(gmr_stack_as_resource(s.stack), "limiting_adaptor"));
+  s.pool = gmr_pool_resource_from_resource(
+      gmr_resource_find(gmr_stack_as_resource(s.stack), "pool_resource"));
+  s.arena = gmr_graph_arena_resource_from_resource(
+      gmr_resource_find(gmr_stack_as_resource(s.stack), "graph_arena_resource"));
   for (int i = 1; i < STREAMS; ++i) {
-    if (gmr_stream_create(&s.streams[i]) != GMR_OK) fail(&s, "start", "stream");
+    if (gmr_cuda_stream_create(&s.streams[i]) != GMR_OK) fail(&s, "start", "stream");
   }
 
   run(&s);
@@ -502,7 +509,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   check(&s, "final frees");
   gmr_status st = gmr_stack_destroy(s.stack);
   if (st != GMR_OK) fail(&s, "destroy", gmr_status_name(st));
-  for (int i = 1; i < STREAMS; ++i) GMR_IGNORE_STATUS(gmr_stream_destroy(s.streams[i]));
+  for (int i = 1; i < STREAMS; ++i) GMR_IGNORE_STATUS(gmr_cuda_stream_destroy(s.streams[i]));
   if (gmr_cuda_sim_get_stale_handle_count() != 0) fail(&s, "end", "a dead CUDA handle was used");
   if (gmr_cuda_sim_disable() != GMR_OK) fail(&s, "end", "simulated CUDA objects leaked");
   return 0;

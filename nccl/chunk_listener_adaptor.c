@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/failure.h"
+#include "core/resource_type.h"
 #include "core/stats.h"
 #include "util/u64_map.h"
 
@@ -212,14 +213,18 @@ static const gmr_resource_vtbl listener_vtbl = {
     .extend = NULL, /* a chunk never grows (see the header) */
 };
 
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type listener_type = {&listener_vtbl, NULL};
+
 gmr_status gmr_chunk_listener_adaptor_create(gmr_resource *upstream,
                                              gmr_chunk_listener_adaptor **out) {
   if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   *out = NULL;
-  if (gmr_resource_check(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
   gmr_chunk_listener_adaptor *a = calloc(1, sizeof *a);
   if (a == NULL) return GMR_ERR_OUT_OF_MEMORY;
   a->base.vtbl = &listener_vtbl;
+  gmr__resource_type_register(&listener_type);
   a->upstream = upstream;
   a->next_id = 1;
   pthread_mutex_init(&a->lock, NULL);
@@ -227,20 +232,9 @@ gmr_status gmr_chunk_listener_adaptor_create(gmr_resource *upstream,
   return GMR_OK;
 }
 
-gmr_resource *gmr_chunk_listener_adaptor_as_resource(gmr_chunk_listener_adaptor *a) {
-  return a == NULL ? NULL : &a->base;
-}
-
-gmr_chunk_listener_adaptor *gmr_chunk_listener_adaptor_from_resource(gmr_resource *r) {
-  return r != NULL && r->vtbl == &listener_vtbl ? (gmr_chunk_listener_adaptor *)r : NULL;
-}
-
+/* Deprecated (gmr/nccl/chunk_listener_adaptor.h): the generic find. */
 gmr_chunk_listener_adaptor *gmr_chunk_listener_adaptor_find(gmr_resource *top) {
-  for (gmr_resource *r = top; r != NULL; r = gmr_resource_get_upstream(r)) {
-    gmr_chunk_listener_adaptor *a = gmr_chunk_listener_adaptor_from_resource(r);
-    if (a != NULL) return a;
-  }
-  return NULL;
+  return gmr_chunk_listener_adaptor_from_resource(gmr_resource_find(top, "chunk_listener_adaptor"));
 }
 
 static int by_address(const void *x, const void *y) {

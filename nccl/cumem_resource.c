@@ -13,6 +13,7 @@
 #include "core/cuda_layer.h"
 #include "core/cuda_vmm.h"
 #include "core/failure.h"
+#include "core/resource_type.h"
 #include "core/stats.h"
 #include "util/u64_map.h"
 
@@ -281,6 +282,9 @@ static const gmr_resource_vtbl cumem_vtbl = {
     .get_memory_info = cumem_get_memory_info,
 };
 
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type cumem_type = {&cumem_vtbl, NULL};
+
 /* ---- create ---------------------------------------------------------------- */
 
 static gmr_status resolve_peers(gmr_cumem_resource *r, const gmr_cumem_resource_config *c,
@@ -357,6 +361,7 @@ static gmr_status cumem_resource_create_impl(const gmr_cumem_resource_config *co
   gmr_cumem_resource *r = calloc(1, sizeof *r);
   if (r == NULL) return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "cumem: host memory");
   r->base.vtbl = &cumem_vtbl;
+  gmr__resource_type_register(&cumem_type);
   r->cuda = gmr__cuda();
   r->vmm = gmr__cuda_vmm(r->cuda);
   pthread_mutex_init(&r->lock, NULL);
@@ -390,14 +395,6 @@ gmr_status gmr_cumem_resource_create(const gmr_cumem_resource_config *config,
   gmr_failure local;
   gmr_failure *f = gmr__failure_begin(failure, &local);
   return gmr__failure_end(failure, f, cumem_resource_create_impl(config, out, f));
-}
-
-gmr_resource *gmr_cumem_resource_as_resource(gmr_cumem_resource *r) {
-  return r == NULL ? NULL : &r->base;
-}
-
-gmr_cumem_resource *gmr_cumem_resource_from_resource(gmr_resource *r) {
-  return r != NULL && r->vtbl == &cumem_vtbl ? (gmr_cumem_resource *)r : NULL;
 }
 
 gmr_status gmr_cumem_resource_get_stats(gmr_cumem_resource *r, gmr_cumem_resource_stats *out) {

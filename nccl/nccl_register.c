@@ -251,7 +251,8 @@ static gmr_status nccl_register_pool_impl(gmr_nccl_comm *comm, gmr_resource *sta
   if (comm == NULL || stack == NULL || out == NULL) {
     return gmr__failure_set(failure, GMR_ERR_INVALID_ARGUMENT, "nccl: a NULL argument");
   }
-  gmr_chunk_listener_adaptor *adaptor = gmr_chunk_listener_adaptor_find(stack);
+  gmr_chunk_listener_adaptor *adaptor =
+      gmr_chunk_listener_adaptor_from_resource(gmr_resource_find(stack, "chunk_listener_adaptor"));
   if (adaptor == NULL) {
     return gmr__failure_set(failure, GMR_ERR_INVALID_ARGUMENT,
                             "nccl: the stack headed by %s has no chunk_listener layer to follow "

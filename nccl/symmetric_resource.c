@@ -15,6 +15,7 @@
 
 #include "core/cuda_layer.h"
 #include "core/failure.h"
+#include "core/resource_type.h"
 #include "core/stats.h"
 #include "util/u64_map.h"
 
@@ -419,12 +420,15 @@ static const gmr_resource_vtbl symmetric_vtbl = {
     .get_memory_info = sym_get_memory_info,
 };
 
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type symmetric_type = {&symmetric_vtbl, NULL};
+
 static gmr_status symmetric_resource_create_impl(gmr_resource *upstream,
                                                  const gmr_symmetric_resource_config *config,
                                                  gmr_symmetric_resource **out,
                                                  gmr_failure *failure) {
   gmr__failure_reset(failure);
-  if (out == NULL || gmr_resource_check(upstream) != GMR_OK) {
+  if (out == NULL || gmr__resource_check_vtbl(upstream) != GMR_OK) {
     if (out != NULL) *out = NULL;
     return gmr__failure_set(failure, GMR_ERR_INVALID_ARGUMENT,
                             "symmetric: needs a valid upstream and an out pointer");
@@ -448,6 +452,7 @@ static gmr_status symmetric_resource_create_impl(gmr_resource *upstream,
   gmr_symmetric_resource *r = calloc(1, sizeof *r);
   if (r == NULL) return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "symmetric: host memory");
   r->base.vtbl = &symmetric_vtbl;
+  gmr__resource_type_register(&symmetric_type);
   r->upstream = upstream;
   r->cuda = gmr__cuda();
   r->region_bytes = region;
@@ -464,14 +469,6 @@ gmr_status gmr_symmetric_resource_create(gmr_resource *upstream,
   gmr_failure local;
   gmr_failure *f = gmr__failure_begin(failure, &local);
   return gmr__failure_end(failure, f, symmetric_resource_create_impl(upstream, config, out, f));
-}
-
-gmr_resource *gmr_symmetric_resource_as_resource(gmr_symmetric_resource *r) {
-  return r == NULL ? NULL : &r->base;
-}
-
-gmr_symmetric_resource *gmr_symmetric_resource_from_resource(gmr_resource *r) {
-  return r != NULL && r->vtbl == &symmetric_vtbl ? (gmr_symmetric_resource *)r : NULL;
 }
 
 gmr_status gmr_symmetric_resource_get_offset(gmr_symmetric_resource *r, const void *ptr,

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/resource_type.h"
 #include "util/books.h"
 #include "util/counters.h"
 #include "core/cuda_layer.h"
@@ -381,6 +382,9 @@ static const gmr_resource_vtbl cuda_vtbl = {
     .allocate_capturing = cuda_allocate_capturing,
 };
 
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type cuda_type = {&cuda_vtbl, NULL};
+
 /* ---- create ------------------------------------------------------------- */
 
 /* Fill the record of a failed create (may be NULL) and return `status`. */
@@ -495,6 +499,7 @@ static gmr_status cuda_resource_create_ex_impl(const gmr_cuda_resource_config *c
   }
   pthread_mutex_init(&r->events_mutex, NULL);
   r->base.vtbl = &cuda_vtbl;
+  gmr__resource_type_register(&cuda_type);
   r->cuda = cuda;
   r->kind = cfg.kind;
   r->device = device;
@@ -523,14 +528,6 @@ gmr_status gmr_cuda_resource_create_ex(const gmr_cuda_resource_config *config,
 gmr_status gmr_cuda_resource_create(const gmr_cuda_resource_config *config,
                                     gmr_cuda_resource **out) {
   return gmr_cuda_resource_create_ex(config, out, NULL);
-}
-
-gmr_resource *gmr_cuda_resource_as_resource(gmr_cuda_resource *r) {
-  return r == NULL ? NULL : &r->base;
-}
-
-gmr_cuda_resource *gmr_cuda_resource_from_resource(gmr_resource *r) {
-  return (r != NULL && r->vtbl == &cuda_vtbl) ? (gmr_cuda_resource *)r : NULL;
 }
 
 int gmr_cuda_resource_get_device(const gmr_cuda_resource *r) { return r->device; }

@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 
+#include "core/resource_type.h"
 #include "util/books.h"
 #include "util/counters.h"
 #include "core/failure.h"
@@ -95,6 +96,9 @@ static const gmr_resource_vtbl host_vtbl = {
     .allocate_capturing = host_allocate, /* no CUDA call: nothing a capture could see */
 };
 
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type host_type = {&host_vtbl, NULL};
+
 gmr_status gmr_host_resource_create(gmr_host_resource **out) {
   if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   *out = NULL;
@@ -105,16 +109,9 @@ gmr_status gmr_host_resource_create(gmr_host_resource **out) {
     return GMR_ERR_OUT_OF_MEMORY;
   }
   r->base.vtbl = &host_vtbl;
+  gmr__resource_type_register(&host_type);
   *out = r;
   return GMR_OK;
-}
-
-gmr_resource *gmr_host_resource_as_resource(gmr_host_resource *r) {
-  return r == NULL ? NULL : &r->base;
-}
-
-gmr_host_resource *gmr_host_resource_from_resource(gmr_resource *r) {
-  return (r != NULL && r->vtbl == &host_vtbl) ? (gmr_host_resource *)r : NULL;
 }
 
 size_t gmr_host_resource_get_live_count(const gmr_host_resource *r) {

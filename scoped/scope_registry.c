@@ -22,8 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scoped/scoped_internal.h"
+#include "core/resource_type.h"
 #include "core/stats.h"
+#include "scoped/scoped_internal.h"
 
 /* Drop one reference; the last one frees the key, the mutex and the memory
  * (pthread_key_delete may be called from the key's own destructor). */
@@ -129,7 +130,7 @@ gmr_status gmr_scope_registry_create(gmr_resource *const *upstreams, size_t devi
     return GMR_ERR_INVALID_ARGUMENT;
   }
   for (size_t d = 0; d < device_count; ++d) {
-    if (upstreams[d] != NULL && gmr_resource_check(upstreams[d]) != GMR_OK) {
+    if (upstreams[d] != NULL && gmr__resource_check_vtbl(upstreams[d]) != GMR_OK) {
       return GMR_ERR_INVALID_ARGUMENT;
     }
   }

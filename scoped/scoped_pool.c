@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/failure.h"
+#include "core/resource_type.h"
 #include "scoped/scoped_internal.h"
 #include "core/stats.h"
 
@@ -168,12 +169,16 @@ static const gmr_resource_vtbl scoped_pool_vtbl = {
     .get_memory_info = pool_get_memory_info,
 };
 
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type scoped_pool_type = {&scoped_pool_vtbl, NULL};
+
 gmr_status gmr__scoped_pool_create(gmr_scope_registry *r, gmr__scope_thread *owner, int device,
                                    gmr_scoped_pool **out) {
   *out = NULL;
   gmr_scoped_pool *p = calloc(1, sizeof *p);
   if (p == NULL) return GMR_ERR_OUT_OF_MEMORY;
   p->base.vtbl = &scoped_pool_vtbl;
+  gmr__resource_type_register(&scoped_pool_type);
   p->registry = r;
   p->owner = owner;
   p->device = device;
@@ -231,8 +236,6 @@ gmr_status gmr__scoped_pool_rewind_to(gmr_scoped_pool *p, uint32_t depth, size_t
   atomic_fetch_add_explicit(&p->orphan_mark_count, orphans, memory_order_relaxed);
   return GMR_OK;
 }
-
-gmr_resource *gmr_scoped_pool_as_resource(gmr_scoped_pool *p) { return p == NULL ? NULL : &p->base; }
 
 int gmr_scoped_pool_get_device(const gmr_scoped_pool *p) { return p == NULL ? -1 : p->device; }
 

@@ -7,6 +7,7 @@
 
 #include "core/cuda_layer.h"
 #include "core/failure.h"
+#include "core/resource_type.h"
 
 struct gmr__device_guard {
   gmr_resource base; /* first */
@@ -110,7 +111,7 @@ static const gmr_resource_vtbl guard_vtbl = {
 gmr_status gmr__device_guard_create(gmr_resource *upstream, int device, gmr__device_guard **out) {
   if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   *out = NULL;
-  if (gmr_resource_check(upstream) != GMR_OK || device < 0) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(upstream) != GMR_OK || device < 0) return GMR_ERR_INVALID_ARGUMENT;
   gmr__device_guard *g = calloc(1, sizeof *g);
   if (g == NULL) return GMR_ERR_OUT_OF_MEMORY;
   g->base.vtbl = &guard_vtbl;

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/cuda_layer.h"
+#include "core/resource_type.h"
 #include "gmr/device.h"
 #include "stack/device_guard.h"
 
@@ -151,7 +152,7 @@ gmr_status gmr_device_resource_get_current(gmr_resource **out, gmr_spec_error *e
 gmr_status gmr_device_resource_set(int device, gmr_resource *resource,
                                    gmr_resource **out_previous) {
   if (out_previous != NULL) *out_previous = NULL;
-  if (resource != NULL && gmr_resource_check(resource) != GMR_OK) {
+  if (resource != NULL && gmr__resource_check_vtbl(resource) != GMR_OK) {
     return GMR_ERR_INVALID_ARGUMENT;
   }
   gmr_status st = check_device(device, NULL);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/resource_type.h"
 #include "stack/stack_internal.h"
 
 gmr_status gmr_stack_create_empty(gmr_stack **out) {
@@ -29,7 +30,7 @@ gmr_status gmr__stack_append(gmr_stack *s, gmr_resource *layer) {
 }
 
 gmr_status gmr_stack_push(gmr_stack *stack, gmr_resource *layer) {
-  if (stack == NULL || gmr_resource_check(layer) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  if (stack == NULL || gmr__resource_check_vtbl(layer) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
   if (stack->count > 0 && gmr_resource_get_upstream(layer) != stack->layers[stack->count - 1]) {
     return GMR_ERR_INVALID_ARGUMENT;
   }
@@ -50,13 +51,12 @@ gmr_resource *gmr_stack_get_layer(const gmr_stack *stack, size_t index) {
   return stack->layers[stack->count - 1 - index];
 }
 
+/* Deprecated (gmr/stack.h): the generic find from the top layer. A stack's
+ * layers are a chain of upstreams (gmr_stack_push checks it, and a spec
+ * creates each layer on the one below). */
 gmr_resource *gmr_stack_find(const gmr_stack *stack, const char *type_name) {
-  if (stack == NULL || type_name == NULL) return NULL;
-  for (size_t i = stack->count; i-- > 0;) {
-    if (strcmp(gmr_resource_get_type_name(stack->layers[i]), type_name) == 0)
-      return stack->layers[i];
-  }
-  return NULL;
+  if (stack == NULL || stack->count == 0) return NULL;
+  return gmr_resource_find(stack->layers[stack->count - 1], type_name);
 }
 
 const char *gmr_stack_get_spec(const gmr_stack *stack) {

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/resource_type.h"
 #include "gmr/limiting_adaptor.h"
 #include "gmr/tracking_adaptor.h"
 
@@ -94,7 +95,7 @@ static gmr_status append_limiting(text *t, const gmr_limiting_adaptor *a) {
 
 gmr_status gmr_resource_write_stats_json(gmr_resource *top, char *buffer, size_t buffer_bytes,
                                          size_t *out_bytes) {
-  if (out_bytes == NULL || gmr_resource_check(top) != GMR_OK ||
+  if (out_bytes == NULL || gmr__resource_check_vtbl(top) != GMR_OK ||
       (buffer == NULL && buffer_bytes > 0)) {
     return GMR_ERR_INVALID_ARGUMENT;
   }

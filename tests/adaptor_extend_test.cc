@@ -28,6 +28,8 @@
 #include "gmr/tracking_adaptor.h"
 #include "gmr/vmm_pool_resource.h"
 #include "tests/support/extend_leaf.h"
+#include "tests/support/log_stats.h"
+#include "tests/support/policies.h"
 #include "tests/support/sim_fixture.h"
 
 namespace {
@@ -173,7 +175,7 @@ std::vector<Layer> Layers() {
        }},
       {"oom",
        [](gmr_resource *up, FILE *) {
-         gmr_oom_policy p = gmr_oom_policy_trim_retry(2);
+         gmr_oom_policy p = gmr_test::TrimRetryPolicy(2);
          gmr_oom_adaptor *o = nullptr;
          EXPECT_EQ(GMR_OK, gmr_oom_adaptor_create(up, &p, &o));
          return gmr_oom_adaptor_as_resource(o);
@@ -345,7 +347,7 @@ TEST_F(ExtendTest, LimitingPerStreamChargesTheAllocationsStream) {
 
 TEST_F(ExtendTest, OomAdaptorPassesGrowthWithoutItsPolicy) {
   int decide_calls = 0;
-  gmr_oom_policy policy = gmr_oom_policy_retry(
+  gmr_oom_policy policy = gmr_test::RetryPolicy(
       [](void *ctx, const gmr_failure *) {
         ++*static_cast<int *>(ctx);
         return GMR_OOM_ACTION_RETRY;
@@ -399,7 +401,7 @@ TEST_F(ExtendTest, LogWritesAGrowthAsAFreeAndAnAllocationAtTheSameAddress) {
   gmr_extend_leaf_refuse_extend(leaf_, GMR_OK);
   ASSERT_EQ(GMR_OK, gmr_resource_extend(r, p, 1000, 5000, 0, S(0x7f00), nullptr));
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 5000, 0, nullptr));
-  EXPECT_EQ(4u, gmr_log_adaptor_get_row_count(log)) << "no row for the refused growth";
+  EXPECT_EQ(4u, gmr_test::LogStats(log).row_count) << "no row for the refused growth";
   ASSERT_EQ(GMR_OK, gmr_resource_destroy(r));
   char ptr[32];
   snprintf(ptr, sizeof ptr, "0x%llx",

@@ -22,6 +22,8 @@
 #include "gmr/oom_adaptor.h"
 #include "gmr/policy.h"
 #include "gmr/tracking_adaptor.h"
+#include "tests/support/log_stats.h"
+#include "tests/support/policies.h"
 
 namespace {
 
@@ -163,7 +165,7 @@ std::vector<Adaptor> Adaptors() {
   v.push_back({"limiting_with_oom_policy",
                [](gmr_resource *up) {
                  gmr_limiting_adaptor_config c = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
-                 c.on_oom = gmr_oom_policy_trim_retry(1);  // nothing to trim: fails
+                 c.on_oom = gmr_test::TrimRetryPolicy(1);  // nothing to trim: fails
                  c.per_stream = true;
                  gmr_limiting_adaptor *l = nullptr;
                  EXPECT_EQ(GMR_OK, gmr_limiting_adaptor_create(up, &c, &l));
@@ -175,7 +177,7 @@ std::vector<Adaptor> Adaptors() {
                }});
   v.push_back({"oom",
                [](gmr_resource *up) {
-                 gmr_oom_policy p = gmr_oom_policy_trim_retry(1);  // nothing to trim: fails
+                 gmr_oom_policy p = gmr_test::TrimRetryPolicy(1);  // nothing to trim: fails
                  gmr_oom_adaptor *o = nullptr;
                  EXPECT_EQ(GMR_OK, gmr_oom_adaptor_create(up, &p, &o));
                  return gmr_oom_adaptor_as_resource(o);
@@ -194,7 +196,7 @@ std::vector<Adaptor> Adaptors() {
                },
                [](gmr_resource *top, size_t live) {
                  // a live block was logged
-                 uint64_t rows = gmr_log_adaptor_get_row_count(gmr_log_adaptor_from_resource(top));
+                 uint64_t rows = gmr_test::LogStats(gmr_log_adaptor_from_resource(top)).row_count;
                  if (live != 0) {
                    EXPECT_GE(rows, 1u);
                  }
@@ -308,7 +310,7 @@ gmr_oom_action Remember(const gmr_oom_policy *policy, const gmr_failure *failure
 TEST_P(Slots, TheFailureRecordReachesAnOomPolicyAboveUnchanged) {
   Make(true);
   SeenByPolicy seen;
-  gmr_oom_policy policy = gmr_oom_policy_fail();
+  gmr_oom_policy policy = gmr_test::OomPolicy("fail");
   policy.name = "remember";
   policy.decide = Remember;
   policy.ctx = &seen;
@@ -336,7 +338,7 @@ TEST_P(Slots, TheFailureRecordReachesAnOomPolicyAboveUnchanged) {
   // Without a retry, the caller gets the same record.
   probe_.fail_next = true;
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
-  gmr_oom_policy fail = gmr_oom_policy_fail();
+  gmr_oom_policy fail = gmr_test::OomPolicy("fail");
   ASSERT_EQ(GMR_OK, gmr_oom_adaptor_create(top_, &fail, &oom));
   r = gmr_oom_adaptor_as_resource(oom);
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r, 5000, 0, S(3), &p, &f));

@@ -12,6 +12,7 @@
 #include "gmr/cuda_resource.h"
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
+#include "gmr/sim/streams.h"
 #include "tests/support/sim_fixture.h"
 
 namespace {
@@ -352,7 +353,7 @@ TEST_F(CudaResource, DeviceKindFootprintCountsRequestedBytes) {
 
 TEST_F(CudaResource, CaptureUnsafeKindsRefuseOnACapturingStreamAndKeepTheCapture) {
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   gmr_cuda_resource *dev = make(GMR_CUDA_KIND_DEVICE);
   gmr_cuda_resource *async = make(GMR_CUDA_KIND_ASYNC);
   gmr_resource *d = gmr_cuda_resource_as_resource(dev);
@@ -360,7 +361,7 @@ TEST_F(CudaResource, CaptureUnsafeKindsRefuseOnACapturingStreamAndKeepTheCapture
   void *before = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(d, 512, 0, s, &before));
 
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(d, 512, 0, s, &p, &f));
@@ -372,29 +373,29 @@ TEST_F(CudaResource, CaptureUnsafeKindsRefuseOnACapturingStreamAndKeepTheCapture
   EXPECT_EQ(GMR_OK, gmr_resource_allocate(a, 512, 0, s, &g));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(a, g, 512, 0, s));
   gmr_graph graph = nullptr;
-  EXPECT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph));  // the capture survived
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(graph));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &graph));  // the capture survived
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(graph));
 
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(d, before, 512, 0, s));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(d));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(a));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 TEST_F(CudaResource, CaptureOnAnotherStreamMakesCudaRefuseWithCaptureUnsafe) {
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   gmr_cuda_resource *dev = make(GMR_CUDA_KIND_DEVICE);
   gmr_resource *d = gmr_cuda_resource_as_resource(dev);
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(d, 512, 0, nullptr, &p, &f));
   EXPECT_EQ(int{cudaErrorStreamCaptureUnsupported}, f.cuda_error);
   gmr_graph graph = nullptr;
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &graph));  // CUDA invalidated it
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_cuda_stream_end_capture(s, &graph));  // CUDA invalidated it
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(d));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 TEST_F(CudaResource, AsyncIsUnsupportedWithoutMemoryPools) {
@@ -431,8 +432,8 @@ TEST_P(CudaCaptureKind, AllocatesDuringACaptureAndLeavesItValidAndTheThreadModeA
   gmr_cuda_resource *cr = make(GetParam());
   gmr_resource *r = gmr_cuda_resource_as_resource(cr);
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
   // The plain path refuses (it would break the capture) ...
@@ -463,11 +464,11 @@ TEST_P(CudaCaptureKind, AllocatesDuringACaptureAndLeavesItValidAndTheThreadModeA
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_allocate_capturing(r, 64, 512, s, &q, &f));
 
   gmr_graph graph = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph));  // the capture stayed valid
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(graph));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &graph));  // the capture stayed valid
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(graph));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4096, 0, s));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 TEST_P(CudaCaptureKind, WorksWithoutACaptureToo) {
@@ -494,9 +495,9 @@ TEST_F(CudaResource, AsyncAllocatesForACaptureOnItsOwnStreamAndAddsNoNodeToTheGr
   gmr_cuda_resource *cr = make(GMR_CUDA_KIND_ASYNC);
   gmr_resource *r = gmr_cuda_resource_as_resource(cr);
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   size_t streams_before = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_CREATE);
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, 4096, 0, s, &p, &f)) << f.message;
@@ -526,11 +527,11 @@ TEST_F(CudaResource, AsyncAllocatesForACaptureOnItsOwnStreamAndAddsNoNodeToTheGr
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_capturing(r, 4096, 0, s, &q, &f));
   EXPECT_EQ(1u, gmr_cuda_resource_get_live_count(cr));
   gmr_graph graph = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph));  // the capture stayed valid
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(graph));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &graph));  // the capture stayed valid
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(graph));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4096, 0, s));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 TEST_F(CudaResource, AsyncCaptureStreamThatCannotBeCreatedChangesNothing) {
@@ -554,9 +555,9 @@ TEST_F(CudaResource, AsyncFreeWaitsForEveryRecordedStream) {
   gmr_cuda_resource *cr = make(GMR_CUDA_KIND_ASYNC);
   gmr_resource *r = gmr_cuda_resource_as_resource(cr);
   gmr_stream a = nullptr, b = nullptr, c = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&a));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&b));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&c));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&a));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&b));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&c));
   void *p = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 4096, 0, a, &p));
   EXPECT_EQ(GMR_OK, gmr_resource_record_stream(r, p, b));
@@ -579,17 +580,17 @@ TEST_F(CudaResource, AsyncFreeWaitsForEveryRecordedStream) {
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4096, 0, a));
   EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));  // destroys the cached event
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(a));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(b));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(c));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(a));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(b));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(c));
 }
 
 TEST_F(CudaResource, AFailedWaitForARecordedStreamReleasesNothing) {
   gmr_cuda_resource *cr = make(GMR_CUDA_KIND_ASYNC);
   gmr_resource *r = gmr_cuda_resource_as_resource(cr);
   gmr_stream a = nullptr, b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&a));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&b));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&a));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&b));
   void *p = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 4096, 0, a, &p));
   ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r, p, b));
@@ -609,8 +610,8 @@ TEST_F(CudaResource, AFailedWaitForARecordedStreamReleasesNothing) {
   EXPECT_EQ(0u, gmr_cuda_resource_get_live_count(cr));
   EXPECT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(a));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(b));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(a));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(b));
 }
 
 TEST_F(CudaResource, SynchronousKindsHonourRecordStreamWithoutEvents) {
@@ -618,7 +619,7 @@ TEST_F(CudaResource, SynchronousKindsHonourRecordStreamWithoutEvents) {
     gmr_cuda_resource *cr = make(kind);
     gmr_resource *r = gmr_cuda_resource_as_resource(cr);
     gmr_stream b = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_stream_create(&b));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&b));
     void *p = nullptr;
     ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 4096, 0, nullptr, &p));
     EXPECT_EQ(GMR_OK, gmr_resource_record_stream(r, p, b));
@@ -627,7 +628,7 @@ TEST_F(CudaResource, SynchronousKindsHonourRecordStreamWithoutEvents) {
     ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4096, 0, nullptr));
     EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD));
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
-    EXPECT_EQ(GMR_OK, gmr_stream_destroy(b));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(b));
   }
 }
 

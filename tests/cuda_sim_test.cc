@@ -10,6 +10,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/resource.h"
+#include "gmr/sim/streams.h"
 #include "tests/support/sim_fixture.h"
 
 // The simulation's CUDA ops, used directly to check the layer itself.
@@ -184,7 +185,7 @@ TEST_F(CudaSim, EnableWhileObjectsAreLiveIsBusy) {
 
 TEST_F(CudaSim, EventsCompleteAtOnceUnlessTheStreamIsHeld) {
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   cudaEvent_t e = nullptr;
   ASSERT_EQ(cudaSuccess, ops()->event_create(&e));
   ASSERT_EQ(cudaSuccess, ops()->event_record(e, s));
@@ -205,15 +206,15 @@ TEST_F(CudaSim, EventsCompleteAtOnceUnlessTheStreamIsHeld) {
   // An event of a destroyed stream counts as complete.
   ASSERT_EQ(cudaSuccess, ops()->event_record(e, s));
   EXPECT_EQ(cudaErrorNotReady, ops()->event_query(e));
-  ASSERT_EQ(GMR_OK, gmr_stream_destroy(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
   EXPECT_EQ(cudaSuccess, ops()->event_query(e));
   EXPECT_EQ(cudaSuccess, ops()->event_destroy(e));
 }
 
 TEST_F(CudaSim, StreamWaitsAreCounted) {
   gmr_stream a = nullptr, b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&a));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&b));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&a));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&b));
   cudaEvent_t e = nullptr;
   ASSERT_EQ(cudaSuccess, ops()->event_create(&e));
   ASSERT_EQ(cudaSuccess, ops()->event_record(e, a));
@@ -221,17 +222,17 @@ TEST_F(CudaSim, StreamWaitsAreCounted) {
   EXPECT_EQ(1u, gmr_cuda_sim_get_stream_wait_count(b));
   EXPECT_EQ(0u, gmr_cuda_sim_get_stream_wait_count(a));
   EXPECT_EQ(cudaSuccess, ops()->event_destroy(e));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(a));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(b));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(a));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(b));
 }
 
 TEST_F(CudaSim, StaleHandlesAreRejectedNotCrashing) {
   expect_stale_handles_ = true;
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
-  ASSERT_EQ(GMR_OK, gmr_stream_destroy(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
   EXPECT_EQ(0u, gmr_cuda_sim_get_stale_handle_count());
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_cuda_stream_destroy(s));
   EXPECT_EQ(1u, gmr_cuda_sim_get_stale_handle_count());  // counted: real CUDA may crash
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_sim_stream_hold(s, true));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_sim_stream_hold(nullptr, true));
@@ -239,9 +240,9 @@ TEST_F(CudaSim, StaleHandlesAreRejectedNotCrashing) {
 
 TEST_F(CudaSim, CaptureForbidsUnsafeCallsAndInvalidatesTheCapture) {
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_begin_capture(nullptr));  // legacy stream
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_cuda_stream_begin_capture(nullptr));  // legacy stream
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   bool capturing = false;
   uint64_t id = 0;
   ASSERT_EQ(GMR_OK, gmr_stream_get_capture_info(s, &capturing, &id));
@@ -251,26 +252,26 @@ TEST_F(CudaSim, CaptureForbidsUnsafeCallsAndInvalidatesTheCapture) {
   void *p = nullptr;
   EXPECT_EQ(cudaErrorStreamCaptureUnsupported, ops()->malloc(&p, 256));
   gmr_graph g = nullptr;
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));  // invalidated
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_cuda_stream_end_capture(s, &g));  // invalidated
   EXPECT_EQ(nullptr, g);
   ASSERT_EQ(GMR_OK, gmr_stream_get_capture_info(s, &capturing, &id));
   EXPECT_FALSE(capturing);
 
   // A clean capture ends in a graph; ids are unique per capture.
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   uint64_t id2 = 0;
   ASSERT_EQ(GMR_OK, gmr_stream_get_capture_info(s, &capturing, &id2));
   EXPECT_NE(id, id2);
-  EXPECT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g));
   EXPECT_NE(nullptr, g);
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 TEST_F(CudaSim, RelaxedThreadModeAllowsUnsafeCallsDuringCaptureAndKeepsItValid) {
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   EXPECT_EQ(cudaStreamCaptureModeGlobal, gmr_cuda_sim_get_thread_capture_mode());
   enum cudaStreamCaptureMode saved = cudaStreamCaptureModeGlobal;
   ASSERT_EQ(cudaSuccess, gmr__cuda_capture_relaxed_enter(ops(), &saved));
@@ -290,36 +291,36 @@ TEST_F(CudaSim, RelaxedThreadModeAllowsUnsafeCallsDuringCaptureAndKeepsItValid) 
   t.join();
   EXPECT_EQ(cudaErrorStreamCaptureUnsupported, other);
   gmr_graph g = nullptr;
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));  // the other thread broke it
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_cuda_stream_end_capture(s, &g));  // the other thread broke it
   EXPECT_EQ(cudaSuccess, ops()->free(p));
 
   // Without the intruder the capture survives the relaxed cudaMalloc.
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   ASSERT_EQ(cudaSuccess, gmr__cuda_capture_relaxed_enter(ops(), &saved));
   EXPECT_EQ(cudaSuccess, ops()->malloc(&p, 256));
   gmr__cuda_capture_relaxed_leave(ops(), saved);
-  EXPECT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   EXPECT_EQ(cudaSuccess, ops()->free(p));
   enum cudaStreamCaptureMode bad = static_cast<enum cudaStreamCaptureMode>(7);
   EXPECT_EQ(cudaErrorInvalidValue, ops()->thread_exchange_capture_mode(&bad));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 TEST_F(CudaSim, PoolAllocationIsAllowedDuringCapture) {
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   cudaMemPool_t pool = nullptr;
   ASSERT_EQ(cudaSuccess, ops()->mem_pool_create(&pool, 0));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p = nullptr;
   EXPECT_EQ(cudaSuccess, ops()->malloc_from_pool_async(&p, 4096, pool, s));
   EXPECT_EQ(cudaSuccess, ops()->free_async(p, s));
   gmr_graph g = nullptr;
-  EXPECT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   EXPECT_EQ(cudaSuccess, ops()->mem_pool_destroy(pool));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 TEST_F(CudaSim, PoolKeepsItsReserveUntilTrimmedOrThresholdAtSync) {
@@ -363,24 +364,24 @@ TEST_F(CudaSim, PoolKeepsItsReserveUntilTrimmedOrThresholdAtSync) {
 // "potentially unsafe" calls the thread modes govern).
 TEST_F(CudaSim, StreamGetIdBreaksOnlyTheCaptureOfTheStreamItNames) {
   gmr_stream s = nullptr, other = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&other));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&other));
   unsigned long long id = 0;
   gmr_graph g = nullptr;
   for (enum cudaStreamCaptureMode mode :
        {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal,
         cudaStreamCaptureModeRelaxed}) {
-    ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
     enum cudaStreamCaptureMode saved = mode;
     ASSERT_EQ(cudaSuccess, ops()->thread_exchange_capture_mode(&saved));
     EXPECT_EQ(cudaErrorStreamCaptureUnsupported, ops()->stream_get_id(s, &id)) << mode;
     ASSERT_EQ(cudaSuccess, ops()->thread_exchange_capture_mode(&saved));
-    EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g)) << mode << ": invalidated";
+    EXPECT_EQ(GMR_ERR_CUDA, gmr_cuda_stream_end_capture(s, &g)) << mode << ": invalidated";
   }
 
   // Naming another stream, the per-thread or the legacy default stream, with
   // the thread in global mode: allowed, and the capture stays valid.
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   unsigned long long other_id = 0, per_thread = 0, legacy = 0;
   EXPECT_EQ(cudaSuccess, ops()->stream_get_id(other, &other_id));
   EXPECT_EQ(cudaSuccess, ops()->stream_get_id(cudaStreamPerThread, &per_thread));
@@ -393,12 +394,12 @@ TEST_F(CudaSim, StreamGetIdBreaksOnlyTheCaptureOfTheStreamItNames) {
     from_another_thread = gmr__cuda()->stream_get_id(other, &theirs);
   }).join();
   EXPECT_EQ(cudaSuccess, from_another_thread);
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   EXPECT_EQ(cudaSuccess, ops()->stream_get_id(s, &id));  // no capture: allowed
   EXPECT_NE(other_id, id);
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(other));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(other));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 // A potentially unsafe call (cudaMalloc): a thread in thread-local mode
@@ -407,8 +408,8 @@ TEST_F(CudaSim, StreamGetIdBreaksOnlyTheCaptureOfTheStreamItNames) {
 // forbids only the thread that began it.
 TEST_F(CudaSim, ThreadModesDecideWhoseCapturesForbidACall) {
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));  // global
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));  // global
   cudaError_t thread_local_call = cudaErrorUnknown;
   std::thread([&] {
     enum cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal;
@@ -419,10 +420,10 @@ TEST_F(CudaSim, ThreadModesDecideWhoseCapturesForbidACall) {
   }).join();
   EXPECT_EQ(cudaSuccess, thread_local_call);
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));  // still valid
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g));  // still valid
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
 
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));  // global
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));  // global
   cudaError_t global_call = cudaSuccess;
   std::thread([&] {
     void *p = nullptr;
@@ -430,7 +431,7 @@ TEST_F(CudaSim, ThreadModesDecideWhoseCapturesForbidACall) {
     if (global_call == cudaSuccess) gmr__cuda()->free(p);
   }).join();
   EXPECT_EQ(cudaErrorStreamCaptureUnsupported, global_call);
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));  // invalidated
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_cuda_stream_end_capture(s, &g));  // invalidated
 
   ASSERT_EQ(cudaSuccess, ops()->stream_begin_capture(s, cudaStreamCaptureModeThreadLocal));
   cudaError_t other_thread = cudaErrorUnknown;
@@ -440,21 +441,21 @@ TEST_F(CudaSim, ThreadModesDecideWhoseCapturesForbidACall) {
     if (other_thread == cudaSuccess) gmr__cuda()->free(p);
   }).join();
   EXPECT_EQ(cudaSuccess, other_thread);  // not its capture
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   ASSERT_EQ(cudaSuccess, ops()->stream_begin_capture(s, cudaStreamCaptureModeThreadLocal));
   void *p = nullptr;
   EXPECT_EQ(cudaErrorStreamCaptureUnsupported, ops()->malloc(&p, 256));  // its own
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_cuda_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 // Legal in every mode: asking whether a stream captures, from any thread.
 TEST_F(CudaSim, CaptureInfoIsLegalDuringACapture) {
   gmr_stream s = nullptr, other = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&other));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&other));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   bool capturing = false;
   EXPECT_EQ(GMR_OK, gmr_stream_get_capture_info(s, &capturing, nullptr));
   EXPECT_TRUE(capturing);
@@ -464,10 +465,10 @@ TEST_F(CudaSim, CaptureInfoIsLegalDuringACapture) {
     EXPECT_FALSE(c);
   }).join();
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(other));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(other));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 // A record on a capturing stream is legal: it becomes a node of the graph and
@@ -478,30 +479,30 @@ TEST_F(CudaSim, CaptureInfoIsLegalDuringACapture) {
 // capture makes it ordinary again.
 TEST_F(CudaSim, AnEventRecordedInACaptureIsACapturedEvent) {
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   cudaEvent_t e = nullptr;
   ASSERT_EQ(cudaSuccess, ops()->event_create(&e));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   EXPECT_EQ(cudaSuccess, ops()->event_record(e, s));
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));  // the record kept it valid
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g));  // the record kept it valid
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
 
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   EXPECT_EQ(cudaSuccess, ops()->event_record(e, s));
   enum cudaStreamCaptureMode saved = cudaStreamCaptureModeGlobal;
   ASSERT_EQ(cudaSuccess, gmr__cuda_capture_relaxed_enter(ops(), &saved));
   EXPECT_EQ(cudaErrorCapturedEvent, ops()->event_query(e));
   EXPECT_EQ(cudaErrorCapturedEvent, ops()->event_synchronize(e));
   gmr__cuda_capture_relaxed_leave(ops(), saved);
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));  // invalidated
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_cuda_stream_end_capture(s, &g));  // invalidated
   EXPECT_EQ(cudaErrorInvalidValue, ops()->event_query(e));  // still last recorded in a capture
   EXPECT_EQ(cudaErrorInvalidValue, ops()->event_synchronize(e));
 
   ASSERT_EQ(cudaSuccess, ops()->event_record(e, s));  // outside a capture
   EXPECT_EQ(cudaSuccess, ops()->event_query(e));
   EXPECT_EQ(cudaSuccess, ops()->event_destroy(e));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 // A record in a capture does not count as work of the stream: an event recorded
@@ -509,23 +510,23 @@ TEST_F(CudaSim, AnEventRecordedInACaptureIsACapturedEvent) {
 // still waits for that work.
 TEST_F(CudaSim, ARecordInACaptureRunsNothing) {
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s, true));
   cudaEvent_t before = nullptr, inside = nullptr;
   ASSERT_EQ(cudaSuccess, ops()->event_create(&before));
   ASSERT_EQ(cudaSuccess, ops()->event_create(&inside));
   ASSERT_EQ(cudaSuccess, ops()->event_record(before, s));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   ASSERT_EQ(cudaSuccess, ops()->event_record(inside, s));
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   EXPECT_EQ(cudaErrorNotReady, ops()->event_query(before));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s, false));
   EXPECT_EQ(cudaSuccess, ops()->event_query(before));
   EXPECT_EQ(cudaSuccess, ops()->event_destroy(before));
   EXPECT_EQ(cudaSuccess, ops()->event_destroy(inside));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 // cudaStreamWaitEvent on a capturing stream is legal only with an event of
@@ -534,14 +535,14 @@ TEST_F(CudaSim, ARecordInACaptureRunsNothing) {
 // on a captured event joins the capture (a fork), which ends with it.
 TEST_F(CudaSim, AWaitDuringACaptureNeedsAnEventOfThatCapture) {
   gmr_stream s = nullptr, side = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&side));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&side));
   cudaEvent_t outside = nullptr, inside = nullptr;
   ASSERT_EQ(cudaSuccess, ops()->event_create(&outside));
   ASSERT_EQ(cudaSuccess, ops()->event_create(&inside));
   ASSERT_EQ(cudaSuccess, ops()->event_record(outside, side));
 
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   uint64_t capture_id = 0;
   bool capturing = false;
   ASSERT_EQ(GMR_OK, gmr_stream_get_capture_info(s, &capturing, &capture_id));
@@ -554,39 +555,39 @@ TEST_F(CudaSim, AWaitDuringACaptureNeedsAnEventOfThatCapture) {
   ASSERT_EQ(cudaSuccess, ops()->event_record(inside, side));
   EXPECT_EQ(cudaSuccess, ops()->stream_wait_event(s, inside));  // join back
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   ASSERT_EQ(GMR_OK, gmr_stream_get_capture_info(side, &capturing, nullptr));
   EXPECT_FALSE(capturing);  // the fork ended with the capture
 
   uint64_t waits = gmr_cuda_sim_get_stream_wait_count(s);
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   EXPECT_EQ(cudaErrorStreamCaptureIsolation, ops()->stream_wait_event(s, outside));
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));  // invalidated
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_cuda_stream_end_capture(s, &g));  // invalidated
   EXPECT_EQ(waits, gmr_cuda_sim_get_stream_wait_count(s));  // no wait was made
   EXPECT_EQ(cudaSuccess, ops()->event_destroy(outside));
   EXPECT_EQ(cudaSuccess, ops()->event_destroy(inside));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(side));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(side));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 // Synchronising a capturing stream, or the whole device while any stream
 // captures, conflicts with the capture in every thread mode.
 TEST_F(CudaSim, SynchronisingACaptureIsRefusedEvenInRelaxedMode) {
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   enum cudaStreamCaptureMode saved = cudaStreamCaptureModeGlobal;
   ASSERT_EQ(cudaSuccess, gmr__cuda_capture_relaxed_enter(ops(), &saved));
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   EXPECT_EQ(cudaErrorStreamCaptureUnsupported, ops()->stream_synchronize(s));
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_cuda_stream_end_capture(s, &g));
   ASSERT_EQ(cudaSuccess, ops()->stream_begin_capture(s, cudaStreamCaptureModeRelaxed));
   EXPECT_EQ(cudaErrorStreamCaptureUnsupported, ops()->device_synchronize());
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_cuda_stream_end_capture(s, &g));
   gmr__cuda_capture_relaxed_leave(ops(), saved);
   EXPECT_EQ(cudaSuccess, ops()->device_synchronize());  // no capture any more
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 class CudaSimTwoDevices : public SimTest {

@@ -15,6 +15,7 @@
 
 #include "gmr/gmr.h"
 #include "gmr/sim/cuda_sim.h"
+#include "gmr/sim/streams.h"
 #include "stack/device_guard.h"
 #include "tests/support/sim_fixture.h"
 
@@ -201,7 +202,7 @@ TEST_F(DeviceResourceTest, ResourceOfAnotherDeviceAllocatesThereAndRestoresTheCa
 TEST_F(DeviceResourceTest, PoolOfAnotherDeviceWorksOnItsOwnStreams) {
   ASSERT_EQ(GMR_OK, gmr_device_set_current(1));
   gmr_stream s1 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s1));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s1));
   ASSERT_EQ(GMR_OK, gmr_device_set_current(0));
   gmr_resource *r1 = nullptr;
   ASSERT_EQ(GMR_OK, gmr_device_resource_get(1, &r1, nullptr));
@@ -217,7 +218,7 @@ TEST_F(DeviceResourceTest, PoolOfAnotherDeviceWorksOnItsOwnStreams) {
   EXPECT_EQ(0u, used(0));
   EXPECT_GT(used(1), 0u);
   EXPECT_EQ(GMR_OK, gmr_device_resource_release_all());
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s1));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s1));
 }
 
 // The guard itself: every call that may reach CUDA runs with the guard's

@@ -17,6 +17,7 @@
 #include "gmr/device.h"
 #include "gmr/fixed_block_resource.h"
 #include "gmr/host_resource.h"
+#include "gmr/sim/streams.h"
 #include "tests/support/mock_resource.h"
 #include "tests/support/sim_fixture.h"
 
@@ -45,7 +46,7 @@ class FixedBlockTest : public gmr_test::SimTest {
     }
     for (gmr_stream s : streams_) {
       EXPECT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s, false));
-      EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+      EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
     }
     SimTest::TearDown();
   }
@@ -69,7 +70,7 @@ class FixedBlockTest : public gmr_test::SimTest {
 
   gmr_stream Stream() {
     gmr_stream s = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_stream_create(&s));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
     streams_.push_back(s);
     return s;
   }
@@ -395,7 +396,7 @@ TEST_F(FixedBlockTest, ACreatedStreamIsNeverTouchedAfterTheCallThatNamedIt) {
   gmr_fixed_block_resource *f = Make(c);
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   gmr_stream s = nullptr;  // not Stream(): the test destroys it itself
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   void *p = Alloc(r, 100, s);
   for (int i = 0; i < 5; ++i) {
     ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s));
@@ -403,7 +404,7 @@ TEST_F(FixedBlockTest, ACreatedStreamIsNeverTouchedAfterTheCallThatNamedIt) {
   }
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s));
   EXPECT_EQ(7u, Stats(f).event_record_count);  // the chunk and each of the 6 frees
-  ASSERT_EQ(GMR_OK, gmr_stream_destroy(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
   uint64_t stale = gmr_cuda_sim_get_stale_handle_count();
   EXPECT_EQ(p, Alloc(r, 100, nullptr));  // s's block, through its event alone
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, nullptr));
@@ -464,7 +465,7 @@ TEST_F(FixedBlockTest, DuringCaptureOnlyTheStreamsOwnBlocksAreUsed) {
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, mine, 100, 0, s));  // s owns exactly one free block
   uint64_t mallocs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC);
   uint64_t events = EventCalls();
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *q = Alloc(r, 100, s);
   EXPECT_EQ(mine, q);
   void *z = nullptr;
@@ -473,8 +474,8 @@ TEST_F(FixedBlockTest, DuringCaptureOnlyTheStreamsOwnBlocksAreUsed) {
   EXPECT_NE(nullptr, std::strstr(fl.message, "capture")) << fl.message;
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 100, 0, s));
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   EXPECT_EQ(mallocs, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
   EXPECT_EQ(events, EventCalls());
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, o2, 100, 0, other));

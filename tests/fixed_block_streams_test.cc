@@ -19,6 +19,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/fixed_block_resource.h"
+#include "gmr/sim/streams.h"
 #include "tests/support/fixed_block_fixture.h"
 
 namespace {
@@ -54,7 +55,7 @@ TEST_F(FixedBlockStreams, ANewStreamWithADeadStreamsHandleNeverTakesItsBlockUnor
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(true));  // as the driver often does
   gmr_stream s1 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s1));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s1));
   void *p = Alloc(r, 100, s1);
   for (int i = 0; i < 8; ++i) {  // past the first frees: the last one is not recorded
     ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s1));
@@ -62,7 +63,7 @@ TEST_F(FixedBlockStreams, ANewStreamWithADeadStreamsHandleNeverTakesItsBlockUnor
   }
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold_beyond_destroy(s1));
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s1));
-  ASSERT_EQ(GMR_OK, gmr_stream_destroy(s1));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_destroy(s1));
   gmr_stream s2 = StreamWithHandle(s1);
   ASSERT_NE(nullptr, s2) << "the simulation gave no new stream the destroyed one's handle";
   uint64_t syncs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE);
@@ -124,12 +125,12 @@ TEST_F(FixedBlockStreams, CapturingStreamsAreIdentifiedWithoutBreakingTheCapture
   gmr_stream own = Stream();
   void *p = Alloc(r, 100, own);
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, own));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(own));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(own));
   EXPECT_EQ(p, Alloc(r, 100, own));
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, own));
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(own, &g));
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(own, &g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
 
   // With stream_ids, the rest: a stream is known by its capture, and the
   // capture of a stream that got a dead stream's handle takes nothing of it.
@@ -138,7 +139,7 @@ TEST_F(FixedBlockStreams, CapturingStreamsAreIdentifiedWithoutBreakingTheCapture
   r = gmr_fixed_block_resource_as_resource(Make(c));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(true));
   gmr_stream s1 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s1));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s1));
   void *q = Alloc(r, 100, s1);
   for (int i = 0; i < 8; ++i) {
     ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 100, 0, s1));
@@ -146,14 +147,14 @@ TEST_F(FixedBlockStreams, CapturingStreamsAreIdentifiedWithoutBreakingTheCapture
   }
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold_beyond_destroy(s1));
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 100, 0, s1));
-  ASSERT_EQ(GMR_OK, gmr_stream_destroy(s1));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_destroy(s1));
   gmr_stream s2 = StreamWithHandle(s1);
   ASSERT_NE(nullptr, s2);
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s2));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s2));
   void *x = nullptr;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate(r, 100, 0, s2, &x));
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s2, &g));
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s2, &g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
 }
 
 // With stream_ids, a stream that captured comes back to its own blocks once
@@ -175,13 +176,13 @@ TEST_F(FixedBlockStreams, AStreamGetsItsOwnBlocksBackAfterItsCapture) {
     ASSERT_EQ(p, Alloc(r, 100, s));
   }
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, s));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *x = nullptr;
   // Keyed by its capture, the stream cannot take the block (stream_ids).
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate(r, 100, 0, s, &x));
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   uint64_t syncs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE);
   size_t chunks = Stats(f).chunk_count;
   EXPECT_EQ(p, Alloc(r, 100, s));
@@ -206,7 +207,7 @@ TEST_F(FixedBlockStreams, AnotherThreadsCallsLeaveAGlobalCaptureValid) {
     ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, Alloc(r, 100, t), 100, 0, t));
   uint64_t queries = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_QUERY);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(other, false));  // done, but nobody knows yet
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(c));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(c));
   std::thread([&] {
     for (int i = 0; i < 100; ++i) {
       void *p = nullptr;
@@ -222,8 +223,8 @@ TEST_F(FixedBlockStreams, AnotherThreadsCallsLeaveAGlobalCaptureValid) {
     EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 100, 0, t));
   }).join();
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(c, &g));
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(c, &g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   EXPECT_LT(queries, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_QUERY));
   EXPECT_EQ(2u, Stats(f).chunk_count);
 }

@@ -20,6 +20,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
+#include "gmr/sim/streams.h"
 #include "tests/support/graph_arena_fixture.h"
 #include "tests/support/capture_leaf.h"
 #include "tests/support/mock_resource.h"
@@ -40,7 +41,7 @@ TEST_F(ArenaCapture, GrowsDuringCaptureWithNothingReservedThroughAllocateCapturi
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_stream s = NewStream();
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));  // global mode, the strictest
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));  // global mode, the strictest
   void *p0 = Alloc(r, 300 * KiB, s);                // grows by one chunk
   EXPECT_EQ(kGlobalMode, gmr_cuda_sim_get_thread_capture_mode()) << "restored";
   void *p1 = Alloc(r, 600 * KiB, s);  // fits the chunk
@@ -75,7 +76,7 @@ TEST_F(ArenaCapture, AnUndeclaredCaptureGrowsTooWithAutomaticDetection) {
   gmr_graph_arena_resource *a = Make(Config(0, MiB), R(leaf));
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_stream s = NewStream();
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p = Alloc(r, 4 * KiB, s);
   EXPECT_EQ(1u, Stats(a).capture_allocation_count);
   EXPECT_EQ(1u, gmr_capture_leaf_capturing_calls(leaf));
@@ -92,7 +93,7 @@ TEST_F(ArenaCapture, ReservingInAdvanceStillMakesNoUpstreamCallInTheCapture) {
   gmr_stream s = NewStream();
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_reserve(a, 3 * MiB));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p0 = Alloc(r, 900 * KiB, s);
   void *p1 = Alloc(r, 2 * MiB, s);
   gmr_graph_memory *m = EndCapture(a, s);
@@ -111,7 +112,7 @@ TEST_F(ArenaCapture, AHostUpstreamWithoutTheSlotIsRefusedWithTheFigureToReserve)
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_stream s = NewStream();
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(r, 1000, 0, s, &p, &f));
@@ -137,7 +138,7 @@ TEST_F(ArenaCapture, GrowthOffStillRefusesInCaptureEvenWhenTheUpstreamCould) {
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_stream s = NewStream();
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(r, 2 * MiB, 0, s, &p, &f));
@@ -159,7 +160,7 @@ TEST_F(ArenaCapture, MaximumCapacityBoundsGrowthInCapture) {
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_stream s = NewStream();
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p0 = Alloc(r, 1536 * KiB, s);  // a 1.5 MiB chunk
   void *p = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
@@ -208,7 +209,7 @@ TEST_F(ArenaCapture, AFailedGrowthKeepsTheCaptureAndTheCaptureModeWhateverCallFa
     if (k.detection == GMR_GRAPH_ARENA_DETECT_EXPLICIT) {
       ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
     }
-    ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
     ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(k.call, 0, 1, k.error));
     void *p = nullptr;
     gmr_failure f = GMR_FAILURE_INIT;
@@ -241,7 +242,7 @@ TEST_F(ArenaCapture, AnotherStreamGrowsTheArenaWithoutBreakingTheCapture) {
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_stream capturing = NewStream(), other = NewStream();
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, capturing, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(capturing));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(capturing));
   void *in = Alloc(r, 512 * KiB, capturing);
   void *out = Alloc(r, 768 * KiB, other);  // uncaptured, does not fit: grows
   EXPECT_EQ(1u, gmr_capture_leaf_capturing_calls(leaf));
@@ -262,7 +263,7 @@ TEST_F(ArenaCapture, TheArenasOwnAllocateCapturingSlot) {
   // outside sessions then reach the upstream through its capture-safe slot.
   gmr_capture_leaf *capable = Leaf(true), *plain = Leaf(false);
   gmr_stream s = NewStream();
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   std::vector<std::pair<gmr_graph_arena_resource *, void *>> got;
   for (auto uncaptured : {GMR_GRAPH_ARENA_UNCAPTURED_ARENA, GMR_GRAPH_ARENA_UNCAPTURED_FORWARD}) {
     SCOPED_TRACE(uncaptured);
@@ -286,8 +287,8 @@ TEST_F(ArenaCapture, TheArenasOwnAllocateCapturingSlot) {
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(rb));
   }
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g)) << "nothing broke the capture";
-  ASSERT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g)) << "nothing broke the capture";
+  ASSERT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   // cudaFree is not capture-safe: the blocks go back after the capture.
   for (auto [a, p] : got) {
     gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
@@ -307,7 +308,7 @@ TEST_F(ArenaCapture, ACaptureThatEndsWithLiveBlocksKeepsThemForTheGraph) {
     gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
     gmr_stream s = NewStream();
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-    ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
     void *live = Alloc(r, 100 * KiB, s);
     gmr_graph_memory *m = EndCapture(a, s);
     gmr_graph_memory_info info;
@@ -336,7 +337,7 @@ TEST_F(ArenaCapture, AFreeOfGraphMemoryOnAnotherStreamIsNeverReusedByThisCapture
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_stream s = NewStream(), other = NewStream();
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *x = Alloc(r, 64 * KiB, s);
   // Accepted (stream-ordered semantics allow a free on any stream) but the
   // bytes are tagged with `other`: only a later capture on `other` reuses them.
@@ -366,7 +367,7 @@ TEST_F(ArenaCapture, ReleasedMemoryIsHandedOutAtOnceSoReleaseAfterTheGraphIsDone
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_stream s = NewStream();
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p = Alloc(r, 64 * KiB, s);
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 64 * KiB, 0, s));
   gmr_graph_memory *m = EndCapture(a, s);
@@ -405,7 +406,7 @@ TEST_F(ArenaCapture, HintedDetectionAsksOnlyWhileASessionOrAHintIsUp) {
   // An explicit session: its own stream's requests make no query; another
   // stream's do (the capture may have forked onto it).
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *in = Alloc(r, 4 * KiB, s);
   EXPECT_EQ(q0, queries());
   void *elsewhere = Alloc(r, 4 * KiB, side);
@@ -417,7 +418,7 @@ TEST_F(ArenaCapture, HintedDetectionAsksOnlyWhileASessionOrAHintIsUp) {
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m));
   // An undeclared capture without a hint is not seen (the mode's contract):
   // the request is forwarded as if uncaptured...
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(side));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(side));
   uint64_t q1 = queries();
   void *missed = Alloc(r, 4 * KiB, side);
   EXPECT_EQ(q1, queries());
@@ -487,7 +488,7 @@ TEST_F(ArenaCapture, ThreadsForwardWhileAnotherCapturesAndGrows) {
   gmr_stream s = streams[0];
   for (int round = 0; round < kRounds; ++round) {
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-    ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
     void *x = Alloc(r, 200 * KiB, s);
     void *y = Alloc(r, 100 * KiB, s);
     ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, x, 200 * KiB, 0, s));
@@ -564,7 +565,7 @@ TEST_F(ArenaCapture, AHugeRequestInACaptureSaysWhatWasAsked) {
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_stream s = NewStream();
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   const size_t huge = size_t{1} << 52;  // 4 PiB: its table alone is 64 TiB
   void *p = nullptr;
   gmr_failure failure = GMR_FAILURE_INIT;

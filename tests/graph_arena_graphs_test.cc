@@ -14,6 +14,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
+#include "gmr/sim/streams.h"
 #include "tests/support/graph_arena_fixture.h"
 #include "tests/support/capture_leaf.h"
 #include "tests/support/mock_resource.h"
@@ -52,7 +53,7 @@ TEST_F(ArenaCapture, OrderedReuseLetsALaterCaptureReuseWhatAnEarlierOneFreed) {
   gmr_stream s = NewStream();
   // The chunk's base: the first block of the first capture.
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   Step g4 = CaptureStep(r, s, 4);  // x 256K, h 512K, y 256K
   gmr_graph_memory *pool = EndCapture(a, s);
   const uintptr_t base = addr(g4.x);
@@ -61,7 +62,7 @@ TEST_F(ArenaCapture, OrderedReuseLetsALaterCaptureReuseWhatAnEarlierOneFreed) {
   // Graph 2 (batch 2) appends to the same memory: everything it needs comes
   // from what graph 1 freed (h's 512 KiB), best fit, lowest address first.
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, pool));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   Step g2 = CaptureStep(r, s, 2);  // x 128K, h 256K, y 128K
   gmr_graph_memory *same = EndCapture(a, s);
   EXPECT_EQ(pool, same);
@@ -72,7 +73,7 @@ TEST_F(ArenaCapture, OrderedReuseLetsALaterCaptureReuseWhatAnEarlierOneFreed) {
   // (batch 1) gets it back, PyTorch's rule for a shared private pool.
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, g4.y, 256 * KiB, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, pool));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   Step g1 = CaptureStep(r, s, 1);  // x 64K, h 128K, y 64K
   EndCapture(a, s);
   // Free ranges now: [0,256K) from y of graph 1 and [384K,768K) from graph 2.
@@ -105,7 +106,7 @@ TEST_F(ArenaCapture, MonotoneNeverOverlapsAnythingOfOneGraphMemory) {
   uintptr_t base = 0;
   for (size_t batch : {4, 2, 1}) {
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, pool));
-    ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
     Step t = CaptureStep(r, s, batch);
     gmr_graph_memory *m = EndCapture(a, s);
     if (pool == nullptr) {
@@ -153,7 +154,7 @@ TEST_F(ArenaCapture, LlmServerPatternGrowsOnceUnderOrderedReuse) {
     size_t total = 0;
     for (size_t batch : {16, 8, 4, 2, 1}) {
       ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, pool));
-      ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+      ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
       Step t = CaptureStep(r, s, batch);
       gmr_graph_memory *m = EndCapture(a, s);
       if (pool == nullptr) pool = m;

@@ -19,6 +19,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
+#include "gmr/sim/streams.h"
 #include "tests/support/capture_leaf.h"
 #include "tests/support/graph_arena_fixture.h"
 #include "tests/support/mock_resource.h"
@@ -75,7 +76,7 @@ TEST_P(GraphArenaPolicy, RepeatedSessionsGetTheSameAddresses) {
   std::vector<void *> first;
   for (int round = 0; round < 4; ++round) {
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-    ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
     std::vector<void *> got;
     for (size_t i = 0; i < sizes.size(); ++i) {
       got.push_back(Alloc(r, sizes[i], s));
@@ -84,10 +85,10 @@ TEST_P(GraphArenaPolicy, RepeatedSessionsGetTheSameAddresses) {
       }
     }
     gmr_graph graph = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &graph));
     gmr_graph_memory *mem = nullptr;
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &mem));
-    ASSERT_EQ(GMR_OK, gmr_graph_destroy(graph));
+    ASSERT_EQ(GMR_OK, gmr_cuda_graph_destroy(graph));
     for (size_t i = 0; i < sizes.size(); ++i) {
       if (i % 4 != 1) {
         ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, got[i], sizes[i], 0, s));
@@ -251,7 +252,7 @@ TEST_P(GraphArenaPolicy, ConcurrentSessionsOnTheirOwnStreamsNeverOverlap) {
       bool explicit_session = (t + round) % 2 == 0;  // mix both kinds
       if (explicit_session && gmr_graph_arena_resource_begin_capture(a, s, nullptr) != GMR_OK)
         failures++;
-      if (gmr_stream_begin_capture(s) != GMR_OK) failures++;
+      if (gmr_cuda_stream_begin_capture(s) != GMR_OK) failures++;
       std::vector<std::pair<void *, size_t>> live;
       for (int i = 0; i < 300; ++i) {
         size_t bytes = 1 + rng() % (16 * KiB);
@@ -280,7 +281,7 @@ TEST_P(GraphArenaPolicy, ConcurrentSessionsOnTheirOwnStreamsNeverOverlap) {
         }
       }
       gmr_graph g = nullptr;
-      if (gmr_stream_end_capture(s, &g) != GMR_OK) failures++;
+      if (gmr_cuda_stream_end_capture(s, &g) != GMR_OK) failures++;
       gmr_graph_memory *mem = nullptr;
       if (gmr_graph_arena_resource_end_capture(a, s, &mem) != GMR_OK) failures++;
       for (auto &[p, n] : live) {
@@ -288,11 +289,11 @@ TEST_P(GraphArenaPolicy, ConcurrentSessionsOnTheirOwnStreamsNeverOverlap) {
       }
       // Keep the memory of odd rounds until the end: still no overlap.
       if (round % 2 == 0) {
-        if (gmr_graph_destroy(g) != GMR_OK) failures++;
+        if (gmr_cuda_graph_destroy(g) != GMR_OK) failures++;
         if (gmr_graph_arena_resource_release_graph_memory(a, mem) != GMR_OK) failures++;
         held[t * kRounds + round].clear();
       } else {
-        if (gmr_graph_destroy(g) != GMR_OK) failures++;
+        if (gmr_cuda_graph_destroy(g) != GMR_OK) failures++;
         if (gmr_graph_arena_resource_release_graph_memory(a, mem) != GMR_OK) failures++;
       }
     }

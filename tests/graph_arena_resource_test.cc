@@ -69,8 +69,10 @@ TEST_F(GraphArena, CreateTakesTheInitialCapacityInOneUpstreamCall) {
   EXPECT_EQ(a, gmr_graph_arena_resource_from_resource(r));
   EXPECT_EQ(nullptr, gmr_graph_arena_resource_from_resource(up_));
   EXPECT_EQ(up_, gmr_resource_get_upstream(r));
-  EXPECT_EQ(a, gmr_graph_arena_resource_find_in_stack(r));
-  EXPECT_EQ(nullptr, gmr_graph_arena_resource_find_in_stack(up_));
+  EXPECT_EQ(a,
+            gmr_graph_arena_resource_from_resource(gmr_resource_find(r, "graph_arena_resource")));
+  EXPECT_EQ(nullptr,
+            gmr_graph_arena_resource_from_resource(gmr_resource_find(up_, "graph_arena_resource")));
   EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
   gmr_graph_arena_resource_stats st = Stats(a);
   EXPECT_EQ(3 * MiB + 256, st.held_bytes);
@@ -425,7 +427,8 @@ TEST_F(GraphArena, NullArgumentsAreRejected) {
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_graph_arena_resource_return_block(nullptr, 1, nullptr));
   EXPECT_EQ(nullptr, gmr_graph_arena_resource_as_resource(nullptr));
   EXPECT_EQ(nullptr, gmr_graph_arena_resource_from_resource(nullptr));
-  EXPECT_EQ(nullptr, gmr_graph_arena_resource_find_in_stack(nullptr));
+  EXPECT_EQ(nullptr, gmr_graph_arena_resource_from_resource(
+                         gmr_resource_find(nullptr, "graph_arena_resource")));
 }
 
 TEST_F(GraphArena, StatsHonourTheSizeVersionHeader) {

@@ -19,6 +19,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
+#include "gmr/sim/streams.h"
 #include "tests/support/capture_leaf.h"
 #include "tests/support/graph_arena_fixture.h"
 #include "tests/support/mock_resource.h"
@@ -39,7 +40,7 @@ TEST_F(GraphArena, ExplicitSessionServesACaptureWithoutAnyCudaCall) {
   gmr_stream s = NewStream();
   uintptr_t base = Base(a);
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   uint64_t queries = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_CAPTURE_INFO);
   uint64_t mallocs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC);
   void *p0 = Alloc(r, 1000, s);
@@ -52,7 +53,7 @@ TEST_F(GraphArena, ExplicitSessionServesACaptureWithoutAnyCudaCall) {
   EXPECT_EQ(queries, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_CAPTURE_INFO));
   EXPECT_EQ(mallocs, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
   gmr_graph graph = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &graph));
   gmr_graph_memory *mem = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &mem));
   ASSERT_NE(nullptr, mem);
@@ -73,7 +74,7 @@ TEST_F(GraphArena, ExplicitSessionServesACaptureWithoutAnyCudaCall) {
   // The memory is kept: an uncaptured request does not get those bytes.
   void *after = Alloc(r, 256);
   EXPECT_EQ(base + 5120, addr(after));
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(graph));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(graph));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, mem));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_graph_arena_resource_release_graph_memory(a, mem));
   // Released, its freed bytes are back; its live blocks come back when freed.
@@ -95,7 +96,7 @@ TEST_F(GraphArena, CaptureTimeExhaustionRefusesChangesNothingAndKeepsTheCapture)
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_stream s = NewStream();
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p0 = Alloc(r, 768 * KiB, s);
   gmr_graph_arena_resource_stats before = Stats(a);
   void *p = nullptr;
@@ -127,8 +128,8 @@ TEST_F(GraphArena, CaptureTimeExhaustionRefusesChangesNothingAndKeepsTheCapture)
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_graph_arena_resource_reserve(a, MiB))
       << "not during capture";
   gmr_graph graph = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph)) << "the capture was not invalidated";
-  ASSERT_EQ(GMR_OK, gmr_graph_destroy(graph));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &graph)) << "the capture was not invalidated";
+  ASSERT_EQ(GMR_OK, gmr_cuda_graph_destroy(graph));
   gmr_graph_memory *mem = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &mem));
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p0, 768 * KiB, 0, s));
@@ -141,11 +142,11 @@ TEST_F(GraphArena, CaptureTimeExhaustionRefusesChangesNothingAndKeepsTheCapture)
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_reserve(a, 1966080)) << "already there: no call";
   EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   std::vector<std::pair<void *, size_t>> got;
   for (size_t n : {768 * KiB, 512 * KiB, 128 * KiB, 256 * KiB}) got.emplace_back(Alloc(r, n, s), n);
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph));
-  ASSERT_EQ(GMR_OK, gmr_graph_destroy(graph));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &graph));
+  ASSERT_EQ(GMR_OK, gmr_cuda_graph_destroy(graph));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &mem));
   for (auto &[q, n] : got) ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, n, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, mem));
@@ -179,7 +180,7 @@ TEST_F(GraphArena, ArenaDoesNotGrowForAnotherStreamWhileACaptureIsOpen) {
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_stream capturing = NewStream(), other = NewStream();
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, capturing, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(capturing));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(capturing));
   void *fits = Alloc(r, 512 * KiB, other);  // uncaptured, from the free space
   void *p = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
@@ -196,8 +197,8 @@ TEST_F(GraphArena, ArenaDoesNotGrowForAnotherStreamWhileACaptureIsOpen) {
   EXPECT_EQ(0u, released);
   EXPECT_EQ(GMR_ERR_BUSY, gmr_graph_arena_resource_reset(a, nullptr));
   gmr_graph graph = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(capturing, &graph));
-  ASSERT_EQ(GMR_OK, gmr_graph_destroy(graph));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(capturing, &graph));
+  ASSERT_EQ(GMR_OK, gmr_cuda_graph_destroy(graph));
   gmr_graph_memory *mem = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, capturing, &mem));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, mem));
@@ -215,7 +216,7 @@ TEST_F(GraphArena, CudaResourceRefusesInCaptureWhereTheArenaServes) {
   gmr_graph_arena_resource *a = Make(Config(MiB));
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_stream s = NewStream();
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate_ex(up_, 4096, 0, s, &p, &f));
@@ -223,8 +224,8 @@ TEST_F(GraphArena, CudaResourceRefusesInCaptureWhereTheArenaServes) {
   void *q = Alloc(r, 4096, s);  // detected: served in an automatic session
   EXPECT_EQ(1u, Stats(a).capture_allocation_count);
   gmr_graph graph = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph));
-  ASSERT_EQ(GMR_OK, gmr_graph_destroy(graph));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &graph));
+  ASSERT_EQ(GMR_OK, gmr_cuda_graph_destroy(graph));
   gmr_graph_memory *mem = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &mem));
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 4096, 0, s));
@@ -241,22 +242,22 @@ TEST_F(GraphArena, AutomaticDetectionOpensAndEndsSessionsFromCaptureIds) {
   void *pre = Alloc(r, 256, s);  // not capturing: uncaptured
   EXPECT_EQ(q0 + 1, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_CAPTURE_INFO));
 
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *c1 = Alloc(r, 256, s);
   void *c2 = Alloc(r, 256, s);
   EXPECT_EQ(q0 + 3, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_CAPTURE_INFO))
       << "one capture query per allocation";
   gmr_graph g1 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g1));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g1));
   // A second capture on the same stream: a new id, a new session and memory.
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *d1 = Alloc(r, 256, s);
   gmr_graph_arena_resource_stats st = Stats(a);
   EXPECT_EQ(3u, st.capture_allocation_count);
   EXPECT_EQ(1u, st.open_session_count);
   EXPECT_EQ(2u, st.graph_memory_count);
   gmr_graph g2 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g2));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g2));
   // Uncaptured again: the second session ends unclaimed too.
   void *post = Alloc(r, 256, s);
   EXPECT_EQ(0u, Stats(a).open_session_count);
@@ -277,8 +278,8 @@ TEST_F(GraphArena, AutomaticDetectionOpensAndEndsSessionsFromCaptureIds) {
   EXPECT_EQ(2u, info.allocation_count);
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_get_graph_memory_info(a, m2, &info));
   EXPECT_EQ(1u, info.allocation_count);
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g1));
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g2));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g1));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g2));
   for (void *p : {pre, c1, c2, d1, post})
     ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 256, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, m1));
@@ -290,7 +291,7 @@ TEST_F(GraphArena, AnAutomaticSessionCanBeDeclaredAndEndedExplicitly) {
   gmr_graph_arena_resource *a = Make(Config(MiB));
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_stream s = NewStream();
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p0 = Alloc(r, 256, s);  // detected
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));  // now explicit
   EXPECT_EQ(GMR_ERR_BUSY, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
@@ -298,13 +299,13 @@ TEST_F(GraphArena, AnAutomaticSessionCanBeDeclaredAndEndedExplicitly) {
   void *p1 = Alloc(r, 256, s);
   EXPECT_EQ(q, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_GET_CAPTURE_INFO));
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g));
   gmr_graph_memory *mem = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &mem));
   gmr_graph_memory_info info;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_get_graph_memory_info(a, mem, &info));
   EXPECT_EQ(2u, info.allocation_count) << "one memory for the whole capture";
-  ASSERT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p0, 256, 0, s));
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p1, 256, 0, s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, mem));
@@ -401,11 +402,11 @@ TEST_F(GraphArena, DestroyIsBusyWhileAnythingIsLiveAndThenFreesEveryChunk) {
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(a, mem));
   // An automatic session the arena has not seen end: it may still be open
   // (the arena never asks CUDA about a stream outside a request on it).
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *q = Alloc(r, 256, s);
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
-  ASSERT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 256, 0, s));
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r)) << "an open automatic session";
   EXPECT_EQ(GMR_ERR_BUSY, gmr_graph_arena_resource_reset(a, nullptr));
@@ -540,7 +541,7 @@ TEST_F(GraphArena, ForwardModeSendsUncapturedRequestsUpstreamAndCapturesToTheAre
   gmr_graph_arena_block_info bi;
   EXPECT_EQ(GMR_ERR_UNKNOWN_POINTER, gmr_graph_arena_resource_find_block(a, f1, &bi));
 
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *cap = Alloc(r, 5000, s);  // detected: from the arena
   EXPECT_EQ(2u, gmr_mock_resource_called_allocate(mock));
   void *f2 = Alloc(r, 100, other);  // another stream: forwarded, counted
@@ -555,8 +556,8 @@ TEST_F(GraphArena, ForwardModeSendsUncapturedRequestsUpstreamAndCapturesToTheAre
   EXPECT_EQ(3u, st.upstream_call_count);
   EXPECT_EQ(1u, st.upstream_call_during_capture_count);
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g)) << "nothing broke the capture";
-  ASSERT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g)) << "nothing broke the capture";
+  ASSERT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   gmr_graph_memory *mem = nullptr;
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &mem));
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r));

@@ -20,6 +20,7 @@
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
 #include "gmr/pool_resource.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
 #include "tests/support/capture_leaf.h"
 #include "tests/support/graph_arena_fixture.h"
@@ -46,7 +47,7 @@ TEST_F(ArenaCapture, OrderedReuseJoinsFreedBytesWithTheFreeSpaceTheyTouch) {
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_stream s = NewStream();
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *x = Alloc(r, 128 * KiB, s);
   const uintptr_t base = addr(x);
   void *y = Alloc(r, 128 * KiB, s);
@@ -83,7 +84,7 @@ TEST_F(ArenaCapture, BytesFreedOnAnotherStreamAreNotJoinedForThisOne) {
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_stream s = NewStream(), other = NewStream();
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *w = Alloc(r, 768 * KiB, s);
   const uintptr_t base = addr(w);
   // Freed on `other`: reusable only by `other`, though it touches the free
@@ -109,7 +110,7 @@ TEST_F(ArenaCapture, WithNvtxAnnotationFreedBytesAndFreeSpaceStayApart) {
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_stream s = NewStream();
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *x = Alloc(r, 256 * KiB, s);
   const uintptr_t base = addr(x);
   void *z = Alloc(r, 256 * KiB, s);
@@ -154,8 +155,9 @@ class SharedPool : public ArenaCapture {
     gmr_spec_error e;
     ASSERT_EQ(GMR_OK, gmr_stack_create(spec.c_str(), &stack_, &e)) << e.message;
     top_ = gmr_stack_as_resource(stack_);
-    arena_ = gmr_graph_arena_resource_find_in_stack(top_);
-    pool_ = gmr_stack_find(stack_, "pool_resource");
+    arena_ =
+        gmr_graph_arena_resource_from_resource(gmr_resource_find(top_, "graph_arena_resource"));
+    pool_ = gmr_resource_find(gmr_stack_as_resource(stack_), "pool_resource");
     ASSERT_NE(nullptr, arena_);
     ASSERT_NE(nullptr, pool_);
   }
@@ -201,7 +203,7 @@ TEST_F(SharedPool, TheCaptureUsesThePoolsFreeBlocksAndGivesBackWhatItDidNotUse) 
   EXPECT_EQ(40 * MiB, st.held_bytes);
   EXPECT_EQ(40 * MiB, PoolPeak()) << "taken from what the pool held, nothing more";
   EXPECT_EQ(0u, PoolFree());
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *c = Alloc(top_, 4 * MiB, s);
   EXPECT_EQ(addr(p8), addr(c)) << "best fit: the 8 MiB block";
   EXPECT_EQ(0u, Stats(arena_).capture_growth_count);
@@ -234,7 +236,7 @@ TEST_F(SharedPool, ACaptureThatNeedsMoreGrowsAndItsChunkGoesBackAtRelease) {
   auto [p4, p2] = WarmUp(w, 4 * MiB, 2 * MiB);
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(arena_, s, nullptr));
   EXPECT_EQ(2u, Stats(arena_).adopted_chunk_count);
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *a = Alloc(top_, 4 * MiB, s);
   void *b = Alloc(top_, 2 * MiB, s);
   void *c = Alloc(top_, 2 * MiB, s);  // nothing left: grows, capture-safe
@@ -264,7 +266,7 @@ TEST_F(SharedPool, InitialAndReservedChunksStay) {
   ASSERT_EQ(0u, PoolFree()) << "the pool's chunks are the arena's, nothing to take";
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(arena_, s, nullptr));
   EXPECT_EQ(0u, Stats(arena_).adopted_chunk_count);
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *big = Alloc(top_, 8 * MiB, s);  // more than initial + reserve: grows
   gmr_graph_memory *m = EndCapture(arena_, s);
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top_, big, 8 * MiB, 0, s));
@@ -298,7 +300,7 @@ TEST_F(SharedPool, NothingIsTakenOutsideTheGraphPoolOrOnceTheCaptureRuns) {
   WarmUp(w, 4 * MiB, 2 * MiB);
   // Declared after the capture began: the pool could not serve it in a
   // capture, so nothing is asked of it; the capture stays valid.
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(arena_, s, nullptr));
   EXPECT_EQ(0u, Stats(arena_).adopted_chunk_count);
   gmr_graph_memory *m = EndCapture(arena_, s);
@@ -406,7 +408,7 @@ TEST_F(ArenaCapture, TakingNeverMakesTheUpstreamGrow) {
   EXPECT_EQ(0u, gmr_capture_leaf_live_bytes(leaf)) << "and gave it back at once";
   EXPECT_EQ(2u, st.upstream_call_count);
   // The capture grows as it would have.
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p = Alloc(r, 64 * KiB, s);
   EXPECT_EQ(1u, Stats(a).capture_growth_count);
   gmr_graph_memory *m = EndCapture(a, s);
@@ -447,7 +449,7 @@ TEST_F(ArenaCapture, AFailedGiveBackKeepsTheChunkFreeAndUsable) {
   gmr_resource *r = gmr_graph_arena_resource_as_resource(a);
   gmr_stream s = NewStream();
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p = Alloc(r, 64 * KiB, s);  // grows by 1 MiB
   const uintptr_t at = addr(p);
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 64 * KiB, 0, s));
@@ -464,7 +466,7 @@ TEST_F(ArenaCapture, AFailedGiveBackKeepsTheChunkFreeAndUsable) {
   EXPECT_EQ(MiB, gmr_capture_leaf_live_bytes(leaf));
   // The next capture uses it without growing; its end gives it back.
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *q = Alloc(r, 64 * KiB, s);
   EXPECT_EQ(at, addr(q));
   EXPECT_EQ(1u, Stats(a).capture_growth_count);
@@ -508,7 +510,7 @@ TEST_F(ArenaCapture, ThreadsUseThePoolWhileCapturesTakeAndGiveBackItsBlocks) {
   gmr_stream s = streams[0];
   for (int round = 0; round < kRounds; ++round) {
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_begin_capture(a, s, nullptr));
-    ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
     void *x = Alloc(r, 3 * MiB, s);
     void *y = Alloc(r, 100 * KiB, s);
     std::memset(x, 0x5a, 3 * MiB);  // host memory: nobody else may touch it

@@ -101,16 +101,20 @@ step soname soname
 # Each library exports exactly the functions its headers declare with GMR_API
 # (libgmr: include/gmr/*.h; libgmr_X: include/gmr/X/*.h) under GMR_PUBLIC, no
 # CUDA runtime symbols; libgmr also exports its gmr__ internals under
-# GMR_PRIVATE, for the optional libraries only.
+# GMR_PRIVATE, for the optional libraries only. Beyond its headers, each also
+# exports the 0.1 downcast functions its deprecated_downcasts.c declares (kept
+# for programs built against 0.1's headers, which now define them inline).
 exports() {
-  python3 - "$root/include/gmr" "$prefix/lib" <<'PY'
+  python3 - "$root/include/gmr" "$prefix/lib" "$root" <<'PY'
 import glob, re, subprocess, sys
-inc, lib = sys.argv[1], sys.argv[2]
+inc, lib, src = sys.argv[1], sys.argv[2], sys.argv[3]
 bad = False
-for name, headers in (("libgmr", inc + "/*.h"), ("libgmr_tiers", inc + "/tiers/*.h"),
-                      ("libgmr_scoped", inc + "/scoped/*.h"), ("libgmr_nccl", inc + "/nccl/*.h")):
+for name, headers, package in (("libgmr", inc + "/*.h", "core"),
+                               ("libgmr_tiers", inc + "/tiers/*.h", "tiers"),
+                               ("libgmr_scoped", inc + "/scoped/*.h", "scoped"),
+                               ("libgmr_nccl", inc + "/nccl/*.h", "nccl")):
     declared = set()
-    for h in glob.glob(headers):
+    for h in glob.glob(headers) + ["%s/%s/deprecated_downcasts.c" % (src, package)]:
         text = open(h).read()
         declared |= {m.group(2) for m in re.finditer(r"GMR_API\b([^;{}]*?)\b(gmr_\w+)\s*\(", text, re.S)}
     out = subprocess.run(["nm", "-D", "--defined-only", "%s/%s.so" % (lib, name)],

@@ -18,6 +18,7 @@
 #include "gmr/tracking_adaptor.h"
 #include "tests/support/limiting_fixture.h"
 #include "tests/support/mock_resource.h"
+#include "tests/support/policies.h"
 
 namespace {
 
@@ -76,7 +77,7 @@ TEST_F(Limiting, CreateRejectsBadArgumentsAndReleasesCheckedPolicies) {
   static int released;
   released = 0;
   gmr_limiting_adaptor_config c = Config(100);
-  c.on_oom = gmr_oom_policy_trim_retry(1);
+  c.on_oom = gmr_test::TrimRetryPolicy(1);
   c.on_oom.release = [](void *) { released++; };
   c.on_limit.release = [](void *) { released++; };
   gmr_limiting_adaptor *a = reinterpret_cast<gmr_limiting_adaptor *>(0x1);
@@ -161,7 +162,7 @@ TEST_F(Limiting, ExactAccountingWithAFailureAtEveryUpstreamCall) {
 
 TEST_F(Limiting, IgnorePolicyAllowsAndCountsTheOverage) {
   gmr_limiting_adaptor_config c = Config(512);
-  c.on_limit = gmr_limit_policy_ignore();
+  c.on_limit = gmr_test::LimitPolicy("ignore");
   Make(c);
   void *a = nullptr, *b = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 256, 0, nullptr, &a));
@@ -179,7 +180,7 @@ TEST_F(Limiting, IgnorePolicyAllowsAndCountsTheOverage) {
 // gmr's first `increase` formula, kept under the name increase_total.
 TEST_F(Limiting, IncreaseTotalRaisesToThePaddedTotalUpToTheCap) {
   gmr_limiting_adaptor_config c = Config(1000);
-  c.on_limit = gmr_limit_policy_increase_total(1.25, 3000);
+  c.on_limit = gmr_test::IncreasePolicy("increase_total", 1.25, 3000);
   Make(c);
   void *a = nullptr, *b = nullptr, *d = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 2048, 0, nullptr, &a));
@@ -202,7 +203,7 @@ TEST_F(Limiting, IncreaseTotalRaisesToThePaddedTotalUpToTheCap) {
 
 TEST_F(Limiting, IncreaseWithoutCapAlwaysAdmits) {
   gmr_limiting_adaptor_config c = Config(0);
-  c.on_limit = gmr_limit_policy_increase(2.0, 0);
+  c.on_limit = gmr_test::IncreasePolicy("increase", 2.0, 0);
   Make(c);
   void *a = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 1 << 20, 0, nullptr, &a));
@@ -439,7 +440,7 @@ gmr_oom_action OnOom(void *ctx, const gmr_failure *f) {
 TEST_F(Limiting, RetryPolicyCallsTheCallbackWithTheFailureThenRetries) {
   Callback cb;
   gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
-  c.on_oom = gmr_oom_policy_retry(OnOom, &cb, 3);
+  c.on_oom = gmr_test::RetryPolicy(OnOom, &cb, 3);
   Make(c);
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
   void *p = nullptr;
@@ -464,7 +465,7 @@ TEST_F(Limiting, RetryPolicyCallsTheCallbackWithTheFailureThenRetries) {
 TEST_F(Limiting, RetryAttemptsAreCappedAndTheRecordCountsThem) {
   Callback cb;
   gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
-  c.on_oom = gmr_oom_policy_retry(OnOom, &cb, 3);
+  c.on_oom = gmr_test::RetryPolicy(OnOom, &cb, 3);
   Make(c);
   gmr_mock_resource_try_fail(mock_, 0, 100, GMR_ERR_OUT_OF_MEMORY, 2);
   void *p = nullptr;
@@ -485,7 +486,7 @@ TEST_F(Limiting, RetryCallbackThatSaysFailGivesUpAtOnce) {
   Callback cb;
   cb.answer = GMR_OOM_ACTION_FAIL;
   gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
-  c.on_oom = gmr_oom_policy_retry(OnOom, &cb, 5);
+  c.on_oom = gmr_test::RetryPolicy(OnOom, &cb, 5);
   Make(c);
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
   void *p = nullptr;
@@ -498,7 +499,7 @@ TEST_F(Limiting, RetryCallbackThatSaysFailGivesUpAtOnce) {
 TEST_F(Limiting, OomPolicyIsNotRunForFailuresOtherThanLackOfMemory) {
   Callback cb;
   gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
-  c.on_oom = gmr_oom_policy_retry(OnOom, &cb, 5);
+  c.on_oom = gmr_test::RetryPolicy(OnOom, &cb, 5);
   Make(c);
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_UNSUPPORTED, 0);
   void *p = nullptr;
@@ -510,7 +511,7 @@ TEST_F(Limiting, OomPolicyIsNotRunForFailuresOtherThanLackOfMemory) {
 TEST_F(Limiting, PolicyIsNeverEnteredReentrantly) {
   Callback cb;
   gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
-  c.on_oom = gmr_oom_policy_retry(OnOom, &cb, 2);
+  c.on_oom = gmr_test::RetryPolicy(OnOom, &cb, 2);
   Make(c);
   cb.reenter = r();  // the callback allocates through the same adaptor
   gmr_mock_resource_try_fail(mock_, 0, 100, GMR_ERR_OUT_OF_MEMORY, 2);
@@ -526,7 +527,7 @@ TEST_F(Limiting, PolicyIsNeverEnteredReentrantly) {
 
 TEST_F(Limiting, TrimRetryTrimsTheStackBelowAndRetriesWhenBytesCameBack) {
   gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
-  c.on_oom = gmr_oom_policy_trim_retry(2);
+  c.on_oom = gmr_test::TrimRetryPolicy(2);
   Make(c);
   gmr_mock_resource_set_trim_release(mock_, 4096);
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
@@ -552,7 +553,7 @@ TEST_F(Limiting, TrimRetryTrimsTheStackBelowAndRetriesWhenBytesCameBack) {
 
 TEST_F(Limiting, WaitPolicyRetriesWhenAnotherThreadFrees) {
   gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
-  c.on_oom = gmr_oom_policy_wait(uint64_t{10} * 1000000000u, 1);
+  c.on_oom = gmr_test::WaitPolicy(uint64_t{10} * 1000000000u, 1);
   Make(c);
   void *held = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 100, 0, nullptr, &held));
@@ -579,7 +580,7 @@ TEST_F(Limiting, WaitPolicyRetriesWhenAnotherThreadFrees) {
 
 TEST_F(Limiting, WaitPolicyGivesUpWhenNoFreeComesInTime) {
   gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
-  c.on_oom = gmr_oom_policy_wait(uint64_t{20} * 1000000u, 3);  // 20 ms
+  c.on_oom = gmr_test::WaitPolicy(uint64_t{20} * 1000000u, 3);  // 20 ms
   Make(c);
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
   void *p = nullptr;

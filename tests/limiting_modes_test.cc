@@ -16,6 +16,7 @@
 #include "gmr/policy.h"
 #include "tests/support/limiting_fixture.h"
 #include "tests/support/mock_resource.h"
+#include "tests/support/policies.h"
 
 namespace {
 
@@ -38,7 +39,7 @@ TEST_F(Limiting, IncreaseTotalIsNamedAndChecked) {
 // reservation, 23040 then 12800 bytes: excess 10240, grown by 12800).
 TEST_F(Limiting, IncreaseGrowsTheLimitByThePaddingFactorTimesTheExcess) {
   gmr_limiting_adaptor_config c = Config(25600);
-  c.on_limit = gmr_limit_policy_increase(1.25, 0);
+  c.on_limit = gmr_test::IncreasePolicy("increase", 1.25, 0);
   Make(c);
   void *a = nullptr, *b = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 23040, 0, nullptr, &a));
@@ -53,7 +54,7 @@ TEST_F(Limiting, IncreaseGrowsTheLimitByThePaddingFactorTimesTheExcess) {
 
 TEST_F(Limiting, IncreaseFallsBackToTheExcessWhenThePaddingWouldPassTheCap) {
   gmr_limiting_adaptor_config c = Config(1000);
-  c.on_limit = gmr_limit_policy_increase(1.25, 2100);
+  c.on_limit = gmr_test::IncreasePolicy("increase", 1.25, 2100);
   Make(c);
   void *a = nullptr, *b = nullptr;
   // Excess 1048: padded to 1310 (limit 2310 > cap), so grown by exactly 1048.
@@ -70,7 +71,7 @@ TEST_F(Limiting, IncreaseAppliesToStreamLimitsToo) {
   gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
   c.per_stream = true;
   c.stream_limit_bytes = 1024;
-  c.on_limit = gmr_limit_policy_increase(2.0, 0);
+  c.on_limit = gmr_test::IncreasePolicy("increase", 2.0, 0);
   Make(c);
   void *a = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 1536, 0, S(3), &a));  // excess 512, grown by 1024

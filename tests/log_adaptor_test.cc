@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,7 @@
 #include "gmr/log_adaptor.h"
 #include "gmr/resource.h"
 #include "tests/support/gate_resource.h"
+#include "tests/support/log_stats.h"
 #include "tests/support/mock_resource.h"
 
 namespace {
@@ -147,8 +149,8 @@ TEST_F(LogAdaptorTest, WritesRmmRowsForAllocateFailureAndFree) {
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate(r, 12345, 0, s, &c));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 256, 0, s));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 1 << 20, 0, nullptr));
-  EXPECT_EQ(5u, gmr_log_adaptor_get_row_count(log));
-  EXPECT_EQ(0u, gmr_log_adaptor_get_write_error_count(log));
+  EXPECT_EQ(5u, gmr_test::LogStats(log).row_count);
+  EXPECT_EQ(0u, gmr_test::LogStats(log).write_error_count);
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 
   std::vector<std::string> lines = read_lines(path);
@@ -195,7 +197,7 @@ TEST_F(LogAdaptorTest, RefusedFreeWritesNoRowAndTheRetryDoes) {
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 640, 0, nullptr, &p));
   gmr_gate_resource_refuse_frees(gate, 1, GMR_ERR_CAPTURE_UNSAFE);
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_deallocate(r, p, 640, 0, nullptr));
-  EXPECT_EQ(1u, gmr_log_adaptor_get_row_count(log));
+  EXPECT_EQ(1u, gmr_test::LogStats(log).row_count);
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 640, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_gate_resource_as_resource(gate)));
@@ -269,16 +271,52 @@ TEST_F(LogAdaptorTest, WriteErrorsAreCountedAndNeverFailTheAllocation) {
   config.file = full;
   gmr_log_adaptor *log = nullptr;
   ASSERT_EQ(GMR_OK, gmr_log_adaptor_create(gmr_mock_resource_as_resource(mock_), &config, &log));
-  EXPECT_EQ(1u, gmr_log_adaptor_get_write_error_count(log)) << "the header could not be written";
+  EXPECT_EQ(1u, gmr_test::LogStats(log).write_error_count) << "the header could not be written";
   gmr_resource *r = gmr_log_adaptor_as_resource(log);
   void *p = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 100, 0, nullptr, &p));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 100, 0, nullptr));
-  EXPECT_EQ(3u, gmr_log_adaptor_get_write_error_count(log));
-  EXPECT_EQ(0u, gmr_log_adaptor_get_row_count(log));
+  EXPECT_EQ(3u, gmr_test::LogStats(log).write_error_count);
+  EXPECT_EQ(0u, gmr_test::LogStats(log).row_count);
   EXPECT_EQ(0u, gmr_mock_resource_live_bytes(mock_));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   std::fclose(full);
+}
+
+// The stats struct's header: the library fills what fits in the caller's
+// `size` and never the header, as for every caller-allocated struct.
+TEST_F(LogAdaptorTest, StatsFillWhatFitsTheCallersSizeAndNothingPastIt) {
+  gmr_log_adaptor *log = make_to_path(temp_path("stats.csv"));
+  ASSERT_NE(nullptr, log);
+  gmr_resource *r = gmr_log_adaptor_as_resource(log);
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 64, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 64, 0, nullptr));
+
+  // A caller whose struct ends after row_count.
+  const size_t smaller = offsetof(gmr_log_adaptor_stats, write_error_count);
+  std::vector<unsigned char> bytes(sizeof(gmr_log_adaptor_stats) + 16, 0xA5);
+  auto *stats = reinterpret_cast<gmr_log_adaptor_stats *>(bytes.data());
+  stats->size = smaller;
+  stats->version = 1;
+  ASSERT_EQ(GMR_OK, gmr_log_adaptor_get_stats(log, stats));
+  EXPECT_EQ(smaller, stats->size) << "the header is the caller's";
+  EXPECT_EQ(1u, stats->version);
+  EXPECT_EQ(2u, stats->row_count);
+  for (size_t i = smaller; i < bytes.size(); ++i) {
+    EXPECT_EQ(0xA5, bytes[i]) << "byte " << i << " past the caller's size was written";
+  }
+  // Below the header, or version 0: refused, nothing written.
+  gmr_log_adaptor_stats bad = GMR_LOG_ADAPTOR_STATS_INIT;
+  bad.size = sizeof bad.size;
+  bad.row_count = 77;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_log_adaptor_get_stats(log, &bad));
+  EXPECT_EQ(77u, bad.row_count);
+  bad = GMR_LOG_ADAPTOR_STATS_INIT;
+  bad.version = 0;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_log_adaptor_get_stats(log, &bad));
+  EXPECT_EQ(2u, gmr_test::LogStats(log).row_count);
+  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
 TEST_F(LogAdaptorTest, BadArgumentsAreRefusedAndCreateNothing) {
@@ -311,8 +349,9 @@ TEST_F(LogAdaptorTest, BadArgumentsAreRefusedAndCreateNothing) {
   EXPECT_FALSE(never.good()) << "a refused create must not create the file";
 
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_log_adaptor_flush(nullptr));
-  EXPECT_EQ(0u, gmr_log_adaptor_get_row_count(nullptr));
-  EXPECT_EQ(0u, gmr_log_adaptor_get_write_error_count(nullptr));
+  gmr_log_adaptor_stats stats = GMR_LOG_ADAPTOR_STATS_INIT;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_log_adaptor_get_stats(nullptr, &stats));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_log_adaptor_get_stats(nullptr, nullptr));
   EXPECT_EQ(nullptr, gmr_log_adaptor_as_resource(nullptr));
   EXPECT_EQ(nullptr, gmr_log_adaptor_from_resource(nullptr));
 }
@@ -328,7 +367,7 @@ TEST_F(LogAdaptorTest, IsAStackableResourceThatForwardsTrim) {
   size_t released = 0;
   EXPECT_EQ(GMR_OK, gmr_resource_trim(r, &released));
   EXPECT_EQ(512u, released);
-  EXPECT_EQ(0u, gmr_log_adaptor_get_row_count(log)) << "trim is not an allocation";
+  EXPECT_EQ(0u, gmr_test::LogStats(log).row_count) << "trim is not an allocation";
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }
 
@@ -422,7 +461,7 @@ TEST_F(LogAdaptorTest, ThreadsNeverSeeAnAddressReusedBeforeItsFreeRow) {
   EXPECT_EQ(0, failures.load());
   for (auto &b : shared)
     EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b.first, b.second, 0, nullptr));
-  const uint64_t rows = gmr_log_adaptor_get_row_count(log);
+  const uint64_t rows = gmr_test::LogStats(log).row_count;
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 
   std::vector<std::string> lines = read_lines(path);

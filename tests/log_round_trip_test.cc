@@ -12,6 +12,7 @@
 
 #include "gmr/log_adaptor.h"
 #include "gmr/resource.h"
+#include "tests/support/log_stats.h"
 #include "tests/support/sim_fixture.h"
 #include "tools/replay/locate.h"
 #include "tools/replay/replay.h"
@@ -95,9 +96,9 @@ void ReplayThroughLog(const replay_trace *trace, const std::string &log_path,
   ASSERT_EQ(GMR_OK, gmr_log_adaptor_create(&leaf.base, &config, &log));
   ASSERT_EQ(GMR_OK, replay_run(trace, gmr_log_adaptor_as_resource(log), 0, out))
       << out->first_failure;
-  EXPECT_EQ(0u, gmr_log_adaptor_get_write_error_count(log));
+  EXPECT_EQ(0u, gmr_test::LogStats(log).write_error_count);
   EXPECT_EQ(out->alloc_count + out->free_count + out->live_at_end_count,
-            gmr_log_adaptor_get_row_count(log));
+            gmr_test::LogStats(log).row_count);
   replay_result_set_destroy_status(out, gmr_resource_destroy(gmr_log_adaptor_as_resource(log)));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(&leaf.base));
   EXPECT_TRUE(replay_result_ok(out)) << out->first_failure;

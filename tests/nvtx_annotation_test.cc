@@ -18,6 +18,7 @@
 #include "gmr/fixed_block_resource.h"
 #include "gmr/graph_arena_resource.h"
 #include "gmr/pool_resource.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
 #include "tests/support/gate_resource.h"
 #include "tests/support/nvtx_recorder_client.h"
@@ -103,14 +104,14 @@ class NvtxAnnotation : public gmr_test::SimTest {
 
   void TearDown() override {
     if (up_ == nullptr) return;  // skipped
-    for (gmr_stream s : streams_) EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+    for (gmr_stream s : streams_) EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(up_));
     SimTest::TearDown();
   }
 
   gmr_stream NewStream() {
     gmr_stream s = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_stream_create(&s));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
     streams_.push_back(s);
     return s;
   }

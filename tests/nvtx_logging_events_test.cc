@@ -19,6 +19,7 @@
 #include "gmr/stack.h"
 #include "tests/nvtx_logging_fixture.h"
 #include "tests/support/mock_resource.h"
+#include "tests/support/policies.h"
 
 namespace {
 
@@ -124,7 +125,7 @@ TEST_F(NvtxLoggingAdaptorTest, LimitOverageAndStreamLimitsAreMarkedWithTheirScop
 }
 
 TEST_F(NvtxLoggingAdaptorTest, OomPolicyActionsBelowAreMarksInTheOomCategory) {
-  gmr_oom_policy policy = gmr_oom_policy_trim_retry(3);
+  gmr_oom_policy policy = gmr_test::TrimRetryPolicy(3);
   gmr_oom_adaptor *oom = nullptr;
   ASSERT_EQ(GMR_OK, gmr_oom_adaptor_create(gmr_mock_resource_as_resource(mock_), &policy, &oom));
   gmr_resource *r = make("gmr", true, gmr_oom_adaptor_as_resource(oom));

@@ -19,6 +19,7 @@
 #include "gmr/oom_adaptor.h"
 #include "gmr/policy.h"
 #include "tests/support/mock_resource.h"
+#include "tests/support/policies.h"
 
 namespace {
 
@@ -116,7 +117,7 @@ TEST_F(StackEvents, AListenerHearsOnlyTheStackItRegisteredOn) {
 
 TEST_F(StackEvents, ARegistrationCoversEveryReportingLayerBelow) {
   gmr_resource *lim = Limit(256);
-  gmr_oom_policy p = gmr_oom_policy_trim_retry(1);
+  gmr_oom_policy p = gmr_test::TrimRetryPolicy(1);
   gmr_oom_adaptor *oa = nullptr;
   ASSERT_EQ(GMR_OK, gmr_oom_adaptor_create(lim, &p, &oa));
   gmr_resource *top = gmr_oom_adaptor_as_resource(oa);
@@ -171,7 +172,7 @@ TEST_F(StackEvents, AFullLayerRefusesTheWholeRegistrationAndBadInputChangesNothi
 TEST_F(Events, LimitEventsCarryTheLimitAndTheRequest) {
   gmr_limiting_adaptor_config c = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
   c.limit_bytes = 1024;
-  c.on_limit = gmr_limit_policy_increase(1.5, 0);
+  c.on_limit = gmr_test::IncreasePolicy("increase", 1.5, 0);
   gmr_limiting_adaptor *lim = nullptr;
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(up_, &c, &lim));
   gmr_resource *r = gmr_limiting_adaptor_as_resource(lim);
@@ -196,7 +197,7 @@ TEST_F(Events, LimitEventsCarryTheLimitAndTheRequest) {
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 
   c.limit_bytes = 256;
-  c.on_limit = gmr_limit_policy_ignore();
+  c.on_limit = gmr_test::LimitPolicy("ignore");
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(up_, &c, &lim));
   r = gmr_limiting_adaptor_as_resource(lim);
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1000, 0, s, &a));
@@ -207,7 +208,7 @@ TEST_F(Events, LimitEventsCarryTheLimitAndTheRequest) {
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 1000, 0, s));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 
-  c.on_limit = gmr_limit_policy_fail();
+  c.on_limit = gmr_test::LimitPolicy("fail");
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(up_, &c, &lim));
   r = gmr_limiting_adaptor_as_resource(lim);
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate(r, 1000, 0, s, &a));
@@ -220,7 +221,7 @@ TEST_F(Events, LimitEventsCarryTheLimitAndTheRequest) {
 }
 
 TEST_F(Events, OomEventsTellRetryTrimAndGivingUp) {
-  gmr_oom_policy p = gmr_oom_policy_trim_retry(1);
+  gmr_oom_policy p = gmr_test::TrimRetryPolicy(1);
   gmr_oom_adaptor *a = nullptr;
   ASSERT_EQ(GMR_OK, gmr_oom_adaptor_create(up_, &p, &a));
   gmr_resource *r = gmr_oom_adaptor_as_resource(a);
@@ -245,7 +246,7 @@ TEST_F(Events, OomEventsTellRetryTrimAndGivingUp) {
   EXPECT_EQ(GMR_EVENT_OOM_GAVE_UP, ev[2].kind);  // the cap of 1 retry was reached
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, ev[2].status);
   EXPECT_EQ(100u, ev[2].bytes);
-  gmr_oom_counts counts;
+  gmr_oom_counts counts = GMR_OOM_COUNTS_INIT;
   ASSERT_EQ(GMR_OK, gmr_oom_adaptor_get_counts(a, &counts));
   EXPECT_EQ(2u, counts.failure_count);
   EXPECT_EQ(1u, counts.retry_count);
@@ -260,7 +261,7 @@ TEST_F(Events, WaitAboveALimitBlocksUntilAFreeMakesRoom) {
   c.limit_bytes = 1024;
   gmr_limiting_adaptor *lim = nullptr;
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(up_, &c, &lim));
-  gmr_oom_policy p = gmr_oom_policy_wait(uint64_t{10} * 1000000000u, 4);
+  gmr_oom_policy p = gmr_test::WaitPolicy(uint64_t{10} * 1000000000u, 4);
   gmr_oom_adaptor *a = nullptr;
   ASSERT_EQ(GMR_OK, gmr_oom_adaptor_create(gmr_limiting_adaptor_as_resource(lim), &p, &a));
   gmr_resource *r = gmr_oom_adaptor_as_resource(a);
@@ -321,7 +322,7 @@ gmr_oom_action TrimTwiceThenRetry(const gmr_oom_policy *policy, const gmr_failur
 
 TEST_F(Events, UserPolicyUsesTheServices) {
   int calls = 0;
-  gmr_oom_policy p = gmr_oom_policy_fail();
+  gmr_oom_policy p = gmr_test::OomPolicy("fail");
   p.name = "mine";
   p.decide = TrimTwiceThenRetry;
   p.ctx = &calls;
@@ -334,7 +335,7 @@ TEST_F(Events, UserPolicyUsesTheServices) {
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 100, 0, nullptr, &q));
   EXPECT_EQ(1, calls);
   EXPECT_EQ(2u, gmr_mock_resource_called_trim(mock_));
-  gmr_oom_counts counts;
+  gmr_oom_counts counts = GMR_OOM_COUNTS_INIT;
   ASSERT_EQ(GMR_OK, gmr_oom_adaptor_get_counts(a, &counts));
   EXPECT_EQ(1u, counts.wait_count);
   EXPECT_EQ(1u, counts.wait_timeout_count);
@@ -353,7 +354,7 @@ TEST(PolicyRegistry, NamesAreBuiltInOrRegistered) {
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_oom_policy_from_name("spill", &o));
 
   static int released = 0;
-  gmr_oom_policy mine = gmr_oom_policy_retry(nullptr, nullptr, 7);
+  gmr_oom_policy mine = gmr_test::RetryPolicy(nullptr, nullptr, 7);
   mine.name = "spill";
   mine.release = [](void *) { released++; };
   ASSERT_EQ(GMR_OK, gmr_oom_policy_register("spill", &mine));
@@ -373,15 +374,14 @@ TEST(PolicyRegistry, NamesAreBuiltInOrRegistered) {
   ASSERT_EQ(GMR_OK, gmr_limit_policy_from_name("increase", &l));
   EXPECT_DOUBLE_EQ(1.25, l.padding_factor);
   EXPECT_EQ(0u, l.cap_bytes);
-  gmr_limit_policy soft = gmr_limit_policy_ignore();
+  gmr_limit_policy soft = gmr_test::LimitPolicy("ignore");
   ASSERT_EQ(GMR_OK, gmr_limit_policy_register("soft", &soft));
   ASSERT_EQ(GMR_OK, gmr_limit_policy_from_name("soft", &l));
   EXPECT_STREQ("ignore", l.name);
   EXPECT_EQ(GMR_OK, gmr_limit_policy_unregister("soft"));
-  gmr_limit_policy bad = gmr_limit_policy_increase(2.0, 0);
+  gmr_limit_policy bad = gmr_test::IncreasePolicy("increase", 2.0, 0);
   bad.padding_factor = 0.5;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limit_policy_check(&bad));
-  EXPECT_DOUBLE_EQ(1.0, gmr_limit_policy_increase(0.1, 0).padding_factor);
 }
 
 TEST(EventHookThreads, ListenersSeeEveryEventFromManyThreads) {

@@ -11,16 +11,17 @@
 
 #include "gmr/policy.h"
 #include "gmr/stack.h"
+#include "tests/support/policies.h"
 
 namespace {
 
 TEST(PolicyRegistry, RemovingAnyNameKeepsTheOthers) {
   const char *names[] = {"first_policy", "second_policy", "third_policy"};
   for (const char *name : names) {
-    gmr_oom_policy p = gmr_oom_policy_trim_retry(2);
+    gmr_oom_policy p = gmr_test::TrimRetryPolicy(2);
     p.name = name;
     ASSERT_EQ(GMR_OK, gmr_oom_policy_register(name, &p)) << name;
-    gmr_limit_policy l = gmr_limit_policy_ignore();
+    gmr_limit_policy l = gmr_test::LimitPolicy("ignore");
     l.name = name;
     ASSERT_EQ(GMR_OK, gmr_limit_policy_register(name, &l)) << name;
   }
@@ -41,9 +42,9 @@ TEST(PolicyRegistry, RemovingAnyNameKeepsTheOthers) {
 }
 
 TEST(PolicyRegistry, TheOthersKeepTheirValues) {
-  gmr_oom_policy a = gmr_oom_policy_retry(nullptr, nullptr, 5);
+  gmr_oom_policy a = gmr_test::RetryPolicy(nullptr, nullptr, 5);
   a.name = "keep_a";
-  gmr_oom_policy b = gmr_oom_policy_wait(7, 6);
+  gmr_oom_policy b = gmr_test::WaitPolicy(7, 6);
   b.name = "keep_b";
   ASSERT_EQ(GMR_OK, gmr_oom_policy_register("keep_a", &a));
   ASSERT_EQ(GMR_OK, gmr_oom_policy_register("keep_b", &b));
@@ -69,9 +70,9 @@ TEST(PolicyRegistry, ThreadsRegisterLookUpAndBuildStacksAtOnce) {
       const std::string name = "threaded_" + std::to_string(t);
       const std::string spec = "oom(policy=" + name + ") > limiting(on_limit=" + name + ") > host";
       for (int round = 0; round < kRounds; ++round) {
-        gmr_oom_policy p = gmr_oom_policy_trim_retry(1);
+        gmr_oom_policy p = gmr_test::TrimRetryPolicy(1);
         p.name = "threaded";
-        gmr_limit_policy l = gmr_limit_policy_ignore();
+        gmr_limit_policy l = gmr_test::LimitPolicy("ignore");
         l.name = "threaded";
         if (gmr_oom_policy_register(name.c_str(), &p) != GMR_OK) failures++;
         if (gmr_limit_policy_register(name.c_str(), &l) != GMR_OK) failures++;

@@ -14,6 +14,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/pool_resource.h"
+#include "gmr/sim/streams.h"
 #include "tests/pool_test_fixture.h"
 #include "tests/support/sim_fixture.h"
 
@@ -89,9 +90,9 @@ class PoolCaptureTest : public PoolTest {
   // Ends the capture on `s`: GMR_OK when the capture stayed valid.
   static gmr_status EndCapture(gmr_stream s) {
     gmr_graph g = nullptr;
-    gmr_status st = gmr_stream_end_capture(s, &g);
+    gmr_status st = gmr_cuda_stream_end_capture(s, &g);
     if (g != nullptr) {
-      EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+      EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
     }
     return st;
   }
@@ -106,7 +107,7 @@ TEST_F(PoolCaptureTest, ServesFreeMemoryWithoutAnyCallThatJoinsOrBreaksTheCaptur
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
   uint64_t mallocs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC);
   uint64_t events = EventCalls();
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));  // global mode
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));  // global mode
   void *q = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, MiB, 0, s, &q, &f)) << f.message;
@@ -126,7 +127,7 @@ TEST_F(PoolCaptureTest, GrowsThroughTheUpstreamAndTheCaptureStaysValid) {
   gmr_resource *r = Make(small_config(4 * MiB), capturing_upstream_);
   gmr_stream s = Stream();
   uint64_t mallocs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC);
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p = nullptr, *q = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, MiB, 0, s, &p, &f)) << f.message;
@@ -159,7 +160,7 @@ TEST_F(PoolCaptureTest, GrowsOverAsyncDuringACapture) {
   ASSERT_EQ(GMR_OK, gmr_pool_resource_create(gmr_cuda_resource_as_resource(async), &c, &pool));
   gmr_resource *r = gmr_pool_resource_as_resource(pool);
   gmr_stream s = Stream();
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, MiB, 0, s, &p, &f)) << f.message;
@@ -182,7 +183,7 @@ TEST_F(PoolCaptureTest, InjectedFailuresRestoreTheModeAndKeepTheCapture) {
   // a capture: recording on it would be a stream-ordered call.)
   void *o = Alloc(r, MiB, other);
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, o, MiB, 0, other));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
   // The switch to relaxed mode fails: nothing is asked of CUDA or upstream.
@@ -224,7 +225,7 @@ TEST_F(PoolCaptureTest, ACapturingStreamIsIdentifiedWithoutBreakingTheCapture) {
   gmr_stream s = Stream();
   void *p = Alloc(r, MiB, s);
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));  // global mode
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));  // global mode
   void *q = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate_ex(r, MiB, 0, s, &q, &f)) << f.message;
@@ -250,7 +251,7 @@ TEST_F(PoolCaptureTest, ANewStreamWithAReusedHandleCapturesWithoutTheOldStreamsB
   gmr_resource *r = Make(c, capturing_upstream_);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(true));
   gmr_stream old = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&old));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&old));
   void *p = Alloc(r, MiB, old);
   for (int i = 0; i < 8; ++i) {  // past the first frees, which record at once
     ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, old));
@@ -258,18 +259,18 @@ TEST_F(PoolCaptureTest, ANewStreamWithAReusedHandleCapturesWithoutTheOldStreamsB
   }
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold_beyond_destroy(old));
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, old));  // pending, unrecorded
-  ASSERT_EQ(GMR_OK, gmr_stream_destroy(old));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_destroy(old));
   gmr_stream fresh = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&fresh));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&fresh));
   ASSERT_EQ(old, fresh);  // the handle is reused
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(fresh));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(fresh));
   void *q = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, MiB, 0, fresh, &q, &f)) << f.message;
   EXPECT_NE(p, q);
   EXPECT_EQ(GMR_OK, EndCapture(fresh));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, MiB, 0, fresh));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(fresh));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(fresh));
   ExpectInvariants(r);
 }
 
@@ -291,7 +292,7 @@ TEST_F(PoolCaptureTest, AnotherThreadsCallsLeaveAGlobalCaptureValid) {
   }
   uint64_t queries = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_QUERY);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(other, false));  // done, but nobody knows yet
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(c));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(c));
   std::thread([&] {
     for (int i = 0; i < 100; ++i) {
       void *p = nullptr;

@@ -60,7 +60,7 @@ TEST_F(PoolTest, CreateChecksEveryArgument) {
   EXPECT_EQ(p, gmr_pool_resource_from_resource(r));
   EXPECT_EQ(nullptr, gmr_pool_resource_from_resource(upstream_));
   EXPECT_EQ(upstream_, gmr_resource_get_upstream(r));
-  EXPECT_EQ(upstream_, gmr_pool_resource_get_upstream(p));
+  EXPECT_EQ(upstream_, gmr_resource_get_upstream(gmr_pool_resource_as_resource(p)));
   EXPECT_GE(gmr_pool_resource_get_arena_count(p), 1u);
   EXPECT_LE(gmr_pool_resource_get_arena_count(p), 64u);
   EXPECT_EQ(0u, Stats(r).held_bytes);
@@ -200,9 +200,7 @@ TEST_P(PoolRandomTest, RandomSequencesKeepEveryInvariant) {
       live.pop_back();
     }
     char err[256];
-    ASSERT_EQ(GMR_OK, gmr_pool_resource_check_invariants(gmr_pool_resource_from_resource(r), err,
-                                                         sizeof err))
-        << "after call " << i << ": " << err;
+    ASSERT_EQ(GMR_OK, check_stack(r, err, sizeof err)) << "after call " << i << ": " << err;
   }
   for (auto &l : live)
     ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, l.p, l.bytes, l.align, streams[0]));

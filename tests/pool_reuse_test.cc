@@ -19,6 +19,7 @@
 #include "gmr/device.h"
 #include "gmr/host_resource.h"
 #include "gmr/pool_resource.h"
+#include "gmr/sim/streams.h"
 #include "tests/pool_test_fixture.h"
 #include "tests/support/sim_fixture.h"
 
@@ -38,7 +39,7 @@ TEST_F(PoolTest, ByDefaultAFreeOnACreatedStreamRecordsItsEventAtOnce) {
   c.record_at_every_free = true;
   gmr_resource *r = Make(c);
   gmr_stream s = nullptr;  // not Stream(): destroyed below, before the pool
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   void *p = Alloc(r, MiB, s);
   size_t records = Stats(r).event_record_count;  // the new chunk's
   for (int i = 0; i < 10; ++i) {
@@ -47,7 +48,7 @@ TEST_F(PoolTest, ByDefaultAFreeOnACreatedStreamRecordsItsEventAtOnce) {
   }
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
   EXPECT_EQ(records + 11, Stats(r).event_record_count);
-  ASSERT_EQ(GMR_OK, gmr_stream_destroy(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
   // Another stream takes s's memory through the recorded event alone, and
   // trim and destroy need nothing of s: the fixture fails the test if any
   // CUDA call names the destroyed stream.
@@ -176,7 +177,7 @@ TEST_F(PoolTest, DuringCaptureOnlyTheStreamsOwnBlocksAreUsed) {
   uint64_t mallocs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC);
   uint64_t events = EventCalls();
 
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *q = Alloc(r, MiB, s);  // its own block: fine inside the capture
   EXPECT_EQ(p, q);
   void *big = nullptr;
@@ -186,8 +187,8 @@ TEST_F(PoolTest, DuringCaptureOnlyTheStreamsOwnBlocksAreUsed) {
   EXPECT_NE(nullptr, std::strstr(f.message, "capture")) << f.message;
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, MiB, 0, s));
   gmr_graph graph = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph));  // the capture survived
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(graph));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &graph));  // the capture survived
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(graph));
   EXPECT_EQ(mallocs, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC));
   EXPECT_EQ(events, EventCalls());
   ExpectInvariants(r);

@@ -18,6 +18,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/pool_resource.h"
+#include "gmr/sim/streams.h"
 #include "tests/pool_test_fixture.h"
 #include "tests/support/sim_fixture.h"
 
@@ -73,7 +74,7 @@ TEST_F(PoolStreamsTest, ANewStreamWithADeadStreamsHandleNeverTakesItsMemoryUnord
     gmr_resource *r = gmr_pool_resource_as_resource(pool);
     ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(true));  // as the driver often does
     gmr_stream s1 = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_stream_create(&s1));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s1));
     void *p = Alloc(r, MiB, s1);
     for (int i = 1; i < frees; ++i) {
       ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s1));
@@ -81,7 +82,7 @@ TEST_F(PoolStreamsTest, ANewStreamWithADeadStreamsHandleNeverTakesItsMemoryUnord
     }
     ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold_beyond_destroy(s1));
     ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s1));  // a kernel may still use p
-    ASSERT_EQ(GMR_OK, gmr_stream_destroy(s1));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_destroy(s1));
     gmr_stream s2 = StreamWithHandle(s1);
     ASSERT_NE(nullptr, s2) << "the simulation gave no new stream the destroyed one's handle";
     uint64_t syncs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE);

@@ -15,6 +15,8 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/pool_resource.h"
+#include "gmr/sim/streams.h"
+#include "tests/support/check_stack.h"
 #include "tests/support/sim_fixture.h"
 
 namespace pool_test {
@@ -54,7 +56,7 @@ class PoolTest : public gmr_test::SimTest {
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(upstream_));
     for (gmr_stream s : streams_) {
       EXPECT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s, false));
-      EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+      EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
     }
     SimTest::TearDown();
   }
@@ -69,7 +71,7 @@ class PoolTest : public gmr_test::SimTest {
 
   gmr_stream Stream() {
     gmr_stream s = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_stream_create(&s));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
     streams_.push_back(s);
     return s;
   }
@@ -82,8 +84,8 @@ class PoolTest : public gmr_test::SimTest {
 
   static void ExpectInvariants(gmr_resource *r) {
     char err[256];
-    EXPECT_EQ(GMR_OK, gmr_pool_resource_check_invariants(gmr_pool_resource_from_resource(r), err,
-                                                         sizeof err))
+    ASSERT_NE(nullptr, gmr_pool_resource_from_resource(r));
+    EXPECT_EQ(GMR_OK, check_stack(r, err, sizeof err))
         << err;
   }
 

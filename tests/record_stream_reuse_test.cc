@@ -12,6 +12,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/resource.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
 #include "tests/support/sim_fixture.h"
 
@@ -45,16 +46,16 @@ class RecordStreamReuse : public gmr_test::SimTest,
     gmr_spec_error error;
     ASSERT_EQ(GMR_OK, gmr_stack_create(GetParam().spec, &stack_, &error)) << error.message;
     r_ = gmr_stack_as_resource(stack_);
-    ASSERT_EQ(GMR_OK, gmr_stream_create(&a_));
-    ASSERT_EQ(GMR_OK, gmr_stream_create(&b_));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&a_));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&b_));
   }
   void TearDown() override {
     EXPECT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(b_, false));
     if (stack_ != nullptr) {
       EXPECT_EQ(GMR_OK, gmr_stack_destroy(stack_));
     }
-    EXPECT_EQ(GMR_OK, gmr_stream_destroy(a_));
-    EXPECT_EQ(GMR_OK, gmr_stream_destroy(b_));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(a_));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(b_));
     gmr_test::SimTest::TearDown();
   }
   void *Alloc(gmr_stream s) {
@@ -82,7 +83,7 @@ TEST_P(RecordStreamReuse, TheBlockComesBackOnceTheRecordedUseCompleted) {
     SCOPED_TRACE("iteration " + std::to_string(i));
     ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r_, p, b_));
     ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, n, 0, a_));
-    ASSERT_EQ(GMR_OK, gmr_stream_synchronize(b_));  // the recorded use completed
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_synchronize(b_));  // the recorded use completed
     void *q = Alloc(a_);
     ASSERT_EQ(p, q) << "a block whose recorded use completed was not reused";
     if (i == 0) held = Held();
@@ -101,7 +102,7 @@ TEST_P(RecordStreamReuse, TheBlockStaysBackWhileTheRecordedUseIsPending) {
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, n, 0, a_));
   void *q = Alloc(a_);
   EXPECT_NE(p, q) << "reused while B may still read it";
-  ASSERT_EQ(GMR_OK, gmr_stream_synchronize(b_));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_synchronize(b_));
   void *t = Alloc(a_);
   EXPECT_EQ(p, t) << "B is done: the block is free again";
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, n, 0, a_));

@@ -12,6 +12,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
 #include "tests/support/capture_leaf.h"
 #include "tests/support/multigraph_trace.h"
@@ -323,14 +324,14 @@ bool CanAllocateInCapture(const char *spec) {
   gmr_resource *top = gmr_stack_as_resource(stack);
   gmr_stream s = nullptr;
   bool ok = false;
-  if (gmr_stream_create(&s) == GMR_OK && gmr_stream_begin_capture(s) == GMR_OK) {
+  if (gmr_cuda_stream_create(&s) == GMR_OK && gmr_cuda_stream_begin_capture(s) == GMR_OK) {
     void *p = nullptr;
     ok = gmr_resource_allocate_capturing(top, 1 << 20, 0, s, &p, nullptr) == GMR_OK;
     gmr_graph g = nullptr;
-    if (gmr_stream_end_capture(s, &g) == GMR_OK) (void)gmr_graph_destroy(g);
+    if (gmr_cuda_stream_end_capture(s, &g) == GMR_OK) (void)gmr_cuda_graph_destroy(g);
     if (ok) (void)gmr_resource_deallocate(top, p, 1 << 20, 0, s);
   }
-  (void)gmr_stream_destroy(s);
+  (void)gmr_cuda_stream_destroy(s);
   (void)gmr_stack_destroy(stack);
   return ok;
 }

@@ -17,7 +17,9 @@
 #include "gmr/nvtx_logging_adaptor.h"
 #include "gmr/pool_resource.h"
 #include "gmr/device.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
+#include "tests/support/log_stats.h"
 #include "tests/support/sim_fixture.h"
 
 namespace {
@@ -42,7 +44,8 @@ class StackComponents : public gmr_test::SimTest {
 TEST_F(StackComponents, PoolOptionsReachThePool) {
   gmr_stack *s = Build("pool(initial=64MiB, arenas=2, min_growth=4MiB) > cuda(kind=async)");
   ASSERT_NE(nullptr, s);
-  gmr_pool_resource *pool = gmr_pool_resource_from_resource(gmr_stack_find(s, "pool_resource"));
+  gmr_pool_resource *pool =
+      gmr_pool_resource_from_resource(gmr_resource_find(gmr_stack_as_resource(s), "pool_resource"));
   ASSERT_NE(nullptr, pool);
   EXPECT_EQ(2u, gmr_pool_resource_get_arena_count(pool));
   gmr_pool_resource_stats st = GMR_POOL_RESOURCE_STATS_INIT;
@@ -61,10 +64,10 @@ TEST_F(StackComponents, StreamsOutliveMakesFreesRecordNothing) {
     gmr_stack *s = Build(std::string("pool(arenas=1, streams_outlive=") +
                          (outlive ? "true" : "false") + ") > cuda(kind=async)");
     ASSERT_NE(nullptr, s);
-    gmr_pool_resource *pool =
-        gmr_pool_resource_from_resource(gmr_stack_find(s, "pool_resource"));
+    gmr_pool_resource *pool = gmr_pool_resource_from_resource(
+        gmr_resource_find(gmr_stack_as_resource(s), "pool_resource"));
     gmr_stream stream = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&stream));
     void *p = nullptr;
     ASSERT_EQ(GMR_OK, gmr_resource_allocate(gmr_stack_as_resource(s), 4096, 0, stream, &p));
     gmr_pool_resource_stats before = GMR_POOL_RESOURCE_STATS_INIT;
@@ -74,7 +77,7 @@ TEST_F(StackComponents, StreamsOutliveMakesFreesRecordNothing) {
     ASSERT_EQ(GMR_OK, gmr_pool_resource_get_stats(pool, &after));
     EXPECT_EQ(before.event_record_count + (outlive ? 0u : 1u), after.event_record_count);
     EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));  // before the stream, as promised
-    EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(stream));
   }
 }
 
@@ -82,8 +85,8 @@ TEST_F(StackComponents, FixedBlockOptionsReachTheResource) {
   gmr_stack *s = Build("fixed_block(block=64KiB, blocks_per_chunk=4, oversize=refuse) > "
                        "cuda(kind=device)");
   ASSERT_NE(nullptr, s);
-  gmr_fixed_block_resource *fb =
-      gmr_fixed_block_resource_from_resource(gmr_stack_find(s, "fixed_block_resource"));
+  gmr_fixed_block_resource *fb = gmr_fixed_block_resource_from_resource(
+      gmr_resource_find(gmr_stack_as_resource(s), "fixed_block_resource"));
   ASSERT_NE(nullptr, fb);
   EXPECT_EQ(size_t{64} << 10, gmr_fixed_block_resource_get_block_bytes(fb));
   void *p = nullptr;
@@ -102,23 +105,23 @@ TEST_F(StackComponents, TheGraphPoolStackBuildsAndServesACapture) {
       "cuda(kind=async)");
   ASSERT_NE(nullptr, s);
   EXPECT_EQ(5u, gmr_stack_get_depth(s));
-  gmr_graph_arena_resource *arena =
-      gmr_graph_arena_resource_from_resource(gmr_stack_find(s, "graph_arena_resource"));
+  gmr_graph_arena_resource *arena = gmr_graph_arena_resource_from_resource(
+      gmr_resource_find(gmr_stack_as_resource(s), "graph_arena_resource"));
   ASSERT_NE(nullptr, arena);
   EXPECT_EQ(GMR_GRAPH_ARENA_ORDERED_REUSE,
             gmr_graph_arena_resource_get_config(arena).capture_policy);
 
   gmr_stream stream = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(stream));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&stream));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(stream));
   uint64_t mallocs_before = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC);
   void *p = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(gmr_stack_as_resource(s), 1 << 20, 0, stream, &p));
   EXPECT_EQ(mallocs_before, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC));
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(gmr_stack_as_resource(s), p, 1 << 20, 0, stream));
   gmr_graph graph = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(stream, &graph));  // nothing broke the capture
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(graph));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(stream, &graph));  // nothing broke the capture
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(graph));
   // The session was opened automatically (the arena saw the stream capture);
   // claiming it gives the graph's memory to the caller, who releases it once
   // the graph is gone.
@@ -133,7 +136,7 @@ TEST_F(StackComponents, TheGraphPoolStackBuildsAndServesACapture) {
   EXPECT_EQ(GMR_ERR_BUSY, gmr_stack_destroy(s));  // the graph memory is not released yet
   EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena, memory));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(stream));
 }
 
 TEST_F(StackComponents, BadOptionsAreExplained) {
@@ -172,12 +175,13 @@ TEST_F(StackComponents, NvtxLoggingOverLogOverAnAnnotatedPoolBuildsAndLogsEveryC
                        "\") > pool(nvtx_annotate=true) > cuda(kind=async)");
   ASSERT_NE(nullptr, s);
   EXPECT_EQ(4u, gmr_stack_get_depth(s));
-  gmr_nvtx_logging_adaptor *nvtx =
-      gmr_nvtx_logging_adaptor_from_resource(gmr_stack_find(s, "nvtx_logging_adaptor"));
+  gmr_nvtx_logging_adaptor *nvtx = gmr_nvtx_logging_adaptor_from_resource(
+      gmr_resource_find(gmr_stack_as_resource(s), "nvtx_logging_adaptor"));
   ASSERT_NE(nullptr, nvtx);
   EXPECT_STREQ("x", gmr_nvtx_logging_adaptor_get_domain_name(nvtx));
   EXPECT_TRUE(gmr_nvtx_logging_adaptor_is_enabled(nvtx) || !gmr_nvtx_is_compiled_in());
-  gmr_log_adaptor *log = gmr_log_adaptor_from_resource(gmr_stack_find(s, "log_adaptor"));
+  gmr_log_adaptor *log =
+      gmr_log_adaptor_from_resource(gmr_resource_find(gmr_stack_as_resource(s), "log_adaptor"));
   ASSERT_NE(nullptr, log);
 
   gmr_resource *r = gmr_stack_as_resource(s);
@@ -186,7 +190,7 @@ TEST_F(StackComponents, NvtxLoggingOverLogOverAnAnnotatedPoolBuildsAndLogsEveryC
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1 << 20, 0, nullptr, &b));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 1000, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 1 << 20, 0, nullptr));
-  EXPECT_EQ(4u, gmr_log_adaptor_get_row_count(log));
+  EXPECT_EQ(4u, gmr_test::LogStats(log).row_count);
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
 
   std::vector<std::string> lines = ReadLines(path);
@@ -211,8 +215,8 @@ TEST_F(StackComponents, NvtxLoggingAndLogOptionsReachTheAdaptors) {
   gmr_stack *s = Build("nvtx_logging(enabled=false) > log(file=" + path +
                        ", flush=buffered) > host");
   ASSERT_NE(nullptr, s);
-  gmr_nvtx_logging_adaptor *nvtx =
-      gmr_nvtx_logging_adaptor_from_resource(gmr_stack_find(s, "nvtx_logging_adaptor"));
+  gmr_nvtx_logging_adaptor *nvtx = gmr_nvtx_logging_adaptor_from_resource(
+      gmr_resource_find(gmr_stack_as_resource(s), "nvtx_logging_adaptor"));
   ASSERT_NE(nullptr, nvtx);
   EXPECT_STREQ("gmr", gmr_nvtx_logging_adaptor_get_domain_name(nvtx));  // the default
   EXPECT_FALSE(gmr_nvtx_logging_adaptor_is_enabled(nvtx));

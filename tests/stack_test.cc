@@ -14,8 +14,10 @@
 #include "gmr/limiting_adaptor.h"
 #include "gmr/oom_adaptor.h"
 #include "gmr/policy.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
 #include "gmr/tracking_adaptor.h"
+#include "tests/support/policies.h"
 #include "tests/support/sim_fixture.h"
 
 namespace {
@@ -42,8 +44,8 @@ class Stack : public gmr_test::SimTest {
   size_t LimitOf(const std::string &limit) {
     gmr_stack *s = Build("limiting(limit=" + limit + ") > host");
     if (s == nullptr) return 0;
-    size_t v = gmr_limiting_adaptor_get_limit(
-        gmr_limiting_adaptor_from_resource(gmr_stack_find(s, "limiting_adaptor")));
+    size_t v = gmr_limiting_adaptor_get_limit(gmr_limiting_adaptor_from_resource(
+        gmr_resource_find(gmr_stack_as_resource(s), "limiting_adaptor")));
     EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
     return v;
   }
@@ -65,11 +67,12 @@ TEST_F(Stack, BuildsTheIssuesExampleTopFirst) {
   EXPECT_EQ(gmr_stack_get_layer(s, 1), gmr_resource_get_upstream(gmr_stack_get_layer(s, 0)));
   EXPECT_EQ(gmr_stack_get_layer(s, 2), gmr_resource_get_upstream(gmr_stack_get_layer(s, 1)));
   EXPECT_STREQ(spec, gmr_stack_get_spec(s));
-  gmr_limiting_adaptor *lim =
-      gmr_limiting_adaptor_from_resource(gmr_stack_find(s, "limiting_adaptor"));
+  gmr_limiting_adaptor *lim = gmr_limiting_adaptor_from_resource(
+      gmr_resource_find(gmr_stack_as_resource(s), "limiting_adaptor"));
   ASSERT_NE(nullptr, lim);
   EXPECT_EQ(size_t{8} << 30, gmr_limiting_adaptor_get_limit(lim));
-  gmr_cuda_resource *cuda = gmr_cuda_resource_from_resource(gmr_stack_find(s, "cuda_resource"));
+  gmr_cuda_resource *cuda =
+      gmr_cuda_resource_from_resource(gmr_resource_find(gmr_stack_as_resource(s), "cuda_resource"));
   ASSERT_NE(nullptr, cuda);
   EXPECT_EQ(GMR_CUDA_KIND_ASYNC, gmr_cuda_resource_get_kind(cuda));
   void *p = nullptr;
@@ -299,7 +302,7 @@ gmr_oom_action Spill(void *ctx, const gmr_failure *f) {
 
 TEST_F(Stack, RegisteredPoliciesAreNamedInSpecs) {
   int spills = 0;
-  gmr_oom_policy spill = gmr_oom_policy_retry(Spill, &spills, 1);
+  gmr_oom_policy spill = gmr_test::RetryPolicy(Spill, &spills, 1);
   spill.name = "spill";
   ASSERT_EQ(GMR_OK, gmr_oom_policy_register("spill", &spill));
   gmr_stack *s = Build("oom(policy=spill) > cuda(kind=async)");
@@ -409,8 +412,8 @@ TEST_F(Stack, ComposedByHandWithPushAndTornDownTopFirst) {
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_tracking_adaptor_as_resource(wrong)));
   EXPECT_EQ(2u, gmr_stack_get_depth(s));
   EXPECT_EQ(l, gmr_stack_as_resource(s));
-  EXPECT_EQ(h, gmr_stack_find(s, "host_resource"));
-  EXPECT_EQ(nullptr, gmr_stack_find(s, "pool_resource"));
+  EXPECT_EQ(h, gmr_resource_find(gmr_stack_as_resource(s), "host_resource"));
+  EXPECT_EQ(nullptr, gmr_resource_find(gmr_stack_as_resource(s), "pool_resource"));
 
   // Memory taken from the bottom directly: the top goes, the bottom refuses
   // and stays, still usable; a second destroy finishes the job.
@@ -503,7 +506,7 @@ TEST_F(Stack, StreamIdsOptionReachesThePools) {
       ASSERT_NE(nullptr, s) << spec;
       gmr_resource *r = gmr_stack_as_resource(s);
       gmr_stream st = nullptr;
-      ASSERT_EQ(GMR_OK, gmr_stream_create(&st));
+      ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&st));
       for (int i = 0; i < 10; ++i) {
         void *p = nullptr;
         ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1000, 0, st, &p));
@@ -522,7 +525,7 @@ TEST_F(Stack, StreamIdsOptionReachesThePools) {
         EXPECT_EQ(0u, asked) << spec;
       }
       EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
-      EXPECT_EQ(GMR_OK, gmr_stream_destroy(st));
+      EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(st));
     }
   }
 }

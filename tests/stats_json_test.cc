@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gmr/gmr.h"
+#include "gmr/sim/streams.h"
 #include "tests/support/sim_fixture.h"
 
 namespace {
@@ -28,7 +29,7 @@ TEST_F(StatsJsonTest, DescribesEveryLayerTopFirstWithTrackingOwnersAndTheLimit) 
                                      &stack, nullptr));
   gmr_resource *top = gmr_stack_as_resource(stack);
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   void *a = nullptr;
   void *b = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(top, 1000, 0, nullptr, &a));
@@ -62,7 +63,7 @@ TEST_F(StatsJsonTest, DescribesEveryLayerTopFirstWithTrackingOwnersAndTheLimit) 
             json.find("\"bytes\": {\"current\": 0, \"peak\": 4000, \"total\": 4000}"))
       << json;
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(stack));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 TEST_F(StatsJsonTest, LeafWithoutCountersAndUnlimitedLimit) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gmr/gmr.h"
+#include "gmr/sim/streams.h"
 #include "integrations/torch/gmr_torch.h"
 #include "tests/support/torch_shim_fixture.h"
 
@@ -76,8 +77,8 @@ class GraphPools : public gmr_test::TorchShimTest,
   void SetUp() override {
     TorchShimTest::SetUp();
     use_spec(GetParam());
-    ASSERT_EQ(GMR_OK, gmr_stream_create(&s_));
-    ASSERT_EQ(GMR_OK, gmr_stream_create(&other_));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s_));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&other_));
     // The device's stack is made at its first request, before any capture
     // (as in a program, whose model is on the GPU before it captures).
     gmr_torch_free(gmr_torch_alloc(4096, 0, s_), 4096, 0, s_);
@@ -86,19 +87,19 @@ class GraphPools : public gmr_test::TorchShimTest,
     // empty_cache gives the arena's chunks back on the streams they were
     // taken on: before those streams go (PyTorch's streams never do).
     gmr_torch_reset();
-    EXPECT_EQ(GMR_OK, gmr_stream_destroy(s_));
-    EXPECT_EQ(GMR_OK, gmr_stream_destroy(other_));
-    for (gmr_graph g : graphs_) EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s_));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(other_));
+    for (gmr_graph g : graphs_) EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
     TorchShimTest::TearDown();
   }
   // One torch.cuda.graph capture into `pool` on s_, running `body`.
   template <typename Body>
   void capture(gmr_torch_mempool_id pool, Body body) {
     gmr_torch_begin_allocate_to_pool(0, pool, capturing_on(s_));
-    ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s_));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s_));
     body();
     gmr_graph g = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s_, &g)) << "the capture was broken";
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s_, &g)) << "the capture was broken";
     graphs_.push_back(g);
     gmr_torch_end_allocate_to_pool(0, pool);
   }
@@ -342,10 +343,10 @@ class GraphPoolRefusals : public gmr_test::TorchShimTest {};
 TEST_F(GraphPoolRefusals, AStackThatCannotServeACaptureSaysSoAndLeavesItValid) {
   use_spec("pool > cumem");  // cumem maps outside any capture-safe slot
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   const gmr_torch_mempool_id pool{9, 0};
   gmr_torch_begin_allocate_to_pool(0, pool, capturing_on(s));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   bool threw = false;
   try {
     (void)gmr_torch_alloc(8 * kMiB, 0, s);
@@ -358,25 +359,25 @@ TEST_F(GraphPoolRefusals, AStackThatCannotServeACaptureSaysSoAndLeavesItValid) {
   }
   EXPECT_TRUE(threw);
   gmr_graph g = nullptr;
-  EXPECT_EQ(GMR_OK, gmr_stream_end_capture(s, &g)) << "the capture was broken";
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g)) << "the capture was broken";
   gmr_torch_end_allocate_to_pool(0, pool);
   gmr_torch_release_pool(0, pool);
   // The process goes on: eager work and the next capture (warm stack) run.
   void *p = gmr_torch_alloc(8 * kMiB, 0, s);
   gmr_torch_free(p, 8 * kMiB, 0, s);
   gmr_torch_reset();
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 TEST_F(GraphPoolRefusals, AStackWithAGraphArenaOfItsOwnIsRefusedForCaptures) {
   use_spec("graph_arena(uncaptured=forward, policy=ordered_reuse) > pool > cuda(kind=device)");
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   gmr_torch_free(gmr_torch_alloc(4096, 0, s), 4096, 0, s);
   const gmr_torch_mempool_id pool{13, 0};
   gmr_torch_begin_allocate_to_pool(0, pool, capturing_on(s));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   try {
     (void)gmr_torch_alloc(kMiB, 0, s);
     ADD_FAILURE() << "the capture was served";
@@ -384,29 +385,29 @@ TEST_F(GraphPoolRefusals, AStackWithAGraphArenaOfItsOwnIsRefusedForCaptures) {
     EXPECT_TRUE(contains(e.what(), "remove graph_arena(...) from the spec")) << e.what();
   }
   gmr_graph g = nullptr;
-  EXPECT_EQ(GMR_OK, gmr_stream_end_capture(s, &g)) << "the capture was broken";
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g)) << "the capture was broken";
   gmr_torch_end_allocate_to_pool(0, pool);
   gmr_torch_release_pool(0, pool);
   void *p = gmr_torch_alloc(kMiB, 0, s);  // eager work goes on
   gmr_torch_free(p, kMiB, 0, s);
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   gmr_torch_reset();
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 TEST_F(GraphPoolRefusals, OutOfMemoryReleasesReleasedPoolsAndRetries) {
   use_spec("cuda(kind=device)");
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   const gmr_torch_mempool_id pool{10, 0};
   gmr_torch_begin_allocate_to_pool(0, pool, capturing_on(s));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *big = gmr_torch_alloc(kDeviceBytes / 2, 0, s);
   gmr_torch_free(big, kDeviceBytes / 2, 0, s);
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g));
   gmr_torch_end_allocate_to_pool(0, pool);
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   gmr_torch_release_pool(0, pool);  // graph deleted: its pool waits for a safe point
   ASSERT_EQ(1u, graph_pool_info(0).pending_memory_count);
   gmr_torch_device_stats before = device_stats_init();
@@ -419,7 +420,7 @@ TEST_F(GraphPoolRefusals, OutOfMemoryReleasesReleasedPoolsAndRetries) {
   EXPECT_EQ(0u, graph_pool_info(0).pending_memory_count);
   gmr_torch_free(p, kDeviceBytes * 3 / 4, 0, s);
   gmr_torch_reset();
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 TEST_F(GraphPoolRefusals, DeviceStatsFollowAllocationsAndTheirResets) {
@@ -496,9 +497,9 @@ TEST_F(GraphPoolRefusals, BadInputIsRefusedAndChangesNothing) {
 TEST_F(GraphPoolRefusals, ThreadsAllocateEagerlyWhileAnotherFillsAPool) {
   use_spec("vmm");
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   std::vector<gmr_stream> streams(4);
-  for (gmr_stream &x : streams) ASSERT_EQ(GMR_OK, gmr_stream_create(&x));
+  for (gmr_stream &x : streams) ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&x));
   const gmr_torch_mempool_id pool{12, 0};
   std::vector<Range> captured;
   std::atomic<bool> go{false};
@@ -544,12 +545,12 @@ TEST_F(GraphPoolRefusals, ThreadsAllocateEagerlyWhileAnotherFillsAPool) {
     for (const Range &r : eager[t]) {
       gmr_torch_free(reinterpret_cast<void *>(r.begin), r.end - r.begin, 0, streams[t]);
     }
-    EXPECT_EQ(GMR_OK, gmr_stream_synchronize(streams[t]));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_synchronize(streams[t]));
   }
   gmr_torch_release_pool(0, pool);
   gmr_torch_reset();
-  for (gmr_stream x : streams) EXPECT_EQ(GMR_OK, gmr_stream_destroy(x));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  for (gmr_stream x : streams) EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(x));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gmr/gmr.h"
+#include "gmr/sim/streams.h"
 #include "integrations/torch/gmr_torch.h"
 #include "tests/support/torch_shim_fixture.h"
 
@@ -58,7 +59,7 @@ TEST_F(TorchHistoryTest, NothingIsRecordedUntilAskedFor) {
 
 TEST_F(TorchHistoryTest, AllocationsAndFreesAreRecordedAsPyTorchNamesThem) {
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   uint64_t first = next_context.load();
   ASSERT_EQ(GMR_OK, gmr_torch_record_history(1, 100, counting_context));
   void *a = gmr_torch_alloc(1000, 0, nullptr);
@@ -96,7 +97,7 @@ TEST_F(TorchHistoryTest, AllocationsAndFreesAreRecordedAsPyTorchNamesThem) {
       EXPECT_LE(h[i - 1].time_us, h[i].time_us);
     }
   }
-  ASSERT_EQ(GMR_OK, gmr_stream_destroy(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 TEST_F(TorchHistoryTest, AFailedAllocationIsAnOomEntryWithTheDevicesFreeBytes) {

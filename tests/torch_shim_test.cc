@@ -16,6 +16,7 @@
 
 #include "gmr/gmr.h"
 #include "gmr/sim/cuda_sim.h"
+#include "gmr/sim/streams.h"
 #include "integrations/torch/gmr_torch.h"
 #include "tests/support/mock_resource.h"
 #include "tests/support/torch_shim_fixture.h"
@@ -136,8 +137,8 @@ TEST_F(TorchShimTest, RecordStreamTheStackCannotHonourMakesTheFreeWait) {
   ASSERT_EQ(GMR_OK, gmr_device_resource_set(0, gmr_mock_resource_as_resource(mock), nullptr));
   gmr_stream alloc_stream = nullptr;
   gmr_stream side = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&alloc_stream));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&side));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&alloc_stream));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&side));
   gmr_torch_counters before = counters();
   void *p = gmr_torch_alloc(4096, 0, alloc_stream);
   ASSERT_NE(nullptr, p);
@@ -157,8 +158,8 @@ TEST_F(TorchShimTest, RecordStreamTheStackCannotHonourMakesTheFreeWait) {
   EXPECT_EQ(after.record_stream_count, counters().record_stream_count);
   ASSERT_EQ(GMR_OK, gmr_device_resource_set(0, nullptr, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_mock_resource_as_resource(mock)));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(alloc_stream));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(side));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(alloc_stream));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(side));
 }
 
 // A resource that honours record_stream gets the call and no wait is added.
@@ -193,7 +194,7 @@ TEST_F(TorchShimTest, RecordStreamTheStackHonoursIsPassedOn) {
   recorder.base.vtbl = &recorder_vtbl;
   ASSERT_EQ(GMR_OK, gmr_device_resource_set(1, &recorder.base, nullptr));
   gmr_stream side = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&side));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&side));
   uint64_t fallbacks = counters().record_stream_fallback_count;
   void *p = gmr_torch_alloc(1024, 1, nullptr);
   gmr_torch_record_stream(p, side);
@@ -204,7 +205,7 @@ TEST_F(TorchShimTest, RecordStreamTheStackHonoursIsPassedOn) {
   gmr_torch_free(p, 1024, 1, nullptr);
   EXPECT_EQ(waits, gmr_cuda_sim_get_stream_wait_count(side));
   ASSERT_EQ(GMR_OK, gmr_device_resource_set(1, nullptr, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(side));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(side));
 }
 
 TEST_F(TorchShimTest, EmptyCacheTrimsTheStacksOfTheDevicesUsed) {
@@ -250,20 +251,20 @@ TEST_F(TorchShimTest, MemoryFractionSetsTheLimitOfTheLimitingLayer) {
 TEST_F(TorchShimTest, MempoolSegmentDuringCaptureNeverBreaksTheCapture) {
   use_spec("cuda(kind=device)");
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   void *warm = gmr_torch_mempool_alloc(2 << 20, 0, s);
   gmr_torch_mempool_free(warm, 2 << 20, 0, s);
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *p = gmr_torch_mempool_alloc(2 << 20, 0, s);
   gmr_graph graph = nullptr;
-  EXPECT_EQ(GMR_OK, gmr_stream_end_capture(s, &graph)) << "the capture was broken";
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &graph)) << "the capture was broken";
   if (p == nullptr) {
     EXPECT_TRUE(contains(last_error(), "GMR_ERR_CAPTURE_UNSAFE")) << last_error();
   } else {
     gmr_torch_mempool_free(p, 2 << 20, 0, s);
   }
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(graph));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(graph));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 // At exit the registry destroys the stacks; a free PyTorch makes later (its

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "gmr/gmr.h"
+#include "gmr/sim/streams.h"
 #include "gmr/vmm_pool_sleep.h"
 #include "integrations/torch/gmr_torch.h"
 #include "tests/support/torch_shim_fixture.h"
@@ -35,7 +36,7 @@ class TorchSleep : public gmr_test::TorchShimTest {
   gmr_vmm_pool_resource *Pool() {
     gmr_resource *r = nullptr;
     EXPECT_EQ(GMR_OK, gmr_device_resource_get(0, &r, nullptr));
-    return gmr_vmm_pool_resource_find(r);
+    return gmr_vmm_pool_resource_from_resource(gmr_resource_find(r, "vmm_pool_resource"));
   }
   gmr_vmm_pool_tag_stats TagStats(uint64_t mask) {
     gmr_vmm_pool_tag_stats s = GMR_VMM_POOL_TAG_STATS_INIT;
@@ -47,7 +48,7 @@ class TorchSleep : public gmr_test::TorchShimTest {
 TEST_F(TorchSleep, GraphMemoryIsTaggedAndKeepsItsAddressesThroughSleepAndWake) {
   use_spec("tracking > vmm");
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   gmr_vmm_pool_resource *pool = Pool();
   ASSERT_NE(nullptr, pool) << "find reaches the vmm pool under tracking";
   // Weights, in a region.
@@ -58,12 +59,12 @@ TEST_F(TorchSleep, GraphMemoryIsTaggedAndKeepsItsAddressesThroughSleepAndWake) {
   // A capture whose pool keeps one block live (a graph's static output).
   const gmr_torch_mempool_id id{7, 0};
   gmr_torch_begin_allocate_to_pool(0, id, capturing_on(s));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *out = gmr_torch_alloc(kMiB, 0, s);
   void *tmp = gmr_torch_alloc(kMiB, 0, s);
   gmr_torch_free(tmp, kMiB, 0, s);
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g));
   gmr_torch_end_allocate_to_pool(0, id);
   const gmr_vmm_pool_tag_stats graphs = TagStats(uint64_t{1} << GMR_TORCH_GRAPH_POOL_TAG);
   EXPECT_GE(graphs.live_count, 1u) << "the arena's chunks carry the graph tag";
@@ -111,29 +112,30 @@ TEST_F(TorchSleep, GraphMemoryIsTaggedAndKeepsItsAddressesThroughSleepAndWake) {
   gmr_torch_free(out, kMiB, 0, s);
   gmr_torch_release_pool(0, id);
   gmr_torch_reset();
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 TEST_F(TorchSleep, AStackWithoutAVmmPoolTagsNothing) {
   use_spec("pool > cuda(kind=device)");
   gmr_resource *r = nullptr;
   ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &r, nullptr));
-  EXPECT_EQ(nullptr, gmr_vmm_pool_resource_find(r));
+  EXPECT_EQ(nullptr,
+            gmr_vmm_pool_resource_from_resource(gmr_resource_find(r, "vmm_pool_resource")));
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   const gmr_torch_mempool_id id{8, 0};
   gmr_torch_begin_allocate_to_pool(0, id, capturing_on(s));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *out = gmr_torch_alloc(kMiB, 0, s);
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g));
   gmr_torch_end_allocate_to_pool(0, id);
   gmr_torch_free(out, kMiB, 0, s);
   gmr_torch_release_pool(0, id);
   gmr_torch_reset();
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 }  // namespace

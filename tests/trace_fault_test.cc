@@ -14,6 +14,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/limiting_adaptor.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
 #include "gmr/tracking_adaptor.h"
 #include "tests/support/sim_fixture.h"
@@ -45,11 +46,13 @@ class TraceFault : public gmr_test::SimTest {
     ASSERT_EQ(800u, trace_.alloc_count);
     ASSERT_EQ(4u, trace_.stream_count);
     for (size_t i = 0; i < trace_.stream_count; ++i) {
-      ASSERT_EQ(GMR_OK, gmr_stream_create(&streams_[i]));
+      ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&streams_[i]));
     }
   }
   void TearDown() override {
-    for (size_t i = 0; i < trace_.stream_count; ++i) EXPECT_EQ(GMR_OK, gmr_stream_destroy(streams_[i]));
+    for (size_t i = 0; i < trace_.stream_count; ++i) {
+      EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(streams_[i]));
+    }
     gmr_trace_free(&trace_);
     SimTest::TearDown();
   }
@@ -63,8 +66,8 @@ class TraceFault : public gmr_test::SimTest {
     if (stack == nullptr) return out;
     gmr_resource *top = gmr_stack_as_resource(stack);
     gmr_tracking_adaptor *trk = gmr_tracking_adaptor_from_resource(top);
-    gmr_limiting_adaptor *lim =
-        gmr_limiting_adaptor_from_resource(gmr_stack_find(stack, "limiting_adaptor"));
+    gmr_limiting_adaptor *lim = gmr_limiting_adaptor_from_resource(
+        gmr_resource_find(gmr_stack_as_resource(stack), "limiting_adaptor"));
     std::unordered_map<uint64_t, Live> live;
     std::vector<Live> retry_later;
     int64_t live_bytes = 0;

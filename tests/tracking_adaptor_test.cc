@@ -130,18 +130,29 @@ TEST_F(Tracking, PerThreadOwnersAreChargedBackWhoeverFrees) {
   void *p1 = nullptr, *p2 = nullptr;
   uint64_t id1 = 0, id2 = 0;
   std::thread t1([&] {
-    id1 = gmr_tracking_thread_id();
     EXPECT_EQ(GMR_OK, gmr_resource_allocate(r(), 111, 0, nullptr, &p1));
+    id1 = Owner(GMR_TRACKING_OWNER_CALLING_THREAD).owner;
   });
   t1.join();
   std::thread t2([&] {
-    id2 = gmr_tracking_thread_id();
     EXPECT_EQ(GMR_OK, gmr_resource_allocate(r(), 222, 0, nullptr, &p2));
+    gmr_tracking_adaptor_owner_stats mine = Owner(GMR_TRACKING_OWNER_CALLING_THREAD);
+    id2 = mine.owner;
+    EXPECT_EQ(222, mine.bytes.current);
+    // Stable in a thread.
+    EXPECT_EQ(id2, Owner(GMR_TRACKING_OWNER_CALLING_THREAD).owner);
   });
   t2.join();
   EXPECT_NE(id1, id2);
   EXPECT_NE(0u, id1);
-  EXPECT_EQ(gmr_tracking_thread_id(), gmr_tracking_thread_id());  // stable in a thread
+  EXPECT_NE(GMR_TRACKING_OWNER_CALLING_THREAD, id1);
+  // A thread that made no allocation: refused, and named.
+  gmr_tracking_adaptor_owner_stats main_thread = GMR_TRACKING_ADAPTOR_OWNER_STATS_INIT;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_tracking_adaptor_get_owner_stats(
+                                          trk_, GMR_TRACKING_OWNER_CALLING_THREAD, &main_thread));
+  EXPECT_NE(0u, main_thread.owner);
+  EXPECT_NE(id1, main_thread.owner);
+  EXPECT_NE(GMR_TRACKING_OWNER_CALLING_THREAD, main_thread.owner);
   EXPECT_EQ(111, Owner(id1).bytes.current);
   EXPECT_EQ(222, Owner(id2).bytes.current);
   // The main thread frees both; each owner's count goes back to zero.
@@ -427,7 +438,6 @@ TEST(TrackingThreads, CountersStayExactUnderConcurrentUse) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      ids[t] = gmr_tracking_thread_id();
       std::mt19937 rng(100 + t);
       std::vector<std::pair<void *, size_t>> mine;
       for (int i = 0; i < kOps; ++i) {
@@ -446,6 +456,11 @@ TEST(TrackingThreads, CountersStayExactUnderConcurrentUse) {
       }
       for (auto &b : mine)
         ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b.first, b.second, 0, nullptr));
+      // The thread's own counters name its id.
+      gmr_tracking_adaptor_owner_stats self = GMR_TRACKING_ADAPTOR_OWNER_STATS_INIT;
+      ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_get_owner_stats(trk, GMR_TRACKING_OWNER_CALLING_THREAD,
+                                                             &self));
+      ids[t] = self.owner;
     });
   }
   for (auto &th : threads) th.join();

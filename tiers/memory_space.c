@@ -14,10 +14,14 @@
 
 #include "core/cuda_layer.h"
 #include "core/forward.h"
+#include "core/resource_type.h"
 #include "gmr/device.h"
 #include "tiers/tiers_internal.h"
 #include "core/stats.h"
 #include "tiers/tiers_util.h"
+
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type space_type = {&gmr__space_vtbl, NULL};
 
 static const char *const tier_names[GMR_TIER_COUNT] = {"GPU", "HOST", "DISK"};
 
@@ -45,8 +49,8 @@ gmr_memory_space_config gmr_memory_space_config_default(gmr_tier tier, int index
   c.downgrade_trigger_fraction = 0.85;
   c.downgrade_stop_fraction = 0.65;
   c.max_stream_slots = 1024;
-  c.on_limit = gmr_limit_policy_fail();
-  c.on_oom = gmr_oom_policy_fail();
+  c.on_limit = (gmr_limit_policy)GMR_LIMIT_POLICY_FAIL_INIT;
+  c.on_oom = (gmr_oom_policy)GMR_OOM_POLICY_FAIL_INIT;
   c.stream_count = tier == GMR_TIER_DISK ? 0 : GMR_STREAM_POOL_DEFAULT_COUNT;
   c.stream_device = -1;
   c.downgrade_numa_node = -1;
@@ -110,7 +114,7 @@ static gmr_status build_gpu(gmr_memory_space *s, gmr_failure *failure) {
                           c->id.index, s->capacity_bytes, c->id.index, device_bytes);
   }
   if (c->upstream != NULL) {
-    if (gmr_resource_check(c->upstream) != GMR_OK) {
+    if (gmr__resource_check_vtbl(c->upstream) != GMR_OK) {
       return gmr__tier_fail(failure, GMR_ERR_INVALID_ARGUMENT, 0,
                             "GPU space %d: the upstream is not a valid resource", c->id.index);
     }
@@ -284,6 +288,7 @@ gmr_status gmr__space_create(gmr_tier_manager *manager, const gmr_memory_space_c
     return gmr__tier_fail(failure, GMR_ERR_OUT_OF_MEMORY, 0, "no host memory for a space");
   }
   s->base.vtbl = &gmr__space_vtbl;
+  gmr__resource_type_register(&space_type);
   s->manager = manager;
   s->config = *config;
   s->capacity_bytes = config->capacity_bytes;
@@ -386,14 +391,6 @@ void gmr__space_usage_locked(const gmr_memory_space *s, gmr__space_usage *out) {
 }
 
 /* ---- public queries ---------------------------------------------------------------- */
-
-gmr_resource *gmr_memory_space_as_resource(gmr_memory_space *s) {
-  return s == NULL ? NULL : &s->base;
-}
-
-gmr_memory_space *gmr_memory_space_from_resource(gmr_resource *r) {
-  return (r != NULL && r->vtbl == &gmr__space_vtbl) ? (gmr_memory_space *)r : NULL;
-}
 
 gmr_memory_space_id gmr_memory_space_get_id(const gmr_memory_space *s) { return s->config.id; }
 

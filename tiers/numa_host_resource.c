@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/resource_type.h"
 #include "util/books.h"
 #include "util/counters.h"
 #include "core/cuda_layer.h"
@@ -142,6 +143,9 @@ static const gmr_resource_vtbl numa_host_vtbl = {
     .get_footprint = numa_host_get_footprint,
 };
 
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type numa_host_type = {&numa_host_vtbl, NULL};
+
 gmr_status gmr_numa_host_resource_get_node_count(int *out_count, int *out_max_node) {
   int count = 1, max = 0;
   gmr__numa_online(SYSFS_ROOT, &count, &max);
@@ -175,6 +179,7 @@ gmr_status gmr_numa_host_resource_create(const gmr_numa_host_resource_config *co
     return GMR_ERR_OUT_OF_MEMORY;
   }
   r->base.vtbl = &numa_host_vtbl;
+  gmr__resource_type_register(&numa_host_type);
   r->cuda = gmr__cuda();
   r->numa_node = cfg.numa_node;
   r->pin = cfg.pin;
@@ -183,14 +188,6 @@ gmr_status gmr_numa_host_resource_create(const gmr_numa_host_resource_config *co
   r->page_bytes = page > 0 ? (size_t)page : 4096u;
   *out = r;
   return GMR_OK;
-}
-
-gmr_resource *gmr_numa_host_resource_as_resource(gmr_numa_host_resource *r) {
-  return r == NULL ? NULL : &r->base;
-}
-
-gmr_numa_host_resource *gmr_numa_host_resource_from_resource(gmr_resource *r) {
-  return (r != NULL && r->vtbl == &numa_host_vtbl) ? (gmr_numa_host_resource *)r : NULL;
 }
 
 gmr_status gmr_numa_host_resource_get_stats(const gmr_numa_host_resource *r,

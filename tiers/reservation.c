@@ -501,7 +501,7 @@ static gmr_limit_action space_limit_decide(const gmr_limit_policy *policy,
 }
 
 gmr_limit_policy gmr__space_limit_policy(gmr_memory_space *space) {
-  gmr_limit_policy p = gmr_limit_policy_fail();
+  gmr_limit_policy p = GMR_LIMIT_POLICY_FAIL_INIT;
   p.name = "reservation";
   p.decide = space_limit_decide;
   p.ctx = space;

@@ -3,8 +3,8 @@
 
 Each header's banner must say whether its types are thread-safe, and no line
 may cite a design as "seed N". For every GMR_API declaration in the headers
-given on the command line (or include/gmr/*.h), the comment right above it
-must:
+given on the command line (or include/gmr/*.h), and for every static inline
+function a header defines, the comment right above it must:
   - exist, and start with a sentence that says what the function does;
   - say whether it is thread-safe ("Thread-safe");
   - never cite a design as "seed N" (name RMM, PyTorch, cuCascade, ...);
@@ -44,9 +44,12 @@ DELEGATION = re.compile(r"Returns?\b[^.]*?\bas\s+(gmr_[a-z0-9_]+)\(\)", re.S | r
 
 
 def declarations(text):
-    """Yield (name, return_type, comment or None, line) for each GMR_API declaration."""
-    for m in re.finditer(r"^GMR_API\b", text, re.M):
-        end = text.index(";", m.start())
+    """Yield (name, return_type, comment or None, line) for each public function:
+    every GMR_API declaration, and every static inline function a header
+    defines (the per-type downcasts: public functions with no symbol)."""
+    for m in re.finditer(r"^(?:GMR_API|static inline)\b", text, re.M):
+        ends = [i for i in (text.find(";", m.start()), text.find("{", m.start())) if i >= 0]
+        end = min(ends)
         decl = " ".join(text[m.start():end].split())
         name_match = re.search(r"(gmr_[A-Za-z0-9_]+)\s*\(", decl)
         if not name_match:

@@ -7,7 +7,7 @@
  *    over the arenas of every pool the same way;
  *  - the stream key of cudaStreamPerThread (stream_ordered/stream_event.c) is the
  *    serial with the device, as that stream lives as long as its thread;
- *  - tracking's per-thread owners are named by it (gmr_tracking_thread_id).
+ *  - tracking's per-thread owners are named by it.
  * Two related things are not this: lanes (util/lanes.h) are slots a thread
  * gives back when it exits, so counters stay small; the log adaptor writes
  * the operating system's thread id (gettid), which profilers and debuggers

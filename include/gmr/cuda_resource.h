@@ -152,14 +152,25 @@ GMR_API GMR_NODISCARD gmr_status gmr_cuda_resource_create_ex(const gmr_cuda_reso
                                                              gmr_cuda_resource **out,
                                                              gmr_failure *failure);
 
-/** The embedded gmr_resource (never NULL for a non-NULL r). Thread-safe: yes. */
-GMR_API gmr_resource *gmr_cuda_resource_as_resource(gmr_cuda_resource *r);
+/**
+ * The gmr_cuda_resource's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `r`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
+static inline gmr_resource *gmr_cuda_resource_as_resource(gmr_cuda_resource *r) {
+  return (gmr_resource *)(void *)r;
+}
 
 /**
- * The gmr_cuda_resource behind `r`, or NULL if `r` is not one (checked by
- * vtable identity). Thread-safe: yes.
+ * The gmr_cuda_resource behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "cuda_resource") (the vtable's identity decides);
+ * borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_cuda_resource *gmr_cuda_resource_from_resource(gmr_resource *r);
+static inline gmr_cuda_resource *gmr_cuda_resource_from_resource(gmr_resource *r) {
+  return (gmr_cuda_resource *)gmr_resource_downcast(r, "cuda_resource");
+}
 
 /** The device ordinal the resource belongs to. pre: r is not NULL. Thread-safe: yes. */
 GMR_API int gmr_cuda_resource_get_device(const gmr_cuda_resource *r);

@@ -1,11 +1,16 @@
 /*
- * gmr/device.h: devices and streams through gmr's CUDA layer.
+ * gmr/device.h: devices and streams through gmr's CUDA layer, what gmr's own
+ * users need of it: the PyTorch shim (the current device, memory,
+ * synchronisation, stream waits, capture queries), the Python package
+ * (device count, memory, whether the layer is simulated), and the names of
+ * the CUDA errors that failure records carry.
  *
- * Programs and tools that use gmr (tools/replay, the tests) create streams and
- * query devices with these functions instead of calling the CUDA runtime, so
- * the same code runs on a real GPU and on the host simulation
- * (gmr/sim/cuda_sim.h). With the simulation off, each function is one CUDA
- * runtime call.
+ * They call gmr's CUDA layer instead of the CUDA runtime, so the same code
+ * runs on a real GPU and on the host simulation (gmr/sim/cuda_sim.h). With
+ * the simulation off, each function is one CUDA runtime call. Creating and
+ * destroying streams and graphs, captures and copies, which only tests and
+ * tools need, are in gmr/sim/streams.h (//:gmr_sim); their old names here
+ * are deprecated.
  *
  * Thread-safe: yes; each function is as thread-safe as the CUDA call it makes.
  */
@@ -96,56 +101,6 @@ GMR_API GMR_NODISCARD gmr_status gmr_device_get_memory_info(size_t *free_bytes,
 GMR_API GMR_NODISCARD gmr_status gmr_device_synchronize(void);
 
 /**
- * Create a stream on the current device that does not synchronise with the
- * default stream (cudaStreamCreateWithFlags(cudaStreamNonBlocking)).
- * Ownership: the caller destroys it with gmr_stream_destroy().
- * Thread-safe: yes. Stream/device: one CUDA call on the current device.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (out_stream NULL);
- * GMR_ERR_OUT_OF_MEMORY; GMR_ERR_CUDA. On failure *out_stream is NULL and
- * nothing needs destroying.
- */
-GMR_API GMR_NODISCARD gmr_status gmr_stream_create(gmr_stream *out_stream);
-
-/**
- * Destroy a stream made by gmr_stream_create() (cudaStreamDestroy); work
- * already queued on it still runs. NULL (the default stream) is a no-op.
- * Thread-safe: yes, but no other thread may use the stream after the call.
- * Stream/device: does not wait for the stream's work.
- * Returns GMR_OK; GMR_ERR_CUDA (an unknown stream, or another failure: the
- * stream is then as it was).
- */
-GMR_API GMR_NODISCARD gmr_status gmr_stream_destroy(gmr_stream stream);
-
-/**
- * Wait until all work queued on `stream` is done (cudaStreamSynchronize).
- * Thread-safe: yes. Stream/device: synchronises `stream` with the host.
- * Returns GMR_OK; GMR_ERR_CAPTURE_UNSAFE (the stream is capturing: the
- * capture is invalidated, as CUDA does); GMR_ERR_CUDA (an unknown stream, or
- * an asynchronous error of its work). Nothing else changes on failure.
- */
-GMR_API GMR_NODISCARD gmr_status gmr_stream_synchronize(gmr_stream stream);
-
-/**
- * Copy `bytes` bytes from `src` to `dst`, stream-ordered on `stream`
- * (cudaMemcpyAsync with cudaMemcpyDefault: device, pinned host, managed and
- * pageable memory in any direction; the runtime tells the direction from the
- * pointers). With pageable host memory the call may return only once the copy
- * is done. Tools and tests use it to move buffers between memory tiers
- * (gmr/tiers/tier_manager.h) on the GPU and on the simulation alike.
- * Units: bytes.
- * Ownership: none taken; both buffers must stay valid until the copy is done
- *   (synchronise `stream`). Thread-safe: yes.
- * Stream/device: enqueued on `stream`; may synchronise for pageable memory.
- * Returns GMR_OK (also for 0 bytes: nothing is enqueued);
- * GMR_ERR_INVALID_ARGUMENT (dst or src NULL with bytes > 0);
- * GMR_ERR_CAPTURE_UNSAFE; GMR_ERR_CUDA (any other CUDA error). On failure
- * nothing was enqueued.
- * Source: cudaMemcpyAsync (cuda_runtime_api.h).
- */
-GMR_API GMR_NODISCARD gmr_status gmr_memcpy_async(void *dst, const void *src, size_t bytes,
-                                                  gmr_stream stream);
-
-/**
  * Make work enqueued on `waiter` from now on wait for the work enqueued on
  * `waited` so far (an event recorded on `waited`, cudaStreamWaitEvent on
  * `waiter`, the event destroyed at once: the wait stays). Used where a block
@@ -161,39 +116,6 @@ GMR_API GMR_NODISCARD gmr_status gmr_memcpy_async(void *dst, const void *src, si
 GMR_API GMR_NODISCARD gmr_status gmr_stream_wait_stream(gmr_stream waiter, gmr_stream waited);
 
 /**
- * Start capturing `stream` into a CUDA graph (cudaStreamBeginCapture, mode
- * global: capture-unsafe calls from any thread in global mode invalidate it).
- * Thread-safe: yes. Stream/device: `stream` enqueues into the graph from now
- *   on instead of running.
- * Returns GMR_OK; GMR_ERR_CUDA (the default stream, a stream that captures
- * already, or another failure; then nothing started).
- * Source: cudaStreamBeginCapture (cuda_runtime_api.h).
- */
-GMR_API GMR_NODISCARD gmr_status gmr_stream_begin_capture(gmr_stream stream);
-
-/**
- * End the capture of `stream` (cudaStreamEndCapture) and give the graph to
- * the caller.
- * Ownership: *out_graph is the caller's: destroy it with gmr_graph_destroy().
- * Thread-safe: yes; call it from the thread that began the capture in
- *   thread-local mode. Stream/device: `stream` runs work again from now on.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (out_graph NULL; the capture goes
- * on); GMR_ERR_CUDA (not capturing, or the capture was invalidated by a
- * capture-unsafe call: the capture has ended and no graph was made). On
- * failure *out_graph is NULL.
- */
-GMR_API GMR_NODISCARD gmr_status gmr_stream_end_capture(gmr_stream stream, gmr_graph *out_graph);
-
-/**
- * Destroy a graph from gmr_stream_end_capture() (cudaGraphDestroy). NULL is a
- * no-op.
- * Ownership: the graph is gone after GMR_OK. Thread-safe: yes, but no other
- *   thread may use the graph. Stream/device: no synchronisation.
- * Returns GMR_OK; GMR_ERR_CUDA (an unknown graph; nothing changed).
- */
-GMR_API GMR_NODISCARD gmr_status gmr_graph_destroy(gmr_graph graph);
-
-/**
  * Whether `stream` is capturing now and the id of that capture
  * (cudaStreamGetCaptureInfo; ids are unique within the process). Either out
  * pointer may be NULL.
@@ -203,6 +125,70 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_destroy(gmr_graph graph);
  */
 GMR_API GMR_NODISCARD gmr_status gmr_stream_get_capture_info(gmr_stream stream, bool *out_capturing,
                                                              uint64_t *out_capture_id);
+
+/* ---- deprecated names ---------------------------------------------------- */
+/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
+ * compiles, with a warning naming its replacement, and is still exported. */
+
+/**
+ * Deprecated: gmr_cuda_stream_create() of gmr/sim/streams.h (//:gmr_sim), or
+ * the CUDA runtime. Create a non-blocking stream on the current device.
+ * Ownership: the caller destroys it. Thread-safe: yes. Stream/device: one
+ * CUDA call.
+ * Returns as gmr_cuda_stream_create().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_cuda_stream_create, gmr/sim/streams.h") gmr_status
+gmr_stream_create(gmr_stream *out_stream);
+
+/**
+ * Deprecated: gmr_cuda_stream_destroy() of gmr/sim/streams.h. Destroy a
+ * stream (NULL: no-op). Thread-safe: yes. Stream/device: no wait.
+ * Returns as gmr_cuda_stream_destroy().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_cuda_stream_destroy, gmr/sim/streams.h") gmr_status
+gmr_stream_destroy(gmr_stream stream);
+
+/**
+ * Deprecated: gmr_cuda_stream_synchronize() of gmr/sim/streams.h. Wait for
+ * the stream's work. Thread-safe: yes. Stream/device: synchronises `stream`.
+ * Returns as gmr_cuda_stream_synchronize().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_cuda_stream_synchronize, gmr/sim/streams.h")
+gmr_status gmr_stream_synchronize(gmr_stream stream);
+
+/**
+ * Deprecated: gmr_cuda_stream_memcpy_async() of gmr/sim/streams.h. Copy
+ * `bytes` bytes stream-ordered on `stream`. Thread-safe: yes.
+ * Stream/device: enqueued on `stream`.
+ * Returns as gmr_cuda_stream_memcpy_async().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_cuda_stream_memcpy_async, gmr/sim/streams.h")
+gmr_status gmr_memcpy_async(void *dst, const void *src, size_t bytes, gmr_stream stream);
+
+/**
+ * Deprecated: gmr_cuda_stream_begin_capture() of gmr/sim/streams.h. Start a
+ * global-mode capture of `stream`. Thread-safe: yes. Stream/device: `stream`
+ * captures from now on. Returns as gmr_cuda_stream_begin_capture().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_cuda_stream_begin_capture, gmr/sim/streams.h")
+gmr_status gmr_stream_begin_capture(gmr_stream stream);
+
+/**
+ * Deprecated: gmr_cuda_stream_end_capture() of gmr/sim/streams.h. End the
+ * capture of `stream` and give the graph to the caller. Thread-safe: yes.
+ * Stream/device: `stream` runs work again. Returns as
+ * gmr_cuda_stream_end_capture().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_cuda_stream_end_capture, gmr/sim/streams.h")
+gmr_status gmr_stream_end_capture(gmr_stream stream, gmr_graph *out_graph);
+
+/**
+ * Deprecated: gmr_cuda_graph_destroy() of gmr/sim/streams.h. Destroy a graph
+ * (NULL: no-op). Thread-safe: yes. Stream/device: no synchronisation.
+ * Returns as gmr_cuda_graph_destroy().
+ */
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_cuda_graph_destroy, gmr/sim/streams.h") gmr_status
+gmr_graph_destroy(gmr_graph graph);
 
 #ifdef __cplusplus
 }

@@ -197,14 +197,25 @@ GMR_API GMR_NODISCARD gmr_status gmr_fixed_block_resource_create_ex(
     gmr_resource *upstream, const gmr_fixed_block_resource_config *config,
     gmr_fixed_block_resource **out, gmr_failure *failure);
 
-/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
-GMR_API gmr_resource *gmr_fixed_block_resource_as_resource(gmr_fixed_block_resource *r);
+/**
+ * The gmr_fixed_block_resource's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `r`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
+static inline gmr_resource *gmr_fixed_block_resource_as_resource(gmr_fixed_block_resource *r) {
+  return (gmr_resource *)(void *)r;
+}
 
 /**
- * The gmr_fixed_block_resource behind `r`, or NULL if `r` is not one (vtable
- * identity). Thread-safe: yes.
+ * The gmr_fixed_block_resource behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "fixed_block_resource") (the vtable's identity decides);
+ * borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_fixed_block_resource *gmr_fixed_block_resource_from_resource(gmr_resource *r);
+static inline gmr_fixed_block_resource *gmr_fixed_block_resource_from_resource(gmr_resource *r) {
+  return (gmr_fixed_block_resource *)gmr_resource_downcast(r, "fixed_block_resource");
+}
 
 /** The block size in bytes (0 for NULL). Thread-safe: yes. */
 GMR_API size_t gmr_fixed_block_resource_get_block_bytes(const gmr_fixed_block_resource *r);

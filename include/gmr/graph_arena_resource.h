@@ -362,18 +362,25 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_create(
     gmr_resource *upstream, const gmr_graph_arena_resource_config *config,
     gmr_graph_arena_resource **out);
 
-/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
-GMR_API gmr_resource *gmr_graph_arena_resource_as_resource(gmr_graph_arena_resource *arena);
-
-/** The arena behind `r`, or NULL if `r` is not one (vtable identity). Thread-safe: yes. */
-GMR_API gmr_graph_arena_resource *gmr_graph_arena_resource_from_resource(gmr_resource *r);
+/**
+ * The gmr_graph_arena_resource's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `arena`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
+static inline gmr_resource *gmr_graph_arena_resource_as_resource(gmr_graph_arena_resource *arena) {
+  return (gmr_resource *)(void *)arena;
+}
 
 /**
- * Walk down the stack headed by `top` (through gmr_resource_get_upstream) and
- * return the first graph arena found, or NULL. Lets tools find the arena in a
- * stack built from a spec. Thread-safe: yes.
+ * The gmr_graph_arena_resource behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "graph_arena_resource") (the vtable's identity decides);
+ * borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_graph_arena_resource *gmr_graph_arena_resource_find_in_stack(gmr_resource *top);
+static inline gmr_graph_arena_resource *gmr_graph_arena_resource_from_resource(gmr_resource *r) {
+  return (gmr_graph_arena_resource *)gmr_resource_downcast(r, "graph_arena_resource");
+}
 
 /**
  * Grow the arena to at least `capacity_bytes` in all (like a vector's
@@ -406,7 +413,7 @@ GMR_API GMR_NODISCARD gmr_status gmr_graph_arena_resource_reserve(gmr_graph_aren
  * Open a capture session on `stream` explicitly: from now until
  * gmr_graph_arena_resource_end_capture(), allocations on `stream` are served from the
  * arena without any CUDA call. Call it just before cudaStreamBeginCapture (or
- * gmr_stream_begin_capture); declaring the session early is harmless.
+ * gmr_cuda_stream_begin_capture); declaring the session early is harmless.
  *
  * `share` (may be NULL): a graph memory the caller holds; the new session
  * appends to it instead of starting a new one, so several graphs keep one
@@ -822,6 +829,18 @@ GMR_API const char *gmr_graph_arena_resource_policy_name(gmr_graph_arena_policy 
  */
 GMR_API GMR_NODISCARD gmr_status
 gmr_graph_arena_resource_policy_from_name(const char *name, gmr_graph_arena_policy *out);
+
+/* ---- deprecated names ---------------------------------------------------- */
+/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
+ * compiles, with a warning naming its replacement, and is still exported. */
+
+/**
+ * Deprecated: gmr_graph_arena_resource_from_resource(gmr_resource_find(top,
+ * "graph_arena_resource")). The first graph arena in the stack headed by
+ * `top`, or NULL. Thread-safe: yes.
+ */
+GMR_API GMR_DEPRECATED("use gmr_resource_find") gmr_graph_arena_resource *
+gmr_graph_arena_resource_find_in_stack(gmr_resource *top);
 
 #ifdef __cplusplus
 }

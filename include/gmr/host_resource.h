@@ -57,14 +57,25 @@ typedef struct gmr_host_resource gmr_host_resource;
  */
 GMR_API GMR_NODISCARD gmr_status gmr_host_resource_create(gmr_host_resource **out);
 
-/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
-GMR_API gmr_resource *gmr_host_resource_as_resource(gmr_host_resource *r);
+/**
+ * The gmr_host_resource's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `r`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
+static inline gmr_resource *gmr_host_resource_as_resource(gmr_host_resource *r) {
+  return (gmr_resource *)(void *)r;
+}
 
 /**
- * The gmr_host_resource behind `r`, or NULL if `r` is not one (vtable
- * identity; NULL for NULL). Thread-safe: yes.
+ * The gmr_host_resource behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "host_resource") (the vtable's identity decides);
+ * borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_host_resource *gmr_host_resource_from_resource(gmr_resource *r);
+static inline gmr_host_resource *gmr_host_resource_from_resource(gmr_resource *r) {
+  return (gmr_host_resource *)gmr_resource_downcast(r, "host_resource");
+}
 
 /** Live allocations now. pre: r is not NULL. Thread-safe: yes; may miss calls in flight. */
 GMR_API size_t gmr_host_resource_get_live_count(const gmr_host_resource *r);

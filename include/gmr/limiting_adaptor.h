@@ -128,7 +128,7 @@ typedef struct gmr_limiting_adaptor gmr_limiting_adaptor;
  * Stream/device: no CUDA call.
  * Returns:
  *   GMR_OK                    *out is set.
- *   GMR_ERR_INVALID_ARGUMENT  upstream invalid (gmr_resource_check), out NULL,
+ *   GMR_ERR_INVALID_ARGUMENT  upstream invalid (no vtable with the required slots), out NULL,
  *                             charge_alignment not a power of two, or a policy
  *                             that fails gmr_*_policy_check().
  *   GMR_ERR_OUT_OF_MEMORY     the host allocation for the adaptor failed.
@@ -138,14 +138,25 @@ GMR_API GMR_NODISCARD gmr_status gmr_limiting_adaptor_create(
     gmr_resource *upstream, const gmr_limiting_adaptor_config *config,
     gmr_limiting_adaptor **out);
 
-/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
-GMR_API gmr_resource *gmr_limiting_adaptor_as_resource(gmr_limiting_adaptor *a);
+/**
+ * The gmr_limiting_adaptor's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `a`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
+static inline gmr_resource *gmr_limiting_adaptor_as_resource(gmr_limiting_adaptor *a) {
+  return (gmr_resource *)(void *)a;
+}
 
 /**
- * The limiting adaptor behind `r`, or NULL if `r` is not one (vtable
- * identity; NULL for NULL). Thread-safe: yes.
+ * The gmr_limiting_adaptor behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "limiting_adaptor") (the vtable's identity decides);
+ * borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_limiting_adaptor *gmr_limiting_adaptor_from_resource(gmr_resource *r);
+static inline gmr_limiting_adaptor *gmr_limiting_adaptor_from_resource(gmr_resource *r) {
+  return (gmr_limiting_adaptor *)gmr_resource_downcast(r, "limiting_adaptor");
+}
 
 /**
  * The global limit now, in bytes (GMR_LIMIT_NONE for none).
@@ -213,14 +224,19 @@ typedef struct gmr_limiting_adaptor_stats {
   size_t max_overage_bytes;        /* largest excess of used over limit allowed */
   uint64_t raise_count;            /* times the limit policy raised a limit */
   uint64_t bad_free_count;         /* frees refused (more bytes than outstanding, unknown pointer) */
-  gmr_oom_counts oom;              /* what the OOM policy did */
+  /* What the OOM policy did. Version 2: a gmr_oom_counts with its own header
+   * (version 1 had the same counters without it); the adaptor fills that
+   * header with the size and version of the gmr_oom_counts it wrote. */
+  gmr_oom_counts oom;
 } gmr_limiting_adaptor_stats;
 
-#define GMR_LIMITING_ADAPTOR_STATS_VERSION 1u
+/* Version 1 (0.1): `oom` without its header; a version-1 caller still gets
+ * that layout. */
+#define GMR_LIMITING_ADAPTOR_STATS_VERSION 2u
 /* Every field spelled out: C++ warns about partial initialisers. */
 #define GMR_LIMITING_ADAPTOR_STATS_INIT                                                            \
   {sizeof(gmr_limiting_adaptor_stats), GMR_LIMITING_ADAPTOR_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, \
-   0, 0, 0, GMR_OOM_COUNTS_ZERO}
+   0, 0, 0, GMR_OOM_COUNTS_INIT}
 
 /* Deprecated names, renamed in 0.2.0 (gmr_<object>_stats); removed in 0.3.0. */
 typedef gmr_limiting_adaptor_stats gmr_limiting_stats

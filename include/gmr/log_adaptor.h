@@ -36,7 +36,7 @@
  * destroy (a crash may lose the last few KiB). tools/bench_nvtx measures both.
  *
  * Errors while writing (a full disk) never fail an allocation or a free: they
- * are counted (gmr_log_adaptor_get_write_error_count).
+ * are counted (gmr_log_adaptor_get_stats: write_error_count).
  *
  * Optional slots: an allocation for a capture (allocate_capturing, forwarded
  * to the upstream's) is logged as "allocate" or "allocate failure", like any
@@ -102,8 +102,8 @@ typedef struct gmr_log_adaptor gmr_log_adaptor;
  * Stream/device: no CUDA call. Writes the header (and flushes it).
  * Returns:
  *   GMR_OK                    *out is set.
- *   GMR_ERR_INVALID_ARGUMENT  upstream, config or out is NULL; upstream fails
- *                             gmr_resource_check(); both or neither of path and
+ *   GMR_ERR_INVALID_ARGUMENT  upstream, config or out is NULL; upstream has no
+ *                             vtable with the required slots; both or neither of path and
  *                             file are set; flush is not a gmr_log_flush; or the
  *                             file cannot be opened for writing (errno says why).
  *   GMR_ERR_OUT_OF_MEMORY     the host allocation for the adaptor failed.
@@ -114,31 +114,77 @@ GMR_API GMR_NODISCARD gmr_status gmr_log_adaptor_create(gmr_resource *upstream,
                                                         const gmr_log_adaptor_config *config,
                                                         gmr_log_adaptor **out);
 
-/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
-GMR_API gmr_resource *gmr_log_adaptor_as_resource(gmr_log_adaptor *a);
+/**
+ * The gmr_log_adaptor's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `a`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
+static inline gmr_resource *gmr_log_adaptor_as_resource(gmr_log_adaptor *a) {
+  return (gmr_resource *)(void *)a;
+}
 
-/** The adaptor behind `r`, or NULL if `r` is not one. Thread-safe: yes. */
-GMR_API gmr_log_adaptor *gmr_log_adaptor_from_resource(gmr_resource *r);
+/**
+ * The gmr_log_adaptor behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "log_adaptor") (the vtable's identity decides);
+ * borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
+static inline gmr_log_adaptor *gmr_log_adaptor_from_resource(gmr_resource *r) {
+  return (gmr_log_adaptor *)gmr_resource_downcast(r, "log_adaptor");
+}
 
 /**
  * Hand buffered rows to the operating system (fflush).
  * Thread-safe: yes. Stream/device: none.
  * Returns GMR_OK (a failure to write is counted, not returned: see
- * gmr_log_adaptor_get_write_error_count), or GMR_ERR_INVALID_ARGUMENT for NULL.
+ * gmr_log_adaptor_get_stats), or GMR_ERR_INVALID_ARGUMENT for NULL.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_log_adaptor_flush(gmr_log_adaptor *a);
 
-/**
- * Rows written so far, the header not included (0 for NULL). Thread-safe:
- * yes; may miss a row being written.
- */
-GMR_API uint64_t gmr_log_adaptor_get_row_count(const gmr_log_adaptor *a);
+/* Counters of a log adaptor. The caller sets `size` and `version`
+ * (GMR_LOG_ADAPTOR_STATS_INIT); the adaptor fills what both versions know. */
+typedef struct gmr_log_adaptor_stats {
+  size_t size;                /* sizeof the caller's struct */
+  uint32_t version;           /* GMR_LOG_ADAPTOR_STATS_VERSION of the caller */
+  uint64_t row_count;         /* rows written so far, the header not included */
+  uint64_t write_error_count; /* rows (or flushes) the C library failed to write (a full disk) */
+} gmr_log_adaptor_stats;
+
+#define GMR_LOG_ADAPTOR_STATS_VERSION 1u
+#define GMR_LOG_ADAPTOR_STATS_INIT \
+  {sizeof(gmr_log_adaptor_stats), GMR_LOG_ADAPTOR_STATS_VERSION, 0, 0}
 
 /**
- * Rows (or flushes) the C library failed to write, e.g. on a full disk (0 for
- * NULL). Thread-safe: yes; may miss a row being written.
+ * Snapshot the counters into `*out` (size and version set by the caller);
+ * fields past out->size are not written.
+ * Thread-safe: yes; a row being written may be missed. Stream/device: no
+ *   CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a or out NULL, out->size smaller
+ * than the header, or out->version 0; on failure *out is unchanged).
  */
-GMR_API uint64_t gmr_log_adaptor_get_write_error_count(const gmr_log_adaptor *a);
+GMR_API GMR_NODISCARD gmr_status gmr_log_adaptor_get_stats(const gmr_log_adaptor *a,
+                                                           gmr_log_adaptor_stats *out);
+
+/* ---- deprecated names ---------------------------------------------------- */
+/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
+ * compiles, with a warning naming its replacement, and is still exported. */
+
+/**
+ * Deprecated: gmr_log_adaptor_get_stats(), row_count. Rows written so far,
+ * the header not included (0 for NULL). Thread-safe: yes; may miss a row
+ * being written.
+ */
+GMR_API GMR_DEPRECATED("use gmr_log_adaptor_get_stats") uint64_t
+gmr_log_adaptor_get_row_count(const gmr_log_adaptor *a);
+
+/**
+ * Deprecated: gmr_log_adaptor_get_stats(), write_error_count. Rows (or
+ * flushes) the C library failed to write (0 for NULL). Thread-safe: yes; may
+ * miss a row being written.
+ */
+GMR_API GMR_DEPRECATED("use gmr_log_adaptor_get_stats") uint64_t
+gmr_log_adaptor_get_write_error_count(const gmr_log_adaptor *a);
 
 #ifdef __cplusplus
 }

@@ -129,8 +129,8 @@ typedef struct gmr_nvtx_logging_adaptor gmr_nvtx_logging_adaptor;
  *   and names its categories, and registers its counter.
  * Returns:
  *   GMR_OK                    *out is set.
- *   GMR_ERR_INVALID_ARGUMENT  upstream or out is NULL, upstream fails
- *                             gmr_resource_check(), or the domain name is empty
+ *   GMR_ERR_INVALID_ARGUMENT  upstream or out is NULL, upstream has no vtable
+ *                             with the required slots, or the domain name is empty
  *                             or longer than GMR_NVTX_DOMAIN_NAME_MAX_BYTES.
  *   GMR_ERR_OUT_OF_MEMORY     a host allocation for the adaptor failed.
  *   GMR_ERR_BUSY              a tool is attached and gmr's event listener
@@ -142,14 +142,25 @@ GMR_API GMR_NODISCARD gmr_status gmr_nvtx_logging_adaptor_create(
     gmr_resource *upstream, const gmr_nvtx_logging_adaptor_config *config,
     gmr_nvtx_logging_adaptor **out);
 
-/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
-GMR_API gmr_resource *gmr_nvtx_logging_adaptor_as_resource(gmr_nvtx_logging_adaptor *a);
+/**
+ * The gmr_nvtx_logging_adaptor's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `a`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
+static inline gmr_resource *gmr_nvtx_logging_adaptor_as_resource(gmr_nvtx_logging_adaptor *a) {
+  return (gmr_resource *)(void *)a;
+}
 
 /**
- * The adaptor behind `r`, or NULL if `r` is not one (checked by vtable
- * identity). Thread-safe: yes.
+ * The gmr_nvtx_logging_adaptor behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "nvtx_logging_adaptor") (the vtable's identity decides);
+ * borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_nvtx_logging_adaptor *gmr_nvtx_logging_adaptor_from_resource(gmr_resource *r);
+static inline gmr_nvtx_logging_adaptor *gmr_nvtx_logging_adaptor_from_resource(gmr_resource *r) {
+  return (gmr_nvtx_logging_adaptor *)gmr_resource_downcast(r, "nvtx_logging_adaptor");
+}
 
 /**
  * Switch emission on or off at run time. Calls already inside the adaptor

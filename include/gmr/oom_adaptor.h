@@ -56,20 +56,34 @@ GMR_API GMR_NODISCARD gmr_status gmr_oom_adaptor_create(gmr_resource *upstream,
                                                         const gmr_oom_policy *policy,
                                                         gmr_oom_adaptor **out);
 
-/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
-GMR_API gmr_resource *gmr_oom_adaptor_as_resource(gmr_oom_adaptor *a);
-
 /**
- * The OOM adaptor behind `r`, or NULL if `r` is not one (vtable identity;
- * NULL for NULL). Thread-safe: yes.
+ * The gmr_oom_adaptor's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `a`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
+ * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_oom_adaptor *gmr_oom_adaptor_from_resource(gmr_resource *r);
+static inline gmr_resource *gmr_oom_adaptor_as_resource(gmr_oom_adaptor *a) {
+  return (gmr_resource *)(void *)a;
+}
 
 /**
- * Copy what the policy did so far into *out. Thread-safe: yes; counters are
- * read one by one. Stream/device: no CUDA call.
- * Returns GMR_OK or GMR_ERR_INVALID_ARGUMENT (a NULL argument; on failure
- * *out is unchanged).
+ * The gmr_oom_adaptor behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "oom_adaptor") (the vtable's identity decides);
+ * borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
+static inline gmr_oom_adaptor *gmr_oom_adaptor_from_resource(gmr_resource *r) {
+  return (gmr_oom_adaptor *)gmr_resource_downcast(r, "oom_adaptor");
+}
+
+/**
+ * Copy what the policy did so far into *out, whose header the caller set
+ * (GMR_OOM_COUNTS_INIT): the fields that fit in out->size, never the header
+ * and nothing past out->size.
+ * Ownership: *out is the caller's.
+ * Thread-safe: yes; counters are read one by one. Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL argument, out->size
+ * smaller than the header, or out->version 0; on failure *out is unchanged).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_oom_adaptor_get_counts(const gmr_oom_adaptor *a,
                                                             gmr_oom_counts *out);

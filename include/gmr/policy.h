@@ -35,7 +35,11 @@
  * cap, then fail), increase_total (raise the limit to the padded new total).
  *
  * Policies are plain structs copied by value into the adaptor at create. A
- * user writes their own by filling the struct, registers it under a name for
+ * program gets a built-in one by its name (gmr_oom_policy_from_name,
+ * gmr_limit_policy_from_name: the names specs use) and sets the fields it
+ * wants to differ (attempts, timeout, callback, padding, cap); the `fail`
+ * ones also have static initialisers for config defaults. A user writes
+ * their own by filling the struct, registers it under a name for
  * specs (gmr_oom_policy_register), or ships it in a shared library loaded by a
  * spec (`on_oom=plugin:./libmypolicy.so:my_policy`) through the plugin ABI at
  * the end of this header.
@@ -45,9 +49,9 @@
  * policy kind), the only process-wide state of policies: every stack spec of
  * the process resolves names there. Built-in names cannot be replaced.
  *
- * Thread-safe: the constructors are pure; each registry is guarded by an
- * internal mutex. A policy's decide function may be called from several
- * threads at once (one failure per thread), so it must be thread-safe itself.
+ * Thread-safe: each registry is guarded by an internal mutex. A policy's
+ * decide function may be called from several threads at once (one failure
+ * per thread), so it must be thread-safe itself.
  */
 #ifndef GMR_POLICY_H_
 #define GMR_POLICY_H_
@@ -128,8 +132,19 @@ struct gmr_oom_policy {
   gmr_policy_release_fn *release;    /* optional: frees ctx when the holding adaptor is destroyed */
 };
 
-/* What an adaptor's OOM policy did, in a stats snapshot. */
+/* Version of gmr_oom_counts; callers set it with `size` (GMR_OOM_COUNTS_INIT). */
+#define GMR_OOM_COUNTS_VERSION 1u
+
+/* What an adaptor's OOM policy did, in a stats snapshot
+ * (gmr_oom_adaptor_get_counts, and the `oom` of gmr_limiting_adaptor_stats).
+ * Like every struct the caller allocates and gmr fills, it starts with `size`
+ * and `version`, which the caller sets (GMR_OOM_COUNTS_INIT): fields are only
+ * appended, with a new version, and gmr never writes past the caller's
+ * `size`, nor the header, so a program built against older headers keeps
+ * working. */
 typedef struct gmr_oom_counts {
+  size_t size;                 /* sizeof(gmr_oom_counts) as the caller knows it */
+  uint32_t version;            /* GMR_OOM_COUNTS_VERSION as the caller knows it */
   uint64_t failure_count;      /* out-of-memory failures seen from upstream (every attempt) */
   uint64_t retry_count;        /* retries the policy asked for */
   uint64_t recovered_count;    /* requests that failed, then succeeded on a retry */
@@ -139,48 +154,22 @@ typedef struct gmr_oom_counts {
   uint64_t trimmed_bytes;      /* bytes those trims released */
   uint64_t wait_count;         /* waits for a free */
   uint64_t wait_timeout_count; /* waits that ended with no free */
+  /* ---- end of version 1 ---- */
 } gmr_oom_counts;
 
-#define GMR_OOM_COUNTS_ZERO {0, 0, 0, 0, 0, 0, 0, 0, 0}
+/* Every field spelled out: C++ warns about partial initialisers. */
+#define GMR_OOM_COUNTS_INIT \
+  {sizeof(gmr_oom_counts), GMR_OOM_COUNTS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/* Deprecated name (0.1: a struct of zeros without a header); removed in
+ * 0.3.0. It now sets the header too. */
+#define GMR_OOM_COUNTS_ZERO GMR_OOM_COUNTS_INIT
 
 /* Static initialisers of the `fail` policies, for *_CONFIG_DEFAULT macros. */
 #define GMR_OOM_POLICY_FAIL_INIT {GMR_OOM_POLICY_VERSION, "fail", NULL, NULL, 0u, 0u, NULL, NULL, NULL}
 
-/** `fail`: never retry. Thread-safe: yes. */
-GMR_API gmr_oom_policy gmr_oom_policy_fail(void);
-
-/**
- * `retry`: call `callback(callback_ctx, failure)` (if not NULL) and retry
- * when it returns GMR_OOM_ACTION_RETRY, at most `max_attempts` times.
- * Ownership: callback_ctx is borrowed; it must outlive every adaptor holding
- * the policy. Thread-safe: yes; the callback may run in several threads at once.
- */
-GMR_API gmr_oom_policy gmr_oom_policy_retry(gmr_oom_callback_fn *callback, void *callback_ctx,
-                                            uint32_t max_attempts);
-
-/**
- * `trim_retry`: on out-of-memory, trim the stack below (gmr_resource_trim)
- * and retry if bytes were released, at most `max_attempts` times (capped at
- * GMR_OOM_MAX_ATTEMPTS).
- * Thread-safe: yes (a pure constructor; the policy keeps no state).
- * Stream/device: the trim it runs may synchronise and free device memory.
- * Source: RMM's failure_callback_resource_adaptor with a callback that frees
- *   cached memory; PyTorch's caching allocator frees cached blocks and retries.
- */
-GMR_API gmr_oom_policy gmr_oom_policy_trim_retry(uint32_t max_attempts);
-
-/**
- * `wait`: on out-of-memory, wait up to `timeout_ns` (nanoseconds) for a free
- * through the adaptor holding the policy, and retry if one came, at most
- * `max_attempts` times (capped at GMR_OOM_MAX_ATTEMPTS).
- * Thread-safe: yes (a pure constructor). Stream/device: the waiting thread
- *   blocks on a condition variable; no CUDA call.
- * Source: cuCascade's memory_reservation_manager, which blocks a request
- *   until memory is given back.
- */
-GMR_API gmr_oom_policy gmr_oom_policy_wait(uint64_t timeout_ns, uint32_t max_attempts);
-
-/* Defaults the spec uses when it names a policy without attempts/timeout. */
+/* Defaults of the built-ins from gmr_oom_policy_from_name() (a spec that
+ * names one without attempts or a timeout gets them too). */
 #define GMR_OOM_DEFAULT_ATTEMPTS 3u
 #define GMR_OOM_DEFAULT_WAIT_TIMEOUT_NS ((uint64_t)1000000000) /* 1 s */
 
@@ -219,13 +208,31 @@ GMR_API GMR_NODISCARD gmr_status gmr_oom_policy_register(const char *name,
 GMR_API GMR_NODISCARD gmr_status gmr_oom_policy_unregister(const char *name);
 
 /**
- * The policy named `name`: a built-in (`fail`, `retry`, `trim_retry`, `wait`,
- * with the default attempts and timeout) or a registered one.
- * Thread-safe: yes (internal mutex for registered names). Stream/device: no
- *   CUDA call.
- * Returns GMR_OK (*out is a copy: its ctx stays the registrant's, its release
- * is NULL); GMR_ERR_INVALID_ARGUMENT (NULL argument, or an unknown name; on
- * failure *out is unchanged).
+ * The policy named `name`: a built-in or a registered one. This is how a
+ * program gets a built-in policy for a config; it then sets the fields it
+ * wants to differ from the defaults (see "Built-in policies" above):
+ *
+ *   gmr_oom_policy p;
+ *   if (gmr_oom_policy_from_name("retry", &p) != GMR_OK) ...;
+ *   p.callback = spill;          // frees what it can, then says RETRY or FAIL
+ *   p.callback_ctx = &cache;
+ *   p.max_attempts = 5;          // <= GMR_OOM_MAX_ATTEMPTS (the check refuses more)
+ *
+ * Built-ins: `fail` (never retry); `retry` (callback NULL: retry as is;
+ * GMR_OOM_DEFAULT_ATTEMPTS attempts); `trim_retry` (trim the stack below and
+ * retry if bytes were released; RMM's failure_callback_resource_adaptor with
+ * a callback that frees cached memory, PyTorch's caching allocator freeing
+ * cached blocks; GMR_OOM_DEFAULT_ATTEMPTS attempts); `wait` (wait up to
+ * wait_timeout_ns, GMR_OOM_DEFAULT_WAIT_TIMEOUT_NS, for a free through the
+ * adaptor and retry if one came; cuCascade's memory_reservation_manager;
+ * GMR_OOM_DEFAULT_ATTEMPTS attempts).
+ * Ownership: *out is a copy: its ctx and callback_ctx stay the registrant's
+ *   (a callback_ctx set by the caller must outlive every adaptor holding
+ *   the policy), its release is NULL.
+ * Thread-safe: yes (internal mutex for registered names); the policy itself
+ *   may run in several threads at once. Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL argument, or an unknown
+ * name; on failure *out is unchanged).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_oom_policy_from_name(const char *name, gmr_oom_policy *out);
 
@@ -269,49 +276,6 @@ struct gmr_limit_policy {
 
 #define GMR_LIMIT_POLICY_FAIL_INIT {GMR_LIMIT_POLICY_VERSION, "fail", NULL, NULL, 1.0, 0u, NULL}
 
-/**
- * `fail`: refuse a request past the limit (the adaptor returns
- * GMR_ERR_LIMIT_EXCEEDED). Thread-safe: yes (a pure constructor).
- * Source: RMM's limiting_resource_adaptor, which always refuses; cuCascade's
- *   fail_reservation_limit_policy.
- */
-GMR_API gmr_limit_policy gmr_limit_policy_fail(void);
-
-/**
- * `ignore`: let a request past the limit through; the adaptor counts the
- * overage and how often it happened (gmr_limiting_adaptor_stats).
- * Thread-safe: yes (a pure constructor).
- * Source: cuCascade's ignore_reservation_limit_policy.
- */
-GMR_API gmr_limit_policy gmr_limit_policy_ignore(void);
-
-/**
- * `increase`: grow the limit by padding_factor times the excess of the
- * request over it: with excess = used + charge - limit, the new limit is
- * limit + floor(excess * padding_factor) (never less than limit + excess).
- * When that would pass `cap_bytes` (0: no cap), grow by exactly the excess
- * instead; when even that passes the cap, fail (GMR_ERR_LIMIT_EXCEEDED,
- * nothing changed). padding_factor below 1.0 (or NaN) is treated as 1.0.
- * Example: limit 25600, used 23040, a request of 12800: excess 10240, the
- * limit grows by 12800 to 38400.
- * Thread-safe: yes (a pure constructor; the policy keeps no state).
- * Source: cuCascade's increase_reservation_limit_policy (padding 1.25; the
- * fallback to the excess is its grow_by(extra) when grow_by(padded) fails).
- */
-GMR_API gmr_limit_policy gmr_limit_policy_increase(double padding_factor, size_t cap_bytes);
-
-/**
- * `increase_total`: raise the limit to ceil((used + charge) * padding_factor),
- * the padded new total, but not past `cap_bytes` (0: no cap); when even the
- * cap does not admit the request, fail. The headroom grows with the total
- * (geometric growth, like a vector's capacity: few raises for a use that
- * keeps growing), where `increase` pads only the excess. padding_factor below
- * 1.0 (or NaN) is treated as 1.0.
- * Thread-safe: yes (a pure constructor).
- * Source: gmr's first `increase` (before cuCascade's formula was adopted).
- */
-GMR_API gmr_limit_policy gmr_limit_policy_increase_total(double padding_factor, size_t cap_bytes);
-
 #define GMR_LIMIT_DEFAULT_PADDING_FACTOR 1.25
 
 /**
@@ -347,14 +311,37 @@ GMR_API GMR_NODISCARD gmr_status gmr_limit_policy_register(const char *name,
 GMR_API GMR_NODISCARD gmr_status gmr_limit_policy_unregister(const char *name);
 
 /**
- * The limit policy named `name`: a built-in (`fail`, `ignore`, `increase`
- * and `increase_total` with factor GMR_LIMIT_DEFAULT_PADDING_FACTOR and no
- * cap) or a registered one.
+ * The limit policy named `name`: a built-in or a registered one. This is how
+ * a program gets a built-in policy for a config, then sets the fields it
+ * wants to differ from the defaults:
+ *
+ *   gmr_limit_policy p;
+ *   if (gmr_limit_policy_from_name("increase", &p) != GMR_OK) ...;
+ *   p.padding_factor = 2.0;      // in [1, 1e6) (the check refuses others)
+ *   p.cap_bytes = (size_t)8 << 30;
+ *
+ * Built-ins (factor GMR_LIMIT_DEFAULT_PADDING_FACTOR and no cap unless set):
+ * `fail`: refuse a request past the limit (GMR_ERR_LIMIT_EXCEEDED; RMM's
+ * limiting_resource_adaptor, cuCascade's fail_reservation_limit_policy).
+ * `ignore`: let it through; the adaptor counts the overage
+ * (gmr_limiting_adaptor_stats; cuCascade's ignore_reservation_limit_policy).
+ * `increase`: grow the limit by padding_factor times the request's excess
+ * over it (with excess = used + charge - limit, the new limit is limit +
+ * floor(excess * padding_factor), never less than limit + excess); past
+ * cap_bytes (0: no cap) grow by exactly the excess, and fail (nothing
+ * changed) when even that passes the cap. Example: limit 25600, used 23040,
+ * a request of 12800: excess 10240, the limit grows by 12800 to 38400
+ * (cuCascade's increase_reservation_limit_policy).
+ * `increase_total`: raise the limit to ceil((used + charge) *
+ * padding_factor), the padded new total, not past cap_bytes; fail when even
+ * the cap does not admit the request (geometric growth, like a vector's
+ * capacity: few raises for a use that keeps growing).
+ * Ownership: *out is a copy: its ctx stays the registrant's, its release is
+ *   NULL.
  * Thread-safe: yes (internal mutex for registered names). Stream/device: no
  *   CUDA call.
- * Returns GMR_OK (*out is a copy: its ctx stays the registrant's, its release
- * is NULL); GMR_ERR_INVALID_ARGUMENT (NULL argument, or an unknown name; on
- * failure *out is unchanged).
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL argument, or an unknown
+ * name; on failure *out is unchanged).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_limit_policy_from_name(const char *name,
                                                             gmr_limit_policy *out);
@@ -411,6 +398,73 @@ GMR_API GMR_NODISCARD gmr_status gmr_policy_plugin_load(const char *path, const 
  * which is harmless).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_policy_plugin_unload(gmr_policy_plugin *handle);
+
+/* ---- deprecated names ---------------------------------------------------- */
+/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
+ * compiles, with a warning naming its replacement, and is still exported. */
+
+/**
+ * Deprecated: gmr_oom_policy_from_name("fail", &p), or GMR_OOM_POLICY_FAIL_INIT.
+ * `fail`: never retry. Thread-safe: yes.
+ */
+GMR_API GMR_DEPRECATED("use gmr_oom_policy_from_name") gmr_oom_policy gmr_oom_policy_fail(void);
+
+/**
+ * Deprecated: gmr_oom_policy_from_name("retry", &p), then set p.callback,
+ * p.callback_ctx and p.max_attempts. `retry` with `callback` and at most
+ * `max_attempts` attempts (capped at GMR_OOM_MAX_ATTEMPTS).
+ * Ownership: callback_ctx is borrowed. Thread-safe: yes.
+ */
+GMR_API GMR_DEPRECATED("use gmr_oom_policy_from_name") gmr_oom_policy
+gmr_oom_policy_retry(gmr_oom_callback_fn *callback, void *callback_ctx, uint32_t max_attempts);
+
+/**
+ * Deprecated: gmr_oom_policy_from_name("trim_retry", &p), then set
+ * p.max_attempts. `trim_retry` with at most `max_attempts` attempts (capped
+ * at GMR_OOM_MAX_ATTEMPTS). Thread-safe: yes.
+ */
+GMR_API GMR_DEPRECATED("use gmr_oom_policy_from_name") gmr_oom_policy
+gmr_oom_policy_trim_retry(uint32_t max_attempts);
+
+/**
+ * Deprecated: gmr_oom_policy_from_name("wait", &p), then set
+ * p.wait_timeout_ns and p.max_attempts. `wait` up to `timeout_ns` per wait,
+ * at most `max_attempts` attempts (capped at GMR_OOM_MAX_ATTEMPTS).
+ * Thread-safe: yes.
+ */
+GMR_API GMR_DEPRECATED("use gmr_oom_policy_from_name") gmr_oom_policy
+gmr_oom_policy_wait(uint64_t timeout_ns, uint32_t max_attempts);
+
+/**
+ * Deprecated: gmr_limit_policy_from_name("fail", &p), or
+ * GMR_LIMIT_POLICY_FAIL_INIT. `fail`: refuse a request past the limit.
+ * Thread-safe: yes.
+ */
+GMR_API GMR_DEPRECATED("use gmr_limit_policy_from_name") gmr_limit_policy
+gmr_limit_policy_fail(void);
+
+/**
+ * Deprecated: gmr_limit_policy_from_name("ignore", &p). `ignore`: let a
+ * request past the limit through. Thread-safe: yes.
+ */
+GMR_API GMR_DEPRECATED("use gmr_limit_policy_from_name") gmr_limit_policy
+gmr_limit_policy_ignore(void);
+
+/**
+ * Deprecated: gmr_limit_policy_from_name("increase", &p), then set
+ * p.padding_factor and p.cap_bytes. `increase` with `padding_factor` (below
+ * 1.0 or NaN: 1.0) and `cap_bytes` (0: no cap). Thread-safe: yes.
+ */
+GMR_API GMR_DEPRECATED("use gmr_limit_policy_from_name") gmr_limit_policy
+gmr_limit_policy_increase(double padding_factor, size_t cap_bytes);
+
+/**
+ * Deprecated: gmr_limit_policy_from_name("increase_total", &p), then set
+ * p.padding_factor and p.cap_bytes. `increase_total` with `padding_factor`
+ * (below 1.0 or NaN: 1.0) and `cap_bytes` (0: no cap). Thread-safe: yes.
+ */
+GMR_API GMR_DEPRECATED("use gmr_limit_policy_from_name") gmr_limit_policy
+gmr_limit_policy_increase_total(double padding_factor, size_t cap_bytes);
 
 #ifdef __cplusplus
 }

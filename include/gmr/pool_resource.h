@@ -360,17 +360,25 @@ GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_create_ex(
     gmr_resource *upstream, const gmr_pool_resource_config *config, gmr_pool_resource **out,
     gmr_failure *failure);
 
-/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
-GMR_API gmr_resource *gmr_pool_resource_as_resource(gmr_pool_resource *pool);
+/**
+ * The gmr_pool_resource's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `pool`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
+static inline gmr_resource *gmr_pool_resource_as_resource(gmr_pool_resource *pool) {
+  return (gmr_resource *)(void *)pool;
+}
 
 /**
- * The gmr_pool_resource behind `r`, or NULL if `r` is not one (vtable
- * identity; NULL for NULL). Thread-safe: yes.
+ * The gmr_pool_resource behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "pool_resource") (the vtable's identity decides);
+ * borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_pool_resource *gmr_pool_resource_from_resource(gmr_resource *r);
-
-/** The upstream given at create (NULL for NULL). Thread-safe: yes. */
-GMR_API gmr_resource *gmr_pool_resource_get_upstream(const gmr_pool_resource *pool);
+static inline gmr_pool_resource *gmr_pool_resource_from_resource(gmr_resource *r) {
+  return (gmr_pool_resource *)gmr_resource_downcast(r, "pool_resource");
+}
 
 /** The number of arenas (arena_count after resolving 0; 0 for NULL). Thread-safe: yes. */
 GMR_API uint32_t gmr_pool_resource_get_arena_count(const gmr_pool_resource *pool);
@@ -477,22 +485,29 @@ GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_get_blocks(gmr_pool_resource 
                                                               gmr_pool_block_info *out,
                                                               size_t capacity, size_t *count);
 
+/* ---- deprecated names ---------------------------------------------------- */
+/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
+ * compiles, with a warning naming its replacement, and is still exported. */
+
 /**
- * Walk every chunk and index and check the pool's invariants: the blocks of
- * each chunk tile it exactly in address order with consistent links; every
- * allocated block is in its arena's map and nowhere else; every free block is
- * in the index of the stream it is filed under and nowhere else; no two free
- * blocks of the same stream touch (free space is fully merged); counts and
- * byte sums of chunks, indexes, map and statistics agree.
- * For tests and debugging: O(blocks).
- * Units: `err` receives err_bytes bytes at most (may be NULL/0): the first
- *   violation, or "".
- * Thread-safe: yes (takes each arena's lock in turn).
- * Returns GMR_OK; GMR_ERR_INTERNAL with `err` set when an invariant fails;
- * GMR_ERR_INVALID_ARGUMENT for a NULL pool.
+ * Deprecated: gmr_resource_check(gmr_pool_resource_as_resource(pool)) runs
+ * the same checks (and those of the layers below). Walk every chunk and
+ * index and check the pool's invariants; `err` (err_bytes long, may be
+ * NULL/0) receives the first violation, or "".
+ * Thread-safe: yes (takes each arena's lock in turn). Stream/device: no CUDA
+ * call. Returns GMR_OK; GMR_ERR_INTERNAL with `err` set when an invariant
+ * fails; GMR_ERR_INVALID_ARGUMENT for a NULL pool. It changes nothing.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_check_invariants(gmr_pool_resource *pool,
-                                                                    char *err, size_t err_bytes);
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_check") gmr_status
+gmr_pool_resource_check_invariants(gmr_pool_resource *pool, char *err, size_t err_bytes);
+
+/**
+ * Deprecated: gmr_resource_get_upstream(gmr_pool_resource_as_resource(pool))
+ * answers the same. The upstream given at create (NULL for NULL).
+ * Thread-safe: yes.
+ */
+GMR_API GMR_DEPRECATED("use gmr_resource_get_upstream") gmr_resource *
+gmr_pool_resource_get_upstream(const gmr_pool_resource *pool);
 
 #ifdef __cplusplus
 }

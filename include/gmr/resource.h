@@ -295,12 +295,22 @@ struct gmr_resource {
 /* ---- dispatch ----------------------------------------------------------- */
 
 /**
- * Check that `r` can be used: non-NULL, a vtable of version >= 1 with a type
- * name and the three required slots. Adaptors call it on their upstream at
- * create time; a user who writes a resource can call it in a test.
- * Thread-safe: yes (reads only). Stream/device: none.
- * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT naming nothing else. It changes
- * nothing, on failure or not.
+ * Check the stack headed by `r`: `r` and every layer below it (through
+ * gmr_resource_get_upstream) can be used (non-NULL, a vtable of version >= 1
+ * with a type name and the three required slots), and the layers that keep
+ * books of their memory hold to them: a pool_resource's blocks tile its
+ * chunks, every block is in the one index or map it belongs to and free
+ * blocks are merged, counts and sums agree
+ * (gmr/pool_resource.h); a vmm_pool_resource's regions, pages, lists and
+ * counters agree (gmr/vmm_pool_resource.h). For tests and debugging: a
+ * user who writes a resource calls it in a test, and a program that
+ * suspects corruption calls it on its stack.
+ * Units: O(layers), plus O(blocks) / O(regions + pages) for each pool.
+ * Thread-safe: yes (reads only; each pool's books under its own locks, one
+ *   at a time). Stream/device: no CUDA call, never synchronises.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT when `r` or a layer below it is
+ * not a valid resource; GMR_ERR_INTERNAL when a layer's books are broken.
+ * It changes nothing, on failure or not.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_resource_check(const gmr_resource *r);
 
@@ -400,6 +410,54 @@ GMR_API gmr_resource *gmr_resource_get_upstream(const gmr_resource *r);
  * Ownership: static string. Thread-safe: yes.
  */
 GMR_API const char *gmr_resource_get_type_name(const gmr_resource *r);
+
+/**
+ * The handle of gmr type `type_name` behind `r`: `r` itself when it is an
+ * instance of that gmr resource or adaptor, else NULL (also for a NULL `r`
+ * or `type_name`). The per-type functions of each header
+ * (gmr_pool_resource_from_resource(), ...) are this call with their type's
+ * name; the result is a `gmr_pool_resource *` and so on.
+ *
+ * Every handle of gmr (gmr_pool_resource, gmr_limiting_adaptor, ...) has its
+ * gmr_resource as its first member, so the handle and its resource are the
+ * same address: the per-type *_as_resource() functions are casts, and a
+ * downcast only has to check the type. It checks the vtable's identity, not
+ * the name alone: only resources created by gmr's own create functions are
+ * instances of gmr's types. A resource written by a user never downcasts to
+ * a gmr type, whatever its vtable's type_name says (its author casts it
+ * themselves).
+ *
+ * Type names are those gmr_resource_get_type_name() reports: "cuda_resource",
+ * "host_resource", "pool_resource", "vmm_pool_resource",
+ * "fixed_block_resource", "graph_arena_resource", "limiting_adaptor",
+ * "tracking_adaptor", "oom_adaptor", "log_adaptor", "nvtx_logging_adaptor";
+ * and those of the optional libraries ("memory_space", "numa_host_resource",
+ * "scoped_pool", "cumem_resource", "symmetric_resource",
+ * "chunk_listener_adaptor").
+ * Ownership: the result is `r`, borrowed as `r` is.
+ * Thread-safe: yes (reads the vtable and a lock-free table of gmr's types).
+ * Stream/device: no CUDA call.
+ */
+GMR_API void *gmr_resource_downcast(gmr_resource *r, const char *type_name);
+
+/**
+ * The first layer of type `type_name` in the stack headed by `top`: `top`
+ * itself, or the first one reached going down through
+ * gmr_resource_get_upstream(); NULL when there is none, or for a NULL `top`
+ * or `type_name`. This is how a program reaches a layer of a stack built
+ * from a spec (gmr/stack.h, gmr/device_resource.h): the pool under the
+ * adaptors for its tags and sleep, the graph arena for its sessions, the
+ * limiting adaptor for its limit. The result downcasts with the type's
+ * *_from_resource() (gmr_resource_downcast()).
+ *
+ * For the name of a gmr type (see gmr_resource_downcast()) only gmr's own
+ * instances match, so the result always downcasts; for any other name, the
+ * first layer whose vtable has that type_name (a user's type).
+ * Ownership: borrowed from the stack, as `top`.
+ * Thread-safe: yes (reads the layers' links, fixed at their create).
+ * Stream/device: no CUDA call.
+ */
+GMR_API gmr_resource *gmr_resource_find(gmr_resource *top, const char *type_name);
 
 /**
  * Ask `r` and everything below it to give cached free memory back to its

@@ -184,13 +184,6 @@ GMR_API size_t gmr_stack_get_depth(const gmr_stack *stack);
 GMR_API gmr_resource *gmr_stack_get_layer(const gmr_stack *stack, size_t index);
 
 /**
- * The topmost layer whose vtable type name is `type_name` ("limiting_adaptor",
- * "tracking_adaptor", "cuda_resource", ...), or NULL. Use the type's
- * *_from_resource() to reach its own functions. Thread-safe: yes.
- */
-GMR_API gmr_resource *gmr_stack_find(const gmr_stack *stack, const char *type_name);
-
-/**
  * The spec the stack was built from (NULL for a stack built by hand, or for
  * NULL). Ownership: the stack's, valid until it is destroyed. Thread-safe: yes.
  */
@@ -217,6 +210,19 @@ GMR_API GMR_NODISCARD gmr_status gmr_stack_destroy(gmr_stack *stack);
  * GMR_ERR_INVALID_ARGUMENT (out NULL). On failure nothing is written.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_stack_print_components(FILE *out);
+
+/* ---- deprecated names ---------------------------------------------------- */
+/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
+ * compiles, with a warning naming its replacement, and is still exported. */
+
+/**
+ * Deprecated: gmr_resource_find(gmr_stack_as_resource(stack), type_name),
+ * which walks the layers' upstreams (the same layers for a stack).
+ * The topmost layer whose vtable type name is `type_name`, or NULL.
+ * Thread-safe: yes.
+ */
+GMR_API GMR_DEPRECATED("use gmr_resource_find") gmr_resource *
+gmr_stack_find(const gmr_stack *stack, const char *type_name);
 
 #ifdef __cplusplus
 }

@@ -38,8 +38,9 @@ extern "C" {
  *                {"type": "pool_resource"}, ... ]}        (top first)
  *
  * A tracking layer's owners are streams (per=stream, keyed by the stream's
- * address, "0x0" the default stream) or threads (per=thread, keyed by
- * gmr_tracking_thread_id()). Layers of other types give their type only.
+ * address, "0x0" the default stream) or threads (per=thread, keyed by the
+ * thread's id, as gmr_tracking_adaptor_get_owner_stats names it). Layers of
+ * other types give their type only.
  *
  * Units: bytes; counts. Ownership: `buffer` is the caller's.
  * Thread-safe: as reading each layer's stats is (yes for gmr's layers);

@@ -125,7 +125,7 @@ typedef gmr_tracking_adaptor_stats gmr_tracking_stats
 typedef struct gmr_tracking_adaptor_owner_stats {
   size_t size;
   uint32_t version;
-  uint64_t owner;             /* the stream's value, or the thread's gmr_tracking_thread_id() */
+  uint64_t owner;             /* the stream's value, or the thread's id (from 1) */
   gmr_stat_count bytes;
   gmr_stat_count allocations;
 } gmr_tracking_adaptor_owner_stats;
@@ -153,14 +153,25 @@ GMR_API GMR_NODISCARD gmr_status gmr_tracking_adaptor_create(
     gmr_resource *upstream, const gmr_tracking_adaptor_config *config,
     gmr_tracking_adaptor **out);
 
-/** The embedded gmr_resource (NULL for NULL). Thread-safe: yes. */
-GMR_API gmr_resource *gmr_tracking_adaptor_as_resource(gmr_tracking_adaptor *a);
+/**
+ * The gmr_tracking_adaptor's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `a`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ */
+static inline gmr_resource *gmr_tracking_adaptor_as_resource(gmr_tracking_adaptor *a) {
+  return (gmr_resource *)(void *)a;
+}
 
 /**
- * The tracking adaptor behind `r`, or NULL if `r` is not one (vtable
- * identity; NULL for NULL). Thread-safe: yes.
+ * The gmr_tracking_adaptor behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "tracking_adaptor") (the vtable's identity decides);
+ * borrowed like `r`.
+ * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_tracking_adaptor *gmr_tracking_adaptor_from_resource(gmr_resource *r);
+static inline gmr_tracking_adaptor *gmr_tracking_adaptor_from_resource(gmr_resource *r) {
+  return (gmr_tracking_adaptor *)gmr_resource_downcast(r, "tracking_adaptor");
+}
 
 /**
  * Snapshot the overall counters. The overall counters are kept per thread
@@ -180,16 +191,17 @@ GMR_API gmr_tracking_adaptor *gmr_tracking_adaptor_from_resource(gmr_resource *r
 GMR_API GMR_NODISCARD gmr_status gmr_tracking_adaptor_get_stats(const gmr_tracking_adaptor *a,
                                                                 gmr_tracking_adaptor_stats *out);
 
-/**
- * The id gmr gives the calling thread (unique in the process, never reused,
- * starting at 1): the owner key of per-thread tracking. Thread-safe: yes.
- */
-GMR_API uint64_t gmr_tracking_thread_id(void);
+/* In per-thread mode, the owner that gmr_tracking_adaptor_get_owner_stats()
+ * reads as the calling thread (no stream has this address). */
+#define GMR_TRACKING_OWNER_CALLING_THREAD UINT64_MAX
 
 /**
  * Counters of one owner: `owner` is (uint64_t)(uintptr_t)stream in per-stream
- * mode, a gmr_tracking_thread_id() value in per-thread mode. Owners past
- * max_owners share one set of counters, reported for each of them.
+ * mode; in per-thread mode, a thread's id (what out->owner and
+ * gmr_tracking_adaptor_list_owners give: gmr numbers threads from 1, never
+ * reusing a number) or GMR_TRACKING_OWNER_CALLING_THREAD for the calling
+ * thread, whose id out->owner then names. Owners past max_owners share one
+ * set of counters, reported for each of them.
  * Thread-safe: yes. Stream/device: no CUDA call (a stream is a key only).
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, bad header, or an owner
  * never seen: on that failure *out holds zeros and the owner).
@@ -276,6 +288,20 @@ GMR_API GMR_NODISCARD gmr_status gmr_tracking_adaptor_report_leaks(const gmr_tra
  */
 GMR_API GMR_NODISCARD gmr_status gmr_tracking_adaptor_destroy_force(gmr_tracking_adaptor *a,
                                                                     FILE *report);
+
+/* ---- deprecated names ---------------------------------------------------- */
+/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
+ * compiles, with a warning naming its replacement, and is still exported. */
+
+/**
+ * Deprecated: the id is gmr's internal thread serial. In per-thread mode,
+ * gmr_tracking_adaptor_get_owner_stats(a, GMR_TRACKING_OWNER_CALLING_THREAD,
+ * &s) reads the calling thread's counters and names its id in s.owner.
+ * The id gmr gives the calling thread (unique in the process, never reused,
+ * starting at 1). Thread-safe: yes.
+ */
+GMR_API GMR_DEPRECATED("use GMR_TRACKING_OWNER_CALLING_THREAD") uint64_t
+gmr_tracking_thread_id(void);
 
 #ifdef __cplusplus
 }

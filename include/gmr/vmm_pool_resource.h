@@ -398,18 +398,24 @@ GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_create(
     gmr_failure *failure);
 
 /**
- * The embedded gmr_resource, for the generic calls (NULL for NULL); it is
- * borrowed and lives as long as `pool`.
+ * The gmr_vmm_pool_resource's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `pool`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
  * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_resource *gmr_vmm_pool_resource_as_resource(gmr_vmm_pool_resource *pool);
+static inline gmr_resource *gmr_vmm_pool_resource_as_resource(gmr_vmm_pool_resource *pool) {
+  return (gmr_resource *)(void *)pool;
+}
 
 /**
- * The pool behind `r`, or NULL if `r` is NULL or not one (the vtable's
- * identity, SQLite vfstrace's check); borrowed like `r`.
+ * The gmr_vmm_pool_resource behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "vmm_pool_resource") (the vtable's identity decides);
+ * borrowed like `r`.
  * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_vmm_pool_resource *gmr_vmm_pool_resource_from_resource(gmr_resource *r);
+static inline gmr_vmm_pool_resource *gmr_vmm_pool_resource_from_resource(gmr_resource *r) {
+  return (gmr_vmm_pool_resource *)gmr_resource_downcast(r, "vmm_pool_resource");
+}
 
 /* ---- observability ---------------------------------------------------- */
 
@@ -535,27 +541,23 @@ GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_dump(gmr_vmm_pool_resourc
                                                             char *buf, size_t buf_bytes,
                                                             size_t *needed_bytes);
 
+/* ---- deprecated names ---------------------------------------------------- */
+/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
+ * compiles, with a warning naming its replacement, and is still exported. */
+
 /**
- * Check the invariants: regions tile every VA chunk in address order with
- * consistent links; no two holes touch, nor two free regions of one stream
- * that could merge; mapped regions (free, live, zombie) have a page at every
- * page address and holes and asleep regions none; every page counted once
- * as physical memory; lists, maps and counters agree with the regions (and
- * the same of the small path's or fine placement's engine).
- * O(regions + pages); for tests.
- * Units: `err` receives at most err_bytes bytes (may be NULL/0): the first
- *   violation, or "". Ownership: `err` is the caller's.
+ * Deprecated: gmr_resource_check(gmr_vmm_pool_resource_as_resource(pool))
+ * runs the same checks (and those of the layers below). Check the pool's
+ * invariants; `err` (err_bytes long, may be NULL/0) receives the first
+ * violation, or "".
  * Thread-safe: yes (under the engine's lock, then the pool's).
  * Stream/device: no CUDA call.
- * Returns:
- *   GMR_OK                    every invariant holds.
- *   GMR_ERR_INTERNAL          an invariant fails (or host memory for the
- *                             check ran out); `err` says which.
- *   GMR_ERR_INVALID_ARGUMENT  pool is NULL.
- * The check changes nothing, on failure either.
+ * Returns GMR_OK; GMR_ERR_INTERNAL when an invariant fails (`err` says
+ * which); GMR_ERR_INVALID_ARGUMENT for a NULL pool. The check changes
+ * nothing, on failure either.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_check_invariants(
-    gmr_vmm_pool_resource *pool, char *err, size_t err_bytes);
+GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_check") gmr_status
+gmr_vmm_pool_resource_check_invariants(gmr_vmm_pool_resource *pool, char *err, size_t err_bytes);
 
 #ifdef __cplusplus
 }

@@ -271,16 +271,18 @@ typedef struct gmr_vmm_pool_tag_stats {
 GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_get_tag_stats(
     gmr_vmm_pool_resource *pool, uint64_t tag_mask, gmr_vmm_pool_tag_stats *out);
 
+/* ---- deprecated names ---------------------------------------------------- */
+/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
+ * compiles, with a warning naming its replacement, and is still exported. */
+
 /**
- * The vmm pool that serves `r`: `r` itself, or the first one down its chain
- * of upstreams (gmr_resource_get_upstream), so that a program whose stack
- * came from a spec ("tracking > vmm", a device resource of
- * gmr/device_resource.h) reaches tags, sleep and wake. NULL when `r` is NULL
- * or no layer of its chain is a vmm pool (e.g. pool > cuda).
- * Ownership: borrowed, as `r`. Thread-safe: yes (reads the chain).
- * Stream/device: no CUDA call.
+ * Deprecated: gmr_vmm_pool_resource_from_resource(gmr_resource_find(r,
+ * "vmm_pool_resource")). The vmm pool that serves `r` (itself or the first
+ * one down its upstreams), or NULL. Thread-safe: yes. Stream/device: no CUDA
+ * call.
  */
-GMR_API gmr_vmm_pool_resource *gmr_vmm_pool_resource_find(gmr_resource *r);
+GMR_API GMR_DEPRECATED("use gmr_resource_find") gmr_vmm_pool_resource *
+gmr_vmm_pool_resource_find(gmr_resource *r);
 
 #ifdef __cplusplus
 }

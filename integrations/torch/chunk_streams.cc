@@ -130,7 +130,7 @@ gmr_resource *chunk_streams_create(gmr_resource *upstream) {
   if (c == nullptr) return nullptr;
   c->base.vtbl = &vtbl;
   c->upstream = upstream;
-  c->vmm = gmr_vmm_pool_resource_find(upstream);
+  c->vmm = gmr_vmm_pool_resource_from_resource(gmr_resource_find(upstream, "vmm_pool_resource"));
   return &c->base;
 }
 

@@ -125,7 +125,8 @@ gmr_status arena_for(int device, device_pools &d, gmr_resource *stack, gmr_failu
       return GMR_ERR_BUSY;
     }
   }
-  if (gmr_graph_arena_resource_find_in_stack(stack) != nullptr) {
+  if (gmr_graph_arena_resource_from_resource(gmr_resource_find(stack, "graph_arena_resource")) !=
+      nullptr) {
     // Its automatic sessions would keep the pool arena's growth as graph
     // memory of their own, which nobody releases.
     std::snprintf(failure->message, sizeof failure->message,

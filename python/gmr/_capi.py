@@ -557,16 +557,14 @@ PROTOTYPES: Dict[str, Prototype] = {
     "gmr_resource_get_footprint": (GMR, _i, [_vp, _P(FootprintStruct)]),
     "gmr_stream_wait_stream": (GMR, _i, [_vp, _vp]),
     "gmr_resource_get_upstream": (GMR, _vp, [_vp]),
+    "gmr_resource_downcast": (GMR, _vp, [_vp, _str]),
+    "gmr_resource_find": (GMR, _vp, [_vp, _str]),
     # gmr/pool_resource.h, gmr/vmm_pool_resource.h
-    "gmr_pool_resource_from_resource": (GMR, _vp, [_vp]),
     "gmr_pool_resource_get_blocks": (GMR, _i, [_vp, _P(PoolBlockInfo), _sz, _P(_sz)]),
-    "gmr_vmm_pool_resource_from_resource": (GMR, _vp, [_vp]),
     "gmr_vmm_pool_resource_get_regions": (GMR, _i, [_vp, _P(VmmPoolRegion), _sz, _P(_sz)]),
 
 
     # gmr/vmm_pool_sleep.h
-    "gmr_vmm_pool_resource_find": (GMR, _vp, [_vp]),
-    "gmr_vmm_pool_resource_as_resource": (GMR, _vp, [_vp]),
     "gmr_vmm_pool_resource_set_default_tag": (GMR, _i, [_vp, _c.c_uint32]),
     "gmr_vmm_pool_resource_set_tag": (GMR, _i, [_vp, _vp, _c.c_uint32]),
     "gmr_vmm_pool_resource_sleep": (GMR, _i, [_vp, _P(VmmSleepOptions), _fp]),
@@ -584,7 +582,6 @@ PROTOTYPES: Dict[str, Prototype] = {
     "gmr_scope_enter": (SCOPED, _i, [_vp, _P(ScopeStruct)]),
     "gmr_scope_exit": (SCOPED, _i, [_vp, ScopeStruct, _P(_sz)]),
     "gmr_scope_get_depth": (SCOPED, _c.c_uint32, [_vp]),
-    "gmr_scoped_pool_as_resource": (SCOPED, _vp, [_vp]),
     "gmr_scoped_pool_get_device": (SCOPED, _i, [_vp]),
     "gmr_scoped_pool_reset": (SCOPED, _i, [_vp, _P(_sz)]),
     "gmr_scoped_pool_empty": (SCOPED, _i, [_vp, _P(_sz)]),
@@ -594,7 +591,6 @@ PROTOTYPES: Dict[str, Prototype] = {
     "gmr_oom_policy_from_name": (GMR, _i, [_str, _P(OomPolicy)]),
     # gmr/tiers/: memory_space.h, tier_manager.h, reservation.h, stream_pool.h (libgmr_tiers)
     "gmr_memory_space_config_default": (TIERS, MemorySpaceConfig, [_i, _i]),
-    "gmr_memory_space_as_resource": (TIERS, _vp, [_vp]),
     "gmr_memory_space_get_id": (TIERS, MemorySpaceId, [_vp]),
     "gmr_memory_space_get_capacity_bytes": (TIERS, _sz, [_vp]),
     "gmr_memory_space_get_available_bytes": (TIERS, _sz, [_vp]),

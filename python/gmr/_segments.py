@@ -226,13 +226,13 @@ def layout(resource: int) -> Optional[List[Extent]]:
     lib = _lib.lib()
     r = resource
     while r:
-        pool = lib.gmr_pool_resource_from_resource(r)
+        pool = lib.gmr_resource_downcast(r, b"pool_resource")
         if pool:
             blocks = _fetch_rows(lambda a, n, c: lib.gmr_pool_resource_get_blocks(pool, a, n, c),
                                  _capi.PoolBlockInfo, "pool's blocks")
             return segments_from_blocks([(b.chunk or 0, b.chunk_bytes, b.addr or 0, b.bytes,
                                           b.requested_bytes, b.state) for b in blocks])
-        vmm = lib.gmr_vmm_pool_resource_from_resource(r)
+        vmm = lib.gmr_resource_downcast(r, b"vmm_pool_resource")
         if vmm:
             regions = _fetch_rows(
                 lambda a, n, c: lib.gmr_vmm_pool_resource_get_regions(vmm, a, n, c),

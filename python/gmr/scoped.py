@@ -290,8 +290,9 @@ class Pool:
 
     @property
     def resource(self) -> int:
-        """The pool's gmr_resource * as an int (stack adaptors on it in C)."""
-        return _lib.optional_lib("scoped").gmr_scoped_pool_as_resource(self._handle) or 0
+        """The pool's gmr_resource * as an int (stack adaptors on it in C): the
+        handle itself, since every gmr handle starts with its gmr_resource."""
+        return self._handle or 0
 
     @property
     def device(self) -> int:

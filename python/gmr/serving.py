@@ -147,7 +147,8 @@ def _mask(ids: Iterable[int]) -> int:
 def _pool(device: int) -> int:
     """The vmm pool under the device's stack (created now if needed)."""
     resource = gmr.device_resource(device)
-    pool = _lib.lib().gmr_vmm_pool_resource_find(resource)
+    # The layer is the pool's handle (a handle starts with its gmr_resource).
+    pool = _lib.lib().gmr_resource_find(resource, b"vmm_pool_resource")
     if not pool:
         raise gmr.GmrError("GMR_ERR_UNSUPPORTED",
                            "gmr.serving: the stack of device %d (%s) has no vmm pool; tags, sleep "
@@ -377,8 +378,8 @@ def info(device: Optional[int] = None) -> Dict[str, Any]:
     pool = _pool(dev)
     lib = _lib.lib()
     footprint = _capi.FootprintStruct()
-    st = lib.gmr_resource_get_footprint(lib.gmr_vmm_pool_resource_as_resource(pool),
-                                        ctypes.byref(footprint))
+    # A handle is its gmr_resource (the resource is the handle's first member).
+    st = lib.gmr_resource_get_footprint(pool, ctypes.byref(footprint))
     if st != 0:
         _lib.raise_for(st, "gmr.serving: reading the footprint of device %d" % dev)
     known = tags()

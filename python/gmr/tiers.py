@@ -428,8 +428,9 @@ class Space:
 
     @property
     def resource(self) -> int:
-        """The space's gmr_resource * as an int."""
-        return _lib.optional_lib("tiers").gmr_memory_space_as_resource(self._handle) or 0
+        """The space's gmr_resource * as an int: the handle itself, since every
+        gmr handle starts with its gmr_resource (gmr_resource_downcast in C)."""
+        return self._handle or 0
 
     @property
     def capacity_bytes(self) -> int:

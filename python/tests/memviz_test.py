@@ -42,16 +42,16 @@ def shim():
 
 def make_stream():
     lib = _lib.lib()
-    lib.gmr_stream_create.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+    lib.gmr_cuda_stream_create.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
     s = ctypes.c_void_p()
-    assert lib.gmr_stream_create(ctypes.byref(s)) == 0
+    assert lib.gmr_cuda_stream_create(ctypes.byref(s)) == 0
     return s.value
 
 
 def destroy_stream(stream):
     lib = _lib.lib()
-    lib.gmr_stream_destroy.argtypes = [ctypes.c_void_p]
-    assert lib.gmr_stream_destroy(stream) == 0
+    lib.gmr_cuda_stream_destroy.argtypes = [ctypes.c_void_p]
+    assert lib.gmr_cuda_stream_destroy(stream) == 0
 
 
 def device_stats(device):

@@ -299,7 +299,7 @@ def tracked(device):
 def stream():
     """A stream of the simulation, as an int."""
     s = ctypes.c_void_p()
-    assert _lib.lib().gmr_stream_create(ctypes.byref(s)) == 0
+    assert _lib.lib().gmr_cuda_stream_create(ctypes.byref(s)) == 0
     return s.value
 
 

@@ -17,8 +17,12 @@
 #include <unistd.h>
 
 #include "core/failure.h"
+#include "core/resource_type.h"
 #include "core/stats.h"
 #include "resources/fixed_block/fixed_block_internal.h"
+
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type fixed_block_type = {&gmr__fb_vtbl, NULL};
 
 /* ---- figures ---------------------------------------------------------------------- */
 
@@ -241,7 +245,7 @@ static gmr_status fixed_block_resource_create_ex_impl(gmr_resource *upstream,
                                         "fixed_block_resource: out is NULL");
   }
   *out = NULL;
-  if (gmr_resource_check(upstream) != GMR_OK) {
+  if (gmr__resource_check_vtbl(upstream) != GMR_OK) {
     return f->status = gmr__failure_set(
                f, GMR_ERR_INVALID_ARGUMENT,
                "fixed_block_resource: upstream is NULL or not a valid resource");
@@ -257,6 +261,7 @@ static gmr_status fixed_block_resource_create_ex_impl(gmr_resource *upstream,
                                         "fixed_block_resource: no host memory for the resource");
   }
   r->base.vtbl = &gmr__fb_vtbl;
+  gmr__resource_type_register(&fixed_block_type);
   r->upstream = upstream;
   r->cuda = gmr__cuda();
   r->config = cfg;
@@ -304,14 +309,6 @@ gmr_status gmr_fixed_block_resource_create(gmr_resource *upstream,
                                            const gmr_fixed_block_resource_config *config,
                                            gmr_fixed_block_resource **out) {
   return gmr_fixed_block_resource_create_ex(upstream, config, out, NULL);
-}
-
-gmr_resource *gmr_fixed_block_resource_as_resource(gmr_fixed_block_resource *r) {
-  return r == NULL ? NULL : &r->base;
-}
-
-gmr_fixed_block_resource *gmr_fixed_block_resource_from_resource(gmr_resource *r) {
-  return (r != NULL && r->vtbl == &gmr__fb_vtbl) ? (gmr_fixed_block_resource *)r : NULL;
 }
 
 size_t gmr_fixed_block_resource_get_block_bytes(const gmr_fixed_block_resource *r) {

@@ -15,6 +15,7 @@
 #include "core/failure.h"
 #include "core/forward.h"
 #include "core/nvtx_mem.h"
+#include "core/resource_type.h"
 #include "core/stats.h"
 #include "resources/graph_arena/graph_arena_internal.h"
 
@@ -376,12 +377,15 @@ static const gmr_resource_vtbl graph_arena_vtbl = {
     .allocate_capturing = arena_allocate_capturing,
 };
 
+/* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
+static const gmr__resource_type graph_arena_type = {&graph_arena_vtbl, NULL};
+
 gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
                                            const gmr_graph_arena_resource_config *config,
                                            gmr_graph_arena_resource **out) {
   if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   *out = NULL;
-  if (gmr_resource_check(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
   gmr_graph_arena_resource_config cfg = GMR_GRAPH_ARENA_RESOURCE_CONFIG_DEFAULT;
   if (config != NULL) cfg = *config;
   if (!gmr__is_power_of_two(cfg.alignment) || cfg.alignment < GMR_DEFAULT_ALIGNMENT ||
@@ -413,6 +417,7 @@ gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
   atomic_init(&a->chunks_begin, UINTPTR_MAX);
   atomic_init(&a->chunks_end, 0);
   a->base.vtbl = &graph_arena_vtbl;
+  gmr__resource_type_register(&graph_arena_type);
   a->upstream = upstream;
   a->cuda = gmr__cuda();
   a->cfg = cfg;
@@ -435,20 +440,9 @@ gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
   return GMR_OK;
 }
 
-gmr_resource *gmr_graph_arena_resource_as_resource(gmr_graph_arena_resource *arena) {
-  return arena == NULL ? NULL : &arena->base;
-}
-
-gmr_graph_arena_resource *gmr_graph_arena_resource_from_resource(gmr_resource *r) {
-  return (r != NULL && r->vtbl == &graph_arena_vtbl) ? (gmr_graph_arena_resource *)r : NULL;
-}
-
+/* Deprecated (gmr/graph_arena_resource.h): the generic find. */
 gmr_graph_arena_resource *gmr_graph_arena_resource_find_in_stack(gmr_resource *top) {
-  for (gmr_resource *r = top; r != NULL; r = gmr_resource_get_upstream(r)) {
-    gmr_graph_arena_resource *a = gmr_graph_arena_resource_from_resource(r);
-    if (a != NULL) return a;
-  }
-  return NULL;
+  return gmr_graph_arena_resource_from_resource(gmr_resource_find(top, "graph_arena_resource"));
 }
 
 gmr_status gmr_graph_arena_resource_reserve(gmr_graph_arena_resource *a, size_t capacity_bytes) {

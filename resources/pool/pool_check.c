@@ -1,7 +1,8 @@
 /*
- * resources/pool/pool_check.c (internal): the invariant walk behind
- * gmr_pool_resource_check_invariants(), which it also defines. See
- * gmr/pool_resource.h.
+ * resources/pool/pool_check.c (internal): the invariant walk of a pool's
+ * books, which gmr_resource_check() runs on every pool of a stack (the pool's
+ * type registers it: core/resource_type.h), and the deprecated
+ * gmr_pool_resource_check_invariants(). See gmr/pool_resource.h.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -178,10 +179,10 @@ bool gmr__pool_check_arena(const gmr__pool_arena *a, uint32_t ai, char *err, siz
   return true;
 }
 
-gmr_status gmr_pool_resource_check_invariants(gmr_pool_resource *pool, char *err,
-                                              size_t err_bytes) {
+gmr_status gmr__pool_check_books(gmr_resource *self, char *err, size_t err_bytes) {
   if (err != NULL && err_bytes > 0) err[0] = '\0';
-  if (pool == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  if (self == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  gmr_pool_resource *pool = (gmr_pool_resource *)self;
   bool ok = true;
   size_t held = 0, chunks = 0;
   for (uint32_t i = 0; i < pool->arena_count && ok; ++i) {
@@ -221,4 +222,10 @@ gmr_status gmr_pool_resource_check_invariants(gmr_pool_resource *pool, char *err
     pthread_rwlock_unlock(&pool->registry.lock);
   }
   return ok ? GMR_OK : GMR_ERR_INTERNAL;
+}
+
+/* Deprecated (gmr/pool_resource.h): gmr_resource_check() runs the same walk. */
+gmr_status gmr_pool_resource_check_invariants(gmr_pool_resource *pool, char *err,
+                                              size_t err_bytes) {
+  return gmr__pool_check_books(pool == NULL ? NULL : &pool->base, err, err_bytes);
 }

@@ -99,14 +99,7 @@ gmr_status gmr__pool_bad_free_verdict(gmr_pool_resource *pool, uintptr_t addr) {
 
 /* ---- public getters ---------------------------------------------------------- */
 
-gmr_resource *gmr_pool_resource_as_resource(gmr_pool_resource *pool) {
-  return pool == NULL ? NULL : &pool->base;
-}
-
-gmr_pool_resource *gmr_pool_resource_from_resource(gmr_resource *r) {
-  return (r != NULL && r->vtbl == &gmr__pool_vtbl) ? (gmr_pool_resource *)r : NULL;
-}
-
+/* Deprecated (gmr/pool_resource.h): gmr_resource_get_upstream answers the same. */
 gmr_resource *gmr_pool_resource_get_upstream(const gmr_pool_resource *pool) {
   return pool == NULL ? NULL : pool->upstream;
 }

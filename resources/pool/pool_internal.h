@@ -372,5 +372,9 @@ gmr_status gmr__pool_get_memory_info(const gmr_resource *self, gmr_memory_info *
  * write the reason into err (err_bytes) and return false. pool_check.c. */
 bool gmr__pool_check_arena(const gmr__pool_arena *a, uint32_t arena_index, char *err,
                            size_t err_bytes);
+/* Every invariant of the pool `self` (each arena under its lock, then the
+ * chunk table): GMR_OK, or GMR_ERR_INTERNAL with the reason in err. The
+ * pool type's check of its books (core/resource_type.h). */
+gmr_status gmr__pool_check_books(gmr_resource *self, char *err, size_t err_bytes);
 
 #endif /* GMR_RESOURCES_POOL_POOL_INTERNAL_H_ */

@@ -18,7 +18,12 @@
 #include <unistd.h>
 
 #include "core/failure.h"
+#include "core/resource_type.h"
 #include "resources/pool/pool_internal.h"
+
+/* gmr_resource_downcast() knows the type by this, and gmr_resource_check()
+ * its books (core/resource_type.h). */
+static const gmr__resource_type pool_type = {&gmr__pool_vtbl, gmr__pool_check_books};
 
 /* ---- trim, destroy ------------------------------------------------------ */
 
@@ -197,7 +202,7 @@ static gmr_status pool_resource_create_ex_impl(gmr_resource *upstream,
     return f->status = gmr__failure_set(f, GMR_ERR_INVALID_ARGUMENT, "pool_resource: out is NULL");
   }
   *out = NULL;
-  if (gmr_resource_check(upstream) != GMR_OK) {
+  if (gmr__resource_check_vtbl(upstream) != GMR_OK) {
     return f->status = gmr__failure_set(f, GMR_ERR_INVALID_ARGUMENT,
                                         "pool_resource: upstream is NULL or not a valid resource");
   }
@@ -218,6 +223,7 @@ static gmr_status pool_resource_create_ex_impl(gmr_resource *upstream,
                                         "pool_resource: no host memory for the pool");
   }
   pool->base.vtbl = &gmr__pool_vtbl;
+  gmr__resource_type_register(&pool_type);
   pool->upstream = upstream;
   pool->cuda = gmr__cuda();
   pool->config = cfg;

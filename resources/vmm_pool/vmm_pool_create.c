@@ -11,7 +11,12 @@
 #include <unistd.h>
 
 #include "core/failure.h"
+#include "core/resource_type.h"
 #include "resources/vmm_pool/vmm_pool_internal.h"
+
+/* gmr_resource_downcast() knows the type by this, and gmr_resource_check()
+ * its books (core/resource_type.h). */
+static const gmr__resource_type vmm_pool_type = {&gmr__vmm_pool_vtbl, gmr__vmm_pool_check_books};
 
 #define DEFAULT_PAGE_BYTES ((size_t)2 << 20)
 /* FINE: when the live peak has not grown since memory last moved, a request
@@ -296,6 +301,7 @@ static gmr_status vmm_pool_resource_create_impl(const gmr_vmm_pool_resource_conf
   gmr_vmm_pool_resource *p = calloc(1, sizeof *p);
   if (p == NULL) return create_fail(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory");
   p->base.vtbl = &gmr__vmm_pool_vtbl;
+  gmr__resource_type_register(&vmm_pool_type);
   p->event_cache = (gmr__event_cache)GMR__EVENT_CACHE_INIT(256);
   p->config = c;
   p->cuda = gmr__cuda();

@@ -290,11 +290,10 @@ static gmr_status check_zombies(const gmr_vmm_pool_resource *p, const gmr__u64_m
   return GMR_OK;
 }
 
-gmr_status gmr_vmm_pool_resource_check_invariants(gmr_vmm_pool_resource *pool, char *err,
-                                                  size_t err_bytes) {
-  if (pool == NULL) return GMR_ERR_INVALID_ARGUMENT;
+gmr_status gmr__vmm_pool_check_books(gmr_resource *self, char *err, size_t err_bytes) {
+  if (self == NULL) return GMR_ERR_INVALID_ARGUMENT;
   if (err != NULL && err_bytes > 0) err[0] = '\0';
-  gmr_vmm_pool_resource *p = pool;
+  gmr_vmm_pool_resource *p = (gmr_vmm_pool_resource *)self;
   if (p->fine != NULL) return gmr__vmm_shards_check(p, err, err_bytes);
   vmf_engine *engine = gmr__vmm_small(p, false);
   if (engine != NULL) {
@@ -334,4 +333,10 @@ gmr_status gmr_vmm_pool_resource_check_invariants(gmr_vmm_pool_resource *pool, c
   pthread_mutex_unlock(&p->lock);
   gmr__u64_map_clear(&owners);
   return st;
+}
+
+/* Deprecated (gmr/vmm_pool_resource.h): gmr_resource_check() runs the same checks. */
+gmr_status gmr_vmm_pool_resource_check_invariants(gmr_vmm_pool_resource *pool, char *err,
+                                                  size_t err_bytes) {
+  return gmr__vmm_pool_check_books(pool == NULL ? NULL : &pool->base, err, err_bytes);
 }

@@ -277,6 +277,10 @@ void gmr__vmm_shards_tag_stats(gmr_vmm_pool_resource *p, uint64_t tag_mask,
 size_t gmr__vmm_shards_regions(gmr_vmm_pool_resource *p, gmr_vmm_pool_region *out,
                                size_t capacity);
 gmr_status gmr__vmm_shards_check(gmr_vmm_pool_resource *p, char *err, size_t err_bytes);
+/* Every invariant of the pool `self` (vmm_pool_debug.c): GMR_OK, or
+ * GMR_ERR_INTERNAL with the reason in err. The vmm pool type's check of its
+ * books (core/resource_type.h). */
+gmr_status gmr__vmm_pool_check_books(gmr_resource *self, char *err, size_t err_bytes);
 /* Whether any shard has something live or asleep. */
 bool gmr__vmm_shards_busy(gmr_vmm_pool_resource *p);
 /* GMR_ERR_BUSY while any shard has something live or asleep; else destroy

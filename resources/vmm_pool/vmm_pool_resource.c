@@ -523,14 +523,6 @@ const gmr_resource_vtbl gmr__vmm_pool_vtbl = {
 
 /* ---- small public functions ------------------------------------------------ */
 
-gmr_resource *gmr_vmm_pool_resource_as_resource(gmr_vmm_pool_resource *pool) {
-  return pool == NULL ? NULL : &pool->base;
-}
-
-gmr_vmm_pool_resource *gmr_vmm_pool_resource_from_resource(gmr_resource *r) {
-  return r != NULL && r->vtbl == &gmr__vmm_pool_vtbl ? (gmr_vmm_pool_resource *)r : NULL;
-}
-
 gmr_status gmr_vmm_pool_resource_set_default_tag(gmr_vmm_pool_resource *pool, uint32_t tag) {
   if (pool == NULL || tag > GMR_VMM_POOL_MAX_TAG) return GMR_ERR_INVALID_ARGUMENT;
   if (pool->fine != NULL) {

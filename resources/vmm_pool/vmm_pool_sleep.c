@@ -359,10 +359,7 @@ gmr_status gmr_vmm_pool_resource_get_tag_stats(gmr_vmm_pool_resource *pool, uint
   return GMR_OK;
 }
 
+/* Deprecated (gmr/vmm_pool_sleep.h): the generic find. */
 gmr_vmm_pool_resource *gmr_vmm_pool_resource_find(gmr_resource *r) {
-  for (; r != NULL; r = gmr_resource_get_upstream(r)) {
-    gmr_vmm_pool_resource *p = gmr_vmm_pool_resource_from_resource(r);
-    if (p != NULL) return p;
-  }
-  return NULL;
+  return gmr_vmm_pool_resource_from_resource(gmr_resource_find(r, "vmm_pool_resource"));
 }

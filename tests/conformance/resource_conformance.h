@@ -44,6 +44,7 @@
 
 #include "gmr/device.h"
 #include "gmr/resource.h"
+#include "gmr/sim/streams.h"
 #include "tests/support/sim_fixture.h"
 
 // Statuses print by name in failure messages (found by argument-dependent
@@ -247,8 +248,8 @@ TEST_P(Conformance, RandomAllocationsNeverOverlap) {
 
 TEST_P(Conformance, AllocateOnOneStreamFreeOnAnother) {
   gmr_stream a = nullptr, b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&a));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&b));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&a));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&b));
   for (int i = 0; i < 50; ++i) {
     void *p = nullptr, *q = nullptr;
     ASSERT_EQ(GMR_OK, gmr_resource_allocate(top_, 4096 * (1 + i % 5), 0, a, &p));
@@ -257,13 +258,13 @@ TEST_P(Conformance, AllocateOnOneStreamFreeOnAnother) {
     EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, p, 4096 * (1 + i % 5), 0, b));
     EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top_, q, 100000, 0, a));
   }
-  EXPECT_EQ(GMR_OK, gmr_stream_synchronize(a));
-  EXPECT_EQ(GMR_OK, gmr_stream_synchronize(b));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_synchronize(a));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_synchronize(b));
   // The stack may hold memory freed on the streams: give it back before the
   // streams go away.
   EXPECT_EQ(GMR_OK, gmr_resource_trim(top_, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(a));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(b));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(a));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(b));
 }
 
 TEST_P(Conformance, FootprintIsConsistent) {

@@ -31,6 +31,7 @@
 #include "gmr/stack.h"
 #include "gmr/tracking_adaptor.h"
 #include "tests/conformance/resource_conformance.h"
+#include "tests/support/policies.h"
 
 namespace gmr_conformance {
 
@@ -110,7 +111,7 @@ inline gmr_resource *Limiting(Owned &owned, gmr_resource *up, size_t limit,
 
 inline gmr_resource *Oom(Owned &owned, gmr_resource *up) {
   if (up == nullptr) return nullptr;
-  gmr_oom_policy p = gmr_oom_policy_trim_retry(2);
+  gmr_oom_policy p = gmr_test::TrimRetryPolicy(2);
   gmr_oom_adaptor *o = nullptr;
   if (gmr_oom_adaptor_create(up, &p, &o) != GMR_OK) return nullptr;
   return Keep(owned, gmr_oom_adaptor_as_resource(o));

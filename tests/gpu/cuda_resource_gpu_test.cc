@@ -8,6 +8,7 @@
 
 #include "gmr/cuda_resource.h"
 #include "gmr/device.h"
+#include "gmr/sim/streams.h"
 #include "tests/support/gpu_fixture.h"
 
 namespace {
@@ -30,7 +31,7 @@ TEST_P(CudaResourceGpu, DeviceWritesEveryByteAndHostReadsThemBack) {
   ASSERT_NE(nullptr, cr);
   gmr_resource *r = gmr_cuda_resource_as_resource(cr);
   gmr_stream stream = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&stream));
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
 
   const size_t sizes[] = {1, 257, 4096, size_t{3} << 20, size_t{64} << 20};
@@ -62,9 +63,9 @@ TEST_P(CudaResourceGpu, DeviceWritesEveryByteAndHostReadsThemBack) {
   for (size_t i = 0; i < ptrs.size(); ++i) {
     EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, ptrs[i], sizes[i], 0, stream));
   }
-  EXPECT_EQ(GMR_OK, gmr_stream_synchronize(stream));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_synchronize(stream));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(stream));
 }
 
 TEST_P(CudaResourceGpu, ImpossibleRequestIsOutOfMemoryWithTheCudaError) {
@@ -102,7 +103,7 @@ TEST_F(CudaResourceGpuCapture, DeviceKindRefusesInsideCaptureAndTheGraphStillWor
   gmr_resource *d = gmr_cuda_resource_as_resource(dev);
   gmr_resource *a = gmr_cuda_resource_as_resource(async);
   gmr_stream stream = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&stream));
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
   void *out = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(d, 4096, 0, stream, &out));
@@ -134,7 +135,7 @@ TEST_F(CudaResourceGpuCapture, DeviceKindRefusesInsideCaptureAndTheGraphStillWor
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(d, out, 4096, 0, stream));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(d));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(a));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(stream));
 }
 
 TEST_F(CudaResourceGpuCapture, EveryDeviceGetsItsOwnResourceAndTheCallersDeviceIsRestored) {

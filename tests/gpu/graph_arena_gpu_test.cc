@@ -15,6 +15,7 @@
 #include "gmr/cuda_resource.h"
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
+#include "gmr/sim/streams.h"
 #include "tests/support/gpu_fixture.h"
 
 namespace {
@@ -75,7 +76,7 @@ TEST_P(GraphArenaGpuPolicy, CapturedGraphUsesArenaMemoryAndReplays1000Times) {
   ASSERT_NE(nullptr, arena);
   gmr_resource *r = gmr_graph_arena_resource_as_resource(arena);
   gmr_stream stream = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&stream));
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
   const size_t out_bytes = a_bytes + b_bytes + a_bytes;
   unsigned char *out = nullptr;  // outside the arena, allocated before capture
@@ -132,7 +133,7 @@ TEST_P(GraphArenaGpuPolicy, CapturedGraphUsesArenaMemoryAndReplays1000Times) {
   EXPECT_EQ(0u, st.in_use_bytes);
   EXPECT_EQ(cudaSuccess, cudaFree(out));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(stream));
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, GraphArenaGpuPolicy,
@@ -146,7 +147,7 @@ TEST_F(GraphArenaGpu, AutomaticDetectionSeesARealCapture) {
       Make(4 * MiB, GMR_GRAPH_ARENA_MONOTONE, GMR_GRAPH_ARENA_DETECT_AUTO);
   gmr_resource *r = gmr_graph_arena_resource_as_resource(arena);
   gmr_stream stream = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&stream));
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
   void *before = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 4096, 0, stream, &before));  // uncaptured
@@ -181,7 +182,7 @@ TEST_F(GraphArenaGpu, AutomaticDetectionSeesARealCapture) {
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena, mem));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_reset(arena, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(stream));
 }
 
 TEST_F(GraphArenaGpu, ExhaustionInCaptureRefusesAndTheCaptureStaysValid) {
@@ -189,7 +190,7 @@ TEST_F(GraphArenaGpu, ExhaustionInCaptureRefusesAndTheCaptureStaysValid) {
       Make(MiB, GMR_GRAPH_ARENA_MONOTONE, GMR_GRAPH_ARENA_DETECT_AUTO);
   gmr_resource *r = gmr_graph_arena_resource_as_resource(arena);
   gmr_stream stream = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&stream));
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
   ASSERT_EQ(cudaSuccess, cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   void *p = nullptr, *q = nullptr;
@@ -229,12 +230,12 @@ TEST_F(GraphArenaGpu, ExhaustionInCaptureRefusesAndTheCaptureStaysValid) {
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 512 * KiB, 0, stream));
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena, mem));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(stream));
 }
 
 TEST_F(GraphArenaGpu, CudaMallocInCaptureFailsAsDocumented) {
   gmr_stream stream = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&stream));
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
   void *out = nullptr;
   ASSERT_EQ(cudaSuccess, cudaMalloc(&out, 4096));
@@ -272,7 +273,7 @@ TEST_F(GraphArenaGpu, CudaMallocInCaptureFailsAsDocumented) {
   EXPECT_EQ(nullptr, graph);
   (void)cudaGetLastError();  // clear the error the failed capture left
   EXPECT_EQ(cudaSuccess, cudaFree(out));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(stream));
 }
 
 TEST_F(GraphArenaGpu, TwoThreadsCaptureAtTheSameTimeEachWithItsOwnSession) {
@@ -287,7 +288,7 @@ TEST_F(GraphArenaGpu, TwoThreadsCaptureAtTheSameTimeEachWithItsOwnSession) {
   gmr_graph_memory *mems[kThreads] = {};
   void *blocks[kThreads][2] = {};
   for (int t = 0; t < kThreads; ++t) {
-    ASSERT_EQ(GMR_OK, gmr_stream_create(&streams[t]));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&streams[t]));
     ASSERT_EQ(cudaSuccess, cudaMalloc(reinterpret_cast<void **>(&outs[t]), 2 * kBytes));
   }
   int errors[kThreads] = {};
@@ -350,7 +351,7 @@ TEST_F(GraphArenaGpu, TwoThreadsCaptureAtTheSameTimeEachWithItsOwnSession) {
       ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b, kBytes, 0, streams[t]));
     ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena, mems[t]));
     EXPECT_EQ(cudaSuccess, cudaFree(outs[t]));
-    EXPECT_EQ(GMR_OK, gmr_stream_destroy(streams[t]));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(streams[t]));
   }
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
 }

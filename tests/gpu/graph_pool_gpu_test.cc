@@ -20,6 +20,7 @@
 
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
 #include "tests/gpu/fill_kernel.h"
 #include "tests/support/gpu_fixture.h"
@@ -50,7 +51,7 @@ class GraphPoolGpu : public GpuTest {
     GpuTest::SetUp();
     if (IsSkipped()) return;
     ASSERT_EQ(cudaSuccess, fill_.load());
-    ASSERT_EQ(GMR_OK, gmr_stream_create(&stream_));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&stream_));
     s_ = reinterpret_cast<cudaStream_t>(stream_);
   }
 
@@ -59,7 +60,7 @@ class GraphPoolGpu : public GpuTest {
       EXPECT_EQ(GMR_OK, gmr_stack_destroy(stack_));
     }
     if (stream_ != nullptr) {
-      EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream_));
+      EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(stream_));
     }
   }
 
@@ -67,7 +68,8 @@ class GraphPoolGpu : public GpuTest {
     gmr_spec_error e;
     ASSERT_EQ(GMR_OK, gmr_stack_create(spec, &stack_, &e)) << e.message;
     top_ = gmr_stack_as_resource(stack_);
-    arena_ = gmr_graph_arena_resource_find_in_stack(top_);
+    arena_ =
+        gmr_graph_arena_resource_from_resource(gmr_resource_find(top_, "graph_arena_resource"));
     ASSERT_NE(nullptr, arena_);
   }
 
@@ -301,7 +303,7 @@ TEST_F(GraphPoolGpu, ACaptureTakesThePoolsFreeBlockAfterTheStreamThatUsedIt) {
   Build("graph_arena(uncaptured=forward, policy=ordered_reuse, detect=hinted) > pool(arenas=1) > "
         "cuda(kind=device)");
   gmr_stream side = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&side));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&side));
   cudaStream_t w = reinterpret_cast<cudaStream_t>(side);
   const size_t n = 16 * MiB;
   void *warm = nullptr;
@@ -352,7 +354,7 @@ TEST_F(GraphPoolGpu, ACaptureTakesThePoolsFreeBlockAfterTheStreamThatUsedIt) {
   ASSERT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena_, mem));
   EXPECT_EQ(0u, Stats().held_bytes) << "its chunk went back to the pool";
   EXPECT_EQ(cudaSuccess, cudaFree(out));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(side));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(side));
 }
 
 // ---- tools/replay's graph_pool on the capture traces, nothing reserved -------------------

@@ -23,6 +23,7 @@
 #include "gmr/log_adaptor.h"
 #include "gmr/nvtx_logging_adaptor.h"
 #include "gmr/pool_resource.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
 #include "tests/gpu/fill_kernel.h"
 #include "tests/support/gpu_fixture.h"
@@ -43,8 +44,8 @@ TEST_F(NvtxGpuTest, LoggingAdaptorOverCudaAsyncGivesWritableMemoryOnEveryStream)
             gmr_nvtx_logging_adaptor_create(gmr_cuda_resource_as_resource(cuda), nullptr, &nvtx));
   gmr_resource *r = gmr_nvtx_logging_adaptor_as_resource(nvtx);
   gmr_stream streams[2] = {nullptr, nullptr};
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&streams[0]));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&streams[1]));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&streams[0]));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&streams[1]));
 
   const size_t sizes[] = {1, 1000, 4096, size_t{3} << 20};
   struct Block {
@@ -64,7 +65,7 @@ TEST_F(NvtxGpuTest, LoggingAdaptorOverCudaAsyncGivesWritableMemoryOnEveryStream)
       blocks.push_back({p, bytes, s, value++});
     }
   }
-  for (gmr_stream s : streams) ASSERT_EQ(GMR_OK, gmr_stream_synchronize(s));
+  for (gmr_stream s : streams) ASSERT_EQ(GMR_OK, gmr_cuda_stream_synchronize(s));
   for (const Block &b : blocks) {
     std::vector<unsigned char> host(b.bytes);
     ASSERT_EQ(cudaSuccess, cudaMemcpy(host.data(), b.p, b.bytes, cudaMemcpyDeviceToHost));
@@ -74,8 +75,8 @@ TEST_F(NvtxGpuTest, LoggingAdaptorOverCudaAsyncGivesWritableMemoryOnEveryStream)
   }
   for (const Block &b : blocks) EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b.p, b.bytes, 0, b.s));
   for (gmr_stream s : streams) {
-    EXPECT_EQ(GMR_OK, gmr_stream_synchronize(s));
-    EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_synchronize(s));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
   }
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_cuda_resource_as_resource(cuda)));
@@ -152,7 +153,7 @@ void AllocateAndWrite(gmr_resource *r, const gmr_test::FillKernel &k,
       out->push_back({p, bytes, value++, s});
     }
   }
-  for (gmr_stream s : streams) ASSERT_EQ(GMR_OK, gmr_stream_synchronize(s));
+  for (gmr_stream s : streams) ASSERT_EQ(GMR_OK, gmr_cuda_stream_synchronize(s));
   for (const Written &w : *out) ASSERT_TRUE(HoldsOnly(w.p, w.bytes, w.value)) << w.bytes;
 }
 
@@ -176,7 +177,7 @@ class NvtxAnnotatedGpuTest : public GpuTest {
     ASSERT_EQ(cudaSuccess, kernel_.load());
     for (int i = 0; i < 2; ++i) {
       gmr_stream s = nullptr;
-      ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+      ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
       streams_.push_back(s);
     }
     gmr_cuda_resource_config cc = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
@@ -186,8 +187,8 @@ class NvtxAnnotatedGpuTest : public GpuTest {
 
   void TearDown() override {
     for (gmr_stream s : streams_) {
-      EXPECT_EQ(GMR_OK, gmr_stream_synchronize(s));
-      EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+      EXPECT_EQ(GMR_OK, gmr_cuda_stream_synchronize(s));
+      EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
     }
     if (cuda_ != nullptr) {
       EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_cuda_resource_as_resource(cuda_)));

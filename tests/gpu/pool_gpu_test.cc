@@ -16,6 +16,7 @@
 #include "gmr/device.h"
 #include "gmr/fixed_block_resource.h"
 #include "gmr/pool_resource.h"
+#include "gmr/sim/streams.h"
 #include "tests/support/gpu_fixture.h"
 
 namespace {
@@ -122,8 +123,8 @@ TEST_P(PoolsOnGpu, TwoStreamsWriteEveryByteOfDisjointBlocks) {
   GpuStack s = Make();
   ASSERT_NE(nullptr, s.top);
   gmr_stream streams[2] = {nullptr, nullptr};
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&streams[0]));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&streams[1]));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&streams[0]));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&streams[1]));
   std::mt19937 rng(1234);
   std::vector<Block> live;
   unsigned char next_value = 1;
@@ -155,8 +156,8 @@ TEST_P(PoolsOnGpu, TwoStreamsWriteEveryByteOfDisjointBlocks) {
       live.pop_back();
     }
   }
-  ASSERT_EQ(GMR_OK, gmr_stream_synchronize(streams[0]));
-  ASSERT_EQ(GMR_OK, gmr_stream_synchronize(streams[1]));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_synchronize(streams[0]));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_synchronize(streams[1]));
   for (const Block &b : live) ASSERT_NO_FATAL_FAILURE(ExpectFilled(b, s.name));
   for (const Block &b : live) {
     EXPECT_EQ(GMR_OK, gmr_resource_deallocate(s.top, b.ptr, b.bytes, 0, streams[b.stream]));
@@ -164,16 +165,16 @@ TEST_P(PoolsOnGpu, TwoStreamsWriteEveryByteOfDisjointBlocks) {
   size_t released = 0;
   EXPECT_EQ(GMR_OK, gmr_resource_trim(s.top, &released));
   Destroy(s);
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(streams[0]));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(streams[1]));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(streams[0]));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(streams[1]));
 }
 
 TEST_P(PoolsOnGpu, ABlockFreedWhileItsStreamIsBusyIsReusedInOrder) {
   GpuStack s = Make();
   ASSERT_NE(nullptr, s.top);
   gmr_stream a = nullptr, b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&a));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&b));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&a));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&b));
   // Keep stream a busy for a while: large memsets of a scratch buffer.
   void *scratch = nullptr;
   size_t scratch_bytes = 512 * MiB;
@@ -196,15 +197,15 @@ TEST_P(PoolsOnGpu, ABlockFreedWhileItsStreamIsBusyIsReusedInOrder) {
     mine.value = 0x55;
     ASSERT_EQ(GMR_OK, gmr_resource_allocate(s.top, bytes, 0, b, &mine.ptr));
     ASSERT_EQ(cudaSuccess, cudaMemsetAsync(mine.ptr, mine.value, bytes, reinterpret_cast<cudaStream_t>(b)));
-    ASSERT_EQ(GMR_OK, gmr_stream_synchronize(a));
-    ASSERT_EQ(GMR_OK, gmr_stream_synchronize(b));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_synchronize(a));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_synchronize(b));
     ASSERT_NO_FATAL_FAILURE(ExpectFilled(mine, s.name + " (reuse across streams)"));
     ASSERT_EQ(GMR_OK, gmr_resource_deallocate(s.top, mine.ptr, bytes, 0, b));
   }
   ASSERT_EQ(cudaSuccess, cudaFree(scratch));
   Destroy(s);
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(a));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(b));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(a));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(b));
 }
 
 // With stream_ids: a stream destroyed while its work on a block is pending,
@@ -222,7 +223,7 @@ TEST_P(PoolsOnGpu, ADestroyedStreamsPendingBlockIsNeverReusedUnordered) {
   int same_handle = 0;
   for (int i = 0; i < 8; ++i) {
     gmr_stream a = nullptr, b = nullptr;
-    ASSERT_EQ(GMR_OK, gmr_stream_create(&a));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&a));
     void *p = nullptr;
     for (int k = 0; k < 10; ++k) {  // past the pool's first frees on a
       ASSERT_EQ(GMR_OK, gmr_resource_allocate(s.top, bytes, 0, a, &p));
@@ -235,8 +236,8 @@ TEST_P(PoolsOnGpu, ADestroyedStreamsPendingBlockIsNeverReusedUnordered) {
     }
     ASSERT_EQ(cudaSuccess, cudaMemsetAsync(p, 0xAA, bytes, reinterpret_cast<cudaStream_t>(a)));
     ASSERT_EQ(GMR_OK, gmr_resource_deallocate(s.top, p, bytes, 0, a));
-    ASSERT_EQ(GMR_OK, gmr_stream_destroy(a));  // legal with work pending
-    ASSERT_EQ(GMR_OK, gmr_stream_create(&b));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_destroy(a));  // legal with work pending
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&b));
     same_handle += a == b;
     Block mine;
     mine.bytes = bytes;
@@ -247,7 +248,7 @@ TEST_P(PoolsOnGpu, ADestroyedStreamsPendingBlockIsNeverReusedUnordered) {
     ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
     ASSERT_NO_FATAL_FAILURE(ExpectFilled(mine, s.name + " (a new stream after a destroyed one)"));
     ASSERT_EQ(GMR_OK, gmr_resource_deallocate(s.top, mine.ptr, bytes, 0, b));
-    ASSERT_EQ(GMR_OK, gmr_stream_destroy(b));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_destroy(b));
   }
   RecordProperty("same_handle_count", same_handle);
   ASSERT_EQ(cudaSuccess, cudaFree(scratch));
@@ -260,8 +261,8 @@ TEST_P(PoolsOnGpu, RecordStreamKeepsABlockUntilTheSideStreamIsDone) {
   GpuStack s = Make();
   ASSERT_NE(nullptr, s.top);
   gmr_stream m = nullptr, side = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&m));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&side));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&m));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&side));
   void *scratch = nullptr;
   size_t scratch_bytes = 512 * MiB;
   ASSERT_EQ(cudaSuccess, cudaMalloc(&scratch, scratch_bytes));
@@ -288,8 +289,8 @@ TEST_P(PoolsOnGpu, RecordStreamKeepsABlockUntilTheSideStreamIsDone) {
   }
   ASSERT_EQ(cudaSuccess, cudaFree(scratch));
   Destroy(s);
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(m));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(side));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(m));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(side));
 }
 
 std::string StackName(const ::testing::TestParamInfo<int> &info) {
@@ -307,7 +308,7 @@ TEST_F(FixedBlockListOnGpu, EveryBlockOfAListIsWritableAndDistinct) {
   gmr_fixed_block_resource *f = gmr_fixed_block_resource_from_resource(s.top);
   ASSERT_NE(nullptr, f);
   gmr_stream stream = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&stream));
   gmr_block_list *list = nullptr;
   ASSERT_EQ(GMR_OK, gmr_fixed_block_resource_allocate_blocks(f, 40 * MiB + 5, stream, &list));
   ASSERT_EQ(41u, list->block_count);
@@ -320,14 +321,14 @@ TEST_F(FixedBlockListOnGpu, EveryBlockOfAListIsWritableAndDistinct) {
     ASSERT_EQ(cudaSuccess, cudaMemsetAsync(b.ptr, b.value, b.bytes, reinterpret_cast<cudaStream_t>(stream)));
     blocks.push_back(b);
   }
-  ASSERT_EQ(GMR_OK, gmr_stream_synchronize(stream));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_synchronize(stream));
   for (const Block &b : blocks) ASSERT_NO_FATAL_FAILURE(ExpectFilled(b, "block list"));
   EXPECT_EQ(GMR_OK, gmr_fixed_block_resource_deallocate_blocks(f, list, stream));
   gmr_fixed_block_resource_stats st = GMR_FIXED_BLOCK_RESOURCE_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_fixed_block_resource_get_stats(f, &st));
   EXPECT_EQ(0u, st.in_use_block_count);
   Destroy(s);
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(stream));
 }
 
 using PoolCaptureOnGpu = GpuTest;
@@ -335,7 +336,7 @@ using PoolCaptureOnGpu = GpuTest;
 TEST_F(PoolCaptureOnGpu, CaptureUsesOnlyTheStreamsOwnBlocksAndSurvives) {
   GpuStack s = MakePool(GMR_CUDA_KIND_DEVICE, 1, false);
   gmr_stream stream = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&stream));
   cudaStream_t cs = reinterpret_cast<cudaStream_t>(stream);
   void *p = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(s.top, MiB, 0, stream, &p));
@@ -353,7 +354,7 @@ TEST_F(PoolCaptureOnGpu, CaptureUsesOnlyTheStreamsOwnBlocksAndSurvives) {
   EXPECT_EQ(cudaSuccess, cudaGraphDestroy(graph));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(s.top, q, MiB, 0, stream));
   Destroy(s);
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(stream));
 }
 
 // allocate_capturing on a real capture in global mode: free memory is served
@@ -364,7 +365,7 @@ TEST_F(PoolCaptureOnGpu, CaptureUsesOnlyTheStreamsOwnBlocksAndSurvives) {
 TEST_F(PoolCaptureOnGpu, AllocateCapturingKeepsTheCaptureValid) {
   GpuStack s = MakePool(GMR_CUDA_KIND_DEVICE, 1, false);
   gmr_stream stream = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&stream));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&stream));
   cudaStream_t cs = reinterpret_cast<cudaStream_t>(stream);
   void *p = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(s.top, MiB, 0, stream, &p));
@@ -404,7 +405,7 @@ TEST_F(PoolCaptureOnGpu, AllocateCapturingKeepsTheCaptureValid) {
     EXPECT_EQ(GMR_OK, gmr_resource_deallocate(s.top, big, 64 * MiB, 0, stream));
   }
   Destroy(s);
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(stream));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(stream));
 }
 
 }  // namespace

@@ -68,10 +68,10 @@ class StackPolicyGpuTest : public ::testing::Test {
     if (stack == nullptr) return run;
     EXPECT_EQ(GMR_OK, replay_run(trace_, gmr_stack_as_resource(stack), 0, &run.result))
         << run.result.first_failure;
-    gmr_limiting_adaptor *lim =
-        gmr_limiting_adaptor_from_resource(gmr_stack_find(stack, "limiting_adaptor"));
-    gmr_tracking_adaptor *trk =
-        gmr_tracking_adaptor_from_resource(gmr_stack_find(stack, "tracking_adaptor"));
+    gmr_limiting_adaptor *lim = gmr_limiting_adaptor_from_resource(
+        gmr_resource_find(gmr_stack_as_resource(stack), "limiting_adaptor"));
+    gmr_tracking_adaptor *trk = gmr_tracking_adaptor_from_resource(
+        gmr_resource_find(gmr_stack_as_resource(stack), "tracking_adaptor"));
     EXPECT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(lim, &run.limiting));
     EXPECT_EQ(GMR_OK, gmr_tracking_adaptor_get_stats(trk, &run.tracking));
     // replay_run frees what the trace left live: nothing may stay on the books.

@@ -16,6 +16,7 @@
 #include "gmr/resource.h"
 #include "gmr/vmm_pool_resource.h"
 #include "tests/gpu/vmm_kernels.h"
+#include "tests/support/check_stack.h"
 #include "tests/support/gpu_fixture.h"
 
 namespace {
@@ -41,7 +42,7 @@ class VmmPoolGpu : public gmr_test::GpuTest {
   void TearDown() override {
     if (pool_ != nullptr) {
       char err[256];
-      EXPECT_EQ(GMR_OK, gmr_vmm_pool_resource_check_invariants(pool_, err, sizeof err)) << err;
+      EXPECT_EQ(GMR_OK, check_stack(r_, err, sizeof err)) << err;
       EXPECT_EQ(GMR_OK, gmr_resource_destroy(r_));
     }
     if (s_ != nullptr) {

@@ -325,10 +325,14 @@ TEST_F(ChunkListener, AFreeWithAnotherAlignmentReachesNoListener) {
 }
 
 TEST_F(ChunkListener, FindWalksDownTheStack) {
-  EXPECT_EQ(adaptor_, gmr_chunk_listener_adaptor_find(top_));
-  EXPECT_EQ(adaptor_, gmr_chunk_listener_adaptor_find(a_));
-  EXPECT_EQ(nullptr, gmr_chunk_listener_adaptor_find(gmr_cuda_resource_as_resource(cuda_)));
-  EXPECT_EQ(nullptr, gmr_chunk_listener_adaptor_find(nullptr));
+  EXPECT_EQ(adaptor_, gmr_chunk_listener_adaptor_from_resource(
+                          gmr_resource_find(top_, "chunk_listener_adaptor")));
+  EXPECT_EQ(adaptor_, gmr_chunk_listener_adaptor_from_resource(
+                          gmr_resource_find(a_, "chunk_listener_adaptor")));
+  EXPECT_EQ(nullptr, gmr_chunk_listener_adaptor_from_resource(gmr_resource_find(
+                         gmr_cuda_resource_as_resource(cuda_), "chunk_listener_adaptor")));
+  EXPECT_EQ(nullptr, gmr_chunk_listener_adaptor_from_resource(
+                         gmr_resource_find(nullptr, "chunk_listener_adaptor")));
   EXPECT_EQ(nullptr, gmr_chunk_listener_adaptor_from_resource(top_));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_chunk_listener_adaptor_create(nullptr, &adaptor_));
   EXPECT_EQ(nullptr, adaptor_);
@@ -399,7 +403,8 @@ TEST_F(ChunkListener, SpecsPutItBelowAPool) {
   gmr_spec_error e;
   ASSERT_EQ(GMR_OK, gmr_stack_create("pool > chunk_listener > cuda", &stack, &e)) << e.message;
   gmr_resource *top = gmr_stack_as_resource(stack);
-  gmr_chunk_listener_adaptor *found = gmr_chunk_listener_adaptor_find(top);
+  gmr_chunk_listener_adaptor *found =
+      gmr_chunk_listener_adaptor_from_resource(gmr_resource_find(top, "chunk_listener_adaptor"));
   ASSERT_NE(nullptr, found);
   EXPECT_STREQ("chunk_listener_adaptor",
                gmr_resource_get_type_name(gmr_chunk_listener_adaptor_as_resource(found)));

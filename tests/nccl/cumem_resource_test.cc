@@ -14,6 +14,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/nccl/cumem_resource.h"
 #include "gmr/device.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
 #include "tests/support/sim_fixture.h"
 
@@ -320,18 +321,18 @@ TEST_F(Cumem, TheDeviceRunningOutIsOutOfMemory) {
 TEST_F(Cumem, ACapturingStreamIsRefusedWithoutBreakingTheCapture) {
   Make();
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   void *p = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r_, kMiB, 0, s, &p));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   void *q = nullptr;
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate(r_, kMiB, 0, s, &q));
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_deallocate(r_, p, kMiB, 0, s));
   gmr_graph g = nullptr;
-  EXPECT_EQ(GMR_OK, gmr_stream_end_capture(s, &g)) << "the capture is still valid";
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g)) << "the capture is still valid";
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, kMiB, 0, s));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 TEST_F(Cumem, ThreadsAllocateAndFreeDisjointMemory) {

@@ -15,6 +15,7 @@
 #include "gmr/device.h"
 #include "gmr/device_resource.h"
 #include "gmr/resource.h"
+#include "gmr/sim/streams.h"
 #include "tests/support/sim_fixture.h"
 
 namespace {
@@ -69,7 +70,7 @@ TEST_F(MultiDevice, PerDeviceStacksOverVmmMemoryAreOpenToThePeer) {
       EXPECT_EQ(3u, m.access_device_mask) << "readable and writable by both devices";
       // "The other device reads it": a copy issued with the other device current.
       std::vector<unsigned char> host(3 * kMiB, 0);
-      EXPECT_EQ(GMR_OK, gmr_memcpy_async(host.data(), p, host.size(), nullptr));
+      EXPECT_EQ(GMR_OK, gmr_cuda_stream_memcpy_async(host.data(), p, host.size(), nullptr));
       EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 3 * kMiB, 0, nullptr));
       EXPECT_EQ(other, Current());
     }
@@ -122,7 +123,7 @@ TEST_F(MultiDevice, TheCallersDeviceIsRestoredAfterEveryCall) {
   ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("vmm_pool(va_chunk=1GiB)", nullptr));
   ASSERT_EQ(GMR_OK, gmr_device_set_current(1));
   gmr_stream s1 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s1));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s1));
   ASSERT_EQ(GMR_OK, gmr_device_set_current(0));
   gmr_resource *r = nullptr;
   ASSERT_EQ(GMR_OK, gmr_device_resource_get(1, &r, nullptr));
@@ -133,13 +134,13 @@ TEST_F(MultiDevice, TheCallersDeviceIsRestoredAfterEveryCall) {
   EXPECT_EQ(1, Mapping(p).device);
   ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r, p, s1));
   EXPECT_EQ(0, Current()) << "record_stream";
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s1));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s1));
   gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r, 5 * kMiB, 0, s1, &q, &f)) << f.message;
   EXPECT_EQ(0, Current()) << "allocate_capturing";
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s1, &g));
-  ASSERT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s1, &g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   gmr_memory_info info = GMR_MEMORY_INFO_INIT;
   ASSERT_EQ(GMR_OK, gmr_resource_get_memory_info(r, &info));
   EXPECT_EQ(0, Current()) << "memory info";
@@ -152,7 +153,7 @@ TEST_F(MultiDevice, TheCallersDeviceIsRestoredAfterEveryCall) {
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r, nullptr));
   EXPECT_EQ(0, Current()) << "trim";
   ASSERT_EQ(GMR_OK, gmr_device_set_current(1));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s1));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s1));
   ASSERT_EQ(GMR_OK, gmr_device_set_current(0));
 }
 

@@ -303,7 +303,8 @@ TEST_F(Nccl, ACommunicatorWithRegistrationsIsNotDestroyed) {
   EXPECT_EQ(2u, Counts().live_comm_count) << "nothing was destroyed";
   EXPECT_EQ(1u, Counts().live_registration_count);
   // Destroying the stack below a registration is refused too.
-  gmr_chunk_listener_adaptor *cl = gmr_chunk_listener_adaptor_find(pool);
+  gmr_chunk_listener_adaptor *cl =
+      gmr_chunk_listener_adaptor_from_resource(gmr_resource_find(pool, "chunk_listener_adaptor"));
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(gmr_chunk_listener_adaptor_as_resource(cl)));
   ASSERT_EQ(GMR_OK, gmr_nccl_deregister(reg, nullptr));
   EXPECT_EQ(GMR_OK, gmr_nccl_comm_destroy(comms_[1], &f)) << f.message;
@@ -364,8 +365,10 @@ TEST_F(Nccl, ARegistrationNcclRefusesFailsTheAllocationAndLeaksNothing) {
   EXPECT_EQ(GMR_ERR_NCCL, gmr_nccl_register_pool(comms_[0], other, &r2, &f));
   EXPECT_EQ(nullptr, r2);
   gmr_chunk_listener_adaptor_stats cs = GMR_CHUNK_LISTENER_ADAPTOR_STATS_INIT;
-  ASSERT_EQ(GMR_OK,
-            gmr_chunk_listener_adaptor_get_stats(gmr_chunk_listener_adaptor_find(other), &cs));
+  ASSERT_EQ(GMR_OK, gmr_chunk_listener_adaptor_get_stats(
+                        gmr_chunk_listener_adaptor_from_resource(
+                            gmr_resource_find(other, "chunk_listener_adaptor")),
+                        &cs));
   EXPECT_EQ(0u, cs.listener_count);
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(other, p, kMiB, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_nccl_deregister(reg, nullptr));

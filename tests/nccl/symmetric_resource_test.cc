@@ -16,6 +16,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/nccl/cumem_resource.h"
 #include "gmr/device.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
 #include "gmr/nccl/symmetric_resource.h"
 #include "tests/support/sim_fixture.h"
@@ -80,8 +81,8 @@ TEST_F(Symmetric, TheSameSequenceGivesTheSameOffsetsOnTwoDevices) {
   Make(1, c);
   ASSERT_EQ(GMR_OK, gmr_device_set_current(1));
   gmr_stream s1[2] = {nullptr, nullptr};
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s1[0]));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s1[1]));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s1[0]));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s1[1]));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s1[1], true));
   ASSERT_EQ(GMR_OK, gmr_device_set_current(0));
   std::mt19937 rng(15);
@@ -128,8 +129,8 @@ TEST_F(Symmetric, TheSameSequenceGivesTheSameOffsetsOnTwoDevices) {
   }
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s1[1], false));
   ASSERT_EQ(GMR_OK, gmr_device_set_current(1));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s1[0]));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s1[1]));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s1[0]));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s1[1]));
   ASSERT_EQ(GMR_OK, gmr_device_set_current(0));
 }
 
@@ -165,8 +166,8 @@ TEST_F(Symmetric, MemoryFreedOnAnotherStreamIsWaitedOnByTheGpu) {
   Make(0);
   gmr_resource *r = ranks_[0].r;
   gmr_stream s1 = nullptr, s2 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s1));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s2));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s1));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s2));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s1, true));
   void *p = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, kMiB, 0, s1, &p));
@@ -188,8 +189,8 @@ TEST_F(Symmetric, MemoryFreedOnAnotherStreamIsWaitedOnByTheGpu) {
       << "the host neither waits nor asks";
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, kMiB, 0, s2));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s1, false));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s1));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s2));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s1));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s2));
 }
 
 TEST_F(Symmetric, RegionsAreNumberedInOrderAndTrimGivesBackTheLastFreeOnes) {
@@ -315,17 +316,17 @@ TEST_F(Symmetric, ACapturingStreamIsRefused) {
   Make(0);
   gmr_resource *r = ranks_[0].r;
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   void *p = nullptr, *q = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, kMiB, 0, s, &p));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_allocate(r, kMiB, 0, s, &q));
   EXPECT_EQ(GMR_ERR_CAPTURE_UNSAFE, gmr_resource_deallocate(r, p, kMiB, 0, s));
   gmr_graph g = nullptr;
-  EXPECT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
-  EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g));
+  EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, kMiB, 0, s));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 TEST_F(Symmetric, ThreadsGetDisjointBlocks) {

@@ -13,6 +13,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/fixed_block_resource.h"
+#include "gmr/sim/streams.h"
 #include "tests/support/sim_fixture.h"
 
 namespace gmr_test {
@@ -35,7 +36,7 @@ class FixedBlockTest : public SimTest {
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(upstream_));
     for (gmr_stream s : streams_) {
       EXPECT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s, false));
-      EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+      EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
     }
     SimTest::TearDown();
   }
@@ -56,7 +57,7 @@ class FixedBlockTest : public SimTest {
 
   gmr_stream Stream() {
     gmr_stream s = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_stream_create(&s));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
     streams_.push_back(s);
     return s;
   }

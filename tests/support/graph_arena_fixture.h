@@ -19,6 +19,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
+#include "gmr/sim/streams.h"
 #include "tests/support/capture_leaf.h"
 #include "tests/support/sim_fixture.h"
 
@@ -77,7 +78,7 @@ class GraphArena : public SimTest {
   }
 
   void TearDown() override {
-    for (gmr_stream s : streams_) EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+    for (gmr_stream s : streams_) EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(up_));
     for (gmr_capture_leaf *l : leaves_) {
       EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_capture_leaf_as_resource(l)));
@@ -100,7 +101,7 @@ class GraphArena : public SimTest {
 
   gmr_stream NewStream() {
     gmr_stream s = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_stream_create(&s));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
     streams_.push_back(s);
     return s;
   }
@@ -156,7 +157,7 @@ class ArenaCapture : public gmr_test::SimTest {
   std::vector<gmr_capture_leaf *> leaves_;
 
   void TearDown() override {
-    for (gmr_stream s : streams_) EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+    for (gmr_stream s : streams_) EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
     for (gmr_capture_leaf *l : leaves_) {
       EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_capture_leaf_as_resource(l)));
     }
@@ -165,7 +166,7 @@ class ArenaCapture : public gmr_test::SimTest {
 
   gmr_stream NewStream() {
     gmr_stream s = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_stream_create(&s));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
     streams_.push_back(s);
     return s;
   }
@@ -211,8 +212,8 @@ class ArenaCapture : public gmr_test::SimTest {
   // End the real capture (it must be valid) and the arena's session.
   static gmr_graph_memory *EndCapture(gmr_graph_arena_resource *a, gmr_stream s) {
     gmr_graph g = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_stream_end_capture(s, &g)) << "the capture was invalidated";
-    EXPECT_EQ(GMR_OK, gmr_graph_destroy(g));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g)) << "the capture was invalidated";
+    EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
     gmr_graph_memory *m = nullptr;
     EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_end_capture(a, s, &m));
     return m;

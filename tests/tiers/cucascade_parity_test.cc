@@ -19,6 +19,7 @@
 #include "gmr/device.h"
 #include "gmr/limiting_adaptor.h"
 #include "gmr/policy.h"
+#include "tests/support/policies.h"
 #include "tests/tiers/tier_fixture.h"
 
 namespace {
@@ -73,7 +74,7 @@ TEST_F(Parity, ReserveUpToWithNothingAvailableGivesAZeroByteReservationThatGrows
   // A 0-byte reservation bound with `increase` grows with its stream.
   all = ReserveIn(GMR_TIER_GPU, 0, 1 * MiB);
   ASSERT_EQ(GMR_OK, gmr_tier_manager_reserve_up_to(m_, &gpu, 1 * KiB, &zero, &got, &f));
-  gmr_limit_policy increase = gmr_limit_policy_increase(1.0, 0);
+  gmr_limit_policy increase = gmr_test::IncreasePolicy("increase", 1.0, 0);
   ASSERT_EQ(GMR_OK, gmr_reservation_bind_stream(m_, zero, streams_[0], &increase, &f));
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, Refused(4 * KiB, streams_[0], &f));  // still full
   Release(all);
@@ -111,7 +112,8 @@ TEST_F(Parity, AZeroByteReservationIsNeverADiskOne) {
 // 2. Adopted: the reservation's policy is asked before the capacity refuses.
 TEST_F(Parity, IncreaseGrowsTheReservationAsFarAsTheSpaceAllowsBeforeTheCapacityRefuses) {
   Make({GpuConfig(0, 1 * MiB)});
-  gmr_reservation_id r = Bound(128 * KiB, streams_[0], gmr_limit_policy_increase(1.25, 0));
+  gmr_reservation_id r =
+      Bound(128 * KiB, streams_[0], gmr_test::IncreasePolicy("increase", 1.25, 0));
   void *untracked = Alloc(768 * KiB, streams_[1]);  // used: 896 KiB; 128 KiB available
   // 512 KiB pass both the reservation (128 KiB) and the capacity (768 + 512 > 1024 KiB).
   gmr_failure f = GMR_FAILURE_INIT;
@@ -147,8 +149,8 @@ TEST_F(Parity, IncreaseGrowsTheReservationAsFarAsTheSpaceAllowsBeforeTheCapacity
 
 TEST_F(Parity, AtTheCapacityOtherPoliciesAreAskedFirstToo) {
   Make({GpuConfig(0, 1 * MiB)});
-  gmr_reservation_id lenient = Bound(64 * KiB, streams_[0], gmr_limit_policy_ignore());
-  gmr_reservation_id strict = Bound(64 * KiB, streams_[1], gmr_limit_policy_fail());
+  gmr_reservation_id lenient = Bound(64 * KiB, streams_[0], gmr_test::LimitPolicy("ignore"));
+  gmr_reservation_id strict = Bound(64 * KiB, streams_[1], gmr_test::LimitPolicy("fail"));
   void *untracked = Alloc(1000 * KiB, streams_[2]);  // 24 KiB left of the capacity
   gmr_failure f = GMR_FAILURE_INIT;
   // ignore would let it past its reservation; the capacity refuses: no overage.
@@ -177,7 +179,8 @@ TEST_F(Parity, IncreaseKeepsAPartialGrowthBelowTheCapacityToo) {
   gmr_memory_space_config c = GpuConfig(0, 1 * MiB);
   c.reservation_limit_fraction = 0.5;  // 512 KiB for reservations
   Make({c});
-  gmr_reservation_id r = Bound(128 * KiB, streams_[0], gmr_limit_policy_increase(1.25, 0));
+  gmr_reservation_id r =
+      Bound(128 * KiB, streams_[0], gmr_test::IncreasePolicy("increase", 1.25, 0));
   void *untracked = Alloc(256 * KiB, streams_[1]);  // used 384 KiB of 512
   gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, Refused(512 * KiB, streams_[0], &f));  // capacity fine
@@ -235,7 +238,7 @@ TEST_F(Parity, TheDefaultLimitPolicyIsFail) {
   EXPECT_EQ(0u, Info(r).overage_count);
   // cuCascade's behaviour on request: bind with `ignore`.
   ASSERT_EQ(GMR_OK, gmr_reservation_unbind_stream(m_, r));
-  gmr_limit_policy ignore = gmr_limit_policy_ignore();
+  gmr_limit_policy ignore = gmr_test::LimitPolicy("ignore");
   ASSERT_EQ(GMR_OK, gmr_reservation_bind_stream(m_, r, streams_[1], &ignore, &f));
   void *a = Alloc(64 * KiB, streams_[1]);
   void *b = Alloc(256, streams_[1]);

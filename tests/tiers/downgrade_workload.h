@@ -26,6 +26,7 @@
 
 #include "core/cuda_layer.h"
 #include "gmr/device.h"
+#include "gmr/sim/streams.h"
 #include "gmr/tiers/numa_host_resource.h"
 #include "gmr/tiers/stream_pool.h"
 #include "gmr/tiers/tier_manager.h"
@@ -232,11 +233,11 @@ class DowngradeWorkload {
       for (size_t k = 0; k < BlockCount() && ok; ++k) {
         char *gpu = static_cast<char *>(to_host ? b.ptr : dst) + k * c_.host_block_bytes;
         void *host = to_host ? dst_blocks[k] : b.blocks[k];
-        ok = Check(to_host ? gmr_memcpy_async(host, gpu, BlockSize(k), s)
-                           : gmr_memcpy_async(gpu, host, BlockSize(k), s),
+        ok = Check(to_host ? gmr_cuda_stream_memcpy_async(host, gpu, BlockSize(k), s)
+                           : gmr_cuda_stream_memcpy_async(gpu, host, BlockSize(k), s),
                    "copy");
       }
-      ok = ok && Check(gmr_stream_synchronize(s), "synchronise the copy");
+      ok = ok && Check(gmr_cuda_stream_synchronize(s), "synchronise the copy");
       copy_ns_ += static_cast<uint64_t>(MsSince(t0) * 1e6);
       if (ok && to_host) {
         ok = Check(gmr_resource_deallocate(source, b.ptr, c_.buffer_bytes, 0, s),
@@ -326,7 +327,7 @@ class DowngradeWorkload {
       ok = ok &&
            Check(gmr__status_from_cuda(cuda->memset_async(p, value, c_.buffer_bytes, s)),
                  "memset") &&
-           Check(gmr_stream_synchronize(s), "producer synchronise");
+           Check(gmr_cuda_stream_synchronize(s), "producer synchronise");
       fill_ns_ += NsSince(t_fill);
       Check(gmr_reservation_release(m_, r, &f), "producer release", &f);  // the buffer stays
       Check(gmr_stream_pool_release(pool, s), "producer return");
@@ -347,8 +348,9 @@ class DowngradeWorkload {
   void Verify(const Buffer &b) {
     auto t0 = Clock::now();
     readback_.resize(c_.buffer_bytes);
-    if (Check(gmr_memcpy_async(readback_.data(), b.ptr, c_.buffer_bytes, nullptr), "read back") &&
-        Check(gmr_stream_synchronize(nullptr), "read back synchronise")) {
+    if (Check(gmr_cuda_stream_memcpy_async(readback_.data(), b.ptr, c_.buffer_bytes, nullptr),
+              "read back") &&
+        Check(gmr_cuda_stream_synchronize(nullptr), "read back synchronise")) {
       size_t bad = 0;
       for (unsigned char v : readback_) bad += v != b.value;
       bad_bytes_ += bad;

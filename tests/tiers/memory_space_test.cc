@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "gmr/device.h"
+#include "gmr/sim/streams.h"
 #include "tests/tiers/tier_fixture.h"
 
 namespace {
@@ -82,7 +83,7 @@ TEST_F(SpaceTest, HysteresisKeepsDowngradingUntilTheStopLevel) {
 
 TEST_F(SpaceTest, UntrackedAllocationsCountTowardsUseAndBlockReservations) {
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   void *p = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(Res(GMR_TIER_GPU, 0), 700 * KiB, 0, s, &p));
   gmr_memory_space_stats st = SpaceStats(GMR_TIER_GPU, 0);
@@ -96,7 +97,7 @@ TEST_F(SpaceTest, UntrackedAllocationsCountTowardsUseAndBlockReservations) {
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(Res(GMR_TIER_GPU, 0), p, 700 * KiB, 0, s));
   EXPECT_EQ(1 * MiB, gmr_memory_space_get_available_bytes(s_));
   EXPECT_GE(SpaceStats(GMR_TIER_GPU, 0).peak_allocated_bytes, 700 * KiB);
-  ASSERT_EQ(GMR_OK, gmr_stream_destroy(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 TEST_F(SpaceTest, QueriesOnNullAndBadHeaders) {

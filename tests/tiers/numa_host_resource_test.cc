@@ -10,6 +10,7 @@
 
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
+#include "gmr/sim/streams.h"
 #include "gmr/tiers/numa_host_resource.h"
 #include "core/cuda_layer.h"
 #include "tests/support/sim_fixture.h"
@@ -158,10 +159,10 @@ TEST_F(NumaHost, CopiesBetweenPinnedBlocksThroughTheLayer) {
   void *b = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(R(), 4096, 0, nullptr, &b));
   std::memset(a, 7, 4096);
-  ASSERT_EQ(GMR_OK, gmr_memcpy_async(b, a, 4096, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_memcpy_async(b, a, 4096, nullptr));
   EXPECT_EQ(7, static_cast<unsigned char *>(b)[4095]);
-  EXPECT_EQ(GMR_OK, gmr_memcpy_async(b, nullptr, 0, nullptr));  // nothing to copy
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_memcpy_async(nullptr, a, 16, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_memcpy_async(b, nullptr, 0, nullptr));  // nothing to copy
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_cuda_stream_memcpy_async(nullptr, a, 16, nullptr));
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(R(), a, 4096, 0, nullptr));
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(R(), b, 4096, 0, nullptr));
   EXPECT_EQ(2u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_HOST_UNREGISTER));

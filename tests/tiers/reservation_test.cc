@@ -14,6 +14,7 @@
 #include "gmr/limiting_adaptor.h"
 #include "gmr/policy.h"
 #include "tests/support/mock_resource.h"
+#include "tests/support/policies.h"
 #include "tests/tiers/tier_fixture.h"
 
 namespace {
@@ -41,7 +42,7 @@ class Reservations : public gmr_test::StreamsTierTest {
 };
 
 TEST_F(Reservations, FailPolicyRefusesPastTheReservation) {
-  MakeGpu(gmr_limit_policy_fail());
+  MakeGpu(gmr_test::LimitPolicy("fail"));
   gmr_reservation_id r = Bound(64 * KiB, S(1));
   void *a = Alloc(48 * KiB, S(1));
   void *b = Alloc(16 * KiB, S(1));
@@ -69,7 +70,7 @@ TEST_F(Reservations, FailPolicyRefusesPastTheReservation) {
 }
 
 TEST_F(Reservations, IgnorePolicyAllowsAndCountsTheOverage) {
-  MakeGpu(gmr_limit_policy_ignore());
+  MakeGpu(gmr_test::LimitPolicy("ignore"));
   gmr_reservation_id r = Bound(64 * KiB, S(1));
   void *a = Alloc(100 * KiB, S(1));
   gmr_reservation_info i = Info(r);
@@ -89,7 +90,7 @@ TEST_F(Reservations, IgnorePolicyAllowsAndCountsTheOverage) {
 }
 
 TEST_F(Reservations, IncreasePolicyGrowsTheReservationWhileTheSpaceHasRoom) {
-  gmr_limit_policy increase = gmr_limit_policy_increase(1.25, 0);
+  gmr_limit_policy increase = gmr_test::IncreasePolicy("increase", 1.25, 0);
   MakeGpu(increase);
   gmr_reservation_id r = Bound(64 * KiB, S(1));
   void *a = Alloc(64 * KiB, S(1));
@@ -123,14 +124,14 @@ TEST_F(Reservations, IncreasePolicyGrowsTheReservationWhileTheSpaceHasRoom) {
 }
 
 TEST_F(Reservations, ABindingMayCarryItsOwnPolicy) {
-  MakeGpu(gmr_limit_policy_fail());
-  gmr_limit_policy ignore = gmr_limit_policy_ignore();
+  MakeGpu(gmr_test::LimitPolicy("fail"));
+  gmr_limit_policy ignore = gmr_test::LimitPolicy("ignore");
   gmr_reservation_id lenient = Bound(16 * KiB, S(1), &ignore);
   gmr_reservation_id strict = Bound(16 * KiB, S(2));
   void *a = Alloc(32 * KiB, S(1));
   Alloc(32 * KiB, S(2), GMR_ERR_LIMIT_EXCEEDED);
   Free(a, 32 * KiB, S(1));
-  gmr_limit_policy broken = gmr_limit_policy_fail();
+  gmr_limit_policy broken = gmr_test::LimitPolicy("fail");
   broken.name = nullptr;
   gmr_reservation_id r = ReserveIn(GMR_TIER_GPU, 0, 1 * KiB);
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_reservation_bind_stream(m_, r, S(3), &broken, nullptr));
@@ -141,7 +142,7 @@ TEST_F(Reservations, ABindingMayCarryItsOwnPolicy) {
 }
 
 TEST_F(Reservations, GrowAndShrinkMoveTheStreamsLimit) {
-  MakeGpu(gmr_limit_policy_fail());
+  MakeGpu(gmr_test::LimitPolicy("fail"));
   gmr_reservation_id r = Bound(32 * KiB, S(1));
   void *a = Alloc(32 * KiB, S(1));
   Alloc(16 * KiB, S(1), GMR_ERR_LIMIT_EXCEEDED);
@@ -155,7 +156,7 @@ TEST_F(Reservations, GrowAndShrinkMoveTheStreamsLimit) {
 }
 
 TEST_F(Reservations, ReleasedAllocationsBecomeUntrackedAndTheStreamCanBeBoundAgain) {
-  MakeGpu(gmr_limit_policy_fail());
+  MakeGpu(gmr_test::LimitPolicy("fail"));
   gmr_reservation_id r = Bound(64 * KiB, S(1));
   void *a = Alloc(40 * KiB, S(1));
   Release(r);  // the allocation outlives its reservation
@@ -192,7 +193,7 @@ TEST_F(Reservations, ReleasedAllocationsBecomeUntrackedAndTheStreamCanBeBoundAga
 }
 
 TEST_F(Reservations, RebindingTheSameReservationStartsAFreshCount) {
-  MakeGpu(gmr_limit_policy_fail());
+  MakeGpu(gmr_test::LimitPolicy("fail"));
   gmr_reservation_id r = Bound(64 * KiB, S(1));
   void *a = Alloc(48 * KiB, S(1));
   ASSERT_EQ(GMR_OK, gmr_reservation_unbind_stream(m_, r));
@@ -208,7 +209,7 @@ TEST_F(Reservations, RebindingTheSameReservationStartsAFreshCount) {
 }
 
 TEST_F(Reservations, FreesOfUnknownPointersAndMismatchedSizesChangeNothing) {
-  MakeGpu(gmr_limit_policy_fail());
+  MakeGpu(gmr_test::LimitPolicy("fail"));
   gmr_reservation_id r = Bound(64 * KiB, S(1));
   void *a = Alloc(8 * KiB, S(1));
   int local = 0;
@@ -222,7 +223,7 @@ TEST_F(Reservations, FreesOfUnknownPointersAndMismatchedSizesChangeNothing) {
 }
 
 TEST_F(Reservations, BindingRules) {
-  MakeGpu(gmr_limit_policy_fail());
+  MakeGpu(gmr_test::LimitPolicy("fail"));
   gmr_reservation_id a = Bound(8 * KiB, S(1));
   gmr_reservation_id b = ReserveIn(GMR_TIER_GPU, 0, 8 * KiB);
   gmr_failure f = GMR_FAILURE_INIT;
@@ -253,7 +254,7 @@ TEST_F(Reservations, TheSpacesStreamSlotsRunOut) {
 }
 
 TEST_F(Reservations, ASpaceThatRequiresReservationsRefusesOtherStreams) {
-  MakeGpu(gmr_limit_policy_fail(), /*require=*/true);
+  MakeGpu(gmr_test::LimitPolicy("fail"), /*require=*/true);
   void *p = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
   EXPECT_EQ(GMR_ERR_NO_RESERVATION, gmr_resource_allocate_ex(Gpu(), 1024, 0, S(1), &p, &f));
@@ -277,7 +278,7 @@ TEST_F(Reservations, ASpaceThatRequiresReservationsRefusesOtherStreams) {
 }
 
 TEST_F(Reservations, TheCapacityIsAHardLimitForEveryone) {
-  MakeGpu(gmr_limit_policy_ignore(), false, 256 * KiB);
+  MakeGpu(gmr_test::LimitPolicy("ignore"), false, 256 * KiB);
   gmr_reservation_id r = Bound(128 * KiB, S(1));
   void *a = Alloc(200 * KiB, S(1));  // past the reservation (ignored), within capacity
   gmr_failure f = GMR_FAILURE_INIT;
@@ -301,7 +302,7 @@ TEST_F(Reservations, TheSpacesOomPolicyRetries) {
   ASSERT_NE(nullptr, mock);
   gmr_memory_space_config c = GpuConfig(0, 1 * MiB);
   c.upstream = gmr_mock_resource_as_resource(mock);
-  c.on_oom = gmr_oom_policy_retry(Retry, nullptr, 2);
+  c.on_oom = gmr_test::RetryPolicy(Retry, nullptr, 2);
   Make({c});
   g_calls = 0;
   gmr_reservation_id r = Bound(64 * KiB, S(1));

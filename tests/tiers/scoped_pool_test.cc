@@ -16,6 +16,7 @@
 #include "gmr/cuda_resource.h"
 #include "gmr/device.h"
 #include "gmr/scoped/scoped_pool.h"
+#include "gmr/sim/streams.h"
 #include "tests/support/sim_fixture.h"
 #include "tests/support/stream_recorder.h"
 
@@ -44,7 +45,7 @@ class Scoped : public gmr_test::SimTest {
       EXPECT_EQ(GMR_OK, gmr_scope_registry_destroy(reg_));
     }
     for (gmr_resource *u : up_) EXPECT_EQ(GMR_OK, gmr_resource_destroy(u));
-    for (gmr_stream s : streams_) EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+    for (gmr_stream s : streams_) EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
     SimTest::TearDown();
   }
   gmr_scoped_pool *Pool() {
@@ -72,7 +73,7 @@ class Scoped : public gmr_test::SimTest {
   }
   gmr_stream NewStream() {
     gmr_stream s = nullptr;
-    EXPECT_EQ(GMR_OK, gmr_stream_create(&s));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
     streams_.push_back(s);
     return s;
   }

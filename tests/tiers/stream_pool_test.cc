@@ -14,6 +14,7 @@
 
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
+#include "gmr/sim/streams.h"
 #include "gmr/tiers/notification_channel.h"
 #include "gmr/tiers/stream_pool.h"
 #include "tests/support/sim_fixture.h"
@@ -198,10 +199,10 @@ TEST_F(StreamPool, BadInputChangesNothing) {
             gmr_stream_pool_acquire(pool_, static_cast<gmr_stream_acquire_policy>(9), 0, &s));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_stream_pool_acquire(pool_, GMR_STREAM_ACQUIRE_BLOCK, 0, nullptr));
   gmr_stream foreign = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&foreign));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&foreign));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_stream_pool_release(pool_, foreign));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_stream_pool_release(pool_, nullptr));
-  ASSERT_EQ(GMR_OK, gmr_stream_destroy(foreign));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_destroy(foreign));
   ASSERT_EQ(GMR_OK, gmr_stream_pool_acquire(pool_, GMR_STREAM_ACQUIRE_BLOCK, 0, &s));
   ASSERT_EQ(GMR_OK, gmr_stream_pool_release(pool_, s));
   EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_stream_pool_release(pool_, s));

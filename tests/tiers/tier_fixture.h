@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gmr/sim/streams.h"
 #include "gmr/tiers/memory_space.h"
 #include "gmr/tiers/reservation.h"
 #include "gmr/tiers/tier_manager.h"
@@ -125,14 +126,14 @@ class StreamsTierTest : public TierTest {
   explicit StreamsTierTest(size_t stream_count) : streams_(stream_count, nullptr) {}
   void SetUp() override {
     TierTest::SetUp();
-    for (gmr_stream &s : streams_) ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+    for (gmr_stream &s : streams_) ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   }
   void TearDown() override {
     if (m_ != nullptr) {
       EXPECT_EQ(GMR_OK, gmr_tier_manager_destroy(m_));
       m_ = nullptr;
     }
-    for (gmr_stream s : streams_) EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+    for (gmr_stream s : streams_) EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
     TierTest::TearDown();
   }
   // The first GPU space, as a resource.

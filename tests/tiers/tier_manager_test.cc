@@ -11,6 +11,7 @@
 
 #include "gmr/device.h"
 #include "gmr/tiers/stream_pool.h"
+#include "tests/support/policies.h"
 #include "tests/tiers/tier_fixture.h"
 
 namespace {
@@ -339,7 +340,7 @@ std::atomic<int> g_released{0};
 void CountRelease(void *) { g_released++; }
 
 TEST_F(Manager, OomPoliciesAreReleasedOnceOnEveryPath) {
-  gmr_oom_policy p = gmr_oom_policy_trim_retry(1);
+  gmr_oom_policy p = gmr_test::TrimRetryPolicy(1);
   p.release = CountRelease;
   g_released = 0;
   gmr_memory_space_config a = GpuConfig(0, MiB), b = HostConfig(0, MiB), bad = GpuConfig(7, MiB),

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gmr/device.h"
+#include "gmr/sim/streams.h"
 #include "gmr/tiers/stream_pool.h"
 #include "tests/tiers/tier_fixture.h"
 
@@ -89,7 +90,7 @@ TEST_F(Waiting, ANotifyThatDoesNotMakeRoomKeepsTheWaiterWaiting) {
 
 TEST_F(Waiting, AFreeOfUntrackedMemoryWakesAWaiter) {
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   void *p = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(Res(GMR_TIER_GPU, 0), 900 * KiB, 0, s, &p));
   gmr_reservation_id got = 0;
@@ -102,7 +103,7 @@ TEST_F(Waiting, AFreeOfUntrackedMemoryWakesAWaiter) {
   t.join();
   ASSERT_EQ(GMR_OK, st);
   Release(got);
-  ASSERT_EQ(GMR_OK, gmr_stream_destroy(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 TEST_F(Waiting, TimeoutSaysWhatWasAvailable) {

@@ -217,7 +217,7 @@ TEST_F(VmmFineFeatures, RandomWorkKeepsEveryBlockAndTheInvariants) {
   c.remap_permille = 0;
   Make(c);
   gmr_stream streams[2] = {nullptr, nullptr};
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&streams[1]));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&streams[1]));
   struct Block {
     unsigned char *p;
     size_t bytes;
@@ -270,7 +270,7 @@ TEST_F(VmmFineFeatures, RandomWorkKeepsEveryBlockAndTheInvariants) {
   }
   EXPECT_GT(Stats(pool_).remapped_page_count, 0u) << "memory moved on the way";
   gmr_test::ExpectInvariants(pool_);
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(streams[1]));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(streams[1]));
 }
 
 TEST_F(VmmFineFeatures, DestroyRefusedByTheDriverLeavesAUsablePool) {

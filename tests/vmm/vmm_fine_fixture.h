@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "gmr/sim/cuda_sim.h"
+#include "gmr/sim/streams.h"
 #include "gmr/device.h"
 #include "gmr/resource.h"
 #include "gmr/vmm_pool_resource.h"

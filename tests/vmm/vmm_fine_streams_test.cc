@@ -24,8 +24,8 @@ class VmmFineStreams : public gmr_test::FineTest {
   gmr_stream a_ = nullptr, b_ = nullptr;
   void SetUp() override {
     FineTest::SetUp();
-    ASSERT_EQ(GMR_OK, gmr_stream_create(&a_));
-    ASSERT_EQ(GMR_OK, gmr_stream_create(&b_));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&a_));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&b_));
   }
   void TearDown() override {
     if (pool_ != nullptr) {
@@ -33,8 +33,8 @@ class VmmFineStreams : public gmr_test::FineTest {
       EXPECT_EQ(GMR_OK, gmr_resource_destroy(r_));
       pool_ = nullptr;
     }
-    EXPECT_EQ(GMR_OK, gmr_stream_destroy(a_));
-    EXPECT_EQ(GMR_OK, gmr_stream_destroy(b_));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(a_));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(b_));
     FineTest::TearDown();
   }
 };
@@ -143,7 +143,7 @@ TEST_F(VmmFineStreams, GrowthDuringACaptureMapsInRelaxedModeAndTouchesNoStream) 
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(a_, true));
   Free(pending, 2 * kPage, a_);
   const uint64_t records = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD);
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(b_));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(b_));
   void *p = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r_, 3 * kPage, 0, b_, &p, &f)) << f.message;
@@ -156,8 +156,8 @@ TEST_F(VmmFineStreams, GrowthDuringACaptureMapsInRelaxedModeAndTouchesNoStream) 
   EXPECT_EQ(records, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD))
       << "nothing recorded during the capture";
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(b_, &g)) << "the capture was not invalidated";
-  ASSERT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(b_, &g)) << "the capture was not invalidated";
+  ASSERT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(a_, false));
   void *other = Alloc(100, a_);
   EXPECT_NE(q, other) << "freed during B's capture without an event: B's only";
@@ -167,7 +167,7 @@ TEST_F(VmmFineStreams, GrowthDuringACaptureMapsInRelaxedModeAndTouchesNoStream) 
 
 TEST_F(VmmFineStreams, AFailedSwitchToRelaxedModeChangesNothing) {
   Make();
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(b_));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(b_));
   const uint64_t calls = VmmCalls();
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_THREAD_EXCHANGE_CAPTURE_MODE, 0, 1,
                                                 cudaErrorUnknown));
@@ -177,8 +177,8 @@ TEST_F(VmmFineStreams, AFailedSwitchToRelaxedModeChangesNothing) {
   EXPECT_EQ(calls, VmmCalls());
   EXPECT_EQ(0u, Held());
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(b_, &g));
-  ASSERT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(b_, &g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
 }
 
 TEST_F(VmmFineStreams, ThreadsAllocateAndFreeConcurrently) {

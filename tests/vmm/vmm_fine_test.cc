@@ -194,7 +194,7 @@ TEST_F(VmmFine, ARepeatingProgramMakesNoDriverCallAfterItsFirstRound) {
   c.va_chunk_bytes = 256 * kPage;
   Make(c);
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   auto round = [&] {
     std::vector<std::pair<void *, size_t>> live;
     unsigned x = 12345;
@@ -209,7 +209,7 @@ TEST_F(VmmFine, ARepeatingProgramMakesNoDriverCallAfterItsFirstRound) {
       }
     }
     for (auto &p : live) Free(p.first, p.second);
-    ASSERT_EQ(GMR_OK, gmr_stream_synchronize(s));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_synchronize(s));
   };
   round();
   round();
@@ -218,7 +218,7 @@ TEST_F(VmmFine, ARepeatingProgramMakesNoDriverCallAfterItsFirstRound) {
   round();
   EXPECT_EQ(calls, VmmCalls()) << "the third round finds everything in place";
   EXPECT_EQ(held, Held());
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 // The loop of tests/gpu/vmm_fine_gpu_test.cc with the `vmm` defaults, shaped
@@ -229,7 +229,7 @@ TEST_F(VmmFine, ATrainingLikeLoopRepeatsWithoutDriverCalls) {
   c.placement = GMR_VMM_POOL_PLACEMENT_FINE;
   Make(c);
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   auto step = [&] {
     std::vector<std::pair<void *, size_t>> kept;
     unsigned x = 99;
@@ -244,14 +244,14 @@ TEST_F(VmmFine, ATrainingLikeLoopRepeatsWithoutDriverCalls) {
       Free(kept.back().first, kept.back().second, s);
       kept.pop_back();
     }
-    ASSERT_EQ(GMR_OK, gmr_stream_synchronize(s));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_synchronize(s));
   };
   step();
   step();
   const uint64_t calls = VmmCalls();
   step();
   EXPECT_EQ(calls, VmmCalls());
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 // Four streams trading random-sized buffers (the bundled multistream trace's
@@ -264,7 +264,7 @@ TEST_F(VmmFine, StreamsTradingBuffersSettleAfterAFewMoves) {
   c.shard_count = 1;
   Make(c);
   gmr_stream s[4] = {};
-  for (auto &st : s) ASSERT_EQ(GMR_OK, gmr_stream_create(&st));
+  for (auto &st : s) ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&st));
   struct Buffer {
     void *p;
     size_t bytes;
@@ -291,7 +291,7 @@ TEST_F(VmmFine, StreamsTradingBuffersSettleAfterAFewMoves) {
     for (auto &b : live) Free(b.p, b.bytes, s[b.stream]);
     live.clear();
     live_bytes = 0;
-    for (auto &st : s) ASSERT_EQ(GMR_OK, gmr_stream_synchronize(st));
+    for (auto &st : s) ASSERT_EQ(GMR_OK, gmr_cuda_stream_synchronize(st));
   };
   uint64_t calls = VmmCalls();
   int settled_at = -1;
@@ -304,7 +304,7 @@ TEST_F(VmmFine, StreamsTradingBuffersSettleAfterAFewMoves) {
   // What the pool then holds: at most the remap threshold (1.5%) plus the
   // largest slack (32%) above the peak of live bytes, and the page rounding.
   EXPECT_LE(Held(), peak_live + peak_live * 335 / 1000 + 2 * kPage);
-  for (auto &st : s) EXPECT_EQ(GMR_OK, gmr_stream_destroy(st));
+  for (auto &st : s) EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(st));
 }
 
 TEST_F(VmmFine, MemoryInfoSaysWhatIsFreeAndTheLargestBlock) {

@@ -74,7 +74,7 @@ unsigned Churn(gmr_resource *r, gmr_stream s, unsigned seed, int calls) {
 TEST_F(FineThreads, ThreadsOnStreamsOfTheirOwnUseAShardEachAndRecordNothingOnceWarm) {
   Make(Sharded(4));
   std::vector<gmr_stream> streams(4, nullptr);
-  for (auto &s : streams) ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  for (auto &s : streams) ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   // Each thread takes its home first (one after the other), then all run
   // together.
   std::atomic<unsigned> homed{0}, failed{0};
@@ -110,15 +110,15 @@ TEST_F(FineThreads, ThreadsOnStreamsOfTheirOwnUseAShardEachAndRecordNothingOnceW
   EXPECT_EQ(0u, Stats(pool_).mapped_bytes);
   EXPECT_GE(s.peak_mapped_bytes, s.mapped_bytes);
   EXPECT_EQ(s.peak_mapped_bytes, Footprint().peak_held_bytes);
-  for (auto s2 : streams) EXPECT_EQ(GMR_OK, gmr_stream_destroy(s2));
+  for (auto s2 : streams) EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s2));
 }
 
 TEST_F(FineThreads, SharedStreamsAndCrossStreamFreesKeepExactStatistics) {
   Make(Sharded(4));
   gmr_stream shared = nullptr, own1 = nullptr, own2 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&shared));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&own1));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&own2));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&shared));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&own1));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&own2));
   // Threads 0 and 1 share a stream; 2 and 3 have their own. Every thread
   // hands half of its blocks to the next thread, which frees them on its
   // own stream (another shard's memory, another stream).
@@ -177,19 +177,19 @@ TEST_F(FineThreads, SharedStreamsAndCrossStreamFreesKeepExactStatistics) {
   EXPECT_EQ(s.mapped_bytes, info.held_bytes);
   EXPECT_EQ(s.mapped_bytes, Footprint().held_bytes);
   ExpectInvariants(pool_);
-  for (gmr_stream st : {shared, own1, own2}) ASSERT_EQ(GMR_OK, gmr_stream_synchronize(st));
+  for (gmr_stream st : {shared, own1, own2}) ASSERT_EQ(GMR_OK, gmr_cuda_stream_synchronize(st));
   size_t released = 0;
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r_, &released));
   EXPECT_EQ(s.mapped_bytes, released);
   EXPECT_EQ(0u, Footprint().held_bytes) << "trim gave every shard's memory back";
-  for (gmr_stream st : {shared, own1, own2}) EXPECT_EQ(GMR_OK, gmr_stream_destroy(st));
+  for (gmr_stream st : {shared, own1, own2}) EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(st));
 }
 
 TEST_F(FineThreads, MemoryFreedOnAStreamWithPendingWorkGoesToNoOtherStreamInAnyShard) {
   Make(Sharded(2));
   gmr_stream s1 = nullptr, s2 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s1));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s2));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s1));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s2));
   const size_t bytes = 64 * kKiB;
   void *p = nullptr, *q = nullptr;
   // A (shard a): p on s1. B (shard b): q on s2, then frees A's p on s2
@@ -206,7 +206,7 @@ TEST_F(FineThreads, MemoryFreedOnAStreamWithPendingWorkGoesToNoOtherStreamInAnyS
   EXPECT_EQ(2u, Stats(pool_).va_chunk_count) << "two shards in use";
   // Any thread on s1 (shard a) or on a new stream: never p while s2 runs.
   gmr_stream s3 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s3));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s3));
   std::vector<std::pair<void *, gmr_stream>> taken;
   OneByOne(4, [&](unsigned i) {
     gmr_stream s = i % 2 == 0 ? s1 : s3;
@@ -217,20 +217,20 @@ TEST_F(FineThreads, MemoryFreedOnAStreamWithPendingWorkGoesToNoOtherStreamInAnyS
   }
   for (auto &t : taken) Free(t.first, bytes, t.second);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(s2, false));
-  ASSERT_EQ(GMR_OK, gmr_stream_synchronize(s2));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_synchronize(s2));
   Free(q, bytes, s2);
-  for (gmr_stream st : {s1, s2, s3}) ASSERT_EQ(GMR_OK, gmr_stream_synchronize(st));
+  for (gmr_stream st : {s1, s2, s3}) ASSERT_EQ(GMR_OK, gmr_cuda_stream_synchronize(st));
   size_t released = 0;
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r_, &released));
   EXPECT_EQ(0u, Footprint().held_bytes);
-  for (gmr_stream st : {s1, s2, s3}) EXPECT_EQ(GMR_OK, gmr_stream_destroy(st));
+  for (gmr_stream st : {s1, s2, s3}) EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(st));
 }
 
 TEST_F(FineThreads, BadFreesGetTheirStatusFromWhicheverShardOwnsThePointer) {
   Make(Sharded(2));
   gmr_stream s1 = nullptr, s2 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s1));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s2));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s1));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s2));
   void *p = nullptr, *q = nullptr;
   OneByOne(2, [&](unsigned i) {
     if (i == 0) p = Alloc(1000, s1);
@@ -249,15 +249,15 @@ TEST_F(FineThreads, BadFreesGetTheirStatusFromWhicheverShardOwnsThePointer) {
   // Destroy waits for every shard.
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r_));
   Free(q, 3000, s1);
-  for (gmr_stream st : {s1, s2}) ASSERT_EQ(GMR_OK, gmr_stream_synchronize(st));
-  for (gmr_stream st : {s1, s2}) EXPECT_EQ(GMR_OK, gmr_stream_destroy(st));
+  for (gmr_stream st : {s1, s2}) ASSERT_EQ(GMR_OK, gmr_cuda_stream_synchronize(st));
+  for (gmr_stream st : {s1, s2}) EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(st));
 }
 
 TEST_F(FineThreads, SleepAndWakeActOnEveryShard) {
   Make(Sharded(2));
   gmr_stream s1 = nullptr, s2 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s1));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s2));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s1));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s2));
   void *p = nullptr, *q = nullptr;
   OneByOne(2, [&](unsigned i) {
     if (i == 0) p = Alloc(5000, s1);
@@ -283,8 +283,8 @@ TEST_F(FineThreads, SleepAndWakeActOnEveryShard) {
   Free(x, 100, s2);
   Free(p, 5000, s1);
   Free(q, 7000, s2);
-  for (gmr_stream st : {s1, s2}) ASSERT_EQ(GMR_OK, gmr_stream_synchronize(st));
-  for (gmr_stream st : {s1, s2}) EXPECT_EQ(GMR_OK, gmr_stream_destroy(st));
+  for (gmr_stream st : {s1, s2}) ASSERT_EQ(GMR_OK, gmr_cuda_stream_synchronize(st));
+  for (gmr_stream st : {s1, s2}) EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(st));
 }
 
 // A device of 8 pages.
@@ -296,8 +296,8 @@ class FineThreadsSmallDevice : public FineThreads {
 TEST_F(FineThreadsSmallDevice, WhenTheDeviceIsFullAnotherShardServesTheRequest) {
   Make(Sharded(2));
   gmr_stream s1 = nullptr, s2 = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s1));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s2));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s1));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s2));
   void *got = nullptr;
   OneByOne(2, [&](unsigned i) {
     if (i == 0) {  // shard a: 6 pages held, all free again
@@ -305,7 +305,7 @@ TEST_F(FineThreadsSmallDevice, WhenTheDeviceIsFullAnotherShardServesTheRequest) 
       void *b = Alloc(3 * kPage, s1);
       Free(a, 3 * kPage, s1);
       Free(b, 3 * kPage, s1);
-      ASSERT_EQ(GMR_OK, gmr_stream_synchronize(s1));
+      ASSERT_EQ(GMR_OK, gmr_cuda_stream_synchronize(s1));
     } else {  // shard b cannot grow by 5 pages: shard a's memory serves it
       got = Alloc(5 * kPage, s2);
     }
@@ -313,8 +313,8 @@ TEST_F(FineThreadsSmallDevice, WhenTheDeviceIsFullAnotherShardServesTheRequest) 
   ASSERT_NE(nullptr, got);
   EXPECT_LE(Footprint().peak_held_bytes, 8 * kPage);
   Free(got, 5 * kPage, s2);
-  for (gmr_stream st : {s1, s2}) ASSERT_EQ(GMR_OK, gmr_stream_synchronize(st));
-  for (gmr_stream st : {s1, s2}) EXPECT_EQ(GMR_OK, gmr_stream_destroy(st));
+  for (gmr_stream st : {s1, s2}) ASSERT_EQ(GMR_OK, gmr_cuda_stream_synchronize(st));
+  for (gmr_stream st : {s1, s2}) EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(st));
 }
 
 TEST_F(FineThreads, TooManyShardsIsRefusedWithTheLimit) {

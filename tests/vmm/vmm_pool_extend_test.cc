@@ -9,6 +9,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/resource.h"
+#include "gmr/sim/streams.h"
 #include "gmr/vmm_pool_resource.h"
 #include "tests/support/sim_fixture.h"
 #include "tests/vmm/vmm_test_util.h"
@@ -74,8 +75,8 @@ TEST_F(VmmPoolExtend, TakesAFreeRegionAfterIt) {
 
 TEST_F(VmmPoolExtend, AnotherStreamsPendingFreeRegionIsTakenAfterAGpuWait) {
   gmr_stream a = nullptr, b = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&a));
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&b));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&a));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&b));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(a, true));
   void *p = Alloc(1, b);
   void *q = Alloc(2, a);
@@ -85,8 +86,8 @@ TEST_F(VmmPoolExtend, AnotherStreamsPendingFreeRegionIsTakenAfterAGpuWait) {
   EXPECT_EQ(1u, gmr_cuda_sim_get_stream_wait_count(b));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 3 * kPage, 0, b));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(a, false));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(a));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(b));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(a));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(b));
 }
 
 TEST_F(VmmPoolExtend, RefusesWhenTheAddressesAfterItAreTakenAndChangesNothing) {
@@ -128,17 +129,17 @@ TEST_F(VmmPoolExtend, RefusesWhenTheAddressesAfterItAreTakenAndChangesNothing) {
 
 TEST_F(VmmPoolExtend, GrowthDuringCaptureMapsPagesWithoutBreakingIt) {
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   void *p = Alloc(1, s);
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   ASSERT_EQ(GMR_OK, gmr_resource_extend(r_, p, kPage, 4 * kPage, 0, s, nullptr));
   EXPECT_EQ(0, gmr_cuda_sim_get_thread_capture_mode());
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(s, &g));
-  ASSERT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(s, &g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   EXPECT_EQ("[4]", Layout(pool_));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 4 * kPage, 0, s));
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
 }
 
 // The client: hands out bump-allocated pieces of one chunk; when the chunk is

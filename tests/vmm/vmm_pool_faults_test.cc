@@ -17,6 +17,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/resource.h"
+#include "gmr/sim/streams.h"
 #include "gmr/vmm_pool_resource.h"
 #include "tests/support/sim_fixture.h"
 #include "tests/vmm/vmm_test_util.h"
@@ -91,15 +92,15 @@ class VmmPoolFaults : public gmr_test::SimTest {
     gmr_vmm_pool_resource_config c = gmr_test::TestConfig(16);
     ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool_, nullptr));
     r_ = gmr_vmm_pool_resource_as_resource(pool_);
-    ASSERT_EQ(GMR_OK, gmr_stream_create(&a_));
-    ASSERT_EQ(GMR_OK, gmr_stream_create(&b_));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&a_));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&b_));
   }
   void TearDown() override {
     EXPECT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(a_, false));
     gmr_test::ExpectInvariants(pool_);
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(r_));
-    EXPECT_EQ(GMR_OK, gmr_stream_destroy(a_));
-    EXPECT_EQ(GMR_OK, gmr_stream_destroy(b_));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(a_));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(b_));
     gmr_test::SimTest::TearDown();
   }
   void *Alloc(size_t pages, gmr_stream s) {

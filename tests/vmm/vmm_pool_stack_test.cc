@@ -12,6 +12,7 @@
 #include "gmr/device.h"
 #include "gmr/pool_resource.h"
 #include "gmr/resource.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
 #include "gmr/vmm_pool_resource.h"
 #include "tests/support/sim_fixture.h"
@@ -44,8 +45,8 @@ TEST_F(VmmPoolStack, OptionsReachThePool) {
                                      "small_pool=false, peer_access=none)",
                                      &s, &e))
       << e.message;
-  gmr_vmm_pool_resource *pool =
-      gmr_vmm_pool_resource_from_resource(gmr_stack_find(s, "vmm_pool_resource"));
+  gmr_vmm_pool_resource *pool = gmr_vmm_pool_resource_from_resource(
+      gmr_resource_find(gmr_stack_as_resource(s), "vmm_pool_resource"));
   ASSERT_NE(nullptr, pool);
   gmr_vmm_pool_resource_stats st = Stats(pool);
   EXPECT_EQ(4 * kMiB, st.page_bytes);
@@ -95,8 +96,8 @@ TEST_F(VmmPoolStack, TheVmmAliasAndComponentAreFinePlacement) {
     gmr_stack *g = nullptr;
     gmr_spec_error e;
     ASSERT_EQ(GMR_OK, gmr_stack_create(spec, &g, &e)) << e.message;
-    gmr_vmm_pool_resource *pool =
-        gmr_vmm_pool_resource_from_resource(gmr_stack_find(g, "vmm_pool_resource"));
+    gmr_vmm_pool_resource *pool = gmr_vmm_pool_resource_from_resource(
+        gmr_resource_find(gmr_stack_as_resource(g), "vmm_pool_resource"));
     ASSERT_NE(nullptr, pool);
     void *p = nullptr;
     ASSERT_EQ(GMR_OK, gmr_resource_allocate(gmr_stack_as_resource(g), 1000, 0, nullptr, &p));
@@ -150,7 +151,7 @@ TEST_P(VmmPoolTraces, BundledTracesReplayThroughVmmAndVmmPoolAlone) {
     replay_stack *stack = nullptr;
     ASSERT_EQ(GMR_OK, replay_stack_create(spec, &stack, err, sizeof err)) << err;
     gmr_vmm_pool_resource *pool = gmr_vmm_pool_resource_from_resource(
-        gmr_stack_find(replay_stack_get(stack), "vmm_pool_resource"));
+        gmr_resource_find(gmr_stack_as_resource(replay_stack_get(stack)), "vmm_pool_resource"));
     replay_result r;
     // Capture rows are ignored: graph capture is the graph pool's job.
     replay_options options = REPLAY_OPTIONS_DEFAULT;
@@ -183,7 +184,7 @@ TEST_P(VmmPoolTraces, VmmMeetsTheFootprintTargetsAndRepeatsWithoutDriverCalls) {
   replay_stack *stack = nullptr;
   ASSERT_EQ(GMR_OK, replay_stack_create("vmm", &stack, err, sizeof err)) << err;
   gmr_vmm_pool_resource *pool = gmr_vmm_pool_resource_from_resource(
-      gmr_stack_find(replay_stack_get(stack), "vmm_pool_resource"));
+      gmr_resource_find(gmr_stack_as_resource(replay_stack_get(stack)), "vmm_pool_resource"));
   replay_options options = REPLAY_OPTIONS_DEFAULT;
   options.capture = REPLAY_CAPTURE_OFF;
   options.pass_count = 3;
@@ -202,13 +203,13 @@ TEST_P(VmmPoolTraces, VmmMeetsTheFootprintTargetsAndRepeatsWithoutDriverCalls) {
   // Streams made now take the addresses the run's streams had, so the next
   // run's streams are surely new ones.
   gmr_stream taken[8] = {};
-  for (auto &st : taken) ASSERT_EQ(GMR_OK, gmr_stream_create(&st));
+  for (auto &st : taken) ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&st));
   options.pass_count = 1;
   options.before_pass = nullptr;
   replay_result third;
   ASSERT_EQ(GMR_OK, replay_run_with(t.trace, replay_stack_top(stack), 0, &options, &third))
       << third.first_failure;
-  for (auto &st : taken) EXPECT_EQ(GMR_OK, gmr_stream_destroy(st));
+  for (auto &st : taken) EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(st));
   const double live = double(t.trace->summary.peak_live_bytes);
   // 1.03, and below the best of cudaMallocAsync, PyTorch (caching and
   // expandable segments), CuPy and RMM on the same trace (anchors.md).

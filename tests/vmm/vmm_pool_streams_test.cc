@@ -13,6 +13,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/resource.h"
+#include "gmr/sim/streams.h"
 #include "gmr/vmm_pool_resource.h"
 #include "tests/support/sim_fixture.h"
 #include "tests/vmm/vmm_test_util.h"
@@ -34,14 +35,14 @@ class VmmPoolStreams : public gmr_test::SimTest {
     gmr_vmm_pool_resource_config c = gmr_test::TestConfig(64);
     ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool_, nullptr));
     r_ = gmr_vmm_pool_resource_as_resource(pool_);
-    ASSERT_EQ(GMR_OK, gmr_stream_create(&a_));
-    ASSERT_EQ(GMR_OK, gmr_stream_create(&b_));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&a_));
+    ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&b_));
   }
   void TearDown() override {
     gmr_test::ExpectInvariants(pool_);
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(r_));
-    EXPECT_EQ(GMR_OK, gmr_stream_destroy(a_));
-    EXPECT_EQ(GMR_OK, gmr_stream_destroy(b_));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(a_));
+    EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(b_));
     gmr_test::SimTest::TearDown();
   }
   void *Alloc(size_t pages, gmr_stream s) {
@@ -124,10 +125,10 @@ TEST_F(VmmPoolStreams, PendingMemoryIsRemappedWithAGpuWaitAndItsOldAddressWaitsF
 
 TEST_F(VmmPoolStreams, AStreamDestroyedRightAfterItsFreeIsNeverTouchedAgain) {
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
   void *p = Alloc(2, s);
   Free(p, 2, s);
-  ASSERT_EQ(GMR_OK, gmr_stream_destroy(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
   void *q = Alloc(2, b_);
   EXPECT_EQ(p, q);
   Free(q, 2, b_);
@@ -158,7 +159,7 @@ TEST_F(VmmPoolStreams, TrimGivesFreePagesBackToTheDeviceAfterTheirEvents) {
 
 TEST_F(VmmPoolStreams, RecordStreamHoldsMemoryBackUntilTheOtherStreamIsDone) {
   gmr_stream u = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&u));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&u));
   void *p = Alloc(2, a_);
   ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r_, p, u));
   ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r_, p, u)) << "twice is once";
@@ -192,7 +193,7 @@ TEST_F(VmmPoolStreams, RecordStreamHoldsMemoryBackUntilTheOtherStreamIsDone) {
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r_, &released));
   EXPECT_EQ(0u, Stats(pool_).live_count) << "U done: the small block was free again, and its "
                                             "chunk went back";
-  ASSERT_EQ(GMR_OK, gmr_stream_destroy(u));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_destroy(u));
 }
 
 TEST_F(VmmPoolStreams, GrowthDuringCaptureMapsPagesInRelaxedModeAndTouchesNoStream) {
@@ -203,7 +204,7 @@ TEST_F(VmmPoolStreams, GrowthDuringCaptureMapsPagesInRelaxedModeAndTouchesNoStre
   Free(pending, 2, a_);
   const uint64_t records = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD);
 
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(b_));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(b_));
   void *p = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r_, 3 * kPage, 0, b_, &p, &f)) << f.message;
@@ -218,8 +219,8 @@ TEST_F(VmmPoolStreams, GrowthDuringCaptureMapsPagesInRelaxedModeAndTouchesNoStre
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, kPage, 0, b_));
   EXPECT_EQ(records, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD));
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(b_, &g)) << "the capture was not invalidated";
-  ASSERT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(b_, &g)) << "the capture was not invalidated";
+  ASSERT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(a_, false));
 
   void *other = Alloc(1, a_);
@@ -236,7 +237,7 @@ TEST_F(VmmPoolStreams, GrowthDuringCaptureMapsPagesInRelaxedModeAndTouchesNoStre
 // pages in relaxed mode, with no stream-ordered call.
 TEST_F(VmmPoolStreams, SmallRequestsGrowDuringACapture) {
   const uint64_t records = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD);
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(b_));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(b_));
   void *p = nullptr, *q = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate_capturing(r_, 300, 0, b_, &p, &f)) << f.message;
@@ -248,13 +249,13 @@ TEST_F(VmmPoolStreams, SmallRequestsGrowDuringACapture) {
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, 5000, 0, b_));
   EXPECT_EQ(records, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD));
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(b_, &g)) << "the capture was not invalidated";
-  ASSERT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(b_, &g)) << "the capture was not invalidated";
+  ASSERT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, 300, 0, b_));
 }
 
 TEST_F(VmmPoolStreams, AFailedSwitchToRelaxedModeChangesNothing) {
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(b_));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(b_));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_THREAD_EXCHANGE_CAPTURE_MODE, 0, 1,
                                                 cudaErrorUnknown));
   void *p = nullptr;
@@ -263,8 +264,8 @@ TEST_F(VmmPoolStreams, AFailedSwitchToRelaxedModeChangesNothing) {
   EXPECT_NE(nullptr, std::strstr(f.message, "cudaThreadExchangeStreamCaptureMode")) << f.message;
   EXPECT_EQ("", Layout(pool_));
   gmr_graph g = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_end_capture(b_, &g));
-  ASSERT_EQ(GMR_OK, gmr_graph_destroy(g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_end_capture(b_, &g));
+  ASSERT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "gmr/device.h"
 #include "gmr/resource.h"
 #include "gmr/sim/cuda_sim.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
 #include "gmr/vmm_pool_sleep.h"
 #include "tests/vmm/vmm_sleep_fixture.h"
@@ -196,8 +197,8 @@ TEST_P(VmmSleepServing, ASleepDuringACaptureIsRefusedAndChangesNothing) {
   void *a = Alloc(kPage, kWeights);
   Fill(a, kPage, 9);
   gmr_stream s = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_stream_create(&s));
-  ASSERT_EQ(GMR_OK, gmr_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
   const gmr_test::SleepSnapshot before = gmr_test::TakeSnapshot(pool_);
   gmr_vmm_pool_sleep_options o = SaveTags(1u << kWeights);
   gmr_failure f = GMR_FAILURE_INIT;
@@ -205,8 +206,8 @@ TEST_P(VmmSleepServing, ASleepDuringACaptureIsRefusedAndChangesNothing) {
   EXPECT_NE(nullptr, std::strstr(f.message, "capture")) << f.message;
   EXPECT_EQ(before.Key(), gmr_test::TakeSnapshot(pool_).Key());
   gmr_graph g = nullptr;
-  EXPECT_NE(GMR_OK, gmr_stream_end_capture(s, &g)) << "the driver invalidated that capture";
-  EXPECT_EQ(GMR_OK, gmr_stream_destroy(s));
+  EXPECT_NE(GMR_OK, gmr_cuda_stream_end_capture(s, &g)) << "the driver invalidated that capture";
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(s));
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_sleep(pool_, &o, &f)) << f.message;
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_wake(pool_, nullptr, &f)) << f.message;
   EXPECT_TRUE(Same(a, kPage, 9));
@@ -362,9 +363,11 @@ TEST(VmmSleepFromASpec, FindReachesThePoolUnderAdaptors) {
   ASSERT_EQ(GMR_OK, gmr_stack_create("tracking > limiting(limit=1GiB) > vmm", &stack, &err))
       << err.message;
   gmr_resource *top = gmr_stack_as_resource(stack);
-  gmr_vmm_pool_resource *pool = gmr_vmm_pool_resource_find(top);
+  gmr_vmm_pool_resource *pool =
+      gmr_vmm_pool_resource_from_resource(gmr_resource_find(top, "vmm_pool_resource"));
   ASSERT_NE(nullptr, pool);
-  EXPECT_EQ(pool, gmr_vmm_pool_resource_find(gmr_vmm_pool_resource_as_resource(pool)));
+  EXPECT_EQ(pool, gmr_vmm_pool_resource_from_resource(gmr_resource_find(
+                      gmr_vmm_pool_resource_as_resource(pool), "vmm_pool_resource")));
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_set_default_tag(pool, kWeights));
   void *p = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(top, 5 * kMiB, 0, nullptr, &p));
@@ -381,9 +384,11 @@ TEST(VmmSleepFromASpec, FindReachesThePoolUnderAdaptors) {
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(stack));
 
   ASSERT_EQ(GMR_OK, gmr_stack_create("pool > cuda", &stack, &err)) << err.message;
-  EXPECT_EQ(nullptr, gmr_vmm_pool_resource_find(gmr_stack_as_resource(stack)));
+  EXPECT_EQ(nullptr, gmr_vmm_pool_resource_from_resource(
+                         gmr_resource_find(gmr_stack_as_resource(stack), "vmm_pool_resource")));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(stack));
-  EXPECT_EQ(nullptr, gmr_vmm_pool_resource_find(nullptr));
+  EXPECT_EQ(nullptr,
+            gmr_vmm_pool_resource_from_resource(gmr_resource_find(nullptr, "vmm_pool_resource")));
   EXPECT_EQ(GMR_OK, gmr_cuda_sim_disable());
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gmr/vmm_pool_resource.h"
+#include "tests/support/check_stack.h"
 
 namespace gmr_test {
 
@@ -62,7 +63,7 @@ inline std::string Layout(gmr_vmm_pool_resource *pool, const void *current = nul
 
 inline void ExpectInvariants(gmr_vmm_pool_resource *pool) {
   char err[256];
-  EXPECT_EQ(GMR_OK, gmr_vmm_pool_resource_check_invariants(pool, err, sizeof err)) << err;
+  EXPECT_EQ(GMR_OK, check_stack(gmr_vmm_pool_resource_as_resource(pool), err, sizeof err)) << err;
 }
 
 inline gmr_vmm_pool_resource_stats Stats(gmr_vmm_pool_resource *pool) {

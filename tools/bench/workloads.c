@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "gmr/device.h"
+#include "gmr/sim/streams.h"
 #include "tools/bench/bench_stacks.h"
 #include "tools/replay/measure.h"
 #include "tools/replay/timing.h"
@@ -310,7 +311,7 @@ gmr_status bench_threads(const bench_options *o, const char *stack, unsigned thr
     jobs[i].run_ns = (uint64_t)(o->thread_seconds * 1e9);
     jobs[i].ready = &ready;
     jobs[i].go = &go;
-    st = gmr_stream_create(&jobs[i].stream);
+    st = gmr_cuda_stream_create(&jobs[i].stream);
     if (st != GMR_OK) {
       snprintf(row->error, sizeof row->error, "creating a stream failed: %s", gmr_status_name(st));
       break;
@@ -318,7 +319,7 @@ gmr_status bench_threads(const bench_options *o, const char *stack, unsigned thr
     if (pthread_create(&ids[i], NULL, thread_main, &jobs[i]) != 0) {
       snprintf(row->error, sizeof row->error, "creating thread %u failed", i);
       st = GMR_ERR_INTERNAL;
-      GMR_IGNORE_STATUS(gmr_stream_destroy(jobs[i].stream));
+      GMR_IGNORE_STATUS(gmr_cuda_stream_destroy(jobs[i].stream));
       break;
     }
     started++;
@@ -341,8 +342,8 @@ gmr_status bench_threads(const bench_options *o, const char *stack, unsigned thr
       row->calls == 0 ? 0.0 : (double)slowest * (double)started / (double)row->calls;
   gmr_status cs = close_stack(&s, row);
   for (unsigned i = 0; i < started; ++i) {
-    GMR_IGNORE_STATUS(gmr_stream_synchronize(jobs[i].stream));
-    GMR_IGNORE_STATUS(gmr_stream_destroy(jobs[i].stream));
+    GMR_IGNORE_STATUS(gmr_cuda_stream_synchronize(jobs[i].stream));
+    GMR_IGNORE_STATUS(gmr_cuda_stream_destroy(jobs[i].stream));
   }
   free(jobs);
   free(ids);

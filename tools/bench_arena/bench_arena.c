@@ -4,7 +4,7 @@
  *
  * Each round: declare a session on the stream (explicit mode) or not
  * (automatic mode: the arena asks CUDA per call), start a real capture with
- * gmr_stream_begin_capture, time N allocations back to back (one clock read
+ * gmr_cuda_stream_begin_capture, time N allocations back to back (one clock read
  * before, one after: the loop's own cost is in the figure, the timer's is
  * not), then time N frees the same way, end the capture (it must still be
  * valid), end the session, release the memory. Sizes cycle through a fixed
@@ -31,6 +31,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/graph_arena_resource.h"
+#include "gmr/sim/streams.h"
 #include "tools/replay/numbers.h"
 #include "tools/replay/timing.h"
 
@@ -71,7 +72,7 @@ static bool run_mode(gmr_resource *upstream, const options *o, gmr_graph_arena_p
   }
   gmr_resource *r = gmr_graph_arena_resource_as_resource(arena);
   gmr_stream stream = NULL;
-  if (!check(gmr_stream_create(&stream), "gmr_stream_create")) return false;
+  if (!check(gmr_cuda_stream_create(&stream), "gmr_cuda_stream_create")) return false;
   double *alloc_ns = calloc(o->rounds, sizeof *alloc_ns);
   double *free_ns = calloc(o->rounds, sizeof *free_ns);
   bool ok = alloc_ns != NULL && free_ns != NULL;
@@ -80,7 +81,7 @@ static bool run_mode(gmr_resource *upstream, const options *o, gmr_graph_arena_p
     if (explicit_session) {
       ok = check(gmr_graph_arena_resource_begin_capture(arena, stream, NULL), "begin");
     }
-    ok = ok && check(gmr_stream_begin_capture(stream), "gmr_stream_begin_capture");
+    ok = ok && check(gmr_cuda_stream_begin_capture(stream), "gmr_cuda_stream_begin_capture");
     if (!ok) break;
     size_t made = 0;
     uint64_t t0 = replay_clock_now_ns();
@@ -99,8 +100,8 @@ static bool run_mode(gmr_resource *upstream, const options *o, gmr_graph_arena_p
     }
     uint64_t t2 = replay_clock_now_ns();
     gmr_graph graph = NULL;
-    ok = check(gmr_stream_end_capture(stream, &graph), "capture (it must stay valid)") && ok;
-    GMR_IGNORE_STATUS(gmr_graph_destroy(graph));
+    ok = check(gmr_cuda_stream_end_capture(stream, &graph), "capture (it must stay valid)") && ok;
+    GMR_IGNORE_STATUS(gmr_cuda_graph_destroy(graph));
     gmr_graph_memory *memory = NULL;
     ok = check(gmr_graph_arena_resource_end_capture(arena, stream, &memory), "end session") && ok;
     ok =
@@ -124,7 +125,7 @@ static bool run_mode(gmr_resource *upstream, const options *o, gmr_graph_arena_p
   free(alloc_ns);
   free(free_ns);
   ok = check(gmr_resource_destroy(r), "destroy arena") && ok;
-  GMR_IGNORE_STATUS(gmr_stream_destroy(stream));
+  GMR_IGNORE_STATUS(gmr_cuda_stream_destroy(stream));
   return ok;
 }
 

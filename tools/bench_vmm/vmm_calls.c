@@ -28,6 +28,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/resource.h"
+#include "gmr/sim/streams.h"
 #include "gmr/stack.h"
 #include "tools/replay/trace.h"
 
@@ -60,7 +61,7 @@ static int run(const char *spec, const char *name, const replay_trace *t, size_t
   uint32_t *alloc_stream = calloc(t->summary.alloc_count + 1, sizeof *alloc_stream);
   int rc = streams != NULL && ptrs != NULL && sizes != NULL && alloc_stream != NULL ? 0 : 1;
   for (size_t i = 0; rc == 0 && i < t->stream_count; ++i) {
-    if (t->stream_values[i] != 0 && gmr_stream_create(&streams[i]) != GMR_OK) rc = 1;
+    if (t->stream_values[i] != 0 && gmr_cuda_stream_create(&streams[i]) != GMR_OK) rc = 1;
   }
   for (size_t pass = 1; rc == 0 && pass <= passes; ++pass) {
     uint64_t before[COUNTED], after[COUNTED];
@@ -81,11 +82,11 @@ static int run(const char *spec, const char *name, const replay_trace *t, size_t
         sizes[e->alloc_index] = (size_t)e->size_bytes;
         alloc_stream[e->alloc_index] = e->stream_index;
       } else if (capture && e->op == REPLAY_OP_CAPTURE_BEGIN) {
-        if (gmr_stream_begin_capture(streams[e->stream_index]) != GMR_OK) rc = 1;
+        if (gmr_cuda_stream_begin_capture(streams[e->stream_index]) != GMR_OK) rc = 1;
       } else if (capture && e->op == REPLAY_OP_CAPTURE_END) {
         gmr_graph g = NULL;
-        if (gmr_stream_end_capture(streams[e->stream_index], &g) != GMR_OK ||
-            gmr_graph_destroy(g) != GMR_OK) {
+        if (gmr_cuda_stream_end_capture(streams[e->stream_index], &g) != GMR_OK ||
+            gmr_cuda_graph_destroy(g) != GMR_OK) {
           fprintf(stderr, "vmm_calls: %s line %" PRIu64 ": the capture broke\n", name, e->line);
           rc = 1;
         }
@@ -110,7 +111,7 @@ static int run(const char *spec, const char *name, const replay_trace *t, size_t
       ptrs[i] = NULL;
     }
     for (size_t i = 0; i < t->stream_count; ++i) {
-      if (streams[i] != NULL) GMR_IGNORE_STATUS(gmr_stream_synchronize(streams[i]));
+      if (streams[i] != NULL) GMR_IGNORE_STATUS(gmr_cuda_stream_synchronize(streams[i]));
     }
     GMR_IGNORE_STATUS(gmr_device_synchronize());
     snapshot(after);
@@ -122,7 +123,7 @@ static int run(const char *spec, const char *name, const replay_trace *t, size_t
     printf("\n");
   }
   for (size_t i = 0; i < t->stream_count; ++i) {
-    if (streams[i] != NULL) GMR_IGNORE_STATUS(gmr_stream_destroy(streams[i]));
+    if (streams[i] != NULL) GMR_IGNORE_STATUS(gmr_cuda_stream_destroy(streams[i]));
   }
   if (gmr_stack_destroy(stack) != GMR_OK) {
     fprintf(stderr, "vmm_calls: destroying %s failed\n", spec);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gmr/device.h"
+#include "gmr/sim/streams.h"
 #include "tools/replay/replay_state.h"
 #include "tools/replay/timing.h"
 
@@ -30,7 +31,7 @@ static void destroy_streams(const replay_trace *trace, replay_state *s, replay_r
   if (s->streams == NULL) return;
   for (size_t i = 0; i < trace->stream_count; ++i) {
     if (s->streams[i] == NULL) continue;
-    gmr_status st = gmr_stream_destroy(s->streams[i]);
+    gmr_status st = gmr_cuda_stream_destroy(s->streams[i]);
     if (st != GMR_OK) {
       r->cleanup_failure_count++;
       replay__note_failure(r, "destroying the stream of recorded stream %" PRIu64 ": %s",
@@ -54,9 +55,9 @@ static void free_state(replay_state *s) {
 static gmr_status create_streams(const replay_trace *trace, replay_state *s, replay_result *r) {
   for (size_t i = 0; i < trace->stream_count; ++i) {
     if (trace->stream_values[i] == 0) continue; /* the default stream: NULL */
-    gmr_status st = gmr_stream_create(&s->streams[i]);
+    gmr_status st = gmr_cuda_stream_create(&s->streams[i]);
     if (st != GMR_OK) {
-      replay__note_failure(r, "gmr_stream_create for recorded stream %" PRIu64 " failed: %s",
+      replay__note_failure(r, "gmr_cuda_stream_create for recorded stream %" PRIu64 " failed: %s",
                            trace->stream_values[i], gmr_status_name(st));
       return st;
     }
@@ -157,7 +158,7 @@ static void free_live(const replay_trace *trace, gmr_resource *top, replay_state
 static void synchronize_streams(const replay_trace *trace, replay_state *s, replay_result *r) {
   for (size_t i = 0; i < trace->stream_count; ++i) {
     if (s->streams[i] == NULL) continue;
-    gmr_status st = gmr_stream_synchronize(s->streams[i]);
+    gmr_status st = gmr_cuda_stream_synchronize(s->streams[i]);
     if (st != GMR_OK) {
       r->cleanup_failure_count++;
       replay__note_failure(r, "synchronising the stream of recorded stream %" PRIu64 ": %s",
@@ -377,8 +378,12 @@ static gmr_status run(const replay_trace *trace, gmr_resource *top, uint64_t tim
   replay_state s;
   memset(&s, 0, sizeof s);
   s.options = *options;
-  s.arena = options->capture == REPLAY_CAPTURE_REAL ? gmr_graph_arena_resource_find_in_stack(top) : NULL;
-  out->has_graph_arena = gmr_graph_arena_resource_find_in_stack(top) != NULL;
+  s.arena =
+      options->capture == REPLAY_CAPTURE_REAL
+          ? gmr_graph_arena_resource_from_resource(gmr_resource_find(top, "graph_arena_resource"))
+          : NULL;
+  out->has_graph_arena = gmr_graph_arena_resource_from_resource(
+                             gmr_resource_find(top, "graph_arena_resource")) != NULL;
   if (!allocate_arrays(trace, &s, out, top)) {
     free_state(&s);
     replay_result_free(out);
@@ -400,7 +405,9 @@ static gmr_status run(const replay_trace *trace, gmr_resource *top, uint64_t tim
   }
   if (out->has_graph_arena) {
     out->arena = (gmr_graph_arena_resource_stats)GMR_GRAPH_ARENA_RESOURCE_STATS_INIT;
-    GMR_IGNORE_STATUS(gmr_graph_arena_resource_get_stats(gmr_graph_arena_resource_find_in_stack(top), &out->arena));
+    GMR_IGNORE_STATUS(gmr_graph_arena_resource_get_stats(
+        gmr_graph_arena_resource_from_resource(gmr_resource_find(top, "graph_arena_resource")),
+        &out->arena));
   }
   destroy_streams(trace, &s, out);
   free_state(&s);

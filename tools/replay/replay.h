@@ -4,7 +4,7 @@
  *
  * Events replay in file order on the calling thread. Each distinct recorded
  * stream gets a stream of its own: recorded stream 0 is the default stream
- * (NULL), every other value a stream from gmr_stream_create(). An allocation
+ * (NULL), every other value a stream from gmr_cuda_stream_create(). An allocation
  * that fails is counted and its later free skipped; the replay goes on.
  *
  * Passes: the trace replays pass_count times on the same stack and streams.
@@ -29,7 +29,7 @@
  *
  * Capture markers (capture_begin / capture_end rows) are honoured by default
  * (REPLAY_CAPTURE_REAL): the mapped stream really captures a CUDA graph
- * (gmr_stream_begin_capture / gmr_stream_end_capture, on a GPU and on the
+ * (gmr_cuda_stream_begin_capture / gmr_cuda_stream_end_capture, on a GPU and on the
  * simulation alike), so every layer of the stack sees a capturing stream and
  * a capture-unsafe call anywhere in it breaks the capture, which the result
  * counts. When the stack contains a graph_arena_resource, the replay also
@@ -55,6 +55,7 @@
 
 #include "gmr/graph_arena_resource.h"
 #include "gmr/resource.h"
+#include "gmr/sim/streams.h"
 #include "gmr/status.h"
 #include "tools/replay/trace.h"
 
@@ -142,7 +143,7 @@ typedef struct replay_result {
   gmr_failure first_alloc_failure; /* the record of the first failed allocate */
   /* The end of the run. */
   size_t live_at_end_count;   /* allocations live after the last event, freed then */
-  size_t stream_create_count; /* streams made with gmr_stream_create() */
+  size_t stream_create_count; /* streams made with gmr_cuda_stream_create() */
   /* REPLAY_TIMING_PER_CALL: host time per call in ns, timer overhead
    * subtracted, clamped at 0: one entry per call made, in call order, all
    * passes (owned; freed by replay_result_free). NULL otherwise. */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "gmr/device.h"
+#include "gmr/sim/streams.h"
 #include "tools/replay/replay_state.h"
 
 /* capture_begin: grow the arena if asked, open the arena's session, then
@@ -49,10 +50,11 @@ void replay__begin_capture(const replay_trace *trace, const replay_event *e, rep
           replay_trace_location_word(trace), e->line, recorded, gmr_status_name(st));
     }
   }
-  gmr_status st = gmr_stream_begin_capture(s->streams[i]);
+  gmr_status st = gmr_cuda_stream_begin_capture(s->streams[i]);
   if (st != GMR_OK) {
     r->capture_failure_count++;
-    replay__note_failure(r, "%s %" PRIu64 ": gmr_stream_begin_capture on stream %" PRIu64 ": %s",
+    replay__note_failure(r,
+                         "%s %" PRIu64 ": gmr_cuda_stream_begin_capture on stream %" PRIu64 ": %s",
                          replay_trace_location_word(trace), e->line, recorded, gmr_status_name(st));
     return;
   }
@@ -67,14 +69,14 @@ void replay__end_capture(const replay_trace *trace, uint32_t i, uint64_t line, r
   uint64_t recorded = trace->stream_values[i];
   if (s->capturing[i]) {
     gmr_graph graph = NULL;
-    gmr_status st = gmr_stream_end_capture(s->streams[i], &graph);
+    gmr_status st = gmr_cuda_stream_end_capture(s->streams[i], &graph);
     s->capturing[i] = false;
     if (st != GMR_OK) {
       r->capture_failure_count++;
       replay__note_failure(r,
                            "%s %" PRIu64 ": the capture of stream %" PRIu64
                            " was broken by a "
-                           "capture-unsafe call inside it (gmr_stream_end_capture: %s)",
+                           "capture-unsafe call inside it (gmr_cuda_stream_end_capture: %s)",
                            replay_trace_location_word(trace), line, recorded, gmr_status_name(st));
     } else {
       s->graphs[s->graph_count++] = graph;
@@ -99,10 +101,11 @@ void replay__end_capture(const replay_trace *trace, uint32_t i, uint64_t line, r
 /* The graphs are gone, then the memory they used goes back to the arena. */
 void replay__drop_graphs(replay_state *s, replay_result *r) {
   for (size_t k = 0; k < s->graph_count; ++k) {
-    gmr_status st = gmr_graph_destroy(s->graphs[k]);
+    gmr_status st = gmr_cuda_graph_destroy(s->graphs[k]);
     if (st != GMR_OK) {
       r->cleanup_failure_count++;
-      replay__note_failure(r, "gmr_graph_destroy at the end of the pass: %s", gmr_status_name(st));
+      replay__note_failure(r, "gmr_cuda_graph_destroy at the end of the pass: %s",
+                           gmr_status_name(st));
     }
   }
   s->graph_count = 0;

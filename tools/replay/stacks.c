@@ -191,7 +191,7 @@ void replay_stack_describe(replay_stack *stack, char *out, size_t out_bytes) {
              (unsigned long long)(st.unknown_pointer_count + st.double_free_count +
                                   st.size_mismatch_count + st.stream_mismatch_count));
     } else if (oom != NULL) {
-      gmr_oom_counts c;
+      gmr_oom_counts c = GMR_OOM_COUNTS_INIT;
       if (gmr_oom_adaptor_get_counts(oom, &c) != GMR_OK) continue;
       append(out, out_bytes, &used, "%s", sep);
       describe_oom(out, out_bytes, &used, &c);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gmr/device.h"
+#include "gmr/sim/streams.h"
 #include "gmr/tiers/numa_host_resource.h"
 #include "gmr/tiers/stream_pool.h"
 #include "gmr/tiers/tier_manager.h"
@@ -103,8 +104,8 @@ static gmr_status copy_blocks(ctx *c, buf *b, void *gpu, void **blocks, bool to_
   for (uint32_t k = 0; k < b->block_count; ++k) {
     char *g = (char *)gpu + (size_t)k * c->block_bytes;
     size_t n = block_size(c, b->bytes, k);
-    gmr_status st = to_host ? gmr_memcpy_async(blocks[k], g, n, c->stream)
-                            : gmr_memcpy_async(g, blocks[k], n, c->stream);
+    gmr_status st = to_host ? gmr_cuda_stream_memcpy_async(blocks[k], g, n, c->stream)
+                            : gmr_cuda_stream_memcpy_async(g, blocks[k], n, c->stream);
     if (st != GMR_OK) return st;
   }
   c->r->copied_bytes += b->bytes;
@@ -155,7 +156,7 @@ static bool take(ctx *c, queue *q, bool fifo, uint8_t where, size_t *out) {
 
 /* Time copies and their synchronisation. */
 static gmr_status sync_copies(ctx *c, uint64_t t0) {
-  gmr_status st = gmr_stream_synchronize(c->stream);
+  gmr_status st = gmr_cuda_stream_synchronize(c->stream);
   c->r->copy_ns += replay_clock_now_ns() - t0;
   return st;
 }
@@ -398,7 +399,7 @@ static void teardown(ctx *c, size_t alloc_count) {
     }
     if (c->gpu_res != 0) GMR_IGNORE_STATUS(gmr_reservation_release(c->m, c->gpu_res, NULL));
     if (c->host_res != 0) GMR_IGNORE_STATUS(gmr_reservation_release(c->m, c->host_res, NULL));
-    if (c->stream != NULL) GMR_IGNORE_STATUS(gmr_stream_synchronize(c->stream));
+    if (c->stream != NULL) GMR_IGNORE_STATUS(gmr_cuda_stream_synchronize(c->stream));
     if (c->stream != NULL) GMR_IGNORE_STATUS(gmr_stream_pool_release(c->pool, c->stream));
     GMR_IGNORE_STATUS(gmr_tier_manager_destroy(c->m));
   }

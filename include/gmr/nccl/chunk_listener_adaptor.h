@@ -108,28 +108,25 @@ GMR_API GMR_NODISCARD gmr_status gmr_chunk_listener_adaptor_create(
     gmr_resource *upstream, gmr_chunk_listener_adaptor **out);
 
 /**
- * The embedded gmr_resource, for the generic calls (NULL for NULL); it is
- * borrowed and lives as long as `a`.
+ * The gmr_chunk_listener_adaptor's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `a`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
  * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_resource *gmr_chunk_listener_adaptor_as_resource(gmr_chunk_listener_adaptor *a);
+static inline gmr_resource *gmr_chunk_listener_adaptor_as_resource(gmr_chunk_listener_adaptor *a) {
+  return (gmr_resource *)(void *)a;
+}
 
 /**
- * The adaptor behind `r`, or NULL if `r` is NULL or not one (the vtable's
- * identity, SQLite vfstrace's check); borrowed like `r`.
+ * The gmr_chunk_listener_adaptor behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "chunk_listener_adaptor") (the vtable's identity decides);
+ * borrowed like `r`.
  * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_chunk_listener_adaptor *gmr_chunk_listener_adaptor_from_resource(gmr_resource *r);
-
-/**
- * The first chunk listener adaptor in the stack headed by `top`: `top`
- * itself, or the first one reached going down through get_upstream (how
- * gmr_nccl_register_pool() finds where to listen). NULL when `top` is NULL
- * or the stack has none. The result is borrowed from the stack.
- * Thread-safe: yes (reads the layers' links, fixed at their create).
- * Stream/device: no CUDA call.
- */
-GMR_API gmr_chunk_listener_adaptor *gmr_chunk_listener_adaptor_find(gmr_resource *top);
+static inline gmr_chunk_listener_adaptor *gmr_chunk_listener_adaptor_from_resource(
+    gmr_resource *r) {
+  return (gmr_chunk_listener_adaptor *)gmr_resource_downcast(r, "chunk_listener_adaptor");
+}
 
 /**
  * Attach `listener` (copied) and call its on_acquired for every live chunk,
@@ -241,6 +238,18 @@ typedef gmr_chunk_listener_adaptor_stats gmr_chunk_listener_stats
  */
 GMR_API GMR_NODISCARD gmr_status gmr_chunk_listener_adaptor_get_stats(
     gmr_chunk_listener_adaptor *a, gmr_chunk_listener_adaptor_stats *out);
+
+/* ---- deprecated names ---------------------------------------------------- */
+/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
+ * compiles, with a warning naming its replacement, and is still exported. */
+
+/**
+ * Deprecated: gmr_chunk_listener_adaptor_from_resource(gmr_resource_find(top,
+ * "chunk_listener_adaptor")). The first chunk listener adaptor in the stack
+ * headed by `top`, or NULL. Thread-safe: yes. Stream/device: no CUDA call.
+ */
+GMR_API GMR_DEPRECATED("use gmr_resource_find") gmr_chunk_listener_adaptor *
+gmr_chunk_listener_adaptor_find(gmr_resource *top);
 
 #ifdef __cplusplus
 }

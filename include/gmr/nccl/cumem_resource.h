@@ -125,18 +125,24 @@ GMR_API GMR_NODISCARD gmr_status gmr_cumem_resource_create(const gmr_cumem_resou
                                                            gmr_failure *failure);
 
 /**
- * The embedded gmr_resource, for the generic calls (NULL for NULL); it is
- * borrowed and lives as long as `r`.
+ * The gmr_cumem_resource's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `r`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
  * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_resource *gmr_cumem_resource_as_resource(gmr_cumem_resource *r);
+static inline gmr_resource *gmr_cumem_resource_as_resource(gmr_cumem_resource *r) {
+  return (gmr_resource *)(void *)r;
+}
 
 /**
- * The cumem resource behind `r`, or NULL if `r` is NULL or not one (the
- * vtable's identity, SQLite vfstrace's check); borrowed like `r`.
+ * The gmr_cumem_resource behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "cumem_resource") (the vtable's identity decides);
+ * borrowed like `r`.
  * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_cumem_resource *gmr_cumem_resource_from_resource(gmr_resource *r);
+static inline gmr_cumem_resource *gmr_cumem_resource_from_resource(gmr_resource *r) {
+  return (gmr_cumem_resource *)gmr_resource_downcast(r, "cumem_resource");
+}
 
 #define GMR_CUMEM_RESOURCE_STATS_VERSION 1u
 

@@ -132,18 +132,24 @@ GMR_API GMR_NODISCARD gmr_status gmr_symmetric_resource_create(
     gmr_symmetric_resource **out, gmr_failure *failure);
 
 /**
- * The embedded gmr_resource, for the generic calls (NULL for NULL); it is
- * borrowed and lives as long as `r`.
+ * The gmr_symmetric_resource's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `r`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
  * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_resource *gmr_symmetric_resource_as_resource(gmr_symmetric_resource *r);
+static inline gmr_resource *gmr_symmetric_resource_as_resource(gmr_symmetric_resource *r) {
+  return (gmr_resource *)(void *)r;
+}
 
 /**
- * The symmetric resource behind `r`, or NULL if `r` is NULL or not one (the
- * vtable's identity, SQLite vfstrace's check); borrowed like `r`.
+ * The gmr_symmetric_resource behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "symmetric_resource") (the vtable's identity decides);
+ * borrowed like `r`.
  * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_symmetric_resource *gmr_symmetric_resource_from_resource(gmr_resource *r);
+static inline gmr_symmetric_resource *gmr_symmetric_resource_from_resource(gmr_resource *r) {
+  return (gmr_symmetric_resource *)gmr_resource_downcast(r, "symmetric_resource");
+}
 
 /**
  * Where the live allocation starting at `ptr` lies: its region's number

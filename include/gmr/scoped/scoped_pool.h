@@ -254,8 +254,11 @@ GMR_API uint32_t gmr_scope_get_depth(gmr_scope_registry *registry);
  * upstream's record. Nothing is allocated on failure (a scope mark the
  * request set stays: it marks the pool as it was).
  * Thread-safe: yes. Stream/device: no CUDA call.
+ * A cast (the gmr_scoped_pool starts with its gmr_resource), so no call.
  */
-GMR_API gmr_resource *gmr_scoped_pool_as_resource(gmr_scoped_pool *pool);
+static inline gmr_resource *gmr_scoped_pool_as_resource(gmr_scoped_pool *pool) {
+  return (gmr_resource *)(void *)pool;
+}
 
 /**
  * The device the pool belongs to (-1 for NULL).

@@ -173,7 +173,8 @@ typedef struct gmr_memory_space_config {
  * reservation, far from the cause. With `fail` the request past the
  * reservation is refused on the stream that made it
  * (GMR_ERR_LIMIT_EXCEEDED, naming the reservation's limit). Set on_limit to
- * gmr_limit_policy_ignore() (or bind with it) for cuCascade's behaviour.
+ * `ignore` (gmr_limit_policy_from_name, or bind with it) for cuCascade's
+ * behaviour.
  *
  * Units: bytes. Ownership: returned by value; it holds no pointer to free.
  * Thread-safe: yes (pure). Stream/device: no CUDA call.
@@ -205,15 +206,21 @@ typedef struct gmr_memory_space gmr_memory_space;
  * Stream/device: this call makes none; allocations are stream-ordered as
  *   the stack below makes them (gmr/resource.h).
  * Source: cuCascade's reservation_aware_resource_adaptor.
+ * A cast (the gmr_memory_space starts with its gmr_resource), so no call.
  */
-GMR_API gmr_resource *gmr_memory_space_as_resource(gmr_memory_space *space);
+static inline gmr_resource *gmr_memory_space_as_resource(gmr_memory_space *space) {
+  return (gmr_resource *)(void *)space;
+}
 
 /**
- * The space behind `r` (a space's resource), or NULL when `r` is NULL or
- * not one (the vtable's identity); borrowed like `r`.
+ * The gmr_memory_space behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "memory_space") (the vtable's identity decides);
+ * borrowed like `r`.
  * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_memory_space *gmr_memory_space_from_resource(gmr_resource *r);
+static inline gmr_memory_space *gmr_memory_space_from_resource(gmr_resource *r) {
+  return (gmr_memory_space *)gmr_resource_downcast(r, "memory_space");
+}
 
 /**
  * The space's id (tier and index), as configured.

@@ -90,18 +90,24 @@ GMR_API GMR_NODISCARD gmr_status gmr_numa_host_resource_create(
     const gmr_numa_host_resource_config *config, gmr_numa_host_resource **out);
 
 /**
- * The embedded gmr_resource, for the generic calls (NULL for NULL); it is
- * borrowed and lives as long as `r`.
+ * The gmr_numa_host_resource's gmr_resource, for the generic calls (NULL for NULL);
+ * borrowed, it lives as long as `r`. A cast: every gmr handle has its
+ * gmr_resource as its first member (gmr_resource_downcast()).
  * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_resource *gmr_numa_host_resource_as_resource(gmr_numa_host_resource *r);
+static inline gmr_resource *gmr_numa_host_resource_as_resource(gmr_numa_host_resource *r) {
+  return (gmr_resource *)(void *)r;
+}
 
 /**
- * The resource behind `r`, or NULL if `r` is NULL or not one (the vtable's
- * identity, SQLite vfstrace's check); borrowed like `r`.
+ * The gmr_numa_host_resource behind `r`, or NULL if `r` is NULL or not one:
+ * gmr_resource_downcast(r, "numa_host_resource") (the vtable's identity decides);
+ * borrowed like `r`.
  * Thread-safe: yes. Stream/device: no CUDA call.
  */
-GMR_API gmr_numa_host_resource *gmr_numa_host_resource_from_resource(gmr_resource *r);
+static inline gmr_numa_host_resource *gmr_numa_host_resource_from_resource(gmr_resource *r) {
+  return (gmr_numa_host_resource *)gmr_resource_downcast(r, "numa_host_resource");
+}
 
 /**
  * Number of NUMA nodes online on this machine (1 without NUMA) and the

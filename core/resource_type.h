@@ -1,0 +1,68 @@
+/*
+ * core/resource_type.h (internal): the table of gmr's own resource types,
+ * behind gmr_resource_downcast() (gmr/resource.h).
+ *
+ * Each of gmr's resources and adaptors describes its type once, as a static
+ * gmr__resource_type (its vtable, and the check of its books where it keeps
+ * some), and registers it in its create function before it hands the first
+ * instance out. A vtable that was never registered is not one of gmr's: a
+ * user's resource never downcasts to a gmr type, whatever its type_name says
+ * (the vtable's identity decides, as the per-type checks `r->vtbl ==
+ * &pool_vtbl` did before one function did them all).
+ *
+ * Types register at their first create rather than from one list in the
+ * core, so the core names no resource (it sits below them all) and the
+ * optional libraries (tiers, scoped, nccl) register theirs the same way: a
+ * type that has no instance yet needs no entry, since nothing can be
+ * downcast to it.
+ *
+ * Thread-safe: yes (a lock-free table; registering again is a few loads).
+ */
+#ifndef GMR_CORE_RESOURCE_TYPE_H_
+#define GMR_CORE_RESOURCE_TYPE_H_
+
+#include <stddef.h>
+
+#include "gmr/resource.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Check the books of `r` (an instance of the type): write the first
+ * violation into err (err_bytes long, may be 0) and return
+ * GMR_ERR_INTERNAL, or return GMR_OK. */
+typedef gmr_status gmr__resource_check_books_fn(gmr_resource *r, char *err, size_t err_bytes);
+
+typedef struct gmr__resource_type {
+  const gmr_resource_vtbl *vtbl;             /* the type's one vtable */
+  gmr__resource_check_books_fn *check_books; /* NULL: no books to check */
+} gmr__resource_type;
+
+/* At most this many types are registered (gmr has 17). */
+#define GMR__RESOURCE_TYPE_MAX 64
+
+/* Register `type` (static storage); idempotent. Call it before an instance
+ * of the type is handed out. */
+void gmr__resource_type_register(const gmr__resource_type *type);
+
+/* The registered type whose vtable `r` has, or NULL (a user's resource, an
+ * invalid one, or NULL). */
+const gmr__resource_type *gmr__resource_type_of(const gmr_resource *r);
+
+/* GMR_OK when `r` can be called: non-NULL, a vtable of version >= 1 with a
+ * type name and the three required slots; else GMR_ERR_INVALID_ARGUMENT.
+ * O(1): what the dispatch and the create functions check (on `r` alone),
+ * where gmr_resource_check() also checks the books of the whole stack. */
+gmr_status gmr__resource_check_vtbl(const gmr_resource *r);
+
+/* gmr_resource_check() with the first violation written into err (err_bytes
+ * long, may be 0; "" when everything holds): the vtable of `r` and of every
+ * layer below it, and the books of each layer whose type has a check. */
+gmr_status gmr__resource_check_deep(const gmr_resource *r, char *err, size_t err_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GMR_CORE_RESOURCE_TYPE_H_ */

@@ -1,0 +1,146 @@
+// gmr_resource_check (gmr/resource.h) checks the stack headed by a resource:
+// every layer's vtable, and the books of each pool and vmm pool in it (what
+// the deprecated gmr_pool_resource_check_invariants and
+// gmr_vmm_pool_resource_check_invariants checked, and still do until 0.3.0).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "gmr/gmr.h"
+#include "tests/resource_check_probe.h"
+#include "tests/support/check_stack.h"
+#include "tests/support/sim_fixture.h"
+
+// This file calls the deprecated checks to compare them with the new one.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+namespace {
+
+class ResourceCheck : public gmr_test::SimTest {
+ protected:
+  void TearDown() override {
+    if (stack_ != nullptr) {
+      EXPECT_EQ(GMR_OK, gmr_stack_destroy(stack_));
+    }
+    SimTest::TearDown();
+  }
+  gmr_resource *Build(const char *spec) {
+    gmr_spec_error error;
+    EXPECT_EQ(GMR_OK, gmr_stack_create(spec, &stack_, &error)) << error.message;
+    return gmr_stack_as_resource(stack_);
+  }
+  // Allocate and free a few blocks so the books have something in them.
+  static void Use(gmr_resource *top) {
+    void *p[8] = {};
+    for (size_t i = 0; i < 8; ++i) {
+      ASSERT_EQ(GMR_OK, gmr_resource_allocate(top, (i + 1) * 4096, 0, nullptr, &p[i]));
+    }
+    for (size_t i = 0; i < 8; i += 2) {
+      ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top, p[i], (i + 1) * 4096, 0, nullptr));
+    }
+    for (size_t i = 1; i < 8; i += 2) {
+      ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top, p[i], (i + 1) * 4096, 0, nullptr));
+    }
+  }
+  gmr_stack *stack_ = nullptr;
+};
+
+TEST_F(ResourceCheck, ASoundStackPasses) {
+  gmr_resource *top = Build("tracking > limiting(limit=1GiB) > pool > cuda");
+  Use(top);
+  char err[256] = "x";
+  EXPECT_EQ(GMR_OK, gmr_resource_check(top));
+  EXPECT_EQ(GMR_OK, check_stack(top, err, sizeof err));
+  EXPECT_STREQ("", err);
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_check(nullptr));
+}
+
+TEST_F(ResourceCheck, ItReachesThePoolsBooksFromTheTop) {
+  gmr_resource *top = Build("tracking > pool > cuda");
+  Use(top);
+  gmr_pool_resource *pool =
+      gmr_pool_resource_from_resource(gmr_resource_find(top, "pool_resource"));
+  ASSERT_NE(nullptr, pool);
+  resource_check_probe_skew_pool(pool, 4096);
+  char err[256] = "";
+  EXPECT_EQ(GMR_ERR_INTERNAL, gmr_resource_check(top)) << "from the top of the stack";
+  EXPECT_EQ(GMR_ERR_INTERNAL, gmr_resource_check(gmr_pool_resource_as_resource(pool)));
+  EXPECT_EQ(GMR_ERR_INTERNAL, check_stack(top, err, sizeof err));
+  EXPECT_NE(std::string::npos, std::string(err).find("the pool counts")) << err;
+  // The deprecated check says the same.
+  char old[256] = "";
+  EXPECT_EQ(GMR_ERR_INTERNAL, gmr_pool_resource_check_invariants(pool, old, sizeof old));
+  EXPECT_STREQ(err, old);
+  EXPECT_EQ(GMR_OK, gmr_resource_check(gmr_resource_find(top, "cuda_resource")))
+      << "the layer below the pool is sound";
+  resource_check_probe_skew_pool(pool, -4096);
+  EXPECT_EQ(GMR_OK, gmr_resource_check(top));
+  EXPECT_EQ(GMR_OK, gmr_pool_resource_check_invariants(pool, old, sizeof old));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_pool_resource_check_invariants(nullptr, old, sizeof old));
+}
+
+TEST_F(ResourceCheck, ItReachesTheVmmPoolsBooksFromTheTop) {
+  gmr_resource *top = Build("tracking > vmm_pool(placement=pages)");
+  Use(top);
+  gmr_vmm_pool_resource *pool =
+      gmr_vmm_pool_resource_from_resource(gmr_resource_find(top, "vmm_pool_resource"));
+  ASSERT_NE(nullptr, pool);
+  EXPECT_EQ(GMR_OK, gmr_resource_check(top));
+  resource_check_probe_skew_vmm_pool(pool, 1);
+  char err[256] = "";
+  EXPECT_EQ(GMR_ERR_INTERNAL, gmr_resource_check(top));
+  EXPECT_EQ(GMR_ERR_INTERNAL, check_stack(top, err, sizeof err));
+  EXPECT_NE(std::string::npos, std::string(err).find("VA chunk count")) << err;
+  char old[256] = "";
+  EXPECT_EQ(GMR_ERR_INTERNAL, gmr_vmm_pool_resource_check_invariants(pool, old, sizeof old));
+  EXPECT_STREQ(err, old);
+  resource_check_probe_skew_vmm_pool(pool, -1);
+  EXPECT_EQ(GMR_OK, gmr_resource_check(top));
+  EXPECT_EQ(GMR_OK, gmr_vmm_pool_resource_check_invariants(pool, old, sizeof old));
+}
+
+// A user's adaptor whose upstream is broken: the check looks below the top.
+struct user_adaptor {
+  gmr_resource base;
+  gmr_resource *upstream;
+};
+gmr_status user_allocate(gmr_resource *, size_t, size_t, gmr_stream, void **, gmr_failure *) {
+  return GMR_ERR_OUT_OF_MEMORY;
+}
+gmr_status user_deallocate(gmr_resource *, void *, size_t, size_t, gmr_stream) {
+  return GMR_ERR_UNKNOWN_POINTER;
+}
+gmr_status user_destroy(gmr_resource *) { return GMR_OK; }
+gmr_resource *user_upstream(const gmr_resource *self) {
+  return reinterpret_cast<const user_adaptor *>(self)->upstream;
+}
+const gmr_resource_vtbl kUserVtbl = {
+    GMR_RESOURCE_VTBL_VERSION,
+    "user_adaptor",
+    user_allocate,
+    user_deallocate,
+    user_destroy,
+    user_upstream,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+};
+
+TEST_F(ResourceCheck, ABrokenLayerBelowTheTopFailsTheCheck) {
+  gmr_resource broken = {nullptr};
+  user_adaptor user = {{&kUserVtbl}, &broken};
+  char err[256] = "";
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_check(&user.base));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, check_stack(&user.base, err, sizeof err));
+  EXPECT_NE(std::string::npos, std::string(err).find("layer 1")) << err;
+  // The dispatch still only needs the top to be callable.
+  void *p = nullptr;
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate(&user.base, 64, 0, nullptr, &p));
+  user.upstream = nullptr;
+  EXPECT_EQ(GMR_OK, gmr_resource_check(&user.base));
+}
+
+}  // namespace
