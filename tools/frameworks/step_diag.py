@@ -54,9 +54,10 @@ def vmm_reader(torch):
 
     lib = _lib.lib()
     resource = gmr.device_resource(torch.cuda.current_device())
-    find = getattr(lib, "gmr_resource_find", None)
-    pool = find(resource, b"vmm_pool_resource") if find else lib.gmr_vmm_pool_resource_find(
-        resource)
+    find = lib.gmr_resource_find  # the layer of that type under the stack's top
+    find.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    find.restype = ctypes.c_void_p
+    pool = find(resource, b"vmm_pool_resource")
     if not pool:
         return None
     get = lib.gmr_vmm_pool_resource_get_stats
