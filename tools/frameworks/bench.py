@@ -79,13 +79,6 @@ class Meter:
             self.sample()
 
 
-def graph_stack(stack):
-    """torch.cuda.graph in direct mode needs a graph pool in the stack."""
-    if "graph_arena" in stack:
-        return stack
-    return "graph_arena(uncaptured=forward, policy=ordered_reuse) > " + stack
-
-
 def run_worker(args):
     """One (workload, allocator, stack) in this process; prints RESULT <json>."""
     result = {"workload": args.workload, "allocator": args.allocator, "stack": args.stack,
@@ -110,9 +103,9 @@ def run_torch(args):
     import gmr.torch  # noqa: PLC0415
     import workloads  # noqa: PLC0415
 
+    # CUDA graphs get gmr.torch's own private pools over any stack: the
+    # stack is used as given for every workload.
     stack = args.stack
-    if args.workload == "graph_replay" and args.allocator == "gmr-direct":
-        stack = graph_stack(stack)
     pool = None
     if args.allocator == "gmr-direct":
         gmr.torch.use(stack)
