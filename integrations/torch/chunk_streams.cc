@@ -8,7 +8,7 @@
 // and refuse it otherwise. PyTorch's streams are never destroyed, so the
 // stream a chunk was taken on is still there when it goes back.
 //
-// When a vmm pool serves the stack (gmr_vmm_pool_resource_find), each chunk
+// When a vmm pool serves the stack (gmr_resource_find), each chunk
 // gets the tag GMR_TORCH_GRAPH_POOL_TAG, so that sleep can treat the memory
 // of CUDA graphs apart from the rest (gmr.serving: the tag "graphs"). A
 // stack that sub-allocates above the pool (pool > vmm_pool) hands out no

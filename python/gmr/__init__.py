@@ -113,7 +113,7 @@ def set_device_spec(spec: Optional[str]) -> None:
         OSError: libgmr.so cannot be loaded.
     """
     err = _capi.SpecErrorStruct()
-    st = _lib.lib().gmr_set_device_resource_spec(
+    st = _lib.lib().gmr_device_resource_set_spec(
         None if spec is None else spec.encode(), ctypes.byref(err))
     if st != 0:
         _lib.raise_for(st, err.message.decode(errors="replace"), spec_error=True)
@@ -138,7 +138,7 @@ def device_spec(device: int) -> Optional[str]:
     Raises:
         OSError: libgmr.so cannot be loaded.
     """
-    s = _lib.lib().gmr_get_device_resource_spec(device)
+    s = _lib.lib().gmr_device_resource_get_spec(device)
     return None if s is None else s.decode()
 
 
@@ -158,7 +158,7 @@ def device_resource(device: int) -> int:
     """
     r = ctypes.c_void_p()
     err = _capi.SpecErrorStruct()
-    st = _lib.lib().gmr_get_device_resource(device, ctypes.byref(r), ctypes.byref(err))
+    st = _lib.lib().gmr_device_resource_get(device, ctypes.byref(r), ctypes.byref(err))
     if st != 0:
         text = err.message.decode(errors="replace")
         _lib.raise_for(st, "gmr: cannot create the memory resource of device %d: %s"
@@ -191,10 +191,10 @@ def allocate(device: int, nbytes: int, stream: int = 0) -> int:
     r = device_resource(device)
     out = ctypes.c_void_p()
     failure = _capi.FailureStruct()
-    st = _lib.lib().gmr_allocate_ex(r, nbytes, 0, stream or None, ctypes.byref(out),
+    st = _lib.lib().gmr_resource_allocate_ex(r, nbytes, 0, stream or None, ctypes.byref(out),
                                     ctypes.byref(failure))
     if st != 0:
-        where = _lib.lib().gmr_resource_type_name(failure.where).decode() if failure.where else ""
+        where = _lib.lib().gmr_resource_get_type_name(failure.where).decode() if failure.where else ""
         message = "gmr: %s allocating %d bytes on device %d%s%s" % (
             _lib.status_name(st), nbytes, device, "; refused by " + where if where else "",
             ": " + failure.message.decode(errors="replace") if failure.message else "")
@@ -219,14 +219,14 @@ def deallocate(device: int, ptr: int, nbytes: int, stream: int = 0) -> None:
             GMR_ERR_UNKNOWN_POINTER from a tracking layer.
         OSError: libgmr.so cannot be loaded.
     """
-    st = _lib.lib().gmr_deallocate(device_resource(device), ptr, nbytes, 0, stream or None)
+    st = _lib.lib().gmr_resource_deallocate(device_resource(device), ptr, nbytes, 0, stream or None)
     if st != 0:
         _lib.raise_for(st, "gmr: freeing %#x (%d bytes) on device %d: %s"
                        % (ptr, nbytes, device, _lib.status_name(st)))
 
 
 def record_stream(device: int, ptr: int, stream: int) -> bool:
-    """Tell the stack that `ptr` is also used on `stream` (gmr_record_stream).
+    """Tell the stack that `ptr` is also used on `stream` (gmr_resource_record_stream).
 
     Args:
         device: the device it was allocated on.
@@ -241,7 +241,7 @@ def record_stream(device: int, ptr: int, stream: int) -> bool:
         GmrError: any other failure.
         OSError: libgmr.so cannot be loaded.
     """
-    st = _lib.lib().gmr_record_stream(device_resource(device), ptr, stream or None)
+    st = _lib.lib().gmr_resource_record_stream(device_resource(device), ptr, stream or None)
     if st == 0:
         return True
     if _lib.status_name(st) == "GMR_ERR_UNSUPPORTED":
@@ -303,7 +303,7 @@ def stack_stats(device: int) -> Dict[str, Any]:
 
 
 def release_all() -> None:
-    """Destroy the stacks gmr created (gmr_device_resources_release).
+    """Destroy the stacks gmr created (gmr_device_resource_release_all).
 
     For tests and the end of a program.
 
@@ -312,6 +312,6 @@ def release_all() -> None:
             was destroyed).
         OSError: libgmr.so cannot be loaded.
     """
-    st = _lib.lib().gmr_device_resources_release()
+    st = _lib.lib().gmr_device_resource_release_all()
     if st != 0:
         _lib.raise_for(st, "gmr: a device stack still has live allocations")

@@ -261,7 +261,7 @@ def _footprint(device: int) -> Tuple[int, int]:
     """(held, peak held) bytes of device's stack; (0, 0) before it exists."""
     lib = _lib.lib()
     r = ctypes.c_void_p()
-    if lib.gmr_get_device_resource(device, ctypes.byref(r), None) != 0:
+    if lib.gmr_device_resource_get(device, ctypes.byref(r), None) != 0:
         return 0, 0
     f = _capi.FootprintStruct()
     if lib.gmr_resource_get_footprint(r, ctypes.byref(f)) != 0:

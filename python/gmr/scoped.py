@@ -318,7 +318,7 @@ class Pool:
         """
         out = ctypes.c_void_p()
         failure = _capi.FailureStruct()
-        st = _lib.lib().gmr_allocate_ex(self.resource, nbytes, 0, stream or None,
+        st = _lib.lib().gmr_resource_allocate_ex(self.resource, nbytes, 0, stream or None,
                                         ctypes.byref(out), ctypes.byref(failure))
         if st != 0:
             _lib.raise_for(st, "gmr.scoped: %s allocating %d bytes from the pool of device %d: %s"
@@ -337,7 +337,7 @@ class Pool:
         Raises:
             GmrError: GMR_ERR_DOUBLE_FREE, given back already (e.g. by a scope exit).
         """
-        st = _lib.lib().gmr_deallocate(self.resource, ptr, nbytes, 0, stream or None)
+        st = _lib.lib().gmr_resource_deallocate(self.resource, ptr, nbytes, 0, stream or None)
         _check(st, "gmr.scoped: freeing %#x (%d bytes)" % (ptr, nbytes))
 
     def reset(self) -> int:

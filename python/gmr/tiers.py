@@ -464,7 +464,7 @@ class Space:
         """
         out = ctypes.c_void_p()
         failure = _capi.FailureStruct()
-        st = _lib.lib().gmr_allocate_ex(self.resource, nbytes, 0, stream or None,
+        st = _lib.lib().gmr_resource_allocate_ex(self.resource, nbytes, 0, stream or None,
                                         ctypes.byref(out), ctypes.byref(failure))
         if st != 0:
             _fail(st, failure, "allocating %d bytes in space %s" % (nbytes, self.id))
@@ -481,7 +481,7 @@ class Space:
         Raises:
             GmrError: the space refused the free.
         """
-        st = _lib.lib().gmr_deallocate(self.resource, ptr, nbytes, 0, stream or None)
+        st = _lib.lib().gmr_resource_deallocate(self.resource, ptr, nbytes, 0, stream or None)
         if st != 0:
             _fail(st, None, "freeing %#x (%d bytes) in space %s" % (ptr, nbytes, self.id))
 

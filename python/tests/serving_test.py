@@ -275,14 +275,14 @@ class ServingTest(unittest.TestCase):
         top = as_resource(stack)
         hog = ctypes.c_void_p()
         failure = gmr._capi.FailureStruct()
-        self.assertEqual(0, _lib.lib().gmr_allocate_ex(top, 950 * MIB, 0, None, ctypes.byref(hog),
+        self.assertEqual(0, _lib.lib().gmr_resource_allocate_ex(top, 950 * MIB, 0, None, ctypes.byref(hog),
                                                        ctypes.byref(failure)))
         with self.assertRaises(gmr.OutOfMemoryError) as cm:
             serving.wake()
         self.assertIn("wake again", str(cm.exception))
         self.assertTrue(serving.is_asleep())
         self.assertEqual(128 * MIB, serving.info(0)["host_bytes"])
-        self.assertEqual(0, _lib.lib().gmr_deallocate(top, hog, 950 * MIB, 0, None))
+        self.assertEqual(0, _lib.lib().gmr_resource_deallocate(top, hog, 950 * MIB, 0, None))
         destroy = _lib.lib().gmr_stack_destroy
         destroy.argtypes = [ctypes.c_void_p]
         self.assertEqual(0, destroy(stack))
