@@ -275,8 +275,8 @@ class ServingTest(unittest.TestCase):
         top = as_resource(stack)
         hog = ctypes.c_void_p()
         failure = gmr._capi.FailureStruct()
-        self.assertEqual(0, _lib.lib().gmr_resource_allocate_ex(top, 950 * MIB, 0, None, ctypes.byref(hog),
-                                                       ctypes.byref(failure)))
+        self.assertEqual(0, _lib.lib().gmr_resource_allocate_ex(
+            top, 950 * MIB, 0, None, ctypes.byref(hog), ctypes.byref(failure)))
         with self.assertRaises(gmr.OutOfMemoryError) as cm:
             serving.wake()
         self.assertIn("wake again", str(cm.exception))
