@@ -454,10 +454,8 @@ extern "C" void gmr_torch_set_memory_fraction(double fraction, int device) {
   gmr_spec_error error;
   gmr_status st = gmr_device_resource_get(device, &r, &error);
   if (st != GMR_OK) throw_error(st, "gmr: " + call + ": " + error.message);
-  gmr_limiting_adaptor *limiting = nullptr;
-  for (gmr_resource *x = r; x != nullptr && limiting == nullptr; x = gmr_resource_get_upstream(x)) {
-    limiting = gmr_limiting_adaptor_from_resource(x);
-  }
+  gmr_limiting_adaptor *limiting =
+      gmr_limiting_adaptor_from_resource(gmr_resource_find(r, "limiting_adaptor"));
   if (limiting == nullptr) {
     const char *spec = gmr_device_resource_get_spec(device);
     throw_error(GMR_ERR_UNSUPPORTED,

@@ -19,7 +19,7 @@ __all__ = [
     "TORCH_CONTEXT_FN", "ScopeRegistryConfig", "ScopeStruct", "ScopedPoolStats",
     "ScopeRegistryStats", "MemorySpaceId", "LimitPolicy", "OomPolicy", "MemorySpaceConfig",
     "ReservationStrategy", "TierManagerStats", "MemorySpaceStats", "ReservationInfo",
-    "VmmSleepOptions", "VmmWakeOptions", "VmmTagStats", "MIRRORS", "PROTOTYPES", "LIBRARIES",
+    "VmmSleepOptions", "VmmWakeOptions", "VmmTagStats", "VmmPoolStats", "MIRRORS", "PROTOTYPES", "LIBRARIES",
     "declare",
 ]
 
@@ -40,6 +40,7 @@ RESERVATION_INFO_VERSION = 1
 VMM_SLEEP_OPTIONS_VERSION = 2      # GMR_VMM_POOL_SLEEP_OPTIONS_VERSION (gmr/vmm_pool_sleep.h)
 VMM_WAKE_OPTIONS_VERSION = 1       # GMR_VMM_POOL_WAKE_OPTIONS_VERSION
 VMM_TAG_STATS_VERSION = 1          # GMR_VMM_POOL_TAG_STATS_VERSION
+VMM_POOL_STATS_VERSION = 1         # GMR_VMM_POOL_RESOURCE_STATS_VERSION (gmr/vmm_pool_resource.h)
 VMM_MAX_TAG = 63                   # GMR_VMM_POOL_MAX_TAG
 VMM_HOST_PINNED = 0                # GMR_VMM_POOL_HOST_PINNED
 VMM_HOST_PAGEABLE = 1              # GMR_VMM_POOL_HOST_PAGEABLE
@@ -176,6 +177,29 @@ class VmmWakeOptions(ctypes.Structure):
         self.size = ctypes.sizeof(self)
         self.version = VMM_WAKE_OPTIONS_VERSION
         self.wake_all = True
+
+
+class VmmPoolStats(ctypes.Structure):
+    """gmr_vmm_pool_resource_stats (gmr/vmm_pool_resource.h, version 1)."""
+
+    _fields_ = ([("size", ctypes.c_size_t), ("version", ctypes.c_uint32)] +
+                [(name, ctypes.c_size_t) for name in (
+                    "page_bytes", "granularity_bytes", "mapped_bytes", "peak_mapped_bytes",
+                    "reserved_bytes", "va_chunk_count", "live_bytes", "live_count",
+                    "small_live_bytes", "small_live_count", "free_bytes", "free_region_count",
+                    "hole_bytes", "hole_count", "zombie_bytes", "zombie_count", "asleep_bytes",
+                    "asleep_count", "saved_bytes")] +
+                [(name, ctypes.c_uint64) for name in (
+                    "page_create_count", "page_release_count", "map_count", "unmap_count",
+                    "defrag_count", "remapped_page_count", "extend_count", "event_record_count",
+                    "event_query_count", "stream_wait_count", "event_synchronize_count",
+                    "sleep_count", "wake_count")])
+
+    def __init__(self) -> None:
+        """GMR_VMM_POOL_RESOURCE_STATS_INIT."""
+        super().__init__()
+        self.size = ctypes.sizeof(self)
+        self.version = VMM_POOL_STATS_VERSION
 
 
 class VmmTagStats(ctypes.Structure):
@@ -512,6 +536,7 @@ MIRRORS: Dict[type, str] = {
     VmmSleepOptions: "gmr_vmm_pool_sleep_options",
     VmmWakeOptions: "gmr_vmm_pool_wake_options",
     VmmTagStats: "gmr_vmm_pool_tag_stats",
+    VmmPoolStats: "gmr_vmm_pool_resource_stats",
 }
 
 # The two libraries the table names: libgmr.so and the torch shim.
@@ -571,6 +596,7 @@ PROTOTYPES: Dict[str, Prototype] = {
     "gmr_vmm_pool_resource_wake": (GMR, _i, [_vp, _P(VmmWakeOptions), _fp]),
     "gmr_vmm_pool_resource_is_asleep": (GMR, _b, [_vp]),
     "gmr_vmm_pool_resource_get_tag_stats": (GMR, _i, [_vp, _u64, _P(VmmTagStats)]),
+    "gmr_vmm_pool_resource_get_stats": (GMR, _i, [_vp, _P(VmmPoolStats)]),
     # gmr/scoped/scoped_pool.h (libgmr_scoped)
     "gmr_scope_registry_create": (SCOPED, _i, [_P(_vp), _sz, _P(ScopeRegistryConfig), _P(_vp)]),
     "gmr_scope_registry_create_from_spec": (SCOPED, _i, [_str, _P(ScopeRegistryConfig), _P(_vp),

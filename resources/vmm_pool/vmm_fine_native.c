@@ -81,21 +81,20 @@ static void plan_undo(vmf_engine *e, plan *p) {
 
 /* The most that may be held before free handles move instead of new ones
  * being made: remap_permille per thousand above the peak of live bytes (this request
- * included). SIZE_MAX when moving is off. */
+ * included), plus the steady-state slack. SIZE_MAX when moving is off. */
 static size_t cap_bytes(const vmf_engine *e, size_t more_live) {
   if (e->remap_permille == UINT32_MAX) return SIZE_MAX;
   size_t peak = e->live_bytes + more_live;
   if (peak < e->peak_live_bytes) peak = e->peak_live_bytes;
   size_t pm = e->remap_permille;
-  return gmr__align_up(peak + peak / 1000 * pm + peak % 1000 * pm / 1000, e->page_bytes);
+  return gmr__align_up(peak + peak / 1000 * pm + peak % 1000 * pm / 1000, e->page_bytes) +
+         e->steady_extra_bytes;
 }
 
-/* Whether mapping `bytes` more would pass the remap threshold (and the
- * steady-state slack). */
+/* Whether mapping `bytes` more would pass the cap. */
 static bool past_cap(const vmf_engine *e, size_t bytes) {
   size_t cap = cap_bytes(e, bytes);
-  if (cap == SIZE_MAX) return false;
-  return e->held_bytes + gmr__align_up(bytes, e->page_bytes) > cap + e->steady_extra_bytes;
+  return cap != SIZE_MAX && e->held_bytes + gmr__align_up(bytes, e->page_bytes) > cap;
 }
 
 /* Free bytes filed under streams (not shared): reusable by their own stream,
@@ -325,7 +324,6 @@ static gmr_status fill_window(vmf_engine *e, vmf_region *first, size_t bytes, ui
     covered += r->node.bytes;
   }
   size_t cap = cap_bytes(e, bytes);
-  if (cap != SIZE_MAX) cap += e->steady_extra_bytes;
   if (need_total > 0 && !force_move && e->held_bytes + need_total > cap && e->counts.harvest > 0 &&
       e->peak_live_bytes <= e->peak_live_at_harvest) {
     /* The live peak has not grown since memory last moved: moving again

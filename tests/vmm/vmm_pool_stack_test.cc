@@ -9,7 +9,6 @@
 #include <string>
 
 #include "gmr/sim/cuda_sim.h"
-#include "gmr/device.h"
 #include "gmr/pool_resource.h"
 #include "gmr/resource.h"
 #include "gmr/sim/streams.h"

@@ -195,9 +195,12 @@ def check_graph_direct_vmm():
 def check_graph_default():
     """gmr.torch.use() with no spec (gmr.FRAMEWORK_DEFAULT_SPEC, vmm): capture
     works out of the box, nothing sized by hand."""
+    import torch
     import gmr
-    expect(gmr._framework_spec(None) == gmr.FRAMEWORK_DEFAULT_SPEC, gmr._framework_spec(None))
-    return _graph_direct(None)
+    out = _graph_direct(None)
+    spec = gmr.device_spec(torch.cuda.current_device())  # the registry's default
+    expect(spec == gmr.FRAMEWORK_DEFAULT_SPEC, spec)
+    return out
 
 
 def _graph_direct(spec):
