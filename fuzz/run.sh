@@ -13,7 +13,8 @@
 # finding to fuzz/build/findings/NAME-crash-... (commit the input under
 # fuzz/findings/NAME/ and reproduce it with fuzz/build/bin/NAME FILE).
 #
-# The library (core, util, stream_ordered, resources, adaptors, stack, nccl) and tools/replay's reader
+# The library (core, util, stream_ordered, resources, adaptors, stack, nccl),
+# tools/replay's reader and the stream-ordering oracle (tests/support/order_*.c)
 # are compiled with -fsanitize=fuzzer-no-link,address,undefined into one
 # archive; every *.c below those folders is taken, so files added or moved
 # there need no change here. Targets run on the host simulation of CUDA: no
@@ -56,11 +57,12 @@ build() {
   [ -f "$cuda/include/cuda_runtime_api.h" ] || { echo "fuzz: no CUDA toolkit at $cuda" >&2; return 2; }
   mkdir -p "$out/obj" "$out/bin"
   # The library's sources, wherever they sit below these folders (main()s left out).
-  mapfile -t sources < <(cd "$root" && find core util stream_ordered resources adaptors stack nccl tools/replay \
-                           -name '*.c' ! -name main.c | sort)
+  mapfile -t sources < <(cd "$root" && { find core util stream_ordered resources adaptors stack nccl tools/replay \
+                           -name '*.c' ! -name main.c; \
+                           ls tests/support/order_oracle.c tests/support/order_program.c; } | sort)
   # Rebuild an object when its source, or any header of the tree, is newer.
   newest_header="$(cd "$root" && find include core util stream_ordered resources adaptors stack nccl tools/replay fuzz \
-                     -name '*.h' -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2)"
+                     tests/support/order_oracle.h -name '*.h' -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2)"
   stale=()
   objects=()
   for src in "${sources[@]}"; do

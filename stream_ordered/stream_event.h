@@ -280,6 +280,22 @@ static inline bool gmr__stream_event_fresh(const gmr__stream_event *e) {
 void gmr__stream_event_mark_freed(const gmr__cuda_ops *cuda, gmr__stream_event *e, bool force,
                                   gmr__stream_event_counts *counts);
 
+/*
+ * `taker`'s stream was just made to wait (cudaStreamWaitEvent) on another
+ * stream's record and took that stream's free memory: from now on it is the
+ * taker's newest free, not covered by any record the taker made before the
+ * wait. Without this, a third stream that finds the taker's older record
+ * complete takes the memory with no order after the donor's work, while the
+ * donor may still use it (the defect of rmm#2489). The one rule of every
+ * stream-ordered resource's step "wait for another stream" (pool,
+ * fixed_block, vmm). Records now if the taker's mode says so.
+ */
+static inline void gmr__stream_event_took_after_wait(const gmr__cuda_ops *cuda,
+                                                     gmr__stream_event *taker,
+                                                     gmr__stream_event_counts *counts) {
+  gmr__stream_event_mark_freed(cuda, taker, false, counts);
+}
+
 /* From now on record at every free (RMM's rule), as an EVERY_FREE init
  * would have; a lazy stream stays lazy. For a resource that turns on
  * recording per free once a second stream shares its memory. */

@@ -29,6 +29,8 @@ gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config) {
   gmr__u64_map_clear(&gmr__sim.registrations);
   gmr__sim_vmm_reset();
   gmr__u64_map_clear(&gmr__sim.draining);
+  gmr__u64_map_clear(&gmr__sim.streams_by_id);
+  gmr__sim_marks_clear();
   free(gmr__sim.recycled_stream);
   memset(&gmr__sim, 0, sizeof gmr__sim);
   gmr__sim.enabled = true;
@@ -57,6 +59,7 @@ gmr_status gmr_cuda_sim_disable(void) {
     return GMR_ERR_BUSY;
   }
   gmr__sim.enabled = false;
+  gmr__sim_marks_clear();
   free(gmr__sim.recycled_stream);
   gmr__sim.recycled_stream = NULL;
   gmr__sim_unlock();

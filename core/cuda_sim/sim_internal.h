@@ -9,6 +9,8 @@
  *   sim_device.c   devices and memory (cudaMalloc, cudaFree, pinned, managed)
  *   sim_mempool.c  memory pools and stream-ordered allocation
  *   sim_stream.c   streams, events, capture and graphs
+ *   sim_order.c    the happens-before order of streams and events (clocks),
+ *                  and the marks tests keep of it
  *
  * One mutex guards all simulated state; the simulation is for correctness,
  * not speed. Handles given out (streams, events, pools, graphs) are pointers
@@ -68,6 +70,22 @@ typedef struct gmr__sim_allocation {
   gmr__sim_pool *pool; /* GMR__SIM_MEM_POOL only */
 } gmr__sim_allocation;
 
+/* One position of a clock (sim_order.c): the work of stream `key` up to
+ * `seq`; in a capture's namespace when capture_id is not 0. */
+typedef struct gmr__sim_clock_entry {
+  uint64_t key;
+  uint64_t seq;
+  unsigned long long capture_id;
+} gmr__sim_clock_entry;
+
+/* What some work is ordered after: positions of streams, complete ones
+ * dropped. */
+typedef struct gmr__sim_clock {
+  gmr__sim_clock_entry *entries;
+  uint32_t count;
+  uint32_t capacity;
+} gmr__sim_clock;
+
 typedef struct gmr__sim_stream {
   uint64_t id; /* unique for the process, never reused */
   int device;
@@ -81,16 +99,17 @@ typedef struct gmr__sim_stream {
   enum cudaStreamCaptureMode capture_mode; /* of the capture in progress */
   uint64_t capture_thread;                 /* sim thread id of the thread that began it */
   bool capture_origin; /* began the capture (else joined it by waiting on one of its events) */
+  uint64_t capture_seq;  /* positions of its work in captures (sim_order.c) */
+  gmr__sim_clock clock;  /* other streams' work its next work is ordered after */
 } gmr__sim_stream;
 
 typedef struct gmr__sim_event {
-  uint64_t stream_id; /* 0: never recorded, or recorded on the default stream */
-  uint64_t seq;
   bool recorded;
   /* Non-zero: last recorded on a capturing stream, in this capture (a node of
    * its graph, not work): queries, synchronisations and waits outside that
    * capture are refused (cudaErrorCapturedEvent) until it is recorded again. */
   unsigned long long capture_id;
+  gmr__sim_clock clock; /* the work the event waits for (sim_order.c) */
 } gmr__sim_event;
 
 typedef struct gmr__sim_graph {
@@ -124,6 +143,9 @@ typedef struct gmr__sim_state {
    * number completed. Their events stay pending until a device-wide
    * synchronisation, as the stream cannot be released any more. */
   gmr__u64_map draining;
+  gmr__u64_map streams_by_id; /* stream id -> gmr__sim_stream *, live streams */
+  gmr__u64_map marks;         /* gmr_cuda_sim_mark -> gmr__sim_clock * */
+  uint64_t next_mark_id;
   /* gmr_cuda_sim_reuse_stream_handles: the last destroyed stream's memory,
    * given to the next stream created (NULL when none). */
   bool reuse_stream_handles;
@@ -157,7 +179,8 @@ bool gmr__sim_live_object(const void *handle, gmr__sim_object_kind kind);
  * are the default stream; anything else must be a live simulated stream. */
 bool gmr__sim_stream_is_default(cudaStream_t s);
 cudaError_t gmr__sim_lookup_stream(cudaStream_t s, gmr__sim_stream **out);
-gmr__sim_stream *gmr__sim_find_stream_by_id(uint64_t id);
+/* The live stream with id `id`, or NULL (a map lookup). */
+gmr__sim_stream *gmr__sim_stream_by_id(uint64_t id);
 /* CUDA's capture modes (cudaThreadExchangeStreamCaptureMode): a potentially
  * unsafe call is refused to a thread in global mode while it began a capture
  * that is not relaxed, or another thread began a global-mode one; to a thread
@@ -244,6 +267,21 @@ cudaError_t gmr__sim_event_query(cudaEvent_t event);
 cudaError_t gmr__sim_event_synchronize(cudaEvent_t event);
 cudaError_t gmr__sim_memset_async(void *ptr, int value, size_t bytes, cudaStream_t stream);
 cudaError_t gmr__sim_memcpy_async(void *dst, const void *src, size_t bytes, cudaStream_t stream);
+
+/* ---- sim_order.c ---- */
+void gmr__sim_clock_clear(gmr__sim_clock *c);
+/* dst orders after src too. False when host memory ran out (less strict). */
+bool gmr__sim_clock_merge(gmr__sim_clock *dst, const gmr__sim_clock *src);
+/* Whether all the work of c is done. */
+bool gmr__sim_clock_complete(const gmr__sim_clock *c);
+/* Finish the work of c (an event synchronisation: the host waited for it). */
+void gmr__sim_clock_finish(const gmr__sim_clock *c);
+/* *out = s's work up to now, advancing s by one position (a record, a mark). */
+bool gmr__sim_clock_snapshot(gmr__sim_stream *s, gmr__sim_clock *out);
+/* Whether work queued on t from now runs after all the work of `mark`. */
+bool gmr__sim_stream_ordered_after(const gmr__sim_stream *t, const gmr__sim_clock *mark);
+/* Drop every mark (enable, disable). */
+void gmr__sim_marks_clear(void);
 
 /* ---- hooks for the VMM part (sim_vmm.c); lock held ---- */
 /* Whether the simulation is enabled. */

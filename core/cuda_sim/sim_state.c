@@ -62,15 +62,10 @@ cudaError_t gmr__sim_lookup_stream(cudaStream_t s, gmr__sim_stream **out) {
   return cudaSuccess;
 }
 
-gmr__sim_stream *gmr__sim_find_stream_by_id(uint64_t id) {
-  size_t cursor = 0;
-  uint64_t key = 0, kind = 0;
-  while (gmr__u64_map_next(&gmr__sim.objects, &cursor, &key, &kind)) {
-    if (kind != GMR__SIM_OBJ_STREAM) continue;
-    gmr__sim_stream *s = (gmr__sim_stream *)(uintptr_t)key;
-    if (s->id == id) return s;
-  }
-  return NULL;
+gmr__sim_stream *gmr__sim_stream_by_id(uint64_t id) {
+  uint64_t v = 0;
+  return gmr__u64_map_get(&gmr__sim.streams_by_id, id, &v) ? (gmr__sim_stream *)(uintptr_t)v
+                                                           : NULL;
 }
 
 /* CUDA's capture modes (sim_internal.h): whose captures forbid the calling

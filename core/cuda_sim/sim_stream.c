@@ -41,7 +41,13 @@ cudaError_t gmr__sim_stream_create(cudaStream_t *stream) {
       s->id = ++gmr__sim.next_stream_id;
       s->device = gmr__sim_current_device();
       s->capture_status = cudaStreamCaptureStatusNone;
-      *stream = (cudaStream_t)(void *)s;
+      if (!gmr__u64_map_put(&gmr__sim.streams_by_id, s->id, (uint64_t)(uintptr_t)s)) {
+        gmr__sim_remove_object(s);
+        free(s);
+        err = cudaErrorMemoryAllocation;
+      } else {
+        *stream = (cudaStream_t)(void *)s;
+      }
     }
   }
   gmr__sim_unlock();
@@ -65,6 +71,8 @@ cudaError_t gmr__sim_stream_destroy(cudaStream_t stream) {
       (void)gmr__u64_map_put(&gmr__sim.draining, s->id, s->completed_seq);
     }
     gmr__sim_remove_object(s);
+    gmr__u64_map_remove(&gmr__sim.streams_by_id, s->id, NULL);
+    gmr__sim_clock_clear(&s->clock);
     if (gmr__sim.reuse_stream_handles && gmr__sim.recycled_stream == NULL) {
       gmr__sim.recycled_stream = s;
     } else {
@@ -92,6 +100,8 @@ cudaError_t gmr__sim_stream_synchronize(cudaStream_t stream) {
       gmr__sim_complete_all_streams(); /* the legacy default stream waits for all */
     } else {
       gmr__sim_complete_stream(s);
+      gmr__sim_clock_finish(&s->clock); /* and for the work it waited on */
+      gmr__sim_clock_clear(&s->clock);
     }
     gmr__sim_pools_release_at_sync();
   }
@@ -149,7 +159,12 @@ cudaError_t gmr__sim_stream_wait_event(cudaStream_t stream, cudaEvent_t event) {
     err = cudaErrorInvalidResourceHandle;
   }
   if (err == cudaSuccess) err = wait_in_capture(s, (const gmr__sim_event *)(void *)event);
-  if (err == cudaSuccess && s != NULL) s->wait_count++;
+  if (err == cudaSuccess && s != NULL) {
+    s->wait_count++;
+    /* Ordered after the event's work from now on (a host allocation failure
+     * only makes the simulation less strict). */
+    (void)gmr__sim_clock_merge(&s->clock, &((const gmr__sim_event *)(void *)event)->clock);
+  }
   gmr__sim_unlock();
   return err;
 }
@@ -300,6 +315,7 @@ cudaError_t gmr__sim_event_destroy(cudaEvent_t event) {
   }
   if (err == cudaSuccess) {
     gmr__sim_remove_object(event);
+    gmr__sim_clock_clear(&((gmr__sim_event *)(void *)event)->clock);
     free(event);
   }
   gmr__sim_unlock();
@@ -318,32 +334,20 @@ cudaError_t gmr__sim_event_record(cudaEvent_t event, cudaStream_t stream) {
     gmr__sim_event *e = (gmr__sim_event *)(void *)event;
     e->recorded = true;
     e->capture_id = 0;
-    if (gmr__sim_stream_capturing(s)) {
-      /* A node of the graph: no work of the stream now (legal in every mode). */
-      e->capture_id = s->capture_id;
-      e->stream_id = 0;
-      e->seq = 0;
-    } else if (s == NULL) {
-      e->stream_id = 0;
-      e->seq = 0;
-    } else {
-      e->stream_id = s->id;
-      e->seq = ++s->recorded_seq;
-      if (!s->held) s->completed_seq = s->recorded_seq;
+    e->clock.count = 0;
+    if (s != NULL) {
+      /* In a capture: a node of the graph, no work of the stream now (legal
+       * in every mode); its clock orders the capture's streams. */
+      if (gmr__sim_stream_capturing(s)) e->capture_id = s->capture_id;
+      if (!gmr__sim_clock_snapshot(s, &e->clock)) err = cudaErrorMemoryAllocation;
     }
   }
   gmr__sim_unlock();
   return err;
 }
 
-static bool event_complete(const gmr__sim_event *e) {
-  if (e->stream_id == 0) return true;
-  gmr__sim_stream *s = gmr__sim_find_stream_by_id(e->stream_id);
-  if (s != NULL) return e->seq <= s->completed_seq;
-  uint64_t completed = 0;
-  if (gmr__u64_map_get(&gmr__sim.draining, e->stream_id, &completed)) return e->seq <= completed;
-  return true;
-}
+/* Done when the stream's work up to the record and all it waited on is. */
+static bool event_complete(const gmr__sim_event *e) { return gmr__sim_clock_complete(&e->clock); }
 
 /* Querying or synchronising an event last recorded in a capture conflicts
  * with the capture in every thread mode while it is in progress (the event
@@ -386,15 +390,9 @@ cudaError_t gmr__sim_event_synchronize(cudaEvent_t event) {
   }
   if (err == cudaSuccess) err = refuse_captured(event);
   if (err == cudaSuccess) {
-    const gmr__sim_event *e = (const gmr__sim_event *)(void *)event;
-    gmr__sim_stream *s = e->stream_id == 0 ? NULL : gmr__sim_find_stream_by_id(e->stream_id);
-    /* Waiting "finishes" the simulated work up to the event. */
-    if (s != NULL && s->completed_seq < e->seq) s->completed_seq = e->seq;
-    uint64_t completed = 0;
-    if (s == NULL && e->stream_id != 0 &&
-        gmr__u64_map_get(&gmr__sim.draining, e->stream_id, &completed) && completed < e->seq) {
-      (void)gmr__u64_map_put(&gmr__sim.draining, e->stream_id, e->seq);
-    }
+    /* Waiting "finishes" the simulated work up to the event, and the work
+     * it was ordered after. */
+    gmr__sim_clock_finish(&((const gmr__sim_event *)(void *)event)->clock);
   }
   gmr__sim_unlock();
   return err;

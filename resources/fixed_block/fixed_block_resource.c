@@ -141,7 +141,10 @@ static gmr__fb_block *take(gmr__fb_shard *s, gmr__stream_key key, bool known, si
   if (si != UINT32_MAX) {
     gmr__fb_slot *slot = gmr__fb_slot_at(s, si);
     /* By handle (the default) the handle's slot is the stream's own. */
-    *id_matters = r->stream_ids && r->config.stream_ordered && slot->count > 0 &&
+    /* Blocks held back by record_stream count: they come back to this slot
+     * below, once their uses are done, and are the slot's stream's frees. */
+    *id_matters = r->stream_ids && r->config.stream_ordered &&
+                  (slot->count > 0 || slot->deferred_count > 0) &&
                   !gmr__stream_event_settled(&slot->base.ev);
     if (known || !*id_matters) {
       if (known && r->config.stream_ordered) {
@@ -341,7 +344,14 @@ static gmr_status fb_record_stream(gmr_resource *self, void *ptr, gmr_stream str
   if (st != GMR_OK) return st;
   gmr__fb_shard *s = NULL;
   gmr__fb_block *b = gmr__fb_find_block(r, gmr__fb_shard_for(r, key), (uintptr_t)ptr, &s);
-  if (b == NULL) return GMR_ERR_UNKNOWN_POINTER;
+  if (b == NULL) {
+    /* An allocation above a block lives in the upstream: it keeps the uses. */
+    gmr__spin_lock_acquire(&r->books);
+    bool forwarded = gmr__u64_map_get(&r->forwarded, (uint64_t)(uintptr_t)ptr, NULL);
+    gmr__spin_lock_release(&r->books);
+    return forwarded ? gmr_resource_record_stream(r->upstream, ptr, stream)
+                     : GMR_ERR_UNKNOWN_POINTER;
+  }
   if (b->request_bytes == 0 && !b->in_list) {
     st = GMR_ERR_UNKNOWN_POINTER;
   } else if (r->config.stream_ordered) {

@@ -274,8 +274,7 @@ void gmr__fb_from_other_streams(gmr__fb_shard *s, uint32_t si, size_t count, gmr
     if (gmr__stream_event_wait(r->cuda, &o->base.ev, stream, &r->events) != cudaSuccess) continue;
     move_all(s, i, si);
     gmr__stream_event_demand(&o->base.ev);
-    /* Reachable for others only through t now: t's newest frees. */
-    gmr__stream_event_mark_freed(r->cuda, &t->base.ev, false, &r->events);
+    gmr__stream_event_took_after_wait(r->cuda, &t->base.ev, &r->events);
   }
 }
 

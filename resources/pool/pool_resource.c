@@ -131,7 +131,9 @@ static step_result step_one_slot(gmr__pool_arena *a, const gmr__pool_request *r,
     return SERVED;
   }
   const gmr__pool_slot *slot = gmr__pool_slot_at(a, *si);
-  bool holds = slot->index.block_count > 0 || slot->cache_count > 0;
+  /* Blocks held back by record_stream count: they are filed back into this
+   * slot, as its stream's frees, once their uses are done. */
+  bool holds = slot->index.block_count > 0 || slot->cache_count > 0 || slot->deferred_count > 0;
   /* By handle (the default) the handle's slot is the stream's own; with
    * stream_ids, its memory not known done is the stream's only once the id
    * says the slot's stream is still the one with the handle. */

@@ -47,8 +47,7 @@ gmr__pool_block *gmr__pool_from_other_streams(gmr__pool_arena *a, uint32_t ti, s
     }
     gmr__pool_move_all(a, i, ti);
     gmr__stream_event_demand(&s->base.ev);
-    /* Others reach these only through t now: they are t's newest frees. */
-    gmr__stream_event_mark_freed(cuda, &t->base.ev, false, &pool->events);
+    gmr__stream_event_took_after_wait(cuda, &t->base.ev, &pool->events);
     return gmr__pool_find_fit(a, ti, need);
   }
   if (free_bytes < need) return NULL;
@@ -63,7 +62,7 @@ gmr__pool_block *gmr__pool_from_other_streams(gmr__pool_arena *a, uint32_t ti, s
     }
     gmr__pool_move_all(a, i, ti);
     gmr__stream_event_demand(&s->base.ev);
-    gmr__stream_event_mark_freed(cuda, &t->base.ev, false, &pool->events);
+    gmr__stream_event_took_after_wait(cuda, &t->base.ev, &pool->events);
   }
   return gmr__pool_find_fit(a, ti, need);
 }

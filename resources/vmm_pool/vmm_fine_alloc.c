@@ -173,6 +173,7 @@ static vmf_region *wait_for_other(vmf_engine *e, uint32_t slot, gmr_stream strea
     if (gmr__stream_event_settle(e->cuda, &s->base.ev, &e->events) != cudaSuccess) continue;
     if (gmr__stream_event_wait(e->cuda, &s->base.ev, stream, &e->events) != cudaSuccess) continue;
     gmr__vmf_move_slot(e, (uint32_t)i, slot);
+    gmr__stream_event_took_after_wait(e->cuda, &gmr__vmf_slot(e, slot)->base.ev, &e->events);
     return gmr__vmf_bin_find(e, slot, bytes, alignment);
   }
   return NULL;

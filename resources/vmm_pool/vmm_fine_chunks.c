@@ -38,6 +38,11 @@ gmr_status gmr__vmf_chunk_grow(vmf_engine *e, size_t bytes, size_t alignment, gm
   gmr__vmf_arena_start(e, a, (uintptr_t)ptr, chunk, r);
   gmr__vmf_set_state(e, r, VMF_FREE); /* a chunk comes mapped: free at once */
   r->slot = slot;                     /* the page pool ordered the chunk on `stream` */
+  /* ... possibly by making `stream` wait for other streams' work on these
+   * pages: the chunk is the stream's newest free, which no record the
+   * stream made before covers (else a third stream could take it while that
+   * work still runs). */
+  gmr__stream_event_mark_freed(e->cuda, &gmr__vmf_slot(e, slot)->base.ev, true, &e->events);
   e->held_bytes += chunk;
   if (e->held_bytes > e->peak_held_bytes) e->peak_held_bytes = e->held_bytes;
   *out = r;

@@ -10,7 +10,10 @@
  *    test can read and write them, and ASan sees overflows);
  *  - streams and events complete at once, unless a stream is held
  *    (gmr_cuda_sim_stream_hold): then events recorded on it stay pending until
- *    it is released or an event synchronisation waits for them; a stream
+ *    it is released or an event synchronisation waits for them. The order is
+ *    transitive, as on a GPU: a stream that waited on a pending event
+ *    (cudaStreamWaitEvent) records events that stay pending until that
+ *    event's work is done, held or not (marks below ask the order); a stream
  *    held with gmr_cuda_sim_stream_hold_beyond_destroy() keeps its pending
  *    work pending after it is destroyed (as CUDA runs it after
  *    cudaStreamDestroy returns) until a device-wide synchronisation
@@ -289,6 +292,62 @@ GMR_API GMR_NODISCARD gmr_status gmr_cuda_sim_reuse_stream_handles(bool reuse);
  * Thread-safe: yes.
  */
 GMR_API uint64_t gmr_cuda_sim_get_stream_wait_count(gmr_stream stream);
+
+/* ---- marks: the order of streams, for tests' oracles ---------------------
+ *
+ * A mark is a point in one stream's work: everything queued on the stream
+ * before it, and everything that work was ordered after (events the stream
+ * waited on, transitively). A test marks the stream that used memory when it
+ * frees it, and later asks whether the stream that got the memory is ordered
+ * after the mark: its work then cannot overlap the old use. Within a graph
+ * capture the order is the graph's (events recorded and waited on in the
+ * capture: forks and joins); a mark made in a capture counts as done once
+ * the capture is over. Marks make no CUDA call and are not counted as calls.
+ */
+typedef uint64_t gmr_cuda_sim_mark;
+
+/**
+ * Mark `stream`'s work up to now into *out (a new mark; the stream's
+ * position advances by one, as at an event record).
+ * Ownership: the caller releases it with gmr_cuda_sim_mark_release();
+ * gmr_cuda_sim_enable() and gmr_cuda_sim_disable() drop every mark.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL out, a default stream, or
+ * not a live simulated stream); GMR_ERR_OUT_OF_MEMORY (host memory);
+ * GMR_ERR_UNSUPPORTED (simulation off). On failure *out is unchanged.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_cuda_sim_mark_stream(gmr_stream stream,
+                                                          gmr_cuda_sim_mark *out);
+
+/**
+ * Whether work queued on `stream` from now runs after all the work of
+ * `mark`: that work is done, or `stream` is ordered after it (the same
+ * stream, or waits on events recorded after it, transitively; in a capture,
+ * the graph's edges). Into *out_ordered.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL out, an unknown mark, a
+ * default stream or not a live simulated stream); GMR_ERR_UNSUPPORTED
+ * (simulation off). On failure *out_ordered is unchanged.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_cuda_sim_mark_ordered_before(gmr_cuda_sim_mark mark,
+                                                                  gmr_stream stream,
+                                                                  bool *out_ordered);
+
+/**
+ * Whether all the work of `mark` is done, into *out_complete.
+ * Thread-safe: yes. Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL out or an unknown mark);
+ * GMR_ERR_UNSUPPORTED (simulation off). On failure *out_complete is unchanged.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_cuda_sim_mark_query(gmr_cuda_sim_mark mark,
+                                                         bool *out_complete);
+
+/**
+ * Release `mark`. Thread-safe: yes. Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (an unknown mark: nothing
+ * changes); GMR_ERR_UNSUPPORTED (simulation off).
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_cuda_sim_mark_release(gmr_cuda_sim_mark mark);
 
 /**
  * Number of CUDA calls since enable that named a stream, event, pool or graph

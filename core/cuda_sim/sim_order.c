@@ -1,0 +1,241 @@
+/*
+ * core/cuda_sim/sim_order.c (internal): the happens-before order of the
+ * simulated streams, as a GPU keeps it: work on a stream runs after the work
+ * queued before it on that stream and after every event the stream waited
+ * on, transitively (CUDA's order is transitive). Each stream and each
+ * recorded event carries a clock: the positions of other streams' work it
+ * is ordered after (entries already complete are dropped). An event is
+ * complete only when every position of its clock is: a stream that waited
+ * on a held stream's event records events that stay pending while that
+ * stream is held, as on a GPU.
+ *
+ * Positions: a stream's own work is numbered by its recorded_seq (events and
+ * marks); while it captures a graph, by its capture_seq, in a namespace of
+ * its own (the work is a node of the graph, ordered by the graph's edges,
+ * and never runs in this timeline: such a position is "complete" once the
+ * capture is over).
+ *
+ * Marks (gmr/sim/cuda_sim.h) are clocks a test keeps: "this stream's work up
+ * to now", asked later whether another stream's next work is ordered after
+ * it (a test's oracle of stream-ordered reuse).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cuda_sim/sim_internal.h"
+
+/* A position in a capture's namespace: the stream's id with this bit. */
+#define CAPTURE_KEY_BIT (UINT64_C(1) << 63)
+
+static bool entry_complete(const gmr__sim_clock_entry *x) {
+  if (x->capture_id != 0) return !gmr__sim_capture_in_progress(x->capture_id);
+  gmr__sim_stream *s = gmr__sim_stream_by_id(x->key);
+  if (s != NULL) return x->seq <= s->completed_seq;
+  uint64_t completed = 0;
+  if (gmr__u64_map_get(&gmr__sim.draining, x->key, &completed)) return x->seq <= completed;
+  return true; /* a destroyed stream's work runs to its end */
+}
+
+void gmr__sim_clock_clear(gmr__sim_clock *c) {
+  free(c->entries);
+  memset(c, 0, sizeof *c);
+}
+
+/* Drop the complete entries: they order nothing any more. */
+static void prune(gmr__sim_clock *c) {
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < c->count; ++i) {
+    if (!entry_complete(&c->entries[i])) c->entries[kept++] = c->entries[i];
+  }
+  c->count = kept;
+}
+
+static gmr__sim_clock_entry *find(const gmr__sim_clock *c, uint64_t key) {
+  for (uint32_t i = 0; i < c->count; ++i) {
+    if (c->entries[i].key == key) return &c->entries[i];
+  }
+  return NULL;
+}
+
+/* Raise c's entry for x's key to x (add it if missing). False when host
+ * memory ran out (the simulation is then less strict, never wrong the other
+ * way: an entry missing orders nothing). */
+static bool raise(gmr__sim_clock *c, const gmr__sim_clock_entry *x) {
+  gmr__sim_clock_entry *have = find(c, x->key);
+  if (have != NULL) {
+    if (have->seq < x->seq) *have = *x;
+    return true;
+  }
+  if (c->count == c->capacity) {
+    uint32_t capacity = c->capacity == 0 ? 4u : c->capacity * 2u;
+    gmr__sim_clock_entry *grown = realloc(c->entries, capacity * sizeof *grown);
+    if (grown == NULL) return false;
+    c->entries = grown;
+    c->capacity = capacity;
+  }
+  c->entries[c->count++] = *x;
+  return true;
+}
+
+bool gmr__sim_clock_merge(gmr__sim_clock *dst, const gmr__sim_clock *src) {
+  prune(dst);
+  bool ok = true;
+  for (uint32_t i = 0; i < src->count; ++i) {
+    if (!entry_complete(&src->entries[i])) ok = raise(dst, &src->entries[i]) && ok;
+  }
+  return ok;
+}
+
+bool gmr__sim_clock_complete(const gmr__sim_clock *c) {
+  for (uint32_t i = 0; i < c->count; ++i) {
+    if (!entry_complete(&c->entries[i])) return false;
+  }
+  return true;
+}
+
+void gmr__sim_clock_finish(const gmr__sim_clock *c) {
+  for (uint32_t i = 0; i < c->count; ++i) {
+    const gmr__sim_clock_entry *x = &c->entries[i];
+    if (x->capture_id != 0) continue; /* graph work runs at replay, not now */
+    gmr__sim_stream *s = gmr__sim_stream_by_id(x->key);
+    if (s != NULL) {
+      if (s->completed_seq < x->seq) s->completed_seq = x->seq;
+      continue;
+    }
+    uint64_t completed = 0;
+    if (gmr__u64_map_get(&gmr__sim.draining, x->key, &completed) && completed < x->seq) {
+      (void)gmr__u64_map_put(&gmr__sim.draining, x->key, x->seq);
+    }
+  }
+}
+
+/* The position of the work queued on s from now, advanced by one: a record
+ * or a mark (with the stream's capture namespace while it captures). */
+static gmr__sim_clock_entry next_position(gmr__sim_stream *s) {
+  gmr__sim_clock_entry x = {s->id, 0, 0};
+  if (gmr__sim_stream_capturing(s)) {
+    x.key = s->id | CAPTURE_KEY_BIT;
+    x.seq = ++s->capture_seq;
+    x.capture_id = s->capture_id;
+    return x;
+  }
+  x.seq = ++s->recorded_seq;
+  if (!s->held) s->completed_seq = s->recorded_seq;
+  return x;
+}
+
+bool gmr__sim_clock_snapshot(gmr__sim_stream *s, gmr__sim_clock *out) {
+  out->count = 0;
+  gmr__sim_clock_entry own = next_position(s);
+  bool ok = gmr__sim_clock_merge(out, &s->clock);
+  return raise(out, &own) && ok;
+}
+
+bool gmr__sim_stream_ordered_after(const gmr__sim_stream *t, const gmr__sim_clock *mark) {
+  uint64_t own_key = gmr__sim_stream_capturing(t) ? (t->id | CAPTURE_KEY_BIT) : t->id;
+  uint64_t own_seq = gmr__sim_stream_capturing(t) ? t->capture_seq : t->recorded_seq;
+  for (uint32_t i = 0; i < mark->count; ++i) {
+    const gmr__sim_clock_entry *x = &mark->entries[i];
+    if (entry_complete(x)) continue;
+    if (x->key == own_key && x->seq <= own_seq) continue; /* t's own earlier work */
+    const gmr__sim_clock_entry *have = find(&t->clock, x->key);
+    if (have == NULL || have->seq < x->seq) return false;
+  }
+  return true;
+}
+
+/* ---- marks (gmr/sim/cuda_sim.h) ------------------------------------------ */
+
+static gmr_status mark_stream_locked(gmr_stream stream, gmr_cuda_sim_mark *out) {
+  if (!gmr__sim.enabled) return GMR_ERR_UNSUPPORTED;
+  if (gmr__sim_stream_is_default((cudaStream_t)stream) ||
+      !gmr__sim_is_object((const void *)stream, GMR__SIM_OBJ_STREAM)) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  gmr__sim_clock *c = calloc(1, sizeof *c);
+  if (c == NULL) return GMR_ERR_OUT_OF_MEMORY;
+  uint64_t id = ++gmr__sim.next_mark_id;
+  if (!gmr__sim_clock_snapshot((gmr__sim_stream *)(void *)stream, c) ||
+      !gmr__u64_map_put(&gmr__sim.marks, id, (uint64_t)(uintptr_t)c)) {
+    gmr__sim_clock_clear(c);
+    free(c);
+    return GMR_ERR_OUT_OF_MEMORY;
+  }
+  *out = id;
+  return GMR_OK;
+}
+
+gmr_status gmr_cuda_sim_mark_stream(gmr_stream stream, gmr_cuda_sim_mark *out) {
+  if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  gmr__sim_lock();
+  gmr_status st = mark_stream_locked(stream, out);
+  gmr__sim_unlock();
+  return st;
+}
+
+static gmr__sim_clock *mark_clock(gmr_cuda_sim_mark mark) {
+  uint64_t v = 0;
+  return gmr__u64_map_get(&gmr__sim.marks, mark, &v) ? (gmr__sim_clock *)(uintptr_t)v : NULL;
+}
+
+gmr_status gmr_cuda_sim_mark_ordered_before(gmr_cuda_sim_mark mark, gmr_stream stream,
+                                            bool *out_ordered) {
+  if (out_ordered == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  gmr__sim_lock();
+  gmr_status st = GMR_OK;
+  gmr__sim_clock *c = gmr__sim.enabled ? mark_clock(mark) : NULL;
+  if (!gmr__sim.enabled) {
+    st = GMR_ERR_UNSUPPORTED;
+  } else if (c == NULL || gmr__sim_stream_is_default((cudaStream_t)stream) ||
+             !gmr__sim_is_object((const void *)stream, GMR__SIM_OBJ_STREAM)) {
+    st = GMR_ERR_INVALID_ARGUMENT;
+  } else {
+    *out_ordered = gmr__sim_stream_ordered_after((const gmr__sim_stream *)(const void *)stream, c);
+  }
+  gmr__sim_unlock();
+  return st;
+}
+
+gmr_status gmr_cuda_sim_mark_query(gmr_cuda_sim_mark mark, bool *out_complete) {
+  if (out_complete == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  gmr__sim_lock();
+  gmr_status st = GMR_OK;
+  gmr__sim_clock *c = gmr__sim.enabled ? mark_clock(mark) : NULL;
+  if (!gmr__sim.enabled) {
+    st = GMR_ERR_UNSUPPORTED;
+  } else if (c == NULL) {
+    st = GMR_ERR_INVALID_ARGUMENT;
+  } else {
+    *out_complete = gmr__sim_clock_complete(c);
+  }
+  gmr__sim_unlock();
+  return st;
+}
+
+gmr_status gmr_cuda_sim_mark_release(gmr_cuda_sim_mark mark) {
+  gmr__sim_lock();
+  gmr_status st = GMR_OK;
+  uint64_t v = 0;
+  if (!gmr__sim.enabled) {
+    st = GMR_ERR_UNSUPPORTED;
+  } else if (!gmr__u64_map_remove(&gmr__sim.marks, mark, &v)) {
+    st = GMR_ERR_INVALID_ARGUMENT;
+  } else {
+    gmr__sim_clock *c = (gmr__sim_clock *)(uintptr_t)v;
+    gmr__sim_clock_clear(c);
+    free(c);
+  }
+  gmr__sim_unlock();
+  return st;
+}
+
+void gmr__sim_marks_clear(void) {
+  size_t cursor = 0;
+  uint64_t key = 0, v = 0;
+  while (gmr__u64_map_next(&gmr__sim.marks, &cursor, &key, &v)) {
+    gmr__sim_clock *c = (gmr__sim_clock *)(uintptr_t)v;
+    gmr__sim_clock_clear(c);
+    free(c);
+  }
+  gmr__u64_map_clear(&gmr__sim.marks);
+}

@@ -1,0 +1,369 @@
+/*
+ * tests/support/order_program.c: random programs on several streams, checked
+ * by the stream-ordering oracle (order_oracle.h).
+ *
+ * A program is a sequence of steps, each chosen by the source: allocate on a
+ * stream (mixed sizes, so that pools split and merge), free on the
+ * allocating stream or hand the memory to another stream first (the other
+ * stream waits on the allocating one, then frees), record_stream, hold and
+ * release a stream (its work stays pending: the simulation then keeps every
+ * event recorded on it, and on streams that waited on it, pending), make a
+ * stream wait on another (waits that chain), synchronise a stream or the
+ * device, destroy a stream (with work pending or not) and make a new one,
+ * trim, and make event calls fail. Every allocation is checked by the oracle.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gmr/device.h"
+#include "gmr/sim/cuda_sim.h"
+#include "gmr/sim/streams.h"
+#include "tests/support/order_oracle.h"
+
+#define MAX_STREAMS 8
+#define MAX_LIVE 128
+
+typedef struct live_allocation {
+  void *ptr;
+  size_t bytes;
+  uint32_t stream;    /* index of the allocating stream */
+  uint32_t uses_mask; /* streams record_stream named */
+} live_allocation;
+
+/* GMR_ORDER_TRACE=1 prints every step to stderr (to read a failing seed). */
+static bool tracing(void) {
+  static int on = -1;
+  if (on < 0) {
+    const char *v = getenv("GMR_ORDER_TRACE");
+    on = v != NULL && v[0] == '1';
+  }
+  return on == 1;
+}
+
+#define TRACE(...)                                  \
+  do {                                              \
+    if (tracing()) fprintf(stderr, __VA_ARGS__);    \
+  } while (0)
+
+typedef struct program {
+  gmr_resource *r;
+  order_source *src;
+  const order_program_options *opt;
+  order_program_result *out;
+  order_oracle *oracle;
+  gmr_stream streams[MAX_STREAMS];
+  bool held[MAX_STREAMS];
+  uint32_t stream_count;
+  live_allocation live[MAX_LIVE];
+  uint32_t live_count;
+  bool ended; /* the source ran out */
+} program;
+
+
+/* A status the caller may ignore (an injected failure, a best effort). */
+static void ignore(gmr_status st) { (void)st; }
+/* ---- choices -------------------------------------------------------------- */
+
+static uint64_t splitmix(uint64_t *state) {
+  uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
+  z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+  return z ^ (z >> 31);
+}
+
+/* A number below n (n > 0). */
+static uint32_t pick(program *p, uint32_t n) {
+  order_source *s = p->src;
+  uint32_t v = 0;
+  if (s->data != NULL) {
+    if (s->pos + 2 > s->size) {
+      p->ended = true;
+      return 0;
+    }
+    v = (uint32_t)s->data[s->pos] | ((uint32_t)s->data[s->pos + 1] << 8);
+    s->pos += 2;
+  } else {
+    v = (uint32_t)(splitmix(&s->state) >> 32);
+  }
+  return v % n;
+}
+
+static size_t pick_bytes(program *p) {
+  size_t max = p->opt->max_bytes < 512 ? 512 : p->opt->max_bytes;
+  switch (pick(p, 4)) {
+    case 0: return 1 + pick(p, 4096);                                 /* small */
+    case 1: return 256u * (1 + pick(p, 256));                          /* up to 64 KiB */
+    case 2: return (size_t)(1 + pick(p, 64)) << 14;                    /* up to 1 MiB */
+    default: return 1 + (size_t)pick(p, (uint32_t)(max > UINT32_MAX ? UINT32_MAX : max));
+  }
+}
+
+/* ---- steps ---------------------------------------------------------------- */
+
+static void fail(program *p, const char *what, gmr_status st) {
+  if (p->out->error[0] != '\0') return;
+  (void)snprintf(p->out->error, sizeof p->out->error, "%s: %s", what, gmr_status_name(st));
+}
+
+static bool stream_in_use(const program *p, uint32_t s) {
+  for (uint32_t i = 0; i < p->live_count; ++i) {
+    if (p->live[i].stream == s || (p->live[i].uses_mask & (1u << s)) != 0) return true;
+  }
+  return false;
+}
+
+static void step_allocate(program *p) {
+  if (p->live_count >= p->opt->max_live || p->live_count >= MAX_LIVE) return;
+  uint32_t s = pick(p, p->stream_count);
+  size_t bytes = pick_bytes(p);
+  if (p->ended) return;
+  void *ptr = NULL;
+  uint64_t waits = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_WAIT_EVENT);
+  gmr_status st = gmr_resource_allocate(p->r, bytes, 0, p->streams[s], &ptr);
+  p->out->resource_waits += gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_WAIT_EVENT) - waits;
+  if (st != GMR_OK) {
+    p->out->failed_allocations++;
+    return;
+  }
+  p->out->allocations++;
+  TRACE("alloc s%u %zu -> %p\n", s, bytes, ptr);
+  char why[400];
+  if (!order_oracle_check_allocation(p->oracle, ptr, bytes, p->streams[s], why, sizeof why)) {
+    if (p->out->violations++ == 0) {
+      (void)snprintf(p->out->first_violation, sizeof p->out->first_violation,
+                     "step %llu: %s",
+                     (unsigned long long)(p->out->allocations + p->out->frees), why);
+    }
+  }
+  live_allocation *a = &p->live[p->live_count++];
+  a->ptr = ptr;
+  a->bytes = bytes;
+  a->stream = s;
+  a->uses_mask = 0;
+}
+
+/* Free live allocation i on stream `on` (whose work is ordered after every
+ * use on the allocating stream). False if the resource refused (the memory
+ * stays live). */
+static bool free_on(program *p, uint32_t i, uint32_t on) {
+  live_allocation a = p->live[i];
+  gmr_stream users[MAX_STREAMS + 1];
+  size_t n = 0;
+  users[n++] = p->streams[on];
+  for (uint32_t s = 0; s < p->stream_count; ++s) {
+    if ((a.uses_mask & (1u << s)) != 0 && s != on) users[n++] = p->streams[s];
+  }
+  if (!order_oracle_note_free(p->oracle, a.ptr, a.bytes, users, n)) {
+    fail(p, "the oracle could not mark the streams", GMR_ERR_OUT_OF_MEMORY);
+    return false;
+  }
+  TRACE("free %p %zu on s%u (allocated on s%u, uses %#x)\n", a.ptr, a.bytes, on, a.stream,
+        a.uses_mask);
+  gmr_status st = gmr_resource_deallocate(p->r, a.ptr, a.bytes, 0, p->streams[on]);
+  if (st != GMR_OK) {
+    /* Allowed only for a CUDA failure (injected): the memory stays ours. */
+    if (st != GMR_ERR_CUDA || !p->opt->faults) fail(p, "gmr_resource_deallocate", st);
+    return false;
+  }
+  p->out->frees++;
+  p->live[i] = p->live[--p->live_count];
+  return true;
+}
+
+static void step_free(program *p) {
+  if (p->live_count == 0) return;
+  uint32_t i = pick(p, p->live_count);
+  uint32_t on = p->live[i].stream;
+  if (!p->opt->same_stream_free && pick(p, 4) == 0) {
+    /* A handoff: another stream waits for the allocating one, then frees. */
+    uint32_t other = pick(p, p->stream_count);
+    if (other != on && gmr_stream_wait_stream(p->streams[other], p->streams[on]) == GMR_OK) {
+      TRACE("handoff: s%u waits on s%u\n", other, on);
+      on = other;
+    }
+  }
+  if (p->ended) return;
+  (void)free_on(p, i, on);
+}
+
+static void step_record_stream(program *p) {
+  if (p->live_count == 0 || !p->opt->record_stream) return;
+  uint32_t i = pick(p, p->live_count);
+  uint32_t s = pick(p, p->stream_count);
+  if (p->ended || s == p->live[i].stream) return;
+  gmr_status st = gmr_resource_record_stream(p->r, p->live[i].ptr, p->streams[s]);
+  if (st == GMR_OK) {
+    TRACE("record_stream %p s%u\n", p->live[i].ptr, s);
+    p->live[i].uses_mask |= 1u << s;
+  } else if (st != GMR_ERR_UNSUPPORTED) {
+    fail(p, "gmr_resource_record_stream", st);
+  }
+}
+
+static void step_hold(program *p, bool hold) {
+  uint32_t s = pick(p, p->stream_count);
+  if (p->ended || p->held[s] == hold) return;
+  gmr_status st = gmr_cuda_sim_stream_hold(p->streams[s], hold);
+  if (st != GMR_OK) {
+    fail(p, "gmr_cuda_sim_stream_hold", st);
+    return;
+  }
+  p->held[s] = hold;
+  TRACE("%s s%u\n", hold ? "hold" : "release", s);
+  if (hold) p->out->holds++;
+}
+
+static void step_wait(program *p) {
+  uint32_t waiter = pick(p, p->stream_count);
+  uint32_t waited = pick(p, p->stream_count);
+  if (p->ended || waiter == waited) return;
+  TRACE("wait s%u on s%u\n", waiter, waited);
+  ignore(gmr_stream_wait_stream(p->streams[waiter], p->streams[waited])); /* may fail: injected */
+}
+
+static void step_synchronize(program *p) {
+  if (pick(p, 4) == 0) {
+    TRACE("device synchronize\n");
+    if (!p->ended) ignore(gmr_device_synchronize());
+    return;
+  }
+  uint32_t s = pick(p, p->stream_count);
+  TRACE("synchronize s%u\n", s);
+  if (!p->ended) ignore(gmr_cuda_stream_synchronize(p->streams[s]));
+}
+
+static void step_new_stream(program *p) {
+  uint32_t s = pick(p, p->stream_count);
+  bool pending = p->opt->reuse_handles && pick(p, 2) == 0;
+  bool reuse = p->opt->reuse_handles && pick(p, 2) == 0;
+  if (p->ended || stream_in_use(p, s)) return;
+  TRACE("new stream s%u (pending %d, reuse %d)\n", s, pending, reuse);
+  if (pending) {
+    /* Its work stays pending after the destroy (CUDA runs it to its end). */
+    if (gmr_cuda_sim_stream_hold_beyond_destroy(p->streams[s]) != GMR_OK) return;
+  } else {
+    if (p->held[s] && gmr_cuda_sim_stream_hold(p->streams[s], false) != GMR_OK) return;
+    if (gmr_cuda_stream_synchronize(p->streams[s]) != GMR_OK) return;
+  }
+  if (gmr_cuda_sim_reuse_stream_handles(reuse) != GMR_OK) return;
+  gmr_status st = gmr_cuda_stream_destroy(p->streams[s]);
+  if (st != GMR_OK) {
+    fail(p, "gmr_cuda_stream_destroy", st);
+    return;
+  }
+  p->held[s] = false;
+  st = gmr_cuda_stream_create(&p->streams[s]);
+  ignore(gmr_cuda_sim_reuse_stream_handles(false));
+  if (st != GMR_OK) {
+    /* Injected failures do not reach stream creation: this is a real error. */
+    p->streams[s] = NULL;
+    fail(p, "gmr_cuda_stream_create", st);
+  }
+}
+
+static void step_trim(program *p) {
+  TRACE("trim\n");
+  size_t released = 0;
+  gmr_status st = gmr_resource_trim(p->r, &released);
+  if (st != GMR_OK && st != GMR_ERR_UNSUPPORTED && !(p->opt->faults && st == GMR_ERR_CUDA)) {
+    fail(p, "gmr_resource_trim", st);
+  }
+}
+
+static const gmr_cuda_call fault_calls[] = {GMR_CUDA_CALL_EVENT_RECORD, GMR_CUDA_CALL_EVENT_QUERY,
+                                            GMR_CUDA_CALL_STREAM_WAIT_EVENT,
+                                            GMR_CUDA_CALL_EVENT_CREATE};
+
+static void step_fault(program *p) {
+  uint32_t which = pick(p, (uint32_t)(sizeof fault_calls / sizeof fault_calls[0]));
+  uint32_t skip = pick(p, 4);
+  if (p->ended) return;
+  TRACE("fail call %u after %u\n", which, skip);
+  ignore(gmr_cuda_sim_inject_failure(fault_calls[which], skip, 1, 999 /* cudaErrorUnknown */));
+}
+
+/* ---- the program ---------------------------------------------------------- */
+
+static void step(program *p) {
+  uint32_t k = pick(p, 100);
+  if (p->ended) return;
+  if (k < 30) {
+    step_allocate(p);
+  } else if (k < 55) {
+    step_free(p);
+  } else if (k < 62) {
+    step_record_stream(p);
+  } else if (k < 70) {
+    step_hold(p, true);
+  } else if (k < 78) {
+    step_hold(p, false);
+  } else if (k < 88) {
+    step_wait(p);
+  } else if (k < 92) {
+    step_synchronize(p);
+  } else if (k < 95) {
+    if (p->opt->destroy_streams) step_new_stream(p);
+  } else if (k < 97) {
+    if (p->opt->trim) step_trim(p);
+  } else {
+    if (p->opt->faults) step_fault(p);
+  }
+}
+
+/* Free everything left, release every stream, synchronise. */
+static void finish(program *p) {
+  ignore(gmr_cuda_sim_clear_failures());
+  for (uint32_t s = 0; s < p->stream_count; ++s) {
+    if (p->held[s]) ignore(gmr_cuda_sim_stream_hold(p->streams[s], false));
+    p->held[s] = false;
+  }
+  while (p->live_count > 0) {
+    uint32_t before = p->live_count;
+    (void)free_on(p, p->live_count - 1, p->live[p->live_count - 1].stream);
+    if (p->live_count == before) {
+      fail(p, "a free failed with no failure injected", GMR_ERR_INTERNAL);
+      break;
+    }
+  }
+  gmr_status st = gmr_device_synchronize();
+  if (st != GMR_OK) fail(p, "gmr_device_synchronize", st);
+  for (uint32_t s = 0; s < p->stream_count; ++s) {
+    if (p->streams[s] == NULL) continue;
+    if (p->opt->destroy_streams) {
+      ignore(gmr_cuda_stream_destroy(p->streams[s]));
+    } else {
+      p->out->kept_streams[p->out->kept_count++] = p->streams[s];
+    }
+    p->streams[s] = NULL;
+  }
+  size_t released = 0;
+  ignore(gmr_resource_trim(p->r, &released));
+}
+
+bool order_program_run(gmr_resource *r, order_source *src, const order_program_options *opt,
+                       order_program_result *out) {
+  memset(out, 0, sizeof *out);
+  program *p = calloc(1, sizeof *p);
+  if (p == NULL) {
+    (void)snprintf(out->error, sizeof out->error, "no host memory for the program");
+    return false;
+  }
+  p->r = r;
+  p->src = src;
+  p->opt = opt;
+  p->out = out;
+  p->stream_count = opt->stream_count < 2 ? 2 : opt->stream_count > MAX_STREAMS ? MAX_STREAMS
+                                                                                 : opt->stream_count;
+  p->oracle = order_oracle_create();
+  for (uint32_t s = 0; s < p->stream_count && p->oracle != NULL; ++s) {
+    gmr_status st = gmr_cuda_stream_create(&p->streams[s]);
+    if (st != GMR_OK) fail(p, "gmr_cuda_stream_create", st);
+  }
+  if (p->oracle == NULL) fail(p, "no host memory for the oracle", GMR_ERR_OUT_OF_MEMORY);
+  for (uint32_t i = 0; i < opt->op_count && !p->ended && out->error[0] == '\0'; ++i) step(p);
+  if (p->oracle != NULL) finish(p);
+  order_oracle_destroy(p->oracle);
+  free(p);
+  return out->violations == 0 && out->error[0] == '\0';
+}
