@@ -67,6 +67,17 @@ typedef struct gmr__cuda_ops {
   cudaError_t (*stream_wait_event)(cudaStream_t stream, cudaEvent_t event);
   cudaError_t (*stream_get_capture_info)(cudaStream_t stream, enum cudaStreamCaptureStatus *status,
                                          unsigned long long *capture_id);
+  /* cudaStreamGetCaptureInfo with the dependencies of the stream's next
+   * captured work (its "frontier"): *nodes is valid until the next call on
+   * the stream; NULL and 0 when it does not capture. */
+  cudaError_t (*stream_get_capture_frontier)(cudaStream_t stream,
+                                             enum cudaStreamCaptureStatus *status,
+                                             unsigned long long *capture_id,
+                                             const cudaGraphNode_t **nodes, size_t *count);
+  /* cudaGraphNodeGetDependencies: deps NULL asks the count; else up to *count
+   * are written and *count becomes the number written. */
+  cudaError_t (*graph_node_get_dependencies)(cudaGraphNode_t node, cudaGraphNode_t *deps,
+                                             size_t *count);
   cudaError_t (*stream_begin_capture)(cudaStream_t stream, enum cudaStreamCaptureMode mode);
   cudaError_t (*stream_end_capture)(cudaStream_t stream, cudaGraph_t *graph);
   cudaError_t (*graph_destroy)(cudaGraph_t graph);

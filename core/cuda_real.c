@@ -73,6 +73,18 @@ static cudaError_t real_stream_get_capture_info(cudaStream_t stream,
   /* CUDA 13 signature: stream, status, id, graph, dependencies, edge data, count. */
   return cudaStreamGetCaptureInfo(stream, status, capture_id, NULL, NULL, NULL, NULL);
 }
+static cudaError_t real_stream_get_capture_frontier(cudaStream_t stream,
+                                                    enum cudaStreamCaptureStatus *status,
+                                                    unsigned long long *capture_id,
+                                                    const cudaGraphNode_t **nodes, size_t *count) {
+  *nodes = NULL;
+  *count = 0;
+  return cudaStreamGetCaptureInfo(stream, status, capture_id, NULL, nodes, NULL, count);
+}
+static cudaError_t real_graph_node_get_dependencies(cudaGraphNode_t node, cudaGraphNode_t *deps,
+                                                    size_t *count) {
+  return cudaGraphNodeGetDependencies(node, deps, NULL, count);
+}
 static cudaError_t real_stream_begin_capture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
   return cudaStreamBeginCapture(stream, mode);
 }
@@ -138,6 +150,8 @@ const gmr__cuda_ops gmr__cuda_real_ops = {
     .stream_synchronize = real_stream_synchronize,
     .stream_wait_event = real_stream_wait_event,
     .stream_get_capture_info = real_stream_get_capture_info,
+    .stream_get_capture_frontier = real_stream_get_capture_frontier,
+    .graph_node_get_dependencies = real_graph_node_get_dependencies,
     .stream_begin_capture = real_stream_begin_capture,
     .stream_end_capture = real_stream_end_capture,
     .graph_destroy = real_graph_destroy,

@@ -75,11 +75,23 @@ static cudaError_t release(gmr_cuda_resource *r, void *ptr, gmr_stream stream) {
 
 /* The CUDA call of the kind, then the books; the checks are the caller's. */
 static gmr_status allocate_now(gmr_cuda_resource *r, size_t bytes, size_t alignment,
-                               gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+                               gmr_stream stream, bool relaxed_already, void **out_ptr,
+                               gmr_failure *failure) {
   int saved = -1;
   cudaError_t err = gmr__cuda_device_enter(r->cuda, r->device, &saved);
   if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaSetDevice", err);
   void *ptr = NULL;
+  /* cudaMalloc, cudaMallocManaged and cudaHostAlloc are potentially unsafe
+   * calls: in global mode they would break a capture another stream (or
+   * thread) is making. They enqueue nothing, so relaxed mode is right for
+   * them whoever captures (the stream-ordered async kind needs no switch). */
+  enum cudaStreamCaptureMode saved_mode = cudaStreamCaptureModeGlobal;
+  bool relaxed = r->kind != GMR_CUDA_KIND_ASYNC && !relaxed_already;
+  if (relaxed) err = gmr__cuda_capture_relaxed_enter(r->cuda, &saved_mode);
+  if (err != cudaSuccess) {
+    gmr__cuda_device_leave(r->cuda, saved);
+    return gmr__cuda_fail(failure, "cudaThreadExchangeStreamCaptureMode", err);
+  }
   switch (r->kind) {
     case GMR_CUDA_KIND_DEVICE:
       err = r->cuda->malloc(&ptr, bytes);
@@ -94,6 +106,7 @@ static gmr_status allocate_now(gmr_cuda_resource *r, size_t bytes, size_t alignm
       err = r->cuda->host_alloc(&ptr, bytes);
       break;
   }
+  if (relaxed) gmr__cuda_capture_relaxed_leave(r->cuda, saved_mode);
   gmr_status st = GMR_OK;
   if (err != cudaSuccess) {
     st = gmr__cuda_fail(failure, alloc_call_name(r->kind), err);
@@ -133,7 +146,7 @@ static gmr_status cuda_allocate(gmr_resource *self, size_t bytes, size_t alignme
         "graph_arena_resource",
         alloc_call_name(r->kind));
   }
-  return allocate_now(r, bytes, alignment, stream, out_ptr, failure);
+  return allocate_now(r, bytes, alignment, stream, false, out_ptr, failure);
 }
 
 static gmr_status cuda_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
@@ -160,7 +173,7 @@ static gmr_status allocate_async_outside(gmr_cuda_resource *r, size_t bytes, siz
     return gmr__cuda_fail(failure, "cudaStreamCreate (the allocation stream for captures)", err);
   }
   void *ptr = NULL;
-  gmr_status st = allocate_now(r, bytes, alignment, (gmr_stream)side, &ptr, failure);
+  gmr_status st = allocate_now(r, bytes, alignment, (gmr_stream)side, true, &ptr, failure);
   if (st != GMR_OK) return st;
   err = r->cuda->stream_synchronize(side);
   if (err != cudaSuccess) {
@@ -189,7 +202,7 @@ static gmr_status cuda_allocate_capturing(gmr_resource *self, size_t bytes, size
   if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaThreadExchangeStreamCaptureMode", err);
   st = r->kind == GMR_CUDA_KIND_ASYNC
            ? allocate_async_outside(r, bytes, alignment, stream, out_ptr, failure)
-           : allocate_now(r, bytes, alignment, stream, out_ptr, failure);
+           : allocate_now(r, bytes, alignment, stream, true, out_ptr, failure);
   gmr__cuda_capture_relaxed_leave(r->cuda, saved);
   return st;
 }

@@ -185,26 +185,25 @@ TEST_F(ReplayCapture, TooSmallAnArenaIsRefusedAndReserveFixesIt) {
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(top));
 }
 
-TEST_F(ReplayCapture, AnUpstreamCallFromAnotherStreamBreaksTheGlobalCapture) {
+TEST_F(ReplayCapture, AnUpstreamCallFromAnotherStreamLeavesTheGlobalCaptureValid) {
   // Stream 7 allocates during stream 5's capture: forwarded to cudaMalloc,
-  // which CUDA's global capture mode refuses and which ends the capture.
+  // which the cuda resource makes in relaxed mode (global mode would refuse
+  // it and end the capture): served, and the capture goes on.
   Parse("other.csv",
         "action,addr,size,stream,time_us\n"
         "capture_begin,0,0,5,1\n"
         "alloc,4096,1000,5,2\n"
         "alloc,8192,1000,7,3\n"
         "capture_end,0,0,5,4\n"
-        "free_requested,4096,1000,5,5\n");
+        "free_requested,4096,1000,5,5\n"
+        "free_requested,8192,1000,7,6\n");
   gmr_graph_arena_resource *a = Arena(MiB, GMR_GRAPH_ARENA_UNCAPTURED_FORWARD);
   gmr_resource *top = gmr_graph_arena_resource_as_resource(a);
   replay_result r;
   ASSERT_EQ(GMR_OK, replay_run(trace_, top, 0, &r));
-  EXPECT_EQ(1u, r.capture_failure_count);
-  EXPECT_EQ(1u, r.failed_alloc_count);
+  EXPECT_EQ(0u, r.capture_failure_count) << r.first_failure;
+  EXPECT_EQ(0u, r.failed_alloc_count) << r.first_failure;
   EXPECT_EQ(1u, r.arena.upstream_call_during_capture_count);
-  EXPECT_EQ(0u, std::string(r.first_failure)
-                    .find("line 4: allocate 1000 bytes on stream 7: GMR_ERR_CAPTURE_UNSAFE"))
-      << r.first_failure;
   replay_result_free(&r);
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(top));
 }

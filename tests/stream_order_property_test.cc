@@ -11,8 +11,10 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "gmr/device.h"
+#include "gmr/graph_arena_resource.h"
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/sim/streams.h"
 #include "gmr/stack.h"
@@ -45,6 +47,41 @@ const Case kCases[] = {
     {"oom_limiting_vmm", "limiting(limit=1GiB, on_oom=trim_retry) > vmm", false, true, false},
 };
 
+// A graph arena keeps a capture's memory for its graph until the caller
+// releases it, and hands the bytes of a released memory to anyone at once
+// (its contract: the caller synchronises first). The test claims each
+// capture's memory when the capture ends and releases them all once the
+// program has freed everything and synchronised.
+struct CaptureMemories {
+  gmr_resource *top = nullptr;
+  std::vector<gmr_graph_memory *> memories;
+};
+
+gmr_graph_arena_resource *ArenaOf(gmr_resource *top) {
+  gmr_resource *layer = gmr_resource_find(top, "graph_arena_resource");
+  return layer == nullptr ? nullptr : gmr_graph_arena_resource_from_resource(layer);
+}
+
+void ClaimCaptureMemory(void *ctx, const gmr_stream *streams, size_t count) {
+  auto *c = static_cast<CaptureMemories *>(ctx);
+  gmr_graph_arena_resource *arena = ArenaOf(c->top);
+  for (size_t i = 0; arena != nullptr && i < count; ++i) {
+    gmr_graph_memory *m = nullptr;
+    // Sessions the capture opened on this stream, if any.
+    while (gmr_graph_arena_resource_end_capture(arena, streams[i], &m) == GMR_OK) {
+      c->memories.push_back(m);
+    }
+  }
+}
+
+void ReleaseCaptureMemories(CaptureMemories *c) {
+  gmr_graph_arena_resource *arena = ArenaOf(c->top);
+  for (gmr_graph_memory *m : c->memories) {
+    EXPECT_EQ(GMR_OK, gmr_graph_arena_resource_release_graph_memory(arena, m));
+  }
+  c->memories.clear();
+}
+
 int ProgramCount(int fallback) {
   const char *env = std::getenv("GMR_ORDER_PROGRAMS");
   if (env == nullptr || *env == '\0') return fallback;
@@ -61,12 +98,15 @@ class StreamOrderProperty : public gmr_test::SimTest,
       seed_base = std::strtoull(one, nullptr, 10);
       programs = 1;
     }
-    uint64_t allocations = 0, waits = 0, holds = 0;
+    uint64_t allocations = 0, waits = 0, holds = 0, captures = 0;
     for (int i = 0; i < programs; ++i) {
       gmr_stack *stack = nullptr;
       gmr_spec_error err = {};
       ASSERT_EQ(GMR_OK, gmr_stack_create(c.spec, &stack, &err)) << err.message;
       order_source src = order_source_seed(seed_base + static_cast<uint64_t>(i));
+      CaptureMemories memories;
+      memories.top = gmr_stack_as_resource(stack);
+      if (opt.after_capture != nullptr) opt.after_capture_ctx = &memories;
       order_program_result result;
       bool ok = order_program_run(gmr_stack_as_resource(stack), &src, &opt, &result);
       EXPECT_TRUE(ok) << c.spec << ", seed " << seed_base + i << ": "
@@ -74,6 +114,8 @@ class StreamOrderProperty : public gmr_test::SimTest,
       allocations += result.allocations;
       waits += result.resource_waits;
       holds += result.holds;
+      captures += result.captures;
+      ReleaseCaptureMemories(&memories);
       ASSERT_EQ(GMR_OK, gmr_stack_destroy(stack)) << c.spec << ", seed " << seed_base + i;
       for (uint32_t s = 0; s < result.kept_count; ++s) {
         EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(result.kept_streams[s]));
@@ -84,6 +126,9 @@ class StreamOrderProperty : public gmr_test::SimTest,
     // held, and the resource made streams wait on others.
     EXPECT_GT(allocations, static_cast<uint64_t>(programs) * 20);
     EXPECT_GE(holds, static_cast<uint64_t>(programs));
+    if (opt.captures) {
+      EXPECT_GE(captures, static_cast<uint64_t>(programs));
+    }
     RecordProperty("allocations", std::to_string(allocations));
     RecordProperty("resource_waits", std::to_string(waits));
   }
@@ -110,6 +155,16 @@ TEST_P(StreamOrderProperty, FailedEventCalls) {
   order_program_options opt = Options();
   opt.faults = true;
   RunPrograms(ProgramCount(200), opt, 90000);
+}
+
+// Inside graph captures: forked streams (nested too), record_stream during
+// the capture, partial and full joins. Memory freed with uses on forked
+// streams comes back inside the capture only once they have joined back.
+TEST_P(StreamOrderProperty, Captures) {
+  order_program_options opt = Options();
+  opt.captures = true;
+  opt.after_capture = ClaimCaptureMemory;
+  RunPrograms(ProgramCount(300), opt, 130000);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stacks, StreamOrderProperty, ::testing::ValuesIn(kCases),

@@ -31,6 +31,7 @@ gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config) {
   gmr__u64_map_clear(&gmr__sim.draining);
   gmr__u64_map_clear(&gmr__sim.streams_by_id);
   gmr__sim_marks_clear();
+  gmr__sim_nodes_clear();
   free(gmr__sim.recycled_stream);
   memset(&gmr__sim, 0, sizeof gmr__sim);
   gmr__sim.enabled = true;
@@ -40,6 +41,7 @@ gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config) {
    * match a new stream. */
   gmr__sim.next_stream_id = next_stream_id;
   gmr__sim.next_capture_id = next_capture_id;
+  gmr__sim.capture_breaker = GMR_CUDA_CALL_COUNT;
   for (int i = 0; i < GMR_CUDA_CALL_COUNT; ++i) atomic_store(&gmr__sim_call_counts[i], 0);
   gmr__sim_unlock();
   gmr__sim_clear_delays();
@@ -60,6 +62,7 @@ gmr_status gmr_cuda_sim_disable(void) {
   }
   gmr__sim.enabled = false;
   gmr__sim_marks_clear();
+  gmr__sim_nodes_clear();
   free(gmr__sim.recycled_stream);
   gmr__sim.recycled_stream = NULL;
   gmr__sim_unlock();
@@ -143,6 +146,13 @@ uint64_t gmr_cuda_sim_get_stale_handle_count(void) {
   uint64_t n = gmr__sim.enabled ? gmr__sim.stale_handle_count : 0;
   gmr__sim_unlock();
   return n;
+}
+
+gmr_cuda_call gmr_cuda_sim_get_capture_breaker(void) {
+  gmr__sim_lock();
+  int call = gmr__sim.enabled ? gmr__sim.capture_breaker : GMR_CUDA_CALL_COUNT;
+  gmr__sim_unlock();
+  return (gmr_cuda_call)call;
 }
 
 uint64_t gmr_cuda_sim_get_stream_wait_count(gmr_stream stream) {

@@ -21,7 +21,10 @@ static void sleep_ns(uint64_t ns) {
   }
 }
 
+_Thread_local int gmr__sim_thread_call = GMR_CUDA_CALL_COUNT;
+
 cudaError_t gmr__sim_enter_call(gmr_cuda_call call) {
+  gmr__sim_thread_call = (int)call;
   atomic_fetch_add_explicit(&gmr__sim_call_counts[call], 1, memory_order_relaxed);
   uint64_t delay = atomic_load_explicit(&call_delays_ns[call], memory_order_relaxed);
   if (delay > 0) {

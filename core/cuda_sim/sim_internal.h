@@ -11,6 +11,8 @@
  *   sim_stream.c   streams, events, capture and graphs
  *   sim_order.c    the happens-before order of streams and events (clocks),
  *                  and the marks tests keep of it
+ *   sim_graph.c    nodes of graphs being captured, and capturing streams'
+ *                  dependencies (cudaStreamGetCaptureInfo, cudaGraphNodeGetDependencies)
  *
  * One mutex guards all simulated state; the simulation is for correctness,
  * not speed. Handles given out (streams, events, pools, graphs) are pointers
@@ -86,6 +88,21 @@ typedef struct gmr__sim_clock {
   uint32_t capacity;
 } gmr__sim_clock;
 
+/* A node of a graph being captured (sim_graph.c). */
+typedef struct gmr__sim_node {
+  unsigned long long capture_id;
+  struct gmr__sim_node **deps;
+  uint32_t dep_count;
+} gmr__sim_node;
+
+/* The nodes a capturing stream's next work will depend on (or an event's
+ * copy of them). */
+typedef struct gmr__sim_frontier {
+  gmr__sim_node **nodes;
+  uint32_t count;
+  uint32_t capacity;
+} gmr__sim_frontier;
+
 typedef struct gmr__sim_stream {
   uint64_t id; /* unique for the process, never reused */
   int device;
@@ -101,6 +118,7 @@ typedef struct gmr__sim_stream {
   bool capture_origin; /* began the capture (else joined it by waiting on one of its events) */
   uint64_t capture_seq;  /* positions of its work in captures (sim_order.c) */
   gmr__sim_clock clock;  /* other streams' work its next work is ordered after */
+  gmr__sim_frontier frontier; /* while capturing: its next node's dependencies */
 } gmr__sim_stream;
 
 typedef struct gmr__sim_event {
@@ -110,6 +128,7 @@ typedef struct gmr__sim_event {
    * capture are refused (cudaErrorCapturedEvent) until it is recorded again. */
   unsigned long long capture_id;
   gmr__sim_clock clock; /* the work the event waits for (sim_order.c) */
+  gmr__sim_frontier frontier; /* recorded in a capture: the stream's frontier then */
 } gmr__sim_event;
 
 typedef struct gmr__sim_graph {
@@ -145,6 +164,7 @@ typedef struct gmr__sim_state {
   gmr__u64_map draining;
   gmr__u64_map streams_by_id; /* stream id -> gmr__sim_stream *, live streams */
   gmr__u64_map marks;         /* gmr_cuda_sim_mark -> gmr__sim_clock * */
+  gmr__u64_map nodes;         /* gmr__sim_node * of every capture -> 1 */
   uint64_t next_mark_id;
   /* gmr_cuda_sim_reuse_stream_handles: the last destroyed stream's memory,
    * given to the next stream created (NULL when none). */
@@ -154,6 +174,7 @@ typedef struct gmr__sim_state {
   unsigned long long next_capture_id;
   size_t active_capture_count;
   uint64_t stale_handle_count; /* calls that named a stream/event/pool/graph not alive */
+  int capture_breaker;         /* the gmr_cuda_call that last invalidated a capture */
   gmr__sim_fault faults[GMR_CUDA_CALL_COUNT];
 } gmr__sim_state;
 
@@ -165,6 +186,9 @@ extern _Atomic uint64_t gmr__sim_call_counts[GMR_CUDA_CALL_COUNT];
 extern _Thread_local int gmr__sim_thread_device;
 /* The calling thread's capture interaction mode (CUDA's default: global). */
 extern _Thread_local enum cudaStreamCaptureMode gmr__sim_thread_capture_mode;
+/* The gmr_cuda_call the calling thread is making (sim_faults.c), for the
+ * record of which call invalidated a capture. */
+extern _Thread_local int gmr__sim_thread_call;
 
 /* ---- sim_state.c ---- */
 uint64_t gmr__sim_this_thread_id(void);
@@ -282,6 +306,22 @@ bool gmr__sim_clock_snapshot(gmr__sim_stream *s, gmr__sim_clock *out);
 bool gmr__sim_stream_ordered_after(const gmr__sim_stream *t, const gmr__sim_clock *mark);
 /* Drop every mark (enable, disable). */
 void gmr__sim_marks_clear(void);
+
+/* ---- sim_graph.c ---- */
+void gmr__sim_frontier_clear(gmr__sim_frontier *f);
+bool gmr__sim_frontier_copy(gmr__sim_frontier *dst, const gmr__sim_frontier *src);
+bool gmr__sim_frontier_union(gmr__sim_frontier *dst, const gmr__sim_frontier *src);
+/* Captured work on s (no-op unless s captures): a node after s's frontier,
+ * which becomes the frontier. False when host memory ran out. */
+bool gmr__sim_capture_add_node(gmr__sim_stream *s);
+/* Drop every node (enable, disable). */
+void gmr__sim_nodes_clear(void);
+cudaError_t gmr__sim_stream_get_capture_frontier(cudaStream_t stream,
+                                                 enum cudaStreamCaptureStatus *status,
+                                                 unsigned long long *capture_id,
+                                                 const cudaGraphNode_t **nodes, size_t *count);
+cudaError_t gmr__sim_graph_node_get_dependencies(cudaGraphNode_t node, cudaGraphNode_t *deps,
+                                                 size_t *count);
 
 /* ---- hooks for the VMM part (sim_vmm.c); lock held ---- */
 /* Whether the simulation is enabled. */

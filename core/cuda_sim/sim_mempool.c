@@ -177,6 +177,11 @@ cudaError_t gmr__sim_malloc_from_pool_async(void **ptr, size_t bytes, cudaMemPoo
       }
     }
     if (err == cudaSuccess) err = gmr__sim_alloc(ptr, bytes, p->device, GMR__SIM_MEM_POOL, p);
+    if (err == cudaSuccess && !gmr__sim_capture_add_node(s)) {
+      (void)gmr__sim_release(*ptr, false, true);
+      *ptr = NULL;
+      err = cudaErrorMemoryAllocation;
+    }
     if (err == cudaSuccess) {
       p->used_bytes += rounded;
       if (p->used_bytes > p->used_high_bytes) p->used_high_bytes = p->used_bytes;
@@ -197,6 +202,7 @@ cudaError_t gmr__sim_free_async(void *ptr, cudaStream_t stream) {
   cudaError_t err = gmr__sim_enter_call(GMR_CUDA_CALL_FREE_ASYNC);
   if (err == cudaSuccess) err = gmr__sim_lookup_stream(stream, &s);
   if (err == cudaSuccess && ptr != NULL) err = gmr__sim_release(ptr, false, true);
+  if (err == cudaSuccess) (void)gmr__sim_capture_add_node(s); /* the free's node (best effort) */
   gmr__sim_unlock();
   return err;
 }

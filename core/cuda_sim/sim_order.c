@@ -128,16 +128,25 @@ bool gmr__sim_clock_snapshot(gmr__sim_stream *s, gmr__sim_clock *out) {
   out->count = 0;
   gmr__sim_clock_entry own = next_position(s);
   bool ok = gmr__sim_clock_merge(out, &s->clock);
+  if (own.capture_id != 0) {
+    /* Captured work follows the stream's work before the capture (see
+     * gmr__sim_stream_ordered_after), and so does whatever waits on it. */
+    gmr__sim_clock_entry before = {s->id, s->recorded_seq, 0};
+    if (before.seq > 0 && !entry_complete(&before)) ok = raise(out, &before) && ok;
+  }
   return raise(out, &own) && ok;
 }
 
 bool gmr__sim_stream_ordered_after(const gmr__sim_stream *t, const gmr__sim_clock *mark) {
-  uint64_t own_key = gmr__sim_stream_capturing(t) ? (t->id | CAPTURE_KEY_BIT) : t->id;
-  uint64_t own_seq = gmr__sim_stream_capturing(t) ? t->capture_seq : t->recorded_seq;
+  bool capturing = gmr__sim_stream_capturing(t);
   for (uint32_t i = 0; i < mark->count; ++i) {
     const gmr__sim_clock_entry *x = &mark->entries[i];
     if (entry_complete(x)) continue;
-    if (x->key == own_key && x->seq <= own_seq) continue; /* t's own earlier work */
+    /* t's own earlier work. Its captured work counts as after its work
+     * before the capture: the graph is launched in stream order on it (the
+     * rule every stream-ordered allocator follows, as PyTorch's does). */
+    if (x->key == t->id && x->seq <= t->recorded_seq) continue;
+    if (capturing && x->key == (t->id | CAPTURE_KEY_BIT) && x->seq <= t->capture_seq) continue;
     const gmr__sim_clock_entry *have = find(&t->clock, x->key);
     if (have == NULL || have->seq < x->seq) return false;
   }
@@ -154,6 +163,11 @@ static gmr_status mark_stream_locked(gmr_stream stream, gmr_cuda_sim_mark *out) 
   }
   gmr__sim_clock *c = calloc(1, sizeof *c);
   if (c == NULL) return GMR_ERR_OUT_OF_MEMORY;
+  /* In a capture the marked work is a node of the graph (a kernel). */
+  if (!gmr__sim_capture_add_node((gmr__sim_stream *)(void *)stream)) {
+    free(c);
+    return GMR_ERR_OUT_OF_MEMORY;
+  }
   uint64_t id = ++gmr__sim.next_mark_id;
   if (!gmr__sim_clock_snapshot((gmr__sim_stream *)(void *)stream, c) ||
       !gmr__u64_map_put(&gmr__sim.marks, id, (uint64_t)(uintptr_t)c)) {

@@ -89,6 +89,7 @@ bool gmr__sim_capture_forbids_unsafe_call(void) {
     if (!applies) continue;
     forbidden = true;
     if (s->capture_status == cudaStreamCaptureStatusActive) {
+      gmr__sim.capture_breaker = gmr__sim_thread_call;
       s->capture_status = cudaStreamCaptureStatusInvalidated;
     }
   }
@@ -97,6 +98,7 @@ bool gmr__sim_capture_forbids_unsafe_call(void) {
 
 bool gmr__sim_capture_conflicts_with_any(void) {
   if (gmr__sim.active_capture_count == 0) return false;
+  gmr__sim.capture_breaker = gmr__sim_thread_call;
   size_t cursor = 0;
   uint64_t key = 0, kind = 0;
   while (gmr__u64_map_next(&gmr__sim.objects, &cursor, &key, &kind)) {
@@ -110,6 +112,7 @@ bool gmr__sim_capture_conflicts_with_any(void) {
 }
 
 void gmr__sim_invalidate_capture(unsigned long long capture_id) {
+  gmr__sim.capture_breaker = gmr__sim_thread_call;
   size_t cursor = 0;
   uint64_t key = 0, kind = 0;
   while (gmr__u64_map_next(&gmr__sim.objects, &cursor, &key, &kind)) {

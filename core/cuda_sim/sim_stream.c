@@ -73,6 +73,7 @@ cudaError_t gmr__sim_stream_destroy(cudaStream_t stream) {
     gmr__sim_remove_object(s);
     gmr__u64_map_remove(&gmr__sim.streams_by_id, s->id, NULL);
     gmr__sim_clock_clear(&s->clock);
+    gmr__sim_frontier_clear(&s->frontier);
     if (gmr__sim.reuse_stream_handles && gmr__sim.recycled_stream == NULL) {
       gmr__sim.recycled_stream = s;
     } else {
@@ -118,7 +119,11 @@ cudaError_t gmr__sim_stream_synchronize(cudaStream_t stream) {
 static cudaError_t wait_in_capture(gmr__sim_stream *s, const gmr__sim_event *e) {
   bool captured = e->capture_id != 0;
   if (gmr__sim_stream_capturing(s)) {
-    if (captured && e->capture_id == s->capture_id) return cudaSuccess;
+    if (captured && e->capture_id == s->capture_id) {
+      /* A dependency inside the graph: the event's nodes come before s's next. */
+      (void)gmr__sim_frontier_union(&s->frontier, &e->frontier);
+      return cudaSuccess;
+    }
     gmr__sim_invalidate_capture(s->capture_id);
     if (captured) {
       gmr__sim_invalidate_capture(e->capture_id);
@@ -145,6 +150,7 @@ static cudaError_t wait_in_capture(gmr__sim_stream *s, const gmr__sim_event *e) 
     s->capture_thread = o->capture_thread;
     s->capture_origin = false;
     gmr__sim.active_capture_count++;
+    (void)gmr__sim_frontier_copy(&s->frontier, &e->frontier);
     return cudaSuccess;
   }
   return cudaErrorCapturedEvent; /* its origin is gone */
@@ -198,6 +204,7 @@ cudaError_t gmr__sim_stream_begin_capture(cudaStream_t stream, enum cudaStreamCa
     s->capture_status = cudaStreamCaptureStatusActive;
     s->capture_origin = true;
     s->capture_id = ++gmr__sim.next_capture_id;
+    s->frontier.count = 0;
     gmr__sim.active_capture_count++;
   }
   gmr__sim_unlock();
@@ -236,6 +243,7 @@ static void end_forks(unsigned long long capture_id) {
     }
     s->capture_status = cudaStreamCaptureStatusNone;
     s->capture_id = 0;
+    s->frontier.count = 0;
     gmr__sim.active_capture_count--;
   }
 }
@@ -257,6 +265,7 @@ cudaError_t gmr__sim_stream_end_capture(cudaStream_t stream, cudaGraph_t *graph)
     end_forks(s->capture_id);
     s->capture_status = cudaStreamCaptureStatusNone;
     s->capture_origin = false;
+    s->frontier.count = 0;
     gmr__sim.active_capture_count--;
     if (invalidated) {
       err = cudaErrorStreamCaptureInvalidated;
@@ -316,6 +325,7 @@ cudaError_t gmr__sim_event_destroy(cudaEvent_t event) {
   if (err == cudaSuccess) {
     gmr__sim_remove_object(event);
     gmr__sim_clock_clear(&((gmr__sim_event *)(void *)event)->clock);
+    gmr__sim_frontier_clear(&((gmr__sim_event *)(void *)event)->frontier);
     free(event);
   }
   gmr__sim_unlock();
@@ -340,6 +350,10 @@ cudaError_t gmr__sim_event_record(cudaEvent_t event, cudaStream_t stream) {
        * in every mode); its clock orders the capture's streams. */
       if (gmr__sim_stream_capturing(s)) e->capture_id = s->capture_id;
       if (!gmr__sim_clock_snapshot(s, &e->clock)) err = cudaErrorMemoryAllocation;
+      e->frontier.count = 0;
+      if (e->capture_id != 0 && !gmr__sim_frontier_copy(&e->frontier, &s->frontier)) {
+        err = cudaErrorMemoryAllocation;
+      }
     }
   }
   gmr__sim_unlock();
@@ -405,6 +419,7 @@ cudaError_t gmr__sim_memset_async(void *ptr, int value, size_t bytes, cudaStream
   if (err == cudaSuccess) err = gmr__sim_lookup_stream(stream, &s);
   /* During capture the memset becomes a graph node and runs at replay. */
   if (err == cudaSuccess && !gmr__sim_stream_capturing(s) && bytes > 0) memset(ptr, value, bytes);
+  if (err == cudaSuccess && !gmr__sim_capture_add_node(s)) err = cudaErrorMemoryAllocation;
   gmr__sim_unlock();
   return err;
 }
@@ -418,6 +433,7 @@ cudaError_t gmr__sim_memcpy_async(void *dst, const void *src, size_t bytes, cuda
   /* Simulated memory is host memory, so the copy is a memmove; during capture
    * it becomes a graph node and runs at replay. */
   if (err == cudaSuccess && !gmr__sim_stream_capturing(s) && bytes > 0) memmove(dst, src, bytes);
+  if (err == cudaSuccess && !gmr__sim_capture_add_node(s)) err = cudaErrorMemoryAllocation;
   gmr__sim_unlock();
   return err;
 }

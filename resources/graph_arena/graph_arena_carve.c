@@ -55,6 +55,8 @@ uint32_t gmr__ga_register_block(gmr_graph_arena_resource *a, gmr_graph_memory *m
   b->stream = rq->stream;
   b->captured = m != NULL;
   b->recorded = false;
+  b->use_count = 0;
+  b->uses_overflow = false;
   b->scope = m != NULL ? GMR__GA_SCOPE_MEMORY : GMR__GA_SCOPE_OPEN;
   b->memory = m;
   b->entry = list->count;
@@ -248,6 +250,8 @@ gmr_status gmr__ga_serve_in_session(gmr_graph_arena_resource *a, gmr__ga_session
                                     uint64_t *out_id, gmr_failure *failure) {
   gmr_graph_memory *m = s->memory;
   bool reuse = a->cfg.capture_policy == GMR_GRAPH_ARENA_ORDERED_REUSE;
+  /* Blocks freed with record_stream uses whose streams have joined back. */
+  if (reuse && m->deferred_count > 0) gmr__ga_reuse_joined(a, m, rq->stream);
   /* Ordered reuse looks at the freed blocks first, so no fast path while it
    * has some. */
   if ((!reuse || m->reuse.count == 0) && serve_fast(a, s, rq, out_ptr, out_id)) return GMR_OK;

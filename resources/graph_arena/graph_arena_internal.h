@@ -53,6 +53,7 @@
 #include <stdint.h>
 
 #include "core/cuda_layer.h"
+#include "stream_ordered/capture_reuse.h"
 #include "util/spin_lock.h"
 #include "gmr/graph_arena_resource.h"
 #include "resources/graph_arena/graph_arena_extents.h"
@@ -105,6 +106,9 @@ typedef struct gmr__ga_marks {
   size_t capacity;
 } gmr__ga_marks;
 
+/* record_stream streams a block remembers for its capture's free markers. */
+#define GMR__GA_USES 4
+
 typedef struct gmr__ga_block {
   uintptr_t addr;
   size_t bytes;        /* as requested */
@@ -119,6 +123,9 @@ typedef struct gmr__ga_block {
   uint8_t scope;
   bool captured;
   bool recorded; /* used on another stream too (record_stream): see graph_arena_streams.c */
+  uint8_t use_count; /* those streams, while they fit (GMR__GA_USES); more: uses_overflow */
+  bool uses_overflow;
+  gmr_stream uses[GMR__GA_USES];
 } gmr__ga_block;
 
 /* Where a chunk came from. Trim keeps INITIAL chunks; sharing with the
@@ -152,6 +159,7 @@ typedef struct gmr__ga_session gmr__ga_session;
 typedef struct gmr__ga_deferred {
   size_t entry;
   gmr_stream stream; /* the stream it was freed on: its reuse tag */
+  gmr__capture_markers markers; /* capture_id 0: waits for the session's end */
 } gmr__ga_deferred;
 
 struct gmr_graph_memory {
@@ -208,6 +216,7 @@ struct gmr_graph_arena_resource {
   gmr__extent_set free;
 
   gmr__ga_block *blocks;
+  gmr__capture_walks capture_walks; /* record_stream reuse inside captures */
   uint32_t block_count; /* slots ever used */
   uint32_t block_capacity;
   uint32_t free_slot;
@@ -355,13 +364,21 @@ void gmr__ga_region_widen(gmr_graph_arena_resource *a, gmr__ga_entry *e);
 /* ---- graph_arena_streams.c ---- */
 /* The record_stream slot. */
 gmr_status gmr__ga_record_stream(gmr_resource *self, void *ptr, gmr_stream stream);
-/* The captured block at entry `entry` of memory `m`, used on other streams,
- * is freed on `stream`: its bytes wait for the end of the session appending to
- * `m`, or, with none open, stay with `m` until it is released. Lock held. */
-void gmr__ga_defer_free(gmr_graph_memory *m, size_t entry, gmr_stream stream);
+/* The captured block `b` (entry `entry` of memory `m`), used on other
+ * streams, is freed on `stream`: its bytes wait until `stream`'s next work in
+ * the capture comes after every use (its free markers), or for the end of
+ * the session appending to `m`; with none open they stay with `m` until it
+ * is released. Lock held. */
+void gmr__ga_defer_free(gmr_graph_arena_resource *a, gmr_graph_memory *m, const gmr__ga_block *b,
+                        size_t entry, gmr_stream stream);
+/* Deferred frees of `m` on `stream` whose markers come before its next work
+ * become reusable (ordered reuse). Lock held. */
+void gmr__ga_reuse_joined(gmr_graph_arena_resource *a, gmr_graph_memory *m, gmr_stream stream);
 /* The session appending to `m` ends: deferred frees become reusable (ordered
  * reuse) or stay with the memory (monotone). Lock held. */
 void gmr__ga_settle_deferred(gmr_graph_arena_resource *a, gmr_graph_memory *m);
+/* Free the deferred list's markers (the memory goes). */
+void gmr__ga_deferred_free(gmr_graph_memory *m);
 
 /* ---- graph_arena_sessions.c ---- */
 gmr__ga_session *gmr__ga_find_session(const gmr_graph_arena_resource *a, gmr_stream stream);

@@ -155,7 +155,7 @@ gmr_status gmr__ga_free_block(gmr_graph_arena_resource *a, uint32_t slot, gmr_st
   if (b->recorded) {
     /* Other streams may still use it: not reused before they have joined. */
     e->state = GMR__GA_ENTRY_FREED;
-    gmr__ga_defer_free(m, b->entry, stream);
+    gmr__ga_defer_free(a, m, b, b->entry, stream);
     gmr__ga_drop_block(a, slot);
     return GMR_OK;
   }
@@ -295,6 +295,7 @@ static gmr_status arena_destroy(gmr_resource *self) {
   free(a->chunks);
   gmr__extent_set_clear(&a->free);
   free(a->blocks);
+  gmr__capture_walks_free(&a->capture_walks);
   free(a->sessions);
   free(a->memories);
   free(a->open.items);

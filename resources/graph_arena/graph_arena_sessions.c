@@ -151,7 +151,7 @@ void gmr__ga_dissolve_memory(gmr_graph_arena_resource *a, gmr_graph_memory *m,
     free(m->entries.items);
   }
   gmr__extent_set_clear(&m->reuse);
-  free(m->deferred);
+  gmr__ga_deferred_free(m);
   free(m);
 }
 

@@ -139,6 +139,7 @@ void gmr__pool_arena_free(gmr__pool_arena *a) {
   }
   gmr__block_map_clear(&a->live);
   free(a->spare_events.events);
+  gmr__capture_walks_free(&a->capture_walks);
   pthread_mutex_destroy(&a->grow_lock);
   free(a);
 }

@@ -58,7 +58,7 @@ gmr_status gmr__pool_allocate_elsewhere(gmr_pool_resource *pool, gmr__pool_arena
     gmr__pool_block *b = NULL;
     if (gmr__pool_prepare(a, r, &si, &scratch) == GMR_OK) {
       gmr__pool_flush_caches(a);
-      (void)gmr__pool_process_deferred(a);
+      (void)gmr__pool_process_deferred(a, r->stream);
       b = gmr__pool_find_fit(a, si, r->need);
       if (b == NULL && si != GMR__POOL_SHARED_SLOT)
         b = gmr__pool_from_other_streams(a, si, r->need);

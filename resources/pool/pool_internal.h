@@ -51,6 +51,7 @@
 #include <stdint.h>
 
 #include "core/cuda_layer.h"
+#include "stream_ordered/capture_reuse.h"
 #include "stream_ordered/event_cache.h"
 #include "stream_ordered/free_index.h"
 #include "util/spin_lock.h"
@@ -123,6 +124,7 @@ struct gmr__pool_arena {
   size_t deferred_bytes;
   uint64_t sync_epoch;           /* device synchronisations begun; deferred blocks remember it */
   gmr__event_cache spare_events; /* events for record_stream, reused */
+  gmr__capture_walks capture_walks; /* record_stream reuse inside captures */
   uintptr_t recent_freed[GMR__POOL_RECENT_FREED];
   uint32_t recent_freed_next;
 };
@@ -325,9 +327,11 @@ gmr_status gmr__pool_allocate_elsewhere(gmr_pool_resource *pool, gmr__pool_arena
  * false (file the block as usual). Pre: lock held. */
 bool gmr__pool_defer_free(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b);
 /* File the deferred blocks whose events are done (queries) under their
- * slots. Returns whether any was filed. Pre: lock held, no capture in
+ * slots, and those freed during a capture whose markers come before
+ * `stream`'s next captured work (stream_ordered/capture_reuse.h; `stream`
+ * NULL: none). Returns whether any was filed. Pre: lock held, no capture in
  * progress or relaxed mode. */
-bool gmr__pool_process_deferred(gmr__pool_arena *a);
+bool gmr__pool_process_deferred(gmr__pool_arena *a, gmr_stream stream);
 /* After a device synchronisation begun at `epoch`: file every deferred
  * block that was deferred before it. Pre: lock held. */
 void gmr__pool_deferred_synchronized(gmr__pool_arena *a, uint64_t epoch);

@@ -192,7 +192,7 @@ static bool slow_steps(gmr__pool_arena *a, const gmr__pool_request *r, void **ou
   *st = gmr__pool_prepare(a, r, &si, failure);
   gmr__pool_block *b = NULL;
   if (*st == GMR_OK) {
-    if (a->deferred_count > 0) (void)gmr__pool_process_deferred(a);
+    if (a->deferred_count > 0) (void)gmr__pool_process_deferred(a, r->stream);
     if (si != GMR__POOL_SHARED_SLOT) (void)gmr__pool_collect_completed(a, si);
     b = gmr__pool_find_fit(a, si, r->need);
     if (b == NULL && si != GMR__POOL_SHARED_SLOT && a->slots.count > 2) {

@@ -147,7 +147,7 @@ void gmr__pool_settle_everything(gmr__pool_arena *a) {
   const gmr__cuda_ops *cuda = pool->cuda;
   gmr__spin_lock_acquire(&a->lock);
   gmr__pool_flush_caches(a);
-  (void)gmr__pool_process_deferred(a);
+  (void)gmr__pool_process_deferred(a, NULL);
   bool need_sync = a->deferred_count > 0;
   for (uint32_t i = 1; i < a->slots.count; ++i) {
     gmr__pool_slot *s = gmr__pool_slot_at(a, i);

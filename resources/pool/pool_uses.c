@@ -12,9 +12,15 @@
  * trim, destroy and device synchronisations). Then it is filed, as a free of
  * the freeing stream, like any other block. Recording at the free touches
  * the recorded streams after the call that named them: they must stay alive
- * until the block is freed (PyTorch's rule). A stream that captures at the
- * free, or an event that cannot be recorded, leaves the block to the next
- * device synchronisation.
+ * until the block is freed (PyTorch's rule). A recorded stream that
+ * captures at the free is not recorded on (the record would join the
+ * user's graph): when the freeing stream captures in the same capture, the
+ * block's free markers are taken instead and the freeing stream may reuse
+ * it inside the capture once its next work comes after every marker
+ * (stream_ordered/capture_reuse.h: PyTorch's
+ * graph_capture_record_stream_reuse); otherwise, and always after the
+ * capture, it waits for the next device synchronisation, as does a block
+ * whose event cannot be recorded.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -35,11 +41,13 @@ struct gmr__pool_uses {
   uint32_t count;
   uint32_t capacity;
   uint64_t epoch;         /* deferred: the arena's sync_epoch at the free */
-  bool needs_device_sync; /* deferred: a record failed */
+  bool needs_device_sync; /* deferred: a record failed, or a captured use has no markers */
+  gmr__capture_markers markers; /* captured uses: back inside the capture once joined */
   gmr__pool_use items[];
 };
 
 void gmr__pool_uses_free(gmr__pool_block *b) {
+  if (b->uses != NULL) gmr__capture_markers_release(&b->uses->markers);
   free(b->uses);
   b->uses = NULL;
 }
@@ -71,12 +79,21 @@ bool gmr__pool_defer_free(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
     return false;
   }
   u->needs_device_sync = false;
+  memset(&u->markers, 0, sizeof u->markers);
+  gmr_stream captured[16];
+  uint32_t captured_count = 0;
+  bool too_many = false;
   for (uint32_t i = 0; i < u->count; ++i) {
     gmr__pool_use *use = &u->items[i];
     cudaStream_t s = (cudaStream_t)use->key.stream;
     use->event = NULL;
     if (gmr__cuda_stream_is_capturing(pool->cuda, s)) {
-      u->needs_device_sync = true; /* a record would join the user's graph */
+      /* A record would join the user's graph: the graph's edges tell instead. */
+      if (captured_count < sizeof captured / sizeof captured[0]) {
+        captured[captured_count++] = use->key.stream;
+      } else {
+        too_many = true;
+      }
       continue;
     }
     cudaEvent_t e = event_take(a);
@@ -87,6 +104,13 @@ bool gmr__pool_defer_free(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
       continue;
     }
     use->event = e;
+  }
+  /* Captured uses: their free markers, so that the freeing stream may take
+   * the block back inside the capture once they are joined. */
+  if (captured_count > 0 &&
+      (too_many || !gmr__capture_markers_take(pool->cuda, freeing.stream, captured,
+                                              captured_count, &u->markers))) {
+    u->needs_device_sync = true;
   }
   u->epoch = a->sync_epoch;
   b->is_free = true;
@@ -140,14 +164,24 @@ static void file_deferred(gmr__pool_arena *a, gmr__pool_block *b) {
   gmr__pool_file_free(a, si, b);
 }
 
-bool gmr__pool_process_deferred(gmr__pool_arena *a) {
+/* Whether deferred block b, freed during a capture, may go back to its
+ * stream now: `stream` is that stream and comes after every marker. */
+static bool markers_passed(gmr__pool_arena *a, const gmr__pool_block *b, gmr_stream stream) {
+  const gmr__pool_uses *u = b->uses;
+  if (stream == NULL || u->markers.capture_id == 0) return false;
+  if (gmr__pool_slot_at(a, b->slot)->base.ev.key.stream != stream) return false;
+  return gmr__capture_markers_precede(a->pool->cuda, &a->capture_walks, &u->markers, stream);
+}
+
+bool gmr__pool_process_deferred(gmr__pool_arena *a, gmr_stream stream) {
   gmr_pool_resource *pool = a->pool;
   bool filed = false;
   gmr__pool_block *next = NULL;
   for (gmr__pool_block *b = a->deferred; b != NULL; b = next) {
     next = gmr__pool_block_of(b->node.free_next);
     gmr__pool_uses *u = b->uses;
-    bool done = !u->needs_device_sync;
+    bool done = !u->needs_device_sync &&
+                (u->markers.capture_id == 0 || markers_passed(a, b, stream));
     for (uint32_t i = 0; i < u->count && done; ++i) {
       gmr__pool_use *use = &u->items[i];
       if (use->event == NULL) continue;
@@ -220,7 +254,10 @@ gmr_status gmr__pool_record_stream(gmr_resource *self, void *ptr, gmr_stream str
       if (grown == NULL) {
         st = GMR_ERR_OUT_OF_MEMORY;
       } else {
-        if (u == NULL) grown->count = 0;
+        if (u == NULL) {
+          grown->count = 0;
+          memset(&grown->markers, 0, sizeof grown->markers);
+        }
         grown->capacity = capacity;
         b->uses = u = grown;
       }

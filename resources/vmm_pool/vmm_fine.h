@@ -53,6 +53,7 @@
 
 #include "core/cuda_layer.h"
 #include "core/cuda_vmm.h"
+#include "stream_ordered/capture_reuse.h"
 #include "stream_ordered/free_index.h"
 #include "util/spin_lock.h"
 #include "stream_ordered/stream_event.h"
@@ -93,6 +94,13 @@ typedef struct vmf_extra {
   uint32_t used_count;
   cudaEvent_t *blockers; /* FREE, blocked: events recorded on used streams at the free */
   uint32_t blocker_count;
+  /* FREE, blocked: a used stream captured at the free (no event can tell
+   * when its use ends): back to the freeing stream inside the capture once
+   * it comes after the markers (stream_ordered/capture_reuse.h), or to
+   * anyone after a device synchronisation later than sync_epoch. */
+  bool capture_wait;
+  uint64_t sync_epoch;
+  gmr__capture_markers markers;
   void *saved; /* ASLEEP: host copy (of the engine's saved_host kind), or NULL */
 } vmf_extra;
 
@@ -220,6 +228,8 @@ struct vmf_engine {
   gmr__u64_map live;
   vmf_region *spare_regions; /* headers kept for reuse */
   vmf_region *blocked;       /* FREE regions waiting for record_stream events */
+  uint64_t sync_epoch;       /* device synchronisations completed (capture_wait) */
+  gmr__capture_walks capture_walks; /* record_stream reuse inside captures */
   vmf_handle *handles;
   size_t handle_count;
 
@@ -363,9 +373,17 @@ bool gmr__vmf_owns(vmf_engine *e, const void *ptr);
 gmr_status gmr__vmf_verdict(vmf_engine *e, const void *ptr);
 gmr_status gmr__vmf_set_tag(vmf_engine *e, void *ptr, uint32_t tag);
 
-/* Free regions waiting for record_stream events: those whose events all
- * completed (host_wait: wait for them) are filed again. Lock held. */
-void gmr__vmf_unblock(vmf_engine *e, bool host_wait);
+/* How gmr__vmf_unblock may learn that a blocked region's uses are over. */
+typedef enum vmf_unblock_mode {
+  VMF_UNBLOCK_QUERY = 0,    /* event queries; captured uses: the allocating stream's markers */
+  VMF_UNBLOCK_HOST_WAIT,    /* event synchronisations (trim); captured uses: a device sync since */
+  VMF_UNBLOCK_DEVICE_SYNCED /* the caller synchronised the device (sleep, destroy): all */
+} vmf_unblock_mode;
+
+/* Free regions waiting for record_stream uses: those whose uses are over
+ * (see vmf_unblock_mode; `stream` is the allocating stream in QUERY mode,
+ * else NULL) are filed again. Lock held. */
+void gmr__vmf_unblock(vmf_engine *e, vmf_unblock_mode mode, gmr_stream stream);
 /* Settle every stream's slot: those whose work is known done go to the
  * shared slot (queries; with `record`, records on default streams that
  * freed memory since their last record first). Lock held. */

@@ -150,6 +150,7 @@ cudaError_t gmr__vmf_synchronize_fresh(vmf_engine *e) {
   atomic_fetch_add_explicit(&e->events.device_synchronize_count, 1, memory_order_relaxed);
   cudaError_t err = e->cuda->device_synchronize();
   if (err == cudaSuccess) {
+    e->sync_epoch++; /* blocks a capture held back: their uses are over */
     for (size_t i = 1; i < e->slots.count; ++i) {
       vmf_slot *s = gmr__vmf_slot(e, i);
       gmr__stream_event_device_synchronized(&s->base.ev, seq[i]);
@@ -206,11 +207,26 @@ static void blocked_remove(vmf_engine *e, vmf_region *r) {
   r->blocked = false;
 }
 
-void gmr__vmf_unblock(vmf_engine *e, bool host_wait) {
+/* Whether the captured uses of blocked region r are over for a request on
+ * `stream` (QUERY) or at all (the other modes). */
+static bool captured_uses_done(vmf_engine *e, const vmf_region *r, vmf_unblock_mode mode,
+                               gmr_stream stream) {
+  const vmf_extra *x = r->extra;
+  if (!x->capture_wait || mode == VMF_UNBLOCK_DEVICE_SYNCED) return true;
+  if (e->sync_epoch > x->sync_epoch) return true; /* the device synchronised since: over */
+  if (mode != VMF_UNBLOCK_QUERY || stream == NULL || x->markers.capture_id == 0) return false;
+  /* Inside the capture: back to the freeing stream once it comes after
+   * every use (PyTorch's graph_capture_record_stream_reuse rule). */
+  if (gmr__vmf_slot(e, r->slot)->base.ev.key.stream != stream) return false;
+  return gmr__capture_markers_precede(e->cuda, &e->capture_walks, &x->markers, stream);
+}
+
+void gmr__vmf_unblock(vmf_engine *e, vmf_unblock_mode mode, gmr_stream stream) {
   vmf_region *next = NULL;
   for (vmf_region *r = e->blocked; r != NULL; r = next) {
     next = gmr__vmf_region_of(r->node.free_next);
-    if (!blockers_done(e, r->extra, host_wait)) continue;
+    if (!captured_uses_done(e, r, mode, stream)) continue;
+    if (!blockers_done(e, r->extra, mode == VMF_UNBLOCK_HOST_WAIT)) continue;
     blocked_remove(e, r);
     gmr__vmf_free_extra(e, r);
     /* Merging may absorb any region but the blocked ones: `next` survives. */
@@ -219,7 +235,8 @@ void gmr__vmf_unblock(vmf_engine *e, bool host_wait) {
 }
 
 /* Cover every stream record_stream named (but the freeing one, and those
- * that capture: their work runs at the graph's replay) for the free of r:
+ * that capture: their work runs at the graph's replay, and the graph's
+ * edges tell when it ends: take_capture_markers) for the free of r:
  * an event recorded on it now, or where none can be (no event, a refused
  * record, the device not made current, no host memory) a host wait for the
  * stream (cudaStreamSynchronize: its use is then over), so that the free
@@ -260,6 +277,32 @@ static gmr_status record_blockers(vmf_engine *e, vmf_region *r, gmr_stream strea
   return GMR_OK;
 }
 
+/* The free of r on `stream` while a stream record_stream named captures: the
+ * region waits (capture_wait) with the free markers of its uses when the
+ * freeing stream captures in the same capture (stream_ordered/capture_reuse.h),
+ * else for the next device synchronisation. Returns whether any used stream
+ * captures. */
+static bool take_capture_markers(vmf_engine *e, vmf_region *r, gmr_stream stream) {
+  vmf_extra *x = r->extra;
+  gmr_stream captured[16];
+  uint32_t n = 0;
+  bool too_many = false;
+  for (uint32_t i = 0; i < x->used_count; ++i) {
+    gmr_stream u = x->used_streams[i];
+    if (u == stream || !gmr__cuda_stream_is_capturing(e->cuda, (cudaStream_t)u)) continue;
+    if (n < sizeof captured / sizeof captured[0]) {
+      captured[n++] = u;
+    } else {
+      too_many = true;
+    }
+  }
+  if (n == 0) return false;
+  x->capture_wait = true;
+  x->sync_epoch = e->sync_epoch;
+  if (!too_many) (void)gmr__capture_markers_take(e->cuda, stream, captured, n, &x->markers);
+  return true;
+}
+
 /* ---- allocate ------------------------------------------------------------------------ */
 
 static gmr_status busy_asleep(gmr_failure *failure) {
@@ -286,13 +329,16 @@ static gmr_status allocate_slow(vmf_engine *e, size_t bytes, size_t alignment, g
   if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaSetDevice", err);
   bool capturing = capturing_api || gmr__cuda_stream_is_capturing(e->cuda, (cudaStream_t)stream);
   enum cudaStreamCaptureMode saved_mode = cudaStreamCaptureModeGlobal;
-  if (capturing) err = gmr__cuda_capture_relaxed_enter(e->cuda, &saved_mode);
+  /* Relaxed whoever captures: page mapping and event queries are
+   * potentially unsafe calls, which in global mode would break a capture
+   * another stream (or thread) is making. */
+  err = gmr__cuda_capture_relaxed_enter(e->cuda, &saved_mode);
   gmr_status st = GMR_OK;
   vmf_region *r = NULL;
   if (err != cudaSuccess) {
     st = gmr__cuda_fail(failure, "cudaThreadExchangeStreamCaptureMode", err);
   } else {
-    if (e->blocked != NULL) gmr__vmf_unblock(e, false);
+    if (e->blocked != NULL) gmr__vmf_unblock(e, VMF_UNBLOCK_QUERY, stream);
     if (!capturing) {
       /* Frees during a capture could not record this stream's event; the
        * stream is named now, so it exists: record it, so that its memory can
@@ -327,7 +373,7 @@ static gmr_status allocate_slow(vmf_engine *e, size_t bytes, size_t alignment, g
     } else {
       st = gmr__vmf_native_grow(e, bytes, alignment, stream, slot, capturing, &r, failure);
     }
-    if (capturing) gmr__cuda_capture_relaxed_leave(e->cuda, saved_mode);
+    gmr__cuda_capture_relaxed_leave(e->cuda, saved_mode);
   }
   gmr__cuda_device_leave(e->cuda, saved_device);
   *out = r;
@@ -403,7 +449,7 @@ gmr_status gmr__vmf_allocate_ex(vmf_engine *e, size_t bytes, size_t alignment, g
   /* PyTorch's record_stream reuse (as gmr's pool): regions whose recorded
    * uses are done are filed again before the search, so the freeing
    * stream's next request of that size gets the same memory back. */
-  if (e->blocked != NULL && !capturing_api) gmr__vmf_unblock(e, false);
+  if (e->blocked != NULL && !capturing_api) gmr__vmf_unblock(e, VMF_UNBLOCK_QUERY, stream);
   vmf_region *r = capturing_api ? NULL : find_usable(e, slot, n, align);
   if (r != NULL) {
     gmr__vmf_bin_remove(e, r);
@@ -490,8 +536,11 @@ gmr_status gmr__vmf_deallocate(vmf_engine *e, void *ptr, size_t bytes, size_t al
   }
   cudaEvent_t *blockers = NULL;
   uint32_t blocker_count = 0;
+  bool capture_wait = false;
   if (st == GMR_OK && r->extra != NULL && r->extra->used_count > 0) {
     st = record_blockers(e, r, stream, &blockers, &blocker_count);
+    /* Nothing changed yet when the record failed: markers only after. */
+    if (st == GMR_OK) capture_wait = take_capture_markers(e, r, stream);
   }
   if (st != GMR_OK) {
     gmr__vmf_unlock(e);
@@ -507,28 +556,25 @@ gmr_status gmr__vmf_deallocate(vmf_engine *e, void *ptr, size_t bytes, size_t al
   forget_live(e, r);
   e->live_bytes -= r->node.bytes;
   e->live_count--;
-  gmr__vmf_free_extra(e, r);
-  gmr__vmf_set_state(e, r, VMF_FREE);
-  if (blocker_count > 0) {
-    vmf_extra *x = gmr__vmf_extra(r);
-    if (x != NULL) {
-      x->blockers = blockers;
-      x->blocker_count = blocker_count;
-      r->slot = slot;
-      r->blocked = true;
-      r->node.free_prev = NULL;
-      r->node.free_next = gmr__vmf_node(e->blocked);
-      if (e->blocked != NULL) e->blocked->node.free_prev = &r->node;
-      e->blocked = r;
-      blockers = NULL;
-    }
-  }
-  if (blockers != NULL) { /* no host memory to keep them: wait now instead */
-    for (uint32_t i = 0; i < blocker_count; ++i) {
-      (void)e->cuda->event_synchronize(blockers[i]);
-      (void)e->cuda->event_destroy(blockers[i]);
-    }
-    free(blockers);
+  if (blocker_count > 0 || capture_wait) {
+    /* Held back: the extra that held the uses now holds what it waits for
+     * (no new host memory needed, so nothing can fail here). */
+    vmf_extra *x = r->extra;
+    free(x->used_streams);
+    x->used_streams = NULL;
+    x->used_count = 0;
+    x->blockers = blockers;
+    x->blocker_count = blocker_count;
+    gmr__vmf_set_state(e, r, VMF_FREE);
+    r->slot = slot;
+    r->blocked = true;
+    r->node.free_prev = NULL;
+    r->node.free_next = gmr__vmf_node(e->blocked);
+    if (e->blocked != NULL) e->blocked->node.free_prev = &r->node;
+    e->blocked = r;
+  } else {
+    gmr__vmf_free_extra(e, r);
+    gmr__vmf_set_state(e, r, VMF_FREE);
   }
   if (!r->blocked) (void)gmr__vmf_file_free(e, r, slot);
   purge_freed_marks(e);
@@ -620,12 +666,15 @@ gmr_status gmr__vmf_extend(vmf_engine *e, void *ptr, size_t bytes, size_t new_by
     } else {
       bool capturing = gmr__cuda_stream_is_capturing(e->cuda, (cudaStream_t)stream);
       enum cudaStreamCaptureMode saved_mode = cudaStreamCaptureModeGlobal;
-      if (capturing) err = gmr__cuda_capture_relaxed_enter(e->cuda, &saved_mode);
+      /* Relaxed whoever captures: page mapping and event queries are
+       * potentially unsafe calls, which in global mode would break a capture
+       * another stream (or thread) is making. */
+      err = gmr__cuda_capture_relaxed_enter(e->cuda, &saved_mode);
       if (err != cudaSuccess) {
         st = gmr__cuda_fail(failure, "cudaThreadExchangeStreamCaptureMode", err);
       } else {
         st = gmr__vmf_native_extend(e, r, grow, stream, slot, capturing, failure);
-        if (capturing) gmr__cuda_capture_relaxed_leave(e->cuda, saved_mode);
+        gmr__cuda_capture_relaxed_leave(e->cuda, saved_mode);
       }
       gmr__cuda_device_leave(e->cuda, saved_device);
     }

@@ -26,6 +26,7 @@ void gmr__vmf_free_host(vmf_engine *e) {
     free(r);
   }
   gmr__u64_map_clear(&e->live);
+  gmr__capture_walks_free(&e->capture_walks);
 }
 
 /* Wait for every stream's frees and make them shared (host waits). Frees
@@ -33,8 +34,12 @@ void gmr__vmf_free_host(vmf_engine *e) {
  * destroyed since) are covered by one device synchronisation, which names
  * no stream; the snapshot says which frees it covers. */
 static gmr_status synchronize_slots(vmf_engine *e, gmr_failure *failure) {
-  gmr__vmf_unblock(e, true);
-  if (gmr__vmf_fresh_bytes(e, VMF_SHARED) > 0) (void)gmr__vmf_synchronize_fresh(e);
+  gmr__vmf_unblock(e, VMF_UNBLOCK_HOST_WAIT, NULL);
+  /* Frees no record covers, and blocks a capture held back, need the device. */
+  if ((gmr__vmf_fresh_bytes(e, VMF_SHARED) > 0 || e->blocked != NULL) &&
+      gmr__vmf_synchronize_fresh(e) == cudaSuccess && e->blocked != NULL) {
+    gmr__vmf_unblock(e, VMF_UNBLOCK_HOST_WAIT, NULL);
+  }
   for (uint32_t i = 1; i < e->slots.count; ++i) {
     vmf_slot *s = gmr__vmf_slot(e, i);
     if (s->index.block_count == 0) continue;
@@ -81,7 +86,7 @@ gmr_status gmr__vmf_destroy(vmf_engine *e) {
   }
   /* The caller synchronised the device: every event has completed, also
    * those a capture kept from being recorded. */
-  gmr__vmf_unblock(e, true);
+  gmr__vmf_unblock(e, VMF_UNBLOCK_DEVICE_SYNCED, NULL);
   for (uint32_t i = 1; i < e->slots.count; ++i) gmr__vmf_move_slot(e, i, VMF_SHARED);
   gmr_status st = GMR_OK;
   if (e->chunked) {

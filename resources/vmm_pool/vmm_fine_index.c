@@ -30,6 +30,7 @@ void gmr__vmf_free_extra(vmf_engine *e, vmf_region *r) {
   for (uint32_t i = 0; i < x->blocker_count; ++i) (void)e->cuda->event_destroy(x->blockers[i]);
   free(x->blockers);
   free(x->used_streams);
+  gmr__capture_markers_release(&x->markers);
   if (x->saved != NULL) (void)e->cuda->free_host(x->saved);
   free(x);
   r->extra = NULL;

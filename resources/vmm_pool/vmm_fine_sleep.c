@@ -123,7 +123,7 @@ static gmr_status map_shared_free_pages(vmf_engine *e, gmr_failure *failure) {
 static gmr_status fine_trim(void *ctx, gmr_failure *failure) {
   vmf_engine *e = ctx_of(ctx)->e;
   /* Everything ran: every stream's free memory is free for anyone. */
-  gmr__vmf_unblock(e, true);
+  gmr__vmf_unblock(e, VMF_UNBLOCK_DEVICE_SYNCED, NULL);
   for (size_t i = 1; i < e->slots.count; ++i) gmr__vmf_move_slot(e, (uint32_t)i, VMF_SHARED);
   size_t released = 0;
   return gmr__vmf_native_trim(e, &released, failure);

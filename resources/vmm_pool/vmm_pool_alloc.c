@@ -33,7 +33,7 @@ static void collect_zombie(gmr_vmm_pool_resource *p, vmm_region *z) {
   (void)gmr__vmm_make_hole(p, z);
 }
 
-void gmr__vmm_collect(gmr_vmm_pool_resource *p, bool may_query) {
+void gmr__vmm_collect(gmr_vmm_pool_resource *p, bool may_query, gmr_stream stream) {
   vmm_region *next = NULL;
   for (vmm_region *z = p->zombie_list.head; z != NULL; z = next) {
     next = z->list_next; /* z may be merged away; other zombies stay */
@@ -46,7 +46,15 @@ void gmr__vmm_collect(gmr_vmm_pool_resource *p, bool may_query) {
   while (changed) {
     changed = false;
     for (vmm_region *r = p->free_list.head; r != NULL; r = r->list_next) {
-      if (r->blocker_count == 0) continue;
+      if (!gmr__vmm_region_held(r)) continue;
+      /* Captured uses: back to the freeing stream once it comes after them
+       * (PyTorch's graph_capture_record_stream_reuse rule). */
+      if (r->capture_wait &&
+          (stream == NULL || stream != r->stream ||
+           !gmr__capture_markers_precede(p->cuda, &p->capture_walks, &r->capture_markers,
+                                         stream))) {
+        continue;
+      }
       bool done = true;
       for (uint32_t i = 0; i < r->blocker_count && done; ++i) {
         done = gmr__vmm_event_done(p, r->blockers[i]);
@@ -63,7 +71,7 @@ void gmr__vmm_collect(gmr_vmm_pool_resource *p, bool may_query) {
 /* ---- phase 1 ------------------------------------------------------------ */
 
 static bool fits(const vmm_region *r, size_t bytes) {
-  return r->bytes >= bytes && r->blocker_count == 0;
+  return r->bytes >= bytes && !gmr__vmm_region_held(r);
 }
 
 /* Smaller first, then older (lower id). */
@@ -103,7 +111,7 @@ static vmm_region *fit_other_completed(gmr_vmm_pool_resource *p, size_t bytes,
 /* May `r`, just before a hole, be used in place for a request of `stream`? */
 static bool usable_in_place(gmr_vmm_pool_resource *p, const vmm_region *r, gmr_stream stream,
                             bool capturing) {
-  if (r == NULL || r->state != VMM_FREE || r->blocker_count != 0) return false;
+  if (r == NULL || r->state != VMM_FREE || gmr__vmm_region_held(r)) return false;
   if (r->stream == stream) return true;
   return !r->unordered && (!capturing || gmr__vmm_event_done(p, r->event));
 }
@@ -111,7 +119,7 @@ static bool usable_in_place(gmr_vmm_pool_resource *p, const vmm_region *r, gmr_s
 /* May `r` be harvested (double-mapped elsewhere) for `stream`? */
 static bool harvestable(gmr_vmm_pool_resource *p, const vmm_region *r, gmr_stream stream,
                         bool capturing) {
-  if (r->blocker_count != 0 || r->unordered) return false;
+  if (gmr__vmm_region_held(r) || r->unordered) return false;
   return r->stream == stream || !capturing || gmr__vmm_event_done(p, r->event);
 }
 
@@ -379,7 +387,7 @@ static gmr_status defragment(gmr_vmm_pool_resource *p, size_t bytes, gmr_stream 
   *out = commit(p, &plan, stream, event, spare_item, spare_hole);
   free(plan.items);
   /* Zombies whose events are already complete go at once. */
-  gmr__vmm_collect(p, false);
+  gmr__vmm_collect(p, false, NULL);
   return GMR_OK;
 }
 
@@ -426,7 +434,7 @@ gmr_status gmr__vmm_allocate_pages(gmr_vmm_pool_resource *p, size_t bytes, gmr_s
     *out = r;
     return GMR_OK;
   }
-  gmr__vmm_collect(p, true);
+  gmr__vmm_collect(p, true, stream);
   r = fit_same_stream(p, bytes, stream);
   if (r == NULL) r = fit_other_completed(p, bytes, stream);
   if (r == NULL) {

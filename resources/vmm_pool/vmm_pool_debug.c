@@ -75,7 +75,7 @@ static void describe(const vmm_region *r, gmr_vmm_pool_region *out) {
   out->stream = r->state == VMM_FREE || r->state == VMM_LIVE ? r->stream : NULL;
   out->pending = (r->state == VMM_FREE || r->state == VMM_ZOMBIE) &&
                  ((r->event != NULL && !r->event->complete) || r->unordered ||
-                  r->blocker_count > 0);
+                  gmr__vmm_region_held(r));
   out->internal = r->internal;
   out->tag = r->state == VMM_LIVE || r->state == VMM_ASLEEP ? r->tag : 0;
   out->va_chunk_index = r->root->index;
@@ -219,7 +219,7 @@ static gmr_status check_root(const gmr_vmm_pool_resource *p, const vmm_root *roo
       return gmr__vmm_violation(err, err_bytes, "two holes touch at %#zx", (size_t)r->addr);
     }
     if (prev != NULL && prev->state == VMM_FREE && r->state == VMM_FREE &&
-        prev->stream == r->stream && prev->blocker_count == 0 && r->blocker_count == 0 &&
+        prev->stream == r->stream && !gmr__vmm_region_held(prev) && !gmr__vmm_region_held(r) &&
         prev->unordered == r->unordered) {
       return gmr__vmm_violation(err, err_bytes, "free regions of one stream touch unmerged at %#zx",
                                 (size_t)r->addr);

@@ -85,6 +85,11 @@ struct vmm_region {
   uint64_t query_gen;    /* phase 1b: found pending in search number query_gen */
   vmm_event **blockers;  /* record_stream events: not reusable until all complete */
   uint32_t blocker_count;
+  /* A record_stream stream captured at the free: held back until the
+   * freeing stream comes after the free markers inside the capture
+   * (stream_ordered/capture_reuse.h), or until the device is synchronised. */
+  bool capture_wait;
+  gmr__capture_markers capture_markers;
   /* LIVE and ASLEEP */
   size_t requested_bytes; /* as asked (a free must name it exactly) */
   size_t alignment;       /* as asked (the dispatch made 0 into 256) */
@@ -157,6 +162,7 @@ typedef struct gmr_vmm_pool_resource {
   uint64_t next_serial;
   uint64_t query_gen;
   gmr__event_cache event_cache; /* spare events (at most 256) */
+  gmr__capture_walks capture_walks; /* record_stream reuse inside captures */
 
   size_t mapped_pages;
   size_t peak_mapped_pages;
@@ -388,7 +394,14 @@ void gmr__vmm_undo_map(gmr_vmm_pool_resource *p, vmm_root *root, uintptr_t addr,
 
 /* Phase 0: unmap completed zombies, unblock free regions whose record_stream
  * events completed. */
-void gmr__vmm_collect(gmr_vmm_pool_resource *p, bool may_query);
+void gmr__vmm_collect(gmr_vmm_pool_resource *p, bool may_query, gmr_stream stream);
+/* Whether free region r waits for record_stream uses (events or a capture). */
+static inline bool gmr__vmm_region_held(const vmm_region *r) {
+  return r->blocker_count != 0 || r->capture_wait;
+}
+/* The device was synchronised (sleep, destroy): regions freed during a
+ * capture have nothing pending and are ordered for anyone. */
+void gmr__vmm_device_synchronized(gmr_vmm_pool_resource *p);
 
 /* Allocate `bytes` (a page multiple) on `stream`; `capturing`: no
  * stream-ordered call (see the banner). On success *out is the new LIVE

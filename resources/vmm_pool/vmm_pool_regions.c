@@ -111,7 +111,7 @@ vmm_region *gmr__vmm_make_hole(gmr_vmm_pool_resource *p, vmm_region *r) {
 
 static bool can_merge(const vmm_region *a, const vmm_region *b) {
   return a != NULL && b != NULL && a->state == VMM_FREE && b->state == VMM_FREE &&
-         a->stream == b->stream && a->blocker_count == 0 && b->blocker_count == 0 &&
+         a->stream == b->stream && !gmr__vmm_region_held(a) && !gmr__vmm_region_held(b) &&
          a->unordered == b->unordered;
 }
 
@@ -281,7 +281,19 @@ void gmr__vmm_region_clear_blockers(gmr_vmm_pool_resource *p, vmm_region *r) {
   free(r->blockers);
   r->blockers = NULL;
   r->blocker_count = 0;
+  r->capture_wait = false;
+  gmr__capture_markers_release(&r->capture_markers);
   free(r->used_streams);
   r->used_streams = NULL;
   r->used_count = 0;
+}
+
+void gmr__vmm_device_synchronized(gmr_vmm_pool_resource *p) {
+  for (vmm_region *r = p->free_list.head; r != NULL; r = r->list_next) {
+    r->unordered = false;
+    if (r->capture_wait) {
+      r->capture_wait = false;
+      gmr__capture_markers_release(&r->capture_markers);
+    }
+  }
 }

@@ -64,12 +64,15 @@ gmr_status gmr__vmm_allocate_pages_locking(gmr_vmm_pool_resource *p, size_t byte
     } else {
       bool capturing = force_capturing || gmr__cuda_stream_is_capturing(p->cuda, stream);
       enum cudaStreamCaptureMode saved_mode = cudaStreamCaptureModeGlobal;
-      if (capturing) err = gmr__cuda_capture_relaxed_enter(p->cuda, &saved_mode);
+      /* Relaxed whoever captures: page mapping and event queries are
+       * potentially unsafe calls, which in global mode would break a capture
+       * another stream (or thread) is making. */
+      err = gmr__cuda_capture_relaxed_enter(p->cuda, &saved_mode);
       if (err != cudaSuccess) {
         st = gmr__cuda_fail(failure, "cudaThreadExchangeStreamCaptureMode", err);
       } else {
         st = gmr__vmm_allocate_pages(p, rounded, stream, capturing, false, &r, failure);
-        if (capturing) gmr__cuda_capture_relaxed_leave(p->cuda, saved_mode);
+        gmr__cuda_capture_relaxed_leave(p->cuda, saved_mode);
       }
       gmr__cuda_device_leave(p->cuda, saved_device);
     }
@@ -159,6 +162,8 @@ typedef struct free_cover {
   bool unordered;       /* no event and no wait: reusable by the freeing stream only */
   vmm_event **blockers; /* recorded on the streams record_stream named */
   uint32_t blocker_count;
+  bool capture_wait;    /* a stream record_stream named captures: its markers */
+  gmr__capture_markers markers;
 } free_cover;
 
 /* Cover the free of r on `stream` (`entered`: the pool's device is
@@ -175,7 +180,7 @@ typedef struct free_cover {
  * nor waited for; nothing is kept then. */
 static gmr_status cover_free(gmr_vmm_pool_resource *p, vmm_region *r, gmr_stream stream,
                              bool capturing, bool entered, free_cover *c) {
-  *c = (free_cover){NULL, capturing, NULL, 0};
+  *c = (free_cover){NULL, capturing, NULL, 0, false, {0, NULL, 0}};
   cudaError_t err = cudaSuccess;
   if (!capturing && entered) {
     c->event = gmr__vmm_event_new(p, &err);
@@ -189,9 +194,19 @@ static gmr_status cover_free(gmr_vmm_pool_resource *p, vmm_region *r, gmr_stream
   }
   if (r->used_count > 0) c->blockers = calloc(r->used_count, sizeof *c->blockers);
   err = cudaSuccess;
+  gmr_stream captured[16];
+  uint32_t captured_count = 0;
   for (uint32_t i = 0; err == cudaSuccess && i < r->used_count; ++i) {
     gmr_stream u = r->used_streams[i];
-    if (u == stream || gmr__cuda_stream_is_capturing(p->cuda, u)) continue;
+    if (u == stream) continue;
+    if (gmr__cuda_stream_is_capturing(p->cuda, u)) {
+      /* Its work runs at the graph's replay: the graph's edges tell when
+       * the use ends (stream_ordered/capture_reuse.h). */
+      c->capture_wait = true;
+      if (captured_count < sizeof captured / sizeof captured[0]) captured[captured_count] = u;
+      captured_count++;
+      continue;
+    }
     vmm_event *e = entered && c->blockers != NULL ? gmr__vmm_event_new(p, &err) : NULL;
     if (e != NULL && gmr__vmm_event_record(p, e, u) == cudaSuccess) {
       c->blockers[c->blocker_count++] = e;
@@ -200,7 +215,10 @@ static gmr_status cover_free(gmr_vmm_pool_resource *p, vmm_region *r, gmr_stream
     gmr__vmm_event_unref(p, e);
     err = p->cuda->stream_synchronize((cudaStream_t)u);
   }
-  if (err == cudaSuccess && c->blocker_count > 0) return GMR_OK;
+  if (err == cudaSuccess && c->capture_wait && captured_count <= 16) {
+    (void)gmr__capture_markers_take(p->cuda, stream, captured, captured_count, &c->markers);
+  }
+  if (err == cudaSuccess && (c->blocker_count > 0 || c->capture_wait)) return GMR_OK;
   for (uint32_t i = 0; i < c->blocker_count; ++i) gmr__vmm_event_unref(p, c->blockers[i]);
   free(c->blockers);
   c->blockers = NULL;
@@ -241,11 +259,13 @@ gmr_status gmr__vmm_free_pages_locking(gmr_vmm_pool_resource *p, void *ptr, size
       r->unordered = c.unordered;
       r->blockers = c.blockers;
       r->blocker_count = c.blocker_count;
+      r->capture_wait = c.capture_wait;
+      r->capture_markers = c.markers;
       r->id = p->next_id++;
       r->requested_bytes = 0;
       r->internal = false;
       gmr__vmm_set_state(p, r, VMM_FREE);
-      if (c.blocker_count == 0) (void)gmr__vmm_merge_free(p, r);
+      if (!gmr__vmm_region_held(r)) (void)gmr__vmm_merge_free(p, r);
     }
   }
   unlock(p);
@@ -334,12 +354,15 @@ static gmr_status vmm_extend(gmr_resource *self, void *ptr, size_t bytes, size_t
     } else if (grow > 0) {
       bool capturing = gmr__cuda_stream_is_capturing(p->cuda, stream);
       enum cudaStreamCaptureMode saved_mode = cudaStreamCaptureModeGlobal;
-      if (capturing) err = gmr__cuda_capture_relaxed_enter(p->cuda, &saved_mode);
+      /* Relaxed whoever captures: page mapping and event queries are
+       * potentially unsafe calls, which in global mode would break a capture
+       * another stream (or thread) is making. */
+      err = gmr__cuda_capture_relaxed_enter(p->cuda, &saved_mode);
       if (err != cudaSuccess) {
         st = gmr__cuda_fail(failure, "cudaThreadExchangeStreamCaptureMode", err);
       } else {
         st = gmr__vmm_extend_region(p, r, grow, stream, capturing, failure);
-        if (capturing) gmr__cuda_capture_relaxed_leave(p->cuda, saved_mode);
+        gmr__cuda_capture_relaxed_leave(p->cuda, saved_mode);
       }
       gmr__cuda_device_leave(p->cuda, saved_device);
     }
@@ -426,7 +449,7 @@ static gmr_status vmm_trim(gmr_resource *self, size_t *released_bytes) {
   if (err != cudaSuccess) {
     st = GMR_ERR_CUDA;
   } else {
-    gmr__vmm_collect(p, true);
+    gmr__vmm_collect(p, true, NULL);
     st = gmr__vmm_trim_locked(p, released_bytes, NULL);
     gmr__cuda_device_leave(p->cuda, saved_device);
   }
@@ -438,6 +461,7 @@ static gmr_status vmm_trim(gmr_resource *self, size_t *released_bytes) {
 
 void gmr__vmm_free_host_side(gmr_vmm_pool_resource *p) {
   gmr__vmm_event_cache_clear(p);
+  gmr__capture_walks_free(&p->capture_walks);
   gmr__u64_map_clear(&p->live);
   gmr__u64_map_clear(&p->freed);
   if (p->fine != NULL) gmr__vmm_shards_free_host(p);
@@ -492,8 +516,8 @@ static gmr_status vmm_destroy(gmr_resource *self) {
   if (st == GMR_OK) {
     /* After the synchronisation every event is complete, also those that
      * frees during a capture could not record. */
-    for (vmm_region *r = p->free_list.head; r != NULL; r = r->list_next) r->unordered = false;
-    gmr__vmm_collect(p, true);
+    gmr__vmm_device_synchronized(p);
+    gmr__vmm_collect(p, true, NULL);
     size_t released = 0;
     st = gmr__vmm_trim_locked(p, &released, NULL);
   }

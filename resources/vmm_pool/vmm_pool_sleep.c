@@ -53,19 +53,19 @@ gmr_status gmr__vmm_trim_locked(gmr_vmm_pool_resource *p, size_t *released_bytes
       if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaEventSynchronize", err);
     }
   }
-  gmr__vmm_collect(p, true); /* unblocks and merges them */
+  gmr__vmm_collect(p, true, NULL); /* unblocks and merges them */
   /* Every free region that has an event (those freed during a capture have
    * none to wait for and stay). */
   vmm_region *next = NULL;
   for (vmm_region *r = p->free_list.head; r != NULL; r = next) {
     next = r->list_next;
-    if (r->unordered || r->blocker_count > 0) continue;
+    if (r->unordered || gmr__vmm_region_held(r)) continue;
     cudaError_t err = gmr__vmm_event_wait_host(p, r->event);
     if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaEventSynchronize", err);
     gmr_status st = give_back(p, r, released_bytes, failure);
     if (st != GMR_OK) return st;
     next = p->free_list.head; /* holes merged; the list head is the next candidate */
-    while (next != NULL && (next->unordered || next->blocker_count > 0)) next = next->list_next;
+    while (next != NULL && (next->unordered || gmr__vmm_region_held(next))) next = next->list_next;
   }
   return GMR_OK;
 }
@@ -79,7 +79,7 @@ typedef struct pages_ctx {
 static gmr_status pages_trim(void *ctx, gmr_failure *failure) {
   gmr_vmm_pool_resource *p = ((pages_ctx *)ctx)->p;
   /* Everything ran: regions freed during a capture have nothing pending. */
-  for (vmm_region *r = p->free_list.head; r != NULL; r = r->list_next) r->unordered = false;
+  gmr__vmm_device_synchronized(p);
   size_t released = 0;
   return gmr__vmm_trim_locked(p, &released, failure);
 }

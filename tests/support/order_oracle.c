@@ -28,6 +28,8 @@ typedef struct watched {
   bool live;
   uint32_t mark_count;
   gmr_cuda_sim_mark marks[MAX_MARKS];
+  gmr_stream users[MAX_MARKS]; /* the stream of each mark */
+  uint64_t free_number;        /* which note_free made it (1, 2, ...) */
   gmr_stream live_stream;
 } watched;
 
@@ -37,6 +39,7 @@ struct order_oracle {
   gmr_cuda_sim_mark *all_marks; /* released at destroy (ranges share them after splits) */
   size_t mark_count, mark_capacity;
   size_t frees_since_collect;
+  uint64_t free_count;
 };
 
 order_oracle *order_oracle_create(void) { return calloc(1, sizeof(order_oracle)); }
@@ -146,8 +149,10 @@ bool order_oracle_note_free(order_oracle *o, const void *ptr, size_t bytes,
   for (size_t u = 0; u < user_count && w.mark_count < MAX_MARKS; ++u) {
     gmr_cuda_sim_mark m = 0;
     if (gmr_cuda_sim_mark_stream(users[u], &m) != GMR_OK || !keep_mark(o, m)) return false;
+    w.users[w.mark_count] = users[u];
     w.marks[w.mark_count++] = m;
   }
+  w.free_number = ++o->free_count;
   uintptr_t addr = (uintptr_t)ptr, end = addr + bytes;
   while (addr < end) {
     uint64_t phys = 0, offset = 0;
@@ -197,11 +202,12 @@ bool order_oracle_check_allocation(order_oracle *o, const void *ptr, size_t byte
         if (!ordered) {
           ok = false;
           say(why, why_bytes,
-              "%zu bytes at %p given to stream %p overlap freed memory (physical %llu, offset "
-              "%llu) that work of another stream may still use: stream %p is not ordered "
-              "after it (no wait, no synchronisation, not done)",
-              bytes, ptr, (void *)stream, (unsigned long long)phys,
-              (unsigned long long)w->start, (void *)stream);
+              "%zu bytes at %p given to stream %p overlap memory of free #%llu (physical "
+              "%llu, offsets %llu-%llu) that work of stream %p may still use: stream %p is "
+              "not ordered after it (no wait, no synchronisation, not done)",
+              bytes, ptr, (void *)stream, (unsigned long long)w->free_number,
+              (unsigned long long)phys, (unsigned long long)w->start,
+              (unsigned long long)w->end, (void *)w->users[m], (void *)stream);
           break;
         }
       }

@@ -91,10 +91,18 @@ typedef struct order_program_options {
                               cudaStreamWaitEvent / cudaEventCreate fail now and then */
   bool trim;               /* gmr_resource_trim now and then */
   bool same_stream_free;   /* free only on the allocating stream (no handoffs) */
+  bool captures;           /* capture graphs: begin on a stream, fork streams into the
+                              capture (nested forks too), join them back in part or
+                              in full, allocate, free and record_stream inside it */
+  /* Called after each capture ended and its graph was destroyed, with the
+   * streams that took part (the origin first): a graph arena's caller claims
+   * the capture's memory. NULL: none. */
+  void (*after_capture)(void *ctx, const gmr_stream *streams, size_t count);
+  void *after_capture_ctx;
 } order_program_options;
 
 #define ORDER_PROGRAM_OPTIONS_DEFAULT \
-  {4, 400, (size_t)8 << 20, 48, true, true, false, false, true, false}
+  {4, 400, (size_t)8 << 20, 48, true, true, false, false, true, false, false, NULL, NULL}
 
 typedef struct order_program_result {
   uint64_t allocations;
@@ -102,6 +110,7 @@ typedef struct order_program_result {
   uint64_t failed_allocations; /* out of memory or refused: allowed, not checked */
   uint64_t resource_waits;     /* cudaStreamWaitEvent calls the resource made */
   uint64_t holds;
+  uint64_t captures;
   uint64_t violations;
   char first_violation[512];
   char error[256]; /* the program itself could not go on (a resource call failed that

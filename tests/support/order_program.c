@@ -24,6 +24,8 @@
 #define MAX_STREAMS 8
 #define MAX_LIVE 128
 
+enum { ROLE_NONE = 0, ROLE_ORIGIN = 1, ROLE_FORK = 2 };
+
 typedef struct live_allocation {
   void *ptr;
   size_t bytes;
@@ -54,10 +56,14 @@ typedef struct program {
   order_oracle *oracle;
   gmr_stream streams[MAX_STREAMS];
   bool held[MAX_STREAMS];
+  uint8_t role[MAX_STREAMS]; /* in the capture: ROLE_NONE, ROLE_ORIGIN or ROLE_FORK */
+  bool capturing;            /* a capture is in progress (one at a time) */
+  uint32_t origin;           /* its origin stream */
   uint32_t stream_count;
   live_allocation live[MAX_LIVE];
   uint32_t live_count;
   bool ended; /* the source ran out */
+  uint64_t failed_frees; /* refused frees (noted by the oracle all the same) */
 } program;
 
 
@@ -106,6 +112,22 @@ static void fail(program *p, const char *what, gmr_status st) {
   (void)snprintf(p->out->error, sizeof p->out->error, "%s: %s", what, gmr_status_name(st));
 }
 
+/* Make `waiter` wait for `waited`'s work so far, as CUDA allows it during a
+ * capture: a capturing stream waits only on streams of its capture; a
+ * stream outside it that waits on one joins it (a fork). False (no wait)
+ * otherwise or when the wait failed (an injected failure). */
+static bool wait_for(program *p, uint32_t waiter, uint32_t waited) {
+  if (waiter == waited) return false;
+  bool in_w = p->role[waiter] != ROLE_NONE, in_d = p->role[waited] != ROLE_NONE;
+  if (in_w && !in_d) return false; /* would cross the capture's boundary */
+  if (gmr_stream_wait_stream(p->streams[waiter], p->streams[waited]) != GMR_OK) return false;
+  if (!in_w && in_d) {
+    p->role[waiter] = ROLE_FORK;
+    TRACE("fork: s%u joins the capture through s%u\n", waiter, waited);
+  }
+  return true;
+}
+
 static bool stream_in_use(const program *p, uint32_t s) {
   for (uint32_t i = 0; i < p->live_count; ++i) {
     if (p->live[i].stream == s || (p->live[i].uses_mask & (1u << s)) != 0) return true;
@@ -117,17 +139,24 @@ static void step_allocate(program *p) {
   if (p->live_count >= p->opt->max_live || p->live_count >= MAX_LIVE) return;
   uint32_t s = pick(p, p->stream_count);
   size_t bytes = pick_bytes(p);
-  if (p->ended) return;
+  /* During a capture the program works on the capture's streams only: a
+   * pool's slow path may synchronise the device for another stream's
+   * request, which CUDA refuses while any stream captures. */
+  if (p->ended || (p->capturing && p->role[s] == ROLE_NONE)) return;
   void *ptr = NULL;
   uint64_t waits = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_WAIT_EVENT);
-  gmr_status st = gmr_resource_allocate(p->r, bytes, 0, p->streams[s], &ptr);
+  /* A request during a capture goes as a framework makes it: through the
+   * capture-safe path (growth in relaxed mode). */
+  gmr_status st = p->role[s] != ROLE_NONE
+                      ? gmr_resource_allocate_capturing(p->r, bytes, 0, p->streams[s], &ptr, NULL)
+                      : gmr_resource_allocate(p->r, bytes, 0, p->streams[s], &ptr);
   p->out->resource_waits += gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_STREAM_WAIT_EVENT) - waits;
   if (st != GMR_OK) {
     p->out->failed_allocations++;
     return;
   }
   p->out->allocations++;
-  TRACE("alloc s%u %zu -> %p\n", s, bytes, ptr);
+  TRACE("alloc s%u %zu -> %p (stream %p)\n", s, bytes, ptr, (void *)p->streams[s]);
   char why[400];
   if (!order_oracle_check_allocation(p->oracle, ptr, bytes, p->streams[s], why, sizeof why)) {
     if (p->out->violations++ == 0) {
@@ -158,12 +187,18 @@ static bool free_on(program *p, uint32_t i, uint32_t on) {
     fail(p, "the oracle could not mark the streams", GMR_ERR_OUT_OF_MEMORY);
     return false;
   }
-  TRACE("free %p %zu on s%u (allocated on s%u, uses %#x)\n", a.ptr, a.bytes, on, a.stream,
+  TRACE("free #%llu %p %zu on s%u (allocated on s%u, uses %#x)\n",
+        (unsigned long long)(p->out->frees + p->failed_frees + 1), a.ptr, a.bytes, on, a.stream,
         a.uses_mask);
   gmr_status st = gmr_resource_deallocate(p->r, a.ptr, a.bytes, 0, p->streams[on]);
   if (st != GMR_OK) {
-    /* Allowed only for a CUDA failure (injected): the memory stays ours. */
-    if (st != GMR_ERR_CUDA || !p->opt->faults) fail(p, "gmr_resource_deallocate", st);
+    p->failed_frees++;
+    /* Allowed only for a CUDA failure (injected), or a refusal during a
+     * capture (cudaFree of an upstream cuda resource would break it): the
+     * memory stays ours. */
+    bool allowed = (st == GMR_ERR_CUDA && p->opt->faults) ||
+                   (st == GMR_ERR_CAPTURE_UNSAFE && p->capturing);
+    if (!allowed) fail(p, "gmr_resource_deallocate", st);
     return false;
   }
   p->out->frees++;
@@ -175,10 +210,14 @@ static void step_free(program *p) {
   if (p->live_count == 0) return;
   uint32_t i = pick(p, p->live_count);
   uint32_t on = p->live[i].stream;
+  if (p->capturing && p->role[on] == ROLE_NONE) return; /* as in step_allocate */
   if (!p->opt->same_stream_free && pick(p, 4) == 0) {
     /* A handoff: another stream waits for the allocating one, then frees. */
     uint32_t other = pick(p, p->stream_count);
-    if (other != on && gmr_stream_wait_stream(p->streams[other], p->streams[on]) == GMR_OK) {
+    /* A fork here would move the free into the capture: only streams
+     * already on the same side of it. */
+    bool same_side = (p->role[other] == ROLE_NONE) == (p->role[on] == ROLE_NONE);
+    if (other != on && same_side && wait_for(p, other, on)) {
       TRACE("handoff: s%u waits on s%u\n", other, on);
       on = other;
     }
@@ -219,25 +258,99 @@ static void step_wait(program *p) {
   uint32_t waited = pick(p, p->stream_count);
   if (p->ended || waiter == waited) return;
   TRACE("wait s%u on s%u\n", waiter, waited);
-  ignore(gmr_stream_wait_stream(p->streams[waiter], p->streams[waited])); /* may fail: injected */
+  (void)wait_for(p, waiter, waited);
+}
+
+/* ---- captures --------------------------------------------------------------- */
+
+static void step_begin_capture(program *p) {
+  uint32_t s = pick(p, p->stream_count);
+  if (p->ended || p->capturing) return;
+  gmr_status st = gmr_cuda_stream_begin_capture(p->streams[s]);
+  if (st != GMR_OK) {
+    fail(p, "gmr_cuda_stream_begin_capture", st);
+    return;
+  }
+  TRACE("begin capture on s%u\n", s);
+  p->capturing = true;
+  p->origin = s;
+  p->role[s] = ROLE_ORIGIN;
+  p->out->captures++;
+}
+
+/* Join every fork back into the origin, end the capture, drop the graph. */
+static void end_capture(program *p) {
+  if (!p->capturing) return;
+  for (uint32_t s = 0; s < p->stream_count; ++s) {
+    if (p->role[s] == ROLE_FORK &&
+        gmr_stream_wait_stream(p->streams[p->origin], p->streams[s]) != GMR_OK) {
+      fail(p, "joining a forked stream back into the capture's origin", GMR_ERR_CUDA);
+    }
+  }
+  gmr_graph graph = NULL;
+  gmr_status st = gmr_cuda_stream_end_capture(p->streams[p->origin], &graph);
+  TRACE("end capture on s%u: %s\n", p->origin, gmr_status_name(st));
+  if (st != GMR_OK) {
+    /* A resource broke the capture (an unsafe call, a wait across it). */
+    char what[160];
+    (void)snprintf(what, sizeof what, "the capture was invalidated by %s",
+                   gmr_cuda_call_name(gmr_cuda_sim_get_capture_breaker()));
+    fail(p, what, st);
+  } else {
+    ignore(gmr_cuda_graph_destroy(graph));
+  }
+  gmr_stream took_part[MAX_STREAMS];
+  size_t n = 0;
+  took_part[n++] = p->streams[p->origin];
+  for (uint32_t s = 0; s < p->stream_count; ++s) {
+    if (p->role[s] == ROLE_FORK) took_part[n++] = p->streams[s];
+    p->role[s] = ROLE_NONE;
+  }
+  p->capturing = false;
+  if (p->opt->after_capture != NULL) p->opt->after_capture(p->opt->after_capture_ctx, took_part, n);
+}
+
+/* A stream outside the capture waits on one in it: it joins (nested when
+ * the waited stream is itself a fork). */
+static void step_fork(program *p) {
+  uint32_t waiter = pick(p, p->stream_count);
+  uint32_t waited = pick(p, p->stream_count);
+  if (p->ended || p->role[waiter] != ROLE_NONE || p->role[waited] == ROLE_NONE) return;
+  (void)wait_for(p, waiter, waited);
+}
+
+/* A capturing stream waits for a forked one: a partial join. */
+static void step_join(program *p) {
+  uint32_t waiter = pick(p, p->stream_count);
+  uint32_t fork = pick(p, p->stream_count);
+  if (p->ended || !p->capturing || p->role[waiter] == ROLE_NONE || p->role[fork] != ROLE_FORK) {
+    return;
+  }
+  TRACE("join: s%u waits on s%u\n", waiter, fork);
+  (void)wait_for(p, waiter, fork);
 }
 
 static void step_synchronize(program *p) {
   if (pick(p, 4) == 0) {
+    /* Refused while a stream captures (and it would invalidate the capture). */
+    if (p->ended || p->capturing) return;
     TRACE("device synchronize\n");
-    if (!p->ended) ignore(gmr_device_synchronize());
+    ignore(gmr_device_synchronize());
     return;
   }
   uint32_t s = pick(p, p->stream_count);
+  /* A synchronisation is a potentially unsafe call: in this thread's global
+   * capture it would invalidate the capture. */
+  if (p->ended || p->capturing) return;
   TRACE("synchronize s%u\n", s);
-  if (!p->ended) ignore(gmr_cuda_stream_synchronize(p->streams[s]));
+  ignore(gmr_cuda_stream_synchronize(p->streams[s]));
 }
 
 static void step_new_stream(program *p) {
   uint32_t s = pick(p, p->stream_count);
   bool pending = p->opt->reuse_handles && pick(p, 2) == 0;
   bool reuse = p->opt->reuse_handles && pick(p, 2) == 0;
-  if (p->ended || stream_in_use(p, s)) return;
+  if (p->ended || stream_in_use(p, s) || p->capturing) return; /* it may synchronise */
   TRACE("new stream s%u (pending %d, reuse %d)\n", s, pending, reuse);
   if (pending) {
     /* Its work stays pending after the destroy (CUDA runs it to its end). */
@@ -263,6 +376,7 @@ static void step_new_stream(program *p) {
 }
 
 static void step_trim(program *p) {
+  if (p->capturing) return; /* a trim synchronises the device: refused during a capture */
   TRACE("trim\n");
   size_t released = 0;
   gmr_status st = gmr_resource_trim(p->r, &released);
@@ -278,7 +392,7 @@ static const gmr_cuda_call fault_calls[] = {GMR_CUDA_CALL_EVENT_RECORD, GMR_CUDA
 static void step_fault(program *p) {
   uint32_t which = pick(p, (uint32_t)(sizeof fault_calls / sizeof fault_calls[0]));
   uint32_t skip = pick(p, 4);
-  if (p->ended) return;
+  if (p->ended || p->capturing) return; /* the program's own forks and joins must work */
   TRACE("fail call %u after %u\n", which, skip);
   ignore(gmr_cuda_sim_inject_failure(fault_calls[which], skip, 1, 999 /* cudaErrorUnknown */));
 }
@@ -309,11 +423,23 @@ static void step(program *p) {
   } else {
     if (p->opt->faults) step_fault(p);
   }
+  if (!p->opt->captures || p->ended) return;
+  uint32_t c = pick(p, 100);
+  if (c < 3) {
+    if (!p->capturing) step_begin_capture(p);
+  } else if (c < 6) {
+    end_capture(p);
+  } else if (c < 16) {
+    if (p->capturing) step_fork(p);
+  } else if (c < 24) {
+    step_join(p);
+  }
 }
 
 /* Free everything left, release every stream, synchronise. */
 static void finish(program *p) {
   ignore(gmr_cuda_sim_clear_failures());
+  end_capture(p);
   for (uint32_t s = 0; s < p->stream_count; ++s) {
     if (p->held[s]) ignore(gmr_cuda_sim_stream_hold(p->streams[s], false));
     p->held[s] = false;

@@ -121,7 +121,8 @@ extern "C" {
   XX(DEVICE_GET_ATTRIBUTE_DRIVER, "cuDeviceGetAttribute")                 \
   XX(DEVICE_CAN_ACCESS_PEER, "cudaDeviceCanAccessPeer")                   \
   XX(STREAM_GET_ID, "cudaStreamGetId")                                    \
-  XX(MEM_GET_ADDRESS_RANGE, "cuMemGetAddressRange")
+  XX(MEM_GET_ADDRESS_RANGE, "cuMemGetAddressRange")                       \
+  XX(GRAPH_NODE_GET_DEPENDENCIES, "cudaGraphNodeGetDependencies")
 
 typedef enum gmr_cuda_call {
 #define GMR_CUDA_CALL_ENUM_(name, fn) GMR_CUDA_CALL_##name,
@@ -292,6 +293,14 @@ GMR_API GMR_NODISCARD gmr_status gmr_cuda_sim_reuse_stream_handles(bool reuse);
  * Thread-safe: yes.
  */
 GMR_API uint64_t gmr_cuda_sim_get_stream_wait_count(gmr_stream stream);
+/**
+ * The CUDA call that last invalidated a capture (a potentially unsafe call
+ * in the wrong thread mode, a synchronisation during a capture, a wait
+ * across its boundary...), so a test can say which call broke a capture;
+ * GMR_CUDA_CALL_COUNT when none did since gmr_cuda_sim_enable() or the
+ * simulation is off. Thread-safe: yes. Stream/device: no CUDA call.
+ */
+GMR_API gmr_cuda_call gmr_cuda_sim_get_capture_breaker(void);
 
 /* ---- marks: the order of streams, for tests' oracles ---------------------
  *
@@ -301,8 +310,13 @@ GMR_API uint64_t gmr_cuda_sim_get_stream_wait_count(gmr_stream stream);
  * frees it, and later asks whether the stream that got the memory is ordered
  * after the mark: its work then cannot overlap the old use. Within a graph
  * capture the order is the graph's (events recorded and waited on in the
- * capture: forks and joins); a mark made in a capture counts as done once
- * the capture is over. Marks make no CUDA call and are not counted as calls.
+ * capture: forks and joins), and a stream's captured work counts as after
+ * that stream's work before the capture (the convention every stream-ordered
+ * allocator keeps: a capturing stream reuses its own earlier frees; launch
+ * the graph on a stream ordered after the captured streams' earlier work);
+ * a mark made in a capture is a node of the graph (a kernel) and counts as
+ * done once the capture is over. Marks make no CUDA call and are not counted
+ * as calls.
  */
 typedef uint64_t gmr_cuda_sim_mark;
 
