@@ -232,7 +232,7 @@ typedef struct gmr_limiting_adaptor_stats {
   uint64_t overage_count;          /* requests let past the limit (ignore) */
   size_t max_overage_bytes;        /* largest excess of used over limit allowed */
   uint64_t raise_count;            /* times the limit policy raised a limit */
-  uint64_t bad_free_count;         /* bad frees the books saw (more bytes than outstanding, unknown pointer) */
+  uint64_t bad_free_count;         /* bad frees it saw: more bytes than outstanding, unknown ptr */
   /* What the OOM policy did. Version 2: a gmr_oom_counts with its own header
    * (version 1 had the same counters without it); the adaptor fills that
    * header with the size and version of the gmr_oom_counts it wrote. */
