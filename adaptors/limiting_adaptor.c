@@ -415,6 +415,21 @@ static gmr_status limiting_deallocate(gmr_resource *self, void *ptr, size_t byte
   return deallocate_enforcing(a, ptr, bytes, alignment, stream, charge);
 }
 
+/* A free of more bytes than are outstanding, without a pointer table: a
+ * pointer freed before, one never allocated here, or a live one with a
+ * wrong size; the books cannot tell which. The upstream can where it keeps
+ * books (every gmr resource): its verdict (GMR_ERR_DOUBLE_FREE, ...) is
+ * returned, nothing changed anywhere. An upstream without books may take
+ * the memory back; no charge here is known to be that memory's, so none is
+ * taken off: the count can only stay high, making the limit stricter,
+ * never let a request past it. */
+static gmr_status bad_free_judged_below(gmr_limiting_adaptor *a, void *ptr, size_t bytes,
+                                        size_t alignment, gmr_stream stream) {
+  gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  if (st == GMR_OK) gmr__oom_handler_note_free(&a->oom);
+  return st;
+}
+
 static gmr_status deallocate_enforcing(gmr_limiting_adaptor *a, void *ptr, size_t bytes,
                                        size_t alignment, gmr_stream stream, size_t charge) {
   gmr__limiting_enforcing(a);
@@ -442,14 +457,16 @@ static gmr_status deallocate_enforcing(gmr_limiting_adaptor *a, void *ptr, size_
     taken = false;
   }
   if (!taken) {
-    /* More bytes than are outstanding: a bad free. Put the books back. */
+    /* More bytes than are outstanding: a bad free. */
+    atomic_fetch_add_explicit(&a->bad_free_count, 1, memory_order_relaxed);
     if (a->per_stream) {
+      /* Live here (the table has it): the size is wrong. Put the books back. */
       pthread_mutex_lock(&sh->mutex);
       (void)gmr__u64_map_put(&sh->map, key, slot); /* the slot it just left: no growth */
       pthread_mutex_unlock(&sh->mutex);
+      return GMR_ERR_FREE_MISMATCH;
     }
-    atomic_fetch_add_explicit(&a->bad_free_count, 1, memory_order_relaxed);
-    return GMR_ERR_FREE_MISMATCH;
+    return bad_free_judged_below(a, ptr, bytes, alignment, stream);
   }
 
   gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);

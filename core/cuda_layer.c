@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "gmr/device.h"
 
@@ -45,14 +46,28 @@ void gmr__cuda_set_active(const gmr__cuda_ops *ops) {
   atomic_store_explicit(&active_ops, ops, memory_order_release);
 }
 
+/* Which call of this thread's last gmr__cuda_device_enter failed, and with
+ * what error, until gmr__cuda_fail reports it: every caller reports a failed
+ * switch as "cudaSetDevice", and the switch may have failed reading the
+ * caller's device first (cuda_layer.h). */
+static _Thread_local const char *enter_failed_call;
+static _Thread_local cudaError_t enter_failed_err;
+
+static cudaError_t enter_failed(const char *call, cudaError_t err) {
+  enter_failed_call = call;
+  enter_failed_err = err;
+  return err;
+}
+
 cudaError_t gmr__cuda_device_enter(const gmr__cuda_ops *ops, int device, int *saved) {
   int current = -1;
   *saved = -1;
+  enter_failed_call = NULL;
   cudaError_t err = ops->get_device(&current);
-  if (err != cudaSuccess) return err;
+  if (err != cudaSuccess) return enter_failed("cudaGetDevice", err);
   if (current == device) return cudaSuccess;
   err = ops->set_device(device);
-  if (err != cudaSuccess) return err;
+  if (err != cudaSuccess) return enter_failed("cudaSetDevice", err);
   *saved = current;
   return cudaSuccess;
 }
@@ -131,6 +146,11 @@ gmr_status gmr__status_from_cuda(cudaError_t err) {
 }
 
 gmr_status gmr__cuda_fail(gmr_failure *failure, const char *call, cudaError_t err) {
+  /* A failed device switch: name the call that failed in it. */
+  if (enter_failed_call != NULL && enter_failed_err == err && strcmp(call, "cudaSetDevice") == 0) {
+    call = enter_failed_call;
+  }
+  enter_failed_call = NULL;
   if (failure != NULL) {
     failure->cuda_error = (int)err;
     snprintf(failure->message, sizeof failure->message, "%s failed: %s (%d)", call,

@@ -131,6 +131,11 @@ void gmr__cuda_sim_enable_from_env(void);
  * caller's device in *saved (-1 when nothing had to change). Pair every
  * successful enter with gmr__cuda_device_leave(). Returns the CUDA error of
  * cudaGetDevice / cudaSetDevice, cudaSuccess otherwise.
+ * Report a failure with gmr__cuda_fail(failure, "cudaSetDevice", err), as
+ * every caller does: the enter remembers (per thread, until that report or
+ * the thread's next enter) which of the two calls failed, and the message
+ * names it ("cudaGetDevice failed: ..." when reading the caller's device
+ * was refused).
  */
 cudaError_t gmr__cuda_device_enter(const gmr__cuda_ops *ops, int device, int *saved);
 void gmr__cuda_device_leave(const gmr__cuda_ops *ops, int saved);
@@ -169,7 +174,9 @@ bool gmr__cuda_stream_is_capturing(const gmr__cuda_ops *ops, cudaStream_t stream
 gmr_status gmr__status_from_cuda(cudaError_t err);
 
 /* Record a CUDA failure in `failure` (cuda_error and a message naming `call`).
- * Returns the mapped status. `failure` may be NULL. */
+ * Returns the mapped status. `failure` may be NULL. `call` "cudaSetDevice"
+ * with the error of the calling thread's last, failed
+ * gmr__cuda_device_enter() names the call that failed there instead. */
 gmr_status gmr__cuda_fail(gmr_failure *failure, const char *call, cudaError_t err);
 
 /* Streams, captures and copies for tests and tools: the bodies of

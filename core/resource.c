@@ -199,8 +199,49 @@ static bool is_gmr_type_name(const char *type_name) {
   return false;
 }
 
+/* ---- walks down a stack ------------------------------------------------- */
+
+/* Whether the upstream links from `top` come back to a layer already passed
+ * (a user's get_upstream can return its own layer, or one above it): every
+ * walk below asks first, so none runs forever. Floyd's cycle detection: two
+ * cursors, one a layer at a time and one two, meet only on a loop; O(layers)
+ * get_upstream calls, no memory, no depth limit. On a loop, *last is the
+ * depth (0: the top) of the layer whose upstream goes back, and *first the
+ * depth it goes back to. */
+static bool stack_loops(const gmr_resource *top, size_t *last, size_t *first) {
+  const gmr_resource *slow = top;
+  const gmr_resource *fast = top;
+  for (;;) {
+    if (fast == NULL || (fast = gmr_resource_get_upstream(fast)) == NULL) return false;
+    fast = gmr_resource_get_upstream(fast);
+    slow = gmr_resource_get_upstream(slow);
+    if (fast == NULL) return false;
+    if (fast == slow) break;
+  }
+  /* From the top and from the meeting point, in step: they meet where the
+   * loop begins. Then once around it for its length. */
+  size_t start = 0;
+  for (slow = top; slow != fast; ++start) {
+    slow = gmr_resource_get_upstream(slow);
+    fast = gmr_resource_get_upstream(fast);
+  }
+  size_t length = 1;
+  for (fast = gmr_resource_get_upstream(slow); fast != slow; ++length) {
+    fast = gmr_resource_get_upstream(fast);
+  }
+  *first = start;
+  *last = start + length - 1;
+  return true;
+}
+
+static bool links_loop(const gmr_resource *top) {
+  size_t last = 0, first = 0;
+  return stack_loops(top, &last, &first);
+}
+
 gmr_resource *gmr_resource_find(gmr_resource *top, const char *type_name) {
   if (type_name == NULL) return NULL;
+  if (links_loop(top)) return NULL;
   /* A layer named after a gmr type but not one of gmr's (a user's vtable
    * borrowing the name) is passed over, so the result always downcasts. */
   bool gmr_type = is_gmr_type_name(type_name);
@@ -217,6 +258,16 @@ gmr_status gmr__resource_check_deep(const gmr_resource *r, char *err, size_t err
   if (err != NULL && err_bytes > 0) err[0] = '\0';
   if (r == NULL) {
     if (err != NULL && err_bytes > 0) snprintf(err, err_bytes, "the resource is NULL");
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
+  size_t last = 0, first = 0;
+  if (stack_loops(r, &last, &first)) {
+    if (err != NULL && err_bytes > 0) {
+      snprintf(err, err_bytes,
+               "layer %zu (0: the top) has layer %zu as its upstream: the stack loops back on "
+               "itself (check that layer's get_upstream)",
+               last, first);
+    }
     return GMR_ERR_INVALID_ARGUMENT;
   }
   size_t depth = 0;
@@ -246,7 +297,7 @@ gmr_status gmr_resource_check(const gmr_resource *r) {
 
 gmr_status gmr_resource_trim(gmr_resource *r, size_t *released_bytes) {
   if (released_bytes != NULL) *released_bytes = 0;
-  if (gmr__resource_check_vtbl(r) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(r) != GMR_OK || links_loop(r)) return GMR_ERR_INVALID_ARGUMENT;
   /* Walk down the whole stack: every layer that caches memory gives it back
    * to the layer below, top first, so the lower layers can pass it on. */
   for (gmr_resource *cur = r; cur != NULL; cur = gmr_resource_get_upstream(cur)) {
@@ -262,7 +313,7 @@ gmr_status gmr_resource_trim(gmr_resource *r, size_t *released_bytes) {
 gmr_status gmr_resource_get_footprint(const gmr_resource *r, gmr_footprint *out) {
   if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   memset(out, 0, sizeof *out);
-  if (gmr__resource_check_vtbl(r) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(r) != GMR_OK || links_loop(r)) return GMR_ERR_INVALID_ARGUMENT;
   for (const gmr_resource *cur = r; cur != NULL; cur = gmr_resource_get_upstream(cur)) {
     if (has_v1_slots(cur->vtbl) && cur->vtbl->get_footprint != NULL) {
       return cur->vtbl->get_footprint(cur, out);
@@ -282,7 +333,7 @@ gmr_status gmr_resource_get_memory_info(const gmr_resource *r, gmr_memory_info *
   size_t header = offsetof(gmr_memory_info, held_bytes);
   size_t known = out->size < sizeof *out ? out->size : sizeof *out;
   memset((char *)out + header, 0, known - header);
-  if (gmr__resource_check_vtbl(r) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(r) != GMR_OK || links_loop(r)) return GMR_ERR_INVALID_ARGUMENT;
   for (const gmr_resource *cur = r; cur != NULL; cur = gmr_resource_get_upstream(cur)) {
     if (has_v2_slots(cur->vtbl) && cur->vtbl->get_memory_info != NULL) {
       return cur->vtbl->get_memory_info(cur, out);

@@ -4,7 +4,14 @@
 // gmr_vmm_pool_resource_check_invariants checked, and still do until 0.3.0).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <future>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "gmr/gmr.h"
 #include "tests/resource_check_probe.h"
@@ -141,6 +148,81 @@ TEST_F(ResourceCheck, ABrokenLayerBelowTheTopFailsTheCheck) {
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate(&user.base, 64, 0, nullptr, &p));
   user.upstream = nullptr;
   EXPECT_EQ(GMR_OK, gmr_resource_check(&user.base));
+}
+
+// Run `walk` and fail the whole test binary with a message if it has not
+// returned after a few seconds (a walk round a loop never would), rather
+// than leave the test to Bazel's timeout.
+void ExpectReturns(const char *what, std::function<void()> walk) {
+  std::packaged_task<void()> task(std::move(walk));
+  std::future<void> done = task.get_future();
+  std::thread(std::move(task)).detach();
+  if (done.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    std::fprintf(stderr, "%s did not return: it walks round the loop forever\n", what);
+    std::_Exit(1);
+  }
+  done.get();
+}
+
+// Issue 30: a user's get_upstream that leads back up the stack (to the layer
+// itself, or to one above) made every walk down it spin forever. Each walk
+// now looks for the loop first and refuses the stack.
+TEST_F(ResourceCheck, AStackWhoseUpstreamLinksLoopIsRefusedByEveryWalk) {
+  // top -> 1 -> 2 -> 3 -> back to 1; and a layer that is its own upstream.
+  user_adaptor chain[4];
+  for (size_t i = 0; i < 4; ++i) chain[i] = {{&kUserVtbl}, nullptr};
+  for (size_t i = 0; i < 3; ++i) chain[i].upstream = &chain[i + 1].base;
+  chain[3].upstream = &chain[1].base;
+  user_adaptor self = {{&kUserVtbl}, nullptr};
+  self.upstream = &self.base;
+  struct Case {
+    gmr_resource *top;
+    const char *verdict;
+  };
+  for (const Case &c : {Case{&chain[0].base, "layer 3 (0: the top) has layer 1 as its upstream"},
+                        Case{&self.base, "layer 0 (0: the top) has layer 0 as its upstream"}}) {
+    SCOPED_TRACE(c.verdict);
+    char err[256] = "";
+    ExpectReturns("gmr_resource_check", [&] {
+      EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_check(c.top));
+      EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, check_stack(c.top, err, sizeof err));
+    });
+    EXPECT_NE(std::string::npos, std::string(err).find(c.verdict)) << err;
+    ExpectReturns("gmr_resource_find", [&] {
+      EXPECT_EQ(nullptr, gmr_resource_find(c.top, "user_adaptor"));
+      EXPECT_EQ(nullptr, gmr_resource_find(c.top, "pool_resource"));
+      EXPECT_EQ(nullptr, gmr_resource_find(c.top, "no_such_type"));
+    });
+    ExpectReturns("gmr_resource_trim", [&] {
+      size_t released = 1;
+      EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_trim(c.top, &released));
+      EXPECT_EQ(0u, released);
+    });
+    ExpectReturns("gmr_resource_get_footprint", [&] {
+      gmr_footprint fp = {1, 1};
+      EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_get_footprint(c.top, &fp));
+      EXPECT_EQ(0u, fp.held_bytes);
+    });
+    ExpectReturns("gmr_resource_get_memory_info", [&] {
+      gmr_memory_info info = GMR_MEMORY_INFO_INIT;
+      EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_get_memory_info(c.top, &info));
+    });
+  }
+}
+
+// The loop test has no depth limit: a chain longer than any spec may be
+// (GMR_STACK_MAX_DEPTH) is walked to its end, and a layer named twice is
+// not a loop.
+TEST_F(ResourceCheck, ALongChainWithoutALoopIsWalkedToItsEnd) {
+  gmr_resource *pool_top = Build("pool > cuda");
+  std::vector<user_adaptor> chain(3 * GMR_STACK_MAX_DEPTH, user_adaptor{{&kUserVtbl}, nullptr});
+  for (size_t i = 0; i + 1 < chain.size(); ++i) chain[i].upstream = &chain[i + 1].base;
+  chain.back().upstream = pool_top;
+  EXPECT_EQ(GMR_OK, gmr_resource_check(&chain[0].base));
+  EXPECT_EQ(&chain[0].base, gmr_resource_find(&chain[0].base, "user_adaptor"));
+  EXPECT_NE(nullptr, gmr_resource_find(&chain[0].base, "pool_resource"));
+  gmr_footprint fp;
+  EXPECT_EQ(GMR_OK, gmr_resource_get_footprint(&chain[0].base, &fp));
 }
 
 }  // namespace

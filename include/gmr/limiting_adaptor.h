@@ -32,17 +32,26 @@
  * adaptor enforces it from then on, with the shared counters described here;
  * what was counted moves into them, exactly, and the switch is never undone.
  *
- * Deallocation: the charge is taken off before the upstream is called (and put
- * back if the upstream refuses). While enforcing, a free that names more bytes
- * than are outstanding is refused with GMR_ERR_FREE_MISMATCH and never
- * reaches the upstream; while counting, the adaptor cannot tell and trusts
- * `bytes`. Put a tracking adaptor above it to check frees pointer by pointer.
- * The adaptor keeps no table of pointers (RMM's limiting_resource_adaptor
- * neither), so it cannot tell a double free from a wrong size: a second free
- * of a block when no other bytes are outstanding is GMR_ERR_FREE_MISMATCH
- * (nothing changes); with other bytes outstanding it reaches the upstream,
- * whose verdict (GMR_ERR_DOUBLE_FREE from a pool) is returned after the
- * charge is put back. tracking > limiting names every double free.
+ * Deallocation: the charge is taken off before the upstream is called (and
+ * put back if the upstream refuses), so a bad free gets the upstream's
+ * verdict (gmr/resource.h's vocabulary: GMR_ERR_DOUBLE_FREE for a pointer
+ * freed before, from any gmr resource below) and changes nothing. The
+ * adaptor keeps no table of pointers but in per-stream mode (RMM's
+ * limiting_resource_adaptor keeps none), so it cannot tell a double free
+ * from a wrong size itself. While enforcing, a free that names more bytes
+ * than are outstanding is a bad free for sure: the upstream is asked for its
+ * verdict with the books untouched (a second free of the last block
+ * outstanding is GMR_ERR_DOUBLE_FREE, as any other). Below a resource that
+ * keeps no books (a user's) such a free may release the memory: GMR_OK
+ * (counted as a bad free, not a deallocation), and no charge is taken off,
+ * since none is known to be that memory's (the count stays high, which can
+ * only refuse more, never let a request past the limit). In per-stream mode
+ * the pointer table answers first: a pointer not in it is
+ * GMR_ERR_UNKNOWN_POINTER (also one freed before: the table forgets freed
+ * pointers), one in it with more bytes than are outstanding
+ * GMR_ERR_FREE_MISMATCH; neither reaches the upstream. While counting, the
+ * adaptor trusts `bytes`. tracking > limiting names every bad free itself,
+ * whatever the upstream.
  *
  * OOM policy (`on_oom`): when the upstream fails for lack of memory, the
  * policy may trim the stack below, wait for a free through this adaptor, or
@@ -223,7 +232,7 @@ typedef struct gmr_limiting_adaptor_stats {
   uint64_t overage_count;          /* requests let past the limit (ignore) */
   size_t max_overage_bytes;        /* largest excess of used over limit allowed */
   uint64_t raise_count;            /* times the limit policy raised a limit */
-  uint64_t bad_free_count;         /* frees refused (more bytes than outstanding, unknown pointer) */
+  uint64_t bad_free_count;         /* bad frees it saw: more bytes than outstanding, unknown ptr */
   /* What the OOM policy did. Version 2: a gmr_oom_counts with its own header
    * (version 1 had the same counters without it); the adaptor fills that
    * header with the size and version of the gmr_oom_counts it wrote. */

@@ -309,8 +309,11 @@ struct gmr_resource {
  * Thread-safe: yes (reads only; each pool's books under its own locks, one
  *   at a time). Stream/device: no CUDA call, never synchronises.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT when `r` or a layer below it is
- * not a valid resource; GMR_ERR_INTERNAL when a layer's books are broken.
- * It changes nothing, on failure or not.
+ * not a valid resource, or when the upstream links loop (a layer's
+ * get_upstream returns that layer or one above it: a user's resource can
+ * make one; the check finds it in O(layers) calls of get_upstream, before it
+ * calls anything else, and always returns); GMR_ERR_INTERNAL when a layer's
+ * books are broken. It changes nothing, on failure or not.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_resource_check(const gmr_resource *r);
 
@@ -453,6 +456,10 @@ GMR_API void *gmr_resource_downcast(gmr_resource *r, const char *type_name);
  * For the name of a gmr type (see gmr_resource_downcast()) only gmr's own
  * instances match, so the result always downcasts; for any other name, the
  * first layer whose vtable has that type_name (a user's type).
+ * A stack whose upstream links loop (a user's get_upstream that returns its
+ * own layer or one above it; gmr_resource_check() names the layers) gives
+ * NULL, whatever layers it has: the walk looks for a loop first, in
+ * O(layers) calls of get_upstream, and always returns.
  * Ownership: borrowed from the stack, as `top`.
  * Thread-safe: yes (reads the layers' links, fixed at their create).
  * Stream/device: no CUDA call.
@@ -468,8 +475,10 @@ GMR_API gmr_resource *gmr_resource_find(gmr_resource *top, const char *type_name
  *   over the stack.
  * Thread-safe: as the resources' headers say for trim.
  * Stream/device: may synchronise streams to learn which blocks are free.
- * Returns GMR_OK, GMR_ERR_INVALID_ARGUMENT for an invalid `r`, or the first
- * failure of a resource's trim (memory given back before it stays given back).
+ * Returns GMR_OK, GMR_ERR_INVALID_ARGUMENT for an invalid `r` or a stack
+ * whose upstream links loop (see gmr_resource_check(); nothing is trimmed),
+ * or the first failure of a resource's trim (memory given back before it
+ * stays given back).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_resource_trim(gmr_resource *r, size_t *released_bytes);
 
@@ -481,7 +490,8 @@ GMR_API GMR_NODISCARD gmr_status gmr_resource_trim(gmr_resource *r, size_t *rele
  * Thread-safe: yes where the answering resource says so; a concurrent reading
  *   may miss allocations in flight.
  * Stream/device: no CUDA call, never synchronises.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT for NULL arguments;
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT for NULL arguments, an invalid
+ * `r`, or a stack whose upstream links loop (see gmr_resource_check());
  * GMR_ERR_UNSUPPORTED when no resource in the stack reports a footprint.
  * On failure *out is zeroed (when out is not NULL).
  */
@@ -498,7 +508,8 @@ GMR_API GMR_NODISCARD gmr_status gmr_resource_get_footprint(const gmr_resource *
  * Thread-safe: as the answering resource says; a concurrent reading may miss
  *   requests in flight. Stream/device: no CUDA call, never synchronises.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (r invalid, out NULL, out->size
- *   smaller than the version-1 struct or out->version 0); GMR_ERR_UNSUPPORTED
+ *   smaller than the version-1 struct or out->version 0, or a stack whose
+ *   upstream links loop: see gmr_resource_check()); GMR_ERR_UNSUPPORTED
  *   when no resource in the stack answers. On failure the fields after the
  *   header are zeroed (when out is usable).
  */

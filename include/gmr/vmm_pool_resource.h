@@ -198,10 +198,15 @@
  * first.
  *
  * Memory info (gmr_resource_get_memory_info, and the failure record of a
- * failed allocation): held = mapped pages; free = free pages plus the small
- * path's free bytes; largest_free_block_bytes counts every free page, since
- * defragmentation can join them into one block. Fine placement: held = the
- * handles, free = free regions, largest = the largest free region.
+ * failed allocation): held = mapped pages; live = the live allocations on
+ * them (whole pages, and the small path's blocks, 256-byte rounded, in
+ * place of its chunks); free = free pages plus the small path's free bytes;
+ * largest_free_block_bytes counts every free page, since defragmentation
+ * can join them into one block. Fine placement: held = the handles, live =
+ * the live allocations, free = free regions, largest = the largest free
+ * region. Asleep allocations lie on no memory: in either placement they
+ * count in neither held nor live (nor do the small path's blocks, live or
+ * free, in a chunk that sleeps), so that live + free <= held.
  *
  * Device: the pool belongs to the device it was created for and makes it
  * current around its CUDA calls. Streams: RMM's semantics (gmr/resource.h);

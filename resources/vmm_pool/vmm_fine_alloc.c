@@ -240,8 +240,13 @@ void gmr__vmf_unblock(vmf_engine *e, vmf_unblock_mode mode, gmr_stream stream) {
  * an event recorded on it now, or where none can be (no event, a refused
  * record, the device not made current, no host memory) a host wait for the
  * stream (cudaStreamSynchronize: its use is then over), so that the free
- * succeeds, as gmr's pool's does, and nothing is reused early. GMR_ERR_CUDA
- * only when both fail for a stream; nothing is kept then. *count may be 0
+ * succeeds, as gmr's pool's does, and nothing is reused early.
+ * A stream destroyed before the free (PyTorch's rule says it must live
+ * until then; gmr's pool tolerates it) answers the record with an invalid
+ * handle and is not named again: the driver still runs the work it had
+ * queued, which one device synchronisation (naming no stream) waits for,
+ * covering every use at once. GMR_ERR_CUDA only when a stream can be
+ * neither recorded on nor waited for; nothing is kept then. *count may be 0
  * (every use waited for). */
 static gmr_status record_blockers(vmf_engine *e, vmf_region *r, gmr_stream stream,
                                   cudaEvent_t **out, uint32_t *count) {
@@ -252,19 +257,42 @@ static gmr_status record_blockers(vmf_engine *e, vmf_region *r, gmr_stream strea
   int saved = -1;
   bool entered = gmr__cuda_device_enter(e->cuda, e->device, &saved) == cudaSuccess;
   uint32_t n = 0;
+  bool destroyed = false; /* a recorded stream no longer exists */
   cudaError_t err = cudaSuccess;
   for (uint32_t i = 0; err == cudaSuccess && i < x->used_count; ++i) {
     gmr_stream u = x->used_streams[i];
     if (u == stream || gmr__cuda_stream_is_capturing(e->cuda, (cudaStream_t)u)) continue;
     if (entered && ev != NULL && e->cuda->event_create(&ev[n]) == cudaSuccess) {
       atomic_fetch_add_explicit(&e->events.record_count, 1, memory_order_relaxed);
-      if (e->cuda->event_record(ev[n], (cudaStream_t)u) == cudaSuccess) {
+      cudaError_t record = e->cuda->event_record(ev[n], (cudaStream_t)u);
+      if (record == cudaSuccess) {
         n++;
         continue;
       }
       (void)e->cuda->event_destroy(ev[n]);
+      if (record == cudaErrorInvalidResourceHandle) { /* the event is new: the stream is gone */
+        destroyed = true;
+        continue;
+      }
     }
     err = e->cuda->stream_synchronize((cudaStream_t)u);
+    if (err == cudaErrorInvalidResourceHandle) {
+      destroyed = true;
+      err = cudaSuccess;
+    }
+  }
+  if (err == cudaSuccess && destroyed) {
+    /* On this pool's device only: a device not made current could not be
+     * the one waited for. */
+    err = cudaErrorInvalidResourceHandle;
+    if (entered) {
+      atomic_fetch_add_explicit(&e->events.device_synchronize_count, 1, memory_order_relaxed);
+      err = e->cuda->device_synchronize();
+    }
+    if (err == cudaSuccess) { /* every recorded use is over too */
+      for (uint32_t i = 0; i < n; ++i) (void)e->cuda->event_destroy(ev[i]);
+      n = 0;
+    }
   }
   if (entered) gmr__cuda_device_leave(e->cuda, saved);
   if (err != cudaSuccess || n == 0) {

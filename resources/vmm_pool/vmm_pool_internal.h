@@ -233,10 +233,13 @@ gmr_status gmr__vmm_small_deallocate(gmr_vmm_pool_resource *p, void *ptr, size_t
  * was not small), GMR_ERR_DOUBLE_FREE or GMR_ERR_UNKNOWN_POINTER. Takes the
  * engine's lock; call it without the pool's. */
 gmr_status gmr__vmm_small_verdict(gmr_vmm_pool_resource *p, const void *ptr);
-/* The small path's free bytes in chunks that are mapped (LIVE: a sleep
- * gave the others' pages back); *largest_chunk: the most of one chunk.
- * Takes the engine's lock, then the pool's mutex: call it with neither. */
-size_t gmr__vmm_small_free_mapped(gmr_vmm_pool_resource *p, size_t *largest_chunk);
+/* The small path's memory info over its chunks that are mapped (LIVE: a
+ * sleep gave the others' pages back, so neither their live nor their free
+ * blocks lie on memory): held = those chunks, live and free = their blocks;
+ * *chunk_bytes: the page pool's bytes of those chunks. Takes the engine's
+ * lock, then the pool's mutex: call it with neither. */
+void gmr__vmm_small_mapped_info(gmr_vmm_pool_resource *p, gmr_memory_info *out,
+                                size_t *chunk_bytes);
 /* Destroy the small path (GMR_ERR_BUSY while a small block is live). */
 gmr_status gmr__vmm_small_destroy(gmr_vmm_pool_resource *p);
 

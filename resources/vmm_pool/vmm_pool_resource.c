@@ -389,19 +389,18 @@ static gmr_status vmm_get_memory_info(const gmr_resource *self, gmr_memory_info 
     gmr__vmm_shards_memory_info(p, &info);
   } else {
     gmr_memory_info small = GMR_MEMORY_INFO_INIT;
+    size_t internal_bytes = 0; /* the small path's chunks that are among our live pages */
     vmf_engine *sp = gmr__vmm_small(p, false);
-    if (sp != NULL) gmr__vmf_memory_info(sp, &small);
     if (sp != NULL && atomic_load_explicit(&p->sleeping, memory_order_relaxed)) {
-      /* Free bytes of the small path's asleep chunks lie on no memory. */
-      size_t largest_chunk = 0;
-      small.free_bytes = gmr__vmm_small_free_mapped(p, &largest_chunk);
-      if (small.largest_free_block_bytes > largest_chunk) {
-        small.largest_free_block_bytes = largest_chunk;
-      }
+      /* An asleep chunk is no live page of ours, and its blocks (live or
+       * free) lie on no memory: count the mapped chunks alone. */
+      gmr__vmm_small_mapped_info(p, &small, &internal_bytes);
+    } else if (sp != NULL) {
+      gmr__vmf_memory_info(sp, &small); /* awake: every chunk is mapped */
+      internal_bytes = small.held_bytes;
     }
     lock(p);
     info.held_bytes = p->mapped_pages * p->page_bytes;
-    size_t internal_bytes = small.held_bytes; /* the small path's chunks are our live pages */
     info.live_bytes = p->live_bytes -
                       (internal_bytes < p->live_bytes ? internal_bytes : p->live_bytes) +
                       small.live_bytes;

@@ -102,20 +102,32 @@ gmr_status gmr__vmm_small_destroy(gmr_vmm_pool_resource *p) {
   return GMR_OK;
 }
 
-size_t gmr__vmm_small_free_mapped(gmr_vmm_pool_resource *p, size_t *largest_chunk) {
-  *largest_chunk = 0;
+void gmr__vmm_small_mapped_info(gmr_vmm_pool_resource *p, gmr_memory_info *out,
+                                size_t *chunk_bytes) {
+  out->held_bytes = out->live_bytes = out->free_bytes = 0;
+  out->largest_free_block_bytes = out->free_block_count = 0;
+  *chunk_bytes = 0;
   vmf_engine *e = gmr__vmm_small(p, false);
-  if (e == NULL) return 0;
-  size_t n = 0;
+  if (e == NULL) return;
   gmr__vmf_lock(e); /* the engine's lock, then the pool's mutex */
   pthread_mutex_lock(&p->lock);
   for (const vmf_arena *a = e->arenas; a != NULL; a = a->next) {
-    const vmm_region *r = gmr__vmm_live_region(p, (const void *)a->base);
-    if (r == NULL || r->state != VMM_LIVE) continue; /* asleep: no memory under it */
-    n += a->free_bytes;
-    if (a->free_bytes > *largest_chunk) *largest_chunk = a->free_bytes;
+    const vmm_region *chunk = gmr__vmm_live_region(p, (const void *)a->base);
+    if (chunk == NULL || chunk->state != VMM_LIVE) continue; /* asleep: no memory under it */
+    *chunk_bytes += chunk->bytes;
+    /* A chunk is tiled by its live and free blocks. */
+    out->held_bytes += a->bytes;
+    out->live_bytes += a->bytes - a->free_bytes;
+    out->free_bytes += a->free_bytes;
+    for (const vmf_region *r = a->first; r != NULL; r = r->next) {
+      if (r->state != VMF_FREE) continue;
+      out->free_block_count++;
+      /* A block waiting for record_stream events serves nothing now. */
+      if (!r->blocked && r->node.bytes > out->largest_free_block_bytes) {
+        out->largest_free_block_bytes = r->node.bytes;
+      }
+    }
   }
   pthread_mutex_unlock(&p->lock);
   gmr__vmf_unlock(e);
-  return n;
 }

@@ -58,6 +58,7 @@ inline void ExpectBooksMatchDevice(gmr_vmm_pool_resource *pool) {
   gmr_memory_info info = GMR_MEMORY_INFO_INIT;
   EXPECT_EQ(GMR_OK, gmr_resource_get_memory_info(gmr_vmm_pool_resource_as_resource(pool), &info));
   EXPECT_LE(info.free_bytes, info.held_bytes);
+  EXPECT_LE(info.live_bytes + info.free_bytes, info.held_bytes) << "live or free on no memory";
   EXPECT_LE(info.largest_free_block_bytes, info.free_bytes);
   ExpectInvariants(pool);
 }
@@ -110,6 +111,11 @@ class SleepTest : public SimTest, public ::testing::WithParamInterface<Placement
   }
   void Free(void *p, size_t bytes) {
     EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, p, bytes, 0, nullptr));
+  }
+  gmr_memory_info Info() {
+    gmr_memory_info info = GMR_MEMORY_INFO_INIT;
+    EXPECT_EQ(GMR_OK, gmr_resource_get_memory_info(r_, &info));
+    return info;
   }
   static void Fill(void *p, size_t bytes, unsigned seed) {
     auto *b = static_cast<unsigned char *>(p);

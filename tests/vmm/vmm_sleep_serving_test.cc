@@ -241,6 +241,48 @@ TEST_P(VmmSleepServing, StatisticsNeverSayMoreIsFreeThanMapped) {
   gmr_test::ExpectBooksMatchDevice(pool_);
 }
 
+// Issue 30: in pages placement a small allocation asleep (its chunk's pages
+// given back) was still counted live: 1 MiB live with 0 held. Memory info
+// counts as live only what lies on memory the pool holds, in both
+// placements: asleep allocations, small ones included, are not.
+TEST_P(VmmSleepServing, MemoryInfoCountsAsLiveOnlyWhatLiesOnHeldMemory) {
+  void *kept = Alloc(kPage, kScratch);  // first and whole: it shares nothing
+  void *small = Alloc(kMiB, kWeights);  // pages placement: the small path
+  void *page = Alloc(kPage, kCache);
+  gmr_memory_info awake = Info();
+  EXPECT_EQ(2 * kPage + kMiB, awake.live_bytes);
+  gmr_vmm_pool_sleep_options o = SaveTags(1u << kWeights, 1u << kScratch);
+  ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_sleep(pool_, &o, nullptr));
+  gmr_memory_info asleep = Info();
+  EXPECT_EQ(kPage, asleep.live_bytes) << "only the kept allocation lies on memory";
+  EXPECT_LE(asleep.live_bytes + asleep.free_bytes, asleep.held_bytes);
+  EXPECT_EQ(Stats(pool_).mapped_bytes, asleep.held_bytes);
+  gmr_test::ExpectBooksMatchDevice(pool_);
+  // Freeing the asleep small block changes no memory held or live.
+  Free(small, kMiB);
+  gmr_memory_info freed = Info();
+  EXPECT_EQ(asleep.held_bytes, freed.held_bytes);
+  EXPECT_EQ(kPage, freed.live_bytes);
+  gmr_test::ExpectBooksMatchDevice(pool_);
+  ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_wake(pool_, nullptr, nullptr));
+  EXPECT_EQ(2 * kPage, Info().live_bytes);
+  gmr_test::ExpectBooksMatchDevice(pool_);
+  // A sleep that keeps nothing: nothing held, nothing live.
+  small = Alloc(kMiB, kWeights);
+  Free(kept, kPage);
+  o = SaveTags(0);
+  ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_sleep(pool_, &o, nullptr));
+  gmr_memory_info none = Info();
+  EXPECT_EQ(0u, none.held_bytes);
+  EXPECT_EQ(0u, none.live_bytes);
+  EXPECT_EQ(0u, none.free_bytes);
+  gmr_test::ExpectBooksMatchDevice(pool_);
+  ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_wake(pool_, nullptr, nullptr));
+  EXPECT_EQ(kPage + kMiB, Info().live_bytes);
+  Free(small, kMiB);
+  Free(page, kPage);
+}
+
 TEST_P(VmmSleepServing, AWakeOfSomeTagsLeavesThePoolAsleepUntilTheRestWakes) {
   void *w = Alloc(kPage, kWeights);
   void *c = Alloc(kPage, kCache);
