@@ -248,11 +248,22 @@ void gmr__vmf_unblock(vmf_engine *e, vmf_unblock_mode mode, gmr_stream stream) {
  * covering every use at once. GMR_ERR_CUDA only when a stream can be
  * neither recorded on nor waited for; nothing is kept then. *count may be 0
  * (every use waited for). */
+/* The streams record_stream named that capture at the free (at most
+ * VMF_CAPTURED of them kept; `more`: there were more). */
+#define VMF_CAPTURED 16
+typedef struct captured_uses {
+  gmr_stream streams[VMF_CAPTURED];
+  uint32_t count;
+  bool more;
+} captured_uses;
+
 static gmr_status record_blockers(vmf_engine *e, vmf_region *r, gmr_stream stream,
-                                  cudaEvent_t **out, uint32_t *count) {
+                                  cudaEvent_t **out, uint32_t *count, captured_uses *captured) {
   vmf_extra *x = r->extra;
   *out = NULL;
   *count = 0;
+  captured->count = 0;
+  captured->more = false;
   cudaEvent_t *ev = calloc(x->used_count, sizeof *ev); /* NULL: host waits only */
   int saved = -1;
   bool entered = gmr__cuda_device_enter(e->cuda, e->device, &saved) == cudaSuccess;
@@ -261,7 +272,15 @@ static gmr_status record_blockers(vmf_engine *e, vmf_region *r, gmr_stream strea
   cudaError_t err = cudaSuccess;
   for (uint32_t i = 0; err == cudaSuccess && i < x->used_count; ++i) {
     gmr_stream u = x->used_streams[i];
-    if (u == stream || gmr__cuda_stream_is_capturing(e->cuda, (cudaStream_t)u)) continue;
+    if (u == stream) continue;
+    if (gmr__cuda_stream_is_capturing(e->cuda, (cudaStream_t)u)) {
+      if (captured->count < VMF_CAPTURED) {
+        captured->streams[captured->count++] = u;
+      } else {
+        captured->more = true;
+      }
+      continue;
+    }
     if (entered && ev != NULL && e->cuda->event_create(&ev[n]) == cudaSuccess) {
       atomic_fetch_add_explicit(&e->events.record_count, 1, memory_order_relaxed);
       cudaError_t record = e->cuda->event_record(ev[n], (cudaStream_t)u);
@@ -310,24 +329,16 @@ static gmr_status record_blockers(vmf_engine *e, vmf_region *r, gmr_stream strea
  * freeing stream captures in the same capture (stream_ordered/capture_reuse.h),
  * else for the next device synchronisation. Returns whether any used stream
  * captures. */
-static bool take_capture_markers(vmf_engine *e, vmf_region *r, gmr_stream stream) {
+static bool take_capture_markers(vmf_engine *e, vmf_region *r, gmr_stream stream,
+                                 const captured_uses *captured) {
   vmf_extra *x = r->extra;
-  gmr_stream captured[16];
-  uint32_t n = 0;
-  bool too_many = false;
-  for (uint32_t i = 0; i < x->used_count; ++i) {
-    gmr_stream u = x->used_streams[i];
-    if (u == stream || !gmr__cuda_stream_is_capturing(e->cuda, (cudaStream_t)u)) continue;
-    if (n < sizeof captured / sizeof captured[0]) {
-      captured[n++] = u;
-    } else {
-      too_many = true;
-    }
-  }
-  if (n == 0) return false;
+  if (captured->count == 0 && !captured->more) return false;
   x->capture_wait = true;
   x->sync_epoch = e->sync_epoch;
-  if (!too_many) (void)gmr__capture_markers_take(e->cuda, stream, captured, n, &x->markers);
+  if (!captured->more) {
+    (void)gmr__capture_markers_take(e->cuda, stream, captured->streams, captured->count,
+                                    &x->markers);
+  }
   return true;
 }
 
@@ -566,9 +577,10 @@ gmr_status gmr__vmf_deallocate(vmf_engine *e, void *ptr, size_t bytes, size_t al
   uint32_t blocker_count = 0;
   bool capture_wait = false;
   if (st == GMR_OK && r->extra != NULL && r->extra->used_count > 0) {
-    st = record_blockers(e, r, stream, &blockers, &blocker_count);
+    captured_uses captured;
+    st = record_blockers(e, r, stream, &blockers, &blocker_count, &captured);
     /* Nothing changed yet when the record failed: markers only after. */
-    if (st == GMR_OK) capture_wait = take_capture_markers(e, r, stream);
+    if (st == GMR_OK) capture_wait = take_capture_markers(e, r, stream, &captured);
   }
   if (st != GMR_OK) {
     gmr__vmf_unlock(e);
