@@ -16,6 +16,11 @@
 #       cuda_tests[=ALLOCATORS]   test_cuda.py -k graph ('gmr,native' by default;
 #                                 gmr=SPEC for another stack)
 #       trees[=PATTERN[@ALLOCATORS]] test_cudagraph_trees.py -k PATTERN
+#       cuda_k=PATTERN[@ALLOCATORS]  test_cuda.py -k PATTERN, each test's verdict
+#                                 listed ('gmr,native' by default)
+#       reclaim[=ALLOCATORS]      cuda_k=reclaim: exactly TestMemPool's
+#                                 test_graph_capture_reclaim_2_streams and _4_streams
+#                                 (graph_capture_record_stream_reuse:True)
 # Results under $OUT (default gpu-out): graph_run.txt (everything printed) and
 # one file per part.
 set -uo pipefail
@@ -73,22 +78,37 @@ for part in "$@"; do
       python3 tools/frameworks/graph_checks.py ${only:+--only "$only"} \
         ${stacks:+--stacks "$stacks"} --json "$out/graph_checks.json" 2>&1 | tee -a "$log"
       ;;
-    cuda_tests|trees)
+    cuda_tests|trees|cuda_k|reclaim)
+      verdicts=""
       if [ "$name" = cuda_tests ]; then
         file="$tests/test_cuda.py"; pattern="graph"; allocs="${arg:-gmr,native}"
-      else
+      elif [ "$name" = trees ]; then
         file="$tests/inductor/test_cudagraph_trees.py"; pattern="${arg%%@*}"
         allocs="gmr,native"; [[ "$arg" == *@* ]] && allocs="${arg#*@}"
+      else
+        # A few tests by name: each one's verdict goes to the log too.
+        file="$tests/test_cuda.py"; verdicts=1
+        if [ "$name" = reclaim ]; then
+          pattern="reclaim"; allocs="${arg:-gmr,native}"
+        else
+          pattern="${arg%%@*}"; allocs="gmr,native"; [[ "$arg" == *@* ]] && allocs="${arg#*@}"
+        fi
+        [ -n "$pattern" ] || { echo "$name needs a pattern" | tee -a "$log"; continue; }
       fi
+      [ -f "$file" ] || { echo "no $file: fetch it (see the top of this script)" | tee -a "$log"; continue; }
       IFS=, read -ra list <<<"$allocs"
       for alloc in "${list[@]}"; do
         flag=""; [[ "$alloc" == gmr* ]] && flag="--gmr${alloc#gmr}"
-        tag="${name}_$(echo "$alloc" | tr -c 'a-zA-Z0-9\n' '_')"
+        tag="${name}${verdicts:+_$pattern}_$alloc"
+        tag="$(echo "$tag" | tr -c 'a-zA-Z0-9\n' '_')"
         section "PyTorch's ${file##*/} -k ${pattern:-all} on ${alloc}"
         ( cd "$(dirname "$file")" && timeout 280 python3 "$OLDPWD/tools/frameworks/pytorch_tests.py" \
             $flag "$file" -v ${pattern:+-k "$pattern"} ) >"$out/$tag.txt" 2>&1
         echo "exit $?" >>"$out/$tag.txt"
         summary "$out/$tag.txt" | tee -a "$log"
+        if [ -n "$verdicts" ]; then
+          grep -E '^test_[A-Za-z0-9_]+ \(.*\) \.\.\. ' "$out/$tag.txt" | sed 's/^/  /' | tee -a "$log"
+        fi
       done
       ;;
     *) echo "unknown part $part" | tee -a "$log" ;;

@@ -6,6 +6,8 @@
 #   (on the GPU machine) tools/frameworks/run_all.sh   # PyTorch/CuPy on gmr (.gpu/lib)
 #   (on the GPU machine) tools/frameworks/reach_check.sh  # the wheel (.gpu/wheel) and the
 #                                                      # README's framework examples
+#   (on the GPU machine) tools/gpu/stream_safety_run.sh  # stream canary (C++ and PyTorch),
+#                                   # PyTorch's reclaim tests (.scratch/pytorch_tests), memcheck
 # The binaries link the CUDA runtime statically; they need only the driver.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -53,3 +55,6 @@ if [ -x ../shared/bench/rmm_replay ]; then
 fi
 du -sh .gpu
 ls .gpu/bin
+# PyTorch's test files are never committed (tools/frameworks/graph_run.sh).
+[ -f .scratch/pytorch_tests/test_cuda.py ] ||
+  echo "note: no .scratch/pytorch_tests/test_cuda.py: graph_run.sh's cuda_tests/reclaim parts need it"
