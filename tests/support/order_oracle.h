@@ -99,10 +99,15 @@ typedef struct order_program_options {
    * the capture's memory. NULL: none. */
   void (*after_capture)(void *ctx, const gmr_stream *streams, size_t count);
   void *after_capture_ctx;
+  /* Called after a stream of the program is created and before one is
+   * destroyed (`created` false): a tier manager's caller binds it to a
+   * reservation. NULL: none. */
+  void (*on_stream)(void *ctx, gmr_stream stream, bool created);
+  void *on_stream_ctx;
 } order_program_options;
 
 #define ORDER_PROGRAM_OPTIONS_DEFAULT \
-  {4, 400, (size_t)8 << 20, 48, true, true, false, false, true, false, false, NULL, NULL}
+  {4, 400, (size_t)8 << 20, 48, true, true, false, false, true, false, false, NULL, NULL, NULL, NULL}
 
 typedef struct order_program_result {
   uint64_t allocations;

@@ -360,6 +360,7 @@ static void step_new_stream(program *p) {
     if (gmr_cuda_stream_synchronize(p->streams[s]) != GMR_OK) return;
   }
   if (gmr_cuda_sim_reuse_stream_handles(reuse) != GMR_OK) return;
+  if (p->opt->on_stream != NULL) p->opt->on_stream(p->opt->on_stream_ctx, p->streams[s], false);
   gmr_status st = gmr_cuda_stream_destroy(p->streams[s]);
   if (st != GMR_OK) {
     fail(p, "gmr_cuda_stream_destroy", st);
@@ -368,6 +369,9 @@ static void step_new_stream(program *p) {
   p->held[s] = false;
   st = gmr_cuda_stream_create(&p->streams[s]);
   ignore(gmr_cuda_sim_reuse_stream_handles(false));
+  if (st == GMR_OK && p->opt->on_stream != NULL) {
+    p->opt->on_stream(p->opt->on_stream_ctx, p->streams[s], true);
+  }
   if (st != GMR_OK) {
     /* Injected failures do not reach stream creation: this is a real error. */
     p->streams[s] = NULL;
@@ -457,6 +461,7 @@ static void finish(program *p) {
   for (uint32_t s = 0; s < p->stream_count; ++s) {
     if (p->streams[s] == NULL) continue;
     if (p->opt->destroy_streams) {
+      if (p->opt->on_stream != NULL) p->opt->on_stream(p->opt->on_stream_ctx, p->streams[s], false);
       ignore(gmr_cuda_stream_destroy(p->streams[s]));
     } else {
       p->out->kept_streams[p->out->kept_count++] = p->streams[s];
@@ -485,6 +490,7 @@ bool order_program_run(gmr_resource *r, order_source *src, const order_program_o
   for (uint32_t s = 0; s < p->stream_count && p->oracle != NULL; ++s) {
     gmr_status st = gmr_cuda_stream_create(&p->streams[s]);
     if (st != GMR_OK) fail(p, "gmr_cuda_stream_create", st);
+    if (st == GMR_OK && opt->on_stream != NULL) opt->on_stream(opt->on_stream_ctx, p->streams[s], true);
   }
   if (p->oracle == NULL) fail(p, "no host memory for the oracle", GMR_ERR_OUT_OF_MEMORY);
   for (uint32_t i = 0; i < opt->op_count && !p->ended && out->error[0] == '\0'; ++i) step(p);
