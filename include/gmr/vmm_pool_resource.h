@@ -51,7 +51,8 @@
  * (docs/stream_ordering.md, "A free that cannot record"). Physical memory is
  * kept until trim (gmr_resource_trim), sleep or destroy; trim waits for the
  * events of free regions and zombies, unmaps their pages and releases the
- * physical memory to the device (cuMemRelease), so cudaMemGetInfo sees it.
+ * physical memory to the device (cuMemRelease), so cudaMemGetInfo sees it
+ * (memory the driver refuses to take back is kept: see "Refused releases").
  * With initial_pages > 0 that many pages are mapped at create, as one free
  * region of the default stream.
  *
@@ -197,16 +198,37 @@
  * (or asleep) allocations is GMR_ERR_BUSY; destroy synchronises the device
  * first.
  *
+ * Refused releases: a physical allocation whose cuMemRelease the driver
+ * refuses (at trim, sleep, destroy, or the undo of a failed call) is never
+ * forgotten: unmapped, it is kept and still counted as held (footprint,
+ * memory info's held_bytes, the statistics' mapped_bytes, with
+ * unreleased_bytes and unreleased_handle_count saying how much), and so is
+ * a pinned host copy whose cudaFreeHost is refused (at a wake, or at the
+ * free of an asleep allocation, which still succeeds: unfreed_host_bytes,
+ * unfreed_host_count). Every later trim, sleep, wake and destroy asks the
+ * driver again first. gmr_resource_trim(): GMR_ERR_CUDA while the driver
+ * still refuses what it kept (then nothing more is given back), or when it
+ * refuses a release during the trim (that memory's addresses are a hole,
+ * the memory is kept, the trim stops); *released_bytes counts only memory
+ * that went back to the device. Sleep and wake that are done all the same
+ * say GMR_ERR_CUDA (gmr/vmm_pool_sleep.h). Destroy asks first and, while
+ * the driver still refuses, returns GMR_ERR_CUDA having changed nothing; a
+ * release (or cudaEventDestroy) refused later in the destroy stops it with
+ * GMR_ERR_CUDA, the pool valid, the memory (or event) kept, and a later
+ * destroy goes on. Only a destroy that returns GMR_OK has given everything
+ * back.
+ *
  * Memory info (gmr_resource_get_memory_info, and the failure record of a
- * failed allocation): held = mapped pages; live = the live allocations on
- * them (whole pages, and the small path's blocks, 256-byte rounded, in
- * place of its chunks); free = free pages plus the small path's free bytes;
- * largest_free_block_bytes counts every free page, since defragmentation
- * can join them into one block. Fine placement: held = the handles, live =
- * the live allocations, free = free regions, largest = the largest free
- * region. Asleep allocations lie on no memory: in either placement they
- * count in neither held nor live (nor do the small path's blocks, live or
- * free, in a chunk that sleeps), so that live + free <= held.
+ * failed allocation): held = mapped pages, and refused ones (above); live =
+ * the live allocations on them (whole pages, and the small path's blocks,
+ * 256-byte rounded, in place of its chunks); free = free pages plus the
+ * small path's free bytes; largest_free_block_bytes counts every free page,
+ * since defragmentation can join them into one block. Fine placement: held
+ * = the handles (refused ones too), live = the live allocations, free = free
+ * regions, largest = the largest free region. Asleep allocations lie on no
+ * memory: in either placement they count in neither held nor live (nor do
+ * the small path's blocks, live or free, in a chunk that sleeps), so that
+ * live + free <= held.
  *
  * Device: the pool belongs to the device it was created for and makes it
  * current around its CUDA calls. Streams: RMM's semantics (gmr/resource.h);
@@ -363,9 +385,12 @@ typedef struct gmr_vmm_pool_resource_config {
  * Ownership: `config` is copied (NULL: the default). The caller owns *out
  *   and destroys it with gmr_resource_destroy(): GMR_ERR_BUSY while an
  *   allocation is live or asleep (small blocks included); otherwise it
- *   synchronises the device, unmaps and releases every page and gives the
- *   VA back; a refused driver call stops it with GMR_ERR_CUDA, the pool
- *   still valid (a later destroy continues). `failure` (may be NULL)
+ *   synchronises the device, asks the driver again for what it refused
+ *   before (while it still refuses: GMR_ERR_CUDA, nothing changed), unmaps
+ *   and releases every page and gives the VA back; a refused driver call
+ *   stops it with GMR_ERR_CUDA, the pool still valid and what was refused
+ *   kept (a later destroy continues; see "Refused releases"). `failure`
+ *   (may be NULL)
  *   receives the reason of a failure.
  * Thread-safe: yes (it creates an independent object).
  * Stream/device: queries the device (VMM support, granularity, peers),
@@ -424,15 +449,17 @@ static inline gmr_vmm_pool_resource *gmr_vmm_pool_resource_from_resource(gmr_res
 
 /* ---- observability ---------------------------------------------------- */
 
-#define GMR_VMM_POOL_RESOURCE_STATS_VERSION 1u
+#define GMR_VMM_POOL_RESOURCE_STATS_VERSION 2u
 
-/* A snapshot, in bytes unless named _count. */
+/* A snapshot, in bytes unless named _count. Version 1 ends at wake_count; a
+ * caller built against it (size and version 1) gets those fields only. */
 typedef struct gmr_vmm_pool_resource_stats {
   size_t size;      /* sizeof as the caller knows it */
   uint32_t version; /* GMR_VMM_POOL_RESOURCE_STATS_VERSION as the caller knows it */
   size_t page_bytes;
   size_t granularity_bytes;
-  size_t mapped_bytes;       /* physical pages held (VPMM: active_pages * page) */
+  size_t mapped_bytes;       /* physical memory held: mapped pages (VPMM: active_pages *
+                              * page) and unreleased_bytes */
   size_t peak_mapped_bytes;  /* high-water mark of mapped_bytes */
   size_t reserved_bytes;     /* VA reserved (VPMM: roots * va_size) */
   size_t va_chunk_count;
@@ -462,11 +489,22 @@ typedef struct gmr_vmm_pool_resource_stats {
   uint64_t event_synchronize_count;
   uint64_t sleep_count;
   uint64_t wake_count;
+  /* ---- end of version 1 ---- */
+  /* What the driver refused to give back, kept by the pool (never
+   * forgotten) and asked for again first at the next trim, sleep, wake and
+   * destroy: */
+  size_t unreleased_bytes;        /* physical memory cuMemRelease refused: unmapped, still
+                                   * held (in mapped_bytes and the footprint) */
+  size_t unreleased_handle_count; /* its physical allocations (pages; FINE: handles) */
+  size_t unfreed_host_bytes;      /* pinned host copies cudaFreeHost refused (not in
+                                   * saved_bytes: their allocations woke or were freed) */
+  size_t unfreed_host_count;
+  /* ---- end of version 2 ---- */
 } gmr_vmm_pool_resource_stats;
 
 #define GMR_VMM_POOL_RESOURCE_STATS_INIT                                                           \
   {sizeof(gmr_vmm_pool_resource_stats), GMR_VMM_POOL_RESOURCE_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0,  \
-   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /* Deprecated name, renamed in 0.2.0 (GMR_<OBJECT>_STATS_*); removed in 0.3.0. */
 #define GMR_VMM_POOL_STATS_VERSION GMR_VMM_POOL_RESOURCE_STATS_VERSION
@@ -474,7 +512,8 @@ typedef struct gmr_vmm_pool_resource_stats {
 /**
  * Fill *out with a snapshot of the pool's statistics (the caller set size
  * and version: GMR_VMM_POOL_RESOURCE_STATS_INIT; fields past `size` are
- * left alone).
+ * left alone, so a caller built against version 1 gets version 1's fields:
+ * mapped_bytes then counts unreleased memory without naming it).
  * Units: bytes, unless a field is named _count. Ownership: *out is the
  *   caller's.
  * Thread-safe: yes (a consistent snapshot under the pool's lock; the small

@@ -25,13 +25,15 @@
  * sleep, stay valid; allocations that were not saved wake with undefined
  * contents.
  *
- * The pool is asleep from a successful sleep until a wake leaves nothing
- * asleep (a wake of some tags leaves it asleep; freeing every asleep
- * allocation does not wake it). While it is asleep:
+ * The pool is asleep from a sleep that succeeds (GMR_OK, or GMR_ERR_CUDA
+ * "asleep all the same", below) until a wake leaves nothing asleep (a wake
+ * of some tags leaves it asleep; freeing every asleep allocation does not
+ * wake it). While it is asleep:
  *  - allocate and extend fail with GMR_ERR_BUSY, kept tags included;
  *  - a free of an asleep allocation is allowed: its addresses and its host
- *    copy go at once (a second free of it is GMR_ERR_DOUBLE_FREE); a free of
- *    a kept allocation is an ordinary free;
+ *    copy go at once (a second free of it is GMR_ERR_DOUBLE_FREE; a pinned
+ *    copy cudaFreeHost refuses is kept and freed later, the free succeeds);
+ *    a free of a kept allocation is an ordinary free;
  *  - a second sleep is GMR_ERR_BUSY and changes nothing;
  *  - destroy is GMR_ERR_BUSY while an allocation is asleep.
  * A wake of a pool that is not asleep is GMR_ERR_INVALID_ARGUMENT.
@@ -39,12 +41,22 @@
  * device memory that ran out) leaves the pool as it was before the call
  * (but for the free memory a sleep gave back first, as trim would):
  * nothing mapped that the books do not know, no host copy leaked, the same
- * statistics; the call may be repeated once the cause is gone.
+ * statistics; the call may be repeated once the cause is gone. Two
+ * refusals come after the point of return and leave the call done all the
+ * same, with GMR_ERR_CUDA and a message that says "all the same": a
+ * cuMemRelease refused at the end of a sleep (the pool is asleep; the
+ * memory is kept, unreleased_bytes in the statistics) and a cudaFreeHost
+ * refused at the end of a wake (the allocations are awake with their
+ * contents; the copy is kept, unfreed_host_bytes). Nothing is forgotten:
+ * the next trim, sleep, wake or destroy asks the driver again first
+ * (gmr/vmm_pool_resource.h, "Refused releases").
  *
  * Host memory: a host copy is made at sleep and freed at the wake of its
  * allocation, at its free, or when a failed sleep rolls back; nothing is
  * cached between cycles, so a program that sleeps and wakes holds no more
- * pinned memory after each cycle (vLLM issue 21336 is that leak).
+ * pinned memory after each cycle (vLLM issue 21336 is that leak), unless
+ * cudaFreeHost refuses a copy: then it is kept, counted
+ * (unfreed_host_bytes) and freed by the next trim, sleep, wake or destroy.
  *
  * Thread-safe: yes (under the pool's mutex and every engine's lock), but no
  * work may use the memory of a sleeping allocation until it is woken (an
@@ -154,11 +166,12 @@ typedef struct gmr_vmm_pool_sleep_options {
  *   pause().
  * Thread-safe: yes (see the banner).
  * Stream/device: synchronises the device (cudaDeviceSynchronize: work still
- *   running on the memory finishes first), copies on the default stream
- *   (cudaMemcpyAsync, then cudaStreamSynchronize), unmaps and releases
- *   physical memory (cuMemUnmap, cuMemRelease). Not during a CUDA graph
- *   capture: the driver refuses the synchronisation (and invalidates that
- *   capture); nothing changes here.
+ *   running on the memory finishes first), releases and frees again what
+ *   the driver refused before (cuMemRelease, cudaFreeHost), copies on the
+ *   default stream (cudaMemcpyAsync, then cudaStreamSynchronize), unmaps
+ *   and releases physical memory (cuMemUnmap, cuMemRelease). Not during a
+ *   CUDA graph capture: the driver refuses the synchronisation (and
+ *   invalidates that capture); nothing changes here.
  * Returns:
  *   GMR_OK                    asleep (also when nothing was live: then the
  *                             pool is asleep with nothing to wake).
@@ -171,10 +184,21 @@ typedef struct gmr_vmm_pool_sleep_options {
  *                             device synchronisation was refused).
  *   GMR_ERR_OUT_OF_MEMORY     host memory for a copy ran out (the message
  *                             says how much was asked, and of which kind).
- *   GMR_ERR_CUDA              a CUDA call failed (the message names it).
+ *   GMR_ERR_CUDA              a CUDA call failed (the message names it);
+ *                             also the driver still refusing to release
+ *                             memory it refused before (nothing more was
+ *                             done), and a cuMemRelease refused at the end:
+ *                             then the sleep is done all the same (the
+ *                             message says "asleep all the same"; see
+ *                             below).
  * After failure the live allocations are mapped and intact, the pool is
- * awake, and no host copy is kept; free memory given back before the
- * failure stays given back (as trim).
+ * awake, and no host copy is kept (but one cudaFreeHost refused, kept as
+ * unfreed); free memory given back before the failure stays given back (as
+ * trim). Except after "asleep all the same": gmr_vmm_pool_resource_is_asleep()
+ * is true, the allocations sleep with their copies as after GMR_OK, and the
+ * memory the driver refused is kept, still counted as held (statistics:
+ * unreleased_bytes), and released by the next trim, wake or destroy
+ * (a sleep now is GMR_ERR_BUSY, as after any sleep).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_sleep(
     gmr_vmm_pool_resource *pool, const gmr_vmm_pool_sleep_options *options, gmr_failure *failure);
@@ -199,10 +223,14 @@ typedef struct gmr_vmm_pool_wake_options {
  *   host copies of the woken allocations are freed. `failure` (may be NULL)
  *   receives the reason of a failure.
  * Thread-safe: yes (see the banner).
- * Stream/device: creates and maps physical memory (cuMemCreate, cuMemMap,
+ * Stream/device: first releases and frees again, best effort, what the
+ *   driver refused before (cuMemRelease, cudaFreeHost: the room may be
+ *   needed; what it still refuses stays kept and does not fail the wake),
+ *   creates and maps physical memory (cuMemCreate, cuMemMap,
  *   cuMemSetAccess), copies on the default stream and waits for the copies
- *   (cudaStreamSynchronize); not during a capture (the synchronisation is
- *   refused there: GMR_ERR_CAPTURE_UNSAFE, nothing changed).
+ *   (cudaStreamSynchronize), frees the host copies (cudaFreeHost); not
+ *   during a capture (the synchronisation is refused there:
+ *   GMR_ERR_CAPTURE_UNSAFE, nothing changed).
  * Source: vLLM's CuMemAllocator.wake_up(tags) and torch_memory_saver's
  *   resume().
  * Returns:
@@ -217,18 +245,27 @@ typedef struct gmr_vmm_pool_wake_options {
  *                             wake needs), or host memory ran out. Free
  *                             device memory and call wake again.
  *   GMR_ERR_CAPTURE_UNSAFE    a capture refused the copies' synchronisation.
- *   GMR_ERR_CUDA              another CUDA failure (the message names it).
+ *   GMR_ERR_CUDA              another CUDA failure (the message names it);
+ *                             also a cudaFreeHost refused at the end: then
+ *                             the wake is done all the same (the message
+ *                             says "woken all the same"; see below).
  * After failure every selected allocation is still asleep with its host
  * copy, the pool is still asleep, and no memory this call mapped or created
- * stays mapped or allocated.
+ * stays mapped or allocated (memory whose release the driver refuses while
+ * undoing is kept, as unreleased). Except after "woken all the same": the
+ * selected allocations are awake with their contents, as after GMR_OK (the
+ * pool is awake unless other tags sleep), and the host copies the driver
+ * refused to free are kept, counted (unfreed_host_bytes) and freed by the
+ * next trim, sleep, wake or destroy.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_wake(
     gmr_vmm_pool_resource *pool, const gmr_vmm_pool_wake_options *options, gmr_failure *failure);
 
 /**
- * True while the pool is asleep: from a successful sleep until a wake leaves
- * nothing asleep (allocate and extend return GMR_ERR_BUSY meanwhile); false
- * for NULL.
+ * True while the pool is asleep: from a sleep that succeeds (GMR_OK, or
+ * GMR_ERR_CUDA "asleep all the same") until a wake leaves nothing asleep
+ * (allocate and extend return GMR_ERR_BUSY meanwhile); false for NULL. After
+ * a sleep that returned GMR_ERR_CUDA, it tells whether the pool sleeps.
  * Thread-safe: yes (another thread's sleep or wake may change the answer
  *   right after). Stream/device: no CUDA call.
  */

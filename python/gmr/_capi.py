@@ -40,7 +40,7 @@ RESERVATION_INFO_VERSION = 1
 VMM_SLEEP_OPTIONS_VERSION = 2      # GMR_VMM_POOL_SLEEP_OPTIONS_VERSION (gmr/vmm_pool_sleep.h)
 VMM_WAKE_OPTIONS_VERSION = 1       # GMR_VMM_POOL_WAKE_OPTIONS_VERSION
 VMM_TAG_STATS_VERSION = 1          # GMR_VMM_POOL_TAG_STATS_VERSION
-VMM_POOL_STATS_VERSION = 1         # GMR_VMM_POOL_RESOURCE_STATS_VERSION (gmr/vmm_pool_resource.h)
+VMM_POOL_STATS_VERSION = 2         # GMR_VMM_POOL_RESOURCE_STATS_VERSION (gmr/vmm_pool_resource.h)
 VMM_MAX_TAG = 63                   # GMR_VMM_POOL_MAX_TAG
 VMM_HOST_PINNED = 0                # GMR_VMM_POOL_HOST_PINNED
 VMM_HOST_PAGEABLE = 1              # GMR_VMM_POOL_HOST_PAGEABLE
@@ -180,7 +180,7 @@ class VmmWakeOptions(ctypes.Structure):
 
 
 class VmmPoolStats(ctypes.Structure):
-    """gmr_vmm_pool_resource_stats (gmr/vmm_pool_resource.h, version 1)."""
+    """gmr_vmm_pool_resource_stats (gmr/vmm_pool_resource.h, version 2)."""
 
     _fields_ = ([("size", ctypes.c_size_t), ("version", ctypes.c_uint32)] +
                 [(name, ctypes.c_size_t) for name in (
@@ -193,7 +193,11 @@ class VmmPoolStats(ctypes.Structure):
                     "page_create_count", "page_release_count", "map_count", "unmap_count",
                     "defrag_count", "remapped_page_count", "extend_count", "event_record_count",
                     "event_query_count", "stream_wait_count", "event_synchronize_count",
-                    "sleep_count", "wake_count")])
+                    "sleep_count", "wake_count")] +
+                # Version 2: what the driver refused to give back, kept.
+                [(name, ctypes.c_size_t) for name in (
+                    "unreleased_bytes", "unreleased_handle_count", "unfreed_host_bytes",
+                    "unfreed_host_count")])
 
     def __init__(self) -> None:
         """GMR_VMM_POOL_RESOURCE_STATS_INIT."""

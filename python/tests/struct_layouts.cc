@@ -150,6 +150,10 @@ int main() {
   FIELD(gmr_vmm_pool_resource_stats, event_synchronize_count);
   FIELD(gmr_vmm_pool_resource_stats, sleep_count);
   FIELD(gmr_vmm_pool_resource_stats, wake_count);
+  FIELD(gmr_vmm_pool_resource_stats, unreleased_bytes);
+  FIELD(gmr_vmm_pool_resource_stats, unreleased_handle_count);
+  FIELD(gmr_vmm_pool_resource_stats, unfreed_host_bytes);
+  FIELD(gmr_vmm_pool_resource_stats, unfreed_host_count);
   end();
   BEGIN(gmr_vmm_pool_sleep_options);
   FIELD(gmr_vmm_pool_sleep_options, size);

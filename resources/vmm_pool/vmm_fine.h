@@ -233,7 +233,7 @@ struct vmf_engine {
   vmf_handle *handles;
   size_t handle_count;
 
-  size_t held_bytes; /* native: handles; chunk mode: chunks */
+  size_t held_bytes; /* native: handles (unreleased ones apart); chunk mode: chunks */
   size_t peak_held_bytes;
   size_t live_bytes; /* LIVE regions (256-byte rounded) */
   size_t live_count;
@@ -244,6 +244,10 @@ struct vmf_engine {
   size_t asleep_count;
   size_t saved_bytes;
   gmr_vmm_pool_host_kind saved_host; /* the kind of the host copies of the last sleep */
+  /* Native: handles cuMemRelease refused (unmapped; still in the pool's
+   * total) and pinned copies cudaFreeHost refused, asked for again by trim,
+   * sleep, wake and destroy. */
+  gmr__vmm_unreleased unreleased;
   /* From a sleep until a wake leaves nothing asleep here: FREE regions may
    * lie on unmapped pages (the statistics count only their mapped bytes). */
   bool slept;
@@ -419,10 +423,16 @@ void gmr__vmf_arena_start(vmf_engine *e, vmf_arena *a, uintptr_t base, size_t by
 /* Take `a` out of the engine's arenas (its regions are the caller's). */
 void gmr__vmf_arena_unlink(vmf_engine *e, vmf_arena *a);
 /* cuMemCreate of `bytes` (dropping fabric handles if the driver refuses
- * them); counted as held. */
+ * them), its unreleased slot promised first; counted as held. */
 CUresult gmr__vmf_create_handle(vmf_engine *e, size_t bytes, vmf_handle **out);
-/* cuMemRelease of an unmapped handle; uncounted whatever the driver says. */
+/* cuMemRelease of an unmapped handle, which leaves the engine's handles
+ * whatever the driver says: a refused one is unreleased (kept, still in the
+ * pool's total). */
 CUresult gmr__vmf_release_handle(vmf_engine *e, vmf_handle *h);
+/* Release and free again what the driver refused before; *released_bytes
+ * adds what went. GMR_OK when nothing is unreleased any more, else
+ * GMR_ERR_CUDA described in `failure` (may be NULL). */
+gmr_status gmr__vmf_retry_unreleased(vmf_engine *e, size_t *released_bytes, gmr_failure *failure);
 /* cuMemMap of the whole handle at va (in arena a), page table updated. */
 CUresult gmr__vmf_map_handle(vmf_engine *e, vmf_arena *a, vmf_handle *h, uintptr_t va);
 /* cuMemUnmap of the handle's mapping, page table cleared. */
@@ -455,9 +465,11 @@ gmr_status gmr__vmf_native_prefill(vmf_engine *e, size_t bytes, gmr_failure *fai
 gmr_status gmr__vmf_native_extend(vmf_engine *e, vmf_region *r, size_t grow_bytes,
                                   gmr_stream stream, uint32_t slot, bool capturing,
                                   gmr_failure *failure);
-/* Give back every handle that lies wholly in shared free memory. */
+/* Give back every handle that lies wholly in shared free memory, after
+ * what the driver refused before (while it still refuses, nothing more). */
 gmr_status gmr__vmf_native_trim(vmf_engine *e, size_t *released_bytes, gmr_failure *failure);
-/* Unmap and release everything, give the VA back (destroy). */
+/* Unmap and release everything, give the VA back (destroy); GMR_ERR_CUDA
+ * (a later call goes on) while the driver refuses a call. */
 gmr_status gmr__vmf_native_destroy(vmf_engine *e);
 /* Make r a hole (its pages already unmapped; unfiled first if filed) and
  * merge it with the holes around it. Returns the merged hole. */

@@ -535,7 +535,7 @@ static void forget_live(vmf_engine *e, vmf_region *r) {
 static void free_asleep(vmf_engine *e, vmf_region *r, uint32_t slot) {
   if (r->extra != NULL && r->extra->saved != NULL) {
     e->saved_bytes -= r->node.bytes;
-    gmr__vmm_host_free(e->cuda, e->saved_host, r->extra->saved, r->node.bytes);
+    (void)gmr__vmm_host_free(&e->unreleased, e->saved_host, r->extra->saved, r->node.bytes);
     r->extra->saved = NULL;
   }
   gmr__vmf_free_extra(e, r);

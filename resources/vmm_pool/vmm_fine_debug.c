@@ -84,7 +84,7 @@ void gmr__vmf_fill_stats(vmf_engine *e, gmr_vmm_pool_resource_stats *s) {
     gmr__vmf_unlock(e);
     return;
   }
-  s->mapped_bytes = e->held_bytes;
+  s->mapped_bytes = e->held_bytes + e->unreleased.handles.bytes;
   s->peak_mapped_bytes = e->peak_held_bytes;
   for (const vmf_arena *a = e->arenas; a != NULL; a = a->next) s->reserved_bytes += a->bytes;
   s->va_chunk_count = e->arena_count;
@@ -97,6 +97,10 @@ void gmr__vmf_fill_stats(vmf_engine *e, gmr_vmm_pool_resource_stats *s) {
   s->asleep_bytes = e->asleep_bytes;
   s->asleep_count = e->asleep_count;
   s->saved_bytes = e->saved_bytes;
+  s->unreleased_bytes = e->unreleased.handles.bytes;
+  s->unreleased_handle_count = e->unreleased.handles.count;
+  s->unfreed_host_bytes = e->unreleased.hosts.bytes;
+  s->unfreed_host_count = e->unreleased.hosts.count;
   s->page_create_count = e->counts.create;
   s->page_release_count = e->counts.release;
   s->map_count = e->counts.map;
@@ -115,7 +119,7 @@ void gmr__vmf_fill_stats(vmf_engine *e, gmr_vmm_pool_resource_stats *s) {
 
 void gmr__vmf_memory_info(vmf_engine *e, gmr_memory_info *info) {
   gmr__vmf_lock(e);
-  info->held_bytes = e->held_bytes;
+  info->held_bytes = e->held_bytes + e->unreleased.handles.bytes;
   info->live_bytes = e->live_bytes;
   info->free_bytes = free_total(e);
   info->largest_free_block_bytes = largest_free(e);
@@ -284,6 +288,28 @@ static gmr_status check_handles(const vmf_engine *e, char *err, size_t err_bytes
   return GMR_OK;
 }
 
+/* Every handle and pinned copy alive has its slot among the unreleased, so
+ * that a refused release or free can keep it (vmm_unreleased.h). */
+static gmr_status check_unreleased(const vmf_engine *e, char *err, size_t err_bytes) {
+  const gmr__vmm_unreleased *u = &e->unreleased;
+  size_t pinned = 0;
+  for (const vmf_arena *a = e->arenas; a != NULL; a = a->next) {
+    for (const vmf_region *r = a->first; r != NULL; r = r->next) {
+      pinned += r->extra != NULL && r->extra->saved != NULL &&
+                e->saved_host == GMR_VMM_POOL_HOST_PINNED;
+    }
+  }
+  if (u->handles.promised != e->handle_count + u->handles.count ||
+      u->hosts.promised != pinned + u->hosts.count) {
+    return gmr__vmm_violation(err, err_bytes,
+                              "unreleased slots: %zu for handles (%zu alive, %zu kept), %zu for "
+                              "pinned copies (%zu held, %zu kept)",
+                              u->handles.promised, e->handle_count, u->handles.count,
+                              u->hosts.promised, pinned, u->hosts.count);
+  }
+  return GMR_OK;
+}
+
 gmr_status gmr__vmf_check(vmf_engine *e, char *err, size_t err_bytes) {
   sums s;
   memset(&s, 0, sizeof s);
@@ -328,5 +354,6 @@ gmr_status gmr__vmf_check(vmf_engine *e, char *err, size_t err_bytes) {
     st = gmr__vmm_violation(err, err_bytes, "counters disagree with the regions");
   }
   if (st == GMR_OK) st = check_handles(e, err, err_bytes);
+  if (st == GMR_OK) st = check_unreleased(e, err, err_bytes);
   return st;
 }

@@ -20,6 +20,7 @@ void gmr__vmf_free_host(vmf_engine *e) {
     (void)gmr__stream_event_deinit(e->cuda, &e->slots.items[i]->ev, &e->events);
   }
   gmr__stream_slots_deinit(&e->slots);
+  gmr__vmm_unreleased_deinit(&e->unreleased);
   while (e->spare_regions != NULL) {
     vmf_region *r = e->spare_regions;
     e->spare_regions = r->next;
@@ -95,6 +96,13 @@ gmr_status gmr__vmf_destroy(vmf_engine *e) {
     if (st == GMR_OK && e->arenas != NULL) st = GMR_ERR_INTERNAL;
   } else {
     st = gmr__vmf_native_destroy(e);
+  }
+  /* The streams' events last: an event the driver keeps fails the destroy
+   * (a later one goes on), it is not left behind. */
+  for (uint32_t i = 0; st == GMR_OK && i < e->slots.count; ++i) {
+    if (gmr__stream_event_deinit(e->cuda, &e->slots.items[i]->ev, &e->events) != cudaSuccess) {
+      st = GMR_ERR_CUDA;
+    }
   }
   gmr__cuda_device_leave(e->cuda, saved);
   gmr__vmf_unlock(e);

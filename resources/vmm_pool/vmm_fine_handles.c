@@ -108,10 +108,14 @@ static void page_table_set(vmf_engine *e, vmf_arena *a, uintptr_t va, size_t byt
 CUresult gmr__vmf_create_handle(vmf_engine *e, size_t bytes, vmf_handle **out) {
   *out = NULL;
   vmf_handle *h = calloc(1, sizeof *h);
-  if (h == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (h == NULL || !gmr__vmm_kept_promise(&e->unreleased.handles)) {
+    free(h);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   gmr__vmm_prop *prop = (gmr__vmm_prop *)(uintptr_t)e->prop;
   CUresult cu = gmr__vmm_create_or_drop_fabric(e->vmm, &h->handle, bytes, prop);
   if (cu != CUDA_SUCCESS) {
+    gmr__vmm_kept_unpromise(&e->unreleased.handles);
     free(h);
     return cu;
   }
@@ -130,17 +134,33 @@ CUresult gmr__vmf_create_handle(vmf_engine *e, size_t bytes, vmf_handle **out) {
 
 /* Release an unmapped handle (its memory goes back to the device). */
 CUresult gmr__vmf_release_handle(vmf_engine *e, vmf_handle *h) {
-  CUresult cu = e->vmm->release(h->handle);
-  /* Whatever the driver says, the pool no longer uses the handle. */
-  if (cu == CUDA_SUCCESS) e->counts.release++;
+  /* Whatever the driver says, the engine no longer uses the handle; a
+   * refused one stays in the pool's total as unreleased. */
+  CUresult cu = gmr__vmm_release_or_keep(&e->unreleased, h->handle, h->bytes);
+  if (cu == CUDA_SUCCESS) {
+    e->counts.release++;
+    if (e->total != NULL) {
+      atomic_fetch_sub_explicit(&e->total->held_bytes, h->bytes, memory_order_relaxed);
+    }
+  }
   if (h->prev != NULL) h->prev->next = h->next;
   if (h->next != NULL) h->next->prev = h->prev;
   if (e->handles == h) e->handles = h->next;
   e->handle_count--;
   e->held_bytes -= h->bytes;
-  if (e->total != NULL) atomic_fetch_sub_explicit(&e->total->held_bytes, h->bytes, memory_order_relaxed);
   free(h);
   return cu;
+}
+
+gmr_status gmr__vmf_retry_unreleased(vmf_engine *e, size_t *released_bytes, gmr_failure *failure) {
+  size_t bytes = 0, count = 0;
+  gmr_status st = gmr__vmm_unreleased_retry(&e->unreleased, &bytes, &count, failure);
+  e->counts.release += count;
+  if (e->total != NULL) {
+    atomic_fetch_sub_explicit(&e->total->held_bytes, bytes, memory_order_relaxed);
+  }
+  *released_bytes += bytes;
+  return st;
 }
 
 CUresult gmr__vmf_map_handle(vmf_engine *e, vmf_arena *a, vmf_handle *h, uintptr_t va) {
@@ -238,7 +258,10 @@ bool gmr__vmf_movable(vmf_engine *e, const vmf_handle *h, uintptr_t avoid, size_
 /* ---- trim and destroy ---------------------------------------------------------------- */
 
 gmr_status gmr__vmf_native_trim(vmf_engine *e, size_t *released_bytes, gmr_failure *failure) {
-  gmr_status st = GMR_OK;
+  /* While the driver still refuses what it refused before, unmapping more
+   * would only keep more. */
+  gmr_status st = gmr__vmf_retry_unreleased(e, released_bytes, failure);
+  if (st != GMR_OK) return st;
   vmf_handle *next = NULL;
   for (vmf_handle *h = e->handles; h != NULL && st == GMR_OK; h = next) {
     next = h->next;
@@ -251,8 +274,13 @@ gmr_status gmr__vmf_native_trim(vmf_engine *e, size_t *released_bytes, gmr_failu
     CUresult cu = gmr__vmf_carve(e, r, h);
     if (cu == CUDA_SUCCESS) {
       cu = gmr__vmf_release_handle(e, h);
-      *released_bytes += bytes;
-      if (cu != CUDA_SUCCESS) st = gmr__cu_fail(e->vmm, failure, "cuMemRelease", cu, NULL);
+      if (cu == CUDA_SUCCESS) {
+        *released_bytes += bytes;
+      } else {
+        st = gmr__vmm_unreleased_fail(failure, "cuMemRelease", e->vmm->error_name(cu), (int)cu,
+                                      NULL, e->unreleased.handles.bytes,
+                                      e->unreleased.hosts.bytes);
+      }
     } else {
       st = gmr__cu_fail(e->vmm, failure, "cuMemUnmap", cu, NULL);
     }
@@ -261,7 +289,14 @@ gmr_status gmr__vmf_native_trim(vmf_engine *e, size_t *released_bytes, gmr_failu
 }
 
 gmr_status gmr__vmf_native_destroy(vmf_engine *e) {
-  while (e->handles != NULL) {
+  /* Every handle goes back as trim gives it back (what was refused before
+   * first; each handle's place a hole at once), so that a refusal leaves an
+   * engine whose regions and books agree, and a later destroy goes on. */
+  gmr_failure scratch = GMR_FAILURE_INIT;
+  size_t released = 0;
+  gmr_status st = gmr__vmf_native_trim(e, &released, &scratch);
+  if (st != GMR_OK) return st;
+  while (e->handles != NULL) { /* none that trim could not reach: the caller settled every slot */
     if (gmr__vmf_drop_handle(e, e->handles) != CUDA_SUCCESS) return GMR_ERR_CUDA;
   }
   /* Every region is free or a hole now: one hole per arena. */

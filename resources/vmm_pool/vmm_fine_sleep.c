@@ -203,10 +203,11 @@ static gmr_status fine_unmap(void *ctx, gmr__vmm_sleep_item *items, size_t count
   return GMR_OK;
 }
 
-static void fine_release(void *ctx, gmr__vmm_sleep_item *items, size_t count,
-                         gmr_vmm_pool_host_kind host) {
+static CUresult fine_release(void *ctx, gmr__vmm_sleep_item *items, size_t count,
+                             gmr_vmm_pool_host_kind host) {
   vmf_sleep_ctx *c = ctx_of(ctx);
   vmf_engine *e = c->e;
+  CUresult refused = CUDA_SUCCESS;
   for (size_t i = 0; i < c->unmapped_count; ++i) {
     vmf_handle *h = c->unmapped[i];
     vmf_arena *a = gmr__vmf_arena_of(e, h->va);
@@ -214,7 +215,9 @@ static void fine_release(void *ctx, gmr__vmm_sleep_item *items, size_t count,
       a->pages[(p - a->base) / e->page_bytes] = NULL;
     }
     h->va = 0;
-    (void)gmr__vmf_drop_handle(e, h); /* unmapped: released only */
+    /* Unmapped: released only; a refused one is unreleased (kept). */
+    CUresult cu = gmr__vmf_drop_handle(e, h);
+    if (refused == CUDA_SUCCESS) refused = cu;
   }
   gmr__vmf_sleep_ctx_free(c);
   for (size_t i = 0; i < count; ++i) {
@@ -236,6 +239,7 @@ static void fine_release(void *ctx, gmr__vmm_sleep_item *items, size_t count,
    * memory for the headers leaves them free (wake tidies them). */
   (void)free_pages_to_holes(e);
   e->counts.sleep++;
+  return refused;
 }
 
 /* ---- wake ------------------------------------------------------------------------- */
@@ -311,6 +315,11 @@ static void fine_woken(void *ctx, gmr__vmm_sleep_item *items, size_t count) {
   e->counts.wake++;
 }
 
+static void fine_retry(void *ctx) {
+  size_t released = 0;
+  (void)gmr__vmf_retry_unreleased(ctx_of(ctx)->e, &released, NULL);
+}
+
 const gmr__vmm_sleep_ops gmr__vmf_sleep_ops = {
     .trim = fine_trim,
     .select = fine_select,
@@ -320,4 +329,5 @@ const gmr__vmm_sleep_ops gmr__vmf_sleep_ops = {
     .map = fine_map,
     .unmap_fresh = fine_unmap_fresh,
     .woken = fine_woken,
+    .retry = fine_retry,
 };

@@ -20,7 +20,7 @@ static void collect_zombie(gmr_vmm_pool_resource *p, vmm_region *z) {
   vmm_region *spare = gmr__vmm_region_new();
   if (spare == NULL) return; /* try again at the next allocation */
   size_t done = 0;
-  (void)gmr__vmm_unmap_pages(p, z->root, z->addr, z->bytes, false, &done, NULL);
+  (void)gmr__vmm_unmap_pages(p, z->root, z->addr, z->bytes, false, &done, NULL, NULL);
   if (done == 0) {
     gmr__vmm_region_delete(spare);
     return;

@@ -187,6 +187,7 @@ vmf_engine *gmr__vmm_engine_new(gmr_vmm_pool_resource *p) {
   memset(e, 0, sizeof *e);
   e->cuda = p->cuda;
   e->vmm = p->vmm;
+  gmr__vmm_unreleased_init(&e->unreleased, p->cuda, p->vmm);
   e->device = p->device;
   e->access_devices = p->access_devices;
   e->access_count = p->access_count;
@@ -306,6 +307,7 @@ static gmr_status vmm_pool_resource_create_impl(const gmr_vmm_pool_resource_conf
   p->config = c;
   p->cuda = gmr__cuda();
   p->vmm = gmr__cuda_vmm(p->cuda);
+  gmr__vmm_unreleased_init(&p->unreleased, p->cuda, p->vmm);
   pthread_mutex_init(&p->lock, NULL);
   p->small_pool_enabled = c.small_pool;
   atomic_init(&p->small, NULL);

@@ -35,8 +35,8 @@ gmr_status gmr_vmm_pool_resource_get_stats(gmr_vmm_pool_resource *pool,
   pthread_mutex_lock(&p->lock);
   s.page_bytes = p->page_bytes;
   s.granularity_bytes = p->granularity_bytes;
-  s.mapped_bytes = p->mapped_pages * p->page_bytes;
-  s.peak_mapped_bytes = p->peak_mapped_pages * p->page_bytes;
+  s.mapped_bytes = gmr__vmm_held_bytes(p);
+  s.peak_mapped_bytes = p->peak_held_pages * p->page_bytes;
   for (const vmm_root *r = p->roots; r != NULL; r = r->next) s.reserved_bytes += r->bytes;
   s.va_chunk_count = p->root_count;
   s.live_bytes = p->live_bytes;
@@ -50,6 +50,10 @@ gmr_status gmr_vmm_pool_resource_get_stats(gmr_vmm_pool_resource *pool,
   s.asleep_bytes = p->asleep_bytes;
   s.asleep_count = p->asleep_count;
   s.saved_bytes = p->saved_bytes;
+  s.unreleased_bytes = p->unreleased.handles.bytes;
+  s.unreleased_handle_count = p->unreleased.handles.count;
+  s.unfreed_host_bytes = p->unreleased.hosts.bytes;
+  s.unfreed_host_count = p->unreleased.hosts.count;
   s.page_create_count = p->counts.page_create;
   s.page_release_count = p->counts.page_release;
   s.map_count = p->counts.map;
@@ -172,6 +176,11 @@ gmr_status gmr_vmm_pool_resource_dump(gmr_vmm_pool_resource *pool, char *buf, si
       s.live_bytes, s.live_count, s.small_live_bytes, s.small_live_count, s.free_bytes,
       s.free_region_count, s.hole_bytes, s.hole_count, s.zombie_bytes, s.zombie_count,
       s.asleep_bytes, s.asleep_count, s.saved_bytes);
+  if (s.unreleased_handle_count + s.unfreed_host_count > 0) {
+    put(&t, "unreleased %zu bytes in %zu (cuMemRelease refused), unfreed %zu pinned bytes in %zu "
+        "(cudaFreeHost refused)\n", s.unreleased_bytes, s.unreleased_handle_count,
+        s.unfreed_host_bytes, s.unfreed_host_count);
+  }
   if (pool->fine != NULL) {
     dump_fine(pool, &t);
     if (needed_bytes != NULL) *needed_bytes = t.used + 1;
@@ -290,6 +299,28 @@ static gmr_status check_zombies(const gmr_vmm_pool_resource *p, const gmr__u64_m
   return GMR_OK;
 }
 
+/* Every page and pinned copy alive has its slot among the unreleased, so
+ * that a refused release or free can keep it (vmm_unreleased.h). */
+static gmr_status check_unreleased(const gmr_vmm_pool_resource *p, char *err, size_t err_bytes) {
+  const gmr__vmm_unreleased *u = &p->unreleased;
+  size_t pinned = 0;
+  size_t cursor = 0;
+  uint64_t key = 0, value = 0;
+  while (gmr__u64_map_next(&p->live, &cursor, &key, &value)) {
+    const vmm_region *r = (const vmm_region *)(uintptr_t)value;
+    pinned += r->saved != NULL && p->saved_host == GMR_VMM_POOL_HOST_PINNED;
+  }
+  if (u->handles.promised != p->mapped_pages + u->handles.count ||
+      u->hosts.promised != pinned + u->hosts.count) {
+    return gmr__vmm_violation(err, err_bytes,
+                              "unreleased slots: %zu for pages (%zu mapped, %zu kept), %zu for "
+                              "pinned copies (%zu held, %zu kept)",
+                              u->handles.promised, p->mapped_pages, u->handles.count,
+                              u->hosts.promised, pinned, u->hosts.count);
+  }
+  return GMR_OK;
+}
+
 gmr_status gmr__vmm_pool_check_books(gmr_resource *self, char *err, size_t err_bytes) {
   if (self == NULL) return GMR_ERR_INVALID_ARGUMENT;
   if (err != NULL && err_bytes > 0) err[0] = '\0';
@@ -325,6 +356,7 @@ gmr_status gmr__vmm_pool_check_books(gmr_resource *self, char *err, size_t err_b
     st = gmr__vmm_violation(err, err_bytes, "%zu pages are owned but %zu counted as mapped",
                             owners.count, p->mapped_pages);
   }
+  if (st == GMR_OK) st = check_unreleased(p, err, err_bytes);
   if (st == GMR_OK && (live_hits != p->live.count || sums[VMM_LIVE][0] != p->live_count ||
                        sums[VMM_LIVE][1] != p->live_bytes || sums[VMM_ASLEEP][0] != p->asleep_count ||
                        sums[VMM_ASLEEP][1] != p->asleep_bytes || internal != p->internal_count)) {

@@ -19,6 +19,9 @@
  *                        the public sleep, wake and tag functions
  *   vmm_sleep_common.c   sleep and wake written once: the sequence, host
  *                        copies, rollbacks (each placement gives its steps)
+ *   vmm_unreleased.c     what the driver refused to give back (cuMemRelease,
+ *                        cudaFreeHost), kept and asked for again (both
+ *                        placements)
  *   vmm_pool_debug.c     statistics, region lists, dump, invariants
  *   vmm_fine*.c          FINE placement (vmm_fine.h), also the small path
  *
@@ -48,6 +51,7 @@
 #include "util/u64_map.h"
 #include "gmr/vmm_pool_resource.h"
 #include "resources/vmm_pool/vmm_fine.h"
+#include "resources/vmm_pool/vmm_unreleased.h"
 
 typedef enum vmm_state {
   VMM_HOLE = GMR_VMM_POOL_REGION_HOLE,
@@ -164,8 +168,11 @@ typedef struct gmr_vmm_pool_resource {
   gmr__event_cache event_cache; /* spare events (at most 256) */
   gmr__capture_walks capture_walks; /* record_stream reuse inside captures */
 
-  size_t mapped_pages;
-  size_t peak_mapped_pages;
+  size_t mapped_pages;    /* pages in the page tables (each physical page once) */
+  size_t peak_held_pages; /* high-water mark of mapped pages plus unreleased ones */
+  /* Pages cuMemRelease refused (unmapped, still held) and pinned copies
+   * cudaFreeHost refused: asked for again by trim, sleep, wake, destroy. */
+  gmr__vmm_unreleased unreleased;
   size_t live_bytes; /* LIVE regions, internal chunks included */
   size_t live_count;
   size_t asleep_bytes;
@@ -191,8 +198,9 @@ typedef struct gmr_vmm_pool_resource {
   atomic_uint shards_made; /* shards made so far (written under the lock) */
   gmr__stream_home home;  /* stream -> shard */
   vmf_total total;        /* held by every shard together */
-  /* Both placements: from a successful sleep until a wake leaves nothing
-   * asleep (written under the lock; read without it on FINE's fast path). */
+  /* Both placements: from a sleep past its point of return (GMR_OK, or a
+   * release refused at its end) until a wake leaves nothing asleep (written
+   * under the lock; read without it on FINE's fast path). */
   atomic_bool sleeping;
 } gmr_vmm_pool_resource;
 
@@ -274,12 +282,14 @@ void gmr__vmm_shards_footprint(gmr_vmm_pool_resource *p, gmr_footprint *out);
 void gmr__vmm_shards_stats(gmr_vmm_pool_resource *p, gmr_vmm_pool_resource_stats *s);
 gmr_status gmr__vmm_shards_trim(gmr_vmm_pool_resource *p, size_t *released_bytes);
 /* Sleep and wake every shard at once (vmm_sleep_common.h: a failure in one
- * rolls all back); the pool's mutex held. *still_asleep: whether a shard
- * still has something asleep (or free memory to tidy) after the wake. */
+ * rolls all back; *asleep and *woken as gmr__vmm_sleep_run and
+ * gmr__vmm_wake_run say); the pool's mutex held. *still_asleep: whether a
+ * shard still has something asleep (or free memory to tidy) after the
+ * wake. */
 gmr_status gmr__vmm_shards_sleep(gmr_vmm_pool_resource *p, const gmr_vmm_pool_sleep_options *o,
-                                 gmr_failure *failure);
+                                 gmr_failure *failure, bool *asleep);
 gmr_status gmr__vmm_shards_wake(gmr_vmm_pool_resource *p, const gmr_vmm_pool_wake_options *o,
-                                gmr_failure *failure, bool *still_asleep);
+                                gmr_failure *failure, bool *woken, bool *still_asleep);
 /* Add the shards' figures for the tags of tag_mask to *s. */
 void gmr__vmm_shards_tag_stats(gmr_vmm_pool_resource *p, uint64_t tag_mask,
                                gmr_vmm_pool_tag_stats *s);
@@ -292,6 +302,9 @@ gmr_status gmr__vmm_shards_check(gmr_vmm_pool_resource *p, char *err, size_t err
 gmr_status gmr__vmm_pool_check_books(gmr_resource *self, char *err, size_t err_bytes);
 /* Whether any shard has something live or asleep. */
 bool gmr__vmm_shards_busy(gmr_vmm_pool_resource *p);
+/* Ask every shard's driver again for what it refused before (each under
+ * its lock): GMR_OK when nothing is unreleased any more. */
+gmr_status gmr__vmm_shards_retry_unreleased(gmr_vmm_pool_resource *p);
 /* GMR_ERR_BUSY while any shard has something live or asleep; else destroy
  * every shard (the device synchronised by the caller). */
 gmr_status gmr__vmm_shards_destroy(gmr_vmm_pool_resource *p);
@@ -380,18 +393,32 @@ gmr_status gmr__vmm_set_access(gmr_vmm_pool_resource *p, uintptr_t addr, size_t 
                                gmr_failure *failure);
 
 /* Unmap the pages of [addr, addr + bytes) one by one, clearing the page
- * table; with `release`, also release each page's physical memory (it is
- * mapped nowhere else). Stops at the first failure: *done_bytes says how
- * much is unmapped (a prefix). Returns the status. */
+ * table; with `release` (released_bytes then not NULL), also release each
+ * page's physical memory (it is mapped nowhere else), adding what went to
+ * *released_bytes: a page the driver refuses to release is unreleased
+ * (kept, still held) and stops the run as a failure does. Stops at the first
+ * failure: *done_bytes says how much is unmapped (a prefix). Returns the
+ * status. */
 gmr_status gmr__vmm_unmap_pages(gmr_vmm_pool_resource *p, vmm_root *root, uintptr_t addr,
                                 size_t bytes, bool release, size_t *done_bytes,
-                                gmr_failure *failure);
+                                size_t *released_bytes, gmr_failure *failure);
 
 /* Undo a map made by this pool in this call: unmap [addr, addr + bytes) and,
  * with `release`, release those pages. Failures are ignored (best effort, as
- * in any rollback). */
+ * in any rollback), but a page whose release is refused is unreleased. */
 void gmr__vmm_undo_map(gmr_vmm_pool_resource *p, vmm_root *root, uintptr_t addr, size_t bytes,
                        bool release);
+
+/* Physical memory held: mapped pages and unreleased ones. */
+static inline size_t gmr__vmm_held_bytes(const gmr_vmm_pool_resource *p) {
+  return p->mapped_pages * p->page_bytes + p->unreleased.handles.bytes;
+}
+
+/* Release and free again what the driver refused before (counted as
+ * released pages); *released_bytes adds what went. GMR_OK when nothing is
+ * unreleased any more, else GMR_ERR_CUDA described in `failure`. */
+gmr_status gmr__vmm_retry_unreleased(gmr_vmm_pool_resource *p, size_t *released_bytes,
+                                     gmr_failure *failure);
 
 /* ---- vmm_pool_alloc.c -------------------------------------------------- */
 

@@ -2,28 +2,46 @@
  * resources/vmm_pool/vmm_pool_pages.c (internal): the driver calls on runs
  * of pages, each undone completely when one of its calls fails, so that a
  * failed allocation, defragmentation or wake leaves the pool's maps exactly
- * as they were (vmm_pool_internal.h).
+ * as they were (vmm_pool_internal.h). Every page gets its slot among the
+ * unreleased before cuMemCreate, and every release goes through
+ * gmr__vmm_release_or_keep: a page the driver refuses to release is kept
+ * and still counted as held, never forgotten (vmm_unreleased.h).
  */
 #include <stdio.h>
 
 #include "resources/vmm_pool/vmm_pool_internal.h"
 
+/* The high-water mark of what is held (mapped and unreleased pages). */
+static void note_held(gmr_vmm_pool_resource *p) {
+  size_t held = p->mapped_pages + p->unreleased.handles.bytes / p->page_bytes;
+  if (held > p->peak_held_pages) p->peak_held_pages = held;
+}
+
 static void note_mapped(gmr_vmm_pool_resource *p, size_t pages) {
   p->mapped_pages += pages;
-  if (p->mapped_pages > p->peak_mapped_pages) p->peak_mapped_pages = p->mapped_pages;
+  note_held(p);
+}
+
+/* Release one page mapped nowhere; a refusal keeps it (unreleased). */
+static CUresult release_page(gmr_vmm_pool_resource *p, CUmemGenericAllocationHandle h) {
+  CUresult cu = gmr__vmm_release_or_keep(&p->unreleased, h, p->page_bytes);
+  if (cu == CUDA_SUCCESS) p->counts.page_release++;
+  return cu;
 }
 
 /* Unmap (and release) the first `count` pages at addr; best effort. Does not
- * touch the mapped-page count: the pages were never counted. */
+ * touch the mapped-page count: the pages were never counted (one whose
+ * release is refused is counted as unreleased). */
 static void unmap_run(gmr_vmm_pool_resource *p, vmm_root *root, uintptr_t addr, size_t count,
                       bool release) {
   for (size_t i = count; i-- > 0;) {
     uintptr_t a = addr + i * p->page_bytes;
     CUmemGenericAllocationHandle *slot = gmr__vmm_page_slot(root, a);
     if (p->vmm->unmap((CUdeviceptr)a, p->page_bytes) == CUDA_SUCCESS) p->counts.unmap++;
-    if (release && p->vmm->release(*slot) == CUDA_SUCCESS) p->counts.page_release++;
+    if (release) (void)release_page(p, *slot);
     *slot = 0;
   }
+  note_held(p);
 }
 
 gmr_status gmr__vmm_set_access(gmr_vmm_pool_resource *p, uintptr_t addr, size_t bytes,
@@ -36,11 +54,16 @@ gmr_status gmr__vmm_set_access(gmr_vmm_pool_resource *p, uintptr_t addr, size_t 
   return gmr__cu_fail(p->vmm, failure, "cuMemSetAccess", st, detail);
 }
 
-/* cuMemCreate of one page. A driver that refuses fabric handles (NCCL sees
- * CUDA_ERROR_NOT_PERMITTED or NOT_SUPPORTED without an IMEX channel) gets
- * the request again without them, and the pool stops asking. */
+/* cuMemCreate of one page, its unreleased slot promised first (host memory
+ * that runs out reads as the driver's out of memory). A driver that refuses
+ * fabric handles (NCCL sees CUDA_ERROR_NOT_PERMITTED or NOT_SUPPORTED
+ * without an IMEX channel) gets the request again without them, and the
+ * pool stops asking. */
 static CUresult create_page(gmr_vmm_pool_resource *p, CUmemGenericAllocationHandle *h) {
-  return gmr__vmm_create_or_drop_fabric(p->vmm, h, p->page_bytes, &p->prop);
+  if (!gmr__vmm_kept_promise(&p->unreleased.handles)) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult cu = gmr__vmm_create_or_drop_fabric(p->vmm, h, p->page_bytes, &p->prop);
+  if (cu != CUDA_SUCCESS) gmr__vmm_kept_unpromise(&p->unreleased.handles);
+  return cu;
 }
 
 gmr_status gmr__vmm_map_new_pages(gmr_vmm_pool_resource *p, vmm_root *root, uintptr_t addr,
@@ -60,7 +83,7 @@ gmr_status gmr__vmm_map_new_pages(gmr_vmm_pool_resource *p, vmm_root *root, uint
     p->counts.page_create++;
     st = p->vmm->map((CUdeviceptr)a, p->page_bytes, h);
     if (st != CUDA_SUCCESS) {
-      if (p->vmm->release(h) == CUDA_SUCCESS) p->counts.page_release++;
+      (void)release_page(p, h);
       unmap_run(p, root, addr, i, true);
       return gmr__cu_fail(p->vmm, failure, "cuMemMap", st, NULL);
     }
@@ -98,7 +121,7 @@ gmr_status gmr__vmm_map_again(gmr_vmm_pool_resource *p, const vmm_region *src_re
 
 gmr_status gmr__vmm_unmap_pages(gmr_vmm_pool_resource *p, vmm_root *root, uintptr_t addr,
                                 size_t bytes, bool release, size_t *done_bytes,
-                                gmr_failure *failure) {
+                                size_t *released_bytes, gmr_failure *failure) {
   *done_bytes = 0;
   for (uintptr_t a = addr; a < addr + bytes; a += p->page_bytes) {
     CUmemGenericAllocationHandle *slot = gmr__vmm_page_slot(root, a);
@@ -109,13 +132,16 @@ gmr_status gmr__vmm_unmap_pages(gmr_vmm_pool_resource *p, vmm_root *root, uintpt
     *slot = 0;
     *done_bytes += p->page_bytes;
     if (release) {
-      /* The page is unmapped here whatever cuMemRelease says; a refused
-       * release leaves the driver holding it, which the pool can no longer
-       * undo, so it stops counting the page and reports the failure. */
+      /* The page is unmapped here whatever cuMemRelease says: a refused
+       * one is unreleased (still held, asked for again later). */
       p->mapped_pages--;
-      st = p->vmm->release(h);
-      if (st != CUDA_SUCCESS) return gmr__cu_fail(p->vmm, failure, "cuMemRelease", st, NULL);
-      p->counts.page_release++;
+      st = release_page(p, h);
+      if (st != CUDA_SUCCESS) {
+        return gmr__vmm_unreleased_fail(failure, "cuMemRelease", p->vmm->error_name(st), (int)st,
+                                        NULL, p->unreleased.handles.bytes,
+                                        p->unreleased.hosts.bytes);
+      }
+      *released_bytes += p->page_bytes;
     }
   }
   return GMR_OK;
@@ -124,6 +150,14 @@ gmr_status gmr__vmm_unmap_pages(gmr_vmm_pool_resource *p, vmm_root *root, uintpt
 void gmr__vmm_undo_map(gmr_vmm_pool_resource *p, vmm_root *root, uintptr_t addr, size_t bytes,
                        bool release) {
   size_t count = bytes / p->page_bytes;
+  if (release) p->mapped_pages -= count; /* first: unmap_run notes what stays held */
   unmap_run(p, root, addr, count, release);
-  if (release) p->mapped_pages -= count;
+}
+
+gmr_status gmr__vmm_retry_unreleased(gmr_vmm_pool_resource *p, size_t *released_bytes,
+                                     gmr_failure *failure) {
+  size_t count = 0;
+  gmr_status st = gmr__vmm_unreleased_retry(&p->unreleased, released_bytes, &count, failure);
+  p->counts.page_release += count;
+  return st;
 }

@@ -142,10 +142,11 @@ static void forget_live(gmr_vmm_pool_resource *p, vmm_region *r) {
   if (r->internal) p->internal_count--;
 }
 
-/* Free an asleep allocation: it has no pages, only addresses and a copy. */
+/* Free an asleep allocation: it has no pages, only addresses and a copy (a
+ * pinned copy cudaFreeHost refuses is kept as unfreed, the free succeeds). */
 static void free_asleep(gmr_vmm_pool_resource *p, vmm_region *r) {
   if (r->saved != NULL) {
-    gmr__vmm_host_free(p->cuda, p->saved_host, r->saved, r->bytes);
+    (void)gmr__vmm_host_free(&p->unreleased, p->saved_host, r->saved, r->bytes);
     p->saved_bytes -= r->bytes;
     r->saved = NULL;
   }
@@ -400,7 +401,7 @@ static gmr_status vmm_get_memory_info(const gmr_resource *self, gmr_memory_info 
       internal_bytes = small.held_bytes;
     }
     lock(p);
-    info.held_bytes = p->mapped_pages * p->page_bytes;
+    info.held_bytes = gmr__vmm_held_bytes(p);
     info.live_bytes = p->live_bytes -
                       (internal_bytes < p->live_bytes ? internal_bytes : p->live_bytes) +
                       small.live_bytes;
@@ -424,8 +425,8 @@ static gmr_status vmm_get_footprint(const gmr_resource *self, gmr_footprint *out
     return GMR_OK;
   }
   lock(p);
-  out->held_bytes = p->mapped_pages * p->page_bytes;
-  out->peak_held_bytes = p->peak_mapped_pages * p->page_bytes;
+  out->held_bytes = gmr__vmm_held_bytes(p);
+  out->peak_held_bytes = p->peak_held_pages * p->page_bytes;
   unlock(p);
   return GMR_OK;
 }
@@ -435,10 +436,11 @@ static gmr_status vmm_trim(gmr_resource *self, size_t *released_bytes) {
   *released_bytes = 0;
   if (p->fine != NULL) return gmr__vmm_shards_trim(p, released_bytes);
   vmf_engine *small = gmr__vmm_small(p, false);
+  gmr_failure scratch = GMR_FAILURE_INIT; /* trim returns no record; the callees write one */
   if (small != NULL) {
     /* Its wholly free chunks come back here as free pages first. */
     size_t ignored = 0;
-    gmr_status st = gmr__vmf_trim(small, &ignored, NULL);
+    gmr_status st = gmr__vmf_trim(small, &ignored, &scratch);
     if (st != GMR_OK) return st;
   }
   lock(p);
@@ -449,7 +451,7 @@ static gmr_status vmm_trim(gmr_resource *self, size_t *released_bytes) {
     st = GMR_ERR_CUDA;
   } else {
     gmr__vmm_collect(p, true, NULL);
-    st = gmr__vmm_trim_locked(p, released_bytes, NULL);
+    st = gmr__vmm_trim_locked(p, released_bytes, &scratch);
     gmr__cuda_device_leave(p->cuda, saved_device);
   }
   unlock(p);
@@ -459,6 +461,7 @@ static gmr_status vmm_trim(gmr_resource *self, size_t *released_bytes) {
 /* ---- destroy ------------------------------------------------------------ */
 
 void gmr__vmm_free_host_side(gmr_vmm_pool_resource *p) {
+  gmr__vmm_unreleased_deinit(&p->unreleased);
   gmr__vmm_event_cache_clear(p);
   gmr__capture_walks_free(&p->capture_walks);
   gmr__u64_map_clear(&p->live);
@@ -479,10 +482,33 @@ static cudaError_t synchronize_device(gmr_vmm_pool_resource *p) {
   return err;
 }
 
+/* Destroy's second step: what the driver refused before goes first (the
+ * pool's device current); while it still refuses, destroy changes nothing
+ * (a later destroy asks again). */
+static gmr_status retry_unreleased(gmr_vmm_pool_resource *p) {
+  int saved_device = -1;
+  if (gmr__cuda_device_enter(p->cuda, p->device, &saved_device) != cudaSuccess) {
+    return GMR_ERR_CUDA;
+  }
+  gmr_status st = GMR_OK;
+  if (p->fine != NULL) {
+    st = gmr__vmm_shards_retry_unreleased(p);
+  } else {
+    size_t released = 0;
+    lock(p);
+    st = gmr__vmm_retry_unreleased(p, &released, NULL);
+    unlock(p);
+  }
+  gmr__cuda_device_leave(p->cuda, saved_device);
+  return st;
+}
+
 static gmr_status destroy_fine(gmr_vmm_pool_resource *p) {
   if (gmr__vmm_shards_busy(p)) return GMR_ERR_BUSY;
   if (synchronize_device(p) != cudaSuccess) return GMR_ERR_CUDA;
-  gmr_status st = gmr__vmm_shards_destroy(p);
+  gmr_status st = retry_unreleased(p);
+  if (st != GMR_OK) return st;
+  st = gmr__vmm_shards_destroy(p);
   if (st != GMR_OK) return st; /* still a valid pool: destroy may be tried again */
   gmr__vmm_free_host_side(p);
   return GMR_OK;
@@ -503,6 +529,8 @@ static gmr_status vmm_destroy(gmr_resource *self) {
   unlock(p);
   if (busy) return GMR_ERR_BUSY;
   if (synchronize_device(p) != cudaSuccess) return GMR_ERR_CUDA;
+  gmr_status retried = retry_unreleased(p);
+  if (retried != GMR_OK) return retried;
   if (small != NULL) {
     gmr_status st = gmr__vmm_small_destroy(p);
     if (st != GMR_OK) return st;
@@ -518,7 +546,13 @@ static gmr_status vmm_destroy(gmr_resource *self) {
     gmr__vmm_device_synchronized(p);
     gmr__vmm_collect(p, true, NULL);
     size_t released = 0;
-    st = gmr__vmm_trim_locked(p, &released, NULL);
+    gmr_failure scratch = GMR_FAILURE_INIT; /* destroy returns no record */
+    st = gmr__vmm_trim_locked(p, &released, &scratch);
+  }
+  /* The spare events too (trim gave back every region's), while a refusal
+   * still leaves a pool that works. */
+  if (st == GMR_OK && gmr__event_cache_clear(&p->event_cache, p->cuda) != cudaSuccess) {
+    st = GMR_ERR_CUDA;
   }
   while (st == GMR_OK && p->last_root != NULL) {
     if (!gmr__vmm_root_remove_last(p)) st = GMR_ERR_CUDA;

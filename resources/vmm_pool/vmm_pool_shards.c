@@ -111,7 +111,8 @@ gmr_status gmr__vmm_shards_allocate(gmr_vmm_pool_resource *p, size_t bytes, size
     vmf_engine *e = gmr__vmm_shard(p, i);
     if (e == NULL || e == home) continue;
     size_t r = 0;
-    if (gmr__vmf_trim(e, &r, NULL) == GMR_OK) released += r;
+    (void)gmr__vmf_trim(e, &r, &scratch); /* r: only what went back, also on a refusal */
+    released += r;
   }
   if (released == 0) return st;
   gmr__failure_reset(failure);
@@ -250,6 +251,10 @@ static void stats_add(gmr_vmm_pool_resource_stats *s, const gmr_vmm_pool_resourc
   s->asleep_bytes += o->asleep_bytes;
   s->asleep_count += o->asleep_count;
   s->saved_bytes += o->saved_bytes;
+  s->unreleased_bytes += o->unreleased_bytes;
+  s->unreleased_handle_count += o->unreleased_handle_count;
+  s->unfreed_host_bytes += o->unfreed_host_bytes;
+  s->unfreed_host_count += o->unfreed_host_count;
   s->page_create_count += o->page_create_count;
   s->page_release_count += o->page_release_count;
   s->map_count += o->map_count;
@@ -282,11 +287,12 @@ void gmr__vmm_shards_stats(gmr_vmm_pool_resource *p, gmr_vmm_pool_resource_stats
 gmr_status gmr__vmm_shards_trim(gmr_vmm_pool_resource *p, size_t *released_bytes) {
   *released_bytes = 0;
   gmr_status st = GMR_OK;
+  gmr_failure scratch = GMR_FAILURE_INIT; /* trim returns no record; the callees write one */
   for (uint32_t i = 0; i < p->shard_count; ++i) {
     vmf_engine *e = gmr__vmm_shard(p, i);
     if (e == NULL) continue;
     size_t released = 0;
-    gmr_status one = gmr__vmf_trim(e, &released, NULL);
+    gmr_status one = gmr__vmf_trim(e, &released, &scratch);
     *released_bytes += released;
     if (st == GMR_OK) st = one; /* the others are still trimmed */
   }
@@ -312,7 +318,7 @@ static void shards_lock(gmr_vmm_pool_resource *p, shard_set *set, uint64_t keep_
     size_t k = set->count++;
     set->engines[k] = e;
     set->ctx[k] = (vmf_sleep_ctx){e, keep_tag_mask, NULL, 0, NULL};
-    set->parts[k] = (gmr__vmm_sleeper){&gmr__vmf_sleep_ops, &set->ctx[k]};
+    set->parts[k] = (gmr__vmm_sleeper){&gmr__vmf_sleep_ops, &set->ctx[k], &e->unreleased};
   }
 }
 
@@ -324,27 +330,31 @@ static void shards_unlock(shard_set *set) {
 }
 
 gmr_status gmr__vmm_shards_sleep(gmr_vmm_pool_resource *p, const gmr_vmm_pool_sleep_options *o,
-                                 gmr_failure *failure) {
+                                 gmr_failure *failure, bool *asleep) {
+  *asleep = false;
   shard_set *set = malloc(sizeof *set);
   if (set == NULL) {
     return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory ran out");
   }
   shards_lock(p, set, o->keep_tag_mask);
-  gmr_status st = gmr__vmm_sleep_run(set->parts, set->count, p->cuda, p->device, o, failure);
+  gmr_status st =
+      gmr__vmm_sleep_run(set->parts, set->count, p->cuda, p->device, o, failure, asleep);
   shards_unlock(set);
   free(set);
   return st;
 }
 
 gmr_status gmr__vmm_shards_wake(gmr_vmm_pool_resource *p, const gmr_vmm_pool_wake_options *o,
-                                gmr_failure *failure, bool *still_asleep) {
+                                gmr_failure *failure, bool *woken, bool *still_asleep) {
+  *woken = false;
   shard_set *set = malloc(sizeof *set);
   if (set == NULL) {
     return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory ran out");
   }
   shards_lock(p, set, 0);
   gmr_vmm_pool_host_kind host = set->engines[0]->saved_host;
-  gmr_status st = gmr__vmm_wake_run(set->parts, set->count, p->cuda, p->device, host, o, failure);
+  gmr_status st =
+      gmr__vmm_wake_run(set->parts, set->count, p->cuda, p->device, host, o, failure, woken);
   *still_asleep = false;
   for (size_t k = 0; k < set->count; ++k) {
     vmf_engine *e = set->engines[k];
@@ -382,7 +392,7 @@ gmr_status gmr__vmm_shards_check(gmr_vmm_pool_resource *p, char *err, size_t err
     if (e == NULL) continue;
     gmr__vmf_lock(e);
     gmr_status st = gmr__vmf_check(e, err, err_bytes);
-    held += e->held_bytes;
+    held += e->held_bytes + e->unreleased.handles.bytes;
     gmr__vmf_unlock(e);
     if (st != GMR_OK) return st;
   }
@@ -404,6 +414,20 @@ bool gmr__vmm_shards_busy(gmr_vmm_pool_resource *p) {
     if (busy) return true;
   }
   return false;
+}
+
+gmr_status gmr__vmm_shards_retry_unreleased(gmr_vmm_pool_resource *p) {
+  gmr_status st = GMR_OK;
+  for (uint32_t i = 0; i < p->shard_count; ++i) {
+    vmf_engine *e = gmr__vmm_shard(p, i);
+    if (e == NULL) continue;
+    size_t released = 0;
+    gmr__vmf_lock(e);
+    gmr_status one = gmr__vmf_retry_unreleased(e, &released, NULL);
+    gmr__vmf_unlock(e);
+    if (st == GMR_OK) st = one; /* the others are still asked */
+  }
+  return st;
 }
 
 gmr_status gmr__vmm_shards_destroy(gmr_vmm_pool_resource *p) {

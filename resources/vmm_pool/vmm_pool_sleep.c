@@ -16,7 +16,8 @@
 
 /* Unmap the pages of the free or zombie region r (releasing them for a free
  * region: a zombie's pages live on at their new address) and make it a hole.
- * On a refused call, what was unmapped becomes a hole and the rest stays. */
+ * On a refused call, what was unmapped becomes a hole and the rest stays (a
+ * page whose release is refused is unreleased: not counted as released). */
 static gmr_status give_back(gmr_vmm_pool_resource *p, vmm_region *r, size_t *released_bytes,
                             gmr_failure *failure) {
   vmm_region *spare = gmr__vmm_region_new();
@@ -25,8 +26,8 @@ static gmr_status give_back(gmr_vmm_pool_resource *p, vmm_region *r, size_t *rel
   }
   bool release = r->state == VMM_FREE;
   size_t done = 0;
-  gmr_status st = gmr__vmm_unmap_pages(p, r->root, r->addr, r->bytes, release, &done, failure);
-  if (release) *released_bytes += done;
+  gmr_status st = gmr__vmm_unmap_pages(p, r->root, r->addr, r->bytes, release, &done,
+                                       released_bytes, failure);
   if (done > 0 && done < r->bytes) {
     gmr__vmm_region_split(p, r, done, spare);
     spare = NULL;
@@ -38,12 +39,16 @@ static gmr_status give_back(gmr_vmm_pool_resource *p, vmm_region *r, size_t *rel
 
 gmr_status gmr__vmm_trim_locked(gmr_vmm_pool_resource *p, size_t *released_bytes,
                                 gmr_failure *failure) {
-  /* Zombies first: their old addresses must go before their pages can. */
+  /* What the driver refused before, first; while it still refuses, nothing
+   * more is unmapped (it would only be kept as well). */
+  gmr_status st = gmr__vmm_retry_unreleased(p, released_bytes, failure);
+  if (st != GMR_OK) return st;
+  /* Zombies next: their old addresses must go before their pages can. */
   while (p->zombie_list.head != NULL) {
     vmm_region *z = p->zombie_list.head;
     cudaError_t err = gmr__vmm_event_wait_host(p, z->event);
     if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaEventSynchronize", err);
-    gmr_status st = give_back(p, z, released_bytes, failure);
+    st = give_back(p, z, released_bytes, failure);
     if (st != GMR_OK) return st;
   }
   /* Free regions held back by record_stream: wait for their streams too. */
@@ -62,7 +67,7 @@ gmr_status gmr__vmm_trim_locked(gmr_vmm_pool_resource *p, size_t *released_bytes
     if (r->unordered || gmr__vmm_region_held(r)) continue;
     cudaError_t err = gmr__vmm_event_wait_host(p, r->event);
     if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaEventSynchronize", err);
-    gmr_status st = give_back(p, r, released_bytes, failure);
+    st = give_back(p, r, released_bytes, failure);
     if (st != GMR_OK) return st;
     next = p->free_list.head; /* holes merged; the list head is the next candidate */
     while (next != NULL && (next->unordered || gmr__vmm_region_held(next))) next = next->list_next;
@@ -151,17 +156,23 @@ static void pages_remap(void *ctx, gmr__vmm_sleep_item *items, size_t count) {
   map_back(((pages_ctx *)ctx)->p, items, count, 0);
 }
 
-static void pages_release(void *ctx, gmr__vmm_sleep_item *items, size_t count,
-                          gmr_vmm_pool_host_kind host) {
+static CUresult pages_release(void *ctx, gmr__vmm_sleep_item *items, size_t count,
+                              gmr_vmm_pool_host_kind host) {
   gmr_vmm_pool_resource *p = ((pages_ctx *)ctx)->p;
+  CUresult refused = CUDA_SUCCESS;
   for (size_t i = 0; i < count; ++i) {
     if (items[i].keep) continue;
     vmm_region *r = items[i].region;
-    /* A refused release leaves the driver holding the page, which nothing
-     * here can undo: the pool forgets it either way. */
+    /* Unmapped already: a page the driver refuses to release is kept as
+     * unreleased (still held) and the allocation sleeps all the same. */
     for (uintptr_t a = r->addr; a < r->addr + r->bytes; a += p->page_bytes) {
       CUmemGenericAllocationHandle *slot = gmr__vmm_page_slot(r->root, a);
-      if (p->vmm->release(*slot) == CUDA_SUCCESS) p->counts.page_release++;
+      CUresult cu = gmr__vmm_release_or_keep(&p->unreleased, *slot, p->page_bytes);
+      if (cu == CUDA_SUCCESS) {
+        p->counts.page_release++;
+      } else if (refused == CUDA_SUCCESS) {
+        refused = cu;
+      }
       *slot = 0;
       p->mapped_pages--;
     }
@@ -175,6 +186,12 @@ static void pages_release(void *ctx, gmr__vmm_sleep_item *items, size_t count,
   }
   p->saved_host = host;
   p->counts.sleep++;
+  return refused;
+}
+
+static void pages_retry(void *ctx) {
+  size_t released = 0;
+  (void)gmr__vmm_retry_unreleased(((pages_ctx *)ctx)->p, &released, NULL);
 }
 
 static gmr_status pages_map(void *ctx, gmr__vmm_sleep_item *items, size_t count,
@@ -228,6 +245,7 @@ static const gmr__vmm_sleep_ops pages_ops = {
     .map = pages_map,
     .unmap_fresh = pages_unmap_fresh,
     .woken = pages_woken,
+    .retry = pages_retry,
 };
 
 /* ---- the public entry points (both placements) ----------------------------- */
@@ -280,14 +298,16 @@ static gmr_status vmm_pool_resource_sleep_impl(gmr_vmm_pool_resource *p,
     pthread_mutex_unlock(&p->lock);
     return gmr__vmm_sleep_busy(failure, s.asleep_count, s.asleep_bytes, s.saved_bytes);
   }
+  bool asleep = false;
   if (p->fine != NULL) {
-    st = gmr__vmm_shards_sleep(p, &o, failure);
+    st = gmr__vmm_shards_sleep(p, &o, failure, &asleep);
   } else {
     pages_ctx ctx = {p};
-    gmr__vmm_sleeper part = {&pages_ops, &ctx};
-    st = gmr__vmm_sleep_run(&part, 1, p->cuda, p->device, &o, failure);
+    gmr__vmm_sleeper part = {&pages_ops, &ctx, &p->unreleased};
+    st = gmr__vmm_sleep_run(&part, 1, p->cuda, p->device, &o, failure, &asleep);
   }
-  if (st == GMR_OK) atomic_store_explicit(&p->sleeping, true, memory_order_relaxed);
+  /* Also after a refused release: the allocations sleep, the memory is kept. */
+  if (asleep) atomic_store_explicit(&p->sleeping, true, memory_order_relaxed);
   pthread_mutex_unlock(&p->lock);
   return st;
 }
@@ -313,16 +333,17 @@ static gmr_status vmm_pool_resource_wake_impl(gmr_vmm_pool_resource *p,
     pthread_mutex_unlock(&p->lock);
     return gmr__vmm_wake_not_asleep(failure);
   }
-  bool still_asleep = true;
+  bool still_asleep = true, woken = false;
   if (p->fine != NULL) {
-    st = gmr__vmm_shards_wake(p, &o, failure, &still_asleep);
+    st = gmr__vmm_shards_wake(p, &o, failure, &woken, &still_asleep);
   } else {
     pages_ctx ctx = {p};
-    gmr__vmm_sleeper part = {&pages_ops, &ctx};
-    st = gmr__vmm_wake_run(&part, 1, p->cuda, p->device, p->saved_host, &o, failure);
+    gmr__vmm_sleeper part = {&pages_ops, &ctx, &p->unreleased};
+    st = gmr__vmm_wake_run(&part, 1, p->cuda, p->device, p->saved_host, &o, failure, &woken);
     still_asleep = p->asleep_count > 0;
   }
-  if (st == GMR_OK && !still_asleep) {
+  /* Also after a refused cudaFreeHost: woken, the copy kept. */
+  if (woken && !still_asleep) {
     atomic_store_explicit(&p->sleeping, false, memory_order_relaxed);
   }
   pthread_mutex_unlock(&p->lock);

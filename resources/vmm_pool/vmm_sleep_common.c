@@ -97,13 +97,22 @@ gmr_status gmr__vmm_wake_not_asleep(gmr_failure *failure) {
  * once when freed), smaller ones from malloc. */
 #define PAGEABLE_MMAP_BYTES ((size_t)64 << 10)
 
-static bool host_alloc(const gmr__cuda_ops *cuda, gmr_vmm_pool_host_kind kind, size_t bytes,
+/* A pinned copy gets its slot among the unreleased first, so that a
+ * cudaFreeHost refused later can keep it without needing host memory. */
+static bool host_alloc(gmr__vmm_unreleased *u, gmr_vmm_pool_host_kind kind, size_t bytes,
                        void **out, cudaError_t *err) {
   *out = NULL;
   *err = cudaSuccess;
   if (kind == GMR_VMM_POOL_HOST_PINNED) {
-    *err = cuda->host_alloc(out, bytes);
-    if (*err != cudaSuccess) *out = NULL;
+    if (!gmr__vmm_kept_promise(&u->hosts)) {
+      *err = cudaErrorMemoryAllocation;
+      return false;
+    }
+    *err = u->cuda->host_alloc(out, bytes);
+    if (*err != cudaSuccess) {
+      *out = NULL;
+      gmr__vmm_kept_unpromise(&u->hosts);
+    }
     return *err == cudaSuccess;
   }
   if (bytes >= PAGEABLE_MMAP_BYTES) {
@@ -116,16 +125,16 @@ static bool host_alloc(const gmr__cuda_ops *cuda, gmr_vmm_pool_host_kind kind, s
   return *out != NULL;
 }
 
-void gmr__vmm_host_free(const gmr__cuda_ops *cuda, gmr_vmm_pool_host_kind kind, void *host,
-                        size_t bytes) {
-  if (host == NULL) return;
-  if (kind == GMR_VMM_POOL_HOST_PINNED) {
-    (void)cuda->free_host(host);
-  } else if (bytes >= PAGEABLE_MMAP_BYTES) {
+cudaError_t gmr__vmm_host_free(gmr__vmm_unreleased *u, gmr_vmm_pool_host_kind kind, void *host,
+                               size_t bytes) {
+  if (host == NULL) return cudaSuccess;
+  if (kind == GMR_VMM_POOL_HOST_PINNED) return gmr__vmm_free_pinned_or_keep(u, host, bytes);
+  if (bytes >= PAGEABLE_MMAP_BYTES) {
     (void)munmap(host, bytes);
   } else {
     free(host);
   }
+  return cudaSuccess;
 }
 
 /* The items of one participant. */
@@ -134,14 +143,20 @@ typedef struct item_set {
   size_t count;
 } item_set;
 
-static void drop_copies(const gmr__cuda_ops *cuda, gmr_vmm_pool_host_kind kind, item_set *sets,
-                        size_t n) {
+/* Free every item's host copy (a refused one is kept by its participant).
+ * Returns the first refusal, or cudaSuccess. */
+static cudaError_t drop_copies(const gmr__vmm_sleeper *parts, gmr_vmm_pool_host_kind kind,
+                               item_set *sets, size_t n) {
+  cudaError_t refused = cudaSuccess;
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < sets[i].count; ++j) {
-      gmr__vmm_host_free(cuda, kind, sets[i].items[j].host, sets[i].items[j].bytes);
-      sets[i].items[j].host = NULL;
+      gmr__vmm_sleep_item *it = &sets[i].items[j];
+      cudaError_t err = gmr__vmm_host_free(parts[i].unreleased, kind, it->host, it->bytes);
+      if (refused == cudaSuccess) refused = err;
+      it->host = NULL;
     }
   }
+  return refused;
 }
 
 static void free_sets(item_set *sets, size_t n) {
@@ -165,9 +180,11 @@ static gmr_status wait_copies(const gmr__cuda_ops *cuda, const char *verb, gmr_f
 }
 
 /* Copy the items selected for saving (not kept, of a saved tag) to new
- * host memory of kind o->host. On failure no copy is kept. */
-static gmr_status save_copies(const gmr__cuda_ops *cuda, const gmr_vmm_pool_sleep_options *o,
-                              item_set *sets, size_t n, gmr_failure *failure) {
+ * host memory of kind o->host. On failure no copy is kept (but one
+ * cudaFreeHost refuses: its participant keeps it as unfreed). */
+static gmr_status save_copies(const gmr__vmm_sleeper *parts, const gmr__cuda_ops *cuda,
+                              const gmr_vmm_pool_sleep_options *o, item_set *sets, size_t n,
+                              gmr_failure *failure) {
   bool any = false;
   gmr_status st = GMR_OK;
   for (size_t i = 0; i < n && st == GMR_OK; ++i) {
@@ -176,7 +193,7 @@ static gmr_status save_copies(const gmr__cuda_ops *cuda, const gmr_vmm_pool_slee
       bool save = o->save_all || ((o->save_tag_mask >> it->tag) & 1u) != 0;
       if (it->keep || !save || it->bytes == 0) continue;
       cudaError_t err = cudaSuccess;
-      if (!host_alloc(cuda, o->host, it->bytes, &it->host, &err)) {
+      if (!host_alloc(parts[i].unreleased, o->host, it->bytes, &it->host, &err)) {
         const char *call = o->host == GMR_VMM_POOL_HOST_PINNED ? "cudaHostAlloc" : "mmap/malloc";
         st = gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
                               "sleep: %s of %zu bytes for the copy of %#zx failed (%s); save "
@@ -193,7 +210,7 @@ static gmr_status save_copies(const gmr__cuda_ops *cuda, const gmr_vmm_pool_slee
     }
   }
   if (st == GMR_OK && any) st = wait_copies(cuda, "sleep", failure);
-  if (st != GMR_OK) drop_copies(cuda, o->host, sets, n);
+  if (st != GMR_OK) (void)drop_copies(parts, o->host, sets, n); /* the failure says why */
   return st;
 }
 
@@ -231,6 +248,18 @@ static gmr_status select_all(const gmr__vmm_sleeper *parts, size_t n, bool aslee
   return GMR_OK;
 }
 
+/* A refusal after which the call is done all the same, with what every
+ * participant keeps. */
+static gmr_status kept_fail(const gmr__vmm_sleeper *parts, size_t n, gmr_failure *failure,
+                            const char *call, const char *code_name, int code, const char *done) {
+  size_t device_bytes = 0, host_bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    device_bytes += parts[i].unreleased->handles.bytes;
+    host_bytes += parts[i].unreleased->hosts.bytes;
+  }
+  return gmr__vmm_unreleased_fail(failure, call, code_name, code, done, device_bytes, host_bytes);
+}
+
 /* ---- sleep -------------------------------------------------------------------- */
 
 static gmr_status synchronize(const gmr__cuda_ops *cuda, gmr_failure *failure) {
@@ -249,7 +278,9 @@ static gmr_status synchronize(const gmr__cuda_ops *cuda, gmr_failure *failure) {
 
 gmr_status gmr__vmm_sleep_run(const gmr__vmm_sleeper *parts, size_t part_count,
                               const gmr__cuda_ops *cuda, int device,
-                              const gmr_vmm_pool_sleep_options *o, gmr_failure *failure) {
+                              const gmr_vmm_pool_sleep_options *o, gmr_failure *failure,
+                              bool *asleep) {
+  *asleep = false;
   int saved_device = -1;
   cudaError_t err = gmr__cuda_device_enter(cuda, device, &saved_device);
   if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaSetDevice", err);
@@ -265,7 +296,7 @@ gmr_status gmr__vmm_sleep_run(const gmr__vmm_sleeper *parts, size_t part_count,
       sets[i].items[j].host = NULL;
     }
   }
-  if (st == GMR_OK) st = save_copies(cuda, o, sets, part_count, failure);
+  if (st == GMR_OK) st = save_copies(parts, cuda, o, sets, part_count, failure);
   size_t unmapped = 0; /* parts[0..unmapped) unmapped */
   while (st == GMR_OK && unmapped < part_count) {
     const gmr__vmm_sleeper *q = &parts[unmapped];
@@ -276,11 +307,23 @@ gmr_status gmr__vmm_sleep_run(const gmr__vmm_sleeper *parts, size_t part_count,
     for (size_t i = unmapped; i-- > 0;) {
       parts[i].ops->remap(parts[i].ctx, sets[i].items, sets[i].count);
     }
-    drop_copies(cuda, o->host, sets, part_count);
+    (void)drop_copies(parts, o->host, sets, part_count); /* the failure says why */
   } else if (st == GMR_OK) {
-    /* Past the point of return. */
+    /* Past the point of return: every participant sleeps; a refused
+     * release (the memory is kept) is the answer. */
+    CUresult refused = CUDA_SUCCESS;
+    const gmr__cuda_vmm_ops *vmm = NULL;
     for (size_t i = 0; i < part_count; ++i) {
-      parts[i].ops->release(parts[i].ctx, sets[i].items, sets[i].count, o->host);
+      CUresult cu = parts[i].ops->release(parts[i].ctx, sets[i].items, sets[i].count, o->host);
+      if (refused == CUDA_SUCCESS && cu != CUDA_SUCCESS) {
+        refused = cu;
+        vmm = parts[i].unreleased->vmm;
+      }
+    }
+    *asleep = true;
+    if (refused != CUDA_SUCCESS) {
+      st = kept_fail(parts, part_count, failure, "cuMemRelease", vmm->error_name(refused),
+                     (int)refused, "asleep all the same");
     }
   }
   if (sets != NULL) free_sets(sets, part_count);
@@ -307,7 +350,9 @@ static void add_need(gmr_failure *failure, const item_set *sets, size_t n) {
 
 gmr_status gmr__vmm_wake_run(const gmr__vmm_sleeper *parts, size_t part_count,
                              const gmr__cuda_ops *cuda, int device, gmr_vmm_pool_host_kind host,
-                             const gmr_vmm_pool_wake_options *o, gmr_failure *failure) {
+                             const gmr_vmm_pool_wake_options *o, gmr_failure *failure,
+                             bool *woken) {
+  *woken = false;
   uint64_t mask = o->wake_all ? UINT64_MAX : o->wake_tag_mask;
   item_set *sets = NULL;
   gmr_status st = select_all(parts, part_count, true, mask, &sets, failure);
@@ -318,6 +363,8 @@ gmr_status gmr__vmm_wake_run(const gmr__vmm_sleeper *parts, size_t part_count,
     free_sets(sets, part_count);
     return gmr__cuda_fail(failure, "cudaSetDevice", err);
   }
+  /* What the driver refused before may go now, and the wake needs room. */
+  for (size_t i = 0; i < part_count; ++i) parts[i].ops->retry(parts[i].ctx);
   size_t mapped = 0; /* parts[0..mapped) mapped */
   while (st == GMR_OK && mapped < part_count) {
     const gmr__vmm_sleeper *q = &parts[mapped];
@@ -335,7 +382,12 @@ gmr_status gmr__vmm_wake_run(const gmr__vmm_sleeper *parts, size_t part_count,
     for (size_t i = 0; i < part_count; ++i) {
       parts[i].ops->woken(parts[i].ctx, sets[i].items, sets[i].count);
     }
-    drop_copies(cuda, host, sets, part_count);
+    *woken = true;
+    cudaError_t refused = drop_copies(parts, host, sets, part_count);
+    if (refused != cudaSuccess) {
+      st = kept_fail(parts, part_count, failure, "cudaFreeHost", gmr_cuda_error_name((int)refused),
+                     (int)refused, "woken all the same");
+    }
   }
   free_sets(sets, part_count);
   gmr__cuda_device_leave(cuda, saved_device);

@@ -20,15 +20,21 @@
  *      nothing; a later participant's refusal maps the earlier ones back
  *      (remap) and the copies go;
  *   5. past the point of return, each releases that memory and records its
- *      allocations ASLEEP with their copies (release).
+ *      allocations ASLEEP with their copies (release); memory whose release
+ *      the driver refuses is kept (vmm_unreleased.h) and the sleep, done
+ *      all the same, says so (GMR_ERR_CUDA).
  * Wake:
  *   1. each lists its ASLEEP allocations of the selected tags (select);
- *   2. make the device current; each maps fresh memory under them (map): all
- *      or nothing; a later refusal unmaps the earlier ones (unmap_fresh);
+ *   2. make the device current; each asks the driver again for what
+ *      earlier calls could not give back (retry: the room may be needed),
+ *      whatever it answers; each maps fresh memory under the allocations
+ *      (map): all or nothing; a later refusal unmaps the earlier ones
+ *      (unmap_fresh);
  *   3. the saved contents are copied back; a refused copy unmaps every
  *      participant's fresh memory (unmap_fresh): nothing stays mapped;
  *   4. each records its allocations LIVE (woken); the driver frees the host
- *      copies.
+ *      copies: a pinned copy cudaFreeHost refuses is kept, and the wake,
+ *      done all the same, says so (GMR_ERR_CUDA).
  * Every copy runs on the default stream and is waited for
  * (cudaStreamSynchronize) before the step ends.
  *
@@ -44,6 +50,7 @@
 
 #include "core/cuda_layer.h"
 #include "gmr/vmm_pool_resource.h"
+#include "resources/vmm_pool/vmm_unreleased.h"
 
 /* One allocation that sleeps or wakes. */
 typedef struct gmr__vmm_sleep_item {
@@ -72,9 +79,15 @@ typedef struct gmr__vmm_sleep_ops {
   /* Sleep, undo a successful unmap (best effort, as any rollback). */
   void (*remap)(void *ctx, gmr__vmm_sleep_item *items, size_t count);
   /* Sleep, past the point of return: release the unmapped memory; items
-   * not kept become ASLEEP holding item.host; `host` is the copies' kind. */
-  void (*release)(void *ctx, gmr__vmm_sleep_item *items, size_t count,
-                  gmr_vmm_pool_host_kind host);
+   * not kept become ASLEEP holding item.host; `host` is the copies' kind.
+   * Memory the driver refuses to release is kept (vmm_unreleased.h) and
+   * everything else done all the same. Returns the first refusal's
+   * CUresult, or CUDA_SUCCESS. */
+  CUresult (*release)(void *ctx, gmr__vmm_sleep_item *items, size_t count,
+                      gmr_vmm_pool_host_kind host);
+  /* Wake, first: release (and free) again what earlier calls could not,
+   * counted in the placement's books; best effort. */
+  void (*retry)(void *ctx);
   /* Wake: map fresh memory under the items (and what the placement needs
    * mapped once nothing sleeps); on a refusal unmap what this call mapped
    * and describe it. */
@@ -86,10 +99,12 @@ typedef struct gmr__vmm_sleep_ops {
   void (*woken)(void *ctx, gmr__vmm_sleep_item *items, size_t count);
 } gmr__vmm_sleep_ops;
 
-/* One participant: a placement's steps and its context. */
+/* One participant: a placement's steps, its context, and where it keeps
+ * the pinned copies the driver refuses to free. */
 typedef struct gmr__vmm_sleeper {
   const gmr__vmm_sleep_ops *ops;
   void *ctx;
+  gmr__vmm_unreleased *unreleased;
 } gmr__vmm_sleeper;
 
 /* Options of sleep (or wake) as the caller gave them, checked and widened
@@ -101,22 +116,31 @@ gmr_status gmr__vmm_wake_options_read(const gmr_vmm_pool_wake_options *in,
                                       gmr_vmm_pool_wake_options *out, gmr_failure *failure);
 
 /* Put the participants to sleep (see the banner); `o` is checked. The
- * participants' locks are held by the caller. On failure every participant
- * is as before (but for trimmed free memory) and no host copy is kept. */
+ * participants' locks are held by the caller. *asleep: whether they sleep
+ * now (past the point of return: also with GMR_ERR_CUDA when the driver
+ * refused to release memory, which is kept). Otherwise, on failure, every
+ * participant is as before (but for trimmed free memory) and no host copy
+ * is kept but one cudaFreeHost refused (kept too). */
 gmr_status gmr__vmm_sleep_run(const gmr__vmm_sleeper *parts, size_t part_count,
                               const gmr__cuda_ops *cuda, int device,
-                              const gmr_vmm_pool_sleep_options *o, gmr_failure *failure);
+                              const gmr_vmm_pool_sleep_options *o, gmr_failure *failure,
+                              bool *asleep);
 
 /* Wake the participants' asleep allocations of the tags `o` selects, whose
- * host copies are of kind `host`. On failure every participant is as
- * before: nothing of this call stays mapped, every copy stays. */
+ * host copies are of kind `host`. *woken: whether they are LIVE now (also
+ * with GMR_ERR_CUDA when cudaFreeHost refused a copy, which is kept).
+ * Otherwise, on failure, every participant is as before: nothing of this
+ * call stays mapped, every copy stays. */
 gmr_status gmr__vmm_wake_run(const gmr__vmm_sleeper *parts, size_t part_count,
                              const gmr__cuda_ops *cuda, int device, gmr_vmm_pool_host_kind host,
-                             const gmr_vmm_pool_wake_options *o, gmr_failure *failure);
+                             const gmr_vmm_pool_wake_options *o, gmr_failure *failure,
+                             bool *woken);
 
-/* Free one host copy of `bytes` made by sleep as `kind` (NULL: nothing). */
-void gmr__vmm_host_free(const gmr__cuda_ops *cuda, gmr_vmm_pool_host_kind kind, void *host,
-                        size_t bytes);
+/* Free one host copy of `bytes` made by sleep as `kind` (NULL: nothing); a
+ * pinned copy cudaFreeHost refuses is kept in `u`. Returns cudaFreeHost's
+ * answer (cudaSuccess for pageable copies). */
+cudaError_t gmr__vmm_host_free(gmr__vmm_unreleased *u, gmr_vmm_pool_host_kind kind, void *host,
+                               size_t bytes);
 
 /* The message of a second sleep: how much sleeps, and what to do. */
 gmr_status gmr__vmm_sleep_busy(gmr_failure *failure, size_t asleep_count, size_t asleep_bytes,

@@ -47,23 +47,66 @@ inline SleepSnapshot TakeSnapshot(gmr_vmm_pool_resource *pool) {
   return s;
 }
 
-// The books agree with the (simulated) device: what the pool says it holds
-// is exactly what is created and mapped, and it never says more is free
-// than it holds.
+// The books agree with the (simulated) device, the pool being its only
+// user: what the pool says it holds (footprint, memory info, statistics) is
+// exactly what is created, what is mapped once unreleased memory (refused
+// by cuMemRelease, kept) is set apart, and the pinned host memory is its
+// pinned copies and the unfreed ones (refused by cudaFreeHost, kept); it
+// never says more is free than it holds.
 inline void ExpectBooksMatchDevice(gmr_vmm_pool_resource *pool) {
   SleepSnapshot s = TakeSnapshot(pool);
   EXPECT_EQ(s.stats.mapped_bytes, s.vmm.physical_bytes) << "physical memory the books do not know";
-  EXPECT_EQ(s.stats.mapped_bytes, s.vmm.mapped_bytes) << "mappings the books do not know";
+  EXPECT_EQ(s.stats.mapped_bytes, s.device.used_bytes) << "device memory the books do not know";
+  EXPECT_EQ(s.stats.mapped_bytes - s.stats.unreleased_bytes, s.vmm.mapped_bytes)
+      << "mappings the books do not know";
   EXPECT_LE(s.stats.free_bytes, s.stats.mapped_bytes) << "more free than mapped";
+  gmr_resource *r = gmr_vmm_pool_resource_as_resource(pool);
+  gmr_footprint fp{};
+  EXPECT_EQ(GMR_OK, gmr_resource_get_footprint(r, &fp));
+  EXPECT_EQ(s.stats.mapped_bytes, fp.held_bytes);
+  EXPECT_LE(fp.held_bytes, fp.peak_held_bytes);
   gmr_memory_info info = GMR_MEMORY_INFO_INIT;
-  EXPECT_EQ(GMR_OK, gmr_resource_get_memory_info(gmr_vmm_pool_resource_as_resource(pool), &info));
+  EXPECT_EQ(GMR_OK, gmr_resource_get_memory_info(r, &info));
+  EXPECT_EQ(s.stats.mapped_bytes, info.held_bytes);
   EXPECT_LE(info.free_bytes, info.held_bytes);
   EXPECT_LE(info.live_bytes + info.free_bytes, info.held_bytes) << "live or free on no memory";
   EXPECT_LE(info.largest_free_block_bytes, info.free_bytes);
+  gmr_vmm_pool_tag_stats t = GMR_VMM_POOL_TAG_STATS_INIT;
+  EXPECT_EQ(GMR_OK, gmr_vmm_pool_resource_get_tag_stats(pool, UINT64_MAX, &t));
+  EXPECT_EQ((t.saved_pinned ? t.saved_bytes : 0) + s.stats.unfreed_host_bytes, s.host.used_bytes)
+      << "pinned host memory the books do not know";
   ExpectInvariants(pool);
 }
 
+// Patterned contents (a byte every 997 and the last one), and their check.
+inline void Fill(void *p, size_t bytes, unsigned seed) {
+  auto *b = static_cast<unsigned char *>(p);
+  for (size_t i = 0; i < bytes; i += 997) b[i] = static_cast<unsigned char>(seed * 31 + i / 997);
+  b[bytes - 1] = static_cast<unsigned char>(seed ^ 0x5a);
+}
+
+inline bool Same(const void *p, size_t bytes, unsigned seed) {
+  const auto *b = static_cast<const unsigned char *>(p);
+  for (size_t i = 0; i < bytes; i += 997) {
+    if (b[i] != static_cast<unsigned char>(seed * 31 + i / 997)) return false;
+  }
+  return b[bytes - 1] == static_cast<unsigned char>(seed ^ 0x5a);
+}
+
 enum class Placement { kPages, kFine };
+
+// A pool on the simulation in `placement`, VA chunks of 64 pages; FINE: no
+// growth tail, several handles, one shard.
+inline gmr_vmm_pool_resource_config SleepConfig(Placement placement) {
+  gmr_vmm_pool_resource_config c = TestConfig(64);
+  if (placement == Placement::kFine) {
+    c.placement = GMR_VMM_POOL_PLACEMENT_FINE;
+    c.growth_percent = 0;
+    c.handle_divisor = 4; /* several handles */
+    c.shard_count = 1;
+  }
+  return c;
+}
 
 inline std::string PlacementName(const ::testing::TestParamInfo<Placement> &info) {
   return info.param == Placement::kPages ? "Pages" : "Fine";
@@ -74,16 +117,7 @@ class SleepTest : public SimTest, public ::testing::WithParamInterface<Placement
   gmr_vmm_pool_resource *pool_ = nullptr;
   gmr_resource *r_ = nullptr;
 
-  gmr_vmm_pool_resource_config Config() const {
-    gmr_vmm_pool_resource_config c = TestConfig(64);
-    if (GetParam() == Placement::kFine) {
-      c.placement = GMR_VMM_POOL_PLACEMENT_FINE;
-      c.growth_percent = 0;
-      c.handle_divisor = 4; /* several handles */
-      c.shard_count = 1;
-    }
-    return c;
-  }
+  gmr_vmm_pool_resource_config Config() const { return SleepConfig(GetParam()); }
   void SetUp() override {
     SimTest::SetUp();
     gmr_vmm_pool_resource_config c = Config();
@@ -117,17 +151,9 @@ class SleepTest : public SimTest, public ::testing::WithParamInterface<Placement
     EXPECT_EQ(GMR_OK, gmr_resource_get_memory_info(r_, &info));
     return info;
   }
-  static void Fill(void *p, size_t bytes, unsigned seed) {
-    auto *b = static_cast<unsigned char *>(p);
-    for (size_t i = 0; i < bytes; i += 997) b[i] = static_cast<unsigned char>(seed * 31 + i / 997);
-    b[bytes - 1] = static_cast<unsigned char>(seed ^ 0x5a);
-  }
+  static void Fill(void *p, size_t bytes, unsigned seed) { gmr_test::Fill(p, bytes, seed); }
   static bool Same(const void *p, size_t bytes, unsigned seed) {
-    const auto *b = static_cast<const unsigned char *>(p);
-    for (size_t i = 0; i < bytes; i += 997) {
-      if (b[i] != static_cast<unsigned char>(seed * 31 + i / 997)) return false;
-    }
-    return b[bytes - 1] == static_cast<unsigned char>(seed ^ 0x5a);
+    return gmr_test::Same(p, bytes, seed);
   }
   static size_t DeviceUsed() {
     gmr_cuda_sim_usage u;
