@@ -54,6 +54,8 @@ typedef struct options {
   item_list workloads;
   item_list threads;
   item_list fixed_sizes;
+  item_list holes;             /* holes: hole counts */
+  const char *holes_trace_dir; /* --holes-traces: write the anchors' traces there, run nothing */
   const char *traces[MAX_ITEMS];
   size_t trace_count;
   bench_options bench;
@@ -114,7 +116,8 @@ static void print_usage(FILE *out) {
           "one process, and print one table.\n"
           "\n"
           "  --stacks A,B,...        stacks to compare (default " DEFAULT_STACKS ")\n"
-          "  --workloads W,...       random, fixed, threads, traces (default all)\n"
+          "  --workloads W,...       random, fixed, threads, traces, holes (default all but\n"
+          "                          holes)\n"
           "  --trace PATH            a trace to replay (repeatable; default the four bundled\n"
           "                          ones in tools/traces)\n"
           "  --threads N,...         thread counts (default " DEFAULT_THREADS ")\n"
@@ -127,6 +130,10 @@ static void print_usage(FILE *out) {
           "  --max-live-bytes B      random: live bytes cap (default 1GiB)\n"
           "  --fixed-bytes B,...     fixed: allocation sizes (default " DEFAULT_FIXED_SIZES ")\n"
           "  --thread-max-bytes B    threads: largest size (default 64KiB)\n"
+          "  --holes N,...           holes: free holes of 512 B before 1 KiB allocate+free\n"
+          "                          pairs (rmm#2507's measurement; default 4096,16384,65536)\n"
+          "  --holes-traces DIR      write DIR/holes_N.csv.gz and holes_N_pairs.csv.gz (100000\n"
+          "                          pairs) for each N, for other replayers, and exit\n"
           "  --sim                   use the host simulation of CUDA even with a GPU\n"
           "  --quick                 small caps (a smoke run: 2000 calls, 0.05 s per cell)\n"
           "  --help                  this text\n"
@@ -161,6 +168,7 @@ static bool parse_args(int argc, char **argv, options *o) {
   (void)split_list(DEFAULT_STACKS, &o->stacks);
   (void)split_list(DEFAULT_WORKLOADS, &o->workloads);
   (void)split_list(DEFAULT_THREADS, &o->threads);
+  (void)split_list("4096,16384,65536", &o->holes);
   (void)split_list(DEFAULT_FIXED_SIZES, &o->fixed_sizes);
   o->bench.ops = 200000;
   o->bench.seconds = 3.0;
@@ -186,6 +194,11 @@ static bool parse_args(int argc, char **argv, options *o) {
       if (m < 0 || !split_list(v, &o->stacks)) return false;
     } else if ((m = option_value(argc, argv, &i, "--workloads", &v)) != 0) {
       if (m < 0 || !split_list(v, &o->workloads)) return false;
+    } else if ((m = option_value(argc, argv, &i, "--holes", &v)) != 0) {
+      if (m < 0 || !split_list(v, &o->holes)) return false;
+    } else if ((m = option_value(argc, argv, &i, "--holes-traces", &v)) != 0) {
+      if (m < 0) return false;
+      o->holes_trace_dir = v;
     } else if ((m = option_value(argc, argv, &i, "--threads", &v)) != 0) {
       if (m < 0 || !split_list(v, &o->threads)) return false;
     } else if ((m = option_value(argc, argv, &i, "--trace", &v)) != 0) {
@@ -235,8 +248,9 @@ static bool check_args(const options *o) {
   for (size_t i = 0; i < o->workloads.count; ++i) {
     const char *w = o->workloads.items[i];
     if (strcmp(w, "random") != 0 && strcmp(w, "fixed") != 0 && strcmp(w, "threads") != 0 &&
-        strcmp(w, "traces") != 0) {
-      fprintf(stderr, "bench: unknown workload '%s'; known: random, fixed, threads, traces\n", w);
+        strcmp(w, "traces") != 0 && strcmp(w, "holes") != 0) {
+      fprintf(stderr,
+              "bench: unknown workload '%s'; known: random, fixed, threads, traces, holes\n", w);
       return false;
     }
   }
@@ -343,6 +357,17 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!check_args(&o)) return EXIT_USAGE;
+  if (o.holes_trace_dir != NULL) {
+    for (size_t h = 0; h < o.holes.count; ++h) {
+      char why[256];
+      size_t count = (size_t)strtoull(o.holes.items[h], NULL, 10);
+      if (!bench_holes_write_traces(o.holes_trace_dir, count, 100000, why, sizeof why)) {
+        fprintf(stderr, "bench: %s\n", why);
+        return EXIT_FAILED;
+      }
+    }
+    return 0;
+  }
 
   int failed = 0;
   /* Read the traces first: a bad path fails before anything runs. */
@@ -405,6 +430,12 @@ int main(int argc, char **argv) {
           (void)parse_bytes(o.fixed_sizes.items[f], &o.bench.fixed_bytes); /* checked above */
           gmr_status fs = bench_fixed(&o.bench, stack, &rows[n++]);
           if (fs != GMR_OK || rows[n - 1].failures > 0) st = fs != GMR_OK ? fs : GMR_ERR_INTERNAL;
+        }
+      } else if (strcmp(wl, "holes") == 0) {
+        for (size_t h = 0; h < o.holes.count && n < MAX_ROWS; ++h) {
+          size_t count = (size_t)strtoull(o.holes.items[h], NULL, 10);
+          gmr_status hs = bench_holes(&o.bench, stack, count, &rows[n++]);
+          if (hs != GMR_OK) st = hs;
         }
       } else if (strcmp(wl, "threads") == 0) {
         for (size_t t = 0; t < o.threads.count && n < MAX_ROWS; ++t) {

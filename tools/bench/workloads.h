@@ -12,6 +12,10 @@
  *   threads   N threads on the same stack, each on its own stream, each doing
  *             the random pattern with sizes up to thread_max_bytes and at most
  *             64 live allocations; aggregate calls per second of wall time.
+ *   holes     rmm#2507's measurement (holes.c): N separated free holes of 512 B,
+ *             then 1 KiB allocate + free pairs on the same stream, timed in
+ *             batches of 64 pairs; bench_holes_write_traces writes the same
+ *             program as traces for the anchors' replayers.
  *   trace     replay of a real trace (tools/traces) through tools/replay's
  *             measure.h: every allocate and free in file order on one thread,
  *             one stream per recorded stream, trace_pass_count passes on the
@@ -78,5 +82,11 @@ gmr_status bench_threads(const bench_options *o, const char *stack, unsigned thr
                          bench_row *row);
 gmr_status bench_trace(const bench_options *o, const replay_trace *trace, const char *label,
                        const char *stack, bench_row *row);
+gmr_status bench_holes(const bench_options *o, const char *stack, size_t holes, bench_row *row);
+/* DIR/holes_N.csv.gz (the setup alone) and DIR/holes_N_pairs.csv.gz (the
+ * setup, then `pairs` pairs): a replayer's time for the pairs is the second's
+ * total less the first's. False with a message on a write failure. */
+bool bench_holes_write_traces(const char *dir, size_t holes, size_t pairs, char *why,
+                              size_t why_bytes);
 
 #endif /* GMR_TOOLS_BENCH_WORKLOADS_H_ */
