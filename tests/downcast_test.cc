@@ -40,10 +40,18 @@ const gmr_resource_vtbl kImpostorVtbl = {
 // Every type name of libgmr, and the optional libraries' that a spec can
 // build on the simulation.
 const char *const kTypeNames[] = {
-    "cuda_resource",   "host_resource",    "pool_resource",        "vmm_pool_resource",
-    "fixed_block_resource", "graph_arena_resource", "limiting_adaptor", "tracking_adaptor",
-    "oom_adaptor",     "log_adaptor",      "nvtx_logging_adaptor", "chunk_listener_adaptor",
+    "cuda_resource",        "host_resource",        "pool_resource",
+    "vmm_resource",         "vmm_pages_resource",   "fixed_block_resource",
+    "graph_arena_resource", "limiting_adaptor",     "tracking_adaptor",
+    "oom_adaptor",          "log_adaptor",          "nvtx_logging_adaptor",
+    "chunk_listener_adaptor",
 };
+
+// The families: a name that reaches every type of its family (their
+// common handle), and those types.
+bool InFamily(const std::string &family, const std::string &type) {
+  return family == "vmm_pool_resource" && (type == "vmm_resource" || type == "vmm_pages_resource");
+}
 
 // The per-type inline function of `name` on `r` (the header's definition).
 void *typed_from_resource(const std::string &name, gmr_resource *r) {
@@ -51,6 +59,10 @@ void *typed_from_resource(const std::string &name, gmr_resource *r) {
   if (name == "host_resource") return gmr_host_resource_from_resource(r);
   if (name == "pool_resource") return gmr_pool_resource_from_resource(r);
   if (name == "vmm_pool_resource") return gmr_vmm_pool_resource_from_resource(r);
+  // vmm and vmm_pages have the family's handle, and no function of their own.
+  if (name == "vmm_resource" || name == "vmm_pages_resource") {
+    return gmr_resource_downcast(r, name.c_str());
+  }
   if (name == "fixed_block_resource") return gmr_fixed_block_resource_from_resource(r);
   if (name == "graph_arena_resource") return gmr_graph_arena_resource_from_resource(r);
   if (name == "limiting_adaptor") return gmr_limiting_adaptor_from_resource(r);
@@ -89,7 +101,7 @@ class Downcast : public gmr_test::SimTest {
     for (const char *spec :
          {"tracking > limiting(limit=1GiB) > oom(policy=trim_retry) > nvtx_logging > "
           "log(file=/dev/null) > pool > chunk_listener > cuda",
-          "fixed_block > host", "graph_arena > cuda(kind=async)", "vmm_pool"}) {
+          "fixed_block > host", "graph_arena > cuda(kind=async)", "vmm", "vmm_pages"}) {
       for (gmr_resource *r : Layers(spec)) all.push_back(r);
     }
     return all;
@@ -149,6 +161,10 @@ TEST_F(Downcast, EveryTypeDowncastsToItselfAndToNothingElse) {
       EXPECT_EQ(want, gmr_resource_downcast(layer, name)) << type << " as " << name;
       EXPECT_EQ(want, typed_from_resource(name, layer)) << type << " as " << name;
     }
+    const std::string family = "vmm_pool_resource";
+    void *want = InFamily(family, type) ? static_cast<void *>(layer) : nullptr;
+    EXPECT_EQ(want, gmr_resource_downcast(layer, family.c_str())) << type << " as " << family;
+    EXPECT_EQ(want, typed_from_resource(family, layer)) << type << " as " << family;
   }
   for (const char *name : kTypeNames) {
     EXPECT_NE(seen.end(), std::find(seen.begin(), seen.end(), name))
