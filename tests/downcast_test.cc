@@ -209,6 +209,32 @@ TEST_F(Downcast, FindWalksDownToTheFirstLayerOfTheType) {
   EXPECT_EQ(nullptr, gmr_resource_find(nullptr, "pool_resource"));
 }
 
+// A family's name ("vmm_pool_resource": vmm and vmm_pages) reaches the
+// first layer of any of its types, and a user's vtable that borrows the
+// family's name is passed over as one that borrows a type's.
+TEST_F(Downcast, FindByAFamilysNameReachesEitherMemberAndOnlyGmrs) {
+  for (const char *spec : {"tracking > vmm", "tracking > pool > vmm_pages"}) {
+    SCOPED_TRACE(spec);
+    std::vector<gmr_resource *> layers = Layers(spec);
+    ASSERT_FALSE(layers.empty());
+    gmr_resource *vmm = layers.back();
+    EXPECT_EQ(vmm, gmr_resource_find(layers[0], "vmm_pool_resource"));
+    EXPECT_EQ(vmm, gmr_resource_find(layers[0], gmr_resource_get_type_name(vmm)));
+    EXPECT_EQ(static_cast<void *>(vmm), gmr_resource_downcast(vmm, "vmm_pool_resource"));
+    EXPECT_EQ(nullptr, gmr_resource_downcast(layers[0], "vmm_pool_resource"));
+  }
+  EXPECT_EQ(nullptr, gmr_resource_find(Layers("tracking > pool > vmm")[0], "vmm_pages_resource"))
+      << "a member's own name reaches that member only";
+  static const gmr_resource_vtbl borrowed = {
+      GMR_RESOURCE_VTBL_VERSION, "vmm_pool_resource", impostor_allocate, impostor_deallocate,
+      impostor_destroy, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+  };
+  impostor user = {{&borrowed}};
+  EXPECT_EQ(nullptr, gmr_resource_downcast(&user.base, "vmm_pool_resource"));
+  EXPECT_EQ(nullptr, gmr_resource_find(&user.base, "vmm_pool_resource"))
+      << "the family's name is gmr's: a user's layer named so is not one";
+}
+
 TEST_F(Downcast, FindPassesOverAUserResourceThatBorrowsAGmrTypeName) {
   gmr_host_resource *host = nullptr;
   ASSERT_EQ(GMR_OK, gmr_host_resource_create(&host));
