@@ -184,17 +184,61 @@ const gmr__resource_type *gmr__resource_type_of(const gmr_resource *r) {
   return NULL;
 }
 
-void *gmr_resource_downcast(gmr_resource *r, const char *type_name) {
-  if (type_name == NULL || gmr__resource_type_of(r) == NULL) return NULL;
-  return strcmp(r->vtbl->type_name, type_name) == 0 ? r : NULL;
+/* Types that belong to a family, filled as known_types is. */
+static _Atomic(const gmr__resource_member *) known_members[GMR__RESOURCE_TYPE_MAX];
+
+void gmr__resource_member_register(const gmr__resource_member *member) {
+  gmr__resource_type_register(member->type);
+  for (size_t i = 0; i < GMR__RESOURCE_TYPE_MAX; ++i) {
+    const gmr__resource_member *seen =
+        atomic_load_explicit(&known_members[i], memory_order_acquire);
+    if (seen == NULL) {
+      const gmr__resource_member *expected = NULL;
+      if (atomic_compare_exchange_strong_explicit(&known_members[i], &expected, member,
+                                                  memory_order_acq_rel, memory_order_acquire)) {
+        return;
+      }
+      seen = expected;
+    }
+    if (seen == member || seen->type->vtbl == member->type->vtbl) return;
+  }
+  assert(!"more gmr family members than GMR__RESOURCE_TYPE_MAX");
 }
 
-/* Whether a registered (gmr) type has this name. */
+/* The family of the registered type with vtable `vtbl`, or NULL. */
+static const char *family_of(const gmr_resource_vtbl *vtbl) {
+  for (size_t i = 0; i < GMR__RESOURCE_TYPE_MAX; ++i) {
+    const gmr__resource_member *m = atomic_load_explicit(&known_members[i], memory_order_acquire);
+    if (m == NULL) return NULL;
+    if (m->type->vtbl == vtbl) return m->family;
+  }
+  return NULL;
+}
+
+/* Whether a gmr type's instance (vtable `vtbl`) answers to `name`: its own
+ * type name, or its family's. */
+static bool answers_to(const gmr_resource_vtbl *vtbl, const char *name) {
+  if (strcmp(vtbl->type_name, name) == 0) return true;
+  const char *family = family_of(vtbl);
+  return family != NULL && strcmp(family, name) == 0;
+}
+
+void *gmr_resource_downcast(gmr_resource *r, const char *type_name) {
+  if (type_name == NULL || gmr__resource_type_of(r) == NULL) return NULL;
+  return answers_to(r->vtbl, type_name) ? r : NULL;
+}
+
+/* Whether a registered (gmr) type or family has this name. */
 static bool is_gmr_type_name(const char *type_name) {
   for (size_t i = 0; i < GMR__RESOURCE_TYPE_MAX; ++i) {
     const gmr__resource_type *t = atomic_load_explicit(&known_types[i], memory_order_acquire);
-    if (t == NULL) return false;
+    if (t == NULL) break;
     if (strcmp(t->vtbl->type_name, type_name) == 0) return true;
+  }
+  for (size_t i = 0; i < GMR__RESOURCE_TYPE_MAX; ++i) {
+    const gmr__resource_member *m = atomic_load_explicit(&known_members[i], memory_order_acquire);
+    if (m == NULL) break;
+    if (strcmp(m->family, type_name) == 0) return true;
   }
   return false;
 }
@@ -246,10 +290,9 @@ gmr_resource *gmr_resource_find(gmr_resource *top, const char *type_name) {
    * borrowing the name) is passed over, so the result always downcasts. */
   bool gmr_type = is_gmr_type_name(type_name);
   for (gmr_resource *r = top; r != NULL; r = gmr_resource_get_upstream(r)) {
-    if (strcmp(gmr_resource_get_type_name(r), type_name) == 0 &&
-        (!gmr_type || gmr__resource_type_of(r) != NULL)) {
-      return r;
-    }
+    bool match = gmr_type ? gmr__resource_type_of(r) != NULL && answers_to(r->vtbl, type_name)
+                          : strcmp(gmr_resource_get_type_name(r), type_name) == 0;
+    if (match) return r;
   }
   return NULL;
 }

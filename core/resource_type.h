@@ -46,6 +46,20 @@ typedef struct gmr__resource_type {
  * of the type is handed out. */
 void gmr__resource_type_register(const gmr__resource_type *type);
 
+/* A registered type that belongs to a family: types with a type name of
+ * their own whose instances share one handle and its functions (the VMM
+ * resources "vmm_resource" and "vmm_pages_resource" are both a
+ * gmr_vmm_pool_resource). gmr_resource_downcast() and gmr_resource_find()
+ * by the family's name reach the instances of every member. */
+typedef struct gmr__resource_member {
+  const gmr__resource_type *type;
+  const char *family; /* the family's name, e.g. "vmm_pool_resource" */
+} gmr__resource_member;
+
+/* Register member->type (as gmr__resource_type_register does) and its
+ * family (static storage); idempotent. */
+void gmr__resource_member_register(const gmr__resource_member *member);
+
 /* The registered type whose vtable `r` has, or NULL (a user's resource, an
  * invalid one, or NULL). */
 const gmr__resource_type *gmr__resource_type_of(const gmr_resource *r);

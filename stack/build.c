@@ -257,6 +257,21 @@ static gmr_status check_options(build *b, size_t i) {
   return GMR_OK;
 }
 
+/* The components that took over `name` (gmr__component.former_names),
+ * joined with " or " into `out`; false when none did. */
+static bool successors_of(const char *name, char *out, size_t out_bytes) {
+  const char *names[8];
+  size_t n = 0;
+  for (size_t k = 0; k < gmr__component_count() && n < 8; ++k) {
+    const gmr__component *c = gmr__component_at(k);
+    for (const char *const *f = c->former_names; f != NULL && *f != NULL; ++f) {
+      if (strcmp(*f, name) == 0) names[n++] = c->name;
+    }
+  }
+  if (n > 0) gmr__join_names(out, out_bytes, names, n, " or ");
+  return n > 0;
+}
+
 static gmr_status check_layers(build *b) {
   for (size_t i = 0; i < b->layer_count; ++i) {
     const gmr__spec_layer *layer = &b->spec->layers[i];
@@ -269,7 +284,13 @@ static gmr_status check_layers(build *b) {
       gmr__join_names(list, sizeof list, names, n, ", ");
       const char *near = gmr__closest_name(layer->name, names, n);
       const char *library = gmr__component_library(layer->name);
-      if (library != NULL) {
+      char successors[128];
+      if (successors_of(layer->name, successors, sizeof successors)) {
+        error_at(b, layer->offset,
+                 "component '%s' was replaced: name %s instead (gmr_stack_print_components "
+                 "says what each does)",
+                 layer->name, successors);
+      } else if (library != NULL) {
         error_at(b, layer->offset,
                  "component '%s' is in the optional library %s, which is not loaded and was "
                  "not found: link it (%s.so, Bazel //:gmr_%s) or put it next to libgmr",

@@ -78,7 +78,7 @@ static gmr_status guard_allocate_capturing(gmr_resource *self, size_t bytes, siz
   return st;
 }
 
-/* Growth in place may map pages (vmm_pool): on the resource's device. */
+/* Growth in place may map pages (vmm, vmm_pages): on the resource's device. */
 static gmr_status guard_extend(gmr_resource *self, void *ptr, size_t bytes, size_t new_bytes,
                                size_t alignment, gmr_stream stream, gmr_failure *failure) {
   gmr__device_guard *g = as_guard(self);

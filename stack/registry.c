@@ -30,7 +30,7 @@ static const gmr__component *const builtin[] = {
     &gmr__component_cuda,        &gmr__component_fixed_block, &gmr__component_graph_arena,
     &gmr__component_host,        &gmr__component_limiting,    &gmr__component_log,
     &gmr__component_nvtx_logging, &gmr__component_oom,        &gmr__component_pool,
-    &gmr__component_tracking,    &gmr__component_vmm,         &gmr__component_vmm_pool,
+    &gmr__component_tracking,    &gmr__component_vmm,         &gmr__component_vmm_pages,
 };
 #define BUILTIN_COUNT (sizeof builtin / sizeof builtin[0])
 

@@ -120,6 +120,10 @@ typedef struct gmr__component {
   gmr__component_create_fn *create;
   gmr__component_check_fn *check;     /* may be NULL */
   gmr__component_default_fn *describe_default;
+  /* Names specs used before for what this component does now, that no
+   * component has any more (NULL-terminated; may be NULL): a spec naming one
+   * is refused with a message naming every component that took it over. */
+  const char *const *former_names;
 } gmr__component;
 
 /* The component named `name`, or NULL. A component of an optional library
@@ -167,7 +171,7 @@ void gmr__describe_uint_option(uint64_t value, bool given, char *text, size_t te
 /* "true" or "false" into `text`; returns true (for describe_default). */
 bool gmr__describe_bool(bool value, char *text, size_t text_bytes);
 
-/* A peer_access option value (vmm_pool, cumem): "none" (*all false, no
+/* A peer_access option value (vmm, vmm_pages, cumem): "none" (*all false, no
  * ordinal), "all" (*all true), or device ordinals joined by '+' (',' and
  * spaces too, inside quotes) into peers[0..*count), at most max_count.
  * False when the text is none of these. */
@@ -192,7 +196,7 @@ extern const gmr__component gmr__component_oom;
 extern const gmr__component gmr__component_pool;
 extern const gmr__component gmr__component_tracking;
 extern const gmr__component gmr__component_vmm;
-extern const gmr__component gmr__component_vmm_pool;
+extern const gmr__component gmr__component_vmm_pages;
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,7 @@
  * resource that records events on frees (record_stream, stream-ordered
  * reuse) does not create and destroy one each time. One cache for the
  * resources that need it: pool (per arena), fixed_block (per shard),
- * vmm_pool (per pool) and cuda_resource (async's record_stream waits).
+ * vmm_pages (per pool) and cuda_resource (async's record_stream waits).
  * Events are created without timing (the CUDA layer's event_create).
  *
  * Thread-safe: no; the owner's lock guards it.

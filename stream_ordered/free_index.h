@@ -2,8 +2,8 @@
  * stream_ordered/free_index.h (internal): free ranges of device memory indexed by size
  * for a good fit in O(1): the one two-level segregated-fit index (TLSF,
  * Masmano et al. 2004) of gmr, used by pool_resource (one per stream slot of
- * an arena, over its free blocks) and by vmm_pool's fine placement (one per
- * stream slot of an engine, over its free regions).
+ * an arena, over its free blocks) and by vmm (one per stream slot of an
+ * engine, over its free regions).
  *
  * Sizes are counted in 256-byte units; below 32 units every size has its own
  * class (exact fit); above, each power of two is split into 32 classes, so a

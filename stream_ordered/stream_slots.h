@@ -2,7 +2,7 @@
  * stream_ordered/stream_slots.h (internal): the table of stream slots of a
  * stream-ordered sub-allocator: which slot holds the memory freed on which
  * stream. pool_resource has one per arena, fixed_block_resource one per
- * shard, vmm_pool's fine placement one per engine (RMM keeps the same
+ * shard, vmm one per engine (RMM keeps the same
  * machinery once, for its pool and fixed-size resources, in
  * detail/stream_ordered_memory_resource.hpp).
  *

@@ -26,7 +26,7 @@
 #include "gmr/policy.h"
 #include "gmr/pool_resource.h"
 #include "gmr/tracking_adaptor.h"
-#include "gmr/vmm_pool_resource.h"
+#include "gmr/vmm_pages_resource.h"
 #include "tests/support/extend_leaf.h"
 #include "tests/support/log_stats.h"
 #include "tests/support/policies.h"
@@ -452,7 +452,7 @@ TEST_F(ExtendTest, APoolGrowsItsChunkInPlaceThroughTrackingAndLimiting) {
   EXPECT_EQ(0u, gmr_limiting_adaptor_get_used_bytes(L(l)));
 }
 
-// The same through vmm_pool, which grows by mapping pages after the chunk
+// The same through vmm_pages, which grows by mapping pages after the chunk
 // (tests/gpu/adaptor_extend_gpu_test runs this on a GPU).
 TEST_F(ExtendTest, APoolOverVmmPoolGrowsInPlaceThroughLimitingAndTracking) {
   gmr_vmm_pool_resource_config vc = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
@@ -460,7 +460,7 @@ TEST_F(ExtendTest, APoolOverVmmPoolGrowsInPlaceThroughLimitingAndTracking) {
   vc.va_chunk_bytes = size_t{1} << 30;
   gmr_vmm_pool_resource *vmm = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
-  ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&vc, &vmm, &f)) << f.message;
+  ASSERT_EQ(GMR_OK, gmr_vmm_pages_resource_create(&vc, &vmm, &f)) << f.message;
   gmr_resource *v = gmr_vmm_pool_resource_as_resource(vmm);
   gmr_resource *t = Tracking(v);
   gmr_resource *l = Limiting(t, 64 * MiB);
@@ -485,20 +485,20 @@ TEST_F(ExtendTest, APoolOverVmmPoolGrowsInPlaceThroughLimitingAndTracking) {
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 3 * MiB, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 3 * MiB, 0, nullptr));
   // gmr_resource_trim walks the whole stack and sums what every layer gave
-  // back: the pool its grown chunk (to vmm_pool, through limiting and
-  // tracking), then vmm_pool the same bytes of pages (to the driver). Seen
+  // back: the pool its grown chunk (to vmm_pages, through limiting and
+  // tracking), then vmm_pages the same bytes of pages (to the driver). Seen
   // on an H100: 16 MiB released for an 8 MiB chunk.
   gmr_vmm_pool_resource_stats vs = GMR_VMM_POOL_RESOURCE_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_get_stats(vmm, &vs));
   size_t mapped = vs.mapped_bytes;
-  EXPECT_EQ(ps.held_bytes, mapped) << "vmm_pool maps exactly the pool's chunk";
+  EXPECT_EQ(ps.held_bytes, mapped) << "vmm_pages maps exactly the pool's chunk";
   size_t released = 0;
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
   ASSERT_EQ(GMR_OK, gmr_pool_resource_get_stats(pool, &ps));
   EXPECT_EQ(0u, ps.held_bytes) << "the pool gave its chunk back";
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_get_stats(vmm, &vs));
-  EXPECT_EQ(0u, vs.mapped_bytes) << "vmm_pool gave its pages back";
-  EXPECT_EQ(2 * mapped, released) << "the pool's chunk, then vmm_pool's pages";
+  EXPECT_EQ(0u, vs.mapped_bytes) << "vmm_pages gave its pages back";
+  EXPECT_EQ(2 * mapped, released) << "the pool's chunk, then vmm_pages' pages";
   EXPECT_EQ(0, TrackingStats(t).bytes.current);
   EXPECT_EQ(0u, gmr_limiting_adaptor_get_used_bytes(L(l)));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
@@ -567,7 +567,7 @@ class DeviceGuardExtend : public gmr_test::SimTest {
 };
 
 TEST_F(DeviceGuardExtend, ForwardsGrowthOnTheResourcesDeviceAndRestoresTheCallers) {
-  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("vmm_pool(small_pool=false)", nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("vmm_pages(small_pool=false)", nullptr));
   gmr_resource *r = nullptr;
   gmr_spec_error error;
   ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &r, &error)) << error.message;

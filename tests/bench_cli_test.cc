@@ -174,7 +174,7 @@ TEST(BenchCliTest, AnUnknownStackIsAUsageErrorListingTheKnownOnes) {
   EXPECT_EQ(2, r.exit_code);
   EXPECT_EQ("bench: stack 'pol': spec:1:1: unknown component 'pol' (did you mean 'pool'? known: "
             "chunk_listener, cuda, cumem, fixed_block, graph_arena, host, limiting, log, "
-            "nvtx_logging, oom, pool, symmetric, tracking, vmm, vmm_pool); aliases: "
+            "nvtx_logging, oom, pool, symmetric, tracking, vmm, vmm_pages); aliases: "
             "cuda_device, cuda_async, cuda_managed, host, pool, fixed_block, graph_pool, vmm, "
             "pool_device, pool_one_arena, fixed_block_device, pool_host\n",
             r.err);

@@ -30,8 +30,8 @@ const Case kCases[] = {
     {"vmm", "vmm", 1 * kMiB},
     {"vmm_small_requests", "vmm", 4096},
     {"pool", "pool(min_growth=1MiB, max_growth=1MiB, granularity=1MiB) > cuda", 1 * kMiB},
-    {"vmm_pool_pages", "vmm_pool", 4 * kMiB},
-    {"vmm_pool_small_path", "vmm_pool", 64 * 1024},
+    {"vmm_pages", "vmm_pages", 4 * kMiB},
+    {"vmm_pages_small_path", "vmm_pages", 64 * 1024},
     {"graph_arena", "graph_arena(policy=ordered_reuse, chunk=1MiB) > cuda", 1 * kMiB},
 };
 

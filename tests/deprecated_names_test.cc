@@ -104,7 +104,7 @@ TEST_F(DeprecatedNames, TheDeviceRegistryAnswersAsItsNewNames) {
 TEST_F(DeprecatedNames, TheFindsAnswerAsTheGenericFind) {
   gmr_stack *stack = nullptr;
   gmr_spec_error error;
-  ASSERT_EQ(GMR_OK, gmr_stack_create("tracking > graph_arena > pool > chunk_listener > vmm_pool",
+  ASSERT_EQ(GMR_OK, gmr_stack_create("tracking > graph_arena > pool > chunk_listener > vmm_pages",
                                      &stack, &error))
       << error.message;
   gmr_resource *top = gmr_stack_as_resource(stack);
@@ -143,7 +143,7 @@ TEST_F(DeprecatedNames, TheInvariantChecksAnswerAsGmrResourceCheck) {
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_pool_resource_as_resource(pool)));
   gmr_stack *stack = nullptr;
   gmr_spec_error error;
-  ASSERT_EQ(GMR_OK, gmr_stack_create("vmm_pool", &stack, &error)) << error.message;
+  ASSERT_EQ(GMR_OK, gmr_stack_create("vmm_pages", &stack, &error)) << error.message;
   gmr_vmm_pool_resource *vmm = gmr_vmm_pool_resource_from_resource(gmr_stack_as_resource(stack));
   ASSERT_NE(nullptr, vmm);
   std::snprintf(err, sizeof err, "x");

@@ -59,7 +59,7 @@ TEST_F(DeviceResourceTest, CreatedLazilyFromTheDefaultSpecOncePerDevice) {
   ASSERT_EQ(GMR_OK, gmr_device_resource_get(0, &b, nullptr));
   EXPECT_EQ(a, b);
   EXPECT_STREQ("device_guard", gmr_resource_get_type_name(a));
-  EXPECT_STREQ("vmm_pool_resource", gmr_resource_get_type_name(gmr_resource_get_upstream(a)));
+  EXPECT_STREQ("vmm_resource", gmr_resource_get_type_name(gmr_resource_get_upstream(a)));
   EXPECT_STREQ("vmm", GMR_DEVICE_RESOURCE_DEFAULT_SPEC) << "the frameworks' default too";
   EXPECT_STREQ(GMR_DEVICE_RESOURCE_DEFAULT_SPEC, gmr_device_resource_get_spec(0));
   // One memory allocation of the process's device, made current for it.

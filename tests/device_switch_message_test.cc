@@ -81,9 +81,9 @@ TEST_P(DeviceSwitchMessage, EachRefusedCallIsNamedInTheFailure) {
 }
 
 // Every stack whose resource switches devices with the same code: the CUDA
-// resource, vmm_pool's page path and its fine placement (`vmm`).
+// resource, vmm_pages and vmm.
 INSTANTIATE_TEST_SUITE_P(Resources, DeviceSwitchMessage,
-                         ::testing::Values("cuda(kind=device)", "vmm_pool", "vmm"),
+                         ::testing::Values("cuda(kind=device)", "vmm_pages", "vmm"),
                          [](const ::testing::TestParamInfo<const char *> &info) {
                            std::string name = info.param;
                            return name.substr(0, name.find('('));

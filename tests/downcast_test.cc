@@ -40,10 +40,18 @@ const gmr_resource_vtbl kImpostorVtbl = {
 // Every type name of libgmr, and the optional libraries' that a spec can
 // build on the simulation.
 const char *const kTypeNames[] = {
-    "cuda_resource",   "host_resource",    "pool_resource",        "vmm_pool_resource",
-    "fixed_block_resource", "graph_arena_resource", "limiting_adaptor", "tracking_adaptor",
-    "oom_adaptor",     "log_adaptor",      "nvtx_logging_adaptor", "chunk_listener_adaptor",
+    "cuda_resource",        "host_resource",        "pool_resource",
+    "vmm_resource",         "vmm_pages_resource",   "fixed_block_resource",
+    "graph_arena_resource", "limiting_adaptor",     "tracking_adaptor",
+    "oom_adaptor",          "log_adaptor",          "nvtx_logging_adaptor",
+    "chunk_listener_adaptor",
 };
+
+// The families: a name that reaches every type of its family (their
+// common handle), and those types.
+bool InFamily(const std::string &family, const std::string &type) {
+  return family == "vmm_pool_resource" && (type == "vmm_resource" || type == "vmm_pages_resource");
+}
 
 // The per-type inline function of `name` on `r` (the header's definition).
 void *typed_from_resource(const std::string &name, gmr_resource *r) {
@@ -51,6 +59,10 @@ void *typed_from_resource(const std::string &name, gmr_resource *r) {
   if (name == "host_resource") return gmr_host_resource_from_resource(r);
   if (name == "pool_resource") return gmr_pool_resource_from_resource(r);
   if (name == "vmm_pool_resource") return gmr_vmm_pool_resource_from_resource(r);
+  // vmm and vmm_pages have the family's handle, and no function of their own.
+  if (name == "vmm_resource" || name == "vmm_pages_resource") {
+    return gmr_resource_downcast(r, name.c_str());
+  }
   if (name == "fixed_block_resource") return gmr_fixed_block_resource_from_resource(r);
   if (name == "graph_arena_resource") return gmr_graph_arena_resource_from_resource(r);
   if (name == "limiting_adaptor") return gmr_limiting_adaptor_from_resource(r);
@@ -89,7 +101,7 @@ class Downcast : public gmr_test::SimTest {
     for (const char *spec :
          {"tracking > limiting(limit=1GiB) > oom(policy=trim_retry) > nvtx_logging > "
           "log(file=/dev/null) > pool > chunk_listener > cuda",
-          "fixed_block > host", "graph_arena > cuda(kind=async)", "vmm_pool"}) {
+          "fixed_block > host", "graph_arena > cuda(kind=async)", "vmm", "vmm_pages"}) {
       for (gmr_resource *r : Layers(spec)) all.push_back(r);
     }
     return all;
@@ -149,6 +161,10 @@ TEST_F(Downcast, EveryTypeDowncastsToItselfAndToNothingElse) {
       EXPECT_EQ(want, gmr_resource_downcast(layer, name)) << type << " as " << name;
       EXPECT_EQ(want, typed_from_resource(name, layer)) << type << " as " << name;
     }
+    const std::string family = "vmm_pool_resource";
+    void *want = InFamily(family, type) ? static_cast<void *>(layer) : nullptr;
+    EXPECT_EQ(want, gmr_resource_downcast(layer, family.c_str())) << type << " as " << family;
+    EXPECT_EQ(want, typed_from_resource(family, layer)) << type << " as " << family;
   }
   for (const char *name : kTypeNames) {
     EXPECT_NE(seen.end(), std::find(seen.begin(), seen.end(), name))
@@ -191,6 +207,32 @@ TEST_F(Downcast, FindWalksDownToTheFirstLayerOfTheType) {
   EXPECT_EQ(nullptr, gmr_resource_find(top, ""));
   EXPECT_EQ(nullptr, gmr_resource_find(top, nullptr));
   EXPECT_EQ(nullptr, gmr_resource_find(nullptr, "pool_resource"));
+}
+
+// A family's name ("vmm_pool_resource": vmm and vmm_pages) reaches the
+// first layer of any of its types, and a user's vtable that borrows the
+// family's name is passed over as one that borrows a type's.
+TEST_F(Downcast, FindByAFamilysNameReachesEitherMemberAndOnlyGmrs) {
+  for (const char *spec : {"tracking > vmm", "tracking > pool > vmm_pages"}) {
+    SCOPED_TRACE(spec);
+    std::vector<gmr_resource *> layers = Layers(spec);
+    ASSERT_FALSE(layers.empty());
+    gmr_resource *vmm = layers.back();
+    EXPECT_EQ(vmm, gmr_resource_find(layers[0], "vmm_pool_resource"));
+    EXPECT_EQ(vmm, gmr_resource_find(layers[0], gmr_resource_get_type_name(vmm)));
+    EXPECT_EQ(static_cast<void *>(vmm), gmr_resource_downcast(vmm, "vmm_pool_resource"));
+    EXPECT_EQ(nullptr, gmr_resource_downcast(layers[0], "vmm_pool_resource"));
+  }
+  EXPECT_EQ(nullptr, gmr_resource_find(Layers("tracking > pool > vmm")[0], "vmm_pages_resource"))
+      << "a member's own name reaches that member only";
+  static const gmr_resource_vtbl borrowed = {
+      GMR_RESOURCE_VTBL_VERSION, "vmm_pool_resource", impostor_allocate, impostor_deallocate,
+      impostor_destroy, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+  };
+  impostor user = {{&borrowed}};
+  EXPECT_EQ(nullptr, gmr_resource_downcast(&user.base, "vmm_pool_resource"));
+  EXPECT_EQ(nullptr, gmr_resource_find(&user.base, "vmm_pool_resource"))
+      << "the family's name is gmr's: a user's layer named so is not one";
 }
 
 TEST_F(Downcast, FindPassesOverAUserResourceThatBorrowsAGmrTypeName) {

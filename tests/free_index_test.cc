@@ -1,5 +1,5 @@
 // core/free_index: the one TLSF index of gmr (pool_resource's free blocks,
-// vmm_pool's fine placement): size classes at their edges, best fit with an
+// vmm's fine placement): size classes at their edges, best fit with an
 // exact fit first, ties to the lower address, the first larger class,
 // alignment, the scan bound, resizing, walking, and check() finding what is
 // inconsistent.

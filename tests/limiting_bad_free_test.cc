@@ -63,7 +63,7 @@ TEST_F(LimitingBadFree, ADoubleFreeIsNamedWhateverElseIsOutstanding) {
            "limiting(limit=1MiB) > pool(stream_ordered=false) > host",
            "limiting > vmm",
            "limiting(limit=1GiB) > vmm",
-           "limiting(limit=1GiB) > vmm_pool",
+           "limiting(limit=1GiB) > vmm_pages",
        }) {
     SCOPED_TRACE(spec);
     Build(spec);

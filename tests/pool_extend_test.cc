@@ -1,5 +1,5 @@
 // pool_resource over an upstream that grows allocations in place (the extend
-// slot of gmr/resource.h, as vmm_pool has it): the pool grows a chunk whose
+// slot of gmr/resource.h, as vmm_pages has it): the pool grows a chunk whose
 // free tail then holds the request, instead of taking a new chunk; when the
 // upstream refuses, it takes a new chunk as before.
 #include <gtest/gtest.h>

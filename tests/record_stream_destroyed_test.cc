@@ -4,7 +4,7 @@
 // block back: the free succeeds (a second one is a double free), and the
 // memory is never handed out before the work the destroyed stream had
 // queued is done (the driver runs it after cudaStreamDestroy returns).
-// vmm (placement=fine) and the small path of vmm_pool kept refusing such a
+// vmm and the small path of vmm_pages kept refusing such a
 // free: the record failed, then the host wait on the dead stream failed.
 #include <gtest/gtest.h>
 
@@ -35,7 +35,7 @@ const Case kHoldBack[] = {
 const Case kWaitAtFree[] = {
     {"vmm", "vmm(growth_percent=0)", size_t{1} << 20},
     {"vmm_small", "vmm(growth_percent=0)", 5000},
-    {"vmm_pool_small_path", "vmm_pool", 5000},  // placement=pages: the same engine, in chunks
+    {"vmm_pages_small_path", "vmm_pages", 5000},  // vmm_pages: the same engine, in chunks
 };
 
 class RecordStreamDestroyed : public gmr_test::SimTest,

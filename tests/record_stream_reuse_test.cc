@@ -1,6 +1,6 @@
 // record_stream reuse with PyTorch's semantics (issue 20), for every
 // resource that honours record_stream by holding the block back: pool,
-// fixed_block and vmm (vmm_pool with placement=fine). A block freed with a
+// fixed_block and vmm. A block freed with a
 // pending use on another stream is not reused while that use is pending;
 // once it has completed, the next request of the same size on the
 // allocating stream gets the block back, so a record_stream-heavy loop holds
@@ -31,7 +31,7 @@ const Case kCases[] = {
     {"fixed_block", "fixed_block(block=1MiB, blocks_per_chunk=8) > cuda", size_t{1} << 20},
     {"vmm", "vmm(growth_percent=0)", size_t{1} << 20},
     {"vmm_small", "vmm(growth_percent=0)", 5000},
-    {"vmm_pool_small_path", "vmm_pool", 5000},  // placement=pages: the same engine, in chunks
+    {"vmm_pages_small_path", "vmm_pages", 5000},  // vmm_pages: the same engine, in chunks
 };
 
 class RecordStreamReuse : public gmr_test::SimTest,

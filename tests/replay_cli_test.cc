@@ -189,7 +189,7 @@ TEST(ReplayCliTest, UnknownStackFailsBeforeAnyWork) {
   EXPECT_EQ(
       "gmr replay: stack 'pooll': spec:1:1: unknown component 'pooll' (did you mean 'pool'? known: "
       "chunk_listener, cuda, cumem, fixed_block, graph_arena, host, limiting, log, nvtx_logging, "
-      "oom, pool, symmetric, tracking, vmm, vmm_pool); "
+      "oom, pool, symmetric, tracking, vmm, vmm_pages); "
       "aliases: cuda_device, cuda_async, cuda_managed, host, pool, fixed_block, graph_pool, "
       "vmm\n",
       r.err);

@@ -266,10 +266,10 @@ TEST_F(ReplayTest, MalformedSpecsFailSayWhereAndListTheAliases) {
   const std::pair<const char *, const char *> cases[] = {
       {"pooll", "spec:1:1: unknown component 'pooll' (did you mean 'pool'? known: "
                 "chunk_listener, cuda, cumem, fixed_block, graph_arena, host, limiting, log, "
-                "nvtx_logging, oom, pool, symmetric, tracking, vmm, vmm_pool)"},
+                "nvtx_logging, oom, pool, symmetric, tracking, vmm, vmm_pages)"},
       {"cuda_Device", "spec:1:1: unknown component 'cuda_Device' (known: chunk_listener, cuda, "
                       "cumem, fixed_block, graph_arena, host, limiting, log, nvtx_logging, oom, "
-                      "pool, symmetric, tracking, vmm, vmm_pool)"},
+                      "pool, symmetric, tracking, vmm, vmm_pages)"},
       {"", "spec: the spec is empty: name at least one resource, e.g. 'cuda(kind=async)'"},
       {"host,cuda_async", "spec:1:5: expected '>' or the end of the spec, found ','"},
   };

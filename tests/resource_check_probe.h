@@ -16,7 +16,7 @@ extern "C" {
 /* Add `delta` to the bytes the pool says it holds (its arenas do not). */
 void resource_check_probe_skew_pool(gmr_pool_resource *pool, long delta);
 
-/* Add `delta` to the VA chunk count of a vmm pool of placement=pages. */
+/* Add `delta` to the VA chunk count of a vmm_pages. */
 void resource_check_probe_skew_vmm_pool(gmr_vmm_pool_resource *pool, long delta);
 
 #ifdef __cplusplus

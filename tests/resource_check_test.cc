@@ -87,7 +87,7 @@ TEST_F(ResourceCheck, ItReachesThePoolsBooksFromTheTop) {
 }
 
 TEST_F(ResourceCheck, ItReachesTheVmmPoolsBooksFromTheTop) {
-  gmr_resource *top = Build("tracking > vmm_pool(placement=pages)");
+  gmr_resource *top = Build("tracking > vmm_pages");
   Use(top);
   gmr_vmm_pool_resource *pool =
       gmr_vmm_pool_resource_from_resource(gmr_resource_find(top, "vmm_pool_resource"));

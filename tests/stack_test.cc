@@ -154,15 +154,15 @@ TEST_F(Stack, UnknownNamesSuggestTheClosestOne) {
   EXPECT_EQ(33, last_column_);
   EXPECT_EQ("spec:1:1: unknown component 'trackin' (did you mean 'tracking'? known: "
             "chunk_listener, cuda, cumem, fixed_block, graph_arena, host, limiting, log, "
-            "nvtx_logging, oom, pool, symmetric, tracking, vmm, vmm_pool)",
+            "nvtx_logging, oom, pool, symmetric, tracking, vmm, vmm_pages)",
             Error("trackin > host"));
   EXPECT_EQ("spec:1:8: unknown component 'zzz' (known: chunk_listener, cuda, cumem, fixed_block, "
             "graph_arena, host, limiting, log, nvtx_logging, oom, pool, symmetric, tracking, "
-            "vmm, vmm_pool)",
+            "vmm, vmm_pages)",
             Error("host > zzz"));
   EXPECT_EQ("spec:2:3: unknown component 'limting' (did you mean 'limiting'? known: "
             "chunk_listener, cuda, cumem, fixed_block, graph_arena, host, limiting, log, "
-            "nvtx_logging, oom, pool, symmetric, tracking, vmm, vmm_pool)",
+            "nvtx_logging, oom, pool, symmetric, tracking, vmm, vmm_pages)",
             Error("tracking >\n  limting > host"));
   EXPECT_EQ(2, last_line_);
   EXPECT_EQ("spec:1:10: unknown option 'colour' for limiting (options: limit, on_limit, padding, "

@@ -6,7 +6,7 @@
 // Streams A, B, C. A frees X while its work still runs (held). B allocates:
 // the resource makes B wait on A's event and gives B memory of X. C
 // allocates: if it gets bytes of X it must be ordered after A's work
-// (rmm#2489 is this defect in RMM; vmm and vmm_pool's small path had it).
+// (rmm#2489 is this defect in RMM; vmm and vmm_pages' small path had it).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -132,12 +132,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         // vmm: regions moved to B after its wait (vmm_fine_alloc.c, wait_for_other).
         Sizes{"vmm", 8 * kMiB, 2 * kMiB, 4 * kMiB, 1, 0},
-        // vmm_pool's small path: the same engine over page chunks.
-        Sizes{"vmm_pool", 1 * kMiB, 256 * kKiB, 512 * kKiB, 1, 0},
-        // vmm_pool's small path: a chunk the page pool made of X's pages by
+        // vmm_pages' small path: the same engine over page chunks.
+        Sizes{"vmm_pages", 1 * kMiB, 256 * kKiB, 512 * kKiB, 1, 0},
+        // vmm_pages' small path: a chunk the page pool made of X's pages by
         // waiting on A (vmm_fine_chunks.c): its rest reaches C. B's first
         // chunk (2 MiB) is full, so B's request needs a new one.
-        Sizes{"vmm_pool", 4 * kMiB, 64 * kKiB, 512 * kKiB, 1, 2 * kMiB - 512},
+        Sizes{"vmm_pages", 4 * kMiB, 64 * kKiB, 512 * kKiB, 1, 2 * kMiB - 512},
         // The pool and fixed_block did this step right: the reference.
         Sizes{"pool > cuda", 8 * kMiB, 2 * kMiB, 4 * kMiB, 1, 0},
         Sizes{"fixed_block(block=64KiB) > cuda", 64 * kKiB, 64 * kKiB, 64 * kKiB, 2, 0}),

@@ -1,5 +1,5 @@
 // core/stream_slots: the one stream-slot table of pool_resource,
-// fixed_block_resource and vmm_pool's fine placement, over a fake resource
+// fixed_block_resource and vmm's fine placement, over a fake resource
 // whose slots hold a count of blocks (tests/stream_slots_probe.h): create,
 // the cached hit, a slot retired by another stream id (or taken over when
 // empty), reuse of empty slots and the reuse-at threshold, growth,
@@ -223,7 +223,7 @@ TEST_F(StreamSlots, EmptySlotsGoToNewStreamsOnlyFromTheReuseThresholdOn) {
 }
 
 TEST_F(StreamSlots, NeverReusedUnlessRetired) {
-  Init(true, false, kC.reuse_never);  // vmm_pool's fine placement
+  Init(true, false, kC.reuse_never);  // vmm's fine placement
   for (uint32_t i = 1; i <= 40; ++i) Of(0x1000 * i, i);
   EXPECT_EQ(41u, Table().count);
   EXPECT_EQ(40u, Table().active);

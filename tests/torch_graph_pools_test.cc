@@ -110,7 +110,7 @@ class GraphPools : public gmr_test::TorchShimTest,
 
 // Stacks gmr.torch documents for captures, plus the plain ones.
 INSTANTIATE_TEST_SUITE_P(Stacks, GraphPools,
-                         ::testing::Values("vmm", "vmm_pool", "pool > cuda(kind=device)",
+                         ::testing::Values("vmm", "vmm_pages", "pool > cuda(kind=device)",
                                            "cuda(kind=device)",
                                            "tracking > limiting(limit=512MiB) > pool > "
                                            "cuda(kind=device)"));

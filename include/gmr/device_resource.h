@@ -11,7 +11,7 @@
  *   1. the spec given to gmr_device_resource_set_spec();
  *   2. the environment variable GMR_STACK (read at that moment);
  *   3. GMR_DEVICE_RESOURCE_DEFAULT_SPEC ("vmm"), or, on a device whose driver
- *      offers no virtual memory management (the spec's vmm_pool reports
+ *      offers no virtual memory management (the spec's vmm reports
  *      GMR_ERR_UNSUPPORTED), GMR_DEVICE_RESOURCE_FALLBACK_SPEC.
  * The registry puts a thin adaptor (type name "device_guard") on top of each
  * stack it creates: every call that may reach CUDA makes the resource's

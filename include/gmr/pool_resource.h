@@ -58,7 +58,7 @@
  *    free chunks; with several arenas it then uses the other arenas' free
  *    memory, and finally makes them give back their wholly free chunks and
  *    tries once more, before failing. An upstream that can grow an allocation
- *    in place (the extend slot of gmr/resource.h: vmm_pool) extends a chunk
+ *    in place (the extend slot of gmr/resource.h: vmm, vmm_pages) extends a chunk
  *    instead: the chunk whose free tail is largest grows until that tail
  *    holds max(request, growth step), one contiguous free block, no new
  *    chunk (not while annotating for memory checkers, nor during capture);

@@ -431,12 +431,14 @@ GMR_API const char *gmr_resource_get_type_name(const gmr_resource *r);
  * themselves).
  *
  * Type names are those gmr_resource_get_type_name() reports: "cuda_resource",
- * "host_resource", "pool_resource", "vmm_pool_resource",
+ * "host_resource", "pool_resource", "vmm_resource", "vmm_pages_resource",
  * "fixed_block_resource", "graph_arena_resource", "limiting_adaptor",
  * "tracking_adaptor", "oom_adaptor", "log_adaptor", "nvtx_logging_adaptor";
  * and those of the optional libraries ("memory_space", "numa_host_resource",
  * "scoped_pool", "cumem_resource", "symmetric_resource",
- * "chunk_listener_adaptor").
+ * "chunk_listener_adaptor"). A family's name reaches each of its types:
+ * "vmm_pool_resource" is "vmm_resource" or "vmm_pages_resource", whose
+ * common handle is gmr_vmm_pool_resource (gmr/vmm_pool_resource.h).
  * Ownership: the result is `r`, borrowed as `r` is.
  * Thread-safe: yes (reads the vtable and a lock-free table of gmr's types).
  * Stream/device: no CUDA call.
@@ -453,9 +455,9 @@ GMR_API void *gmr_resource_downcast(gmr_resource *r, const char *type_name);
  * limiting adaptor for its limit. The result downcasts with the type's
  * *_from_resource() (gmr_resource_downcast()).
  *
- * For the name of a gmr type (see gmr_resource_downcast()) only gmr's own
- * instances match, so the result always downcasts; for any other name, the
- * first layer whose vtable has that type_name (a user's type).
+ * For the name of a gmr type or family (see gmr_resource_downcast()) only
+ * gmr's own instances match, so the result always downcasts; for any other
+ * name, the first layer whose vtable has that type_name (a user's type).
  * A stack whose upstream links loop (a user's get_upstream that returns its
  * own layer or one above it; gmr_resource_check() names the layers) gives
  * NULL, whatever layers it has: the walk looks for a loop first, in

@@ -1,6 +1,6 @@
 /*
  * gmr/vmm_pool_sleep.h: tags, sleep and wake of gmr_vmm_pool_resource
- * (gmr/vmm_pool_resource.h, both placements): what LLM inference servers do
+ * (gmr/vmm_pool_resource.h: vmm and vmm_pages alike): what LLM inference servers do
  * between workloads (vLLM's sleep mode and its CuMemAllocator, SGLang's
  * torch_memory_saver, NVIDIA Dynamo's GPU memory service). docs/serving.md
  * maps their calls to these.
@@ -13,12 +13,12 @@
  *
  * Sleep: the device is synchronised (so work still running on the memory
  * finishes first: the rule is "synchronise", never "refuse"), every free
- * page (and, in PAGES placement, zombie) goes back to the device as trim
+ * page (and, in vmm_pages, zombie) goes back to the device as trim
  * gives it, the live allocations of the tags to save are copied to host
  * memory (pinned with cudaHostAlloc, or pageable), then the physical memory
  * of every live allocation not of a tag to keep is unmapped and released:
  * its addresses stay reserved and the allocation is ASLEEP. Allocations of a
- * tag to keep stay mapped, with their contents (in FINE placement the
+ * tag to keep stay mapped, with their contents (in vmm the
  * physical memory they share with others stays too: memory moves in whole
  * handles). Wake maps fresh physical memory at the same addresses and copies
  * the saved contents back, so pointers, and CUDA graphs captured before
@@ -88,7 +88,7 @@ extern "C" {
 /**
  * Give allocations made from now on tag `tag` (0 at create): e.g. set 1
  * before loading weights and 2 before the KV cache, then save only tag 1 at
- * sleep. Chunks of the internal small pool (PAGES placement) get the tag in
+ * sleep. Chunks of vmm_pages' small path get the tag in
  * force when they are made: their small blocks share it.
  * Units: a tag number, 0..GMR_VMM_POOL_MAX_TAG.
  * Thread-safe: yes (under the pool's or the engine's lock). The tag is the
@@ -106,9 +106,9 @@ GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_set_default_tag(
     gmr_vmm_pool_resource *pool, uint32_t tag);
 
 /**
- * Tag the live (or asleep) allocation starting at `ptr`. PAGES placement:
- * an allocation of whole pages (a small block lives in a chunk that has the
- * chunk's tag); FINE placement: any allocation.
+ * Tag the live (or asleep) allocation starting at `ptr`. vmm_pages: an
+ * allocation of whole pages (a small block lives in a chunk that has the
+ * chunk's tag); vmm: any allocation.
  * Units: a tag number, 0..GMR_VMM_POOL_MAX_TAG.
  * Thread-safe: yes (under the pool's or the engine's lock).
  * Stream/device: no CUDA call; safe during a capture.
@@ -274,8 +274,8 @@ GMR_API bool gmr_vmm_pool_resource_is_asleep(gmr_vmm_pool_resource *pool);
 #define GMR_VMM_POOL_TAG_STATS_VERSION 1u
 
 /* What the allocations of some tags hold, in bytes unless named _count.
- * Bytes are as placed: whole pages (PAGES placement; a small-pool chunk
- * counts under its own tag), 256-byte units (FINE placement). */
+ * Bytes are as placed: whole pages (vmm_pages; a small-path chunk
+ * counts under its own tag), 256-byte units (vmm). */
 typedef struct gmr_vmm_pool_tag_stats {
   size_t size;         /* sizeof as the caller knows it */
   uint32_t version;    /* GMR_VMM_POOL_TAG_STATS_VERSION as the caller knows it */

@@ -11,7 +11,7 @@
 // When a vmm pool serves the stack (gmr_resource_find), each chunk
 // gets the tag GMR_TORCH_GRAPH_POOL_TAG, so that sleep can treat the memory
 // of CUDA graphs apart from the rest (gmr.serving: the tag "graphs"). A
-// stack that sub-allocates above the pool (pool > vmm_pool) hands out no
+// stack that sub-allocates above the pool (pool > vmm_pages) hands out no
 // pool allocation to tag: its chunks keep the pool's tag.
 #include <cstdio>
 #include <cstdlib>

@@ -38,7 +38,7 @@
  * back at the next safe point (empty_cache, which synchronises the device
  * first, or an out-of-memory retry), as PyTorch's does. Requests outside
  * pools never touch the arena. What the arena needs of the stack during a
- * capture is allocate_capturing (vmm, vmm_pool, pool or fixed_block over
+ * capture is allocate_capturing (vmm, vmm_pages, pool or fixed_block over
  * cuda(kind=device)); a stack that cannot (cuda(kind=async) at the bottom
  * with no free memory) fails the request with GMR_ERR_CAPTURE_UNSAFE and a
  * message that names the stack and what to use, leaving the capture valid.

@@ -2,7 +2,8 @@
 
 What vLLM's sleep mode (CuMemAllocator, SleepModeBackend) and SGLang's
 torch_memory_saver do, over gmr's VMM pool (the default stack "vmm" of
-gmr.torch and gmr.cupy, or any stack with a vmm_pool under its adaptors):
+gmr.torch and gmr.cupy, or any stack with vmm or vmm_pages under its
+adaptors):
 give the physical memory of a model back to the device while it sleeps, and
 map it again at the same virtual addresses when it wakes, so that pointers
 and CUDA graphs captured before sleep stay valid. Standard library and
@@ -153,7 +154,7 @@ def _pool(device: int) -> int:
         raise gmr.GmrError("GMR_ERR_UNSUPPORTED",
                            "gmr.serving: the stack of device %d (%s) has no vmm pool; tags, sleep "
                            "and wake need one: use the spec 'vmm' (gmr.torch's default) or put "
-                           "'vmm' or 'vmm_pool' at the bottom of yours"
+                           "'vmm' or 'vmm_pages' at the bottom of yours"
                            % (device, gmr.device_spec(device)))
     return int(pool)
 

@@ -1,13 +1,14 @@
 /*
  * resources/pool/pool_extend.c (internal): growing a chunk in place. When
  * the upstream can extend a live allocation (the extend slot of
- * gmr/resource.h: vmm_pool maps pages after it), the pool grows a chunk whose
- * last block is free instead of taking a new chunk: the new bytes merge with
- * that free tail, so the free space is contiguous and a request larger than
- * any free block may fit without a second chunk (PyTorch's expandable
- * segments do the same). If the upstream cannot, a new chunk is taken as
- * before. Not used while annotating for memory checkers (an NVTX heap cannot
- * grow) nor during capture (allocate_capturing grows through its own slot).
+ * gmr/resource.h: vmm and vmm_pages map pages after it), the pool grows a
+ * chunk whose last block is free instead of taking a new chunk: the new
+ * bytes merge with that free tail, so the free space is contiguous and a
+ * request larger than any free block may fit without a second chunk
+ * (PyTorch's expandable segments do the same). If the upstream cannot, a new
+ * chunk is taken as before. Not used while annotating for memory checkers
+ * (an NVTX heap cannot grow) nor during capture (allocate_capturing grows
+ * through its own slot).
  */
 #define _POSIX_C_SOURCE 200809L
 

@@ -318,7 +318,7 @@ static gmr_status grow_locked(gmr__pool_arena *a, const gmr__pool_request *r, vo
      * memory split over chunks too small for the request does not raise the
      * footprint. */
     if (pool->config.release_on_growth) (void)release_free_for(a, si, want, true);
-    /* An upstream that extends allocations in place (vmm_pool): a chunk's
+    /* An upstream that extends allocations in place (vmm, vmm_pages): a chunk's
      * free tail grows instead of a new chunk. */
     if (gmr__pool_grow_in_place(a, r, want, out_ptr)) return GMR_OK;
   }

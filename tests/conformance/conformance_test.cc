@@ -2,7 +2,7 @@
 // alone and under the pools: every cuda kind the simulation supports, host,
 // pool, fixed_block and graph_arena in its two uncaptured modes. Adaptors and
 // stacks: adaptor_conformance_test.cc; tiers, scoped pools and the device
-// registry: tiers_conformance_test.cc; vmm_pool: tests/vmm.
+// registry: tiers_conformance_test.cc; vmm_pages: tests/vmm.
 #include <gtest/gtest.h>
 
 #include <vector>

@@ -1,9 +1,9 @@
 // Growth in place through adaptors on a real GPU: `pool > limiting >
-// tracking > vmm_pool` grows its chunk in place (the version-3 extend slot,
-// forwarded by limiting and tracking down to vmm_pool, which maps new pages
+// tracking > vmm_pages` grows its chunk in place (the version-3 extend slot,
+// forwarded by limiting and tracking down to vmm_pages, which maps new pages
 // after the chunk), the grown bytes are real device memory (written by the
 // GPU and read back), the adaptors' books equal what the pool holds, and a
-// trim gives back the chunk and then vmm_pool's pages.
+// trim gives back the chunk and then vmm_pages' pages.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include "gmr/limiting_adaptor.h"
 #include "gmr/pool_resource.h"
 #include "gmr/tracking_adaptor.h"
-#include "gmr/vmm_pool_resource.h"
+#include "gmr/vmm_pages_resource.h"
 #include "tests/support/gpu_fixture.h"
 
 namespace {
@@ -26,7 +26,7 @@ TEST_F(AdaptorExtendGpu, APoolChunkGrowsInPlaceThroughLimitingAndTracking) {
   vc.small_pool = false;
   gmr_vmm_pool_resource *vmm = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
-  ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&vc, &vmm, &f)) << f.message;
+  ASSERT_EQ(GMR_OK, gmr_vmm_pages_resource_create(&vc, &vmm, &f)) << f.message;
   gmr_tracking_adaptor *tracking = nullptr;
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_create(gmr_vmm_pool_resource_as_resource(vmm), nullptr,
                                                 &tracking));
@@ -73,20 +73,20 @@ TEST_F(AdaptorExtendGpu, APoolChunkGrowsInPlaceThroughLimitingAndTracking) {
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 3 * MiB, 0, nullptr));
   // gmr_resource_trim walks the whole stack and sums what every layer gave
   // back: the pool its grown chunk (through limiting and tracking), then
-  // vmm_pool the same bytes of pages. (GPU run 7 expected the pool's alone:
+  // vmm_pages the same bytes of pages. (GPU run 7 expected the pool's alone:
   // 8 MiB held, 16 MiB released; tests/adaptor_extend_test shows the same
   // sum on the simulation.)
   gmr_vmm_pool_resource_stats vs = GMR_VMM_POOL_RESOURCE_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_get_stats(vmm, &vs));
   size_t mapped = vs.mapped_bytes;
-  EXPECT_EQ(ps.held_bytes, mapped) << "vmm_pool maps exactly the pool's chunk";
+  EXPECT_EQ(ps.held_bytes, mapped) << "vmm_pages maps exactly the pool's chunk";
   size_t released = 0;
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
   ASSERT_EQ(GMR_OK, gmr_pool_resource_get_stats(pool, &ps));
   EXPECT_EQ(0u, ps.held_bytes) << "the pool gave its chunk back";
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_get_stats(vmm, &vs));
-  EXPECT_EQ(0u, vs.mapped_bytes) << "vmm_pool gave its pages back";
-  EXPECT_EQ(2 * mapped, released) << "the pool's chunk, then vmm_pool's pages";
+  EXPECT_EQ(0u, vs.mapped_bytes) << "vmm_pages gave its pages back";
+  EXPECT_EQ(2 * mapped, released) << "the pool's chunk, then vmm_pages' pages";
   ASSERT_EQ(GMR_OK, gmr_tracking_adaptor_get_stats(tracking, &ts));
   EXPECT_EQ(0, ts.bytes.current);
   EXPECT_EQ(0u, gmr_limiting_adaptor_get_used_bytes(limiting));

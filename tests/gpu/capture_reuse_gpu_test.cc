@@ -31,7 +31,7 @@ const size_t kMiB = static_cast<size_t>(1) << 20;
 const Case kCases[] = {
     {"vmm", "vmm", 1 * kMiB},
     {"pool", "pool(min_growth=1MiB, max_growth=1MiB, granularity=1MiB) > cuda", 1 * kMiB},
-    {"vmm_pool", "vmm_pool", 4 * kMiB},
+    {"vmm_pages", "vmm_pages", 4 * kMiB},
 };
 
 class CaptureReuseGpu : public gmr_test::GpuTest, public ::testing::WithParamInterface<Case> {

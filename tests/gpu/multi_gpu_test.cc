@@ -5,7 +5,7 @@
 // between calls; and the caller's device restored after every call on the
 // other device's stack. tests/nccl/multi_device_test runs the same on two
 // simulated devices; vmm_pool_gpu_test's AKernelOnASecondGpu... test covers
-// a vmm_pool made by hand. Skips, saying why, with one GPU.
+// a vmm_pages made by hand. Skips, saying why, with one GPU.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -71,7 +71,7 @@ class MultiGpu : public gmr_test::GpuTest {
 // device copies it into memory of its own, reading d's pages over peer
 // access; the copy holds the pattern. Both directions, two stacks.
 TEST_F(MultiGpu, EachDevicesVmmMemoryIsReadByAKernelOnTheOther) {
-  for (const char *spec : {"pool > vmm_pool(peer_access=all)",
+  for (const char *spec : {"pool > vmm_pages(peer_access=all)",
                            "pool > chunk_listener > cumem(nccl_ready=true, peer_access=all)"}) {
     SCOPED_TRACE(spec);
     ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec(spec, nullptr));
@@ -159,7 +159,7 @@ TEST_F(MultiGpu, ThreadsThatSwitchDevicesAllocateOnTheCurrentOne) {
 // 0 current: allocate, record_stream, allocate_capturing in a real capture,
 // memory info, deallocate, trim.
 TEST_F(MultiGpu, TheCallersDeviceIsRestoredAfterEveryCall) {
-  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("vmm_pool", nullptr));
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("vmm_pages", nullptr));
   ASSERT_EQ(cudaSuccess, cudaSetDevice(1));
   cudaStream_t s1 = nullptr;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));

@@ -1,7 +1,7 @@
 // NCCL on gmr memory on two real GPUs (issue 15): one process drives both
 // (ncclCommInitAll); an int32 sum all-reduce on buffers from registered gmr
 // pools gives the sum at every element, also after a trim gave chunks back
-// (deregistered first) and new ones came (registered); vmm_pool memory
+// (deregistered first) and new ones came (registered); vmm_pages memory
 // registered per page; symmetric buffers at the same offsets on both GPUs;
 // bad input against the real library. NCCL comes from libnccl.so.2
 // (GMR_TEST_NCCL_LIBRARY names another file). Skips, saying why, with fewer
@@ -192,7 +192,7 @@ TEST_F(NcclGpu, AnAllReduceOnRegisteredGmrPoolsGivesTheSum) {
 
 TEST_F(NcclGpu, VmmPoolMemoryRegisteredPerPageGivesTheSum) {
   gmr_resource *pool[2];
-  Stacks("pool > chunk_listener > vmm_pool(device=%d, nccl_ready=true, peer_access=all)", pool);
+  Stacks("pool > chunk_listener > vmm_pages(device=%d, nccl_ready=true, peer_access=all)", pool);
   gmr_nccl_registration *reg[2];
   for (int d = 0; d < 2; ++d) {
     ASSERT_EQ(GMR_OK, gmr_nccl_register_pool(comms_[d], pool[d], &reg[d], nullptr));

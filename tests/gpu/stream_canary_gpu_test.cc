@@ -70,7 +70,7 @@ std::vector<StackCase> Cases() {
   std::vector<std::pair<std::string, std::string>> stacks = {
       {"vmm", "vmm"},
       {"pool", "pool > cuda"},
-      {"vmm_pool", "vmm_pool"},
+      {"vmm_pages", "vmm_pages"},
       {"tracking_limiting_pool", "tracking > limiting(limit=4GiB) > pool > cuda"},
   };
   if (const char *spec = std::getenv("GMR_CANARY_SPEC")) {

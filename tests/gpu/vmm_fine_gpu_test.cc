@@ -1,4 +1,4 @@
-// vmm_pool with fine placement (`vmm`) on a real GPU: blocks that share
+// vmm (fine placement) on a real GPU: blocks that share
 // pages written by kernels, free memory moved (whole handles unmapped and
 // mapped again) while the blocks that stay keep their data, growth during a
 // real graph capture in global mode, a repeating loop that makes no driver
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gmr/resource.h"
-#include "gmr/vmm_pool_resource.h"
+#include "gmr/vmm_resource.h"
 #include "tests/gpu/vmm_kernels.h"
 #include "tests/support/check_stack.h"
 #include "tests/support/gpu_fixture.h"
@@ -50,12 +50,11 @@ class VmmFineGpu : public gmr_test::GpuTest {
   void Make(uint32_t growth_percent = 0, uint32_t handle_divisor = 0,
             uint32_t remap_permille = 0) {
     gmr_vmm_pool_resource_config c = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
-    c.placement = GMR_VMM_POOL_PLACEMENT_FINE;
     c.growth_percent = growth_percent;
     c.handle_divisor = handle_divisor;
     c.remap_permille = remap_permille;
     gmr_failure f = GMR_FAILURE_INIT;
-    gmr_status st = gmr_vmm_pool_resource_create(&c, &pool_, &f);
+    gmr_status st = gmr_vmm_resource_create(&c, &pool_, &f);
     if (st == GMR_ERR_UNSUPPORTED) GTEST_SKIP() << f.message;
     ASSERT_EQ(GMR_OK, st) << f.message;
     r_ = gmr_vmm_pool_resource_as_resource(pool_);

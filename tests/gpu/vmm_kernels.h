@@ -1,4 +1,4 @@
-// tests/gpu/vmm_kernels.h: device kernels for the vmm_pool GPU tests and
+// tests/gpu/vmm_kernels.h: device kernels for the VMM GPU tests and
 // tools, as PTX loaded at run time with cudaLibraryLoadData (no nvcc needed
 // to build):
 //   gmr_fill_pattern(p, n, seed)   p[i] = byte of (i * 2654435761 + seed) >> 11

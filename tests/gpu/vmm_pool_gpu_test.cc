@@ -1,4 +1,4 @@
-// gmr_vmm_pool_resource on a real GPU: pages mapped through the driver's VMM
+// vmm_pages on a real GPU: pages mapped through the driver's VMM
 // API and written by kernels; defragmentation by double mapping keeps the
 // data of the blocks that stay; zombies are unmapped only after their event
 // (a kernel that waits for the host holds the event back, so nothing here
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "gmr/resource.h"
-#include "gmr/vmm_pool_resource.h"
+#include "gmr/vmm_pages_resource.h"
 #include "tests/gpu/vmm_kernels.h"
 #include "tests/support/check_stack.h"
 #include "tests/support/gpu_fixture.h"
@@ -55,7 +55,7 @@ class VmmPoolGpu : public gmr_test::GpuTest {
   // A pool on device 0; skips the test when the device has no VMM support.
   void Make(gmr_vmm_pool_resource_config c = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT) {
     gmr_failure f = GMR_FAILURE_INIT;
-    gmr_status st = gmr_vmm_pool_resource_create(&c, &pool_, &f);
+    gmr_status st = gmr_vmm_pages_resource_create(&c, &pool_, &f);
     if (st == GMR_ERR_UNSUPPORTED) GTEST_SKIP() << f.message;
     ASSERT_EQ(GMR_OK, st) << f.message;
     r_ = gmr_vmm_pool_resource_as_resource(pool_);

@@ -50,7 +50,7 @@ class MultiDevice : public gmr_test::SimTest {
 // and its pages are open to the other device (peer_access=all): what a
 // kernel there needs to read them.
 TEST_F(MultiDevice, PerDeviceStacksOverVmmMemoryAreOpenToThePeer) {
-  for (const char *spec : {"pool > vmm_pool(peer_access=all, va_chunk=1GiB)",
+  for (const char *spec : {"pool > vmm_pages(peer_access=all, va_chunk=1GiB)",
                            "pool > chunk_listener > cumem(nccl_ready=true, peer_access=all)"}) {
     SCOPED_TRACE(spec);
     ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec(spec, nullptr));
@@ -119,8 +119,8 @@ TEST_F(MultiDevice, ThreadsThatSwitchDevicesAllocateOnTheCurrentOne) {
 
 // Every call on the stack of device 1 leaves device 0 current.
 TEST_F(MultiDevice, TheCallersDeviceIsRestoredAfterEveryCall) {
-  // vmm_pool answers every slot (record_stream, allocate_capturing, trim).
-  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("vmm_pool(va_chunk=1GiB)", nullptr));
+  // vmm_pages answers every slot (record_stream, allocate_capturing, trim).
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("vmm_pages(va_chunk=1GiB)", nullptr));
   ASSERT_EQ(GMR_OK, gmr_device_set_current(1));
   gmr_stream s1 = nullptr;
   ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s1));

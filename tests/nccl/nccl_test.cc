@@ -142,7 +142,7 @@ TEST_F(Nccl, APoolIsRegisteredChunkByChunkAsItGrowsAndShrinks) {
 
 TEST_F(Nccl, VmmPoolChunksAreRegisteredPageByPage) {
   gmr_resource *pool = Stack(
-      "pool(min_growth=8MiB, max_growth=8MiB) > chunk_listener > vmm_pool(device=0, "
+      "pool(min_growth=8MiB, max_growth=8MiB) > chunk_listener > vmm_pages(device=0, "
       "va_chunk=256MiB, nccl_ready=true)");
   void *a = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(pool, 3 * kMiB, 0, nullptr, &a));
@@ -165,7 +165,7 @@ TEST_F(Nccl, VmmPoolChunksAreRegisteredPageByPage) {
 TEST_F(Nccl, TheFakeCatchesRegistrationsGmrAvoids) {
   const gmr_nccl_api *api = gmr_test_fake_nccl_api();
   gmr_nccl_comm_handle c0 = gmr_nccl_comm_get_handle(comms_[0]);
-  gmr_resource *pages = Stack("vmm_pool(device=0, va_chunk=64MiB, small_pool=false)");
+  gmr_resource *pages = Stack("vmm_pages(device=0, va_chunk=64MiB, small_pool=false)");
   void *p = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(pages, 4 * kMiB, 0, nullptr, &p));
   void *h = nullptr;

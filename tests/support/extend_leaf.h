@@ -1,6 +1,6 @@
 /*
  * tests/support/extend_leaf.h: a leaf resource whose last allocation can
- * grow in place (the version-3 extend slot of gmr/resource.h, as vmm_pool
+ * grow in place (the version-3 extend slot of gmr/resource.h, as vmm_pages
  * has it), for tests of the layers that use or forward extend.
  *
  * It is a bump arena over one host buffer: allocations are carved in order,

@@ -1,4 +1,4 @@
-// vmm_pool with fine placement on the simulation: in-place growth (extend),
+// vmm (fine placement) on the simulation: in-place growth (extend),
 // trim, sleep and wake, and injected driver failures at every call of a
 // growth, a move and a wake, each leaving the pool as it was.
 #include <cuda.h>

@@ -1,4 +1,4 @@
-// tests/vmm/vmm_fine_fixture.h: a vmm_pool with fine placement on the
+// tests/vmm/vmm_fine_fixture.h: a vmm (fine placement) on the
 // simulation, for the vmm_fine tests: exact growth and one physical
 // allocation per growth unless a test asks otherwise, invariants checked at
 // the end, and a count of the driver's VMM calls.
@@ -13,7 +13,7 @@
 #include "gmr/sim/streams.h"
 #include "gmr/device.h"
 #include "gmr/resource.h"
-#include "gmr/vmm_pool_resource.h"
+#include "gmr/vmm_resource.h"
 #include "tests/support/sim_fixture.h"
 #include "tests/vmm/vmm_test_util.h"
 
@@ -23,7 +23,6 @@ namespace gmr_test {
 // one handle per growth, free memory moved above the peak of live bytes.
 inline gmr_vmm_pool_resource_config FineConfig(size_t va_pages = 64) {
   gmr_vmm_pool_resource_config c = TestConfig(va_pages);
-  c.placement = GMR_VMM_POOL_PLACEMENT_FINE;
   c.growth_percent = 0;
   c.remap_permille = 0;
   c.handle_divisor = 0;
@@ -49,7 +48,7 @@ class FineTest : public SimTest {
 
   void Make(gmr_vmm_pool_resource_config c = FineConfig()) {
     gmr_failure f = GMR_FAILURE_INIT;
-    ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool_, &f)) << f.message;
+    ASSERT_EQ(GMR_OK, gmr_vmm_resource_create(&c, &pool_, &f)) << f.message;
     r_ = gmr_vmm_pool_resource_as_resource(pool_);
   }
   void TearDown() override {

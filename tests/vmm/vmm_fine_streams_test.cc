@@ -1,4 +1,4 @@
-// vmm_pool with fine placement across streams and graph capture, on the
+// vmm (fine placement) across streams and graph capture, on the
 // simulation: reuse of another stream's memory once its work is done, a
 // GPU-side wait when it is pending, record_stream, lazy events with
 // streams_outlive_resource, and growth during a capture in relaxed mode.

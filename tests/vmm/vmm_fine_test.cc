@@ -1,4 +1,4 @@
-// vmm_pool with fine placement (placement=fine) on the simulation:
+// vmm (fine placement) on the simulation:
 // 256-byte placement over shared pages, bad frees, alignment, growth,
 // moving free memory instead of holding more, and no driver call at all
 // once a repeating program's memory is in place.
@@ -190,7 +190,6 @@ TEST_F(VmmFine, WithMovingOffTheRequestHoldsMore) {
 // memory in place, with no driver call.
 TEST_F(VmmFine, ARepeatingProgramMakesNoDriverCallAfterItsFirstRound) {
   gmr_vmm_pool_resource_config c = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
-  c.placement = GMR_VMM_POOL_PLACEMENT_FINE;
   c.va_chunk_bytes = 256 * kPage;
   Make(c);
   gmr_stream s = nullptr;
@@ -226,7 +225,6 @@ TEST_F(VmmFine, ARepeatingProgramMakesNoDriverCallAfterItsFirstRound) {
 // (freed last in, first out), a temporary freed at once after each.
 TEST_F(VmmFine, ATrainingLikeLoopRepeatsWithoutDriverCalls) {
   gmr_vmm_pool_resource_config c = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
-  c.placement = GMR_VMM_POOL_PLACEMENT_FINE;
   Make(c);
   gmr_stream s = nullptr;
   ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
@@ -260,7 +258,6 @@ TEST_F(VmmFine, ATrainingLikeLoopRepeatsWithoutDriverCalls) {
 // instead, and the rounds settle with no driver call, within the cap.
 TEST_F(VmmFine, StreamsTradingBuffersSettleAfterAFewMoves) {
   gmr_vmm_pool_resource_config c = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
-  c.placement = GMR_VMM_POOL_PLACEMENT_FINE;
   c.shard_count = 1;
   Make(c);
   gmr_stream s[4] = {};
@@ -356,13 +353,13 @@ TEST_F(VmmFine, ConfigOutsideItsRangeIsRefusedWithTheLimit) {
   c.growth_percent = 1001;
   gmr_vmm_pool_resource *p = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_create(&c, &p, &f));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_resource_create(&c, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "at most 1000")) << f.message;
   EXPECT_EQ(nullptr, p);
   c = FineConfig();
-  c.placement = static_cast<gmr_vmm_pool_placement>(7);
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_create(&c, &p, &f));
-  EXPECT_NE(nullptr, std::strstr(f.message, "placement")) << f.message;
+  c.remap_permille = 10001;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_resource_create(&c, &p, &f));
+  EXPECT_NE(nullptr, std::strstr(f.message, "at most 10000")) << f.message;
 }
 
 TEST_F(VmmFine, InitialPagesAreOneFreeRegion) {

@@ -321,7 +321,7 @@ TEST_F(FineThreads, TooManyShardsIsRefusedWithTheLimit) {
   gmr_vmm_pool_resource_config c = Sharded(GMR_VMM_POOL_MAX_SHARDS + 1);
   gmr_vmm_pool_resource *p = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_create(&c, &p, &f));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_resource_create(&c, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_NE(nullptr, std::strstr(f.message, "shard_count")) << f.message;
   EXPECT_NE(nullptr, std::strstr(f.message, "64")) << f.message;

@@ -1,4 +1,4 @@
-// In-place growth (gmr_resource_extend) of vmm_pool allocations, and a small client:
+// In-place growth (gmr_resource_extend) of vmm_pages allocations, and a small client:
 // a bump sub-allocator that grows its chunk in place the way gmr's pool is
 // meant to grow its newest chunk over vmm_pool.
 #include <gtest/gtest.h>
@@ -28,7 +28,7 @@ class VmmPoolExtend : public gmr_test::SimTest {
   void SetUp() override {
     gmr_test::SimTest::SetUp();
     gmr_vmm_pool_resource_config c = gmr_test::TestConfig(32);
-    ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool_, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_vmm_pages_resource_create(&c, &pool_, nullptr));
     r_ = gmr_vmm_pool_resource_as_resource(pool_);
   }
   void TearDown() override {

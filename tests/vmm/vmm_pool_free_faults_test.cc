@@ -37,12 +37,11 @@ class VmmPoolFreeFaults : public gmr_test::SimTest {
   gmr_resource *r_ = nullptr;
   gmr_stream a_ = nullptr, b_ = nullptr;
 
-  void Make(gmr_vmm_pool_placement placement = GMR_VMM_POOL_PLACEMENT_PAGES) {
+  void Make(gmr_test::Placement placement = gmr_test::Placement::kPages) {
     gmr_vmm_pool_resource_config c = gmr_test::TestConfig(16);
-    c.placement = placement;
     c.growth_percent = 0;
     gmr_failure f = GMR_FAILURE_INIT;
-    ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool_, &f)) << f.message;
+    ASSERT_EQ(GMR_OK, gmr_test::CreateVmm(placement, &c, &pool_, &f)) << f.message;
     r_ = gmr_vmm_pool_resource_as_resource(pool_);
   }
   void SetUp() override {
@@ -172,14 +171,13 @@ TEST_F(VmmPoolFreeFaults, AUsedStreamThatCannotBeRecordedOnIsWaitedFor) {
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, q, 2 * kPage, 0, a_));
 }
 
-// Small blocks (the small path of page placement) and fine placement
-// absorb the same faults at a free with a record_stream use.
+// Small blocks (vmm_pages' small path) and vmm absorb the same faults at
+// a free with a record_stream use.
 TEST_F(VmmPoolFreeFaults, SmallBlocksAndFinePlacementAbsorbTheSameFaults) {
-  for (gmr_vmm_pool_placement placement :
-       {GMR_VMM_POOL_PLACEMENT_PAGES, GMR_VMM_POOL_PLACEMENT_FINE}) {
+  for (gmr_test::Placement placement : {gmr_test::Placement::kPages, gmr_test::Placement::kFine}) {
     for (const Fault &fault : kFaults) {
       SCOPED_TRACE(std::string(gmr_cuda_call_name(fault.call)) +
-                   (placement == GMR_VMM_POOL_PLACEMENT_FINE ? " fine" : " small path"));
+                   (placement == gmr_test::Placement::kFine ? " vmm" : " small path"));
       Make(placement);
       void *p = Alloc(5000, a_);
       ASSERT_EQ(GMR_OK, gmr_resource_record_stream(r_, p, b_));

@@ -1,6 +1,6 @@
-// The messages of vmm_pool's refusals (issue 20): each says what was asked,
+// The messages of the VMM resources' refusals (issue 20): each says what was asked,
 // the limit and the option (or argument) to change. initial_pages more than
-// the device can map, in C and in a spec, both placements; sleep and wake
+// the device can map, in C and in a spec, vmm and vmm_pages; sleep and wake
 // given a NULL pool or options without their header.
 #include <gtest/gtest.h>
 
@@ -29,14 +29,12 @@ class VmmPoolMessages : public gmr_test::SimTest {
 };
 
 TEST_F(VmmPoolMessages, InitialPagesMoreThanTheDeviceHoldsNamesTheOptionAndTheLimit) {
-  for (gmr_vmm_pool_placement placement :
-       {GMR_VMM_POOL_PLACEMENT_PAGES, GMR_VMM_POOL_PLACEMENT_FINE}) {
-    SCOPED_TRACE(placement == GMR_VMM_POOL_PLACEMENT_FINE ? "fine" : "pages");
+  for (gmr_test::Placement placement : {gmr_test::Placement::kPages, gmr_test::Placement::kFine}) {
+    SCOPED_TRACE(placement == gmr_test::Placement::kFine ? "vmm" : "vmm_pages");
     gmr_vmm_pool_resource_config c = gmr_test::TestConfig(16, 40);
-    c.placement = placement;
     gmr_vmm_pool_resource *pool = nullptr;
     gmr_failure f = GMR_FAILURE_INIT;
-    EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_vmm_pool_resource_create(&c, &pool, &f));
+    EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_test::CreateVmm(placement, &c, &pool, &f));
     EXPECT_EQ(nullptr, pool);
     EXPECT_TRUE(Has(f.message, "initial_pages=40")) << f.message;
     EXPECT_TRUE(Has(f.message, "room for 32")) << f.message;
@@ -50,13 +48,13 @@ TEST_F(VmmPoolMessages, InitialPagesMoreThanTheDeviceHoldsNamesTheOptionAndTheLi
   gmr_vmm_pool_resource_config c = gmr_test::TestConfig(16, SIZE_MAX / 2);
   gmr_vmm_pool_resource *pool = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_vmm_pool_resource_create(&c, &pool, &f));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_vmm_pages_resource_create(&c, &pool, &f));
   EXPECT_TRUE(Has(f.message, "initial_pages=" + std::to_string(SIZE_MAX / 2))) << f.message;
   EXPECT_TRUE(Has(f.message, "room for 32")) << f.message;
 }
 
 TEST_F(VmmPoolMessages, InitialPagesInASpecNamesTheOptionAndTheLimit) {
-  for (const char *spec : {"vmm_pool(initial_pages=40)", "vmm(initial_pages=40)"}) {
+  for (const char *spec : {"vmm_pages(initial_pages=40)", "vmm(initial_pages=40)"}) {
     SCOPED_TRACE(spec);
     gmr_stack *stack = nullptr;
     gmr_spec_error error;
@@ -78,7 +76,7 @@ TEST_F(VmmPoolMessages, SleepAndWakeSayWhatIsWrongWithTheirArguments) {
 
   gmr_vmm_pool_resource_config c = gmr_test::TestConfig(16);
   gmr_vmm_pool_resource *pool = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_vmm_pages_resource_create(&c, &pool, nullptr));
   gmr_vmm_pool_sleep_options so = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
   so.size = 4;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_sleep(pool, &so, &f));

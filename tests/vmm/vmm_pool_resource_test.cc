@@ -32,7 +32,7 @@ class VmmPool : public gmr_test::SimTest {
 
   void Make(gmr_vmm_pool_resource_config c = gmr_test::TestConfig()) {
     gmr_failure f = GMR_FAILURE_INIT;
-    ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool_, &f)) << f.message;
+    ASSERT_EQ(GMR_OK, gmr_vmm_pages_resource_create(&c, &pool_, &f)) << f.message;
     r_ = gmr_vmm_pool_resource_as_resource(pool_);
   }
   void TearDown() override {
@@ -46,15 +46,20 @@ class VmmPool : public gmr_test::SimTest {
 
 TEST_F(VmmPool, DefaultsFollowTheDevice) {
   gmr_vmm_pool_resource *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(nullptr, &p, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_vmm_pages_resource_create(nullptr, &p, nullptr));
   gmr_vmm_pool_resource_stats s = Stats(p);
   EXPECT_EQ(kPage, s.page_bytes);
   EXPECT_EQ(kPage, s.granularity_bytes);
   EXPECT_EQ(size_t{80} << 30, s.reserved_bytes) << "one VA chunk the size of the device";
   EXPECT_EQ(0u, s.mapped_bytes) << "nothing mapped until asked";
-  EXPECT_STREQ("vmm_pool_resource",
+  EXPECT_STREQ("vmm_pages_resource",
                gmr_resource_get_type_name(gmr_vmm_pool_resource_as_resource(p)));
+  // The family's name reaches it too: any VMM resource is a gmr_vmm_pool_resource.
   EXPECT_EQ(p, gmr_vmm_pool_resource_from_resource(gmr_vmm_pool_resource_as_resource(p)));
+  EXPECT_EQ(static_cast<void *>(p),
+            gmr_resource_downcast(gmr_vmm_pool_resource_as_resource(p), "vmm_pages_resource"));
+  EXPECT_EQ(nullptr,
+            gmr_resource_downcast(gmr_vmm_pool_resource_as_resource(p), "vmm_resource"));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_vmm_pool_resource_as_resource(p)));
   gmr_cuda_sim_vmm_usage u;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_vmm_usage(&u));
@@ -66,32 +71,32 @@ TEST_F(VmmPool, CreateRefusesBadConfigsWithAMessageAndLeavesNothing) {
   gmr_vmm_pool_resource *p = reinterpret_cast<gmr_vmm_pool_resource *>(0x1);
   gmr_vmm_pool_resource_config c = gmr_test::TestConfig();
   c.device = 3;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_create(&c, &p, &f));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pages_resource_create(&c, &p, &f));
   EXPECT_EQ(nullptr, p);
   EXPECT_NE(nullptr, std::strstr(f.message, "device 3 does not exist")) << f.message;
   c = gmr_test::TestConfig();
   c.page_bytes = 3 * kMiB;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_create(&c, &p, &f));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pages_resource_create(&c, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "granularity, 2097152 bytes")) << f.message;
   c = gmr_test::TestConfig();
   c.va_chunk_bytes = 5 * kMiB;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_create(&c, &p, &f));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pages_resource_create(&c, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "va_chunk_bytes")) << f.message;
   c = gmr_test::TestConfig();
   c.peer_access = GMR_VMM_POOL_PEERS_LIST;
   c.peer_count = 1;
   c.peers[0] = 0;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_create(&c, &p, &f));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pages_resource_create(&c, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "peer 0 is not another device")) << f.message;
   c.peer_count = GMR_VMM_POOL_MAX_PEERS + 1;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_create(&c, &p, &f));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pool_resource_create(&c, nullptr, &f));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pages_resource_create(&c, &p, &f));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_vmm_pages_resource_create(&c, nullptr, &f));
 
   gmr_cuda_sim_vmm_config v = GMR_CUDA_SIM_VMM_CONFIG_DEFAULT;
   v.supported = false;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_configure_vmm(&v));
   c = gmr_test::TestConfig();
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_vmm_pool_resource_create(&c, &p, &f));
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_vmm_pages_resource_create(&c, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "no virtual memory management support")) << f.message;
   gmr_cuda_sim_vmm_usage u;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_vmm_usage(&u));
@@ -104,14 +109,14 @@ TEST_F(VmmPool, DriverFailuresAtCreateGiveTheDriverCodeAndLeaveNothing) {
   gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_ADDRESS_RESERVE, 0, 1,
                                                 CUDA_ERROR_OUT_OF_MEMORY));
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_vmm_pool_resource_create(&c, &p, &f));
+  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_vmm_pages_resource_create(&c, &p, &f));
   EXPECT_EQ(CUDA_ERROR_OUT_OF_MEMORY, f.cuda_error);
   EXPECT_NE(nullptr, std::strstr(f.message, "cuMemAddressReserve failed: CUDA_ERROR_OUT_OF_MEMORY"))
       << f.message;
   // The third initial page fails: the two before it go back.
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_CREATE, 2, 1,
                                                 CUDA_ERROR_INVALID_VALUE));
-  EXPECT_EQ(GMR_ERR_CUDA, gmr_vmm_pool_resource_create(&c, &p, &f));
+  EXPECT_EQ(GMR_ERR_CUDA, gmr_vmm_pages_resource_create(&c, &p, &f));
   EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, f.cuda_error);
   EXPECT_NE(nullptr, std::strstr(f.message, "cuMemCreate")) << f.message;
   gmr_cuda_sim_usage d;
@@ -395,7 +400,7 @@ TEST_F(VmmPoolTwoDevices, PeerAccessGivesEveryPeerEveryMappedPage) {
   list.peers[0] = 1;
   list.peer_count = 1;
   gmr_vmm_pool_resource *second = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&list, &second, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_vmm_pages_resource_create(&list, &second, nullptr));
   gmr_resource *r2 = gmr_vmm_pool_resource_as_resource(second);
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r2, kPage, 0, nullptr, &p));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_vmm_query(p, &m));
@@ -433,7 +438,7 @@ TEST_F(VmmPoolTwoDevices, PeersThatCannotAccessTheDeviceAreRefusedOrLeftOut) {
   c.peer_count = 1;
   gmr_vmm_pool_resource *p = nullptr;
   gmr_failure f = GMR_FAILURE_INIT;
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_vmm_pool_resource_create(&c, &p, &f));
+  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_vmm_pages_resource_create(&c, &p, &f));
   EXPECT_NE(nullptr, std::strstr(f.message, "device 1 cannot access device 0")) << f.message;
   c.peer_access = GMR_VMM_POOL_PEERS_ALL;
   Make(c);

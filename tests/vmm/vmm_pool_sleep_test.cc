@@ -28,7 +28,7 @@ class VmmPoolSleep : public gmr_test::SimTest {
   void SetUp() override {
     gmr_test::SimTest::SetUp();
     gmr_vmm_pool_resource_config c = gmr_test::TestConfig(32);
-    ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool_, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_vmm_pages_resource_create(&c, &pool_, nullptr));
     r_ = gmr_vmm_pool_resource_as_resource(pool_);
   }
   void TearDown() override {
@@ -200,7 +200,7 @@ TEST_F(VmmPoolSleepSmallDevice, WakeRollsBackWhenTheDeviceCannotGiveThePagesBack
   void *other = nullptr;
   gmr_vmm_pool_resource *thief = nullptr;
   gmr_vmm_pool_resource_config c = gmr_test::TestConfig(8);
-  ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &thief, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_vmm_pages_resource_create(&c, &thief, nullptr));
   gmr_resource *t = gmr_vmm_pool_resource_as_resource(thief);
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(t, 2 * kPage, 0, nullptr, &other));
   gmr_failure f = GMR_FAILURE_INIT;

@@ -1,8 +1,8 @@
-// vmm_pool and vmm in specs (options and errors), the replay alias `vmm`
-// (= vmm_pool(placement=fine)), and the bundled real traces replayed through
-// `vmm`, vmm_pool alone and `pool > vmm_pool` on the simulation: no failure,
-// a consistent pool; for `vmm`, the footprint targets of every pass and no
-// driver call in the third pass of a repeating trace.
+// vmm and vmm_pages in specs (options and errors; a bare vmm_pool refused,
+// naming both), the replay aliases, and the bundled real traces replayed
+// through `vmm`, vmm_pages alone and `pool > vmm_pages` on the simulation: no
+// failure, a consistent pool; for `vmm`, the footprint targets of every pass
+// and no driver call in the third pass of a repeating trace.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -40,7 +40,7 @@ class VmmPoolStack : public gmr_test::SimTest {
 TEST_F(VmmPoolStack, OptionsReachThePool) {
   gmr_stack *s = nullptr;
   gmr_spec_error e;
-  ASSERT_EQ(GMR_OK, gmr_stack_create("vmm_pool(page_size=4MiB, va_chunk=64MiB, initial_pages=2, "
+  ASSERT_EQ(GMR_OK, gmr_stack_create("vmm_pages(page_size=4MiB, va_chunk=64MiB, initial_pages=2, "
                                      "small_pool=false, peer_access=none)",
                                      &s, &e))
       << e.message;
@@ -59,38 +59,64 @@ TEST_F(VmmPoolStack, OptionsReachThePool) {
 }
 
 TEST_F(VmmPoolStack, BadOptionsAreExplained) {
-  EXPECT_NE(std::string::npos, Error("vmm_pool(peer_access=1+x)").find(
-                                   "peer_access: expected none, all, or device ordinals joined "
-                                   "by '+'"))
-      << Error("vmm_pool(peer_access=1+x)");
-  std::string gran = Error("vmm_pool(page_size=3MiB)");
-  EXPECT_NE(std::string::npos, gran.find("multiple of device 0's VMM granularity")) << gran;
-  std::string peer = Error("vmm_pool(peer_access=0)");
-  EXPECT_NE(std::string::npos, peer.find("peer 0 is not another device")) << peer;
-  std::string typo = Error("vmm_pool(page=2MiB)");
-  EXPECT_NE(std::string::npos, typo.find("unknown option 'page' for vmm_pool")) << typo;
+  for (const char *component : {"vmm_pages", "vmm"}) {
+    SCOPED_TRACE(component);
+    const std::string c = component;
+    EXPECT_NE(std::string::npos, Error((c + "(peer_access=1+x)").c_str())
+                                     .find("peer_access: expected none, all, or device ordinals "
+                                           "joined by '+'"))
+        << Error((c + "(peer_access=1+x)").c_str());
+    std::string gran = Error((c + "(page_size=3MiB)").c_str());
+    EXPECT_NE(std::string::npos, gran.find("multiple of device 0's VMM granularity")) << gran;
+    std::string peer = Error((c + "(peer_access=0)").c_str());
+    EXPECT_NE(std::string::npos, peer.find("peer 0 is not another device")) << peer;
+    std::string typo = Error((c + "(page=2MiB)").c_str());
+    EXPECT_NE(std::string::npos, typo.find("unknown option 'page' for " + c)) << typo;
+  }
+  // Each takes its own options only.
+  EXPECT_NE(std::string::npos,
+            Error("vmm(small_pool=false)").find("unknown option 'small_pool' for vmm"));
+  EXPECT_NE(std::string::npos,
+            Error("vmm_pages(shards=2)").find("unknown option 'shards' for vmm_pages"));
+}
+
+// The name both had before they were split: refused, naming the two.
+TEST_F(VmmPoolStack, ABareVmmPoolIsRefusedNamingVmmAndVmmPages) {
+  for (const char *spec : {"vmm_pool", "vmm_pool(placement=fine)", "tracking > vmm_pool"}) {
+    SCOPED_TRACE(spec);
+    std::string why = Error(spec);
+    EXPECT_NE(std::string::npos, why.find("component 'vmm_pool' was replaced: name vmm or "
+                                          "vmm_pages instead"))
+        << why;
+  }
 }
 
 TEST_F(VmmPoolStack, TheVmmAliasAndComponentAreFinePlacement) {
-  replay_stack *stack = nullptr;
-  char err[256] = "";
-  ASSERT_EQ(GMR_OK, replay_stack_create("vmm", &stack, err, sizeof err)) << err;
-  gmr_stack *s = replay_stack_get(stack);
-  ASSERT_EQ(1u, gmr_stack_get_depth(s));
-  EXPECT_STREQ("vmm_pool_resource", gmr_resource_get_type_name(gmr_stack_get_layer(s, 0)));
+  for (const char *name : {"vmm", "vmm_pages"}) {
+    SCOPED_TRACE(name);
+    replay_stack *stack = nullptr;
+    char err[256] = "";
+    ASSERT_EQ(GMR_OK, replay_stack_create(name, &stack, err, sizeof err)) << err;
+    gmr_stack *s = replay_stack_get(stack);
+    ASSERT_EQ(1u, gmr_stack_get_depth(s));
+    gmr_resource *layer = gmr_stack_get_layer(s, 0);
+    EXPECT_EQ(std::string(name) + "_resource", gmr_resource_get_type_name(layer));
+    EXPECT_EQ(layer, gmr_resource_find(gmr_stack_as_resource(s), "vmm_pool_resource"))
+        << "either is a VMM resource";
+    EXPECT_EQ(GMR_OK, replay_stack_destroy(stack));
+  }
+  // `vmm` is listed among the replay's aliases; vmm_pages is a spec.
   bool found = false;
   for (size_t i = 0; i < replay_stack_known_count(); ++i) {
     if (std::string("vmm") == replay_stack_known_name(i)) {
       found = true;
-      EXPECT_STREQ("vmm_pool(placement=fine)", replay_stack_known_spec(i));
+      EXPECT_STREQ("vmm", replay_stack_known_spec(i));
     }
   }
   EXPECT_TRUE(found);
-  EXPECT_EQ(GMR_OK, replay_stack_destroy(stack));
   // `vmm` is also a spec component (GMR_STACK=vmm, the frameworks' shims):
   // a small request is 256-byte rounded in the pool itself, not in a small path.
-  for (const char *spec : {"vmm", "vmm(growth_percent=0, remap_permille=never)",
-                           "vmm_pool(placement=fine)"}) {
+  for (const char *spec : {"vmm", "vmm(growth_percent=0, remap_permille=never)"}) {
     SCOPED_TRACE(spec);
     gmr_stack *g = nullptr;
     gmr_spec_error e;
@@ -105,7 +131,8 @@ TEST_F(VmmPoolStack, TheVmmAliasAndComponentAreFinePlacement) {
     EXPECT_EQ(GMR_OK, gmr_resource_deallocate(gmr_stack_as_resource(g), p, 1000, 0, nullptr));
     EXPECT_EQ(GMR_OK, gmr_stack_destroy(g));
   }
-  EXPECT_NE(std::string::npos, Error("vmm(placement=wide)").find("placement")) << "bad choice";
+  EXPECT_NE(std::string::npos, Error("vmm(placement=fine)").find("unknown option 'placement'"))
+      << "vmm is the fine placement: no option picks it";
   EXPECT_NE(std::string::npos, Error("vmm(remap_permille=lots)")
                                    .find("remap_permille: expected thousandths 0..10000 or never"))
       << Error("vmm(remap_permille=lots)");
@@ -140,12 +167,12 @@ uint64_t VmmCalls() {
   return n;
 }
 
-TEST_P(VmmPoolTraces, BundledTracesReplayThroughVmmAndVmmPoolAlone) {
+TEST_P(VmmPoolTraces, BundledTracesReplayThroughVmmPagesAloneAndUnderThePool) {
   TraceFile t;
   Read(&t.trace);
   if (HasFatalFailure()) return;
   char err[512];
-  for (const char *spec : {"vmm_pool", "pool > vmm_pool", "pool"}) {
+  for (const char *spec : {"vmm_pages", "pool > vmm_pages", "pool"}) {
     SCOPED_TRACE(spec);
     replay_stack *stack = nullptr;
     ASSERT_EQ(GMR_OK, replay_stack_create(spec, &stack, err, sizeof err)) << err;

@@ -33,7 +33,7 @@ class VmmPoolStreams : public gmr_test::SimTest {
   void SetUp() override {
     gmr_test::SimTest::SetUp();
     gmr_vmm_pool_resource_config c = gmr_test::TestConfig(64);
-    ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool_, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_vmm_pages_resource_create(&c, &pool_, nullptr));
     r_ = gmr_vmm_pool_resource_as_resource(pool_);
     ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&a_));
     ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&b_));

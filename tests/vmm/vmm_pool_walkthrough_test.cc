@@ -61,7 +61,7 @@ TEST_P(VpmmWalkthrough, ReproducesTheRegionLayoutsOfEveryStep) {
   const size_t pages = 11 + x;
   gmr_vmm_pool_resource_config c = gmr_test::TestConfig(64, pages);
   gmr_vmm_pool_resource *pool = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_vmm_pages_resource_create(&c, &pool, nullptr));
   gmr_resource *r = gmr_vmm_pool_resource_as_resource(pool);
   EXPECT_EQ(Pages(pages, "-"), Layout(pool));
   const uint64_t created_at_start = gmr_test::Stats(pool).page_create_count;

@@ -206,10 +206,9 @@ class VmmSleepShardFaults : public gmr_test::SimTest {};
 
 TEST_F(VmmSleepShardFaults, ARefusalInOneShardRollsEveryShardBack) {
   gmr_vmm_pool_resource_config c = gmr_test::TestConfig(64);
-  c.placement = GMR_VMM_POOL_PLACEMENT_FINE;
   c.shard_count = 4;
   gmr_vmm_pool_resource *pool = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_vmm_resource_create(&c, &pool, nullptr));
   gmr_resource *r = gmr_vmm_pool_resource_as_resource(pool);
   // Per-thread default streams land in the threads' home shards.
   std::vector<void *> ptrs(4, nullptr);

@@ -1,5 +1,5 @@
-// tests/vmm/vmm_sleep_fixture.h: a vmm pool on the simulation in either
-// placement (the test's parameter), with the helpers the sleep and wake
+// tests/vmm/vmm_sleep_fixture.h: a VMM resource on the simulation, vmm or
+// vmm_pages (the test's parameter), with the helpers the sleep and wake
 // tests share: patterned contents, the simulated device's and pinned host
 // memory, and a snapshot of everything a failed call must leave unchanged.
 #ifndef GMR_TESTS_VMM_VMM_SLEEP_FIXTURE_H_
@@ -93,14 +93,11 @@ inline bool Same(const void *p, size_t bytes, unsigned seed) {
   return b[bytes - 1] == static_cast<unsigned char>(seed ^ 0x5a);
 }
 
-enum class Placement { kPages, kFine };
-
-// A pool on the simulation in `placement`, VA chunks of 64 pages; FINE: no
+// A pool on the simulation in `placement`, VA chunks of 64 pages; vmm: no
 // growth tail, several handles, one shard.
 inline gmr_vmm_pool_resource_config SleepConfig(Placement placement) {
   gmr_vmm_pool_resource_config c = TestConfig(64);
   if (placement == Placement::kFine) {
-    c.placement = GMR_VMM_POOL_PLACEMENT_FINE;
     c.growth_percent = 0;
     c.handle_divisor = 4; /* several handles */
     c.shard_count = 1;
@@ -122,7 +119,7 @@ class SleepTest : public SimTest, public ::testing::WithParamInterface<Placement
     SimTest::SetUp();
     gmr_vmm_pool_resource_config c = Config();
     gmr_failure f = GMR_FAILURE_INIT;
-    ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool_, &f)) << f.message;
+    ASSERT_EQ(GMR_OK, CreateVmm(GetParam(), &c, &pool_, &f)) << f.message;
     r_ = gmr_vmm_pool_resource_as_resource(pool_);
   }
   void TearDown() override {

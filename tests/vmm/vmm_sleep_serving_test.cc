@@ -371,7 +371,7 @@ TEST_P(VmmSleepSmallDevice, AWakeWithoutRoomFailsClearlyThenSucceeds) {
   // Another user takes the device's memory meanwhile.
   gmr_vmm_pool_resource *thief = nullptr;
   gmr_vmm_pool_resource_config tc = gmr_test::TestConfig(8);
-  ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&tc, &thief, nullptr));
+  ASSERT_EQ(GMR_OK, gmr_vmm_pages_resource_create(&tc, &thief, nullptr));
   gmr_resource *t = gmr_vmm_pool_resource_as_resource(thief);
   void *other = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(t, 6 * kPage, 0, nullptr, &other));

@@ -1,5 +1,6 @@
-// tests/vmm/vmm_test_util.h: helpers for the vmm_pool tests: a pool on the
-// simulation with small VA chunks, and the region layout written in VPMM's
+// tests/vmm/vmm_test_util.h: helpers for the tests of the VMM resources
+// (vmm and vmm_pages): a pool on the simulation with small VA chunks, either
+// resource made from one config, and the region layout written in VPMM's
 // notation, one page per unit:
 //   [+N] the allocation just made   [N] another live allocation
 //   [-N] free                       [*N] hole (unmapped)
@@ -13,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "gmr/vmm_pages_resource.h"
 #include "gmr/vmm_pool_resource.h"
+#include "gmr/vmm_resource.h"
 #include "tests/support/check_stack.h"
 
 namespace gmr_test {
@@ -70,6 +73,17 @@ inline gmr_vmm_pool_resource_stats Stats(gmr_vmm_pool_resource *pool) {
   gmr_vmm_pool_resource_stats s = GMR_VMM_POOL_RESOURCE_STATS_INIT;
   EXPECT_EQ(GMR_OK, gmr_vmm_pool_resource_get_stats(pool, &s));
   return s;
+}
+
+// The two VMM resources, for the tests that run on both: vmm_pages (VPMM's
+// page placement) and vmm (fine placement).
+enum class Placement { kPages, kFine };
+
+// Create the resource of `placement` from `c`.
+inline gmr_status CreateVmm(Placement placement, const gmr_vmm_pool_resource_config *c,
+                            gmr_vmm_pool_resource **out, gmr_failure *failure) {
+  return placement == Placement::kFine ? gmr_vmm_resource_create(c, out, failure)
+                                       : gmr_vmm_pages_resource_create(c, out, failure);
 }
 
 // A config for tests: 2 MiB pages, VA chunks of `va_pages` pages.

@@ -37,9 +37,9 @@ TEST(VmmToolsCli, VmmCallsCountsDriverCallsPerPass) {
   EXPECT_NE(std::string::npos, r.out.find(" create ")) << r.out;
   ToolRun bad = Exec("tools/bench_vmm/vmm_calls --passes 0 vmm " + trace);
   EXPECT_EQ(2, bad.status) << bad.out;
-  ToolRun spec = Exec("tools/bench_vmm/vmm_calls 'vmm(placement=wide)' " + trace);
+  ToolRun spec = Exec("tools/bench_vmm/vmm_calls 'vmm(growth_percent=5000)' " + trace);
   EXPECT_EQ(1, spec.status) << spec.out;
-  EXPECT_NE(std::string::npos, spec.out.find("placement")) << spec.out;
+  EXPECT_NE(std::string::npos, spec.out.find("growth_percent")) << spec.out;
 }
 
 TEST(VmmToolsCli, BenchHandlesTimesEveryCallBySize) {

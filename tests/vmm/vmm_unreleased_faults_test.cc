@@ -152,7 +152,7 @@ class UnreleasedFaults : public gmr_test::SimTest,
   void Make() {
     const gmr_vmm_pool_resource_config c = gmr_test::SleepConfig(placement());
     gmr_failure f = GMR_FAILURE_INIT;
-    ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_create(&c, &pool_, &f)) << f.message;
+    ASSERT_EQ(GMR_OK, gmr_test::CreateVmm(placement(), &c, &pool_, &f)) << f.message;
     r_ = gmr_vmm_pool_resource_as_resource(pool_);
   }
   void *Alloc(size_t bytes, uint32_t tag) {

@@ -1,7 +1,7 @@
 /*
  * tools/bench_vmm/bench_handles.c: what one driver VMM call costs as a
  * function of the physical allocation's size, through gmr's CUDA layer
- * (core/cuda_vmm.h, the calls vmm_pool makes).
+ * (core/cuda_vmm.h, the calls the VMM resources make).
  *
  * For each size S (default 2 MiB .. 2 GiB, powers of four) and each round,
  * with one clock read before and one after each call:
@@ -10,11 +10,11 @@
  *   access   cuMemSetAccess over it;
  *   unmap    cuMemUnmap;
  *   release  cuMemRelease;
- *   remap    unmap + map at another address + access (how placement=fine
+ *   remap    unmap + map at another address + access (how vmm
  *            moves free memory);
  *   batch    K = min(64, 2 GiB / S) handles of S mapped side by side and one
  *            cuMemSetAccess over all of them, per handle (a growth of
- *            placement=fine when handles are limited to S).
+ *            vmm when handles are limited to S).
  * Medians over rounds, in microseconds per call; the last column is the
  * cost per 2 MiB of create+map+access. The question it answers: how much
  * cheaper per byte are larger handles (fewer driver calls per growth)?

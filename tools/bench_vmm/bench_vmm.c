@@ -1,6 +1,7 @@
 /*
  * tools/bench_vmm/bench_vmm.c: what the VMM pool's page operations cost on
- * the device, per page, measured through gmr_vmm_pool_resource.
+ * the device, per page, measured through vmm_pages (gmr/vmm_pages_resource.h,
+ * one physical allocation per page).
  *
  * Each round makes a fresh pool and times, with one clock read before and one
  * after each call:
@@ -37,7 +38,7 @@
 
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
-#include "gmr/vmm_pool_resource.h"
+#include "gmr/vmm_pages_resource.h"
 
 enum { STEP_MAP, STEP_HIT, STEP_UNMAP, STEP_DEFRAG, STEP_ZOMBIES, STEP_SLEEP, STEP_WAKE,
        STEP_SLEEP_SAVE, STEP_WAKE_RESTORE, STEP_COUNT };
@@ -95,7 +96,7 @@ static bool run_round(const options *o, double *ns) {
   gmr_vmm_pool_resource_config c = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
   gmr_vmm_pool_resource *pool = NULL;
   gmr_failure f = GMR_FAILURE_INIT;
-  if (!ok(gmr_vmm_pool_resource_create(&c, &pool, &f), "create", &f)) return false;
+  if (!ok(gmr_vmm_pages_resource_create(&c, &pool, &f), "create", &f)) return false;
   gmr_resource *r = gmr_vmm_pool_resource_as_resource(pool);
   size_t page = stats_of(pool).page_bytes;
   size_t n = o->pages;

@@ -10,7 +10,7 @@
  * timing, so the peaks equal a GPU's.
  *
  *   bazel run -c opt //tools/bench_vmm:vmm_calls -- --passes 3 [--capture] \
- *       'vmm_pool(placement=fine)' $PWD/tools/traces/gpt2_train.csv.gz
+ *       vmm $PWD/tools/traces/gpt2_train.csv.gz
  *
  * Passes as tools/replay runs them: every pass replays the whole trace on
  * the same stack; what a pass leaves live is freed at its end, then every

@@ -189,7 +189,7 @@ def check_graph_direct():
 
 def check_graph_direct_vmm():
     """The same over the VMM allocator: pages mapped during the capture."""
-    return _graph_direct("vmm_pool")
+    return _graph_direct("vmm_pages")
 
 
 def check_graph_default():

@@ -23,7 +23,7 @@ import time
 import traceback
 
 MIB = 1 << 20
-DEFAULT_STACKS = ["native", "vmm", "pool > cuda(kind=device)", "vmm_pool",
+DEFAULT_STACKS = ["native", "vmm", "pool > cuda(kind=device)", "vmm_pages",
                   "pool > cuda(kind=async)"]
 
 

@@ -41,7 +41,7 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-DEFAULT_STACKS = ("vmm", "pool > cuda", "vmm_pool",
+DEFAULT_STACKS = ("vmm", "pool > cuda", "vmm_pages",
                   "tracking > limiting(limit=8GiB) > pool > cuda")
 NATIVE = "native"
 # The positive control: PyTorch's allocator with the record_stream calls left

@@ -58,7 +58,7 @@ tracking(per=stream) > limiting > graph_arena(uncaptured=forward, policy=monoton
 done
 # 5. Threads (64 KiB, each thread its own stream) and per-call costs.
 step threads 200 "$bin/bench" --workloads threads --threads 1,16 --thread-seconds 1 \
-  --stacks "pool;tracking > limiting > pool > cuda(kind=async);fixed_block;vmm;vmm_pool(placement=fine, shards=1);pool(streams_outlive=true) > cuda(kind=async)"
+  --stacks "pool;tracking > limiting > pool > cuda(kind=async);fixed_block;vmm;vmm(shards=1);pool(streams_outlive=true) > cuda(kind=async)"
 step fixed 200 "$bin/bench" --workloads fixed \
   --stacks "pool;tracking > limiting > pool > cuda(kind=async);fixed_block;graph_pool;vmm;cuda_async"
 step bench_arena 120 "$bin/bench_arena" --allocs 1000 --rounds 1001

@@ -34,7 +34,7 @@ step() {  # step NAME TIMEOUT_S command...
 
 # 1. Two GPUs, one process: the registry's stacks, peer reads by kernels,
 #    threads that switch devices, the device restored (multi_gpu_test); the
-#    registry's earlier two-GPU cases; vmm_pool's second-GPU kernel test.
+#    registry's earlier two-GPU cases; vmm_pages' second-GPU kernel test.
 step multi_gpu_test 120 "$bin/multi_gpu_test"
 step device_resource_gpu_test 120 "$bin/device_resource_gpu_test"
 step vmm_pool_gpu_second_gpu 120 "$bin/vmm_pool_gpu_test" --gtest_filter='*SecondGpu*'
@@ -46,7 +46,7 @@ step nccl_gpu_test 180 env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,REG "$bin/nccl
 step nccl_bench 300 "$bin/nccl_bench" --min 1MiB --max 1GiB --iterations 20 --warmup 5
 step nccl_bench_processes 300 "$bin/nccl_bench" --processes --min 1MiB --max 1GiB \
   --iterations 20 --warmup 5
-# 4. Which buffers NCCL registered (its REG log): gmr's pool, vmm_pool pages
+# 4. Which buffers NCCL registered (its REG log): gmr's pool, vmm_pages' pages
 #    and cudaMalloc, at 64 MiB, in one process and across processes (POSIX
 #    file descriptors: what nccl_ready memory is made for).
 for v in 1 3 4 5; do
@@ -70,7 +70,7 @@ for t in multi_gpu_test device_resource_gpu_test vmm_pool_gpu_second_gpu nccl_gp
 done
 echo "== NCCL's registrations during nccl_gpu_test"
 grep -cE 'IPC regist' "$work/nccl_gpu_test.txt" | sed 's/^/IPC register lines: /'
-names=([1]="cudaMalloc+reg" [3]="gmr pool+reg" [4]="vmm_pool+reg" [5]="symmetric+reg")
+names=([1]="cudaMalloc+reg" [3]="gmr pool+reg" [4]="vmm_pages+reg" [5]="symmetric+reg")
 for v in 1 3 4 5; do
   for mode in "" _processes; do
     f="$work/nccl_reg_log${mode}_$v.txt"

@@ -2,7 +2,7 @@
 # Stream safety on a real GPU (issue 30, items 2 and 4), in one command:
 #   1. the stream canary (stream_canary_gpu_test): long kernels re-read memory
 #      their stream freed while other streams allocate and write, on vmm, pool,
-#      vmm_pool and tracking > limiting > pool, 3 and 4 streams, and its
+#      vmm_pages and tracking > limiting > pool, 3 and 4 streams, and its
 #      positive control (a stream-blind allocator must be caught);
 #   2. the same idea through PyTorch (tools/frameworks/stream_canary.py): side
 #      streams, record_stream and torch.cuda._sleep on gmr.torch, every result

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The VMM pool's GPU session (issue 10), after tools/gpu/stage.sh staged .gpu/
-# here: its GPU tests (page and fine placement), the same under
+# The VMM resources' GPU session (issue 10), after tools/gpu/stage.sh staged
+# .gpu/ here: their GPU tests (vmm_pages and vmm), the same under
 # compute-sanitizer memcheck, the cost of page operations (bench_vmm) and of
 # one driver call by handle size (bench_handles), and, on the bundled traces,
 # the footprint (captures off) and host time per call (three passes: cold,
-# then warm) of `vmm` beside `pool`, cuda_async and vmm_pool. With RMM_REPLAY
+# then warm) of `vmm` beside `pool`, cuda_async and vmm_pages. With RMM_REPLAY
 # set to RMM's replayer (../shared/bench/rmm_replay carried along), RMM's
 # pool on the same traces, same passes.
 #   tools/gpu/vmm_run.sh            # on the GPU machine
@@ -38,7 +38,7 @@ step bench_handles 300 "$bin/bench_handles" --rounds 5 --max-mib 2048
 # 3. Footprint and host time on the bundled traces (captures ignored: the
 #    graph pool is not what is compared here).
 traces="gpt2_train resnet50_train gpt2_graph_capture multistream llm_multigraph"
-stacks="vmm;vmm(streams_outlive=true);pool;cuda_async;vmm_pool"
+stacks="vmm;vmm(streams_outlive=true);pool;cuda_async;vmm_pages"
 for t in $traces; do
   step "footprint_$t" 240 "$bin/replay" --passes 3 --capture off --compare "$stacks" \
     ".gpu/traces/$t.csv.gz"

@@ -21,7 +21,7 @@
 #include "tools/nccl_bench/nccl_bench.h"
 
 const char *const bench_variant_names[VARIANT_COUNT] = {
-    "cudaMalloc", "cudaMalloc+reg", "gmr pool", "gmr pool+reg", "vmm_pool+reg", "symmetric+reg"};
+    "cudaMalloc", "cudaMalloc+reg", "gmr pool", "gmr pool+reg", "vmm_pages+reg", "symmetric+reg"};
 
 /* The stack of each gmr variant, for device %d. */
 static const char *const variant_specs[VARIANT_COUNT] = {
@@ -29,7 +29,7 @@ static const char *const variant_specs[VARIANT_COUNT] = {
     NULL,
     "pool > chunk_listener > cumem(device=%d, nccl_ready=true, peer_access=all)",
     "pool > chunk_listener > cumem(device=%d, nccl_ready=true, peer_access=all)",
-    "pool > chunk_listener > vmm_pool(device=%d, nccl_ready=true, peer_access=all)",
+    "pool > chunk_listener > vmm_pages(device=%d, nccl_ready=true, peer_access=all)",
     "symmetric(region_size=256MiB) > chunk_listener > cumem(device=%d, nccl_ready=true, "
     "peer_access=all)"};
 

@@ -5,7 +5,7 @@
  *
  * Variants (bench_run.c): cudaMalloc; cudaMalloc with each buffer
  * registered; `pool > chunk_listener > cumem(nccl_ready)` without and with
- * gmr_nccl_register_pool; the same over vmm_pool (registered per 2 MiB
+ * gmr_nccl_register_pool; the same over vmm_pages (registered per 2 MiB
  * page: larger buffers are not zero-copy); `symmetric > chunk_listener >
  * cumem` registered, whose buffers must sit at the same offset on every
  * rank. Sizes double from --min to --max. Per size: allocate, register,

@@ -27,7 +27,7 @@ typedef enum bench_variant {
   VARIANT_CUDA_MALLOC_REG, /* cudaMalloc, each buffer registered (gmr_nccl_register_buffer) */
   VARIANT_POOL,            /* pool > chunk_listener > cumem, not registered */
   VARIANT_POOL_REG,        /* the same, registered (gmr_nccl_register_pool) */
-  VARIANT_VMM_POOL_REG,    /* pool > chunk_listener > vmm_pool, registered per page */
+  VARIANT_VMM_POOL_REG,    /* pool > chunk_listener > vmm_pages, registered per page */
   VARIANT_SYMMETRIC_REG,   /* symmetric > chunk_listener > cumem, registered */
   VARIANT_COUNT
 } bench_variant;

@@ -37,9 +37,9 @@ static const alias aliases[] = {
     {"graph_pool",
      "tracking(per=stream) > limiting > graph_arena(uncaptured=forward, policy=ordered_reuse, "
      "detect=hinted) > pool > cuda(kind=device)"},
-    /* The recommended VMM allocator (also the spec component `vmm`): 256-byte
+    /* The recommended VMM allocator (the spec component `vmm`): 256-byte
      * placement over shared pages, free memory moved instead of holding more. */
-    {"vmm", "vmm_pool(placement=fine)"},
+    {"vmm", "vmm"},
 };
 #define ALIAS_COUNT (sizeof aliases / sizeof aliases[0])
 

@@ -23,7 +23,7 @@
  * registration, so a registration over several physical allocations can make
  * a collective read the wrong memory. gmr therefore registers each chunk per
  * physical allocation ("segment"), as the driver reports them: with cumem
- * below, one segment per chunk; with vmm_pool below, one per page, so a
+ * below, one segment per chunk; with vmm_pages below, one per page, so a
  * buffer that crosses a page boundary is simply not registered (NCCL then
  * copies through its own buffers: correct, not zero-copy).
  * gmr_nccl_registration_covers() tells whether a buffer is zero-copy.
