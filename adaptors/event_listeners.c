@@ -1,21 +1,19 @@
 /*
  * adaptors/event_listeners.c: gmr_resource_add_event_listener and
  * gmr_resource_remove_event_listener (gmr/events.h). The layers that report
- * events are the limiting and OOM adaptors; each keeps its listeners in its
- * OOM handler, so a listener hears only the layers of the stack it
- * registered on.
+ * events are the limiting and OOM adaptors; each keeps its own listeners, so
+ * a listener hears only the layers of the stack it registered on.
  */
 #include <stddef.h>
 
-#include "adaptors/oom_handler.h"
+#include "adaptors/oom_internal.h"
 #include "core/events.h"
 #include "core/resource_type.h"
 #include "gmr/events.h"
 
 static gmr__event_listeners *events_of(gmr_resource *r) {
-  gmr__oom_handler *h = gmr__limiting_oom_handler(r);
-  if (h == NULL) h = gmr__oom_adaptor_handler(r);
-  return h != NULL ? &h->events : NULL;
+  gmr__event_listeners *l = gmr__limiting_events(r);
+  return l != NULL ? l : gmr__oom_adaptor_events(r);
 }
 
 gmr_status gmr_resource_add_event_listener(gmr_resource *r, gmr_event_listener_fn *fn,

@@ -4,8 +4,9 @@
  * Hot path while counting (no limit, the default; limiting_internal.h): the
  * upstream's slot called directly (core/forward.h), then the charge added to
  * the calling thread's lane. Enforcing a limit: one compare-and-swap on
- * `used` before the upstream, a peak check after success. No lock either way,
- * and without an OOM policy the OOM handler is not entered.
+ * `used` before the upstream, a peak check after success. No lock either way.
+ * An OOM policy is the OOM layer's above (limiting(on_oom=...):
+ * adaptors/oom_internal.h); this adaptor only counts its upstream's failures.
  */
 #include "gmr/limiting_adaptor.h"
 
@@ -16,11 +17,11 @@
 #include <string.h>
 
 #include "adaptors/limiting_internal.h"
+#include "core/events.h"
+#include "core/forward.h"
 #include "core/resource_type.h"
 #include "util/counters.h"
-#include "core/events.h"
 #include "util/fence.h"
-#include "core/forward.h"
 
 /* A thread's lane flushes its counts past these (limiting_internal.h). */
 #define LANE_BATCH_BYTES ((int64_t)1 << 20)
@@ -39,11 +40,11 @@ static ptr_shard *shard_of(gmr_limiting_adaptor *a, const void *ptr) {
 
 static void emit_limit(gmr_limiting_adaptor *a, gmr_event_kind kind, const gmr_limit_request *rq,
                        size_t value_bytes) {
-  if (!gmr__events_enabled(&a->oom.events)) return;
+  if (!gmr__events_enabled(&a->events)) return;
   gmr_event e;
   memset(&e, 0, sizeof e);
   e.kind = kind;
-  e.source = &a->base;
+  e.source = &a->base.resource;
   e.policy_name = a->on_limit.name;
   e.bytes = rq->charge_bytes;
   e.stream = rq->stream;
@@ -51,7 +52,7 @@ static void emit_limit(gmr_limiting_adaptor *a, gmr_event_kind kind, const gmr_l
   e.used_bytes = rq->used_bytes;
   e.value_bytes = value_bytes;
   e.scope_stream = rq->scope_stream;
-  gmr__event_emit(&a->oom.events, &e);
+  gmr__event_emit(&a->events, &e);
 }
 
 /*
@@ -182,23 +183,15 @@ static size_t slot_of_stream(gmr_limiting_adaptor *a, gmr_stream stream) {
   return gmr__key_slots_get(&a->stream_slots, (uint64_t)(uintptr_t)stream);
 }
 
-/* The upstream call: through the OOM policy when there is one, else
- * straight to the upstream's slot. A request for a capture never runs the
- * policy: trimming or waiting could synchronise or stall the capture. */
+/* The upstream's slot, counting a failure for lack of memory in stats.oom. */
 static inline gmr_status call_upstream(gmr_limiting_adaptor *a, bool capturing, size_t bytes,
-                                size_t alignment, gmr_stream stream, void **out_ptr,
-                                gmr_failure *failure) {
-  if (capturing) {
-    gmr_status st = gmr__forward_allocate_capturing(a->upstream, bytes, alignment, stream,
-                                                    out_ptr, failure);
-    gmr__oom_handler_note_failure(&a->oom, st);
-    return st;
-  }
-  if (gmr__oom_handler_has_policy(&a->oom)) {
-    return gmr__oom_handler_allocate(&a->oom, bytes, alignment, stream, out_ptr, failure);
-  }
-  gmr_status st = gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
-  if (st != GMR_OK) gmr__oom_handler_note_failure(&a->oom, st);
+                                       size_t alignment, gmr_stream stream, void **out_ptr,
+                                       gmr_failure *failure) {
+  gmr_resource *up = a->base.upstream;
+  gmr_status st =
+      capturing ? gmr__forward_allocate_capturing(up, bytes, alignment, stream, out_ptr, failure)
+                : gmr__forward_allocate(up, bytes, alignment, stream, out_ptr, failure);
+  gmr__oom_counters_note_failure(&a->oom_counts, st);
   return st;
 }
 
@@ -260,7 +253,7 @@ static gmr_status allocate_charged(gmr_limiting_adaptor *a, bool capturing, size
     pthread_mutex_unlock(&sh->mutex);
     if (!ok) {
       /* No room to remember the stream: give the memory back, undo all. */
-      (void)gmr__forward_deallocate(a->upstream, *out_ptr, bytes, alignment, stream);
+      (void)gmr__forward_deallocate(a->base.upstream, *out_ptr, bytes, alignment, stream);
       *out_ptr = NULL;
       unreserve(&per, charge);
       unreserve(&global, charge);
@@ -279,8 +272,8 @@ __attribute__((cold, noinline)) static gmr_status counted_upstream_failed(
     gmr_limiting_adaptor *a, gmr_status st, size_t bytes, size_t alignment, gmr_stream stream,
     void **out_ptr, gmr_failure *failure) {
   *out_ptr = NULL;
-  gmr__failure_record(failure, st, a->upstream, bytes, alignment, stream);
-  gmr__oom_handler_note_failure(&a->oom, st);
+  gmr__failure_record(failure, st, a->base.upstream, bytes, alignment, stream);
+  gmr__oom_counters_note_failure(&a->oom_counts, st);
   atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
   return st;
 }
@@ -288,14 +281,13 @@ __attribute__((cold, noinline)) static gmr_status counted_upstream_failed(
 static gmr_status limiting_allocate(gmr_resource *self, size_t bytes, size_t alignment,
                                     gmr_stream stream, void **out_ptr, gmr_failure *failure) {
   gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
-  /* The common case: counting (no limit can refuse) and no OOM policy. The
-   * upstream's slot is called as gmr__forward_allocate() does, with its
-   * failure handling in a cold function, so the success path keeps only
-   * the adaptor and the charge across the call. */
-  if (atomic_load_explicit(&a->counting, memory_order_relaxed) &&
-      !gmr__oom_handler_has_policy(&a->oom)) {
+  /* The common case: counting (no limit can refuse). The upstream's slot is
+   * called as gmr__forward_allocate() does, with its failure handling in a
+   * cold function, so the success path keeps only the adaptor and the
+   * charge across the call. */
+  if (atomic_load_explicit(&a->counting, memory_order_relaxed)) {
     size_t charge = charge_of(a, bytes);
-    gmr_resource *up = a->upstream;
+    gmr_resource *up = a->base.upstream;
     gmr_status st = up->vtbl->allocate(up, bytes, alignment, stream, out_ptr, failure);
     if (st != GMR_OK) {
       return counted_upstream_failed(a, st, bytes, alignment, stream, out_ptr, failure);
@@ -313,17 +305,12 @@ static gmr_status limiting_allocate_capturing(gmr_resource *self, size_t bytes, 
                           failure);
 }
 
-static gmr_status limiting_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
-  return gmr__forward_record_stream(((gmr_limiting_adaptor *)self)->upstream, ptr, stream);
-}
-
 /* Growth in place is charged as an allocation of the difference between the
  * charges of the new and the old size, against the same limits (the
  * global one, and with per_stream the limit of the stream the allocation is
  * charged to, whatever `stream` the growth is ordered on), before the
- * upstream is asked; the charge goes back if the upstream cannot grow. The
- * OOM policy is not run: a caller whose extend fails allocates elsewhere,
- * and that allocation runs it. Allocation counts do not change. */
+ * upstream is asked; the charge goes back if the upstream cannot grow.
+ * Allocation counts do not change. */
 static gmr_status limiting_extend(gmr_resource *self, void *ptr, size_t bytes, size_t new_bytes,
                                   size_t alignment, gmr_stream stream, gmr_failure *failure) {
   gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
@@ -331,7 +318,7 @@ static gmr_status limiting_extend(gmr_resource *self, void *ptr, size_t bytes, s
   if (atomic_load_explicit(&a->counting, memory_order_relaxed)) {
     /* Nothing can refuse: count after success, in this thread's lane. */
     gmr_status st =
-        gmr__forward_extend(a->upstream, ptr, bytes, new_bytes, alignment, stream, failure);
+        gmr__forward_extend(a->base.upstream, ptr, bytes, new_bytes, alignment, stream, failure);
     if (st != GMR_OK || growth == 0) return st;
     if (!count_in_lane(a, growth, LANE_GREW)) {
       gmr__limiting_enforcing(a); /* a limit came meanwhile */
@@ -370,7 +357,7 @@ static gmr_status limiting_extend(gmr_resource *self, void *ptr, size_t bytes, s
       }
     }
   }
-  st = gmr__forward_extend(a->upstream, ptr, bytes, new_bytes, alignment, stream, failure);
+  st = gmr__forward_extend(a->base.upstream, ptr, bytes, new_bytes, alignment, stream, failure);
   if (st != GMR_OK) {
     if (growth != 0) {
       if (a->per_stream) unreserve(&per, growth);
@@ -407,9 +394,8 @@ static gmr_status limiting_deallocate(gmr_resource *self, void *ptr, size_t byte
   size_t charge = charge_of(a, bytes);
   if (atomic_load_explicit(&a->counting, memory_order_relaxed) &&
       count_in_lane(a, charge, LANE_FREED)) {
-    gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
+    gmr_status st = gmr__forward_deallocate(a->base.upstream, ptr, bytes, alignment, stream);
     if (st != GMR_OK) return free_undone(a, charge, st);
-    gmr__oom_handler_note_free(&a->oom);
     return GMR_OK;
   }
   return deallocate_enforcing(a, ptr, bytes, alignment, stream, charge);
@@ -425,9 +411,7 @@ static gmr_status limiting_deallocate(gmr_resource *self, void *ptr, size_t byte
  * never let a request past it. */
 static gmr_status bad_free_judged_below(gmr_limiting_adaptor *a, void *ptr, size_t bytes,
                                         size_t alignment, gmr_stream stream) {
-  gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
-  if (st == GMR_OK) gmr__oom_handler_note_free(&a->oom);
-  return st;
+  return gmr__forward_deallocate(a->base.upstream, ptr, bytes, alignment, stream);
 }
 
 static gmr_status deallocate_enforcing(gmr_limiting_adaptor *a, void *ptr, size_t bytes,
@@ -469,7 +453,7 @@ static gmr_status deallocate_enforcing(gmr_limiting_adaptor *a, void *ptr, size_
     return bad_free_judged_below(a, ptr, bytes, alignment, stream);
   }
 
-  gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  gmr_status st = gmr__forward_deallocate(a->base.upstream, ptr, bytes, alignment, stream);
   if (st != GMR_OK) {
     atomic_fetch_add_explicit(&a->used_bytes, charge, memory_order_relaxed);
     if (a->per_stream) {
@@ -481,7 +465,6 @@ static gmr_status deallocate_enforcing(gmr_limiting_adaptor *a, void *ptr, size_
     return st;
   }
   atomic_fetch_add_explicit(&a->deallocation_count, 1, memory_order_relaxed);
-  gmr__oom_handler_note_free(&a->oom);
   return GMR_OK;
 }
 
@@ -496,20 +479,16 @@ static void free_adaptor(gmr_limiting_adaptor *a) {
   free(a->streams);
   gmr__key_slots_deinit(&a->stream_slots);
   pthread_mutex_destroy(&a->mode_mutex);
+  if (a->events.lock != NULL) gmr__event_listeners_deinit(&a->events);
   free(a);
 }
 
 static gmr_status limiting_destroy(gmr_resource *self) {
   gmr_limiting_adaptor *a = (gmr_limiting_adaptor *)self;
   if (gmr__limiting_used_bytes(a) != 0) return GMR_ERR_BUSY;
-  gmr__oom_handler_deinit(&a->oom);
   if (a->on_limit.release != NULL) a->on_limit.release(a->on_limit.ctx);
   free_adaptor(a);
   return GMR_OK;
-}
-
-static gmr_resource *limiting_get_upstream(const gmr_resource *self) {
-  return ((const gmr_limiting_adaptor *)self)->upstream;
 }
 
 static const gmr_resource_vtbl limiting_vtbl = {
@@ -518,11 +497,8 @@ static const gmr_resource_vtbl limiting_vtbl = {
     .allocate = limiting_allocate,
     .deallocate = limiting_deallocate,
     .destroy = limiting_destroy,
-    .get_upstream = limiting_get_upstream,
-    .trim = NULL,            /* forwards to the upstream */
-    .get_footprint = NULL,   /* asks the upstream */
-    .get_memory_info = NULL, /* asks the upstream */
-    .record_stream = limiting_record_stream,
+    .get_upstream = gmr__adaptor_get_upstream,
+    .record_stream = gmr__adaptor_record_stream,
     .allocate_capturing = limiting_allocate_capturing,
     .extend = limiting_extend,
 };
@@ -530,9 +506,8 @@ static const gmr_resource_vtbl limiting_vtbl = {
 /* gmr_resource_downcast() knows the type by this (core/resource_type.h). */
 static const gmr__resource_type limiting_type = {&limiting_vtbl, NULL};
 
-static void release_policies(const gmr_limiting_adaptor_config *cfg) {
+static void release_policy(const gmr_limiting_adaptor_config *cfg) {
   if (cfg->on_limit.release != NULL) cfg->on_limit.release(cfg->on_limit.ctx);
-  if (cfg->on_oom.release != NULL) cfg->on_oom.release(cfg->on_oom.ctx);
 }
 
 gmr_status gmr_limiting_adaptor_create(gmr_resource *upstream,
@@ -541,14 +516,11 @@ gmr_status gmr_limiting_adaptor_create(gmr_resource *upstream,
   if (out != NULL) *out = NULL;
   gmr_limiting_adaptor_config cfg = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
   if (config != NULL) cfg = *config;
-  if (gmr_limit_policy_check(&cfg.on_limit) != GMR_OK ||
-      gmr_oom_policy_check(&cfg.on_oom) != GMR_OK) {
-    return GMR_ERR_INVALID_ARGUMENT;
-  }
-  /* From here on the policies are ours: every failure releases them. */
+  if (gmr_limit_policy_check(&cfg.on_limit) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
+  /* From here on the policy is ours: every failure releases it. */
   size_t align = cfg.charge_alignment == 0 ? GMR_DEFAULT_ALIGNMENT : cfg.charge_alignment;
   if (out == NULL || gmr__resource_check_vtbl(upstream) != GMR_OK || (align & (align - 1)) != 0) {
-    release_policies(&cfg);
+    release_policy(&cfg);
     return GMR_ERR_INVALID_ARGUMENT;
   }
   /* Aligned: the lanes and busy marks are a cache line each. */
@@ -557,7 +529,7 @@ gmr_status gmr_limiting_adaptor_create(gmr_resource *upstream,
   if (a != NULL) memset(a, 0, size);
   if (a == NULL || pthread_mutex_init(&a->mode_mutex, NULL) != 0) {
     free(a);
-    release_policies(&cfg);
+    release_policy(&cfg);
     return GMR_ERR_OUT_OF_MEMORY;
   }
   gmr__lane_counts_init(&a->counted, LANE_BATCH_BYTES, LANE_BATCH_COUNT);
@@ -566,9 +538,8 @@ gmr_status gmr_limiting_adaptor_create(gmr_resource *upstream,
   atomic_init(&a->counting, counting);
   atomic_init(&a->enforcing, !counting);
   a->asymmetric_fence = gmr__fence_asymmetric();
-  a->base.vtbl = &limiting_vtbl;
+  gmr__adaptor_init(&a->base, &limiting_vtbl, upstream);
   gmr__resource_type_register(&limiting_type);
-  a->upstream = upstream;
   a->charge_mask = align - 1;
   a->on_limit = cfg.on_limit;
   atomic_init(&a->limit_bytes, cfg.limit_bytes);
@@ -581,7 +552,7 @@ gmr_status gmr_limiting_adaptor_create(gmr_resource *upstream,
     if (ok && a->streams != NULL) a->shards = calloc(SHARD_COUNT, sizeof *a->shards);
     if (a->shards == NULL) {
       free_adaptor(a);
-      release_policies(&cfg);
+      release_policy(&cfg);
       return GMR_ERR_OUT_OF_MEMORY;
     }
     for (size_t i = 0; i <= a->stream_slots.capacity; ++i) {
@@ -593,19 +564,18 @@ gmr_status gmr_limiting_adaptor_create(gmr_resource *upstream,
       a->shards[i].map = init;
     }
   }
-  gmr_status st = gmr__oom_handler_init(&a->oom, &cfg.on_oom, &a->base, upstream);
-  if (st != GMR_OK) {
-    gmr__oom_handler_deinit(&a->oom); /* runs on_oom's release */
-    if (cfg.on_limit.release != NULL) cfg.on_limit.release(cfg.on_limit.ctx);
+  if (!gmr__event_listeners_init(&a->events)) {
     free_adaptor(a);
-    return st;
+    release_policy(&cfg);
+    return GMR_ERR_OUT_OF_MEMORY;
   }
   *out = a;
   return GMR_OK;
 }
 
-gmr__oom_handler *gmr__limiting_oom_handler(gmr_resource *r) {
+gmr__event_listeners *gmr__limiting_events(gmr_resource *r) {
   /* The vtable itself: this file owns it (no need for the table of types). */
-  return r != NULL && r->vtbl == &limiting_vtbl ? &((gmr_limiting_adaptor *)(void *)r)->oom : NULL;
+  return r != NULL && r->vtbl == &limiting_vtbl ? &((gmr_limiting_adaptor *)(void *)r)->events
+                                                : NULL;
 }
 

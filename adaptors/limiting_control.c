@@ -47,6 +47,8 @@ size_t gmr__limiting_used_bytes(const gmr_limiting_adaptor *a) {
   return atomic_load_explicit(&a->used_bytes, memory_order_relaxed) + (size_t)counted;
 }
 
+gmr__oom_counters *gmr__limiting_oom_counters(gmr_limiting_adaptor *a) { return &a->oom_counts; }
+
 size_t gmr_limiting_adaptor_get_limit(const gmr_limiting_adaptor *a) {
   return atomic_load_explicit(&a->limit_bytes, memory_order_relaxed);
 }
@@ -154,7 +156,7 @@ gmr_status gmr_limiting_adaptor_get_stats(const gmr_limiting_adaptor *a,
   s.max_overage_bytes = atomic_load_explicit(&a->max_overage_bytes, memory_order_relaxed);
   s.raise_count = atomic_load_explicit(&a->raise_count, memory_order_relaxed);
   s.bad_free_count = atomic_load_explicit(&a->bad_free_count, memory_order_relaxed);
-  gmr__oom_handler_get_counts(&a->oom, &s.oom);
+  gmr__oom_counters_read(&a->oom_counts, &s.oom);
   if (out->version < 2u) {
     /* A caller of version 1 (built against 0.1): `oom` without its header. */
     limiting_stats_v1 v1;

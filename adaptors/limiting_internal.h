@@ -28,7 +28,9 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "adaptors/oom_handler.h"
+#include "adaptors/oom_internal.h"
+#include "core/adaptor.h"
+#include "core/events.h"
 #include "util/key_slots.h"
 #include "util/lanes.h"
 #include "util/u64_map.h"
@@ -65,11 +67,13 @@ typedef struct busy_count {
 } busy_count;
 
 struct gmr_limiting_adaptor {
-  gmr_resource base; /* first */
-  gmr_resource *upstream;
+  gmr__adaptor base; /* first: the resource and its upstream */
   size_t charge_mask; /* charge_alignment - 1 */
   gmr_limit_policy on_limit;
-  gmr__oom_handler oom;
+  gmr__event_listeners events; /* its limit events' listeners */
+  /* The upstream's lack-of-memory failures, and what the OOM layer of
+   * limiting(on_oom=...) above it did (oom_internal.h): stats.oom. */
+  gmr__oom_counters oom_counts;
   _Atomic bool counting;  /* read on every call; cleared once */
   _Atomic bool enforcing; /* the enforcing counters hold everything (set once) */
   bool asymmetric_fence;  /* util/fence.h: membarrier fences the switch's side */

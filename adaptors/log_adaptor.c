@@ -17,12 +17,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/adaptor.h"
 #include "core/forward.h"
 #include "core/resource_type.h"
 
 struct gmr_log_adaptor {
-  gmr_resource base; /* first: the adaptor is usable as a gmr_resource */
-  gmr_resource *upstream;
+  gmr__adaptor base; /* first: the adaptor is usable as a gmr_resource */
   FILE *file;
   bool owns_file;
   gmr_log_flush flush;
@@ -76,13 +76,10 @@ static void write_row_locked(gmr_log_adaptor *a, const char *action, const void 
 /* No other thread can be given this memory before we return it, so the row
  * may be written after the upstream call. A request for a capture is logged
  * as an allocation (RMM's format has no other action for it). */
-static gmr_status log_allocate_as(gmr_log_adaptor *a, bool capturing, size_t bytes,
-                                  size_t alignment, gmr_stream stream, void **out_ptr,
-                                  gmr_failure *failure) {
-  gmr_status st =
-      capturing
-          ? gmr__forward_allocate_capturing(a->upstream, bytes, alignment, stream, out_ptr, failure)
-          : gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
+static gmr_status log_allocate_as(gmr_log_adaptor *a, gmr__forward_allocate_fn *forward,
+                                  size_t bytes, size_t alignment, gmr_stream stream,
+                                  void **out_ptr, gmr_failure *failure) {
+  gmr_status st = forward(a->base.upstream, bytes, alignment, stream, out_ptr, failure);
   pthread_mutex_lock(&a->mutex);
   if (st == GMR_OK) {
     write_row_locked(a, "allocate", *out_ptr, bytes, stream);
@@ -95,20 +92,15 @@ static gmr_status log_allocate_as(gmr_log_adaptor *a, bool capturing, size_t byt
 
 static gmr_status log_allocate(gmr_resource *self, size_t bytes, size_t alignment,
                                gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  return log_allocate_as((gmr_log_adaptor *)self, false, bytes, alignment, stream, out_ptr,
-                         failure);
+  return log_allocate_as((gmr_log_adaptor *)self, gmr__forward_allocate, bytes, alignment, stream,
+                         out_ptr, failure);
 }
 
 static gmr_status log_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
                                          gmr_stream stream, void **out_ptr,
                                          gmr_failure *failure) {
-  return log_allocate_as((gmr_log_adaptor *)self, true, bytes, alignment, stream, out_ptr,
-                         failure);
-}
-
-/* record_stream changes no allocation: no row (RMM's format has no action for it). */
-static gmr_status log_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
-  return gmr__forward_record_stream(((gmr_log_adaptor *)self)->upstream, ptr, stream);
+  return log_allocate_as((gmr_log_adaptor *)self, gmr__forward_allocate_capturing, bytes,
+                         alignment, stream, out_ptr, failure);
 }
 
 /* RMM's format has no action for growth in place, and a new one would stop
@@ -122,7 +114,7 @@ static gmr_status log_extend(gmr_resource *self, void *ptr, size_t bytes, size_t
                              size_t alignment, gmr_stream stream, gmr_failure *failure) {
   gmr_log_adaptor *a = (gmr_log_adaptor *)self;
   gmr_status st =
-      gmr__forward_extend(a->upstream, ptr, bytes, new_bytes, alignment, stream, failure);
+      gmr__forward_extend(a->base.upstream, ptr, bytes, new_bytes, alignment, stream, failure);
   if (st != GMR_OK) return st;
   pthread_mutex_lock(&a->mutex);
   write_row_locked(a, "free", ptr, bytes, stream);
@@ -137,7 +129,7 @@ static gmr_status log_deallocate(gmr_resource *self, void *ptr, size_t bytes, si
   /* Held across the release: a thread that gets `ptr` next from the upstream
    * writes its allocate row only after this free row. */
   pthread_mutex_lock(&a->mutex);
-  gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  gmr_status st = gmr__forward_deallocate(a->base.upstream, ptr, bytes, alignment, stream);
   if (st == GMR_OK) write_row_locked(a, "free", ptr, bytes, stream);
   pthread_mutex_unlock(&a->mutex);
   return st;
@@ -160,21 +152,15 @@ static gmr_status log_destroy(gmr_resource *self) {
   return GMR_OK;
 }
 
-static gmr_resource *log_get_upstream(const gmr_resource *self) {
-  return ((const gmr_log_adaptor *)self)->upstream;
-}
-
 static const gmr_resource_vtbl log_vtbl = {
     .version = GMR_RESOURCE_VTBL_VERSION,
     .type_name = "log_adaptor",
     .allocate = log_allocate,
     .deallocate = log_deallocate,
     .destroy = log_destroy,
-    .get_upstream = log_get_upstream,
-    .trim = NULL,            /* the dispatch walks on to the upstream */
-    .get_footprint = NULL,   /* likewise */
-    .get_memory_info = NULL, /* likewise */
-    .record_stream = log_record_stream,
+    .get_upstream = gmr__adaptor_get_upstream,
+    /* record_stream changes no allocation: no row (RMM's format has none for it). */
+    .record_stream = gmr__adaptor_record_stream,
     .allocate_capturing = log_allocate_capturing,
     .extend = log_extend,
 };
@@ -200,9 +186,8 @@ gmr_status gmr_log_adaptor_create(gmr_resource *upstream, const gmr_log_adaptor_
     free(a);
     return GMR_ERR_OUT_OF_MEMORY;
   }
-  a->base.vtbl = &log_vtbl;
+  gmr__adaptor_init(&a->base, &log_vtbl, upstream);
   gmr__resource_type_register(&log_type);
-  a->upstream = upstream;
   a->flush = config->flush;
   if (config->path != NULL) {
     a->file = fopen(config->path, "w");

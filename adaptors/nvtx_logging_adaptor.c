@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/adaptor.h"
 #include "core/forward.h"
 #include "core/nvtx_headers.h"
 #include "core/nvtx_mem.h"
@@ -38,8 +39,7 @@ typedef struct stream_name {
 #endif
 
 struct gmr_nvtx_logging_adaptor {
-  gmr_resource base; /* first: the adaptor is usable as a gmr_resource */
-  gmr_resource *upstream;
+  gmr__adaptor base; /* first: the adaptor is usable as a gmr_resource */
   atomic_bool enabled;
   char domain_name[GMR_NVTX_DOMAIN_NAME_MAX_BYTES + 1];
 #ifndef GMR_DISABLE_NVTX
@@ -282,48 +282,39 @@ static void on_event(void *ctx, const gmr_event *e) {
 }
 
 static gmr_status subscribe(gmr_nvtx_logging_adaptor *a) {
-  gmr_status st = gmr_resource_add_event_listener(a->upstream, on_event, a);
+  gmr_status st = gmr_resource_add_event_listener(a->base.upstream, on_event, a);
   a->subscribed = st == GMR_OK;
   return st;
 }
 
 static void unsubscribe(gmr_nvtx_logging_adaptor *a) {
   if (!a->subscribed) return;
-  GMR_IGNORE_STATUS(gmr_resource_remove_event_listener(a->upstream, on_event, a));
+  GMR_IGNORE_STATUS(gmr_resource_remove_event_listener(a->base.upstream, on_event, a));
   a->subscribed = false;
 }
 
 #endif /* GMR_DISABLE_NVTX */
 
-/* The upstream's allocate, or its allocate_capturing for a request made
- * during a capture (core/forward.h: the dispatch above checked it). */
-static gmr_status forward(gmr_nvtx_logging_adaptor *a, bool capturing, size_t bytes,
-                          size_t alignment, gmr_stream stream, void **out_ptr,
-                          gmr_failure *failure) {
-  if (capturing) {
-    return gmr__forward_allocate_capturing(a->upstream, bytes, alignment, stream, out_ptr,
-                                           failure);
-  }
-  return gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
-}
-
-static gmr_status nvtx_allocate_as(gmr_nvtx_logging_adaptor *a, bool capturing, size_t bytes,
-                                   size_t alignment, gmr_stream stream, void **out_ptr,
-                                   gmr_failure *failure) {
+/* An allocation through `forward`: the upstream's allocate, or its
+ * allocate_capturing for a request made during a capture. */
+static gmr_status nvtx_allocate_as(gmr_nvtx_logging_adaptor *a, gmr__forward_allocate_fn *forward,
+                                   size_t bytes, size_t alignment, gmr_stream stream,
+                                   void **out_ptr, gmr_failure *failure) {
+  gmr_resource *up = a->base.upstream;
 #ifdef GMR_DISABLE_NVTX
-  return forward(a, capturing, bytes, alignment, stream, out_ptr, failure);
+  return forward(up, bytes, alignment, stream, out_ptr, failure);
 #else
   /* No tool: NVTX would ignore every call; make none. The dispatch above
    * checked the arguments, so the request goes straight to the upstream's
    * slot (core/forward.h): one load and one branch added. */
-  if (a->domain == NULL) return forward(a, capturing, bytes, alignment, stream, out_ptr, failure);
+  if (a->domain == NULL) return forward(up, bytes, alignment, stream, out_ptr, failure);
   bool on = atomic_load_explicit(&a->enabled, memory_order_relaxed);
   call_frame frame = {a, current_call, false};
   if (on) {
     push_range(a, true, bytes, stream);
     current_call = &frame;
   }
-  gmr_status st = forward(a, capturing, bytes, alignment, stream, out_ptr, failure);
+  gmr_status st = forward(up, bytes, alignment, stream, out_ptr, failure);
   if (on) current_call = frame.outer;
   if (st == GMR_OK) {
     int64_t now = atomic_fetch_add_explicit(&a->bytes_in_use, (int64_t)bytes,
@@ -340,20 +331,16 @@ static gmr_status nvtx_allocate_as(gmr_nvtx_logging_adaptor *a, bool capturing, 
 
 static gmr_status nvtx_allocate(gmr_resource *self, size_t bytes, size_t alignment,
                                 gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  return nvtx_allocate_as((gmr_nvtx_logging_adaptor *)self, false, bytes, alignment, stream,
-                          out_ptr, failure);
+  return nvtx_allocate_as((gmr_nvtx_logging_adaptor *)self, gmr__forward_allocate, bytes,
+                          alignment, stream, out_ptr, failure);
 }
 
 /* A request for a capture gets the same range as an allocation. */
 static gmr_status nvtx_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
                                           gmr_stream stream, void **out_ptr,
                                           gmr_failure *failure) {
-  return nvtx_allocate_as((gmr_nvtx_logging_adaptor *)self, true, bytes, alignment, stream,
-                          out_ptr, failure);
-}
-
-static gmr_status nvtx_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
-  return gmr__forward_record_stream(((gmr_nvtx_logging_adaptor *)self)->upstream, ptr, stream);
+  return nvtx_allocate_as((gmr_nvtx_logging_adaptor *)self, gmr__forward_allocate_capturing,
+                          bytes, alignment, stream, out_ptr, failure);
 }
 
 #ifndef GMR_DISABLE_NVTX
@@ -394,18 +381,18 @@ static void mark_extend_failure(gmr_nvtx_logging_adaptor *a, gmr_status status, 
  * growth changed nothing: a mark, and the counter stays. */
 static gmr_status nvtx_extend(gmr_resource *self, void *ptr, size_t bytes, size_t new_bytes,
                               size_t alignment, gmr_stream stream, gmr_failure *failure) {
-  gmr_nvtx_logging_adaptor *a = (gmr_nvtx_logging_adaptor *)self;
 #ifdef GMR_DISABLE_NVTX
-  return gmr__forward_extend(a->upstream, ptr, bytes, new_bytes, alignment, stream, failure);
+  return gmr__adaptor_extend(self, ptr, bytes, new_bytes, alignment, stream, failure);
 #else
+  gmr_nvtx_logging_adaptor *a = (gmr_nvtx_logging_adaptor *)self;
   if (a->domain == NULL) {
-    return gmr__forward_extend(a->upstream, ptr, bytes, new_bytes, alignment, stream, failure);
+    return gmr__adaptor_extend(self, ptr, bytes, new_bytes, alignment, stream, failure);
   }
   bool on = atomic_load_explicit(&a->enabled, memory_order_relaxed);
   size_t added = new_bytes - bytes;
   if (on) push_extend_range(a, added, stream);
   gmr_status st =
-      gmr__forward_extend(a->upstream, ptr, bytes, new_bytes, alignment, stream, failure);
+      gmr__forward_extend(a->base.upstream, ptr, bytes, new_bytes, alignment, stream, failure);
   if (st == GMR_OK) {
     int64_t now = atomic_fetch_add_explicit(&a->bytes_in_use, (int64_t)added,
                                             memory_order_relaxed) + (int64_t)added;
@@ -421,13 +408,14 @@ static gmr_status nvtx_extend(gmr_resource *self, void *ptr, size_t bytes, size_
 static gmr_status nvtx_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                   gmr_stream stream) {
   gmr_nvtx_logging_adaptor *a = (gmr_nvtx_logging_adaptor *)self;
+  gmr_resource *up = a->base.upstream;
 #ifdef GMR_DISABLE_NVTX
-  return gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  return gmr__forward_deallocate(up, ptr, bytes, alignment, stream);
 #else
-  if (a->domain == NULL) return gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  if (a->domain == NULL) return gmr__forward_deallocate(up, ptr, bytes, alignment, stream);
   bool on = atomic_load_explicit(&a->enabled, memory_order_relaxed);
   if (on) push_range(a, false, bytes, stream);
-  gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  gmr_status st = gmr__forward_deallocate(up, ptr, bytes, alignment, stream);
   if (st == GMR_OK) {
     /* After the release: a refused free must not move the count. */
     int64_t now = atomic_fetch_sub_explicit(&a->bytes_in_use, (int64_t)bytes,
@@ -456,21 +444,14 @@ static gmr_status nvtx_destroy(gmr_resource *self) {
   return GMR_OK;
 }
 
-static gmr_resource *nvtx_get_upstream(const gmr_resource *self) {
-  return ((const gmr_nvtx_logging_adaptor *)self)->upstream;
-}
-
 static const gmr_resource_vtbl nvtx_vtbl = {
     .version = GMR_RESOURCE_VTBL_VERSION,
     .type_name = "nvtx_logging_adaptor",
     .allocate = nvtx_allocate,
     .deallocate = nvtx_deallocate,
     .destroy = nvtx_destroy,
-    .get_upstream = nvtx_get_upstream,
-    .trim = NULL,            /* the dispatch walks on to the upstream */
-    .get_footprint = NULL,   /* likewise */
-    .get_memory_info = NULL, /* likewise */
-    .record_stream = nvtx_record_stream,
+    .get_upstream = gmr__adaptor_get_upstream,
+    .record_stream = gmr__adaptor_record_stream,
     .allocate_capturing = nvtx_allocate_capturing,
     .extend = nvtx_extend,
 };
@@ -534,9 +515,8 @@ gmr_status gmr_nvtx_logging_adaptor_create(gmr_resource *upstream,
 
   gmr_nvtx_logging_adaptor *a = calloc(1, sizeof *a);
   if (a == NULL) return GMR_ERR_OUT_OF_MEMORY;
-  a->base.vtbl = &nvtx_vtbl;
+  gmr__adaptor_init(&a->base, &nvtx_vtbl, upstream);
   gmr__resource_type_register(&nvtx_type);
-  a->upstream = upstream;
   atomic_init(&a->enabled, cfg.enabled);
   memcpy(a->domain_name, name, name_bytes + 1);
 #ifndef GMR_DISABLE_NVTX

@@ -78,7 +78,7 @@ __attribute__((always_inline)) static inline gmr_status note_allocation(
   if (!gmr__books_insert_inline(&a->books, *out_ptr, &entry)) {
     /* Without a record the free could not be checked: give the memory back. */
     gmr__tracking_owner_cancel(a, lane, slot, (int64_t)bytes);
-    (void)gmr__forward_deallocate(a->upstream, *out_ptr, bytes, alignment, stream);
+    (void)gmr__forward_deallocate(a->base.upstream, *out_ptr, bytes, alignment, stream);
     *out_ptr = NULL;
     return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
                             "tracking_adaptor: no host memory for its allocation table");
@@ -108,7 +108,8 @@ NOT_SPLIT static gmr_status tracking_allocate(gmr_resource *self, size_t bytes, 
                                               gmr_stream stream, void **out_ptr,
                                               gmr_failure *failure) {
   gmr_tracking_adaptor *a = (gmr_tracking_adaptor *)self;
-  gmr_status st = gmr__forward_allocate(a->upstream, bytes, alignment, stream, out_ptr, failure);
+  gmr_resource *up = a->base.upstream;
+  gmr_status st = gmr__forward_allocate(up, bytes, alignment, stream, out_ptr, failure);
   if (st != GMR_OK) return upstream_failed(a, st);
   return note_allocation(a, bytes, alignment, stream, out_ptr, failure);
 }
@@ -118,7 +119,7 @@ static gmr_status tracking_allocate_capturing(gmr_resource *self, size_t bytes, 
                                               gmr_failure *failure) {
   gmr_tracking_adaptor *a = (gmr_tracking_adaptor *)self;
   gmr_status st =
-      gmr__forward_allocate_capturing(a->upstream, bytes, alignment, stream, out_ptr, failure);
+      gmr__forward_allocate_capturing(a->base.upstream, bytes, alignment, stream, out_ptr, failure);
   if (st != GMR_OK) return upstream_failed(a, st);
   return note_allocation(a, bytes, alignment, stream, out_ptr, failure);
 }
@@ -146,7 +147,7 @@ gmr_status gmr__tracking_deallocate(gmr_resource *self, void *ptr, size_t bytes,
   bool scoped = scopes_open(a);
   if (scoped) gmr__tracking_scope_note(a, freed, -1, false);
 
-  gmr_status st = gmr__forward_deallocate(a->upstream, ptr, bytes, alignment, stream);
+  gmr_status st = gmr__forward_deallocate(a->base.upstream, ptr, bytes, alignment, stream);
   if (st != GMR_OK) {
     /* Nothing was released: the allocation is live again, as it was. */
     (void)gmr__books_restore(&a->books, ptr, &entry); /* see books.h for its one failure */
@@ -169,7 +170,7 @@ static gmr_status tracking_record_stream(gmr_resource *self, void *ptr, gmr_stre
   gmr_tracking_adaptor *a = (gmr_tracking_adaptor *)self;
   gmr_status st = gmr__books_visit(&a->books, ptr, live_visit, NULL);
   if (st != GMR_OK) return st;
-  return gmr__forward_record_stream(a->upstream, ptr, stream);
+  return gmr__forward_record_stream(a->base.upstream, ptr, stream);
 }
 
 /* What an extend checks in the live entry, and then changes. */
@@ -205,7 +206,7 @@ static gmr_status tracking_extend(gmr_resource *self, void *ptr, size_t bytes, s
                                 ? "it is live with another size or alignment"
                                 : "it is not a live allocation of this adaptor");
   }
-  st = gmr__forward_extend(a->upstream, ptr, bytes, new_bytes, alignment, stream, failure);
+  st = gmr__forward_extend(a->base.upstream, ptr, bytes, new_bytes, alignment, stream, failure);
   if (st != GMR_OK) {
     atomic_fetch_add_explicit(&a->upstream_failure_count, 1, memory_order_relaxed);
     return st;
@@ -239,20 +240,13 @@ gmr_status gmr__tracking_destroy(gmr_resource *self) {
   return GMR_OK;
 }
 
-static gmr_resource *tracking_get_upstream(const gmr_resource *self) {
-  return ((const gmr_tracking_adaptor *)self)->upstream;
-}
-
 static const gmr_resource_vtbl tracking_vtbl = {
     .version = GMR_RESOURCE_VTBL_VERSION,
     .type_name = "tracking_adaptor",
     .allocate = tracking_allocate,
     .deallocate = gmr__tracking_deallocate,
     .destroy = gmr__tracking_destroy,
-    .get_upstream = tracking_get_upstream,
-    .trim = NULL,            /* the dispatch walks on to the upstream */
-    .get_footprint = NULL,   /* likewise */
-    .get_memory_info = NULL, /* likewise */
+    .get_upstream = gmr__adaptor_get_upstream,
     .record_stream = tracking_record_stream,
     .allocate_capturing = tracking_allocate_capturing,
     .extend = tracking_extend,
@@ -289,9 +283,8 @@ gmr_status gmr_tracking_adaptor_create(gmr_resource *upstream,
     free(a);
     return GMR_ERR_OUT_OF_MEMORY;
   }
-  a->base.vtbl = &tracking_vtbl;
+  gmr__adaptor_init(&a->base, &tracking_vtbl, upstream);
   gmr__resource_type_register(&tracking_type);
-  a->upstream = upstream;
   a->per = cfg.per;
   a->check_stream = cfg.check_stream;
   a->id = atomic_fetch_add_explicit(&next_adaptor_id, 1, memory_order_relaxed);

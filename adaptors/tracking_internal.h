@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "core/adaptor.h"
 #include "util/books.h"
 #include "util/counters.h"
 #include "util/key_slots.h"
@@ -78,8 +79,7 @@ typedef struct gmr__scope_frame {
 } gmr__scope_frame;
 
 struct gmr_tracking_adaptor {
-  gmr_resource base; /* first */
-  gmr_resource *upstream;
+  gmr__adaptor base; /* first: the resource and its upstream */
   gmr_tracking_scope per;
   bool check_stream;
   uint64_t id; /* unique in the process: keys the per-thread owner cache */

@@ -263,10 +263,10 @@ gmr_status gmr_tracking_adaptor_destroy_force(gmr_tracking_adaptor *a, FILE *rep
   if (st != GMR_OK) return st;
   for (size_t i = 0; i < n && st == GMR_OK; ++i) {
     /* Through our own deallocate, so the books stay right if one fails. */
-    st = gmr__tracking_deallocate(&a->base, (void *)all[i].ptr, all[i].entry.bytes,
+    st = gmr__tracking_deallocate(&a->base.resource, (void *)all[i].ptr, all[i].entry.bytes,
                                   all[i].entry.alignment, all[i].entry.stream);
   }
   free(all);
   if (st != GMR_OK) return st;
-  return gmr__tracking_destroy(&a->base);
+  return gmr__tracking_destroy(&a->base.resource);
 }

@@ -1,7 +1,7 @@
 /*
  * core/events.h (internal): lists of gmr_event listeners (gmr/events.h).
- * Each layer that reports events (the limiting and OOM adaptors, through
- * their OOM handler) owns one list; a listener registers on a resource and
+ * Each layer that reports events (the limiting and OOM adaptors) owns one
+ * list; a listener registers on a resource and
  * lands in the list of every such layer at or below it
  * (gmr_resource_add_event_listener). The process-wide list of the deprecated
  * gmr_event_listener_add() is one more list every emitter also delivers to.

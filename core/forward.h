@@ -7,10 +7,14 @@
  * request that came through it has nothing left to check on the way down
  * (bytes in 1..GMR_MAX_ALLOCATION_BYTES, a power-of-two alignment, a non-NULL
  * out pointer, a fresh record; the upstream was checked with
- * gmr_resource_check() at create). Every adaptor calls its upstream through
- * these helpers, so arguments are checked once per call, at the public entry,
- * however deep the stack. They keep the dispatch's contract: on failure
- * *out_ptr is NULL and the record names the deepest resource that failed.
+ * gmr__resource_check_vtbl() at create). Every adaptor (core/adaptor.h: those
+ * of adaptors/, the device guard, the chunk listener, the memory space, and
+ * the scoped pool towards its arena) calls its upstream through these
+ * helpers, never through the public dispatch, so arguments are checked once
+ * per call, at the public entry, however deep the stack, and the record a
+ * layer above filled travels down and back up. They keep the dispatch's
+ * contract: on failure *out_ptr is NULL and the record names the deepest
+ * resource that failed.
  * Optional slots an upstream lacks answer as the dispatch would
  * (record_stream: GMR_ERR_UNSUPPORTED; allocate_capturing:
  * GMR_ERR_CAPTURE_UNSAFE with a message; extend: GMR_ERR_UNSUPPORTED with a
@@ -27,6 +31,12 @@
 
 #include "core/failure.h"
 #include "gmr/resource.h"
+
+/* gmr__forward_allocate or gmr__forward_allocate_capturing, for a slot that
+ * does the same around either. */
+typedef gmr_status gmr__forward_allocate_fn(gmr_resource *upstream, size_t bytes,
+                                            size_t alignment, gmr_stream stream, void **out_ptr,
+                                            gmr_failure *failure);
 
 static inline gmr_status gmr__forward_allocate(gmr_resource *upstream, size_t bytes,
                                                size_t alignment, gmr_stream stream,

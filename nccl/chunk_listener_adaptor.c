@@ -1,6 +1,7 @@
 /*
- * adaptors/chunk_listener_adaptor.c: tells listeners about every chunk that
+ * nccl/chunk_listener_adaptor.c: tells listeners about every chunk that
  * passes between a pool and its upstream (gmr/nccl/chunk_listener_adaptor.h).
+ * An adaptor (core/adaptor.h): its upstream is called through core/forward.h.
  */
 #include "gmr/nccl/chunk_listener_adaptor.h"
 
@@ -8,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/adaptor.h"
 #include "core/failure.h"
+#include "core/forward.h"
 #include "core/resource_type.h"
 #include "core/stats.h"
 #include "util/u64_map.h"
@@ -19,8 +22,7 @@ typedef struct attached {
 } attached;
 
 struct gmr_chunk_listener_adaptor {
-  gmr_resource base; /* first */
-  gmr_resource *upstream;
+  gmr__adaptor base; /* first */
   pthread_mutex_t lock;
   /* Under the lock: */
   attached listeners[GMR_CHUNK_LISTENER_MAX];
@@ -89,14 +91,11 @@ static gmr_status tell_releasing(gmr_chunk_listener_adaptor *a, void *addr, size
 }
 
 /* Allocate from the upstream through `allocate`, then tell the listeners. */
-typedef gmr_status upstream_allocate_fn(gmr_resource *upstream, size_t bytes, size_t alignment,
-                                        gmr_stream stream, void **out_ptr, gmr_failure *failure);
-
-static gmr_status acquire(gmr_chunk_listener_adaptor *a, upstream_allocate_fn *allocate,
+static gmr_status acquire(gmr_chunk_listener_adaptor *a, gmr__forward_allocate_fn *allocate,
                           size_t bytes, size_t alignment, gmr_stream stream, void **out_ptr,
                           gmr_failure *failure) {
   void *p = NULL;
-  gmr_status st = allocate(a->upstream, bytes, alignment, stream, &p, failure);
+  gmr_status st = allocate(a->base.upstream, bytes, alignment, stream, &p, failure);
   if (st != GMR_OK) {
     *out_ptr = NULL;
     return st;
@@ -118,7 +117,7 @@ static gmr_status acquire(gmr_chunk_listener_adaptor *a, upstream_allocate_fn *a
   } else {
     a->refused_acquire_count++;
     /* Nobody but this call has seen the chunk: give it straight back. */
-    GMR_IGNORE_STATUS(gmr_resource_deallocate(a->upstream, p, bytes, alignment, stream));
+    GMR_IGNORE_STATUS(gmr__forward_deallocate(a->base.upstream, p, bytes, alignment, stream));
   }
   pthread_mutex_unlock(&a->lock);
   *out_ptr = st == GMR_OK ? p : NULL;
@@ -127,14 +126,14 @@ static gmr_status acquire(gmr_chunk_listener_adaptor *a, upstream_allocate_fn *a
 
 static gmr_status listener_allocate(gmr_resource *self, size_t bytes, size_t alignment,
                                     gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  return acquire(as_adaptor(self), gmr_resource_allocate_ex, bytes, alignment, stream, out_ptr,
+  return acquire(as_adaptor(self), gmr__forward_allocate, bytes, alignment, stream, out_ptr,
                  failure);
 }
 
 static gmr_status listener_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
                                               gmr_stream stream, void **out_ptr,
                                               gmr_failure *failure) {
-  return acquire(as_adaptor(self), gmr_resource_allocate_capturing, bytes, alignment, stream,
+  return acquire(as_adaptor(self), gmr__forward_allocate_capturing, bytes, alignment, stream,
                  out_ptr, failure);
 }
 
@@ -155,7 +154,7 @@ static gmr_status listener_deallocate(gmr_resource *self, void *ptr, size_t byte
     gmr__failure_reset(&failure);
     st = tell_releasing(a, ptr, bytes, &failure);
     if (st == GMR_OK) {
-      st = gmr_resource_deallocate(a->upstream, ptr, bytes, alignment, stream);
+      st = gmr__forward_deallocate(a->base.upstream, ptr, bytes, alignment, stream);
       if (st != GMR_OK) {
         /* Still ours: the listeners hear it back. */
         gmr__failure_reset(&failure);
@@ -174,14 +173,6 @@ static gmr_status listener_deallocate(gmr_resource *self, void *ptr, size_t byte
   }
   pthread_mutex_unlock(&a->lock);
   return st;
-}
-
-static gmr_status listener_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
-  return gmr_resource_record_stream(as_adaptor(self)->upstream, ptr, stream);
-}
-
-static gmr_resource *listener_get_upstream(const gmr_resource *self) {
-  return ((const gmr_chunk_listener_adaptor *)self)->upstream;
 }
 
 static gmr_status listener_destroy(gmr_resource *self) {
@@ -204,11 +195,8 @@ static const gmr_resource_vtbl listener_vtbl = {
     .allocate = listener_allocate,
     .deallocate = listener_deallocate,
     .destroy = listener_destroy,
-    .get_upstream = listener_get_upstream,
-    .trim = NULL,            /* nothing cached here: the dispatch asks the upstream */
-    .get_footprint = NULL,   /* the upstream answers */
-    .get_memory_info = NULL, /* the upstream answers */
-    .record_stream = listener_record_stream,
+    .get_upstream = gmr__adaptor_get_upstream,
+    .record_stream = gmr__adaptor_record_stream,
     .allocate_capturing = listener_allocate_capturing,
     .extend = NULL, /* a chunk never grows (see the header) */
 };
@@ -223,9 +211,8 @@ gmr_status gmr_chunk_listener_adaptor_create(gmr_resource *upstream,
   if (gmr__resource_check_vtbl(upstream) != GMR_OK) return GMR_ERR_INVALID_ARGUMENT;
   gmr_chunk_listener_adaptor *a = calloc(1, sizeof *a);
   if (a == NULL) return GMR_ERR_OUT_OF_MEMORY;
-  a->base.vtbl = &listener_vtbl;
+  gmr__adaptor_init(&a->base, &listener_vtbl, upstream);
   gmr__resource_type_register(&listener_type);
-  a->upstream = upstream;
   a->next_id = 1;
   pthread_mutex_init(&a->lock, NULL);
   *out = a;

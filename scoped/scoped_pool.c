@@ -1,13 +1,16 @@
 /*
  * scoped/scoped_pool.c: one thread's pool for one device (see
  * gmr/scoped/scoped_pool.h): a graph arena whose rewind marks are set lazily, at
- * the first allocation inside a scope deeper than the last mark.
+ * the first allocation inside a scope deeper than the last mark. The calls it
+ * passes to its arena go to the arena's slots (core/forward.h), as an
+ * adaptor's do: the dispatch above checked them.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/failure.h"
+#include "core/forward.h"
 #include "core/resource_type.h"
 #include "scoped/scoped_internal.h"
 #include "core/stats.h"
@@ -116,7 +119,7 @@ static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignme
   if (st != GMR_OK) return st;
   /* The real stream: a chunk the arena takes for this request is taken on
    * it, so a stream-ordered upstream orders the new memory there. */
-  st = gmr_resource_allocate_ex(p->arena_resource, bytes, alignment, stream, out_ptr, failure);
+  st = gmr__forward_allocate(p->arena_resource, bytes, alignment, stream, out_ptr, failure);
   if (st == GMR_OK) {
     atomic_fetch_add_explicit(&p->allocation_count, 1, memory_order_relaxed);
   } else if (failure->where == p->arena_resource) {
@@ -128,7 +131,7 @@ static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignme
 static gmr_status pool_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,
                                   gmr_stream stream) {
   gmr_scoped_pool *p = (gmr_scoped_pool *)self;
-  return gmr_resource_deallocate(p->arena_resource, ptr, bytes, alignment, stream);
+  return gmr__forward_deallocate(p->arena_resource, ptr, bytes, alignment, stream);
 }
 
 /* The registry owns its pools. */
@@ -149,12 +152,12 @@ static gmr_status pool_trim(gmr_resource *self, size_t *released_bytes) {
 
 static gmr_status pool_get_footprint(const gmr_resource *self, gmr_footprint *out) {
   const gmr_scoped_pool *p = (const gmr_scoped_pool *)self;
-  return gmr_resource_get_footprint(p->arena_resource, out);
+  return p->arena_resource->vtbl->get_footprint(p->arena_resource, out);
 }
 
 static gmr_status pool_get_memory_info(const gmr_resource *self, gmr_memory_info *out) {
   const gmr_scoped_pool *p = (const gmr_scoped_pool *)self;
-  return gmr_resource_get_memory_info(p->arena_resource, out);
+  return p->arena_resource->vtbl->get_memory_info(p->arena_resource, out);
 }
 
 static const gmr_resource_vtbl scoped_pool_vtbl = {

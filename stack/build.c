@@ -353,6 +353,22 @@ static char *copy_string(const char *s) {
   return c;
 }
 
+/* Put `top`, and the layers its component built under it down to
+ * `upstream`, on the stack, bottom first: `limiting(on_oom=...)` is
+ * `oom > limiting`. On failure those not on it are destroyed, top first. */
+static gmr_status append_built(gmr_stack *stack, gmr_resource *top, gmr_resource *upstream) {
+  gmr_resource *built[2] = {top, NULL};
+  size_t n = 1;
+  gmr_resource *below = gmr_resource_get_upstream(top);
+  if (below != upstream && below != NULL && gmr_resource_get_upstream(below) == upstream) {
+    built[n++] = below;
+  }
+  gmr_status st = GMR_OK;
+  while (n > 0 && (st = gmr__stack_append(stack, built[n - 1])) == GMR_OK) --n;
+  for (size_t k = 0; k < n; ++k) GMR_IGNORE_STATUS(gmr_resource_destroy(built[k]));
+  return st;
+}
+
 /* Create the layers bottom-up into `stack`. */
 static gmr_status create_layers(build *b, gmr_stack *stack) {
   for (size_t i = b->layer_count; i-- > 0;) {
@@ -373,9 +389,8 @@ static gmr_status create_layers(build *b, gmr_stack *stack) {
       }
     }
     if (st == GMR_OK) {
-      st = gmr__stack_append(stack, layer);
+      st = append_built(stack, layer, upstream);
       if (st != GMR_OK) {
-        GMR_IGNORE_STATUS(gmr_resource_destroy(layer));
         snprintf(message, sizeof message, "out of host memory for the stack's list of layers");
       }
     }

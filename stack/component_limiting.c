@@ -1,8 +1,13 @@
 /*
  * stack/component_limiting.c: `limiting` in specs, gmr_limiting_adaptor.
+ * `on_oom=P, oom_attempts=N, wait_timeout_ms=T` is shorthand for
+ * `oom(policy=P, attempts=N, wait_timeout_ms=T) > limiting(...)`: with a
+ * policy other than fail, create builds both layers (adaptors/oom_internal.h)
+ * and returns the OOM layer, and the builder puts both on the stack.
  */
 #include <stdio.h>
 
+#include "adaptors/oom_internal.h"
 #include "gmr/limiting_adaptor.h"
 #include "stack/registry.h"
 #include "stack/value.h"
@@ -42,7 +47,9 @@ static const gmr__option_def options[OPTION_COUNT] = {
              .allow_unlimited = true,
              .min_value = 1,
              .help = "increase: never raise the limit past this; none for no cap"},
-    [ON_OOM] = {.name = "on_oom", .type = GMR__OPTION_OOM_POLICY, .help = "OOM policy"},
+    [ON_OOM] = {.name = "on_oom",
+                .type = GMR__OPTION_OOM_POLICY,
+                .help = "OOM policy for failures below the limit: an oom layer above this one"},
     [OOM_ATTEMPTS] = {.name = "oom_attempts",
                       .type = GMR__OPTION_UINT,
                       .max_value = GMR_OOM_MAX_ATTEMPTS,
@@ -73,9 +80,6 @@ static gmr_limiting_adaptor_config to_config(const gmr__option_value *v) {
   if (v[ON_LIMIT].given) c.on_limit = v[ON_LIMIT].limit;
   if (v[PADDING].given) c.on_limit.padding_factor = v[PADDING].factor;
   if (v[CAP].given) c.on_limit.cap_bytes = v[CAP].unlimited ? 0 : v[CAP].size;
-  if (v[ON_OOM].given) c.on_oom = v[ON_OOM].oom;
-  if (v[OOM_ATTEMPTS].given) c.on_oom.max_attempts = (uint32_t)v[OOM_ATTEMPTS].uint;
-  if (v[WAIT_TIMEOUT_MS].given) c.on_oom.wait_timeout_ns = v[WAIT_TIMEOUT_MS].uint * 1000000u;
   if (v[PER_STREAM].given) c.per_stream = v[PER_STREAM].boolean;
   if (v[STREAM_LIMIT].given) {
     c.stream_limit_bytes = v[STREAM_LIMIT].unlimited ? GMR_LIMIT_NONE : v[STREAM_LIMIT].size;
@@ -96,6 +100,7 @@ static void size_or_none(size_t bytes, char *text, size_t text_bytes) {
  * built-in policies get (gmr/policy.h). */
 static bool describe_default(size_t option, char *text, size_t text_bytes) {
   const gmr_limiting_adaptor_config c = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
+  const gmr_oom_policy on_oom = GMR_OOM_POLICY_FAIL_INIT;
   switch (option) {
     case LIMIT:
       size_or_none(c.limit_bytes, text, text_bytes);
@@ -110,7 +115,7 @@ static bool describe_default(size_t option, char *text, size_t text_bytes) {
       snprintf(text, text_bytes, "none"); /* gmr_limit_policy_from_name("increase") has no cap */
       return true;
     case ON_OOM:
-      snprintf(text, text_bytes, "%s", c.on_oom.name);
+      snprintf(text, text_bytes, "%s", on_oom.name);
       return true;
     case OOM_ATTEMPTS:
       snprintf(text, text_bytes, "%u", GMR_OOM_DEFAULT_ATTEMPTS);
@@ -132,22 +137,24 @@ static bool describe_default(size_t option, char *text, size_t text_bytes) {
   }
 }
 
-static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
-                         gmr_resource **out, char *message, size_t message_bytes) {
+static gmr_status create(const gmr__option_value *v, gmr_resource *upstream, gmr_resource **out,
+                         char *message, size_t message_bytes) {
   (void)message;
   (void)message_bytes;
-  gmr_limiting_adaptor_config config = to_config(values);
+  gmr_limiting_adaptor_config config = to_config(v);
+  gmr_oom_policy on_oom = GMR_OOM_POLICY_FAIL_INIT; /* the oom layer's, as component_oom.c */
+  if (v[ON_OOM].given) on_oom = v[ON_OOM].oom;
+  if (v[OOM_ATTEMPTS].given) on_oom.max_attempts = (uint32_t)v[OOM_ATTEMPTS].uint;
+  if (v[WAIT_TIMEOUT_MS].given) on_oom.wait_timeout_ns = v[WAIT_TIMEOUT_MS].uint * 1000000u;
   gmr_limiting_adaptor *a = NULL;
-  gmr_status st = gmr_limiting_adaptor_create(upstream, &config, &a);
-  *out = gmr_limiting_adaptor_as_resource(a);
-  return st;
+  return gmr__limiting_with_oom_create(upstream, &config, &on_oom, &a, out);
 }
 
 const gmr__component gmr__component_limiting = {
     .name = "limiting",
     .kind = GMR__COMPONENT_ADAPTOR,
-    .help = "refuses (or per policy allows, raises) requests past a limit; optional OOM policy "
-            "(gmr/limiting_adaptor.h)",
+    .help = "refuses (or per policy allows, raises) requests past a limit; on_oom=P puts "
+            "oom(policy=P) above it (gmr/limiting_adaptor.h)",
     .options = options,
     .option_count = OPTION_COUNT,
     .create = create,

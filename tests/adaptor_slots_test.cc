@@ -22,6 +22,7 @@
 #include "gmr/oom_adaptor.h"
 #include "gmr/policy.h"
 #include "gmr/tracking_adaptor.h"
+#include "adaptors/oom_internal.h"
 #include "tests/support/log_stats.h"
 #include "tests/support/policies.h"
 
@@ -162,18 +163,21 @@ std::vector<Adaptor> Adaptors() {
                  EXPECT_EQ((live + 255) / 256 * 256, gmr_limiting_adaptor_get_used_bytes(
                                                          gmr_limiting_adaptor_from_resource(top)));
                }});
+  // limiting(on_oom=trim_retry, per_stream=true): two layers.
   v.push_back({"limiting_with_oom_policy",
                [](gmr_resource *up) {
                  gmr_limiting_adaptor_config c = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
-                 c.on_oom = gmr_test::TrimRetryPolicy(1);  // nothing to trim: fails
+                 gmr_oom_policy on_oom = gmr_test::TrimRetryPolicy(1);  // nothing to trim: fails
                  c.per_stream = true;
                  gmr_limiting_adaptor *l = nullptr;
-                 EXPECT_EQ(GMR_OK, gmr_limiting_adaptor_create(up, &c, &l));
-                 return gmr_limiting_adaptor_as_resource(l);
+                 gmr_resource *top = nullptr;
+                 EXPECT_EQ(GMR_OK, gmr__limiting_with_oom_create(up, &c, &on_oom, &l, &top));
+                 return top;
                },
                [](gmr_resource *top, size_t live) {
-                 EXPECT_EQ((live + 255) / 256 * 256, gmr_limiting_adaptor_get_used_bytes(
-                                                         gmr_limiting_adaptor_from_resource(top)));
+                 EXPECT_EQ((live + 255) / 256 * 256,
+                           gmr_limiting_adaptor_get_used_bytes(gmr_limiting_adaptor_from_resource(
+                               gmr_resource_find(top, "limiting_adaptor"))));
                }});
   v.push_back({"oom",
                [](gmr_resource *up) {
@@ -219,10 +223,17 @@ class Slots : public ::testing::TestWithParam<Adaptor> {
     ASSERT_NE(nullptr, top_);
   }
   void TearDown() override {
-    if (top_ != nullptr) {
-      EXPECT_EQ(GMR_OK, gmr_resource_destroy(top_));
-    }
+    DestroyAdaptors();
     EXPECT_TRUE(probe_.live.empty());
+  }
+  // The adaptor's layers, top first, down to the probe.
+  void DestroyAdaptors() {
+    while (top_ != nullptr && top_ != &probe_.base) {
+      gmr_resource *below = gmr_resource_get_upstream(top_);
+      EXPECT_EQ(GMR_OK, gmr_resource_destroy(top_));
+      top_ = below;
+    }
+    top_ = nullptr;
   }
   Probe probe_;
   gmr_resource *top_ = nullptr;
@@ -289,8 +300,7 @@ TEST_P(Slots, MemoryInfoIsAnsweredFromBelow) {
   EXPECT_EQ(200u, mi.largest_free_block_bytes);
   EXPECT_EQ(2u, mi.free_block_count);
   // Nobody below answers: unsupported, zeroed.
-  EXPECT_EQ(GMR_OK, gmr_resource_destroy(top_));
-  top_ = nullptr;
+  DestroyAdaptors();
   Make(false);
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_get_memory_info(top_, &mi));
   EXPECT_EQ(0u, mi.held_bytes);

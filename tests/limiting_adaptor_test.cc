@@ -1,6 +1,6 @@
 // limiting_adaptor: charges, every limit policy, per-stream limits, run-time
-// limits, every OOM policy branch, exact accounting on every failing path,
-// and threads.
+// limits, exact accounting on every failing path, and threads. Its OOM
+// policy (limiting(on_oom=...), an OOM layer above it): limiting_on_oom_test.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -76,32 +76,26 @@ TEST_F(Limiting, CreateRejectsBadArgumentsAndReleasesCheckedPolicies) {
   static int released;
   released = 0;
   gmr_limiting_adaptor_config c = Config(100);
-  c.on_oom = gmr_test::TrimRetryPolicy(1);
-  c.on_oom.release = [](void *) { released++; };
   c.on_limit.release = [](void *) { released++; };
   gmr_limiting_adaptor *a = reinterpret_cast<gmr_limiting_adaptor *>(0x1);
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limiting_adaptor_create(nullptr, &c, &a));
   EXPECT_EQ(nullptr, a);
-  EXPECT_EQ(2, released);
+  EXPECT_EQ(1, released);
   c.charge_alignment = 100;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limiting_adaptor_create(up_, &c, &a));
-  EXPECT_EQ(4, released);
+  EXPECT_EQ(2, released);
   c.charge_alignment = 256;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limiting_adaptor_create(up_, &c, nullptr));
-  EXPECT_EQ(6, released);
+  EXPECT_EQ(3, released);
   // An invalid policy is refused before anything is taken over.
-  c.on_oom.max_attempts = GMR_OOM_MAX_ATTEMPTS + 1;
+  c.on_limit.version = 0;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limiting_adaptor_create(up_, &c, &a));
-  EXPECT_EQ(6, released);
-  c.on_oom.max_attempts = 1;
-  c.on_oom.version = 0;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limiting_adaptor_create(up_, &c, &a));
-  EXPECT_EQ(6, released);
-  c.on_oom.version = GMR_OOM_POLICY_VERSION;
+  EXPECT_EQ(3, released);
+  c.on_limit.version = GMR_LIMIT_POLICY_VERSION;
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(up_, &c, &a));
-  EXPECT_EQ(6, released);
+  EXPECT_EQ(3, released);
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_limiting_adaptor_as_resource(a)));
-  EXPECT_EQ(8, released);
+  EXPECT_EQ(4, released);
 }
 
 TEST_F(Limiting, UpstreamFailureGivesTheReservationBack) {
@@ -420,186 +414,6 @@ TEST_F(Limiting, StreamFunctionsNeedPerStreamMode) {
   EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_limiting_adaptor_set_stream_limit(lim_, nullptr, 1));
   EXPECT_EQ(GMR_ERR_UNSUPPORTED,
             gmr_limiting_adaptor_get_stream_usage(lim_, nullptr, nullptr, nullptr));
-}
-
-// ---- OOM policies -----------------------------------------------------------
-
-struct Callback {
-  int calls = 0;
-  gmr_failure last = GMR_FAILURE_INIT;
-  gmr_oom_action answer = GMR_OOM_ACTION_RETRY;
-  gmr_resource *reenter = nullptr;  // allocate through this from inside the callback
-  gmr_status reentered_status = GMR_OK;
-};
-
-gmr_oom_action OnOom(void *ctx, const gmr_failure *f) {
-  Callback *cb = static_cast<Callback *>(ctx);
-  cb->calls++;
-  cb->last = *f;
-  if (cb->reenter != nullptr) {
-    void *p = nullptr;
-    cb->reentered_status = gmr_resource_allocate(cb->reenter, 64, 0, nullptr, &p);
-    if (p != nullptr) (void)gmr_resource_deallocate(cb->reenter, p, 64, 0, nullptr);
-  }
-  return cb->answer;
-}
-
-TEST_F(Limiting, RetryPolicyCallsTheCallbackWithTheFailureThenRetries) {
-  Callback cb;
-  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
-  c.on_oom = gmr_test::RetryPolicy(OnOom, &cb, 3);
-  Make(c);
-  gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
-  void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 1000, 512, S(3), &p));
-  EXPECT_EQ(1, cb.calls);
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, cb.last.status);
-  EXPECT_EQ(1000u, cb.last.bytes);
-  EXPECT_EQ(512u, cb.last.alignment);
-  EXPECT_EQ(S(3), cb.last.stream);
-  EXPECT_EQ(up_, cb.last.where);
-  EXPECT_EQ(2, cb.last.cuda_error);
-  EXPECT_EQ(0u, cb.last.attempt);
-  EXPECT_EQ(2u, gmr_mock_resource_called_allocate(mock_));
-  gmr_limiting_adaptor_stats s = Stats();
-  EXPECT_EQ(1u, s.oom.retry_count);
-  EXPECT_EQ(1u, s.oom.recovered_count);
-  EXPECT_EQ(0u, s.oom.gave_up_count);
-  EXPECT_EQ(1024u, s.used_bytes);
-  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r(), p, 1000, 512, S(3)));
-}
-
-TEST_F(Limiting, RetryAttemptsAreCappedAndTheRecordCountsThem) {
-  Callback cb;
-  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
-  c.on_oom = gmr_test::RetryPolicy(OnOom, &cb, 3);
-  Make(c);
-  gmr_mock_resource_try_fail(mock_, 0, 100, GMR_ERR_OUT_OF_MEMORY, 2);
-  void *p = nullptr;
-  gmr_failure f = GMR_FAILURE_INIT;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r(), 10, 0, nullptr, &p, &f));
-  EXPECT_EQ(3, cb.calls);  // attempts 0, 1, 2 asked; attempt 3 hit the cap
-  EXPECT_EQ(4u, gmr_mock_resource_called_allocate(mock_));
-  EXPECT_EQ(3u, f.attempt);
-  EXPECT_EQ(0u, gmr_limiting_adaptor_get_used_bytes(lim_));
-  gmr_limiting_adaptor_stats s = Stats();
-  EXPECT_EQ(3u, s.oom.retry_count);
-  EXPECT_EQ(1u, s.oom.gave_up_count);
-  EXPECT_EQ(4u, s.oom.failure_count);
-  gmr_mock_resource_try_fail(mock_, 0, 0, GMR_OK, 0);
-}
-
-TEST_F(Limiting, RetryCallbackThatSaysFailGivesUpAtOnce) {
-  Callback cb;
-  cb.answer = GMR_OOM_ACTION_FAIL;
-  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
-  c.on_oom = gmr_test::RetryPolicy(OnOom, &cb, 5);
-  Make(c);
-  gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
-  void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate(r(), 10, 0, nullptr, &p));
-  EXPECT_EQ(1, cb.calls);
-  EXPECT_EQ(1u, gmr_mock_resource_called_allocate(mock_));
-  EXPECT_EQ(1u, Stats().oom.gave_up_count);
-}
-
-TEST_F(Limiting, OomPolicyIsNotRunForFailuresOtherThanLackOfMemory) {
-  Callback cb;
-  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
-  c.on_oom = gmr_test::RetryPolicy(OnOom, &cb, 5);
-  Make(c);
-  gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_UNSUPPORTED, 0);
-  void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_UNSUPPORTED, gmr_resource_allocate(r(), 10, 0, nullptr, &p));
-  EXPECT_EQ(0, cb.calls);
-  EXPECT_EQ(0u, gmr_limiting_adaptor_get_used_bytes(lim_));
-}
-
-TEST_F(Limiting, PolicyIsNeverEnteredReentrantly) {
-  Callback cb;
-  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
-  c.on_oom = gmr_test::RetryPolicy(OnOom, &cb, 2);
-  Make(c);
-  cb.reenter = r();  // the callback allocates through the same adaptor
-  gmr_mock_resource_try_fail(mock_, 0, 100, GMR_ERR_OUT_OF_MEMORY, 2);
-  void *p = nullptr;
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate(r(), 10, 0, nullptr, &p));
-  EXPECT_EQ(2, cb.calls);  // once per attempt, never from inside itself
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, cb.reentered_status);
-  gmr_limiting_adaptor_stats s = Stats();
-  EXPECT_EQ(2u, s.oom.reentrant_count);
-  EXPECT_EQ(0u, s.used_bytes);
-  gmr_mock_resource_try_fail(mock_, 0, 0, GMR_OK, 0);
-}
-
-TEST_F(Limiting, TrimRetryTrimsTheStackBelowAndRetriesWhenBytesCameBack) {
-  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
-  c.on_oom = gmr_test::TrimRetryPolicy(2);
-  Make(c);
-  gmr_mock_resource_set_trim_release(mock_, 4096);
-  gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
-  void *p = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 10, 0, nullptr, &p));
-  EXPECT_EQ(1u, gmr_mock_resource_called_trim(mock_));
-  gmr_limiting_adaptor_stats s = Stats();
-  EXPECT_EQ(1u, s.oom.trim_count);
-  EXPECT_EQ(4096u, s.oom.trimmed_bytes);
-  EXPECT_EQ(1u, s.oom.recovered_count);
-  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r(), p, 10, 0, nullptr));
-
-  // Nothing released: retrying cannot help, so it gives up after one trim.
-  gmr_mock_resource_set_trim_release(mock_, 0);
-  gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate(r(), 10, 0, nullptr, &p));
-  EXPECT_EQ(2u, gmr_mock_resource_called_trim(mock_));
-  s = Stats();
-  EXPECT_EQ(2u, s.oom.trim_count);
-  EXPECT_EQ(1u, s.oom.gave_up_count);
-  EXPECT_EQ(0u, s.used_bytes);
-}
-
-TEST_F(Limiting, WaitPolicyRetriesWhenAnotherThreadFrees) {
-  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
-  c.on_oom = gmr_test::WaitPolicy(uint64_t{10} * 1000000000u, 1);
-  Make(c);
-  void *held = nullptr;
-  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 100, 0, nullptr, &held));
-  gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
-  std::atomic<int> done{0};
-  void *p = nullptr;
-  gmr_status st = GMR_ERR_INTERNAL;
-  std::thread waiter([&] {
-    st = gmr_resource_allocate(r(), 100, 0, nullptr, &p);
-    done = 1;
-  });
-  // Free once the waiter has failed its first try (the mock's plan is spent).
-  while (gmr_mock_resource_called_allocate(mock_) < 2) std::this_thread::yield();
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r(), held, 100, 0, nullptr));
-  waiter.join();
-  ASSERT_EQ(GMR_OK, st);
-  gmr_limiting_adaptor_stats s = Stats();
-  EXPECT_EQ(1u, s.oom.wait_count);
-  EXPECT_EQ(0u, s.oom.wait_timeout_count);
-  EXPECT_EQ(1u, s.oom.recovered_count);
-  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r(), p, 100, 0, nullptr));
-}
-
-TEST_F(Limiting, WaitPolicyGivesUpWhenNoFreeComesInTime) {
-  gmr_limiting_adaptor_config c = Config(GMR_LIMIT_NONE);
-  c.on_oom = gmr_test::WaitPolicy(uint64_t{20} * 1000000u, 3);  // 20 ms
-  Make(c);
-  gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
-  void *p = nullptr;
-  auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate(r(), 100, 0, nullptr, &p));
-  auto waited = std::chrono::steady_clock::now() - t0;
-  EXPECT_GE(waited, std::chrono::milliseconds(19));
-  gmr_limiting_adaptor_stats s = Stats();
-  EXPECT_EQ(1u, s.oom.wait_count);
-  EXPECT_EQ(1u, s.oom.wait_timeout_count);
-  EXPECT_EQ(1u, s.oom.gave_up_count);
-  EXPECT_EQ(0u, s.used_bytes);
 }
 
 // ---- threads ------------------------------------------------------------------

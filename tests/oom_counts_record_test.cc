@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "adaptors/oom_internal.h"
 #include "gmr/limiting_adaptor.h"
 #include "gmr/oom_adaptor.h"
 #include "gmr/policy.h"
@@ -81,8 +82,10 @@ class Buffer {
 
 gmr_oom_action RetryOnce(void *, const gmr_failure *) { return GMR_OOM_ACTION_RETRY; }
 
-// An OOM adaptor and a limiting adaptor whose `retry` policy saw one
-// failure and recovered from it: failure 1, retry 1, recovered 1.
+// An OOM adaptor and a limiting adaptor with on_oom (the OOM layer a spec's
+// limiting(on_oom=...) puts above it, which counts into the limiting
+// adaptor's stats) whose `retry` policy saw one failure and recovered from
+// it: failure 1, retry 1, recovered 1.
 class OomCountsRecord : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -91,10 +94,10 @@ class OomCountsRecord : public ::testing::Test {
     gmr_oom_policy p = gmr_test::RetryPolicy(RetryOnce, nullptr, 2);
     ASSERT_EQ(GMR_OK, gmr_oom_adaptor_create(gmr_mock_resource_as_resource(mock_), &p, &oom_));
     gmr_limiting_adaptor_config c = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
-    c.on_oom = gmr_test::RetryPolicy(RetryOnce, nullptr, 2);
-    ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(gmr_mock_resource_as_resource(mock_), &c, &lim_));
-    for (gmr_resource *r :
-         {gmr_oom_adaptor_as_resource(oom_), gmr_limiting_adaptor_as_resource(lim_)}) {
+    gmr_oom_policy on_oom = gmr_test::RetryPolicy(RetryOnce, nullptr, 2);
+    ASSERT_EQ(GMR_OK, gmr__limiting_with_oom_create(gmr_mock_resource_as_resource(mock_), &c,
+                                                    &on_oom, &lim_, &lim_top_));
+    for (gmr_resource *r : {gmr_oom_adaptor_as_resource(oom_), lim_top_}) {
       gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
       void *p = nullptr;
       ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 100, 0, nullptr, &p));
@@ -102,6 +105,7 @@ class OomCountsRecord : public ::testing::Test {
     }
   }
   void TearDown() override {
+    EXPECT_EQ(GMR_OK, gmr_resource_destroy(lim_top_));
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_limiting_adaptor_as_resource(lim_)));
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_oom_adaptor_as_resource(oom_)));
     EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_mock_resource_as_resource(mock_)));
@@ -109,6 +113,7 @@ class OomCountsRecord : public ::testing::Test {
   gmr_mock_resource *mock_ = nullptr;
   gmr_oom_adaptor *oom_ = nullptr;
   gmr_limiting_adaptor *lim_ = nullptr;
+  gmr_resource *lim_top_ = nullptr;  // the OOM layer over lim_
 };
 
 TEST_F(OomCountsRecord, AWholeRecordGetsEveryCounterAndKeepsItsHeader) {

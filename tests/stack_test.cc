@@ -3,6 +3,8 @@
 // stacks composed by hand.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -58,14 +60,17 @@ TEST_F(Stack, BuildsTheIssuesExampleTopFirst) {
       "cuda(kind=async)";
   gmr_stack *s = Build(spec);
   ASSERT_NE(nullptr, s);
-  EXPECT_EQ(3u, gmr_stack_get_depth(s));
+  // on_oom=trim_retry is an OOM layer above the limiting one.
+  EXPECT_EQ(4u, gmr_stack_get_depth(s));
   EXPECT_STREQ("tracking_adaptor", gmr_resource_get_type_name(gmr_stack_get_layer(s, 0)));
-  EXPECT_STREQ("limiting_adaptor", gmr_resource_get_type_name(gmr_stack_get_layer(s, 1)));
-  EXPECT_STREQ("cuda_resource", gmr_resource_get_type_name(gmr_stack_get_layer(s, 2)));
-  EXPECT_EQ(nullptr, gmr_stack_get_layer(s, 3));
+  EXPECT_STREQ("oom_adaptor", gmr_resource_get_type_name(gmr_stack_get_layer(s, 1)));
+  EXPECT_STREQ("limiting_adaptor", gmr_resource_get_type_name(gmr_stack_get_layer(s, 2)));
+  EXPECT_STREQ("cuda_resource", gmr_resource_get_type_name(gmr_stack_get_layer(s, 3)));
+  EXPECT_EQ(nullptr, gmr_stack_get_layer(s, 4));
   EXPECT_EQ(gmr_stack_get_layer(s, 0), gmr_stack_as_resource(s));
-  EXPECT_EQ(gmr_stack_get_layer(s, 1), gmr_resource_get_upstream(gmr_stack_get_layer(s, 0)));
-  EXPECT_EQ(gmr_stack_get_layer(s, 2), gmr_resource_get_upstream(gmr_stack_get_layer(s, 1)));
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(gmr_stack_get_layer(s, i + 1), gmr_resource_get_upstream(gmr_stack_get_layer(s, i)));
+  }
   EXPECT_STREQ(spec, gmr_stack_get_spec(s));
   gmr_limiting_adaptor *lim = gmr_limiting_adaptor_from_resource(
       gmr_resource_find(gmr_stack_as_resource(s), "limiting_adaptor"));
@@ -79,7 +84,7 @@ TEST_F(Stack, BuildsTheIssuesExampleTopFirst) {
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(gmr_stack_as_resource(s), 1000, 0, nullptr, &p));
   EXPECT_EQ(1024u, gmr_limiting_adaptor_get_used_bytes(lim));
   EXPECT_EQ(GMR_ERR_BUSY, gmr_stack_destroy(s));  // tracking refuses: nothing destroyed
-  EXPECT_EQ(3u, gmr_stack_get_depth(s));
+  EXPECT_EQ(4u, gmr_stack_get_depth(s));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(gmr_stack_as_resource(s), p, 1000, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
 }
@@ -273,6 +278,11 @@ TEST_F(Stack, LimitPoliciesAndTheirOptionsComeThroughTheSpec) {
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
 }
 
+gmr_limiting_adaptor *LimitingOf(gmr_stack *s) {
+  return gmr_limiting_adaptor_from_resource(
+      gmr_resource_find(gmr_stack_as_resource(s), "limiting_adaptor"));
+}
+
 TEST_F(Stack, OomPoliciesComeThroughTheSpec) {
   gmr_stack *s = Build("limiting(on_oom=retry, oom_attempts=2) > cuda(kind=async)");
   ASSERT_NE(nullptr, s);
@@ -281,7 +291,7 @@ TEST_F(Stack, OomPoliciesComeThroughTheSpec) {
   void *p = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(top, 4096, 0, nullptr, &p));  // third try succeeds
   gmr_limiting_adaptor_stats st = GMR_LIMITING_ADAPTOR_STATS_INIT;
-  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(gmr_limiting_adaptor_from_resource(top), &st));
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(LimitingOf(s), &st));
   EXPECT_EQ(2u, st.oom.retry_count);
   EXPECT_EQ(1u, st.oom.recovered_count);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC, 0, 3, 2));
@@ -291,6 +301,54 @@ TEST_F(Stack, OomPoliciesComeThroughTheSpec) {
   EXPECT_EQ(2u, f.attempt);
   EXPECT_EQ(2, f.cuda_error);  // cudaErrorMemoryAllocation, from the bottom of the stack
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top, p, 4096, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
+}
+
+// limiting(on_oom=trim_retry) is `oom(policy=trim_retry) > limiting`, and
+// behaves as the limiting adaptor's own on_oom did: an upstream out of
+// memory is trimmed and retried; the limit's refusal is on_limit's alone.
+TEST_F(Stack, OnOomIsAnOomLayerAboveTheLimitThatTrimsAndRetries) {
+  gmr_stack *s = Build("limiting(limit=64MiB, on_oom=trim_retry) > cuda(kind=async)");
+  ASSERT_NE(nullptr, s);
+  ASSERT_EQ(3u, gmr_stack_get_depth(s));
+  gmr_resource *top = gmr_stack_as_resource(s);
+  EXPECT_STREQ("oom_adaptor", gmr_resource_get_type_name(top));
+  EXPECT_EQ(gmr_stack_get_layer(s, 1), gmr_limiting_adaptor_as_resource(LimitingOf(s)));
+  EXPECT_STREQ("cuda_resource", gmr_resource_get_type_name(gmr_stack_get_layer(s, 2)));
+  // Memory the CUDA pool keeps after a free, which a trim can give back.
+  const size_t MiB = size_t{1} << 20;
+  void *p = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(top, 3 * MiB, 0, nullptr, &p));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(top, p, 3 * MiB, 0, nullptr));
+  // The next request fails once at the bottom: trimmed, retried, served.
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC, 0, 1, 2));
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate_ex(top, 6 * MiB, 0, nullptr, &p, &f)) << f.message;
+  gmr_limiting_adaptor_stats st = GMR_LIMITING_ADAPTOR_STATS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(LimitingOf(s), &st));
+  EXPECT_EQ(1u, st.oom.failure_count);
+  EXPECT_EQ(1u, st.oom.trim_count);
+  EXPECT_GE(st.oom.trimmed_bytes, 3 * MiB);
+  EXPECT_EQ(1u, st.oom.retry_count);
+  EXPECT_EQ(1u, st.oom.recovered_count);
+  gmr_oom_counts c = GMR_OOM_COUNTS_INIT;
+  ASSERT_EQ(GMR_OK, gmr_oom_adaptor_get_counts(gmr_oom_adaptor_from_resource(top), &c));
+  EXPECT_EQ(0, std::memcmp(&c, &st.oom, sizeof c)) << "one set of counts, from either layer";
+  // Past the limit: refused at once, no trim, no retry.
+  void *q = nullptr;
+  EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate_ex(top, 100 * MiB, 0, nullptr, &q, &f));
+  EXPECT_EQ(gmr_stack_get_layer(s, 1), f.where);
+  ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(LimitingOf(s), &st));
+  EXPECT_EQ(1u, st.refused_count);
+  EXPECT_EQ(1u, st.oom.trim_count);
+  EXPECT_EQ(1u, st.oom.retry_count);
+  EXPECT_EQ(0u, st.oom.gave_up_count);
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(top, p, 6 * MiB, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
+  // on_oom=fail (the default) puts no layer above.
+  s = Build("limiting(on_oom=fail) > host");
+  ASSERT_NE(nullptr, s);
+  EXPECT_EQ(2u, gmr_stack_get_depth(s));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
 }
 
@@ -331,7 +389,7 @@ TEST_F(Stack, PoliciesLoadFromASharedLibraryNamedInTheSpec) {
                        ":gmr_test_oom_policy) > cuda(kind=async)");
   ASSERT_NE(nullptr, s);
   gmr_resource *top = gmr_stack_as_resource(s);
-  gmr_limiting_adaptor *lim = gmr_limiting_adaptor_from_resource(top);
+  gmr_limiting_adaptor *lim = LimitingOf(s);
   void *a = nullptr, *b = nullptr;
   ASSERT_EQ(GMR_OK,
             gmr_resource_allocate(top, 4096, 0, nullptr, &a));  // the plugin allows <= 4 KiB
@@ -341,7 +399,9 @@ TEST_F(Stack, PoliciesLoadFromASharedLibraryNamedInTheSpec) {
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(top, 100, 0, nullptr, &b));
   gmr_limiting_adaptor_stats st = GMR_LIMITING_ADAPTOR_STATS_INIT;
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_get_stats(lim, &st));
-  EXPECT_EQ(2u, st.overage_count);
+  // The limit policy allows each attempt past the limit: the first request,
+  // then the second's three (the OOM layer retries through the limit).
+  EXPECT_EQ(4u, st.overage_count);
   EXPECT_EQ(1u, st.refused_count);
   EXPECT_EQ(2u, st.oom.retry_count);
   EXPECT_EQ(2u, st.oom.trim_count);

@@ -12,8 +12,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "adaptors/oom_internal.h"
 #include "core/cuda_layer.h"
-#include "core/forward.h"
 #include "core/resource_type.h"
 #include "gmr/device.h"
 #include "tiers/tiers_internal.h"
@@ -195,17 +195,18 @@ static gmr_status build_limiter(gmr_memory_space *s, gmr_failure *failure) {
   lc.charge_alignment = charge;
   s->charge_mask = charge - 1;
   lc.on_limit = gmr__space_limit_policy(s);
-  lc.on_oom = c->on_oom;
   lc.per_stream = true;
   lc.stream_limit_bytes = GMR_LIMIT_NONE; /* streams without a reservation */
   lc.max_streams = c->max_stream_slots;
-  s->oom_policy_owned = true; /* released by the adaptor from here on, even on failure */
-  gmr_status st = gmr_limiting_adaptor_create(s->stack_top, &lc, &s->limiter);
+  s->oom_policy_owned = true; /* released from here on, even on failure */
+  /* on_oom is an OOM layer above the limiter, which leaves the reservations'
+   * refusals to their limit policy (adaptors/oom_internal.h). */
+  gmr_status st = gmr__limiting_with_oom_create(s->stack_top, &lc, &c->on_oom, &s->limiter,
+                                                &s->base.upstream);
   if (st != GMR_OK) {
     return gmr__tier_fail(failure, st, 0, "%s space %d: the limiting adaptor could not be made",
                           gmr_tier_name(c->id.tier), c->id.index);
   }
-  s->limiter_resource = gmr_limiting_adaptor_as_resource(s->limiter);
   return GMR_OK;
 }
 
@@ -265,7 +266,9 @@ static gmr_status build_streams(gmr_memory_space *s, gmr_failure *failure) {
 /* Undo a partly built space (never the manager's books). */
 static void teardown(gmr_memory_space *s) {
   if (s->streams != NULL) GMR_IGNORE_STATUS(gmr_stream_pool_destroy(s->streams));
-  if (s->limiter != NULL) GMR_IGNORE_STATUS(gmr_resource_destroy(s->limiter_resource));
+  gmr_resource *limiter = gmr_limiting_adaptor_as_resource(s->limiter);
+  if (s->base.upstream != limiter) GMR_IGNORE_STATUS(gmr_resource_destroy(s->base.upstream));
+  if (limiter != NULL) GMR_IGNORE_STATUS(gmr_resource_destroy(limiter));
   if (s->blocks != NULL) GMR_IGNORE_STATUS(gmr_resource_destroy(gmr_fixed_block_resource_as_resource(s->blocks)));
   if (s->numa != NULL) GMR_IGNORE_STATUS(gmr_resource_destroy(gmr_numa_host_resource_as_resource(s->numa)));
   if (s->stack != NULL) GMR_IGNORE_STATUS(gmr_stack_destroy(s->stack));
@@ -287,7 +290,7 @@ gmr_status gmr__space_create(gmr_tier_manager *manager, const gmr_memory_space_c
     if (config->on_oom.release != NULL) config->on_oom.release(config->on_oom.ctx);
     return gmr__tier_fail(failure, GMR_ERR_OUT_OF_MEMORY, 0, "no host memory for a space");
   }
-  s->base.vtbl = &gmr__space_vtbl;
+  gmr__adaptor_init(&s->base, &gmr__space_vtbl, NULL); /* build_limiter sets the upstream */
   gmr__resource_type_register(&space_type);
   s->manager = manager;
   s->config = *config;
@@ -351,8 +354,8 @@ gmr_status gmr__space_synchronize_streams(gmr_memory_space *s) {
 }
 
 void gmr__space_destroy(gmr_memory_space *s) {
-  /* The limiting adaptor releases the OOM policy of GPU and HOST spaces;
-   * teardown releases a DISK space's, which no adaptor ever held. */
+  /* The allocator released the OOM policy of GPU and HOST spaces;
+   * teardown releases a DISK space's, which no layer ever held. */
   teardown(s);
 }
 

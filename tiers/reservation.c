@@ -544,7 +544,7 @@ void gmr__reservation_explain_refusal(gmr_memory_space *s, gmr_stream stream,
                    space, id, policy, did, r->noted_short_bytes);
     }
     if (n < 0) failure->message[0] = '\0';
-    failure->where = &s->base;
+    failure->where = &s->base.resource;
   }
   pthread_mutex_unlock(&m->mutex);
 }

@@ -1,9 +1,10 @@
 /*
  * tiers/space_resource.c: the resource at the top of every memory space's
- * stack (see gmr/tiers/memory_space.h): it refuses what the space cannot serve,
- * forwards to the space's limiting adaptor (whose per-stream limits are the
- * bound reservations), and keeps a table of live allocations so that a free
- * knows whose bytes it gives back.
+ * stack (see gmr/tiers/memory_space.h), an adaptor (core/adaptor.h): it
+ * refuses what the space cannot serve, forwards to the space's limiting
+ * adaptor (whose per-stream limits are the bound reservations; through the
+ * OOM layer of on_oom when there is one), and keeps a table of live
+ * allocations so that a free knows whose bytes it gives back.
  *
  * Why the table: the limiting adaptor charges an allocation to its stream
  * until it is freed. A stream may be bound to a new reservation while it
@@ -106,30 +107,15 @@ static gmr_status remember(gmr_memory_space *s, void **out_ptr, size_t bytes, si
                              ((uint64_t)slot << ID_BITS) | (binding & ID_MASK));
   pthread_mutex_unlock(&sh->mutex);
   if (ok) return GMR_OK;
-  (void)gmr__forward_deallocate(s->limiter_resource, *out_ptr, bytes, alignment, stream);
+  (void)gmr__forward_deallocate(s->base.upstream, *out_ptr, bytes, alignment, stream);
   *out_ptr = NULL;
   snprintf(failure->message, sizeof failure->message,
            "memory_space: no host memory for its table of allocations");
   return GMR_ERR_OUT_OF_MEMORY;
 }
 
-typedef gmr_status allocate_below_fn(gmr_memory_space *s, size_t bytes, size_t alignment,
-                                     gmr_stream stream, void **out_ptr, gmr_failure *failure);
-
-static gmr_status below_allocate(gmr_memory_space *s, size_t bytes, size_t alignment,
-                                 gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  return gmr__forward_allocate(s->limiter_resource, bytes, alignment, stream, out_ptr, failure);
-}
-
-static gmr_status below_allocate_capturing(gmr_memory_space *s, size_t bytes, size_t alignment,
-                                           gmr_stream stream, void **out_ptr,
-                                           gmr_failure *failure) {
-  return gmr_resource_allocate_capturing(s->limiter_resource, bytes, alignment, stream, out_ptr,
-                                         failure);
-}
-
-static gmr_status allocate_with(gmr_memory_space *s, allocate_below_fn *below, size_t bytes,
-                                size_t alignment, gmr_stream stream, void **out_ptr,
+static gmr_status allocate_with(gmr_memory_space *s, gmr__forward_allocate_fn *below,
+                                size_t bytes, size_t alignment, gmr_stream stream, void **out_ptr,
                                 gmr_failure *failure) {
   gmr_status st = check_request(s, stream, bytes, failure);
   if (st != GMR_OK) return st;
@@ -137,7 +123,7 @@ static gmr_status allocate_with(gmr_memory_space *s, allocate_below_fn *below, s
   uint64_t binding = slot == s->slots.capacity
                          ? 0
                          : atomic_load_explicit(&s->bound_ids[slot], memory_order_acquire);
-  st = below(s, bytes, alignment, stream, out_ptr, failure);
+  st = below(s->base.upstream, bytes, alignment, stream, out_ptr, failure);
   if (st == GMR_ERR_LIMIT_EXCEEDED && binding != 0) {
     /* Cold: say what the reservation's policy did, when there is more to
      * say than the limiting adaptor's message (reservation.c). */
@@ -149,15 +135,15 @@ static gmr_status allocate_with(gmr_memory_space *s, allocate_below_fn *below, s
 
 static gmr_status space_allocate(gmr_resource *self, size_t bytes, size_t alignment,
                                  gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  return allocate_with((gmr_memory_space *)self, below_allocate, bytes, alignment, stream,
+  return allocate_with((gmr_memory_space *)self, gmr__forward_allocate, bytes, alignment, stream,
                        out_ptr, failure);
 }
 
 static gmr_status space_allocate_capturing(gmr_resource *self, size_t bytes, size_t alignment,
                                            gmr_stream stream, void **out_ptr,
                                            gmr_failure *failure) {
-  return allocate_with((gmr_memory_space *)self, below_allocate_capturing, bytes, alignment,
-                       stream, out_ptr, failure);
+  return allocate_with((gmr_memory_space *)self, gmr__forward_allocate_capturing, bytes,
+                       alignment, stream, out_ptr, failure);
 }
 
 /* A stream bound again frees an allocation from before its binding: take its
@@ -197,7 +183,7 @@ static gmr_status space_deallocate(gmr_resource *self, void *ptr, size_t bytes, 
   size_t charge = (bytes + s->charge_mask) & ~s->charge_mask;
   bool adjusted =
       bound_now != 0 && bound_now != binding && adjust_baseline(s, bound_now, charge, -1);
-  gmr_status st = gmr__forward_deallocate(s->limiter_resource, ptr, bytes, alignment, stream);
+  gmr_status st = gmr__forward_deallocate(s->base.upstream, ptr, bytes, alignment, stream);
   if (st != GMR_OK) {
     /* Refused below (a size that does not match...): put the books back. */
     if (adjusted) (void)adjust_baseline(s, bound_now, charge, +1);
@@ -212,9 +198,8 @@ static gmr_status space_deallocate(gmr_resource *self, void *ptr, size_t bytes, 
 }
 
 static gmr_status space_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
-  gmr_memory_space *s = (gmr_memory_space *)self;
-  if (s->limiter == NULL) return GMR_ERR_UNKNOWN_POINTER;
-  return gmr_resource_record_stream(s->limiter_resource, ptr, stream);
+  if (((gmr_memory_space *)self)->limiter == NULL) return GMR_ERR_UNKNOWN_POINTER; /* DISK */
+  return gmr__adaptor_record_stream(self, ptr, stream);
 }
 
 /* The manager owns its spaces. */
@@ -223,20 +208,13 @@ static gmr_status space_destroy(gmr_resource *self) {
   return GMR_ERR_UNSUPPORTED;
 }
 
-static gmr_resource *space_get_upstream(const gmr_resource *self) {
-  return ((const gmr_memory_space *)self)->limiter_resource;
-}
-
 const gmr_resource_vtbl gmr__space_vtbl = {
     .version = GMR_RESOURCE_VTBL_VERSION,
     .type_name = "memory_space",
     .allocate = space_allocate,
     .deallocate = space_deallocate,
     .destroy = space_destroy,
-    .get_upstream = space_get_upstream,
-    .trim = NULL,            /* forwards to the stack */
-    .get_footprint = NULL,   /* asks the stack */
-    .get_memory_info = NULL, /* asks the stack */
+    .get_upstream = gmr__adaptor_get_upstream,
     .record_stream = space_record_stream,
     .allocate_capturing = space_allocate_capturing,
 };

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/adaptor.h"
 #include "util/key_slots.h"
 #include "util/u64_map.h"
 #include "gmr/fixed_block_resource.h"
@@ -58,7 +59,10 @@ typedef struct gmr__tier_reservation {
 } gmr__tier_reservation;
 
 struct gmr_memory_space {
-  gmr_resource base; /* first: the space's resource */
+  /* First: the space's resource (space_resource.c). Its upstream is the top of
+   * the allocator: the OOM layer of on_oom, else the limiting adaptor; NULL
+   * for DISK. */
+  gmr__adaptor base;
   gmr_tier_manager *manager;
   gmr_memory_space_config config; /* as given, fractions checked */
   size_t capacity_bytes;
@@ -72,8 +76,7 @@ struct gmr_memory_space {
   gmr_numa_host_resource *numa;      /* HOST */
   gmr_fixed_block_resource *blocks;  /* HOST */
   gmr_limiting_adaptor *limiter;     /* GPU and HOST */
-  gmr_resource *limiter_resource;
-  bool oom_policy_owned;             /* config.on_oom given to the limiter */
+  bool oom_policy_owned;             /* config.on_oom given to the allocator */
   gmr_stream_pool *streams;          /* NULL when stream_count is 0 */
 
   /* Lock-free stream -> slot -> serial of the binding on it (0: none). A
@@ -122,8 +125,7 @@ struct gmr_tier_manager {
 
 /* Build a space from a checked config (the manager checked ids). On failure
  * *out is NULL and `failure` says why; the config's on_oom policy has been
- * released unless it was handed to a limiting adaptor (which then released
- * it). */
+ * released (by its OOM layer if it was handed to one). */
 gmr_status gmr__space_create(gmr_tier_manager *manager, const gmr_memory_space_config *config,
                              gmr_memory_space **out, gmr_failure *failure);
 

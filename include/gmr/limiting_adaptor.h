@@ -1,7 +1,6 @@
 /*
  * gmr/limiting_adaptor.h: an adaptor that caps the bytes outstanding through
- * it, with a pluggable limit policy, optional per-stream limits, and an
- * optional OOM policy for failures of the stack below.
+ * it, with a pluggable limit policy and optional per-stream limits.
  *
  * Accounting: each allocation is charged its size rounded up to
  * `charge_alignment` (256 bytes by default, what RMM's limiting adaptor and
@@ -53,11 +52,16 @@
  * adaptor trusts `bytes`. tracking > limiting names every bad free itself,
  * whatever the upstream.
  *
- * OOM policy (`on_oom`): when the upstream fails for lack of memory, the
- * policy may trim the stack below, wait for a free through this adaptor, or
- * call a user callback, then retry (gmr/policy.h). The request's charge stays
- * reserved while the policy runs. With the default `fail` the adaptor calls
- * its upstream's slot directly and never enters the policy machinery.
+ * OOM policies are the OOM adaptor's (gmr/oom_adaptor.h): this adaptor runs
+ * none (since 0.2.0; it took one as `on_oom` before). Put one above it with
+ * gmr_oom_adaptor_create(); that layer also runs its policy when this
+ * adaptor's limit refuses (GMR_ERR_LIMIT_EXCEEDED), so that `wait` waits for
+ * room under the limit. A spec's `limiting(on_oom=P, oom_attempts=N,
+ * wait_timeout_ms=T)` builds `oom(policy=P, attempts=N, wait_timeout_ms=T) >
+ * limiting(...)` whose OOM layer leaves the limit's refusals to on_limit and
+ * retries only failures from below it, as `on_oom` always did
+ * (docs/stack_spec.md). This adaptor counts its upstream's failures for lack
+ * of memory in its stats' `oom.failure_count`.
  *
  * Peaks (peak_used_bytes, each stream's peak) count allocations that
  * succeeded: a charge given back because the upstream failed never raises
@@ -66,9 +70,8 @@
  * show in another request's peak.
  *
  * Optional slots: allocate_capturing is charged and limited like allocate and
- * forwarded to the upstream's allocate_capturing; the OOM policy does not run
- * for it (trim or wait could synchronise or stall the capture), the upstream's
- * failure is returned as is. record_stream is forwarded to the upstream;
+ * forwarded to the upstream's allocate_capturing, whose failure is returned
+ * as is. record_stream is forwarded to the upstream;
  * get_memory_info, trim and the footprint are answered from below. extend
  * (gmr_resource_extend, growth in place) is charged the difference between the
  * charges of the new and the old size, against the global limit and, with
@@ -76,17 +79,15 @@
  * stream the growth is ordered on; a pointer that is not live there is
  * GMR_ERR_UNKNOWN_POINTER), through the limit policy like an allocation,
  * before the upstream's extend is asked; a refused or failed growth charges
- * nothing. The OOM policy does not run for it (a caller whose extend fails
- * allocates elsewhere, and that allocation runs it). Allocation counts do not
- * change; the later free gives the new size.
+ * nothing. Allocation counts do not change; the later free gives the new
+ * size.
  *
- * Events (gmr/events.h): LIMIT_REFUSED, LIMIT_RAISED, LIMIT_OVERAGE, and the
- * OOM events of its policy.
+ * Events (gmr/events.h): LIMIT_REFUSED, LIMIT_RAISED, LIMIT_OVERAGE.
  *
  * Thread-safe: yes (per-thread lanes while counting, atomics while enforcing;
  * in per-stream mode the pointer table is split in 16 mutex-guarded shards).
- * Source: RMM's limiting_resource_adaptor and failure_callback_resource_adaptor;
- * cuCascade's reservation_aware_resource_adaptor.
+ * Source: RMM's limiting_resource_adaptor; cuCascade's
+ * reservation_aware_resource_adaptor.
  */
 #ifndef GMR_LIMITING_ADAPTOR_H_
 #define GMR_LIMITING_ADAPTOR_H_
@@ -107,20 +108,19 @@ extern "C" {
 /* A limit that never refuses anything. */
 #define GMR_LIMIT_NONE SIZE_MAX
 
+/* 0.2.0 removed `on_oom` (after on_limit): wrap the adaptor in gmr_oom_adaptor_create(). */
 typedef struct gmr_limiting_adaptor_config {
   size_t limit_bytes;          /* global limit; GMR_LIMIT_NONE for none */
   size_t charge_alignment;     /* charges are rounded up to this; a power of two, 0 = 256 */
   gmr_limit_policy on_limit;   /* copied; see gmr/policy.h */
-  gmr_oom_policy on_oom;       /* copied; see gmr/policy.h */
   bool per_stream;             /* account and limit per stream as well */
   size_t stream_limit_bytes;   /* per_stream: each stream's limit unless set otherwise */
   size_t max_streams;          /* per_stream: streams with their own counters (then shared), 0 = 64 */
 } gmr_limiting_adaptor_config;
 
-/* No limit, 256-byte charges, fail on limit and on OOM, no per-stream limits. */
-#define GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT                                                   \
-  {GMR_LIMIT_NONE, 256u, GMR_LIMIT_POLICY_FAIL_INIT, GMR_OOM_POLICY_FAIL_INIT, false,          \
-   GMR_LIMIT_NONE, 64u}
+/* No limit, 256-byte charges, fail on limit, no per-stream limits. */
+#define GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT \
+  {GMR_LIMIT_NONE, 256u, GMR_LIMIT_POLICY_FAIL_INIT, false, GMR_LIMIT_NONE, 64u}
 
 typedef struct gmr_limiting_adaptor gmr_limiting_adaptor;
 
@@ -130,17 +130,18 @@ typedef struct gmr_limiting_adaptor gmr_limiting_adaptor;
  * Units: bytes.
  * Ownership: `upstream` is borrowed: it must outlive the adaptor and must not
  *   be moved. `config` is copied (NULL = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT),
- *   its policies by value. The policies' `release` functions run when the
- *   adaptor is destroyed, and on every failure of create except an invalid
- *   policy (so a caller never has to release a checked policy itself).
+ *   its limit policy by value. The policy's `release` runs when the adaptor
+ *   is destroyed, and on every failure of create except an invalid policy
+ *   (so a caller never has to release a checked policy itself).
  * Thread-safe: yes (creates an independent object).
  * Stream/device: no CUDA call.
  * Returns:
  *   GMR_OK                    *out is set.
  *   GMR_ERR_INVALID_ARGUMENT  upstream invalid (no vtable with the required slots), out NULL,
- *                             charge_alignment not a power of two, or a policy
- *                             that fails gmr_*_policy_check().
- *   GMR_ERR_OUT_OF_MEMORY     the host allocation for the adaptor failed.
+ *                             charge_alignment not a power of two, or a limit
+ *                             policy that fails gmr_limit_policy_check().
+ *   GMR_ERR_OUT_OF_MEMORY     the host allocation for the adaptor (or its
+ *                             listeners' lock) failed.
  * On failure *out is NULL and nothing needs to be destroyed.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_limiting_adaptor_create(
@@ -228,14 +229,19 @@ typedef struct gmr_limiting_adaptor_stats {
   uint64_t allocation_count;       /* successful allocations */
   uint64_t deallocation_count;     /* successful deallocations */
   uint64_t refused_count;          /* requests the limit policy refused */
-  uint64_t upstream_failure_count; /* requests the upstream failed (after the OOM policy) */
+  uint64_t upstream_failure_count; /* requests the upstream failed (each attempt) */
   uint64_t overage_count;          /* requests let past the limit (ignore) */
   size_t max_overage_bytes;        /* largest excess of used over limit allowed */
   uint64_t raise_count;            /* times the limit policy raised a limit */
   uint64_t bad_free_count;         /* bad frees it saw: more bytes than outstanding, unknown ptr */
-  /* What the OOM policy did. Version 2: a gmr_oom_counts with its own header
-   * (version 1 had the same counters without it); the adaptor fills that
-   * header with the size and version of the gmr_oom_counts it wrote. */
+  /* failure_count: the upstream's failures for lack of memory (every
+   * attempt). The other counters: what the OOM policy of `limiting(on_oom=...)`
+   * did, counted by the OOM layer that shorthand puts above this adaptor (the
+   * same numbers as gmr_oom_adaptor_get_counts() of that layer); 0 without one
+   * (a gmr_oom_adaptor created by hand counts in its own gmr_oom_counts).
+   * Version 2: a gmr_oom_counts with its own header (version 1 had the same
+   * counters without it); the adaptor fills that header with the size and
+   * version of the gmr_oom_counts it wrote. */
   gmr_oom_counts oom;
 } gmr_limiting_adaptor_stats;
 

@@ -7,9 +7,11 @@
  * wait for a free that passes through this adaptor, or call a user callback,
  * then retry, at most max_attempts times and never re-entrantly. With `wait`
  * above a limiting adaptor (`oom(policy=wait) > limiting(limit=8GiB) > ...`)
- * requests block until the limit admits them or the timeout passes. The
- * limiting adaptor carries the same machinery itself (`on_oom`); use this one
- * where there is no limit.
+ * requests block until the limit admits them or the timeout passes. It is
+ * the one place an OOM policy runs: the spec shorthand `limiting(on_oom=P)`
+ * builds `oom(policy=P) > limiting(...)`, whose OOM layer leaves the limit's
+ * own refusals to the limit policy and counts into the limiting adaptor's
+ * stats (gmr/limiting_adaptor.h, docs/stack_spec.md).
  *
  * Optional slots: record_stream is forwarded to the upstream;
  * allocate_capturing is forwarded to the upstream's allocate_capturing
@@ -18,8 +20,8 @@
  * footprint are answered from below. extend (gmr_resource_extend, growth in place) is
  * forwarded to the upstream's without the policy: a caller whose extend fails
  * allocates elsewhere, and that allocation runs it; the live count does not
- * change. With the `fail` policy the adaptor calls
- * its upstream directly and never enters the policy machinery.
+ * change. With the `fail` policy the adaptor calls its upstream directly
+ * and never enters the policy machinery.
  *
  * Events (gmr/events.h): OOM_RETRY, OOM_TRIM, OOM_WAIT, OOM_GAVE_UP.
  * Thread-safe: yes (atomics; a mutex and condition variable for waiters).
@@ -79,7 +81,9 @@ static inline gmr_oom_adaptor *gmr_oom_adaptor_from_resource(gmr_resource *r) {
 /**
  * Copy what the policy did so far into *out, whose header the caller set
  * (GMR_OOM_COUNTS_INIT): the fields that fit in out->size, never the header
- * and nothing past out->size.
+ * and nothing past out->size. The OOM layer of a spec's `limiting(on_oom=...)`
+ * answers with the limiting adaptor's counts (its stats' `oom`), whose
+ * failure_count the limiting adaptor counts itself.
  * Ownership: *out is the caller's.
  * Thread-safe: yes; counters are read one by one. Stream/device: no CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (a NULL argument, out->size

@@ -22,10 +22,10 @@
  * adaptor in that same thread (say the retry callback allocates) is returned
  * as is, without calling a policy (Lua's tryagain, jemalloc's reentrancy guard).
  *
- * Where a policy attaches: the limiting adaptor takes one (`on_oom`), and the
- * OOM adaptor (gmr/oom_adaptor.h) carries one on any stack, with or without a
- * limit. The adaptor holding the policy calls it; the policy sees its
- * upstream through gmr_oom_services.
+ * Where a policy attaches: the OOM adaptor (gmr/oom_adaptor.h) carries one
+ * on any stack, with or without a limit; a spec's `limiting(on_oom=...)` puts
+ * one above its limiting adaptor. The adaptor holding the policy calls it;
+ * the policy sees its upstream through gmr_oom_services.
  *
  * A limit policy decides what a limiting adaptor does with a request that
  * would take its outstanding total past its limit (cuCascade's reservation

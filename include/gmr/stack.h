@@ -174,7 +174,11 @@ GMR_API GMR_NODISCARD gmr_status gmr_stack_push(gmr_stack *stack, gmr_resource *
  */
 GMR_API gmr_resource *gmr_stack_as_resource(gmr_stack *stack);
 
-/** Number of layers (0 for NULL). Thread-safe: yes. */
+/**
+ * Number of layers (0 for NULL): one per layer of the spec, and one more for
+ * each `limiting(on_oom=...)` with a policy other than fail (its OOM layer,
+ * docs/stack_spec.md). Thread-safe: yes.
+ */
 GMR_API size_t gmr_stack_get_depth(const gmr_stack *stack);
 
 /**

@@ -14,10 +14,10 @@
  *
  * Allocator stacks (GPU and HOST; built by the manager, owned by the space):
  *
- *   GPU:  memory_space > limiting(per_stream) > STACK
+ *   GPU:  memory_space > [oom(on_oom) >] limiting(per_stream) > STACK
  *         STACK is any gmr stack: a spec (default "cuda(kind=async)", an
  *         async pool on the space's device) or a resource the caller lends.
- *   HOST: memory_space > limiting(per_stream) > fixed_block > numa_host
+ *   HOST: memory_space > [oom(on_oom) >] limiting(per_stream) > fixed_block > numa_host
  *         fixed-size blocks (default 1 MiB, chunks of 128, 4 chunks at create)
  *         over pinned host memory bound to the space's NUMA node
  *         (gmr/tiers/numa_host_resource.h).
@@ -139,7 +139,10 @@ typedef struct gmr_memory_space_config {
                                          Default `fail`, on purpose (cuCascade: `ignore`):
                                          see gmr_memory_space_config_default() */
   gmr_oom_policy on_oom;              /* the space's OOM policy (owned, as in
-                                         gmr_limiting_adaptor_create) */
+                                         gmr_oom_adaptor_create): an oom layer
+                                         over the limiting adaptor, which
+                                         leaves the limits' refusals to
+                                         on_limit (docs/stack_spec.md) */
   size_t stream_count;                /* streams in the space's pool (0: no pool) */
   int stream_device;                  /* HOST/DISK streams' device; -1: current at create */
   /* GPU */

@@ -107,7 +107,7 @@ extern "C" {
  *   other                     what building a stack or stream pool returned
  *                             (GMR_ERR_CUDA without a GPU, GMR_ERR_OUT_OF_MEMORY).
  * On failure *out is NULL, everything built on the way is destroyed, the
- * configs' on_oom policies are released (as gmr_limiting_adaptor_create does),
+ * configs' on_oom policies are released (as gmr_oom_adaptor_create does),
  * and `failure` (may be NULL) names the config and the reason.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_tier_manager_create(const gmr_memory_space_config *configs,
