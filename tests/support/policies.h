@@ -57,6 +57,16 @@ inline gmr_limit_policy IncreasePolicy(const char *name, double padding_factor, 
   return p;
 }
 
+// Two OOM count records hold the same counts (field by field: the struct
+// has padding after `version`, so memcmp would compare garbage).
+inline bool SameOomCounts(const gmr_oom_counts &a, const gmr_oom_counts &b) {
+  return a.failure_count == b.failure_count && a.retry_count == b.retry_count &&
+         a.recovered_count == b.recovered_count && a.gave_up_count == b.gave_up_count &&
+         a.reentrant_count == b.reentrant_count && a.trim_count == b.trim_count &&
+         a.trimmed_bytes == b.trimmed_bytes && a.wait_count == b.wait_count &&
+         a.wait_timeout_count == b.wait_timeout_count;
+}
+
 }  // namespace gmr_test
 
 #endif  // GMR_TESTS_SUPPORT_POLICIES_H_
