@@ -172,17 +172,3 @@ gmr_status gmr_limit_policy_from_name(const char *name, gmr_limit_policy *out) {
   *out = value.limit;
   return GMR_OK;
 }
-
-/* ---- deprecated constructors (gmr/policy.h), removed in 0.3.0 --------------- */
-
-gmr_limit_policy gmr_limit_policy_fail(void) { return make_fail(); }
-
-gmr_limit_policy gmr_limit_policy_ignore(void) { return make_ignore(); }
-
-gmr_limit_policy gmr_limit_policy_increase(double padding_factor, size_t cap_bytes) {
-  return make_increase(padding_factor, cap_bytes);
-}
-
-gmr_limit_policy gmr_limit_policy_increase_total(double padding_factor, size_t cap_bytes) {
-  return make_increase_total(padding_factor, cap_bytes);
-}

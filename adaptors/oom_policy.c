@@ -148,20 +148,3 @@ gmr_status gmr_oom_policy_from_name(const char *name, gmr_oom_policy *out) {
   *out = value.oom;
   return GMR_OK;
 }
-
-/* ---- deprecated constructors (gmr/policy.h), removed in 0.3.0 --------------- */
-
-gmr_oom_policy gmr_oom_policy_fail(void) { return make_fail(); }
-
-gmr_oom_policy gmr_oom_policy_retry(gmr_oom_callback_fn *callback, void *callback_ctx,
-                                    uint32_t max_attempts) {
-  return make_retry(callback, callback_ctx, max_attempts);
-}
-
-gmr_oom_policy gmr_oom_policy_trim_retry(uint32_t max_attempts) {
-  return make_trim_retry(max_attempts);
-}
-
-gmr_oom_policy gmr_oom_policy_wait(uint64_t timeout_ns, uint32_t max_attempts) {
-  return make_wait(timeout_ns, max_attempts);
-}

@@ -231,28 +231,3 @@ gmr_status gmr_device_resource_release_all(void) {
   pthread_mutex_unlock(&registry_lock);
   return first;
 }
-
-/* ---- deprecated names (gmr/device_resource.h), removed in 0.3.0 ----------- */
-
-gmr_status gmr_get_device_resource(int device, gmr_resource **out, gmr_spec_error *error) {
-  return gmr_device_resource_get(device, out, error);
-}
-
-gmr_status gmr_get_current_device_resource(gmr_resource **out, gmr_spec_error *error) {
-  return gmr_device_resource_get_current(out, error);
-}
-
-gmr_status gmr_set_device_resource(int device, gmr_resource *resource,
-                                   gmr_resource **out_previous) {
-  return gmr_device_resource_set(device, resource, out_previous);
-}
-
-gmr_status gmr_set_device_resource_spec(const char *spec, gmr_spec_error *error) {
-  return gmr_device_resource_set_spec(spec, error);
-}
-
-const char *gmr_get_device_resource_spec(int device) {
-  return gmr_device_resource_get_spec(device);
-}
-
-gmr_status gmr_device_resources_release(void) { return gmr_device_resource_release_all(); }

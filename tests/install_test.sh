@@ -101,9 +101,7 @@ step soname soname
 # Each library exports exactly the functions its headers declare with GMR_API
 # (libgmr: include/gmr/*.h; libgmr_X: include/gmr/X/*.h) under GMR_PUBLIC, no
 # CUDA runtime symbols; libgmr also exports its gmr__ internals under
-# GMR_PRIVATE, for the optional libraries only. Beyond its headers, each also
-# exports the 0.1 downcast functions its deprecated_downcasts.c declares (kept
-# for programs built against 0.1's headers, which now define them inline).
+# GMR_PRIVATE, for the optional libraries only.
 exports() {
   python3 - "$root/include/gmr" "$prefix/lib" "$root" <<'PY'
 import glob, re, subprocess, sys
@@ -114,7 +112,7 @@ for name, headers, package in (("libgmr", inc + "/*.h", "core"),
                                ("libgmr_scoped", inc + "/scoped/*.h", "scoped"),
                                ("libgmr_nccl", inc + "/nccl/*.h", "nccl")):
     declared = set()
-    for h in glob.glob(headers) + ["%s/%s/deprecated_downcasts.c" % (src, package)]:
+    for h in glob.glob(headers):
         text = open(h).read()
         declared |= {m.group(2) for m in re.finditer(r"GMR_API\b([^;{}]*?)\b(gmr_\w+)\s*\(", text, re.S)}
     out = subprocess.run(["nm", "-D", "--defined-only", "%s/%s.so" % (lib, name)],

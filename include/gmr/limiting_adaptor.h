@@ -247,12 +247,6 @@ typedef struct gmr_limiting_adaptor_stats {
   {sizeof(gmr_limiting_adaptor_stats), GMR_LIMITING_ADAPTOR_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, \
    0, 0, 0, GMR_OOM_COUNTS_INIT}
 
-/* Deprecated names, renamed in 0.2.0 (gmr_<object>_stats); removed in 0.3.0. */
-typedef gmr_limiting_adaptor_stats gmr_limiting_stats
-    GMR_DEPRECATED("use gmr_limiting_adaptor_stats");
-#define GMR_LIMITING_STATS_VERSION GMR_LIMITING_ADAPTOR_STATS_VERSION
-#define GMR_LIMITING_STATS_INIT GMR_LIMITING_ADAPTOR_STATS_INIT
-
 /**
  * Snapshot the counters into `*out` (size and version set by the caller).
  * Thread-safe: yes; counters are read one by one and may be from slightly

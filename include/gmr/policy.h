@@ -161,10 +161,6 @@ typedef struct gmr_oom_counts {
 #define GMR_OOM_COUNTS_INIT \
   {sizeof(gmr_oom_counts), GMR_OOM_COUNTS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
-/* Deprecated name (0.1: a struct of zeros without a header); removed in
- * 0.3.0. It now sets the header too. */
-#define GMR_OOM_COUNTS_ZERO GMR_OOM_COUNTS_INIT
-
 /* Static initialisers of the `fail` policies, for *_CONFIG_DEFAULT macros. */
 #define GMR_OOM_POLICY_FAIL_INIT {GMR_OOM_POLICY_VERSION, "fail", NULL, NULL, 0u, 0u, NULL, NULL, NULL}
 
@@ -398,73 +394,6 @@ GMR_API GMR_NODISCARD gmr_status gmr_policy_plugin_load(const char *path, const 
  * which is harmless).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_policy_plugin_unload(gmr_policy_plugin *handle);
-
-/* ---- deprecated names ---------------------------------------------------- */
-/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
- * compiles, with a warning naming its replacement, and is still exported. */
-
-/**
- * Deprecated: gmr_oom_policy_from_name("fail", &p), or GMR_OOM_POLICY_FAIL_INIT.
- * `fail`: never retry. Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_oom_policy_from_name") gmr_oom_policy gmr_oom_policy_fail(void);
-
-/**
- * Deprecated: gmr_oom_policy_from_name("retry", &p), then set p.callback,
- * p.callback_ctx and p.max_attempts. `retry` with `callback` and at most
- * `max_attempts` attempts (capped at GMR_OOM_MAX_ATTEMPTS).
- * Ownership: callback_ctx is borrowed. Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_oom_policy_from_name") gmr_oom_policy
-gmr_oom_policy_retry(gmr_oom_callback_fn *callback, void *callback_ctx, uint32_t max_attempts);
-
-/**
- * Deprecated: gmr_oom_policy_from_name("trim_retry", &p), then set
- * p.max_attempts. `trim_retry` with at most `max_attempts` attempts (capped
- * at GMR_OOM_MAX_ATTEMPTS). Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_oom_policy_from_name") gmr_oom_policy
-gmr_oom_policy_trim_retry(uint32_t max_attempts);
-
-/**
- * Deprecated: gmr_oom_policy_from_name("wait", &p), then set
- * p.wait_timeout_ns and p.max_attempts. `wait` up to `timeout_ns` per wait,
- * at most `max_attempts` attempts (capped at GMR_OOM_MAX_ATTEMPTS).
- * Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_oom_policy_from_name") gmr_oom_policy
-gmr_oom_policy_wait(uint64_t timeout_ns, uint32_t max_attempts);
-
-/**
- * Deprecated: gmr_limit_policy_from_name("fail", &p), or
- * GMR_LIMIT_POLICY_FAIL_INIT. `fail`: refuse a request past the limit.
- * Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_limit_policy_from_name") gmr_limit_policy
-gmr_limit_policy_fail(void);
-
-/**
- * Deprecated: gmr_limit_policy_from_name("ignore", &p). `ignore`: let a
- * request past the limit through. Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_limit_policy_from_name") gmr_limit_policy
-gmr_limit_policy_ignore(void);
-
-/**
- * Deprecated: gmr_limit_policy_from_name("increase", &p), then set
- * p.padding_factor and p.cap_bytes. `increase` with `padding_factor` (below
- * 1.0 or NaN: 1.0) and `cap_bytes` (0: no cap). Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_limit_policy_from_name") gmr_limit_policy
-gmr_limit_policy_increase(double padding_factor, size_t cap_bytes);
-
-/**
- * Deprecated: gmr_limit_policy_from_name("increase_total", &p), then set
- * p.padding_factor and p.cap_bytes. `increase_total` with `padding_factor`
- * (below 1.0 or NaN: 1.0) and `cap_bytes` (0: no cap). Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_limit_policy_from_name") gmr_limit_policy
-gmr_limit_policy_increase_total(double padding_factor, size_t cap_bytes);
 
 #ifdef __cplusplus
 }

@@ -211,19 +211,6 @@ GMR_API GMR_NODISCARD gmr_status gmr_stack_destroy(gmr_stack *stack);
  */
 GMR_API GMR_NODISCARD gmr_status gmr_stack_print_components(FILE *out);
 
-/* ---- deprecated names ---------------------------------------------------- */
-/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
- * compiles, with a warning naming its replacement, and is still exported. */
-
-/**
- * Deprecated: gmr_resource_find(gmr_stack_as_resource(stack), type_name),
- * which walks the layers' upstreams (the same layers for a stack).
- * The topmost layer whose vtable type name is `type_name`, or NULL.
- * Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_resource_find") gmr_resource *
-gmr_stack_find(const gmr_stack *stack, const char *type_name);
-
 #ifdef __cplusplus
 }
 #endif

@@ -366,9 +366,3 @@ gmr_status gmr__vmm_pool_check_books(gmr_resource *self, char *err, size_t err_b
   gmr__u64_map_clear(&owners);
   return st;
 }
-
-/* Deprecated (gmr/vmm_pool_resource.h): gmr_resource_check() runs the same checks. */
-gmr_status gmr_vmm_pool_resource_check_invariants(gmr_vmm_pool_resource *pool, char *err,
-                                                  size_t err_bytes) {
-  return gmr__vmm_pool_check_books(pool == NULL ? NULL : &pool->base, err, err_bytes);
-}
