@@ -21,6 +21,7 @@
 #include "core/resource_type.h"
 #include "gmr/device.h"
 #include "stack/device_guard.h"
+#include "stack/stack_internal.h"
 
 #define MAX_DEVICES GMR_DEVICE_RESOURCE_MAX_DEVICES
 
@@ -80,11 +81,12 @@ static gmr_status create_locked(int device, gmr_spec_error *error) {
     return gmr__status_from_cuda(err) == GMR_OK ? GMR_ERR_CUDA : gmr__status_from_cuda(err);
   }
   gmr_stack *stack = NULL;
+  bool from_env = false;
   gmr_status st = configured_spec != NULL
                       ? gmr_stack_create(configured_spec, &stack, error)
-                      : gmr_stack_create_from_env(GMR_DEVICE_RESOURCE_DEFAULT_SPEC, &stack, error);
-  const char *env = getenv("GMR_STACK");
-  if (st == GMR_ERR_UNSUPPORTED && configured_spec == NULL && (env == NULL || env[0] == '\0')) {
+                      : gmr__stack_create_from_env(GMR_DEVICE_RESOURCE_DEFAULT_SPEC, &stack,
+                                                   error, &from_env);
+  if (st == GMR_ERR_UNSUPPORTED && configured_spec == NULL && !from_env) {
     /* The default needs virtual memory management, which this device's
      * driver lacks (vGPU, WSL, old drivers): the stream-ordered pool. */
     st = gmr_stack_create(GMR_DEVICE_RESOURCE_FALLBACK_SPEC, &stack, error);

@@ -347,17 +347,19 @@ TEST(PolicyRegistry, NamesAreBuiltInOrRegistered) {
   gmr_oom_policy mine = gmr_test::RetryPolicy(nullptr, nullptr, 7);
   mine.name = "spill";
   mine.release = [](void *) { released++; };
-  ASSERT_EQ(GMR_OK, gmr_oom_policy_register("spill", &mine));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_oom_policy_register("spill", &mine));  // taken
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_oom_policy_register("wait", &mine));   // built in
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_oom_policy_register("9lives", &mine)); // bad name
+  ASSERT_EQ(GMR_OK, gmr_oom_policy_register(nullptr, "spill", &mine));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_oom_policy_register(nullptr, "spill", &mine));  // taken
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
-            gmr_oom_policy_register("a_name_that_is_longer_than_31_chars", &mine));
+            gmr_oom_policy_register(nullptr, "wait", &mine));  // built in
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
+            gmr_oom_policy_register(nullptr, "9lives", &mine));  // bad name
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
+            gmr_oom_policy_register(nullptr, "a_name_that_is_longer_than_31_chars", &mine));
   ASSERT_EQ(GMR_OK, gmr_oom_policy_from_name("spill", &o));
   EXPECT_EQ(7u, o.max_attempts);
   EXPECT_EQ(nullptr, o.release);  // the registrant keeps its context
-  EXPECT_EQ(GMR_OK, gmr_oom_policy_unregister("spill"));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_oom_policy_unregister("spill"));
+  EXPECT_EQ(GMR_OK, gmr_oom_policy_unregister(nullptr, "spill"));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_oom_policy_unregister(nullptr, "spill"));
   EXPECT_EQ(0, released);
 
   gmr_limit_policy l;
@@ -365,10 +367,10 @@ TEST(PolicyRegistry, NamesAreBuiltInOrRegistered) {
   EXPECT_DOUBLE_EQ(1.25, l.padding_factor);
   EXPECT_EQ(0u, l.cap_bytes);
   gmr_limit_policy soft = gmr_test::LimitPolicy("ignore");
-  ASSERT_EQ(GMR_OK, gmr_limit_policy_register("soft", &soft));
+  ASSERT_EQ(GMR_OK, gmr_limit_policy_register(nullptr, "soft", &soft));
   ASSERT_EQ(GMR_OK, gmr_limit_policy_from_name("soft", &l));
   EXPECT_STREQ("ignore", l.name);
-  EXPECT_EQ(GMR_OK, gmr_limit_policy_unregister("soft"));
+  EXPECT_EQ(GMR_OK, gmr_limit_policy_unregister(nullptr, "soft"));
   gmr_limit_policy bad = gmr_test::IncreasePolicy("increase", 2.0, 0);
   bad.padding_factor = 0.5;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limit_policy_check(&bad));
