@@ -6,7 +6,9 @@
 // and a full context are refused with nothing registered.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmr/context.h"
@@ -99,6 +101,28 @@ TEST_F(Context, AStackOutlivesTheContextItWasBuiltIn) {
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(gmr_stack_as_resource(s), 4096, 0, nullptr, &p));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(gmr_stack_as_resource(s), p, 4096, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
+}
+
+// Registrations and builds from several threads at once, in one created
+// context (run under --config=tsan too).
+TEST_F(Context, ThreadsRegisterAndBuildInOneContextAtOnce) {
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([this, t, &failures] {
+      std::string name = "policy" + std::to_string(t);
+      gmr_oom_policy p = gmr_test::RetryPolicy(nullptr, nullptr, 1);
+      p.name = "retry";
+      for (int i = 0; i < 20; ++i) {
+        if (gmr_nccl_register_components(ctx_) != GMR_OK) failures++;
+        if (gmr_oom_policy_register(ctx_, name.c_str(), &p) != GMR_OK) failures++;
+        if (!Error(ctx_, "oom(policy=" + name + ") > pool > cumem").empty()) failures++;
+        if (gmr_oom_policy_unregister(ctx_, name.c_str()) != GMR_OK) failures++;
+      }
+    });
+  }
+  for (std::thread &th : threads) th.join();
+  EXPECT_EQ(0, failures.load());
 }
 
 // libgmr names no component of libgmr_nccl: a context knows them once the

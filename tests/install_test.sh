@@ -319,6 +319,44 @@ tiers_pkg_config() {
 }
 step tiers_pkg_config tiers_pkg_config
 
+# An optional library calls libgmr only through its public API and the
+# extension interface: the installed libgmr_tiers.so on the test build of
+# libgmr (same SONAME, the simulation inside) creates a pinned host resource
+# (its type registered in libgmr's table, so it downcasts), allocates through
+# libgmr's dispatch (cudaHostRegister through libgmr's CUDA layer) and frees.
+cat >"$work/tiers_run.c" <<'C'
+#include <gmr/gmr.h>
+#include <gmr/tiers/numa_host_resource.h>
+#include <stdio.h>
+
+int main(void) {
+  gmr_numa_host_resource *h = NULL;
+  if (gmr_numa_host_resource_create(NULL, &h) != GMR_OK) return 1;
+  gmr_resource *r = gmr_numa_host_resource_as_resource(h);
+  if (gmr_numa_host_resource_from_resource(r) != h) return 2;
+  void *p = NULL;
+  gmr_failure f = GMR_FAILURE_INIT;
+  gmr_status st = gmr_resource_allocate_ex(r, 1 << 20, 0, NULL, &p, &f);
+  printf("allocate: %s %s\n", gmr_status_name(st), f.message);
+  if (st != GMR_OK) return 3;
+  if (gmr_resource_deallocate(r, p, 1 << 20, 0, NULL) != GMR_OK) return 4;
+  if (gmr_resource_destroy(r) != GMR_OK) return 5;
+  printf("simulated: %d\n", (int)gmr_cuda_is_simulated());
+  return gmr_cuda_is_simulated() ? 0 : 6;
+}
+C
+tiers_across_libraries() {
+  # shellcheck disable=SC2046
+  cc -std=c11 -Wall -Wextra -Werror "${san_flags[@]}" "$work/tiers_run.c" \
+    $(pkg-config --cflags --libs gmr-tiers) -o "$work/tiers_run" || return 1
+  local linked
+  linked=$(run_sim ldd "$work/tiers_run")
+  echo "$linked"
+  grep -q "libgmr_tiers.so.$abi => $prefix/lib/" <<<"$linked" &&
+    grep -q "libgmr.so.$abi => $simdir/" <<<"$linked" && run_sim "$work/tiers_run"
+}
+step tiers_across_libraries tiers_across_libraries
+
 tiers_cmake() {
   mkdir -p "$work/cmake_tiers" &&
     cp "$work/tiers_example.c" "$work/cmake_tiers/" &&
