@@ -1,5 +1,5 @@
 /*
- * adaptors/chunk_listener_adaptor.c: tells listeners about every chunk that
+ * nccl/chunk_listener_adaptor.c: tells listeners about every chunk that
  * passes between a pool and its upstream (gmr/nccl/chunk_listener_adaptor.h).
  */
 #include "gmr/nccl/chunk_listener_adaptor.h"

@@ -46,7 +46,7 @@ extern "C" {
 /* The stack a device gets when neither a spec was set nor GMR_STACK is: the
  * same default as gmr.torch and gmr.cupy. It held the least of every stack
  * on the bundled traces and is as fast as `pool` once warm
- * (BENCHMARKS.md, "One default"). Until 0.2.0 it was "pool > cuda(kind=async)". */
+ * (BENCHMARKS.md, "One default"). */
 #define GMR_DEVICE_RESOURCE_DEFAULT_SPEC "vmm"
 
 /* The default on a device without virtual memory management. */

@@ -239,7 +239,7 @@ typedef struct gmr_limiting_adaptor_stats {
   gmr_oom_counts oom;
 } gmr_limiting_adaptor_stats;
 
-/* Version 1 (0.1): `oom` without its header; a version-1 caller still gets
+/* Version 1: `oom` without its header; a version-1 caller still gets
  * that layout. */
 #define GMR_LIMITING_ADAPTOR_STATS_VERSION 2u
 /* Every field spelled out: C++ warns about partial initialisers. */
