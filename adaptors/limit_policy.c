@@ -1,13 +1,12 @@
 /*
- * adaptors/limit_policy.c: the built-in limit policies and the registry of
- * named ones. See gmr/policy.h.
+ * adaptors/limit_policy.c: the built-in limit policies. Registered names are
+ * a context's (stack/context.c). See gmr/policy.h.
  */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "adaptors/policy_internal.h"
-#include "adaptors/policy_registry.h"
 #include "gmr/policy.h"
 
 static gmr_limit_action ignore_decide(const gmr_limit_policy *policy,
@@ -121,12 +120,9 @@ gmr_status gmr_limit_policy_check(const gmr_limit_policy *policy) {
   return GMR_OK;
 }
 
-/* ---- registry ----------------------------------------------------------- */
+/* ---- built-ins by name ------------------------------------------------ */
 
-static gmr__policy_registry registry = GMR__POLICY_REGISTRY_INIT;
-
-/* The built-in `name` with the defaults a spec gets, or false. */
-static bool builtin(const char *name, gmr_limit_policy *out) {
+bool gmr__limit_policy_builtin(const char *name, gmr_limit_policy *out) {
   size_t i = 0;
   while (i < BUILTIN_COUNT && strcmp(name, builtin_names[i]) != 0) i++;
   switch (i) {
@@ -145,44 +141,4 @@ static bool builtin(const char *name, gmr_limit_policy *out) {
     default:
       return false;
   }
-}
-
-gmr_status gmr_limit_policy_register(const char *name, const gmr_limit_policy *policy) {
-  gmr_limit_policy ignored;
-  if (!gmr__policy_name_is_valid(name) || builtin(name, &ignored) ||
-      gmr_limit_policy_check(policy) != GMR_OK) {
-    return GMR_ERR_INVALID_ARGUMENT;
-  }
-  gmr__policy_value value;
-  value.limit = *policy;
-  value.limit.release = NULL; /* the registrant keeps its ctx */
-  return gmr__policy_registry_add(&registry, name, &value);
-}
-
-gmr_status gmr_limit_policy_unregister(const char *name) {
-  if (name == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  return gmr__policy_registry_remove(&registry, name);
-}
-
-gmr_status gmr_limit_policy_from_name(const char *name, gmr_limit_policy *out) {
-  if (name == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  if (builtin(name, out)) return GMR_OK;
-  gmr__policy_value value;
-  if (!gmr__policy_registry_get(&registry, name, &value)) return GMR_ERR_INVALID_ARGUMENT;
-  *out = value.limit;
-  return GMR_OK;
-}
-
-/* ---- deprecated constructors (gmr/policy.h), removed in 0.3.0 --------------- */
-
-gmr_limit_policy gmr_limit_policy_fail(void) { return make_fail(); }
-
-gmr_limit_policy gmr_limit_policy_ignore(void) { return make_ignore(); }
-
-gmr_limit_policy gmr_limit_policy_increase(double padding_factor, size_t cap_bytes) {
-  return make_increase(padding_factor, cap_bytes);
-}
-
-gmr_limit_policy gmr_limit_policy_increase_total(double padding_factor, size_t cap_bytes) {
-  return make_increase_total(padding_factor, cap_bytes);
 }

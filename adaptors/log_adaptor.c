@@ -229,13 +229,3 @@ gmr_status gmr_log_adaptor_get_stats(const gmr_log_adaptor *a, gmr_log_adaptor_s
   if (n > header) memcpy((char *)out + header, (const char *)&s + header, n - header);
   return GMR_OK;
 }
-
-/* ---- deprecated getters (gmr/log_adaptor.h), removed in 0.3.0 -------------- */
-
-uint64_t gmr_log_adaptor_get_row_count(const gmr_log_adaptor *a) {
-  return a == NULL ? 0 : atomic_load_explicit(&a->row_count, memory_order_relaxed);
-}
-
-uint64_t gmr_log_adaptor_get_write_error_count(const gmr_log_adaptor *a) {
-  return a == NULL ? 0 : atomic_load_explicit(&a->write_error_count, memory_order_relaxed);
-}

@@ -10,6 +10,7 @@
 #ifndef GMR_ADAPTORS_OOM_INTERNAL_H_
 #define GMR_ADAPTORS_OOM_INTERNAL_H_
 
+#include "core/extension.h"
 #include "gmr/limiting_adaptor.h"
 #include "gmr/policy.h"
 #include "gmr/resource.h"
@@ -30,6 +31,7 @@ extern "C" {
  * Returns their statuses; on failure *limiting and *top are NULL and nothing
  * needs destroying.
  */
+GMR_EXTENSION_API
 gmr_status gmr__limiting_with_oom_create(gmr_resource *upstream,
                                          const gmr_limiting_adaptor_config *config,
                                          const gmr_oom_policy *on_oom,

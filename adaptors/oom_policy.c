@@ -1,11 +1,10 @@
 /*
- * adaptors/oom_policy.c: the built-in OOM policies and the registry of named
- * ones. See gmr/policy.h.
+ * adaptors/oom_policy.c: the built-in OOM policies. Registered names are a
+ * context's (stack/context.c). See gmr/policy.h.
  */
 #include <string.h>
 
 #include "adaptors/policy_internal.h"
-#include "adaptors/policy_registry.h"
 #include "gmr/policy.h"
 
 /* ---- built-ins ---------------------------------------------------------- */
@@ -97,12 +96,9 @@ gmr_status gmr_oom_policy_check(const gmr_oom_policy *policy) {
   return GMR_OK;
 }
 
-/* ---- registry ----------------------------------------------------------- */
+/* ---- built-ins by name ------------------------------------------------ */
 
-static gmr__policy_registry registry = GMR__POLICY_REGISTRY_INIT;
-
-/* The built-in `name` with the defaults a spec gets, or false. */
-static bool builtin(const char *name, gmr_oom_policy *out) {
+bool gmr__oom_policy_builtin(const char *name, gmr_oom_policy *out) {
   size_t i = 0;
   while (i < BUILTIN_COUNT && strcmp(name, builtin_names[i]) != 0) i++;
   switch (i) {
@@ -121,47 +117,4 @@ static bool builtin(const char *name, gmr_oom_policy *out) {
     default:
       return false;
   }
-}
-
-gmr_status gmr_oom_policy_register(const char *name, const gmr_oom_policy *policy) {
-  gmr_oom_policy ignored;
-  if (!gmr__policy_name_is_valid(name) || builtin(name, &ignored) ||
-      gmr_oom_policy_check(policy) != GMR_OK) {
-    return GMR_ERR_INVALID_ARGUMENT;
-  }
-  gmr__policy_value value;
-  value.oom = *policy;
-  value.oom.release = NULL; /* the registrant keeps its ctx */
-  return gmr__policy_registry_add(&registry, name, &value);
-}
-
-gmr_status gmr_oom_policy_unregister(const char *name) {
-  if (name == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  return gmr__policy_registry_remove(&registry, name);
-}
-
-gmr_status gmr_oom_policy_from_name(const char *name, gmr_oom_policy *out) {
-  if (name == NULL || out == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  if (builtin(name, out)) return GMR_OK;
-  gmr__policy_value value;
-  if (!gmr__policy_registry_get(&registry, name, &value)) return GMR_ERR_INVALID_ARGUMENT;
-  *out = value.oom;
-  return GMR_OK;
-}
-
-/* ---- deprecated constructors (gmr/policy.h), removed in 0.3.0 --------------- */
-
-gmr_oom_policy gmr_oom_policy_fail(void) { return make_fail(); }
-
-gmr_oom_policy gmr_oom_policy_retry(gmr_oom_callback_fn *callback, void *callback_ctx,
-                                    uint32_t max_attempts) {
-  return make_retry(callback, callback_ctx, max_attempts);
-}
-
-gmr_oom_policy gmr_oom_policy_trim_retry(uint32_t max_attempts) {
-  return make_trim_retry(max_attempts);
-}
-
-gmr_oom_policy gmr_oom_policy_wait(uint64_t timeout_ns, uint32_t max_attempts) {
-  return make_wait(timeout_ns, max_attempts);
 }

@@ -14,16 +14,16 @@
 extern "C" {
 #endif
 
-/* [A-Za-z_][A-Za-z0-9_]*, 1..GMR_POLICY_NAME_MAX characters. */
-bool gmr__policy_name_is_valid(const char *name);
-
-/* Names the registries may hold at once, per kind. */
-#define GMR__POLICY_REGISTRY_CAPACITY 64
-
 /* The names of the built-in policies, in a static array of *count names:
  * the one list that specs, their messages and the component listing use. */
 const char *const *gmr__oom_policy_builtin_names(size_t *count);
 const char *const *gmr__limit_policy_builtin_names(size_t *count);
+
+/* The built-in policy `name` with the defaults a spec gets, into *out; false
+ * (nothing written) when no built-in has that name. Registered names are a
+ * context's (stack/context.c). */
+bool gmr__oom_policy_builtin(const char *name, gmr_oom_policy *out);
+bool gmr__limit_policy_builtin(const char *name, gmr_limit_policy *out);
 
 /* The built-in decide functions, so checks can recognise them. */
 gmr_limit_action gmr__limit_policy_increase_decide(const gmr_limit_policy *policy,

@@ -32,9 +32,6 @@
 
 static const gmr_resource_vtbl tracking_vtbl;
 
-/* Deprecated (gmr/tracking_adaptor.h): the thread serial of util/thread_home.h. */
-uint64_t gmr_tracking_thread_id(void) { return gmr__thread_serial(); }
-
 static uint64_t owner_key(const gmr_tracking_adaptor *a, gmr_stream stream) {
   return a->per == GMR_TRACKING_PER_THREAD ? gmr__thread_serial() : (uint64_t)(uintptr_t)stream;
 }

@@ -7,9 +7,22 @@ library). This rule takes the PIC objects of the `libs` targets themselves
 and links all of them (whole archive), links the static archives their
 dependencies bring (the CUDA runtime) as ordinary archives, and exports only
 the symbols the `export` patterns match (a version script: everything else,
-the static CUDA runtime included, stays local). The SONAME is
-`<soname_base>.<major>`, the major version read from `version_header` at
-build time, so the version lives in one place (gmr/version.h).
+the static CUDA runtime included, stays local). With `extension_export`,
+the symbols those patterns match go under the version node
+GMR_EXTENSION_<N>, N read from `extension_header` (core/extension.h): the
+sources are compiled with -fvisibility=hidden, so only what is declared
+GMR_EXTENSION_API can match.
+
+An optional library names in `archive_owners` the only targets whose
+archives it may link in (its private copy of //util); whatever else it needs
+must come from `shared_libs` (libgmr.so), or the link fails (-z defs), so
+it can never carry a second copy of libgmr's state.
+
+The SONAME follows CHANGELOG.md's version rule, with the version read from
+`version_header` at build time (the version lives in one place,
+gmr/version.h): while the major version is 0 every minor version may break
+binaries, so the SONAME is `<soname_base>.0.<minor>`; from 1.0 on it is
+`<soname_base>.<major>`.
 """
 
 load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
@@ -21,6 +34,7 @@ def _gmr_shared_library_impl(ctx):
     archives = []
     link_flags = []
     seen_flags = {}
+    archive_owners = [t.label for t in ctx.attr.archive_owners]
     for target in ctx.attr.libs:
         for li in target[CcInfo].linking_context.linker_inputs.to_list():
             for flag in li.user_link_flags:
@@ -30,6 +44,8 @@ def _gmr_shared_library_impl(ctx):
             for lib in li.libraries:
                 if li.owner in owners:
                     objects.extend(lib.pic_objects or lib.objects)
+                elif archive_owners and li.owner not in archive_owners:
+                    continue  # comes from shared_libs
                 elif lib.pic_static_library or lib.static_library:
                     archives.append(lib.pic_static_library or lib.static_library)
 
@@ -57,22 +73,38 @@ def _gmr_shared_library_impl(ctx):
     no_undefined = "" if sanitized else "-Wl,--no-undefined -Wl,-z,defs"
 
     version_script = "{ global: " + " ".join([p + ";" for p in ctx.attr.export]) + " local: *; };"
-    if ctx.attr.private_export:
+    inputs = [ctx.file.version_header]
+    extension_node = ""
+    if ctx.attr.extension_export:
+        if not ctx.file.extension_header:
+            fail("extension_export needs extension_header")
+        inputs.append(ctx.file.extension_header)
         version_script = ("GMR_PUBLIC { global: " + " ".join([p + ";" for p in ctx.attr.export]) +
-                          " local: *; }; GMR_PRIVATE { global: " +
-                          " ".join([p + ";" for p in ctx.attr.private_export]) + " };")
+                          " local: *; }; GMR_EXTENSION_@N@ { global: " +
+                          " ".join([p + ";" for p in ctx.attr.extension_export]) + " };")
+        extension_node = """ext=$(sed -n \\
+  's/^#define GMR_EXTENSION_VERSION \\([0-9][0-9]*\\).*/\\1/p' {h})
+[ -n "$ext" ] || {{ echo "no GMR_EXTENSION_VERSION in {h}" >&2; exit 1; }}
+sed -i "s/@N@/$ext/" "$script"
+""".format(h = ctx.file.extension_header.path)
     shared = ctx.files.shared_libs
     command = """set -eu
 major=$(sed -n 's/^#define GMR_VERSION_MAJOR \\([0-9][0-9]*\\).*/\\1/p' {header})
-[ -n "$major" ] || {{ echo "no GMR_VERSION_MAJOR in {header}" >&2; exit 1; }}
+minor=$(sed -n 's/^#define GMR_VERSION_MINOR \\([0-9][0-9]*\\).*/\\1/p' {header})
+[ -n "$major" ] && [ -n "$minor" ] || {{
+  echo "no GMR_VERSION_MAJOR/MINOR in {header}" >&2; exit 1; }}
+# CHANGELOG.md's rule: 0.x minor versions break binaries, so they are in the SONAME.
+if [ "$major" = 0 ]; then abi="0.$minor"; else abi="$major"; fi
 script={out}.map
 printf '%s\\n' '{version_script}' > "$script"
-{cc} -shared -o {out} -Wl,-soname,{soname_base}.$major -Wl,--version-script="$script" \\
+{extension_node}{cc} -shared -o {out} -Wl,-soname,{soname_base}.$abi \\
+  -Wl,--version-script="$script" \\
   {no_undefined} -Wl,-rpath,'$ORIGIN' \\
   -Wl,--whole-archive {objects} -Wl,--no-whole-archive {shared} {archives} {flags}
 rm -f "$script"
 """.format(
         header = ctx.file.version_header.path,
+        extension_node = extension_node,
         out = out.path,
         version_script = version_script,
         cc = cc_toolchain.compiler_executable,
@@ -92,7 +124,7 @@ rm -f "$script"
     ctx.actions.run_shell(
         command = command,
         inputs = depset(
-            objects + archives + shared + [ctx.file.version_header],
+            objects + archives + shared + inputs,
             transitive = [cc_toolchain.all_files],
         ),
         outputs = outputs,
@@ -108,9 +140,11 @@ gmr_shared_library = rule(
         "libs": attr.label_list(providers = [CcInfo], doc = "targets whose own objects are all linked"),
         "shared_libs": attr.label_list(allow_files = [".so"], doc = "shared libraries to link against (found through RUNPATH $ORIGIN)"),
         "version_header": attr.label(allow_single_file = True, mandatory = True),
-        "soname_base": attr.string(mandatory = True, doc = "e.g. libgmr.so; the SONAME adds .<major>"),
+        "soname_base": attr.string(mandatory = True, doc = "e.g. libgmr.so; the SONAME adds .0.<minor> (major 0) or .<major>"),
         "export": attr.string_list(mandatory = True, doc = "version-script glob patterns of exported symbols"),
-        "private_export": attr.string_list(doc = "patterns exported under the version node GMR_PRIVATE (for gmr's own libraries)"),
+        "extension_export": attr.string_list(doc = "patterns exported under the version node GMR_EXTENSION_<N> (libgmr's extension interface)"),
+        "extension_header": attr.label(allow_single_file = True, doc = "the header defining GMR_EXTENSION_VERSION"),
+        "archive_owners": attr.label_list(doc = "if set, only these targets' archives are linked in; the rest must come from shared_libs"),
         "linkopts": attr.string_list(),
         "out": attr.output(mandatory = True),
         "archive_out": attr.output(doc = "also write a static archive of the same objects"),

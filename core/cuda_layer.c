@@ -276,24 +276,3 @@ gmr_status gmr_stream_get_capture_info(gmr_stream stream, bool *out_capturing,
   if (out_capture_id != NULL) *out_capture_id = capturing ? (uint64_t)id : 0;
   return err == cudaSuccess ? GMR_OK : GMR_ERR_CUDA;
 }
-
-/* ---- deprecated names (gmr/device.h), removed in 0.3.0 ------------------------ */
-/* For tests and tools: gmr/sim/streams.h (core/cuda_sim/sim_streams.c). */
-
-gmr_status gmr_stream_create(gmr_stream *out_stream) { return gmr__stream_create(out_stream); }
-
-gmr_status gmr_stream_destroy(gmr_stream stream) { return gmr__stream_destroy(stream); }
-
-gmr_status gmr_stream_synchronize(gmr_stream stream) { return gmr__stream_synchronize(stream); }
-
-gmr_status gmr_memcpy_async(void *dst, const void *src, size_t bytes, gmr_stream stream) {
-  return gmr__stream_memcpy_async(dst, src, bytes, stream);
-}
-
-gmr_status gmr_stream_begin_capture(gmr_stream stream) { return gmr__stream_begin_capture(stream); }
-
-gmr_status gmr_stream_end_capture(gmr_stream stream, gmr_graph *out_graph) {
-  return gmr__stream_end_capture(stream, out_graph);
-}
-
-gmr_status gmr_graph_destroy(gmr_graph graph) { return gmr__graph_destroy(graph); }

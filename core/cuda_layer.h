@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/extension.h"
 #include "gmr/device.h"
 #include "gmr/resource.h"
 #include "gmr/status.h"
@@ -113,6 +114,7 @@ extern const gmr__cuda_ops gmr__cuda_real_ops;
 extern const gmr__cuda_ops gmr__cuda_sim_ops;
 
 /* The active layer (an atomic load). Never NULL. */
+GMR_EXTENSION_API
 const gmr__cuda_ops *gmr__cuda(void);
 
 /* Make `ops` the active layer (used by gmr_cuda_sim_enable/disable). */
@@ -137,7 +139,9 @@ void gmr__cuda_sim_enable_from_env(void);
  * names it ("cudaGetDevice failed: ..." when reading the caller's device
  * was refused).
  */
+GMR_EXTENSION_API
 cudaError_t gmr__cuda_device_enter(const gmr__cuda_ops *ops, int device, int *saved);
+GMR_EXTENSION_API
 void gmr__cuda_device_leave(const gmr__cuda_ops *ops, int saved);
 
 /*
@@ -164,6 +168,7 @@ void gmr__cuda_capture_relaxed_leave(const gmr__cuda_ops *ops, enum cudaStreamCa
 uint64_t gmr__cuda_capture_mode_unrestored_count(void);
 
 /* True when `stream` is capturing now (any error counts as "not capturing"). */
+GMR_EXTENSION_API
 bool gmr__cuda_stream_is_capturing(const gmr__cuda_ops *ops, cudaStream_t stream);
 
 /*
@@ -171,17 +176,19 @@ bool gmr__cuda_stream_is_capturing(const gmr__cuda_ops *ops, cudaStream_t stream
  * GMR_ERR_OUT_OF_MEMORY, stream-capture errors -> GMR_ERR_CAPTURE_UNSAFE,
  * cudaSuccess -> GMR_OK, anything else -> GMR_ERR_CUDA.
  */
+GMR_EXTENSION_API
 gmr_status gmr__status_from_cuda(cudaError_t err);
 
 /* Record a CUDA failure in `failure` (cuda_error and a message naming `call`).
  * Returns the mapped status. `failure` may be NULL. `call` "cudaSetDevice"
  * with the error of the calling thread's last, failed
  * gmr__cuda_device_enter() names the call that failed there instead. */
+GMR_EXTENSION_API
 gmr_status gmr__cuda_fail(gmr_failure *failure, const char *call, cudaError_t err);
 
 /* Streams, captures and copies for tests and tools: the bodies of
- * gmr/sim/streams.h (core/cuda_sim/sim_streams.c) and of their deprecated
- * names in gmr/device.h, which say what each does and returns. */
+ * gmr/sim/streams.h (core/cuda_sim/sim_streams.c), which says what each
+ * does and returns. */
 gmr_status gmr__stream_create(gmr_stream *out_stream);
 gmr_status gmr__stream_destroy(gmr_stream stream);
 gmr_status gmr__stream_synchronize(gmr_stream stream);

@@ -36,6 +36,7 @@
 #include <stddef.h>
 
 #include "core/cuda_layer.h"
+#include "core/extension.h"
 #include "gmr/resource.h"
 #include "gmr/status.h"
 
@@ -108,6 +109,7 @@ gmr_status gmr__status_from_cu(CUresult err);
 /* Record a failed driver call in `failure` (cuda_error = the CUresult, a
  * message naming `call`, the error's name and code, and `detail` when not
  * NULL). Returns the mapped status. `failure` may be NULL. */
+GMR_EXTENSION_API
 gmr_status gmr__cu_fail(const gmr__cuda_vmm_ops *vmm, gmr_failure *failure, const char *call,
                         CUresult err, const char *detail);
 
@@ -115,6 +117,7 @@ gmr_status gmr__cu_fail(const gmr__cuda_vmm_ops *vmm, gmr_failure *failure, cons
  * prop->device: export handle type POSIX file descriptor, plus fabric where
  * the device supports it, and GPUDirect RDMA where the device supports it
  * with VMM. Two cuDeviceGetAttribute calls. */
+GMR_EXTENSION_API
 void gmr__vmm_prop_for_nccl(const gmr__cuda_vmm_ops *vmm, gmr__vmm_prop *prop);
 
 /* cuMemCreate of `bytes` with *prop. A driver that refuses fabric handles
@@ -122,6 +125,7 @@ void gmr__vmm_prop_for_nccl(const gmr__cuda_vmm_ops *vmm, gmr__vmm_prop *prop);
  * NCCL sees it) is asked again without them, and fabric is dropped from
  * *prop, so the caller stops asking (NCCL's retry). Returns the driver's
  * result. */
+GMR_EXTENSION_API
 CUresult gmr__vmm_create_or_drop_fabric(const gmr__cuda_vmm_ops *vmm,
                                         CUmemGenericAllocationHandle *handle, size_t bytes,
                                         gmr__vmm_prop *prop);

@@ -1,6 +1,5 @@
 /*
- * core/events.c: listener lists (core/events.h), the deprecated process-wide
- * list of gmr_event_listener_add(), and gmr_event_kind_name().
+ * core/events.c: listener lists (core/events.h) and gmr_event_kind_name().
  */
 /* pthread_rwlock_* are POSIX, not C11. */
 #define _POSIX_C_SOURCE 200809L
@@ -11,9 +10,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-
-static pthread_rwlock_t global_lock = PTHREAD_RWLOCK_INITIALIZER;
-gmr__event_listeners gmr__global_event_listeners = {0, &global_lock, {{0}}};
 
 static pthread_rwlock_t *lock_of(const gmr__event_listeners *l) { return l->lock; }
 
@@ -88,25 +84,12 @@ gmr_status gmr__event_listeners_remove(gmr__event_listeners *l, gmr_event_listen
   return st;
 }
 
-static void deliver(gmr__event_listeners *l, const gmr_event *event) {
-  if (atomic_load_explicit(&l->count, memory_order_relaxed) == 0) return;
+void gmr__event_emit(gmr__event_listeners *l, const gmr_event *event) {
+  if (l == NULL || atomic_load_explicit(&l->count, memory_order_relaxed) == 0) return;
   pthread_rwlock_rdlock(lock_of(l));
   size_t used = atomic_load_explicit(&l->count, memory_order_relaxed);
   for (size_t i = 0; i < used; ++i) l->items[i].fn(l->items[i].ctx, event);
   pthread_rwlock_unlock(lock_of(l));
-}
-
-void gmr__event_emit(gmr__event_listeners *l, const gmr_event *event) {
-  if (l != NULL) deliver(l, event);
-  deliver(&gmr__global_event_listeners, event);
-}
-
-gmr_status gmr_event_listener_add(gmr_event_listener_fn *fn, void *ctx) {
-  return gmr__event_listeners_add(&gmr__global_event_listeners, fn, ctx);
-}
-
-gmr_status gmr_event_listener_remove(gmr_event_listener_fn *fn, void *ctx) {
-  return gmr__event_listeners_remove(&gmr__global_event_listeners, fn, ctx);
 }
 
 const char *gmr_event_kind_name(gmr_event_kind kind) {

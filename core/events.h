@@ -3,10 +3,9 @@
  * Each layer that reports events (the limiting and OOM adaptors) owns one
  * list; a listener registers on a resource and
  * lands in the list of every such layer at or below it
- * (gmr_resource_add_event_listener). The process-wide list of the deprecated
- * gmr_event_listener_add() is one more list every emitter also delivers to.
- * Adaptors build an event only when gmr__events_enabled() says some list of
- * theirs has a listener, so the hot path costs two relaxed atomic loads.
+ * (gmr_resource_add_event_listener); there is no process-wide list.
+ * Adaptors build an event only when gmr__events_enabled() says their list
+ * has a listener, so the hot path costs one relaxed atomic load.
  * Thread-safe: yes.
  */
 #ifndef GMR_CORE_EVENTS_H_
@@ -52,17 +51,12 @@ gmr_status gmr__event_listeners_remove(gmr__event_listeners *l, gmr_event_listen
 /* Whether the pair is in `l`. */
 bool gmr__event_listeners_has(gmr__event_listeners *l, gmr_event_listener_fn *fn, void *ctx);
 
-/* The deprecated process-wide list (gmr_event_listener_add). */
-extern gmr__event_listeners gmr__global_event_listeners;
-
-/* Whether `l` (may be NULL) or the process-wide list has a listener. */
+/* Whether `l` (may be NULL) has a listener. */
 static inline bool gmr__events_enabled(gmr__event_listeners *l) {
-  return (l != NULL && atomic_load_explicit(&l->count, memory_order_relaxed) != 0) ||
-         atomic_load_explicit(&gmr__global_event_listeners.count, memory_order_relaxed) != 0;
+  return l != NULL && atomic_load_explicit(&l->count, memory_order_relaxed) != 0;
 }
 
-/* Deliver `event` to `l`'s listeners (l may be NULL), then the process-wide
- * list's. */
+/* Deliver `event` to `l`'s listeners (l may be NULL: nobody hears it). */
 void gmr__event_emit(gmr__event_listeners *l, const gmr_event *event);
 
 #ifdef __cplusplus

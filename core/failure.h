@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "core/extension.h"
 #include "gmr/resource.h"
 
 #ifdef __cplusplus
@@ -91,6 +92,7 @@ static inline gmr_status gmr__failure_record(gmr_failure *f, gmr_status status,
 /* A failure of the calling resource itself, with a printf-style message: an
  * upstream failure met on the way is not the cause, so the record is
  * cleared for the dispatch to fill. Returns `status`. */
+GMR_EXTENSION_API
 gmr_status gmr__failure_set(gmr_failure *f, gmr_status status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))

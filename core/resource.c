@@ -465,36 +465,3 @@ gmr_status gmr_resource_extend(gmr_resource *r, void *ptr, size_t bytes, size_t 
   gmr_failure *f = gmr__failure_begin(failure, &local);
   return gmr__failure_end(failure, f, extend(r, ptr, bytes, new_bytes, alignment, stream, f));
 }
-
-/* ---- deprecated names (gmr/resource.h), removed in 0.3.0 ------------------ */
-
-gmr_status gmr_allocate(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
-                        void **out_ptr) {
-  return gmr_resource_allocate(r, bytes, alignment, stream, out_ptr);
-}
-
-gmr_status gmr_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
-                           void **out_ptr, gmr_failure *failure) {
-  return gmr_resource_allocate_ex(r, bytes, alignment, stream, out_ptr, failure);
-}
-
-gmr_status gmr_deallocate(gmr_resource *r, void *ptr, size_t bytes, size_t alignment,
-                          gmr_stream stream) {
-  return gmr_resource_deallocate(r, ptr, bytes, alignment, stream);
-}
-
-gmr_status gmr_allocate_capturing(gmr_resource *r, size_t bytes, size_t alignment,
-                                  gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  return gmr_resource_allocate_capturing(r, bytes, alignment, stream, out_ptr, failure);
-}
-
-gmr_status gmr_record_stream(gmr_resource *r, void *ptr, gmr_stream stream) {
-  return gmr_resource_record_stream(r, ptr, stream);
-}
-
-gmr_status gmr_extend(gmr_resource *r, void *ptr, size_t bytes, size_t new_bytes,
-                      size_t alignment, gmr_stream stream, gmr_failure *failure) {
-  return gmr_resource_extend(r, ptr, bytes, new_bytes, alignment, stream, failure);
-}
-
-const char *gmr_resource_type_name(const gmr_resource *r) { return gmr_resource_get_type_name(r); }

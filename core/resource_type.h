@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 
+#include "core/extension.h"
 #include "gmr/resource.h"
 
 #ifdef __cplusplus
@@ -44,6 +45,7 @@ typedef struct gmr__resource_type {
 
 /* Register `type` (static storage); idempotent. Call it before an instance
  * of the type is handed out. */
+GMR_EXTENSION_API
 void gmr__resource_type_register(const gmr__resource_type *type);
 
 /* A registered type that belongs to a family: types with a type name of
@@ -68,6 +70,7 @@ const gmr__resource_type *gmr__resource_type_of(const gmr_resource *r);
  * type name and the three required slots; else GMR_ERR_INVALID_ARGUMENT.
  * O(1): what the dispatch and the create functions check (on `r` alone),
  * where gmr_resource_check() also checks the books of the whole stack. */
+GMR_EXTENSION_API
 gmr_status gmr__resource_check_vtbl(const gmr_resource *r);
 
 /* gmr_resource_check() with the first violation written into err (err_bytes

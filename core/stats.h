@@ -1,7 +1,11 @@
 /*
- * core/stats.h (internal): the size+version header every public stats struct
- * starts with (`size_t size; uint32_t version;`, set by the caller through
- * the struct's _INIT macro), checked and honoured in one place.
+ * core/stats.h (internal): the check and copy-out of the size+version
+ * header that stats structs start with (`size_t size; uint32_t version;`,
+ * set by the caller through the struct's _INIT macro). Part of the
+ * extension interface (core/extension.h; inline, nothing exported): the
+ * pool, fixed_block and graph_arena resources and the optional libraries'
+ * getters use it. The adaptors' and vmm_pool's getters, and gmr_failure
+ * (core/failure.h), check the same header by hand, with the same rule.
  *
  * The caller's `size` says how much of the struct it has, so a program built
  * against an older, shorter struct keeps working: the library fills only what

@@ -219,11 +219,6 @@ gmr_status gmr_chunk_listener_adaptor_create(gmr_resource *upstream,
   return GMR_OK;
 }
 
-/* Deprecated (gmr/nccl/chunk_listener_adaptor.h): the generic find. */
-gmr_chunk_listener_adaptor *gmr_chunk_listener_adaptor_find(gmr_resource *top) {
-  return gmr_chunk_listener_adaptor_from_resource(gmr_resource_find(top, "chunk_listener_adaptor"));
-}
-
 static int by_address(const void *x, const void *y) {
   uintptr_t a = (uintptr_t)((const gmr_chunk *)x)->addr;
   uintptr_t b = (uintptr_t)((const gmr_chunk *)y)->addr;

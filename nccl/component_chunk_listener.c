@@ -1,5 +1,5 @@
 /*
- * stack/component_chunk_listener.c: `chunk_listener` in specs,
+ * nccl/component_chunk_listener.c: `chunk_listener` in specs,
  * gmr_chunk_listener_adaptor (no options): the layer below a pool through
  * which gmr_nccl_register_pool() follows the pool's chunks.
  */

@@ -1,5 +1,5 @@
 /*
- * stack/component_cumem.c: `cumem` in specs, gmr_cumem_resource (one
+ * nccl/component_cumem.c: `cumem` in specs, gmr_cumem_resource (one
  * physical VMM allocation per allocation, as ncclMemAlloc).
  */
 #include <stdio.h>

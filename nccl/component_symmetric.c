@@ -1,5 +1,5 @@
 /*
- * stack/component_symmetric.c: `symmetric` in specs, gmr_symmetric_resource
+ * nccl/component_symmetric.c: `symmetric` in specs, gmr_symmetric_resource
  * (placement that depends only on the sequence of requests, so every rank
  * gets the same offsets).
  */

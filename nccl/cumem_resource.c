@@ -1,5 +1,5 @@
 /*
- * resources/cumem_resource.c: one physical VMM allocation per allocation,
+ * nccl/cumem_resource.c: one physical VMM allocation per allocation,
  * as ncclMemAlloc does (gmr/nccl/cumem_resource.h).
  */
 #include "gmr/nccl/cumem_resource.h"

@@ -1,5 +1,5 @@
 /*
- * resources/symmetric_resource.c: deterministic first-fit placement over
+ * nccl/symmetric_resource.c: deterministic first-fit placement over
  * regions taken from the upstream (gmr/nccl/symmetric_resource.h).
  *
  * Each region keeps its blocks in a list in address order; a block is live

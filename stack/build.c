@@ -1,10 +1,13 @@
 /*
- * stack/build.c: a gmr_stack built from a spec (gmr_stack_create,
- * gmr_stack_check, gmr_stack_create_from_env).
+ * stack/build.c: a gmr_stack built from a spec in a context
+ * (gmr_stack_create, gmr_stack_create_in, gmr_stack_check,
+ * gmr_stack_create_from_env), and the one place libgmr reads the
+ * environment (GMR_STACK).
  *
  * Two passes. The first checks everything it can without creating a layer:
  * component names, order, option names, values and their ranges, options that
- * contradict each other, policies (plugins are loaded here). The second
+ * contradict each other, policies (plugins are loaded here, unless the spec
+ * came from the environment, which never loads a library). The second
  * creates the layers bottom-up. A failure in either pass undoes all: created
  * layers are destroyed top-down, policies not yet handed to an adaptor are
  * released, plugins are unloaded.
@@ -20,6 +23,7 @@
 #include "gmr/device.h"
 #include "gmr/policy.h"
 #include "gmr/stack.h"
+#include "stack/context.h"
 #include "stack/options.h"
 #include "stack/registry.h"
 #include "stack/spec.h"
@@ -27,6 +31,7 @@
 #include "stack/value.h"
 
 typedef struct build {
+  gmr_context *ctx; /* components and policy names; never NULL */
   const gmr__spec *spec;
   gmr_spec_error *error;
   size_t layer_count;
@@ -39,7 +44,8 @@ typedef struct build {
   bool have_total;
   size_t total_bytes;
   gmr_status total_status;
-  bool check_only; /* gmr_stack_check: no device query, no layer created */
+  bool check_only;    /* gmr_stack_check: no device query, no layer created */
+  bool allow_plugins; /* false for a spec from the environment */
 } build;
 
 static void error_at(build *b, size_t offset, const char *fmt, ...)
@@ -136,13 +142,22 @@ static gmr_status load_plugin(build *b, const char *text, size_t offset, gmr_pol
 static gmr_status parse_policy(build *b, const gmr__component *comp, const gmr__option_def *def,
                                const char *text, size_t offset, gmr__option_value *v) {
   bool oom = def->type == GMR__OPTION_OOM_POLICY;
+  if (is_plugin(text) && !b->allow_plugins) {
+    /* The environment may not make the program load and run a library. */
+    error_at(b, offset,
+             "'%s': a spec from the environment does not load plugins; the program loads the "
+             "library (gmr_policy_plugin_load) and registers its policy by name "
+             "(gmr_%s_policy_register), and the spec names it",
+             text, oom ? "oom" : "limit");
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
   if (is_plugin(text)) {
     return load_plugin(b, text, offset, oom ? GMR_POLICY_KIND_OOM : GMR_POLICY_KIND_LIMIT,
                        oom ? (void *)&v->oom : (void *)&v->limit);
   }
-  gmr_status st = oom ? gmr_oom_policy_from_name(text, &v->oom)
-                      : gmr_limit_policy_from_name(text, &v->limit);
-  if (st == GMR_OK) return GMR_OK;
+  bool found = oom ? gmr__context_find_oom_policy(b->ctx, text, &v->oom)
+                   : gmr__context_find_limit_policy(b->ctx, text, &v->limit);
+  if (found) return GMR_OK;
   size_t n = 0;
   const char *const *names =
       oom ? gmr__oom_policy_builtin_names(&n) : gmr__limit_policy_builtin_names(&n);
@@ -257,50 +272,63 @@ static gmr_status check_options(build *b, size_t i) {
   return GMR_OK;
 }
 
-/* The components that took over `name` (gmr__component.former_names),
- * joined with " or " into `out`; false when none did. */
-static bool successors_of(const char *name, char *out, size_t out_bytes) {
+/* The components of the context that took over `name`
+ * (gmr__component.former_names), joined with " or " into `out`; false when
+ * none did. */
+static bool successors_of(const gmr__component *const *known, size_t n, const char *name,
+                          char *out, size_t out_bytes) {
   const char *names[8];
-  size_t n = 0;
-  for (size_t k = 0; k < gmr__component_count() && n < 8; ++k) {
-    const gmr__component *c = gmr__component_at(k);
-    for (const char *const *f = c->former_names; f != NULL && *f != NULL; ++f) {
-      if (strcmp(*f, name) == 0) names[n++] = c->name;
+  size_t found = 0;
+  for (size_t k = 0; k < n && found < 8; ++k) {
+    for (const char *const *f = known[k]->former_names; f != NULL && *f != NULL; ++f) {
+      if (strcmp(*f, name) == 0) names[found++] = known[k]->name;
     }
   }
-  if (n > 0) gmr__join_names(out, out_bytes, names, n, " or ");
-  return n > 0;
+  if (found > 0) gmr__join_names(out, out_bytes, names, found, " or ");
+  return found > 0;
+}
+
+/* The message for a component the context does not know: the names it
+ * knows, the nearest one, and, for a name near none of them, where others
+ * come from. libgmr knows no optional library's component names (their
+ * libraries register them) and loads no library: it can only say which
+ * library has components and is not registered in the context. */
+static void unknown_component(build *b, const gmr__spec_layer *layer) {
+  const gmr__component *known[64];
+  size_t n = gmr__context_list_components(b->ctx, known, 64);
+  const char *names[64];
+  if (n > 64) n = 64;
+  for (size_t k = 0; k < n; ++k) names[k] = known[k]->name;
+  char successors[128];
+  if (successors_of(known, n, layer->name, successors, sizeof successors)) {
+    error_at(b, layer->offset,
+             "component '%s' was replaced: name %s instead (gmr_stack_print_components says "
+             "what each does)",
+             layer->name, successors);
+    return;
+  }
+  char list[400];
+  gmr__join_names(list, sizeof list, names, n, ", ");
+  const char *near = gmr__closest_name(layer->name, names, n);
+  char guess[96] = "";
+  if (near != NULL) snprintf(guess, sizeof guess, "did you mean '%s'? ", near);
+  char refused[256];
+  gmr__context_describe_refusals(b->ctx, refused, sizeof refused);
+  const char *hint = near == NULL && !gmr__context_has_library(b->ctx, "libgmr_nccl")
+                         ? "; an optional library's components are known once it is loaded: link "
+                           "or dlopen libgmr_nccl (NCCL's), and for a context of your own call "
+                           "gmr_nccl_register_components()"
+                         : "";
+  error_at(b, layer->offset, "unknown component '%s' (%sknown: %s)%s%s%s", layer->name, guess,
+           list, hint, refused[0] != '\0' ? "; refused: " : "", refused);
 }
 
 static gmr_status check_layers(build *b) {
   for (size_t i = 0; i < b->layer_count; ++i) {
     const gmr__spec_layer *layer = &b->spec->layers[i];
-    const gmr__component *comp = gmr__component_find(layer->name);
+    const gmr__component *comp = gmr__context_find_component(b->ctx, layer->name);
     if (comp == NULL) {
-      const char *names[64];
-      size_t n = gmr__component_count() < 64 ? gmr__component_count() : 64;
-      for (size_t k = 0; k < n; ++k) names[k] = gmr__component_at(k)->name;
-      char list[400];
-      gmr__join_names(list, sizeof list, names, n, ", ");
-      const char *near = gmr__closest_name(layer->name, names, n);
-      const char *library = gmr__component_library(layer->name);
-      char successors[128];
-      if (successors_of(layer->name, successors, sizeof successors)) {
-        error_at(b, layer->offset,
-                 "component '%s' was replaced: name %s instead (gmr_stack_print_components "
-                 "says what each does)",
-                 layer->name, successors);
-      } else if (library != NULL) {
-        error_at(b, layer->offset,
-                 "component '%s' is in the optional library %s, which is not loaded and was "
-                 "not found: link it (%s.so, Bazel //:gmr_%s) or put it next to libgmr",
-                 layer->name, library, library, library + strlen("libgmr_"));
-      } else if (near != NULL) {
-        error_at(b, layer->offset, "unknown component '%s' (did you mean '%s'? known: %s)",
-                 layer->name, near, list);
-      } else {
-        error_at(b, layer->offset, "unknown component '%s' (known: %s)", layer->name, list);
-      }
+      unknown_component(b, layer);
       return GMR_ERR_INVALID_ARGUMENT;
     }
     b->components[i] = comp;
@@ -403,8 +431,10 @@ static gmr_status create_layers(build *b, gmr_stack *stack) {
   return GMR_OK;
 }
 
-static gmr_status create_from_text(const char *text, const char *origin, bool check_only,
-                                   gmr_stack **out, gmr_spec_error *error) {
+/* `origin` names where the text came from in messages ("spec", "GMR_STACK"). */
+static gmr_status create_from_text(gmr_context *ctx, const char *text, const char *origin,
+                                   bool check_only, bool allow_plugins, gmr_stack **out,
+                                   gmr_spec_error *error) {
   if (error != NULL) memset(error, 0, sizeof *error);
   if (out != NULL) *out = NULL;
   if (text == NULL || (out == NULL && !check_only)) {
@@ -418,6 +448,8 @@ static gmr_status create_from_text(const char *text, const char *origin, bool ch
 
   build b;
   memset(&b, 0, sizeof b);
+  b.ctx = gmr__context_or_default(ctx);
+  b.allow_plugins = allow_plugins;
   b.spec = &spec;
   b.error = error;
   b.check_only = check_only;
@@ -470,17 +502,26 @@ static gmr_status create_from_text(const char *text, const char *origin, bool ch
 }
 
 gmr_status gmr_stack_create(const char *spec, gmr_stack **out, gmr_spec_error *error) {
-  return create_from_text(spec, "spec", false, out, error);
+  return create_from_text(NULL, spec, "spec", false, true, out, error);
+}
+
+gmr_status gmr_stack_create_in(gmr_context *ctx, const char *spec, gmr_stack **out,
+                               gmr_spec_error *error) {
+  return create_from_text(ctx, spec, "spec", false, true, out, error);
 }
 
 gmr_status gmr_stack_check(const char *spec, gmr_spec_error *error) {
-  return create_from_text(spec, "spec", true, NULL, error);
+  return create_from_text(NULL, spec, "spec", true, true, NULL, error);
 }
 
-gmr_status gmr_stack_create_from_env(const char *fallback_spec, gmr_stack **out,
-                                     gmr_spec_error *error) {
+gmr_status gmr__stack_create_from_env(const char *fallback_spec, gmr_stack **out,
+                                      gmr_spec_error *error, bool *from_env) {
+  /* The only getenv of libgmr (the simulation's GMR_CUDA_SIM is a test
+   * library's). A spec from the environment loads no plugin. */
   const char *env = getenv("GMR_STACK");
-  if (env != NULL && env[0] != '\0') return create_from_text(env, "GMR_STACK", false, out, error);
+  bool use_env = env != NULL && env[0] != '\0';
+  if (from_env != NULL) *from_env = use_env;
+  if (use_env) return create_from_text(NULL, env, "GMR_STACK", false, false, out, error);
   if (fallback_spec == NULL) {
     if (out != NULL) *out = NULL;
     if (error != NULL) {
@@ -491,5 +532,10 @@ gmr_status gmr_stack_create_from_env(const char *fallback_spec, gmr_stack **out,
     }
     return GMR_ERR_INVALID_ARGUMENT;
   }
-  return create_from_text(fallback_spec, "spec", false, out, error);
+  return create_from_text(NULL, fallback_spec, "spec", false, true, out, error);
+}
+
+gmr_status gmr_stack_create_from_env(const char *fallback_spec, gmr_stack **out,
+                                     gmr_spec_error *error) {
+  return gmr__stack_create_from_env(fallback_spec, out, error, NULL);
 }

@@ -21,6 +21,7 @@
 #include "core/resource_type.h"
 #include "gmr/device.h"
 #include "stack/device_guard.h"
+#include "stack/stack_internal.h"
 
 #define MAX_DEVICES GMR_DEVICE_RESOURCE_MAX_DEVICES
 
@@ -80,11 +81,12 @@ static gmr_status create_locked(int device, gmr_spec_error *error) {
     return gmr__status_from_cuda(err) == GMR_OK ? GMR_ERR_CUDA : gmr__status_from_cuda(err);
   }
   gmr_stack *stack = NULL;
+  bool from_env = false;
   gmr_status st = configured_spec != NULL
                       ? gmr_stack_create(configured_spec, &stack, error)
-                      : gmr_stack_create_from_env(GMR_DEVICE_RESOURCE_DEFAULT_SPEC, &stack, error);
-  const char *env = getenv("GMR_STACK");
-  if (st == GMR_ERR_UNSUPPORTED && configured_spec == NULL && (env == NULL || env[0] == '\0')) {
+                      : gmr__stack_create_from_env(GMR_DEVICE_RESOURCE_DEFAULT_SPEC, &stack,
+                                                   error, &from_env);
+  if (st == GMR_ERR_UNSUPPORTED && configured_spec == NULL && !from_env) {
     /* The default needs virtual memory management, which this device's
      * driver lacks (vGPU, WSL, old drivers): the stream-ordered pool. */
     st = gmr_stack_create(GMR_DEVICE_RESOURCE_FALLBACK_SPEC, &stack, error);
@@ -231,28 +233,3 @@ gmr_status gmr_device_resource_release_all(void) {
   pthread_mutex_unlock(&registry_lock);
   return first;
 }
-
-/* ---- deprecated names (gmr/device_resource.h), removed in 0.3.0 ----------- */
-
-gmr_status gmr_get_device_resource(int device, gmr_resource **out, gmr_spec_error *error) {
-  return gmr_device_resource_get(device, out, error);
-}
-
-gmr_status gmr_get_current_device_resource(gmr_resource **out, gmr_spec_error *error) {
-  return gmr_device_resource_get_current(out, error);
-}
-
-gmr_status gmr_set_device_resource(int device, gmr_resource *resource,
-                                   gmr_resource **out_previous) {
-  return gmr_device_resource_set(device, resource, out_previous);
-}
-
-gmr_status gmr_set_device_resource_spec(const char *spec, gmr_spec_error *error) {
-  return gmr_device_resource_set_spec(spec, error);
-}
-
-const char *gmr_get_device_resource_spec(int device) {
-  return gmr_device_resource_get_spec(device);
-}
-
-gmr_status gmr_device_resources_release(void) { return gmr_device_resource_release_all(); }

@@ -1,12 +1,13 @@
 /*
  * stack/listing.c: gmr_stack_print_components(), every component a spec can
- * name with its options, their types, defaults (read from the C default
+ * name in the default context with its options, their types, defaults (read from the C default
  * configs) and ranges, and the policy names.
  */
 #include <stdio.h>
 
 #include "adaptors/policy_internal.h"
 #include "gmr/stack.h"
+#include "stack/context.h"
 #include "stack/options.h"
 #include "stack/registry.h"
 
@@ -42,8 +43,10 @@ static void print_policy_names(FILE *out, const char *kind, const char *const *n
 
 gmr_status gmr_stack_print_components(FILE *out) {
   if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  for (size_t i = 0; i < gmr__component_count(); ++i) {
-    const gmr__component *c = gmr__component_at(i);
+  const gmr__component *all[64];
+  size_t count = gmr__context_list_components(NULL, all, 64);
+  for (size_t i = 0; i < count && i < 64; ++i) {
+    const gmr__component *c = all[i];
     fprintf(out, "%s (%s): %s\n", c->name,
             c->kind == GMR__COMPONENT_RESOURCE ? "resource, last layer" : "adaptor", c->help);
     for (size_t k = 0; k < c->option_count; ++k) {

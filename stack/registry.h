@@ -1,5 +1,7 @@
 /*
- * stack/registry.h (internal): the table of components a spec can name.
+ * stack/registry.h (internal): what a component a spec can name is, and how
+ * an optional library registers its own (part of the extension interface,
+ * core/extension.h).
  *
  * A component is a resource (last layer of a spec) or an adaptor (any other
  * layer). Its entry lists its options (name, type, the range the layer
@@ -9,7 +11,9 @@
  * listing, and optionally a check of options that contradict each other.
  * Adding a component to specs is one file with its option table and these
  * functions (see component_host.c, the smallest) plus one line in the table of
- * registry.c and one in stack/BUILD.bazel; nothing else switches on names.
+ * libgmr's components (stack/context.c) and one in stack/BUILD.bazel;
+ * nothing else switches on names. An optional library lists its components
+ * in a gmr__extension and registers them in a context itself.
  */
 #ifndef GMR_STACK_REGISTRY_H_
 #define GMR_STACK_REGISTRY_H_
@@ -18,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/extension.h"
+#include "gmr/context.h"
 #include "gmr/policy.h"
 #include "gmr/resource.h"
 #include "gmr/status.h"
@@ -126,22 +132,31 @@ typedef struct gmr__component {
   const char *const *former_names;
 } gmr__component;
 
-/* The component named `name`, or NULL. A component of an optional library
- * not loaded yet gets its library loaded by name first (stack/registry.c). */
-const gmr__component *gmr__component_find(const char *name);
+/* An optional library, as it registers itself in a context. */
+typedef struct gmr__extension {
+  uint32_t version;        /* GMR_EXTENSION_VERSION the library was built with */
+  const char *library;     /* its file name without .so ("libgmr_nccl"), for messages */
+  const gmr__component *const *components; /* static; names unique among libgmr's */
+  size_t component_count;
+} gmr__extension;
 
-/* Every component: libgmr's, then those registered, in order. */
-size_t gmr__component_count(void);
-const gmr__component *gmr__component_at(size_t index);
+/* At most this many components of optional libraries per context. */
+#define GMR__CONTEXT_EXTRA_COMPONENTS 32
 
-/* Add an optional library's components to the process-wide registry (its
- * constructor calls this; adding one twice is harmless). False when the
- * registry is full (32 entries). Thread-safe: yes. */
-bool gmr__component_register(const gmr__component *const *components, size_t count);
-
-/* The optional library ("libgmr_nccl") that has the component `name`, or
- * NULL when no optional library has it. */
-const char *gmr__component_library(const char *name);
+/*
+ * Register `ext`'s components in `ctx` (NULL: the default context), so
+ * specs built in it can name them. All or nothing; registering the same
+ * components again changes nothing.
+ * Thread-safe: yes (the context's lock). Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_UNSUPPORTED (ext->version is not this libgmr's
+ * GMR_EXTENSION_VERSION: the context remembers the refusal, and a spec
+ * naming an unknown component is told which library was refused and why);
+ * GMR_ERR_INVALID_ARGUMENT (ext NULL, or a component's name is another
+ * component's in ctx); GMR_ERR_BUSY (more than GMR__CONTEXT_EXTRA_COMPONENTS).
+ * On failure nothing is registered.
+ */
+GMR_EXTENSION_API
+gmr_status gmr__extension_register(gmr_context *ctx, const gmr__extension *ext);
 
 /* Helpers for the component files (component_support.c). */
 
@@ -169,12 +184,14 @@ void gmr__describe_size_option(size_t bytes, bool given, char *text, size_t text
 void gmr__describe_uint_option(uint64_t value, bool given, char *text, size_t text_bytes);
 
 /* "true" or "false" into `text`; returns true (for describe_default). */
+GMR_EXTENSION_API
 bool gmr__describe_bool(bool value, char *text, size_t text_bytes);
 
 /* A peer_access option value (vmm, vmm_pages, cumem): "none" (*all false, no
  * ordinal), "all" (*all true), or device ordinals joined by '+' (',' and
  * spaces too, inside quotes) into peers[0..*count), at most max_count.
  * False when the text is none of these. */
+GMR_EXTENSION_API
 bool gmr__parse_peer_list(const char *text, bool *all, int *peers, size_t max_count,
                           size_t *count);
 

@@ -51,14 +51,6 @@ gmr_resource *gmr_stack_get_layer(const gmr_stack *stack, size_t index) {
   return stack->layers[stack->count - 1 - index];
 }
 
-/* Deprecated (gmr/stack.h): the generic find from the top layer. A stack's
- * layers are a chain of upstreams (gmr_stack_push checks it, and a spec
- * creates each layer on the one below). */
-gmr_resource *gmr_stack_find(const gmr_stack *stack, const char *type_name) {
-  if (stack == NULL || stack->count == 0) return NULL;
-  return gmr_resource_find(stack->layers[stack->count - 1], type_name);
-}
-
 const char *gmr_stack_get_spec(const gmr_stack *stack) {
   return stack == NULL ? NULL : stack->spec;
 }

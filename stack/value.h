@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/extension.h"
 #include "gmr/status.h"
 
 #ifdef __cplusplus
@@ -42,6 +43,7 @@ gmr_status gmr__parse_size(const char *text, bool *unlimited, gmr__total_memory_
 void gmr__format_size(size_t bytes, char *text, size_t text_bytes);
 
 /* The same as a spec value: "0", "1000", "256MiB" (parsed back to `bytes`). */
+GMR_EXTENSION_API
 void gmr__format_size_value(size_t bytes, char *text, size_t text_bytes);
 
 /* A non-negative integer below 2^63 (decimal, or 0x hex). */

@@ -8,8 +8,8 @@
  *
  * Thread-safe: no; the owner's lock guards it.
  */
-#ifndef GMR_CORE_EVENT_CACHE_H_
-#define GMR_CORE_EVENT_CACHE_H_
+#ifndef GMR_STREAM_ORDERED_EVENT_CACHE_H_
+#define GMR_STREAM_ORDERED_EVENT_CACHE_H_
 
 #include <stddef.h>
 
@@ -48,4 +48,4 @@ cudaError_t gmr__event_cache_clear(gmr__event_cache *c, const gmr__cuda_ops *cud
 }
 #endif
 
-#endif /* GMR_CORE_EVENT_CACHE_H_ */
+#endif /* GMR_STREAM_ORDERED_EVENT_CACHE_H_ */

@@ -30,8 +30,8 @@
  *
  * Thread-safe: no; the owner's lock guards an index and its nodes.
  */
-#ifndef GMR_CORE_FREE_INDEX_H_
-#define GMR_CORE_FREE_INDEX_H_
+#ifndef GMR_STREAM_ORDERED_FREE_INDEX_H_
+#define GMR_STREAM_ORDERED_FREE_INDEX_H_
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -140,4 +140,4 @@ bool gmr__free_index_check(const gmr__free_index *index,
 }
 #endif
 
-#endif /* GMR_CORE_FREE_INDEX_H_ */
+#endif /* GMR_STREAM_ORDERED_FREE_INDEX_H_ */

@@ -62,8 +62,8 @@
  *
  * Thread-safe: no; the owning resource holds its lock around every call.
  */
-#ifndef GMR_CORE_STREAM_EVENT_H_
-#define GMR_CORE_STREAM_EVENT_H_
+#ifndef GMR_STREAM_ORDERED_STREAM_EVENT_H_
+#define GMR_STREAM_ORDERED_STREAM_EVENT_H_
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -375,4 +375,4 @@ void gmr__stream_event_device_synchronized(gmr__stream_event *e, uint64_t seq_at
 cudaError_t gmr__stream_event_deinit(const gmr__cuda_ops *cuda, gmr__stream_event *e,
                                      gmr__stream_event_counts *counts);
 
-#endif /* GMR_CORE_STREAM_EVENT_H_ */
+#endif /* GMR_STREAM_ORDERED_STREAM_EVENT_H_ */

@@ -21,8 +21,8 @@
  *
  * Thread-safe: yes (atomics).
  */
-#ifndef GMR_CORE_STREAM_HOME_H_
-#define GMR_CORE_STREAM_HOME_H_
+#ifndef GMR_STREAM_ORDERED_STREAM_HOME_H_
+#define GMR_STREAM_ORDERED_STREAM_HOME_H_
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -52,4 +52,4 @@ static inline uint32_t gmr__stream_home_of(gmr__stream_home *t, gmr__stream_key 
   return shard;
 }
 
-#endif /* GMR_CORE_STREAM_HOME_H_ */
+#endif /* GMR_STREAM_ORDERED_STREAM_HOME_H_ */

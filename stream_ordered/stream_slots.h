@@ -27,8 +27,8 @@
  *
  * Thread-safe: no; the owning resource holds its lock around every call.
  */
-#ifndef GMR_CORE_STREAM_SLOTS_H_
-#define GMR_CORE_STREAM_SLOTS_H_
+#ifndef GMR_STREAM_ORDERED_STREAM_SLOTS_H_
+#define GMR_STREAM_ORDERED_STREAM_SLOTS_H_
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -133,4 +133,4 @@ static inline uint32_t gmr__stream_slots_for_handle(gmr__stream_slots *t, gmr_st
 }
 #endif
 
-#endif /* GMR_CORE_STREAM_SLOTS_H_ */
+#endif /* GMR_STREAM_ORDERED_STREAM_SLOTS_H_ */

@@ -2,7 +2,7 @@
 // behind every per-type *_from_resource(). It answers the handle for the
 // right type, NULL for another type, a NULL resource or name, and a user's
 // resource whose vtable borrows a gmr type name; the per-type inline
-// functions and the 0.1 symbols libgmr keeps exporting answer the same.
+// functions answer the same.
 // gmr_resource_find: the one walk down a stack to a layer of a given type.
 #include <gtest/gtest.h>
 
@@ -13,7 +13,6 @@
 
 #include "gmr/gmr.h"
 #include "gmr/nccl/chunk_listener_adaptor.h"
-#include "tests/support/old_downcasts.h"
 #include "tests/support/sim_fixture.h"
 
 namespace {
@@ -142,10 +141,6 @@ TEST_F(Downcast, AUserResourceNeverPassesForAGmrTypeWhateverItsName) {
   EXPECT_EQ(pool, gmr_pool_resource_from_resource(gmr_pool_resource_as_resource(pool)));
   EXPECT_EQ(nullptr, gmr_resource_downcast(&user.base, "pool_resource"));
   EXPECT_EQ(nullptr, gmr_pool_resource_from_resource(&user.base));
-  void *from = reinterpret_cast<void *>(1);
-  gmr_resource *as = nullptr;
-  ASSERT_TRUE(old_downcast("pool_resource", &user.base, &from, &as));
-  EXPECT_EQ(nullptr, from) << "the 0.1 symbol checks the vtable too";
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_pool_resource_as_resource(pool)));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_host_resource_as_resource(host)));
 }
@@ -169,25 +164,6 @@ TEST_F(Downcast, EveryTypeDowncastsToItselfAndToNothingElse) {
   for (const char *name : kTypeNames) {
     EXPECT_NE(seen.end(), std::find(seen.begin(), seen.end(), name))
         << "no layer of type " << name << " was built";
-  }
-}
-
-TEST_F(Downcast, TheExported01SymbolsAnswerAsTheInlineFunctions) {
-  std::vector<gmr_resource *> layers = AllLayers();
-  layers.push_back(nullptr);
-  for (gmr_resource *layer : layers) {
-    const std::string type = layer == nullptr ? "NULL" : gmr_resource_get_type_name(layer);
-    for (const char *const *name = old_downcast_type_names; *name != nullptr; ++name) {
-      void *from = reinterpret_cast<void *>(1);
-      gmr_resource *as = reinterpret_cast<gmr_resource *>(1);
-      ASSERT_TRUE(old_downcast(*name, layer, &from, &as)) << *name;
-      EXPECT_EQ(gmr_resource_downcast(layer, *name), from) << type << " as " << *name;
-      EXPECT_EQ(layer, as) << "as_resource is the identity, " << *name;
-    }
-    void *from = nullptr;
-    gmr_resource *as = nullptr;
-    ASSERT_TRUE(old_downcast("scoped_pool", layer, &from, &as));
-    EXPECT_EQ(layer, as);
   }
 }
 

@@ -45,7 +45,10 @@ version_part() {
   sed -n "s/^#define GMR_VERSION_$1 \\([0-9][0-9]*\\).*/\\1/p" "$root/include/gmr/version.h"
 }
 major=$(version_part MAJOR)
-version="$major.$(version_part MINOR).$(version_part PATCH)"
+minor=$(version_part MINOR)
+version="$major.$minor.$(version_part PATCH)"
+# The SONAME's version: 0.<minor> while the major is 0 (CHANGELOG.md).
+if [ "$major" = 0 ]; then abi="0.$minor"; else abi="$major"; fi
 
 step install "$root/tools/install.sh" --prebuilt "$root" "$prefix"
 
@@ -64,7 +67,7 @@ fi
 
 layout() {
   for f in include/gmr/gmr.h include/gmr/device_resource.h "lib/libgmr.so.$version" \
-           "lib/libgmr.so.$major" lib/libgmr.so lib/libgmr.a lib/libgmr_torch.so \
+           "lib/libgmr.so.$abi" lib/libgmr.so lib/libgmr.a lib/libgmr_torch.so \
            include/gmr/tiers/tier_manager.h include/gmr/scoped/scoped_pool.h \
            "lib/libgmr_tiers.so.$version" lib/libgmr_tiers.so lib/libgmr_tiers.a \
            "lib/libgmr_scoped.so.$version" lib/libgmr_scoped.so lib/libgmr_scoped.a \
@@ -89,60 +92,91 @@ soname() {
   local dynamic lib
   for lib in libgmr libgmr_tiers libgmr_scoped libgmr_nccl; do
     dynamic=$(readelf -d "$prefix/lib/$lib.so.$version")
-    grep -q "SONAME.*\[$lib.so.$major\]" <<<"$dynamic" || { echo "$lib: $dynamic"; return 1; }
+    grep -q "SONAME.*\[$lib.so.$abi\]" <<<"$dynamic" || { echo "$lib: $dynamic"; return 1; }
   done
   # The optional libraries use the core's copy of everything (one CUDA layer,
   # one registry): they need libgmr.so.
   dynamic=$(readelf -d "$prefix/lib/libgmr_tiers.so.$version")
-  grep -q "NEEDED.*\[libgmr.so.$major\]" <<<"$dynamic"
+  grep -q "NEEDED.*\[libgmr.so.$abi\]" <<<"$dynamic"
 }
 step soname soname
 
 # Each library exports exactly the functions its headers declare with GMR_API
 # (libgmr: include/gmr/*.h; libgmr_X: include/gmr/X/*.h) under GMR_PUBLIC, no
-# CUDA runtime symbols; libgmr also exports its gmr__ internals under
-# GMR_PRIVATE, for the optional libraries only. Beyond its headers, each also
-# exports the 0.1 downcast functions its deprecated_downcasts.c declares (kept
-# for programs built against 0.1's headers, which now define them inline).
+# CUDA runtime symbols; libgmr also exports its extension interface, exactly
+# the functions core/, stack/ and adaptors/ headers declare with GMR_EXTENSION_API,
+# under GMR_EXTENSION_<N> (N: GMR_EXTENSION_VERSION of core/extension.h),
+# and nothing else of its internals. The optional libraries export no
+# internals, and import libgmr's only through that node.
 exports() {
-  python3 - "$root/include/gmr" "$prefix/lib" "$root" <<'PY'
+  python3 - "$root" "$prefix/lib" <<'PY'
 import glob, re, subprocess, sys
-inc, lib, src = sys.argv[1], sys.argv[2], sys.argv[3]
-bad = False
-for name, headers, package in (("libgmr", inc + "/*.h", "core"),
-                               ("libgmr_tiers", inc + "/tiers/*.h", "tiers"),
-                               ("libgmr_scoped", inc + "/scoped/*.h", "scoped"),
-                               ("libgmr_nccl", inc + "/nccl/*.h", "nccl")):
-    declared = set()
-    for h in glob.glob(headers) + ["%s/%s/deprecated_downcasts.c" % (src, package)]:
+src, lib = sys.argv[1], sys.argv[2]
+def declared(pattern, marker, prefix):
+    names = set()
+    for h in glob.glob(src + "/" + pattern):
         text = open(h).read()
-        declared |= {m.group(2) for m in re.finditer(r"GMR_API\b([^;{}]*?)\b(gmr_\w+)\s*\(", text, re.S)}
-    out = subprocess.run(["nm", "-D", "--defined-only", "%s/%s.so" % (lib, name)],
-                         capture_output=True, text=True, check=True).stdout
-    public, private, other = set(), set(), set()
+        pattern_ = marker + r"\b([^;{}]*?)\b(" + prefix + r"\w+)\s*\("
+        names |= {m.group(2) for m in re.finditer(pattern_, text, re.S)}
+    return names
+node = "GMR_EXTENSION_" + re.search(r"#define GMR_EXTENSION_VERSION (\d+)",
+                                    open(src + "/core/extension.h").read()).group(1)
+extension = (declared("core/*.h", "GMR_EXTENSION_API", "gmr__") |
+             declared("stack/*.h", "GMR_EXTENSION_API", "gmr__") |
+             declared("adaptors/*.h", "GMR_EXTENSION_API", "gmr__"))
+bad = not extension
+for name, headers in (("libgmr", "include/gmr/*.h"), ("libgmr_tiers", "include/gmr/tiers/*.h"),
+                      ("libgmr_scoped", "include/gmr/scoped/*.h"),
+                      ("libgmr_nccl", "include/gmr/nccl/*.h")):
+    api = declared(headers, "GMR_API", "gmr_(?!_)")
+    path = "%s/%s.so" % (lib, name)
+    out = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True,
+                         check=True).stdout
+    public, internal, other = set(), {}, set()
     for line in out.splitlines():
-        if not line.strip():
-            continue
         symbol = line.split()[-1]
-        base, _, node = symbol.partition("@@")
-        if base in ("GMR_PUBLIC", "GMR_PRIVATE"):
+        base, _, version = symbol.partition("@@")
+        if base in ("GMR_PUBLIC", node):
             continue
-        if base.startswith("gmr__") and node in ("GMR_PRIVATE",):
-            private.add(base)
-        elif base.startswith("gmr_") and not base.startswith("gmr__"):
+        if base.startswith("gmr__"):
+            internal[base] = version
+        elif base.startswith("gmr_"):
             public.add(base)
         else:
             other.add(symbol)
-    extra, missing = sorted(public - declared), sorted(declared - public)
-    print("%s: exported %d, declared %d, private %d" % (name, len(public), len(declared), len(private)))
-    if extra: print("  exported but not declared with GMR_API:", extra)
-    if missing: print("  declared with GMR_API but not exported:", missing)
-    if other: print("  other exports:", sorted(other)[:20])
-    if name != "libgmr" and private: print("  an optional library exports internals:", sorted(private)[:20])
-    if any(s.startswith(("gmr_cuda_sim", "gmr_tier", "gmr_scope", "gmr_nccl", "gmr_cumem"))
-           for s in public) and name == "libgmr":
-        print("  libgmr exports the simulation or an optional library"); bad = True
-    bad |= bool(extra or missing or other or not declared or (name != "libgmr" and private))
+    print("%s: %d exported symbols: %d public (declared %d), %d internal"
+          % (name, len(out.splitlines()), len(public), len(api), len(internal)))
+    problems = []
+    if public != api:
+        problems.append("public: exported but not declared %s, declared but not exported %s"
+                        % (sorted(public - api), sorted(api - public)))
+    if other:
+        problems.append("other exports: %s" % sorted(other)[:20])
+    if name == "libgmr":
+        if set(internal) != extension:
+            problems.append("internals: exported but not GMR_EXTENSION_API %s, declared but "
+                            "not exported %s" % (sorted(set(internal) - extension),
+                                                 sorted(extension - set(internal))))
+        wrong = sorted(s for s, v in internal.items() if v != node)
+        if wrong:
+            problems.append("extension symbols outside %s: %s" % (node, wrong))
+        if any(s.startswith(("gmr_cuda_sim", "gmr_tier", "gmr_scope", "gmr_nccl", "gmr_cumem"))
+               for s in public):
+            problems.append("libgmr exports the simulation or an optional library")
+    else:
+        if internal:
+            problems.append("an optional library exports internals: %s" % sorted(internal)[:20])
+        imported = subprocess.run(["nm", "-D", "--undefined-only", path], capture_output=True,
+                                  text=True, check=True).stdout
+        for line in imported.splitlines():
+            symbol = line.split()[-1]
+            base, _, version = symbol.partition("@")
+            if base.startswith("gmr__") and (base not in extension or version != node):
+                problems.append("imports %s, not libgmr's extension interface" % symbol)
+    for p in problems:
+        print("  " + p)
+    bad |= bool(problems)
+print("extension interface (%s): %d functions" % (node, len(extension)))
 sys.exit(1 if bad else 0)
 PY
 }
@@ -157,7 +191,7 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 # libgmr.so.N resolved to the test build (the simulation) for running.
 simdir="$work/simlib"
 mkdir -p "$simdir"
-ln -sf "$root/dist/libgmr_testing.so" "$simdir/libgmr.so.$major"
+ln -sf "$root/dist/libgmr_testing.so" "$simdir/libgmr.so.$abi"
 run_sim() { env LD_LIBRARY_PATH="$simdir" GMR_CUDA_SIM=1 "$@"; }
 
 pkg_config_shared() {
@@ -168,7 +202,7 @@ pkg_config_shared() {
   local linked
   linked=$(ldd "$work/example_shared")
   echo "$linked"
-  grep -q "libgmr.so.$major => $prefix/lib/" <<<"$linked" &&
+  grep -q "libgmr.so.$abi => $prefix/lib/" <<<"$linked" &&
     run_sim "$work/example_shared"
 }
 step readme_example_pkg_config_shared pkg_config_shared
@@ -194,17 +228,25 @@ step readme_example_pkg_config_static pkg_config_static
 cmake_build() {
   mkdir -p "$work/cmake" &&
     cp "$work/example.c" "$work/cmake/" &&
-    cat >"$work/cmake/CMakeLists.txt" <<'CMAKE'
+    cat >"$work/cmake/CMakeLists.txt" <<CMAKE
 cmake_minimum_required(VERSION 3.16)
 project(example C)
-find_package(gmr 0.1 REQUIRED)
+find_package(gmr $major.$minor REQUIRED)
 add_executable(example example.c)
 target_link_libraries(example gmr::gmr)
 CMAKE
   cmake -S "$work/cmake" -B "$work/cmake/build" -DCMAKE_PREFIX_PATH="$prefix" \
     -DCMAKE_C_FLAGS="${san_flags[*]}" &&
     cmake --build "$work/cmake/build" &&
-    run_sim "$work/cmake/build/example"
+    run_sim "$work/cmake/build/example" || return 1
+  # Another 0.x minor version has another binary interface: not compatible.
+  if [ "$major" = 0 ]; then
+    mkdir -p "$work/cmake_old" &&
+      sed "s/find_package(gmr $major.$minor /find_package(gmr 0.$((minor - 1)) /" \
+        "$work/cmake/CMakeLists.txt" >"$work/cmake_old/CMakeLists.txt" &&
+      cp "$work/example.c" "$work/cmake_old/" &&
+      ! cmake -S "$work/cmake_old" -B "$work/cmake_old/build" -DCMAKE_PREFIX_PATH="$prefix"
+  fi
 }
 if command -v cmake >/dev/null; then
   step readme_example_cmake cmake_build
@@ -212,29 +254,46 @@ else
   skip readme_example_cmake "cmake is not installed"
 fi
 
-# A program linked with libgmr only names a component of libgmr_nccl in a
-# spec: libgmr loads libgmr_nccl from its own folder ($ORIGIN) by SONAME.
-cat >"$work/nccl_by_name.c" <<'C'
+# libgmr knows no component of libgmr_nccl and loads no library: a program
+# linked with libgmr only that names cumem in a spec is told which library
+# to link or load; once the program loads libgmr_nccl (dlopen) its
+# components are known (it registers them as it loads); a program linked
+# with it (pkg-config gmr-nccl) knows them from the start.
+cat >"$work/nccl_spec.c" <<'C'
+#include <dlfcn.h>
 #include <gmr/gmr.h>
 #include <stdio.h>
+#include <string.h>
 
-int main(void) {
+int main(int argc, char **argv) {
   gmr_spec_error error;
   gmr_status st = gmr_stack_check("pool > cumem", &error);
-  printf("pool > cumem: %s %s\n", gmr_status_name(st), error.message);
-  return st == GMR_OK ? 0 : 1;
+  printf("before: %s %s\n", gmr_status_name(st), error.message);
+  if (argc < 2) return st == GMR_OK ? 0 : 1;
+  if (st != GMR_ERR_INVALID_ARGUMENT || strstr(error.message, "libgmr_nccl") == NULL) return 2;
+  if (dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL) == NULL) return 3;
+  st = gmr_stack_check("pool > cumem", &error);
+  printf("after dlopen: %s %s\n", gmr_status_name(st), error.message);
+  return st == GMR_OK ? 0 : 4;
 }
 C
-nccl_by_name() {
+nccl_spec() {
   # shellcheck disable=SC2046
-  cc -std=c11 -Wall -Wextra -Werror "${san_flags[@]}" "$work/nccl_by_name.c" \
-    $(pkg-config --cflags --libs gmr) -o "$work/nccl_by_name" || return 1
+  cc -std=c11 -Wall -Wextra -Werror "${san_flags[@]}" "$work/nccl_spec.c" \
+    $(pkg-config --cflags --libs gmr) -ldl -o "$work/nccl_spec_core" || return 1
   local linked
-  linked=$(ldd "$work/nccl_by_name")
+  linked=$(ldd "$work/nccl_spec_core")
   echo "$linked"
-  ! grep -q libgmr_nccl <<<"$linked" && "$work/nccl_by_name"
+  ! grep -q libgmr_nccl <<<"$linked" || return 1
+  "$work/nccl_spec_core" "$prefix/lib/libgmr_nccl.so.$abi" || return 1
+  # Linked, though no function of it is called: the loader loads it.
+  # shellcheck disable=SC2046
+  cc -std=c11 -Wall -Wextra -Werror "${san_flags[@]}" "$work/nccl_spec.c" -Wl,--no-as-needed \
+    $(pkg-config --cflags --libs gmr-nccl) -ldl -o "$work/nccl_spec_linked" || return 1
+  "$work/nccl_spec_linked"
 }
-step nccl_component_loaded_by_name nccl_by_name
+step nccl_components_come_with_their_library nccl_spec
+
 
 # An optional library, as a user links it: pkg-config gmr-tiers, and CMake's
 # find_package(gmr COMPONENTS tiers).
@@ -256,18 +315,56 @@ tiers_pkg_config() {
   local linked
   linked=$(ldd "$work/tiers_example")
   echo "$linked"
-  grep -q "libgmr_tiers.so.$major => $prefix/lib/" <<<"$linked" &&
-    grep -q "libgmr.so.$major => $prefix/lib/" <<<"$linked" && "$work/tiers_example"
+  grep -q "libgmr_tiers.so.$abi => $prefix/lib/" <<<"$linked" &&
+    grep -q "libgmr.so.$abi => $prefix/lib/" <<<"$linked" && "$work/tiers_example"
 }
 step tiers_pkg_config tiers_pkg_config
+
+# An optional library calls libgmr only through its public API and the
+# extension interface: the installed libgmr_tiers.so on the test build of
+# libgmr (same SONAME, the simulation inside) creates a pinned host resource
+# (its type registered in libgmr's table, so it downcasts), allocates through
+# libgmr's dispatch (cudaHostRegister through libgmr's CUDA layer) and frees.
+cat >"$work/tiers_run.c" <<'C'
+#include <gmr/gmr.h>
+#include <gmr/tiers/numa_host_resource.h>
+#include <stdio.h>
+
+int main(void) {
+  gmr_numa_host_resource *h = NULL;
+  if (gmr_numa_host_resource_create(NULL, &h) != GMR_OK) return 1;
+  gmr_resource *r = gmr_numa_host_resource_as_resource(h);
+  if (gmr_numa_host_resource_from_resource(r) != h) return 2;
+  void *p = NULL;
+  gmr_failure f = GMR_FAILURE_INIT;
+  gmr_status st = gmr_resource_allocate_ex(r, 1 << 20, 0, NULL, &p, &f);
+  printf("allocate: %s %s\n", gmr_status_name(st), f.message);
+  if (st != GMR_OK) return 3;
+  if (gmr_resource_deallocate(r, p, 1 << 20, 0, NULL) != GMR_OK) return 4;
+  if (gmr_resource_destroy(r) != GMR_OK) return 5;
+  printf("simulated: %d\n", (int)gmr_cuda_is_simulated());
+  return gmr_cuda_is_simulated() ? 0 : 6;
+}
+C
+tiers_across_libraries() {
+  # shellcheck disable=SC2046
+  cc -std=c11 -Wall -Wextra -Werror "${san_flags[@]}" "$work/tiers_run.c" \
+    $(pkg-config --cflags --libs gmr-tiers) -o "$work/tiers_run" || return 1
+  local linked
+  linked=$(run_sim ldd "$work/tiers_run")
+  echo "$linked"
+  grep -q "libgmr_tiers.so.$abi => $prefix/lib/" <<<"$linked" &&
+    grep -q "libgmr.so.$abi => $simdir/" <<<"$linked" && run_sim "$work/tiers_run"
+}
+step tiers_across_libraries tiers_across_libraries
 
 tiers_cmake() {
   mkdir -p "$work/cmake_tiers" &&
     cp "$work/tiers_example.c" "$work/cmake_tiers/" &&
-    cat >"$work/cmake_tiers/CMakeLists.txt" <<'CMAKE'
+    cat >"$work/cmake_tiers/CMakeLists.txt" <<CMAKE
 cmake_minimum_required(VERSION 3.16)
 project(tiers_example C)
-find_package(gmr 0.1 REQUIRED COMPONENTS tiers)
+find_package(gmr $major.$minor REQUIRED COMPONENTS tiers)
 add_executable(tiers_example tiers_example.c)
 target_link_libraries(tiers_example gmr::tiers)
 CMAKE

@@ -31,7 +31,7 @@ TEST_F(Limiting, IncreaseTotalIsNamedAndChecked) {
   EXPECT_EQ(GMR_LIMIT_DEFAULT_PADDING_FACTOR, p.padding_factor);
   p.padding_factor = 0.5;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limit_policy_check(&p));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limit_policy_register("increase_total", &p));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limit_policy_register(nullptr, "increase_total", &p));
 }
 
 // Issue 13 §5: cuCascade's increase_reservation_limit_policy grows the limit

@@ -1,9 +1,6 @@
 // oom_adaptor and the policy events: each policy on a plain stack, `wait`
 // above a limit, the event hook and what each event carries, and the policy
 // registries.
-// The Events fixture and EventHook tests use the deprecated process-wide
-// listeners on purpose (kept for one release): their warning is expected.
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 #include <gtest/gtest.h>
 
@@ -39,37 +36,30 @@ struct Recorder {
   }
 };
 
+// What each event carries: rec_ listens to the top of each test's stack
+// (Watch), which covers every reporting layer below it.
 class Events : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_EQ(GMR_OK, gmr_event_listener_add(Recorder::Listen, &rec_));
     mock_ = gmr_mock_resource_create(nullptr);
     up_ = gmr_mock_resource_as_resource(mock_);
   }
-  void TearDown() override {
-    EXPECT_EQ(GMR_OK, gmr_event_listener_remove(Recorder::Listen, &rec_));
-    EXPECT_EQ(GMR_OK, gmr_resource_destroy(up_));
+  void TearDown() override { EXPECT_EQ(GMR_OK, gmr_resource_destroy(up_)); }
+  gmr_resource *Watch(gmr_resource *r) {
+    EXPECT_EQ(GMR_OK, gmr_resource_add_event_listener(r, Recorder::Listen, &rec_));
+    return r;
+  }
+  // Stop listening, then destroy the top.
+  gmr_status Drop(gmr_resource *r) {
+    EXPECT_EQ(GMR_OK, gmr_resource_remove_event_listener(r, Recorder::Listen, &rec_));
+    return gmr_resource_destroy(r);
   }
   Recorder rec_;
   gmr_mock_resource *mock_ = nullptr;
   gmr_resource *up_ = nullptr;
 };
 
-TEST(EventHook, ListenersAreAddedOnceRemovedAndBounded) {
-  Recorder r;
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_event_listener_add(nullptr, &r));
-  ASSERT_EQ(GMR_OK, gmr_event_listener_add(Recorder::Listen, &r));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_event_listener_add(Recorder::Listen, &r));
-  std::vector<Recorder> more(GMR_EVENT_MAX_LISTENERS);
-  for (int i = 0; i < GMR_EVENT_MAX_LISTENERS - 1; ++i) {
-    ASSERT_EQ(GMR_OK, gmr_event_listener_add(Recorder::Listen, &more[i]));
-  }
-  EXPECT_EQ(GMR_ERR_BUSY, gmr_event_listener_add(Recorder::Listen, &more.back()));
-  for (int i = 0; i < GMR_EVENT_MAX_LISTENERS - 1; ++i) {
-    EXPECT_EQ(GMR_OK, gmr_event_listener_remove(Recorder::Listen, &more[i]));
-  }
-  EXPECT_EQ(GMR_OK, gmr_event_listener_remove(Recorder::Listen, &r));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_event_listener_remove(Recorder::Listen, &r));
+TEST(EventHook, KindNames) {
   EXPECT_STREQ("limit_refused", gmr_event_kind_name(GMR_EVENT_LIMIT_REFUSED));
   EXPECT_STREQ("oom_gave_up", gmr_event_kind_name(GMR_EVENT_OOM_GAVE_UP));
   EXPECT_STREQ("unknown", gmr_event_kind_name(static_cast<gmr_event_kind>(99)));
@@ -77,7 +67,7 @@ TEST(EventHook, ListenersAreAddedOnceRemovedAndBounded) {
 
 // Listeners per stack (gmr_resource_add_event_listener): a listener hears
 // the reporting layers at or below the resource it registered on, nothing
-// else. The Events fixture above uses the deprecated process-wide list.
+// else.
 class StackEvents : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -175,7 +165,7 @@ TEST_F(Events, LimitEventsCarryTheLimitAndTheRequest) {
   c.on_limit = gmr_test::IncreasePolicy("increase", 1.5, 0);
   gmr_limiting_adaptor *lim = nullptr;
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(up_, &c, &lim));
-  gmr_resource *r = gmr_limiting_adaptor_as_resource(lim);
+  gmr_resource *r = Watch(gmr_limiting_adaptor_as_resource(lim));
   gmr_stream s = reinterpret_cast<gmr_stream>(0x5);
   void *a = nullptr, *b = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1000, 0, s, &a));
@@ -194,37 +184,37 @@ TEST_F(Events, LimitEventsCarryTheLimitAndTheRequest) {
   EXPECT_EQ(0, ev[0].scope_stream);
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 1000, 0, s));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, b, 1000, 0, s));
-  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  EXPECT_EQ(GMR_OK, Drop(r));
 
   c.limit_bytes = 256;
   c.on_limit = gmr_test::LimitPolicy("ignore");
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(up_, &c, &lim));
-  r = gmr_limiting_adaptor_as_resource(lim);
+  r = Watch(gmr_limiting_adaptor_as_resource(lim));
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1000, 0, s, &a));
   ev = rec_.Take();
   ASSERT_EQ(1u, ev.size());
   EXPECT_EQ(GMR_EVENT_LIMIT_OVERAGE, ev[0].kind);
   EXPECT_EQ(768u, ev[0].value_bytes);
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, a, 1000, 0, s));
-  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  EXPECT_EQ(GMR_OK, Drop(r));
 
   c.on_limit = gmr_test::LimitPolicy("fail");
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(up_, &c, &lim));
-  r = gmr_limiting_adaptor_as_resource(lim);
+  r = Watch(gmr_limiting_adaptor_as_resource(lim));
   EXPECT_EQ(GMR_ERR_LIMIT_EXCEEDED, gmr_resource_allocate(r, 1000, 0, s, &a));
   ev = rec_.Take();
   ASSERT_EQ(1u, ev.size());
   EXPECT_EQ(GMR_EVENT_LIMIT_REFUSED, ev[0].kind);
   EXPECT_STREQ("fail", ev[0].policy_name);
   EXPECT_EQ(256u, ev[0].limit_bytes);
-  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  EXPECT_EQ(GMR_OK, Drop(r));
 }
 
 TEST_F(Events, OomEventsTellRetryTrimAndGivingUp) {
   gmr_oom_policy p = gmr_test::TrimRetryPolicy(1);
   gmr_oom_adaptor *a = nullptr;
   ASSERT_EQ(GMR_OK, gmr_oom_adaptor_create(up_, &p, &a));
-  gmr_resource *r = gmr_oom_adaptor_as_resource(a);
+  gmr_resource *r = Watch(gmr_oom_adaptor_as_resource(a));
   EXPECT_STREQ("oom_adaptor", gmr_resource_get_type_name(r));
   EXPECT_EQ(a, gmr_oom_adaptor_from_resource(r));
   EXPECT_EQ(up_, gmr_resource_get_upstream(r));
@@ -253,7 +243,7 @@ TEST_F(Events, OomEventsTellRetryTrimAndGivingUp) {
   EXPECT_EQ(1u, counts.trim_count);
   EXPECT_EQ(2048u, counts.trimmed_bytes);
   EXPECT_EQ(1u, counts.gave_up_count);
-  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  EXPECT_EQ(GMR_OK, Drop(r));
 }
 
 TEST_F(Events, WaitAboveALimitBlocksUntilAFreeMakesRoom) {
@@ -264,7 +254,7 @@ TEST_F(Events, WaitAboveALimitBlocksUntilAFreeMakesRoom) {
   gmr_oom_policy p = gmr_test::WaitPolicy(uint64_t{10} * 1000000000u, 4);
   gmr_oom_adaptor *a = nullptr;
   ASSERT_EQ(GMR_OK, gmr_oom_adaptor_create(gmr_limiting_adaptor_as_resource(lim), &p, &a));
-  gmr_resource *r = gmr_oom_adaptor_as_resource(a);
+  gmr_resource *r = Watch(gmr_oom_adaptor_as_resource(a));
   void *held = nullptr, *got = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 1024, 0, nullptr, &held));
   EXPECT_EQ(1u, gmr_oom_adaptor_get_live_count(a));
@@ -285,20 +275,20 @@ TEST_F(Events, WaitAboveALimitBlocksUntilAFreeMakesRoom) {
   EXPECT_TRUE(saw_wait);
   EXPECT_EQ(GMR_ERR_BUSY, gmr_resource_destroy(r));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, got, 512, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  EXPECT_EQ(GMR_OK, Drop(r));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_limiting_adaptor_as_resource(lim)));
 }
 
 TEST_F(Events, FailPolicyAdaptorJustForwards) {
   gmr_oom_adaptor *a = nullptr;
   ASSERT_EQ(GMR_OK, gmr_oom_adaptor_create(up_, nullptr, &a));
-  gmr_resource *r = gmr_oom_adaptor_as_resource(a);
+  gmr_resource *r = Watch(gmr_oom_adaptor_as_resource(a));
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);
   void *q = nullptr;
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate(r, 100, 0, nullptr, &q));
   EXPECT_TRUE(rec_.Take().empty());
   EXPECT_EQ(1u, gmr_mock_resource_called_allocate(mock_));
-  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  EXPECT_EQ(GMR_OK, Drop(r));
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_oom_adaptor_create(nullptr, nullptr, &a));
   EXPECT_EQ(nullptr, a);
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_oom_adaptor_get_counts(nullptr, nullptr));
@@ -329,7 +319,7 @@ TEST_F(Events, UserPolicyUsesTheServices) {
   p.max_attempts = 2;
   gmr_oom_adaptor *a = nullptr;
   ASSERT_EQ(GMR_OK, gmr_oom_adaptor_create(up_, &p, &a));
-  gmr_resource *r = gmr_oom_adaptor_as_resource(a);
+  gmr_resource *r = Watch(gmr_oom_adaptor_as_resource(a));
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_LIMIT_EXCEEDED, 0);
   void *q = nullptr;
   ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 100, 0, nullptr, &q));
@@ -341,7 +331,7 @@ TEST_F(Events, UserPolicyUsesTheServices) {
   EXPECT_EQ(1u, counts.wait_timeout_count);
   EXPECT_EQ(1u, counts.recovered_count);
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, q, 100, 0, nullptr));
-  EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  EXPECT_EQ(GMR_OK, Drop(r));
 }
 
 TEST(PolicyRegistry, NamesAreBuiltInOrRegistered) {
@@ -357,17 +347,19 @@ TEST(PolicyRegistry, NamesAreBuiltInOrRegistered) {
   gmr_oom_policy mine = gmr_test::RetryPolicy(nullptr, nullptr, 7);
   mine.name = "spill";
   mine.release = [](void *) { released++; };
-  ASSERT_EQ(GMR_OK, gmr_oom_policy_register("spill", &mine));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_oom_policy_register("spill", &mine));  // taken
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_oom_policy_register("wait", &mine));   // built in
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_oom_policy_register("9lives", &mine)); // bad name
+  ASSERT_EQ(GMR_OK, gmr_oom_policy_register(nullptr, "spill", &mine));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_oom_policy_register(nullptr, "spill", &mine));  // taken
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
-            gmr_oom_policy_register("a_name_that_is_longer_than_31_chars", &mine));
+            gmr_oom_policy_register(nullptr, "wait", &mine));  // built in
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
+            gmr_oom_policy_register(nullptr, "9lives", &mine));  // bad name
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
+            gmr_oom_policy_register(nullptr, "a_name_that_is_longer_than_31_chars", &mine));
   ASSERT_EQ(GMR_OK, gmr_oom_policy_from_name("spill", &o));
   EXPECT_EQ(7u, o.max_attempts);
   EXPECT_EQ(nullptr, o.release);  // the registrant keeps its context
-  EXPECT_EQ(GMR_OK, gmr_oom_policy_unregister("spill"));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_oom_policy_unregister("spill"));
+  EXPECT_EQ(GMR_OK, gmr_oom_policy_unregister(nullptr, "spill"));
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_oom_policy_unregister(nullptr, "spill"));
   EXPECT_EQ(0, released);
 
   gmr_limit_policy l;
@@ -375,10 +367,10 @@ TEST(PolicyRegistry, NamesAreBuiltInOrRegistered) {
   EXPECT_DOUBLE_EQ(1.25, l.padding_factor);
   EXPECT_EQ(0u, l.cap_bytes);
   gmr_limit_policy soft = gmr_test::LimitPolicy("ignore");
-  ASSERT_EQ(GMR_OK, gmr_limit_policy_register("soft", &soft));
+  ASSERT_EQ(GMR_OK, gmr_limit_policy_register(nullptr, "soft", &soft));
   ASSERT_EQ(GMR_OK, gmr_limit_policy_from_name("soft", &l));
   EXPECT_STREQ("ignore", l.name);
-  EXPECT_EQ(GMR_OK, gmr_limit_policy_unregister("soft"));
+  EXPECT_EQ(GMR_OK, gmr_limit_policy_unregister(nullptr, "soft"));
   gmr_limit_policy bad = gmr_test::IncreasePolicy("increase", 2.0, 0);
   bad.padding_factor = 0.5;
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_limit_policy_check(&bad));
@@ -386,13 +378,14 @@ TEST(PolicyRegistry, NamesAreBuiltInOrRegistered) {
 
 TEST(EventHookThreads, ListenersSeeEveryEventFromManyThreads) {
   Recorder rec;
-  ASSERT_EQ(GMR_OK, gmr_event_listener_add(Recorder::Listen, &rec));
   gmr_host_resource *host = nullptr;
   ASSERT_EQ(GMR_OK, gmr_host_resource_create(&host));
   gmr_limiting_adaptor_config c = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
   c.limit_bytes = 0;  // everything is refused
   gmr_limiting_adaptor *lim = nullptr;
   ASSERT_EQ(GMR_OK, gmr_limiting_adaptor_create(gmr_host_resource_as_resource(host), &c, &lim));
+  ASSERT_EQ(GMR_OK, gmr_resource_add_event_listener(gmr_limiting_adaptor_as_resource(lim),
+                                                    Recorder::Listen, &rec));
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
@@ -404,7 +397,8 @@ TEST(EventHookThreads, ListenersSeeEveryEventFromManyThreads) {
     });
   }
   for (auto &th : threads) th.join();
-  EXPECT_EQ(GMR_OK, gmr_event_listener_remove(Recorder::Listen, &rec));
+  EXPECT_EQ(GMR_OK, gmr_resource_remove_event_listener(gmr_limiting_adaptor_as_resource(lim),
+                                                       Recorder::Listen, &rec));
   EXPECT_EQ(2000u, rec.Take().size());
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_limiting_adaptor_as_resource(lim)));
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_host_resource_as_resource(host)));

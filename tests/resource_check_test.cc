@@ -1,7 +1,5 @@
 // gmr_resource_check (gmr/resource.h) checks the stack headed by a resource:
-// every layer's vtable, and the books of each pool and vmm pool in it (what
-// the deprecated gmr_pool_resource_check_invariants and
-// gmr_vmm_pool_resource_check_invariants checked, and still do until 0.3.0).
+// every layer's vtable, and the books of each pool and vmm pool in it.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -17,9 +15,6 @@
 #include "tests/resource_check_probe.h"
 #include "tests/support/check_stack.h"
 #include "tests/support/sim_fixture.h"
-
-// This file calls the deprecated checks to compare them with the new one.
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 namespace {
 
@@ -74,16 +69,12 @@ TEST_F(ResourceCheck, ItReachesThePoolsBooksFromTheTop) {
   EXPECT_EQ(GMR_ERR_INTERNAL, gmr_resource_check(gmr_pool_resource_as_resource(pool)));
   EXPECT_EQ(GMR_ERR_INTERNAL, check_stack(top, err, sizeof err));
   EXPECT_NE(std::string::npos, std::string(err).find("the pool counts")) << err;
-  // The deprecated check says the same.
-  char old[256] = "";
-  EXPECT_EQ(GMR_ERR_INTERNAL, gmr_pool_resource_check_invariants(pool, old, sizeof old));
-  EXPECT_STREQ(err, old);
   EXPECT_EQ(GMR_OK, gmr_resource_check(gmr_resource_find(top, "cuda_resource")))
       << "the layer below the pool is sound";
   resource_check_probe_skew_pool(pool, -4096);
   EXPECT_EQ(GMR_OK, gmr_resource_check(top));
-  EXPECT_EQ(GMR_OK, gmr_pool_resource_check_invariants(pool, old, sizeof old));
-  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_pool_resource_check_invariants(nullptr, old, sizeof old));
+  EXPECT_EQ(GMR_OK, check_stack(top, err, sizeof err));
+  EXPECT_STREQ("", err);
 }
 
 TEST_F(ResourceCheck, ItReachesTheVmmPoolsBooksFromTheTop) {
@@ -98,12 +89,10 @@ TEST_F(ResourceCheck, ItReachesTheVmmPoolsBooksFromTheTop) {
   EXPECT_EQ(GMR_ERR_INTERNAL, gmr_resource_check(top));
   EXPECT_EQ(GMR_ERR_INTERNAL, check_stack(top, err, sizeof err));
   EXPECT_NE(std::string::npos, std::string(err).find("VA chunk count")) << err;
-  char old[256] = "";
-  EXPECT_EQ(GMR_ERR_INTERNAL, gmr_vmm_pool_resource_check_invariants(pool, old, sizeof old));
-  EXPECT_STREQ(err, old);
   resource_check_probe_skew_vmm_pool(pool, -1);
   EXPECT_EQ(GMR_OK, gmr_resource_check(top));
-  EXPECT_EQ(GMR_OK, gmr_vmm_pool_resource_check_invariants(pool, old, sizeof old));
+  EXPECT_EQ(GMR_OK, check_stack(top, err, sizeof err));
+  EXPECT_STREQ("", err);
 }
 
 // A user's adaptor whose upstream is broken: the check looks below the top.

@@ -1,6 +1,7 @@
 // gmr_stack: specs that build, every kind of spec error with its exact message
 // and position, sizes, policies by name and from a plugin, GMR_STACK, and
 // stacks composed by hand.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -362,7 +363,7 @@ TEST_F(Stack, RegisteredPoliciesAreNamedInSpecs) {
   int spills = 0;
   gmr_oom_policy spill = gmr_test::RetryPolicy(Spill, &spills, 1);
   spill.name = "spill";
-  ASSERT_EQ(GMR_OK, gmr_oom_policy_register("spill", &spill));
+  ASSERT_EQ(GMR_OK, gmr_oom_policy_register(nullptr, "spill", &spill));
   gmr_stack *s = Build("oom(policy=spill) > cuda(kind=async)");
   ASSERT_NE(nullptr, s);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC, 0, 1, 2));
@@ -371,7 +372,7 @@ TEST_F(Stack, RegisteredPoliciesAreNamedInSpecs) {
   EXPECT_EQ(1, spills);
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(gmr_stack_as_resource(s), p, 100, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
-  EXPECT_EQ(GMR_OK, gmr_oom_policy_unregister("spill"));
+  EXPECT_EQ(GMR_OK, gmr_oom_policy_unregister(nullptr, "spill"));
   EXPECT_NE(std::string::npos, Error("oom(policy=spill) > host").find("unknown OOM policy 'spill'"));
 }
 
@@ -549,6 +550,50 @@ TEST_F(Stack, GmrStackInTheEnvironmentChangesThePolicyOfAnUnchangedProgram) {
   EXPECT_STREQ("host", gmr_stack_get_spec(s));
   EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
   unsetenv("GMR_STACK");
+}
+
+// The environment never makes a program load a library: a plugin in
+// GMR_STACK is refused before anything is loaded, and the message says what
+// to do instead; the same policy registered by name works from GMR_STACK,
+// and the same plugin in a spec the program passes still loads.
+TEST_F(Stack, APluginInGmrStackIsRefusedAndNothingIsLoaded) {
+  std::string lib = PluginPath();
+  ASSERT_EQ(nullptr, dlopen(lib.c_str(), RTLD_NOW | RTLD_NOLOAD)) << "loaded before the test";
+  std::string spec = "limiting(limit=1K, on_limit=plugin:" + lib + ":gmr_test_limit_policy) > host";
+  setenv("GMR_STACK", spec.c_str(), 1);
+  gmr_stack *s = reinterpret_cast<gmr_stack *>(0x1);
+  gmr_spec_error e;
+  EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_stack_create_from_env("host", &s, &e));
+  EXPECT_EQ(nullptr, s);
+  EXPECT_EQ("GMR_STACK:1:29: 'plugin:" + lib + ":gmr_test_limit_policy': a spec from the "
+            "environment does not load plugins; the program loads the library "
+            "(gmr_policy_plugin_load) and registers its policy by name "
+            "(gmr_limit_policy_register), and the spec names it",
+            std::string(e.message));
+  EXPECT_EQ(nullptr, dlopen(lib.c_str(), RTLD_NOW | RTLD_NOLOAD)) << "the environment loaded it";
+  // The program loads it and registers it: GMR_STACK names it.
+  gmr_limit_policy p;
+  gmr_policy_plugin *h = nullptr;
+  char msg[GMR_POLICY_PLUGIN_MESSAGE_BYTES];
+  ASSERT_EQ(GMR_OK, gmr_policy_plugin_load(lib.c_str(), "gmr_test_limit_policy",
+                                           GMR_POLICY_KIND_LIMIT, &p, &h, msg))
+      << msg;
+  ASSERT_EQ(GMR_OK, gmr_limit_policy_register(nullptr, "from_plugin", &p));
+  setenv("GMR_STACK", "limiting(limit=1K, on_limit=from_plugin) > host", 1);
+  ASSERT_EQ(GMR_OK, gmr_stack_create_from_env("host", &s, &e)) << e.message;
+  void *a = nullptr;
+  EXPECT_EQ(GMR_OK, gmr_resource_allocate(gmr_stack_as_resource(s), 4096, 0, nullptr, &a))
+      << "the plugin allows up to 4 KiB past the limit";
+  EXPECT_EQ(GMR_OK, gmr_resource_deallocate(gmr_stack_as_resource(s), a, 4096, 0, nullptr));
+  EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
+  unsetenv("GMR_STACK");
+  EXPECT_EQ(GMR_OK, gmr_limit_policy_unregister(nullptr, "from_plugin"));
+  if (p.release != nullptr) p.release(p.ctx);
+  EXPECT_EQ(GMR_OK, gmr_policy_plugin_unload(h));
+  // A spec the program passes may still name the plugin.
+  s = Build(spec);
+  ASSERT_NE(nullptr, s);
+  EXPECT_EQ(GMR_OK, gmr_stack_destroy(s));
 }
 
 // stream_ids=true reaches pool and fixed_block from a spec: a warm pair on a

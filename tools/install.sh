@@ -6,12 +6,15 @@
 #
 #   PREFIX/include/gmr/*.h                 the core library's public headers
 #   PREFIX/include/gmr/tiers/, scoped/     the optional libraries' headers
-#   PREFIX/lib/libgmr.so.X.Y.Z             core shared library (SONAME libgmr.so.X), with
-#   PREFIX/lib/libgmr.so.X, libgmr.so        the CUDA runtime linked in statically
+#   PREFIX/lib/libgmr.so.X.Y.Z             core shared library (SONAME libgmr.so.0.Y while
+#   PREFIX/lib/libgmr.so.0.Y, libgmr.so      X is 0, else libgmr.so.X: CHANGELOG.md's
+#                                          version rule), the CUDA runtime linked in
+#                                          statically
 #   PREFIX/lib/libgmr.a                    static library (link the CUDA runtime too)
 #   PREFIX/lib/libgmr_tiers.so.X.Y.Z, .a   optional: memory tiers (needs libgmr)
 #   PREFIX/lib/libgmr_scoped.so.X.Y.Z, .a  optional: scoped per-thread pools (needs libgmr)
 #   PREFIX/lib/libgmr_nccl.so.X.Y.Z, .a    optional: NCCL, cumem, symmetric, chunk listener
+#                                          (each optional library has the same SONAME rule)
 #   PREFIX/lib/libgmr_torch.so             PyTorch allocator entry points (docs/frameworks.md)
 #   PREFIX/lib/pkgconfig/gmr.pc            cc app.c $(pkg-config --cflags --libs gmr)
 #   PREFIX/lib/pkgconfig/gmr-static.pc     ... $(pkg-config --cflags --libs gmr-static)
@@ -65,6 +68,9 @@ major=$(version_part MAJOR)
 minor=$(version_part MINOR)
 patch=$(version_part PATCH)
 version="$major.$minor.$patch"
+# The SONAME's version (CHANGELOG.md): a 0.x minor version may break
+# binaries, so while the major is 0 the minor is part of it.
+if [ "$major" = 0 ]; then abi="0.$minor"; else abi="$major"; fi
 
 # The CUDA runtime a static link needs (the shared library carries its own).
 cuda="${CUDA_PATH:-/usr/local/cuda}"
@@ -78,8 +84,8 @@ for o in "${optional[@]}"; do
   install -d "$prefix/include/gmr/$o"
   install -m 644 "$root"/include/gmr/"$o"/*.h "$prefix/include/gmr/$o/"
   install -m 755 "$prebuilt/dist/libgmr_$o.so" "$prefix/lib/libgmr_$o.so.$version"
-  ln -sf "libgmr_$o.so.$version" "$prefix/lib/libgmr_$o.so.$major"
-  ln -sf "libgmr_$o.so.$major" "$prefix/lib/libgmr_$o.so"
+  ln -sf "libgmr_$o.so.$version" "$prefix/lib/libgmr_$o.so.$abi"
+  ln -sf "libgmr_$o.so.$abi" "$prefix/lib/libgmr_$o.so"
   install -m 644 "$prebuilt/dist/libgmr_$o.a" "$prefix/lib/libgmr_$o.a"
   cat >"$prefix/lib/pkgconfig/gmr-$o.pc" <<EOF
 prefix=$prefix
@@ -95,8 +101,8 @@ Libs: -L\${libdir} -Wl,-rpath,\${libdir} -lgmr_$o
 EOF
 done
 install -m 755 "${libs[0]}" "$prefix/lib/libgmr.so.$version"
-ln -sf "libgmr.so.$version" "$prefix/lib/libgmr.so.$major"
-ln -sf "libgmr.so.$major" "$prefix/lib/libgmr.so"
+ln -sf "libgmr.so.$version" "$prefix/lib/libgmr.so.$abi"
+ln -sf "libgmr.so.$abi" "$prefix/lib/libgmr.so"
 install -m 644 "${libs[1]}" "$prefix/lib/libgmr.a"
 install -m 755 "${libs[2]}" "$prefix/lib/libgmr_torch.so"
 install -m 644 "$root"/python/gmr/*.py "$root"/python/gmr/py.typed "$prefix/lib/python/gmr/"
@@ -140,7 +146,7 @@ if(NOT TARGET gmr::gmr)
   add_library(gmr::gmr SHARED IMPORTED)
   set_target_properties(gmr::gmr PROPERTIES
     IMPORTED_LOCATION "\${_gmr_prefix}/lib/libgmr.so.$version"
-    IMPORTED_SONAME "libgmr.so.$major"
+    IMPORTED_SONAME "libgmr.so.$abi"
     INTERFACE_INCLUDE_DIRECTORIES "\${_gmr_prefix}/include")
   add_library(gmr::gmr_static STATIC IMPORTED)
   set_target_properties(gmr::gmr_static PROPERTIES
@@ -151,7 +157,7 @@ if(NOT TARGET gmr::gmr)
     add_library(gmr::\${_gmr_c} SHARED IMPORTED)
     set_target_properties(gmr::\${_gmr_c} PROPERTIES
       IMPORTED_LOCATION "\${_gmr_prefix}/lib/libgmr_\${_gmr_c}.so.$version"
-      IMPORTED_SONAME "libgmr_\${_gmr_c}.so.$major"
+      IMPORTED_SONAME "libgmr_\${_gmr_c}.so.$abi"
       INTERFACE_INCLUDE_DIRECTORIES "\${_gmr_prefix}/include"
       INTERFACE_LINK_LIBRARIES gmr::gmr)
   endforeach()
@@ -170,11 +176,20 @@ endforeach()
 unset(_gmr_prefix)
 EOF
 
+# What a find_package(gmr X.Y) must share with this version: the SONAME's
+# version (a 0.x minor may break binaries; from 1.0 on only the major does).
+if [ "$major" = 0 ]; then
+  same_abi="PACKAGE_FIND_VERSION_MAJOR STREQUAL \"0\" AND"
+  same_abi="$same_abi PACKAGE_FIND_VERSION_MINOR STREQUAL \"$minor\""
+else
+  same_abi="PACKAGE_FIND_VERSION_MAJOR STREQUAL \"$major\""
+fi
 cat >"$prefix/lib/cmake/gmr/gmrConfigVersion.cmake" <<EOF
-# Compatible when the major version matches and the version is at least the
-# one asked for (CMake's SameMajorVersion rule).
+# Compatible when the version is at least the one asked for and the binary
+# interface is the same (CHANGELOG.md's version rule: CMake's
+# SameMinorVersion while the major version is 0, SameMajorVersion after).
 set(PACKAGE_VERSION "$version")
-if(PACKAGE_FIND_VERSION_MAJOR STREQUAL "$major" AND
+if($same_abi AND
    NOT PACKAGE_FIND_VERSION VERSION_GREATER PACKAGE_VERSION)
   set(PACKAGE_VERSION_COMPATIBLE TRUE)
   if(PACKAGE_FIND_VERSION VERSION_EQUAL PACKAGE_VERSION)

@@ -24,8 +24,8 @@
  *
  * Thread-safe: yes, every function; init/deinit excepted.
  */
-#ifndef GMR_CORE_BOOKS_H_
-#define GMR_CORE_BOOKS_H_
+#ifndef GMR_UTIL_BOOKS_H_
+#define GMR_UTIL_BOOKS_H_
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -126,4 +126,4 @@ gmr_status gmr__books_collect(const gmr__books *b, gmr__book_item **items, size_
 }
 #endif
 
-#endif /* GMR_CORE_BOOKS_H_ */
+#endif /* GMR_UTIL_BOOKS_H_ */

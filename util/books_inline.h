@@ -7,8 +7,8 @@
  *
  * Thread-safe: as util/books.h.
  */
-#ifndef GMR_CORE_BOOKS_INLINE_H_
-#define GMR_CORE_BOOKS_INLINE_H_
+#ifndef GMR_UTIL_BOOKS_INLINE_H_
+#define GMR_UTIL_BOOKS_INLINE_H_
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -193,4 +193,4 @@ __attribute__((always_inline)) static inline gmr__book_verdict gmr__books_take_i
   return verdict;
 }
 
-#endif /* GMR_CORE_BOOKS_INLINE_H_ */
+#endif /* GMR_UTIL_BOOKS_INLINE_H_ */

@@ -4,8 +4,8 @@
  *
  * Thread-safe: yes.
  */
-#ifndef GMR_CORE_CLOCK_H_
-#define GMR_CORE_CLOCK_H_
+#ifndef GMR_UTIL_CLOCK_H_
+#define GMR_UTIL_CLOCK_H_
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -27,4 +27,4 @@ bool gmr__cond_init_monotonic(pthread_cond_t *cond);
 }
 #endif
 
-#endif /* GMR_CORE_CLOCK_H_ */
+#endif /* GMR_UTIL_CLOCK_H_ */

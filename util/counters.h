@@ -5,8 +5,8 @@
  * Thread-safe: yes (C11 atomics). A reader may see `current` and `peak` from
  * slightly different moments; `peak` is never below any value `current` had.
  */
-#ifndef GMR_CORE_COUNTERS_H_
-#define GMR_CORE_COUNTERS_H_
+#ifndef GMR_UTIL_COUNTERS_H_
+#define GMR_UTIL_COUNTERS_H_
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -55,4 +55,4 @@ static inline void gmr__counter_footprint(const gmr__byte_counter *c, gmr_footpr
   out->peak_held_bytes = atomic_load_explicit(&c->peak_bytes, memory_order_relaxed);
 }
 
-#endif /* GMR_CORE_COUNTERS_H_ */
+#endif /* GMR_UTIL_COUNTERS_H_ */

@@ -15,8 +15,8 @@
  *
  * Thread-safe: yes.
  */
-#ifndef GMR_CORE_FENCE_H_
-#define GMR_CORE_FENCE_H_
+#ifndef GMR_UTIL_FENCE_H_
+#define GMR_UTIL_FENCE_H_
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -47,4 +47,4 @@ static inline bool gmr__fence_light_load(_Atomic bool *flag, bool asymmetric) {
  * the process (membarrier) when asymmetric; nothing more otherwise. */
 void gmr__fence_heavy(bool asymmetric);
 
-#endif /* GMR_CORE_FENCE_H_ */
+#endif /* GMR_UTIL_FENCE_H_ */

@@ -11,8 +11,8 @@
  *
  * Thread-safe: yes (atomics).
  */
-#ifndef GMR_CORE_KEY_SLOTS_H_
-#define GMR_CORE_KEY_SLOTS_H_
+#ifndef GMR_UTIL_KEY_SLOTS_H_
+#define GMR_UTIL_KEY_SLOTS_H_
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -53,4 +53,4 @@ bool gmr__key_slots_key(const gmr__key_slots *t, size_t slot, uint64_t *key);
 }
 #endif
 
-#endif /* GMR_CORE_KEY_SLOTS_H_ */
+#endif /* GMR_UTIL_KEY_SLOTS_H_ */

@@ -26,8 +26,8 @@
  * Thread-safe: yes; a reader running beside updates may see a sum that mixes
  * moments (an update may count twice or not yet while a lane flushes).
  */
-#ifndef GMR_CORE_LANES_H_
-#define GMR_CORE_LANES_H_
+#ifndef GMR_UTIL_LANES_H_
+#define GMR_UTIL_LANES_H_
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -199,4 +199,4 @@ void gmr__lane_counts_peak(const gmr__lane_counts *c, int64_t *bytes, int64_t *c
  * without an ordering (a lock, a join) after it. */
 void gmr__lane_counts_drain(gmr__lane_counts *c, int64_t *bytes, int64_t *count);
 
-#endif /* GMR_CORE_LANES_H_ */
+#endif /* GMR_UTIL_LANES_H_ */

@@ -9,8 +9,8 @@
  *
  * Thread-safe: yes (that is its purpose).
  */
-#ifndef GMR_CORE_SPIN_LOCK_H_
-#define GMR_CORE_SPIN_LOCK_H_
+#ifndef GMR_UTIL_SPIN_LOCK_H_
+#define GMR_UTIL_SPIN_LOCK_H_
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -33,4 +33,4 @@ static inline void gmr__spin_lock_release(gmr__spin_lock *lock) {
   atomic_store_explicit(&lock->locked, 0, memory_order_release);
 }
 
-#endif /* GMR_CORE_SPIN_LOCK_H_ */
+#endif /* GMR_UTIL_SPIN_LOCK_H_ */

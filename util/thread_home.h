@@ -15,8 +15,8 @@
  *
  * Thread-safe: yes (an atomic counter; the number itself is thread-local).
  */
-#ifndef GMR_CORE_THREAD_HOME_H_
-#define GMR_CORE_THREAD_HOME_H_
+#ifndef GMR_UTIL_THREAD_HOME_H_
+#define GMR_UTIL_THREAD_HOME_H_
 
 #include <stdint.h>
 
@@ -42,4 +42,4 @@ static inline unsigned gmr__thread_home(void) { return (unsigned)(gmr__thread_se
 }
 #endif
 
-#endif /* GMR_CORE_THREAD_HOME_H_ */
+#endif /* GMR_UTIL_THREAD_HOME_H_ */

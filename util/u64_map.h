@@ -13,8 +13,8 @@
  *
  * Thread-safe: no; callers hold their own lock.
  */
-#ifndef GMR_CORE_U64_MAP_H_
-#define GMR_CORE_U64_MAP_H_
+#ifndef GMR_UTIL_U64_MAP_H_
+#define GMR_UTIL_U64_MAP_H_
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -77,4 +77,4 @@ bool gmr__u64_map_next(const gmr__u64_map *map, size_t *cursor, uint64_t *key, u
 }
 #endif
 
-#endif /* GMR_CORE_U64_MAP_H_ */
+#endif /* GMR_UTIL_U64_MAP_H_ */

@@ -1,8 +1,7 @@
 /*
  * core/cuda_sim/sim_streams.c: gmr/sim/streams.h, streams, captures and
  * copies through the CUDA layer (real or simulated) for tests and tools. The
- * bodies are the core's (core/cuda_layer.c), which libgmr's deprecated names
- * in gmr/device.h share until 0.3.0.
+ * bodies are the core's (core/cuda_layer.c).
  */
 #include "gmr/sim/streams.h"
 

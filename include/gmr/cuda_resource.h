@@ -146,7 +146,6 @@ GMR_API GMR_NODISCARD gmr_status gmr_cuda_resource_create(const gmr_cuda_resourc
  * alignment, stream and where stay 0/NULL (no allocation was involved).
  * Returns, ownership, thread safety and state after failure: as
  * gmr_cuda_resource_create().
- * @since 0.3
  */
 GMR_API GMR_NODISCARD gmr_status gmr_cuda_resource_create_ex(const gmr_cuda_resource_config *config,
                                                              gmr_cuda_resource **out,

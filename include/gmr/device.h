@@ -9,8 +9,7 @@
  * runs on a real GPU and on the host simulation (gmr/sim/cuda_sim.h). With
  * the simulation off, each function is one CUDA runtime call. Creating and
  * destroying streams and graphs, captures and copies, which only tests and
- * tools need, are in gmr/sim/streams.h (//:gmr_sim); their old names here
- * are deprecated.
+ * tools need, are in gmr/sim/streams.h (//:gmr_sim).
  *
  * Thread-safe: yes; each function is as thread-safe as the CUDA call it makes.
  */
@@ -125,70 +124,6 @@ GMR_API GMR_NODISCARD gmr_status gmr_stream_wait_stream(gmr_stream waiter, gmr_s
  */
 GMR_API GMR_NODISCARD gmr_status gmr_stream_get_capture_info(gmr_stream stream, bool *out_capturing,
                                                              uint64_t *out_capture_id);
-
-/* ---- deprecated names ---------------------------------------------------- */
-/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
- * compiles, with a warning naming its replacement, and is still exported. */
-
-/**
- * Deprecated: gmr_cuda_stream_create() of gmr/sim/streams.h (//:gmr_sim), or
- * the CUDA runtime. Create a non-blocking stream on the current device.
- * Ownership: the caller destroys it. Thread-safe: yes. Stream/device: one
- * CUDA call.
- * Returns as gmr_cuda_stream_create().
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_cuda_stream_create, gmr/sim/streams.h") gmr_status
-gmr_stream_create(gmr_stream *out_stream);
-
-/**
- * Deprecated: gmr_cuda_stream_destroy() of gmr/sim/streams.h. Destroy a
- * stream (NULL: no-op). Thread-safe: yes. Stream/device: no wait.
- * Returns as gmr_cuda_stream_destroy().
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_cuda_stream_destroy, gmr/sim/streams.h") gmr_status
-gmr_stream_destroy(gmr_stream stream);
-
-/**
- * Deprecated: gmr_cuda_stream_synchronize() of gmr/sim/streams.h. Wait for
- * the stream's work. Thread-safe: yes. Stream/device: synchronises `stream`.
- * Returns as gmr_cuda_stream_synchronize().
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_cuda_stream_synchronize, gmr/sim/streams.h")
-gmr_status gmr_stream_synchronize(gmr_stream stream);
-
-/**
- * Deprecated: gmr_cuda_stream_memcpy_async() of gmr/sim/streams.h. Copy
- * `bytes` bytes stream-ordered on `stream`. Thread-safe: yes.
- * Stream/device: enqueued on `stream`.
- * Returns as gmr_cuda_stream_memcpy_async().
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_cuda_stream_memcpy_async, gmr/sim/streams.h")
-gmr_status gmr_memcpy_async(void *dst, const void *src, size_t bytes, gmr_stream stream);
-
-/**
- * Deprecated: gmr_cuda_stream_begin_capture() of gmr/sim/streams.h. Start a
- * global-mode capture of `stream`. Thread-safe: yes. Stream/device: `stream`
- * captures from now on. Returns as gmr_cuda_stream_begin_capture().
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_cuda_stream_begin_capture, gmr/sim/streams.h")
-gmr_status gmr_stream_begin_capture(gmr_stream stream);
-
-/**
- * Deprecated: gmr_cuda_stream_end_capture() of gmr/sim/streams.h. End the
- * capture of `stream` and give the graph to the caller. Thread-safe: yes.
- * Stream/device: `stream` runs work again. Returns as
- * gmr_cuda_stream_end_capture().
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_cuda_stream_end_capture, gmr/sim/streams.h")
-gmr_status gmr_stream_end_capture(gmr_stream stream, gmr_graph *out_graph);
-
-/**
- * Deprecated: gmr_cuda_graph_destroy() of gmr/sim/streams.h. Destroy a graph
- * (NULL: no-op). Thread-safe: yes. Stream/device: no synchronisation.
- * Returns as gmr_cuda_graph_destroy().
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_cuda_graph_destroy, gmr/sim/streams.h") gmr_status
-gmr_graph_destroy(gmr_graph graph);
 
 #ifdef __cplusplus
 }

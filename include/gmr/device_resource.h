@@ -46,7 +46,7 @@ extern "C" {
 /* The stack a device gets when neither a spec was set nor GMR_STACK is: the
  * same default as gmr.torch and gmr.cupy. It held the least of every stack
  * on the bundled traces and is as fast as `pool` once warm
- * (BENCHMARKS.md, "One default"). Until 0.2.0 it was "pool > cuda(kind=async)". */
+ * (BENCHMARKS.md, "One default"). */
 #define GMR_DEVICE_RESOURCE_DEFAULT_SPEC "vmm"
 
 /* The default on a device without virtual memory management. */
@@ -147,55 +147,6 @@ GMR_API const char *gmr_device_resource_get_spec(int device);
  * (GMR_ERR_BUSY) of a stack's destroy.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_device_resource_release_all(void);
-
-/* ---- deprecated names ---------------------------------------------------- */
-/* Renamed in 0.2.0 to the gmr_<object>_<verb> scheme; removed in 0.3.0. Each
- * is the same function under its old name, still exported from libgmr.so. */
-
-/**
- * Deprecated name of gmr_device_resource_get(). Thread-safe, stream/device
- * semantics: as gmr_device_resource_get(). Returns as gmr_device_resource_get().
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_device_resource_get") gmr_status
-gmr_get_device_resource(int device, gmr_resource **out, gmr_spec_error *error);
-
-/**
- * Deprecated name of gmr_device_resource_get_current(). Thread-safe,
- * stream/device semantics: as gmr_device_resource_get_current().
- * Returns as gmr_device_resource_get_current().
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_device_resource_get_current") gmr_status
-gmr_get_current_device_resource(gmr_resource **out, gmr_spec_error *error);
-
-/**
- * Deprecated name of gmr_device_resource_set(). Thread-safe, stream/device
- * semantics: as gmr_device_resource_set(). Returns as gmr_device_resource_set().
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_device_resource_set") gmr_status
-gmr_set_device_resource(int device, gmr_resource *resource, gmr_resource **out_previous);
-
-/**
- * Deprecated name of gmr_device_resource_set_spec(). Thread-safe, stream/device
- * semantics: as gmr_device_resource_set_spec().
- * Returns as gmr_device_resource_set_spec().
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_device_resource_set_spec") gmr_status
-gmr_set_device_resource_spec(const char *spec, gmr_spec_error *error);
-
-/**
- * Deprecated name of gmr_device_resource_get_spec(): the same string.
- * Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_device_resource_get_spec") const char *
-gmr_get_device_resource_spec(int device);
-
-/**
- * Deprecated name of gmr_device_resource_release_all(). Thread-safe,
- * stream/device semantics: as gmr_device_resource_release_all().
- * Returns as gmr_device_resource_release_all().
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_device_resource_release_all") gmr_status
-gmr_device_resources_release(void);
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,7 @@
  * registered on. Profiling layers (an NVTX adaptor) and tests turn events
  * into marks or counts.
  *
- * Cost: with no listener, emitting an event is two relaxed atomic loads;
+ * Cost: with no listener, emitting an event is one relaxed atomic load;
  * adaptors pay nothing else on their hot paths.
  *
  * Listeners run synchronously, in the thread that took the action, while a
@@ -121,34 +121,6 @@ GMR_API GMR_NODISCARD gmr_status gmr_resource_add_event_listener(gmr_resource *r
  */
 GMR_API gmr_status gmr_resource_remove_event_listener(gmr_resource *r, gmr_event_listener_fn *fn,
                                                       void *ctx);
-
-/**
- * Deprecated (kept for one minor release; CHANGELOG.md): a listener of every
- * stack in the process at once. Use gmr_resource_add_event_listener().
- * Register `fn` with `ctx`; it receives every event emitted from now on.
- * The same (fn, ctx) pair may be registered once.
- * Ownership: `ctx` is borrowed until gmr_event_listener_remove() returns.
- * Thread-safe: yes; waits for listeners running in other threads.
- * Stream/device: no CUDA call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (fn NULL, or the pair is already
- * registered); GMR_ERR_BUSY (GMR_EVENT_MAX_LISTENERS are registered).
- * Nothing changes on failure. Source: gmr's own (RMM has no event hook).
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_add_event_listener") gmr_status
-gmr_event_listener_add(gmr_event_listener_fn *fn, void *ctx);
-
-/**
- * Deprecated (kept for one minor release): the counterpart of
- * gmr_event_listener_add(); use gmr_resource_remove_event_listener().
- * Unregister the pair (fn, ctx). When it returns, no thread runs `fn` with
- * `ctx` any more, so `ctx` may be freed.
- * Thread-safe: yes; waits for running listeners. Must not be called from a
- *   listener. Stream/device: no CUDA call.
- * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT if the pair is not registered
- * (nothing changes).
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_remove_event_listener") gmr_status
-gmr_event_listener_remove(gmr_event_listener_fn *fn, void *ctx);
 
 /** "limit_refused", ..., or "unknown". Static string. Thread-safe: yes. */
 GMR_API const char *gmr_event_kind_name(gmr_event_kind kind);

@@ -302,12 +302,6 @@ typedef struct gmr_fixed_block_resource_stats {
   {sizeof(gmr_fixed_block_resource_stats), GMR_FIXED_BLOCK_RESOURCE_STATS_VERSION, 0, 0, 0, 0, 0,  \
    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
-/* Deprecated names, renamed in 0.2.0 (gmr_<object>_stats); removed in 0.3.0. */
-typedef gmr_fixed_block_resource_stats gmr_fixed_block_stats
-    GMR_DEPRECATED("use gmr_fixed_block_resource_stats");
-#define GMR_FIXED_BLOCK_STATS_VERSION GMR_FIXED_BLOCK_RESOURCE_STATS_VERSION
-#define GMR_FIXED_BLOCK_STATS_INIT GMR_FIXED_BLOCK_RESOURCE_STATS_INIT
-
 /**
  * Fill *out with a snapshot (taken under the lock).
  * Thread-safe: yes. Stream/device: no CUDA call.

@@ -18,6 +18,7 @@
 #define GMR_GMR_H_
 
 #include "gmr/config.h"
+#include "gmr/context.h"
 #include "gmr/cuda_resource.h"
 #include "gmr/device.h"
 #include "gmr/device_resource.h"

@@ -795,12 +795,6 @@ typedef struct gmr_graph_arena_resource_stats {
   {sizeof(gmr_graph_arena_resource_stats), GMR_GRAPH_ARENA_RESOURCE_STATS_VERSION, 0, 0, 0, 0, 0,  \
    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
-/* Deprecated names, renamed in 0.2.0 (gmr_<object>_stats); removed in 0.3.0. */
-typedef gmr_graph_arena_resource_stats gmr_graph_arena_stats
-    GMR_DEPRECATED("use gmr_graph_arena_resource_stats");
-#define GMR_GRAPH_ARENA_STATS_VERSION GMR_GRAPH_ARENA_RESOURCE_STATS_VERSION
-#define GMR_GRAPH_ARENA_STATS_INIT GMR_GRAPH_ARENA_RESOURCE_STATS_INIT
-
 /**
  * Read the arena's counters. Thread-safe: yes (a consistent snapshot under the
  * arena's lock; forwarded counters may miss requests in flight). No CUDA call.
@@ -829,18 +823,6 @@ GMR_API const char *gmr_graph_arena_resource_policy_name(gmr_graph_arena_policy 
  */
 GMR_API GMR_NODISCARD gmr_status
 gmr_graph_arena_resource_policy_from_name(const char *name, gmr_graph_arena_policy *out);
-
-/* ---- deprecated names ---------------------------------------------------- */
-/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
- * compiles, with a warning naming its replacement, and is still exported. */
-
-/**
- * Deprecated: gmr_graph_arena_resource_from_resource(gmr_resource_find(top,
- * "graph_arena_resource")). The first graph arena in the stack headed by
- * `top`, or NULL. Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_resource_find") gmr_graph_arena_resource *
-gmr_graph_arena_resource_find_in_stack(gmr_resource *top);
 
 #ifdef __cplusplus
 }

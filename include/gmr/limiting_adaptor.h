@@ -245,19 +245,13 @@ typedef struct gmr_limiting_adaptor_stats {
   gmr_oom_counts oom;
 } gmr_limiting_adaptor_stats;
 
-/* Version 1 (0.1): `oom` without its header; a version-1 caller still gets
+/* Version 1: `oom` without its header; a version-1 caller still gets
  * that layout. */
 #define GMR_LIMITING_ADAPTOR_STATS_VERSION 2u
 /* Every field spelled out: C++ warns about partial initialisers. */
 #define GMR_LIMITING_ADAPTOR_STATS_INIT                                                            \
   {sizeof(gmr_limiting_adaptor_stats), GMR_LIMITING_ADAPTOR_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, \
    0, 0, 0, GMR_OOM_COUNTS_INIT}
-
-/* Deprecated names, renamed in 0.2.0 (gmr_<object>_stats); removed in 0.3.0. */
-typedef gmr_limiting_adaptor_stats gmr_limiting_stats
-    GMR_DEPRECATED("use gmr_limiting_adaptor_stats");
-#define GMR_LIMITING_STATS_VERSION GMR_LIMITING_ADAPTOR_STATS_VERSION
-#define GMR_LIMITING_STATS_INIT GMR_LIMITING_ADAPTOR_STATS_INIT
 
 /**
  * Snapshot the counters into `*out` (size and version set by the caller).

@@ -166,26 +166,6 @@ typedef struct gmr_log_adaptor_stats {
 GMR_API GMR_NODISCARD gmr_status gmr_log_adaptor_get_stats(const gmr_log_adaptor *a,
                                                            gmr_log_adaptor_stats *out);
 
-/* ---- deprecated names ---------------------------------------------------- */
-/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
- * compiles, with a warning naming its replacement, and is still exported. */
-
-/**
- * Deprecated: gmr_log_adaptor_get_stats(), row_count. Rows written so far,
- * the header not included (0 for NULL). Thread-safe: yes; may miss a row
- * being written.
- */
-GMR_API GMR_DEPRECATED("use gmr_log_adaptor_get_stats") uint64_t
-gmr_log_adaptor_get_row_count(const gmr_log_adaptor *a);
-
-/**
- * Deprecated: gmr_log_adaptor_get_stats(), write_error_count. Rows (or
- * flushes) the C library failed to write (0 for NULL). Thread-safe: yes; may
- * miss a row being written.
- */
-GMR_API GMR_DEPRECATED("use gmr_log_adaptor_get_stats") uint64_t
-gmr_log_adaptor_get_write_error_count(const gmr_log_adaptor *a);
-
 #ifdef __cplusplus
 }
 #endif

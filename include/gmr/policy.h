@@ -40,14 +40,18 @@
  * wants to differ (attempts, timeout, callback, padding, cap); the `fail`
  * ones also have static initialisers for config defaults. A user writes
  * their own by filling the struct, registers it under a name for
- * specs (gmr_oom_policy_register), or ships it in a shared library loaded by a
- * spec (`on_oom=plugin:./libmypolicy.so:my_policy`) through the plugin ABI at
- * the end of this header.
+ * specs (gmr_oom_policy_register), or ships it in a shared library that the
+ * program loads (gmr_policy_plugin_load) or that a spec the program passes
+ * names (`on_oom=plugin:./libmypolicy.so:my_policy`), through the plugin ABI
+ * at the end of this header. A spec read from the environment (GMR_STACK)
+ * never loads a library: it names registered policies instead.
  *
  * Registries: names registered with gmr_oom_policy_register() and
- * gmr_limit_policy_register() live in two process-wide registries (one per
- * policy kind), the only process-wide state of policies: every stack spec of
- * the process resolves names there. Built-in names cannot be replaced.
+ * gmr_limit_policy_register() belong to a context (gmr/context.h): specs
+ * built in that context resolve names there; NULL is the default context,
+ * whose names every function without a context argument sees
+ * (gmr_stack_create, the per-device resources, *_from_name). Built-in names
+ * are in every context and cannot be replaced.
  *
  * Thread-safe: each registry is guarded by an internal mutex. A policy's
  * decide function may be called from several threads at once (one failure
@@ -61,6 +65,7 @@
 #include <stdint.h>
 
 #include "gmr/config.h"
+#include "gmr/context.h"
 #include "gmr/resource.h"
 #include "gmr/status.h"
 
@@ -161,10 +166,6 @@ typedef struct gmr_oom_counts {
 #define GMR_OOM_COUNTS_INIT \
   {sizeof(gmr_oom_counts), GMR_OOM_COUNTS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
-/* Deprecated name (0.1: a struct of zeros without a header); removed in
- * 0.3.0. It now sets the header too. */
-#define GMR_OOM_COUNTS_ZERO GMR_OOM_COUNTS_INIT
-
 /* Static initialisers of the `fail` policies, for *_CONFIG_DEFAULT macros. */
 #define GMR_OOM_POLICY_FAIL_INIT {GMR_OOM_POLICY_VERSION, "fail", NULL, NULL, 0u, 0u, NULL, NULL, NULL}
 
@@ -184,31 +185,36 @@ typedef struct gmr_oom_counts {
 GMR_API GMR_NODISCARD gmr_status gmr_oom_policy_check(const gmr_oom_policy *policy);
 
 /**
- * Register `policy` under `name` so specs can say `on_oom=NAME`. The struct is
+ * Register `policy` under `name` in context `ctx` (NULL: the default
+ * context) so specs built there can say `on_oom=NAME`. The struct is
  * copied; its ctx and callback_ctx stay the caller's (copies handed out have
  * `release` cleared). Names are [A-Za-z_][A-Za-z0-9_]*, at most
  * GMR_POLICY_NAME_MAX characters, and may not be a built-in name.
- * Thread-safe: yes (internal mutex). Stream/device: no CUDA call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (bad name, built-in or already
- * registered name, invalid policy); GMR_ERR_BUSY (64 policies registered).
+ * Thread-safe: yes (the context's mutex). Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (bad name, built-in name or one
+ * registered in ctx already, invalid policy); GMR_ERR_BUSY (64 policies
+ * registered in ctx).
  * On failure nothing is registered.
  * Source: RMM's named resources in its benchmarks; the registry of names is
  *   gmr's own.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_oom_policy_register(const char *name,
+GMR_API GMR_NODISCARD gmr_status gmr_oom_policy_register(gmr_context *ctx, const char *name,
                                                          const gmr_oom_policy *policy);
 
 /**
- * Remove the OOM policy registered under `name`. Adaptors that were created
- * with it keep their copy; later specs can no longer name it.
- * Thread-safe: yes (internal mutex). Stream/device: no CUDA call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, a built-in name, or a name
- * not registered: nothing changes).
+ * Remove the OOM policy registered under `name` in `ctx` (NULL: the default
+ * context). Adaptors that were created with it keep their copy; later specs
+ * built there can no longer name it.
+ * Thread-safe: yes (the context's mutex). Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (name NULL, a built-in name, or a
+ * name not registered in ctx: nothing changes).
  */
-GMR_API GMR_NODISCARD gmr_status gmr_oom_policy_unregister(const char *name);
+GMR_API GMR_NODISCARD gmr_status gmr_oom_policy_unregister(gmr_context *ctx,
+                                                           const char *name);
 
 /**
- * The policy named `name`: a built-in or a registered one. This is how a
+ * The policy named `name`: a built-in, or one registered in the default
+ * context (specs built in another context see its names). This is how a
  * program gets a built-in policy for a config; it then sets the fields it
  * wants to differ from the defaults (see "Built-in policies" above):
  *
@@ -289,29 +295,34 @@ struct gmr_limit_policy {
 GMR_API GMR_NODISCARD gmr_status gmr_limit_policy_check(const gmr_limit_policy *policy);
 
 /**
- * Register `policy` under `name` so specs can say `on_limit=NAME`. The struct
- * is copied; its ctx stays the caller's (copies handed out have `release`
+ * Register `policy` under `name` in context `ctx` (NULL: the default
+ * context) so specs built there can say `on_limit=NAME`. The struct is
+ * copied; its ctx stays the caller's (copies handed out have `release`
  * cleared). Names are [A-Za-z_][A-Za-z0-9_]*, at most GMR_POLICY_NAME_MAX
  * characters, and may not be a built-in name.
- * Thread-safe: yes (internal mutex). Stream/device: no CUDA call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (bad name, built-in or already
- * registered name, invalid policy); GMR_ERR_BUSY (64 policies registered).
+ * Thread-safe: yes (the context's mutex). Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (bad name, built-in name or one
+ * registered in ctx already, invalid policy); GMR_ERR_BUSY (64 policies
+ * registered in ctx).
  * On failure nothing is registered.
  */
-GMR_API GMR_NODISCARD gmr_status gmr_limit_policy_register(const char *name,
+GMR_API GMR_NODISCARD gmr_status gmr_limit_policy_register(gmr_context *ctx, const char *name,
                                                            const gmr_limit_policy *policy);
 
 /**
- * Remove the limit policy registered under `name`. Adaptors that were created
- * with it keep their copy; later specs can no longer name it.
- * Thread-safe: yes (internal mutex). Stream/device: no CUDA call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (NULL, a built-in name, or a name
- * not registered: nothing changes).
+ * Remove the limit policy registered under `name` in `ctx` (NULL: the
+ * default context). Adaptors that were created with it keep their copy;
+ * later specs built there can no longer name it.
+ * Thread-safe: yes (the context's mutex). Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (name NULL, a built-in name, or a
+ * name not registered in ctx: nothing changes).
  */
-GMR_API GMR_NODISCARD gmr_status gmr_limit_policy_unregister(const char *name);
+GMR_API GMR_NODISCARD gmr_status gmr_limit_policy_unregister(gmr_context *ctx,
+                                                             const char *name);
 
 /**
- * The limit policy named `name`: a built-in or a registered one. This is how
+ * The limit policy named `name`: a built-in, or one registered in the
+ * default context (specs built in another context see its names). This is how
  * a program gets a built-in policy for a config, then sets the fields it
  * wants to differ from the defaults:
  *
@@ -398,73 +409,6 @@ GMR_API GMR_NODISCARD gmr_status gmr_policy_plugin_load(const char *path, const 
  * which is harmless).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_policy_plugin_unload(gmr_policy_plugin *handle);
-
-/* ---- deprecated names ---------------------------------------------------- */
-/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
- * compiles, with a warning naming its replacement, and is still exported. */
-
-/**
- * Deprecated: gmr_oom_policy_from_name("fail", &p), or GMR_OOM_POLICY_FAIL_INIT.
- * `fail`: never retry. Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_oom_policy_from_name") gmr_oom_policy gmr_oom_policy_fail(void);
-
-/**
- * Deprecated: gmr_oom_policy_from_name("retry", &p), then set p.callback,
- * p.callback_ctx and p.max_attempts. `retry` with `callback` and at most
- * `max_attempts` attempts (capped at GMR_OOM_MAX_ATTEMPTS).
- * Ownership: callback_ctx is borrowed. Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_oom_policy_from_name") gmr_oom_policy
-gmr_oom_policy_retry(gmr_oom_callback_fn *callback, void *callback_ctx, uint32_t max_attempts);
-
-/**
- * Deprecated: gmr_oom_policy_from_name("trim_retry", &p), then set
- * p.max_attempts. `trim_retry` with at most `max_attempts` attempts (capped
- * at GMR_OOM_MAX_ATTEMPTS). Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_oom_policy_from_name") gmr_oom_policy
-gmr_oom_policy_trim_retry(uint32_t max_attempts);
-
-/**
- * Deprecated: gmr_oom_policy_from_name("wait", &p), then set
- * p.wait_timeout_ns and p.max_attempts. `wait` up to `timeout_ns` per wait,
- * at most `max_attempts` attempts (capped at GMR_OOM_MAX_ATTEMPTS).
- * Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_oom_policy_from_name") gmr_oom_policy
-gmr_oom_policy_wait(uint64_t timeout_ns, uint32_t max_attempts);
-
-/**
- * Deprecated: gmr_limit_policy_from_name("fail", &p), or
- * GMR_LIMIT_POLICY_FAIL_INIT. `fail`: refuse a request past the limit.
- * Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_limit_policy_from_name") gmr_limit_policy
-gmr_limit_policy_fail(void);
-
-/**
- * Deprecated: gmr_limit_policy_from_name("ignore", &p). `ignore`: let a
- * request past the limit through. Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_limit_policy_from_name") gmr_limit_policy
-gmr_limit_policy_ignore(void);
-
-/**
- * Deprecated: gmr_limit_policy_from_name("increase", &p), then set
- * p.padding_factor and p.cap_bytes. `increase` with `padding_factor` (below
- * 1.0 or NaN: 1.0) and `cap_bytes` (0: no cap). Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_limit_policy_from_name") gmr_limit_policy
-gmr_limit_policy_increase(double padding_factor, size_t cap_bytes);
-
-/**
- * Deprecated: gmr_limit_policy_from_name("increase_total", &p), then set
- * p.padding_factor and p.cap_bytes. `increase_total` with `padding_factor`
- * (below 1.0 or NaN: 1.0) and `cap_bytes` (0: no cap). Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_limit_policy_from_name") gmr_limit_policy
-gmr_limit_policy_increase_total(double padding_factor, size_t cap_bytes);
 
 #ifdef __cplusplus
 }

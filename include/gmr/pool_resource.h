@@ -424,12 +424,6 @@ typedef struct gmr_pool_resource_stats {
   {sizeof(gmr_pool_resource_stats), GMR_POOL_RESOURCE_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
-/* Deprecated names, renamed in 0.2.0 (gmr_<object>_stats); removed in 0.3.0. */
-typedef gmr_pool_resource_stats gmr_pool_stats
-    GMR_DEPRECATED("use gmr_pool_resource_stats");
-#define GMR_POOL_STATS_VERSION GMR_POOL_RESOURCE_STATS_VERSION
-#define GMR_POOL_STATS_INIT GMR_POOL_RESOURCE_STATS_INIT
-
 /**
  * Fill *out with the pool's statistics.
  * Thread-safe: yes; takes each arena's lock in turn, so the snapshot is
@@ -484,30 +478,6 @@ typedef struct gmr_pool_block_info {
 GMR_API GMR_NODISCARD gmr_status gmr_pool_resource_get_blocks(gmr_pool_resource *pool,
                                                               gmr_pool_block_info *out,
                                                               size_t capacity, size_t *count);
-
-/* ---- deprecated names ---------------------------------------------------- */
-/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
- * compiles, with a warning naming its replacement, and is still exported. */
-
-/**
- * Deprecated: gmr_resource_check(gmr_pool_resource_as_resource(pool)) runs
- * the same checks (and those of the layers below). Walk every chunk and
- * index and check the pool's invariants; `err` (err_bytes long, may be
- * NULL/0) receives the first violation, or "".
- * Thread-safe: yes (takes each arena's lock in turn). Stream/device: no CUDA
- * call. Returns GMR_OK; GMR_ERR_INTERNAL with `err` set when an invariant
- * fails; GMR_ERR_INVALID_ARGUMENT for a NULL pool. It changes nothing.
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_check") gmr_status
-gmr_pool_resource_check_invariants(gmr_pool_resource *pool, char *err, size_t err_bytes);
-
-/**
- * Deprecated: gmr_resource_get_upstream(gmr_pool_resource_as_resource(pool))
- * answers the same. The upstream given at create (NULL for NULL).
- * Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_resource_get_upstream") gmr_resource *
-gmr_pool_resource_get_upstream(const gmr_pool_resource *pool);
 
 #ifdef __cplusplus
 }

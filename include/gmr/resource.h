@@ -588,64 +588,6 @@ GMR_API GMR_NODISCARD gmr_status gmr_resource_extend(gmr_resource *r, void *ptr,
                                                      size_t new_bytes, size_t alignment,
                                                      gmr_stream stream, gmr_failure *failure);
 
-/* ---- deprecated names ---------------------------------------------------- */
-/* Renamed in 0.2.0 to the gmr_<object>_<verb> scheme; removed in 0.3.0. Each
- * is the same function under its old name, still exported from libgmr.so. */
-
-/**
- * Deprecated name of gmr_resource_allocate(). Thread-safe, stream/device
- * semantics: as gmr_resource_allocate(). Returns as gmr_resource_allocate().
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_allocate") gmr_status
-gmr_allocate(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream, void **out_ptr);
-
-/**
- * Deprecated name of gmr_resource_allocate_ex(). Thread-safe, stream/device
- * semantics: as gmr_resource_allocate_ex(). Returns as gmr_resource_allocate_ex().
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_allocate_ex") gmr_status
-gmr_allocate_ex(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
-                void **out_ptr, gmr_failure *failure);
-
-/**
- * Deprecated name of gmr_resource_deallocate(). Thread-safe, stream/device
- * semantics: as gmr_resource_deallocate(). Returns as gmr_resource_deallocate().
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_deallocate") gmr_status
-gmr_deallocate(gmr_resource *r, void *ptr, size_t bytes, size_t alignment, gmr_stream stream);
-
-/**
- * Deprecated name of gmr_resource_allocate_capturing(). Thread-safe,
- * stream/device semantics: as gmr_resource_allocate_capturing().
- * Returns as gmr_resource_allocate_capturing().
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_allocate_capturing") gmr_status
-gmr_allocate_capturing(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
-                       void **out_ptr, gmr_failure *failure);
-
-/**
- * Deprecated name of gmr_resource_record_stream(). Thread-safe, stream/device
- * semantics: as gmr_resource_record_stream().
- * Returns as gmr_resource_record_stream().
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_record_stream") gmr_status
-gmr_record_stream(gmr_resource *r, void *ptr, gmr_stream stream);
-
-/**
- * Deprecated name of gmr_resource_extend(). Thread-safe, stream/device
- * semantics: as gmr_resource_extend(). Returns as gmr_resource_extend().
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_extend") gmr_status
-gmr_extend(gmr_resource *r, void *ptr, size_t bytes, size_t new_bytes, size_t alignment,
-           gmr_stream stream, gmr_failure *failure);
-
-/**
- * Deprecated name of gmr_resource_get_type_name(): the same string.
- * Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_resource_get_type_name") const char *
-gmr_resource_type_name(const gmr_resource *r);
-
 #ifdef __cplusplus
 }
 #endif

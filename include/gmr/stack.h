@@ -36,7 +36,8 @@
  *             range ("at most 64", "not a power of two (512 bytes and 1KiB
  *             are)"), and so are options that contradict each other.
  *   policies  a built-in or registered name (gmr/policy.h), or
- *             plugin:PATH:SYMBOL, a function loaded from a shared library.
+ *             plugin:PATH:SYMBOL, a function loaded from a shared library
+ *             (not in a spec from the environment: see below).
  *   booleans  true/false, yes/no, on/off, 1/0.
  *   texts     any non-empty value (paths, names), quoted when it holds one of
  *             the characters a bare value may not: log(file="/tmp/my log.csv").
@@ -48,8 +49,18 @@
  * nothing: the whole spec is checked before any layer is created, and layers
  * already created when a later one fails are destroyed again.
  *
- * Environment: only gmr_stack_create_from_env() reads GMR_STACK, and only
- * when called. No constructor reads the environment.
+ * Contexts: a spec is resolved in a context (gmr/context.h), which holds the
+ * components and the registered policy names it may use: gmr_stack_create_in()
+ * names one, every other function here uses the default context.
+ *
+ * Environment: GMR_STACK is read in one place, gmr_stack_create_from_env()
+ * (which the per-device resources of gmr/device_resource.h use), and only
+ * when called; no constructor reads the environment. A spec from the
+ * environment loads no library: a plugin:PATH:SYMBOL policy there is refused
+ * (register the policy by name and name it instead), so setting a variable
+ * never makes a program run code it did not choose. Nothing in libgmr loads
+ * a library by itself: an optional library's components come with the
+ * library (gmr/context.h).
  *
  * Ownership: a gmr_stack owns its layers and the policy plugins its spec
  * loaded; gmr_stack_destroy() destroys the layers top-down, then unloads the
@@ -68,6 +79,7 @@
 #include <stdio.h>
 
 #include "gmr/config.h"
+#include "gmr/context.h"
 #include "gmr/resource.h"
 #include "gmr/status.h"
 
@@ -119,13 +131,28 @@ GMR_API GMR_NODISCARD gmr_status gmr_stack_create(const char *spec, gmr_stack **
                                                   gmr_spec_error *error);
 
 /**
+ * gmr_stack_create() in context `ctx` (NULL: the default context): the
+ * spec may name the components and registered policy names of `ctx` only.
+ * Ownership, thread safety, stream/device semantics, Returns and state
+ * after failure: as gmr_stack_create() (an unknown component or policy name
+ * is GMR_ERR_INVALID_ARGUMENT with the names `ctx` knows). The stack does
+ * not refer to `ctx` after the call: it may outlive it.
+ * Source: gmr's own.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_stack_create_in(gmr_context *ctx, const char *spec,
+                                                     gmr_stack **out, gmr_spec_error *error);
+
+/**
  * gmr_stack_create() with the spec in the environment variable GMR_STACK, or
  * `fallback_spec` when GMR_STACK is unset or empty. Messages say `GMR_STACK:`
  * instead of `spec:` when the spec came from the environment.
  * Ownership, thread safety, stream/device semantics, Returns and state
  * after failure: as gmr_stack_create(); GMR_ERR_INVALID_ARGUMENT also when
- * GMR_STACK is unset and fallback_spec is NULL. Reads the environment only
- * during this call (getenv: do not change the environment concurrently).
+ * GMR_STACK is unset and fallback_spec is NULL, and when GMR_STACK names a
+ * plugin:PATH:SYMBOL policy (the environment loads no library; the message
+ * says what to do instead; fallback_spec may name one). Reads the
+ * environment only during this call (getenv: do not change the environment
+ * concurrently).
  */
 GMR_API GMR_NODISCARD gmr_status gmr_stack_create_from_env(const char *fallback_spec,
                                                            gmr_stack **out,
@@ -206,27 +233,15 @@ GMR_API const char *gmr_stack_get_spec(const gmr_stack *stack);
 GMR_API GMR_NODISCARD gmr_status gmr_stack_destroy(gmr_stack *stack);
 
 /**
- * Print every component a spec can name, with its options (type, default,
- * meaning), and the policy names, to `out`.
- * Thread-safe: yes (it reads static tables only).
+ * Print every component a spec can name in the default context (libgmr's,
+ * and those of optional libraries loaded so far), with its options (type,
+ * default, meaning), and the built-in policy names, to `out`.
+ * Thread-safe: yes (the context's lock while it copies the list).
  * Stream/device: no CUDA call.
  * Returns GMR_OK (write errors of `out` are not reported: check ferror);
  * GMR_ERR_INVALID_ARGUMENT (out NULL). On failure nothing is written.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_stack_print_components(FILE *out);
-
-/* ---- deprecated names ---------------------------------------------------- */
-/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
- * compiles, with a warning naming its replacement, and is still exported. */
-
-/**
- * Deprecated: gmr_resource_find(gmr_stack_as_resource(stack), type_name),
- * which walks the layers' upstreams (the same layers for a stack).
- * The topmost layer whose vtable type name is `type_name`, or NULL.
- * Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use gmr_resource_find") gmr_resource *
-gmr_stack_find(const gmr_stack *stack, const char *type_name);
 
 #ifdef __cplusplus
 }

@@ -115,12 +115,6 @@ typedef struct gmr_tracking_adaptor_stats {
   {sizeof(gmr_tracking_adaptor_stats), GMR_TRACKING_ADAPTOR_STATS_VERSION, {0, 0, 0}, {0, 0, 0},   \
    0, 0, 0, 0, 0, 0, 0}
 
-/* Deprecated names, renamed in 0.2.0 (gmr_<object>_stats); removed in 0.3.0. */
-typedef gmr_tracking_adaptor_stats gmr_tracking_stats
-    GMR_DEPRECATED("use gmr_tracking_adaptor_stats");
-#define GMR_TRACKING_STATS_VERSION GMR_TRACKING_ADAPTOR_STATS_VERSION
-#define GMR_TRACKING_STATS_INIT GMR_TRACKING_ADAPTOR_STATS_INIT
-
 /* Counters of one owner (a stream or a thread). */
 typedef struct gmr_tracking_adaptor_owner_stats {
   size_t size;
@@ -134,12 +128,6 @@ typedef struct gmr_tracking_adaptor_owner_stats {
 #define GMR_TRACKING_ADAPTOR_OWNER_STATS_INIT                                                      \
   {sizeof(gmr_tracking_adaptor_owner_stats), GMR_TRACKING_ADAPTOR_OWNER_STATS_VERSION, 0,          \
    {0, 0, 0}, {0, 0, 0}}
-
-/* Deprecated names, renamed in 0.2.0 (gmr_<object>_stats); removed in 0.3.0. */
-typedef gmr_tracking_adaptor_owner_stats gmr_tracking_owner_stats
-    GMR_DEPRECATED("use gmr_tracking_adaptor_owner_stats");
-#define GMR_TRACKING_OWNER_STATS_VERSION GMR_TRACKING_ADAPTOR_OWNER_STATS_VERSION
-#define GMR_TRACKING_OWNER_STATS_INIT GMR_TRACKING_ADAPTOR_OWNER_STATS_INIT
 
 /**
  * Create a tracking adaptor over `upstream`.
@@ -288,20 +276,6 @@ GMR_API GMR_NODISCARD gmr_status gmr_tracking_adaptor_report_leaks(const gmr_tra
  */
 GMR_API GMR_NODISCARD gmr_status gmr_tracking_adaptor_destroy_force(gmr_tracking_adaptor *a,
                                                                     FILE *report);
-
-/* ---- deprecated names ---------------------------------------------------- */
-/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
- * compiles, with a warning naming its replacement, and is still exported. */
-
-/**
- * Deprecated: the id is gmr's internal thread serial. In per-thread mode,
- * gmr_tracking_adaptor_get_owner_stats(a, GMR_TRACKING_OWNER_CALLING_THREAD,
- * &s) reads the calling thread's counters and names its id in s.owner.
- * The id gmr gives the calling thread (unique in the process, never reused,
- * starting at 1). Thread-safe: yes.
- */
-GMR_API GMR_DEPRECATED("use GMR_TRACKING_OWNER_CALLING_THREAD") uint64_t
-gmr_tracking_thread_id(void);
 
 #ifdef __cplusplus
 }

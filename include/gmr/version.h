@@ -13,7 +13,7 @@ extern "C" {
 #endif
 
 #define GMR_VERSION_MAJOR 0
-#define GMR_VERSION_MINOR 1
+#define GMR_VERSION_MINOR 2
 #define GMR_VERSION_PATCH 0
 /* major * 10000 + minor * 100 + patch, as in mimalloc's MI_MALLOC_VERSION. */
 #define GMR_VERSION (GMR_VERSION_MAJOR * 10000 + GMR_VERSION_MINOR * 100 + GMR_VERSION_PATCH)

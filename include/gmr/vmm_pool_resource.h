@@ -318,9 +318,6 @@ typedef struct gmr_vmm_pool_resource_stats {
   {sizeof(gmr_vmm_pool_resource_stats), GMR_VMM_POOL_RESOURCE_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0,  \
    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
-/* Deprecated name, renamed in 0.2.0 (GMR_<OBJECT>_STATS_*); removed in 0.3.0. */
-#define GMR_VMM_POOL_STATS_VERSION GMR_VMM_POOL_RESOURCE_STATS_VERSION
-
 /**
  * Fill *out with a snapshot of the pool's statistics (the caller set size
  * and version: GMR_VMM_POOL_RESOURCE_STATS_INIT; fields past `size` are
@@ -397,24 +394,6 @@ GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_get_regions(
 GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_dump(gmr_vmm_pool_resource *pool,
                                                             char *buf, size_t buf_bytes,
                                                             size_t *needed_bytes);
-
-/* ---- deprecated names ---------------------------------------------------- */
-/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
- * compiles, with a warning naming its replacement, and is still exported. */
-
-/**
- * Deprecated: gmr_resource_check(gmr_vmm_pool_resource_as_resource(pool))
- * runs the same checks (and those of the layers below). Check the pool's
- * invariants; `err` (err_bytes long, may be NULL/0) receives the first
- * violation, or "".
- * Thread-safe: yes (under each engine's lock, then the pool's).
- * Stream/device: no CUDA call.
- * Returns GMR_OK; GMR_ERR_INTERNAL when an invariant fails (`err` says
- * which); GMR_ERR_INVALID_ARGUMENT for a NULL pool. The check changes
- * nothing, on failure either.
- */
-GMR_API GMR_NODISCARD GMR_DEPRECATED("use gmr_resource_check") gmr_status
-gmr_vmm_pool_resource_check_invariants(gmr_vmm_pool_resource *pool, char *err, size_t err_bytes);
 
 #ifdef __cplusplus
 }

@@ -308,19 +308,6 @@ typedef struct gmr_vmm_pool_tag_stats {
 GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_get_tag_stats(
     gmr_vmm_pool_resource *pool, uint64_t tag_mask, gmr_vmm_pool_tag_stats *out);
 
-/* ---- deprecated names ---------------------------------------------------- */
-/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
- * compiles, with a warning naming its replacement, and is still exported. */
-
-/**
- * Deprecated: gmr_vmm_pool_resource_from_resource(gmr_resource_find(r,
- * "vmm_pool_resource")). The vmm pool that serves `r` (itself or the first
- * one down its upstreams), or NULL. Thread-safe: yes. Stream/device: no CUDA
- * call.
- */
-GMR_API GMR_DEPRECATED("use gmr_resource_find") gmr_vmm_pool_resource *
-gmr_vmm_pool_resource_find(gmr_resource *r);
-
 #ifdef __cplusplus
 }
 #endif

@@ -30,7 +30,7 @@ from gmr import _capi, _lib
 __all__ = [
     "GmrError", "OutOfMemoryError", "SpecError", "version", "simulated", "device_count",
     "check_spec", "set_device_spec", "device_spec", "device_resource", "allocate", "deallocate",
-    "record_stream", "trim", "stack_stats", "release_all",
+    "record_stream", "trim", "stack_stats", "release_all", "load_library",
 ]
 
 
@@ -76,11 +76,32 @@ def device_count() -> int:
     return n.value
 
 
+def load_library(name: str) -> None:
+    """Load one of gmr's optional libraries into the process, once.
+
+    libgmr never loads a library by itself: a spec that names cumem,
+    symmetric or chunk_listener needs load_library("nccl") first (the library
+    registers them in libgmr's default context as it loads). gmr.tiers and
+    gmr.scoped load theirs on their own.
+
+    Args:
+        name: "nccl", "tiers" or "scoped".
+
+    Raises:
+        ValueError: `name` is not one of gmr's optional libraries.
+        OSError: libgmr.so or the library cannot be loaded (the message names
+            where it looked).
+    """
+    _lib.optional_lib(name)
+
+
 def check_spec(spec: str) -> None:
     """Check a stack spec without building the stack.
 
     Args:
-        spec: a stack spec, e.g. "tracking > pool > cuda(kind=async)".
+        spec: a stack spec, e.g. "tracking > pool > cuda(kind=async)"; the
+            components of an optional library need it loaded first
+            (load_library).
 
     Raises:
         SpecError: `spec` is malformed (gmr's "spec:1:7: ..." message).

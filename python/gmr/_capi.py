@@ -26,9 +26,9 @@ __all__ = [
 # Array lengths and struct versions of the headers (the C names in comments).
 FAILURE_MESSAGE_BYTES = 192        # GMR_FAILURE_MESSAGE_BYTES (gmr/resource.h)
 SPEC_ERROR_MESSAGE_BYTES = 512     # GMR_SPEC_ERROR_MESSAGE_BYTES (gmr/stack.h)
-TIER_COUNT = 3                     # GMR_TIER_COUNT (gmr/memory_space.h)
-SPACE_TEXT_BYTES = 256             # GMR_MEMORY_SPACE_TEXT_BYTES (gmr/memory_space.h)
-RESERVATION_PATH_BYTES = 320       # GMR_RESERVATION_PATH_BYTES (gmr/reservation.h)
+TIER_COUNT = 3                     # GMR_TIER_COUNT (gmr/tiers/memory_space.h)
+SPACE_TEXT_BYTES = 256             # GMR_MEMORY_SPACE_TEXT_BYTES (gmr/tiers/memory_space.h)
+RESERVATION_PATH_BYTES = 320       # GMR_RESERVATION_PATH_BYTES (gmr/tiers/reservation.h)
 TORCH_COUNTERS_VERSION = 1
 TORCH_DEVICE_STATS_VERSION = 1
 TORCH_GRAPH_POOL_INFO_VERSION = 1
@@ -306,11 +306,11 @@ TORCH_HISTORY_MAX_ENTRIES = 1 << 26  # GMR_TORCH_HISTORY_MAX_ENTRIES
 TORCH_CONTEXT_FN = ctypes.CFUNCTYPE(ctypes.c_uint64)
 
 
-# gmr/scoped_pool.h
+# gmr/scoped/scoped_pool.h
 
 
 class ScopeRegistryConfig(ctypes.Structure):
-    """gmr_scope_registry_config (gmr/scoped_pool.h)."""
+    """gmr_scope_registry_config (gmr/scoped/scoped_pool.h)."""
 
     _fields_ = [
         ("chunk_bytes", ctypes.c_size_t),
@@ -320,13 +320,13 @@ class ScopeRegistryConfig(ctypes.Structure):
 
 
 class ScopeStruct(ctypes.Structure):
-    """gmr_scope (gmr/scoped_pool.h); passed by value to gmr_scope_exit."""
+    """gmr_scope (gmr/scoped/scoped_pool.h); passed by value to gmr_scope_exit."""
 
     _fields_ = [("depth", ctypes.c_uint32), ("serial", ctypes.c_uint64)]
 
 
 class ScopedPoolStats(ctypes.Structure):
-    """gmr_scoped_pool_stats (gmr/scoped_pool.h, version 1)."""
+    """gmr_scoped_pool_stats (gmr/scoped/scoped_pool.h, version 1)."""
 
     _fields_ = [
         ("size", ctypes.c_size_t),
@@ -348,7 +348,7 @@ class ScopedPoolStats(ctypes.Structure):
 
 
 class ScopeRegistryStats(ctypes.Structure):
-    """gmr_scope_registry_stats (gmr/scoped_pool.h, version 1)."""
+    """gmr_scope_registry_stats (gmr/scoped/scoped_pool.h, version 1)."""
 
     _fields_ = [
         ("size", ctypes.c_size_t),
@@ -362,11 +362,11 @@ class ScopeRegistryStats(ctypes.Structure):
     ]
 
 
-# gmr/policy.h, gmr/memory_space.h, gmr/reservation.h, gmr/tier_manager.h
+# gmr/policy.h, gmr/tiers/memory_space.h, gmr/tiers/reservation.h, gmr/tiers/tier_manager.h
 
 
 class MemorySpaceId(ctypes.Structure):
-    """gmr_memory_space_id (gmr/memory_space.h): a tier and an index in it."""
+    """gmr_memory_space_id (gmr/tiers/memory_space.h): a tier and an index in it."""
 
     _fields_ = [("tier", ctypes.c_int), ("index", ctypes.c_int)]
 
@@ -402,7 +402,7 @@ class OomPolicy(ctypes.Structure):
 
 
 class MemorySpaceConfig(ctypes.Structure):
-    """gmr_memory_space_config (gmr/memory_space.h)."""
+    """gmr_memory_space_config (gmr/tiers/memory_space.h)."""
 
     _fields_ = [
         ("id", MemorySpaceId),
@@ -428,7 +428,7 @@ class MemorySpaceConfig(ctypes.Structure):
 
 
 class ReservationStrategy(ctypes.Structure):
-    """gmr_reservation_strategy (gmr/reservation.h): where a reservation may go."""
+    """gmr_reservation_strategy (gmr/tiers/reservation.h): where a reservation may go."""
 
     _fields_ = [
         ("kind", ctypes.c_int),
@@ -439,7 +439,7 @@ class ReservationStrategy(ctypes.Structure):
 
 
 class TierManagerStats(ctypes.Structure):
-    """gmr_tier_manager_stats (gmr/tier_manager.h, version 2)."""
+    """gmr_tier_manager_stats (gmr/tiers/tier_manager.h, version 2)."""
 
     _fields_ = [
         ("size", ctypes.c_size_t),
@@ -465,7 +465,7 @@ class TierManagerStats(ctypes.Structure):
 
 
 class MemorySpaceStats(ctypes.Structure):
-    """gmr_memory_space_stats (gmr/memory_space.h, version 1)."""
+    """gmr_memory_space_stats (gmr/tiers/memory_space.h, version 1)."""
 
     _fields_ = [
         ("size", ctypes.c_size_t),
@@ -495,7 +495,7 @@ class MemorySpaceStats(ctypes.Structure):
 
 
 class ReservationInfo(ctypes.Structure):
-    """gmr_reservation_info (gmr/reservation.h, version 1)."""
+    """gmr_reservation_info (gmr/tiers/reservation.h, version 1)."""
 
     _fields_ = [
         ("size", ctypes.c_size_t),
@@ -543,12 +543,13 @@ MIRRORS: Dict[type, str] = {
     VmmPoolStats: "gmr_vmm_pool_resource_stats",
 }
 
-# The two libraries the table names: libgmr.so and the torch shim.
+# The libraries the table names: libgmr.so, the torch shim and the optional ones.
 GMR = "gmr"
 TORCH = "torch"
 TIERS = "tiers"    # libgmr_tiers.so (optional library)
 SCOPED = "scoped"  # libgmr_scoped.so (optional library)
-LIBRARIES = (GMR, TORCH, TIERS, SCOPED)
+NCCL = "nccl"      # libgmr_nccl.so (optional library: NCCL's stack spec components)
+LIBRARIES = (GMR, TORCH, TIERS, SCOPED, NCCL)
 
 _c = ctypes
 _vp, _sz, _i, _u64, _b = _c.c_void_p, _c.c_size_t, _c.c_int, _c.c_uint64, _c.c_bool
@@ -560,8 +561,6 @@ _ep = _P(SpecErrorStruct)
 Prototype = Tuple[str, Any, List[Any]]
 
 # Every C function the package calls: name -> (library, restype, argtypes).
-# A name the headers rename keeps its deprecated alias in the library, so
-# the names here stay until the aliases go.
 PROTOTYPES: Dict[str, Prototype] = {
     # gmr/version.h, gmr/status.h, gmr/device.h
     "gmr_version": (GMR, _i, []),
@@ -601,6 +600,8 @@ PROTOTYPES: Dict[str, Prototype] = {
     "gmr_vmm_pool_resource_is_asleep": (GMR, _b, [_vp]),
     "gmr_vmm_pool_resource_get_tag_stats": (GMR, _i, [_vp, _u64, _P(VmmTagStats)]),
     "gmr_vmm_pool_resource_get_stats": (GMR, _i, [_vp, _P(VmmPoolStats)]),
+    # gmr/nccl/nccl.h (libgmr_nccl)
+    "gmr_nccl_register_components": (NCCL, _i, [_vp]),
     # gmr/scoped/scoped_pool.h (libgmr_scoped)
     "gmr_scope_registry_create": (SCOPED, _i, [_P(_vp), _sz, _P(ScopeRegistryConfig), _P(_vp)]),
     "gmr_scope_registry_create_from_spec": (SCOPED, _i, [_str, _P(ScopeRegistryConfig), _P(_vp),
@@ -689,8 +690,8 @@ def declare(lib: ctypes.CDLL, library: str) -> List[str]:
 
     Args:
         lib: the loaded library.
-        library: which one it is: GMR ("gmr", libgmr.so) or TORCH ("torch",
-            the torch shim).
+        library: which one it is: GMR ("gmr", libgmr.so), TORCH ("torch",
+            the torch shim), or an optional library (TIERS, SCOPED, NCCL).
 
     Returns:
         The names of the table's functions for `library` that `lib` lacks

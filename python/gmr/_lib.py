@@ -11,14 +11,15 @@ Where the libraries are looked for, first match wins:
      libraries in PREFIX/lib (tools/install.sh);
   4. the source tree: bazel-bin/dist and bazel-bin/integrations/torch next to
      python/ (after `bazel build //dist:libgmr //integrations/torch:libgmr_torch`);
-  5. the dynamic loader's search path (LD_LIBRARY_PATH, ldconfig): libgmr.so.0.
+  5. the dynamic loader's search path (LD_LIBRARY_PATH, ldconfig): libgmr.so.0.2
+     (the SONAME; SONAME_VERSION).
 libgmr_torch.so: GMR_TORCH_LIBRARY (a file) first, then the same folders,
 preferring libgmr_torch_c10.so (the build against PyTorch's headers, which
 raises torch.cuda.OutOfMemoryError; gmr.torch.build_shim()) over
 libgmr_torch.so.
 
 The library is loaded once per process, with RTLD_GLOBAL, so the torch shim
-(which needs libgmr.so.0) and this module share one per-device registry.
+(which needs libgmr.so.0.2) and this module share one per-device registry.
 Prototypes and struct mirrors are in gmr._capi (one table for both libraries).
 """
 
@@ -28,6 +29,12 @@ import threading
 from typing import Dict, List, NoReturn
 
 from gmr import _capi
+
+# The version in the libraries' SONAMEs (libgmr.so.0.2): CHANGELOG.md's rule,
+# 0.<minor> while the major version is 0. It names the library before one is
+# loaded, so it is written here; //python:gmr_layout_python_test checks it
+# against gmr/version.h.
+SONAME_VERSION = "0.2"
 
 _here = os.path.dirname(os.path.abspath(__file__))
 _lock = threading.Lock()
@@ -125,13 +132,15 @@ def lib():
                 break
         else:
             try:
-                _lib = ctypes.CDLL("libgmr.so.0", mode=ctypes.RTLD_GLOBAL)
-                _lib_path = "libgmr.so.0"
+                soname = "libgmr.so." + SONAME_VERSION
+                _lib = ctypes.CDLL(soname, mode=ctypes.RTLD_GLOBAL)
+                _lib_path = soname
             except OSError:
                 raise OSError(
                     "gmr: libgmr.so not found; looked in: " + ", ".join(tried) +
-                    " and the loader's path (libgmr.so.0). Set GMR_LIBRARY_DIR, install with "
-                    "tools/install.sh, or build with bazel build //dist:libgmr") from None
+                    " and the loader's path (libgmr.so.%s). Set GMR_LIBRARY_DIR, install with "
+                    "tools/install.sh, or build with bazel build //dist:libgmr"
+                    % SONAME_VERSION) from None
         _declare(_lib)
         return _lib
 
@@ -154,7 +163,9 @@ def optional_lib(name: str) -> ctypes.CDLL:
     as is.
 
     Args:
-        name: "tiers" (libgmr_tiers.so) or "scoped" (libgmr_scoped.so).
+        name: "tiers" (libgmr_tiers.so), "scoped" (libgmr_scoped.so) or
+            "nccl" (libgmr_nccl.so, which registers its stack spec components
+            in the default context as it loads).
 
     Returns:
         The loaded library (its functions' prototypes from gmr._capi set).
@@ -164,7 +175,8 @@ def optional_lib(name: str) -> ctypes.CDLL:
         OSError: libgmr.so or the library cannot be loaded; the message names
             the places searched.
     """
-    probes = {_capi.TIERS: "gmr_tier_manager_create", _capi.SCOPED: "gmr_scope_registry_create"}
+    probes = {_capi.TIERS: "gmr_tier_manager_create", _capi.SCOPED: "gmr_scope_registry_create",
+              _capi.NCCL: "gmr_nccl_register_components"}
     if name not in probes:
         raise ValueError("gmr: no optional library %r (one of %s)" % (name, ", ".join(probes)))
     core = lib()
@@ -186,7 +198,7 @@ def optional_lib(name: str) -> ctypes.CDLL:
                     break
             if handle is None:
                 try:
-                    handle = ctypes.CDLL(file + ".0", mode=ctypes.RTLD_GLOBAL)
+                    handle = ctypes.CDLL(file + "." + SONAME_VERSION, mode=ctypes.RTLD_GLOBAL)
                 except OSError:
                     raise OSError("gmr: %s (the optional library gmr.%s needs) not found; looked "
                                   "in: %s and the loader's path"
@@ -248,8 +260,8 @@ def missing_functions(library: str) -> List[str]:
     """Functions of gmr._capi's table that a loaded library does not export.
 
     Args:
-        library: "gmr" (libgmr.so), "torch" (the torch shim), "tiers" or
-            "scoped" (the optional libraries).
+        library: "gmr" (libgmr.so), "torch" (the torch shim), "tiers",
+            "scoped" or "nccl" (the optional libraries).
 
     Returns:
         Their names; empty when the library has every one, or is not loaded yet.

@@ -1,4 +1,4 @@
-"""Scoped per-thread pools (gmr/scoped_pool.h) from Python.
+"""Scoped per-thread pools (gmr/scoped/scoped_pool.h) from Python.
 
 Every thread gets its own pool per device, made on first use; a scope gives
 back everything the thread's pools handed out inside it at once, and the same

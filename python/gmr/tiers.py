@@ -1,4 +1,4 @@
-"""Memory tiers and reservations (gmr/tier_manager.h) from Python.
+"""Memory tiers and reservations (gmr/tiers/tier_manager.h) from Python.
 
 A tier manager owns memory spaces on the GPU, HOST and DISK tiers and hands
 out reservations in them by strategy (cuCascade's memory system):

@@ -77,6 +77,14 @@ class SpecErrorTest(GmrTest):
         self.assertIn("kidn", str(cm.exception))
         self.assertEqual("GMR_ERR_INVALID_ARGUMENT", cm.exception.status)
 
+    def test_nccl_components_need_their_library_loaded(self):
+        # The test build holds libgmr_nccl already, registered as it loaded;
+        # loading it again is a no-op, and only gmr's libraries are known.
+        gmr.load_library("nccl")
+        gmr.check_spec("pool > chunk_listener > cumem")
+        with self.assertRaises(ValueError):
+            gmr.load_library("cuda")
+
     def test_malformed_set_spec_is_refused_and_the_previous_stays(self):
         gmr.set_device_spec("cuda(kind=device)")
         with self.assertRaises(gmr.SpecError):

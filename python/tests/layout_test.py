@@ -68,12 +68,18 @@ class LayoutTest(unittest.TestCase):
                         self.assertEqual("gmr._capi", name, "ctypes mirrors live in gmr._capi")
                         self.assertIn(value, MIRRORS)
 
+    def test_the_soname_version_follows_the_librarys_version(self):
+        # CHANGELOG.md's rule: 0.<minor> while the major is 0, else <major>.
+        major, minor, _ = (int(x) for x in gmr.version().split("."))
+        self.assertEqual("0.%d" % minor if major == 0 else str(major), _lib.SONAME_VERSION)
+
     def test_every_prototype_names_an_exported_function(self):
         # The table is declared as each library loads; a name the library
         # does not export (a C rename without its alias) shows here.
         _lib.torch_lib()
         _lib.optional_lib(_capi.TIERS)
         _lib.optional_lib(_capi.SCOPED)
+        _lib.optional_lib(_capi.NCCL)
         for library in _capi.LIBRARIES:
             with self.subTest(library=library):
                 self.assertEqual([], _lib.missing_functions(library))
@@ -92,7 +98,8 @@ class LayoutTest(unittest.TestCase):
     def test_declared_functions_carry_the_tables_prototypes(self):
         libs = {_capi.GMR: _lib.lib(), _capi.TORCH: _lib.torch_lib(),
                 _capi.TIERS: _lib.optional_lib(_capi.TIERS),
-                _capi.SCOPED: _lib.optional_lib(_capi.SCOPED)}
+                _capi.SCOPED: _lib.optional_lib(_capi.SCOPED),
+                _capi.NCCL: _lib.optional_lib(_capi.NCCL)}
         for name, (library, restype, argtypes) in _capi.PROTOTYPES.items():
             with self.subTest(function=name):
                 f = getattr(libs[library], name)

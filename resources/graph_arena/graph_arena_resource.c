@@ -441,11 +441,6 @@ gmr_status gmr_graph_arena_resource_create(gmr_resource *upstream,
   return GMR_OK;
 }
 
-/* Deprecated (gmr/graph_arena_resource.h): the generic find. */
-gmr_graph_arena_resource *gmr_graph_arena_resource_find_in_stack(gmr_resource *top) {
-  return gmr_graph_arena_resource_from_resource(gmr_resource_find(top, "graph_arena_resource"));
-}
-
 gmr_status gmr_graph_arena_resource_reserve(gmr_graph_arena_resource *a, size_t capacity_bytes) {
   if (a == NULL || capacity_bytes == 0 || capacity_bytes > GMR_MAX_ALLOCATION_BYTES) {
     return GMR_ERR_INVALID_ARGUMENT;

@@ -1,8 +1,7 @@
 /*
  * resources/pool/pool_check.c (internal): the invariant walk of a pool's
  * books, which gmr_resource_check() runs on every pool of a stack (the pool's
- * type registers it: core/resource_type.h), and the deprecated
- * gmr_pool_resource_check_invariants(). See gmr/pool_resource.h.
+ * type registers it: core/resource_type.h). See gmr/pool_resource.h.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -222,10 +221,4 @@ gmr_status gmr__pool_check_books(gmr_resource *self, char *err, size_t err_bytes
     pthread_rwlock_unlock(&pool->registry.lock);
   }
   return ok ? GMR_OK : GMR_ERR_INTERNAL;
-}
-
-/* Deprecated (gmr/pool_resource.h): gmr_resource_check() runs the same walk. */
-gmr_status gmr_pool_resource_check_invariants(gmr_pool_resource *pool, char *err,
-                                              size_t err_bytes) {
-  return gmr__pool_check_books(pool == NULL ? NULL : &pool->base, err, err_bytes);
 }

@@ -99,11 +99,6 @@ gmr_status gmr__pool_bad_free_verdict(gmr_pool_resource *pool, uintptr_t addr) {
 
 /* ---- public getters ---------------------------------------------------------- */
 
-/* Deprecated (gmr/pool_resource.h): gmr_resource_get_upstream answers the same. */
-gmr_resource *gmr_pool_resource_get_upstream(const gmr_pool_resource *pool) {
-  return pool == NULL ? NULL : pool->upstream;
-}
-
 uint32_t gmr_pool_resource_get_arena_count(const gmr_pool_resource *pool) {
   return pool == NULL ? 0 : pool->arena_count;
 }

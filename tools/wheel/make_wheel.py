@@ -12,11 +12,10 @@ wheel's name is gmr-X.Y.Z-py3-none-<platform>.whl (ctypes code for any Python
 
     gmr/*.py, gmr/py.typed                 the package (python/gmr)
     gmr/lib/libgmr.so                      the core library (CUDA runtime linked in)
-    gmr/lib/libgmr_tiers.so, libgmr_scoped.so
-                                           optional libraries gmr.tiers / gmr.scoped load
-    gmr/lib/libgmr_nccl.so.<major>         loaded by libgmr itself, by SONAME, from its own
-                                           folder when a spec names cumem, symmetric or
-                                           chunk_listener
+    gmr/lib/libgmr_tiers.so, libgmr_scoped.so, libgmr_nccl.so
+                                           optional libraries: gmr.tiers / gmr.scoped load
+                                           theirs, gmr.load_library("nccl") NCCL's (specs
+                                           with cumem, symmetric, chunk_listener)
     gmr/lib/libgmr_torch.so                the torch shim without PyTorch's headers (fallback)
     gmr/torch_shim/integrations/torch/     the shim's sources and
     gmr/torch_shim/include/gmr/            the public headers: gmr.torch.use() builds the
@@ -100,13 +99,12 @@ def platform_tag() -> str:
     return re.sub(r"[^A-Za-z0-9]", "_", sysconfig.get_platform())
 
 
-def collect(root: str, prebuilt: str, major: int) -> List[Tuple[str, str]]:
+def collect(root: str, prebuilt: str) -> List[Tuple[str, str]]:
     """(path in the wheel, file on disk) of every file the wheel carries.
 
     Args:
         root: the source tree.
         prebuilt: a folder laid out as bazel-bin with the built libraries.
-        major: the major version (libgmr_nccl's SONAME suffix).
 
     Returns:
         The pairs, sorted by path in the wheel.
@@ -123,8 +121,7 @@ def collect(root: str, prebuilt: str, major: int) -> List[Tuple[str, str]]:
         "gmr/lib/libgmr.so": "dist/libgmr.so",
         "gmr/lib/libgmr_tiers.so": "dist/libgmr_tiers.so",
         "gmr/lib/libgmr_scoped.so": "dist/libgmr_scoped.so",
-        # libgmr dlopens it by SONAME from its own folder (stack/registry.c).
-        "gmr/lib/libgmr_nccl.so.%d" % major: "dist/libgmr_nccl.so",
+        "gmr/lib/libgmr_nccl.so": "dist/libgmr_nccl.so",
         "gmr/lib/libgmr_torch.so": "integrations/torch/libgmr_torch.so",
     }
     for inside, relative in libraries.items():
@@ -207,7 +204,7 @@ def build(root: str, prebuilt: str, out_dir: str, tag: Optional[str] = None) -> 
     version = "%d.%d.%d" % (major, minor, patch)
     tag = tag or "py3-none-" + platform_tag()
     entries: List[Tuple[str, bytes, int]] = []
-    for inside, disk in collect(root, prebuilt, major):
+    for inside, disk in collect(root, prebuilt):
         with open(disk, "rb") as f:
             data = f.read()
         mode = 0o755 if ".so" in os.path.basename(inside) else 0o644

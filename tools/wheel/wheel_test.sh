@@ -123,10 +123,16 @@ import os
 import gmr, gmr.cuda_core, gmr.cupy, gmr.numba, gmr.torch   # no framework needed to import
 from gmr import _lib
 lib = os.path.join(os.path.dirname(os.path.realpath(gmr.__file__)), "lib")
-for name in ("tiers", "scoped"):
+try:
+    gmr.check_spec("pool > cumem")   # libgmr loads no library by itself
+    raise AssertionError("cumem known before libgmr_nccl was loaded")
+except gmr.SpecError as e:
+    assert "libgmr_nccl" in str(e), e
+for name in ("tiers", "scoped", "nccl"):
     handle = _lib.optional_lib(name)
     assert os.path.realpath(handle._name) == os.path.join(lib, "libgmr_%s.so" % name), handle._name
-gmr.check_spec("pool > cumem")   # libgmr loads libgmr_nccl.so.<major> from its own folder
+gmr.load_library("nccl")
+gmr.check_spec("pool > cumem")   # libgmr_nccl registered its components as it loaded
 assert os.path.realpath(_lib.torch_lib_path()) == os.path.join(lib, "libgmr_torch.so")
 sources, include = gmr.torch._source_root()   # what gmr.torch.use() builds the shim from
 assert os.path.isfile(os.path.join(sources, "integrations", "torch", "torch_allocator.cc"))

@@ -216,12 +216,6 @@ typedef struct gmr_chunk_listener_adaptor_stats {
   {sizeof(gmr_chunk_listener_adaptor_stats), GMR_CHUNK_LISTENER_ADAPTOR_STATS_VERSION, 0, 0, 0, 0, \
    0, 0, 0}
 
-/* Deprecated names, renamed in 0.2.0 (gmr_<object>_stats); removed in 0.3.0. */
-typedef gmr_chunk_listener_adaptor_stats gmr_chunk_listener_stats
-    GMR_DEPRECATED("use gmr_chunk_listener_adaptor_stats");
-#define GMR_CHUNK_LISTENER_STATS_VERSION GMR_CHUNK_LISTENER_ADAPTOR_STATS_VERSION
-#define GMR_CHUNK_LISTENER_STATS_INIT GMR_CHUNK_LISTENER_ADAPTOR_STATS_INIT
-
 /**
  * Fill *out with a snapshot of the adaptor's counters (the caller set size
  * and version: GMR_CHUNK_LISTENER_ADAPTOR_STATS_INIT; fields past `size` are left
@@ -238,18 +232,6 @@ typedef gmr_chunk_listener_adaptor_stats gmr_chunk_listener_stats
  */
 GMR_API GMR_NODISCARD gmr_status gmr_chunk_listener_adaptor_get_stats(
     gmr_chunk_listener_adaptor *a, gmr_chunk_listener_adaptor_stats *out);
-
-/* ---- deprecated names ---------------------------------------------------- */
-/* Kept until 0.3.0 (CHANGELOG.md, "Fewer public functions"): each still
- * compiles, with a warning naming its replacement, and is still exported. */
-
-/**
- * Deprecated: gmr_chunk_listener_adaptor_from_resource(gmr_resource_find(top,
- * "chunk_listener_adaptor")). The first chunk listener adaptor in the stack
- * headed by `top`, or NULL. Thread-safe: yes. Stream/device: no CUDA call.
- */
-GMR_API GMR_DEPRECATED("use gmr_resource_find") gmr_chunk_listener_adaptor *
-gmr_chunk_listener_adaptor_find(gmr_resource *top);
 
 #ifdef __cplusplus
 }

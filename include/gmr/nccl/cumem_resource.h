@@ -166,9 +166,6 @@ typedef struct gmr_cumem_resource_stats {
   {sizeof(gmr_cumem_resource_stats), GMR_CUMEM_RESOURCE_STATS_VERSION, 0, 0, 0, false, 0, 0, 0, 0, \
    0, 0}
 
-/* Deprecated name, renamed in 0.2.0 (GMR_<OBJECT>_STATS_*); removed in 0.3.0. */
-#define GMR_CUMEM_STATS_VERSION GMR_CUMEM_RESOURCE_STATS_VERSION
-
 /**
  * Fill *out with a snapshot of the resource's statistics (the caller set
  * size and version: GMR_CUMEM_RESOURCE_STATS_INIT; fields past `size` are left

@@ -62,6 +62,7 @@
 #include <stdint.h>
 
 #include "gmr/config.h"
+#include "gmr/context.h"
 #include "gmr/resource.h"
 #include "gmr/status.h"
 
@@ -157,6 +158,29 @@ typedef struct gmr_nccl_api {
 
 /* NCCL registration (ncclCommRegister) arrived in 2.19.1: older is refused. */
 #define GMR_NCCL_MIN_VERSION 21901
+
+/* ---- stack spec components ------------------------------------------- */
+
+/**
+ * Make this library's stack spec components (cumem, symmetric,
+ * chunk_listener) known in context `ctx` (NULL: the default context), so
+ * specs built there can name them. libgmr knows none of them by itself and
+ * never loads this library: when the library is loaded (linked, or
+ * dlopen'ed by the program) it registers them in the default context, so
+ * only a context of the program's own (gmr_context_create) needs this call.
+ * Registering again changes nothing. The context keeps pointers into this
+ * library until it is destroyed (the default context: until the process
+ * ends), so the library must stay loaded that long (no dlclose).
+ * Thread-safe: yes (the context's lock). Stream/device: no CUDA call.
+ * Returns GMR_OK; GMR_ERR_UNSUPPORTED (the libgmr this library runs with has
+ * another extension interface: a libgmr_nccl of another gmr release; the
+ * context remembers it, and a spec naming cumem there says so);
+ * GMR_ERR_INVALID_ARGUMENT (a component of another library in `ctx` has one
+ * of these names); GMR_ERR_BUSY (`ctx` holds as many components of optional
+ * libraries as it can). On failure none is registered.
+ * Source: gmr's own.
+ */
+GMR_API GMR_NODISCARD gmr_status gmr_nccl_register_components(gmr_context *ctx);
 
 /* ---- the library ------------------------------------------------------ */
 

@@ -205,9 +205,6 @@ typedef struct gmr_symmetric_resource_stats {
   {sizeof(gmr_symmetric_resource_stats), GMR_SYMMETRIC_RESOURCE_STATS_VERSION, 0, 0, 0, 0, 0, 0,   \
    0, 0, 0}
 
-/* Deprecated name, renamed in 0.2.0 (GMR_<OBJECT>_STATS_*); removed in 0.3.0. */
-#define GMR_SYMMETRIC_STATS_VERSION GMR_SYMMETRIC_RESOURCE_STATS_VERSION
-
 /**
  * Fill *out with a snapshot of the resource's statistics (the caller set
  * size and version: GMR_SYMMETRIC_RESOURCE_STATS_INIT; fields past `size` are

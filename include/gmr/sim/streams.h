@@ -10,8 +10,6 @@
  * one CUDA runtime call. A program that uses libgmr alone makes these calls
  * with the CUDA runtime itself; libgmr keeps what its own users need
  * (gmr/device.h: devices, synchronisation, stream waits, capture queries).
- * Until 0.2 they were in libgmr as gmr_stream_create() and so on; those
- * names stay there, deprecated, until 0.3.0.
  *
  * Thread-safe: yes; each function is as thread-safe as the CUDA call it makes.
  */

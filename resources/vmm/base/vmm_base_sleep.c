@@ -105,8 +105,3 @@ gmr_status gmr_vmm_pool_resource_get_tag_stats(gmr_vmm_pool_resource *pool, uint
   memcpy((char *)out + header, (const char *)&s + header, n - header);
   return GMR_OK;
 }
-
-/* Deprecated (gmr/vmm_pool_sleep.h): the generic find. */
-gmr_vmm_pool_resource *gmr_vmm_pool_resource_find(gmr_resource *r) {
-  return gmr_vmm_pool_resource_from_resource(gmr_resource_find(r, "vmm_pool_resource"));
-}

@@ -113,13 +113,3 @@ gmr_status gmr_vmm_pool_resource_dump(gmr_vmm_pool_resource *pool, char *buf, si
   if (needed_bytes != NULL) *needed_bytes = t.used + 1;
   return GMR_OK;
 }
-
-/* Deprecated (gmr/vmm_pool_resource.h): gmr_resource_check() runs the same
- * checks, those the resource's type registered (core/resource_type.h). */
-gmr_status gmr_vmm_pool_resource_check_invariants(gmr_vmm_pool_resource *pool, char *err,
-                                                  size_t err_bytes) {
-  if (pool == NULL) return GMR_ERR_INVALID_ARGUMENT;
-  if (err != NULL && err_bytes > 0) err[0] = '\0';
-  const gmr__resource_type *type = gmr__resource_type_of(&pool->base);
-  return type->check_books(&pool->base, err, err_bytes);
-}

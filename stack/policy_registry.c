@@ -1,7 +1,7 @@
 /*
- * adaptors/policy_registry.c (internal): see policy_registry.h.
+ * stack/policy_registry.c (internal): see policy_registry.h.
  */
-#include "adaptors/policy_registry.h"
+#include "stack/policy_registry.h"
 
 #include <string.h>
 
@@ -66,3 +66,10 @@ bool gmr__policy_registry_get(gmr__policy_registry *r, const char *name, gmr__po
   pthread_mutex_unlock(&r->mutex);
   return found;
 }
+
+bool gmr__policy_registry_init(gmr__policy_registry *r) {
+  memset(r, 0, sizeof *r);
+  return pthread_mutex_init(&r->mutex, NULL) == 0;
+}
+
+void gmr__policy_registry_deinit(gmr__policy_registry *r) { pthread_mutex_destroy(&r->mutex); }
