@@ -6,12 +6,20 @@
 #include <stdio.h>
 
 #include "gmr/fixed_block_resource.h"
+#include "stack/component_stream_ordered.h"
 #include "stack/registry.h"
 #include "stack/value.h"
 
-enum { BLOCK, BLOCKS_PER_CHUNK, MAX_CHUNKS, INITIAL_CHUNKS, OVERSIZE, STREAM_ORDERED,
-       NVTX_ANNOTATE, STREAMS_OUTLIVE, SHARDS, RECORD_EVERY_FREE,
-       STREAM_IDS, OPTION_COUNT };
+enum {
+  BLOCK,
+  BLOCKS_PER_CHUNK,
+  MAX_CHUNKS,
+  INITIAL_CHUNKS,
+  OVERSIZE,
+  SHARDS,
+  STREAM_OPTIONS, /* component_stream_ordered.h's, from here */
+  OPTION_COUNT = STREAM_OPTIONS + GMR__SO_OPTIONS
+};
 
 /* In the order of gmr_fixed_block_oversize. */
 static const char *const oversize_choices[] = {"forward", "refuse", NULL};
@@ -38,26 +46,12 @@ static const gmr__option_def options[OPTION_COUNT] = {
                   .choices = oversize_choices,
                   .help = "requests larger than a block: forward (to the layer below) or refuse "
                           "(GMR_ERR_UNSUPPORTED)"},
-    [STREAM_ORDERED] = {.name = "stream_ordered",
-                        .type = GMR__OPTION_BOOL,
-                        .help = "false: ignore streams (host memory)"},
-    [NVTX_ANNOTATE] = {.name = "nvtx_annotate",
-                       .type = GMR__OPTION_BOOL,
-                       .help = gmr__help_nvtx_annotate},
-    [STREAMS_OUTLIVE] = {.name = "streams_outlive",
-                         .type = GMR__OPTION_BOOL,
-                         .help = gmr__help_streams_outlive},
     [SHARDS] = {.name = "shards",
                 .type = GMR__OPTION_UINT,
                 .max_value = 64,
                 .help = "shards for threads, each with its own lock; 0: one per online CPU "
                         "(at most 64)"},
-    [RECORD_EVERY_FREE] = {.name = "record_every_free",
-                           .type = GMR__OPTION_BOOL,
-                           .help = gmr__help_record_every_free},
-    [STREAM_IDS] = {.name = "stream_ids",
-                    .type = GMR__OPTION_BOOL,
-                    .help = gmr__help_stream_ids},
+    GMR__SO_OPTION_DEFS(STREAM_OPTIONS),
 };
 
 /* The C default, with what the spec gives on top. */
@@ -68,12 +62,8 @@ static gmr_fixed_block_resource_config to_config(const gmr__option_value *v) {
   if (v[MAX_CHUNKS].given) c.max_chunk_count = (size_t)v[MAX_CHUNKS].uint;
   if (v[INITIAL_CHUNKS].given) c.initial_chunk_count = (size_t)v[INITIAL_CHUNKS].uint;
   if (v[OVERSIZE].given) c.oversize = (gmr_fixed_block_oversize)v[OVERSIZE].choice;
-  if (v[STREAM_ORDERED].given) c.stream_ordered = v[STREAM_ORDERED].boolean;
-  if (v[NVTX_ANNOTATE].given) c.nvtx_annotate = v[NVTX_ANNOTATE].boolean;
-  if (v[STREAMS_OUTLIVE].given) c.streams_outlive_resource = v[STREAMS_OUTLIVE].boolean;
   if (v[SHARDS].given) c.shard_count = (uint32_t)v[SHARDS].uint;
-  if (v[RECORD_EVERY_FREE].given) c.record_at_every_free = v[RECORD_EVERY_FREE].boolean;
-  if (v[STREAM_IDS].given) c.stream_ids = v[STREAM_IDS].boolean;
+  gmr__so_options_apply(&v[STREAM_OPTIONS], &c.streams);
   return c;
 }
 
@@ -95,21 +85,11 @@ static bool describe_default(size_t option, char *text, size_t text_bytes) {
     case OVERSIZE:
       snprintf(text, text_bytes, "%s", oversize_choices[c.oversize]);
       return true;
-    case STREAM_ORDERED:
-      return gmr__describe_bool(c.stream_ordered, text, text_bytes);
-    case NVTX_ANNOTATE:
-      return gmr__describe_bool(c.nvtx_annotate, text, text_bytes);
-    case STREAMS_OUTLIVE:
-      return gmr__describe_bool(c.streams_outlive_resource, text, text_bytes);
     case SHARDS:
       snprintf(text, text_bytes, "%u", (unsigned)c.shard_count);
       return true;
-    case RECORD_EVERY_FREE:
-      return gmr__describe_bool(c.record_at_every_free, text, text_bytes);
-    case STREAM_IDS:
-      return gmr__describe_bool(c.stream_ids, text, text_bytes);
     default:
-      return false;
+      return gmr__so_option_describe(option - STREAM_OPTIONS, &c.streams, text, text_bytes);
   }
 }
 

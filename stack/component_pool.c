@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "gmr/pool_resource.h"
+#include "stack/component_stream_ordered.h"
 #include "stack/registry.h"
 #include "stack/value.h"
 
@@ -17,15 +18,11 @@ enum {
   GROWTH_PERCENT,
   GRANULARITY,
   ARENAS,
-  STREAM_ORDERED,
   RELEASE_ON_GROWTH,
   RECENT_FREES,
   RECENT_FREE_MAX,
-  NVTX_ANNOTATE,
-  STREAMS_OUTLIVE,
-  RECORD_EVERY_FREE,
-  STREAM_IDS,
-  OPTION_COUNT
+  STREAM_OPTIONS, /* component_stream_ordered.h's, from here */
+  OPTION_COUNT = STREAM_OPTIONS + GMR__SO_OPTIONS
 };
 
 /* The ranges are gmr_pool_resource_create's (gmr/pool_resource.h: at most
@@ -66,9 +63,6 @@ static const gmr__option_def options[OPTION_COUNT] = {
                 .type = GMR__OPTION_UINT,
                 .max_value = 64,
                 .help = "arenas for threads; 0: one per online CPU (at most 64)"},
-    [STREAM_ORDERED] = {.name = "stream_ordered",
-                        .type = GMR__OPTION_BOOL,
-                        .help = "false: ignore streams (host memory, single-stream programs)"},
     [RELEASE_ON_GROWTH] = {.name = "release_on_growth",
                            .type = GMR__OPTION_BOOL,
                            .help = "give wholly free chunks back before growing"},
@@ -79,18 +73,7 @@ static const gmr__option_def options[OPTION_COUNT] = {
     [RECENT_FREE_MAX] = {.name = "recent_free_max",
                          .type = GMR__OPTION_SIZE,
                          .help = "largest free kept unmerged"},
-    [NVTX_ANNOTATE] = {.name = "nvtx_annotate",
-                       .type = GMR__OPTION_BOOL,
-                       .help = gmr__help_nvtx_annotate},
-    [STREAMS_OUTLIVE] = {.name = "streams_outlive",
-                         .type = GMR__OPTION_BOOL,
-                         .help = gmr__help_streams_outlive},
-    [RECORD_EVERY_FREE] = {.name = "record_every_free",
-                           .type = GMR__OPTION_BOOL,
-                           .help = gmr__help_record_every_free},
-    [STREAM_IDS] = {.name = "stream_ids",
-                    .type = GMR__OPTION_BOOL,
-                    .help = gmr__help_stream_ids},
+    GMR__SO_OPTION_DEFS(STREAM_OPTIONS),
 };
 
 /* The C default, with what the spec gives on top (ranges checked: no casts lose bits). */
@@ -103,14 +86,10 @@ static gmr_pool_resource_config to_config(const gmr__option_value *v) {
   if (v[GROWTH_PERCENT].given) c.growth_percent = (uint32_t)v[GROWTH_PERCENT].uint;
   if (v[GRANULARITY].given) c.chunk_granularity_bytes = v[GRANULARITY].size;
   if (v[ARENAS].given) c.arena_count = (uint32_t)v[ARENAS].uint;
-  if (v[STREAM_ORDERED].given) c.stream_ordered = v[STREAM_ORDERED].boolean;
   if (v[RELEASE_ON_GROWTH].given) c.release_on_growth = v[RELEASE_ON_GROWTH].boolean;
   if (v[RECENT_FREES].given) c.recent_free_count = (uint32_t)v[RECENT_FREES].uint;
   if (v[RECENT_FREE_MAX].given) c.recent_free_max_bytes = v[RECENT_FREE_MAX].size;
-  if (v[NVTX_ANNOTATE].given) c.nvtx_annotate = v[NVTX_ANNOTATE].boolean;
-  if (v[STREAMS_OUTLIVE].given) c.streams_outlive_resource = v[STREAMS_OUTLIVE].boolean;
-  if (v[RECORD_EVERY_FREE].given) c.record_at_every_free = v[RECORD_EVERY_FREE].boolean;
-  if (v[STREAM_IDS].given) c.stream_ids = v[STREAM_IDS].boolean;
+  gmr__so_options_apply(&v[STREAM_OPTIONS], &c.streams);
   return c;
 }
 
@@ -142,8 +121,6 @@ static bool describe_default(size_t option, char *text, size_t text_bytes) {
     case ARENAS:
       snprintf(text, text_bytes, "%u", (unsigned)c.arena_count);
       return true;
-    case STREAM_ORDERED:
-      return gmr__describe_bool(c.stream_ordered, text, text_bytes);
     case RELEASE_ON_GROWTH:
       return gmr__describe_bool(c.release_on_growth, text, text_bytes);
     case RECENT_FREES:
@@ -152,16 +129,8 @@ static bool describe_default(size_t option, char *text, size_t text_bytes) {
     case RECENT_FREE_MAX:
       gmr__format_size_value(c.recent_free_max_bytes, text, text_bytes);
       return true;
-    case NVTX_ANNOTATE:
-      return gmr__describe_bool(c.nvtx_annotate, text, text_bytes);
-    case STREAMS_OUTLIVE:
-      return gmr__describe_bool(c.streams_outlive_resource, text, text_bytes);
-    case RECORD_EVERY_FREE:
-      return gmr__describe_bool(c.record_at_every_free, text, text_bytes);
-    case STREAM_IDS:
-      return gmr__describe_bool(c.stream_ids, text, text_bytes);
     default:
-      return false;
+      return gmr__so_option_describe(option - STREAM_OPTIONS, &c.streams, text, text_bytes);
   }
 }
 

@@ -35,7 +35,7 @@ bool gmr__vmm_describe_common(const gmr_vmm_pool_resource_config *c, size_t opti
     case GMR__VMM_OPTION_NCCL_READY:
       return gmr__describe_bool(c->nccl_ready, text, text_bytes);
     case GMR__VMM_OPTION_STREAMS_OUTLIVE:
-      return gmr__describe_bool(c->streams_outlive_resource, text, text_bytes);
+      return gmr__describe_bool(c->streams.streams_outlive_resource, text, text_bytes);
     default:
       return false;
   }
@@ -66,7 +66,7 @@ gmr_status gmr__vmm_apply_common(const gmr__option_value *v, gmr_vmm_pool_resour
   }
   if (v[GMR__VMM_OPTION_NCCL_READY].given) c->nccl_ready = v[GMR__VMM_OPTION_NCCL_READY].boolean;
   if (v[GMR__VMM_OPTION_STREAMS_OUTLIVE].given) {
-    c->streams_outlive_resource = v[GMR__VMM_OPTION_STREAMS_OUTLIVE].boolean;
+    c->streams.streams_outlive_resource = v[GMR__VMM_OPTION_STREAMS_OUTLIVE].boolean;
   }
   if (v[GMR__VMM_OPTION_PEER_ACCESS].given &&
       !parse_peers(v[GMR__VMM_OPTION_PEER_ACCESS].string, c)) {

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "gmr/vmm_pool_resource.h"
+#include "stack/component_stream_ordered.h"
 #include "stack/registry.h"
 
 enum {
@@ -53,9 +54,7 @@ enum {
                                   .type = GMR__OPTION_BOOL,                                      \
                                   .help = "create pages as ncclMemAlloc does (exportable "       \
                                           "handles, GPUDirect RDMA, recommended granularity)"},  \
-  [GMR__VMM_OPTION_STREAMS_OUTLIVE] = {.name = "streams_outlive",                                \
-                                       .type = GMR__OPTION_BOOL,                                 \
-                                       .help = gmr__help_streams_outlive}
+  [GMR__VMM_OPTION_STREAMS_OUTLIVE] = GMR__SO_OPTION_DEF_STREAMS_OUTLIVE
 
 /* Spec names both VMM components took over: a spec naming one gets an
  * error naming them (gmr__component.former_names). */

@@ -68,8 +68,7 @@ void gmr__stream_id_hint_set(gmr_stream stream, bool needed) {
 void gmr__stream_event_init(gmr__stream_event *e, gmr__stream_key key,
                             gmr__stream_events_mode mode) {
   e->key = key;
-  e->lazy = gmr__stream_is_process_wide(key.stream) ||
-            (mode == GMR__STREAM_EVENTS_LAZY && key.stream != (gmr_stream)cudaStreamPerThread);
+  e->lazy = gmr__stream_handle_is_key(mode, key.stream);
   e->every_free = mode == GMR__STREAM_EVENTS_EVERY_FREE;
   e->eager_left = mode == GMR__STREAM_EVENTS_ON_DEMAND ? GMR__STREAM_EVENT_EAGER_FREES : 0u;
   e->demand = false;

@@ -71,13 +71,31 @@
 
 #include "core/cuda_layer.h"
 #include "gmr/resource.h"
+#include "gmr/stream_ordered_options.h"
 
 /* When frees on a stream record its event (see the banner). */
 typedef enum gmr__stream_events_mode {
   GMR__STREAM_EVENTS_ON_DEMAND = 0,
   GMR__STREAM_EVENTS_EVERY_FREE = 1,
-  GMR__STREAM_EVENTS_LAZY = 2
+  GMR__STREAM_EVENTS_LAZY = 2,
+  /* Stream ordering off (stream_ordered false): a stream is its handle,
+   * never asked its id; nothing is recorded. */
+  GMR__STREAM_EVENTS_UNORDERED = 3
 } gmr__stream_events_mode;
+
+/* The mode of a resource made with options `o`, and whether it asks a
+ * stream's id before the stream takes back its own memory not known done
+ * (stream_ids: only in the on-demand and every-free modes). */
+static inline gmr__stream_events_mode gmr__stream_events_mode_of(
+    const gmr_stream_ordered_options *o) {
+  return !o->stream_ordered             ? GMR__STREAM_EVENTS_UNORDERED
+         : o->streams_outlive_resource ? GMR__STREAM_EVENTS_LAZY
+         : o->record_at_every_free     ? GMR__STREAM_EVENTS_EVERY_FREE
+                                       : GMR__STREAM_EVENTS_ON_DEMAND;
+}
+static inline bool gmr__stream_ids_of(const gmr_stream_ordered_options *o) {
+  return o->stream_ids && o->stream_ordered && !o->streams_outlive_resource;
+}
 
 /* Frees of a new stream that record at once in on-demand mode. */
 #define GMR__STREAM_EVENT_EAGER_FREES 4u
@@ -142,12 +160,12 @@ static inline bool gmr__stream_is_process_wide(gmr_stream s) {
 
 /*
  * Whether the handle alone is `stream`'s key (id 0, never learned): the
- * legacy default stream, and in lazy mode every created stream (they outlive
- * the resource). cudaStreamPerThread never: a different stream in every
- * thread.
+ * legacy default stream, in lazy mode every created stream (they outlive
+ * the resource), and every stream without stream ordering.
+ * cudaStreamPerThread is a different stream in every thread: never else.
  */
 static inline bool gmr__stream_handle_is_key(gmr__stream_events_mode mode, gmr_stream stream) {
-  return gmr__stream_is_process_wide(stream) ||
+  return gmr__stream_is_process_wide(stream) || mode == GMR__STREAM_EVENTS_UNORDERED ||
          (mode == GMR__STREAM_EVENTS_LAZY && stream != (gmr_stream)cudaStreamPerThread);
 }
 

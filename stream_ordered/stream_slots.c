@@ -6,8 +6,8 @@
 #include <stdlib.h>
 
 bool gmr__stream_slots_init(gmr__stream_slots *t, const gmr__stream_slots_ops *ops, void *ctx,
-                            bool shared, gmr__stream_events_mode mode, bool ids,
-                            uint32_t reuse_at) {
+                            bool shared, gmr__stream_events_mode mode, bool ids, uint32_t reuse_at,
+                            const gmr__cuda_ops *cuda, gmr__stream_event_counts *counts) {
   t->items = NULL;
   t->count = 0;
   t->capacity = 0;
@@ -19,6 +19,10 @@ bool gmr__stream_slots_init(gmr__stream_slots *t, const gmr__stream_slots_ops *o
   t->ids = ids;
   t->ops = ops;
   t->ctx = ctx;
+  t->cuda = cuda;
+  t->counts = counts;
+  t->sync_epoch = 0;
+  t->lock = NULL;
   if (!shared) return true;
   t->items = malloc(4 * sizeof *t->items);
   gmr__stream_slot *s = t->items != NULL ? ops->create(ctx) : NULL;
@@ -37,12 +41,30 @@ bool gmr__stream_slots_init(gmr__stream_slots *t, const gmr__stream_slots_ops *o
 }
 
 void gmr__stream_slots_deinit(gmr__stream_slots *t) {
-  for (uint32_t i = 0; i < t->count; ++i) t->ops->destroy(t->ctx, t->items[i]);
+  for (uint32_t i = 0; i < t->count; ++i) {
+    if (t->ops->destroy != NULL) {
+      t->ops->destroy(t->ctx, t->items[i]);
+    } else {
+      free(t->items[i]);
+    }
+  }
   free(t->items);
   t->items = NULL;
   t->count = t->capacity = 0;
   t->cached = GMR__STREAM_SLOT_NONE;
   t->active = 0;
+}
+
+cudaError_t gmr__stream_slots_destroy_events(gmr__stream_slots *t, gmr__event_cache *spare) {
+  for (uint32_t i = 0; i < t->count; ++i) {
+    cudaError_t err = gmr__stream_event_deinit(t->cuda, &t->items[i]->ev, t->counts);
+    if (err != cudaSuccess) return err;
+  }
+  cudaError_t err = spare != NULL ? gmr__event_cache_clear(spare, t->cuda) : cudaSuccess;
+  if (err != cudaSuccess) {
+    atomic_fetch_add_explicit(&t->counts->destroy_failure_count, 1, memory_order_relaxed);
+  }
+  return err;
 }
 
 static void retire(gmr__stream_slots *t, uint32_t i) {
@@ -57,6 +79,7 @@ static uint32_t start(gmr__stream_slots *t, uint32_t i, gmr__stream_key key) {
   gmr__stream_event_init(&s->ev, key, t->mode);
   if (s->retired) t->active++;
   s->retired = false;
+  s->pending_query_seq = UINT64_MAX; /* no query found its work pending yet */
   t->cached = i;
   if (t->ops->started != NULL) t->ops->started(t->ctx, i);
   return i;

@@ -2,16 +2,16 @@
  * stream_ordered/stream_slots.h (internal): the table of stream slots of a
  * stream-ordered sub-allocator: which slot holds the memory freed on which
  * stream. pool_resource has one per arena, fixed_block_resource one per
- * shard, vmm one per engine (RMM keeps the same
- * machinery once, for its pool and fixed-size resources, in
- * detail/stream_ordered_memory_resource.hpp).
+ * shard, vmm one per engine; the reclaim steps (stream_ordered/reclaim.h)
+ * run over it, and the two are the resources' stream-ordered base.
  *
- * A slot is a stream's key and event state (stream_ordered/stream_event.h), a retired
- * flag, and the resource's free list (pool: a free index and a cache of
- * recent frees; fixed_block: a stack of blocks; vmm: a free index). The
- * resource's slot struct embeds a gmr__stream_slot as its first member; the
- * table holds pointers to those and knows the rest only through the
- * resource's functions (gmr__stream_slots_ops).
+ * A slot is a stream's key and event state (stream_ordered/stream_event.h),
+ * a retired flag, the reclaim steps' scratch, and the resource's free list
+ * (pool: a free index and a cache of recent frees; fixed_block: a stack of
+ * blocks; vmm: a free index). The resource's slot struct embeds a
+ * gmr__stream_slot as its first member; the table holds pointers to those
+ * and knows the rest only through the resource's operations
+ * (gmr__stream_slots_ops: the table's, and the reclaim steps').
  *
  * Slot 0 may be a shared slot (pool, vmm: memory whose work is known done,
  * free for any stream); it is never looked up by stream. A lookup by key
@@ -31,9 +31,12 @@
 #define GMR_STREAM_ORDERED_STREAM_SLOTS_H_
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include "stream_ordered/event_cache.h"
 #include "stream_ordered/stream_event.h"
+#include "util/spin_lock.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,7 +60,22 @@ typedef struct gmr__stream_slot {
    * memory goes to others through its event or a device synchronisation,
    * then the empty slot serves a new stream. */
   bool retired;
+  /* The reclaim steps' scratch (reclaim.h): covered_seq of the last query
+   * that found work pending; key and free_seq as a device synchronisation
+   * began; key, covered_seq and event as settle_all's wait for it began. */
+  bool waiting;
+  uint64_t pending_query_seq;
+  gmr__stream_key sync_key, wait_key;
+  uint64_t sync_seq, wait_seq;
+  cudaEvent_t wait_event;
 } gmr__stream_slot;
+
+/* What a request of the resource needs, as the reclaim steps pass it to the
+ * resource's `fits` (stream_ordered/reclaim.h). */
+typedef struct gmr__reclaim_want {
+  size_t amount;    /* pool, vmm: bytes (as the resource rounds them); fixed_block: blocks */
+  size_t alignment; /* vmm: the placement's alignment; unused by the others */
+} gmr__reclaim_want;
 
 /* What the table asks of the resource; `ctx` is the table's. */
 typedef struct gmr__stream_slots_ops {
@@ -65,7 +83,7 @@ typedef struct gmr__stream_slots_ops {
    * the gmr__stream_slot zero; NULL when host memory ran out. */
   gmr__stream_slot *(*create)(void *ctx);
   /* Free a slot create() made (its CUDA event already destroyed or
-   * abandoned by the resource). */
+   * abandoned by the resource); NULL: free(). */
   void (*destroy)(void *ctx, gmr__stream_slot *slot);
   /* Whether slot `i` holds no memory at all (free or waiting for events). */
   bool (*empty)(void *ctx, uint32_t i);
@@ -75,6 +93,23 @@ typedef struct gmr__stream_slots_ops {
   /* Slot `i` now serves the stream of its key (new, or reused with its event
    * state reset); may be NULL. */
   void (*started)(void *ctx, uint32_t i);
+
+  /* The reclaim steps' (reclaim.h), for a table they run on. Whether slot
+   * `i` holds free memory that `take` would move: */
+  bool (*holds)(void *ctx, uint32_t i);
+  /* Move that memory of slot `from` to slot `to` (the shared slot, or the
+   * stream that waited for it). */
+  void (*take)(void *ctx, uint32_t from, uint32_t to);
+  /* Whether slot `i`'s free memory alone serves `want`. */
+  bool (*fits)(void *ctx, uint32_t i, const gmr__reclaim_want *want);
+  /* Slot `i`'s free memory in the units of want->amount; NULL: the wait
+   * step takes only a stream whose memory alone fits (no wait for all). */
+  size_t (*amount)(void *ctx, uint32_t i);
+  /* A device synchronisation that began as the table's sync_epoch became
+   * `epoch` has completed: what the resource holds beyond the slots (memory
+   * waiting for record_stream events) may be released. Called with the lock
+   * held; may be NULL. */
+  void (*synchronized)(void *ctx, uint64_t epoch);
 } gmr__stream_slots_ops;
 
 typedef struct gmr__stream_slots {
@@ -89,15 +124,29 @@ typedef struct gmr__stream_slots {
   bool ids;                     /* stream_ids: gmr__stream_key_compare's `ids` */
   const gmr__stream_slots_ops *ops;
   void *ctx;
+  const gmr__cuda_ops *cuda;        /* the reclaim steps' CUDA calls */
+  gmr__stream_event_counts *counts; /* and their counters (the resource's statistics) */
+  uint64_t sync_epoch;              /* device synchronisations begun (reclaim.h) */
+  /* The resource's lock, which the reclaim steps release around the calls
+   * that block the host (synchronisations); NULL (init's): it stays held. */
+  gmr__spin_lock *lock;
 } gmr__stream_slots;
 
 /* An empty table; with `shared`, slot 0 is made now (keyed by no stream,
- * lazy). false when host memory ran out (nothing to free then). */
+ * lazy). `cuda` and `counts` (borrowed, outliving the table) serve the
+ * reclaim steps; NULL for a table they never run on. false when host memory
+ * ran out (nothing to free then). */
 bool gmr__stream_slots_init(gmr__stream_slots *t, const gmr__stream_slots_ops *ops, void *ctx,
-                            bool shared, gmr__stream_events_mode mode, bool ids, uint32_t reuse_at);
+                            bool shared, gmr__stream_events_mode mode, bool ids, uint32_t reuse_at,
+                            const gmr__cuda_ops *cuda, gmr__stream_event_counts *counts);
 
 /* Free every slot (ops->destroy) and the table's array. */
 void gmr__stream_slots_deinit(gmr__stream_slots *t);
+
+/* Destroy every slot's CUDA event, then `spare`'s events (NULL: none). The
+ * first failure stops and is returned (counted), what was not destroyed
+ * kept, so that a later call goes on. */
+cudaError_t gmr__stream_slots_destroy_events(gmr__stream_slots *t, gmr__event_cache *spare);
 
 /* The slot of `key`'s stream, created or reused on first use (the rules of
  * the banner); GMR__STREAM_SLOT_NONE when host memory ran out (a slot of

@@ -392,7 +392,7 @@ TEST_F(FixedBlockTest, TheDefaultStreamReusesAtOnceWithoutEvents) {
 // stream crashes the driver). fixed_block_streams_test.cc checks the default.
 TEST_F(FixedBlockTest, ACreatedStreamIsNeverTouchedAfterTheCallThatNamedIt) {
   gmr_fixed_block_resource_config c = config(64 * KiB, 1);
-  c.record_at_every_free = true;
+  c.streams.record_at_every_free = true;
   gmr_fixed_block_resource *f = Make(c);
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   gmr_stream s = nullptr;  // not Stream(): the test destroys it itself
@@ -520,7 +520,7 @@ TEST_F(FixedBlockTest, WorksOverPinnedAndHostUpstreams) {
   owned_.push_back(gmr_host_resource_as_resource(h));
   gmr_fixed_block_resource *on_pinned = Make(config(), pinned);
   gmr_fixed_block_resource_config hc = config();
-  hc.stream_ordered = false;
+  hc.streams.stream_ordered = false;
   gmr_fixed_block_resource *on_host = Make(hc, gmr_host_resource_as_resource(h));
   for (gmr_fixed_block_resource *f : {on_pinned, on_host}) {
     gmr_resource *r = gmr_fixed_block_resource_as_resource(f);

@@ -50,7 +50,7 @@ TEST_F(FixedBlockStreams, FreesOnAKnownStreamRecordNoEvent) {
 // block to the new stream that got its handle, unordered.
 TEST_F(FixedBlockStreams, ANewStreamWithADeadStreamsHandleNeverTakesItsBlockUnordered) {
   gmr_fixed_block_resource_config c = Config(1);
-  c.stream_ids = true;
+  c.streams.stream_ids = true;
   gmr_fixed_block_resource *f = Make(c);
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(true));  // as the driver often does
@@ -98,7 +98,7 @@ TEST_F(FixedBlockStreams, WarmPairsByHandleMakeNoCudaCall) {
 // at most once per allocation and never at a free.
 TEST_F(FixedBlockStreams, WarmPairsAskTheIdOnlyAtAllocations) {
   gmr_fixed_block_resource_config c = Config();
-  c.stream_ids = true;
+  c.streams.stream_ids = true;
   gmr_fixed_block_resource *f = Make(c);
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
   gmr_stream s = Stream();
@@ -135,7 +135,7 @@ TEST_F(FixedBlockStreams, CapturingStreamsAreIdentifiedWithoutBreakingTheCapture
   // With stream_ids, the rest: a stream is known by its capture, and the
   // capture of a stream that got a dead stream's handle takes nothing of it.
   gmr_fixed_block_resource_config c = Config(1);
-  c.stream_ids = true;
+  c.streams.stream_ids = true;
   r = gmr_fixed_block_resource_as_resource(Make(c));
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(true));
   gmr_stream s1 = nullptr;
@@ -165,7 +165,7 @@ TEST_F(FixedBlockStreams, CapturingStreamsAreIdentifiedWithoutBreakingTheCapture
 // new chunk.
 TEST_F(FixedBlockStreams, AStreamGetsItsOwnBlocksBackAfterItsCapture) {
   gmr_fixed_block_resource_config c = Config(1);
-  c.stream_ids = true;
+  c.streams.stream_ids = true;
   c.shard_count = 1;
   gmr_fixed_block_resource *f = Make(c);
   gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
@@ -227,6 +227,39 @@ TEST_F(FixedBlockStreams, AnotherThreadsCallsLeaveAGlobalCaptureValid) {
   EXPECT_EQ(GMR_OK, gmr_cuda_graph_destroy(g));
   EXPECT_LT(queries, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_QUERY));
   EXPECT_EQ(2u, Stats(f).chunk_count);
+}
+
+// A trim whose device synchronisation fails (refused while any stream
+// captures, or a fault) still waits for the streams whose frees are
+// recorded: their chunks go back; the chunk of a stream whose frees no
+// record covers stays until a later trim synchronises the device.
+TEST_F(FixedBlockStreams, TrimWaitsForRecordedStreamsWhenTheDeviceSynchronisationFails) {
+  gmr_fixed_block_resource_config c = Config(1);  // a chunk per block
+  c.shard_count = 1;
+  gmr_fixed_block_resource *f = Make(c);
+  gmr_resource *r = gmr_fixed_block_resource_as_resource(f);
+  gmr_stream a = Stream(), b = Stream();
+  void *x = Alloc(r, 100, a);
+  void *y = Alloc(r, 100, b);
+  for (int i = 0; i < 4; ++i) {  // b's first frees record at once; then none
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, y, 100, 0, b));
+    ASSERT_EQ(y, Alloc(r, 100, b));
+  }
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(a, true));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, x, 100, 0, a));  // recorded, pending
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, y, 100, 0, b));  // no record covers it
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE, 0, 1,
+                                                cudaErrorUnknown));
+  gmr_fixed_block_resource_stats before = Stats(f);
+  size_t released = 0;
+  ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
+  EXPECT_EQ(64 * KiB, released) << "x's chunk, after waiting for a's event";
+  gmr_fixed_block_resource_stats after = Stats(f);
+  EXPECT_EQ(before.device_synchronize_count + 1, after.device_synchronize_count);
+  EXPECT_EQ(before.event_synchronize_count + 1, after.event_synchronize_count);
+  ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));  // the device synchronises now
+  EXPECT_EQ(64 * KiB, released) << "y's chunk";
+  EXPECT_EQ(0u, Stats(f).chunk_count);
 }
 
 TEST_F(FixedBlockStreams, RecordStreamKeepsTheBlockUntilTheRecordedStreamsWorkIsDone) {

@@ -488,7 +488,7 @@ TEST_F(ArenaCapture, ThreadsUseThePoolWhileCapturesTakeAndGiveBackItsBlocks) {
   gmr_capture_leaf *leaf = gmr_capture_leaf_create_host(true);
   ASSERT_NE(nullptr, leaf);
   gmr_pool_resource_config pc = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
-  pc.stream_ordered = false;
+  pc.streams.stream_ordered = false;
   pc.min_growth_bytes = 4 * MiB;
   pc.max_growth_bytes = 4 * MiB;
   gmr_pool_resource *pool = nullptr;

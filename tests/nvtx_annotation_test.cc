@@ -129,7 +129,7 @@ gmr_pool_resource_config PoolConfig(bool annotate) {
   c.growth_percent = 0;
   c.release_on_growth = false;
   c.recent_free_count = 0;
-  c.nvtx_annotate = annotate;
+  c.streams.nvtx_annotate = annotate;
   return c;
 }
 
@@ -308,7 +308,7 @@ gmr_fixed_block_resource_config FixedConfig(bool annotate) {
   gmr_fixed_block_resource_config c = GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT;
   c.block_bytes = KiB;
   c.blocks_per_chunk = 4;
-  c.nvtx_annotate = annotate;
+  c.streams.nvtx_annotate = annotate;
   return c;
 }
 

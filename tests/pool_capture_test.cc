@@ -123,6 +123,26 @@ TEST_F(PoolCaptureTest, ServesFreeMemoryWithoutAnyCallThatJoinsOrBreaksTheCaptur
   ExpectInvariants(r);
 }
 
+// A trim while a stream captures: the capturing stream's frees cannot be
+// recorded (the record would join the graph), and a device synchronisation
+// would be refused and break the capture. Its memory stays its own until a
+// trim after the capture.
+TEST_F(PoolCaptureTest, TrimDuringACaptureLeavesTheCaptureValid) {
+  gmr_resource *r = Make(small_config(4 * MiB));  // streams outlive the pool: lazy records
+  gmr_stream s = Stream();
+  void *p = Alloc(r, MiB, s);
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_begin_capture(s));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));  // not recorded: s captures
+  size_t released = 0;
+  EXPECT_EQ(GMR_OK, gmr_resource_trim(r, &released));
+  EXPECT_EQ(0u, released);
+  EXPECT_EQ(GMR_OK, EndCapture(s)) << "no call broke the capture";
+  EXPECT_EQ(0u, Stats(r).device_synchronize_count);
+  ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
+  EXPECT_EQ(4 * MiB, released) << "after the capture, recorded and waited for";
+  ExpectInvariants(r);
+}
+
 TEST_F(PoolCaptureTest, GrowsThroughTheUpstreamAndTheCaptureStaysValid) {
   gmr_resource *r = Make(small_config(4 * MiB), capturing_upstream_);
   gmr_stream s = Stream();
@@ -175,7 +195,7 @@ TEST_F(PoolCaptureTest, GrowsOverAsyncDuringACapture) {
 
 TEST_F(PoolCaptureTest, InjectedFailuresRestoreTheModeAndKeepTheCapture) {
   gmr_pool_resource_config c = small_config(4 * MiB);
-  c.streams_outlive_resource = false;  // the default: other's free is recorded at once
+  c.streams.streams_outlive_resource = false;  // the default: other's free is recorded at once
   gmr_resource *r = Make(c, capturing_upstream_);
   gmr_stream s = Stream(), other = Stream();
   // Memory freed on another stream, recorded: taking it needs an event query,
@@ -212,7 +232,7 @@ TEST_F(PoolCaptureTest, InjectedFailuresRestoreTheModeAndKeepTheCapture) {
 
 gmr_pool_resource_config identified_config() {
   gmr_pool_resource_config c = small_config(4 * MiB);
-  c.streams_outlive_resource = false;
+  c.streams.streams_outlive_resource = false;
   return c;
 }
 
@@ -247,7 +267,7 @@ TEST_F(PoolCaptureTest, ACapturingStreamIsIdentifiedWithoutBreakingTheCapture) {
 // one's block, and its capture stays valid.
 TEST_F(PoolCaptureTest, ANewStreamWithAReusedHandleCapturesWithoutTheOldStreamsBlock) {
   gmr_pool_resource_config c = identified_config();
-  c.stream_ids = true;
+  c.streams.stream_ids = true;
   gmr_resource *r = Make(c, capturing_upstream_);
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(true));
   gmr_stream old = nullptr;
@@ -317,7 +337,7 @@ TEST_F(PoolCaptureTest, AnotherThreadsCallsLeaveAGlobalCaptureValid) {
 // allocation and never at a free.
 TEST_F(PoolCaptureTest, WarmPairsOnACreatedStreamAskTheIdOnlyAtAllocations) {
   gmr_pool_resource_config c = identified_config();
-  c.stream_ids = true;
+  c.streams.stream_ids = true;
   gmr_resource *r = Make(c);
   gmr_stream s = Stream();
   for (int i = 0; i < 8; ++i) {

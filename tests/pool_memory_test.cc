@@ -60,7 +60,7 @@ TEST_F(PoolTest, MemoryInfoIsExact) {
   // Several arenas add up.
   gmr_pool_resource_config cc = small_config(4 * MiB);
   cc.arena_count = 2;
-  cc.streams_outlive_resource = false;  // streams identified: arenas follow them
+  cc.streams.streams_outlive_resource = false;  // streams identified: arenas follow them
   gmr_resource *r2 = Make(cc);
   // Two threads, each with a stream of its own: each stream in its thread's arena.
   gmr_stream s1 = Stream(), s2 = Stream();
@@ -130,7 +130,7 @@ TEST_F(PoolTest, OverATightLimitGrowthFallsBackToExactlyTheRequest) {
 // taken before new free space is split.
 TEST_F(PoolTest, CompletedMemoryOfAnotherStreamIsTakenBeforeSplittingNewSpace) {
   gmr_pool_resource_config c = small_config(8 * MiB);
-  c.streams_outlive_resource = false;
+  c.streams.streams_outlive_resource = false;
   gmr_resource *r = Make(c);
   gmr_stream s = Stream(), t = Stream();
   void *keep = Alloc(r, MiB, t);  // t's chunk: [keep][7 MiB of new space]
@@ -273,7 +273,7 @@ TEST_F(PoolTest, BlocksTileEveryChunkInAddressOrder) {
 
 TEST_F(PoolTest, ABlockWaitingForARecordedStreamIsListedAsDeferred) {
   gmr_pool_resource_config config = small_config(4 * MiB);
-  config.streams_outlive_resource = false;
+  config.streams.streams_outlive_resource = false;
   gmr_resource *r = Make(config);
   gmr_stream s = Stream(), side = Stream();
   void *p = Alloc(r, MiB, s);

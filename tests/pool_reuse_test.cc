@@ -35,8 +35,8 @@ using namespace pool_test;
 // pool_streams_test.cc checks the default, records on demand.
 TEST_F(PoolTest, ByDefaultAFreeOnACreatedStreamRecordsItsEventAtOnce) {
   gmr_pool_resource_config c = small_config();
-  c.streams_outlive_resource = false;
-  c.record_at_every_free = true;
+  c.streams.streams_outlive_resource = false;
+  c.streams.record_at_every_free = true;
   gmr_resource *r = Make(c);
   gmr_stream s = nullptr;  // not Stream(): destroyed below, before the pool
   ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&s));
@@ -199,7 +199,7 @@ TEST_F(PoolTest, WithoutStreamOrderingNoCudaCallIsMade) {
   ASSERT_EQ(GMR_OK, gmr_host_resource_create(&host));
   gmr_resource *h = gmr_host_resource_as_resource(host);
   gmr_pool_resource_config c = small_config();
-  c.stream_ordered = false;
+  c.streams.stream_ordered = false;
   c.arena_count = 2;
   gmr_pool_resource *pool = nullptr;
   ASSERT_EQ(GMR_OK, gmr_pool_resource_create(h, &c, &pool));

@@ -29,7 +29,7 @@ using namespace pool_test;
 // The default stream-event mode, one arena, exact chunks.
 gmr_pool_resource_config default_events_config(size_t min_growth = 4 * MiB) {
   gmr_pool_resource_config c = small_config(min_growth);
-  c.streams_outlive_resource = false;
+  c.streams.streams_outlive_resource = false;
   return c;
 }
 
@@ -69,7 +69,7 @@ TEST_F(PoolStreamsTest, ANewStreamWithADeadStreamsHandleNeverTakesItsMemoryUnord
   for (int frees : {1, 8}) {  // the last free recorded, and not recorded
     gmr_pool_resource *pool = nullptr;
     gmr_pool_resource_config c = default_events_config();
-    c.stream_ids = true;
+    c.streams.stream_ids = true;
     ASSERT_EQ(GMR_OK, gmr_pool_resource_create(upstream_, &c, &pool));
     gmr_resource *r = gmr_pool_resource_as_resource(pool);
     ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(true));  // as the driver often does
@@ -187,6 +187,38 @@ TEST_F(PoolStreamsTest, RecordStreamOnTheFreeingStreamCostsNothing) {
   ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
   EXPECT_EQ(p, Alloc(r, MiB, s));  // same stream: ordered anyway
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, MiB, 0, s));
+}
+
+// A trim whose device synchronisation fails (refused while any stream
+// captures, or a fault) still waits, one by one, for the streams whose frees
+// are recorded: their chunks go back; only the chunk of a stream whose frees
+// no record covers stays until a later trim synchronises the device.
+TEST_F(PoolStreamsTest, TrimWaitsForRecordedStreamsWhenTheDeviceSynchronisationFails) {
+  gmr_resource *r = Make(default_events_config(4 * MiB));
+  gmr_stream a = Stream(), b = Stream();
+  void *pa = Alloc(r, 3 * MiB, a);  // chunk A
+  void *pb = Alloc(r, 3 * MiB, b);  // chunk B
+  for (int i = 0; i < 4; ++i) {     // b's first frees record at once; then none
+    void *q = Alloc(r, KiB, b);
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, q, KiB, 0, b));
+  }
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold(a, true));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, pa, 3 * MiB, 0, a));  // recorded, pending
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r, pb, 3 * MiB, 0, b));  // no record covers it
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE, 0, 1,
+                                                cudaErrorUnknown));
+  gmr_pool_resource_stats before = Stats(r);
+  size_t released = 0;
+  ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));
+  EXPECT_EQ(4 * MiB, released) << "chunk A, after waiting for a's event";
+  gmr_pool_resource_stats after = Stats(r);
+  EXPECT_EQ(before.device_synchronize_count + 1, after.device_synchronize_count);
+  EXPECT_EQ(before.event_synchronize_count + 1, after.event_synchronize_count);
+  EXPECT_EQ(4 * MiB, after.held_bytes);
+  ASSERT_EQ(GMR_OK, gmr_resource_trim(r, &released));  // the device synchronises now
+  EXPECT_EQ(4 * MiB, released) << "chunk B";
+  EXPECT_EQ(0u, Stats(r).held_bytes);
+  ExpectInvariants(r);
 }
 
 TEST_F(PoolStreamsTest, TrimAndDestroyWaitForRecordedStreams) {

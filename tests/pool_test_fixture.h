@@ -36,7 +36,7 @@ inline gmr_pool_resource_config small_config(size_t min_growth = 4 * MiB) {
   c.recent_free_count = 0;  // merge at every free: the block structure is exact
   // The tests below check the lazy event scheme, which this promise enables
   // on every stream; PoolEagerEvents checks the default.
-  c.streams_outlive_resource = true;
+  c.streams.streams_outlive_resource = true;
   return c;
 }
 

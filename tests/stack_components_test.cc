@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -286,6 +287,45 @@ TEST_F(StackComponents, TextOptionsAreListedWithTheirDefaults) {
         "  flush=<choice> (default every_row): ", "  nvtx_annotate=<bool> (default false): "}) {
     EXPECT_NE(std::string::npos, text.find(want)) << want;
   }
+}
+
+// The stream options (gmr/stream_ordered_options.h) are one table: pool and
+// fixed_block list all five alike, together; vmm and vmm_pages list the one
+// they read, streams_outlive, as the pools do.
+TEST_F(StackComponents, StreamOptionsAreListedAlikeByEveryComponentThatTakesThem) {
+  FILE *f = tmpfile();
+  ASSERT_NE(nullptr, f);
+  ASSERT_EQ(GMR_OK, gmr_stack_print_components(f));
+  rewind(f);
+  std::map<std::string, std::vector<std::string>> lines;  // component -> its option lines
+  std::string component;
+  char buf[1024];
+  while (fgets(buf, sizeof buf, f) != nullptr) {
+    std::string line(buf);
+    if (line.rfind("  ", 0) != 0) {
+      component = line.substr(0, line.find(' '));
+    } else {
+      lines[component].push_back(line);
+    }
+  }
+  fclose(f);
+  const char *const names[] = {"stream_ordered", "nvtx_annotate", "streams_outlive",
+                               "record_every_free", "stream_ids"};
+  auto option = [&](const std::string &comp, const std::string &name) {
+    for (const std::string &l : lines[comp]) {
+      if (l.rfind("  " + name + "=", 0) == 0) return l;
+    }
+    return std::string();
+  };
+  for (const char *name : names) {
+    SCOPED_TRACE(name);
+    std::string pool = option("pool", name);
+    ASSERT_FALSE(pool.empty());
+    EXPECT_EQ(pool, option("fixed_block", name));
+  }
+  EXPECT_EQ(option("pool", "streams_outlive"), option("vmm", "streams_outlive"));
+  EXPECT_EQ(option("pool", "streams_outlive"), option("vmm_pages", "streams_outlive"));
+  EXPECT_TRUE(option("vmm", "stream_ids").empty()) << "the VMM resources read streams_outlive only";
 }
 
 }  // namespace

@@ -59,14 +59,16 @@ static void started(void *ctx, uint32_t i) {
   ((slots_probe *)ctx)->started++;
 }
 
-static const gmr__stream_slots_ops ops = {create, destroy, empty, move_all, started};
+/* No reclaim step runs on the probe's table: their operations stay NULL. */
+static const gmr__stream_slots_ops ops = {
+    .create = create, .destroy = destroy, .empty = empty, .move_all = move_all, .started = started};
 
 slots_probe *slots_probe_new(bool shared, bool ids, uint32_t reuse_at, bool fail_create) {
   slots_probe *p = calloc(1, sizeof *p);
   if (p == NULL) return NULL;
   p->fail_create = fail_create;
   if (!gmr__stream_slots_init(&p->table, &ops, p, shared, GMR__STREAM_EVENTS_ON_DEMAND, ids,
-                              reuse_at)) {
+                              reuse_at, NULL, NULL)) {
     free(p);
     return NULL;
   }

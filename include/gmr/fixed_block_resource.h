@@ -24,12 +24,13 @@
  *    as soon as the call that named it returns; created streams are known by
  *    handle (a warm pair makes no CUDA call), by cudaStreamGetId only before
  *    a record, a wait or a growth and never while they capture, and with
- *    stream_ids before they take back their own blocks not known done (a new
- *    stream with a dead stream's handle then never reuses its blocks in
- *    stream order); no call breaks a capture in progress; a free records an event only on
- *    demand (another stream asked for S's blocks since S's last record), for
- *    S's first few frees and at growth (record_at_every_free: at every free,
- *    RMM's rule); blocks no event covers are released by one device
+ *    streams.stream_ids before they take back their own blocks not known
+ *    done (a new stream with a dead stream's handle then never reuses its
+ *    blocks in stream order); no call breaks a capture in progress; a free
+ *    records an event only on demand (another stream asked for S's blocks
+ *    since S's last record), for S's first few frees and at growth
+ *    (streams.record_at_every_free: at every free, RMM's rule); blocks no
+ *    event covers are released by one device
  *    synchronisation when that spares a growth. Order: blocks freed on T,
  *    blocks of streams whose work is done, blocks of a stream still at work
  *    after waiting for it, blocks another shard holds for T, a new chunk.
@@ -44,7 +45,7 @@
  *  - trim gives back every chunk whose blocks are all free (waiting, with
  *    cudaEventSynchronize, for the streams that freed them).
  *  - Works over any upstream: device, pinned or managed cuda_resource, a
- *    host_resource (set stream_ordered = false there: no CUDA call is made).
+ *    host_resource (set streams.stream_ordered = false there: no CUDA call is made).
  *
  * Alignment: blocks are 256-byte aligned (block_bytes is a multiple of 256);
  * a request for more returns GMR_ERR_UNSUPPORTED, unless it is forwarded.
@@ -54,7 +55,7 @@
  * freed on that stream are used; otherwise the request fails with
  * GMR_ERR_CAPTURE_UNSAFE (no event, no upstream call).
  *
- * NVTX annotation (config.nvtx_annotate; core/nvtx_mem.h; as the pool does,
+ * NVTX annotation (config.streams.nvtx_annotate; core/nvtx_mem.h; as the pool does,
  * gmr/pool_resource.h): each chunk is an NVTX sub-allocator heap from the
  * moment the upstream gives it until just before it goes back (trim,
  * destroy); a block handed out by allocate is a region of the bytes asked
@@ -105,6 +106,7 @@
 #include "gmr/config.h"
 #include "gmr/resource.h"
 #include "gmr/status.h"
+#include "gmr/stream_ordered_options.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -124,36 +126,26 @@ typedef struct gmr_fixed_block_resource_config {
   size_t max_chunk_count;     /* most chunks held at once; 0: no maximum */
   size_t initial_chunk_count; /* chunks taken at create (default stream) */
   gmr_fixed_block_oversize oversize;
-  /* false: ignore streams (host upstreams): a freed block is reusable by
-   * anyone at once and no CUDA call is ever made. */
-  bool stream_ordered;
-  /* Describe chunks and blocks to memory checkers through the NVTX memory
-   * extension (see "NVTX annotation" above). false: no NVTX call at all. */
-  bool nvtx_annotate;
-  /* The program keeps every stream it passes alive until the resource is
-   * destroyed: frees record no event (see pool_resource.h, same option). */
-  bool streams_outlive_resource;
   /* Shards, each with its own lock, chunks and free lists (see "Threads");
    * 0: one per online CPU, at most 64. 1..64. */
   uint32_t shard_count;
-  /* RMM's rule instead of records on demand: a free on a created stream
-   * records its event at once. Ignored with streams_outlive_resource. */
-  bool record_at_every_free;
-  /* For programs that destroy streams while blocks freed on them may still
-   * be in use by their work, and create new ones: a created stream is known
-   * by its id as well as its handle before it takes back its own blocks not
-   * known done (see pool_resource.h, same option). false: by handle, as RMM.
-   * Ignored with streams_outlive_resource. */
-  bool stream_ids;
+  /* How streams are treated (gmr/stream_ordered_options.h; the same options
+   * as gmr/pool_resource.h's): stream_ordered false ignores streams (host
+   * upstreams: a freed block is reusable by anyone at once and no CUDA call
+   * is ever made); nvtx_annotate describes chunks and blocks to memory
+   * checkers ("NVTX annotation" above); streams_outlive_resource,
+   * record_at_every_free and stream_ids choose when events are recorded and
+   * stream ids asked. */
+  gmr_stream_ordered_options streams;
 } gmr_fixed_block_resource_config;
 
 /* 1 MiB blocks, chunks of 128 blocks, no maximum, nothing at create, larger
  * requests forwarded, stream ordered, no NVTX annotation, streams may be
  * destroyed after any call, one shard per CPU, events recorded on demand,
  * streams known by handle. */
-#define GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT                                                  \
-  {(size_t)1 << 20, 128u, 0u, 0u, GMR_FIXED_BLOCK_OVERSIZE_FORWARD, true, false, false, 0u, false, \
-   false}
+#define GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT                       \
+  {(size_t)1 << 20, 128u, 0u, 0u, GMR_FIXED_BLOCK_OVERSIZE_FORWARD, 0u, \
+   GMR_STREAM_ORDERED_OPTIONS_DEFAULT}
 
 /**
  * Create a fixed-block resource over `upstream`.

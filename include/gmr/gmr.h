@@ -36,6 +36,7 @@
 #include "gmr/stack.h"
 #include "gmr/stats_json.h"
 #include "gmr/status.h"
+#include "gmr/stream_ordered_options.h"
 #include "gmr/tracking_adaptor.h"
 #include "gmr/version.h"
 #include "gmr/vmm_pages_resource.h"

@@ -88,8 +88,8 @@
  *    capturing stream is known by its capture. Two different ids on one
  *    handle mean the first stream died: its memory is retired and reaches
  *    others only through its event or a device synchronisation. With
- *    stream_ids, the id is also asked before a stream takes back its own
- *    memory not known done, so a new stream that got a destroyed stream's
+ *    streams.stream_ids, the id is also asked before a stream takes back its
+ *    own memory not known done, so a new stream that got a destroyed stream's
  *    handle never reuses that memory unordered (for programs that destroy
  *    streams with work pending and create new ones; docs/stream_ordering.md).
  *    cudaStreamPerThread is a different stream in every thread: it is keyed
@@ -100,15 +100,15 @@
  *    stream then leaves no memory that only a device synchronisation could
  *    release) and at growth. RMM records at every free, and cudaEventRecord
  *    takes the driver's context lock: threads freeing at once serialise
- *    (1.66x for 16 threads over one on an H100). record_at_every_free keeps
- *    RMM's rule.
+ *    (1.66x for 16 threads over one on an H100).
+ *    streams.record_at_every_free keeps RMM's rule.
  *  - memory freed on a stream and never covered by a record (the stream may
  *    be gone) is released by one cudaDeviceSynchronize, made only when it
  *    would spare a growth, and by trim and destroy.
- * With streams_outlive_resource the program promises that its streams live
- * until the pool is destroyed: no stream id is asked and no event recorded at
- * a free; a stream is recorded on when another stream first needs its memory
- * (the legacy default stream is always treated so).
+ * With streams.streams_outlive_resource the program promises that its
+ * streams live until the pool is destroyed: no stream id is asked and no
+ * event recorded at a free; a stream is recorded on when another stream
+ * first needs its memory (the legacy default stream is always treated so).
  *
  * record_stream (gmr_resource_record_stream, PyTorch's Tensor.record_stream): the
  * block is also used on another stream. At its free an event is recorded on
@@ -182,7 +182,7 @@
  * captures in cudaStreamCaptureModeGlobal: capture in thread-local or relaxed
  * mode when other threads use a pool at the same time.
  *
- * NVTX annotation (config.nvtx_annotate; core/nvtx_mem.h): memcheck sees one
+ * NVTX annotation (config.streams.nvtx_annotate; core/nvtx_mem.h): memcheck sees one
  * big cudaMalloc per chunk, so a kernel that writes past the end of a block
  * into the next one (or into the block's rounding) is legal to it. Annotated,
  * the pool registers each chunk as an NVTX sub-allocator heap right after the
@@ -225,6 +225,7 @@
 #include "gmr/config.h"
 #include "gmr/resource.h"
 #include "gmr/status.h"
+#include "gmr/stream_ordered_options.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -258,9 +259,6 @@ typedef struct gmr_pool_resource_config {
   size_t chunk_granularity_bytes;
   /* Arenas (see the banner); 0: one per online CPU, at most 64. 1..64. */
   uint32_t arena_count;
-  /* false: ignore streams (for host upstreams and single-stream programs):
-   * freed memory is reusable by anyone at once, no CUDA call is ever made. */
-  bool stream_ordered;
   /* Before growing, give back wholly free chunks that together are as large
    * as the new chunk (freed on the requesting stream, so cudaFreeAsync needs
    * no synchronisation; a cudaFree upstream synchronises the device). */
@@ -275,28 +273,14 @@ typedef struct gmr_pool_resource_config {
    * up to +7% peak held on resnet50_train with 16 MiB). 0: merge every free. */
   uint32_t recent_free_count;
   size_t recent_free_max_bytes;
-  /* Describe the pool to memory checkers through the NVTX memory extension
-   * (see "NVTX annotation" above). false: no NVTX call at all. */
-  bool nvtx_annotate;
-  /* The program keeps every stream it passes to the pool alive until the pool
-   * is destroyed. Then no stream id is asked and a free records nothing
-   * (only a stream that wants another stream's memory records that stream's
-   * event, once). false (the default): a stream may be destroyed right after
-   * the call that named it (see "Streams" above). */
-  bool streams_outlive_resource;
-  /* RMM's rule instead of records on demand: a free on a created stream
-   * records its event at once (see "Streams" above). Ignored when
-   * streams_outlive_resource is set. */
-  bool record_at_every_free;
-  /* For programs that destroy streams while memory freed on them may still
-   * be in use by their work, and create new ones: a created stream is known
-   * by its id as well as its handle before it takes back its own memory not
-   * known done, so a new stream that got a destroyed one's handle never
-   * reuses that memory unordered (see "Streams" above). Costs a
-   * cudaStreamGetCaptureInfo and a cudaStreamGetId (about 150 ns on an H100)
-   * at such allocations. false (the default): by handle, as RMM and PyTorch.
-   * Ignored when streams_outlive_resource is set. */
-  bool stream_ids;
+  /* How streams are treated (gmr/stream_ordered_options.h; see "Streams"
+   * above): stream_ordered false ignores streams (for host upstreams and
+   * single-stream programs: freed memory is reusable by anyone at once, no
+   * CUDA call is ever made); nvtx_annotate describes the pool to memory
+   * checkers ("NVTX annotation" above); streams_outlive_resource,
+   * record_at_every_free and stream_ids choose when events are recorded and
+   * stream ids asked. */
+  gmr_stream_ordered_options streams;
 } gmr_pool_resource_config;
 
 /* Nothing at create, no maximum; chunks of max(request, 12% of the arena)
@@ -305,9 +289,9 @@ typedef struct gmr_pool_resource_config {
  * frees up to 64 KiB kept unmerged per stream; no NVTX annotation; streams
  * may be destroyed after any call; events recorded on demand; streams known
  * by handle. */
-#define GMR_POOL_RESOURCE_CONFIG_DEFAULT                                                  \
-  {0, 0, (size_t)48 << 20, (size_t)128 << 20, 12u, (size_t)2 << 20, 0u, true, true, 8u, \
-   (size_t)64 << 10, false, false, false, false}
+#define GMR_POOL_RESOURCE_CONFIG_DEFAULT                                            \
+  {0, 0, (size_t)48 << 20, (size_t)128 << 20, 12u, (size_t)2 << 20, 0u, true, 8u, \
+   (size_t)64 << 10, GMR_STREAM_ORDERED_OPTIONS_DEFAULT}
 
 /**
  * Create a pool that takes chunks from `upstream`.

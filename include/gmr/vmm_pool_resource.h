@@ -139,6 +139,7 @@
 #include "gmr/config.h"
 #include "gmr/resource.h"
 #include "gmr/status.h"
+#include "gmr/stream_ordered_options.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -202,20 +203,24 @@ typedef struct gmr_vmm_pool_resource_config {
    * of what the pool holds (at least a page), so that free memory can later
    * move in pieces of that size. 0: one allocation per growth. */
   uint32_t handle_divisor;
-  /* The program keeps every stream it passes to the pool alive until the pool
-   * is destroyed: then a free records nothing (a stream that wants another
-   * stream's memory records that stream's event once). false: the stream
-   * may be destroyed right after the call; a free on a stream other than
-   * the default streams records an event on it inside the call: at once
-   * (RMM's rule) in vmm_pages' whole pages, and in vmm and vmm_pages' small
-   * path when another stream shares the engine, else on demand
-   * (gmr/vmm_resource.h). */
-  bool streams_outlive_resource;
   /* vmm: independent engines that threads are spread over
    * (gmr/vmm_resource.h, "Threads"), at most GMR_VMM_POOL_MAX_SHARDS. 0: one
    * per CPU (at most 16); 1: one engine and one lock for every thread (least
    * footprint). */
   uint32_t shard_count;
+  /* How streams are treated (gmr/stream_ordered_options.h). Both resources
+   * read streams_outlive_resource: the program keeps every stream it passes
+   * alive until the pool is destroyed, so a free records nothing (a stream
+   * that wants another stream's memory records that stream's event once).
+   * false: a stream may be destroyed right after the call; a free on a
+   * stream other than the default streams records an event on it inside the
+   * call: at once (RMM's rule) in vmm_pages' whole pages, and in vmm and
+   * vmm_pages' small path when another stream shares the engine, else on
+   * demand (gmr/vmm_resource.h). The other fields must keep their defaults
+   * (always stream-ordered; no NVTX annotation; streams known by handle, the
+   * id asked before each record): create refuses anything else with
+   * GMR_ERR_INVALID_ARGUMENT. */
+  gmr_stream_ordered_options streams;
 } gmr_vmm_pool_resource_config;
 
 #define GMR_VMM_POOL_CURRENT_DEVICE (-1)
@@ -225,9 +230,9 @@ typedef struct gmr_vmm_pool_resource_config {
  * after a free; vmm_pages: small requests pooled; vmm: growth 25%, memory
  * moved above 1.5% over the live peak, handles of at most 1/128 of what is
  * held, one shard per CPU (at most 16). */
-#define GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT                                                    \
-  {GMR_VMM_POOL_CURRENT_DEVICE, 0, 0, 0, true, GMR_VMM_POOL_PEERS_NONE, {0}, 0, false, 25u,    \
-   15u, 128u, false, 0u}
+#define GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT                                                 \
+  {GMR_VMM_POOL_CURRENT_DEVICE, 0, 0, 0, true, GMR_VMM_POOL_PEERS_NONE, {0}, 0, false, 25u, \
+   15u, 128u, 0u, GMR_STREAM_ORDERED_OPTIONS_DEFAULT}
 
 /* Create: gmr_vmm_resource_create() (gmr/vmm_resource.h) or
  * gmr_vmm_pages_resource_create() (gmr/vmm_pages_resource.h). Both refuse
@@ -236,7 +241,8 @@ typedef struct gmr_vmm_pool_resource_config {
  * multiple of the granularity; va_chunk_bytes not a multiple of
  * page_bytes; peer_count above GMR_VMM_POOL_MAX_PEERS, an unknown
  * peer_access, or a listed peer that does not exist or is the pool's
- * device. */
+ * device; a field of `streams` but streams_outlive_resource away from its
+ * default. */
 
 /**
  * The gmr_vmm_pool_resource's gmr_resource, for the generic calls (NULL for NULL);

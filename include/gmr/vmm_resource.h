@@ -43,8 +43,8 @@
  * free, completed; each allocation first files back those that did (event
  * queries while any wait), so the freeing stream's next request of that
  * size gets the memory back, PyTorch's reuse. On a stream the program
- * created (unless streams_outlive_resource) a free records that stream's
- * event inside the call (the stream may be destroyed after it): at every
+ * created (unless streams.streams_outlive_resource) a free records that
+ * stream's event inside the call (the stream may be destroyed after it): at every
  * free while the shard (see "Threads") serves other streams too (RMM's
  * rule); while the stream is alone in its shard only at its first four
  * frees and when another stream asked for its memory (gmr's pool's

@@ -175,7 +175,7 @@ static void link_chunk(gmr__fb_shard *s, gmr__fb_chunk *c) {
   s->chunk_count++;
   s->total_blocks += c->block_count;
   registry_insert(s->r, c);
-  if (s->r->config.nvtx_annotate) {
+  if (s->r->config.streams.nvtx_annotate) {
     c->nvtx_heap = gmr__nvtx_mem_heap_register((void *)c->base, gmr__fb_chunk_bytes(s->r, c),
                                                "fixed_block_resource chunk");
   }
@@ -202,7 +202,7 @@ bool gmr__fb_add_chunk(gmr__fb_shard *s, uint32_t si, void *ptr, size_t blocks) 
   atomic_fetch_add_explicit(&r->grow_count, 1, memory_order_relaxed);
   /* Upstream memory is ordered on the stream it was taken on (recorded now,
    * while that stream surely exists). */
-  if (r->config.stream_ordered) {
+  if (r->config.streams.stream_ordered) {
     gmr__stream_event_mark_freed(r->cuda, &gmr__fb_slot_at(s, si)->base.ev, true, &r->events);
   }
   return true;
@@ -273,7 +273,7 @@ static bool chunk_settled(const gmr__fb_shard *s, const gmr__fb_chunk *c) {
   for (size_t i = 0; i < c->block_count; ++i) {
     const gmr__fb_block *b = &c->blocks[i];
     if (b->deferred) return false;
-    if (s->r->config.stream_ordered &&
+    if (s->r->config.streams.stream_ordered &&
         !gmr__stream_event_settled(&gmr__fb_slot_at(s, b->slot)->base.ev)) {
       return false;
     }
@@ -298,7 +298,7 @@ static void detach_chunk(gmr__fb_shard *s, size_t pos) {
   s->total_blocks -= c->block_count;
   registry_remove(r, c);
   gmr__fb_held_sub(r, gmr__fb_chunk_bytes(r, c));
-  if (r->config.nvtx_annotate) gmr__nvtx_mem_heap_unregister(c->nvtx_heap);
+  if (r->config.streams.nvtx_annotate) gmr__nvtx_mem_heap_unregister(c->nvtx_heap);
 }
 
 /* A detached chunk whose upstream free failed: back, its blocks on the
@@ -338,7 +338,9 @@ gmr_status gmr__fb_release_chunks(gmr__fb_shard *s, bool all, size_t *released_b
     atomic_fetch_sub(&r->chunk_count, 1);
     atomic_fetch_add_explicit(&r->release_count, 1, memory_order_relaxed);
     *released_bytes += bytes;
-    for (size_t k = 0; k < c->block_count; ++k) free(c->blocks[k].uses);
+    for (size_t k = 0; k < c->block_count; ++k) {
+      gmr__stream_uses_free(&c->blocks[k].uses, NULL, NULL);
+    }
     free(c);
   }
 }

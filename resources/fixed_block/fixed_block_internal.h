@@ -3,9 +3,9 @@
  * fixed_block_resource and the functions its files share:
  *   fixed_block_resource.c   allocate and deallocate (blocks and forwarded
  *                            requests), record_stream, the vtable
- *   fixed_block_shard.c      what stream slots hold beyond the table of
- *                            stream_ordered/stream_slots.h, taking and giving blocks,
- *                            other streams' blocks (events), other shards' blocks,
+ *   fixed_block_shard.c      the stream slots' operations for their table and
+ *                            the reclaim steps (stream_ordered/reclaim.h),
+ *                            taking and giving blocks, other shards' blocks,
  *                            blocks waiting for record_stream events,
  *                            settling before trim and destroy
  *   fixed_block_growth.c     chunks: the registry, adding them outside the
@@ -43,10 +43,12 @@
 
 #include "core/cuda_layer.h"
 #include "stream_ordered/event_cache.h"
+#include "stream_ordered/reclaim.h"
 #include "util/spin_lock.h"
 #include "stream_ordered/stream_event.h"
 #include "stream_ordered/stream_home.h"
 #include "stream_ordered/stream_slots.h"
+#include "stream_ordered/stream_uses.h"
 #include "util/u64_map.h"
 #include "gmr/fixed_block_resource.h"
 
@@ -55,7 +57,6 @@
 
 typedef struct gmr__fb_chunk gmr__fb_chunk;
 typedef struct gmr__fb_shard gmr__fb_shard;
-typedef struct gmr__fb_uses gmr__fb_uses;
 
 /* Host-side record of one block (device memory holds no bookkeeping). */
 typedef struct gmr__fb_block {
@@ -66,13 +67,13 @@ typedef struct gmr__fb_block {
   bool in_list;         /* given out through a gmr_block_list */
   bool given_before;    /* given out at least once: a free of it while free is a double free */
   bool deferred;        /* free, waiting for record_stream events, in the deferred list */
-  gmr__fb_uses *uses;   /* given out: streams recorded on it; deferred: their events */
+  gmr__stream_uses *uses; /* given out: streams recorded on it; deferred: their events */
   struct gmr__fb_block *next_deferred, *prev_deferred;
 } gmr__fb_block;
 
 struct gmr__fb_chunk {
   uintptr_t base;
-  void *nvtx_heap; /* config.nvtx_annotate: the chunk's NVTX heap (may be NULL) */
+  void *nvtx_heap; /* config.streams.nvtx_annotate: the chunk's NVTX heap (may be NULL) */
   gmr__fb_shard *shard;
   size_t block_count;
   size_t live_count; /* blocks given out */
@@ -85,11 +86,6 @@ typedef struct gmr__fb_slot {
   gmr__fb_block **stack; /* capacity: the shard's stack_capacity */
   size_t count;
   size_t deferred_count;
-  /* Scratch of the waits made with the spin lock released, under the grow mutex. */
-  gmr__stream_key snapshot_key;
-  uint64_t snapshot_seq;
-  cudaEvent_t snapshot_event;
-  bool snapshot_waiting;
 } gmr__fb_slot;
 
 struct gmr__fb_shard {
@@ -103,9 +99,8 @@ struct gmr__fb_shard {
   size_t stack_capacity; /* >= total_blocks: moving blocks never allocates */
   size_t total_blocks;
   size_t in_use_blocks;
-  gmr__fb_block *deferred;
+  gmr__fb_block *deferred; /* each remembers slots.sync_epoch at its free */
   size_t deferred_count;
-  uint64_t sync_epoch;
   gmr__event_cache spare_events; /* events for record_stream, reused */
 };
 
@@ -115,7 +110,7 @@ struct gmr_fixed_block_resource {
   const gmr__cuda_ops *cuda;
   gmr_fixed_block_resource_config config;
   gmr__stream_events_mode events_mode;
-  bool stream_ids; /* config.stream_ids, and not lazy (stream_ordered/stream_event.h) */
+  bool stream_ids; /* config.streams.stream_ids, and not lazy (stream_ordered/stream_event.h) */
   uint32_t shard_count;
   gmr__fb_shard **shards;
   gmr__stream_home stream_home;
@@ -149,7 +144,7 @@ static inline gmr__fb_slot *gmr__fb_slot_at(const gmr__fb_shard *s, uint32_t si)
 /* ---- stream slots (stream_ordered/stream_slots.h; pre: the shard's lock held) ---- */
 /* Without stream ordering every stream shares one slot, keyed by no stream. */
 static inline gmr__stream_key gmr__fb_effective_key(const gmr__fb_shard *s, gmr__stream_key key) {
-  if (s->r->config.stream_ordered) return key;
+  if (s->r->config.streams.stream_ordered) return key;
   gmr__stream_key none = {NULL, 0};
   return none;
 }
@@ -177,15 +172,14 @@ gmr__fb_block *gmr__fb_pop_free(gmr__fb_shard *s, uint32_t si, size_t bytes);
 /* A block given back on slot `si` (its uses recorded on, or pushed). */
 void gmr__fb_give_back(gmr__fb_shard *s, uint32_t si, gmr__fb_block *b);
 /* Make slot `si` hold `count` free blocks from other streams of the shard:
- * done (event queried), or waited for by `stream`. Pre: not capturing. */
-void gmr__fb_from_other_streams(gmr__fb_shard *s, uint32_t si, size_t count, gmr_stream stream);
+ * done (event queried), or waited for by si's stream (the reclaim steps,
+ * stream_ordered/reclaim.h). Pre: not capturing, si's key known. */
+void gmr__fb_from_other_streams(gmr__fb_shard *s, uint32_t si, size_t count);
 /* Deferred blocks whose events are done go back on their stacks. */
 void gmr__fb_process_deferred(gmr__fb_shard *s);
-/* Whether unrecorded frees of other streams (or deferred blocks) hold
- * `count` blocks that only a device synchronisation could release. */
-bool gmr__fb_sync_would_help(const gmr__fb_shard *s, uint32_t si, size_t count);
-/* cudaDeviceSynchronize, the spin lock released. Pre: grow mutex held. */
-cudaError_t gmr__fb_device_synchronize(gmr__fb_shard *s);
+/* Whether unrecorded frees of other streams (or deferred blocks) hold a
+ * block that only a device synchronisation could release. */
+bool gmr__fb_sync_would_help(const gmr__fb_shard *s, uint32_t si);
 /* Before trim and destroy: every free block free for anyone (events waited
  * for, or one device synchronisation). Pre: grow mutex held, no spin lock. */
 void gmr__fb_settle_everything(gmr__fb_shard *s);
@@ -196,14 +190,8 @@ gmr__fb_block *gmr__fb_take_from_other_shards(gmr_fixed_block_resource *r, gmr__
 /* Every deferred block back on its stack, its events spare (destroy: the
  * blocks go back upstream anyway). */
 void gmr__fb_drop_deferred(gmr__fb_shard *s);
-/* Destroy the shard's events (first failure returned, the rest kept). */
-cudaError_t gmr__fb_shard_destroy_events(gmr__fb_shard *s);
 gmr__fb_shard *gmr__fb_shard_new(gmr_fixed_block_resource *r);
 void gmr__fb_shard_free(gmr__fb_shard *s);
-/* Free the uses of a block (its events given back). */
-void gmr__fb_uses_free(gmr__fb_shard *s, gmr__fb_block *b);
-/* Record `key` as a stream `b` is used on (record_stream). */
-gmr_status gmr__fb_add_use(gmr__fb_block *b, gmr__stream_key key);
 
 /* ---- fixed_block_growth.c ---- */
 /* The shard and record of the block that starts at `addr` (its shard's lock

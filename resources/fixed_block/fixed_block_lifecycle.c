@@ -132,7 +132,8 @@ gmr_status gmr__fb_destroy(gmr_resource *self) {
     gmr__fb_drop_deferred(r->shards[i]);
   }
   for (uint32_t i = 0; i < r->shard_count; ++i) {
-    cudaError_t err = gmr__fb_shard_destroy_events(r->shards[i]);
+    cudaError_t err =
+        gmr__stream_slots_destroy_events(&r->shards[i]->slots, &r->shards[i]->spare_events);
     if (err != cudaSuccess) return gmr__status_from_cuda(err);
   }
   size_t released = 0;
@@ -228,7 +229,7 @@ static gmr_status take_initial(gmr_fixed_block_resource *r, gmr_failure *f) {
     /* Nothing is left allocated: the chunks taken go back. */
     size_t released = 0;
     (void)gmr__fb_release_chunks(s, true, &released);
-    (void)gmr__fb_shard_destroy_events(s);
+    (void)gmr__stream_slots_destroy_events(&s->slots, &s->spare_events);
     return st;
   }
   return GMR_OK;
@@ -265,10 +266,8 @@ static gmr_status fixed_block_resource_create_ex_impl(gmr_resource *upstream,
   r->upstream = upstream;
   r->cuda = gmr__cuda();
   r->config = cfg;
-  r->events_mode = cfg.streams_outlive_resource ? GMR__STREAM_EVENTS_LAZY
-                   : cfg.record_at_every_free   ? GMR__STREAM_EVENTS_EVERY_FREE
-                                                : GMR__STREAM_EVENTS_ON_DEMAND;
-  r->stream_ids = cfg.stream_ids && r->events_mode != GMR__STREAM_EVENTS_LAZY;
+  r->events_mode = gmr__stream_events_mode_of(&cfg.streams);
+  r->stream_ids = gmr__stream_ids_of(&cfg.streams);
   atomic_init(&r->books.locked, 0);
   gmr__u64_map empty = GMR__U64_MAP_INIT;
   r->lists = empty;

@@ -42,14 +42,14 @@ static bool take_blocks(gmr__fb_shard *s, gmr__stream_key key, gmr_stream stream
     /* The stream's own blocks whose record_stream uses are done come back
      * first (as in fb_allocate's take). */
     bool processed = false;
-    if (gmr__fb_slot_at(s, si)->deferred_count > 0 && r->config.stream_ordered) {
+    if (gmr__fb_slot_at(s, si)->deferred_count > 0 && r->config.streams.stream_ordered) {
       gmr__fb_process_deferred(s);
       processed = true;
     }
-    if (gmr__fb_slot_at(s, si)->count < count && r->config.stream_ordered &&
+    if (gmr__fb_slot_at(s, si)->count < count && r->config.streams.stream_ordered &&
         !gmr__cuda_stream_is_capturing(r->cuda, (cudaStream_t)stream)) {
       if (s->deferred_count > 0 && !processed) gmr__fb_process_deferred(s);
-      gmr__fb_from_other_streams(s, si, count, stream);
+      gmr__fb_from_other_streams(s, si, count);
     }
     if (gmr__fb_slot_at(s, si)->count >= count) {
       pop_list(s, si, l);
@@ -68,12 +68,9 @@ gmr_status gmr_fixed_block_resource_allocate_blocks(gmr_fixed_block_resource *r,
   if (bytes == 0) return GMR_OK;
   if (bytes > GMR_MAX_ALLOCATION_BYTES) return GMR_ERR_OUT_OF_MEMORY;
   size_t count = bytes / r->config.block_bytes + (bytes % r->config.block_bytes != 0);
-  gmr__stream_key key = {stream, 0};
-  if (r->config.stream_ordered) {
-    gmr_status st =
-        gmr__status_from_cuda(gmr__stream_key_of(r->cuda, r->events_mode, stream, &key));
-    if (st != GMR_OK) return st;
-  }
+  gmr__stream_key key;
+  gmr_status st = gmr__status_from_cuda(gmr__stream_key_of(r->cuda, r->events_mode, stream, &key));
+  if (st != GMR_OK) return st;
   fb_list *list = malloc(sizeof *list);
   void **blocks = malloc(count * sizeof *blocks);
   gmr__fb_block **records = malloc(count * sizeof *records);
@@ -93,10 +90,10 @@ gmr_status gmr_fixed_block_resource_allocate_blocks(gmr_fixed_block_resource *r,
   list->records = records;
   gmr__fb_shard *s = gmr__fb_shard_for(r, key);
   list->shard = s;
-  gmr_status st = GMR_OK;
   bool taken = take_blocks(s, key, stream, list, &st);
   if (!taken && st == GMR_OK) {
-    if (r->config.stream_ordered && gmr__cuda_stream_is_capturing(r->cuda, (cudaStream_t)stream)) {
+    if (r->config.streams.stream_ordered &&
+        gmr__cuda_stream_is_capturing(r->cuda, (cudaStream_t)stream)) {
       st = GMR_ERR_CAPTURE_UNSAFE;
     } else {
       /* The growth takes the list's blocks under the same hold of the spin
@@ -127,12 +124,9 @@ gmr_status gmr_fixed_block_resource_deallocate_blocks(gmr_fixed_block_resource *
   if (r == NULL) return GMR_ERR_INVALID_ARGUMENT;
   if (list == NULL) return GMR_OK;
   fb_list *l = (fb_list *)list; /* the public part is its first member */
-  gmr__stream_key key = {stream, 0};
-  if (r->config.stream_ordered) {
-    gmr_status st =
-        gmr__status_from_cuda(gmr__stream_key_of(r->cuda, r->events_mode, stream, &key));
-    if (st != GMR_OK) return st;
-  }
+  gmr__stream_key key;
+  gmr_status st = gmr__status_from_cuda(gmr__stream_key_of(r->cuda, r->events_mode, stream, &key));
+  if (st != GMR_OK) return st;
   gmr__spin_lock_acquire(&r->books);
   bool known = gmr__u64_map_get(&r->lists, (uint64_t)(uintptr_t)list, NULL);
   gmr__spin_lock_release(&r->books);
@@ -148,7 +142,7 @@ gmr_status gmr_fixed_block_resource_deallocate_blocks(gmr_fixed_block_resource *
   gmr__u64_map_remove(&r->lists, (uint64_t)(uintptr_t)list, NULL);
   gmr__spin_lock_release(&r->books);
   for (size_t i = 0; i < l->pub.block_count; ++i) gmr__fb_give_back(s, si, l->records[i]);
-  if (r->config.stream_ordered) {
+  if (r->config.streams.stream_ordered) {
     gmr__stream_event_mark_freed(r->cuda, &gmr__fb_slot_at(s, si)->base.ev, false, &r->events);
   }
   gmr__spin_lock_release(&s->lock);

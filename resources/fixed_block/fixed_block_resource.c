@@ -106,23 +106,14 @@ static gmr_status forward_deallocate(gmr_fixed_block_resource *r, void *ptr, siz
 /* ---- blocks ----------------------------------------------------------------------- */
 
 static gmr_status key_of(gmr_fixed_block_resource *r, gmr_stream stream, gmr__stream_key *key) {
-  key->stream = stream;
-  key->id = 0;
-  if (!r->config.stream_ordered) return GMR_OK;
-  cudaError_t err = gmr__stream_key_of(r->cuda, r->events_mode, stream, key);
-  return gmr__status_from_cuda(err);
+  return gmr__status_from_cuda(gmr__stream_key_of(r->cuda, r->events_mode, stream, key));
 }
 
 /* The key as far as known without asking a created stream's id
  * (stream_ordered/stream_event.h). */
 static gmr_status key_begin(gmr_fixed_block_resource *r, gmr_stream stream, gmr__stream_key *key,
                             bool *known) {
-  key->stream = stream;
-  key->id = 0;
-  *known = true;
-  if (!r->config.stream_ordered) return GMR_OK;
-  cudaError_t err = gmr__stream_key_begin(r->cuda, r->events_mode, stream, key, known);
-  return gmr__status_from_cuda(err);
+  return gmr__status_from_cuda(gmr__stream_key_begin(r->cuda, r->events_mode, stream, key, known));
 }
 
 /* A free block for the stream of `key` in shard `s`, given out; with
@@ -131,7 +122,7 @@ static gmr_status key_begin(gmr_fixed_block_resource *r, gmr_stream stream, gmr_
  * are taken only when they are free for anyone: *id_matters says the id
  * would decide (the slot holds blocks not known done). */
 static gmr__fb_block *take(gmr__fb_shard *s, gmr__stream_key key, bool known, size_t bytes,
-                           bool others, gmr_stream stream, gmr_status *st, bool *id_matters) {
+                           bool others, gmr_status *st, bool *id_matters) {
   gmr_fixed_block_resource *r = s->r;
   gmr__spin_lock_acquire(&s->lock);
   uint32_t si = known ? gmr__fb_slot_of(s, key) : gmr__fb_slot_for_handle(s, key.stream);
@@ -143,11 +134,10 @@ static gmr__fb_block *take(gmr__fb_shard *s, gmr__stream_key key, bool known, si
     /* By handle (the default) the handle's slot is the stream's own. */
     /* Blocks held back by record_stream count: they come back to this slot
      * below, once their uses are done, and are the slot's stream's frees. */
-    *id_matters = r->stream_ids && r->config.stream_ordered &&
-                  (slot->count > 0 || slot->deferred_count > 0) &&
+    *id_matters = r->stream_ids && (slot->count > 0 || slot->deferred_count > 0) &&
                   !gmr__stream_event_settled(&slot->base.ev);
     if (known || !*id_matters) {
-      if (known && r->config.stream_ordered) {
+      if (known && r->config.streams.stream_ordered) {
         gmr__stream_event_note_call(r->cuda, &slot->base.ev, &r->events);
       }
       /* PyTorch's record_stream reuse: blocks this stream freed whose
@@ -155,13 +145,13 @@ static gmr__fb_block *take(gmr__fb_shard *s, gmr__stream_key key, bool known, si
        * the same request gets the same block back (relaxed-mode queries:
        * legal during a capture). */
       bool processed = false;
-      if (slot->deferred_count > 0 && r->config.stream_ordered) {
+      if (slot->deferred_count > 0 && r->config.streams.stream_ordered) {
         gmr__fb_process_deferred(s);
         processed = true;
       }
-      if (slot->count == 0 && others && r->config.stream_ordered) {
+      if (slot->count == 0 && others && r->config.streams.stream_ordered) {
         if (s->deferred_count > 0 && !processed) gmr__fb_process_deferred(s);
-        if (slot->count == 0) gmr__fb_from_other_streams(s, si, 1, stream);
+        if (slot->count == 0) gmr__fb_from_other_streams(s, si, 1);
       }
       if (slot->count > 0) b = gmr__fb_pop_free(s, si, bytes);
     }
@@ -173,9 +163,9 @@ static gmr__fb_block *take(gmr__fb_shard *s, gmr__stream_key key, bool known, si
 /* take() with other streams' blocks (events queried in relaxed capture
  * mode: stream_ordered/stream_event.h). Pre: the key known, the stream not capturing. */
 static gmr__fb_block *take_with_others(gmr__fb_shard *s, gmr__stream_key key, size_t bytes,
-                                       gmr_stream stream, gmr_status *st) {
+                                       gmr_status *st) {
   bool id_matters = false;
-  return take(s, key, true, bytes, true, stream, st, &id_matters);
+  return take(s, key, true, bytes, true, st, &id_matters);
 }
 
 typedef struct take_one {
@@ -195,14 +185,14 @@ static gmr_status grow_and_take(gmr__fb_shard *s, gmr__stream_key key, size_t by
   gmr_fixed_block_resource *r = s->r;
   pthread_mutex_lock(&s->grow_lock);
   gmr_status st = GMR_OK;
-  *out = take_with_others(s, key, bytes, stream, &st); /* another thread may have grown */
-  if (*out == NULL && st == GMR_OK && r->config.stream_ordered) {
+  *out = take_with_others(s, key, bytes, &st); /* another thread may have grown */
+  if (*out == NULL && st == GMR_OK && r->config.streams.stream_ordered) {
     gmr__spin_lock_acquire(&s->lock);
     uint32_t si = gmr__fb_slot_of(s, key);
-    bool sync = si != UINT32_MAX && gmr__fb_sync_would_help(s, si, 1);
+    bool sync = si != UINT32_MAX && gmr__fb_sync_would_help(s, si);
     gmr__spin_lock_release(&s->lock);
-    if (sync && gmr__fb_device_synchronize(s) == cudaSuccess) {
-      *out = take_with_others(s, key, bytes, stream, &st);
+    if (sync && gmr__reclaim_device_synchronize(&s->slots) == cudaSuccess) {
+      *out = take_with_others(s, key, bytes, &st);
     }
   }
   if (*out == NULL && st == GMR_OK) {
@@ -249,20 +239,20 @@ static gmr_status fb_allocate(gmr_resource *self, size_t bytes, size_t alignment
   if (st != GMR_OK) return st;
   gmr__fb_shard *s = gmr__fb_shard_for(r, key);
   bool id_matters = false;
-  gmr__fb_block *b = take(s, key, known, bytes, false, stream, &st, &id_matters);
+  gmr__fb_block *b = take(s, key, known, bytes, false, &st, &id_matters);
   if (b == NULL && st == GMR_OK && !known && id_matters) {
     st = identify(r, stream, &key, &known, failure);
-    if (st == GMR_OK) b = take(s, key, true, bytes, false, stream, &st, &id_matters);
+    if (st == GMR_OK) b = take(s, key, true, bytes, false, &st, &id_matters);
   }
-  if (r->config.stream_ordered && gmr__stream_id_asked_lazily(r->events_mode, stream)) {
+  if (gmr__stream_id_asked_lazily(r->events_mode, stream)) {
     gmr__stream_id_hint_set(stream, id_matters);
   }
   /* The slow path names the stream in waits, records and slots: its id. */
   if (b == NULL && st == GMR_OK) st = identify(r, stream, &key, &known, failure);
   if (b == NULL && st == GMR_OK) {
-    bool capturing =
-        r->config.stream_ordered && gmr__cuda_stream_is_capturing(r->cuda, (cudaStream_t)stream);
-    if (!capturing) b = take_with_others(s, key, bytes, stream, &st);
+    bool capturing = r->config.streams.stream_ordered &&
+                     gmr__cuda_stream_is_capturing(r->cuda, (cudaStream_t)stream);
+    if (!capturing) b = take_with_others(s, key, bytes, &st);
     if (b == NULL && st == GMR_OK && r->shard_count > 1) {
       b = gmr__fb_take_from_other_shards(r, s, key, bytes);
     }
@@ -328,7 +318,7 @@ static gmr_status fb_deallocate(gmr_resource *self, void *ptr, size_t bytes, siz
     }
     if (verdict == GMR_OK) {
       gmr__fb_give_back(s, si, b);
-      if (r->config.stream_ordered) {
+      if (r->config.streams.stream_ordered) {
         gmr__stream_event_mark_freed(r->cuda, &gmr__fb_slot_at(s, si)->base.ev, false, &r->events);
       }
     }
@@ -354,9 +344,9 @@ static gmr_status fb_record_stream(gmr_resource *self, void *ptr, gmr_stream str
   }
   if (b->request_bytes == 0 && !b->in_list) {
     st = GMR_ERR_UNKNOWN_POINTER;
-  } else if (r->config.stream_ordered) {
+  } else if (r->config.streams.stream_ordered) {
     /* Without stream ordering every free is anyone's at once: nothing to keep. */
-    st = gmr__fb_add_use(b, key);
+    st = gmr__stream_uses_add(&b->uses, key);
   }
   gmr__spin_lock_release(&s->lock);
   return st;

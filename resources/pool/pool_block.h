@@ -20,7 +20,7 @@
 #include "stream_ordered/free_index.h"
 
 struct gmr__pool_chunk;
-struct gmr__pool_uses;
+struct gmr__stream_uses;
 
 typedef struct gmr__pool_block gmr__pool_block;
 struct gmr__pool_block {
@@ -39,8 +39,9 @@ struct gmr__pool_block {
   bool deferred; /* free, waiting for the events of the streams recorded on it
                     (record_stream), in its arena's deferred list, not in an index */
   /* Allocated: the other streams it is used on (record_stream), or NULL.
-   * Deferred: those streams with the events recorded at the free. */
-  struct gmr__pool_uses *uses;
+   * Deferred: those streams with the events recorded at the free
+   * (stream_ordered/stream_uses.h). */
+  struct gmr__stream_uses *uses;
 };
 
 /* The block whose node `n` is (NULL for NULL), and back. */

@@ -38,7 +38,8 @@ static bool take_free(gmr__pool_arena *a, const gmr__pool_request *r, bool queri
     gmr__pool_flush_caches(a);
     if (queries) {
       if (a->deferred_count > 0) (void)gmr__pool_process_deferred(a, r->stream);
-      if (si != GMR__POOL_SHARED_SLOT) (void)gmr__pool_collect_completed(a, si);
+      /* Completed memory of other streams (queries, once per record) first. */
+      (void)gmr__reclaim_collect(&a->slots, si, NULL, GMR__RECLAIM_QUERY_ONCE);
     }
     b = gmr__pool_find_fit(a, si, r->need);
     if (b != NULL) gmr__pool_hand_out(a, b, r, out_ptr);

@@ -35,7 +35,7 @@ bool gmr__pool_grow_in_place(gmr__pool_arena *a, const gmr__pool_request *r, siz
                              void **out_ptr) {
   gmr_pool_resource *pool = a->pool;
   const gmr_resource_vtbl *v = pool->upstream->vtbl;
-  if (r->capturing || pool->config.nvtx_annotate || v->version < 3u || v->extend == NULL) {
+  if (r->capturing || pool->config.streams.nvtx_annotate || v->version < 3u || v->extend == NULL) {
     return false;
   }
   gmr_failure scratch = GMR_FAILURE_INIT;

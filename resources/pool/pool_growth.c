@@ -48,7 +48,7 @@ static void attach_chunk(gmr__pool_arena *a, gmr__pool_chunk *c, uint32_t si) {
   gmr_pool_resource *pool = a->pool;
   c->arena = a;
   c->nvtx_heap = NULL;
-  if (pool->config.nvtx_annotate) {
+  if (pool->config.streams.nvtx_annotate) {
     c->nvtx_heap = gmr__nvtx_mem_heap_register((void *)c->base, c->size, "pool_resource chunk");
   }
   if (pool->arena_count > 1) gmr__pool_registry_insert(&pool->registry, c);
@@ -126,7 +126,7 @@ static void detach_chunk(gmr__pool_arena *a, gmr__pool_chunk *c) {
   a->chunk_count--;
   a->held_bytes -= c->size;
   gmr__pool_held_release(pool, c->size);
-  if (pool->config.nvtx_annotate) gmr__nvtx_mem_heap_unregister(c->nvtx_heap);
+  if (pool->config.streams.nvtx_annotate) gmr__nvtx_mem_heap_unregister(c->nvtx_heap);
 }
 
 /* A detached chunk whose upstream free failed: it is still ours, free for
@@ -310,7 +310,7 @@ static gmr_status grow_locked(gmr__pool_arena *a, const gmr__pool_request *r, vo
       sync = gmr__pool_sync_would_help(a, si, r->need);
     }
     gmr__spin_lock_release(&a->lock);
-    if (sync && gmr__pool_device_synchronize(a) == cudaSuccess &&
+    if (sync && gmr__reclaim_device_synchronize(&a->slots) == cudaSuccess &&
         take_now(a, r, out_ptr, NULL, failure, &st)) {
       return GMR_OK;
     }

@@ -5,15 +5,16 @@
  *   pool_lifecycle.c create (with messages), trim, destroy
  *   pool_info.c      statistics, get_memory_info, the failure record's free
  *                    figures, and the verdict on a bad free
- *   pool_arena.c     block headers, the stream slots' parts that are the
- *                    pool's (stream_ordered/stream_slots.h has the table), arenas
+ *   pool_arena.c     block headers, slots, arenas
  *   pool_blocks.c    filing free blocks (merging), the cache of recent frees,
  *                    best fit, carving an allocation
  *   pool_growth.c    held bytes, chunks in and out, the growth policy, growing
  *                    outside the arena's spin lock
  *   pool_extend.c    growing a chunk in place (the upstream's extend slot)
- *   pool_streams.c   memory freed on other streams (events), device
- *                    synchronisation, settling before trim and destroy
+ *   pool_streams.c   the stream slots' operations for their table and the
+ *                    reclaim steps (stream_ordered/reclaim.h): memory freed
+ *                    on other streams, device synchronisation, settling
+ *                    before trim and destroy
  *   pool_arenas.c    memory of the other arenas
  *   pool_uses.c      record_stream: blocks used on more streams than one
  *   pool_capture.c   allocate_capturing
@@ -54,10 +55,12 @@
 #include "stream_ordered/capture_reuse.h"
 #include "stream_ordered/event_cache.h"
 #include "stream_ordered/free_index.h"
+#include "stream_ordered/reclaim.h"
 #include "util/spin_lock.h"
 #include "stream_ordered/stream_event.h"
 #include "stream_ordered/stream_home.h"
 #include "stream_ordered/stream_slots.h"
+#include "stream_ordered/stream_uses.h"
 #include "gmr/pool_resource.h"
 #include "resources/pool/pool_block.h"
 #include "resources/pool/pool_block_map.h"
@@ -78,7 +81,7 @@ typedef struct gmr__pool_chunk {
   size_t size;
   gmr__pool_arena *arena;
   gmr__pool_block *first; /* the block at `base` */
-  void *nvtx_heap;        /* config.nvtx_annotate: the chunk's NVTX heap (may be NULL) */
+  void *nvtx_heap;        /* config.streams.nvtx_annotate: the chunk's NVTX heap (may be NULL) */
   struct gmr__pool_chunk *prev, *next; /* the arena's chunk list */
 } gmr__pool_chunk;
 
@@ -89,14 +92,7 @@ typedef struct gmr__pool_chunk {
 typedef struct gmr__pool_slot {
   gmr__stream_slot base; /* first: its stream's key and event, retired (stream_ordered/stream_slots.h) */
   gmr__free_index index;
-  size_t deferred_count;      /* blocks freed on this stream waiting in the deferred list */
-  uint64_t pending_query_seq; /* covered_seq of the last query that found work pending */
-  /* Scratch of the waits made with the spin lock released (pool_streams.c),
-   * under the grow mutex: the key, coverage and event as they were. */
-  gmr__stream_key snapshot_key;
-  uint64_t snapshot_seq;
-  cudaEvent_t snapshot_event;
-  bool snapshot_waiting;
+  size_t deferred_count; /* blocks freed on this stream waiting in the deferred list */
   uint32_t cache_count;
   gmr__pool_block *cache[GMR__POOL_CACHE_ENTRIES];
 } gmr__pool_slot;
@@ -118,11 +114,11 @@ struct gmr__pool_arena {
   size_t in_use_bytes;
   size_t requested_bytes;
   size_t in_use_count;
-  /* record_stream: freed blocks waiting for their streams' events. */
+  /* record_stream: freed blocks waiting for their streams' events; each
+   * remembers slots.sync_epoch (device synchronisations begun) at its free. */
   gmr__pool_block *deferred; /* linked by node.free_next / free_prev */
   size_t deferred_count;
   size_t deferred_bytes;
-  uint64_t sync_epoch;           /* device synchronisations begun; deferred blocks remember it */
   gmr__event_cache spare_events; /* events for record_stream, reused */
   gmr__capture_walks capture_walks; /* record_stream reuse inside captures */
   uintptr_t recent_freed[GMR__POOL_RECENT_FREED];
@@ -145,7 +141,7 @@ struct gmr_pool_resource {
   const gmr__cuda_ops *cuda;
   gmr_pool_resource_config config;
   gmr__stream_events_mode events_mode;
-  bool stream_ids; /* config.stream_ids, and not lazy (stream_ordered/stream_event.h) */
+  bool stream_ids; /* config.streams.stream_ids, and not lazy (stream_ordered/stream_event.h) */
   uint32_t arena_count;
   gmr__pool_arena **arenas;
   gmr__stream_home stream_home; /* which arena serves a stream (stream_ordered/stream_home.h) */
@@ -187,19 +183,19 @@ void gmr__pool_header_give(gmr__pool_arena *a, gmr__pool_block *b);
  * to a destroyed stream and is retired); UINT32_MAX without host memory;
  * GMR__POOL_SHARED_SLOT with stream ordering off. Pre: lock held. */
 static inline uint32_t gmr__pool_slot_of(gmr__pool_arena *a, gmr__stream_key key) {
-  if (!a->pool->config.stream_ordered) return GMR__POOL_SHARED_SLOT;
+  if (!a->pool->config.streams.stream_ordered) return GMR__POOL_SHARED_SLOT;
   return gmr__stream_slots_of(&a->slots, key);
 }
 /* The slot of `key` if `a` has one (never creates); UINT32_MAX if not. */
 static inline uint32_t gmr__pool_find_slot(const gmr__pool_arena *a, gmr__stream_key key) {
-  if (!a->pool->config.stream_ordered) return GMR__POOL_SHARED_SLOT;
+  if (!a->pool->config.streams.stream_ordered) return GMR__POOL_SHARED_SLOT;
   return gmr__stream_slots_find(&a->slots, key);
 }
 /* The slot of the stream that last had handle `stream` (never creates; for a
  * call that does not know its stream's id, stream_ordered/stream_event.h); UINT32_MAX
  * if none. With stream ordering off, the shared slot. */
 static inline uint32_t gmr__pool_slot_for_handle(gmr__pool_arena *a, gmr_stream stream) {
-  if (!a->pool->config.stream_ordered) return GMR__POOL_SHARED_SLOT;
+  if (!a->pool->config.streams.stream_ordered) return GMR__POOL_SHARED_SLOT;
   return gmr__stream_slots_for_handle(&a->slots, stream);
 }
 /* Whether a free block filed under slot `si` is free for anyone. */
@@ -207,9 +203,6 @@ bool gmr__pool_slot_settled(const gmr__pool_arena *a, uint32_t si);
 /* Whether slot `si` holds no free block at all. */
 bool gmr__pool_slot_empty(const gmr__pool_slot *s);
 gmr__pool_arena *gmr__pool_arena_new(gmr_pool_resource *pool);
-/* Destroy the arena's CUDA events; on a failure stop and return its error,
- * the events not destroyed kept. */
-cudaError_t gmr__pool_arena_destroy_events(const gmr_pool_resource *pool, gmr__pool_arena *a);
 /* Free the arena's host memory (its chunks must be given back already). */
 void gmr__pool_arena_free(gmr__pool_arena *a);
 
@@ -281,27 +274,16 @@ gmr_status gmr__pool_release_all_chunks(gmr__pool_arena *a);
 bool gmr__pool_grow_in_place(gmr__pool_arena *a, const gmr__pool_request *r, size_t want,
                              void **out_ptr);
 
-/* ---- pool_streams.c ---- */
-/* Steps 2 and 3: memory freed on other streams. Pre: lock held, the
- * requesting stream not capturing. */
+/* ---- pool_streams.c: the reclaim steps (stream_ordered/reclaim.h) over an arena ---- */
+/* What an arena's table of slots and the reclaim steps ask of the pool. */
+extern const gmr__stream_slots_ops gmr__pool_slot_ops;
+/* Steps 2 and 3: memory freed on other streams, then a fit for `need`
+ * (NULL if none). Pre: lock held, the requesting stream not capturing. */
 gmr__pool_block *gmr__pool_from_other_streams(gmr__pool_arena *a, uint32_t ti, size_t need);
-/* Whether some other stream's free memory is covered by a record whose
- * completion is not known yet (and was not found pending since): a query
- * could make it free for anyone. Pre: lock held. */
-bool gmr__pool_completion_unknown(const gmr__pool_arena *a, uint32_t ti);
-/* Query the events of other streams that are recorded and not known done
- * (once per record), moving the blocks of those done to the shared slot:
- * completed memory is then taken before new space is split. No record, no
- * wait. Returns whether blocks moved. Pre: lock held, relaxed capture mode
- * or no capture in progress. */
-bool gmr__pool_collect_completed(gmr__pool_arena *a, uint32_t ti);
 /* Whether other streams' free memory could serve `need` only after a device
  * synchronisation (unrecorded frees of streams that may be gone, deferred
  * blocks). Pre: lock held. */
 bool gmr__pool_sync_would_help(const gmr__pool_arena *a, uint32_t ti, size_t need);
-/* cudaDeviceSynchronize with no lock held, then mark every slot and
- * deferred block of `a` as done as of its start. Pre: grow mutex held. */
-cudaError_t gmr__pool_device_synchronize(gmr__pool_arena *a);
 /* Wait for every stream of `a` that has free blocks, and for the deferred
  * blocks, so that they are free for anyone; streams that cannot be waited
  * for one by one (unrecorded, or a failed event) through one device
@@ -338,8 +320,6 @@ void gmr__pool_deferred_synchronized(gmr__pool_arena *a, uint64_t epoch);
 /* Take deferred block `b` out of the deferred list, its events given back
  * and its uses freed (it is then in no list). Pre: lock held. */
 void gmr__pool_deferred_drop(gmr__pool_arena *a, gmr__pool_block *b);
-/* Free an allocated block's uses (no event was recorded). */
-void gmr__pool_uses_free(gmr__pool_block *b);
 /* gmr_resource_vtbl.record_stream. */
 gmr_status gmr__pool_record_stream(gmr_resource *self, void *ptr, gmr_stream stream);
 

@@ -71,7 +71,8 @@ gmr_status gmr__pool_destroy(gmr_resource *self) {
     }
   }
   for (uint32_t i = 0; i < pool->arena_count; ++i) {
-    cudaError_t err = gmr__pool_arena_destroy_events(pool, pool->arenas[i]);
+    cudaError_t err = gmr__stream_slots_destroy_events(&pool->arenas[i]->slots,
+                                                       &pool->arenas[i]->spare_events);
     if (err != cudaSuccess) return gmr__status_from_cuda(err);
   }
   for (uint32_t i = 0; i < pool->arena_count; ++i) {
@@ -227,10 +228,8 @@ static gmr_status pool_resource_create_ex_impl(gmr_resource *upstream,
   pool->upstream = upstream;
   pool->cuda = gmr__cuda();
   pool->config = cfg;
-  pool->events_mode = cfg.streams_outlive_resource ? GMR__STREAM_EVENTS_LAZY
-                      : cfg.record_at_every_free   ? GMR__STREAM_EVENTS_EVERY_FREE
-                                                   : GMR__STREAM_EVENTS_ON_DEMAND;
-  pool->stream_ids = cfg.stream_ids && pool->events_mode != GMR__STREAM_EVENTS_LAZY;
+  pool->events_mode = gmr__stream_events_mode_of(&cfg.streams);
+  pool->stream_ids = gmr__stream_ids_of(&cfg.streams);
   uint32_t arenas = cfg.arena_count == 0 ? default_arena_count() : cfg.arena_count;
   pool->arenas = calloc(arenas, sizeof *pool->arenas);
   for (; pool->arenas != NULL && pool->arena_count < arenas; pool->arena_count++) {

@@ -29,7 +29,9 @@ static unsigned log2_of(size_t power_of_two) {
  * own. With stream ordering off, the thread's home arena. */
 gmr__pool_arena *gmr__pool_arena_for(gmr_pool_resource *pool, gmr__stream_key key) {
   if (pool->arena_count == 1) return pool->arenas[0];
-  if (!pool->config.stream_ordered) return pool->arenas[gmr__thread_home() % pool->arena_count];
+  if (!pool->config.streams.stream_ordered) {
+    return pool->arenas[gmr__thread_home() % pool->arena_count];
+  }
   return pool->arenas[gmr__stream_home_of(&pool->stream_home, key, pool->arena_count)];
 }
 
@@ -49,10 +51,6 @@ gmr_status gmr__pool_request_init(gmr_pool_resource *pool, size_t bytes, size_t 
   r->alignment = alignment;
   r->stream = stream;
   r->capturing = capturing;
-  r->key.stream = stream;
-  r->key.id = 0;
-  r->key_known = true;
-  if (!pool->config.stream_ordered) return GMR_OK;
   /* No CUDA call for a created stream: its id is asked only when needed. */
   cudaError_t err =
       gmr__stream_key_begin(pool->cuda, pool->events_mode, stream, &r->key, &r->key_known);
@@ -94,7 +92,7 @@ void gmr__pool_hand_out_cached(gmr__pool_arena *a, gmr__pool_block *b, const gmr
   a->requested_bytes += r->bytes;
   a->in_use_count++;
   /* The bytes asked for, not b->node.bytes: a write into the rounding is caught. */
-  if (a->pool->config.nvtx_annotate) {
+  if (a->pool->config.streams.nvtx_annotate) {
     gmr__nvtx_mem_region_register(b->chunk->nvtx_heap, (void *)b->node.addr, r->bytes);
   }
   *out_ptr = (void *)b->node.addr;
@@ -173,7 +171,7 @@ static step_result step_one(gmr__pool_arena *a, const gmr__pool_request *r, void
     b = gmr__pool_find_fit(a, si, r->need);
   }
   if (b != NULL && b->node.bytes > r->need &&
-      (a->deferred_count > 0 || gmr__pool_completion_unknown(a, si))) {
+      (a->deferred_count > 0 || gmr__reclaim_completion_unknown(&a->slots, si))) {
     b = NULL;
   }
   if (b != NULL) gmr__pool_hand_out(a, b, r, out_ptr);
@@ -193,7 +191,8 @@ static bool slow_steps(gmr__pool_arena *a, const gmr__pool_request *r, void **ou
   gmr__pool_block *b = NULL;
   if (*st == GMR_OK) {
     if (a->deferred_count > 0) (void)gmr__pool_process_deferred(a, r->stream);
-    if (si != GMR__POOL_SHARED_SLOT) (void)gmr__pool_collect_completed(a, si);
+    /* Completed memory of other streams (queries, once per record) first. */
+    (void)gmr__reclaim_collect(&a->slots, si, NULL, GMR__RECLAIM_QUERY_ONCE);
     b = gmr__pool_find_fit(a, si, r->need);
     if (b == NULL && si != GMR__POOL_SHARED_SLOT && a->slots.count > 2) {
       b = gmr__pool_from_other_streams(a, si, r->need);
@@ -224,7 +223,7 @@ static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignme
     if (st != GMR_OK) return st;
     res = step_one(a, &r, out_ptr, &id_matters, failure, &st);
   }
-  if (pool->config.stream_ordered && gmr__stream_id_asked_lazily(pool->events_mode, stream)) {
+  if (gmr__stream_id_asked_lazily(pool->events_mode, stream)) {
     gmr__stream_id_hint_set(stream, id_matters);
   }
   if (res == SERVED) return GMR_OK;
@@ -233,7 +232,7 @@ static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignme
   st = gmr__pool_request_identify(pool, &r, failure);
   if (st != GMR_OK) return st;
   /* The slow path: nothing of it may touch a stream that captures a graph. */
-  bool capturing = pool->config.stream_ordered &&
+  bool capturing = pool->config.streams.stream_ordered &&
                    gmr__cuda_stream_is_capturing(pool->cuda, (cudaStream_t)stream);
   if (!capturing && slow_steps(a, &r, out_ptr, failure, &st)) return GMR_OK;
   if (st != GMR_OK) return gmr__pool_note_free_info(pool, failure, st);
@@ -282,13 +281,11 @@ static gmr_status pool_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
                                   gmr_stream stream) {
   gmr_pool_resource *pool = (gmr_pool_resource *)self;
   uintptr_t addr = (uintptr_t)ptr;
-  gmr__stream_key key = {stream, 0};
+  gmr__stream_key key;
   bool known = true;
-  if (pool->config.stream_ordered) {
-    /* A created stream's id only if the free needs it (stream_ordered/stream_event.h). */
-    cudaError_t err = gmr__stream_key_begin(pool->cuda, pool->events_mode, stream, &key, &known);
-    if (err != cudaSuccess) return gmr__status_from_cuda(err); /* nothing released */
-  }
+  /* A created stream's id only if the free needs it (stream_ordered/stream_event.h). */
+  cudaError_t err = gmr__stream_key_begin(pool->cuda, pool->events_mode, stream, &key, &known);
+  if (err != cudaSuccess) return gmr__status_from_cuda(err); /* nothing released */
   for (;;) {
     gmr__pool_arena *a = gmr__pool_arena_for(pool, key);
     gmr__spin_lock_acquire(&a->lock);
@@ -311,7 +308,7 @@ static gmr_status pool_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
     }
     uint32_t si = free_slot(a, key, known);
     if (si == NEED_ID_SLOT) {
-      cudaError_t err = gmr__stream_key_of(pool->cuda, pool->events_mode, stream, &key);
+      err = gmr__stream_key_of(pool->cuda, pool->events_mode, stream, &key);
       if (err != cudaSuccess) return gmr__status_from_cuda(err); /* nothing released */
       known = true;
       continue;
@@ -322,7 +319,7 @@ static gmr_status pool_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
     }
     gmr__block_map_remove(&a->live, addr);
     /* Before the block can merge or be handed out again. */
-    if (pool->config.nvtx_annotate) gmr__nvtx_mem_region_unregister(ptr);
+    if (pool->config.streams.nvtx_annotate) gmr__nvtx_mem_region_unregister(ptr);
     a->in_use_bytes -= b->node.bytes;
     a->requested_bytes -= bytes;
     a->in_use_count--;

@@ -24,95 +24,16 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <stdlib.h>
-#include <string.h>
-
 #include "core/failure.h"
 #include "resources/pool/pool_internal.h"
 
-typedef struct gmr__pool_use {
-  gmr__stream_key key;
-  cudaEvent_t event; /* deferred: recorded on key.stream at the free; NULL when done */
-} gmr__pool_use;
-
-typedef struct gmr__pool_uses gmr__pool_uses;
-
-struct gmr__pool_uses {
-  uint32_t count;
-  uint32_t capacity;
-  uint64_t epoch;         /* deferred: the arena's sync_epoch at the free */
-  bool needs_device_sync; /* deferred: a record failed, or a captured use has no markers */
-  gmr__capture_markers markers; /* captured uses: back inside the capture once joined */
-  gmr__pool_use items[];
-};
-
-void gmr__pool_uses_free(gmr__pool_block *b) {
-  if (b->uses != NULL) gmr__capture_markers_release(&b->uses->markers);
-  free(b->uses);
-  b->uses = NULL;
-}
-
-/* An event for a use: a spare one, or a new one. NULL if none could be made. */
-static cudaEvent_t event_take(gmr__pool_arena *a) {
-  cudaEvent_t e = NULL;
-  return gmr__event_cache_take(&a->spare_events, a->pool->cuda, &e) == cudaSuccess ? e : NULL;
-}
-
-static void event_give(gmr__pool_arena *a, cudaEvent_t e) {
-  if (gmr__event_cache_give(&a->spare_events, a->pool->cuda, e) != cudaSuccess) {
-    atomic_fetch_add_explicit(&a->pool->events.destroy_failure_count, 1, memory_order_relaxed);
-  }
-}
-
 bool gmr__pool_defer_free(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
-  gmr_pool_resource *pool = a->pool;
-  gmr__pool_uses *u = b->uses;
-  gmr__stream_key freeing = gmr__pool_slot_at(a, si)->base.ev.key;
-  uint32_t kept = 0;
-  for (uint32_t i = 0; i < u->count; ++i) {
-    /* The freeing stream orders its own work already. */
-    if (!gmr__stream_key_equal(u->items[i].key, freeing)) u->items[kept++] = u->items[i];
-  }
-  u->count = kept;
-  if (kept == 0) {
-    gmr__pool_uses_free(b);
+  /* Captured uses take the capture's free markers, so that the freeing
+   * stream may take the block back inside the capture once they are joined. */
+  if (!gmr__stream_uses_at_free(&b->uses, gmr__pool_slot_at(a, si)->base.ev.key, true,
+                                &a->slots, &a->spare_events)) {
     return false;
   }
-  u->needs_device_sync = false;
-  memset(&u->markers, 0, sizeof u->markers);
-  gmr_stream captured[16];
-  uint32_t captured_count = 0;
-  bool too_many = false;
-  for (uint32_t i = 0; i < u->count; ++i) {
-    gmr__pool_use *use = &u->items[i];
-    cudaStream_t s = (cudaStream_t)use->key.stream;
-    use->event = NULL;
-    if (gmr__cuda_stream_is_capturing(pool->cuda, s)) {
-      /* A record would join the user's graph: the graph's edges tell instead. */
-      if (captured_count < sizeof captured / sizeof captured[0]) {
-        captured[captured_count++] = use->key.stream;
-      } else {
-        too_many = true;
-      }
-      continue;
-    }
-    cudaEvent_t e = event_take(a);
-    atomic_fetch_add_explicit(&pool->events.record_count, 1, memory_order_relaxed);
-    if (e == NULL || pool->cuda->event_record(e, s) != cudaSuccess) {
-      if (e != NULL) event_give(a, e);
-      u->needs_device_sync = true;
-      continue;
-    }
-    use->event = e;
-  }
-  /* Captured uses: their free markers, so that the freeing stream may take
-   * the block back inside the capture once they are joined. */
-  if (captured_count > 0 &&
-      (too_many || !gmr__capture_markers_take(pool->cuda, freeing.stream, captured,
-                                              captured_count, &u->markers))) {
-    u->needs_device_sync = true;
-  }
-  u->epoch = a->sync_epoch;
   b->is_free = true;
   b->deferred = true;
   b->cached = false;
@@ -149,12 +70,8 @@ static void unlink_deferred(gmr__pool_arena *a, gmr__pool_block *b) {
 /* Drop deferred block `b` from the list and free its uses, its events given
  * back (a chunk given back in destroy, or a block whose wait is over). */
 void gmr__pool_deferred_drop(gmr__pool_arena *a, gmr__pool_block *b) {
-  gmr__pool_uses *u = b->uses;
-  for (uint32_t i = 0; i < u->count; ++i) {
-    if (u->items[i].event != NULL) event_give(a, u->items[i].event);
-  }
   unlink_deferred(a, b);
-  gmr__pool_uses_free(b);
+  gmr__stream_uses_free(&b->uses, &a->slots, &a->spare_events);
 }
 
 /* The wait of deferred block `b` is over: file it as a free of its stream. */
@@ -167,33 +84,20 @@ static void file_deferred(gmr__pool_arena *a, gmr__pool_block *b) {
 /* Whether deferred block b, freed during a capture, may go back to its
  * stream now: `stream` is that stream and comes after every marker. */
 static bool markers_passed(gmr__pool_arena *a, const gmr__pool_block *b, gmr_stream stream) {
-  const gmr__pool_uses *u = b->uses;
+  const gmr__stream_uses *u = b->uses;
   if (stream == NULL || u->markers.capture_id == 0) return false;
   if (gmr__pool_slot_at(a, b->slot)->base.ev.key.stream != stream) return false;
   return gmr__capture_markers_precede(a->pool->cuda, &a->capture_walks, &u->markers, stream);
 }
 
 bool gmr__pool_process_deferred(gmr__pool_arena *a, gmr_stream stream) {
-  gmr_pool_resource *pool = a->pool;
   bool filed = false;
   gmr__pool_block *next = NULL;
   for (gmr__pool_block *b = a->deferred; b != NULL; b = next) {
     next = gmr__pool_block_of(b->node.free_next);
-    gmr__pool_uses *u = b->uses;
-    bool done = !u->needs_device_sync &&
-                (u->markers.capture_id == 0 || markers_passed(a, b, stream));
-    for (uint32_t i = 0; i < u->count && done; ++i) {
-      gmr__pool_use *use = &u->items[i];
-      if (use->event == NULL) continue;
-      atomic_fetch_add_explicit(&pool->events.query_count, 1, memory_order_relaxed);
-      if (gmr__event_query_relaxed(pool->cuda, use->event) != cudaSuccess) {
-        done = false;
-        break;
-      }
-      event_give(a, use->event);
-      use->event = NULL;
-    }
-    if (!done) continue;
+    const gmr__stream_uses *u = b->uses;
+    bool passed = !u->needs_device_sync && markers_passed(a, b, stream);
+    if (!gmr__stream_uses_over(b->uses, passed, &a->slots, &a->spare_events)) continue;
     file_deferred(a, b);
     filed = true;
   }
@@ -232,42 +136,15 @@ static gmr__pool_block *find_live(gmr_pool_resource *pool, uintptr_t addr,
 
 gmr_status gmr__pool_record_stream(gmr_resource *self, void *ptr, gmr_stream stream) {
   gmr_pool_resource *pool = (gmr_pool_resource *)self;
-  gmr__stream_key key = {stream, 0};
-  if (pool->config.stream_ordered) {
-    cudaError_t err = gmr__stream_key_of(pool->cuda, pool->events_mode, stream, &key);
-    if (err != cudaSuccess) return gmr__status_from_cuda(err);
-  }
+  gmr__stream_key key;
+  cudaError_t err = gmr__stream_key_of(pool->cuda, pool->events_mode, stream, &key);
+  if (err != cudaSuccess) return gmr__status_from_cuda(err);
   gmr__pool_arena *a = NULL;
   gmr__pool_block *b = find_live(pool, (uintptr_t)ptr, &a);
   if (b == NULL) return GMR_ERR_UNKNOWN_POINTER;
   /* Without stream ordering every free is anyone's at once: nothing to keep. */
   gmr_status st = GMR_OK;
-  if (pool->config.stream_ordered) {
-    gmr__pool_uses *u = b->uses;
-    bool known = false;
-    for (uint32_t i = 0; u != NULL && i < u->count && !known; ++i) {
-      known = gmr__stream_key_equal(u->items[i].key, key);
-    }
-    if (!known && (u == NULL || u->count == u->capacity)) {
-      uint32_t capacity = u == NULL ? 2u : u->capacity * 2u;
-      gmr__pool_uses *grown = realloc(u, sizeof *u + capacity * sizeof u->items[0]);
-      if (grown == NULL) {
-        st = GMR_ERR_OUT_OF_MEMORY;
-      } else {
-        if (u == NULL) {
-          grown->count = 0;
-          memset(&grown->markers, 0, sizeof grown->markers);
-        }
-        grown->capacity = capacity;
-        b->uses = u = grown;
-      }
-    }
-    if (!known && st == GMR_OK) {
-      u->items[u->count].key = key;
-      u->items[u->count].event = NULL;
-      u->count++;
-    }
-  }
+  if (pool->config.streams.stream_ordered) st = gmr__stream_uses_add(&b->uses, key);
   gmr__spin_lock_release(&a->lock);
   return st;
 }

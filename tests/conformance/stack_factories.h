@@ -61,7 +61,7 @@ inline gmr_resource *Pool(Owned &owned, gmr_resource *up, uint32_t arenas = 0,
   if (up == nullptr) return nullptr;
   gmr_pool_resource_config c = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
   c.arena_count = arenas;
-  c.stream_ordered = stream_ordered;
+  c.streams.stream_ordered = stream_ordered;
   gmr_pool_resource *p = nullptr;
   if (gmr_pool_resource_create(up, &c, &p) != GMR_OK) return nullptr;
   return Keep(owned, gmr_pool_resource_as_resource(p));
@@ -71,7 +71,7 @@ inline gmr_resource *FixedBlock(Owned &owned, gmr_resource *up, bool stream_orde
   if (up == nullptr) return nullptr;
   gmr_fixed_block_resource_config c = GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT;
   c.blocks_per_chunk = 16;
-  c.stream_ordered = stream_ordered;
+  c.streams.stream_ordered = stream_ordered;
   gmr_fixed_block_resource *f = nullptr;
   if (gmr_fixed_block_resource_create(up, &c, &f) != GMR_OK) return nullptr;
   return Keep(owned, gmr_fixed_block_resource_as_resource(f));

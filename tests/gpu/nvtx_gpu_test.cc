@@ -201,7 +201,7 @@ TEST_F(NvtxAnnotatedGpuTest, PoolBlocksWrittenExactlyByKernelsAreClean) {
   pc.min_growth_bytes = 4 * MiB;  // several chunks: several heaps
   pc.max_growth_bytes = 4 * MiB;
   pc.chunk_granularity_bytes = 2 * MiB;
-  pc.nvtx_annotate = true;
+  pc.streams.nvtx_annotate = true;
   gmr_pool_resource *pool = nullptr;
   ASSERT_EQ(GMR_OK, gmr_pool_resource_create(gmr_cuda_resource_as_resource(cuda_), &pc, &pool));
   gmr_resource *r = gmr_pool_resource_as_resource(pool);
@@ -227,7 +227,7 @@ TEST_F(NvtxAnnotatedGpuTest, FixedBlockBlocksAndListsWrittenByKernelsAreClean) {
   gmr_fixed_block_resource_config fc = GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT;
   fc.block_bytes = 64 * KiB;
   fc.blocks_per_chunk = 8;
-  fc.nvtx_annotate = true;
+  fc.streams.nvtx_annotate = true;
   gmr_fixed_block_resource *fb = nullptr;
   ASSERT_EQ(GMR_OK,
             gmr_fixed_block_resource_create(gmr_cuda_resource_as_resource(cuda_), &fc, &fb));

@@ -95,7 +95,7 @@ struct RealPool {
     pc.arena_count = 1;          // one chunk list: A and B come from the same chunk
     pc.recent_free_count = 0;    // no cache of recent frees
     pc.initial_pool_bytes = kChunkBytes;
-    pc.nvtx_annotate = annotate;
+    pc.streams.nvtx_annotate = annotate;
     gmr_status st = gmr_cuda_resource_create(&cc, &cuda);
     if (st == GMR_OK) st = gmr_pool_resource_create(gmr_cuda_resource_as_resource(cuda), &pc, &pool);
     if (st != GMR_OK) {

@@ -55,7 +55,7 @@ GpuStack MakePool(gmr_cuda_kind kind, uint32_t arenas, bool stream_ids) {
   gmr_resource *up = MakeCuda(kind, s.owned);
   gmr_pool_resource_config c = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
   c.arena_count = arenas;
-  c.stream_ids = stream_ids;
+  c.streams.stream_ids = stream_ids;
   c.min_growth_bytes = 16 * MiB;  // several chunks, so chunk edges are exercised
   c.max_growth_bytes = 16 * MiB;
   gmr_pool_resource *p = nullptr;
@@ -72,7 +72,7 @@ GpuStack MakeFixed(gmr_cuda_kind kind, bool stream_ids) {
   gmr_resource *up = MakeCuda(kind, s.owned);
   gmr_fixed_block_resource_config c = GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT;
   c.blocks_per_chunk = 16;
-  c.stream_ids = stream_ids;
+  c.streams.stream_ids = stream_ids;
   gmr_fixed_block_resource *f = nullptr;
   EXPECT_EQ(GMR_OK, gmr_fixed_block_resource_create(up, &c, &f));
   s.owned.push_back(gmr_fixed_block_resource_as_resource(f));

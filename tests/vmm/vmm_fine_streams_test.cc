@@ -126,7 +126,7 @@ TEST_F(VmmFineStreams, RecordStreamHoldsMemoryUntilTheOtherStreamIsDone) {
 
 TEST_F(VmmFineStreams, StreamsThatOutliveThePoolRecordOnlyWhenAnotherStreamNeedsTheMemory) {
   gmr_vmm_pool_resource_config c = FineConfig();
-  c.streams_outlive_resource = true;
+  c.streams.streams_outlive_resource = true;
   Make(c);
   for (int i = 0; i < 10; ++i) Free(Alloc(kPage, a_), kPage, a_);
   EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_RECORD)) << "no record per free";

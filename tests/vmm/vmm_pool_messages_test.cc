@@ -1,7 +1,8 @@
 // The messages of the VMM resources' refusals (issue 20): each says what was asked,
 // the limit and the option (or argument) to change. initial_pages more than
-// the device can map, in C and in a spec, vmm and vmm_pages; sleep and wake
-// given a NULL pool or options without their header.
+// the device can map, in C and in a spec, vmm and vmm_pages; stream options
+// the VMM resources do not read; sleep and wake given a NULL pool or options
+// without their header.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -51,6 +52,42 @@ TEST_F(VmmPoolMessages, InitialPagesMoreThanTheDeviceHoldsNamesTheOptionAndTheLi
   EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_vmm_pages_resource_create(&c, &pool, &f));
   EXPECT_TRUE(Has(f.message, "initial_pages=" + std::to_string(SIZE_MAX / 2))) << f.message;
   EXPECT_TRUE(Has(f.message, "room for 32")) << f.message;
+}
+
+// Of the stream options the pools share (gmr/stream_ordered_options.h), the
+// VMM resources read streams_outlive_resource only: any other field away from
+// its default is refused by name, nothing made; streams_outlive alone is fine.
+TEST_F(VmmPoolMessages, StreamOptionsTheyDoNotReadAreRefusedByName) {
+  struct Case {
+    const char *name;
+    void (*set)(gmr_stream_ordered_options *);
+  };
+  const Case cases[] = {
+      {"stream_ordered = false", [](gmr_stream_ordered_options *o) { o->stream_ordered = false; }},
+      {"nvtx_annotate", [](gmr_stream_ordered_options *o) { o->nvtx_annotate = true; }},
+      {"record_at_every_free",
+       [](gmr_stream_ordered_options *o) { o->record_at_every_free = true; }},
+      {"stream_ids", [](gmr_stream_ordered_options *o) { o->stream_ids = true; }},
+  };
+  for (gmr_test::Placement placement : {gmr_test::Placement::kPages, gmr_test::Placement::kFine}) {
+    for (const Case &k : cases) {
+      SCOPED_TRACE(std::string(placement == gmr_test::Placement::kFine ? "vmm " : "vmm_pages ") +
+                   k.name);
+      gmr_vmm_pool_resource_config c = gmr_test::TestConfig(16);
+      k.set(&c.streams);
+      gmr_vmm_pool_resource *pool = nullptr;
+      gmr_failure f = GMR_FAILURE_INIT;
+      EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_test::CreateVmm(placement, &c, &pool, &f));
+      EXPECT_EQ(nullptr, pool);
+      EXPECT_TRUE(Has(f.message, std::string("streams.") + k.name)) << f.message;
+      EXPECT_TRUE(Has(f.message, "streams_outlive_resource only")) << f.message;
+    }
+    gmr_vmm_pool_resource_config c = gmr_test::TestConfig(16);
+    c.streams.streams_outlive_resource = true;
+    gmr_vmm_pool_resource *pool = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_test::CreateVmm(placement, &c, &pool, nullptr));
+    EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_vmm_pool_resource_as_resource(pool)));
+  }
 }
 
 TEST_F(VmmPoolMessages, InitialPagesInASpecNamesTheOptionAndTheLimit) {

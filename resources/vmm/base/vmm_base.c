@@ -28,6 +28,21 @@ gmr_status gmr__vmm_config_check(const gmr_vmm_pool_resource_config *c, gmr_fail
              GMR_VMM_POOL_MAX_PEERS);
     return gmr__vmm_create_fail(failure, GMR_ERR_INVALID_ARGUMENT, msg);
   }
+  /* Only streams_outlive_resource changes what a VMM resource does. */
+  const gmr_stream_ordered_options *o = &c->streams;
+  const char *unsupported = !o->stream_ordered       ? "stream_ordered = false"
+                            : o->nvtx_annotate        ? "nvtx_annotate"
+                            : o->record_at_every_free ? "record_at_every_free"
+                            : o->stream_ids           ? "stream_ids"
+                                                      : NULL;
+  if (unsupported != NULL) {
+    char msg[GMR_FAILURE_MESSAGE_BYTES];
+    snprintf(msg, sizeof msg,
+             "vmm_pool: streams.%s is not supported (of `streams`, the VMM resources read "
+             "streams_outlive_resource only)",
+             unsupported);
+    return gmr__vmm_create_fail(failure, GMR_ERR_INVALID_ARGUMENT, msg);
+  }
   return GMR_OK;
 }
 

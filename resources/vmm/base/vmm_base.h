@@ -116,7 +116,8 @@ static inline bool gmr__vmm_asleep(const gmr_vmm_pool_resource *p) {
  * refused config: st with `message` (failure is never NULL here). */
 gmr_status gmr__vmm_create_fail(gmr_failure *failure, gmr_status st, const char *message);
 
-/* The common fields of a config: peer_access and peer_count in range. */
+/* The common fields of a config: peer_access and peer_count in range, and
+ * of `streams` nothing but streams_outlive_resource away from its default. */
 gmr_status gmr__vmm_config_check(const gmr_vmm_pool_resource_config *c, gmr_failure *failure);
 
 /* Set up the handle `p` (zeroed by the caller) for a resource of vtable

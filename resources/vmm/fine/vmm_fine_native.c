@@ -464,7 +464,8 @@ static gmr_status native_grow(vmf_engine *e, size_t bytes, size_t alignment, gmr
   *out = NULL;
   /* Streams whose work is done give their free regions to everyone, so
    * that their handles may move (during a capture: no records). */
-  gmr__vmf_settle_all(e, !capturing);
+  (void)gmr__reclaim_collect(&e->slots, VMF_SHARED, NULL,
+                             capturing ? GMR__RECLAIM_QUERY : GMR__RECLAIM_SETTLE);
   size_t need = alignment > VMF_UNIT ? bytes + alignment - VMF_UNIT : bytes;
   if (!capturing && past_cap(e, need) && unsettled_free_bytes(e) >= e->page_bytes) {
     /* Moving memory needs its streams' work done, and a program's host code
@@ -474,7 +475,7 @@ static gmr_status native_grow(vmf_engine *e, size_t bytes, size_t alignment, gmr
      * shared and movable (PyTorch's expandable segments synchronise before
      * unmapping too); steady programs stay below the threshold and never
      * come here. */
-    (void)gmr__vmf_synchronize_fresh(e);
+    (void)gmr__reclaim_device_synchronize(&e->slots);
   }
   window w = choose_window(e, need, slot);
   if (w.first == NULL) {

@@ -57,6 +57,7 @@
 #include "core/cuda_vmm.h"
 #include "stream_ordered/capture_reuse.h"
 #include "stream_ordered/free_index.h"
+#include "stream_ordered/reclaim.h"
 #include "util/spin_lock.h"
 #include "stream_ordered/stream_event.h"
 #include "stream_ordered/stream_slots.h"
@@ -341,6 +342,9 @@ vmf_region *gmr__vmf_file_free(vmf_engine *e, vmf_region *r, uint32_t slot);
 /* Move every free region of `slot` to `to` (VMF_SHARED once its work is
  * done, or the waiting stream's slot), merging. */
 void gmr__vmf_move_slot(vmf_engine *e, uint32_t slot, uint32_t to);
+/* Every slot whose memory is free for anyone (settled) moves it to the
+ * shared slot. */
+void gmr__vmf_share_settled(vmf_engine *e);
 
 /* ---- vmf_arena.c ---------------------------------------------------------- */
 
@@ -406,20 +410,6 @@ gmr_status gmr__vmf_allocate_ex(vmf_engine *e, size_t bytes, size_t alignment, g
  * call, no slot created. false: nothing fits (nothing changed). */
 bool gmr__vmf_take_cached(vmf_engine *e, size_t bytes, size_t alignment, gmr_stream stream,
                           void **out_ptr);
-/* Settle every stream's slot: those whose work is known done go to the
- * shared slot (queries; with `record`, records on default streams that
- * freed memory since their last record first). Lock held. */
-void gmr__vmf_settle_all(vmf_engine *e, bool record);
-
-/* Free bytes filed under streams (but `except`) whose frees no record
- * covers: on demand, memory nobody asked for yet, or of a stream destroyed
- * since. */
-size_t gmr__vmf_fresh_bytes(const vmf_engine *e, uint32_t except);
-/* Cover every stream's frees by one device synchronisation (it names no
- * stream, so a destroyed one is no obstacle) and make them shared. Lock
- * held; blocks the host. Returns the CUDA error (nothing changes then). */
-cudaError_t gmr__vmf_synchronize_fresh(vmf_engine *e);
-
 /* Take `bytes` at the start of FREE region r (unfiled by the caller) as a
  * LIVE allocation on `stream`, splitting off the rest (which stays free in
  * r's slot) and, for an alignment above the unit, the bytes before it. The

@@ -12,6 +12,8 @@
  *     recorded lazily) and queried; a done stream's regions become shared;
  *  3. a region of a stream whose work is pending: T waits for that stream's
  *     event on the GPU (cudaStreamWaitEvent) and takes all of its regions;
+ *     steps 2 and 3, and the device synchronisation before step 4 when
+ *     memory no record covers would fit, are stream_ordered/reclaim.h's;
  *  4. new or moved physical memory: the engine's source grows it (vmf.h,
  *     vmf_source).
  * Steps 2-3 are skipped while T captures a graph (no stream-ordered call on
@@ -56,86 +58,6 @@ vmf_region *gmr__vmf_take(vmf_engine *e, vmf_region *r, size_t bytes, size_t ali
   return r;
 }
 
-/* ---- other streams ----------------------------------------------------------------- */
-
-/* `record`: record events on default streams that freed memory (never
- * during a capture: the legacy stream would join it); else query only the
- * events already recorded. */
-static void settle_except(vmf_engine *e, uint32_t except, bool record) {
-  for (size_t i = 1; i < e->slots.count; ++i) {
-    vmf_slot *s = gmr__vmf_slot(e, i);
-    if (i == except || s->index.block_count == 0) continue;
-    if (!record && gmr__stream_event_fresh(&s->base.ev)) continue;
-    if (gmr__stream_event_settle(e->cuda, &s->base.ev, &e->events) != cudaSuccess) continue;
-    if (gmr__stream_event_query(e->cuda, &s->base.ev, &e->events)) {
-      gmr__vmf_move_slot(e, (uint32_t)i, VMF_SHARED);
-    }
-  }
-}
-
-void gmr__vmf_settle_all(vmf_engine *e, bool record) { settle_except(e, VMF_SHARED, record); }
-
-size_t gmr__vmf_fresh_bytes(const vmf_engine *e, uint32_t except) {
-  size_t bytes = 0;
-  for (size_t i = 1; i < e->slots.count; ++i) {
-    const vmf_slot *s = gmr__vmf_slot(e, i);
-    if (i == except || s->base.ev.lazy || !gmr__stream_event_fresh(&s->base.ev)) continue;
-    bytes += s->index.bytes;
-  }
-  return bytes;
-}
-
-/* Whether a stream (but `except`) whose frees no record covers holds a
- * region that fits: only then is a device synchronisation worth making. */
-static bool fresh_fit(vmf_engine *e, uint32_t except, size_t bytes, size_t alignment) {
-  for (size_t i = 1; i < e->slots.count; ++i) {
-    const vmf_slot *s = gmr__vmf_slot(e, i);
-    if (i == except || s->base.ev.lazy || s->index.block_count == 0 ||
-        !gmr__stream_event_fresh(&s->base.ev)) {
-      continue;
-    }
-    if (gmr__vmf_bin_find(e, (uint32_t)i, bytes, alignment) != NULL) return true;
-  }
-  return false;
-}
-
-cudaError_t gmr__vmf_synchronize_fresh(vmf_engine *e) {
-  uint64_t *seq = calloc(e->slots.count, sizeof *seq);
-  if (seq == NULL) return cudaErrorMemoryAllocation;
-  for (size_t i = 1; i < e->slots.count; ++i) seq[i] = gmr__vmf_slot(e, i)->base.ev.free_seq;
-  atomic_fetch_add_explicit(&e->events.device_synchronize_count, 1, memory_order_relaxed);
-  cudaError_t err = e->cuda->device_synchronize();
-  if (err == cudaSuccess) {
-    e->sync_epoch++; /* blocks a capture held back: their uses are over */
-    for (size_t i = 1; i < e->slots.count; ++i) {
-      vmf_slot *s = gmr__vmf_slot(e, i);
-      gmr__stream_event_device_synchronized(&s->base.ev, seq[i]);
-      if (s->index.block_count > 0 && gmr__stream_event_settled(&s->base.ev)) {
-        gmr__vmf_move_slot(e, (uint32_t)i, VMF_SHARED);
-      }
-    }
-  }
-  free(seq);
-  return err;
-}
-
-/* Step 3: T waits for a stream that has a fitting region and takes all of
- * that stream's regions. Returns the region found, or NULL. */
-static vmf_region *wait_for_other(vmf_engine *e, uint32_t slot, gmr_stream stream, size_t bytes,
-                                  size_t alignment) {
-  for (size_t i = 1; i < e->slots.count; ++i) {
-    vmf_slot *s = gmr__vmf_slot(e, i);
-    if (i == slot || s->index.block_count == 0) continue;
-    if (gmr__vmf_bin_find(e, (uint32_t)i, bytes, alignment) == NULL) continue;
-    if (gmr__stream_event_settle(e->cuda, &s->base.ev, &e->events) != cudaSuccess) continue;
-    if (gmr__stream_event_wait(e->cuda, &s->base.ev, stream, &e->events) != cudaSuccess) continue;
-    gmr__vmf_move_slot(e, (uint32_t)i, slot);
-    gmr__stream_event_took_after_wait(e->cuda, &gmr__vmf_slot(e, slot)->base.ev, &e->events);
-    return gmr__vmf_bin_find(e, slot, bytes, alignment);
-  }
-  return NULL;
-}
-
 /* ---- allocate ------------------------------------------------------------------------ */
 
 static vmf_region *find_usable(vmf_engine *e, uint32_t slot, size_t bytes, size_t alignment) {
@@ -166,6 +88,7 @@ static gmr_status allocate_slow(vmf_engine *e, size_t bytes, size_t alignment, g
     st = gmr__cuda_fail(failure, "cudaThreadExchangeStreamCaptureMode", err);
   } else {
     if (e->blocked != NULL) gmr__vmf_unblock(e, VMF_UNBLOCK_QUERY, stream);
+    gmr__reclaim_want want = {bytes, alignment};
     if (!capturing) {
       /* Frees during a capture could not record this stream's event; the
        * stream is named now, so it exists: record it, so that its memory can
@@ -174,20 +97,24 @@ static gmr_status allocate_slow(vmf_engine *e, size_t bytes, size_t alignment, g
           !gmr__vmf_slot(e, slot)->base.ev.lazy && gmr__vmf_slot_check(e, stream, &slot)) {
         gmr__stream_event_mark_freed(e->cuda, &gmr__vmf_slot(e, slot)->base.ev, true, &e->events);
       }
-      settle_except(e, slot, true);
+      /* 2: streams whose work is done give their regions to everyone; 3: T
+       * waits for a stream that has a fitting region and takes them all. */
+      bool pending = gmr__reclaim_collect(&e->slots, slot, NULL, GMR__RECLAIM_SETTLE);
       r = find_usable(e, slot, bytes, alignment);
-      if (r == NULL) r = wait_for_other(e, slot, stream, bytes, alignment);
+      if (r == NULL && pending && gmr__reclaim_wait(&e->slots, slot, &want)) {
+        r = find_usable(e, slot, bytes, alignment);
+      }
       /* Memory of streams that owe a record (on demand: nobody asked yet,
        * or the stream is gone) would spare a growth: one device
-       * synchronisation makes it anyone's (gmr's pool does the same). */
-      if (r == NULL && may_grow && fresh_fit(e, slot, bytes, alignment) &&
-          gmr__vmf_synchronize_fresh(e) == cudaSuccess) {
+       * synchronisation makes it anyone's. */
+      if (r == NULL && may_grow && gmr__reclaim_sync_would_help(&e->slots, slot, &want) &&
+          gmr__reclaim_device_synchronize(&e->slots) == cudaSuccess) {
         r = find_usable(e, slot, bytes, alignment);
       }
     } else {
       /* Capturing: no record and no wait, but memory of streams whose
        * recorded work is done may still be used (queries, relaxed mode). */
-      settle_except(e, slot, false);
+      (void)gmr__reclaim_collect(&e->slots, slot, NULL, GMR__RECLAIM_QUERY);
       r = find_usable(e, slot, bytes, alignment);
     }
     if (r != NULL) {

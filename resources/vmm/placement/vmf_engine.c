@@ -27,7 +27,7 @@ vmf_engine *gmr__vmf_new(const gmr_vmm_pool_resource *p, const vmf_source *sourc
   e->access_count = p->access_count;
   e->prop = &p->prop;
   e->page_bytes = p->page_bytes;
-  e->streams_outlive = p->config.streams_outlive_resource;
+  e->streams_outlive = p->config.streams.streams_outlive_resource;
   e->min_growth_bytes = p->page_bytes;
   e->live = (gmr__u64_map)GMR__U64_MAP_INIT;
   e->next_arena_index = 0;
@@ -54,27 +54,19 @@ void gmr__vmf_delete(vmf_engine *e) {
   free(e);
 }
 
-/* Wait for every stream's frees and make them shared (host waits). Frees
- * no record covers (on demand: a stream nobody asked for its memory, or one
- * destroyed since) are covered by one device synchronisation, which names
- * no stream; the snapshot says which frees it covers. */
-static gmr_status synchronize_slots(vmf_engine *e, gmr_failure *failure) {
+/* Wait for every stream's frees and make them shared (the reclaim steps'
+ * settle_all: host waits, or one device synchronisation for frees no record
+ * covers). Regions a capture held back need the device too. */
+static void synchronize_slots(vmf_engine *e) {
   gmr__vmf_unblock(e, VMF_UNBLOCK_HOST_WAIT, NULL);
-  /* Frees no record covers, and blocks a capture held back, need the device. */
-  if ((gmr__vmf_fresh_bytes(e, VMF_SHARED) > 0 || e->blocked != NULL) &&
-      gmr__vmf_synchronize_fresh(e) == cudaSuccess && e->blocked != NULL) {
+  uint64_t synced = e->sync_epoch;
+  gmr__reclaim_settle_all(&e->slots, e->blocked != NULL);
+  if (e->sync_epoch != synced && e->blocked != NULL) {
     gmr__vmf_unblock(e, VMF_UNBLOCK_HOST_WAIT, NULL);
   }
-  for (uint32_t i = 1; i < e->slots.count; ++i) {
-    vmf_slot *s = gmr__vmf_slot(e, i);
-    if (s->index.block_count == 0) continue;
-    /* A stream that captures, or whose event cannot be recorded, keeps its
-     * memory until a later trim. */
-    if (gmr__stream_event_synchronize(e->cuda, &s->base.ev, &e->events) != cudaSuccess) continue;
-    gmr__vmf_move_slot(e, (uint32_t)i, VMF_SHARED);
-  }
-  (void)failure;
-  return GMR_OK;
+  /* A stream that captures, or whose event cannot be recorded, keeps its
+   * memory until a later trim. */
+  gmr__vmf_share_settled(e);
 }
 
 gmr_status gmr__vmf_trim(vmf_engine *e, size_t *released_bytes, gmr_failure *failure) {
@@ -86,10 +78,8 @@ gmr_status gmr__vmf_trim(vmf_engine *e, size_t *released_bytes, gmr_failure *fai
   if (err != cudaSuccess) {
     st = gmr__cuda_fail(failure, "cudaSetDevice", err);
   } else {
-    st = synchronize_slots(e, failure);
-    if (st == GMR_OK) {
-      st = e->source->trim(e, released_bytes, failure);
-    }
+    synchronize_slots(e);
+    st = e->source->trim(e, released_bytes, failure);
     gmr__cuda_device_leave(e->cuda, saved);
   }
   gmr__vmf_unlock(e);
@@ -115,10 +105,8 @@ gmr_status gmr__vmf_destroy(vmf_engine *e) {
   gmr_status st = e->source->destroy(e);
   /* The streams' events last: an event the driver keeps fails the destroy
    * (a later one goes on), it is not left behind. */
-  for (uint32_t i = 0; st == GMR_OK && i < e->slots.count; ++i) {
-    if (gmr__stream_event_deinit(e->cuda, &e->slots.items[i]->ev, &e->events) != cudaSuccess) {
-      st = GMR_ERR_CUDA;
-    }
+  if (st == GMR_OK && gmr__stream_slots_destroy_events(&e->slots, NULL) != cudaSuccess) {
+    st = GMR_ERR_CUDA;
   }
   gmr__cuda_device_leave(e->cuda, saved);
   gmr__vmf_unlock(e);

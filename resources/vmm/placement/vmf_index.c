@@ -124,11 +124,6 @@ static gmr__stream_slot *slot_create(void *ctx) {
   return &s->base;
 }
 
-static void slot_destroy(void *ctx, gmr__stream_slot *slot) {
-  (void)ctx;
-  free(slot);
-}
-
 /* Whether slot i holds nothing (no free region filed or blocked under it),
  * so that it may serve another stream. */
 static bool slot_empty(void *ctx, uint32_t i) {
@@ -145,6 +140,36 @@ static bool slot_move_all(void *ctx, uint32_t from, uint32_t to) {
   bool any = gmr__vmf_slot(e, from)->index.block_count > 0;
   gmr__vmf_move_slot(e, from, to);
   return any;
+}
+
+/* The reclaim steps' view (stream_ordered/reclaim.h): a slot's index. The
+ * engine's lock stays held throughout (no lock operations). */
+static bool slot_holds(void *ctx, uint32_t i) {
+  return gmr__vmf_slot((vmf_engine *)ctx, i)->index.block_count > 0;
+}
+
+static void slot_take(void *ctx, uint32_t from, uint32_t to) { gmr__vmf_move_slot(ctx, from, to); }
+
+static bool slot_fits(void *ctx, uint32_t i, const gmr__reclaim_want *want) {
+  return gmr__vmf_bin_find(ctx, i, want->amount, want->alignment) != NULL;
+}
+
+void gmr__vmf_share_settled(vmf_engine *e) {
+  for (uint32_t i = 1; i < e->slots.count; ++i) {
+    vmf_slot *s = gmr__vmf_slot(e, i);
+    if (s->index.block_count > 0 && gmr__stream_event_settled(&s->base.ev)) {
+      gmr__vmf_move_slot(e, i, VMF_SHARED);
+    }
+  }
+}
+
+/* A device synchronisation completed: blocks a capture held back are over
+ * (e->sync_epoch counts completed ones), and settled memory is anyone's. */
+static void engine_synchronized(void *ctx, uint64_t epoch) {
+  vmf_engine *e = ctx;
+  (void)epoch;
+  e->sync_epoch++;
+  gmr__vmf_share_settled(e);
 }
 
 /*
@@ -174,10 +199,13 @@ static void slot_started(void *ctx, uint32_t i) {
 
 static const gmr__stream_slots_ops slot_ops = {
     .create = slot_create,
-    .destroy = slot_destroy,
     .empty = slot_empty,
     .move_all = slot_move_all,
     .started = slot_started,
+    .holds = slot_holds,
+    .take = slot_take,
+    .fits = slot_fits,
+    .synchronized = engine_synchronized,
 };
 
 bool gmr__vmf_slots_init(vmf_engine *e) {
@@ -185,7 +213,7 @@ bool gmr__vmf_slots_init(vmf_engine *e) {
       e->streams_outlive ? GMR__STREAM_EVENTS_LAZY : GMR__STREAM_EVENTS_ON_DEMAND;
   /* Keyed by handle (no stream_ids); only retired slots go to new streams. */
   return gmr__stream_slots_init(&e->slots, &slot_ops, e, true, mode, false,
-                                GMR__STREAM_SLOTS_REUSE_NEVER);
+                                GMR__STREAM_SLOTS_REUSE_NEVER, e->cuda, &e->events);
 }
 
 bool gmr__vmf_find_slot(vmf_engine *e, gmr_stream stream, uint32_t *slot) {

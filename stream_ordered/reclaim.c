@@ -1,0 +1,187 @@
+/*
+ * stream_ordered/reclaim.c (internal): see reclaim.h.
+ */
+#include "stream_ordered/reclaim.h"
+
+static void lock(const gmr__stream_slots *t) {
+  if (t->lock != NULL) gmr__spin_lock_acquire(t->lock);
+}
+
+static void unlock(const gmr__stream_slots *t) {
+  if (t->lock != NULL) gmr__spin_lock_release(t->lock);
+}
+
+/* Slot `i`'s memory could be taken by a wait: another stream's, covered by
+ * its record. */
+static bool waitable(const gmr__stream_slots *t, uint32_t i, uint32_t taker) {
+  return i != taker && t->ops->holds(t->ctx, i) && !gmr__stream_event_fresh(&t->items[i]->ev);
+}
+
+/* A record whose completion is not known and was not found pending since. */
+static bool unknown(const gmr__stream_slot *s) {
+  return !gmr__stream_event_fresh(&s->ev) && !s->ev.complete && s->ev.event != NULL &&
+         s->pending_query_seq != s->ev.covered_seq;
+}
+
+/* ---- 1: memory whose work is known done ---------------------------------- */
+
+bool gmr__reclaim_collect(gmr__stream_slots *t, uint32_t taker, const gmr__reclaim_want *want,
+                          gmr__reclaim_mode mode) {
+  const gmr__stream_slots_ops *ops = t->ops;
+  uint32_t to = t->first > 0 ? GMR__STREAM_SLOT_SHARED : taker;
+  bool pending = false;
+  for (uint32_t i = t->first; i < t->count; ++i) {
+    gmr__stream_slot *s = t->items[i];
+    if (i == taker || !ops->holds(t->ctx, i)) continue;
+    if (mode == GMR__RECLAIM_SETTLE) {
+      /* A fresh stream that may be gone is not recorded on: it is asked to
+       * record at its next call and its newest memory stays its own. */
+      if (gmr__stream_event_settle(t->cuda, &s->ev, t->counts) != cudaSuccess) continue;
+    } else if (mode == GMR__RECLAIM_QUERY ? gmr__stream_event_fresh(&s->ev) : !unknown(s)) {
+      continue;
+    }
+    if (gmr__stream_event_query(t->cuda, &s->ev, t->counts)) {
+      ops->take(t->ctx, i, to);
+      gmr__stream_event_demand(&s->ev); /* its memory is wanted: its next free records */
+      if (want != NULL && to == taker && ops->fits(t->ctx, taker, want)) break;
+    } else {
+      pending = true;
+      if (mode == GMR__RECLAIM_QUERY_ONCE) s->pending_query_seq = s->ev.covered_seq;
+    }
+  }
+  return pending;
+}
+
+bool gmr__reclaim_completion_unknown(const gmr__stream_slots *t, uint32_t taker) {
+  for (uint32_t i = t->first; i < t->count; ++i) {
+    if (i != taker && t->ops->holds(t->ctx, i) && unknown(t->items[i])) return true;
+  }
+  return false;
+}
+
+/* ---- 2: waiting for another stream --------------------------------------- */
+
+/* The taker's stream waits for slot `i`'s record and takes its memory,
+ * which is the taker's newest free from then on. */
+static bool wait_and_take(gmr__stream_slots *t, uint32_t i, uint32_t taker) {
+  gmr__stream_event *taker_ev = &t->items[taker]->ev;
+  if (gmr__stream_event_wait(t->cuda, &t->items[i]->ev, taker_ev->key.stream, t->counts) !=
+      cudaSuccess) {
+    return false;
+  }
+  t->ops->take(t->ctx, i, taker);
+  gmr__stream_event_demand(&t->items[i]->ev);
+  gmr__stream_event_took_after_wait(t->cuda, taker_ev, t->counts);
+  return true;
+}
+
+bool gmr__reclaim_wait(gmr__stream_slots *t, uint32_t taker, const gmr__reclaim_want *want) {
+  const gmr__stream_slots_ops *ops = t->ops;
+  for (uint32_t i = t->first; i < t->count; ++i) {
+    if (waitable(t, i, taker) && ops->fits(t->ctx, i, want) && wait_and_take(t, i, taker)) {
+      return true;
+    }
+  }
+  if (ops->amount == NULL) return false;
+  /* No stream alone fits, but together they may hold enough: take them
+   * all, so that touching memory of different streams merges. */
+  size_t have = ops->amount(t->ctx, taker);
+  if (t->first > 0) have += ops->amount(t->ctx, GMR__STREAM_SLOT_SHARED);
+  for (uint32_t i = t->first; i < t->count; ++i) {
+    if (waitable(t, i, taker)) have += ops->amount(t->ctx, i);
+  }
+  if (have < want->amount) return false;
+  bool moved = false;
+  for (uint32_t i = t->first; i < t->count; ++i) {
+    if (waitable(t, i, taker) && wait_and_take(t, i, taker)) moved = true;
+  }
+  return moved;
+}
+
+/* ---- 3: device synchronisation ------------------------------------------- */
+
+bool gmr__reclaim_sync_would_help(const gmr__stream_slots *t, uint32_t taker,
+                                  const gmr__reclaim_want *want) {
+  for (uint32_t i = t->first; i < t->count; ++i) {
+    const gmr__stream_event *e = &t->items[i]->ev;
+    if (i == taker || e->lazy || !gmr__stream_event_fresh(e) || !t->ops->holds(t->ctx, i)) {
+      continue;
+    }
+    if (t->ops->fits(t->ctx, i, want)) return true;
+  }
+  return false;
+}
+
+/* gmr__reclaim_device_synchronize with the table's lock held. */
+static cudaError_t device_synchronize(gmr__stream_slots *t) {
+  uint32_t count = t->count;
+  for (uint32_t i = t->first; i < count; ++i) {
+    gmr__stream_slot *s = t->items[i];
+    s->sync_key = s->ev.key;
+    s->sync_seq = s->ev.free_seq;
+  }
+  uint64_t epoch = ++t->sync_epoch;
+  unlock(t);
+  atomic_fetch_add_explicit(&t->counts->device_synchronize_count, 1, memory_order_relaxed);
+  cudaError_t err = t->cuda->device_synchronize();
+  lock(t);
+  if (err != cudaSuccess) return err;
+  /* Slots made meanwhile, or handed to another stream, were not covered. */
+  for (uint32_t i = t->first; i < count && i < t->count; ++i) {
+    gmr__stream_slot *s = t->items[i];
+    if (gmr__stream_key_equal(s->ev.key, s->sync_key)) {
+      gmr__stream_event_device_synchronized(&s->ev, s->sync_seq);
+    }
+  }
+  if (t->ops->synchronized != NULL) t->ops->synchronized(t->ctx, epoch);
+  return cudaSuccess;
+}
+
+cudaError_t gmr__reclaim_device_synchronize(gmr__stream_slots *t) {
+  lock(t);
+  cudaError_t err = device_synchronize(t);
+  unlock(t);
+  return err;
+}
+
+/* ---- settling everything ------------------------------------------------- */
+
+void gmr__reclaim_settle_all(gmr__stream_slots *t, bool need_sync) {
+  for (uint32_t i = t->first; i < t->count; ++i) {
+    gmr__stream_slot *s = t->items[i];
+    s->waiting = false;
+    if (!t->ops->holds(t->ctx, i) || gmr__stream_event_settled(&s->ev)) continue;
+    /* Lazy streams are recorded on now; a fresh stream that may be gone
+     * can only be waited for through the device. A capturing stream keeps
+     * its frees: the device synchronisation would be refused and break the
+     * capture. */
+    cudaError_t err = gmr__stream_event_settle(t->cuda, &s->ev, t->counts);
+    if (err != cudaSuccess) {
+      need_sync = need_sync || err != cudaErrorStreamCaptureUnsupported;
+      continue;
+    }
+    if (gmr__stream_event_query(t->cuda, &s->ev, t->counts)) continue;
+    s->waiting = true;
+    s->wait_key = s->ev.key;
+    s->wait_seq = s->ev.covered_seq;
+    s->wait_event = s->ev.event;
+  }
+  /* A device synchronisation covers every record too; if it fails (a
+   * stream captures), the records are still waited for one by one. */
+  if (need_sync && device_synchronize(t) == cudaSuccess) return;
+  for (uint32_t i = t->first; i < t->count; ++i) {
+    if (!t->items[i]->waiting) continue;
+    cudaEvent_t event = t->items[i]->wait_event;
+    unlock(t);
+    atomic_fetch_add_explicit(&t->counts->synchronize_count, 1, memory_order_relaxed);
+    cudaError_t err = gmr__event_synchronize_relaxed(t->cuda, event);
+    lock(t);
+    /* Applied only if the slot still covers the same frees. */
+    gmr__stream_slot *s = t->items[i];
+    if (err == cudaSuccess && gmr__stream_key_equal(s->ev.key, s->wait_key) &&
+        s->ev.covered_seq == s->wait_seq) {
+      s->ev.complete = true;
+    }
+    s->waiting = false;
+  }
+}
