@@ -4,6 +4,7 @@
  */
 #include <cuda_runtime_api.h>
 
+#include "core/cuda_counts.h"
 #include "core/cuda_layer.h"
 #include "core/cuda_vmm.h"
 
@@ -16,17 +17,31 @@ static cudaError_t real_device_get_attribute(int *value, enum cudaDeviceAttr att
 static cudaError_t real_mem_get_info(size_t *free_bytes, size_t *total_bytes) {
   return cudaMemGetInfo(free_bytes, total_bytes);
 }
-static cudaError_t real_device_synchronize(void) { return cudaDeviceSynchronize(); }
+static cudaError_t real_device_synchronize(void) {
+  gmr__cuda_count(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE);
+  return cudaDeviceSynchronize();
+}
 
-static cudaError_t real_malloc(void **ptr, size_t bytes) { return cudaMalloc(ptr, bytes); }
-static cudaError_t real_free(void *ptr) { return cudaFree(ptr); }
+static cudaError_t real_malloc(void **ptr, size_t bytes) {
+  gmr__cuda_count(GMR_CUDA_CALL_MALLOC);
+  return cudaMalloc(ptr, bytes);
+}
+static cudaError_t real_free(void *ptr) {
+  gmr__cuda_count(GMR_CUDA_CALL_FREE);
+  return cudaFree(ptr);
+}
 static cudaError_t real_malloc_managed(void **ptr, size_t bytes) {
+  gmr__cuda_count(GMR_CUDA_CALL_MALLOC_MANAGED);
   return cudaMallocManaged(ptr, bytes, cudaMemAttachGlobal);
 }
 static cudaError_t real_host_alloc(void **ptr, size_t bytes) {
+  gmr__cuda_count(GMR_CUDA_CALL_HOST_ALLOC);
   return cudaHostAlloc(ptr, bytes, cudaHostAllocDefault);
 }
-static cudaError_t real_free_host(void *ptr) { return cudaFreeHost(ptr); }
+static cudaError_t real_free_host(void *ptr) {
+  gmr__cuda_count(GMR_CUDA_CALL_FREE_HOST);
+  return cudaFreeHost(ptr);
+}
 
 static cudaError_t real_mem_pool_create(cudaMemPool_t *pool, int device) {
   struct cudaMemPoolProps props = {0};
@@ -47,13 +62,16 @@ static cudaError_t real_mem_pool_get_attribute(cudaMemPool_t pool, enum cudaMemP
   return cudaMemPoolGetAttribute(pool, attr, value);
 }
 static cudaError_t real_mem_pool_trim_to(cudaMemPool_t pool, size_t keep) {
+  gmr__cuda_count(GMR_CUDA_CALL_MEM_POOL_TRIM_TO);
   return cudaMemPoolTrimTo(pool, keep);
 }
 static cudaError_t real_malloc_from_pool_async(void **ptr, size_t bytes, cudaMemPool_t pool,
                                                cudaStream_t stream) {
+  gmr__cuda_count(GMR_CUDA_CALL_MALLOC_FROM_POOL_ASYNC);
   return cudaMallocFromPoolAsync(ptr, bytes, pool, stream);
 }
 static cudaError_t real_free_async(void *ptr, cudaStream_t stream) {
+  gmr__cuda_count(GMR_CUDA_CALL_FREE_ASYNC);
   return cudaFreeAsync(ptr, stream);
 }
 
@@ -62,9 +80,11 @@ static cudaError_t real_stream_create(cudaStream_t *stream) {
 }
 static cudaError_t real_stream_destroy(cudaStream_t stream) { return cudaStreamDestroy(stream); }
 static cudaError_t real_stream_synchronize(cudaStream_t stream) {
+  gmr__cuda_count(GMR_CUDA_CALL_STREAM_SYNCHRONIZE);
   return cudaStreamSynchronize(stream);
 }
 static cudaError_t real_stream_wait_event(cudaStream_t stream, cudaEvent_t event) {
+  gmr__cuda_count(GMR_CUDA_CALL_STREAM_WAIT_EVENT);
   return cudaStreamWaitEvent(stream, event, 0);
 }
 static cudaError_t real_stream_get_capture_info(cudaStream_t stream,
@@ -97,14 +117,25 @@ static cudaError_t real_thread_exchange_capture_mode(enum cudaStreamCaptureMode 
 }
 
 static cudaError_t real_event_create(cudaEvent_t *event) {
+  gmr__cuda_count(GMR_CUDA_CALL_EVENT_CREATE);
   return cudaEventCreateWithFlags(event, cudaEventDisableTiming);
 }
-static cudaError_t real_event_destroy(cudaEvent_t event) { return cudaEventDestroy(event); }
+static cudaError_t real_event_destroy(cudaEvent_t event) {
+  gmr__cuda_count(GMR_CUDA_CALL_EVENT_DESTROY);
+  return cudaEventDestroy(event);
+}
 static cudaError_t real_event_record(cudaEvent_t event, cudaStream_t stream) {
+  gmr__cuda_count(GMR_CUDA_CALL_EVENT_RECORD);
   return cudaEventRecord(event, stream);
 }
-static cudaError_t real_event_query(cudaEvent_t event) { return cudaEventQuery(event); }
-static cudaError_t real_event_synchronize(cudaEvent_t event) { return cudaEventSynchronize(event); }
+static cudaError_t real_event_query(cudaEvent_t event) {
+  gmr__cuda_count(GMR_CUDA_CALL_EVENT_QUERY);
+  return cudaEventQuery(event);
+}
+static cudaError_t real_event_synchronize(cudaEvent_t event) {
+  gmr__cuda_count(GMR_CUDA_CALL_EVENT_SYNCHRONIZE);
+  return cudaEventSynchronize(event);
+}
 
 static cudaError_t real_stream_get_id(cudaStream_t stream, unsigned long long *id) {
   return cudaStreamGetId(stream, id);

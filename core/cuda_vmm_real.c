@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/cuda_counts.h"
 #include "core/cuda_vmm.h"
 
 /* The ABI every entry point below has had since CUDA 10.2 / 11.0; asking for
@@ -140,17 +141,20 @@ static CUresult real_get_granularity(size_t *granularity_bytes, const gmr__vmm_p
 }
 
 static CUresult real_address_reserve(CUdeviceptr *ptr, size_t bytes, size_t alignment_bytes) {
+  gmr__cuda_count(GMR_CUDA_CALL_MEM_ADDRESS_RESERVE);
   CUresult st = loaded();
   return st != CUDA_SUCCESS ? st : entry.address_reserve(ptr, bytes, alignment_bytes, 0, 0);
 }
 
 static CUresult real_address_free(CUdeviceptr ptr, size_t bytes) {
+  gmr__cuda_count(GMR_CUDA_CALL_MEM_ADDRESS_FREE);
   CUresult st = loaded();
   return st != CUDA_SUCCESS ? st : entry.address_free(ptr, bytes);
 }
 
 static CUresult real_create(CUmemGenericAllocationHandle *handle, size_t bytes,
                             const gmr__vmm_prop *prop) {
+  gmr__cuda_count(GMR_CUDA_CALL_MEM_CREATE);
   CUresult st = loaded();
   if (st != CUDA_SUCCESS) return st;
   CUmemAllocationProp p;
@@ -159,16 +163,19 @@ static CUresult real_create(CUmemGenericAllocationHandle *handle, size_t bytes,
 }
 
 static CUresult real_release(CUmemGenericAllocationHandle handle) {
+  gmr__cuda_count(GMR_CUDA_CALL_MEM_RELEASE);
   CUresult st = loaded();
   return st != CUDA_SUCCESS ? st : entry.release(handle);
 }
 
 static CUresult real_map(CUdeviceptr ptr, size_t bytes, CUmemGenericAllocationHandle handle) {
+  gmr__cuda_count(GMR_CUDA_CALL_MEM_MAP);
   CUresult st = loaded();
   return st != CUDA_SUCCESS ? st : entry.map(ptr, bytes, 0, handle, 0);
 }
 
 static CUresult real_unmap(CUdeviceptr ptr, size_t bytes) {
+  gmr__cuda_count(GMR_CUDA_CALL_MEM_UNMAP);
   CUresult st = loaded();
   return st != CUDA_SUCCESS ? st : entry.unmap(ptr, bytes);
 }
@@ -178,6 +185,7 @@ static CUresult real_unmap(CUdeviceptr ptr, size_t bytes) {
 
 static CUresult real_set_access(CUdeviceptr ptr, size_t bytes, const int *devices,
                                 size_t device_count) {
+  gmr__cuda_count(GMR_CUDA_CALL_MEM_SET_ACCESS);
   CUresult st = loaded();
   if (st != CUDA_SUCCESS) return st;
   if (device_count == 0 || device_count > MAX_ACCESS_DEVICES) return CUDA_ERROR_INVALID_VALUE;

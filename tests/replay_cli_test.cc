@@ -143,6 +143,41 @@ TEST(ReplayCliTest, DefaultRunReplaysTheBundledTraceThroughThreeStacks) {
   EXPECT_TRUE(StartsWith(lines[9], "mean ns: wall time of the pass")) << lines[9];
 }
 
+// The second table: the CUDA calls each stack made per pass. cudaMalloc and
+// cudaMallocFromPoolAsync each serve every allocation of the trace.
+TEST(ReplayCliTest, TheDriverCallsTableCountsEachStacksCalls) {
+  Output r = RunReplay({"--sim"});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  std::vector<std::string> lines = Lines(r.out);
+  size_t at = 0;
+  while (at < lines.size() && !StartsWith(lines[at], "driver calls per pass")) ++at;
+  ASSERT_LT(at + 4, lines.size()) << r.out;
+  EXPECT_TRUE(StartsWith(lines[at + 1], "stack       pass    create     map")) << lines[at + 1];
+  auto columns = [](const std::string &line) {
+    std::istringstream row(line);
+    std::string name, pass, temperature;
+    std::vector<unsigned long long> v;
+    row >> name >> pass >> temperature;
+    unsigned long long x = 0;
+    while (row >> x) v.push_back(x);
+    return v;
+  };
+  // create map unmap release access reserve malloc free record query wait sync total
+  std::vector<unsigned long long> device = columns(lines[at + 2]);
+  ASSERT_EQ(13u, device.size()) << lines[at + 2];
+  EXPECT_TRUE(StartsWith(lines[at + 2], "cuda_device 1 cold")) << lines[at + 2];
+  EXPECT_EQ(6179u, device[6]) << lines[at + 2];
+  EXPECT_EQ(6176u, device[7]) << lines[at + 2];
+  EXPECT_EQ(0u, device[0]) << lines[at + 2];
+  unsigned long long sum = 0;
+  for (size_t k = 0; k + 1 < device.size(); ++k) sum += device[k];
+  EXPECT_EQ(sum, device[12]) << lines[at + 2];
+  std::vector<unsigned long long> async = columns(lines[at + 3]);
+  ASSERT_EQ(13u, async.size()) << lines[at + 3];
+  EXPECT_EQ(6179u, async[6]) << lines[at + 3];
+  EXPECT_NE(std::string::npos, r.out.find("counted by the simulation of the CUDA layer")) << r.out;
+}
+
 TEST(ReplayCliTest, MalformedLineFailsWithFileLineAndReason) {
   std::string path = WriteFile("bad.csv",
                                "action,addr,size,stream,time_us\r\n"
@@ -285,6 +320,9 @@ TEST(ReplayCliTest, HelpPrintsUsage) {
   Output r = RunReplay({"--help"});
   EXPECT_EQ(0, r.exit_code);
   EXPECT_TRUE(StartsWith(r.out, "usage: replay [options] [TRACE]\n")) << r.out;
+  EXPECT_NE(std::string::npos, r.out.find("A second table gives per pass the CUDA calls"))
+      << r.out;
+  EXPECT_NE(std::string::npos, r.out.find("access (cuMemSetAccess)")) << r.out;
   EXPECT_NE(std::string::npos,
             r.out.find("or an alias: cuda_device = cuda(kind=device), cuda_async = "
                        "cuda(kind=async), cuda_managed = cuda(kind=managed), host = host"))

@@ -18,6 +18,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
 #include "gmr/stack.h"
+#include "tools/replay/calls.h"
 #include "tools/replay/locate.h"
 #include "tools/replay/measure.h"
 #include "tools/replay/numbers.h"
@@ -103,6 +104,15 @@ static void print_usage(FILE *out) {
           "Per pass the table gives the mean host ns per call (wall clock of the pass over its\n"
           "calls, from a second fresh stack replayed without per-call timers), p50/p99 from\n"
           "per-call timers, failures, the peak held and the fragmentation at that peak.\n"
+          "A second table gives per pass the CUDA calls the stack made while the pass's events\n"
+          "replayed (from the wall-clock run): create (cuMemCreate), map (cuMemMap), unmap\n"
+          "(cuMemUnmap), release (cuMemRelease), access (cuMemSetAccess), reserve\n"
+          "(cuMemAddressReserve/Free), malloc (cudaMalloc, cudaMallocFromPoolAsync,\n"
+          "cudaMallocManaged, cudaHostAlloc), free (cudaFree, cudaFreeAsync, cudaFreeHost,\n"
+          "cudaMemPoolTrimTo), record (cudaEventRecord), query (cudaEventQuery), wait\n"
+          "(cudaStreamWaitEvent), sync (cudaDeviceSynchronize, cudaStreamSynchronize,\n"
+          "cudaEventSynchronize) and their total; counted by the simulation, or on a GPU by the\n"
+          "CUDA layer's counting view (calls of the stack's helper threads included).\n"
           "\n"
           "A stack is a spec, top layer first, '>' meaning \"stacks on\", e.g.\n"
           "  'tracking > limiting(limit=4GiB, on_limit=increase, on_oom=trim_retry) > "
@@ -500,6 +510,7 @@ int main(int argc, char **argv) {
   replay_report_print_summary(stdout, trace);
   fputc('\n', stdout);
 
+  replay_calls_start(); /* the real layer counts from here on; the simulation always does */
   const uint64_t overhead_ns = replay_clock_overhead_ns(TIMER_SAMPLES);
   replay_result results[MAX_STACKS];
   const char *names[MAX_STACKS];
@@ -521,7 +532,10 @@ int main(int argc, char **argv) {
     if (!replay_result_ok(&results[done])) failed = true;
     done++;
   }
-  if (done > 0) replay_report_print_table(stdout, trace, names, results, done);
+  if (done > 0) {
+    replay_report_print_table(stdout, trace, names, results, done);
+    replay_report_print_calls(stdout, names, results, done, simulated);
+  }
   /* What the adaptors and policies did, one line per stack that has any. */
   bool any_adaptor = false;
   for (size_t i = 0; i < done; ++i) {

@@ -70,6 +70,7 @@ gmr_status replay_measure(const replay_trace *trace, const char *spec, uint64_t 
      * run only; the mean is over the calls the clocked run made. */
     out->passes[k].wall_ns = clock.passes[k].wall_ns;
     out->passes[k].wall_call_count = clock.passes[k].wall_call_count;
+    out->passes[k].calls = clock.passes[k].calls; /* the calls behind the mean */
     if (clock.passes[k].failure_count > out->passes[k].failure_count) {
       out->passes[k].failure_count = clock.passes[k].failure_count;
     }

@@ -38,7 +38,8 @@ extern "C" {
  * Replay `trace` options->pass_count times on a fresh stack `spec` with
  * per-call timers, then on a second fresh stack of the same spec with the
  * wall clock only, and join the two into *out: the first run's result, with
- * each pass's wall_ns (and so its mean) from the second, and the second
+ * each pass's wall_ns (and so its mean) and its CUDA calls (calls.h) from
+ * the second, and the second
  * run's failures in clock_run_failure_count (and its first failure in
  * first_failure when the first had none). options->timing is ignored.
  *

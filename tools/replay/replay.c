@@ -248,6 +248,8 @@ static void run_pass(const replay_trace *trace, gmr_resource *top, replay_state 
   (void)high_water(top, &high_water_before);
   pass->memory_info_status = GMR_ERR_UNSUPPORTED;
 
+  replay_calls calls_before;
+  replay_calls_read(&calls_before);
   uint64_t wall_ns = 0;
   uint64_t segment_start = per_call ? 0 : replay_clock_now_ns();
   for (size_t i = 0; i < trace->event_count; ++i) {
@@ -275,6 +277,7 @@ static void run_pass(const replay_trace *trace, gmr_resource *top, replay_state 
     if (per_call) sample_held(top, i, r, pass);
   }
   if (!per_call) wall_ns += replay_clock_now_ns() - segment_start;
+  replay_calls_since(&calls_before, &pass->calls);
   pass->alloc_count = r->alloc_count - allocs_before;
   pass->free_count = r->free_count - frees_before;
   if (!per_call) {

@@ -57,6 +57,7 @@
 #include "gmr/resource.h"
 #include "gmr/sim/streams.h"
 #include "gmr/status.h"
+#include "tools/replay/calls.h"
 #include "tools/replay/trace.h"
 
 #ifdef __cplusplus
@@ -123,6 +124,11 @@ typedef struct replay_pass_result {
   size_t peak_event_index;
   gmr_status memory_info_status;
   gmr_memory_info memory_info;
+  /* The CUDA calls the stack made while the pass's events replayed, by kind
+   * (calls.h: the simulation's counts, or the real layer's counting view);
+   * the clean-up after the pass (its frees, synchronisations and graphs) is
+   * not included. measure.h reports the wall-clock run's. */
+  replay_calls calls;
 } replay_pass_result;
 
 typedef struct replay_result {

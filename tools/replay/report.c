@@ -200,3 +200,50 @@ void replay_report_print_table(FILE *out, const replay_trace *trace,
     fprintf(out, "; first: %s\n", r->first_failure);
   }
 }
+
+void replay_report_print_calls(FILE *out, const char *const *stack_names,
+                               const replay_result *results, size_t count, bool simulated) {
+  int name_width = 5; /* "stack" */
+  for (size_t i = 0; i < count; ++i) {
+    int n = (int)strlen(stack_names[i]);
+    if (n > name_width) name_width = n;
+  }
+  fprintf(out, "\ndriver calls per pass, while the pass's events replayed:\n%-*s %-6s", name_width,
+          "stack", "pass");
+  for (int k = 0; k < REPLAY_CALL_KIND_COUNT; ++k) {
+    fprintf(out, " %7s", replay_call_kind_name((replay_call_kind)k));
+  }
+  fprintf(out, " %8s\n", "total");
+  for (size_t i = 0; i < count; ++i) {
+    const replay_result *r = &results[i];
+    for (size_t p = 0; p < r->pass_count; ++p) {
+      const replay_calls *c = &r->passes[p].calls;
+      char label[32];
+      snprintf(label, sizeof label, "%zu %s", p + 1, p == 0 ? "cold" : "warm");
+      fprintf(out, "%-*s %-6s", name_width, p == 0 ? stack_names[i] : "", label);
+      for (int k = 0; k < REPLAY_CALL_KIND_COUNT; ++k) {
+        fprintf(out, " %7llu", (unsigned long long)c->count[k]);
+      }
+      fprintf(out, " %8llu\n", (unsigned long long)replay_calls_total(c));
+    }
+  }
+  fprintf(out, "counted %s; the clean-up after each pass is not included.\n",
+          simulated ? "by the simulation of the CUDA layer"
+                    : "by the CUDA layer's counting view (every call, whatever it returned)");
+  /* Each column's functions, lines kept under 100 characters. */
+  size_t width = 0;
+  for (int k = 0; k < REPLAY_CALL_KIND_COUNT; ++k) {
+    char item[160];
+    int n = snprintf(item, sizeof item, "%s: %s%s", replay_call_kind_name((replay_call_kind)k),
+                     replay_call_kind_functions((replay_call_kind)k),
+                     k + 1 == REPLAY_CALL_KIND_COUNT ? "." : ";");
+    if (n < 0) continue;
+    if (width > 0 && width + 1 + (size_t)n > 100) {
+      fputc('\n', out);
+      width = 0;
+    }
+    fprintf(out, "%s%s", width > 0 ? " " : "", item);
+    width += (width > 0 ? 1 : 0) + (size_t)n;
+  }
+  fputc('\n', out);
+}

@@ -12,6 +12,7 @@
 #ifndef GMR_TOOLS_REPLAY_REPORT_H_
 #define GMR_TOOLS_REPLAY_REPORT_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -46,6 +47,18 @@ void replay_report_print_summary(FILE *out, const replay_trace *trace);
 void replay_report_print_table(FILE *out, const replay_trace *trace,
                                const char *const *stack_names, const replay_result *results,
                                size_t count);
+
+/**
+ * Print the driver calls table for `count` stacks: one row per pass (the
+ * stack named on its first), a column per kind of calls.h (create, map,
+ * unmap, release, access, reserve, malloc, free, record, query, wait, sync)
+ * and their total, counted while the pass's events replayed; then a
+ * footnote naming the CUDA functions of each column and where the counts
+ * came from (`simulated`: the simulation's counts; else the CUDA layer's
+ * counting view). Results without passes are left out.
+ */
+void replay_report_print_calls(FILE *out, const char *const *stack_names,
+                               const replay_result *results, size_t count, bool simulated);
 
 /** `bytes` in MiB, as printed ("7344.6"), into buf (buf_bytes). Returns buf. */
 const char *replay_report_format_mib(unsigned long long bytes, char *buf, size_t buf_bytes);
