@@ -13,12 +13,15 @@
 #include "gmr/vmm_resource.h"
 #include "stack/component_vmm_common.h"
 #include "stack/registry.h"
+#include "stack/value.h"
 
 enum {
   GROWTH_PERCENT = GMR__VMM_COMMON_OPTIONS,
   REMAP_PERMILLE,
   HANDLE_DIVISOR,
   SHARDS,
+  HANDLE_FLOOR,
+  CREATORS,
   OPTION_COUNT
 };
 
@@ -46,6 +49,16 @@ static const gmr__option_def options[OPTION_COUNT] = {
                 .max_value = GMR_VMM_POOL_MAX_SHARDS,
                 .help = "engines threads are spread over by stream (each its own lock and "
                         "memory); 0: one per CPU, at most 16; 1: one for all threads"},
+    [HANDLE_FLOOR] = {.name = "handle_floor",
+                      .type = GMR__OPTION_SIZE,
+                      .help = "new physical allocations are at least this large (rounded up "
+                              "to the page; 0: a page): fewer driver calls per growth, coarser "
+                              "pieces to move (expandable segments map 20MiB pages)"},
+    [CREATORS] = {.name = "creators",
+                  .type = GMR__OPTION_UINT,
+                  .max_value = GMR_VMM_POOL_MAX_CREATOR_THREADS,
+                  .help = "threads that create a growth's physical allocations (cuMemCreate) "
+                          "while the allocating thread maps them; 0: none"},
 };
 
 /* remap_permille: "never" or 0..10000. */
@@ -81,6 +94,12 @@ static bool describe_default(size_t option, char *text, size_t text_bytes) {
     case SHARDS:
       snprintf(text, text_bytes, "%u", (unsigned)c.shard_count);
       return true;
+    case HANDLE_FLOOR:
+      gmr__format_size_value(c.handle_floor_bytes, text, text_bytes);
+      return true;
+    case CREATORS:
+      snprintf(text, text_bytes, "%u", (unsigned)c.creator_thread_count);
+      return true;
     default:
       return gmr__vmm_describe_common(&c, option, text, text_bytes);
   }
@@ -94,6 +113,8 @@ static gmr_status create(const gmr__option_value *v, gmr_resource *upstream, gmr
   if (v[GROWTH_PERCENT].given) config.growth_percent = (uint32_t)v[GROWTH_PERCENT].uint;
   if (v[HANDLE_DIVISOR].given) config.handle_divisor = (uint32_t)v[HANDLE_DIVISOR].uint;
   if (v[SHARDS].given) config.shard_count = (uint32_t)v[SHARDS].uint;
+  if (v[HANDLE_FLOOR].given) config.handle_floor_bytes = v[HANDLE_FLOOR].size;
+  if (v[CREATORS].given) config.creator_thread_count = (uint32_t)v[CREATORS].uint;
   if (v[REMAP_PERMILLE].given && !parse_remap(v[REMAP_PERMILLE].string, &config.remap_permille)) {
     snprintf(message, message_bytes,
              "invalid value '%s' for option remap_permille: expected thousandths 0..10000 or "

@@ -178,6 +178,37 @@ TEST(ReplayCliTest, TheDriverCallsTableCountsEachStacksCalls) {
   EXPECT_NE(std::string::npos, r.out.find("counted by the simulation of the CUDA layer")) << r.out;
 }
 
+// --sim-call-ns makes simulated calls slow, as a driver's: a growth of one
+// 4 MiB handle with cuMemCreate taking 20 ms makes the pass's mean at least
+// 20 ms over its two calls / 2.
+TEST(ReplayCliTest, SimCallLatenciesSlowTheCallsTheyName) {
+  std::string path = WriteFile("one_growth.csv",
+                               "action,addr,size,stream,time_us\r\n"
+                               "alloc,4096,4194304,0,1\r\n"
+                               "free_requested,4096,4194304,0,2\r\n");
+  Output r = RunReplay({"--sim", "--sim-call-ns", "cuMemCreate=20000000", "--stack",
+                        "vmm(handle_divisor=0)", path});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  std::vector<std::string> lines = Lines(r.out);
+  size_t at = 0;
+  while (at < lines.size() && !StartsWith(lines[at], "vmm(handle_divisor=0) ")) ++at;
+  ASSERT_LT(at, lines.size()) << r.out;
+  std::istringstream row(lines[at].substr(std::string("vmm(handle_divisor=0)").size()));
+  std::string pass, temperature;
+  size_t allocs = 0, frees = 0, failed = 0, live = 0;
+  double mean = 0;
+  row >> pass >> temperature >> allocs >> frees >> failed >> live >> mean;
+  EXPECT_GE(mean, 10e6) << lines[at];
+  Output h200 = RunReplay({"--sim", "--sim-call-ns", "h200", "--stack", "vmm", path});
+  EXPECT_EQ(0, h200.exit_code) << h200.err;
+  Output unknown = RunReplay({"--sim", "--sim-call-ns", "cuMemFrobnicate=1", path});
+  EXPECT_EQ(2, unknown.exit_code);
+  EXPECT_NE(std::string::npos, unknown.err.find("'cuMemFrobnicate' is no CUDA call")) << unknown.err;
+  Output bad = RunReplay({"--sim", "--sim-call-ns", "cuMemMap=fast", path});
+  EXPECT_EQ(2, bad.exit_code);
+  EXPECT_NE(std::string::npos, bad.err.find("--sim-call-ns cuMemMap")) << bad.err;
+}
+
 TEST(ReplayCliTest, MalformedLineFailsWithFileLineAndReason) {
   std::string path = WriteFile("bad.csv",
                                "action,addr,size,stream,time_us\r\n"

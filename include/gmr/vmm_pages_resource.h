@@ -112,8 +112,9 @@ extern "C" {
  * banner): it reserves virtual addresses, maps whole pages under each
  * request and moves free pages to where they are needed instead of holding
  * more. It reads the fields of the config that every VMM resource reads and
- * small_pool (growth_percent, remap_permille, handle_divisor and
- * shard_count are vmm's and are ignored).
+ * small_pool (growth_percent, remap_permille, handle_divisor,
+ * shard_count, handle_floor_bytes and creator_thread_count are vmm's and
+ * are ignored).
  *
  * Units: bytes; pages.
  * Ownership: `config` is copied (NULL: GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT).

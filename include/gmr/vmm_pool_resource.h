@@ -155,6 +155,9 @@ typedef struct gmr_vmm_pool_resource gmr_vmm_pool_resource;
 /* Most shards of vmm (shard_count). */
 #define GMR_VMM_POOL_MAX_SHARDS 64
 
+/* Most creator threads of vmm (creator_thread_count). */
+#define GMR_VMM_POOL_MAX_CREATOR_THREADS 8
+
 typedef enum gmr_vmm_pool_peer_access {
   GMR_VMM_POOL_PEERS_NONE = 0, /* only the pool's device */
   GMR_VMM_POOL_PEERS_ALL = 1,  /* every other device that can access this one */
@@ -221,6 +224,22 @@ typedef struct gmr_vmm_pool_resource_config {
    * id asked before each record): create refuses anything else with
    * GMR_ERR_INVALID_ARGUMENT. */
   gmr_stream_ordered_options streams;
+  /* vmm: the least size of a new physical allocation (cuMemCreate), in
+   * bytes, rounded up to the page; 0: one page. handle_divisor's share of
+   * what is held is a page while the pool is small, so that early growths
+   * take a handle per page; a floor makes them take fewer, larger ones, as
+   * PyTorch's expandable segments map 20 MiB pages for large blocks
+   * (large_segment_size_mb). Fewer handles mean fewer cuMemCreate and
+   * cuMemMap calls per growth, larger ones coarser pieces to move, so the
+   * pool may hold more (gmr/vmm_resource.h, "Growth"). At most
+   * GMR_MAX_ALLOCATION_BYTES. */
+  size_t handle_floor_bytes;
+  /* vmm: threads that create a growth's physical allocations (cuMemCreate)
+   * while the allocating thread creates its first one and maps them all
+   * (gmr/vmm_resource.h, "Growth"), at most GMR_VMM_POOL_MAX_CREATOR_THREADS.
+   * They start at the pool's first growth of several handles and are joined
+   * at destroy. 0: the allocating thread creates every handle. */
+  uint32_t creator_thread_count;
 } gmr_vmm_pool_resource_config;
 
 #define GMR_VMM_POOL_CURRENT_DEVICE (-1)
@@ -229,10 +248,11 @@ typedef struct gmr_vmm_pool_resource_config {
  * mapped at create, no peers, not NCCL-ready, streams may be destroyed
  * after a free; vmm_pages: small requests pooled; vmm: growth 25%, memory
  * moved above 1.5% over the live peak, handles of at most 1/128 of what is
- * held, one shard per CPU (at most 16). */
+ * held and at least a page, one shard per CPU (at most 16), no creator
+ * threads. */
 #define GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT                                                 \
   {GMR_VMM_POOL_CURRENT_DEVICE, 0, 0, 0, true, GMR_VMM_POOL_PEERS_NONE, {0}, 0, false, 25u, \
-   15u, 128u, 0u, GMR_STREAM_ORDERED_OPTIONS_DEFAULT}
+   15u, 128u, 0u, GMR_STREAM_ORDERED_OPTIONS_DEFAULT, 0u, 0u}
 
 /* Create: gmr_vmm_resource_create() (gmr/vmm_resource.h) or
  * gmr_vmm_pages_resource_create() (gmr/vmm_pages_resource.h). Both refuse

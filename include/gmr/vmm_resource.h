@@ -67,6 +67,33 @@
  * random-sized buffers on four streams leave free bytes that no 2 MiB page
  * holds whole, needs about 12% and moves memory every pass).
  *
+ * Growth (how step 4 makes new handles): each is at most held /
+ * handle_divisor (so that free memory can later move in pieces) and at
+ * least handle_floor_bytes (rounded up to the page; 0: one page). A floor
+ * makes the early growths of a small pool take fewer, larger handles, as
+ * PyTorch's expandable segments map 20 MiB pages for large blocks: fewer
+ * cuMemCreate and cuMemMap calls, coarser pieces to move, and so possibly
+ * more held (on the bundled traces, 20 MiB cut the first pass's driver calls
+ * by 24-55% and held up to 7% more; BENCHMARKS.md, "Growth cost"). With
+ * creator_thread_count > 0, that many threads create a growth's handles
+ * (cuMemCreate only; it needs no current context) while the allocating
+ * thread creates the first one, takes back every creation no thread has
+ * started, and maps them all itself, in order: the same handles at the same
+ * places as without threads, so the bytes held, the footprint and the other
+ * driver calls are the same; only cuMemCreate calls may overlap, where the
+ * driver runs them at once (NVIDIA Dynamo's snapshot restore creates on other
+ * threads). The threads start at the pool's first growth of several handles
+ * (if pthread_create refuses, the pool creates every handle itself), run in
+ * relaxed capture mode so that none of their calls breaks a capture another
+ * thread makes, block every signal, and are joined by destroy. A creation
+ * the driver refused on a thread is made again on the allocating thread; a
+ * growth whose creation fails all the same gives back what it made, on any
+ * thread, and fails as without threads (GMR_ERR_OUT_OF_MEMORY or
+ * GMR_ERR_CUDA, the pool as it was). Nothing is created ahead of need: a
+ * handle waiting unmapped is held memory, and a pool that grows holds its
+ * high-water mark at every growth, so one made early would raise the peak
+ * held. tools/replay reports the driver calls of each pass.
+ *
  * Growth in place (gmr_resource_extend): a live allocation grows without
  * moving over the free memory after it that `stream` may use, or by mapping
  * the holes after it; otherwise GMR_ERR_UNSUPPORTED, or
@@ -101,9 +128,12 @@
  *
  * Source: gmr's pool_resource and RMM's pool (per-stream free lists, lazy
  * events, TLSF); PyTorch's expandable segments (pages mapped under what is
- * live) and record_stream; CUDA's driver VMM API.
+ * live, 20 MiB pages for large blocks) and record_stream; VPMM (moving free
+ * physical memory instead of holding more); NVIDIA Dynamo's snapshot
+ * (cuMemCreate on other threads); CUDA's driver VMM API.
  * Thread-safe: yes (one spin lock per shard; the pool's mutex only to make
- * a shard, and for sleep, wake and the tags). Create and destroy are not.
+ * a shard, and for sleep, wake and the tags; the creator threads' own
+ * mutex, never held while taking another lock). Create and destroy are not.
  */
 #ifndef GMR_VMM_RESOURCE_H_
 #define GMR_VMM_RESOURCE_H_
@@ -133,7 +163,9 @@ extern "C" {
  * Stream/device: queries the device (VMM support, granularity, peers),
  *   reserves the first shard's VA chunk (cuMemAddressReserve) and maps
  *   initial_pages pages there (cuMemCreate, cuMemMap, cuMemSetAccess); the
- *   caller's current device is restored. No synchronisation.
+ *   caller's current device is restored. No synchronisation. Starts no
+ *   thread: creator threads start at the first growth of several handles
+ *   (see "Growth").
  * Source: CUDA's cuda.h VMM API; ncclMemAlloc for nccl_ready.
  * Returns:
  *   GMR_OK                    *out is set.
@@ -142,13 +174,18 @@ extern "C" {
  *                             also growth_percent above 1000, remap_permille
  *                             above 10000 (and not
  *                             GMR_VMM_POOL_REMAP_NEVER), shard_count above
- *                             GMR_VMM_POOL_MAX_SHARDS. The message (failure
- *                             may be NULL) says which and the limit.
+ *                             GMR_VMM_POOL_MAX_SHARDS, handle_floor_bytes
+ *                             above GMR_MAX_ALLOCATION_BYTES,
+ *                             creator_thread_count above
+ *                             GMR_VMM_POOL_MAX_CREATOR_THREADS. The message
+ *                             (failure may be NULL) says which and the
+ *                             limit.
  *   GMR_ERR_UNSUPPORTED       the device has no VMM support, or a listed
  *                             peer cannot access it.
- *   GMR_ERR_OUT_OF_MEMORY     host memory, VA, or the initial pages (the
- *                             message names initial_pages, the pages asked
- *                             and how many the device has room for).
+ *   GMR_ERR_OUT_OF_MEMORY     host memory (or the creator threads' mutex),
+ *                             VA, or the initial pages (the message names
+ *                             initial_pages, the pages asked and how many
+ *                             the device has room for).
  *   GMR_ERR_CUDA              another CUDA failure (code in the record).
  * On failure *out is NULL, and everything the call reserved or mapped is
  * given back.

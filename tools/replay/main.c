@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/device.h"
@@ -55,6 +58,9 @@ typedef struct options {
   const char *plot_path; /* --plot, or NULL */
   replay_plot_format plot_format;
   int snapshot_device; /* --snapshot-device, or -1 */
+  /* --sim-call-ns: a latency per simulated CUDA call kind, 0 for none. */
+  uint64_t sim_call_ns[GMR_CUDA_CALL_COUNT];
+  bool has_sim_call_ns;
 } options;
 
 /* The stacks asked for, each an alias or a spec, copied into `storage`. */
@@ -99,6 +105,13 @@ static void print_usage(FILE *out) {
           "                       (self-contained: open it in a browser)\n"
           "  --snapshot-device N  a snapshot pickle with traces of several devices: replay\n"
           "                       device N's\n"
+          "  --sim-call-ns LIST   on the simulation, make each listed CUDA call take that much\n"
+          "                       longer, as a driver does (the calls of other threads go on\n"
+          "                       meanwhile): cuMemCreate=31000,cuMemMap=12000,...; or h200\n"
+          "                       for the VMM calls' costs measured on an H200 (BENCHMARKS.md,\n"
+          "                       'VMM page costs': create 32.8, map 11.9, set access 70.9,\n"
+          "                       unmap 27.3, release 15.5 us), a rough model of a GPU's cold\n"
+          "                       pass\n"
           "  --help               this text\n"
           "\n"
           "Per pass the table gives the mean host ns per call (wall clock of the pass over its\n"
@@ -144,6 +157,54 @@ static int option_value(int argc, char **argv, int *i, const char *name, const c
   *i += 1;
   *value = argv[*i];
   return 1;
+}
+
+/* --sim-call-ns h200 | NAME=NS[,NAME=NS...] with the CUDA functions' names
+ * of gmr/sim/cuda_sim.h. */
+static bool parse_call_ns(const char *value, options *opt) {
+  static const struct {
+    gmr_cuda_call call;
+    uint64_t ns;
+  } h200[] = {{GMR_CUDA_CALL_MEM_CREATE, 32800},    {GMR_CUDA_CALL_MEM_MAP, 11900},
+              {GMR_CUDA_CALL_MEM_SET_ACCESS, 70900}, {GMR_CUDA_CALL_MEM_UNMAP, 27300},
+              {GMR_CUDA_CALL_MEM_RELEASE, 15500}};
+  opt->has_sim_call_ns = true;
+  if (value != NULL && strcmp(value, "h200") == 0) {
+    for (size_t i = 0; i < sizeof h200 / sizeof h200[0]; ++i) {
+      opt->sim_call_ns[h200[i].call] = h200[i].ns;
+    }
+    return true;
+  }
+  char list[512];
+  if (value == NULL || value[0] == '\0' || strlen(value) >= sizeof list) {
+    fprintf(stderr, "gmr replay: --sim-call-ns takes h200 or NAME=NS[,NAME=NS...], e.g. "
+                    "cuMemCreate=31000,cuMemMap=12000\n");
+    return false;
+  }
+  strcpy(list, value);
+  for (char *item = strtok(list, ","); item != NULL; item = strtok(NULL, ",")) {
+    char *eq = strchr(item, '=');
+    uint64_t ns = 0;
+    char why[96] = "a value is needed";
+    if (eq != NULL) *eq = '\0';
+    int call = 0;
+    while (call < GMR_CUDA_CALL_COUNT && strcmp(gmr_cuda_call_name((gmr_cuda_call)call), item) != 0) {
+      ++call;
+    }
+    if (call == GMR_CUDA_CALL_COUNT) {
+      fprintf(stderr, "gmr replay: --sim-call-ns: '%s' is no CUDA call of the layer (names as "
+                      "cuMemCreate, cudaEventRecord)\n",
+              item);
+      return false;
+    }
+    if (eq == NULL || !replay_parse_count(eq + 1, 0, 1000000000, &ns, why, sizeof why)) {
+      fprintf(stderr, "gmr replay: --sim-call-ns %s: %s (nanoseconds, 0..1000000000)\n", item,
+              why);
+      return false;
+    }
+    opt->sim_call_ns[call] = ns;
+  }
+  return true;
 }
 
 /* --arena-reserve SIZE[,SIZE...]: whole byte counts (no NaN, infinity, sign
@@ -238,6 +299,11 @@ static bool parse_args(int argc, char **argv, options *opt) {
         return false;
       }
       opt->snapshot_device = (int)device;
+      continue;
+    }
+    r = option_value(argc, argv, &i, "--sim-call-ns", &value);
+    if (r != 0) {
+      if (!parse_call_ns(r > 0 ? value : NULL, opt)) return false;
       continue;
     }
     r = option_value(argc, argv, &i, "--plot", &value);
@@ -498,10 +564,26 @@ int main(int argc, char **argv) {
     discard_plot(plot, &opt);
     return EXIT_FAILED;
   }
+  if (opt.has_sim_call_ns && !simulated) {
+    fprintf(stderr, "gmr replay: --sim-call-ns is for the simulation (add --sim)\n");
+    replay_trace_destroy(trace);
+    discard_plot(plot, &opt);
+    return EXIT_USAGE;
+  }
   if (simulated) {
     gmr_status st = enable_simulation(trace);
+#if defined(__linux__)
+    /* Sleep as long as asked, not the default 50 us of timer slack more (the
+     * threads the stacks start inherit it). */
+    if (opt.has_sim_call_ns) (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+#endif
+    for (int call = 0; st == GMR_OK && call < GMR_CUDA_CALL_COUNT; ++call) {
+      if (opt.sim_call_ns[call] > 0) {
+        st = gmr_cuda_sim_inject_delay((gmr_cuda_call)call, opt.sim_call_ns[call]);
+      }
+    }
     if (st != GMR_OK) {
-      fprintf(stderr, "gmr replay: gmr_cuda_sim_enable failed: %s\n", gmr_status_name(st));
+      fprintf(stderr, "gmr replay: setting up the simulation failed: %s\n", gmr_status_name(st));
       replay_trace_destroy(trace);
       discard_plot(plot, &opt);
       return EXIT_FAILED;

@@ -10,6 +10,10 @@
  *                        check of their books
  *   vmm_fine_native.c    growth: windows of free and unmapped VA, moving
  *                        free handles (harvest), extend; the source table
+ *   vmm_fine_growth.c    the handles a growth creates: how many, how large,
+ *                        and which thread creates them
+ *   vmm_fine_creator.c   the threads that create handles beside the
+ *                        allocating thread (creator_thread_count)
  *   vmm_fine_sleep.c     one engine's steps of sleep and wake
  *   vmm_fine_shard.c     making a shard: an engine over that source
  *   vmm_fine_shards.c    which shard serves a stream, frees to the owner,
@@ -32,6 +36,7 @@
 #include "gmr/vmm_resource.h"
 #include "resources/vmm/base/vmm_base.h"
 #include "resources/vmm/base/vmm_sleep_run.h"
+#include "resources/vmm/fine/vmm_fine_creator.h"
 #include "resources/vmm/placement/vmf.h"
 #include "stream_ordered/stream_home.h"
 
@@ -55,6 +60,9 @@ typedef struct vmm_fine {
   gmr__stream_home home;   /* stream -> shard */
   vmf_total total;         /* held by every shard together */
   uint32_t default_tag;    /* what a shard made later starts with (under the mutex) */
+  size_t handle_floor_bytes; /* the config's, rounded up to the page (0: none) */
+  gmr__vmf_creator creator; /* creator_thread_count threads (vmm_fine_creator.h) */
+  bool creator_ready;        /* creator set up (its mutex made) */
 } vmm_fine;
 
 /* The vmm behind the handle of one (its vtable is vmm's). */
@@ -79,6 +87,11 @@ gmr_status gmr__vmf_native_create(vmf_engine *e, gmr_failure *failure);
 /* cuMemCreate of `bytes` (dropping fabric handles if the driver refuses
  * them), its unreleased slot promised first; counted as held. */
 CUresult gmr__vmf_create_handle(vmf_engine *e, size_t bytes, vmf_handle **out);
+/* The books of a handle another thread created (cuMemCreate succeeded) for
+ * this engine: `h` is zeroed storage whose unreleased slot was promised;
+ * counted, held and listed as gmr__vmf_create_handle's. */
+void gmr__vmf_adopt_handle(vmf_engine *e, vmf_handle *h, CUmemGenericAllocationHandle handle,
+                           size_t bytes);
 /* cuMemRelease of an unmapped handle, which leaves the engine's handles
  * whatever the driver says: a refused one is unreleased (kept, still in the
  * pool's total). */
@@ -119,6 +132,41 @@ gmr_status gmr__vmf_native_prefill(vmf_engine *e, size_t bytes, gmr_failure *fai
 /* The books of the handles, page tables and unreleased slots: the
  * source's check. */
 gmr_status gmr__vmf_native_check(const vmf_engine *e, char *err, size_t err_bytes);
+
+/* ---- vmm_fine_growth.c ---------------------------------------------------- */
+
+/* One hole (part) a growth fills: [addr, addr + mapped_bytes) mapped, of a
+ * hole with room for room_bytes from addr. */
+typedef struct vmf_fill {
+  vmf_region *hole;
+  uintptr_t addr;
+  size_t need_bytes; /* must be mapped (page multiple) */
+  size_t room_bytes; /* may be mapped */
+  size_t mapped_bytes;
+} vmf_fill;
+
+/* What one growth maps: its fills, and the handles it moved and made. */
+typedef struct vmf_plan {
+  vmf_fill *fills;
+  size_t fill_count;
+  vmf_handle **moved; /* handles unmapped elsewhere for this request */
+  size_t moved_count;
+  vmf_handle **made; /* handles created for it */
+  size_t made_count;
+  size_t capacity;
+} vmf_plan;
+
+/* Room for `more` moved or made handles; false when host memory ran out. */
+bool gmr__vmf_plan_room(vmf_plan *p, size_t more);
+void gmr__vmf_plan_free(vmf_plan *p);
+/* Give back everything the growth moved or made and did not commit. */
+void gmr__vmf_plan_undo(vmf_engine *e, vmf_plan *p);
+/* Create handles for what the fills still need, plus the growth tail in the
+ * last fill (never past `cap`): handles of at most held / handle_divisor
+ * and at least handle_floor_bytes (and a page), several at once when the
+ * pool has creator threads. Each made handle is in p->made with its target
+ * set. Returns the driver's result (what was made stays in p->made). */
+CUresult gmr__vmf_create_rest(vmf_engine *e, vmf_plan *p, size_t cap);
 
 /* ---- vmm_fine_native.c ---------------------------------------------------- */
 

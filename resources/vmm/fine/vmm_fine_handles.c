@@ -84,7 +84,15 @@ CUresult gmr__vmf_create_handle(vmf_engine *e, size_t bytes, vmf_handle **out) {
     free(h);
     return cu;
   }
+  gmr__vmf_adopt_handle(e, h, h->handle, bytes);
+  *out = h;
+  return CUDA_SUCCESS;
+}
+
+void gmr__vmf_adopt_handle(vmf_engine *e, vmf_handle *h, CUmemGenericAllocationHandle handle,
+                           size_t bytes) {
   e->counts.create++;
+  h->handle = handle;
   h->bytes = bytes;
   h->next = e->handles;
   if (e->handles != NULL) e->handles->prev = h;
@@ -93,8 +101,6 @@ CUresult gmr__vmf_create_handle(vmf_engine *e, size_t bytes, vmf_handle **out) {
   e->held_bytes += bytes;
   if (e->held_bytes > e->peak_held_bytes) e->peak_held_bytes = e->held_bytes;
   if (e->total != NULL) gmr__vmf_total_add(e->total, bytes);
-  *out = h;
-  return CUDA_SUCCESS;
 }
 
 /* Release an unmapped handle (its memory goes back to the device). */

@@ -31,53 +31,7 @@
 #include "core/failure.h"
 #include "resources/vmm/fine/vmm_fine.h"
 
-/* ---- mapping fresh memory over a hole ------------------------------------------------- */
-
-/* One hole (part) to fill: [addr, addr + bytes) mapped, of a hole with room
- * for `room` bytes from addr. */
-typedef struct fill {
-  vmf_region *hole;
-  uintptr_t addr;
-  size_t need_bytes; /* must be mapped (page multiple) */
-  size_t room_bytes; /* may be mapped */
-  size_t mapped_bytes;
-} fill;
-
-typedef struct plan {
-  fill *fills;
-  size_t fill_count;
-  vmf_handle **moved; /* handles unmapped elsewhere for this request */
-  size_t moved_count;
-  vmf_handle **made; /* handles created for it */
-  size_t made_count;
-  size_t capacity;
-} plan;
-
-static bool plan_room(plan *p, size_t more) {
-  if (p->moved_count + p->made_count + more <= p->capacity) return true;
-  size_t n = (p->capacity + more) * 2;
-  vmf_handle **a = realloc(p->moved, n * sizeof *a);
-  if (a == NULL) return false;
-  p->moved = a;
-  vmf_handle **b = realloc(p->made, n * sizeof *b);
-  if (b == NULL) return false;
-  p->made = b;
-  p->capacity = n;
-  return true;
-}
-
-static void plan_free(plan *p) {
-  free(p->fills);
-  free(p->moved);
-  free(p->made);
-}
-
-/* Give back everything this call moved or made and did not commit. */
-static void plan_undo(vmf_engine *e, plan *p) {
-  for (size_t i = 0; i < p->moved_count; ++i) (void)gmr__vmf_drop_handle(e, p->moved[i]);
-  for (size_t i = 0; i < p->made_count; ++i) (void)gmr__vmf_drop_handle(e, p->made[i]);
-  p->moved_count = p->made_count = 0;
-}
+/* ---- mapping memory over a window's holes -------------------------------------------- */
 
 /* The most that may be held before free handles move instead of new ones
  * being made: remap_permille per thousand above the peak of live bytes (this request
@@ -149,17 +103,17 @@ static vmf_handle **movable_handles(vmf_engine *e, size_t *count) {
 
 /* Move free handles into the fills, largest first, until `target` bytes
  * came (or nothing more fits). */
-static CUresult harvest(vmf_engine *e, plan *p, vmf_handle **cands, size_t count, uintptr_t avoid,
+static CUresult harvest(vmf_engine *e, vmf_plan *p, vmf_handle **cands, size_t count, uintptr_t avoid,
                         size_t avoid_bytes, size_t target) {
   CUresult cu = CUDA_SUCCESS;
   for (size_t f = 0; f < p->fill_count && cu == CUDA_SUCCESS && target > 0; ++f) {
-    fill *x = &p->fills[f];
+    vmf_fill *x = &p->fills[f];
     for (size_t i = 0; i < count && x->mapped_bytes < x->need_bytes && target > 0; ++i) {
       vmf_handle *h = cands[i];
       vmf_region *r = NULL;
       if (h == NULL || h->bytes > x->room_bytes - x->mapped_bytes) continue;
       if (!gmr__vmf_movable(e, h, avoid, avoid_bytes, &r)) continue;
-      if (!plan_room(p, 1) || !gmr__vmf_reserve_regions(e, 4)) break;
+      if (!gmr__vmf_plan_room(p, 1) || !gmr__vmf_reserve_regions(e, 4)) break;
       cu = gmr__vmf_carve(e, r, h);
       if (cu != CUDA_SUCCESS) break;
       cands[i] = NULL;
@@ -175,12 +129,12 @@ static CUresult harvest(vmf_engine *e, plan *p, vmf_handle **cands, size_t count
 
 /* Would harvest() bring `target` bytes into these fills? (The same greedy
  * choice, without moving anything.) */
-static bool harvest_fits(const vmf_engine *e, const plan *p, vmf_handle **cands, size_t count,
+static bool harvest_fits(const vmf_engine *e, const vmf_plan *p, vmf_handle **cands, size_t count,
                          uintptr_t avoid, size_t avoid_bytes, size_t target) {
   bool *used = calloc(count + 1, sizeof *used);
   if (used == NULL) return false;
   for (size_t f = 0; f < p->fill_count && target > 0; ++f) {
-    const fill *x = &p->fills[f];
+    const vmf_fill *x = &p->fills[f];
     size_t mapped = x->mapped_bytes;
     for (size_t i = 0; i < count && mapped < x->need_bytes && target > 0; ++i) {
       const vmf_handle *h = cands[i];
@@ -196,51 +150,9 @@ static bool harvest_fits(const vmf_engine *e, const plan *p, vmf_handle **cands,
   return target == 0;
 }
 
-/* Largest handle the growth makes. */
-static size_t handle_limit(const vmf_engine *e) {
-  if (e->handle_divisor == 0) return SIZE_MAX;
-  size_t h = gmr__align_up(e->held_bytes / e->handle_divisor, e->page_bytes);
-  return h < e->page_bytes ? e->page_bytes : h;
-}
-
-/* Create new handles for what the fills still need, plus the growth tail in
- * the last fill (never past the cap). */
-static CUresult create_rest(vmf_engine *e, plan *p, size_t cap) {
-  size_t limit = handle_limit(e);
-  for (size_t f = 0; f < p->fill_count; ++f) {
-    fill *x = &p->fills[f];
-    if (x->mapped_bytes >= x->need_bytes) continue;
-    size_t want = x->need_bytes - x->mapped_bytes;
-    if (f + 1 == p->fill_count) {
-      size_t grow = (size_t)((double)e->held_bytes * e->growth_percent / 100.0);
-      if (grow < e->min_growth_bytes) grow = e->min_growth_bytes;
-      if (grow > e->max_growth_bytes) grow = e->max_growth_bytes;
-      grow = gmr__align_up(grow, e->page_bytes);
-      size_t extra = grow > want ? grow - want : 0;
-      size_t room = x->room_bytes - x->mapped_bytes - want;
-      if (extra > room) extra = room;
-      size_t below = cap > e->held_bytes + want ? cap - e->held_bytes - want : 0;
-      if (extra > below) extra = below / e->page_bytes * e->page_bytes;
-      want += extra;
-    }
-    while (want > 0) {
-      size_t bytes = want < limit ? want : limit;
-      vmf_handle *h = NULL;
-      if (!plan_room(p, 1)) return CUDA_ERROR_OUT_OF_MEMORY;
-      CUresult cu = gmr__vmf_create_handle(e, bytes, &h);
-      if (cu != CUDA_SUCCESS) return cu;
-      p->made[p->made_count++] = h;
-      h->target = x->addr + x->mapped_bytes;
-      x->mapped_bytes += bytes;
-      want -= bytes;
-    }
-  }
-  return CUDA_SUCCESS;
-}
-
 /* Map every moved and made handle at its place (h->va), then give access
  * per fill. */
-static gmr_status map_all(vmf_engine *e, plan *p, gmr_failure *failure) {
+static gmr_status map_all(vmf_engine *e, vmf_plan *p, gmr_failure *failure) {
   vmf_handle **lists[2] = {p->moved, p->made};
   size_t counts[2] = {p->moved_count, p->made_count};
   for (int l = 0; l < 2; ++l) {
@@ -251,7 +163,7 @@ static gmr_status map_all(vmf_engine *e, plan *p, gmr_failure *failure) {
     }
   }
   for (size_t f = 0; f < p->fill_count; ++f) {
-    fill *x = &p->fills[f];
+    vmf_fill *x = &p->fills[f];
     if (x->mapped_bytes == 0) continue;
     CUresult cu = gmr__vmf_set_access(e, x->addr, x->mapped_bytes);
     if (cu != CUDA_SUCCESS) {
@@ -266,14 +178,14 @@ static gmr_status map_all(vmf_engine *e, plan *p, gmr_failure *failure) {
 
 /* Turn the mapped part of each fill's hole into a free region of `slot`,
  * merged with the window's free regions. Returns the merged region (filed). */
-static vmf_region *commit(vmf_engine *e, plan *p, vmf_region *first, uint32_t slot) {
+static vmf_region *commit(vmf_engine *e, vmf_plan *p, vmf_region *first, uint32_t slot) {
   if (p->fill_count == 0) {
     if (first->binned) gmr__vmf_bin_remove(e, first);
     return gmr__vmf_file_free(e, first, slot);
   }
   vmf_region *last = NULL;
   for (size_t f = 0; f < p->fill_count; ++f) {
-    fill *x = &p->fills[f];
+    vmf_fill *x = &p->fills[f];
     vmf_region *h = x->hole;
     if (x->mapped_bytes < h->node.bytes) {
       vmf_region *t = gmr__vmf_region_new(e);
@@ -297,7 +209,7 @@ static vmf_region *commit(vmf_engine *e, plan *p, vmf_region *first, uint32_t sl
 static gmr_status fill_window(vmf_engine *e, vmf_region *first, size_t bytes, uint32_t slot,
                               bool force_move, bool try_elsewhere, vmf_region **out,
                               gmr_failure *failure) {
-  plan p = {0};
+  vmf_plan p = {0};
   size_t covered = 0, holes = 0;
   for (vmf_region *r = first; r != NULL && covered < bytes; r = r->next) {
     holes += r->state == VMF_HOLE;
@@ -313,7 +225,7 @@ static gmr_status fill_window(vmf_engine *e, vmf_region *first, size_t bytes, ui
   size_t need_total = 0;
   for (vmf_region *r = first; r != NULL && covered < bytes; r = r->next) {
     if (r->state == VMF_HOLE) {
-      fill *x = &p.fills[p.fill_count++];
+      vmf_fill *x = &p.fills[p.fill_count++];
       size_t left = bytes - covered;
       x->hole = r;
       x->addr = r->node.addr;
@@ -343,7 +255,7 @@ static gmr_status fill_window(vmf_engine *e, vmf_region *first, size_t bytes, ui
     vmf_handle **cands = movable_handles(e, &count);
     if (try_elsewhere && !harvest_fits(e, &p, cands, count, first->node.addr, covered, target)) {
       free(cands);
-      plan_free(&p);
+      gmr__vmf_plan_free(&p);
       return FILL_ELSEWHERE;
     }
     size_t before = e->counts.harvested_pages;
@@ -372,7 +284,7 @@ static gmr_status fill_window(vmf_engine *e, vmf_region *first, size_t bytes, ui
     if (cu != CUDA_SUCCESS) st = gmr__cu_fail(e->vmm, failure, "cuMemUnmap", cu, NULL);
   }
   if (st == GMR_OK) {
-    CUresult cu = create_rest(e, &p, cap);
+    CUresult cu = gmr__vmf_create_rest(e, &p, cap);
     if (cu != CUDA_SUCCESS) {
       char detail[96];
       snprintf(detail, sizeof detail, "new physical memory for %zu bytes", bytes);
@@ -381,12 +293,12 @@ static gmr_status fill_window(vmf_engine *e, vmf_region *first, size_t bytes, ui
   }
   if (st == GMR_OK) st = map_all(e, &p, failure);
   if (st != GMR_OK) {
-    plan_undo(e, &p);
-    plan_free(&p);
+    gmr__vmf_plan_undo(e, &p);
+    gmr__vmf_plan_free(&p);
     return st;
   }
   vmf_region *r = commit(e, &p, first, slot);
-  plan_free(&p);
+  gmr__vmf_plan_free(&p);
   gmr__vmf_bin_remove(e, r);
   *out = r;
   return GMR_OK;

@@ -65,6 +65,7 @@ static gmr_status fine_trim(gmr_resource *self, size_t *released_bytes) {
 
 /* Free the pool's host memory (its memory is given back already). */
 static void free_host(vmm_fine *f) {
+  if (f->creator_ready) gmr__vmf_creator_deinit(&f->creator); /* idle: joined */
   gmr__vmm_shards_free_host(f);
   gmr__vmm_base_deinit(&f->pool);
   free(f);
@@ -128,6 +129,16 @@ static gmr_status check_config(const gmr_vmm_pool_resource_config *c, gmr_failur
              GMR_VMM_POOL_MAX_SHARDS);
     return gmr__vmm_create_fail(failure, GMR_ERR_INVALID_ARGUMENT, msg);
   }
+  if (c->handle_floor_bytes > GMR_MAX_ALLOCATION_BYTES ||
+      c->creator_thread_count > GMR_VMM_POOL_MAX_CREATOR_THREADS) {
+    char msg[GMR_FAILURE_MESSAGE_BYTES];
+    snprintf(msg, sizeof msg,
+             "vmm_pool: handle_floor_bytes is at most %zu (%zu asked) and creator_thread_count "
+             "at most %d (%u asked)",
+             (size_t)GMR_MAX_ALLOCATION_BYTES, c->handle_floor_bytes,
+             GMR_VMM_POOL_MAX_CREATOR_THREADS, c->creator_thread_count);
+    return gmr__vmm_create_fail(failure, GMR_ERR_INVALID_ARGUMENT, msg);
+  }
   if (c->growth_percent > 1000 ||
       (c->remap_permille > 10000 && c->remap_permille != GMR_VMM_POOL_REMAP_NEVER)) {
     return gmr__vmm_create_fail(failure, GMR_ERR_INVALID_ARGUMENT,
@@ -174,6 +185,15 @@ static gmr_status vmm_resource_create_impl(const gmr_vmm_pool_resource_config *c
   }
   gmr__resource_member_register(&fine_member);
   st = gmr__vmm_base_init(&f->pool, &c, &fine_vtbl, &gmr__vmm_fine_ops, failure);
+  if (st == GMR_OK) {
+    f->handle_floor_bytes = gmr__align_up(c.handle_floor_bytes, f->pool.page_bytes);
+    f->creator_ready = gmr__vmf_creator_init(&f->creator, f->pool.cuda, f->pool.vmm,
+                                             c.creator_thread_count);
+    if (!f->creator_ready) {
+      st = gmr__vmm_create_fail(failure, GMR_ERR_OUT_OF_MEMORY,
+                                "vmm_pool: the creator threads' mutex could not be made");
+    }
+  }
   if (st == GMR_OK) st = make_shards(f, failure);
   if (st != GMR_OK) {
     free_host(f);

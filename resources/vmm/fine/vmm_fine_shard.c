@@ -37,7 +37,7 @@ gmr_status gmr__vmm_fine_shard_new(vmm_fine *f, bool prefill_pages, vmf_engine *
                                    gmr_failure *failure) {
   const gmr_vmm_pool_resource_config *c = &f->pool.config;
   *out = NULL;
-  vmf_engine *e = gmr__vmf_new(&f->pool, &gmr__vmm_fine_source, NULL);
+  vmf_engine *e = gmr__vmf_new(&f->pool, &gmr__vmm_fine_source, f); /* growth reads the pool */
   if (e == NULL) {
     return gmr__vmm_create_fail(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory");
   }
