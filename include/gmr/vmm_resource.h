@@ -73,8 +73,10 @@
  * makes the early growths of a small pool take fewer, larger handles, as
  * PyTorch's expandable segments map 20 MiB pages for large blocks: fewer
  * cuMemCreate and cuMemMap calls, coarser pieces to move, and so possibly
- * more held (on the bundled traces, 20 MiB cut the first pass's driver calls
- * by 24-55% and held up to 7% more; BENCHMARKS.md, "Growth cost"). With
+ * more held (on the bundled traces, 20 MiB cut the first pass's VMM driver
+ * calls by 36-84%; multistream held less, gpt2_train 0.3% more,
+ * gpt2_graph_capture and llm_multigraph 3-5% more from their second pass;
+ * BENCHMARKS.md, "Growth cost"). With
  * creator_thread_count > 0, that many threads create a growth's handles
  * (cuMemCreate only; it needs no current context) while the allocating
  * thread creates the first one, takes back every creation no thread has
