@@ -52,6 +52,7 @@ static const stack_case stacks[] = {
     {"graph_arena(chunk=8MiB) > cuda", false, false, false},
     {"tracking > limiting(limit=2GiB) > pool(min_growth=1MiB) > cuda", false, false, true},
     {"limiting(limit=512MiB, on_oom=trim_retry) > vmm", false, false, false},
+    {"vmm(creators=2, handle_floor=4MiB)", false, false, false},
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -45,6 +45,7 @@ const Case kCases[] = {
     {"graph_arena", "graph_arena(chunk=16MiB) > cuda", false, true, false},
     {"tracking_limiting_pool", "tracking > limiting(limit=6GiB) > pool > cuda", false, true, true},
     {"oom_limiting_vmm", "limiting(limit=1GiB, on_oom=trim_retry) > vmm", false, true, false},
+    {"vmm_creators_floor", "vmm(creators=2, handle_floor=4MiB)", false, true, false},
 };
 
 // A graph arena keeps a capture's memory for its graph until the caller
