@@ -102,16 +102,22 @@ bool gmr__reclaim_completion_unknown(const gmr__stream_slots *t, uint32_t taker)
 
 /* ---- 2: waiting for another stream --------------------------------------- */
 
-/* The taker's stream waits for slot `i`'s record and takes its memory,
- * which is the taker's newest free from then on. */
-static bool wait_and_take(gmr__stream_slots *t, uint32_t i, uint32_t taker) {
+/* The taker's stream waits for slot `i`'s record and takes its memory (what
+ * serves `want`, where the table can tell; NULL: all), which is the taker's
+ * newest free from then on. */
+static bool wait_and_take(gmr__stream_slots *t, uint32_t i, uint32_t taker,
+                          const gmr__reclaim_want *want) {
   gmr__stream_event *taker_ev = &t->items[taker]->ev;
   const gmr__stream_event *e = &t->items[i]->ev;
   cudaError_t err = split(t) ? gmr__stream_event_wait_covered(t->cuda, e, taker_ev->key.stream,
                                                               t->counts)
                              : gmr__stream_event_wait(t->cuda, e, taker_ev->key.stream, t->counts);
   if (err != cudaSuccess) return false;
-  t->ops->take(t->ctx, i, taker);
+  if (want != NULL && t->ops->take_fit != NULL) {
+    t->ops->take_fit(t->ctx, i, taker, want);
+  } else {
+    t->ops->take(t->ctx, i, taker);
+  }
   if (split(t)) {
     gmr__stream_event_taken(&t->items[i]->ev);
   } else {
@@ -126,7 +132,7 @@ static bool wait_and_take(gmr__stream_slots *t, uint32_t i, uint32_t taker) {
 bool gmr__reclaim_wait(gmr__stream_slots *t, uint32_t taker, const gmr__reclaim_want *want) {
   const gmr__stream_slots_ops *ops = t->ops;
   for (uint32_t i = t->first; i < t->count; ++i) {
-    if (waitable(t, i, taker) && ops->fits(t->ctx, i, want) && wait_and_take(t, i, taker)) {
+    if (waitable(t, i, taker) && ops->fits(t->ctx, i, want) && wait_and_take(t, i, taker, want)) {
       return true;
     }
   }
@@ -141,7 +147,7 @@ bool gmr__reclaim_wait(gmr__stream_slots *t, uint32_t taker, const gmr__reclaim_
   if (have < want->amount) return false;
   bool moved = false;
   for (uint32_t i = t->first; i < t->count; ++i) {
-    if (waitable(t, i, taker) && wait_and_take(t, i, taker)) moved = true;
+    if (waitable(t, i, taker) && wait_and_take(t, i, taker, NULL)) moved = true;
   }
   return moved;
 }

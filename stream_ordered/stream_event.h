@@ -357,12 +357,18 @@ static inline void gmr__stream_event_freed_unrecorded(gmr__stream_event *e, uint
  * complete takes the memory with no order after the donor's work, while the
  * donor may still use it (the defect of rmm#2489). The one rule of every
  * stream-ordered resource's step "wait for another stream" (pool,
- * fixed_block, vmm). Records now if the taker's mode says so.
+ * fixed_block, vmm). Records now if the taker's mode says so; in batched
+ * mode it only counts (a split table hands the taker just what it
+ * allocates now: a record would cover nothing free).
  */
 static inline void gmr__stream_event_took_after_wait(const gmr__cuda_ops *cuda,
                                                      gmr__stream_event *taker,
                                                      gmr__stream_event_counts *counts) {
-  gmr__stream_event_mark_freed(cuda, taker, false, counts);
+  if (taker->batched) {
+    gmr__stream_event_freed_unrecorded(taker, 0);
+  } else {
+    gmr__stream_event_mark_freed(cuda, taker, false, counts);
+  }
 }
 
 /* From now on record at every free (RMM's rule), as an EVERY_FREE init

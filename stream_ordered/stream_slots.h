@@ -124,6 +124,11 @@ typedef struct gmr__stream_slots_ops {
   /* Slot `i`'s event now covers every free filed under it (a record, or a
    * device synchronisation): its fresh memory becomes covered memory. */
   void (*covered)(void *ctx, uint32_t i);
+  /* Optional, for the wait step: move only the covered memory of `from`
+   * that best serves `want` to `to`, the stream that waited for it (the
+   * rest stays with `from`'s stream, which a taker's newest free would no
+   * longer be); NULL: `take`. */
+  void (*take_fit)(void *ctx, uint32_t from, uint32_t to, const gmr__reclaim_want *want);
 } gmr__stream_slots_ops;
 
 /* Whether the table keeps fresh memory apart (see fresh_amount). */

@@ -394,6 +394,8 @@ vmf_region *gmr__vmf_file_freed(vmf_engine *e, vmf_region *r, uint32_t slot);
  * regions in its fresh index (any other slot keeps all its memory in its
  * one index, fresh or covered as a whole as its event says). */
 bool gmr__vmf_slot_batched(const vmf_engine *e, uint32_t slot);
+/* Whether stream slot `slot` holds free memory no record covers. */
+bool gmr__vmf_slot_holds_fresh(const vmf_engine *e, uint32_t slot);
 /* Move every free region of `slot` to `to` (VMF_SHARED once its work is
  * done, or the waiting stream's slot, where it is fresh), merging. */
 void gmr__vmf_move_slot(vmf_engine *e, uint32_t slot, uint32_t to);

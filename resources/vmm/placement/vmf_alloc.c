@@ -90,11 +90,13 @@ static gmr_status allocate_slow(vmf_engine *e, size_t bytes, size_t alignment, g
     if (e->blocked != NULL) gmr__vmf_unblock(e, VMF_UNBLOCK_QUERY, stream);
     gmr__reclaim_want want = {bytes, alignment};
     if (!capturing) {
-      /* Frees during a capture could not record this stream's event; the
-       * stream is named now, so it exists: record it, so that its memory can
-       * go to other streams once done. */
+      /* Frees during a capture could not record this stream's event (nor
+       * those of a batch not full yet); the stream is named now, so it
+       * exists: record it, so that the free memory it holds can go to other
+       * streams once done (none held: nothing to cover). */
       if (gmr__stream_event_fresh(&gmr__vmf_slot(e, slot)->base.ev) &&
-          !gmr__vmf_slot(e, slot)->base.ev.lazy && gmr__vmf_slot_check(e, stream, &slot, NULL)) {
+          !gmr__vmf_slot(e, slot)->base.ev.lazy && gmr__vmf_slot_holds_fresh(e, slot) &&
+          gmr__vmf_slot_check(e, stream, &slot, NULL)) {
         gmr__stream_event *ev = &gmr__vmf_slot(e, slot)->base.ev;
         uint64_t before = ev->covered_seq;
         gmr__stream_event_mark_freed(e->cuda, ev, true, &e->events);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/failure.h"
 #include "resources/vmm/placement/vmf.h"
 
 void gmr__vmf_lock(vmf_engine *e) { gmr__spin_lock_acquire(&e->lock); }
@@ -193,15 +194,48 @@ static void slot_take(void *ctx, uint32_t from, uint32_t to) {
   move_index(e, &gmr__vmf_slot(e, from)->index, to);
 }
 
+/* Just the bytes the request needs, cut from the best fitting covered
+ * region of `from` (the rest stays there, covered), go to `to`. */
+static void slot_take_fit(void *ctx, uint32_t from, uint32_t to, const gmr__reclaim_want *want) {
+  vmf_engine *e = ctx;
+  vmf_region *r = gmr__vmf_bin_find_covered(e, from, want->amount, want->alignment);
+  if (r == NULL) return;
+  gmr__vmf_bin_remove(e, r);
+  /* Two headers for the cuts, besides the allocation's own (without host
+   * memory the whole region goes). */
+  if (gmr__vmf_reserve_regions(e, 6)) {
+    uintptr_t start = gmr__align_up(r->node.addr, want->alignment);
+    if (start > r->node.addr) {
+      vmf_region *tail = gmr__vmf_region_new(e);
+      gmr__vmf_split(e, r, start - r->node.addr, tail);
+      gmr__vmf_bin_insert(e, r);
+      r = tail;
+    }
+    if (r->node.bytes > want->amount) {
+      vmf_region *tail = gmr__vmf_region_new(e);
+      gmr__vmf_split(e, r, want->amount, tail);
+      gmr__vmf_bin_insert(e, tail);
+    }
+  }
+  r->fresh = batched(e, to);
+  (void)file_kept(e, r, to);
+}
+
 static bool slot_fits(void *ctx, uint32_t i, const gmr__reclaim_want *want) {
   return !fresh_whole(ctx, i) &&
          gmr__vmf_bin_find_covered(ctx, i, want->amount, want->alignment) != NULL;
 }
 
-static size_t slot_fresh_amount(void *ctx, uint32_t i) {
-  const vmf_engine *e = ctx;
+/* Slot i's free bytes no record covers. */
+static size_t fresh_bytes(const vmf_engine *e, uint32_t i) {
   const vmf_slot *s = gmr__vmf_slot(e, i);
   return s->fresh.bytes + (fresh_whole(e, i) ? s->index.bytes : 0);
+}
+
+static size_t slot_fresh_amount(void *ctx, uint32_t i) { return fresh_bytes(ctx, i); }
+
+bool gmr__vmf_slot_holds_fresh(const vmf_engine *e, uint32_t slot) {
+  return fresh_bytes(e, slot) > 0;
 }
 
 static bool slot_fresh_fits(void *ctx, uint32_t i, const gmr__reclaim_want *want) {
@@ -318,6 +352,7 @@ static const gmr__stream_slots_ops slot_ops = {
     .fresh_amount = slot_fresh_amount,
     .fresh_fits = slot_fresh_fits,
     .covered = slot_covered,
+    .take_fit = slot_take_fit,
 };
 
 bool gmr__vmf_slots_init(vmf_engine *e) {
