@@ -214,9 +214,11 @@ typedef struct gmr_vmm_pool_resource_config {
    * that wants another stream's memory records that stream's event once).
    * false: a stream may be destroyed right after the call; a free on a
    * stream other than the default streams records an event on it inside the
-   * call: at once (RMM's rule) in vmm_pages' whole pages, and in vmm and
-   * vmm_pages' small path when another stream shares the engine, else on
-   * demand (gmr/vmm_resource.h). The other fields must keep their defaults
+   * call: at once (RMM's rule) in vmm_pages' whole pages; in vmm and
+   * vmm_pages' small path in batches when another stream shares the engine
+   * (64 frees or 64 MiB, when another stream asks, at every free for streams
+   * that trade memory all the time), else on demand (gmr/vmm_resource.h).
+   * The other fields must keep their defaults
    * (always stream-ordered; no NVTX annotation; streams known by handle, the
    * id asked before each record): create refuses anything else with
    * GMR_ERR_INVALID_ARGUMENT. */

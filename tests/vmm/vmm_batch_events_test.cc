@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmr/device.h"
@@ -212,6 +213,44 @@ TEST_F(VmmBatchEvents, ADestroyedStreamsFreshFreesWaitForTheDevice) {
   Give(b1, 3 * kMiB, b_);
   Give(b2, 8 * kMiB, b_);
   Give(fence, 64 << 10, b_);
+}
+
+// A stream that others keep taking memory from records at every free (hot).
+// A is made hot, records a free (its memory covered, its work pending: A is
+// held beyond its destroy), and is destroyed; C gets A's handle and frees
+// on it. C's record must not stand for A's covered memory (a record on C is
+// no order after A's work): the free checks the stream's id first, finds
+// another stream and gives C a slot of its own, so B takes A's memory only
+// by waiting for A's own event (the oracle checks it).
+TEST_F(VmmBatchEvents, ASuccessorOnTheHandleDoesNotCoverTheDeadStreamsMemory) {
+  MakeOneEngine();
+  Warm();
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE, 0, UINT64_MAX,
+                                                cudaErrorStreamCaptureUnsupported));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_stream_hold_beyond_destroy(a_));
+  std::vector<std::pair<void *, size_t>> b_kept;
+  for (int demand = 0; demand < 4; ++demand) { /* only A's fresh memory would serve B */
+    Give(Take(6 * kMiB, a_), 6 * kMiB, a_);
+    b_kept.emplace_back(Take(6 * kMiB, b_), 6 * kMiB);
+  }
+  Give(Take(1 * kMiB, a_), 1 * kMiB, a_);
+  void *last = Take(1 * kMiB, a_);
+  const uint64_t records = Calls(GMR_CUDA_CALL_EVENT_RECORD);
+  Give(last, 1 * kMiB, a_);
+  ASSERT_EQ(records + 1, Calls(GMR_CUDA_CALL_EVENT_RECORD)) << "A is hot: its free records";
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(true));
+  const gmr_stream dead = a_;
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_destroy(a_));
+  a_ = nullptr;
+  gmr_stream c = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_cuda_stream_create(&c));
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_reuse_stream_handles(false));
+  ASSERT_EQ(dead, c) << "the simulation gives C the dead stream's handle";
+  Give(Take(32 * kMiB, c), 32 * kMiB, c); /* more than A left: C's own memory */
+  for (int i = 0; i < 4; ++i) b_kept.emplace_back(Take(1 * kMiB, b_), 1 * kMiB);
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
+  for (auto &k : b_kept) Give(k.first, k.second, b_);
+  EXPECT_EQ(GMR_OK, gmr_cuda_stream_destroy(c));
 }
 
 // During a capture A records nothing (a record would join the user's graph),
