@@ -51,15 +51,18 @@
  *  - in batches (vmm, from a shard's second stream on): a free records when
  *    the stream's fresh frees (those no record covers yet) reach
  *    GMR__STREAM_EVENT_BATCH_FREES or GMR__STREAM_EVENT_BATCH_BYTES, on
- *    demand as above (no promotion: a demanded stream records once, at its
- *    next call, and goes on batching), for a new stream's first frees, and
- *    at growths. One record then covers a batch (XLA's VMM allocator writes
- *    one timeline marker per batch of frees, 64 entries or 64 MiB; RMM
- *    users measured the record at every free as a third to a half of a
- *    free). It needs a resource that keeps a stream's fresh memory apart
- *    from its covered memory (stream_slots.h, "split" tables): another
- *    stream then takes exactly the covered memory, whose last record it
- *    finds complete or waits for, while the newest frees stay the stream's.
+ *    demand as above (a demanded stream records once, at its next call,
+ *    and goes on batching), for a new stream's first frees, and at growths;
+ *    a stream demanded again and again is "hot" for a while and records at
+ *    every free (GMR__STREAM_EVENT_HOT_DEMANDS). One record then covers a
+ *    batch (XLA's VMM allocator writes one timeline marker per batch of
+ *    frees, 64 entries or 64 MiB; RMM users measured the record at every
+ *    free as a third to a half of a free, rmm#1995). It needs a resource
+ *    that keeps a stream's fresh memory apart from its covered memory
+ *    (stream_slots.h, "split" tables): another stream then takes exactly
+ *    the covered memory, whose last record it finds complete or waits for,
+ *    while the newest frees stay the stream's (docs/stream_ordering.md,
+ *    "The recording rule in batches").
  *  - every free (RMM's rule, kept as an option).
  *  - lazily, when the program promises that its streams outlive the resource
  *    (and always for the legacy default stream, which lives as long as the

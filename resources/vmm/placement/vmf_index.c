@@ -247,8 +247,9 @@ static bool slot_fresh_fits(void *ctx, uint32_t i, const gmr__reclaim_want *want
 
 static void slot_covered(void *ctx, uint32_t i) { gmr__vmf_cover_fresh(ctx, i); }
 
-/* Refile every region of `from` (an index of stream slot `slot`) as fresh
- * or not (`fresh`); regions of one slot never touch, so nothing merges. */
+/* Refile every region of index `from` as fresh or not (`fresh`), in place:
+ * the regions of a slot not in batches never touch (they merged when
+ * filed), so nothing merges. */
 static void refile(vmf_engine *e, gmr__free_index *from, bool fresh) {
   gmr__free_node *n = NULL;
   while ((n = gmr__free_index_any(from)) != NULL) {
@@ -389,7 +390,8 @@ bool gmr__vmf_slot_check(vmf_engine *e, gmr_stream stream, uint32_t *slot, bool 
   if (gmr__stream_key_learn(e->cuda, stream, &key) != cudaSuccess) return false;
   /* cudaStreamPerThread's key is made up without asking the capture. */
   if (not_capturing != NULL) {
-    *not_capturing = stream != (gmr_stream)cudaStreamPerThread && (key.id & GMR__STREAM_ID_CAPTURE) == 0;
+    *not_capturing =
+        stream != (gmr_stream)cudaStreamPerThread && (key.id & GMR__STREAM_ID_CAPTURE) == 0;
   }
   /* The slot's id, or the id adopted; another id: the slot's stream was
    * destroyed and its handle reused, so what it freed is not this stream's
