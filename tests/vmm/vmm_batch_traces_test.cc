@@ -67,7 +67,16 @@ const Expected &ExpectedFor(const char *trace) {
 struct Counters {
   uint64_t records, queries, waits;
   uint64_t device_syncs, creates, maps, unmaps;
+  uint64_t calls; /* every CUDA call of the simulation (the replay's own too) */
 };
+
+uint64_t AllCalls() {
+  uint64_t n = 0;
+  for (int c = 0; c < GMR_CUDA_CALL_COUNT; ++c) {
+    n += gmr_cuda_sim_get_call_count(static_cast<gmr_cuda_call>(c));
+  }
+  return n;
+}
 
 struct Probe {
   gmr_vmm_pool_resource *pool;
@@ -82,7 +91,8 @@ Counters Read(gmr_vmm_pool_resource *pool) {
                   gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_DEVICE_SYNCHRONIZE),
                   gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_CREATE),
                   gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_MAP),
-                  gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_UNMAP)};
+                  gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_UNMAP),
+                  AllCalls()};
 }
 
 class VmmBatchTraces : public gmr_test::SimTest,
@@ -130,7 +140,7 @@ void VmmBatchTraces::Replay(replay_capture_mode capture) {
     const double per_free = frees ? double(records) / double(frees) : 0.0;
     std::printf("%-25s captures %s pass %zu: %5zu frees, %5llu records (%.3f per free), %4llu "
                 "queries, %3llu waits, %3llu device syncs, cuMemCreate/Map/Unmap %llu/%llu/%llu, "
-                "peak held %zu B = %.4f x live (before batches %.4f)\n",
+                "%5llu CUDA calls, peak held %zu B = %.4f x live (before batches %.4f)\n",
                 GetParam(), off ? "off " : "real", k + 1, frees,
                 static_cast<unsigned long long>(records), per_free,
                 static_cast<unsigned long long>(b.queries - a.queries),
@@ -138,7 +148,8 @@ void VmmBatchTraces::Replay(replay_capture_mode capture) {
                 static_cast<unsigned long long>(b.device_syncs - a.device_syncs),
                 static_cast<unsigned long long>(b.creates - a.creates),
                 static_cast<unsigned long long>(b.maps - a.maps),
-                static_cast<unsigned long long>(b.unmaps - a.unmaps), r.passes[k].peak_held_bytes,
+                static_cast<unsigned long long>(b.unmaps - a.unmaps),
+                static_cast<unsigned long long>(b.calls - a.calls), r.passes[k].peak_held_bytes,
                 double(r.passes[k].peak_held_bytes) / live,
                 double(want.held_before_bytes[off][k]) / live);
     EXPECT_LE(per_free, want.most_records_per_free) << "pass " << k + 1;
