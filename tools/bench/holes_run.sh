@@ -19,7 +19,19 @@ work=$(mktemp -d)
 holes="4096,16384,65536"
 pairs=100000
 "$bin/bench" --holes "$holes" --holes-traces "$work" || exit 1
-wall_us() { sed -n 's/.*wall_us=\([0-9.]*\).*/\1/p' | head -1; }
+# rmm_replay prints wall_us=; replay_baseline prints "N ops ... best of 3: X ns/op"
+# (its fastest repetition's wall time is N * X).
+wall_us() {
+  local text
+  text=$(cat)
+  local us
+  us=$(echo "$text" | sed -n 's/.*wall_us=\([0-9.]*\).*/\1/p' | head -1)
+  if [ -z "$us" ]; then
+    us=$(echo "$text" | sed -n 's/.*: \([0-9]*\) ops .*best of [0-9]*: \([0-9.]*\) ns\/op.*/\1 \2/p' |
+      head -1 | awk 'NF == 2 { printf "%.1f", $1 * $2 / 1000 }')
+  fi
+  echo "$us"
+}
 for round in $(seq 1 "$rounds"); do
   echo "== round $round"
   "$bin/bench" --workloads holes --holes "$holes" --seconds 2 \
