@@ -89,7 +89,7 @@ class RangeFaults : public gmr_test::SimTest, public ::testing::WithParamInterfa
     o.save_all = all;
     o.save_tag_mask = (1u << kWeights) | (1u << kKv);
     o.host = std::get<2>(GetParam());
-    o.staging_bytes = 8 * kMiB; /* 32 chunks of 256 KiB: slots are reused */
+    o.staging_bytes = 8 * kMiB; /* 16 slots of 512 KiB, some 24 chunks: slots reused */
     o.copy_threads = 2;
     return o;
   }

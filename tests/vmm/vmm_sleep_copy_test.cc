@@ -42,7 +42,7 @@ class VmmSleepCopy : public gmr_test::SleepTest {
   std::vector<Buffer> buffers_;
 
   // Buffers of many sizes: below a chunk, a chunk and a bit, several ring
-  // lengths (with a 1 MiB ring of 64 KiB chunks), and odd ones.
+  // lengths (with a 1 MiB ring: chunks of 64 to 256 KiB), and odd ones.
   void Populate(unsigned seed) {
     const size_t sizes[] = {5000, 64 * 1024 + 256, 3 * kPage + 12345, 300 * 1024, kMiB,
                             2 * kPage,  256,             kPage - 4096};
@@ -276,7 +276,8 @@ TEST_P(VmmSleepCopy, ACopyRefusedHalfwayLeavesTheWakeUndone) {
                              GMR_CUDA_CALL_EVENT_SYNCHRONIZE}) {
     SCOPED_TRACE(gmr_cuda_call_name(call));
     const gmr_test::SleepSnapshot before = gmr_test::TakeSnapshot(pool_);
-    // Halfway: the 20th call of its kind (the ring has 16 chunks).
+    // Halfway: the 20th call of its kind (the 1 MiB ring holds 4 chunks of
+    // 256 KiB here, and some 50 chunks are copied).
     ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(call, 19, 1, cudaErrorLaunchFailure));
     gmr_failure f = GMR_FAILURE_INIT;
     EXPECT_EQ(GMR_ERR_CUDA, gmr_vmm_pool_resource_wake(pool_, nullptr, &f));

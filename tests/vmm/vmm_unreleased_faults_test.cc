@@ -78,7 +78,7 @@ int ErrorFor(gmr_cuda_call call) {
 }
 
 // Pinned backups (one cudaHostAlloc each), or pageable ones through a
-// 4 MiB staging ring (32 chunks of 128 KiB: more than a ring's worth is
+// 4 MiB staging ring (16 slots of 256 KiB: more than a ring's worth is
 // copied, so slots are reused) with three copy threads.
 gmr_vmm_pool_sleep_options SleepOptions(gmr_vmm_pool_host_kind host) {
   gmr_vmm_pool_sleep_options o = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;

@@ -3,10 +3,10 @@
  * between device memory and backups (vmm_host.h): pinned backups directly,
  * pageable ones through the staging ring with copy threads.
  *
- * The ring has slot_count slots of chunk_bytes, each with an event. The
- * pieces are cut into chunks of at most a slot, in order (a chunk may hold
- * parts of several pieces); chunk i uses slot i % slot_count. Only the
- * calling thread makes CUDA calls (it has the device current); the copy
+ * A copy cuts the pieces into chunks (chunk_for), in order (a chunk may
+ * hold parts of several pieces), and the ring into as many slots of a chunk
+ * as fit, each with an event of the ring; chunk i uses slot i % slots. Only
+ * the calling thread makes CUDA calls (it has the device current); the copy
  * threads copy host memory between the ring and the backups, each taking
  * the chunks i with i % threads == its index, in order.
  *
@@ -38,6 +38,8 @@
 
 /* Pageable pieces below this come from malloc (vmm_host.c): never advised. */
 #define DISCARD_MIN_BYTES ((size_t)64 << 10)
+/* The largest chunk a copy cuts. */
+#define MAX_CHUNK_BYTES ((size_t)8 << 20)
 
 /* Chunk states. */
 enum { READY = 1, DONE = 2, FILLED = 4, FREED = 8 };
@@ -375,6 +377,21 @@ static cudaError_t run_to_device(gmr__vmm_host *h, gmr__vmm_copy_job *job, const
   return err;
 }
 
+/* Chunks of an eighth of what each thread copies, in [the ring's unit,
+ * min(8 MiB, a quarter of the ring)], a multiple of the unit: the last
+ * chunk's host copy, which no device copy overlaps, stays short, and the
+ * calling thread's calls per chunk stay few next to the device's time. */
+static size_t chunk_for(const gmr__vmm_host *h, size_t total, unsigned threads) {
+  const size_t unit = h->chunk_bytes;
+  size_t most = h->ring_bytes / 4 < MAX_CHUNK_BYTES ? h->ring_bytes / 4 : MAX_CHUNK_BYTES;
+  most = most / unit * unit;
+  if (most < unit) most = unit;
+  size_t chunk = total / ((size_t)threads * 8u);
+  if (chunk > most) chunk = most;
+  chunk = chunk / unit * unit;
+  return chunk < unit ? unit : chunk;
+}
+
 static gmr_status copy_ring(gmr__vmm_host *h, bool to_host, const gmr__vmm_piece *pieces,
                             size_t count, uint32_t threads, const char *verb,
                             gmr_failure *failure) {
@@ -382,13 +399,15 @@ static gmr_status copy_ring(gmr__vmm_host *h, bool to_host, const gmr__vmm_piece
   memset(&job, 0, sizeof job);
   job.kind = to_host ? JOB_TO_HOST : JOB_TO_DEVICE;
   job.ring = h->ring;
-  job.chunk_bytes = h->chunk_bytes;
-  job.slot_count = h->slot_count;
+  unsigned want = threads == 0 ? gmr__vmm_default_copy_threads() : threads;
+  size_t total = 0;
+  for (size_t i = 0; i < count; ++i) total += pieces[i].bytes;
+  job.chunk_bytes = chunk_for(h, total, want);
+  job.slot_count = h->ring_bytes / job.chunk_bytes; /* at most h->slot_count: one event each */
   gmr_status st = GMR_OK;
   if (!cut(&job, pieces, count)) {
     st = gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "%s: host memory ran out", verb);
   } else if (job.chunk_count > 0) {
-    unsigned want = threads == 0 ? gmr__vmm_default_copy_threads() : threads;
     if (want > job.chunk_count) want = (unsigned)job.chunk_count;
     job.workers = threads_start(h, want);
     if (job.workers > 0) job_begin(h, &job);

@@ -24,10 +24,10 @@
  * 2 MiB, not 4 KiB: sleep writes every byte of a fresh backup). */
 #define PAGEABLE_MMAP_BYTES ((size_t)64 << 10)
 #define HUGE_BYTES ((size_t)2 << 20)
-/* Ring chunks: at most this large, at least MIN_CHUNK_BYTES, about 32 of
- * them per ring. */
-#define MAX_CHUNK_BYTES ((size_t)8 << 20)
-#define MIN_CHUNK_BYTES ((size_t)64 << 10)
+/* The ring's unit (the smallest chunk a copy cuts, one event each): at
+ * most UNIT_BYTES, at least MIN_UNIT_BYTES, at least 16 of them a ring. */
+#define UNIT_BYTES ((size_t)2 << 20)
+#define MIN_UNIT_BYTES ((size_t)64 << 10)
 
 static atomic_size_t live_pageable;
 
@@ -281,10 +281,10 @@ gmr_status gmr__vmm_host_prepare(gmr__vmm_host *h, gmr_vmm_pool_host_kind kind,
   if (kind != GMR_VMM_POOL_HOST_PAGEABLE) return GMR_OK;
   size_t bytes = staging_bytes == 0 ? GMR_VMM_POOL_STAGING_DEFAULT_BYTES : staging_bytes;
   if (bytes < GMR__VMM_MIN_STAGING_BYTES) bytes = GMR__VMM_MIN_STAGING_BYTES;
-  size_t chunk = bytes / 32;
-  if (chunk > MAX_CHUNK_BYTES) chunk = MAX_CHUNK_BYTES;
-  if (chunk < MIN_CHUNK_BYTES) chunk = MIN_CHUNK_BYTES;
-  chunk = chunk / MIN_CHUNK_BYTES * MIN_CHUNK_BYTES;
+  size_t chunk = bytes / 16;
+  if (chunk > UNIT_BYTES) chunk = UNIT_BYTES;
+  chunk = chunk / MIN_UNIT_BYTES * MIN_UNIT_BYTES;
+  if (chunk < MIN_UNIT_BYTES) chunk = MIN_UNIT_BYTES;
   bytes = bytes / chunk * chunk;
   if (h->ring != NULL && h->ring_bytes == bytes) return GMR_OK;
   void *ring = NULL;

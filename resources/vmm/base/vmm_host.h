@@ -10,9 +10,12 @@
  *               wake of their allocation to the next sleep, which reuses
  *               those of the same kind and size and frees the rest;
  *   the ring    the pinned staging ring that pageable backups are copied
- *               through (staging_bytes: chunks of at most 8 MiB, an event
- *               each), made by the first sleep that needs it and kept until
- *               destroy or a sleep that asks another size;
+ *               through (staging_bytes), made by the first sleep that needs
+ *               it and kept until destroy or a sleep that asks another size;
+ *               a copy cuts its bytes into chunks of 2 to 8 MiB (an eighth
+ *               of what each thread copies, so that the last chunk's host
+ *               copy, which nothing overlaps, is short; smaller in a small
+ *               ring), each in a slot of the ring with an event;
  *   the stream  the pool's own copy stream (non-blocking), made at the first
  *               copy and kept until destroy;
  *   threads     copy threads (copy_threads), started at the first pageable
@@ -75,8 +78,10 @@ typedef struct gmr__vmm_host {
   cudaStream_t stream; /* the copy stream, or NULL before the first copy */
   bool has_stream;
   void *ring; /* the staging ring (pinned), or NULL */
-  size_t ring_bytes, chunk_bytes, slot_count;
-  cudaEvent_t *events; /* one per slot, with the ring */
+  size_t ring_bytes;
+  size_t chunk_bytes;  /* the ring's unit: a copy cuts chunks of a multiple of it */
+  size_t slot_count;   /* ring_bytes / chunk_bytes: as many events */
+  cudaEvent_t *events; /* one per unit, with the ring */
   gmr__vmm_kept_backup *kept;
   size_t kept_count, kept_capacity;
   size_t kept_pinned_bytes, kept_pageable_bytes;
