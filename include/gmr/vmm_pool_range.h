@@ -200,6 +200,8 @@ typedef struct gmr_vmm_pool_range_info {
  *   GMR_VMM_POOL_RANGE_INFO_INIT; fields past `size` are left alone).
  * Thread-safe: yes (a snapshot under the pool's mutex).
  * Stream/device: no CUDA call.
+ * Source: what vLLM's extensible KV cache needs to know before it extends
+ *   (vllm#50779); gmr's books, no driver query.
  * Returns:
  *   GMR_OK                    *out is filled.
  *   GMR_ERR_INVALID_ARGUMENT  pool or out is NULL, out->size is smaller
