@@ -266,6 +266,10 @@ static gmr_status fixed_block_resource_create_ex_impl(gmr_resource *upstream,
   r->upstream = upstream;
   r->cuda = gmr__cuda();
   r->config = cfg;
+  /* A power-of-two block (the common case) finds a block by shifting. */
+  if ((cfg.block_bytes & (cfg.block_bytes - 1)) == 0) {
+    r->block_shift = (unsigned)__builtin_ctzll((unsigned long long)cfg.block_bytes);
+  }
   r->events_mode = gmr__stream_events_mode_of(&cfg.streams);
   r->stream_ids = gmr__stream_ids_of(&cfg.streams);
   atomic_init(&r->books.locked, 0);

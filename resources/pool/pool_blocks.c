@@ -92,15 +92,15 @@ void gmr__pool_move_all(gmr__pool_arena *a, uint32_t from, uint32_t to) {
 /* ---- the cache of recent frees ------------------------------------------ */
 
 static void cache_remove_at(gmr__pool_slot *s, uint32_t i) {
-  memmove(&s->cache[i], &s->cache[i + 1], (s->cache_count - i - 1) * sizeof s->cache[0]);
+  uint32_t after = s->cache_count - i - 1;
+  if (after > 0) memmove(&s->cache[i], &s->cache[i + 1], after * sizeof s->cache[0]);
   s->cache_count--;
 }
 
-/* Keep just-freed block `b` of slot `si` unmerged for a same-size request
- * (the pattern of training loops: the same tensors every step): the pair
- * then skips the size index, the split and the merge. The oldest entry goes
- * to the index when the cache is full. */
-void gmr__pool_cache_put(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
+/* gmr__pool_cache_put (pool_internal.h) when the block is not cached (no
+ * cache, or larger than recent_free_max_bytes: filed at once) or the cache
+ * is full (its oldest entry is filed to make room). */
+void gmr__pool_cache_put_slow(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
   gmr__pool_slot *s = gmr__pool_slot_at(a, si);
   uint32_t capacity = a->pool->config.recent_free_count;
   if (capacity == 0 || b->node.bytes > a->pool->config.recent_free_max_bytes) {
@@ -121,10 +121,10 @@ void gmr__pool_cache_put(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
   s->cache[s->cache_count++] = b;
 }
 
-/* The most recent cached block of exactly `size` bytes, taken out of the
- * cache (still marked free), or NULL. */
-gmr__pool_block *gmr__pool_cache_take(gmr__pool_slot *s, size_t size) {
-  for (uint32_t i = s->cache_count; i-- > 0;) {
+/* gmr__pool_cache_take (pool_internal.h) past the newest entry: the most
+ * recent older entry of exactly `size` bytes, taken out, or NULL. */
+gmr__pool_block *gmr__pool_cache_take_older(gmr__pool_slot *s, size_t size) {
+  for (uint32_t i = s->cache_count - 1; i-- > 0;) {
     gmr__pool_block *b = s->cache[i];
     if (b->node.bytes == size) {
       cache_remove_at(s, i);

@@ -52,11 +52,14 @@
 #include <stdint.h>
 
 #include "core/cuda_layer.h"
+#include "core/failure.h"
+#include "core/nvtx_mem.h"
 #include "stream_ordered/capture_reuse.h"
 #include "stream_ordered/event_cache.h"
 #include "stream_ordered/free_index.h"
 #include "stream_ordered/reclaim.h"
 #include "util/spin_lock.h"
+#include "util/thread_home.h"
 #include "stream_ordered/stream_event.h"
 #include "stream_ordered/stream_home.h"
 #include "stream_ordered/stream_slots.h"
@@ -209,8 +212,10 @@ void gmr__pool_arena_free(gmr__pool_arena *a);
 /* ---- pool_blocks.c (pre for all: the arena's lock held) ---- */
 void gmr__pool_file_free(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b);
 void gmr__pool_move_all(gmr__pool_arena *a, uint32_t from, uint32_t to);
-void gmr__pool_cache_put(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b);
-gmr__pool_block *gmr__pool_cache_take(gmr__pool_slot *s, size_t size);
+/* gmr__pool_cache_put when the cache is full or the block not cacheable. */
+void gmr__pool_cache_put_slow(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b);
+/* gmr__pool_cache_take past the newest entry. */
+gmr__pool_block *gmr__pool_cache_take_older(gmr__pool_slot *s, size_t size);
 void gmr__pool_flush_caches(gmr__pool_arena *a);
 void gmr__pool_unfile(gmr__pool_arena *a, gmr__pool_block *b);
 gmr__pool_block *gmr__pool_find_fit(const gmr__pool_arena *a, uint32_t si, size_t need);
@@ -227,9 +232,6 @@ gmr_status gmr__pool_prepare(gmr__pool_arena *a, const gmr__pool_request *r, uin
  * to the caller. Pre: lock held, prepared. */
 void gmr__pool_hand_out(gmr__pool_arena *a, gmr__pool_block *b, const gmr__pool_request *r,
                         void **out_ptr);
-/* The same for a block of exactly the request's size taken out of a cache. */
-void gmr__pool_hand_out_cached(gmr__pool_arena *a, gmr__pool_block *b, const gmr__pool_request *r,
-                               void **out_ptr);
 
 /* ---- pool_registry.c ---- */
 /* Promise a place to one chunk (false without host memory). */
@@ -329,17 +331,10 @@ gmr_status gmr__pool_allocate_capturing(gmr_resource *self, size_t bytes, size_t
                                         gmr_stream stream, void **out_ptr, gmr_failure *failure);
 
 /* ---- pool_resource.c / pool_lifecycle.c / pool_info.c ---- */
-/* Fill the request for an allocation (the stream's key as far as known
- * without a CUDA call, gmr__stream_key_begin). Returns GMR_OK or the failure. */
-gmr_status gmr__pool_request_init(gmr_pool_resource *pool, size_t bytes, size_t alignment,
-                                  gmr_stream stream, bool capturing, gmr__pool_request *r,
-                                  gmr_failure *failure);
 /* Learn the request's stream id if it is not known (gmr__stream_key_of:
  * capture-safe). Returns GMR_OK or the failure (nothing changed). */
 gmr_status gmr__pool_request_identify(gmr_pool_resource *pool, gmr__pool_request *r,
                                       gmr_failure *failure);
-/* The arena a request on the stream of `key` starts in (pool_resource.c). */
-gmr__pool_arena *gmr__pool_arena_for(gmr_pool_resource *pool, gmr__stream_key key);
 /* Fill the record's free figures with the pool's (unless a deeper resource
  * did). Returns `status`. Pre: no lock held. */
 gmr_status gmr__pool_note_free_info(gmr_pool_resource *pool, gmr_failure *failure,
@@ -360,5 +355,96 @@ bool gmr__pool_check_arena(const gmr__pool_arena *a, uint32_t arena_index, char 
  * chunk table): GMR_OK, or GMR_ERR_INTERNAL with the reason in err. The
  * pool type's check of its books (core/resource_type.h). */
 gmr_status gmr__pool_check_books(gmr_resource *self, char *err, size_t err_bytes);
+
+/* ---- the hot path, inline (every allocate and deallocate runs it) ---- */
+
+/* The arena a request on the stream of `key` starts in. Arenas follow
+ * streams (stream_ordered/stream_home.h): the threads of one stream share
+ * its arena, a thread with a stream of its own has an arena of its own.
+ * With stream ordering off, the thread's home arena. */
+static inline gmr__pool_arena *gmr__pool_arena_for(gmr_pool_resource *pool, gmr__stream_key key) {
+  if (pool->arena_count == 1) return pool->arenas[0];
+  if (!pool->config.streams.stream_ordered) {
+    return pool->arenas[gmr__thread_home() % pool->arena_count];
+  }
+  return pool->arenas[gmr__stream_home_of(&pool->stream_home, key, pool->arena_count)];
+}
+
+/* Fill the request for an allocation (the stream's key as far as known
+ * without a CUDA call, gmr__stream_key_begin). Returns GMR_OK or the failure. */
+static inline gmr_status gmr__pool_request_init(gmr_pool_resource *pool, size_t bytes,
+                                                size_t alignment, gmr_stream stream,
+                                                bool capturing, gmr__pool_request *r,
+                                                gmr_failure *failure) {
+  if (alignment > GMR_POOL_MAX_ALIGNMENT) {
+    return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
+                            "pool_resource: alignment %zu is above the pool's maximum of %zu",
+                            alignment, (size_t)GMR_POOL_MAX_ALIGNMENT);
+  }
+  r->bytes = bytes;
+  r->size = gmr__align_up(bytes, GMR__POOL_UNIT);
+  /* Blocks start on 256-byte boundaries, so a larger alignment needs at most
+   * alignment - 256 bytes of padding in front. */
+  r->need = alignment > GMR__POOL_UNIT ? r->size + (alignment - GMR__POOL_UNIT) : r->size;
+  r->alignment = alignment;
+  r->stream = stream;
+  r->capturing = capturing;
+  /* No CUDA call for a created stream: its id is asked only when needed. */
+  cudaError_t err =
+      gmr__stream_key_begin(pool->cuda, pool->events_mode, stream, &r->key, &r->key_known);
+  if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaStreamGetId", err);
+  return GMR_OK;
+}
+
+/* Keep just-freed block `b` of slot `si` unmerged for a same-size request
+ * (the pattern of training loops: the same tensors every step): the pair
+ * then skips the size index, the split and the merge. The oldest entry goes
+ * to the index when the cache is full (gmr__pool_cache_put_slow). Pre: lock
+ * held. */
+static inline void gmr__pool_cache_put(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
+  gmr__pool_slot *s = gmr__pool_slot_at(a, si);
+  const gmr_pool_resource_config *c = &a->pool->config;
+  if (s->cache_count >= c->recent_free_count || b->node.bytes > c->recent_free_max_bytes) {
+    gmr__pool_cache_put_slow(a, si, b);
+    return;
+  }
+  b->is_free = true;
+  b->cached = true;
+  b->slot = si;
+  b->request_bytes = 0;
+  b->request_alignment_log2 = 0;
+  s->cache[s->cache_count++] = b;
+}
+
+/* The most recent cached block of exactly `size` bytes, taken out of the
+ * cache (still marked free), or NULL. The newest entry first: a loop that
+ * frees and allocates one size finds it there. Pre: lock held. */
+static inline gmr__pool_block *gmr__pool_cache_take(gmr__pool_slot *s, size_t size) {
+  uint32_t n = s->cache_count;
+  if (n == 0) return NULL;
+  gmr__pool_block *b = s->cache[n - 1];
+  if (b->node.bytes != size) return n > 1 ? gmr__pool_cache_take_older(s, size) : NULL;
+  s->cache_count = n - 1;
+  b->cached = false;
+  return b;
+}
+
+/* Give block `b`, of exactly the request's size and taken out of a cache,
+ * to the caller. Pre: lock held, the live map has room (reserve_one). */
+static inline void gmr__pool_hand_out_cached(gmr__pool_arena *a, gmr__pool_block *b,
+                                             const gmr__pool_request *r, void **out_ptr) {
+  b->is_free = false;
+  b->request_bytes = r->bytes;
+  b->request_alignment_log2 = (uint32_t)__builtin_ctzll((unsigned long long)r->alignment);
+  gmr__block_map_insert(&a->live, b);
+  a->in_use_bytes += b->node.bytes;
+  a->requested_bytes += r->bytes;
+  a->in_use_count++;
+  /* The bytes asked for, not b->node.bytes: a write into the rounding is caught. */
+  if (a->pool->config.streams.nvtx_annotate) {
+    gmr__nvtx_mem_region_register(b->chunk->nvtx_heap, (void *)b->node.addr, r->bytes);
+  }
+  *out_ptr = (void *)b->node.addr;
+}
 
 #endif /* GMR_RESOURCES_POOL_POOL_INTERNAL_H_ */
