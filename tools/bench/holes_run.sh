@@ -22,8 +22,13 @@ pairs=100000
 wall_us() { sed -n 's/.*wall_us=\([0-9.]*\).*/\1/p' | head -1; }
 for round in $(seq 1 "$rounds"); do
   echo "== round $round"
+  # pool serves the pairs from its recent frees; recent_frees=0 measures
+  # its size index itself. fixed_block's 1 MiB blocks make every 512 B hole
+  # a whole block (a row says "does not apply" where they outgrow the
+  # device); 1 KiB blocks run the same program in 2N+1 KiB.
   "$bin/bench" --workloads holes --holes "$holes" --seconds 2 \
-    --stacks 'pool;vmm;fixed_block(block=1KiB) > cuda' | grep -E '^(workload|holes)'
+    --stacks 'pool;pool(recent_frees=0) > cuda(kind=async);vmm;vmm_pages;fixed_block;fixed_block(block=1KiB) > cuda' |
+    grep -E '^(workload|holes)'
   for n in ${holes//,/ }; do
     for who in "rmm_pool:$anchors/rmm_replay pool" "cuda_async:$anchors/replay_baseline async"; do
       name=${who%%:*}
