@@ -222,14 +222,13 @@ static gmr_status identify(gmr_fixed_block_resource *r, gmr_stream stream, gmr__
   return GMR_OK;
 }
 
-/* Everything after a first take() that found no block, or that must leave
- * the stream's id hint: the id learned and take() again, then other
- * streams, other shards, growth. Not inline: fb_allocate keeps only the hot
- * path in its frame. */
-static gmr_status allocate_rest(gmr_fixed_block_resource *r, gmr__fb_shard *s, gmr_stream stream,
-                                gmr__stream_key key, bool known, size_t bytes, gmr__fb_block *b,
-                                gmr_status st, bool id_matters, void **out_ptr,
-                                gmr_failure *failure) {
+/* Everything after a first take() that found no block: the id learned and
+ * take() again, then other streams, other shards, growth. Not inline:
+ * fb_allocate keeps only the hot path in its frame. */
+__attribute__((noinline)) static gmr_status allocate_rest(
+    gmr_fixed_block_resource *r, gmr__fb_shard *s, gmr_stream stream, gmr__stream_key key,
+    bool known, size_t bytes, gmr__fb_block *b, gmr_status st, bool id_matters, void **out_ptr,
+    gmr_failure *failure) {
   if (b == NULL && st == GMR_OK && !known && id_matters) {
     st = identify(r, stream, &key, &known, failure);
     if (st == GMR_OK) b = take(s, key, true, bytes, false, &st, &id_matters);
@@ -290,11 +289,14 @@ static gmr_status fb_allocate(gmr_resource *self, size_t bytes, size_t alignment
   gmr__fb_shard *s = gmr__fb_shard_for(r, key);
   bool id_matters = false;
   gmr__fb_block *b = take(s, key, known, bytes, false, &st, &id_matters);
-  if (b != NULL && !gmr__stream_id_asked_lazily(r->events_mode, stream)) {
-    *out_ptr = (void *)b->addr;
-    return GMR_OK;
+  if (b == NULL) {
+    return allocate_rest(r, s, stream, key, known, bytes, b, st, id_matters, out_ptr, failure);
   }
-  return allocate_rest(r, s, stream, key, known, bytes, b, st, id_matters, out_ptr, failure);
+  if (gmr__stream_id_asked_lazily(r->events_mode, stream)) {
+    gmr__stream_id_hint_set(stream, id_matters);
+  }
+  *out_ptr = (void *)b->addr;
+  return GMR_OK;
 }
 
 static gmr_status fb_deallocate(gmr_resource *self, void *ptr, size_t bytes, size_t alignment,

@@ -94,8 +94,10 @@ __attribute__((always_inline)) static inline step_result step_one_slot(
  * would split a block is left for the slow path while completed memory of
  * other streams may be waiting to be found (PyTorch's order). Pre: lock
  * held; released on return. */
-static step_result step_one_fit(gmr__pool_arena *a, const gmr__pool_request *r, uint32_t si,
-                                void **out_ptr, gmr_failure *failure, gmr_status *st) {
+__attribute__((noinline)) static step_result step_one_fit(gmr__pool_arena *a,
+                                                         const gmr__pool_request *r, uint32_t si,
+                                                         void **out_ptr, gmr_failure *failure,
+                                                         gmr_status *st) {
   gmr__pool_block *b = NULL;
   if (!gmr__pool_reserve_headers(a, 2) || !gmr__block_map_reserve_one(&a->live)) {
     gmr__spin_lock_release(&a->lock);
@@ -176,13 +178,14 @@ static bool slow_steps(gmr__pool_arena *a, const gmr__pool_request *r, void **ou
   return b != NULL;
 }
 
-/* Everything after a first step 1 that did not serve the request, or that
- * must leave the stream's id hint: the id learned and step 1 again, then
- * the slow steps, other arenas, growth. Not inline: pool_allocate keeps only
- * the hot path in its frame. */
-static gmr_status allocate_rest(gmr_pool_resource *pool, gmr__pool_arena *a, gmr__pool_request *r,
-                                step_result res, bool id_matters, gmr_status st, void **out_ptr,
-                                gmr_failure *failure) {
+/* Everything after a first step 1 that did not serve the request: the id
+ * learned and step 1 again, then the slow steps, other arenas, growth. Not
+ * inline: pool_allocate keeps only the hot path in its frame. */
+__attribute__((noinline)) static gmr_status allocate_rest(gmr_pool_resource *pool,
+                                                         gmr__pool_arena *a, gmr__pool_request *r,
+                                                         step_result res, bool id_matters,
+                                                         gmr_status st, void **out_ptr,
+                                                         gmr_failure *failure) {
   gmr_stream stream = r->stream;
   if (res == NEED_ID) {
     st = gmr__pool_request_identify(pool, r, failure);
@@ -240,8 +243,11 @@ static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignme
   gmr__pool_arena *a = gmr__pool_arena_for(pool, r.key);
   bool id_matters = false;
   step_result res = step_one(a, &r, out_ptr, &id_matters, failure, &st);
-  if (res == SERVED && !gmr__stream_id_asked_lazily(pool->events_mode, stream)) return GMR_OK;
-  return allocate_rest(pool, a, &r, res, id_matters, st, out_ptr, failure);
+  if (res != SERVED) return allocate_rest(pool, a, &r, res, id_matters, st, out_ptr, failure);
+  if (gmr__stream_id_asked_lazily(pool->events_mode, stream)) {
+    gmr__stream_id_hint_set(stream, id_matters);
+  }
+  return GMR_OK;
 }
 
 /* ---- deallocation -------------------------------------------------------- */
