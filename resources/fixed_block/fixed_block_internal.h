@@ -107,6 +107,7 @@ struct gmr__fb_shard {
 
 struct gmr_fixed_block_resource {
   gmr_resource base; /* first */
+  uint64_t id;       /* unique in the process: keys the threads' last shard (gmr__fb_shard_for) */
   gmr_resource *upstream;
   const gmr__cuda_ops *cuda;
   gmr_fixed_block_resource_config config;
@@ -166,13 +167,34 @@ static inline uint32_t gmr__fb_slot_for_handle(gmr__fb_shard *s, gmr_stream stre
 }
 
 /* ---- fixed_block_shard.c (pre: the shard's lock held unless said) ---- */
-/* The shard a call naming the stream of `key` starts in. Pre: no lock. */
+/* The shard this thread found last, for which resource and stream handle
+ * (fixed_block_shard.c). Only this thread reads or writes it. */
+typedef struct gmr__fb_last_shard {
+  uint64_t resource_id; /* 0: none */
+  gmr_stream stream;
+  gmr__fb_shard *shard;
+} gmr__fb_last_shard;
+extern _Thread_local gmr__fb_last_shard gmr__fb_last;
+
+/* The shard a call naming the stream of `key` starts in. Any shard is
+ * correct for any stream (a free finds its block's shard), so the answer a
+ * thread found last for the same resource and handle is used again without
+ * the hash (gmr__pool_arena_for's rule). Pre: no lock. */
 static inline gmr__fb_shard *gmr__fb_shard_for(gmr_fixed_block_resource *r, gmr__stream_key key) {
   if (r->shard_count == 1) return r->shards[0];
-  if (!r->config.streams.stream_ordered) {
-    return r->shards[gmr__thread_home() % r->shard_count];
+  if (gmr__fb_last.resource_id == r->id && gmr__fb_last.stream == key.stream) {
+    return gmr__fb_last.shard;
   }
-  return r->shards[gmr__stream_home_of(&r->stream_home, key, r->shard_count)];
+  gmr__fb_shard *s;
+  if (!r->config.streams.stream_ordered) {
+    s = r->shards[gmr__thread_home() % r->shard_count];
+  } else {
+    s = r->shards[gmr__stream_home_of(&r->stream_home, key, r->shard_count)];
+  }
+  gmr__fb_last.resource_id = r->id;
+  gmr__fb_last.stream = key.stream;
+  gmr__fb_last.shard = s;
+  return s;
 }
 static inline void gmr__fb_push_free(gmr__fb_shard *s, uint32_t si, gmr__fb_block *b) {
   gmr__fb_slot *slot = gmr__fb_slot_at(s, si);

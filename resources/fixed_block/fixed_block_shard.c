@@ -17,6 +17,8 @@
 
 /* ---- shards ---------------------------------------------------------------- */
 
+_Thread_local gmr__fb_last_shard gmr__fb_last;
+
 /* ---- stream slots (the table is stream_ordered/stream_slots.h) ------------------------ */
 
 static gmr__stream_slot *slot_create(void *ctx) {

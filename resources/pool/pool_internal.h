@@ -140,6 +140,7 @@ typedef struct gmr__pool_registry {
 
 struct gmr_pool_resource {
   gmr_resource base; /* first */
+  uint64_t id;       /* unique in the process: keys the threads' last arena (gmr__pool_arena_for) */
   gmr_resource *upstream;
   const gmr__cuda_ops *cuda;
   gmr_pool_resource_config config;
@@ -358,16 +359,38 @@ gmr_status gmr__pool_check_books(gmr_resource *self, char *err, size_t err_bytes
 
 /* ---- the hot path, inline (every allocate and deallocate runs it) ---- */
 
+/* The arena this thread found last, for which pool and stream handle
+ * (pool_resource.c). Only this thread reads or writes it. */
+typedef struct gmr__pool_last_arena {
+  uint64_t pool_id; /* 0: none */
+  gmr_stream stream;
+  gmr__pool_arena *arena;
+} gmr__pool_last_arena;
+extern _Thread_local gmr__pool_last_arena gmr__pool_last;
+
 /* The arena a request on the stream of `key` starts in. Arenas follow
  * streams (stream_ordered/stream_home.h): the threads of one stream share
  * its arena, a thread with a stream of its own has an arena of its own.
- * With stream ordering off, the thread's home arena. */
+ * With stream ordering off, the thread's home arena. Any arena is correct
+ * for any stream (a free finds its block's arena), so the answer a thread
+ * found last for the same pool and handle is used again without the hash:
+ * a thread keeps the arena it started with even if the table's entry is
+ * taken over meanwhile. */
 static inline gmr__pool_arena *gmr__pool_arena_for(gmr_pool_resource *pool, gmr__stream_key key) {
   if (pool->arena_count == 1) return pool->arenas[0];
-  if (!pool->config.streams.stream_ordered) {
-    return pool->arenas[gmr__thread_home() % pool->arena_count];
+  if (gmr__pool_last.pool_id == pool->id && gmr__pool_last.stream == key.stream) {
+    return gmr__pool_last.arena;
   }
-  return pool->arenas[gmr__stream_home_of(&pool->stream_home, key, pool->arena_count)];
+  gmr__pool_arena *a;
+  if (!pool->config.streams.stream_ordered) {
+    a = pool->arenas[gmr__thread_home() % pool->arena_count];
+  } else {
+    a = pool->arenas[gmr__stream_home_of(&pool->stream_home, key, pool->arena_count)];
+  }
+  gmr__pool_last.pool_id = pool->id;
+  gmr__pool_last.stream = key.stream;
+  gmr__pool_last.arena = a;
+  return a;
 }
 
 /* Fill the request for an allocation (the stream's key as far as known

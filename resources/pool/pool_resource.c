@@ -24,6 +24,8 @@ static unsigned log2_of(size_t power_of_two) {
 
 /* ---- the request -------------------------------------------------------- */
 
+_Thread_local gmr__pool_last_arena gmr__pool_last;
+
 gmr_status gmr__pool_request_identify(gmr_pool_resource *pool, gmr__pool_request *r,
                                       gmr_failure *failure) {
   if (r->key_known) return GMR_OK;
