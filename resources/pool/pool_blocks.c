@@ -97,28 +97,13 @@ static void cache_remove_at(gmr__pool_slot *s, uint32_t i) {
   s->cache_count--;
 }
 
-/* gmr__pool_cache_put (pool_internal.h) when the block is not cached (no
- * cache, or larger than recent_free_max_bytes: filed at once) or the cache
- * is full (its oldest entry is filed to make room). */
-void gmr__pool_cache_put_slow(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
+void gmr__pool_cache_evict_oldest(gmr__pool_arena *a, uint32_t si) {
   gmr__pool_slot *s = gmr__pool_slot_at(a, si);
-  uint32_t capacity = a->pool->config.recent_free_count;
-  if (capacity == 0 || b->node.bytes > a->pool->config.recent_free_max_bytes) {
-    gmr__pool_file_free(a, si, b);
-    return;
-  }
-  if (s->cache_count == capacity) {
-    gmr__pool_block *oldest = s->cache[0];
-    cache_remove_at(s, 0);
-    oldest->cached = false;
-    gmr__pool_file_free(a, si, oldest);
-  }
-  b->is_free = true;
-  b->cached = true;
-  b->slot = si;
-  b->request_bytes = 0;
-  b->request_alignment_log2 = 0;
-  s->cache[s->cache_count++] = b;
+  gmr__pool_block *oldest = s->cache[0];
+  cache_remove_at(s, 0);
+  oldest->cached = false;
+  gmr__block_map_remove(&a->live, oldest->node.addr);
+  gmr__pool_file_free(a, si, oldest);
 }
 
 /* gmr__pool_cache_take (pool_internal.h) past the newest entry: the most
@@ -142,13 +127,14 @@ void gmr__pool_flush_caches(gmr__pool_arena *a) {
     while (s->cache_count > 0) {
       gmr__pool_block *b = s->cache[--s->cache_count];
       b->cached = false;
+      gmr__block_map_remove(&a->live, b->node.addr);
       gmr__pool_file_free(a, i, b);
     }
   }
 }
 
-/* Take free block `b` out of wherever it is filed (its cache, its index, or
- * the deferred list). */
+/* Take free block `b` out of wherever it is filed (its cache, and the live
+ * map, its index, or the deferred list). */
 void gmr__pool_unfile(gmr__pool_arena *a, gmr__pool_block *b) {
   if (b->deferred) {
     gmr__pool_deferred_drop(a, b);
@@ -166,6 +152,7 @@ void gmr__pool_unfile(gmr__pool_arena *a, gmr__pool_block *b) {
     }
   }
   b->cached = false;
+  gmr__block_map_remove(&a->live, b->node.addr);
 }
 
 /* The better of the best fits of slot `si` and the shared slot. */

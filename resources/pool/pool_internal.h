@@ -26,7 +26,9 @@
  * An arena owns chunks; a chunk is tiled by blocks (pool_block.h) in address
  * order; every free block sits in exactly one slot's free index or cache, or
  * in the arena's deferred list; every allocated block is in exactly one
- * arena's live map. Slot 0 of an arena is the shared slot: blocks whose last
+ * arena's live map, and so is every cached block (marked free): a block that
+ * goes round the cache of recent frees and back to an allocation is never
+ * taken out of the map and put back. Slot 0 of an arena is the shared slot: blocks whose last
  * user is known to be done, free for any stream (with stream ordering off, it
  * is the only slot). Slots 1.. belong to one stream each (its key: handle and
  * id, stream_ordered/stream_event.h) and hold what was freed on that stream; the
@@ -106,7 +108,7 @@ struct gmr__pool_arena {
   gmr__spin_lock lock;
   pthread_mutex_t grow_lock;
   gmr_pool_resource *pool;
-  gmr__block_map live;     /* allocated blocks by address */
+  gmr__block_map live;     /* allocated and cached blocks by address */
   gmr__stream_slots slots; /* of gmr__pool_slot; [0] is the shared slot */
   gmr__pool_chunk *chunks;
   size_t chunk_count;
@@ -213,8 +215,9 @@ void gmr__pool_arena_free(gmr__pool_arena *a);
 /* ---- pool_blocks.c (pre for all: the arena's lock held) ---- */
 void gmr__pool_file_free(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b);
 void gmr__pool_move_all(gmr__pool_arena *a, uint32_t from, uint32_t to);
-/* gmr__pool_cache_put when the cache is full or the block not cacheable. */
-void gmr__pool_cache_put_slow(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b);
+/* Make room in slot `si`'s full cache: its oldest entry leaves the live
+ * map and is filed. */
+void gmr__pool_cache_evict_oldest(gmr__pool_arena *a, uint32_t si);
 /* gmr__pool_cache_take past the newest entry. */
 gmr__pool_block *gmr__pool_cache_take_older(gmr__pool_slot *s, size_t size);
 void gmr__pool_flush_caches(gmr__pool_arena *a);
@@ -419,18 +422,21 @@ static inline gmr_status gmr__pool_request_init(gmr_pool_resource *pool, size_t 
   return GMR_OK;
 }
 
+/* Whether just-freed block `b` may wait in a cache (recent_free_count > 0
+ * and it is no larger than recent_free_max_bytes). */
+static inline bool gmr__pool_cacheable(const gmr__pool_arena *a, const gmr__pool_block *b) {
+  const gmr_pool_resource_config *c = &a->pool->config;
+  return c->recent_free_count > 0 && b->node.bytes <= c->recent_free_max_bytes;
+}
+
 /* Keep just-freed block `b` of slot `si` unmerged for a same-size request
  * (the pattern of training loops: the same tensors every step): the pair
  * then skips the size index, the split and the merge. The oldest entry goes
- * to the index when the cache is full (gmr__pool_cache_put_slow). Pre: lock
- * held. */
+ * to the index when the cache is full. `b` stays in the live map. Pre: lock
+ * held, gmr__pool_cacheable. */
 static inline void gmr__pool_cache_put(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
   gmr__pool_slot *s = gmr__pool_slot_at(a, si);
-  const gmr_pool_resource_config *c = &a->pool->config;
-  if (s->cache_count >= c->recent_free_count || b->node.bytes > c->recent_free_max_bytes) {
-    gmr__pool_cache_put_slow(a, si, b);
-    return;
-  }
+  if (s->cache_count >= a->pool->config.recent_free_count) gmr__pool_cache_evict_oldest(a, si);
   b->is_free = true;
   b->cached = true;
   b->slot = si;
@@ -452,14 +458,14 @@ static inline gmr__pool_block *gmr__pool_cache_take(gmr__pool_slot *s, size_t si
   return b;
 }
 
-/* Give block `b`, of exactly the request's size and taken out of a cache,
- * to the caller. Pre: lock held, the live map has room (reserve_one). */
+/* Give block `b`, of exactly the request's size and in the live map (taken
+ * out of a cache, or put in the map by gmr__pool_hand_out), to the caller.
+ * Pre: lock held. */
 static inline void gmr__pool_hand_out_cached(gmr__pool_arena *a, gmr__pool_block *b,
                                              const gmr__pool_request *r, void **out_ptr) {
   b->is_free = false;
   b->request_bytes = r->bytes;
   b->request_alignment_log2 = (uint32_t)__builtin_ctzll((unsigned long long)r->alignment);
-  gmr__block_map_insert(&a->live, b);
   a->in_use_bytes += b->node.bytes;
   a->requested_bytes += r->bytes;
   a->in_use_count++;

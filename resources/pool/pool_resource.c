@@ -52,7 +52,9 @@ gmr_status gmr__pool_prepare(gmr__pool_arena *a, const gmr__pool_request *r, uin
 
 void gmr__pool_hand_out(gmr__pool_arena *a, gmr__pool_block *b, const gmr__pool_request *r,
                         void **out_ptr) {
-  gmr__pool_hand_out_cached(a, gmr__pool_take(a, b, r->size, r->alignment), r, out_ptr);
+  gmr__pool_block *x = gmr__pool_take(a, b, r->size, r->alignment);
+  gmr__block_map_insert(&a->live, x);
+  gmr__pool_hand_out_cached(a, x, r, out_ptr);
 }
 
 /* ---- allocation --------------------------------------------------------- */
@@ -63,9 +65,9 @@ typedef enum step_result { SERVED, NOT_FOUND, FAILED, NEED_ID } step_result;
  * known), or for a stream whose id is not known, the slot of the last stream
  * with its handle when its memory is free for anyone or nothing is in it
  * (else NEED_ID: the id decides whose it is), the shared slot when it has
- * none. Reserves nothing: a hit in the cache of recent frees needs only room
- * in the live map, the rest of step 1 headers too (step_one). Pre: lock
- * held. */
+ * none. Reserves nothing: a hit in the cache of recent frees needs nothing,
+ * the rest of step 1 headers and room in the live map (step_one_fit). Pre:
+ * lock held. */
 __attribute__((always_inline)) static inline step_result step_one_slot(
     gmr__pool_arena *a, const gmr__pool_request *r, uint32_t *si, bool *id_matters,
     gmr_failure *failure, gmr_status *st) {
@@ -92,7 +94,8 @@ __attribute__((always_inline)) static inline step_result step_one_slot(
 }
 
 /* Step 1 past the cache of recent frees: the best fit among the stream's
- * and the shared blocks (headers reserved for the split first). A fit that
+ * and the shared blocks (headers and a place in the live map reserved
+ * first). A fit that
  * would split a block is left for the slow path while completed memory of
  * other streams may be waiting to be found (PyTorch's order). Pre: lock
  * held; released on return. */
@@ -100,19 +103,12 @@ __attribute__((noinline)) static step_result step_one_fit(gmr__pool_arena *a,
                                                          const gmr__pool_request *r, uint32_t si,
                                                          void **out_ptr, gmr_failure *failure,
                                                          gmr_status *st) {
-  gmr__pool_block *b = NULL;
   if (!gmr__pool_reserve_headers(a, 2) || !gmr__block_map_reserve_one(&a->live)) {
     gmr__spin_lock_release(&a->lock);
     *st = no_host_memory(failure);
     return FAILED;
   }
-  if (r->alignment <= GMR__POOL_UNIT &&
-      (b = gmr__pool_cache_take(gmr__pool_slot_at(a, si), r->size)) != NULL) {
-    gmr__pool_hand_out_cached(a, b, r, out_ptr);
-    gmr__spin_lock_release(&a->lock);
-    return SERVED;
-  }
-  b = gmr__pool_find_fit(a, si, r->need);
+  gmr__pool_block *b = gmr__pool_find_fit(a, si, r->need);
   if (b == NULL) {
     gmr__pool_flush_caches(a); /* merged, the recent frees may hold a block large enough */
     b = gmr__pool_find_fit(a, si, r->need);
@@ -146,9 +142,9 @@ __attribute__((always_inline)) static inline step_result step_one(
     gmr__stream_event_note_call(pool->cuda, &slot->base.ev, &pool->events);
   }
   gmr__pool_block *b = NULL;
-  /* Room in the live map is all a cache hit needs (no header, no index). */
-  if (r->alignment <= GMR__POOL_UNIT && gmr__block_map_has_room(&a->live) &&
-      (b = gmr__pool_cache_take(slot, r->size)) != NULL) {
+  /* A cache hit needs no header, no index, no room in the live map (a
+   * cached block never left it). */
+  if (r->alignment <= GMR__POOL_UNIT && (b = gmr__pool_cache_take(slot, r->size)) != NULL) {
     gmr__pool_hand_out_cached(a, b, r, out_ptr);
     gmr__spin_lock_release(&a->lock);
     return SERVED;
@@ -292,7 +288,7 @@ static gmr_status pool_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
       hit = gmr__block_map_lookup(&a->live, addr);
     }
     gmr__pool_block *b = hit.block;
-    if (b == NULL) {
+    if (b == NULL || b->is_free) { /* free: a cached block, freed already */
       gmr__spin_lock_release(&a->lock);
       return gmr__pool_bad_free_verdict(pool, addr);
     }
@@ -311,14 +307,20 @@ static gmr_status pool_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
       gmr__spin_lock_release(&a->lock);
       return GMR_ERR_OUT_OF_MEMORY; /* no slot for a new stream: the caller keeps ptr */
     }
-    gmr__block_map_remove_hit(&a->live, hit); /* the map is unchanged since the lookup */
     /* Before the block can merge or be handed out again. */
     if (pool->config.streams.nvtx_annotate) gmr__nvtx_mem_region_unregister(ptr);
     a->in_use_bytes -= b->node.bytes;
     a->requested_bytes -= bytes;
     a->in_use_count--;
     a->recent_freed[a->recent_freed_next++ % GMR__POOL_RECENT_FREED] = addr;
-    if (b->uses == NULL || !gmr__pool_defer_free(a, si, b)) gmr__pool_cache_put(a, si, b);
+    if (b->uses != NULL && gmr__pool_defer_free(a, si, b)) {
+      gmr__block_map_remove_hit(&a->live, hit); /* the map is unchanged since the lookup */
+    } else if (gmr__pool_cacheable(a, b)) {
+      gmr__pool_cache_put(a, si, b); /* it stays in the live map */
+    } else {
+      gmr__block_map_remove_hit(&a->live, hit);
+      gmr__pool_file_free(a, si, b);
+    }
     if (si != GMR__POOL_SHARED_SLOT) {
       gmr__stream_event_mark_freed(pool->cuda, &gmr__pool_slot_at(a, si)->base.ev, false,
                                    &pool->events);
