@@ -7,14 +7,16 @@
 #   the same program as traces (bench --holes-traces), each replayed twice,
 #   the setup alone and the setup with 100,000 pairs; per pair = the
 #   difference of the fastest repetitions' wall times / 100,000.
-# Usage (GPU machine, .gpu staged by tools/gpu/stage.sh, the anchors'
-# binaries copied into .gpu/anchors from ../shared/bench):
+# Usage (GPU machine, .gpu staged by tools/gpu/stage.sh, which copies the
+# anchors' binaries from ../shared/bench into .gpu/bench; ANCHORS=DIR names
+# another folder):
 #   tools/bench/holes_run.sh [ROUNDS]     # rounds interleave gmr and anchors
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 rounds="${1:-3}"
 bin=.gpu/bin
-anchors=.gpu/anchors
+anchors="${ANCHORS:-.gpu/bench}"
+if [ ! -x "$anchors/rmm_replay" ] && [ -x .gpu/anchors/rmm_replay ]; then anchors=.gpu/anchors; fi
 work=$(mktemp -d)
 holes="4096,16384,65536"
 pairs=100000
