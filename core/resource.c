@@ -118,9 +118,14 @@ gmr_status gmr_resource_allocate_ex(gmr_resource *r, size_t bytes, size_t alignm
   return gmr__failure_end(failure, f, allocate_ex(r, bytes, alignment, stream, out_ptr, f));
 }
 
+/* gmr_resource_allocate_ex(..., NULL) without its copy-out: the record is
+ * this frame's own (the most common call of the library). */
 gmr_status gmr_resource_allocate(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
                                  void **out_ptr) {
-  return gmr_resource_allocate_ex(r, bytes, alignment, stream, out_ptr, NULL);
+  gmr_failure local;
+  local.size = sizeof local;
+  local.version = GMR_FAILURE_VERSION;
+  return allocate_ex(r, bytes, alignment, stream, out_ptr, &local);
 }
 
 gmr_status gmr_resource_deallocate(gmr_resource *r, void *ptr, size_t bytes, size_t alignment,

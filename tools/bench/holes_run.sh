@@ -7,14 +7,16 @@
 #   the same program as traces (bench --holes-traces), each replayed twice,
 #   the setup alone and the setup with 100,000 pairs; per pair = the
 #   difference of the fastest repetitions' wall times / 100,000.
-# Usage (GPU machine, .gpu staged by tools/gpu/stage.sh, the anchors'
-# binaries copied into .gpu/anchors from ../shared/bench):
+# Usage (GPU machine, .gpu staged by tools/gpu/stage.sh, which copies the
+# anchors' binaries from ../shared/bench into .gpu/bench; ANCHORS=DIR names
+# another folder):
 #   tools/bench/holes_run.sh [ROUNDS]     # rounds interleave gmr and anchors
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 rounds="${1:-3}"
 bin=.gpu/bin
-anchors=.gpu/anchors
+anchors="${ANCHORS:-.gpu/bench}"
+if [ ! -x "$anchors/rmm_replay" ] && [ -x .gpu/anchors/rmm_replay ]; then anchors=.gpu/anchors; fi
 work=$(mktemp -d)
 holes="4096,16384,65536"
 pairs=100000
@@ -34,8 +36,13 @@ wall_us() {
 }
 for round in $(seq 1 "$rounds"); do
   echo "== round $round"
+  # pool serves the pairs from its recent frees; recent_frees=0 measures
+  # its size index itself. fixed_block's 1 MiB blocks make every 512 B hole
+  # a whole block (a row says "does not apply" where they outgrow the
+  # device); 1 KiB blocks run the same program in 2N+1 KiB.
   "$bin/bench" --workloads holes --holes "$holes" --seconds 2 \
-    --stacks 'pool;vmm;fixed_block(block=1KiB) > cuda' | grep -E '^(workload|holes)'
+    --stacks 'pool;pool(recent_frees=0) > cuda(kind=async);vmm;vmm_pages;fixed_block;fixed_block(block=1KiB) > cuda' |
+    grep -E '^(workload|holes)'
   for n in ${holes//,/ }; do
     for who in "rmm_pool:$anchors/rmm_replay pool" "cuda_async:$anchors/replay_baseline async"; do
       name=${who%%:*}
