@@ -18,7 +18,9 @@ static gmr__event_listeners *events_of(gmr_resource *r) {
 
 gmr_status gmr_resource_add_event_listener(gmr_resource *r, gmr_event_listener_fn *fn,
                                            void *ctx) {
-  if (gmr__resource_check_vtbl(r) != GMR_OK || fn == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(r) != GMR_OK || fn == NULL || gmr__resource_links_loop(r)) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
   gmr_status st = GMR_OK;
   gmr_resource *cur = r;
   for (; cur != NULL && st == GMR_OK; cur = gmr_resource_get_upstream(cur)) {
@@ -37,7 +39,9 @@ gmr_status gmr_resource_add_event_listener(gmr_resource *r, gmr_event_listener_f
 
 gmr_status gmr_resource_remove_event_listener(gmr_resource *r, gmr_event_listener_fn *fn,
                                               void *ctx) {
-  if (gmr__resource_check_vtbl(r) != GMR_OK || fn == NULL) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(r) != GMR_OK || fn == NULL || gmr__resource_links_loop(r)) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
   /* Check first, so a pair missing from any layer changes nothing. */
   for (gmr_resource *cur = r; cur != NULL; cur = gmr_resource_get_upstream(cur)) {
     gmr__event_listeners *l = events_of(cur);

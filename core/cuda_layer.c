@@ -145,6 +145,11 @@ gmr_status gmr__status_from_cuda(cudaError_t err) {
   }
 }
 
+const char *gmr__cuda_device_enter_failed_call(cudaError_t err) {
+  return enter_failed_call != NULL && enter_failed_err == err ? enter_failed_call
+                                                              : "cudaSetDevice";
+}
+
 gmr_status gmr__cuda_fail(gmr_failure *failure, const char *call, cudaError_t err) {
   /* A failed device switch: name the call that failed in it. */
   if (enter_failed_call != NULL && enter_failed_err == err && strcmp(call, "cudaSetDevice") == 0) {

@@ -145,6 +145,16 @@ GMR_EXTENSION_API
 void gmr__cuda_device_leave(const gmr__cuda_ops *ops, int saved);
 
 /*
+ * For a caller that writes its own message instead of gmr__cuda_fail: the
+ * name of the call that failed in this thread's last gmr__cuda_device_enter
+ * that returned `err` ("cudaGetDevice" or "cudaSetDevice"; "cudaSetDevice"
+ * when that enter's failure was already reported or `err` differs). No CUDA
+ * call; thread-safe (the record is per thread).
+ */
+GMR_EXTENSION_API
+const char *gmr__cuda_device_enter_failed_call(cudaError_t err);
+
+/*
  * Switch the calling thread to relaxed capture mode, so that calls global
  * capture mode forbids (cudaMalloc, page mapping, event queries) neither fail
  * nor invalidate a capture in progress; *saved receives the mode to restore.

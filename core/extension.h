@@ -12,6 +12,7 @@
  *   statistics copy-out  core/stats.h       inline only: nothing exported
  *   the CUDA layer       core/cuda_layer.h  gmr__cuda, gmr__cuda_device_enter,
  *                                           gmr__cuda_device_leave,
+ *                                           gmr__cuda_device_enter_failed_call,
  *                                           gmr__cuda_stream_is_capturing,
  *                                           gmr__status_from_cuda, gmr__cuda_fail
  *                        core/cuda_vmm.h    gmr__cu_fail, gmr__vmm_prop_for_nccl,

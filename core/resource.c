@@ -118,9 +118,14 @@ gmr_status gmr_resource_allocate_ex(gmr_resource *r, size_t bytes, size_t alignm
   return gmr__failure_end(failure, f, allocate_ex(r, bytes, alignment, stream, out_ptr, f));
 }
 
+/* gmr_resource_allocate_ex(..., NULL) without its copy-out: the record is
+ * this frame's own (the most common call of the library). */
 gmr_status gmr_resource_allocate(gmr_resource *r, size_t bytes, size_t alignment, gmr_stream stream,
                                  void **out_ptr) {
-  return gmr_resource_allocate_ex(r, bytes, alignment, stream, out_ptr, NULL);
+  gmr_failure local;
+  local.size = sizeof local;
+  local.version = GMR_FAILURE_VERSION;
+  return allocate_ex(r, bytes, alignment, stream, out_ptr, &local);
 }
 
 gmr_status gmr_resource_deallocate(gmr_resource *r, void *ptr, size_t bytes, size_t alignment,
@@ -278,14 +283,14 @@ static bool stack_loops(const gmr_resource *top, size_t *last, size_t *first) {
   return true;
 }
 
-static bool links_loop(const gmr_resource *top) {
+bool gmr__resource_links_loop(const gmr_resource *top) {
   size_t last = 0, first = 0;
   return stack_loops(top, &last, &first);
 }
 
 gmr_resource *gmr_resource_find(gmr_resource *top, const char *type_name) {
   if (type_name == NULL) return NULL;
-  if (links_loop(top)) return NULL;
+  if (gmr__resource_links_loop(top)) return NULL;
   /* A layer named after a gmr type but not one of gmr's (a user's vtable
    * borrowing the name) is passed over, so the result always downcasts. */
   bool gmr_type = is_gmr_type_name(type_name);
@@ -340,7 +345,9 @@ gmr_status gmr_resource_check(const gmr_resource *r) {
 
 gmr_status gmr_resource_trim(gmr_resource *r, size_t *released_bytes) {
   if (released_bytes != NULL) *released_bytes = 0;
-  if (gmr__resource_check_vtbl(r) != GMR_OK || links_loop(r)) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(r) != GMR_OK || gmr__resource_links_loop(r)) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
   /* Walk down the whole stack: every layer that caches memory gives it back
    * to the layer below, top first, so the lower layers can pass it on. */
   for (gmr_resource *cur = r; cur != NULL; cur = gmr_resource_get_upstream(cur)) {
@@ -356,7 +363,9 @@ gmr_status gmr_resource_trim(gmr_resource *r, size_t *released_bytes) {
 gmr_status gmr_resource_get_footprint(const gmr_resource *r, gmr_footprint *out) {
   if (out == NULL) return GMR_ERR_INVALID_ARGUMENT;
   memset(out, 0, sizeof *out);
-  if (gmr__resource_check_vtbl(r) != GMR_OK || links_loop(r)) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(r) != GMR_OK || gmr__resource_links_loop(r)) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
   for (const gmr_resource *cur = r; cur != NULL; cur = gmr_resource_get_upstream(cur)) {
     if (has_v1_slots(cur->vtbl) && cur->vtbl->get_footprint != NULL) {
       return cur->vtbl->get_footprint(cur, out);
@@ -376,7 +385,9 @@ gmr_status gmr_resource_get_memory_info(const gmr_resource *r, gmr_memory_info *
   size_t header = offsetof(gmr_memory_info, held_bytes);
   size_t known = out->size < sizeof *out ? out->size : sizeof *out;
   memset((char *)out + header, 0, known - header);
-  if (gmr__resource_check_vtbl(r) != GMR_OK || links_loop(r)) return GMR_ERR_INVALID_ARGUMENT;
+  if (gmr__resource_check_vtbl(r) != GMR_OK || gmr__resource_links_loop(r)) {
+    return GMR_ERR_INVALID_ARGUMENT;
+  }
   for (const gmr_resource *cur = r; cur != NULL; cur = gmr_resource_get_upstream(cur)) {
     if (has_v2_slots(cur->vtbl) && cur->vtbl->get_memory_info != NULL) {
       return cur->vtbl->get_memory_info(cur, out);

@@ -73,6 +73,12 @@ const gmr__resource_type *gmr__resource_type_of(const gmr_resource *r);
 GMR_EXTENSION_API
 gmr_status gmr__resource_check_vtbl(const gmr_resource *r);
 
+/* Whether the upstream links from `top` come back to a layer already passed
+ * (a user's get_upstream returning its own layer or one above): every walk
+ * down a stack asks first and refuses such a stack, so none runs forever.
+ * O(layers) get_upstream calls, no memory (Floyd's cycle detection). */
+bool gmr__resource_links_loop(const gmr_resource *top);
+
 /* gmr_resource_check() with the first violation written into err (err_bytes
  * long, may be 0; "" when everything holds): the vtable of `r` and of every
  * layer below it, and the books of each layer whose type has a check. */

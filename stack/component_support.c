@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/resource_type.h"
 #include "gmr/cuda_resource.h"
 #include "gmr/device.h"
 #include "stack/registry.h"
@@ -15,6 +16,7 @@
 
 void gmr__describe_room_below(gmr_resource *upstream, char *text, size_t text_bytes) {
   text[0] = '\0';
+  if (upstream == NULL || gmr__resource_links_loop(upstream)) return;
   gmr_resource *bottom = upstream;
   while (bottom != NULL && gmr_resource_get_upstream(bottom) != NULL) {
     bottom = gmr_resource_get_upstream(bottom);

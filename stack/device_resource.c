@@ -77,7 +77,8 @@ static gmr_status create_locked(int device, gmr_spec_error *error) {
   int saved = -1;
   cudaError_t err = gmr__cuda_device_enter(cuda, device, &saved);
   if (err != cudaSuccess) {
-    set_message(error, "cudaSetDevice(%d) failed: CUDA error %d", device, (int)err);
+    set_message(error, "%s failed making device %d current: CUDA error %d",
+                gmr__cuda_device_enter_failed_call(err), device, (int)err);
     return gmr__status_from_cuda(err) == GMR_OK ? GMR_ERR_CUDA : gmr__status_from_cuda(err);
   }
   gmr_stack *stack = NULL;

@@ -96,7 +96,7 @@ static gmr_status append_limiting(text *t, const gmr_limiting_adaptor *a) {
 gmr_status gmr_resource_write_stats_json(gmr_resource *top, char *buffer, size_t buffer_bytes,
                                          size_t *out_bytes) {
   if (out_bytes == NULL || gmr__resource_check_vtbl(top) != GMR_OK ||
-      (buffer == NULL && buffer_bytes > 0)) {
+      (buffer == NULL && buffer_bytes > 0) || gmr__resource_links_loop(top)) {
     return GMR_ERR_INVALID_ARGUMENT;
   }
   text t = {buffer, buffer_bytes, 0};

@@ -10,7 +10,11 @@
  * memory fits, which becomes T's newest free (rmm#2489 otherwise); 3.
  * before growing, one device synchronisation if only it reaches memory that
  * fits. settle_all readies everything for a trim or destroy. A donor's
- * memory moves whole, and its stream records at its next free (demand).
+ * memory moves whole, and its stream records at its next free (demand). In
+ * a split table (stream_slots.h: vmm) only a donor's covered memory moves,
+ * whatever it freed since its last record, and a donor is asked to record
+ * only where its fresh memory would have served the request
+ * (gmr__reclaim_demand).
  *
  * Thread-safe: no; the resource's lock is held around every call (released
  * around synchronisations where the table names it).
@@ -71,6 +75,18 @@ bool gmr__reclaim_wait(gmr__stream_slots *t, uint32_t taker, const gmr__reclaim_
  * No CUDA call. */
 bool gmr__reclaim_sync_would_help(const gmr__stream_slots *t, uint32_t taker,
                                   const gmr__reclaim_want *want);
+
+/* Step 3's question, asked before a growth, and the demand that follows:
+ * does fresh memory of other streams (their frees no record covers: they
+ * owe a record, or died) alone fit `want`, or, in a split table, add up to
+ * want->amount with `have` (what the taker may use already, in the same
+ * units)? If so every such stream (a split table's: every one holding
+ * fresh memory) is asked to record at its next call
+ * (gmr__stream_event_demand), so that its memory is covered when streams
+ * ask again, and true is returned (a device synchronisation would help
+ * now). No CUDA call. */
+bool gmr__reclaim_demand(gmr__stream_slots *t, uint32_t taker, const gmr__reclaim_want *want,
+                         size_t have);
 
 /*
  * cudaDeviceSynchronize (it names no stream: legal whatever streams died),

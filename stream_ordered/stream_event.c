@@ -70,11 +70,16 @@ void gmr__stream_event_init(gmr__stream_event *e, gmr__stream_key key,
   e->key = key;
   e->lazy = gmr__stream_handle_is_key(mode, key.stream);
   e->every_free = mode == GMR__STREAM_EVENTS_EVERY_FREE;
-  e->eager_left = mode == GMR__STREAM_EVENTS_ON_DEMAND ? GMR__STREAM_EVENT_EAGER_FREES : 0u;
+  e->batched = mode == GMR__STREAM_EVENTS_BATCHED && !e->lazy;
+  e->hot_frees = 0;
+  e->eager_left = mode == GMR__STREAM_EVENTS_ON_DEMAND || mode == GMR__STREAM_EVENTS_BATCHED
+                      ? GMR__STREAM_EVENT_EAGER_FREES
+                      : 0u;
   e->demand = false;
   e->demand_count = 0;
   e->free_seq = 0;
   e->covered_seq = 0;
+  e->fresh_bytes = 0;
   e->complete = true;
 }
 
@@ -93,35 +98,52 @@ static cudaError_t record(const gmr__cuda_ops *cuda, gmr__stream_event *e,
   cudaError_t err = cuda->event_record(e->event, (cudaStream_t)e->key.stream);
   if (err != cudaSuccess) return err;
   e->covered_seq = e->free_seq;
+  e->fresh_bytes = 0;
   e->complete = false;
   e->demand = false;
   return cudaSuccess;
 }
 
-/* Record inside a call that names the stream, unless it captures. */
-static void record_now(const gmr__cuda_ops *cuda, gmr__stream_event *e,
+/* Record inside a call that names the stream, unless it captures
+ * (`not_capturing`: known not to). */
+static void record_now(const gmr__cuda_ops *cuda, gmr__stream_event *e, bool not_capturing,
                        gmr__stream_event_counts *counts) {
   /* A record on a capturing stream would add a node to the user's graph;
    * the memory then stays with the stream until a call after the capture. */
-  if (gmr__cuda_stream_is_capturing(cuda, (cudaStream_t)e->key.stream)) return;
+  if (!not_capturing && gmr__cuda_stream_is_capturing(cuda, (cudaStream_t)e->key.stream)) return;
   (void)record(cuda, e, counts);
 }
 
-void gmr__stream_event_mark_freed(const gmr__cuda_ops *cuda, gmr__stream_event *e, bool force,
-                                  gmr__stream_event_counts *counts) {
-  e->free_seq++;
+static void mark(const gmr__cuda_ops *cuda, gmr__stream_event *e, bool force, uint64_t bytes,
+                 bool not_capturing, gmr__stream_event_counts *counts) {
+  bool full = gmr__stream_event_batch_full(e, bytes);
+  gmr__stream_event_freed_unrecorded(e, bytes);
   if (e->lazy) return;
-  bool now = force || e->every_free || e->demand;
+  bool hot = e->hot_frees > 0;
+  if (hot) e->hot_frees--;
+  /* A batch that filled with nobody asking: the demands so far fade. */
+  if (full && !hot && !e->demand) e->demand_count /= 2;
+  bool now = force || e->every_free || e->demand || full || hot;
   if (!force && e->eager_left > 0) { /* a new stream's first frees */
     e->eager_left--;
     now = true;
   }
-  if (now) record_now(cuda, e, counts);
+  if (now) record_now(cuda, e, not_capturing, counts);
+}
+
+void gmr__stream_event_mark_freed(const gmr__cuda_ops *cuda, gmr__stream_event *e, bool force,
+                                  gmr__stream_event_counts *counts) {
+  mark(cuda, e, force, 0, false, counts);
+}
+
+void gmr__stream_event_freed(const gmr__cuda_ops *cuda, gmr__stream_event *e, uint64_t bytes,
+                             bool not_capturing, gmr__stream_event_counts *counts) {
+  mark(cuda, e, false, bytes, not_capturing, counts);
 }
 
 void gmr__stream_event_note_call(const gmr__cuda_ops *cuda, gmr__stream_event *e,
                                  gmr__stream_event_counts *counts) {
-  if (e->demand && !e->lazy && gmr__stream_event_fresh(e)) record_now(cuda, e, counts);
+  if (e->demand && !e->lazy && gmr__stream_event_fresh(e)) record_now(cuda, e, false, counts);
 }
 
 cudaError_t gmr__stream_event_settle(const gmr__cuda_ops *cuda, gmr__stream_event *e,
@@ -156,6 +178,24 @@ cudaError_t gmr__stream_event_wait(const gmr__cuda_ops *cuda, const gmr__stream_
   return cuda->stream_wait_event((cudaStream_t)waiter, e->event);
 }
 
+bool gmr__stream_event_query_covered(const gmr__cuda_ops *cuda, gmr__stream_event *e,
+                                     gmr__stream_event_counts *counts) {
+  if (e->complete) return true;
+  if (e->event == NULL) return false;
+  atomic_fetch_add_explicit(&counts->query_count, 1, memory_order_relaxed);
+  if (gmr__event_query_relaxed(cuda, e->event) != cudaSuccess) return false;
+  e->complete = true;
+  return true;
+}
+
+cudaError_t gmr__stream_event_wait_covered(const gmr__cuda_ops *cuda, const gmr__stream_event *e,
+                                           gmr_stream waiter, gmr__stream_event_counts *counts) {
+  if (e->complete) return cudaSuccess;
+  if (e->event == NULL) return cudaErrorNotReady;
+  atomic_fetch_add_explicit(&counts->wait_count, 1, memory_order_relaxed);
+  return cuda->stream_wait_event((cudaStream_t)waiter, e->event);
+}
+
 cudaError_t gmr__stream_event_synchronize(const gmr__cuda_ops *cuda, gmr__stream_event *e,
                                           gmr__stream_event_counts *counts) {
   cudaError_t err = gmr__stream_event_settle(cuda, e, counts);
@@ -176,6 +216,10 @@ void gmr__stream_event_device_synchronized(gmr__stream_event *e, uint64_t seq_at
   }
   e->covered_seq = seq_at_start;
   e->complete = true;
+  if (seq_at_start == e->free_seq) {
+    e->fresh_bytes = 0;
+    if (e->batched) e->demand = false; /* what was asked for is anyone's now */
+  }
 }
 
 cudaError_t gmr__stream_event_deinit(const gmr__cuda_ops *cuda, gmr__stream_event *e,

@@ -48,6 +48,21 @@
  *    resources make only when that memory would spare them growing.
  *    A stream asked GMR__STREAM_EVENT_PROMOTE_DEMANDS times records at every
  *    free from then on: streams that trade memory all the time.
+ *  - in batches (vmm, from a shard's second stream on): a free records when
+ *    the stream's fresh frees (those no record covers yet) reach
+ *    GMR__STREAM_EVENT_BATCH_FREES or GMR__STREAM_EVENT_BATCH_BYTES, on
+ *    demand as above (a demanded stream records once, at its next call,
+ *    and goes on batching), for a new stream's first frees, and at growths;
+ *    a stream demanded again and again is "hot" for a while and records at
+ *    every free (GMR__STREAM_EVENT_HOT_DEMANDS). One record then covers a
+ *    batch (XLA's VMM allocator writes one timeline marker per batch of
+ *    frees, 64 entries or 64 MiB; RMM users measured the record at every
+ *    free as a third to a half of a free, rmm#1995). It needs a resource
+ *    that keeps a stream's fresh memory apart from its covered memory
+ *    (stream_slots.h, "split" tables): another stream then takes exactly
+ *    the covered memory, whose last record it finds complete or waits for,
+ *    while the newest frees stay the stream's (docs/stream_ordering.md,
+ *    "The recording rule in batches").
  *  - every free (RMM's rule, kept as an option).
  *  - lazily, when the program promises that its streams outlive the resource
  *    (and always for the legacy default stream, which lives as long as the
@@ -58,7 +73,8 @@
  * `covered_seq` is free_seq at the last record or device synchronisation.
  * Frees after it are "fresh": not covered by the event. Memory of the stream
  * is free for another stream when nothing is fresh and the event is known
- * complete (query) or waited on.
+ * complete (query) or waited on; in a split table, its covered memory is
+ * once the last record is, whatever is fresh (gmr__stream_event_query_covered).
  *
  * Thread-safe: no; the owning resource holds its lock around every call.
  */
@@ -80,7 +96,9 @@ typedef enum gmr__stream_events_mode {
   GMR__STREAM_EVENTS_LAZY = 2,
   /* Stream ordering off (stream_ordered false): a stream is its handle,
    * never asked its id; nothing is recorded. */
-  GMR__STREAM_EVENTS_UNORDERED = 3
+  GMR__STREAM_EVENTS_UNORDERED = 3,
+  /* Records in batches (see the banner); only for a split table. */
+  GMR__STREAM_EVENTS_BATCHED = 4
 } gmr__stream_events_mode;
 
 /* The mode of a resource made with options `o`, and whether it asks a
@@ -109,6 +127,25 @@ static inline bool gmr__stream_ids_of(const gmr_stream_ordered_options *o) {
  * frees free of driver calls. */
 #define GMR__STREAM_EVENT_PROMOTE_DEMANDS 8u
 
+/* A batch, in batched mode: a free records once the stream's fresh frees
+ * reach this many (XLA's VMM allocator: 64 entries per timeline marker)... */
+#define GMR__STREAM_EVENT_BATCH_FREES 64u
+/* ...or this many bytes (XLA: 64 MiB). */
+#define GMR__STREAM_EVENT_BATCH_BYTES (UINT64_C(64) << 20)
+
+/* Batched mode: the GMR__STREAM_EVENT_HOT_DEMANDS-th demand (the count
+ * halved at each batch that fills with no demand) makes a stream "hot": it
+ * records at every free for GMR__STREAM_EVENT_HOT_FREES frees, renewed
+ * whenever another stream takes its memory. Streams that trade memory all
+ * the time (four streams passing random-sized buffers around: the bundled
+ * multistream trace) then keep the footprint they had with a record per
+ * free, where batches would leave the memory another stream needs next
+ * fresh (a device synchronisation or a growth per request instead);
+ * streams that trade now and then (a warm-up stream before a capture, the
+ * default stream at a step's start) stay in batches. */
+#define GMR__STREAM_EVENT_HOT_DEMANDS 4u
+#define GMR__STREAM_EVENT_HOT_FREES 256u
+
 /* A stream as memory is filed under it: the handle, and an id saying which
  * stream had the handle (gmr__stream_id_is_stream): cudaStreamGetId's for a
  * created stream, one per thread and device for cudaStreamPerThread; for a
@@ -134,9 +171,12 @@ typedef struct gmr__stream_event {
   cudaEvent_t event;    /* created on first use; NULL before */
   uint64_t free_seq;    /* frees and growths filed under the stream */
   uint64_t covered_seq; /* free_seq at the last record or device synchronisation */
+  uint64_t fresh_bytes; /* bytes of the frees after covered_seq, as the resource counts them */
   bool complete;        /* the work up to covered_seq is known done */
   bool lazy;            /* the stream may be recorded on after the call that named it */
   bool every_free;      /* record at every free */
+  bool batched;         /* record when the fresh frees fill a batch */
+  uint32_t hot_frees;   /* batched: frees still recorded at once (others trade with it) */
   bool demand;          /* another stream asked for this stream's free memory */
   uint32_t eager_left;  /* frees still recorded at once (a new stream) */
   uint32_t demand_count; /* times another stream asked (on-demand mode), up to the promotion */
@@ -298,6 +338,20 @@ static inline bool gmr__stream_event_fresh(const gmr__stream_event *e) {
 void gmr__stream_event_mark_freed(const gmr__cuda_ops *cuda, gmr__stream_event *e, bool force,
                                   gmr__stream_event_counts *counts);
 
+/* gmr__stream_event_mark_freed (not forced) for a free of `bytes`, which
+ * count toward the batch of batched mode. `not_capturing`: the caller just
+ * learned (gmr__stream_key_learn) that the stream does not capture, so a
+ * record asks no cudaStreamGetCaptureInfo again. */
+void gmr__stream_event_freed(const gmr__cuda_ops *cuda, gmr__stream_event *e, uint64_t bytes,
+                             bool not_capturing, gmr__stream_event_counts *counts);
+
+/* A free that was not offered for a record (its stream's id could not be
+ * checked): it stays fresh. */
+static inline void gmr__stream_event_freed_unrecorded(gmr__stream_event *e, uint64_t bytes) {
+  e->free_seq++;
+  e->fresh_bytes += bytes;
+}
+
 /*
  * `taker`'s stream was just made to wait (cudaStreamWaitEvent) on another
  * stream's record and took that stream's free memory: from now on it is the
@@ -306,12 +360,18 @@ void gmr__stream_event_mark_freed(const gmr__cuda_ops *cuda, gmr__stream_event *
  * complete takes the memory with no order after the donor's work, while the
  * donor may still use it (the defect of rmm#2489). The one rule of every
  * stream-ordered resource's step "wait for another stream" (pool,
- * fixed_block, vmm). Records now if the taker's mode says so.
+ * fixed_block, vmm). Records now if the taker's mode says so; in batched
+ * mode it only counts (a split table hands the taker just what it
+ * allocates now: a record would cover nothing free).
  */
 static inline void gmr__stream_event_took_after_wait(const gmr__cuda_ops *cuda,
                                                      gmr__stream_event *taker,
                                                      gmr__stream_event_counts *counts) {
-  gmr__stream_event_mark_freed(cuda, taker, false, counts);
+  if (taker->batched) {
+    gmr__stream_event_freed_unrecorded(taker, 0);
+  } else {
+    gmr__stream_event_mark_freed(cuda, taker, false, counts);
+  }
 }
 
 /* From now on record at every free (RMM's rule), as an EVERY_FREE init
@@ -323,22 +383,52 @@ static inline void gmr__stream_event_record_every_free(gmr__stream_event *e) {
   e->eager_left = 0;
 }
 
+/* From now on record in batches, as a BATCHED init would have (a new
+ * stream's first frees still record at once); a lazy stream stays lazy.
+ * For a split table that turns batches on once a second stream shares its
+ * memory (vmm). */
+static inline void gmr__stream_event_record_in_batches(gmr__stream_event *e) {
+  if (e->lazy) return;
+  e->batched = true;
+}
+
 /* Another stream wants this stream's free memory: the stream records at its
- * next call (a free, or an allocation that names it); the
+ * next call (a free, or an allocation that names it). In on-demand mode the
  * GMR__STREAM_EVENT_PROMOTE_DEMANDS-th such demand makes it record at every
- * free from then on. */
+ * free from then on; in batched mode it goes on batching. */
 static inline void gmr__stream_event_demand(gmr__stream_event *e) {
-  if (!e->demand && !e->every_free && !e->lazy &&
+  if (!e->demand && !e->every_free && !e->lazy && !e->batched &&
       ++e->demand_count >= GMR__STREAM_EVENT_PROMOTE_DEMANDS) {
     gmr__stream_event_record_every_free(e);
   }
+  if (!e->demand && e->batched && ++e->demand_count >= GMR__STREAM_EVENT_HOT_DEMANDS) {
+    e->demand_count = 0;
+    e->hot_frees = GMR__STREAM_EVENT_HOT_FREES;
+  }
   e->demand = true;
+}
+
+/* Another stream took this stream's covered memory: a hot stream (see
+ * gmr__stream_event_demand) stays hot while others keep taking. */
+static inline void gmr__stream_event_taken(gmr__stream_event *e) {
+  if (e->hot_frees > 0) e->hot_frees = GMR__STREAM_EVENT_HOT_FREES;
+}
+
+/* Whether the batch is full once a free of `bytes` more is counted. */
+static inline bool gmr__stream_event_batch_full(const gmr__stream_event *e, uint64_t bytes) {
+  return e->batched && (e->free_seq + 1 - e->covered_seq >= GMR__STREAM_EVENT_BATCH_FREES ||
+                        e->fresh_bytes + bytes >= GMR__STREAM_EVENT_BATCH_BYTES);
 }
 
 /* Whether gmr__stream_event_mark_freed would record now (a free must then
  * know the stream's id first). */
 static inline bool gmr__stream_event_record_due(const gmr__stream_event *e) {
-  return !e->lazy && (e->every_free || e->demand || e->eager_left > 0);
+  return !e->lazy && (e->every_free || e->demand || e->eager_left > 0 || e->hot_frees > 0);
+}
+
+/* Whether gmr__stream_event_freed of `bytes` would record now. */
+static inline bool gmr__stream_event_record_due_for(const gmr__stream_event *e, uint64_t bytes) {
+  return gmr__stream_event_record_due(e) || (!e->lazy && gmr__stream_event_batch_full(e, bytes));
 }
 
 /* A call that names e's stream (an allocation): record now if another
@@ -377,6 +467,19 @@ bool gmr__stream_event_query(const gmr__cuda_ops *cuda, gmr__stream_event *e,
  * fresh. Returns the CUDA error. */
 cudaError_t gmr__stream_event_wait(const gmr__cuda_ops *cuda, const gmr__stream_event *e,
                                    gmr_stream waiter, gmr__stream_event_counts *counts);
+
+/* For a split table (stream_slots.h), whose covered memory was freed before
+ * the last record or device synchronisation whatever was freed since: true
+ * when that work is done (complete already, else cudaEventQuery, relaxed;
+ * an error counts as "not known"). */
+bool gmr__stream_event_query_covered(const gmr__cuda_ops *cuda, gmr__stream_event *e,
+                                     gmr__stream_event_counts *counts);
+
+/* For a split table: order `waiter` after the last record
+ * (cudaStreamWaitEvent; nothing when it is known complete).
+ * cudaErrorNotReady when no record was made. */
+cudaError_t gmr__stream_event_wait_covered(const gmr__cuda_ops *cuda, const gmr__stream_event *e,
+                                           gmr_stream waiter, gmr__stream_event_counts *counts);
 
 /* Settle, then block the host until the record completes
  * (cudaEventSynchronize). Returns the CUDA error; on success e is settled. */

@@ -110,7 +110,31 @@ typedef struct gmr__stream_slots_ops {
    * waiting for record_stream events) may be released. Called with the lock
    * held; may be NULL. */
   void (*synchronized)(void *ctx, uint64_t epoch);
+
+  /* A split table (vmm) keeps each slot's fresh memory (freed after its
+   * stream's last record or device synchronisation) apart from its covered
+   * memory (freed before): holds, take, fits and amount then see only the
+   * covered memory, which another stream may take once that record is done
+   * or waited for, and the three below are set. NULL (pool, fixed_block): a
+   * slot's memory is one whole, held back while any of its frees is fresh.
+   * Slot `i`'s fresh memory in the units of want->amount (0: none): */
+  size_t (*fresh_amount)(void *ctx, uint32_t i);
+  /* Whether slot `i`'s fresh memory alone serves `want`. */
+  bool (*fresh_fits)(void *ctx, uint32_t i, const gmr__reclaim_want *want);
+  /* Slot `i`'s event now covers every free filed under it (a record, or a
+   * device synchronisation): its fresh memory becomes covered memory. */
+  void (*covered)(void *ctx, uint32_t i);
+  /* Optional, for the wait step: move only the covered memory of `from`
+   * that best serves `want` to `to`, the stream that waited for it (the
+   * rest stays with `from`'s stream, which a taker's newest free would no
+   * longer be); NULL: `take`. */
+  void (*take_fit)(void *ctx, uint32_t from, uint32_t to, const gmr__reclaim_want *want);
 } gmr__stream_slots_ops;
+
+/* Whether the table keeps fresh memory apart (see fresh_amount). */
+static inline bool gmr__stream_slots_split(const gmr__stream_slots_ops *ops) {
+  return ops->covered != NULL;
+}
 
 typedef struct gmr__stream_slots {
   gmr__stream_slot **items;

@@ -201,6 +201,33 @@ TEST(BenchCliTest, BadArgumentsAreUsageErrors) {
   EXPECT_NE(std::string::npos, help.out.find("usage: bench")) << help.out;
 }
 
+// rmm#2507's holes: fixed_block's 1 MiB blocks make each 512 B hole a whole
+// block, so 65,536 holes need 128 GiB of the simulated 80: the row says why
+// the workload does not apply (not a failure), and the failed setup gives
+// every block back, so the next row has the whole device again.
+TEST(BenchCliTest, HolesThatCannotFitTheDeviceDoNotApplyAndLeaveItWhole) {
+  Output r = RunBench({"--sim", "--workloads", "holes", "--holes", "65536", "--ops", "2000",
+                       "--stacks", "fixed_block;fixed_block(block=1KiB) > cuda"});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  std::string na, small;
+  for (const std::string &line : Lines(r.out)) {
+    if (line.rfind("holes(65536)", 0) != 0) continue;
+    std::vector<std::string> w = Words(line);
+    ASSERT_GE(w.size(), 2u) << line;
+    (w[1] == "fixed_block" ? na : small) = line;
+  }
+  EXPECT_NE(std::string::npos,
+            na.find("does not apply: each 512 B request holds 1024 KiB here (80.0 GiB after "
+                    "81920 blocks), so 131073 blocks need 128.0 GiB, more than the device's "
+                    "80.0 GiB"))
+      << r.out;
+  std::vector<std::string> w = Words(small);
+  ASSERT_EQ(16u, w.size()) << small;  // no message: it ran
+  EXPECT_NE("-", w[5]) << small;      // pair_p50
+  EXPECT_EQ("0", w[15]) << small;     // failures
+  EXPECT_EQ("", r.err);
+}
+
 TEST(BenchCliTest, AnUnreadableTraceFailsTheRun) {
   Output r = RunBench({"--sim", "--quick", "--workloads", "traces", "--stacks", "pool", "--trace",
                        TempDir() + "/no-such-trace.csv.gz"});

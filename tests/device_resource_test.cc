@@ -5,10 +5,10 @@
 // release at process exit.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <stdlib.h>
 
 #include <atomic>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -164,6 +164,41 @@ TEST_F(DeviceResourceTest, FailedCreationChangesNothingAndIsRetried) {
   EXPECT_EQ(nullptr, r);
   EXPECT_STRNE("", error.message);
   EXPECT_EQ(0, current_device());
+  ASSERT_EQ(GMR_OK, gmr_device_resource_get(1, &r, &error)) << error.message;
+  EXPECT_EQ(0, current_device());
+}
+
+// Making the device current reads the caller's device first: a refused
+// cudaGetDevice is named as such (it was reported as "cudaSetDevice(1)
+// failed"), a refused cudaSetDevice as that; either changes nothing.
+TEST_F(DeviceResourceTest, RefusedDeviceSwitchNamesTheCallThatFailed) {
+  ASSERT_EQ(GMR_OK, gmr_device_resource_set_spec("cuda(kind=device)", nullptr));
+  struct Fault {
+    gmr_cuda_call call;
+    int error;
+    const char *named;
+    const char *not_named;
+  };
+  const Fault faults[] = {
+      {GMR_CUDA_CALL_GET_DEVICE, 999 /* cudaErrorUnknown */, "cudaGetDevice failed", "cudaSetDevice"},
+      {GMR_CUDA_CALL_SET_DEVICE, 101 /* cudaErrorInvalidDevice */, "cudaSetDevice failed",
+       "cudaGetDevice"},
+  };
+  for (const Fault &fault : faults) {
+    SCOPED_TRACE(gmr_cuda_call_name(fault.call));
+    ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(fault.call, 0, 1, fault.error));
+    gmr_resource *r = nullptr;
+    gmr_spec_error error;
+    EXPECT_EQ(GMR_ERR_CUDA, gmr_device_resource_get(1, &r, &error));
+    EXPECT_EQ(nullptr, r);
+    EXPECT_NE(nullptr, std::strstr(error.message, fault.named)) << error.message;
+    EXPECT_NE(nullptr, std::strstr(error.message, "device 1")) << error.message;
+    EXPECT_EQ(nullptr, std::strstr(error.message, fault.not_named)) << error.message;
+    ASSERT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
+    EXPECT_EQ(0, current_device());
+  }
+  gmr_resource *r = nullptr;
+  gmr_spec_error error;
   ASSERT_EQ(GMR_OK, gmr_device_resource_get(1, &r, &error)) << error.message;
   EXPECT_EQ(0, current_device());
 }

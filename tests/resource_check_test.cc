@@ -139,6 +139,9 @@ TEST_F(ResourceCheck, ABrokenLayerBelowTheTopFailsTheCheck) {
   EXPECT_EQ(GMR_OK, gmr_resource_check(&user.base));
 }
 
+// An event listener that is never called (the stacks it is offered loop).
+void NoteEvent(void *, const gmr_event *) {}
+
 // Run `walk` and fail the whole test binary with a message if it has not
 // returned after a few seconds (a walk round a loop never would), rather
 // than leave the test to Bazel's timeout.
@@ -195,6 +198,19 @@ TEST_F(ResourceCheck, AStackWhoseUpstreamLinksLoopIsRefusedByEveryWalk) {
     ExpectReturns("gmr_resource_get_memory_info", [&] {
       gmr_memory_info info = GMR_MEMORY_INFO_INIT;
       EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_resource_get_memory_info(c.top, &info));
+    });
+    ExpectReturns("gmr_resource_add_event_listener", [&] {
+      EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
+                gmr_resource_add_event_listener(c.top, NoteEvent, nullptr));
+      EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
+                gmr_resource_remove_event_listener(c.top, NoteEvent, nullptr));
+    });
+    ExpectReturns("gmr_resource_write_stats_json", [&] {
+      char json[64] = "unchanged";
+      size_t bytes = 0;
+      EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT,
+                gmr_resource_write_stats_json(c.top, json, sizeof json, &bytes));
+      EXPECT_STREQ("unchanged", json);
     });
   }
 }

@@ -79,3 +79,50 @@ TEST(U64Map, AnyKeysGrowAndShrinkAndIterateOnce) {
 }
 
 }  // namespace
+
+// The inline forms a pool's live map uses on its hot path (has_room,
+// put_new, find, remove_at), mixed with the functions, against a reference.
+TEST(U64Map, InlineHotOperationsAgreeWithTheFunctions) {
+  gmr__u64_map map = GMR__U64_MAP_INIT;
+  std::unordered_map<uint64_t, uint64_t> ref;
+  std::mt19937_64 rng(11);
+  EXPECT_FALSE(gmr__u64_map_has_room(&map));  // no table before the first reservation
+  EXPECT_EQ(SIZE_MAX, gmr__u64_map_find(&map, 256));
+  for (int i = 0; i < 200000; ++i) {
+    uint64_t key = ((rng() % 3000) + 1) * 256;  // never 0: the inline forms' precondition
+    size_t at = gmr__u64_map_find(&map, key);
+    ASSERT_EQ(ref.count(key) > 0, at != SIZE_MAX);
+    if (at != SIZE_MAX) {
+      ASSERT_EQ(ref[key], map.slots[at].value);
+    }
+    if (at == SIZE_MAX) {
+      if (!gmr__u64_map_has_room(&map)) {
+        ASSERT_TRUE(gmr__u64_map_reserve(&map, map.count + 1));
+      }
+      ASSERT_TRUE(gmr__u64_map_has_room(&map));
+      size_t capacity = map.capacity;
+      if (i % 2 == 0) {
+        gmr__u64_map_put_new(&map, key, key + 1);
+      } else {
+        ASSERT_TRUE(gmr__u64_map_put(&map, key, key + 1));
+      }
+      EXPECT_EQ(capacity, map.capacity);  // room meant no growth
+      ref[key] = key + 1;
+    } else if (i % 2 == 0) {
+      gmr__u64_map_remove_at(&map, at);
+      ref.erase(key);
+    } else {
+      uint64_t v = 0;
+      ASSERT_TRUE(gmr__u64_map_remove(&map, key, &v));
+      EXPECT_EQ(key + 1, v);
+      ref.erase(key);
+    }
+    ASSERT_EQ(ref.size(), map.count);
+  }
+  for (auto &kv : ref) {
+    uint64_t v = 0;
+    ASSERT_TRUE(gmr__u64_map_get(&map, kv.first, &v));
+    EXPECT_EQ(kv.second, v);
+  }
+  gmr__u64_map_clear(&map);
+}

@@ -70,16 +70,22 @@ static size_t fraction_of(size_t bytes, double fraction) {
   return v >= (double)bytes ? bytes : (size_t)v;
 }
 
-static gmr_status detect_gpu_capacity(const gmr__cuda_ops *cuda, int device, size_t *out) {
+/* The device's total memory (cudaMemGetInfo with the device current). On
+ * failure *call names the call the driver refused. */
+static cudaError_t detect_gpu_capacity(const gmr__cuda_ops *cuda, int device, size_t *out,
+                                       const char **call) {
   int saved = -1;
-  cudaError_t err = gmr__cuda_device_enter(cuda, device, &saved);
   size_t free_bytes = 0, total_bytes = 0;
-  if (err == cudaSuccess) {
+  cudaError_t err = gmr__cuda_device_enter(cuda, device, &saved);
+  if (err != cudaSuccess) {
+    *call = gmr__cuda_device_enter_failed_call(err);
+  } else {
+    *call = "cudaMemGetInfo";
     err = cuda->mem_get_info(&free_bytes, &total_bytes);
     gmr__cuda_device_leave(cuda, saved);
   }
   *out = total_bytes;
-  return gmr__status_from_cuda(err);
+  return err;
 }
 
 static gmr_status build_gpu(gmr_memory_space *s, gmr_failure *failure) {
@@ -98,9 +104,12 @@ static gmr_status build_gpu(gmr_memory_space *s, gmr_failure *failure) {
   }
   /* The device's memory: the capacity when none is given, else its bound. */
   size_t device_bytes = 0;
-  gmr_status st = detect_gpu_capacity(cuda, c->id.index, &device_bytes);
-  if (st != GMR_OK) {
-    return gmr__tier_fail(failure, st, 0, "GPU space %d: cudaMemGetInfo failed", c->id.index);
+  const char *call = NULL;
+  err = detect_gpu_capacity(cuda, c->id.index, &device_bytes, &call);
+  if (err != cudaSuccess) {
+    return gmr__tier_fail(failure, gmr__status_from_cuda(err), 0,
+                          "GPU space %d: %s failed reading the device's memory: CUDA error %d (%s)",
+                          c->id.index, call, (int)err, gmr_cuda_error_name((int)err));
   }
   if (s->capacity_bytes == 0) {
     s->capacity_bytes = device_bytes;
@@ -124,9 +133,13 @@ static gmr_status build_gpu(gmr_memory_space *s, gmr_failure *failure) {
   const char *spec = c->stack_spec[0] != '\0' ? c->stack_spec : "cuda(kind=async)";
   int saved = -1;
   err = gmr__cuda_device_enter(cuda, c->id.index, &saved);
-  if (err != cudaSuccess) return gmr__tier_fail(failure, GMR_ERR_CUDA, 0, "cudaSetDevice failed");
+  if (err != cudaSuccess) {
+    return gmr__tier_fail(failure, GMR_ERR_CUDA, 0,
+                          "%s failed making device %d current: CUDA error %d",
+                          gmr__cuda_device_enter_failed_call(err), c->id.index, (int)err);
+  }
   gmr_spec_error spec_error;
-  st = gmr_stack_create(spec, &s->stack, &spec_error);
+  gmr_status st = gmr_stack_create(spec, &s->stack, &spec_error);
   gmr__cuda_device_leave(cuda, saved);
   if (st != GMR_OK) {
     return gmr__tier_fail(failure, st, 0, "GPU space %d: stack '%s': %s", c->id.index, spec,

@@ -7,9 +7,8 @@
 
 #define MIN_CAPACITY 16u
 
-/* Fibonacci hashing: multiply by 2^64 / golden ratio, keep the top bits. */
 static inline size_t home(const gmr__u64_map *map, uint64_t key) {
-  return (size_t)((key * UINT64_C(0x9E3779B97F4A7C15)) >> map->shift);
+  return gmr__u64_map_home(map, key);
 }
 
 void gmr__u64_map_clear(gmr__u64_map *map) {
@@ -57,16 +56,8 @@ bool gmr__u64_map_reserve(gmr__u64_map *map, size_t count) {
 }
 
 static bool find(const gmr__u64_map *map, uint64_t key, size_t *slot) {
-  if (map->capacity == 0) return false;
-  size_t mask = map->capacity - 1;
-  for (size_t s = home(map, key);; s = (s + 1) & mask) {
-    uint64_t k = map->slots[s].key;
-    if (k == key) {
-      *slot = s;
-      return true;
-    }
-    if (k == 0) return false;
-  }
+  *slot = gmr__u64_map_find(map, key);
+  return *slot != SIZE_MAX;
 }
 
 bool gmr__u64_map_put(gmr__u64_map *map, uint64_t key, uint64_t value) {
@@ -109,20 +100,7 @@ bool gmr__u64_map_remove(gmr__u64_map *map, uint64_t key, uint64_t *value) {
   size_t s;
   if (!find(map, key, &s)) return false;
   if (value != NULL) *value = map->slots[s].value;
-  /* Backward-shift deletion: move later members of the probe run into the
-   * hole when their home slot does not lie between the hole and them. */
-  size_t mask = map->capacity - 1;
-  size_t hole = s;
-  for (size_t next = (hole + 1) & mask; map->slots[next].key != 0; next = (next + 1) & mask) {
-    size_t h = home(map, map->slots[next].key);
-    if (((next - h) & mask) >= ((next - hole) & mask)) {
-      map->slots[hole] = map->slots[next];
-      hole = next;
-    }
-  }
-  map->slots[hole].key = 0;
-  map->slots[hole].value = 0;
-  map->count--;
+  gmr__u64_map_remove_at(map, s);
   return true;
 }
 

@@ -69,6 +69,59 @@ bool gmr__u64_map_get(const gmr__u64_map *map, uint64_t key, uint64_t *value);
 /* Remove `key`; on success store its former value in *value (may be NULL). */
 bool gmr__u64_map_remove(gmr__u64_map *map, uint64_t key, uint64_t *value);
 
+/* ---- inline forms of the hot operations (a pool's live map: one lookup
+ * and one insert or removal per call, without a call into u64_map.c) ---- */
+
+/* Fibonacci hashing: multiply by 2^64 / golden ratio, keep the top bits. */
+static inline size_t gmr__u64_map_home(const gmr__u64_map *map, uint64_t key) {
+  return (size_t)((key * UINT64_C(0x9E3779B97F4A7C15)) >> map->shift);
+}
+
+/* Whether one more key can be put without growing (gmr__u64_map_reserve's
+ * rule: load factor at most 1/2; the capacity is 0 or at least 16). */
+static inline bool gmr__u64_map_has_room(const gmr__u64_map *map) {
+  return (map->count + 1) * 2 <= map->capacity;
+}
+
+/* Put `key` (not 0, not in the map). Pre: gmr__u64_map_has_room. */
+static inline void gmr__u64_map_put_new(gmr__u64_map *map, uint64_t key, uint64_t value) {
+  size_t mask = map->capacity - 1;
+  size_t s = gmr__u64_map_home(map, key);
+  while (map->slots[s].key != 0) s = (s + 1) & mask;
+  map->slots[s].key = key;
+  map->slots[s].value = value;
+  map->count++;
+}
+
+/* The slot index of `key` (not 0), or SIZE_MAX if it is not in the map. */
+static inline size_t gmr__u64_map_find(const gmr__u64_map *map, uint64_t key) {
+  if (map->capacity == 0) return SIZE_MAX;
+  size_t mask = map->capacity - 1;
+  for (size_t s = gmr__u64_map_home(map, key);; s = (s + 1) & mask) {
+    uint64_t k = map->slots[s].key;
+    if (k == key) return s;
+    if (k == 0) return SIZE_MAX;
+  }
+}
+
+/* Remove the entry in slot `s` (from gmr__u64_map_find). Backward-shift
+ * deletion: later members of the probe run move into the hole when their
+ * home slot does not lie between the hole and them. */
+static inline void gmr__u64_map_remove_at(gmr__u64_map *map, size_t s) {
+  size_t mask = map->capacity - 1;
+  size_t hole = s;
+  for (size_t next = (hole + 1) & mask; map->slots[next].key != 0; next = (next + 1) & mask) {
+    size_t h = gmr__u64_map_home(map, map->slots[next].key);
+    if (((next - h) & mask) >= ((next - hole) & mask)) {
+      map->slots[hole] = map->slots[next];
+      hole = next;
+    }
+  }
+  map->slots[hole].key = 0;
+  map->slots[hole].value = 0;
+  map->count--;
+}
+
 /* Iterate: start with *cursor = 0; each true return yields one entry. The map
  * must not change during the iteration. */
 bool gmr__u64_map_next(const gmr__u64_map *map, size_t *cursor, uint64_t *key, uint64_t *value);

@@ -31,6 +31,7 @@ gmr_status gmr_cuda_sim_enable(const gmr_cuda_sim_config *config) {
   gmr__u64_map_clear(&gmr__sim.draining);
   gmr__u64_map_clear(&gmr__sim.streams_by_id);
   gmr__sim_marks_clear();
+  gmr__sim_uses_clear();
   gmr__sim_nodes_clear();
   free(gmr__sim.recycled_stream);
   memset(&gmr__sim, 0, sizeof gmr__sim);
@@ -62,6 +63,7 @@ gmr_status gmr_cuda_sim_disable(void) {
   }
   gmr__sim.enabled = false;
   gmr__sim_marks_clear();
+  gmr__sim_uses_clear();
   gmr__sim_nodes_clear();
   free(gmr__sim.recycled_stream);
   gmr__sim.recycled_stream = NULL;

@@ -306,6 +306,15 @@ bool gmr__sim_clock_snapshot(gmr__sim_stream *s, gmr__sim_clock *out);
 bool gmr__sim_stream_ordered_after(const gmr__sim_stream *t, const gmr__sim_clock *mark);
 /* Drop every mark (enable, disable). */
 void gmr__sim_marks_clear(void);
+/* Work queued on s now touches [a, a + a_bytes) and [b, b + b_bytes) (either
+ * may be NULL): remembered while it is pending (s held, or ordered after
+ * pending work), advancing s by one position. */
+void gmr__sim_uses_record(gmr__sim_stream *s, const void *a, size_t a_bytes, const void *b,
+                          size_t b_bytes);
+/* Whether pending work touches [addr, addr + bytes). */
+bool gmr__sim_uses_pending_over(uintptr_t addr, size_t bytes);
+/* Forget every pending use (enable, disable). */
+void gmr__sim_uses_clear(void);
 
 /* ---- sim_graph.c ---- */
 void gmr__sim_frontier_clear(gmr__sim_frontier *f);

@@ -253,3 +253,78 @@ void gmr__sim_marks_clear(void) {
   }
   gmr__u64_map_clear(&gmr__sim.marks);
 }
+
+/* ---- pending uses of memory (unmap under running work) -------------------- */
+
+/* Work queued on a stream that has not completed yet, and the addresses it
+ * touches: [lo, hi) while `clock` is incomplete. */
+typedef struct sim_use {
+  uintptr_t lo, hi;
+  gmr__sim_clock clock;
+} sim_use;
+
+static sim_use *uses;
+static size_t use_count, use_capacity;
+
+/* Drop the uses whose work is complete. */
+static void uses_prune(void) {
+  size_t kept = 0;
+  for (size_t i = 0; i < use_count; ++i) {
+    if (gmr__sim_clock_complete(&uses[i].clock)) {
+      gmr__sim_clock_clear(&uses[i].clock);
+    } else {
+      uses[kept++] = uses[i];
+    }
+  }
+  use_count = kept;
+}
+
+void gmr__sim_uses_record(gmr__sim_stream *s, const void *a, size_t a_bytes, const void *b,
+                          size_t b_bytes) {
+  /* Work on a stream that is neither held nor ordered after pending work
+   * completes at once: nothing to remember. */
+  if (s == NULL || gmr__sim_stream_capturing(s) || (!s->held && s->clock.count == 0)) return;
+  gmr__sim_clock c = {NULL, 0, 0};
+  if (!gmr__sim_clock_snapshot(s, &c) || gmr__sim_clock_complete(&c)) {
+    gmr__sim_clock_clear(&c);
+    return;
+  }
+  uses_prune();
+  const void *ptrs[2] = {a, b};
+  size_t sizes[2] = {a_bytes, b_bytes};
+  for (int k = 0; k < 2; ++k) {
+    if (ptrs[k] == NULL || sizes[k] == 0) continue;
+    if (use_count == use_capacity) {
+      size_t n = use_capacity == 0 ? 16 : use_capacity * 2;
+      sim_use *grown = realloc(uses, n * sizeof *grown);
+      if (grown == NULL) break; /* less strict, never wrong the other way */
+      uses = grown;
+      use_capacity = n;
+    }
+    sim_use *u = &uses[use_count];
+    u->lo = (uintptr_t)ptrs[k];
+    u->hi = u->lo + sizes[k];
+    u->clock = (gmr__sim_clock){NULL, 0, 0};
+    if (!gmr__sim_clock_merge(&u->clock, &c)) {
+      gmr__sim_clock_clear(&u->clock);
+      continue;
+    }
+    use_count++;
+  }
+  gmr__sim_clock_clear(&c);
+}
+
+bool gmr__sim_uses_pending_over(uintptr_t addr, size_t bytes) {
+  uses_prune();
+  for (size_t i = 0; i < use_count; ++i) {
+    if (uses[i].lo < addr + bytes && addr < uses[i].hi) return true;
+  }
+  return false;
+}
+
+void gmr__sim_uses_clear(void) {
+  for (size_t i = 0; i < use_count; ++i) gmr__sim_clock_clear(&uses[i].clock);
+  free(uses);
+  uses = NULL;
+  use_count = use_capacity = 0;
+}

@@ -420,6 +420,7 @@ cudaError_t gmr__sim_memset_async(void *ptr, int value, size_t bytes, cudaStream
   /* During capture the memset becomes a graph node and runs at replay. */
   if (err == cudaSuccess && !gmr__sim_stream_capturing(s) && bytes > 0) memset(ptr, value, bytes);
   if (err == cudaSuccess && !gmr__sim_capture_add_node(s)) err = cudaErrorMemoryAllocation;
+  if (err == cudaSuccess) gmr__sim_uses_record(s, ptr, bytes, NULL, 0);
   gmr__sim_unlock();
   return err;
 }
@@ -434,6 +435,7 @@ cudaError_t gmr__sim_memcpy_async(void *dst, const void *src, size_t bytes, cuda
    * it becomes a graph node and runs at replay. */
   if (err == cudaSuccess && !gmr__sim_stream_capturing(s) && bytes > 0) memmove(dst, src, bytes);
   if (err == cudaSuccess && !gmr__sim_capture_add_node(s)) err = cudaErrorMemoryAllocation;
+  if (err == cudaSuccess) gmr__sim_uses_record(s, dst, bytes, src, bytes);
   gmr__sim_unlock();
   return err;
 }

@@ -288,6 +288,7 @@ gmr_status gmr_cuda_sim_get_vmm_usage(gmr_cuda_sim_vmm_usage *out) {
       out->physical_count++;
       out->physical_bytes += ((const sim_physical *)(uintptr_t)value)->bytes;
     }
+    out->unmap_under_work_count = gmr__sim_vmm.unmap_under_work_count;
     out->mapping_count = gmr__sim_vmm.mapping_count;
     for (size_t i = 0; i < gmr__sim_vmm.mapping_count; ++i)
       out->mapped_bytes += gmr__sim_vmm.mappings[i].bytes;

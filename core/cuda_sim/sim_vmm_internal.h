@@ -79,6 +79,7 @@ typedef struct sim_vmm_state {
   size_t reservation_count;
   size_t reservation_capacity;
   uint64_t next_physical_id;
+  size_t unmap_under_work_count; /* cuMemUnmap over pending work (gmr_cuda_sim_vmm_usage) */
 } sim_vmm_state;
 
 extern sim_vmm_state gmr__sim_vmm;

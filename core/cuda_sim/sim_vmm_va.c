@@ -179,8 +179,12 @@ CUresult gmr__sim_vmm_unmap(CUdeviceptr ptr, size_t bytes) {
   if (st == CUDA_SUCCESS && (m == NULL || m->addr != addr || m->bytes != bytes)) {
     st = CUDA_ERROR_INVALID_VALUE;
   }
+  /* Work still pending on these addresses would fault on a GPU: counted
+   * (the driver unmaps all the same). */
+  bool under_work = st == CUDA_SUCCESS && gmr__sim_uses_pending_over(addr, bytes);
   if (st == CUDA_SUCCESS && !gmr__sim_vmm_remap_reserved(addr, bytes))
     st = CUDA_ERROR_OUT_OF_MEMORY;
+  if (st == CUDA_SUCCESS && under_work) gmr__sim_vmm.unmap_under_work_count++;
   if (st == CUDA_SUCCESS) {
     sim_physical *p = m->physical;
     size_t i = (size_t)(m - gmr__sim_vmm.mappings);

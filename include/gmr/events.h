@@ -100,8 +100,9 @@ typedef void gmr_event_listener_fn(void *ctx, const gmr_event *event);
  * returns; call it before destroying `r` or a layer below it.
  * Thread-safe: yes; waits for listeners running in other threads. Must not
  * be called from a listener. Stream/device: no CUDA call.
- * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (r invalid, fn NULL, or the pair
- * is already registered on a layer below r); GMR_ERR_BUSY (a layer has
+ * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (r invalid, fn NULL, the upstream
+ * links loop back up the stack, or the pair is already registered on a layer
+ * below r); GMR_ERR_BUSY (a layer has
  * GMR_EVENT_MAX_LISTENERS listeners). Nothing changes on failure.
  * Source: gmr's own (RMM has no event hook).
  */
@@ -115,8 +116,9 @@ GMR_API GMR_NODISCARD gmr_status gmr_resource_add_event_listener(gmr_resource *r
  * `ctx` may be freed. Not concurrently with an add or remove of the same
  * pair. Thread-safe: yes; waits for running listeners. Must not be called
  * from a listener. Stream/device: no CUDA call.
- * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (r invalid, fn NULL, or a
- * reporting layer at or below r lacks the pair; nothing changes).
+ * Returns GMR_OK, or GMR_ERR_INVALID_ARGUMENT (r invalid, fn NULL, the
+ * upstream links loop back up the stack, or a reporting layer at or below r
+ * lacks the pair; nothing changes).
  * Source: gmr's own.
  */
 GMR_API gmr_status gmr_resource_remove_event_listener(gmr_resource *r, gmr_event_listener_fn *fn,

@@ -78,7 +78,9 @@
  * first thread that used it (threads get homes round-robin), and every thread
  * that uses it later goes there too: threads on streams of their own never
  * share a lock on the fast path, and threads that take turns on one stream
- * share one shard's blocks. A block freed elsewhere goes back to its chunk's
+ * share one shard's blocks. A thread remembers the shard it found last for a
+ * resource and stream and goes back there without the lookup. A block freed
+ * elsewhere goes back to its chunk's
  * shard (found through a read-locked table of chunks). A list's blocks all
  * come from one shard. shard_count = 1 is the single-lock resource.
  *

@@ -40,7 +40,9 @@
 #include "gmr/tracking_adaptor.h"
 #include "gmr/version.h"
 #include "gmr/vmm_pages_resource.h"
+#include "gmr/vmm_pool_range.h"
 #include "gmr/vmm_pool_resource.h"
+#include "gmr/vmm_pool_sleep.h"
 #include "gmr/vmm_resource.h"
 
 #endif /* GMR_GMR_H_ */

@@ -127,7 +127,10 @@
  * fast path; threads that take turns on one stream (PyTorch's forward thread
  * and its autograd thread, both on the default stream) share one arena's
  * memory and pay no footprint for arenas; one thread's several streams share
- * its arena. Before growing, an arena takes a block another arena holds free
+ * its arena. A thread remembers the arena it found last for a pool and
+ * stream and goes back there without the lookup (it keeps that arena if
+ * another stream later takes the stream's place in the lookup table).
+ * Before growing, an arena takes a block another arena holds free
  * for the same stream (no CUDA call). A free goes to the arena that owns the
  * block: the stream's arena (one lookup), otherwise found through a shared,
  * read-locked table of chunks. With stream ordering off, a thread's home

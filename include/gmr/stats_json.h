@@ -51,8 +51,9 @@ extern "C" {
  * its NUL), like snprintf: at most buffer_bytes - 1 characters and a NUL are
  * written, so the text is complete only when *out_bytes < buffer_bytes (call
  * again with a larger buffer otherwise; buffer may be NULL when buffer_bytes
- * is 0). GMR_ERR_INVALID_ARGUMENT when `top` is not a valid resource or
- * out_bytes is NULL (nothing written); GMR_ERR_OUT_OF_MEMORY when host memory
+ * is 0). GMR_ERR_INVALID_ARGUMENT when `top` is not a valid resource, its
+ * upstream links loop back up the stack, or out_bytes is NULL (nothing
+ * written); GMR_ERR_OUT_OF_MEMORY when host memory
  * for listing a tracking layer's owners ran out.
  * Source: this library's stats structs (gmr_tracking_adaptor_stats,
  *   gmr_limiting_adaptor_stats, gmr_memory_info) in one document.

@@ -49,7 +49,8 @@ typedef struct gmr_stream_ordered_options {
   /* RMM's rule instead of records on demand: a free on a created stream
    * records its event at once. Ignored with streams_outlive_resource. pool
    * and fixed_block; true is GMR_ERR_INVALID_ARGUMENT for the VMM resources
-   * (which record at every free while a second stream shares an engine). */
+   * (which record in batches while a second stream shares an engine:
+   * gmr/vmm_resource.h). */
   bool record_at_every_free;
   /* For programs that destroy streams while memory freed on them may still
    * be in use by their work, and create new ones: a created stream is known

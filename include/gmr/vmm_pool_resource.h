@@ -217,9 +217,11 @@ typedef struct gmr_vmm_pool_resource_config {
    * that wants another stream's memory records that stream's event once).
    * false: a stream may be destroyed right after the call; a free on a
    * stream other than the default streams records an event on it inside the
-   * call: at once (RMM's rule) in vmm_pages' whole pages, and in vmm and
-   * vmm_pages' small path when another stream shares the engine, else on
-   * demand (gmr/vmm_resource.h). The other fields must keep their defaults
+   * call: at once (RMM's rule) in vmm_pages' whole pages; in vmm and
+   * vmm_pages' small path in batches when another stream shares the engine
+   * (64 frees or 64 MiB, when another stream asks, at every free for streams
+   * that trade memory all the time), else on demand (gmr/vmm_resource.h).
+   * The other fields must keep their defaults
    * (always stream-ordered; no NVTX annotation; streams known by handle, the
    * id asked before each record): create refuses anything else with
    * GMR_ERR_INVALID_ARGUMENT. */
@@ -286,10 +288,11 @@ static inline gmr_vmm_pool_resource *gmr_vmm_pool_resource_from_resource(gmr_res
 
 /* ---- observability ---------------------------------------------------- */
 
-#define GMR_VMM_POOL_RESOURCE_STATS_VERSION 2u
+#define GMR_VMM_POOL_RESOURCE_STATS_VERSION 3u
 
-/* A snapshot, in bytes unless named _count. Version 1 ends at wake_count; a
- * caller built against it (size and version 1) gets those fields only. */
+/* A snapshot, in bytes unless named _count. Version 1 ends at wake_count,
+ * version 2 at unfreed_host_count; a caller built against an older version
+ * (its size and version) gets that version's fields only. */
 typedef struct gmr_vmm_pool_resource_stats {
   size_t size;      /* sizeof as the caller knows it */
   uint32_t version; /* GMR_VMM_POOL_RESOURCE_STATS_VERSION as the caller knows it */
@@ -313,7 +316,8 @@ typedef struct gmr_vmm_pool_resource_stats {
   size_t zombie_count;
   size_t asleep_bytes;       /* live allocations without pages (sleep) */
   size_t asleep_count;
-  size_t saved_bytes;        /* pinned host copies held for asleep allocations */
+  size_t saved_bytes;        /* backups (host copies, pinned or pageable) held for asleep
+                              * allocations */
   uint64_t page_create_count;  /* cuMemCreate calls that succeeded */
   uint64_t page_release_count; /* physical pages released */
   uint64_t map_count;          /* cuMemMap calls that succeeded */
@@ -338,11 +342,28 @@ typedef struct gmr_vmm_pool_resource_stats {
                                    * saved_bytes: their allocations woke or were freed) */
   size_t unfreed_host_count;
   /* ---- end of version 2 ---- */
+  /* Host memory of sleep (gmr/vmm_pool_sleep.h, "Host memory"): */
+  size_t host_pinned_bytes;   /* pinned host memory the pool holds: the staging ring, pinned
+                               * backups (asleep or kept) and unfreed_host_bytes */
+  size_t host_pageable_bytes; /* pageable host memory it holds: pageable backups (asleep or
+                               * kept) */
+  size_t staging_bytes;       /* the staging ring (in host_pinned_bytes) */
+  size_t kept_backup_bytes;   /* backups kept for the next sleep (keep_backup), either kind */
+  /* Reserved ranges (gmr/vmm_pool_range.h), not in the figures above: */
+  size_t range_count;
+  size_t range_reserved_bytes;
+  size_t range_committed_bytes; /* committed pages, awake or asleep */
+  size_t range_mapped_bytes;    /* physical memory the ranges hold now: awake committed pages
+                                 * and what cuMemRelease refused of theirs */
+  size_t range_unreleased_bytes; /* of range_mapped_bytes, what cuMemRelease refused (unmapped,
+                                  * kept, asked again by later range calls, sleep and wake) */
+  /* ---- end of version 3 ---- */
 } gmr_vmm_pool_resource_stats;
 
 #define GMR_VMM_POOL_RESOURCE_STATS_INIT                                                           \
   {sizeof(gmr_vmm_pool_resource_stats), GMR_VMM_POOL_RESOURCE_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0,  \
-   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,    \
+   0, 0, 0, 0, 0, 0, 0}
 
 /**
  * Fill *out with a snapshot of the pool's statistics (the caller set size

@@ -2,8 +2,10 @@
  * gmr/vmm_pool_sleep.h: tags, sleep and wake of gmr_vmm_pool_resource
  * (gmr/vmm_pool_resource.h: vmm and vmm_pages alike): what LLM inference servers do
  * between workloads (vLLM's sleep mode and its CuMemAllocator, SGLang's
- * torch_memory_saver, NVIDIA Dynamo's GPU memory service). docs/serving.md
- * maps their calls to these.
+ * torch_memory_saver, TensorRT-LLM's release and resume, NVIDIA Dynamo's GPU
+ * memory service). docs/serving.md maps their calls to these. Reserved
+ * ranges whose memory is committed later (gmr/vmm_pool_range.h, included at
+ * the end) sleep and wake with the pool too.
  *
  * Tags: every allocation carries a tag 0..63, the pool's default tag when it
  * was made (gmr_vmm_pool_resource_set_default_tag) or one set on it later
@@ -12,10 +14,12 @@
  * are; at wake, which come back.
  *
  * Sleep: the device is synchronised (so work still running on the memory
- * finishes first: the rule is "synchronise", never "refuse"), every free
+ * finishes first: the rule is "synchronise", never "refuse", and nothing is
+ * unmapped under a running kernel), every free
  * page (and, in vmm_pages, zombie) goes back to the device as trim
  * gives it, the live allocations of the tags to save are copied to host
- * memory (pinned with cudaHostAlloc, or pageable), then the physical memory
+ * memory (pageable, through the pool's pinned staging ring, or pinned;
+ * "Host memory" below), then the physical memory
  * of every live allocation not of a tag to keep is unmapped and released:
  * its addresses stay reserved and the allocation is ASLEEP. Allocations of a
  * tag to keep stay mapped, with their contents (in vmm the
@@ -51,12 +55,33 @@
  * the next trim, sleep, wake or destroy asks the driver again first
  * (gmr/vmm_pool_resource.h, "Refused releases").
  *
- * Host memory: a host copy is made at sleep and freed at the wake of its
- * allocation, at its free, or when a failed sleep rolls back; nothing is
- * cached between cycles, so a program that sleeps and wakes holds no more
- * pinned memory after each cycle (vLLM issue 21336 is that leak), unless
- * cudaFreeHost refuses a copy: then it is kept, counted
- * (unfreed_host_bytes) and freed by the next trim, sleep, wake or destroy.
+ * Host memory: a host copy (a backup) is made at sleep and freed at the wake
+ * of its allocation, at its free, or when a failed sleep rolls back, unless
+ * the sleep asked to keep it (keep_backup): then the wake keeps it for the
+ * next sleep, which reuses kept backups of the same kind and size and frees
+ * the others. Backups are of one of two kinds:
+ *  - pageable (GMR_VMM_POOL_HOST_PAGEABLE, the default): ordinary memory,
+ *    copied through the pool's staging ring, one pinned buffer of
+ *    staging_bytes (256 MiB by default) cut in chunks of at most 8 MiB: the
+ *    device copies one chunk while copy threads move the previous ones
+ *    between the ring and the backups, all on the pool's own stream (what
+ *    NVIDIA Dynamo's snapshot restore does with one pinned arena, one
+ *    staging range and one stream). The ring is pinned once, at the first
+ *    sleep that needs it, and kept until destroy (or a sleep that asks for
+ *    another size);
+ *  - pinned (GMR_VMM_POOL_HOST_PINNED): page-locked memory (cudaHostAlloc),
+ *    one direct copy per allocation; pinning a fresh backup costs more than
+ *    the copy (an H200 pinned at about 2 GB/s), so it pays only with
+ *    keep_backup, which holds pinned memory as large as the backups while
+ *    awake.
+ * Pinned host memory held while awake is thus the ring, plus kept pinned
+ * backups only when asked for; while asleep, the backups too. A program that
+ * sleeps and wakes holds no more after each cycle than after the first
+ * (vLLM issue 21336 is that leak), unless cudaFreeHost refuses memory: then
+ * it is kept, counted (unfreed_host_bytes) and freed by the next sleep, wake
+ * or destroy (a backup's also by the next trim). The statistics say what
+ * is held (host_pinned_bytes, host_pageable_bytes, staging_bytes,
+ * kept_backup_bytes).
  *
  * Thread-safe: yes (under the pool's mutex and every engine's lock), but no
  * work may use the memory of a sleeping allocation until it is woken (an
@@ -106,9 +131,11 @@ GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_set_default_tag(
     gmr_vmm_pool_resource *pool, uint32_t tag);
 
 /**
- * Tag the live (or asleep) allocation starting at `ptr`. vmm_pages: an
- * allocation of whole pages (a small block lives in a chunk that has the
- * chunk's tag); vmm: any allocation.
+ * Tag the live (or asleep) allocation starting at `ptr`, or the reserved
+ * range whose first address `ptr` is (gmr/vmm_pool_range.h: every page of
+ * it, committed now or later). vmm_pages: an allocation of whole pages (a
+ * small block lives in a chunk that has the chunk's tag); vmm: any
+ * allocation.
  * Units: a tag number, 0..GMR_VMM_POOL_MAX_TAG.
  * Thread-safe: yes (under the pool's or the engine's lock).
  * Stream/device: no CUDA call; safe during a capture.
@@ -116,24 +143,28 @@ GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_set_default_tag(
  *   GMR_OK                    tagged.
  *   GMR_ERR_INVALID_ARGUMENT  pool is NULL, or tag is above 63.
  *   GMR_ERR_UNKNOWN_POINTER   ptr is not the start of a live or asleep
- *                             allocation that can be tagged (see above).
+ *                             allocation that can be tagged (see above),
+ *                             nor of a reserved range.
  * On failure nothing changed.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_set_tag(gmr_vmm_pool_resource *pool,
                                                                void *ptr, uint32_t tag);
 
-/* Where sleep keeps the contents it saves. */
+/* Where sleep keeps the contents it saves (see "Host memory" above). */
 typedef enum gmr_vmm_pool_host_kind {
-  /* Page-locked host memory (cudaHostAlloc): the fastest copies; the
-   * operating system cannot page it out. */
+  /* Page-locked host memory (cudaHostAlloc), copied directly; pinning a
+   * fresh backup is slow: pair it with keep_backup. */
   GMR_VMM_POOL_HOST_PINNED = 0,
-  /* Ordinary pageable memory (mmap for copies of 64 KiB or more, malloc
-   * below): no pinned memory is held while asleep; copies go through the
-   * driver's staging buffers, slower. */
+  /* Ordinary pageable memory (mmap from 64 KiB, with transparent huge pages
+   * from 2 MiB; malloc below), copied through the pool's pinned staging
+   * ring by copy threads: no pinned memory but the ring is held. */
   GMR_VMM_POOL_HOST_PAGEABLE = 1
 } gmr_vmm_pool_host_kind;
 
-#define GMR_VMM_POOL_SLEEP_OPTIONS_VERSION 2u
+/* The staging ring when staging_bytes is 0: 256 MiB. */
+#define GMR_VMM_POOL_STAGING_DEFAULT_BYTES ((size_t)256 << 20)
+
+#define GMR_VMM_POOL_SLEEP_OPTIONS_VERSION 3u
 
 typedef struct gmr_vmm_pool_sleep_options {
   size_t size;            /* sizeof as the caller knows it */
@@ -144,46 +175,68 @@ typedef struct gmr_vmm_pool_sleep_options {
   uint64_t keep_tag_mask;      /* bit t: allocations of tag t stay mapped and valid
                                 * (neither saved nor released); wins over saving */
   gmr_vmm_pool_host_kind host; /* where the copies go */
+  /* Version 3: */
+  size_t staging_bytes;  /* pageable copies: the pinned staging ring, bytes (0: 256 MiB;
+                          * below 1 MiB: 1 MiB); kept by the pool across cycles */
+  bool keep_backup;      /* the wake keeps this sleep's backups for the next sleep
+                          * (held while awake; reused when of the same kind and size) */
+  uint32_t copy_threads; /* pageable copies: host threads moving chunks between the ring and
+                          * the backups (0: half the CPUs, at most 8; at most 64) */
 } gmr_vmm_pool_sleep_options;
 
-/* Save nothing, keep nothing (every allocation discarded), pinned copies. */
+/* Save nothing, keep nothing (every allocation discarded); pageable backups
+ * through a 256 MiB staging ring, not kept; copy threads chosen by the pool.
+ * (Before version 3 the default was pinned backups: a version-2 struct is
+ * read as its caller set it.) */
 #define GMR_VMM_POOL_SLEEP_OPTIONS_INIT                                                        \
   {sizeof(gmr_vmm_pool_sleep_options), GMR_VMM_POOL_SLEEP_OPTIONS_VERSION, false, 0, 0,      \
-   GMR_VMM_POOL_HOST_PINNED}
+   GMR_VMM_POOL_HOST_PAGEABLE, 0, false, 0u}
 
 /**
  * Give the physical memory of the pool back to the device while keeping
  * every live allocation's addresses (see the banner): free memory as trim
- * does, then the allocations of every tag not in keep_tag_mask, after
- * copying those selected by save_all / save_tag_mask to host memory.
+ * does, then the allocations (and the committed pages of reserved ranges,
+ * gmr/vmm_pool_range.h) of every tag not in keep_tag_mask, after copying
+ * those selected by save_all / save_tag_mask to host memory.
  *
  * Units: bytes. Ownership: `options` is read during the call only (NULL:
  *   save nothing, keep nothing; a version-1 struct is read as such: keep
- *   nothing, pinned); the host copies are the pool's until wake, the free of
- *   their allocation, or destroy. `failure` (may be NULL) receives the
- *   reason of a failure.
- * Source: vLLM's CuMemAllocator.sleep(offload_tags) and torch_memory_saver's
- *   pause().
- * Thread-safe: yes (see the banner).
+ *   nothing, pinned; a version-2 struct: the host kind it names, the
+ *   default ring, nothing kept); the backups, the staging ring and the
+ *   kept backups are the pool's (until wake, the free of their allocation,
+ *   a later sleep, or destroy: see the banner). `failure` (may be NULL)
+ *   receives the reason of a failure.
+ * Source: vLLM's CuMemAllocator.sleep(offload_tags), torch_memory_saver's
+ *   pause(), TensorRT-LLM's release(tags); the staging ring after
+ *   ai-dynamo/snapshot's restore (one pinned arena, one stream).
+ * Thread-safe: yes (see the banner); the copy threads are the pool's and
+ *   make no CUDA call.
  * Stream/device: synchronises the device (cudaDeviceSynchronize: work still
- *   running on the memory finishes first), releases and frees again what
- *   the driver refused before (cuMemRelease, cudaFreeHost), copies on the
- *   default stream (cudaMemcpyAsync, then cudaStreamSynchronize), unmaps
- *   and releases physical memory (cuMemUnmap, cuMemRelease). Not during a
- *   CUDA graph capture: the driver refuses the synchronisation (and
- *   invalidates that capture); nothing changes here.
+ *   running on the memory finishes first, on every stream), releases and
+ *   frees again what the driver refused before (cuMemRelease,
+ *   cudaFreeHost), makes the pool's copy stream (cudaStreamCreateWithFlags,
+ *   non-blocking) and, for pageable backups, the staging ring and its events
+ *   (cudaHostAlloc, cudaEventCreateWithFlags) when it has none, pins pinned
+ *   backups (cudaHostAlloc), copies on the pool's stream (cudaMemcpyAsync;
+ *   through the ring cudaEventRecord and cudaEventSynchronize per chunk,
+ *   else one cudaStreamSynchronize), unmaps and releases physical memory
+ *   (cuMemUnmap, cuMemRelease). Not during a CUDA graph capture: the driver
+ *   refuses the synchronisation (and invalidates that capture); nothing
+ *   changes here.
  * Returns:
  *   GMR_OK                    asleep (also when nothing was live: then the
  *                             pool is asleep with nothing to wake).
  *   GMR_ERR_INVALID_ARGUMENT  NULL pool; options with a bad header (the
  *                             message says which, the size and version
- *                             given and needed), or an unknown host kind.
+ *                             given and needed), an unknown host kind, or
+ *                             copy_threads above 64.
  *   GMR_ERR_BUSY              the pool is asleep already (the message says
  *                             how much): wake it first.
  *   GMR_ERR_CAPTURE_UNSAFE    a CUDA graph capture is under way (the
  *                             device synchronisation was refused).
- *   GMR_ERR_OUT_OF_MEMORY     host memory for a copy ran out (the message
- *                             says how much was asked, and of which kind).
+ *   GMR_ERR_OUT_OF_MEMORY     host memory for a backup or for the staging
+ *                             ring ran out (the message says how much was
+ *                             asked, and of which kind).
  *   GMR_ERR_CUDA              a CUDA call failed (the message names it);
  *                             also the driver still refusing to release
  *                             memory it refused before (nothing more was
@@ -193,7 +246,9 @@ typedef struct gmr_vmm_pool_sleep_options {
  *                             below).
  * After failure the live allocations are mapped and intact, the pool is
  * awake, and no host copy is kept (but one cudaFreeHost refused, kept as
- * unfreed); free memory given back before the failure stays given back (as
+ * unfreed); the ring, the stream and the kept backups are as before (a ring
+ * or stream this call made is freed again; kept backups it took are kept
+ * again); free memory given back before the failure stays given back (as
  * trim). Except after "asleep all the same": gmr_vmm_pool_resource_is_asleep()
  * is true, the allocations sleep with their copies as after GMR_OK, and the
  * memory the driver refused is kept, still counted as held (statistics:
@@ -217,22 +272,27 @@ typedef struct gmr_vmm_pool_wake_options {
 
 /**
  * Map fresh physical memory at the addresses of the asleep allocations
- * selected by `options` (NULL: all) and copy back the contents that sleep
- * saved. The pool is awake again when nothing is left asleep.
+ * (and reserved ranges' committed pages) selected by `options` (NULL: all)
+ * and copy back the contents that sleep saved. The pool is awake again when
+ * nothing is left asleep.
  * Units: bytes. Ownership: `options` is read during the call only; the
- *   host copies of the woken allocations are freed. `failure` (may be NULL)
- *   receives the reason of a failure.
+ *   backups of the woken allocations are freed, or kept by the pool for the
+ *   next sleep when that sleep asked for it (keep_backup). `failure` (may be
+ *   NULL) receives the reason of a failure.
  * Thread-safe: yes (see the banner).
  * Stream/device: first releases and frees again, best effort, what the
  *   driver refused before (cuMemRelease, cudaFreeHost: the room may be
  *   needed; what it still refuses stays kept and does not fail the wake),
  *   creates and maps physical memory (cuMemCreate, cuMemMap,
- *   cuMemSetAccess), copies on the default stream and waits for the copies
- *   (cudaStreamSynchronize), frees the host copies (cudaFreeHost); not
- *   during a capture (the synchronisation is refused there:
- *   GMR_ERR_CAPTURE_UNSAFE, nothing changed).
- * Source: vLLM's CuMemAllocator.wake_up(tags) and torch_memory_saver's
- *   resume().
+ *   cuMemSetAccess), copies on the pool's copy stream as the sleep did
+ *   (cudaMemcpyAsync; through the staging ring cudaEventRecord and
+ *   cudaEventSynchronize per chunk) and waits for the copies
+ *   (cudaStreamSynchronize) before it returns, frees the backups
+ *   (cudaFreeHost; pageable ones munmap/free) unless kept; not during a
+ *   capture (the synchronisation is refused there: GMR_ERR_CAPTURE_UNSAFE,
+ *   nothing changed).
+ * Source: vLLM's CuMemAllocator.wake_up(tags), torch_memory_saver's
+ *   resume(), TensorRT-LLM's resume(tags).
  * Returns:
  *   GMR_OK                    woken (also when the selected tags had
  *                             nothing asleep).
@@ -244,15 +304,17 @@ typedef struct gmr_vmm_pool_wake_options {
  *                             (cuMemCreate; the message says how much the
  *                             wake needs), or host memory ran out. Free
  *                             device memory and call wake again.
- *   GMR_ERR_CAPTURE_UNSAFE    a capture refused the copies' synchronisation.
+ *   GMR_ERR_CAPTURE_UNSAFE    a capture refused the copies' synchronisation
+ *                             (cudaEventSynchronize or cudaStreamSynchronize).
  *   GMR_ERR_CUDA              another CUDA failure (the message names it);
  *                             also a cudaFreeHost refused at the end: then
  *                             the wake is done all the same (the message
  *                             says "woken all the same"; see below).
  * After failure every selected allocation is still asleep with its host
- * copy, the pool is still asleep, and no memory this call mapped or created
- * stays mapped or allocated (memory whose release the driver refuses while
- * undoing is kept, as unreleased). Except after "woken all the same": the
+ * copy, the pool is still asleep, nothing of this call's copies is still in
+ * flight, and no memory this call mapped or created stays mapped or
+ * allocated (memory whose release the driver refuses while undoing is
+ * kept, as unreleased). Except after "woken all the same": the
  * selected allocations are awake with their contents, as after GMR_OK (the
  * pool is awake unless other tags sleep), and the host copies the driver
  * refused to free are kept, counted (unfreed_host_bytes) and freed by the
@@ -275,7 +337,9 @@ GMR_API bool gmr_vmm_pool_resource_is_asleep(gmr_vmm_pool_resource *pool);
 
 /* What the allocations of some tags hold, in bytes unless named _count.
  * Bytes are as placed: whole pages (vmm_pages; a small-path chunk
- * counts under its own tag), 256-byte units (vmm). */
+ * counts under its own tag), 256-byte units (vmm). A reserved range with
+ * committed pages counts as one allocation of its committed bytes (live or
+ * asleep as the range is). */
 typedef struct gmr_vmm_pool_tag_stats {
   size_t size;         /* sizeof as the caller knows it */
   uint32_t version;    /* GMR_VMM_POOL_TAG_STATS_VERSION as the caller knows it */
@@ -283,9 +347,9 @@ typedef struct gmr_vmm_pool_tag_stats {
   size_t live_count;
   size_t asleep_bytes; /* allocations whose physical memory sleep gave back */
   size_t asleep_count;
-  size_t saved_bytes;  /* host copies held for asleep allocations */
+  size_t saved_bytes;  /* backups (host copies) held for asleep allocations */
   size_t saved_count;
-  bool saved_pinned;   /* the copies are pinned (cudaHostAlloc); false: pageable or none */
+  bool saved_pinned;   /* the backups are pinned (cudaHostAlloc); false: pageable or none */
 } gmr_vmm_pool_tag_stats;
 
 #define GMR_VMM_POOL_TAG_STATS_INIT \
@@ -311,5 +375,10 @@ GMR_API GMR_NODISCARD gmr_status gmr_vmm_pool_resource_get_tag_stats(
 #ifdef __cplusplus
 }
 #endif
+
+/* Reserved ranges whose physical memory is committed and decommitted later
+ * (declared there; included here so that one include brings the pool's
+ * serving calls). */
+#include "gmr/vmm_pool_range.h"
 
 #endif /* GMR_VMM_POOL_SLEEP_H_ */

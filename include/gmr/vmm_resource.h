@@ -44,17 +44,28 @@
  * queries while any wait), so the freeing stream's next request of that
  * size gets the memory back, PyTorch's reuse. On a stream the program
  * created (unless streams.streams_outlive_resource) a free records that
- * stream's event inside the call (the stream may be destroyed after it): at every
- * free while the shard (see "Threads") serves other streams too (RMM's
- * rule); while the stream is alone in its shard only at its first four
- * frees and when another stream asked for its memory (gmr's pool's
- * on-demand rule: a warm pair makes no CUDA call, so threads do not meet in
- * the driver's lock). Memory whose frees no record covers reaches other
- * streams through one cudaDeviceSynchronize, made only when it holds a
- * fitting region that would spare a growth, before a growth (outside a
- * capture) that would pass the remap threshold while streams hold free
- * memory (so that memory the host freed ahead of the GPU can move instead),
- * and at trim. Before a record that covers such frees the stream's id is
+ * stream's event inside the call (the stream may be destroyed after it),
+ * never while the stream captures. While the shard (see "Threads") serves
+ * other streams too, in batches (issue 32): when the stream's frees since
+ * its last record reach 64 or 64 MiB, at its next call after another stream
+ * found that this memory would have served it, and at every free for a
+ * stream whose memory other streams keep taking (four demands, the count
+ * fading over quiet batches), the cost RMM pays at every free (RMM users
+ * measured the record at a third to a half of a free, rmm#1995; XLA's VMM
+ * allocator writes one timeline marker per batch of 64 frees or 64 MiB).
+ * Another stream takes only memory freed before the stream's last record,
+ * once that record is done or after a GPU-side wait for it (just the bytes
+ * it needs); what was freed since stays the stream's. While the stream is
+ * alone in its shard: only at its first four frees and when another stream
+ * asked for its memory (gmr's pool's on-demand rule: a warm pair makes no
+ * CUDA call, so threads do not meet in the driver's lock). Memory whose
+ * frees no record covers reaches other streams through one
+ * cudaDeviceSynchronize, made only when it would spare a growth (a fitting
+ * region, or enough with the taker's and shared free memory), before a
+ * growth (outside a capture) that would pass the remap threshold while
+ * streams hold free memory (so that memory the host freed ahead of the GPU
+ * can move instead), and at trim. Before a record that covers such frees,
+ * or covered memory not known done, the stream's id is
  * checked (cudaStreamGetId after cudaStreamGetCaptureInfo, never on a
  * capturing stream): a new stream that got a destroyed stream's handle does
  * not take the destroyed one's memory in stream order. On a default stream
@@ -129,10 +140,11 @@
  * read under its lock.
  *
  * Source: gmr's pool_resource and RMM's pool (per-stream free lists, lazy
- * events, TLSF); PyTorch's expandable segments (pages mapped under what is
- * live, 20 MiB pages for large blocks) and record_stream; VPMM (moving free
- * physical memory instead of holding more); NVIDIA Dynamo's snapshot
- * (cuMemCreate on other threads); CUDA's driver VMM API.
+ * events, TLSF); XLA's VMM allocator (one marker per batch of frees);
+ * PyTorch's expandable segments (pages mapped under what is live, 20 MiB
+ * pages for large blocks) and record_stream; VPMM (moving free physical
+ * memory instead of holding more); NVIDIA Dynamo's snapshot (cuMemCreate on
+ * other threads); CUDA's driver VMM API.
  * Thread-safe: yes (one spin lock per shard; the pool's mutex only to make
  * a shard, and for sleep, wake and the tags; the creator threads' own
  * mutex, never held while taking another lock). Create and destroy are not.

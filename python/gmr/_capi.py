@@ -19,7 +19,8 @@ __all__ = [
     "TORCH_CONTEXT_FN", "ScopeRegistryConfig", "ScopeStruct", "ScopedPoolStats",
     "ScopeRegistryStats", "MemorySpaceId", "LimitPolicy", "OomPolicy", "MemorySpaceConfig",
     "ReservationStrategy", "TierManagerStats", "MemorySpaceStats", "ReservationInfo",
-    "VmmSleepOptions", "VmmWakeOptions", "VmmTagStats", "VmmPoolStats", "MIRRORS", "PROTOTYPES", "LIBRARIES",
+    "VmmSleepOptions", "VmmWakeOptions", "VmmTagStats", "VmmPoolStats", "VmmRangeInfo", "MIRRORS",
+    "PROTOTYPES", "LIBRARIES",
     "declare",
 ]
 
@@ -37,10 +38,13 @@ SCOPE_REGISTRY_STATS_VERSION = 1
 TIER_MANAGER_STATS_VERSION = 2
 MEMORY_SPACE_STATS_VERSION = 1
 RESERVATION_INFO_VERSION = 1
-VMM_SLEEP_OPTIONS_VERSION = 2      # GMR_VMM_POOL_SLEEP_OPTIONS_VERSION (gmr/vmm_pool_sleep.h)
+VMM_SLEEP_OPTIONS_VERSION = 3      # GMR_VMM_POOL_SLEEP_OPTIONS_VERSION (gmr/vmm_pool_sleep.h)
 VMM_WAKE_OPTIONS_VERSION = 1       # GMR_VMM_POOL_WAKE_OPTIONS_VERSION
 VMM_TAG_STATS_VERSION = 1          # GMR_VMM_POOL_TAG_STATS_VERSION
-VMM_POOL_STATS_VERSION = 2         # GMR_VMM_POOL_RESOURCE_STATS_VERSION (gmr/vmm_pool_resource.h)
+VMM_POOL_STATS_VERSION = 3         # GMR_VMM_POOL_RESOURCE_STATS_VERSION (gmr/vmm_pool_resource.h)
+VMM_RANGE_INFO_VERSION = 1         # GMR_VMM_POOL_RANGE_INFO_VERSION (gmr/vmm_pool_range.h)
+VMM_STAGING_DEFAULT_BYTES = 256 << 20  # GMR_VMM_POOL_STAGING_DEFAULT_BYTES
+VMM_MAX_COPY_THREADS = 64          # copy_threads' most (gmr/vmm_pool_sleep.h)
 VMM_MAX_TAG = 63                   # GMR_VMM_POOL_MAX_TAG
 VMM_HOST_PINNED = 0                # GMR_VMM_POOL_HOST_PINNED
 VMM_HOST_PAGEABLE = 1              # GMR_VMM_POOL_HOST_PAGEABLE
@@ -143,7 +147,7 @@ VMM_REGION_HOLE, VMM_REGION_FREE, VMM_REGION_LIVE, VMM_REGION_ZOMBIE, VMM_REGION
 
 
 class VmmSleepOptions(ctypes.Structure):
-    """gmr_vmm_pool_sleep_options (gmr/vmm_pool_sleep.h, version 2)."""
+    """gmr_vmm_pool_sleep_options (gmr/vmm_pool_sleep.h, version 3)."""
 
     _fields_ = [
         ("size", ctypes.c_size_t),
@@ -152,13 +156,19 @@ class VmmSleepOptions(ctypes.Structure):
         ("save_tag_mask", ctypes.c_uint64),
         ("keep_tag_mask", ctypes.c_uint64),
         ("host", ctypes.c_int),
+        # Version 3:
+        ("staging_bytes", ctypes.c_size_t),
+        ("keep_backup", ctypes.c_bool),
+        ("copy_threads", ctypes.c_uint32),
     ]
 
     def __init__(self) -> None:
-        """GMR_VMM_POOL_SLEEP_OPTIONS_INIT: save nothing, keep nothing, pinned copies."""
+        """GMR_VMM_POOL_SLEEP_OPTIONS_INIT: save nothing, keep nothing, pageable backups
+        through the default staging ring, not kept, the pool's copy threads."""
         super().__init__()
         self.size = ctypes.sizeof(self)
         self.version = VMM_SLEEP_OPTIONS_VERSION
+        self.host = VMM_HOST_PAGEABLE
 
 
 class VmmWakeOptions(ctypes.Structure):
@@ -180,7 +190,7 @@ class VmmWakeOptions(ctypes.Structure):
 
 
 class VmmPoolStats(ctypes.Structure):
-    """gmr_vmm_pool_resource_stats (gmr/vmm_pool_resource.h, version 2)."""
+    """gmr_vmm_pool_resource_stats (gmr/vmm_pool_resource.h, version 3)."""
 
     _fields_ = ([("size", ctypes.c_size_t), ("version", ctypes.c_uint32)] +
                 [(name, ctypes.c_size_t) for name in (
@@ -197,7 +207,12 @@ class VmmPoolStats(ctypes.Structure):
                 # Version 2: what the driver refused to give back, kept.
                 [(name, ctypes.c_size_t) for name in (
                     "unreleased_bytes", "unreleased_handle_count", "unfreed_host_bytes",
-                    "unfreed_host_count")])
+                    "unfreed_host_count")] +
+                # Version 3: host memory of sleep, reserved ranges.
+                [(name, ctypes.c_size_t) for name in (
+                    "host_pinned_bytes", "host_pageable_bytes", "staging_bytes",
+                    "kept_backup_bytes", "range_count", "range_reserved_bytes",
+                    "range_committed_bytes", "range_mapped_bytes", "range_unreleased_bytes")])
 
     def __init__(self) -> None:
         """GMR_VMM_POOL_RESOURCE_STATS_INIT."""
@@ -226,6 +241,24 @@ class VmmTagStats(ctypes.Structure):
         super().__init__()
         self.size = ctypes.sizeof(self)
         self.version = VMM_TAG_STATS_VERSION
+
+
+# gmr/vmm_pool_range.h
+
+
+class VmmRangeInfo(ctypes.Structure):
+    """gmr_vmm_pool_range_info (gmr/vmm_pool_range.h, version 1)."""
+
+    _fields_ = ([("size", ctypes.c_size_t), ("version", ctypes.c_uint32), ("base", ctypes.c_void_p)] +
+                [(name, ctypes.c_size_t) for name in (
+                    "reserved_bytes", "page_bytes", "committed_bytes", "span_committed_bytes")] +
+                [("tag", ctypes.c_uint32), ("asleep", ctypes.c_bool), ("saved", ctypes.c_bool)])
+
+    def __init__(self) -> None:
+        """GMR_VMM_POOL_RANGE_INFO_INIT."""
+        super().__init__()
+        self.size = ctypes.sizeof(self)
+        self.version = VMM_RANGE_INFO_VERSION
 
 
 # integrations/torch/gmr_torch.h
@@ -541,6 +574,7 @@ MIRRORS: Dict[type, str] = {
     VmmWakeOptions: "gmr_vmm_pool_wake_options",
     VmmTagStats: "gmr_vmm_pool_tag_stats",
     VmmPoolStats: "gmr_vmm_pool_resource_stats",
+    VmmRangeInfo: "gmr_vmm_pool_range_info",
 }
 
 # The libraries the table names: libgmr.so, the torch shim and the optional ones.
@@ -602,6 +636,12 @@ PROTOTYPES: Dict[str, Prototype] = {
     "gmr_vmm_pool_resource_get_stats": (GMR, _i, [_vp, _P(VmmPoolStats)]),
     # gmr/nccl/nccl.h (libgmr_nccl)
     "gmr_nccl_register_components": (NCCL, _i, [_vp]),
+    # gmr/vmm_pool_range.h
+    "gmr_vmm_pool_resource_reserve_range": (GMR, _i, [_vp, _sz, _sz, _P(_vp), _fp]),
+    "gmr_vmm_pool_resource_commit": (GMR, _i, [_vp, _vp, _sz, _fp]),
+    "gmr_vmm_pool_resource_decommit": (GMR, _i, [_vp, _vp, _sz, _fp]),
+    "gmr_vmm_pool_resource_get_range_info": (GMR, _i, [_vp, _vp, _sz, _P(VmmRangeInfo)]),
+    "gmr_vmm_pool_resource_free_range": (GMR, _i, [_vp, _vp, _fp]),
     # gmr/scoped/scoped_pool.h (libgmr_scoped)
     "gmr_scope_registry_create": (SCOPED, _i, [_P(_vp), _sz, _P(ScopeRegistryConfig), _P(_vp)]),
     "gmr_scope_registry_create_from_spec": (SCOPED, _i, [_str, _P(ScopeRegistryConfig), _P(_vp),

@@ -24,13 +24,26 @@ Tags: a region names the tag its allocations carry (gmr's C tags 0..63; the
 names live here, one table per process). Two names are fixed: "untagged"
 (tag 0: memory allocated outside any region) and "graphs" (tag 63: the CUDA
 graph pools of gmr.torch's direct mode, GMR_TORCH_GRAPH_POOL_TAG). At sleep
-each tag is backed up (copied to host memory, pinned or pageable), kept
-(stays mapped and valid), or discarded (wakes with undefined contents):
-`backup` and `keep` name the first two, every other tag is discarded. The
-default backs up "untagged", as vLLM's sleep() offloads its default tag.
-Graph pools hold a graph's intermediate and output buffers, which its next
-replay writes: discarding them is what SGLang does; replay before reading a
-graph's outputs after wake.
+each tag is backed up (copied to host memory), kept (stays mapped and
+valid), or discarded (wakes with undefined contents): `backup` and `keep`
+name the first two, every other tag is discarded. The default backs up
+"untagged", as vLLM's sleep() offloads its default tag. Graph pools hold a
+graph's intermediate and output buffers, which its next replay writes:
+discarding them is what SGLang does; replay before reading a graph's outputs
+after wake.
+
+Host memory: backups are pageable by default, copied through the pool's
+pinned staging ring (256 MiB, pinned once and kept) by copy threads: the
+ring is all the pinned memory held while awake. host="pinned" pins each
+backup (slow to pin: pair it with keep_backup=True, which keeps the backups,
+pinned or not, for the next sleep and holds them while awake).
+
+Reserve now, commit later: reserve(nbytes) reserves a range of addresses in
+the device's pool whose pages are committed and decommitted later at the
+same addresses (a KV cache sized after the CUDA graphs are captured, as
+vLLM's extensible KV cache does); Range.tensor() is a PyTorch tensor over it,
+valid across commits; the range's tag applies to its committed pages at
+sleep and wake.
 
 Rules (gmr/vmm_pool_sleep.h has the C side):
   - sleep synchronises the device first (work still running on the memory
@@ -64,13 +77,14 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import gmr
 from gmr import _capi, _lib
+from gmr._ranges import Range
 
 __all__ = ["UNTAGGED", "GRAPHS", "HOST_KINDS", "region", "tag_id", "tags", "tag_tensor",
-           "sleep", "wake", "is_asleep", "info"]
+           "sleep", "wake", "is_asleep", "info", "Range", "reserve"]
 
 UNTAGGED = "untagged"
 GRAPHS = "graphs"
-HOST_KINDS = ("pinned", "pageable")
+HOST_KINDS = ("pageable", "pinned")
 
 _lock = threading.Lock()
 _names: Dict[str, int] = {UNTAGGED: 0, GRAPHS: _capi.TORCH_GRAPH_POOL_TAG}
@@ -251,25 +265,37 @@ def _raise_failure(st: int, what: str, failure: _capi.FailureStruct) -> None:
                                                  ": " + message if message else ""))
 
 
-def sleep(backup: Iterable[str] = (UNTAGGED,), keep: Iterable[str] = (), host: str = "pinned",
-          device: Optional[int] = None) -> None:
+def sleep(backup: Iterable[str] = (UNTAGGED,), keep: Iterable[str] = (), host: str = "pageable",
+          device: Optional[int] = None, keep_backup: bool = False,
+          staging_bytes: Optional[int] = None, copy_threads: Optional[int] = None) -> None:
     """Give the device memory of every tag not kept back to the device.
 
-    The device is synchronised first; the tags in `backup` are copied to host
-    memory; the tags in `keep` stay mapped and valid; every other tag is
-    discarded (its memory wakes with undefined contents). Addresses stay.
+    The device is synchronised first (work on every stream finishes before
+    anything is unmapped); the tags in `backup` are copied to host memory;
+    the tags in `keep` stay mapped and valid; every other tag is discarded
+    (its memory wakes with undefined contents). Addresses stay. Reserved
+    ranges (reserve()) sleep with their tag.
 
     Args:
         backup: tag names to copy to host memory ("untagged": memory outside
             any region; "graphs": CUDA graph pools).
         keep: tag names that stay mapped (their memory is not released).
-        host: "pinned" (cudaHostAlloc: fastest) or "pageable" (no pinned
-            memory held while asleep; slower copies).
+        host: "pageable" (the default: ordinary memory, copied through the
+            pool's pinned staging ring; no pinned memory but the ring) or
+            "pinned" (cudaHostAlloc per backup: pinning is slow unless the
+            backups are kept).
         device: the CUDA device (None: the current one).
+        keep_backup: keep this sleep's backups after the wake, for the next
+            sleep to reuse (holds them, pinned or pageable, while awake).
+        staging_bytes: the staging ring's size in bytes for pageable backups
+            (None: 256 MiB; kept by the pool across cycles).
+        copy_threads: host threads copying between the ring and pageable
+            backups (None: half the CPUs, at most 8; at most 64).
 
     Raises:
         ValueError: an unknown tag name, a tag both backed up and kept, a
-            str instead of a list, or an unknown host kind.
+            str instead of a list, an unknown host kind, or a negative
+            staging_bytes or copy_threads.
         RuntimeError: the current stream is capturing a CUDA graph.
         gmr.OutOfMemoryError: host memory for the copies ran out (nothing
             changed).
@@ -287,6 +313,9 @@ def sleep(backup: Iterable[str] = (UNTAGGED,), keep: Iterable[str] = (), host: s
                          % ", ".join(names))
     if host not in HOST_KINDS:
         raise ValueError("gmr.serving.sleep: host=%r is none of %s" % (host, ", ".join(HOST_KINDS)))
+    for name, value in (("staging_bytes", staging_bytes), ("copy_threads", copy_threads)):
+        if value is not None and (not isinstance(value, int) or value < 0):
+            raise ValueError("gmr.serving.sleep: %s=%r is not a count >= 0" % (name, value))
     _check_not_capturing("sleep")
     dev = _current_device(device)
     pool = _pool(dev)
@@ -294,6 +323,9 @@ def sleep(backup: Iterable[str] = (UNTAGGED,), keep: Iterable[str] = (), host: s
     o.save_tag_mask = _mask(save)
     o.keep_tag_mask = _mask(kept)
     o.host = _capi.VMM_HOST_PINNED if host == "pinned" else _capi.VMM_HOST_PAGEABLE
+    o.keep_backup = bool(keep_backup)
+    o.staging_bytes = staging_bytes or 0
+    o.copy_threads = copy_threads or 0
     failure = _capi.FailureStruct()
     st = _lib.lib().gmr_vmm_pool_resource_sleep(pool, ctypes.byref(o), ctypes.byref(failure))
     if st != 0:
@@ -366,10 +398,15 @@ def info(device: Optional[int] = None) -> Dict[str, Any]:
 
     Returns:
         A dict: device; asleep (bool); held_bytes (device memory the pool
-        holds now); host_bytes (host copies held for asleep memory) and
-        host_pinned (whether they are pinned); tags ({name: {live_bytes,
-        live_count, asleep_bytes, asleep_count, saved_bytes, saved_count}} for
-        every known name); other (the same for tags no name covers).
+        holds now for allocations); host_bytes (backups held for asleep
+        memory) and host_pinned (whether they are pinned); host_pinned_bytes
+        and host_pageable_bytes (all the host memory the pool holds for
+        sleep: the staging ring, backups asleep or kept); staging_bytes;
+        kept_backup_bytes; ranges ({count, reserved_bytes, committed_bytes,
+        mapped_bytes}: reserved ranges, not in held_bytes); tags ({name:
+        {live_bytes, live_count, asleep_bytes, asleep_count, saved_bytes,
+        saved_count}} for every known name); other (the same for tags no
+        name covers).
 
     Raises:
         gmr.GmrError: the device's stack has no vmm pool, or cannot be created.
@@ -390,6 +427,10 @@ def info(device: Optional[int] = None) -> Dict[str, Any]:
         del figures["saved_pinned"]
         per_tag[name] = figures
     everything = _tag_figures(pool, (1 << (_capi.VMM_MAX_TAG + 1)) - 1)
+    stats = _capi.VmmPoolStats()
+    st = lib.gmr_vmm_pool_resource_get_stats(pool, ctypes.byref(stats))
+    if st != 0:
+        _lib.raise_for(st, "gmr.serving: reading the statistics of device %d" % dev)
     other = _tag_figures(pool, ((1 << (_capi.VMM_MAX_TAG + 1)) - 1) & ~_mask(known.values()))
     del other["saved_pinned"]
     return {
@@ -398,6 +439,66 @@ def info(device: Optional[int] = None) -> Dict[str, Any]:
         "held_bytes": footprint.held_bytes,
         "host_bytes": everything["saved_bytes"],
         "host_pinned": everything["saved_pinned"],
+        "host_pinned_bytes": stats.host_pinned_bytes,
+        "host_pageable_bytes": stats.host_pageable_bytes,
+        "staging_bytes": stats.staging_bytes,
+        "kept_backup_bytes": stats.kept_backup_bytes,
+        "ranges": {"count": stats.range_count, "reserved_bytes": stats.range_reserved_bytes,
+                   "committed_bytes": stats.range_committed_bytes,
+                   "mapped_bytes": stats.range_mapped_bytes},
         "tags": per_tag,
         "other": other,
     }
+
+
+# ---- reserve now, commit later (gmr/vmm_pool_range.h; Range: gmr/_ranges.py) ----------
+
+def reserve(nbytes: int, tag: Optional[str] = None, page_bytes: Optional[int] = None,
+            device: Optional[int] = None) -> Range:
+    """Reserve device addresses in the device's pool, to commit later.
+
+    Nothing is committed: commit the pages a capture needs, capture, then
+    commit the final size at the same addresses (vLLM's extensible KV cache).
+
+    Args:
+        nbytes: bytes to reserve (rounded up to whole pages).
+        tag: the tag of the range's pages (None: the tag of the region in
+            force, else "untagged").
+        page_bytes: the commit granularity, one physical allocation per page
+            (None: the pool's page, 2 MiB; else a power of two and a multiple
+            of the device's VMM granularity).
+        device: the CUDA device (None: the current one).
+
+    Returns:
+        The Range.
+
+    Raises:
+        ValueError: nbytes is not positive, page_bytes is negative, or a bad
+            tag name.
+        gmr.OutOfMemoryError: no addresses left.
+        gmr.GmrError: GMR_ERR_INVALID_ARGUMENT, a bad page_bytes;
+            GMR_ERR_UNSUPPORTED, the device's stack has no vmm pool.
+        OSError: libgmr.so cannot be loaded.
+    """
+    if not isinstance(nbytes, int) or nbytes <= 0:
+        raise ValueError("gmr.serving.reserve: nbytes=%r is not a positive int" % (nbytes,))
+    if page_bytes is not None and (not isinstance(page_bytes, int) or page_bytes < 0):
+        raise ValueError("gmr.serving.reserve: page_bytes=%r is not a count >= 0" % (page_bytes,))
+    tid = tag_id(tag) if tag is not None else None
+    dev = _current_device(device)
+    pool = _pool(dev)
+    base = ctypes.c_void_p()
+    failure = _capi.FailureStruct()
+    lib = _lib.lib()
+    st = lib.gmr_vmm_pool_resource_reserve_range(pool, nbytes, page_bytes or 0,
+                                                 ctypes.byref(base), ctypes.byref(failure))
+    if st != 0:
+        _raise_failure(st, "reserve", failure)
+    out = _capi.VmmRangeInfo()
+    st = lib.gmr_vmm_pool_resource_get_range_info(pool, base, 0, ctypes.byref(out))
+    if st == 0 and tid is not None:
+        st = lib.gmr_vmm_pool_resource_set_tag(pool, base, tid)
+    if st != 0:
+        lib.gmr_vmm_pool_resource_free_range(pool, base, None)
+        _lib.raise_for(st, "gmr.serving.reserve: %s" % _lib.status_name(st))
+    return Range(pool, int(base.value), int(out.reserved_bytes), int(out.page_bytes), dev)

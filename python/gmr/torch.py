@@ -566,6 +566,6 @@ def build_shim(out_dir: Optional[str] = None, cxx: Optional[str] = None,
 # Sleep and wake by tag for serving engines: gmr.serving's functions, here
 # for `gmr.torch.region("weights")` and the like (docs/serving.md).
 from gmr.serving import info as sleep_info  # noqa: E402
-from gmr.serving import is_asleep, region, sleep, tag_tensor, wake  # noqa: E402
+from gmr.serving import is_asleep, region, reserve, sleep, tag_tensor, wake  # noqa: E402
 
-__all__ += ["region", "sleep", "wake", "is_asleep", "tag_tensor", "sleep_info"]
+__all__ += ["region", "sleep", "wake", "is_asleep", "tag_tensor", "sleep_info", "reserve"]

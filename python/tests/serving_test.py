@@ -6,7 +6,9 @@ hold no more device or pinned memory than one; info() answers per tag; bad
 input (unknown tags, a second sleep, a wake without sleep, allocation while
 asleep, sleep while the current stream captures, a stack without a vmm pool)
 raises a clear exception and changes nothing; a wake without room fails,
-then succeeds. The real PyTorch runs on the GPU machine
+then succeeds; pageable backups (the default) hold only the staging ring
+pinned, kept backups are reused; reserved ranges commit and decommit at the
+same addresses and sleep with their tag. The real PyTorch runs on the GPU machine
 (tools/frameworks/serving_check.py). Writes a JUnit XML report to
 $XML_OUTPUT_FILE when Bazel asks for one.
 """
@@ -112,8 +114,11 @@ class ServingTest(unittest.TestCase):
         figures = serving.info(0)
         self.assertTrue(figures["asleep"])
         self.assertTrue(serving.is_asleep(0))
-        self.assertTrue(figures["host_pinned"])
-        self.assertEqual(pinned_used(), figures["host_bytes"])
+        self.assertFalse(figures["host_pinned"], "pageable backups by default")
+        self.assertEqual(figures["host_bytes"], figures["host_pageable_bytes"])
+        self.assertEqual(256 * MIB, figures["staging_bytes"])
+        self.assertEqual(pinned_used(), figures["host_pinned_bytes"])
+        self.assertEqual(pinned_used(), figures["staging_bytes"], "only the ring is pinned")
         self.assertEqual(0, figures["tags"]["kv_cache"]["saved_bytes"])
         self.assertEqual(1, figures["tags"]["scratch"]["live_count"])
         self.assertTrue(same(scratch, 2 * MIB, 4), "a kept tag keeps its bytes")
@@ -129,7 +134,8 @@ class ServingTest(unittest.TestCase):
                              (scratch, 2 * MIB, 4), (untagged, 1000, 5)):
             self.assertTrue(same(ptr, n, seed), (n, seed))
         fill(cache, 4 * MIB, 6)  # discarded: fresh memory, writable
-        self.assertEqual(0, pinned_used())
+        self.assertEqual(256 * MIB, pinned_used(), "awake: the staging ring, kept")
+        self.assertEqual(0, serving.info(0)["host_pageable_bytes"])
         for ptr, n in ((weights, 3 * MIB + 1000), (cache, 4 * MIB), (inner, 5000),
                        (scratch, 2 * MIB), (untagged, 1000)):
             gmr.deallocate(0, ptr, n)
@@ -139,16 +145,16 @@ class ServingTest(unittest.TestCase):
         cache = self.allocate(2 * MIB, "kv_cache")
         first = {}  # host kind -> (device, pinned, host bytes) asleep at its first cycle
         for cycle in range(100):
-            host = "pageable" if cycle % 2 else "pinned"
+            host = "pinned" if cycle % 2 else "pageable"  # the ring exists from cycle 0
             serving.sleep(backup=["weights"], host=host)
             now = (device_used(0), pinned_used(), serving.info(0)["host_bytes"])
             self.assertEqual(0, now[0], cycle)
             self.assertEqual(first.setdefault(host, now), now, cycle)
             serving.wake()
-            self.assertEqual(0, pinned_used(), cycle)
+            self.assertEqual(serving.info(0)["staging_bytes"], pinned_used(), cycle)
             self.assertEqual(0, serving.info(0)["host_bytes"], cycle)
-        self.assertEqual(0, first["pageable"][1], "pageable copies pin nothing")
-        self.assertEqual(first["pinned"][2], first["pinned"][1])
+        self.assertEqual(256 * MIB, first["pageable"][1], "pageable copies pin the ring only")
+        self.assertEqual(first["pinned"][2] + 256 * MIB, first["pinned"][1])
         self.assertTrue(same(ptrs[0], MIB, 0))
         self.assertTrue(same(ptrs[1], 300 * 1024, 1))
         gmr.deallocate(0, ptrs[0], MIB)
@@ -290,8 +296,81 @@ class ServingTest(unittest.TestCase):
         self.assertTrue(same(weights, 128 * MIB, 13))
         gmr.deallocate(0, weights, 128 * MIB)
 
+    def test_kept_backups_are_reused_and_held_while_awake(self):
+        weights = self.allocate(3 * MIB, "weights", seed=14)
+        serving.sleep(backup=["weights"], host="pinned", keep_backup=True)
+        serving.wake()
+        figures = serving.info(0)
+        self.assertEqual(3 * MIB, figures["kept_backup_bytes"])
+        self.assertEqual(3 * MIB, pinned_used(), "kept pinned while awake, as asked")
+        fill(weights, 3 * MIB, 15)
+        serving.sleep(backup=["weights"], host="pinned", keep_backup=False)
+        self.assertEqual(3 * MIB, pinned_used(), "the kept backup was reused")
+        serving.wake()
+        self.assertTrue(same(weights, 3 * MIB, 15))
+        self.assertEqual(0, pinned_used())
+        with self.assertRaises(ValueError):
+            serving.sleep(backup=["weights"], staging_bytes=-1)
+        serving.sleep(backup=["weights"], staging_bytes=2 * MIB, copy_threads=3)
+        self.assertEqual(2 * MIB, serving.info(0)["staging_bytes"])
+        serving.wake()
+        self.assertTrue(same(weights, 3 * MIB, 15))
+        gmr.deallocate(0, weights, 3 * MIB)
+
+    def test_a_range_commits_and_decommits_at_the_same_addresses(self):
+        kv = serving.reserve(64 * MIB, tag="kv_cache")
+        self.assertEqual(64 * MIB, kv.nbytes)
+        self.assertEqual(2 * MIB, kv.page_bytes)
+        self.assertEqual(0, kv.committed())
+        used = device_used(0)
+        kv.commit(0, 4 * MIB)  # a little before the capture
+        fill(kv.ptr, 4 * MIB, 16)
+        kv.commit(0, 32 * MIB)  # the final size: the first pages keep their bytes
+        self.assertTrue(same(kv.ptr, 4 * MIB, 16))
+        self.assertEqual(32 * MIB, kv.committed())
+        self.assertEqual(2 * MIB, kv.committed(3 * MIB, 3 * MIB) - MIB)
+        self.assertEqual(used + 32 * MIB, device_used(0))
+        kv.decommit(8 * MIB, 8 * MIB)
+        self.assertEqual(24 * MIB, kv.committed())
+        self.assertEqual(0, kv.committed(8 * MIB, 8 * MIB))
+        info = serving.info(0)
+        self.assertEqual(1, info["ranges"]["count"])
+        self.assertEqual(24 * MIB, info["ranges"]["committed_bytes"])
+        self.assertEqual(24 * MIB, info["tags"]["kv_cache"]["live_bytes"])
+        with self.assertRaises(gmr.GmrError) as cm:
+            kv.commit(60 * MIB, 8 * MIB)
+        self.assertEqual("GMR_ERR_INVALID_ARGUMENT", cm.exception.status)
+        self.assertIn("past the range", str(cm.exception))
+        with self.assertRaises(gmr.GmrError) as cm:
+            kv.decommit(8 * MIB, 2 * MIB)
+        self.assertIn("not committed", str(cm.exception))
+        with self.assertRaises(gmr.OutOfMemoryError):
+            big = serving.reserve(2048 * MIB)
+            try:
+                big.commit()  # more than the simulated 1 GiB device
+            finally:
+                self.assertEqual(0, big.committed(), "nothing committed")
+                big.free()
+        # The range sleeps and wakes with its tag.
+        serving.sleep(backup=["kv_cache"])
+        self.assertTrue(kv.info()["asleep"])
+        self.assertEqual(used, device_used(0))
+        with self.assertRaises(gmr.GmrError) as cm:
+            kv.commit(8 * MIB, 2 * MIB)
+        self.assertEqual("GMR_ERR_BUSY", cm.exception.status)
+        serving.wake()
+        self.assertTrue(same(kv.ptr, 4 * MIB, 16))
+        self.assertEqual(0, kv.live_views())
+        kv.free()
+        kv.free()  # a second free does nothing
+        self.assertEqual(used, device_used(0))
+        with self.assertRaises(RuntimeError):
+            kv.commit()
+        with self.assertRaises(ValueError):
+            serving.reserve(0)
+
     def test_gmr_torch_has_the_same_functions(self):
-        for name in ("region", "sleep", "wake", "is_asleep", "tag_tensor"):
+        for name in ("region", "sleep", "wake", "is_asleep", "tag_tensor", "reserve"):
             self.assertIs(getattr(serving, name), getattr(gmr.torch, name))
         self.assertIs(serving.info, gmr.torch.sleep_info)
 

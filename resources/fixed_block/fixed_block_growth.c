@@ -22,20 +22,6 @@ size_t gmr__fb_chunk_bytes(const gmr_fixed_block_resource *r, const gmr__fb_chun
 
 /* ---- the registry (only with several shards) --------------------------------- */
 
-/* Index of the first chunk whose base is above `addr` in a sorted array. */
-static size_t position(gmr__fb_chunk *const *chunks, size_t count, uintptr_t addr) {
-  size_t lo = 0, hi = count;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (chunks[mid]->base <= addr) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
-}
-
 static bool registry_reserve(gmr_fixed_block_resource *r) {
   if (r->shard_count == 1) return true;
   pthread_rwlock_wrlock(&r->registry_lock);
@@ -65,7 +51,7 @@ static void registry_unreserve(gmr_fixed_block_resource *r) {
 static void registry_insert(gmr_fixed_block_resource *r, gmr__fb_chunk *c) {
   if (r->shard_count == 1) return;
   pthread_rwlock_wrlock(&r->registry_lock);
-  size_t pos = position(r->registry, r->registry_count, c->base);
+  size_t pos = gmr__fb_position(r->registry, r->registry_count, c->base);
   memmove(&r->registry[pos + 1], &r->registry[pos],
           (r->registry_count - pos) * sizeof *r->registry);
   r->registry[pos] = c;
@@ -78,7 +64,7 @@ static void registry_insert(gmr_fixed_block_resource *r, gmr__fb_chunk *c) {
 static void registry_remove(gmr_fixed_block_resource *r, gmr__fb_chunk *c) {
   if (r->shard_count == 1) return;
   pthread_rwlock_wrlock(&r->registry_lock);
-  size_t pos = position(r->registry, r->registry_count, c->base);
+  size_t pos = gmr__fb_position(r->registry, r->registry_count, c->base);
   if (pos > 0 && r->registry[pos - 1] == c) {
     memmove(&r->registry[pos - 1], &r->registry[pos],
             (r->registry_count - pos) * sizeof *r->registry);
@@ -90,37 +76,19 @@ static void registry_remove(gmr_fixed_block_resource *r, gmr__fb_chunk *c) {
 
 /* ---- finding blocks ------------------------------------------------------------ */
 
-/* The record of the block of `s` that starts at `addr`, or NULL. Pre: lock held. */
-static gmr__fb_block *block_in_shard(const gmr__fb_shard *s, uintptr_t addr) {
-  size_t pos = position(s->chunks, s->chunk_count, addr);
-  if (pos == 0) return NULL;
-  gmr__fb_chunk *c = s->chunks[pos - 1];
-  size_t offset = addr - c->base;
-  size_t block = s->r->config.block_bytes;
-  if (offset >= c->block_count * block || offset % block != 0) return NULL;
-  return &c->blocks[offset / block];
-}
-
-gmr__fb_block *gmr__fb_find_block(gmr_fixed_block_resource *r, gmr__fb_shard *first,
-                                  uintptr_t addr, gmr__fb_shard **shard) {
-  gmr__spin_lock_acquire(&first->lock);
-  gmr__fb_block *b = block_in_shard(first, addr);
-  if (b != NULL) {
-    *shard = first;
-    return b;
-  }
-  gmr__spin_lock_release(&first->lock);
+gmr__fb_block *gmr__fb_find_block_elsewhere(gmr_fixed_block_resource *r, gmr__fb_shard *first,
+                                            uintptr_t addr, gmr__fb_shard **shard) {
   if (r->shard_count == 1) return NULL;
   gmr__fb_shard *s = NULL;
   pthread_rwlock_rdlock(&r->registry_lock);
-  size_t pos = position(r->registry, r->registry_count, addr);
+  size_t pos = gmr__fb_position(r->registry, r->registry_count, addr);
   if (pos > 0 && addr - r->registry[pos - 1]->base < gmr__fb_chunk_bytes(r, r->registry[pos - 1])) {
     s = r->registry[pos - 1]->shard;
   }
   pthread_rwlock_unlock(&r->registry_lock);
   if (s == NULL || s == first) return NULL;
   gmr__spin_lock_acquire(&s->lock);
-  b = block_in_shard(s, addr); /* the chunk may have gone meanwhile */
+  gmr__fb_block *b = gmr__fb_block_in_shard(s, addr); /* the chunk may have gone meanwhile */
   if (b == NULL) {
     gmr__spin_lock_release(&s->lock);
     return NULL;
@@ -133,7 +101,7 @@ bool gmr__fb_in_a_chunk(gmr_fixed_block_resource *r, uintptr_t addr) {
   for (uint32_t i = 0; i < r->shard_count; ++i) {
     gmr__fb_shard *s = r->shards[i];
     gmr__spin_lock_acquire(&s->lock);
-    size_t pos = position(s->chunks, s->chunk_count, addr);
+    size_t pos = gmr__fb_position(s->chunks, s->chunk_count, addr);
     bool inside = pos > 0 && addr - s->chunks[pos - 1]->base <
                                  gmr__fb_chunk_bytes(r, s->chunks[pos - 1]);
     gmr__spin_lock_release(&s->lock);
@@ -169,7 +137,7 @@ static bool reserve_for_chunk(gmr__fb_shard *s, size_t blocks) {
 /* Link chunk `c` into `s` (sorted) and into the registry. Pre: lock held,
  * room reserved. */
 static void link_chunk(gmr__fb_shard *s, gmr__fb_chunk *c) {
-  size_t pos = position(s->chunks, s->chunk_count, c->base);
+  size_t pos = gmr__fb_position(s->chunks, s->chunk_count, c->base);
   memmove(&s->chunks[pos + 1], &s->chunks[pos], (s->chunk_count - pos) * sizeof *s->chunks);
   s->chunks[pos] = c;
   s->chunk_count++;

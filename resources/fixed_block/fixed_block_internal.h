@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include "core/cuda_layer.h"
+#include "core/nvtx_mem.h"
 #include "stream_ordered/event_cache.h"
 #include "stream_ordered/reclaim.h"
 #include "util/spin_lock.h"
@@ -106,9 +107,11 @@ struct gmr__fb_shard {
 
 struct gmr_fixed_block_resource {
   gmr_resource base; /* first */
+  uint64_t id;       /* unique in the process: keys the threads' last shard (gmr__fb_shard_for) */
   gmr_resource *upstream;
   const gmr__cuda_ops *cuda;
   gmr_fixed_block_resource_config config;
+  unsigned block_shift; /* log2(block_bytes) when a power of two, else 0 (a division) */
   gmr__stream_events_mode events_mode;
   bool stream_ids; /* config.streams.stream_ids, and not lazy (stream_ordered/stream_event.h) */
   uint32_t shard_count;
@@ -164,13 +167,66 @@ static inline uint32_t gmr__fb_slot_for_handle(gmr__fb_shard *s, gmr_stream stre
 }
 
 /* ---- fixed_block_shard.c (pre: the shard's lock held unless said) ---- */
-/* The shard a call naming the stream of `key` starts in. Pre: no lock. */
-gmr__fb_shard *gmr__fb_shard_for(gmr_fixed_block_resource *r, gmr__stream_key key);
-void gmr__fb_push_free(gmr__fb_shard *s, uint32_t si, gmr__fb_block *b);
-/* Take the top free block of slot `si` for a request of `bytes`. */
-gmr__fb_block *gmr__fb_pop_free(gmr__fb_shard *s, uint32_t si, size_t bytes);
+/* The shard this thread found last, for which resource and stream handle
+ * (fixed_block_shard.c). Only this thread reads or writes it. */
+typedef struct gmr__fb_last_shard {
+  uint64_t resource_id; /* 0: none */
+  gmr_stream stream;
+  gmr__fb_shard *shard;
+} gmr__fb_last_shard;
+extern _Thread_local gmr__fb_last_shard gmr__fb_last;
+
+/* The shard a call naming the stream of `key` starts in. Any shard is
+ * correct for any stream (a free finds its block's shard), so the answer a
+ * thread found last for the same resource and handle is used again without
+ * the hash (gmr__pool_arena_for's rule). Pre: no lock. */
+static inline gmr__fb_shard *gmr__fb_shard_for(gmr_fixed_block_resource *r, gmr__stream_key key) {
+  if (r->shard_count == 1) return r->shards[0];
+  if (gmr__fb_last.resource_id == r->id && gmr__fb_last.stream == key.stream) {
+    return gmr__fb_last.shard;
+  }
+  gmr__fb_shard *s;
+  if (!r->config.streams.stream_ordered) {
+    s = r->shards[gmr__thread_home() % r->shard_count];
+  } else {
+    s = r->shards[gmr__stream_home_of(&r->stream_home, key, r->shard_count)];
+  }
+  gmr__fb_last.resource_id = r->id;
+  gmr__fb_last.stream = key.stream;
+  gmr__fb_last.shard = s;
+  return s;
+}
+static inline void gmr__fb_push_free(gmr__fb_shard *s, uint32_t si, gmr__fb_block *b) {
+  gmr__fb_slot *slot = gmr__fb_slot_at(s, si);
+  b->slot = si;
+  b->request_bytes = 0;
+  b->in_list = false;
+  slot->stack[slot->count++] = b;
+}
+/* Take the top free block of slot `si` (not empty) for a request of `bytes`. */
+static inline gmr__fb_block *gmr__fb_pop_free(gmr__fb_shard *s, uint32_t si, size_t bytes) {
+  gmr__fb_slot *slot = gmr__fb_slot_at(s, si);
+  gmr__fb_block *b = slot->stack[--slot->count];
+  b->chunk->live_count++;
+  s->in_use_blocks++;
+  b->request_bytes = bytes;
+  b->given_before = true;
+  if (s->r->config.streams.nvtx_annotate) {
+    gmr__nvtx_mem_region_register(b->chunk->nvtx_heap, (void *)b->addr, bytes);
+  }
+  return b;
+}
+/* Record an event on every recorded stream of `b` other than slot `si`'s
+ * and put `b` in the deferred list; false (uses freed) when no other stream. */
+bool gmr__fb_defer(gmr__fb_shard *s, uint32_t si, gmr__fb_block *b);
 /* A block given back on slot `si` (its uses recorded on, or pushed). */
-void gmr__fb_give_back(gmr__fb_shard *s, uint32_t si, gmr__fb_block *b);
+static inline void gmr__fb_give_back(gmr__fb_shard *s, uint32_t si, gmr__fb_block *b) {
+  /* Before the block can be handed out again. */
+  if (s->r->config.streams.nvtx_annotate) gmr__nvtx_mem_region_unregister((void *)b->addr);
+  b->chunk->live_count--;
+  s->in_use_blocks--;
+  if (b->uses == NULL || !gmr__fb_defer(s, si, b)) gmr__fb_push_free(s, si, b);
+}
 /* Make slot `si` hold `count` free blocks from other streams of the shard:
  * done (event queried), or waited for by si's stream (the reclaim steps,
  * stream_ordered/reclaim.h). Pre: not capturing, si's key known. */
@@ -194,11 +250,54 @@ gmr__fb_shard *gmr__fb_shard_new(gmr_fixed_block_resource *r);
 void gmr__fb_shard_free(gmr__fb_shard *s);
 
 /* ---- fixed_block_growth.c ---- */
+/* Index of the first chunk whose base is above `addr` in a sorted array. */
+static inline size_t gmr__fb_position(gmr__fb_chunk *const *chunks, size_t count,
+                                      uintptr_t addr) {
+  size_t lo = 0, hi = count;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (chunks[mid]->base <= addr) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+/* The record of the block of `s` that starts at `addr`, or NULL. Pre: lock held. */
+static inline gmr__fb_block *gmr__fb_block_in_shard(const gmr__fb_shard *s, uintptr_t addr) {
+  size_t pos = gmr__fb_position(s->chunks, s->chunk_count, addr);
+  if (pos == 0) return NULL;
+  gmr__fb_chunk *c = s->chunks[pos - 1];
+  size_t offset = addr - c->base;
+  const gmr_fixed_block_resource *r = s->r;
+  size_t block = r->config.block_bytes;
+  if (offset >= c->block_count * block) return NULL;
+  if (r->block_shift != 0) {
+    if ((offset & (block - 1)) != 0) return NULL;
+    return &c->blocks[offset >> r->block_shift];
+  }
+  if (offset % block != 0) return NULL;
+  return &c->blocks[offset / block];
+}
+/* gmr__fb_find_block past the first shard: the registry's shard. Pre: no lock. */
+gmr__fb_block *gmr__fb_find_block_elsewhere(gmr_fixed_block_resource *r, gmr__fb_shard *first,
+                                            uintptr_t addr, gmr__fb_shard **shard);
 /* The shard and record of the block that starts at `addr` (its shard's lock
  * held on return); NULL if no block starts there. `first` is tried first.
  * Pre: no lock. */
-gmr__fb_block *gmr__fb_find_block(gmr_fixed_block_resource *r, gmr__fb_shard *first,
-                                  uintptr_t addr, gmr__fb_shard **shard);
+static inline gmr__fb_block *gmr__fb_find_block(gmr_fixed_block_resource *r,
+                                                gmr__fb_shard *first, uintptr_t addr,
+                                                gmr__fb_shard **shard) {
+  gmr__spin_lock_acquire(&first->lock);
+  gmr__fb_block *b = gmr__fb_block_in_shard(first, addr);
+  if (b != NULL) {
+    *shard = first;
+    return b;
+  }
+  gmr__spin_lock_release(&first->lock);
+  return gmr__fb_find_block_elsewhere(r, first, addr, shard);
+}
 /* Whether `addr` lies inside a chunk of the resource. Pre: no lock. */
 bool gmr__fb_in_a_chunk(gmr_fixed_block_resource *r, uintptr_t addr);
 /* What a growth takes once the slot `si` of its stream holds the blocks it

@@ -147,6 +147,9 @@ gmr_status gmr__fb_destroy(gmr_resource *self) {
 
 /* ---- create ------------------------------------------------------------------------- */
 
+/* Resource ids: from 1, never reused (gmr__fb_shard_for's per-thread answer). */
+static _Atomic uint64_t next_resource_id = 1;
+
 static uint32_t default_shard_count(void) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   if (cpus < 1) cpus = 1;
@@ -266,8 +269,13 @@ static gmr_status fixed_block_resource_create_ex_impl(gmr_resource *upstream,
   r->upstream = upstream;
   r->cuda = gmr__cuda();
   r->config = cfg;
+  /* A power-of-two block (the common case) finds a block by shifting. */
+  if ((cfg.block_bytes & (cfg.block_bytes - 1)) == 0) {
+    r->block_shift = (unsigned)__builtin_ctzll((unsigned long long)cfg.block_bytes);
+  }
   r->events_mode = gmr__stream_events_mode_of(&cfg.streams);
   r->stream_ids = gmr__stream_ids_of(&cfg.streams);
+  r->id = atomic_fetch_add_explicit(&next_resource_id, 1, memory_order_relaxed);
   atomic_init(&r->books.locked, 0);
   gmr__u64_map empty = GMR__U64_MAP_INIT;
   r->lists = empty;

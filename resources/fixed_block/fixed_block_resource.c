@@ -106,14 +106,16 @@ static gmr_status forward_deallocate(gmr_fixed_block_resource *r, void *ptr, siz
 /* ---- blocks ----------------------------------------------------------------------- */
 
 static gmr_status key_of(gmr_fixed_block_resource *r, gmr_stream stream, gmr__stream_key *key) {
-  return gmr__status_from_cuda(gmr__stream_key_of(r->cuda, r->events_mode, stream, key));
+  cudaError_t err = gmr__stream_key_of(r->cuda, r->events_mode, stream, key);
+  return err == cudaSuccess ? GMR_OK : gmr__status_from_cuda(err);
 }
 
 /* The key as far as known without asking a created stream's id
  * (stream_ordered/stream_event.h). */
-static gmr_status key_begin(gmr_fixed_block_resource *r, gmr_stream stream, gmr__stream_key *key,
-                            bool *known) {
-  return gmr__status_from_cuda(gmr__stream_key_begin(r->cuda, r->events_mode, stream, key, known));
+static inline gmr_status key_begin(gmr_fixed_block_resource *r, gmr_stream stream,
+                                   gmr__stream_key *key, bool *known) {
+  cudaError_t err = gmr__stream_key_begin(r->cuda, r->events_mode, stream, key, known);
+  return err == cudaSuccess ? GMR_OK : gmr__status_from_cuda(err);
 }
 
 /* A free block for the stream of `key` in shard `s`, given out; with
@@ -121,8 +123,11 @@ static gmr_status key_begin(gmr_fixed_block_resource *r, gmr_stream stream, gmr_
  * With the id not `known`, the slot of the handle's last stream, whose blocks
  * are taken only when they are free for anyone: *id_matters says the id
  * would decide (the slot holds blocks not known done). */
-static gmr__fb_block *take(gmr__fb_shard *s, gmr__stream_key key, bool known, size_t bytes,
-                           bool others, gmr_status *st, bool *id_matters) {
+__attribute__((always_inline)) static inline gmr__fb_block *take(gmr__fb_shard *s,
+                                                                 gmr__stream_key key, bool known,
+                                                                 size_t bytes, bool others,
+                                                                 gmr_status *st,
+                                                                 bool *id_matters) {
   gmr_fixed_block_resource *r = s->r;
   gmr__spin_lock_acquire(&s->lock);
   uint32_t si = known ? gmr__fb_slot_of(s, key) : gmr__fb_slot_for_handle(s, key.stream);
@@ -162,8 +167,9 @@ static gmr__fb_block *take(gmr__fb_shard *s, gmr__stream_key key, bool known, si
 
 /* take() with other streams' blocks (events queried in relaxed capture
  * mode: stream_ordered/stream_event.h). Pre: the key known, the stream not capturing. */
-static gmr__fb_block *take_with_others(gmr__fb_shard *s, gmr__stream_key key, size_t bytes,
-                                       gmr_status *st) {
+static __attribute__((noinline)) gmr__fb_block *take_with_others(gmr__fb_shard *s,
+                                                                  gmr__stream_key key,
+                                                                  size_t bytes, gmr_status *st) {
   bool id_matters = false;
   return take(s, key, true, bytes, true, st, &id_matters);
 }
@@ -216,30 +222,13 @@ static gmr_status identify(gmr_fixed_block_resource *r, gmr_stream stream, gmr__
   return GMR_OK;
 }
 
-static gmr_status fb_allocate(gmr_resource *self, size_t bytes, size_t alignment,
-                              gmr_stream stream, void **out_ptr, gmr_failure *failure) {
-  gmr_fixed_block_resource *r = (gmr_fixed_block_resource *)self;
-  if (bytes > r->config.block_bytes) {
-    return forward_allocate(r, bytes, alignment, stream, out_ptr, failure);
-  }
-  if (alignment > GMR__FB_UNIT) {
-    return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
-                            "fixed_block_resource: blocks are 256-byte aligned; %zu was asked",
-                            alignment);
-  }
-  gmr__stream_key key;
-  bool known = true;
-  gmr_status st = key_begin(r, stream, &key, &known);
-  if (st != GMR_OK) {
-    return gmr__failure_set(failure, st, "fixed_block_resource: cudaStreamGetId failed");
-  }
-  /* A stream that keeps reusing its own blocks needs its id at every
-   * allocation: asked before the lock is taken, not after a first look. */
-  if (!known && gmr__stream_id_hint(stream)) st = identify(r, stream, &key, &known, failure);
-  if (st != GMR_OK) return st;
-  gmr__fb_shard *s = gmr__fb_shard_for(r, key);
-  bool id_matters = false;
-  gmr__fb_block *b = take(s, key, known, bytes, false, &st, &id_matters);
+/* Everything after a first take() that found no block: the id learned and
+ * take() again, then other streams, other shards, growth. Not inline:
+ * fb_allocate keeps only the hot path in its frame. */
+__attribute__((noinline)) static gmr_status allocate_rest(
+    gmr_fixed_block_resource *r, gmr__fb_shard *s, gmr_stream stream, gmr__stream_key key,
+    bool known, size_t bytes, gmr__fb_block *b, gmr_status st, bool id_matters, void **out_ptr,
+    gmr_failure *failure) {
   if (b == NULL && st == GMR_OK && !known && id_matters) {
     st = identify(r, stream, &key, &known, failure);
     if (st == GMR_OK) b = take(s, key, true, bytes, false, &st, &id_matters);
@@ -272,6 +261,40 @@ static gmr_status fb_allocate(gmr_resource *self, size_t bytes, size_t alignment
                            "fixed_block_resource: no host memory for a new stream's free list");
   }
   if (b == NULL) return gmr__fb_note_free_info(r, failure, st);
+  *out_ptr = (void *)b->addr;
+  return GMR_OK;
+}
+
+static gmr_status fb_allocate(gmr_resource *self, size_t bytes, size_t alignment,
+                              gmr_stream stream, void **out_ptr, gmr_failure *failure) {
+  gmr_fixed_block_resource *r = (gmr_fixed_block_resource *)self;
+  if (bytes > r->config.block_bytes) {
+    return forward_allocate(r, bytes, alignment, stream, out_ptr, failure);
+  }
+  if (alignment > GMR__FB_UNIT) {
+    return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
+                            "fixed_block_resource: blocks are 256-byte aligned; %zu was asked",
+                            alignment);
+  }
+  gmr__stream_key key;
+  bool known = true;
+  gmr_status st = key_begin(r, stream, &key, &known);
+  if (st != GMR_OK) {
+    return gmr__failure_set(failure, st, "fixed_block_resource: cudaStreamGetId failed");
+  }
+  /* A stream that keeps reusing its own blocks needs its id at every
+   * allocation: asked before the lock is taken, not after a first look. */
+  if (!known && gmr__stream_id_hint(stream)) st = identify(r, stream, &key, &known, failure);
+  if (st != GMR_OK) return st;
+  gmr__fb_shard *s = gmr__fb_shard_for(r, key);
+  bool id_matters = false;
+  gmr__fb_block *b = take(s, key, known, bytes, false, &st, &id_matters);
+  if (b == NULL) {
+    return allocate_rest(r, s, stream, key, known, bytes, b, st, id_matters, out_ptr, failure);
+  }
+  if (gmr__stream_id_asked_lazily(r->events_mode, stream)) {
+    gmr__stream_id_hint_set(stream, id_matters);
+  }
   *out_ptr = (void *)b->addr;
   return GMR_OK;
 }

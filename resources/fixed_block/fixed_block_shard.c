@@ -17,13 +17,7 @@
 
 /* ---- shards ---------------------------------------------------------------- */
 
-gmr__fb_shard *gmr__fb_shard_for(gmr_fixed_block_resource *r, gmr__stream_key key) {
-  if (r->shard_count == 1) return r->shards[0];
-  if (!r->config.streams.stream_ordered) {
-    return r->shards[gmr__thread_home() % r->shard_count];
-  }
-  return r->shards[gmr__stream_home_of(&r->stream_home, key, r->shard_count)];
-}
+_Thread_local gmr__fb_last_shard gmr__fb_last;
 
 /* ---- stream slots (the table is stream_ordered/stream_slots.h) ------------------------ */
 
@@ -95,27 +89,6 @@ static const gmr__stream_slots_ops slot_ops = {
 
 /* ---- blocks ---------------------------------------------------------------- */
 
-void gmr__fb_push_free(gmr__fb_shard *s, uint32_t si, gmr__fb_block *b) {
-  gmr__fb_slot *slot = gmr__fb_slot_at(s, si);
-  b->slot = si;
-  b->request_bytes = 0;
-  b->in_list = false;
-  slot->stack[slot->count++] = b;
-}
-
-gmr__fb_block *gmr__fb_pop_free(gmr__fb_shard *s, uint32_t si, size_t bytes) {
-  gmr__fb_slot *slot = gmr__fb_slot_at(s, si);
-  gmr__fb_block *b = slot->stack[--slot->count];
-  b->chunk->live_count++;
-  s->in_use_blocks++;
-  b->request_bytes = bytes;
-  b->given_before = true;
-  if (s->r->config.streams.nvtx_annotate) {
-    gmr__nvtx_mem_region_register(b->chunk->nvtx_heap, (void *)b->addr, bytes);
-  }
-  return b;
-}
-
 /* Move every free block of slot `from` onto slot `to`, keeping their order,
  * so the most recently freed block is still the next one handed out. */
 static void move_all(gmr__fb_shard *s, uint32_t from, uint32_t to) {
@@ -126,10 +99,9 @@ static void move_all(gmr__fb_shard *s, uint32_t from, uint32_t to) {
 
 /* ---- record_stream: uses and the deferred list ------------------------------- */
 
-/* Record an event on every recorded stream other than slot `si`'s (one that
- * captures: the next device synchronisation) and put `b` in the deferred
- * list; false (uses freed) when no other stream. */
-static bool defer(gmr__fb_shard *s, uint32_t si, gmr__fb_block *b) {
+/* A stream that captures is waited for by the next device synchronisation
+ * instead of an event. */
+bool gmr__fb_defer(gmr__fb_shard *s, uint32_t si, gmr__fb_block *b) {
   if (!gmr__stream_uses_at_free(&b->uses, gmr__fb_slot_at(s, si)->base.ev.key, false, &s->slots,
                                 &s->spare_events)) {
     return false;
@@ -145,14 +117,6 @@ static bool defer(gmr__fb_shard *s, uint32_t si, gmr__fb_block *b) {
   s->deferred_count++;
   gmr__fb_slot_at(s, si)->deferred_count++;
   return true;
-}
-
-void gmr__fb_give_back(gmr__fb_shard *s, uint32_t si, gmr__fb_block *b) {
-  /* Before the block can be handed out again. */
-  if (s->r->config.streams.nvtx_annotate) gmr__nvtx_mem_region_unregister((void *)b->addr);
-  b->chunk->live_count--;
-  s->in_use_blocks--;
-  if (b->uses == NULL || !defer(s, si, b)) gmr__fb_push_free(s, si, b);
 }
 
 /* Deferred block `b` is done: back on its slot's stack. */

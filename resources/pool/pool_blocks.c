@@ -92,39 +92,24 @@ void gmr__pool_move_all(gmr__pool_arena *a, uint32_t from, uint32_t to) {
 /* ---- the cache of recent frees ------------------------------------------ */
 
 static void cache_remove_at(gmr__pool_slot *s, uint32_t i) {
-  memmove(&s->cache[i], &s->cache[i + 1], (s->cache_count - i - 1) * sizeof s->cache[0]);
+  uint32_t after = s->cache_count - i - 1;
+  if (after > 0) memmove(&s->cache[i], &s->cache[i + 1], after * sizeof s->cache[0]);
   s->cache_count--;
 }
 
-/* Keep just-freed block `b` of slot `si` unmerged for a same-size request
- * (the pattern of training loops: the same tensors every step): the pair
- * then skips the size index, the split and the merge. The oldest entry goes
- * to the index when the cache is full. */
-void gmr__pool_cache_put(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
+void gmr__pool_cache_evict_oldest(gmr__pool_arena *a, uint32_t si) {
   gmr__pool_slot *s = gmr__pool_slot_at(a, si);
-  uint32_t capacity = a->pool->config.recent_free_count;
-  if (capacity == 0 || b->node.bytes > a->pool->config.recent_free_max_bytes) {
-    gmr__pool_file_free(a, si, b);
-    return;
-  }
-  if (s->cache_count == capacity) {
-    gmr__pool_block *oldest = s->cache[0];
-    cache_remove_at(s, 0);
-    oldest->cached = false;
-    gmr__pool_file_free(a, si, oldest);
-  }
-  b->is_free = true;
-  b->cached = true;
-  b->slot = si;
-  b->request_bytes = 0;
-  b->request_alignment_log2 = 0;
-  s->cache[s->cache_count++] = b;
+  gmr__pool_block *oldest = s->cache[0];
+  cache_remove_at(s, 0);
+  oldest->cached = false;
+  gmr__block_map_remove(&a->live, oldest->node.addr);
+  gmr__pool_file_free(a, si, oldest);
 }
 
-/* The most recent cached block of exactly `size` bytes, taken out of the
- * cache (still marked free), or NULL. */
-gmr__pool_block *gmr__pool_cache_take(gmr__pool_slot *s, size_t size) {
-  for (uint32_t i = s->cache_count; i-- > 0;) {
+/* gmr__pool_cache_take (pool_internal.h) past the newest entry: the most
+ * recent older entry of exactly `size` bytes, taken out, or NULL. */
+gmr__pool_block *gmr__pool_cache_take_older(gmr__pool_slot *s, size_t size) {
+  for (uint32_t i = s->cache_count - 1; i-- > 0;) {
     gmr__pool_block *b = s->cache[i];
     if (b->node.bytes == size) {
       cache_remove_at(s, i);
@@ -142,13 +127,14 @@ void gmr__pool_flush_caches(gmr__pool_arena *a) {
     while (s->cache_count > 0) {
       gmr__pool_block *b = s->cache[--s->cache_count];
       b->cached = false;
+      gmr__block_map_remove(&a->live, b->node.addr);
       gmr__pool_file_free(a, i, b);
     }
   }
 }
 
-/* Take free block `b` out of wherever it is filed (its cache, its index, or
- * the deferred list). */
+/* Take free block `b` out of wherever it is filed (its cache, and the live
+ * map, its index, or the deferred list). */
 void gmr__pool_unfile(gmr__pool_arena *a, gmr__pool_block *b) {
   if (b->deferred) {
     gmr__pool_deferred_drop(a, b);
@@ -166,6 +152,7 @@ void gmr__pool_unfile(gmr__pool_arena *a, gmr__pool_block *b) {
     }
   }
   b->cached = false;
+  gmr__block_map_remove(&a->live, b->node.addr);
 }
 
 /* The better of the best fits of slot `si` and the shared slot. */

@@ -64,7 +64,7 @@ static bool in_cache(const gmr__pool_slot *s, const gmr__pool_block *b) {
 
 static bool check_chunk(const gmr__pool_arena *a, uint32_t ai, const gmr__pool_chunk *c,
                         size_t *live, size_t *in_use, size_t *requested, size_t *free_blocks,
-                        check_state *cs) {
+                        size_t *cached, check_state *cs) {
   if (c->arena != a) {
     return violated(cs, "arena %u: chunk %#zx names another arena", ai, (size_t)c->base);
   }
@@ -90,14 +90,15 @@ static bool check_chunk(const gmr__pool_arena *a, uint32_t ai, const gmr__pool_c
                           (size_t)b->node.addr);
         }
       } else if (b->cached) {
-        if (!in_cache(gmr__pool_slot_at(a, b->slot), b)) {
-          return violated(cs, "arena %u: cached block %#zx is not in its slot's cache", ai,
-                          (size_t)b->node.addr);
+        if (!in_cache(gmr__pool_slot_at(a, b->slot), b) || !mapped) {
+          return violated(cs, "arena %u: cached block %#zx is not in its slot's cache and the "
+                          "live map", ai, (size_t)b->node.addr);
         }
+        ++*cached;
       } else {
         ++*free_blocks;
       }
-      if (mapped) {
+      if (mapped && !b->cached) {
         return violated(cs, "arena %u: free block %#zx is in the live map", ai,
                         (size_t)b->node.addr);
       }
@@ -122,11 +123,13 @@ static bool check_chunk(const gmr__pool_arena *a, uint32_t ai, const gmr__pool_c
 
 bool gmr__pool_check_arena(const gmr__pool_arena *a, uint32_t ai, char *err, size_t err_bytes) {
   check_state cs = {err, err_bytes};
-  size_t held = 0, chunks = 0, live = 0, in_use = 0, requested = 0, free_blocks = 0;
+  size_t held = 0, chunks = 0, live = 0, in_use = 0, requested = 0, free_blocks = 0, cached = 0;
   for (const gmr__pool_chunk *c = a->chunks; c != NULL; c = c->next) {
     chunks++;
     held += c->size;
-    if (!check_chunk(a, ai, c, &live, &in_use, &requested, &free_blocks, &cs)) return false;
+    if (!check_chunk(a, ai, c, &live, &in_use, &requested, &free_blocks, &cached, &cs)) {
+      return false;
+    }
   }
   size_t indexed = 0, deferred = 0, deferred_bytes = 0;
   for (const gmr__pool_block *d = a->deferred; d != NULL;
@@ -166,7 +169,7 @@ bool gmr__pool_check_arena(const gmr__pool_arena *a, uint32_t ai, char *err, siz
     return violated(&cs, "arena %u: %zu free blocks in chunks but %zu in the indexes", ai,
                     free_blocks, indexed);
   }
-  if (live != a->live.count || live != a->in_use_count || in_use != a->in_use_bytes ||
+  if (live + cached != a->live.count || live != a->in_use_count || in_use != a->in_use_bytes ||
       requested != a->requested_bytes) {
     return violated(
         &cs, "arena %u: %zu allocated blocks of %zu bytes, but %zu counted (%zu mapped) of %zu", ai,

@@ -26,7 +26,9 @@
  * An arena owns chunks; a chunk is tiled by blocks (pool_block.h) in address
  * order; every free block sits in exactly one slot's free index or cache, or
  * in the arena's deferred list; every allocated block is in exactly one
- * arena's live map. Slot 0 of an arena is the shared slot: blocks whose last
+ * arena's live map, and so is every cached block (marked free): a block that
+ * goes round the cache of recent frees and back to an allocation is never
+ * taken out of the map and put back. Slot 0 of an arena is the shared slot: blocks whose last
  * user is known to be done, free for any stream (with stream ordering off, it
  * is the only slot). Slots 1.. belong to one stream each (its key: handle and
  * id, stream_ordered/stream_event.h) and hold what was freed on that stream; the
@@ -52,11 +54,14 @@
 #include <stdint.h>
 
 #include "core/cuda_layer.h"
+#include "core/failure.h"
+#include "core/nvtx_mem.h"
 #include "stream_ordered/capture_reuse.h"
 #include "stream_ordered/event_cache.h"
 #include "stream_ordered/free_index.h"
 #include "stream_ordered/reclaim.h"
 #include "util/spin_lock.h"
+#include "util/thread_home.h"
 #include "stream_ordered/stream_event.h"
 #include "stream_ordered/stream_home.h"
 #include "stream_ordered/stream_slots.h"
@@ -103,7 +108,7 @@ struct gmr__pool_arena {
   gmr__spin_lock lock;
   pthread_mutex_t grow_lock;
   gmr_pool_resource *pool;
-  gmr__block_map live;     /* allocated blocks by address */
+  gmr__block_map live;     /* allocated and cached blocks by address */
   gmr__stream_slots slots; /* of gmr__pool_slot; [0] is the shared slot */
   gmr__pool_chunk *chunks;
   size_t chunk_count;
@@ -137,6 +142,7 @@ typedef struct gmr__pool_registry {
 
 struct gmr_pool_resource {
   gmr_resource base; /* first */
+  uint64_t id;       /* unique in the process: keys the threads' last arena (gmr__pool_arena_for) */
   gmr_resource *upstream;
   const gmr__cuda_ops *cuda;
   gmr_pool_resource_config config;
@@ -209,8 +215,11 @@ void gmr__pool_arena_free(gmr__pool_arena *a);
 /* ---- pool_blocks.c (pre for all: the arena's lock held) ---- */
 void gmr__pool_file_free(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b);
 void gmr__pool_move_all(gmr__pool_arena *a, uint32_t from, uint32_t to);
-void gmr__pool_cache_put(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b);
-gmr__pool_block *gmr__pool_cache_take(gmr__pool_slot *s, size_t size);
+/* Make room in slot `si`'s full cache: its oldest entry leaves the live
+ * map and is filed. */
+void gmr__pool_cache_evict_oldest(gmr__pool_arena *a, uint32_t si);
+/* gmr__pool_cache_take past the newest entry. */
+gmr__pool_block *gmr__pool_cache_take_older(gmr__pool_slot *s, size_t size);
 void gmr__pool_flush_caches(gmr__pool_arena *a);
 void gmr__pool_unfile(gmr__pool_arena *a, gmr__pool_block *b);
 gmr__pool_block *gmr__pool_find_fit(const gmr__pool_arena *a, uint32_t si, size_t need);
@@ -227,9 +236,6 @@ gmr_status gmr__pool_prepare(gmr__pool_arena *a, const gmr__pool_request *r, uin
  * to the caller. Pre: lock held, prepared. */
 void gmr__pool_hand_out(gmr__pool_arena *a, gmr__pool_block *b, const gmr__pool_request *r,
                         void **out_ptr);
-/* The same for a block of exactly the request's size taken out of a cache. */
-void gmr__pool_hand_out_cached(gmr__pool_arena *a, gmr__pool_block *b, const gmr__pool_request *r,
-                               void **out_ptr);
 
 /* ---- pool_registry.c ---- */
 /* Promise a place to one chunk (false without host memory). */
@@ -329,17 +335,10 @@ gmr_status gmr__pool_allocate_capturing(gmr_resource *self, size_t bytes, size_t
                                         gmr_stream stream, void **out_ptr, gmr_failure *failure);
 
 /* ---- pool_resource.c / pool_lifecycle.c / pool_info.c ---- */
-/* Fill the request for an allocation (the stream's key as far as known
- * without a CUDA call, gmr__stream_key_begin). Returns GMR_OK or the failure. */
-gmr_status gmr__pool_request_init(gmr_pool_resource *pool, size_t bytes, size_t alignment,
-                                  gmr_stream stream, bool capturing, gmr__pool_request *r,
-                                  gmr_failure *failure);
 /* Learn the request's stream id if it is not known (gmr__stream_key_of:
  * capture-safe). Returns GMR_OK or the failure (nothing changed). */
 gmr_status gmr__pool_request_identify(gmr_pool_resource *pool, gmr__pool_request *r,
                                       gmr_failure *failure);
-/* The arena a request on the stream of `key` starts in (pool_resource.c). */
-gmr__pool_arena *gmr__pool_arena_for(gmr_pool_resource *pool, gmr__stream_key key);
 /* Fill the record's free figures with the pool's (unless a deeper resource
  * did). Returns `status`. Pre: no lock held. */
 gmr_status gmr__pool_note_free_info(gmr_pool_resource *pool, gmr_failure *failure,
@@ -360,5 +359,121 @@ bool gmr__pool_check_arena(const gmr__pool_arena *a, uint32_t arena_index, char 
  * chunk table): GMR_OK, or GMR_ERR_INTERNAL with the reason in err. The
  * pool type's check of its books (core/resource_type.h). */
 gmr_status gmr__pool_check_books(gmr_resource *self, char *err, size_t err_bytes);
+
+/* ---- the hot path, inline (every allocate and deallocate runs it) ---- */
+
+/* The arena this thread found last, for which pool and stream handle
+ * (pool_resource.c). Only this thread reads or writes it. */
+typedef struct gmr__pool_last_arena {
+  uint64_t pool_id; /* 0: none */
+  gmr_stream stream;
+  gmr__pool_arena *arena;
+} gmr__pool_last_arena;
+extern _Thread_local gmr__pool_last_arena gmr__pool_last;
+
+/* The arena a request on the stream of `key` starts in. Arenas follow
+ * streams (stream_ordered/stream_home.h): the threads of one stream share
+ * its arena, a thread with a stream of its own has an arena of its own.
+ * With stream ordering off, the thread's home arena. Any arena is correct
+ * for any stream (a free finds its block's arena), so the answer a thread
+ * found last for the same pool and handle is used again without the hash:
+ * a thread keeps the arena it started with even if the table's entry is
+ * taken over meanwhile. */
+static inline gmr__pool_arena *gmr__pool_arena_for(gmr_pool_resource *pool, gmr__stream_key key) {
+  if (pool->arena_count == 1) return pool->arenas[0];
+  if (gmr__pool_last.pool_id == pool->id && gmr__pool_last.stream == key.stream) {
+    return gmr__pool_last.arena;
+  }
+  gmr__pool_arena *a;
+  if (!pool->config.streams.stream_ordered) {
+    a = pool->arenas[gmr__thread_home() % pool->arena_count];
+  } else {
+    a = pool->arenas[gmr__stream_home_of(&pool->stream_home, key, pool->arena_count)];
+  }
+  gmr__pool_last.pool_id = pool->id;
+  gmr__pool_last.stream = key.stream;
+  gmr__pool_last.arena = a;
+  return a;
+}
+
+/* Fill the request for an allocation (the stream's key as far as known
+ * without a CUDA call, gmr__stream_key_begin). Returns GMR_OK or the failure. */
+static inline gmr_status gmr__pool_request_init(gmr_pool_resource *pool, size_t bytes,
+                                                size_t alignment, gmr_stream stream,
+                                                bool capturing, gmr__pool_request *r,
+                                                gmr_failure *failure) {
+  if (alignment > GMR_POOL_MAX_ALIGNMENT) {
+    return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
+                            "pool_resource: alignment %zu is above the pool's maximum of %zu",
+                            alignment, (size_t)GMR_POOL_MAX_ALIGNMENT);
+  }
+  r->bytes = bytes;
+  r->size = gmr__align_up(bytes, GMR__POOL_UNIT);
+  /* Blocks start on 256-byte boundaries, so a larger alignment needs at most
+   * alignment - 256 bytes of padding in front. */
+  r->need = alignment > GMR__POOL_UNIT ? r->size + (alignment - GMR__POOL_UNIT) : r->size;
+  r->alignment = alignment;
+  r->stream = stream;
+  r->capturing = capturing;
+  /* No CUDA call for a created stream: its id is asked only when needed. */
+  cudaError_t err =
+      gmr__stream_key_begin(pool->cuda, pool->events_mode, stream, &r->key, &r->key_known);
+  if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaStreamGetId", err);
+  return GMR_OK;
+}
+
+/* Whether just-freed block `b` may wait in a cache (recent_free_count > 0
+ * and it is no larger than recent_free_max_bytes). */
+static inline bool gmr__pool_cacheable(const gmr__pool_arena *a, const gmr__pool_block *b) {
+  const gmr_pool_resource_config *c = &a->pool->config;
+  return c->recent_free_count > 0 && b->node.bytes <= c->recent_free_max_bytes;
+}
+
+/* Keep just-freed block `b` of slot `si` unmerged for a same-size request
+ * (the pattern of training loops: the same tensors every step): the pair
+ * then skips the size index, the split and the merge. The oldest entry goes
+ * to the index when the cache is full. `b` stays in the live map. Pre: lock
+ * held, gmr__pool_cacheable. */
+static inline void gmr__pool_cache_put(gmr__pool_arena *a, uint32_t si, gmr__pool_block *b) {
+  gmr__pool_slot *s = gmr__pool_slot_at(a, si);
+  if (s->cache_count >= a->pool->config.recent_free_count) gmr__pool_cache_evict_oldest(a, si);
+  b->is_free = true;
+  b->cached = true;
+  b->slot = si;
+  b->request_bytes = 0;
+  b->request_alignment_log2 = 0;
+  s->cache[s->cache_count++] = b;
+}
+
+/* The most recent cached block of exactly `size` bytes, taken out of the
+ * cache (still marked free), or NULL. The newest entry first: a loop that
+ * frees and allocates one size finds it there. Pre: lock held. */
+static inline gmr__pool_block *gmr__pool_cache_take(gmr__pool_slot *s, size_t size) {
+  uint32_t n = s->cache_count;
+  if (n == 0) return NULL;
+  gmr__pool_block *b = s->cache[n - 1];
+  if (b->node.bytes != size) return n > 1 ? gmr__pool_cache_take_older(s, size) : NULL;
+  s->cache_count = n - 1;
+  b->cached = false;
+  return b;
+}
+
+/* Give block `b`, of exactly the request's size and in the live map (taken
+ * out of a cache, or put in the map by gmr__pool_hand_out), to the caller.
+ * Pre: lock held. */
+static inline void gmr__pool_hand_out_cached(gmr__pool_arena *a, gmr__pool_block *b,
+                                             const gmr__pool_request *r, void **out_ptr) {
+  b->is_free = false;
+  b->request_bytes = r->bytes;
+  b->request_alignment_log2 = (uint32_t)__builtin_ctzll((unsigned long long)r->alignment);
+  a->in_use_bytes += b->node.bytes;
+  a->requested_bytes += r->bytes;
+  a->in_use_count++;
+  /* The bytes asked for, not b->node.bytes: a write into the rounding is caught. */
+  if (a->pool->config.streams.nvtx_annotate) {
+    gmr__nvtx_mem_region_register(b->chunk->nvtx_heap, (void *)b->node.addr, r->bytes);
+  }
+  *out_ptr = (void *)b->node.addr;
+}
 
 #endif /* GMR_RESOURCES_POOL_POOL_INTERNAL_H_ */

@@ -85,6 +85,9 @@ gmr_status gmr__pool_destroy(gmr_resource *self) {
 
 /* ---- create --------------------------------------------------------------- */
 
+/* Pool ids: from 1, never reused (gmr__pool_arena_for's per-thread answer). */
+static _Atomic uint64_t next_pool_id = 1;
+
 static uint32_t default_arena_count(void) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   if (cpus < 1) cpus = 1;
@@ -230,6 +233,7 @@ static gmr_status pool_resource_create_ex_impl(gmr_resource *upstream,
   pool->config = cfg;
   pool->events_mode = gmr__stream_events_mode_of(&cfg.streams);
   pool->stream_ids = gmr__stream_ids_of(&cfg.streams);
+  pool->id = atomic_fetch_add_explicit(&next_pool_id, 1, memory_order_relaxed);
   uint32_t arenas = cfg.arena_count == 0 ? default_arena_count() : cfg.arena_count;
   pool->arenas = calloc(arenas, sizeof *pool->arenas);
   for (; pool->arenas != NULL && pool->arena_count < arenas; pool->arena_count++) {

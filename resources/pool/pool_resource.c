@@ -24,39 +24,7 @@ static unsigned log2_of(size_t power_of_two) {
 
 /* ---- the request -------------------------------------------------------- */
 
-/* Arenas follow streams (stream_ordered/stream_home.h): the threads of one stream
- * share its arena, a thread with a stream of its own has an arena of its
- * own. With stream ordering off, the thread's home arena. */
-gmr__pool_arena *gmr__pool_arena_for(gmr_pool_resource *pool, gmr__stream_key key) {
-  if (pool->arena_count == 1) return pool->arenas[0];
-  if (!pool->config.streams.stream_ordered) {
-    return pool->arenas[gmr__thread_home() % pool->arena_count];
-  }
-  return pool->arenas[gmr__stream_home_of(&pool->stream_home, key, pool->arena_count)];
-}
-
-gmr_status gmr__pool_request_init(gmr_pool_resource *pool, size_t bytes, size_t alignment,
-                                  gmr_stream stream, bool capturing, gmr__pool_request *r,
-                                  gmr_failure *failure) {
-  if (alignment > GMR_POOL_MAX_ALIGNMENT) {
-    return gmr__failure_set(failure, GMR_ERR_UNSUPPORTED,
-                            "pool_resource: alignment %zu is above the pool's maximum of %zu",
-                            alignment, (size_t)GMR_POOL_MAX_ALIGNMENT);
-  }
-  r->bytes = bytes;
-  r->size = gmr__align_up(bytes, GMR__POOL_UNIT);
-  /* Blocks start on 256-byte boundaries, so a larger alignment needs at most
-   * alignment - 256 bytes of padding in front. */
-  r->need = alignment > GMR__POOL_UNIT ? r->size + (alignment - GMR__POOL_UNIT) : r->size;
-  r->alignment = alignment;
-  r->stream = stream;
-  r->capturing = capturing;
-  /* No CUDA call for a created stream: its id is asked only when needed. */
-  cudaError_t err =
-      gmr__stream_key_begin(pool->cuda, pool->events_mode, stream, &r->key, &r->key_known);
-  if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaStreamGetId", err);
-  return GMR_OK;
-}
+_Thread_local gmr__pool_last_arena gmr__pool_last;
 
 gmr_status gmr__pool_request_identify(gmr_pool_resource *pool, gmr__pool_request *r,
                                       gmr_failure *failure) {
@@ -82,25 +50,11 @@ gmr_status gmr__pool_prepare(gmr__pool_arena *a, const gmr__pool_request *r, uin
   return GMR_OK;
 }
 
-void gmr__pool_hand_out_cached(gmr__pool_arena *a, gmr__pool_block *b, const gmr__pool_request *r,
-                               void **out_ptr) {
-  b->is_free = false;
-  b->request_bytes = r->bytes;
-  b->request_alignment_log2 = log2_of(r->alignment);
-  gmr__block_map_insert(&a->live, b);
-  a->in_use_bytes += b->node.bytes;
-  a->requested_bytes += r->bytes;
-  a->in_use_count++;
-  /* The bytes asked for, not b->node.bytes: a write into the rounding is caught. */
-  if (a->pool->config.streams.nvtx_annotate) {
-    gmr__nvtx_mem_region_register(b->chunk->nvtx_heap, (void *)b->node.addr, r->bytes);
-  }
-  *out_ptr = (void *)b->node.addr;
-}
-
 void gmr__pool_hand_out(gmr__pool_arena *a, gmr__pool_block *b, const gmr__pool_request *r,
                         void **out_ptr) {
-  gmr__pool_hand_out_cached(a, gmr__pool_take(a, b, r->size, r->alignment), r, out_ptr);
+  gmr__pool_block *x = gmr__pool_take(a, b, r->size, r->alignment);
+  gmr__block_map_insert(&a->live, x);
+  gmr__pool_hand_out_cached(a, x, r, out_ptr);
 }
 
 /* ---- allocation --------------------------------------------------------- */
@@ -111,14 +65,13 @@ typedef enum step_result { SERVED, NOT_FOUND, FAILED, NEED_ID } step_result;
  * known), or for a stream whose id is not known, the slot of the last stream
  * with its handle when its memory is free for anyone or nothing is in it
  * (else NEED_ID: the id decides whose it is), the shared slot when it has
- * none. Pre: lock held. */
-static step_result step_one_slot(gmr__pool_arena *a, const gmr__pool_request *r, uint32_t *si,
-                                 bool *id_matters, gmr_failure *failure, gmr_status *st) {
+ * none. Reserves nothing: a hit in the cache of recent frees needs nothing,
+ * the rest of step 1 headers and room in the live map (step_one_fit). Pre:
+ * lock held. */
+__attribute__((always_inline)) static inline step_result step_one_slot(
+    gmr__pool_arena *a, const gmr__pool_request *r, uint32_t *si, bool *id_matters,
+    gmr_failure *failure, gmr_status *st) {
   *id_matters = false;
-  if (!gmr__pool_reserve_headers(a, 2) || !gmr__block_map_reserve_one(&a->live)) {
-    *st = no_host_memory(failure);
-    return FAILED;
-  }
   *si = r->key_known ? gmr__pool_slot_of(a, r->key) : gmr__pool_slot_for_handle(a, r->stream);
   if (*si == UINT32_MAX) {
     if (r->key_known) {
@@ -128,25 +81,54 @@ static step_result step_one_slot(gmr__pool_arena *a, const gmr__pool_request *r,
     *si = GMR__POOL_SHARED_SLOT;
     return SERVED;
   }
+  /* By handle (the default) the handle's slot is the stream's own; with
+   * stream_ids, its memory not known done is the stream's only once the id
+   * says the slot's stream is still the one with the handle. */
+  if (!a->pool->stream_ids || *si == GMR__POOL_SHARED_SLOT) return SERVED;
   const gmr__pool_slot *slot = gmr__pool_slot_at(a, *si);
   /* Blocks held back by record_stream count: they are filed back into this
    * slot, as its stream's frees, once their uses are done. */
   bool holds = slot->index.block_count > 0 || slot->cache_count > 0 || slot->deferred_count > 0;
-  /* By handle (the default) the handle's slot is the stream's own; with
-   * stream_ids, its memory not known done is the stream's only once the id
-   * says the slot's stream is still the one with the handle. */
-  *id_matters = a->pool->stream_ids && *si != GMR__POOL_SHARED_SLOT && holds &&
-                !gmr__stream_event_settled(&slot->base.ev);
+  *id_matters = holds && !gmr__stream_event_settled(&slot->base.ev);
   return *id_matters && !r->key_known ? NEED_ID : SERVED;
 }
 
-/* Step 1 in the home arena: a recent free of exactly the size, or the best
- * fit among the stream's and the shared blocks. No CUDA call, except a
- * record the stream owes another stream (demand). A fit that would split a
- * block is left for the slow path while completed memory of other streams
- * may be waiting to be found (PyTorch's order). */
-static step_result step_one(gmr__pool_arena *a, const gmr__pool_request *r, void **out_ptr,
-                            bool *id_matters, gmr_failure *failure, gmr_status *st) {
+/* Step 1 past the cache of recent frees: the best fit among the stream's
+ * and the shared blocks (headers and a place in the live map reserved
+ * first). A fit that
+ * would split a block is left for the slow path while completed memory of
+ * other streams may be waiting to be found (PyTorch's order). Pre: lock
+ * held; released on return. */
+__attribute__((noinline)) static step_result step_one_fit(gmr__pool_arena *a,
+                                                         const gmr__pool_request *r, uint32_t si,
+                                                         void **out_ptr, gmr_failure *failure,
+                                                         gmr_status *st) {
+  if (!gmr__pool_reserve_headers(a, 2) || !gmr__block_map_reserve_one(&a->live)) {
+    gmr__spin_lock_release(&a->lock);
+    *st = no_host_memory(failure);
+    return FAILED;
+  }
+  gmr__pool_block *b = gmr__pool_find_fit(a, si, r->need);
+  if (b == NULL) {
+    gmr__pool_flush_caches(a); /* merged, the recent frees may hold a block large enough */
+    b = gmr__pool_find_fit(a, si, r->need);
+  }
+  if (b != NULL && b->node.bytes > r->need &&
+      (a->deferred_count > 0 || gmr__reclaim_completion_unknown(&a->slots, si))) {
+    b = NULL;
+  }
+  if (b != NULL) gmr__pool_hand_out(a, b, r, out_ptr);
+  gmr__spin_lock_release(&a->lock);
+  return b != NULL ? SERVED : NOT_FOUND;
+}
+
+/* Step 1 in the home arena: a recent free of exactly the size, else
+ * step_one_fit. No CUDA call, except a record the stream owes another
+ * stream (demand). Inline: the cache hit is the hot path of a warm pool,
+ * and a call with this many arguments costs a tenth of it. */
+__attribute__((always_inline)) static inline step_result step_one(
+    gmr__pool_arena *a, const gmr__pool_request *r, void **out_ptr, bool *id_matters,
+    gmr_failure *failure, gmr_status *st) {
   gmr_pool_resource *pool = a->pool;
   gmr__spin_lock_acquire(&a->lock);
   uint32_t si = 0;
@@ -160,23 +142,14 @@ static step_result step_one(gmr__pool_arena *a, const gmr__pool_request *r, void
     gmr__stream_event_note_call(pool->cuda, &slot->base.ev, &pool->events);
   }
   gmr__pool_block *b = NULL;
+  /* A cache hit needs no header, no index, no room in the live map (a
+   * cached block never left it). */
   if (r->alignment <= GMR__POOL_UNIT && (b = gmr__pool_cache_take(slot, r->size)) != NULL) {
     gmr__pool_hand_out_cached(a, b, r, out_ptr);
     gmr__spin_lock_release(&a->lock);
     return SERVED;
   }
-  b = gmr__pool_find_fit(a, si, r->need);
-  if (b == NULL) {
-    gmr__pool_flush_caches(a); /* merged, the recent frees may hold a block large enough */
-    b = gmr__pool_find_fit(a, si, r->need);
-  }
-  if (b != NULL && b->node.bytes > r->need &&
-      (a->deferred_count > 0 || gmr__reclaim_completion_unknown(&a->slots, si))) {
-    b = NULL;
-  }
-  if (b != NULL) gmr__pool_hand_out(a, b, r, out_ptr);
-  gmr__spin_lock_release(&a->lock);
-  return b != NULL ? SERVED : NOT_FOUND;
+  return step_one_fit(a, r, si, out_ptr, failure, st);
 }
 
 /* Steps 2 and 3 in the home arena: deferred blocks whose streams are done,
@@ -203,6 +176,56 @@ static bool slow_steps(gmr__pool_arena *a, const gmr__pool_request *r, void **ou
   return b != NULL;
 }
 
+/* Everything after a first step 1 that did not serve the request: the id
+ * learned and step 1 again, then the slow steps, other arenas, growth. Not
+ * inline: pool_allocate keeps only the hot path in its frame. */
+__attribute__((noinline)) static gmr_status allocate_rest(gmr_pool_resource *pool,
+                                                         gmr__pool_arena *a, gmr__pool_request *r,
+                                                         step_result res, bool id_matters,
+                                                         gmr_status st, void **out_ptr,
+                                                         gmr_failure *failure) {
+  gmr_stream stream = r->stream;
+  if (res == NEED_ID) {
+    st = gmr__pool_request_identify(pool, r, failure);
+    if (st != GMR_OK) return st;
+    res = step_one(a, r, out_ptr, &id_matters, failure, &st);
+  }
+  if (gmr__stream_id_asked_lazily(pool->events_mode, stream)) {
+    gmr__stream_id_hint_set(stream, id_matters);
+  }
+  if (res == SERVED) return GMR_OK;
+  if (res == FAILED) return gmr__pool_note_free_info(pool, failure, st);
+  /* The slow path names the stream in waits, records and slots: its id. */
+  st = gmr__pool_request_identify(pool, r, failure);
+  if (st != GMR_OK) return st;
+  /* The slow path: nothing of it may touch a stream that captures a graph. */
+  bool capturing = pool->config.streams.stream_ordered &&
+                   gmr__cuda_stream_is_capturing(pool->cuda, (cudaStream_t)stream);
+  if (!capturing && slow_steps(a, r, out_ptr, failure, &st)) return GMR_OK;
+  if (st != GMR_OK) return gmr__pool_note_free_info(pool, failure, st);
+  if (pool->arena_count > 1 && gmr__pool_take_from_other_arenas(pool, a, r, out_ptr)) {
+    return GMR_OK;
+  }
+  if (capturing) {
+    st = gmr__failure_set(
+        failure, GMR_ERR_CAPTURE_UNSAFE,
+        "pool_resource: no free block of %zu bytes for this stream, and the "
+        "pool cannot grow or wait for other streams while the stream captures "
+        "a CUDA graph; use gmr_resource_allocate_capturing, allocate before the capture, "
+        "or use a graph_arena_resource",
+        r->need);
+    return gmr__pool_note_free_info(pool, failure, st);
+  }
+  st = gmr__pool_grow(a, r, out_ptr, failure);
+  if (st == GMR_OK) return GMR_OK;
+  if ((st == GMR_ERR_OUT_OF_MEMORY || st == GMR_ERR_LIMIT_EXCEEDED) && pool->arena_count > 1) {
+    gmr_failure first = *failure;
+    if (gmr__pool_allocate_elsewhere(pool, a, r, out_ptr, failure) == GMR_OK) return GMR_OK;
+    *failure = first; /* the home arena's failure is the one to report */
+  }
+  return gmr__pool_note_free_info(pool, failure, st);
+}
+
 static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignment,
                                 gmr_stream stream, void **out_ptr, gmr_failure *failure) {
   gmr_pool_resource *pool = (gmr_pool_resource *)self;
@@ -218,45 +241,11 @@ static gmr_status pool_allocate(gmr_resource *self, size_t bytes, size_t alignme
   gmr__pool_arena *a = gmr__pool_arena_for(pool, r.key);
   bool id_matters = false;
   step_result res = step_one(a, &r, out_ptr, &id_matters, failure, &st);
-  if (res == NEED_ID) {
-    st = gmr__pool_request_identify(pool, &r, failure);
-    if (st != GMR_OK) return st;
-    res = step_one(a, &r, out_ptr, &id_matters, failure, &st);
-  }
+  if (res != SERVED) return allocate_rest(pool, a, &r, res, id_matters, st, out_ptr, failure);
   if (gmr__stream_id_asked_lazily(pool->events_mode, stream)) {
     gmr__stream_id_hint_set(stream, id_matters);
   }
-  if (res == SERVED) return GMR_OK;
-  if (res == FAILED) return gmr__pool_note_free_info(pool, failure, st);
-  /* The slow path names the stream in waits, records and slots: its id. */
-  st = gmr__pool_request_identify(pool, &r, failure);
-  if (st != GMR_OK) return st;
-  /* The slow path: nothing of it may touch a stream that captures a graph. */
-  bool capturing = pool->config.streams.stream_ordered &&
-                   gmr__cuda_stream_is_capturing(pool->cuda, (cudaStream_t)stream);
-  if (!capturing && slow_steps(a, &r, out_ptr, failure, &st)) return GMR_OK;
-  if (st != GMR_OK) return gmr__pool_note_free_info(pool, failure, st);
-  if (pool->arena_count > 1 && gmr__pool_take_from_other_arenas(pool, a, &r, out_ptr)) {
-    return GMR_OK;
-  }
-  if (capturing) {
-    st = gmr__failure_set(
-        failure, GMR_ERR_CAPTURE_UNSAFE,
-        "pool_resource: no free block of %zu bytes for this stream, and the "
-        "pool cannot grow or wait for other streams while the stream captures "
-        "a CUDA graph; use gmr_resource_allocate_capturing, allocate before the capture, "
-        "or use a graph_arena_resource",
-        r.need);
-    return gmr__pool_note_free_info(pool, failure, st);
-  }
-  st = gmr__pool_grow(a, &r, out_ptr, failure);
-  if (st == GMR_OK) return GMR_OK;
-  if ((st == GMR_ERR_OUT_OF_MEMORY || st == GMR_ERR_LIMIT_EXCEEDED) && pool->arena_count > 1) {
-    gmr_failure first = *failure;
-    if (gmr__pool_allocate_elsewhere(pool, a, &r, out_ptr, failure) == GMR_OK) return GMR_OK;
-    *failure = first; /* the home arena's failure is the one to report */
-  }
-  return gmr__pool_note_free_info(pool, failure, st);
+  return GMR_OK;
 }
 
 /* ---- deallocation -------------------------------------------------------- */
@@ -289,16 +278,17 @@ static gmr_status pool_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
   for (;;) {
     gmr__pool_arena *a = gmr__pool_arena_for(pool, key);
     gmr__spin_lock_acquire(&a->lock);
-    gmr__pool_block *b = gmr__block_map_find(&a->live, addr);
-    if (b == NULL && pool->arena_count > 1) {
+    gmr__block_map_hit hit = gmr__block_map_lookup(&a->live, addr);
+    if (hit.block == NULL && pool->arena_count > 1) {
       /* Allocated by a thread of another arena. */
       gmr__spin_lock_release(&a->lock);
       a = gmr__pool_registry_find_arena(&pool->registry, addr);
       if (a == NULL) return GMR_ERR_UNKNOWN_POINTER;
       gmr__spin_lock_acquire(&a->lock);
-      b = gmr__block_map_find(&a->live, addr);
+      hit = gmr__block_map_lookup(&a->live, addr);
     }
-    if (b == NULL) {
+    gmr__pool_block *b = hit.block;
+    if (b == NULL || b->is_free) { /* free: a cached block, freed already */
       gmr__spin_lock_release(&a->lock);
       return gmr__pool_bad_free_verdict(pool, addr);
     }
@@ -317,14 +307,20 @@ static gmr_status pool_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
       gmr__spin_lock_release(&a->lock);
       return GMR_ERR_OUT_OF_MEMORY; /* no slot for a new stream: the caller keeps ptr */
     }
-    gmr__block_map_remove(&a->live, addr);
     /* Before the block can merge or be handed out again. */
     if (pool->config.streams.nvtx_annotate) gmr__nvtx_mem_region_unregister(ptr);
     a->in_use_bytes -= b->node.bytes;
     a->requested_bytes -= bytes;
     a->in_use_count--;
     a->recent_freed[a->recent_freed_next++ % GMR__POOL_RECENT_FREED] = addr;
-    if (b->uses == NULL || !gmr__pool_defer_free(a, si, b)) gmr__pool_cache_put(a, si, b);
+    if (b->uses != NULL && gmr__pool_defer_free(a, si, b)) {
+      gmr__block_map_remove_hit(&a->live, hit); /* the map is unchanged since the lookup */
+    } else if (gmr__pool_cacheable(a, b)) {
+      gmr__pool_cache_put(a, si, b); /* it stays in the live map */
+    } else {
+      gmr__block_map_remove_hit(&a->live, hit);
+      gmr__pool_file_free(a, si, b);
+    }
     if (si != GMR__POOL_SHARED_SLOT) {
       gmr__stream_event_mark_freed(pool->cuda, &gmr__pool_slot_at(a, si)->base.ev, false,
                                    &pool->events);

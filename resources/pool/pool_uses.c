@@ -126,7 +126,7 @@ static gmr__pool_block *find_live(gmr_pool_resource *pool, uintptr_t addr,
     gmr__spin_lock_acquire(&a->lock);
     b = gmr__block_map_find(&a->live, addr);
   }
-  if (b == NULL) {
+  if (b == NULL || b->is_free) { /* free: a cached block */
     gmr__spin_lock_release(&a->lock);
     return NULL;
   }

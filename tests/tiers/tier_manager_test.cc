@@ -335,6 +335,43 @@ TEST_F(Manager, BadConfigsAreRefusedWithAReason) {
   EXPECT_EQ(GMR_ERR_INVALID_ARGUMENT, gmr_tier_manager_create(&c, 0, &m_, &f));
 }
 
+// A GPU space makes its device current twice: to read the device's memory,
+// then to build its stack. A refused cudaGetDevice or cudaSetDevice in
+// either is named as the call it was (not "cudaMemGetInfo" or
+// "cudaSetDevice" whatever failed), and the manager is not made.
+TEST_F(Manager, RefusedDeviceSwitchNamesTheCallThatFailed) {
+  const struct {
+    gmr_cuda_call call;
+    uint64_t skip_count;  // calls of that kind that succeed first
+    int error;
+    const char *named;
+  } faults[] = {
+      {GMR_CUDA_CALL_GET_DEVICE, 0, 999, "cudaGetDevice failed reading the device's memory"},
+      {GMR_CUDA_CALL_SET_DEVICE, 0, 999, "cudaSetDevice failed reading the device's memory"},
+      // The first switch made device 1 current and went back (two cudaSetDevice).
+      {GMR_CUDA_CALL_GET_DEVICE, 1, 999, "cudaGetDevice failed making device 1 current"},
+      {GMR_CUDA_CALL_SET_DEVICE, 2, 999, "cudaSetDevice failed making device 1 current"},
+  };
+  for (const auto &fault : faults) {
+    SCOPED_TRACE(std::string(gmr_cuda_call_name(fault.call)) + " after " +
+                 std::to_string(fault.skip_count));
+    gmr_memory_space_config c = GpuConfig(1, MiB);
+    ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(fault.call, fault.skip_count, 1, fault.error));
+    gmr_failure f = GMR_FAILURE_INIT;
+    gmr_tier_manager *m = nullptr;
+    EXPECT_EQ(GMR_ERR_CUDA, gmr_tier_manager_create(&c, 1, &m, &f));
+    EXPECT_EQ(nullptr, m);
+    EXPECT_NE(nullptr, std::strstr(f.message, fault.named)) << f.message;
+    ASSERT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
+    int device = -1;
+    ASSERT_EQ(GMR_OK, gmr_device_get_current(&device));
+    EXPECT_EQ(0, device) << "the caller's device stays current";
+  }
+  gmr_memory_space_config c = GpuConfig(1, MiB);
+  gmr_failure f = GMR_FAILURE_INIT;
+  ASSERT_EQ(GMR_OK, gmr_tier_manager_create(&c, 1, &m_, &f)) << f.message;
+}
+
 // The manager owns the spaces' OOM policies: released once, on every path.
 std::atomic<int> g_released{0};
 void CountRelease(void *) { g_released++; }

@@ -201,6 +201,7 @@ TEST_F(VmmPoolFaults, EveryCallOfSleepAndWake) {
   std::memset(b, 0xb2, kPage);
   gmr_vmm_pool_sleep_options so = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
   so.save_all = true;
+  so.host = GMR_VMM_POOL_HOST_PINNED; /* the pageable path: vmm_sleep_copy_test */
   Op sleep = [&](gmr_failure *f) { return gmr_vmm_pool_resource_sleep(pool_, &so, f); };
   Op wake = [&](gmr_failure *f) { return gmr_vmm_pool_resource_wake(pool_, nullptr, f); };
   const struct {

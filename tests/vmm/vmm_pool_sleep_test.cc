@@ -99,7 +99,10 @@ TEST_F(VmmPoolSleep, EveryPageGoesBackAndSavedContentsReturnBitForBit) {
   EXPECT_EQ(1u, s.wake_count);
   gmr_cuda_sim_usage host;
   ASSERT_EQ(GMR_OK, gmr_cuda_sim_get_host_usage(&host));
-  EXPECT_EQ(0u, host.used_bytes) << "the pinned copies were freed";
+  EXPECT_EQ(GMR_VMM_POOL_STAGING_DEFAULT_BYTES, s.staging_bytes);
+  EXPECT_EQ(s.staging_bytes, host.used_bytes)
+      << "the backups were pageable (the default): only the staging ring stays pinned";
+  EXPECT_EQ(0u, s.host_pageable_bytes) << "the backups were freed";
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, weights, 3 * kPage, 0, nullptr));
   EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r_, cache, 2 * kPage, 0, nullptr));
 }
@@ -195,6 +198,7 @@ TEST_F(VmmPoolSleepSmallDevice, WakeRollsBackWhenTheDeviceCannotGiveThePagesBack
   Fill(b, 3 * kPage, 5);
   gmr_vmm_pool_sleep_options o = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
   o.save_all = true;
+  o.staging_bytes = 1 << 20; /* the simulation pins no more than a device holds */
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_sleep(pool_, &o, nullptr));
   // Someone else takes the device's memory meanwhile.
   void *other = nullptr;

@@ -106,10 +106,13 @@ class VmmSleepFaults : public gmr_test::SleepTest {
   }
 };
 
+// Pinned backups; the pageable path through the staging ring has every call
+// refused in turn in vmm_unreleased_faults_test and vmm_sleep_copy_test.
 const gmr_vmm_pool_sleep_options kSleep = [] {
   gmr_vmm_pool_sleep_options o = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
   o.save_tag_mask = 1u << kWeights;
   o.keep_tag_mask = 1u << kScratch;
+  o.host = GMR_VMM_POOL_HOST_PINNED;
   return o;
 }();
 
@@ -223,6 +226,7 @@ TEST_F(VmmSleepShardFaults, ARefusalInOneShardRollsEveryShardBack) {
   for (auto &t : threads) t.join();
   gmr_vmm_pool_sleep_options o = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
   o.save_all = true;
+  o.host = GMR_VMM_POOL_HOST_PINNED; /* a pinned backup per allocation, in each shard */
   ASSERT_EQ(GMR_OK, gmr_resource_trim(r, nullptr));
   for (gmr_cuda_call call : {GMR_CUDA_CALL_MEM_UNMAP, GMR_CUDA_CALL_HOST_ALLOC}) {
     for (uint64_t k = 0; k < 4; ++k) {

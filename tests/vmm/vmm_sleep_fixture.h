@@ -14,6 +14,7 @@
 #include "gmr/sim/cuda_sim.h"
 #include "gmr/vmm_pool_resource.h"
 #include "tests/support/sim_fixture.h"
+#include "tests/vmm/host_probe.h"
 #include "tests/vmm/vmm_test_util.h"
 
 namespace gmr_test {
@@ -24,15 +25,19 @@ struct SleepSnapshot {
   gmr_vmm_pool_resource_stats stats;
   gmr_cuda_sim_vmm_usage vmm;
   gmr_cuda_sim_usage device, host;
+  size_t pageable; /* backups' pageable bytes, counted where mapped */
   bool asleep;
 
   auto Key() const {
-    return std::make_tuple(layout, stats.mapped_bytes, stats.reserved_bytes, stats.live_bytes,
-                           stats.live_count, stats.free_bytes, stats.hole_bytes,
-                           stats.asleep_bytes, stats.asleep_count, stats.saved_bytes,
-                           vmm.reservation_count, vmm.physical_count, vmm.physical_bytes,
-                           vmm.mapping_count, vmm.mapped_bytes, device.used_bytes,
-                           host.used_bytes, asleep);
+    return std::tuple_cat(
+        std::make_tuple(layout, stats.mapped_bytes, stats.reserved_bytes, stats.live_bytes,
+                        stats.live_count, stats.free_bytes, stats.hole_bytes,
+                        stats.asleep_bytes, stats.asleep_count, stats.saved_bytes),
+        std::make_tuple(stats.host_pinned_bytes, stats.host_pageable_bytes,
+                        stats.range_committed_bytes, stats.range_mapped_bytes),
+        std::make_tuple(vmm.reservation_count, vmm.physical_count, vmm.physical_bytes,
+                        vmm.mapping_count, vmm.mapped_bytes, device.used_bytes,
+                        host.used_bytes, pageable, asleep));
   }
 };
 
@@ -43,6 +48,7 @@ inline SleepSnapshot TakeSnapshot(gmr_vmm_pool_resource *pool) {
   EXPECT_EQ(GMR_OK, gmr_cuda_sim_get_vmm_usage(&s.vmm));
   EXPECT_EQ(GMR_OK, gmr_cuda_sim_get_device_usage(0, &s.device));
   EXPECT_EQ(GMR_OK, gmr_cuda_sim_get_host_usage(&s.host));
+  s.pageable = gmr_test_live_pageable_bytes();
   s.asleep = gmr_vmm_pool_resource_is_asleep(pool);
   return s;
 }
@@ -55,9 +61,14 @@ inline SleepSnapshot TakeSnapshot(gmr_vmm_pool_resource *pool) {
 // never says more is free than it holds.
 inline void ExpectBooksMatchDevice(gmr_vmm_pool_resource *pool) {
   SleepSnapshot s = TakeSnapshot(pool);
-  EXPECT_EQ(s.stats.mapped_bytes, s.vmm.physical_bytes) << "physical memory the books do not know";
-  EXPECT_EQ(s.stats.mapped_bytes, s.device.used_bytes) << "device memory the books do not know";
-  EXPECT_EQ(s.stats.mapped_bytes - s.stats.unreleased_bytes, s.vmm.mapped_bytes)
+  const size_t ranges = s.stats.range_mapped_bytes;
+  EXPECT_EQ(s.stats.mapped_bytes + ranges, s.vmm.physical_bytes)
+      << "physical memory the books do not know";
+  EXPECT_EQ(s.stats.mapped_bytes + ranges, s.device.used_bytes)
+      << "device memory the books do not know";
+  EXPECT_EQ(s.stats.mapped_bytes - s.stats.unreleased_bytes + ranges -
+                s.stats.range_unreleased_bytes,
+            s.vmm.mapped_bytes)
       << "mappings the books do not know";
   EXPECT_LE(s.stats.free_bytes, s.stats.mapped_bytes) << "more free than mapped";
   gmr_resource *r = gmr_vmm_pool_resource_as_resource(pool);
@@ -73,8 +84,21 @@ inline void ExpectBooksMatchDevice(gmr_vmm_pool_resource *pool) {
   EXPECT_LE(info.largest_free_block_bytes, info.free_bytes);
   gmr_vmm_pool_tag_stats t = GMR_VMM_POOL_TAG_STATS_INIT;
   EXPECT_EQ(GMR_OK, gmr_vmm_pool_resource_get_tag_stats(pool, UINT64_MAX, &t));
-  EXPECT_EQ((t.saved_pinned ? t.saved_bytes : 0) + s.stats.unfreed_host_bytes, s.host.used_bytes)
+  EXPECT_EQ(s.stats.host_pinned_bytes, s.host.used_bytes)
       << "pinned host memory the books do not know";
+  // Pinned: the ring, pinned backups asleep, kept pinned ones, refused ones;
+  // pageable: backups asleep and kept ones. Kept ones are whatever is left.
+  const size_t saved_pinned = t.saved_pinned ? t.saved_bytes : 0;
+  const size_t saved_pageable = t.saved_pinned ? 0 : t.saved_bytes;
+  ASSERT_GE(s.stats.host_pinned_bytes,
+            s.stats.staging_bytes + saved_pinned + s.stats.unfreed_host_bytes);
+  const size_t kept_pinned = s.stats.host_pinned_bytes - s.stats.staging_bytes - saved_pinned -
+                             s.stats.unfreed_host_bytes;
+  ASSERT_GE(s.stats.kept_backup_bytes, kept_pinned);
+  EXPECT_EQ(saved_pageable + s.stats.kept_backup_bytes - kept_pinned, s.stats.host_pageable_bytes)
+      << "pageable backups the books do not know";
+  EXPECT_EQ(s.stats.host_pageable_bytes, gmr_test_live_pageable_bytes())
+      << "pageable host memory the books do not know";
   ExpectInvariants(pool);
 }
 

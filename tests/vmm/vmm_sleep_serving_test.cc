@@ -120,29 +120,37 @@ TEST_P(VmmSleepServing, AHundredCyclesHoldNoMoreDeviceOrHostMemoryThanOne) {
   Free(small, 1000);
 }
 
-TEST_P(VmmSleepServing, PageableCopiesHoldNoPinnedMemory) {
+TEST_P(VmmSleepServing, PageableCopiesHoldOnlyTheStagingRingPinned) {
   void *big = Alloc(2 * kPage, kWeights);   // mmap'd copy
   void *little = Alloc(5000, kWeights);     // malloc'd copy (fine placement: 5120 bytes)
   Fill(big, 2 * kPage, 5);
   Fill(little, 5000, 6);
   gmr_vmm_pool_sleep_options o =
       SaveTags(1u << kWeights, 0, GMR_VMM_POOL_HOST_PAGEABLE);
+  o.staging_bytes = kMiB;
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_sleep(pool_, &o, nullptr));
-  EXPECT_EQ(0u, PinnedUsed());
+  EXPECT_EQ(kMiB, PinnedUsed()) << "the ring, and no backup";
   gmr_vmm_pool_tag_stats s = TagStats(UINT64_MAX);
   EXPECT_EQ(2u, s.saved_count);
   EXPECT_FALSE(s.saved_pinned);
   EXPECT_EQ(s.asleep_bytes, s.saved_bytes);
-  EXPECT_EQ(0u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_HOST_ALLOC));
+  EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_HOST_ALLOC)) << "the ring only";
+  gmr_vmm_pool_resource_stats st = gmr_test::Stats(pool_);
+  EXPECT_EQ(kMiB, st.staging_bytes);
+  EXPECT_EQ(kMiB, st.host_pinned_bytes);
+  EXPECT_EQ(s.saved_bytes, st.host_pageable_bytes);
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_wake(pool_, nullptr, nullptr));
   EXPECT_TRUE(Same(big, 2 * kPage, 5));
   EXPECT_TRUE(Same(little, 5000, 6));
-  // Pageable copies also go with a free while asleep.
+  EXPECT_EQ(kMiB, PinnedUsed()) << "awake: the ring stays, bounded by staging_bytes";
+  EXPECT_EQ(0u, gmr_test::Stats(pool_).host_pageable_bytes);
+  // Pageable copies also go with a free while asleep; the ring is reused.
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_sleep(pool_, &o, nullptr));
   Free(big, 2 * kPage);
   EXPECT_EQ(1u, TagStats(UINT64_MAX).saved_count);
   ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_wake(pool_, nullptr, nullptr));
   EXPECT_TRUE(Same(little, 5000, 6));
+  EXPECT_EQ(1u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_HOST_ALLOC)) << "pinned once";
   Free(little, 5000);
 }
 

@@ -1,7 +1,9 @@
 // Nothing is lost when the driver refuses to give memory back (issue 30,
-// item 5). In both placements, every CUDA call that trim, sleep, wake and
-// destroy make is refused in turn (the 1st, 2nd, ... of each kind, the
-// kinds and numbers counted on a clean run first). After each refusal the
+// item 5). In both placements, with pinned backups and with pageable ones
+// through the staging ring and copy threads (issue 33), every CUDA call
+// that trim, sleep, wake and destroy make is refused in turn (the 1st,
+// 2nd, ... of each kind, the kinds and numbers counted on a clean run
+// first). After each refusal the
 // books equal what the simulated device really holds (physical memory,
 // device usage, pinned host memory), a refused cuMemRelease or cudaFreeHost
 // is kept and reported (a status and the statistics' unreleased_ and
@@ -75,27 +77,48 @@ int ErrorFor(gmr_cuda_call call) {
   return cudaErrorLaunchFailure;
 }
 
-const gmr_vmm_pool_sleep_options kSleep = [] {
+// Pinned backups (one cudaHostAlloc each), or pageable ones through a
+// 4 MiB staging ring (16 slots of 256 KiB: more than a ring's worth is
+// copied, so slots are reused) with three copy threads.
+gmr_vmm_pool_sleep_options SleepOptions(gmr_vmm_pool_host_kind host) {
   gmr_vmm_pool_sleep_options o = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
   o.save_tag_mask = 1u << kWeights;
   o.keep_tag_mask = 1u << kScratch;
+  o.host = host;
+  o.staging_bytes = 4 * kMiB;
+  o.copy_threads = 3;
   return o;
-}();
+}
 
 // Calls the operation must make on the populated pool (so that refusing
 // each is tested): its driver calls, and the copies of sleep and wake.
-std::vector<gmr_cuda_call> MustMake(Op op) {
+std::vector<gmr_cuda_call> MustMake(Op op, gmr_vmm_pool_host_kind host) {
+  const bool pinned = host == GMR_VMM_POOL_HOST_PINNED;
   switch (op) {
     case Op::kTrim:
       return {GMR_CUDA_CALL_MEM_UNMAP, GMR_CUDA_CALL_MEM_RELEASE};
     case Op::kSleep:
-      return {GMR_CUDA_CALL_DEVICE_SYNCHRONIZE, GMR_CUDA_CALL_HOST_ALLOC,
-              GMR_CUDA_CALL_MEMCPY_ASYNC,        GMR_CUDA_CALL_STREAM_SYNCHRONIZE,
-              GMR_CUDA_CALL_MEM_UNMAP,           GMR_CUDA_CALL_MEM_RELEASE};
+      if (pinned) {
+        return {GMR_CUDA_CALL_DEVICE_SYNCHRONIZE, GMR_CUDA_CALL_STREAM_CREATE,
+                GMR_CUDA_CALL_HOST_ALLOC,         GMR_CUDA_CALL_MEMCPY_ASYNC,
+                GMR_CUDA_CALL_STREAM_SYNCHRONIZE, GMR_CUDA_CALL_MEM_UNMAP,
+                GMR_CUDA_CALL_MEM_RELEASE};
+      }
+      return {GMR_CUDA_CALL_DEVICE_SYNCHRONIZE, GMR_CUDA_CALL_STREAM_CREATE,
+              GMR_CUDA_CALL_HOST_ALLOC,         GMR_CUDA_CALL_EVENT_CREATE,
+              GMR_CUDA_CALL_MEMCPY_ASYNC,       GMR_CUDA_CALL_EVENT_RECORD,
+              GMR_CUDA_CALL_EVENT_SYNCHRONIZE,  GMR_CUDA_CALL_MEM_UNMAP,
+              GMR_CUDA_CALL_MEM_RELEASE};
     case Op::kWake:
-      return {GMR_CUDA_CALL_MEM_CREATE,   GMR_CUDA_CALL_MEM_MAP,
+      if (pinned) {
+        return {GMR_CUDA_CALL_MEM_CREATE,   GMR_CUDA_CALL_MEM_MAP,
+                GMR_CUDA_CALL_MEM_SET_ACCESS, GMR_CUDA_CALL_MEMCPY_ASYNC,
+                GMR_CUDA_CALL_STREAM_SYNCHRONIZE, GMR_CUDA_CALL_FREE_HOST};
+      }
+      return {GMR_CUDA_CALL_MEM_CREATE,    GMR_CUDA_CALL_MEM_MAP,
               GMR_CUDA_CALL_MEM_SET_ACCESS, GMR_CUDA_CALL_MEMCPY_ASYNC,
-              GMR_CUDA_CALL_STREAM_SYNCHRONIZE, GMR_CUDA_CALL_FREE_HOST};
+              GMR_CUDA_CALL_EVENT_RECORD,   GMR_CUDA_CALL_EVENT_SYNCHRONIZE,
+              GMR_CUDA_CALL_STREAM_SYNCHRONIZE};
     case Op::kDestroy:
       return {GMR_CUDA_CALL_DEVICE_SYNCHRONIZE, GMR_CUDA_CALL_MEM_UNMAP,
               GMR_CUDA_CALL_MEM_RELEASE, GMR_CUDA_CALL_MEM_ADDRESS_FREE};
@@ -126,8 +149,9 @@ void ExpectNothingKept(gmr_vmm_pool_resource *pool) {
   EXPECT_EQ(0u, s.unfreed_host_count);
 }
 
-class UnreleasedFaults : public gmr_test::SimTest,
-                         public ::testing::WithParamInterface<std::tuple<Placement, Op>> {
+class UnreleasedFaults
+    : public gmr_test::SimTest,
+      public ::testing::WithParamInterface<std::tuple<Placement, Op, gmr_vmm_pool_host_kind>> {
  protected:
   struct Buffer {
     void *ptr;
@@ -141,6 +165,8 @@ class UnreleasedFaults : public gmr_test::SimTest,
 
   Placement placement() const { return std::get<0>(GetParam()); }
   Op op() const { return std::get<1>(GetParam()); }
+  gmr_vmm_pool_host_kind host() const { return std::get<2>(GetParam()); }
+  const gmr_vmm_pool_sleep_options sleep_ = SleepOptions(std::get<2>(GetParam()));
 
   void TearDown() override {
     if (pool_ != nullptr) {
@@ -195,7 +221,7 @@ class UnreleasedFaults : public gmr_test::SimTest,
     Populate();
     if (op() == Op::kWake) {
       gmr_failure f = GMR_FAILURE_INIT;
-      ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_sleep(pool_, &kSleep, &f)) << f.message;
+      ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_sleep(pool_, &sleep_, &f)) << f.message;
     }
     if (op() == Op::kDestroy) FreeAll();
   }
@@ -205,7 +231,7 @@ class UnreleasedFaults : public gmr_test::SimTest,
       case Op::kTrim:
         return gmr_resource_trim(r_, released);
       case Op::kSleep:
-        return gmr_vmm_pool_resource_sleep(pool_, &kSleep, f);
+        return gmr_vmm_pool_resource_sleep(pool_, &sleep_, f);
       case Op::kWake:
         return gmr_vmm_pool_resource_wake(pool_, nullptr, f);
       case Op::kDestroy: {
@@ -258,7 +284,7 @@ class UnreleasedFaults : public gmr_test::SimTest,
       case Op::kSleep:
         if (!gmr_vmm_pool_resource_is_asleep(pool_)) {
           EXPECT_NE(GMR_OK, st);
-          ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_sleep(pool_, &kSleep, &f)) << f.message;
+          ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_sleep(pool_, &sleep_, &f)) << f.message;
         }
         // The wake asks for what the sleep could not release first.
         ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_wake(pool_, nullptr, &f)) << f.message;
@@ -321,7 +347,7 @@ TEST_P(UnreleasedFaults, EveryCallRefusedInTurn) {
     Recover(GMR_OK); /* wakes what the sleep put to sleep */
   }
   Finish();
-  for (gmr_cuda_call call : MustMake(op())) {
+  for (gmr_cuda_call call : MustMake(op(), host())) {
     EXPECT_LT(before[call], after[call]) << OpName(op()) << " makes no "
                                          << gmr_cuda_call_name(call);
   }
@@ -350,22 +376,26 @@ TEST_P(UnreleasedFaults, EveryCallRefusedInTurn) {
     }
   }
   EXPECT_LT(3, refused);
-  if (op() == Op::kSleep || op() == Op::kWake) {
+  // Pageable backups are freed without the driver: no refusal at a wake's
+  // end there.
+  if (op() == Op::kSleep || (op() == Op::kWake && host() == GMR_VMM_POOL_HOST_PINNED)) {
     EXPECT_LT(0, done_all_the_same_) << "a refusal after which the call was done";
   }
 }
 
-using Param = std::tuple<Placement, Op>;
+using Param = std::tuple<Placement, Op, gmr_vmm_pool_host_kind>;
 
 std::string ParamName(const ::testing::TestParamInfo<Param> &info) {
   return std::string(std::get<0>(info.param) == Placement::kPages ? "Pages" : "Fine") +
-         OpName(std::get<1>(info.param));
+         OpName(std::get<1>(info.param)) +
+         (std::get<2>(info.param) == GMR_VMM_POOL_HOST_PINNED ? "Pinned" : "Pageable");
 }
 
 INSTANTIATE_TEST_SUITE_P(
     PlacementsAndCalls, UnreleasedFaults,
     ::testing::Combine(::testing::Values(Placement::kPages, Placement::kFine),
-                       ::testing::Values(Op::kTrim, Op::kSleep, Op::kWake, Op::kDestroy)),
+                       ::testing::Values(Op::kTrim, Op::kSleep, Op::kWake, Op::kDestroy),
+                       ::testing::Values(GMR_VMM_POOL_HOST_PINNED, GMR_VMM_POOL_HOST_PAGEABLE)),
     ParamName);
 
 }  // namespace

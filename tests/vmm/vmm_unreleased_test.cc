@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <algorithm>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -200,7 +201,7 @@ TEST_P(VmmUnreleased, AWakeWhoseCopyCannotBeFreedWakesAndTheNextSleepFreesIt) {
 
 // A caller built against version 1 of the statistics gets version 1's
 // fields and nothing written past them; version 2 reads the new ones.
-TEST_P(VmmUnreleased, StatisticsOfVersionOneStopAtWakeCount) {
+TEST_P(VmmUnreleased, StatisticsOfOlderVersionsStopWhereTheyEnded) {
   void *p = Alloc(kPage, 0);
   const size_t v1_bytes = offsetof(gmr_vmm_pool_resource_stats, unreleased_bytes);
   std::vector<unsigned char> buf(sizeof(gmr_vmm_pool_resource_stats) + 16, 0xab);
@@ -214,10 +215,22 @@ TEST_P(VmmUnreleased, StatisticsOfVersionOneStopAtWakeCount) {
   EXPECT_EQ(1u, v1->version);
   EXPECT_EQ(kPage, v1->mapped_bytes);
   for (size_t i = v1_bytes; i < buf.size(); ++i) ASSERT_EQ(0xab, buf[i]) << "byte " << i;
-  EXPECT_EQ(2u, GMR_VMM_POOL_RESOURCE_STATS_VERSION);
-  const gmr_vmm_pool_resource_stats v2 = Stats(pool_);
-  EXPECT_EQ(0u, v2.unreleased_bytes);
-  EXPECT_EQ(0u, v2.unfreed_host_count);
+  // Version 2 stops at unfreed_host_count.
+  const size_t v2_bytes = offsetof(gmr_vmm_pool_resource_stats, host_pinned_bytes);
+  std::fill(buf.begin(), buf.end(), 0xab);
+  head.size = v2_bytes;
+  head.version = 2;
+  std::memcpy(buf.data(), &head, offsetof(gmr_vmm_pool_resource_stats, page_bytes));
+  ASSERT_EQ(GMR_OK, gmr_vmm_pool_resource_get_stats(pool_, v1));
+  EXPECT_EQ(kPage, v1->mapped_bytes);
+  EXPECT_EQ(0u, v1->unfreed_host_count);
+  for (size_t i = v2_bytes; i < buf.size(); ++i) ASSERT_EQ(0xab, buf[i]) << "byte " << i;
+  EXPECT_EQ(3u, GMR_VMM_POOL_RESOURCE_STATS_VERSION);
+  const gmr_vmm_pool_resource_stats v3 = Stats(pool_);
+  EXPECT_EQ(0u, v3.unreleased_bytes);
+  EXPECT_EQ(0u, v3.unfreed_host_count);
+  EXPECT_EQ(0u, v3.host_pinned_bytes);
+  EXPECT_EQ(0u, v3.range_count);
   Free(p, kPage);
 }
 

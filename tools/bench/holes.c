@@ -17,6 +17,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "gmr/device.h"
 #include "tools/bench/bench_stacks.h"
 #include "tools/bench/workloads.h"
 #include "tools/replay/measure.h"
@@ -25,6 +26,47 @@
 #define HOLE_BYTES 512u
 #define REQUEST_BYTES 1024u
 #define BATCH_PAIRS 64u
+
+/* Give back every block still live (the untimed cleanup; a failed setup
+ * too, so that the stack can be destroyed and the next row gets the whole
+ * device). */
+static void free_all(gmr_resource *r, void **ptrs, size_t blocks) {
+  for (size_t i = 0; i < blocks; ++i) {
+    if (ptrs[i] != NULL) GMR_IGNORE_STATUS(gmr_resource_deallocate(r, ptrs[i], HOLE_BYTES, 0, NULL));
+    ptrs[i] = NULL;
+  }
+}
+
+static void format_gib(size_t bytes, char *out, size_t out_bytes) {
+  snprintf(out, out_bytes, "%.1f GiB", (double)bytes / (double)((size_t)1 << 30));
+}
+
+/* The setup ran out of device memory after `made` of `blocks` blocks: if
+ * what the stack held per block, times `blocks`, is more than the device
+ * has, the measurement does not apply to the stack as configured (a
+ * fixed_block of 1 MiB blocks makes every 512 B hole a whole block): say so
+ * in the row and return true. */
+static bool too_big_for_device(gmr_resource *r, size_t made, size_t blocks, bench_row *row) {
+  gmr_footprint fp;
+  size_t free_bytes = 0, total_bytes = 0;
+  if (made == 0 || gmr_resource_get_footprint(r, &fp) != GMR_OK || fp.held_bytes == 0 ||
+      gmr_device_get_memory_info(&free_bytes, &total_bytes) != GMR_OK) {
+    return false;
+  }
+  double per_block = (double)fp.held_bytes / (double)made;
+  double need = per_block * (double)blocks;
+  if (need <= (double)total_bytes) return false;
+  char need_text[32], total_text[32], held_text[32];
+  format_gib((size_t)need, need_text, sizeof need_text);
+  format_gib(total_bytes, total_text, sizeof total_text);
+  format_gib(fp.held_bytes, held_text, sizeof held_text);
+  row->not_applicable = true;
+  snprintf(row->error, sizeof row->error,
+           "does not apply: each %u B request holds %.0f KiB here (%s after %zu blocks), so "
+           "%zu blocks need %s, more than the device's %s",
+           HOLE_BYTES, per_block / 1024.0, held_text, made, blocks, need_text, total_text);
+  return true;
+}
 
 gmr_status bench_holes(const bench_options *o, const char *stack, size_t holes,
                        bench_row *row) {
@@ -50,8 +92,24 @@ gmr_status bench_holes(const bench_options *o, const char *stack, size_t holes,
     (void)bench_stack_destroy(&s);
     return GMR_ERR_OUT_OF_MEMORY;
   }
-  for (size_t i = 0; i < blocks && st == GMR_OK; ++i) {
-    st = gmr_resource_allocate(r, HOLE_BYTES, 0, NULL, &ptrs[i]);
+  gmr_failure failure = GMR_FAILURE_INIT;
+  size_t made = 0;
+  for (; made < blocks && st == GMR_OK; ++made) {
+    st = gmr_resource_allocate_ex(r, HOLE_BYTES, 0, NULL, &ptrs[made], &failure);
+  }
+  if (st != GMR_OK) {
+    made--; /* the failed one */
+    if (st == GMR_ERR_OUT_OF_MEMORY && too_big_for_device(r, made, blocks, row)) {
+      st = GMR_OK; /* a true verdict, not a failure of the run */
+    } else {
+      snprintf(row->error, sizeof row->error, "setting up %zu holes: %s after %zu blocks: %s",
+               holes, gmr_status_name(st), made, failure.message);
+    }
+    free_all(r, ptrs, blocks);
+    free(ptrs);
+    free(batch_ns);
+    gmr_status closed = bench_stack_destroy(&s);
+    return st != GMR_OK ? st : closed;
   }
   for (size_t i = 1; i < blocks && st == GMR_OK; i += 2) {
     st = gmr_resource_deallocate(r, ptrs[i], HOLE_BYTES, 0, NULL);
@@ -88,9 +146,7 @@ gmr_status bench_holes(const bench_options *o, const char *stack, size_t holes,
   row->pair_p99_ns = (double)replay_percentile_u64(batch_ns, done, 99) / BATCH_PAIRS;
   row->call_mean_ns = row->calls == 0 ? 0.0 : (double)total / (double)row->calls;
   row->calls_per_second = row->call_mean_ns > 0 ? 1e9 / row->call_mean_ns : 0.0;
-  for (size_t i = 0; i < blocks; i += 2) {
-    if (ptrs[i] != NULL) GMR_IGNORE_STATUS(gmr_resource_deallocate(r, ptrs[i], HOLE_BYTES, 0, NULL));
-  }
+  free_all(r, ptrs, blocks);
   free(ptrs);
   free(batch_ns);
   gmr_status closed = bench_stack_destroy(&s);

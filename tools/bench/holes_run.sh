@@ -7,23 +7,42 @@
 #   the same program as traces (bench --holes-traces), each replayed twice,
 #   the setup alone and the setup with 100,000 pairs; per pair = the
 #   difference of the fastest repetitions' wall times / 100,000.
-# Usage (GPU machine, .gpu staged by tools/gpu/stage.sh, the anchors'
-# binaries copied into .gpu/anchors from ../shared/bench):
+# Usage (GPU machine, .gpu staged by tools/gpu/stage.sh, which copies the
+# anchors' binaries from ../shared/bench into .gpu/bench; ANCHORS=DIR names
+# another folder):
 #   tools/bench/holes_run.sh [ROUNDS]     # rounds interleave gmr and anchors
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 rounds="${1:-3}"
 bin=.gpu/bin
-anchors=.gpu/anchors
+anchors="${ANCHORS:-.gpu/bench}"
+if [ ! -x "$anchors/rmm_replay" ] && [ -x .gpu/anchors/rmm_replay ]; then anchors=.gpu/anchors; fi
 work=$(mktemp -d)
 holes="4096,16384,65536"
 pairs=100000
 "$bin/bench" --holes "$holes" --holes-traces "$work" || exit 1
-wall_us() { sed -n 's/.*wall_us=\([0-9.]*\).*/\1/p' | head -1; }
+# rmm_replay prints wall_us=; replay_baseline prints "N ops ... best of 3: X ns/op"
+# (its fastest repetition's wall time is N * X).
+wall_us() {
+  local text
+  text=$(cat)
+  local us
+  us=$(echo "$text" | sed -n 's/.*wall_us=\([0-9.]*\).*/\1/p' | head -1)
+  if [ -z "$us" ]; then
+    us=$(echo "$text" | sed -n 's/.*: \([0-9]*\) ops .*best of [0-9]*: \([0-9.]*\) ns\/op.*/\1 \2/p' |
+      head -1 | awk 'NF == 2 { printf "%.1f", $1 * $2 / 1000 }')
+  fi
+  echo "$us"
+}
 for round in $(seq 1 "$rounds"); do
   echo "== round $round"
+  # pool serves the pairs from its recent frees; recent_frees=0 measures
+  # its size index itself. fixed_block's 1 MiB blocks make every 512 B hole
+  # a whole block (a row says "does not apply" where they outgrow the
+  # device); 1 KiB blocks run the same program in 2N+1 KiB.
   "$bin/bench" --workloads holes --holes "$holes" --seconds 2 \
-    --stacks 'pool;vmm;fixed_block(block=1KiB) > cuda' | grep -E '^(workload|holes)'
+    --stacks 'pool;pool(recent_frees=0) > cuda(kind=async);vmm;vmm_pages;fixed_block;fixed_block(block=1KiB) > cuda' |
+    grep -E '^(workload|holes)'
   for n in ${holes//,/ }; do
     for who in "rmm_pool:$anchors/rmm_replay pool" "cuda_async:$anchors/replay_baseline async"; do
       name=${who%%:*}

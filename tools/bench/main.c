@@ -455,7 +455,7 @@ int main(int argc, char **argv) {
     }
   }
   for (size_t i = 0; i < n; ++i) {
-    if (rows[i].error[0] != '\0') failed = 1;
+    if (rows[i].error[0] != '\0' && !rows[i].not_applicable) failed = 1;
   }
   fill_ratios(rows, n);
   print_table(rows, n);

@@ -73,7 +73,8 @@ typedef struct bench_row {
                                 every pass); 0: none */
   double speedup;            /* threads rows: vs 1 thread of the same stack; else 0 */
   double vs_cuda_async;      /* cuda_async's call_mean_ns / this one's, same workload; 0: n/a */
-  char error[256];           /* why the run failed, or "" */
+  char error[256];           /* why the run failed, or "" (or why it does not apply) */
+  bool not_applicable;       /* `error` says why the workload does not apply: not a failure */
 } bench_row;
 
 gmr_status bench_random(const bench_options *o, const char *stack, bench_row *row);

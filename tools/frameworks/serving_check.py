@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Sleep and wake of gmr.torch on a real GPU (issue 23): what an LLM server
-does between workloads, with a transformers Llama model built from a config
-(random fp16 weights, nothing downloaded), under gmr.torch direct mode and
-the default stack "vmm".
+"""Sleep and wake of gmr.torch on a real GPU (issues 23 and 33): what an LLM
+server does between workloads, with a transformers Llama model built from a
+config (random fp16 weights, nothing downloaded), under gmr.torch direct mode
+and the default stack "vmm"; the bandwidth of sleep and wake beside a plain
+pinned copy; a KV cache reserved now and committed later under CUDA graphs;
+nothing unmapped under a running kernel.
 
-  PYTHONPATH=python GMR_LIBRARY_DIR=.gpu/lib python3 tools/frameworks/serving_check.py \
-      [--parts model,cycles,bench,turns] [--cycles 100] [--json F]
+  PYTHONPATH=python:tools/frameworks GMR_LIBRARY_DIR=.gpu/lib python3 \
+      tools/frameworks/serving_check.py \
+      [--parts model,cycles,bench,modelbench,kvcache,unmap,turns] [--cycles 100] [--json F]
   (tools/frameworks/serving_check.sh sets the paths, builds the shim, and
   writes $OUT/serving_check.txt)
 
@@ -24,17 +27,24 @@ process):
   cycles  N sleep/wake cycles of the same model: device memory in use after
           each sleep and after each wake, and gmr's host (pinned) bytes, the
           same every cycle; outputs still identical.
-  bench   sleep and wake of one tagged buffer of 64 MiB .. 4 GiB (pinned and
-          pageable copies) beside a plain copy of the same bytes (a tensor's
-          .copy_ to and from pinned memory, the pinned buffer made
-          beforehand, and made inside the timing); GB/s of the host copy.
+  bench, modelbench
+          sleep and wake bandwidth of one tagged buffer of 64 MiB .. 4 GiB
+          and of the Llama model, default options and the other choices,
+          beside a plain pinned copy of the same bytes, with the host memory
+          held awake and asleep (serving_bench.py; issue 33, goal 1).
+  kvcache, unmap
+          a KV cache reserved now and committed later under CUDA graphs
+          (replays bit-identical to eager across commits, decommits, a
+          failed commit, sleep and wake), and decommit and sleep waiting for
+          a kernel still running on the memory (serving_kv.py; goals 2, 3).
   turns   two processes on one GPU taking turns, each with a model and a KV
           cache of 60% of the device (they cannot both be awake): one
           sleeps, the other wakes and runs; a wake while the other is awake
           fails with gmr.OutOfMemoryError and succeeds once it sleeps; both
           outputs identical to their own before every sleep.
-Prints "PASS|FAIL part: check ..." lines, a markdown table for BENCHMARKS.md,
-and "N passed, M failed" last.
+Prints "PASS|FAIL part: check ..." lines, markdown tables for BENCHMARKS.md
+(the bandwidth table, then a GOAL line per default-options row: met or
+MISSED, at 80% of the plain copy), and "N passed, M failed" last.
 """
 
 import argparse
@@ -330,46 +340,6 @@ def _timed(torch, fn):
     return time.perf_counter() - t0
 
 
-def part_bench(args):
-    torch, g = _torch()
-    times = []
-    checks = []
-    for size in (64 * MIB, 256 * MIB, GIB, 4 * GIB):
-        with g.region("bench"):
-            buf = torch.empty(size, dtype=torch.uint8, device="cuda")
-        buf.random_(0, 255)
-        ref = buf[:: 1 << 16].cpu()
-        for host in ("pinned", "pageable"):
-            t_sleep = _timed(torch, lambda: g.sleep(backup=["bench"], host=host))
-            saved = g.sleep_info()["host_bytes"]
-            t_wake = _timed(torch, lambda: g.wake())
-            ok = saved >= size and bool((buf[:: 1 << 16].cpu() == ref).all())
-            checks.append({"check": "bench %d MiB %s" % (size // MIB, host), "ok": ok,
-                           "detail": "%d bytes saved" % saved})
-            times.append({"what": "one buffer, %s" % host, "bytes": saved, "sleep_s": t_sleep,
-                          "wake_s": t_wake})
-        # A plain copy of the same bytes, with the pinned buffer made inside
-        # the timing (first: PyTorch's host allocator caches pinned blocks),
-        # then with it made before.
-        def alloc_and_copy():
-            p = torch.empty(size, dtype=torch.uint8, pin_memory=True)
-            p.copy_(buf, non_blocking=True)
-            torch.cuda.synchronize()
-            del p
-        d2h_alloc = _timed(torch, alloc_and_copy)
-        pinned = torch.empty(size, dtype=torch.uint8, pin_memory=True)
-        d2h = _timed(torch, lambda: pinned.copy_(buf, non_blocking=True))
-        h2d = _timed(torch, lambda: buf.copy_(pinned, non_blocking=True))
-        del pinned
-        times.append({"what": "plain copy (tensor.copy_, pinned made before)", "bytes": size,
-                      "sleep_s": d2h, "wake_s": h2d})
-        times.append({"what": "plain copy D2H with the pinned buffer made inside", "bytes": size,
-                      "sleep_s": d2h_alloc, "wake_s": float("nan")})
-        del buf
-        torch.cuda.empty_cache()
-    return {"checks": checks, "times": times}
-
-
 def _turn_child(role, fraction, pipe_in, pipe_out, rounds):
     """One of two servers taking turns (runs in its own process). a builds
     first and sleeps; b builds while a sleeps; a's wake while b is awake
@@ -477,7 +447,12 @@ def part_turns(args):
     return {"checks": checks}
 
 
-PARTS = {"model": part_model, "cycles": part_cycles, "bench": part_bench, "turns": part_turns}
+def _parts():
+    import serving_bench  # noqa: PLC0415
+    import serving_kv  # noqa: PLC0415
+    return {"model": part_model, "cycles": part_cycles, "bench": serving_bench.part_bench,
+            "modelbench": serving_bench.part_modelbench, "kvcache": serving_kv.part_kvcache,
+            "unmap": serving_kv.part_unmap, "turns": part_turns}
 
 
 def run_child(part, args):
@@ -505,14 +480,15 @@ def run_child(part, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--parts", default="model,cycles,bench,turns")
+    ap.add_argument("--parts", default="model,cycles,bench,modelbench,kvcache,unmap,turns")
     ap.add_argument("--cycles", type=int, default=100)
     ap.add_argument("--json")
     ap.add_argument("--child")
     args = ap.parse_args()
     if args.child:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         try:
-            result = PARTS[args.child](args)
+            result = _parts()[args.child](args)
         except Exception as e:  # noqa: BLE001
             traceback.print_exc()
             result = {"checks": [{"check": args.child, "ok": False,
@@ -520,7 +496,7 @@ def main():
         print("RESULT " + json.dumps(result), flush=True)
         return 0
     # The parent makes no CUDA context of its own (the parts measure memory).
-    all_checks, all_times = [], []
+    all_checks, all_times, all_bandwidth = [], [], []
     for part in args.parts.split(","):
         start = time.time()
         r = run_child(part, args)
@@ -530,6 +506,7 @@ def main():
         print("   (%s: %.0f s)" % (part, time.time() - start), flush=True)
         all_checks += [dict(c, part=part) for c in r["checks"]]
         all_times += r.get("times", [])
+        all_bandwidth += r.get("bandwidth", [])
     if all_times:
         print("\n| what | bytes | sleep s | sleep GB/s | wake s | wake GB/s |")
         print("| --- | ---: | ---: | ---: | ---: | ---: |")
@@ -539,13 +516,18 @@ def main():
             print("| %s | %d | %.4f | %s | %s | %s |" % (
                 t["what"], t["bytes"], t["sleep_s"], rate(t["sleep_s"]),
                 "%.4f" % t["wake_s"] if t["wake_s"] == t["wake_s"] else "-", rate(t["wake_s"])))
-        print("(plain copy rows: the sleep column is device-to-host, the wake column "
-              "host-to-device)")
+        print("(first sleep and wake of the model part; the bandwidth table below is the "
+              "steady state)")
+    if all_bandwidth:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import serving_bench  # noqa: PLC0415
+        print(serving_bench.summary(all_bandwidth))
     passed = sum(c["ok"] for c in all_checks)
     print("\n%d passed, %d failed" % (passed, len(all_checks) - passed))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"checks": all_checks, "times": all_times}, f, indent=1)
+            json.dump({"checks": all_checks, "times": all_times, "bandwidth": all_bandwidth}, f,
+                      indent=1)
     return 0 if passed == len(all_checks) else 1
 
 

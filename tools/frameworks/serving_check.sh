@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# Sleep and wake of gmr.torch on a GPU machine, in one command (issue 23):
-# the torch shim rebuilt against the installed PyTorch's headers into
-# .gpu/lib, then tools/frameworks/serving_check.py (a transformers Llama model
-# from a config: generate, CUDA graphs, sleep/wake bit-identical, 100 cycles,
-# sleep/wake GB/s beside a plain copy, two processes taking turns).
+# Sleep and wake of gmr.torch on a GPU machine, in one command (issues 23 and
+# 33): the torch shim rebuilt against the installed PyTorch's headers into
+# .gpu/lib, then tools/frameworks/serving_check.py: a transformers Llama
+# model from a config (generate, CUDA graphs, sleep/wake bit-identical, 100
+# cycles), sleep/wake bandwidth of 64 MiB .. 4 GiB buffers and of the model
+# beside a plain pinned copy with the host memory held awake and asleep
+# (serving_bench.py), a KV cache reserved now and committed later under CUDA
+# graphs and decommit/sleep waiting for running kernels (serving_kv.py), two
+# processes taking turns.
 #
-# Before (on the build machine): tools/gpu/stage.sh (libgmr.so and
-# libgmr_torch.so into .gpu/lib); carry .gpu along. Then, on the GPU machine:
-#   tools/frameworks/serving_check.sh [--parts model,cycles,bench,turns] [--cycles N]
-# Results: $OUT/serving_check.txt (everything printed; "N passed, M failed"
-# last, a markdown table for BENCHMARKS.md before it) and
-# $OUT/serving_check.json. About 3 to 5 minutes on an H100.
+# Before (on the build machine): tools/gpu/stage.sh --libs (only the shared
+# libraries into .gpu/lib; tools/gpu/stage.sh stages everything); carry .gpu.
+# Then, on the GPU machine:
+#   tools/frameworks/serving_check.sh [--parts model,cycles,bench,modelbench,kvcache,unmap,turns]
+#                                     [--cycles N]
+# Results: $OUT/serving_check.txt (everything printed; the bandwidth table
+# and GOAL lines, then "N passed, M failed" last) and $OUT/serving_check.json.
+# About 5 to 7 minutes on an H100 or H200 (each part prints its time).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-gpu-out}"

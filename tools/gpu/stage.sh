@@ -9,8 +9,20 @@
 #   (on the GPU machine) tools/gpu/stream_safety_run.sh  # stream canary (C++ and PyTorch),
 #                                   # PyTorch's reclaim tests (.scratch/pytorch_tests), memcheck
 # The binaries link the CUDA runtime statically; they need only the driver.
+#   tools/gpu/stage.sh --libs     # only the shared libraries into .gpu/lib (for
+#                                 # tools/frameworks/serving_check.sh: a few MiB)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+
+if [ "${1:-}" = "--libs" ]; then
+  bazel build -c opt //dist:libgmr //integrations/torch:libgmr_torch
+  rm -rf .gpu
+  mkdir -p .gpu/lib
+  cp bazel-bin/dist/libgmr.so bazel-bin/integrations/torch/libgmr_torch.so .gpu/lib/
+  chmod u+w .gpu/lib/*
+  du -sh .gpu
+  exit 0
+fi
 
 # Every test tagged gpu, plus the tools the GPU run uses.
 mapfile -t tests < <(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null)

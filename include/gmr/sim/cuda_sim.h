@@ -395,6 +395,13 @@ GMR_API uint64_t gmr_cuda_sim_get_stale_handle_count(void);
  * relaxed mode). Where CUDA leaves a misuse undefined (cuMemAddressFree of a
  * range that is still mapped, cuMemRelease of an unknown handle), the
  * simulation refuses with CUDA_ERROR_INVALID_VALUE so tests notice.
+ * Work that may still run counts too: a cudaMemcpyAsync or cudaMemsetAsync
+ * queued on a held stream (or on a stream ordered after pending work) stays
+ * a pending use of the addresses it touched until that stream's work is
+ * complete, and a cuMemUnmap over a pending use is counted
+ * (unmap_under_work_count of gmr_cuda_sim_vmm_usage): on a GPU the work
+ * would fault on the unmapped addresses. The unmap itself goes ahead, as
+ * the driver's does.
  */
 
 typedef struct gmr_cuda_sim_vmm_config {
@@ -454,6 +461,11 @@ typedef struct gmr_cuda_sim_vmm_usage {
   size_t physical_bytes;
   size_t mapping_count;
   size_t mapped_bytes;   /* a physical allocation mapped twice counts twice */
+  /* cuMemUnmap calls that unmapped memory which work still pending on a
+   * stream used (a copy or memset queued on a held stream, or on a stream
+   * ordered after such work, and not yet complete): on a GPU that work
+   * faults (an illegal address). SimTest fails a test that made one. */
+  size_t unmap_under_work_count;
 } gmr_cuda_sim_vmm_usage;
 
 /**

@@ -8,9 +8,12 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/failure.h"
+#include "resources/vmm/base/vmm_host.h"
+#include "resources/vmm/base/vmm_ranges.h"
 
 #define DEFAULT_PAGE_BYTES ((size_t)2 << 20)
 
@@ -143,6 +146,7 @@ gmr_status gmr__vmm_base_init(gmr_vmm_pool_resource *p, const gmr_vmm_pool_resou
   p->vmm = gmr__cuda_vmm(p->cuda);
   pthread_mutex_init(&p->lock, NULL);
   atomic_init(&p->sleeping, false);
+  atomic_init(&p->default_tag, 0u);
 
   int device_count = 0;
   cudaError_t err = p->cuda->get_device_count(&device_count);
@@ -160,10 +164,51 @@ gmr_status gmr__vmm_base_init(gmr_vmm_pool_resource *p, const gmr_vmm_pool_resou
   }
   gmr_status st = query_device(p, c, failure);
   if (st == GMR_OK) st = resolve_peers(p, c, device_count, failure);
+  if (st == GMR_OK) {
+    p->host = calloc(1, sizeof *p->host);
+    p->ranges = calloc(1, sizeof *p->ranges);
+    if (p->host == NULL || p->ranges == NULL) {
+      return gmr__vmm_create_fail(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory");
+    }
+    gmr__vmm_host_init(p->host, p->cuda, p->vmm, p->device);
+    gmr__vmm_ranges_init(p->ranges, p);
+  }
   return st;
 }
 
-void gmr__vmm_base_deinit(gmr_vmm_pool_resource *p) { pthread_mutex_destroy(&p->lock); }
+void gmr__vmm_base_deinit(gmr_vmm_pool_resource *p) {
+  if (p->host != NULL && p->host->cuda != NULL) gmr__vmm_host_deinit(p->host);
+  if (p->ranges != NULL && p->ranges->pool != NULL) gmr__vmm_ranges_deinit(p->ranges);
+  free(p->host);
+  free(p->ranges);
+  p->host = NULL;
+  p->ranges = NULL;
+  pthread_mutex_destroy(&p->lock);
+}
+
+gmr_status gmr__vmm_base_release(gmr_vmm_pool_resource *p) {
+  pthread_mutex_lock(&p->lock);
+  gmr_status st = p->ranges->count > 0 ? GMR_ERR_BUSY : GMR_OK;
+  if (st == GMR_OK) {
+    int saved = -1;
+    if (gmr__cuda_device_enter(p->cuda, p->device, &saved) != cudaSuccess) {
+      st = GMR_ERR_CUDA;
+    } else {
+      st = gmr__vmm_host_release(p->host);
+      if (st == GMR_OK) st = gmr__vmm_ranges_retry(p->ranges, NULL);
+      gmr__cuda_device_leave(p->cuda, saved);
+    }
+  }
+  pthread_mutex_unlock(&p->lock);
+  return st;
+}
+
+gmr_status gmr__vmm_base_check(gmr_vmm_pool_resource *p, char *err, size_t err_bytes) {
+  pthread_mutex_lock(&p->lock);
+  gmr_status st = gmr__vmm_ranges_check(p->ranges, err, err_bytes);
+  pthread_mutex_unlock(&p->lock);
+  return st;
+}
 
 gmr_status gmr__vmm_initial_pages_fail(gmr_vmm_pool_resource *p, size_t pages, gmr_status st,
                                        gmr_failure *failure) {

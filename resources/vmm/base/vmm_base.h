@@ -12,8 +12,15 @@
  *                      the deprecated _check_invariants
  *   vmm_base_sleep.c   the tags, sleep and wake functions
  *                      (gmr/vmm_pool_sleep.h)
+ *   vmm_base_ranges.c  the reserved ranges' functions (gmr/vmm_pool_range.h)
  *   vmm_sleep_run.c    sleep and wake written once: the sequence, host
  *                      copies, rollbacks (each resource gives its steps)
+ *   vmm_host.c         the host memory of sleep: backups, kept backups, the
+ *                      staging ring, the copy stream (vmm_host.h)
+ *   vmm_copy.c         the copies between device and backups, through the
+ *                      ring with copy threads
+ *   vmm_ranges.c       reserved ranges: commit, decommit, their books
+ *   vmm_ranges_sleep.c the ranges as a participant of sleep and wake
  *   vmm_unreleased.c   what the driver refused to give back, kept and asked
  *                      for again
  *
@@ -23,7 +30,8 @@
  *
  * Thread-safe: the fields below are fixed at create, but `lock` (the
  * resource's mutex: sleep, wake and the tags take it around the operations
- * that say so) and `sleeping`.
+ * that say so), `sleeping`, and what `host` and `ranges` point to (under
+ * `lock`).
  */
 #ifndef GMR_RESOURCES_VMM_BASE_VMM_BASE_H_
 #define GMR_RESOURCES_VMM_BASE_VMM_BASE_H_
@@ -43,6 +51,9 @@
 
 /* The devices that get access to every page: the pool's and its peers. */
 #define VMM_MAX_ACCESS (1 + GMR_VMM_POOL_MAX_PEERS)
+
+struct gmr__vmm_host;   /* vmm_host.h */
+struct gmr__vmm_ranges; /* vmm_ranges.h */
 
 /* Text that grows into a caller's buffer (the dump): `used` is what the
  * whole text needs, NUL excluded, also past `bytes`. */
@@ -105,6 +116,13 @@ struct gmr_vmm_pool_resource {
    * its end) until a wake leaves nothing asleep (written under the mutex;
    * read without it on the allocation paths). */
   atomic_bool sleeping;
+  /* The tag of allocations (and ranges) made from now on, as last set
+   * (each resource keeps its own copy for its allocations). */
+  atomic_uint default_tag;
+  /* The host side of sleep (backups, ring, copies) and the reserved
+   * ranges, both under `lock`. */
+  struct gmr__vmm_host *host;
+  struct gmr__vmm_ranges *ranges;
 };
 
 /* Whether the pool is asleep: allocate and extend refuse meanwhile. */
@@ -122,12 +140,21 @@ gmr_status gmr__vmm_config_check(const gmr_vmm_pool_resource_config *c, gmr_fail
 
 /* Set up the handle `p` (zeroed by the caller) for a resource of vtable
  * `vtbl` and operations `ops` from config `c` (checked): the device, its
- * VMM properties, the page and VA chunk sizes, the peers. On failure the
- * message is in `failure`; gmr__vmm_base_deinit() undoes it either way. */
+ * VMM properties, the page and VA chunk sizes, the peers, the host side of
+ * sleep and the (empty) ranges. On failure the message is in `failure`;
+ * gmr__vmm_base_deinit() undoes it either way. */
 gmr_status gmr__vmm_base_init(gmr_vmm_pool_resource *p, const gmr_vmm_pool_resource_config *c,
                               const gmr_resource_vtbl *vtbl, const gmr__vmm_engine_ops *ops,
                               gmr_failure *failure);
 void gmr__vmm_base_deinit(gmr_vmm_pool_resource *p);
+
+/* Destroy's part of the base: GMR_ERR_BUSY while a range is reserved (the
+ * mutex taken); else, the device synchronised by the caller, give back the
+ * host side of sleep (GMR_ERR_CUDA while the driver refuses some: a later
+ * destroy goes on). */
+gmr_status gmr__vmm_base_release(gmr_vmm_pool_resource *p);
+/* The base's books (ranges): the type's check calls it (mutex taken). */
+gmr_status gmr__vmm_base_check(gmr_vmm_pool_resource *p, char *err, size_t err_bytes);
 
 /* initial_pages that cannot be mapped (st OUT_OF_MEMORY): the message says
  * what was asked, how many pages the device has room for and the option to

@@ -9,17 +9,22 @@
 
 #include "core/failure.h"
 #include "resources/vmm/base/vmm_base.h"
+#include "resources/vmm/base/vmm_ranges.h"
 #include "resources/vmm/base/vmm_sleep_run.h"
 
 gmr_status gmr_vmm_pool_resource_set_default_tag(gmr_vmm_pool_resource *pool, uint32_t tag) {
   if (pool == NULL || tag > GMR_VMM_POOL_MAX_TAG) return GMR_ERR_INVALID_ARGUMENT;
+  atomic_store_explicit(&pool->default_tag, tag, memory_order_relaxed);
   pool->ops->set_default_tag(pool, tag);
   return GMR_OK;
 }
 
 gmr_status gmr_vmm_pool_resource_set_tag(gmr_vmm_pool_resource *pool, void *ptr, uint32_t tag) {
   if (pool == NULL || tag > GMR_VMM_POOL_MAX_TAG) return GMR_ERR_INVALID_ARGUMENT;
-  return pool->ops->set_tag(pool, ptr, tag);
+  pthread_mutex_lock(&pool->lock);
+  bool range = gmr__vmm_ranges_set_tag(pool->ranges, (uintptr_t)ptr, tag);
+  pthread_mutex_unlock(&pool->lock);
+  return range ? GMR_OK : pool->ops->set_tag(pool, ptr, tag);
 }
 
 static gmr_status vmm_pool_resource_sleep_impl(gmr_vmm_pool_resource *p,
@@ -34,6 +39,7 @@ static gmr_status vmm_pool_resource_sleep_impl(gmr_vmm_pool_resource *p,
   if (gmr__vmm_asleep(p)) {
     gmr_vmm_pool_tag_stats s = GMR_VMM_POOL_TAG_STATS_INIT;
     p->ops->tag_stats(p, UINT64_MAX, &s);
+    gmr__vmm_ranges_tag_stats(p->ranges, UINT64_MAX, &s);
     pthread_mutex_unlock(&p->lock);
     return gmr__vmm_sleep_busy(failure, s.asleep_count, s.asleep_bytes, s.saved_bytes);
   }
@@ -68,8 +74,9 @@ static gmr_status vmm_pool_resource_wake_impl(gmr_vmm_pool_resource *p,
   }
   bool still_asleep = true, woken = false;
   st = p->ops->wake(p, &o, failure, &woken, &still_asleep);
-  /* Also after a refused cudaFreeHost: woken, the copy kept. */
-  if (woken && !still_asleep) {
+  /* Also after a refused cudaFreeHost: woken, the copy kept. Ranges of
+   * tags not woken sleep on. */
+  if (woken && !still_asleep && !gmr__vmm_ranges_asleep(p->ranges)) {
     atomic_store_explicit(&p->sleeping, false, memory_order_relaxed);
   }
   pthread_mutex_unlock(&p->lock);
@@ -99,6 +106,7 @@ gmr_status gmr_vmm_pool_resource_get_tag_stats(gmr_vmm_pool_resource *pool, uint
   gmr_vmm_pool_tag_stats s = GMR_VMM_POOL_TAG_STATS_INIT;
   pthread_mutex_lock(&pool->lock);
   pool->ops->tag_stats(pool, tag_mask, &s);
+  gmr__vmm_ranges_tag_stats(pool->ranges, tag_mask, &s);
   pthread_mutex_unlock(&pool->lock);
   size_t n = out->size < sizeof s ? out->size : sizeof s;
   size_t header = offsetof(gmr_vmm_pool_tag_stats, live_bytes);

@@ -11,6 +11,8 @@
 
 #include "core/resource_type.h"
 #include "resources/vmm/base/vmm_base.h"
+#include "resources/vmm/base/vmm_host.h"
+#include "resources/vmm/base/vmm_ranges.h"
 
 const char *const gmr__vmm_region_kind_names[5] = {"hole", "free", "live", "zombie", "asleep"};
 
@@ -29,6 +31,22 @@ gmr_status gmr_vmm_pool_resource_get_stats(gmr_vmm_pool_resource *pool,
   pool->ops->stats(pool, &s);
   s.page_bytes = pool->page_bytes;
   s.granularity_bytes = pool->granularity_bytes;
+  /* The host side of sleep and the ranges (version 3), and what the driver
+   * refused of theirs in the version-2 fields. */
+  pthread_mutex_lock(&pool->lock);
+  const gmr__vmm_host *h = pool->host;
+  size_t range_saved = 0, range_unfreed = 0;
+  gmr__vmm_ranges_stats(pool->ranges, &s, &range_saved, &range_unfreed);
+  s.unfreed_host_bytes += range_unfreed + h->unreleased.hosts.bytes;
+  s.unfreed_host_count += pool->ranges->unreleased.hosts.count + h->unreleased.hosts.count;
+  size_t saved = s.saved_bytes + range_saved;
+  s.staging_bytes = h->ring_bytes;
+  s.kept_backup_bytes = h->kept_pinned_bytes + h->kept_pageable_bytes;
+  s.host_pinned_bytes = (h->kind == GMR_VMM_POOL_HOST_PINNED ? saved : 0) + s.unfreed_host_bytes +
+                        h->ring_bytes + h->kept_pinned_bytes;
+  s.host_pageable_bytes =
+      (h->kind == GMR_VMM_POOL_HOST_PAGEABLE ? saved : 0) + h->kept_pageable_bytes;
+  pthread_mutex_unlock(&pool->lock);
   memcpy(out, &s, out->size < sizeof s ? out->size : sizeof s);
   return GMR_OK;
 }
@@ -102,6 +120,18 @@ gmr_status gmr_vmm_pool_resource_dump(gmr_vmm_pool_resource *pool, char *buf, si
                s.live_bytes, s.live_count, s.small_live_bytes, s.small_live_count, s.free_bytes,
                s.free_region_count, s.hole_bytes, s.hole_count, s.zombie_bytes, s.zombie_count,
                s.asleep_bytes, s.asleep_count, s.saved_bytes);
+  if (s.host_pinned_bytes + s.host_pageable_bytes > 0) {
+    gmr__vmm_put(&t,
+                 "host: %zu pinned bytes (staging ring %zu), %zu pageable bytes, %zu kept for "
+                 "the next sleep\n",
+                 s.host_pinned_bytes, s.staging_bytes, s.host_pageable_bytes,
+                 s.kept_backup_bytes);
+  }
+  if (s.range_count > 0) {
+    gmr__vmm_put(&t, "ranges: %zu, %zu bytes reserved, %zu committed, %zu mapped\n",
+                 s.range_count, s.range_reserved_bytes, s.range_committed_bytes,
+                 s.range_mapped_bytes);
+  }
   if (s.unreleased_handle_count + s.unfreed_host_count > 0) {
     gmr__vmm_put(&t,
                  "unreleased %zu bytes in %zu (cuMemRelease refused), unfreed %zu pinned bytes in "

@@ -6,23 +6,27 @@
  * The sequence and its rollbacks live here (vmm_sleep_run.c); each
  * resource supplies the steps that touch its own books, as a table of
  * gmr__vmm_sleep_ops over a context of its own (vmm_pages one, vmm one for
- * each of its shards). One call acts on several participants at once (the
- * shards of vmm), so that a failure in any of them rolls every one of them
- * back.
+ * each of its shards); the pool's reserved ranges (vmm_ranges.h) are one
+ * more participant, added here. One call acts on several participants at
+ * once, so that a failure in any of them rolls every one of them back. The
+ * host side (backups, the staging ring, the copies) is the pool's
+ * (vmm_host.h).
  *
  * Sleep:
  *   1. make the device current; cudaDeviceSynchronize (work still running on
  *      the memory finishes first; refused during a capture);
  *   2. each participant gives back its free memory (trim);
  *   3. each lists its LIVE allocations (select); the driver marks those of
- *      a kept tag, and the others of a saved tag get host copies (save);
+ *      a kept tag, and the others of a saved tag get backups (kept ones of
+ *      the same kind and size first, vmm_host.h) and are copied (save);
  *   4. each unmaps the physical memory of what is not kept (unmap): all or
  *      nothing; a later participant's refusal maps the earlier ones back
  *      (remap) and the copies go;
  *   5. past the point of return, each releases that memory and records its
  *      allocations ASLEEP with their copies (release); memory whose release
  *      the driver refuses is kept (vmm_unreleased.h) and the sleep, done
- *      all the same, says so (GMR_ERR_CUDA).
+ *      all the same, says so (GMR_ERR_CUDA); kept backups it did not reuse
+ *      are freed, a ring it replaced too.
  * Wake:
  *   1. each lists its ASLEEP allocations of the selected tags (select);
  *   2. make the device current; each asks the driver again for what
@@ -33,10 +37,11 @@
  *   3. the saved contents are copied back; a refused copy unmaps every
  *      participant's fresh memory (unmap_fresh): nothing stays mapped;
  *   4. each records its allocations LIVE (woken); the driver frees the host
- *      copies: a pinned copy cudaFreeHost refuses is kept, and the wake,
- *      done all the same, says so (GMR_ERR_CUDA).
- * Every copy runs on the default stream and is waited for
- * (cudaStreamSynchronize) before the step ends.
+ *      copies (or keeps them for the next sleep, keep_backup): a pinned
+ *      copy cudaFreeHost refuses is kept, and the wake, done all the same,
+ *      says so (GMR_ERR_CUDA).
+ * Every copy runs on the pool's copy stream and is waited for before the
+ * step ends (vmm_host.h).
  *
  * Thread-safe: the caller holds every participant's locks for the whole
  * call; the functions here touch only the caller's arrays and host copies.
@@ -50,6 +55,7 @@
 
 #include "core/cuda_layer.h"
 #include "gmr/vmm_pool_resource.h"
+#include "resources/vmm/base/vmm_host.h"
 #include "resources/vmm/base/vmm_unreleased.h"
 
 /* One allocation that sleeps or wakes. */
@@ -60,6 +66,7 @@ typedef struct gmr__vmm_sleep_item {
   uint32_t tag;
   bool keep;      /* sleep: of a kept tag (stays LIVE and mapped) */
   void *host;     /* the host copy: made by sleep, the region's at wake; or NULL */
+  bool from_kept; /* sleep: host was a kept backup (a failed sleep keeps it again) */
 } gmr__vmm_sleep_item;
 
 /* A resource's steps (see the banner); `ctx` is the participant's. */
@@ -101,46 +108,41 @@ typedef struct gmr__vmm_sleep_ops {
 
 /* One participant: a resource's steps, its context, and where it keeps
  * the pinned copies the driver refuses to free. */
-typedef struct gmr__vmm_sleeper {
+struct gmr__vmm_sleeper {
   const gmr__vmm_sleep_ops *ops;
   void *ctx;
   gmr__vmm_unreleased *unreleased;
-} gmr__vmm_sleeper;
+};
+typedef struct gmr__vmm_sleeper gmr__vmm_sleeper;
 
 /* Options of sleep (or wake) as the caller gave them, checked and widened
  * to this version (NULL: the defaults). GMR_ERR_INVALID_ARGUMENT with the
- * message: a bad header, or (sleep) an unknown host kind. */
+ * message: a bad header, or (sleep) an unknown host kind or too many copy
+ * threads. */
 gmr_status gmr__vmm_sleep_options_read(const gmr_vmm_pool_sleep_options *in,
                                        gmr_vmm_pool_sleep_options *out, gmr_failure *failure);
 gmr_status gmr__vmm_wake_options_read(const gmr_vmm_pool_wake_options *in,
                                       gmr_vmm_pool_wake_options *out, gmr_failure *failure);
 
-/* Put the participants to sleep (see the banner); `o` is checked. The
- * participants' locks are held by the caller. *asleep: whether they sleep
- * now (past the point of return: also with GMR_ERR_CUDA when the driver
- * refused to release memory, which is kept). Otherwise, on failure, every
- * participant is as before (but for trimmed free memory) and no host copy
- * is kept but one cudaFreeHost refused (kept too). */
-gmr_status gmr__vmm_sleep_run(const gmr__vmm_sleeper *parts, size_t part_count,
-                              const gmr__cuda_ops *cuda, int device,
-                              const gmr_vmm_pool_sleep_options *o, gmr_failure *failure,
-                              bool *asleep);
+/* Put the resource's participants and the pool's ranges to sleep (see the
+ * banner); `o` is checked. The pool's mutex and the participants' locks are
+ * held by the caller. *asleep: whether they sleep now (past the point of
+ * return: also with GMR_ERR_CUDA when the driver refused to release memory,
+ * which is kept). Otherwise, on failure, every participant is as before
+ * (but for trimmed free memory), no host copy is kept but one cudaFreeHost
+ * refused (kept too), and the pool's host side is as before. */
+gmr_status gmr__vmm_sleep_run(gmr_vmm_pool_resource *pool, const gmr__vmm_sleeper *parts,
+                              size_t part_count, const gmr_vmm_pool_sleep_options *o,
+                              gmr_failure *failure, bool *asleep);
 
-/* Wake the participants' asleep allocations of the tags `o` selects, whose
- * host copies are of kind `host`. *woken: whether they are LIVE now (also
- * with GMR_ERR_CUDA when cudaFreeHost refused a copy, which is kept).
- * Otherwise, on failure, every participant is as before: nothing of this
- * call stays mapped, every copy stays. */
-gmr_status gmr__vmm_wake_run(const gmr__vmm_sleeper *parts, size_t part_count,
-                             const gmr__cuda_ops *cuda, int device, gmr_vmm_pool_host_kind host,
-                             const gmr_vmm_pool_wake_options *o, gmr_failure *failure,
-                             bool *woken);
-
-/* Free one host copy of `bytes` made by sleep as `kind` (NULL: nothing); a
- * pinned copy cudaFreeHost refuses is kept in `u`. Returns cudaFreeHost's
- * answer (cudaSuccess for pageable copies). */
-cudaError_t gmr__vmm_host_free(gmr__vmm_unreleased *u, gmr_vmm_pool_host_kind kind, void *host,
-                               size_t bytes);
+/* Wake the participants' (and ranges') asleep allocations of the tags `o`
+ * selects, whose backups are of the kind the last sleep chose. *woken:
+ * whether they are LIVE now (also with GMR_ERR_CUDA when cudaFreeHost
+ * refused a copy, which is kept). Otherwise, on failure, every participant
+ * is as before: nothing of this call stays mapped, every copy stays. */
+gmr_status gmr__vmm_wake_run(gmr_vmm_pool_resource *pool, const gmr__vmm_sleeper *parts,
+                             size_t part_count, const gmr_vmm_pool_wake_options *o,
+                             gmr_failure *failure, bool *woken);
 
 /* The message of a second sleep: how much sleeps, and what to do. */
 gmr_status gmr__vmm_sleep_busy(gmr_failure *failure, size_t asleep_count, size_t asleep_bytes,

@@ -55,7 +55,7 @@ static bool past_cap(const vmf_engine *e, size_t bytes) {
  * movable only once their work is known done. */
 static size_t unsettled_free_bytes(vmf_engine *e) {
   size_t bytes = 0;
-  for (size_t i = 1; i < e->slots.count; ++i) bytes += gmr__vmf_slot(e, (uint32_t)i)->index.bytes;
+  for (size_t i = 1; i < e->slots.count; ++i) bytes += gmr__vmf_slot_free_bytes(e, (uint32_t)i);
   return bytes;
 }
 

@@ -88,7 +88,10 @@ static gmr_status fine_destroy(gmr_resource *self) {
   if (gmr__vmm_shards_busy(f)) return GMR_ERR_BUSY;
   /* Nothing may still run on the memory that is about to go. */
   if (gmr__vmm_synchronize_device(&f->pool) != cudaSuccess) return GMR_ERR_CUDA;
-  gmr_status st = retry_unreleased(f);
+  /* Ranges still reserved: busy; else the host side of sleep goes. */
+  gmr_status st = gmr__vmm_base_release(&f->pool);
+  if (st != GMR_OK) return st;
+  st = retry_unreleased(f);
   if (st != GMR_OK) return st;
   st = gmr__vmm_shards_destroy(f);
   if (st != GMR_OK) return st; /* still a valid pool: destroy may be tried again */

@@ -329,8 +329,7 @@ static gmr_status fine_sleep(gmr_vmm_pool_resource *p, const gmr_vmm_pool_sleep_
     return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory ran out");
   }
   shards_lock(f, set, o->keep_tag_mask);
-  gmr_status st =
-      gmr__vmm_sleep_run(set->parts, set->count, f->pool.cuda, f->pool.device, o, failure, asleep);
+  gmr_status st = gmr__vmm_sleep_run(&f->pool, set->parts, set->count, o, failure, asleep);
   shards_unlock(set);
   free(set);
   return st;
@@ -345,9 +344,7 @@ static gmr_status fine_wake(gmr_vmm_pool_resource *p, const gmr_vmm_pool_wake_op
     return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY, "vmm_pool: host memory ran out");
   }
   shards_lock(f, set, 0);
-  gmr_vmm_pool_host_kind host = set->engines[0]->saved_host;
-  gmr_status st = gmr__vmm_wake_run(set->parts, set->count, f->pool.cuda, f->pool.device, host,
-                                    o, failure, woken);
+  gmr_status st = gmr__vmm_wake_run(&f->pool, set->parts, set->count, o, failure, woken);
   *still_asleep = false;
   for (size_t k = 0; k < set->count; ++k) {
     vmf_engine *e = set->engines[k];
@@ -399,7 +396,7 @@ gmr_status gmr__vmm_fine_check_books(gmr_resource *self, char *err, size_t err_b
     return gmr__vmm_violation(err, err_bytes, "the shards hold %zu bytes, the pool counts %zu",
                               held, total);
   }
-  return GMR_OK;
+  return gmr__vmm_base_check(&f->pool, err, err_bytes);
 }
 
 bool gmr__vmm_shards_busy(vmm_fine *f) {

@@ -141,7 +141,8 @@ static gmr_status fine_select(void *ctx, bool asleep, uint64_t tag_mask,
     for (vmf_region *r = a->first; r != NULL; r = r->next) {
       if (r->state != want || ((tag_mask >> r->tag) & 1u) == 0) continue;
       void *host = r->extra != NULL ? r->extra->saved : NULL;
-      list[(*count)++] = (gmr__vmm_sleep_item){r, r->node.addr, r->node.bytes, r->tag, false, host};
+      list[(*count)++] =
+          (gmr__vmm_sleep_item){r, r->node.addr, r->node.bytes, r->tag, false, host, false};
     }
   }
   return GMR_OK;

@@ -270,6 +270,7 @@ gmr_status gmr__vmm_pages_check_books(gmr_resource *self, char *err, size_t err_
   }
   pthread_mutex_unlock(&p->pool.lock);
   gmr__u64_map_clear(&owners);
+  if (st == GMR_OK) st = gmr__vmm_base_check(&p->pool, err, err_bytes);
   return st;
 }
 

@@ -280,7 +280,10 @@ static gmr_status pages_destroy(gmr_resource *self) {
   if (busy) return GMR_ERR_BUSY;
   /* Nothing may still run on the memory that is about to go. */
   if (gmr__vmm_synchronize_device(&p->pool) != cudaSuccess) return GMR_ERR_CUDA;
-  gmr_status st = retry_unreleased(p);
+  /* Ranges still reserved: busy; else the host side of sleep goes. */
+  gmr_status st = gmr__vmm_base_release(&p->pool);
+  if (st != GMR_OK) return st;
+  st = retry_unreleased(p);
   if (st == GMR_OK) st = gmr__vmm_small_destroy(p);
   if (st == GMR_OK) st = give_back_all(p);
   if (st != GMR_OK) return st; /* still a valid pool: destroy may be tried again */

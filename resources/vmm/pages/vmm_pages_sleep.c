@@ -40,7 +40,7 @@ static gmr_status pages_select(void *ctx, bool asleep, uint64_t tag_mask,
   while (gmr__u64_map_next(&p->live, &cursor, &key, &value)) {
     vmm_region *r = (vmm_region *)(uintptr_t)value;
     if (r->state != want || ((tag_mask >> r->tag) & 1u) == 0) continue;
-    list[(*count)++] = (gmr__vmm_sleep_item){r, r->addr, r->bytes, r->tag, false, r->saved};
+    list[(*count)++] = (gmr__vmm_sleep_item){r, r->addr, r->bytes, r->tag, false, r->saved, false};
   }
   return GMR_OK;
 }
@@ -193,7 +193,7 @@ gmr_status gmr__vmm_pages_sleep(gmr_vmm_pool_resource *pool, const gmr_vmm_pool_
   vmm_pages *p = gmr__vmm_pages_of(pool);
   pages_ctx ctx = {p};
   gmr__vmm_sleeper part = {&pages_ops, &ctx, &p->unreleased};
-  return gmr__vmm_sleep_run(&part, 1, pool->cuda, pool->device, o, failure, asleep);
+  return gmr__vmm_sleep_run(pool, &part, 1, o, failure, asleep);
 }
 
 gmr_status gmr__vmm_pages_wake(gmr_vmm_pool_resource *pool, const gmr_vmm_pool_wake_options *o,
@@ -201,8 +201,7 @@ gmr_status gmr__vmm_pages_wake(gmr_vmm_pool_resource *pool, const gmr_vmm_pool_w
   vmm_pages *p = gmr__vmm_pages_of(pool);
   pages_ctx ctx = {p};
   gmr__vmm_sleeper part = {&pages_ops, &ctx, &p->unreleased};
-  gmr_status st =
-      gmr__vmm_wake_run(&part, 1, pool->cuda, pool->device, p->saved_host, o, failure, woken);
+  gmr_status st = gmr__vmm_wake_run(pool, &part, 1, o, failure, woken);
   *still_asleep = p->asleep_count > 0;
   return st;
 }

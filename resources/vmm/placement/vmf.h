@@ -15,7 +15,14 @@
  *   FREE    free bytes whose pages are all mapped, filed under a stream slot
  *           (reusable at once by that stream) or the shared slot (its
  *           stream's work is known done: reusable by any stream), in that
- *           slot's two-level segregated-fit (TLSF) index (stream_ordered/free_index.h);
+ *           slot's two-level segregated-fit (TLSF) indexes (stream_ordered/free_index.h):
+ *           a stream slot keeps its "fresh" regions (freed after its
+ *           stream's last record, and memory it took by waiting) apart
+ *           from its covered ones, which another stream may take once that
+ *           record is done or waited for (a split table, stream_slots.h);
+ *           a region merged with a fresh one is fresh, and a slot in
+ *           batched mode merges fresh regions only with fresh ones (so
+ *           that a new free does not make covered memory fresh again);
  *   HOLE    reserved VA with no page mapped; page-aligned (an arena with a
  *           page table only);
  *   ASLEEP  a live allocation whose pages sleep gave back (`vmm` only).
@@ -112,6 +119,8 @@ struct vmf_region {
   uint32_t tag;           /* LIVE/ASLEEP */
   uint8_t state;          /* a vmf_state */
   bool binned;            /* FREE: in its slot's index */
+  bool fresh;             /* FREE in a stream slot: in its fresh index (see the banner) */
+  uint64_t filed_seq;     /* FREE: the engine's filing count when it was filed */
   bool blocked;           /* FREE: waiting for record_stream events */
 };
 
@@ -139,7 +148,8 @@ typedef struct vmf_slot {
    * retired: its handle went to another stream (a call learned another id),
    * stream_ordered/stream_slots.h. */
   gmr__stream_slot base;
-  gmr__free_index index; /* its FREE regions, not blocked */
+  gmr__free_index index; /* its FREE regions, not blocked, that its last record covers */
+  gmr__free_index fresh; /* those freed since (always empty in the shared slot) */
 } vmf_slot;
 
 /* The region whose node `n` is (NULL for NULL), and back. */
@@ -234,13 +244,14 @@ struct vmf_engine {
   size_t arena_count;
   size_t next_arena_index;
   /* Of vmf_slot, keyed by handle; [0] is the shared slot; slots.active:
-   * those serving a stream (the second one turns recording at every free on). */
+   * those serving a stream (the second one turns recording in batches on). */
   gmr__stream_slots slots;
   /* address -> region (LIVE, ASLEEP), or VMF_FREED (an address freed and
    * not handed out since: the other live.count - live_count - asleep_count) */
   gmr__u64_map live;
   vmf_region *spare_regions; /* headers kept for reuse */
   vmf_region *blocked;       /* FREE regions waiting for record_stream events */
+  uint64_t filed_count;      /* regions filed in an index so far (vmf_region.filed_seq) */
   uint64_t sync_epoch;       /* device synchronisations completed (capture_wait) */
   gmr__capture_walks capture_walks; /* record_stream reuse inside captures */
   vmf_handle *handles;
@@ -313,37 +324,93 @@ bool gmr__vmf_find_slot(vmf_engine *e, gmr_stream stream, uint32_t *slot);
  * learn the stream's id (never breaking a capture) and compare it with the
  * slot's. Another id means the slot's stream died and the handle was
  * reused: the slot is retired and *slot becomes a new slot for `stream`.
- * false: the id could not be learned or no slot made (record nothing). */
-bool gmr__vmf_slot_check(vmf_engine *e, gmr_stream stream, uint32_t *slot);
+ * false: the id could not be learned or no slot made (record nothing).
+ * *not_capturing (may be NULL): true when the stream was found not
+ * capturing. */
+bool gmr__vmf_slot_check(vmf_engine *e, gmr_stream stream, uint32_t *slot, bool *not_capturing);
 
-/* Filing of FREE regions in their slot's index (stream_ordered/free_index.h). */
+/* Filing of FREE regions in their slot's index (stream_ordered/free_index.h):
+ * the fresh one for a fresh region (never in the shared slot). */
+static inline gmr__free_index *gmr__vmf_bin_of(vmf_engine *e, const vmf_region *r) {
+  vmf_slot *s = gmr__vmf_slot(e, r->slot);
+  return r->fresh ? &s->fresh : &s->index;
+}
 static inline void gmr__vmf_bin_insert(vmf_engine *e, vmf_region *r) {
-  gmr__free_index_insert(&gmr__vmf_slot(e, r->slot)->index, &r->node);
+  if (r->slot == VMF_SHARED) r->fresh = false;
+  r->filed_seq = ++e->filed_count;
+  gmr__free_index_insert(gmr__vmf_bin_of(e, r), &r->node);
   r->binned = true;
 }
 static inline void gmr__vmf_bin_remove(vmf_engine *e, vmf_region *r) {
-  gmr__free_index_remove(&gmr__vmf_slot(e, r->slot)->index, &r->node);
+  gmr__free_index_remove(gmr__vmf_bin_of(e, r), &r->node);
   r->binned = false;
 }
-/* The best fitting region of `slot` for `bytes` (with `alignment`), or NULL. */
+/* The best fitting covered region of `slot` for `bytes` (with
+ * `alignment`), or NULL: what another stream could take. */
+static inline vmf_region *gmr__vmf_bin_find_covered(vmf_engine *e, uint32_t slot, size_t bytes,
+                                                    size_t alignment) {
+  return gmr__vmf_region_of(gmr__free_index_find(&gmr__vmf_slot(e, slot)->index, bytes, alignment));
+}
+/* The best fitting region of `slot` for `bytes` (with `alignment`), fresh
+ * or covered (its own stream's), or NULL: of the two indexes' choices the
+ * smaller, then the one filed last, as one index's lists (newest first)
+ * gave it before batches split a slot (record_stream's reuse of the same
+ * address, and the bundled traces' footprints, depend on it). */
 static inline vmf_region *gmr__vmf_bin_find(vmf_engine *e, uint32_t slot, size_t bytes,
                                             size_t alignment) {
-  return gmr__vmf_region_of(gmr__free_index_find(&gmr__vmf_slot(e, slot)->index, bytes, alignment));
+  vmf_region *covered = gmr__vmf_bin_find_covered(e, slot, bytes, alignment);
+  const gmr__free_index *fresh = &gmr__vmf_slot(e, slot)->fresh;
+  if (fresh->block_count == 0) return covered;
+  vmf_region *f = gmr__vmf_region_of(gmr__free_index_find(fresh, bytes, alignment));
+  if (f == NULL) return covered;
+  if (covered == NULL) return f;
+  bool better = covered->node.bytes < f->node.bytes ||
+                (covered->node.bytes == f->node.bytes && covered->filed_seq > f->filed_seq);
+  return better ? covered : f;
 }
 /* Any region of `slot`, or NULL (for draining a slot). */
 static inline vmf_region *gmr__vmf_bin_any(vmf_engine *e, uint32_t slot) {
-  return gmr__vmf_region_of(gmr__free_index_any(&gmr__vmf_slot(e, slot)->index));
+  vmf_slot *s = gmr__vmf_slot(e, slot);
+  gmr__free_node *n = gmr__free_index_any(&s->fresh);
+  return gmr__vmf_region_of(n != NULL ? n : gmr__free_index_any(&s->index));
+}
+/* Free bytes filed under `slot`, fresh and covered. */
+static inline size_t gmr__vmf_slot_free_bytes(const vmf_engine *e, uint32_t slot) {
+  const vmf_slot *s = gmr__vmf_slot(e, slot);
+  return s->index.bytes + s->fresh.bytes;
 }
 
-/* r (FREE, unfiled, not blocked) joins slot `slot`: merged with its FREE
- * neighbours of that slot or the shared one, then filed. Returns the merged
+/* r (FREE, unfiled, not blocked) joins slot `slot`: merged with its filed
+ * FREE neighbours of that slot, fresh or not, or the shared one, then
+ * filed; fresh if r or a neighbour of the slot was (never in the shared
+ * slot). A growth's window becomes one region so. Returns the merged
  * region. */
 vmf_region *gmr__vmf_file_free(vmf_engine *e, vmf_region *r, uint32_t slot);
+/* gmr__vmf_file_free of memory freed on the stream of `slot` whose free was
+ * counted (gmr__stream_event_freed): covered if the slot's last record
+ * covers every free counted so far, else fresh. */
+vmf_region *gmr__vmf_file_freed(vmf_engine *e, vmf_region *r, uint32_t slot);
+/* Whether stream slot `slot` records in batches: it keeps its fresh
+ * regions in its fresh index (any other slot keeps all its memory in its
+ * one index, fresh or covered as a whole as its event says). */
+bool gmr__vmf_slot_batched(const vmf_engine *e, uint32_t slot);
+/* Whether stream slot `slot` holds free memory no record covers. */
+bool gmr__vmf_slot_holds_fresh(const vmf_engine *e, uint32_t slot);
 /* Move every free region of `slot` to `to` (VMF_SHARED once its work is
- * done, or the waiting stream's slot), merging. */
+ * done, or the waiting stream's slot, where it is fresh), merging. */
 void gmr__vmf_move_slot(vmf_engine *e, uint32_t slot, uint32_t to);
-/* Every slot whose memory is free for anyone (settled) moves it to the
- * shared slot. */
+/* The event of stream slot `slot` covers every free filed under it now
+ * (a record, or a device synchronisation): its fresh regions become
+ * covered. O(fresh regions). */
+void gmr__vmf_cover_fresh(vmf_engine *e, uint32_t slot);
+/* After a call that may have recorded slot `slot`'s event (its covered_seq
+ * was `before`): a record covers every free counted so far, so its fresh
+ * regions are covered now. */
+static inline void gmr__vmf_note_covered(vmf_engine *e, uint32_t slot, uint64_t before) {
+  if (gmr__vmf_slot(e, slot)->base.ev.covered_seq != before) gmr__vmf_cover_fresh(e, slot);
+}
+/* Every slot's memory that is free for anyone (its covered memory once its
+ * record is known done; all of it once settled) moves to the shared slot. */
 void gmr__vmf_share_settled(vmf_engine *e);
 
 /* ---- vmf_arena.c ---------------------------------------------------------- */

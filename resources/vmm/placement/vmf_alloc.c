@@ -90,12 +90,17 @@ static gmr_status allocate_slow(vmf_engine *e, size_t bytes, size_t alignment, g
     if (e->blocked != NULL) gmr__vmf_unblock(e, VMF_UNBLOCK_QUERY, stream);
     gmr__reclaim_want want = {bytes, alignment};
     if (!capturing) {
-      /* Frees during a capture could not record this stream's event; the
-       * stream is named now, so it exists: record it, so that its memory can
-       * go to other streams once done. */
+      /* Frees during a capture could not record this stream's event (nor
+       * those of a batch not full yet); the stream is named now, so it
+       * exists: record it, so that the free memory it holds can go to other
+       * streams once done (none held: nothing to cover). */
       if (gmr__stream_event_fresh(&gmr__vmf_slot(e, slot)->base.ev) &&
-          !gmr__vmf_slot(e, slot)->base.ev.lazy && gmr__vmf_slot_check(e, stream, &slot)) {
-        gmr__stream_event_mark_freed(e->cuda, &gmr__vmf_slot(e, slot)->base.ev, true, &e->events);
+          !gmr__vmf_slot(e, slot)->base.ev.lazy && gmr__vmf_slot_holds_fresh(e, slot) &&
+          gmr__vmf_slot_check(e, stream, &slot, NULL)) {
+        gmr__stream_event *ev = &gmr__vmf_slot(e, slot)->base.ev;
+        uint64_t before = ev->covered_seq;
+        gmr__stream_event_mark_freed(e->cuda, ev, true, &e->events);
+        gmr__vmf_note_covered(e, slot, before);
       }
       /* 2: streams whose work is done give their regions to everyone; 3: T
        * waits for a stream that has a fitting region and takes them all. */
@@ -104,11 +109,15 @@ static gmr_status allocate_slow(vmf_engine *e, size_t bytes, size_t alignment, g
       if (r == NULL && pending && gmr__reclaim_wait(&e->slots, slot, &want)) {
         r = find_usable(e, slot, bytes, alignment);
       }
-      /* Memory of streams that owe a record (on demand: nobody asked yet,
-       * or the stream is gone) would spare a growth: one device
-       * synchronisation makes it anyone's. */
-      if (r == NULL && may_grow && gmr__reclaim_sync_would_help(&e->slots, slot, &want) &&
-          gmr__reclaim_device_synchronize(&e->slots) == cudaSuccess) {
+      /* Memory no record covers yet (its stream owes a record, or is
+       * gone) would have served: its stream is asked to record at its next
+       * call (so that the next request finds it covered), and, where that
+       * spares a growth now, one device synchronisation makes it anyone's. */
+      if (r == NULL &&
+          gmr__reclaim_demand(&e->slots, slot, &want,
+                              gmr__vmf_slot_free_bytes(e, slot) +
+                                  gmr__vmf_slot_free_bytes(e, VMF_SHARED)) &&
+          may_grow && gmr__reclaim_device_synchronize(&e->slots) == cudaSuccess) {
         r = find_usable(e, slot, bytes, alignment);
       }
     } else {
@@ -124,6 +133,12 @@ static gmr_status allocate_slow(vmf_engine *e, size_t bytes, size_t alignment, g
       st = GMR_ERR_OUT_OF_MEMORY;
     } else {
       st = e->source->grow(e, bytes, alignment, stream, slot, capturing, &r, failure);
+      /* A source may order the memory on the stream (vmm_pages' pages,
+       * freed on it before): then it is the stream's newest free, covered
+       * only if the stream recorded since (gmr__vmf_file_freed's rule). */
+      if (st == GMR_OK && gmr__stream_event_fresh(&gmr__vmf_slot(e, slot)->base.ev)) {
+        r->fresh = true;
+      }
     }
     gmr__cuda_capture_relaxed_leave(e->cuda, saved_mode);
   }
@@ -195,8 +210,11 @@ gmr_status gmr__vmf_allocate_ex(vmf_engine *e, size_t bytes, size_t alignment, g
    * stream surely exists during this call), its id checked first. */
   vmf_slot *own = gmr__vmf_slot(e, slot);
   if (own->base.ev.demand && gmr__stream_event_fresh(&own->base.ev) && !own->base.ev.lazy &&
-      gmr__vmf_slot_check(e, stream, &slot)) {
-    gmr__stream_event_note_call(e->cuda, &gmr__vmf_slot(e, slot)->base.ev, &e->events);
+      gmr__vmf_slot_check(e, stream, &slot, NULL)) {
+    gmr__stream_event *ev = &gmr__vmf_slot(e, slot)->base.ev;
+    uint64_t before = ev->covered_seq;
+    gmr__stream_event_note_call(e->cuda, ev, &e->events);
+    gmr__vmf_note_covered(e, slot, before);
   }
   /* PyTorch's record_stream reuse (as gmr's pool): regions whose recorded
    * uses are done are filed again before the search, so the freeing

@@ -58,6 +58,7 @@ vmf_region *gmr__vmf_make_hole(vmf_engine *e, vmf_region *r) {
   if (r->binned) gmr__vmf_bin_remove(e, r);
   gmr__vmf_set_state(e, r, VMF_HOLE);
   r->slot = VMF_SHARED;
+  r->fresh = false;
   if (r->next != NULL && r->next->state == VMF_HOLE) gmr__vmf_absorb_next(e, r);
   if (r->prev != NULL && r->prev->state == VMF_HOLE) {
     r = r->prev;

@@ -45,7 +45,9 @@ static size_t free_total(const vmf_engine *e) {
 
 static size_t free_count(const vmf_engine *e) {
   size_t n = 0;
-  for (uint32_t i = 0; i < e->slots.count; ++i) n += gmr__vmf_slot(e, i)->index.block_count;
+  for (uint32_t i = 0; i < e->slots.count; ++i) {
+    n += gmr__vmf_slot(e, i)->index.block_count + gmr__vmf_slot(e, i)->fresh.block_count;
+  }
   for (const vmf_region *r = e->blocked; r != NULL; r = gmr__vmf_region_of(r->node.free_next)) {
     n++;
   }
@@ -67,7 +69,9 @@ static size_t largest_free(const vmf_engine *e) {
   }
   for (uint32_t i = 0; i < e->slots.count; ++i) {
     size_t largest = gmr__free_index_largest(&gmr__vmf_slot(e, i)->index);
+    size_t fresh = gmr__free_index_largest(&gmr__vmf_slot(e, i)->fresh);
     if (largest > best) best = largest;
+    if (fresh > best) best = fresh;
   }
   return best;
 }
@@ -158,7 +162,7 @@ size_t gmr__vmf_regions(vmf_engine *e, gmr_vmm_pool_region *out, size_t capacity
 typedef struct sums {
   size_t live_bytes, live_count, asleep_bytes, asleep_count, hole_bytes, hole_count;
   size_t live_entries;
-  size_t slot_bytes[64], slot_count[64];
+  size_t slot_bytes[2][64], slot_count[2][64]; /* [fresh][slot] */
 } sums;
 
 static gmr_status check_pages(const vmf_engine *e, const vmf_arena *a, const vmf_region *r,
@@ -202,8 +206,9 @@ static gmr_status check_region(const vmf_engine *e, const vmf_arena *a, const vm
   if (prev != NULL && prev->state == VMF_HOLE && r->state == VMF_HOLE) {
     return gmr__vmm_violation(err, err_bytes, "two holes touch at %#zx", (size_t)r->node.addr);
   }
+  /* A slot in batched mode keeps fresh and covered regions apart. */
   if (prev != NULL && prev->state == VMF_FREE && r->state == VMF_FREE && !prev->blocked &&
-      !r->blocked && prev->slot == r->slot) {
+      !r->blocked && prev->slot == r->slot && prev->fresh == r->fresh) {
     return gmr__vmm_violation(err, err_bytes, "free regions of one slot touch unmerged at %#zx",
                               (size_t)r->node.addr);
   }
@@ -212,9 +217,13 @@ static gmr_status check_region(const vmf_engine *e, const vmf_arena *a, const vm
       return gmr__vmm_violation(err, err_bytes, "free region at %#zx is %s", (size_t)r->node.addr,
                                 r->blocked ? "blocked and filed" : "neither filed nor blocked");
     }
+    if (r->binned && r->fresh && r->slot == VMF_SHARED) {
+      return gmr__vmm_violation(err, err_bytes, "shared free region at %#zx is fresh",
+                                (size_t)r->node.addr);
+    }
     if (r->binned && r->slot < 64) {
-      s->slot_bytes[r->slot] += r->node.bytes;
-      s->slot_count[r->slot]++;
+      s->slot_bytes[r->fresh][r->slot] += r->node.bytes;
+      s->slot_count[r->fresh][r->slot]++;
     }
   } else if (r->binned || r->blocked) {
     return gmr__vmm_violation(err, err_bytes, "%s region at %#zx is filed as free",
@@ -244,13 +253,15 @@ static gmr_status check_region(const vmf_engine *e, const vmf_arena *a, const vm
 
 typedef struct index_visit {
   uint32_t slot;
+  bool fresh;
 } index_visit;
 
-/* A node of slot v->slot's index: a FREE region filed there. */
+/* A node of slot v->slot's covered or fresh index: a FREE region filed there. */
 static bool visit_free_region(void *ctx, const gmr__free_node *n) {
   const index_visit *v = ctx;
   const vmf_region *r = (const vmf_region *)(const void *)n; /* its first member */
-  return r->state == VMF_FREE && r->binned && !r->blocked && r->slot == v->slot;
+  return r->state == VMF_FREE && r->binned && !r->blocked && r->slot == v->slot &&
+         r->fresh == v->fresh;
 }
 
 
@@ -285,11 +296,15 @@ gmr_status gmr__vmf_check(vmf_engine *e, char *err, size_t err_bytes) {
     st = gmr__vmm_violation(err, err_bytes, "arena count");
   }
   for (uint32_t i = 0; st == GMR_OK && i < e->slots.count; ++i) {
-    const gmr__free_index *index = &gmr__vmf_slot(e, i)->index;
-    index_visit v = {i};
-    if (!gmr__free_index_check(index, visit_free_region, &v) ||
-        (i < 64 && (s.slot_bytes[i] != index->bytes || s.slot_count[i] != index->block_count))) {
-      st = gmr__vmm_violation(err, err_bytes, "slot %u's index disagrees with its regions", i);
+    for (int f = 0; f < 2 && st == GMR_OK; ++f) {
+      const gmr__free_index *index = f ? &gmr__vmf_slot(e, i)->fresh : &gmr__vmf_slot(e, i)->index;
+      index_visit v = {i, f != 0};
+      if (!gmr__free_index_check(index, visit_free_region, &v) ||
+          (i < 64 &&
+           (s.slot_bytes[f][i] != index->bytes || s.slot_count[f][i] != index->block_count))) {
+        st = gmr__vmm_violation(err, err_bytes, "slot %u's %s index disagrees with its regions", i,
+                                f ? "fresh" : "covered");
+      }
     }
   }
   if (st == GMR_OK && (s.live_bytes != e->live_bytes || s.live_count != e->live_count ||

@@ -106,7 +106,7 @@ void gmr__vmf_unblock(vmf_engine *e, vmf_unblock_mode mode, gmr_stream stream) {
     blocked_remove(e, r);
     gmr__vmf_free_extra(e, r);
     /* Merging may absorb any region but the blocked ones: `next` survives. */
-    (void)gmr__vmf_file_free(e, r, r->slot);
+    (void)gmr__vmf_file_freed(e, r, r->slot);
   }
 }
 
@@ -253,7 +253,7 @@ static void free_asleep(vmf_engine *e, vmf_region *r, uint32_t slot) {
   e->asleep_count--;
   forget_live(e, r);
   gmr__vmf_set_state(e, r, VMF_FREE);
-  (void)gmr__vmf_file_free(e, r, slot);
+  (void)gmr__vmf_file_freed(e, r, slot);
 }
 
 gmr_status gmr__vmf_deallocate(vmf_engine *e, void *ptr, size_t bytes, size_t alignment,
@@ -265,17 +265,22 @@ gmr_status gmr__vmf_deallocate(vmf_engine *e, void *ptr, size_t bytes, size_t al
   if (st == GMR_OK && !gmr__vmf_slot_of(e, stream, &slot)) st = GMR_ERR_OUT_OF_MEMORY;
   /* The stream's id is checked where a mistake would cost order
    * (docs/stream_ordering.md): before a record that would also cover
-   * earlier frees no record covers (they must be this stream's), and at the
-   * first free a record will not cover (so that a later record or a reuse
-   * by id knows whose it is). A failed check records nothing (the memory
-   * stays this stream's, reached by others through a device
+   * earlier frees no record covers (they must be this stream's), or take
+   * over covered memory not known done (a record on a successor that got
+   * the handle would stand for the dead stream's work), and at the first
+   * free a record will not cover while the slot's id is not known (so that
+   * a later record knows whose the frees are: a known id found again proves
+   * the stream kept the handle). A failed check records nothing (the
+   * memory stays this stream's, reached by others through a device
    * synchronisation). */
-  bool record_ok = true;
+  bool record_ok = true, not_capturing = false;
   if (st == GMR_OK && !gmr__vmf_slot(e, slot)->base.ev.lazy) {
-    const gmr__stream_event *ev = &gmr__vmf_slot(e, slot)->base.ev;
-    bool due = gmr__stream_event_record_due(ev);
-    bool fresh = gmr__stream_event_fresh(ev);
-    if (due == fresh) record_ok = gmr__vmf_slot_check(e, stream, &slot);
+    const vmf_slot *s = gmr__vmf_slot(e, slot);
+    bool fresh = gmr__stream_event_fresh(&s->base.ev);
+    bool check = gmr__stream_event_record_due_for(&s->base.ev, r->node.bytes)
+                     ? fresh || (!s->base.ev.complete && s->index.block_count > 0)
+                     : !fresh && !gmr__stream_id_is_stream(s->base.ev.key.id);
+    if (check) record_ok = gmr__vmf_slot_check(e, stream, &slot, &not_capturing);
   }
   if (st == GMR_OK && r->state == VMF_ASLEEP) {
     free_asleep(e, r, slot);
@@ -298,10 +303,13 @@ gmr_status gmr__vmf_deallocate(vmf_engine *e, void *ptr, size_t bytes, size_t al
   }
   /* Reuse by other streams waits for this stream's work (recorded now on a
    * created stream, lazily on a default one). */
+  gmr__stream_event *ev = &gmr__vmf_slot(e, slot)->base.ev;
   if (record_ok) {
-    gmr__stream_event_mark_freed(e->cuda, &gmr__vmf_slot(e, slot)->base.ev, false, &e->events);
+    uint64_t before = ev->covered_seq;
+    gmr__stream_event_freed(e->cuda, ev, r->node.bytes, not_capturing, &e->events);
+    gmr__vmf_note_covered(e, slot, before);
   } else {
-    gmr__vmf_slot(e, slot)->base.ev.free_seq++; /* fresh: not covered by a record */
+    gmr__stream_event_freed_unrecorded(ev, r->node.bytes); /* fresh: not covered by a record */
   }
   forget_live(e, r);
   e->live_bytes -= r->node.bytes;
@@ -326,7 +334,7 @@ gmr_status gmr__vmf_deallocate(vmf_engine *e, void *ptr, size_t bytes, size_t al
     gmr__vmf_free_extra(e, r);
     gmr__vmf_set_state(e, r, VMF_FREE);
   }
-  if (!r->blocked) (void)gmr__vmf_file_free(e, r, slot);
+  if (!r->blocked) (void)gmr__vmf_file_freed(e, r, slot);
   purge_freed_marks(e);
   gmr__vmf_unlock(e);
   return GMR_OK;
