@@ -181,7 +181,7 @@ typedef struct gmr_vmm_pool_sleep_options {
   bool keep_backup;      /* the wake keeps this sleep's backups for the next sleep
                           * (held while awake; reused when of the same kind and size) */
   uint32_t copy_threads; /* pageable copies: host threads moving chunks between the ring and
-                          * the backups (0: half the CPUs, at most 8; at most 64) */
+                          * the backups (0: the CPUs, at most 16; at most 64) */
 } gmr_vmm_pool_sleep_options;
 
 /* Save nothing, keep nothing (every allocation discarded); pageable backups

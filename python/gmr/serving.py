@@ -290,7 +290,7 @@ def sleep(backup: Iterable[str] = (UNTAGGED,), keep: Iterable[str] = (), host: s
         staging_bytes: the staging ring's size in bytes for pageable backups
             (None: 256 MiB; kept by the pool across cycles).
         copy_threads: host threads copying between the ring and pageable
-            backups (None: half the CPUs, at most 8; at most 64).
+            backups (None: the CPUs, at most 16; at most 64).
 
     Raises:
         ValueError: an unknown tag name, a tag both backed up and kept, a

@@ -306,6 +306,33 @@ TEST_P(VmmSleepCopy, ACopyRefusedHalfwayLeavesTheWakeUndone) {
   FreeAll();
 }
 
+// Once a wake's ring wraps, the caller frees every slot whose copy reached
+// the device (queried), not one slot per chunk queued: with one slot freed
+// per chunk, one copy thread at a time could fill (5-7 GB/s on an H100,
+// serving_check run of 2026-12-07). A refused query only frees later.
+TEST_P(VmmSleepCopy, AWrappedRingIsFreedAsCopiesLandAndARefusedQueryOnlyWaits) {
+  Populate(91);
+  for (bool refuse_queries : {false, true}) {
+    SCOPED_TRACE(refuse_queries ? "queries refused" : "queries answered");
+    Sleep(Options(GMR_VMM_POOL_HOST_PAGEABLE, 3));
+    const uint64_t queries = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_QUERY);
+    const uint64_t syncs = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_SYNCHRONIZE);
+    if (refuse_queries) {
+      ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_EVENT_QUERY, 0, UINT64_MAX,
+                                                    cudaErrorLaunchFailure));
+    }
+    Wake();
+    ASSERT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
+    ExpectContents();
+    // About 50 chunks through 4 slots: a query after each chunk queued.
+    EXPECT_LE(queries + 40u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_QUERY));
+    EXPECT_LE(syncs + 40u, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_EVENT_SYNCHRONIZE))
+        << "the slot the next chunk takes is still waited for";
+    gmr_test::ExpectBooksMatchDevice(pool_);
+  }
+  FreeAll();
+}
+
 INSTANTIATE_TEST_SUITE_P(Placements, VmmSleepCopy,
                          ::testing::Values(gmr_test::Placement::kPages,
                                            gmr_test::Placement::kFine),

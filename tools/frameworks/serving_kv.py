@@ -166,7 +166,7 @@ def part_kvcache(args):
           % (asleep["asleep"], asleep["saved"]))
     compare("after sleep and wake")
 
-    del graph, out, whole, layers, table, x, saved
+    del graph, out, whole, layers, table, x, saved, v  # v: the last layer, from the loops above
     gc.collect()
     torch.cuda.synchronize()
     views = rng.live_views()

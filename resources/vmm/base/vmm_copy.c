@@ -18,9 +18,10 @@
  * Wake (host to device): a thread fills chunk i's slot from the backups once
  * the slot is "freed" (the copy of chunk i - slot_count reached the device)
  * and marks it "filled"; the caller queues the copy of each filled chunk to
- * the device in order, records the slot's event, and then waits for the
- * event of the chunk that used the next chunk's slot and marks it freed;
- * at the end it synchronises the stream.
+ * the device in order, records the slot's event, waits for the event of the
+ * chunk that used the next chunk's slot and marks freed every chunk whose
+ * event has completed (queried, not waited for), so that the threads keep
+ * filling ahead; at the end it synchronises the stream.
  * With no copy thread (none could start) the caller does the threads' part
  * itself, in the same order.
  */
@@ -352,6 +353,8 @@ static cudaError_t run_to_host(gmr__vmm_host *h, gmr__vmm_copy_job *job, const c
  * with no worker also fill them. */
 static cudaError_t run_to_device(gmr__vmm_host *h, gmr__vmm_copy_job *job, const char **call) {
   size_t n = job->chunk_count, slots = job->slot_count;
+  size_t freed = 0;        /* chunks [0, freed) reached the device */
+  size_t freed_marked = 0; /* chunks [0, freed_marked) marked FREED */
   cudaError_t err = cudaSuccess;
   for (size_t i = 0; i < n && err == cudaSuccess; ++i) {
     if (job->workers == 0) {
@@ -363,12 +366,27 @@ static cudaError_t run_to_device(gmr__vmm_host *h, gmr__vmm_copy_job *job, const
       if (!go) break;
     }
     err = queue_chunk(h, job, i, call);
-    if (err != cudaSuccess || i + 1 < slots) continue;
-    /* Chunk i + 1 reuses the slot of chunk i + 1 - slots. */
-    size_t j = i + 1 - slots;
-    *call = "cudaEventSynchronize";
-    err = h->cuda->event_synchronize(h->events[j % slots]);
-    if (err == cudaSuccess) set_state(h, job, j, FREED);
+    if (err != cudaSuccess) continue;
+    /* Chunk i + 1 reuses the slot of chunk i + 1 - slots: wait for it. */
+    if (i + 1 >= slots) {
+      *call = "cudaEventSynchronize";
+      err = h->cuda->event_synchronize(h->events[(i + 1 - slots) % slots]);
+      if (err != cudaSuccess) continue;
+      /* One stream: every earlier chunk is on the device too. */
+      if (freed < i + 2 - slots) freed = i + 2 - slots;
+    }
+    /* Free every slot whose copy already reached the device, so that the
+     * threads can fill chunks ahead of the next one; freeing one slot per
+     * chunk queued let one thread at a time fill once the ring wrapped. */
+    while (freed <= i && h->cuda->event_query(h->events[freed % slots]) == cudaSuccess) {
+      freed++;
+    }
+    if (freed > freed_marked) {
+      pthread_mutex_lock(&h->mu);
+      for (; freed_marked < freed; ++freed_marked) job->state[freed_marked] |= FREED;
+      pthread_cond_broadcast(&h->cv);
+      pthread_mutex_unlock(&h->mu);
+    }
   }
   if (err == cudaSuccess) {
     *call = "cudaStreamSynchronize";

