@@ -57,9 +57,8 @@ def parse(path: str) -> tuple[dict, dict]:
                 current = {}
                 runs[(trace, label)].append(current)
             mean = float(fields[4])
-            ratio = float(fields[-2]) if who != "torch" else float(fields[-5])
-            if who == "torch":
-                ratio = float(fields[-6]) if fields[-6] != "n/a" else ratio
+            # gmr: ... peak MiB, /live, frag; torch_replay adds alloc MiB, device MiB, py ns.
+            ratio = float(fields[-5] if who == "torch" else fields[-2])
             current[int(m.group("pass"))] = (mean, ratio)
         elif table == 2 and who == "gmr" and m.group("pass") == "1":
             calls.setdefault((trace, name), []).append(int(fields[-1]))
