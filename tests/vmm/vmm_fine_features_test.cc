@@ -233,7 +233,11 @@ TEST_F(VmmFineFeatures, RandomWorkKeepsEveryBlockAndTheInvariants) {
   for (int i = 0; i < 1500; ++i) {
     unsigned op = next() % 10;
     if (op < 5 || live.empty()) {
-      size_t bytes = 1 + next() % (next() % 4 == 0 ? 5 * kPage : 64 * 1024);
+      // Two statements: the operands of % are unsequenced, and builds
+      // differed in which next() ran first (another program under ASan).
+      const unsigned r = next();
+      const size_t span = next() % 4 == 0 ? 5 * kPage : 64 * 1024;
+      size_t bytes = 1 + r % span;
       gmr_stream s = streams[next() % 2];
       void *p = nullptr;
       gmr_failure f = GMR_FAILURE_INIT;
