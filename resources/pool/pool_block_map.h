@@ -64,12 +64,18 @@ static inline gmr__pool_block *gmr__block_map_find(const gmr__block_map *map, ui
   return gmr__block_map_lookup(map, addr).block;
 }
 
-/* Remove the entry `hit` found, with the map unchanged since. */
+/* Remove the entry `hit` found (hit.block not NULL). Its slot is used only
+ * if it still holds the block's address: between the lookup and here a
+ * free may file a new stream's slot, whose first use can move another
+ * slot's cached blocks out of the map and shift the entries after them
+ * (backward-shift deletion), so the slot may now hold another block's
+ * entry. Keys are unique: a slot with the address is the entry. */
 static inline void gmr__block_map_remove_hit(gmr__block_map *map, gmr__block_map_hit hit) {
-  if (hit.at != SIZE_MAX) {
+  uint64_t key = (uint64_t)hit.block->node.addr;
+  if (hit.at != SIZE_MAX && hit.at < map->capacity && map->slots[hit.at].key == key) {
     gmr__u64_map_remove_at(map, hit.at);
   } else {
-    (void)gmr__u64_map_remove(map, 0, NULL);
+    (void)gmr__u64_map_remove(map, key, NULL);
   }
 }
 

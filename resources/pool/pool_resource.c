@@ -314,7 +314,7 @@ static gmr_status pool_deallocate(gmr_resource *self, void *ptr, size_t bytes, s
     a->in_use_count--;
     a->recent_freed[a->recent_freed_next++ % GMR__POOL_RECENT_FREED] = addr;
     if (b->uses != NULL && gmr__pool_defer_free(a, si, b)) {
-      gmr__block_map_remove_hit(&a->live, hit); /* the map is unchanged since the lookup */
+      gmr__block_map_remove_hit(&a->live, hit); /* checks the slot still holds it */
     } else if (gmr__pool_cacheable(a, b)) {
       gmr__pool_cache_put(a, si, b); /* it stays in the live map */
     } else {
