@@ -47,7 +47,9 @@ TEST_F(PoolTest, ThreadsOnTheirOwnStreamsKeepEveryInvariant) {
       for (int i = 0; i < 1500; ++i) {
         unsigned op = rng() % 10;
         if (op < 5 || mine.empty()) {
-          size_t bytes = 1 + rng() % (rng() % 10 == 0 ? 2 * MiB : 32 * KiB);
+          // Two statements: the operands of % are unsequenced (builds differed).
+          const auto draw = rng();
+          size_t bytes = 1 + draw % (rng() % 10 == 0 ? 2 * MiB : 32 * KiB);
           void *p = nullptr;
           if (gmr_resource_allocate(r, bytes, 0, streams[t], &p) != GMR_OK) {
             failures++;

@@ -187,7 +187,9 @@ TEST_P(PoolRandomTest, RandomSequencesKeepEveryInvariant) {
   for (int i = 0; i < 4000; ++i) {
     gmr_stream s = streams[rng() % 2];
     if (live.empty() || rng() % 100 < 60) {
-      size_t bytes = 1 + rng() % (rng() % 8 == 0 ? 6 * MiB : 64 * KiB);
+      // Two statements: the operands of % are unsequenced (builds differed).
+      const auto draw = rng();
+      size_t bytes = 1 + draw % (rng() % 8 == 0 ? 6 * MiB : 64 * KiB);
       size_t align = size_t{1} << (rng() % 16);  // 1 B .. 32 KiB
       void *p = nullptr;
       ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, bytes, align, s, &p));

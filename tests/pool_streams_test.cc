@@ -269,7 +269,9 @@ TEST_F(PoolStreamsTest, EverythingAtOnceOverThreads) {
       for (int i = 0; i < 4000; ++i) {
         unsigned op = rng() % 20;
         if (op < 9 || mine.empty()) {
-          size_t bytes = 1 + rng() % (rng() % 8 == 0 ? 3 * MiB : 48 * KiB);
+          // Two statements: the operands of % are unsequenced (builds differed).
+          const auto draw = rng();
+          size_t bytes = 1 + draw % (rng() % 8 == 0 ? 3 * MiB : 48 * KiB);
           void *p = nullptr;
           if (gmr_resource_allocate(r, bytes, 0, streams[t], &p) != GMR_OK) {
             failures++;

@@ -95,7 +95,9 @@ TEST_F(Symmetric, TheSameSequenceGivesTheSameOffsetsOnTwoDevices) {
   for (int step = 0; step < 600; ++step) {
     bool alloc = live.empty() || rng() % 100 < 55;
     if (alloc) {
-      size_t bytes = 1 + rng() % (rng() % 4 == 0 ? 40 * kMiB : 3 * kMiB);
+      // Two statements: the operands of % are unsequenced (builds differed).
+      const auto draw = rng();
+      size_t bytes = 1 + draw % (rng() % 4 == 0 ? 40 * kMiB : 3 * kMiB);
       Live l{{nullptr, nullptr}, bytes};
       for (int rank = 0; rank < 2; ++rank) {
         ASSERT_EQ(GMR_OK, gmr_device_set_current(rank));
