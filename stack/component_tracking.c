@@ -28,6 +28,7 @@ static const gmr__option_def options[OPTION_COUNT] = {
     [RECENT_FREES] = {.name = "recent_frees",
                       .type = GMR__OPTION_UINT,
                       .min_value = 1,
+                      .max_value = (uint64_t)1 << 32, /* util/books.h's most */
                       .help = "frees remembered to tell a double free from an unknown pointer"},
 };
 

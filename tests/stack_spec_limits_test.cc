@@ -160,6 +160,9 @@ TEST_F(SpecLimits, ValuesOutsideALayersRangeAreRefusedWithTheRange) {
             Error("pool(arenas=65) > host"));
   EXPECT_EQ("spec:1:19: invalid value '33' for pool option 'recent_frees': at most 32",
             Error("pool(recent_frees=33) > host"));
+  EXPECT_EQ("spec:1:23: invalid value '8198552921648689606' for tracking option 'recent_frees': "
+            "at most 4294967296",
+            Error("tracking(recent_frees=8198552921648689606) > host"));
   EXPECT_EQ("spec:1:21: invalid value '1001' for pool option 'growth_percent': at most 1000",
             Error("pool(growth_percent=1001) > host"));
   EXPECT_EQ("spec:1:21: invalid value '4294967297' for pool option 'growth_percent': at most "

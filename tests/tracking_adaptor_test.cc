@@ -82,6 +82,26 @@ TEST_F(Tracking, CountsExactBytesAndAllocations) {
   EXPECT_EQ(0, Stats().bytes.current);
 }
 
+// A remembered-frees count no ring could hold is refused at create (the
+// spec fuzzer's recent_frees=8198552921648689606 once wrapped the ring's
+// byte count to 0 and wrote past it at the first free); the most is taken.
+TEST_F(Tracking, ARecentFreesCountNoRingCanHoldIsRefused) {
+  gmr_tracking_adaptor_config c = GMR_TRACKING_ADAPTOR_CONFIG_DEFAULT;
+  for (size_t n : {static_cast<size_t>(8198552921648689606ull), SIZE_MAX,
+                   (static_cast<size_t>(1) << 32) + 1}) {
+    c.recent_free_count = n;
+    gmr_tracking_adaptor *t = nullptr;
+    EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_tracking_adaptor_create(up_, &c, &t)) << n;
+    EXPECT_EQ(nullptr, t);
+  }
+  c.recent_free_count = 8;
+  Make(&c);
+  void *a = nullptr;
+  ASSERT_EQ(GMR_OK, gmr_resource_allocate(r(), 100, 0, nullptr, &a));
+  ASSERT_EQ(GMR_OK, gmr_resource_deallocate(r(), a, 100, 0, nullptr));
+  EXPECT_EQ(GMR_ERR_DOUBLE_FREE, gmr_resource_deallocate(r(), a, 100, 0, nullptr));
+}
+
 TEST_F(Tracking, UpstreamFailureIsCountedAndRecordsNothing) {
   Make();
   gmr_mock_resource_try_fail(mock_, 0, 1, GMR_ERR_OUT_OF_MEMORY, 2);

@@ -55,6 +55,13 @@ static size_t round_up_pow2(size_t n) {
 }
 
 bool gmr__books_init(gmr__books *b, size_t shard_count, size_t recent_free_count) {
+  /* A ring that large could not be allocated, and its byte count would
+   * overflow (the fuzzer's recent_frees=8198552921648689606 made it 0). */
+  if (recent_free_count > GMR__BOOKS_MAX_RECENT_FREES) {
+    b->shards = NULL;
+    b->shard_mask = 0;
+    return false;
+  }
   size_t n = round_up_pow2(shard_count == 0 ? 1 : shard_count);
   b->shards = aligned_alloc(_Alignof(gmr__books_shard), n * sizeof *b->shards);
   if (b->shards == NULL) {

@@ -69,7 +69,10 @@ typedef struct gmr__books {
 
 /* Set up `shard_count` shards (rounded up to a power of two, at least 1) that
  * remember about `recent_free_count` frees in all (0: none, so every free of
- * a dead pointer reads as unknown). false: no host memory (nothing to deinit). */
+ * a dead pointer reads as unknown; at most GMR__BOOKS_MAX_RECENT_FREES).
+ * false: no host memory, or recent_free_count above the most (nothing to
+ * deinit). */
+#define GMR__BOOKS_MAX_RECENT_FREES ((size_t)1 << 32)
 bool gmr__books_init(gmr__books *b, size_t shard_count, size_t recent_free_count);
 
 /* Free the books' storage (not the entries' `extra`). */

@@ -79,7 +79,8 @@ typedef struct gmr_tracking_adaptor_config {
   gmr_tracking_scope per;    /* what an owner is */
   bool check_stream;         /* refuse a free on another stream than the allocation's */
   size_t max_owners;         /* owners with counters of their own (then shared), 0 = 256 */
-  size_t recent_free_count;  /* frees remembered to detect double frees, 0 = 4096 */
+  size_t recent_free_count;  /* frees remembered to detect double frees, 0 = 4096; at most
+                              * 2^32 (above: create fails, GMR_ERR_OUT_OF_MEMORY) */
 } gmr_tracking_adaptor_config;
 
 #define GMR_TRACKING_ADAPTOR_CONFIG_DEFAULT {GMR_TRACKING_PER_STREAM, true, 256u, 4096u}
@@ -135,7 +136,8 @@ typedef struct gmr_tracking_adaptor_owner_stats {
  *   copied (NULL = GMR_TRACKING_ADAPTOR_CONFIG_DEFAULT).
  * Thread-safe: yes. Stream/device: no CUDA call.
  * Returns GMR_OK; GMR_ERR_INVALID_ARGUMENT (upstream invalid, out NULL, unknown
- * scope); GMR_ERR_OUT_OF_MEMORY (host allocation). On failure *out is NULL.
+ * scope); GMR_ERR_OUT_OF_MEMORY (host allocation, or recent_free_count above
+ * 2^32). On failure *out is NULL.
  */
 GMR_API GMR_NODISCARD gmr_status gmr_tracking_adaptor_create(
     gmr_resource *upstream, const gmr_tracking_adaptor_config *config,
