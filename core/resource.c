@@ -179,45 +179,41 @@ void gmr__resource_type_register(const gmr__resource_type *type) {
   assert(!"more gmr resource types than GMR__RESOURCE_TYPE_MAX");
 }
 
-const gmr__resource_type *gmr__resource_type_of(const gmr_resource *r) {
-  if (r == NULL || r->vtbl == NULL) return NULL;
+/* The slot of the registered type with vtable `vtbl`; GMR__RESOURCE_TYPE_MAX
+ * if none. */
+static size_t type_slot(const gmr_resource_vtbl *vtbl) {
   for (size_t i = 0; i < GMR__RESOURCE_TYPE_MAX; ++i) {
     const gmr__resource_type *t = atomic_load_explicit(&known_types[i], memory_order_acquire);
-    if (t == NULL) return NULL;
-    if (t->vtbl == r->vtbl) return t;
+    if (t == NULL) break;
+    if (t->vtbl == vtbl) return i;
   }
-  return NULL;
+  return GMR__RESOURCE_TYPE_MAX;
 }
 
-/* Types that belong to a family, filled as known_types is. */
-static _Atomic(const gmr__resource_member *) known_members[GMR__RESOURCE_TYPE_MAX];
+const gmr__resource_type *gmr__resource_type_of(const gmr_resource *r) {
+  if (r == NULL || r->vtbl == NULL) return NULL;
+  size_t i = type_slot(r->vtbl);
+  return i == GMR__RESOURCE_TYPE_MAX ? NULL
+                                     : atomic_load_explicit(&known_types[i], memory_order_acquire);
+}
+
+/* The family of the type in known_types[i] (NULL: none), beside it. */
+static _Atomic(const char *) known_families[GMR__RESOURCE_TYPE_MAX];
 
 void gmr__resource_member_register(const gmr__resource_member *member) {
   gmr__resource_type_register(member->type);
-  for (size_t i = 0; i < GMR__RESOURCE_TYPE_MAX; ++i) {
-    const gmr__resource_member *seen =
-        atomic_load_explicit(&known_members[i], memory_order_acquire);
-    if (seen == NULL) {
-      const gmr__resource_member *expected = NULL;
-      if (atomic_compare_exchange_strong_explicit(&known_members[i], &expected, member,
-                                                  memory_order_acq_rel, memory_order_acquire)) {
-        return;
-      }
-      seen = expected;
-    }
-    if (seen == member || seen->type->vtbl == member->type->vtbl) return;
+  size_t i = type_slot(member->type->vtbl);
+  if (i != GMR__RESOURCE_TYPE_MAX) {
+    atomic_store_explicit(&known_families[i], member->family, memory_order_release);
   }
-  assert(!"more gmr family members than GMR__RESOURCE_TYPE_MAX");
 }
 
 /* The family of the registered type with vtable `vtbl`, or NULL. */
 static const char *family_of(const gmr_resource_vtbl *vtbl) {
-  for (size_t i = 0; i < GMR__RESOURCE_TYPE_MAX; ++i) {
-    const gmr__resource_member *m = atomic_load_explicit(&known_members[i], memory_order_acquire);
-    if (m == NULL) return NULL;
-    if (m->type->vtbl == vtbl) return m->family;
-  }
-  return NULL;
+  size_t i = type_slot(vtbl);
+  return i == GMR__RESOURCE_TYPE_MAX
+             ? NULL
+             : atomic_load_explicit(&known_families[i], memory_order_acquire);
 }
 
 /* Whether a gmr type's instance (vtable `vtbl`) answers to `name`: its own
@@ -238,12 +234,9 @@ static bool is_gmr_type_name(const char *type_name) {
   for (size_t i = 0; i < GMR__RESOURCE_TYPE_MAX; ++i) {
     const gmr__resource_type *t = atomic_load_explicit(&known_types[i], memory_order_acquire);
     if (t == NULL) break;
+    const char *family = atomic_load_explicit(&known_families[i], memory_order_acquire);
     if (strcmp(t->vtbl->type_name, type_name) == 0) return true;
-  }
-  for (size_t i = 0; i < GMR__RESOURCE_TYPE_MAX; ++i) {
-    const gmr__resource_member *m = atomic_load_explicit(&known_members[i], memory_order_acquire);
-    if (m == NULL) break;
-    if (strcmp(m->family, type_name) == 0) return true;
+    if (family != NULL && strcmp(family, type_name) == 0) return true;
   }
   return false;
 }

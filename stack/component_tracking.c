@@ -5,6 +5,7 @@
 
 #include "gmr/tracking_adaptor.h"
 #include "stack/registry.h"
+#include "util/books.h"
 
 enum { PER, CHECK_STREAM, MAX_OWNERS, RECENT_FREES, OPTION_COUNT };
 
@@ -28,7 +29,7 @@ static const gmr__option_def options[OPTION_COUNT] = {
     [RECENT_FREES] = {.name = "recent_frees",
                       .type = GMR__OPTION_UINT,
                       .min_value = 1,
-                      .max_value = (uint64_t)1 << 32, /* util/books.h's most */
+                      .max_value = GMR__BOOKS_MAX_RECENT_FREES,
                       .help = "frees remembered to tell a double free from an unknown pointer"},
 };
 

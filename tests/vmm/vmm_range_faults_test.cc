@@ -56,23 +56,6 @@ const char *OpName(Op op) {
   return "?";
 }
 
-using Counts = std::array<uint64_t, GMR_CUDA_CALL_COUNT>;
-
-Counts CallCounts() {
-  Counts c{};
-  for (int i = 0; i < GMR_CUDA_CALL_COUNT; ++i) {
-    c[i] = gmr_cuda_sim_get_call_count(static_cast<gmr_cuda_call>(i));
-  }
-  return c;
-}
-
-int ErrorFor(gmr_cuda_call call) {
-  if (call == GMR_CUDA_CALL_MEM_CREATE) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (std::strncmp(gmr_cuda_call_name(call), "cuda", 4) != 0) return CUDA_ERROR_INVALID_VALUE;
-  if (call == GMR_CUDA_CALL_HOST_ALLOC) return cudaErrorMemoryAllocation;
-  return cudaErrorLaunchFailure;
-}
-
 using Param = std::tuple<Placement, Op, gmr_vmm_pool_host_kind>;
 
 class RangeFaults : public gmr_test::SimTest, public ::testing::WithParamInterface<Param> {
@@ -215,10 +198,10 @@ class RangeFaults : public gmr_test::SimTest, public ::testing::WithParamInterfa
 TEST_P(RangeFaults, EveryCallRefusedInTurn) {
   // A clean run: the calls the operation makes, and the state it ends in.
   Prepare();
-  const Counts before = CallCounts();
+  const gmr_test::CallCounts before = gmr_test::TakeCallCounts();
   gmr_failure f = GMR_FAILURE_INIT;
   ASSERT_EQ(GMR_OK, Run(&f)) << f.message;
-  const Counts after = CallCounts();
+  const gmr_test::CallCounts after = gmr_test::TakeCallCounts();
   gmr_test::ExpectBooksMatchDevice(pool_);
   Settle();
   const auto clean = gmr_test::TakeSnapshot(pool_).Key();
@@ -230,7 +213,7 @@ TEST_P(RangeFaults, EveryCallRefusedInTurn) {
       SCOPED_TRACE(std::string(gmr_cuda_call_name(call)) + " number " + std::to_string(k + 1));
       Prepare();
       const gmr_test::SleepSnapshot pre = gmr_test::TakeSnapshot(pool_);
-      ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(call, k, 1, ErrorFor(call)));
+      ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(call, k, 1, gmr_test::RefusalFor(call)));
       f = GMR_FAILURE_INIT;
       const gmr_status st = Run(&f);
       ASSERT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());

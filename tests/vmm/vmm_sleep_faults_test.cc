@@ -213,17 +213,7 @@ TEST_F(VmmSleepShardFaults, ARefusalInOneShardRollsEveryShardBack) {
   gmr_vmm_pool_resource *pool = nullptr;
   ASSERT_EQ(GMR_OK, gmr_vmm_resource_create(&c, &pool, nullptr));
   gmr_resource *r = gmr_vmm_pool_resource_as_resource(pool);
-  // Per-thread default streams land in the threads' home shards.
-  std::vector<void *> ptrs(4, nullptr);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 4; ++i) {
-    threads.emplace_back([&, i] {
-      EXPECT_EQ(GMR_OK, gmr_resource_allocate(r, kPage + 512 * static_cast<size_t>(i), 0,
-                                              (gmr_stream)cudaStreamPerThread, &ptrs[i]));
-      std::memset(ptrs[i], 0x40 + i, kPage);
-    });
-  }
-  for (auto &t : threads) t.join();
+  std::vector<void *> ptrs = gmr_test::AllocateFromFourThreads(r);
   gmr_vmm_pool_sleep_options o = GMR_VMM_POOL_SLEEP_OPTIONS_INIT;
   o.save_all = true;
   o.host = GMR_VMM_POOL_HOST_PINNED; /* a pinned backup per allocation, in each shard */

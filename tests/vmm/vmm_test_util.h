@@ -9,13 +9,19 @@
 #ifndef GMR_TESTS_VMM_VMM_TEST_UTIL_H_
 #define GMR_TESTS_VMM_VMM_TEST_UTIL_H_
 
+#include <cuda.h>
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmr/vmm_pages_resource.h"
 #include "gmr/vmm_pool_resource.h"
+#include "gmr/sim/cuda_sim.h"
 #include "gmr/vmm_resource.h"
 #include "tests/support/check_stack.h"
 
@@ -23,6 +29,44 @@ namespace gmr_test {
 
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kPage = 2 * kMiB;
+
+// The simulation's count of every CUDA call kind, for the tests that refuse
+// each call an operation makes in turn.
+using CallCounts = std::array<uint64_t, GMR_CUDA_CALL_COUNT>;
+
+inline CallCounts TakeCallCounts() {
+  CallCounts c{};
+  for (int i = 0; i < GMR_CUDA_CALL_COUNT; ++i) {
+    c[i] = gmr_cuda_sim_get_call_count(static_cast<gmr_cuda_call>(i));
+  }
+  return c;
+}
+
+// One allocation of a page and a bit per thread from four threads on their
+// per-thread default streams, which land in the threads' home shards; each
+// filled with 0x40 + its index.
+inline std::vector<void *> AllocateFromFourThreads(gmr_resource *r) {
+  std::vector<void *> ptrs(4, nullptr);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      EXPECT_EQ(GMR_OK, gmr_resource_allocate(r, kPage + 512 * static_cast<size_t>(i), 0,
+                                              (gmr_stream)cudaStreamPerThread, &ptrs[i]));
+      std::memset(ptrs[i], 0x40 + i, kPage);
+    });
+  }
+  for (auto &t : threads) t.join();
+  return ptrs;
+}
+
+// What a refused call answers: the driver's codes for cu* calls, the
+// runtime's for the others (each out of memory where the call allocates).
+inline int RefusalFor(gmr_cuda_call call) {
+  if (call == GMR_CUDA_CALL_MEM_CREATE) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (std::strncmp(gmr_cuda_call_name(call), "cuda", 4) != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (call == GMR_CUDA_CALL_HOST_ALLOC) return cudaErrorMemoryAllocation;
+  return cudaErrorLaunchFailure;
+}
 
 inline std::vector<gmr_vmm_pool_region> Regions(gmr_vmm_pool_resource *pool) {
   size_t n = 0;

@@ -58,25 +58,6 @@ const char *OpName(Op op) {
   return "?";
 }
 
-using Counts = std::array<uint64_t, GMR_CUDA_CALL_COUNT>;
-
-Counts CallCounts() {
-  Counts c{};
-  for (int i = 0; i < GMR_CUDA_CALL_COUNT; ++i) {
-    c[i] = gmr_cuda_sim_get_call_count(static_cast<gmr_cuda_call>(i));
-  }
-  return c;
-}
-
-// What the refused call answers: the driver's codes for cu* calls, the
-// runtime's for the others (each out of memory where the call allocates).
-int ErrorFor(gmr_cuda_call call) {
-  if (call == GMR_CUDA_CALL_MEM_CREATE) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (std::strncmp(gmr_cuda_call_name(call), "cuda", 4) != 0) return CUDA_ERROR_INVALID_VALUE;
-  if (call == GMR_CUDA_CALL_HOST_ALLOC) return cudaErrorMemoryAllocation;
-  return cudaErrorLaunchFailure;
-}
-
 // Pinned backups (one cudaHostAlloc each), or pageable ones through a
 // 4 MiB staging ring (16 slots of 256 KiB: more than a ring's worth is
 // copied, so slots are reused) with three copy threads.
@@ -337,11 +318,11 @@ class UnreleasedFaults
 TEST_P(UnreleasedFaults, EveryCallRefusedInTurn) {
   // A clean run counts the calls of each kind the operation makes.
   Prepare();
-  const Counts before = CallCounts();
+  const gmr_test::CallCounts before = gmr_test::TakeCallCounts();
   gmr_failure f = GMR_FAILURE_INIT;
   size_t released = 0;
   ASSERT_EQ(GMR_OK, Run(&f, &released)) << f.message;
-  const Counts after = CallCounts();
+  const gmr_test::CallCounts after = gmr_test::TakeCallCounts();
   if (pool_ != nullptr) {
     ExpectBooksMatchDevice(pool_);
     Recover(GMR_OK); /* wakes what the sleep put to sleep */
@@ -358,7 +339,7 @@ TEST_P(UnreleasedFaults, EveryCallRefusedInTurn) {
       SCOPED_TRACE(std::string(gmr_cuda_call_name(call)) + " number " + std::to_string(k + 1));
       Prepare();
       const Usage pre = TakeUsage(pool_);
-      ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(call, k, 1, ErrorFor(call)));
+      ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(call, k, 1, gmr_test::RefusalFor(call)));
       f = GMR_FAILURE_INIT;
       const gmr_status st = Run(&f, &released);
       ASSERT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());

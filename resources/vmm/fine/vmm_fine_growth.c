@@ -179,10 +179,10 @@ static CUresult make_with_threads(vmf_engine *e, vmm_fine *f, piece *pieces, siz
 }
 
 CUresult gmr__vmf_create_rest(vmf_engine *e, vmf_plan *p, size_t cap) {
-  vmm_fine *f = e->source_ctx; /* the pool (vmm_fine_shard.c); NULL: no pool-wide options */
+  vmm_fine *f = e->source_ctx; /* the pool: every fine engine has it (vmm_fine_shard.c) */
   size_t count = 0;
   bool oom = false;
-  piece *pieces = plan_pieces(e, p, cap, f != NULL ? f->handle_floor_bytes : 0, &count, &oom);
+  piece *pieces = plan_pieces(e, p, cap, f->handle_floor_bytes, &count, &oom);
   if (oom) return CUDA_ERROR_OUT_OF_MEMORY;
   if (count == 0) return CUDA_SUCCESS;
   if (!gmr__vmf_plan_room(p, count)) {
@@ -191,7 +191,7 @@ CUresult gmr__vmf_create_rest(vmf_engine *e, vmf_plan *p, size_t cap) {
   }
   CUresult cu = CUDA_SUCCESS;
   bool threaded = false;
-  if (count >= 2 && f != NULL && f->creator_ready) {
+  if (count >= 2 && f->creator_ready) {
     cu = make_with_threads(e, f, pieces, count, &threaded);
   }
   for (size_t i = 0; !threaded && i < count && cu == CUDA_SUCCESS; ++i) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tables from tools/gpu/speed_run.sh's output (speed_run.txt).
+"""Tables from tools/frameworks/anchor_run.sh's output (anchor_run.txt).
 
 Per trace and allocator, over the rounds: footprint (peak held / peak live,
 the largest of passes 1-3), warm mean ns per call (best of passes 2-3), the
@@ -7,7 +7,7 @@ growth cost per call (pass 1 mean minus warm mean) and, for gmr stacks, the
 driver calls of pass 1 (tools/replay's second table). RMM's rmm_replay gives
 its per-pass means; its warm is the best of passes 2-3 as well.
 
-Usage: python3 tools/gpu/summarize_speed_run.py gpu-out/speed_run.txt
+Usage: python3 tools/frameworks/summarize_anchor_run.py gpu-out/anchor_run.txt
 """
 
 import re
