@@ -161,21 +161,13 @@ cudaError_t gmr__stream_event_settle(const gmr__cuda_ops *cuda, gmr__stream_even
 
 bool gmr__stream_event_query(const gmr__cuda_ops *cuda, gmr__stream_event *e,
                              gmr__stream_event_counts *counts) {
-  if (gmr__stream_event_fresh(e)) return false;
-  if (e->complete) return true;
-  if (e->event == NULL) return false;
-  atomic_fetch_add_explicit(&counts->query_count, 1, memory_order_relaxed);
-  if (gmr__event_query_relaxed(cuda, e->event) != cudaSuccess) return false;
-  e->complete = true;
-  return true;
+  return !gmr__stream_event_fresh(e) && gmr__stream_event_query_covered(cuda, e, counts);
 }
 
 cudaError_t gmr__stream_event_wait(const gmr__cuda_ops *cuda, const gmr__stream_event *e,
                                    gmr_stream waiter, gmr__stream_event_counts *counts) {
-  if (gmr__stream_event_fresh(e) || (e->event == NULL && !e->complete)) return cudaErrorNotReady;
-  if (e->complete) return cudaSuccess;
-  atomic_fetch_add_explicit(&counts->wait_count, 1, memory_order_relaxed);
-  return cuda->stream_wait_event((cudaStream_t)waiter, e->event);
+  if (gmr__stream_event_fresh(e)) return cudaErrorNotReady;
+  return gmr__stream_event_wait_covered(cuda, e, waiter, counts);
 }
 
 bool gmr__stream_event_query_covered(const gmr__cuda_ops *cuda, gmr__stream_event *e,
