@@ -169,6 +169,37 @@ TEST_F(VmmGrowthTest, ThreadsMakeExactlyTheHandlesTheAllocatingThreadWould) {
   }
 }
 
+// A driver that refuses fabric handles (no IMEX channel) in a threaded
+// growth: the refused creation is asked again without them, on whichever
+// thread it was, and costs one call; the pool's properties, which the other
+// threads read while they create, are written only when fabric is dropped
+// (TSan runs this).
+TEST_F(VmmGrowthTest, AFabricRefusalOnAnyThreadCostsOneCall) {
+  gmr_cuda_sim_vmm_config v = GMR_CUDA_SIM_VMM_CONFIG_DEFAULT;
+  v.fabric_handles_supported = true;
+  v.gpu_direct_rdma_supported = true;
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_configure_vmm(&v));
+  gmr_vmm_pool_resource_config c = Config(0, 3);
+  c.nccl_ready = true;  // asks for fabric handles where the device says it has them
+  gmr_vmm_pool_resource *p = Make(c);
+  ASSERT_NE(nullptr, p);
+  for (uint64_t skip : {0u, 1u, 2u}) {
+    SCOPED_TRACE("refused creation " + std::to_string(skip));
+    const uint64_t calls = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_CREATE);
+    const uint64_t handles = Stats(p).page_create_count;
+    ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_CREATE, skip, 1,
+                                                  CUDA_ERROR_NOT_PERMITTED));
+    void *a = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(R(p), 12 * kPage, 0, nullptr, &a));
+    ASSERT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
+    const uint64_t made = Stats(p).page_create_count - handles;
+    EXPECT_GE(made, 2u) << "a growth of several handles, made with the threads";
+    EXPECT_EQ(made + 1, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_CREATE) - calls);
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(R(p), a, 12 * kPage, 0, nullptr));
+    ASSERT_EQ(GMR_OK, gmr_resource_trim(R(p), nullptr));
+  }
+}
+
 // With cuMemCreate slow, a growth of many handles made with threads takes
 // less time than one made alone; on this simulation the calls run at once (a
 // real driver may serialise them: then it takes as long).
