@@ -171,9 +171,7 @@ TEST_F(VmmGrowthTest, ThreadsMakeExactlyTheHandlesTheAllocatingThreadWould) {
 
 // A driver that refuses fabric handles (no IMEX channel) in a threaded
 // growth: the refused creation is asked again without them, on whichever
-// thread it was, and costs one call; the pool's properties, which the other
-// threads read while they create, are written only when fabric is dropped
-// (TSan runs this).
+// thread it was, and costs one call.
 TEST_F(VmmGrowthTest, AFabricRefusalOnAnyThreadCostsOneCall) {
   gmr_cuda_sim_vmm_config v = GMR_CUDA_SIM_VMM_CONFIG_DEFAULT;
   v.fabric_handles_supported = true;
@@ -197,6 +195,65 @@ TEST_F(VmmGrowthTest, AFabricRefusalOnAnyThreadCostsOneCall) {
     EXPECT_EQ(made + 1, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_CREATE) - calls);
     ASSERT_EQ(GMR_OK, gmr_resource_deallocate(R(p), a, 12 * kPage, 0, nullptr));
     ASSERT_EQ(GMR_OK, gmr_resource_trim(R(p), nullptr));
+  }
+}
+
+// Shards growing at once on four threads, with and without creator threads,
+// while the driver refuses fabric handles to one creation: that creation is
+// asked again without them and every later one of the pool asks without them
+// at once (one refused call in all). The refusal is kept in a flag of its
+// own: the properties every creating thread reads are never written after
+// create (TSan runs this; the old write raced with those reads, though the
+// simulation's own locks mostly ordered it, so TSan did not see it here).
+TEST_F(VmmGrowthTest, AFabricRefusalDuringConcurrentGrowthsIsSeenByEveryShard) {
+  gmr_cuda_sim_vmm_config v = GMR_CUDA_SIM_VMM_CONFIG_DEFAULT;
+  v.fabric_handles_supported = true;
+  v.gpu_direct_rdma_supported = true;
+  ASSERT_EQ(GMR_OK, gmr_cuda_sim_configure_vmm(&v));
+  for (uint32_t creators : {0u, 2u}) {
+    SCOPED_TRACE("creators " + std::to_string(creators));
+    gmr_vmm_pool_resource_config c = Config(0, creators);
+    c.shard_count = 4;
+    c.nccl_ready = true;
+    gmr_vmm_pool_resource *p = Make(c);
+    ASSERT_NE(nullptr, p);
+    const uint64_t calls = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_CREATE);
+    ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_failure(GMR_CUDA_CALL_MEM_CREATE, 0, 1,
+                                                  CUDA_ERROR_NOT_PERMITTED));
+    // Slow creations (the delay is outside the simulation's lock): other
+    // threads' cuMemCreate calls fall between the refusal and its retry.
+    ASSERT_EQ(GMR_OK, gmr_cuda_sim_inject_delay(GMR_CUDA_CALL_MEM_CREATE, 1000000));
+    std::vector<std::vector<void *>> ptrs(4);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 6; ++i) {
+          void *a = nullptr;
+          EXPECT_EQ(GMR_OK, gmr_resource_allocate(R(p), (3 + i) * kPage, 0,
+                                                  (gmr_stream)cudaStreamPerThread, &a));
+          ptrs[t].push_back(a);
+        }
+      });
+    }
+    for (auto &th : threads) th.join();
+    ASSERT_EQ(GMR_OK, gmr_cuda_sim_clear_failures());
+    EXPECT_EQ(Stats(p).page_create_count + 1,
+              gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_CREATE) - calls)
+        << "one refused call, every other creation asked without fabric";
+    void *after = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(R(p), 64 * kPage, 0, nullptr, &after));
+    gmr_cuda_sim_vmm_mapping m;
+    ASSERT_EQ(GMR_OK, gmr_cuda_sim_vmm_query(after, &m));
+    EXPECT_EQ(0u, m.handle_types & CU_MEM_HANDLE_TYPE_FABRIC);
+    EXPECT_NE(0u, m.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    ASSERT_EQ(GMR_OK, gmr_resource_deallocate(R(p), after, 64 * kPage, 0, nullptr));
+    for (int t = 0; t < 4; ++t) {
+      for (int i = 0; i < 6; ++i) {
+        ASSERT_EQ(GMR_OK, gmr_resource_deallocate(R(p), ptrs[t][i], (3 + i) * kPage, 0,
+                                                  (gmr_stream)cudaStreamPerThread));
+      }
+    }
+    ExpectInvariants(p);
   }
 }
 

@@ -101,6 +101,7 @@ static gmr_status query_device(gmr_vmm_pool_resource *p, const gmr_vmm_pool_reso
     return gmr__vmm_create_fail(failure, GMR_ERR_UNSUPPORTED, msg);
   }
   p->prop = (gmr__vmm_prop){p->device, 0, false};
+  atomic_init(&p->fabric_refused, false);
   if (c->nccl_ready) gmr__vmm_prop_for_nccl(p->vmm, &p->prop);
   cu = p->vmm->get_granularity(&p->granularity_bytes, &p->prop, c->nccl_ready);
   if (cu != CUDA_SUCCESS) {
@@ -252,4 +253,17 @@ gmr_status gmr__vmm_violation(char *err, size_t err_bytes, const char *fmt, ...)
     va_end(ap);
   }
   return GMR_ERR_INTERNAL;
+}
+
+CUresult gmr__vmm_create_handle(gmr_vmm_pool_resource *p, CUmemGenericAllocationHandle *handle,
+                                size_t bytes) {
+  gmr__vmm_prop prop = p->prop;
+  if (atomic_load_explicit(&p->fabric_refused, memory_order_relaxed)) {
+    prop.handle_types &= ~(unsigned)CU_MEM_HANDLE_TYPE_FABRIC;
+  }
+  CUresult cu = gmr__vmm_create_or_drop_fabric(p->vmm, handle, bytes, &prop);
+  if (prop.handle_types != p->prop.handle_types) {
+    atomic_store_explicit(&p->fabric_refused, true, memory_order_relaxed);
+  }
+  return cu;
 }

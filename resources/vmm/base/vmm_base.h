@@ -107,7 +107,10 @@ struct gmr_vmm_pool_resource {
   int device;
   int access_devices[VMM_MAX_ACCESS]; /* [0] = device, then peers */
   size_t access_count;
-  gmr__vmm_prop prop; /* what cuMemCreate is asked for */
+  gmr__vmm_prop prop; /* what cuMemCreate is asked for; never written after create */
+  /* The driver refused fabric handles once: no later cuMemCreate asks for
+   * them (set by whichever thread saw it; read by every creating thread). */
+  atomic_bool fabric_refused;
   size_t page_bytes;
   size_t granularity_bytes;
   size_t va_chunk_bytes;
@@ -165,6 +168,13 @@ gmr_status gmr__vmm_initial_pages_fail(gmr_vmm_pool_resource *p, size_t pages, g
 /* Destroy's first step: the device synchronised (made current around
  * cudaDeviceSynchronize), so nothing still runs on the memory. */
 cudaError_t gmr__vmm_synchronize_device(gmr_vmm_pool_resource *p);
+
+/* cuMemCreate of `bytes` with the pool's properties, without fabric handles
+ * once the driver refused them to any call of the pool (NCCL's retry,
+ * gmr__vmm_create_or_drop_fabric). Any thread, no lock: it writes only
+ * fabric_refused. Returns the driver's result. */
+CUresult gmr__vmm_create_handle(gmr_vmm_pool_resource *p, CUmemGenericAllocationHandle *handle,
+                                size_t bytes);
 
 /* The refusal of a request while the pool is asleep ("allocating",
  * "extending"): GMR_ERR_BUSY. */

@@ -98,7 +98,6 @@ CUresult gmr__vmm_range_release(gmr__vmm_ranges *g, gmr__vmm_range *r, size_t fi
 CUresult gmr__vmm_range_map_fresh(gmr__vmm_ranges *g, gmr__vmm_range *r, size_t first,
                                   size_t count, const char **call) {
   gmr_vmm_pool_resource *p = g->pool;
-  gmr__vmm_prop prop = p->prop; /* a refused fabric handle is dropped for this call only */
   CUresult cu = CUDA_SUCCESS;
   size_t done = 0;
   for (; done < count; ++done) {
@@ -109,7 +108,7 @@ CUresult gmr__vmm_range_map_fresh(gmr__vmm_ranges *g, gmr__vmm_range *r, size_t 
       cu = CUDA_ERROR_OUT_OF_MEMORY;
       break;
     }
-    cu = gmr__vmm_create_or_drop_fabric(p->vmm, &h, r->page_bytes, &prop);
+    cu = gmr__vmm_create_handle(p, &h, r->page_bytes);
     if (cu != CUDA_SUCCESS) {
       gmr__vmm_kept_unpromise(&g->unreleased.handles);
       break;

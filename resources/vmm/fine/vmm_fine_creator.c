@@ -7,11 +7,13 @@
 
 #include "resources/vmm/fine/vmm_fine_creator.h"
 
+#include "resources/vmm/base/vmm_base.h"
+
 #include <signal.h>
 #include <string.h>
 
-static void run_job(const gmr__cuda_vmm_ops *vmm, gmr__vmf_create_job *job) {
-  job->result = gmr__vmm_create_or_drop_fabric(vmm, &job->handle, job->bytes, &job->prop);
+static void run_job(gmr_vmm_pool_resource *pool, gmr__vmf_create_job *job) {
+  job->result = gmr__vmm_create_handle(pool, &job->handle, job->bytes);
 }
 
 static void *creator_main(void *arg) {
@@ -30,7 +32,7 @@ static void *creator_main(void *arg) {
     job->next = NULL;
     job->taken = true;
     pthread_mutex_unlock(&c->mutex);
-    run_job(c->vmm, job);
+    run_job(c->pool, job);
     pthread_mutex_lock(&c->mutex);
     job->done = true;
     c->thread_job_count++;
@@ -41,10 +43,10 @@ static void *creator_main(void *arg) {
 }
 
 bool gmr__vmf_creator_init(gmr__vmf_creator *c, const gmr__cuda_ops *cuda,
-                           const gmr__cuda_vmm_ops *vmm, uint32_t thread_count) {
+                           gmr_vmm_pool_resource *pool, uint32_t thread_count) {
   memset(c, 0, sizeof *c);
   c->cuda = cuda;
-  c->vmm = vmm;
+  c->pool = pool;
   c->wanted_count =
       thread_count > GMR_VMM_POOL_MAX_CREATOR_THREADS ? GMR_VMM_POOL_MAX_CREATOR_THREADS : thread_count;
   if (pthread_mutex_init(&c->mutex, NULL) != 0) return false;
@@ -134,7 +136,7 @@ void gmr__vmf_creator_finish(gmr__vmf_creator *c, gmr__vmf_create_job *jobs, siz
     job->taken = true;
     unlink_job(c, job);
     pthread_mutex_unlock(&c->mutex);
-    run_job(c->vmm, job);
+    run_job(c->pool, job);
     pthread_mutex_lock(&c->mutex);
     job->done = true;
   }

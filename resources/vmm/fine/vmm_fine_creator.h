@@ -44,7 +44,6 @@
  * result once gmr__vmf_creator_wait returned for it. */
 typedef struct gmr__vmf_create_job {
   size_t bytes;
-  gmr__vmm_prop prop; /* a copy: the fabric retry may change it (cuda_vmm.h) */
   CUmemGenericAllocationHandle handle;
   CUresult result;
   bool done;                        /* under the creator's mutex */
@@ -57,7 +56,7 @@ typedef struct gmr__vmf_creator {
   pthread_cond_t work; /* a job was queued, or stop */
   pthread_cond_t done; /* a job is done */
   const gmr__cuda_ops *cuda; /* for the capture mode of the threads */
-  const gmr__cuda_vmm_ops *vmm;
+  gmr_vmm_pool_resource *pool; /* whose handles the jobs create */
   uint32_t wanted_count;  /* threads asked for (0: none) */
   uint32_t thread_count;  /* threads running */
   bool start_failed;      /* pthread_create refused: no thread, ever */
@@ -67,15 +66,15 @@ typedef struct gmr__vmf_creator {
   pthread_t threads[GMR_VMM_POOL_MAX_CREATOR_THREADS];
 } gmr__vmf_creator;
 
-/* Set up a creator of `thread_count` threads (none started yet) over the
- * CUDA layer `cuda` and its `vmm` table. false: the mutex or a condition
+/* Set up a creator of `thread_count` threads (none started yet) for `pool`
+ * (gmr__vmm_create_handle) over the CUDA layer `cuda`. false: the mutex or a condition
  * could not be made (nothing to deinit). */
 bool gmr__vmf_creator_init(gmr__vmf_creator *c, const gmr__cuda_ops *cuda,
-                           const gmr__cuda_vmm_ops *vmm, uint32_t thread_count);
+                           gmr_vmm_pool_resource *pool, uint32_t thread_count);
 /* Stop and join the threads (idle: no growth is running), free the rest. */
 void gmr__vmf_creator_deinit(gmr__vmf_creator *c);
 
-/* Queue `count` jobs (their bytes and prop set), starting the threads at
+/* Queue `count` jobs (their bytes set), starting the threads at
  * the first call. false: there are no threads (none asked for, or they
  * could not start): nothing was queued, the caller creates every handle. */
 bool gmr__vmf_creator_submit(gmr__vmf_creator *c, gmr__vmf_create_job *jobs, size_t count);

@@ -139,10 +139,7 @@ static CUresult make_with_threads(vmf_engine *e, vmm_fine *f, piece *pieces, siz
     ready = spare[i] != NULL && gmr__vmm_kept_promise(&e->unreleased.handles);
     if (ready) promised++;
   }
-  for (size_t i = 0; ready && i < jobs_count; ++i) {
-    jobs[i].bytes = pieces[i + 1].bytes;
-    jobs[i].prop = *e->prop;
-  }
+  for (size_t i = 0; ready && i < jobs_count; ++i) jobs[i].bytes = pieces[i + 1].bytes;
   if (ready && gmr__vmf_creator_submit(&f->creator, jobs, jobs_count)) {
     *used = true;
   }
@@ -154,15 +151,6 @@ static CUresult make_with_threads(vmf_engine *e, vmm_fine *f, piece *pieces, siz
       piece *x = &pieces[i + 1];
       gmr__vmf_create_job *job = &jobs[i];
       if (job->result == CUDA_SUCCESS) {
-        /* A thread whose copy dropped fabric handles: the pool stops asking
-         * for them too, as after an inline retry. Written only then, as
-         * gmr__vmm_create_or_drop_fabric does: other shards read the
-         * pool's properties in their cuMemCreate calls. */
-        gmr__vmm_prop *prop = (gmr__vmm_prop *)(uintptr_t)e->prop;
-        if ((job->prop.handle_types & CU_MEM_HANDLE_TYPE_FABRIC) == 0 &&
-            (prop->handle_types & CU_MEM_HANDLE_TYPE_FABRIC) != 0) {
-          prop->handle_types &= ~(unsigned)CU_MEM_HANDLE_TYPE_FABRIC;
-        }
         gmr__vmf_adopt_handle(e, spare[i], job->handle, job->bytes);
         x->h = spare[i];
         spare[i] = NULL;

@@ -77,8 +77,7 @@ CUresult gmr__vmf_create_handle(vmf_engine *e, size_t bytes, vmf_handle **out) {
     free(h);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  gmr__vmm_prop *prop = (gmr__vmm_prop *)(uintptr_t)e->prop;
-  CUresult cu = gmr__vmm_create_or_drop_fabric(e->vmm, &h->handle, bytes, prop);
+  CUresult cu = gmr__vmm_create_handle(e->pool, &h->handle, bytes);
   if (cu != CUDA_SUCCESS) {
     gmr__vmm_kept_unpromise(&e->unreleased.handles);
     free(h);

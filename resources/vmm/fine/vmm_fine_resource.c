@@ -190,7 +190,7 @@ static gmr_status vmm_resource_create_impl(const gmr_vmm_pool_resource_config *c
   st = gmr__vmm_base_init(&f->pool, &c, &fine_vtbl, &gmr__vmm_fine_ops, failure);
   if (st == GMR_OK) {
     f->handle_floor_bytes = gmr__align_up(c.handle_floor_bytes, f->pool.page_bytes);
-    f->creator_ready = gmr__vmf_creator_init(&f->creator, f->pool.cuda, f->pool.vmm,
+    f->creator_ready = gmr__vmf_creator_init(&f->creator, f->pool.cuda, &f->pool,
                                              c.creator_thread_count);
     if (!f->creator_ready) {
       st = gmr__vmm_create_fail(failure, GMR_ERR_OUT_OF_MEMORY,

@@ -62,7 +62,7 @@ gmr_status gmr__vmm_set_access(vmm_pages *p, uintptr_t addr, size_t bytes,
  * pool stops asking. */
 static CUresult create_page(vmm_pages *p, CUmemGenericAllocationHandle *h) {
   if (!gmr__vmm_kept_promise(&p->unreleased.handles)) return CUDA_ERROR_OUT_OF_MEMORY;
-  CUresult cu = gmr__vmm_create_or_drop_fabric(p->pool.vmm, h, p->pool.page_bytes, &p->pool.prop);
+  CUresult cu = gmr__vmm_create_handle(&p->pool, h, p->pool.page_bytes);
   if (cu != CUDA_SUCCESS) gmr__vmm_kept_unpromise(&p->unreleased.handles);
   return cu;
 }

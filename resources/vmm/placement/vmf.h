@@ -225,7 +225,7 @@ struct vmf_engine {
   int device;
   const int *access_devices; /* the pool's: device, then peers */
   size_t access_count;
-  const gmr__vmm_prop *prop; /* what cuMemCreate is asked for (the pool's) */
+  gmr_vmm_pool_resource *pool; /* its cuMemCreate properties (gmr__vmm_create_handle) */
   size_t page_bytes;
   size_t va_chunk_bytes;
   bool streams_outlive;
@@ -498,7 +498,7 @@ void gmr__vmf_fill_free_info(vmf_engine *e, gmr_failure *failure);
  * fields, streams rule, least growth: a page) whose memory comes from
  * `source` (with `source_ctx`), set up but holding no memory: the caller
  * sets its source's fields. NULL when host memory ran out. */
-vmf_engine *gmr__vmf_new(const gmr_vmm_pool_resource *p, const vmf_source *source,
+vmf_engine *gmr__vmf_new(gmr_vmm_pool_resource *p, const vmf_source *source,
                          void *source_ctx);
 /* Tear down host memory (everything given back already) and free e. */
 void gmr__vmf_delete(vmf_engine *e);

@@ -9,7 +9,7 @@
 #include "core/failure.h"
 #include "resources/vmm/placement/vmf.h"
 
-vmf_engine *gmr__vmf_new(const gmr_vmm_pool_resource *p, const vmf_source *source,
+vmf_engine *gmr__vmf_new(gmr_vmm_pool_resource *p, const vmf_source *source,
                          void *source_ctx) {
   /* Cache-line aligned (sizeof is a multiple of the line): one shard's
    * writes never touch a line another shard's lock or counters sit on. */
@@ -25,7 +25,7 @@ vmf_engine *gmr__vmf_new(const gmr_vmm_pool_resource *p, const vmf_source *sourc
   e->device = p->device;
   e->access_devices = p->access_devices;
   e->access_count = p->access_count;
-  e->prop = &p->prop;
+  e->pool = p;
   e->page_bytes = p->page_bytes;
   e->streams_outlive = p->config.streams.streams_outlive_resource;
   e->min_growth_bytes = p->page_bytes;
