@@ -309,6 +309,10 @@ void gmr__vmf_set_state(vmf_engine *e, vmf_region *r, vmf_state state);
  * the rest, which copies r's state and slot. Pre: r is not filed (neither
  * part is filed afterwards). */
 void gmr__vmf_split(vmf_engine *e, vmf_region *r, size_t bytes, vmf_region *tail);
+/* Cut `bytes` at the first `alignment` boundary out of free region r (taken
+ * out of its bin, big enough): the bytes before and after go back to r's
+ * bin, free; returns the cut, unfiled. Two region headers reserved first. */
+vmf_region *gmr__vmf_cut(vmf_engine *e, vmf_region *r, size_t bytes, size_t alignment);
 /* Remove r->next and add its bytes to r; the caller has unfiled both. */
 void gmr__vmf_absorb_next(vmf_engine *e, vmf_region *r);
 

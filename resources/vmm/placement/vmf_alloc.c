@@ -34,20 +34,7 @@ static size_t norm_alignment(size_t alignment) {
 
 vmf_region *gmr__vmf_take(vmf_engine *e, vmf_region *r, size_t bytes, size_t alignment,
                           gmr_stream stream) {
-  if (alignment > VMF_UNIT) {
-    uintptr_t start = (r->node.addr + alignment - 1) & ~(uintptr_t)(alignment - 1);
-    if (start > r->node.addr) {
-      vmf_region *tail = gmr__vmf_region_new(e); /* reserved by the caller */
-      gmr__vmf_split(e, r, start - r->node.addr, tail);
-      gmr__vmf_bin_insert(e, r); /* the bytes before stay free */
-      r = tail;
-    }
-  }
-  if (r->node.bytes > bytes) {
-    vmf_region *tail = gmr__vmf_region_new(e);
-    gmr__vmf_split(e, r, bytes, tail);
-    gmr__vmf_bin_insert(e, tail); /* the rest stays free, in r's slot */
-  }
+  r = gmr__vmf_cut(e, r, bytes, alignment); /* headers reserved by the caller */
   gmr__vmf_set_state(e, r, VMF_LIVE);
   r->stream = stream;
   r->tag = e->default_tag;

@@ -105,6 +105,23 @@ void gmr__vmf_split(vmf_engine *e, vmf_region *r, size_t bytes, vmf_region *tail
   contribute(e, tail, true);
 }
 
+vmf_region *gmr__vmf_cut(vmf_engine *e, vmf_region *r, size_t bytes, size_t alignment) {
+  /* Regions start on units: a smaller alignment (0 included) needs no cut before. */
+  uintptr_t start = alignment > VMF_UNIT ? gmr__align_up(r->node.addr, alignment) : r->node.addr;
+  if (start > r->node.addr) {
+    vmf_region *tail = gmr__vmf_region_new(e);
+    gmr__vmf_split(e, r, start - r->node.addr, tail);
+    gmr__vmf_bin_insert(e, r);
+    r = tail;
+  }
+  if (r->node.bytes > bytes) {
+    vmf_region *tail = gmr__vmf_region_new(e);
+    gmr__vmf_split(e, r, bytes, tail);
+    gmr__vmf_bin_insert(e, tail);
+  }
+  return r;
+}
+
 void gmr__vmf_absorb_next(vmf_engine *e, vmf_region *r) {
   vmf_region *n = r->next;
   contribute(e, r, false);
@@ -203,20 +220,7 @@ static void slot_take_fit(void *ctx, uint32_t from, uint32_t to, const gmr__recl
   gmr__vmf_bin_remove(e, r);
   /* Two headers for the cuts, besides the allocation's own (without host
    * memory the whole region goes). */
-  if (gmr__vmf_reserve_regions(e, 6)) {
-    uintptr_t start = gmr__align_up(r->node.addr, want->alignment);
-    if (start > r->node.addr) {
-      vmf_region *tail = gmr__vmf_region_new(e);
-      gmr__vmf_split(e, r, start - r->node.addr, tail);
-      gmr__vmf_bin_insert(e, r);
-      r = tail;
-    }
-    if (r->node.bytes > want->amount) {
-      vmf_region *tail = gmr__vmf_region_new(e);
-      gmr__vmf_split(e, r, want->amount, tail);
-      gmr__vmf_bin_insert(e, tail);
-    }
-  }
+  if (gmr__vmf_reserve_regions(e, 6)) r = gmr__vmf_cut(e, r, want->amount, want->alignment);
   r->fresh = batched(e, to);
   (void)file_kept(e, r, to);
 }
