@@ -122,7 +122,8 @@ extern "C" {
  *   (gmr/vmm_pool_resource.h, "Destroy"; small blocks count as live).
  *   `failure` (may be NULL) receives the reason of a failure.
  * Thread-safe: yes (it creates an independent object).
- * Stream/device: queries the device (VMM support, granularity, peers),
+ * Stream/device: queries the device (VMM support, granularity, peers, its
+ *   total memory: cudaMemGetInfo),
  *   reserves the first VA chunk (cuMemAddressReserve) and maps
  *   initial_pages pages (cuMemCreate, cuMemMap, cuMemSetAccess); the
  *   caller's current device is restored. No synchronisation.

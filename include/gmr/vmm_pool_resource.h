@@ -58,7 +58,9 @@
  *
  * Statuses of gmr_resource_allocate(): GMR_ERR_OUT_OF_MEMORY (cuMemCreate said so,
  * with the driver's code in the failure record, or host memory ran out; the
- * record also carries the pool's free bytes); GMR_ERR_CUDA (any other driver
+ * record also carries the pool's free bytes; a request, or an extension,
+ * above all of the device's memory, cudaMemGetInfo's total at create, is
+ * refused so before any call); GMR_ERR_CUDA (any other driver
  * failure, with its CUresult and name); GMR_ERR_UNSUPPORTED (alignment above
  * the page); GMR_ERR_BUSY (asleep); GMR_ERR_CAPTURE_UNSAFE. On any failure
  * the pool's regions, pages and reservations are exactly as before.

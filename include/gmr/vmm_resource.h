@@ -174,7 +174,8 @@ extern "C" {
  *   (gmr/vmm_pool_resource.h, "Destroy"). `failure` (may be NULL) receives
  *   the reason of a failure.
  * Thread-safe: yes (it creates an independent object).
- * Stream/device: queries the device (VMM support, granularity, peers),
+ * Stream/device: queries the device (VMM support, granularity, peers, its
+ *   total memory: cudaMemGetInfo),
  *   reserves the first shard's VA chunk (cuMemAddressReserve) and maps
  *   initial_pages pages there (cuMemCreate, cuMemMap, cuMemSetAccess); the
  *   caller's current device is restored. No synchronisation. Starts no

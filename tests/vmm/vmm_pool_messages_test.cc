@@ -136,4 +136,47 @@ TEST_F(VmmPoolMessages, SleepAndWakeSayWhatIsWrongWithTheirArguments) {
   EXPECT_EQ(GMR_OK, gmr_resource_destroy(gmr_vmm_pool_resource_as_resource(pool)));
 }
 
+// A request (or an extension) above all of the device's memory is refused
+// with a message naming the device's size before anything is planned for
+// it: no driver call, no host memory in proportion to the request (the spec
+// fuzzer found `pool(initial=67000378MB) > vmm` planning 32 million handles,
+// 4 GiB of host books, before the first cuMemCreate failed). Nothing changes:
+// the pool serves what fits afterwards.
+TEST_F(VmmPoolMessages, ARequestAboveTheDevicesMemoryIsRefusedBeforeAnythingIsPlanned) {
+  for (gmr_test::Placement placement : {gmr_test::Placement::kPages, gmr_test::Placement::kFine}) {
+    SCOPED_TRACE(placement == gmr_test::Placement::kFine ? "vmm" : "vmm_pages");
+    gmr_vmm_pool_resource_config c = gmr_test::TestConfig(16);
+    gmr_vmm_pool_resource *pool = nullptr;
+    gmr_failure f = GMR_FAILURE_INIT;
+    ASSERT_EQ(GMR_OK, gmr_test::CreateVmm(placement, &c, &pool, &f)) << f.message;
+    gmr_resource *r = gmr_vmm_pool_resource_as_resource(pool);
+    const uint64_t creates = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_CREATE);
+    const uint64_t reserves = gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_ADDRESS_RESERVE);
+    for (size_t bytes : {64 * kMiB + 1, (size_t)67000378 << 20}) {
+      void *p = nullptr;
+      f = GMR_FAILURE_INIT;
+      EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r, bytes, 0, nullptr, &p, &f));
+      EXPECT_EQ(nullptr, p);
+      EXPECT_TRUE(Has(f.message, std::to_string(bytes) + " bytes asked for")) << f.message;
+      EXPECT_TRUE(Has(f.message, "device 0's memory in all (67108864 bytes)")) << f.message;
+    }
+    EXPECT_EQ(creates, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_CREATE));
+    EXPECT_EQ(reserves, gmr_cuda_sim_get_call_count(GMR_CUDA_CALL_MEM_ADDRESS_RESERVE));
+    // An extension past the device's memory: the same refusal, the block as it was.
+    void *p = nullptr;
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 4 * kMiB, 0, nullptr, &p));
+    f = GMR_FAILURE_INIT;
+    EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY,
+              gmr_resource_extend(r, p, 4 * kMiB, (size_t)1 << 46, 0, nullptr, &f));
+    EXPECT_TRUE(Has(f.message, "more than device 0's memory in all")) << f.message;
+    std::memset(p, 0x5a, 4 * kMiB);
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 4 * kMiB, 0, nullptr)) << "still 4 MiB";
+    // What fits is served.
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate(r, 32 * kMiB, 0, nullptr, &p));
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 32 * kMiB, 0, nullptr));
+    gmr_test::ExpectInvariants(pool);
+    EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  }
+}
+
 }  // namespace

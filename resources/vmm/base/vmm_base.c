@@ -118,16 +118,17 @@ static gmr_status query_device(gmr_vmm_pool_resource *p, const gmr_vmm_pool_reso
              p->page_bytes, p->device, g);
     return gmr__vmm_create_fail(failure, GMR_ERR_INVALID_ARGUMENT, msg);
   }
+  size_t free_bytes = 0, total_bytes = 0;
+  int saved = -1;
+  cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved);
+  if (err == cudaSuccess) {
+    err = p->cuda->mem_get_info(&free_bytes, &total_bytes);
+    gmr__cuda_device_leave(p->cuda, saved);
+  }
+  if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaMemGetInfo", err);
+  p->device_total_bytes = total_bytes;
   p->va_chunk_bytes = c->va_chunk_bytes;
   if (p->va_chunk_bytes == 0) {
-    size_t free_bytes = 0, total_bytes = 0;
-    int saved = -1;
-    cudaError_t err = gmr__cuda_device_enter(p->cuda, p->device, &saved);
-    if (err == cudaSuccess) {
-      err = p->cuda->mem_get_info(&free_bytes, &total_bytes);
-      gmr__cuda_device_leave(p->cuda, saved);
-    }
-    if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaMemGetInfo", err);
     p->va_chunk_bytes = gmr__align_up(total_bytes, p->page_bytes);
   } else if (p->va_chunk_bytes % p->page_bytes != 0) {
     snprintf(msg, sizeof msg, "vmm_pool: va_chunk_bytes %zu is not a multiple of the page, %zu",
@@ -266,4 +267,13 @@ CUresult gmr__vmm_create_handle(gmr_vmm_pool_resource *p, CUmemGenericAllocation
     atomic_store_explicit(&p->fabric_refused, true, memory_order_relaxed);
   }
   return cu;
+}
+
+gmr_status gmr__vmm_refuse_beyond_device(const gmr_vmm_pool_resource *p, size_t bytes,
+                                         gmr_failure *failure) {
+  if (bytes <= p->device_total_bytes) return GMR_OK;
+  return gmr__failure_set(failure, GMR_ERR_OUT_OF_MEMORY,
+                          "vmm_pool: %zu bytes asked for, more than device %d's memory in all "
+                          "(%zu bytes)",
+                          bytes, p->device, p->device_total_bytes);
 }

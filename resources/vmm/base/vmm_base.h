@@ -114,6 +114,7 @@ struct gmr_vmm_pool_resource {
   size_t page_bytes;
   size_t granularity_bytes;
   size_t va_chunk_bytes;
+  size_t device_total_bytes; /* cudaMemGetInfo's total at create: no request above it is served */
   gmr_vmm_pool_resource_config config; /* as created */
   /* From a sleep past its point of return (GMR_OK, or a release refused at
    * its end) until a wake leaves nothing asleep (written under the mutex;
@@ -175,6 +176,12 @@ cudaError_t gmr__vmm_synchronize_device(gmr_vmm_pool_resource *p);
  * fabric_refused. Returns the driver's result. */
 CUresult gmr__vmm_create_handle(gmr_vmm_pool_resource *p, CUmemGenericAllocationHandle *handle,
                                 size_t bytes);
+
+/* GMR_ERR_OUT_OF_MEMORY, with a message, for a request (or an extension) of
+ * `bytes` above all of the device's memory, before anything is planned for
+ * it (a growth's books grow with its size); GMR_OK otherwise. */
+gmr_status gmr__vmm_refuse_beyond_device(const gmr_vmm_pool_resource *p, size_t bytes,
+                                         gmr_failure *failure);
 
 /* The refusal of a request while the pool is asleep ("allocating",
  * "extending"): GMR_ERR_BUSY. */

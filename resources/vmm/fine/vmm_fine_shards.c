@@ -68,6 +68,8 @@ gmr_status gmr__vmm_shards_allocate(vmm_fine *f, size_t bytes, size_t alignment,
                                     gmr_stream stream, bool capturing_api, void **out_ptr,
                                     gmr_failure *failure) {
   if (gmr__vmm_asleep(&f->pool)) return gmr__vmm_busy_asleep(failure, "allocating");
+  gmr_status beyond = gmr__vmm_refuse_beyond_device(&f->pool, bytes, failure);
+  if (beyond != GMR_OK) return beyond;
   vmf_engine *home = shard_of(f, stream, true);
   /* With one shard made so far there is nowhere else to look first. */
   bool alone = atomic_load_explicit(&f->shards_made, memory_order_relaxed) == 1u;

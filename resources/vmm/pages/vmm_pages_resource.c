@@ -28,6 +28,8 @@ static bool small_request(const vmm_pages *p, size_t bytes) {
 static gmr_status allocate_common(vmm_pages *p, size_t bytes, size_t alignment,
                                   gmr_stream stream, void **out_ptr, gmr_failure *failure,
                                   bool capturing_api) {
+  gmr_status beyond = gmr__vmm_refuse_beyond_device(&p->pool, bytes, failure);
+  if (beyond != GMR_OK) return beyond;
   if (small_request(p, bytes)) {
     lock(p);
     bool asleep = gmr__vmm_asleep(&p->pool);
@@ -82,8 +84,8 @@ static gmr_status pages_record_stream(gmr_resource *self, void *ptr, gmr_stream 
 static gmr_status extend_pages(vmm_pages *p, vmm_region *r, size_t new_bytes, gmr_stream stream,
                                gmr_failure *failure) {
   size_t grow = gmr__align_up(new_bytes, p->pool.page_bytes) - r->bytes;
-  gmr_status st = GMR_OK;
-  if (grow > 0) {
+  gmr_status st = gmr__vmm_refuse_beyond_device(&p->pool, new_bytes, failure);
+  if (st == GMR_OK && grow > 0) {
     int saved_device = -1;
     cudaError_t err = gmr__cuda_device_enter(p->pool.cuda, p->pool.device, &saved_device);
     if (err != cudaSuccess) return gmr__cuda_fail(failure, "cudaSetDevice", err);

@@ -395,6 +395,11 @@ gmr_status gmr__vmf_extend(vmf_engine *e, void *ptr, size_t bytes, size_t new_by
     gmr__vmf_unlock(e);
     return gmr__vmm_busy_asleep(failure, "allocating");
   }
+  st = gmr__vmm_refuse_beyond_device(e->pool, new_bytes, failure);
+  if (st != GMR_OK) {
+    gmr__vmf_unlock(e);
+    return st;
+  }
   size_t want = gmr__align_up(new_bytes, VMF_UNIT);
   size_t grow = want > r->node.bytes ? want - r->node.bytes : 0;
   uint32_t slot = 0;
