@@ -51,7 +51,7 @@
 #define GMR_CORE_EXTENSION_H_
 
 /* Changes with every change of the set above (and names its version node). */
-#define GMR_EXTENSION_VERSION 1u
+#define GMR_EXTENSION_VERSION 2u
 
 /* Marks a function of the extension interface: exported from libgmr.so
  * under the version node GMR_EXTENSION_<GMR_EXTENSION_VERSION>. */

@@ -6,13 +6,6 @@
 #include "gmr/nccl/chunk_listener_adaptor.h"
 #include "stack/registry.h"
 
-static bool describe_default(size_t option, char *text, size_t text_bytes) {
-  (void)option;
-  (void)text;
-  (void)text_bytes;
-  return false;
-}
-
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
                          gmr_resource **out, char *message, size_t message_bytes) {
   (void)values;
@@ -32,5 +25,4 @@ const gmr__component gmr__component_chunk_listener = {
     .options = NULL,
     .option_count = 0,
     .create = create,
-    .describe_default = describe_default,
 };

@@ -10,10 +10,12 @@
 enum { DEVICE, NCCL_READY, PEER_ACCESS, OPTION_COUNT };
 
 static const gmr__option_def options[OPTION_COUNT] = {
-    [DEVICE] = {.name = "device",
+    [DEVICE] = {GMR__FIELD(gmr_cumem_resource_config, device),
+                .name = "device",
                 .type = GMR__OPTION_DEVICE,
                 .help = "device ordinal, or current (the calling thread's device at create)"},
-    [NCCL_READY] = {.name = "nccl_ready",
+    [NCCL_READY] = {GMR__FIELD(gmr_cumem_resource_config, nccl_ready),
+                    .name = "nccl_ready",
                     .type = GMR__OPTION_BOOL,
                     .help = "create memory as ncclMemAlloc does (exportable handles, GPUDirect "
                             "RDMA, recommended granularity)"},
@@ -24,35 +26,21 @@ static const gmr__option_def options[OPTION_COUNT] = {
                              "by '+' (1+2)"},
 };
 
+static const gmr_cumem_resource_config defaults = GMR_CUMEM_RESOURCE_CONFIG_DEFAULT;
+
+/* peer_access, the one option without a field. */
 static bool describe_default(size_t option, char *text, size_t text_bytes) {
-  const gmr_cumem_resource_config c = GMR_CUMEM_RESOURCE_CONFIG_DEFAULT;
-  switch (option) {
-    case DEVICE:
-      if (c.device == GMR_CUMEM_CURRENT_DEVICE) {
-        snprintf(text, text_bytes, "current");
-      } else {
-        snprintf(text, text_bytes, "%d", c.device);
-      }
-      return true;
-    case NCCL_READY:
-      return gmr__describe_bool(c.nccl_ready, text, text_bytes);
-    case PEER_ACCESS:
-      snprintf(text, text_bytes, "%s", c.peer_access == GMR_CUMEM_PEERS_ALL ? "all" : "none");
-      return true;
-    default:
-      return false;
-  }
+  if (option != PEER_ACCESS) return false;
+  snprintf(text, text_bytes, "%s", defaults.peer_access == GMR_CUMEM_PEERS_ALL ? "all" : "none");
+  return true;
 }
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
                          gmr_resource **out, char *message, size_t message_bytes) {
   (void)upstream;
   *out = NULL;
-  gmr_cumem_resource_config config = GMR_CUMEM_RESOURCE_CONFIG_DEFAULT;
-  if (values[DEVICE].given) {
-    config.device = values[DEVICE].device < 0 ? GMR_CUMEM_CURRENT_DEVICE : values[DEVICE].device;
-  }
-  if (values[NCCL_READY].given) config.nccl_ready = values[NCCL_READY].boolean;
+  gmr_cumem_resource_config config = defaults;
+  gmr__options_apply(options, OPTION_COUNT, values, &config);
   if (values[PEER_ACCESS].given) {
     bool all = false;
     size_t count = 0;
@@ -84,5 +72,6 @@ const gmr__component gmr__component_cumem = {
     .options = options,
     .option_count = OPTION_COUNT,
     .create = create,
+    .config_default = &defaults,
     .describe_default = describe_default,
 };

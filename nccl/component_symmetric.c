@@ -15,21 +15,25 @@ enum { REGION_SIZE, ALIGNMENT, MAX_REGIONS, OPTION_COUNT };
 /* The C config reads 0 as "the default": the spec refuses 0 instead (the
  * ranges below), so a written value always means itself. */
 static const gmr__option_def options[OPTION_COUNT] = {
-    [REGION_SIZE] = {.name = "region_size",
+    [REGION_SIZE] = {GMR__FIELD(gmr_symmetric_resource_config, region_bytes),
+                     .name = "region_size",
                      .type = GMR__OPTION_SIZE,
                      .min_value = 256,
                      .multiple_of = 256,
                      .help = "bytes taken from the upstream per region (a larger request gets a "
                              "region of its own); a multiple of alignment"},
-    [ALIGNMENT] = {.name = "alignment",
+    [ALIGNMENT] = {GMR__FIELD(gmr_symmetric_resource_config, alignment_bytes),
+                   .name = "alignment",
                    .type = GMR__OPTION_SIZE,
                    .power_of_two = true, /* and >= 256: gmr_symmetric_resource_create says so */
                    .help = "every block starts at a multiple of this (a power of two >= 256)"},
-    [MAX_REGIONS] = {.name = "max_regions",
+    [MAX_REGIONS] = {GMR__FIELD(gmr_symmetric_resource_config, max_region_count),
+                     .name = "max_regions",
                      .type = GMR__OPTION_UINT,
                      .help = "most regions held at once; 0: no limit"},
 };
 
+/* What the config's zeros stand for (no config_default: its fields say 0). */
 static bool describe_default(size_t option, char *text, size_t text_bytes) {
   switch (option) {
     case REGION_SIZE:
@@ -49,12 +53,7 @@ static bool describe_default(size_t option, char *text, size_t text_bytes) {
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
                          gmr_resource **out, char *message, size_t message_bytes) {
   gmr_symmetric_resource_config config = GMR_SYMMETRIC_RESOURCE_CONFIG_DEFAULT;
-  if (values[REGION_SIZE].given) config.region_bytes = values[REGION_SIZE].size;
-  if (values[ALIGNMENT].given) config.alignment_bytes = values[ALIGNMENT].size;
-  if (values[MAX_REGIONS].given) {
-    config.max_region_count =
-        values[MAX_REGIONS].uint > SIZE_MAX ? SIZE_MAX : (size_t)values[MAX_REGIONS].uint;
-  }
+  gmr__options_apply(options, OPTION_COUNT, values, &config);
   gmr_symmetric_resource *r = NULL;
   gmr_failure failure = GMR_FAILURE_INIT;
   gmr_status st = gmr_symmetric_resource_create(upstream, &config, &r, &failure);

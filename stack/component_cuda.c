@@ -15,60 +15,27 @@ enum { KIND, DEVICE, RELEASE_THRESHOLD, OPTION_COUNT };
 static const char *const kinds[] = {"device", "async", "managed", "pinned", NULL};
 
 static const gmr__option_def options[OPTION_COUNT] = {
-    [KIND] = {.name = "kind",
+    [KIND] = {GMR__FIELD(gmr_cuda_resource_config, kind),
+              .name = "kind",
               .type = GMR__OPTION_CHOICE,
               .choices = kinds,
               .help = "device (cudaMalloc), async (cudaMallocFromPoolAsync on a pool of its own), "
                       "managed (cudaMallocManaged) or pinned (cudaHostAlloc)"},
-    [DEVICE] = {.name = "device",
+    [DEVICE] = {GMR__FIELD(gmr_cuda_resource_config, device),
+                .name = "device",
                 .type = GMR__OPTION_DEVICE,
                 .help = "device ordinal, or current (the calling thread's device at create)"},
-    [RELEASE_THRESHOLD] = {.name = "release_threshold",
+    [RELEASE_THRESHOLD] = {GMR__FIELD(gmr_cuda_resource_config, release_threshold_bytes),
+                           .name = "release_threshold",
                            .type = GMR__OPTION_SIZE,
                            .allow_unlimited = true,
+                           .unlimited_field = UINT64_MAX,
+                           .unlimited_name = "max",
                            .help = "async: bytes the pool keeps reserved at synchronisation "
                                    "(cudaMemPoolAttrReleaseThreshold); max keeps everything"},
 };
 
-/* The C default, with what the spec gives on top. */
-static gmr_cuda_resource_config to_config(const gmr__option_value *values) {
-  gmr_cuda_resource_config config = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
-  if (values[KIND].given) config.kind = (gmr_cuda_kind)values[KIND].choice;
-  if (values[DEVICE].given) {
-    config.device = values[DEVICE].device < 0 ? GMR_CURRENT_DEVICE : values[DEVICE].device;
-  }
-  if (values[RELEASE_THRESHOLD].given) {
-    config.release_threshold_bytes = values[RELEASE_THRESHOLD].unlimited
-                                         ? UINT64_MAX
-                                         : (uint64_t)values[RELEASE_THRESHOLD].size;
-  }
-  return config;
-}
-
-static bool describe_default(size_t option, char *text, size_t text_bytes) {
-  const gmr_cuda_resource_config c = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
-  switch (option) {
-    case KIND:
-      snprintf(text, text_bytes, "%s", kinds[c.kind]);
-      return true;
-    case DEVICE:
-      if (c.device == GMR_CURRENT_DEVICE) {
-        snprintf(text, text_bytes, "current");
-      } else {
-        snprintf(text, text_bytes, "%d", c.device);
-      }
-      return true;
-    case RELEASE_THRESHOLD:
-      if (c.release_threshold_bytes >= SIZE_MAX) {
-        snprintf(text, text_bytes, "max");
-      } else {
-        gmr__format_size_value((size_t)c.release_threshold_bytes, text, text_bytes);
-      }
-      return true;
-    default:
-      return false;
-  }
-}
+static const gmr_cuda_resource_config defaults = GMR_CUDA_RESOURCE_CONFIG_DEFAULT;
 
 /* What to change when the resource could not be made (the device ordinal
  * was checked against the count before). */
@@ -96,7 +63,8 @@ static void explain(gmr_status st, const gmr_cuda_resource_config *config, char 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
                          gmr_resource **out, char *message, size_t message_bytes) {
   (void)upstream;
-  gmr_cuda_resource_config config = to_config(values);
+  gmr_cuda_resource_config config = defaults;
+  gmr__options_apply(options, OPTION_COUNT, values, &config);
   gmr_cuda_resource *r = NULL;
   gmr_status st = gmr_cuda_resource_create(&config, &r);
   if (st != GMR_OK) explain(st, &config, message, message_bytes);
@@ -111,5 +79,5 @@ const gmr__component gmr__component_cuda = {
     .options = options,
     .option_count = OPTION_COUNT,
     .create = create,
-    .describe_default = describe_default,
+    .config_default = &defaults,
 };

@@ -26,71 +26,47 @@ static const char *const oversize_choices[] = {"forward", "refuse", NULL};
 
 /* The ranges are gmr_fixed_block_resource_create's (gmr/fixed_block_resource.h). */
 static const gmr__option_def options[OPTION_COUNT] = {
-    [BLOCK] = {.name = "block",
+    [BLOCK] = {GMR__FIELD(gmr_fixed_block_resource_config, block_bytes),
+               .name = "block",
                .type = GMR__OPTION_SIZE,
                .min_value = GMR_DEFAULT_ALIGNMENT,
                .multiple_of = GMR_DEFAULT_ALIGNMENT,
                .help = "bytes per block"},
-    [BLOCKS_PER_CHUNK] = {.name = "blocks_per_chunk",
+    [BLOCKS_PER_CHUNK] = {GMR__FIELD(gmr_fixed_block_resource_config, blocks_per_chunk),
+                          .name = "blocks_per_chunk",
                           .type = GMR__OPTION_UINT,
                           .min_value = 1,
                           .help = "blocks per chunk taken from the layer below"},
-    [MAX_CHUNKS] = {.name = "max_chunks",
+    [MAX_CHUNKS] = {GMR__FIELD(gmr_fixed_block_resource_config, max_chunk_count),
+                    .name = "max_chunks",
                     .type = GMR__OPTION_UINT,
                     .help = "most chunks held at once; 0: no maximum"},
-    [INITIAL_CHUNKS] = {.name = "initial_chunks",
+    [INITIAL_CHUNKS] = {GMR__FIELD(gmr_fixed_block_resource_config, initial_chunk_count),
+                        .name = "initial_chunks",
                         .type = GMR__OPTION_UINT,
                         .help = "chunks taken at create"},
-    [OVERSIZE] = {.name = "oversize",
+    [OVERSIZE] = {GMR__FIELD(gmr_fixed_block_resource_config, oversize),
+                  .name = "oversize",
                   .type = GMR__OPTION_CHOICE,
                   .choices = oversize_choices,
                   .help = "requests larger than a block: forward (to the layer below) or refuse "
                           "(GMR_ERR_UNSUPPORTED)"},
-    [SHARDS] = {.name = "shards",
+    [SHARDS] = {GMR__FIELD(gmr_fixed_block_resource_config, shard_count),
+                .name = "shards",
                 .type = GMR__OPTION_UINT,
                 .max_value = 64,
                 .help = "shards for threads, each with its own lock; 0: one per online CPU "
                         "(at most 64)"},
-    GMR__SO_OPTION_DEFS(STREAM_OPTIONS),
+    GMR__SO_OPTION_DEFS(STREAM_OPTIONS, gmr_fixed_block_resource_config),
 };
+
+static const gmr_fixed_block_resource_config defaults = GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT;
 
 /* The C default, with what the spec gives on top. */
 static gmr_fixed_block_resource_config to_config(const gmr__option_value *v) {
-  gmr_fixed_block_resource_config c = GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT;
-  if (v[BLOCK].given) c.block_bytes = v[BLOCK].size;
-  if (v[BLOCKS_PER_CHUNK].given) c.blocks_per_chunk = (size_t)v[BLOCKS_PER_CHUNK].uint;
-  if (v[MAX_CHUNKS].given) c.max_chunk_count = (size_t)v[MAX_CHUNKS].uint;
-  if (v[INITIAL_CHUNKS].given) c.initial_chunk_count = (size_t)v[INITIAL_CHUNKS].uint;
-  if (v[OVERSIZE].given) c.oversize = (gmr_fixed_block_oversize)v[OVERSIZE].choice;
-  if (v[SHARDS].given) c.shard_count = (uint32_t)v[SHARDS].uint;
-  gmr__so_options_apply(&v[STREAM_OPTIONS], &c.streams);
+  gmr_fixed_block_resource_config c = defaults;
+  gmr__options_apply(options, OPTION_COUNT, v, &c);
   return c;
-}
-
-static bool describe_default(size_t option, char *text, size_t text_bytes) {
-  const gmr_fixed_block_resource_config c = GMR_FIXED_BLOCK_RESOURCE_CONFIG_DEFAULT;
-  switch (option) {
-    case BLOCK:
-      gmr__format_size_value(c.block_bytes, text, text_bytes);
-      return true;
-    case BLOCKS_PER_CHUNK:
-      snprintf(text, text_bytes, "%zu", c.blocks_per_chunk);
-      return true;
-    case MAX_CHUNKS:
-      snprintf(text, text_bytes, "%zu", c.max_chunk_count);
-      return true;
-    case INITIAL_CHUNKS:
-      snprintf(text, text_bytes, "%zu", c.initial_chunk_count);
-      return true;
-    case OVERSIZE:
-      snprintf(text, text_bytes, "%s", oversize_choices[c.oversize]);
-      return true;
-    case SHARDS:
-      snprintf(text, text_bytes, "%u", (unsigned)c.shard_count);
-      return true;
-    default:
-      return gmr__so_option_describe(option - STREAM_OPTIONS, &c.streams, text, text_bytes);
-  }
 }
 
 /* Options that contradict each other (each is in range on its own). */
@@ -149,5 +125,5 @@ const gmr__component gmr__component_fixed_block = {
     .option_count = OPTION_COUNT,
     .create = create,
     .check = check,
-    .describe_default = describe_default,
+    .config_default = &defaults,
 };

@@ -18,98 +18,68 @@ static const char *const uncaptured[] = {"arena", "forward", NULL};
 
 /* The ranges are gmr_graph_arena_resource_create's (gmr/graph_arena_resource.h). */
 static const gmr__option_def options[OPTION_COUNT] = {
-    [INITIAL] = {.name = "initial",
+    [INITIAL] = {GMR__FIELD(gmr_graph_arena_resource_config, initial_capacity_bytes),
+                 .name = "initial",
                  .type = GMR__OPTION_SIZE,
                  .max_value = GMR_MAX_ALLOCATION_BYTES,
                  .help = "bytes taken from the layer below at create (the fastest capture: no "
                          "growth in it)"},
-    [CHUNK] = {.name = "chunk",
+    [CHUNK] = {GMR__FIELD(gmr_graph_arena_resource_config, chunk_bytes),
+               .name = "chunk",
                .type = GMR__OPTION_SIZE,
                .help = "least growth (in capture too, when the layer below can allocate there); "
                        "0: grow only by initial and gmr_graph_arena_resource_reserve() (and take "
                        "nothing from the layer below's free blocks)"},
-    [MAX] = {.name = "max",
+    [MAX] = {GMR__FIELD(gmr_graph_arena_resource_config, max_capacity_bytes),
+             .name = "max",
              .type = GMR__OPTION_SIZE,
              .allow_unlimited = true,
+             .unlimited_field = SIZE_MAX,
+             .unlimited_name = "none",
              .help = "most bytes in all chunks; none for no limit"},
     /* 2^61: the largest power of two up to GMR_MAX_ALLOCATION_BYTES. */
-    [ALIGNMENT] = {.name = "alignment",
+    [ALIGNMENT] = {GMR__FIELD(gmr_graph_arena_resource_config, alignment),
+                   .name = "alignment",
                    .type = GMR__OPTION_SIZE,
                    .min_value = GMR_DEFAULT_ALIGNMENT,
                    .max_value = (uint64_t)1 << 61,
                    .power_of_two = true,
                    .help = "least alignment and size granule of a block"},
-    [POLICY] = {.name = "policy",
+    [POLICY] = {GMR__FIELD(gmr_graph_arena_resource_config, capture_policy),
+                .name = "policy",
                 .type = GMR__OPTION_CHOICE,
                 .choices = policies,
                 .help = "a free during capture: monotone (bookkeeping, no two blocks of a graph "
                         "overlap) or ordered_reuse (reused later in the capture on its stream, "
                         "PyTorch's private pools)"},
-    [DETECT] = {.name = "detect",
+    [DETECT] = {GMR__FIELD(gmr_graph_arena_resource_config, detection),
+                .name = "detect",
                 .type = GMR__OPTION_CHOICE,
                 .choices = detections,
                 .help = "auto (explicit sessions, else cudaStreamGetCaptureInfo per request), "
                         "explicit (gmr_graph_arena_resource_begin_capture only; no CUDA call "
                         "per request) or hinted (ask CUDA only while a session or a thread "
                         "hint is up)"},
-    [UNCAPTURED] = {.name = "uncaptured",
+    [UNCAPTURED] = {GMR__FIELD(gmr_graph_arena_resource_config, uncaptured),
+                    .name = "uncaptured",
                     .type = GMR__OPTION_CHOICE,
                     .choices = uncaptured,
                     .help = "requests outside capture: arena (carved, freed at reset/rewind) or "
                             "forward (to the layer below, whose free memory the arena shares: "
                             "the graph pool)"},
-    [NVTX_ANNOTATE] = {.name = "nvtx_annotate",
+    [NVTX_ANNOTATE] = {GMR__FIELD(gmr_graph_arena_resource_config, nvtx_annotate),
+                       .name = "nvtx_annotate",
                        .type = GMR__OPTION_BOOL,
                        .help = gmr__help_nvtx_annotate},
 };
 
+static const gmr_graph_arena_resource_config defaults = GMR_GRAPH_ARENA_RESOURCE_CONFIG_DEFAULT;
+
 /* The C default, with what the spec gives on top. */
 static gmr_graph_arena_resource_config to_config(const gmr__option_value *v) {
-  gmr_graph_arena_resource_config c = GMR_GRAPH_ARENA_RESOURCE_CONFIG_DEFAULT;
-  if (v[INITIAL].given) c.initial_capacity_bytes = v[INITIAL].size;
-  if (v[CHUNK].given) c.chunk_bytes = v[CHUNK].size;
-  if (v[MAX].given) c.max_capacity_bytes = v[MAX].unlimited ? SIZE_MAX : v[MAX].size;
-  if (v[ALIGNMENT].given) c.alignment = v[ALIGNMENT].size;
-  if (v[POLICY].given) c.capture_policy = (gmr_graph_arena_policy)v[POLICY].choice;
-  if (v[DETECT].given) c.detection = (gmr_graph_arena_detection)v[DETECT].choice;
-  if (v[UNCAPTURED].given) c.uncaptured = (gmr_graph_arena_uncaptured)v[UNCAPTURED].choice;
-  if (v[NVTX_ANNOTATE].given) c.nvtx_annotate = v[NVTX_ANNOTATE].boolean;
+  gmr_graph_arena_resource_config c = defaults;
+  gmr__options_apply(options, OPTION_COUNT, v, &c);
   return c;
-}
-
-static bool describe_default(size_t option, char *text, size_t text_bytes) {
-  const gmr_graph_arena_resource_config c = GMR_GRAPH_ARENA_RESOURCE_CONFIG_DEFAULT;
-  switch (option) {
-    case INITIAL:
-      gmr__format_size_value(c.initial_capacity_bytes, text, text_bytes);
-      return true;
-    case CHUNK:
-      gmr__format_size_value(c.chunk_bytes, text, text_bytes);
-      return true;
-    case MAX:
-      if (c.max_capacity_bytes == SIZE_MAX) {
-        snprintf(text, text_bytes, "none");
-      } else {
-        gmr__format_size_value(c.max_capacity_bytes, text, text_bytes);
-      }
-      return true;
-    case ALIGNMENT:
-      gmr__format_size_value(c.alignment, text, text_bytes);
-      return true;
-    case POLICY:
-      snprintf(text, text_bytes, "%s", policies[c.capture_policy]);
-      return true;
-    case DETECT:
-      snprintf(text, text_bytes, "%s", detections[c.detection]);
-      return true;
-    case UNCAPTURED:
-      snprintf(text, text_bytes, "%s", uncaptured[c.uncaptured]);
-      return true;
-    case NVTX_ANNOTATE:
-      return gmr__describe_bool(c.nvtx_annotate, text, text_bytes);
-    default:
-      return false;
-  }
 }
 
 /* The arena takes whole granules: initial rounded up to the alignment. */
@@ -167,5 +137,5 @@ const gmr__component gmr__component_graph_arena = {
     .option_count = OPTION_COUNT,
     .create = create,
     .check = check,
-    .describe_default = describe_default,
+    .config_default = &defaults,
 };

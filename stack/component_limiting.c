@@ -10,7 +10,6 @@
 #include "adaptors/oom_internal.h"
 #include "gmr/limiting_adaptor.h"
 #include "stack/registry.h"
-#include "stack/value.h"
 
 enum {
   LIMIT,
@@ -29,9 +28,12 @@ enum {
 /* The ranges are the policies' (gmr/policy.h: gmr_limit_policy_check and
  * gmr_oom_policy_check) and the adaptor's (gmr/limiting_adaptor.h). */
 static const gmr__option_def options[OPTION_COUNT] = {
-    [LIMIT] = {.name = "limit",
+    [LIMIT] = {GMR__FIELD(gmr_limiting_adaptor_config, limit_bytes),
+               .name = "limit",
                .type = GMR__OPTION_SIZE,
                .allow_unlimited = true,
+               .unlimited_field = GMR_LIMIT_NONE,
+               .unlimited_name = "none",
                .help = "most bytes outstanding (charged in charge_alignment units); none for no "
                        "limit"},
     [ON_LIMIT] = {.name = "on_limit", .type = GMR__OPTION_LIMIT_POLICY, .help = "limit policy"},
@@ -59,54 +61,45 @@ static const gmr__option_def options[OPTION_COUNT] = {
                          .type = GMR__OPTION_UINT,
                          .max_value = GMR__WAIT_TIMEOUT_MS_MAX,
                          .help = "wait: how long one wait for a free may block"},
-    [PER_STREAM] = {.name = "per_stream",
+    [PER_STREAM] = {GMR__FIELD(gmr_limiting_adaptor_config, per_stream),
+                    .name = "per_stream",
                     .type = GMR__OPTION_BOOL,
                     .help = "also account and limit each stream"},
-    [STREAM_LIMIT] = {.name = "stream_limit",
+    [STREAM_LIMIT] = {GMR__FIELD(gmr_limiting_adaptor_config, stream_limit_bytes),
+                      .name = "stream_limit",
                       .type = GMR__OPTION_SIZE,
                       .allow_unlimited = true,
+                      .unlimited_field = GMR_LIMIT_NONE,
+                      .unlimited_name = "none",
                       .help = "per_stream: each stream's limit"},
-    [CHARGE_ALIGNMENT] = {.name = "charge_alignment",
+    [CHARGE_ALIGNMENT] = {GMR__FIELD(gmr_limiting_adaptor_config, charge_alignment),
+                          .name = "charge_alignment",
                           .type = GMR__OPTION_SIZE,
                           .min_value = 1,
                           .power_of_two = true,
                           .help = "charges are sizes rounded up to this"},
 };
 
-/* The C default, with what the spec gives on top. */
+static const gmr_limiting_adaptor_config defaults = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
+
+/* The C default, with what the spec gives on top: the policy first, then
+ * the fields of it that padding and cap set. */
 static gmr_limiting_adaptor_config to_config(const gmr__option_value *v) {
-  gmr_limiting_adaptor_config c = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
-  if (v[LIMIT].given) c.limit_bytes = v[LIMIT].unlimited ? GMR_LIMIT_NONE : v[LIMIT].size;
+  gmr_limiting_adaptor_config c = defaults;
+  gmr__options_apply(options, OPTION_COUNT, v, &c);
   if (v[ON_LIMIT].given) c.on_limit = v[ON_LIMIT].limit;
   if (v[PADDING].given) c.on_limit.padding_factor = v[PADDING].factor;
   if (v[CAP].given) c.on_limit.cap_bytes = v[CAP].unlimited ? 0 : v[CAP].size;
-  if (v[PER_STREAM].given) c.per_stream = v[PER_STREAM].boolean;
-  if (v[STREAM_LIMIT].given) {
-    c.stream_limit_bytes = v[STREAM_LIMIT].unlimited ? GMR_LIMIT_NONE : v[STREAM_LIMIT].size;
-  }
-  if (v[CHARGE_ALIGNMENT].given) c.charge_alignment = v[CHARGE_ALIGNMENT].size;
   return c;
 }
 
-static void size_or_none(size_t bytes, char *text, size_t text_bytes) {
-  if (bytes == GMR_LIMIT_NONE) {
-    snprintf(text, text_bytes, "none");
-  } else {
-    gmr__format_size_value(bytes, text, text_bytes);
-  }
-}
-
-/* Defaults: the config's, and for the policy options the values the named
- * built-in policies get (gmr/policy.h). */
+/* Defaults of the policy options: the values the named built-in policies
+ * get (gmr/policy.h). */
 static bool describe_default(size_t option, char *text, size_t text_bytes) {
-  const gmr_limiting_adaptor_config c = GMR_LIMITING_ADAPTOR_CONFIG_DEFAULT;
   const gmr_oom_policy on_oom = GMR_OOM_POLICY_FAIL_INIT;
   switch (option) {
-    case LIMIT:
-      size_or_none(c.limit_bytes, text, text_bytes);
-      return true;
     case ON_LIMIT:
-      snprintf(text, text_bytes, "%s", c.on_limit.name);
+      snprintf(text, text_bytes, "%s", defaults.on_limit.name);
       return true;
     case PADDING:
       snprintf(text, text_bytes, "%g", GMR_LIMIT_DEFAULT_PADDING_FACTOR);
@@ -123,14 +116,6 @@ static bool describe_default(size_t option, char *text, size_t text_bytes) {
     case WAIT_TIMEOUT_MS:
       snprintf(text, text_bytes, "%llu",
                (unsigned long long)(GMR_OOM_DEFAULT_WAIT_TIMEOUT_NS / 1000000u));
-      return true;
-    case PER_STREAM:
-      return gmr__describe_bool(c.per_stream, text, text_bytes);
-    case STREAM_LIMIT:
-      size_or_none(c.stream_limit_bytes, text, text_bytes);
-      return true;
-    case CHARGE_ALIGNMENT:
-      gmr__format_size_value(c.charge_alignment, text, text_bytes);
       return true;
     default:
       return false;
@@ -158,5 +143,6 @@ const gmr__component gmr__component_limiting = {
     .options = options,
     .option_count = OPTION_COUNT,
     .create = create,
+    .config_default = &defaults,
     .describe_default = describe_default,
 };

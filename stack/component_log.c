@@ -19,29 +19,25 @@ enum { FILE_PATH, FLUSH, OPTION_COUNT };
 static const char *const flush_choices[] = {"every_row", "buffered", NULL};
 
 static const gmr__option_def options[OPTION_COUNT] = {
-    [FILE_PATH] = {.name = "file",
+    [FILE_PATH] = {GMR__FIELD(gmr_log_adaptor_config, path),
+                   .name = "file",
                    .type = GMR__OPTION_STRING,
                    .required = true,
                    .help = "the CSV file to create (or truncate)"},
-    [FLUSH] = {.name = "flush",
+    [FLUSH] = {GMR__FIELD(gmr_log_adaptor_config, flush),
+               .name = "flush",
                .type = GMR__OPTION_CHOICE,
                .choices = flush_choices,
                .help = "every_row (a crash loses at most one row) or buffered (faster; flushed "
                        "when the buffer fills and at destroy)"},
 };
 
-static bool describe_default(size_t option, char *text, size_t text_bytes) {
-  const gmr_log_adaptor_config c = GMR_LOG_ADAPTOR_CONFIG_DEFAULT;
-  if (option != FLUSH) return false; /* file is required */
-  snprintf(text, text_bytes, "%s", flush_choices[c.flush]);
-  return true;
-}
+static const gmr_log_adaptor_config defaults = GMR_LOG_ADAPTOR_CONFIG_DEFAULT;
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
                          gmr_resource **out, char *message, size_t message_bytes) {
-  gmr_log_adaptor_config config = GMR_LOG_ADAPTOR_CONFIG_DEFAULT;
-  config.path = values[FILE_PATH].string; /* required; copied (opened) by the adaptor */
-  if (values[FLUSH].given) config.flush = (gmr_log_flush)values[FLUSH].choice;
+  gmr_log_adaptor_config config = defaults;
+  gmr__options_apply(options, OPTION_COUNT, values, &config); /* the path is copied (opened) */
   gmr_log_adaptor *a = NULL;
   errno = 0;
   gmr_status st = gmr_log_adaptor_create(upstream, &config, &a);
@@ -64,5 +60,5 @@ const gmr__component gmr__component_log = {
     .options = options,
     .option_count = OPTION_COUNT,
     .create = create,
-    .describe_default = describe_default,
+    .config_default = &defaults,
 };

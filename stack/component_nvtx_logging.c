@@ -12,34 +12,24 @@
 enum { DOMAIN_NAME, ENABLED, OPTION_COUNT };
 
 static const gmr__option_def options[OPTION_COUNT] = {
-    [DOMAIN_NAME] = {.name = "domain",
+    [DOMAIN_NAME] = {GMR__FIELD(gmr_nvtx_logging_adaptor_config, domain_name),
+                     .name = "domain",
                      .type = GMR__OPTION_STRING,
                      .max_bytes = GMR_NVTX_DOMAIN_NAME_MAX_BYTES,
                      .help = "NVTX domain the ranges and marks go to"},
-    [ENABLED] = {.name = "enabled",
+    [ENABLED] = {GMR__FIELD(gmr_nvtx_logging_adaptor_config, enabled),
+                 .name = "enabled",
                  .type = GMR__OPTION_BOOL,
                  .help = "emit from the start (gmr_nvtx_logging_adaptor_set_enabled switches it "
                          "later)"},
 };
 
-static bool describe_default(size_t option, char *text, size_t text_bytes) {
-  const gmr_nvtx_logging_adaptor_config c = GMR_NVTX_LOGGING_ADAPTOR_CONFIG_DEFAULT;
-  switch (option) {
-    case DOMAIN_NAME:
-      snprintf(text, text_bytes, "%s", c.domain_name);
-      return true;
-    case ENABLED:
-      return gmr__describe_bool(c.enabled, text, text_bytes);
-    default:
-      return false;
-  }
-}
+static const gmr_nvtx_logging_adaptor_config defaults = GMR_NVTX_LOGGING_ADAPTOR_CONFIG_DEFAULT;
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
                          gmr_resource **out, char *message, size_t message_bytes) {
-  gmr_nvtx_logging_adaptor_config config = GMR_NVTX_LOGGING_ADAPTOR_CONFIG_DEFAULT;
-  if (values[DOMAIN_NAME].given) config.domain_name = values[DOMAIN_NAME].string; /* copied */
-  if (values[ENABLED].given) config.enabled = values[ENABLED].boolean;
+  gmr_nvtx_logging_adaptor_config config = defaults;
+  gmr__options_apply(options, OPTION_COUNT, values, &config); /* the domain is copied */
   gmr_nvtx_logging_adaptor *a = NULL;
   gmr_status st = gmr_nvtx_logging_adaptor_create(upstream, &config, &a);
   if (st == GMR_ERR_BUSY) {
@@ -60,5 +50,5 @@ const gmr__component gmr__component_nvtx_logging = {
     .options = options,
     .option_count = OPTION_COUNT,
     .create = create,
-    .describe_default = describe_default,
+    .config_default = &defaults,
 };

@@ -29,109 +29,72 @@ enum {
  * 64 arenas, 32 recent frees, 1000 percent, a granularity from 256 bytes to
  * 1 TiB); tests/stack_spec_limits_test.cc checks that the pool agrees. */
 static const gmr__option_def options[OPTION_COUNT] = {
-    [INITIAL] = {.name = "initial",
+    [INITIAL] = {GMR__FIELD(gmr_pool_resource_config, initial_pool_bytes),
+                 .name = "initial",
                  .type = GMR__OPTION_SIZE,
                  .max_value = GMR_MAX_ALLOCATION_BYTES,
                  .help = "bytes taken from the layer below at create (rounded up to 256)"},
     /* 0 would mean "no maximum" to the pool: the spec says none for that. */
-    [MAX] = {.name = "max",
+    [MAX] = {GMR__FIELD(gmr_pool_resource_config, maximum_pool_bytes),
+             .name = "max",
              .type = GMR__OPTION_SIZE,
              .allow_unlimited = true,
+             .unlimited_field = 0,
+             .unlimited_name = "none",
              .min_value = 1,
              .help = "most bytes held from the layer below (rounded up to 256); none for no "
                      "maximum"},
-    [MIN_GROWTH] = {.name = "min_growth",
+    [MIN_GROWTH] = {GMR__FIELD(gmr_pool_resource_config, min_growth_bytes),
+                    .name = "min_growth",
                     .type = GMR__OPTION_SIZE,
                     .min_value = 1,
                     .help = "smallest chunk asked for when a request needs less"},
-    [MAX_GROWTH] = {.name = "max_growth",
+    [MAX_GROWTH] = {GMR__FIELD(gmr_pool_resource_config, max_growth_bytes),
+                    .name = "max_growth",
                     .type = GMR__OPTION_SIZE,
                     .min_value = 1,
                     .max_value = GMR_MAX_ALLOCATION_BYTES,
                     .help = "largest chunk asked for when a request needs less"},
-    [GROWTH_PERCENT] = {.name = "growth_percent",
+    [GROWTH_PERCENT] = {GMR__FIELD(gmr_pool_resource_config, growth_percent),
+                        .name = "growth_percent",
                         .type = GMR__OPTION_UINT,
                         .max_value = 1000,
                         .help = "a new chunk is this percentage of what the arena holds"},
-    [GRANULARITY] = {.name = "granularity",
+    [GRANULARITY] = {GMR__FIELD(gmr_pool_resource_config, chunk_granularity_bytes),
+                     .name = "granularity",
                      .type = GMR__OPTION_SIZE,
                      .min_value = GMR_DEFAULT_ALIGNMENT,
                      .max_value = (uint64_t)1 << 40,
                      .power_of_two = true,
                      .help = "chunk sizes are multiples of this"},
-    [ARENAS] = {.name = "arenas",
+    [ARENAS] = {GMR__FIELD(gmr_pool_resource_config, arena_count),
+                .name = "arenas",
                 .type = GMR__OPTION_UINT,
                 .max_value = 64,
                 .help = "arenas for threads; 0: one per online CPU (at most 64)"},
-    [RELEASE_ON_GROWTH] = {.name = "release_on_growth",
+    [RELEASE_ON_GROWTH] = {GMR__FIELD(gmr_pool_resource_config, release_on_growth),
+                           .name = "release_on_growth",
                            .type = GMR__OPTION_BOOL,
                            .help = "give wholly free chunks back before growing"},
-    [RECENT_FREES] = {.name = "recent_frees",
+    [RECENT_FREES] = {GMR__FIELD(gmr_pool_resource_config, recent_free_count),
+                      .name = "recent_frees",
                       .type = GMR__OPTION_UINT,
                       .max_value = 32,
                       .help = "small frees kept unmerged per stream for same-size reuse"},
-    [RECENT_FREE_MAX] = {.name = "recent_free_max",
+    [RECENT_FREE_MAX] = {GMR__FIELD(gmr_pool_resource_config, recent_free_max_bytes),
+                         .name = "recent_free_max",
                          .type = GMR__OPTION_SIZE,
                          .help = "largest free kept unmerged"},
-    GMR__SO_OPTION_DEFS(STREAM_OPTIONS),
+    GMR__SO_OPTION_DEFS(STREAM_OPTIONS, gmr_pool_resource_config),
 };
 
-/* The C default, with what the spec gives on top (ranges checked: no casts lose bits). */
-static gmr_pool_resource_config to_config(const gmr__option_value *v) {
-  gmr_pool_resource_config c = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
-  if (v[INITIAL].given) c.initial_pool_bytes = v[INITIAL].size;
-  if (v[MAX].given) c.maximum_pool_bytes = v[MAX].unlimited ? 0 : v[MAX].size;
-  if (v[MIN_GROWTH].given) c.min_growth_bytes = v[MIN_GROWTH].size;
-  if (v[MAX_GROWTH].given) c.max_growth_bytes = v[MAX_GROWTH].size;
-  if (v[GROWTH_PERCENT].given) c.growth_percent = (uint32_t)v[GROWTH_PERCENT].uint;
-  if (v[GRANULARITY].given) c.chunk_granularity_bytes = v[GRANULARITY].size;
-  if (v[ARENAS].given) c.arena_count = (uint32_t)v[ARENAS].uint;
-  if (v[RELEASE_ON_GROWTH].given) c.release_on_growth = v[RELEASE_ON_GROWTH].boolean;
-  if (v[RECENT_FREES].given) c.recent_free_count = (uint32_t)v[RECENT_FREES].uint;
-  if (v[RECENT_FREE_MAX].given) c.recent_free_max_bytes = v[RECENT_FREE_MAX].size;
-  gmr__so_options_apply(&v[STREAM_OPTIONS], &c.streams);
-  return c;
-}
+static const gmr_pool_resource_config defaults = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
 
-static bool describe_default(size_t option, char *text, size_t text_bytes) {
-  const gmr_pool_resource_config c = GMR_POOL_RESOURCE_CONFIG_DEFAULT;
-  switch (option) {
-    case INITIAL:
-      gmr__format_size_value(c.initial_pool_bytes, text, text_bytes);
-      return true;
-    case MAX:
-      if (c.maximum_pool_bytes == 0) {
-        snprintf(text, text_bytes, "none");
-      } else {
-        gmr__format_size_value(c.maximum_pool_bytes, text, text_bytes);
-      }
-      return true;
-    case MIN_GROWTH:
-      gmr__format_size_value(c.min_growth_bytes, text, text_bytes);
-      return true;
-    case MAX_GROWTH:
-      gmr__format_size_value(c.max_growth_bytes, text, text_bytes);
-      return true;
-    case GROWTH_PERCENT:
-      snprintf(text, text_bytes, "%u", (unsigned)c.growth_percent);
-      return true;
-    case GRANULARITY:
-      gmr__format_size_value(c.chunk_granularity_bytes, text, text_bytes);
-      return true;
-    case ARENAS:
-      snprintf(text, text_bytes, "%u", (unsigned)c.arena_count);
-      return true;
-    case RELEASE_ON_GROWTH:
-      return gmr__describe_bool(c.release_on_growth, text, text_bytes);
-    case RECENT_FREES:
-      snprintf(text, text_bytes, "%u", (unsigned)c.recent_free_count);
-      return true;
-    case RECENT_FREE_MAX:
-      gmr__format_size_value(c.recent_free_max_bytes, text, text_bytes);
-      return true;
-    default:
-      return gmr__so_option_describe(option - STREAM_OPTIONS, &c.streams, text, text_bytes);
-  }
+/* The C default, with what the spec gives on top (ranges checked: no field loses bits). */
+static gmr_pool_resource_config to_config(const gmr__option_value *v) {
+  gmr_pool_resource_config c = defaults;
+  gmr__options_apply(options, OPTION_COUNT, v, &c);
+  return c;
 }
 
 /* The pool takes whole units of GMR_DEFAULT_ALIGNMENT bytes: the initial
@@ -202,5 +165,5 @@ const gmr__component gmr__component_pool = {
     .option_count = OPTION_COUNT,
     .create = create,
     .check = check,
-    .describe_default = describe_default,
+    .config_default = &defaults,
 };

@@ -62,6 +62,132 @@ void gmr__describe_uint_option(uint64_t value, bool given, char *text, size_t te
   snprintf(text, text_bytes, "%" PRIu64 "%s", value, given ? "" : ", the default");
 }
 
+/* An unsigned field of 1, 2, 4 or 8 bytes (a bool, an enum, a count, a size). */
+static uint64_t field_load(const void *config, const gmr__option_def *d) {
+  const unsigned char *at = (const unsigned char *)config + d->field_offset;
+  uint8_t u8;
+  uint16_t u16;
+  uint32_t u32;
+  uint64_t u64 = 0;
+  switch (d->field_bytes) {
+    case 1:
+      memcpy(&u8, at, 1);
+      return u8;
+    case 2:
+      memcpy(&u16, at, 2);
+      return u16;
+    case 4:
+      memcpy(&u32, at, 4);
+      return u32;
+    default:
+      memcpy(&u64, at, sizeof u64);
+      return u64;
+  }
+}
+
+static void field_store(void *config, const gmr__option_def *d, uint64_t value) {
+  unsigned char *at = (unsigned char *)config + d->field_offset;
+  uint8_t u8 = (uint8_t)value;
+  uint16_t u16 = (uint16_t)value;
+  uint32_t u32 = (uint32_t)value;
+  switch (d->field_bytes) {
+    case 1:
+      memcpy(at, &u8, 1);
+      break;
+    case 2:
+      memcpy(at, &u16, 2);
+      break;
+    case 4:
+      memcpy(at, &u32, 4);
+      break;
+    default:
+      memcpy(at, &value, sizeof value);
+  }
+}
+
+void gmr__options_apply(const gmr__option_def *defs, size_t count, const gmr__option_value *v,
+                        void *config) {
+  for (size_t k = 0; k < count; ++k) {
+    const gmr__option_def *d = &defs[k];
+    if (!v[k].given || d->field_bytes == 0) continue;
+    switch (d->type) {
+      case GMR__OPTION_SIZE:
+        field_store(config, d, v[k].unlimited ? d->unlimited_field : (uint64_t)v[k].size);
+        break;
+      case GMR__OPTION_UINT:
+        field_store(config, d, v[k].uint);
+        break;
+      case GMR__OPTION_BOOL:
+        field_store(config, d, v[k].boolean);
+        break;
+      case GMR__OPTION_CHOICE:
+        field_store(config, d, (uint64_t)v[k].choice);
+        break;
+      case GMR__OPTION_DEVICE: /* -1, current, is every config's "current device" */
+        memcpy((unsigned char *)config + d->field_offset, &v[k].device, sizeof(int));
+        break;
+      case GMR__OPTION_FACTOR:
+        memcpy((unsigned char *)config + d->field_offset, &v[k].factor, sizeof(double));
+        break;
+      case GMR__OPTION_STRING: /* borrowed from the spec until create returns */
+        memcpy((unsigned char *)config + d->field_offset, &v[k].string, sizeof(const char *));
+        break;
+      default: /* no field type: the component applies it */
+        break;
+    }
+  }
+}
+
+bool gmr__option_describe_default(const gmr__component *c, size_t k, char *text,
+                                  size_t text_bytes) {
+  const gmr__option_def *d = &c->options[k];
+  if (d->field_bytes == 0 || c->config_default == NULL) {
+    return c->describe_default != NULL && c->describe_default(k, text, text_bytes);
+  }
+  const unsigned char *field = (const unsigned char *)c->config_default + d->field_offset;
+  if (d->type == GMR__OPTION_STRING) {
+    const char *s = NULL;
+    memcpy(&s, field, sizeof s);
+    if (s == NULL) return false;
+    snprintf(text, text_bytes, "%s", s);
+    return true;
+  }
+  if (d->type == GMR__OPTION_DEVICE) {
+    int device = 0;
+    memcpy(&device, field, sizeof device);
+    if (device < 0) {
+      snprintf(text, text_bytes, "current");
+    } else {
+      snprintf(text, text_bytes, "%d", device);
+    }
+    return true;
+  }
+  uint64_t value = d->type == GMR__OPTION_FACTOR ? 0 : field_load(c->config_default, d);
+  switch (d->type) {
+    case GMR__OPTION_SIZE:
+      if (d->allow_unlimited && value == d->unlimited_field) {
+        snprintf(text, text_bytes, "%s", d->unlimited_name);
+      } else {
+        gmr__format_size_value((size_t)value, text, text_bytes);
+      }
+      return true;
+    case GMR__OPTION_BOOL:
+      return gmr__describe_bool(value != 0, text, text_bytes);
+    case GMR__OPTION_CHOICE:
+      snprintf(text, text_bytes, "%s", d->choices[value]);
+      return true;
+    case GMR__OPTION_FACTOR: {
+      double f = 0;
+      memcpy(&f, field, sizeof f);
+      snprintf(text, text_bytes, "%g", f);
+      return true;
+    }
+    default:
+      snprintf(text, text_bytes, "%" PRIu64, value);
+      return true;
+  }
+}
+
 bool gmr__describe_bool(bool value, char *text, size_t text_bytes) {
   snprintf(text, text_bytes, "%s", value ? "true" : "false");
   return true;

@@ -15,51 +15,35 @@ static const char *const scopes[] = {"stream", "thread", NULL};
 /* 0 would mean "the default" to the adaptor; a spec leaves the option out
  * for that, so 0 is refused rather than silently replaced. */
 static const gmr__option_def options[OPTION_COUNT] = {
-    [PER] = {.name = "per",
+    [PER] = {GMR__FIELD(gmr_tracking_adaptor_config, per),
+             .name = "per",
              .type = GMR__OPTION_CHOICE,
              .choices = scopes,
              .help = "count per stream (the allocation's) or per thread (the allocating one)"},
-    [CHECK_STREAM] = {.name = "check_stream",
+    [CHECK_STREAM] = {GMR__FIELD(gmr_tracking_adaptor_config, check_stream),
+                      .name = "check_stream",
                       .type = GMR__OPTION_BOOL,
                       .help = "refuse a free on another stream than the allocation's"},
-    [MAX_OWNERS] = {.name = "max_owners",
+    [MAX_OWNERS] = {GMR__FIELD(gmr_tracking_adaptor_config, max_owners),
+                    .name = "max_owners",
                     .type = GMR__OPTION_UINT,
                     .min_value = 1,
                     .help = "streams or threads with counters of their own"},
-    [RECENT_FREES] = {.name = "recent_frees",
+    [RECENT_FREES] = {GMR__FIELD(gmr_tracking_adaptor_config, recent_free_count),
+                      .name = "recent_frees",
                       .type = GMR__OPTION_UINT,
                       .min_value = 1,
                       .max_value = GMR__BOOKS_MAX_RECENT_FREES,
                       .help = "frees remembered to tell a double free from an unknown pointer"},
 };
 
+static const gmr_tracking_adaptor_config defaults = GMR_TRACKING_ADAPTOR_CONFIG_DEFAULT;
+
 /* The C default, with what the spec gives on top. */
 static gmr_tracking_adaptor_config to_config(const gmr__option_value *v) {
-  gmr_tracking_adaptor_config c = GMR_TRACKING_ADAPTOR_CONFIG_DEFAULT;
-  if (v[PER].given) c.per = (gmr_tracking_scope)v[PER].choice;
-  if (v[CHECK_STREAM].given) c.check_stream = v[CHECK_STREAM].boolean;
-  if (v[MAX_OWNERS].given) c.max_owners = (size_t)v[MAX_OWNERS].uint;
-  if (v[RECENT_FREES].given) c.recent_free_count = (size_t)v[RECENT_FREES].uint;
+  gmr_tracking_adaptor_config c = defaults;
+  gmr__options_apply(options, OPTION_COUNT, v, &c);
   return c;
-}
-
-static bool describe_default(size_t option, char *text, size_t text_bytes) {
-  const gmr_tracking_adaptor_config c = GMR_TRACKING_ADAPTOR_CONFIG_DEFAULT;
-  switch (option) {
-    case PER:
-      snprintf(text, text_bytes, "%s", scopes[c.per]);
-      return true;
-    case CHECK_STREAM:
-      return gmr__describe_bool(c.check_stream, text, text_bytes);
-    case MAX_OWNERS:
-      snprintf(text, text_bytes, "%zu", c.max_owners);
-      return true;
-    case RECENT_FREES:
-      snprintf(text, text_bytes, "%zu", c.recent_free_count);
-      return true;
-    default:
-      return false;
-  }
 }
 
 static gmr_status create(const gmr__option_value *values, gmr_resource *upstream,
@@ -85,5 +69,5 @@ const gmr__component gmr__component_tracking = {
     .options = options,
     .option_count = OPTION_COUNT,
     .create = create,
-    .describe_default = describe_default,
+    .config_default = &defaults,
 };

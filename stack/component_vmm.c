@@ -13,7 +13,6 @@
 #include "gmr/vmm_resource.h"
 #include "stack/component_vmm_common.h"
 #include "stack/registry.h"
-#include "stack/value.h"
 
 enum {
   GROWTH_PERCENT = GMR__VMM_COMMON_OPTIONS,
@@ -28,7 +27,8 @@ enum {
 /* The ranges are gmr_vmm_resource_create's (gmr/vmm_resource.h). */
 static const gmr__option_def options[OPTION_COUNT] = {
     GMR__VMM_COMMON_OPTION_DEFS,
-    [GROWTH_PERCENT] = {.name = "growth_percent",
+    [GROWTH_PERCENT] = {GMR__FIELD(gmr_vmm_pool_resource_config, growth_percent),
+                        .name = "growth_percent",
                         .type = GMR__OPTION_UINT,
                         .max_value = 1000,
                         .help = "a growth maps this percentage of what is held at once (0: "
@@ -39,22 +39,26 @@ static const gmr__option_def options[OPTION_COUNT] = {
                         .help = "move free memory instead of taking more once the pool would "
                                 "hold this many thousandths above its peak of live bytes "
                                 "(0..10000), or never"},
-    [HANDLE_DIVISOR] = {.name = "handle_divisor",
+    [HANDLE_DIVISOR] = {GMR__FIELD(gmr_vmm_pool_resource_config, handle_divisor),
+                        .name = "handle_divisor",
                         .type = GMR__OPTION_UINT,
                         .max_value = UINT32_MAX,
                         .help = "new physical allocations are at most 1/N of what is held, so "
                                 "that free memory moves in pieces; 0: one per growth"},
-    [SHARDS] = {.name = "shards",
+    [SHARDS] = {GMR__FIELD(gmr_vmm_pool_resource_config, shard_count),
+                .name = "shards",
                 .type = GMR__OPTION_UINT,
                 .max_value = GMR_VMM_POOL_MAX_SHARDS,
                 .help = "engines threads are spread over by stream (each its own lock and "
                         "memory); 0: one per CPU, at most 16; 1: one for all threads"},
-    [HANDLE_FLOOR] = {.name = "handle_floor",
+    [HANDLE_FLOOR] = {GMR__FIELD(gmr_vmm_pool_resource_config, handle_floor_bytes),
+                      .name = "handle_floor",
                       .type = GMR__OPTION_SIZE,
                       .help = "new physical allocations are at least this large (rounded up "
                               "to the page; 0: a page): fewer driver calls per growth, coarser "
                               "pieces to move (expandable segments map 20MiB pages)"},
-    [CREATORS] = {.name = "creators",
+    [CREATORS] = {GMR__FIELD(gmr_vmm_pool_resource_config, creator_thread_count),
+                  .name = "creators",
                   .type = GMR__OPTION_UINT,
                   .max_value = GMR_VMM_POOL_MAX_CREATOR_THREADS,
                   .help = "threads that create a growth's physical allocations (cuMemCreate) "
@@ -76,45 +80,22 @@ static bool parse_remap(const char *text, uint32_t *out) {
 }
 
 static bool describe_default(size_t option, char *text, size_t text_bytes) {
-  const gmr_vmm_pool_resource_config c = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
-  switch (option) {
-    case GROWTH_PERCENT:
-      snprintf(text, text_bytes, "%u", (unsigned)c.growth_percent);
-      return true;
-    case REMAP_PERMILLE:
-      if (c.remap_permille == GMR_VMM_POOL_REMAP_NEVER) {
-        snprintf(text, text_bytes, "never");
-      } else {
-        snprintf(text, text_bytes, "%u", (unsigned)c.remap_permille);
-      }
-      return true;
-    case HANDLE_DIVISOR:
-      snprintf(text, text_bytes, "%u", (unsigned)c.handle_divisor);
-      return true;
-    case SHARDS:
-      snprintf(text, text_bytes, "%u", (unsigned)c.shard_count);
-      return true;
-    case HANDLE_FLOOR:
-      gmr__format_size_value(c.handle_floor_bytes, text, text_bytes);
-      return true;
-    case CREATORS:
-      snprintf(text, text_bytes, "%u", (unsigned)c.creator_thread_count);
-      return true;
-    default:
-      return gmr__vmm_describe_common(&c, option, text, text_bytes);
+  if (option != REMAP_PERMILLE) return gmr__vmm_describe_common(option, text, text_bytes);
+  uint32_t permille = gmr__vmm_config_default.remap_permille;
+  if (permille == GMR_VMM_POOL_REMAP_NEVER) {
+    snprintf(text, text_bytes, "never");
+  } else {
+    snprintf(text, text_bytes, "%u", (unsigned)permille);
   }
+  return true;
 }
 
 static gmr_status create(const gmr__option_value *v, gmr_resource *upstream, gmr_resource **out,
                          char *message, size_t message_bytes) {
   (void)upstream;
   *out = NULL;
-  gmr_vmm_pool_resource_config config = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
-  if (v[GROWTH_PERCENT].given) config.growth_percent = (uint32_t)v[GROWTH_PERCENT].uint;
-  if (v[HANDLE_DIVISOR].given) config.handle_divisor = (uint32_t)v[HANDLE_DIVISOR].uint;
-  if (v[SHARDS].given) config.shard_count = (uint32_t)v[SHARDS].uint;
-  if (v[HANDLE_FLOOR].given) config.handle_floor_bytes = v[HANDLE_FLOOR].size;
-  if (v[CREATORS].given) config.creator_thread_count = (uint32_t)v[CREATORS].uint;
+  gmr_vmm_pool_resource_config config = gmr__vmm_config_default;
+  gmr__options_apply(options, OPTION_COUNT, v, &config);
   if (v[REMAP_PERMILLE].given && !parse_remap(v[REMAP_PERMILLE].string, &config.remap_permille)) {
     snprintf(message, message_bytes,
              "invalid value '%s' for option remap_permille: expected thousandths 0..10000 or "
@@ -136,6 +117,7 @@ const gmr__component gmr__component_vmm = {
     .options = options,
     .option_count = OPTION_COUNT,
     .create = create,
+    .config_default = &gmr__vmm_config_default,
     .describe_default = describe_default,
     .former_names = gmr__vmm_former_names,
 };

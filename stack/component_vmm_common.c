@@ -6,39 +6,16 @@
 
 #include <stdio.h>
 
-#include "stack/value.h"
 
 const char *const gmr__vmm_former_names[] = {"vmm_pool", NULL};
 
-bool gmr__vmm_describe_common(const gmr_vmm_pool_resource_config *c, size_t option, char *text,
-                              size_t text_bytes) {
-  switch (option) {
-    case GMR__VMM_OPTION_DEVICE:
-      if (c->device == GMR_VMM_POOL_CURRENT_DEVICE) {
-        snprintf(text, text_bytes, "current");
-      } else {
-        snprintf(text, text_bytes, "%d", c->device);
-      }
-      return true;
-    case GMR__VMM_OPTION_PAGE_SIZE:
-      gmr__format_size_value(c->page_bytes, text, text_bytes);
-      return true;
-    case GMR__VMM_OPTION_VA_CHUNK:
-      gmr__format_size_value(c->va_chunk_bytes, text, text_bytes);
-      return true;
-    case GMR__VMM_OPTION_INITIAL_PAGES:
-      snprintf(text, text_bytes, "%zu", c->initial_pages);
-      return true;
-    case GMR__VMM_OPTION_PEER_ACCESS:
-      snprintf(text, text_bytes, "%s", c->peer_access == GMR_VMM_POOL_PEERS_ALL ? "all" : "none");
-      return true;
-    case GMR__VMM_OPTION_NCCL_READY:
-      return gmr__describe_bool(c->nccl_ready, text, text_bytes);
-    case GMR__VMM_OPTION_STREAMS_OUTLIVE:
-      return gmr__describe_bool(c->streams.streams_outlive_resource, text, text_bytes);
-    default:
-      return false;
-  }
+const gmr_vmm_pool_resource_config gmr__vmm_config_default = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
+
+bool gmr__vmm_describe_common(size_t option, char *text, size_t text_bytes) {
+  if (option != GMR__VMM_OPTION_PEER_ACCESS) return false;
+  bool all = gmr__vmm_config_default.peer_access == GMR_VMM_POOL_PEERS_ALL;
+  snprintf(text, text_bytes, "%s", all ? "all" : "none");
+  return true;
 }
 
 /* peer_access: "none", "all" or device ordinals. */
@@ -54,20 +31,6 @@ static bool parse_peers(const char *text, gmr_vmm_pool_resource_config *c) {
 
 gmr_status gmr__vmm_apply_common(const gmr__option_value *v, gmr_vmm_pool_resource_config *c,
                                  char *message, size_t message_bytes) {
-  if (v[GMR__VMM_OPTION_DEVICE].given) {
-    int device = v[GMR__VMM_OPTION_DEVICE].device;
-    c->device = device < 0 ? GMR_VMM_POOL_CURRENT_DEVICE : device;
-  }
-  if (v[GMR__VMM_OPTION_PAGE_SIZE].given) c->page_bytes = v[GMR__VMM_OPTION_PAGE_SIZE].size;
-  if (v[GMR__VMM_OPTION_VA_CHUNK].given) c->va_chunk_bytes = v[GMR__VMM_OPTION_VA_CHUNK].size;
-  if (v[GMR__VMM_OPTION_INITIAL_PAGES].given) {
-    uint64_t pages = v[GMR__VMM_OPTION_INITIAL_PAGES].uint;
-    c->initial_pages = pages > SIZE_MAX ? SIZE_MAX : (size_t)pages;
-  }
-  if (v[GMR__VMM_OPTION_NCCL_READY].given) c->nccl_ready = v[GMR__VMM_OPTION_NCCL_READY].boolean;
-  if (v[GMR__VMM_OPTION_STREAMS_OUTLIVE].given) {
-    c->streams.streams_outlive_resource = v[GMR__VMM_OPTION_STREAMS_OUTLIVE].boolean;
-  }
   if (v[GMR__VMM_OPTION_PEER_ACCESS].given &&
       !parse_peers(v[GMR__VMM_OPTION_PEER_ACCESS].string, c)) {
     snprintf(message, message_bytes,

@@ -4,8 +4,6 @@
  * pages and free pages double-mapped where a request goes instead of
  * holding more. Its common options are component_vmm_common.h's.
  */
-#include <stdio.h>
-
 #include "gmr/vmm_pages_resource.h"
 #include "stack/component_vmm_common.h"
 #include "stack/registry.h"
@@ -15,24 +13,19 @@ enum { SMALL_POOL = GMR__VMM_COMMON_OPTIONS, OPTION_COUNT };
 /* The ranges are gmr_vmm_pages_resource_create's (gmr/vmm_pages_resource.h). */
 static const gmr__option_def options[OPTION_COUNT] = {
     GMR__VMM_COMMON_OPTION_DEFS,
-    [SMALL_POOL] = {.name = "small_pool",
+    [SMALL_POOL] = {GMR__FIELD(gmr_vmm_pool_resource_config, small_pool),
+                    .name = "small_pool",
                     .type = GMR__OPTION_BOOL,
                     .help = "requests below a page from the small path (256-byte rounding) "
                             "instead of a page each"},
 };
 
-static bool describe_default(size_t option, char *text, size_t text_bytes) {
-  const gmr_vmm_pool_resource_config c = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
-  if (option == SMALL_POOL) return gmr__describe_bool(c.small_pool, text, text_bytes);
-  return gmr__vmm_describe_common(&c, option, text, text_bytes);
-}
-
 static gmr_status create(const gmr__option_value *v, gmr_resource *upstream, gmr_resource **out,
                          char *message, size_t message_bytes) {
   (void)upstream;
   *out = NULL;
-  gmr_vmm_pool_resource_config config = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
-  if (v[SMALL_POOL].given) config.small_pool = v[SMALL_POOL].boolean;
+  gmr_vmm_pool_resource_config config = gmr__vmm_config_default;
+  gmr__options_apply(options, OPTION_COUNT, v, &config);
   gmr_status st = gmr__vmm_apply_common(v, &config, message, message_bytes);
   if (st != GMR_OK) return st;
   return gmr__vmm_create_from(gmr_vmm_pages_resource_create, &config, out, message,
@@ -48,6 +41,7 @@ const gmr__component gmr__component_vmm_pages = {
     .options = options,
     .option_count = OPTION_COUNT,
     .create = create,
-    .describe_default = describe_default,
+    .config_default = &gmr__vmm_config_default,
+    .describe_default = gmr__vmm_describe_common,
     .former_names = gmr__vmm_former_names,
 };

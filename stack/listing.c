@@ -52,7 +52,7 @@ gmr_status gmr_stack_print_components(FILE *out) {
     for (size_t k = 0; k < c->option_count; ++k) {
       const gmr__option_def *d = &c->options[k];
       char default_text[64] = "", range[96] = "", help[256];
-      if (!d->required) (void)c->describe_default(k, default_text, sizeof default_text);
+      if (!d->required) (void)gmr__option_describe_default(c, k, default_text, sizeof default_text);
       gmr__option_describe_range(d, range, sizeof range);
       gmr__option_help(d, help, sizeof help);
       fprintf(out, "  %s=<%s>", d->name, type_text(d));

@@ -5,10 +5,13 @@
  *
  * A component is a resource (last layer of a spec) or an adaptor (any other
  * layer). Its entry lists its options (name, type, the range the layer
- * accepts, meaning), a create function that receives the options the spec
- * gives, typed and checked, and applies them on top of the layer's C default
- * config (*_CONFIG_DEFAULT), a function that describes those defaults for the
- * listing, and optionally a check of options that contradict each other.
+ * accepts, meaning, and the field of the layer's C config the value goes
+ * into), the C default config (*_CONFIG_DEFAULT) the listing reads the
+ * defaults from, a create function that receives the options the spec gives,
+ * typed and checked, and applies them on top of that default
+ * (gmr__options_apply for the options with a field, its own code for the
+ * rest), a function that describes the defaults of options without a field,
+ * and optionally a check of options that contradict each other.
  * Adding a component to specs is one file with its option table and these
  * functions (see component_host.c, the smallest) plus one line in the table of
  * libgmr's components (stack/context.c) and one in stack/BUILD.bazel;
@@ -61,7 +64,25 @@ typedef struct gmr__option_def {
   /* FACTOR: accepted values are min_factor <= v < below_factor (0: no bound). */
   double min_factor;
   double below_factor;
+  /* Where the value goes in the component's C config (GMR__FIELD): one
+   * place says it for gmr__options_apply and for the listing's default.
+   * field_bytes 0: the component applies and describes the option itself.
+   * SIZE and UINT go into unsigned fields, BOOL into a bool, FACTOR into a
+   * double, CHOICE into an enum whose values are the choices' indexes,
+   * STRING into a const char * (the spec's text, valid until create returns),
+   * DEVICE into an int (-1: current, as every config says it). */
+  size_t field_offset;
+  size_t field_bytes;
+  /* SIZE with allow_unlimited and a field: what the field holds for
+   * none/max, and the word the listing shows for it. */
+  uint64_t unlimited_field;
+  const char *unlimited_name;
 } gmr__option_def;
+
+/* The field of option entries: GMR__FIELD(gmr_pool_resource_config,
+ * initial_pool_bytes); `member` may name a nested field (streams.stream_ids). */
+#define GMR__FIELD(type, member) \
+  .field_offset = offsetof(type, member), .field_bytes = sizeof(((type *)0)->member)
 
 /* Every value stands for at most this many milliseconds, so that the
  * nanoseconds the policies keep (uint64_t) cannot wrap. */
@@ -106,9 +127,10 @@ typedef gmr_status gmr__component_check_fn(const gmr__option_value *values, size
                                            char *message, size_t message_bytes);
 
 /*
- * Write the default of option `option` into `text`, read from the
- * component's C default config, so that the listing cannot drift from what
- * an absent option means. Returns false for an option without a default.
+ * Write the default of option `option`, one without a field (a policy, a
+ * list, a word for a special value), into `text`, read from the component's
+ * C default config where it can be, so that the listing cannot drift from
+ * what an absent option means. Returns false for an option without a default.
  */
 typedef bool gmr__component_default_fn(size_t option, char *text, size_t text_bytes);
 
@@ -125,6 +147,10 @@ typedef struct gmr__component {
   size_t option_count;
   gmr__component_create_fn *create;
   gmr__component_check_fn *check;     /* may be NULL */
+  /* The C default config (*_CONFIG_DEFAULT), where options with a field
+   * read their default for the listing; NULL when none has a field. */
+  const void *config_default;
+  /* The default of an option without a field; may be NULL. */
   gmr__component_default_fn *describe_default;
   /* Names specs used before for what this component does now, that no
    * component has any more (NULL-terminated; may be NULL): a spec naming one
@@ -159,6 +185,17 @@ GMR_EXTENSION_API
 gmr_status gmr__extension_register(gmr_context *ctx, const gmr__extension *ext);
 
 /* Helpers for the component files (component_support.c). */
+
+/* Write the given options of `v` (indexed like `defs`) that have a field
+ * into `config`, the component's C config (its default first). */
+GMR_EXTENSION_API
+void gmr__options_apply(const gmr__option_def *defs, size_t count, const gmr__option_value *v,
+                        void *config);
+
+/* Option k's default for the listing into `text`: its field in
+ * c->config_default, else c->describe_default's. false: none to show. */
+bool gmr__option_describe_default(const gmr__component *c, size_t k, char *text,
+                                  size_t text_bytes);
 
 /* What is free where the memory below `upstream` comes from: "; the device
  * has N bytes free of T" when the bottom of the chain is device memory of the
