@@ -11,10 +11,12 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "gmr/resource.h"
 #include "gmr/vmm_pages_resource.h"
+#include "gmr/vmm_resource.h"
 #include "tests/gpu/vmm_kernels.h"
 #include "tests/support/check_stack.h"
 #include "tests/support/gpu_fixture.h"
@@ -241,6 +243,41 @@ TEST_F(VmmPoolGpu, TrimGivesFreePagesBackToTheDevice) {
   EXPECT_EQ(128 * kMiB, released);
   ASSERT_EQ(cudaSuccess, cudaMemGetInfo(&after, &total));
   EXPECT_GE(after, before + 120 * kMiB);
+}
+
+// A request above all of the device's memory (cudaMemGetInfo's total) is
+// refused at once on either VMM resource, with the device's size in the
+// message and no device memory taken; a request that fits is served after.
+TEST_F(VmmPoolGpu, ARequestAboveTheDevicesMemoryIsRefusedAtOnce) {
+  using CreateFn = gmr_status (*)(const gmr_vmm_pool_resource_config *, gmr_vmm_pool_resource **,
+                                  gmr_failure *);
+  for (CreateFn create :
+       {CreateFn{gmr_vmm_pages_resource_create}, CreateFn{gmr_vmm_resource_create}}) {
+    gmr_vmm_pool_resource_config c = GMR_VMM_POOL_RESOURCE_CONFIG_DEFAULT;
+    gmr_vmm_pool_resource *pool = nullptr;
+    gmr_failure f = GMR_FAILURE_INIT;
+    gmr_status st = create(&c, &pool, &f);
+    if (st == GMR_ERR_UNSUPPORTED) GTEST_SKIP() << f.message;
+    ASSERT_EQ(GMR_OK, st) << f.message;
+    gmr_resource *r = gmr_vmm_pool_resource_as_resource(pool);
+    size_t free_before = 0, free_after = 0, total = 0;
+    ASSERT_EQ(cudaSuccess, cudaMemGetInfo(&free_before, &total));
+    void *p = nullptr;
+    f = GMR_FAILURE_INIT;
+    EXPECT_EQ(GMR_ERR_OUT_OF_MEMORY, gmr_resource_allocate_ex(r, total + 1, 0, s_, &p, &f));
+    EXPECT_NE(nullptr, std::strstr(f.message, ("memory in all (" + std::to_string(total)).c_str()))
+        << f.message;
+    ASSERT_EQ(cudaSuccess, cudaMemGetInfo(&free_after, &total));
+    EXPECT_GE(free_after + 64 * kMiB, free_before) << "nothing mapped for the refused request";
+    p = nullptr;
+    f = GMR_FAILURE_INIT;
+    ASSERT_EQ(GMR_OK, gmr_resource_allocate_ex(r, 64 * kMiB, 0, s_, &p, &f)) << f.message;
+    ASSERT_EQ(cudaSuccess, kernels_.fill(p, 64 * kMiB, 7, s_));
+    ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(s_));
+    ExpectPattern(p, 64 * kMiB, 7);
+    EXPECT_EQ(GMR_OK, gmr_resource_deallocate(r, p, 64 * kMiB, 0, s_));
+    EXPECT_EQ(GMR_OK, gmr_resource_destroy(r));
+  }
 }
 
 TEST_F(VmmPoolGpu, AKernelOnASecondGpuReadsWhatTheFirstWrote) {
