@@ -100,9 +100,11 @@ static bool wait_state(gmr__vmm_host *h, gmr__vmm_copy_job *job, size_t i, uint8
   return !job->failed;
 }
 
-static void set_state(gmr__vmm_host *h, gmr__vmm_copy_job *job, size_t i, uint8_t bit) {
+/* Set `bit` on chunks [first, end) and wake the waiters. */
+static void set_state(gmr__vmm_host *h, gmr__vmm_copy_job *job, size_t first, size_t end,
+                      uint8_t bit) {
   pthread_mutex_lock(&h->mu);
-  job->state[i] |= bit;
+  for (size_t i = first; i < end; ++i) job->state[i] |= bit;
   pthread_cond_broadcast(&h->cv);
   pthread_mutex_unlock(&h->mu);
 }
@@ -139,7 +141,7 @@ static void work(gmr__vmm_host *h, gmr__vmm_copy_job *job, unsigned w) {
     pthread_mutex_unlock(&h->mu);
     if (!go) return;
     copy_chunk(job, i);
-    set_state(h, job, i, job->kind == JOB_TO_HOST ? DONE : FILLED);
+    set_state(h, job, i, i + 1, job->kind == JOB_TO_HOST ? DONE : FILLED);
   }
 }
 
@@ -336,7 +338,7 @@ static cudaError_t run_to_host(gmr__vmm_host *h, gmr__vmm_copy_job *job, const c
       copy_chunk(job, synced);
       job->state[synced] |= READY | DONE;
     } else {
-      set_state(h, job, synced, READY);
+      set_state(h, job, synced, synced + 1, READY);
     }
     synced++;
   }
@@ -353,8 +355,7 @@ static cudaError_t run_to_host(gmr__vmm_host *h, gmr__vmm_copy_job *job, const c
  * with no worker also fill them. */
 static cudaError_t run_to_device(gmr__vmm_host *h, gmr__vmm_copy_job *job, const char **call) {
   size_t n = job->chunk_count, slots = job->slot_count;
-  size_t freed = 0;        /* chunks [0, freed) reached the device */
-  size_t freed_marked = 0; /* chunks [0, freed_marked) marked FREED */
+  size_t freed = 0; /* chunks [0, freed) reached the device, marked FREED */
   cudaError_t err = cudaSuccess;
   for (size_t i = 0; i < n && err == cudaSuccess; ++i) {
     if (job->workers == 0) {
@@ -367,6 +368,7 @@ static cudaError_t run_to_device(gmr__vmm_host *h, gmr__vmm_copy_job *job, const
     }
     err = queue_chunk(h, job, i, call);
     if (err != cudaSuccess) continue;
+    size_t marked = freed;
     /* Chunk i + 1 reuses the slot of chunk i + 1 - slots: wait for it. */
     if (i + 1 >= slots) {
       *call = "cudaEventSynchronize";
@@ -381,12 +383,7 @@ static cudaError_t run_to_device(gmr__vmm_host *h, gmr__vmm_copy_job *job, const
     while (freed <= i && h->cuda->event_query(h->events[freed % slots]) == cudaSuccess) {
       freed++;
     }
-    if (freed > freed_marked) {
-      pthread_mutex_lock(&h->mu);
-      for (; freed_marked < freed; ++freed_marked) job->state[freed_marked] |= FREED;
-      pthread_cond_broadcast(&h->cv);
-      pthread_mutex_unlock(&h->mu);
-    }
+    if (freed > marked) set_state(h, job, marked, freed, FREED);
   }
   if (err == cudaSuccess) {
     *call = "cudaStreamSynchronize";
