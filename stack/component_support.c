@@ -145,24 +145,34 @@ bool gmr__option_describe_default(const gmr__component *c, size_t k, char *text,
     return c->describe_default != NULL && c->describe_default(k, text, text_bytes);
   }
   const unsigned char *field = (const unsigned char *)c->config_default + d->field_offset;
-  if (d->type == GMR__OPTION_STRING) {
-    const char *s = NULL;
-    memcpy(&s, field, sizeof s);
-    if (s == NULL) return false;
-    snprintf(text, text_bytes, "%s", s);
-    return true;
-  }
-  if (d->type == GMR__OPTION_DEVICE) {
-    int device = 0;
-    memcpy(&device, field, sizeof device);
-    if (device < 0) {
-      snprintf(text, text_bytes, "current");
-    } else {
-      snprintf(text, text_bytes, "%d", device);
+  switch (d->type) {
+    case GMR__OPTION_STRING: {
+      const char *s = NULL;
+      memcpy(&s, field, sizeof s);
+      if (s == NULL) return false;
+      snprintf(text, text_bytes, "%s", s);
+      return true;
     }
-    return true;
+    case GMR__OPTION_DEVICE: {
+      int device = 0;
+      memcpy(&device, field, sizeof device);
+      if (device < 0) {
+        snprintf(text, text_bytes, "current");
+      } else {
+        snprintf(text, text_bytes, "%d", device);
+      }
+      return true;
+    }
+    case GMR__OPTION_FACTOR: {
+      double f = 0;
+      memcpy(&f, field, sizeof f);
+      snprintf(text, text_bytes, "%g", f);
+      return true;
+    }
+    default:
+      break;
   }
-  uint64_t value = d->type == GMR__OPTION_FACTOR ? 0 : field_load(c->config_default, d);
+  uint64_t value = field_load(c->config_default, d);
   switch (d->type) {
     case GMR__OPTION_SIZE:
       if (d->allow_unlimited && value == d->unlimited_field) {
@@ -176,13 +186,7 @@ bool gmr__option_describe_default(const gmr__component *c, size_t k, char *text,
     case GMR__OPTION_CHOICE:
       snprintf(text, text_bytes, "%s", d->choices[value]);
       return true;
-    case GMR__OPTION_FACTOR: {
-      double f = 0;
-      memcpy(&f, field, sizeof f);
-      snprintf(text, text_bytes, "%g", f);
-      return true;
-    }
-    default:
+    default: /* UINT */
       snprintf(text, text_bytes, "%" PRIu64, value);
       return true;
   }
