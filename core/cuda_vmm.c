@@ -51,12 +51,17 @@ void gmr__vmm_prop_for_nccl(const gmr__cuda_vmm_ops *vmm, gmr__vmm_prop *prop) {
 
 CUresult gmr__vmm_create_or_drop_fabric(const gmr__cuda_vmm_ops *vmm,
                                         CUmemGenericAllocationHandle *handle, size_t bytes,
-                                        gmr__vmm_prop *prop) {
-  CUresult st = vmm->create(handle, bytes, prop);
+                                        const gmr__vmm_prop *prop, atomic_bool *fabric_refused) {
+  gmr__vmm_prop asked = *prop;
+  if (atomic_load_explicit(fabric_refused, memory_order_relaxed)) {
+    asked.handle_types &= ~(unsigned)CU_MEM_HANDLE_TYPE_FABRIC;
+  }
+  CUresult st = vmm->create(handle, bytes, &asked);
   if ((st == CUDA_ERROR_NOT_PERMITTED || st == CUDA_ERROR_NOT_SUPPORTED) &&
-      (prop->handle_types & CU_MEM_HANDLE_TYPE_FABRIC) != 0) {
-    prop->handle_types &= ~(unsigned)CU_MEM_HANDLE_TYPE_FABRIC;
-    st = vmm->create(handle, bytes, prop);
+      (asked.handle_types & CU_MEM_HANDLE_TYPE_FABRIC) != 0) {
+    atomic_store_explicit(fabric_refused, true, memory_order_relaxed);
+    asked.handle_types &= ~(unsigned)CU_MEM_HANDLE_TYPE_FABRIC;
+    st = vmm->create(handle, bytes, &asked);
   }
   return st;
 }

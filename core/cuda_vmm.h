@@ -33,6 +33,9 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
 #include <stddef.h>
 
 #include "core/cuda_layer.h"
@@ -120,15 +123,20 @@ gmr_status gmr__cu_fail(const gmr__cuda_vmm_ops *vmm, gmr_failure *failure, cons
 GMR_EXTENSION_API
 void gmr__vmm_prop_for_nccl(const gmr__cuda_vmm_ops *vmm, gmr__vmm_prop *prop);
 
-/* cuMemCreate of `bytes` with *prop. A driver that refuses fabric handles
+#ifndef __cplusplus
+/* cuMemCreate of `bytes` with *prop, without fabric handles once
+ * *fabric_refused is set. A driver that refuses fabric handles
  * (CUDA_ERROR_NOT_PERMITTED or NOT_SUPPORTED without an IMEX channel, as
- * NCCL sees it) is asked again without them, and fabric is dropped from
- * *prop, so the caller stops asking (NCCL's retry). Returns the driver's
- * result. */
+ * NCCL sees it) is asked again without them and *fabric_refused is set, so
+ * every later call that shares the flag asks without them (NCCL's retry).
+ * *prop is only read; the flag is the one thing written (relaxed atomics):
+ * any thread, no lock. Returns the driver's result. Declared for C only
+ * (C11 atomics). */
 GMR_EXTENSION_API
 CUresult gmr__vmm_create_or_drop_fabric(const gmr__cuda_vmm_ops *vmm,
                                         CUmemGenericAllocationHandle *handle, size_t bytes,
-                                        gmr__vmm_prop *prop);
+                                        const gmr__vmm_prop *prop, atomic_bool *fabric_refused);
+#endif
 
 #ifdef __cplusplus
 }

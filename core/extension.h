@@ -22,7 +22,8 @@
  *   components           stack/registry.h   gmr__extension_register (with the
  *                                           component table types), and the helpers
  *                                           for option values a component needs:
- *                                           gmr__describe_bool, gmr__parse_peer_list
+ *                                           gmr__options_apply, gmr__describe_bool,
+ *                                           gmr__parse_peer_list
  *                        stack/value.h      gmr__format_size_value
  *   limits               adaptors/oom_internal.h  gmr__limiting_with_oom_create (a
  *                                           memory space's limiting layer with its

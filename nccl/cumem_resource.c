@@ -6,6 +6,7 @@
 
 #include <cuda.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,9 +38,10 @@ struct gmr_cumem_resource {
   int access_devices[MAX_ACCESS]; /* [0] = device, then peers */
   size_t access_count;
   size_t granularity_bytes;
+  gmr__vmm_prop prop;         /* what cuMemCreate is asked for; never written after create */
+  atomic_bool fabric_refused; /* the driver refused fabric handles: no longer asked for */
   pthread_mutex_t lock;
   /* Under the lock: */
-  gmr__vmm_prop prop; /* fabric is dropped once the driver refuses it */
   gmr__u64_map live;  /* address -> cumem_block * */
   gmr__u64_map freed; /* addresses freed and not handed out since */
   size_t live_bytes;
@@ -52,24 +54,6 @@ static const gmr_resource_vtbl cumem_vtbl;
 
 static gmr_cumem_resource *as_cumem(gmr_resource *r) { return (gmr_cumem_resource *)r; }
 
-/* cuMemCreate; a driver that refuses fabric handles (no IMEX channel) gets
- * the request again without them, and the resource stops asking (NCCL's
- * retry in src/allocator.cc). */
-static CUresult create_physical(gmr_cumem_resource *r, CUmemGenericAllocationHandle *h,
-                                size_t bytes) {
-  pthread_mutex_lock(&r->lock);
-  gmr__vmm_prop prop = r->prop;
-  pthread_mutex_unlock(&r->lock);
-  unsigned asked = prop.handle_types;
-  CUresult st = gmr__vmm_create_or_drop_fabric(r->vmm, h, bytes, &prop);
-  if (st == CUDA_SUCCESS && prop.handle_types != asked) {
-    pthread_mutex_lock(&r->lock);
-    r->prop.handle_types = prop.handle_types;
-    pthread_mutex_unlock(&r->lock);
-  }
-  return st;
-}
-
 /* Reserve, create, map and give access; undone completely on failure. */
 static gmr_status map_block(gmr_cumem_resource *r, size_t bytes, size_t alignment,
                             CUdeviceptr *out_addr, CUmemGenericAllocationHandle *out_handle,
@@ -80,7 +64,7 @@ static gmr_status map_block(gmr_cumem_resource *r, size_t bytes, size_t alignmen
   CUresult st = r->vmm->address_reserve(&addr, bytes, alignment);
   if (st != CUDA_SUCCESS) return gmr__cu_fail(r->vmm, failure, "cuMemAddressReserve", st, detail);
   CUmemGenericAllocationHandle h = 0;
-  st = create_physical(r, &h, bytes);
+  st = gmr__vmm_create_or_drop_fabric(r->vmm, &h, bytes, &r->prop, &r->fabric_refused);
   if (st != CUDA_SUCCESS) {
     (void)r->vmm->address_free(addr, bytes);
     return gmr__cu_fail(r->vmm, failure, "cuMemCreate", st, detail);
@@ -335,6 +319,7 @@ static gmr_status query_device(gmr_cumem_resource *r, bool nccl_ready, gmr_failu
                        r->device);
   }
   r->prop = (gmr__vmm_prop){r->device, 0, false};
+  atomic_init(&r->fabric_refused, false);
   if (nccl_ready) gmr__vmm_prop_for_nccl(r->vmm, &r->prop);
   cu = r->vmm->get_granularity(&r->granularity_bytes, &r->prop, nccl_ready);
   if (cu != CUDA_SUCCESS) {
@@ -405,6 +390,9 @@ gmr_status gmr_cumem_resource_get_stats(gmr_cumem_resource *r, gmr_cumem_resourc
   s.device = r->device;
   s.granularity_bytes = r->granularity_bytes;
   s.handle_types = r->prop.handle_types;
+  if (atomic_load_explicit(&r->fabric_refused, memory_order_relaxed)) {
+    s.handle_types &= ~(unsigned)CU_MEM_HANDLE_TYPE_FABRIC;
+  }
   s.gpu_direct_rdma = r->prop.gpu_direct_rdma;
   s.access_device_count = r->access_count;
   s.live_count = r->live.count;

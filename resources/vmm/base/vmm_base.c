@@ -258,15 +258,7 @@ gmr_status gmr__vmm_violation(char *err, size_t err_bytes, const char *fmt, ...)
 
 CUresult gmr__vmm_create_handle(gmr_vmm_pool_resource *p, CUmemGenericAllocationHandle *handle,
                                 size_t bytes) {
-  gmr__vmm_prop prop = p->prop;
-  if (atomic_load_explicit(&p->fabric_refused, memory_order_relaxed)) {
-    prop.handle_types &= ~(unsigned)CU_MEM_HANDLE_TYPE_FABRIC;
-  }
-  CUresult cu = gmr__vmm_create_or_drop_fabric(p->vmm, handle, bytes, &prop);
-  if (prop.handle_types != p->prop.handle_types) {
-    atomic_store_explicit(&p->fabric_refused, true, memory_order_relaxed);
-  }
-  return cu;
+  return gmr__vmm_create_or_drop_fabric(p->vmm, handle, bytes, &p->prop, &p->fabric_refused);
 }
 
 gmr_status gmr__vmm_refuse_beyond_device(const gmr_vmm_pool_resource *p, size_t bytes,

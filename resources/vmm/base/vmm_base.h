@@ -170,10 +170,8 @@ gmr_status gmr__vmm_initial_pages_fail(gmr_vmm_pool_resource *p, size_t pages, g
  * cudaDeviceSynchronize), so nothing still runs on the memory. */
 cudaError_t gmr__vmm_synchronize_device(gmr_vmm_pool_resource *p);
 
-/* cuMemCreate of `bytes` with the pool's properties, without fabric handles
- * once the driver refused them to any call of the pool (NCCL's retry,
- * gmr__vmm_create_or_drop_fabric). Any thread, no lock: it writes only
- * fabric_refused. Returns the driver's result. */
+/* cuMemCreate of `bytes` with the pool's properties and its fabric_refused
+ * flag (gmr__vmm_create_or_drop_fabric: any thread, no lock). */
 CUresult gmr__vmm_create_handle(gmr_vmm_pool_resource *p, CUmemGenericAllocationHandle *handle,
                                 size_t bytes);
 
